@@ -1,0 +1,22 @@
+// Bundles the CLI and the scripts into dist/ with esbuild (dependencies stay external).
+import { build } from "esbuild"
+
+// --outdir DIR builds elsewhere (parallel workers must not share dist/)
+const i = process.argv.indexOf("--outdir")
+const outdir = i >= 0 ? process.argv[i + 1] : "dist"
+
+await build({
+  entryPoints: {
+    "cli/main": "src/cli/main.ts",
+    "index": "src/index.ts",
+    "scripts/conformance": "scripts/conformance.ts",
+  },
+  outdir,
+  bundle: true,
+  platform: "node",
+  format: "esm",
+  target: "node20",
+  packages: "external",
+  sourcemap: "linked",
+  logLevel: "warning",
+})

@@ -1,0 +1,68 @@
+// npm run conformance — every case in ../shared/onnx-tests through decode + the reference
+// evaluator; writes docs/conformance.md and docs/conformance.json.
+//   --suite S       only suite S (node, pytorch-converted, pytorch-operator, simple, light)
+//   --filter RE     only cases whose name matches RE
+//   --no-write      print, do not write docs/
+//   --show STATUS   list cases with that status (fail, unsupported, pass)
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { listCases, runCase, SUITES, type CaseResult } from "../test/support/onnx-cases.js"
+
+const args = process.argv.slice(2)
+const opt = (k: string) => {
+  const i = args.indexOf(k)
+  return i >= 0 ? args[i + 1] : undefined
+}
+const suite = opt("--suite")
+const filter = opt("--filter")
+const show = opt("--show")
+const write = !args.includes("--no-write") && !suite && !filter
+
+const cases = listCases().filter((c) => (!suite || c.suite === suite) && (!filter || new RegExp(filter).test(c.name)))
+const results: CaseResult[] = []
+const t0 = performance.now()
+for (const c of cases) {
+  const r = runCase(c)
+  results.push(r)
+  if (r.status === "fail" || show === r.status || (show === "all")) console.log(`${r.status.padEnd(11)} ${r.suite}/${r.name} (${r.ms} ms) ${r.reason}`)
+}
+const count = (rs: readonly CaseResult[], s: string) => rs.filter((r) => r.status === s).length
+
+const lines: string[] = []
+lines.push("# ONNX conformance", "")
+lines.push("Every case in `../shared/onnx-tests`, decoded and run by the reference evaluator, compared as ONNX's")
+lines.push("runner does (rtol 1e-3, atol 1e-7; light_densenet121 rtol 2e-3). Written by `npm run conformance`.", "")
+lines.push("| suite | cases | pass | fail | unsupported |", "| --- | ---: | ---: | ---: | ---: |")
+for (const s of SUITES) {
+  const rs = results.filter((r) => r.suite === s)
+  if (rs.length) lines.push(`| ${s} | ${rs.length} | ${count(rs, "pass")} | ${count(rs, "fail")} | ${count(rs, "unsupported")} |`)
+}
+lines.push(`| all | ${results.length} | ${count(results, "pass")} | ${count(results, "fail")} | ${count(results, "unsupported")} |`, "")
+
+const byOp = new Map<string, CaseResult[]>()
+for (const r of results) for (const op of r.ops) byOp.set(op, [...(byOp.get(op) ?? []), r])
+lines.push("## Per operator", "", "| op | cases | pass | fail | unsupported |", "| --- | ---: | ---: | ---: | ---: |")
+for (const [op, rs] of [...byOp].sort(([a], [b]) => (a < b ? -1 : 1)))
+  lines.push(`| ${op} | ${rs.length} | ${count(rs, "pass")} | ${count(rs, "fail")} | ${count(rs, "unsupported")} |`)
+lines.push("", "## Cases not passing", "", "| suite | case | status | reason |", "| --- | --- | --- | --- |")
+for (const r of results.filter((r) => r.status !== "pass"))
+  lines.push(`| ${r.suite} | ${r.name} | ${r.status} | ${r.reason.replace(/\|/g, "\\|").replace(/\n/g, " ").slice(0, 300)} |`)
+
+const summary = SUITES.map((s) => {
+  const rs = results.filter((r) => r.suite === s)
+  return rs.length ? `${s}: ${count(rs, "pass")}/${rs.length} pass, ${count(rs, "fail")} fail, ${count(rs, "unsupported")} unsupported` : ""
+}).filter(Boolean)
+console.log(summary.join("\n"))
+console.log(`total: ${count(results, "pass")} pass, ${count(results, "fail")} fail, ${count(results, "unsupported")} unsupported in ${((performance.now() - t0) / 1000).toFixed(1)} s`)
+
+if (write) {
+  const docs = path.resolve("docs")
+  fs.mkdirSync(docs, { recursive: true })
+  const json = { cases: results.map(({ suite, name, status, reason }) => ({ suite, name, status, reason })) }
+  fs.writeFileSync(path.join(docs, "conformance.json.tmp"), JSON.stringify(json, null, 1) + "\n")
+  fs.renameSync(path.join(docs, "conformance.json.tmp"), path.join(docs, "conformance.json"))
+  fs.writeFileSync(path.join(docs, "conformance.md.tmp"), lines.join("\n") + "\n")
+  fs.renameSync(path.join(docs, "conformance.md.tmp"), path.join(docs, "conformance.md"))
+  console.log("wrote docs/conformance.md and docs/conformance.json")
+}
+process.exitCode = count(results, "fail") ? 1 : 0

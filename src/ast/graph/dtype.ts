@@ -1,0 +1,246 @@
+// Element types of the graph IR and their storage.
+//
+// Storage is chosen so kernels can read and write plain JS numbers:
+// - float16 / bfloat16 are held in a Float32Array whose values are always rounded to the
+//   narrow type (the evaluator rounds every kernel output of those types);
+// - int64 / uint64 are held in a Float64Array: exact up to 2^53 in magnitude, which covers every
+//   index, shape and integer tensor the supported ops produce; bit-level ops on them go through
+//   BigInt (see ops/bitwise). Values beyond 2^53 are rounded to the nearest double.
+// - bool is a Uint8Array of 0/1.
+
+export const DTYPES = [
+  "float32",
+  "float64",
+  "float16",
+  "bfloat16",
+  "int8",
+  "int16",
+  "int32",
+  "int64",
+  "uint8",
+  "uint16",
+  "uint32",
+  "uint64",
+  "bool",
+] as const
+export type DType = (typeof DTYPES)[number]
+
+export type TypedArray =
+  | Float32Array
+  | Float64Array
+  | Int8Array
+  | Int16Array
+  | Int32Array
+  | Uint8Array
+  | Uint16Array
+  | Uint32Array
+
+type ArrayCtor = { new (n: number): TypedArray; new (src: ArrayLike<number>): TypedArray }
+
+const STORAGE: { readonly [D in DType]: ArrayCtor } = {
+  float32: Float32Array,
+  float64: Float64Array,
+  float16: Float32Array,
+  bfloat16: Float32Array,
+  int8: Int8Array,
+  int16: Int16Array,
+  int32: Int32Array,
+  int64: Float64Array,
+  uint8: Uint8Array,
+  uint16: Uint16Array,
+  uint32: Uint32Array,
+  uint64: Float64Array,
+  bool: Uint8Array,
+}
+
+/** Bytes per element in ONNX / numpy (not our storage). */
+export const BYTES: { readonly [D in DType]: number } = {
+  float32: 4,
+  float64: 8,
+  float16: 2,
+  bfloat16: 2,
+  int8: 1,
+  int16: 2,
+  int32: 4,
+  int64: 8,
+  uint8: 1,
+  uint16: 2,
+  uint32: 4,
+  uint64: 8,
+  bool: 1,
+}
+
+export const isFloat = (d: DType): boolean =>
+  d === "float32" || d === "float64" || d === "float16" || d === "bfloat16"
+export const isInteger = (d: DType): boolean => !isFloat(d) && d !== "bool"
+export const isSigned = (d: DType): boolean =>
+  isFloat(d) || d === "int8" || d === "int16" || d === "int32" || d === "int64"
+
+export const allocate = (dtype: DType, n: number): TypedArray => new STORAGE[dtype](n)
+
+/** Copies `src` into fresh storage for `dtype`, converting each value as ONNX Cast does. */
+export const fromNumbers = (dtype: DType, src: ArrayLike<number>): TypedArray => {
+  const out = allocate(dtype, src.length)
+  const conv = converter(dtype)
+  for (let i = 0; i < src.length; i++) out[i] = conv(src[i])
+  return out
+}
+
+const f32 = new Float32Array(1)
+const u32 = new Uint32Array(f32.buffer)
+
+/** Rounds a number to the nearest float16 value (round half to even), as a JS number. */
+export const roundF16 = (x: number): number => f16BitsToNumber(numberToF16Bits(x))
+
+/** Rounds a number to the nearest bfloat16 value (round half to even). */
+export const roundBF16 = (x: number): number => {
+  if (Number.isNaN(x)) return x
+  f32[0] = x
+  const bits = u32[0]
+  const rounded = (bits + 0x7fff + ((bits >>> 16) & 1)) & 0xffff0000
+  u32[0] = rounded >>> 0
+  return f32[0]
+}
+
+/** float16 bits → number. */
+export const f16BitsToNumber = (h: number): number => {
+  const s = h & 0x8000 ? -1 : 1
+  const e = (h >> 10) & 0x1f
+  const m = h & 0x3ff
+  if (e === 0) return s * m * Math.pow(2, -24)
+  if (e === 31) return m ? NaN : s * Infinity
+  return s * (1 + m / 1024) * Math.pow(2, e - 15)
+}
+
+/** number → float16 bits (through float32, round half to even). */
+export const numberToF16Bits = (x: number): number => {
+  f32[0] = x
+  const b = u32[0]
+  const sign = (b >>> 16) & 0x8000
+  let e = (b >>> 23) & 0xff
+  const m = b & 0x7fffff
+  if (e === 255) return sign | 0x7c00 | (m ? 0x200 : 0)
+  e = e - 127 + 15
+  if (e >= 31) return sign | 0x7c00
+  if (e <= 0) {
+    if (e < -10) return sign
+    const full = m | 0x800000
+    const shift = 14 - e
+    let hm = full >>> shift
+    const rem = full & ((1 << shift) - 1)
+    const half = 1 << (shift - 1)
+    if (rem > half || (rem === half && hm & 1)) hm++
+    return sign | hm
+  }
+  let hm = m >>> 13
+  const rem = m & 0x1fff
+  if (rem > 0x1000 || (rem === 0x1000 && hm & 1)) {
+    hm++
+    if (hm === 0x400) {
+      hm = 0
+      e++
+      if (e >= 31) return sign | 0x7c00
+    }
+  }
+  return sign | (e << 10) | hm
+}
+
+export const bf16BitsToNumber = (h: number): number => {
+  u32[0] = (h & 0xffff) << 16
+  return f32[0]
+}
+export const numberToBF16Bits = (x: number): number => {
+  f32[0] = roundBF16(x)
+  return u32[0] >>> 16
+}
+
+const wrapInt = (bits: number, signed: boolean) => (x: number): number => {
+  if (!Number.isFinite(x)) return 0
+  const t = Math.trunc(x)
+  const m = Math.pow(2, bits)
+  let r = ((t % m) + m) % m
+  if (signed && r >= m / 2) r -= m
+  return r
+}
+
+/**
+ * The conversion ONNX Cast applies when a number is stored in `dtype`: floats round to the
+ * narrow type, integers truncate toward zero and wrap, bool is x != 0.
+ */
+export const converter = (dtype: DType): ((x: number) => number) => {
+  switch (dtype) {
+    case "float32":
+      return Math.fround
+    case "float64":
+      return (x) => x
+    case "float16":
+      return roundF16
+    case "bfloat16":
+      return roundBF16
+    case "bool":
+      return (x) => (x !== 0 ? 1 : 0)
+    case "int8":
+      return wrapInt(8, true)
+    case "int16":
+      return wrapInt(16, true)
+    case "int32":
+      return wrapInt(32, true)
+    case "uint8":
+      return wrapInt(8, false)
+    case "uint16":
+      return wrapInt(16, false)
+    case "uint32":
+      return wrapInt(32, false)
+    case "int64":
+    case "uint64":
+      return (x) => (Number.isFinite(x) ? Math.trunc(x) : 0)
+  }
+}
+
+// ONNX TensorProto.DataType numbering
+export const ONNX_DTYPE: { readonly [code: number]: DType } = {
+  1: "float32",
+  2: "uint8",
+  3: "int8",
+  4: "uint16",
+  5: "int16",
+  6: "int32",
+  7: "int64",
+  9: "bool",
+  10: "float16",
+  11: "float64",
+  12: "uint32",
+  13: "uint64",
+  16: "bfloat16",
+}
+export const ONNX_DTYPE_NAME: { readonly [code: number]: string } = {
+  0: "undefined",
+  8: "string",
+  14: "complex64",
+  15: "complex128",
+  17: "float8e4m3fn",
+  18: "float8e4m3fnuz",
+  19: "float8e5m2",
+  20: "float8e5m2fnuz",
+  21: "uint4",
+  22: "int4",
+  23: "float4e2m1",
+  24: "float8e8m0",
+  25: "uint2",
+  26: "int2",
+}
+export const DTYPE_ONNX: { readonly [D in DType]: number } = {
+  float32: 1,
+  uint8: 2,
+  int8: 3,
+  uint16: 4,
+  int16: 5,
+  int32: 6,
+  int64: 7,
+  bool: 9,
+  float16: 10,
+  float64: 11,
+  uint32: 12,
+  uint64: 13,
+  bfloat16: 16,
+}

@@ -1,0 +1,30 @@
+// The operator registry: every op group's table merged into one record. Op names are the keys;
+// `OpName` is their union.
+import type { AnyOpDef } from "../op.js"
+import { activationOps } from "./activation.js"
+import { elementwiseOps } from "./elementwise.js"
+import { nnOps } from "./nn.js"
+import { tensorOps } from "./tensor-ops.js"
+import { reduceOps } from "./reduce.js"
+import { miscOps } from "./misc.js"
+import { normOps } from "./norm.js"
+import { rnnOps } from "./rnn.js"
+import { controlOps } from "./control.js"
+
+export const OPS = {
+  ...elementwiseOps,
+  ...activationOps,
+  ...nnOps,
+  ...tensorOps,
+  ...reduceOps,
+  ...miscOps,
+  ...normOps,
+  ...rnnOps,
+  ...controlOps,
+} satisfies Record<string, AnyOpDef>
+
+export type OpName = keyof typeof OPS
+
+export const isOpName = (op: string): op is OpName => Object.prototype.hasOwnProperty.call(OPS, op)
+
+export const lookupOp = (op: string): AnyOpDef | undefined => (isOpName(op) ? (OPS[op] as AnyOpDef) : undefined)

@@ -1,0 +1,3 @@
+import type { AnyOpDef } from "../op.js"
+
+export const rnnOps = {} satisfies Record<string, AnyOpDef>

@@ -1,0 +1,104 @@
+// Tensors: a dtype, a static shape and row-major storage. Immutable by convention: kernels
+// allocate their outputs and never write into their inputs.
+import { allocate, converter, type DType, type TypedArray } from "./dtype.js"
+
+export interface Tensor {
+  readonly dtype: DType
+  readonly shape: readonly number[]
+  readonly data: TypedArray
+}
+
+export const sizeOf = (shape: readonly number[]): number => {
+  let n = 1
+  for (const d of shape) n *= d
+  return n
+}
+
+export const stridesOf = (shape: readonly number[]): number[] => {
+  const s = new Array<number>(shape.length)
+  let acc = 1
+  for (let i = shape.length - 1; i >= 0; i--) {
+    s[i] = acc
+    acc *= shape[i]
+  }
+  return s
+}
+
+export const tensor = (dtype: DType, shape: readonly number[], data: TypedArray): Tensor => {
+  if (data.length !== sizeOf(shape))
+    throw new Error(`tensor: ${data.length} elements for shape [${shape.join(", ")}]`)
+  return { dtype, shape: [...shape], data }
+}
+
+export const zeros = (dtype: DType, shape: readonly number[]): Tensor =>
+  ({ dtype, shape: [...shape], data: allocate(dtype, sizeOf(shape)) })
+
+/** A tensor from plain numbers, converted to `dtype` as Cast would. */
+export const fromArray = (dtype: DType, shape: readonly number[], values: ArrayLike<number>): Tensor => {
+  const data = allocate(dtype, values.length)
+  const conv = converter(dtype)
+  for (let i = 0; i < values.length; i++) data[i] = conv(values[i])
+  return tensor(dtype, shape, data)
+}
+
+export const scalar = (dtype: DType, value: number): Tensor => fromArray(dtype, [], [value])
+
+/** The values of a (small) tensor as plain numbers — for shape, axes and index inputs. */
+export const toNumbers = (t: Tensor): number[] => Array.from(t.data as ArrayLike<number>)
+
+/** A view with another shape over the same data (sizes must agree). */
+export const reshapeView = (t: Tensor, shape: readonly number[]): Tensor => tensor(t.dtype, shape, t.data)
+
+/** NumPy broadcasting of two shapes; undefined when they do not broadcast. */
+export const broadcastShapes = (a: readonly number[], b: readonly number[]): number[] | undefined => {
+  const n = Math.max(a.length, b.length)
+  const out = new Array<number>(n)
+  for (let i = 0; i < n; i++) {
+    const da = i < n - a.length ? 1 : a[i - (n - a.length)]
+    const db = i < n - b.length ? 1 : b[i - (n - b.length)]
+    if (da === db || db === 1) out[i] = da
+    else if (da === 1) out[i] = db
+    else return undefined
+  }
+  return out
+}
+
+/**
+ * For each flat index of `outShape`, the flat index into a tensor of shape `inShape` broadcast to
+ * it. Used by broadcasting kernels: `out[i] = f(a[ia[i]], b[ib[i]])`.
+ */
+export const broadcastIndex = (inShape: readonly number[], outShape: readonly number[]): Int32Array => {
+  const n = sizeOf(outShape)
+  const idx = new Int32Array(n)
+  const rank = outShape.length
+  const off = rank - inShape.length
+  const inStrides = stridesOf(inShape)
+  // effective strides in the output's index space (0 on broadcast dims)
+  const eff = new Array<number>(rank).fill(0)
+  for (let i = 0; i < inShape.length; i++) eff[i + off] = inShape[i] === 1 ? 0 : inStrides[i]
+  const counter = new Array<number>(rank).fill(0)
+  let cur = 0
+  for (let i = 0; i < n; i++) {
+    idx[i] = cur
+    for (let d = rank - 1; d >= 0; d--) {
+      counter[d]++
+      cur += eff[d]
+      if (counter[d] < outShape[d]) break
+      cur -= eff[d] * counter[d]
+      counter[d] = 0
+    }
+  }
+  return idx
+}
+
+/** Normalises a possibly negative axis against `rank`; throws on out of range. */
+export const normAxis = (axis: number, rank: number): number => {
+  const a = axis < 0 ? axis + rank : axis
+  if (a < 0 || a >= Math.max(rank, 1)) throw new RangeError(`axis ${axis} out of range for rank ${rank}`)
+  return a
+}
+
+export const shapeEqual = (a: readonly number[], b: readonly number[]): boolean =>
+  a.length === b.length && a.every((d, i) => d === b[i])
+
+export const showShape = (s: readonly (number | string)[]): string => `[${s.join(", ")}]`

@@ -1,0 +1,210 @@
+// ONNX ModelProto bytes → Graph. Protobuf parsing is @bufbuild/protobuf with onnx-buf's
+// schema; this file maps the messages onto the graph IR and checks what the IR relies on.
+import { fromBinary } from "@bufbuild/protobuf"
+import { Effect } from "effect"
+import {
+  ModelProtoSchema,
+  type AttributeProto,
+  type GraphProto,
+  type NodeProto,
+  type TypeProto,
+  type ValueInfoProto,
+} from "onnx-buf"
+import type { AttrValue } from "../graph/attrs.js"
+import { ONNX_DTYPE, ONNX_DTYPE_NAME } from "../graph/dtype.js"
+import { UnsupportedOpError, NodeError } from "../graph/errors.js"
+import { DEFAULT_DOMAINS, resolveNode } from "../graph/evaluate.js"
+import type { Graph, Node, ValueInfo } from "../graph/graph.js"
+import type { Dim, ValueType } from "../graph/op.js"
+import type { Tensor } from "../graph/tensor.js"
+import { DecodeError, UnsupportedModelError } from "./errors.js"
+import { decodeTensor, type ExternalReader } from "./tensor-proto.js"
+
+/** Default-domain opsets Tessera decodes. */
+export const MIN_OPSET = 1
+export const MAX_OPSET = 28
+
+export interface DecodeOptions {
+  /** Reads external data files relative to the model's folder (given by the CLI / device layer). */
+  readonly readExternal?: ExternalReader
+}
+
+export type OnnxDecodeError = DecodeError | UnsupportedModelError | UnsupportedOpError | NodeError
+
+const utf8 = new TextDecoder("utf-8", { fatal: false })
+
+interface Ctx {
+  readonly opset: number
+  readonly readExternal?: ExternalReader
+}
+
+const decodeType = (tp: TypeProto | undefined, where: string, nameForUnknown: string): ValueType => {
+  if (!tp || tp.value.case === undefined) throw new DecodeError({ where, reason: "has no type" })
+  if (tp.value.case !== "tensorType")
+    throw new UnsupportedModelError({ where, feature: `${tp.value.case.replace("Type", "")} values (only tensors are supported)` })
+  const tt = tp.value.value
+  const dtype = ONNX_DTYPE[tt.elemType]
+  if (!dtype)
+    throw ONNX_DTYPE_NAME[tt.elemType] !== undefined
+      ? new UnsupportedModelError({ where, feature: `element type ${ONNX_DTYPE_NAME[tt.elemType]}` })
+      : new DecodeError({ where, reason: `unknown element type ${tt.elemType}` })
+  if (!tt.shape) return { dtype, shape: [`${nameForUnknown}?rank`] } // unknown rank: marked
+  const shape: Dim[] = tt.shape.dim.map((d, k) => {
+    if (d.value.case === "dimValue") {
+      const v = d.value.value
+      if (v < 0n) throw new DecodeError({ where, reason: `dim ${k} is negative (${v})` })
+      if (v > 2n ** 31n) throw new DecodeError({ where, reason: `dim ${k} is too large (${v})` })
+      return Number(v)
+    }
+    if (d.value.case === "dimParam" && d.value.value !== "") return d.value.value
+    return `${nameForUnknown}.${k}`
+  })
+  return { dtype, shape }
+}
+
+const decodeValueInfo = (v: ValueInfoProto, where: string): ValueInfo => ({
+  name: v.name,
+  type: decodeType(v.type, `${where} '${v.name}'`, v.name),
+})
+
+const decodeAttr = (a: AttributeProto, where: string, ctx: Ctx): AttrValue => {
+  const w = `${where} attribute '${a.name}'`
+  if (a.refAttrName) throw new UnsupportedModelError({ where: w, feature: "attribute references (model-local functions)" })
+  switch (a.type) {
+    case 1:
+      return { kind: "float", value: a.f }
+    case 2:
+      return { kind: "int", value: Number(a.i) }
+    case 3:
+      return { kind: "string", value: utf8.decode(a.s) }
+    case 4:
+      if (!a.t) throw new DecodeError({ where: w, reason: "TENSOR attribute without a tensor" })
+      return { kind: "tensor", value: decodeTensor(a.t, w, ctx.readExternal) }
+    case 5:
+      if (!a.g) throw new DecodeError({ where: w, reason: "GRAPH attribute without a graph" })
+      return { kind: "graph", value: decodeGraph(a.g, ctx, w) }
+    case 6:
+      return { kind: "floats", value: [...a.floats] }
+    case 7:
+      return { kind: "ints", value: a.ints.map(Number) }
+    case 8:
+      return { kind: "strings", value: a.strings.map((s) => utf8.decode(s)) }
+    case 9:
+      return { kind: "tensors", value: a.tensors.map((t, k) => decodeTensor(t, `${w}[${k}]`, ctx.readExternal)) }
+    case 10:
+      return { kind: "graphs", value: a.graphs.map((g, k) => decodeGraph(g, ctx, `${w}[${k}]`)) }
+    case 11:
+    case 12:
+      throw new UnsupportedModelError({ where: w, feature: "sparse tensor attributes" })
+    case 13:
+    case 14:
+      throw new UnsupportedModelError({ where: w, feature: "type-proto attributes" })
+    default:
+      // type UNDEFINED: older exporters; infer from the field that is set
+      if (a.ints.length) return { kind: "ints", value: a.ints.map(Number) }
+      if (a.floats.length) return { kind: "floats", value: [...a.floats] }
+      if (a.strings.length) return { kind: "strings", value: a.strings.map((s) => utf8.decode(s)) }
+      if (a.t) return { kind: "tensor", value: decodeTensor(a.t, w, ctx.readExternal) }
+      if (a.g) return { kind: "graph", value: decodeGraph(a.g, ctx, w) }
+      if (a.s.length) return { kind: "string", value: utf8.decode(a.s) }
+      if (a.f !== 0) return { kind: "float", value: a.f }
+      return { kind: "int", value: Number(a.i) }
+  }
+}
+
+const decodeNode = (n: NodeProto, index: number, ctx: Ctx, where: string): Node => {
+  const name = n.name !== "" ? n.name : `${n.opType}_${index}`
+  const w = `${where} node '${name}' (${n.opType})`
+  const attrs: Record<string, AttrValue> = {}
+  for (const a of n.attribute) {
+    if (Object.prototype.hasOwnProperty.call(attrs, a.name)) throw new DecodeError({ where: w, reason: `attribute '${a.name}' given twice` })
+    attrs[a.name] = decodeAttr(a, w, ctx)
+  }
+  // trailing empty outputs are the same as absent ones
+  const outputs = [...n.output]
+  while (outputs.length && outputs[outputs.length - 1] === "") outputs.pop()
+  const domain = n.domain === "ai.onnx" ? "" : n.domain
+  const node: Node = { name, op: n.opType, domain, inputs: [...n.input], outputs, attrs }
+  if (!DEFAULT_DOMAINS.has(domain))
+    throw new UnsupportedOpError({ node: name, op: n.opType, domain, reason: `operator domain '${domain}' is not supported (only the default ONNX domain is)` })
+  resolveNode(node) // known op, valid attributes, arity — or a typed error naming the node
+  return node
+}
+
+const decodeGraph = (g: GraphProto, ctx: Ctx, where: string): Graph => {
+  if (g.sparseInitializer.length) throw new UnsupportedModelError({ where, feature: "sparse initializers" })
+  const initializers = new Map<string, Tensor>()
+  for (const t of g.initializer) {
+    if (t.name === "") throw new DecodeError({ where, reason: "an initializer has no name" })
+    initializers.set(t.name, decodeTensor(t, `${where} initializer '${t.name}'`, ctx.readExternal))
+  }
+  const inputs = g.input.filter((i) => !initializers.has(i.name)).map((i) => decodeValueInfo(i, `${where} input`))
+  const outputs = g.output.map((o) => decodeValueInfo(o, `${where} output`))
+  const nodes = g.node.map((n, k) => decodeNode(n, k, ctx, where))
+  const valueTypes = new Map<string, ValueType>()
+  for (const v of g.valueInfo) {
+    if (v.type?.value.case !== "tensorType") continue
+    try {
+      valueTypes.set(v.name, decodeValueInfo(v, `${where} value_info`).type)
+    } catch {
+      // value_info is a hint: an unusable one is ignored, not fatal
+    }
+  }
+  // Constant nodes, inputs and initializers define values once; nodes must be in topological order.
+  const defined = new Set<string>([...inputs.map((i) => i.name), ...initializers.keys()])
+  for (const n of nodes) {
+    for (const o of n.outputs)
+      if (o !== "" && defined.has(o) && !initializers.has(o))
+        throw new DecodeError({ where: `${where} node '${n.name}'`, reason: `value '${o}' is defined twice` })
+    for (const o of n.outputs) defined.add(o)
+  }
+  return { name: g.name || "main", opset: ctx.opset, inputs, outputs, initializers, nodes, valueTypes }
+}
+
+/** Checks that every node input is defined before use (top-level graph; subgraphs may see outer names). */
+const checkTopological = (g: Graph): void => {
+  const defined = new Set<string>([...g.inputs.map((i) => i.name), ...g.initializers.keys()])
+  for (const n of g.nodes) {
+    for (const i of n.inputs)
+      if (i !== "" && !defined.has(i))
+        throw new DecodeError({
+          where: `node '${n.name}' (${n.op})`,
+          reason: `input '${i}' is not produced by any earlier node, input or initializer (nodes must be in topological order)`,
+        })
+    for (const o of n.outputs) defined.add(o)
+  }
+  for (const o of g.outputs)
+    if (!defined.has(o.name)) throw new DecodeError({ where: `graph output '${o.name}'`, reason: "is not produced by any node" })
+}
+
+/** Decodes ModelProto bytes into a Graph (plain function; throws the typed errors). */
+export const decodeModelSync = (bytes: Uint8Array, options: DecodeOptions = {}): Graph => {
+  if (bytes.length === 0) throw new DecodeError({ where: "model", reason: "the file is empty" })
+  let model
+  try {
+    model = fromBinary(ModelProtoSchema, bytes, { readUnknownFields: false })
+  } catch (e) {
+    throw new DecodeError({ where: "model", reason: `not a valid ONNX protobuf (${e instanceof Error ? e.message : String(e)})` })
+  }
+  if (!model.graph) throw new DecodeError({ where: "model", reason: "has no graph (is this an ONNX model file?)" })
+  const imports = model.opsetImport.filter((o) => o.domain === "" || o.domain === "ai.onnx")
+  const opset = imports.length ? Number(imports[0].version) : model.irVersion > 0n && model.irVersion < 3n ? 1 : NaN
+  if (!Number.isFinite(opset))
+    throw new DecodeError({ where: "model", reason: "imports no default-domain opset" })
+  if (opset > MAX_OPSET)
+    throw new UnsupportedModelError({ where: "model", feature: `opset ${opset} is newer than the newest supported (${MAX_OPSET}); re-export with opset ≤ ${MAX_OPSET}` })
+  if (opset < MIN_OPSET) throw new DecodeError({ where: "model", reason: `opset ${opset} is not a valid version` })
+  const g = decodeGraph(model.graph, { opset, readExternal: options.readExternal }, "graph")
+  checkTopological(g)
+  return g
+}
+
+const isTyped = (e: unknown): e is OnnxDecodeError =>
+  e instanceof DecodeError || e instanceof UnsupportedModelError || e instanceof UnsupportedOpError || e instanceof NodeError
+
+/** Decodes ModelProto bytes into a Graph. */
+export const decodeOnnx = (bytes: Uint8Array, options: DecodeOptions = {}): Effect.Effect<Graph, OnnxDecodeError> =>
+  Effect.try({
+    try: () => decodeModelSync(bytes, options),
+    catch: (e) => (isTyped(e) ? e : new DecodeError({ where: "model", reason: e instanceof Error ? e.message : String(e) })),
+  })

@@ -1,0 +1,207 @@
+// onnx.TensorProto ⇄ Tensor. Every storage form ONNX allows: raw_data (little endian), the typed
+// repeated fields, and external data read through a callback the caller supplies (the decoder
+// itself does no I/O). Sizes are checked against dims before anything is allocated, so a hostile
+// dims field cannot make us allocate.
+import { create } from "@bufbuild/protobuf"
+import { TensorProtoSchema, type TensorProto } from "onnx-buf"
+import {
+  allocate,
+  bf16BitsToNumber,
+  BYTES,
+  DTYPE_ONNX,
+  f16BitsToNumber,
+  numberToBF16Bits,
+  numberToF16Bits,
+  ONNX_DTYPE,
+  ONNX_DTYPE_NAME,
+  type DType,
+} from "../graph/dtype.js"
+import type { Tensor } from "../graph/tensor.js"
+import { DecodeError, UnsupportedModelError } from "./errors.js"
+
+/** Reads `length` bytes (or to the end) at `offset` of an external data file named by `location`. */
+export type ExternalReader = (location: string, offset: number, length: number | undefined) => Uint8Array
+
+/** The largest tensor we agree to materialise (elements). */
+export const MAX_ELEMENTS = 2 ** 31 - 1
+
+const dimsOf = (tp: TensorProto, where: string): number[] =>
+  tp.dims.map((d, k) => {
+    if (d < 0n) throw new DecodeError({ where, reason: `dim ${k} is negative (${d})` })
+    if (d > BigInt(MAX_ELEMENTS)) throw new DecodeError({ where, reason: `dim ${k} is too large (${d})` })
+    return Number(d)
+  })
+
+const countOf = (dims: readonly number[], where: string): number => {
+  let n = 1
+  for (const d of dims) {
+    n *= d
+    if (n > MAX_ELEMENTS) throw new DecodeError({ where, reason: `has more than ${MAX_ELEMENTS} elements (dims [${dims.join(", ")}])` })
+  }
+  return n
+}
+
+/** A safe relative location inside the model's folder, or a DecodeError. */
+export const checkExternalLocation = (location: string, where: string): string => {
+  const parts = location.split(/[\\/]+/)
+  if (location === "" || location.startsWith("/") || location.startsWith("\\") || /^[A-Za-z]:/.test(location) || parts.includes(".."))
+    throw new DecodeError({ where, reason: `external data location '${location}' leaves the model's folder; only paths inside it are allowed` })
+  if (location.includes("\0")) throw new DecodeError({ where, reason: "external data location contains a NUL byte" })
+  return location
+}
+
+const readRaw = (dtype: DType, code: number, bytes: Uint8Array, n: number, where: string): Tensor["data"] => {
+  const width = BYTES[dtype]
+  if (bytes.length !== n * width)
+    throw new DecodeError({ where, reason: `raw data has ${bytes.length} bytes, ${n} ${dtype} elements need ${n * width}` })
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+  const out = allocate(dtype, n)
+  switch (dtype) {
+    case "float32":
+      for (let i = 0; i < n; i++) out[i] = view.getFloat32(i * 4, true)
+      break
+    case "float64":
+      for (let i = 0; i < n; i++) out[i] = view.getFloat64(i * 8, true)
+      break
+    case "float16":
+      for (let i = 0; i < n; i++) out[i] = f16BitsToNumber(view.getUint16(i * 2, true))
+      break
+    case "bfloat16":
+      for (let i = 0; i < n; i++) out[i] = bf16BitsToNumber(view.getUint16(i * 2, true))
+      break
+    case "int8":
+      for (let i = 0; i < n; i++) out[i] = view.getInt8(i)
+      break
+    case "uint8":
+    case "bool":
+      for (let i = 0; i < n; i++) out[i] = dtype === "bool" ? (view.getUint8(i) ? 1 : 0) : view.getUint8(i)
+      break
+    case "int16":
+      for (let i = 0; i < n; i++) out[i] = view.getInt16(i * 2, true)
+      break
+    case "uint16":
+      for (let i = 0; i < n; i++) out[i] = view.getUint16(i * 2, true)
+      break
+    case "int32":
+      for (let i = 0; i < n; i++) out[i] = view.getInt32(i * 4, true)
+      break
+    case "uint32":
+      for (let i = 0; i < n; i++) out[i] = view.getUint32(i * 4, true)
+      break
+    case "int64":
+      for (let i = 0; i < n; i++) out[i] = Number(view.getBigInt64(i * 8, true))
+      break
+    case "uint64":
+      for (let i = 0; i < n; i++) out[i] = Number(view.getBigUint64(i * 8, true))
+      break
+  }
+  void code
+  return out
+}
+
+const readTyped = (dtype: DType, tp: TensorProto, n: number, where: string): Tensor["data"] => {
+  const field: ArrayLike<number | bigint> =
+    dtype === "float32"
+      ? tp.floatData
+      : dtype === "float64"
+        ? tp.doubleData
+        : dtype === "int64"
+          ? tp.int64Data
+          : dtype === "uint32" || dtype === "uint64"
+            ? tp.uint64Data
+            : tp.int32Data
+  if (field.length !== n) throw new DecodeError({ where, reason: `holds ${field.length} values, dims need ${n}` })
+  const out = allocate(dtype, n)
+  for (let i = 0; i < n; i++) {
+    const v = Number(field[i])
+    out[i] = dtype === "float16" ? f16BitsToNumber(v) : dtype === "bfloat16" ? bf16BitsToNumber(v) : dtype === "bool" ? (v ? 1 : 0) : v
+  }
+  return out
+}
+
+/** Decodes one TensorProto. `where` names it in errors. */
+export const decodeTensor = (tp: TensorProto, where: string, readExternal?: ExternalReader): Tensor => {
+  const dtype = ONNX_DTYPE[tp.dataType]
+  if (!dtype) {
+    const name = ONNX_DTYPE_NAME[tp.dataType]
+    if (name) throw new UnsupportedModelError({ where, feature: `tensor element type ${name}` })
+    throw new DecodeError({ where, reason: `unknown tensor element type ${tp.dataType}` })
+  }
+  const shape = dimsOf(tp, where)
+  const n = countOf(shape, where)
+  if (tp.dataLocation === 1) {
+    const entries = new Map(tp.externalData.map((e) => [e.key, e.value] as const))
+    const location = entries.get("location")
+    if (location === undefined) throw new DecodeError({ where, reason: "external data without a 'location'" })
+    checkExternalLocation(location, where)
+    if (!readExternal)
+      throw new DecodeError({ where, reason: `stored in external file '${location}', but no model folder was given to read it from` })
+    const offset = Number(entries.get("offset") ?? "0")
+    const lengthS = entries.get("length")
+    const length = lengthS === undefined ? undefined : Number(lengthS)
+    if (!Number.isSafeInteger(offset) || offset < 0 || (length !== undefined && (!Number.isSafeInteger(length) || length < 0)))
+      throw new DecodeError({ where, reason: "external data offset/length are not valid non-negative integers" })
+    const bytes = readExternal(location, offset, length ?? n * BYTES[dtype])
+    return { dtype, shape, data: readRaw(dtype, tp.dataType, bytes, n, where) }
+  }
+  if (tp.rawData.length > 0 || (n === 0 && tp.floatData.length + tp.int32Data.length + tp.int64Data.length + tp.doubleData.length + tp.uint64Data.length === 0))
+    return { dtype, shape, data: readRaw(dtype, tp.dataType, tp.rawData, n, where) }
+  return { dtype, shape, data: readTyped(dtype, tp, n, where) }
+}
+
+/** Encodes a tensor as a TensorProto with raw_data (how exporters write weights). */
+export const encodeTensor = (t: Tensor, name: string): TensorProto => {
+  const n = t.data.length
+  const width = BYTES[t.dtype]
+  const bytes = new Uint8Array(n * width)
+  const view = new DataView(bytes.buffer)
+  const d = t.data
+  for (let i = 0; i < n; i++) {
+    const v = d[i]
+    switch (t.dtype) {
+      case "float32":
+        view.setFloat32(i * 4, v, true)
+        break
+      case "float64":
+        view.setFloat64(i * 8, v, true)
+        break
+      case "float16":
+        view.setUint16(i * 2, numberToF16Bits(v), true)
+        break
+      case "bfloat16":
+        view.setUint16(i * 2, numberToBF16Bits(v), true)
+        break
+      case "int8":
+        view.setInt8(i, v)
+        break
+      case "uint8":
+      case "bool":
+        view.setUint8(i, v)
+        break
+      case "int16":
+        view.setInt16(i * 2, v, true)
+        break
+      case "uint16":
+        view.setUint16(i * 2, v, true)
+        break
+      case "int32":
+        view.setInt32(i * 4, v, true)
+        break
+      case "uint32":
+        view.setUint32(i * 4, v, true)
+        break
+      case "int64":
+        view.setBigInt64(i * 8, BigInt(Math.trunc(v)), true)
+        break
+      case "uint64":
+        view.setBigUint64(i * 8, BigInt(Math.trunc(v)), true)
+        break
+    }
+  }
+  return create(TensorProtoSchema, {
+    name,
+    dims: t.shape.map((x) => BigInt(x)),
+    dataType: DTYPE_ONNX[t.dtype],
+    rawData: bytes,
+  })
+}

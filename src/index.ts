@@ -1,0 +1,12 @@
+// Tessera's library entry point: every stage as a composable function.
+export * from "./ast/graph/dtype.js"
+export * from "./ast/graph/tensor.js"
+export * from "./ast/graph/attrs.js"
+export * from "./ast/graph/op.js"
+export * from "./ast/graph/graph.js"
+export * from "./ast/graph/errors.js"
+export { evaluate, runGraph, checkFeeds } from "./ast/graph/evaluate.js"
+export { OPS, isOpName, lookupOp, type OpName } from "./ast/graph/ops/index.js"
+export { decodeOnnx, decodeModelSync, MAX_OPSET, MIN_OPSET } from "./ast/onnx/decode.js"
+export { DecodeError, UnsupportedModelError } from "./ast/onnx/errors.js"
+export { decodeTensor, encodeTensor } from "./ast/onnx/tensor-proto.js"

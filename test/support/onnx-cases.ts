@@ -1,0 +1,178 @@
+// ONNX's conformance cases (../shared/onnx-tests): listing, loading and running one case through
+// decode + the reference evaluator, compared the way ONNX's own runner does.
+import { fromBinary } from "@bufbuild/protobuf"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { TensorProtoSchema } from "onnx-buf"
+import { isFloat } from "../../src/ast/graph/dtype.js"
+import { checkFeeds, runGraph } from "../../src/ast/graph/evaluate.js"
+import type { Graph } from "../../src/ast/graph/graph.js"
+import { fromArray, showShape, sizeOf, type Tensor } from "../../src/ast/graph/tensor.js"
+import { decodeModelSync } from "../../src/ast/onnx/decode.js"
+import { decodeTensor } from "../../src/ast/onnx/tensor-proto.js"
+
+export const ONNX_TESTS = path.resolve(process.env.TESSERA_ONNX_TESTS ?? path.join(import.meta.dirname, "../../../shared/onnx-tests"))
+
+export const SUITES = ["node", "pytorch-converted", "pytorch-operator", "simple", "light"] as const
+export type Suite = (typeof SUITES)[number]
+
+export interface OnnxCase {
+  readonly suite: Suite
+  readonly name: string
+  readonly model: string
+  /** Each data set: input files and expected output files (empty for light models: ramp inputs). */
+  readonly dataSets: readonly { readonly inputs: readonly string[]; readonly outputs: readonly string[] }[]
+}
+
+export type CaseStatus = "pass" | "fail" | "unsupported"
+export interface CaseResult {
+  readonly suite: Suite
+  readonly name: string
+  readonly status: CaseStatus
+  readonly reason: string
+  readonly ops: readonly string[]
+  readonly ms: number
+}
+
+/** Tolerances: ONNX's defaults, and the cases ONNX's runner itself loosens (with why). */
+const TOLERANCE: Record<string, { rtol: number; atol: number; why: string }> = {
+  light_densenet121: { rtol: 2e-3, atol: 1e-7, why: "ONNX's runner uses rtol 2e-3 for densenet121" },
+}
+
+const sorted = (xs: string[]) => xs.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))
+const numbered = (dir: string, prefix: string) =>
+  sorted(fs.readdirSync(dir).filter((f) => f.startsWith(prefix) && f.endsWith(".pb")))
+    .sort((a, b) => Number(a.slice(prefix.length, -3)) - Number(b.slice(prefix.length, -3)))
+    .map((f) => path.join(dir, f))
+
+export const listCases = (root = ONNX_TESTS): OnnxCase[] => {
+  const cases: OnnxCase[] = []
+  for (const suite of SUITES) {
+    const dir = path.join(root, suite)
+    if (!fs.existsSync(dir)) continue
+    if (suite === "light") {
+      for (const f of sorted(fs.readdirSync(dir).filter((f) => f.endsWith(".onnx")))) {
+        const name = f.slice(0, -5)
+        const out = path.join(dir, `${name}_output_0.pb`)
+        cases.push({ suite, name, model: path.join(dir, f), dataSets: [{ inputs: [], outputs: fs.existsSync(out) ? [out] : [] }] })
+      }
+      continue
+    }
+    for (const name of sorted(fs.readdirSync(dir))) {
+      const model = path.join(dir, name, "model.onnx")
+      if (!fs.existsSync(model)) continue
+      const sets = sorted(fs.readdirSync(path.join(dir, name)).filter((d) => d.startsWith("test_data_set_")))
+      cases.push({
+        suite,
+        name,
+        model,
+        dataSets: sets.map((s) => ({ inputs: numbered(path.join(dir, name, s), "input_"), outputs: numbered(path.join(dir, name, s), "output_") })),
+      })
+    }
+  }
+  return cases
+}
+
+const readTensorFile = (file: string): { name: string; tensor: Tensor } => {
+  const tp = fromBinary(TensorProtoSchema, fs.readFileSync(file))
+  return { name: tp.name, tensor: decodeTensor(tp, path.basename(file)) }
+}
+
+/** ONNX's light-model feed: arange(n).reshape(shape) / n as float32, unknown dims as 1. */
+export const rampInput = (shape: readonly (number | string)[]): Tensor => {
+  const dims = shape.map((d) => (typeof d === "number" ? d : 1))
+  const n = sizeOf(dims)
+  const values = new Float32Array(n)
+  for (let i = 0; i < n; i++) values[i] = i / n
+  return fromArray("float32", dims, values)
+}
+
+/** numpy.testing.assert_allclose semantics; a message on mismatch, undefined when equal. */
+export const compareTensors = (got: Tensor, want: Tensor, rtol = 1e-3, atol = 1e-7): string | undefined => {
+  if (got.dtype !== want.dtype) return `dtype ${got.dtype}, expected ${want.dtype}`
+  if (got.shape.length !== want.shape.length || got.shape.some((d, i) => d !== want.shape[i]))
+    return `shape ${showShape(got.shape)}, expected ${showShape(want.shape)}`
+  const exact = !isFloat(want.dtype)
+  let bad = 0
+  let first = -1
+  for (let i = 0; i < want.data.length; i++) {
+    const a = got.data[i]
+    const b = want.data[i]
+    if (Number.isNaN(b) || Number.isNaN(a)) {
+      if (Number.isNaN(a) !== Number.isNaN(b)) {
+        bad++
+        if (first < 0) first = i
+      }
+      continue
+    }
+    if (a === b) continue
+    if (exact || !(Math.abs(a - b) <= atol + rtol * Math.abs(b))) {
+      bad++
+      if (first < 0) first = i
+    }
+  }
+  if (!bad) return undefined
+  return `${bad}/${want.data.length} elements differ; first at ${first}: got ${got.data[first]}, expected ${want.data[first]}`
+}
+
+const opsOf = (g: Graph, acc = new Set<string>()): Set<string> => {
+  for (const n of g.nodes) {
+    acc.add(n.domain ? `${n.domain}.${n.op}` : n.op)
+    for (const a of Object.values(n.attrs)) if (a.kind === "graph") opsOf(a.value, acc)
+  }
+  return acc
+}
+
+const UNSUPPORTED_TAGS = new Set(["UnsupportedOpError", "UnsupportedModelError"])
+
+/** The graph transform applied before evaluation (identity, or the optimizer's pipeline). */
+export type GraphTransform = (g: Graph) => Graph
+
+/** Runs one case: decode, feed every data set, compare every output. */
+export const runCase = (c: OnnxCase, transform: GraphTransform = (g) => g): CaseResult => {
+  const t0 = performance.now()
+  let ops: string[] = []
+  const result = (status: CaseStatus, reason: string): CaseResult => ({
+    suite: c.suite,
+    name: c.name,
+    status,
+    reason,
+    ops,
+    ms: Math.round(performance.now() - t0),
+  })
+  try {
+    const graph0 = decodeModelSync(fs.readFileSync(c.model))
+    ops = sorted([...opsOf(graph0)])
+    const graph = transform(graph0)
+    for (const [k, set] of c.dataSets.entries()) {
+      const feeds = new Map<string, Tensor>()
+      if (c.suite === "light") {
+        for (const i of graph.inputs) if (i.type.dtype === "float32") feeds.set(i.name, rampInput(i.type.shape))
+      } else {
+        set.inputs.forEach((file, j) => {
+          const { name, tensor } = readTensorFile(file)
+          const byName = graph.inputs.find((i) => i.name === name)
+          const target = byName ?? graph.inputs[j]
+          if (!target) throw new Error(`data set ${k}: input file ${j} matches no graph input`)
+          feeds.set(target.name, tensor)
+        })
+      }
+      checkFeeds(graph, feeds)
+      const outs = runGraph(graph, feeds)
+      const tol = TOLERANCE[c.name] ?? { rtol: 1e-3, atol: 1e-7 }
+      for (const [j, file] of set.outputs.entries()) {
+        const want = readTensorFile(file).tensor
+        const got = outs[j]
+        if (!got) return result("fail", `data set ${k}: output ${j} missing`)
+        const diff = compareTensors(got, want, tol.rtol, tol.atol)
+        if (diff) return result("fail", `data set ${k}, output ${j} (${graph.outputs[j]?.name}): ${diff}`)
+      }
+    }
+    return result("pass", "")
+  } catch (e) {
+    const tag = typeof e === "object" && e !== null && "_tag" in e ? String((e as { _tag: unknown })._tag) : undefined
+    const msg = e instanceof Error ? e.message : String(e)
+    if (tag && UNSUPPORTED_TAGS.has(tag)) return result("unsupported", msg)
+    return result("fail", tag ? `${tag}: ${msg}` : `untyped ${e instanceof Error ? e.name : "exception"}: ${msg}`)
+  }
+}
