@@ -5,7 +5,10 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { TensorProtoSchema } from "onnx-buf"
 import { isFloat } from "../../src/ast/graph/dtype.js"
-import { checkFeeds, runGraph } from "../../src/ast/graph/evaluate.js"
+import { NodeError } from "../../src/ast/graph/errors.js"
+import { checkFeeds, resolveNode, runGraph, type NodeObserver } from "../../src/ast/graph/evaluate.js"
+import { typeAdmits, typeOf } from "../../src/ast/graph/infer.js"
+import { showType } from "../../src/ast/graph/graph.js"
 import type { Graph } from "../../src/ast/graph/graph.js"
 import { fromArray, showShape, sizeOf, type Tensor } from "../../src/ast/graph/tensor.js"
 import { decodeModelSync } from "../../src/ast/onnx/decode.js"
@@ -125,6 +128,34 @@ const opsOf = (g: Graph, acc = new Set<string>()): Set<string> => {
 
 const UNSUPPORTED_TAGS = new Set(["UnsupportedOpError", "UnsupportedModelError"])
 
+/**
+ * Checks every node's type relation against what its kernel produced: the inferred dtype must be
+ * the real one and every numeric dim the real dim (symbolic dims match anything). Input values
+ * are given to the relation where they are compile-time constants (initializers and nodes over them).
+ */
+export const inferenceChecker = (graph: Graph): NodeObserver => {
+  const constants = new Map<string, Tensor>(graph.initializers)
+  return (n, inputs, outputs) => {
+    const { def, attrs } = resolveNode(n)
+    const values = n.inputs.map((name) => (name === "" ? undefined : constants.get(name)))
+    let inferred
+    try {
+      inferred = def.infer({ node: n.name, attrs, opset: graph.opset, inputs: inputs.map((t) => (t ? typeOf(t) : undefined)), values, outputs: n.outputs.length })
+    } catch (e) {
+      throw new NodeError({ node: n.name, op: n.op, reason: `type relation failed where the kernel ran: ${e instanceof Error ? e.message : String(e)}` })
+    }
+    n.outputs.forEach((o, j) => {
+      if (o === "") return
+      const t = inferred[j]
+      if (!t || !typeAdmits(t, outputs[j]))
+        throw new NodeError({ node: n.name, op: n.op, reason: `type relation says ${t ? showType(t) : "nothing"} for output ${j}, the kernel gave ${showType(typeOf(outputs[j]))}` })
+    })
+    const hasGraph = Object.values(n.attrs).some((a) => a.kind === "graph" || a.kind === "graphs")
+    if (!hasGraph && n.inputs.every((name) => name === "" || constants.has(name)))
+      n.outputs.forEach((o, j) => o !== "" && constants.set(o, outputs[j]))
+  }
+}
+
 /** The graph transform applied before evaluation (identity, or the optimizer's pipeline). */
 export type GraphTransform = (g: Graph) => Graph
 
@@ -158,7 +189,7 @@ export const runCase = (c: OnnxCase, transform: GraphTransform = (g) => g): Case
         })
       }
       checkFeeds(graph, feeds)
-      const outs = runGraph(graph, feeds)
+      const outs = runGraph(graph, feeds, undefined, inferenceChecker(graph))
       const tol = TOLERANCE[c.name] ?? { rtol: 1e-3, atol: 1e-7 }
       for (const [j, file] of set.outputs.entries()) {
         const want = readTensorFile(file).tensor

@@ -91,13 +91,21 @@ const toTyped = (n: Node, e: unknown): EvalError => {
 }
 
 /** Scope chain lookup for subgraphs: local values first, then the enclosing graphs'. */
-type Scope = { readonly get: (name: string) => Tensor | undefined }
+export type Scope = { readonly get: (name: string) => Tensor | undefined }
+
+/** Sees every node of the top-level graph run, with its inputs and outputs (checkers, profilers). */
+export type NodeObserver = (node: Node, inputs: readonly (Tensor | undefined)[], outputs: readonly Tensor[]) => void
 
 /**
  * Runs `graph` on `feeds` (plain function; throws the typed errors of `EvalError`).
  * `outer` gives the enclosing scope when running a subgraph. Returns the graph outputs in order.
  */
-export const runGraph = (graph: Graph, feeds: ReadonlyMap<string, Tensor>, outer?: Scope): Tensor[] => {
+export const runGraph = (
+  graph: Graph,
+  feeds: ReadonlyMap<string, Tensor>,
+  outer?: Scope,
+  observe?: NodeObserver,
+): Tensor[] => {
   const env = new Map<string, Tensor>()
   for (const [k, v] of graph.initializers) env.set(k, v)
   for (const [k, v] of feeds) env.set(k, v)
@@ -117,9 +125,10 @@ export const runGraph = (graph: Graph, feeds: ReadonlyMap<string, Tensor>, outer
 
   graph.nodes.forEach((n, k) => {
     let outs: readonly Tensor[]
+    let inputs: (Tensor | undefined)[] = []
     try {
       const { def, attrs } = resolveCached(n)
-      const inputs = n.inputs.map((name) => {
+      inputs = n.inputs.map((name) => {
         if (name === "") return undefined
         const t = lookup(name)
         if (!t) throw new GraphError({ where: `node '${n.name}' (${n.op})`, reason: `input '${name}' is not defined before it is used` })
@@ -136,6 +145,13 @@ export const runGraph = (graph: Graph, feeds: ReadonlyMap<string, Tensor>, outer
       roundNarrow(t)
       env.set(name, t)
     })
+    if (observe) {
+      try {
+        observe(n, inputs, outs)
+      } catch (e) {
+        throw toTyped(n, e)
+      }
+    }
     for (const i of n.inputs) if (i !== "" && lastUse.get(i) === k && !outputs.has(i) && !graph.initializers.has(i)) env.delete(i)
   })
 

@@ -1,0 +1,139 @@
+// Type inference and shape binding: every value's dtype and shape from the inputs' shapes, by
+// each op's type relation. Values computable at compile time (initializers, Constant nodes and
+// small subgraphs over them — the shape subgraphs of PyTorch exports) are propagated, so shapes
+// that depend on them come out static.
+import { Effect } from "effect"
+import { GraphError, InputError, NodeError, UnsupportedOpError, type EvalError } from "./errors.js"
+import { resolveNode } from "./evaluate.js"
+import type { Graph, Node, ValueInfo } from "./graph.js"
+import { OpError, OpUnsupported, type Dim, type ValueType } from "./op.js"
+import { sizeOf, type Tensor } from "./tensor.js"
+
+/** Largest constant (elements) the binder computes to resolve shapes. */
+export const MAX_PROPAGATED_ELEMENTS = 1 << 16
+
+export const typeOf = (t: Tensor): ValueType => ({ dtype: t.dtype, shape: t.shape })
+
+const isStatic = (t: ValueType): boolean => t.shape.every((d) => typeof d === "number")
+
+const toTyped = (n: Node, e: unknown): EvalError => {
+  if (e instanceof UnsupportedOpError || e instanceof NodeError || e instanceof InputError || e instanceof GraphError) return e
+  if (e instanceof OpUnsupported) return new UnsupportedOpError({ node: n.name, op: n.op, domain: n.domain, reason: e.message })
+  if (e instanceof OpError || e instanceof RangeError) return new NodeError({ node: n.name, op: n.op, reason: e.message })
+  return new NodeError({ node: n.name, op: n.op, reason: `internal error in type inference: ${e instanceof Error ? e.message : String(e)}` })
+}
+
+/**
+ * Binds the graph inputs' symbolic dims from `shapes` (whole input shapes by input name), then
+ * infers every value's type. With `requireStatic`, an input dim left unbound is an InputError
+ * naming the input and the dim.
+ */
+export const bindSync = (
+  graph: Graph,
+  shapes: ReadonlyMap<string, readonly number[]> = new Map(),
+  options: { readonly requireStatic?: boolean } = {},
+): Graph => {
+  const symbols = new Map<string, number>()
+  const inputs: ValueInfo[] = graph.inputs.map((i) => {
+    const given = shapes.get(i.name)
+    if (given) {
+      if (given.length !== i.type.shape.length)
+        throw new InputError({ input: i.name, reason: `shape [${given.join("x")}] has rank ${given.length}, the model expects rank ${i.type.shape.length}` })
+      i.type.shape.forEach((d, k) => {
+        const g = given[k]
+        if (!Number.isInteger(g) || g < 0) throw new InputError({ input: i.name, reason: `dim ${k} is ${g}: dims must be non-negative integers` })
+        if (typeof d === "number" && d !== g) throw new InputError({ input: i.name, reason: `dim ${k} is ${g}, the model fixes it at ${d}` })
+        if (typeof d === "string") {
+          const prev = symbols.get(d)
+          if (prev !== undefined && prev !== g) throw new InputError({ input: i.name, reason: `dim ${k} ('${d}') is ${g}, but '${d}' is bound to ${prev} elsewhere` })
+          symbols.set(d, g)
+        }
+      })
+    }
+    return i
+  })
+  const bound: ValueInfo[] = inputs.map((i) => {
+    const shape: Dim[] = i.type.shape.map((d, k) => {
+      if (typeof d === "number") return d
+      const v = symbols.get(d)
+      if (v !== undefined) return v
+      if (options.requireStatic)
+        throw new InputError({
+          input: i.name,
+          reason: `dim ${k} ('${d}') is symbolic and unbound: give the input's data, or its shape with --shape ${i.name}=${i.type.shape.map((x) => (typeof x === "number" ? x : "N")).join("x")}`,
+        })
+      return d
+    })
+    return { name: i.name, type: { dtype: i.type.dtype, shape } }
+  })
+  const types = new Map<string, ValueType>()
+  const values = new Map<string, Tensor>()
+  for (const i of bound) types.set(i.name, i.type)
+  for (const [k, t] of graph.initializers) {
+    types.set(k, typeOf(t))
+    values.set(k, t)
+  }
+  for (const n of graph.nodes) {
+    try {
+      const { def, attrs } = resolveNode(n)
+      const inTypes = n.inputs.map((name) => {
+        if (name === "") return undefined
+        const t = types.get(name) ?? graph.valueTypes.get(name)
+        if (!t) throw new GraphError({ where: `node '${n.name}' (${n.op})`, reason: `input '${name}' has no known type` })
+        return t
+      })
+      const inValues = n.inputs.map((name) => (name === "" ? undefined : values.get(name)))
+      const outTypes = def.infer({ node: n.name, attrs, opset: graph.opset, inputs: inTypes, values: inValues, outputs: n.outputs.length })
+      n.outputs.forEach((o, j) => {
+        if (o === "") return
+        const t = outTypes[j]
+        if (!t) throw new NodeError({ node: n.name, op: n.op, reason: `type relation gave no type for output ${j}` })
+        types.set(o, t)
+      })
+      // constant propagation: all inputs known, no subgraphs, small outputs
+      const allConst = n.inputs.every((name, k) => name === "" || inValues[k] !== undefined)
+      const hasGraph = Object.values(n.attrs).some((a) => a.kind === "graph" || a.kind === "graphs")
+      const small = outTypes.every((t) => isStatic(t) && sizeOf(t.shape as number[]) <= MAX_PROPAGATED_ELEMENTS)
+      if (allConst && !hasGraph && small) {
+        const outs = def.kernel({
+          node: n.name,
+          attrs,
+          opset: graph.opset,
+          inputs: n.inputs.map((name, k) => (name === "" ? undefined : inValues[k])),
+          outputs: n.outputs.length,
+          runSubgraph: () => [],
+        })
+        n.outputs.forEach((o, j) => {
+          if (o !== "" && outs[j]) {
+            values.set(o, outs[j])
+            types.set(o, typeOf(outs[j]))
+          }
+        })
+      }
+    } catch (e) {
+      throw toTyped(n, e)
+    }
+  }
+  const outputs = graph.outputs.map((o) => ({ name: o.name, type: types.get(o.name) ?? o.type }))
+  const valueTypes = new Map(graph.valueTypes)
+  for (const [k, t] of types) valueTypes.set(k, t)
+  return { ...graph, inputs: bound, outputs, valueTypes }
+}
+
+/** Effect form of `bindSync`. */
+export const bind = (
+  graph: Graph,
+  shapes: ReadonlyMap<string, readonly number[]> = new Map(),
+  options: { readonly requireStatic?: boolean } = {},
+): Effect.Effect<Graph, EvalError> =>
+  Effect.try({
+    try: () => bindSync(graph, shapes, options),
+    catch: (e) =>
+      e instanceof UnsupportedOpError || e instanceof NodeError || e instanceof InputError || e instanceof GraphError
+        ? e
+        : new GraphError({ where: graph.name, reason: e instanceof Error ? e.message : String(e) }),
+  })
+
+/** Does an inferred type describe a concrete tensor? Numeric dims must match; symbolic ones match anything. */
+export const typeAdmits = (t: ValueType, actual: Tensor): boolean =>
+  t.dtype === actual.dtype && t.shape.length === actual.shape.length && t.shape.every((d, k) => typeof d === "string" || d === actual.shape[k])
