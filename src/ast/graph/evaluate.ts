@@ -74,7 +74,8 @@ export const checkFeeds = (graph: Graph, feeds: ReadonlyMap<string, Tensor>): vo
       throw new InputError({ input: name, reason: `the model has no such input (inputs: ${[...known].join(", ") || "none"})` })
 }
 
-const roundNarrow = (t: Tensor): void => {
+/** Rounds float16/bfloat16 kernel outputs to their type (kernels compute in wider floats). */
+export const roundNarrow = (t: Tensor): void => {
   if (t.dtype !== "float16" && t.dtype !== "bfloat16") return
   const r = t.dtype === "float16" ? roundF16 : roundBF16
   const d = t.data

@@ -4,7 +4,7 @@
 // that depend on them come out static.
 import { Effect } from "effect"
 import { GraphError, InputError, NodeError, UnsupportedOpError, type EvalError } from "./errors.js"
-import { resolveNode } from "./evaluate.js"
+import { resolveNode, roundNarrow } from "./evaluate.js"
 import type { Graph, Node, ValueInfo } from "./graph.js"
 import { OpError, OpUnsupported, type Dim, type ValueType } from "./op.js"
 import { sizeOf, type Tensor } from "./tensor.js"
@@ -103,6 +103,7 @@ export const bindSync = (
           outputs: n.outputs.length,
           runSubgraph: () => [],
         })
+        outs.forEach(roundNarrow)
         n.outputs.forEach((o, j) => {
           if (o !== "" && outs[j]) {
             values.set(o, outs[j])

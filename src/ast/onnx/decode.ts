@@ -140,7 +140,15 @@ const decodeGraph = (g: GraphProto, ctx: Ctx, where: string): Graph => {
   }
   const inputs = g.input.filter((i) => !initializers.has(i.name)).map((i) => decodeValueInfo(i, `${where} input`))
   const outputs = g.output.map((o) => decodeValueInfo(o, `${where} output`))
-  const nodes = g.node.map((n, k) => decodeNode(n, k, ctx, where))
+  const used = new Set<string>()
+  const nodes = g.node.map((n, k) => {
+    const d = decodeNode(n, k, ctx, where)
+    // node names are labels: make them unique so passes and reports can key on them
+    let name = d.name
+    for (let j = 1; used.has(name); j++) name = `${d.name}_${j}`
+    used.add(name)
+    return name === d.name ? d : { ...d, name }
+  })
   const valueTypes = new Map<string, ValueType>()
   for (const v of g.valueInfo) {
     if (v.type?.value.case !== "tensorType") continue

@@ -1,0 +1,78 @@
+// rewrite.EliminateCommonSubexpr: nodes with the same op, attributes and inputs compute the same
+// values; keep the first and read its outputs. Identical constants are merged first.
+import type { AttrValue } from "../ast/graph/attrs.js"
+import type { Graph, Node } from "../ast/graph/graph.js"
+import type { Tensor } from "../ast/graph/tensor.js"
+import { graphPass } from "./pass.js"
+
+const tensorKey = (t: Tensor): string => {
+  let h = 2166136261
+  const d = t.data
+  for (let i = 0; i < d.length; i++) {
+    const s = String(d[i])
+    for (let j = 0; j < s.length; j++) h = Math.imul(h ^ s.charCodeAt(j), 16777619) >>> 0
+    h = Math.imul(h ^ 44, 16777619) >>> 0
+  }
+  return `${t.dtype}[${t.shape.join(",")}]#${h.toString(16)}#${d.length}`
+}
+
+const sameTensor = (a: Tensor, b: Tensor): boolean =>
+  a.dtype === b.dtype && a.shape.length === b.shape.length && a.shape.every((d, i) => d === b.shape[i]) && a.data.every((x, i) => Object.is(x, b.data[i]))
+
+const attrKey = (a: AttrValue): string | undefined => {
+  switch (a.kind) {
+    case "graph":
+    case "graphs":
+      return undefined // nodes with subgraphs are never merged
+    case "tensor":
+      return `t:${tensorKey(a.value)}`
+    case "tensors":
+      return `ts:${a.value.map(tensorKey).join(",")}`
+    default:
+      return `${a.kind}:${JSON.stringify(a.value)}`
+  }
+}
+
+const nodeKey = (n: Node): string | undefined => {
+  const attrs: string[] = []
+  for (const k of Object.keys(n.attrs).sort()) {
+    const v = attrKey(n.attrs[k])
+    if (v === undefined) return undefined
+    attrs.push(`${k}=${v}`)
+  }
+  return `${n.domain}.${n.op}(${n.inputs.join(",")})[${n.outputs.map((o) => (o === "" ? "_" : "o")).join("")}]{${attrs.join(";")}}`
+}
+
+export const eliminateCommonSubexprSync = (g: Graph): Graph => {
+  const rename = new Map<string, string>()
+  const outputs = new Set(g.outputs.map((o) => o.name))
+  // merge identical initializers (a name that is a graph output keeps its own)
+  const byKey = new Map<string, [string, Tensor][]>()
+  const initializers = new Map<string, Tensor>()
+  for (const [name, t] of g.initializers) {
+    const key = tensorKey(t)
+    const same = (byKey.get(key) ?? []).find(([, u]) => sameTensor(t, u))
+    if (same && !outputs.has(name)) rename.set(name, same[0])
+    else {
+      byKey.set(key, [...(byKey.get(key) ?? []), [name, t]])
+      initializers.set(name, t)
+    }
+  }
+  const seen = new Map<string, Node>()
+  const nodes: Node[] = []
+  for (const n0 of g.nodes) {
+    const n = n0.inputs.some((i) => rename.has(i)) ? { ...n0, inputs: n0.inputs.map((i) => rename.get(i) ?? i) } : n0
+    const key = nodeKey(n)
+    const prev = key === undefined ? undefined : seen.get(key)
+    if (prev && !n.outputs.some((o) => outputs.has(o))) {
+      n.outputs.forEach((o, j) => o !== "" && rename.set(o, prev.outputs[j]))
+      continue
+    }
+    if (key !== undefined && !prev) seen.set(key, n)
+    nodes.push(n)
+  }
+  if (rename.size === 0) return g
+  return { ...g, nodes, initializers }
+}
+
+export const eliminateCommonSubexpr = graphPass("rewrite.EliminateCommonSubexpr", 1, eliminateCommonSubexprSync)

@@ -1,0 +1,74 @@
+// rewrite.FoldConstants: every node whose inputs are all constant is evaluated with its
+// reference kernel and replaced by an initializer — shape subgraphs (Shape → Gather → Concat →
+// Reshape) included, since Shape of a value with a static shape is a constant too. A size bound
+// keeps huge constants (ConstantOfShape of a large shape) from being materialized needlessly.
+import { resolveNode, roundNarrow } from "../ast/graph/evaluate.js"
+import type { Graph, Node } from "../ast/graph/graph.js"
+import { bindSync } from "../ast/graph/infer.js"
+import { sizeOf, type Tensor } from "../ast/graph/tensor.js"
+import { graphPass } from "./pass.js"
+import { freshNames } from "./rules.js"
+
+export interface FoldOptions {
+  /** A folded output larger than this many elements is kept only if it is no larger than its inputs. */
+  readonly maxElements: number
+}
+export const defaultFoldOptions: FoldOptions = { maxElements: 1 << 20 }
+
+const hasSubgraph = (n: Node) => Object.values(n.attrs).some((a) => a.kind === "graph" || a.kind === "graphs")
+
+export const foldConstantsSync = (graph: Graph, options: FoldOptions = defaultFoldOptions): Graph => {
+  const g = bindSync(graph)
+  const outputs = new Set(g.outputs.map((o) => o.name))
+  const constants = new Map(g.initializers)
+  const fresh = freshNames(g)
+  const nodes: Node[] = []
+  let changed = false
+  for (const n of g.nodes) {
+    const { def, attrs } = resolveNode(n)
+    if (n.op === "Shape" && n.inputs[0] !== "") {
+      // Shape of a statically shaped value is known without its data
+      const t = g.valueTypes.get(n.inputs[0])
+      if (t && t.shape.every((d) => typeof d === "number")) {
+        const shapeOnly: Tensor = { dtype: t.dtype, shape: t.shape as number[], data: new Float32Array(0) }
+        foldInto(n, def.kernel({ node: n.name, attrs, opset: g.opset, inputs: [shapeOnly], outputs: 1, runSubgraph: () => [] }))
+        continue
+      }
+    }
+    const ins = n.inputs.map((i) => (i === "" ? undefined : constants.get(i)))
+    if (hasSubgraph(n) || !ins.every((t, k) => t !== undefined || n.inputs[k] === "") || (n.inputs.length === 0 && n.op !== "Constant")) {
+      nodes.push(n)
+      continue
+    }
+    const inElems = ins.reduce((s, t) => s + (t ? t.data.length : 0), 0)
+    const outTypes = n.outputs.map((o) => g.valueTypes.get(o))
+    const outElems = outTypes.reduce((s, t) => s + (t && t.shape.every((d) => typeof d === "number") ? sizeOf(t.shape as number[]) : Infinity), 0)
+    if (outElems > options.maxElements && outElems > inElems) {
+      nodes.push(n)
+      continue
+    }
+    const out = def.kernel({ node: n.name, attrs, opset: g.opset, inputs: ins, outputs: n.outputs.length, runSubgraph: () => [] })
+    foldInto(n, out)
+  }
+  function foldInto(n: Node, out: readonly Tensor[]) {
+    changed = true
+    out.forEach(roundNarrow)
+    n.outputs.forEach((o, j) => {
+      if (o === "") return
+      if (outputs.has(o)) {
+        // a graph output keeps its name: the constant under a fresh name, then Identity
+        const c = fresh(`${o}_const`)
+        constants.set(c, out[j])
+        nodes.push({ name: fresh(`${n.name}_folded`), op: "Identity", domain: "", inputs: [c], outputs: [o], attrs: {} })
+      } else constants.set(o, out[j])
+    })
+  }
+  if (!changed) return graph
+  const live = new Set<string>()
+  for (const n of nodes) for (const i of n.inputs) live.add(i)
+  for (const o of outputs) live.add(o)
+  const initializers = new Map([...constants].filter(([k]) => live.has(k)))
+  return bindSync({ ...g, nodes, initializers })
+}
+
+export const foldConstants = graphPass("rewrite.FoldConstants", 1, (g) => foldConstantsSync(g))
