@@ -1,0 +1,299 @@
+// rewrite.FuseOps: TVM's operator fusion. Nodes get their pattern kind from the registry; a
+// post-dominator tree over the dataflow graph says where each node's values all end up; a node is
+// fused into its immediate post-dominator when every path between them passes only ops the pattern
+// rules allow:
+//   phase 0 — an out-elementwise-fusable op (Conv, MatMul, pooling) takes the elementwise/broadcast
+//             chain after it (bias, BN, residual Add, Relu/Clip);
+//             elementwise/broadcast ops fuse forward into injective/reduction/fusable sinks;
+//   phase 1 — injective ops fuse with each other (deferred so convolutions finish first).
+// A reduction absorbs its injective/elementwise producers (they fuse into it as their sink); opaque
+// ops stand alone. Groups are convex by construction (a node only joins its post-dominator, through
+// paths that all join too), and a group never exceeds `maxGroupSize` nodes.
+import { resolveNode } from "../ast/graph/evaluate.js"
+import type { Graph, Node } from "../ast/graph/graph.js"
+import { bindSync } from "../ast/graph/infer.js"
+import type { PatternKind } from "../ast/graph/op.js"
+import { Effect } from "effect"
+import type { Pass, RewriteError } from "./pass.js"
+import { VerifyError } from "./pass.js"
+
+/** TVM's order of pattern kinds (combine = max). */
+export const KIND_RANK: { readonly [K in PatternKind]: number } = {
+  elementwise: 0,
+  broadcast: 1,
+  injective: 2,
+  reduction: 3,
+  "out-elementwise-fusable": 4,
+  opaque: 8,
+}
+const KINDS = Object.keys(KIND_RANK) as PatternKind[]
+const kindOf = (rank: number): PatternKind => KINDS.find((k) => KIND_RANK[k] === rank) ?? "opaque"
+const combine = (a: number, b: number) => Math.max(a, b)
+
+export interface FusedGroup {
+  readonly id: number
+  /** Names of the group's nodes, in graph order. */
+  readonly nodes: readonly string[]
+  /** Ops of those nodes, in the same order. */
+  readonly ops: readonly string[]
+  /** The group's pattern kind (the combination of its nodes'). */
+  readonly kind: PatternKind
+  /** The node the group is built around (the out-elementwise-fusable or reduction op, else the last node). */
+  readonly anchor: string
+  /** Values the group reads from outside (graph inputs, constants, other groups). */
+  readonly inputs: readonly string[]
+  /** Values the group produces that are read outside it or are graph outputs. */
+  readonly outputs: readonly string[]
+}
+
+/** A graph partitioned into fused groups, in an order the executor can run. */
+export interface FusedGraph {
+  readonly graph: Graph
+  readonly groups: readonly FusedGroup[]
+}
+
+export interface FuseOptions {
+  readonly maxGroupSize: number
+}
+export const defaultFuseOptions: FuseOptions = { maxGroupSize: 256 }
+
+interface Edge {
+  readonly to: number
+  readonly rank: number
+}
+
+/** Pattern kind of each node, from the registry. */
+export const nodeKind = (n: Node): PatternKind => resolveNode(n).def.kind
+
+export const fuseOpsSync = (graph0: Graph, options: FuseOptions = defaultFuseOptions): FusedGraph => {
+  const graph = graph0.valueTypes.size ? graph0 : bindSync(graph0)
+  const nodes = graph.nodes
+  const N = nodes.length
+  const rank = nodes.map((n) => KIND_RANK[nodeKind(n)])
+  const producer = new Map<string, number>()
+  nodes.forEach((n, k) => n.outputs.forEach((o) => o !== "" && producer.set(o, k)))
+  const graphOutputs = new Set(graph.outputs.map((o) => o.name))
+
+  // forward edges with their pattern: the consumer's kind, elementwise when a broadcast op
+  // reads an input of its output's shape
+  const outEdges: Edge[][] = nodes.map(() => [])
+  const externRef: boolean[] = nodes.map((n) => n.outputs.some((o) => graphOutputs.has(o)))
+  nodes.forEach((n, k) => {
+    const seen = new Set<number>()
+    for (const i of n.inputs) {
+      const p = i === "" ? undefined : producer.get(i)
+      if (p === undefined || seen.has(p)) continue
+      seen.add(p)
+      let r = rank[k]
+      if (r === KIND_RANK.broadcast) {
+        const ti = graph.valueTypes.get(i)
+        const to = graph.valueTypes.get(n.outputs[0])
+        if (ti && to && ti.shape.length === to.shape.length && ti.shape.every((d, j) => d === to.shape[j])) r = KIND_RANK.elementwise
+      }
+      outEdges[p].push({ to: k, rank: r })
+    }
+    // values read inside subgraphs count as references from this node
+    for (const a of Object.values(n.attrs))
+      if (a.kind === "graph")
+        for (const p of [...producer.entries()].filter(([v]) => a.value.nodes.some((m) => m.inputs.includes(v))).map(([, p]) => p))
+          if (!seen.has(p)) {
+            seen.add(p)
+            outEdges[p].push({ to: k, rank: KIND_RANK.opaque })
+          }
+  })
+
+  // post-dominator tree (reverse topological order); parent -1 is the root
+  const parent = new Array<number>(N).fill(-1)
+  const depth = new Array<number>(N).fill(1)
+  const domPattern = new Array<number>(N).fill(KIND_RANK.opaque)
+  const lca = (a0: number, b0: number, pat: { r: number }): number => {
+    let a = a0
+    let b = b0
+    while (a !== b) {
+      if (a < 0 || b < 0) return -1
+      if (depth[a] < depth[b]) {
+        pat.r = combine(pat.r, domPattern[b])
+        b = parent[b]
+      } else if (depth[b] < depth[a]) {
+        pat.r = combine(pat.r, domPattern[a])
+        a = parent[a]
+      } else {
+        pat.r = combine(pat.r, combine(domPattern[a], domPattern[b]))
+        a = parent[a]
+        b = parent[b]
+      }
+    }
+    return a
+  }
+  for (let k = N - 1; k >= 0; k--) {
+    if (externRef[k] || outEdges[k].length === 0) continue
+    const pat = { r: KIND_RANK.elementwise }
+    let p = outEdges[k][0].to
+    pat.r = combine(pat.r, outEdges[k][0].rank)
+    for (const e of outEdges[k].slice(1)) {
+      p = lca(p, e.to, pat)
+      pat.r = combine(pat.r, e.rank)
+    }
+    parent[k] = p
+    depth[k] = p >= 0 ? depth[p] + 1 : 1
+    domPattern[k] = pat.r
+  }
+
+  // union-find groups carrying their combined pattern, size and anchor
+  const uf = nodes.map((_, k) => k)
+  const gRank = [...rank]
+  const gSize = new Array<number>(N).fill(1)
+  const gAnchor = nodes.map((_, k) => k)
+  const find = (x: number): number => {
+    while (uf[x] !== x) {
+      uf[x] = uf[uf[x]]
+      x = uf[x]
+    }
+    return x
+  }
+  const merge = (from: number, to: number) => {
+    const a = find(from)
+    const b = find(to)
+    if (a === b) return
+    uf[a] = b
+    gSize[b] += gSize[a]
+    // the anchor is the heaviest op: out-elementwise-fusable or reduction wins
+    if (rank[gAnchor[a]] > rank[gAnchor[b]] && rank[gAnchor[a]] !== KIND_RANK.opaque) gAnchor[b] = gAnchor[a]
+    gRank[b] = combine(gRank[a], gRank[b])
+  }
+
+  // every node strictly between src and sink (sink included), following forward edges
+  const pathNodes = (src: number, sink: number): number[] | undefined => {
+    const out: number[] = []
+    const visited = new Set<number>()
+    const visit = (k: number): boolean => {
+      if (visited.has(k)) return true
+      visited.add(k)
+      out.push(k)
+      if (k === sink) return true
+      if (externRef[k] || outEdges[k].length === 0) return false // escapes before the sink
+      for (const e of outEdges[k]) if (e.to > sink || !visit(e.to)) return false
+      return true
+    }
+    for (const e of outEdges[src]) if (!visit(e.to)) return undefined
+    return out
+  }
+  const checkPath = (src: number, sink: number, cond: (r: number, isSink: boolean) => boolean): number[] | undefined => {
+    const path = pathNodes(src, sink)
+    if (!path) return undefined
+    for (const k of path) if (!cond(gRank[find(k)], k === sink)) return undefined
+    const groups = new Set([find(src), ...path.map(find)])
+    let size = 0
+    for (const g of groups) size += gSize[g]
+    if (size > options.maxGroupSize) return undefined
+    return path
+  }
+  const commit = (src: number, sink: number, path: readonly number[]) => {
+    const target = find(sink)
+    merge(src, target)
+    for (const k of path) merge(k, find(target))
+  }
+
+  const EW = KIND_RANK.elementwise
+  const BC = KIND_RANK.broadcast
+  const INJ = KIND_RANK.injective
+  const RED = KIND_RANK.reduction
+  const OUT = KIND_RANK["out-elementwise-fusable"]
+  for (let phase = 0; phase < 2; phase++) {
+    for (let k = 0; k < N; k++) {
+      const g = find(k)
+      const gr = gRank[g]
+      if (gr === KIND_RANK.opaque) continue
+      const p = parent[k]
+      if (p < 0) continue
+      if (find(p) === g) continue
+      if (gr === OUT) {
+        if (phase !== 0) continue
+        if (domPattern[k] === EW) {
+          const path = checkPath(k, p, (r) => r <= BC)
+          if (path) commit(k, p, path)
+        }
+      } else if (gr <= BC) {
+        if (domPattern[k] <= INJ || domPattern[k] === RED) {
+          const path = checkPath(k, p, (r, isSink) => (isSink ? r <= BC || r === RED || r === INJ || r === OUT : r <= INJ))
+          if (path) commit(k, p, path)
+        }
+      } else if (gr === INJ) {
+        if (phase !== 1) continue
+        const path = checkPath(k, p, (r) => r <= INJ)
+        if (path) commit(k, p, path)
+      }
+    }
+  }
+
+  // materialize groups, ordered topologically over the group DAG (ties by first node)
+  const members = new Map<number, number[]>()
+  for (let k = 0; k < N; k++) {
+    const g = find(k)
+    members.set(g, [...(members.get(g) ?? []), k])
+  }
+  const roots = [...members.keys()]
+  const groupOf = new Map<number, number>()
+  for (const [g, ms] of members) for (const m of ms) groupOf.set(m, g)
+  const deps = new Map<number, Set<number>>(roots.map((r) => [r, new Set()]))
+  for (let k = 0; k < N; k++) for (const e of outEdges[k]) if (groupOf.get(e.to) !== groupOf.get(k)) deps.get(groupOf.get(e.to)!)!.add(groupOf.get(k)!)
+  const order: number[] = []
+  const done = new Set<number>()
+  const pending = [...roots].sort((a, b) => members.get(a)![0] - members.get(b)![0])
+  while (pending.length) {
+    const i = pending.findIndex((r) => [...deps.get(r)!].every((d) => done.has(d)))
+    if (i < 0) throw new VerifyError({ pass: "rewrite.FuseOps", where: "groups", reason: "fused groups form a cycle (non-convex group)" })
+    const [r] = pending.splice(i, 1)
+    done.add(r)
+    order.push(r)
+  }
+
+  const groups: FusedGroup[] = order.map((r, id) => {
+    const ms = members.get(r)!
+    const inside = new Set(ms.flatMap((m) => nodes[m].outputs))
+    const inputs: string[] = []
+    for (const m of ms)
+      for (const i of nodes[m].inputs) if (i !== "" && !inside.has(i) && !inputs.includes(i)) inputs.push(i)
+    const outputs: string[] = []
+    for (const m of ms)
+      for (const o of nodes[m].outputs) {
+        if (o === "") continue
+        const usedOutside = graphOutputs.has(o) || outEdges[m].some((e) => groupOf.get(e.to) !== r && nodes[e.to].inputs.includes(o))
+        if (usedOutside) outputs.push(o)
+      }
+    return {
+      id,
+      nodes: ms.map((m) => nodes[m].name),
+      ops: ms.map((m) => nodes[m].op),
+      kind: kindOf(gRank[r]),
+      anchor: nodes[gAnchor[r]].name,
+      inputs,
+      outputs,
+    }
+  })
+  return { graph, groups }
+}
+
+export const fuseOps: Pass<Graph, FusedGraph, RewriteError> = {
+  name: "rewrite.FuseOps",
+  optLevel: 1,
+  run: (g) =>
+    Effect.try({
+      try: () => fuseOpsSync(g),
+      catch: (e) => (typeof e === "object" && e !== null && "_tag" in e ? (e as RewriteError) : new VerifyError({ pass: "rewrite.FuseOps", where: "fusion", reason: String(e) })),
+    }),
+}
+
+/** Every node alone in its own group (opt level 0). */
+export const singletonGroups = (graph: Graph): FusedGraph => ({
+  graph,
+  groups: graph.nodes.map((n, id) => ({
+    id,
+    nodes: [n.name],
+    ops: [n.op],
+    kind: nodeKind(n),
+    anchor: n.name,
+    inputs: n.inputs.filter((i, j) => i !== "" && n.inputs.indexOf(i) === j),
+    outputs: n.outputs.filter((o) => o !== ""),
+  })),
+})
