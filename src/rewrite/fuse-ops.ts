@@ -62,11 +62,14 @@ interface Edge {
   readonly rank: number
 }
 
+/** Does every node output have a known type? */
+export const isBound = (g: Graph): boolean => g.nodes.every((n) => n.outputs.every((o) => o === "" || g.valueTypes.has(o)))
+
 /** Pattern kind of each node, from the registry. */
 export const nodeKind = (n: Node): PatternKind => resolveNode(n).def.kind
 
 export const fuseOpsSync = (graph0: Graph, options: FuseOptions = defaultFuseOptions): FusedGraph => {
-  const graph = graph0.valueTypes.size ? graph0 : bindSync(graph0)
+  const graph = isBound(graph0) ? graph0 : bindSync(graph0)
   const nodes = graph.nodes
   const N = nodes.length
   const rank = nodes.map((n) => KIND_RANK[nodeKind(n)])
@@ -285,7 +288,9 @@ export const fuseOps: Pass<Graph, FusedGraph, RewriteError> = {
 }
 
 /** Every node alone in its own group (opt level 0). */
-export const singletonGroups = (graph: Graph): FusedGraph => ({
+export const singletonGroups = (graph0: Graph): FusedGraph => {
+  const graph = isBound(graph0) ? graph0 : bindSync(graph0)
+  return {
   graph,
   groups: graph.nodes.map((n, id) => ({
     id,
@@ -296,4 +301,5 @@ export const singletonGroups = (graph: Graph): FusedGraph => ({
     inputs: n.inputs.filter((i, j) => i !== "" && n.inputs.indexOf(i) === j),
     outputs: n.outputs.filter((o) => o !== ""),
   })),
-})
+  }
+}
