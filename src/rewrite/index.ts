@@ -17,6 +17,7 @@ export { eliminateCommonSubexpr, eliminateCommonSubexprSync } from "./eliminate-
 export { simplifyInference, simplifyInferenceSync, simplifyInferenceRules } from "./simplify-inference.js"
 export { fuseOps, fuseOpsSync, singletonGroups, type FusedGraph, type FusedGroup } from "./fuse-ops.js"
 export { planMemory, type MemoryPlan } from "./plan-memory.js"
+export { alterLayout, alterLayoutSync, chooseBlock, type LayoutTarget } from "./alter-layout.js"
 
 /** The default graph passes, in order (each skipped above the configured opt level). */
 export const defaultPasses: GraphPass = sequential("rewrite.Default", [

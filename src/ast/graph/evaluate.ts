@@ -7,20 +7,21 @@ import { roundBF16, roundF16 } from "./dtype.js"
 import { GraphError, InputError, NodeError, UnsupportedOpError, type EvalError } from "./errors.js"
 import type { Graph, Node } from "./graph.js"
 import { OpError, OpUnsupported, type AnyOpDef } from "./op.js"
-import { lookupOp } from "./ops/index.js"
+import { lookupOp, TESSERA_DOMAIN } from "./ops/index.js"
 import { showShape, type Tensor } from "./tensor.js"
 
 export const DEFAULT_DOMAINS: ReadonlySet<string> = new Set(["", "ai.onnx"])
+const KNOWN_DOMAINS: ReadonlySet<string> = new Set(["", "ai.onnx", TESSERA_DOMAIN])
 
 /** A node's op definition and decoded attributes, or the typed error saying why there is none. */
 export const resolveNode = (n: Node): { def: AnyOpDef; attrs: unknown } => {
-  const def = DEFAULT_DOMAINS.has(n.domain) ? lookupOp(n.op) : undefined
+  const def = KNOWN_DOMAINS.has(n.domain) ? lookupOp(n.op, n.domain === "ai.onnx" ? "" : n.domain) : undefined
   if (!def)
     throw new UnsupportedOpError({
       node: n.name,
       op: n.op,
       domain: n.domain,
-      reason: DEFAULT_DOMAINS.has(n.domain)
+      reason: KNOWN_DOMAINS.has(n.domain)
         ? `no operator '${n.op}' in Tessera's registry`
         : `operator domain '${n.domain}' is not supported (only the default ONNX domain is)`,
     })

@@ -10,6 +10,7 @@ import { miscOps } from "./misc.js"
 import { normOps } from "./norm.js"
 import { rnnOps } from "./rnn.js"
 import { controlOps } from "./control.js"
+import { layoutOps } from "./layout.js"
 
 export const OPS = {
   ...elementwiseOps,
@@ -27,4 +28,12 @@ export type OpName = keyof typeof OPS
 
 export const isOpName = (op: string): op is OpName => Object.prototype.hasOwnProperty.call(OPS, op)
 
-export const lookupOp = (op: string): AnyOpDef | undefined => (isOpName(op) ? (OPS[op] as AnyOpDef) : undefined)
+/** Tessera's own ops (domain "tessera"), made by passes: layout transforms, blocked convolution. */
+export const TESSERA_OPS = { ...layoutOps } satisfies Record<string, AnyOpDef>
+export const TESSERA_DOMAIN = "tessera"
+
+/** The op of a default-domain name, or of the "tessera" domain when `domain` says so. */
+export const lookupOp = (op: string, domain = ""): AnyOpDef | undefined => {
+  const table: Record<string, AnyOpDef> = domain === TESSERA_DOMAIN ? TESSERA_OPS : OPS
+  return Object.prototype.hasOwnProperty.call(table, op) ? table[op] : undefined
+}

@@ -1,0 +1,171 @@
+// Tessera's own ops (domain "tessera"), introduced by graph passes rather than read from ONNX:
+// layout transforms between NCHW and the blocked NCHW{c}c layout, and convolution in blocked
+// layout (TVM's conv2d_NCHWc: data NCHW[i]c, kernel OIHW[i]i[o]o, output NCHW[o]c).
+import { A, attrs } from "../attrs.js"
+import { allocate } from "../dtype.js"
+import { check, defineOp, fail, unsupported, type AnyOpDef, type Dim } from "../op.js"
+import { tensor, type Tensor } from "../tensor.js"
+import { lookupOp } from "./index.js"
+import { req } from "./util.js"
+
+/** The registry's Conv (looked up when used: the registry imports this file). */
+const plainConv = (): AnyOpDef => lookupOp("Conv") ?? unsupported("ConvNCHWc needs the Conv operator, which is not registered")
+
+/** "NCHW" → 0, "NCHW16c" → 16. */
+export const blockOf = (layout: string): number => {
+  if (layout === "NCHW") return 0
+  const m = /^NCHW(\d+)c$/.exec(layout)
+  if (!m) return fail(`layout '${layout}' is not NCHW or NCHW{n}c`)
+  return Number(m[1])
+}
+
+/** [N, C, H, W] → [N, C/b, H, W, b]. */
+export const packNCHWc = (t: Tensor, b: number): Tensor => {
+  const [N, C, H, W] = t.shape
+  check(C % b === 0, `channels ${C} are not a multiple of the block ${b}`)
+  const out = allocate(t.dtype, t.data.length)
+  const HW = H * W
+  for (let n = 0; n < N; n++)
+    for (let c = 0; c < C; c++) {
+      const cb = Math.floor(c / b)
+      const ci = c % b
+      const src = (n * C + c) * HW
+      const dst = ((n * (C / b) + cb) * HW) * b + ci
+      for (let s = 0; s < HW; s++) out[dst + s * b] = t.data[src + s]
+    }
+  return tensor(t.dtype, [N, C / b, H, W, b], out)
+}
+
+/** [N, C/b, H, W, b] → [N, C, H, W]. */
+export const unpackNCHWc = (t: Tensor): Tensor => {
+  const [N, CB, H, W, b] = t.shape
+  const C = CB * b
+  const out = allocate(t.dtype, t.data.length)
+  const HW = H * W
+  for (let n = 0; n < N; n++)
+    for (let c = 0; c < C; c++) {
+      const src = ((n * CB + Math.floor(c / b)) * HW) * b + (c % b)
+      const dst = (n * C + c) * HW
+      for (let s = 0; s < HW; s++) out[dst + s] = t.data[src + s * b]
+    }
+  return tensor(t.dtype, [N, C, H, W], out)
+}
+
+/** OIHW → OIHW[ib]i[ob]o: [O/ob, I/ib, KH, KW, ib, ob]. */
+export const packKernel = (w: Tensor, ib: number, ob: number): Tensor => {
+  const [O, I, KH, KW] = w.shape
+  check(O % ob === 0 && I % ib === 0, `kernel [${w.shape.join(", ")}] does not split into blocks ${ib}/${ob}`)
+  const out = allocate(w.dtype, w.data.length)
+  let k = 0
+  for (let oo = 0; oo < O / ob; oo++)
+    for (let ii = 0; ii < I / ib; ii++)
+      for (let kh = 0; kh < KH; kh++)
+        for (let kw = 0; kw < KW; kw++)
+          for (let i = 0; i < ib; i++)
+            for (let o = 0; o < ob; o++) out[k++] = w.data[(((oo * ob + o) * I + ii * ib + i) * KH + kh) * KW + kw]
+  return tensor(w.dtype, [O / ob, I / ib, KH, KW, ib, ob], out)
+}
+
+export const unpackKernel = (w: Tensor): Tensor => {
+  const [OB, IB, KH, KW, ib, ob] = w.shape
+  const O = OB * ob
+  const I = IB * ib
+  const out = allocate(w.dtype, w.data.length)
+  let k = 0
+  for (let oo = 0; oo < OB; oo++)
+    for (let ii = 0; ii < IB; ii++)
+      for (let kh = 0; kh < KH; kh++)
+        for (let kw = 0; kw < KW; kw++)
+          for (let i = 0; i < ib; i++)
+            for (let o = 0; o < ob; o++) out[(((oo * ob + o) * I + ii * ib + i) * KH + kh) * KW + kw] = w.data[k++]
+  return tensor(w.dtype, [O, I, KH, KW], out)
+}
+
+const layoutAttrs = attrs({ src_layout: A.str(), dst_layout: A.str() })
+
+const convAttrs = attrs({
+  in_block: A.int(),
+  out_block: A.int(),
+  group: A.int(1),
+  strides: A.optInts(),
+  pads: A.optInts(),
+  dilations: A.optInts(),
+  kernel_shape: A.optInts(),
+  auto_pad: A.str("NOTSET"),
+})
+
+const blockedDims = (shape: readonly Dim[], b: number): Dim[] => {
+  const [N, C, H, W] = shape
+  return [N, typeof C === "number" ? C / b : C, H, W, b]
+}
+
+export const layoutOps = {
+  LayoutTransform: defineOp({
+    attrs: layoutAttrs,
+    inputs: [1, 1],
+    outputs: [1, 1],
+    kind: "injective",
+    infer: (ctx) => {
+      const x = ctx.inputs[0]
+      if (!x) return fail("input 0 is required")
+      const src = blockOf(ctx.attrs.src_layout)
+      const dst = blockOf(ctx.attrs.dst_layout)
+      if (src === 0 && dst > 0) return [{ dtype: x.dtype, shape: blockedDims(x.shape, dst) }]
+      if (src > 0 && dst === 0) {
+        const [N, CB, H, W, b] = x.shape
+        return [{ dtype: x.dtype, shape: [N, typeof CB === "number" && typeof b === "number" ? CB * b : `${ctx.node}.C`, H, W] }]
+      }
+      return fail(`transform ${ctx.attrs.src_layout} → ${ctx.attrs.dst_layout} is not supported`)
+    },
+    kernel: (ctx) => {
+      const x = req(ctx.inputs, 0)
+      const src = blockOf(ctx.attrs.src_layout)
+      const dst = blockOf(ctx.attrs.dst_layout)
+      if (src === 0 && dst > 0) return [packNCHWc(x, dst)]
+      if (src > 0 && dst === 0) return [unpackNCHWc(x)]
+      return fail(`transform ${ctx.attrs.src_layout} → ${ctx.attrs.dst_layout} is not supported`)
+    },
+  }),
+  ConvNCHWc: defineOp({
+    attrs: convAttrs,
+    inputs: [2, 3],
+    outputs: [1, 1],
+    kind: "out-elementwise-fusable",
+    infer: (ctx) => {
+      const x = ctx.inputs[0]
+      const w = ctx.inputs[1]
+      if (!x || !w) return fail("inputs 0 and 1 are required")
+      const plain = plainConv().infer({
+        ...ctx,
+        attrs: convAttrsFor(ctx.attrs),
+        inputs: [
+          { dtype: x.dtype, shape: [x.shape[0], Number(x.shape[1]) * ctx.attrs.in_block, x.shape[2], x.shape[3]] },
+          { dtype: w.dtype, shape: [Number(w.shape[0]) * ctx.attrs.out_block, Number(w.shape[1]) * Number(w.shape[4]), w.shape[2], w.shape[3]] },
+          ctx.inputs[2],
+        ],
+        values: [],
+      })[0]
+      return [{ dtype: plain.dtype, shape: blockedDims(plain.shape, ctx.attrs.out_block) }]
+    },
+    kernel: (ctx) => {
+      const x = unpackNCHWc(req(ctx.inputs, 0))
+      const w = unpackKernel(req(ctx.inputs, 1))
+      const [y] = plainConv().kernel({ ...ctx, attrs: convAttrsFor(ctx.attrs), inputs: [x, w, ctx.inputs[2]] })
+      return [packNCHWc(y, ctx.attrs.out_block)]
+    },
+  }),
+} satisfies Record<string, AnyOpDef>
+
+/** The plain Conv attributes (with the Conv codec's defaults) of a blocked conv. */
+const convAttrsFor = (a: { group: number; strides?: readonly number[]; pads?: readonly number[]; dilations?: readonly number[]; kernel_shape?: readonly number[]; auto_pad: string }) => {
+  const decoded = plainConv().attrs.decode({
+    group: { kind: "int", value: a.group },
+    auto_pad: { kind: "string", value: a.auto_pad },
+    ...(a.strides ? { strides: { kind: "ints", value: a.strides } } : {}),
+    ...(a.pads ? { pads: { kind: "ints", value: a.pads } } : {}),
+    ...(a.dilations ? { dilations: { kind: "ints", value: a.dilations } } : {}),
+    ...(a.kernel_shape ? { kernel_shape: { kind: "ints", value: a.kernel_shape } } : {}),
+  })
+  if (decoded._tag === "Left") return fail("blocked conv attributes do not decode as Conv attributes")
+  return decoded.right as unknown
+}

@@ -1,0 +1,178 @@
+// rewrite.AlterLayout: for CPU targets, 2-D convolutions move to the blocked layout NCHW{c}c
+// (block from the target's vector width), with layout transforms at the boundaries; elementwise
+// neighbours (activations, bias and residual adds, scale/shift) move into the blocked layout too,
+// and adjacent inverse transforms cancel. Weights are re-laid at compile time (a constant in, a
+// constant out), so foldConstants leaves no transform on them.
+import { attr } from "../ast/graph/attrs.js"
+import { resolveNode } from "../ast/graph/evaluate.js"
+import type { Graph, Node } from "../ast/graph/graph.js"
+import { bindSync } from "../ast/graph/infer.js"
+import { blockOf, packKernel, packNCHWc } from "../ast/graph/ops/layout.js"
+import { TESSERA_DOMAIN } from "../ast/graph/ops/index.js"
+import { sizeOf, tensor, type Tensor } from "../ast/graph/tensor.js"
+import { eliminateDeadCodeSync } from "./eliminate-dead-code.js"
+import { graphPass, type GraphPass } from "./pass.js"
+import { rewriteToFixedPoint, type Rule, type RuleCtx } from "./rules.js"
+
+export interface LayoutTarget {
+  /** fp32 lanes of the widest vector unit (AVX-512: 16, AVX2: 8, SIMD128: 4). */
+  readonly vectorLanes: number
+}
+
+/** The largest block ≤ lanes that divides `c` (1 when none does). */
+export const chooseBlock = (c: number, lanes: number): number => {
+  for (let b = lanes; b > 1; b = Math.floor(b / 2)) if (c % b === 0) return b
+  return 1
+}
+
+const layoutName = (b: number) => (b === 0 ? "NCHW" : `NCHW${b}c`)
+
+const transformNode = (ctx: { fresh: (b: string) => string }, input: string, output: string, src: number, dst: number): Node => ({
+  name: ctx.fresh(`layout_${layoutName(src)}_to_${layoutName(dst)}`),
+  op: "LayoutTransform",
+  domain: TESSERA_DOMAIN,
+  inputs: [input],
+  outputs: [output],
+  attrs: { src_layout: attr.str(layoutName(src)), dst_layout: attr.str(layoutName(dst)) },
+})
+
+/** A node that is a LayoutTransform, with its source and destination blocks. */
+const asTransform = (n: Node | undefined): { src: number; dst: number } | undefined => {
+  if (!n || n.op !== "LayoutTransform" || n.domain !== TESSERA_DOMAIN) return undefined
+  const a = resolveNode(n).attrs as { src_layout: string; dst_layout: string }
+  return { src: blockOf(a.src_layout), dst: blockOf(a.dst_layout) }
+}
+
+/** Conv (2-D, constant weights, group 1 or depthwise) → transforms around ConvNCHWc. */
+const convToBlocked = (target: LayoutTarget): Rule => ({
+  name: "conv-to-nchwc",
+  apply: (n, ctx) => {
+    if (n.op !== "Conv" || n.domain !== "") return undefined
+    const x = ctx.type(n.inputs[0])
+    const w = ctx.constant(n.inputs[1])
+    if (!x || !w || x.shape.length !== 4 || w.shape.length !== 4 || !x.shape.every((d) => typeof d === "number")) return undefined
+    if (x.dtype !== "float32") return undefined
+    const a = resolveNode(n).attrs as { group: number }
+    const C = x.shape[1] as number
+    const O = w.shape[0]
+    const depthwise = a.group === C && O === C && w.shape[1] === 1
+    if (a.group !== 1 && !depthwise) return undefined
+    const ib = chooseBlock(C, target.vectorLanes)
+    const ob = depthwise ? ib : chooseBlock(O, target.vectorLanes)
+    if (ib === 1 && ob === 1) return undefined
+    const wName = ctx.fresh(`${n.inputs[1]}_OIHW${depthwise ? 1 : ib}i${ob}o`)
+    const packed = depthwise ? packKernel(w, 1, ob) : packKernel(w, ib, ob)
+    const xb = ctx.fresh(`${n.inputs[0]}_${layoutName(ib)}`)
+    const yb = ctx.fresh(`${n.outputs[0]}_${layoutName(ob)}`)
+    const y = ctx.fresh(`${n.outputs[0]}_nchw`)
+    const convAttrs = { ...n.attrs, in_block: attr.int(ib), out_block: attr.int(ob) }
+    return {
+      nodes: [
+        transformNode(ctx, n.inputs[0], xb, 0, ib),
+        { name: ctx.fresh(`${n.name}_nchwc`), op: "ConvNCHWc", domain: TESSERA_DOMAIN, inputs: [xb, wName, ...n.inputs.slice(2)], outputs: [yb], attrs: convAttrs },
+        transformNode(ctx, yb, y, ob, 0),
+      ],
+      outputs: [y],
+      constants: new Map([[wName, packed]]),
+    }
+  },
+})
+
+/** LayoutTransform(b→0) then LayoutTransform(0→b), or the reverse: the identity. */
+export const cancelTransforms: Rule = {
+  name: "cancel-layout-transforms",
+  apply: (n, ctx) => {
+    const outer = asTransform(n)
+    if (!outer) return undefined
+    const p = ctx.producer(n.inputs[0])
+    const inner = asTransform(p)
+    if (!inner || !p || inner.src !== outer.dst || inner.dst !== outer.src) return undefined
+    if (ctx.isOutput(n.outputs[0])) return undefined
+    return { nodes: [], outputs: [p.inputs[0]] }
+  },
+}
+
+const UNARY = new Set(["Relu", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "HardSwish", "Elu", "Selu", "Softplus", "Neg", "Abs", "Exp", "Erf", "Sqrt", "Gelu", "Mish", "Identity", "Swish"])
+
+/** The blocked block of a value that is LayoutTransform(b→NCHW)(y): y and b. */
+const fromBlocked = (v: string, ctx: RuleCtx): { y: string; b: number } | undefined => {
+  const p = ctx.producer(v)
+  const t = asTransform(p)
+  return p && t && t.src > 0 && t.dst === 0 ? { y: p.inputs[0], b: t.src } : undefined
+}
+
+/** U(unblock(y)) → unblock(U(y)) for elementwise U (Clip with constant bounds too). */
+const unaryThroughLayout: Rule = {
+  name: "elementwise-through-layout",
+  apply: (n, ctx) => {
+    if (n.domain !== "" || !(UNARY.has(n.op) || n.op === "Clip")) return undefined
+    if (n.op === "Clip" && n.inputs.slice(1).some((i) => i !== "" && !ctx.constant(i))) return undefined
+    const src = fromBlocked(n.inputs[0], ctx)
+    if (!src) return undefined
+    const yb = ctx.fresh(`${n.outputs[0]}_${layoutName(src.b)}`)
+    const y = ctx.fresh(`${n.outputs[0]}_nchw`)
+    return {
+      nodes: [{ ...n, inputs: [src.y, ...n.inputs.slice(1)], outputs: [yb] }, transformNode(ctx, yb, y, src.b, 0)],
+      outputs: [y],
+    }
+  },
+}
+
+/** A per-channel or scalar constant for an NCHW value, re-laid for NCHW{b}c (undefined if it is neither). */
+const relayConstant = (c: Tensor, channels: number, b: number): Tensor | undefined => {
+  const n = sizeOf(c.shape)
+  if (n === 1) return tensor(c.dtype, [1], c.data.slice(0, 1))
+  const perChannel =
+    (c.shape.length === 3 && c.shape[0] === channels && c.shape[1] === 1 && c.shape[2] === 1) ||
+    (c.shape.length === 4 && c.shape[0] === 1 && c.shape[1] === channels && c.shape[2] === 1 && c.shape[3] === 1)
+  if (!perChannel) return undefined
+  const packed = packNCHWc(tensor(c.dtype, [1, channels, 1, 1], c.data), b)
+  return packed
+}
+
+/** Add/Sub/Mul/Div of unblock(a) and unblock(b) (same block), or of unblock(a) and a per-channel constant. */
+const binaryThroughLayout: Rule = {
+  name: "broadcast-through-layout",
+  apply: (n, ctx) => {
+    if (n.domain !== "" || !["Add", "Sub", "Mul", "Div"].includes(n.op) || n.inputs.length !== 2) return undefined
+    const [l, r] = n.inputs
+    const lb = fromBlocked(l, ctx)
+    const rb = fromBlocked(r, ctx)
+    const yb = ctx.fresh(`${n.outputs[0]}_blocked`)
+    const y = ctx.fresh(`${n.outputs[0]}_nchw`)
+    const out = ctx.type(n.outputs[0])
+    if (!out || out.shape.length !== 4) return undefined
+    if (lb && rb && lb.b === rb.b) {
+      const lt = ctx.type(l)
+      const rt = ctx.type(r)
+      if (!lt || !rt || !lt.shape.every((d, i) => d === rt.shape[i])) return undefined
+      return { nodes: [{ ...n, inputs: [lb.y, rb.y], outputs: [yb] }, transformNode(ctx, yb, y, lb.b, 0)], outputs: [y] }
+    }
+    const side = lb ? 0 : rb ? 1 : -1
+    if (side < 0) return undefined
+    const blk = (side === 0 ? lb : rb)!
+    const c = ctx.constant(n.inputs[1 - side])
+    const xt = ctx.type(n.inputs[side])
+    if (!c || !xt || !xt.shape.every((d, i) => d === out.shape[i])) return undefined
+    const relaid = relayConstant(c, out.shape[1] as number, blk.b)
+    if (!relaid) return undefined
+    const cName = ctx.fresh(`${n.inputs[1 - side]}_${layoutName(blk.b)}`)
+    const inputs = side === 0 ? [blk.y, cName] : [cName, blk.y]
+    return {
+      nodes: [{ ...n, inputs, outputs: [yb] }, transformNode(ctx, yb, y, blk.b, 0)],
+      outputs: [y],
+      constants: new Map([[cName, relaid]]),
+    }
+  },
+}
+
+export const alterLayoutSync = (graph: Graph, target: LayoutTarget): Graph => {
+  const g = bindSync(graph)
+  // convolutions first, then neighbours and cancellation to a fixed point
+  const converted = rewriteToFixedPoint(g, [convToBlocked(target)]).graph
+  const moved = rewriteToFixedPoint(converted, [cancelTransforms, unaryThroughLayout, binaryThroughLayout]).graph
+  return bindSync(eliminateDeadCodeSync(moved))
+}
+
+/** The pass for a CPU target with `vectorLanes` fp32 lanes. */
+export const alterLayout = (target: LayoutTarget): GraphPass => graphPass("rewrite.AlterLayout", 3, (g) => alterLayoutSync(g, target))
