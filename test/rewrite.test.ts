@@ -1,0 +1,188 @@
+// Before / Expected tests of the graph passes on the cases users hit.
+import { Effect } from "effect"
+import { describe, expect, it } from "vitest"
+import { attr } from "../src/ast/graph/attrs.js"
+import { makeGraph, node, structurallyEqual, type Graph } from "../src/ast/graph/graph.js"
+import { tensor, type Tensor } from "../src/ast/graph/tensor.js"
+import { prng } from "../src/ast/graph/arbitrary.js"
+import {
+  defaultPasses,
+  eliminateCommonSubexprSync,
+  eliminateDeadCodeSync,
+  foldConstantsSync,
+  fuseOpsSync,
+  planMemory,
+  rewriteToFixedPoint,
+  simplifyInferenceSync,
+  type Rule,
+} from "../src/rewrite/index.js"
+import { assertAllClose, evalGraph } from "../laws/support.js"
+
+const rng = prng(7)
+const rand = (shape: number[], lo = -1, hi = 1): Tensor => {
+  const n = shape.reduce((a, b) => a * b, 1)
+  return tensor("float32", shape, Float32Array.from({ length: n }, () => rng.float(lo, hi)))
+}
+const i64 = (xs: number[]) => tensor("int64", [xs.length], Float64Array.from(xs))
+const f32 = (shape: number[]) => ({ dtype: "float32" as const, shape })
+
+const convBnRelu = (): Graph =>
+  makeGraph({
+    opset: 13,
+    inputs: [{ name: "x", type: f32([1, 3, 8, 8]) }],
+    outputs: [{ name: "y", type: f32([1, 4, 8, 8]) }],
+    initializers: new Map([
+      ["w", rand([4, 3, 3, 3])],
+      ["b", rand([4])],
+      ["gamma", rand([4], 0.5, 1.5)],
+      ["beta", rand([4])],
+      ["mean", rand([4])],
+      ["var", rand([4], 0.5, 2)],
+    ]),
+    nodes: [
+      node("Conv", ["x", "w", "b"], ["c"], { pads: attr.ints([1, 1, 1, 1]), kernel_shape: attr.ints([3, 3]) }),
+      node("BatchNormalization", ["c", "gamma", "beta", "mean", "var"], ["bn"], { epsilon: attr.float(1e-5) }),
+      node("Relu", ["bn"], ["y"]),
+    ],
+  })
+
+const feeds = (g: Graph) => new Map(g.inputs.map((i) => [i.name, rand(i.type.shape as number[])]))
+
+describe("rewrite.SimplifyInference", () => {
+  it("folds BatchNormalization into the preceding Conv", () => {
+    const before = convBnRelu()
+    const after = simplifyInferenceSync(before)
+    expect(after.nodes.map((n) => n.op)).toEqual(["Conv", "Relu"])
+    const x = feeds(before)
+    assertAllClose(evalGraph(after, x), evalGraph(before, x))
+  })
+
+  it("removes Identity, Dropout, x*1 and x+0, and cancels a transpose pair", () => {
+    const before = makeGraph({
+      opset: 13,
+      inputs: [{ name: "x", type: f32([2, 3, 4]) }],
+      outputs: [{ name: "y", type: f32([2, 3, 4]) }],
+      initializers: new Map([
+        ["one", tensor("float32", [1], Float32Array.of(1))],
+        ["zero", tensor("float32", [], Float32Array.of(0))],
+      ]),
+      nodes: [
+        node("Identity", ["x"], ["a"]),
+        node("Dropout", ["a"], ["b"]),
+        node("Mul", ["b", "one"], ["c"]),
+        node("Add", ["zero", "c"], ["d"]),
+        node("Transpose", ["d"], ["e"], { perm: attr.ints([2, 0, 1]) }),
+        node("Transpose", ["e"], ["f"], { perm: attr.ints([1, 2, 0]) }),
+        node("Relu", ["f"], ["y"]),
+      ],
+    })
+    const after = simplifyInferenceSync(before)
+    expect(after.nodes.map((n) => n.op)).toEqual(["Relu"])
+    expect(after.nodes[0].inputs).toEqual(["x"])
+  })
+})
+
+describe("rewrite.FoldConstants", () => {
+  it("folds a PyTorch shape subgraph (Shape → Gather → Unsqueeze → Concat → Reshape) into a constant shape", () => {
+    const before = makeGraph({
+      opset: 13,
+      inputs: [{ name: "x", type: f32([2, 3, 4, 4]) }],
+      outputs: [{ name: "y", type: f32([2, 48]) }],
+      initializers: new Map([
+        ["zero", tensor("int64", [], Float64Array.of(0))],
+        ["axes", i64([0])],
+        ["minus1", i64([-1])],
+      ]),
+      nodes: [
+        node("Shape", ["x"], ["s"]),
+        node("Gather", ["s", "zero"], ["n"], { axis: attr.int(0) }),
+        node("Unsqueeze", ["n", "axes"], ["n1"]),
+        node("Concat", ["n1", "minus1"], ["shape"], { axis: attr.int(0) }),
+        node("Reshape", ["x", "shape"], ["y"]),
+      ],
+    })
+    const after = eliminateDeadCodeSync(foldConstantsSync(before))
+    expect(after.nodes.map((n) => n.op)).toEqual(["Reshape"])
+    expect(Array.from(after.initializers.get(after.nodes[0].inputs[1])!.data)).toEqual([2, -1])
+    const x = feeds(before)
+    assertAllClose(evalGraph(after, x), evalGraph(before, x))
+  })
+})
+
+describe("rewrite.EliminateCommonSubexpr", () => {
+  it("merges the two sides of a diamond that compute the same thing", () => {
+    const before = makeGraph({
+      opset: 13,
+      inputs: [{ name: "x", type: f32([4]) }],
+      outputs: [{ name: "y", type: f32([4]) }],
+      nodes: [node("Relu", ["x"], ["a"]), node("Relu", ["x"], ["b"]), node("Add", ["a", "b"], ["y"])],
+    })
+    const after = eliminateCommonSubexprSync(before)
+    expect(after.nodes.length).toBe(2)
+    expect(after.nodes[1].inputs).toEqual(["a", "a"])
+  })
+})
+
+describe("rewrite.FuseOps", () => {
+  it("fuses a residual block Conv+BN+Add+Relu into one group per convolution", () => {
+    const g = makeGraph({
+      opset: 13,
+      inputs: [{ name: "x", type: f32([1, 4, 8, 8]) }],
+      outputs: [{ name: "y", type: f32([1, 4, 8, 8]) }],
+      initializers: new Map([
+        ["w1", rand([4, 4, 3, 3])],
+        ["w2", rand([4, 4, 3, 3])],
+        ["b2", rand([4])],
+      ]),
+      nodes: [
+        node("Conv", ["x", "w1"], ["c1"], { pads: attr.ints([1, 1, 1, 1]) }),
+        node("Relu", ["c1"], ["r1"]),
+        node("Conv", ["r1", "w2", "b2"], ["c2"], { pads: attr.ints([1, 1, 1, 1]) }),
+        node("Add", ["c2", "x"], ["s"]),
+        node("Relu", ["s"], ["y"]),
+      ],
+    })
+    const { groups } = fuseOpsSync(g)
+    expect(groups.map((grp) => grp.ops)).toEqual([["Conv", "Relu"], ["Conv", "Add", "Relu"]])
+    expect(groups.map((grp) => grp.kind)).toEqual(["out-elementwise-fusable", "out-elementwise-fusable"])
+  })
+
+  it("fuses a diamond into its post-dominator", () => {
+    const g = makeGraph({
+      opset: 13,
+      inputs: [{ name: "x", type: f32([2, 8]) }],
+      outputs: [{ name: "y", type: f32([2, 8]) }],
+      nodes: [node("Exp", ["x"], ["e"]), node("Relu", ["e"], ["a"]), node("Sigmoid", ["e"], ["b"]), node("Mul", ["a", "b"], ["y"])],
+    })
+    const { groups } = fuseOpsSync(g)
+    expect(groups.length).toBe(1)
+    expect(groups[0].ops).toEqual(["Exp", "Relu", "Sigmoid", "Mul"])
+  })
+
+  it("plans less memory than one buffer per tensor on a chain", () => {
+    const nodes = Array.from({ length: 6 }, (_, k) => node(k % 2 ? "Relu" : "Softmax", [k === 0 ? "x" : `v${k - 1}`], [k === 5 ? "y" : `v${k}`]))
+    const g = makeGraph({ opset: 13, inputs: [{ name: "x", type: f32([64, 64]) }], outputs: [{ name: "y", type: f32([64, 64]) }], nodes })
+    const plan = planMemory(fuseOpsSync(g))
+    expect(plan.plannedBytes).toBeLessThan(plan.naiveBytes)
+  })
+})
+
+describe("rule engine", () => {
+  it("reports Saturated when nothing fires and IterationLimit for a rule that always fires", () => {
+    const g = convBnRelu()
+    expect(rewriteToFixedPoint(g, []).stop).toBe("Saturated")
+    const flip: Rule = { name: "always-rename", apply: (n) => (n.op === "Relu" ? { nodes: [{ ...n, name: `${n.name}x` }], outputs: n.outputs } : undefined) }
+    const r = rewriteToFixedPoint(g, [flip], 4)
+    expect(r.stop).toBe("IterationLimit")
+    expect(r.fired.get("always-rename")).toBe(4)
+  })
+
+  it("the default pipeline keeps the meaning of Conv+BN+Relu and shrinks it", () => {
+    const g = convBnRelu()
+    const out = Effect.runSync(defaultPasses.run(g))
+    expect(out.nodes.length).toBeLessThan(g.nodes.length)
+    expect(structurallyEqual(out, g)).toBe(false)
+    const x = feeds(g)
+    assertAllClose(evalGraph(out, x), evalGraph(g, x))
+  })
+})
