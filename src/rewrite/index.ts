@@ -44,3 +44,4 @@ export const optimizeAndPlan = Effect.fn("rewrite.OptimizeAndPlan")(function* (g
   const fused = cfg.optLevel >= fuseOps.optLevel && !cfg.disabled.has(fuseOps.name) ? yield* fuseOps.run(optimized) : singletonGroups(optimized)
   return { fused, memory: planMemory(fused) } satisfies OptimizedModel
 })
+export { fusionReport, fusionText, fusionDot, nodeFlops, type FusionReport } from "./report.js"
