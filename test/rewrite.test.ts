@@ -186,3 +186,58 @@ describe("rule engine", () => {
     assertAllClose(evalGraph(out, x), evalGraph(g, x))
   })
 })
+
+describe("pattern recognition (rewrite.SimplifyInference)", () => {
+  it("puts a decomposed LayerNorm with scale and bias back into one LayerNormalization", () => {
+    const before = makeGraph({
+      opset: 13,
+      inputs: [{ name: "x", type: f32([2, 5, 8]) }],
+      outputs: [{ name: "y", type: f32([2, 5, 8]) }],
+      initializers: new Map([
+        ["two", tensor("float32", [], Float32Array.of(2))],
+        ["eps", tensor("float32", [], Float32Array.of(1e-5))],
+        ["gamma", rand([8], 0.5, 1.5)],
+        ["beta", rand([8])],
+      ]),
+      nodes: [
+        node("ReduceMean", ["x"], ["m"], { axes: attr.ints([-1]) }),
+        node("Sub", ["x", "m"], ["d"]),
+        node("Pow", ["d", "two"], ["d2"]),
+        node("ReduceMean", ["d2"], ["v"], { axes: attr.ints([-1]) }),
+        node("Add", ["v", "eps"], ["ve"]),
+        node("Sqrt", ["ve"], ["s"]),
+        node("Div", ["d", "s"], ["n"]),
+        node("Mul", ["n", "gamma"], ["g"]),
+        node("Add", ["g", "beta"], ["y"]),
+      ],
+    })
+    const after = simplifyInferenceSync(before)
+    expect(after.nodes.map((n) => n.op)).toEqual(["LayerNormalization"])
+    const x = feeds(before)
+    assertAllClose(evalGraph(after, x), evalGraph(before, x))
+  })
+
+  it("recognises Gelu spelled as x * 0.5 * (1 + erf(x / sqrt 2))", () => {
+    const before = makeGraph({
+      opset: 13,
+      inputs: [{ name: "x", type: f32([3, 7]) }],
+      outputs: [{ name: "y", type: f32([3, 7]) }],
+      initializers: new Map([
+        ["sqrt2", tensor("float32", [], Float32Array.of(Math.SQRT2))],
+        ["one", tensor("float32", [], Float32Array.of(1))],
+        ["half", tensor("float32", [], Float32Array.of(0.5))],
+      ]),
+      nodes: [
+        node("Div", ["x", "sqrt2"], ["a"]),
+        node("Erf", ["a"], ["b"]),
+        node("Add", ["b", "one"], ["c"]),
+        node("Mul", ["x", "c"], ["d"]),
+        node("Mul", ["d", "half"], ["y"]),
+      ],
+    })
+    const after = simplifyInferenceSync(before)
+    expect(after.nodes.map((n) => n.op)).toEqual(["Gelu"])
+    const x = feeds(before)
+    assertAllClose(evalGraph(after, x), evalGraph(before, x))
+  })
+})

@@ -1,7 +1,8 @@
 // rewrite.SimplifyInference: the rewrites inference graphs want, as named rules run to a fixed
 // point — BatchNormalization folded into a preceding Conv (or into a scale and shift), Dropout and
 // Identity removed, algebraic identities (x*1, x+0, x-0, x/1, transpose pairs, reshape chains,
-// casts to the same type), Gemm canonicalized (constant B pre-transposed, alpha/beta folded).
+// casts to the same type), Gemm canonicalized (constant B pre-transposed, alpha/beta folded), and
+// decomposed LayerNorm / Gelu / HardSwish put back together (recognize-patterns.ts).
 import { attr } from "../ast/graph/attrs.js"
 import { resolveNode } from "../ast/graph/evaluate.js"
 import type { Node } from "../ast/graph/graph.js"
@@ -10,6 +11,7 @@ import { allocate } from "../ast/graph/dtype.js"
 import { graphPass } from "./pass.js"
 import { rewriteToFixedPoint, type Rule, type RuleCtx, type RuleSet } from "./rules.js"
 import { eliminateDeadCodeSync } from "./eliminate-dead-code.js"
+import { recognizePatternRules } from "./recognize-patterns.js"
 
 /** The node's decoded attributes (its op's codec with defaults applied). */
 const attrsOf = <A>(n: Node): A => resolveNode(n).attrs as A
@@ -244,6 +246,7 @@ export const simplifyInferenceRules: RuleSet = [
   foldBatchNormIntoConv,
   batchNormToScaleShift,
   canonicalizeGemm,
+  ...recognizePatternRules,
 ]
 
 export const simplifyInferenceSync = (g: Parameters<typeof rewriteToFixedPoint>[0]) =>
