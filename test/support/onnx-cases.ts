@@ -14,7 +14,14 @@ import { fromArray, showShape, sizeOf, type Tensor } from "../../src/ast/graph/t
 import { decodeModelSync } from "../../src/ast/onnx/decode.js"
 import { decodeTensor } from "../../src/ast/onnx/tensor-proto.js"
 
-export const ONNX_TESTS = path.resolve(process.env.TESSERA_ONNX_TESTS ?? path.join(import.meta.dirname, "../../../shared/onnx-tests"))
+/** The repository root: the nearest folder above this file with a package.json (works from test/ and from bundles). */
+const repoRoot = (): string => {
+  let dir = import.meta.dirname
+  while (!fs.existsSync(path.join(dir, "package.json")) && path.dirname(dir) !== dir) dir = path.dirname(dir)
+  return dir
+}
+
+export const ONNX_TESTS = path.resolve(process.env.TESSERA_ONNX_TESTS ?? path.join(repoRoot(), "../shared/onnx-tests"))
 
 export const SUITES = ["node", "pytorch-converted", "pytorch-operator", "simple", "light"] as const
 export type Suite = (typeof SUITES)[number]
