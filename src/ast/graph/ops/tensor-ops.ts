@@ -1,3 +1,14 @@
+// The tensor ops: data movement, indexing and tensor creation. Each part lives in its own file
+// (tensor-shape, tensor-slice, tensor-index, tensor-create); this table merges them.
 import type { AnyOpDef } from "../op.js"
+import { tensorCreateOps } from "./tensor-create.js"
+import { tensorIndexOps } from "./tensor-index.js"
+import { tensorShapeOps } from "./tensor-shape.js"
+import { tensorSliceOps } from "./tensor-slice.js"
 
-export const tensorOps = {} satisfies Record<string, AnyOpDef>
+export const tensorOps = {
+  ...tensorShapeOps,
+  ...tensorSliceOps,
+  ...tensorIndexOps,
+  ...tensorCreateOps,
+} satisfies Record<string, AnyOpDef>
