@@ -1,0 +1,165 @@
+// evalTIR(lower(schedule)) == evalTE(compute) for the compute family under random legal
+// schedules, and one law per schedule primitive (its name in the test name).
+import * as fc from "fast-check"
+import { describe, expect, it } from "vitest"
+import { arbComputeCase, arbScheduledCase, buildCompute, COMPUTE_FAMILIES, type ComputeCase } from "../../src/ast/te/arbitrary.js"
+import { evaluateTE } from "../../src/ast/te/evaluate.js"
+import * as S from "../../src/ast/schedule/schedule.js"
+import { evaluatePrimFunc } from "../../src/ast/tir/evaluate.js"
+import { printPrimFunc } from "../../src/ast/tir/tir.js"
+import { lowerSync } from "../../src/lowering/lower.js"
+import { assertAllClose, lawParams } from "../support.js"
+
+const check = (cc: ComputeCase, s: S.Schedule) => {
+  const want = evaluateTE(cc.outputs, cc.inputs)
+  const f = lowerSync(s)
+  const outs = evaluatePrimFunc(f, cc.inputs)
+  const got = cc.outputs.map((o) => outs.get(o.name)!)
+  const exact = cc.outputs.every((o) => o.dtype.startsWith("int"))
+  assertAllClose(got, want, exact ? 0 : 1e-4, exact ? 0 : 1e-5)
+}
+
+const withSteps = (prim: string, apply: (cc: ComputeCase, rng: fc.Random | undefined, s: S.Schedule) => S.Schedule) =>
+  it(`${prim} preserves meaning`, () => {
+    fc.assert(
+      fc.property(arbComputeCase(), fc.integer({ min: 0, max: 1000 }), (cc, seed) => {
+        let s = S.createSchedule(cc.outputs)
+        try {
+          s = apply(cc, undefined, s)
+        } catch (e) {
+          if (e instanceof S.ScheduleError) return // not applicable to this compute
+          throw e
+        }
+        void seed
+        check(cc, s)
+      }),
+      lawParams(40),
+    )
+  })
+
+const lastStage = (cc: ComputeCase) => cc.outputs[0].name
+
+describe("lower: random legal schedules", () => {
+  for (const family of COMPUTE_FAMILIES)
+    it(`evalTIR(lower(schedule)) == evalTE(compute) for ${family}`, () => {
+      fc.assert(fc.property(arbScheduledCase([family]), (sc) => check(sc, sc.schedule)), lawParams(30))
+    })
+})
+
+describe("schedule primitives", () => {
+  withSteps("split", (cc, _r, s) => {
+    const st = s.stages.get(lastStage(cc))!
+    return S.split(s, st.name, st.leaf[0], { factor: 3 }).schedule
+  })
+  withSteps("split (nparts)", (cc, _r, s) => {
+    const st = s.stages.get(lastStage(cc))!
+    return S.split(s, st.name, st.leaf[st.leaf.length - 1], { nparts: 2 }).schedule
+  })
+  withSteps("tile", (cc, _r, s) => {
+    const st = s.stages.get(lastStage(cc))!
+    if (st.leaf.length < 2) return s
+    return S.tile(s, st.name, st.leaf[0], st.leaf[1], 2, 3).schedule
+  })
+  withSteps("fuse", (cc, _r, s) => {
+    const st = s.stages.get(lastStage(cc))!
+    return st.leaf.length >= 2 ? S.fuse(s, st.name, st.leaf[0], st.leaf[1]).schedule : s
+  })
+  withSteps("reorder", (cc, _r, s) => {
+    const st = s.stages.get(lastStage(cc))!
+    return S.reorder(s, st.name, [...st.leaf].reverse())
+  })
+  withSteps("computeInline", (cc, _r, s) => {
+    for (const n of s.order) if (s.stages.get(n)!.op.body.kind !== "reduce" && !cc.outputs.some((o) => o.name === n)) s = S.computeInline(s, n)
+    return s
+  })
+  withSteps("computeAt", (cc, _r, s) => {
+    for (const n of [...s.order].reverse()) {
+      if (cc.outputs.some((o) => o.name === n)) continue
+      const cons = S.consumersOf(s, n)
+      if (cons.length !== 1 || s.stages.get(cons[0])!.attach.kind !== "root") continue
+      const tgt = s.stages.get(cons[0])!
+      s = S.computeAt(s, n, cons[0], tgt.leaf[0])
+    }
+    return s
+  })
+  withSteps("computeRoot", (cc, _r, s) => {
+    const n = s.order[0]
+    if (cc.outputs.some((o) => o.name === n) || s.stages.get(n)!.op.body.kind === "reduce") return s
+    return S.computeRoot(S.computeInline(s, n), n)
+  })
+  withSteps("parallel", (cc, _r, s) => S.parallel(s, lastStage(cc), s.stages.get(lastStage(cc))!.leaf[0]))
+  withSteps("vectorize", (cc, _r, s) => {
+    const st = s.stages.get(lastStage(cc))!
+    const data = st.leaf.filter((a) => st.axes.get(a)!.type === "data")
+    return S.vectorize(s, st.name, data[data.length - 1])
+  })
+  withSteps("unroll", (cc, _r, s) => {
+    const st = s.stages.get(lastStage(cc))!
+    return S.unroll(s, st.name, st.leaf[st.leaf.length - 1])
+  })
+  withSteps("pragma", (cc, _r, s) => S.pragma(s, lastStage(cc), s.stages.get(lastStage(cc))!.leaf[0], "auto_unroll_max_step", "8"))
+})
+
+describe("schedule algebra", () => {
+  it("split then fuse keeps the iteration order", () => {
+    fc.assert(
+      fc.property(arbComputeCase(), fc.integer({ min: 1, max: 6 }), (cc, factor) => {
+        const name = lastStage(cc)
+        const s0 = S.createSchedule(cc.outputs)
+        const st = s0.stages.get(name)!
+        const extent = st.axes.get(st.leaf[0])!.extent
+        if (extent % factor !== 0) return
+        const sp = S.split(s0, name, st.leaf[0], { factor })
+        const fu = S.fuse(sp.schedule, name, sp.outer, sp.inner)
+        check(cc, fu.schedule)
+        expect(fu.schedule.stages.get(name)!.axes.get(fu.fused)!.extent).toBe(extent)
+      }),
+      lawParams(30),
+    )
+  })
+
+  it("reorder then its inverse is the identity", () => {
+    fc.assert(
+      fc.property(arbComputeCase(), (cc) => {
+        const name = lastStage(cc)
+        const s0 = S.createSchedule(cc.outputs)
+        const leaf = s0.stages.get(name)!.leaf
+        const rev = [...leaf].reverse()
+        const back = S.reorder(S.reorder(s0, name, rev), name, leaf)
+        expect(back.stages.get(name)!.leaf).toEqual(leaf)
+        expect(printPrimFunc(lowerSync(back))).toBe(printPrimFunc(lowerSync(s0)))
+      }),
+      lawParams(30),
+    )
+  })
+
+  it("schedules round-trip through serialization and the same steps lower to equal TIR", () => {
+    fc.assert(
+      fc.property(arbScheduledCase(), (sc) => {
+        const steps = S.parseSteps(S.serializeSteps(sc.schedule.steps))
+        const again = S.replaySync(sc.outputs, steps)
+        expect(S.printSchedule(again)).toBe(S.printSchedule(sc.schedule))
+        expect(printPrimFunc(lowerSync(again))).toBe(printPrimFunc(lowerSync(sc.schedule)))
+      }),
+      lawParams(40),
+    )
+  })
+
+  it("illegal requests are ScheduleErrors naming the stage and the axis", () => {
+    const cc = buildCompute("matmul", 1)
+    const s = S.createSchedule(cc.outputs)
+    const err = (f: () => unknown) => {
+      try {
+        f()
+      } catch (e) {
+        return e as S.ScheduleError
+      }
+      throw new Error("expected a ScheduleError")
+    }
+    expect(err(() => S.vectorize(s, "C", "k"))._tag).toBe("ScheduleError")
+    expect(err(() => S.vectorize(s, "C", "k")).axis).toBe("k")
+    expect(err(() => S.split(s, "C", "nope", { factor: 2 })).stage).toBe("C")
+    expect(err(() => S.computeInline(s, "C")).reason).toMatch(/output/)
+    expect(err(() => S.parallel(s, "C", "k")).reason).toMatch(/reduce/)
+  })
+})

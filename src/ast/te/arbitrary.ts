@@ -1,0 +1,230 @@
+// Generators for the operator-level laws: a family of TE computes (elementwise chains with
+// broadcasting, matmul, batch matmul, conv2d NCHW and NCHWc with stride/pad/dilation/groups,
+// depthwise conv, pooling, softmax, reductions on any axis) with seeded inputs, and random legal
+// schedules over them. Built from a seed by a PRNG so fast-check shrinks seeds and sizes.
+import * as fc from "fast-check"
+import { prng } from "../graph/arbitrary.js"
+import { fromArray, sizeOf, type Tensor } from "../graph/tensor.js"
+import * as S from "../schedule/schedule.js"
+import { add, and, c, call, div, f32, floordiv, floormod, ge, lt, max, mul, select, sub, type Expr } from "./expr.js"
+import { at, compute, maxReduce, placeholder, reduceAxis, sum, type ComputeTensor, type Placeholder } from "./tensor.js"
+
+export interface ComputeCase {
+  readonly family: string
+  readonly outputs: readonly ComputeTensor[]
+  readonly inputs: ReadonlyMap<string, Tensor>
+}
+
+type Rng = ReturnType<typeof prng>
+
+const data = (rng: Rng, p: Placeholder, integer = false): Tensor =>
+  fromArray(p.dtype, p.shape, Array.from({ length: sizeOf(p.shape) }, () => (integer ? rng.int(-3, 3) : rng.float(-1, 1))))
+
+const inBounds = (idx: readonly Expr[], shape: readonly number[]): Expr =>
+  idx.map((e, k) => and(ge(e, c(0)), lt(e, c(shape[k])))).reduce((a, b) => and(a, b))
+
+export const COMPUTE_FAMILIES = ["elementwise", "matmul", "batch_matmul", "conv2d", "conv2d_nchwc", "depthwise", "pool", "softmax", "reduce"] as const
+
+export const buildCompute = (family: (typeof COMPUTE_FAMILIES)[number], seed: number): ComputeCase => {
+  const rng = prng(seed)
+  const feeds = new Map<string, Tensor>()
+  const ph = (name: string, shape: number[], dtype: "float32" | "int32" = "float32") => {
+    const p = placeholder(name, shape, dtype)
+    feeds.set(name, data(rng, p, dtype === "int32"))
+    return p
+  }
+  switch (family) {
+    case "elementwise": {
+      const m = rng.int(1, 6)
+      const n = rng.int(1, 9)
+      const A = ph("A", [m, n])
+      const B = ph("B", [n])
+      const C = compute("C", [m, n], (i, j) => add(mul(at(A, i, j), at(B, j)), f32(0.5)))
+      const D = compute("D", [m, n], (i, j) => max(at(C, i, j), f32(0)))
+      const E = compute("E", [m, n], (i, j) => call("tanh", sub(at(D, i, j), at(A, i, j))))
+      return { family, outputs: [E], inputs: feeds }
+    }
+    case "matmul": {
+      const [m, n, kk] = [rng.int(1, 9), rng.int(1, 9), rng.int(1, 9)]
+      const integer = rng.next() < 0.3
+      const A = ph("A", [m, kk], integer ? "int32" : "float32")
+      const B = ph("B", [kk, n], integer ? "int32" : "float32")
+      const k = reduceAxis(kk, "k")
+      return { family, outputs: [compute("C", [m, n], (i, j) => sum(mul(at(A, i, k.var), at(B, k.var, j)), [k]))], inputs: feeds }
+    }
+    case "batch_matmul": {
+      const [b, m, n, kk] = [rng.int(1, 3), rng.int(1, 5), rng.int(1, 5), rng.int(1, 6)]
+      const A = ph("A", [b, m, kk])
+      const B = ph("B", [b, kk, n])
+      const k = reduceAxis(kk, "k")
+      return { family, outputs: [compute("C", [b, m, n], (x, i, j) => sum(mul(at(A, x, i, k.var), at(B, x, k.var, j)), [k]))], inputs: feeds }
+    }
+    case "conv2d":
+    case "depthwise": {
+      const depthwise = family === "depthwise"
+      const groups = depthwise ? 0 : rng.pick([1, 1, 2])
+      const C = depthwise ? rng.int(1, 4) : rng.int(1, 2) * (groups || 1)
+      const O = depthwise ? C : rng.int(1, 2) * (groups || 1)
+      const g = depthwise ? C : groups
+      const [H, W] = [rng.int(3, 7), rng.int(3, 7)]
+      const K = rng.pick([1, 3])
+      const stride = rng.pick([1, 2])
+      const dil = K === 3 ? rng.pick([1, 1, 2]) : 1
+      const pad = rng.int(0, 1)
+      const OH = Math.floor((H + 2 * pad - dil * (K - 1) - 1) / stride) + 1
+      const OW = Math.floor((W + 2 * pad - dil * (K - 1) - 1) / stride) + 1
+      if (OH < 1 || OW < 1) return buildCompute(family, seed + 1)
+      const X = ph("X", [1, C, H, W])
+      const Wt = ph("W", [O, C / g, K, K])
+      const padded = compute("pad", [1, C, H + 2 * pad, W + 2 * pad], (n, ch, y, x) => {
+        const iy = sub(y, c(pad))
+        const ix = sub(x, c(pad))
+        return select(inBounds([iy, ix], [H, W]), at(X, n, ch, iy, ix), f32(0))
+      })
+      const rc = reduceAxis(C / g, "rc")
+      const ry = reduceAxis(K, "ry")
+      const rx = reduceAxis(K, "rx")
+      const out = compute("conv", [1, O, OH, OW], (n, o, y, x) => {
+        const cin = add(mul(floordiv(o, c(O / g)), c(C / g)), rc.var)
+        return sum(mul(at(padded, n, cin, add(mul(y, c(stride)), mul(ry.var, c(dil))), add(mul(x, c(stride)), mul(rx.var, c(dil)))), at(Wt, o, rc.var, ry.var, rx.var)), [rc, ry, rx])
+      })
+      return { family, outputs: [out], inputs: feeds }
+    }
+    case "conv2d_nchwc": {
+      const [ib, ob] = [rng.pick([1, 2, 4]), rng.pick([1, 2, 4])]
+      const [CB, OB] = [rng.int(1, 2), rng.int(1, 2)]
+      const [H, W] = [rng.int(3, 6), rng.int(3, 6)]
+      const K = rng.pick([1, 3])
+      const pad = K === 3 ? 1 : 0
+      const X = ph("X", [1, CB, H, W, ib])
+      const Wt = ph("W", [OB, CB, K, K, ib, ob])
+      const padded = compute("pad", [1, CB, H + 2 * pad, W + 2 * pad, ib], (n, cb, y, x, ci) => {
+        const iy = sub(y, c(pad))
+        const ix = sub(x, c(pad))
+        return select(inBounds([iy, ix], [H, W]), at(X, n, cb, iy, ix, ci), f32(0))
+      })
+      const ic = reduceAxis(CB * ib, "ic")
+      const ry = reduceAxis(K, "ry")
+      const rx = reduceAxis(K, "rx")
+      const out = compute("conv", [1, OB, H, W, ob], (n, oc, y, x, oi) =>
+        sum(mul(at(padded, n, floordiv(ic.var, c(ib)), add(y, ry.var), add(x, rx.var), floormod(ic.var, c(ib))), at(Wt, oc, floordiv(ic.var, c(ib)), ry.var, rx.var, floormod(ic.var, c(ib)), oi)), [ic, ry, rx]),
+      )
+      return { family, outputs: [out], inputs: feeds }
+    }
+    case "pool": {
+      const [C, H, W] = [rng.int(1, 3), rng.int(2, 7), rng.int(2, 7)]
+      const K = rng.int(1, Math.min(3, H, W))
+      const X = ph("X", [1, C, H, W])
+      const ry = reduceAxis(K, "ry")
+      const rx = reduceAxis(K, "rx")
+      const OH = H - K + 1
+      const OW = W - K + 1
+      const mx = compute("maxpool", [1, C, OH, OW], (n, ch, y, x) => maxReduce(at(X, n, ch, add(y, ry.var), add(x, rx.var)), [ry, rx]))
+      return { family, outputs: [mx], inputs: feeds }
+    }
+    case "softmax": {
+      const [m, n] = [rng.int(1, 5), rng.int(1, 9)]
+      const X = ph("X", [m, n])
+      const k1 = reduceAxis(n, "k1")
+      const mx = compute("rowmax", [m], (i) => maxReduce(at(X, i, k1.var), [k1]))
+      const ex = compute("exp", [m, n], (i, j) => call("exp", sub(at(X, i, j), at(mx, i))))
+      const k2 = reduceAxis(n, "k2")
+      const sm = compute("rowsum", [m], (i) => sum(at(ex, i, k2.var), [k2]))
+      const out = compute("softmax", [m, n], (i, j) => div(at(ex, i, j), at(sm, i)))
+      return { family, outputs: [out], inputs: feeds }
+    }
+    case "reduce": {
+      const shape = [rng.int(1, 4), rng.int(1, 5), rng.int(1, 5)]
+      const axis = rng.int(0, 2)
+      const X = ph("X", shape)
+      const r = reduceAxis(shape[axis], "r")
+      const outShape = shape.filter((_, k) => k !== axis)
+      const out = compute("red", outShape, (a, b) => {
+        const idx = axis === 0 ? [r.var, a, b] : axis === 1 ? [a, r.var, b] : [a, b, r.var]
+        return sum(mul(at(X, ...idx), at(X, ...idx)), [r])
+      })
+      return { family, outputs: [out], inputs: feeds }
+    }
+  }
+}
+
+/** Random legal schedule steps for a compute (illegal candidates are skipped, never recorded). */
+export const randomSchedule = (outputs: readonly ComputeTensor[], seed: number, maxSteps = 8): S.Schedule => {
+  const rng = prng(seed ^ 0x5bd1e995)
+  let s = S.createSchedule(outputs)
+  const outs = new Set(outputs.map((o) => o.name))
+  // attachment decisions first: inline or computeAt for intermediate stages
+  for (const name of [...s.order].reverse()) {
+    if (outs.has(name)) continue
+    const st = s.stages.get(name)!
+    const consumers = S.consumersOf(s, name)
+    const r = rng.next()
+    try {
+      if (r < 0.35 && st.op.body.kind !== "reduce") s = S.computeInline(s, name)
+      else if (r < 0.7 && consumers.length === 1) {
+        const tgt = s.stages.get(consumers[0])!
+        const dataLeaves = tgt.leaf.filter((a) => tgt.axes.get(a)!.type === "data")
+        if (dataLeaves.length && tgt.attach.kind === "root") s = S.computeAt(s, name, consumers[0], rng.pick(dataLeaves))
+      }
+    } catch (e) {
+      if (!(e instanceof S.ScheduleError)) throw e
+    }
+  }
+  const steps = rng.int(0, maxSteps)
+  for (let k = 0; k < steps; k++) {
+    const candidates = s.order.filter((n) => s.stages.get(n)!.attach.kind !== "inline")
+    const name = rng.pick(candidates)
+    const st = s.stages.get(name)!
+    const attachedHere = [...s.stages.values()].some((p) => p.attach.kind === "at" && p.attach.stage === name)
+    const a = rng.pick(st.leaf)
+    const axis = st.axes.get(a)!
+    const isAttached = st.attach.kind === "at"
+    try {
+      switch (rng.int(0, 7)) {
+        case 0:
+        case 1:
+          if (isAttached && axis.type === "data") break
+          if (attachedHere) break // keep the attach point valid
+          s = S.split(s, name, a, { factor: rng.int(1, axis.extent + 1) }).schedule
+          break
+        case 2: {
+          if (attachedHere) break
+          const perm = [...st.leaf]
+          for (let i = perm.length - 1; i > 0; i--) {
+            const j = rng.int(0, i)
+            ;[perm[i], perm[j]] = [perm[j], perm[i]]
+          }
+          s = S.reorder(s, name, perm)
+          break
+        }
+        case 3: {
+          if (attachedHere || isAttached) break
+          const i = st.leaf.indexOf(a)
+          if (i + 1 < st.leaf.length) s = S.fuse(s, name, a, st.leaf[i + 1]).schedule
+          break
+        }
+        case 4:
+          s = S.parallel(s, name, a)
+          break
+        case 5:
+          s = S.vectorize(s, name, a)
+          break
+        case 6:
+          s = S.unroll(s, name, a)
+          break
+        case 7:
+          s = S.pragma(s, name, a, "auto_unroll_max_step", String(rng.int(1, 16)))
+          break
+      }
+    } catch (e) {
+      if (!(e instanceof S.ScheduleError)) throw e
+    }
+  }
+  return s
+}
+
+export const arbComputeCase = (families: readonly (typeof COMPUTE_FAMILIES)[number][] = COMPUTE_FAMILIES): fc.Arbitrary<ComputeCase> =>
+  fc.tuple(fc.constantFrom(...families), fc.integer({ min: 0, max: 0x7fffffff })).map(([f, seed]) => buildCompute(f, seed))
+
+export const arbScheduledCase = (families?: readonly (typeof COMPUTE_FAMILIES)[number][]) =>
+  fc.tuple(arbComputeCase(families), fc.integer({ min: 0, max: 0x7fffffff })).map(([cc, seed]) => ({ ...cc, schedule: randomSchedule(cc.outputs, seed) }))

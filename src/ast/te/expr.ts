@@ -1,0 +1,297 @@
+// Scalar expressions shared by TE and TIR: immutable nodes with smart constructors that fold
+// constants as they build. Index arithmetic is on integers with floor division/modulo; values
+// carry a dtype so the evaluators and emitters know what they compute.
+import type { DType } from "../graph/dtype.js"
+import type { TeTensor } from "./tensor.js"
+
+export type BinOp =
+  | "add"
+  | "sub"
+  | "mul"
+  | "div" // true division for floats, truncating for ints (C semantics)
+  | "floordiv"
+  | "floormod"
+  | "min"
+  | "max"
+  | "eq"
+  | "ne"
+  | "lt"
+  | "le"
+  | "gt"
+  | "ge"
+  | "and"
+  | "or"
+
+export type Intrinsic =
+  | "exp"
+  | "log"
+  | "sqrt"
+  | "rsqrt"
+  | "tanh"
+  | "erf"
+  | "pow"
+  | "sigmoid"
+  | "fabs"
+  | "floor"
+  | "ceil"
+  | "round"
+  | "sin"
+  | "cos"
+  | "neg"
+  | "not"
+
+export interface Var {
+  readonly kind: "var"
+  readonly name: string
+  readonly dtype: DType
+}
+
+/** A tensor read in TE (of a TE tensor, held in `tensor`) or TIR (of a buffer): `source` names it. */
+export interface Read {
+  readonly kind: "read"
+  readonly source: string
+  readonly indices: readonly Expr[]
+  readonly dtype: DType
+  readonly tensor?: TeTensor
+}
+
+export type Expr =
+  | { readonly kind: "const"; readonly value: number; readonly dtype: DType }
+  | Var
+  | { readonly kind: "bin"; readonly op: BinOp; readonly a: Expr; readonly b: Expr; readonly dtype: DType }
+  | { readonly kind: "select"; readonly cond: Expr; readonly t: Expr; readonly f: Expr; readonly dtype: DType }
+  | { readonly kind: "cast"; readonly value: Expr; readonly dtype: DType }
+  | { readonly kind: "call"; readonly fn: Intrinsic; readonly args: readonly Expr[]; readonly dtype: DType }
+  | Read
+  | Reduce
+
+/** A commutative reduction over `axes` (TE only; lowering turns it into init + update loops). */
+export interface Reduce {
+  readonly kind: "reduce"
+  readonly combiner: Combiner
+  readonly source: Expr
+  readonly axes: readonly IterVar[]
+  /** Only elements where this holds are combined (padding, predicates). */
+  readonly where?: Expr
+  readonly dtype: DType
+}
+
+export interface Combiner {
+  readonly name: string
+  /** combine(acc, x) as an expression over the two vars. */
+  readonly lhs: Var
+  readonly rhs: Var
+  readonly result: Expr
+  readonly identity: (dtype: DType) => number
+}
+
+export interface Range {
+  readonly min: number
+  readonly extent: number
+}
+
+export interface IterVar {
+  readonly var: Var
+  readonly dom: Range
+  readonly type: "data" | "reduce"
+}
+
+const INT = "int32" as const
+export const isIntDtype = (d: DType) => d.startsWith("int") || d.startsWith("uint") || d === "bool"
+const BOOL: DType = "bool"
+
+export const v = (name: string, dtype: DType = INT): Var => ({ kind: "var", name, dtype })
+export const c = (value: number, dtype: DType = INT): Expr => ({ kind: "const", value, dtype })
+export const f32 = (value: number): Expr => ({ kind: "const", value: Math.fround(value), dtype: "float32" })
+
+const isConst = (e: Expr): e is { kind: "const"; value: number; dtype: DType } => e.kind === "const"
+export const constValue = (e: Expr): number | undefined => (e.kind === "const" ? e.value : undefined)
+
+const floorDiv = (a: number, b: number) => Math.floor(a / b)
+const floorMod = (a: number, b: number) => a - Math.floor(a / b) * b
+
+/** Applies a binary op to numbers with the dtype's semantics. */
+export const applyBin = (op: BinOp, x: number, y: number, dtype: DType): number => {
+  const int = isIntDtype(dtype)
+  switch (op) {
+    case "add":
+      return x + y
+    case "sub":
+      return x - y
+    case "mul":
+      return x * y
+    case "div":
+      return int ? Math.trunc(x / y) : x / y
+    case "floordiv":
+      return int ? floorDiv(x, y) : Math.floor(x / y)
+    case "floormod":
+      return floorMod(x, y)
+    case "min":
+      return Math.min(x, y)
+    case "max":
+      return Math.max(x, y)
+    case "eq":
+      return x === y ? 1 : 0
+    case "ne":
+      return x !== y ? 1 : 0
+    case "lt":
+      return x < y ? 1 : 0
+    case "le":
+      return x <= y ? 1 : 0
+    case "gt":
+      return x > y ? 1 : 0
+    case "ge":
+      return x >= y ? 1 : 0
+    case "and":
+      return x && y ? 1 : 0
+    case "or":
+      return x || y ? 1 : 0
+  }
+}
+
+const CMP = new Set<BinOp>(["eq", "ne", "lt", "le", "gt", "ge", "and", "or"])
+
+/** Builds a binary node, folding constants and the trivial identities (x+0, x*1, x*0 for ints). */
+export const bin = (op: BinOp, a: Expr, b: Expr): Expr => {
+  const dtype = CMP.has(op) ? BOOL : a.dtype
+  if (isConst(a) && isConst(b)) {
+    if ((op === "div" || op === "floordiv" || op === "floormod") && b.value === 0 && isIntDtype(a.dtype)) return { kind: "bin", op, a, b, dtype }
+    return c(applyBin(op, a.value, b.value, a.dtype), dtype)
+  }
+  const int = isIntDtype(a.dtype)
+  if (op === "add" && isConst(b) && b.value === 0) return a
+  if (op === "add" && isConst(a) && a.value === 0) return b
+  if (op === "sub" && isConst(b) && b.value === 0) return a
+  if (op === "mul" && isConst(b) && b.value === 1) return a
+  if (op === "mul" && isConst(a) && a.value === 1) return b
+  if (op === "mul" && int && ((isConst(a) && a.value === 0) || (isConst(b) && b.value === 0))) return c(0, a.dtype)
+  if ((op === "floordiv" || op === "div") && isConst(b) && b.value === 1) return a
+  if (op === "floormod" && isConst(b) && b.value === 1 && int) return c(0, a.dtype)
+  return { kind: "bin", op, a, b, dtype }
+}
+
+export const add = (a: Expr, b: Expr) => bin("add", a, b)
+export const sub = (a: Expr, b: Expr) => bin("sub", a, b)
+export const mul = (a: Expr, b: Expr) => bin("mul", a, b)
+export const div = (a: Expr, b: Expr) => bin("div", a, b)
+export const floordiv = (a: Expr, b: Expr) => bin("floordiv", a, b)
+export const floormod = (a: Expr, b: Expr) => bin("floormod", a, b)
+export const min = (a: Expr, b: Expr) => bin("min", a, b)
+export const max = (a: Expr, b: Expr) => bin("max", a, b)
+export const lt = (a: Expr, b: Expr) => bin("lt", a, b)
+export const le = (a: Expr, b: Expr) => bin("le", a, b)
+export const gt = (a: Expr, b: Expr) => bin("gt", a, b)
+export const ge = (a: Expr, b: Expr) => bin("ge", a, b)
+export const eq = (a: Expr, b: Expr) => bin("eq", a, b)
+export const and = (a: Expr, b: Expr) => bin("and", a, b)
+export const or = (a: Expr, b: Expr) => bin("or", a, b)
+
+export const select = (cond: Expr, t: Expr, f: Expr): Expr => {
+  if (isConst(cond)) return cond.value ? t : f
+  return { kind: "select", cond, t, f, dtype: t.dtype }
+}
+export const cast = (dtype: DType, value: Expr): Expr => {
+  if (value.dtype === dtype) return value
+  if (isConst(value)) return c(isIntDtype(dtype) ? Math.trunc(value.value) : dtype === "float32" ? Math.fround(value.value) : value.value, dtype)
+  return { kind: "cast", value, dtype }
+}
+export const call = (fn: Intrinsic, ...args: Expr[]): Expr => ({ kind: "call", fn, args, dtype: fn === "not" ? BOOL : args[0].dtype })
+
+export const read = (source: string, indices: readonly Expr[], dtype: DType): Read => ({ kind: "read", source, indices, dtype })
+
+// ---------------------------------------------------------------------------------------------
+// Traversals
+
+/** Rebuilds `e` bottom-up, giving each rebuilt node to `f` (which may replace it). */
+export const mapExpr = (e: Expr, f: (e: Expr) => Expr | undefined): Expr => {
+  const rec = (x: Expr): Expr => {
+    const pre = f(x)
+    if (pre) return pre
+    switch (x.kind) {
+      case "const":
+      case "var":
+        return x
+      case "bin":
+        return bin(x.op, rec(x.a), rec(x.b))
+      case "select":
+        return select(rec(x.cond), rec(x.t), rec(x.f))
+      case "cast":
+        return cast(x.dtype, rec(x.value))
+      case "call":
+        return { ...x, args: x.args.map(rec) }
+      case "read":
+        return { ...x, indices: x.indices.map(rec) }
+      case "reduce":
+        return { ...x, source: rec(x.source), ...(x.where ? { where: rec(x.where) } : {}) }
+    }
+  }
+  return rec(e)
+}
+
+/** Replaces variables by name. */
+export const substitute = (e: Expr, env: ReadonlyMap<string, Expr>): Expr =>
+  env.size === 0 ? e : mapExpr(e, (x) => (x.kind === "var" ? env.get(x.name) : undefined))
+
+/** Every sub-expression, pre-order. */
+export const collect = (e: Expr, pred: (e: Expr) => boolean): Expr[] => {
+  const out: Expr[] = []
+  const rec = (x: Expr) => {
+    if (pred(x)) out.push(x)
+    switch (x.kind) {
+      case "bin":
+        rec(x.a)
+        rec(x.b)
+        break
+      case "select":
+        rec(x.cond)
+        rec(x.t)
+        rec(x.f)
+        break
+      case "cast":
+        rec(x.value)
+        break
+      case "call":
+        x.args.forEach(rec)
+        break
+      case "read":
+        x.indices.forEach(rec)
+        break
+      case "reduce":
+        rec(x.source)
+        if (x.where) rec(x.where)
+        break
+    }
+  }
+  rec(e)
+  return out
+}
+
+export const freeVars = (e: Expr): Set<string> => new Set(collect(e, (x) => x.kind === "var").map((x) => (x as Var).name))
+
+// ---------------------------------------------------------------------------------------------
+// Printing
+
+const OPS: Partial<Record<BinOp, string>> = { add: "+", sub: "-", mul: "*", div: "/", eq: "==", ne: "!=", lt: "<", le: "<=", gt: ">", ge: ">=", and: "&&", or: "||" }
+
+export const showExpr = (e: Expr): string => {
+  switch (e.kind) {
+    case "const":
+      return isIntDtype(e.dtype) ? String(e.value) : Number.isInteger(e.value) ? `${e.value}.0f` : `${e.value}f`
+    case "var":
+      return e.name
+    case "bin": {
+      const sym = OPS[e.op]
+      return sym ? `(${showExpr(e.a)} ${sym} ${showExpr(e.b)})` : `${e.op}(${showExpr(e.a)}, ${showExpr(e.b)})`
+    }
+    case "select":
+      return `select(${showExpr(e.cond)}, ${showExpr(e.t)}, ${showExpr(e.f)})`
+    case "cast":
+      return `${e.dtype}(${showExpr(e.value)})`
+    case "call":
+      return `${e.fn}(${e.args.map(showExpr).join(", ")})`
+    case "read":
+      return `${e.source}[${e.indices.map(showExpr).join(", ")}]`
+    case "reduce":
+      return `${e.combiner.name}(${showExpr(e.source)}, axis=[${e.axes.map((a) => a.var.name).join(", ")}]${e.where ? `, where=${showExpr(e.where)}` : ""})`
+  }
+}

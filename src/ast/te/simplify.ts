@@ -1,0 +1,195 @@
+// The arithmetic simplifier for index expressions: canonical linear forms (Σ coef·atom + const,
+// atoms ordered by name), constant folding, floor div/mod of linear forms by constants under
+// known bounds, min/max and comparisons decided by interval analysis.
+import { add, bin, c, isIntDtype, mapExpr, mul, showExpr, type Expr } from "./expr.js"
+
+export interface Interval {
+  readonly min: number
+  readonly max: number
+}
+
+/** Known integer ranges of variables (inclusive). */
+export type Bounds = ReadonlyMap<string, Interval>
+
+interface Linear {
+  readonly terms: Map<string, { atom: Expr; coef: number }>
+  k: number
+}
+
+const linearOf = (e: Expr): Linear | undefined => {
+  if (!isIntDtype(e.dtype)) return undefined
+  const out: Linear = { terms: new Map(), k: 0 }
+  const addTerm = (atom: Expr, coef: number) => {
+    const key = showExpr(atom)
+    const t = out.terms.get(key)
+    if (t) t.coef += coef
+    else out.terms.set(key, { atom, coef })
+  }
+  const rec = (x: Expr, s: number): void => {
+    if (x.kind === "const") out.k += s * x.value
+    else if (x.kind === "bin" && x.op === "add") {
+      rec(x.a, s)
+      rec(x.b, s)
+    } else if (x.kind === "bin" && x.op === "sub") {
+      rec(x.a, s)
+      rec(x.b, -s)
+    } else if (x.kind === "bin" && x.op === "mul" && x.b.kind === "const") rec(x.a, s * x.b.value)
+    else if (x.kind === "bin" && x.op === "mul" && x.a.kind === "const") rec(x.b, s * x.a.value)
+    else addTerm(x, s)
+  }
+  rec(e, 1)
+  return out
+}
+
+const fromLinear = (l: Linear, dtype: Expr["dtype"]): Expr => {
+  const terms = [...l.terms.entries()].filter(([, t]) => t.coef !== 0).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+  let e: Expr | undefined
+  for (const [, t] of terms) {
+    const term = t.coef === 1 ? t.atom : mul(t.atom, c(t.coef, dtype))
+    e = e ? add(e, term) : term
+  }
+  if (!e) return c(l.k, dtype)
+  return l.k !== 0 ? add(e, c(l.k, dtype)) : e
+}
+
+/** An interval containing every value of `e` under `bounds` (±Infinity when unknown). */
+export const intervalOf = (e: Expr, bounds: Bounds): Interval => {
+  const U = { min: -Infinity, max: Infinity }
+  switch (e.kind) {
+    case "const":
+      return { min: e.value, max: e.value }
+    case "var":
+      return bounds.get(e.name) ?? U
+    case "cast":
+      return intervalOf(e.value, bounds)
+    case "select": {
+      const a = intervalOf(e.t, bounds)
+      const b = intervalOf(e.f, bounds)
+      return { min: Math.min(a.min, b.min), max: Math.max(a.max, b.max) }
+    }
+    case "bin": {
+      const a = intervalOf(e.a, bounds)
+      const b = intervalOf(e.b, bounds)
+      switch (e.op) {
+        case "add":
+          return { min: a.min + b.min, max: a.max + b.max }
+        case "sub":
+          return { min: a.min - b.max, max: a.max - b.min }
+        case "mul": {
+          const ps = [a.min * b.min, a.min * b.max, a.max * b.min, a.max * b.max].map((x) => (Number.isNaN(x) ? 0 : x))
+          return { min: Math.min(...ps), max: Math.max(...ps) }
+        }
+        case "floordiv":
+          if (b.min === b.max && b.min > 0) return { min: Math.floor(a.min / b.min), max: Math.floor(a.max / b.min) }
+          return U
+        case "floormod":
+          if (b.min === b.max && b.min > 0) {
+            if (a.min >= 0 && a.max < b.min) return a
+            return { min: 0, max: b.min - 1 }
+          }
+          return U
+        case "min":
+          return { min: Math.min(a.min, b.min), max: Math.min(a.max, b.max) }
+        case "max":
+          return { min: Math.max(a.min, b.min), max: Math.max(a.max, b.max) }
+        default:
+          return isIntDtype(e.dtype) || e.dtype === "bool" ? { min: 0, max: 1 } : U
+      }
+    }
+    default:
+      return U
+  }
+}
+
+/** Simplifies one node whose children are already simple. */
+const simplifyNode = (e: Expr, bounds: Bounds): Expr => {
+  if (e.kind !== "bin") return e
+  const { op, a, b } = e
+  if (isIntDtype(a.dtype) && (op === "add" || op === "sub" || op === "mul")) {
+    const l = linearOf(e)
+    if (l) return fromLinear(l, e.dtype)
+  }
+  if ((op === "floordiv" || op === "floormod") && b.kind === "const" && b.value > 0 && isIntDtype(a.dtype)) {
+    const ia = intervalOf(a, bounds)
+    if (ia.min >= 0 && ia.max < b.value) return op === "floordiv" ? c(0, a.dtype) : a
+    // (x·k·d + y) // d = x·k + y // d when 0 ≤ y < d ... split the linear form by divisibility
+    const l = linearOf(a)
+    if (l) {
+      const d = b.value
+      const divisible: Linear = { terms: new Map(), k: 0 }
+      const rest: Linear = { terms: new Map(), k: 0 }
+      for (const [key, t] of l.terms) (t.coef % d === 0 ? divisible : rest).terms.set(key, { ...t })
+      const kq = Math.floor(l.k / d) * d
+      divisible.k = kq
+      rest.k = l.k - kq
+      const restE = fromLinear(rest, a.dtype)
+      const ir = intervalOf(restE, bounds)
+      if (divisible.terms.size > 0 && ir.min >= 0 && ir.max < d) {
+        if (op === "floormod") return restE
+        const q: Linear = { terms: new Map([...divisible.terms].map(([k2, t]) => [k2, { atom: t.atom, coef: t.coef / d }])), k: divisible.k / d }
+        return fromLinear(q, a.dtype)
+      }
+    }
+  }
+  if (op === "min" || op === "max" || op === "lt" || op === "le" || op === "gt" || op === "ge" || op === "eq" || op === "ne") {
+    const ia = intervalOf(a, bounds)
+    const ib = intervalOf(b, bounds)
+    switch (op) {
+      case "min":
+        if (ia.max <= ib.min) return a
+        if (ib.max <= ia.min) return b
+        break
+      case "max":
+        if (ia.min >= ib.max) return a
+        if (ib.min >= ia.max) return b
+        break
+      case "lt":
+        if (ia.max < ib.min) return c(1, "bool")
+        if (ia.min >= ib.max) return c(0, "bool")
+        break
+      case "le":
+        if (ia.max <= ib.min) return c(1, "bool")
+        if (ia.min > ib.max) return c(0, "bool")
+        break
+      case "gt":
+        if (ia.min > ib.max) return c(1, "bool")
+        if (ia.max <= ib.min) return c(0, "bool")
+        break
+      case "ge":
+        if (ia.min >= ib.max) return c(1, "bool")
+        if (ia.max < ib.min) return c(0, "bool")
+        break
+      case "eq":
+        if (ia.min === ia.max && ib.min === ib.max && ia.min === ib.min) return c(1, "bool")
+        if (ia.max < ib.min || ib.max < ia.min) return c(0, "bool")
+        break
+      case "ne":
+        if (ia.max < ib.min || ib.max < ia.min) return c(1, "bool")
+        break
+    }
+  }
+  if (op === "and") {
+    if (a.kind === "const") return a.value ? b : c(0, "bool")
+    if (b.kind === "const") return b.value ? a : c(0, "bool")
+  }
+  if (op === "or") {
+    if (a.kind === "const") return a.value ? c(1, "bool") : b
+    if (b.kind === "const") return b.value ? c(1, "bool") : a
+  }
+  return e
+}
+
+/** simplify(e): equal in value to `e` wherever `bounds` hold. */
+export const simplify = (e: Expr, bounds: Bounds = new Map()): Expr => {
+  const rec = (x: Expr): Expr => {
+    if (x.kind === "bin") return simplifyNode(bin(x.op, rec(x.a), rec(x.b)), bounds)
+    return mapExpr(x, (y) => (y === x ? undefined : rec(y)))
+  }
+  return rec(e)
+}
+
+/** The difference a - b as a constant, when the linear forms say it is one. */
+export const constDifference = (a: Expr, b: Expr): number | undefined => {
+  const d = simplify(bin("sub", a, b))
+  return d.kind === "const" ? d.value : undefined
+}

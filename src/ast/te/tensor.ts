@@ -1,0 +1,87 @@
+// Tensor expressions: placeholders and computes defined by index lambdas, reductions over
+// reduce axes with sum/max/min or a custom commutative combiner (with its identity).
+import type { DType } from "../graph/dtype.js"
+import { bin, c, collect, max as emax, min as emin, v, type Combiner, type Expr, type IterVar, type Read, type Var } from "./expr.js"
+
+export interface Placeholder {
+  readonly kind: "placeholder"
+  readonly name: string
+  readonly shape: readonly number[]
+  readonly dtype: DType
+}
+
+export interface ComputeTensor {
+  readonly kind: "compute"
+  readonly name: string
+  readonly shape: readonly number[]
+  readonly dtype: DType
+  /** One data axis per output dim, domain [0, shape[i]). */
+  readonly axes: readonly IterVar[]
+  /** The element at `axes`; a Reduce at the top for reductions. */
+  readonly body: Expr
+  /** Tensors the body reads, in first-read order. */
+  readonly inputs: readonly TeTensor[]
+}
+
+export type TeTensor = Placeholder | ComputeTensor
+
+export const placeholder = (name: string, shape: readonly number[], dtype: DType = "float32"): Placeholder => ({ kind: "placeholder", name, shape, dtype })
+
+/** `t[i, j, …]` inside a compute body. */
+export const at = (t: TeTensor, ...indices: Expr[]): Read => {
+  if (indices.length !== t.shape.length) throw new RangeError(`${t.name} has rank ${t.shape.length}, read with ${indices.length} indices`)
+  return { kind: "read", source: t.name, indices, dtype: t.dtype, tensor: t }
+}
+
+const AXIS_NAMES = ["i", "j", "k", "l", "m", "n", "o", "p"]
+
+/** compute(name, shape, (i, j, …) => expr): a tensor defined elementwise by an index lambda. */
+export const compute = (name: string, shape: readonly number[], fn: (...idx: Var[]) => Expr, dtype?: DType): ComputeTensor => {
+  const axes: IterVar[] = shape.map((extent, k) => ({ var: v(`${name}.${AXIS_NAMES[k] ?? `ax${k}`}`), dom: { min: 0, extent }, type: "data" }))
+  const body = fn(...axes.map((a) => a.var))
+  const inputs: TeTensor[] = []
+  for (const r of collect(body, (e) => e.kind === "read")) {
+    const t = (r as Read).tensor
+    if (t && !inputs.includes(t)) inputs.push(t)
+  }
+  return { kind: "compute", name, shape: [...shape], dtype: dtype ?? body.dtype, axes, body, inputs }
+}
+
+/** A reduction axis over [min, min + extent). */
+export const reduceAxis = (extent: number, name: string, min = 0): IterVar => ({ var: v(name), dom: { min, extent }, type: "reduce" })
+
+/** A commutative reducer from a combine function and its identity. */
+export const commReducer = (name: string, combine: (a: Expr, b: Expr) => Expr, identity: (dtype: DType) => number): Combiner => {
+  const lhs = v(`${name}.lhs`, "float64")
+  const rhs = v(`${name}.rhs`, "float64")
+  return { name, lhs, rhs, result: combine(lhs, rhs), identity }
+}
+
+export const SUM = commReducer("sum", (a, b) => bin("add", a, b), () => 0)
+export const MAX = commReducer("max", (a, b) => emax(a, b), (d) => (d.startsWith("float") ? -Infinity : d === "int32" ? -(2 ** 31) : -Infinity))
+export const MIN = commReducer("min", (a, b) => emin(a, b), (d) => (d.startsWith("float") ? Infinity : d === "int32" ? 2 ** 31 - 1 : Infinity))
+
+const reducer =
+  (combiner: Combiner) =>
+  (source: Expr, axes: readonly IterVar[], where?: Expr): Expr => ({ kind: "reduce", combiner, source, axes, ...(where ? { where } : {}), dtype: source.dtype })
+
+export const sum = reducer(SUM)
+export const maxReduce = reducer(MAX)
+export const minReduce = reducer(MIN)
+export const reduceWith = (combiner: Combiner) => reducer(combiner)
+
+/** Every tensor `t` depends on (itself included), producers before consumers. */
+export const postOrder = (roots: readonly TeTensor[]): TeTensor[] => {
+  const out: TeTensor[] = []
+  const seen = new Set<TeTensor>()
+  const visit = (t: TeTensor) => {
+    if (seen.has(t)) return
+    seen.add(t)
+    if (t.kind === "compute") t.inputs.forEach(visit)
+    out.push(t)
+  }
+  roots.forEach(visit)
+  return out
+}
+
+export const zeroIndex = c(0)

@@ -1,0 +1,288 @@
+// Lowering a schedule to a TIR PrimFunc: inline stages substituted into their consumers, a loop
+// nest per stage over its leaf axes (root axes recovered through the split/fuse relations, with
+// guards where a split does not divide), reductions as an init and an update, computeAt stages
+// nested in their consumer's loop over the region one iteration needs (bound inference), then the
+// TIR passes (simplify, …).
+import { Data, Effect } from "effect"
+import { add, and, c, floordiv, floormod, ge, lt, mapExpr, mul, read, substitute, v, type Expr, type Var } from "../ast/te/expr.js"
+import { simplify, intervalOf, constDifference, type Bounds } from "../ast/te/simplify.js"
+import type { ComputeTensor, TeTensor } from "../ast/te/tensor.js"
+import type { Schedule, Stage } from "../ast/schedule/schedule.js"
+import { seq, type Buffer, type ForKind, type PrimFunc, type Stmt } from "../ast/tir/tir.js"
+
+export class LowerError extends Data.TaggedError("LowerError")<{ readonly stage: string; readonly reason: string }> {
+  override get message(): string {
+    return `lowering stage '${this.stage}': ${this.reason}`
+  }
+}
+
+/** Bodies with inline stages substituted (reads of an inlined tensor replaced by its definition). */
+const inlineBodies = (s: Schedule): Map<string, Expr> => {
+  const bodies = new Map<string, Expr>()
+  for (const name of s.order) {
+    const st = s.stages.get(name)!
+    const body = mapExpr(st.op.body, (e) => {
+      if (e.kind !== "read") return undefined
+      const src = s.stages.get(e.source)
+      if (!src || src.attach.kind !== "inline") return undefined
+      const def = bodies.get(e.source)!
+      const env = new Map<string, Expr>(src.op.axes.map((a, k) => [a.var.name, e.indices[k]]))
+      return substitute(def, env)
+    })
+    bodies.set(name, body)
+  }
+  return bodies
+}
+
+/** Root axis values from leaf loop vars, following the relations backwards. */
+const rootValues = (st: Stage): { values: Map<string, Expr>; guards: Expr[] } => {
+  const values = new Map<string, Expr>(st.leaf.map((a) => [a, v(a)]))
+  const guards: Expr[] = []
+  for (let k = st.relations.length - 1; k >= 0; k--) {
+    const r = st.relations[k]
+    if (r.kind === "split") {
+      const parent = add(mul(values.get(r.outer)!, c(r.factor)), values.get(r.inner)!)
+      values.set(r.parent, parent)
+      const ext = st.axes.get(r.parent)!.extent
+      if (ext % r.factor !== 0) guards.push(lt(parent, c(ext)))
+    } else {
+      const inner = st.axes.get(r.inner)!.extent
+      const f = values.get(r.fused)!
+      values.set(r.outer, floordiv(f, c(inner)))
+      values.set(r.inner, floormod(f, c(inner)))
+    }
+  }
+  return { values, guards }
+}
+
+const forKind = (st: Stage, axis: string): { forKind: ForKind; thread?: Stage["annotations"] extends ReadonlyMap<string, infer A> ? A extends { thread?: infer T } ? T : never : never } => {
+  const a = st.annotations.get(axis)
+  if (!a) return { forKind: "serial" }
+  return a.thread ? { forKind: a.kind, thread: a.thread } : { forKind: a.kind }
+}
+
+interface Region {
+  /** Start of the region per producer dim, in terms of the consumer's outer loop vars. */
+  readonly start: readonly Expr[]
+  readonly extent: readonly number[]
+}
+
+/** Everything the lowering of one stage needs to know about where it writes. */
+interface Target {
+  readonly buffer: string
+  /** Offsets subtracted from indices (computeAt regions). */
+  readonly offset: readonly Expr[]
+}
+
+export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
+  const bodies = inlineBodies(s)
+  const outputs = new Set(s.outputs.map((o) => o.name))
+  const placeholders: TeTensor[] = []
+  const seen = new Set<string>()
+  const visit = (t: TeTensor) => {
+    if (seen.has(t.name)) return
+    seen.add(t.name)
+    if (t.kind === "placeholder") placeholders.push(t)
+    else t.inputs.forEach(visit)
+  }
+  s.outputs.forEach(visit)
+  const bufferOf = (t: TeTensor, scope: Buffer["scope"] = "global"): Buffer => ({ name: t.name, dtype: t.dtype, shape: t.shape, scope })
+
+  // attached stages by their target
+  const attached = new Map<string, Stage[]>()
+  for (const n of s.order) {
+    const st = s.stages.get(n)!
+    if (st.attach.kind === "at") attached.set(st.attach.stage, [...(attached.get(st.attach.stage) ?? []), st])
+  }
+
+  /** Reads of attached producers are redirected to their local buffers, shifted by their region start. */
+  const regions = new Map<string, Region>()
+  const redirect = (e: Expr): Expr =>
+    mapExpr(e, (x) => {
+      if (x.kind !== "read") return undefined
+      const r = regions.get(x.source)
+      if (!r) return undefined
+      return read(`${x.source}.local`, x.indices.map((i, k) => simplify(add(redirect(i), mul(r.start[k], c(-1))))), x.dtype)
+    })
+
+  const lowerStage = (st: Stage, target: Target, region?: Region): Stmt => {
+    // regions of the stages attached inside this one, before any read is redirected to them
+    for (const p of attached.get(st.name) ?? []) if (p.attach.kind === "at") regions.set(p.name, regionFor(p, st, p.attach.axis))
+    const op: ComputeTensor = st.op
+    const body = bodies.get(st.name)!
+    const { values, guards } = rootValues(st)
+    const dataIdx = op.axes.map((a) => values.get(a.var.name)!)
+    // a stage computed over a region: its data root vars are offset by the region start
+    const absIdx = region ? dataIdx.map((e, k) => add(e, region.start[k])) : dataIdx
+    const env = new Map<string, Expr>(op.axes.map((a, k) => [a.var.name, absIdx[k]]))
+    const storeIdx = absIdx.map((e, k) => simplify(add(e, mul(target.offset[k] ?? c(0), c(-1)))))
+    const regionGuards = region ? absIdx.flatMap((e, k) => [lt(e, c(op.shape[k])), ge(e, c(0))]) : []
+    const extentOf = (a: string) => {
+      const root = op.axes.findIndex((x) => x.var.name === a)
+      return region && root >= 0 ? region.extent[root] : st.axes.get(a)!.extent
+    }
+    const bounds = new Map(st.leaf.map((a) => [a, { min: 0, max: extentOf(a) - 1 }]))
+    const guard = (stmt: Stmt, conds: Expr[]): Stmt => {
+      const cond = conds.map((x) => simplify(x, bounds)).filter((x) => !(x.kind === "const" && x.value === 1)).reduce<Expr | undefined>((a, b) => (a ? and(a, b) : b), undefined)
+      return cond ? { kind: "if", cond, then: stmt } : stmt
+    }
+    const wrap = (axes: readonly string[], inner: Stmt): Stmt =>
+      axes.reduceRight<Stmt>((acc, a) => {
+        const kids = (attached.get(st.name) ?? []).filter((p) => p.attach.kind === "at" && p.attach.axis === a)
+        // attached producers: allocated around their computation and the rest of this loop body
+        const withKids = kids.reduceRight<Stmt>((inner, p) => {
+          const { buffer, stmt } = lowerAttached(p)
+          return { kind: "allocate", buffer, body: seq([stmt, inner]) }
+        }, acc)
+        const pr = st.pragmas.get(a)
+        return { kind: "for", var: v(a), min: c(0), extent: c(extentOf(a)), ...forKind(st, a), body: withKids, ...(pr ? { pragmas: pr } : {}) }
+      }, inner)
+
+    if (body.kind !== "reduce") {
+      const value = redirect(substitute(body, env))
+      const store: Stmt = { kind: "store", buffer: target.buffer, indices: storeIdx, value: simplify(value, bounds) }
+      return wrap(st.leaf, guard(store, [...guards, ...regionGuards]))
+    }
+    // reduction: init over the data axes, then the update
+    const redEnv = new Map(env)
+    for (const a of body.axes) redEnv.set(a.var.name, values.get(a.var.name)!)
+    const acc = read(target.buffer, storeIdx, op.dtype)
+    const x = redirect(substitute(body.source, redEnv))
+    const combined = substitute(body.combiner.result, new Map([[body.combiner.lhs.name, acc as Expr], [body.combiner.rhs.name, x]]))
+    const where = body.where ? [redirect(substitute(body.where, redEnv))] : []
+    const update: Stmt = guard({ kind: "store", buffer: target.buffer, indices: storeIdx, value: simplify(combined, bounds) }, [...guards, ...regionGuards, ...where])
+    const init = (indices: readonly Expr[]): Stmt => ({ kind: "store", buffer: target.buffer, indices, value: c(body.combiner.identity(op.dtype), op.dtype) })
+    const isData = (a: string) => {
+      // a leaf axis is data when every root axis it derives from is data
+      const ax = st.axes.get(a)!
+      return ax.type === "data"
+    }
+    const firstReduce = st.leaf.findIndex((a) => !isData(a))
+    const dataFirst = firstReduce < 0 || st.leaf.slice(firstReduce).every((a) => !isData(a))
+    if (dataFirst) {
+      // init just outside the reduce loops, where every data axis is bound
+      const outer = firstReduce < 0 ? st.leaf : st.leaf.slice(0, firstReduce)
+      const inner = firstReduce < 0 ? [] : st.leaf.slice(firstReduce)
+      const dataGuards = guards.filter((g) => !body.axes.some((a) => [...collectVars(g)].some((n) => deriveFrom(st, n, a.var.name))))
+      return wrap(outer, seq([guard(init(storeIdx), [...dataGuards, ...regionGuards]), wrapPlain(st, inner, update, extentOf)]))
+    }
+    // reduce axes outside data axes: a separate init nest over the data root axes
+    const initVars = op.axes.map((a, k) => v(`${st.name}.init${k}`))
+    const initNest = op.axes.reduceRight<Stmt>(
+      (accum, a, k) => ({ kind: "for", var: initVars[k], min: c(0), extent: c(region ? region.extent[k] : a.dom.extent), forKind: "serial", body: accum }),
+      guard(
+        init(initVars.map((iv, k) => (region ? simplify(add(add(iv, region.start[k]), mul(target.offset[k] ?? c(0), c(-1)))) : iv))),
+        region ? initVars.flatMap((iv, k) => [lt(add(iv, region.start[k]), c(op.shape[k])), ge(add(iv, region.start[k]), c(0))]) : [],
+      ),
+    )
+    return seq([initNest, wrap(st.leaf, update)])
+  }
+
+  /** The region of `p` one iteration of `consumer`'s loop `axis` reads (bound inference). */
+  const regionFor = (p: Stage, consumer: Stage, axis: string): Region => {
+    const pos = consumer.leaf.indexOf(axis)
+    const innerAxes = consumer.leaf.slice(pos + 1)
+    const { values } = rootValues(consumer)
+    const cbody = bodies.get(consumer.name)!
+    const innerBounds: Bounds = new Map(innerAxes.map((a) => [a, { min: 0, max: consumer.axes.get(a)!.extent - 1 }]))
+    const zeroInner = new Map<string, Expr>(innerAxes.map((a) => [a, c(0)]))
+    const reads: Expr[][] = []
+    const scan = (e: Expr) =>
+      mapExpr(e, (x) => {
+        if (x.kind === "read" && x.source === p.name) reads.push(x.indices.map((i) => simplify(substitute(i, values))))
+        return undefined
+      })
+    if (cbody.kind === "reduce") {
+      scan(cbody.source)
+      if (cbody.where) scan(cbody.where)
+    } else scan(cbody)
+    const start: Expr[] = []
+    const extent: number[] = []
+    p.op.shape.forEach((dim, k) => {
+      let base0: Expr | undefined
+      let lo = Infinity
+      let hi = -Infinity
+      for (const idx of reads) {
+        const base = simplify(substitute(idx[k], zeroInner))
+        const delta = intervalOf(simplify(add(idx[k], mul(base, c(-1)))), innerBounds)
+        base0 ??= base
+        const d = constDifference(base, base0)
+        if (d === undefined || !Number.isFinite(delta.min) || !Number.isFinite(delta.max)) {
+          lo = -Infinity
+          break
+        }
+        lo = Math.min(lo, d + delta.min)
+        hi = Math.max(hi, d + delta.max)
+      }
+      if (base0 && Number.isFinite(lo) && hi - lo + 1 <= dim) {
+        start.push(simplify(add(base0, c(lo))))
+        extent.push(hi - lo + 1)
+      } else {
+        start.push(c(0))
+        extent.push(dim)
+      }
+    })
+    return { start, extent }
+  }
+
+  /** A producer attached in `consumer`'s loop: allocated there, computed over its region. */
+  const lowerAttached = (p: Stage): { buffer: Buffer; stmt: Stmt } => {
+    if (p.relations.some((r) => (r.kind === "split" ? p.axes.get(r.parent)!.type === "data" : p.axes.get(r.outer)!.type === "data")))
+      throw new LowerError({ stage: p.name, reason: "a stage attached with computeAt cannot have split or fused data axes (schedule its reduce axes only)" })
+    const region = regions.get(p.name)!
+    const local: Buffer = { name: `${p.name}.local`, dtype: p.op.dtype, shape: region.extent, scope: p.scope === "global" ? "local" : p.scope }
+    return { buffer: local, stmt: lowerStage(p, { buffer: local.name, offset: region.start }, region) }
+  }
+
+  const roots = s.order.map((n) => s.stages.get(n)!).filter((st) => st.attach.kind === "root")
+  const allocs: Buffer[] = []
+  const stmts = roots.map((st) => {
+    if (!outputs.has(st.name)) allocs.push(bufferOf(st.op, st.scope))
+    return lowerStage(st, { buffer: st.name, offset: [] })
+  })
+  // attached stages are allocated where they are computed; remove redirects of unrelated stages
+  let body: Stmt = seq(stmts)
+  for (const b of [...allocs].reverse()) body = { kind: "allocate", buffer: b, body }
+  const params = [...placeholders.map((t) => bufferOf(t)), ...s.outputs.map((t) => bufferOf(t))]
+  return { name, params, body }
+}
+
+const collectVars = (e: Expr): Set<string> => {
+  const out = new Set<string>()
+  mapExpr(e, (x) => {
+    if (x.kind === "var") out.add(x.name)
+    return undefined
+  })
+  return out
+}
+
+/** Does leaf axis `leaf` derive from root axis `root` in this stage? */
+const deriveFrom = (st: Stage, leaf: string, root: string): boolean => {
+  const parents = new Map<string, string[]>()
+  for (const r of st.relations) {
+    if (r.kind === "split") {
+      parents.set(r.outer, [r.parent])
+      parents.set(r.inner, [r.parent])
+    } else parents.set(r.fused, [r.outer, r.inner])
+  }
+  const stack = [leaf]
+  while (stack.length) {
+    const a = stack.pop()!
+    if (a === root) return true
+    stack.push(...(parents.get(a) ?? []))
+  }
+  return false
+}
+
+const wrapPlain = (st: Stage, axes: readonly string[], inner: Stmt, extentOf: (a: string) => number): Stmt =>
+  axes.reduceRight<Stmt>((acc, a) => {
+    const ann = st.annotations.get(a)
+    return { kind: "for", var: v(a) as Var, min: c(0), extent: c(extentOf(a)), forKind: ann?.kind ?? "serial", ...(ann?.thread ? { thread: ann.thread } : {}), body: acc }
+  }, inner)
+
+/** Lowers a schedule; failures are LowerError. */
+export const lower = (s: Schedule, name = "main"): Effect.Effect<PrimFunc, LowerError> =>
+  Effect.try({
+    try: () => lowerSync(s, name),
+    catch: (e) => (e instanceof LowerError ? e : new LowerError({ stage: "?", reason: e instanceof Error ? e.message : String(e) })),
+  })
