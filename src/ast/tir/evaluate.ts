@@ -37,22 +37,34 @@ const live = (buffer: Buffer, data?: TypedArray): Live => {
   return { buffer, data: data ?? allocate(buffer.dtype, Math.max(span, sizeOf(buffer.shape))), strides, conv: converter(buffer.dtype) }
 }
 
+/** Visits a param's elements in row-major order of its logical shape with their storage offsets. */
+const forEachOffset = (b: Live, p: Buffer, f: (i: number, off: number) => void): void => {
+  const shape = p.view?.shape ?? p.shape
+  const strides = p.view?.strides ?? b.strides
+  const n = sizeOf(shape)
+  const idx = new Array<number>(shape.length).fill(0)
+  for (let i = 0; i < n; i++) {
+    let off = 0
+    for (let k = 0; k < idx.length; k++) off += idx[k] * strides[k]
+    if (off >= b.data.length) throw new TirEvalError(`param ${p.name}: element ${i} lies outside its storage`)
+    f(i, off)
+    for (let k = idx.length - 1; k >= 0; k--) {
+      if (++idx[k] < shape[k]) break
+      idx[k] = 0
+    }
+  }
+}
+
 /** Runs `f` with its params bound by name; returns the output params (those not given) and the given ones as written. */
 export const evaluatePrimFunc = (f: PrimFunc, args: ReadonlyMap<string, Tensor>): Map<string, Tensor> => {
   const buffers = new Map<string, Live>()
   for (const p of f.params) {
     const t = args.get(p.name)
     if (t) {
-      if (t.shape.join(",") !== p.shape.join(",")) throw new TirEvalError(`param ${p.name} is [${p.shape}], given [${t.shape}]`)
+      const logical = p.view?.shape ?? p.shape
+      if (t.shape.join(",") !== logical.join(",")) throw new TirEvalError(`param ${p.name} is [${logical}], given [${t.shape}]`)
       const b = live(p)
-      const idx = new Array<number>(p.shape.length).fill(0)
-      for (let i = 0; i < t.data.length; i++) {
-        b.data[offsetOf(b, idx)] = t.data[i]
-        for (let k = idx.length - 1; k >= 0; k--) {
-          if (++idx[k] < p.shape[k]) break
-          idx[k] = 0
-        }
-      }
+      forEachOffset(b, p, (i, off) => (b.data[off] = t.data[i]))
       buffers.set(p.name, b)
     } else buffers.set(p.name, live(p))
   }
@@ -134,16 +146,10 @@ export const evaluatePrimFunc = (f: PrimFunc, args: ReadonlyMap<string, Tensor>)
   const out = new Map<string, Tensor>()
   for (const p of f.params) {
     const b = buffers.get(p.name)!
-    const data = allocate(p.dtype, sizeOf(p.shape))
-    const idx = new Array<number>(p.shape.length).fill(0)
-    for (let i = 0; i < data.length; i++) {
-      data[i] = b.data[offsetOf(b, idx)]
-      for (let k = idx.length - 1; k >= 0; k--) {
-        if (++idx[k] < p.shape[k]) break
-        idx[k] = 0
-      }
-    }
-    out.set(p.name, tensor(p.dtype, p.shape, data))
+    const logical = p.view?.shape ?? p.shape
+    const data = allocate(p.dtype, sizeOf(logical))
+    forEachOffset(b, p, (i, off) => (data[i] = b.data[off]))
+    out.set(p.name, tensor(p.dtype, logical, data))
   }
   return out
 }

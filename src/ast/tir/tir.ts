@@ -11,6 +11,8 @@ export interface Buffer {
   /** Row-major unless given (storageAlign pads the strides). */
   readonly strides?: readonly number[]
   readonly scope: MemoryScope
+  /** For a flattened param: the tensor it holds (logical shape and strides into the flat storage). */
+  readonly view?: { readonly shape: readonly number[]; readonly strides: readonly number[] }
 }
 
 export type ForKind = "serial" | "parallel" | "vectorized" | "unrolled" | "thread" | "vthread"

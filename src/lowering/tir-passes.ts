@@ -1,0 +1,352 @@
+// The TIR passes, each a named pure PrimFunc → PrimFunc transform:
+//   lowering.Simplify            fold index arithmetic under the loop bounds; drop proven guards
+//   lowering.LoopPartition       peel a guarded tail so the main loop body has no guard
+//   lowering.VectorizeLoops      keep vectorized loops that a vector unit can run; scalarize the rest
+//   lowering.UnrollLoops         replace unrolled loops (constant extent) by their copies
+//   lowering.InjectVirtualThread interleave vthread copies statement by statement into one stream
+//   lowering.FlattenStorage      multi-dimensional buffers → flat buffers with strides (storageAlign)
+//   lowering.RewriteStorage      allocations whose lifetimes do not overlap share one buffer
+import { c, mapExpr, substitute, v, type Expr } from "../ast/te/expr.js"
+import { intervalOf, simplify, type Bounds, type Interval } from "../ast/te/simplify.js"
+import { mapStmt, seq, type Buffer, type PrimFunc, type Stmt } from "../ast/tir/tir.js"
+import { add, mul } from "../ast/te/expr.js"
+
+export interface TirPass {
+  readonly name: string
+  readonly run: (f: PrimFunc) => PrimFunc
+}
+
+const constOf = (e: Expr): number | undefined => (e.kind === "const" ? e.value : undefined)
+
+// ---------------------------------------------------------------------------------------------
+
+/** Simplify with loop-variable bounds in scope. */
+const simplifyStmt = (s: Stmt, bounds: Map<string, Interval>): Stmt => {
+  const g = (e: Expr) => simplify(e, bounds)
+  switch (s.kind) {
+    case "for": {
+      const min = g(s.min)
+      const extent = g(s.extent)
+      const lo = constOf(min)
+      const ext = constOf(extent)
+      if (ext !== undefined && ext <= 0) return seq([])
+      const inner = new Map(bounds)
+      if (lo !== undefined && ext !== undefined) inner.set(s.var.name, { min: lo, max: lo + ext - 1 })
+      else inner.delete(s.var.name)
+      const body = simplifyStmt(s.body, inner)
+      if (body.kind === "seq" && body.body.length === 0) return body
+      if (ext === 1 && s.forKind !== "thread" && s.forKind !== "vthread") return simplifyStmt(substituteStmt(s.body, new Map([[s.var.name, min]])), bounds)
+      return { ...s, min, extent, body }
+    }
+    case "seq":
+      return seq(s.body.map((b) => simplifyStmt(b, bounds)).filter((b) => !(b.kind === "seq" && b.body.length === 0)))
+    case "if": {
+      const cond = g(s.cond)
+      if (cond.kind === "const") return cond.value ? simplifyStmt(s.then, bounds) : s.else ? simplifyStmt(s.else, bounds) : seq([])
+      return { ...s, cond, then: simplifyStmt(s.then, bounds), ...(s.else ? { else: simplifyStmt(s.else, bounds) } : {}) }
+    }
+    case "store":
+      return { ...s, indices: s.indices.map(g), value: g(s.value) }
+    case "allocate":
+      return { ...s, body: simplifyStmt(s.body, bounds) }
+    case "let":
+      return { ...s, value: g(s.value), body: simplifyStmt(s.body, bounds) }
+    case "evaluate":
+      return { ...s, value: g(s.value) }
+    case "barrier":
+      return s
+  }
+}
+
+/** Substitutes variables everywhere in a statement. */
+export const substituteStmt = (s: Stmt, env: ReadonlyMap<string, Expr>): Stmt => mapStmt(s, () => undefined, (e) => substitute(e, env))
+
+export const simplifyPass: TirPass = { name: "lowering.Simplify", run: (f) => ({ ...f, body: simplifyStmt(f.body, new Map()) }) }
+
+// ---------------------------------------------------------------------------------------------
+
+const guardsIn = (s: Stmt, out: Expr[] = []): Expr[] => {
+  mapStmt(s, (x) => {
+    if (x.kind === "if") out.push(x.cond)
+    return undefined
+  })
+  return out
+}
+
+/** Bounds of every loop variable declared inside `s` (constant loops only). */
+const innerBounds = (s: Stmt): Map<string, Interval> => {
+  const b = new Map<string, Interval>()
+  mapStmt(s, (x) => {
+    if (x.kind === "for") {
+      const lo = constOf(x.min)
+      const ext = constOf(x.extent)
+      if (lo !== undefined && ext !== undefined) b.set(x.var.name, { min: lo, max: lo + ext - 1 })
+    }
+    return undefined
+  })
+  return b
+}
+
+/** The largest k such that the guard `e < n` holds for every inner iteration when the loop var is below k. */
+const safePrefix = (cond: Expr, loopVar: string, inner: Bounds, outer: Bounds): number | undefined => {
+  if (cond.kind !== "bin") return undefined
+  if (cond.op === "and") {
+    const a = safePrefix(cond.a, loopVar, inner, outer)
+    const b = safePrefix(cond.b, loopVar, inner, outer)
+    return a === undefined ? b : b === undefined ? a : Math.min(a, b)
+  }
+  if (cond.op !== "lt" || cond.b.kind !== "const") return undefined
+  // e = a·v + rest, with a > 0: holds for v < (n - max(rest)) / a
+  const e = cond.a
+  const at0 = simplify(substitute(e, new Map([[loopVar, c(0)]])))
+  const at1 = simplify(substitute(e, new Map([[loopVar, c(1)]])))
+  const coef = simplify(add(at1, mul(at0, c(-1))))
+  if (coef.kind !== "const" || coef.value <= 0) return undefined
+  // linear in v only if e(v) - e(0) == coef·v
+  const diff = simplify(add(e, mul(at0, c(-1))))
+  const lin = simplify(mul(v(loopVar), coef))
+  if (JSON.stringify(diff) !== JSON.stringify(lin)) return undefined
+  const rest = intervalOf(at0, new Map([...outer, ...inner]))
+  if (!Number.isFinite(rest.max)) return undefined
+  return Math.ceil((cond.b.value - rest.max) / coef.value)
+}
+
+const partitionStmt = (s: Stmt, outer: Map<string, Interval>): Stmt => {
+  if (s.kind === "for") {
+    const lo = constOf(s.min)
+    const ext = constOf(s.extent)
+    const within = new Map(outer)
+    if (lo !== undefined && ext !== undefined) within.set(s.var.name, { min: lo, max: lo + ext - 1 })
+    const recurse = (loop: Stmt & { kind: "for" }, bounds: Map<string, Interval>): Stmt => {
+      const l = constOf(loop.min)
+      const e = constOf(loop.extent)
+      const inner = new Map(bounds)
+      if (l !== undefined && e !== undefined) inner.set(loop.var.name, { min: l, max: l + e - 1 })
+      return { ...loop, body: partitionStmt(loop.body, inner) }
+    }
+    if (lo === undefined || ext === undefined || s.forKind === "thread" || s.forKind === "vthread") return recurse(s, outer)
+    // outermost first: cut this loop where its guards start to fail, then look inside each part
+    const inner = innerBounds(s.body)
+    let k: number | undefined
+    for (const g of guardsIn(s.body)) {
+      const p = safePrefix(g, s.var.name, inner, outer)
+      if (p !== undefined) k = k === undefined ? p : Math.min(k, p)
+    }
+    const cut = k === undefined ? undefined : Math.max(lo, Math.min(lo + ext, k))
+    if (cut === undefined || cut <= lo || cut >= lo + ext) return recurse(s, outer)
+    const parts = [simplifyStmt({ ...s, extent: c(cut - lo) }, outer), simplifyStmt({ ...s, min: c(cut), extent: c(lo + ext - cut) }, outer)]
+    return seq(parts.map((p) => partitionStmt(p, outer)))
+  }
+  if (s.kind === "seq") return seq(s.body.map((b) => partitionStmt(b, outer)))
+  if (s.kind === "allocate" || s.kind === "let") return { ...s, body: partitionStmt(s.body, outer) }
+  if (s.kind === "if") return { ...s, then: partitionStmt(s.then, outer), ...(s.else ? { else: partitionStmt(s.else, outer) } : {}) }
+  return s
+}
+
+export const loopPartition: TirPass = { name: "lowering.LoopPartition", run: (f) => ({ ...f, body: partitionStmt(f.body, new Map()) }) }
+
+// ---------------------------------------------------------------------------------------------
+
+const hasControl = (s: Stmt): boolean => {
+  let found = false
+  mapStmt(s, (x) => {
+    if (x.kind === "for" || x.kind === "if" || x.kind === "allocate" || x.kind === "barrier") found = true
+    return undefined
+  })
+  return found
+}
+
+/** Vectorized loops stay when constant-extent (≤ maxLanes) over straight-line stores; others become serial. */
+export const vectorizeLoops = (maxLanes = 64): TirPass => ({
+  name: "lowering.VectorizeLoops",
+  run: (f) => ({
+    ...f,
+    body: mapStmt(f.body, (x) => {
+      if (x.kind !== "for" || x.forKind !== "vectorized") return undefined
+      const ext = constOf(x.extent)
+      const ok = ext !== undefined && ext <= maxLanes && !hasControl(x.body)
+      return ok ? undefined : { ...x, forKind: "serial" }
+    }),
+  }),
+})
+
+/** Unrolled loops with a constant extent ≤ maxUnroll become a sequence of copies. */
+export const unrollLoops = (maxUnroll = 16): TirPass => ({
+  name: "lowering.UnrollLoops",
+  run: (f) => ({
+    ...f,
+    body: mapStmt(f.body, (x) => {
+      if (x.kind !== "for" || x.forKind !== "unrolled") return undefined
+      const lo = constOf(x.min)
+      const ext = constOf(x.extent)
+      if (lo === undefined || ext === undefined || ext > maxUnroll) return { ...x, forKind: "serial" }
+      return seq(Array.from({ length: ext }, (_, i) => substituteStmt(x.body, new Map([[x.var.name, c(lo + i)]]))))
+    }),
+  }),
+})
+
+/**
+ * vthread loops: their iterations are independent by construction, so their copies are
+ * interleaved statement by statement (s1 of every vthread, then s2 of every vthread, …) into one
+ * instruction stream — the latency-hiding order of the TVM paper.
+ */
+export const injectVirtualThread: TirPass = {
+  name: "lowering.InjectVirtualThread",
+  run: (f) => ({
+    ...f,
+    body: mapStmt(f.body, (x) => {
+      if (x.kind !== "for" || x.forKind !== "vthread") return undefined
+      const lo = constOf(x.min)
+      const ext = constOf(x.extent)
+      if (lo === undefined || ext === undefined) return { ...x, forKind: "serial" }
+      const parts = x.body.kind === "seq" ? x.body.body : [x.body]
+      const copy = (s: Stmt, i: number) => substituteStmt(s, new Map([[x.var.name, c(lo + i)]]))
+      // allocations inside are per vthread: keep each copy's allocation around its own part
+      if (parts.some((p) => p.kind === "allocate")) return seq(Array.from({ length: ext }, (_, i) => copy(x.body, i)))
+      return seq(parts.flatMap((p) => Array.from({ length: ext }, (_, i) => copy(p, i))))
+    }),
+  }),
+}
+
+// ---------------------------------------------------------------------------------------------
+
+const rowMajor = (shape: readonly number[]): number[] => {
+  const st = new Array<number>(shape.length)
+  let acc = 1
+  for (let i = shape.length - 1; i >= 0; i--) {
+    st[i] = acc
+    acc *= shape[i]
+  }
+  return st
+}
+
+/** Strides with storageAlign applied: align = [axis, factor, offset] makes stride[axis] ≡ offset (mod factor). */
+export const alignedStrides = (shape: readonly number[], align: readonly (readonly [number, number, number])[]): number[] => {
+  const st = new Array<number>(shape.length)
+  let acc = 1
+  for (let i = shape.length - 1; i >= 0; i--) {
+    const a = align.find(([axis]) => axis === i)
+    if (a) {
+      const [, factor, offset] = a
+      while (((acc % factor) + factor) % factor !== ((offset % factor) + factor) % factor) acc++
+    }
+    st[i] = acc
+    acc *= shape[i]
+  }
+  return st
+}
+
+/** Multi-dimensional accesses → one flat index through each buffer's strides. */
+export const flattenStorage = (aligns: ReadonlyMap<string, readonly (readonly [number, number, number])[]> = new Map()): TirPass => ({
+  name: "lowering.FlattenStorage",
+  run: (f) => {
+    const strides = new Map<string, number[]>()
+    const sizes = new Map<string, number>()
+    const register = (b: Buffer) => {
+      const st = b.strides ? [...b.strides] : alignedStrides(b.shape, aligns.get(b.name) ?? [])
+      strides.set(b.name, st)
+      sizes.set(b.name, b.shape.length ? b.shape.reduce((s, d, k) => s + (d - 1) * st[k], 1) : 1)
+    }
+    f.params.forEach(register)
+    mapStmt(f.body, (x) => {
+      if (x.kind === "allocate") register(x.buffer)
+      return undefined
+    })
+    const flat = (name: string, idx: readonly Expr[]): Expr[] => {
+      const st = strides.get(name)
+      if (!st || idx.length === 1) return [...idx]
+      return [simplify(idx.reduce<Expr>((acc, e, k) => add(acc, mul(e, c(st[k]))), c(0)))]
+    }
+    const g = (e: Expr): Expr => mapExpr(e, (x) => (x.kind === "read" && strides.has(x.source) && x.indices.length !== 1 ? { ...x, indices: flat(x.source, x.indices.map(g)) } : undefined))
+    const body = mapStmt(
+      f.body,
+      (x) => {
+        if (x.kind === "store") return { ...x, indices: flat(x.buffer, x.indices) }
+        if (x.kind === "allocate") return { ...x, buffer: { ...x.buffer, shape: [sizes.get(x.buffer.name)!], strides: undefined } }
+        return undefined
+      },
+      g,
+    )
+    // params keep their logical shape (callers see tensors) but are accessed flat through strides
+    const params = f.params.map((p) => (p.shape.length === 1 && !p.view ? p : { ...p, shape: [sizes.get(p.name)!], view: { shape: p.shape, strides: strides.get(p.name)! } }))
+    return { ...f, params, body: stripUndefinedStrides(body) }
+  },
+})
+
+const stripUndefinedStrides = (s: Stmt): Stmt =>
+  mapStmt(s, (x) => {
+    if (x.kind !== "allocate" || x.buffer.strides !== undefined) return undefined
+    const { strides: _, ...rest } = x.buffer
+    return { ...x, buffer: rest }
+  })
+
+/**
+ * Allocations of one dtype, in sequence at the top of the function, whose uses do not overlap
+ * share one buffer (sized for the largest). Run after FlattenStorage (flat buffers).
+ */
+export const rewriteStorage: TirPass = {
+  name: "lowering.RewriteStorage",
+  run: (f) => {
+    // peel the chain of top-level allocations
+    const allocs: Buffer[] = []
+    let body = f.body
+    while (body.kind === "allocate") {
+      allocs.push(body.buffer)
+      body = body.body
+    }
+    if (allocs.length < 2 || allocs.some((b) => b.shape.length !== 1)) return f
+    const parts = body.kind === "seq" ? body.body : [body]
+    const uses = (s: Stmt, name: string) => {
+      let used = false
+      mapStmt(
+        s,
+        (x) => {
+          if (x.kind === "store" && x.buffer === name) used = true
+          return undefined
+        },
+        (e) => {
+          mapExpr(e, (y) => {
+            if (y.kind === "read" && y.source === name) used = true
+            return undefined
+          })
+          return e
+        },
+      )
+      return used
+    }
+    const span = new Map(allocs.map((b) => {
+      const idx = parts.map((p, k) => (uses(p, b.name) ? k : -1)).filter((k) => k >= 0)
+      return [b.name, { first: idx.length ? Math.min(...idx) : -1, last: idx.length ? Math.max(...idx) : -1 }] as const
+    }))
+    const rename = new Map<string, string>()
+    const kept: { buffer: Buffer; last: number }[] = []
+    for (const b of allocs) {
+      const sp = span.get(b.name)!
+      const host = kept.find((k) => k.buffer.dtype === b.dtype && k.buffer.scope === b.scope && k.last < sp.first)
+      if (host && sp.first >= 0) {
+        rename.set(b.name, host.buffer.name)
+        host.buffer = { ...host.buffer, shape: [Math.max(host.buffer.shape[0], b.shape[0])] }
+        host.last = sp.last
+      } else kept.push({ buffer: b, last: sp.last })
+    }
+    if (rename.size === 0) return f
+    const g = (e: Expr): Expr => mapExpr(e, (x) => (x.kind === "read" && rename.has(x.source) ? { ...x, source: rename.get(x.source)!, indices: x.indices.map(g) } : undefined))
+    let out = mapStmt(body, (x) => (x.kind === "store" && rename.has(x.buffer) ? { ...x, buffer: rename.get(x.buffer)! } : undefined), g)
+    for (const k of [...kept].reverse()) out = { kind: "allocate", buffer: k.buffer, body: out }
+    return { ...f, body: out }
+  },
+}
+
+/** The default TIR pipeline for CPU targets. */
+export const defaultTirPasses = (aligns?: ReadonlyMap<string, readonly (readonly [number, number, number])[]>): readonly TirPass[] => [
+  simplifyPass,
+  loopPartition,
+  vectorizeLoops(),
+  unrollLoops(),
+  injectVirtualThread,
+  flattenStorage(aligns),
+  rewriteStorage,
+  simplifyPass,
+]
+
+export const runTirPasses = (f: PrimFunc, passes: readonly TirPass[]): PrimFunc => passes.reduce((g, p) => p.run(g), f)
