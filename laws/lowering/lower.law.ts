@@ -87,6 +87,41 @@ describe("schedule primitives", () => {
     if (cc.outputs.some((o) => o.name === n) || s.stages.get(n)!.op.body.kind === "reduce") return s
     return S.computeRoot(S.computeInline(s, n), n)
   })
+  withSteps("cacheRead", (cc, _r, s) => {
+    const st = s.stages.get(lastStage(cc))!
+    const input = st.op.inputs[0]
+    return S.cacheRead(s, input.name, "shared", [st.name]).schedule
+  })
+  withSteps("cacheRead + computeAt (a fetch per outer iteration)", (cc, _r, s) => {
+    const st = s.stages.get(lastStage(cc))!
+    const input = st.op.inputs[0]
+    const r = S.cacheRead(s, input.name, "local", [st.name])
+    return S.computeAt(r.schedule, r.stage, st.name, st.leaf[0])
+  })
+  withSteps("cacheWrite", (cc, _r, s) => {
+    const w = S.cacheWrite(s, lastStage(cc), "local")
+    const st = w.schedule.stages.get(lastStage(cc))!
+    return S.computeAt(w.schedule, w.stage, st.name, st.leaf[st.leaf.length - 1])
+  })
+  withSteps("rfactor", (cc, _r, s) => {
+    const st = [...s.stages.values()].find((x) => x.op.body.kind === "reduce")
+    if (!st) return s
+    const red = st.leaf.find((a) => st.axes.get(a)!.type === "reduce")!
+    const sp = S.split(s, st.name, red, { factor: 2 })
+    return S.rfactor(sp.schedule, st.name, sp.inner).schedule
+  })
+  withSteps("rfactor (outer half)", (cc, _r, s) => {
+    const st = [...s.stages.values()].find((x) => x.op.body.kind === "reduce")
+    if (!st) return s
+    const red = st.leaf.find((a) => st.axes.get(a)!.type === "reduce")!
+    const sp = S.split(s, st.name, red, { factor: 3 })
+    const rf = S.rfactor(sp.schedule, st.name, sp.outer)
+    return S.parallel(rf.schedule, rf.stage, rf.schedule.stages.get(rf.stage)!.leaf[0])
+  })
+  withSteps("storageAlign", (cc, _r, s) => {
+    const inter = s.order.find((n) => !cc.outputs.some((o) => o.name === n) && s.stages.get(n)!.op.shape.length >= 2)
+    return inter ? S.storageAlign(s, inter, 0, 4, 1) : s
+  })
   withSteps("parallel", (cc, _r, s) => S.parallel(s, lastStage(cc), s.stages.get(lastStage(cc))!.leaf[0]))
   withSteps("vectorize", (cc, _r, s) => {
     const st = s.stages.get(lastStage(cc))!

@@ -8,6 +8,7 @@ import { add, and, c, floordiv, floormod, ge, lt, mapExpr, mul, read, substitute
 import { simplify, intervalOf, constDifference, type Bounds } from "../ast/te/simplify.js"
 import type { ComputeTensor, TeTensor } from "../ast/te/tensor.js"
 import type { Schedule, Stage } from "../ast/schedule/schedule.js"
+import { alignedStrides } from "./tir-passes.js"
 import { seq, type Buffer, type ForKind, type PrimFunc, type Stmt } from "../ast/tir/tir.js"
 
 export class LowerError extends Data.TaggedError("LowerError")<{ readonly stage: string; readonly reason: string }> {
@@ -85,7 +86,7 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
     if (t.kind === "placeholder") placeholders.push(t)
     else t.inputs.forEach(visit)
   }
-  s.outputs.forEach(visit)
+  for (const n of s.order) s.stages.get(n)!.op.inputs.forEach((t) => t.kind === "placeholder" && visit(t))
   const bufferOf = (t: TeTensor, scope: Buffer["scope"] = "global"): Buffer => ({ name: t.name, dtype: t.dtype, shape: t.shape, scope })
 
   // attached stages by their target
@@ -237,7 +238,10 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
   const roots = s.order.map((n) => s.stages.get(n)!).filter((st) => st.attach.kind === "root")
   const allocs: Buffer[] = []
   const stmts = roots.map((st) => {
-    if (!outputs.has(st.name)) allocs.push(bufferOf(st.op, st.scope))
+    if (!outputs.has(st.name)) {
+      const b = bufferOf(st.op, st.scope)
+      allocs.push(st.align.length ? { ...b, strides: alignedStrides(b.shape, st.align) } : b)
+    }
     return lowerStage(st, { buffer: st.name, offset: [] })
   })
   // attached stages are allocated where they are computed; remove redirects of unrelated stages
