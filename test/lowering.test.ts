@@ -54,3 +54,31 @@ describe("lowering", () => {
     )
   })
 })
+
+describe("GPU simulation", () => {
+  it("a shared-memory tile needs its barriers: without them the simulated threads read a stale tile", async () => {
+    const { buildCompute } = await import("../src/ast/te/arbitrary.js")
+    const { evaluatePrimFunc } = await import("../src/ast/tir/evaluate.js")
+    const { evaluateTE } = await import("../src/ast/te/evaluate.js")
+    const { mapStmt, seq } = await import("../src/ast/tir/tir.js")
+    const cc = buildCompute("matmul", 12345)
+    let s = S.createSchedule(cc.outputs)
+    const As = S.cacheRead(s, "A", "shared", ["C"])
+    const i = S.split(As.schedule, "C", "C.i", { factor: 2 })
+    const j = S.split(i.schedule, "C", "C.j", { factor: 2 })
+    const k = S.split(j.schedule, "C", "k", { factor: 2 })
+    s = S.reorder(k.schedule, "C", [i.outer, j.outer, i.inner, j.inner, k.outer, k.inner])
+    s = S.bind(S.bind(S.bind(S.bind(s, "C", i.outer, "blockIdx.y"), "C", j.outer, "blockIdx.x"), "C", i.inner, "threadIdx.y"), "C", j.inner, "threadIdx.x")
+    s = S.computeAt(s, As.stage, "C", k.outer)
+    const leaf = s.stages.get(As.stage)!.leaf
+    const r = S.split(s, As.stage, leaf[0], { factor: 2 })
+    const c2 = S.split(r.schedule, As.stage, leaf[1], { factor: 2 })
+    s = S.bind(S.bind(c2.schedule, As.stage, r.inner, "threadIdx.y"), As.stage, c2.inner, "threadIdx.x")
+    const f = lowerSync(s)
+    const want = Array.from(evaluateTE(cc.outputs, cc.inputs)[0].data)
+    const close = (xs: ArrayLike<number>) => Array.from(xs).every((x, n) => Math.abs(x - want[n]) < 1e-4)
+    expect(close(evaluatePrimFunc(f, cc.inputs).get("C")!.data)).toBe(true)
+    const noBarriers = { ...f, body: mapStmt(f.body, (x) => (x.kind === "barrier" ? seq([]) : undefined)) }
+    expect(close(evaluatePrimFunc(noBarriers, cc.inputs).get("C")!.data)).toBe(false)
+  })
+})

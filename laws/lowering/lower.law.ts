@@ -198,3 +198,49 @@ describe("schedule algebra", () => {
     expect(err(() => S.parallel(s, "C", "k")).reason).toMatch(/reduce/)
   })
 })
+
+describe("GPU-style schedules (verified without a GPU)", () => {
+  it("bind blockIdx/threadIdx with shared-memory cacheRead, cooperative fetching and barriers == TE", () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: 1 << 30 }), fc.constantFrom(2, 4), fc.constantFrom(2, 4), (seed, tile, kt) => {
+        const cc = buildCompute("matmul", seed)
+        const [m, n] = cc.outputs[0].shape
+        let s = S.createSchedule(cc.outputs)
+        const As = S.cacheRead(s, "A", "shared", ["C"])
+        const Bs = S.cacheRead(As.schedule, "B", "shared", ["C"])
+        s = Bs.schedule
+        const i = S.split(s, "C", "C.i", { factor: tile })
+        const j = S.split(i.schedule, "C", "C.j", { factor: tile })
+        const k = S.split(j.schedule, "C", "k", { factor: kt })
+        s = S.reorder(k.schedule, "C", [i.outer, j.outer, i.inner, j.inner, k.outer, k.inner])
+        s = S.bind(s, "C", i.outer, "blockIdx.y")
+        s = S.bind(s, "C", j.outer, "blockIdx.x")
+        s = S.bind(s, "C", i.inner, "threadIdx.y")
+        s = S.bind(s, "C", j.inner, "threadIdx.x")
+        for (const st of [As.stage, Bs.stage]) {
+          s = S.computeAt(s, st, "C", k.outer)
+          const leaf = s.stages.get(st)!.leaf
+          // cooperative fetch: the tile's rows and columns spread over the block's threads
+          const r = S.split(s, st, leaf[0], { factor: tile })
+          const c2 = S.split(r.schedule, st, leaf[1], { factor: tile })
+          s = S.bind(S.bind(c2.schedule, st, r.inner, "threadIdx.y"), st, c2.inner, "threadIdx.x")
+        }
+        void m
+        void n
+        check(cc, s)
+      }),
+      lawParams(30),
+    )
+  })
+
+  it("vthread: a virtually threaded loop evaluates equal to the TE", () => {
+    fc.assert(
+      fc.property(arbComputeCase(["matmul", "elementwise", "conv2d"]), (cc) => {
+        const st = S.createSchedule(cc.outputs).stages.get(lastStage(cc))!
+        const sp = S.split(S.createSchedule(cc.outputs), st.name, st.leaf[0], { nparts: 2 })
+        check(cc, S.bind(sp.schedule, st.name, sp.outer, "vthread"))
+      }),
+      lawParams(30),
+    )
+  })
+})

@@ -118,10 +118,7 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
     const env = new Map<string, Expr>(op.axes.map((a, k) => [a.var.name, absIdx[k]]))
     const storeIdx = absIdx.map((e, k) => simplify(add(e, mul(target.offset[k] ?? c(0), c(-1)))))
     const regionGuards = region ? absIdx.flatMap((e, k) => [lt(e, c(op.shape[k])), ge(e, c(0))]) : []
-    const extentOf = (a: string) => {
-      const root = op.axes.findIndex((x) => x.var.name === a)
-      return region && root >= 0 ? region.extent[root] : st.axes.get(a)!.extent
-    }
+    const extentOf = (a: string) => st.axes.get(a)!.extent
     const bounds = new Map(st.leaf.map((a) => [a, { min: 0, max: extentOf(a) - 1 }]))
     const guard = (stmt: Stmt, conds: Expr[]): Stmt => {
       const cond = conds.map((x) => simplify(x, bounds)).filter((x) => !(x.kind === "const" && x.value === 1)).reduce<Expr | undefined>((a, b) => (a ? and(a, b) : b), undefined)
@@ -133,6 +130,12 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
         // attached producers: allocated around their computation and the rest of this loop body
         const withKids = kids.reduceRight<Stmt>((inner, p) => {
           const { buffer, stmt } = lowerAttached(p)
+          if (buffer.scope === "shared") {
+            // a cooperative fetch: every thread waits until the tile is complete, and until every
+            // thread is done with the previous tile before it is overwritten
+            hoisted.push(buffer)
+            return seq([{ kind: "barrier" }, stmt, { kind: "barrier" }, inner])
+          }
           return { kind: "allocate", buffer, body: seq([stmt, inner]) }
         }, acc)
         const pr = st.pragmas.get(a)
@@ -165,7 +168,7 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
       const outer = firstReduce < 0 ? st.leaf : st.leaf.slice(0, firstReduce)
       const inner = firstReduce < 0 ? [] : st.leaf.slice(firstReduce)
       const dataGuards = guards.filter((g) => !body.axes.some((a) => [...collectVars(g)].some((n) => deriveFrom(st, n, a.var.name))))
-      return wrap(outer, seq([guard(init(storeIdx), [...dataGuards, ...regionGuards]), wrapPlain(st, inner, update, extentOf)]))
+      return wrap(outer, seq([guard(init(storeIdx), [...dataGuards, ...regionGuards]), wrap(inner, update)]))
     }
     // reduce axes outside data axes: a separate init nest over the data root axes
     const initVars = op.axes.map((a, k) => v(`${st.name}.init${k}`))
@@ -182,7 +185,9 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
   /** The region of `p` one iteration of `consumer`'s loop `axis` reads (bound inference). */
   const regionFor = (p: Stage, consumer: Stage, axis: string): Region => {
     const pos = consumer.leaf.indexOf(axis)
-    const innerAxes = consumer.leaf.slice(pos + 1)
+    // shared memory serves every thread of a block: thread indices are relaxed like inner loops
+    const relaxed = p.scope === "shared" ? consumer.leaf.slice(0, pos + 1).filter((a) => consumer.annotations.get(a)?.thread?.startsWith("threadIdx")) : []
+    const innerAxes = [...relaxed, ...consumer.leaf.slice(pos + 1)]
     const { values } = rootValues(consumer)
     const cbody = bodies.get(consumer.name)!
     const innerBounds: Bounds = new Map(innerAxes.map((a) => [a, { min: 0, max: consumer.axes.get(a)!.extent - 1 }]))
@@ -228,12 +233,12 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
 
   /** A producer attached in `consumer`'s loop: allocated there, computed over its region. */
   const lowerAttached = (p: Stage): { buffer: Buffer; stmt: Stmt } => {
-    if (p.relations.some((r) => (r.kind === "split" ? p.axes.get(r.parent)!.type === "data" : p.axes.get(r.outer)!.type === "data")))
-      throw new LowerError({ stage: p.name, reason: "a stage attached with computeAt cannot have split or fused data axes (schedule its reduce axes only)" })
     const region = regions.get(p.name)!
     const local: Buffer = { name: `${p.name}.local`, dtype: p.op.dtype, shape: region.extent, scope: p.scope === "global" ? "local" : p.scope }
-    return { buffer: local, stmt: lowerStage(p, { buffer: local.name, offset: region.start }, region) }
+    return { buffer: local, stmt: lowerStage(withExtents(p, region.extent), { buffer: local.name, offset: region.start }, region) }
   }
+  /** Shared-memory buffers live for the whole kernel (one per block), not per thread. */
+  const hoisted: Buffer[] = []
 
   const roots = s.order.map((n) => s.stages.get(n)!).filter((st) => st.attach.kind === "root")
   const allocs: Buffer[] = []
@@ -246,9 +251,23 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
   })
   // attached stages are allocated where they are computed; remove redirects of unrelated stages
   let body: Stmt = seq(stmts)
-  for (const b of [...allocs].reverse()) body = { kind: "allocate", buffer: b, body }
+  for (const b of [...allocs, ...hoisted].reverse()) body = { kind: "allocate", buffer: b, body }
   const params = [...placeholders.map((t) => bufferOf(t)), ...s.outputs.map((t) => bufferOf(t))]
   return { name, params, body }
+}
+
+/** The stage with its root data axes given new extents (a computeAt region), splits and fuses re-derived. */
+const withExtents = (st: Stage, rootExtents: readonly number[]): Stage => {
+  const axes = new Map(st.axes)
+  st.op.axes.forEach((a, k) => axes.set(a.var.name, { ...axes.get(a.var.name)!, extent: rootExtents[k] }))
+  for (const r of st.relations) {
+    if (r.kind === "split") {
+      const parent = axes.get(r.parent)!.extent
+      axes.set(r.outer, { ...axes.get(r.outer)!, extent: Math.ceil(parent / r.factor) })
+      axes.set(r.inner, { ...axes.get(r.inner)!, extent: r.factor })
+    } else axes.set(r.fused, { ...axes.get(r.fused)!, extent: axes.get(r.outer)!.extent * axes.get(r.inner)!.extent })
+  }
+  return { ...st, axes }
 }
 
 const collectVars = (e: Expr): Set<string> => {
@@ -277,12 +296,6 @@ const deriveFrom = (st: Stage, leaf: string, root: string): boolean => {
   }
   return false
 }
-
-const wrapPlain = (st: Stage, axes: readonly string[], inner: Stmt, extentOf: (a: string) => number): Stmt =>
-  axes.reduceRight<Stmt>((acc, a) => {
-    const ann = st.annotations.get(a)
-    return { kind: "for", var: v(a) as Var, min: c(0), extent: c(extentOf(a)), forKind: ann?.kind ?? "serial", ...(ann?.thread ? { thread: ann.thread } : {}), body: acc }
-  }, inner)
 
 /** Lowers a schedule; failures are LowerError. */
 export const lower = (s: Schedule, name = "main"): Effect.Effect<PrimFunc, LowerError> =>

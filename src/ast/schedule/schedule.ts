@@ -251,8 +251,7 @@ export const computeAt = (s: Schedule, stage: string, target: string, axis: stri
   if (consumersOf(s, stage).length > 1)
     throw new ScheduleError({ primitive: "computeAt", stage, axis, reason: "the stage has several consumers; computeAt needs exactly one" })
   if (isOutput(s, stage)) throw new ScheduleError({ primitive: "computeAt", stage, reason: "an output stage cannot be attached" })
-  const a = leafAxis(tgt, "computeAt", axis)
-  if (a.type === "reduce") throw new ScheduleError({ primitive: "computeAt", stage, axis, reason: "cannot attach inside a reduce axis of the consumer" })
+  leafAxis(tgt, "computeAt", axis)
   if (tgt.attach.kind !== "root") throw new ScheduleError({ primitive: "computeAt", stage, axis, reason: `the target '${target}' must itself be at root` })
   return update(s, { ...st, attach: { kind: "at", stage: target, axis } }, { prim: "computeAt", stage, target, axis })
 }

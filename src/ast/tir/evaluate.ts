@@ -68,81 +68,107 @@ export const evaluatePrimFunc = (f: PrimFunc, args: ReadonlyMap<string, Tensor>)
       buffers.set(p.name, b)
     } else buffers.set(p.name, live(p))
   }
-  const env = new Map<string, number>()
-  const read = (source: string, idx: readonly number[]) => {
-    const b = buffers.get(source)
-    if (!b) throw new TirEvalError(`read of unknown buffer '${source}'`)
-    return b.data[offsetOf(b, idx)]
+  /** Per-thread state: loop vars, thread tags bound by enclosing thread loops, visible buffers. */
+  interface Ctx {
+    readonly env: Map<string, number>
+    readonly tags: Map<string, number>
+    readonly buffers: Map<string, Live>
+    readonly inTeam: boolean
   }
-  const ev = (e: Parameters<typeof evalExpr>[0]) => evalExpr(e, env, read)
+  const evalIn = (ctx: Ctx, e: Parameters<typeof evalExpr>[0]) =>
+    evalExpr(e, ctx.env, (source, idx) => {
+      const b = ctx.buffers.get(source)
+      if (!b) throw new TirEvalError(`read of unknown buffer '${source}'`)
+      return b.data[offsetOf(b, idx)]
+    })
 
-  const hasBarrier = (s: Stmt): boolean =>
-    s.kind === "barrier" || (s.kind === "seq" && s.body.some(hasBarrier)) || ((s.kind === "for" || s.kind === "allocate" || s.kind === "let") && hasBarrier(s.body)) || (s.kind === "if" && (hasBarrier(s.then) || (!!s.else && hasBarrier(s.else))))
-
-  const run = (s: Stmt): void => {
+  // Statements run as generators that yield at barriers: a team of threads (a threadIdx loop) runs
+  // its members round-robin, each up to its next barrier, so every thread of a block reaches a
+  // barrier before any passes it; nested thread loops form nested teams whose barriers propagate up.
+  function* exec(s: Stmt, ctx: Ctx): Generator<"barrier", void, void> {
     switch (s.kind) {
       case "for": {
-        const min = ev(s.min)
-        const ext = ev(s.extent)
-        const prev = env.get(s.var.name)
-        if (s.forKind === "thread" && s.body.kind === "seq" && s.body.body.some((x) => x.kind === "barrier")) {
-          // phase by phase: every thread runs up to the barrier before any goes on
-          const phases: Stmt[][] = [[]]
-          for (const x of s.body.body) (x.kind === "barrier" ? phases.push([]) : phases[phases.length - 1].push(x))
-          for (const phase of phases)
-            for (let i = min; i < min + ext; i++) {
-              env.set(s.var.name, i)
-              phase.forEach(run)
+        const min = evalIn(ctx, s.min)
+        const ext = evalIn(ctx, s.extent)
+        const tag = s.thread
+        if (s.forKind === "thread" && tag && tag.startsWith("threadIdx")) {
+          const bound = ctx.tags.get(tag)
+          if (bound !== undefined) {
+            // the same thread dimension as an enclosing loop: this thread's own index
+            if (bound >= min && bound < min + ext) {
+              const prev = ctx.env.get(s.var.name)
+              ctx.env.set(s.var.name, bound)
+              yield* exec(s.body, ctx)
+              if (prev === undefined) ctx.env.delete(s.var.name)
+              else ctx.env.set(s.var.name, prev)
             }
-        } else if (s.forKind === "thread" && hasBarrier(s.body)) {
-          throw new TirEvalError(`barrier nested below the top level of thread loop ${s.var.name} is not supported by the evaluator`)
-        } else
-          for (let i = min; i < min + ext; i++) {
-            env.set(s.var.name, i)
-            run(s.body)
+            return
           }
-        if (prev === undefined) env.delete(s.var.name)
-        else env.set(s.var.name, prev)
+          const members = Array.from({ length: Math.max(0, ext) }, (_, i) => {
+            const child: Ctx = { env: new Map(ctx.env).set(s.var.name, min + i), tags: new Map(ctx.tags).set(tag, min + i), buffers: new Map(ctx.buffers), inTeam: true }
+            return exec(s.body, child)
+          })
+          let live = members
+          for (;;) {
+            const states = live.map((g) => g.next())
+            const waiting = live.filter((_, k) => !states[k].done)
+            if (waiting.length === 0) return
+            if (waiting.length !== live.length) throw new TirEvalError(`barrier divergence in thread loop ${s.var.name}: some threads finished while others wait at a barrier`)
+            if (ctx.inTeam) yield "barrier"
+            live = waiting
+          }
+        }
+        const prev = ctx.env.get(s.var.name)
+        for (let i = min; i < min + ext; i++) {
+          ctx.env.set(s.var.name, i)
+          yield* exec(s.body, ctx)
+        }
+        if (prev === undefined) ctx.env.delete(s.var.name)
+        else ctx.env.set(s.var.name, prev)
         return
       }
       case "seq":
-        s.body.forEach(run)
+        for (const b of s.body) yield* exec(b, ctx)
         return
       case "store": {
-        const b = buffers.get(s.buffer)
+        const b = ctx.buffers.get(s.buffer)
         if (!b) throw new TirEvalError(`store to unknown buffer '${s.buffer}'`)
-        const idx = s.indices.map(ev)
-        b.data[offsetOf(b, idx)] = b.conv(ev(s.value))
+        const idx = s.indices.map((e) => evalIn(ctx, e))
+        b.data[offsetOf(b, idx)] = b.conv(evalIn(ctx, s.value))
         return
       }
       case "if":
-        if (ev(s.cond)) run(s.then)
-        else if (s.else) run(s.else)
+        if (evalIn(ctx, s.cond)) yield* exec(s.then, ctx)
+        else if (s.else) yield* exec(s.else, ctx)
         return
       case "allocate": {
-        const prev = buffers.get(s.buffer.name)
-        buffers.set(s.buffer.name, live(s.buffer))
-        run(s.body)
-        if (prev) buffers.set(s.buffer.name, prev)
-        else buffers.delete(s.buffer.name)
+        const prev = ctx.buffers.get(s.buffer.name)
+        ctx.buffers.set(s.buffer.name, live(s.buffer))
+        yield* exec(s.body, ctx)
+        if (prev) ctx.buffers.set(s.buffer.name, prev)
+        else ctx.buffers.delete(s.buffer.name)
         return
       }
       case "let": {
-        const prev = env.get(s.var.name)
-        env.set(s.var.name, ev(s.value))
-        run(s.body)
-        if (prev === undefined) env.delete(s.var.name)
-        else env.set(s.var.name, prev)
+        const prev = ctx.env.get(s.var.name)
+        ctx.env.set(s.var.name, evalIn(ctx, s.value))
+        yield* exec(s.body, ctx)
+        if (prev === undefined) ctx.env.delete(s.var.name)
+        else ctx.env.set(s.var.name, prev)
         return
       }
       case "evaluate":
-        ev(s.value)
+        evalIn(ctx, s.value)
         return
       case "barrier":
+        if (ctx.inTeam) yield "barrier"
         return
     }
   }
-  run(f.body)
+  const top = exec(f.body, { env: new Map(), tags: new Map(), buffers, inTeam: false })
+  while (!top.next().done) {
+    // barriers outside any thread team are no-ops
+  }
   const out = new Map<string, Tensor>()
   for (const p of f.params) {
     const b = buffers.get(p.name)!
