@@ -1,0 +1,203 @@
+// File I/O for models, tensors and outputs: the only place the CLI and the library touch the
+// file system. Reads map the system's errors to a typed FileAccessError; writes are atomic (a
+// temporary file in the same folder, then a rename), so a failed run never leaves a partial file.
+import { Data, Effect } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import type { Graph } from "../ast/graph/graph.js"
+import type { Tensor } from "../ast/graph/tensor.js"
+import { decodeModelSync, type OnnxDecodeError } from "../ast/onnx/decode.js"
+import { DecodeError } from "../ast/onnx/errors.js"
+import { checkExternalLocation } from "../ast/onnx/tensor-proto.js"
+import { NpyError, parseNpy, serializeNpy } from "./npy.js"
+
+/** A file that cannot be read or written (missing, a folder, no permission, disk full...). */
+export class FileAccessError extends Data.TaggedError("FileAccessError")<{
+  readonly path: string
+  readonly operation: "read" | "write"
+  readonly reason: string
+}> {
+  override get message(): string {
+    return `cannot ${this.operation} '${this.path}': ${this.reason}`
+  }
+}
+
+const REASONS: { readonly [code: string]: string } = {
+  ENOENT: "no such file or folder",
+  EISDIR: "it is a folder, not a file",
+  ENOTDIR: "a part of the path is not a folder",
+  EACCES: "permission denied",
+  EPERM: "operation not permitted",
+  ENOSPC: "no space left on the device",
+  EROFS: "the file system is read-only",
+  EEXIST: "a file with that name already exists",
+  ENAMETOOLONG: "the name is too long",
+  EMFILE: "too many open files",
+}
+
+const accessError = (file: string, operation: "read" | "write", e: unknown): FileAccessError => {
+  const code = typeof e === "object" && e !== null && "code" in e ? String((e as { code: unknown }).code) : ""
+  const reason = REASONS[code] ?? (e instanceof Error ? e.message : String(e))
+  return new FileAccessError({ path: file, operation, reason })
+}
+
+/** The whole file's bytes; FileAccessError when it cannot be read. */
+export const readBytesSync = (file: string): Uint8Array => {
+  try {
+    if (fs.statSync(file).isDirectory()) throw Object.assign(new Error("is a folder"), { code: "EISDIR" })
+    return fs.readFileSync(file)
+  } catch (e) {
+    throw accessError(file, "read", e)
+  }
+}
+
+/**
+ * Reads external tensor data for a model in `folder`. The location has already been checked to
+ * stay inside the folder (checkExternalLocation); symbolic links that lead out are refused too.
+ */
+export const externalReader = (folder: string) => (location: string, offset: number, length: number | undefined): Uint8Array => {
+  checkExternalLocation(location, `external data '${location}'`)
+  const file = path.join(folder, location)
+  let fd: number | undefined
+  try {
+    const realFolder = fs.realpathSync(folder)
+    const real = fs.realpathSync(file)
+    if (real !== realFolder && !real.startsWith(realFolder + path.sep))
+      throw new DecodeError({ where: `external data '${location}'`, reason: "the file links outside the model's folder; only files inside it are allowed" })
+    fd = fs.openSync(real, "r")
+    const size = fs.fstatSync(fd).size
+    if (offset > size) throw new DecodeError({ where: `external data '${location}'`, reason: `offset ${offset} is past the end of the file (${size} bytes)` })
+    const n = length ?? size - offset
+    if (offset + n > size)
+      throw new DecodeError({ where: `external data '${location}'`, reason: `needs ${n} bytes at offset ${offset}, the file has ${size} bytes` })
+    const out = new Uint8Array(n)
+    let got = 0
+    while (got < n) {
+      const r = fs.readSync(fd, out, got, n - got, offset + got)
+      if (r === 0) break
+      got += r
+    }
+    return out
+  } catch (e) {
+    if (e instanceof DecodeError) throw e
+    throw accessError(file, "read", e)
+  } finally {
+    if (fd !== undefined) fs.closeSync(fd)
+  }
+}
+
+/** Decodes the ONNX model at `file`, reading external data relative to its folder. */
+export const readModelSync = (file: string): Graph =>
+  decodeModelSync(readBytesSync(file), { readExternal: externalReader(path.dirname(path.resolve(file))) })
+
+/** Reads a .npy file as a Tensor (NpyError names the file). */
+export const readNpySync = (file: string): Tensor => parseNpy(readBytesSync(file), `'${file}'`)
+
+let tmpCounter = 0
+const tempNameFor = (file: string): string =>
+  path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.${Date.now().toString(36)}${(tmpCounter++).toString(36)}.tmp`)
+
+/**
+ * Writes several files all-or-nothing as far as the file system allows: every file goes to a
+ * temporary name next to its target first; only when all are written are they renamed into
+ * place. On failure the temporary files are removed and nothing appears under a target name.
+ */
+export const writeFilesAtomicSync = (files: readonly { readonly path: string; readonly bytes: Uint8Array }[]): void => {
+  const temps: { tmp: string; path: string }[] = []
+  try {
+    for (const f of files) {
+      const tmp = tempNameFor(f.path)
+      temps.push({ tmp, path: f.path })
+      const fd = fs.openSync(tmp, "wx")
+      try {
+        let off = 0
+        while (off < f.bytes.length) off += fs.writeSync(fd, f.bytes, off, f.bytes.length - off)
+        fs.fsyncSync(fd)
+      } finally {
+        fs.closeSync(fd)
+      }
+    }
+  } catch (e) {
+    for (const t of temps) fs.rmSync(t.tmp, { force: true })
+    throw accessError(temps[temps.length - 1]?.path ?? "", "write", e)
+  }
+  for (const t of temps) {
+    try {
+      fs.renameSync(t.tmp, t.path)
+    } catch (e) {
+      for (const u of temps) fs.rmSync(u.tmp, { force: true })
+      throw accessError(t.path, "write", e)
+    }
+  }
+}
+
+/** Writes one file atomically (temporary file, then rename). */
+export const writeFileAtomicSync = (file: string, bytes: Uint8Array): void => writeFilesAtomicSync([{ path: file, bytes }])
+
+/** Creates a folder (and its parents) for outputs. */
+export const ensureFolderSync = (folder: string): void => {
+  try {
+    fs.mkdirSync(folder, { recursive: true })
+    if (!fs.statSync(folder).isDirectory()) throw Object.assign(new Error("not a folder"), { code: "ENOTDIR" })
+  } catch (e) {
+    throw accessError(folder, "write", e)
+  }
+}
+
+/** A file name for a graph value: every character outside [A-Za-z0-9_.-] becomes '_'. */
+export const safeFileName = (name: string): string => name.replace(/[^A-Za-z0-9_.-]/g, "_")
+
+/**
+ * The .npy file names for the given output names in `folder`, unique: when two names map to the
+ * same safe name, the later ones get `_2`, `_3`... before the extension.
+ */
+export const outputFileNames = (folder: string, names: readonly string[]): string[] => {
+  const used = new Set<string>()
+  return names.map((name) => {
+    const base = safeFileName(name) || "_"
+    let file = `${base}.npy`
+    for (let k = 2; used.has(file); k++) file = `${base}_${k}.npy`
+    used.add(file)
+    return path.join(folder, file)
+  })
+}
+
+/** Writes tensors as DIR/NAME.npy (all or nothing); returns the paths written. */
+export const writeOutputsSync = (folder: string, outputs: readonly { readonly name: string; readonly tensor: Tensor }[]): string[] => {
+  ensureFolderSync(folder)
+  const paths = outputFileNames(folder, outputs.map((o) => o.name))
+  writeFilesAtomicSync(outputs.map((o, k) => ({ path: paths[k], bytes: serializeNpy(o.tensor) })))
+  return paths
+}
+
+// ---------------------------------------------------------------------------------------------
+// Effect forms, for the stages that compose with Effect.
+
+/** Runs a throwing function: its typed errors become failures, anything else a defect. */
+const tryTyped = <A, E>(f: () => A, isE: (e: unknown) => e is E): Effect.Effect<A, E> =>
+  Effect.suspend(() => {
+    try {
+      return Effect.succeed(f())
+    } catch (e) {
+      return isE(e) ? Effect.fail(e) : Effect.die(e)
+    }
+  })
+
+const isTagged = (e: unknown): boolean => typeof e === "object" && e !== null && "_tag" in e
+
+export type ReadModelError = OnnxDecodeError | FileAccessError
+
+export const readModel = (file: string): Effect.Effect<Graph, ReadModelError> =>
+  tryTyped(() => readModelSync(file), (e): e is ReadModelError => isTagged(e))
+
+export const readNpy = (file: string): Effect.Effect<Tensor, NpyError | FileAccessError> =>
+  tryTyped(() => readNpySync(file), (e): e is NpyError | FileAccessError => e instanceof NpyError || e instanceof FileAccessError)
+
+export const writeOutputs = (
+  folder: string,
+  outputs: readonly { readonly name: string; readonly tensor: Tensor }[],
+): Effect.Effect<string[], FileAccessError> =>
+  tryTyped(() => writeOutputsSync(folder, outputs), (e): e is FileAccessError => e instanceof FileAccessError)
+
+export const writeFileAtomic = (file: string, bytes: Uint8Array): Effect.Effect<void, FileAccessError> =>
+  tryTyped(() => writeFileAtomicSync(file, bytes), (e): e is FileAccessError => e instanceof FileAccessError)
