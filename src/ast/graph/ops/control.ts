@@ -1,3 +1,106 @@
-import type { AnyOpDef } from "../op.js"
+// Control flow: If, Loop and Scan. Their bodies are subgraph attributes run through
+// `ctx.runSubgraph`, which sees the enclosing graphs' values. Output types come from the types
+// the subgraphs declare for their outputs (merged with the input types where a value may come
+// from either), so dims that can differ between paths or iterations are symbolic.
+import { A, attrs } from "../attrs.js"
+import { check, defineOp, fail, type AnyOpDef, type ValueType } from "../op.js"
+import { scalar, type Tensor } from "../tensor.js"
+import { declaredType, feedsOf, mergeTypes, ownDims, stackAxis } from "./control-common.js"
+import { scanOps } from "./control-scan.js"
 
-export const controlOps = {} satisfies Record<string, AnyOpDef>
+/** A scalar (or one-element) condition or count input as a number. */
+const scalarValue = (t: Tensor, what: string): number => {
+  check(t.data.length === 1, () => `${what} must have one element, got shape [${t.shape.join(", ")}]`)
+  return Number(t.data[0])
+}
+
+// ---------------------------------------------------------------------------------------------
+// If
+
+const ifAttrs = attrs({ then_branch: A.graph(), else_branch: A.graph() })
+
+const If = defineOp({
+  attrs: ifAttrs,
+  inputs: [1, 1],
+  outputs: [1, Infinity],
+  kind: "opaque",
+  infer: (ctx) => {
+    const { then_branch: t, else_branch: e } = ctx.attrs
+    check(t.outputs.length === e.outputs.length, () => `then_branch gives ${t.outputs.length} outputs, else_branch ${e.outputs.length}`)
+    check(ctx.outputs <= t.outputs.length, () => `the node declares ${ctx.outputs} outputs, the branches give ${t.outputs.length}`)
+    const cond = ctx.values[0]
+    return t.outputs.map((o, k): ValueType => {
+      const prefix = `${ctx.node}.out${k}`
+      if (cond) {
+        const taken = scalarValue(cond, "cond") ? o : e.outputs[k]
+        return mergeTypes(declaredType(taken), declaredType(taken), prefix, `output ${k} of the taken branch`)
+      }
+      const [a, b] = [declaredType(o), declaredType(e.outputs[k])]
+      return mergeTypes(a, b, prefix, `output ${k} of If`)
+    })
+  },
+  kernel: (ctx) => {
+    const cond = ctx.inputs[0] ?? fail("cond is required")
+    const branch = scalarValue(cond, "cond") ? ctx.attrs.then_branch : ctx.attrs.else_branch
+    return ctx.runSubgraph(branch, new Map())
+  },
+})
+
+// ---------------------------------------------------------------------------------------------
+// Loop: inputs (M, cond, v_initial...); body (iter_num, cond_in, v_in...) → (cond_out, v_out...,
+// scan_out...); outputs (v_final..., scan_outputs stacked along a new first axis)
+
+const loopAttrs = attrs({ body: A.graph() })
+
+/** The counts of loop-carried values (N) and scan outputs (K), checked against the body. */
+const loopArity = (body: { inputs: readonly unknown[]; outputs: readonly unknown[] }, inputs: number) => {
+  const N = inputs - 2
+  check(N >= 0, "Loop needs the M and cond inputs (either may be empty)")
+  check(body.inputs.length === N + 2, () => `the body declares ${body.inputs.length} inputs, expected ${N + 2} (iteration number, condition, ${N} loop-carried values)`)
+  const K = body.outputs.length - 1 - N
+  check(K >= 0, () => `the body declares ${body.outputs.length} outputs, expected at least ${N + 1} (condition, ${N} loop-carried values)`)
+  return { N, K }
+}
+
+const Loop = defineOp({
+  attrs: loopAttrs,
+  inputs: [2, Infinity],
+  outputs: [1, Infinity],
+  kind: "opaque",
+  infer: (ctx) => {
+    const body = ctx.attrs.body
+    const { N, K } = loopArity(body, ctx.inputs.length)
+    const carried = Array.from({ length: N }, (_, k) =>
+      mergeTypes(ctx.inputs[2 + k] ?? fail(`loop-carried input ${k} is required`), declaredType(body.outputs[1 + k]), `${ctx.node}.out${k}`, `loop-carried value ${k}`),
+    )
+    // the trip count is M when it is a constant and no condition can stop the loop early
+    const M = ctx.values[0]
+    const trips = M && ctx.inputs[1] === undefined ? Math.max(0, scalarValue(M, "M")) : `${ctx.node}.trip_count`
+    const scans = Array.from({ length: K }, (_, k): ValueType => {
+      const t = declaredType(body.outputs[1 + N + k]) ?? fail(`scan output ${k} of the body has no declared rank`)
+      return { dtype: t.dtype, shape: [trips, ...ownDims(t.shape, `${ctx.node}.out${N + k}`)] }
+    })
+    return [...carried, ...scans]
+  },
+  kernel: (ctx) => {
+    const body = ctx.attrs.body
+    const { N, K } = loopArity(body, ctx.inputs.length)
+    const [M, condIn] = ctx.inputs
+    check(M !== undefined || condIn !== undefined, "Loop has neither M nor cond, so it never terminates")
+    const trips = M ? scalarValue(M, "M") : Infinity
+    let cond = condIn ? scalarValue(condIn, "cond") !== 0 : true
+    let values = ctx.inputs.slice(2).map((v, k) => v ?? fail(`loop-carried input ${k} is required`))
+    const scans: Tensor[][] = Array.from({ length: K }, () => [])
+    for (let i = 0; i < trips && cond; i++) {
+      const feeds = feedsOf(body.inputs, [scalar("int64", i), scalar("bool", cond ? 1 : 0), ...values], "the Loop body")
+      const outs = ctx.runSubgraph(body, feeds)
+      // without a cond input the loop is a for-loop: the body's condition is ignored
+      if (condIn) cond = scalarValue(outs[0], "the body's condition output") !== 0
+      values = outs.slice(1, 1 + N)
+      for (let k = 0; k < K; k++) scans[k].push(outs[1 + N + k])
+    }
+    return [...values, ...scans.map((parts, k) => stackAxis(parts, 0, `scan output ${k}`, declaredType(body.outputs[1 + N + k])))]
+  },
+})
+
+export const controlOps = { If, Loop, ...scanOps } satisfies Record<string, AnyOpDef>

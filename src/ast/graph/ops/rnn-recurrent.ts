@@ -197,14 +197,12 @@ const runRecurrent = (X: Tensor, d: Dims, seqLens: readonly number[], inits: rea
 
 const isReverse = (a: RecurrentAttrs) => (dir: number) => a.direction === "reverse" || dir === 1
 
-/** `out[k] = bias[k] + W[k, :]·x + R[k, :]·h` for k in [0, rows). */
-const gemv2 = (out: Float64Array, rows: number, W: TypedArray, wOff: number, x: TypedArray, xOff: number, n: number, R: TypedArray, rOff: number, h: Float64Array, H: number): void => {
+/** `out[k] (+)= M[k, :]·v` for k in [0, rows), M row-major with `n` columns from `mOff`. */
+const matVec = (out: Float64Array, rows: number, M: TypedArray, mOff: number, v: ArrayLike<number>, vOff: number, n: number, accumulate = false): void => {
   for (let k = 0; k < rows; k++) {
-    let acc = 0
-    const wr = wOff + k * n
-    for (let i = 0; i < n; i++) acc += W[wr + i] * x[xOff + i]
-    const rr = rOff + k * H
-    for (let j = 0; j < H; j++) acc += R[rr + j] * h[j]
+    let acc = accumulate ? out[k] : 0
+    const row = mOff + k * n
+    for (let i = 0; i < n; i++) acc += M[row + i] * v[vOff + i]
     out[k] = acc
   }
 }
@@ -250,7 +248,8 @@ const LSTM = defineOp({
       const wOff = dir * 4 * H * d.input
       const rOff = dir * 4 * H * H
       return (x, xOff, h, c) => {
-        gemv2(gates, 4 * H, W!.data, wOff, x, xOff, d.input, R!.data, rOff, h, H)
+        matVec(gates, 4 * H, W!.data, wOff, x, xOff, d.input)
+        matVec(gates, 4 * H, R!.data, rOff, h, 0, H, true)
         for (let j = 0; j < H; j++) {
           const i = f(clip(gates[j] + bias[j] + peep[j] * c[j]))
           const forget = a.input_forget ? 1 - i : f(clip(gates[2 * H + j] + bias[2 * H + j] + peep[2 * H + j] * c[j]))
@@ -258,7 +257,7 @@ const LSTM = defineOp({
           const cNew = forget * c[j] + i * cand
           const o = f(clip(gates[H + j] + bias[H + j] + peep[H + j] * cNew))
           c[j] = cNew
-          gates[j] = o * hAct(cNew) // h is read by gemv2 only; stage the new h here
+          gates[j] = o * hAct(cNew) // the i gate is spent: stage the new h there
         }
         for (let j = 0; j < H; j++) h[j] = gates[j]
       }
@@ -285,47 +284,38 @@ const GRU = defineOp({
     const clip = clipper(a.clip)
     const wx = new Float64Array(3 * H)
     const rh = new Float64Array(3 * H)
-    const hNew = new Float64Array(H)
-    const zero = new Float64Array(3 * H)
+    const z = new Float64Array(H)
+    const rGated = new Float64Array(H)
+    const cand = new Float64Array(H)
     const makeStep = (dir: number): Step => {
       const [f, g] = acts[dir]
       const wb = new Float64Array(3 * H)
       const rb = new Float64Array(3 * H)
-      if (B) for (let k = 0; k < 3 * H; k++) {
-        wb[k] = B.data[dir * 6 * H + k]
-        rb[k] = B.data[dir * 6 * H + 3 * H + k]
-      }
+      if (B)
+        for (let k = 0; k < 3 * H; k++) {
+          wb[k] = B.data[dir * 6 * H + k]
+          rb[k] = B.data[dir * 6 * H + 3 * H + k]
+        }
       const wOff = dir * 3 * H * d.input
       const rOff = dir * 3 * H * H
       const Rd = R!.data
       return (x, xOff, h) => {
-        // W·x for all gates, R·h for z and r (and h when linear_before_reset)
-        gemv2(wx, 3 * H, W!.data, wOff, x, xOff, d.input, Rd, rOff, zero, 0)
-        gemv2(rh, 3 * H, Rd, rOff, h, 0, H, Rd, rOff, zero, 0)
+        matVec(wx, 3 * H, W!.data, wOff, x, xOff, d.input)
+        matVec(rh, 3 * H, Rd, rOff, h, 0, H)
         for (let j = 0; j < H; j++) {
-          const z = f(clip(wx[j] + rh[j] + wb[j] + rb[j]))
+          z[j] = f(clip(wx[j] + rh[j] + wb[j] + rb[j]))
           const r = f(clip(wx[H + j] + rh[H + j] + wb[H + j] + rb[H + j]))
-          let pre: number
-          if (a.linear_before_reset) pre = wx[2 * H + j] + r * (rh[2 * H + j] + rb[2 * H + j]) + wb[2 * H + j]
-          else {
-            let acc = 0
-            const rr = rOff + (2 * H + j) * H
-            for (let k = 0; k < H; k++) acc += Rd[rr + k] * r_(k)
-            pre = wx[2 * H + j] + acc + wb[2 * H + j] + rb[2 * H + j]
-          }
-          const cand = g(clip(pre))
-          hNew[j] = (1 - z) * cand + z * h[j]
+          if (a.linear_before_reset) cand[j] = wx[2 * H + j] + r * (rh[2 * H + j] + rb[2 * H + j]) + wb[2 * H + j]
+          else rGated[j] = r * h[j]
         }
-        for (let j = 0; j < H; j++) h[j] = hNew[j]
-
-        // r ⊙ h, needed whole before the candidate of any unit (linear_before_reset = 0)
-        function r_(k: number): number {
-          return rGate[k] * h[k]
+        if (!a.linear_before_reset) {
+          // Rh·(r ⊙ h) replaces Rh·h
+          matVec(cand, H, Rd, rOff + 2 * H * H, rGated, 0, H)
+          for (let j = 0; j < H; j++) cand[j] += wx[2 * H + j] + wb[2 * H + j] + rb[2 * H + j]
         }
+        for (let j = 0; j < H; j++) h[j] = (1 - z[j]) * g(clip(cand[j])) + z[j] * h[j]
       }
     }
-    const rGate = new Float64Array(H)
-    void rGate
     return runRecurrent(X!, d, sequenceLengths(lens, d), [initialState(h0, d, "initial_h")], isReverse(a), makeStep)
   },
 })
@@ -353,7 +343,8 @@ const RNN = defineOp({
       const wOff = dir * H * d.input
       const rOff = dir * H * H
       return (x, xOff, h) => {
-        gemv2(pre, H, W!.data, wOff, x, xOff, d.input, R!.data, rOff, h, H)
+        matVec(pre, H, W!.data, wOff, x, xOff, d.input)
+        matVec(pre, H, R!.data, rOff, h, 0, H, true)
         for (let j = 0; j < H; j++) h[j] = f(clip(pre[j] + bias[j]))
       }
     }
