@@ -244,3 +244,50 @@ describe("GPU-style schedules (verified without a GPU)", () => {
     )
   })
 })
+
+describe("tensorize", () => {
+  it("tensorize: a matmul tiled to the gemm micro-kernel's shape evaluates equal to the TE (the intrinsic runs by its declaration)", async () => {
+    const { gemmMicroKernel } = await import("../../src/ast/te/intrinsic.js")
+    const { placeholder, compute, at, reduceAxis, sum } = await import("../../src/ast/te/tensor.js")
+    const { mul } = await import("../../src/ast/te/expr.js")
+    const { fromArray } = await import("../../src/ast/graph/tensor.js")
+    fc.assert(
+      fc.property(fc.constantFrom(1, 2, 4), fc.constantFrom(2, 4), fc.constantFrom(1, 2), fc.constantFrom(1, 2, 3), fc.integer(), (mt, nt, kt, reps, seed) => {
+        const [M, N, K] = [mt * reps, nt * 2, kt * 3]
+        const A = placeholder("A", [M, K])
+        const B = placeholder("B", [K, N])
+        const k = reduceAxis(K, "k")
+        const C = compute("C", [M, N], (i, j) => sum(mul(at(A, i, k.var), at(B, k.var, j)), [k]))
+        const vals = (n: number) => Array.from({ length: n }, (_, q) => ((q * 7 + seed) % 11) - 5)
+        const inputs = new Map([
+          ["A", fromArray("float32", [M, K], vals(M * K))],
+          ["B", fromArray("float32", [K, N], vals(K * N))],
+        ])
+        let s = S.createSchedule([C])
+        const t = S.tile(s, "C", "C.i", "C.j", mt, nt)
+        const ks = S.split(t.schedule, "C", "k", { factor: kt })
+        s = S.reorder(ks.schedule, "C", [t.xo, t.yo, ks.outer, t.xi, t.yi, ks.inner])
+        s = S.tensorize(s, "C", t.xi, gemmMicroKernel(mt, nt, kt))
+        const f = lowerSync(s)
+        expect(printPrimFunc(f)).toContain(`gemm_${mt}x${nt}x${kt}_float32`)
+        check({ family: "matmul", outputs: [C], inputs }, s)
+      }),
+      lawParams(30),
+    )
+  })
+
+  it("tensorize with a pattern that does not match is a ScheduleError naming the stage and axis", async () => {
+    const { gemmMicroKernel } = await import("../../src/ast/te/intrinsic.js")
+    const cc = buildCompute("elementwise", 3)
+    const s = S.createSchedule(cc.outputs)
+    const st = s.stages.get(lastStage(cc))!
+    try {
+      S.tensorize(s, st.name, st.leaf[0], gemmMicroKernel(4, 4, 4))
+      throw new Error("expected a ScheduleError")
+    } catch (e) {
+      expect((e as S.ScheduleError)._tag).toBe("ScheduleError")
+      expect((e as S.ScheduleError).stage).toBe(st.name)
+      expect((e as S.ScheduleError).reason).toMatch(/does not match/)
+    }
+  })
+})

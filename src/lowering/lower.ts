@@ -9,6 +9,7 @@ import { simplify, intervalOf, constDifference, type Bounds } from "../ast/te/si
 import type { ComputeTensor, TeTensor } from "../ast/te/tensor.js"
 import type { Schedule, Stage } from "../ast/schedule/schedule.js"
 import { alignedStrides } from "./tir-passes.js"
+import { matchIntrinsicRegions } from "../ast/schedule/tensorize-match.js"
 import { seq, type Buffer, type ForKind, type PrimFunc, type Stmt } from "../ast/tir/tir.js"
 
 export class LowerError extends Data.TaggedError("LowerError")<{ readonly stage: string; readonly reason: string }> {
@@ -124,8 +125,25 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
       const cond = conds.map((x) => simplify(x, bounds)).filter((x) => !(x.kind === "const" && x.value === 1)).reduce<Expr | undefined>((a, b) => (a ? and(a, b) : b), undefined)
       return cond ? { kind: "if", cond, then: stmt } : stmt
     }
+    const tensorized = (): Stmt => {
+      const m = matchIntrinsicRegions(st, st.tensorize!.axis, st.tensorize!.intrin)
+      if (typeof m === "string") throw new LowerError({ stage: st.name, reason: `tensorize: ${m}` })
+      const shift = (e: Expr, k: number, start: readonly Expr[] | undefined) => simplify(add(e, mul(start?.[k] ?? c(0), c(-1))))
+      const absOut = m.output.map((e, k) => (region ? add(e, region.start[k]) : e))
+      return {
+        kind: "intrinsic",
+        intrin: st.tensorize!.intrin,
+        output: { buffer: target.buffer, base: absOut.map((e, k) => shift(e, k, target.offset)) },
+        inputs: m.inputs.map((r) => {
+          const reg = regions.get(r.tensor)
+          return reg ? { buffer: `${r.tensor}.local`, base: r.base.map((e, k) => shift(e, k, reg.start)) } : { buffer: r.tensor, base: r.base }
+        }),
+      }
+    }
     const wrap = (axes: readonly string[], inner: Stmt): Stmt =>
       axes.reduceRight<Stmt>((acc, a) => {
+        if (st.tensorize && st.tensorize.axis === a) return tensorized()
+        if (st.tensorize && st.leaf.indexOf(a) > st.leaf.indexOf(st.tensorize.axis)) return acc
         const kids = (attached.get(st.name) ?? []).filter((p) => p.attach.kind === "at" && p.attach.axis === a)
         // attached producers: allocated around their computation and the rest of this loop body
         const withKids = kids.reduceRight<Stmt>((inner, p) => {
@@ -162,7 +180,8 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
       return ax.type === "data"
     }
     const firstReduce = st.leaf.findIndex((a) => !isData(a))
-    const dataFirst = firstReduce < 0 || st.leaf.slice(firstReduce).every((a) => !isData(a))
+    // (a tensorized nest is one update instruction: its init is a separate nest before it)
+    const dataFirst = !st.tensorize && (firstReduce < 0 || st.leaf.slice(firstReduce).every((a) => !isData(a)))
     if (dataFirst) {
       // init just outside the reduce loops, where every data axis is bound
       const outer = firstReduce < 0 ? st.leaf : st.leaf.slice(0, firstReduce)

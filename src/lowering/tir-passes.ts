@@ -55,6 +55,8 @@ const simplifyStmt = (s: Stmt, bounds: Map<string, Interval>): Stmt => {
       return { ...s, value: g(s.value) }
     case "barrier":
       return s
+    case "intrinsic":
+      return { ...s, output: { ...s.output, base: s.output.base.map(g) }, inputs: s.inputs.map((r) => ({ ...r, base: r.base.map(g) })) }
   }
 }
 
@@ -262,6 +264,11 @@ export const flattenStorage = (aligns: ReadonlyMap<string, readonly (readonly [n
       f.body,
       (x) => {
         if (x.kind === "store") return { ...x, indices: flat(x.buffer, x.indices) }
+        if (x.kind === "intrinsic") {
+          const r = (reg: (typeof x)["output"]) =>
+            reg.strides || !strides.has(reg.buffer) ? reg : { buffer: reg.buffer, base: flat(reg.buffer, reg.base), strides: strides.get(reg.buffer)! }
+          return { ...x, output: r(x.output), inputs: x.inputs.map(r) }
+        }
         if (x.kind === "allocate") return { ...x, buffer: { ...x.buffer, shape: [sizes.get(x.buffer.name)!], strides: undefined } }
         return undefined
       },

@@ -6,6 +6,8 @@ import { Data, Effect } from "effect"
 import type { IterVar } from "../te/expr.js"
 import { add, and, c, lt, mapExpr, mul, substitute, type Expr, type Reduce } from "../te/expr.js"
 import { at, compute, postOrder, reduceAxis, type ComputeTensor, type TeTensor } from "../te/tensor.js"
+import { lookupIntrinsic, type TensorIntrinsic } from "../te/intrinsic.js"
+import { matchIntrinsic } from "./tensorize-match.js"
 
 export class ScheduleError extends Data.TaggedError("ScheduleError")<{
   readonly primitive: string
@@ -59,6 +61,8 @@ export interface Stage {
   /** storageAlign: [axis index, factor, offset]. */
   readonly align: readonly (readonly [number, number, number])[]
   readonly doubleBuffer: boolean
+  /** The leaf axis from which the loop nest is one tensor intrinsic. */
+  readonly tensorize?: { readonly axis: string; readonly intrin: TensorIntrinsic }
 }
 
 export type Step =
@@ -77,6 +81,7 @@ export type Step =
   | { readonly prim: "cacheRead"; readonly tensor: string; readonly scope: MemoryScope; readonly readers: readonly string[] }
   | { readonly prim: "cacheWrite"; readonly stage: string; readonly scope: MemoryScope }
   | { readonly prim: "rfactor"; readonly stage: string; readonly axis: string }
+  | { readonly prim: "tensorize"; readonly stage: string; readonly axis: string; readonly intrinsic: string }
 
 export interface Schedule {
   readonly outputs: readonly TeTensor[]
@@ -400,6 +405,19 @@ export const rfactor = (s: Schedule, stage: string, axis: string): { schedule: S
   return { schedule: { ...s, stages, order, steps: [...s.steps, { prim: "rfactor", stage, axis }] }, stage: name }
 }
 
+/**
+ * tensorize(axis, intrinsic): the loop nest from `axis` inwards is replaced by the intrinsic. The
+ * nest must compute exactly what the intrinsic declares: same axes and extents (data then reduce),
+ * the same expression with each tensor read at an offset that only moves with the outer loops.
+ */
+export const tensorize = (s: Schedule, stage: string, axis: string, intrin: TensorIntrinsic): Schedule => {
+  const st = stageOf(s, "tensorize", stage)
+  leafAxis(st, "tensorize", axis)
+  const problem = matchIntrinsic(st, axis, intrin)
+  if (problem) throw new ScheduleError({ primitive: "tensorize", stage, axis, reason: `${intrin.name} does not match: ${problem}` })
+  return update(s, { ...st, tensorize: { axis, intrin } }, { prim: "tensorize", stage, axis, intrinsic: intrin.name })
+}
+
 /** Applies one recorded step. */
 export const applyStep = (s: Schedule, step: Step): Schedule => {
   switch (step.prim) {
@@ -439,6 +457,11 @@ export const applyStep = (s: Schedule, step: Step): Schedule => {
       return cacheWrite(s, step.stage, step.scope).schedule
     case "rfactor":
       return rfactor(s, step.stage, step.axis).schedule
+    case "tensorize": {
+      const intrin = lookupIntrinsic(step.intrinsic)
+      if (!intrin) throw new ScheduleError({ primitive: "tensorize", stage: step.stage, axis: step.axis, reason: `unknown intrinsic '${step.intrinsic}'` })
+      return tensorize(s, step.stage, step.axis, intrin)
+    }
   }
 }
 

@@ -6,6 +6,7 @@
 import { allocate, converter, type TypedArray } from "../graph/dtype.js"
 import { sizeOf, stridesOf, tensor, type Tensor } from "../graph/tensor.js"
 import { evalExpr } from "../te/eval-expr.js"
+import { evaluateTE } from "../te/evaluate.js"
 import type { Buffer, PrimFunc, Stmt } from "./tir.js"
 
 export class TirEvalError extends Error {
@@ -163,6 +164,45 @@ export const evaluatePrimFunc = (f: PrimFunc, args: ReadonlyMap<string, Tensor>)
       case "barrier":
         if (ctx.inTeam) yield "barrier"
         return
+      case "intrinsic": {
+        // the instruction's meaning is its TE declaration, run on the regions it covers
+        const region = (buf: string, base: readonly number[], shape: readonly number[], strides?: readonly number[]) => {
+          const b = ctx.buffers.get(buf)
+          if (!b) throw new TirEvalError(`intrinsic ${s.intrin.name}: unknown buffer '${buf}'`)
+          const offs: number[] = []
+          const n = sizeOf(shape)
+          const idx = new Array<number>(shape.length).fill(0)
+          for (let i = 0; i < n; i++) {
+            if (strides) {
+              const off = base[0] + idx.reduce((acc, x, k) => acc + x * strides[k], 0)
+              offs.push(offsetOf(b, [off]))
+            } else offs.push(offsetOf(b, idx.map((x, k) => x + base[k])))
+            for (let k = idx.length - 1; k >= 0; k--) {
+              if (++idx[k] < shape[k]) break
+              idx[k] = 0
+            }
+          }
+          return { b, offs }
+        }
+        const feeds = new Map<string, Tensor>()
+        s.intrin.inputs.forEach((p, k) => {
+          const { b, offs } = region(s.inputs[k].buffer, s.inputs[k].base.map((e) => evalIn(ctx, e)), p.shape, s.inputs[k].strides)
+          feeds.set(p.name, tensor(p.dtype, p.shape, allocate(p.dtype, offs.length).map((_, i) => b.data[offs[i]])))
+        })
+        const [result] = evaluateTE([s.intrin.compute], feeds)
+        const out = region(s.output.buffer, s.output.base.map((e) => evalIn(ctx, e)), s.intrin.compute.shape, s.output.strides)
+        const body = s.intrin.compute.body
+        out.offs.forEach((off, i) => {
+          if (s.intrin.mode === "update" && body.kind === "reduce") {
+            const cenv = new Map([
+              [body.combiner.lhs.name, out.b.data[off]],
+              [body.combiner.rhs.name, result.data[i]],
+            ])
+            out.b.data[off] = out.b.conv(evalExpr(body.combiner.result, cenv, () => 0))
+          } else out.b.data[off] = out.b.conv(result.data[i])
+        })
+        return
+      }
     }
   }
   const top = exec(f.body, { env: new Map(), tags: new Map(), buffers, inTeam: false })

@@ -3,6 +3,7 @@
 import type { DType } from "../graph/dtype.js"
 import { showExpr, type Expr, type Var } from "../te/expr.js"
 import type { MemoryScope, ThreadTag } from "../schedule/schedule.js"
+import type { TensorIntrinsic } from "../te/intrinsic.js"
 
 export interface Buffer {
   readonly name: string
@@ -26,6 +27,15 @@ export type Stmt =
   | { readonly kind: "let"; readonly var: Var; readonly value: Expr; readonly body: Stmt }
   | { readonly kind: "evaluate"; readonly value: Expr }
   | { readonly kind: "barrier" }
+  /** A tensor intrinsic applied to buffer regions starting at `base` (one index per dim). */
+  | { readonly kind: "intrinsic"; readonly intrin: TensorIntrinsic; readonly output: Region; readonly inputs: readonly Region[] }
+
+export interface Region {
+  readonly buffer: string
+  /** One index per dim; after FlattenStorage, one flat index with the dims' `strides`. */
+  readonly base: readonly Expr[]
+  readonly strides?: readonly number[]
+}
 
 export interface PrimFunc {
   readonly name: string
@@ -62,6 +72,10 @@ export const printStmt = (s: Stmt, indent = "  "): string => {
       return `${indent}${showExpr(s.value)}`
     case "barrier":
       return `${indent}barrier()`
+    case "intrinsic": {
+      const r = (x: Region) => `${x.buffer}[${x.base.map(showExpr).join(", ")}]`
+      return `${indent}${s.intrin.name}(${r(s.output)}${s.intrin.mode === "update" ? " +=" : " ="} ${s.inputs.map(r).join(", ")})`
+    }
   }
 }
 
@@ -95,6 +109,9 @@ export const mapStmt = (s: Stmt, f: (s: Stmt) => Stmt | undefined, g: (e: Expr) 
         break
       case "barrier":
         y = x
+        break
+      case "intrinsic":
+        y = { ...x, output: { ...x.output, base: x.output.base.map(g) }, inputs: x.inputs.map((r) => ({ ...r, base: r.base.map(g) })) }
         break
     }
     return f(y) ?? y

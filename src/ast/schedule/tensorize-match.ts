@@ -1,0 +1,118 @@
+// Does a stage's loop nest from a leaf axis inwards compute what a tensor intrinsic declares?
+// The inner leaf axes must be the intrinsic's axes (data then reduce, same extents, no guards),
+// and the stage's expression must equal the intrinsic's with each read's index equal to the
+// intrinsic's index (inner leaf vars for the intrinsic's axis vars) plus an offset that only
+// depends on the outer loops.
+import { c, showExpr, substitute, v, type Expr } from "../te/expr.js"
+import type { TensorIntrinsic } from "../te/intrinsic.js"
+import { simplify } from "../te/simplify.js"
+import type { Stage } from "./schedule.js"
+
+/** Root axis values in terms of leaf vars (as lowering derives them), and whether any split leaves a guard. */
+export const leafRootValues = (st: Stage): { values: Map<string, Expr>; guarded: boolean } => {
+  const values = new Map<string, Expr>(st.leaf.map((a) => [a, v(a)]))
+  let guarded = false
+  for (let k = st.relations.length - 1; k >= 0; k--) {
+    const r = st.relations[k]
+    if (r.kind === "split") {
+      values.set(r.parent, { kind: "bin", op: "add", a: { kind: "bin", op: "mul", a: values.get(r.outer)!, b: c(r.factor), dtype: "int32" }, b: values.get(r.inner)!, dtype: "int32" })
+      if (st.axes.get(r.parent)!.extent % r.factor !== 0) guarded = true
+    } else {
+      const inner = st.axes.get(r.inner)!.extent
+      const f = values.get(r.fused)!
+      values.set(r.outer, { kind: "bin", op: "floordiv", a: f, b: c(inner), dtype: "int32" })
+      values.set(r.inner, { kind: "bin", op: "floormod", a: f, b: c(inner), dtype: "int32" })
+    }
+  }
+  return { values, guarded }
+}
+
+/** The read offsets of a match: per stage read (in order), the base index; and the output base. */
+export interface IntrinsicMatch {
+  readonly output: readonly Expr[]
+  readonly inputs: readonly { readonly tensor: string; readonly base: readonly Expr[] }[]
+}
+
+export const matchIntrinsicRegions = (st: Stage, axis: string, intrin: TensorIntrinsic): IntrinsicMatch | string => {
+  const pos = st.leaf.indexOf(axis)
+  const inner = st.leaf.slice(pos)
+  const ic = intrin.compute
+  const iAxes = [...ic.axes.map((a) => ({ name: a.var.name, extent: a.dom.extent, type: "data" })), ...(ic.body.kind === "reduce" ? ic.body.axes.map((a) => ({ name: a.var.name, extent: a.dom.extent, type: "reduce" })) : [])]
+  if (inner.length !== iAxes.length) return `the nest has ${inner.length} inner loops, the intrinsic ${iAxes.length}`
+  for (let k = 0; k < inner.length; k++) {
+    const a = st.axes.get(inner[k])!
+    if (a.extent !== iAxes[k].extent || a.type !== iAxes[k].type)
+      return `loop ${inner[k]} (${a.type}, ${a.extent}) is not the intrinsic's ${iAxes[k].name} (${iAxes[k].type}, ${iAxes[k].extent})`
+  }
+  const { values, guarded } = leafRootValues(st)
+  if (guarded) return "a split does not divide its axis (the nest would need guards)"
+  const body = st.op.body
+  if ((body.kind === "reduce") !== (ic.body.kind === "reduce")) return "one is a reduction and the other is not"
+  if (body.kind === "reduce" && ic.body.kind === "reduce" && body.combiner.name !== ic.body.combiner.name) return `combiner ${body.combiner.name} is not ${ic.body.combiner.name}`
+  const src = body.kind === "reduce" ? body.source : body
+  const isrc = ic.body.kind === "reduce" ? ic.body.source : ic.body
+  // the stage expression in leaf vars; the intrinsic's with its axis vars renamed to the inner leaf vars
+  const stageE = substitute(src, values)
+  const rename = new Map<string, Expr>(iAxes.map((a, k) => [a.name, v(inner[k])]))
+  const intrE = substitute(isrc, rename)
+  const zero = new Map<string, Expr>(inner.map((a) => [a, c(0)]))
+  const inputs: { tensor: string; base: Expr[] }[] = []
+  const bind = new Map<string, string>()
+  const walk = (a: Expr, b: Expr): string | undefined => {
+    if (a.kind === "read" && b.kind === "read") {
+      const prev = bind.get(b.source)
+      if (prev && prev !== a.source) return `${b.source} would be both ${prev} and ${a.source}`
+      bind.set(b.source, a.source)
+      if (a.indices.length !== b.indices.length) return `${a.source} has rank ${a.indices.length}, ${b.source} rank ${b.indices.length}`
+      const base: Expr[] = []
+      for (let k = 0; k < a.indices.length; k++) {
+        const baseK = simplify(substitute(a.indices[k], zero))
+        const rel = simplify({ kind: "bin", op: "sub", a: a.indices[k], b: baseK, dtype: "int32" })
+        if (showExpr(rel) !== showExpr(simplify(b.indices[k]))) return `${a.source} index ${k} is ${showExpr(a.indices[k])}, the intrinsic reads ${b.source} at ${showExpr(b.indices[k])}`
+        base.push(baseK)
+      }
+      inputs.push({ tensor: a.source, base })
+      return undefined
+    }
+    if (a.kind !== b.kind) return `${showExpr(a)} is not of the form ${showExpr(b)}`
+    switch (a.kind) {
+      case "bin":
+        if (b.kind !== "bin" || a.op !== b.op) return `${showExpr(a)} is not ${showExpr(b)}`
+        return walk(a.a, b.a) ?? walk(a.b, b.b)
+      case "cast":
+        return b.kind === "cast" && a.dtype === b.dtype ? walk(a.value, b.value) : "casts differ"
+      case "call":
+        if (b.kind !== "call" || a.fn !== b.fn || a.args.length !== b.args.length) return `${showExpr(a)} is not ${showExpr(b)}`
+        for (let k = 0; k < a.args.length; k++) {
+          const p = walk(a.args[k], b.args[k])
+          if (p) return p
+        }
+        return undefined
+      case "const":
+        return b.kind === "const" && a.value === b.value ? undefined : `${showExpr(a)} is not ${showExpr(b)}`
+      default:
+        return `${showExpr(a)} is not of the form ${showExpr(b)}`
+    }
+  }
+  const problem = walk(stageE, intrE)
+  if (problem) return problem
+  // inputs must be distinct placeholders of the intrinsic, in its order
+  const ordered = intrin.inputs.map((p) => {
+    const tensor = bind.get(p.name)
+    return inputs.find((i) => i.tensor === tensor)
+  })
+  if (ordered.some((x) => !x)) return "some intrinsic input is not read"
+  const output = st.op.axes.map((a) => simplify(substitute(values.get(a.var.name)!, zero)))
+  for (let d = 0; d < st.op.axes.length; d++) {
+    const rel = simplify({ kind: "bin", op: "sub", a: values.get(st.op.axes[d].var.name)!, b: output[d], dtype: "int32" })
+    if (showExpr(rel) !== showExpr(v(inner[d]))) return `output dim ${d} moves with ${showExpr(rel)}, the intrinsic's with ${inner[d]}`
+  }
+
+  return { output, inputs: ordered as { tensor: string; base: Expr[] }[] }
+}
+
+/** undefined when the nest matches; otherwise what does not. */
+export const matchIntrinsic = (st: Stage, axis: string, intrin: TensorIntrinsic): string | undefined => {
+  const m = matchIntrinsicRegions(st, axis, intrin)
+  return typeof m === "string" ? m : undefined
+}

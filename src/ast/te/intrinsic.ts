@@ -1,0 +1,70 @@
+// Tensor intrinsics: a hardware instruction declared in TE — a small compute that says what it
+// computes (its meaning, used by the TIR evaluator) plus the lowering rule emitters use. A stage
+// whose inner loop nest matches the declaration can be tensorized to one call.
+import type { DType } from "../graph/dtype.js"
+import { cast, mul, type Expr } from "./expr.js"
+import { at, compute, placeholder, reduceAxis, sum, type ComputeTensor, type Placeholder } from "./tensor.js"
+
+export interface TensorIntrinsic {
+  readonly name: string
+  /** What the instruction computes, over its own placeholders. */
+  readonly compute: ComputeTensor
+  readonly inputs: readonly Placeholder[]
+  /** "update": out = combine(out, compute) (a reduction step); "store": out = compute. */
+  readonly mode: "store" | "update"
+  /** How targets emit it: a C function name and the header that defines it. */
+  readonly emit: { readonly c?: { readonly fn: string; readonly header: string } }
+}
+
+/** A register-blocked fp32 micro-kernel: C[m×n] += A[m×k] · B[k×n]. */
+export const gemmMicroKernel = (m: number, n: number, k: number, dtype: DType = "float32"): TensorIntrinsic => {
+  const a = placeholder("a", [m, k], dtype)
+  const b = placeholder("b", [k, n], dtype)
+  const r = reduceAxis(k, "kk")
+  const out = compute("c", [m, n], (x, y) => sum(mul(at(a, x, r.var), at(b, r.var, y)), [r]), dtype)
+  const fn = `tessera_gemm_${m}x${n}x${k}_${dtype}`
+  return {
+    name: `gemm_${m}x${n}x${k}_${dtype}`,
+    compute: out,
+    inputs: [a, b],
+    mode: "update",
+    emit: {
+      c: {
+        fn,
+        header: [
+          `static inline void ${fn}(float* c, int ldc, const float* a, int lda, const float* b, int ldb) {`,
+          `  for (int x = 0; x < ${m}; ++x)`,
+          `    for (int y = 0; y < ${n}; ++y) {`,
+          `      float acc = c[x * ldc + y];`,
+          `      for (int z = 0; z < ${k}; ++z) acc += a[x * lda + z] * b[z * ldb + y];`,
+          `      c[x * ldc + y] = acc;`,
+          `    }`,
+          `}`,
+        ].join("\n"),
+      },
+    },
+  }
+}
+
+/** AVX-512 VNNI's vpdpbusd shape: c[16] (int32) += Σ_{r<4} a[r] (uint8) · b[16×4] (int8). */
+export const vnniDot16x4: TensorIntrinsic = (() => {
+  const a = placeholder("a", [4], "uint8")
+  const b = placeholder("b", [16, 4], "int8")
+  const r = reduceAxis(4, "r")
+  const widen = (e: Expr) => cast("int32", e)
+  const out = compute("c", [16], (j) => sum(mul(widen(at(a, r.var)), widen(at(b, j, r.var))), [r]), "int32")
+  return {
+    name: "vnni_dot_16x4",
+    compute: out,
+    inputs: [a, b],
+    mode: "update",
+    emit: { c: { fn: "_mm512_dpbusd_epi32", header: "#include <immintrin.h>" } },
+  }
+})()
+
+/** Intrinsics by name (for replaying recorded tensorize steps). */
+export const lookupIntrinsic = (name: string): TensorIntrinsic | undefined => {
+  if (name === vnniDot16x4.name) return vnniDot16x4
+  const m = /^gemm_(\d+)x(\d+)x(\d+)_(float32|float64)$/.exec(name)
+  return m ? gemmMicroKernel(Number(m[1]), Number(m[2]), Number(m[3]), m[4] as DType) : undefined
+}
