@@ -168,13 +168,14 @@ const simplifyNode = (e: Expr, bounds: Bounds): Expr => {
         break
     }
   }
+  const truth = (x: Expr): Expr => (x.dtype === "bool" ? x : bin("ne", x, c(0, x.dtype)))
   if (op === "and") {
-    if (a.kind === "const") return a.value ? b : c(0, "bool")
-    if (b.kind === "const") return b.value ? a : c(0, "bool")
+    if (a.kind === "const") return a.value ? truth(b) : c(0, "bool")
+    if (b.kind === "const") return b.value ? truth(a) : c(0, "bool")
   }
   if (op === "or") {
-    if (a.kind === "const") return a.value ? c(1, "bool") : b
-    if (b.kind === "const") return b.value ? c(1, "bool") : a
+    if (a.kind === "const") return a.value ? c(1, "bool") : truth(b)
+    if (b.kind === "const") return b.value ? c(1, "bool") : truth(a)
   }
   return e
 }
