@@ -1,1 +1,108 @@
-console.log("cli")
+// The `tessera` command line (effect/cli on the Node runtime). Each subcommand is an Effect whose
+// failures are the stages' typed errors; here they become one line on stderr and a non-zero exit:
+// 1 for a failure of the work, 2 for a command line that does not parse.
+import { NodeRuntime, NodeServices } from "@effect/platform-node"
+import { Cause, Console, Effect, Exit, Layer, Option } from "effect"
+import { Argument, CliOutput, Command, Flag } from "effect/cli"
+import { errorLine, tagOf } from "./errors.js"
+import { INSPECT_FORMATS, inspectModel } from "./inspect.js"
+import { runModel } from "./run.js"
+
+const VERSION = "0.1.0"
+
+/** The model file a command was given (for error lines), set when its handler starts. */
+let currentModel: string | undefined
+
+const model = Argument.String("model").pipe(Argument.withDescription("an ONNX model file (.onnx)"))
+const seed = Flag.Int("seed").pipe(Flag.withDefault(0), Flag.withDescription("seed for the random inputs and weights"))
+const shape = Flag.String("shape").pipe(
+  Flag.atLeast(0),
+  Flag.withDescription("NAME=1x3x224x224: bind an input's dims without giving data (repeatable)"),
+)
+
+const run = Command.make(
+  "run",
+  {
+    model,
+    target: Flag.String("target").pipe(Flag.withDefault("interp"), Flag.withDescription("where to run: interp")),
+    input: Flag.String("input").pipe(
+      Flag.atLeast(0),
+      Flag.withDescription("NAME=FILE.npy: an input's data (split at the last '='; repeatable); inputs not given are seeded random"),
+    ),
+    shape,
+    out: Flag.String("out").pipe(Flag.optional, Flag.withDescription("folder for the outputs, written as DIR/NAME.npy")),
+    seed,
+  },
+  (c) =>
+    Effect.gen(function* () {
+      currentModel = c.model
+      const summary = yield* runModel({
+        model: c.model,
+        target: c.target,
+        inputs: c.input,
+        shapes: c.shape,
+        out: Option.getOrUndefined(c.out),
+        seed: c.seed,
+      })
+      yield* Console.log(JSON.stringify(summary))
+    }),
+).pipe(Command.withDescription("Compile and run a model; print one JSON line summary"))
+
+const inspect = Command.make(
+  "inspect",
+  {
+    model,
+    format: Flag.Literals("format", INSPECT_FORMATS).pipe(Flag.withDefault("text" as const), Flag.withDescription("text, json (one object on the last line) or dot")),
+    fused: Flag.Boolean("fused").pipe(Flag.withDefault(false), Flag.withDescription("show the fused groups and the memory plan after the graph passes")),
+    shape,
+  },
+  (c) =>
+    Effect.gen(function* () {
+      currentModel = c.model
+      yield* Console.log(yield* inspectModel({ model: c.model, format: c.format, shapes: c.shape, fused: c.fused }))
+    }),
+).pipe(Command.withDescription("Show a model's inputs, outputs, operators, parameters and FLOPs"))
+
+const tessera = Command.make("tessera").pipe(
+  Command.withDescription("Tessera: an end-to-end optimizing deep-learning compiler"),
+  Command.withSubcommands([run, inspect]),
+)
+
+/** Command-line mistakes as one stderr line (the help stays one `--help` away). */
+const presenter = CliOutput.layerPresenter({
+  present: (event) =>
+    event._tag === "InvalidInvocation"
+      ? Console.error(
+          `tessera${event.commandPath.length > 1 ? ` ${event.commandPath.slice(1).join(" ")}` : ""}: ${event.errors
+            .map((e) => e.message.replace(/\s*\n\s*/g, " "))
+            .join("; ")} (see '${event.commandPath.join(" ")} --help')`,
+        )
+      : CliOutput.defaultPresenter.present(event),
+})
+
+/** Exit code for how the command ended; failures are reported here, once. */
+const report = (exit: Exit.Exit<void, unknown>): Effect.Effect<number> => {
+  if (Exit.isSuccess(exit)) return Effect.succeed(0)
+  const cause = exit.cause
+  if (Cause.hasInterruptsOnly(cause)) return Effect.succeed(130)
+  const failure = Cause.findErrorOption(cause)
+  const err = Option.isSome(failure) ? failure.value : Cause.squash(cause)
+  if (tagOf(err) === "ShowHelp") {
+    // already presented; exit 2 when it carried parse errors, 0 for a plain --help
+    const errors = (err as { errors?: readonly unknown[] }).errors ?? []
+    return Effect.succeed(errors.length ? 2 : 0)
+  }
+  const command = process.argv[2] && !process.argv[2].startsWith("-") ? process.argv[2] : ""
+  return Effect.as(Console.error(errorLine(command, err, { model: currentModel })), tagOf(err) === "UsageError" ? 2 : 1)
+}
+
+const main = Command.run(tessera, { version: VERSION }).pipe(
+  Effect.provide(Layer.merge(NodeServices.layer, presenter)),
+  Effect.exit,
+  Effect.flatMap(report),
+)
+
+NodeRuntime.runMain(main, {
+  disableErrorReporting: true,
+  teardown: (exit, onExit) => onExit(Exit.isSuccess(exit) ? (exit.value as number) : 1),
+})
