@@ -8,6 +8,7 @@ import * as S from "../../src/ast/schedule/schedule.js"
 import { evaluatePrimFunc } from "../../src/ast/tir/evaluate.js"
 import { printPrimFunc } from "../../src/ast/tir/tir.js"
 import { lowerSync } from "../../src/lowering/lower.js"
+import { defaultTirPasses, flattenStorage, lowerIntrinsics, runTirPasses } from "../../src/lowering/tir-passes.js"
 import { assertAllClose, lawParams } from "../support.js"
 
 const check = (cc: ComputeCase, s: S.Schedule) => {
@@ -246,7 +247,7 @@ describe("GPU-style schedules (verified without a GPU)", () => {
 })
 
 describe("tensorize", () => {
-  it("tensorize: a matmul tiled to the gemm micro-kernel's shape evaluates equal to the TE (the intrinsic runs by its declaration)", async () => {
+  it("tensorize and lower tensor intrinsics: a matmul tiled to the gemm micro-kernel's shape evaluates equal to the TE (the intrinsic runs by its declaration)", async () => {
     const { gemmMicroKernel } = await import("../../src/ast/te/intrinsic.js")
     const { placeholder, compute, at, reduceAxis, sum } = await import("../../src/ast/te/tensor.js")
     const { mul } = await import("../../src/ast/te/expr.js")
@@ -271,6 +272,13 @@ describe("tensorize", () => {
         const f = lowerSync(s)
         expect(printPrimFunc(f)).toContain(`gemm_${mt}x${nt}x${kt}_float32`)
         check({ family: "matmul", outputs: [C], inputs }, s)
+        // lower tensor intrinsics: the call becomes its declared loop nest, before or after flattening
+        const want = evaluateTE([C], inputs)
+        for (const passes of [[lowerIntrinsics], [flattenStorage(), lowerIntrinsics], [...defaultTirPasses(), lowerIntrinsics]]) {
+          const g = runTirPasses(f, passes)
+          expect(printPrimFunc(g)).not.toContain("gemm_")
+          assertAllClose([evaluatePrimFunc(g, inputs).get("C")!], want, 1e-4, 1e-5)
+        }
       }),
       lawParams(30),
     )

@@ -344,6 +344,49 @@ export const rewriteStorage: TirPass = {
   },
 }
 
+/**
+ * Intrinsic calls become the loop nest their TE declaration describes (for targets without the
+ * instruction, and to check tensorized programs loop by loop).
+ */
+export const lowerIntrinsics: TirPass = {
+  name: "lowering.LowerIntrinsics",
+  run: (f) => ({
+    ...f,
+    body: mapStmt(f.body, (x) => {
+      if (x.kind !== "intrinsic") return undefined
+      const ic = x.intrin.compute
+      const body = ic.body
+      const vars = ic.axes.map((_, k) => v(`${x.output.buffer}.t${k}`))
+      const env = new Map<string, Expr>(ic.axes.map((a, k) => [a.var.name, vars[k]]))
+      const at = (r: (typeof x)["output"], idx: readonly Expr[]): Expr[] =>
+        r.strides ? [simplify(idx.reduce<Expr>((acc, e, k) => add(acc, mul(e, c(r.strides![k]))), r.base[0]))] : idx.map((e, k) => simplify(add(r.base[k], e)))
+      const mapReads = (e: Expr): Expr =>
+        mapExpr(e, (y) => {
+          if (y.kind !== "read") return undefined
+          const k = x.intrin.inputs.findIndex((p) => p.name === y.source)
+          return k < 0 ? undefined : { kind: "read", source: x.inputs[k].buffer, indices: at(x.inputs[k], y.indices.map(mapReads)), dtype: y.dtype }
+        })
+      const outIdx = at(x.output, vars)
+      const outRead: Expr = { kind: "read", source: x.output.buffer, indices: outIdx, dtype: ic.dtype }
+      let inner: Stmt
+      if (body.kind === "reduce") {
+        const rvars = body.axes.map((_, k) => v(`${x.output.buffer}.r${k}`))
+        const renv = new Map<string, Expr>([...env, ...body.axes.map((a, k) => [a.var.name, rvars[k]] as const)])
+        const src = mapReads(substitute(body.source, renv))
+        const value = substitute(body.combiner.result, new Map([[body.combiner.lhs.name, outRead], [body.combiner.rhs.name, src]]))
+        inner = body.axes.reduceRight<Stmt>((acc, a, k) => ({ kind: "for", var: rvars[k], min: c(a.dom.min), extent: c(a.dom.extent), forKind: "serial", body: acc }), {
+          kind: "store",
+          buffer: x.output.buffer,
+          indices: outIdx,
+          value,
+        })
+        if (x.intrin.mode === "store") throw new Error(`intrinsic ${x.intrin.name}: a reduction must be an update`)
+      } else inner = { kind: "store", buffer: x.output.buffer, indices: outIdx, value: mapReads(substitute(body, env)) }
+      return ic.axes.reduceRight<Stmt>((acc, a, k) => ({ kind: "for", var: vars[k], min: c(0), extent: c(a.dom.extent), forKind: "serial", body: acc }), inner)
+    }),
+  }),
+}
+
 /** The default TIR pipeline for CPU targets. */
 export const defaultTirPasses = (aligns?: ReadonlyMap<string, readonly (readonly [number, number, number])[]>): readonly TirPass[] => [
   simplifyPass,

@@ -1,7 +1,7 @@
 // Tensor expressions: placeholders and computes defined by index lambdas, reductions over
 // reduce axes with sum/max/min or a custom commutative combiner (with its identity).
 import type { DType } from "../graph/dtype.js"
-import { bin, c, collect, max as emax, min as emin, v, type Combiner, type Expr, type IterVar, type Read, type Var } from "./expr.js"
+import { bin, c, collect, max as emax, min as emin, showExpr, v, type Combiner, type Expr, type IterVar, type Read, type Var } from "./expr.js"
 
 export interface Placeholder {
   readonly kind: "placeholder"
@@ -84,4 +84,13 @@ export const postOrder = (roots: readonly TeTensor[]): TeTensor[] => {
   return out
 }
 
-export const zeroIndex = c(0)
+
+/** A readable listing of a TE program: placeholders, then each compute with its index lambda. */
+export const printTE = (outputs: readonly TeTensor[]): string =>
+  postOrder(outputs)
+    .map((t) =>
+      t.kind === "placeholder"
+        ? `placeholder ${t.name}: ${t.dtype}[${t.shape.join(", ")}]`
+        : `compute ${t.name}: ${t.dtype}[${t.shape.join(", ")}] = (${t.axes.map((a) => a.var.name).join(", ")}) => ${showExpr(t.body)}`,
+    )
+    .join("\n")
