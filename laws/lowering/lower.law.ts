@@ -123,6 +123,16 @@ describe("schedule primitives", () => {
     const inter = s.order.find((n) => !cc.outputs.some((o) => o.name === n) && s.stages.get(n)!.op.shape.length >= 2)
     return inter ? S.storageAlign(s, inter, 0, 4, 1) : s
   })
+  withSteps("doubleBuffer", (cc, _r, s) => {
+    for (const n of [...s.order].reverse()) {
+      if (cc.outputs.some((o) => o.name === n)) continue
+      const cons = S.consumersOf(s, n)
+      if (cons.length !== 1 || s.stages.get(cons[0])!.attach.kind !== "root") continue
+      const tgt = s.stages.get(cons[0])!
+      s = S.doubleBuffer(S.computeAt(s, n, cons[0], tgt.leaf[tgt.leaf.length - 1]), n)
+    }
+    return s
+  })
   withSteps("parallel", (cc, _r, s) => S.parallel(s, lastStage(cc), s.stages.get(lastStage(cc))!.leaf[0]))
   withSteps("vectorize", (cc, _r, s) => {
     const st = s.stages.get(lastStage(cc))!

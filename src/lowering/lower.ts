@@ -67,6 +67,8 @@ interface Region {
   /** Start of the region per producer dim, in terms of the consumer's outer loop vars. */
   readonly start: readonly Expr[]
   readonly extent: readonly number[]
+  /** Double buffering: which of the two copies this iteration of the attach loop uses. */
+  readonly parity?: Expr
 }
 
 /** Everything the lowering of one stage needs to know about where it writes. */
@@ -74,6 +76,8 @@ interface Target {
   readonly buffer: string
   /** Offsets subtracted from indices (computeAt regions). */
   readonly offset: readonly Expr[]
+  /** A leading index (double buffering's copy). */
+  readonly prefix?: Expr
 }
 
 export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
@@ -104,12 +108,17 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
       if (x.kind !== "read") return undefined
       const r = regions.get(x.source)
       if (!r) return undefined
-      return read(`${x.source}.local`, x.indices.map((i, k) => simplify(add(redirect(i), mul(r.start[k], c(-1))))), x.dtype)
+      const idx = x.indices.map((i, k) => simplify(add(redirect(i), mul(r.start[k], c(-1)))))
+      return read(`${x.source}.local`, r.parity ? [r.parity, ...idx] : idx, x.dtype)
     })
 
   const lowerStage = (st: Stage, target: Target, region?: Region): Stmt => {
     // regions of the stages attached inside this one, before any read is redirected to them
-    for (const p of attached.get(st.name) ?? []) if (p.attach.kind === "at") regions.set(p.name, regionFor(p, st, p.attach.axis))
+    for (const p of attached.get(st.name) ?? [])
+      if (p.attach.kind === "at") {
+        const r = regionFor(p, st, p.attach.axis)
+        regions.set(p.name, p.doubleBuffer ? { ...r, parity: floormod(v(p.attach.axis), c(2)) } : r)
+      }
     const op: ComputeTensor = st.op
     const body = bodies.get(st.name)!
     const { values, guards } = rootValues(st)
@@ -117,7 +126,8 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
     // a stage computed over a region: its data root vars are offset by the region start
     const absIdx = region ? dataIdx.map((e, k) => add(e, region.start[k])) : dataIdx
     const env = new Map<string, Expr>(op.axes.map((a, k) => [a.var.name, absIdx[k]]))
-    const storeIdx = absIdx.map((e, k) => simplify(add(e, mul(target.offset[k] ?? c(0), c(-1)))))
+    const withPrefix = (idx: Expr[]): Expr[] => (target.prefix ? [target.prefix, ...idx] : idx)
+    const storeIdx = withPrefix(absIdx.map((e, k) => simplify(add(e, mul(target.offset[k] ?? c(0), c(-1))))))
     const regionGuards = region ? absIdx.flatMap((e, k) => [lt(e, c(op.shape[k])), ge(e, c(0))]) : []
     const extentOf = (a: string) => st.axes.get(a)!.extent
     const bounds = new Map(st.leaf.map((a) => [a, { min: 0, max: extentOf(a) - 1 }]))
@@ -133,9 +143,10 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
       return {
         kind: "intrinsic",
         intrin: st.tensorize!.intrin,
-        output: { buffer: target.buffer, base: absOut.map((e, k) => shift(e, k, target.offset)) },
+        output: { buffer: target.buffer, base: withPrefix(absOut.map((e, k) => shift(e, k, target.offset))) },
         inputs: m.inputs.map((r) => {
           const reg = regions.get(r.tensor)
+          if (reg?.parity) throw new LowerError({ stage: st.name, reason: `tensorize reads the double-buffered '${r.tensor}', which is not supported` })
           return reg ? { buffer: `${r.tensor}.local`, base: r.base.map((e, k) => shift(e, k, reg.start)) } : { buffer: r.tensor, base: r.base }
         }),
       }
@@ -194,7 +205,7 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
     const initNest = op.axes.reduceRight<Stmt>(
       (accum, a, k) => ({ kind: "for", var: initVars[k], min: c(0), extent: c(region ? region.extent[k] : a.dom.extent), forKind: "serial", body: accum }),
       guard(
-        init(initVars.map((iv, k) => (region ? simplify(add(add(iv, region.start[k]), mul(target.offset[k] ?? c(0), c(-1)))) : iv))),
+        init(withPrefix(initVars.map((iv, k) => (region ? simplify(add(add(iv, region.start[k]), mul(target.offset[k] ?? c(0), c(-1)))) : iv)))),
         region ? initVars.flatMap((iv, k) => [lt(add(iv, region.start[k]), c(op.shape[k])), ge(add(iv, region.start[k]), c(0))]) : [],
       ),
     )
@@ -253,8 +264,12 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
   /** A producer attached in `consumer`'s loop: allocated there, computed over its region. */
   const lowerAttached = (p: Stage): { buffer: Buffer; stmt: Stmt } => {
     const region = regions.get(p.name)!
-    const local: Buffer = { name: `${p.name}.local`, dtype: p.op.dtype, shape: region.extent, scope: p.scope === "global" ? "local" : p.scope }
-    return { buffer: local, stmt: lowerStage(withExtents(p, region.extent), { buffer: local.name, offset: region.start }, region) }
+    // double buffering: two copies, alternating with the attach loop, so the fill of the next
+    // tile does not overwrite the one being read (the latency-hiding form of the TVM paper)
+    const shape = region.parity ? [2, ...region.extent] : region.extent
+    const local: Buffer = { name: `${p.name}.local`, dtype: p.op.dtype, shape, scope: p.scope === "global" ? "local" : p.scope }
+    const target = { buffer: local.name, offset: region.start, ...(region.parity ? { prefix: region.parity } : {}) }
+    return { buffer: local, stmt: lowerStage(withExtents(p, region.extent), target, region) }
   }
   /** Shared-memory buffers live for the whole kernel (one per block), not per thread. */
   const hoisted: Buffer[] = []
