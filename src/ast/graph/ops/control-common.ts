@@ -2,13 +2,29 @@
 // the types of values that may come from either of two places, and slicing / stacking tensors
 // along an axis (Loop and Scan outputs).
 import { allocate } from "../dtype.js"
-import type { ValueInfo } from "../graph.js"
+import type { Graph, ValueInfo } from "../graph.js"
 import { check, fail, unsupported, type Dim, type ValueType } from "../op.js"
 import { sizeOf, tensor, type Tensor } from "../tensor.js"
 
 /** A subgraph value's declared type, or undefined when its rank is unknown (the decoder marks that dim `?rank`). */
 export const declaredType = (v: ValueInfo): ValueType | undefined =>
   v.type.shape.length === 1 && typeof v.type.shape[0] === "string" && v.type.shape[0].endsWith("?rank") ? undefined : v.type
+
+/**
+ * A subgraph's output types from its input types, in the node's scope (outer values included).
+ * The binder may offer this as `inferSubgraph` on the type relation's context; where it does
+ * not, only the types the subgraph declares are known.
+ */
+export type SubgraphInfer = (graph: Graph, inputs: readonly ValueType[]) => readonly (ValueType | undefined)[]
+
+/** The output types of `g` given its input types: declared ones, the rest inferred when the context can. */
+export const subgraphOutputTypes = (ctx: object, g: Graph, inputs: readonly ValueType[]): (ValueType | undefined)[] => {
+  const declared = g.outputs.map(declaredType)
+  const hook = "inferSubgraph" in ctx ? (ctx as { inferSubgraph?: SubgraphInfer }).inferSubgraph : undefined
+  if (!hook || declared.every((t) => t !== undefined)) return declared
+  const inferred = hook(g, inputs)
+  return declared.map((t, k) => t ?? inferred[k])
+}
 
 /** Dims renamed to `${prefix}.d${i}` where symbolic (a subgraph's dim names mean nothing outside it). */
 export const ownDims = (shape: readonly Dim[], prefix: string): Dim[] => shape.map((d, i) => (typeof d === "number" ? d : `${prefix}.d${i}`))

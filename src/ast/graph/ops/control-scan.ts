@@ -6,7 +6,7 @@ import { A, attrs } from "../attrs.js"
 import type { Graph } from "../graph.js"
 import { check, defineOp, fail, unsupported, type Dim, type InferCtx, type KernelCtx, type ValueType } from "../op.js"
 import type { Tensor } from "../tensor.js"
-import { declaredType, feedsOf, mergeTypes, ownDims, sliceAxis, stackAxis } from "./control-common.js"
+import { declaredType, feedsOf, mergeTypes, ownDims, sliceAxis, stackAxis, subgraphOutputTypes } from "./control-common.js"
 
 const scanAttrs = attrs({
   body: A.graph(),
@@ -57,30 +57,29 @@ const inferScan = (ctx: InferCtx<ScanAttrs>): ValueType[] => {
   const a = ctx.attrs
   const { first, N, M, K } = scanArity(a, ctx.inputs.length, ctx.opset)
   const input = (k: number): ValueType => ctx.inputs[first + k] ?? fail(`input ${first + k} is required`)
-  const body = a.body
   const batched = ctx.opset < 9
-  const states = Array.from({ length: N }, (_, k): ValueType => {
-    const t = input(k)
-    const bodyOut = declaredType(body.outputs[k])
-    if (!batched) return mergeTypes(t, bodyOut, `${ctx.node}.out${k}`, `state ${k}`)
-    const perBatch = { dtype: t.dtype, shape: t.shape.slice(1) }
-    const merged = mergeTypes(perBatch, bodyOut, `${ctx.node}.out${k}`, `state ${k}`)
-    return { dtype: merged.dtype, shape: [t.shape[0], ...merged.shape] }
+  // what the body sees: states (per batch entry in opset 8) and one slice of each scan input
+  const drop = (t: ValueType, axis: number): ValueType => ({ dtype: t.dtype, shape: [...t.shape.slice(0, axis), ...t.shape.slice(axis + 1)] })
+  const stateIn = Array.from({ length: N }, (_, k) => (batched ? drop(input(k), 0) : input(k)))
+  const inAxes = batched ? Array.from({ length: M }, () => 1) : perInput(a.scan_input_axes, M, "scan_input_axes")
+  const scanIn = Array.from({ length: M }, (_, j) => {
+    const t = input(N + j)
+    return { t, axis: normAxis(inAxes[j], t.shape.length, "scan_input_axes entry") }
   })
-  const scan0 = input(N)
-  let length: Dim
-  if (batched) length = scan0.shape[1] ?? fail("scan inputs need a batch and a sequence axis")
-  else {
-    const axes = perInput(a.scan_input_axes, M, "scan_input_axes")
-    length = scan0.shape[normAxis(axes[0], scan0.shape.length, "scan_input_axes entry")]
-  }
-  const outAxes = perInput(a.scan_output_axes, K, "scan_output_axes")
+  const slices = scanIn.map(({ t, axis }) => (batched ? drop(drop(t, axis), 0) : drop(t, axis)))
+  const length: Dim = scanIn[0].t.shape[scanIn[0].axis]
+  const outs = subgraphOutputTypes(ctx, a.body, [...stateIn, ...slices])
+  const batch: Dim[] = batched ? [input(0).shape[0] ?? fail("opset-8 Scan inputs need a batch axis")] : []
+  const states = stateIn.map((t, k): ValueType => {
+    const merged = mergeTypes(t, outs[k], `${ctx.node}.out${k}`, `state ${k}`)
+    return { dtype: merged.dtype, shape: [...batch, ...merged.shape] }
+  })
+  const outAxes = batched ? Array.from({ length: K }, () => 0) : perInput(a.scan_output_axes, K, "scan_output_axes")
   const scans = Array.from({ length: K }, (_, k): ValueType => {
-    const t = declaredType(body.outputs[N + k]) ?? fail(`scan output ${k} of the body has no declared rank`)
+    const t = outs[N + k] ?? unsupported(`scan output ${k} of the body has no declared type, and its type cannot be inferred here`)
     const dims = ownDims(t.shape, `${ctx.node}.out${N + k}`)
-    if (batched) return { dtype: t.dtype, shape: [scan0.shape[0], length, ...dims] }
     const axis = normAxis(outAxes[k], dims.length + 1, "scan_output_axes entry")
-    return { dtype: t.dtype, shape: [...dims.slice(0, axis), length, ...dims.slice(axis)] }
+    return { dtype: t.dtype, shape: [...batch, ...dims.slice(0, axis), length, ...dims.slice(axis)] }
   })
   return [...states, ...scans]
 }

@@ -3,9 +3,10 @@
 // the subgraphs declare for their outputs (merged with the input types where a value may come
 // from either), so dims that can differ between paths or iterations are symbolic.
 import { A, attrs } from "../attrs.js"
-import { check, defineOp, fail, type AnyOpDef, type ValueType } from "../op.js"
+import { NodeError } from "../errors.js"
+import { check, defineOp, fail, OpError, unsupported, type AnyOpDef, type ValueType } from "../op.js"
 import { scalar, type Tensor } from "../tensor.js"
-import { declaredType, feedsOf, mergeTypes, ownDims, stackAxis } from "./control-common.js"
+import { declaredType, feedsOf, mergeTypes, ownDims, stackAxis, subgraphOutputTypes } from "./control-common.js"
 import { scanOps } from "./control-scan.js"
 
 /** A scalar (or one-element) condition or count input as a number. */
@@ -29,15 +30,26 @@ const If = defineOp({
     check(t.outputs.length === e.outputs.length, () => `then_branch gives ${t.outputs.length} outputs, else_branch ${e.outputs.length}`)
     check(ctx.outputs <= t.outputs.length, () => `the node declares ${ctx.outputs} outputs, the branches give ${t.outputs.length}`)
     const cond = ctx.values[0]
-    return t.outputs.map((o, k): ValueType => {
-      const prefix = `${ctx.node}.out${k}`
-      if (cond) {
-        const taken = scalarValue(cond, "cond") ? o : e.outputs[k]
-        return mergeTypes(declaredType(taken), declaredType(taken), prefix, `output ${k} of the taken branch`)
+    if (cond) {
+      const taken = subgraphOutputTypes(ctx, scalarValue(cond, "cond") ? t : e, [])
+      return taken.map((x, k) => mergeTypes(x, x, `${ctx.node}.out${k}`, `output ${k} of the taken branch`))
+    }
+    // A branch that is ill-typed on these inputs (e.g. the 3-D path of an op given 2-D data) cannot
+    // be the one that runs: the outputs are then the other branch's. A branch whose types are
+    // merely unknown (unsupported) still might, so that error stands.
+    const errors: unknown[] = []
+    const typed = [t, e].flatMap((g) => {
+      try {
+        return [subgraphOutputTypes(ctx, g, [])]
+      } catch (error) {
+        if (!(error instanceof OpError || error instanceof NodeError)) throw error
+        errors.push(error)
+        return []
       }
-      const [a, b] = [declaredType(o), declaredType(e.outputs[k])]
-      return mergeTypes(a, b, prefix, `output ${k} of If`)
     })
+    if (typed.length === 0) throw errors[0]
+    const [x, y = x] = typed
+    return t.outputs.map((_, k) => mergeTypes(x[k], y[k], `${ctx.node}.out${k}`, `output ${k} of If`))
   },
   kernel: (ctx) => {
     const cond = ctx.inputs[0] ?? fail("cond is required")
@@ -70,14 +82,26 @@ const Loop = defineOp({
   infer: (ctx) => {
     const body = ctx.attrs.body
     const { N, K } = loopArity(body, ctx.inputs.length)
-    const carried = Array.from({ length: N }, (_, k) =>
-      mergeTypes(ctx.inputs[2 + k] ?? fail(`loop-carried input ${k} is required`), declaredType(body.outputs[1 + k]), `${ctx.node}.out${k}`, `loop-carried value ${k}`),
-    )
+    const initial = Array.from({ length: N }, (_, k) => ctx.inputs[2 + k] ?? fail(`loop-carried input ${k} is required`))
+    const counters: ValueType[] = [
+      { dtype: "int64", shape: [] },
+      { dtype: "bool", shape: [] },
+    ]
+    // loop-carried types to a fixed point: a value is its initial one or any iteration's output
+    let carried = initial
+    let outs = subgraphOutputTypes(ctx, body, [...counters, ...carried])
+    for (let pass = 0; pass < 4; pass++) {
+      const next = initial.map((t, k) => mergeTypes(t, outs[1 + k], `${ctx.node}.out${k}`, `loop-carried value ${k}`))
+      const same = next.every((t, k) => t.shape.length === carried[k].shape.length && t.shape.every((d, i) => d === carried[k].shape[i]))
+      carried = next
+      if (same) break
+      outs = subgraphOutputTypes(ctx, body, [...counters, ...carried])
+    }
     // the trip count is M when it is a constant and no condition can stop the loop early
     const M = ctx.values[0]
     const trips = M && ctx.inputs[1] === undefined ? Math.max(0, scalarValue(M, "M")) : `${ctx.node}.trip_count`
     const scans = Array.from({ length: K }, (_, k): ValueType => {
-      const t = declaredType(body.outputs[1 + N + k]) ?? fail(`scan output ${k} of the body has no declared rank`)
+      const t = outs[1 + N + k] ?? unsupported(`scan output ${k} of the body has no declared type, and its type cannot be inferred here`)
       return { dtype: t.dtype, shape: [trips, ...ownDims(t.shape, `${ctx.node}.out${N + k}`)] }
     })
     return [...carried, ...scans]
