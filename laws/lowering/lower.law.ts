@@ -207,6 +207,12 @@ describe("schedule algebra", () => {
     expect(err(() => S.split(s, "C", "nope", { factor: 2 })).stage).toBe("C")
     expect(err(() => S.computeInline(s, "C")).reason).toMatch(/output/)
     expect(err(() => S.parallel(s, "C", "k")).reason).toMatch(/reduce/)
+    // computeAt into a stage that does not read it
+    const sm = buildCompute("softmax", 2)
+    const ss = S.createSchedule(sm.outputs)
+    expect(err(() => S.computeAt(ss, "rowmax", "rowsum", "rowsum.i")).reason).toMatch(/does not read/)
+    // reordering an axis of another stage
+    expect(err(() => S.reorder(ss, "exp", ["rowmax.i"])).axis).toBe("rowmax.i")
   })
 })
 
@@ -291,6 +297,34 @@ describe("tensorize", () => {
         }
       }),
       lawParams(30),
+    )
+  })
+
+  it("tensorize with the VNNI int8 dot product (u8 × s8 → s32) evaluates equal to the TE", async () => {
+    const { vnniDot16x4 } = await import("../../src/ast/te/intrinsic.js")
+    const { placeholder, compute, at, reduceAxis, sum } = await import("../../src/ast/te/tensor.js")
+    const { mul, cast } = await import("../../src/ast/te/expr.js")
+    const { fromArray } = await import("../../src/ast/graph/tensor.js")
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 3 }), fc.integer({ min: 1, max: 2 }), fc.integer({ min: 1, max: 3 }), fc.integer(), (M, NB, KB, seed) => {
+        const [N, K] = [16 * NB, 4 * KB]
+        const A = placeholder("A", [M, K], "uint8")
+        const B = placeholder("B", [N, K], "int8")
+        const k = reduceAxis(K, "k")
+        const C = compute("C", [M, N], (i, j) => sum(mul(cast("int32", at(A, i, k.var)), cast("int32", at(B, j, k.var))), [k]), "int32")
+        const inputs = new Map([
+          ["A", fromArray("uint8", [M, K], Array.from({ length: M * K }, (_, q) => (q * 37 + seed) & 255))],
+          ["B", fromArray("int8", [N, K], Array.from({ length: N * K }, (_, q) => ((q * 11 + seed) % 256) - 128))],
+        ])
+        let s = S.createSchedule([C])
+        const j = S.split(s, "C", "C.j", { factor: 16 })
+        const ks = S.split(j.schedule, "C", "k", { factor: 4 })
+        s = S.reorder(ks.schedule, "C", ["C.i", j.outer, ks.outer, j.inner, ks.inner])
+        s = S.tensorize(s, "C", j.inner, vnniDot16x4)
+        expect(printPrimFunc(lowerSync(s))).toContain("vnni_dot_16x4")
+        check({ family: "vnni", outputs: [C], inputs }, s)
+      }),
+      lawParams(20),
     )
   })
 

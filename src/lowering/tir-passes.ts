@@ -358,8 +358,15 @@ export const lowerIntrinsics: TirPass = {
       const body = ic.body
       const vars = ic.axes.map((_, k) => v(`${x.output.buffer}.t${k}`))
       const env = new Map<string, Expr>(ic.axes.map((a, k) => [a.var.name, vars[k]]))
-      const at = (r: (typeof x)["output"], idx: readonly Expr[]): Expr[] =>
-        r.strides ? [simplify(idx.reduce<Expr>((acc, e, k) => add(acc, mul(e, c(r.strides![k]))), r.base[0]))] : idx.map((e, k) => simplify(add(r.base[k], e)))
+      // an operand of lower rank than its buffer covers the buffer's trailing dims
+      const at = (r: (typeof x)["output"], idx: readonly Expr[]): Expr[] => {
+        if (r.strides) {
+          const st = r.strides.slice(r.strides.length - idx.length)
+          return [simplify(idx.reduce<Expr>((acc, e, k) => add(acc, mul(e, c(st[k]))), r.base[0]))]
+        }
+        const extra = r.base.length - idx.length
+        return r.base.map((b, k) => (k < extra ? b : simplify(add(b, idx[k - extra]))))
+      }
       const mapReads = (e: Expr): Expr =>
         mapExpr(e, (y) => {
           if (y.kind !== "read") return undefined

@@ -63,12 +63,15 @@ export const matchIntrinsicRegions = (st: Stage, axis: string, intrin: TensorInt
       const prev = bind.get(b.source)
       if (prev && prev !== a.source) return `${b.source} would be both ${prev} and ${a.source}`
       bind.set(b.source, a.source)
-      if (a.indices.length !== b.indices.length) return `${a.source} has rank ${a.indices.length}, ${b.source} rank ${b.indices.length}`
+      // the tensor may have more (leading) dims than the intrinsic's operand: those stay fixed
+      const extra = a.indices.length - b.indices.length
+      if (extra < 0) return `${a.source} has rank ${a.indices.length}, lower than ${b.source}'s ${b.indices.length}`
       const base: Expr[] = []
       for (let k = 0; k < a.indices.length; k++) {
         const baseK = simplify(substitute(a.indices[k], zero))
         const rel = simplify({ kind: "bin", op: "sub", a: a.indices[k], b: baseK, dtype: "int32" })
-        if (showExpr(rel) !== showExpr(simplify(b.indices[k]))) return `${a.source} index ${k} is ${showExpr(a.indices[k])}, the intrinsic reads ${b.source} at ${showExpr(b.indices[k])}`
+        const want = k < extra ? c(0) : simplify(b.indices[k - extra])
+        if (showExpr(rel) !== showExpr(want)) return `${a.source} index ${k} is ${showExpr(a.indices[k])}, the intrinsic reads ${b.source} at ${showExpr(want)}`
         base.push(baseK)
       }
       inputs.push({ tensor: a.source, base })
@@ -103,9 +106,12 @@ export const matchIntrinsicRegions = (st: Stage, axis: string, intrin: TensorInt
   })
   if (ordered.some((x) => !x)) return "some intrinsic input is not read"
   const output = st.op.axes.map((a) => simplify(substitute(values.get(a.var.name)!, zero)))
+  const extraOut = st.op.axes.length - ic.axes.length
+  if (extraOut < 0) return `the stage has rank ${st.op.axes.length}, lower than the intrinsic's ${ic.axes.length}`
   for (let d = 0; d < st.op.axes.length; d++) {
     const rel = simplify({ kind: "bin", op: "sub", a: values.get(st.op.axes[d].var.name)!, b: output[d], dtype: "int32" })
-    if (showExpr(rel) !== showExpr(v(inner[d]))) return `output dim ${d} moves with ${showExpr(rel)}, the intrinsic's with ${inner[d]}`
+    const want = d < extraOut ? c(0) : v(inner[d - extraOut])
+    if (showExpr(rel) !== showExpr(want)) return `output dim ${d} moves with ${showExpr(rel)}, the intrinsic's with ${showExpr(want)}`
   }
 
   return { output, inputs: ordered as { tensor: string; base: Expr[] }[] }

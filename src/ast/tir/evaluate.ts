@@ -173,10 +173,15 @@ export const evaluatePrimFunc = (f: PrimFunc, args: ReadonlyMap<string, Tensor>)
           const n = sizeOf(shape)
           const idx = new Array<number>(shape.length).fill(0)
           for (let i = 0; i < n; i++) {
+            // an operand of lower rank than its buffer covers the buffer's trailing dims
             if (strides) {
-              const off = base[0] + idx.reduce((acc, x, k) => acc + x * strides[k], 0)
+              const st = strides.slice(strides.length - shape.length)
+              const off = base[0] + idx.reduce((acc, x, k) => acc + x * st[k], 0)
               offs.push(offsetOf(b, [off]))
-            } else offs.push(offsetOf(b, idx.map((x, k) => x + base[k])))
+            } else {
+              const extra = base.length - shape.length
+              offs.push(offsetOf(b, base.map((x, k) => (k < extra ? x : x + idx[k - extra]))))
+            }
             for (let k = idx.length - 1; k >= 0; k--) {
               if (++idx[k] < shape[k]) break
               idx[k] = 0
