@@ -58,6 +58,27 @@ describe("LSTM", () => {
   })
 })
 
+describe("GRU", () => {
+  it.each([0, 1])("one step with linear_before_reset = %i equals the gate equations (zrh order)", (lbr) => {
+    const W = [0.5, -0.3, 0.8] // z r h
+    const R = [0.1, 0.4, -0.6]
+    const B = [0.05, 0.1, -0.1, 0.2, 0.01, 0.02] // Wb z r h, Rb z r h
+    const x = 0.7
+    const h0 = -0.4
+    const z = sigmoid(W[0] * x + R[0] * h0 + B[0] + B[3])
+    const r = sigmoid(W[1] * x + R[1] * h0 + B[1] + B[4])
+    const cand = lbr ? Math.tanh(W[2] * x + r * (R[2] * h0 + B[5]) + B[2]) : Math.tanh(W[2] * x + R[2] * (r * h0) + B[2] + B[5])
+    const h = (1 - z) * cand + z * h0
+    const g = single(
+      node("GRU", ["X", "W", "R", "B", "", "h0"], ["Y", "Y_h"], { hidden_size: attr.int(1), linear_before_reset: attr.int(lbr) }),
+      [vi("X", "float32", [1, 1, 1]), vi("W", "float32", [1, 3, 1]), vi("R", "float32", [1, 3, 1]), vi("B", "float32", [1, 6]), vi("h0", "float32", [1, 1, 1])],
+      [vi("Y", "float32", [1, 1, 1, 1]), vi("Y_h", "float32", [1, 1, 1])],
+    )
+    const [, Yh] = run(g, { X: f32([1, 1, 1], [x]), W: f32([1, 3, 1], W), R: f32([1, 3, 1], R), B: f32([1, 6], B), h0: f32([1, 1, 1], [h0]) })
+    expectClose(Yh, [h])
+  })
+})
+
 describe("RNN", () => {
   it("bidirectional with sequence_lens: padded steps give zeros, the reverse pass starts at the last valid step", () => {
     // hidden 1, input 1, Relu, W = 1, R = 1: h_t = relu(x_t + h_{t-1})
