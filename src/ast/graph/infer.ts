@@ -73,6 +73,18 @@ export const bindSync = (
     types.set(k, typeOf(t))
     values.set(k, t)
   }
+  inferNodes(graph, types, values)
+  const outputs = graph.outputs.map((o) => ({ name: o.name, type: types.get(o.name) ?? o.type }))
+  const valueTypes = new Map(graph.valueTypes)
+  for (const [k, t] of types) valueTypes.set(k, t)
+  return { ...graph, inputs: bound, outputs, valueTypes }
+}
+
+/**
+ * Infers the types of a graph's nodes in order, into `types` (which holds the inputs',
+ * initializers' and enclosing scopes' types) and propagates small constants into `values`.
+ */
+export const inferNodes = (graph: Graph, types: Map<string, ValueType>, values: Map<string, Tensor>): void => {
   for (const n of graph.nodes) {
     try {
       const { def, attrs } = resolveNode(n)
@@ -83,7 +95,15 @@ export const bindSync = (
         return t
       })
       const inValues = n.inputs.map((name) => (name === "" ? undefined : values.get(name)))
-      const outTypes = def.infer({ node: n.name, attrs, opset: graph.opset, inputs: inTypes, values: inValues, outputs: n.outputs.length })
+      const outTypes = def.infer({
+        node: n.name,
+        attrs,
+        opset: graph.opset,
+        inputs: inTypes,
+        values: inValues,
+        outputs: n.outputs.length,
+        inferSubgraph: (sub, subInputs) => inferSubgraphTypes(sub, subInputs, types, values),
+      })
       n.outputs.forEach((o, j) => {
         if (o === "") return
         const t = outTypes[j]
@@ -115,10 +135,28 @@ export const bindSync = (
       throw toTyped(n, e)
     }
   }
-  const outputs = graph.outputs.map((o) => ({ name: o.name, type: types.get(o.name) ?? o.type }))
-  const valueTypes = new Map(graph.valueTypes)
-  for (const [k, t] of types) valueTypes.set(k, t)
-  return { ...graph, inputs: bound, outputs, valueTypes }
+}
+
+/** Output types of a subgraph given its input types, seeing the enclosing scope's types and constants. */
+export const inferSubgraphTypes = (
+  sub: Graph,
+  inputs: readonly (ValueType | undefined)[],
+  outerTypes: ReadonlyMap<string, ValueType>,
+  outerValues: ReadonlyMap<string, Tensor>,
+): (ValueType | undefined)[] => {
+  const types = new Map(outerTypes)
+  const values = new Map(outerValues)
+  sub.inputs.forEach((i, k) => {
+    const t = inputs[k] ?? i.type
+    types.set(i.name, t)
+    values.delete(i.name)
+  })
+  for (const [k, t] of sub.initializers) {
+    types.set(k, typeOf(t))
+    values.set(k, t)
+  }
+  inferNodes(sub, types, values)
+  return sub.outputs.map((o) => types.get(o.name))
 }
 
 /** Effect form of `bindSync`. */

@@ -33,6 +33,8 @@ export interface InferCtx<A> {
   readonly values: readonly (Tensor | undefined)[]
   /** How many outputs the node declares. */
   readonly outputs: number
+  /** Output types of a subgraph attribute given its input types, in this node's scope (If/Loop/Scan). */
+  readonly inferSubgraph?: (graph: Graph, inputs: readonly (ValueType | undefined)[]) => readonly (ValueType | undefined)[]
 }
 
 export interface KernelCtx<A> {

@@ -38,7 +38,9 @@ interface Ctx {
   readonly readExternal?: ExternalReader
 }
 
-const decodeType = (tp: TypeProto | undefined, where: string, nameForUnknown: string): ValueType => {
+const decodeType = (tp: TypeProto | undefined, where: string, nameForUnknown: string, untypedOk = false): ValueType => {
+  // subgraph values may be untyped (bodies expanded from function ops): unknown rank, marked
+  if ((!tp || tp.value.case === undefined) && untypedOk) return { dtype: "float32", shape: [`${nameForUnknown}?rank`] }
   if (!tp || tp.value.case === undefined) throw new DecodeError({ where, reason: "has no type" })
   if (tp.value.case !== "tensorType")
     throw new UnsupportedModelError({ where, feature: `${tp.value.case.replace("Type", "")} values (only tensors are supported)` })
@@ -62,9 +64,9 @@ const decodeType = (tp: TypeProto | undefined, where: string, nameForUnknown: st
   return { dtype, shape }
 }
 
-const decodeValueInfo = (v: ValueInfoProto, where: string): ValueInfo => ({
+const decodeValueInfo = (v: ValueInfoProto, where: string, untypedOk = false): ValueInfo => ({
   name: v.name,
-  type: decodeType(v.type, `${where} '${v.name}'`, v.name),
+  type: decodeType(v.type, `${where} '${v.name}'`, v.name, untypedOk),
 })
 
 const decodeAttr = (a: AttributeProto, where: string, ctx: Ctx): AttrValue => {
@@ -138,8 +140,9 @@ const decodeGraph = (g: GraphProto, ctx: Ctx, where: string): Graph => {
     if (t.name === "") throw new DecodeError({ where, reason: "an initializer has no name" })
     initializers.set(t.name, decodeTensor(t, `${where} initializer '${t.name}'`, ctx.readExternal))
   }
-  const inputs = g.input.filter((i) => !initializers.has(i.name)).map((i) => decodeValueInfo(i, `${where} input`))
-  const outputs = g.output.map((o) => decodeValueInfo(o, `${where} output`))
+  const sub = where !== "graph"
+  const inputs = g.input.filter((i) => !initializers.has(i.name)).map((i) => decodeValueInfo(i, `${where} input`, sub))
+  const outputs = g.output.map((o) => decodeValueInfo(o, `${where} output`, sub))
   const used = new Set<string>()
   const nodes = g.node.map((n, k) => {
     const d = decodeNode(n, k, ctx, where)
