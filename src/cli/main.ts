@@ -1,7 +1,8 @@
 // The `tessera` command line (effect/cli on the Node runtime). Each subcommand is an Effect whose
 // failures are the stages' typed errors; here they become one line on stderr and a non-zero exit:
 // 1 for a failure of the work, 2 for a command line that does not parse.
-import { NodeRuntime, NodeServices } from "@effect/platform-node"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import * as NodeServices from "@effect/platform-node/NodeServices"
 import { Cause, Console, Effect, Exit, Layer, Option } from "effect"
 import { Argument, CliOutput, Command, Flag } from "effect/cli"
 import { errorLine, tagOf } from "./errors.js"

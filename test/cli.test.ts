@@ -1,0 +1,196 @@
+// The `tessera` command line, run as users run it: `node bin/tessera.js ...` after `npm run build`
+// (built once into dist/ here), on small models written to a temporary folder.
+import { spawnSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { runGraph } from "../src/ast/graph/evaluate.js"
+import { fromArray } from "../src/ast/graph/tensor.js"
+import { decodeModelSync } from "../src/ast/onnx/decode.js"
+import { randomTensor } from "../src/cli/inputs.js"
+import { parseNpy, serializeNpy } from "../src/device/npy.js"
+import { initializer, modelBytes, transposeModel, twoOutputModel, valueInfo } from "./cli-models.js"
+
+const ROOT = path.resolve(import.meta.dirname, "..")
+const BIN = path.join(ROOT, "bin", "tessera.js")
+let tmp = ""
+
+beforeAll(() => {
+  const b = spawnSync(process.execPath, ["scripts/build.mjs"], { cwd: ROOT, encoding: "utf8" })
+  if (b.status !== 0) throw new Error(`build failed: ${b.stderr}`)
+  tmp = fs.mkdtempSync(path.join(os.tmpdir(), "tessera-cli-"))
+})
+afterAll(() => {
+  if (tmp) fs.rmSync(tmp, { recursive: true, force: true })
+})
+
+const tessera = (...args: string[]) => spawnSync(process.execPath, [BIN, ...args], { cwd: tmp, encoding: "utf8", timeout: 120_000 })
+
+/** Runs a command expected to succeed; its stdout. */
+const ok = (...args: string[]): string => {
+  const r = tessera(...args)
+  expect(r.stderr).toBe("")
+  expect(r.status).toBe(0)
+  return r.stdout
+}
+/** The JSON object on the last line of stdout. */
+const lastJson = (stdout: string) => JSON.parse(stdout.trim().split("\n").at(-1)!)
+
+const write = (name: string, bytes: Uint8Array): string => {
+  const f = path.join(tmp, name)
+  fs.writeFileSync(f, bytes)
+  return f
+}
+
+describe("tessera", () => {
+  it("--help lists the commands", () => {
+    const out = ok("--help")
+    for (const c of ["run", "inspect"]) expect(out).toMatch(new RegExp(`^\\s+${c}\\s`, "m"))
+  })
+  it("run --help documents the flags", () => {
+    const out = ok("run", "--help")
+    for (const f of ["--target", "--input", "--shape", "--out", "--seed"]) expect(out).toContain(f)
+  })
+})
+
+describe("tessera run", () => {
+  it("runs with seeded random inputs, prints one JSON line and writes DIR/NAME.npy", () => {
+    const model = write("t.onnx", transposeModel())
+    const out = path.join(tmp, "run1")
+    const stdout = ok("run", model, "--shape", "x=4x3", "--seed", "7", "--out", out)
+    expect(stdout.trim().split("\n")).toHaveLength(1)
+    const summary = JSON.parse(stdout)
+    expect(summary).toMatchObject({
+      model,
+      target: "interp",
+      inputs: [{ name: "x", dtype: "float32", shape: [4, 3], source: "random(seed 7)" }],
+      outputs: [{ name: "y", dtype: "float32", shape: [3, 4], file: path.join(out, "y.npy") }],
+    })
+    expect(typeof summary.ms).toBe("number")
+    // the output is the model's meaning on the seeded input
+    const x = randomTensor("float32", [4, 3], 7, 0)
+    const [want] = runGraph(decodeModelSync(transposeModel()), new Map([["x", x]]))
+    const got = parseNpy(fs.readFileSync(path.join(out, "y.npy")))
+    expect(got.shape).toEqual([3, 4])
+    expect(Array.from(got.data)).toEqual(Array.from(want.data))
+    expect(fs.readdirSync(out)).toEqual(["y.npy"]) // no temporary files left
+  })
+
+  it("is deterministic for a seed, and the seed matters", () => {
+    const model = write("t.onnx", transposeModel())
+    const a = path.join(tmp, "seedA")
+    const b = path.join(tmp, "seedB")
+    const c = path.join(tmp, "seedC")
+    ok("run", model, "--shape", "x=2x3", "--seed", "1", "--out", a)
+    ok("run", model, "--shape", "x=2x3", "--seed", "1", "--out", b)
+    ok("run", model, "--shape", "x=2x3", "--seed", "2", "--out", c)
+    expect(fs.readFileSync(path.join(a, "y.npy"))).toEqual(fs.readFileSync(path.join(b, "y.npy")))
+    expect(fs.readFileSync(path.join(a, "y.npy"))).not.toEqual(fs.readFileSync(path.join(c, "y.npy")))
+  })
+
+  it("an --input file binds the symbolic dims", () => {
+    const model = write("t.onnx", transposeModel())
+    const x = write("x.npy", serializeNpy(fromArray("float32", [5, 3], Array.from({ length: 15 }, (_, i) => i))))
+    const out = path.join(tmp, "bound")
+    const summary = JSON.parse(ok("run", model, "--input", `x=${x}`, "--out", out))
+    expect(summary.inputs).toEqual([{ name: "x", dtype: "float32", shape: [5, 3], source: x }])
+    expect(summary.outputs[0].shape).toEqual([3, 5])
+    const y = parseNpy(fs.readFileSync(path.join(out, "y.npy")))
+    expect(Array.from(y.data)).toEqual([0, 3, 6, 9, 12, 1, 4, 7, 10, 13, 2, 5, 8, 11, 14])
+  })
+
+  it("writes nothing without --out", () => {
+    const model = write("t.onnx", transposeModel())
+    const before = fs.readdirSync(tmp).sort()
+    const summary = JSON.parse(ok("run", model, "--shape", "x=1x3"))
+    expect(summary.outputs).toEqual([{ name: "y", dtype: "float32", shape: [3, 1] }])
+    expect(fs.readdirSync(tmp).sort()).toEqual(before)
+  })
+
+  it("names output files after the outputs, with unsafe characters replaced by '_'", () => {
+    const model = write("two.onnx", twoOutputModel())
+    const b = write("b.npy", serializeNpy(fromArray("int64", [4], [1, -2, 3, 2 ** 40])))
+    const out = path.join(tmp, "two")
+    const summary = JSON.parse(ok("run", model, "--input", `b/in=${b}`, "--out", out))
+    expect(summary.outputs.map((o: { name: string; file: string }) => [o.name, path.basename(o.file)])).toEqual([
+      ["out:a", "out_a.npy"],
+      ["out/b", "out_b.npy"],
+    ])
+    expect(fs.readdirSync(out).sort()).toEqual(["out_a.npy", "out_b.npy"])
+    const ob = parseNpy(fs.readFileSync(path.join(out, "out_b.npy")))
+    expect(ob.dtype).toBe("int64")
+    expect(Array.from(ob.data)).toEqual([1, -2, 3, 2 ** 40, 1, -2, 3, 2 ** 40])
+  })
+
+  it("--input splits at the last '=' (input names may contain '=')", () => {
+    const model = write(
+      "eq.onnx",
+      modelBytes({
+        inputs: [valueInfo("k=v", "float32", [2])],
+        outputs: [valueInfo("y", "float32", [2])],
+        nodes: [{ op: "Transpose", inputs: ["k=v"], outputs: ["y"] }],
+      }),
+    )
+    const x = write("kv.npy", serializeNpy(fromArray("float32", [2], [1.5, -1])))
+    const summary = JSON.parse(ok("run", model, "--input", `k=v=${x}`))
+    expect(summary.inputs[0]).toMatchObject({ name: "k=v", source: x })
+  })
+
+  it("overwrites earlier outputs atomically", () => {
+    const model = write("t.onnx", transposeModel())
+    const out = path.join(tmp, "again")
+    ok("run", model, "--shape", "x=2x3", "--out", out)
+    ok("run", model, "--shape", "x=3x3", "--out", out)
+    expect(parseNpy(fs.readFileSync(path.join(out, "y.npy"))).shape).toEqual([3, 3])
+    expect(fs.readdirSync(out)).toEqual(["y.npy"])
+  })
+})
+
+describe("tessera inspect", () => {
+  const reshape = () =>
+    write(
+      "reshape.onnx",
+      modelBytes({
+        inputs: [valueInfo("x", "float32", ["N", 4])],
+        outputs: [valueInfo("y", "float32", [2, "M"])],
+        initializers: [initializer(fromArray("int64", [2], [2, -1]), "shape")],
+        nodes: [{ op: "Reshape", inputs: ["x", "shape"], outputs: ["y"], name: "flatten_it" }],
+      }),
+    )
+
+  it("text: a summary, then the graph as printGraph shows it", () => {
+    const out = ok("inspect", reshape(), "--shape", "x=3x4")
+    expect(out).toContain("inputs:  x: float32[3,4]")
+    expect(out).toContain("outputs: y: float32[2,6]")
+    expect(out).toMatch(/nodes: 1, parameters: 2 \(16 B\)/)
+    expect(out).toContain("ops: Reshape×1")
+    expect(out).toContain("graph test (opset 17) {")
+    expect(out).toContain("%y: float32[2,6] = Reshape(%x, %shape)  # flatten_it")
+  })
+
+  it("json: one object on the last line", () => {
+    const j = lastJson(ok("inspect", reshape(), "--format", "json"))
+    expect(j).toMatchObject({
+      graph: "test",
+      opset: 17,
+      inputs: [{ name: "x", type: "float32[N,4]" }],
+      ops: { Reshape: 1 },
+      nodes: 1,
+      parameters: 2,
+      parameterBytes: 16,
+      flops: null, // N unbound
+      nodeList: [{ name: "flatten_it", op: "Reshape", inputs: ["x", "shape"], outputs: ["y"] }],
+    })
+    expect(lastJson(ok("inspect", reshape(), "--format", "json", "--shape", "x=3x4")).flops).toBe(12)
+  })
+
+  it("--fused adds the groups and the memory plan", () => {
+    const j = lastJson(ok("inspect", reshape(), "--format", "json", "--fused", "--shape", "x=3x4"))
+    expect(j.groups.map((g: { ops: string[] }) => g.ops)).toEqual([["Reshape"]])
+    expect(j.memory).toHaveProperty("plannedBytes")
+    expect(j.memory).toHaveProperty("naiveBytes")
+  })
+
+  it("dot: a Graphviz graph", () => expect(ok("inspect", reshape(), "--format", "dot")).toMatch(/^digraph tessera \{/))
+})
