@@ -1,0 +1,126 @@
+// A fused group → one PrimFunc: each node's TE compute chained, the elementwise/injective stages
+// inlined into their consumers, reductions (the anchor: conv, matmul, pooling) computed at root,
+// the target's default schedule applied, then the TIR passes. Groups with an op that has no
+// compute run through the named fallback: their nodes' reference kernels.
+import type { Graph, Node } from "../ast/graph/graph.js"
+import type { ValueType } from "../ast/graph/op.js"
+import type { FusedGraph, FusedGroup } from "../rewrite/fuse-ops.js"
+import * as S from "../ast/schedule/schedule.js"
+import type { ComputeTensor, TeTensor } from "../ast/te/tensor.js"
+import { placeholder } from "../ast/te/tensor.js"
+import type { PrimFunc } from "../ast/tir/tir.js"
+import { lowerSync } from "./lower.js"
+import { attrsOf, computeFor, NoCompute } from "./op-library.js"
+import { defaultTirPasses, lowerIntrinsics, runTirPasses } from "./tir-passes.js"
+
+export interface CompiledKernel {
+  readonly kind: "compiled"
+  readonly group: number
+  /** `k{group}`: a name safe in every target language. */
+  readonly name: string
+  readonly func: PrimFunc
+  /** Graph values bound to the function's params, in param order (inputs, then outputs). */
+  readonly args: readonly string[]
+  readonly outputs: readonly string[]
+  readonly schedule: S.Schedule
+}
+
+export interface FallbackKernel {
+  readonly kind: "fallback"
+  readonly group: number
+  readonly name: string
+  readonly nodes: readonly Node[]
+  /** Why the group has no compiled kernel (op and what is missing). */
+  readonly reason: string
+}
+
+export type GroupKernel = CompiledKernel | FallbackKernel
+
+/** A schedule for a group's TE program (the default one, or a tuned one). */
+export type ScheduleFn = (outputs: readonly ComputeTensor[], base: S.Schedule, group: FusedGroup) => S.Schedule
+
+const staticShape = (t: ValueType, what: string): number[] =>
+  t.shape.map((d) => {
+    if (typeof d !== "number") throw new NoCompute(`${what} has the symbolic dim '${d}'`)
+    return d
+  })
+
+/** The base schedule: non-reduction intermediates inlined, reductions and outputs at root. */
+export const baseSchedule = (outputs: readonly ComputeTensor[]): S.Schedule => {
+  let s = S.createSchedule(outputs)
+  const outNames = new Set(outputs.map((o) => o.name))
+  for (const name of s.order) {
+    const st = s.stages.get(name)!
+    if (!outNames.has(name) && st.op.body.kind !== "reduce") s = S.computeInline(s, name)
+  }
+  return s
+}
+
+/** A plain default: parallel over the outermost data loop of every root stage. */
+export const defaultCpuSchedule: ScheduleFn = (_outputs, base) => {
+  let s = base
+  for (const name of s.order) {
+    const st = s.stages.get(name)!
+    if (st.attach.kind !== "root") continue
+    const first = st.leaf.find((a) => st.axes.get(a)!.type === "data")
+    if (first && st.axes.get(first)!.extent > 1) s = S.parallel(s, name, first)
+  }
+  return s
+}
+
+export const lowerGroup = (fused: FusedGraph, group: FusedGroup, schedule: ScheduleFn = defaultCpuSchedule): GroupKernel => {
+  const { graph } = fused
+  const name = `k${group.id}`
+  const nodes = group.nodes.map((n) => graph.nodes.find((m) => m.name === n)!)
+  try {
+    const typeOf = (v: string): ValueType => {
+      const t = graph.valueTypes.get(v) ?? graph.initializers.get(v)
+      if (!t) throw new NoCompute(`value '${v}' has no known type`)
+      return t
+    }
+    const tensors = new Map<string, TeTensor>()
+    group.inputs.forEach((v, k) => {
+      const t = typeOf(v)
+      tensors.set(v, placeholder(`p${k}`, staticShape(t, `input ${k}`), t.dtype))
+    })
+    let counter = 0
+    for (const n of nodes) {
+      const compute = computeFor(n)
+      if (!compute) throw new NoCompute(`no compute for ${n.op}`)
+      if (n.outputs.filter((o) => o !== "").length !== 1 && n.op !== "Dropout" && n.op !== "MaxPool" && n.op !== "BatchNormalization")
+        throw new NoCompute(`${n.op} with ${n.outputs.length} outputs`)
+      const outs = n.outputs.map((o) => typeOf(o))
+      const base = `t${counter++}`
+      let sub = 0
+      const made = compute({
+        node: n,
+        attrs: attrsOf(n),
+        inputs: n.inputs.map((i) => (i === "" ? undefined : tensors.get(i))),
+        outputs: outs.map((t) => ({ dtype: t.dtype, shape: staticShape(t, `output of ${n.op}`) })),
+        name: (suffix) => (suffix ? `${base}_${suffix}${sub++}` : base),
+        constants: n.inputs.map((i) => graph.initializers.get(i)?.data),
+      })
+      tensors.set(n.outputs[0], made[made.length - 1])
+    }
+    const outputs = group.outputs.map((v) => {
+      const t = tensors.get(v)
+      if (!t || t.kind !== "compute") throw new NoCompute(`output '${v}' is not computed in the group`)
+      return t
+    })
+    const s = schedule(outputs, baseSchedule(outputs), group)
+    const func0 = lowerSync(s, name)
+    const func = runTirPasses(func0, [...defaultTirPasses(), lowerIntrinsics])
+    // params: placeholders in the order lowering lists them, then outputs
+    const byPlaceholder = new Map<string, string>(group.inputs.map((v, k) => [`p${k}`, v] as const))
+    const args = func.params.map((p) => byPlaceholder.get(p.name) ?? group.outputs[outputs.findIndex((o) => o.name === p.name)])
+    return { kind: "compiled", group: group.id, name, func, args, outputs: group.outputs, schedule: s }
+  } catch (e) {
+    if (e instanceof NoCompute || e instanceof S.ScheduleError) return { kind: "fallback", group: group.id, name, nodes, reason: `${nodes.map((n) => n.op).join("+")}: ${e.message}` }
+    throw e
+  }
+}
+
+/** Every group lowered; `fallbacks` names the groups that run through reference kernels. */
+export const lowerGroups = (fused: FusedGraph, schedule?: ScheduleFn): GroupKernel[] => fused.groups.map((g) => lowerGroup(fused, g, schedule))
+
+export type { Graph }

@@ -1,0 +1,491 @@
+// The operator library: a TE compute per graph op, from the op's decoded attributes and its input
+// tensors. A fused group becomes one TE program (its nodes' computes chained); ops without a
+// compute here run through the named fallback (their reference kernel) — see `hasCompute`.
+import type { DType } from "../ast/graph/dtype.js"
+import { resolveNode } from "../ast/graph/evaluate.js"
+import type { Node } from "../ast/graph/graph.js"
+import type { ValueType } from "../ast/graph/op.js"
+import {
+  add,
+  and,
+  c,
+  call,
+  cast,
+  div,
+  f32,
+  floordiv,
+  floormod,
+  ge,
+  gt,
+  lt,
+  max,
+  min,
+  mul,
+  select,
+  sub,
+  type Expr,
+  type Var,
+} from "../ast/te/expr.js"
+import { at, compute, maxReduce, reduceAxis, sum, type ComputeTensor, type TeTensor } from "../ast/te/tensor.js"
+
+export class NoCompute extends Error {
+  override readonly name = "NoCompute"
+}
+const none = (why: string): never => {
+  throw new NoCompute(why)
+}
+
+export interface OpComputeCtx {
+  readonly node: Node
+  readonly attrs: Record<string, unknown>
+  /** Input tensors (undefined for omitted optional inputs). */
+  readonly inputs: readonly (TeTensor | undefined)[]
+  /** Static output types. */
+  readonly outputs: readonly ValueType[]
+  /** Names for the computes this op makes (unique in the group). */
+  readonly name: (suffix?: string) => string
+  /** Values of constant inputs where known (shapes, axes, clip bounds). */
+  readonly constants: readonly (ArrayLike<number> | undefined)[]
+}
+
+type OpCompute = (ctx: OpComputeCtx) => readonly ComputeTensor[]
+
+const shapeOf = (t: ValueType): number[] => t.shape.map((d) => (typeof d === "number" ? d : none(`dim '${d}' is not static`)))
+const inp = (ctx: OpComputeCtx, k: number): TeTensor => ctx.inputs[k] ?? none(`input ${k} is missing`)
+const fl = (dtype: DType, x: number): Expr => c(dtype === "float32" ? Math.fround(x) : x, dtype)
+
+/** Reads `t` broadcast (NumPy rules) to an output index. */
+const bread = (t: TeTensor, idx: readonly Var[] | readonly Expr[]): Expr => {
+  const off = idx.length - t.shape.length
+  return at(t, ...t.shape.map((d, k) => (d === 1 ? c(0) : idx[k + off])))
+}
+
+const unary =
+  (f: (x: Expr, ctx: OpComputeCtx) => Expr): OpCompute =>
+  (ctx) => {
+    const x = inp(ctx, 0)
+    return [compute(ctx.name(), shapeOf(ctx.outputs[0]), (...i) => f(bread(x, i), ctx), ctx.outputs[0].dtype)]
+  }
+
+const binary =
+  (f: (a: Expr, b: Expr) => Expr): OpCompute =>
+  (ctx) => {
+    const a = inp(ctx, 0)
+    const b = inp(ctx, 1)
+    return [compute(ctx.name(), shapeOf(ctx.outputs[0]), (...i) => f(bread(a, i), bread(b, i)), ctx.outputs[0].dtype)]
+  }
+
+const num = (v: unknown, d: number): number => (typeof v === "number" ? v : d)
+
+const ELEMENTWISE: Record<string, OpCompute> = {
+  Relu: unary((x) => max(x, fl(x.dtype, 0))),
+  Sigmoid: unary((x) => call("sigmoid", x)),
+  Tanh: unary((x) => call("tanh", x)),
+  Exp: unary((x) => call("exp", x)),
+  Log: unary((x) => call("log", x)),
+  Sqrt: unary((x) => call("sqrt", x)),
+  Abs: unary((x) => call("fabs", x)),
+  Neg: unary((x) => call("neg", x)),
+  Erf: unary((x) => call("erf", x)),
+  Floor: unary((x) => call("floor", x)),
+  Ceil: unary((x) => call("ceil", x)),
+  Reciprocal: unary((x) => div(fl(x.dtype, 1), x)),
+  Identity: unary((x) => x),
+  Dropout: (ctx) => (ctx.node.outputs.length > 1 && ctx.node.outputs[1] !== "" ? none("Dropout's mask output") : unary((x) => x)(ctx)),
+  LeakyRelu: unary((x, ctx) => select(lt(x, fl(x.dtype, 0)), mul(x, fl(x.dtype, num(ctx.attrs.alpha, 0.01))), x)),
+  HardSigmoid: unary((x, ctx) => max(fl(x.dtype, 0), min(fl(x.dtype, 1), add(mul(x, fl(x.dtype, num(ctx.attrs.alpha, 0.2))), fl(x.dtype, num(ctx.attrs.beta, 0.5)))))),
+  HardSwish: unary((x) => mul(x, max(fl(x.dtype, 0), min(fl(x.dtype, 1), add(mul(x, fl(x.dtype, 1 / 6)), fl(x.dtype, 0.5)))))),
+  Softplus: unary((x) => call("log", add(call("exp", x), fl(x.dtype, 1)))),
+  Elu: unary((x, ctx) => select(lt(x, fl(x.dtype, 0)), mul(fl(x.dtype, num(ctx.attrs.alpha, 1)), sub(call("exp", x), fl(x.dtype, 1))), x)),
+  Gelu: unary((x, ctx) =>
+    ctx.attrs.approximate === "tanh"
+      ? none("Gelu with approximate=tanh")
+      : mul(mul(x, fl(x.dtype, 0.5)), add(fl(x.dtype, 1), call("erf", mul(x, fl(x.dtype, Math.SQRT1_2)))))),
+  Add: binary(add),
+  Sub: binary(sub),
+  Mul: binary(mul),
+  Div: binary((a, b) => (a.dtype.startsWith("float") ? div(a, b) : none("integer Div"))),
+  Max: (ctx) => (ctx.inputs.length === 2 ? binary(max)(ctx) : none("Max of more than two inputs")),
+  Min: (ctx) => (ctx.inputs.length === 2 ? binary(min)(ctx) : none("Min of more than two inputs")),
+  Pow: binary((a, b) => call("pow", a, cast(a.dtype, b))),
+  PRelu: binary((x, s) => select(lt(x, fl(x.dtype, 0)), mul(x, s), x)),
+  Clip: (ctx) => {
+    const x = inp(ctx, 0)
+    const lo = ctx.inputs[1] ? bread(ctx.inputs[1], []) : ctx.attrs.min !== undefined ? fl(x.dtype, ctx.attrs.min as number) : undefined
+    const hi = ctx.inputs[2] ? bread(ctx.inputs[2], []) : ctx.attrs.max !== undefined ? fl(x.dtype, ctx.attrs.max as number) : undefined
+    return [
+      compute(ctx.name(), shapeOf(ctx.outputs[0]), (...i) => {
+        let e = bread(x, i)
+        if (lo) e = max(e, lo)
+        if (hi) e = min(e, hi)
+        return e
+      }, x.dtype),
+    ]
+  },
+  Cast: (ctx) => {
+    const to = ctx.outputs[0].dtype
+    if (!to.startsWith("float") && !to.startsWith("int")) return none(`Cast to ${to}`)
+    return unary((x) => cast(to, to.startsWith("int") && x.dtype.startsWith("float") ? call("floor", select(lt(x, fl(x.dtype, 0)), call("neg", call("floor", call("neg", x))), x)) : x))(ctx)
+  },
+}
+
+/** Spatial output index math shared by Conv and pooling. */
+const pads2d = (ctx: OpComputeCtx, kernel: readonly number[], inHW: readonly number[], outHW: readonly number[], strides: readonly number[], dil: readonly number[]): number[] => {
+  const autoPad = (ctx.attrs.auto_pad as string | undefined) ?? "NOTSET"
+  if (autoPad === "NOTSET") return ((ctx.attrs.pads as number[] | undefined) ?? [0, 0, 0, 0]).slice(0, 2)
+  if (autoPad === "VALID") return [0, 0]
+  return [0, 1].map((k) => {
+    const total = Math.max(0, (outHW[k] - 1) * strides[k] + (kernel[k] - 1) * dil[k] + 1 - inHW[k])
+    return autoPad === "SAME_UPPER" ? Math.floor(total / 2) : Math.ceil(total / 2)
+  })
+}
+
+const conv2d: OpCompute = (ctx) => {
+  const x = inp(ctx, 0)
+  const w = inp(ctx, 1)
+  const b = ctx.inputs[2]
+  if (x.shape.length !== 4) return none(`Conv of rank ${x.shape.length} (only 2-D convolutions are compiled)`)
+  const [, C, H, W] = x.shape
+  const [O, Cg, KH, KW] = w.shape
+  const group = num(ctx.attrs.group, 1)
+  const strides = (ctx.attrs.strides as number[] | undefined) ?? [1, 1]
+  const dil = (ctx.attrs.dilations as number[] | undefined) ?? [1, 1]
+  const out = shapeOf(ctx.outputs[0])
+  const [pt, pl] = pads2d(ctx, [KH, KW], [H, W], [out[2], out[3]], strides, dil)
+  const dtype = ctx.outputs[0].dtype
+  const rc = reduceAxis(Cg, `${ctx.name()}.rc`)
+  const ry = reduceAxis(KH, `${ctx.name()}.ry`)
+  const rx = reduceAxis(KW, `${ctx.name()}.rx`)
+  const opg = O / group
+  const conv = compute(ctx.name(b ? "conv" : undefined), out, (n, o, y, xx) => {
+    const ci = group === 1 ? rc.var : add(mul(floordiv(o, c(opg)), c(Cg)), rc.var)
+    const iy = add(sub(mul(y, c(strides[0])), c(pt)), mul(ry.var, c(dil[0])))
+    const ix = add(sub(mul(xx, c(strides[1])), c(pl)), mul(rx.var, c(dil[1])))
+    const inside = and(and(ge(iy, c(0)), lt(iy, c(H))), and(ge(ix, c(0)), lt(ix, c(W))))
+    const pixel = select(inside, at(x, n, ci, iy, ix), fl(dtype, 0))
+    return sum(mul(pixel, at(w, o, rc.var, ry.var, rx.var)), [rc, ry, rx])
+  }, dtype)
+  void C
+  if (!b) return [conv]
+  return [conv, compute(ctx.name(), out, (n, o, y, xx) => add(at(conv, n, o, y, xx), at(b, o)), dtype)]
+}
+
+const pool2d =
+  (kind: "max" | "avg"): OpCompute =>
+  (ctx) => {
+    const x = inp(ctx, 0)
+    if (x.shape.length !== 4) return none(`pooling of rank ${x.shape.length}`)
+    if (ctx.node.outputs.length > 1 && ctx.node.outputs[1] !== "") return none("MaxPool's Indices output")
+    const [, , H, W] = x.shape
+    const kernel = ctx.attrs.kernel_shape as number[]
+    const strides = (ctx.attrs.strides as number[] | undefined) ?? [1, 1]
+    const dil = (ctx.attrs.dilations as number[] | undefined) ?? [1, 1]
+    const out = shapeOf(ctx.outputs[0])
+    const [pt, pl] = pads2d(ctx, kernel, [H, W], [out[2], out[3]], strides, dil)
+    const dtype = x.dtype
+    const ry = reduceAxis(kernel[0], `${ctx.name()}.ry`)
+    const rx = reduceAxis(kernel[1], `${ctx.name()}.rx`)
+    const coords = (y: Expr, xx: Expr) => {
+      const iy = add(sub(mul(y, c(strides[0])), c(pt)), mul(ry.var, c(dil[0])))
+      const ix = add(sub(mul(xx, c(strides[1])), c(pl)), mul(rx.var, c(dil[1])))
+      return { iy, ix, inside: and(and(ge(iy, c(0)), lt(iy, c(H))), and(ge(ix, c(0)), lt(ix, c(W)))) }
+    }
+    if (kind === "max")
+      return [
+        compute(ctx.name(), out, (n, ch, y, xx) => {
+          const { iy, ix, inside } = coords(y, xx)
+          return maxReduce(select(inside, at(x, n, ch, iy, ix), fl(dtype, -Infinity)), [ry, rx])
+        }, dtype),
+      ]
+    const includePad = num(ctx.attrs.count_include_pad, 0) === 1
+    const total = compute(ctx.name("sum"), out, (n, ch, y, xx) => {
+      const { iy, ix, inside } = coords(y, xx)
+      return sum(select(inside, at(x, n, ch, iy, ix), fl(dtype, 0)), [ry, rx])
+    }, dtype)
+    const [pb, pr] = ((ctx.attrs.pads as number[] | undefined) ?? [0, 0, 0, 0]).slice(2)
+    return [
+      total,
+      compute(ctx.name(), out, (n, ch, y, xx) => {
+        if (includePad) {
+          // the window clipped to the padded input (ceil_mode windows may run past the padding)
+          const y0 = sub(mul(y, c(strides[0])), c(pt))
+          const x0 = sub(mul(xx, c(strides[1])), c(pl))
+          const hy = sub(min(add(y0, c((kernel[0] - 1) * dil[0] + 1)), c(H + pb)), max(y0, c(-pt)))
+          const hx = sub(min(add(x0, c((kernel[1] - 1) * dil[1] + 1)), c(W + pr)), max(x0, c(-pl)))
+          return div(at(total, n, ch, y, xx), cast(dtype, mul(hy, hx)))
+        }
+        const y0 = sub(mul(y, c(strides[0])), c(pt))
+        const x0 = sub(mul(xx, c(strides[1])), c(pl))
+        const cnt = (o: Expr, k: number, d: number, lim: number) => {
+          // taps o + j·d inside [0, lim) for j < k
+          const first = max(c(0), floordiv(add(sub(c(0), o), c(d - 1)), c(d)))
+          const last = min(c(k - 1), floordiv(sub(c(lim - 1), o), c(d)))
+          return max(c(0), add(sub(last, first), c(1)))
+        }
+        return div(at(total, n, ch, y, xx), cast(dtype, mul(cnt(y0, kernel[0], dil[0], H), cnt(x0, kernel[1], dil[1], W))))
+      }, dtype),
+    ]
+  }
+
+const globalPool =
+  (kind: "max" | "avg"): OpCompute =>
+  (ctx) => {
+    const x = inp(ctx, 0)
+    if (x.shape.length !== 4) return none(`global pooling of rank ${x.shape.length}`)
+    const [N, C, H, W] = x.shape
+    const ry = reduceAxis(H, `${ctx.name()}.ry`)
+    const rx = reduceAxis(W, `${ctx.name()}.rx`)
+    if (kind === "max") return [compute(ctx.name(), [N, C, 1, 1], (n, ch) => maxReduce(at(x, n, ch, ry.var, rx.var), [ry, rx]), x.dtype)]
+    const s = compute(ctx.name("sum"), [N, C, 1, 1], (n, ch) => sum(at(x, n, ch, ry.var, rx.var), [ry, rx]), x.dtype)
+    return [s, compute(ctx.name(), [N, C, 1, 1], (n, ch, y, xx) => div(at(s, n, ch, y, xx), fl(x.dtype, H * W)), x.dtype)]
+  }
+
+const matmulLike: OpCompute = (ctx) => {
+  const a = inp(ctx, 0)
+  const b = inp(ctx, 1)
+  if (a.shape.length < 2 || b.shape.length < 2) return none("MatMul with a 1-D operand")
+  const K = a.shape[a.shape.length - 1]
+  const out = shapeOf(ctx.outputs[0])
+  const k = reduceAxis(K, `${ctx.name()}.k`)
+  return [
+    compute(ctx.name(), out, (...idx) => {
+      const batch = idx.slice(0, -2)
+      const [i, j] = idx.slice(-2)
+      const ab = a.shape.slice(0, -2).map((d, q) => (d === 1 ? c(0) : batch[q + batch.length - (a.shape.length - 2)]))
+      const bb = b.shape.slice(0, -2).map((d, q) => (d === 1 ? c(0) : batch[q + batch.length - (b.shape.length - 2)]))
+      return sum(mul(at(a, ...ab, i, k.var), at(b, ...bb, k.var, j)), [k])
+    }, ctx.outputs[0].dtype),
+  ]
+}
+
+const gemm: OpCompute = (ctx) => {
+  const a = inp(ctx, 0)
+  const b = inp(ctx, 1)
+  const cc = ctx.inputs[2]
+  const transA = num(ctx.attrs.transA, 0)
+  const transB = num(ctx.attrs.transB, 0)
+  const alpha = num(ctx.attrs.alpha, 1)
+  const beta = num(ctx.attrs.beta, 1)
+  const [M, N] = shapeOf(ctx.outputs[0])
+  const K = transA ? a.shape[0] : a.shape[1]
+  const dtype = ctx.outputs[0].dtype
+  const k = reduceAxis(K, `${ctx.name()}.k`)
+  const prod = compute(ctx.name(cc ? "mm" : undefined), [M, N], (i, j) => {
+    const s = sum(mul(transA ? at(a, k.var, i) : at(a, i, k.var), transB ? at(b, j, k.var) : at(b, k.var, j)), [k])
+    return s
+  }, dtype)
+  if (!cc && alpha === 1) return [prod]
+  return [
+    prod,
+    compute(ctx.name(), [M, N], (i, j) => {
+      let e = alpha === 1 ? at(prod, i, j) : mul(at(prod, i, j), fl(dtype, alpha))
+      if (cc) e = add(e, beta === 1 ? bread(cc, [i, j]) : mul(bread(cc, [i, j]), fl(dtype, beta)))
+      return e
+    }, dtype),
+  ]
+}
+
+const batchNorm: OpCompute = (ctx) => {
+  if (num(ctx.attrs.training_mode, 0)) return none("BatchNormalization in training mode")
+  if (ctx.node.outputs.slice(1).some((o) => o !== "")) return none("BatchNormalization's running statistics outputs")
+  const x = inp(ctx, 0)
+  const [scale, bias, mean, variance] = [1, 2, 3, 4].map((k) => inp(ctx, k))
+  const eps = num(ctx.attrs.epsilon, 1e-5)
+  const dtype = x.dtype
+  return [
+    compute(ctx.name(), x.shape, (...i) => {
+      const ch = i[1]
+      const inv = div(at(scale, ch), call("sqrt", add(at(variance, ch), fl(dtype, eps))))
+      return add(mul(sub(bread(x, i), at(mean, ch)), inv), at(bias, ch))
+    }, dtype),
+  ]
+}
+
+const softmaxLike =
+  (log: boolean): OpCompute =>
+  (ctx) => {
+    const x = inp(ctx, 0)
+    const rank = x.shape.length
+    const opset = ctx.node.domain === "" ? 13 : 13
+    void opset
+    const axis0 = num(ctx.attrs.axis, -1)
+    const axis = axis0 < 0 ? axis0 + rank : axis0
+    if (axis !== rank - 1) return none("Softmax over an axis other than the last")
+    const n = x.shape[rank - 1]
+    const lead = x.shape.slice(0, -1)
+    const dtype = x.dtype
+    const k1 = reduceAxis(n, `${ctx.name()}.k1`)
+    const mx = compute(ctx.name("max"), lead, (...i) => maxReduce(at(x, ...i, k1.var), [k1]), dtype)
+    const ex = compute(ctx.name("exp"), x.shape, (...i) => call("exp", sub(at(x, ...i), at(mx, ...i.slice(0, -1)))), dtype)
+    const k2 = reduceAxis(n, `${ctx.name()}.k2`)
+    const sm = compute(ctx.name("sum"), lead, (...i) => sum(at(ex, ...i, k2.var), [k2]), dtype)
+    return [
+      mx,
+      ex,
+      sm,
+      compute(ctx.name(), x.shape, (...i) =>
+        log ? sub(sub(at(x, ...i), at(mx, ...i.slice(0, -1))), call("log", at(sm, ...i.slice(0, -1)))) : div(at(ex, ...i), at(sm, ...i.slice(0, -1))), dtype),
+    ]
+  }
+
+/** Reshape-like ops: the output's flat index read back in the input's shape. */
+const reshapeLike: OpCompute = (ctx) => {
+  const x = inp(ctx, 0)
+  const out = shapeOf(ctx.outputs[0])
+  return [
+    compute(ctx.name(), out, (...i) => {
+      let flat: Expr = c(0)
+      out.forEach((d, k) => (flat = add(mul(flat, c(d)), i[k])))
+      const idx: Expr[] = new Array(x.shape.length)
+      let rest = flat
+      for (let k = x.shape.length - 1; k >= 0; k--) {
+        idx[k] = k === 0 ? rest : floormod(rest, c(x.shape[k]))
+        rest = floordiv(rest, c(x.shape[k]))
+      }
+      return at(x, ...idx)
+    }, x.dtype),
+  ]
+}
+
+const transpose: OpCompute = (ctx) => {
+  const x = inp(ctx, 0)
+  const rank = x.shape.length
+  const perm = (ctx.attrs.perm as number[] | undefined) ?? Array.from({ length: rank }, (_, k) => rank - 1 - k)
+  return [
+    compute(ctx.name(), shapeOf(ctx.outputs[0]), (...i) => {
+      const idx: Expr[] = new Array(rank)
+      perm.forEach((p, k) => (idx[p] = i[k]))
+      return at(x, ...idx)
+    }, x.dtype),
+  ]
+}
+
+const concat: OpCompute = (ctx) => {
+  const xs = ctx.inputs.map((t, k) => t ?? none(`input ${k} is missing`))
+  const out = shapeOf(ctx.outputs[0])
+  const axis0 = num(ctx.attrs.axis, 0)
+  const axis = axis0 < 0 ? axis0 + out.length : axis0
+  return [
+    compute(ctx.name(), out, (...i) => {
+      let e: Expr | undefined
+      let offset = 0
+      const parts = xs.map((t) => {
+        const start = offset
+        offset += t.shape[axis]
+        return { t, start }
+      })
+      for (const { t, start } of [...parts].reverse()) {
+        const idx = i.map((v, k) => (k === axis ? sub(v, c(start)) : v))
+        const read = at(t, ...idx)
+        e = e ? select(ge(i[axis], c(start)), read, e) : read
+      }
+      return e!
+    }, xs[0].dtype),
+  ]
+}
+
+const reduceOp =
+  (kind: "sum" | "mean" | "max"): OpCompute =>
+  (ctx) => {
+    const x = inp(ctx, 0)
+    const rank = x.shape.length
+    const axesConst = ctx.constants[1]
+    const axesAttr = ctx.attrs.axes as number[] | undefined
+    const axes0 = axesAttr ?? (axesConst ? Array.from(axesConst) : undefined)
+    if (!axes0 || axes0.length === 0) return none("reduction over all axes by omission")
+    const axes = axes0.map((a) => (a < 0 ? a + rank : a))
+    const keep = num(ctx.attrs.keepdims, 1) === 1
+    const rs = axes.map((a) => reduceAxis(x.shape[a], `${ctx.name()}.r${a}`))
+    const out = shapeOf(ctx.outputs[0])
+    const body = (...i: Var[]) => {
+      const idx: Expr[] = []
+      let q = 0
+      for (let k = 0; k < rank; k++) {
+        const r = axes.indexOf(k)
+        if (r >= 0) {
+          idx.push(rs[r].var)
+          if (keep) q++
+        } else idx.push(i[q++])
+      }
+      return kind === "max" ? maxReduce(at(x, ...idx), rs) : sum(at(x, ...idx), rs)
+    }
+    const red = compute(ctx.name(kind === "mean" ? "sum" : undefined), out, body, x.dtype)
+    if (kind !== "mean") return [red]
+    const count = axes.reduce((p, a) => p * x.shape[a], 1)
+    return [red, compute(ctx.name(), out, (...i) => div(at(red, ...i), fl(x.dtype, count)), x.dtype)]
+  }
+
+const layoutTransform: OpCompute = (ctx) => {
+  const x = inp(ctx, 0)
+  const out = shapeOf(ctx.outputs[0])
+  if (out.length === 5) {
+    const b = out[4]
+    return [compute(ctx.name(), out, (n, cb, y, xx, ci) => at(x, n, add(mul(cb, c(b)), ci), y, xx), x.dtype)]
+  }
+  const b = x.shape[4]
+  return [compute(ctx.name(), out, (n, ch, y, xx) => at(x, n, floordiv(ch, c(b)), y, xx, floormod(ch, c(b))), x.dtype)]
+}
+
+const convNCHWc: OpCompute = (ctx) => {
+  const x = inp(ctx, 0)
+  const w = inp(ctx, 1)
+  const bias = ctx.inputs[2]
+  const [, CB, H, W, ib] = x.shape
+  const [, , KH, KW, wib, ob] = w.shape
+  const group = num(ctx.attrs.group, 1)
+  const strides = (ctx.attrs.strides as number[] | undefined) ?? [1, 1]
+  const dil = (ctx.attrs.dilations as number[] | undefined) ?? [1, 1]
+  const out = shapeOf(ctx.outputs[0])
+  const [pt, pl] = pads2d(ctx, [KH, KW], [H, W], [out[2], out[3]], strides, dil)
+  const dtype = ctx.outputs[0].dtype
+  const depthwise = group !== 1
+  const ic = reduceAxis(depthwise ? 1 : CB * ib, `${ctx.name()}.ic`)
+  const ry = reduceAxis(KH, `${ctx.name()}.ry`)
+  const rx = reduceAxis(KW, `${ctx.name()}.rx`)
+  const conv = compute(ctx.name(bias ? "conv" : undefined), out, (n, oc, y, xx, oi) => {
+    const iy = add(sub(mul(y, c(strides[0])), c(pt)), mul(ry.var, c(dil[0])))
+    const ix = add(sub(mul(xx, c(strides[1])), c(pl)), mul(rx.var, c(dil[1])))
+    const inside = and(and(ge(iy, c(0)), lt(iy, c(H))), and(ge(ix, c(0)), lt(ix, c(W))))
+    if (depthwise) {
+      // channel oc·ob + oi reads its own input channel (in_block == out_block)
+      const pixel = select(inside, at(x, n, oc, iy, ix, oi), fl(dtype, 0))
+      return sum(mul(pixel, at(w, oc, c(0), ry.var, rx.var, c(0), oi)), [ic, ry, rx])
+    }
+    const pixel = select(inside, at(x, n, floordiv(ic.var, c(ib)), iy, ix, floormod(ic.var, c(ib))), fl(dtype, 0))
+    return sum(mul(pixel, at(w, oc, floordiv(ic.var, c(wib)), ry.var, rx.var, floormod(ic.var, c(wib)), oi)), [ic, ry, rx])
+  }, dtype)
+  if (!bias) return [conv]
+  return [conv, compute(ctx.name(), out, (n, oc, y, xx, oi) => add(at(conv, n, oc, y, xx, oi), at(bias, add(mul(oc, c(ob)), oi))), dtype)]
+}
+
+export const OP_COMPUTES: Readonly<Record<string, OpCompute>> = {
+  ...ELEMENTWISE,
+  Conv: conv2d,
+  ConvNCHWc: convNCHWc,
+  MaxPool: pool2d("max"),
+  AveragePool: pool2d("avg"),
+  GlobalAveragePool: globalPool("avg"),
+  GlobalMaxPool: globalPool("max"),
+  MatMul: matmulLike,
+  Gemm: gemm,
+  BatchNormalization: batchNorm,
+  Softmax: softmaxLike(false),
+  LogSoftmax: softmaxLike(true),
+  Reshape: reshapeLike,
+  Flatten: reshapeLike,
+  Squeeze: reshapeLike,
+  Unsqueeze: reshapeLike,
+  Transpose: transpose,
+  Concat: concat,
+  ReduceSum: reduceOp("sum"),
+  ReduceMean: reduceOp("mean"),
+  ReduceMax: reduceOp("max"),
+  LayoutTransform: layoutTransform,
+}
+
+/** Is there a compute for this node (op and configuration)? */
+export const computeFor = (n: Node): OpCompute | undefined => OP_COMPUTES[n.op]
+
+export const attrsOf = (n: Node): Record<string, unknown> => resolveNode(n).attrs as Record<string, unknown>
+
+void gt
