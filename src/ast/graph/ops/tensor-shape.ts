@@ -25,8 +25,8 @@ import {
 
 /**
  * Reshape's output dims from the input dims and the target: 0 copies the input dim (unless
- * allowzero), one -1 takes what is left. Works on symbolic dims: a -1 next to a symbolic dim is
- * symbolic (`unknown`).
+ * allowzero), one -1 takes what is left. Works on symbolic dims: a -1 that symbolic dims leave
+ * undetermined is `unknown`.
  */
 const reshapeDims = (inShape: readonly Dim[], target: readonly number[], allowzero: boolean, unknown: string): Dim[] => {
   check(target.every((t) => Number.isInteger(t) && t >= -1), () => `shape [${target.join(", ")}] has a dim below -1`)
@@ -38,22 +38,46 @@ const reshapeDims = (inShape: readonly Dim[], target: readonly number[], allowze
     check(i < inShape.length, () => `shape [${target.join(", ")}] copies dim ${i} (0) but the input has rank ${inShape.length}`)
     return inShape[i]
   })
-  const total = dimProduct(inShape, unknown)
-  const known = dimProduct(
-    out.filter((d) => d !== -1),
-    unknown,
-  )
   if (minus) {
     const k = out.indexOf(-1)
-    if (typeof total !== "number" || typeof known !== "number") out[k] = unknown
-    else {
-      check(known !== 0, () => `cannot infer the -1 in shape [${target.join(", ")}]: the other dims have 0 elements`)
-      check(total % known === 0, () => `cannot reshape ${total} elements into [${target.join(", ")}]`)
-      out[k] = total / known
-    }
-  } else if (typeof total === "number" && typeof known === "number")
-    check(total === known, () => `cannot reshape [${inShape.join(", ")}] (${total} elements) into [${out.join(", ")}]`)
+    out[k] = inferredDim(inShape, out.filter((_, i) => i !== k), target, unknown)
+  } else {
+    const total = dimProduct(inShape, unknown)
+    const known = dimProduct(out, unknown)
+    if (typeof total === "number" && typeof known === "number")
+      check(total === known, () => `cannot reshape [${inShape.join(", ")}] (${total} elements) into [${out.join(", ")}]`)
+  }
   return out
+}
+
+/**
+ * The dim a -1 stands for: the input's element count over the other output dims. Symbolic dims
+ * cancel where they appear on both sides ([N, 3, 4] → [N, -1] gives 12), so batch-symbolic
+ * flattens stay static.
+ */
+const inferredDim = (inShape: readonly Dim[], others: readonly Dim[], target: readonly number[], unknown: string): Dim => {
+  if (inShape.includes(0) && !others.includes(0)) return 0
+  const syms = new Map<string, number>()
+  let num = 1
+  for (const d of inShape)
+    if (typeof d === "number") num *= d
+    else syms.set(d, (syms.get(d) ?? 0) + 1)
+  let den = 1
+  for (const d of others) {
+    if (typeof d === "number") den *= d
+    else {
+      const c = syms.get(d) ?? 0
+      if (c === 0) return unknown
+      syms.set(d, c - 1)
+    }
+  }
+  const left = [...syms].filter(([, c]) => c > 0)
+  check(den !== 0, () => `cannot infer the -1 in shape [${target.join(", ")}]: the other dims have 0 elements`)
+  if (left.length === 0) {
+    check(num % den === 0, () => `cannot reshape [${inShape.join(", ")}] (${num} elements) into [${target.join(", ")}]`)
+    return num / den
+  }
+  return left.length === 1 && left[0][1] === 1 && num === den ? left[0][0] : unknown
 }
 
 const reshapeTarget = (ctx: { opset: number; attrs: { shape?: readonly number[] } }, value: Tensor | undefined): number[] | undefined =>
