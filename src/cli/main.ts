@@ -103,6 +103,12 @@ const main = Command.run(tessera, { version: VERSION }).pipe(
   Effect.flatMap(report),
 )
 
+// `tessera inspect MODEL | head`: a reader that stops early is not an error
+process.stdout.on("error", (e: NodeJS.ErrnoException) => {
+  if (e.code === "EPIPE") process.exit(0)
+  throw e
+})
+
 NodeRuntime.runMain(main, {
   disableErrorReporting: true,
   teardown: (exit, onExit) => onExit(Exit.isSuccess(exit) ? (exit.value as number) : 1),
