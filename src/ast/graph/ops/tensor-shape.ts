@@ -120,6 +120,12 @@ const Flatten = defineOp({
 const axesArg = (attr: readonly number[] | undefined, input: Tensor | undefined): number[] | undefined =>
   attr ? [...attr] : input ? intValues(input, "axes") : undefined
 
+/** Squeeze's axes; none given, or an empty list, means every 1-dim (as onnxruntime reads it). */
+const squeezeAxes = (attr: readonly number[] | undefined, input: Tensor | undefined): number[] | undefined => {
+  const axes = axesArg(attr, input)
+  return axes && axes.length ? axes : undefined
+}
+
 const squeezeDims = (shape: readonly Dim[], axes: readonly number[] | undefined): Dim[] => {
   if (axes === undefined) {
     if (shape.some((d) => typeof d !== "number")) return unsupported(`squeezing every 1-dim of [${shape.join(", ")}] with symbolic dims gives an unknown rank`)
@@ -137,16 +143,16 @@ const Squeeze = defineOp({
   kind: "injective",
   infer: (ctx) => {
     const x = inputType(ctx, 0)
-    const axes = axesArg(ctx.attrs.axes, ctx.values[1])
-    if (axes === undefined && ctx.inputs[1]) {
+    const axes = squeezeAxes(ctx.attrs.axes, ctx.values[1])
+    if (axes === undefined && ctx.inputs[1] && !ctx.values[1]) {
       const n = staticLength(ctx.inputs[1]) ?? unsupported("the axes input's length is not static, so the output rank is unknown")
-      return [{ dtype: x.dtype, shape: symShape(ctx, 0, x.shape.length - n) }]
+      if (n > 0) return [{ dtype: x.dtype, shape: symShape(ctx, 0, x.shape.length - n) }]
     }
     return [{ dtype: x.dtype, shape: squeezeDims(x.shape, axes) }]
   },
   kernel: (ctx) => {
     const x = req(ctx.inputs, 0)
-    return [reshapeView(x, squeezeDims(x.shape, axesArg(ctx.attrs.axes, ctx.inputs[1])) as number[])]
+    return [reshapeView(x, squeezeDims(x.shape, squeezeAxes(ctx.attrs.axes, ctx.inputs[1])) as number[])]
   },
 })
 
