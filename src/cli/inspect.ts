@@ -1,14 +1,15 @@
 // `tessera inspect MODEL.onnx`: inputs, outputs, op counts, parameters, FLOPs and the node list;
 // with --fused, the fused groups and the memory plan after the default graph passes.
-import { Effect } from "effect"
+import { Effect, Result } from "effect"
 import type { Graph } from "../ast/graph/graph.js"
 import { printGraph, showType } from "../ast/graph/graph.js"
 import { bindSync } from "../ast/graph/infer.js"
 import type { Tensor } from "../ast/graph/tensor.js"
-import { readModel } from "../device/files.js"
+import { readBytesSync, readModel, type ReadModelError } from "../device/files.js"
 import { fusionDot, fusionReport, fusionText, nodeFlops, optimizeAndPlan, singletonGroups, type FusionReport } from "../rewrite/index.js"
 import { attempt, tagOf, UsageError } from "./errors.js"
 import { parseDims, splitAssignment } from "./inputs.js"
+import { inspectRaw, rawText } from "./inspect-raw.js"
 
 export const INSPECT_FORMATS = ["text", "json", "dot"] as const
 export type InspectFormat = (typeof INSPECT_FORMATS)[number]
@@ -82,8 +83,22 @@ const tryBind = (graph: Graph, shapes: ReadonlyMap<string, readonly number[]>): 
   }
 }
 
+/**
+ * A model Tessera cannot decode for lack of an operator, domain or opset is still described, from
+ * its protobuf; other failures stay failures.
+ */
+const describeUnsupported = (o: InspectOptions, e: ReadModelError) =>
+  Effect.gen(function* () {
+    if (e._tag !== "UnsupportedOpError" && e._tag !== "UnsupportedModelError") return yield* Effect.fail(e)
+    const raw = inspectRaw(o.model, yield* attempt(() => readBytesSync(o.model)), e.message)
+    if (!raw) return yield* Effect.fail(e)
+    return o.format === "json" ? JSON.stringify(raw) : o.format === "text" ? rawText(raw) : yield* Effect.fail(e)
+  })
+
 export const inspectModel = Effect.fn("cli.inspect")(function* (o: InspectOptions) {
-  const graph = yield* readModel(o.model)
+  const decoded = yield* Effect.result(readModel(o.model))
+  if (Result.isFailure(decoded)) return yield* describeUnsupported(o, decoded.failure)
+  const graph = decoded.success
   const shapes = new Map<string, number[]>()
   for (const spec of o.shapes) {
     const { name, value } = yield* attempt(() => splitAssignment(spec, "--shape"))
