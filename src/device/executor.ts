@@ -1,0 +1,130 @@
+// The graph executor: a compiled model is its kernels (one per fused group), its memory plan and
+// its constants. The executor allocates the planned storage blocks once, gives every planned
+// value a typed-array view of its block, and per run calls the kernels in group order — compiled
+// kernels through the target's loaded functions, fallback groups through the reference kernels.
+import { Data } from "effect"
+import { allocate, type DType, type TypedArray } from "../ast/graph/dtype.js"
+import { resolveNode } from "../ast/graph/evaluate.js"
+import type { Graph } from "../ast/graph/graph.js"
+import { sizeOf, type Tensor } from "../ast/graph/tensor.js"
+import type { GroupKernel } from "../lowering/lower-group.js"
+import type { FusedGraph } from "../rewrite/fuse-ops.js"
+import type { MemoryPlan } from "../rewrite/plan-memory.js"
+
+export interface Program {
+  /** The optimized, bound graph. */
+  readonly graph: Graph
+  readonly fused: FusedGraph
+  readonly memory: MemoryPlan
+  readonly kernels: readonly GroupKernel[]
+}
+
+export type KernelFn = (...args: TypedArray[]) => void
+
+export class ExecutorError extends Data.TaggedError("ExecutorError")<{ readonly where: string; readonly reason: string }> {
+  override get message(): string {
+    return `executor: ${this.where}: ${this.reason}`
+  }
+}
+
+const STORAGE_BYTES: { readonly [D in DType]: number } = {
+  float32: 4,
+  float64: 8,
+  float16: 4,
+  bfloat16: 4,
+  int8: 1,
+  int16: 2,
+  int32: 4,
+  int64: 8,
+  uint8: 1,
+  uint16: 2,
+  uint32: 4,
+  uint64: 8,
+  bool: 1,
+}
+
+type ViewCtor = new (buffer: ArrayBuffer, byteOffset: number, length: number) => TypedArray
+const viewCtor = (dtype: DType): ViewCtor => allocate(dtype, 0).constructor as unknown as ViewCtor
+
+const staticShape = (g: Graph, v: string): number[] => {
+  const t = g.valueTypes.get(v)
+  if (!t || !t.shape.every((d) => typeof d === "number")) throw new ExecutorError({ where: `value '${v}'`, reason: "has no static shape" })
+  return t.shape as number[]
+}
+
+export interface Executor {
+  readonly run: (feeds: ReadonlyMap<string, Tensor>) => Map<string, Tensor>
+  /** Bytes of the planned storage blocks (allocated once). */
+  readonly plannedBytes: number
+}
+
+export const createExecutor = (program: Program, fns: ReadonlyMap<string, KernelFn>): Executor => {
+  const { graph, memory } = program
+  for (const k of program.kernels)
+    if (k.kind === "compiled" && !fns.has(k.name)) throw new ExecutorError({ where: `kernel ${k.name}`, reason: "is not loaded" })
+  // storage blocks sized for the largest view any value takes of them (storage classes differ from ONNX sizes)
+  const blockBytes = new Array<number>(memory.storages.length).fill(0)
+  for (const a of memory.values) {
+    const t = graph.valueTypes.get(a.value)!
+    blockBytes[a.storage] = Math.max(blockBytes[a.storage], sizeOf(t.shape as number[]) * STORAGE_BYTES[t.dtype])
+  }
+  const blocks = blockBytes.map((b) => new ArrayBuffer(Math.max(8, Math.ceil(b / 8) * 8)))
+  const planned = new Map<string, TypedArray>()
+  for (const a of memory.values) {
+    const t = graph.valueTypes.get(a.value)!
+    planned.set(a.value, new (viewCtor(t.dtype))(blocks[a.storage], 0, sizeOf(t.shape as number[])))
+  }
+  const constants = new Map<string, TypedArray>([...graph.initializers].map(([k, t]) => [k, t.data]))
+  const outputs = new Set(graph.outputs.map((o) => o.name))
+
+  const run = (feeds: ReadonlyMap<string, Tensor>): Map<string, Tensor> => {
+    const env = new Map<string, TypedArray>(constants)
+    for (const i of graph.inputs) {
+      const t = feeds.get(i.name)
+      if (!t) throw new ExecutorError({ where: `input '${i.name}'`, reason: "is missing" })
+      env.set(i.name, t.data)
+    }
+    const buffer = (v: string): TypedArray => {
+      const have = env.get(v)
+      if (have) return have
+      const p = planned.get(v)
+      const arr = p && !outputs.has(v) ? p : allocate(graph.valueTypes.get(v)!.dtype, sizeOf(staticShape(graph, v)))
+      env.set(v, arr)
+      return arr
+    }
+    for (const k of program.kernels) {
+      if (k.kind === "compiled") {
+        const args = k.args.map(buffer)
+        fns.get(k.name)!(...args)
+        continue
+      }
+      // fallback: the group's nodes through their reference kernels
+      for (const n of k.nodes) {
+        const { def, attrs } = resolveNode(n)
+        const inputs = n.inputs.map((v) => {
+          if (v === "") return undefined
+          const data = env.get(v)
+          if (!data) throw new ExecutorError({ where: `node '${n.name}'`, reason: `input '${v}' is not computed` })
+          const t = graph.valueTypes.get(v) ?? graph.initializers.get(v)!
+          return { dtype: t.dtype, shape: t.shape as number[], data }
+        })
+        const outs = def.kernel({ node: n.name, attrs, opset: graph.opset, inputs, outputs: n.outputs.length, runSubgraph: () => [] })
+        n.outputs.forEach((o, j) => {
+          if (o === "" || !outs[j]) return
+          const dst = planned.get(o)
+          if (dst && !outputs.has(o) && dst.length === outs[j].data.length) {
+            dst.set(outs[j].data as ArrayLike<number>)
+            env.set(o, dst)
+          } else env.set(o, outs[j].data)
+        })
+      }
+    }
+    return new Map(
+      graph.outputs.map((o) => {
+        const t = graph.valueTypes.get(o.name)!
+        return [o.name, { dtype: t.dtype, shape: staticShape(graph, o.name), data: buffer(o.name) }] as const
+      }),
+    )
+  }
+  return { run, plannedBytes: blocks.reduce((s, b) => s + b.byteLength, 0) }
+}
