@@ -145,3 +145,22 @@ describe("Split", () => {
     expect(run1("Split", [f32([5]), i64([4, 1])], {}, 13, 2).map((y) => y.shape)).toEqual([[4], [1]])
   })
 })
+
+describe("type relations without input values", () => {
+  const x: ValueType = { dtype: "float32", shape: ["N", 1, 4] }
+  it("Expand keeps input dims other than 1 and leaves the rest symbolic", () => {
+    expect(inferOf("Expand", [x, { dtype: "int64", shape: [4] }])[0].shape).toEqual(["n.out0.d0", "N", "n.out0.d2", 4])
+  })
+  it("Slice leaves only the sliced axes symbolic", () => {
+    const one: ValueType = { dtype: "int64", shape: [1] }
+    expect(inferOf("Slice", [x, one, one, one], [undefined, undefined, undefined, i64([-1])])[0].shape).toEqual(["N", 1, "n.out0.d2"])
+  })
+  it("Shape is static from the rank; Constant's type comes from its attribute", () => {
+    expect(inferOf("Shape", [x], [], { start: attr.int(-2) })[0]).toEqual({ dtype: "int64", shape: [2] })
+    expect(inferOf("Constant", [], [], { value_ints: attr.ints([1, 2, 3]) })[0]).toEqual({ dtype: "int64", shape: [3] })
+    expect(inferOf("Constant", [], [], { value_float: attr.float(0.5) })[0]).toEqual({ dtype: "float32", shape: [] })
+  })
+  it("Constant with a string value is unsupported, not wrong", () => {
+    expect(() => run("Constant", [], { value_string: attr.str("a") })).toThrow(/string tensors are not supported/)
+  })
+})
