@@ -3,7 +3,7 @@
 // data-movement op is built from (`strided` for affine index maps, `remap` for per-axis maps).
 import { allocate, isInteger, type DType } from "../dtype.js"
 import { check, fail, type Dim, type InferCtx, type ValueType } from "../op.js"
-import { sizeOf, stridesOf, tensor, toNumbers, type Tensor } from "../tensor.js"
+import { reshapeView, sizeOf, stridesOf, tensor, toNumbers, type Tensor } from "../tensor.js"
 
 /** A data-dependent dim of output `out`, axis `d`: `node.out0.d1`. */
 export const symDim = <A>(ctx: InferCtx<A>, out: number, d: number): string => `${ctx.node}.out${out}.d${d}`
@@ -150,6 +150,13 @@ export const transpose = (t: Tensor, perm: readonly number[]): Tensor => {
     perm.map((p) => s[p]),
   )
 }
+
+/**
+ * The same elements under another shape, sharing storage. float16/bfloat16 are copied: the
+ * evaluator rounds narrow-float outputs in place, which must never reach an input's storage.
+ */
+export const view = (t: Tensor, shape: readonly number[]): Tensor =>
+  t.dtype === "float16" || t.dtype === "bfloat16" ? tensor(t.dtype, shape, t.data.slice()) : reshapeView(t, shape)
 
 /** Outer (dims before axis), the axis dim and inner (dims after) sizes. */
 export const aroundAxis = (shape: readonly number[], axis: number): { outer: number; dim: number; inner: number } => ({

@@ -2,9 +2,9 @@
 // Unsqueeze; and the shape queries Shape and Size.
 import { A, attrs } from "../attrs.js"
 import { check, defineOp, fail, unsupported, type AnyOpDef, type Dim } from "../op.js"
-import { fromArray, reshapeView, scalar, sizeOf, type Tensor } from "../tensor.js"
+import { fromArray, scalar, sizeOf, type Tensor } from "../tensor.js"
 import { inputType, req } from "./util.js"
-import { dimProduct, intValues, staticLength, symDim, symShape, uniqueAxes } from "./tensor-common.js"
+import { dimProduct, intValues, staticLength, symDim, symShape, uniqueAxes, view } from "./tensor-common.js"
 
 // ---------------------------------------------------------------------------------------------
 // Reshape
@@ -86,7 +86,7 @@ const Reshape = defineOp({
   kernel: (ctx) => {
     const x = req(ctx.inputs, 0)
     const target = reshapeTarget(ctx, ctx.inputs[1]) ?? fail("needs a shape (input 1, or the 'shape' attribute before opset 5)")
-    return [reshapeView(x, reshapeDims(x.shape, target, ctx.attrs.allowzero === 1, "?") as number[])]
+    return [view(x, reshapeDims(x.shape, target, ctx.attrs.allowzero === 1, "?") as number[])]
   },
 })
 
@@ -112,7 +112,7 @@ const Flatten = defineOp({
   kernel: (ctx) => {
     const x = req(ctx.inputs, 0)
     const a = flattenAxis(ctx.attrs.axis, x.shape.length)
-    return [reshapeView(x, [sizeOf(x.shape.slice(0, a)), sizeOf(x.shape.slice(a))])]
+    return [view(x, [sizeOf(x.shape.slice(0, a)), sizeOf(x.shape.slice(a))])]
   },
 })
 
@@ -152,7 +152,7 @@ const Squeeze = defineOp({
   },
   kernel: (ctx) => {
     const x = req(ctx.inputs, 0)
-    return [reshapeView(x, squeezeDims(x.shape, squeezeAxes(ctx.attrs.axes, ctx.inputs[1])) as number[])]
+    return [view(x, squeezeDims(x.shape, squeezeAxes(ctx.attrs.axes, ctx.inputs[1])) as number[])]
   },
 })
 
@@ -181,7 +181,7 @@ const Unsqueeze = defineOp({
   kernel: (ctx) => {
     const x = req(ctx.inputs, 0)
     const axes = axesArg(ctx.attrs.axes, ctx.inputs[1]) ?? fail("needs axes (input 1, or the 'axes' attribute before opset 13)")
-    return [reshapeView(x, unsqueezeDims(x.shape, axes) as number[])]
+    return [view(x, unsqueezeDims(x.shape, axes) as number[])]
   },
 })
 
