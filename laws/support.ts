@@ -6,7 +6,7 @@ import type { Tensor } from "../src/ast/graph/tensor.js"
 
 /** Fixed seeds in CI (override with TESSERA_LAW_SEED to explore). */
 export const LAW_SEED = Number(process.env.TESSERA_LAW_SEED ?? 20261123)
-export const lawParams = (numRuns: number): fc.Parameters<unknown> => ({ seed: LAW_SEED, numRuns })
+export const lawParams = <T = unknown>(numRuns: number): fc.Parameters<T> => ({ seed: LAW_SEED, numRuns })
 
 export const evalGraph = (g: Graph, inputs: ReadonlyMap<string, Tensor>): Tensor[] => runGraph(g, inputs)
 

@@ -1,0 +1,136 @@
+// Schedule templates: for each kind of fused group (by its anchor op), the schedule as a function
+// of knobs declared as data — split factors, reorder choices, unroll / vectorize / parallel — with
+// defaults per target. The defaults are the untuned schedules; the auto-tuner searches the knobs.
+import type { FusedGroup } from "../rewrite/fuse-ops.js"
+import * as S from "../ast/schedule/schedule.js"
+import type { ComputeTensor } from "../ast/te/tensor.js"
+import type { ScheduleFn } from "./lower-group.js"
+
+export type Knob =
+  | { readonly kind: "split"; readonly name: string; readonly extent: number; readonly candidates: readonly number[] }
+  | { readonly kind: "choice"; readonly name: string; readonly candidates: readonly (string | number | boolean)[] }
+
+export type Config = Readonly<Record<string, string | number | boolean>>
+
+export interface ScheduleTarget {
+  /** fp32 lanes of the vector unit (16 AVX-512, 8 AVX2, 4 SIMD128, 1 scalar). */
+  readonly vectorLanes: number
+  readonly cores: number
+}
+
+export interface Template {
+  readonly name: string
+  /** The knobs of this group's schedule (depends on its shapes). */
+  readonly space: (outputs: readonly ComputeTensor[], base: S.Schedule) => readonly Knob[]
+  readonly defaults: (knobs: readonly Knob[], target: ScheduleTarget) => Config
+  /** The schedule for a config (every config of the space is legal). */
+  readonly apply: (outputs: readonly ComputeTensor[], base: S.Schedule, config: Config) => S.Schedule
+}
+
+const divisors = (n: number, max = 64): number[] => {
+  const out: number[] = []
+  for (let d = 1; d <= Math.min(n, max); d++) if (n % d === 0) out.push(d)
+  return out
+}
+
+/** The root reduction stage a group is built around (conv, matmul, pooling), if any. */
+const anchorStage = (s: S.Schedule): S.Stage | undefined => {
+  const roots = s.order.map((n) => s.stages.get(n)!).filter((st) => st.attach.kind === "root")
+  return [...roots].reverse().find((st) => st.op.body.kind === "reduce" && st.op.body.axes.length > 0 && st.op.axes.length >= 2)
+}
+
+const dataLeaves = (st: S.Stage) => st.leaf.filter((a) => st.axes.get(a)!.type === "data")
+
+/** Parallel over the outermost data loop, vectorize the innermost when it is short: every root stage. */
+const parallelize = (s0: S.Schedule, target: { vectorize: boolean; lanes: number }, skip?: string): S.Schedule => {
+  let s = s0
+  for (const name of s.order) {
+    if (name === skip) continue
+    const st = s.stages.get(name)!
+    if (st.attach.kind !== "root") continue
+    const data = dataLeaves(st)
+    if (data.length === 0) continue
+    const first = data[0]
+    if (st.axes.get(first)!.extent > 1) s = S.parallel(s, name, first)
+    const last = st.leaf[st.leaf.length - 1]
+    const lastAxis = st.axes.get(last)!
+    if (target.vectorize && data.length > 1 && lastAxis.type === "data" && last !== first && lastAxis.extent <= target.lanes * 4) s = S.vectorize(s, name, last)
+  }
+  return s
+}
+
+/**
+ * The reduction template (conv, matmul, pooling, blocked conv): the innermost data axis split by
+ * `tile_inner` and moved inside the reduction (register tiling over output width / columns),
+ * the reduce axes in order, the outer data axes parallel, the innermost vectorized.
+ */
+export const reductionTemplate: Template = {
+  name: "reduction",
+  space: (_outputs, base) => {
+    const st = anchorStage(base)
+    if (!st) return []
+    const data = dataLeaves(st)
+    const inner = st.axes.get(data[data.length - 1])!.extent
+    const second = data.length >= 2 ? st.axes.get(data[data.length - 2])!.extent : 1
+    return [
+      { kind: "split", name: "tile_inner", extent: inner, candidates: divisors(inner, 64) },
+      { kind: "split", name: "tile_second", extent: second, candidates: divisors(second, 16) },
+      { kind: "choice", name: "vectorize", candidates: [true, false] },
+      { kind: "choice", name: "unroll_tile", candidates: [true, false] },
+    ]
+  },
+  defaults: (knobs, target) => {
+    const cfg: Record<string, string | number | boolean> = {}
+    for (const k of knobs) {
+      if (k.kind === "split" && k.name === "tile_inner") cfg[k.name] = [...k.candidates].reverse().find((d) => d <= Math.max(target.vectorLanes, 1)) ?? 1
+      else if (k.kind === "split") cfg[k.name] = [...k.candidates].reverse().find((d) => d <= 4) ?? 1
+      else cfg[k.name] = k.name === "vectorize" ? target.vectorLanes > 1 : false
+    }
+    return cfg
+  },
+  apply: (_outputs, base, config) => {
+    const st = anchorStage(base)
+    if (!st) return base
+    let s = base
+    const data = dataLeaves(st)
+    const red = st.leaf.filter((a) => st.axes.get(a)!.type === "reduce")
+    const lastData = data[data.length - 1]
+    const ti = Number(config.tile_inner ?? 1)
+    const t2 = Number(config.tile_second ?? 1)
+    const sp = S.split(s, st.name, lastData, { factor: ti })
+    s = sp.schedule
+    let outerData = [...data.slice(0, -1), sp.outer]
+    let innerTile = [sp.inner]
+    if (data.length >= 2 && t2 > 1) {
+      const sp2 = S.split(s, st.name, data[data.length - 2], { factor: t2 })
+      s = sp2.schedule
+      outerData = [...data.slice(0, -2), sp2.outer, sp.outer]
+      innerTile = [sp2.inner, sp.inner]
+    }
+    s = S.reorder(s, st.name, [...outerData, ...red, ...innerTile])
+    if (outerData.length && s.stages.get(st.name)!.axes.get(outerData[0])!.extent > 1) s = S.parallel(s, st.name, outerData[0])
+    if (config.vectorize && ti > 1) s = S.vectorize(s, st.name, sp.inner)
+    if (config.unroll_tile && innerTile.length === 2) s = S.unroll(s, st.name, innerTile[0])
+    return parallelize(s, { vectorize: !!config.vectorize, lanes: 16 }, st.name)
+  },
+}
+
+/** Groups without a reduction anchor (elementwise, injective, layout transforms). */
+export const injectiveTemplate: Template = {
+  name: "injective",
+  space: () => [{ kind: "choice", name: "vectorize", candidates: [true, false] }],
+  defaults: (_k, target) => ({ vectorize: target.vectorLanes > 1 }),
+  apply: (_outputs, base, config) => parallelize(base, { vectorize: !!config.vectorize, lanes: 16 }),
+}
+
+export const templateFor = (base: S.Schedule): Template => (anchorStage(base) ? reductionTemplate : injectiveTemplate)
+
+/** The untuned schedule for a target: each group's template at its defaults. */
+export const defaultSchedule =
+  (target: ScheduleTarget, tuned?: (group: FusedGroup, template: Template, knobs: readonly Knob[]) => Config | undefined): ScheduleFn =>
+  (outputs, base, group) => {
+    const t = templateFor(base)
+    const knobs = t.space(outputs, base)
+    const config = tuned?.(group, t, knobs) ?? t.defaults(knobs, target)
+    return t.apply(outputs, base, config)
+  }
