@@ -4,6 +4,7 @@ import { Effect } from "effect"
 import type { Graph } from "./ast/graph/graph.js"
 import { bind } from "./ast/graph/infer.js"
 import { lowerGroups } from "./lowering/lower-group.js"
+import { defaultSchedule } from "./lowering/templates.js"
 import { alterLayout, defaultPasses, fuseOps, planMemory, sequential, singletonGroups, withPassConfig } from "./rewrite/index.js"
 import type { Program } from "./device/executor.js"
 import { emitJsModule } from "./emit/js.js"
@@ -15,6 +16,8 @@ export interface CompileOptions {
   readonly optLevel?: number
   /** fp32 vector lanes of the CPU (alterLayout's block); 0 keeps NCHW. */
   readonly vectorLanes?: number
+  /** Cores the parallel loops may use. */
+  readonly cores?: number
   /** Shapes binding symbolic input dims. */
   readonly shapes?: ReadonlyMap<string, readonly number[]>
 }
@@ -28,7 +31,7 @@ export const compileGraph = Effect.fn("tessera.compile")(function* (graph: Graph
   const optimized = yield* passes.run(bound).pipe(withPassConfig({ optLevel }))
   const fused = optLevel >= fuseOps.optLevel ? yield* fuseOps.run(optimized) : singletonGroups(optimized)
   const memory = planMemory(fused)
-  const kernels = lowerGroups(fused)
+  const kernels = lowerGroups(fused, defaultSchedule({ vectorLanes: Math.max(lanes, 1), cores: options.cores ?? 1 }))
   return { graph: fused.graph, fused, memory, kernels } satisfies Program
 })
 
