@@ -164,3 +164,14 @@ describe("type relations without input values", () => {
     expect(() => run("Constant", [], { value_string: attr.str("a") })).toThrow(/string tensors are not supported/)
   })
 })
+
+describe("OneHot", () => {
+  const onehot = (opset: number) =>
+    toNumbers(run("OneHot", [i64([-1, 3]), i64([3], []), f32([2], [0, 1])], {}, opset))
+  it("wraps negative indices from opset 11 and gives all-off rows for out-of-range ones", () => {
+    expect(onehot(11)).toEqual([0, 0, 1, 0, 0, 0])
+  })
+  it("treats negative indices as out of range before opset 11", () => {
+    expect(onehot(9)).toEqual([0, 0, 0, 0, 0, 0])
+  })
+})

@@ -116,7 +116,7 @@ const ndPlan = (data: readonly number[], ind: readonly number[], b: number) => {
   }
 }
 
-/** The flat data offset of index tuple `t` (in batch `bi`), each coordinate wrapped and checked. */
+/** The flat offset, within one batch, of index tuple `t`; each coordinate wrapped once and checked. */
 const tupleOffset = (data: readonly number[], strides: readonly number[], b: number, m: number, ind: Tensor, t: number): number => {
   let off = 0
   for (let j = 0; j < m; j++) off += wrapIndex(ind.data[t * m + j], data[b + j], `index on axis ${b + j}:`) * strides[b + j]
@@ -269,12 +269,14 @@ const OneHot = defineOp({
     const a = oneHotAxis(ctx.attrs.axis, ind.shape.length)
     const shape = [...ind.shape.slice(0, a), depth, ...ind.shape.slice(a)]
     const { outer, inner } = aroundAxis(shape, a)
+    // negative indices count from the end from opset 11; before, they are out of range
+    const wrap = ctx.opset >= 11
     const out = allocate(values.dtype, sizeOf(shape))
     out.fill(off)
     for (let o = 0; o < outer; o++)
       for (let i = 0; i < inner; i++) {
         let k = Math.trunc(ind.data[o * inner + i])
-        if (k < 0) k += depth
+        if (k < 0 && wrap) k += depth
         // out-of-range indices give an all-off row, as the spec says
         if (k >= 0 && k < depth) out[(o * depth + k) * inner + i] = on
       }
