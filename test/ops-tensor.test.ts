@@ -154,6 +154,10 @@ describe("type relations without input values", () => {
   it("Slice leaves only the sliced axes symbolic", () => {
     const one: ValueType = { dtype: "int64", shape: [1] }
     expect(inferOf("Slice", [x, one, one, one], [undefined, undefined, undefined, i64([-1])])[0].shape).toEqual(["N", 1, "n.out0.d2"])
+    // a whole-axis slice keeps a symbolic dim; a partial one does not
+    const whole = inferOf("Slice", [x, one, one, one], [undefined, i64([0]), i64([INT64_MAX]), i64([0])])[0].shape
+    expect(whole).toEqual(["N", 1, 4])
+    expect(inferOf("Slice", [x, one, one, one], [undefined, i64([1]), i64([INT64_MAX]), i64([0])])[0].shape).toEqual(["n.out0.d0", 1, 4])
   })
   it("Shape is static from the rank; Constant's type comes from its attribute", () => {
     expect(inferOf("Shape", [x], [], { start: attr.int(-2) })[0]).toEqual({ dtype: "int64", shape: [2] })

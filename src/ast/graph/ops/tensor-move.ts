@@ -79,7 +79,7 @@ const Tile = defineOp({
     const known = ctx.values[1] && (ctx.opset >= 6 || !ctx.inputs[2] || ctx.values[2])
     if (known) {
       const reps = tileRepeats(x.shape.length, ctx.values, ctx.opset)
-      return [{ dtype: x.dtype, shape: x.shape.map((d, i) => (typeof d === "number" ? d * reps[i] : symDim(ctx, 0, i))) }]
+      return [{ dtype: x.dtype, shape: x.shape.map((d, i) => (typeof d === "number" ? d * reps[i] : reps[i] === 1 ? d : reps[i] === 0 ? 0 : symDim(ctx, 0, i))) }]
     }
     return [{ dtype: x.dtype, shape: x.shape.map((d, i) => (d === 0 ? 0 : symDim(ctx, 0, i))) }]
   },

@@ -51,6 +51,9 @@ export const sliceRange = (dim: number, start: number, end: number, step: number
   return { first: s, len: Math.max(0, Math.ceil((e - s) / step)) }
 }
 
+/** Starts/ends at least this large in magnitude mean "to the end" whatever the dim (INT32/INT64 max). */
+const HUGE = 2 ** 31 - 1
+
 /** Per input axis: [first, step, len]; axes not sliced keep everything. */
 const slicePlan = (shape: readonly Dim[], args: SliceArgs): ({ first: number; step: number; len: Dim } | undefined)[] => {
   const n = args.starts.length
@@ -64,7 +67,9 @@ const slicePlan = (shape: readonly Dim[], args: SliceArgs): ({ first: number; st
     const dim = shape[a]
     if (typeof dim !== "number") {
       check(steps[i] !== 0, "slice step 0 is not allowed")
-      plan[a] = { first: 0, step: steps[i], len: "" }
+      // a symbolic dim survives a slice that keeps all of it ([0 or -∞ : +∞ : 1]); else unknown
+      const whole = steps[i] === 1 && (args.starts[i] === 0 || args.starts[i] <= -HUGE) && args.ends[i] >= HUGE
+      plan[a] = { first: 0, step: steps[i], len: whole ? dim : "" }
       return
     }
     const { first, len } = sliceRange(dim, args.starts[i], args.ends[i], steps[i])
