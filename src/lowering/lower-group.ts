@@ -68,52 +68,67 @@ export const defaultCpuSchedule: ScheduleFn = (_outputs, base) => {
   return s
 }
 
-export const lowerGroup = (fused: FusedGraph, group: FusedGroup, schedule: ScheduleFn = defaultCpuSchedule): GroupKernel => {
+/** A group's TE program: its outputs and which graph value each placeholder holds. */
+export interface GroupTE {
+  readonly outputs: readonly ComputeTensor[]
+  /** `p{k}` → graph value. */
+  readonly placeholders: ReadonlyMap<string, string>
+}
+
+/** Builds the TE program of a group (throws NoCompute when an op has no compute). */
+export const buildGroupTE = (fused: FusedGraph, group: FusedGroup): GroupTE => {
   const { graph } = fused
-  const name = `k${group.id}`
   const nodes = group.nodes.map((n) => graph.nodes.find((m) => m.name === n)!)
+  const typeOf = (v: string): ValueType => {
+    const t = graph.valueTypes.get(v) ?? graph.initializers.get(v)
+    if (!t) throw new NoCompute(`value '${v}' has no known type`)
+    return t
+  }
+  const tensors = new Map<string, TeTensor>()
+  group.inputs.forEach((v, k) => {
+    const t = typeOf(v)
+    tensors.set(v, placeholder(`p${k}`, staticShape(t, `input ${k}`), t.dtype))
+  })
+  let counter = 0
+  for (const n of nodes) {
+    const compute = computeFor(n)
+    if (!compute) throw new NoCompute(`no compute for ${n.op}`)
+    if (n.outputs.filter((o) => o !== "").length !== 1) throw new NoCompute(`${n.op} with ${n.outputs.filter((o) => o !== "").length} outputs`)
+    const outs = n.outputs.map((o) => typeOf(o))
+    const base = `t${counter++}`
+    let sub = 0
+    const made = compute({
+      node: n,
+      attrs: attrsOf(n),
+      inputs: n.inputs.map((i) => (i === "" ? undefined : tensors.get(i))),
+      outputs: outs.map((t) => ({ dtype: t.dtype, shape: staticShape(t, `output of ${n.op}`) })),
+      name: (suffix) => (suffix ? `${base}_${suffix}${sub++}` : base),
+      constants: n.inputs.map((i) => graph.initializers.get(i)?.data),
+    })
+    tensors.set(n.outputs[0], made[made.length - 1])
+  }
+  const outputs = group.outputs.map((v) => {
+    const t = tensors.get(v)
+    if (!t || t.kind !== "compute") throw new NoCompute(`output '${v}' is not computed in the group`)
+    return t
+  })
+  return { outputs, placeholders: new Map(group.inputs.map((v, k) => [`p${k}`, v] as const)) }
+}
+
+/** The group's PrimFunc for a schedule of its TE program, with the TIR passes run. */
+export const lowerGroupSchedule = (te: GroupTE, group: FusedGroup, s: S.Schedule): CompiledKernel => {
+  const name = `k${group.id}`
+  const func = runTirPasses(lowerSync(s, name), [...defaultTirPasses(), lowerIntrinsics])
+  const args = func.params.map((p) => te.placeholders.get(p.name) ?? group.outputs[te.outputs.findIndex((o) => o.name === p.name)])
+  return { kind: "compiled", group: group.id, name, func, args, outputs: group.outputs, schedule: s }
+}
+
+export const lowerGroup = (fused: FusedGraph, group: FusedGroup, schedule: ScheduleFn = defaultCpuSchedule): GroupKernel => {
+  const name = `k${group.id}`
+  const nodes = group.nodes.map((n) => fused.graph.nodes.find((m) => m.name === n)!)
   try {
-    const typeOf = (v: string): ValueType => {
-      const t = graph.valueTypes.get(v) ?? graph.initializers.get(v)
-      if (!t) throw new NoCompute(`value '${v}' has no known type`)
-      return t
-    }
-    const tensors = new Map<string, TeTensor>()
-    group.inputs.forEach((v, k) => {
-      const t = typeOf(v)
-      tensors.set(v, placeholder(`p${k}`, staticShape(t, `input ${k}`), t.dtype))
-    })
-    let counter = 0
-    for (const n of nodes) {
-      const compute = computeFor(n)
-      if (!compute) throw new NoCompute(`no compute for ${n.op}`)
-      if (n.outputs.filter((o) => o !== "").length !== 1 && n.op !== "Dropout" && n.op !== "MaxPool" && n.op !== "BatchNormalization")
-        throw new NoCompute(`${n.op} with ${n.outputs.length} outputs`)
-      const outs = n.outputs.map((o) => typeOf(o))
-      const base = `t${counter++}`
-      let sub = 0
-      const made = compute({
-        node: n,
-        attrs: attrsOf(n),
-        inputs: n.inputs.map((i) => (i === "" ? undefined : tensors.get(i))),
-        outputs: outs.map((t) => ({ dtype: t.dtype, shape: staticShape(t, `output of ${n.op}`) })),
-        name: (suffix) => (suffix ? `${base}_${suffix}${sub++}` : base),
-        constants: n.inputs.map((i) => graph.initializers.get(i)?.data),
-      })
-      tensors.set(n.outputs[0], made[made.length - 1])
-    }
-    const outputs = group.outputs.map((v) => {
-      const t = tensors.get(v)
-      if (!t || t.kind !== "compute") throw new NoCompute(`output '${v}' is not computed in the group`)
-      return t
-    })
-    const s = schedule(outputs, baseSchedule(outputs), group)
-    const func0 = lowerSync(s, name)
-    const func = runTirPasses(func0, [...defaultTirPasses(), lowerIntrinsics])
-    // params: placeholders in the order lowering lists them, then outputs
-    const byPlaceholder = new Map<string, string>(group.inputs.map((v, k) => [`p${k}`, v] as const))
-    const args = func.params.map((p) => byPlaceholder.get(p.name) ?? group.outputs[outputs.findIndex((o) => o.name === p.name)])
-    return { kind: "compiled", group: group.id, name, func, args, outputs: group.outputs, schedule: s }
+    const te = buildGroupTE(fused, group)
+    return lowerGroupSchedule(te, group, schedule(te.outputs, baseSchedule(te.outputs), group))
   } catch (e) {
     if (e instanceof NoCompute || e instanceof S.ScheduleError) return { kind: "fallback", group: group.id, name, nodes, reason: `${nodes.map((n) => n.op).join("+")}: ${e.message}` }
     throw e

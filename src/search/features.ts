@@ -1,0 +1,109 @@
+// Features of a candidate for the cost model, from its lowered TIR (AutoTVM's loop-variable
+// features): for the innermost loops of the main loop nest, their extents and annotations; for
+// the buffer accesses of its innermost store, strides on the innermost loop, touched elements and
+// reuse over the innermost loops; nest counts and allocation sizes; plus the knob values.
+import { collect, type Expr, type Var } from "../ast/te/expr.js"
+import { evalExpr } from "../ast/te/eval-expr.js"
+import type { PrimFunc, Stmt } from "../ast/tir/tir.js"
+import type { Config, Knob } from "../lowering/templates.js"
+
+const K_LOOPS = 6
+const K_ACCESS = 4
+const K_KNOBS = 6
+export const FEATURE_COUNT = K_LOOPS * 5 + K_ACCESS * 3 + 4 + K_KNOBS
+
+interface Loop {
+  readonly name: string
+  readonly extent: number
+  readonly kind: string
+}
+
+const lg = (x: number) => Math.log2(Math.max(x, 0) + 1)
+
+const constExtent = (e: Expr): number => (e.kind === "const" ? e.value : 1)
+
+/** Every store with the loops around it. */
+const storesWithLoops = (s: Stmt, loops: Loop[], out: { loops: Loop[]; indices: readonly Expr[]; reads: Expr[] }[]): void => {
+  switch (s.kind) {
+    case "for":
+      storesWithLoops(s.body, [...loops, { name: s.var.name, extent: constExtent(s.extent), kind: s.forKind }], out)
+      return
+    case "seq":
+      s.body.forEach((b) => storesWithLoops(b, loops, out))
+      return
+    case "if":
+      storesWithLoops(s.then, loops, out)
+      if (s.else) storesWithLoops(s.else, loops, out)
+      return
+    case "allocate":
+    case "let":
+      storesWithLoops(s.body, loops, out)
+      return
+    case "store":
+      out.push({ loops, indices: s.indices, reads: collect(s.value, (e) => e.kind === "read") })
+      return
+    default:
+      return
+  }
+}
+
+const coefficient = (index: readonly Expr[], v: string): number => {
+  if (index.length !== 1) return 0
+  const e = index[0]
+  const vars = collect(e, (x) => x.kind === "var").map((x) => (x as Var).name)
+  const at = (val: number) => evalExpr(e, new Map(vars.map((n) => [n, n === v ? val : 0])), () => 0)
+  try {
+    return Math.abs(at(1) - at(0))
+  } catch {
+    return 0
+  }
+}
+
+export const featuresOf = (f: PrimFunc, knobs: readonly Knob[] = [], config: Config = {}): number[] => {
+  const stores: { loops: Loop[]; indices: readonly Expr[]; reads: Expr[] }[] = []
+  storesWithLoops(f.body, [], stores)
+  const work = (x: { loops: Loop[] }) => x.loops.reduce((p, l) => p * l.extent, 1)
+  const main = stores.reduce<(typeof stores)[number] | undefined>((best, x) => (!best || work(x) > work(best) ? x : best), undefined)
+  const feats: number[] = []
+  const loops = main ? [...main.loops].reverse() : []
+  for (let k = 0; k < K_LOOPS; k++) {
+    const l = loops[k]
+    feats.push(l ? lg(l.extent) : 0, l?.kind === "serial" ? 1 : 0, l?.kind === "parallel" ? 1 : 0, l?.kind === "vectorized" ? 1 : 0, l?.kind === "unrolled" ? 1 : 0)
+  }
+  const accesses: (readonly Expr[])[] = main ? [main.indices, ...main.reads.map((r) => (r.kind === "read" ? r.indices : []))] : []
+  const inner = loops.slice(0, 3)
+  for (let k = 0; k < K_ACCESS; k++) {
+    const idx = accesses[k]
+    if (!idx || !inner.length) {
+      feats.push(0, 0, 0)
+      continue
+    }
+    const stride = coefficient(idx, inner[0].name)
+    const used = new Set(idx.flatMap((e) => collect(e, (x) => x.kind === "var").map((x) => (x as Var).name)))
+    const touched = inner.reduce((p, l) => p * (used.has(l.name) ? l.extent : 1), 1)
+    const iters = inner.reduce((p, l) => p * l.extent, 1)
+    feats.push(lg(stride), lg(touched), lg(iters / touched))
+  }
+  let allocs = 0
+  let allocBytes = 0
+  const visit = (s: Stmt): void => {
+    if (s.kind === "allocate") {
+      allocs++
+      allocBytes += s.buffer.shape.reduce((a, b) => a * b, 1) * 4
+    }
+    if (s.kind === "for" || s.kind === "allocate" || s.kind === "let") visit(s.body)
+    if (s.kind === "seq") s.body.forEach(visit)
+    if (s.kind === "if") {
+      visit(s.then)
+      if (s.else) visit(s.else)
+    }
+  }
+  visit(f.body)
+  feats.push(main ? lg(work(main)) : 0, stores.length, allocs, lg(allocBytes))
+  for (let k = 0; k < K_KNOBS; k++) {
+    const knob = knobs[k]
+    const v = knob ? config[knob.name] : undefined
+    feats.push(typeof v === "number" ? lg(v) : typeof v === "boolean" ? (v ? 1 : 0) : typeof v === "string" && knob ? (knob.candidates as readonly unknown[]).indexOf(v) : 0)
+  }
+  return feats
+}

@@ -1,0 +1,125 @@
+// Tuning tasks: one per distinct workload (the group's TE program, its template and the target),
+// so identical layers share a task. A task carries its knobs (the search space, as data).
+import type { FusedGroup } from "../rewrite/fuse-ops.js"
+import type { ComputeTensor } from "../ast/te/tensor.js"
+import { printTE } from "../ast/te/tensor.js"
+import type * as S from "../ast/schedule/schedule.js"
+import type { Config, Knob, ScheduleTarget, Template } from "../lowering/templates.js"
+import { templateFor } from "../lowering/templates.js"
+
+export interface Task {
+  /** A short stable id: hash of the workload. */
+  readonly id: string
+  /** What identifies the workload: template, TE program (shapes, ops, layout), target. */
+  readonly workload: string
+  /** Anchor op and shapes, for people. */
+  readonly label: string
+  readonly template: Template
+  readonly knobs: readonly Knob[]
+  readonly outputs: readonly ComputeTensor[]
+  readonly base: S.Schedule
+  /** Groups of the program that run this workload. */
+  readonly groups: readonly number[]
+  readonly flops: number
+}
+
+export const fnv1a = (s: string): string => {
+  let h = 2166136261
+  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 16777619) >>> 0
+  return h.toString(16).padStart(8, "0")
+}
+
+/** A config's canonical JSON (sorted keys) and its hash. */
+export const configKey = (c: Config): string => JSON.stringify(Object.fromEntries(Object.keys(c).sort().map((k) => [k, c[k]])))
+export const configHash = (c: Config): string => fnv1a(configKey(c))
+
+export const targetKey = (t: ScheduleTarget & { readonly kind: string }): string => `${t.kind}:lanes=${t.vectorLanes}:cores=${t.cores}`
+
+/**
+ * The workload key of a group's TE program: its printed form with tensor names replaced by
+ * position, so the same layer at two places in a network is the same task.
+ */
+export const workloadOf = (outputs: readonly ComputeTensor[], template: Template, target: string): string => {
+  const text = printTE(outputs)
+  const names = [...new Set(text.match(/\b[pt]\d+(_\w+)?\b/g) ?? [])]
+  let canon = text
+  names.forEach((n, k) => (canon = canon.replace(new RegExp(`\\b${n}\\b`, "g"), `T${k}`)))
+  return `${template.name}|${target}|${canon}`
+}
+
+export interface GroupProgram {
+  readonly group: FusedGroup
+  readonly outputs: readonly ComputeTensor[]
+  readonly base: S.Schedule
+  readonly flops: number
+}
+
+/** Tasks from the compiled groups that have a reduction anchor (the ones schedules matter for). */
+export const extractTasks = (groups: readonly GroupProgram[], target: ScheduleTarget & { readonly kind: string }): Task[] => {
+  const byWorkload = new Map<string, Task>()
+  const tkey = targetKey(target)
+  for (const g of groups) {
+    const template = templateFor(g.base)
+    if (template.name !== "reduction") continue
+    const workload = workloadOf(g.outputs, template, tkey)
+    const prev = byWorkload.get(workload)
+    if (prev) {
+      byWorkload.set(workload, { ...prev, groups: [...prev.groups, g.group.id] })
+      continue
+    }
+    const anchor = g.group.ops.find((op) => ["Conv", "ConvNCHWc", "MatMul", "Gemm", "MaxPool", "AveragePool"].includes(op)) ?? g.group.ops[0]
+    const shape = g.outputs[g.outputs.length - 1].shape.join("x")
+    byWorkload.set(workload, {
+      id: fnv1a(workload),
+      workload,
+      label: `${anchor} ${shape}`,
+      template,
+      knobs: template.space(g.outputs, g.base),
+      outputs: g.outputs,
+      base: g.base,
+      groups: [g.group.id],
+      flops: g.flops,
+    })
+  }
+  return [...byWorkload.values()]
+}
+
+/** The size of a task's space. */
+export const spaceSize = (knobs: readonly Knob[]): number => knobs.reduce((n, k) => n * k.candidates.length, 1)
+
+/** The i-th config of the space (mixed radix over the knobs, first knob fastest). */
+export const configAt = (knobs: readonly Knob[], index: number): Config => {
+  const out: Record<string, string | number | boolean> = {}
+  let rest = index
+  for (const k of knobs) {
+    out[k.name] = k.candidates[rest % k.candidates.length]
+    rest = Math.floor(rest / k.candidates.length)
+  }
+  return out
+}
+
+/** The index of a config in the space, or undefined when a knob's value is not a candidate (stale record). */
+export const indexOfConfig = (knobs: readonly Knob[], c: Config): number | undefined => {
+  let idx = 0
+  let mul = 1
+  for (const k of knobs) {
+    const i = k.candidates.indexOf(c[k.name] as never)
+    if (i < 0) return undefined
+    idx += i * mul
+    mul *= k.candidates.length
+  }
+  return idx
+}
+
+/** A task straight from a TE program (tests, benchmarks of single operators). */
+export const taskFromTE = (
+  outputs: readonly ComputeTensor[],
+  base: S.Schedule,
+  target: ScheduleTarget & { readonly kind: string },
+  flops: number,
+  label = "te",
+): Task => {
+  const template = templateFor(base)
+  const workload = workloadOf(outputs, template, targetKey(target))
+  return { id: fnv1a(workload), workload, label, template, knobs: template.space(outputs, base), outputs, base, groups: [], flops }
+}

@@ -1,0 +1,120 @@
+// The tuning loop: a tuner proposes batches, the device measures them, records are written as
+// they come (so a killed tuner loses at most the batch in flight), the tuner learns, and the loop
+// stops at the trial budget, when the space is exhausted, or after `earlyStopping` trials without
+// improvement.
+import { Effect } from "effect"
+import type { PrimFunc } from "../ast/tir/tir.js"
+import type { Config } from "../lowering/templates.js"
+import type { CostModelError } from "./cost-model.js"
+import { RECORD_VERSION, type TuningRecord } from "./records.js"
+import { configHash, type Task } from "./task.js"
+import type { MeasureResult, Tuner } from "./tuners.js"
+
+export interface Measured {
+  readonly config: Config
+  readonly cost: number | undefined
+  readonly error?: string
+}
+
+export interface TuneProgress {
+  readonly task: Task
+  readonly trials: number
+  readonly total: number
+  /** Best GFLOP/s so far (0 before any success). */
+  readonly bestGflops: number
+  readonly errors: number
+}
+
+export interface TuneOptions {
+  readonly trials: number
+  readonly batch: number
+  readonly earlyStopping?: number
+  readonly target: string
+  /** Timestamps come from the caller (the CLI owns the clock). */
+  readonly now: () => string
+  readonly onProgress?: (p: TuneProgress) => void
+  /** Called with each batch's records before the tuner learns from them. */
+  readonly onRecords?: (records: readonly TuningRecord[]) => Effect.Effect<void>
+  /** Configs already measured (a resumed log): skipped by the tuner, counted as trials. */
+  readonly done?: readonly TuningRecord[]
+}
+
+export interface TuneResult {
+  readonly task: Task
+  readonly best?: { readonly config: Config; readonly cost: number }
+  /** Best-so-far GFLOP/s after each trial. */
+  readonly curve: readonly number[]
+  readonly trials: number
+  readonly errors: number
+}
+
+export const tuneTask = <E>(
+  task: Task,
+  tuner: Tuner,
+  lowerConfig: (config: Config) => PrimFunc,
+  measure: (candidates: readonly { config: Config; func: PrimFunc }[]) => Effect.Effect<readonly Measured[], E>,
+  options: TuneOptions,
+): Effect.Effect<TuneResult, E | CostModelError> =>
+  Effect.gen(function* () {
+    const curve: number[] = []
+    let best: { config: Config; cost: number } | undefined
+    let errors = 0
+    let sinceBest = 0
+    const gflops = (cost: number) => task.flops / cost / 1e9
+    const learn = (rs: readonly MeasureResult[]) => tuner.update(rs)
+    // a resumed log: what was measured counts, and the tuner learns it
+    const resumed = (options.done ?? []).filter((r) => r.workload === task.workload)
+    if (resumed.length) {
+      for (const r of resumed) {
+        const cost = r.costs.length ? Math.min(...r.costs) : undefined
+        if (cost !== undefined && (!best || cost < best.cost)) best = { config: r.config, cost }
+        if (cost === undefined) errors++
+        curve.push(best ? gflops(best.cost) : 0)
+      }
+      yield* learn(resumed.map((r) => ({ config: r.config, cost: r.costs.length ? Math.min(...r.costs) : undefined })))
+    }
+    const doneKeys = new Set(resumed.map((r) => configHash(r.config)))
+    while (curve.length < options.trials && tuner.hasNext()) {
+      const want = Math.min(options.batch, options.trials - curve.length)
+      const configs = (yield* tuner.next(want)).filter((c) => !doneKeys.has(configHash(c)))
+      if (configs.length === 0) {
+        if (!tuner.hasNext()) break
+        continue
+      }
+      const candidates: { config: Config; func: PrimFunc }[] = []
+      const failed: Measured[] = []
+      for (const config of configs) {
+        try {
+          candidates.push({ config, func: lowerConfig(config) })
+        } catch (e) {
+          failed.push({ config, cost: undefined, error: `build failed: ${e instanceof Error ? e.message : String(e)}` })
+        }
+      }
+      const measured = [...failed, ...(yield* measure(candidates))]
+      const records: TuningRecord[] = measured.map((m) => ({
+        v: RECORD_VERSION,
+        task: task.id,
+        workload: task.workload,
+        target: options.target,
+        config: m.config,
+        costs: m.cost === undefined ? [] : [m.cost],
+        timestamp: options.now(),
+        tuner: tuner.name,
+        ...(m.error ? { error: m.error } : {}),
+        ...(m.cost ? { gflops: gflops(m.cost) } : {}),
+      }))
+      if (options.onRecords) yield* options.onRecords(records)
+      for (const m of measured) {
+        if (m.cost === undefined) errors++
+        if (m.cost !== undefined && (!best || m.cost < best.cost)) {
+          best = { config: m.config, cost: m.cost }
+          sinceBest = 0
+        } else sinceBest++
+        curve.push(best ? gflops(best.cost) : 0)
+      }
+      options.onProgress?.({ task, trials: curve.length, total: options.trials, bestGflops: best ? gflops(best.cost) : 0, errors })
+      yield* learn(measured.map((m) => ({ config: m.config, cost: m.cost })))
+      if (options.earlyStopping && sinceBest >= options.earlyStopping) break
+    }
+    return { task, ...(best ? { best } : {}), curve, trials: curve.length, errors }
+  })

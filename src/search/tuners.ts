@@ -1,0 +1,205 @@
+// Tuners behind one interface: each proposes configs to measure and learns from the results.
+//   random — uniform without repeats;  grid — the space in index order;
+//   ga     — a genetic search over knob values (tournament selection, crossover, mutation);
+//   xgb    — AutoTVM's: parallel simulated annealing over the space guided by the cost model,
+//            batches chosen from the model's best with epsilon-greedy diversity; its model can
+//            start from other tasks' records (transfer learning).
+import { Effect } from "effect"
+import { prng } from "../ast/graph/arbitrary.js"
+import type { Config } from "../lowering/templates.js"
+import type { CostModelShape, CostModelError } from "./cost-model.js"
+import { configAt, configHash, spaceSize, type Task } from "./task.js"
+
+export interface MeasureResult {
+  readonly config: Config
+  /** Seconds per run; undefined when the candidate failed (error). */
+  readonly cost: number | undefined
+}
+
+export interface Tuner {
+  readonly name: "random" | "grid" | "ga" | "xgb"
+  /** Up to n configs not measured yet. */
+  readonly next: (n: number) => Effect.Effect<Config[], CostModelError>
+  readonly update: (results: readonly MeasureResult[]) => Effect.Effect<void, CostModelError>
+  readonly hasNext: () => boolean
+}
+
+const visitedSet = () => {
+  const seen = new Set<string>()
+  return { has: (c: Config) => seen.has(configHash(c)), add: (c: Config) => seen.add(configHash(c)), size: () => seen.size }
+}
+
+export const randomTuner = (task: Task, seed = 1): Tuner => {
+  const rng = prng(seed)
+  const size = spaceSize(task.knobs)
+  const seen = visitedSet()
+  return {
+    name: "random",
+    hasNext: () => seen.size() < size,
+    next: (n) =>
+      Effect.sync(() => {
+        const out: Config[] = []
+        for (let tries = 0; out.length < n && seen.size() < size && tries < n * 50; tries++) {
+          const c = configAt(task.knobs, Math.floor(rng.next() * size))
+          if (seen.has(c)) continue
+          seen.add(c)
+          out.push(c)
+        }
+        return out
+      }),
+    update: () => Effect.void,
+  }
+}
+
+export const gridTuner = (task: Task): Tuner => {
+  const size = spaceSize(task.knobs)
+  let i = 0
+  return {
+    name: "grid",
+    hasNext: () => i < size,
+    next: (n) =>
+      Effect.sync(() => {
+        const out: Config[] = []
+        while (out.length < n && i < size) out.push(configAt(task.knobs, i++))
+        return out
+      }),
+    update: () => Effect.void,
+  }
+}
+
+export const gaTuner = (task: Task, seed = 1, populationSize = 16, mutation = 0.15): Tuner => {
+  const rng = prng(seed)
+  const size = spaceSize(task.knobs)
+  const seen = visitedSet()
+  const scored: { config: Config; fitness: number }[] = []
+  const mutate = (c: Config): Config =>
+    Object.fromEntries(task.knobs.map((k) => [k.name, rng.next() < mutation ? k.candidates[Math.floor(rng.next() * k.candidates.length)] : c[k.name]]))
+  const pick = () => {
+    // tournament of two among the fittest
+    const pool = [...scored].sort((a, b) => b.fitness - a.fitness).slice(0, populationSize)
+    const a = pool[Math.floor(rng.next() * pool.length)]
+    const b = pool[Math.floor(rng.next() * pool.length)]
+    return (a.fitness >= b.fitness ? a : b).config
+  }
+  return {
+    name: "ga",
+    hasNext: () => seen.size() < size,
+    next: (n) =>
+      Effect.sync(() => {
+        const out: Config[] = []
+        for (let tries = 0; out.length < n && seen.size() < size && tries < n * 100; tries++) {
+          let c: Config
+          if (scored.length < populationSize) c = configAt(task.knobs, Math.floor(rng.next() * size))
+          else {
+            const p1 = pick()
+            const p2 = pick()
+            c = mutate(Object.fromEntries(task.knobs.map((k) => [k.name, rng.next() < 0.5 ? p1[k.name] : p2[k.name]])))
+          }
+          if (seen.has(c)) continue
+          seen.add(c)
+          out.push(c)
+        }
+        return out
+      }),
+    update: (results) =>
+      Effect.sync(() => {
+        for (const r of results) scored.push({ config: r.config, fitness: r.cost ? 1 / r.cost : 0 })
+      }),
+  }
+}
+
+export interface XgbTunerOptions {
+  readonly seed?: number
+  /** Featurizes a config (lowers it and reads the TIR). */
+  readonly features: (c: Config) => readonly number[]
+  readonly model: CostModelShape
+  /** Rows from other tasks' records to start the model from (transfer learning). */
+  readonly transfer?: { readonly xs: readonly (readonly number[])[]; readonly ys: readonly number[] }
+  readonly epsilon?: number
+  readonly saChains?: number
+  readonly saSteps?: number
+}
+
+export const xgbTuner = (task: Task, options: XgbTunerOptions): Tuner => {
+  const rng = prng(options.seed ?? 1)
+  const size = spaceSize(task.knobs)
+  const seen = visitedSet()
+  const xs: (readonly number[])[] = []
+  const costs: number[] = []
+  const feat = new Map<string, readonly number[]>()
+  const featuresOf = (c: Config) => {
+    const k = configHash(c)
+    let f = feat.get(k)
+    if (!f) {
+      f = options.features(c)
+      feat.set(k, f)
+    }
+    return f
+  }
+  const eps = options.epsilon ?? 0.05
+  const chains = options.saChains ?? 8
+  const steps = options.saSteps ?? 40
+  const neighbour = (c: Config): Config => {
+    const k = task.knobs[Math.floor(rng.next() * task.knobs.length)]
+    return { ...c, [k.name]: k.candidates[Math.floor(rng.next() * k.candidates.length)] }
+  }
+  let started = false
+  const start = Effect.gen(function* () {
+    if (started) return
+    started = true
+    if (options.transfer && options.transfer.xs.length > 1) yield* options.model.fit(options.transfer.xs, options.transfer.ys)
+  })
+  /** Parallel simulated annealing over the space, scored by the model; the best unseen configs. */
+  const explore = (n: number) =>
+    Effect.gen(function* () {
+      const pool = new Map<string, { config: Config; score: number }>()
+      let temp = 1
+      let current = Array.from({ length: chains }, () => configAt(task.knobs, Math.floor(rng.next() * size)))
+      let scores = yield* options.model.predict(current.map(featuresOf))
+      for (let s = 0; s < steps; s++) {
+        const cand = current.map(neighbour)
+        const cs = yield* options.model.predict(cand.map(featuresOf))
+        current = current.map((c, k) => {
+          const accept = cs[k] > scores[k] || rng.next() < Math.exp((cs[k] - scores[k]) / Math.max(temp, 1e-3))
+          const next = accept ? cand[k] : c
+          if (accept) scores[k] = cs[k]
+          if (!seen.has(next)) pool.set(configHash(next), { config: next, score: scores[k] })
+          return next
+        })
+        scores = [...scores]
+        temp *= 0.9
+      }
+      return [...pool.values()].sort((a, b) => b.score - a.score).slice(0, n).map((p) => p.config)
+    })
+  return {
+    name: "xgb",
+    hasNext: () => seen.size() < size,
+    next: (n) =>
+      Effect.gen(function* () {
+        yield* start
+        const out: Config[] = []
+        const take = (c: Config) => {
+          if (seen.has(c) || out.length >= n) return
+          seen.add(c)
+          out.push(c)
+        }
+        if (options.model.trained()) for (const c of yield* explore(n)) if (rng.next() >= eps) take(c)
+        for (let tries = 0; out.length < n && seen.size() < size && tries < n * 50; tries++) take(configAt(task.knobs, Math.floor(rng.next() * size)))
+        return out
+      }),
+    update: (results) =>
+      Effect.gen(function* () {
+        for (const r of results) {
+          xs.push(featuresOf(r.config))
+          costs.push(r.cost ?? Infinity)
+        }
+        // regression on normalised throughput: best = 1, failures = 0
+        const best = Math.min(...costs)
+        const ys = costs.map((c) => (Number.isFinite(c) ? best / c : 0))
+        const tx = options.transfer?.xs ?? []
+        const ty = options.transfer?.ys ?? []
+        yield* options.model.fit([...tx, ...xs], [...ty, ...ys])
+      }),
+  }
+}
+

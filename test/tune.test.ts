@@ -1,0 +1,99 @@
+// The auto-tuner end to end on a small matmul workload (js target, measured in workers): every
+// tuner finds a working schedule within its trials; records are complete; a hung or wrong
+// candidate is an error, not a crash; a corrupt log line is skipped with a warning.
+import { Effect } from "effect"
+import { describe, expect, it } from "vitest"
+import { buildCompute } from "../src/ast/te/arbitrary.js"
+import { evaluateTE } from "../src/ast/te/evaluate.js"
+import { c, v } from "../src/ast/te/expr.js"
+import type { PrimFunc } from "../src/ast/tir/tir.js"
+import { baseSchedule } from "../src/lowering/lower-group.js"
+import { lowerSync } from "../src/lowering/lower.js"
+import { defaultTirPasses, lowerIntrinsics, runTirPasses } from "../src/lowering/tir-passes.js"
+import { measureJs } from "../src/device/measure.js"
+import { CostModel, XGBoostCostModel } from "../src/search/cost-model.js"
+import { featuresOf } from "../src/search/features.js"
+import { bestRecords, parseLog, serializeRecord, type TuningRecord } from "../src/search/records.js"
+import { taskFromTE } from "../src/search/task.js"
+import { gaTuner, gridTuner, randomTuner, xgbTuner, type Tuner } from "../src/search/tuners.js"
+import { tuneTask } from "../src/search/tune.js"
+
+const cc = buildCompute("matmul", 4242)
+const base = baseSchedule(cc.outputs)
+const [M, N] = cc.outputs[0].shape
+const K = (cc.inputs.get("A")!.shape as number[])[1]
+const task = taskFromTE(cc.outputs, base, { kind: "js", vectorLanes: 4, cores: 1 }, 2 * M * N * K, "matmul")
+const lowerConfig = (config: Record<string, string | number | boolean>): PrimFunc =>
+  runTirPasses(lowerSync(task.template.apply(task.outputs, task.base, config)), [...defaultTirPasses(), lowerIntrinsics])
+const outputs = new Set(cc.outputs.map((o) => o.name))
+const reference = (inputs: ReadonlyMap<string, import("../src/ast/graph/tensor.js").Tensor>) => new Map(cc.outputs.map((o, k) => [o.name, evaluateTE(cc.outputs, inputs)[k]] as const))
+const measure = (cands: readonly { config: Record<string, string | number | boolean>; func: PrimFunc }[]) =>
+  measureJs(cands, outputs, reference, { repeats: 1, minRepeatMs: 1, timeoutMs: 20_000, rtol: 1e-3, atol: 1e-4 })
+
+const run = (tuner: Tuner, trials = 8) =>
+  Effect.runPromise(
+    Effect.gen(function* () {
+      const records: TuningRecord[] = []
+      const result = yield* tuneTask(task, tuner, lowerConfig, measure, {
+        trials,
+        batch: 4,
+        target: "js",
+        now: () => "2026-01-01T00:00:00Z",
+        onRecords: (rs) => Effect.sync(() => void records.push(...rs)),
+      })
+      return { result, records }
+    }),
+  )
+
+describe("auto-tuning (js target)", () => {
+  for (const make of [() => randomTuner(task, 3), () => gridTuner(task), () => gaTuner(task, 3)])
+    it(`${make().name} tuner: finds working schedules, writes one record per trial`, async () => {
+      const { result, records } = await run(make())
+      expect(records.length).toBe(result.trials)
+      expect(result.errors).toBe(0)
+      expect(result.best).toBeDefined()
+      // best-so-far never gets worse
+      result.curve.forEach((g, k) => k > 0 && expect(g).toBeGreaterThanOrEqual(result.curve[k - 1]))
+    }, 120_000)
+
+  it("xgb tuner: the cost model learns from measured features", async () => {
+    const out = await Effect.runPromise(
+      Effect.gen(function* () {
+        const model = yield* CostModel
+        const tuner = xgbTuner(task, { seed: 5, model, features: (cfg) => featuresOf(lowerConfig(cfg), task.knobs, cfg) })
+        const records: TuningRecord[] = []
+        const result = yield* tuneTask(task, tuner, lowerConfig, measure, {
+          trials: 12,
+          batch: 4,
+          target: "js",
+          now: () => "t",
+          onRecords: (rs) => Effect.sync(() => void records.push(...rs)),
+        })
+        return { result, trained: model.trained(), records }
+      }).pipe(Effect.provide(XGBoostCostModel)),
+    )
+    expect(out.trained).toBe(true)
+    expect(out.result.best).toBeDefined()
+    expect(out.records.length).toBe(out.result.trials)
+  }, 120_000)
+
+  it("a candidate that hangs times out as an error; one that computes wrongly is an error", async () => {
+    const good = lowerConfig(task.template.defaults(task.knobs, { vectorLanes: 4, cores: 1 }))
+    const hang: PrimFunc = { ...good, body: { kind: "for", var: v("spin"), min: c(0), extent: c(1e15), forKind: "serial", body: { kind: "seq", body: [] } } }
+    const wrong: PrimFunc = { ...good, body: { kind: "seq", body: [] } }
+    const [w] = await Effect.runPromise(measureJs([{ config: { which: "wrong" }, func: wrong }], outputs, reference, { repeats: 1, minRepeatMs: 1, timeoutMs: 10_000, rtol: 1e-3, atol: 1e-4 }))
+    expect(w.cost).toBeUndefined()
+    expect(w.error).toMatch(/wrong answer/)
+    const [h] = await Effect.runPromise(measureJs([{ config: { which: "hang" }, func: hang }], outputs, reference, { repeats: 1, minRepeatMs: 1, timeoutMs: 1_500, rtol: 1e-3, atol: 1e-4 }))
+    expect(h.error).toMatch(/timed out/)
+  }, 60_000)
+
+  it("logs: corrupt lines are skipped with a warning; the best record per workload is found", () => {
+    const r = (cost: number): TuningRecord => ({ v: 1, task: "t", workload: "w", target: "js", config: { a: cost }, costs: [cost], timestamp: "x" })
+    const text = [serializeRecord(r(3)), '{"v":1,"task":"t", "cut off', serializeRecord(r(1)), '{"v":9}', ""].join("\n")
+    const log = parseLog(text)
+    expect(log.records.length).toBe(2)
+    expect(log.warnings.length).toBe(2)
+    expect(bestRecords(log.records, "js").get("w")!.costs[0]).toBe(1)
+  })
+})
