@@ -4,7 +4,11 @@ import { Effect } from "effect"
 import type { Graph } from "./ast/graph/graph.js"
 import { bind } from "./ast/graph/infer.js"
 import { lowerGroups } from "./lowering/lower-group.js"
-import { defaultSchedule } from "./lowering/templates.js"
+import { defaultSchedule, type Knob, type Template } from "./lowering/templates.js"
+import type { FusedGroup } from "./rewrite/fuse-ops.js"
+import type { ComputeTensor } from "./ast/te/tensor.js"
+import type { TuningRecord } from "./search/records.js"
+import { configHash, indexOfConfig, targetKey, workloadOf } from "./search/task.js"
 import { alterLayout, defaultPasses, fuseOps, planMemory, sequential, singletonGroups, withPassConfig } from "./rewrite/index.js"
 import type { Program } from "./device/executor.js"
 import { emitJsModule } from "./emit/js.js"
@@ -18,6 +22,8 @@ export interface CompileOptions {
   readonly vectorLanes?: number
   /** Cores the parallel loops may use. */
   readonly cores?: number
+  /** Best tuning record per workload (from `tessera tune` logs). */
+  readonly tuned?: ReadonlyMap<string, TuningRecord>
   /** Shapes binding symbolic input dims. */
   readonly shapes?: ReadonlyMap<string, readonly number[]>
 }
@@ -31,9 +37,36 @@ export const compileGraph = Effect.fn("tessera.compile")(function* (graph: Graph
   const optimized = yield* passes.run(bound).pipe(withPassConfig({ optLevel }))
   const fused = optLevel >= fuseOps.optLevel ? yield* fuseOps.run(optimized) : singletonGroups(optimized)
   const memory = planMemory(fused)
-  const kernels = lowerGroups(fused, defaultSchedule({ vectorLanes: Math.max(lanes, 1), cores: options.cores ?? 1 }))
-  return { graph: fused.graph, fused, memory, kernels } satisfies Program
+  const target = { kind: options.target, vectorLanes: Math.max(lanes, 1), cores: options.cores ?? 1 }
+  const tuning: TuningReport = { applied: [], untuned: [], skipped: [] }
+  const lookup = options.tuned
+    ? (group: FusedGroup, template: Template, knobs: readonly Knob[], outputs: readonly ComputeTensor[]) => {
+        if (template.name !== "reduction") return undefined
+        const workload = workloadOf(outputs, template, targetKey(target))
+        const rec = options.tuned!.get(workload)
+        if (!rec) {
+          tuning.untuned.push(group.id)
+          return undefined
+        }
+        // a record whose knobs no longer fit the template is skipped, with the reason
+        if (indexOfConfig(knobs, rec.config) === undefined) {
+          tuning.skipped.push({ group: group.id, reason: `record ${configHash(rec.config)} does not fit the template's knobs (${knobs.map((k) => k.name).join(", ")})` })
+          return undefined
+        }
+        tuning.applied.push(group.id)
+        return rec.config
+      }
+    : undefined
+  const kernels = lowerGroups(fused, defaultSchedule(target, lookup))
+  return { graph: fused.graph, fused, memory, kernels, tuning } satisfies Program & { tuning: TuningReport }
 })
+
+/** Which groups took a tuned schedule, which ran the default, and which records were skipped (why). */
+export interface TuningReport {
+  readonly applied: number[]
+  readonly untuned: number[]
+  readonly skipped: { readonly group: number; readonly reason: string }[]
+}
 
 /** The js target's artifact: one ES module with a function per compiled kernel. */
 export const emitJs = (program: Program): string =>

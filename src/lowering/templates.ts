@@ -127,10 +127,13 @@ export const templateFor = (base: S.Schedule): Template => (anchorStage(base) ? 
 
 /** The untuned schedule for a target: each group's template at its defaults. */
 export const defaultSchedule =
-  (target: ScheduleTarget, tuned?: (group: FusedGroup, template: Template, knobs: readonly Knob[]) => Config | undefined): ScheduleFn =>
+  (
+    target: ScheduleTarget,
+    tuned?: (group: FusedGroup, template: Template, knobs: readonly Knob[], outputs: readonly ComputeTensor[]) => Config | undefined,
+  ): ScheduleFn =>
   (outputs, base, group) => {
     const t = templateFor(base)
     const knobs = t.space(outputs, base)
-    const config = tuned?.(group, t, knobs) ?? t.defaults(knobs, target)
+    const config = tuned?.(group, t, knobs, outputs) ?? t.defaults(knobs, target)
     return t.apply(outputs, base, config)
   }
