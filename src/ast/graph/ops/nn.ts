@@ -1,3 +1,15 @@
+// The neural-network ops: convolutions, pooling, matrix products and Einsum.
 import type { AnyOpDef } from "../op.js"
+import { convOps } from "./nn-conv.js"
+import { convTransposeOps } from "./nn-conv-transpose.js"
+import { einsumOps } from "./nn-einsum.js"
+import { matmulOps } from "./nn-matmul.js"
+import { poolOps } from "./nn-pool.js"
 
-export const nnOps = {} satisfies Record<string, AnyOpDef>
+export const nnOps = {
+  ...convOps,
+  ...convTransposeOps,
+  ...poolOps,
+  ...matmulOps,
+  ...einsumOps,
+} satisfies Record<string, AnyOpDef>

@@ -1,0 +1,270 @@
+// Pooling: MaxPool (with its optional Indices output), AveragePool, LpPool, their Global forms
+// and MaxUnpool. Windows over 1-3 spatial dims run as 3-D loop nests (leading dims of size 1).
+import { A, attrs } from "../attrs.js"
+import { allocate, isFloat, type DType } from "../dtype.js"
+import { check, defineOp, unsupported, type AnyOpDef, type Dim, type InferCtx, type ValueType } from "../op.js"
+import { sizeOf, stridesOf, tensor, toNumbers, type Tensor } from "../tensor.js"
+import { arity, inputType, req } from "./util.js"
+import { as3d, padsOf, spatialRank, stepsOf, windowAttrs, windowDims, windowOf, type Window, type WindowAttrs } from "./nn-common.js"
+
+type PoolMode = "max" | "avg" | "lp"
+
+interface PoolOptions {
+  readonly mode: PoolMode
+  readonly countIncludePad: boolean
+  readonly p: number
+  /** MaxPool's Indices: flat input index of each maximum (column-major spatial when storage_order is 1). */
+  readonly indices?: Float64Array
+  readonly columnMajor: boolean
+}
+
+/** Pools every (batch, channel) plane of `x` over `window` into `y`. */
+const pool = (x: ArrayLike<number>, planes: number, window: Window, y: { [i: number]: number }, o: PoolOptions): void => {
+  const win = as3d(window)
+  const [D, H, W] = win.input
+  const [KD, KH, KW] = win.kernel
+  const [OD, OH, OW] = win.output
+  const [sd, sh, sw] = win.strides
+  const [dd, dh, dw] = win.dilations
+  const [pd, ph, pw] = win.padBegin
+  const [qd, qh, qw] = win.padEnd
+  const inSize = D * H * W
+  const { mode, p } = o
+  let out = 0
+  for (let c = 0; c < planes; c++) {
+    const base = c * inSize
+    for (let od = 0; od < OD; od++)
+      for (let oh = 0; oh < OH; oh++)
+        for (let ow = 0; ow < OW; ow++, out++) {
+          const d0 = od * sd - pd
+          const h0 = oh * sh - ph
+          const w0 = ow * sw - pw
+          let acc = 0
+          let count = 0
+          let padded = 0
+          let best = 0
+          let at = -1
+          for (let kd = 0; kd < KD; kd++) {
+            const id = d0 + kd * dd
+            const dIn = id >= 0 && id < D
+            const dPad = id >= -pd && id < D + qd
+            for (let kh = 0; kh < KH; kh++) {
+              const ih = h0 + kh * dh
+              const hIn = ih >= 0 && ih < H
+              const hPad = ih >= -ph && ih < H + qh
+              for (let kw = 0; kw < KW; kw++) {
+                const iw = w0 + kw * dw
+                if (dPad && hPad && iw >= -pw && iw < W + qw) padded++
+                if (!(dIn && hIn && iw >= 0 && iw < W)) continue
+                const i = (id * H + ih) * W + iw
+                const v = x[base + i]
+                if (mode === "max") {
+                  if (at < 0 || v > best) {
+                    best = v
+                    at = o.columnMajor ? id + ih * D + iw * D * H : i
+                  }
+                } else if (mode === "avg") {
+                  acc += v
+                  count++
+                } else acc += Math.pow(Math.abs(v), p)
+              }
+            }
+          }
+          if (mode === "max") {
+            y[out] = at < 0 ? 0 : best
+            if (o.indices) o.indices[out] = at < 0 ? -1 : base + at
+          } else if (mode === "avg") {
+            const div = o.countIncludePad ? padded : count
+            y[out] = div > 0 ? acc / div : NaN
+          } else y[out] = Math.pow(acc, 1 / p)
+        }
+  }
+}
+
+const poolAttrs = {
+  ...windowAttrs,
+  ceil_mode: A.int(0),
+}
+type PoolAttrs = WindowAttrs & { readonly ceil_mode: number }
+
+const kernelAttr = (a: WindowAttrs, rank: number): number[] => {
+  const k = a.kernel_shape
+  if (!k || k.length === 0) return unsupported("kernel_shape is required") // required by the spec
+  check(k.length === rank, () => `kernel_shape has ${k.length} dims for ${rank} spatial dims`)
+  return [...k]
+}
+
+const inferPool = <T extends PoolAttrs>(ctx: InferCtx<T>, outputs: number): ValueType[] => {
+  const x = inputType(ctx, 0)
+  const rank = spatialRank(x)
+  const shape: Dim[] = [x.shape[0], x.shape[1], ...windowDims(ctx, x.shape.slice(2), kernelAttr(ctx.attrs, rank), ctx.attrs, ctx.attrs.ceil_mode !== 0)]
+  const out: ValueType[] = [{ dtype: x.dtype, shape }]
+  if (outputs > 1) out.push({ dtype: "int64", shape })
+  return out
+}
+
+const runPool = (x: Tensor, a: PoolAttrs, o: Omit<PoolOptions, "indices">, withIndices: boolean): Tensor[] => {
+  const rank = spatialRank(x)
+  if (rank > 3) return unsupported(`pooling over ${rank} spatial dims is not supported (at most 3)`)
+  const win = windowOf(x.shape.slice(2), kernelAttr(a, rank), a, a.ceil_mode !== 0)
+  const shape = [x.shape[0], x.shape[1], ...win.output]
+  const n = sizeOf(shape)
+  const y = allocate(x.dtype, n)
+  const indices = withIndices ? new Float64Array(n) : undefined
+  pool(x.data, x.shape[0] * x.shape[1], win, y, { ...o, indices })
+  const out = [tensor(x.dtype, shape, y)]
+  if (indices) out.push(tensor("int64", shape, indices))
+  return out
+}
+
+const requireFloat = (d: DType, op: string) => check(isFloat(d), () => `${op} input must be a float tensor, got ${d}`)
+
+const MaxPool = defineOp({
+  attrs: attrs({ ...poolAttrs, storage_order: A.int(0) }),
+  inputs: arity.one,
+  outputs: arity.range(1, 2),
+  kind: "out-elementwise-fusable",
+  infer: (ctx) => inferPool(ctx, ctx.outputs),
+  kernel: ({ inputs, attrs: a, outputs }) => {
+    const x = req(inputs, 0, "X")
+    check(x.dtype !== "bool", "MaxPool does not take bool")
+    return runPool(x, a, { mode: "max", countIncludePad: false, p: 1, columnMajor: a.storage_order === 1 }, outputs > 1)
+  },
+})
+
+const AveragePool = defineOp({
+  attrs: attrs({ ...poolAttrs, count_include_pad: A.int(0) }),
+  inputs: arity.one,
+  outputs: arity.one,
+  kind: "out-elementwise-fusable",
+  infer: (ctx) => {
+    requireFloat(inputType(ctx, 0).dtype, "AveragePool")
+    return inferPool(ctx, 1)
+  },
+  kernel: ({ inputs, attrs: a }) =>
+    runPool(req(inputs, 0, "X"), a, { mode: "avg", countIncludePad: a.count_include_pad !== 0, p: 1, columnMajor: false }, false),
+})
+
+const LpPool = defineOp({
+  attrs: attrs({ ...poolAttrs, p: A.float(2) }),
+  inputs: arity.one,
+  outputs: arity.one,
+  kind: "out-elementwise-fusable",
+  infer: (ctx) => {
+    requireFloat(inputType(ctx, 0).dtype, "LpPool")
+    return inferPool(ctx, 1)
+  },
+  kernel: ({ inputs, attrs: a }) => runPool(req(inputs, 0, "X"), a, { mode: "lp", countIncludePad: false, p: a.p, columnMajor: false }, false),
+})
+
+/** Global pools: one value per (batch, channel) plane, spatial dims kept as 1. */
+const globalPool = (mode: PoolMode, op: string) =>
+  defineOp({
+    attrs: attrs({ p: A.float(2) }),
+    inputs: arity.one,
+    outputs: arity.one,
+    kind: "out-elementwise-fusable",
+    infer: (ctx) => {
+      const x = inputType(ctx, 0)
+      if (mode !== "max") requireFloat(x.dtype, op)
+      const rank = spatialRank(x)
+      return [{ dtype: x.dtype, shape: [x.shape[0], x.shape[1], ...new Array<number>(rank).fill(1)] }]
+    },
+    kernel: ({ inputs, attrs: a }) => {
+      const x = req(inputs, 0, "X")
+      const rank = spatialRank(x)
+      const planes = x.shape[0] * x.shape[1]
+      const size = sizeOf(x.shape.slice(2))
+      const y = allocate(x.dtype, planes)
+      const d = x.data
+      for (let c = 0; c < planes; c++) {
+        const base = c * size
+        let acc = mode === "max" ? -Infinity : 0
+        if (mode === "max") {
+          for (let i = 0; i < size; i++) {
+            const v = d[base + i]
+            if (v > acc || Number.isNaN(v)) acc = v
+            if (Number.isNaN(v)) break
+          }
+        } else if (mode === "avg") {
+          for (let i = 0; i < size; i++) acc += d[base + i]
+          acc /= size
+        } else {
+          for (let i = 0; i < size; i++) acc += Math.pow(Math.abs(d[base + i]), a.p)
+          acc = Math.pow(acc, 1 / a.p)
+        }
+        y[c] = acc
+      }
+      return [tensor(x.dtype, [x.shape[0], x.shape[1], ...new Array<number>(rank).fill(1)], y)]
+    },
+  })
+
+/** MaxUnpool's default output dims: (in − 1)·stride + kernel − pads. */
+const unpoolDims = (a: WindowAttrs, input: readonly Dim[], kernel: readonly number[], node: string): Dim[] => {
+  const rank = input.length
+  const { strides } = stepsOf(a, rank)
+  const { begin, end } = padsOf(a.pads, rank)
+  return input.map((d, i) => (typeof d === "number" ? (d - 1) * strides[i] + kernel[i] - begin[i] - end[i] : `${node}.out0.d${i + 2}`))
+}
+
+const MaxUnpool = defineOp({
+  attrs: attrs(windowAttrs),
+  inputs: arity.range(2, 3),
+  outputs: arity.one,
+  kind: "opaque",
+  infer: (ctx) => {
+    const x = inputType(ctx, 0)
+    const rank = spatialRank(x)
+    const kernel = kernelAttr(ctx.attrs, rank)
+    if (ctx.inputs[2]) {
+      const v = ctx.values[2]
+      if (v) return [{ dtype: x.dtype, shape: toNumbers(v) }]
+      return [{ dtype: x.dtype, shape: x.shape.map((_, i) => `${ctx.node}.out0.d${i}`) }]
+    }
+    return [{ dtype: x.dtype, shape: [x.shape[0], x.shape[1], ...unpoolDims(ctx.attrs, x.shape.slice(2), kernel, ctx.node)] }]
+  },
+  kernel: ({ inputs, attrs: a, node }) => {
+    const x = req(inputs, 0, "X")
+    const idx = req(inputs, 1, "I")
+    check(idx.data.length === x.data.length, "I must have the shape of X")
+    const rank = spatialRank(x)
+    const kernel = kernelAttr(a, rank)
+    // scatter into the default shape, then place that at the origin of output_shape when given
+    const inferred = [x.shape[0], x.shape[1], ...(unpoolDims(a, x.shape.slice(2), kernel, node) as number[])]
+    const y0 = allocate(x.dtype, sizeOf(inferred))
+    const I = idx.data as ArrayLike<number>
+    for (let j = 0; j < I.length; j++) {
+      const t = I[j]
+      check(t >= 0 && t < y0.length, () => `index ${t} out of range for output of ${y0.length} elements`)
+      y0[t] = x.data[j]
+    }
+    if (!inputs[2]) return [tensor(x.dtype, inferred, y0)]
+    const shape = toNumbers(inputs[2])
+    check(shape.length === x.shape.length && shape.every((d, i) => d >= inferred[i]), () =>
+      `output_shape [${shape.join(", ")}] must have rank ${x.shape.length} and hold [${inferred.join(", ")}]`)
+    const y = allocate(x.dtype, sizeOf(shape))
+    const inner = inferred[inferred.length - 1]
+    const os = stridesOf(shape)
+    const counter = new Array<number>(inferred.length).fill(0)
+    for (let src = 0; src < y0.length; src += inner) {
+      let dst = 0
+      for (let d = 0; d < inferred.length; d++) dst += counter[d] * os[d]
+      for (let j = 0; j < inner; j++) y[dst + j] = y0[src + j]
+      for (let d = inferred.length - 2; d >= 0; d--) {
+        if (++counter[d] < inferred[d]) break
+        counter[d] = 0
+      }
+    }
+    return [tensor(x.dtype, shape, y)]
+  },
+})
+
+export const poolOps = {
+  MaxPool,
+  AveragePool,
+  LpPool,
+  GlobalMaxPool: globalPool("max", "GlobalMaxPool"),
+  GlobalAveragePool: globalPool("avg", "GlobalAveragePool"),
+  GlobalLpPool: globalPool("lp", "GlobalLpPool"),
+  MaxUnpool,
+} satisfies Record<string, AnyOpDef>
