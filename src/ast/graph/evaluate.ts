@@ -144,8 +144,10 @@ export const runGraph = (
       if (name === "") return
       const t = outs[j]
       if (!t) throw new NodeError({ node: n.name, op: n.op, reason: `kernel gave no output ${j}` })
-      roundNarrow(t)
-      env.set(name, t)
+      // a kernel may hand back an input as its output (Identity): round a copy, never the input
+      const owned = (t.dtype === "float16" || t.dtype === "bfloat16") && inputs.some((i) => i?.data === t.data) ? { ...t, data: t.data.slice() } : t
+      roundNarrow(owned)
+      env.set(name, owned)
     })
     if (observe) {
       try {

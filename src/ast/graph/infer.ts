@@ -110,6 +110,14 @@ export const inferNodes = (graph: Graph, types: Map<string, ValueType>, values: 
         if (!t) throw new NodeError({ node: n.name, op: n.op, reason: `type relation gave no type for output ${j}` })
         types.set(o, t)
       })
+      // Shape and Size of a statically shaped value are known without its data
+      if ((n.op === "Shape" || n.op === "Size") && n.inputs[0] !== "" && !inValues[0] && inTypes[0] && isStatic(inTypes[0])) {
+        const shapeOnly: Tensor = { dtype: inTypes[0].dtype, shape: inTypes[0].shape as number[], data: new Float32Array(0) }
+        const [out] = def.kernel({ node: n.name, attrs, opset: graph.opset, inputs: [shapeOnly], outputs: 1, runSubgraph: () => [] })
+        values.set(n.outputs[0], out)
+        types.set(n.outputs[0], typeOf(out))
+        continue
+      }
       // constant propagation: all inputs known, no subgraphs, small outputs
       const allConst = n.inputs.every((name, k) => name === "" || inValues[k] !== undefined)
       const hasGraph = Object.values(n.attrs).some((a) => a.kind === "graph" || a.kind === "graphs")

@@ -200,8 +200,12 @@ export const decodeModelSync = (bytes: Uint8Array, options: DecodeOptions = {}):
   if (!model.graph) throw new DecodeError({ where: "model", reason: "has no graph (is this an ONNX model file?)" })
   const imports = model.opsetImport.filter((o) => o.domain === "" || o.domain === "ai.onnx")
   const opset = imports.length ? Number(imports[0].version) : model.irVersion > 0n && model.irVersion < 3n ? 1 : NaN
-  if (!Number.isFinite(opset))
-    throw new DecodeError({ where: "model", reason: "imports no default-domain opset" })
+  if (!Number.isFinite(opset)) {
+    const others = [...new Set(model.opsetImport.map((o) => o.domain))]
+    if (others.length)
+      throw new UnsupportedModelError({ where: "model", feature: `it imports only the domain(s) ${others.join(", ")}; Tessera supports the default ONNX domain` })
+    throw new DecodeError({ where: "model", reason: "imports no opset at all (opset_import is empty)" })
+  }
   if (opset > MAX_OPSET)
     throw new UnsupportedModelError({ where: "model", feature: `opset ${opset} is newer than the newest supported (${MAX_OPSET}); re-export with opset ≤ ${MAX_OPSET}` })
   if (opset < MIN_OPSET) throw new DecodeError({ where: "model", reason: `opset ${opset} is not a valid version` })
