@@ -1,5 +1,6 @@
-// The neural-network ops: convolutions, pooling, matrix products and Einsum.
+// The neural-network ops: convolutions, pooling, matrix products and Einsum, Col2Im and DeformConv.
 import type { AnyOpDef } from "../op.js"
+import { col2imOps } from "./nn-col2im.js"
 import { convOps } from "./nn-conv.js"
 import { convTransposeOps } from "./nn-conv-transpose.js"
 import { einsumOps } from "./nn-einsum.js"
@@ -12,4 +13,5 @@ export const nnOps = {
   ...poolOps,
   ...matmulOps,
   ...einsumOps,
+  ...col2imOps,
 } satisfies Record<string, AnyOpDef>

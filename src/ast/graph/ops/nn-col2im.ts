@@ -1,0 +1,183 @@
+// Col2Im (the inverse of im2col: blocks summed back into an image, N-d) and DeformConv (2-D
+// convolution whose sampling points move by learned offsets, read bilinearly, with an optional
+// modulation mask), after ONNX's reference implementations.
+import { A, attrs } from "../attrs.js"
+import { allocate, isFloat } from "../dtype.js"
+import { check, defineOp, unsupported, type AnyOpDef, type Dim } from "../op.js"
+import { sizeOf, tensor } from "../tensor.js"
+import { arity, inputType, req } from "./util.js"
+import { padsOf, stepsOf, type WindowAttrs } from "./nn-common.js"
+import { intValues } from "./tensor-common.js"
+
+const Col2Im = defineOp({
+  attrs: attrs({ dilations: A.optInts(), pads: A.optInts(), strides: A.optInts() }),
+  inputs: arity.three,
+  outputs: arity.one,
+  kind: "opaque",
+  infer: (ctx) => {
+    const x = inputType(ctx, 0)
+    check(x.shape.length === 3, () => `Col2Im input must be 3-D [N, C·block, L], got rank ${x.shape.length}`)
+    const img = ctx.values[1] ? intValues(ctx.values[1], "image_shape") : undefined
+    const block = ctx.values[2] ? intValues(ctx.values[2], "block_shape") : undefined
+    const rankT = inputType(ctx, 1).shape[0]
+    const rank = img ? img.length : typeof rankT === "number" ? rankT : unsupported("image_shape has an unknown length")
+    const cb = x.shape[1]
+    const c: Dim = block && typeof cb === "number" ? cb / sizeOf(block) : `${ctx.node}.out0.d1`
+    const spatial: Dim[] = img ?? Array.from({ length: rank }, (_, i) => `${ctx.node}.out0.d${i + 2}`)
+    return [{ dtype: x.dtype, shape: [x.shape[0], c, ...spatial] }]
+  },
+  kernel: ({ inputs, attrs: a }) => {
+    const x = req(inputs, 0, "input")
+    const img = intValues(req(inputs, 1, "image_shape"), "image_shape")
+    const block = intValues(req(inputs, 2, "block_shape"), "block_shape")
+    const rank = img.length
+    check(block.length === rank, () => `block_shape has ${block.length} dims, image_shape ${rank}`)
+    check(x.shape.length === 3, () => `Col2Im input must be 3-D [N, C·block, L], got rank ${x.shape.length}`)
+    const wa: WindowAttrs = { auto_pad: "NOTSET", kernel_shape: undefined, dilations: a.dilations, pads: a.pads, strides: a.strides }
+    const { strides, dilations } = stepsOf(wa, rank)
+    const { begin, end } = padsOf(a.pads, rank)
+    const blocks = img.map((d, i) => Math.floor((d + begin[i] + end[i] - ((block[i] - 1) * dilations[i] + 1)) / strides[i]) + 1)
+    const [batch, cb, L] = x.shape
+    const kSize = sizeOf(block)
+    check(cb % kSize === 0, () => `input dim 1 (${cb}) is not a multiple of the block size ${kSize}`)
+    check(L === sizeOf(blocks), () => `input has ${L} blocks, the image holds [${blocks.join(", ")}]`)
+    const channels = cb / kSize
+    const outSize = sizeOf(img)
+    const y = new Float64Array(batch * channels * outSize)
+    const xd = x.data as ArrayLike<number>
+    const kc = new Array<number>(rank)
+    const lc = new Array<number>(rank)
+    for (let kk = 0; kk < kSize; kk++) {
+      for (let d = rank - 1, r = kk; d >= 0; d--) {
+        kc[d] = r % block[d]
+        r = Math.floor(r / block[d])
+      }
+      for (let l = 0; l < L; l++) {
+        let o = 0
+        let inside = true
+        for (let d = rank - 1, r = l; d >= 0; d--) {
+          lc[d] = r % blocks[d]
+          r = Math.floor(r / blocks[d])
+        }
+        for (let d = 0; d < rank && inside; d++) {
+          const c = lc[d] * strides[d] - begin[d] + kc[d] * dilations[d]
+          inside = c >= 0 && c < img[d]
+          o = o * img[d] + c
+        }
+        if (!inside) continue
+        for (let n = 0; n < batch; n++)
+          for (let c = 0; c < channels; c++) y[(n * channels + c) * outSize + o] += xd[((n * channels + c) * kSize + kk) * L + l]
+      }
+    }
+    const out = allocate(x.dtype, y.length)
+    out.set(y)
+    return [tensor(x.dtype, [batch, channels, ...img], out)]
+  },
+})
+
+/** x[h, w] of one plane read bilinearly; corners outside the plane read as 0. */
+const bilinear = (x: ArrayLike<number>, off: number, H: number, W: number, h: number, w: number): number => {
+  const h0 = Math.floor(h)
+  const w0 = Math.floor(w)
+  const fh = h - h0
+  const fw = w - w0
+  let v = 0
+  for (let dy = 0; dy < 2; dy++) {
+    const yy = h0 + dy
+    if (yy < 0 || yy >= H) continue
+    const wy = dy ? fh : 1 - fh
+    for (let dx = 0; dx < 2; dx++) {
+      const xx = w0 + dx
+      if (xx < 0 || xx >= W) continue
+      v += wy * (dx ? fw : 1 - fw) * x[off + yy * W + xx]
+    }
+  }
+  return v
+}
+
+const DeformConv = defineOp({
+  attrs: attrs({
+    dilations: A.optInts(),
+    group: A.int(1),
+    kernel_shape: A.optInts(),
+    offset_group: A.int(1),
+    pads: A.optInts(),
+    strides: A.optInts(),
+  }),
+  inputs: arity.range(3, 5),
+  outputs: arity.one,
+  kind: "opaque",
+  infer: (ctx) => {
+    const x = inputType(ctx, 0)
+    const w = inputType(ctx, 1)
+    const off = inputType(ctx, 2)
+    check(isFloat(x.dtype), () => `DeformConv input must be float, got ${x.dtype}`)
+    check(off.shape.length === x.shape.length, "offset must have the rank of X")
+    return [{ dtype: x.dtype, shape: [x.shape[0], w.shape[0], ...off.shape.slice(2)] }]
+  },
+  kernel: ({ inputs, attrs: a }) => {
+    const x = req(inputs, 0, "X")
+    const w = req(inputs, 1, "W")
+    const offset = req(inputs, 2, "offset")
+    const b = inputs[3]
+    const mask = inputs[4]
+    if (x.shape.length !== 4) return unsupported(`DeformConv over ${x.shape.length - 2} spatial dims is not supported (2-D only)`)
+    const [N, C, H, W] = x.shape
+    const [M, cg, KH, KW] = w.shape
+    const { group, offset_group: og } = a
+    check(C === cg * group && M % group === 0, () => `W [${w.shape.join(", ")}] does not fit ${C} channels in ${group} groups`)
+    check(C % og === 0, () => `offset_group ${og} must divide ${C} channels`)
+    const wa: WindowAttrs = { auto_pad: "NOTSET", kernel_shape: undefined, dilations: a.dilations, pads: a.pads, strides: a.strides }
+    const { strides, dilations } = stepsOf(wa, 2)
+    const { begin } = padsOf(a.pads, 2)
+    const [OH, OW] = offset.shape.slice(2)
+    const kk = KH * KW
+    check(offset.shape[1] === og * kk * 2, () => `offset has ${offset.shape[1]} channels, needs ${og * kk * 2}`)
+    if (mask) check(mask.shape[1] === og * kk, () => `mask has ${mask.shape[1]} channels, needs ${og * kk}`)
+    const xd = x.data as ArrayLike<number>
+    const wd = w.data as ArrayLike<number>
+    const od = offset.data as ArrayLike<number>
+    const md = mask ? (mask.data as ArrayLike<number>) : undefined
+    const mg = M / group
+    const cPerOg = C / og
+    const plane = OH * OW
+    // sampled columns per (image, channel): [kernel position, output pixel]
+    const cols = new Float64Array(C * kk * plane)
+    const y = new Float64Array(N * M * plane)
+    for (let n = 0; n < N; n++) {
+      for (let c = 0; c < C; c++) {
+        const g = Math.floor(c / cPerOg)
+        for (let i = 0; i < KH; i++)
+          for (let j = 0; j < KW; j++) {
+            const k = i * KW + j
+            const oh0 = ((n * og + g) * kk + k) * 2 * plane
+            const mOff = ((n * og + g) * kk + k) * plane
+            for (let oy = 0; oy < OH; oy++)
+              for (let ox = 0; ox < OW; ox++) {
+                const p = oy * OW + ox
+                const h = oy * strides[0] - begin[0] + i * dilations[0] + od[oh0 + p]
+                const ww = ox * strides[1] - begin[1] + j * dilations[1] + od[oh0 + plane + p]
+                const v = bilinear(xd, (n * C + c) * H * W, H, W, h, ww)
+                cols[(c * kk + k) * plane + p] = md ? v * md[mOff + p] : v
+              }
+          }
+      }
+      for (let m = 0; m < M; m++) {
+        const g = Math.floor(m / mg)
+        const yOff = (n * M + m) * plane
+        if (b) y.fill(b.data[m] as number, yOff, yOff + plane)
+        for (let c = 0; c < cg; c++)
+          for (let k = 0; k < kk; k++) {
+            const wv = wd[(m * cg + c) * kk + k]
+            const col = ((g * cg + c) * kk + k) * plane
+            for (let p = 0; p < plane; p++) y[yOff + p] += wv * cols[col + p]
+          }
+      }
+    }
+    const out = allocate(x.dtype, y.length)
+    out.set(y)
+    return [tensor(x.dtype, [N, M, OH, OW], out)]
+  },
+})
+
+export const col2imOps = { Col2Im, DeformConv } satisfies Record<string, AnyOpDef>
