@@ -3,6 +3,7 @@
 import type { AnyOpDef } from "../op.js"
 import { activationOps } from "./activation.js"
 import { elementwiseOps } from "./elementwise.js"
+import { mathOps } from "./math.js"
 import { nnOps } from "./nn.js"
 import { tensorOps } from "./tensor-ops.js"
 import { reduceOps } from "./reduce.js"
@@ -13,6 +14,7 @@ import { controlOps } from "./control.js"
 import { layoutOps } from "./layout.js"
 
 export const OPS = {
+  ...mathOps,
   ...elementwiseOps,
   ...activationOps,
   ...nnOps,
@@ -24,7 +26,7 @@ export const OPS = {
   ...controlOps,
 } satisfies Record<string, AnyOpDef>
 
-export type OpName = keyof typeof OPS
+export type OpName = Extract<keyof typeof OPS, string>
 
 export const isOpName = (op: string): op is OpName => Object.prototype.hasOwnProperty.call(OPS, op)
 
