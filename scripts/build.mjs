@@ -10,6 +10,7 @@ await build({
     "cli/main": "src/cli/main.ts",
     "index": "src/index.ts",
     "scripts/conformance": "scripts/conformance.ts",
+    "scripts/optimizer-report": "scripts/optimizer-report.ts",
   },
   outdir,
   bundle: true,

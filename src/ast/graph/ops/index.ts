@@ -9,6 +9,7 @@ import { tensorOps } from "./tensor-ops.js"
 import { reduceOps } from "./reduce.js"
 import { miscOps } from "./misc.js"
 import { normOps } from "./norm.js"
+import { normCoreOps } from "./norm-core.js"
 import { rnnOps } from "./rnn.js"
 import { controlOps } from "./control.js"
 import { layoutOps } from "./layout.js"
@@ -21,6 +22,7 @@ export const OPS = {
   ...tensorOps,
   ...reduceOps,
   ...miscOps,
+  ...normCoreOps,
   ...normOps,
   ...rnnOps,
   ...controlOps,
