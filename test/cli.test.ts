@@ -10,6 +10,7 @@ import { fromArray } from "../src/ast/graph/tensor.js"
 import { decodeModelSync } from "../src/ast/onnx/decode.js"
 import { randomTensor } from "../src/cli/inputs.js"
 import { parseNpy, serializeNpy } from "../src/device/npy.js"
+import { zooModel } from "../src/zoo/index.js"
 import { initializer, modelBytes, transposeModel, twoOutputModel, valueInfo } from "./cli-models.js"
 
 const ROOT = path.resolve(import.meta.dirname, "..")
@@ -46,7 +47,7 @@ const write = (name: string, bytes: Uint8Array): string => {
 describe("tessera", () => {
   it("--help lists the commands", () => {
     const out = ok("--help")
-    for (const c of ["run", "inspect"]) expect(out).toMatch(new RegExp(`^\\s+${c}\\s`, "m"))
+    for (const c of ["run", "inspect", "zoo", "demo"]) expect(out).toMatch(new RegExp(`^\\s+${c}\\s`, "m"))
   })
   it("run --help documents the flags", () => {
     const out = ok("run", "--help")
@@ -193,4 +194,41 @@ describe("tessera inspect", () => {
   })
 
   it("dot: a Graphviz graph", () => expect(ok("inspect", reshape(), "--format", "dot")).toMatch(/^digraph tessera \{/))
+})
+
+describe("tessera zoo", () => {
+  it("lists the zoo without a name", () => {
+    const out = ok("zoo")
+    for (const n of ["resnet18", "mobilenetv2", "mlp", "bert"]) expect(out).toMatch(new RegExp(`^${n}\\s`, "m"))
+  })
+  it("writes a network with seeded weights, the same bytes as the library's, that runs", () => {
+    const file = path.join(tmp, "zoo", "mlp.onnx")
+    const summary = lastJson(ok("zoo", "mlp", "--out", file, "--seed", "3"))
+    expect(summary).toEqual({ model: "mlp", seed: 3, file, bytes: fs.statSync(file).size })
+    expect(Buffer.compare(fs.readFileSync(file), zooModel("mlp", 3))).toBe(0) // (toEqual on 2 MB is slow)
+    const run = JSON.parse(ok("run", file))
+    expect(run.outputs).toEqual([{ name: "output", dtype: "float32", shape: [1, 10] }])
+  })
+  it("an unknown network: one line, exit 2, no file", () => {
+    const r = tessera("zoo", "resnet1000", "--out", path.join(tmp, "r.onnx"))
+    expect(r.status).toBe(2)
+    expect(r.stderr.trim()).toBe("tessera zoo: NAME: no zoo model 'resnet1000' (the zoo has: resnet18, resnet50, mobilenetv2, squeezenet1.1, mlp, bert) (see 'tessera zoo --help')")
+    expect(fs.existsSync(path.join(tmp, "r.onnx"))).toBe(false)
+  })
+})
+
+describe("tessera demo", () => {
+  it("runs a zoo network through Tessera and onnxruntime and compares (mlp: small enough for a test)", () => {
+    const out = ok("demo", "--model", "mlp")
+    const row = out.split("\n").find((l) => l.startsWith("mlp "))
+    expect(row, out).toBeDefined()
+    // with onnxruntime-node: times on both sides, a tiny difference, the same top-5 classes
+    if (!/onnxruntime-node is not available/.test(out)) {
+      const [, ours, ort, diff, agree] = row!.split(/\s{2,}/)
+      expect(Number(ours)).toBeGreaterThan(0)
+      expect(Number(ort)).toBeGreaterThan(0)
+      expect(Number(diff)).toBeLessThan(1e-4)
+      expect(agree).toMatch(/^yes \(\d+(,\d+){4}\)$/)
+    }
+  })
 })

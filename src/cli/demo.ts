@@ -1,7 +1,7 @@
 // `tessera demo`: the README's main job. Builds zoo networks in memory (seeded weights), runs each
 // through Tessera and through onnxruntime-node (when installed), and prints a small table: time on
 // each side, the largest absolute difference, and whether the top-5 classes agree.
-import { Effect } from "effect"
+import { Data, Effect, Result } from "effect"
 import { runGraph } from "../ast/graph/evaluate.js"
 import type { Graph } from "../ast/graph/graph.js"
 import type { Tensor } from "../ast/graph/tensor.js"
@@ -19,8 +19,17 @@ export interface DemoOptions {
   readonly build: (name: string, seed: number) => Uint8Array
 }
 
+/** Some demo models could not be run through Tessera (each row says why). */
+export class DemoError extends Data.TaggedError("DemoError")<{ readonly failed: readonly string[] }> {
+  override get message(): string {
+    return `${this.failed.join(", ")} could not run through Tessera (see the table above for why)`
+  }
+}
+
 export interface DemoRow {
   readonly model: string
+  /** Why Tessera could not run it (the other fields are then empty). */
+  readonly error?: string
   readonly ourMs: number
   readonly ortMs: number | null
   readonly maxAbsDiff: number | null
@@ -114,12 +123,20 @@ export const demo = Effect.fn("cli.demo")(function* (o: DemoOptions, log: (line:
   if (typeof ort === "string") yield* log(ort)
   const rows: DemoRow[] = []
   for (const name of o.models) {
-    const bytes = yield* attempt(() => o.build(name, o.seed))
-    const graph = yield* attempt(() => decodeModelSync(bytes))
-    const feeds = yield* attempt(() => feedsFor(graph, o.seed))
-    const t0 = performance.now()
-    const ours = yield* attempt(() => timeRuns(o.runs, () => runGraph(graph, feeds)[0]))
-    const ourMs = o.runs > 1 ? ours.ms : performance.now() - t0
+    const attemptRun = Effect.gen(function* () {
+      const bytes = yield* attempt(() => o.build(name, o.seed))
+      const graph = yield* attempt(() => decodeModelSync(bytes))
+      const feeds = yield* attempt(() => feedsFor(graph, o.seed))
+      const t0 = performance.now()
+      const ours = yield* attempt(() => timeRuns(o.runs, () => runGraph(graph, feeds)[0]))
+      return { bytes, graph, feeds, ours, ourMs: o.runs > 1 ? ours.ms : performance.now() - t0 }
+    })
+    const tried = yield* Effect.result(attemptRun)
+    if (Result.isFailure(tried)) {
+      rows.push({ model: name, error: tried.failure.message, ourMs: NaN, ortMs: null, maxAbsDiff: null, top5: { ours: [], ort: null, agree: null } })
+      continue
+    }
+    const { bytes, graph, feeds, ours, ourMs } = tried.success
     const oursTop = topK(ours.result)
     if (typeof ort === "string") {
       rows.push({ model: name, ourMs, ortMs: null, maxAbsDiff: null, top5: { ours: oursTop, ort: null, agree: null } })
@@ -146,19 +163,28 @@ export const demo = Effect.fn("cli.demo")(function* (o: DemoOptions, log: (line:
   return rows
 })
 
+/** Fails with DemoError when a model could not run through Tessera. */
+export const demoOutcome = (rows: readonly DemoRow[]): Effect.Effect<void, DemoError> => {
+  const failed = rows.filter((r) => r.error !== undefined).map((r) => r.model)
+  return failed.length ? Effect.fail(new DemoError({ failed })) : Effect.void
+}
+
 const fmtMs = (ms: number | null) => (ms === null ? "-" : ms >= 100 ? ms.toFixed(0) : ms.toFixed(2))
 
 /** The table the demo prints. */
 export const demoTable = (rows: readonly DemoRow[]): string => {
   const header = ["model", "tessera interp (ms)", "onnxruntime (ms)", "max |diff|", "top-5 agree"]
-  const body = rows.map((r) => [
+  const body = rows.map((r) =>
+    r.error !== undefined ? [r.model, `failed: ${r.error}`, "", "", ""] : [
     r.model,
     fmtMs(r.ourMs),
     fmtMs(r.ortMs),
     r.maxAbsDiff === null ? "-" : r.maxAbsDiff.toExponential(2),
     r.top5.agree === null ? `- (ours ${r.top5.ours.join(",")})` : r.top5.agree ? `yes (${r.top5.ours.join(",")})` : `NO (ours ${r.top5.ours.join(",")}, ort ${r.top5.ort?.join(",")})`,
   ])
-  const widths = header.map((h, k) => Math.max(h.length, ...body.map((b) => b[k].length)))
+  // a failed row's message runs past the columns instead of widening them
+  const sized = body.filter((_, i) => rows[i].error === undefined)
+  const widths = header.map((h, k) => Math.max(h.length, ...(k === 0 ? body : sized).map((b) => b[k].length)))
   const line = (cells: readonly string[]) => cells.map((c, k) => c.padEnd(widths[k])).join("  ").trimEnd()
   return [line(header), line(widths.map((w) => "-".repeat(w))), ...body.map(line)].join("\n")
 }

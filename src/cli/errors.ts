@@ -63,6 +63,7 @@ const COMMAND_ERROR_TAGS: ReadonlySet<string> = new Set([
   "UsageError",
   "VerifyError",
   "ZooError",
+  "DemoError",
 ])
 
 /** A typed failure of a command: an Error with one of the known tags. */

@@ -5,9 +5,12 @@ import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as NodeServices from "@effect/platform-node/NodeServices"
 import { Cause, Console, Effect, Exit, Layer, Option } from "effect"
 import { Argument, CliOutput, Command, Flag } from "effect/cli"
-import { errorLine, tagOf } from "./errors.js"
+import { errorLine, tagOf, UsageError } from "./errors.js"
 import { INSPECT_FORMATS, inspectModel } from "./inspect.js"
+import { demo, demoOutcome, demoTable } from "./demo.js"
 import { runModel } from "./run.js"
+import { zooCommand } from "./zoo.js"
+import { ZOO_NAMES, zooModel } from "../zoo/index.js"
 
 const VERSION = "0.1.0"
 
@@ -64,9 +67,43 @@ const inspect = Command.make(
     }),
 ).pipe(Command.withDescription("Show a model's inputs, outputs, operators, parameters and FLOPs"))
 
+const zoo = Command.make(
+  "zoo",
+  {
+    name: Argument.String("name").pipe(Argument.optional, Argument.withDescription(`a zoo network: ${ZOO_NAMES.join(", ")} (none: list them)`)),
+    out: Flag.String("out").pipe(Flag.optional, Flag.withDescription("the .onnx file to write")),
+    seed,
+  },
+  (c) =>
+    Effect.gen(function* () {
+      yield* Console.log(yield* zooCommand({ name: Option.getOrUndefined(c.name), out: Option.getOrUndefined(c.out), seed: c.seed }))
+    }),
+).pipe(Command.withDescription("Write a standard network (seeded weights) as ONNX, or list the zoo"))
+
+const demoCommand = Command.make(
+  "demo",
+  {
+    model: Flag.String("model").pipe(Flag.atLeast(0), Flag.withDescription("zoo networks to run (repeatable; default resnet18)")),
+    seed,
+    bench: Flag.Boolean("bench").pipe(Flag.withDefault(false), Flag.withDescription("time several runs after a warm-up (median)")),
+    runs: Flag.Int("runs").pipe(Flag.withDefault(5), Flag.withDescription("timed runs per side with --bench")),
+  },
+  (c) =>
+    Effect.gen(function* () {
+      const models = c.model.length ? c.model : ["resnet18"]
+      for (const m of models)
+        if (!ZOO_NAMES.includes(m as never))
+          return yield* new UsageError({ flag: "--model", reason: `no zoo model '${m}' (the zoo has: ${ZOO_NAMES.join(", ")})` })
+      yield* Console.log(`Tessera demo: ${models.join(", ")} with seeded weights (seed ${c.seed}) and a seeded random input, through Tessera's interpreter and onnxruntime-node`)
+      const rows = yield* demo({ models, seed: c.seed, runs: c.bench ? Math.max(c.runs, 1) : 1, build: zooModel }, (line) => Console.log(line))
+      yield* Console.log(demoTable(rows))
+      yield* demoOutcome(rows)
+    }),
+).pipe(Command.withDescription("Run zoo networks through Tessera and onnxruntime-node, and compare"))
+
 const tessera = Command.make("tessera").pipe(
   Command.withDescription("Tessera: an end-to-end optimizing deep-learning compiler"),
-  Command.withSubcommands([run, inspect]),
+  Command.withSubcommands([run, inspect, zoo, demoCommand]),
 )
 
 /** Command-line mistakes as one stderr line (the help stays one `--help` away). */
