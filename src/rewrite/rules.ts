@@ -117,9 +117,10 @@ const sweep = (g: Graph, rules: RuleSet, fresh: (b: string) => string, fired: Ma
     changed = true
     fired.set(ruleName, (fired.get(ruleName) ?? 0) + 1)
     for (const [k, t] of rep.constants ?? []) constants.set(k, t)
-    nodes.push(...rep.nodes)
+    // rules read the graph as it was before this sweep: names they return go through this sweep's renames
+    nodes.push(...rep.nodes.map((m) => (m.inputs.some((i) => rename.has(i)) ? { ...m, inputs: m.inputs.map(sub) } : m)))
     n.outputs.forEach((o, j) => {
-      const to = rep.outputs[j]
+      const to = rep.outputs[j] === undefined ? undefined : sub(rep.outputs[j])
       if (o === "" || to === undefined || to === o) return
       if (ctx.isOutput(o)) nodes.push({ name: fresh(`${o}_keep`), op: "Identity", domain: "", inputs: [to], outputs: [o], attrs: {} })
       else rename.set(o, to)
