@@ -374,7 +374,8 @@ const concat: OpCompute = (ctx) => {
         offset += t.shape[axis]
         return { t, start }
       })
-      for (const { t, start } of [...parts].reverse()) {
+      // later parts take over from their start: select(i ≥ start, later, earlier)
+      for (const { t, start } of parts) {
         const idx = i.map((v, k) => (k === axis ? sub(v, c(start)) : v))
         const read = at(t, ...idx)
         e = e ? select(ge(i[axis], c(start)), read, e) : read
