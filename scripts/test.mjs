@@ -17,9 +17,10 @@ let skipped = 0
 if (fs.existsSync(report)) {
   const j = JSON.parse(fs.readFileSync(report, "utf8"))
   passed = j.numPassedTests ?? 0
-  failed = (j.numFailedTests ?? 0) + (j.numFailedTestSuites ?? 0) - (j.testResults ?? []).filter((s) => s.status === "failed" && (s.assertionResults ?? []).some((a) => a.status === "failed")).length
+  // failed tests, plus files that failed without a failing test (a file that does not load)
+  const brokenFiles = (j.testResults ?? []).filter((f) => f.status === "failed" && !(f.assertionResults ?? []).some((a) => a.status === "failed")).length
+  failed = (j.numFailedTests ?? 0) + brokenFiles
   skipped = (j.numPendingTests ?? 0) + (j.numTodoTests ?? 0)
-  if (failed < 0) failed = 0
   if (r.status !== 0 && failed === 0) failed = 1
 } else {
   failed = 1
