@@ -3,7 +3,7 @@
 // 1 for a failure of the work, 2 for a command line that does not parse.
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as NodeServices from "@effect/platform-node/NodeServices"
-import { Cause, Console, Effect, Exit, Layer, Option } from "effect"
+import { Cause, Console, Data, Effect, Exit, Layer, Option } from "effect"
 import { Argument, CliOutput, Command, Flag } from "effect/cli"
 import { errorLine, tagOf, UsageError } from "./errors.js"
 import { INSPECT_FORMATS, inspectModel } from "./inspect.js"
@@ -14,11 +14,17 @@ import { ZOO_NAMES, zooModel } from "../zoo/index.js"
 
 const VERSION = "0.1.0"
 
-/** The model file a command was given (for error lines), set when its handler starts. */
-let currentModel: string | undefined
+/** A command's typed failure, already rendered as its one stderr line. */
+class CommandFailed extends Data.TaggedError("CommandFailed")<{ readonly line: string; readonly exitCode: number }> {}
+
+/** Renders a command's typed failures with the command's name and model file. */
+const reported =
+  (command: string, model?: string) =>
+  <A, E>(eff: Effect.Effect<A, E>): Effect.Effect<A, CommandFailed> =>
+    Effect.catch(eff, (e) => Effect.fail(new CommandFailed({ line: errorLine(command, e, { model }), exitCode: tagOf(e) === "UsageError" ? 2 : 1 })))
 
 const model = Argument.String("model").pipe(Argument.withDescription("an ONNX model file (.onnx)"))
-const seed = Flag.Int("seed").pipe(Flag.withDefault(0), Flag.withDescription("seed for the random inputs and weights"))
+const seedFlag = (what: string) => Flag.Int("seed").pipe(Flag.withDefault(0), Flag.withDescription(`seed for ${what}`))
 const shape = Flag.String("shape").pipe(
   Flag.atLeast(0),
   Flag.withDescription("NAME=1x3x224x224: bind an input's dims without giving data (repeatable)"),
@@ -35,19 +41,18 @@ const run = Command.make(
     ),
     shape,
     out: Flag.String("out").pipe(Flag.optional, Flag.withDescription("folder for the outputs, written as DIR/NAME.npy")),
-    seed,
+    seed: seedFlag("the random inputs"),
   },
   (c) =>
     Effect.gen(function* () {
-      currentModel = c.model
-      const summary = yield* runModel({
+      const summary = yield* reported("run", c.model)(runModel({
         model: c.model,
         target: c.target,
         inputs: c.input,
         shapes: c.shape,
         out: Option.getOrUndefined(c.out),
         seed: c.seed,
-      })
+      }))
       yield* Console.log(JSON.stringify(summary))
     }),
 ).pipe(Command.withDescription("Compile and run a model; print one JSON line summary"))
@@ -62,8 +67,7 @@ const inspect = Command.make(
   },
   (c) =>
     Effect.gen(function* () {
-      currentModel = c.model
-      yield* Console.log(yield* inspectModel({ model: c.model, format: c.format, shapes: c.shape, fused: c.fused }))
+      yield* Console.log(yield* reported("inspect", c.model)(inspectModel({ model: c.model, format: c.format, shapes: c.shape, fused: c.fused })))
     }),
 ).pipe(Command.withDescription("Show a model's inputs, outputs, operators, parameters and FLOPs"))
 
@@ -72,33 +76,32 @@ const zoo = Command.make(
   {
     name: Argument.String("name").pipe(Argument.optional, Argument.withDescription(`a zoo network: ${ZOO_NAMES.join(", ")} (none: list them)`)),
     out: Flag.String("out").pipe(Flag.optional, Flag.withDescription("the .onnx file to write")),
-    seed,
+    seed: seedFlag("the weights"),
   },
   (c) =>
     Effect.gen(function* () {
-      yield* Console.log(yield* zooCommand({ name: Option.getOrUndefined(c.name), out: Option.getOrUndefined(c.out), seed: c.seed }))
+      yield* Console.log(yield* reported("zoo")(zooCommand({ name: Option.getOrUndefined(c.name), out: Option.getOrUndefined(c.out), seed: c.seed })))
     }),
 ).pipe(Command.withDescription("Write a standard network (seeded weights) as ONNX, or list the zoo"))
+
+const runDemo = Effect.fn("cli.demoCommand")(function* (models: readonly string[], seed: number, runs: number) {
+  for (const m of models)
+    if (!ZOO_NAMES.includes(m as never)) return yield* new UsageError({ flag: "--model", reason: `no zoo model '${m}' (the zoo has: ${ZOO_NAMES.join(", ")})` })
+  yield* Console.log(`Tessera demo: ${models.join(", ")} with seeded weights (seed ${seed}) and a seeded random input, through Tessera's interpreter and onnxruntime-node`)
+  const rows = yield* demo({ models, seed, runs, build: zooModel }, (line) => Console.log(line))
+  yield* Console.log(demoTable(rows))
+  yield* demoOutcome(rows)
+})
 
 const demoCommand = Command.make(
   "demo",
   {
     model: Flag.String("model").pipe(Flag.atLeast(0), Flag.withDescription("zoo networks to run (repeatable; default resnet18)")),
-    seed,
+    seed: seedFlag("the weights and the input"),
     bench: Flag.Boolean("bench").pipe(Flag.withDefault(false), Flag.withDescription("time several runs after a warm-up (median)")),
     runs: Flag.Int("runs").pipe(Flag.withDefault(5), Flag.withDescription("timed runs per side with --bench")),
   },
-  (c) =>
-    Effect.gen(function* () {
-      const models = c.model.length ? c.model : ["resnet18"]
-      for (const m of models)
-        if (!ZOO_NAMES.includes(m as never))
-          return yield* new UsageError({ flag: "--model", reason: `no zoo model '${m}' (the zoo has: ${ZOO_NAMES.join(", ")})` })
-      yield* Console.log(`Tessera demo: ${models.join(", ")} with seeded weights (seed ${c.seed}) and a seeded random input, through Tessera's interpreter and onnxruntime-node`)
-      const rows = yield* demo({ models, seed: c.seed, runs: c.bench ? Math.max(c.runs, 1) : 1, build: zooModel }, (line) => Console.log(line))
-      yield* Console.log(demoTable(rows))
-      yield* demoOutcome(rows)
-    }),
+  (c) => reported("demo")(runDemo(c.model.length ? c.model : ["resnet18"], c.seed, c.bench ? Math.max(c.runs, 1) : 1)),
 ).pipe(Command.withDescription("Run zoo networks through Tessera and onnxruntime-node, and compare"))
 
 const tessera = Command.make("tessera").pipe(
@@ -125,13 +128,15 @@ const report = (exit: Exit.Exit<void, unknown>): Effect.Effect<number> => {
   if (Cause.hasInterruptsOnly(cause)) return Effect.succeed(130)
   const failure = Cause.findErrorOption(cause)
   const err = Option.isSome(failure) ? failure.value : Cause.squash(cause)
+  if (err instanceof CommandFailed) return Effect.as(Console.error(err.line), err.exitCode)
   if (tagOf(err) === "ShowHelp") {
     // already presented; exit 2 when it carried parse errors, 0 for a plain --help
     const errors = (err as { errors?: readonly unknown[] }).errors ?? []
     return Effect.succeed(errors.length ? 2 : 0)
   }
+  // a defect (or a failure no command rendered): one line still, named an internal error
   const command = process.argv[2] && !process.argv[2].startsWith("-") ? process.argv[2] : ""
-  return Effect.as(Console.error(errorLine(command, err, { model: currentModel })), tagOf(err) === "UsageError" ? 2 : 1)
+  return Effect.as(Console.error(errorLine(command, err instanceof Error && tagOf(err) ? err : Cause.squash(cause))), 1)
 }
 
 const main = Command.run(tessera, { version: VERSION }).pipe(
