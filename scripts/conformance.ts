@@ -4,9 +4,11 @@
 //   --filter RE     only cases whose name matches RE
 //   --no-write      print, do not write docs/
 //   --show STATUS   list cases with that status (fail, unsupported, pass)
+//   --targets js    also run every case that passes on the evaluator through the compiler for
+//                   these targets (comma-separated), and report them per target
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { listCases, runCase, SUITES, type CaseResult } from "../test/support/onnx-cases.js"
+import { listCases, runCase, runCaseOnTarget, SUITES, type CaseResult } from "../test/support/onnx-cases.js"
 
 const args = process.argv.slice(2)
 const opt = (k: string) => {
@@ -17,6 +19,7 @@ const suite = opt("--suite")
 const filter = opt("--filter")
 const show = opt("--show")
 const write = !args.includes("--no-write") && !suite && !filter
+const targets = (opt("--targets") ?? "").split(",").filter((t): t is "js" => t === "js")
 
 const cases = listCases().filter((c) => (!suite || c.suite === suite) && (!filter || new RegExp(filter).test(c.name)))
 const results: CaseResult[] = []
@@ -47,6 +50,27 @@ for (const [op, rs] of [...byOp].sort(([a], [b]) => (a < b ? -1 : 1)))
 lines.push("", "## Cases not passing", "", "| suite | case | status | reason |", "| --- | --- | --- | --- |")
 for (const r of results.filter((r) => r.status !== "pass"))
   lines.push(`| ${r.suite} | ${r.name} | ${r.status} | ${r.reason.replace(/\|/g, "\\|").replace(/\n/g, " ").slice(0, 300)} |`)
+
+for (const target of targets) {
+  const passing = cases.filter((c) => results.find((r) => r.suite === c.suite && r.name === c.name)?.status === "pass")
+  const rs: (CaseResult & { compiled: number; fallback: number })[] = []
+  for (const c of passing) {
+    const r = await runCaseOnTarget(c, target)
+    rs.push(r)
+    if (r.status === "fail" || show === r.status) console.log(`${target} ${r.status.padEnd(11)} ${r.suite}/${r.name} ${r.reason}`)
+  }
+  const compiledAll = rs.filter((r) => r.status === "pass" && r.fallback === 0).length
+  console.log(`${target}: ${count(rs, "pass")}/${rs.length} pass (${compiledAll} with every group compiled), ${count(rs, "fail")} fail, ${count(rs, "unsupported")} unsupported`)
+  lines.push("", `## Target \`${target}\``, "")
+  lines.push(`Every case that passes on the evaluator, compiled (opt level 3, NCHW4c layouts) and run by the executor. Groups without a compute run through the named fallback (their reference kernels).`, "")
+  lines.push("| suite | cases | pass | all groups compiled | fail | unsupported |", "| --- | ---: | ---: | ---: | ---: | ---: |")
+  for (const s of SUITES) {
+    const sr = rs.filter((r) => r.suite === s)
+    if (sr.length) lines.push(`| ${s} | ${sr.length} | ${count(sr, "pass")} | ${sr.filter((r) => r.status === "pass" && r.fallback === 0).length} | ${count(sr, "fail")} | ${count(sr, "unsupported")} |`)
+  }
+  for (const r of rs.filter((r) => r.status !== "pass")) lines.push(`- ${r.suite}/${r.name}: ${r.status}: ${r.reason.replace(/\n/g, " ").slice(0, 200)}`)
+  results.push(...rs.filter((r) => r.status === "fail").map((r) => ({ ...r, name: `${r.name} [${target}]` })))
+}
 
 const summary = SUITES.map((s) => {
   const rs = results.filter((r) => r.suite === s)

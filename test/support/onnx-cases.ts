@@ -230,3 +230,61 @@ export const runCase = (c: OnnxCase, transform: GraphTransform = (g) => g): Case
     return result("fail", tag ? `${tag}: ${msg}` : `untyped ${e instanceof Error ? e.name : "exception"}: ${msg}`)
   }
 }
+
+/**
+ * Runs one case through the compiler for a target (graph passes, fusion, lowering, emission,
+ * the executor with planned buffers): the same comparison as `runCase`. Groups the compiler has no
+ * compute for run through the named fallback; `compiled` counts the groups that ran generated code.
+ */
+export const runCaseOnTarget = async (
+  c: OnnxCase,
+  target: "js",
+): Promise<CaseResult & { readonly compiled: number; readonly fallback: number }> => {
+  const { Effect } = await import("effect")
+  const { compileGraph, emitJs } = await import("../../src/pipeline.js")
+  const { loadJsModule } = await import("../../src/device/js.js")
+  const { createExecutor } = await import("../../src/device/executor.js")
+  const t0 = performance.now()
+  let ops: string[] = []
+  let compiled = 0
+  let fallback = 0
+  const result = (status: CaseStatus, reason: string) => ({ suite: c.suite, name: c.name, status, reason, ops, ms: Math.round(performance.now() - t0), compiled, fallback })
+  try {
+    const graph = decodeModelSync(fs.readFileSync(c.model))
+    ops = sorted([...opsOf(graph)])
+    for (const [k, set] of c.dataSets.entries()) {
+      const feeds = new Map<string, Tensor>()
+      if (c.suite === "light") {
+        for (const i of graph.inputs) if (i.type.dtype === "float32") feeds.set(i.name, rampInput(i.type.shape))
+      } else
+        set.inputs.forEach((file, j) => {
+          const { name, tensor } = readTensorFile(file)
+          const target = graph.inputs.find((i) => i.name === name) ?? graph.inputs[j]
+          if (target) feeds.set(target.name, tensor)
+        })
+      checkFeeds(graph, feeds)
+      const shapes = new Map([...feeds].map(([n, t]) => [n, t.shape] as const))
+      const program = await Effect.runPromise(compileGraph(graph, { target, optLevel: 3, vectorLanes: 4, shapes }))
+      compiled = program.kernels.filter((x) => x.kind === "compiled").length
+      fallback = program.kernels.length - compiled
+      const fns = await Effect.runPromise(loadJsModule(emitJs(program)))
+      const outs = createExecutor(program, fns).run(feeds)
+      const tol = TOLERANCE[c.name] ?? { rtol: 1e-3, atol: 1e-7 }
+      for (const [j, file] of set.outputs.entries()) {
+        const want = readTensorFile(file).tensor
+        const got = outs.get(graph.outputs[j].name)
+        if (!got) return result("fail", `data set ${k}: output ${j} missing`)
+        const diff = compareTensors(got, want, tol.rtol, tol.atol)
+        if (diff) return result("fail", `data set ${k}, output ${j}: ${diff}`)
+      }
+    }
+    return result("pass", "")
+  } catch (e) {
+    const cause = typeof e === "object" && e !== null && "cause" in e ? (e as { cause: unknown }).cause : undefined
+    const err = (cause ?? e) as unknown
+    const tag = typeof err === "object" && err !== null && "_tag" in err ? String((err as { _tag: unknown })._tag) : undefined
+    const msg = err instanceof Error ? err.message : String(err)
+    if (tag && (UNSUPPORTED_TAGS.has(tag) || tag === "InputError")) return result("unsupported", msg)
+    return result("fail", tag ? `${tag}: ${msg}` : `untyped: ${msg}`)
+  }
+}
