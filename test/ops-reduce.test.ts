@@ -144,3 +144,15 @@ describe("Resize", () => {
     expect(toNumbers(y)).toEqual([1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4])
   })
 })
+
+describe("DFT", () => {
+  it("irfft (inverse, onesided) undoes rfft, giving a real signal of length 2(n-1)", () => {
+    const x = f32([1, 6, 1], [1, -2, 3, 0.5, 4, -1])
+    const axis = i64([1], [])
+    const spec = run("DFT", [x, undefined, axis], { onesided: attr.int(1) }, 20)
+    expect(spec.shape).toEqual([1, 4, 2])
+    const back = run("DFT", [spec, undefined, axis], { onesided: attr.int(1), inverse: attr.int(1) }, 20)
+    expect(back.shape).toEqual([1, 6, 1])
+    close(back, [1, -2, 3, 0.5, 4, -1])
+  })
+})
