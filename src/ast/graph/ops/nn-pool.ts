@@ -18,66 +18,144 @@ interface PoolOptions {
   readonly columnMajor: boolean
 }
 
-/** Pools every (batch, channel) plane of `x` over `window` into `y`. */
-const pool = (x: ArrayLike<number>, planes: number, window: Window, y: { [i: number]: number }, o: PoolOptions): void => {
-  const win = as3d(window)
+/**
+ * Per output coordinate of one dim: the kernel taps [lo, hi) that land inside the input, and how
+ * many land inside the padded input (AveragePool's count_include_pad divisor).
+ */
+const taps = (out: number, input: number, k: number, s: number, d: number, pb: number, pe: number) => {
+  const lo = new Int32Array(out)
+  const hi = new Int32Array(out)
+  const padded = new Int32Array(out)
+  for (let o = 0; o < out; o++) {
+    const start = o * s - pb
+    lo[o] = Math.min(k, Math.max(0, Math.ceil(-start / d)))
+    hi[o] = Math.max(lo[o], Math.min(k, Math.ceil((input - start) / d)))
+    padded[o] = Math.max(0, Math.min(k, Math.ceil((input + pe - start) / d)))
+  }
+  return { lo, hi, padded }
+}
+
+interface Taps {
+  readonly lo: Int32Array
+  readonly hi: Int32Array
+  readonly padded: Int32Array
+}
+
+/** Max over each window; `at` records the flat in-plane index of the first maximum. */
+const maxPool = (x: ArrayLike<number>, planes: number, win: Window, y: { [i: number]: number }, t: readonly Taps[], at: Int32Array | undefined): void => {
   const [D, H, W] = win.input
-  const [KD, KH, KW] = win.kernel
   const [OD, OH, OW] = win.output
   const [sd, sh, sw] = win.strides
   const [dd, dh, dw] = win.dilations
   const [pd, ph, pw] = win.padBegin
-  const [qd, qh, qw] = win.padEnd
+  const [td, th, tw] = t
   const inSize = D * H * W
-  const { mode, p } = o
   let out = 0
   for (let c = 0; c < planes; c++) {
     const base = c * inSize
-    for (let od = 0; od < OD; od++)
-      for (let oh = 0; oh < OH; oh++)
+    for (let od = 0; od < OD; od++) {
+      const d0 = od * sd - pd
+      const dLo = td.lo[od]
+      const dHi = td.hi[od]
+      for (let oh = 0; oh < OH; oh++) {
+        const h0 = oh * sh - ph
+        const hLo = th.lo[oh]
+        const hHi = th.hi[oh]
         for (let ow = 0; ow < OW; ow++, out++) {
-          const d0 = od * sd - pd
-          const h0 = oh * sh - ph
           const w0 = ow * sw - pw
-          let acc = 0
-          let count = 0
-          let padded = 0
+          const wLo = tw.lo[ow]
+          const wHi = tw.hi[ow]
           let best = 0
-          let at = -1
-          for (let kd = 0; kd < KD; kd++) {
-            const id = d0 + kd * dd
-            const dIn = id >= 0 && id < D
-            const dPad = id >= -pd && id < D + qd
-            for (let kh = 0; kh < KH; kh++) {
-              const ih = h0 + kh * dh
-              const hIn = ih >= 0 && ih < H
-              const hPad = ih >= -ph && ih < H + qh
-              for (let kw = 0; kw < KW; kw++) {
-                const iw = w0 + kw * dw
-                if (dPad && hPad && iw >= -pw && iw < W + qw) padded++
-                if (!(dIn && hIn && iw >= 0 && iw < W)) continue
-                const i = (id * H + ih) * W + iw
-                const v = x[base + i]
-                if (mode === "max") {
-                  if (at < 0 || v > best) {
-                    best = v
-                    at = o.columnMajor ? id + ih * D + iw * D * H : i
-                  }
-                } else if (mode === "avg") {
-                  acc += v
-                  count++
-                } else acc += Math.pow(Math.abs(v), p)
+          let arg = -1
+          for (let kd = dLo; kd < dHi; kd++)
+            for (let kh = hLo; kh < hHi; kh++) {
+              const row = ((d0 + kd * dd) * H + h0 + kh * dh) * W + w0
+              for (let kw = wLo; kw < wHi; kw++) {
+                const v = x[base + row + kw * dw]
+                if (arg < 0 || v > best) {
+                  best = v
+                  arg = row + kw * dw
+                }
               }
             }
-          }
-          if (mode === "max") {
-            y[out] = at < 0 ? 0 : best
-            if (o.indices) o.indices[out] = at < 0 ? -1 : base + at
-          } else if (mode === "avg") {
-            const div = o.countIncludePad ? padded : count
-            y[out] = div > 0 ? acc / div : NaN
-          } else y[out] = Math.pow(acc, 1 / p)
+          y[out] = arg < 0 ? 0 : best
+          if (at) at[out] = arg
         }
+      }
+    }
+  }
+}
+
+/** Sum (or Σ|x|^p) over each window, then the average (or the p-th root). */
+const sumPool = (x: ArrayLike<number>, planes: number, win: Window, y: { [i: number]: number }, t: readonly Taps[], o: PoolOptions): void => {
+  const [D, H, W] = win.input
+  const [OD, OH, OW] = win.output
+  const [sd, sh, sw] = win.strides
+  const [dd, dh, dw] = win.dilations
+  const [pd, ph, pw] = win.padBegin
+  const [td, th, tw] = t
+  const inSize = D * H * W
+  const lp = o.mode === "lp"
+  const p = o.p
+  const includePad = o.countIncludePad
+  let out = 0
+  for (let c = 0; c < planes; c++) {
+    const base = c * inSize
+    for (let od = 0; od < OD; od++) {
+      const d0 = od * sd - pd
+      const dLo = td.lo[od]
+      const dHi = td.hi[od]
+      for (let oh = 0; oh < OH; oh++) {
+        const h0 = oh * sh - ph
+        const hLo = th.lo[oh]
+        const hHi = th.hi[oh]
+        for (let ow = 0; ow < OW; ow++, out++) {
+          const w0 = ow * sw - pw
+          const wLo = tw.lo[ow]
+          const wHi = tw.hi[ow]
+          let acc = 0
+          for (let kd = dLo; kd < dHi; kd++)
+            for (let kh = hLo; kh < hHi; kh++) {
+              const row = base + ((d0 + kd * dd) * H + h0 + kh * dh) * W + w0
+              if (lp) for (let kw = wLo; kw < wHi; kw++) acc += Math.pow(Math.abs(x[row + kw * dw]), p)
+              else for (let kw = wLo; kw < wHi; kw++) acc += x[row + kw * dw]
+            }
+          if (lp) y[out] = Math.pow(acc, 1 / p)
+          else {
+            const div = includePad ? td.padded[od] * th.padded[oh] * tw.padded[ow] : (dHi - dLo) * (hHi - hLo) * (wHi - wLo)
+            y[out] = div > 0 ? acc / div : NaN
+          }
+        }
+      }
+    }
+  }
+}
+
+/** Pools every (batch, channel) plane of `x` over `window` into `y`. */
+const pool = (x: ArrayLike<number>, planes: number, window: Window, y: { [i: number]: number }, o: PoolOptions): void => {
+  const win = as3d(window)
+  const t = [0, 1, 2].map((d) =>
+    taps(win.output[d], win.input[d], win.kernel[d], win.strides[d], win.dilations[d], win.padBegin[d], win.padEnd[d]))
+  if (o.mode !== "max") return sumPool(x, planes, win, y, t, o)
+  const at = o.indices ? new Int32Array(o.indices.length) : undefined
+  maxPool(x, planes, win, y, t, at)
+  if (!at || !o.indices) return
+  // flat input indices: plane offset plus the in-plane index, column-major when storage_order is 1
+  const [D, H, W] = win.input
+  const per = at.length / Math.max(planes, 1)
+  for (let i = 0; i < at.length; i++) {
+    let a = at[i]
+    if (a < 0) {
+      o.indices[i] = -1
+      continue
+    }
+    if (o.columnMajor) {
+      const iw = a % W
+      const ih = ((a - iw) / W) % H
+      const id = (a - iw - ih * W) / (H * W)
+      a = id + ih * D + iw * D * H
+    }
+    o.indices[i] = Math.floor(i / per) * D * H * W + a
   }
 }
 
