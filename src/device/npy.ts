@@ -248,7 +248,7 @@ export const parseNpy = (bytes: Uint8Array, where = "bytes"): Tensor => {
     throw new NpyError({ where, reason })
   }
   if (bytes.length < 10 || MAGIC.some((b, k) => bytes[k] !== b))
-    fail("not a .npy file (no \\x93NUMPY magic); save arrays with numpy.save")
+    fail("not a .npy file (no \\x93NUMPY magic)")
   const major = bytes[6]
   const minor = bytes[7]
   if (major < 1 || major > 3 || minor !== 0) fail(`unsupported .npy format version ${major}.${minor} (1.0, 2.0 and 3.0 are read)`)
@@ -265,7 +265,7 @@ export const parseNpy = (bytes: Uint8Array, where = "bytes"): Tensor => {
     if (!(key in header)) fail(`the header has no '${key}'`)
   const descr = parseDescr(header.descr, fail)
   if (header.fortran_order !== false) {
-    if (header.fortran_order === true) fail("the array is in Fortran order; save it in C order (numpy.ascontiguousarray) ")
+    if (header.fortran_order === true) fail("the array is in Fortran order; save it in C order (numpy.ascontiguousarray)")
     fail("'fortran_order' is not a bool")
   }
   const shape = parseShape(header.shape, fail)
