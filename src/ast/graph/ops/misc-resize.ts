@@ -14,7 +14,14 @@ import { inputType, req } from "./util.js"
 import { symDim, uniqueAxes } from "./tensor-common.js"
 
 type Mode = "nearest" | "linear" | "cubic"
-type Ctm = "half_pixel" | "half_pixel_symmetric" | "pytorch_half_pixel" | "align_corners" | "asymmetric" | "tf_crop_and_resize"
+type Ctm =
+  | "half_pixel"
+  | "half_pixel_symmetric"
+  | "pytorch_half_pixel"
+  | "align_corners"
+  | "asymmetric"
+  | "tf_crop_and_resize"
+  | "tf_half_pixel_for_nn" // opsets 11-12 only
 /** "simple" is the rounding of Upsample and Resize-10: floor when upscaling, ceil when downscaling. */
 type NearestMode = "round_prefer_floor" | "round_prefer_ceil" | "floor" | "ceil" | "simple"
 
@@ -104,6 +111,8 @@ const sourceCoord = (ctm: Ctm, x: number, scale: number, inW: number, outInt: nu
       return outW === 1 ? -0.5 : (x + 0.5) / scale - 0.5
     case "half_pixel":
       return (x + 0.5) / scale - 0.5
+    case "tf_half_pixel_for_nn":
+      return (x + 0.5) / scale
     case "half_pixel_symmetric": {
       const adjustment = outInt / outW
       const offset = (inW / 2) * (1 - adjustment)
@@ -281,7 +290,8 @@ type ResizeAttrs = typeof resizeAttrs._A
 const resizeConfig = (a: ResizeAttrs, opset: number): ResizeConfig => {
   check(MODES.includes(a.mode), () => `mode '${a.mode}' is not one of ${MODES.join(", ")}`)
   const legacy = opset < 11 // Resize-10: Upsample's geometry
-  check(legacy || CTMS.includes(a.coordinate_transformation_mode), () => `coordinate_transformation_mode '${a.coordinate_transformation_mode}' is not one of ${CTMS.join(", ")}`)
+  const ctms = opset < 13 ? [...CTMS, "tf_half_pixel_for_nn"] : CTMS
+  check(legacy || ctms.includes(a.coordinate_transformation_mode), () => `coordinate_transformation_mode '${a.coordinate_transformation_mode}' is not one of ${ctms.join(", ")}`)
   check(legacy || NEAREST.includes(a.nearest_mode), () => `nearest_mode '${a.nearest_mode}' is not one of ${NEAREST.join(", ")}`)
   check(POLICIES.includes(a.keep_aspect_ratio_policy), () => `keep_aspect_ratio_policy '${a.keep_aspect_ratio_policy}' is not one of ${POLICIES.join(", ")}`)
   if (legacy && a.mode === "cubic") unsupported("mode 'cubic' does not exist before opset 11")
