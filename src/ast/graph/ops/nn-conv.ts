@@ -18,6 +18,9 @@ const inferConv = <T extends ConvAttrs>(ctx: InferCtx<T>, xi: number, wi: number
   const w = inputType(ctx, wi)
   const rank = spatialRank(x)
   check(w.shape.length === rank + 2, () => `weight rank ${w.shape.length} does not match input rank ${x.shape.length}`)
+  const [c, wc] = [x.shape[1], w.shape[1]]
+  if (typeof c === "number" && typeof wc === "number")
+    check(wc * ctx.attrs.group === c, () => `weight has ${wc} channels per group, input has ${c} channels in ${ctx.attrs.group} groups`)
   const kernel = kernelOf(ctx.attrs, w.shape)
   return [{ dtype, shape: [x.shape[0], w.shape[0], ...windowDims(ctx, x.shape.slice(2), kernel, ctx.attrs)] }]
 }
