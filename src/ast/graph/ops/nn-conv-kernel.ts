@@ -130,7 +130,17 @@ const im2col = (
   }
 }
 
-/** Direct convolution for one input channel per group (depthwise, with any channel multiplier). */
+/** The output coordinates [lo, hi) whose tap at kernel offset k lands inside an input dim of size n. */
+const validRange = (k: number, n: number, out: number, s: number, d: number, p: number): [number, number] => {
+  const lo = Math.max(0, Math.ceil((p - k * d) / s))
+  const hi = Math.min(out, Math.floor((n - 1 + p - k * d) / s) + 1)
+  return [lo, Math.max(lo, hi)]
+}
+
+/**
+ * Direct convolution for one input channel per group (depthwise, with any channel multiplier):
+ * each kernel tap adds w·(a shifted input row) to an output row, over the outputs it reaches.
+ */
 const depthwise = (x: Float32Array, w: Float32Array, bias: ArrayLike<number> | undefined, s: ConvSizes, win: Window, y: Float32Array): void => {
   const [D, H, W] = win.input
   const [KD, KH, KW] = win.kernel
@@ -142,32 +152,35 @@ const depthwise = (x: Float32Array, w: Float32Array, bias: ArrayLike<number> | u
   const outSize = OD * OH * OW
   const kSize = KD * KH * KW
   const mg = s.filters / s.group
+  const rd = Array.from({ length: KD }, (_, k) => validRange(k, D, OD, sd, dd, pd))
+  const rh = Array.from({ length: KH }, (_, k) => validRange(k, H, OH, sh, dh, ph))
+  const rw = Array.from({ length: KW }, (_, k) => validRange(k, W, OW, sw, dw, pw))
+  const acc = new Float64Array(outSize)
   for (let n = 0; n < s.batch; n++)
     for (let m = 0; m < s.filters; m++) {
       const xOff = (n * s.channels + Math.floor(m / mg)) * inSize
-      const wOff = m * kSize
-      const b = bias ? bias[m] : 0
-      let o = (n * s.filters + m) * outSize
-      for (let od = 0; od < OD; od++)
-        for (let oh = 0; oh < OH; oh++)
-          for (let ow = 0; ow < OW; ow++) {
-            let acc = b
-            for (let kd = 0; kd < KD; kd++) {
+      acc.fill(bias ? bias[m] : 0)
+      for (let kd = 0; kd < KD; kd++) {
+        const [d0, d1] = rd[kd]
+        for (let kh = 0; kh < KH; kh++) {
+          const [h0, h1] = rh[kh]
+          for (let kw = 0; kw < KW; kw++) {
+            const [w0, w1] = rw[kw]
+            const wv = w[m * kSize + (kd * KH + kh) * KW + kw]
+            const shift = kw * dw - pw
+            for (let od = d0; od < d1; od++) {
               const id = od * sd - pd + kd * dd
-              if (id < 0 || id >= D) continue
-              for (let kh = 0; kh < KH; kh++) {
-                const ih = oh * sh - ph + kh * dh
-                if (ih < 0 || ih >= H) continue
-                const row = xOff + (id * H + ih) * W
-                const wk = wOff + (kd * KH + kh) * KW
-                for (let kw = 0; kw < KW; kw++) {
-                  const iw = ow * sw - pw + kw * dw
-                  if (iw >= 0 && iw < W) acc += x[row + iw] * w[wk + kw]
-                }
+              for (let oh = h0; oh < h1; oh++) {
+                const xr = xOff + (id * H + oh * sh - ph + kh * dh) * W + shift
+                const yr = (od * OH + oh) * OW
+                if (sw === 1) for (let ow = w0; ow < w1; ow++) acc[yr + ow] += wv * x[xr + ow]
+                else for (let ow = w0; ow < w1; ow++) acc[yr + ow] += wv * x[xr + ow * sw]
               }
             }
-            y[o++] = acc
           }
+        }
+      }
+      y.set(acc, (n * s.filters + m) * outSize)
     }
 }
 
