@@ -4,7 +4,7 @@
 // kernels through the target's loaded functions, fallback groups through the reference kernels.
 import { Data } from "effect"
 import { allocate, type DType, type TypedArray } from "../ast/graph/dtype.js"
-import { resolveNode } from "../ast/graph/evaluate.js"
+import { resolveNode, roundNarrow, runGraph } from "../ast/graph/evaluate.js"
 import type { Graph } from "../ast/graph/graph.js"
 import { sizeOf, type Tensor } from "../ast/graph/tensor.js"
 import type { GroupKernel } from "../lowering/lower-group.js"
@@ -74,23 +74,25 @@ export const createExecutor = (program: Program, fns: ReadonlyMap<string, Kernel
     const t = graph.valueTypes.get(a.value)!
     planned.set(a.value, new (viewCtor(t.dtype))(blocks[a.storage], 0, sizeOf(t.shape as number[])))
   }
-  const constants = new Map<string, TypedArray>([...graph.initializers].map(([k, t]) => [k, t.data]))
+  const constants = new Map<string, Tensor>(graph.initializers)
   const outputs = new Set(graph.outputs.map((o) => o.name))
 
   const run = (feeds: ReadonlyMap<string, Tensor>): Map<string, Tensor> => {
-    const env = new Map<string, TypedArray>(constants)
+    // values with their actual shapes (fallback groups may produce data-dependent shapes)
+    const env = new Map<string, Tensor>(constants)
     for (const i of graph.inputs) {
       const t = feeds.get(i.name)
       if (!t) throw new ExecutorError({ where: `input '${i.name}'`, reason: "is missing" })
-      env.set(i.name, t.data)
+      env.set(i.name, t)
     }
     const buffer = (v: string): TypedArray => {
       const have = env.get(v)
-      if (have) return have
+      if (have) return have.data
+      const shape = staticShape(graph, v)
       const p = planned.get(v)
-      const arr = p && !outputs.has(v) ? p : allocate(graph.valueTypes.get(v)!.dtype, sizeOf(staticShape(graph, v)))
-      env.set(v, arr)
-      return arr
+      const data = p && !outputs.has(v) ? p : allocate(graph.valueTypes.get(v)!.dtype, sizeOf(shape))
+      env.set(v, { dtype: graph.valueTypes.get(v)!.dtype, shape, data })
+      return data
     }
     for (const k of program.kernels) {
       if (k.kind === "compiled") {
@@ -103,26 +105,28 @@ export const createExecutor = (program: Program, fns: ReadonlyMap<string, Kernel
         const { def, attrs } = resolveNode(n)
         const inputs = n.inputs.map((v) => {
           if (v === "") return undefined
-          const data = env.get(v)
-          if (!data) throw new ExecutorError({ where: `node '${n.name}'`, reason: `input '${v}' is not computed` })
-          const t = graph.valueTypes.get(v) ?? graph.initializers.get(v)!
-          return { dtype: t.dtype, shape: t.shape as number[], data }
+          const t = env.get(v)
+          if (!t) throw new ExecutorError({ where: `node '${n.name}'`, reason: `input '${v}' is not computed` })
+          return t
         })
-        const outs = def.kernel({ node: n.name, attrs, opset: graph.opset, inputs, outputs: n.outputs.length, runSubgraph: () => [] })
+        const outs = def.kernel({ node: n.name, attrs, opset: graph.opset, inputs, outputs: n.outputs.length, runSubgraph: (g, f) => runGraph(g, f, { get: (name) => env.get(name) }) })
         n.outputs.forEach((o, j) => {
           if (o === "" || !outs[j]) return
+          const aliased = inputs.some((i) => i?.data === outs[j].data)
+          const out = aliased && (outs[j].dtype === "float16" || outs[j].dtype === "bfloat16") ? { ...outs[j], data: outs[j].data.slice() } : outs[j]
+          roundNarrow(out)
           const dst = planned.get(o)
-          if (dst && !outputs.has(o) && dst.length === outs[j].data.length) {
-            dst.set(outs[j].data as ArrayLike<number>)
-            env.set(o, dst)
-          } else env.set(o, outs[j].data)
+          if (dst && !outputs.has(o) && dst.length === out.data.length && dst.constructor === out.data.constructor) {
+            dst.set(out.data as ArrayLike<number>)
+            env.set(o, { ...out, data: dst })
+          } else env.set(o, out)
         })
       }
     }
     return new Map(
       graph.outputs.map((o) => {
-        const t = graph.valueTypes.get(o.name)!
-        return [o.name, { dtype: t.dtype, shape: staticShape(graph, o.name), data: buffer(o.name) }] as const
+        buffer(o.name)
+        return [o.name, env.get(o.name)!] as const
       }),
     )
   }

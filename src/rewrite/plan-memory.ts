@@ -89,9 +89,14 @@ export const planMemory = (fused: FusedGraph, options: PlanOptions = defaultPlan
       const bytes = bytesOf(graph, o, options.alignment)
       if (bytes === undefined) continue // dynamic size: allocated at run time
       naive += bytes
-      const victim = IN_PLACE_KINDS.has(grp.kind)
-        ? dying.find((i) => byValue.get(i)!.bytes === bytes && holder.get(byValue.get(i)!.storage) === i)
-        : undefined
+      // in place only over an input of the same type and shape (read at the index it is written),
+      // never over a broadcast operand
+      const sameType = (i: string) => {
+        const a = graph.valueTypes.get(i)
+        const b = graph.valueTypes.get(o)
+        return !!a && !!b && a.dtype === b.dtype && a.shape.length === b.shape.length && a.shape.every((d, k) => d === b.shape[k])
+      }
+      const victim = IN_PLACE_KINDS.has(grp.kind) ? dying.find((i) => sameType(i) && holder.get(byValue.get(i)!.storage) === i) : undefined
       let storage: number
       let inPlaceOf: string | undefined
       if (victim !== undefined) {
