@@ -179,7 +179,68 @@ describe("Einsum", () => {
   })
 })
 
-describe("MaxPool", () => {
+/** Pooling by its definition: every tap of every window, tested against the padded and unpadded input. */
+const naivePool = (x: Tensor, kernel: number[], strides: number[], dilations: number[], pads: number[], ceil: boolean, mode: "max" | "avg", includePad: boolean) => {
+  const rank = kernel.length
+  const input = x.shape.slice(2)
+  const win = windowOf(input, kernel, { auto_pad: "NOTSET", pads, strides, dilations, kernel_shape: undefined }, ceil)
+  const planes = x.shape[0] * x.shape[1]
+  const outSize = sizeOf(win.output)
+  const kSize = sizeOf(kernel)
+  const y: number[] = []
+  for (let c = 0; c < planes; c++)
+    for (let o = 0; o < outSize; o++) {
+      const oc = win.output.map((_, d) => Math.floor(o / sizeOf(win.output.slice(d + 1))) % win.output[d])
+      let best = -Infinity
+      let sum = 0
+      let count = 0
+      let padded = 0
+      for (let t = 0; t < kSize; t++) {
+        const pos = kernel.map((k, d) => oc[d] * strides[d] - pads[d] + (Math.floor(t / sizeOf(kernel.slice(d + 1))) % k) * dilations[d])
+        if (pos.every((p, d) => p >= -pads[d] && p < input[d] + pads[d + rank])) padded++
+        if (!pos.every((p, d) => p >= 0 && p < input[d])) continue
+        const v = x.data[c * sizeOf(input) + pos.reduce((a, p, d) => a * input[d] + p, 0)]
+        best = Math.max(best, v)
+        sum += v
+        count++
+      }
+      y.push(mode === "max" ? best : sum / (includePad ? padded : count))
+    }
+  return { shape: [x.shape[0], x.shape[1], ...win.output], y }
+}
+
+describe("MaxPool and AveragePool", () => {
+  it("equal the definition on random windows (ceil_mode, dilations, pads, count_include_pad)", () => {
+    const r = rng(17)
+    for (let trial = 0; trial < 40; trial++) {
+      const rank = pick(r, [1, 2, 2, 3])
+      const kernel = Array.from({ length: rank }, () => int(r, 1, 3))
+      const strides = Array.from({ length: rank }, () => int(r, 1, 3))
+      const dilations = Array.from({ length: rank }, () => int(r, 1, 2))
+      const pads = [...kernel, ...kernel].map((k) => int(r, 0, k - 1))
+      const input = kernel.map((k, i) => (k - 1) * dilations[i] + 1 + int(r, 0, 4))
+      const ceil = r() < 0.5
+      const shape = [int(r, 1, 2), int(r, 1, 3), ...input]
+      const xt = fromArray("float32", shape, values(r, sizeOf(shape)))
+      const attrs: Attrs = {
+        kernel_shape: attr.ints(kernel),
+        strides: attr.ints(strides),
+        dilations: attr.ints(dilations),
+        pads: attr.ints(pads),
+        ceil_mode: attr.int(ceil ? 1 : 0),
+      }
+      const [mx] = runOp("MaxPool", [xt], attrs)
+      const want = naivePool(xt, kernel, strides, dilations, pads, ceil, "max", false)
+      expect(mx.shape).toEqual(want.shape)
+      expect(Array.from(mx.data)).toEqual(want.y.map(Math.fround))
+      const includePad = r() < 0.5
+      const [avg] = runOp("AveragePool", [xt], { ...attrs, count_include_pad: attr.int(includePad ? 1 : 0) })
+      const wantAvg = naivePool(xt, kernel, strides, dilations, pads, ceil, "avg", includePad)
+      expectClose(avg, fromArray("float64", wantAvg.shape, wantAvg.y))
+    }
+  })
+
+
   it("gives row-major and column-major Indices", () => {
     const x = fromArray("float32", [1, 1, 2, 3], [1, 6, 3, 4, 5, 2])
     const attrs = { kernel_shape: attr.ints([2, 2]) }
