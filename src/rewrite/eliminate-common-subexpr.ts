@@ -1,6 +1,7 @@
 // rewrite.EliminateCommonSubexpr: nodes with the same op, attributes and inputs compute the same
 // values; keep the first and read its outputs. Identical constants are merged first.
 import type { AttrValue } from "../ast/graph/attrs.js"
+import { subgraphFreeNames } from "../ast/graph/evaluate.js"
 import type { Graph, Node } from "../ast/graph/graph.js"
 import type { Tensor } from "../ast/graph/tensor.js"
 import { graphPass } from "./pass.js"
@@ -45,7 +46,10 @@ const nodeKey = (n: Node): string | undefined => {
 
 export const eliminateCommonSubexprSync = (g: Graph): Graph => {
   const rename = new Map<string, string>()
-  const outputs = new Set(g.outputs.map((o) => o.name))
+  // names subgraphs read from this scope keep their identity (a rename would not reach inside)
+  const pinned = new Set<string>(g.outputs.map((o) => o.name))
+  for (const n of g.nodes) for (const a of Object.values(n.attrs)) if (a.kind === "graph") for (const f of subgraphFreeNames(a.value)) pinned.add(f)
+  const outputs = pinned
   // merge identical initializers (a name that is a graph output keeps its own)
   const byKey = new Map<string, [string, Tensor][]>()
   const initializers = new Map<string, Tensor>()

@@ -2,7 +2,7 @@
 // reference kernel and replaced by an initializer — shape subgraphs (Shape → Gather → Concat →
 // Reshape) included, since Shape of a value with a static shape is a constant too. A size bound
 // keeps huge constants (ConstantOfShape of a large shape) from being materialized needlessly.
-import { resolveNode, roundNarrow } from "../ast/graph/evaluate.js"
+import { resolveNode, roundNarrow, subgraphFreeNames } from "../ast/graph/evaluate.js"
 import type { Graph, Node } from "../ast/graph/graph.js"
 import { bindSync } from "../ast/graph/infer.js"
 import { sizeOf, type Tensor } from "../ast/graph/tensor.js"
@@ -65,7 +65,10 @@ export const foldConstantsSync = (graph: Graph, options: FoldOptions = defaultFo
   }
   if (!changed) return graph
   const live = new Set<string>()
-  for (const n of nodes) for (const i of n.inputs) live.add(i)
+  for (const n of nodes) {
+    for (const i of n.inputs) live.add(i)
+    for (const a of Object.values(n.attrs)) if (a.kind === "graph") for (const f of subgraphFreeNames(a.value)) live.add(f)
+  }
   for (const o of outputs) live.add(o)
   const initializers = new Map([...constants].filter(([k]) => live.has(k)))
   return bindSync({ ...g, nodes, initializers })

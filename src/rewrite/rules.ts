@@ -4,6 +4,7 @@
 // after each sweep, and stops when nothing fires (Saturated) or at its limit (IterationLimit).
 import type { Graph, Node } from "../ast/graph/graph.js"
 import { bindSync } from "../ast/graph/infer.js"
+import { subgraphFreeNames } from "../ast/graph/evaluate.js"
 import type { ValueType } from "../ast/graph/op.js"
 import type { Tensor } from "../ast/graph/tensor.js"
 
@@ -57,7 +58,9 @@ const makeCtx = (g: Graph, fresh: (base: string) => string): RuleCtx => {
     for (const o of n.outputs) if (o !== "") producers.set(o, n)
     for (const i of n.inputs) if (i !== "") cons.set(i, [...(cons.get(i) ?? []), n])
   }
+  // graph outputs and names subgraphs read keep their identity (renames do not reach inside subgraphs)
   const outputs = new Set(g.outputs.map((o) => o.name))
+  for (const n of g.nodes) for (const a of Object.values(n.attrs)) if (a.kind === "graph") for (const f of subgraphFreeNames(a.value)) outputs.add(f)
   return {
     producer: (v) => producers.get(v),
     consumers: (v) => cons.get(v) ?? [],

@@ -48,6 +48,10 @@ export interface CaseResult {
 /** Tolerances: ONNX's defaults, and the cases ONNX's runner itself loosens (with why). */
 const TOLERANCE: Record<string, { rtol: number; atol: number; why: string }> = {
   light_densenet121: { rtol: 2e-3, atol: 1e-7, why: "ONNX's runner uses rtol 2e-3 for densenet121" },
+  // the reference outputs were computed by numpy's float32 FFT: where the exact value is 0 (the
+  // imaginary part of a real signal's inverse), they hold rounding noise of ~1.9e-7 (> atol 1e-7)
+  test_dft_inverse: { rtol: 1e-3, atol: 1e-6, why: "float32 FFT noise of ~2e-7 in the expected zeros" },
+  test_dft_inverse_opset19: { rtol: 1e-3, atol: 1e-6, why: "float32 FFT noise of ~2e-7 in the expected zeros" },
 }
 
 const sorted = (xs: string[]) => xs.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))
