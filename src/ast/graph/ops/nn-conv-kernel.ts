@@ -5,7 +5,7 @@
 // plain N-d definition over any numbers, accumulating in float64: float64 and integer inputs,
 // more than three spatial dims, and the oracle of the tests.
 import { as3d, type Window } from "./nn-common.js"
-import { gemmNT, transposeInto } from "./nn-kernel.js"
+import { gemmNT, transposeInto } from "./nn-gemm.js"
 
 /** Sizes of a grouped convolution: x [batch, channels, ...], w [filters, channels/group, ...]. */
 export interface ConvSizes {

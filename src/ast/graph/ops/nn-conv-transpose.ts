@@ -8,7 +8,7 @@ import { tensor, type Tensor } from "../tensor.js"
 import { arity, inputType, req } from "./util.js"
 import { as3d, kernelOf, padsOf, spatialRank, stepsOf, windowAttrs, type Window, type WindowAttrs } from "./nn-common.js"
 import type { ConvSizes } from "./nn-conv-kernel.js"
-import { gemmNT, transposeInto } from "./nn-kernel.js"
+import { gemmNT, transposeInto } from "./nn-gemm.js"
 
 const convTransposeAttrs = attrs({
   ...windowAttrs,

@@ -81,7 +81,7 @@ const Einsum = defineOp({
     return [{ dtype, shape: eq.output.map((l) => sizes.get(l)!) }]
   },
   kernel: ({ inputs, attrs: a }) => {
-    const ts = inputs.map((t, i) => req(inputs, i, `input ${i}`))
+    const ts = inputs.map((_, i) => req(inputs, i, `input ${i}`))
     const dtype: DType = ts[0].dtype
     check(ts.every((t) => t.dtype === dtype), "Einsum inputs must share one type")
     const eq = parse(a.equation, ts.map((t) => t.shape.length))

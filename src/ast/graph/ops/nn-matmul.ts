@@ -5,9 +5,9 @@
 import { A, attrs } from "../attrs.js"
 import { allocate, converter, isFloat, type DType, type TypedArray } from "../dtype.js"
 import { check, defineOp, fail, type AnyOpDef, type Dim, type ValueType } from "../op.js"
-import { broadcastIndex, broadcastShapes, sizeOf, tensor, type Tensor } from "../tensor.js"
+import { broadcastIndex, broadcastShapes, tensor, type Tensor } from "../tensor.js"
 import { arity, broadcastDims, inputType, req } from "./util.js"
-import { gemmNT, transposeInto } from "./nn-kernel.js"
+import { gemmNT, transposeInto } from "./nn-gemm.js"
 import { check8bit, range8, saturate, scaleValues, shifted } from "./nn-quant.js"
 
 /** A batched product: out[t] (M×N) = a[aOff[t]] (M×K) · b[bOff[t]] (K×N) for each batch t. */
