@@ -96,6 +96,20 @@ describe("Conv", () => {
   })
 })
 
+describe("ConvInteger and MatMulInteger", () => {
+  it("keep sums beyond 2^24 exact (float64 accumulators and results)", () => {
+    const k = 601 // 601 · 255 · 127 = 19,463,385: odd and above 2^24, so float32 could not hold it
+    const x = fromArray("uint8", [1, k, 2, 1], new Array(2 * k).fill(255))
+    const w = fromArray("int8", [1, k, 1, 1], new Array(k).fill(127))
+    const [y] = runOp("ConvInteger", [x, w])
+    expect(Array.from(y.data)).toEqual([19463385, 19463385])
+    const a = fromArray("uint8", [5, k], new Array(5 * k).fill(255))
+    const b = fromArray("int8", [k, 1], new Array(k).fill(127))
+    const [z] = runOp("MatMulInteger", [a, b])
+    expect(Array.from(z.data)).toEqual(new Array(5).fill(19463385))
+  })
+})
+
 describe("ConvTranspose", () => {
   it("the gemm + col2im path equals the direct scatter", () => {
     const r = rng(3)

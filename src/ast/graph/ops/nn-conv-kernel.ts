@@ -141,7 +141,14 @@ const validRange = (k: number, n: number, out: number, s: number, d: number, p: 
  * Direct convolution for one input channel per group (depthwise, with any channel multiplier):
  * each kernel tap adds w·(a shifted input row) to an output row, over the outputs it reaches.
  */
-const depthwise = (x: Float32Array, w: Float32Array, bias: ArrayLike<number> | undefined, s: ConvSizes, win: Window, y: Float32Array): void => {
+const depthwise = (
+  x: Float32Array,
+  w: Float32Array,
+  bias: ArrayLike<number> | undefined,
+  s: ConvSizes,
+  win: Window,
+  y: Float32Array | Float64Array,
+): void => {
   const [D, H, W] = win.input
   const [KD, KH, KW] = win.kernel
   const [OD, OH, OW] = win.output
@@ -184,22 +191,30 @@ const depthwise = (x: Float32Array, w: Float32Array, bias: ArrayLike<number> | u
     }
 }
 
-/** y [batch, filters, ...win.output] = conv(x, w) + bias over float32 storage; up to 3 spatial dims. */
-export const convFast = (
+/**
+ * y [batch, filters, ...win.output] = conv(x, w) + bias over float32 storage. Results go to a fresh
+ * Float32Array, or into `out` when given: a Float64Array keeps integer sums exact (ConvInteger).
+ */
+export const convFast = <Y extends Float32Array | Float64Array = Float32Array>(
   x: Float32Array,
   w: Float32Array,
   bias: ArrayLike<number> | undefined,
   s: ConvSizes,
   window: Window,
-): Float32Array => {
-  if (window.input.length > 3) return Float32Array.from(convNaive(x, w, bias, s, window))
+  out?: Y,
+): Y => {
+  if (window.input.length > 3) {
+    const r = convNaive(x, w, bias, s, window)
+    if (out) out.set(r)
+    return out ?? (Float32Array.from(r) as Y)
+  }
   const win = as3d(window)
   const inSize = prod(win.input)
   const outSize = prod(win.output)
   const kSize = prod(win.kernel)
   const cg = s.channels / s.group
   const mg = s.filters / s.group
-  const y = new Float32Array(s.batch * s.filters * outSize)
+  const y = out ?? (new Float32Array(s.batch * s.filters * outSize) as Y)
   if (y.length === 0) return y
   if (cg === 1 && kSize > 1) {
     depthwise(x, w, bias, s, win, y)

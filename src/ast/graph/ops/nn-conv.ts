@@ -3,7 +3,7 @@
 import { A, attrs } from "../attrs.js"
 import { converter, isFloat, type DType } from "../dtype.js"
 import { check, defineOp, type AnyOpDef, type InferCtx, type ValueType } from "../op.js"
-import { tensor, type Tensor } from "../tensor.js"
+import { sizeOf, tensor, type Tensor } from "../tensor.js"
 import { arity, inputType, req } from "./util.js"
 import { kernelOf, spatialRank, windowAttrs, windowDims, windowOf, type Window, type WindowAttrs } from "./nn-common.js"
 import { convFast, convNaive, type ConvSizes } from "./nn-conv-kernel.js"
@@ -85,8 +85,9 @@ const ConvInteger = defineOp({
     check8bit(x, "x")
     check8bit(w, "w")
     const { sizes, win } = convSetup(x, w, a)
-    const y = convNaive(shifted(x, inputs[2], 1, "x"), shifted(w, inputs[3], 0, "w"), undefined, sizes, win)
-    return [tensor("int32", [sizes.batch, sizes.filters, ...win.output], Int32Array.from(y))]
+    const shape = [sizes.batch, sizes.filters, ...win.output]
+    const y = convFast(shifted(x, inputs[2], 1, "x"), shifted(w, inputs[3], 0, "w"), undefined, sizes, win, new Float64Array(sizeOf(shape)))
+    return [tensor("int32", shape, Int32Array.from(y))]
   },
 })
 
@@ -123,12 +124,14 @@ const QLinearConv = defineOp({
     check(ws.length === 1 || ws.length === sizes.filters, () => `w_scale has ${ws.length} values for ${sizes.filters} filters`)
     const b = inputs[8]
     if (b) check(b.dtype === "int32" && b.data.length === sizes.filters, () => `B must be int32 with ${sizes.filters} values`)
-    const acc = convNaive(
+    // integer sums stay exact: float64 accumulators and a float64 result
+    const acc = convFast(
       shifted(x, inputs[2], 1, "x"),
       shifted(w, inputs[5], 0, "w"),
       b ? (b.data as ArrayLike<number>) : undefined,
       sizes,
       win,
+      new Float64Array(sizes.batch * sizes.filters * sizeOf(win.output)),
     )
     const scaleType = req(inputs, 1).dtype
     const mult = Array.from({ length: sizes.filters }, (_, m) => scaleRatio(xs[0], ws[ws.length === 1 ? 0 : m], ys[0], scaleType))

@@ -21,7 +21,7 @@ export const gemmNT = (
   b: Float32Array,
   bOff: number,
   ldb: number,
-  c: Float32Array,
+  c: Float32Array | Float64Array,
   cOff: number,
   ldc: number,
   rowBias?: ArrayLike<number>,

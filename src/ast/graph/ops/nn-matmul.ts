@@ -37,11 +37,14 @@ const planMatmul = (aShape: readonly number[], bShape: readonly number[]): Matmu
   return { m, k, n, aOff: ai, bOff: bi, shape }
 }
 
-/** The product over float32 storage: `gemmNT` with B transposed once per distinct B matrix. */
-const matmulF32 = (a: Float32Array, b: Float32Array, p: MatmulPlan): Float32Array => {
+/**
+ * The product over float32 storage: `gemmNT` with B transposed once per distinct B matrix. Results
+ * go to a fresh Float32Array, or into `into` (a Float64Array keeps integer sums exact).
+ */
+const matmulF32 = <Y extends Float32Array | Float64Array = Float32Array>(a: Float32Array, b: Float32Array, p: MatmulPlan, into?: Y): Y => {
   const { m, k, n } = p
   const batches = p.aOff.length
-  const out = new Float32Array(batches * m * n)
+  const out = into ?? (new Float32Array(batches * m * n) as Y)
   // one shared B under contiguous A batches: a single product with the batches as rows
   const shared = batches > 1 && Array.prototype.every.call(p.bOff, (o: number) => o === p.bOff[0])
   const contiguous = shared && Array.prototype.every.call(p.aOff, (o: number, t: number) => o === t * m * k)
@@ -223,7 +226,7 @@ const MatMulInteger = defineOp({
     const p = planMatmul(a.shape, b.shape)
     const av = shifted(a, inputs[2], a.shape.length - 2, "a")
     const bv = shifted(b, inputs[3], b.shape.length - 1, "b")
-    return [tensor("int32", p.shape, Int32Array.from(matmulF64(av, bv, p)))]
+    return [tensor("int32", p.shape, Int32Array.from(matmulF32(av, bv, p, new Float64Array(p.aOff.length * p.m * p.n))))]
   },
 })
 
@@ -251,7 +254,9 @@ const QLinearMatMul = defineOp({
     check(ys.length === 1 && yzp.data.length === 1, "y_scale and y_zero_point must be scalars")
     check(as.length === 1 || as.length === p.m, () => `a_scale has ${as.length} values for ${p.m} rows`)
     check(bs.length === 1 || bs.length === p.n, () => `b_scale has ${bs.length} values for ${p.n} columns`)
-    const acc = matmulF64(shifted(a, req(inputs, 2), a.shape.length - 2, "a"), shifted(b, req(inputs, 5), b.shape.length - 1, "b"), p)
+    const av = shifted(a, req(inputs, 2), a.shape.length - 2, "a")
+    const bv = shifted(b, req(inputs, 5), b.shape.length - 1, "b")
+    const acc = matmulF32(av, bv, p, new Float64Array(p.aOff.length * p.m * p.n))
     const r = converter(req(inputs, 1).dtype)
     const [lo, hi] = range8(yzp.dtype)
     const z = yzp.data[0] as number

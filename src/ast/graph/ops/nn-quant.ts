@@ -13,11 +13,12 @@ export const check8bit = (t: Tensor | { dtype: DType }, what: string): void => {
 }
 
 /**
- * The values of `t` minus its zero point: a scalar zero point, or one per slice of `axis`
- * (length `t.shape[axis]`) — per output channel for weights, per row/column for matrices.
+ * The values of an 8-bit `t` minus its zero point: a scalar zero point, or one per slice of `axis`
+ * (length `t.shape[axis]`) — per output channel for weights, per row/column for matrices. The
+ * differences lie in [-255, 255], exact in float32, so the float32 products apply to them.
  */
-export const shifted = (t: Tensor, zp: Tensor | undefined, axis: number, what: string): Float64Array => {
-  const out = Float64Array.from(t.data as ArrayLike<number>)
+export const shifted = (t: Tensor, zp: Tensor | undefined, axis: number, what: string): Float32Array => {
+  const out = Float32Array.from(t.data as ArrayLike<number>)
   if (!zp) return out
   const z = zp.data as ArrayLike<number>
   if (z.length === 1) {
