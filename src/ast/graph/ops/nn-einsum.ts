@@ -1,11 +1,15 @@
-// Einsum: a generic loop over every label. Each input is read through one stride per label (a
-// repeated label adds its strides: a diagonal; a broadcast ellipsis dim of size 1 has stride 0);
-// output labels are the outer loops, summed labels the inner ones.
+// Einsum. Two-operand contractions run as a batched MatMul between transposes; everything else
+// (one or three+ operands, diagonals, broadcasting, labels summed within one operand) as a generic
+// loop over every label: each input is read through one stride per label (a repeated label adds
+// its strides: a diagonal; a broadcast ellipsis dim of size 1 has stride 0); output labels are the
+// outer loops, summed labels the inner ones.
 import { A, attrs } from "../attrs.js"
 import { allocate, converter, isFloat, type DType } from "../dtype.js"
 import { check, defineOp, fail, type AnyOpDef, type Dim } from "../op.js"
-import { stridesOf, tensor } from "../tensor.js"
+import { reshapeView, stridesOf, tensor, type Tensor } from "../tensor.js"
 import { arity, broadcastDims, req } from "./util.js"
+import { matmul } from "./nn-matmul.js"
+import { transpose } from "./tensor-common.js"
 
 /** A parsed equation: labels per input and of the output; ellipsis dims are labels "…0", "…1"... */
 interface Equation {
@@ -67,6 +71,30 @@ const labelSizes = <D extends Dim>(eq: Equation, shapes: readonly (readonly D[])
   return sizes
 }
 
+/**
+ * Two operands without repeated labels and without broadcasting, whose every label is a batch
+ * (both inputs and output), row (A and output), column (B and output) or contracted (A and B)
+ * label: a batched MatMul between transposes.
+ */
+const asMatmul = (eq: Equation, ts: readonly Tensor[], sizes: ReadonlyMap<string, number>): Tensor | undefined => {
+  if (ts.length !== 2) return undefined
+  const [la, lb] = eq.inputs
+  const out = eq.output
+  if (new Set(la).size !== la.length || new Set(lb).size !== lb.length) return undefined
+  if (!ts.every((t, i) => eq.inputs[i].every((l, d) => t.shape[d] === sizes.get(l)))) return undefined
+  if (la.some((l) => !out.includes(l) && !lb.includes(l)) || lb.some((l) => !out.includes(l) && !la.includes(l))) return undefined
+  const batch = out.filter((l) => la.includes(l) && lb.includes(l))
+  const rows = out.filter((l) => la.includes(l) && !lb.includes(l))
+  const cols = out.filter((l) => lb.includes(l) && !la.includes(l))
+  const red = la.filter((l) => lb.includes(l) && !out.includes(l))
+  const size = (ls: readonly string[]) => ls.reduce((p, l) => p * sizes.get(l)!, 1)
+  const a = transpose(ts[0], [...batch, ...rows, ...red].map((l) => la.indexOf(l)))
+  const b = transpose(ts[1], [...batch, ...red, ...cols].map((l) => lb.indexOf(l)))
+  const y = matmul(reshapeView(a, [size(batch), size(rows), size(red)]), reshapeView(b, [size(batch), size(red), size(cols)]))
+  const yl = [...batch, ...rows, ...cols]
+  return transpose(reshapeView(y, yl.map((l) => sizes.get(l)!)), out.map((l) => yl.indexOf(l)))
+}
+
 const Einsum = defineOp({
   attrs: attrs({ equation: A.str() }),
   inputs: arity.variadic,
@@ -86,6 +114,8 @@ const Einsum = defineOp({
     check(ts.every((t) => t.dtype === dtype), "Einsum inputs must share one type")
     const eq = parse(a.equation, ts.map((t) => t.shape.length))
     const sizes = labelSizes(eq, ts.map((t) => t.shape)) as Map<string, number>
+    const product = asMatmul(eq, ts, sizes)
+    if (product) return [product]
     const summed = [...sizes.keys()].filter((l) => !eq.output.includes(l))
     const loops = [...eq.output, ...summed]
     const dims = loops.map((l) => sizes.get(l)!)

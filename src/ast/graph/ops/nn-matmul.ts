@@ -108,6 +108,13 @@ const store = (dtype: DType, values: Float64Array): TypedArray => {
   return out
 }
 
+/** NumPy's matmul of two tensors of one type (float32 storage on the fast path). */
+export const matmul = (a: Tensor, b: Tensor): Tensor => {
+  const p = planMatmul(a.shape, b.shape)
+  if (a.data instanceof Float32Array && b.data instanceof Float32Array) return tensor(a.dtype, p.shape, matmulF32(a.data, b.data, p))
+  return tensor(a.dtype, p.shape, store(a.dtype, matmulF64(a.data, b.data, p)))
+}
+
 const inferMatmul = (a: ValueType, b: ValueType, dtype: DType): ValueType[] => {
   check(a.shape.length >= 1 && b.shape.length >= 1, "MatMul operands must have rank >= 1")
   const a2 = a.shape.length === 1 ? [1, a.shape[0]] : a.shape
@@ -137,9 +144,7 @@ const MatMul = defineOp({
     const a = req(inputs, 0, "A")
     const b = req(inputs, 1, "B")
     check(a.dtype === b.dtype, () => `MatMul operand types differ: ${a.dtype} and ${b.dtype}`)
-    const p = planMatmul(a.shape, b.shape)
-    if (a.data instanceof Float32Array && b.data instanceof Float32Array) return [tensor(a.dtype, p.shape, matmulF32(a.data, b.data, p))]
-    return [tensor(a.dtype, p.shape, store(a.dtype, matmulF64(a.data, b.data, p)))]
+    return [matmul(a, b)]
   },
 })
 
