@@ -2,7 +2,7 @@
 // and MaxUnpool. Windows over 1-3 spatial dims run as 3-D loop nests (leading dims of size 1).
 import { A, attrs } from "../attrs.js"
 import { allocate, isFloat, type DType } from "../dtype.js"
-import { check, defineOp, unsupported, type AnyOpDef, type Dim, type InferCtx, type ValueType } from "../op.js"
+import { check, defineOp, fail, unsupported, type AnyOpDef, type Dim, type InferCtx, type ValueType } from "../op.js"
 import { sizeOf, stridesOf, tensor, toNumbers, type Tensor } from "../tensor.js"
 import { arity, inputType, req } from "./util.js"
 import { as3d, padsOf, spatialRank, stepsOf, windowAttrs, windowDims, windowOf, type Window, type WindowAttrs } from "./nn-common.js"
@@ -167,7 +167,7 @@ type PoolAttrs = WindowAttrs & { readonly ceil_mode: number }
 
 const kernelAttr = (a: WindowAttrs, rank: number): number[] => {
   const k = a.kernel_shape
-  if (!k || k.length === 0) return unsupported("kernel_shape is required") // required by the spec
+  if (!k || k.length === 0) return fail("kernel_shape is required")
   check(k.length === rank, () => `kernel_shape has ${k.length} dims for ${rank} spatial dims`)
   return [...k]
 }
