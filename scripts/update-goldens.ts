@@ -1,0 +1,166 @@
+// The golden cases of the c target (fixed programs, fixed hand-written schedules — never tuned
+// ones) and the command that regenerates golden/c/<case>.c, printing a diff summary to review.
+//
+// Regenerate:  UPDATE_GOLDENS=1 npx vitest run test/emit-c.test.ts
+// (or bundle this file with esbuild and run it with node: it writes when run as the main module)
+import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from "node:fs"
+import * as path from "node:path"
+import { pathToFileURL } from "node:url"
+import { prng } from "../src/ast/graph/arbitrary.js"
+import { fromArray, sizeOf, type Tensor } from "../src/ast/graph/tensor.js"
+import * as S from "../src/ast/schedule/schedule.js"
+import { add, and, c, call, div, f32, floordiv, floormod, ge, lt, max, mul, select, sub, type Expr } from "../src/ast/te/expr.js"
+import { at, compute, maxReduce, placeholder, reduceAxis, sum, type ComputeTensor, type Placeholder } from "../src/ast/te/tensor.js"
+import type { PrimFunc } from "../src/ast/tir/tir.js"
+import { emitC } from "../src/emit/c.js"
+import { lowerSync } from "../src/lowering/lower.js"
+import { defaultTirPasses, lowerIntrinsics, runTirPasses } from "../src/lowering/tir-passes.js"
+
+export interface GoldenCase {
+  readonly name: string
+  readonly outputs: readonly ComputeTensor[]
+  readonly inputs: ReadonlyMap<string, Tensor>
+  readonly schedule: S.Schedule
+}
+
+const inputsFor = (seed: number, ps: readonly Placeholder[]): Map<string, Tensor> => {
+  const rng = prng(seed)
+  return new Map(ps.map((p) => [p.name, fromArray(p.dtype, p.shape, Array.from({ length: sizeOf(p.shape) }, () => rng.float(-1, 1)))] as const))
+}
+
+const inBounds = (idx: readonly Expr[], shape: readonly number[]): Expr => idx.map((e, k) => and(ge(e, c(0)), lt(e, c(shape[k])))).reduce((a, b) => and(a, b))
+
+/** A zero-padded copy of the last two dims of `X` (inlined into its consumer by the schedules). */
+const pad2d = (X: Placeholder, pad: number, trailing = 0): ComputeTensor => {
+  const r = X.shape.length - trailing
+  const shape = X.shape.map((d, k) => (k === r - 2 || k === r - 1 ? d + 2 * pad : d))
+  return compute("pad", shape, (...idx) => {
+    const src = idx.map((e, k) => (k === r - 2 || k === r - 1 ? sub(e, c(pad)) : e))
+    return select(inBounds([src[r - 2], src[r - 1]], [X.shape[r - 2], X.shape[r - 1]]), at(X, ...src), f32(0))
+  })
+}
+
+/** conv2d in NCHW[4]c: x blocked by 4 (register tile), the 4 output channels vectorized, parallel over output blocks. */
+const conv2dNchwc = (): GoldenCase => {
+  const X = placeholder("X", [1, 2, 8, 8, 4])
+  const W = placeholder("W", [2, 2, 3, 3, 4, 4])
+  const P = pad2d(X, 1, 1)
+  const ic = reduceAxis(8, "ic")
+  const ry = reduceAxis(3, "ry")
+  const rx = reduceAxis(3, "rx")
+  const out = compute("conv", [1, 2, 8, 8, 4], (n, oc, y, x, oi) =>
+    sum(mul(at(P, n, floordiv(ic.var, c(4)), add(y, ry.var), add(x, rx.var), floormod(ic.var, c(4))), at(W, oc, floordiv(ic.var, c(4)), ry.var, rx.var, floormod(ic.var, c(4)), oi)), [ic, ry, rx]),
+  )
+  let s = S.computeInline(S.createSchedule([out]), "pad")
+  const xs = S.split(s, "conv", "conv.l", { factor: 4 })
+  s = S.reorder(xs.schedule, "conv", ["conv.i", "conv.j", "conv.k", xs.outer, "ic", "ry", "rx", xs.inner, "conv.m"])
+  s = S.parallel(s, "conv", "conv.j")
+  s = S.unroll(s, "conv", xs.inner)
+  s = S.vectorize(s, "conv", "conv.m")
+  return { name: "conv2d_nchwc", outputs: [out], inputs: inputsFor(1, [X, W]), schedule: s }
+}
+
+/** Depthwise 3x3 conv, stride 1, pad 1: parallel over channels, rows split by 5, x vectorized. */
+const depthwise = (): GoldenCase => {
+  const X = placeholder("X", [1, 8, 10, 10])
+  const W = placeholder("W", [8, 1, 3, 3])
+  const P = pad2d(X, 1)
+  const ry = reduceAxis(3, "ry")
+  const rx = reduceAxis(3, "rx")
+  const out = compute("dwconv", [1, 8, 10, 10], (n, ch, y, x) => sum(mul(at(P, n, ch, add(y, ry.var), add(x, rx.var)), at(W, ch, c(0), ry.var, rx.var)), [ry, rx]))
+  let s = S.computeInline(S.createSchedule([out]), "pad")
+  s = S.reorder(s, "dwconv", ["dwconv.i", "dwconv.j", "dwconv.k", "ry", "rx", "dwconv.l"])
+  s = S.parallel(s, "dwconv", "dwconv.j")
+  s = S.vectorize(s, "dwconv", "dwconv.l")
+  return { name: "depthwise_conv2d", outputs: [out], inputs: inputsFor(2, [X, W]), schedule: s }
+}
+
+/** Dense C = A·B: 8x16 tiles, the reduction outside the tile, columns vectorized, row blocks parallel. */
+const dense = (): GoldenCase => {
+  const A = placeholder("A", [64, 32])
+  const B = placeholder("B", [32, 48])
+  const k = reduceAxis(32, "k")
+  const out = compute("dense", [64, 48], (i, j) => sum(mul(at(A, i, k.var), at(B, k.var, j)), [k]))
+  const t = S.tile(S.createSchedule([out]), "dense", "dense.i", "dense.j", 8, 16)
+  let s = S.reorder(t.schedule, "dense", [t.xo, t.yo, "k", t.xi, t.yi])
+  s = S.parallel(s, "dense", t.xo)
+  s = S.vectorize(s, "dense", t.yi)
+  return { name: "dense", outputs: [out], inputs: inputsFor(3, [A, B]), schedule: s }
+}
+
+/** relu(conv2d(X, W) + bias): the conv computed per output row inside the fused elementwise stage. */
+const convAddRelu = (): GoldenCase => {
+  const X = placeholder("X", [1, 4, 6, 6])
+  const W = placeholder("W", [8, 4, 3, 3])
+  const Bias = placeholder("bias", [8])
+  const P = pad2d(X, 1)
+  const rc = reduceAxis(4, "rc")
+  const ry = reduceAxis(3, "ry")
+  const rx = reduceAxis(3, "rx")
+  const conv = compute("conv", [1, 8, 6, 6], (n, o, y, x) => sum(mul(at(P, n, rc.var, add(y, ry.var), add(x, rx.var)), at(W, o, rc.var, ry.var, rx.var)), [rc, ry, rx]))
+  const out = compute("relu", [1, 8, 6, 6], (n, o, y, x) => max(add(at(conv, n, o, y, x), at(Bias, o)), f32(0)))
+  let s = S.computeInline(S.createSchedule([out]), "pad")
+  s = S.computeAt(s, "conv", "relu", "relu.k")
+  s = S.parallel(s, "relu", "relu.j")
+  s = S.vectorize(s, "relu", "relu.l")
+  return { name: "conv2d_add_relu", outputs: [out], inputs: inputsFor(4, [X, W, Bias]), schedule: s }
+}
+
+/** Softmax over rows: exp at root with its row max computed per row, the row sum per output row; rows parallel, columns split by 16 and vectorized. */
+const softmax = (): GoldenCase => {
+  const X = placeholder("X", [4, 32])
+  const k1 = reduceAxis(32, "k1")
+  const mx = compute("rowmax", [4], (i) => maxReduce(at(X, i, k1.var), [k1]))
+  const ex = compute("exp", [4, 32], (i, j) => call("exp", sub(at(X, i, j), at(mx, i))))
+  const k2 = reduceAxis(32, "k2")
+  const sm = compute("rowsum", [4], (i) => sum(at(ex, i, k2.var), [k2]))
+  const out = compute("softmax", [4, 32], (i, j) => div(at(ex, i, j), at(sm, i)))
+  let s = S.computeAt(S.createSchedule([out]), "rowmax", "exp", "exp.i")
+  s = S.computeAt(s, "rowsum", "softmax", "softmax.i")
+  for (const st of ["exp", "softmax"]) {
+    const js = S.split(s, st, `${st}.j`, { factor: 16 })
+    s = S.parallel(js.schedule, st, `${st}.i`)
+    s = S.vectorize(s, st, js.inner)
+  }
+  return { name: "softmax", outputs: [out], inputs: inputsFor(5, [X]), schedule: s }
+}
+
+export const GOLDEN_CASES: readonly (() => GoldenCase)[] = [conv2dNchwc, depthwise, dense, convAddRelu, softmax]
+
+/** The case lowered with the default CPU passes, its function named after the case. */
+export const goldenFunc = (g: GoldenCase): PrimFunc => ({ ...runTirPasses(lowerSync(g.schedule), [...defaultTirPasses(), lowerIntrinsics]), name: g.name })
+
+/** Every golden file's expected text, by file name. */
+export const renderGoldens = (): Map<string, string> => new Map(GOLDEN_CASES.map((mk) => mk()).map((g) => [`${g.name}.c`, emitC([goldenFunc(g)], { libName: g.name }).source] as const))
+
+/** golden/c of the repository (run from its root, as vitest and npm scripts do). */
+export const GOLDEN_DIR = path.resolve("golden", "c")
+
+/** Writes the goldens into `dir`; returns (and prints) one summary line per file. */
+export const updateGoldens = (dir: string = GOLDEN_DIR, log: (line: string) => void = console.log): string[] => {
+  mkdirSync(dir, { recursive: true })
+  const want = renderGoldens()
+  const lines: string[] = []
+  for (const [name, text] of want) {
+    const file = path.join(dir, name)
+    const old = existsSync(file) ? readFileSync(file, "utf8") : undefined
+    if (old === text) {
+      lines.push(`unchanged ${name}`)
+      continue
+    }
+    writeFileSync(file, text)
+    if (old === undefined) lines.push(`added     ${name} (${text.split("\n").length} lines)`)
+    else {
+      const a = new Set(old.split("\n"))
+      const b = new Set(text.split("\n"))
+      const plus = [...b].filter((l) => !a.has(l)).length
+      const minus = [...a].filter((l) => !b.has(l)).length
+      lines.push(`changed   ${name} (+${plus} -${minus} lines)`)
+    }
+  }
+  for (const f of readdirSync(dir)) if (f.endsWith(".c") && !want.has(f)) lines.push(`stale     ${f} (no case generates it: delete it)`)
+  lines.forEach((l) => log(l))
+  return lines
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) updateGoldens()

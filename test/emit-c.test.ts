@@ -1,0 +1,278 @@
+// The c target: every compute family under random schedules, lowered, emitted as C, built by gcc,
+// loaded through koffi and run, equals the TE evaluator; conversions, division and NaN handling
+// equal the TIR evaluator bit for bit; emission is deterministic; names never leak; goldens hold.
+//
+// Goldens: golden/c/<case>.c (cases in scripts/update-goldens.ts). After a reviewed change, run
+//   UPDATE_GOLDENS=1 npx vitest run test/emit-c.test.ts
+// and review the printed summary and `git diff golden/c`.
+//
+// Everything that builds skips, visibly, when gcc is absent. Libraries are cached by content hash
+// (os.tmpdir()/tessera-c), so a second run does not compile.
+import * as fc from "fast-check"
+import { Effect } from "effect"
+import { spawnSync } from "node:child_process"
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { describe, expect, it } from "vitest"
+import { allocate, type DType } from "../src/ast/graph/dtype.js"
+import { sizeOf, stridesOf, tensor, type Tensor } from "../src/ast/graph/tensor.js"
+import { arbScheduledCase, COMPUTE_FAMILIES } from "../src/ast/te/arbitrary.js"
+import { add, c, call, cast, div, f32, floordiv, floormod, gt, max, mul, read, sub, v, type Expr } from "../src/ast/te/expr.js"
+import { evaluateTE } from "../src/ast/te/evaluate.js"
+import { gemmMicroKernel, vnniDot16x4 } from "../src/ast/te/intrinsic.js"
+import { evaluatePrimFunc } from "../src/ast/tir/evaluate.js"
+import type { Buffer, PrimFunc, Stmt } from "../src/ast/tir/tir.js"
+import { buildC, cArtifact, CompileError, compilerAvailable, CRunError, LoadError, loadC, storageElements, writeArtifact, type CKernel } from "../src/device/c.js"
+import { hostTarget, parseCacheSize, parseCpuInfo } from "../src/device/target.js"
+import { emitC } from "../src/emit/c.js"
+import { lowerSync } from "../src/lowering/lower.js"
+import { defaultTirPasses, lowerIntrinsics, runTirPasses } from "../src/lowering/tir-passes.js"
+import { assertAllClose, lawParams } from "../laws/support.js"
+import { runFailure } from "./support/effect.js"
+import { GOLDEN_CASES, GOLDEN_DIR, goldenFunc, renderGoldens, updateGoldens } from "../scripts/update-goldens.js"
+
+const HAVE_GCC = compilerAvailable("gcc")
+const CASES_PER_FAMILY = 30
+
+/** Storage offsets of a param's logical elements in row-major order (through its view's strides). */
+const offsets = (p: Buffer): number[] => {
+  const shape = p.view?.shape ?? p.shape
+  const st = p.view?.strides ?? p.strides ?? stridesOf(p.shape)
+  const base = stridesOf(shape)
+  return Array.from({ length: sizeOf(shape) }, (_, i) => shape.reduce((off, _d, k) => off + (Math.floor(i / base[k]) % shape[k]) * st[k], 0))
+}
+
+/** Calls a kernel on named tensors: inputs copied into fresh storage, outputs poisoned (0xff bytes) first. */
+const callKernel = (k: CKernel, f: PrimFunc, inputs: ReadonlyMap<string, Tensor>): Map<string, Tensor> => {
+  const arrays = f.params.map((p) => {
+    const a = allocate(p.dtype, storageElements(p))
+    const t = inputs.get(p.name)
+    if (t) offsets(p).forEach((off, i) => (a[off] = t.data[i]))
+    else new Uint8Array(a.buffer).fill(0xff)
+    return a
+  })
+  k(...arrays)
+  return new Map(
+    f.params.map((p, j) => {
+      const shape = p.view?.shape ?? p.shape
+      const data = allocate(p.dtype, sizeOf(shape))
+      offsets(p).forEach((off, i) => (data[i] = arrays[j][off]))
+      return [p.name, tensor(p.dtype, shape, data)] as const
+    }),
+  )
+}
+
+const build = (funcs: readonly PrimFunc[]) =>
+  Effect.runPromise(
+    Effect.gen(function* () {
+      const { source } = emitC(funcs, { poison: true })
+      const so = yield* buildC(source)
+      return yield* loadC(so, funcs)
+    }),
+  )
+
+const lowered = (f: PrimFunc, name: string): PrimFunc => ({ ...runTirPasses(f, [...defaultTirPasses(), lowerIntrinsics]), name })
+
+describe.skipIf(!HAVE_GCC)("c target: compute families under random schedules (gcc)", () => {
+  for (const family of COMPUTE_FAMILIES)
+    it(`emitted C equals the TE evaluator for ${family}`, async () => {
+      const cases = fc.sample(arbScheduledCase([family]), lawParams(CASES_PER_FAMILY))
+      const funcs = cases.map((cc, k) => lowered(lowerSync(cc.schedule), `k${k}`))
+      expect(emitC(funcs, { poison: true }).source).toBe(emitC(funcs, { poison: true }).source) // deterministic
+      const mod = await build(funcs)
+      cases.forEach((cc, k) => {
+        const outs = callKernel(mod.kernels.get(`k${k}`)!, funcs[k], cc.inputs)
+        const want = evaluateTE(cc.outputs, cc.inputs)
+        const got = cc.outputs.map((o) => outs.get(o.name)!)
+        if (want.every((w) => w.dtype.startsWith("int"))) got.forEach((g, j) => expect([...g.data]).toEqual([...want[j].data]))
+        else assertAllClose(got, want, 1e-4, 1e-5)
+      })
+    })
+})
+
+// ---------------------------------------------------------------------------------------------
+// Conversions, integer division, NaN: exactly the TIR evaluator
+
+const buf = (name: string, dtype: DType, n: number): Buffer => ({ name, dtype, shape: [n], scope: "global" })
+const X = (i: Expr) => read("X", [i], "float32")
+
+const semanticsFunc = (): { func: PrimFunc; inputs: Map<string, Tensor> } => {
+  const xs = [NaN, Infinity, -2.5, 2.5, 3e10, -0.5, 65520, 6e-8, -Infinity, 1.5, -7.75, 300.5]
+  const n = xs.length
+  const i = v("i")
+  const outs: [string, DType, Expr][] = [
+    ["to_i8", "int8", cast("int8", X(i))],
+    ["to_u8", "uint8", cast("uint8", X(i))],
+    ["to_i32", "int32", cast("int32", mul(cast("float64", X(i)), c(1000, "float64")))],
+    ["to_u32", "uint32", cast("uint32", X(i))],
+    ["to_f16", "float16", X(i)],
+    ["to_bf16", "bfloat16", X(i)],
+    ["to_i64", "int64", cast("int64", X(i))],
+    ["to_bool", "bool", cast("bool", X(i))],
+    ["gt0", "bool", gt(X(i), f32(0))],
+    ["rnd", "float32", call("round", X(i))],
+    ["relu", "float32", max(X(i), f32(0))],
+    ["fdiv", "int32", floordiv(sub(i, c(5)), c(3))],
+    ["fmod", "int32", floormod(sub(i, c(5)), c(3))],
+    ["fdivn", "int32", floordiv(sub(i, c(5)), c(-3))],
+    ["fmodn", "int32", floormod(sub(i, c(5)), c(-4))],
+    ["tdiv", "int32", div(sub(i, c(5)), c(3))],
+    ["l_div", "int64", div(cast("int64", sub(i, c(5))), c(2, "int64"))],
+    ["l_fdiv", "int64", floordiv(cast("int64", sub(i, c(5))), c(2, "int64"))],
+    ["dbl", "float64", mul(cast("float64", X(i)), c(0.1, "float64"))],
+    ["wrap8", "int8", mul(add(i, c(100)), c(3))],
+  ]
+  const body: Stmt = { kind: "for", var: i, min: c(0), extent: c(n), forKind: "serial", body: { kind: "seq", body: outs.map(([name, , value]) => ({ kind: "store", buffer: name, indices: [i], value })) } }
+  return {
+    func: { name: "semantics", params: [buf("X", "float32", n), ...outs.map(([name, dt]) => buf(name, dt, n))], body },
+    inputs: new Map([["X", tensor("float32", [n], Float32Array.from(xs))]]),
+  }
+}
+
+describe.skipIf(!HAVE_GCC)("c target: scalar semantics (gcc)", () => {
+  it("casts wrap and truncate, float16/bfloat16 round, floor division and NaN match the TIR evaluator exactly", async () => {
+    const { func, inputs } = semanticsFunc()
+    const mod = await build([func])
+    const got = callKernel(mod.kernels.get("semantics")!, func, inputs)
+    const want = evaluatePrimFunc(func, inputs)
+    for (const p of func.params.slice(1)) expect({ name: p.name, data: [...got.get(p.name)!.data] }).toEqual({ name: p.name, data: [...want.get(p.name)!.data] })
+  })
+
+  it("a tessera_gemm micro-kernel intrinsic is called through its C definition", async () => {
+    const intrin = gemmMicroKernel(4, 5, 3)
+    const [i, j] = [v("i"), v("j")]
+    const two = (name: string, shape: number[]): Buffer => ({ name, dtype: "float32", shape, scope: "global" })
+    const init: Stmt = { kind: "for", var: i, min: c(0), extent: c(4), forKind: "serial", body: { kind: "for", var: j, min: c(0), extent: c(5), forKind: "serial", body: { kind: "store", buffer: "C", indices: [i, j], value: f32(0) } } }
+    const gemm: Stmt = { kind: "intrinsic", intrin, output: { buffer: "C", base: [c(0), c(0)] }, inputs: [{ buffer: "A", base: [c(0), c(0)] }, { buffer: "B", base: [c(0), c(0)] }] }
+    const func: PrimFunc = { name: "gemm", params: [two("A", [4, 3]), two("B", [3, 5]), two("C", [4, 5])], body: { kind: "seq", body: [init, gemm] } }
+    const src = emitC([func]).source
+    expect(src).toContain("tessera_gemm_4x5x3_float32(&b2[0], 5, &b0[0], 3, &b1[0], 5);")
+    const inputs = new Map([
+      ["A", tensor("float32", [4, 3], Float32Array.from({ length: 12 }, (_, k) => k - 5))],
+      ["B", tensor("float32", [3, 5], Float32Array.from({ length: 15 }, (_, k) => (k % 4) - 1.5))],
+    ])
+    const mod = await build([func])
+    expect([...callKernel(mod.kernels.get("gemm")!, func, inputs).get("C")!.data]).toEqual([...evaluatePrimFunc(func, inputs).get("C")!.data])
+    // an intrinsic with no callable C definition must be lowered first
+    const vnni: PrimFunc = { ...func, body: { ...gemm, intrin: vnniDot16x4 } }
+    expect(() => emitC([vnni])).toThrow(/LowerIntrinsics/)
+  })
+})
+
+// ---------------------------------------------------------------------------------------------
+// Names, errors, the artifact
+
+describe("c target: names and rejected programs", () => {
+  const hostile = "x*/ ; system(\"rm -rf /\"); /*\n#include <evil> ??/\n\u2028"
+  const f: PrimFunc = {
+    name: "k0",
+    params: [buf(`${hostile}in`, "float32", 4), buf(`${hostile}out`, "float32", 4)],
+    body: {
+      kind: "for",
+      var: v(hostile),
+      min: c(0),
+      extent: c(4),
+      forKind: "parallel",
+      pragmas: [[hostile, hostile]],
+      body: { kind: "allocate", buffer: buf(hostile, "float32", 1), body: { kind: "seq", body: [
+        { kind: "store", buffer: hostile, indices: [c(0)], value: add(read(`${hostile}in`, [v(hostile)], "float32"), f32(1)) },
+        { kind: "store", buffer: `${hostile}out`, indices: [v(hostile)], value: read(hostile, [c(0)], "float32") },
+      ] } },
+    },
+  }
+
+  it("names from programs reach the text only inside escaped comments", () => {
+    const { source, header } = emitC([f])
+    for (const text of [source, header]) {
+      expect(text).not.toContain("x*/") // the comment cannot be closed early
+      expect(text).not.toMatch(/^\s*#include <evil>/m)
+      expect(text).not.toContain("??/")
+      expect(text).not.toMatch(/[^\x09\x0a\x20-\x7e]/)
+    }
+    expect(() => emitC([{ ...f, name: "a b" }])).toThrow(/safe C identifier/)
+    expect(() => emitC([{ ...f, name: "main" }])).toThrow(/safe C identifier/)
+    expect(() => emitC([{ ...f, name: "tessera_floordiv" }])).toThrow(/safe C identifier/)
+    expect(() => emitC([f, f])).toThrow(/twice/)
+  })
+
+  it.skipIf(!HAVE_GCC)("hostile names still build and run", async () => {
+    const mod = await build([f])
+    const out = callKernel(mod.kernels.get("k0")!, f, new Map([[`${hostile}in`, tensor("float32", [4], Float32Array.from([1, 2, 3, 4]))]]))
+    expect([...out.get(`${hostile}out`)!.data]).toEqual([2, 3, 4, 5])
+  })
+
+  it("a barrier inside a thread loop (a GPU schedule) is rejected", () => {
+    const t = v("tx")
+    const g: PrimFunc = { name: "k1", params: [buf("A", "float32", 4)], body: { kind: "for", var: t, min: c(0), extent: c(4), forKind: "thread", thread: "threadIdx.x", body: { kind: "seq", body: [{ kind: "store", buffer: "A", indices: [t], value: f32(1) }, { kind: "barrier" }] } } }
+    expect(() => emitC([g])).toThrow(/barrier/)
+    expect(emitC([{ ...g, body: { kind: "barrier" } }]).source).toContain("barrier: no-op")
+  })
+
+  it.skipIf(!HAVE_GCC)("build, load and argument errors are typed", async () => {
+    const bad = await runFailure(buildC("this is not C;\n"))
+    expect(bad).toBeInstanceOf(CompileError)
+    expect((bad as CompileError).stderr).toMatch(/error/)
+    const missing = await runFailure(loadC(path.join(os.tmpdir(), "tessera-c-missing.so"), [f]))
+    expect(missing).toBeInstanceOf(LoadError)
+    const mod = await build([f])
+    const k = mod.kernels.get("k0")!
+    expect(() => k(new Float32Array(4))).toThrow(CRunError)
+    expect(() => k(new Float32Array(4), new Float64Array(4))).toThrow(/Float32Array/)
+    expect(() => k(new Float32Array(4), new Float32Array(3))).toThrow(/4 elements/)
+  })
+})
+
+describe("c target: host", () => {
+  it("reads the vector ISA from cpuinfo flags and cache sizes from sysfs text", () => {
+    expect(parseCpuInfo("processor : 0\nflags : fpu sse2 avx2 fma avx512f avx512_vnni\n")).toEqual({ isa: "avx512", fma: true, vnni: true })
+    expect(parseCpuInfo("flags : fpu sse2 avx avx2\n").isa).toBe("avx2")
+    expect(parseCpuInfo("Features : fp asimd\n").isa).toBe("neon")
+    expect(parseCacheSize("1024K\n")).toBe(1024 * 1024)
+    const t = hostTarget()
+    expect(t.kind).toBe("c")
+    expect(t.attrs.cores).toBeGreaterThanOrEqual(1)
+    expect([1, 4, 8, 16]).toContain(t.attrs.vectorLanes)
+  })
+})
+
+// ---------------------------------------------------------------------------------------------
+// Goldens
+
+describe("c target: goldens", () => {
+  if (process.env.UPDATE_GOLDENS) updateGoldens()
+  for (const [name, text] of renderGoldens())
+    it(`golden/c/${name} is what the emitter writes`, () => {
+      const file = path.join(GOLDEN_DIR, name)
+      expect(existsSync(file), `${file} is missing: UPDATE_GOLDENS=1 npx vitest run test/emit-c.test.ts`).toBe(true)
+      expect(text === readFileSync(file, "utf8"), `${name} changed: review, then UPDATE_GOLDENS=1 npx vitest run test/emit-c.test.ts`).toBe(true)
+    })
+
+  it.skipIf(!HAVE_GCC)("the golden programs compute what their TE says", async () => {
+    const cases = GOLDEN_CASES.map((mk) => mk())
+    const funcs = cases.map(goldenFunc)
+    const mod = await build(funcs)
+    cases.forEach((g, k) => {
+      const outs = callKernel(mod.kernels.get(g.name)!, funcs[k], g.inputs)
+      assertAllClose(g.outputs.map((o) => outs.get(o.name)!), evaluateTE(g.outputs, g.inputs), 1e-4, 1e-5)
+    })
+  })
+
+  it.skipIf(!HAVE_GCC || spawnSync("make", ["--version"], { stdio: "ignore" }).status !== 0)("the artifact builds with make and no Node", async () => {
+    const cases = GOLDEN_CASES.map((mk) => mk())
+    const funcs = cases.map(goldenFunc)
+    const dir = mkdtempSync(path.join(os.tmpdir(), "tessera-c-artifact-"))
+    try {
+      await Effect.runPromise(writeArtifact(dir, cArtifact(emitC(funcs), "tessera_kernels")))
+      const r = spawnSync("make", ["-C", dir], { encoding: "utf8" })
+      expect(r.status, r.stderr).toBe(0)
+      const mod = await Effect.runPromise(loadC(path.join(dir, "libtessera_kernels.so"), funcs))
+      const g = cases.find((x) => x.name === "dense")!
+      const k = cases.indexOf(g)
+      const outs = callKernel(mod.kernels.get("dense")!, funcs[k], g.inputs)
+      assertAllClose(g.outputs.map((o) => outs.get(o.name)!), evaluateTE(g.outputs, g.inputs), 1e-4, 1e-5)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+})
