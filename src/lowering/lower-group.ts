@@ -104,6 +104,7 @@ export const buildGroupTE = (fused: FusedGraph, group: FusedGroup): GroupTE => {
       outputs: outs.map((t) => ({ dtype: t.dtype, shape: staticShape(t, `output of ${n.op}`) })),
       name: (suffix) => (suffix ? `${base}_${suffix}${sub++}` : base),
       constants: n.inputs.map((i) => graph.initializers.get(i)?.data),
+      opset: graph.opset,
     })
     tensors.set(n.outputs[0], made[made.length - 1])
   }

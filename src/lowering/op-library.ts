@@ -46,6 +46,8 @@ export interface OpComputeCtx {
   readonly name: (suffix?: string) => string
   /** Values of constant inputs where known (shapes, axes, clip bounds). */
   readonly constants: readonly (ArrayLike<number> | undefined)[]
+  /** The model's default-domain opset (ops whose meaning changed between opsets). */
+  readonly opset: number
 }
 
 type OpCompute = (ctx: OpComputeCtx) => readonly ComputeTensor[]
@@ -108,7 +110,19 @@ const ELEMENTWISE: Record<string, OpCompute> = {
   Max: (ctx) => (ctx.inputs.length === 2 ? binary(max)(ctx) : none("Max of more than two inputs")),
   Min: (ctx) => (ctx.inputs.length === 2 ? binary(min)(ctx) : none("Min of more than two inputs")),
   Pow: binary((a, b) => call("pow", a, cast(a.dtype, b))),
-  PRelu: binary((x, s) => select(lt(x, fl(x.dtype, 0)), mul(x, s), x)),
+  PRelu: (ctx) => {
+    const x = inp(ctx, 0)
+    const s = inp(ctx, 1)
+    // a 1-D slope of C values applies on the channel axis (as exporters and the reference kernel read it)
+    const perChannel = s.shape.length === 1 && x.shape.length > 2 && s.shape[0] === x.shape[1] && s.shape[0] !== x.shape[x.shape.length - 1]
+    return [
+      compute(ctx.name(), shapeOf(ctx.outputs[0]), (...i) => {
+        const v = bread(x, i)
+        const slope = perChannel ? at(s, i[1]) : bread(s, i)
+        return select(lt(v, fl(v.dtype, 0)), mul(v, slope), v)
+      }, x.dtype),
+    ]
+  },
   Clip: (ctx) => {
     const x = inp(ctx, 0)
     const lo = ctx.inputs[1] ? bread(ctx.inputs[1], []) : ctx.attrs.min !== undefined ? fl(x.dtype, ctx.attrs.min as number) : undefined
@@ -306,25 +320,27 @@ const softmaxLike =
   (ctx) => {
     const x = inp(ctx, 0)
     const rank = x.shape.length
-    const opset = ctx.node.domain === "" ? 13 : 13
-    void opset
-    const axis0 = num(ctx.attrs.axis, -1)
+    // before opset 13 the input is coerced to 2-D at `axis` (default 1): every dim from axis on is one row
+    const legacy = ctx.opset < 13
+    const axis0 = num(ctx.attrs.axis, legacy ? 1 : -1)
     const axis = axis0 < 0 ? axis0 + rank : axis0
-    if (axis !== rank - 1) return none("Softmax over an axis other than the last")
-    const n = x.shape[rank - 1]
-    const lead = x.shape.slice(0, -1)
+    if (!legacy && axis !== rank - 1) return none("Softmax over an axis other than the last")
+    const rowDims = x.shape.slice(axis)
+    const lead = x.shape.slice(0, axis)
     const dtype = x.dtype
-    const k1 = reduceAxis(n, `${ctx.name()}.k1`)
-    const mx = compute(ctx.name("max"), lead, (...i) => maxReduce(at(x, ...i, k1.var), [k1]), dtype)
-    const ex = compute(ctx.name("exp"), x.shape, (...i) => call("exp", sub(at(x, ...i), at(mx, ...i.slice(0, -1)))), dtype)
-    const k2 = reduceAxis(n, `${ctx.name()}.k2`)
-    const sm = compute(ctx.name("sum"), lead, (...i) => sum(at(ex, ...i, k2.var), [k2]), dtype)
+    const red = (tag: string) => rowDims.map((d, k) => reduceAxis(d, `${ctx.name()}.${tag}${k}`))
+    const k1 = red("a")
+    const k2 = red("b")
+    const mx = compute(ctx.name("max"), lead.length ? lead : [1], (...i) => maxReduce(at(x, ...(lead.length ? i : []), ...k1.map((r) => r.var)), k1), dtype)
+    const leadIdx = (i: readonly Expr[]) => (lead.length ? i.slice(0, axis) : [c(0)])
+    const ex = compute(ctx.name("exp"), x.shape, (...i) => call("exp", sub(at(x, ...i), at(mx, ...leadIdx(i)))), dtype)
+    const sm = compute(ctx.name("sum"), lead.length ? lead : [1], (...i) => sum(at(ex, ...(lead.length ? i : []), ...k2.map((r) => r.var)), k2), dtype)
     return [
       mx,
       ex,
       sm,
       compute(ctx.name(), x.shape, (...i) =>
-        log ? sub(sub(at(x, ...i), at(mx, ...i.slice(0, -1))), call("log", at(sm, ...i.slice(0, -1)))) : div(at(ex, ...i), at(sm, ...i.slice(0, -1))), dtype),
+        log ? sub(sub(at(x, ...i), at(mx, ...leadIdx(i))), call("log", at(sm, ...leadIdx(i)))) : div(at(ex, ...i), at(sm, ...leadIdx(i))), dtype),
     ]
   }
 

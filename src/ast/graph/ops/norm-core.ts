@@ -1,5 +1,5 @@
 // Normalization ops in their inference forms: BatchNormalization (running statistics),
-// LayerNormalization, InstanceNormalization — statistics in float64, stored in the input's dtype.
+// LayerNormalization, InstanceNormalization, LRN — statistics in float64, stored in the input's dtype.
 import { A, attrs } from "../attrs.js"
 import { allocate, converter } from "../dtype.js"
 import { check, defineOp, fail, unsupported, type AnyOpDef } from "../op.js"
@@ -114,6 +114,33 @@ export const normCoreOps = {
           const inv = 1 / Math.sqrt(v + ctx.attrs.epsilon)
           for (let i = 0; i < inner; i++) out[base + i] = conv((x.data[base + i] - m) * inv * scale.data[c] + bias.data[c])
         }
+      return [tensor(x.dtype, x.shape, out)]
+    },
+  }),
+  LRN: defineOp({
+    attrs: attrs({ alpha: A.float(0.0001), beta: A.float(0.75), bias: A.float(1), size: A.int() }),
+    inputs: [1, 1],
+    outputs: [1, 1],
+    kind: "opaque",
+    infer: inferSame(0),
+    kernel: (ctx) => {
+      const x = req(ctx.inputs, 0)
+      check(x.shape.length >= 2, "LRN needs an input of rank ≥ 2 (N, C, ...)")
+      const [N, C] = x.shape
+      const inner = sizeOf(x.shape.slice(2))
+      const { alpha, beta, bias, size } = ctx.attrs
+      const lo = Math.floor((size - 1) / 2)
+      const hi = Math.ceil((size - 1) / 2)
+      const out = allocate(x.dtype, x.data.length)
+      const conv = converter(x.dtype)
+      for (let n = 0; n < N; n++)
+        for (let c = 0; c < C; c++)
+          for (let i = 0; i < inner; i++) {
+            let sq = 0
+            for (let k = Math.max(0, c - lo); k <= Math.min(C - 1, c + hi); k++) sq += x.data[(n * C + k) * inner + i] ** 2
+            const v = x.data[(n * C + c) * inner + i]
+            out[(n * C + c) * inner + i] = conv(v / Math.pow(bias + (alpha / size) * sq, beta))
+          }
       return [tensor(x.dtype, x.shape, out)]
     },
   }),
