@@ -75,8 +75,10 @@ export const buildC = Effect.fn("c.build")(function* (source: string, config: CB
   const key = buildKey(source, config)
   const so = path.join(config.cacheDir, `${key}.so`)
   if (existsSync(so)) return so
-  const src = path.join(config.cacheDir, `${key}.c`)
-  const tmp = path.join(config.cacheDir, `${key}.${process.pid}.${randomBytes(4).toString("hex")}.tmp.so`)
+  // unique temporary names: a concurrent builder of the same key never reads or renames our half-written files
+  const stem = path.join(config.cacheDir, `${key}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`)
+  const src = `${stem}.c`
+  const tmp = `${stem}.so`
   const args = [...config.flags, "-shared", "-o", tmp, src, "-lm"]
   const command = [config.cc, ...args].join(" ")
   yield* Effect.try({
@@ -90,9 +92,16 @@ export const buildC = Effect.fn("c.build")(function* (source: string, config: CB
   if (r.spawnError !== undefined) return yield* new CompileError({ command, reason: `cannot run ${config.cc}: ${r.spawnError}`, stderr: r.stderr })
   if (r.code !== 0) {
     rmSync(tmp, { force: true })
+    rmSync(src, { force: true })
     return yield* new CompileError({ command, reason: `exit code ${r.code}`, stderr: r.stderr })
   }
-  yield* Effect.try({ try: () => renameSync(tmp, so), catch: (e) => new CompileError({ command, reason: `cannot move the library into the cache: ${String(e)}`, stderr: "" }) })
+  yield* Effect.try({
+    try: () => {
+      renameSync(src, path.join(config.cacheDir, `${key}.c`)) // kept beside the library for reading
+      renameSync(tmp, so)
+    },
+    catch: (e) => new CompileError({ command, reason: `cannot move the library into the cache: ${String(e)}`, stderr: "" }),
+  })
   return so
 })
 

@@ -14,7 +14,7 @@
 // Float arithmetic runs in the value class (float for float32, so loops vectorize at full width);
 // the evaluator computes in double and rounds at stores: results agree to float32 rounding.
 import type { DType } from "../ast/graph/dtype.js"
-import type { BinOp, Expr } from "../ast/te/expr.js"
+import type { BinOp, Expr, Intrinsic } from "../ast/te/expr.js"
 import { intervalOf, type Bounds } from "../ast/te/simplify.js"
 
 /** The C type a buffer of each dtype holds (the same bytes as our typed-array storage). */
@@ -193,8 +193,11 @@ export const castC = (to: DType, from: DType, x: string): string => {
 
 const CMP: Partial<Record<BinOp, string>> = { add: "+", sub: "-", mul: "*", eq: "==", ne: "!=", lt: "<", le: "<=", gt: ">", ge: ">=", and: "&&", or: "||" }
 
-const F32_FN = { exp: "expf", log: "logf", sqrt: "sqrtf", tanh: "tanhf", erf: "erff", floor: "floorf", ceil: "ceilf", round: "nearbyintf", sin: "sinf", cos: "cosf", fabs: "fabsf", pow: "powf" } as const
-const F64_FN = { exp: "exp", log: "log", sqrt: "sqrt", tanh: "tanh", erf: "erf", floor: "floor", ceil: "ceil", round: "nearbyint", sin: "sin", cos: "cos", fabs: "fabs", pow: "pow" } as const
+/** Intrinsics that are one libm call (the rest are rendered inline below); a new Intrinsic fails to compile until it is placed. */
+type LibmFn = Exclude<Intrinsic, "neg" | "not" | "rsqrt" | "sigmoid">
+/** round is half to even: nearbyint in the default rounding mode. */
+const F32_FN: { readonly [K in LibmFn]: string } = { exp: "expf", log: "logf", sqrt: "sqrtf", tanh: "tanhf", erf: "erff", floor: "floorf", ceil: "ceilf", round: "nearbyintf", sin: "sinf", cos: "cosf", fabs: "fabsf", pow: "powf" }
+const F64_FN: { readonly [K in LibmFn]: string } = { exp: "exp", log: "log", sqrt: "sqrt", tanh: "tanh", erf: "erf", floor: "floor", ceil: "ceil", round: "nearbyint", sin: "sin", cos: "cos", fabs: "fabs", pow: "pow" }
 
 /** How names and buffers are rendered: the statement emitter owns the naming. */
 export interface ExprScope {

@@ -26,6 +26,18 @@ import { intervalOf } from "../ast/te/simplify.js"
 import type { Buffer, PrimFunc, Region, Stmt } from "../ast/tir/tir.js"
 import { castC, commentSafe, C_PRELUDE, C_STORAGE, C_VALUE, exprC, valueClass, type ExprScope } from "./c-expr.js"
 
+/** What the c target does with each TIR construct (the emitter below implements exactly this). */
+export const C_CAPABILITIES = {
+  parallel: "OpenMP parallel for (nested ones serial)",
+  vectorized: "omp simd",
+  unrolled: "GCC unroll",
+  thread: "serial loop",
+  vthread: "serial loop",
+  barrier: "no-op outside thread loops; rejected inside",
+  intrinsic: "tessera_gemm_* micro-kernels called; others need lowering.LowerIntrinsics",
+  allocate: "aligned stack array up to stackBytes, aligned heap above",
+} as const
+
 export interface CEmitOptions {
   /** Params are declared `restrict` (they never overlap). Default true. */
   readonly restrict?: boolean
