@@ -131,11 +131,17 @@ const fnv = (h: number, s: string): number => {
   return h
 }
 
+/** A hash of dtype, shape and the stored bytes (fast on real weights). */
 const hashTensor = (t: Tensor): string => {
   let h = fnv(2166136261, `${t.dtype}[${t.shape.join(",")}]`)
-  const d = t.data
-  for (let i = 0; i < d.length; i++) h = fnv(h, String(d[i]))
-  return h.toString(16)
+  const bytes = new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength)
+  let h2 = 0x811c9dc5
+  for (let i = 0; i < bytes.length; i++) {
+    h ^= bytes[i]
+    h = Math.imul(h, 16777619) >>> 0
+    h2 = (Math.imul(h2 ^ bytes[i], 0x01000193) + i) >>> 0
+  }
+  return `${h.toString(16)}${h2.toString(16)}`
 }
 
 const canonAttr = (a: AttrValue): string => {
