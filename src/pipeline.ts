@@ -10,7 +10,9 @@ import type { ComputeTensor } from "./ast/te/tensor.js"
 import type { TuningRecord } from "./search/records.js"
 import { configHash, indexOfConfig, targetKey, workloadOf } from "./search/task.js"
 import { alterLayout, defaultPasses, fuseOps, planMemory, sequential, singletonGroups, withPassConfig } from "./rewrite/index.js"
-import type { Program } from "./device/executor.js"
+import type { KernelFn, Program } from "./device/executor.js"
+import { emitC, type CEmitted } from "./emit/c.js"
+import { buildC, loadC, type CBuildConfig } from "./device/c.js"
 import { emitJsModule } from "./emit/js.js"
 
 export type TargetKind = "interp" | "js" | "c" | "wasm"
@@ -71,3 +73,28 @@ export interface TuningReport {
 /** The js target's artifact: one ES module with a function per compiled kernel. */
 export const emitJs = (program: Program): string =>
   emitJsModule(program.kernels.flatMap((k) => (k.kind === "compiled" ? [{ name: k.name, func: k.func }] : [])))
+
+/** Do two args of one compiled kernel share storage (an in-place output)? Then C params may alias. */
+export const kernelsAlias = (program: Program): boolean => {
+  const storageOf = new Map(program.memory.values.map((v) => [v.value, v.storage] as const))
+  return program.kernels.some((k) => {
+    if (k.kind !== "compiled") return false
+    const ids = k.args.map((a) => storageOf.get(a)).filter((x): x is number => x !== undefined)
+    return new Set(ids).size !== ids.length
+  })
+}
+
+/** The c target's source: one C function per compiled kernel (restrict unless buffers alias). */
+export const emitCProgram = (program: Program): CEmitted =>
+  emitC(
+    program.kernels.flatMap((k) => (k.kind === "compiled" ? [k.func] : [])),
+    { restrict: !kernelsAlias(program) },
+  )
+
+/** Builds (cached by content) and loads the c target's kernels. */
+export const loadCProgram = Effect.fn("tessera.loadC")(function* (program: Program, config?: CBuildConfig) {
+  const funcs = program.kernels.flatMap((k) => (k.kind === "compiled" ? [k.func] : []))
+  const so = yield* buildC(emitCProgram(program).source, config)
+  const mod = yield* loadC(so, funcs)
+  return new Map<string, KernelFn>([...mod.kernels].map(([name, fn]) => [name, fn as KernelFn]))
+})

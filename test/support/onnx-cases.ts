@@ -242,10 +242,10 @@ export const runCase = (c: OnnxCase, transform: GraphTransform = (g) => g): Case
  */
 export const runCaseOnTarget = async (
   c: OnnxCase,
-  target: "js",
+  target: "js" | "c",
 ): Promise<CaseResult & { readonly compiled: number; readonly fallback: number }> => {
   const { Effect } = await import("effect")
-  const { compileGraph, emitJs } = await import("../../src/pipeline.js")
+  const { compileGraph, emitJs, loadCProgram } = await import("../../src/pipeline.js")
   const { loadJsModule } = await import("../../src/device/js.js")
   const { createExecutor } = await import("../../src/device/executor.js")
   const t0 = performance.now()
@@ -268,10 +268,10 @@ export const runCaseOnTarget = async (
         })
       checkFeeds(graph, feeds)
       const shapes = new Map([...feeds].map(([n, t]) => [n, t.shape] as const))
-      const program = await Effect.runPromise(compileGraph(graph, { target, optLevel: 3, vectorLanes: 4, shapes }))
+      const program = await Effect.runPromise(compileGraph(graph, { target, optLevel: 3, vectorLanes: target === "c" ? 16 : 4, shapes }))
       compiled = program.kernels.filter((x) => x.kind === "compiled").length
       fallback = program.kernels.length - compiled
-      const fns = await Effect.runPromise(loadJsModule(emitJs(program)))
+      const fns = target === "js" ? await Effect.runPromise(loadJsModule(emitJs(program))) : await Effect.runPromise(loadCProgram(program))
       const outs = createExecutor(program, fns).run(feeds)
       const tol = TOLERANCE[c.name] ?? { rtol: 1e-3, atol: 1e-7 }
       for (const [j, file] of set.outputs.entries()) {
