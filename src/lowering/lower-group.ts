@@ -84,6 +84,16 @@ export const buildGroupTE = (fused: FusedGraph, group: FusedGroup): GroupTE => {
     if (!t) throw new NoCompute(`value '${v}' has no known type`)
     return t
   }
+  // ONNX rounds float16/bfloat16 after every op; a fused kernel computing in float32 would round
+  // once at the end, so such groups keep the per-op reference kernels
+  for (const n of nodes)
+    for (const o of n.outputs)
+      if (o !== "" && (graph.valueTypes.get(o)?.dtype === "float16" || graph.valueTypes.get(o)?.dtype === "bfloat16"))
+        throw new NoCompute(`${n.op} computes in ${graph.valueTypes.get(o)!.dtype} (rounded after every op; not fused)`)
+  for (const v of [...group.inputs, ...group.outputs]) {
+    const t = graph.valueTypes.get(v) ?? graph.initializers.get(v)
+    if (t && t.shape.some((d) => d === 0)) throw new NoCompute(`'${v}' is empty (a zero-size dim): nothing to compile`)
+  }
   const tensors = new Map<string, TeTensor>()
   group.inputs.forEach((v, k) => {
     const t = typeOf(v)

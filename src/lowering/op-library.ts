@@ -26,7 +26,7 @@ import {
   type Expr,
   type Var,
 } from "../ast/te/expr.js"
-import { at, compute, maxReduce, reduceAxis, sum, type ComputeTensor, type TeTensor } from "../ast/te/tensor.js"
+import { at, compute, dtypeRange, maxReduce, reduceAxis, sum, type ComputeTensor, type TeTensor } from "../ast/te/tensor.js"
 
 export class NoCompute extends Error {
   override readonly name = "NoCompute"
@@ -208,7 +208,7 @@ const pool2d =
       return [
         compute(ctx.name(), out, (n, ch, y, xx) => {
           const { iy, ix, inside } = coords(y, xx)
-          return maxReduce(select(inside, at(x, n, ch, iy, ix), fl(dtype, -Infinity)), [ry, rx])
+          return maxReduce(select(inside, at(x, n, ch, iy, ix), fl(dtype, dtypeRange(dtype)[0])), [ry, rx])
         }, dtype),
       ]
     const includePad = num(ctx.attrs.count_include_pad, 0) === 1

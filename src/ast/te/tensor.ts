@@ -58,8 +58,33 @@ export const commReducer = (name: string, combine: (a: Expr, b: Expr) => Expr, i
 }
 
 export const SUM = commReducer("sum", (a, b) => bin("add", a, b), () => 0)
-export const MAX = commReducer("max", (a, b) => emax(a, b), (d) => (d.startsWith("float") ? -Infinity : d === "int32" ? -(2 ** 31) : -Infinity))
-export const MIN = commReducer("min", (a, b) => emin(a, b), (d) => (d.startsWith("float") ? Infinity : d === "int32" ? 2 ** 31 - 1 : Infinity))
+/** The smallest and largest values of a dtype (what max/min reductions start from). */
+export const dtypeRange = (d: DType): [number, number] => {
+  switch (d) {
+    case "int8":
+      return [-128, 127]
+    case "uint8":
+    case "bool":
+      return [0, d === "bool" ? 1 : 255]
+    case "int16":
+      return [-32768, 32767]
+    case "uint16":
+      return [0, 65535]
+    case "int32":
+      return [-(2 ** 31), 2 ** 31 - 1]
+    case "uint32":
+      return [0, 2 ** 32 - 1]
+    case "int64":
+      return [-(2 ** 53), 2 ** 53]
+    case "uint64":
+      return [0, 2 ** 53]
+    default:
+      return [-Infinity, Infinity]
+  }
+}
+
+export const MAX = commReducer("max", (a, b) => emax(a, b), (d) => dtypeRange(d)[0])
+export const MIN = commReducer("min", (a, b) => emin(a, b), (d) => dtypeRange(d)[1])
 
 const reducer =
   (combiner: Combiner) =>
