@@ -10,6 +10,7 @@ import { reduceOps } from "./reduce.js"
 import { miscOps } from "./misc.js"
 import { normOps } from "./norm.js"
 import { normCoreOps } from "./norm-core.js"
+import { quantOps } from "./quant.js"
 import { rnnOps } from "./rnn.js"
 import { controlOps } from "./control.js"
 import { layoutOps } from "./layout.js"
@@ -23,6 +24,7 @@ export const OPS = {
   ...reduceOps,
   ...miscOps,
   ...normCoreOps,
+  ...quantOps,
   ...normOps,
   ...rnnOps,
   ...controlOps,
