@@ -89,7 +89,8 @@ const quantize = (x: Tensor, s: Tensor, zp: Tensor | undefined, out: DType, idx:
 
 export const normQuantOps = {
   QuantizeLinear: defineOp({
-    attrs: attrs({ axis: A.int(1), saturate: A.int(1), block_size: A.int(0), output_dtype: A.int(0), precision: A.int(0) }),
+    // `saturate` concerns float8 outputs only, which Tessera lacks: integer outputs always saturate
+    attrs: attrs({ axis: A.int(1), block_size: A.int(0), output_dtype: A.int(0), precision: A.int(0) }),
     inputs: [2, 3],
     outputs: [1, 1],
     kind: "broadcast",
@@ -107,6 +108,7 @@ export const normQuantOps = {
       const out = quantizedType(zp, ctx.attrs.output_dtype)
       const idx = quantIndex(x.shape, s, ctx.attrs.axis, ctx.attrs.block_size)
       const p = ctx.attrs.precision !== 0 ? namedType(ctx.attrs.precision, "precision") : undefined
+      if (p) check(isFloat(p), () => `precision must name a float type, got ${p}`)
       return [quantize(x, s, zp, out, idx, p ? converter(p) : promoted(x.dtype, s.dtype))]
     },
   }),
