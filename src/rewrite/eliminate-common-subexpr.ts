@@ -6,15 +6,12 @@ import type { Graph, Node } from "../ast/graph/graph.js"
 import type { Tensor } from "../ast/graph/tensor.js"
 import { graphPass } from "./pass.js"
 
+/** dtype, shape and a hash of the stored bytes (fast on real weights). */
 const tensorKey = (t: Tensor): string => {
+  const bytes = new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength)
   let h = 2166136261
-  const d = t.data
-  for (let i = 0; i < d.length; i++) {
-    const s = String(d[i])
-    for (let j = 0; j < s.length; j++) h = Math.imul(h ^ s.charCodeAt(j), 16777619) >>> 0
-    h = Math.imul(h ^ 44, 16777619) >>> 0
-  }
-  return `${t.dtype}[${t.shape.join(",")}]#${h.toString(16)}#${d.length}`
+  for (let i = 0; i < bytes.length; i++) h = Math.imul(h ^ bytes[i], 16777619) >>> 0
+  return `${t.dtype}[${t.shape.join(",")}]#${h.toString(16)}#${t.data.length}`
 }
 
 const sameTensor = (a: Tensor, b: Tensor): boolean =>

@@ -9,8 +9,6 @@ import { tensorOps } from "./tensor-ops.js"
 import { reduceOps } from "./reduce.js"
 import { miscOps } from "./misc.js"
 import { normOps } from "./norm.js"
-import { normCoreOps } from "./norm-core.js"
-import { quantOps } from "./quant.js"
 import { rnnOps } from "./rnn.js"
 import { controlOps } from "./control.js"
 import { layoutOps } from "./layout.js"
@@ -23,8 +21,6 @@ export const OPS = {
   ...tensorOps,
   ...reduceOps,
   ...miscOps,
-  ...normCoreOps,
-  ...quantOps,
   ...normOps,
   ...rnnOps,
   ...controlOps,
