@@ -136,7 +136,8 @@ export const normLayerOps = {
             acc += p === 1 ? Math.abs(v) : v * v
           }
           const norm = p === 1 ? acc : Math.sqrt(acc)
-          for (let k = 0; k < dim; k++) out[base + k * inner] = conv(x.data[base + k * inner] / norm)
+          // a zero vector stays zero (the reference divides with 0/0 → 0)
+          for (let k = 0; k < dim; k++) out[base + k * inner] = conv(norm === 0 ? 0 : x.data[base + k * inner] / norm)
         }
       return [tensor(x.dtype, x.shape, out)]
     },
