@@ -1,0 +1,290 @@
+// The `wasm` target: PrimFuncs → one WebAssembly module (our own encoder, SIMD128), run in Node or
+// a browser by src/device/wasm.ts. Pure and deterministic: the same funcs and options give the same
+// bytes; names from programs never reach the module (exports are the caller's safe identifiers).
+//
+// Calling convention and memory:
+// - the module imports its memory ("env" "memory"; shared when `sharedMemory`), and each kernel is
+//   an export `(func (param $frame i32))`: params lie in a frame at `$frame`, in order, each at a
+//   16-byte aligned offset with the JS storage layout of its dtype (WasmKernelLayout says where);
+//   the allocations of the body follow them in the same frame (a bump region per call: stack
+//   discipline, nested allocations after their parents, siblings share space);
+// - loops: serial, parallel (run serially: no threads), unrolled, thread and vthread loops are
+//   wasm loops; vectorized loops use f32x4 / i32x4 where vector.ts admits them, scalar otherwise;
+// - barriers are no-ops outside thread loops and rejected inside (their phases need threads);
+// - `boundsCheck` (a debug mode) traps (unreachable) on any index outside its buffer's storage, so
+//   a wrong index never reads another buffer silently; without it the TIR is trusted.
+import type { DType } from "../../ast/graph/dtype.js"
+import type { Expr } from "../../ast/te/expr.js"
+import type { Interval } from "../../ast/te/simplify.js"
+import type { Buffer, PrimFunc, Stmt } from "../../ast/tir/tir.js"
+import { encodeModule, type FuncType, type WasmFunc, type WasmImportFunc, type WasmModule } from "./encoder.js"
+import { emitAddress, emitExpr, emitExprAs, FnBuilder, HELPERS, MATH_IMPORTS, STORAGE, VCLASS, WasmEmitError, type BufInfo, type Helper, type Scope } from "./expr.js"
+import { emitVectorLoop, vectorPlan } from "./vector.js"
+
+export { WasmEmitError } from "./expr.js"
+
+/** What the wasm target does with each TIR construct. */
+export const WASM_CAPABILITIES = {
+  parallel: "serial loop (no threads)",
+  vectorized: "f32x4 / i32x4 for unit-stride float32/int32 bodies, scalar otherwise and for the remainder",
+  unrolled: "loop (UnrollLoops has already copied the small ones)",
+  thread: "serial loop",
+  vthread: "serial loop",
+  barrier: "no-op outside thread loops; rejected inside",
+  intrinsic: "needs lowering.LowerIntrinsics",
+  allocate: "a region of the call's frame (stack discipline)",
+} as const
+
+export interface WasmEmitOptions {
+  /** Trap on any out-of-bounds index (debug). Default false. */
+  readonly boundsCheck?: boolean
+  /** Import a shared memory (for a host that runs kernels from workers). Default false. */
+  readonly sharedMemory?: boolean
+}
+
+export interface WasmParamLayout {
+  readonly dtype: DType
+  /** Byte offset in the frame. */
+  readonly offset: number
+  /** Elements of storage (≥ the logical size). */
+  readonly length: number
+  /** The logical shape (the tensor the param holds). */
+  readonly shape: readonly number[]
+  /** Whether the kernel stores to it (the device copies these back). */
+  readonly written: boolean
+}
+
+export interface WasmKernelLayout {
+  readonly name: string
+  readonly params: readonly WasmParamLayout[]
+  /** Bytes of the whole frame: params and allocations. */
+  readonly frameBytes: number
+}
+
+export interface WasmEmitted {
+  readonly bytes: Uint8Array
+  readonly module: WasmModule
+  readonly kernels: readonly WasmKernelLayout[]
+}
+
+const align16 = (n: number) => Math.ceil(n / 16) * 16
+const prod = (s: readonly number[]) => s.reduce((a, d) => a * d, 1)
+
+const storedBuffers = (s: Stmt, out = new Set<string>()): Set<string> => {
+  switch (s.kind) {
+    case "store":
+      out.add(s.buffer)
+      break
+    case "for":
+    case "allocate":
+    case "let":
+      storedBuffers(s.body, out)
+      break
+    case "seq":
+      s.body.forEach((b) => storedBuffers(b, out))
+      break
+    case "if":
+      storedBuffers(s.then, out)
+      if (s.else) storedBuffers(s.else, out)
+      break
+    case "intrinsic":
+      out.add(s.output.buffer)
+      break
+    default:
+      break
+  }
+  return out
+}
+
+interface StmtCtx extends Scope {
+  /** First free byte of the frame. */
+  readonly top: number
+  readonly inThread: boolean
+}
+
+const withVar = (sc: StmtCtx, name: string, local: number, vt: "i32" | "f32" | "f64", bounds?: Interval): StmtCtx => {
+  const b = new Map(sc.bounds)
+  if (bounds) b.set(name, bounds)
+  else b.delete(name)
+  return { ...sc, vars: new Map(sc.vars).set(name, { local, vt }), bounds: b }
+}
+
+class FrameSize {
+  max = 0
+}
+
+const emitStmt = (fb: FnBuilder, sc: StmtCtx, s: Stmt, frame: FrameSize): void => {
+  switch (s.kind) {
+    case "for": {
+      if (s.var.dtype !== "int32") throw new WasmEmitError(`loop variable of dtype ${s.var.dtype}`)
+      const inThread = sc.inThread || s.forKind === "thread"
+      const lo = s.min.kind === "const" ? s.min.value : undefined
+      const ext = s.extent.kind === "const" ? s.extent.value : undefined
+      if (ext !== undefined && ext <= 0) return
+      const bounds = lo !== undefined && ext !== undefined ? { min: lo, max: lo + ext - 1 } : undefined
+      if (s.forKind === "vectorized" && ext !== undefined && ext >= 4) {
+        const plan = vectorPlan(s.body, s.var.name)
+        if (plan) {
+          const nvec = ext - (ext % 4)
+          emitVectorLoop(fb, sc, plan, s.var.name, s.min, nvec, (l) => withVar(sc, s.var.name, l, "i32"))
+          if (nvec === ext) return
+          const tailMin: Expr = lo !== undefined ? { kind: "const", value: lo + nvec, dtype: "int32" } : { kind: "bin", op: "add", a: s.min, b: { kind: "const", value: nvec, dtype: "int32" }, dtype: "int32" }
+          emitStmt(fb, sc, { ...s, forKind: "serial", min: tailMin, extent: { kind: "const", value: ext - nvec, dtype: "int32" } }, frame)
+          return
+        }
+      }
+      const v = fb.local("i32")
+      const end = fb.local("i32")
+      const inner: StmtCtx = { ...withVar(sc, s.var.name, v, "i32", bounds), inThread }
+      emitExprAs(fb, sc, s.min, "int32")
+      fb.op("local.tee", v)
+      emitExprAs(fb, sc, s.extent, "int32")
+      fb.op("i32.add")
+      fb.op("local.set", end)
+      // a do-while when the loop surely runs, else guarded by a block
+      const guarded = ext === undefined
+      if (guarded) {
+        fb.block("block")
+        fb.op("local.get", v)
+        fb.op("local.get", end)
+        fb.op("i32.ge_s")
+        fb.op("br_if", 0)
+      }
+      fb.block("loop")
+      emitStmt(fb, inner, s.body, frame)
+      fb.op("local.get", v)
+      fb.op("i32.const", 1)
+      fb.op("i32.add")
+      fb.op("local.tee", v)
+      fb.op("local.get", end)
+      fb.op("i32.lt_s")
+      fb.op("br_if", 0)
+      fb.op("end")
+      if (guarded) fb.op("end")
+      return
+    }
+    case "seq":
+      for (const b of s.body) emitStmt(fb, sc, b, frame)
+      return
+    case "store": {
+      if (s.indices.length !== 1) throw new WasmEmitError(`store to '${s.buffer}' with ${s.indices.length} indices: run lowering.FlattenStorage first`)
+      const { offset, info } = emitAddress(fb, sc, s.buffer, s.indices[0])
+      emitExprAs(fb, sc, s.value, info.dtype)
+      const st = STORAGE[info.dtype]
+      fb.op(st.store, st.align, offset)
+      return
+    }
+    case "if":
+      emitExprAs(fb, sc, s.cond, "bool")
+      fb.block("if")
+      emitStmt(fb, sc, s.then, frame)
+      if (s.else) {
+        fb.op("else")
+        emitStmt(fb, sc, s.else, frame)
+      }
+      fb.op("end")
+      return
+    case "allocate": {
+      const b = s.buffer
+      const length = Math.max(1, b.shape.length ? b.shape.reduce((acc, d, k) => acc + (d - 1) * (b.strides?.[k] ?? prod(b.shape.slice(k + 1))), 1) : 1)
+      const info: BufInfo = { offset: sc.top, dtype: b.dtype, length }
+      const top = align16(sc.top + length * STORAGE[b.dtype].bytes)
+      frame.max = Math.max(frame.max, top)
+      emitStmt(fb, { ...sc, top, bufs: new Map(sc.bufs).set(b.name, info) }, s.body, frame)
+      return
+    }
+    case "let": {
+      const vt = VCLASS[s.var.dtype]
+      const l = fb.local(vt)
+      emitExprAs(fb, sc, s.value, s.var.dtype)
+      fb.op("local.set", l)
+      emitStmt(fb, withVar(sc, s.var.name, l, vt), s.body, frame)
+      return
+    }
+    case "evaluate":
+      emitExpr(fb, sc, s.value)
+      fb.op("drop")
+      return
+    case "barrier":
+      if (sc.inThread) throw new WasmEmitError("a barrier inside a thread loop needs threads: the wasm target runs thread loops serially")
+      return
+    case "intrinsic":
+      throw new WasmEmitError(`intrinsic ${s.intrin.name} reached the wasm emitter: run lowering.LowerIntrinsics first`)
+  }
+}
+
+const KERNEL_TYPE: FuncType = { params: ["i32"], results: [] }
+
+/** One kernel: its function and its frame layout. */
+export const emitWasmFunction = (f: PrimFunc, exportName: string, uses: Set<string>, opts: WasmEmitOptions = {}): { func: WasmFunc; layout: WasmKernelLayout } => {
+  const fb = new FnBuilder(uses)
+  const written = storedBuffers(f.body)
+  let top = 0
+  const bufs = new Map<string, BufInfo>()
+  const params: WasmParamLayout[] = f.params.map((p: Buffer) => {
+    const shape = p.view?.shape ?? p.shape
+    const length = Math.max(prod(p.shape), prod(shape))
+    const lay = { dtype: p.dtype, offset: top, length, shape, written: written.has(p.name) }
+    if (bufs.has(p.name)) throw new WasmEmitError(`param '${p.name}' appears twice`)
+    bufs.set(p.name, { offset: top, dtype: p.dtype, length })
+    top = align16(top + length * STORAGE[p.dtype].bytes)
+    return lay
+  })
+  const frame = new FrameSize()
+  frame.max = top
+  emitStmt(fb, { vars: new Map(), bufs, bounds: new Map(), boundsCheck: opts.boundsCheck ?? false, top, inThread: false }, f.body, frame)
+  const notes = params.map((p, k) => `param ${k}: ${p.dtype}[${p.shape.join("x")}] at +${p.offset}, ${p.length} elements${p.written ? ", written" : ""}`)
+  notes.push(`frame: ${frame.max} bytes`)
+  return {
+    func: { name: exportName, exported: true, type: KERNEL_TYPE, locals: fb.locals, code: fb.code, notes },
+    layout: { name: exportName, params, frameBytes: frame.max },
+  }
+}
+
+const HELPER_FUNCS: { readonly [H in Helper]: () => WasmFunc } = {
+  // q = a / b truncated; q - (a rem b != 0 && (a ^ b) < 0)
+  floordiv_i32: () => {
+    const fb = new FnBuilder(new Set())
+    fb.local("i32") // index 1 is the param b
+    const q = fb.local("i32")
+    for (const [op, a] of [["local.get", 0], ["local.get", 1], ["i32.div_s"], ["local.set", q], ["local.get", q], ["local.get", 0], ["local.get", 1], ["i32.rem_s"], ["i32.const", 0], ["i32.ne"], ["local.get", 0], ["local.get", 1], ["i32.xor"], ["i32.const", 0], ["i32.lt_s"], ["i32.and"], ["i32.sub"]] as const)
+      fb.op(op, a)
+    return { name: "$floordiv_i32", exported: false, type: { params: ["i32", "i32"], results: ["i32"] }, locals: fb.locals.slice(1), code: fb.code }
+  },
+  // r = a rem b; r + (r != 0 && (r ^ b) < 0 ? b : 0)
+  floormod_i32: () => {
+    const fb = new FnBuilder(new Set())
+    fb.local("i32") // index 1 is the param b
+    const r = fb.local("i32")
+    for (const [op, a] of [["local.get", 0], ["local.get", 1], ["i32.rem_s"], ["local.tee", r], ["local.get", 1], ["i32.const", 0], ["local.get", r], ["i32.const", 0], ["i32.ne"], ["local.get", r], ["local.get", 1], ["i32.xor"], ["i32.const", 0], ["i32.lt_s"], ["i32.and"], ["select"], ["i32.add"]] as const)
+      fb.op(op, a)
+    return { name: "$floormod_i32", exported: false, type: { params: ["i32", "i32"], results: ["i32"] }, locals: fb.locals.slice(1), code: fb.code }
+  },
+}
+
+const SAFE = /^[A-Za-z_][A-Za-z0-9_]*$/
+
+/** One module exporting each PrimFunc under its given name (a safe identifier), with its frame layout. */
+export const emitWasmModule = (funcs: readonly { readonly name: string; readonly func: PrimFunc }[], opts: WasmEmitOptions = {}): WasmEmitted => {
+  const names = new Set<string>()
+  for (const f of funcs) {
+    if (!SAFE.test(f.name)) throw new WasmEmitError(`kernel name '${f.name}' is not a safe identifier`)
+    if (names.has(f.name)) throw new WasmEmitError(`kernel name '${f.name}' is given twice`)
+    names.add(f.name)
+  }
+  const uses = new Set<string>()
+  const kernels = funcs.map((f) => emitWasmFunction(f.func, f.name, uses, opts))
+  const imports: WasmImportFunc[] = MATH_IMPORTS.filter((m) => uses.has(m)).map((m) => ({
+    module: "math",
+    field: m,
+    name: `$${m}`,
+    type: { params: m === "pow" ? ["f64", "f64"] : ["f64"], results: ["f64"] },
+  }))
+  const helpers = HELPERS.filter((h) => uses.has(h)).map((h) => HELPER_FUNCS[h]())
+  const module: WasmModule = {
+    memory: { module: "env", field: "memory", minPages: 1, ...(opts.sharedMemory ? { maxPages: 16384 } : {}), shared: opts.sharedMemory ?? false },
+    imports,
+    funcs: [...helpers, ...kernels.map((k) => k.func)],
+  }
+  return { bytes: encodeModule(module), module, kernels: kernels.map((k) => k.layout) }
+}

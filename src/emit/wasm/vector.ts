@@ -1,0 +1,185 @@
+// SIMD128 for vectorized loops: a vectorized loop over float32 (f32x4) or int32 (i32x4) stores
+// whose every access is unit-stride in the loop variable, or invariant in it, runs 4 lanes at a
+// time; any other vectorized loop, and the remainder of an extent not a multiple of 4, runs as
+// scalar code. Lanes are independent only when every buffer the body stores is accessed through
+// one index expression (the store's), which the plan checks. No relaxed-SIMD op is ever used.
+import type { DType } from "../../ast/graph/dtype.js"
+import { c, collect, substitute, type Expr, type Intrinsic } from "../../ast/te/expr.js"
+import { simplify } from "../../ast/te/simplify.js"
+import type { Stmt } from "../../ast/tir/tir.js"
+import type { Op } from "./encoder.js"
+import { emitAddress, emitExpr, STORAGE, type FnBuilder, type Scope } from "./expr.js"
+
+type Lane = "f32" | "i32"
+const LANE_DTYPE: { readonly [L in Lane]: DType } = { f32: "float32", i32: "int32" }
+
+type VStore = Stmt & { kind: "store" }
+
+/** The stores of a vectorizable body, or undefined when it must run as scalar code. */
+export const vectorPlan = (body: Stmt, loopVar: string): { lane: Lane; stores: readonly VStore[] } | undefined => {
+  const stmts = body.kind === "seq" ? body.body : [body]
+  if (!stmts.every((s): s is VStore => s.kind === "store")) return undefined
+  const dt = stmts[0]?.kind === "store" ? stmts[0].value.dtype : undefined
+  const lane: Lane | undefined = dt === "float32" ? "f32" : dt === "int32" ? "i32" : undefined
+  if (!lane) return undefined
+  const storeIdx = new Map<string, string>()
+  for (const s of stmts) {
+    if (s.indices.length !== 1) return undefined
+    const key = JSON.stringify(s.indices[0])
+    if ((storeIdx.get(s.buffer) ?? key) !== key) return undefined
+    storeIdx.set(s.buffer, key)
+  }
+  const ok = (e: Expr): boolean => {
+    if (invariant(e, loopVar, storeIdx)) return e.dtype === LANE_DTYPE[lane]
+    if (e.dtype !== LANE_DTYPE[lane]) return false
+    switch (e.kind) {
+      case "read":
+        return e.indices.length === 1 && unitStride(e.indices[0], loopVar) && (storeIdx.get(e.source) ?? JSON.stringify(e.indices[0])) === JSON.stringify(e.indices[0])
+      case "bin":
+        return VBIN[lane][e.op] !== undefined && ok(e.a) && ok(e.b)
+      case "call":
+        return VCALL[lane][e.fn] !== undefined && e.args.every(ok)
+      default:
+        return false
+    }
+  }
+  for (const s of stmts) if (s.value.dtype !== LANE_DTYPE[lane] || !unitStride(s.indices[0], loopVar) || !ok(s.value)) return undefined
+  return { lane, stores: stmts }
+}
+
+const mentions = (e: Expr, name: string) => collect(e, (x) => x.kind === "var" && x.name === name).length > 0
+
+/** No loop variable, no read of a buffer the body stores. */
+const invariant = (e: Expr, loopVar: string, stored: ReadonlyMap<string, string>): boolean =>
+  !mentions(e, loopVar) && collect(e, (x) => x.kind === "read" && stored.has(x.source)).length === 0
+
+/** `e(v + 1) - e(v) == 1` for every v: e = v + (terms without v). */
+const unitStride = (e: Expr, v: string): boolean => coef(e, v) === 1
+
+/** The coefficient of `v` in `e` when `e` is linear in it, else undefined. */
+const coef = (e: Expr, v: string): number | undefined => {
+  if (!mentions(e, v)) return 0
+  switch (e.kind) {
+    case "var":
+      return 1
+    case "bin": {
+      const a = coef(e.a, v)
+      const b = coef(e.b, v)
+      if (a === undefined || b === undefined) return undefined
+      if (e.op === "add") return a + b
+      if (e.op === "sub") return a - b
+      if (e.op === "mul") {
+        if (e.a.kind === "const") return b * e.a.value
+        if (e.b.kind === "const") return a * e.b.value
+      }
+      return undefined
+    }
+    default:
+      return undefined
+  }
+}
+
+const VBIN: { readonly [L in Lane]: Partial<Record<string, Op>> } = {
+  f32: { add: "f32x4.add", sub: "f32x4.sub", mul: "f32x4.mul", div: "f32x4.div", min: "f32x4.min", max: "f32x4.max" },
+  i32: { add: "i32x4.add", sub: "i32x4.sub", mul: "i32x4.mul", min: "i32x4.min_s", max: "i32x4.max_s" },
+}
+const VCALL: { readonly [L in Lane]: Partial<Record<Intrinsic, Op>> } = {
+  f32: { sqrt: "f32x4.sqrt", fabs: "f32x4.abs", neg: "f32x4.neg", floor: "f32x4.floor", ceil: "f32x4.ceil", round: "f32x4.nearest" },
+  i32: { fabs: "i32x4.abs", neg: "i32x4.neg" },
+}
+
+/**
+ * Emits the 4-lane part of a planned loop: invariant operands are splatted once into v128 locals
+ * before it; with a constant min the vector iterations are unrolled (the loop variable becomes a
+ * constant, folded into the access offsets), else they run as a loop stepping by 4.
+ */
+export const emitVectorLoop = (
+  fb: FnBuilder,
+  sc: Scope,
+  plan: { lane: Lane; stores: readonly VStore[] },
+  loopVar: string,
+  min: Expr,
+  count: number,
+  bindVar: (local: number) => Scope,
+): void => {
+  const storeIdx = new Map(plan.stores.map((s) => [s.buffer, JSON.stringify(s.indices[0])] as const))
+  const splat: Op = plan.lane === "f32" ? "f32x4.splat" : "i32x4.splat"
+  // hoist invariant operands (maximal subtrees) into v128 locals, in order of first appearance
+  const hoisted = new Map<string, number>()
+  const hoist = (e: Expr): void => {
+    if (invariant(e, loopVar, storeIdx)) {
+      const key = JSON.stringify(e)
+      if (hoisted.has(key)) return
+      emitExpr(fb, sc, e)
+      fb.op(splat)
+      const l = fb.local("v128")
+      fb.op("local.set", l)
+      hoisted.set(key, l)
+      return
+    }
+    if (e.kind === "bin") {
+      hoist(e.a)
+      hoist(e.b)
+    } else if (e.kind === "call") e.args.forEach(hoist)
+  }
+  plan.stores.forEach((s) => hoist(s.value))
+
+  const value = (s: Scope, e: Expr, at: (e: Expr) => Expr): void => {
+    const h = hoisted.get(JSON.stringify(e))
+    if (h !== undefined) {
+      fb.op("local.get", h)
+      return
+    }
+    switch (e.kind) {
+      case "read": {
+        const { offset } = emitAddress(fb, s, e.source, at(e.indices[0]), 4)
+        fb.op("v128.load", STORAGE[e.dtype].align, offset)
+        return
+      }
+      case "bin":
+        value(s, e.a, at)
+        value(s, e.b, at)
+        fb.op(VBIN[plan.lane][e.op]!)
+        return
+      case "call":
+        e.args.forEach((a) => value(s, a, at))
+        fb.op(VCALL[plan.lane][e.fn as Intrinsic]!)
+        return
+      default:
+        throw new Error(`vector value of kind ${e.kind} (the plan admits none)`)
+    }
+  }
+  const step = (s: Scope, at: (e: Expr) => Expr) => {
+    for (const st of plan.stores) {
+      const { offset } = emitAddress(fb, s, st.buffer, at(st.indices[0]), 4)
+      value(s, st.value, at)
+      fb.op("v128.store", STORAGE[st.value.dtype].align, offset)
+    }
+  }
+  if (min.kind === "const") {
+    for (let k = 0; k < count; k += 4) {
+      const env = new Map([[loopVar, c(min.value + k)]])
+      step(sc, (e) => simplify(substitute(e, env), sc.bounds))
+    }
+    return
+  }
+  // a loop stepping by 4 from min over `count` elements
+  const v = fb.local("i32")
+  const end = fb.local("i32")
+  const inner = bindVar(v)
+  emitExpr(fb, sc, min)
+  fb.op("local.tee", v)
+  fb.op("i32.const", count)
+  fb.op("i32.add")
+  fb.op("local.set", end)
+  fb.block("loop")
+  step(inner, (e) => e)
+  fb.op("local.get", v)
+  fb.op("i32.const", 4)
+  fb.op("i32.add")
+  fb.op("local.tee", v)
+  fb.op("local.get", end)
+  fb.op("i32.lt_s")
+  fb.op("br_if", 0)
+  fb.op("end")
+}
