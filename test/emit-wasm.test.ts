@@ -65,6 +65,54 @@ describe("wasm target", () => {
     expect(em.module.funcs[0].code.some((i) => i.op === "v128.store")).toBe(true)
   })
 
+  it("counts: random schedules reach the SIMD path", () => {
+    let simd = 0
+    for (const family of ["elementwise", "matmul", "conv2d_nchwc", "softmax"] as const) {
+      const cases = fc.sample(arbScheduledCase([family]), lawParams(20))
+      for (const cc of cases) if (emitWasmModule([{ name: "k", func: lowerCase(cc.schedule) }]).module.funcs.some((f) => f.code.some((i) => i.op === "v128.store"))) simd++
+    }
+    if (process.env.WASM_SIMD_COUNT) console.log(`SIMD kernels: ${simd} of 80`)
+    expect(simd).toBeGreaterThan(0)
+  })
+
+  for (const dt of ["float32", "int32"] as const)
+    for (const [ext, dynMin] of [[4, false], [6, false], [8, true], [6, true], [3, false]] as const)
+      it(`a vectorized ${dt} loop of extent ${ext}${dynMin ? " from a non-constant min" : ""} equals the TIR evaluator`, () => {
+        const i = v("i")
+        const j = v("j")
+        const n = 3 * 8
+        const min = dynMin ? mul(i, c(8)) : c(1)
+        const one = c(1, dt)
+        // O[j] = A[j] * B[i] + A[j] - 1 (B[i] invariant in j: splatted); O[j] = O[j] max A[j]
+        const body: Stmt = {
+          kind: "seq",
+          body: [
+            { kind: "store", buffer: "O", indices: [j], value: bin("sub", add(mul(read("A", [j], dt), read("B", [i], dt)), read("A", [j], dt)), one) },
+            { kind: "store", buffer: "O", indices: [j], value: bin("max", read("O", [j], dt), call("neg", read("A", [j], dt))) },
+          ],
+        }
+        const f: PrimFunc = {
+          name: "vec",
+          params: [
+            { name: "A", dtype: dt, shape: [n], scope: "global" },
+            { name: "B", dtype: dt, shape: [3], scope: "global" },
+            { name: "O", dtype: dt, shape: [n], scope: "global" },
+          ],
+          body: { kind: "for", var: i, min: c(0), extent: c(3), forKind: "serial", body: { kind: "for", var: j, min, extent: c(ext), forKind: "vectorized", body } },
+        }
+        const inputs = new Map([
+          ["A", fromArray(dt, [n], Array.from({ length: n }, (_, k) => (dt === "int32" ? (k * 7) % 11 - 5 : Math.sin(k))))],
+          ["B", fromArray(dt, [3], [2, -3, 5])],
+        ])
+        const want = evaluatePrimFunc(f, inputs).get("O")!
+        for (const boundsCheck of [false, true]) {
+          const em = emitWasmModule([{ name: "k", func: f }], { boundsCheck })
+          expect(em.module.funcs[0].code.some((x) => x.op === "v128.store")).toBe(ext >= 4)
+          const got = callKernel(loadWasmModuleSync(em.bytes, em.kernels).get("k")!, f, inputs).get("O")!
+          assertAllClose([got], [want], 1e-6, 1e-7)
+        }
+      })
+
   it("a shared memory works as well as a plain one", async () => {
     const g = GOLDEN_CASES[4]()
     const f = goldenFunc(g)

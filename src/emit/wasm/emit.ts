@@ -14,7 +14,7 @@
 // - `boundsCheck` (a debug mode) traps (unreachable) on any index outside its buffer's storage, so
 //   a wrong index never reads another buffer silently; without it the TIR is trusted.
 import type { DType } from "../../ast/graph/dtype.js"
-import type { Expr } from "../../ast/te/expr.js"
+import { collect, type Expr } from "../../ast/te/expr.js"
 import type { Interval } from "../../ast/te/simplify.js"
 import type { Buffer, PrimFunc, Stmt } from "../../ast/tir/tir.js"
 import { encodeModule, type FuncType, type WasmFunc, type WasmImportFunc, type WasmModule } from "./encoder.js"
@@ -168,8 +168,10 @@ const emitStmt = (fb: FnBuilder, sc: StmtCtx, s: Stmt, frame: FrameSize): void =
       return
     case "store": {
       if (s.indices.length !== 1) throw new WasmEmitError(`store to '${s.buffer}' with ${s.indices.length} indices: run lowering.FlattenStorage first`)
-      const { offset, info } = emitAddress(fb, sc, s.buffer, s.indices[0])
-      emitExprAs(fb, sc, s.value, info.dtype)
+      // one address cache per store whose value has no lazy select (whose arms may not run)
+      const st0: Scope = collect(s.value, (x) => x.kind === "select").length ? sc : { ...sc, addrCache: new Map() }
+      const { offset, info } = emitAddress(fb, st0, s.buffer, s.indices[0])
+      emitExprAs(fb, st0, s.value, info.dtype)
       const st = STORAGE[info.dtype]
       fb.op(st.store, st.align, offset)
       return

@@ -101,6 +101,11 @@ export interface Scope {
   readonly bufs: ReadonlyMap<string, BufInfo>
   readonly bounds: ReadonlyMap<string, Interval>
   readonly boundsCheck: boolean
+  /**
+   * Addresses computed in this straight-line region (no select arms, no loop-variable change), by
+   * index expression: the first use stores base + index·size in a local, later ones read it.
+   */
+  readonly addrCache?: Map<string, number>
 }
 
 const constOp = (vt: VT): Op => (vt === "i32" ? "i32.const" : vt === "f32" ? "f32.const" : "f64.const")
@@ -123,6 +128,12 @@ export const emitAddress = (fb: FnBuilder, sc: Scope, name: string, idx: Expr, s
     rest = idx.a
     add = idx.b.value
   }
+  const cacheKey = sc.addrCache && !sc.boundsCheck && rest.kind !== "const" ? `${shift}:${JSON.stringify(rest)}` : undefined
+  const cached = cacheKey === undefined ? undefined : sc.addrCache!.get(cacheKey)
+  if (cached !== undefined) {
+    fb.op("local.get", cached)
+    return { offset: info.offset + add * size, info }
+  }
   fb.op("local.get", 0)
   if (rest.kind === "const" && rest.value >= 0) {
     add += rest.value
@@ -144,6 +155,11 @@ export const emitAddress = (fb: FnBuilder, sc: Scope, name: string, idx: Expr, s
       fb.op("i32.shl")
     }
     fb.op("i32.add")
+    if (cacheKey !== undefined) {
+      const l = fb.local("i32")
+      fb.op("local.tee", l)
+      sc.addrCache!.set(cacheKey, l)
+    }
   }
   if (sc.boundsCheck && rest.kind === "const" && (add < 0 || add + span > info.length)) {
     fb.op("unreachable")

@@ -157,16 +157,17 @@ export const emitVectorLoop = (
     }
   }
   if (min.kind === "const") {
+    const block: Scope = { ...sc, addrCache: new Map() }
     for (let k = 0; k < count; k += 4) {
       const env = new Map([[loopVar, c(min.value + k)]])
-      step(sc, (e) => simplify(substitute(e, env), sc.bounds))
+      step(block, (e) => simplify(substitute(e, env), sc.bounds))
     }
     return
   }
   // a loop stepping by 4 from min over `count` elements
   const v = fb.local("i32")
   const end = fb.local("i32")
-  const inner = bindVar(v)
+  const inner: Scope = { ...bindVar(v), addrCache: new Map() }
   emitExpr(fb, sc, min)
   fb.op("local.tee", v)
   fb.op("i32.const", count)
