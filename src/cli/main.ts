@@ -10,6 +10,7 @@ import { INSPECT_FORMATS, inspectModel } from "./inspect.js"
 import { demo, demoOutcome, demoTable } from "./demo.js"
 import { runModel } from "./run.js"
 import { zooCommand } from "./zoo.js"
+import { tuneCommandLine } from "./tune.js"
 import { ZOO_NAMES, zooModel } from "../zoo/index.js"
 
 const VERSION = "0.1.0"
@@ -106,7 +107,7 @@ const demoCommand = Command.make(
 
 const tessera = Command.make("tessera").pipe(
   Command.withDescription("Tessera: an end-to-end optimizing deep-learning compiler"),
-  Command.withSubcommands([run, inspect, zoo, demoCommand]),
+  Command.withSubcommands([run, inspect, zoo, demoCommand, tuneCommandLine(reported)]),
 )
 
 /** Command-line mistakes as one stderr line (the help stays one `--help` away). */

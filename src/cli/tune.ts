@@ -1,0 +1,222 @@
+// `tessera tune MODEL.onnx --target js --log LOG`: compiles the model, extracts its tuning tasks,
+// tunes each (records appended and fsynced as they come, so a killed tuner resumes from its log),
+// draws a progress bar per task on stderr and prints a final table on stdout.
+// `tessera tune --report LOG --out curves.svg`: best-so-far GFLOP/s against trials, per task and
+// tuner, as an SVG.
+import { Console, Effect, Option } from "effect"
+import { Argument, Command, Flag } from "effect/cli"
+import cliProgress from "cli-progress"
+import { readModel, writeFileAtomic, FileAccessError } from "../device/files.js"
+import { measureJs, type MeasureOptions } from "../device/measure.js"
+import { appendRecords, readLog } from "../device/records-file.js"
+import { compileGraph } from "../pipeline.js"
+import { makeXGBoostModel } from "../search/cost-model.js"
+import { tasksOfProgram, type TaskRunner } from "../search/extract.js"
+import { featuresOf } from "../search/features.js"
+import { curvesOfLog, renderCurvesSvg } from "../search/plot.js"
+import type { TuningRecord } from "../search/records.js"
+import { spaceSize } from "../search/task.js"
+import { gaTuner, gridTuner, randomTuner, xgbTuner, type Tuner } from "../search/tuners.js"
+import { tuneTask, type TuneResult } from "../search/tune.js"
+import { UsageError } from "./errors.js"
+
+export const TUNERS = ["xgb", "ga", "random", "grid"] as const
+export type TunerName = (typeof TUNERS)[number]
+
+/** Targets the tuner can measure on today. */
+export const TUNE_TARGETS = ["js"] as const
+
+export interface TuneCommandOptions {
+  readonly model: string
+  readonly target: string
+  /** Trials per task, counting the ones already in the log. */
+  readonly trials: number
+  readonly log: string
+  readonly tuner: TunerName
+  /** Stop a task after this many trials without improvement. */
+  readonly earlyStopping?: number
+  /** Candidates measured per batch (one worker each). */
+  readonly batch: number
+  readonly vectorLanes: number
+  readonly cores: number
+  readonly seed: number
+  /** Only these task ids (all when empty). */
+  readonly tasks: readonly string[]
+  readonly measure: MeasureOptions
+  /** Draw progress bars on stderr (only where stderr is a terminal). */
+  readonly progress: boolean
+}
+
+/** A fresh tuner of that kind for a task (xgb with its own XGBoost model). */
+export const makeTuner = Effect.fn("cli.makeTuner")(function* (name: TunerName, r: TaskRunner, seed: number) {
+  switch (name) {
+    case "random":
+      return randomTuner(r.task, seed) as Tuner
+    case "grid":
+      return gridTuner(r.task)
+    case "ga":
+      return gaTuner(r.task, seed)
+    case "xgb": {
+      const model = yield* makeXGBoostModel()
+      return xgbTuner(r.task, { seed, model, features: (c) => featuresOf(r.lowerConfig(c), r.task.knobs, c) })
+    }
+  }
+})
+
+/** A record-write failure inside the tuning loop, carried out of it as a defect and back. */
+const rethrowWrite = <A, E, R>(eff: Effect.Effect<A, E, R>): Effect.Effect<A, E | FileAccessError, R> =>
+  Effect.catchDefect(eff, (d) => (d instanceof FileAccessError ? Effect.fail(d) : Effect.die(d)))
+
+const fmt = (x: number, digits = 3) => (Number.isFinite(x) ? x.toFixed(digits) : "-")
+
+/** The final table: one row per task. */
+export const tuneTable = (rows: readonly { readonly runner: TaskRunner; readonly result: TuneResult; readonly resumed: number }[]): string => {
+  const header = ["task", "workload", "space", "trials", "resumed", "errors", "best ms", "best GFLOP/s"]
+  const body = rows.map(({ runner, result, resumed }) => [
+    runner.task.id,
+    runner.task.label,
+    String(spaceSize(runner.task.knobs)),
+    String(result.trials),
+    String(resumed),
+    String(result.errors),
+    result.best ? fmt(result.best.cost * 1e3) : "-",
+    result.best ? fmt(runner.task.flops / result.best.cost / 1e9) : "-",
+  ])
+  const widths = header.map((h, k) => Math.max(h.length, ...body.map((r) => r[k].length)))
+  const line = (cells: readonly string[]) => cells.map((c, k) => (k >= 2 ? c.padStart(widths[k]) : c.padEnd(widths[k]))).join("  ")
+  return [line(header), line(widths.map((w) => "-".repeat(w))), ...body.map(line)].join("\n")
+}
+
+export const tuneCommand = Effect.fn("cli.tune")(function* (o: TuneCommandOptions) {
+  if (!(TUNE_TARGETS as readonly string[]).includes(o.target))
+    return yield* new UsageError({ flag: "--target", reason: `cannot tune for target '${o.target}' yet (tunable: ${TUNE_TARGETS.join(", ")})` })
+  if (o.trials < 1) return yield* new UsageError({ flag: "--trials", reason: `must be at least 1, got ${o.trials}` })
+  if (o.batch < 1) return yield* new UsageError({ flag: "--batch", reason: `must be at least 1, got ${o.batch}` })
+  if (o.earlyStopping !== undefined && o.earlyStopping < 1) return yield* new UsageError({ flag: "--early-stopping", reason: `must be at least 1, got ${o.earlyStopping}` })
+  const graph = yield* readModel(o.model)
+  const lanes = Math.max(o.vectorLanes, 1)
+  const program = yield* compileGraph(graph, { target: "js", vectorLanes: o.vectorLanes, cores: o.cores })
+  const all = tasksOfProgram(program, { kind: o.target, vectorLanes: lanes, cores: o.cores })
+  const unknown = o.tasks.filter((id) => !all.some((r) => r.task.id === id))
+  if (unknown.length) return yield* new UsageError({ flag: "--task", reason: `no task ${unknown.join(", ")} in this model (its tasks: ${all.map((r) => r.task.id).join(", ")})` })
+  const runners = o.tasks.length ? all.filter((r) => o.tasks.includes(r.task.id)) : all
+  const log = yield* readLog(o.log)
+  for (const w of log.warnings) yield* Console.error(`tessera tune: ${o.log}: ${w}`)
+  yield* Console.error(`tessera tune: ${runners.length} tasks from ${o.model}; ${o.tuner}, ${o.trials} trials each; log ${o.log}${log.records.length ? ` (${log.records.length} records already)` : ""}`)
+  const rows: { runner: TaskRunner; result: TuneResult; resumed: number }[] = []
+  for (const [k, runner] of runners.entries()) {
+    const { task } = runner
+    const done: TuningRecord[] = log.records.filter((r) => r.workload === task.workload && r.target === o.target)
+    const total = Math.min(o.trials, spaceSize(task.knobs))
+    const bar = o.progress
+      ? new cliProgress.SingleBar(
+          {
+            stream: process.stderr,
+            format: `[${k + 1}/${runners.length}] ${task.label.padEnd(34)} {bar} {value}/{total} trials | best {best} GFLOP/s | {duration_formatted} elapsed | ETA {eta_formatted}`,
+            hideCursor: false,
+            clearOnComplete: false,
+            etaBuffer: 4 * o.batch,
+          },
+          cliProgress.Presets.shades_classic,
+        )
+      : undefined
+    bar?.start(total, Math.min(done.length, total), { best: "-" })
+    const tuner = yield* makeTuner(o.tuner, runner, o.seed)
+    const result = yield* rethrowWrite(
+      tuneTask(task, tuner, runner.lowerConfig, (cands) => measureJs(cands, runner.outputs, runner.reference, o.measure), {
+        trials: o.trials,
+        batch: o.batch,
+        ...(o.earlyStopping !== undefined ? { earlyStopping: o.earlyStopping } : {}),
+        target: o.target,
+        now: () => new Date().toISOString(),
+        done,
+        onProgress: (p) => bar?.update(Math.min(p.trials, total), { best: p.bestGflops.toFixed(3) }),
+        onRecords: (rs) => Effect.orDie(appendRecords(o.log, rs)),
+      }),
+    )
+    bar?.stop()
+    if (!o.progress)
+      yield* Console.error(
+        `tessera tune: [${k + 1}/${runners.length}] ${task.id} ${task.label}: ${result.trials} trials, best ${result.best ? fmt(task.flops / result.best.cost / 1e9) : "-"} GFLOP/s`,
+      )
+    rows.push({ runner, result, resumed: done.length })
+  }
+  return tuneTable(rows)
+})
+
+export interface TuneReportOptions {
+  readonly log: string
+  readonly out: string
+}
+
+export const tuneReportCommand = Effect.fn("cli.tuneReport")(function* (o: TuneReportOptions) {
+  const log = yield* readLog(o.log)
+  for (const w of log.warnings) yield* Console.error(`tessera tune: ${o.log}: ${w}`)
+  if (log.records.length === 0) return yield* new UsageError({ flag: "--report", reason: `'${o.log}' holds no tuning records` })
+  const curves = curvesOfLog(log.records)
+  const svg = yield* Effect.promise(() => renderCurvesSvg(curves))
+  yield* writeFileAtomic(o.out, new TextEncoder().encode(svg))
+  return JSON.stringify({ log: o.log, out: o.out, records: log.records.length, curves: curves.map((c) => ({ task: c.task, tuner: c.tuner, trials: c.best.length, best: c.best.at(-1) ?? 0 })) })
+})
+
+/** Renders a command's typed failures as its one stderr line (main.ts's). */
+export type Reporter = (command: string, model?: string) => <A, E>(eff: Effect.Effect<A, E>) => Effect.Effect<A, unknown>
+
+/** The `tune` subcommand, its failures rendered by main's reporter. */
+export const tuneCommandLine = (reported: Reporter) =>
+  Command.make(
+    "tune",
+    {
+      model: Argument.String("model").pipe(Argument.optional, Argument.withDescription("an ONNX model file (.onnx); not with --report")),
+      target: Flag.String("target").pipe(Flag.withDefault("js"), Flag.withDescription(`where candidates run: ${TUNE_TARGETS.join(", ")}`)),
+      trials: Flag.Int("trials").pipe(Flag.withDefault(200), Flag.withDescription("trials per task (records already in the log count)")),
+      log: Flag.String("log").pipe(Flag.optional, Flag.withDescription("the JSON-lines tuning log to append to (and resume from)")),
+      tuner: Flag.Literals("tuner", TUNERS).pipe(Flag.withDefault("xgb" as const), Flag.withDescription("search strategy: xgb, ga, random or grid")),
+      earlyStopping: Flag.Int("early-stopping").pipe(Flag.optional, Flag.withDescription("stop a task after N trials without improvement")),
+      batch: Flag.Int("batch").pipe(Flag.withDefault(8), Flag.withDescription("candidates built and measured per batch")),
+      vectorLanes: Flag.Int("vector-lanes").pipe(Flag.withDefault(4), Flag.withDescription("fp32 vector lanes (the NCHWc block; 0 keeps NCHW); give compile the same")),
+      cores: Flag.Int("cores").pipe(Flag.withDefault(1), Flag.withDescription("cores the parallel loops may use")),
+      task: Flag.String("task").pipe(Flag.atLeast(0), Flag.withDescription("tune only this task id (repeatable; ids are in the final table)")),
+      repeats: Flag.Int("repeats").pipe(Flag.withDefault(3), Flag.withDescription("timed repeats per candidate (the median counts)")),
+      minRepeatMs: Flag.Int("min-repeat-ms").pipe(Flag.withDefault(20), Flag.withDescription("each repeat runs the kernel for at least this long")),
+      timeoutMs: Flag.Int("timeout-ms").pipe(Flag.withDefault(60_000), Flag.withDescription("time limit per batch; a batch past it is recorded as errors")),
+      seed: Flag.Int("seed").pipe(Flag.withDefault(1), Flag.withDescription("seed of the search")),
+      report: Flag.String("report").pipe(Flag.optional, Flag.withDescription("LOG: draw its tuning curves instead of tuning")),
+      out: Flag.String("out").pipe(Flag.optional, Flag.withDescription("with --report: the SVG file to write")),
+    },
+    (c) =>
+      Effect.gen(function* () {
+        const report = Option.getOrUndefined(c.report)
+        if (report !== undefined) {
+          const out = Option.getOrUndefined(c.out)
+          const line = yield* reported("tune")(
+            out === undefined ? Effect.fail(new UsageError({ flag: "--out", reason: "say where to write the curves: --out curves.svg" })) : tuneReportCommand({ log: report, out }),
+          )
+          return yield* Console.log(line)
+        }
+        const model = Option.getOrUndefined(c.model)
+        const log = Option.getOrUndefined(c.log)
+        const table = yield* reported("tune", model)(
+          model === undefined
+            ? Effect.fail(new UsageError({ flag: "MODEL", reason: "give the model to tune (or --report LOG --out FILE.svg)" }))
+            : log === undefined
+              ? Effect.fail(new UsageError({ flag: "--log", reason: "say where to write the records: --log tune.jsonl" }))
+              : tuneCommand({
+                  model,
+                  target: c.target,
+                  trials: c.trials,
+                  log,
+                  tuner: c.tuner,
+                  earlyStopping: Option.getOrUndefined(c.earlyStopping),
+                  batch: c.batch,
+                  vectorLanes: c.vectorLanes,
+                  cores: c.cores,
+                  seed: c.seed,
+                  tasks: c.task,
+                  measure: { repeats: Math.max(1, c.repeats), minRepeatMs: Math.max(0, c.minRepeatMs), timeoutMs: Math.max(1, c.timeoutMs), rtol: 1e-3, atol: 1e-4 },
+                  progress: process.stderr.isTTY === true,
+                }),
+        )
+        yield* Console.log(table)
+      }),
+  ).pipe(Command.withDescription("Tune a model's operator schedules, appending records to a log; or draw a log's tuning curves (--report)"))
