@@ -15,8 +15,8 @@ import { arbScheduledCase, COMPUTE_FAMILIES } from "../src/ast/te/arbitrary.js"
 import { evaluateTE } from "../src/ast/te/evaluate.js"
 import { allocate, type DType } from "../src/ast/graph/dtype.js"
 import { fromArray, sizeOf, type Tensor } from "../src/ast/graph/tensor.js"
-import { add, bin, c, call, cast, floordiv, floormod, lt, mul, read, select, v, type BinOp, type Expr, type Intrinsic } from "../src/ast/te/expr.js"
-import type { PrimFunc, Stmt } from "../src/ast/tir/tir.js"
+import { add, bin, c, call, cast, floordiv, floormod, lt, mapExpr, mul, read, select, v, type BinOp, type Expr, type Intrinsic } from "../src/ast/te/expr.js"
+import { mapStmt, type PrimFunc, type Stmt } from "../src/ast/tir/tir.js"
 import { evaluatePrimFunc } from "../src/ast/tir/evaluate.js"
 import { lowerSync } from "../src/lowering/lower.js"
 import { defaultTirPasses, lowerIntrinsics, runTirPasses } from "../src/lowering/tir-passes.js"
@@ -135,6 +135,22 @@ describe("wasm target", () => {
     const checked = emitWasmModule([{ name: "k", func: f }], { boundsCheck: true })
     const fn = loadWasmModuleSync(checked.bytes, checked.kernels).get("k")!
     expect(() => fn(new Float32Array(4), new Float32Array(4))).toThrow(/unreachable/)
+  })
+
+  it("names from programs never reach the module or its text", () => {
+    const f = goldenFunc(GOLDEN_CASES[4]())
+    const hostile = "x*/ ; process.exit(1); /*\n(module)"
+    const to = new Map(f.params.map((p, k) => [p.name, `${hostile}${k}`] as const))
+    const body = mapStmt(
+      f.body,
+      (x) => (x.kind === "store" && to.has(x.buffer) ? { ...x, buffer: to.get(x.buffer)! } : undefined),
+      (e) => mapExpr(e, (x) => (x.kind === "read" && to.has(x.source) ? { ...x, source: to.get(x.source)! } : undefined)),
+    )
+    const renamed: PrimFunc = { name: hostile, params: f.params.map((p) => ({ ...p, name: to.get(p.name)! })), body }
+    const em = emitWasmModule([{ name: "k0", func: renamed }])
+    const text = printWasmModule(em.module)
+    expect(text).not.toContain("process.exit")
+    expect(Buffer.from(em.bytes).toString("latin1")).not.toContain("process.exit")
   })
 
   it("kernel names must be safe identifiers", () => {
