@@ -18,10 +18,11 @@ import { collect, type Expr } from "../../ast/te/expr.js"
 import type { Interval } from "../../ast/te/simplify.js"
 import type { Buffer, PrimFunc, Stmt } from "../../ast/tir/tir.js"
 import { encodeModule, type FuncType, type WasmFunc, type WasmImportFunc, type WasmModule } from "./encoder.js"
-import { emitAddress, emitExpr, emitExprAs, FnBuilder, HELPERS, MATH_IMPORTS, STORAGE, VCLASS, WasmEmitError, type BufInfo, type Helper, type Scope } from "./expr.js"
+import { FnBuilder, HELPERS, MATH_IMPORTS, STORAGE, VCLASS, WasmEmitError, type BufInfo, type Helper } from "./builder.js"
+import { emitAddress, emitExpr, emitExprAs, type Scope } from "./expr.js"
 import { emitVectorLoop, vectorPlan } from "./vector.js"
 
-export { WasmEmitError } from "./expr.js"
+export { WasmEmitError } from "./builder.js"
 
 /** What the wasm target does with each TIR construct. */
 export const WASM_CAPABILITIES = {

@@ -8,7 +8,8 @@ import { c, collect, substitute, type Expr, type Intrinsic } from "../../ast/te/
 import { simplify } from "../../ast/te/simplify.js"
 import type { Stmt } from "../../ast/tir/tir.js"
 import type { Op } from "./encoder.js"
-import { emitAddress, emitExpr, STORAGE, type FnBuilder, type Scope } from "./expr.js"
+import { STORAGE, type FnBuilder } from "./builder.js"
+import { emitAddress, emitExpr, type Scope } from "./expr.js"
 
 type Lane = "f32" | "i32"
 const LANE_DTYPE: { readonly [L in Lane]: DType } = { f32: "float32", i32: "int32" }
