@@ -1,0 +1,130 @@
+// `tessera tune` as users run it (the CLI bundled into a folder of our own, run with node): a
+// one-conv model tuned for a handful of trials writes a parseable log; a second run resumes from
+// it (no config measured twice); --report draws the curves as SVG; a corrupt log line is skipped
+// with a warning; compileGraph applies the log's best records (and still computes the same).
+import { Effect } from "effect"
+import { spawnSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { attr } from "../src/ast/graph/attrs.js"
+import { runGraph } from "../src/ast/graph/evaluate.js"
+import { makeGraph, node } from "../src/ast/graph/graph.js"
+import { encodeOnnx } from "../src/ast/onnx/encode.js"
+import { randomTensor } from "../src/cli/inputs.js"
+import { createExecutor } from "../src/device/executor.js"
+import { loadJsModule } from "../src/device/js.js"
+import { compileGraph, emitJs } from "../src/pipeline.js"
+import { bestRecords, parseLog } from "../src/search/records.js"
+import { configKey } from "../src/search/task.js"
+
+const ROOT = path.resolve(import.meta.dirname, "..")
+// a build folder of this test's own (dist/ is shared), inside the repository so packages resolve
+const BUILD = path.join(ROOT, ".cache", "test-tune-cli")
+let tmp = ""
+
+const f32 = (shape: number[], seed: number) => randomTensor("float32", shape, seed)
+const graph = makeGraph({
+  opset: 13,
+  inputs: [{ name: "x", type: { dtype: "float32", shape: [1, 8, 10, 10] } }],
+  outputs: [{ name: "y", type: { dtype: "float32", shape: [1, 8, 10, 10] } }],
+  initializers: new Map([
+    ["w", f32([8, 8, 3, 3], 1)],
+    ["b", f32([8], 2)],
+  ]),
+  nodes: [node("Conv", ["x", "w", "b"], ["c"], { pads: attr.ints([1, 1, 1, 1]) }), node("Relu", ["c"], ["y"])],
+})
+
+beforeAll(() => {
+  const b = spawnSync(process.execPath, ["scripts/build.mjs", "--outdir", BUILD], { cwd: ROOT, encoding: "utf8" })
+  if (b.status !== 0) throw new Error(`build failed: ${b.stderr}`)
+  tmp = fs.mkdtempSync(path.join(os.tmpdir(), "tessera-tune-"))
+  fs.writeFileSync(path.join(tmp, "conv.onnx"), encodeOnnx(graph))
+}, 120_000)
+afterAll(() => {
+  if (tmp) fs.rmSync(tmp, { recursive: true, force: true })
+})
+
+const tessera = (...args: string[]) => spawnSync(process.execPath, [path.join(BUILD, "cli", "main.js"), ...args], { cwd: tmp, encoding: "utf8", timeout: 120_000 })
+const FAST = ["--repeats", "1", "--min-repeat-ms", "1", "--batch", "3", "--tuner", "random"]
+const readRecords = () => parseLog(fs.readFileSync(path.join(tmp, "tune.jsonl"), "utf8"))
+
+describe("tessera tune", () => {
+  it("tunes for a handful of trials: a parseable log, one record per trial, a final table", () => {
+    const r = tessera("tune", "conv.onnx", "--log", "tune.jsonl", "--trials", "4", ...FAST)
+    expect(r.stderr).toMatch(/1 tasks from conv\.onnx/)
+    expect(r.status).toBe(0)
+    expect(r.stdout).toMatch(/best GFLOP\/s/)
+    expect(r.stdout).toMatch(/Conv 3x3 → 1x2x10x10x4/)
+    const log = readRecords()
+    expect(log.warnings).toEqual([])
+    expect(log.records.length).toBe(4)
+    for (const rec of log.records) {
+      expect(rec.target).toBe("js")
+      expect(rec.tuner).toBe("random")
+      expect(rec.error).toBeUndefined()
+      expect(rec.costs[0]).toBeGreaterThan(0)
+    }
+  }, 120_000)
+
+  it("a second run resumes from the log: the trials already there count, no config is measured twice", () => {
+    const r = tessera("tune", "conv.onnx", "--log", "tune.jsonl", "--trials", "9", ...FAST)
+    expect(r.status).toBe(0)
+    expect(r.stderr).toMatch(/4 records already/)
+    expect(r.stdout).toMatch(/\s9\s+4\s+0\s/) // trials 9, resumed 4, errors 0
+    const { records } = readRecords()
+    expect(records.length).toBe(9)
+    expect(new Set(records.map((x) => configKey(x.config))).size).toBe(9)
+  }, 120_000)
+
+  it("a corrupt line is skipped with a warning, the records around it still count", () => {
+    fs.appendFileSync(path.join(tmp, "tune.jsonl"), '{"v":1,"task":"cut off mid-wri\n')
+    const r = tessera("tune", "conv.onnx", "--log", "tune.jsonl", "--trials", "10", ...FAST)
+    expect(r.status).toBe(0)
+    expect(r.stderr).toMatch(/tune\.jsonl: line 10: not JSON .*skipped/)
+    const log = readRecords()
+    expect(log.records.length).toBe(10)
+    expect(log.warnings.length).toBe(1)
+  }, 120_000)
+
+  it("--report draws the best-so-far curves as SVG", () => {
+    const r = tessera("tune", "--report", "tune.jsonl", "--out", "curves.svg")
+    expect(r.status).toBe(0)
+    const summary = JSON.parse(r.stdout.trim().split("\n").at(-1)!)
+    expect(summary.curves).toHaveLength(1)
+    expect(summary.curves[0].trials).toBe(10)
+    const svg = fs.readFileSync(path.join(tmp, "curves.svg"), "utf8")
+    expect(svg.startsWith("<svg")).toBe(true)
+    expect(svg).toContain("random")
+    expect(svg).toContain("best GFLOP/s")
+  }, 120_000)
+
+  it("usage mistakes are one line and exit 2", () => {
+    const noLog = tessera("tune", "conv.onnx")
+    expect(noLog.status).toBe(2)
+    expect(noLog.stderr.trim()).toMatch(/^tessera tune: --log: .*\(see 'tessera tune --help'\)$/)
+    const badTarget = tessera("tune", "conv.onnx", "--log", "x.jsonl", "--target", "vta")
+    expect(badTarget.status).toBe(2)
+    expect(badTarget.stderr).toMatch(/--target: cannot tune for target 'vta'/)
+    const noOut = tessera("tune", "--report", "tune.jsonl")
+    expect(noOut.status).toBe(2)
+  })
+
+  it("compileGraph applies the log's best record, and the tuned program computes the same", async () => {
+    const { records } = readRecords()
+    const tuned = bestRecords(records, "js")
+    expect(tuned.size).toBe(1)
+    const program = await Effect.runPromise(compileGraph(graph, { target: "js", vectorLanes: 4, tuned }))
+    expect(program.tuning.applied).toHaveLength(1)
+    expect(program.tuning.skipped).toEqual([])
+    const best = [...tuned.values()][0]
+    const kernel = program.kernels.find((k) => k.kind === "compiled" && k.group === program.tuning.applied[0])
+    expect(kernel?.kind).toBe("compiled")
+    const feeds = new Map([["x", f32([1, 8, 10, 10], 3)]])
+    const got = createExecutor(program, await Effect.runPromise(loadJsModule(emitJs(program)))).run(feeds).get("y")!
+    const want = runGraph(graph, feeds)[0]
+    for (let i = 0; i < want.data.length; i++) expect(Math.abs(got.data[i] - want.data[i])).toBeLessThanOrEqual(1e-4 + 1e-3 * Math.abs(want.data[i]))
+    expect(Object.keys(best.config).sort()).toEqual(["tile_inner", "tile_second", "unroll_tile", "vectorize"])
+  }, 120_000)
+})
