@@ -11,7 +11,7 @@ import { decodeModelSync } from "../src/ast/onnx/decode.js"
 import { randomTensor } from "../src/cli/inputs.js"
 import { parseNpy, serializeNpy } from "../src/device/npy.js"
 import { zooModel } from "../src/zoo/index.js"
-import { initializer, modelBytes, transposeModel, twoOutputModel, valueInfo } from "./cli-models.js"
+import { initializer, intsAttr, modelBytes, transposeModel, twoOutputModel, valueInfo } from "./cli-models.js"
 
 const ROOT = path.resolve(import.meta.dirname, "..")
 const BIN = path.join(ROOT, "bin", "tessera.js")
@@ -47,11 +47,11 @@ const write = (name: string, bytes: Uint8Array): string => {
 describe("tessera", () => {
   it("--help lists the commands", () => {
     const out = ok("--help")
-    for (const c of ["run", "inspect", "zoo", "demo"]) expect(out).toMatch(new RegExp(`^\\s+${c}\\s`, "m"))
+    for (const c of ["run", "compile", "bench", "inspect", "zoo", "demo"]) expect(out).toMatch(new RegExp(`^\\s+${c}\\s`, "m"))
   })
   it("run --help documents the flags", () => {
     const out = ok("run", "--help")
-    for (const f of ["--target", "--input", "--shape", "--out", "--seed"]) expect(out).toContain(f)
+    for (const f of ["--target", "--input", "--shape", "--out", "--seed", "--opt-level", "--dump-ir", "--report"]) expect(out).toContain(f)
   })
 })
 
@@ -206,6 +206,7 @@ describe("tessera zoo", () => {
     const summary = lastJson(ok("zoo", "mlp", "--out", file, "--seed", "3"))
     expect(summary).toEqual({ model: "mlp", seed: 3, file, bytes: fs.statSync(file).size })
     expect(Buffer.compare(fs.readFileSync(file), zooModel("mlp", 3))).toBe(0) // (toEqual on 2 MB is slow)
+    expect(decodeModelSync(fs.readFileSync(file)).outputs.map((o) => o.name)).toEqual(["output"])
     const run = JSON.parse(ok("run", file))
     expect(run.outputs).toEqual([{ name: "output", dtype: "float32", shape: [1, 10] }])
   })
@@ -224,11 +225,121 @@ describe("tessera demo", () => {
     expect(row, out).toBeDefined()
     // with onnxruntime-node: times on both sides, a tiny difference, the same top-5 classes
     if (!/onnxruntime-node is not available/.test(out)) {
-      const [, ours, ort, diff, agree] = row!.split(/\s{2,}/)
+      const [, ours, interp, ort, diff, agree] = row!.split(/\s{2,}/)
       expect(Number(ours)).toBeGreaterThan(0)
+      expect(Number(interp)).toBeGreaterThan(0)
       expect(Number(ort)).toBeGreaterThan(0)
       expect(Number(diff)).toBeLessThan(1e-4)
       expect(agree).toMatch(/^yes \(\d+(,\d+){4}\)$/)
     }
+  })
+})
+
+/** x: float32[1,3,8,8] → Conv 3x3 pad 1 (4 channels, bias) → Relu → MaxPool 2x2 → y: float32[1,4,4,4]. */
+const convModel = (): Uint8Array => {
+  const w = randomTensor("float32", [4, 3, 3, 3], 11, 0)
+  const b = randomTensor("float32", [4], 11, 1)
+  return modelBytes({
+    inputs: [valueInfo("x", "float32", [1, 3, 8, 8])],
+    outputs: [valueInfo("y", "float32", [1, 4, 4, 4])],
+    initializers: [initializer(w, "w"), initializer(b, "b")],
+    nodes: [
+      { op: "Conv", inputs: ["x", "w", "b"], outputs: ["c"], attrs: [intsAttr("pads", [1, 1, 1, 1]), intsAttr("kernel_shape", [3, 3])] },
+      { op: "Relu", inputs: ["c"], outputs: ["r"] },
+      { op: "MaxPool", inputs: ["r"], outputs: ["y"], attrs: [intsAttr("kernel_shape", [2, 2]), intsAttr("strides", [2, 2])] },
+    ],
+  })
+}
+
+const npyOut = (dir: string, name: string) => parseNpy(fs.readFileSync(path.join(dir, `${name}.npy`)))
+const maxDiff = (a: ArrayLike<number>, b: ArrayLike<number>) => {
+  expect(a.length).toBe(b.length)
+  let d = 0
+  for (let i = 0; i < a.length; i++) d = Math.max(d, Math.abs(a[i] - b[i]))
+  return d
+}
+
+describe("tessera run --target / --opt-level / --dump-ir / --report", () => {
+  it("the js target computes what the interpreter computes (zoo mlp, a small conv net), at opt levels 0 and 3", () => {
+    const mlp = write("mlp.onnx", zooModel("mlp", 1))
+    const conv = write("conv.onnx", convModel())
+    for (const [model, out] of [[mlp, "output"], [conv, "y"]] as const) {
+      const interp = path.join(tmp, `${out}-interp`)
+      const js = path.join(tmp, `${out}-js`)
+      const o0 = path.join(tmp, `${out}-o0`)
+      expect(lastJson(ok("run", model, "--target", "js", "--out", js))).toMatchObject({ target: "js", optLevel: 3, kernels: { fallback: 0 } })
+      ok("run", model, "--out", interp)
+      ok("run", model, "--opt-level", "0", "--out", o0)
+      const want = npyOut(o0, out).data
+      expect(maxDiff(npyOut(interp, out).data, want)).toBeLessThan(1e-5)
+      expect(maxDiff(npyOut(js, out).data, want)).toBeLessThan(1e-5)
+    }
+  })
+
+  it("--dump-ir writes the graph after each pass and each kernel's TIR; --report times the passes (stderr and summary)", () => {
+    const conv = write("conv.onnx", convModel())
+    const dir = path.join(tmp, "ir")
+    const r = tessera("run", conv, "--target", "js", "--dump-ir", dir, "--report")
+    expect(r.status, r.stderr).toBe(0)
+    const files = fs.readdirSync(dir)
+    expect(files[0]).toBe("00-input.txt")
+    expect(files).toContain("01-rewrite.FoldConstants.txt")
+    expect(files.some((f) => /^\d\d-rewrite\.FuseOps\.txt$/.test(f))).toBe(true)
+    expect(files.some((f) => /^\d\d-lowering\.k0\.txt$/.test(f))).toBe(true)
+    expect(files.every((f) => /^\d\d-[A-Za-z0-9_.-]+\.txt$/.test(f))).toBe(true) // no temporary files left
+    expect(fs.readFileSync(path.join(dir, files.find((f) => f.includes("lowering.k0"))!), "utf8")).toMatch(/primfunc /)
+    const summary = lastJson(r.stdout)
+    expect(summary.irFiles).toBe(files.length)
+    expect(summary.passes.map((p: { pass: string }) => p.pass)).toContain("rewrite.FoldConstants")
+    expect(r.stderr).toMatch(/^pass\s+ms\s+nodes$/m)
+    expect(r.stderr).toMatch(/rewrite\.EliminateDeadCode\s+\d+\.\d{3}\s+\d+ → \d+/)
+  })
+
+  it("a target that is not built here is one clear line", () => {
+    const r = tessera("run", write("t.onnx", transposeModel()), "--target", "wasm", "--shape", "x=1x3")
+    expect(r.status).toBe(1)
+    expect(r.stderr.trim().split("\n")).toHaveLength(1)
+    expect(r.stderr).toMatch(/^tessera run: the wasm target is not available: /)
+  })
+})
+
+describe("tessera compile", () => {
+  it("writes the js artifact deterministically: module, constants and manifest", () => {
+    const conv = write("conv.onnx", convModel())
+    const a = path.join(tmp, "artA")
+    const b = path.join(tmp, "artB")
+    const sa = lastJson(ok("compile", conv, "--target", "js", "--out", a))
+    ok("compile", conv, "--target", "js", "--out", b)
+    expect(sa.files.sort()).toEqual(["constants.bin", "manifest.json", "model.js"])
+    expect(fs.readdirSync(a).sort()).toEqual(["constants.bin", "manifest.json", "model.js"])
+    for (const f of sa.files) expect(Buffer.compare(fs.readFileSync(path.join(a, f)), fs.readFileSync(path.join(b, f))), f).toBe(0)
+    const m = JSON.parse(fs.readFileSync(path.join(a, "manifest.json"), "utf8"))
+    expect(m).toMatchObject({ model: "conv.onnx", target: { kind: "js" }, inputs: [{ name: "x", dtype: "float32", shape: [1, 3, 8, 8] }], outputs: [{ name: "y" }], fallback: [] })
+    expect(m.kernels.length).toBeGreaterThan(0)
+    expect(m.memory).toHaveProperty("plannedBytes")
+    expect(m.constants.tensors.reduce((s: number, t: { bytes: number }) => s + t.bytes, 0)).toBeGreaterThanOrEqual((4 * 27 + 4) * 4)
+    expect(fs.readFileSync(path.join(a, "model.js"), "utf8")).toMatch(/export function k0\(/)
+  })
+})
+
+describe("tessera bench", () => {
+  it("--format json: one object on the last line", () => {
+    const j = lastJson(ok("bench", write("mlp.onnx", zooModel("mlp", 1)), "--target", "js", "--runs", "3", "--format", "json"))
+    expect(Object.keys(j).slice(0, 7)).toEqual(["model", "target", "threads", "median_ms", "runs", "onnxruntime_ms", "ratio"])
+    expect(j).toMatchObject({ target: "js", threads: 1, runs: 3 })
+    expect(j.median_ms).toBeGreaterThan(0)
+    if (j.onnxruntime_ms !== null) {
+      expect(Math.abs(j.ratio / (j.median_ms / j.onnxruntime_ms) - 1)).toBeLessThan(0.02) // (times rounded to µs)
+      expect(j.max_abs_diff).toBeLessThan(1e-4)
+    }
+  })
+})
+
+describe("tessera inspect --format svg", () => {
+  it("renders the fused groups with Graphviz", () => {
+    const svg = ok("inspect", write("conv.onnx", convModel()), "--fused", "--format", "svg")
+    expect(svg.startsWith("<svg")).toBe(true)
+    expect(svg.trimEnd().endsWith("</svg>")).toBe(true)
+    expect(svg).toContain("Conv")
   })
 })

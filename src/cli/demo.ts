@@ -1,14 +1,16 @@
-// `tessera demo`: the README's main job. Builds zoo networks in memory (seeded weights), runs each
-// through Tessera and through onnxruntime-node (when installed), and prints a small table: time on
-// each side, the largest absolute difference, and whether the top-5 classes agree.
+// `tessera demo`: the README's main job. Builds zoo networks in memory (seeded weights), compiles
+// each for the js target and runs it, runs it through the reference interpreter too, and through
+// onnxruntime-node (when installed), and prints a small table: time on each side, the largest
+// absolute difference, and whether the top-5 classes agree.
 import { Data, Effect, Result } from "effect"
-import { runGraph } from "../ast/graph/evaluate.js"
 import type { Graph } from "../ast/graph/graph.js"
 import type { Tensor } from "../ast/graph/tensor.js"
 import { decodeModelSync } from "../ast/onnx/decode.js"
+import { loadOrt, median, runOrt } from "../device/onnxruntime.js"
+import { maxAbsDiff } from "./bench.js"
 import { attempt } from "./errors.js"
 import { planInputs, randomTensor } from "./inputs.js"
-
+import { prepare, targetSettings, type CliTarget } from "./targets.js"
 export interface DemoOptions {
   /** Models by zoo name. */
   readonly models: readonly string[]
@@ -30,15 +32,16 @@ export interface DemoRow {
   readonly model: string
   /** Why Tessera could not run it (the other fields are then empty). */
   readonly error?: string
-  readonly ourMs: number
+  /** Median time of the js target's run (ms). */
+  readonly jsMs: number
+  /** The reference interpreter's time (ms). */
+  readonly interpMs: number
   readonly ortMs: number | null
+  /** Largest |js - onnxruntime| (|js - interp| without onnxruntime). */
   readonly maxAbsDiff: number | null
+  /** Largest |js - interp|. */
+  readonly interpDiff: number
   readonly top5: { readonly ours: readonly number[]; readonly ort: readonly number[] | null; readonly agree: boolean | null }
-}
-
-const median = (xs: readonly number[]): number => {
-  const s = [...xs].sort((a, b) => a - b)
-  return s.length % 2 ? s[(s.length - 1) >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2
 }
 
 /** Indices of the k largest values of the first row (batch 0) of a logits tensor. */
@@ -55,68 +58,27 @@ const feedsFor = (graph: Graph, seed: number): Map<string, Tensor> => {
   return new Map(plan.map((p, k) => [p.name, randomTensor(p.dtype, p.shape, seed, k)]))
 }
 
-const timeRuns = <A>(runs: number, f: () => A): { result: A; ms: number } => {
-  let result = f() // the first run is the warm-up when timing several
-  if (runs <= 1) return { result, ms: NaN }
+/** Median time of `runs` runs after one warm-up (runs 1: the single run's time). */
+const timeRuns = (runs: number, f: () => Map<string, Tensor>): { result: Map<string, Tensor>; ms: number } => {
+  const t0 = performance.now()
+  let result = f()
+  if (runs <= 1) return { result, ms: performance.now() - t0 }
   const times: number[] = []
   for (let i = 0; i < runs; i++) {
-    const t0 = performance.now()
+    const t = performance.now()
     result = f()
-    times.push(performance.now() - t0)
+    times.push(performance.now() - t)
   }
   return { result, ms: median(times) }
 }
 
-type Ort = typeof import("onnxruntime-node")
-
-/** onnxruntime-node, or a reason it cannot be used. */
-const loadOrt = (): Effect.Effect<Ort | string> =>
-  Effect.promise(() =>
-    import("onnxruntime-node").then(
-      (m) => m as Ort,
-      (e: unknown) => `onnxruntime-node is not available (${e instanceof Error ? e.message.split("\n")[0] : String(e)}); install it with 'npm install onnxruntime-node' to compare`,
-    ),
-  )
-
-const ORT_TYPES: { readonly [d: string]: string } = {
-  float32: "float32",
-  float64: "float64",
-  int8: "int8",
-  int16: "int16",
-  int32: "int32",
-  uint8: "uint8",
-  uint16: "uint16",
-  uint32: "uint32",
-  bool: "bool",
-}
-
-const toOrtTensor = (ort: Ort, t: Tensor) => {
-  const type = ORT_TYPES[t.dtype]
-  if (t.dtype === "int64") return new ort.Tensor("int64", BigInt64Array.from(t.data, (x) => BigInt(x)), t.shape)
-  if (!type) throw new Error(`the demo cannot hand ${t.dtype} inputs to onnxruntime`)
-  return new ort.Tensor(type as "float32", t.data as Float32Array, t.shape)
-}
-
-/** Runs the model in onnxruntime: its first output and median time, or why it could not. */
-const runOrt = (ort: Ort, bytes: Uint8Array, graph: Graph, feeds: ReadonlyMap<string, Tensor>, runs: number) =>
-  Effect.tryPromise({
-    catch: (e) => `onnxruntime failed: ${e instanceof Error ? e.message.split("\n")[0] : String(e)}`,
-    try: async () => {
-      const session = await ort.InferenceSession.create(bytes, { graphOptimizationLevel: "all" })
-      const ortFeeds = Object.fromEntries([...feeds].map(([k, t]) => [k, toOrtTensor(ort, t)]))
-      const outName = graph.outputs[0].name
-      const once = async () => (await session.run(ortFeeds))[outName]
-      let out = await once()
-      const times: number[] = []
-      for (let i = 0; i < Math.max(runs, 1); i++) {
-        const t0 = performance.now()
-        out = await once()
-        times.push(performance.now() - t0)
-      }
-      await session.release()
-      return { data: Array.from(out.data as ArrayLike<number>, Number), shape: [...out.dims], ms: median(times) }
-    },
-  }).pipe(Effect.catch((reason) => Effect.succeed(reason)))
+/** Compiles for a target and times the runs. */
+const runOn = (kind: CliTarget, graph: Graph, feeds: ReadonlyMap<string, Tensor>, runs: number) =>
+  Effect.gen(function* () {
+    const shapes = new Map([...feeds].map(([n, t]) => [n, t.shape] as const))
+    const model = yield* prepare(graph, { settings: targetSettings(kind), optLevel: 3, shapes, trace: false })
+    return yield* attempt(() => timeRuns(runs, () => model.run(feeds)))
+  })
 
 export const demo = Effect.fn("cli.demo")(function* (o: DemoOptions, log: (line: string) => Effect.Effect<void>) {
   const ort = yield* loadOrt()
@@ -127,36 +89,33 @@ export const demo = Effect.fn("cli.demo")(function* (o: DemoOptions, log: (line:
       const bytes = yield* attempt(() => o.build(name, o.seed))
       const graph = yield* attempt(() => decodeModelSync(bytes))
       const feeds = yield* attempt(() => feedsFor(graph, o.seed))
-      const t0 = performance.now()
-      const ours = yield* attempt(() => timeRuns(o.runs, () => runGraph(graph, feeds)[0]))
-      return { bytes, graph, feeds, ours, ourMs: o.runs > 1 ? ours.ms : performance.now() - t0 }
+      const js = yield* runOn("js", graph, feeds, o.runs)
+      const interp = yield* runOn("interp", graph, feeds, o.runs)
+      return { bytes, graph, feeds, js, interp }
     })
     const tried = yield* Effect.result(attemptRun)
     if (Result.isFailure(tried)) {
-      rows.push({ model: name, error: tried.failure.message, ourMs: NaN, ortMs: null, maxAbsDiff: null, top5: { ours: [], ort: null, agree: null } })
+      rows.push({ model: name, error: tried.failure.message, jsMs: NaN, interpMs: NaN, ortMs: null, maxAbsDiff: null, interpDiff: NaN, top5: { ours: [], ort: null, agree: null } })
       continue
     }
-    const { bytes, graph, feeds, ours, ourMs } = tried.success
-    const oursTop = topK(ours.result)
-    if (typeof ort === "string") {
-      rows.push({ model: name, ourMs, ortMs: null, maxAbsDiff: null, top5: { ours: oursTop, ort: null, agree: null } })
-      continue
-    }
-    const theirs = yield* runOrt(ort, bytes, graph, feeds, o.runs)
+    const { bytes, graph, feeds, js, interp } = tried.success
+    const first = graph.outputs[0].name
+    const ours = js.result.get(first)!
+    const oursTop = topK(ours)
+    const interpDiff = maxAbsDiff(js.result, new Map([...interp.result].map(([k, t]) => [k, { data: Float64Array.from(t.data as ArrayLike<number>) }] as const)))
+    const base = { model: name, jsMs: js.ms, interpMs: interp.ms, interpDiff }
+    const theirs = typeof ort === "string" ? ort : yield* runOrt(ort, bytes, feeds, { threads: 0, runs: Math.max(o.runs, 1) })
     if (typeof theirs === "string") {
-      yield* log(`${name}: ${theirs}`)
-      rows.push({ model: name, ourMs, ortMs: null, maxAbsDiff: null, top5: { ours: oursTop, ort: null, agree: null } })
+      if (typeof ort !== "string") yield* log(`${name}: ${theirs}`)
+      rows.push({ ...base, ortMs: null, maxAbsDiff: interpDiff, top5: { ours: oursTop, ort: null, agree: null } })
       continue
     }
-    let maxAbsDiff = 0
-    if (theirs.data.length !== ours.result.data.length) maxAbsDiff = Infinity
-    else for (let i = 0; i < theirs.data.length; i++) maxAbsDiff = Math.max(maxAbsDiff, Math.abs(theirs.data[i] - ours.result.data[i]))
-    const ortTop = topK(theirs)
+    const ortOut = theirs.outputs.get(first)!
+    const ortTop = topK(ortOut)
     rows.push({
-      model: name,
-      ourMs,
+      ...base,
       ortMs: theirs.ms,
-      maxAbsDiff,
+      maxAbsDiff: maxAbsDiff(js.result, theirs.outputs),
       top5: { ours: oursTop, ort: ortTop, agree: ortTop.every((c, k) => c === oursTop[k]) },
     })
   }
@@ -169,15 +128,16 @@ export const demoOutcome = (rows: readonly DemoRow[]): Effect.Effect<void, DemoE
   return failed.length ? Effect.fail(new DemoError({ failed })) : Effect.void
 }
 
-const fmtMs = (ms: number | null) => (ms === null ? "-" : ms >= 100 ? ms.toFixed(0) : ms.toFixed(2))
+const fmtMs = (ms: number | null) => (ms === null || Number.isNaN(ms) ? "-" : ms >= 100 ? ms.toFixed(0) : ms.toFixed(2))
 
 /** The table the demo prints. */
 export const demoTable = (rows: readonly DemoRow[]): string => {
-  const header = ["model", "tessera interp (ms)", "onnxruntime (ms)", "max |diff|", "top-5 agree"]
+  const header = ["model", "tessera js (ms)", "interp (ms)", "onnxruntime (ms)", "max |diff|", "top-5 agree"]
   const body = rows.map((r) =>
-    r.error !== undefined ? [r.model, `failed: ${r.error}`, "", "", ""] : [
+    r.error !== undefined ? [r.model, `failed: ${r.error}`, "", "", "", ""] : [
     r.model,
-    fmtMs(r.ourMs),
+    fmtMs(r.jsMs),
+    fmtMs(r.interpMs),
     fmtMs(r.ortMs),
     r.maxAbsDiff === null ? "-" : r.maxAbsDiff.toExponential(2),
     r.top5.agree === null ? `- (ours ${r.top5.ours.join(",")})` : r.top5.agree ? `yes (${r.top5.ours.join(",")})` : `NO (ours ${r.top5.ours.join(",")}, ort ${r.top5.ort?.join(",")})`,

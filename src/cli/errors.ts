@@ -22,6 +22,11 @@ const HINTS: { readonly [tag: string]: (e: { readonly message: string; readonly 
   GraphError: () => "the model's graph is malformed; export it again",
   InputError: (e) => (/--input|--shape/.test(e.message) ? "" : "'tessera inspect MODEL' shows the inputs the model expects"),
   NpyError: () => "save the array with numpy.save (a numeric or bool dtype, C order)",
+  TargetUnavailableError: () => "",
+  JsLoadError: () => "this is a bug in the js emitter: please report it with the model",
+  ExecutorError: () => "this is a bug in Tessera's executor: please report it with the model",
+  CompileError: () => "the generated C did not build: check the compiler, or report it with the model",
+  LoadError: () => "the built library could not be loaded: check the C compiler and the cache folder",
   FileAccessError: (e) => (e.operation === "write" ? "check that the folder exists, is writable and has space" : "check the path and its permissions"),
 }
 
@@ -64,6 +69,12 @@ const COMMAND_ERROR_TAGS: ReadonlySet<string> = new Set([
   "VerifyError",
   "ZooError",
   "DemoError",
+  "TargetUnavailableError",
+  "JsLoadError",
+  "ExecutorError",
+  "CompileError",
+  "LoadError",
+  "CRunError",
 ])
 
 /** A typed failure of a command: an Error with one of the known tags. */

@@ -11,7 +11,7 @@ import { attempt, tagOf, UsageError } from "./errors.js"
 import { parseDims, splitAssignment } from "./inputs.js"
 import { inspectRaw, rawText } from "./inspect-raw.js"
 
-export const INSPECT_FORMATS = ["text", "json", "dot"] as const
+export const INSPECT_FORMATS = ["text", "json", "dot", "svg"] as const
 export type InspectFormat = (typeof INSPECT_FORMATS)[number]
 
 export interface InspectOptions {
@@ -42,6 +42,15 @@ export interface InspectSummary {
   readonly groups?: FusionReport["groups"]
   readonly memory?: FusionReport["memory"]
 }
+
+/** Graphviz (compiled to wasm, in process) renders the DOT; the SVG element alone, no XML prolog. */
+const renderSvg = (dot: string): Effect.Effect<string> =>
+  Effect.promise(async () => {
+    const viz = await (await import("@viz-js/viz")).instance()
+    const svg = viz.renderString(dot, { format: "svg" })
+    const k = svg.indexOf("<svg")
+    return k >= 0 ? svg.slice(k).trimEnd() : svg
+  })
 
 const opName = (domain: string, op: string) => (domain ? `${domain}.${op}` : op)
 
@@ -133,6 +142,8 @@ export const inspectModel = Effect.fn("cli.inspect")(function* (o: InspectOption
       return JSON.stringify(summary)
     case "dot":
       return fusionDot(optimized ? optimized.fused : singletonGroups(bound))
+    case "svg":
+      return yield* renderSvg(fusionDot(optimized ? optimized.fused : singletonGroups(bound)))
     case "text": {
       const lines = [
         `model ${o.model}: graph '${graph.name}', opset ${graph.opset}`,

@@ -9,6 +9,9 @@ import { errorLine, tagOf, UsageError } from "./errors.js"
 import { INSPECT_FORMATS, inspectModel } from "./inspect.js"
 import { demo, demoOutcome, demoTable } from "./demo.js"
 import { runModel } from "./run.js"
+import { compileCommand } from "./compile.js"
+import { BENCH_FORMATS, benchCommand, benchText } from "./bench.js"
+import { TARGETS } from "./targets.js"
 import { zooCommand } from "./zoo.js"
 import { tuneCommandLine } from "./tune.js"
 import { ZOO_NAMES, zooModel } from "../zoo/index.js"
@@ -31,11 +34,17 @@ const shape = Flag.String("shape").pipe(
   Flag.withDescription("NAME=1x3x224x224: bind an input's dims without giving data (repeatable)"),
 )
 
+const optLevel = Flag.Int("opt-level").pipe(Flag.withDefault(3), Flag.withDescription("graph passes to run: 0 (none) to 3 (all, with fusion and layout)"))
+const stderrLine = (line: string) => Console.error(line)
+
 const run = Command.make(
   "run",
   {
     model,
-    target: Flag.String("target").pipe(Flag.withDefault("interp"), Flag.withDescription("where to run: interp")),
+    target: Flag.String("target").pipe(Flag.withDefault("interp"), Flag.withDescription(`where to run: ${TARGETS.join(", ")} (interp: the reference interpreter on the optimized graph)`)),
+    optLevel,
+    dumpIr: Flag.String("dump-ir").pipe(Flag.optional, Flag.withDescription("folder for the IR after each pass and each kernel's TIR (NN-pass-name.txt)")),
+    report: Flag.Boolean("report").pipe(Flag.withDefault(false), Flag.withDescription("print the passes run, their time and node counts (stderr; also in the summary)")),
     input: Flag.String("input").pipe(
       Flag.atLeast(0),
       Flag.withDescription("NAME=FILE.npy: an input's data (split at the last '='; repeatable); inputs not given are seeded random"),
@@ -53,6 +62,10 @@ const run = Command.make(
         shapes: c.shape,
         out: Option.getOrUndefined(c.out),
         seed: c.seed,
+        optLevel: c.optLevel,
+        dumpIr: Option.getOrUndefined(c.dumpIr),
+        report: c.report,
+        log: stderrLine,
       }))
       yield* Console.log(JSON.stringify(summary))
     }),
@@ -62,7 +75,7 @@ const inspect = Command.make(
   "inspect",
   {
     model,
-    format: Flag.Literals("format", INSPECT_FORMATS).pipe(Flag.withDefault("text" as const), Flag.withDescription("text, json (one object on the last line) or dot")),
+    format: Flag.Literals("format", INSPECT_FORMATS).pipe(Flag.withDefault("text" as const), Flag.withDescription("text, json (one object on the last line), dot or svg (Graphviz, rendered in process)")),
     fused: Flag.Boolean("fused").pipe(Flag.withDefault(false), Flag.withDescription("show the fused groups and the memory plan after the graph passes")),
     shape,
   },
@@ -85,10 +98,63 @@ const zoo = Command.make(
     }),
 ).pipe(Command.withDescription("Write a standard network (seeded weights) as ONNX, or list the zoo"))
 
+const compile = Command.make(
+  "compile",
+  {
+    model,
+    target: Flag.String("target").pipe(Flag.withDefault("js"), Flag.withDescription("js, c or wasm")),
+    out: Flag.String("out").pipe(Flag.withDescription("folder for the artifact (code, constants.bin, manifest.json)")),
+    tuned: Flag.String("tuned").pipe(Flag.optional, Flag.withDescription("a tuning log from 'tessera tune': its best records are applied (report on stderr)")),
+    threads: Flag.Int("threads").pipe(Flag.withDefault(1), Flag.withDescription("cores the parallel loops may use (c; tuning records are per thread count)")),
+    optLevel,
+    shape,
+  },
+  (c) =>
+    Effect.gen(function* () {
+      const summary = yield* reported("compile", c.model)(
+        compileCommand({ model: c.model, target: c.target, out: c.out, tuned: Option.getOrUndefined(c.tuned), threads: c.threads, optLevel: c.optLevel, shapes: c.shape, log: stderrLine }),
+      )
+      yield* Console.log(JSON.stringify(summary))
+    }),
+).pipe(Command.withDescription("Compile a model and write the artifact (deterministic bytes); print one JSON line"))
+
+const bench = Command.make(
+  "bench",
+  {
+    model,
+    target: Flag.String("target").pipe(Flag.withDefault("js"), Flag.withDescription(TARGETS.join(", "))),
+    tuned: Flag.String("tuned").pipe(Flag.optional, Flag.withDescription("a tuning log from 'tessera tune' (report on stderr)")),
+    threads: Flag.Int("threads").pipe(Flag.withDefault(1), Flag.withDescription("threads on both sides (c: OpenMP; onnxruntime: intraOpNumThreads)")),
+    runs: Flag.Int("runs").pipe(Flag.withDefault(10), Flag.withDescription("timed runs per side after the warm-up (median reported)")),
+    format: Flag.Literals("format", BENCH_FORMATS).pipe(Flag.withDefault("text" as const), Flag.withDescription("text, or json (one object on the last line)")),
+    optLevel,
+    shape,
+    seed: seedFlag("the random inputs"),
+  },
+  (c) =>
+    Effect.gen(function* () {
+      const r = yield* reported("bench", c.model)(
+        benchCommand({
+          model: c.model,
+          target: c.target,
+          tuned: Option.getOrUndefined(c.tuned),
+          threads: c.threads,
+          runs: c.runs,
+          optLevel: c.optLevel,
+          shapes: c.shape,
+          seed: c.seed,
+          format: c.format,
+          log: stderrLine,
+        }),
+      )
+      yield* Console.log(c.format === "json" ? JSON.stringify(r) : benchText(r))
+    }),
+).pipe(Command.withDescription("Median latency on a target, with onnxruntime-node beside it when installed"))
+
 const runDemo = Effect.fn("cli.demoCommand")(function* (models: readonly string[], seed: number, runs: number) {
   for (const m of models)
     if (!ZOO_NAMES.includes(m as never)) return yield* new UsageError({ flag: "--model", reason: `no zoo model '${m}' (the zoo has: ${ZOO_NAMES.join(", ")})` })
-  yield* Console.log(`Tessera demo: ${models.join(", ")} with seeded weights (seed ${seed}) and a seeded random input, through Tessera's interpreter and onnxruntime-node`)
+  yield* Console.log(`Tessera demo: ${models.join(", ")} with seeded weights (seed ${seed}) and a seeded random input, compiled for Tessera's js target, through its interpreter, and through onnxruntime-node`)
   const rows = yield* demo({ models, seed, runs, build: zooModel }, (line) => Console.log(line))
   yield* Console.log(demoTable(rows))
   yield* demoOutcome(rows)
@@ -107,7 +173,7 @@ const demoCommand = Command.make(
 
 const tessera = Command.make("tessera").pipe(
   Command.withDescription("Tessera: an end-to-end optimizing deep-learning compiler"),
-  Command.withSubcommands([run, inspect, zoo, demoCommand, tuneCommandLine(reported)]),
+  Command.withSubcommands([run, compile, bench, inspect, zoo, demoCommand, tuneCommandLine(reported)]),
 )
 
 /** Command-line mistakes as one stderr line (the help stays one `--help` away). */

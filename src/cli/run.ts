@@ -1,14 +1,13 @@
-// `tessera run MODEL.onnx`: decode, bind the inputs (files, shapes, seeded random), run on the
-// target, write each output as DIR/NAME.npy, and summarise the run as one JSON line.
+// `tessera run MODEL.onnx`: decode, bind the inputs (files, shapes, seeded random), compile for
+// the target at the opt level, run, write each output as DIR/NAME.npy, and summarise the run as
+// one JSON line; --dump-ir writes the IR after each pass, --report times the passes.
 import { Effect } from "effect"
-import { runGraph } from "../ast/graph/evaluate.js"
 import type { Tensor } from "../ast/graph/tensor.js"
 import { readModel, readNpy, writeOutputs } from "../device/files.js"
+import { dumpIr, passReport, reportLines, type PassReportRow } from "./dump-ir.js"
 import { attempt, UsageError, type CommandError } from "./errors.js"
 import { parseDims, planInputs, randomTensor, splitAssignment } from "./inputs.js"
-
-/** Targets `run` can execute today. */
-export const RUN_TARGETS = ["interp"] as const
+import { parseOptLevel, parseTarget, prepare, targetSettings } from "./targets.js"
 
 export interface RunOptions {
   readonly model: string
@@ -20,6 +19,14 @@ export interface RunOptions {
   /** Folder for the outputs; none: nothing is written. */
   readonly out?: string
   readonly seed: number
+  /** 0..3 (default 3). */
+  readonly optLevel: number
+  /** Folder for the IR after each pass and each kernel's TIR. */
+  readonly dumpIr?: string
+  /** Print the pass report (stderr) and add it to the summary. */
+  readonly report: boolean
+  /** Where the report's lines go. */
+  readonly log: (line: string) => Effect.Effect<void>
 }
 
 interface ValueSummary {
@@ -33,7 +40,14 @@ export interface RunSummary {
   readonly target: string
   readonly inputs: readonly (ValueSummary & { readonly source: string })[]
   readonly outputs: readonly (ValueSummary & { readonly file?: string })[]
+  readonly optLevel: number
+  /** Compile (and load) time, ms. */
+  readonly compileMs: number
+  /** Run time, ms. */
   readonly ms: number
+  readonly kernels?: { readonly compiled: number; readonly fallback: number }
+  readonly passes?: readonly PassReportRow[]
+  readonly irFiles?: number
 }
 
 /** Parses repeated `NAME=VALUE` flags into a map, refusing a name given twice. */
@@ -49,22 +63,30 @@ const assignments = <A>(specs: readonly string[], flag: string, value: (v: strin
   })
 
 export const runModel = Effect.fn("cli.run")(function* (o: RunOptions) {
-  if (!(RUN_TARGETS as readonly string[]).includes(o.target))
-    return yield* new UsageError({ flag: "--target", reason: `target '${o.target}' cannot run models yet (available: ${RUN_TARGETS.join(", ")})` })
+  const kind = yield* parseTarget(o.target)
+  const optLevel = yield* parseOptLevel(o.optLevel)
   const graph = yield* readModel(o.model)
   const files = yield* assignments(o.inputs, "--input", (file) => Effect.map(readNpy(file), (tensor) => ({ file, tensor })))
   const given = new Map([...files].map(([name, f]) => [name, f.tensor] as const))
   const shapes = yield* assignments(o.shapes, "--shape", (dims) => attempt(() => parseDims(dims, "--shape")))
   const plan = yield* attempt(() => planInputs(graph, given, shapes))
   const feeds = new Map<string, Tensor>(plan.map((p, k) => [p.name, p.given ?? randomTensor(p.dtype, p.shape, o.seed, k)]))
+  const bound = new Map(plan.map((p) => [p.name, p.shape] as const))
+  const trace = o.report || o.dumpIr !== undefined
+  const model = yield* prepare(graph, { settings: targetSettings(kind), optLevel, shapes: bound, trace })
   const t0 = performance.now()
-  const outs = yield* attempt(() => runGraph(graph, feeds))
+  const outs = yield* attempt(() => model.run(feeds))
   const ms = performance.now() - t0
-  const named = graph.outputs.map((out, k) => ({ name: out.name, tensor: outs[k] }))
+  const named = graph.outputs.map((out) => ({ name: out.name, tensor: outs.get(out.name)! }))
+  const irFiles = o.dumpIr !== undefined ? yield* dumpIr(o.dumpIr, graph, model) : undefined
+  const rows = o.report ? passReport(model) : undefined
+  if (rows) for (const line of reportLines(rows)) yield* o.log(line)
   const written = o.out !== undefined ? yield* writeOutputs(o.out, named) : undefined
+  const compiled = model.program?.kernels.filter((k) => k.kind === "compiled").length
   const summary: RunSummary = {
     model: o.model,
-    target: o.target,
+    target: kind,
+    optLevel,
     inputs: plan.map((p) => ({
       name: p.name,
       dtype: p.dtype,
@@ -72,7 +94,13 @@ export const runModel = Effect.fn("cli.run")(function* (o: RunOptions) {
       source: files.get(p.name)?.file ?? `random(seed ${o.seed})`,
     })),
     outputs: named.map((n, k) => ({ name: n.name, dtype: n.tensor.dtype, shape: n.tensor.shape, ...(written ? { file: written[k] } : {}) })),
-    ms: Math.round(ms * 1000) / 1000,
+    compileMs: round3(model.compileMs),
+    ms: round3(ms),
+    ...(model.program && compiled !== undefined ? { kernels: { compiled, fallback: model.program.kernels.length - compiled } } : {}),
+    ...(rows ? { passes: rows } : {}),
+    ...(irFiles !== undefined ? { irFiles } : {}),
   }
   return summary
 })
+
+const round3 = (x: number) => Math.round(x * 1000) / 1000

@@ -1,0 +1,150 @@
+// `tessera compile MODEL.onnx --target js|c|wasm --out DIR [--tuned LOG]`: writes the artifact —
+// the emitted code, the constants (one little-endian binary, 64-byte aligned) and manifest.json
+// (inputs, outputs, kernels in run order, fallback groups with their reasons, the memory plan).
+// Same model and flags → the same bytes: nothing depends on the clock, the folder or the run.
+import { Effect } from "effect"
+import * as path from "node:path"
+import type { Graph } from "../ast/graph/graph.js"
+import type { Tensor } from "../ast/graph/tensor.js"
+import { cArtifact } from "../device/c.js"
+import type { Program } from "../device/executor.js"
+import { ensureFolderSync, readModel, writeFilesAtomicSync } from "../device/files.js"
+import { emitCProgram, emitJs, type TuningReport } from "../pipeline.js"
+import { attempt, UsageError } from "./errors.js"
+import { parseDims, planInputs, splitAssignment } from "./inputs.js"
+import { compileFor, parseOptLevel, parseTarget, readTuned, targetSettings, tuningLines, type CliTarget, type TargetSettings } from "./targets.js"
+
+export const COMPILE_TARGETS: readonly CliTarget[] = ["js", "c", "wasm"]
+
+export interface CompileOptions {
+  readonly model: string
+  readonly target: string
+  readonly out: string
+  readonly tuned?: string
+  readonly optLevel: number
+  readonly threads: number
+  readonly shapes: readonly string[]
+  /** Where the tuning report and the log's warnings go (stderr). */
+  readonly log: (line: string) => Effect.Effect<void>
+}
+
+const ALIGN = 64
+
+/** The storage bytes of a tensor (little-endian, as the typed array holds it). */
+const bytesOf = (t: Tensor): Uint8Array => new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength)
+
+/** The constants as one binary and their index (name, dtype, storage, shape, offset, bytes). */
+export const packConstants = (graph: Graph): { bin: Uint8Array; index: object[] } => {
+  const index: object[] = []
+  let size = 0
+  const entries = [...graph.initializers]
+  for (const [, t] of entries) size = Math.ceil(size / ALIGN) * ALIGN + t.data.byteLength
+  const bin = new Uint8Array(size)
+  let off = 0
+  for (const [name, t] of entries) {
+    off = Math.ceil(off / ALIGN) * ALIGN
+    bin.set(bytesOf(t), off)
+    index.push({ name, dtype: t.dtype, storage: t.data.constructor.name, shape: t.shape, offset: off, bytes: t.data.byteLength })
+    off += t.data.byteLength
+  }
+  return { bin, index }
+}
+
+const typeOf = (g: Graph, v: string) => {
+  const t = g.valueTypes.get(v)
+  return t ? { dtype: t.dtype, shape: t.shape } : {}
+}
+
+/** manifest.json: everything a loader needs besides the code and the constants. */
+export const manifest = (model: string, settings: TargetSettings, optLevel: number, program: Program, files: object, constants: object[], tuning?: TuningReport): object => {
+  const g = program.graph
+  const inputs = new Set(g.inputs.map((i) => i.name))
+  const outputs = new Set(g.outputs.map((o) => o.name))
+  const storage = new Map(program.memory.values.map((v) => [v.value, v.storage] as const))
+  const where = (v: string) =>
+    inputs.has(v) ? "input" : outputs.has(v) ? "output" : g.initializers.has(v) ? "constant" : storage.has(v) ? `block ${storage.get(v)}` : "temporary"
+  const groups = program.fused.groups
+  return {
+    format: "tessera-artifact/1",
+    model: path.basename(model),
+    target: { kind: settings.kind, vectorLanes: settings.vectorLanes, cores: settings.cores },
+    optLevel,
+    files,
+    inputs: g.inputs.map((i) => ({ name: i.name, ...typeOf(g, i.name) })),
+    outputs: g.outputs.map((o) => ({ name: o.name, ...typeOf(g, o.name) })),
+    kernels: program.kernels.map((k) =>
+      k.kind === "compiled"
+        ? { name: k.name, group: k.group, kind: "compiled", ops: groups[k.group]?.ops ?? [], args: k.args.map((a) => ({ value: a, ...typeOf(g, a), storage: where(a) })), outputs: k.outputs }
+        : { name: k.name, group: k.group, kind: "fallback", ops: k.nodes.map((n) => n.op), nodes: k.nodes.map((n) => n.name), reason: k.reason },
+    ),
+    fallback: program.kernels.flatMap((k) => (k.kind === "fallback" ? [{ group: k.group, ops: k.nodes.map((n) => n.op), reason: k.reason }] : [])),
+    memory: {
+      plannedBytes: program.memory.plannedBytes,
+      naiveBytes: program.memory.naiveBytes,
+      storages: program.memory.storages,
+      values: program.memory.values,
+    },
+    constants: { file: "constants.bin", byteOrder: "little-endian", alignment: ALIGN, tensors: constants },
+    ...(tuning ? { tuning } : {}),
+  }
+}
+
+/** The artifact's files (name → bytes), in a fixed order. */
+export const artifactFiles = (model: string, settings: TargetSettings, optLevel: number, program: Program, tuning?: TuningReport): Map<string, Uint8Array> => {
+  const enc = new TextEncoder()
+  const code = new Map<string, string>()
+  let files: object
+  if (settings.kind === "js") {
+    code.set("model.js", emitJs(program))
+    files = { module: "model.js", constants: "constants.bin" }
+  } else {
+    for (const [name, text] of cArtifact(emitCProgram(program))) code.set(name, text)
+    files = { source: "tessera_kernels.c", header: "tessera_kernels.h", makefile: "Makefile", library: "libtessera_kernels.so", constants: "constants.bin" }
+  }
+  const { bin, index } = packConstants(program.graph)
+  const out = new Map<string, Uint8Array>()
+  for (const [name, text] of code) out.set(name, enc.encode(text))
+  out.set("constants.bin", bin)
+  out.set("manifest.json", enc.encode(`${JSON.stringify(manifest(model, settings, optLevel, program, files, index, tuning), null, 2)}\n`))
+  return out
+}
+
+/** `--shape NAME=DIMS` flags as a map; the model's inputs bound from them (static shapes). */
+export const boundShapes = (graph: Graph, specs: readonly string[]) =>
+  attempt(() => {
+    const shapes = new Map<string, number[]>()
+    for (const spec of specs) {
+      const { name, value } = splitAssignment(spec, "--shape")
+      shapes.set(name, parseDims(value, "--shape"))
+    }
+    return new Map(planInputs(graph, new Map(), shapes).map((p) => [p.name, p.shape] as const))
+  })
+
+export const compileCommand = Effect.fn("cli.compile")(function* (o: CompileOptions) {
+  const kind = yield* parseTarget(o.target, COMPILE_TARGETS)
+  const optLevel = yield* parseOptLevel(o.optLevel)
+  if (o.threads < 1) return yield* new UsageError({ flag: "--threads", reason: `${o.threads} is not a thread count (1 or more)` })
+  const settings = targetSettings(kind, o.threads)
+  const graph = yield* readModel(o.model)
+  const shapes = yield* boundShapes(graph, o.shapes)
+  const tuned = o.tuned !== undefined ? yield* readTuned(o.tuned, settings) : undefined
+  if (tuned) for (const w of tuned.warnings) yield* o.log(`tessera compile: ${o.tuned}: ${w}`)
+  const compiled = yield* compileFor(graph, { settings, optLevel, shapes, trace: false, ...(tuned ? { tuned: tuned.best } : {}) })
+  const program = compiled.program!
+  if (tuned && o.tuned !== undefined) for (const line of tuningLines(o.tuned, tuned, program.tuning)) yield* o.log(line)
+  const files = artifactFiles(o.model, settings, optLevel, program, tuned ? program.tuning : undefined)
+  yield* attempt(() => {
+    ensureFolderSync(o.out)
+    writeFilesAtomicSync([...files].map(([name, bytes]) => ({ path: path.join(o.out, name), bytes })))
+  })
+  const compiledKernels = program.kernels.filter((k) => k.kind === "compiled").length
+  return {
+    model: o.model,
+    target: kind,
+    out: o.out,
+    files: [...files.keys()],
+    bytes: [...files.values()].reduce((s, b) => s + b.length, 0),
+    kernels: { compiled: compiledKernels, fallback: program.kernels.length - compiledKernels },
+    ...(tuned ? { tuning: program.tuning } : {}),
+  }
+})

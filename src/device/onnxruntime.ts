@@ -1,0 +1,85 @@
+// onnxruntime-node as a reference device: loaded when installed (an optional dependency), a
+// session over model bytes with a chosen thread count, its outputs as Tensors and its median
+// latency after a warm-up. Used beside Tessera's own targets by `tessera bench` and `tessera demo`.
+import { Effect } from "effect"
+import type { DType } from "../ast/graph/dtype.js"
+import type { Tensor } from "../ast/graph/tensor.js"
+
+type Ort = typeof import("onnxruntime-node")
+
+/** onnxruntime-node, or the reason it cannot be used (a line to print). */
+export const loadOrt = (): Effect.Effect<Ort | string> =>
+  Effect.promise(() =>
+    import("onnxruntime-node").then(
+      (m) => m as Ort,
+      (e: unknown) => `onnxruntime-node is not available (${e instanceof Error ? e.message.split("\n")[0] : String(e)}); install it with 'npm install onnxruntime-node' to compare`,
+    ),
+  )
+
+/** Our dtypes that onnxruntime takes as the same typed array. */
+const ORT_TYPES: { readonly [D in DType]?: string } = {
+  float32: "float32",
+  float64: "float64",
+  int8: "int8",
+  int16: "int16",
+  int32: "int32",
+  uint8: "uint8",
+  uint16: "uint16",
+  uint32: "uint32",
+  bool: "bool",
+}
+
+const toOrtTensor = (ort: Ort, t: Tensor) => {
+  if (t.dtype === "int64") return new ort.Tensor("int64", BigInt64Array.from(t.data, (x) => BigInt(x)), t.shape)
+  const type = ORT_TYPES[t.dtype]
+  if (!type) throw new Error(`cannot hand ${t.dtype} tensors to onnxruntime`)
+  return new ort.Tensor(type as "float32", t.data as Float32Array, t.shape)
+}
+
+export const median = (xs: readonly number[]): number => {
+  const s = [...xs].sort((a, b) => a - b)
+  return s.length === 0 ? NaN : s.length % 2 ? s[(s.length - 1) >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2
+}
+
+export interface OrtResult {
+  /** The graph's outputs by name, as float64 numbers (enough to compare). */
+  readonly outputs: ReadonlyMap<string, { readonly data: Float64Array; readonly shape: readonly number[] }>
+  /** Median of `runs` timed runs after one warm-up (ms); NaN when runs is 0. */
+  readonly ms: number
+  readonly runs: number
+}
+
+export interface OrtOptions {
+  /** intraOpNumThreads (0: onnxruntime's default). */
+  readonly threads: number
+  /** Timed runs after the warm-up. */
+  readonly runs: number
+}
+
+/** Runs the model in onnxruntime: its outputs and median time, or the reason it could not. */
+export const runOrt = (ort: Ort, bytes: Uint8Array, feeds: ReadonlyMap<string, Tensor>, o: OrtOptions): Effect.Effect<OrtResult | string> =>
+  Effect.tryPromise({
+    catch: (e) => `onnxruntime failed: ${e instanceof Error ? e.message.split("\n")[0] : String(e)}`,
+    try: async () => {
+      const session = await ort.InferenceSession.create(bytes, {
+        graphOptimizationLevel: "all",
+        ...(o.threads > 0 ? { intraOpNumThreads: o.threads, interOpNumThreads: 1 } : {}),
+      })
+      try {
+        const ortFeeds = Object.fromEntries([...feeds].map(([k, t]) => [k, toOrtTensor(ort, t)]))
+        let out = await session.run(ortFeeds) // the warm-up
+        const times: number[] = []
+        for (let i = 0; i < o.runs; i++) {
+          const t0 = performance.now()
+          out = await session.run(ortFeeds)
+          times.push(performance.now() - t0)
+        }
+        const outputs = new Map(
+          Object.entries(out).map(([name, t]) => [name, { data: Float64Array.from(t.data as ArrayLike<number | bigint>, Number), shape: [...t.dims] }] as const),
+        )
+        return { outputs, ms: median(times), runs: o.runs }
+      } finally {
+        await session.release()
+      }
+    },
+  }).pipe(Effect.catch((reason) => Effect.succeed(reason)))
