@@ -147,6 +147,7 @@ describe("Clip", () => {
     expect(toNumbers(run("Clip", [t("int32", [-5, 5, 50]), undefined, t("int32", [10], [])], {}, 13))).toEqual([-5, 5, 10])
     // min > max: everything becomes max
     expect(toNumbers(run("Clip", [t("int64", [-5, 5]), t("int64", [3], []), t("int64", [1], [])], {}, 13))).toEqual([1, 1])
+    expect(toNumbers(run("Clip", [t("float32", [-5, 5, NaN]), t("float32", [3], []), t("float32", [1], [])], {}, 13))).toEqual([1, 1, NaN])
   })
 })
 
@@ -190,6 +191,9 @@ describe("the broadcasting zip", () => {
       for (let i = 0; i < want.length; i++) want[i] = a.data[ia[i]] * 1000 + b.data[ib[i]]
       expect(got.shape).toEqual(shape)
       expect(toNumbers(got)).toEqual(toNumbers(fromArray("float64", shape, want)))
+      // the same through Sub's written-out run
+      for (let i = 0; i < want.length; i++) want[i] = a.data[ia[i]] - b.data[ib[i]]
+      expect(toNumbers(run("Sub", [a, b]))).toEqual(toNumbers(fromArray("float64", shape, want)))
     }
   })
 })

@@ -3,7 +3,7 @@
 import { A, attrs } from "../attrs.js"
 import { check, defineOp, type AnyOpDef, type Dim } from "../op.js"
 import { showShape } from "../tensor.js"
-import { mapBinary, unary, unaryOp, type Scalar1 } from "./elementwise-kernels.js"
+import { fast1, mapBinary, unary, unaryOp, type Run1, type Scalar1 } from "./elementwise-kernels.js"
 import { erf } from "./elementwise-math.js"
 import { inputType, req } from "./util.js"
 
@@ -16,6 +16,27 @@ const sigmoid: Scalar1 = (x) => {
 const softplus: Scalar1 = (x) => (x > 0 ? x + Math.log1p(Math.exp(-x)) : Math.log1p(Math.exp(x)))
 
 const SQRT_2_OVER_PI = Math.sqrt(2 / Math.PI)
+const relu: Scalar1 = (x) => (x > 0 ? x : x === x ? 0 : x) // NaN stays NaN
+const geluErf: Scalar1 = (x) => 0.5 * x * (1 + erf(x / Math.SQRT2))
+const geluTanh: Scalar1 = (x) => 0.5 * x * (1 + Math.tanh(SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
+const hardSwish: Scalar1 = (x) => x * Math.max(0, Math.min(1, x / 6 + 0.5))
+
+// the hot ones written out as runs (see Run1)
+const RELU: Run1 = (out, x, n) => {
+  for (let i = 0; i < n; i++) out[i] = relu(x[i])
+}
+const SIGMOID: Run1 = (out, x, n) => {
+  for (let i = 0; i < n; i++) out[i] = sigmoid(x[i])
+}
+const GELU_ERF: Run1 = (out, x, n) => {
+  for (let i = 0; i < n; i++) out[i] = geluErf(x[i])
+}
+const GELU_TANH: Run1 = (out, x, n) => {
+  for (let i = 0; i < n; i++) out[i] = geluTanh(x[i])
+}
+const HARD_SWISH: Run1 = (out, x, n) => {
+  for (let i = 0; i < n; i++) out[i] = hardSwish(x[i])
+}
 
 /**
  * PRelu's slope shape lined up with X. From opset 7 the slope broadcasts unidirectionally (NumPy,
@@ -33,8 +54,16 @@ const slopeShape = <D extends Dim>(x: readonly D[], slope: readonly D[], opset: 
 }
 
 export const activationOps = {
-  Relu: unary((x) => (x > 0 ? x : x === x ? 0 : x)),
-  LeakyRelu: unaryOp({ attrs: attrs({ alpha: A.float(0.01) }), fn: ({ alpha }) => (x) => (x >= 0 ? x : alpha * x) }),
+  Relu: unary(relu, { run: RELU }),
+  LeakyRelu: unaryOp({
+    attrs: attrs({ alpha: A.float(0.01) }),
+    fn: ({ alpha }, dtype) => {
+      const run: Run1 = (out, x, n) => {
+        for (let i = 0; i < n; i++) out[i] = x[i] >= 0 ? x[i] : alpha * x[i]
+      }
+      return fast1(dtype, run, (x) => (x >= 0 ? x : alpha * x))
+    },
+  }),
   PRelu: defineOp({
     attrs: attrs({}),
     inputs: [2, 2],
@@ -63,17 +92,14 @@ export const activationOps = {
   }),
   Gelu: unaryOp({
     attrs: attrs({ approximate: A.oneOf(["none", "tanh"], "none") }),
-    fn: ({ approximate }) =>
-      approximate === "tanh"
-        ? (x) => 0.5 * x * (1 + Math.tanh(SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
-        : (x) => 0.5 * x * (1 + erf(x / Math.SQRT2)),
+    fn: ({ approximate }, dtype) => (approximate === "tanh" ? fast1(dtype, GELU_TANH, geluTanh) : fast1(dtype, GELU_ERF, geluErf)),
   }),
   HardSigmoid: unaryOp({
     attrs: attrs({ alpha: A.float(0.2), beta: A.float(0.5) }),
     fn: ({ alpha, beta }) => (x) => Math.max(0, Math.min(1, alpha * x + beta)),
   }),
-  HardSwish: unary((x) => x * Math.max(0, Math.min(1, x / 6 + 0.5))),
-  Sigmoid: unary(sigmoid),
+  HardSwish: unary(hardSwish, { run: HARD_SWISH }),
+  Sigmoid: unary(sigmoid, { run: SIGMOID }),
   Softplus: unary(softplus),
   Softsign: unary((x) => x / (1 + Math.abs(x))),
   Mish: unary((x) => x * Math.tanh(softplus(x))),

@@ -10,8 +10,11 @@ import {
   binaryOp,
   broadcastOrFail,
   exact64,
+  fast2,
   foldBroadcast,
   is64,
+  type Binary,
+  type Run2,
   type Scalar1,
   type Scalar2,
 } from "./elementwise-kernels.js"
@@ -24,15 +27,37 @@ const noAttrs = binaryAttrs({})
 const plus: Scalar2 = (x, y) => x + y
 const minus: Scalar2 = (x, y) => x - y
 const times: Scalar2 = (x, y) => x * y
+const over: Scalar2 = (x, y) => x / y
 
-const add = (d: DType): Scalar2 => (is64(d) ? exact64(plus, (x, y) => x + y, d) : plus)
-const sub = (d: DType): Scalar2 => (is64(d) ? exact64(minus, (x, y) => x - y, d) : minus)
-const mul = (d: DType): Scalar2 =>
-  is64(d) ? exact64(times, (x, y) => x * y, d) : d === "int32" || d === "uint32" ? Math.imul : times
+// the hot ones written out as runs (see Run2)
+const ADD: Run2 = (out, o, a, ai, sa, b, bi, sb, n) => {
+  for (let j = 0; j < n; j++) out[o + j] = a[ai + j * sa] + b[bi + j * sb]
+}
+const SUB: Run2 = (out, o, a, ai, sa, b, bi, sb, n) => {
+  for (let j = 0; j < n; j++) out[o + j] = a[ai + j * sa] - b[bi + j * sb]
+}
+const MUL: Run2 = (out, o, a, ai, sa, b, bi, sb, n) => {
+  for (let j = 0; j < n; j++) out[o + j] = a[ai + j * sa] * b[bi + j * sb]
+}
+const DIV: Run2 = (out, o, a, ai, sa, b, bi, sb, n) => {
+  for (let j = 0; j < n; j++) out[o + j] = a[ai + j * sa] / b[bi + j * sb]
+}
+const MAX: Run2 = (out, o, a, ai, sa, b, bi, sb, n) => {
+  for (let j = 0; j < n; j++) out[o + j] = Math.max(a[ai + j * sa], b[bi + j * sb])
+}
+const MIN: Run2 = (out, o, a, ai, sa, b, bi, sb, n) => {
+  for (let j = 0; j < n; j++) out[o + j] = Math.min(a[ai + j * sa], b[bi + j * sb])
+}
+
+// sums and differences of two values up to 2^32 are exact in a double, and the store wraps them
+const add = (d: DType): Binary => (is64(d) ? exact64(plus, (x, y) => x + y, d) : fast2(d, ADD, plus))
+const sub = (d: DType): Binary => (is64(d) ? exact64(minus, (x, y) => x - y, d) : fast2(d, SUB, minus))
+const mul = (d: DType): Binary =>
+  is64(d) ? exact64(times, (x, y) => x * y, d) : d === "int32" || d === "uint32" ? Math.imul : fast2(d, MUL, times)
 
 /** Integer division truncates toward zero (C); x/y in float64 is exact enough for |x| < 2^53. */
-const div = (d: DType): Scalar2 =>
-  isInteger(d) ? (x, y) => (y === 0 ? fail("integer division by zero") : Math.trunc(x / y)) : (x, y) => x / y
+const div = (d: DType): Binary =>
+  isInteger(d) ? (x, y) => (y === 0 ? fail("integer division by zero") : Math.trunc(x / y)) : fast2(d, DIV, over)
 
 /** fmod=1: C's fmod (sign of the dividend); fmod=0 (integers only): the sign of the divisor. */
 const mod = (fmod: number, d: DType): Scalar2 => {
@@ -117,7 +142,7 @@ const shift = (left: boolean, d: DType): Scalar2 => {
 // --- variadic and Where ------------------------------------------------------------------------
 
 /** Max / Min / Sum / Mean of one or more inputs under NumPy broadcasting (NaN propagates). */
-const variadic = (f: Scalar2, finish?: (count: number) => Scalar1) =>
+const variadic = (run: Run2, finish?: (count: number) => Scalar1) =>
   defineOp({
     attrs: attrs({}),
     inputs: [1, Infinity],
@@ -128,7 +153,7 @@ const variadic = (f: Scalar2, finish?: (count: number) => Scalar1) =>
       const xs = ctx.inputs.filter((t): t is Tensor => t !== undefined)
       check(xs.length > 0, "needs at least one input")
       check(xs.every((t) => t.dtype === xs[0].dtype), () => `inputs have different types: ${xs.map((t) => t.dtype).join(", ")}`)
-      return [foldBroadcast(xs, f, xs[0].dtype, finish?.(xs.length))]
+      return [foldBroadcast(xs, { run }, xs[0].dtype, finish?.(xs.length))]
     },
   })
 
@@ -167,10 +192,10 @@ export const binaryOps = {
   // the exponent may have another numeric type; the result has the base's
   Pow: binaryOp({ attrs: noAttrs, mixed: true, fn: (_, d) => pow(d) }),
   Mod: binaryOp({ attrs: binaryAttrs({ fmod: A.int(0) }), fn: (a, d) => mod(a.fmod, d) }),
-  Max: variadic((x, y) => Math.max(x, y)),
-  Min: variadic((x, y) => Math.min(x, y)),
-  Sum: variadic(plus),
-  Mean: variadic(plus, (count) => (v) => v / count),
+  Max: variadic(MAX),
+  Min: variadic(MIN),
+  Sum: variadic(ADD),
+  Mean: variadic(ADD, (count) => (v) => v / count),
   Equal: binaryOp({ attrs: noAttrs, out: "bool", fn: () => (x, y) => bool(x === y) }),
   Greater: binaryOp({ attrs: noAttrs, out: "bool", fn: () => (x, y) => bool(x > y) }),
   GreaterOrEqual: binaryOp({ attrs: noAttrs, out: "bool", fn: () => (x, y) => bool(x >= y) }),

@@ -4,6 +4,7 @@
 import * as t from "io-ts"
 import { A, attrs } from "../attrs.js"
 import {
+  allocate,
   bf16BitsToNumber,
   f16BitsToNumber,
   numberToBF16Bits,
@@ -13,10 +14,11 @@ import {
   roundBF16,
   roundF16,
   type DType,
+  type TypedArray,
 } from "../dtype.js"
 import { check, defineOp, fail, unsupported, type AnyOpDef } from "../op.js"
-import type { Tensor } from "../tensor.js"
-import { mapUnary, type Scalar1 } from "./elementwise-kernels.js"
+import { tensor, type Tensor } from "../tensor.js"
+import { fast1, is64, mapUnary, storeOf, type Scalar1 } from "./elementwise-kernels.js"
 import { inputType, req } from "./util.js"
 
 // --- Cast --------------------------------------------------------------------------------------
@@ -64,8 +66,14 @@ const toBF16 = roundNarrowOnce(roundBF16, numberToBF16Bits, bf16BitsToNumber, (2
 /** ONNX Cast: floats round to nearest even, integers truncate toward zero and wrap, bool is x ≠ 0 (NaN too). */
 export const castTensor = (x: Tensor, to: DType): Tensor => {
   if (x.dtype === to) return x
-  const f: Scalar1 = to === "float16" ? toF16 : to === "bfloat16" ? toBF16 : (v) => v
-  return mapUnary(x, f, to) // the store does the rest (see storeOf)
+  // values exact in float32 reach float16/bfloat16 with one rounding (the evaluator's)
+  const wide = x.dtype === "float64" || x.dtype === "int32" || x.dtype === "uint32" || is64(x.dtype)
+  const narrow: Scalar1 | undefined = !wide ? undefined : to === "float16" ? toF16 : to === "bfloat16" ? toBF16 : undefined
+  if (narrow) return mapUnary(x, narrow, to)
+  if (storeOf(to)) return mapUnary(x, (v) => v, to) // int64, uint64, bool: see storeOf
+  const out = allocate(to, x.data.length)
+  out.set(x.data) // converts as element stores do: round to float32, truncate and wrap integers
+  return tensor(to, x.shape, out)
 }
 
 // `saturate` only concerns float8 targets, which are unsupported
@@ -128,14 +136,20 @@ export const convertOps = {
     kind: "broadcast",
     infer: (ctx) => [inputType(ctx, 0)],
     kernel: (ctx) => {
+      const x = req(ctx.inputs, 0)
       const [lo, hi] = clipBounds(ctx.opset, ctx.attrs, ctx.inputs)
       // min(max(x, lo), hi): all hi when lo > hi; NaN stays NaN
-      return [
-        mapUnary(req(ctx.inputs, 0), (v) => {
-          const u = v < lo ? lo : v
-          return u > hi ? hi : u
-        }),
-      ]
+      const clip = (v: number) => {
+        const u = v < lo ? lo : v
+        return u > hi ? hi : u
+      }
+      const run = (out: TypedArray, src: ArrayLike<number>, n: number) => {
+        for (let i = 0; i < n; i++) {
+          const u = src[i] < lo ? lo : src[i]
+          out[i] = u > hi ? hi : u
+        }
+      }
+      return [mapUnary(x, fast1(x.dtype, run, clip))]
     },
   }),
   Identity: defineOp({

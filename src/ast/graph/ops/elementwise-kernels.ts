@@ -52,23 +52,54 @@ export const exact64 = (f: Scalar2, big: (x: bigint, y: bigint) => bigint, dtype
 
 // ---------------------------------------------------------------------------------------------
 // Kernels
+//
+// An op gives its scalar function, or a loop written out for it (a "run"). Calling a closure per
+// element from one shared loop is slow in V8: the call site sees every op, so nothing is inlined
+// and every double crosses the call boxed. An op's own loop literal keeps its arithmetic inline,
+// several times faster; the hot ops (Add, Mul, Relu, Sigmoid...) give one. A run stores raw values,
+// so it serves only dtypes that `storeOf` leaves alone; the op builders pick it only for those.
+
+/** out[i] = f(x[i]) for i < n. */
+export type Run1 = (out: TypedArray, x: ArrayLike<number>, n: number) => void
+/** out[o + j] = f(a[ai + j·sa], b[bi + j·sb]) for j < n, with sa, sb ∈ {0, 1}: one run of a broadcasting zip. */
+export type Run2 = (out: TypedArray, o: number, a: ArrayLike<number>, ai: number, sa: number, b: ArrayLike<number>, bi: number, sb: number, n: number) => void
+
+export type Unary = Scalar1 | { readonly run: Run1 }
+export type Binary = Scalar2 | { readonly run: Run2 }
+
+const run1Of = (f: Scalar1): Run1 => (out, x, n) => {
+  for (let i = 0; i < n; i++) out[i] = f(x[i])
+}
+const run2Of = (f: Scalar2): Run2 => (out, o, a, ai, sa, b, bi, sb, n) => {
+  for (let j = 0; j < n; j++) out[o + j] = f(a[ai + j * sa], b[bi + j * sb])
+}
+
+const unaryRun = (op: Unary, dtype: DType): Run1 => {
+  const s = storeOf(dtype)
+  if (typeof op !== "function") return s ? fail(`internal: a raw run cannot store ${dtype}`) : op.run
+  return run1Of(s ? (x) => s(op(x)) : op)
+}
+const binaryRun = (op: Binary, dtype: DType): Run2 => {
+  const s = storeOf(dtype)
+  if (typeof op !== "function") return s ? fail(`internal: a raw run cannot store ${dtype}`) : op.run
+  return run2Of(s ? (x, y) => s(op(x, y)) : op)
+}
+
+/** The op's run where `dtype` needs no store conversion, else its scalar function. */
+export const fast1 = (dtype: DType, run: Run1, f: Scalar1): Unary => (storeOf(dtype) ? f : { run })
+export const fast2 = (dtype: DType, run: Run2, f: Scalar2): Binary => (storeOf(dtype) ? f : { run })
 
 /** out[i] = f(x[i]), stored in `dtype` (default: the input's). */
-export const mapUnary = (x: Tensor, f: Scalar1, dtype: DType = x.dtype): Tensor => {
-  const src = x.data
-  const n = src.length
-  const out = allocate(dtype, n)
-  const s = storeOf(dtype)
-  if (s) for (let i = 0; i < n; i++) out[i] = s(f(src[i]))
-  else for (let i = 0; i < n; i++) out[i] = f(src[i])
+export const mapUnary = (x: Tensor, op: Unary, dtype: DType = x.dtype): Tensor => {
+  const out = allocate(dtype, x.data.length)
+  unaryRun(op, dtype)(out, x.data, x.data.length)
   return tensor(dtype, x.shape, out)
 }
 
 /**
- * out[i] = f(a[ia(i)], b[ib(i)]) over `shape` (both operands broadcast to it). The trailing run
- * of dims where each operand is either whole or broadcast is one contiguous inner loop, so equal
- * shapes, scalars and per-channel operands ([C,1,1] against [N,C,H,W]) need no index maps; only
- * the outer dims go through broadcastIndex.
+ * Writes op(a, b) over `shape` (both operands broadcast to it) into `out`. The trailing dims where
+ * each operand is either whole or broadcast form one run (equal shapes, a scalar, a per-channel
+ * [C,1,1] against [N,C,H,W], a row...); only the outer dims go through broadcastIndex.
  */
 export const zipInto = (
   out: TypedArray,
@@ -77,85 +108,66 @@ export const zipInto = (
   bd: ArrayLike<number>,
   bShape: readonly number[],
   shape: readonly number[],
-  f: Scalar2,
+  run: Run2,
 ): void => {
-  const n = sizeOf(shape)
-  if (n === 0) return
+  if (sizeOf(shape) === 0) return
   const r = shape.length
-  const dimA = (d: number) => (d - (r - aShape.length) >= 0 ? aShape[d - (r - aShape.length)] : 1)
-  const dimB = (d: number) => (d - (r - bShape.length) >= 0 ? bShape[d - (r - bShape.length)] : 1)
-  // the inner run: trailing dims sharing one (a whole?, b whole?) pattern; size-1 dims fit any
+  const dimA = (d: number) => (d >= r - aShape.length ? aShape[d - (r - aShape.length)] : 1)
+  const dimB = (d: number) => (d >= r - bShape.length ? bShape[d - (r - bShape.length)] : 1)
+  // the run: trailing dims sharing one (a whole?, b whole?) pattern; size-1 dims fit any
   let k = r
   let wa = true
   let wb = true
   let fixed = false
   let inner = 1
-  while (k > 0) {
+  for (; k > 0; k--) {
     const d = k - 1
     if (shape[d] !== 1) {
       const pa = dimA(d) === shape[d]
       const pb = dimB(d) === shape[d]
-      if (!fixed) {
-        wa = pa
-        wb = pb
-        fixed = true
-      } else if (pa !== wa || pb !== wb) break
+      if (!fixed) [wa, wb, fixed] = [pa, pb, true]
+      else if (pa !== wa || pb !== wb) break
     }
     inner *= shape[d]
-    k--
   }
   const outer = shape.slice(0, k)
   const ia = broadcastIndex(Array.from({ length: k }, (_, d) => dimA(d)), outer)
   const ib = broadcastIndex(Array.from({ length: k }, (_, d) => dimB(d)), outer)
-  const aInner = wa ? inner : 1
-  const bInner = wb ? inner : 1
-  for (let o = 0, base = 0; o < ia.length; o++, base += inner) {
-    const ao = ia[o] * aInner
-    const bo = ib[o] * bInner
-    if (wa && wb) for (let j = 0; j < inner; j++) out[base + j] = f(ad[ao + j], bd[bo + j])
-    else if (wa) {
-      const y = bd[bo]
-      for (let j = 0; j < inner; j++) out[base + j] = f(ad[ao + j], y)
-    } else if (wb) {
-      const x = ad[ao]
-      for (let j = 0; j < inner; j++) out[base + j] = f(x, bd[bo + j])
-    } else {
-      const v = f(ad[ao], bd[bo])
-      for (let j = 0; j < inner; j++) out[base + j] = v
-    }
-  }
-}
-
-const withStore = (f: Scalar2, dtype: DType): Scalar2 => {
-  const s = storeOf(dtype)
-  return s ? (x, y) => s(f(x, y)) : f
+  const [aStep, sa] = wa ? [inner, 1] : [1, 0]
+  const [bStep, sb] = wb ? [inner, 1] : [1, 0]
+  for (let o = 0; o < ia.length; o++) run(out, o * inner, ad, ia[o] * aStep, sa, bd, ib[o] * bStep, sb, inner)
 }
 
 export const broadcastOrFail = (a: readonly number[], b: readonly number[]): number[] =>
   broadcastShapes(a, b) ?? fail(`shapes ${showShape(a)} and ${showShape(b)} do not broadcast`)
 
-/** out = f(a, b) with NumPy broadcasting (b's shape may be given re-aligned), stored in `dtype`. */
-export const mapBinary = (a: Tensor, b: Tensor, f: Scalar2, dtype: DType, bShape: readonly number[] = b.shape): Tensor => {
+/** out = op(a, b) with NumPy broadcasting (b's shape may be given re-aligned), stored in `dtype`. */
+export const mapBinary = (a: Tensor, b: Tensor, op: Binary, dtype: DType, bShape: readonly number[] = b.shape): Tensor => {
   const shape = broadcastOrFail(a.shape, bShape)
   const out = allocate(dtype, sizeOf(shape))
-  zipInto(out, a.data, a.shape, b.data, bShape, shape, withStore(f, dtype))
+  zipInto(out, a.data, a.shape, b.data, bShape, shape, binaryRun(op, dtype))
   return tensor(dtype, shape, out)
 }
 
+const copyRun: Run2 = (out, o, a, ai, sa, _b, _bi, _sb, n) => {
+  for (let j = 0; j < n; j++) out[o + j] = a[ai + j * sa]
+}
+
 /**
- * Folds any number of inputs with `f` under NumPy broadcasting, in a float64 accumulator, then
- * stores `finish(acc)` in `dtype`.
+ * Folds any number of inputs with `op` under NumPy broadcasting in a float64 accumulator (so `op`
+ * may always be a run), then stores `finish(acc)` in `dtype`.
  */
-export const foldBroadcast = (xs: readonly Tensor[], f: Scalar2, dtype: DType, finish?: Scalar1): Tensor => {
+export const foldBroadcast = (xs: readonly Tensor[], op: Binary, dtype: DType, finish?: Scalar1): Tensor => {
   const shape = xs.map((t) => t.shape).reduce<readonly number[]>((s, t) => broadcastOrFail(s, t), [])
   const n = sizeOf(shape)
   const acc = new Float64Array(n)
-  zipInto(acc, xs[0].data, xs[0].shape, xs[0].data, [], shape, (x) => x)
-  for (let k = 1; k < xs.length; k++) zipInto(acc, acc, shape, xs[k].data, xs[k].shape, shape, f)
+  if (xs[0].data.length === n) acc.set(xs[0].data)
+  else zipInto(acc, xs[0].data, xs[0].shape, xs[0].data, [], shape, copyRun)
+  const run = binaryRun(op, "float64")
+  for (let k = 1; k < xs.length; k++) zipInto(acc, acc, shape, xs[k].data, xs[k].shape, shape, run)
   const out = allocate(dtype, n)
-  const s = storeOf(dtype)
-  const g: Scalar1 = finish && s ? (v) => s(finish(v)) : (finish ?? s ?? ((v) => v))
-  for (let i = 0; i < n; i++) out[i] = g(acc[i])
+  if (!finish && !storeOf(dtype)) out.set(acc) // converts as element stores do
+  else unaryRun(finish ?? ((v) => v), dtype)(out, acc, n)
   return tensor(dtype, shape, out)
 }
 
@@ -181,10 +193,10 @@ export const alignLegacy = <D extends Dim>(a: readonly D[], b: readonly D[], at:
 // ---------------------------------------------------------------------------------------------
 // Op builders
 
-/** A unary op; `fn` picks the scalar function from the attributes and the input dtype. */
+/** A unary op; `fn` picks the scalar function (or run) from the attributes and the input dtype. */
 export const unaryOp = <At>(spec: {
   readonly attrs: AttrCodec<At>
-  readonly fn: (attrs: At, dtype: DType) => Scalar1
+  readonly fn: (attrs: At, dtype: DType) => Unary
   /** Output dtype (default: the input's). */
   readonly out?: DType
   /** The input dtypes the op takes (others are invalid input). */
@@ -206,9 +218,11 @@ export const unaryOp = <At>(spec: {
     },
   })
 
-/** A unary op without attributes. */
-export const unary = (f: Scalar1, opts: { out?: DType; accepts?: (dtype: DType) => boolean } = {}) =>
-  unaryOp({ attrs: attrs({}), fn: () => f, ...opts })
+/** A unary op without attributes; `run`, when given, is `f` written out as a loop (see Run1). */
+export const unary = (f: Scalar1, opts: { out?: DType; accepts?: (dtype: DType) => boolean; run?: Run1 } = {}) => {
+  const { run, ...rest } = opts
+  return unaryOp({ attrs: attrs({}), fn: (_, dtype) => (run ? fast1(opts.out ?? dtype, run, f) : f), ...rest })
+}
 
 /** Output type of a binary op under (legacy or NumPy) broadcasting. */
 export const inferBinary =
@@ -220,12 +234,12 @@ export const inferBinary =
   }
 
 /**
- * A broadcasting binary op; `fn` picks the scalar function from the attributes and the dtype of
- * input A. Inputs must share one dtype unless `mixed`; the output has A's dtype unless `out`.
+ * A broadcasting binary op; `fn` picks the scalar function (or run) from the attributes and the
+ * dtype of input A. Inputs must share one dtype unless `mixed`; the output has A's dtype unless `out`.
  */
 export const binaryOp = <At extends LegacyBroadcast>(spec: {
   readonly attrs: AttrCodec<At>
-  readonly fn: (attrs: At, dtype: DType) => Scalar2
+  readonly fn: (attrs: At, dtype: DType) => Binary
   readonly out?: DType
   readonly mixed?: boolean
   readonly accepts?: (dtype: DType) => boolean

@@ -3,7 +3,7 @@
 import { A, attrs } from "../attrs.js"
 import { isInteger, type DType } from "../dtype.js"
 import type { AnyOpDef } from "../op.js"
-import { unary, unaryOp, type Scalar1 } from "./elementwise-kernels.js"
+import { unary, unaryOp, type Run1, type Scalar1 } from "./elementwise-kernels.js"
 
 /** Round half to even (banker's rounding), as ONNX Round and numpy.round. */
 export const roundHalfEven: Scalar1 = (x) => {
@@ -49,7 +49,7 @@ export const erf: Scalar1 = (x) => {
     }
     r = (0.5641895835477563 - (t * (num + BIG_P[4])) / (den + BIG_Q[4])) / ax
   }
-  // erfc(|x|) = exp(-x²) · r, with x² = z² + (ax - z)(ax + z) for z = ax rounded to 1/16
+  // erfc(|x|) = exp(-x²) · r, with x² = z² + (ax - z)(ax + z) for z = ax rounded down to a multiple of 1/16
   const z = Math.floor(ax * 16) / 16
   const erfc = Math.exp(-z * z) * Math.exp(-(ax - z) * (ax + z)) * r
   return x < 0 ? erfc - 1 : 1 - erfc
@@ -61,16 +61,33 @@ const bitwiseNot = (dtype: DType): Scalar1 => {
   return (x) => ~x // 32-bit NOT; the store keeps the low bits of narrower types
 }
 
+// the hot ones written out as runs (see Run1)
+const EXP: Run1 = (out, x, n) => {
+  for (let i = 0; i < n; i++) out[i] = Math.exp(x[i])
+}
+const TANH: Run1 = (out, x, n) => {
+  for (let i = 0; i < n; i++) out[i] = Math.tanh(x[i])
+}
+const SQRT: Run1 = (out, x, n) => {
+  for (let i = 0; i < n; i++) out[i] = Math.sqrt(x[i])
+}
+const NEG: Run1 = (out, x, n) => {
+  for (let i = 0; i < n; i++) out[i] = -x[i]
+}
+const ERF: Run1 = (out, x, n) => {
+  for (let i = 0; i < n; i++) out[i] = erf(x[i])
+}
+
 export const unaryMathOps = {
   Abs: unary(Math.abs),
-  Neg: unary((x) => -x),
+  Neg: unary((x) => -x, { run: NEG }),
   Sign: unary(Math.sign),
   Reciprocal: unary((x) => 1 / x),
   Floor: unary(Math.floor),
   Ceil: unary(Math.ceil),
   Round: unary(roundHalfEven),
-  Sqrt: unary(Math.sqrt),
-  Exp: unary(Math.exp),
+  Sqrt: unary(Math.sqrt, { run: SQRT }),
+  Exp: unary(Math.exp, { run: EXP }),
   Log: unary(Math.log),
   Sin: unary(Math.sin),
   Cos: unary(Math.cos),
@@ -80,11 +97,11 @@ export const unaryMathOps = {
   Atan: unary(Math.atan),
   Sinh: unary(Math.sinh),
   Cosh: unary(Math.cosh),
-  Tanh: unary(Math.tanh),
+  Tanh: unary(Math.tanh, { run: TANH }),
   Asinh: unary(Math.asinh),
   Acosh: unary(Math.acosh),
   Atanh: unary(Math.atanh),
-  Erf: unary(erf),
+  Erf: unary(erf, { run: ERF }),
   IsNaN: unary((x) => (x !== x ? 1 : 0), { out: "bool" }),
   IsInf: unaryOp({
     attrs: attrs({ detect_negative: A.int(1), detect_positive: A.int(1) }),
