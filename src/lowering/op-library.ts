@@ -1,10 +1,8 @@
 // The operator library: a TE compute per graph op, from the op's decoded attributes and its input
 // tensors. A fused group becomes one TE program (its nodes' computes chained); ops without a
 // compute here run through the named fallback (their reference kernel) — see `hasCompute`.
-import type { DType } from "../ast/graph/dtype.js"
 import { resolveNode } from "../ast/graph/evaluate.js"
 import type { Node } from "../ast/graph/graph.js"
-import type { ValueType } from "../ast/graph/op.js"
 import {
   add,
   and,
@@ -26,58 +24,11 @@ import {
   type Expr,
   type Var,
 } from "../ast/te/expr.js"
-import { at, compute, dtypeRange, maxReduce, reduceAxis, sum, type ComputeTensor, type TeTensor } from "../ast/te/tensor.js"
+import { at, compute, dtypeRange, maxReduce, reduceAxis, sum } from "../ast/te/tensor.js"
+import { bread, binary, fl, inp, none, num, shapeOf, unary, type OpCompute, type OpComputeCtx } from "./op-library-common.js"
+import { BINARY_MATH, UNARY_MATH } from "./op-library-math.js"
 
-export class NoCompute extends Error {
-  override readonly name = "NoCompute"
-}
-const none = (why: string): never => {
-  throw new NoCompute(why)
-}
-
-export interface OpComputeCtx {
-  readonly node: Node
-  readonly attrs: Record<string, unknown>
-  /** Input tensors (undefined for omitted optional inputs). */
-  readonly inputs: readonly (TeTensor | undefined)[]
-  /** Static output types. */
-  readonly outputs: readonly ValueType[]
-  /** Names for the computes this op makes (unique in the group). */
-  readonly name: (suffix?: string) => string
-  /** Values of constant inputs where known (shapes, axes, clip bounds). */
-  readonly constants: readonly (ArrayLike<number> | undefined)[]
-  /** The model's default-domain opset (ops whose meaning changed between opsets). */
-  readonly opset: number
-}
-
-type OpCompute = (ctx: OpComputeCtx) => readonly ComputeTensor[]
-
-const shapeOf = (t: ValueType): number[] => t.shape.map((d) => (typeof d === "number" ? d : none(`dim '${d}' is not static`)))
-const inp = (ctx: OpComputeCtx, k: number): TeTensor => ctx.inputs[k] ?? none(`input ${k} is missing`)
-const fl = (dtype: DType, x: number): Expr => c(dtype === "float32" ? Math.fround(x) : x, dtype)
-
-/** Reads `t` broadcast (NumPy rules) to an output index. */
-const bread = (t: TeTensor, idx: readonly Var[] | readonly Expr[]): Expr => {
-  const off = idx.length - t.shape.length
-  return at(t, ...t.shape.map((d, k) => (d === 1 ? c(0) : idx[k + off])))
-}
-
-const unary =
-  (f: (x: Expr, ctx: OpComputeCtx) => Expr): OpCompute =>
-  (ctx) => {
-    const x = inp(ctx, 0)
-    return [compute(ctx.name(), shapeOf(ctx.outputs[0]), (...i) => f(bread(x, i), ctx), ctx.outputs[0].dtype)]
-  }
-
-const binary =
-  (f: (a: Expr, b: Expr) => Expr): OpCompute =>
-  (ctx) => {
-    const a = inp(ctx, 0)
-    const b = inp(ctx, 1)
-    return [compute(ctx.name(), shapeOf(ctx.outputs[0]), (...i) => f(bread(a, i), bread(b, i)), ctx.outputs[0].dtype)]
-  }
-
-const num = (v: unknown, d: number): number => (typeof v === "number" ? v : d)
+export { NoCompute, type OpComputeCtx } from "./op-library-common.js"
 
 const ELEMENTWISE: Record<string, OpCompute> = {
   Relu: unary((x) => max(x, fl(x.dtype, 0))),
@@ -97,18 +48,15 @@ const ELEMENTWISE: Record<string, OpCompute> = {
   LeakyRelu: unary((x, ctx) => select(lt(x, fl(x.dtype, 0)), mul(x, fl(x.dtype, num(ctx.attrs.alpha, 0.01))), x)),
   HardSigmoid: unary((x, ctx) => max(fl(x.dtype, 0), min(fl(x.dtype, 1), add(mul(x, fl(x.dtype, num(ctx.attrs.alpha, 0.2))), fl(x.dtype, num(ctx.attrs.beta, 0.5)))))),
   HardSwish: unary((x) => mul(x, max(fl(x.dtype, 0), min(fl(x.dtype, 1), add(mul(x, fl(x.dtype, 1 / 6)), fl(x.dtype, 0.5)))))),
-  Softplus: unary((x) => call("log", add(call("exp", x), fl(x.dtype, 1)))),
   Elu: unary((x, ctx) => select(lt(x, fl(x.dtype, 0)), mul(fl(x.dtype, num(ctx.attrs.alpha, 1)), sub(call("exp", x), fl(x.dtype, 1))), x)),
   Gelu: unary((x, ctx) =>
     ctx.attrs.approximate === "tanh"
-      ? none("Gelu with approximate=tanh")
+      ? mul(mul(x, fl(x.dtype, 0.5)), add(fl(x.dtype, 1), call("tanh", mul(fl(x.dtype, Math.sqrt(2 / Math.PI)), add(x, mul(fl(x.dtype, 0.044715), mul(x, mul(x, x))))))))
       : mul(mul(x, fl(x.dtype, 0.5)), add(fl(x.dtype, 1), call("erf", mul(x, fl(x.dtype, Math.SQRT1_2)))))),
   Add: binary(add),
   Sub: binary(sub),
   Mul: binary(mul),
-  Div: binary((a, b) => (a.dtype.startsWith("float") ? div(a, b) : none("integer Div"))),
-  Max: (ctx) => (ctx.inputs.length === 2 ? binary(max)(ctx) : none("Max of more than two inputs")),
-  Min: (ctx) => (ctx.inputs.length === 2 ? binary(min)(ctx) : none("Min of more than two inputs")),
+  Div: binary(div),
   Pow: binary((a, b) => call("pow", a, cast(a.dtype, b))),
   PRelu: (ctx) => {
     const x = inp(ctx, 0)
@@ -135,11 +83,6 @@ const ELEMENTWISE: Record<string, OpCompute> = {
         return e
       }, x.dtype),
     ]
-  },
-  Cast: (ctx) => {
-    const to = ctx.outputs[0].dtype
-    if (!to.startsWith("float") && !to.startsWith("int")) return none(`Cast to ${to}`)
-    return unary((x) => cast(to, to.startsWith("int") && x.dtype.startsWith("float") ? call("floor", select(lt(x, fl(x.dtype, 0)), call("neg", call("floor", call("neg", x))), x)) : x))(ctx)
   },
 }
 
@@ -477,6 +420,8 @@ const convNCHWc: OpCompute = (ctx) => {
 
 export const OP_COMPUTES: Readonly<Record<string, OpCompute>> = {
   ...ELEMENTWISE,
+  ...UNARY_MATH,
+  ...BINARY_MATH,
   Conv: conv2d,
   ConvNCHWc: convNCHWc,
   MaxPool: pool2d("max"),

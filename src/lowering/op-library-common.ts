@@ -1,0 +1,89 @@
+// Shared pieces of the operator library: the compute context, the NoCompute escape (a group with
+// such an op falls back to its reference kernels), broadcast reads and the unary/binary builders.
+import type { DType } from "../ast/graph/dtype.js"
+import type { Node } from "../ast/graph/graph.js"
+import type { ValueType } from "../ast/graph/op.js"
+import { c, cast, type Expr, type Var } from "../ast/te/expr.js"
+import { at, compute, type ComputeTensor, type TeTensor } from "../ast/te/tensor.js"
+
+export class NoCompute extends Error {
+  override readonly name = "NoCompute"
+}
+export const none = (why: string): never => {
+  throw new NoCompute(why)
+}
+
+export interface OpComputeCtx {
+  readonly node: Node
+  readonly attrs: Record<string, unknown>
+  /** Input tensors (undefined for omitted optional inputs). */
+  readonly inputs: readonly (TeTensor | undefined)[]
+  /** Static output types. */
+  readonly outputs: readonly ValueType[]
+  /** Names for the computes this op makes (unique in the group). */
+  readonly name: (suffix?: string) => string
+  /** Values of constant inputs where known (shapes, axes, clip bounds). */
+  readonly constants: readonly (ArrayLike<number> | undefined)[]
+  /** The model's default-domain opset (ops whose meaning changed between opsets). */
+  readonly opset: number
+}
+
+export type OpCompute = (ctx: OpComputeCtx) => readonly ComputeTensor[]
+
+export const shapeOf = (t: ValueType): number[] => t.shape.map((d) => (typeof d === "number" ? d : none(`dim '${d}' is not static`)))
+export const inp = (ctx: OpComputeCtx, k: number): TeTensor => ctx.inputs[k] ?? none(`input ${k} is missing`)
+export const fl = (dtype: DType, x: number): Expr => c(dtype === "float32" ? Math.fround(x) : x, dtype)
+export const num = (v: unknown, d: number): number => (typeof v === "number" ? v : d)
+export const ints = (v: unknown): number[] | undefined => (Array.isArray(v) ? (v as number[]) : undefined)
+export const isFloatDtype = (d: DType): boolean => d.startsWith("float") || d === "bfloat16"
+export const normAxis = (a: number, rank: number): number => {
+  const r = a < 0 ? a + rank : a
+  return r >= 0 && r < rank ? r : none(`axis ${a} out of range for rank ${rank}`)
+}
+
+/** A constant input's values (as integers), or undefined when the input is omitted. */
+export const constInts = (ctx: OpComputeCtx, k: number, what: string): number[] | undefined => {
+  if (!ctx.node.inputs[k]) return undefined
+  const v = ctx.constants[k] ?? none(`${what} (input ${k}) is not a constant`)
+  return Array.from(v, Number)
+}
+
+/** Reads `t` broadcast (NumPy rules) to an output index. */
+export const bread = (t: TeTensor, idx: readonly Var[] | readonly Expr[]): Expr => {
+  const off = idx.length - t.shape.length
+  return at(t, ...t.shape.map((d, k) => (d === 1 ? c(0) : idx[k + off])))
+}
+
+/**
+ * Reads a binary op's second operand: NumPy broadcasting from opset 7; before, `broadcast=1`
+ * aligns B with A's dims from `axis` (default: trailing).
+ */
+export const breadB = (ctx: OpComputeCtx, t: TeTensor, idx: readonly Expr[]): Expr => {
+  if (ctx.opset < 7 && num(ctx.attrs.broadcast, 0) === 1 && ctx.attrs.axis !== undefined) {
+    const rank = idx.length
+    const axis = normAxis(num(ctx.attrs.axis, 0), rank)
+    return at(t, ...t.shape.map((d, k) => (d === 1 ? c(0) : idx[axis + k])))
+  }
+  return bread(t, idx)
+}
+
+export const unary =
+  (f: (x: Expr, ctx: OpComputeCtx) => Expr): OpCompute =>
+  (ctx) => {
+    const x = inp(ctx, 0)
+    const dtype = ctx.outputs[0].dtype
+    return [compute(ctx.name(), shapeOf(ctx.outputs[0]), (...i) => cast(dtype, f(bread(x, i), ctx)), dtype)]
+  }
+
+/** A unary op on floats only (integer inputs keep their reference kernels). */
+export const floatUnary = (f: (x: Expr, ctx: OpComputeCtx) => Expr): OpCompute =>
+  unary((x, ctx) => (isFloatDtype(x.dtype) ? f(x, ctx) : none(`${ctx.node.op} of ${x.dtype}`)))
+
+export const binary =
+  (f: (a: Expr, b: Expr, ctx: OpComputeCtx) => Expr): OpCompute =>
+  (ctx) => {
+    const a = inp(ctx, 0)
+    const b = inp(ctx, 1)
+    const dtype = ctx.outputs[0].dtype
+    return [compute(ctx.name(), shapeOf(ctx.outputs[0]), (...i) => cast(dtype, f(bread(a, i), breadB(ctx, b, i), ctx)), dtype)]
+  }

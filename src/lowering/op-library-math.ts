@@ -1,0 +1,214 @@
+// Elementwise computes beyond the basic arithmetic: unary math and activations, predicates,
+// comparisons and logic (bool outputs), Where, the variadic Max/Min/Sum/Mean, integer Mod and
+// Cast. Each matches its reference kernel in src/ast/graph/ops/{elementwise-*,activation}.ts.
+import type { DType } from "../ast/graph/dtype.js"
+import { add, and, c, call, cast, div, eq, ge, gt, le, lt, max, min, mul, or, select, sub, bin, floormod, type Expr } from "../ast/te/expr.js"
+import { compute, reduceAxis, sum, type ComputeTensor } from "../ast/te/tensor.js"
+import { bread, breadB, binary, fl, floatUnary, inp, isFloatDtype, none, num, shapeOf, unary, type OpCompute, type OpComputeCtx } from "./op-library-common.js"
+
+const one = (x: Expr) => fl(x.dtype, 1)
+const zero = (x: Expr) => fl(x.dtype, 0)
+const neg = (x: Expr) => call("neg", x)
+const exp = (x: Expr) => call("exp", x)
+const log = (x: Expr) => call("log", x)
+const sqrt = (x: Expr) => call("sqrt", x)
+
+/** log(1 + e^x) without overflow for large x. */
+const softplus = (x: Expr): Expr => select(gt(x, zero(x)), add(x, log(add(one(x), exp(neg(x))))), log(add(one(x), exp(x))))
+const sigmoid = (x: Expr): Expr => call("sigmoid", x)
+/** x·sign(s) for s's sign bit (s = ±0 keeps x). */
+const signed = (s: Expr, v: Expr): Expr => select(lt(s, zero(s)), neg(v), v)
+
+/**
+ * A stage kept in memory (computed at root, not inlined into its reader): a sum over one element.
+ * Long formulas read it several times without copying their operand's expression.
+ */
+const materialize = (name: string, shape: readonly number[], f: (...i: Expr[]) => Expr, dtype: DType): ComputeTensor => {
+  const r = reduceAxis(1, `${name}.one`)
+  return compute(name, shape, (...i) => sum(add(f(...i), mul(cast(dtype, r.var), fl(dtype, 0))), [r]), dtype)
+}
+
+/** atan on floats: |x| > 1 through π/2 - atan(1/|x|), two half-angle steps, then the odd series. */
+const atanStages = (ctx: OpComputeCtx, x: ComputeTensor | ReturnType<typeof inp>, pre?: (v: Expr) => Expr, last = true): readonly ComputeTensor[] => {
+  const shape = shapeOf(ctx.outputs[0])
+  const dtype: DType = last ? ctx.outputs[0].dtype : "float64"
+  const wide: DType = "float64"
+  const src = (i: Expr[]) => {
+    const v = cast(wide, bread(x, i))
+    return pre ? pre(v) : v
+  }
+  const half = (u: Expr) => div(u, add(fl(wide, 1), sqrt(add(fl(wide, 1), mul(u, u)))))
+  const u0 = materialize(ctx.name("atanu"), shape, (...i) => {
+    const t = call("fabs", src(i))
+    return select(gt(t, fl(wide, 1)), div(fl(wide, 1), t), t)
+  }, wide)
+  const u1 = materialize(ctx.name("atanh1"), shape, (...i) => half(bread(u0, i)), wide)
+  const u2 = materialize(ctx.name("atanh2"), shape, (...i) => half(bread(u1, i)), wide)
+  const out = compute(ctx.name(last ? undefined : "atan"), shape, (...i) => {
+    const u = bread(u2, i)
+    const z = mul(u, u)
+    // u ≤ tan(π/16): the series to u^19 is exact to ~1e-15
+    let p: Expr = fl(wide, 1 / 19)
+    for (let k = 8; k >= 0; k--) p = add(mul(p, z), fl(wide, (k % 2 ? -1 : 1) / (2 * k + 1)))
+    let r = mul(fl(wide, 4), mul(u, p))
+    const v = src(i)
+    r = select(gt(call("fabs", v), fl(wide, 1)), sub(fl(wide, Math.PI / 2), r), r)
+    return cast(dtype, signed(v, r))
+  }, dtype)
+  return [u0, u1, u2, out]
+}
+
+const floatOnly = (ctx: OpComputeCtx) => (isFloatDtype(inp(ctx, 0).dtype) ? undefined : none(`${ctx.node.op} of ${inp(ctx, 0).dtype}`))
+
+const atan: OpCompute = (ctx) => (floatOnly(ctx), atanStages(ctx, inp(ctx, 0)))
+/** asin x = atan(x / √(1 - x²)) (±1 → ±π/2, |x| > 1 → NaN). */
+const asinStages = (ctx: OpComputeCtx, last: boolean) => atanStages(ctx, inp(ctx, 0), (v) => div(v, sqrt(sub(fl("float64", 1), mul(v, v)))), last)
+const asin: OpCompute = (ctx) => (floatOnly(ctx), asinStages(ctx, true))
+const acos: OpCompute = (ctx) => {
+  floatOnly(ctx)
+  const st = asinStages(ctx, false)
+  const a = st[st.length - 1]
+  const dtype = ctx.outputs[0].dtype
+  return [...st.slice(0, -1), a, compute(ctx.name(), shapeOf(ctx.outputs[0]), (...i) => cast(dtype, sub(fl("float64", Math.PI / 2), cast("float64", bread(a, i)))), dtype)]
+}
+
+const attrF = (ctx: OpComputeCtx, k: string, d: number) => num(ctx.attrs[k], d)
+
+export const UNARY_MATH: Record<string, OpCompute> = {
+  Sin: floatUnary((x) => call("sin", x)),
+  Cos: floatUnary((x) => call("cos", x)),
+  Tan: floatUnary((x) => div(call("sin", x), call("cos", x))),
+  Atan: atan,
+  Asin: asin,
+  Acos: acos,
+  Sinh: floatUnary((x) => mul(fl(x.dtype, 0.5), sub(exp(x), exp(neg(x))))),
+  Cosh: floatUnary((x) => mul(fl(x.dtype, 0.5), add(exp(x), exp(neg(x))))),
+  Asinh: floatUnary((x) => {
+    const t = call("fabs", x)
+    return signed(x, log(add(t, sqrt(add(mul(t, t), one(x))))))
+  }),
+  Acosh: floatUnary((x) => log(add(x, sqrt(sub(mul(x, x), one(x)))))),
+  Atanh: floatUnary((x) => mul(fl(x.dtype, 0.5), log(div(add(one(x), x), sub(one(x), x))))),
+  Sign: unary((x) => select(gt(x, zero(x)), one(x), select(lt(x, zero(x)), fl(x.dtype, -1), x))),
+  Round: floatUnary((x) => call("round", x)),
+  Softsign: floatUnary((x) => div(x, add(one(x), call("fabs", x)))),
+  Softplus: floatUnary(softplus),
+  Selu: floatUnary((x, ctx) => {
+    const alpha = attrF(ctx, "alpha", 1.67326319217681884765625)
+    const gamma = attrF(ctx, "gamma", 1.05070102214813232421875)
+    return select(gt(x, zero(x)), mul(fl(x.dtype, gamma), x), mul(fl(x.dtype, gamma * alpha), sub(exp(x), one(x))))
+  }),
+  Celu: floatUnary((x, ctx) => {
+    const alpha = attrF(ctx, "alpha", 1)
+    return add(max(zero(x), x), min(zero(x), mul(fl(x.dtype, alpha), sub(exp(div(x, fl(x.dtype, alpha))), one(x)))))
+  }),
+  Mish: floatUnary((x) => mul(x, call("tanh", softplus(x)))),
+  ThresholdedRelu: floatUnary((x, ctx) => select(gt(x, fl(x.dtype, attrF(ctx, "alpha", 1))), x, zero(x))),
+  Shrink: floatUnary((x, ctx) => {
+    const bias = attrF(ctx, "bias", 0)
+    const lambd = attrF(ctx, "lambd", 0.5)
+    return select(lt(x, fl(x.dtype, -lambd)), sub(x, fl(x.dtype, -bias)), select(gt(x, fl(x.dtype, lambd)), sub(x, fl(x.dtype, bias)), zero(x)))
+  }),
+  Swish: floatUnary((x, ctx) => mul(x, sigmoid(mul(fl(x.dtype, attrF(ctx, "alpha", 1)), x)))),
+  IsNaN: unary((x) => (isFloatDtype(x.dtype) ? bin("ne", x, x) : c(0, "bool"))),
+  IsInf: unary((x, ctx) => {
+    if (!isFloatDtype(x.dtype)) return c(0, "bool")
+    const pos = attrF(ctx, "detect_positive", 1) !== 0
+    const negv = attrF(ctx, "detect_negative", 1) !== 0
+    const p = pos ? eq(x, fl(x.dtype, Infinity)) : c(0, "bool")
+    const n = negv ? eq(x, fl(x.dtype, -Infinity)) : c(0, "bool")
+    return or(p, n)
+  }),
+  Not: unary((x) => call("not", x)),
+}
+
+const truth = (x: Expr): Expr => (x.dtype === "bool" ? x : bin("ne", x, c(0, x.dtype)))
+
+/** Max / Min / Sum / Mean of one or more inputs, broadcast. */
+const variadic =
+  (f: (a: Expr, b: Expr) => Expr, mean = false): OpCompute =>
+  (ctx) => {
+    const xs = ctx.inputs.filter((t) => t !== undefined)
+    if (xs.length === 0) return none("no inputs")
+    const dtype = ctx.outputs[0].dtype
+    return [
+      compute(ctx.name(), shapeOf(ctx.outputs[0]), (...i) => {
+        let e = bread(xs[0], i)
+        for (const t of xs.slice(1)) e = f(e, bread(t, i))
+        return mean ? div(e, fl(dtype, xs.length)) : e
+      }, dtype),
+    ]
+  }
+
+/** Integer Mod: fmod=1 truncates (C), fmod=0 floors (the divisor's sign). Float fmod keeps its kernel. */
+const mod: OpCompute = (ctx) => {
+  const a = inp(ctx, 0)
+  if (isFloatDtype(a.dtype)) return none("Mod of floats (C fmod is not exact as a - trunc(a/b)·b)")
+  const fmod = attrF(ctx, "fmod", 0) !== 0
+  return binary((x, y) => (fmod ? sub(x, mul(div(x, y), y)) : floormod(x, y)))(ctx)
+}
+
+const where: OpCompute = (ctx) => {
+  const [cnd, x, y] = [0, 1, 2].map((k) => inp(ctx, k))
+  const dtype = ctx.outputs[0].dtype
+  return [compute(ctx.name(), shapeOf(ctx.outputs[0]), (...i) => select(truth(bread(cnd, i)), bread(x, i), bread(y, i)), dtype)]
+}
+
+const INF = Infinity
+
+/** ONNX Cast: floats round (fround), integers truncate toward zero and wrap (NaN/Inf → 0), bool is x ≠ 0. */
+export const castExpr = (x: Expr, to: DType): Expr => {
+  if (x.dtype === to) return x
+  if (to === "bool") return truth(x)
+  if (to === "float16" || to === "bfloat16") return none(`Cast to ${to}`)
+  if (to === "float32" || to === "float64") return cast(to, x)
+  const fromFloat = isFloatDtype(x.dtype)
+  if (to === "int64" || to === "uint64") {
+    const signedSrc = !(x.dtype === "uint8" || x.dtype === "uint16" || x.dtype === "uint32" || x.dtype === "uint64" || x.dtype === "bool")
+    if (to === "uint64" && signedSrc) return none(`Cast ${x.dtype} → uint64 (negative values wrap past 2^53)`)
+    if (fromFloat) {
+      const big = fl(x.dtype, 2 ** 63)
+      // beyond ±2^63 the reference wraps with BigInt; finite values in range truncate
+      return cast(to, select(and(lt(call("fabs", x), big), lt(call("fabs", x), fl(x.dtype, INF))), x, zero(x)))
+    }
+    return cast(to, x)
+  }
+  if (fromFloat) {
+    // the JS store (ToInt32) and the narrowing casts wrap finite values; NaN/±Inf become 0
+    return cast(to, select(lt(call("fabs", x), fl(x.dtype, INF)), x, zero(x)))
+  }
+  return cast(to, x)
+}
+
+const castOp: OpCompute = (ctx) => {
+  const x = inp(ctx, 0)
+  const to = ctx.outputs[0].dtype
+  const shape = shapeOf(ctx.outputs[0])
+  if ((x.dtype === "int64" || x.dtype === "uint64") && (to === "float32" || to === "float64")) {
+    // the float64 holding an int64 is the exact value only to 2^53: fine
+  }
+  return [compute(ctx.name(), shape, (...i) => castExpr(bread(x, i), to), to)]
+}
+
+const cmp = (f: (a: Expr, b: Expr) => Expr): OpCompute => binary((a, b) => f(a, b))
+
+export const BINARY_MATH: Record<string, OpCompute> = {
+  Equal: cmp(eq),
+  Less: cmp(lt),
+  Greater: cmp(gt),
+  LessOrEqual: cmp(le),
+  GreaterOrEqual: cmp(ge),
+  And: cmp((a, b) => and(truth(a), truth(b))),
+  Or: cmp((a, b) => or(truth(a), truth(b))),
+  Xor: cmp((a, b) => bin("ne", truth(a), truth(b))),
+  Where: where,
+  Max: variadic(max),
+  Min: variadic(min),
+  Sum: variadic(add),
+  Mean: variadic(add, true),
+  Mod: mod,
+  Cast: castOp,
+  CastLike: castOp,
+}
+
+void breadB
