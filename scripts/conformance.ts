@@ -19,7 +19,7 @@ const suite = opt("--suite")
 const filter = opt("--filter")
 const show = opt("--show")
 const write = !args.includes("--no-write") && !suite && !filter
-const targets = (opt("--targets") ?? "").split(",").filter((t): t is "js" | "c" => t === "js" || t === "c")
+const targets = (opt("--targets") ?? "").split(",").filter((t): t is "js" | "c" | "wasm" => t === "js" || t === "c" || t === "wasm")
 
 const cases = listCases().filter((c) => (!suite || c.suite === suite) && (!filter || new RegExp(filter).test(c.name)))
 const results: CaseResult[] = []
@@ -62,7 +62,7 @@ for (const target of targets) {
   const compiledAll = rs.filter((r) => r.status === "pass" && r.fallback === 0).length
   console.log(`${target}: ${count(rs, "pass")}/${rs.length} pass (${compiledAll} with every group compiled), ${count(rs, "fail")} fail, ${count(rs, "unsupported")} unsupported`)
   lines.push("", `## Target \`${target}\``, "")
-  lines.push(`Every case that passes on the evaluator, compiled (opt level 3, blocked NCHW{c}c layouts: 4 lanes for js, 16 for c) and run by the executor. Groups without a compute run through the named fallback (their reference kernels).`, "")
+  lines.push(`Every case that passes on the evaluator, compiled (opt level 3, blocked NCHW{c}c layouts: 4 lanes for js and wasm, 16 for c) and run by the executor. Groups without a compute run through the named fallback (their reference kernels).`, "")
   lines.push("| suite | cases | pass | all groups compiled | fail | unsupported |", "| --- | ---: | ---: | ---: | ---: | ---: |")
   for (const s of SUITES) {
     const sr = rs.filter((r) => r.suite === s)

@@ -13,6 +13,8 @@ import { alterLayout, defaultPasses, fuseOps, planMemory, sequential, singletonG
 import type { KernelFn, Program } from "./device/executor.js"
 import { emitC, type CEmitted } from "./emit/c.js"
 import { buildC, loadC, type CBuildConfig } from "./device/c.js"
+import { emitWasmModule, type WasmEmitted } from "./emit/wasm/emit.js"
+import { loadWasmModule } from "./device/wasm.js"
 import { emitJsModule } from "./emit/js.js"
 
 export type TargetKind = "interp" | "js" | "c" | "wasm"
@@ -98,3 +100,13 @@ export const loadCProgram = Effect.fn("tessera.loadC")(function* (program: Progr
   const mod = yield* loadC(so, funcs)
   return new Map<string, KernelFn>([...mod.kernels].map(([name, fn]) => [name, fn as KernelFn]))
 })
+
+/** The wasm target's module: one exported function per compiled kernel (SIMD128 where vectorized). */
+export const emitWasmProgram = (program: Program): WasmEmitted =>
+  emitWasmModule(program.kernels.flatMap((k) => (k.kind === "compiled" ? [{ name: k.name, func: k.func }] : [])))
+
+/** Validates, instantiates and returns the wasm target's kernels. */
+export const loadWasmProgram = (program: Program) => {
+  const emitted = emitWasmProgram(program)
+  return loadWasmModule(emitted.bytes, emitted.kernels)
+}

@@ -242,10 +242,10 @@ export const runCase = (c: OnnxCase, transform: GraphTransform = (g) => g): Case
  */
 export const runCaseOnTarget = async (
   c: OnnxCase,
-  target: "js" | "c",
+  target: "js" | "c" | "wasm",
 ): Promise<CaseResult & { readonly compiled: number; readonly fallback: number }> => {
   const { Effect } = await import("effect")
-  const { compileGraph, emitJs, loadCProgram } = await import("../../src/pipeline.js")
+  const { compileGraph, emitJs, loadCProgram, loadWasmProgram } = await import("../../src/pipeline.js")
   const { loadJsModule } = await import("../../src/device/js.js")
   const { createExecutor } = await import("../../src/device/executor.js")
   const t0 = performance.now()
@@ -271,7 +271,12 @@ export const runCaseOnTarget = async (
       const program = await Effect.runPromise(compileGraph(graph, { target, optLevel: 3, vectorLanes: target === "c" ? 16 : 4, shapes }))
       compiled = program.kernels.filter((x) => x.kind === "compiled").length
       fallback = program.kernels.length - compiled
-      const fns = target === "js" ? await Effect.runPromise(loadJsModule(emitJs(program))) : await Effect.runPromise(loadCProgram(program))
+      const fns =
+        target === "js"
+          ? await Effect.runPromise(loadJsModule(emitJs(program)))
+          : target === "c"
+            ? await Effect.runPromise(loadCProgram(program))
+            : await Effect.runPromise(loadWasmProgram(program))
       const outs = createExecutor(program, fns).run(feeds)
       const tol = TOLERANCE[c.name] ?? { rtol: 1e-3, atol: 1e-7 }
       for (const [j, file] of set.outputs.entries()) {
