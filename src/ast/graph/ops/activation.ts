@@ -3,7 +3,7 @@
 import { A, attrs } from "../attrs.js"
 import { check, defineOp, type AnyOpDef, type Dim } from "../op.js"
 import { showShape } from "../tensor.js"
-import { fast1, mapBinary, unary, unaryOp, type Run1, type Scalar1 } from "./elementwise-kernels.js"
+import { fast1, fast2, mapBinary, unary, unaryOp, type Run1, type Run2, type Scalar1, type Scalar2 } from "./elementwise-kernels.js"
 import { erf } from "./elementwise-math.js"
 import { inputType, req } from "./util.js"
 
@@ -36,6 +36,10 @@ const GELU_TANH: Run1 = (out, x, n) => {
 }
 const HARD_SWISH: Run1 = (out, x, n) => {
   for (let i = 0; i < n; i++) out[i] = hardSwish(x[i])
+}
+const prelu: Scalar2 = (v, s) => (v < 0 ? v * s : v)
+const PRELU: Run2 = (out, o, a, ai, sa, b, bi, sb, n) => {
+  for (let j = 0; j < n; j++) out[o + j] = prelu(a[ai + j * sa], b[bi + j * sb])
 }
 
 /**
@@ -77,7 +81,7 @@ export const activationOps = {
     kernel: (ctx) => {
       const x = req(ctx.inputs, 0)
       const slope = req(ctx.inputs, 1)
-      return [mapBinary(x, slope, (v, a) => (v < 0 ? v * a : v), x.dtype, slopeShape(x.shape, slope.shape, ctx.opset))]
+      return [mapBinary(x, slope, fast2(x.dtype, PRELU, prelu), x.dtype, slopeShape(x.shape, slope.shape, ctx.opset))]
     },
   }),
   Elu: unaryOp({ attrs: attrs({ alpha: A.float(1) }), fn: ({ alpha }) => (x) => (x >= 0 ? x : alpha * Math.expm1(x)) }),

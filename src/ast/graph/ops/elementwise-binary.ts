@@ -20,7 +20,7 @@ import {
 } from "./elementwise-kernels.js"
 import { broadcastDims, inferBroadcast, inputType, req } from "./util.js"
 
-const noAttrs = binaryAttrs({})
+const binaryNoAttrs = binaryAttrs({})
 
 // --- arithmetic --------------------------------------------------------------------------------
 
@@ -115,7 +115,7 @@ const INT32_END = 2 ** 31
 /** A bitwise op: 32-bit JS operators where exact (every type up to 32 bits; 64-bit values in int32 range), else BigInt. */
 const bitwise = (f: Scalar2, big: (x: bigint, y: bigint) => bigint) =>
   binaryOp({
-    attrs: noAttrs,
+    attrs: binaryNoAttrs,
     accepts: isInteger,
     fn: (_, d) => {
       if (!is64(d)) return f
@@ -185,25 +185,25 @@ const where = defineOp({
 const bool = (p: boolean): number => (p ? 1 : 0)
 
 export const binaryOps = {
-  Add: binaryOp({ attrs: noAttrs, fn: (_, d) => add(d) }),
-  Sub: binaryOp({ attrs: noAttrs, fn: (_, d) => sub(d) }),
-  Mul: binaryOp({ attrs: noAttrs, fn: (_, d) => mul(d) }),
-  Div: binaryOp({ attrs: noAttrs, fn: (_, d) => div(d) }),
+  Add: binaryOp({ attrs: binaryNoAttrs, fn: (_, d) => add(d) }),
+  Sub: binaryOp({ attrs: binaryNoAttrs, fn: (_, d) => sub(d) }),
+  Mul: binaryOp({ attrs: binaryNoAttrs, fn: (_, d) => mul(d) }),
+  Div: binaryOp({ attrs: binaryNoAttrs, fn: (_, d) => div(d) }),
   // the exponent may have another numeric type; the result has the base's
-  Pow: binaryOp({ attrs: noAttrs, mixed: true, fn: (_, d) => pow(d) }),
+  Pow: binaryOp({ attrs: binaryNoAttrs, mixed: true, fn: (_, d) => pow(d) }),
   Mod: binaryOp({ attrs: binaryAttrs({ fmod: A.int(0) }), fn: (a, d) => mod(a.fmod, d) }),
   Max: variadic(MAX),
   Min: variadic(MIN),
   Sum: variadic(ADD),
   Mean: variadic(ADD, (count) => (v) => v / count),
-  Equal: binaryOp({ attrs: noAttrs, out: "bool", fn: () => (x, y) => bool(x === y) }),
-  Greater: binaryOp({ attrs: noAttrs, out: "bool", fn: () => (x, y) => bool(x > y) }),
-  GreaterOrEqual: binaryOp({ attrs: noAttrs, out: "bool", fn: () => (x, y) => bool(x >= y) }),
-  Less: binaryOp({ attrs: noAttrs, out: "bool", fn: () => (x, y) => bool(x < y) }),
-  LessOrEqual: binaryOp({ attrs: noAttrs, out: "bool", fn: () => (x, y) => bool(x <= y) }),
-  And: binaryOp({ attrs: noAttrs, out: "bool", fn: () => (x, y) => bool(x !== 0 && y !== 0) }),
-  Or: binaryOp({ attrs: noAttrs, out: "bool", fn: () => (x, y) => bool(x !== 0 || y !== 0) }),
-  Xor: binaryOp({ attrs: noAttrs, out: "bool", fn: () => (x, y) => bool((x !== 0) !== (y !== 0)) }),
+  Equal: binaryOp({ attrs: binaryNoAttrs, out: "bool", fn: () => (x, y) => bool(x === y) }),
+  Greater: binaryOp({ attrs: binaryNoAttrs, out: "bool", fn: () => (x, y) => bool(x > y) }),
+  GreaterOrEqual: binaryOp({ attrs: binaryNoAttrs, out: "bool", fn: () => (x, y) => bool(x >= y) }),
+  Less: binaryOp({ attrs: binaryNoAttrs, out: "bool", fn: () => (x, y) => bool(x < y) }),
+  LessOrEqual: binaryOp({ attrs: binaryNoAttrs, out: "bool", fn: () => (x, y) => bool(x <= y) }),
+  And: binaryOp({ attrs: binaryNoAttrs, out: "bool", fn: () => (x, y) => bool(x !== 0 && y !== 0) }),
+  Or: binaryOp({ attrs: binaryNoAttrs, out: "bool", fn: () => (x, y) => bool(x !== 0 || y !== 0) }),
+  Xor: binaryOp({ attrs: binaryNoAttrs, out: "bool", fn: () => (x, y) => bool((x !== 0) !== (y !== 0)) }),
   BitwiseAnd: bitwise((x, y) => x & y, (x, y) => x & y),
   BitwiseOr: bitwise((x, y) => x | y, (x, y) => x | y),
   BitwiseXor: bitwise((x, y) => x ^ y, (x, y) => x ^ y),

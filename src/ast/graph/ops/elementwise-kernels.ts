@@ -36,7 +36,6 @@ export const storeOf = (dtype: DType): Scalar1 | undefined =>
   dtype === "int64" ? toInt64 : dtype === "uint64" ? toUint64 : dtype === "bool" ? toBool : undefined
 
 export const is64 = (d: DType): boolean => d === "int64" || d === "uint64"
-export const isNarrowInt = (d: DType): boolean => d === "int8" || d === "int16" || d === "uint8" || d === "uint16"
 
 /**
  * Wraps a 64-bit integer scalar function so that results beyond 2^53 (inexact in a double) are
@@ -74,14 +73,18 @@ const run2Of = (f: Scalar2): Run2 => (out, o, a, ai, sa, b, bi, sb, n) => {
   for (let j = 0; j < n; j++) out[o + j] = f(a[ai + j * sa], b[bi + j * sb])
 }
 
+const rawRun = <R>(run: R, dtype: DType): R => {
+  if (storeOf(dtype)) throw new Error(`a raw run cannot store ${dtype}: give the scalar function (see fast1/fast2)`)
+  return run
+}
 const unaryRun = (op: Unary, dtype: DType): Run1 => {
+  if (typeof op !== "function") return rawRun(op.run, dtype)
   const s = storeOf(dtype)
-  if (typeof op !== "function") return s ? fail(`internal: a raw run cannot store ${dtype}`) : op.run
   return run1Of(s ? (x) => s(op(x)) : op)
 }
 const binaryRun = (op: Binary, dtype: DType): Run2 => {
+  if (typeof op !== "function") return rawRun(op.run, dtype)
   const s = storeOf(dtype)
-  if (typeof op !== "function") return s ? fail(`internal: a raw run cannot store ${dtype}`) : op.run
   return run2Of(s ? (x, y) => s(op(x, y)) : op)
 }
 
