@@ -295,11 +295,25 @@ describe("tessera run --target / --opt-level / --dump-ir / --report", () => {
     expect(r.stderr).toMatch(/rewrite\.EliminateDeadCode\s+\d+\.\d{3}\s+\d+ → \d+/)
   })
 
-  it("a target that is not built here is one clear line", () => {
-    const r = tessera("run", write("t.onnx", transposeModel()), "--target", "wasm", "--shape", "x=1x3")
-    expect(r.status).toBe(1)
-    expect(r.stderr.trim().split("\n")).toHaveLength(1)
-    expect(r.stderr).toMatch(/^tessera run: the wasm target is not available: /)
+  it("the wasm target (and c, where gcc is installed) compute what the interpreter computes", () => {
+    const conv = write("conv.onnx", convModel())
+    const want = path.join(tmp, "conv-ref")
+    ok("run", conv, "--opt-level", "0", "--out", want)
+    for (const target of ["wasm", "c"]) {
+      if (target === "c" && spawnSync("gcc", ["--version"]).status !== 0) {
+        console.warn("skipped: run --target c (gcc is not installed)")
+        continue
+      }
+      const dir = path.join(tmp, `conv-${target}`)
+      expect(lastJson(ok("run", conv, "--target", target, "--out", dir))).toMatchObject({ target, kernels: { fallback: 0 } })
+      expect(maxDiff(npyOut(dir, "y").data, npyOut(want, "y").data)).toBeLessThan(1e-5)
+    }
+  })
+
+  it("an unknown target is one clear line naming the targets", () => {
+    const r = tessera("run", write("t.onnx", transposeModel()), "--target", "cuda", "--shape", "x=1x3")
+    expect(r.status).toBe(2)
+    expect(r.stderr.trim()).toBe("tessera run: --target: no target 'cuda' here (choose one of: interp, js, c, wasm) (see 'tessera run --help')")
   })
 })
 

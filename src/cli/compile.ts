@@ -12,7 +12,7 @@ import { ensureFolderSync, readModel, writeFilesAtomicSync } from "../device/fil
 import { emitCProgram, emitJs, type TuningReport } from "../pipeline.js"
 import { attempt, UsageError } from "./errors.js"
 import { parseDims, planInputs, splitAssignment } from "./inputs.js"
-import { compileFor, parseOptLevel, parseTarget, readTuned, targetSettings, tuningLines, type CliTarget, type TargetSettings } from "./targets.js"
+import { compileFor, emitWasm, parseOptLevel, parseTarget, readTuned, targetSettings, tuningLines, type CliTarget, type TargetSettings } from "./targets.js"
 
 export const COMPILE_TARGETS: readonly CliTarget[] = ["js", "c", "wasm"]
 
@@ -93,16 +93,21 @@ export const manifest = (model: string, settings: TargetSettings, optLevel: numb
 export const artifactFiles = (model: string, settings: TargetSettings, optLevel: number, program: Program, tuning?: TuningReport): Map<string, Uint8Array> => {
   const enc = new TextEncoder()
   const code = new Map<string, string>()
+  const out0 = new Map<string, Uint8Array>()
   let files: object
   if (settings.kind === "js") {
     code.set("model.js", emitJs(program))
     files = { module: "model.js", constants: "constants.bin" }
+  } else if (settings.kind === "wasm") {
+    const em = emitWasm(program)
+    out0.set("model.wasm", em.bytes)
+    files = { module: "model.wasm", constants: "constants.bin", imports: { memory: "env.memory", math: "math.*" }, frames: em.kernels }
   } else {
     for (const [name, text] of cArtifact(emitCProgram(program))) code.set(name, text)
     files = { source: "tessera_kernels.c", header: "tessera_kernels.h", makefile: "Makefile", library: "libtessera_kernels.so", constants: "constants.bin" }
   }
   const { bin, index } = packConstants(program.graph)
-  const out = new Map<string, Uint8Array>()
+  const out = new Map<string, Uint8Array>(out0)
   for (const [name, text] of code) out.set(name, enc.encode(text))
   out.set("constants.bin", bin)
   out.set("manifest.json", enc.encode(`${JSON.stringify(manifest(model, settings, optLevel, program, files, index, tuning), null, 2)}\n`))

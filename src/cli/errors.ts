@@ -24,6 +24,7 @@ const HINTS: { readonly [tag: string]: (e: { readonly message: string; readonly 
   NpyError: () => "save the array with numpy.save (a numeric or bool dtype, C order)",
   TargetUnavailableError: () => "",
   JsLoadError: () => "this is a bug in the js emitter: please report it with the model",
+  WasmLoadError: () => "this is a bug in the wasm emitter: please report it with the model",
   ExecutorError: () => "this is a bug in Tessera's executor: please report it with the model",
   CompileError: () => "the generated C did not build: check the compiler, or report it with the model",
   LoadError: () => "the built library could not be loaded: check the C compiler and the cache folder",
@@ -75,6 +76,7 @@ const COMMAND_ERROR_TAGS: ReadonlySet<string> = new Set([
   "CompileError",
   "LoadError",
   "CRunError",
+  "WasmLoadError",
 ])
 
 /** A typed failure of a command: an Error with one of the known tags. */

@@ -10,6 +10,8 @@ import type { Tensor } from "../ast/graph/tensor.js"
 import { compilerAvailable } from "../device/c.js"
 import { createExecutor, type KernelFn, type Program } from "../device/executor.js"
 import { loadJsModule } from "../device/js.js"
+import { loadWasmModule } from "../device/wasm.js"
+import { emitWasmModule, type WasmEmitted } from "../emit/wasm/emit.js"
 import { readLog } from "../device/records-file.js"
 import { hostTarget } from "../device/target.js"
 import { compileGraph, emitJs, loadCProgram, type TuningReport } from "../pipeline.js"
@@ -57,7 +59,6 @@ export const settingsKey = (s: TargetSettings): string => targetKey({ kind: s.ki
 
 /** Is the target's toolchain here? The reason when not. */
 export const targetMissing = (kind: CliTarget): string | undefined => {
-  if (kind === "wasm") return "the wasm emitter and device (src/emit/wasm, src/device/wasm.ts) are not in this build yet; use --target js or c"
   if (kind === "c" && !compilerAvailable("gcc")) return "gcc was not found on PATH; install gcc (with OpenMP) or use --target js"
   return undefined
 }
@@ -145,10 +146,18 @@ export const loadKernels = Effect.fn("cli.loadKernels")(function* (program: Prog
       return yield* loadJsModule(emitJs(program))
     case "c":
       return yield* loadCProgram(program)
+    case "wasm": {
+      const em = emitWasm(program)
+      return yield* loadWasmModule(em.bytes, em.kernels)
+    }
     default:
       return yield* new TargetUnavailableError({ target: kind, reason: targetMissing(kind) ?? "it has no loader" })
   }
 })
+
+/** The wasm target's module: one exported function per compiled kernel, with its frame layout. */
+export const emitWasm = (program: Program): WasmEmitted =>
+  emitWasmModule(program.kernels.flatMap((k) => (k.kind === "compiled" ? [{ name: k.name, func: k.func }] : [])))
 
 /** Compiles and loads: a model ready to run. */
 export const prepare = Effect.fn("cli.prepare")(function* (graph: Graph, o: PrepareOptions) {
