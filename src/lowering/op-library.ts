@@ -27,6 +27,7 @@ import {
 import { at, compute, dtypeRange, maxReduce, reduceAxis, sum } from "../ast/te/tensor.js"
 import { bread, binary, fl, inp, none, num, shapeOf, unary, type OpCompute, type OpComputeCtx } from "./op-library-common.js"
 import { BINARY_MATH, UNARY_MATH } from "./op-library-math.js"
+import { TENSOR_MOVES } from "./op-library-tensor.js"
 
 export { NoCompute, type OpComputeCtx } from "./op-library-common.js"
 
@@ -422,6 +423,7 @@ export const OP_COMPUTES: Readonly<Record<string, OpCompute>> = {
   ...ELEMENTWISE,
   ...UNARY_MATH,
   ...BINARY_MATH,
+  ...TENSOR_MOVES,
   Conv: conv2d,
   ConvNCHWc: convNCHWc,
   MaxPool: pool2d("max"),

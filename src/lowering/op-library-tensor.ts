@@ -1,0 +1,175 @@
+// Injective computes that move data: Pad (constant / edge / reflect / wrap with constant pads),
+// Slice (constant starts/ends/axes/steps, negative steps too), Gather / GatherElements (their
+// indices read in the index expression), Expand, Tile, DepthToSpace and SpaceToDepth. Each
+// matches its reference kernel in src/ast/graph/ops/tensor-*.ts.
+import { add, c, cast, floordiv, floormod, ge, and, lt, max, min, mul, select, sub, type Expr } from "../ast/te/expr.js"
+import { at, compute, type TeTensor } from "../ast/te/tensor.js"
+import { bread, constInts, inp, ints, none, normAxis, num, shapeOf, type OpCompute, type OpComputeCtx } from "./op-library-common.js"
+import { castExpr } from "./op-library-math.js"
+
+const axesOf = (axes: readonly number[] | undefined, n: number, rank: number): number[] =>
+  (axes ?? Array.from({ length: n }, (_, i) => i)).map((a) => normAxis(a, rank))
+
+const pad: OpCompute = (ctx) => {
+  const x = inp(ctx, 0)
+  const rank = x.shape.length
+  const mode = (ctx.attrs.mode as string | undefined) ?? "constant"
+  const attr = ints(ctx.attrs.pads) ?? ints(ctx.attrs.paddings)
+  const padsList = attr ?? constInts(ctx, 1, "pads") ?? none("no pads")
+  const axes = axesOf(attr ? undefined : constInts(ctx, 3, "axes"), padsList.length / 2, rank)
+  const begin = new Array<number>(rank).fill(0)
+  axes.forEach((a, k) => (begin[a] = padsList[k]))
+  const out = shapeOf(ctx.outputs[0])
+  const cv = ctx.inputs[2]
+  const fill: Expr = cv
+    ? cv.shape.length === 0 ? at(cv) : at(cv, ...cv.shape.map(() => c(0)))
+    : castExpr(c(attr ? num(ctx.attrs.value, 0) : 0, "float64"), x.dtype)
+  return [
+    compute(ctx.name(), out, (...o) => {
+      const idx: Expr[] = []
+      let inside: Expr = c(1, "bool")
+      for (let k = 0; k < rank; k++) {
+        const dim = x.shape[k]
+        const i = sub(o[k], c(begin[k]))
+        if (begin[k] === 0 && out[k] === dim) {
+          idx.push(o[k])
+          continue
+        }
+        switch (mode) {
+          case "constant":
+            idx.push(i)
+            inside = and(inside, and(ge(i, c(0)), lt(i, c(dim))))
+            break
+          case "edge":
+            idx.push(min(max(i, c(0)), c(dim - 1)))
+            break
+          case "wrap":
+            idx.push(floormod(i, c(dim)))
+            break
+          case "reflect": {
+            if (dim === 1) {
+              idx.push(c(0))
+              break
+            }
+            const p = 2 * (dim - 1)
+            const m = floormod(i, c(p))
+            idx.push(select(lt(m, c(dim)), m, sub(c(p), m)))
+            break
+          }
+          default:
+            return none(`Pad mode '${mode}'`)
+        }
+      }
+      return mode === "constant" ? select(inside, at(x, ...idx), cast(x.dtype, fill)) : at(x, ...idx)
+    }, x.dtype),
+  ]
+}
+
+/** First index and length of a slice of a `dim`-long axis, with ONNX's clamping (as the reference). */
+const sliceFirst = (dim: number, start: number, end: number, step: number): number => {
+  let s = start < 0 ? start + dim : start
+  if (step > 0) s = Math.min(Math.max(s, 0), dim)
+  else s = Math.min(Math.max(s, 0), dim - 1)
+  void end
+  return s
+}
+
+const slice: OpCompute = (ctx) => {
+  const x = inp(ctx, 0)
+  const rank = x.shape.length
+  const attrStarts = ints(ctx.attrs.starts)
+  const starts = attrStarts ?? constInts(ctx, 1, "starts") ?? none("no starts")
+  const ends = (attrStarts ? ints(ctx.attrs.ends) : constInts(ctx, 2, "ends")) ?? none("no ends")
+  const axes = axesOf(attrStarts ? ints(ctx.attrs.axes) : constInts(ctx, 3, "axes"), starts.length, rank)
+  const steps = (attrStarts ? undefined : constInts(ctx, 4, "steps")) ?? new Array<number>(starts.length).fill(1)
+  const first = new Array<number>(rank).fill(0)
+  const step = new Array<number>(rank).fill(1)
+  axes.forEach((a, k) => {
+    if (steps[k] === 0) none("slice step 0")
+    first[a] = sliceFirst(x.shape[a], starts[k], ends[k], steps[k])
+    step[a] = steps[k]
+  })
+  return [compute(ctx.name(), shapeOf(ctx.outputs[0]), (...o) => at(x, ...o.map((v, k) => add(mul(v, c(step[k])), c(first[k])))), x.dtype)]
+}
+
+/** An index read from a tensor of indices, negative values counting from the end of a `dim`-long axis. */
+const indexAt = (t: TeTensor, idx: readonly Expr[], dim: number): Expr => {
+  const v = cast("int32", at(t, ...idx))
+  return select(lt(v, c(0)), add(v, c(dim)), v)
+}
+
+const gather: OpCompute = (ctx) => {
+  const data = inp(ctx, 0)
+  const indices = inp(ctx, 1)
+  const r = data.shape.length
+  const axis = normAxis(num(ctx.attrs.axis, 0), r)
+  const q = indices.shape.length
+  return [
+    compute(ctx.name(), shapeOf(ctx.outputs[0]), (...o) => {
+      const j = o.slice(axis, axis + q)
+      return at(data, ...o.slice(0, axis), indexAt(indices, j, data.shape[axis]), ...o.slice(axis + q))
+    }, data.dtype),
+  ]
+}
+
+const gatherElements: OpCompute = (ctx) => {
+  const data = inp(ctx, 0)
+  const indices = inp(ctx, 1)
+  const axis = normAxis(num(ctx.attrs.axis, 0), data.shape.length)
+  return [
+    compute(ctx.name(), shapeOf(ctx.outputs[0]), (...o) =>
+      at(data, ...o.map((v, k) => (k === axis ? indexAt(indices, o, data.shape[axis]) : v))), data.dtype),
+  ]
+}
+
+const expand: OpCompute = (ctx) => {
+  const x = inp(ctx, 0)
+  return [compute(ctx.name(), shapeOf(ctx.outputs[0]), (...o) => bread(x, o), x.dtype)]
+}
+
+const tile: OpCompute = (ctx) => {
+  const x = inp(ctx, 0)
+  return [compute(ctx.name(), shapeOf(ctx.outputs[0]), (...o) => at(x, ...o.map((v, k) => (x.shape[k] === 1 ? c(0) : floormod(v, c(x.shape[k]))))), x.dtype)]
+}
+
+const depthToSpace: OpCompute = (ctx) => {
+  const x = inp(ctx, 0)
+  if (x.shape.length !== 4) return none(`DepthToSpace of rank ${x.shape.length}`)
+  const bs = num(ctx.attrs.blocksize, 0)
+  const cc = x.shape[1] / (bs * bs)
+  const dcr = (ctx.attrs.mode as string | undefined) !== "CRD"
+  return [
+    compute(ctx.name(), shapeOf(ctx.outputs[0]), (n, ch, y, xx) => {
+      const b1 = floormod(y, c(bs))
+      const b2 = floormod(xx, c(bs))
+      const ic = dcr ? add(mul(add(mul(b1, c(bs)), b2), c(cc)), ch) : add(mul(ch, c(bs * bs)), add(mul(b1, c(bs)), b2))
+      return at(x, n, ic, floordiv(y, c(bs)), floordiv(xx, c(bs)))
+    }, x.dtype),
+  ]
+}
+
+const spaceToDepth: OpCompute = (ctx) => {
+  const x = inp(ctx, 0)
+  if (x.shape.length !== 4) return none(`SpaceToDepth of rank ${x.shape.length}`)
+  const bs = num(ctx.attrs.blocksize, 0)
+  const C = x.shape[1]
+  return [
+    compute(ctx.name(), shapeOf(ctx.outputs[0]), (n, oc, y, xx) => {
+      const b = floordiv(oc, c(C))
+      return at(x, n, floormod(oc, c(C)), add(mul(y, c(bs)), floordiv(b, c(bs))), add(mul(xx, c(bs)), floormod(b, c(bs))))
+    }, x.dtype),
+  ]
+}
+
+export const TENSOR_MOVES: Record<string, OpCompute> = {
+  Pad: pad,
+  Slice: slice,
+  Gather: gather,
+  GatherElements: gatherElements,
+  Expand: expand,
+  Tile: tile,
+  DepthToSpace: depthToSpace,
+  SpaceToDepth: spaceToDepth,
+}
+
+export type { OpComputeCtx }
