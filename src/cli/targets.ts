@@ -177,19 +177,21 @@ export const prepare = Effect.fn("cli.prepare")(function* (graph: Graph, o: Prep
   return { ...c, program, compileMs: c.compileMs + (performance.now() - t0), run: exec.run } satisfies Prepared
 })
 
-/** Reads a tuning log: the best record per workload for these settings, and the log's warnings. */
+/** Reads a tuning log: the best record per workload for this target kind, and the log's warnings. */
 export const readTuned = Effect.fn("cli.readTuned")(function* (file: string, settings: TargetSettings) {
   const log = yield* readLog(file)
   const key = settingsKey(settings)
-  const best = bestRecords(log.records, key)
-  const otherTargets = [...new Set(log.records.map((r) => r.target).filter((t) => t !== key))]
+  // records name the target kind; their workload key carries lanes and cores (`reduction|js:lanes=4:cores=1|…`)
+  const best = bestRecords(log.records, settings.kind)
+  const keyOf = (workload: string) => workload.split("|")[1] ?? ""
+  const otherTargets = [...new Set(log.records.flatMap((r) => (r.target !== settings.kind ? [r.target] : keyOf(r.workload) !== key ? [keyOf(r.workload)] : [])))]
   return { best, records: log.records.length, warnings: log.warnings, key, otherTargets }
 })
 
 /** The tuning report as lines for stderr. */
-export const tuningLines = (file: string, t: { readonly best: ReadonlyMap<string, unknown>; readonly records: number; readonly key: string; readonly otherTargets: readonly string[] }, r: TuningReport | undefined): string[] => {
-  const lines = [`tuning log ${file}: ${t.records} records, best for ${t.best.size} workloads on ${t.key}`]
-  if (t.best.size === 0 && t.otherTargets.length) lines.push(`  (its records are for ${t.otherTargets.join(", ")}: tune with the same --target and --threads)`)
+export const tuningLines = (file: string, t: { readonly records: number; readonly key: string; readonly otherTargets: readonly string[] }, r: TuningReport | undefined): string[] => {
+  const lines = [`tuning log ${file}: ${t.records} records; target ${t.key}`]
+  if (t.otherTargets.length) lines.push(`  records for other targets are not used: ${t.otherTargets.join(", ")} (tune with the same --target and --threads)`)
   if (r) {
     const ids = (xs: readonly number[]) => (xs.length ? xs.map((x) => `#${x}`).join(" ") : "none")
     lines.push(`  applied: ${r.applied.length} groups (${ids(r.applied)})`)
