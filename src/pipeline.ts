@@ -9,7 +9,7 @@ import type { FusedGroup } from "./rewrite/fuse-ops.js"
 import type { ComputeTensor } from "./ast/te/tensor.js"
 import type { TuningRecord } from "./search/records.js"
 import { configHash, indexOfConfig, targetKey, workloadOf } from "./search/task.js"
-import { alterLayout, defaultPasses, fuseOps, planMemory, sequential, singletonGroups, withPassConfig } from "./rewrite/index.js"
+import { alterLayout, defaultPasses, fuseOps, planMemory, sequential, singletonGroups, PassConfig } from "./rewrite/index.js"
 import type { KernelFn, Program } from "./device/executor.js"
 import { emitC, type CEmitted } from "./emit/c.js"
 import { buildC, loadC, type CBuildConfig } from "./device/c.js"
@@ -38,7 +38,9 @@ export const compileGraph = Effect.fn("tessera.compile")(function* (graph: Graph
   const bound = yield* bind(graph, options.shapes ?? new Map(), { requireStatic: true })
   const lanes = options.vectorLanes ?? 0
   const passes = lanes > 1 && options.target !== "interp" ? sequential("rewrite.Target", [defaultPasses, alterLayout({ vectorLanes: lanes })]) : defaultPasses
-  const optimized = yield* passes.run(bound).pipe(withPassConfig({ optLevel }))
+  // the caller's PassConfig (instruments, disabled passes) stays; only the opt level is set here
+  const outer = yield* PassConfig
+  const optimized = yield* passes.run(bound).pipe(Effect.provideService(PassConfig, { ...outer, optLevel }))
   const fused = optLevel >= fuseOps.optLevel ? yield* fuseOps.run(optimized) : singletonGroups(optimized)
   const memory = planMemory(fused)
   const target = { kind: options.target, vectorLanes: Math.max(lanes, 1), cores: options.cores ?? 1 }
