@@ -28,6 +28,7 @@ import { at, compute, dtypeRange, maxReduce, reduceAxis, sum } from "../ast/te/t
 import { bread, binary, fl, inp, none, num, shapeOf, unary, type OpCompute, type OpComputeCtx } from "./op-library-common.js"
 import { BINARY_MATH, UNARY_MATH } from "./op-library-math.js"
 import { TENSOR_MOVES } from "./op-library-tensor.js"
+import { REDUCTIONS } from "./op-library-reduce.js"
 
 export { NoCompute, type OpComputeCtx } from "./op-library-common.js"
 
@@ -345,37 +346,6 @@ const concat: OpCompute = (ctx) => {
   ]
 }
 
-const reduceOp =
-  (kind: "sum" | "mean" | "max"): OpCompute =>
-  (ctx) => {
-    const x = inp(ctx, 0)
-    const rank = x.shape.length
-    const axesConst = ctx.constants[1]
-    const axesAttr = ctx.attrs.axes as number[] | undefined
-    const axes0 = axesAttr ?? (axesConst ? Array.from(axesConst) : undefined)
-    if (!axes0 || axes0.length === 0) return none("reduction over all axes by omission")
-    const axes = axes0.map((a) => (a < 0 ? a + rank : a))
-    const keep = num(ctx.attrs.keepdims, 1) === 1
-    const rs = axes.map((a) => reduceAxis(x.shape[a], `${ctx.name()}.r${a}`))
-    const out = shapeOf(ctx.outputs[0])
-    const body = (...i: Var[]) => {
-      const idx: Expr[] = []
-      let q = 0
-      for (let k = 0; k < rank; k++) {
-        const r = axes.indexOf(k)
-        if (r >= 0) {
-          idx.push(rs[r].var)
-          if (keep) q++
-        } else idx.push(i[q++])
-      }
-      return kind === "max" ? maxReduce(at(x, ...idx), rs) : sum(at(x, ...idx), rs)
-    }
-    const red = compute(ctx.name(kind === "mean" ? "sum" : undefined), out, body, x.dtype)
-    if (kind !== "mean") return [red]
-    const count = axes.reduce((p, a) => p * x.shape[a], 1)
-    return [red, compute(ctx.name(), out, (...i) => div(at(red, ...i), fl(x.dtype, count)), x.dtype)]
-  }
-
 const layoutTransform: OpCompute = (ctx) => {
   const x = inp(ctx, 0)
   const out = shapeOf(ctx.outputs[0])
@@ -441,10 +411,8 @@ export const OP_COMPUTES: Readonly<Record<string, OpCompute>> = {
   Unsqueeze: reshapeLike,
   Transpose: transpose,
   Concat: concat,
-  ReduceSum: reduceOp("sum"),
-  ReduceMean: reduceOp("mean"),
-  ReduceMax: reduceOp("max"),
   LayoutTransform: layoutTransform,
+  ...REDUCTIONS,
 }
 
 /** Is there a compute for this node (op and configuration)? */

@@ -1,0 +1,247 @@
+// Reductions and normalizations: the Reduce* family (axes from the attribute or a constant input,
+// reduce-all by omission, noop_with_empty_axes), ArgMax/ArgMin (a max, then the first/last index
+// that holds it; the first NaN wins), LayerNormalization, InstanceNormalization and LRN. Each
+// matches its reference kernel in src/ast/graph/ops/{reduce,norm-*}.ts.
+import type { DType } from "../ast/graph/dtype.js"
+import { add, and, c, call, cast, div, eq, ge, le, lt, mul, select, sub, bin, type Expr, type IterVar, type Var } from "../ast/te/expr.js"
+import { at, commReducer, compute, maxReduce, minReduce, reduceAxis, reduceWith, sum, type ComputeTensor, type TeTensor } from "../ast/te/tensor.js"
+import { bread, constInts, fl, inp, ints, isFloatDtype, none, normAxis, num, shapeOf, type OpCompute, type OpComputeCtx } from "./op-library-common.js"
+
+const PROD = commReducer("prod", (a, b) => mul(a, b), () => 1)
+
+type ReduceKind = "sum" | "sumsq" | "l1" | "l2" | "logsum" | "logsumexp" | "mean" | "prod" | "max" | "min"
+
+/** The reduced axes (sorted, normalized), or undefined for "every element its own set" (noop). */
+const reducedAxes = (ctx: OpComputeCtx, rank: number, inputFrom: number): number[] | undefined => {
+  const attr = ints(ctx.attrs.axes)
+  const hasInput = !!ctx.node.inputs[1]
+  const axes = hasInput && (attr === undefined || ctx.opset >= inputFrom) ? constInts(ctx, 1, "axes") : attr
+  if (!axes || axes.length === 0) return num(ctx.attrs.noop_with_empty_axes, 0) !== 0 ? undefined : Array.from({ length: rank }, (_, k) => k)
+  return [...new Set(axes.map((a) => normAxis(a, rank)))].sort((a, b) => a - b)
+}
+
+/** The input index of a reduction: kept axes from the output index, reduced ones from the reduce vars. */
+const inputIndex = (rank: number, axes: readonly number[], rs: readonly IterVar[], keep: boolean, i: readonly Expr[]): Expr[] => {
+  const idx: Expr[] = []
+  let q = 0
+  for (let k = 0; k < rank; k++) {
+    const r = axes.indexOf(k)
+    if (r >= 0) {
+      idx.push(rs[r].var)
+      if (keep) q++
+    } else idx.push(i[q++])
+  }
+  return idx
+}
+
+const elementwiseOf = (kind: ReduceKind, v: Expr): Expr => {
+  switch (kind) {
+    case "sumsq":
+      return mul(v, v)
+    case "l1":
+      return call("fabs", v)
+    case "l2":
+      return call("sqrt", mul(v, v))
+    case "logsum":
+      return call("log", v)
+    default:
+      return v
+  }
+}
+
+const reduceOp =
+  (kind: ReduceKind, inputFrom = 18): OpCompute =>
+  (ctx) => {
+    const x = inp(ctx, 0)
+    const rank = x.shape.length
+    const dtype = ctx.outputs[0].dtype
+    const out = shapeOf(ctx.outputs[0])
+    const axes = reducedAxes(ctx, rank, inputFrom)
+    if ((kind === "logsum" || kind === "logsumexp" || kind === "l2") && !isFloatDtype(dtype)) return none(`${ctx.node.op} of ${dtype}`)
+    if (!axes) return [compute(ctx.name(), out, (...i) => elementwiseOf(kind, at(x, ...i)), dtype)]
+    if (axes.length === 0) return none("a reduction of a scalar")
+    const keep = num(ctx.attrs.keepdims, 1) === 1
+    const axesVars = (tag: string) => axes.map((a) => reduceAxis(x.shape[a], `${ctx.name()}.${tag}${a}`))
+    const read = (rs: readonly IterVar[], i: readonly Var[]) => at(x, ...inputIndex(rank, axes, rs, keep, i))
+    const count = axes.reduce((p, a) => p * x.shape[a], 1)
+    if (kind === "logsumexp") {
+      const r1 = axesVars("m")
+      const mx = compute(ctx.name("max"), out, (...i) => maxReduce(read(r1, i), r1), dtype)
+      const r2 = axesVars("s")
+      const finite = (m: Expr) => lt(call("fabs", m), fl(dtype, Infinity))
+      const s = compute(ctx.name("sum"), out, (...i) => {
+        const m = at(mx, ...i)
+        const v = read(r2, i)
+        return sum(call("exp", select(finite(m), sub(v, m), v)), r2)
+      }, dtype)
+      return [mx, s, compute(ctx.name(), out, (...i) => {
+        const m = at(mx, ...i)
+        const l = call("log", at(s, ...i))
+        return select(finite(m), add(l, m), l)
+      }, dtype)]
+    }
+    const rs = axesVars("r")
+    const needsFinish = kind === "l2" || kind === "logsum" || kind === "mean"
+    const red = compute(ctx.name(needsFinish ? "red" : undefined), out, (...i) => {
+      const v = read(rs, i)
+      switch (kind) {
+        case "max":
+          return maxReduce(v, rs)
+        case "min":
+          return minReduce(v, rs)
+        case "prod":
+          return reduceWith(PROD)(v, rs)
+        case "sumsq":
+        case "l2":
+          return sum(mul(v, v), rs)
+        case "l1":
+          return sum(call("fabs", v), rs)
+        default:
+          return sum(v, rs)
+      }
+    }, dtype)
+    if (!needsFinish) return [red]
+    return [red, compute(ctx.name(), out, (...i) => {
+      const a = at(red, ...i)
+      return kind === "l2" ? call("sqrt", a) : kind === "logsum" ? call("log", a) : div(a, fl(dtype, count))
+    }, dtype)]
+  }
+
+/** ArgMax / ArgMin: the extreme value, then the first index holding it (or the last with select_last_index); a NaN wins at its first index. */
+const argOp =
+  (largest: boolean): OpCompute =>
+  (ctx) => {
+    const x = inp(ctx, 0)
+    const rank = x.shape.length
+    const axis = normAxis(num(ctx.attrs.axis, 0), rank)
+    const keep = num(ctx.attrs.keepdims, 1) === 1
+    const last = num(ctx.attrs.select_last_index, 0) !== 0
+    const out = shapeOf(ctx.outputs[0])
+    const dim = x.shape[axis]
+    const axisVar = (tag: string) => reduceAxis(dim, `${ctx.name()}.${tag}`)
+    const read = (r: IterVar, i: readonly Var[]) => at(x, ...inputIndex(rank, [axis], [r], keep, i))
+    const r0 = axisVar("v")
+    const ext = compute(ctx.name("ext"), out, (...i) => (largest ? maxReduce : minReduce)(read(r0, i), [r0]), x.dtype)
+    const isNaN = (v: Expr) => (isFloatDtype(v.dtype) ? bin("ne", v, v) : c(0, "bool"))
+    const r1 = axisVar("f")
+    const first = compute(ctx.name("first"), out, (...i) => {
+      const v = read(r1, i)
+      return minReduce(select(bin("or", eq(v, at(ext, ...i)), isNaN(v)), r1.var, c(dim)), [r1])
+    }, "int32")
+    if (!last) return [ext, first, compute(ctx.name(), out, (...i) => cast("int64", at(first, ...i)), "int64")]
+    const r2 = axisVar("l")
+    const lastEq = compute(ctx.name("last"), out, (...i) => maxReduce(select(eq(read(r2, i), at(ext, ...i)), r2.var, c(-1)), [r2]), "int32")
+    return [
+      ext,
+      first,
+      lastEq,
+      compute(ctx.name(), out, (...i) => cast("int64", select(isNaN(at(ext, ...i)), at(first, ...i), at(lastEq, ...i))), "int64"),
+    ]
+  }
+
+/** Mean and 1/√(var + ε) over the trailing dims from `axis` (float64), then the affine map. */
+const normStats = (ctx: OpComputeCtx, x: TeTensor, lead: readonly number[], inner: readonly number[], eps: number): [ComputeTensor, ComputeTensor] => {
+  const W: DType = "float64"
+  const n = inner.reduce((p, d) => p * d, 1)
+  const statShape = lead.length ? lead : [1]
+  const li = (i: readonly Expr[]) => (lead.length ? i : [])
+  const r1 = inner.map((d, k) => reduceAxis(d, `${ctx.name()}.a${k}`))
+  const mean = compute(ctx.name("mean"), statShape, (...i) => sum(mul(cast(W, at(x, ...li(i), ...r1.map((r) => r.var))), fl(W, 1 / n)), r1), W)
+  const r2 = inner.map((d, k) => reduceAxis(d, `${ctx.name()}.b${k}`))
+  const inv = compute(ctx.name("var"), statShape, (...i) => {
+    const d = sub(cast(W, at(x, ...li(i), ...r2.map((r) => r.var))), at(mean, ...i))
+    return sum(mul(d, d), r2)
+  }, W)
+  void eps
+  return [mean, inv]
+}
+
+const layerNorm: OpCompute = (ctx) => {
+  if (ctx.node.outputs.slice(1).some((o) => o !== "")) return none("LayerNormalization's Mean / InvStdDev outputs")
+  const x = inp(ctx, 0)
+  const scale = inp(ctx, 1)
+  const bias = ctx.inputs[2]
+  const rank = x.shape.length
+  const axis = normAxis(num(ctx.attrs.axis, -1), rank)
+  const eps = num(ctx.attrs.epsilon, 1e-5)
+  const lead = x.shape.slice(0, axis)
+  const inner = x.shape.slice(axis)
+  const n = inner.reduce((p, d) => p * d, 1)
+  const [mean, ss] = normStats(ctx, x, lead, inner, eps)
+  const W: DType = "float64"
+  const dtype = x.dtype
+  return [
+    mean,
+    ss,
+    compute(ctx.name(), x.shape, (...i) => {
+      const si = lead.length ? i.slice(0, axis) : [c(0)]
+      const inv = div(fl(W, 1), call("sqrt", add(div(at(ss, ...si), fl(W, n)), fl(W, eps))))
+      // as the reference: the standardized value in X's type, then scaled and shifted
+      const y = mul(cast(W, cast(dtype, mul(sub(cast(W, at(x, ...i)), at(mean, ...si)), inv))), cast(W, bread(scale, i)))
+      return cast(dtype, bias ? add(y, cast(W, bread(bias, i))) : y)
+    }, dtype),
+  ]
+}
+
+const instanceNorm: OpCompute = (ctx) => {
+  const x = inp(ctx, 0)
+  if (x.shape.length < 3) return none(`InstanceNormalization of rank ${x.shape.length}`)
+  const scale = inp(ctx, 1)
+  const bias = inp(ctx, 2)
+  const eps = num(ctx.attrs.epsilon, 1e-5)
+  const lead = x.shape.slice(0, 2)
+  const inner = x.shape.slice(2)
+  const n = inner.reduce((p, d) => p * d, 1)
+  const [mean, ss] = normStats(ctx, x, lead, inner, eps)
+  const W: DType = "float64"
+  const dtype = x.dtype
+  return [
+    mean,
+    ss,
+    compute(ctx.name(), x.shape, (...i) => {
+      const inv = div(fl(W, 1), call("sqrt", add(div(at(ss, i[0], i[1]), fl(W, n)), fl(W, eps))))
+      return cast(dtype, add(mul(mul(cast(W, at(scale, i[1])), sub(cast(W, at(x, ...i)), at(mean, i[0], i[1]))), inv), cast(W, at(bias, i[1]))))
+    }, dtype),
+  ]
+}
+
+const lrn: OpCompute = (ctx) => {
+  const x = inp(ctx, 0)
+  if (x.shape.length < 2) return none(`LRN of rank ${x.shape.length}`)
+  const size = num(ctx.attrs.size, 0)
+  const alpha = num(ctx.attrs.alpha, 0.0001)
+  const beta = num(ctx.attrs.beta, 0.75)
+  const bias = num(ctx.attrs.bias, 1)
+  const C = x.shape[1]
+  const lo = Math.floor((size - 1) / 2)
+  const W: DType = "float64"
+  const r = reduceAxis(size, `${ctx.name()}.w`)
+  const sq = compute(ctx.name("sq"), x.shape, (...i) => {
+    const ch = add(sub(i[1], c(lo)), r.var)
+    const inside = and(ge(ch, c(0)), le(ch, c(C - 1)))
+    const v = cast(W, at(x, i[0], ch, ...i.slice(2)))
+    return sum(select(inside, mul(v, v), fl(W, 0)), [r])
+  }, W)
+  return [
+    sq,
+    compute(ctx.name(), x.shape, (...i) => cast(x.dtype, div(cast(W, at(x, ...i)), call("pow", add(fl(W, bias), mul(fl(W, alpha / size), at(sq, ...i))), fl(W, beta)))), x.dtype),
+  ]
+}
+
+export const REDUCTIONS: Record<string, OpCompute> = {
+  ReduceSum: reduceOp("sum", 13),
+  ReduceMean: reduceOp("mean"),
+  ReduceMax: reduceOp("max"),
+  ReduceMin: reduceOp("min"),
+  ReduceProd: reduceOp("prod"),
+  ReduceL1: reduceOp("l1"),
+  ReduceL2: reduceOp("l2"),
+  ReduceSumSquare: reduceOp("sumsq"),
+  ReduceLogSum: reduceOp("logsum"),
+  ReduceLogSumExp: reduceOp("logsumexp"),
+  ArgMax: argOp(true),
+  ArgMin: argOp(false),
+  LayerNormalization: layerNorm,
+  InstanceNormalization: instanceNorm,
+  LRN: lrn,
+}
