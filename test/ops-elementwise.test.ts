@@ -168,6 +168,26 @@ describe("Dropout", () => {
   })
 })
 
+describe("activations", () => {
+  const f64 = (values: number[]) => t("float64", values)
+  const one = (op: string, x: number, attrs: Attrs = {}) => toNumbers(run(op, [f64([x])], attrs, 22))[0]
+  it("take the spec's defaults", () => {
+    expect(one("Selu", -1)).toBeCloseTo(1.0507009873554805 * 1.6732632423543772 * Math.expm1(-1), 6)
+    expect(one("HardSigmoid", 1)).toBeCloseTo(0.7, 6)
+    expect(one("LeakyRelu", -1)).toBeCloseTo(-0.01, 6)
+    expect([one("ThresholdedRelu", 1), one("ThresholdedRelu", 1.5)]).toEqual([0, 1.5])
+    expect([one("Shrink", 0.5), one("Shrink", -0.75), one("Shrink", -0.75, { bias: attr.float(0.5) })]).toEqual([0, -0.75, -0.25])
+    expect(one("Celu", -1)).toBeCloseTo(Math.expm1(-1), 12)
+    expect(one("Gelu", 1)).toBeCloseTo(0.8413447460685429, 12)
+    expect(one("Gelu", 1, { approximate: attr.str("tanh") })).toBeCloseTo(0.8411919906082768, 12)
+    expect(one("Swish", 2)).toBeCloseTo(2 / (1 + Math.exp(-2)), 12)
+  })
+  it("keep NaN, and IsInf detects the signs asked for", () => {
+    expect(toNumbers(run("Relu", [f64([NaN, -1, 2])]))).toEqual([NaN, 0, 2])
+    expect(toNumbers(run("IsInf", [f64([Infinity, -Infinity, NaN, 1])], { detect_negative: attr.int(0) }))).toEqual([1, 0, 0, 0])
+  })
+})
+
 describe("the broadcasting zip", () => {
   // a small deterministic generator: shapes of rank ≤ 4 with dims from {1, 2, 3}, sometimes dropped
   let seed = 12345
