@@ -1,8 +1,9 @@
 // `tessera demo`: the README's main job. Builds zoo networks in memory (seeded weights), compiles
-// each for the js target and runs it, runs it through the reference interpreter too, and through
+// each for the c target (the js target where no C compiler is installed) and runs it, runs it through the reference interpreter too, and through
 // onnxruntime-node (when installed), and prints a small table: time on each side, the largest
 // absolute difference, and whether the top-5 classes agree.
 import { Data, Effect, Result } from "effect"
+import { compilerAvailable } from "../device/c.js"
 import type { Graph } from "../ast/graph/graph.js"
 import type { Tensor } from "../ast/graph/tensor.js"
 import { decodeModelSync } from "../ast/onnx/decode.js"
@@ -20,6 +21,9 @@ export interface DemoOptions {
   /** Builds a zoo model's bytes. */
   readonly build: (name: string, seed: number) => Uint8Array
 }
+
+/** The compiled target the demo runs: c where gcc is installed, else the portable js target. */
+export const DEMO_TARGET: "c" | "js" = compilerAvailable() ? "c" : "js"
 
 /** Some demo models could not be run through Tessera (each row says why). */
 export class DemoError extends Data.TaggedError("DemoError")<{ readonly failed: readonly string[] }> {
@@ -89,7 +93,7 @@ export const demo = Effect.fn("cli.demo")(function* (o: DemoOptions, log: (line:
       const bytes = yield* attempt(() => o.build(name, o.seed))
       const graph = yield* attempt(() => decodeModelSync(bytes))
       const feeds = yield* attempt(() => feedsFor(graph, o.seed))
-      const js = yield* runOn("js", graph, feeds, o.runs)
+      const js = yield* runOn(DEMO_TARGET, graph, feeds, o.runs)
       const interp = yield* runOn("interp", graph, feeds, o.runs)
       return { bytes, graph, feeds, js, interp }
     })
@@ -132,7 +136,7 @@ const fmtMs = (ms: number | null) => (ms === null || Number.isNaN(ms) ? "-" : ms
 
 /** The table the demo prints. */
 export const demoTable = (rows: readonly DemoRow[]): string => {
-  const header = ["model", "tessera js (ms)", "interp (ms)", "onnxruntime (ms)", "max |diff|", "top-5 agree"]
+  const header = ["model", `tessera ${DEMO_TARGET} (ms)`, "interp (ms)", "onnxruntime (ms)", "max |diff|", "top-5 agree"]
   const body = rows.map((r) =>
     r.error !== undefined ? [r.model, `failed: ${r.error}`, "", "", "", ""] : [
     r.model,

@@ -7,7 +7,7 @@ import { Cause, Console, Data, Effect, Exit, Layer, Option } from "effect"
 import { Argument, CliOutput, Command, Flag } from "effect/cli"
 import { errorLine, tagOf, UsageError } from "./errors.js"
 import { INSPECT_FORMATS, inspectModel } from "./inspect.js"
-import { demo, demoOutcome, demoTable } from "./demo.js"
+import { DEMO_TARGET, demo, demoOutcome, demoTable } from "./demo.js"
 import { runModel } from "./run.js"
 import { compileCommand } from "./compile.js"
 import { BENCH_FORMATS, benchCommand, benchText } from "./bench.js"
@@ -154,7 +154,7 @@ const bench = Command.make(
 const runDemo = Effect.fn("cli.demoCommand")(function* (models: readonly string[], seed: number, runs: number) {
   for (const m of models)
     if (!ZOO_NAMES.includes(m as never)) return yield* new UsageError({ flag: "--model", reason: `no zoo model '${m}' (the zoo has: ${ZOO_NAMES.join(", ")})` })
-  yield* Console.log(`Tessera demo: ${models.join(", ")} with seeded weights (seed ${seed}) and a seeded random input, compiled for Tessera's js target, through its interpreter, and through onnxruntime-node`)
+  yield* Console.log(`Tessera demo: ${models.join(", ")} with seeded weights (seed ${seed}) and a seeded random input, compiled for Tessera's ${DEMO_TARGET} target, through its interpreter, and through onnxruntime-node`)
   const rows = yield* demo({ models, seed, runs, build: zooModel }, (line) => Console.log(line))
   yield* Console.log(demoTable(rows))
   yield* demoOutcome(rows)
