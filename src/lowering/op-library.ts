@@ -29,6 +29,7 @@ import { bread, binary, fl, inp, none, num, shapeOf, unary, type OpCompute, type
 import { BINARY_MATH, UNARY_MATH } from "./op-library-math.js"
 import { TENSOR_MOVES } from "./op-library-tensor.js"
 import { REDUCTIONS } from "./op-library-reduce.js"
+import { convNd, convTranspose } from "./op-library-conv.js"
 
 export { NoCompute, type OpComputeCtx } from "./op-library-common.js"
 
@@ -103,7 +104,7 @@ const conv2d: OpCompute = (ctx) => {
   const x = inp(ctx, 0)
   const w = inp(ctx, 1)
   const b = ctx.inputs[2]
-  if (x.shape.length !== 4) return none(`Conv of rank ${x.shape.length} (only 2-D convolutions are compiled)`)
+  if (x.shape.length !== 4) return convNd(ctx)
   const [, C, H, W] = x.shape
   const [O, Cg, KH, KW] = w.shape
   const group = num(ctx.attrs.group, 1)
@@ -396,6 +397,7 @@ export const OP_COMPUTES: Readonly<Record<string, OpCompute>> = {
   ...TENSOR_MOVES,
   Conv: conv2d,
   ConvNCHWc: convNCHWc,
+  ConvTranspose: convTranspose,
   MaxPool: pool2d("max"),
   AveragePool: pool2d("avg"),
   GlobalAveragePool: globalPool("avg"),

@@ -1,0 +1,94 @@
+// Convolutions beyond the 2-D NCHW compute in op-library.ts: Conv of any spatial rank (1-D, 3-D;
+// grouped and depthwise too) and ConvTranspose of any spatial rank, with the reference's window
+// arithmetic (src/ast/graph/ops/nn-common.ts, nn-conv-transpose.ts) for pads, auto_pad,
+// output_padding and output_shape.
+import { padsOf, stepsOf, windowOf, type WindowAttrs } from "../ast/graph/ops/nn-common.js"
+import { add, and, c, eq, floordiv, floormod, ge, lt, mul, select, sub, type Expr } from "../ast/te/expr.js"
+import { at, compute, reduceAxis, sum } from "../ast/te/tensor.js"
+import { fl, inp, ints, none, num, shapeOf, type OpCompute } from "./op-library-common.js"
+
+const inRange = (e: Expr, n: number): Expr => and(ge(e, c(0)), lt(e, c(n)))
+
+/** Conv over any spatial rank: out[n, o, y…] = Σ_{c, k…} x[n, g·Cg + c, y·s − p + k·d] · w[o, c, k…]. */
+export const convNd: OpCompute = (ctx) => {
+  const x = inp(ctx, 0)
+  const w = inp(ctx, 1)
+  const b = ctx.inputs[2]
+  const sp = x.shape.length - 2
+  if (sp < 1) return none(`Conv of rank ${x.shape.length}`)
+  const Cg = w.shape[1]
+  const kernel = w.shape.slice(2)
+  const group = num(ctx.attrs.group, 1)
+  const win = windowOf(x.shape.slice(2), kernel, ctx.attrs as unknown as WindowAttrs)
+  const out = shapeOf(ctx.outputs[0])
+  const opg = w.shape[0] / group
+  const dtype = ctx.outputs[0].dtype
+  const rc = reduceAxis(Cg, `${ctx.name()}.rc`)
+  const rk = kernel.map((k, j) => reduceAxis(k, `${ctx.name()}.rk${j}`))
+  const conv = compute(ctx.name(b ? "conv" : undefined), out, (n, o, ...ys) => {
+    const ci = group === 1 ? rc.var : add(mul(floordiv(o, c(opg)), c(Cg)), rc.var)
+    const pos = ys.map((y, j) => add(sub(mul(y, c(win.strides[j])), c(win.padBegin[j])), mul(rk[j].var, c(win.dilations[j]))))
+    const inside = pos.reduce<Expr>((acc, p, j) => and(acc, inRange(p, win.input[j])), c(1, "bool"))
+    const pixel = select(inside, at(x, n, ci, ...pos), fl(dtype, 0))
+    return sum(mul(pixel, at(w, o, rc.var, ...rk.map((r) => r.var))), [rc, ...rk])
+  }, dtype)
+  if (!b) return [conv]
+  return [conv, compute(ctx.name(), out, (n, o, ...ys) => add(at(conv, n, o, ...ys), at(b, o)), dtype)]
+}
+
+/** Begin padding of each spatial dim of ConvTranspose, as the reference derives it. */
+const transposePads = (a: Record<string, unknown>, input: readonly number[], kernel: readonly number[]): number[] => {
+  const rank = input.length
+  const { strides, dilations } = stepsOf(a as unknown as WindowAttrs, rank)
+  const autoPad = (a.auto_pad as string | undefined) ?? "NOTSET"
+  const outPadding = ints(a.output_padding) ?? []
+  const outputShape = ints(a.output_shape) ?? []
+  return input.map((d, i) => {
+    const span = (kernel[i] - 1) * dilations[i] + 1
+    const full = strides[i] * (d - 1) + (outPadding.length ? (outPadding[i] ?? 0) : 0) + span
+    if (autoPad === "SAME_UPPER" || autoPad === "SAME_LOWER") {
+      const o = outputShape.length ? outputShape.slice(-rank)[i] : d * strides[i]
+      const total = full - o
+      const half = Math.floor(total / 2)
+      return autoPad === "SAME_UPPER" ? half : total - half
+    }
+    return padsOf(autoPad === "VALID" ? undefined : ints(a.pads), rank).begin[i]
+  })
+}
+
+/**
+ * ConvTranspose: out[n, m, o…] = Σ_{c, k…} x[n, g·Cg + c, i…] · w[g·Cg + c, m mod Mg, k…] where
+ * o + p − k·d = i·s for an input pixel i.
+ */
+export const convTranspose: OpCompute = (ctx) => {
+  const x = inp(ctx, 0)
+  const w = inp(ctx, 1)
+  const b = ctx.inputs[2]
+  const sp = x.shape.length - 2
+  if (sp < 1) return none(`ConvTranspose of rank ${x.shape.length}`)
+  const group = num(ctx.attrs.group, 1)
+  const C = x.shape[1]
+  const Cg = C / group
+  const Mg = w.shape[1]
+  const input = x.shape.slice(2)
+  const kernel = w.shape.slice(2)
+  const { strides, dilations } = stepsOf(ctx.attrs as unknown as WindowAttrs, sp)
+  const begin = transposePads(ctx.attrs, input, kernel)
+  const out = shapeOf(ctx.outputs[0])
+  const dtype = ctx.outputs[0].dtype
+  const rc = reduceAxis(Cg, `${ctx.name()}.rc`)
+  const rk = kernel.map((k, j) => reduceAxis(k, `${ctx.name()}.rk${j}`))
+  const conv = compute(ctx.name(b ? "convt" : undefined), out, (n, m, ...os) => {
+    const ci = group === 1 ? rc.var : add(mul(floordiv(m, c(Mg)), c(Cg)), rc.var)
+    const t = os.map((o, j) => sub(add(o, c(begin[j])), mul(rk[j].var, c(dilations[j]))))
+    const pos = t.map((tj, j) => (strides[j] === 1 ? tj : floordiv(tj, c(strides[j]))))
+    const inside = t.reduce<Expr>((acc, tj, j) => {
+      const ok = and(ge(tj, c(0)), lt(pos[j], c(input[j])))
+      return and(acc, strides[j] === 1 ? ok : and(ok, eq(floormod(tj, c(strides[j])), c(0))))
+    }, c(1, "bool"))
+    const pixel = select(inside, at(x, n, ci, ...pos), fl(dtype, 0))
+    return sum(mul(pixel, at(w, ci, group === 1 ? m : floormod(m, c(Mg)), ...rk.map((r) => r.var))), [rc, ...rk])
+  }, dtype)
+  if (!b) return [conv]
+  return [conv, compute(ctx.name(), out, (n, m, ...os) => add(at(conv, n, m, ...os), at(b, m)), dtype)]
+}
