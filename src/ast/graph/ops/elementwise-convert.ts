@@ -23,7 +23,7 @@ import { inputType, req } from "./util.js"
 
 // --- Cast --------------------------------------------------------------------------------------
 
-/** Cast-1 names the target type as a string; Cast-6 on as a TensorProto.DataType code. */
+/** Cast-1 names the target type as a string; from Cast-6 on it is a TensorProto.DataType code. */
 const TYPE_CODES: Readonly<Record<string, number>> = {
   FLOAT: 1, UINT8: 2, INT8: 3, UINT16: 4, INT16: 5, INT32: 6, INT64: 7, STRING: 8, BOOL: 9,
   FLOAT16: 10, DOUBLE: 11, UINT32: 12, UINT64: 13, COMPLEX64: 14, COMPLEX128: 15, BFLOAT16: 16,
