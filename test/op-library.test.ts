@@ -1,0 +1,172 @@
+// The operator library against the reference evaluator: each op as a one-node graph on random
+// inputs, compiled for the js target at opt level 0, must compile every group (no fallback) and
+// give runGraph's answer: exactly for integers and bools, allclose for floats.
+import { Effect } from "effect"
+import { describe, expect, it } from "vitest"
+import { attr, type AttrValue } from "../src/ast/graph/attrs.js"
+import { prng } from "../src/ast/graph/arbitrary.js"
+import { allocate, type DType } from "../src/ast/graph/dtype.js"
+import { runGraph } from "../src/ast/graph/evaluate.js"
+import { makeGraph, node } from "../src/ast/graph/graph.js"
+import { tensor, type Tensor } from "../src/ast/graph/tensor.js"
+import { createExecutor } from "../src/device/executor.js"
+import { loadJsModule } from "../src/device/js.js"
+import { compileGraph, emitJs } from "../src/pipeline.js"
+
+const rng = prng(20261123)
+const size = (shape: readonly number[]) => shape.reduce((a, b) => a * b, 1)
+/** Random values in [lo, hi] (integers for integer dtypes, 0/1 for bool). */
+const rand = (dtype: DType, shape: readonly number[], lo = -2, hi = 2): Tensor => {
+  const data = allocate(dtype, size(shape))
+  for (let i = 0; i < data.length; i++) data[i] = dtype === "bool" ? rng.int(0, 1) : dtype.startsWith("float") ? rng.float(lo, hi) : rng.int(Math.ceil(lo), Math.floor(hi))
+  return tensor(dtype, shape, data)
+}
+const ints64 = (xs: readonly number[]) => tensor("int64", [xs.length], Float64Array.from(xs))
+
+interface Case {
+  readonly op: string
+  /** Runtime inputs (graph inputs); `consts` are initializers at the given input positions. */
+  readonly inputs: readonly (Tensor | undefined)[]
+  readonly consts?: Readonly<Record<number, Tensor>>
+  readonly attrs?: Record<string, AttrValue>
+  readonly opset?: number
+}
+
+const sameValue = (a: number, b: number, float: boolean): boolean => {
+  if (Number.isNaN(a) || Number.isNaN(b)) return Number.isNaN(a) && Number.isNaN(b)
+  if (!float) return a === b
+  if (a === b) return true
+  return Math.abs(a - b) <= 1e-6 + 1e-5 * Math.abs(b)
+}
+
+const check = async (c: Case): Promise<void> => {
+  const n = Math.max(c.inputs.length, ...Object.keys(c.consts ?? {}).map((k) => Number(k) + 1))
+  const names = Array.from({ length: n }, (_, k) => (c.consts?.[k] ? `c${k}` : c.inputs[k] ? `x${k}` : ""))
+  const feeds = new Map<string, Tensor>()
+  c.inputs.forEach((t, k) => t && !c.consts?.[k] && feeds.set(`x${k}`, t))
+  const initializers = new Map(Object.entries(c.consts ?? {}).map(([k, t]) => [`c${k}`, t] as const))
+  const inputs = [...feeds].map(([name, t]) => ({ name, type: { dtype: t.dtype, shape: t.shape } }))
+  const probe = makeGraph({ opset: c.opset ?? 18, inputs, outputs: [{ name: "y", type: { dtype: "float32", shape: [] } }], initializers, nodes: [node(c.op, names, ["y"], c.attrs ?? {})] })
+  const [want] = runGraph(probe, feeds)
+  const graph = { ...probe, outputs: [{ name: "y", type: { dtype: want.dtype, shape: want.shape } }] }
+  const program = await Effect.runPromise(compileGraph(graph, { target: "js", optLevel: 0 }))
+  const fallbacks = program.kernels.filter((k) => k.kind !== "compiled").map((k) => (k.kind === "fallback" ? k.reason : ""))
+  expect(fallbacks).toEqual([])
+  const got = createExecutor(program, await Effect.runPromise(loadJsModule(emitJs(program)))).run(feeds).get("y")!
+  expect(got.dtype).toBe(want.dtype)
+  expect(got.shape).toEqual(want.shape)
+  const float = want.dtype.startsWith("float")
+  const bad = Array.from(want.data).findIndex((w, i) => !sameValue(got.data[i], w, float))
+  expect(bad < 0 ? "ok" : `element ${bad}: got ${got.data[bad]}, want ${want.data[bad]}`).toBe("ok")
+}
+
+const run = (title: string, cases: () => readonly Case[]) =>
+  describe(title, () => {
+    cases().forEach((c, k) => it(`${c.op} #${k}`, () => check(c)))
+  })
+
+const shapes = [[7], [2, 3, 4], [1, 5, 2, 3]]
+const unaryFloat = (op: string, lo = -3, hi = 3, attrs?: Record<string, AttrValue>): Case[] =>
+  shapes.map((s) => ({ op, inputs: [rand("float32", s, lo, hi)], attrs }))
+
+run("unary math and activations", (): Case[] => [
+  ...["Sin", "Cos", "Tan", "Atan", "Sinh", "Cosh", "Asinh", "Sign", "Round", "Softsign", "Softplus", "Mish", "HardSwish", "Selu", "Celu", "Swish", "ThresholdedRelu", "Shrink", "IsNaN", "Gelu"].flatMap((op) => unaryFloat(op)),
+  ...["Asin", "Acos", "Atanh"].flatMap((op) => unaryFloat(op, -0.99, 0.99)),
+  ...unaryFloat("Acosh", 1, 5),
+  ...unaryFloat("Asin", -1.5, 1.5),
+  ...unaryFloat("Atan", -1e4, 1e4),
+  ...unaryFloat("Celu", -3, 3, { alpha: attr.float(0.5) }),
+  ...unaryFloat("Shrink", -3, 3, { bias: attr.float(1.5), lambd: attr.float(1) }),
+  ...unaryFloat("Gelu", -3, 3, { approximate: attr.str("tanh") }),
+  { op: "Sign", inputs: [rand("int32", [3, 4], -3, 3)] },
+  { op: "Round", inputs: [tensor("float32", [6], Float32Array.from([0.5, 1.5, 2.5, -0.5, -2.5, 2.4]))] },
+  { op: "IsNaN", inputs: [tensor("float32", [4], Float32Array.from([NaN, 1, Infinity, -0]))] },
+  { op: "IsInf", inputs: [tensor("float64", [4], Float64Array.from([NaN, -Infinity, Infinity, 3]))] },
+  { op: "IsInf", inputs: [tensor("float32", [4], Float32Array.from([NaN, -Infinity, Infinity, 3]))], attrs: { detect_negative: attr.int(0) } },
+  { op: "Not", inputs: [rand("bool", [2, 5])] },
+])
+
+run("comparison, logic, Where, variadic", (): Case[] => [
+  ...["Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"].flatMap((op): Case[] => [
+    { op, inputs: [rand("int32", [3, 4], -2, 2), rand("int32", [4], -2, 2)] },
+    { op, inputs: [rand("float32", [2, 3, 1]), rand("float32", [3, 4])] },
+  ]),
+  ...["And", "Or", "Xor"].map((op): Case => ({ op, inputs: [rand("bool", [3, 4]), rand("bool", [1, 4])] })),
+  { op: "Where", inputs: [rand("bool", [3, 1]), rand("float32", [3, 4]), rand("float32", [4])] },
+  { op: "Where", inputs: [rand("bool", [2, 3]), rand("int64", [2, 3], -9, 9), rand("int64", [1], -9, 9)] },
+  { op: "Max", inputs: [rand("float32", [3, 4]), rand("float32", [4]), rand("float32", [3, 1])] },
+  { op: "Min", inputs: [rand("int32", [3, 4], -9, 9), rand("int32", [4], -9, 9), rand("int32", [3, 4], -9, 9)] },
+  { op: "Sum", inputs: [rand("float32", [2, 3]), rand("float32", [2, 3]), rand("float32", [3]), rand("float32", [1])] },
+  { op: "Mean", inputs: [rand("float32", [2, 3]), rand("float32", [3])] },
+  { op: "Sum", inputs: [rand("float32", [5])] },
+  { op: "Mod", inputs: [rand("int32", [3, 4], -20, 20), tensor("int32", [4], Int32Array.from([3, -3, 7, -5]))] },
+  { op: "Mod", inputs: [rand("int64", [3, 4], -20, 20), tensor("int64", [4], Float64Array.from([3, -3, 7, -5]))], attrs: { fmod: attr.int(1) } },
+  { op: "Div", inputs: [rand("int32", [3, 4], -20, 20), tensor("int32", [4], Int32Array.from([3, -3, 7, -5]))] },
+])
+
+const castValues = tensor("float64", [10], Float64Array.from([1.7, -1.7, 300.5, -300.5, 70000.9, 3e9, -3e9, NaN, Infinity, 0]))
+run("Cast", (): Case[] => [
+  ...(["float32", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "bool"] as const).map((to): Case => ({
+    op: "Cast",
+    inputs: [castValues],
+    attrs: { to: attr.int({ float32: 1, uint8: 2, int8: 3, uint16: 4, int16: 5, int32: 6, int64: 7, bool: 9, uint32: 12 }[to]) },
+  })),
+  { op: "Cast", inputs: [rand("int32", [3, 4], -300, 300)], attrs: { to: attr.int(3) } },
+  { op: "Cast", inputs: [rand("int64", [3, 4], -300, 300)], attrs: { to: attr.int(1) } },
+  { op: "Cast", inputs: [rand("bool", [5])], attrs: { to: attr.int(11) } },
+  { op: "CastLike", inputs: [rand("float32", [5], -100, 100), rand("int16", [1])] },
+])
+
+run("data movement", (): Case[] => [
+  ...["constant", "edge", "reflect", "wrap"].map((mode) => ({ op: "Pad", inputs: [rand("float32", [2, 3, 4]), undefined], consts: { 1: ints64([0, 2, 1, 1, 3, 2]) }, attrs: { mode: attr.str(mode) } })),
+  { op: "Pad", inputs: [rand("float32", [2, 3, 4]), undefined, tensor("float32", [], Float32Array.from([7]))], consts: { 1: ints64([1, -1, 0, 0]) , 3: ints64([0, 2]) } },
+  { op: "Pad", inputs: [rand("int32", [3, 4], -9, 9)], attrs: { pads: attr.ints([1, 0, 2, 1]), value: attr.float(5) }, opset: 10 },
+  { op: "Slice", inputs: [rand("float32", [5, 6, 4]), undefined, undefined, undefined, undefined], consts: { 1: ints64([1, -1]), 2: ints64([4, -7]), 3: ints64([0, 1]), 4: ints64([2, -2]) } },
+  { op: "Slice", inputs: [rand("float32", [5, 6])], attrs: { starts: attr.ints([-3]), ends: attr.ints([100]), axes: attr.ints([1]) }, opset: 9 },
+  { op: "Gather", inputs: [rand("float32", [5, 4, 3]), tensor("int64", [2, 2], Float64Array.from([0, -1, 3, 2]))], attrs: { axis: attr.int(1) } },
+  { op: "Gather", inputs: [rand("int32", [5, 4], -9, 9), undefined], consts: { 1: tensor("int64", [], Float64Array.from([-2])) } },
+  { op: "GatherElements", inputs: [rand("float32", [3, 4]), tensor("int64", [2, 4], Float64Array.from([0, 2, -1, 1, 2, 0, 1, -3]))], attrs: { axis: attr.int(0) } },
+  { op: "Expand", inputs: [rand("float32", [3, 1]), undefined], consts: { 1: ints64([2, 3, 4]) } },
+  { op: "Tile", inputs: [rand("int64", [2, 3], -9, 9), undefined], consts: { 1: ints64([2, 3]) } },
+  { op: "DepthToSpace", inputs: [rand("float32", [1, 8, 2, 3])], attrs: { blocksize: attr.int(2) } },
+  { op: "DepthToSpace", inputs: [rand("float32", [2, 8, 2, 3])], attrs: { blocksize: attr.int(2), mode: attr.str("CRD") } },
+  { op: "SpaceToDepth", inputs: [rand("float32", [2, 3, 4, 6])], attrs: { blocksize: attr.int(2) } },
+])
+
+const reduceCase = (op: string, x: Tensor, axes: readonly number[] | undefined, keepdims = 1): Case =>
+  axes === undefined
+    ? { op, inputs: [x], attrs: { keepdims: attr.int(keepdims) } }
+    : { op, inputs: [x, undefined], consts: { 1: ints64(axes) }, attrs: { keepdims: attr.int(keepdims) } }
+
+run("reductions and normalizations", (): Case[] => [
+  ...["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSumExp"].flatMap((op): Case[] => [
+    reduceCase(op, rand("float32", [3, 4, 5], -1, 1), [1]),
+    reduceCase(op, rand("float32", [3, 4, 5], -1, 1), [0, -1], 0),
+    reduceCase(op, rand("float32", [2, 3]), undefined),
+  ]),
+  reduceCase("ReduceLogSum", rand("float32", [3, 4, 5], 0.1, 2), [2]),
+  reduceCase("ReduceSum", rand("int32", [3, 4], -9, 9), [1], 0),
+  { op: "ReduceMax", inputs: [rand("float32", [3, 4])], attrs: { noop_with_empty_axes: attr.int(1) } },
+  { op: "ReduceL2", inputs: [rand("float32", [3, 4])], attrs: { noop_with_empty_axes: attr.int(1) } },
+  { op: "ReduceSum", inputs: [rand("float32", [3, 4])], attrs: { axes: attr.ints([0]) }, opset: 11 },
+  ...["ArgMax", "ArgMin"].flatMap((op): Case[] => [
+    { op, inputs: [rand("int32", [3, 5, 2], -2, 2)], attrs: { axis: attr.int(1) } },
+    { op, inputs: [rand("int32", [3, 5, 2], -2, 2)], attrs: { axis: attr.int(1), select_last_index: attr.int(1), keepdims: attr.int(0) } },
+    { op, inputs: [tensor("float32", [2, 4], Float32Array.from([1, NaN, 3, NaN, 2, 2, -1, 0]))], attrs: { axis: attr.int(-1), select_last_index: attr.int(1) } },
+  ]),
+  { op: "LayerNormalization", inputs: [rand("float32", [2, 3, 4]), rand("float32", [4]), rand("float32", [4])] },
+  { op: "LayerNormalization", inputs: [rand("float32", [2, 3, 4]), rand("float32", [3, 4])], attrs: { axis: attr.int(1), epsilon: attr.float(0.1) } },
+  { op: "InstanceNormalization", inputs: [rand("float32", [2, 3, 4, 2]), rand("float32", [3]), rand("float32", [3])] },
+  { op: "LRN", inputs: [rand("float32", [2, 5, 3, 3])], attrs: { size: attr.int(3), alpha: attr.float(0.01) } },
+  { op: "LRN", inputs: [rand("float32", [1, 6, 2])], attrs: { size: attr.int(4), bias: attr.float(2), beta: attr.float(0.5) } },
+])
+
+run("convolutions", (): Case[] => [
+  { op: "Conv", inputs: [rand("float32", [2, 4, 9]), rand("float32", [6, 2, 3]), rand("float32", [6])], attrs: { group: attr.int(2), pads: attr.ints([1, 2]), strides: attr.ints([2]) } },
+  { op: "Conv", inputs: [rand("float32", [1, 2, 4, 5, 3]), rand("float32", [3, 2, 2, 3, 1])], attrs: { auto_pad: attr.str("SAME_UPPER") } },
+  { op: "Conv", inputs: [rand("float32", [1, 3, 10]), rand("float32", [3, 1, 3])], attrs: { group: attr.int(3), dilations: attr.ints([2]) } },
+  { op: "ConvTranspose", inputs: [rand("float32", [1, 3, 4, 5]), rand("float32", [3, 2, 3, 3])] },
+  { op: "ConvTranspose", inputs: [rand("float32", [2, 4, 3, 3]), rand("float32", [4, 1, 3, 2]), rand("float32", [2])], attrs: { group: attr.int(2), strides: attr.ints([2, 3]), pads: attr.ints([1, 0, 1, 1]), output_padding: attr.ints([1, 0]) } },
+  { op: "ConvTranspose", inputs: [rand("float32", [1, 2, 5]), rand("float32", [2, 3, 4])], attrs: { strides: attr.ints([2]), dilations: attr.ints([2]), auto_pad: attr.str("SAME_LOWER") } },
+  { op: "ConvTranspose", inputs: [rand("float32", [1, 2, 3, 3]), rand("float32", [2, 2, 3, 3])], attrs: { strides: attr.ints([3, 2]), output_shape: attr.ints([10, 8]) } },
+])
