@@ -3,7 +3,6 @@
 import type { AnyOpDef } from "../op.js"
 import { activationOps } from "./activation.js"
 import { elementwiseOps } from "./elementwise.js"
-import { mathOps } from "./math.js"
 import { nnOps } from "./nn.js"
 import { tensorOps } from "./tensor-ops.js"
 import { reduceOps } from "./reduce.js"
@@ -14,7 +13,6 @@ import { controlOps } from "./control.js"
 import { layoutOps } from "./layout.js"
 
 export const OPS = {
-  ...mathOps,
   ...elementwiseOps,
   ...activationOps,
   ...nnOps,
