@@ -170,3 +170,26 @@ run("convolutions", (): Case[] => [
   { op: "ConvTranspose", inputs: [rand("float32", [1, 2, 5]), rand("float32", [2, 3, 4])], attrs: { strides: attr.ints([2]), dilations: attr.ints([2]), auto_pad: attr.str("SAME_LOWER") } },
   { op: "ConvTranspose", inputs: [rand("float32", [1, 2, 3, 3]), rand("float32", [2, 2, 3, 3])], attrs: { strides: attr.ints([3, 2]), output_shape: attr.ints([10, 8]) } },
 ])
+
+const f32s = (xs: readonly number[]) => tensor("float32", [xs.length], Float32Array.from(xs))
+const resizeCase = (x: Tensor, scales: readonly number[] | undefined, sizes: readonly number[] | undefined, attrs: Record<string, AttrValue>): Case => ({
+  op: "Resize",
+  inputs: [x, undefined, undefined, undefined],
+  consts: Object.fromEntries([...(scales ? [[2, f32s(scales)] as const] : []), ...(sizes ? [[3, ints64(sizes)] as const] : [])]),
+  attrs,
+})
+
+run("Resize and Upsample", (): Case[] => [
+  ...["half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel", "half_pixel_symmetric"].flatMap((ctm): Case[] => [
+    resizeCase(rand("float32", [1, 2, 3, 4]), [1, 1, 2, 1.5], undefined, { mode: attr.str("linear"), coordinate_transformation_mode: attr.str(ctm) }),
+    resizeCase(rand("float32", [1, 2, 5, 7]), [1, 1, 0.6, 0.5], undefined, { mode: attr.str("linear"), coordinate_transformation_mode: attr.str(ctm) }),
+    resizeCase(rand("float32", [1, 1, 4, 4]), undefined, [1, 1, 7, 3], { mode: attr.str("nearest"), coordinate_transformation_mode: attr.str(ctm) }),
+  ]),
+  ...["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"].map((nm): Case =>
+    resizeCase(rand("int32", [1, 1, 3, 5], -9, 9), [1, 1, 2.5, 0.7], undefined, { mode: attr.str("nearest"), nearest_mode: attr.str(nm) }),
+  ),
+  resizeCase(rand("float32", [2, 3, 4]), undefined, [3, 5], { mode: attr.str("linear"), axes: attr.ints([1, 2]), keep_aspect_ratio_policy: attr.str("not_larger") }),
+  { op: "Upsample", inputs: [rand("float32", [1, 2, 3, 3])], attrs: { mode: attr.str("nearest"), scales: attr.floats([1, 1, 2, 3]) }, opset: 8 },
+  { op: "Upsample", inputs: [rand("float32", [1, 2, 3, 3]), undefined], consts: { 1: f32s([1, 1, 2, 2]) }, attrs: { mode: attr.str("linear") }, opset: 9 },
+  { op: "Resize", inputs: [rand("float32", [1, 2, 3, 3]), undefined], consts: { 1: f32s([1, 1, 2, 0.5]) }, attrs: { mode: attr.str("linear") }, opset: 10 },
+])

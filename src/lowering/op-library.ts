@@ -30,6 +30,7 @@ import { BINARY_MATH, UNARY_MATH } from "./op-library-math.js"
 import { TENSOR_MOVES } from "./op-library-tensor.js"
 import { REDUCTIONS } from "./op-library-reduce.js"
 import { convNd, convTranspose } from "./op-library-conv.js"
+import { RESIZES } from "./op-library-resize.js"
 
 export { NoCompute, type OpComputeCtx } from "./op-library-common.js"
 
@@ -415,6 +416,7 @@ export const OP_COMPUTES: Readonly<Record<string, OpCompute>> = {
   Concat: concat,
   LayoutTransform: layoutTransform,
   ...REDUCTIONS,
+  ...RESIZES,
 }
 
 /** Is there a compute for this node (op and configuration)? */
