@@ -141,7 +141,9 @@ export const lowerGroup = (fused: FusedGraph, group: FusedGroup, schedule: Sched
     const te = buildGroupTE(fused, group)
     return lowerGroupSchedule(te, group, schedule(te.outputs, baseSchedule(te.outputs), group))
   } catch (e) {
-    if (e instanceof NoCompute || e instanceof S.ScheduleError) return { kind: "fallback", group: group.id, name, nodes, reason: `${nodes.map((n) => n.op).join("+")}: ${e.message}` }
+    // no compute, an illegal schedule, or an ill-formed compute (RangeError from the TE builders)
+    if (e instanceof NoCompute || e instanceof S.ScheduleError || e instanceof RangeError)
+      return { kind: "fallback", group: group.id, name, nodes, reason: `${nodes.map((n) => n.op).join("+")}: ${e.message}` }
     throw e
   }
 }

@@ -77,6 +77,7 @@ export const reductionTemplate: Template = {
       { kind: "split", name: "tile_second", extent: second, candidates: divisors(second, 16) },
       { kind: "choice", name: "vectorize", candidates: [true, false] },
       { kind: "choice", name: "unroll_tile", candidates: [true, false] },
+      { kind: "choice", name: "fuse_epilogue", candidates: [true, false] },
     ]
   },
   defaults: (knobs, target) => {
@@ -84,13 +85,17 @@ export const reductionTemplate: Template = {
     for (const k of knobs) {
       if (k.kind === "split" && k.name === "tile_inner") cfg[k.name] = [...k.candidates].reverse().find((d) => d <= Math.max(target.vectorLanes, 1)) ?? 1
       else if (k.kind === "split") cfg[k.name] = [...k.candidates].reverse().find((d) => d <= 4) ?? 1
-      else cfg[k.name] = k.name === "vectorize" ? target.vectorLanes > 1 : false
+      else cfg[k.name] = k.name === "vectorize" ? target.vectorLanes > 1 : k.name === "fuse_epilogue"
     }
     return cfg
   },
   apply: (_outputs, base, config) => {
     const st = anchorStage(base)
     if (!st) return base
+    if (config.fuse_epilogue) {
+      const fused = fusedEpilogue(base, st, config)
+      if (fused) return fused
+    }
     let s = base
     const data = dataLeaves(st)
     const red = st.leaf.filter((a) => st.axes.get(a)!.type === "reduce")
@@ -113,6 +118,50 @@ export const reductionTemplate: Template = {
     if (config.unroll_tile && innerTile.length === 2) s = S.unroll(s, st.name, innerTile[0])
     return parallelize(s, { vectorize: !!config.vectorize, lanes: 16 }, st.name)
   },
+}
+
+/**
+ * TVM's CPU convolution schedule: the output (the epilogue stage, or a copy of the anchor through
+ * cacheWrite when the anchor is the output) is tiled — the innermost data axis by `tile_inner`
+ * (vector lanes), the next by `tile_second` (register rows) — and the anchor is computed at the
+ * tile, its reduction outside its tile loops: the partial sums stay in a small local buffer.
+ */
+const fusedEpilogue = (base: S.Schedule, anchor: S.Stage, config: Config): S.Schedule | undefined => {
+  let s = base
+  let local = anchor.name
+  let out: string
+  const readers = S.effectiveConsumers(s, anchor.name)
+  if (readers.length === 0) {
+    const w = S.cacheWrite(s, anchor.name, "local")
+    s = w.schedule
+    local = w.stage
+    out = anchor.name
+  } else if (readers.length === 1) {
+    out = readers[0]
+    const o = s.stages.get(out)!
+    if (o.attach.kind !== "root" || o.op.body.kind === "reduce" || o.op.shape.join() !== anchor.op.shape.join()) return undefined
+  } else return undefined
+  const os = s.stages.get(out)!
+  const data = dataLeaves(os)
+  if (data.length !== os.leaf.length || data.length < 2) return undefined
+  const ti = Number(config.tile_inner ?? 1)
+  const t2 = Number(config.tile_second ?? 1)
+  const sp = S.split(s, out, data[data.length - 1], { factor: ti })
+  const sp2 = S.split(sp.schedule, out, data[data.length - 2], { factor: t2 })
+  s = S.reorder(sp2.schedule, out, [...data.slice(0, -2), sp2.outer, sp.outer, sp2.inner, sp.inner])
+  const outer = [...data.slice(0, -2), sp2.outer]
+  if (s.stages.get(out)!.axes.get(outer[0])!.extent > 1) s = S.parallel(s, out, outer[0])
+  if (config.vectorize && ti > 1) s = S.vectorize(s, out, sp.inner)
+  s = S.computeAt(s, local, out, sp.outer)
+  // the anchor inside the tile: reduction outside, the tile's data loops inside (accumulators)
+  const ls = s.stages.get(local)!
+  const lred = ls.leaf.filter((a) => ls.axes.get(a)!.type === "reduce")
+  const ldata = dataLeaves(ls)
+  s = S.reorder(s, local, [...lred, ...ldata])
+  // (the schedule knows the full extent; the region this axis covers is tile_inner long)
+  if (config.vectorize && ti > 1 && ls.axes.get(ldata[ldata.length - 1])!.extent <= 64) s = S.vectorize(s, local, ldata[ldata.length - 1])
+  if (config.unroll_tile && t2 > 1 && ldata.length >= 2) s = S.unroll(s, local, ldata[ldata.length - 2])
+  return parallelize(s, { vectorize: !!config.vectorize, lanes: 16 }, out)
 }
 
 /** Groups without a reduction anchor (elementwise, injective, layout transforms). */

@@ -247,13 +247,27 @@ export const computeRoot = (s: Schedule, stage: string): Schedule => {
 export const consumersOf = (s: Schedule, stage: string): string[] =>
   s.order.filter((name) => s.stages.get(name)!.op.inputs.some((t) => t.name === stage))
 
+/** The stages that read `stage`, looking through inlined stages to the stages they are inlined into. */
+export const effectiveConsumers = (s: Schedule, stage: string): string[] => {
+  const out = new Set<string>()
+  const visit = (name: string) => {
+    for (const c of consumersOf(s, name)) {
+      if (s.stages.get(c)!.attach.kind === "inline") visit(c)
+      else out.add(c)
+    }
+  }
+  visit(stage)
+  return [...out]
+}
+
 /** computeAt(target, axis): the stage is computed inside target's loop `axis`, for the region that iteration needs. */
 export const computeAt = (s: Schedule, stage: string, target: string, axis: string): Schedule => {
   const st = stageOf(s, "computeAt", stage)
   const tgt = stageOf(s, "computeAt", target)
-  if (!consumersOf(s, stage).includes(target))
-    throw new ScheduleError({ primitive: "computeAt", stage, axis, reason: `'${target}' does not read '${stage}' (consumers: ${consumersOf(s, stage).join(", ") || "none"})` })
-  if (consumersOf(s, stage).length > 1)
+  const readers = effectiveConsumers(s, stage)
+  if (!readers.includes(target))
+    throw new ScheduleError({ primitive: "computeAt", stage, axis, reason: `'${target}' does not read '${stage}' (consumers: ${readers.join(", ") || "none"})` })
+  if (readers.length > 1)
     throw new ScheduleError({ primitive: "computeAt", stage, axis, reason: "the stage has several consumers; computeAt needs exactly one" })
   if (isOutput(s, stage)) throw new ScheduleError({ primitive: "computeAt", stage, reason: "an output stage cannot be attached" })
   leafAxis(tgt, "computeAt", axis)

@@ -39,6 +39,9 @@ const AXIS_NAMES = ["i", "j", "k", "l", "m", "n", "o", "p"]
 export const compute = (name: string, shape: readonly number[], fn: (...idx: Var[]) => Expr, dtype?: DType): ComputeTensor => {
   const axes: IterVar[] = shape.map((extent, k) => ({ var: v(`${name}.${AXIS_NAMES[k] ?? `ax${k}`}`), dom: { min: 0, extent }, type: "data" }))
   const body = fn(...axes.map((a) => a.var))
+  if (body.kind === "reduce")
+    for (const r of body.axes)
+      if (axes.some((a) => a.var.name === r.var.name)) throw new RangeError(`compute '${name}': reduce axis '${r.var.name}' has the name of a data axis`)
   const inputs: TeTensor[] = []
   for (const r of collect(body, (e) => e.kind === "read")) {
     const t = (r as Read).tensor
