@@ -193,3 +193,13 @@ run("Resize and Upsample", (): Case[] => [
   { op: "Upsample", inputs: [rand("float32", [1, 2, 3, 3]), undefined], consts: { 1: f32s([1, 1, 2, 2]) }, attrs: { mode: attr.str("linear") }, opset: 9 },
   { op: "Resize", inputs: [rand("float32", [1, 2, 3, 3]), undefined], consts: { 1: f32s([1, 1, 2, 0.5]) }, attrs: { mode: attr.str("linear") }, opset: 10 },
 ])
+
+run("pooling of 1 and 3 spatial dims", (): Case[] => [
+  { op: "MaxPool", inputs: [rand("float32", [2, 3, 9])], attrs: { kernel_shape: attr.ints([3]), strides: attr.ints([2]), pads: attr.ints([1, 1]) } },
+  { op: "MaxPool", inputs: [rand("float32", [1, 2, 5, 4, 6])], attrs: { kernel_shape: attr.ints([2, 2, 3]), ceil_mode: attr.int(1), strides: attr.ints([2, 2, 2]) } },
+  { op: "AveragePool", inputs: [rand("float32", [2, 3, 9])], attrs: { kernel_shape: attr.ints([4]), strides: attr.ints([3]), pads: attr.ints([2, 1]) } },
+  { op: "AveragePool", inputs: [rand("float32", [2, 3, 9])], attrs: { kernel_shape: attr.ints([4]), strides: attr.ints([3]), pads: attr.ints([2, 1]), count_include_pad: attr.int(1), ceil_mode: attr.int(1) } },
+  { op: "AveragePool", inputs: [rand("float32", [1, 2, 4, 5, 3])], attrs: { kernel_shape: attr.ints([2, 3, 2]), auto_pad: attr.str("SAME_LOWER"), dilations: attr.ints([1, 1, 2]) } },
+  { op: "GlobalAveragePool", inputs: [rand("float32", [2, 3, 7])] },
+  { op: "GlobalMaxPool", inputs: [rand("float32", [1, 3, 2, 3, 4])] },
+])

@@ -1,10 +1,10 @@
-// Convolutions beyond the 2-D NCHW compute in op-library.ts: Conv of any spatial rank (1-D, 3-D;
-// grouped and depthwise too) and ConvTranspose of any spatial rank, with the reference's window
+// Windows beyond the 2-D NCHW computes in op-library.ts: Conv of any spatial rank (1-D, 3-D;
+// grouped and depthwise too), ConvTranspose and the (global) pools of any spatial rank, with the reference's window
 // arithmetic (src/ast/graph/ops/nn-common.ts, nn-conv-transpose.ts) for pads, auto_pad,
 // output_padding and output_shape.
 import { padsOf, stepsOf, windowOf, type WindowAttrs } from "../ast/graph/ops/nn-common.js"
-import { add, and, c, eq, floordiv, floormod, ge, lt, mul, select, sub, type Expr } from "../ast/te/expr.js"
-import { at, compute, reduceAxis, sum } from "../ast/te/tensor.js"
+import { add, and, c, cast, div, eq, floordiv, floormod, ge, lt, max, min, mul, select, sub, type Expr } from "../ast/te/expr.js"
+import { at, compute, dtypeRange, maxReduce, reduceAxis, sum } from "../ast/te/tensor.js"
 import { fl, inp, ints, none, num, shapeOf, type OpCompute } from "./op-library-common.js"
 
 const inRange = (e: Expr, n: number): Expr => and(ge(e, c(0)), lt(e, c(n)))
@@ -92,3 +92,70 @@ export const convTranspose: OpCompute = (ctx) => {
   if (!b) return [conv]
   return [conv, compute(ctx.name(), out, (n, m, ...os) => add(at(conv, n, m, ...os), at(b, m)), dtype)]
 }
+
+const ceilDiv = (a: Expr, d: number): Expr => floordiv(add(a, c(d - 1)), c(d))
+
+/**
+ * MaxPool / AveragePool over any spatial rank (the 2-D compute in op-library.ts serves NCHW):
+ * the reference's window (nn-common windowOf, ceil_mode included) and its divisors — the taps
+ * inside the input, or inside the padded input with count_include_pad.
+ */
+export const poolNd =
+  (kind: "max" | "avg"): OpCompute =>
+  (ctx) => {
+    const x = inp(ctx, 0)
+    if (ctx.node.outputs.length > 1 && ctx.node.outputs[1] !== "") return none("MaxPool's Indices output")
+    const sp = x.shape.length - 2
+    if (sp < 1) return none(`pooling of rank ${x.shape.length}`)
+    const kernel = ints(ctx.attrs.kernel_shape) ?? none("no kernel_shape")
+    const win = windowOf(x.shape.slice(2), kernel, ctx.attrs as unknown as WindowAttrs, num(ctx.attrs.ceil_mode, 0) !== 0)
+    const out = shapeOf(ctx.outputs[0])
+    const dtype = x.dtype
+    const rk = kernel.map((k, j) => reduceAxis(k, `${ctx.name()}.rk${j}`))
+    const window = (ys: readonly Expr[]) => {
+      const pos = ys.map((y, j) => add(sub(mul(y, c(win.strides[j])), c(win.padBegin[j])), mul(rk[j].var, c(win.dilations[j]))))
+      return { pos, inside: pos.reduce<Expr>((acc, p, j) => and(acc, inRange(p, win.input[j])), c(1, "bool")) }
+    }
+    if (kind === "max")
+      return [
+        compute(ctx.name(), out, (n, ch, ...ys) => {
+          const { pos, inside } = window(ys)
+          return maxReduce(select(inside, at(x, n, ch, ...pos), fl(dtype, dtypeRange(dtype)[0])), rk)
+        }, dtype),
+      ]
+    const includePad = num(ctx.attrs.count_include_pad, 0) !== 0
+    const total = compute(ctx.name("sum"), out, (n, ch, ...ys) => {
+      const { pos, inside } = window(ys)
+      return sum(select(inside, at(x, n, ch, ...pos), fl(dtype, 0)), rk)
+    }, dtype)
+    return [
+      total,
+      compute(ctx.name(), out, (n, ch, ...ys) => {
+        // per dim, as the reference's taps(): [lo, hi) inside the input, `padded` inside the padded input
+        const counts = ys.map((y, j) => {
+          const [k, d, input] = [kernel[j], win.dilations[j], win.input[j]]
+          const start = sub(mul(y, c(win.strides[j])), c(win.padBegin[j]))
+          if (includePad) return max(c(0), min(c(k), ceilDiv(sub(c(input + win.padEnd[j]), start), d)))
+          const lo = min(c(k), max(c(0), ceilDiv(sub(c(0), start), d)))
+          const hi = max(lo, min(c(k), ceilDiv(sub(c(input), start), d)))
+          return sub(hi, lo)
+        })
+        return div(at(total, n, ch, ...ys), cast(dtype, counts.reduce((a, b) => mul(a, b))))
+      }, dtype),
+    ]
+  }
+
+/** GlobalMaxPool / GlobalAveragePool over any spatial rank. */
+export const globalPoolNd =
+  (kind: "max" | "avg"): OpCompute =>
+  (ctx) => {
+    const x = inp(ctx, 0)
+    const spatial = x.shape.slice(2)
+    const rk = spatial.map((d, j) => reduceAxis(d, `${ctx.name()}.r${j}`))
+    const out = shapeOf(ctx.outputs[0])
+    const read = (n: Expr, ch: Expr) => at(x, n, ch, ...rk.map((r) => r.var))
+    if (kind === "max") return [compute(ctx.name(), out, (n, ch) => maxReduce(read(n, ch), rk), x.dtype)]
+    const count = spatial.reduce((a, b) => a * b, 1)
+    const s = compute(ctx.name("sum"), out, (n, ch) => sum(read(n, ch), rk), x.dtype)
+    return [s, compute(ctx.name(), out, (...i) => div(at(s, ...i), fl(x.dtype, count)), x.dtype)]
+  }

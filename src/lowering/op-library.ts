@@ -29,7 +29,7 @@ import { bread, binary, fl, inp, none, num, shapeOf, unary, type OpCompute, type
 import { BINARY_MATH, UNARY_MATH } from "./op-library-math.js"
 import { TENSOR_MOVES } from "./op-library-tensor.js"
 import { REDUCTIONS } from "./op-library-reduce.js"
-import { convNd, convTranspose } from "./op-library-conv.js"
+import { convNd, convTranspose, globalPoolNd, poolNd } from "./op-library-conv.js"
 import { RESIZES } from "./op-library-resize.js"
 
 export { NoCompute, type OpComputeCtx } from "./op-library-common.js"
@@ -135,7 +135,7 @@ const pool2d =
   (kind: "max" | "avg"): OpCompute =>
   (ctx) => {
     const x = inp(ctx, 0)
-    if (x.shape.length !== 4) return none(`pooling of rank ${x.shape.length}`)
+    if (x.shape.length !== 4) return poolNd(kind)(ctx)
     if (ctx.node.outputs.length > 1 && ctx.node.outputs[1] !== "") return none("MaxPool's Indices output")
     const [, , H, W] = x.shape
     const kernel = ctx.attrs.kernel_shape as number[]
@@ -192,7 +192,7 @@ const globalPool =
   (kind: "max" | "avg"): OpCompute =>
   (ctx) => {
     const x = inp(ctx, 0)
-    if (x.shape.length !== 4) return none(`global pooling of rank ${x.shape.length}`)
+    if (x.shape.length !== 4) return globalPoolNd(kind)(ctx)
     const [N, C, H, W] = x.shape
     const ry = reduceAxis(H, `${ctx.name()}.ry`)
     const rx = reduceAxis(W, `${ctx.name()}.rx`)
@@ -207,7 +207,7 @@ const matmulLike: OpCompute = (ctx) => {
   if (a.shape.length < 2 || b.shape.length < 2) return none("MatMul with a 1-D operand")
   const K = a.shape[a.shape.length - 1]
   const out = shapeOf(ctx.outputs[0])
-  const k = reduceAxis(K, `${ctx.name()}.k`)
+  const k = reduceAxis(K, `${ctx.name()}.rk`)
   return [
     compute(ctx.name(), out, (...idx) => {
       const batch = idx.slice(0, -2)
@@ -230,7 +230,7 @@ const gemm: OpCompute = (ctx) => {
   const [M, N] = shapeOf(ctx.outputs[0])
   const K = transA ? a.shape[0] : a.shape[1]
   const dtype = ctx.outputs[0].dtype
-  const k = reduceAxis(K, `${ctx.name()}.k`)
+  const k = reduceAxis(K, `${ctx.name()}.rk`)
   const prod = compute(ctx.name(cc ? "mm" : undefined), [M, N], (i, j) => {
     const s = sum(mul(transA ? at(a, k.var, i) : at(a, i, k.var), transB ? at(b, j, k.var) : at(b, k.var, j)), [k])
     return s
