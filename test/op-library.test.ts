@@ -203,3 +203,10 @@ run("pooling of 1 and 3 spatial dims", (): Case[] => [
   { op: "GlobalAveragePool", inputs: [rand("float32", [2, 3, 7])] },
   { op: "GlobalMaxPool", inputs: [rand("float32", [1, 3, 2, 3, 4])] },
 ])
+
+run("Softmax along any axis", (): Case[] => [
+  { op: "Softmax", inputs: [rand("float32", [2, 3, 4])], attrs: { axis: attr.int(1) } },
+  { op: "LogSoftmax", inputs: [rand("float32", [2, 3, 4])], attrs: { axis: attr.int(0) } },
+  { op: "Softmax", inputs: [rand("float32", [2, 3, 4])], attrs: { axis: attr.int(1) }, opset: 11 },
+  { op: "LogSoftmax", inputs: [rand("float32", [2, 3, 4])], attrs: { axis: attr.int(0) }, opset: 11 },
+])

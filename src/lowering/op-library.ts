@@ -267,27 +267,34 @@ const softmaxLike =
   (ctx) => {
     const x = inp(ctx, 0)
     const rank = x.shape.length
-    // before opset 13 the input is coerced to 2-D at `axis` (default 1): every dim from axis on is one row
+    // before opset 13 the input is coerced to 2-D at `axis` (default 1): every dim from axis on is
+    // one row; from opset 13 the rows run along the one axis `axis` (default -1)
     const legacy = ctx.opset < 13
     const axis0 = num(ctx.attrs.axis, legacy ? 1 : -1)
     const axis = axis0 < 0 ? axis0 + rank : axis0
-    if (!legacy && axis !== rank - 1) return none("Softmax over an axis other than the last")
-    const rowDims = x.shape.slice(axis)
-    const lead = x.shape.slice(0, axis)
+    const reduced = x.shape.map((_, k) => (legacy ? k >= axis : k === axis))
+    const kept = x.shape.filter((_, k) => !reduced[k])
+    const statShape = kept.length ? kept : [1]
     const dtype = x.dtype
-    const red = (tag: string) => rowDims.map((d, k) => reduceAxis(d, `${ctx.name()}.${tag}${k}`))
+    const red = (tag: string) => x.shape.flatMap((d, k) => (reduced[k] ? [reduceAxis(d, `${ctx.name()}.${tag}${k}`)] : []))
+    /** The full index from a stat index and the reduce vars. */
+    const full = (i: readonly Expr[], rs: readonly { var: Expr }[]) => {
+      let q = 0
+      let r = 0
+      return x.shape.map((_, k) => (reduced[k] ? rs[r++].var : kept.length ? i[q++] : c(0)))
+    }
+    const statIdx = (i: readonly Expr[]) => (kept.length ? i.filter((_, k) => !reduced[k]) : [c(0)])
     const k1 = red("a")
     const k2 = red("b")
-    const mx = compute(ctx.name("max"), lead.length ? lead : [1], (...i) => maxReduce(at(x, ...(lead.length ? i : []), ...k1.map((r) => r.var)), k1), dtype)
-    const leadIdx = (i: readonly Expr[]) => (lead.length ? i.slice(0, axis) : [c(0)])
-    const ex = compute(ctx.name("exp"), x.shape, (...i) => call("exp", sub(at(x, ...i), at(mx, ...leadIdx(i)))), dtype)
-    const sm = compute(ctx.name("sum"), lead.length ? lead : [1], (...i) => sum(at(ex, ...(lead.length ? i : []), ...k2.map((r) => r.var)), k2), dtype)
+    const mx = compute(ctx.name("max"), statShape, (...i) => maxReduce(at(x, ...full(i, k1)), k1), dtype)
+    const ex = compute(ctx.name("exp"), x.shape, (...i) => call("exp", sub(at(x, ...i), at(mx, ...statIdx(i)))), dtype)
+    const sm = compute(ctx.name("sum"), statShape, (...i) => sum(at(ex, ...full(i, k2)), k2), dtype)
     return [
       mx,
       ex,
       sm,
       compute(ctx.name(), x.shape, (...i) =>
-        log ? sub(sub(at(x, ...i), at(mx, ...leadIdx(i))), call("log", at(sm, ...leadIdx(i)))) : div(at(ex, ...i), at(sm, ...leadIdx(i))), dtype),
+        log ? sub(sub(at(x, ...i), at(mx, ...statIdx(i))), call("log", at(sm, ...statIdx(i)))) : div(at(ex, ...i), at(sm, ...statIdx(i))), dtype),
     ]
   }
 
