@@ -11,6 +11,7 @@ await build({
     "index": "src/index.ts",
     "scripts/conformance": "scripts/conformance.ts",
     "scripts/optimizer-report": "scripts/optimizer-report.ts",
+    "scripts/bench": "scripts/bench.ts",
   },
   outdir,
   bundle: true,

@@ -1,0 +1,162 @@
+// npm run bench — Tessera's c and wasm targets against onnxruntime-node, in one run on one
+// machine: ResNet-18 and MobileNetV2 (zoo, batch 1, fp32), 1 and 2 threads; medians after warm-up,
+// ratios, the fraction of this CPU's peak FLOP rate (measured here with a small FMA kernel), and a
+// per-layer table of the c target. Each thread count runs in its own process (OpenMP reads its
+// thread count once). Speed is reported, never asserted.
+import { Effect } from "effect"
+import { execFileSync, spawnSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { allocate } from "../src/ast/graph/dtype.js"
+import { prng } from "../src/ast/graph/arbitrary.js"
+import type { Tensor } from "../src/ast/graph/tensor.js"
+import { compilerAvailable } from "../src/device/c.js"
+import { createExecutor } from "../src/device/executor.js"
+import { loadOrt, median, runOrt } from "../src/device/onnxruntime.js"
+import { compileGraph, loadCProgram, loadWasmProgram } from "../src/pipeline.js"
+import { nodeFlops } from "../src/rewrite/report.js"
+import { zooGraph, zooModel } from "../src/zoo/index.js"
+
+const MODELS = ["resnet18", "mobilenetv2"]
+const RUNS = Number(process.env.BENCH_RUNS ?? 10)
+const args = process.argv.slice(2)
+const childThreads = args.includes("--child") ? Number(args[args.indexOf("--child") + 1]) : undefined
+
+/** Peak single-core fp32 FLOP/s: independent vector FMAs in registers. */
+const peakGflops = (): number | undefined => {
+  if (!compilerAvailable()) return undefined
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "tessera-peak-"))
+  const src = path.join(dir, "peak.c")
+  fs.writeFileSync(
+    src,
+    `#include <stdio.h>
+#include <time.h>
+typedef float v16 __attribute__((vector_size(64)));
+int main(void) {
+  v16 a[12], b = {0}, c = {0};
+  for (int i = 0; i < 16; i++) { b[i] = 1.0f + 1e-7f * i; c[i] = 1e-7f; }
+  for (int k = 0; k < 12; k++) a[k] = b * (float)k;
+  const long iters = 20000000;
+  struct timespec t0, t1; clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (long i = 0; i < iters; i++) for (int k = 0; k < 12; k++) a[k] = a[k] * b + c;
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double s = (t1.tv_sec - t0.tv_sec) + 1e-9 * (t1.tv_nsec - t0.tv_nsec);
+  float sink = 0; for (int k = 0; k < 12; k++) sink += a[k][k];
+  printf("%f %f\\n", 2.0 * 16 * 12 * iters / s / 1e9, sink);
+  return 0;
+}
+`,
+  )
+  execFileSync("gcc", ["-O3", "-march=native", "-o", path.join(dir, "peak"), src])
+  const out = execFileSync(path.join(dir, "peak")).toString().trim().split(" ")
+  return Number(out[0])
+}
+
+const randomInput = (shape: readonly number[]): Tensor => {
+  const r = prng(1)
+  const n = shape.reduce((a, b) => a * b, 1)
+  const d = allocate("float32", n)
+  for (let i = 0; i < n; i++) d[i] = r.float(-1, 1)
+  return { dtype: "float32", shape, data: d }
+}
+
+const time = (f: () => void, runs: number): number => {
+  f()
+  const ts: number[] = []
+  for (let i = 0; i < runs; i++) {
+    const t0 = performance.now()
+    f()
+    ts.push(performance.now() - t0)
+  }
+  return median(ts)
+}
+
+interface Row {
+  readonly model: string
+  readonly threads: number
+  readonly c?: number
+  readonly wasm?: number
+  readonly ort?: number
+  readonly flops: number
+}
+
+const measure = async (threads: number): Promise<{ rows: Row[]; layers: string[] }> => {
+  const ort = await Effect.runPromise(loadOrt())
+  const rows: Row[] = []
+  const layers: string[] = []
+  for (const name of MODELS) {
+    const graph = zooGraph(name, 0)
+    const bytes = zooModel(name, 0)
+    const input = graph.inputs[0]
+    const feeds = new Map([[input.name, randomInput(input.type.shape as number[])]])
+    const row: { -readonly [K in keyof Row]: Row[K] } = { model: name, threads, flops: 0 }
+    if (compilerAvailable()) {
+      const program = await Effect.runPromise(compileGraph(graph, { target: "c", optLevel: 3, vectorLanes: 16, cores: threads }))
+      row.flops = program.graph.nodes.reduce((s, n) => s + nodeFlops(program.graph, n), 0)
+      const fns = await Effect.runPromise(loadCProgram(program))
+      const exec = createExecutor(program, fns)
+      row.c = time(() => exec.run(feeds), RUNS)
+      if (threads === 1 && name === "resnet18") {
+        // where the time goes: each compiled group alone
+        const byName = new Map(program.graph.nodes.map((n) => [n.name, n]))
+        for (const k of program.kernels) {
+          if (k.kind !== "compiled") continue
+          const arrays = k.func.params.map((p) => allocate(p.dtype, (p.view?.shape ?? p.shape).reduce((a, b) => a * b, 1)))
+          const fn = fns.get(k.name)!
+          const ms = time(() => fn(...arrays), 3)
+          const grp = program.fused.groups[k.group]
+          const fl = grp.nodes.reduce((s, n) => s + nodeFlops(program.graph, byName.get(n)!), 0)
+          layers.push(`${k.name}\t${grp.ops.join("+")}\t${ms.toFixed(2)} ms\t${(fl / ms / 1e6).toFixed(1)} GFLOP/s`)
+        }
+      }
+    }
+    if (threads === 1) {
+      const program = await Effect.runPromise(compileGraph(graph, { target: "wasm", optLevel: 3, vectorLanes: 4, cores: 1 }))
+      const fns = await Effect.runPromise(loadWasmProgram(program))
+      const exec = createExecutor(program, fns)
+      row.wasm = time(() => exec.run(feeds), Math.max(3, Math.floor(RUNS / 3)))
+    }
+    if (typeof ort !== "string") {
+      const r = await Effect.runPromise(runOrt(ort, bytes, feeds, { threads, runs: RUNS }))
+      if (typeof r !== "string") row.ort = r.ms
+    }
+    rows.push(row)
+  }
+  return { rows, layers }
+}
+
+if (childThreads !== undefined) {
+  const result = await measure(childThreads)
+  console.log(JSON.stringify(result))
+} else {
+  const peak = peakGflops()
+  const all: Row[] = []
+  let layers: string[] = []
+  for (const threads of [1, 2]) {
+    const r = spawnSync(process.execPath, [process.argv[1], "--child", String(threads)], {
+      env: { ...process.env, OMP_NUM_THREADS: String(threads), OMP_WAIT_POLICY: "passive" },
+      encoding: "utf8",
+      maxBuffer: 64 << 20,
+    })
+    const last = r.stdout.trim().split("\n").pop() ?? ""
+    try {
+      const parsed = JSON.parse(last) as { rows: Row[]; layers: string[] }
+      all.push(...parsed.rows)
+      if (threads === 1) layers = parsed.layers
+    } catch {
+      console.log(`the ${threads}-thread run failed:\n${r.stderr.slice(-2000)}`)
+    }
+  }
+  const f = (x: number | undefined) => (x === undefined ? "-" : x.toFixed(1))
+  console.log(`peak fp32 (one core, measured): ${peak ? `${peak.toFixed(0)} GFLOP/s` : "unknown (no gcc)"}`)
+  console.log("| model | threads | tessera c ms | onnxruntime-node ms | c / ort | tessera wasm ms | c GFLOP/s | % of peak |")
+  console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+  for (const r of all) {
+    const gf = r.c ? r.flops / r.c / 1e6 : undefined
+    const pct = gf && peak ? (100 * gf) / (peak * r.threads) : undefined
+    console.log(`| ${r.model} | ${r.threads} | ${f(r.c)} | ${f(r.ort)} | ${r.c && r.ort ? (r.c / r.ort).toFixed(2) : "-"} | ${f(r.wasm)} | ${f(gf)} | ${f(pct)} |`)
+  }
+  console.log("onnxruntime-web (wasm) is not installed: the wasm target is reported without its counterpart.")
+  if (layers.length) console.log(`\nresnet18, c, 1 thread, per fused group:\n${layers.join("\n")}`)
+}
