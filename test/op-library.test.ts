@@ -210,3 +210,18 @@ run("Softmax along any axis", (): Case[] => [
   { op: "Softmax", inputs: [rand("float32", [2, 3, 4])], attrs: { axis: attr.int(1) }, opset: 11 },
   { op: "LogSoftmax", inputs: [rand("float32", [2, 3, 4])], attrs: { axis: attr.int(0) }, opset: 11 },
 ])
+
+run("scans, Lp / mean-variance normalization, Trilu", (): Case[] => [
+  ...[0, 1].flatMap((exclusive) =>
+    [0, 1].map((reverse): Case => ({ op: "CumSum", inputs: [rand("float32", [3, 4]), undefined], consts: { 1: ints64([1]) }, attrs: { exclusive: attr.int(exclusive), reverse: attr.int(reverse) } })),
+  ),
+  { op: "CumSum", inputs: [rand("int32", [3, 4], -9, 9), undefined], consts: { 1: tensor("int32", [], Int32Array.from([-2])) } },
+  { op: "CumProd", inputs: [rand("float32", [2, 5], 0.5, 1.5), undefined], consts: { 1: ints64([1]) }, attrs: { reverse: attr.int(1) } },
+  { op: "LpNormalization", inputs: [rand("float32", [3, 4, 2])], attrs: { axis: attr.int(1), p: attr.int(1) } },
+  { op: "LpNormalization", inputs: [tensor("float32", [2, 3], Float32Array.from([0, 0, 0, 1, 2, 3]))] },
+  { op: "MeanVarianceNormalization", inputs: [rand("float32", [2, 3, 2, 2])] },
+  { op: "MeanVarianceNormalization", inputs: [rand("float32", [2, 3, 4])], attrs: { axes: attr.ints([1]) } },
+  { op: "Trilu", inputs: [rand("float32", [2, 4, 5])] },
+  { op: "Trilu", inputs: [rand("int64", [4, 5], -9, 9), undefined], consts: { 1: ints64([-1]) }, attrs: { upper: attr.int(0) } },
+  { op: "Trilu", inputs: [rand("float32", [3, 5]), ints64([2])] },
+])

@@ -245,3 +245,86 @@ export const REDUCTIONS: Record<string, OpCompute> = {
   InstanceNormalization: instanceNorm,
   LRN: lrn,
 }
+
+/** CumSum / CumProd along a constant axis: each output a masked reduction over the axis. */
+const scanOp =
+  (prod: boolean): OpCompute =>
+  (ctx) => {
+    const x = inp(ctx, 0)
+    const rank = x.shape.length
+    const axis = normAxis((constInts(ctx, 1, "axis") ?? none("no axis"))[0], rank)
+    const excl = num(ctx.attrs.exclusive, 0) !== 0
+    const rev = num(ctx.attrs.reverse, 0) !== 0
+    const r = reduceAxis(x.shape[axis], `${ctx.name()}.s`)
+    return [
+      compute(ctx.name(), x.shape, (...i) => {
+        const k = i[axis]
+        const take = rev ? (excl ? lt(k, r.var) : le(k, r.var)) : excl ? lt(r.var, k) : le(r.var, k)
+        const v = at(x, ...i.map((e, q) => (q === axis ? r.var : e)))
+        return prod ? reduceWith(PROD)(select(take, v, fl(x.dtype, 1)), [r]) : sum(select(take, v, fl(x.dtype, 0)), [r])
+      }, x.dtype),
+    ]
+  }
+
+/** LpNormalization (p = 1, 2) along one axis; a zero vector stays zero. */
+const lpNorm: OpCompute = (ctx) => {
+  const x = inp(ctx, 0)
+  const p = num(ctx.attrs.p, 2)
+  if (p !== 1 && p !== 2) return none(`LpNormalization with p=${p}`)
+  const rank = x.shape.length
+  if (rank === 0) return none("LpNormalization of a scalar")
+  const axis = normAxis(num(ctx.attrs.axis, -1), rank)
+  const W: DType = "float64"
+  const r = reduceAxis(x.shape[axis], `${ctx.name()}.r`)
+  const acc = compute(ctx.name("acc"), x.shape.map((d, k) => (k === axis ? 1 : d)), (...i) => {
+    const v = cast(W, at(x, ...i.map((e, q) => (q === axis ? r.var : e))))
+    return sum(p === 1 ? call("fabs", v) : mul(v, v), [r])
+  }, W)
+  return [
+    acc,
+    compute(ctx.name(), x.shape, (...i) => {
+      const a = at(acc, ...i.map((e, q) => (q === axis ? c(0) : e)))
+      const norm = p === 1 ? a : call("sqrt", a)
+      return cast(x.dtype, select(eq(norm, fl(W, 0)), fl(W, 0), div(cast(W, at(x, ...i)), norm)))
+    }, x.dtype),
+  ]
+}
+
+/** MeanVarianceNormalization over an axis set: (x − mean) / (σ + 1e-9) (opset 1: across_channels / normalize_variance). */
+const mvn: OpCompute = (ctx) => {
+  const x = inp(ctx, 0)
+  const rank = x.shape.length
+  const legacy = ctx.opset < 9
+  const axes = legacy
+    ? (num(ctx.attrs.across_channels, 0) ? [1, 2, 3] : [2, 3]).filter((a) => a < rank)
+    : (ints(ctx.attrs.axes) ?? [0, 2, 3]).map((a) => normAxis(a, rank))
+  const normalize = !legacy || num(ctx.attrs.normalize_variance, 1) !== 0
+  const W: DType = "float64"
+  const statShape = x.shape.map((d, k) => (axes.includes(k) ? 1 : d))
+  const count = axes.reduce((p, a) => p * x.shape[a], 1)
+  const red = (tag: string) => axes.map((a) => reduceAxis(x.shape[a], `${ctx.name()}.${tag}${a}`))
+  const full = (i: readonly Expr[], rs: readonly IterVar[]) => i.map((e, k) => (axes.includes(k) ? rs[axes.indexOf(k)].var : e))
+  const statAt = (i: readonly Expr[]) => i.map((e, k) => (axes.includes(k) ? c(0) : e))
+  const r1 = red("a")
+  const mean = compute(ctx.name("mean"), statShape, (...i) => sum(cast(W, at(x, ...full(i, r1))), r1), W)
+  const r2 = red("b")
+  const sq = compute(ctx.name("sq"), statShape, (...i) => {
+    const d = sub(cast(W, at(x, ...full(i, r2))), div(at(mean, ...i), fl(W, count)))
+    return sum(mul(d, d), r2)
+  }, W)
+  return [
+    mean,
+    sq,
+    compute(ctx.name(), x.shape, (...i) => {
+      const d = sub(cast(W, at(x, ...i)), div(at(mean, ...statAt(i)), fl(W, count)))
+      return cast(x.dtype, normalize ? div(d, add(call("sqrt", div(at(sq, ...statAt(i)), fl(W, count))), fl(W, 1e-9))) : d)
+    }, x.dtype),
+  ]
+}
+
+export const SCANS_AND_NORMS: Record<string, OpCompute> = {
+  CumSum: scanOp(false),
+  CumProd: scanOp(true),
+  LpNormalization: lpNorm,
+  MeanVarianceNormalization: mvn,
+}

@@ -2,7 +2,7 @@
 // Slice (constant starts/ends/axes/steps, negative steps too), Gather / GatherElements (their
 // indices read in the index expression), Expand, Tile, DepthToSpace and SpaceToDepth. Each
 // matches its reference kernel in src/ast/graph/ops/tensor-*.ts.
-import { add, c, cast, floordiv, floormod, ge, and, lt, max, min, mul, select, sub, type Expr } from "../ast/te/expr.js"
+import { add, c, cast, floordiv, floormod, ge, and, le, lt, max, min, mul, select, sub, type Expr } from "../ast/te/expr.js"
 import { at, compute, type TeTensor } from "../ast/te/tensor.js"
 import { bread, constInts, inp, ints, none, normAxis, num, shapeOf, type OpCompute, type OpComputeCtx } from "./op-library-common.js"
 import { castExpr } from "./op-library-math.js"
@@ -161,6 +161,24 @@ const spaceToDepth: OpCompute = (ctx) => {
   ]
 }
 
+/** Trilu: the upper (j − i ≥ k) or lower (j − i ≤ k) triangle of the last two dims, zeros elsewhere. */
+const trilu: OpCompute = (ctx) => {
+  const x = inp(ctx, 0)
+  const rank = x.shape.length
+  if (rank < 2) return none(`Trilu of rank ${rank}`)
+  const kt = ctx.inputs[1]
+  const kc = ctx.node.inputs[1] ? ctx.constants[1] : undefined
+  const known = kc && kc.length ? [Number(kc[0])] : undefined
+  const upper = num(ctx.attrs.upper, 1) !== 0
+  return [
+    compute(ctx.name(), x.shape, (...i) => {
+      const k = known ? c(known[0]) : kt ? cast("int32", kt.shape.length ? at(kt, ...kt.shape.map(() => c(0))) : at(kt)) : c(0)
+      const d = sub(i[rank - 1], i[rank - 2])
+      return select(upper ? ge(d, k) : le(d, k), at(x, ...i), cast(x.dtype, c(0)))
+    }, x.dtype),
+  ]
+}
+
 export const TENSOR_MOVES: Record<string, OpCompute> = {
   Pad: pad,
   Slice: slice,
@@ -170,6 +188,7 @@ export const TENSOR_MOVES: Record<string, OpCompute> = {
   Tile: tile,
   DepthToSpace: depthToSpace,
   SpaceToDepth: spaceToDepth,
+  Trilu: trilu,
 }
 
 export type { OpComputeCtx }
