@@ -225,3 +225,10 @@ run("scans, Lp / mean-variance normalization, Trilu", (): Case[] => [
   { op: "Trilu", inputs: [rand("int64", [4, 5], -9, 9), undefined], consts: { 1: ints64([-1]) }, attrs: { upper: attr.int(0) } },
   { op: "Trilu", inputs: [rand("float32", [3, 5]), ints64([2])] },
 ])
+
+run("MatMul with batches and 1-D operands", (): Case[] => [
+  { op: "MatMul", inputs: [rand("float32", [2, 1, 3, 4, 5]), rand("float32", [3, 5, 2])] },
+  { op: "MatMul", inputs: [rand("float32", [5]), rand("float32", [2, 5, 3])] },
+  { op: "MatMul", inputs: [rand("float32", [2, 4, 5]), rand("float32", [5])] },
+  { op: "MatMul", inputs: [rand("int32", [3, 4], -9, 9), rand("int32", [4, 2], -9, 9)] },
+])

@@ -120,16 +120,16 @@ const argOp =
     const dim = x.shape[axis]
     const axisVar = (tag: string) => reduceAxis(dim, `${ctx.name()}.${tag}`)
     const read = (r: IterVar, i: readonly Var[]) => at(x, ...inputIndex(rank, [axis], [r], keep, i))
-    const r0 = axisVar("v")
+    const r0 = axisVar("ext")
     const ext = compute(ctx.name("ext"), out, (...i) => (largest ? maxReduce : minReduce)(read(r0, i), [r0]), x.dtype)
     const isNaN = (v: Expr) => (isFloatDtype(v.dtype) ? bin("ne", v, v) : c(0, "bool"))
-    const r1 = axisVar("f")
+    const r1 = axisVar("first")
     const first = compute(ctx.name("first"), out, (...i) => {
       const v = read(r1, i)
       return minReduce(select(bin("or", eq(v, at(ext, ...i)), isNaN(v)), r1.var, c(dim)), [r1])
     }, "int32")
     if (!last) return [ext, first, compute(ctx.name(), out, (...i) => cast("int64", at(first, ...i)), "int64")]
-    const r2 = axisVar("l")
+    const r2 = axisVar("last")
     const lastEq = compute(ctx.name("last"), out, (...i) => maxReduce(select(eq(read(r2, i), at(ext, ...i)), r2.var, c(-1)), [r2]), "int32")
     return [
       ext,

@@ -204,17 +204,21 @@ const globalPool =
 const matmulLike: OpCompute = (ctx) => {
   const a = inp(ctx, 0)
   const b = inp(ctx, 1)
-  if (a.shape.length < 2 || b.shape.length < 2) return none("MatMul with a 1-D operand")
+  // a 1-D operand is a row (A) or a column (B) whose unit dim leaves the output
+  const a1 = a.shape.length === 1
+  const b1 = b.shape.length === 1
+  if (a1 && b1) return none("MatMul of two 1-D operands (a scalar output)")
   const K = a.shape[a.shape.length - 1]
   const out = shapeOf(ctx.outputs[0])
   const k = reduceAxis(K, `${ctx.name()}.rk`)
   return [
     compute(ctx.name(), out, (...idx) => {
-      const batch = idx.slice(0, -2)
-      const [i, j] = idx.slice(-2)
+      const batch = idx.slice(0, idx.length - (a1 || b1 ? 1 : 2))
+      const i = a1 ? undefined : idx[batch.length]
+      const j = b1 ? undefined : idx[idx.length - 1]
       const ab = a.shape.slice(0, -2).map((d, q) => (d === 1 ? c(0) : batch[q + batch.length - (a.shape.length - 2)]))
       const bb = b.shape.slice(0, -2).map((d, q) => (d === 1 ? c(0) : batch[q + batch.length - (b.shape.length - 2)]))
-      return sum(mul(at(a, ...ab, i, k.var), at(b, ...bb, k.var, j)), [k])
+      return sum(mul(a1 ? at(a, k.var) : at(a, ...ab, i!, k.var), b1 ? at(b, k.var) : at(b, ...bb, k.var, j!)), [k])
     }, ctx.outputs[0].dtype),
   ]
 }
