@@ -84,7 +84,11 @@ export const reductionTemplate: Template = {
     const cfg: Record<string, string | number | boolean> = {}
     for (const k of knobs) {
       if (k.kind === "split" && k.name === "tile_inner") cfg[k.name] = [...k.candidates].reverse().find((d) => d <= Math.max(target.vectorLanes, 1)) ?? 1
-      else if (k.kind === "split") cfg[k.name] = [...k.candidates].reverse().find((d) => d <= 4) ?? 1
+      else if (k.kind === "split") {
+        // register rows: up to 4, or up to 8 where nothing in 2..4 divides the axis (7 wide: 7)
+        const four = [...k.candidates].reverse().find((d) => d <= 4) ?? 1
+        cfg[k.name] = four > 1 ? four : ([...k.candidates].reverse().find((d) => d <= 8) ?? 1)
+      }
       else cfg[k.name] = k.name === "vectorize" ? target.vectorLanes > 1 : k.name === "fuse_epilogue"
     }
     return cfg
