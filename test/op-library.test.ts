@@ -232,3 +232,13 @@ run("MatMul with batches and 1-D operands", (): Case[] => [
   { op: "MatMul", inputs: [rand("float32", [2, 4, 5]), rand("float32", [5])] },
   { op: "MatMul", inputs: [rand("int32", [3, 4], -9, 9), rand("int32", [4, 2], -9, 9)] },
 ])
+
+run("RMSNormalization, Hardmax, ConstantOfShape, EyeLike", (): Case[] => [
+  { op: "RMSNormalization", inputs: [rand("float32", [2, 3, 4]), rand("float32", [4])] },
+  { op: "RMSNormalization", inputs: [rand("float32", [2, 3, 4]), rand("float32", [3, 4])], attrs: { axis: attr.int(1) }, opset: 23 },
+  { op: "Hardmax", inputs: [tensor("float32", [3, 4, 2], Float32Array.from({ length: 24 }, () => rng.int(-1, 1)))], attrs: { axis: attr.int(1) } },
+  { op: "Hardmax", inputs: [tensor("float32", [3, 3], Float32Array.from([NaN, 1, 2, 1, NaN, 2, 3, 3, NaN]))] },
+  { op: "Hardmax", inputs: [rand("float32", [2, 3, 4])], attrs: { axis: attr.int(1) }, opset: 11 },
+  { op: "ConstantOfShape", inputs: [undefined], consts: { 0: ints64([2, 3]) }, attrs: { value: attr.tensor(tensor("int32", [1], Int32Array.from([7]))) } },
+  { op: "EyeLike", inputs: [rand("float32", [3, 5])], attrs: { k: attr.int(1), dtype: attr.int(7) } },
+])

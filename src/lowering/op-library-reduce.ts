@@ -328,3 +328,69 @@ export const SCANS_AND_NORMS: Record<string, OpCompute> = {
   LpNormalization: lpNorm,
   MeanVarianceNormalization: mvn,
 }
+
+/** RMSNormalization: x / √(mean(x²) + ε) · scale over the dims from `axis` on. */
+const rmsNorm: OpCompute = (ctx) => {
+  const x = inp(ctx, 0)
+  const scale = inp(ctx, 1)
+  const rank = x.shape.length
+  const axis = normAxis(num(ctx.attrs.axis, -1), rank)
+  const eps = num(ctx.attrs.epsilon, 1e-5)
+  const lead = x.shape.slice(0, axis)
+  const inner = x.shape.slice(axis)
+  const n = inner.reduce((p, d) => p * d, 1)
+  const W: DType = "float64"
+  const rs = inner.map((d, k) => reduceAxis(d, `${ctx.name()}.q${k}`))
+  const sq = compute(ctx.name("sq"), lead.length ? lead : [1], (...i) => {
+    const v = cast(W, at(x, ...(lead.length ? i : []), ...rs.map((r) => r.var)))
+    return sum(mul(v, v), rs)
+  }, W)
+  return [
+    sq,
+    compute(ctx.name(), x.shape, (...i) => {
+      const inv = div(fl(W, 1), call("sqrt", add(div(at(sq, ...(lead.length ? i.slice(0, axis) : [c(0)])), fl(W, n)), fl(W, eps))))
+      return cast(x.dtype, mul(mul(cast(W, at(x, ...i)), inv), cast(W, bread(scale, i))))
+    }, x.dtype),
+  ]
+}
+
+/** Hardmax: 1 at the first maximum of each row (the coerced 2-D row before opset 13, one axis after). */
+const hardmax: OpCompute = (ctx) => {
+  const x = inp(ctx, 0)
+  const rank = x.shape.length
+  const legacy = ctx.opset < 13
+  const axis = normAxis(num(ctx.attrs.axis, legacy ? 1 : -1), rank)
+  const reduced = x.shape.map((_, k) => (legacy ? k >= axis : k === axis))
+  const kept = x.shape.filter((_, k) => !reduced[k])
+  const statShape = kept.length ? kept : [1]
+  const statIdx = (i: readonly Expr[]) => (kept.length ? i.filter((_, k) => !reduced[k]) : [c(0)])
+  const red = (tag: string) => x.shape.flatMap((d, k) => (reduced[k] ? [reduceAxis(d, `${ctx.name()}.${tag}${k}`)] : []))
+  const full = (i: readonly Expr[], rs: readonly IterVar[]) => {
+    let q = 0
+    let r = 0
+    return x.shape.map((_, k) => (reduced[k] ? rs[r++].var : kept.length ? i[q++] : c(0)))
+  }
+  /** The flat position within the row (row-major over the reduced dims). */
+  const flat = (idx: readonly Expr[]) => x.shape.reduce<Expr>((acc, d, k) => (reduced[k] ? add(mul(acc, c(d)), idx[k]) : acc), c(0))
+  const r1 = red("m")
+  // the reference's scan: strictly greater replaces, so NaN never wins and the first maximum stays
+  const mx = compute(ctx.name("max"), statShape, (...i) => maxReduce(select(bin("ne", at(x, ...full(i, r1)), at(x, ...full(i, r1))), fl(x.dtype, -Infinity), at(x, ...full(i, r1))), r1), x.dtype)
+  const r2 = red("f")
+  const first = compute(ctx.name("first"), statShape, (...i) => {
+    const idx = full(i, r2)
+    return minReduce(select(eq(at(x, ...idx), at(mx, ...i)), flat(idx), c(2 ** 30)), r2)
+  }, "int32")
+  return [
+    mx,
+    first,
+    compute(ctx.name(), x.shape, (...i) => {
+      const f = at(first, ...statIdx(i))
+      // a row starting with NaN, or of NaNs only (nothing equals the max): the reference keeps index 0
+      const x0 = at(x, ...i.map((e, k) => (reduced[k] ? c(0) : e)))
+      const at0 = bin("or", bin("ne", x0, x0), eq(f, c(2 ** 30)))
+      return select(eq(select(at0, c(0), f), flat(i)), fl(x.dtype, 1), fl(x.dtype, 0))
+    }, x.dtype),
+  ]
+}
+
+export const MORE_NORMS: Record<string, OpCompute> = { RMSNormalization: rmsNorm, Hardmax: hardmax }

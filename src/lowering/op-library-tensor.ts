@@ -2,7 +2,7 @@
 // Slice (constant starts/ends/axes/steps, negative steps too), Gather / GatherElements (their
 // indices read in the index expression), Expand, Tile, DepthToSpace and SpaceToDepth. Each
 // matches its reference kernel in src/ast/graph/ops/tensor-*.ts.
-import { add, c, cast, floordiv, floormod, ge, and, le, lt, max, min, mul, select, sub, type Expr } from "../ast/te/expr.js"
+import { add, c, cast, eq, floordiv, floormod, ge, and, le, lt, max, min, mul, select, sub, type Expr } from "../ast/te/expr.js"
 import { at, compute, type TeTensor } from "../ast/te/tensor.js"
 import { bread, constInts, inp, ints, none, normAxis, num, shapeOf, type OpCompute, type OpComputeCtx } from "./op-library-common.js"
 import { castExpr } from "./op-library-math.js"
@@ -179,6 +179,21 @@ const trilu: OpCompute = (ctx) => {
   ]
 }
 
+/** ConstantOfShape: the `value` attribute's one element (float32 0 by default) everywhere. */
+const constantOfShape: OpCompute = (ctx) => {
+  const value = ctx.attrs.value as { data: ArrayLike<number> } | undefined
+  const dtype = ctx.outputs[0].dtype
+  const v = value ? Number(value.data[0]) : 0
+  return [compute(ctx.name(), shapeOf(ctx.outputs[0]), () => c(v, dtype), dtype)]
+}
+
+/** EyeLike: ones on the k-th diagonal. */
+const eyeLike: OpCompute = (ctx) => {
+  const dtype = ctx.outputs[0].dtype
+  const k = num(ctx.attrs.k, 0)
+  return [compute(ctx.name(), shapeOf(ctx.outputs[0]), (i, j) => select(eq(sub(j, i), c(k)), c(1, dtype), c(0, dtype)), dtype)]
+}
+
 export const TENSOR_MOVES: Record<string, OpCompute> = {
   Pad: pad,
   Slice: slice,
@@ -189,6 +204,8 @@ export const TENSOR_MOVES: Record<string, OpCompute> = {
   DepthToSpace: depthToSpace,
   SpaceToDepth: spaceToDepth,
   Trilu: trilu,
+  ConstantOfShape: constantOfShape,
+  EyeLike: eyeLike,
 }
 
 export type { OpComputeCtx }

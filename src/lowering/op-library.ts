@@ -28,7 +28,7 @@ import { at, compute, dtypeRange, maxReduce, reduceAxis, sum } from "../ast/te/t
 import { bread, binary, fl, inp, none, num, shapeOf, unary, type OpCompute, type OpComputeCtx } from "./op-library-common.js"
 import { BINARY_MATH, UNARY_MATH } from "./op-library-math.js"
 import { TENSOR_MOVES } from "./op-library-tensor.js"
-import { REDUCTIONS, SCANS_AND_NORMS } from "./op-library-reduce.js"
+import { MORE_NORMS, REDUCTIONS, SCANS_AND_NORMS } from "./op-library-reduce.js"
 import { convNd, convTranspose, globalPoolNd, poolNd } from "./op-library-conv.js"
 import { RESIZES } from "./op-library-resize.js"
 
@@ -428,6 +428,7 @@ export const OP_COMPUTES: Readonly<Record<string, OpCompute>> = {
   LayoutTransform: layoutTransform,
   ...REDUCTIONS,
   ...SCANS_AND_NORMS,
+  ...MORE_NORMS,
   ...RESIZES,
 }
 
