@@ -89,7 +89,7 @@ export const reductionTemplate: Template = {
         const four = [...k.candidates].reverse().find((d) => d <= 4) ?? 1
         cfg[k.name] = four > 1 ? four : ([...k.candidates].reverse().find((d) => d <= 8) ?? 1)
       }
-      else cfg[k.name] = k.name === "vectorize" ? target.vectorLanes > 1 : k.name === "fuse_epilogue"
+      else cfg[k.name] = k.name === "vectorize" ? target.vectorLanes > 1 : k.name === "fuse_epilogue" || k.name === "unroll_tile"
     }
     return cfg
   },
