@@ -242,3 +242,13 @@ run("RMSNormalization, Hardmax, ConstantOfShape, EyeLike", (): Case[] => [
   { op: "ConstantOfShape", inputs: [undefined], consts: { 0: ints64([2, 3]) }, attrs: { value: attr.tensor(tensor("int32", [1], Int32Array.from([7]))) } },
   { op: "EyeLike", inputs: [rand("float32", [3, 5])], attrs: { k: attr.int(1), dtype: attr.int(7) } },
 ])
+
+run("QuantizeLinear / DequantizeLinear", (): Case[] => [
+  { op: "QuantizeLinear", inputs: [rand("float32", [2, 3, 4], -300, 300), tensor("float32", [], Float32Array.from([1.5])), tensor("uint8", [], Uint8Array.from([128]))] },
+  { op: "QuantizeLinear", inputs: [tensor("float32", [6], Float32Array.from([0.5, 1.5, 2.5, -0.5, NaN, 1e9])), tensor("float32", [], Float32Array.from([1])), tensor("int8", [], Int8Array.from([0]))] },
+  { op: "QuantizeLinear", inputs: [rand("float32", [2, 3, 4], -50, 50), rand("float32", [3], 0.5, 2), tensor("int16", [3], Int16Array.from([-5, 0, 7]))], attrs: { axis: attr.int(1) } },
+  { op: "QuantizeLinear", inputs: [rand("float32", [2, 6], -50, 50), rand("float32", [2, 3], 0.5, 2)], attrs: { axis: attr.int(1), block_size: attr.int(2) }, opset: 21 },
+  { op: "DequantizeLinear", inputs: [rand("int8", [2, 3, 4], -128, 127), rand("float32", [3], 0.01, 1), tensor("int8", [3], Int8Array.from([-5, 0, 7]))] },
+  { op: "DequantizeLinear", inputs: [rand("int32", [5], -1e8, 1e8), tensor("float32", [], Float32Array.from([0.37]))] },
+  { op: "DequantizeLinear", inputs: [rand("uint8", [2, 4], 0, 255), rand("float32", [1, 4], 0.01, 1)], attrs: { axis: attr.int(0), block_size: attr.int(2) }, opset: 21 },
+])

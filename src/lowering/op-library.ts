@@ -31,6 +31,7 @@ import { TENSOR_MOVES } from "./op-library-tensor.js"
 import { MORE_NORMS, REDUCTIONS, SCANS_AND_NORMS } from "./op-library-reduce.js"
 import { convNd, convTranspose, globalPoolNd, poolNd } from "./op-library-conv.js"
 import { RESIZES } from "./op-library-resize.js"
+import { QUANT } from "./op-library-quant.js"
 
 export { NoCompute, type OpComputeCtx } from "./op-library-common.js"
 
@@ -430,6 +431,7 @@ export const OP_COMPUTES: Readonly<Record<string, OpCompute>> = {
   ...SCANS_AND_NORMS,
   ...MORE_NORMS,
   ...RESIZES,
+  ...QUANT,
 }
 
 /** Is there a compute for this node (op and configuration)? */

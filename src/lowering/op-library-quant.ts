@@ -1,0 +1,65 @@
+// QuantizeLinear / DequantizeLinear (per tensor, per axis, blocked) with the reference's rounding
+// at each step (src/ast/graph/ops/norm-quant.ts): the division rounded to its float type, then
+// half to even, plus the zero point, saturated; dequantization in float32 unless numpy widens.
+import type { DType } from "../ast/graph/dtype.js"
+import { add, c, call, cast, div, floordiv, gt, lt, mul, select, sub, type Expr } from "../ast/te/expr.js"
+import { at, compute, type TeTensor } from "../ast/te/tensor.js"
+import { inp, none, normAxis, num, shapeOf, type OpCompute, type OpComputeCtx } from "./op-library-common.js"
+
+const W: DType = "float64"
+const RANGE: Partial<Record<DType, readonly [number, number]>> = { uint8: [0, 255], int8: [-128, 127], uint16: [0, 65535], int16: [-32768, 32767] }
+
+/** The scale / zero-point element for output index `i`: per tensor, per axis or blocked along the axis. */
+const paramAt = (ctx: OpComputeCtx, t: TeTensor, xRank: number, i: readonly Expr[]): Expr => {
+  const block = num(ctx.attrs.block_size, 0)
+  const n = t.shape.reduce((a, b) => a * b, 1)
+  if (n === 1 && (t.shape.length === 0 || block <= 0)) return at(t, ...t.shape.map(() => c(0)))
+  const axis = normAxis(num(ctx.attrs.axis, 1), xRank)
+  if (block <= 0) return at(t, i[axis])
+  return at(t, ...i.map((e, k) => (k === axis ? floordiv(e, c(block)) : e)))
+}
+
+/** Rounding to the float type numpy computes `x / s` in (float16 / bfloat16 keep their kernels). */
+const promotedRound = (x: DType, s: DType, precision: number): ((e: Expr) => Expr) => {
+  const p: DType | undefined = precision === 1 ? "float32" : precision === 11 ? "float64" : precision !== 0 ? none(`QuantizeLinear precision ${precision}`) : undefined
+  const to = p ?? (x === "float64" || s === "float64" || !x.startsWith("float") ? "float64" : "float32")
+  if ([x, s].some((d) => d === "float16" || d === "bfloat16") && !p) return none("QuantizeLinear in float16 / bfloat16")
+  return (e) => (to === "float32" ? cast(W, cast("float32", e)) : e)
+}
+
+const quantize: OpCompute = (ctx) => {
+  const x = inp(ctx, 0)
+  const s = inp(ctx, 1)
+  const zp = ctx.inputs[2]
+  const out = ctx.outputs[0].dtype
+  const [lo, hi] = RANGE[out] ?? none(`QuantizeLinear to ${out}`)
+  const round = promotedRound(x.dtype, s.dtype, num(ctx.attrs.precision, 0))
+  const rank = x.shape.length
+  return [
+    compute(ctx.name(), shapeOf(ctx.outputs[0]), (...i) => {
+      const q0 = call("round", round(div(cast(W, at(x, ...i)), cast(W, paramAt(ctx, s, rank, i)))))
+      const q = zp ? add(q0, cast(W, paramAt(ctx, zp, rank, i))) : q0
+      // NaN passes both tests and stores as 0
+      return cast(out, select(lt(q, c(lo, W)), c(lo, W), select(gt(q, c(hi, W)), c(hi, W), q)))
+    }, out),
+  ]
+}
+
+const dequantize: OpCompute = (ctx) => {
+  const x = inp(ctx, 0)
+  const s = inp(ctx, 1)
+  const zp = ctx.inputs[2]
+  const out = ctx.outputs[0].dtype
+  const wide = s.dtype === "float64" || x.dtype === "int32" || x.dtype === "uint32" || x.dtype === "int64" || x.dtype === "uint64"
+  const rank = x.shape.length
+  return [
+    compute(ctx.name(), shapeOf(ctx.outputs[0]), (...i) => {
+      const xf = cast(W, cast("float32", cast(W, at(x, ...i))))
+      const d = zp ? sub(xf, cast(W, paramAt(ctx, zp, rank, i))) : xf
+      const v = mul(d, cast(W, paramAt(ctx, s, rank, i)))
+      return cast(out, wide ? v : cast(W, cast("float32", v)))
+    }, out),
+  ]
+}
+
+export const QUANT: Record<string, OpCompute> = { QuantizeLinear: quantize, DequantizeLinear: dequantize }
