@@ -252,3 +252,14 @@ run("QuantizeLinear / DequantizeLinear", (): Case[] => [
   { op: "DequantizeLinear", inputs: [rand("int32", [5], -1e8, 1e8), tensor("float32", [], Float32Array.from([0.37]))] },
   { op: "DequantizeLinear", inputs: [rand("uint8", [2, 4], 0, 255), rand("float32", [1, 4], 0.01, 1)], attrs: { axis: attr.int(0), block_size: attr.int(2) }, opset: 21 },
 ])
+
+const targets = (shape: readonly number[], C: number, ignore?: number) =>
+  tensor("int64", shape, Float64Array.from({ length: size(shape) }, () => (ignore !== undefined && rng.next() < 0.3 ? ignore : rng.int(0, C - 1))))
+run("losses", (): Case[] => [
+  ...["none", "sum", "mean"].flatMap((reduction): Case[] => [
+    { op: "NegativeLogLikelihoodLoss", inputs: [rand("float32", [3, 4]), targets([3], 4)], attrs: { reduction: attr.str(reduction) } },
+    { op: "NegativeLogLikelihoodLoss", inputs: [rand("float32", [2, 4, 3]), targets([2, 3], 4, 1), rand("float32", [4], 0.1, 1)], attrs: { reduction: attr.str(reduction), ignore_index: attr.int(1) } },
+    { op: "SoftmaxCrossEntropyLoss", inputs: [rand("float32", [3, 5, 2]), targets([3, 2], 5, -1)], attrs: { reduction: attr.str(reduction), ignore_index: attr.int(-1) } },
+    { op: "SoftmaxCrossEntropyLoss", inputs: [rand("float32", [4, 3]), targets([4], 3), rand("float32", [3], 0.1, 1)], attrs: { reduction: attr.str(reduction) } },
+  ]),
+])

@@ -32,6 +32,7 @@ import { MORE_NORMS, REDUCTIONS, SCANS_AND_NORMS } from "./op-library-reduce.js"
 import { convNd, convTranspose, globalPoolNd, poolNd } from "./op-library-conv.js"
 import { RESIZES } from "./op-library-resize.js"
 import { QUANT } from "./op-library-quant.js"
+import { LOSSES } from "./op-library-loss.js"
 
 export { NoCompute, type OpComputeCtx } from "./op-library-common.js"
 
@@ -432,6 +433,7 @@ export const OP_COMPUTES: Readonly<Record<string, OpCompute>> = {
   ...MORE_NORMS,
   ...RESIZES,
   ...QUANT,
+  ...LOSSES,
 }
 
 /** Is there a compute for this node (op and configuration)? */
