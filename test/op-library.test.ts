@@ -263,3 +263,12 @@ run("losses", (): Case[] => [
     { op: "SoftmaxCrossEntropyLoss", inputs: [rand("float32", [4, 3]), targets([4], 3), rand("float32", [3], 0.1, 1)], attrs: { reduction: attr.str(reduction) } },
   ]),
 ])
+
+run("Attention (Y only)", (): Case[] => [
+  { op: "Attention", inputs: [rand("float32", [2, 3, 4, 8]), rand("float32", [2, 3, 6, 8]), rand("float32", [2, 3, 6, 5])], opset: 23 },
+  { op: "Attention", inputs: [rand("float32", [2, 4, 12]), rand("float32", [2, 5, 6]), rand("float32", [2, 5, 4])], attrs: { q_num_heads: attr.int(4), kv_num_heads: attr.int(2), is_causal: attr.int(1) }, opset: 23 },
+  { op: "Attention", inputs: [rand("float32", [1, 2, 3, 4]), rand("float32", [1, 2, 5, 4]), rand("float32", [1, 2, 5, 4]), rand("bool", [3, 4])], attrs: { softcap: attr.float(2), scale: attr.float(0.3) }, opset: 23 },
+  { op: "Attention", inputs: [rand("float32", [1, 2, 3, 4]), rand("float32", [1, 2, 3, 4]), rand("float32", [1, 2, 3, 4]), rand("float32", [2, 1, 5]), rand("float32", [1, 2, 2, 4]), rand("float32", [1, 2, 2, 4])], attrs: { is_causal: attr.int(1) }, opset: 23 },
+  { op: "Attention", inputs: [rand("float32", [2, 1, 3, 4]), rand("float32", [2, 1, 5, 4]), rand("float32", [2, 1, 5, 4]), undefined, undefined, undefined, tensor("int64", [2], Float64Array.from([3, 5]))], attrs: { is_causal: attr.int(1) }, opset: 24 },
+  { op: "Attention", inputs: [rand("float32", [1, 1, 2, 4]), rand("float32", [1, 1, 3, 4]), rand("float32", [1, 1, 3, 4]), tensor("bool", [2, 3], Uint8Array.from([0, 0, 0, 1, 0, 1]))], opset: 23 },
+])
