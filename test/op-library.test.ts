@@ -272,3 +272,10 @@ run("Attention (Y only)", (): Case[] => [
   { op: "Attention", inputs: [rand("float32", [2, 1, 3, 4]), rand("float32", [2, 1, 5, 4]), rand("float32", [2, 1, 5, 4]), undefined, undefined, undefined, tensor("int64", [2], Float64Array.from([3, 5]))], attrs: { is_causal: attr.int(1) }, opset: 24 },
   { op: "Attention", inputs: [rand("float32", [1, 1, 2, 4]), rand("float32", [1, 1, 3, 4]), rand("float32", [1, 1, 3, 4]), tensor("bool", [2, 3], Uint8Array.from([0, 0, 0, 1, 0, 1]))], opset: 23 },
 ])
+
+run("RotaryEmbedding, SwiGLU", (): Case[] => [
+  { op: "RotaryEmbedding", inputs: [rand("float32", [2, 3, 4, 8]), rand("float32", [2, 4, 4]), rand("float32", [2, 4, 4])], opset: 23 },
+  { op: "RotaryEmbedding", inputs: [rand("float32", [2, 4, 12]), rand("float32", [2, 4, 2]), rand("float32", [2, 4, 2])], attrs: { num_heads: attr.int(2), rotary_embedding_dim: attr.int(4), interleaved: attr.int(1) }, opset: 23 },
+  { op: "RotaryEmbedding", inputs: [rand("float32", [1, 2, 3, 6]), rand("float32", [5, 3]), rand("float32", [5, 3]), tensor("int64", [1, 3], Float64Array.from([4, 0, 2]))], opset: 23 },
+  { op: "SwiGLU", inputs: [rand("float32", [3, 4]), rand("float32", [3, 4])], attrs: { alpha: attr.float(1.5) }, opset: 28 },
+])

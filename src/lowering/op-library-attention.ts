@@ -95,3 +95,56 @@ export const attention: OpCompute = (ctx) => {
       : compute(ctx.name(), [B, Sq, Hq * Dv], (b, i, he) => yAt(b, floordiv(he, c(Dv)), i, sub(he, mul(floordiv(he, c(Dv)), c(Dv)))), dtype)
   return [dot, mx, sm, y, out]
 }
+
+/**
+ * RotaryEmbedding: each pair (x1, x2) of the first rotary_embedding_dim features of a head turns
+ * by the cached angle of its position: (c·x1 − s·x2, s·x1 + c·x2); pairs are (k, k + half) or,
+ * interleaved, (2k, 2k + 1). The cache row comes from position_ids or from (batch, seq).
+ */
+export const rotaryEmbedding: OpCompute = (ctx) => {
+  const x = inp(ctx, 0)
+  const cosC = inp(ctx, 1)
+  const sinC = inp(ctx, 2)
+  const pos = ctx.inputs[3]
+  const rank = x.shape.length
+  if (rank !== 3 && rank !== 4) return none(`RotaryEmbedding of rank ${rank}`)
+  const H = rank === 4 ? x.shape[1] : num(ctx.attrs.num_heads, 0)
+  if (H <= 0) return none("RotaryEmbedding without num_heads")
+  const D = rank === 4 ? x.shape[3] : x.shape[2] / H
+  const rd = num(ctx.attrs.rotary_embedding_dim, 0) || D
+  const half = rd / 2
+  const interleaved = num(ctx.attrs.interleaved, 0) !== 0
+  const dtype = x.dtype
+  return [
+    compute(ctx.name(), x.shape, (...i) => {
+      const last = i[rank - 1]
+      const d = rank === 4 ? last : sub(last, mul(floordiv(last, c(D)), c(D)))
+      const [b, s] = rank === 4 ? [i[0], i[2]] : [i[0], i[1]]
+      const k = interleaved ? floordiv(d, c(2)) : select(lt(d, c(half)), d, sub(d, c(half)))
+      const first = interleaved ? eq(sub(d, mul(floordiv(d, c(2)), c(2))), c(0)) : lt(d, c(half))
+      const off = interleaved ? 1 : half
+      const row = pos ? [cast("int32", at(pos, b, s))] : [b, s]
+      const cs = cast(W, at(cosC, ...row, k))
+      const sn = cast(W, at(sinC, ...row, k))
+      const read = (e: Expr) => cast(W, at(x, ...i.slice(0, -1), e))
+      const v = read(last)
+      // the partner index, clamped where this element is not rotated at all
+      const partner = read(min(max(select(first, add(last, c(off)), sub(last, c(off))), c(0)), c(x.shape[rank - 1] - 1)))
+      const rotated = select(first, sub(mul(cs, v), mul(sn, partner)), add(mul(sn, partner), mul(cs, v)))
+      return cast(dtype, select(lt(d, c(rd)), rotated, v))
+    }, dtype),
+  ]
+}
+
+/** SwiGLU: A · sigmoid(α·A) · B. */
+export const swiglu: OpCompute = (ctx) => {
+  const a = inp(ctx, 0)
+  const b = inp(ctx, 1)
+  const alpha = num(ctx.attrs.alpha, 1)
+  return [
+    compute(ctx.name(), a.shape, (...i) => {
+      const x = cast(W, at(a, ...i))
+      return cast(a.dtype, mul(div(x, add(c(1, W), call("exp", mul(c(-alpha, W), x)))), cast(W, at(b, ...i))))
+    }, a.dtype),
+  ]
+}

@@ -33,7 +33,7 @@ import { convNd, convTranspose, globalPoolNd, poolNd } from "./op-library-conv.j
 import { RESIZES } from "./op-library-resize.js"
 import { QUANT } from "./op-library-quant.js"
 import { LOSSES } from "./op-library-loss.js"
-import { attention } from "./op-library-attention.js"
+import { attention, rotaryEmbedding, swiglu } from "./op-library-attention.js"
 
 export { NoCompute, type OpComputeCtx } from "./op-library-common.js"
 
@@ -436,6 +436,8 @@ export const OP_COMPUTES: Readonly<Record<string, OpCompute>> = {
   ...QUANT,
   ...LOSSES,
   Attention: attention,
+  RotaryEmbedding: rotaryEmbedding,
+  SwiGLU: swiglu,
 }
 
 /** Is there a compute for this node (op and configuration)? */
