@@ -279,3 +279,9 @@ run("RotaryEmbedding, SwiGLU", (): Case[] => [
   { op: "RotaryEmbedding", inputs: [rand("float32", [1, 2, 3, 6]), rand("float32", [5, 3]), rand("float32", [5, 3]), tensor("int64", [1, 3], Float64Array.from([4, 0, 2]))], opset: 23 },
   { op: "SwiGLU", inputs: [rand("float32", [3, 4]), rand("float32", [3, 4])], attrs: { alpha: attr.float(1.5) }, opset: 28 },
 ])
+
+run("LpPool", (): Case[] => [
+  { op: "LpPool", inputs: [rand("float32", [1, 2, 5, 5])], attrs: { kernel_shape: attr.ints([2, 3]), p: attr.int(3), pads: attr.ints([1, 0, 1, 1]) } },
+  { op: "LpPool", inputs: [rand("float32", [2, 2, 7])], attrs: { kernel_shape: attr.ints([3]), strides: attr.ints([2]) } },
+  { op: "GlobalLpPool", inputs: [rand("float32", [2, 3, 4, 2])], attrs: { p: attr.int(1) } },
+])

@@ -3,7 +3,7 @@
 // arithmetic (src/ast/graph/ops/nn-common.ts, nn-conv-transpose.ts) for pads, auto_pad,
 // output_padding and output_shape.
 import { padsOf, stepsOf, windowOf, type WindowAttrs } from "../ast/graph/ops/nn-common.js"
-import { add, and, c, cast, div, eq, floordiv, floormod, ge, lt, max, min, mul, select, sub, type Expr } from "../ast/te/expr.js"
+import { add, and, c, call, cast, div, eq, floordiv, floormod, ge, lt, max, min, mul, select, sub, type Expr } from "../ast/te/expr.js"
 import { at, compute, dtypeRange, maxReduce, reduceAxis, sum } from "../ast/te/tensor.js"
 import { fl, inp, ints, none, num, shapeOf, type OpCompute } from "./op-library-common.js"
 
@@ -101,7 +101,7 @@ const ceilDiv = (a: Expr, d: number): Expr => floordiv(add(a, c(d - 1)), c(d))
  * inside the input, or inside the padded input with count_include_pad.
  */
 export const poolNd =
-  (kind: "max" | "avg"): OpCompute =>
+  (kind: "max" | "avg" | "lp"): OpCompute =>
   (ctx) => {
     const x = inp(ctx, 0)
     if (ctx.node.outputs.length > 1 && ctx.node.outputs[1] !== "") return none("MaxPool's Indices output")
@@ -123,6 +123,15 @@ export const poolNd =
           return maxReduce(select(inside, at(x, n, ch, ...pos), fl(dtype, dtypeRange(dtype)[0])), rk)
         }, dtype),
       ]
+    if (kind === "lp") {
+      // Σ |x|^p over the taps inside the input, then the p-th root (float64)
+      const p = num(ctx.attrs.p, 2)
+      const acc = compute(ctx.name("acc"), out, (n, ch, ...ys) => {
+        const { pos, inside } = window(ys)
+        return sum(select(inside, call("pow", call("fabs", cast("float64", at(x, n, ch, ...pos))), c(p, "float64")), c(0, "float64")), rk)
+      }, "float64")
+      return [acc, compute(ctx.name(), out, (...i) => cast(dtype, call("pow", at(acc, ...i), c(1 / p, "float64"))), dtype)]
+    }
     const includePad = num(ctx.attrs.count_include_pad, 0) !== 0
     const total = compute(ctx.name("sum"), out, (n, ch, ...ys) => {
       const { pos, inside } = window(ys)
@@ -147,7 +156,7 @@ export const poolNd =
 
 /** GlobalMaxPool / GlobalAveragePool over any spatial rank. */
 export const globalPoolNd =
-  (kind: "max" | "avg"): OpCompute =>
+  (kind: "max" | "avg" | "lp"): OpCompute =>
   (ctx) => {
     const x = inp(ctx, 0)
     const spatial = x.shape.slice(2)
@@ -155,6 +164,11 @@ export const globalPoolNd =
     const out = shapeOf(ctx.outputs[0])
     const read = (n: Expr, ch: Expr) => at(x, n, ch, ...rk.map((r) => r.var))
     if (kind === "max") return [compute(ctx.name(), out, (n, ch) => maxReduce(read(n, ch), rk), x.dtype)]
+    if (kind === "lp") {
+      const p = num(ctx.attrs.p, 2)
+      const acc = compute(ctx.name("acc"), out, (n, ch) => sum(call("pow", call("fabs", cast("float64", read(n, ch))), c(p, "float64")), rk), "float64")
+      return [acc, compute(ctx.name(), out, (...i) => cast(x.dtype, call("pow", at(acc, ...i), c(1 / p, "float64"))), x.dtype)]
+    }
     const count = spatial.reduce((a, b) => a * b, 1)
     const s = compute(ctx.name("sum"), out, (n, ch) => sum(read(n, ch), rk), x.dtype)
     return [s, compute(ctx.name(), out, (...i) => div(at(s, ...i), fl(x.dtype, count)), x.dtype)]

@@ -417,6 +417,8 @@ export const OP_COMPUTES: Readonly<Record<string, OpCompute>> = {
   AveragePool: pool2d("avg"),
   GlobalAveragePool: globalPool("avg"),
   GlobalMaxPool: globalPool("max"),
+  LpPool: poolNd("lp"),
+  GlobalLpPool: globalPoolNd("lp"),
   MatMul: matmulLike,
   Gemm: gemm,
   BatchNormalization: batchNorm,
