@@ -2,11 +2,12 @@
 // depthwise tasks (zoo models compiled for js with vectorLanes 4), best-so-far curves of xgb, ga and
 // random at equal trials over several seeds, the trials each needs to reach random's best; then
 // end to end, ResNet-18 through the js target untuned vs tuned (the log's best records) beside
-// onnxruntime-node at 1 and 2 threads, all in one run. Medians and ratios (a noisy shared machine).
+// onnxruntime-node at 1 and 2 threads, all in one run. Each task's space is measured once (in
+// interleaved rounds) and the tuners search against that table, so they see the same costs. Medians and ratios (a noisy shared machine).
 //
 //   npx esbuild scripts/tuning-report.ts --bundle --platform=node --format=esm --packages=external \
 //     --outfile=.cache/tuning-report/tuning-report.mjs && node .cache/tuning-report/tuning-report.mjs
-//   flags: --max-trials N (the space)  --seeds N (3)  --e2e-trials N (8)  --runs N (3)  --with-3x3 (adds the 3x3/2 conv of the last stage: 115 MFLOP)  --out-dir DIR (.cache/tuning-report)  --skip-e2e
+//   flags: --max-trials N (the space)  --seeds N (10)  --rounds N (3)  --e2e-trials N (8)  --runs N (3)  --with-3x3 (adds the 3x3/2 conv of the last stage: 115 MFLOP)  --out-dir DIR (.cache/tuning-report)  --skip-e2e  --e2e-from LOG
 import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -24,7 +25,8 @@ import { tasksOfProgram, type TaskRunner } from "../src/search/extract.js"
 import { featuresOf } from "../src/search/features.js"
 import { renderCurvesSvg, trialsToReach, type Curve } from "../src/search/plot.js"
 import { bestRecords, RECORD_VERSION } from "../src/search/records.js"
-import { spaceSize } from "../src/search/task.js"
+import { configAt, configKey, fnv1a, spaceSize } from "../src/search/task.js"
+import type { Config } from "../src/lowering/templates.js"
 import { gaTuner, randomTuner, xgbTuner, type Tuner } from "../src/search/tuners.js"
 import { tuneTask } from "../src/search/tune.js"
 import { zooGraph } from "../src/zoo/index.js"
@@ -33,17 +35,19 @@ const arg = (name: string, d: string) => {
   const i = process.argv.indexOf(`--${name}`)
   return i >= 0 ? process.argv[i + 1] : d
 }
-const SEEDS = Number(arg("seeds", "3"))
+const SEEDS = Number(arg("seeds", "10"))
 const E2E_TRIALS = Number(arg("e2e-trials", "8"))
 const RUNS = Number(arg("runs", "3"))
 const OUT = arg("out-dir", ".cache/tuning-report")
-const SKIP_E2E = process.argv.includes("--skip-e2e")
+const SKIP_E2E = process.argv.includes("--skip-e2e  --e2e-from LOG")
 /** Caps the trials per tuner below the space (a quick check of the script). */
 const MAX_TRIALS = Number(arg("max-trials", "1000000"))
+/** End to end only, from an earlier run's log (more timed runs without tuning again). */
+const E2E_FROM = arg("e2e-from", "")
 const LANES = 4
 const TARGET = { kind: "js", vectorLanes: LANES, cores: 1 } as const
 const LOG = path.join(OUT, "tuning.jsonl")
-const MEASURE: MeasureOptions = { repeats: 3, minRepeatMs: 10, timeoutMs: 300_000, rtol: 1e-3, atol: 1e-4 }
+const MEASURE: MeasureOptions = { repeats: 1, minRepeatMs: 5, timeoutMs: 300_000, rtol: 1e-3, atol: 1e-4 }
 const TUNERS = ["xgb", "ga", "random"] as const
 
 const median = (xs: readonly number[]) => {
@@ -76,6 +80,7 @@ const compile = (graph: Graph, tuned?: Parameters<typeof compileGraph>[1]["tuned
 
 fs.mkdirSync(OUT, { recursive: true })
 fs.rmSync(LOG, { force: true })
+if (E2E_FROM) fs.copyFileSync(E2E_FROM, LOG)
 const started = Date.now()
 const machine = { cpus: (await import("node:os")).cpus().length, node: process.version, load: (await import("node:os")).loadavg()[0] }
 log(`tuning report: ${SEEDS} seeds, ${machine.cpus} cpus, load ${machine.load.toFixed(2)}`)
@@ -96,7 +101,13 @@ const chosen: { model: string; runner: TaskRunner }[] = [
   ...[dw.find((r) => !/\/2/.test(r.task.label))!, dw.find((r) => /\/2/.test(r.task.label))!].map((runner) => ({ model: "mobilenetv2", runner })),
 ]
 
-// ---- tuner comparison: every tuner over the whole space (equal trials), several seeds
+// ---- tuner comparison. On a shared, loaded machine a candidate's time depends on when it ran, so
+// tuners run one after another would be compared through the load as much as through their search.
+// Instead each task's whole space (it is small: the template's knobs) is measured first — in
+// ROUNDS rounds, each over the space in a fresh random order, a config's cost the median of its
+// rounds — and written to the log; then every tuner and seed searches against that one table, so
+// all tuners see the same costs and equal trials mean equal measurements.
+const ROUNDS = Number(arg("rounds", "3"))
 interface Row {
   model: string
   task: string
@@ -105,17 +116,60 @@ interface Row {
   space: number
   /** tuner → per seed: best-so-far GFLOP/s after each trial */
   curves: Record<string, number[][]>
+  /** the default config's GFLOP/s and the space's best */
+  defaultGflops: number
+  bestGflops: number
 }
 const rows: Row[] = []
-for (const { model, runner } of chosen) {
-  const space = spaceSize(runner.task.knobs)
-  const row: Row = { model, task: runner.task.id, label: runner.task.label, mflop: runner.task.flops / 1e6, space, curves: {} }
+for (const { model, runner } of E2E_FROM ? [] : chosen) {
+  const { task } = runner
+  const space = spaceSize(task.knobs)
+  const configs = Array.from({ length: space }, (_, k) => configAt(task.knobs, k))
+  const costs = new Map<string, number[]>()
+  const errors = new Map<string, string>()
+  const t0 = Date.now()
+  for (let round = 0; round < ROUNDS; round++) {
+    const order = [...configs].sort((a, b) => Number(BigInt("0x" + fnv1a(`${round}:${configKey(a)}`)) - BigInt("0x" + fnv1a(`${round}:${configKey(b)}`))))
+    for (let i = 0; i < order.length; i += 8) {
+      const batch = order.slice(i, i + 8).map((config) => ({ config, func: runner.lowerConfig(config) }))
+      for (const m of await run(measureJs(batch, runner.outputs, runner.reference, MEASURE))) {
+        if (m.cost === undefined) errors.set(configKey(m.config), m.error ?? "failed")
+        else costs.set(configKey(m.config), [...(costs.get(configKey(m.config)) ?? []), m.cost])
+      }
+    }
+  }
+  const table = new Map<string, number | undefined>(configs.map((c) => [configKey(c), errors.has(configKey(c)) ? undefined : median(costs.get(configKey(c)) ?? [])]))
+  await run(
+    appendRecords(
+      LOG,
+      configs.map((config) => {
+        const cost = table.get(configKey(config))
+        return { v: RECORD_VERSION, task: task.id, workload: task.workload, target: TARGET.kind, config, costs: costs.get(configKey(config)) ?? [], timestamp: new Date().toISOString(), tuner: "exhaustive", ...(cost ? { gflops: task.flops / cost / 1e9 } : { error: errors.get(configKey(config)) ?? "not measured" }) }
+      }),
+    ),
+  )
+  const gflops = (c: number | undefined) => (c ? task.flops / c / 1e9 : 0)
+  const defaults = task.template.defaults(task.knobs, TARGET)
+  const row: Row = {
+    model,
+    task: task.id,
+    label: task.label,
+    mflop: task.flops / 1e6,
+    space,
+    curves: {},
+    defaultGflops: gflops(table.get(configKey(defaults))),
+    bestGflops: Math.max(...[...table.values()].map(gflops)),
+  }
+  log(`${model} ${task.label}: ${space} configs x ${ROUNDS} rounds measured in ${((Date.now() - t0) / 1000).toFixed(1)} s; default ${row.defaultGflops.toFixed(3)}, best ${row.bestGflops.toFixed(3)} GFLOP/s, ${errors.size} errors`)
+  const lookup = (cands: readonly { config: Config }[]) => Effect.succeed(cands.map((c) => ({ config: c.config, cost: table.get(configKey(c.config)) })))
   for (let seed = 1; seed <= SEEDS; seed++)
     for (const name of TUNERS) {
-      const t0 = Date.now()
-      const result = await tune(runner, await makeTuner(name, runner, seed), Math.min(space, MAX_TRIALS), 8, MEASURE)
+      const t1 = Date.now()
+      const result = await run(
+        tuneTask(task, await makeTuner(name, runner, seed), runner.lowerConfig, lookup, { trials: Math.min(space, MAX_TRIALS), batch: 8, target: TARGET.kind, now: () => new Date().toISOString() }),
+      )
       ;(row.curves[name] ??= []).push([...result.curve])
-      log(`${model} ${runner.task.label} ${name} seed ${seed}: ${result.trials} trials, best ${result.curve.at(-1)?.toFixed(3)} GFLOP/s, errors ${result.errors}, ${((Date.now() - t0) / 1000).toFixed(1)} s`)
+      log(`  ${name} seed ${seed}: ${result.trials} trials, reaches ${((result.curve.at(-1) ?? 0) / row.bestGflops * 100).toFixed(0)}% of the best (${((Date.now() - t1) / 1000).toFixed(1)} s)`)
     }
   rows.push(row)
 }
@@ -148,11 +202,11 @@ const summary = rows.map((r) => {
     r.curves.random.map((rc, s) => trialsToReach(r.curves.xgb[s], rc[Math.min(budget, rc.length) - 1] ?? 0) ?? Infinity),
   )
   const gaToRandom = median(r.curves.random.map((rc, s) => trialsToReach(r.curves.ga[s], rc[Math.min(budget, rc.length) - 1] ?? 0) ?? Infinity))
-  return { model: r.model, task: r.task, label: r.label, mflop: r.mflop, space: r.space, best, budget, perTuner, xgbToRandom, gaToRandom }
+  return { model: r.model, task: r.task, label: r.label, mflop: r.mflop, space: r.space, best, defaultGflops: r.defaultGflops, budget, perTuner, xgbToRandom, gaToRandom }
 })
 
 const curves: Curve[] = rows.flatMap((r) => TUNERS.map((t) => ({ task: r.task, label: `${r.model}: ${r.label}`, tuner: t, best: medianCurve(r.curves[t]) })))
-fs.writeFileSync(path.join(OUT, "tuning-curves.svg"), await renderCurvesSvg(curves, `Best-so-far GFLOP/s vs trials (median of ${SEEDS} seeds; js target)`))
+if (rows.length) fs.writeFileSync(path.join(OUT, "tuning-curves.svg"), await renderCurvesSvg(curves, `Best-so-far GFLOP/s vs trials (median of ${SEEDS} seeds; js target)`))
 
 // ---- end to end: ResNet-18 on js, untuned vs tuned, beside onnxruntime-node
 let e2e: Record<string, unknown> | undefined
@@ -160,7 +214,7 @@ if (!SKIP_E2E) {
   // the other tasks get a short xgb run so that every conv of the network has a tuned record
   const tunedIds = new Set(chosen.map((c) => c.runner.task.id))
   for (const r of resnetTasks) {
-    if (tunedIds.has(r.task.id)) continue
+    if (tunedIds.has(r.task.id) || E2E_FROM) continue
     const t0 = Date.now()
     // the default schedule measured too, so the best record is never slower than it by measurement
     const defaults = r.task.template.defaults(r.task.knobs, TARGET)

@@ -16,6 +16,7 @@ import { randomTensor } from "../src/cli/inputs.js"
 import { createExecutor } from "../src/device/executor.js"
 import { loadJsModule } from "../src/device/js.js"
 import { compileGraph, emitJs } from "../src/pipeline.js"
+import { tasksOfProgram } from "../src/search/extract.js"
 import { bestRecords, parseLog } from "../src/search/records.js"
 import { configKey } from "../src/search/task.js"
 
@@ -125,6 +126,9 @@ describe("tessera tune", () => {
     const got = createExecutor(program, await Effect.runPromise(loadJsModule(emitJs(program)))).run(feeds).get("y")!
     const want = runGraph(graph, feeds)[0]
     for (let i = 0; i < want.data.length; i++) expect(Math.abs(got.data[i] - want.data[i])).toBeLessThanOrEqual(1e-4 + 1e-3 * Math.abs(want.data[i]))
-    expect(Object.keys(best.config).sort()).toEqual(["tile_inner", "tile_second", "unroll_tile", "vectorize"])
+    // the record is a point of the task's space: every knob, nothing else
+    const [runner] = tasksOfProgram(program, { kind: "js", vectorLanes: 4, cores: 1 })
+    expect(runner.task.workload).toBe(best.workload)
+    expect(Object.keys(best.config).sort()).toEqual(runner.task.knobs.map((k) => k.name).sort())
   }, 120_000)
 })
