@@ -285,3 +285,16 @@ run("LpPool", (): Case[] => [
   { op: "LpPool", inputs: [rand("float32", [2, 2, 7])], attrs: { kernel_shape: attr.ints([3]), strides: attr.ints([2]) } },
   { op: "GlobalLpPool", inputs: [rand("float32", [2, 3, 4, 2])], attrs: { p: attr.int(1) } },
 ])
+
+run("GridSample", (): Case[] =>
+  ["nearest", "linear", "cubic"].flatMap((mode) =>
+    ["zeros", "border", "reflection"].flatMap((pad) =>
+      [0, 1].map((align): Case => ({
+        op: "GridSample",
+        inputs: [rand("float32", [1, 2, 4, 5]), rand("float32", [1, 3, 2, 2], -1.3, 1.3)],
+        attrs: { mode: attr.str(mode), padding_mode: attr.str(pad), align_corners: attr.int(align) },
+        opset: 20,
+      })),
+    ),
+  ).concat([{ op: "GridSample", inputs: [rand("float32", [2, 1, 3, 4, 2]), rand("float32", [2, 2, 2, 3, 3], -1.2, 1.2)], attrs: { mode: attr.str("linear"), padding_mode: attr.str("reflection") }, opset: 20 }]),
+)

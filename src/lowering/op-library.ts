@@ -34,6 +34,7 @@ import { RESIZES } from "./op-library-resize.js"
 import { QUANT } from "./op-library-quant.js"
 import { LOSSES } from "./op-library-loss.js"
 import { attention, rotaryEmbedding, swiglu } from "./op-library-attention.js"
+import { gridSample } from "./op-library-grid.js"
 
 export { NoCompute, type OpComputeCtx } from "./op-library-common.js"
 
@@ -440,6 +441,7 @@ export const OP_COMPUTES: Readonly<Record<string, OpCompute>> = {
   Attention: attention,
   RotaryEmbedding: rotaryEmbedding,
   SwiGLU: swiglu,
+  GridSample: gridSample,
 }
 
 /** Is there a compute for this node (op and configuration)? */
