@@ -298,3 +298,11 @@ run("GridSample", (): Case[] =>
     ),
   ).concat([{ op: "GridSample", inputs: [rand("float32", [2, 1, 3, 4, 2]), rand("float32", [2, 2, 2, 3, 3], -1.2, 1.2)], attrs: { mode: attr.str("linear"), padding_mode: attr.str("reflection") }, opset: 20 }]),
 )
+
+run("OneHot, BitwiseNot, BitShift", (): Case[] => [
+  { op: "OneHot", inputs: [tensor("int64", [2, 3], Float64Array.from([0, 2, -1, 5, 1, -4])), undefined, tensor("float32", [2], Float32Array.from([-1, 3]))], consts: { 1: tensor("int64", [], Float64Array.from([4])) } },
+  { op: "OneHot", inputs: [tensor("int32", [3], Int32Array.from([1, 0, 2])), undefined, tensor("int32", [2], Int32Array.from([0, 1]))], consts: { 1: tensor("float32", [1], Float32Array.from([3.7])) }, attrs: { axis: attr.int(0) } },
+  ...(["int8", "int32", "int64", "uint8", "uint16", "uint32"] as const).map((d): Case => ({ op: "BitwiseNot", inputs: [rand(d, [7], d.startsWith("u") ? 0 : -100, 100)] })),
+  ...(["uint8", "uint16"] as const).map((d): Case => ({ op: "BitShift", inputs: [rand(d, [9], 0, 255), rand(d, [9], 0, 17)], attrs: { direction: attr.str("LEFT") } })),
+  ...(["uint8", "uint32"] as const).map((d): Case => ({ op: "BitShift", inputs: [rand(d, [9], 0, 250), rand(d, [9], 0, 9)], attrs: { direction: attr.str("RIGHT") } })),
+])

@@ -192,6 +192,33 @@ const castOp: OpCompute = (ctx) => {
 
 const cmp = (f: (a: Expr, b: Expr) => Expr): OpCompute => binary((a, b) => f(a, b))
 
+const UNSIGNED_BITS: Partial<Record<DType, number>> = { uint8: 8, uint16: 16, uint32: 32 }
+
+/** BitwiseNot as arithmetic: −x − 1 for signed types, (2^bits − 1) − x for unsigned ones. */
+const bitwiseNot: OpCompute = (ctx) => {
+  const d = inp(ctx, 0).dtype
+  if (d === "uint64") return none("BitwiseNot of uint64 (exact only with BigInt)")
+  const bits = UNSIGNED_BITS[d]
+  return unary((x) => (bits ? sub(c(2 ** bits - 1, d), x) : sub(call("neg", x), c(1, d))))(ctx)
+}
+
+/**
+ * BitShift of unsigned integers as arithmetic: right is ⌊x / 2^y⌋, left is x·2^y modulo 2^bits
+ * (exact in a double for 8 and 16 bits); a shift by the width or more gives 0.
+ */
+const bitShift: OpCompute = (ctx) => {
+  const d = inp(ctx, 0).dtype
+  const bits = UNSIGNED_BITS[d]
+  const left = (ctx.attrs.direction as string | undefined) !== "RIGHT"
+  if (!bits || (left && bits > 16)) return none(`BitShift ${left ? "LEFT" : "RIGHT"} of ${d}`)
+  return binary((x, y) => {
+    const p = call("pow", cast("float64", c(2, d)), cast("float64", y))
+    const xf = cast("float64", x)
+    const v = left ? floormod(mul(xf, p), c(2 ** bits, "float64")) : call("floor", div(xf, p))
+    return select(ge(y, c(bits, d)), c(0, d), cast(d, v))
+  })(ctx)
+}
+
 export const BINARY_MATH: Record<string, OpCompute> = {
   Equal: cmp(eq),
   Less: cmp(lt),
@@ -208,6 +235,8 @@ export const BINARY_MATH: Record<string, OpCompute> = {
   Mean: variadic(add, true),
   Mod: mod,
   Cast: castOp,
+  BitwiseNot: bitwiseNot,
+  BitShift: bitShift,
   CastLike: castOp,
 }
 

@@ -194,6 +194,26 @@ const eyeLike: OpCompute = (ctx) => {
   return [compute(ctx.name(), shapeOf(ctx.outputs[0]), (i, j) => select(eq(sub(j, i), c(k)), c(1, dtype), c(0, dtype)), dtype)]
 }
 
+/** OneHot: `on` where the (truncated, from opset 11 wrapped) index equals the position on `axis`, else `off`. */
+const oneHot: OpCompute = (ctx) => {
+  const ind = inp(ctx, 0)
+  const values = inp(ctx, 2)
+  const out = shapeOf(ctx.outputs[0])
+  const rank = ind.shape.length
+  const a0 = num(ctx.attrs.axis, -1)
+  const axis = a0 < 0 ? a0 + rank + 1 : a0
+  const depth = out[axis]
+  const dtype = ctx.outputs[0].dtype
+  const vAt = (k: number) => at(values, ...(values.shape.length ? [c(k)] : []))
+  return [
+    compute(ctx.name(), out, (...o) => {
+      const raw = cast("int32", at(ind, ...o.filter((_, q) => q !== axis)))
+      const k = ctx.opset >= 11 ? select(lt(raw, c(0)), add(raw, c(depth)), raw) : raw
+      return select(eq(k, o[axis]), vAt(1), vAt(0))
+    }, dtype),
+  ]
+}
+
 export const TENSOR_MOVES: Record<string, OpCompute> = {
   Pad: pad,
   Slice: slice,
@@ -206,6 +226,7 @@ export const TENSOR_MOVES: Record<string, OpCompute> = {
   Trilu: trilu,
   ConstantOfShape: constantOfShape,
   EyeLike: eyeLike,
+  OneHot: oneHot,
 }
 
 export type { OpComputeCtx }
