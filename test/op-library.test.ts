@@ -304,5 +304,8 @@ run("OneHot, BitwiseNot, BitShift", (): Case[] => [
   { op: "OneHot", inputs: [tensor("int32", [3], Int32Array.from([1, 0, 2])), undefined, tensor("int32", [2], Int32Array.from([0, 1]))], consts: { 1: tensor("float32", [1], Float32Array.from([3.7])) }, attrs: { axis: attr.int(0) } },
   ...(["int8", "int32", "int64", "uint8", "uint16", "uint32"] as const).map((d): Case => ({ op: "BitwiseNot", inputs: [rand(d, [7], d.startsWith("u") ? 0 : -100, 100)] })),
   ...(["uint8", "uint16"] as const).map((d): Case => ({ op: "BitShift", inputs: [rand(d, [9], 0, 255), rand(d, [9], 0, 17)], attrs: { direction: attr.str("LEFT") } })),
+  { op: "BitShift", inputs: [tensor("uint32", [4], Uint32Array.from([0xffffffff, 123456789, 1, 3])), tensor("uint32", [4], Uint32Array.from([31, 7, 32, 0]))], attrs: { direction: attr.str("LEFT") } },
+  { op: "BitShift", inputs: [tensor("uint64", [3], Float64Array.from([2 ** 52 + 1, 12345, 1])), tensor("uint64", [3], Float64Array.from([20, 40, 64]))], attrs: { direction: attr.str("LEFT") } },
+  { op: "BitShift", inputs: [tensor("uint64", [3], Float64Array.from([2 ** 60, 12345, 1])), tensor("uint64", [3], Float64Array.from([20, 3, 64]))], attrs: { direction: attr.str("RIGHT") } },
   ...(["uint8", "uint32"] as const).map((d): Case => ({ op: "BitShift", inputs: [rand(d, [9], 0, 250), rand(d, [9], 0, 9)], attrs: { direction: attr.str("RIGHT") } })),
 ])

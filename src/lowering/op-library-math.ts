@@ -192,7 +192,7 @@ const castOp: OpCompute = (ctx) => {
 
 const cmp = (f: (a: Expr, b: Expr) => Expr): OpCompute => binary((a, b) => f(a, b))
 
-const UNSIGNED_BITS: Partial<Record<DType, number>> = { uint8: 8, uint16: 16, uint32: 32 }
+const UNSIGNED_BITS: Partial<Record<DType, number>> = { uint8: 8, uint16: 16, uint32: 32, uint64: 64 }
 
 /** BitwiseNot as arithmetic: −x − 1 for signed types, (2^bits − 1) − x for unsigned ones. */
 const bitwiseNot: OpCompute = (ctx) => {
@@ -204,13 +204,14 @@ const bitwiseNot: OpCompute = (ctx) => {
 
 /**
  * BitShift of unsigned integers as arithmetic: right is ⌊x / 2^y⌋, left is x·2^y modulo 2^bits
- * (exact in a double for 8 and 16 bits); a shift by the width or more gives 0.
+ * (both exact in a double: scaling by 2^y only moves the exponent, and the kept low bits are at
+ * most the 53 significant bits x had); a shift by the width or more gives 0.
  */
 const bitShift: OpCompute = (ctx) => {
   const d = inp(ctx, 0).dtype
   const bits = UNSIGNED_BITS[d]
   const left = (ctx.attrs.direction as string | undefined) !== "RIGHT"
-  if (!bits || (left && bits > 16)) return none(`BitShift ${left ? "LEFT" : "RIGHT"} of ${d}`)
+  if (!bits) return none(`BitShift of ${d}`)
   return binary((x, y) => {
     const p = call("pow", cast("float64", c(2, d)), cast("float64", y))
     const xf = cast("float64", x)
