@@ -309,3 +309,12 @@ run("OneHot, BitwiseNot, BitShift", (): Case[] => [
   { op: "BitShift", inputs: [tensor("uint64", [3], Float64Array.from([2 ** 60, 12345, 1])), tensor("uint64", [3], Float64Array.from([20, 3, 64]))], attrs: { direction: attr.str("RIGHT") } },
   ...(["uint8", "uint32"] as const).map((d): Case => ({ op: "BitShift", inputs: [rand(d, [9], 0, 250), rand(d, [9], 0, 9)], attrs: { direction: attr.str("RIGHT") } })),
 ])
+
+run("bitwise And / Or / Xor", (): Case[] =>
+  ["BitwiseAnd", "BitwiseOr", "BitwiseXor"].flatMap((op) =>
+    (["int8", "uint8", "int16", "int32", "uint32"] as const).map((d): Case => {
+      const [lo, hi] = d === "int8" ? [-128, 127] : d === "uint8" ? [0, 255] : d === "int16" ? [-32768, 32767] : d === "int32" ? [-(2 ** 31), 2 ** 31 - 1] : [0, 2 ** 32 - 1]
+      return { op, inputs: [rand(d, [3, 4], lo, hi), rand(d, [4], lo, hi)] }
+    }),
+  ),
+)

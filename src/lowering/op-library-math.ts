@@ -220,6 +220,33 @@ const bitShift: OpCompute = (ctx) => {
   })(ctx)
 }
 
+const WIDTH: Partial<Record<DType, number>> = { int8: 8, uint8: 8, int16: 16, uint16: 16, int32: 32, uint32: 32 }
+
+/**
+ * BitwiseAnd / Or / Xor as arithmetic on the bits of the two's-complement values (types up to 32
+ * bits): Σ_b op(bit_b(x), bit_b(y))·2^b, stored with the type's wrap.
+ */
+const bitwise =
+  (op: (a: Expr, b: Expr) => Expr): OpCompute =>
+  (ctx) => {
+    const d = inp(ctx, 0).dtype
+    const bits = WIDTH[d] ?? none(`bitwise op on ${d}`)
+    const W: DType = "float64"
+    const unsigned = (x: Expr) => {
+      const xf = cast(W, x)
+      return d.startsWith("u") ? xf : select(lt(xf, c(0, W)), add(xf, c(2 ** bits, W)), xf)
+    }
+    return binary((x, y) => {
+      const [ux, uy] = [unsigned(x), unsigned(y)]
+      let acc: Expr = c(0, W)
+      for (let b = 0; b < bits; b++) {
+        const bit = (u: Expr) => floormod(call("floor", div(u, c(2 ** b, W))), c(2, W))
+        acc = add(acc, mul(op(bit(ux), bit(uy)), c(2 ** b, W)))
+      }
+      return cast(d, acc)
+    })(ctx)
+  }
+
 export const BINARY_MATH: Record<string, OpCompute> = {
   Equal: cmp(eq),
   Less: cmp(lt),
@@ -238,6 +265,9 @@ export const BINARY_MATH: Record<string, OpCompute> = {
   Cast: castOp,
   BitwiseNot: bitwiseNot,
   BitShift: bitShift,
+  BitwiseAnd: bitwise((a, b) => mul(a, b)),
+  BitwiseOr: bitwise((a, b) => sub(add(a, b), mul(a, b))),
+  BitwiseXor: bitwise((a, b) => sub(add(a, b), mul(c(2, "float64"), mul(a, b)))),
   CastLike: castOp,
 }
 
