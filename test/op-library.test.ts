@@ -318,3 +318,9 @@ run("bitwise And / Or / Xor", (): Case[] =>
     }),
   ),
 )
+
+run("GroupNormalization, InstanceNormalization", (): Case[] => [
+  { op: "GroupNormalization", inputs: [rand("float32", [2, 6, 3, 2]), rand("float32", [6]), rand("float32", [6])], attrs: { num_groups: attr.int(3) }, opset: 21 },
+  { op: "GroupNormalization", inputs: [rand("float32", [2, 4, 5]), rand("float32", [2]), rand("float32", [2])], attrs: { num_groups: attr.int(2), epsilon: attr.float(0.01) }, opset: 18 },
+  { op: "InstanceNormalization", inputs: [rand("float32", [2, 3, 5]), rand("float32", [1]), rand("float32", [3])] },
+])

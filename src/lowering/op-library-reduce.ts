@@ -3,7 +3,7 @@
 // that holds it; the first NaN wins), LayerNormalization, InstanceNormalization and LRN. Each
 // matches its reference kernel in src/ast/graph/ops/{reduce,norm-*}.ts.
 import type { DType } from "../ast/graph/dtype.js"
-import { add, and, c, call, cast, div, eq, ge, le, lt, mul, select, sub, bin, type Expr, type IterVar, type Var } from "../ast/te/expr.js"
+import { add, and, c, call, cast, div, eq, floordiv, ge, le, lt, mul, select, sub, bin, type Expr, type IterVar, type Var } from "../ast/te/expr.js"
 import { at, commReducer, compute, maxReduce, minReduce, reduceAxis, reduceWith, sum, type ComputeTensor, type TeTensor } from "../ast/te/tensor.js"
 import { bread, constInts, fl, inp, ints, isFloatDtype, none, normAxis, num, shapeOf, type OpCompute, type OpComputeCtx } from "./op-library-common.js"
 
@@ -183,27 +183,52 @@ const layerNorm: OpCompute = (ctx) => {
   ]
 }
 
-const instanceNorm: OpCompute = (ctx) => {
+/**
+ * y = s[c]·(x − m)/√(v + ε) + b[c] with mean and variance per sample and group of channels
+ * (InstanceNormalization: one channel per group). Scale and bias hold one value per channel, per
+ * group (GroupNormalization-18) or a single one.
+ */
+const groupNormWith = (ctx: OpComputeCtx, G: number): ReturnType<OpCompute> => {
   const x = inp(ctx, 0)
-  if (x.shape.length < 3) return none(`InstanceNormalization of rank ${x.shape.length}`)
+  if (x.shape.length < 2) return none(`${ctx.node.op} of rank ${x.shape.length}`)
   const scale = inp(ctx, 1)
   const bias = inp(ctx, 2)
   const eps = num(ctx.attrs.epsilon, 1e-5)
-  const lead = x.shape.slice(0, 2)
-  const inner = x.shape.slice(2)
-  const n = inner.reduce((p, d) => p * d, 1)
-  const [mean, ss] = normStats(ctx, x, lead, inner, eps)
+  const [N, C] = x.shape
+  if (G <= 0 || C % G !== 0) return none(`${C} channels in ${G} groups`)
+  const per = C / G
+  const spatial = x.shape.slice(2)
+  const n = per * spatial.reduce((p, d) => p * d, 1)
   const W: DType = "float64"
+  const red = (tag: string) => [reduceAxis(per, `${ctx.name()}.${tag}c`), ...spatial.map((d, k) => reduceAxis(d, `${ctx.name()}.${tag}${k}`))]
+  const read = (b: Expr, g: Expr, rs: readonly IterVar[]) => cast(W, at(x, b, add(mul(g, c(per)), rs[0].var), ...rs.slice(1).map((r) => r.var)))
+  const r1 = red("a")
+  const mean = compute(ctx.name("mean"), [N, G], (b, g) => sum(mul(read(b, g, r1), fl(W, 1 / n)), r1), W)
+  const r2 = red("b")
+  const ss = compute(ctx.name("var"), [N, G], (b, g) => {
+    const d = sub(read(b, g, r2), at(mean, b, g))
+    return sum(mul(d, d), r2)
+  }, W)
+  const param = (t: TeTensor, ch: Expr): Expr => {
+    const len = t.shape.reduce((p, d) => p * d, 1)
+    const k = len === C ? ch : len === G ? floordiv(ch, c(per)) : len === 1 ? c(0) : none(`${ctx.node.op} parameter of ${len} values`)
+    return cast(W, at(t, ...(t.shape.length === 0 ? [] : [...t.shape.slice(0, -1).map(() => c(0)), k])))
+  }
   const dtype = x.dtype
   return [
     mean,
     ss,
     compute(ctx.name(), x.shape, (...i) => {
-      const inv = div(fl(W, 1), call("sqrt", add(div(at(ss, i[0], i[1]), fl(W, n)), fl(W, eps))))
-      return cast(dtype, add(mul(mul(cast(W, at(scale, i[1])), sub(cast(W, at(x, ...i)), at(mean, i[0], i[1]))), inv), cast(W, at(bias, i[1]))))
+      const g = per === 1 ? i[1] : floordiv(i[1], c(per))
+      const inv = div(fl(W, 1), call("sqrt", add(div(at(ss, i[0], g), fl(W, n)), fl(W, eps))))
+      const norm = mul(sub(cast(W, at(x, ...i)), at(mean, i[0], g)), inv)
+      return cast(dtype, add(mul(norm, param(scale, i[1])), param(bias, i[1])))
     }, dtype),
   ]
 }
+
+const instanceNorm: OpCompute = (ctx) => (inp(ctx, 0).shape.length < 3 ? none("InstanceNormalization without spatial dims") : groupNormWith(ctx, inp(ctx, 0).shape[1]))
+const groupNorm: OpCompute = (ctx) => groupNormWith(ctx, num(ctx.attrs.num_groups, 0))
 
 const lrn: OpCompute = (ctx) => {
   const x = inp(ctx, 0)
@@ -243,6 +268,7 @@ export const REDUCTIONS: Record<string, OpCompute> = {
   ArgMin: argOp(false),
   LayerNormalization: layerNorm,
   InstanceNormalization: instanceNorm,
+  GroupNormalization: groupNorm,
   LRN: lrn,
 }
 
