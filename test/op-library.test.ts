@@ -324,3 +324,9 @@ run("GroupNormalization, InstanceNormalization", (): Case[] => [
   { op: "GroupNormalization", inputs: [rand("float32", [2, 4, 5]), rand("float32", [2]), rand("float32", [2])], attrs: { num_groups: attr.int(2), epsilon: attr.float(0.01) }, opset: 18 },
   { op: "InstanceNormalization", inputs: [rand("float32", [2, 3, 5]), rand("float32", [1]), rand("float32", [3])] },
 ])
+
+run("GatherND", (): Case[] => [
+  { op: "GatherND", inputs: [rand("float32", [3, 4, 2]), tensor("int64", [2, 2], Float64Array.from([0, 1, 2, -1]))] },
+  { op: "GatherND", inputs: [rand("int32", [3, 4], -9, 9), tensor("int64", [2, 1, 2], Float64Array.from([0, 1, 2, 3]))] },
+  { op: "GatherND", inputs: [rand("float32", [2, 3, 4]), tensor("int64", [2, 2, 1], Float64Array.from([1, 0, 2, 1]))], attrs: { batch_dims: attr.int(1) } },
+])

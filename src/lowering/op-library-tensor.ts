@@ -214,6 +214,22 @@ const oneHot: OpCompute = (ctx) => {
   ]
 }
 
+/** GatherND: the last dim of `indices` addresses data's dims after the batch_dims shared ones. */
+const gatherND: OpCompute = (ctx) => {
+  const data = inp(ctx, 0)
+  const indices = inp(ctx, 1)
+  const b = num(ctx.attrs.batch_dims, 0)
+  const q = indices.shape.length
+  const m = indices.shape[q - 1]
+  return [
+    compute(ctx.name(), shapeOf(ctx.outputs[0]), (...o) => {
+      const lead = o.slice(0, q - 1)
+      const picked = Array.from({ length: m }, (_, k) => indexAt(indices, [...lead, c(k)], data.shape[b + k]))
+      return at(data, ...o.slice(0, b), ...picked, ...o.slice(q - 1))
+    }, data.dtype),
+  ]
+}
+
 export const TENSOR_MOVES: Record<string, OpCompute> = {
   Pad: pad,
   Slice: slice,
@@ -227,6 +243,7 @@ export const TENSOR_MOVES: Record<string, OpCompute> = {
   ConstantOfShape: constantOfShape,
   EyeLike: eyeLike,
   OneHot: oneHot,
+  GatherND: gatherND,
 }
 
 export type { OpComputeCtx }
