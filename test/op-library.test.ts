@@ -330,3 +330,13 @@ run("GatherND", (): Case[] => [
   { op: "GatherND", inputs: [rand("int32", [3, 4], -9, 9), tensor("int64", [2, 1, 2], Float64Array.from([0, 1, 2, 3]))] },
   { op: "GatherND", inputs: [rand("float32", [2, 3, 4]), tensor("int64", [2, 2, 1], Float64Array.from([1, 0, 2, 1]))], attrs: { batch_dims: attr.int(1) } },
 ])
+
+run("Einsum", (): Case[] => [
+  { op: "Einsum", inputs: [rand("float32", [2, 3]), rand("float32", [3, 4])], attrs: { equation: attr.str("ij,jk->ik") } },
+  { op: "Einsum", inputs: [rand("float32", [2, 3, 4]), rand("float32", [2, 4, 5])], attrs: { equation: attr.str("bij,bjk->bik") } },
+  { op: "Einsum", inputs: [rand("float32", [3, 3])], attrs: { equation: attr.str("ii->i") } },
+  { op: "Einsum", inputs: [rand("float32", [3, 3])], attrs: { equation: attr.str("ii") } },
+  { op: "Einsum", inputs: [rand("float32", [2, 3, 4])], attrs: { equation: attr.str("...ij->...ji") } },
+  { op: "Einsum", inputs: [rand("float32", [2, 1, 4]), rand("float32", [3, 4]), rand("float32", [4])], attrs: { equation: attr.str("...j,kj,j->...k") } },
+  { op: "Einsum", inputs: [rand("int32", [3, 4], -5, 5), rand("int32", [4], -5, 5)], attrs: { equation: attr.str("ij,j") } },
+])

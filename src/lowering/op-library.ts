@@ -35,6 +35,7 @@ import { QUANT } from "./op-library-quant.js"
 import { LOSSES } from "./op-library-loss.js"
 import { attention, rotaryEmbedding, swiglu } from "./op-library-attention.js"
 import { gridSample } from "./op-library-grid.js"
+import { einsum } from "./op-library-einsum.js"
 
 export { NoCompute, type OpComputeCtx } from "./op-library-common.js"
 
@@ -442,6 +443,7 @@ export const OP_COMPUTES: Readonly<Record<string, OpCompute>> = {
   RotaryEmbedding: rotaryEmbedding,
   SwiGLU: swiglu,
   GridSample: gridSample,
+  Einsum: einsum,
 }
 
 /** Is there a compute for this node (op and configuration)? */
