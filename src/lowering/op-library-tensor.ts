@@ -65,13 +65,10 @@ const pad: OpCompute = (ctx) => {
   ]
 }
 
-/** First index and length of a slice of a `dim`-long axis, with ONNX's clamping (as the reference). */
-const sliceFirst = (dim: number, start: number, end: number, step: number): number => {
-  let s = start < 0 ? start + dim : start
-  if (step > 0) s = Math.min(Math.max(s, 0), dim)
-  else s = Math.min(Math.max(s, 0), dim - 1)
-  void end
-  return s
+/** The first index of a slice of a `dim`-long axis, clamped as the reference's sliceRange (the output type gives the length). */
+const sliceFirst = (dim: number, start: number, step: number): number => {
+  const s = start < 0 ? start + dim : start
+  return step > 0 ? Math.min(Math.max(s, 0), dim) : Math.min(Math.max(s, 0), dim - 1)
 }
 
 const slice: OpCompute = (ctx) => {
@@ -79,14 +76,15 @@ const slice: OpCompute = (ctx) => {
   const rank = x.shape.length
   const attrStarts = ints(ctx.attrs.starts)
   const starts = attrStarts ?? constInts(ctx, 1, "starts") ?? none("no starts")
-  const ends = (attrStarts ? ints(ctx.attrs.ends) : constInts(ctx, 2, "ends")) ?? none("no ends")
+  // ends only shape the output, whose type is known
+  if (!(attrStarts ? ints(ctx.attrs.ends) : constInts(ctx, 2, "ends"))) return none("no ends")
   const axes = axesOf(attrStarts ? ints(ctx.attrs.axes) : constInts(ctx, 3, "axes"), starts.length, rank)
   const steps = (attrStarts ? undefined : constInts(ctx, 4, "steps")) ?? new Array<number>(starts.length).fill(1)
   const first = new Array<number>(rank).fill(0)
   const step = new Array<number>(rank).fill(1)
   axes.forEach((a, k) => {
     if (steps[k] === 0) none("slice step 0")
-    first[a] = sliceFirst(x.shape[a], starts[k], ends[k], steps[k])
+    first[a] = sliceFirst(x.shape[a], starts[k], steps[k])
     step[a] = steps[k]
   })
   return [compute(ctx.name(), shapeOf(ctx.outputs[0]), (...o) => at(x, ...o.map((v, k) => add(mul(v, c(step[k])), c(first[k])))), x.dtype)]

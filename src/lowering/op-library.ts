@@ -10,11 +10,9 @@ import {
   call,
   cast,
   div,
-  f32,
   floordiv,
   floormod,
   ge,
-  gt,
   lt,
   max,
   min,
@@ -22,13 +20,13 @@ import {
   select,
   sub,
   type Expr,
-  type Var,
 } from "../ast/te/expr.js"
 import { at, compute, dtypeRange, maxReduce, reduceAxis, sum } from "../ast/te/tensor.js"
 import { bread, binary, fl, inp, none, num, shapeOf, unary, type OpCompute, type OpComputeCtx } from "./op-library-common.js"
 import { BINARY_MATH, UNARY_MATH } from "./op-library-math.js"
 import { TENSOR_MOVES } from "./op-library-tensor.js"
-import { MORE_NORMS, REDUCTIONS, SCANS_AND_NORMS } from "./op-library-reduce.js"
+import { REDUCTION_SCANS, REDUCTIONS } from "./op-library-reduce.js"
+import { NORMALIZATIONS } from "./op-library-norm.js"
 import { convNd, convTranspose, globalPoolNd, poolNd } from "./op-library-conv.js"
 import { RESIZES } from "./op-library-resize.js"
 import { QUANT } from "./op-library-quant.js"
@@ -111,7 +109,7 @@ const conv2d: OpCompute = (ctx) => {
   const w = inp(ctx, 1)
   const b = ctx.inputs[2]
   if (x.shape.length !== 4) return convNd(ctx)
-  const [, C, H, W] = x.shape
+  const [, , H, W] = x.shape
   const [O, Cg, KH, KW] = w.shape
   const group = num(ctx.attrs.group, 1)
   const strides = (ctx.attrs.strides as number[] | undefined) ?? [1, 1]
@@ -131,7 +129,6 @@ const conv2d: OpCompute = (ctx) => {
     const pixel = select(inside, at(x, n, ci, iy, ix), fl(dtype, 0))
     return sum(mul(pixel, at(w, o, rc.var, ry.var, rx.var)), [rc, ry, rx])
   }, dtype)
-  void C
   if (!b) return [conv]
   return [conv, compute(ctx.name(), out, (n, o, y, xx) => add(at(conv, n, o, y, xx), at(b, o)), dtype)]
 }
@@ -434,8 +431,8 @@ export const OP_COMPUTES: Readonly<Record<string, OpCompute>> = {
   Concat: concat,
   LayoutTransform: layoutTransform,
   ...REDUCTIONS,
-  ...SCANS_AND_NORMS,
-  ...MORE_NORMS,
+  ...REDUCTION_SCANS,
+  ...NORMALIZATIONS,
   ...RESIZES,
   ...QUANT,
   ...LOSSES,
@@ -451,4 +448,3 @@ export const computeFor = (n: Node): OpCompute | undefined => OP_COMPUTES[n.op]
 
 export const attrsOf = (n: Node): Record<string, unknown> => resolveNode(n).attrs as Record<string, unknown>
 
-void gt
