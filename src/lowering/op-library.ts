@@ -1,6 +1,8 @@
 // The operator library: a TE compute per graph op, from the op's decoded attributes and its input
 // tensors. A fused group becomes one TE program (its nodes' computes chained); ops without a
-// compute here run through the named fallback (their reference kernel) — see `hasCompute`.
+// compute here (or a configuration one declines with NoCompute) run through the named fallback,
+// their reference kernel — see `computeFor`. The 2-D NCHW convolution, pooling, MatMul/Gemm,
+// softmax and layout computes live here; the rest by family in op-library-*.ts.
 import { resolveNode } from "../ast/graph/evaluate.js"
 import type { Node } from "../ast/graph/graph.js"
 import {
