@@ -12,6 +12,7 @@ await build({
     "scripts/conformance": "scripts/conformance.ts",
     "scripts/optimizer-report": "scripts/optimizer-report.ts",
     "scripts/bench": "scripts/bench.ts",
+    "scripts/tuning-report": "scripts/tuning-report.ts",
   },
   outdir,
   bundle: true,
