@@ -94,6 +94,8 @@ export const buildGroupTE = (fused: FusedGraph, group: FusedGroup): GroupTE => {
     const t = graph.valueTypes.get(v) ?? graph.initializers.get(v)
     if (t && t.shape.some((d) => d === 0)) throw new NoCompute(`'${v}' is empty (a zero-size dim): nothing to compile`)
   }
+  const used = new Set<string>(graph.outputs.map((o) => o.name))
+  for (const m of graph.nodes) for (const i of m.inputs) used.add(i)
   const tensors = new Map<string, TeTensor>()
   group.inputs.forEach((v, k) => {
     const t = typeOf(v)
@@ -103,7 +105,9 @@ export const buildGroupTE = (fused: FusedGraph, group: FusedGroup): GroupTE => {
   for (const n of nodes) {
     const compute = computeFor(n)
     if (!compute) throw new NoCompute(`no compute for ${n.op}`)
-    if (n.outputs.filter((o) => o !== "").length !== 1) throw new NoCompute(`${n.op} with ${n.outputs.filter((o) => o !== "").length} outputs`)
+    // a node computes its first output; further outputs may be declared as long as nothing reads them
+    const extra = n.outputs.slice(1).filter((o) => o !== "" && used.has(o))
+    if (n.outputs[0] === "" || extra.length) throw new NoCompute(`${n.op} with ${1 + extra.length} outputs in use`)
     const outs = n.outputs.map((o) => typeOf(o))
     const base = `t${counter++}`
     let sub = 0
