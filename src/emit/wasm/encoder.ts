@@ -132,6 +132,8 @@ export const OPS = {
   "i32.trunc_sat_f32_u": { code: misc(1), imm: "none" },
   "i32.trunc_sat_f64_s": { code: misc(2), imm: "none" },
   "i32.trunc_sat_f64_u": { code: misc(3), imm: "none" },
+  "i64.trunc_sat_f64_s": { code: misc(6), imm: "none" },
+  "i32.wrap_i64": { code: [0xa7], imm: "none" },
   "v128.load": { code: simd(0x00), imm: "mem" },
   "v128.store": { code: simd(0x0b), imm: "mem" },
   "v128.const": { code: simd(0x0c), imm: "v128" },

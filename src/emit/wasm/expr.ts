@@ -109,9 +109,13 @@ export const emitConvert = (fb: FnBuilder, from: DType, to: DType): void => {
     if (isIntDtype(to) && !isIntDtype(from)) fb.op("f64.trunc")
     return
   }
-  // to an i32-class integer
-  if (f === "f32") fb.op("i32.trunc_sat_f32_s")
-  else if (f === "f64") fb.op("i32.trunc_sat_f64_s")
+  // to an i32-class integer: truncate, then wrap modulo 2^32 (C's and the evaluator's semantics;
+  // a saturating i32 truncation would clamp values that exact float64 arithmetic takes past 2^31)
+  if (f === "f32" || f === "f64") {
+    if (f === "f32") fb.op("f64.promote_f32")
+    fb.op("i64.trunc_sat_f64_s")
+    fb.op("i32.wrap_i64")
+  }
   switch (to) {
     case "int8":
       fb.op("i32.extend8_s")
