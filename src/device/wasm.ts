@@ -4,6 +4,7 @@
 // the params into the kernel's frame in linear memory (layout given by the emitter as data; this
 // file never imports emit), runs the export, and copies the written params back.
 import { Data, Effect } from "effect"
+import { erf } from "../ast/te/eval-expr.js" // the evaluator's formula, so results agree bit for bit in f64
 import { converter, type DType, type TypedArray } from "../ast/graph/dtype.js"
 import type { KernelFn } from "./executor.js"
 
@@ -40,19 +41,6 @@ export interface WasmLoadOptions {
   readonly shared?: boolean
 }
 
-const erf = (x: number): number => {
-  // the evaluator's formula (src/ast/te/eval-expr.ts), so results agree bit for bit in f64
-  const t = 1 / (1 + 0.5 * Math.abs(x))
-  const y =
-    1 -
-    t *
-      Math.exp(
-        -x * x -
-          1.26551223 +
-          t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))),
-      )
-  return x >= 0 ? y : -y
-}
 
 /** The "math" imports a module may ask for (src/emit/wasm/expr.ts MATH_IMPORTS). */
 export const WASM_MATH_IMPORTS: Readonly<Record<string, (...a: number[]) => number>> = {

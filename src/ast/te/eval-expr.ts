@@ -4,7 +4,8 @@ import { applyBin, isIntDtype, type Expr, type Intrinsic } from "./expr.js"
 
 export type Reader = (source: string, indices: readonly number[]) => number
 
-const erf = (x: number): number => {
+/** erf as the TE/TIR evaluators compute it (targets that import math from JS use this one too). */
+export const erf = (x: number): number => {
   // Abramowitz–Stegun 7.1.26 refined with a series near 0 would do; use a high-precision form
   const t = 1 / (1 + 0.5 * Math.abs(x))
   const y =
