@@ -1,8 +1,9 @@
-// npm run bench — Tessera's c and wasm targets against onnxruntime-node, in one run on one
-// machine: ResNet-18 and MobileNetV2 (zoo, batch 1, fp32), 1 and 2 threads; medians after warm-up,
-// ratios, the fraction of this CPU's peak FLOP rate (measured here with a small FMA kernel), and a
-// per-layer table of the c target. Each thread count runs in its own process (OpenMP reads its
-// thread count once). Speed is reported, never asserted.
+// npm run bench — Tessera's c target against onnxruntime-node and its wasm target against
+// onnxruntime-web's wasm backend (1 thread), in one run on one machine: ResNet-18 and MobileNetV2
+// (zoo, batch 1, fp32), 1 and 2 threads; medians after warm-up, ratios, the fraction of this CPU's
+// peak FLOP rate (measured here with a small FMA kernel), and per-layer tables of the c and wasm
+// targets. Each thread count runs in its own process (OpenMP reads its thread count once). Speed
+// is reported, never asserted.
 import { Effect } from "effect"
 import { execFileSync, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
@@ -12,8 +13,9 @@ import { allocate } from "../src/ast/graph/dtype.js"
 import { prng } from "../src/ast/graph/arbitrary.js"
 import type { Tensor } from "../src/ast/graph/tensor.js"
 import { compilerAvailable } from "../src/device/c.js"
-import { createExecutor } from "../src/device/executor.js"
-import { loadOrt, median, runOrt } from "../src/device/onnxruntime.js"
+import { createExecutor, type KernelFn, type Program } from "../src/device/executor.js"
+import { loadOrt, median, runOrt, type OrtResult } from "../src/device/onnxruntime.js"
+import { loadOrtWeb, runOrtWeb } from "../src/device/onnxruntime-web.js"
 import { compileGraph, loadCProgram, loadWasmProgram } from "../src/pipeline.js"
 import { nodeFlops } from "../src/rewrite/report.js"
 import { zooGraph, zooModel } from "../src/zoo/index.js"
@@ -78,13 +80,51 @@ interface Row {
   readonly c?: number
   readonly wasm?: number
   readonly ort?: number
+  /** onnxruntime-web, wasm backend, 1 thread (1-thread rows only). */
+  readonly ortWeb?: number
+  /** Largest |wasm - onnxruntime-web| over the outputs. */
+  readonly wasmDiff?: number
   readonly flops: number
 }
 
-const measure = async (threads: number): Promise<{ rows: Row[]; layers: string[] }> => {
+/** Each compiled group of a program alone: name, ops, ms, GFLOP/s (the per-layer table's lines). */
+const perLayer = (program: Program, fns: ReadonlyMap<string, KernelFn>): string[] => {
+  const byName = new Map(program.graph.nodes.map((n) => [n.name, n]))
+  return program.kernels.flatMap((k) => {
+    if (k.kind !== "compiled") return []
+    const arrays = k.func.params.map((p) => allocate(p.dtype, (p.view?.shape ?? p.shape).reduce((a, b) => a * b, 1)))
+    const fn = fns.get(k.name)!
+    const ms = time(() => fn(...arrays), 3)
+    const grp = program.fused.groups[k.group]
+    const fl = grp.nodes.reduce((s, n) => s + nodeFlops(program.graph, byName.get(n)!), 0)
+    return [`${k.name}\t${grp.ops.join("+")}\t${ms.toFixed(2)} ms\t${(fl / ms / 1e6).toFixed(1)} GFLOP/s`]
+  })
+}
+
+const maxAbsDiff = (ours: ReadonlyMap<string, Tensor>, theirs: OrtResult["outputs"]): number => {
+  let m = 0
+  for (const [name, t] of theirs) {
+    const o = ours.get(name)
+    if (!o || o.data.length !== t.data.length) return Infinity
+    for (let i = 0; i < t.data.length; i++) m = Math.max(m, Math.abs(Number(o.data[i]) - t.data[i]))
+  }
+  return m
+}
+
+interface Measured {
+  readonly rows: Row[]
+  readonly layers: string[]
+  readonly wasmLayers: string[]
+  readonly ortWebError?: string
+}
+
+const measure = async (threads: number): Promise<Measured> => {
   const ort = await Effect.runPromise(loadOrt())
+  const ortWeb = threads === 1 ? await Effect.runPromise(loadOrtWeb()) : undefined
   const rows: Row[] = []
   const layers: string[] = []
+  const wasmLayers: string[] = []
+  let ortWebError: string | undefined
   for (const name of MODELS) {
     const graph = zooGraph(name, 0)
     const bytes = zooModel(name, 0)
@@ -116,6 +156,14 @@ const measure = async (threads: number): Promise<{ rows: Row[]; layers: string[]
       const fns = await Effect.runPromise(loadWasmProgram(program))
       const exec = createExecutor(program, fns)
       row.wasm = time(() => exec.run(feeds), Math.max(3, Math.floor(RUNS / 3)))
+      if (name === "resnet18") wasmLayers.push(...perLayer(program, fns))
+      if (ortWeb !== undefined && typeof ortWeb !== "string") {
+        const r = await Effect.runPromise(runOrtWeb(ortWeb, bytes, feeds, { runs: RUNS }))
+        if (typeof r !== "string") {
+          row.ortWeb = r.ms
+          row.wasmDiff = maxAbsDiff(exec.run(feeds), r.outputs)
+        } else ortWebError = r
+      } else if (typeof ortWeb === "string") ortWebError = ortWeb
     }
     if (typeof ort !== "string") {
       const r = await Effect.runPromise(runOrt(ort, bytes, feeds, { threads, runs: RUNS }))
@@ -123,7 +171,7 @@ const measure = async (threads: number): Promise<{ rows: Row[]; layers: string[]
     }
     rows.push(row)
   }
-  return { rows, layers }
+  return { rows, layers, wasmLayers, ...(ortWebError ? { ortWebError } : {}) }
 }
 
 if (childThreads !== undefined) {
@@ -133,6 +181,8 @@ if (childThreads !== undefined) {
   const peak = peakGflops()
   const all: Row[] = []
   let layers: string[] = []
+  let wasmLayers: string[] = []
+  let ortWebError: string | undefined
   for (const threads of [1, 2]) {
     const r = spawnSync(process.execPath, [process.argv[1], "--child", String(threads)], {
       env: { ...process.env, OMP_NUM_THREADS: String(threads), OMP_WAIT_POLICY: "passive" },
@@ -141,9 +191,13 @@ if (childThreads !== undefined) {
     })
     const last = r.stdout.trim().split("\n").pop() ?? ""
     try {
-      const parsed = JSON.parse(last) as { rows: Row[]; layers: string[] }
+      const parsed = JSON.parse(last) as Measured
       all.push(...parsed.rows)
       if (threads === 1) layers = parsed.layers
+      if (threads === 1) {
+        wasmLayers = parsed.wasmLayers
+        ortWebError = parsed.ortWebError
+      }
     } catch {
       console.log(`the ${threads}-thread run failed:\n${r.stderr.slice(-2000)}`)
     }
@@ -157,6 +211,12 @@ if (childThreads !== undefined) {
     const pct = gf && peak ? (100 * gf) / (peak * r.threads) : undefined
     console.log(`| ${r.model} | ${r.threads} | ${f(r.c)} | ${f(r.ort)} | ${r.c && r.ort ? (r.c / r.ort).toFixed(2) : "-"} | ${f(r.wasm)} | ${f(gf)} | ${f(pct)} |`)
   }
-  console.log("onnxruntime-web (wasm) is not installed: the wasm target is reported without its counterpart.")
   if (layers.length) console.log(`\nresnet18, c, 1 thread, per fused group:\n${layers.join("\n")}`)
+  console.log("\n| model | tessera wasm ms | onnxruntime-web (wasm, 1 thread) ms | wasm / ort-web | max abs diff |")
+  console.log("| --- | ---: | ---: | ---: | ---: |")
+  for (const r of all.filter((r) => r.threads === 1)) {
+    console.log(`| ${r.model} | ${f(r.wasm)} | ${f(r.ortWeb)} | ${r.wasm && r.ortWeb ? (r.wasm / r.ortWeb).toFixed(2) : "-"} | ${r.wasmDiff === undefined ? "-" : r.wasmDiff.toExponential(1)} |`)
+  }
+  if (ortWebError) console.log(`${ortWebError}: the wasm target is reported without its counterpart.`)
+  if (wasmLayers.length) console.log(`\nresnet18, wasm, 1 thread, per fused group:\n${wasmLayers.join("\n")}`)
 }
