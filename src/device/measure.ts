@@ -80,6 +80,40 @@ const close = (a: ArrayLike<number>, b: ArrayLike<number>, rtol: number, atol: n
   return undefined
 }
 
+/** What every candidate of one workload runs on and must compute (the first candidate's params). */
+export interface ReferenceCase {
+  /** One array per param: seeded inputs, zeroed outputs (copy before running). */
+  readonly arrays: readonly TypedArray[]
+  /** Positions of the output params. */
+  readonly outputIdx: readonly number[]
+  /** The reference's value of each output param (by position in `outputIdx`). */
+  readonly want: readonly (TypedArray | undefined)[]
+}
+
+export const referenceCase = (
+  f0: PrimFunc,
+  outputs: ReadonlySet<string>,
+  reference: (inputs: ReadonlyMap<string, Tensor>) => ReadonlyMap<string, Tensor>,
+): ReferenceCase => {
+  const arrays = paramArrays(f0, outputs)
+  const inputs = new Map<string, Tensor>()
+  f0.params.forEach((p, k) => {
+    if (!outputs.has(p.name)) inputs.set(p.name, { dtype: p.dtype as DType, shape: p.view?.shape ?? p.shape, data: arrays[k] })
+  })
+  const ref = reference(inputs)
+  const outputIdx = f0.params.map((p, k) => (outputs.has(p.name) ? k : -1)).filter((k) => k >= 0)
+  return { arrays, outputIdx, want: outputIdx.map((i) => ref.get(f0.params[i].name)?.data) }
+}
+
+/** Why a candidate's outputs (by position in `outputIdx`) are wrong, or undefined when they match. */
+export const wrongAnswer = (out: readonly ArrayLike<number>[], ref: ReferenceCase, options: Pick<MeasureOptions, "rtol" | "atol">): string | undefined => {
+  for (const [j, want] of ref.want.entries()) {
+    const bad = want ? close(out[j], want, options.rtol, options.atol) : "no reference output"
+    if (bad) return `wrong answer: ${bad}`
+  }
+  return undefined
+}
+
 /**
  * Measures js-target candidates of one workload. `reference` gives the expected outputs (by param
  * name) for the same inputs; every candidate shares the param list of the first.
@@ -92,14 +126,8 @@ export const measureJs = (
 ): Effect.Effect<Measured[]> =>
   Effect.callback<Measured[]>((resume) => {
     if (candidates.length === 0) return resume(Effect.succeed([]))
-    const f0 = candidates[0].func
-    const arrays = paramArrays(f0, outputs)
-    const inputs = new Map<string, Tensor>()
-    f0.params.forEach((p, k) => {
-      if (!outputs.has(p.name)) inputs.set(p.name, { dtype: p.dtype as DType, shape: p.view?.shape ?? p.shape, data: arrays[k] })
-    })
-    const want = reference(inputs)
-    const outputIdx = f0.params.map((p, k) => (outputs.has(p.name) ? k : -1)).filter((k) => k >= 0)
+    const ref = referenceCase(candidates[0].func, outputs, reference)
+    const { arrays, outputIdx } = ref
     const names = candidates.map((_, k) => `c${k}`)
     const source = emitJsModule(candidates.map((c, k) => ({ name: names[k], func: c.func })))
     const results = new Map<string, Measured>()
@@ -125,11 +153,8 @@ export const measureJs = (
       const config = candidates[k].config
       if (m.error) return void results.set(m.name!, { config, cost: undefined, error: m.error })
       // wrong answers are errors, never timings
-      for (const [j, i] of outputIdx.entries()) {
-        const ref = want.get(f0.params[i].name)
-        const bad = ref ? close(m.out![j], ref.data, options.rtol, options.atol) : "no reference output"
-        if (bad) return void results.set(m.name!, { config, cost: undefined, error: `wrong answer: ${bad}` })
-      }
+      const wrong = wrongAnswer(m.out!, ref, options)
+      if (wrong) return void results.set(m.name!, { config, cost: undefined, error: wrong })
       results.set(m.name!, { config, cost: (m.ms ?? 0) / 1000 })
     })
     worker.on("error", (e) => finish(`the worker crashed: ${e.message}`))

@@ -1,0 +1,256 @@
+// Measuring c-target candidates, isolated: a batch is emitted into one C source per chunk and built
+// by gcc once per chunk (the next chunk builds while the current one is measured), then every
+// candidate runs in a CHILD PROCESS (not a worker thread: a native crash must not take the tuner
+// down) with OMP_NUM_THREADS set and a time limit per candidate. Each candidate's first run is
+// checked against the reference before its time counts. A build failure, a crash (signal), a hang
+// or a wrong answer is recorded for that candidate only: a chunk that fails to build is built again
+// one candidate at a time, and when the child dies mid-chunk the candidate in flight is recorded as
+// the error and the ones not yet measured run in a fresh child.
+//
+// The device never imports emit: the caller renders PrimFuncs to C (`render`, normally emitC). A
+// test may render any C it likes for the functions it is given — that is how faults are injected.
+import { Effect, Fiber } from "effect"
+import { spawn } from "node:child_process"
+import { rmSync } from "node:fs"
+import { createRequire } from "node:module"
+import { sizeOf } from "../ast/graph/tensor.js"
+import type { PrimFunc } from "../ast/tir/tir.js"
+import { buildC, defaultCBuildConfig, storageElements, type CBuildConfig } from "./c.js"
+import { defaultMeasureOptions, referenceCase, wrongAnswer, type Candidate, type Measured, type MeasureOptions, type ReferenceCase } from "./measure.js"
+import type { Tensor } from "../ast/graph/tensor.js"
+
+export interface CMeasureOptions extends MeasureOptions {
+  /** OpenMP threads of the measuring process (the schedules' `cores` should say the same). */
+  readonly threads: number
+  /** Candidates per gcc run; while one chunk is measured the next one builds. */
+  readonly chunk: number
+  /** Compiler, flags and the folder libraries are built in (they are deleted once measured). */
+  readonly build: CBuildConfig
+}
+
+/** `timeoutMs` is per candidate here (js: per batch). */
+export const defaultCMeasureOptions = (): CMeasureOptions => ({ ...defaultMeasureOptions, threads: 1, chunk: 4, build: defaultCBuildConfig() })
+
+/** C source defining every function given (each under its `name`, params in order, pointer args). */
+export type RenderC = (funcs: readonly PrimFunc[]) => string
+
+// The child: loads the library, then per kernel says which one it starts (and waits until the
+// message is out, so a crash cannot lose it), runs it once on fresh copies of the arrays, sends
+// the outputs, times it and sends the median. All params are passed as `void *` (the ABI of any
+// pointer): the child needs no dtype table.
+const CHILD = `
+const koffi = require(process.env.TESSERA_KOFFI)
+const send = (m) => new Promise((resolve) => process.send(m, resolve))
+process.once("message", async ({ so, names, nparams, arrays, outputIdx, repeats, minRepeatMs }) => {
+  let lib
+  try { lib = koffi.load(so) } catch (e) { await send({ fatal: String(e && e.message || e) }); process.exit(0) }
+  const now = () => Number(process.hrtime.bigint()) / 1e6
+  const types = Array(nparams).fill("void *")
+  for (const name of names) {
+    await send({ start: name })
+    let fn
+    try { fn = lib.func(name, "void", types) } catch (e) { await send({ name, error: String(e && e.message || e) }); continue }
+    const args = arrays.map((a) => a.slice())
+    fn(...args)
+    await send({ name, out: outputIdx.map((i) => args[i]) })
+    const times = []
+    for (let r = 0; r < repeats; r++) {
+      let n = 0
+      const t0 = now()
+      do { fn(...args); n++ } while (now() - t0 < minRepeatMs)
+      times.push((now() - t0) / n)
+    }
+    times.sort((a, b) => a - b)
+    await send({ name, ms: times[Math.floor(times.length / 2)] })
+  }
+  await send({ done: true })
+  process.exit(0)
+})
+`
+
+const KOFFI = createRequire(import.meta.url).resolve("koffi")
+
+type ChildMessage =
+  | { readonly start: string }
+  | { readonly name: string; readonly out: ArrayLike<number>[] }
+  | { readonly name: string; readonly ms: number }
+  | { readonly name: string; readonly error: string }
+  | { readonly fatal: string }
+  | { readonly done: true }
+
+type Result = { readonly cost?: number; readonly error?: string }
+
+/** What one child run ended with: results by kernel name, and why it stopped early (if it did). */
+interface ChildRun {
+  readonly results: Map<string, Result>
+  /** The kernels it started, in order. */
+  readonly started: readonly string[]
+  /** Why it stopped before finishing (the last kernel started without a time is the culprit). */
+  readonly died?: string
+}
+
+const lastLine = (s: string): string => s.trim().split("\n").filter(Boolean).at(-1)?.slice(0, 300) ?? ""
+
+/** Runs `names` of the library `so` in one fresh child process. */
+const runChild = (so: string, names: readonly string[], ref: ReferenceCase, options: CMeasureOptions): Effect.Effect<ChildRun> =>
+  Effect.callback<ChildRun>((resume) => {
+    const results = new Map<string, Result>()
+    const started: string[] = []
+    const child = spawn(process.execPath, ["-e", CHILD], {
+      stdio: ["ignore", "ignore", "pipe", "ipc"],
+      serialization: "advanced",
+      env: { ...process.env, OMP_NUM_THREADS: String(options.threads), TESSERA_KOFFI: KOFFI },
+    })
+    let stderr = ""
+    child.stderr?.on("data", (d: unknown) => (stderr = (stderr + String(d)).slice(-4000)))
+    let finished = false
+    let timer: ReturnType<typeof setTimeout> | undefined
+    const finish = (died?: string) => {
+      if (finished) return
+      finished = true
+      clearTimeout(timer)
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL")
+      resume(Effect.succeed({ results, started, ...(died ? { died } : {}) }))
+    }
+    // the time limit restarts with each kernel (and covers the child's start and loading)
+    const arm = () => {
+      clearTimeout(timer)
+      timer = setTimeout(() => finish(`timed out after ${options.timeoutMs} ms`), options.timeoutMs)
+    }
+    arm()
+    child.on("message", (m: ChildMessage) => {
+      if ("start" in m) {
+        started.push(m.start)
+        return arm()
+      }
+      if ("fatal" in m) return finish(`the library did not load: ${m.fatal}`)
+      if ("done" in m) return finish()
+      if ("error" in m) return void results.set(m.name, { error: m.error })
+      if ("out" in m) {
+        // wrong answers are errors, never timings
+        const wrong = wrongAnswer(m.out, ref, options)
+        if (wrong) results.set(m.name, { error: wrong })
+        return
+      }
+      if (!results.has(m.name)) results.set(m.name, { cost: m.ms / 1000 })
+    })
+    child.on("error", (e) => finish(`the measuring process failed: ${e.message}`))
+    child.on("exit", (code, signal) => {
+      const why = signal ? `crashed (${signal})` : `the measuring process exited with code ${code}`
+      const tail = lastLine(stderr)
+      finish(tail ? `${why}: ${tail}` : why)
+    })
+    child.send({ so, names, nparams: ref.arrays.length, arrays: ref.arrays, outputIdx: ref.outputIdx, repeats: options.repeats, minRepeatMs: options.minRepeatMs })
+    return Effect.sync(() => {
+      finished = true
+      clearTimeout(timer)
+      child.kill("SIGKILL")
+    })
+  })
+
+/**
+ * Measures `names` of one library: the child that dies takes only the kernel it was running with
+ * it; the rest run in a fresh child. A child that dies before starting any kernel fails them all.
+ */
+const measureLibrary = (so: string, names: readonly string[], ref: ReferenceCase, options: CMeasureOptions) =>
+  Effect.gen(function* () {
+    const out = new Map<string, Result>()
+    let pending = [...names]
+    while (pending.length) {
+      const run = yield* runChild(so, pending, ref, options)
+      for (const [n, r] of run.results) out.set(n, r)
+      if (run.died !== undefined) {
+        const culprit = run.started.at(-1)
+        if (culprit === undefined) {
+          for (const n of pending) out.set(n, { error: run.died })
+          break
+        }
+        // a wrong answer stays the verdict when the kernel then crashed or hung while timed
+        if (out.get(culprit)?.cost === undefined && out.get(culprit)?.error === undefined) out.set(culprit, { error: run.died })
+      }
+      pending = pending.filter((n) => !out.has(n))
+    }
+    return out
+  })
+
+/** A built library and the kernels in it, or why a candidate did not build. */
+type Built = { readonly so: string; readonly names: readonly string[] } | { readonly name: string; readonly error: string }
+
+/** The compiler's first lines, the temporary source's path shortened to its name. */
+const firstLines = (s: string, n = 6) =>
+  s
+    .trim()
+    .split("\n")
+    .slice(0, n)
+    .map((l) => l.replace(/\S*\/([0-9a-f]+)\.[^\s/]*\.tmp\.c\b/g, "$1.c"))
+    .join("\n")
+
+/** Renders and builds one chunk; when that fails, each candidate alone, so the failure is theirs. */
+const buildChunk = (funcs: readonly PrimFunc[], render: RenderC, config: CBuildConfig): Effect.Effect<Built[]> => {
+  const attempt = (fs: readonly PrimFunc[]) =>
+    Effect.try({ try: () => render(fs), catch: (e) => `emit failed: ${e instanceof Error ? e.message : String(e)}` }).pipe(
+      Effect.flatMap((source) => Effect.mapError(buildC(source, config), (e) => `build failed: ${firstLines(e.stderr) || e.reason}`)),
+    )
+  return attempt(funcs).pipe(
+    Effect.map((so): Built[] => [{ so, names: funcs.map((f) => f.name) }]),
+    Effect.catch((error) =>
+      funcs.length === 1
+        ? Effect.succeed<Built[]>([{ name: funcs[0].name, error }])
+        : Effect.forEach(funcs, (f) => buildChunk([f], render, config)).pipe(Effect.map((bs) => bs.flat())),
+    ),
+  )
+}
+
+const removeLibrary = (so: string) =>
+  Effect.sync(() => {
+    rmSync(so, { force: true })
+    rmSync(so.replace(/\.so$/, ".c"), { force: true })
+  })
+
+/**
+ * Measures c-target candidates of one workload (candidates share the first one's params).
+ * `reference` gives the expected outputs (by param name) for the same inputs; `render` turns the
+ * candidates' functions (renamed `cand0`, `cand1`, … by their position) into C.
+ */
+export const measureC = (
+  candidates: readonly Candidate[],
+  outputs: ReadonlySet<string>,
+  reference: (inputs: ReadonlyMap<string, Tensor>) => ReadonlyMap<string, Tensor>,
+  render: RenderC,
+  options: CMeasureOptions = defaultCMeasureOptions(),
+): Effect.Effect<Measured[]> =>
+  Effect.gen(function* () {
+    if (candidates.length === 0) return []
+    const ref = referenceCase(candidates[0].func, outputs, reference)
+    const f0 = candidates[0].func
+    const results = new Map<string, Result>()
+    const funcs: PrimFunc[] = []
+    candidates.forEach((c, k) => {
+      const name = `cand${k}`
+      // the child passes raw pointers: params that differ from the arrays are refused here
+      const fits = c.func.params.length === f0.params.length && c.func.params.every((p, j) => p.dtype === f0.params[j].dtype && storageElements(p) <= ref.arrays[j].length)
+      if (!fits)
+        results.set(name, { error: `params differ from the workload's (${c.func.params.map((p) => `${p.name}[${sizeOf(p.view?.shape ?? p.shape)}]`).join(", ")})` })
+      else funcs.push({ ...c.func, name })
+    })
+    const size = Math.max(1, options.chunk)
+    const chunks = Array.from({ length: Math.ceil(funcs.length / size) }, (_, i) => funcs.slice(i * size, (i + 1) * size))
+    // build chunk i+1 while chunk i is measured
+    let next = chunks.length ? yield* Effect.forkChild(buildChunk(chunks[0], render, options.build)) : undefined
+    for (let i = 0; i < chunks.length; i++) {
+      const built = yield* Fiber.join(next!)
+      next = i + 1 < chunks.length ? yield* Effect.forkChild(buildChunk(chunks[i + 1], render, options.build)) : undefined
+      for (const b of built) {
+        if ("error" in b) {
+          results.set(b.name, { error: b.error })
+          continue
+        }
+        const measured = yield* measureLibrary(b.so, b.names, ref, options).pipe(Effect.ensuring(removeLibrary(b.so)))
+        for (const [n, r] of measured) results.set(n, r)
+      }
+    }
+    return candidates.map((c, k): Measured => {
+      const r = results.get(`cand${k}`)
+      return r?.cost !== undefined ? { config: c.config, cost: r.cost } : { config: c.config, cost: undefined, error: r?.error ?? "not measured" }
+    })
+  })

@@ -1,0 +1,122 @@
+// The c-target measurer (gcc once per chunk, candidates timed in a child process) and fault
+// injection: candidates that crash (an out-of-bounds store: SIGSEGV), hang, compute wrongly or do
+// not build are recorded as errors of their own — the candidates around them are still measured,
+// tuning completes and the log stays valid. Skips, visibly, where gcc is absent.
+import { Effect } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { afterAll, describe, expect, it } from "vitest"
+import { buildCompute } from "../src/ast/te/arbitrary.js"
+import { evaluateTE } from "../src/ast/te/evaluate.js"
+import { add, c, mul, read, v } from "../src/ast/te/expr.js"
+import type { Tensor } from "../src/ast/graph/tensor.js"
+import type { PrimFunc, Stmt } from "../src/ast/tir/tir.js"
+import { compilerAvailable, defaultCBuildConfig } from "../src/device/c.js"
+import { measureC, type CMeasureOptions, type RenderC } from "../src/device/measure-c.js"
+import { appendRecords, readLog } from "../src/device/records-file.js"
+import { emitC } from "../src/emit/c.js"
+import type { Config } from "../src/lowering/templates.js"
+import { baseSchedule } from "../src/lowering/lower-group.js"
+import { lowerSync } from "../src/lowering/lower.js"
+import { defaultTirPasses, lowerIntrinsics, runTirPasses } from "../src/lowering/tir-passes.js"
+import { configAt, configKey, spaceSize, taskFromTE } from "../src/search/task.js"
+import { randomTuner } from "../src/search/tuners.js"
+import { tuneTask } from "../src/search/tune.js"
+
+const cc = buildCompute("matmul", 4242)
+const [M, N] = cc.outputs[0].shape
+const K = (cc.inputs.get("A")!.shape as number[])[1]
+const task = taskFromTE(cc.outputs, baseSchedule(cc.outputs), { kind: "c", vectorLanes: 8, cores: 1 }, 2 * M * N * K, "matmul")
+const lowerConfig = (config: Config): PrimFunc => runTirPasses(lowerSync(task.template.apply(task.outputs, task.base, config)), [...defaultTirPasses(), lowerIntrinsics])
+const outputs = new Set(cc.outputs.map((o) => o.name))
+const reference = (inputs: ReadonlyMap<string, Tensor>) => new Map(cc.outputs.map((o, k) => [o.name, evaluateTE(cc.outputs, inputs)[k]] as const))
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "tessera-tune-c-"))
+afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }))
+const options = (over: Partial<CMeasureOptions> = {}): CMeasureOptions => ({
+  repeats: 1,
+  minRepeatMs: 1,
+  timeoutMs: 10_000,
+  rtol: 1e-3,
+  atol: 1e-4,
+  threads: 1,
+  chunk: 4,
+  build: { ...defaultCBuildConfig(), cacheDir: path.join(tmp, "build") },
+  ...over,
+})
+
+// the faults, as PrimFuncs of the workload's signature
+const good = lowerConfig(task.template.defaults(task.knobs, { vectorLanes: 8, cores: 1 }))
+const out = good.params.find((p) => outputs.has(p.name))!
+/** A store 2^45 elements past the output: far outside any mapping, so SIGSEGV. */
+const crashBody: Stmt = { kind: "store", buffer: out.name, indices: [c(2 ** 45)], value: c(1, out.dtype) }
+/** 10^15 steps of out[0] = out[0] * 3 + 1 (no closed form for the compiler to find). */
+const first = read(out.name, [c(0)], out.dtype)
+const hangBody: Stmt = { kind: "for", var: v("spin"), min: c(0), extent: c(1e15), forKind: "serial", body: { kind: "store", buffer: out.name, indices: [c(0)], value: add(mul(first, c(3, out.dtype)), c(1, out.dtype)) } }
+const wrongBody: Stmt = { kind: "seq", body: [] }
+/** Renders like emitC, except that a function with this body breaks the build. */
+const brokenBody: Stmt = { kind: "seq", body: [] }
+const render: RenderC = (funcs) => `${emitC(funcs).source}${funcs.some((f) => f.body === brokenBody) ? "\n#error injected build failure\n" : ""}`
+
+const fault = (which: string, body: Stmt) => ({ config: { which }, func: { ...good, body } })
+const fine = (k: number) => ({ config: configAt(task.knobs, k), func: lowerConfig(configAt(task.knobs, k)) })
+
+describe.skipIf(!compilerAvailable())("c measurer (gcc, child process)", () => {
+  it("measures good candidates; each fault is its candidate's error, and the ones after a crash still run", async () => {
+    const cands = [fine(0), fault("crash", crashBody), fine(1), fault("wrong", wrongBody), fine(2), fault("broken", brokenBody), fine(3), fault("hang", hangBody), fine(4)]
+    const t0 = Date.now()
+    const measured = await Effect.runPromise(measureC(cands, outputs, reference, render, options({ timeoutMs: 2_000 })))
+    const byWhich = new Map(measured.map((m) => [String(m.config.which ?? "fine"), m] as const))
+    expect(byWhich.get("crash")!.error).toMatch(/crashed \(SIGSEGV\)/)
+    expect(byWhich.get("wrong")!.error).toMatch(/wrong answer: element \d+ is 0/)
+    expect(byWhich.get("broken")!.error).toMatch(/build failed: .*injected build failure/)
+    expect(byWhich.get("hang")!.error).toMatch(/timed out after 2000 ms/)
+    for (const m of measured) if (m.config.which === undefined) expect(m).toMatchObject({ cost: expect.any(Number) })
+    expect(measured.filter((m) => m.cost !== undefined)).toHaveLength(5)
+    expect(measured.map((m) => m.config)).toEqual(cands.map((x) => x.config))
+    expect(Date.now() - t0).toBeLessThan(30_000)
+    // the built libraries are deleted once measured
+    expect(fs.readdirSync(path.join(tmp, "build")).filter((f) => f.endsWith(".so"))).toEqual([])
+  }, 60_000)
+
+  it("the child runs with OMP_NUM_THREADS set to the thread count", async () => {
+    // a kernel that writes omp_get_max_threads() into the output: wrong for the reference, so its message shows it
+    const spy: RenderC = (funcs) =>
+      `#include <omp.h>\n${funcs.map((f) => `void ${f.name}(${f.params.map((_, k) => `float* p${k}`).join(", ")}) { p${f.params.findIndex((p) => p.name === out.name)}[0] = (float)omp_get_max_threads(); }`).join("\n")}\n`
+    const [m] = await Effect.runPromise(measureC([fine(0)], outputs, reference, spy, options({ threads: 2 })))
+    expect(m.error).toMatch(/wrong answer: element 0 is 2,/)
+  }, 30_000)
+
+  it("tuning with faulty candidates completes; the errors are in a log that stays valid", async () => {
+    const log = path.join(tmp, "faults.jsonl")
+    // every third candidate the tuner proposes is replaced by a fault (crash, hang, wrong, in turn)
+    const faults = [crashBody, hangBody, wrongBody]
+    let n = 0
+    const lower = (config: Config) => (n++ % 3 === 2 ? { ...good, body: faults[Math.floor(n / 3) % 3] } : lowerConfig(config))
+    const trials = Math.min(12, spaceSize(task.knobs))
+    const result = await Effect.runPromise(
+      tuneTask(task, randomTuner(task, 3), lower, (cands) => measureC(cands, outputs, reference, render, options({ timeoutMs: 1_500 })), {
+        trials,
+        batch: 6,
+        target: "c",
+        now: () => new Date().toISOString(),
+        onRecords: (rs) => Effect.orDie(appendRecords(log, rs)),
+      }),
+    )
+    expect(result.trials).toBe(trials)
+    expect(result.errors).toBe(Math.floor(trials / 3))
+    expect(result.best).toBeDefined()
+    const parsed = await Effect.runPromise(readLog(log))
+    expect(parsed.warnings).toEqual([])
+    expect(parsed.records).toHaveLength(trials)
+    expect(new Set(parsed.records.map((r) => configKey(r.config))).size).toBe(trials)
+    const errors = parsed.records.filter((r) => r.error !== undefined)
+    expect(errors).toHaveLength(Math.floor(trials / 3))
+    for (const r of errors) {
+      expect(r.costs).toEqual([])
+      expect(r.error).toMatch(/crashed \(SIGSEGV\)|timed out|wrong answer/)
+    }
+    for (const r of parsed.records.filter((x) => x.error === undefined)) expect(r.costs[0]).toBeGreaterThan(0)
+  }, 90_000)
+})
