@@ -47,7 +47,7 @@ export const compileGraph = Effect.fn("tessera.compile")(function* (graph: Graph
   const tuning: TuningReport = { applied: [], untuned: [], skipped: [] }
   const lookup = options.tuned
     ? (group: FusedGroup, template: Template, knobs: readonly Knob[], outputs: readonly ComputeTensor[]) => {
-        if (template.name !== "reduction") return undefined
+        if (!template.tunable) return undefined
         const workload = workloadOf(outputs, template, targetKey(target))
         const rec = options.tuned!.get(workload)
         if (!rec) {

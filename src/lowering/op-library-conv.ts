@@ -101,47 +101,51 @@ const ceilDiv = (a: Expr, d: number): Expr => floordiv(add(a, c(d - 1)), c(d))
  * inside the input, or inside the padded input with count_include_pad.
  */
 export const poolNd =
-  (kind: "max" | "avg" | "lp"): OpCompute =>
+  (kind: "max" | "avg" | "lp", blocked = false): OpCompute =>
   (ctx) => {
     const x = inp(ctx, 0)
     if (ctx.node.outputs.length > 1 && ctx.node.outputs[1] !== "") return none("MaxPool's Indices output")
-    const sp = x.shape.length - 2
+    // blocked (PoolNCHWc): [N, C/b, ...spatial, b], the channel lane innermost
+    const sp = x.shape.length - (blocked ? 3 : 2)
     if (sp < 1) return none(`pooling of rank ${x.shape.length}`)
     const kernel = ints(ctx.attrs.kernel_shape) ?? none("no kernel_shape")
-    const win = windowOf(x.shape.slice(2), kernel, ctx.attrs as unknown as WindowAttrs, num(ctx.attrs.ceil_mode, 0) !== 0)
+    const win = windowOf(x.shape.slice(2, 2 + sp), kernel, ctx.attrs as unknown as WindowAttrs, num(ctx.attrs.ceil_mode, 0) !== 0)
     const out = shapeOf(ctx.outputs[0])
     const dtype = x.dtype
     const rk = kernel.map((k, j) => reduceAxis(k, `${ctx.name()}.rk${j}`))
-    const window = (ys: readonly Expr[]) => {
+    /** The spatial output indices and the trailing lane index (blocked) of an output index. */
+    const split = (rest: readonly Expr[]) => ({ ys: blocked ? rest.slice(0, -1) : rest, lane: blocked ? rest.slice(-1) : [] })
+    const window = (rest: readonly Expr[]) => {
+      const { ys, lane } = split(rest)
       const pos = ys.map((y, j) => add(sub(mul(y, c(win.strides[j])), c(win.padBegin[j])), mul(rk[j].var, c(win.dilations[j]))))
-      return { pos, inside: pos.reduce<Expr>((acc, p, j) => and(acc, inRange(p, win.input[j])), c(1, "bool")) }
+      return { pos: [...pos, ...lane], inside: pos.reduce<Expr>((acc, p, j) => and(acc, inRange(p, win.input[j])), c(1, "bool")) }
     }
     if (kind === "max")
       return [
-        compute(ctx.name(), out, (n, ch, ...ys) => {
-          const { pos, inside } = window(ys)
+        compute(ctx.name(), out, (n, ch, ...rest) => {
+          const { pos, inside } = window(rest)
           return maxReduce(select(inside, at(x, n, ch, ...pos), fl(dtype, dtypeRange(dtype)[0])), rk)
         }, dtype),
       ]
     if (kind === "lp") {
       // Σ |x|^p over the taps inside the input, then the p-th root (float64)
       const p = num(ctx.attrs.p, 2)
-      const acc = compute(ctx.name("acc"), out, (n, ch, ...ys) => {
-        const { pos, inside } = window(ys)
+      const acc = compute(ctx.name("acc"), out, (n, ch, ...rest) => {
+        const { pos, inside } = window(rest)
         return sum(select(inside, call("pow", call("fabs", cast("float64", at(x, n, ch, ...pos))), c(p, "float64")), c(0, "float64")), rk)
       }, "float64")
       return [acc, compute(ctx.name(), out, (...i) => cast(dtype, call("pow", at(acc, ...i), c(1 / p, "float64"))), dtype)]
     }
     const includePad = num(ctx.attrs.count_include_pad, 0) !== 0
-    const total = compute(ctx.name("sum"), out, (n, ch, ...ys) => {
-      const { pos, inside } = window(ys)
+    const total = compute(ctx.name("sum"), out, (n, ch, ...rest) => {
+      const { pos, inside } = window(rest)
       return sum(select(inside, at(x, n, ch, ...pos), fl(dtype, 0)), rk)
     }, dtype)
     return [
       total,
-      compute(ctx.name(), out, (n, ch, ...ys) => {
+      compute(ctx.name(), out, (n, ch, ...rest) => {
         // per dim, as the reference's taps(): [lo, hi) inside the input, `padded` inside the padded input
-        const counts = ys.map((y, j) => {
+        const counts = split(rest).ys.map((y, j) => {
           const [k, d, input] = [kernel[j], win.dilations[j], win.input[j]]
           const start = sub(mul(y, c(win.strides[j])), c(win.padBegin[j]))
           if (includePad) return max(c(0), min(c(k), ceilDiv(sub(c(input + win.padEnd[j]), start), d)))
@@ -149,7 +153,7 @@ export const poolNd =
           const hi = max(lo, min(c(k), ceilDiv(sub(c(input), start), d)))
           return sub(hi, lo)
         })
-        return div(at(total, n, ch, ...ys), cast(dtype, counts.reduce((a, b) => mul(a, b))))
+        return div(at(total, n, ch, ...rest), cast(dtype, counts.reduce((a, b) => mul(a, b))))
       }, dtype),
     ]
   }

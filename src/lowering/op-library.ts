@@ -23,7 +23,7 @@ import {
   sub,
   type Expr,
 } from "../ast/te/expr.js"
-import { at, compute, dtypeRange, maxReduce, reduceAxis, sum } from "../ast/te/tensor.js"
+import { at, compute, dtypeRange, maxReduce, reduceAxis, sum, type ComputeTensor } from "../ast/te/tensor.js"
 import { bread, binary, fl, inp, none, num, shapeOf, unary, type OpCompute, type OpComputeCtx } from "./op-library-common.js"
 import { BINARY_MATH, UNARY_MATH } from "./op-library-math.js"
 import { TENSOR_MOVES } from "./op-library-tensor.js"
@@ -390,20 +390,31 @@ const convNCHWc: OpCompute = (ctx) => {
   const ic = reduceAxis(depthwise ? 1 : CB * ib, `${ctx.name()}.ic`)
   const ry = reduceAxis(KH, `${ctx.name()}.ry`)
   const rx = reduceAxis(KW, `${ctx.name()}.rx`)
+  // the zero-padded input as a stage of its own (TVM's data_pad): inlined by default, a schedule may
+  // compute it at root so the reduction's inner loops read without bounds tests
+  const HP = (out[2] - 1) * strides[0] + (KH - 1) * dil[0] + 1
+  const WP = (out[3] - 1) * strides[1] + (KW - 1) * dil[1] + 1
+  const padded = pt === 0 && pl === 0 && HP <= H && WP <= W
+    ? x
+    : compute(ctx.name("pad"), [x.shape[0], CB, HP, WP, ib], (n, cb, y, xx, ci) => {
+        const iy = sub(y, c(pt))
+        const ix = sub(xx, c(pl))
+        const inside = and(and(ge(iy, c(0)), lt(iy, c(H))), and(ge(ix, c(0)), lt(ix, c(W))))
+        return select(inside, at(x, n, cb, iy, ix, ci), fl(dtype, 0))
+      }, x.dtype)
   const conv = compute(ctx.name(bias ? "conv" : undefined), out, (n, oc, y, xx, oi) => {
-    const iy = add(sub(mul(y, c(strides[0])), c(pt)), mul(ry.var, c(dil[0])))
-    const ix = add(sub(mul(xx, c(strides[1])), c(pl)), mul(rx.var, c(dil[1])))
-    const inside = and(and(ge(iy, c(0)), lt(iy, c(H))), and(ge(ix, c(0)), lt(ix, c(W))))
+    const iy = add(mul(y, c(strides[0])), mul(ry.var, c(dil[0])))
+    const ix = add(mul(xx, c(strides[1])), mul(rx.var, c(dil[1])))
     if (depthwise) {
       // channel oc·ob + oi reads its own input channel (in_block == out_block)
-      const pixel = select(inside, at(x, n, oc, iy, ix, oi), fl(dtype, 0))
-      return sum(mul(pixel, at(w, oc, c(0), ry.var, rx.var, c(0), oi)), [ic, ry, rx])
+      return sum(mul(at(padded, n, oc, iy, ix, oi), at(w, oc, c(0), ry.var, rx.var, c(0), oi)), [ic, ry, rx])
     }
-    const pixel = select(inside, at(x, n, floordiv(ic.var, c(ib)), iy, ix, floormod(ic.var, c(ib))), fl(dtype, 0))
+    const pixel = at(padded, n, floordiv(ic.var, c(ib)), iy, ix, floormod(ic.var, c(ib)))
     return sum(mul(pixel, at(w, oc, floordiv(ic.var, c(wib)), ry.var, rx.var, floormod(ic.var, c(wib)), oi)), [ic, ry, rx])
   }, dtype)
-  if (!bias) return [conv]
-  return [conv, compute(ctx.name(), out, (n, oc, y, xx, oi) => add(at(conv, n, oc, y, xx, oi), at(bias, add(mul(oc, c(ob)), oi))), dtype)]
+  const pre: ComputeTensor[] = padded.kind === "compute" ? [padded] : []
+  if (!bias) return [...pre, conv]
+  return [...pre, conv, compute(ctx.name(), out, (n, oc, y, xx, oi) => add(at(conv, n, oc, y, xx, oi), at(bias, add(mul(oc, c(ob)), oi))), dtype)]
 }
 
 export const OP_COMPUTES: Readonly<Record<string, OpCompute>> = {
@@ -413,6 +424,7 @@ export const OP_COMPUTES: Readonly<Record<string, OpCompute>> = {
   ...TENSOR_MOVES,
   Conv: conv2d,
   ConvNCHWc: convNCHWc,
+  PoolNCHWc: (ctx) => poolNd(ctx.attrs.pool === "AveragePool" ? "avg" : "max", true)(ctx),
   ConvTranspose: convTranspose,
   MaxPool: pool2d("max"),
   AveragePool: pool2d("avg"),

@@ -3,6 +3,7 @@
 // defaults per target. The defaults are the untuned schedules; the auto-tuner searches the knobs.
 import type { FusedGroup } from "../rewrite/fuse-ops.js"
 import * as S from "../ast/schedule/schedule.js"
+import type { Reduce } from "../ast/te/expr.js"
 import type { ComputeTensor } from "../ast/te/tensor.js"
 import type { ScheduleFn } from "./lower-group.js"
 
@@ -20,6 +21,8 @@ export interface ScheduleTarget {
 
 export interface Template {
   readonly name: string
+  /** Whether the auto-tuner searches this template's knobs (a task per workload). */
+  readonly tunable: boolean
   /** The knobs of this group's schedule (depends on its shapes). */
   readonly space: (outputs: readonly ComputeTensor[], base: S.Schedule) => readonly Knob[]
   readonly defaults: (knobs: readonly Knob[], target: ScheduleTarget) => Config
@@ -41,6 +44,24 @@ const anchorStage = (s: S.Schedule): S.Stage | undefined => {
 
 const dataLeaves = (st: S.Stage) => st.leaf.filter((a) => st.axes.get(a)!.type === "data")
 
+/**
+ * Parallel over the leading loops `axes` (adjacent, outermost first): the ones of extent 1 and the
+ * next are fused until the loop has work to share, so batch 1 does not leave the cores idle.
+ */
+const parallelOuter = (s0: S.Schedule, stage: string, axes: readonly string[], minExtent = 8): S.Schedule => {
+  if (axes.length === 0) return s0
+  let s = s0
+  let cur = axes[0]
+  const extent = (a: string) => s.stages.get(stage)!.axes.get(a)!.extent
+  for (const next of axes.slice(1)) {
+    if (extent(cur) >= minExtent) break
+    const f = S.fuse(s, stage, cur, next)
+    s = f.schedule
+    cur = f.fused
+  }
+  return extent(cur) > 1 ? S.parallel(s, stage, cur) : s
+}
+
 /** Parallel over the outermost data loop, vectorize the innermost when it is short: every root stage. */
 const parallelize = (s0: S.Schedule, target: { vectorize: boolean; lanes: number }, skip?: string): S.Schedule => {
   let s = s0
@@ -50,11 +71,16 @@ const parallelize = (s0: S.Schedule, target: { vectorize: boolean; lanes: number
     if (st.attach.kind !== "root") continue
     const data = dataLeaves(st)
     if (data.length === 0) continue
-    const first = data[0]
-    if (st.axes.get(first)!.extent > 1) s = S.parallel(s, name, first)
     const last = st.leaf[st.leaf.length - 1]
     const lastAxis = st.axes.get(last)!
-    if (target.vectorize && data.length > 1 && lastAxis.type === "data" && last !== first && lastAxis.extent <= target.lanes * 4) s = S.vectorize(s, name, last)
+    const vec = target.vectorize && data.length > 1 && lastAxis.type === "data" && lastAxis.extent <= target.lanes * 4
+    const lead: string[] = []
+    for (const a of st.leaf) {
+      if (st.axes.get(a)!.type !== "data" || (vec && a === last)) break
+      lead.push(a)
+    }
+    s = parallelOuter(s, name, lead)
+    if (vec) s = S.vectorize(s, name, last)
   }
   return s
 }
@@ -66,6 +92,7 @@ const parallelize = (s0: S.Schedule, target: { vectorize: boolean; lanes: number
  */
 export const reductionTemplate: Template = {
   name: "reduction",
+  tunable: true,
   space: (_outputs, base) => {
     const st = anchorStage(base)
     if (!st) return []
@@ -117,7 +144,7 @@ export const reductionTemplate: Template = {
       innerTile = [sp2.inner, sp.inner]
     }
     s = S.reorder(s, st.name, [...outerData, ...red, ...innerTile])
-    if (outerData.length && s.stages.get(st.name)!.axes.get(outerData[0])!.extent > 1) s = S.parallel(s, st.name, outerData[0])
+    s = parallelOuter(s, st.name, outerData)
     if (config.vectorize && ti > 1) s = S.vectorize(s, st.name, sp.inner)
     if (config.unroll_tile && innerTile.length === 2) s = S.unroll(s, st.name, innerTile[0])
     return parallelize(s, { vectorize: !!config.vectorize, lanes: 16 }, st.name)
@@ -153,8 +180,7 @@ const fusedEpilogue = (base: S.Schedule, anchor: S.Stage, config: Config): S.Sch
   const sp = S.split(s, out, data[data.length - 1], { factor: ti })
   const sp2 = S.split(sp.schedule, out, data[data.length - 2], { factor: t2 })
   s = S.reorder(sp2.schedule, out, [...data.slice(0, -2), sp2.outer, sp.outer, sp2.inner, sp.inner])
-  const outer = [...data.slice(0, -2), sp2.outer]
-  if (s.stages.get(out)!.axes.get(outer[0])!.extent > 1) s = S.parallel(s, out, outer[0])
+  s = parallelOuter(s, out, [...data.slice(0, -2), sp2.outer])
   if (config.vectorize && ti > 1) s = S.vectorize(s, out, sp.inner)
   s = S.computeAt(s, local, out, sp.outer)
   // the anchor inside the tile: reduction outside, the tile's data loops inside (accumulators)
@@ -168,15 +194,130 @@ const fusedEpilogue = (base: S.Schedule, anchor: S.Stage, config: Config): S.Sch
   return parallelize(s, { vectorize: !!config.vectorize, lanes: 16 }, out)
 }
 
+/** A blocked convolution anchor: output [n, oc block, oh, ow, oc lane], reduce [ic, kh, kw]. */
+const isConvNCHWc = (st: S.Stage): boolean =>
+  st.op.body.kind === "reduce" && st.op.shape.length === 5 && st.op.body.axes.length === 3 && st.op.body.combiner.name === "sum" && st.op.body.where === undefined
+
+/** The anchor's zero-padding producer (the conv's data_pad), inlined in the base schedule. */
+const padProducer = (s: S.Schedule, anchor: S.Stage): string | undefined =>
+  anchor.op.inputs.find((t) => {
+    if (t.kind !== "compute") return false
+    const st = s.stages.get(t.name)
+    return st !== undefined && st.attach.kind === "inline" && t.body.kind === "select" && S.consumersOf(s, t.name).length === 1
+  })?.name
+
+const REDUCE_ORDERS = ["ic_kernel", "kernel_ic", "ic_only"] as const
+
+/**
+ * TVM's x86 conv2d_NCHWc schedule as a template. The output is tiled by `tile_ow` output columns ×
+ * `tile_oc` channel blocks × the vector lanes (register blocking: tile_ow·tile_oc accumulators); the
+ * leading loops are fused and parallel. The conv is computed at the tile with its reduction outside
+ * the tile: the input channels split by `tile_ic`, ordered by `reduce_order` (ic_kernel: ic outer,
+ * kh, kw, ic inner; kernel_ic: kh, kw, ic outer, ic inner; ic_only: ic outer, ic inner, kh, kw).
+ * The zero padding is computed into a buffer of its own first when `pad_root`, so the inner loops
+ * read without bounds tests.
+ */
+export const convTemplate: Template = {
+  name: "conv2d_NCHWc",
+  tunable: true,
+  space: (_outputs, base) => {
+    const st = anchorStage(base)!
+    const [, ocb, , ow] = st.op.shape
+    const ic = (st.op.body as Reduce).axes[0].dom.extent
+    const knobs: Knob[] = [
+      { kind: "split", name: "tile_ow", extent: ow, candidates: divisors(ow, 32) },
+      { kind: "split", name: "tile_oc", extent: ocb, candidates: divisors(ocb, 8) },
+      { kind: "split", name: "tile_ic", extent: ic, candidates: divisors(ic, 64) },
+      { kind: "choice", name: "reduce_order", candidates: [...REDUCE_ORDERS] },
+      { kind: "choice", name: "unroll_kw", candidates: [true, false] },
+      { kind: "choice", name: "vectorize", candidates: [true, false] },
+    ]
+    return padProducer(base, st) ? [...knobs, { kind: "choice", name: "pad_root", candidates: [true, false] }] : knobs
+  },
+  defaults: (knobs, target) => {
+    const lanes = Math.max(target.vectorLanes, 1)
+    // accumulators in vector registers: 16 of AVX-512's 32, 8 of SSE / SIMD128's 16
+    const budget = lanes >= 16 ? 16 : 8
+    const cand = (name: string) => knobs.find((k) => k.name === name)!.candidates as number[]
+    const largest = (xs: number[], max: number) => [...xs].reverse().find((d) => d <= max) ?? 1
+    const tw = largest(cand("tile_ow"), budget / 2)
+    const cfg: Record<string, string | number | boolean> = {
+      tile_ow: tw,
+      tile_oc: largest(cand("tile_oc"), Math.max(1, Math.floor(budget / tw))),
+      tile_ic: largest(cand("tile_ic"), lanes),
+      reduce_order: "ic_kernel",
+      unroll_kw: false,
+      vectorize: lanes > 1,
+    }
+    if (knobs.some((k) => k.name === "pad_root")) cfg.pad_root = true
+    return cfg
+  },
+  apply: (_outputs, base, config) => {
+    const anchor = anchorStage(base)!
+    let s = base
+    const pad = padProducer(s, anchor)
+    if (pad && config.pad_root) s = S.computeRoot(s, pad)
+    // the tile's output: the epilogue, or a local copy of the anchor when it is the output
+    let local = anchor.name
+    let out: string
+    const readers = S.effectiveConsumers(s, anchor.name)
+    if (readers.length === 0) {
+      const w = S.cacheWrite(s, anchor.name, "local")
+      s = w.schedule
+      local = w.stage
+      out = anchor.name
+    } else out = readers[0]
+    const [n, oc, oh, ow, oi] = s.stages.get(out)!.leaf
+    const tw = Number(config.tile_ow)
+    const toc = Number(config.tile_oc)
+    const spw = S.split(s, out, ow, { factor: tw })
+    const spc = S.split(spw.schedule, out, oc, { factor: toc })
+    s = S.reorder(spc.schedule, out, [n, spc.outer, oh, spw.outer, spc.inner, spw.inner, oi])
+    s = parallelOuter(s, out, [n, spc.outer, oh])
+    if (config.vectorize) s = S.vectorize(s, out, oi)
+    s = S.computeAt(s, local, out, spw.outer)
+    const ls = s.stages.get(local)!
+    const [ln, loc, loh, low, loi] = dataLeaves(ls)
+    const [ric, rky, rkx] = ls.leaf.filter((a) => ls.axes.get(a)!.type === "reduce")
+    const spi = S.split(s, local, ric, { factor: Number(config.tile_ic) })
+    s = spi.schedule
+    const red =
+      config.reduce_order === "kernel_ic" ? [rky, rkx, spi.outer, spi.inner]
+      : config.reduce_order === "ic_only" ? [spi.outer, spi.inner, rky, rkx]
+      : [spi.outer, rky, rkx, spi.inner]
+    s = S.reorder(s, local, [ln, loh, ...red, loc, low, loi])
+    if (config.vectorize) s = S.vectorize(s, local, loi)
+    // the register tile: unrolled, so its accumulators stay in registers
+    if (toc > 1) s = S.unroll(s, local, loc)
+    if (tw > 1) s = S.unroll(s, local, low)
+    if (config.unroll_kw) s = S.unroll(s, local, rkx)
+    return parallelize(s, { vectorize: !!config.vectorize, lanes: 16 }, out)
+  },
+}
+
 /** Groups without a reduction anchor (elementwise, injective, layout transforms). */
 export const injectiveTemplate: Template = {
   name: "injective",
+  tunable: false,
   space: () => [{ kind: "choice", name: "vectorize", candidates: [true, false] }],
   defaults: (_k, target) => ({ vectorize: target.vectorLanes > 1 }),
   apply: (_outputs, base, config) => parallelize(base, { vectorize: !!config.vectorize, lanes: 16 }),
 }
 
-export const templateFor = (base: S.Schedule): Template => (anchorStage(base) ? reductionTemplate : injectiveTemplate)
+export const templateFor = (base: S.Schedule): Template => {
+  const anchor = anchorStage(base)
+  if (!anchor) return injectiveTemplate
+  return isConvNCHWc(anchor) && convReadersFit(base, anchor) ? convTemplate : reductionTemplate
+}
+
+/** The conv template tiles one epilogue stage of the anchor's shape (or the anchor itself). */
+const convReadersFit = (s: S.Schedule, anchor: S.Stage): boolean => {
+  const readers = S.effectiveConsumers(s, anchor.name)
+  if (readers.length === 0) return true
+  if (readers.length > 1) return false
+  const o = s.stages.get(readers[0])!
+  return o.attach.kind === "root" && o.op.body.kind !== "reduce" && o.op.shape.join() === anchor.op.shape.join() && o.leaf.length === 5
+}
 
 /** The untuned schedule for a target: each group's template at its defaults. */
 export const defaultSchedule =

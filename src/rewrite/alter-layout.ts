@@ -1,7 +1,7 @@
 // rewrite.AlterLayout: for CPU targets, 2-D convolutions move to the blocked layout NCHW{c}c
 // (block from the target's vector width), with layout transforms at the boundaries; elementwise
-// neighbours (activations, bias and residual adds, scale/shift) move into the blocked layout too,
-// and adjacent inverse transforms cancel. Weights are re-laid at compile time (a constant in, a
+// neighbours (activations, bias and residual adds, scale/shift) and max / average pooling move into
+// the blocked layout too, and adjacent inverse transforms cancel. Weights are re-laid at compile time (a constant in, a
 // constant out), so foldConstants leaves no transform on them.
 import { attr } from "../ast/graph/attrs.js"
 import { resolveNode } from "../ast/graph/evaluate.js"
@@ -166,11 +166,35 @@ const binaryThroughLayout: Rule = {
   },
 }
 
+/** MaxPool / AveragePool (2-D, no Indices output) of unblock(y) → unblock(PoolNCHWc(y)). */
+const poolThroughLayout: Rule = {
+  name: "pool-through-layout",
+  apply: (n, ctx) => {
+    if (n.domain !== "" || (n.op !== "MaxPool" && n.op !== "AveragePool")) return undefined
+    if (n.outputs.length > 1 && n.outputs[1] !== "") return undefined
+    const src = fromBlocked(n.inputs[0], ctx)
+    const x = ctx.type(n.inputs[0])
+    if (!src || !x || x.shape.length !== 4) return undefined
+    const a = resolveNode(n).attrs as { storage_order?: number }
+    if (a.storage_order) return undefined
+    const yb = ctx.fresh(`${n.outputs[0]}_${layoutName(src.b)}`)
+    const y = ctx.fresh(`${n.outputs[0]}_nchw`)
+    const { storage_order: _, ...rest } = n.attrs
+    return {
+      nodes: [
+        { name: ctx.fresh(`${n.name}_nchwc`), op: "PoolNCHWc", domain: TESSERA_DOMAIN, inputs: [src.y], outputs: [yb], attrs: { ...rest, pool: attr.str(n.op) } },
+        transformNode(ctx, yb, y, src.b, 0),
+      ],
+      outputs: [y],
+    }
+  },
+}
+
 export const alterLayoutSync = (graph: Graph, target: LayoutTarget): Graph => {
   const g = bindSync(graph)
   // convolutions first, then neighbours and cancellation to a fixed point
   const converted = rewriteToFixedPoint(g, [convToBlocked(target)]).graph
-  const moved = rewriteToFixedPoint(converted, [cancelTransforms, unaryThroughLayout, binaryThroughLayout]).graph
+  const moved = rewriteToFixedPoint(converted, [cancelTransforms, unaryThroughLayout, binaryThroughLayout, poolThroughLayout]).graph
   return bindSync(eliminateDeadCodeSync(moved))
 }
 

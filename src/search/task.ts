@@ -60,7 +60,7 @@ export const extractTasks = (groups: readonly GroupProgram[], target: ScheduleTa
   const tkey = targetKey(target)
   for (const g of groups) {
     const template = templateFor(g.base)
-    if (template.name !== "reduction") continue
+    if (!template.tunable) continue
     const workload = workloadOf(g.outputs, template, tkey)
     const prev = byWorkload.get(workload)
     if (prev) {

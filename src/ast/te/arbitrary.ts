@@ -92,10 +92,12 @@ export const buildCompute = (family: (typeof COMPUTE_FAMILIES)[number], seed: nu
     }
     case "conv2d_nchwc": {
       const [ib, ob] = [rng.pick([1, 2, 4]), rng.pick([1, 2, 4])]
-      const [CB, OB] = [rng.int(1, 2), rng.int(1, 2)]
-      const [H, W] = [rng.int(3, 6), rng.int(3, 6)]
+      const [CB, OB] = [rng.int(1, 2), rng.int(1, 3)]
+      const [H, W] = [rng.int(3, 7), rng.int(3, 7)]
       const K = rng.pick([1, 3])
       const pad = K === 3 ? 1 : 0
+      const stride = rng.pick([1, 1, 2])
+      const [OH, OW] = [Math.floor((H + 2 * pad - K) / stride) + 1, Math.floor((W + 2 * pad - K) / stride) + 1]
       const X = ph("X", [1, CB, H, W, ib])
       const Wt = ph("W", [OB, CB, K, K, ib, ob])
       const padded = compute("pad", [1, CB, H + 2 * pad, W + 2 * pad, ib], (n, cb, y, x, ci) => {
@@ -106,9 +108,14 @@ export const buildCompute = (family: (typeof COMPUTE_FAMILIES)[number], seed: nu
       const ic = reduceAxis(CB * ib, "ic")
       const ry = reduceAxis(K, "ry")
       const rx = reduceAxis(K, "rx")
-      const out = compute("conv", [1, OB, H, W, ob], (n, oc, y, x, oi) =>
-        sum(mul(at(padded, n, floordiv(ic.var, c(ib)), add(y, ry.var), add(x, rx.var), floormod(ic.var, c(ib))), at(Wt, oc, floordiv(ic.var, c(ib)), ry.var, rx.var, floormod(ic.var, c(ib)), oi)), [ic, ry, rx]),
-      )
+      const conv = compute("conv", [1, OB, OH, OW, ob], (n, oc, y, x, oi) => {
+        const [iy, ix] = [add(mul(y, c(stride)), ry.var), add(mul(x, c(stride)), rx.var)]
+        return sum(mul(at(padded, n, floordiv(ic.var, c(ib)), iy, ix, floormod(ic.var, c(ib))), at(Wt, oc, floordiv(ic.var, c(ib)), ry.var, rx.var, floormod(ic.var, c(ib)), oi)), [ic, ry, rx])
+      })
+      if (rng.next() < 0.5) return { family, outputs: [conv], inputs: feeds }
+      // a fused epilogue: bias and relu
+      const B = ph("B", [OB * ob])
+      const out = compute("bias_relu", [1, OB, OH, OW, ob], (n, oc, y, x, oi) => max(add(at(conv, n, oc, y, x, oi), at(B, add(mul(oc, c(ob)), oi))), f32(0)))
       return { family, outputs: [out], inputs: feeds }
     }
     case "pool": {

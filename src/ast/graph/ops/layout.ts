@@ -1,6 +1,7 @@
 // Tessera's own ops (domain "tessera"), introduced by graph passes rather than read from ONNX:
 // layout transforms between NCHW and the blocked NCHW{c}c layout, and convolution in blocked
-// layout (TVM's conv2d_NCHWc: data NCHW[i]c, kernel OIHW[i]i[o]o, output NCHW[o]c).
+// layout (TVM's conv2d_NCHWc: data NCHW[i]c, kernel OIHW[i]i[o]o, output NCHW[o]c), and pooling in
+// blocked layout (PoolNCHWc: MaxPool or AveragePool over the spatial dims of NCHW[c]c).
 import { A, attrs } from "../attrs.js"
 import { allocate } from "../dtype.js"
 import { check, defineOp, fail, unsupported, type AnyOpDef, type Dim } from "../op.js"
@@ -56,13 +57,18 @@ export const packKernel = (w: Tensor, ib: number, ob: number): Tensor => {
   const [O, I, KH, KW] = w.shape
   check(O % ob === 0 && I % ib === 0, `kernel [${w.shape.join(", ")}] does not split into blocks ${ib}/${ob}`)
   const out = allocate(w.dtype, w.data.length)
+  const src = w.data
+  // strides of o, i, kh in the OIHW source (kw's is 1)
+  const sO = I * KH * KW
+  const sI = KH * KW
   let k = 0
   for (let oo = 0; oo < O / ob; oo++)
     for (let ii = 0; ii < I / ib; ii++)
       for (let kh = 0; kh < KH; kh++)
-        for (let kw = 0; kw < KW; kw++)
-          for (let i = 0; i < ib; i++)
-            for (let o = 0; o < ob; o++) out[k++] = w.data[(((oo * ob + o) * I + ii * ib + i) * KH + kh) * KW + kw]
+        for (let kw = 0; kw < KW; kw++) {
+          const base = oo * ob * sO + ii * ib * sI + kh * KW + kw
+          for (let i = 0; i < ib; i++) for (let o = 0, at = base + i * sI; o < ob; o++, at += sO) out[k++] = src[at]
+        }
   return tensor(w.dtype, [O / ob, I / ib, KH, KW, ib, ob], out)
 }
 
@@ -93,6 +99,34 @@ const convAttrs = attrs({
   kernel_shape: A.optInts(),
   auto_pad: A.str("NOTSET"),
 })
+
+const poolAttrs = attrs({
+  /** The plain pooling op: MaxPool or AveragePool. */
+  pool: A.oneOf(["MaxPool", "AveragePool"] as const, "MaxPool"),
+  auto_pad: A.str("NOTSET"),
+  kernel_shape: A.optInts(),
+  strides: A.optInts(),
+  pads: A.optInts(),
+  dilations: A.optInts(),
+  ceil_mode: A.int(0),
+  count_include_pad: A.int(0),
+})
+const plainPool = (name: string): AnyOpDef => lookupOp(name) ?? unsupported(`PoolNCHWc needs the ${name} operator, which is not registered`)
+
+/** The plain MaxPool / AveragePool attributes (with their codec's defaults) of a blocked pool. */
+const poolAttrsFor = (a: { pool: string; auto_pad: string; kernel_shape?: readonly number[]; strides?: readonly number[]; pads?: readonly number[]; dilations?: readonly number[]; ceil_mode: number; count_include_pad: number }) => {
+  const decoded = plainPool(a.pool).attrs.decode({
+    auto_pad: { kind: "string", value: a.auto_pad },
+    ceil_mode: { kind: "int", value: a.ceil_mode },
+    ...(a.pool === "AveragePool" ? { count_include_pad: { kind: "int", value: a.count_include_pad } } : {}),
+    ...(a.kernel_shape ? { kernel_shape: { kind: "ints", value: a.kernel_shape } } : {}),
+    ...(a.strides ? { strides: { kind: "ints", value: a.strides } } : {}),
+    ...(a.pads ? { pads: { kind: "ints", value: a.pads } } : {}),
+    ...(a.dilations ? { dilations: { kind: "ints", value: a.dilations } } : {}),
+  })
+  if (decoded._tag === "Left") return fail(`blocked pool attributes do not decode as ${a.pool} attributes`)
+  return decoded.right as unknown
+}
 
 const blockedDims = (shape: readonly Dim[], b: number): Dim[] => {
   const [N, C, H, W] = shape
@@ -152,6 +186,26 @@ export const layoutOps = {
       const w = unpackKernel(req(ctx.inputs, 1))
       const [y] = plainConv().kernel({ ...ctx, attrs: convAttrsFor(ctx.attrs), inputs: [x, w, ctx.inputs[2]] })
       return [packNCHWc(y, ctx.attrs.out_block)]
+    },
+  }),
+  PoolNCHWc: defineOp({
+    attrs: poolAttrs,
+    inputs: [1, 1],
+    outputs: [1, 1],
+    kind: "out-elementwise-fusable",
+    infer: (ctx) => {
+      const x = ctx.inputs[0]
+      if (!x) return fail("input 0 is required")
+      if (x.shape.length !== 5 || typeof x.shape[4] !== "number") return fail(`input 0 must be NCHW{c}c (rank 5), got rank ${x.shape.length}`)
+      const b = x.shape[4]
+      const C = typeof x.shape[1] === "number" ? x.shape[1] * b : x.shape[1]
+      const plain = plainPool(ctx.attrs.pool).infer({ ...ctx, attrs: poolAttrsFor(ctx.attrs), inputs: [{ dtype: x.dtype, shape: [x.shape[0], C, x.shape[2], x.shape[3]] }], outputs: 1, values: [] })[0]
+      return [{ dtype: plain.dtype, shape: blockedDims(plain.shape, b) }]
+    },
+    kernel: (ctx) => {
+      const x = req(ctx.inputs, 0)
+      const [y] = plainPool(ctx.attrs.pool).kernel({ ...ctx, attrs: poolAttrsFor(ctx.attrs), inputs: [unpackNCHWc(x)], outputs: 1 })
+      return [packNCHWc(y, x.shape[4])]
     },
   }),
 } satisfies Record<string, AnyOpDef>

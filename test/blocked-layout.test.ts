@@ -1,0 +1,82 @@
+// The blocked layout end to end: convolutions with pooling and residual adds move into NCHW{c}c
+// (PoolNCHWc for max and average pooling), the conv template's register-blocked schedule is the
+// default, and the compiled model (js and c) gives the evaluator's answers.
+import { Effect } from "effect"
+import { describe, expect, it } from "vitest"
+import { attr } from "../src/ast/graph/attrs.js"
+import { makeGraph, node, type Graph } from "../src/ast/graph/graph.js"
+import { runGraph } from "../src/ast/graph/evaluate.js"
+import { prng } from "../src/ast/graph/arbitrary.js"
+import { tensor, type Tensor } from "../src/ast/graph/tensor.js"
+import { createExecutor } from "../src/device/executor.js"
+import { compilerAvailable } from "../src/device/c.js"
+import { loadJsModule } from "../src/device/js.js"
+import { baseSchedule, buildGroupTE } from "../src/lowering/lower-group.js"
+import { templateFor } from "../src/lowering/templates.js"
+import { compileGraph, emitJs, loadCProgram } from "../src/pipeline.js"
+import { alterLayoutSync } from "../src/rewrite/alter-layout.js"
+import { assertAllClose } from "../laws/support.js"
+
+const rng = prng(23)
+const rand = (shape: number[]): Tensor => tensor("float32", shape, Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rng.float(-1, 1)))
+
+/** conv 3×3 → relu → maxpool 3×3/2 (padded) → conv → + pooled → averagepool 2×2 (count_include_pad). */
+const graph: Graph = makeGraph({
+  opset: 13,
+  inputs: [{ name: "x", type: { dtype: "float32", shape: [1, 3, 13, 13] } }],
+  outputs: [{ name: "y", type: { dtype: "float32", shape: [1, 32, 4, 4] } }],
+  initializers: new Map([
+    ["w1", rand([32, 3, 3, 3])],
+    ["b1", rand([32])],
+    ["w2", rand([32, 32, 3, 3])],
+  ]),
+  nodes: [
+    node("Conv", ["x", "w1", "b1"], ["c1"], { pads: attr.ints([1, 1, 1, 1]), kernel_shape: attr.ints([3, 3]) }),
+    node("Relu", ["c1"], ["r1"]),
+    node("MaxPool", ["r1"], ["p1"], { kernel_shape: attr.ints([3, 3]), strides: attr.ints([2, 2]), pads: attr.ints([1, 1, 1, 1]) }),
+    node("Conv", ["p1", "w2"], ["c2"], { pads: attr.ints([1, 1, 1, 1]), kernel_shape: attr.ints([3, 3]) }),
+    node("Add", ["c2", "p1"], ["s"]),
+    node("AveragePool", ["s"], ["y"], { kernel_shape: attr.ints([2, 2]), strides: attr.ints([2, 2]), pads: attr.ints([0, 0, 1, 1]), count_include_pad: attr.int(1) }),
+  ],
+})
+const feeds = new Map([["x", rand([1, 3, 13, 13])]])
+const want = runGraph(graph, feeds)
+
+describe("blocked layout", () => {
+  it("moves pooling and the residual add into NCHW{c}c: one transform in, one out", () => {
+    for (const lanes of [16, 4]) {
+      const after = alterLayoutSync(graph, { vectorLanes: lanes })
+      const ops = after.nodes.map((n) => n.op)
+      expect(ops.filter((o) => o === "PoolNCHWc")).toHaveLength(2)
+      expect(ops.filter((o) => o === "LayoutTransform")).toHaveLength(2)
+      assertAllClose([...runGraph(after, feeds).values()], [...want.values()], 1e-4, 1e-5)
+    }
+  })
+
+  it("schedules blocked convolutions with the conv template (register tile, padding computed first)", async () => {
+    const program = await Effect.runPromise(compileGraph(graph, { target: "js", optLevel: 3, vectorLanes: 16 }))
+    const convGroups = program.fused.groups.filter((g) => g.ops[0] === "ConvNCHWc")
+    expect(convGroups.length).toBe(2)
+    for (const g of convGroups) {
+      const { outputs } = buildGroupTE(program.fused, g)
+      const base = baseSchedule(outputs)
+      const t = templateFor(base)
+      expect(t.name).toBe("conv2d_NCHWc")
+      const d = t.defaults(t.space(outputs, base), { vectorLanes: 16, cores: 1 })
+      expect(d).toMatchObject({ reduce_order: "ic_kernel", vectorize: true, pad_root: true })
+    }
+  })
+
+  it("the js target gives the evaluator's answers", async () => {
+    const program = await Effect.runPromise(compileGraph(graph, { target: "js", optLevel: 3, vectorLanes: 16 }))
+    expect(program.kernels.every((k) => k.kind === "compiled")).toBe(true)
+    const fns = await Effect.runPromise(loadJsModule(emitJs(program)))
+    assertAllClose([...createExecutor(program, fns).run(feeds).values()], [...want.values()], 1e-4, 1e-5)
+  })
+
+  it.skipIf(!compilerAvailable())("the c target gives the evaluator's answers", async () => {
+    const program = await Effect.runPromise(compileGraph(graph, { target: "c", optLevel: 3, vectorLanes: 16, cores: 2 }))
+    const fns = await Effect.runPromise(loadCProgram(program))
+    assertAllClose([...createExecutor(program, fns).run(feeds).values()], [...want.values()], 1e-4, 1e-5)
+  })
+})
