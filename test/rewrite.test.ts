@@ -121,6 +121,40 @@ describe("rewrite.EliminateCommonSubexpr", () => {
     expect(after.nodes.length).toBe(2)
     expect(after.nodes[1].inputs).toEqual(["a", "a"])
   })
+
+  it("merges initializers with the same bytes, and only those (a difference between sampled bytes, -0 vs 0)", () => {
+    const w = rand([4, 250])
+    const nearly = tensor("float32", [4, 250], Float32Array.from(w.data))
+    nearly.data[333] += 1 // 64 samples of 4000 bytes: every 62nd byte, and 333·4 .. 333·4+3 holds none of them
+    const zero = tensor("float32", [2], Float32Array.from([0, 1]))
+    const negZero = tensor("float32", [2], Float32Array.from([-0, 1]))
+    const before = makeGraph({
+      opset: 13,
+      inputs: [{ name: "x", type: f32([4, 250]) }],
+      outputs: [{ name: "y", type: f32([4, 250]) }, { name: "z", type: f32([2]) }],
+      initializers: new Map([
+        ["w", w],
+        ["w_copy", tensor("float32", [4, 250], Float32Array.from(w.data))],
+        ["w_nearly", nearly],
+        ["w_other_shape", tensor("float32", [250, 4], Float32Array.from(w.data))],
+        ["shape", i64([4, 250])],
+        ["zero", zero],
+        ["neg_zero", negZero],
+      ]),
+      nodes: [
+        node("Add", ["x", "w"], ["a"]),
+        node("Add", ["a", "w_copy"], ["b"]),
+        node("Add", ["b", "w_nearly"], ["c"]),
+        node("Reshape", ["w_other_shape", "shape"], ["d"]),
+        node("Add", ["c", "d"], ["y"]),
+        node("Add", ["zero", "neg_zero"], ["z"]),
+      ],
+    })
+    const after = eliminateCommonSubexprSync(before)
+    expect([...after.initializers.keys()]).toEqual(["w", "w_nearly", "w_other_shape", "shape", "zero", "neg_zero"])
+    expect(after.nodes[1].inputs).toEqual(["a", "w"])
+    expect(after.nodes[5].inputs).toEqual(["zero", "neg_zero"])
+  })
 })
 
 describe("rewrite.FuseOps", () => {

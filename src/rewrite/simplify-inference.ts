@@ -146,7 +146,11 @@ export const foldBatchNormIntoConv: Rule = {
     if (!st || st.s.length !== w.shape[0]) return undefined
     const per = sizeOf(w.shape) / w.shape[0]
     const w2 = allocate(w.dtype, w.data.length)
-    for (let o = 0; o < w.shape[0]; o++) for (let i = 0; i < per; i++) w2[o * per + i] = w.data[o * per + i] * st.s[o]
+    const wd = w.data
+    for (let o = 0; o < w.shape[0]; o++) {
+      const so = st.s[o]
+      for (let j = o * per, end = j + per; j < end; j++) w2[j] = wd[j] * so
+    }
     const b2 = allocate(w.dtype, w.shape[0])
     for (let o = 0; o < w.shape[0]; o++) b2[o] = (b ? b.data[o] : 0) * st.s[o] + st.t[o]
     const wName = ctx.fresh(`${conv.inputs[1]}_bn`)
