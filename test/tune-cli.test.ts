@@ -1,7 +1,8 @@
 // `tessera tune` as users run it (the CLI bundled into a folder of our own, run with node): a
 // one-conv model tuned for a handful of trials writes a parseable log; a second run resumes from
 // it (no config measured twice); --report draws the curves as SVG; a corrupt log line is skipped
-// with a warning; compileGraph applies the log's best records (and still computes the same).
+// with a warning; compileGraph applies the log's best records (and still computes the same); on c
+// the records are per thread count.
 import { Effect } from "effect"
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
@@ -13,7 +14,9 @@ import { runGraph } from "../src/ast/graph/evaluate.js"
 import { makeGraph, node } from "../src/ast/graph/graph.js"
 import { encodeOnnx } from "../src/ast/onnx/encode.js"
 import { randomTensor } from "../src/cli/inputs.js"
+import { compilerAvailable } from "../src/device/c.js"
 import { createExecutor } from "../src/device/executor.js"
+import { hostTarget } from "../src/device/target.js"
 import { loadJsModule } from "../src/device/js.js"
 import { compileGraph, emitJs } from "../src/pipeline.js"
 import { tasksOfProgram } from "../src/search/extract.js"
@@ -24,6 +27,8 @@ const ROOT = path.resolve(import.meta.dirname, "..")
 // a build folder of this test's own (dist/ is shared), inside the repository so packages resolve
 const BUILD = path.join(ROOT, ".cache", "test-tune-cli")
 let tmp = ""
+/** What compile and tune use for c here. */
+const LANES = hostTarget("c").attrs.vectorLanes
 
 const f32 = (shape: number[], seed: number) => randomTensor("float32", shape, seed)
 const graph = makeGraph({
@@ -110,7 +115,30 @@ describe("tessera tune", () => {
     expect(badTarget.stderr).toMatch(/--target: cannot tune for target 'vta'/)
     const noOut = tessera("tune", "--report", "tune.jsonl")
     expect(noOut.status).toBe(2)
+    const jsThreads = tessera("tune", "conv.onnx", "--log", "x.jsonl", "--threads", "2")
+    expect(jsThreads.status).toBe(2)
+    expect(jsThreads.stderr).toMatch(/--threads: the js target runs on one thread/)
   })
+
+  it.skipIf(!compilerAvailable())("tunes on c with --threads 2: records keyed by that thread count, applied by compile with the same threads only", async () => {
+    const r = tessera("tune", "conv.onnx", "--target", "c", "--threads", "2", "--log", "c.jsonl", "--trials", "4", ...FAST)
+    expect(r.stderr).toMatch(/1 tasks from conv\.onnx; c, 2 threads/)
+    expect(r.status).toBe(0)
+    const log = parseLog(fs.readFileSync(path.join(tmp, "c.jsonl"), "utf8"))
+    expect(log.warnings).toEqual([])
+    expect(log.records).toHaveLength(4)
+    for (const rec of log.records) {
+      expect(rec.target).toBe("c")
+      expect(rec.workload).toContain(`c:lanes=${LANES}:cores=2`)
+      expect(rec.error).toBeUndefined()
+      expect(rec.costs[0]).toBeGreaterThan(0)
+    }
+    const tuned = bestRecords(log.records, "c")
+    const two = await Effect.runPromise(compileGraph(graph, { target: "c", vectorLanes: LANES, cores: 2, tuned }))
+    expect(two.tuning.applied).toHaveLength(1)
+    const one = await Effect.runPromise(compileGraph(graph, { target: "c", vectorLanes: LANES, cores: 1, tuned }))
+    expect(one.tuning.applied).toEqual([])
+  }, 120_000)
 
   it("compileGraph applies the log's best record, and the tuned program computes the same", async () => {
     const { records } = readRecords()

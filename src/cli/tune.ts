@@ -1,13 +1,19 @@
-// `tessera tune MODEL.onnx --target js --log LOG`: compiles the model, extracts its tuning tasks,
-// tunes each (records appended and fsynced as they come, so a killed tuner resumes from its log),
-// draws a progress bar per task on stderr and prints a final table on stdout.
+// `tessera tune MODEL.onnx --target js|c --log LOG [--threads N]`: compiles the model as compile
+// and bench do for that target (same vector lanes and cores, so the records' workload keys are the
+// ones they look up), extracts its tuning tasks, tunes each (records appended and fsynced as they
+// come, so a killed tuner resumes from its log), draws a progress bar per task on stderr and
+// prints a final table on stdout. On c, candidates are built in a temporary folder of this run.
 // `tessera tune --report LOG --out curves.svg`: best-so-far GFLOP/s against trials, per task and
 // tuner, as an SVG.
 import { Console, Effect, Option } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import cliProgress from "cli-progress"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { defaultCBuildConfig } from "../device/c.js"
 import { readModel, writeFileAtomic, FileAccessError } from "../device/files.js"
-import { measureJs, type MeasureOptions } from "../device/measure.js"
+import type { MeasureOptions } from "../device/measure.js"
 import { appendRecords, readLog } from "../device/records-file.js"
 import { compileGraph } from "../pipeline.js"
 import { makeXGBoostModel } from "../search/cost-model.js"
@@ -17,14 +23,15 @@ import { curvesOfLog, renderCurvesSvg } from "../search/plot.js"
 import type { TuningRecord } from "../search/records.js"
 import { spaceSize } from "../search/task.js"
 import { gaTuner, gridTuner, randomTuner, xgbTuner, type Tuner } from "../search/tuners.js"
-import { tuneTask, type TuneResult } from "../search/tune.js"
+import { MEASURE_TARGETS, measurerFor, tuneTask, type MeasureTarget, type TuneResult } from "../search/tune.js"
 import { UsageError } from "./errors.js"
+import { TargetUnavailableError, targetMissing, targetSettings } from "./targets.js"
 
 export const TUNERS = ["xgb", "ga", "random", "grid"] as const
 export type TunerName = (typeof TUNERS)[number]
 
-/** Targets the tuner can measure on today. */
-export const TUNE_TARGETS = ["js"] as const
+/** Targets the tuner can measure on. */
+export const TUNE_TARGETS = MEASURE_TARGETS
 
 export interface TuneCommandOptions {
   readonly model: string
@@ -35,10 +42,14 @@ export interface TuneCommandOptions {
   readonly tuner: TunerName
   /** Stop a task after this many trials without improvement. */
   readonly earlyStopping?: number
-  /** Candidates measured per batch (one worker each). */
+  /** Candidates the tuner proposes at a time (js: one worker; c: built in chunks, one child). */
   readonly batch: number
-  readonly vectorLanes: number
-  readonly cores: number
+  /** c: candidates per gcc run; the next chunk builds while one is measured (default half a batch). */
+  readonly chunk?: number
+  /** fp32 vector lanes; by default what compile and bench use for the target. */
+  readonly vectorLanes?: number
+  /** Threads the kernels run on (c: OpenMP; the records are per thread count, like compile's). */
+  readonly threads: number
   readonly seed: number
   /** Only these task ids (all when empty). */
   readonly tasks: readonly string[]
@@ -90,23 +101,52 @@ export const tuneTable = (rows: readonly { readonly runner: TaskRunner; readonly
 export const tuneCommand = Effect.fn("cli.tune")(function* (o: TuneCommandOptions) {
   if (!(TUNE_TARGETS as readonly string[]).includes(o.target))
     return yield* new UsageError({ flag: "--target", reason: `cannot tune for target '${o.target}' yet (tunable: ${TUNE_TARGETS.join(", ")})` })
+  const kind = o.target as MeasureTarget
   if (o.trials < 1) return yield* new UsageError({ flag: "--trials", reason: `must be at least 1, got ${o.trials}` })
   if (o.batch < 1) return yield* new UsageError({ flag: "--batch", reason: `must be at least 1, got ${o.batch}` })
+  if (o.chunk !== undefined && o.chunk < 1) return yield* new UsageError({ flag: "--chunk", reason: `must be at least 1, got ${o.chunk}` })
+  if (!Number.isInteger(o.threads) || o.threads < 1) return yield* new UsageError({ flag: "--threads", reason: `${o.threads} is not a thread count (1 or more)` })
+  if (kind === "js" && o.threads !== 1) return yield* new UsageError({ flag: "--threads", reason: "the js target runs on one thread (use --target c for more)" })
   if (o.earlyStopping !== undefined && o.earlyStopping < 1) return yield* new UsageError({ flag: "--early-stopping", reason: `must be at least 1, got ${o.earlyStopping}` })
+  const missing = targetMissing(kind)
+  if (missing) return yield* new TargetUnavailableError({ target: kind, reason: missing })
   const graph = yield* readModel(o.model)
-  const lanes = Math.max(o.vectorLanes, 1)
-  const program = yield* compileGraph(graph, { target: "js", vectorLanes: o.vectorLanes, cores: o.cores })
-  const all = tasksOfProgram(program, { kind: o.target, vectorLanes: lanes, cores: o.cores })
+  const settings = targetSettings(kind, o.threads)
+  const vectorLanes = o.vectorLanes ?? settings.vectorLanes
+  const program = yield* compileGraph(graph, { target: kind, vectorLanes, cores: settings.cores })
+  const all = tasksOfProgram(program, { kind, vectorLanes: Math.max(vectorLanes, 1), cores: settings.cores })
   const unknown = o.tasks.filter((id) => !all.some((r) => r.task.id === id))
   if (unknown.length) return yield* new UsageError({ flag: "--task", reason: `no task ${unknown.join(", ")} in this model (its tasks: ${all.map((r) => r.task.id).join(", ")})` })
   const runners = o.tasks.length ? all.filter((r) => o.tasks.includes(r.task.id)) : all
   const log = yield* readLog(o.log)
   for (const w of log.warnings) yield* Console.error(`tessera tune: ${o.log}: ${w}`)
-  yield* Console.error(`tessera tune: ${runners.length} tasks from ${o.model}; ${o.tuner}, ${o.trials} trials each; log ${o.log}${log.records.length ? ` (${log.records.length} records already)` : ""}`)
+  yield* Console.error(
+    `tessera tune: ${runners.length} tasks from ${o.model}; ${kind}, ${o.threads} thread${o.threads > 1 ? "s" : ""}; ${o.tuner}, ${o.trials} trials each; log ${o.log}${log.records.length ? ` (${log.records.length} records already)` : ""}`,
+  )
+  // c libraries are built in a folder of this run's own, deleted when it ends
+  return yield* Effect.acquireUseRelease(
+    kind === "c"
+      ? Effect.try({
+          try: () => fs.mkdtempSync(path.join(os.tmpdir(), "tessera-tune-")),
+          catch: (e) => new FileAccessError({ path: os.tmpdir(), operation: "write", reason: e instanceof Error ? e.message : String(e) }),
+        })
+      : Effect.succeed(undefined),
+    (buildDir) => tuneRunners(o, kind, runners, log.records, buildDir),
+    (buildDir) => Effect.sync(() => buildDir && fs.rmSync(buildDir, { recursive: true, force: true })),
+  )
+})
+
+const tuneRunners = Effect.fn("cli.tuneRunners")(function* (
+  o: TuneCommandOptions,
+  kind: MeasureTarget,
+  runners: readonly TaskRunner[],
+  logged: readonly TuningRecord[],
+  buildDir: string | undefined,
+) {
   const rows: { runner: TaskRunner; result: TuneResult; resumed: number }[] = []
   for (const [k, runner] of runners.entries()) {
     const { task } = runner
-    const done: TuningRecord[] = log.records.filter((r) => r.workload === task.workload && r.target === o.target)
+    const done: TuningRecord[] = logged.filter((r) => r.workload === task.workload && r.target === kind)
     const total = Math.min(o.trials, spaceSize(task.knobs))
     const bar = o.progress
       ? new cliProgress.SingleBar(
@@ -122,12 +162,18 @@ export const tuneCommand = Effect.fn("cli.tune")(function* (o: TuneCommandOption
       : undefined
     bar?.start(total, Math.min(done.length, total), { best: "-" })
     const tuner = yield* makeTuner(o.tuner, runner, o.seed)
+    const measure = measurerFor(kind, runner, {
+      measure: o.measure,
+      threads: o.threads,
+      chunk: o.chunk ?? Math.ceil(o.batch / 2),
+      build: { ...defaultCBuildConfig(), cacheDir: buildDir ?? os.tmpdir() },
+    })
     const result = yield* rethrowWrite(
-      tuneTask(task, tuner, runner.lowerConfig, (cands) => measureJs(cands, runner.outputs, runner.reference, o.measure), {
+      tuneTask(task, tuner, runner.lowerConfig, measure, {
         trials: o.trials,
         batch: o.batch,
         ...(o.earlyStopping !== undefined ? { earlyStopping: o.earlyStopping } : {}),
-        target: o.target,
+        target: kind,
         now: () => new Date().toISOString(),
         done,
         onProgress: (p) => bar?.update(Math.min(p.trials, total), { best: p.bestGflops.toFixed(3) }),
@@ -174,12 +220,16 @@ export const tuneCommandLine = (reported: Reporter) =>
       tuner: Flag.Literals("tuner", TUNERS).pipe(Flag.withDefault("xgb" as const), Flag.withDescription("search strategy: xgb, ga, random or grid")),
       earlyStopping: Flag.Int("early-stopping").pipe(Flag.optional, Flag.withDescription("stop a task after N trials without improvement")),
       batch: Flag.Int("batch").pipe(Flag.withDefault(8), Flag.withDescription("candidates built and measured per batch")),
-      vectorLanes: Flag.Int("vector-lanes").pipe(Flag.withDefault(4), Flag.withDescription("fp32 vector lanes (the NCHWc block; 0 keeps NCHW); give compile the same")),
-      cores: Flag.Int("cores").pipe(Flag.withDefault(1), Flag.withDescription("cores the parallel loops may use")),
+      chunk: Flag.Int("chunk").pipe(Flag.optional, Flag.withDescription("c: candidates per gcc run; the next builds while one is measured (default: half a batch)")),
+      vectorLanes: Flag.Int("vector-lanes").pipe(
+        Flag.optional,
+        Flag.withDescription("fp32 vector lanes (the NCHWc block; 0 keeps NCHW); default: what compile uses for the target (records are keyed by it)"),
+      ),
+      threads: Flag.Int("threads").pipe(Flag.withDefault(1), Flag.withDescription("c: OpenMP threads the candidates run on and the schedules plan for (records are per thread count)")),
       task: Flag.String("task").pipe(Flag.atLeast(0), Flag.withDescription("tune only this task id (repeatable; ids are in the final table)")),
       repeats: Flag.Int("repeats").pipe(Flag.withDefault(3), Flag.withDescription("timed repeats per candidate (the median counts)")),
       minRepeatMs: Flag.Int("min-repeat-ms").pipe(Flag.withDefault(20), Flag.withDescription("each repeat runs the kernel for at least this long")),
-      timeoutMs: Flag.Int("timeout-ms").pipe(Flag.withDefault(60_000), Flag.withDescription("time limit per batch; a batch past it is recorded as errors")),
+      timeoutMs: Flag.Int("timeout-ms").pipe(Flag.withDefault(60_000), Flag.withDescription("time limit per batch (js) or per candidate (c); what runs past it is recorded as errors")),
       seed: Flag.Int("seed").pipe(Flag.withDefault(1), Flag.withDescription("seed of the search")),
       report: Flag.String("report").pipe(Flag.optional, Flag.withDescription("LOG: draw its tuning curves instead of tuning")),
       out: Flag.String("out").pipe(Flag.optional, Flag.withDescription("with --report: the SVG file to write")),
@@ -209,8 +259,9 @@ export const tuneCommandLine = (reported: Reporter) =>
                   tuner: c.tuner,
                   earlyStopping: Option.getOrUndefined(c.earlyStopping),
                   batch: c.batch,
-                  vectorLanes: c.vectorLanes,
-                  cores: c.cores,
+                  ...Option.match(c.chunk, { onNone: () => ({}), onSome: (chunk) => ({ chunk }) }),
+                  ...Option.match(c.vectorLanes, { onNone: () => ({}), onSome: (vectorLanes) => ({ vectorLanes }) }),
+                  threads: c.threads,
                   seed: c.seed,
                   tasks: c.task,
                   measure: { repeats: Math.max(1, c.repeats), minRepeatMs: Math.max(0, c.minRepeatMs), timeoutMs: Math.max(1, c.timeoutMs), rtol: 1e-3, atol: 1e-4 },

@@ -1,11 +1,17 @@
 // The tuning loop: a tuner proposes batches, the device measures them, records are written as
 // they come (so a killed tuner loses at most the batch in flight), the tuner learns, and the loop
 // stops at the trial budget, when the space is exhausted, or after `earlyStopping` trials without
-// improvement.
+// improvement. `measurerFor` picks how candidates are measured on the tuning target (js: worker
+// threads; c: gcc and a child process).
 import { Effect } from "effect"
 import type { PrimFunc } from "../ast/tir/tir.js"
+import type { CBuildConfig } from "../device/c.js"
+import { measureJs, type MeasureOptions } from "../device/measure.js"
+import { measureC } from "../device/measure-c.js"
+import { emitC } from "../emit/c.js"
 import type { Config } from "../lowering/templates.js"
 import type { CostModelError } from "./cost-model.js"
+import type { TaskRunner } from "./extract.js"
 import { RECORD_VERSION, type TuningRecord } from "./records.js"
 import { configHash, type Task } from "./task.js"
 import type { MeasureResult, Tuner } from "./tuners.js"
@@ -14,6 +20,32 @@ export interface Measured {
   readonly config: Config
   readonly cost: number | undefined
   readonly error?: string
+}
+
+/** Targets whose candidates can be measured. */
+export const MEASURE_TARGETS = ["js", "c"] as const
+export type MeasureTarget = (typeof MEASURE_TARGETS)[number]
+
+export type Measure = (candidates: readonly { config: Config; func: PrimFunc }[]) => Effect.Effect<readonly Measured[]>
+
+export interface MeasurerOptions {
+  readonly measure: MeasureOptions
+  /** c: OpenMP threads of the measuring process. */
+  readonly threads: number
+  /** c: candidates per gcc run (the next chunk builds while one is measured). */
+  readonly chunk: number
+  /** c: compiler, flags and the folder libraries are built in. */
+  readonly build: CBuildConfig
+}
+
+/** How a task's candidates are measured on `target` (each checked against the task's reference). */
+export const measurerFor = (target: MeasureTarget, runner: Pick<TaskRunner, "outputs" | "reference">, o: MeasurerOptions): Measure => {
+  switch (target) {
+    case "js":
+      return (cands) => measureJs(cands, runner.outputs, runner.reference, o.measure)
+    case "c":
+      return (cands) => measureC(cands, runner.outputs, runner.reference, (funcs) => emitC(funcs).source, { ...o.measure, threads: o.threads, chunk: o.chunk, build: o.build })
+  }
 }
 
 export interface TuneProgress {
