@@ -210,8 +210,8 @@ const REDUCE_ORDERS = ["ic_kernel", "kernel_ic", "ic_only"] as const
 
 /**
  * TVM's x86 conv2d_NCHWc schedule as a template. The output is tiled by `tile_ow` output columns ×
- * `tile_oc` channel blocks × the vector lanes (register blocking: tile_ow·tile_oc accumulators); the
- * leading loops are fused and parallel. The conv is computed at the tile with its reduction outside
+ * `tile_oh` rows × `tile_oc` channel blocks × the vector lanes (register blocking: one accumulator
+ * per tile point); the leading loops are fused and parallel. The conv is computed at the tile with its reduction outside
  * the tile: the input channels split by `tile_ic`, ordered by `reduce_order` (ic_kernel: ic outer,
  * kh, kw, ic inner; kernel_ic: kh, kw, ic outer, ic inner; ic_only: ic outer, ic inner, kh, kw).
  * The zero padding is computed into a buffer of its own first when `pad_root`, so the inner loops
@@ -222,13 +222,19 @@ export const convTemplate: Template = {
   tunable: true,
   space: (_outputs, base) => {
     const st = anchorStage(base)!
-    const [, ocb, , ow] = st.op.shape
+    const [, ocb, oh, ow] = st.op.shape
     const ic = (st.op.body as Reduce).axes[0].dom.extent
     const knobs: Knob[] = [
       { kind: "split", name: "tile_ow", extent: ow, candidates: divisors(ow, 32) },
+      { kind: "split", name: "tile_oh", extent: oh, candidates: divisors(oh, 4) },
       { kind: "split", name: "tile_oc", extent: ocb, candidates: divisors(ocb, 8) },
-      { kind: "split", name: "tile_ic", extent: ic, candidates: divisors(ic, 64) },
-      { kind: "choice", name: "reduce_order", candidates: [...REDUCE_ORDERS] },
+      // (one input channel per output, as depthwise: no channel split, no order to choose)
+      ...(ic > 1
+        ? [
+            { kind: "split", name: "tile_ic", extent: ic, candidates: divisors(ic, 64) } as const,
+            { kind: "choice", name: "reduce_order", candidates: [...REDUCE_ORDERS] } as const,
+          ]
+        : []),
       { kind: "choice", name: "unroll_kw", candidates: [true, false] },
       { kind: "choice", name: "vectorize", candidates: [true, false] },
     ]
@@ -243,13 +249,19 @@ export const convTemplate: Template = {
     const tw = largest(cand("tile_ow"), budget / 2)
     const cfg: Record<string, string | number | boolean> = {
       tile_ow: tw,
+      tile_oh: 1,
       tile_oc: largest(cand("tile_oc"), Math.max(1, Math.floor(budget / tw))),
-      tile_ic: largest(cand("tile_ic"), lanes),
-      reduce_order: "ic_kernel",
       unroll_kw: false,
       vectorize: lanes > 1,
     }
-    if (knobs.some((k) => k.name === "pad_root")) cfg.pad_root = true
+    const depthwise = !knobs.some((k) => k.name === "tile_ic")
+    if (!depthwise) {
+      cfg.tile_ic = largest(cand("tile_ic"), lanes)
+      cfg.reduce_order = "ic_kernel"
+    }
+    // a padded copy pays for itself when every input pixel feeds many channels' FMAs; a depthwise
+    // conv (one input channel per output) reads each pixel only KH·KW times: bounds tests instead
+    if (knobs.some((k) => k.name === "pad_root")) cfg.pad_root = !depthwise
     return cfg
   },
   apply: (_outputs, base, config) => {
@@ -269,26 +281,29 @@ export const convTemplate: Template = {
     } else out = readers[0]
     const [n, oc, oh, ow, oi] = s.stages.get(out)!.leaf
     const tw = Number(config.tile_ow)
+    const th = Number(config.tile_oh ?? 1)
     const toc = Number(config.tile_oc)
     const spw = S.split(s, out, ow, { factor: tw })
-    const spc = S.split(spw.schedule, out, oc, { factor: toc })
-    s = S.reorder(spc.schedule, out, [n, spc.outer, oh, spw.outer, spc.inner, spw.inner, oi])
-    s = parallelOuter(s, out, [n, spc.outer, oh])
+    const sph = S.split(spw.schedule, out, oh, { factor: th })
+    const spc = S.split(sph.schedule, out, oc, { factor: toc })
+    s = S.reorder(spc.schedule, out, [n, spc.outer, sph.outer, spw.outer, spc.inner, sph.inner, spw.inner, oi])
+    s = parallelOuter(s, out, [n, spc.outer, sph.outer])
     if (config.vectorize) s = S.vectorize(s, out, oi)
     s = S.computeAt(s, local, out, spw.outer)
     const ls = s.stages.get(local)!
     const [ln, loc, loh, low, loi] = dataLeaves(ls)
     const [ric, rky, rkx] = ls.leaf.filter((a) => ls.axes.get(a)!.type === "reduce")
-    const spi = S.split(s, local, ric, { factor: Number(config.tile_ic) })
+    const spi = S.split(s, local, ric, { factor: Number(config.tile_ic ?? 1) })
     s = spi.schedule
     const red =
       config.reduce_order === "kernel_ic" ? [rky, rkx, spi.outer, spi.inner]
       : config.reduce_order === "ic_only" ? [spi.outer, spi.inner, rky, rkx]
       : [spi.outer, rky, rkx, spi.inner]
-    s = S.reorder(s, local, [ln, loh, ...red, loc, low, loi])
+    s = S.reorder(s, local, [ln, ...red, loc, loh, low, loi])
     if (config.vectorize) s = S.vectorize(s, local, loi)
     // the register tile: unrolled, so its accumulators stay in registers
     if (toc > 1) s = S.unroll(s, local, loc)
+    if (th > 1) s = S.unroll(s, local, loh)
     if (tw > 1) s = S.unroll(s, local, low)
     if (config.unroll_kw) s = S.unroll(s, local, rkx)
     return parallelize(s, { vectorize: !!config.vectorize, lanes: 16 }, out)
