@@ -1,9 +1,9 @@
 // Before / Expected tests of lowering and the TIR passes on small programs.
 import { describe, expect, it } from "vitest"
-import { add, f32 } from "../src/ast/te/expr.js"
+import { add, c, f32, lt, read, v } from "../src/ast/te/expr.js"
 import { at, compute, placeholder } from "../src/ast/te/tensor.js"
 import * as S from "../src/ast/schedule/schedule.js"
-import { printPrimFunc } from "../src/ast/tir/tir.js"
+import { printPrimFunc, seq, type PrimFunc, type Stmt } from "../src/ast/tir/tir.js"
 import { lowerSync } from "../src/lowering/lower.js"
 import { defaultTirPasses, loopPartition, runTirPasses, simplifyPass } from "../src/lowering/tir-passes.js"
 
@@ -21,6 +21,28 @@ describe("lowering", () => {
         "      if ((B.i.i + (B.i.o * 4)) < 10):",
         "        B[(B.i.i + (B.i.o * 4))] = (A[(B.i.i + (B.i.o * 4))] + 1.0f)",
       ].join("\n"),
+    )
+  })
+
+  it("simplify: a loop of one iteration becomes its body at that iteration, or nothing when its guards fail there", () => {
+    const i = v("i")
+    const j = v("j")
+    const store = (cond: ReturnType<typeof lt>): Stmt => ({
+      kind: "if",
+      cond,
+      then: { kind: "store", buffer: "B", indices: [add(i, j)], value: add(read("A", [add(i, j)], "float32"), f32(1)) },
+    })
+    const once = (body: Stmt): Stmt => ({ kind: "for", var: i, min: c(3), extent: c(1), forKind: "serial", body: { kind: "for", var: j, min: c(0), extent: c(1), forKind: "serial", body } })
+    const fn = (body: Stmt): PrimFunc => ({
+      name: "main",
+      params: [
+        { name: "A", dtype: "float32", shape: [10], scope: "global" },
+        { name: "B", dtype: "float32", shape: [10], scope: "global" },
+      ],
+      body,
+    })
+    expect(printPrimFunc(simplifyPass.run(fn(seq([once(store(lt(add(i, j), c(4)))), once(store(lt(i, c(3))))]))))).toBe(
+      ["primfunc main(A: float32[10], B: float32[10]):", "  B[3] = (A[3] + 1.0f)"].join("\n"),
     )
   })
 

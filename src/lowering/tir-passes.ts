@@ -20,6 +20,43 @@ const constOf = (e: Expr): number | undefined => (e.kind === "const" ? e.value :
 
 // ---------------------------------------------------------------------------------------------
 
+const isEmpty = (s: Stmt): boolean => s.kind === "seq" && s.body.length === 0
+
+/** The bounds inside a loop over `name` from `lo`, `ext` iterations (unknown unless both are constant). */
+const loopBounds = (bounds: ReadonlyMap<string, Interval>, name: string, lo: number | undefined, ext: number | undefined): Map<string, Interval> => {
+  const inner = new Map(bounds)
+  if (lo !== undefined && ext !== undefined) inner.set(name, { min: lo, max: lo + ext - 1 })
+  else inner.delete(name)
+  return inner
+}
+
+/**
+ * isEmpty(simplifyStmt(s, bounds)), deciding only the loop extents and guards that can empty a
+ * statement (stores, allocations and lets never do) instead of rebuilding every expression.
+ */
+const simplifiesToEmpty = (s: Stmt, bounds: Map<string, Interval>): boolean => {
+  switch (s.kind) {
+    case "for": {
+      const min = simplify(s.min, bounds)
+      const lo = constOf(min)
+      const ext = constOf(simplify(s.extent, bounds))
+      if (ext !== undefined && ext <= 0) return true
+      if (simplifiesToEmpty(s.body, loopBounds(bounds, s.var.name, lo, ext))) return true
+      if (ext === 1 && s.forKind !== "thread" && s.forKind !== "vthread") return simplifiesToEmpty(substituteStmt(s.body, new Map([[s.var.name, min]])), bounds)
+      return false
+    }
+    case "seq":
+      return s.body.every((b) => simplifiesToEmpty(b, bounds))
+    case "if": {
+      const cond = simplify(s.cond, bounds)
+      if (cond.kind !== "const") return false
+      return cond.value ? simplifiesToEmpty(s.then, bounds) : s.else ? simplifiesToEmpty(s.else, bounds) : true
+    }
+    default:
+      return false
+  }
+}
+
 /** Simplify with loop-variable bounds in scope. */
 const simplifyStmt = (s: Stmt, bounds: Map<string, Interval>): Stmt => {
   const g = (e: Expr) => simplify(e, bounds)
@@ -30,12 +67,15 @@ const simplifyStmt = (s: Stmt, bounds: Map<string, Interval>): Stmt => {
       const lo = constOf(min)
       const ext = constOf(extent)
       if (ext !== undefined && ext <= 0) return seq([])
-      const inner = new Map(bounds)
-      if (lo !== undefined && ext !== undefined) inner.set(s.var.name, { min: lo, max: lo + ext - 1 })
-      else inner.delete(s.var.name)
+      const inner = loopBounds(bounds, s.var.name, lo, ext)
+      if (ext === 1 && s.forKind !== "thread" && s.forKind !== "vthread") {
+        // a loop of one iteration becomes its body at that iteration — unless the body is empty
+        // with the var bounded to it (decided without rebuilding the body a second time)
+        const once = simplifyStmt(substituteStmt(s.body, new Map([[s.var.name, min]])), bounds)
+        return isEmpty(once) || simplifiesToEmpty(s.body, inner) ? seq([]) : once
+      }
       const body = simplifyStmt(s.body, inner)
-      if (body.kind === "seq" && body.body.length === 0) return body
-      if (ext === 1 && s.forKind !== "thread" && s.forKind !== "vthread") return simplifyStmt(substituteStmt(s.body, new Map([[s.var.name, min]])), bounds)
+      if (isEmpty(body)) return body
       return { ...s, min, extent, body }
     }
     case "seq":
