@@ -14,13 +14,15 @@
 // - `boundsCheck` (a debug mode) traps (unreachable) on any index outside its buffer's storage, so
 //   a wrong index never reads another buffer silently; without it the TIR is trusted.
 import type { DType } from "../../ast/graph/dtype.js"
-import { collect, type Expr } from "../../ast/te/expr.js"
-import type { Interval } from "../../ast/te/simplify.js"
-import type { Buffer, PrimFunc, Stmt } from "../../ast/tir/tir.js"
+import { c, collect, isIntDtype, mapExpr, substitute, type Expr } from "../../ast/te/expr.js"
+import { simplify, type Interval } from "../../ast/te/simplify.js"
+import { mapStmt, type Buffer, type PrimFunc, type Stmt } from "../../ast/tir/tir.js"
 import { encodeModule, type FuncType, type WasmFunc, type WasmImportFunc, type WasmModule } from "./encoder.js"
 import { FnBuilder, HELPERS, MATH_IMPORTS, STORAGE, VCLASS, WasmEmitError, type BufInfo, type Helper } from "./builder.js"
-import { emitAddress, emitExpr, emitExprAs, type Scope } from "./expr.js"
+import { emitAddress, emitExpr, emitExprAs, emitScaledTerms, invalidate, type Scope } from "./expr.js"
+import { baseKey, bestBase, boundInside, invariantParts, type Base } from "./address.js"
 import { emitVectorLoop, vectorPlan } from "./vector.js"
+import { allocRegs, emitRegWrite, indexesRegs, promotable } from "./registers.js"
 
 export { WasmEmitError } from "./builder.js"
 
@@ -110,6 +112,92 @@ const withVar = (sc: StmtCtx, name: string, local: number, vt: "i32" | "f32" | "
   return { ...sc, vars: new Map(sc.vars).set(name, { local, vt }), bounds: b }
 }
 
+const LANE_DTYPE = { f32: "float32", i32: "int32" } as const
+
+/**
+ * Caches for a nested region: copies of the enclosing one's, growing apart. A loop body keeps no
+ * cached value of a buffer it stores (a later iteration would read the stale one).
+ */
+const freshRegion = (sc: Scope, loopStores?: ReadonlySet<string>): Pick<Scope, "addrCache" | "vcache"> => ({
+  addrCache: new Map(sc.addrCache ?? []),
+  vcache: new Map([...(sc.vcache ?? [])].filter(([, v]) => !loopStores || ![...v.reads].some((b) => loopStores.has(b)))),
+})
+
+/** `body` with loop variable `name` replaced by the constant `value`; integer expressions simplified (float ones only substituted, so their arithmetic is unchanged). */
+const substituteStmt = (body: Stmt, name: string, value: number, bounds: ReadonlyMap<string, Interval>): Stmt => {
+  const env = new Map([[name, c(value)]])
+  const ints = (e: Expr): Expr => (isIntDtype(e.dtype) ? simplify(e, bounds) : mapExpr(e, (x) => (x.kind === "read" ? { ...x, indices: x.indices.map((i) => simplify(i, bounds)) } : undefined)))
+  return mapStmt(body, () => undefined, (e) => ints(substitute(e, env)))
+}
+
+/** The (index, element size) of every access to a frame buffer inside `s` (not promoted ones). */
+const memoryAccesses = (sc: StmtCtx, s: Stmt): { index: Expr; size: number }[] => {
+  const out: { index: Expr; size: number }[] = []
+  const sizes = new Map([...sc.bufs].map(([n, b]) => [n, STORAGE[b.dtype].bytes] as const))
+  const ofExpr = (e: Expr) =>
+    collect(e, (x) => x.kind === "read").forEach((x) => {
+      const sz = x.kind === "read" && x.indices.length === 1 ? sizes.get(x.source) : undefined
+      if (sz !== undefined && x.kind === "read") out.push({ index: x.indices[0], size: sz })
+    })
+  const rec = (x: Stmt): void => {
+    switch (x.kind) {
+      case "store": {
+        const sz = sizes.get(x.buffer)
+        if (sz !== undefined && x.indices.length === 1) out.push({ index: x.indices[0], size: sz })
+        ofExpr(x.value)
+        return
+      }
+      case "for":
+        return rec(x.body)
+      case "seq":
+        return x.body.forEach(rec)
+      case "if":
+        ofExpr(x.cond)
+        rec(x.then)
+        if (x.else) rec(x.else)
+        return
+      case "allocate":
+        if (x.buffer.scope !== "local") sizes.set(x.buffer.name, STORAGE[x.buffer.dtype].bytes)
+        return rec(x.body)
+      case "let":
+        ofExpr(x.value)
+        return rec(x.body)
+      case "evaluate":
+        return ofExpr(x.value)
+      default:
+        return
+    }
+  }
+  rec(s)
+  return out
+}
+
+const MAX_BASES_PER_LOOP = 6
+
+/** Before a loop: the partial addresses invariant in it, each in a local extending the best enclosing base (address.ts). */
+const hoistBases = (fb: FnBuilder, sc: StmtCtx, loop: Stmt & { kind: "for" }): StmtCtx => {
+  if (sc.boundsCheck) return sc
+  const inside = boundInside(loop)
+  const bounds = new Map([...sc.bounds, ...inside.bounds])
+  const have = new Set((sc.bases ?? []).map((b) => baseKey(b.size, b.terms)))
+  const added: Base[] = []
+  for (const part of invariantParts(memoryAccesses(sc, loop), inside.vars, bounds)) {
+    if (added.length >= MAX_BASES_PER_LOOP) break
+    const key = baseKey(part.size, part.terms)
+    if (have.has(key)) continue
+    have.add(key)
+    const parent = bestBase([...(sc.bases ?? []), ...added], { terms: part.terms, k: 0 }, part.size)
+    const rest = [...part.terms].filter(([k]) => !parent?.terms.has(k)).map(([, t]) => t)
+    fb.op("local.get", parent?.local ?? 0)
+    emitScaledTerms(fb, sc, rest, part.size)
+    fb.op("i32.add")
+    const local = fb.local("i32")
+    fb.op("local.set", local)
+    added.push({ local, size: part.size, terms: part.terms })
+  }
+  return added.length ? { ...sc, bases: [...(sc.bases ?? []), ...added] } : sc
+}
+
 class FrameSize {
   max = 0
 }
@@ -123,7 +211,8 @@ const emitStmt = (fb: FnBuilder, sc: StmtCtx, s: Stmt, frame: FrameSize): void =
       const ext = s.extent.kind === "const" ? s.extent.value : undefined
       if (ext !== undefined && ext <= 0) return
       const bounds = lo !== undefined && ext !== undefined ? { min: lo, max: lo + ext - 1 } : undefined
-      if (s.forKind === "vectorized" && ext !== undefined && ext >= 4) {
+      const regIndexed = sc.regs !== undefined && sc.regs.size > 0 && indexesRegs(s.body, s.var.name, sc.regs.keys())
+      if (s.forKind === "vectorized" && ext !== undefined && ext >= 4 && (lo !== undefined || !regIndexed)) {
         const plan = vectorPlan(s.body, s.var.name)
         if (plan) {
           const nvec = ext - (ext % 4)
@@ -134,9 +223,17 @@ const emitStmt = (fb: FnBuilder, sc: StmtCtx, s: Stmt, frame: FrameSize): void =
           return
         }
       }
+      if (regIndexed) {
+        // the unroll rule of registers.ts: the variable indexes a promoted buffer
+        if (lo === undefined || ext === undefined) throw new WasmEmitError(`loop '${s.var.name}' indexes a register buffer but has non-constant bounds`)
+        for (let k = lo; k < lo + ext; k++) emitStmt(fb, { ...sc, inThread }, substituteStmt(s.body, s.var.name, k, sc.bounds), frame)
+        return
+      }
+      const hoisted = hoistBases(fb, sc, s)
       const v = fb.local("i32")
       const end = fb.local("i32")
-      const inner: StmtCtx = { ...withVar(sc, s.var.name, v, "i32", bounds), inThread }
+      // the body is a region of its own: values cached before the loop stay readable, new ones stay inside
+      const inner: StmtCtx = { ...withVar(hoisted, s.var.name, v, "i32", bounds), inThread, ...freshRegion(sc, storedBuffers(s.body)) }
       emitExprAs(fb, sc, s.min, "int32")
       fb.op("local.tee", v)
       emitExprAs(fb, sc, s.extent, "int32")
@@ -162,6 +259,7 @@ const emitStmt = (fb: FnBuilder, sc: StmtCtx, s: Stmt, frame: FrameSize): void =
       fb.op("br_if", 0)
       fb.op("end")
       if (guarded) fb.op("end")
+      invalidate(sc, storedBuffers(s.body))
       return
     }
     case "seq":
@@ -169,26 +267,40 @@ const emitStmt = (fb: FnBuilder, sc: StmtCtx, s: Stmt, frame: FrameSize): void =
       return
     case "store": {
       if (s.indices.length !== 1) throw new WasmEmitError(`store to '${s.buffer}' with ${s.indices.length} indices: run lowering.FlattenStorage first`)
-      // one address cache per store whose value has no lazy select (whose arms may not run)
-      const st0: Scope = collect(s.value, (x) => x.kind === "select").length ? sc : { ...sc, addrCache: new Map() }
+      const reg = sc.regs?.get(s.buffer)
+      if (reg) {
+        emitRegWrite(fb, reg, s.buffer, simplify(s.indices[0], sc.bounds), () => emitExprAs(fb, sc, s.value, LANE_DTYPE[reg.lane]))
+        return
+      }
+      // addresses shared with the region (select arms add none: emitExpr)
+      const st0: Scope = sc.addrCache ? sc : { ...sc, addrCache: new Map() }
       const { offset, info } = emitAddress(fb, st0, s.buffer, s.indices[0])
       emitExprAs(fb, st0, s.value, info.dtype)
       const st = STORAGE[info.dtype]
       fb.op(st.store, st.align, offset)
+      invalidate(sc, [s.buffer])
       return
     }
     case "if":
       emitExprAs(fb, sc, s.cond, "bool")
       fb.block("if")
-      emitStmt(fb, sc, s.then, frame)
+      emitStmt(fb, { ...sc, ...freshRegion(sc) }, s.then, frame)
       if (s.else) {
         fb.op("else")
-        emitStmt(fb, sc, s.else, frame)
+        emitStmt(fb, { ...sc, ...freshRegion(sc) }, s.else, frame)
       }
       fb.op("end")
+      invalidate(sc, storedBuffers(s))
       return
     case "allocate": {
       const b = s.buffer
+      if ((b.dtype === "float32" || b.dtype === "int32") && promotable(b, s.body)) {
+        const regs = new Map(sc.regs ?? []).set(b.name, allocRegs(fb, b.dtype, prod(b.shape)))
+        const bufs = new Map(sc.bufs)
+        bufs.delete(b.name)
+        emitStmt(fb, { ...sc, regs, bufs }, s.body, frame)
+        return
+      }
       const length = Math.max(1, b.shape.length ? b.shape.reduce((acc, d, k) => acc + (d - 1) * (b.strides?.[k] ?? prod(b.shape.slice(k + 1))), 1) : 1)
       const info: BufInfo = { offset: sc.top, dtype: b.dtype, length }
       const top = align16(sc.top + length * STORAGE[b.dtype].bytes)
@@ -201,7 +313,9 @@ const emitStmt = (fb: FnBuilder, sc: StmtCtx, s: Stmt, frame: FrameSize): void =
       const l = fb.local(vt)
       emitExprAs(fb, sc, s.value, s.var.dtype)
       fb.op("local.set", l)
-      emitStmt(fb, withVar(sc, s.var.name, l, vt), s.body, frame)
+      // a region of its own: an unrolled copy may bind the same name again with another value
+      emitStmt(fb, { ...withVar(sc, s.var.name, l, vt), ...freshRegion(sc) }, s.body, frame)
+      invalidate(sc, storedBuffers(s.body))
       return
     }
     case "evaluate":
@@ -235,7 +349,7 @@ export const emitWasmFunction = (f: PrimFunc, exportName: string, uses: Set<stri
   })
   const frame = new FrameSize()
   frame.max = top
-  emitStmt(fb, { vars: new Map(), bufs, bounds: new Map(), boundsCheck: opts.boundsCheck ?? false, top, inThread: false }, f.body, frame)
+  emitStmt(fb, { vars: new Map(), bufs, bounds: new Map(), boundsCheck: opts.boundsCheck ?? false, top, inThread: false, addrCache: new Map(), vcache: new Map() }, f.body, frame)
   const notes = params.map((p, k) => `param ${k}: ${p.dtype}[${p.shape.join("x")}] at +${p.offset}, ${p.length} elements${p.written ? ", written" : ""}`)
   notes.push(`frame: ${frame.max} bytes`)
   return {

@@ -6,9 +6,11 @@
 // math without an opcode (exp, log, tanh, erf, pow, sigmoid, sin, cos) calls a JS import in f64.
 import type { DType } from "../../ast/graph/dtype.js"
 import { isIntDtype, type BinOp, type Expr, type Intrinsic } from "../../ast/te/expr.js"
-import { intervalOf, type Interval } from "../../ast/te/simplify.js"
+import { intervalOf, simplify, type Interval } from "../../ast/te/simplify.js"
 import type { Op } from "./encoder.js"
 import { FnBuilder, STORAGE, VCLASS, WasmEmitError, type BufInfo, type MathImport, type VT } from "./builder.js"
+import { emitRegRead, type RegBuf } from "./registers.js"
+import { affineOf, baseKey, bestBase, termsNonNegative, type Base, type Term } from "./address.js"
 
 /** What an expression sees: its locals by variable name, buffers, loop-variable bounds, options. */
 export interface Scope {
@@ -21,7 +23,18 @@ export interface Scope {
    * index expression: the first use stores base + index·size in a local, later ones read it.
    */
   readonly addrCache?: Map<string, number>
+  /**
+   * Vector values loaded or splatted in the same straight-line region (vector.ts), by key, with the
+   * buffers they read: a store to one of those buffers drops them.
+   */
+  readonly vcache?: Map<string, { readonly local: number; readonly reads: ReadonlySet<string> }>
+  /** Buffers promoted to v128 locals (registers.ts), by name. */
+  readonly regs?: ReadonlyMap<string, RegBuf>
+  /** Partial addresses hoisted out of the enclosing loops (address.ts). */
+  readonly bases?: readonly Base[]
 }
+
+const LANE_DTYPE = { f32: "float32", i32: "int32" } as const
 
 const constOp = (vt: VT): Op => (vt === "i32" ? "i32.const" : vt === "f32" ? "f32.const" : "f64.const")
 
@@ -37,6 +50,38 @@ export const emitAddress = (fb: FnBuilder, sc: Scope, name: string, idx: Expr, s
   if (!info) throw new WasmEmitError(`access to unknown buffer '${name}'`)
   const size = STORAGE[info.dtype].bytes
   const shift = Math.log2(size)
+  if (!sc.boundsCheck) {
+    const a = affineOf(idx)
+    if (a.terms.size > 0 && termsNonNegative(a, sc.bounds)) {
+      // the largest hoisted base, plus the terms it lacks; the constant in the offset
+      const base = bestBase(sc.bases ?? [], a, size)
+      const rest = new Map([...a.terms].filter(([key]) => !base?.terms.has(key)))
+      const from = base?.local ?? 0
+      const cacheKey = sc.addrCache && rest.size ? `${from}|${baseKey(size, rest)}` : undefined
+      const cached = cacheKey === undefined ? undefined : sc.addrCache!.get(cacheKey)
+      if (cached !== undefined) fb.op("local.get", cached)
+      else {
+        fb.op("local.get", from)
+        if (rest.size) {
+          emitScaledTerms(fb, sc, rest.values(), size)
+          fb.op("i32.add")
+          if (cacheKey !== undefined) {
+            const l = fb.local("i32")
+            fb.op("local.tee", l)
+            sc.addrCache!.set(cacheKey, l)
+          }
+        }
+      }
+      let offset = info.offset + a.k * size
+      if (offset < 0) {
+        // the true index is ≥ 0, so the sum stays ≥ the frame; only the memarg must be unsigned
+        fb.op("i32.const", offset)
+        fb.op("i32.add")
+        offset = 0
+      }
+      return { offset, info }
+    }
+  }
   let rest = idx
   let add = 0
   if (!sc.boundsCheck && idx.kind === "bin" && idx.op === "add" && idx.b.kind === "const" && idx.b.value > 0 && intervalOf(idx.a, sc.bounds).min >= 0) {
@@ -80,6 +125,32 @@ export const emitAddress = (fb: FnBuilder, sc: Scope, name: string, idx: Expr, s
     fb.op("unreachable")
   }
   return { offset: info.offset + Math.max(0, add) * size, info }
+}
+
+/** Drops the cached vector values that read any of `buffers` (they were just stored). */
+export const invalidate = (sc: Scope, buffers: Iterable<string>): void => {
+  if (!sc.vcache) return
+  for (const b of buffers) for (const [k, v] of sc.vcache) if (v.reads.has(b)) sc.vcache.delete(k)
+}
+
+/** Pushes Σ coef · size · atom over `terms` (i32, at least one term). */
+export const emitScaledTerms = (fb: FnBuilder, sc: Scope, terms: Iterable<Term>, size: number): void => {
+  let first = true
+  for (const t of terms) {
+    emitExprAs(fb, sc, t.atom, "int32")
+    const m = t.coef * size
+    if (m !== 1) {
+      if (isPow2(m)) {
+        fb.op("i32.const", Math.log2(m))
+        fb.op("i32.shl")
+      } else {
+        fb.op("i32.const", m)
+        fb.op("i32.mul")
+      }
+    }
+    if (!first) fb.op("i32.add")
+    first = false
+  }
 }
 
 /** Converts the value on the stack from dtype `from` to dtype `to` (the evaluator's converter). */
@@ -388,6 +459,12 @@ export const emitExpr = (fb: FnBuilder, sc: Scope, e: Expr): void => {
     }
     case "read": {
       if (e.indices.length !== 1) throw new WasmEmitError(`read of '${e.source}' with ${e.indices.length} indices: run lowering.FlattenStorage first`)
+      const reg = sc.regs?.get(e.source)
+      if (reg) {
+        emitRegRead(fb, reg, e.source, simplify(e.indices[0], sc.bounds))
+        emitConvert(fb, LANE_DTYPE[reg.lane], e.dtype)
+        return
+      }
       const { offset, info } = emitAddress(fb, sc, e.source, e.indices[0])
       const st = STORAGE[info.dtype]
       fb.op(st.load, st.align, offset)
@@ -397,9 +474,11 @@ export const emitExpr = (fb: FnBuilder, sc: Scope, e: Expr): void => {
     case "select": {
       emitExprAs(fb, sc, e.cond, "bool")
       fb.block("if", VCLASS[e.dtype])
-      emitExprAs(fb, sc, e.t, e.dtype)
+      // an arm may not run: it reads the region's caches but adds nothing to them
+      const arm: Scope = { ...sc, addrCache: sc.addrCache && new Map(sc.addrCache), vcache: undefined }
+      emitExprAs(fb, arm, e.t, e.dtype)
       fb.op("else")
-      emitExprAs(fb, sc, e.f, e.dtype)
+      emitExprAs(fb, { ...arm, addrCache: sc.addrCache && new Map(sc.addrCache) }, e.f, e.dtype)
       fb.op("end")
       return
     }

@@ -9,7 +9,8 @@ import { simplify } from "../../ast/te/simplify.js"
 import type { Stmt } from "../../ast/tir/tir.js"
 import type { Op } from "./encoder.js"
 import { STORAGE, type FnBuilder } from "./builder.js"
-import { emitAddress, emitExpr, type Scope } from "./expr.js"
+import { emitAddress, emitExpr, invalidate, type Scope } from "./expr.js"
+import { emitRegVecRead, emitRegVecWrite } from "./registers.js"
 
 type Lane = "f32" | "i32"
 const LANE_DTYPE: { readonly [L in Lane]: DType } = { f32: "float32", i32: "int32" }
@@ -47,6 +48,8 @@ export const vectorPlan = (body: Stmt, loopVar: string): { lane: Lane; stores: r
   for (const s of stmts) if (s.value.dtype !== LANE_DTYPE[lane] || !unitStride(s.indices[0], loopVar) || !ok(s.value)) return undefined
   return { lane, stores: stmts }
 }
+
+const readsOf = (e: Expr): Set<string> => new Set(collect(e, (x) => x.kind === "read").map((x) => (x.kind === "read" ? x.source : "")))
 
 const mentions = (e: Expr, name: string) => collect(e, (x) => x.kind === "var" && x.name === name).length > 0
 
@@ -111,11 +114,24 @@ export const emitVectorLoop = (
     if (invariant(e, loopVar, storeIdx)) {
       const key = JSON.stringify(e)
       if (hoisted.has(key)) return
-      emitExpr(fb, sc, e)
-      fb.op(splat)
+      // the region may have splatted it already (a sibling loop of an unrolled tile)
+      const vkey = `splat|${key}`
+      const known = sc.vcache?.get(vkey)
+      if (known) {
+        hoisted.set(key, known.local)
+        return
+      }
+      if (e.kind === "read" && e.indices.length === 1 && !sc.regs?.has(e.source)) {
+        const { offset } = emitAddress(fb, sc, e.source, e.indices[0])
+        fb.op("v128.load32_splat", STORAGE[e.dtype].align, offset)
+      } else {
+        emitExpr(fb, sc, e)
+        fb.op(splat)
+      }
       const l = fb.local("v128")
       fb.op("local.set", l)
       hoisted.set(key, l)
+      sc.vcache?.set(vkey, { local: l, reads: readsOf(e) })
       return
     }
     if (e.kind === "bin") {
@@ -133,8 +149,25 @@ export const emitVectorLoop = (
     }
     switch (e.kind) {
       case "read": {
-        const { offset } = emitAddress(fb, s, e.source, at(e.indices[0]), 4)
+        const reg = s.regs?.get(e.source)
+        if (reg) {
+          emitRegVecRead(fb, reg, e.source, at(e.indices[0]))
+          return
+        }
+        const idx = at(e.indices[0])
+        const vkey = `load|${e.source}|${JSON.stringify(idx)}`
+        const known = s.vcache?.get(vkey)
+        if (known) {
+          fb.op("local.get", known.local)
+          return
+        }
+        const { offset } = emitAddress(fb, s, e.source, idx, 4)
         fb.op("v128.load", STORAGE[e.dtype].align, offset)
+        if (s.vcache) {
+          const l = fb.local("v128")
+          fb.op("local.tee", l)
+          s.vcache.set(vkey, { local: l, reads: new Set([e.source]) })
+        }
         return
       }
       case "bin":
@@ -152,13 +185,20 @@ export const emitVectorLoop = (
   }
   const step = (s: Scope, at: (e: Expr) => Expr) => {
     for (const st of plan.stores) {
+      const reg = s.regs?.get(st.buffer)
+      if (reg) {
+        value(s, st.value, at)
+        emitRegVecWrite(fb, reg, st.buffer, at(st.indices[0]))
+        continue
+      }
       const { offset } = emitAddress(fb, s, st.buffer, at(st.indices[0]), 4)
       value(s, st.value, at)
       fb.op("v128.store", STORAGE[st.value.dtype].align, offset)
+      invalidate(s, [st.buffer])
     }
   }
   if (min.kind === "const") {
-    const block: Scope = { ...sc, addrCache: new Map() }
+    const block: Scope = sc.addrCache ? sc : { ...sc, addrCache: new Map() }
     for (let k = 0; k < count; k += 4) {
       const env = new Map([[loopVar, c(min.value + k)]])
       step(block, (e) => simplify(substitute(e, env), sc.bounds))
@@ -168,7 +208,7 @@ export const emitVectorLoop = (
   // a loop stepping by 4 from min over `count` elements
   const v = fb.local("i32")
   const end = fb.local("i32")
-  const inner: Scope = { ...bindVar(v), addrCache: new Map() }
+  const inner: Scope = { ...bindVar(v), addrCache: new Map(sc.addrCache ?? []), vcache: new Map() }
   emitExpr(fb, sc, min)
   fb.op("local.tee", v)
   fb.op("i32.const", count)

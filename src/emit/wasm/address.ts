@@ -1,0 +1,161 @@
+// Affine addressing of the `wasm` target: an index is split into linear terms (atom × coefficient)
+// and a constant. The constant goes into the load's memarg offset; the terms invariant in a loop are
+// summed once, before it, into a "base" local holding frame + Σ terms · element size, and inner
+// loops extend their parent's base; an access then adds only the terms its base lacks. i32
+// arithmetic wraps, so regrouping the sum is exact; a base is used only when every term is
+// provably non-negative, so its address never wraps below the frame (wasm addresses are unsigned).
+import { freeVars, type Expr } from "../../ast/te/expr.js"
+import type { Interval } from "../../ast/te/simplify.js"
+import type { Stmt } from "../../ast/tir/tir.js"
+
+export interface Term {
+  readonly atom: Expr
+  readonly coef: number
+}
+
+export interface Affine {
+  /** By the atom's key (JSON), coefficient ≠ 0, sorted by key. */
+  readonly terms: ReadonlyMap<string, Term>
+  readonly k: number
+}
+
+/** A hoisted partial address: the local holding frame + Σ terms · size (bytes). */
+export interface Base {
+  readonly local: number
+  /** Element size the coefficients were scaled by. */
+  readonly size: number
+  readonly terms: ReadonlyMap<string, Term>
+}
+
+/** The linear form of an int32 index. */
+export const affineOf = (e: Expr): Affine => {
+  const terms = new Map<string, { atom: Expr; coef: number }>()
+  let k = 0
+  const rec = (x: Expr, s: number): void => {
+    if (x.kind === "const") k += s * x.value
+    else if (x.kind === "bin" && x.op === "add") {
+      rec(x.a, s)
+      rec(x.b, s)
+    } else if (x.kind === "bin" && x.op === "sub") {
+      rec(x.a, s)
+      rec(x.b, -s)
+    } else if (x.kind === "bin" && x.op === "mul" && x.b.kind === "const") rec(x.a, s * x.b.value)
+    else if (x.kind === "bin" && x.op === "mul" && x.a.kind === "const") rec(x.b, s * x.a.value)
+    else {
+      const key = JSON.stringify(x)
+      const t = terms.get(key)
+      if (t) t.coef += s
+      else terms.set(key, { atom: x, coef: s })
+    }
+  }
+  rec(e, 1)
+  const sorted = [...terms].filter(([, t]) => t.coef !== 0).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+  return { terms: new Map(sorted), k }
+}
+
+/** Provably ≥ 0 under `bounds` (variables, constants, +, ·, min, max, floordiv/floormod by a positive constant). */
+export const nonNegative = (e: Expr, bounds: ReadonlyMap<string, Interval>): boolean => {
+  switch (e.kind) {
+    case "const":
+      return e.value >= 0
+    case "var":
+      return (bounds.get(e.name)?.min ?? -1) >= 0
+    case "bin":
+      switch (e.op) {
+        case "add":
+        case "mul":
+        case "min":
+        case "max":
+          return nonNegative(e.a, bounds) && nonNegative(e.b, bounds)
+        case "floordiv":
+        case "floormod":
+          return e.b.kind === "const" && e.b.value > 0 && nonNegative(e.a, bounds)
+        default:
+          return false
+      }
+    default:
+      return false
+  }
+}
+
+/** Whether an atom may be evaluated anywhere (no memory read, no division by a non-constant). */
+const pure = (e: Expr): boolean => {
+  switch (e.kind) {
+    case "const":
+    case "var":
+      return true
+    case "bin":
+      if ((e.op === "div" || e.op === "floordiv" || e.op === "floormod") && !(e.b.kind === "const" && e.b.value !== 0)) return false
+      return pure(e.a) && pure(e.b)
+    case "cast":
+      return pure(e.value)
+    default:
+      return false
+  }
+}
+
+/** Whether the affine form's terms are all non-negative (so any partial sum is). */
+export const termsNonNegative = (a: Affine, bounds: ReadonlyMap<string, Interval>): boolean =>
+  [...a.terms.values()].every((t) => t.coef > 0 && nonNegative(t.atom, bounds))
+
+/** The base among `bases` (of element size `size`) whose terms are the largest subset of `a`'s with equal coefficients. */
+export const bestBase = (bases: readonly Base[], a: Affine, size: number): Base | undefined => {
+  let best: Base | undefined
+  for (const b of bases) {
+    if (b.size !== size || (best && b.terms.size <= best.terms.size)) continue
+    if ([...b.terms].every(([key, t]) => a.terms.get(key)?.coef === t.coef)) best = b
+  }
+  return best
+}
+
+export const baseKey = (size: number, terms: ReadonlyMap<string, Term>): string => `${size}|${[...terms].map(([k, t]) => `${t.coef}*${k}`).join("+")}`
+
+/**
+ * The partial sums worth hoisting before a loop over `body`: for each memory access (index, element
+ * size) whose terms are all non-negative, its terms free of the loop's variable and of every
+ * variable bound inside (`inner`), when there are any and they are pure. Deduplicated, in order.
+ */
+export const invariantParts = (
+  accesses: readonly { readonly index: Expr; readonly size: number }[],
+  bound: ReadonlySet<string>,
+  bounds: ReadonlyMap<string, Interval>,
+): { readonly size: number; readonly terms: ReadonlyMap<string, Term> }[] => {
+  const out = new Map<string, { size: number; terms: ReadonlyMap<string, Term> }>()
+  for (const { index, size } of accesses) {
+    const a = affineOf(index)
+    if (!termsNonNegative(a, bounds)) continue
+    const inv = new Map([...a.terms].filter(([, t]) => pure(t.atom) && [...freeVars(t.atom)].every((v) => !bound.has(v))))
+    if (inv.size === 0 || inv.size === a.terms.size) continue
+    const key = baseKey(size, inv)
+    if (!out.has(key)) out.set(key, { size, terms: inv })
+  }
+  return [...out.values()]
+}
+
+/** Every variable a loop or let binds inside `s`, with the constant bounds of the loops that have them. */
+export const boundInside = (s: Stmt, vars = new Set<string>(), bounds = new Map<string, Interval>()): { vars: Set<string>; bounds: Map<string, Interval> } => {
+  switch (s.kind) {
+    case "for":
+      vars.add(s.var.name)
+      if (s.min.kind === "const" && s.extent.kind === "const" && s.extent.value > 0) bounds.set(s.var.name, { min: s.min.value, max: s.min.value + s.extent.value - 1 })
+      boundInside(s.body, vars, bounds)
+      break
+    case "let":
+      vars.add(s.var.name)
+      boundInside(s.body, vars, bounds)
+      break
+    case "seq":
+      s.body.forEach((b) => boundInside(b, vars, bounds))
+      break
+    case "if":
+      boundInside(s.then, vars, bounds)
+      if (s.else) boundInside(s.else, vars, bounds)
+      break
+    case "allocate":
+      boundInside(s.body, vars, bounds)
+      break
+    default:
+      break
+  }
+  return { vars, bounds }
+}
