@@ -15,6 +15,7 @@ import { baseSchedule, buildGroupTE } from "../src/lowering/lower-group.js"
 import { templateFor } from "../src/lowering/templates.js"
 import { compileGraph, emitJs, loadCProgram } from "../src/pipeline.js"
 import { alterLayoutSync } from "../src/rewrite/alter-layout.js"
+import { zooGraph } from "../src/zoo/index.js"
 import { assertAllClose } from "../laws/support.js"
 
 const rng = prng(23)
@@ -78,5 +79,15 @@ describe("blocked layout", () => {
     const program = await Effect.runPromise(compileGraph(graph, { target: "c", optLevel: 3, vectorLanes: 16, cores: 2 }))
     const fns = await Effect.runPromise(loadCProgram(program))
     assertAllClose([...createExecutor(program, fns).run(feeds).values()], [...want.values()], 1e-4, 1e-5)
+  })
+
+  it("compiles every group of the zoo CNNs (no group falls back to the reference kernels)", async () => {
+    for (const name of ["resnet18", "mobilenetv2"]) {
+      for (const [target, lanes] of [["c", 16], ["wasm", 4]] as const) {
+        const program = await Effect.runPromise(compileGraph(zooGraph(name, 0), { target, optLevel: 3, vectorLanes: lanes, cores: 2 }))
+        const fallback = program.kernels.filter((k) => k.kind === "fallback").map((k) => `${k.name}: ${k.kind === "fallback" ? k.reason : ""}`)
+        expect(fallback, `${name} on ${target}`).toEqual([])
+      }
+    }
   })
 })

@@ -180,7 +180,10 @@ const fusedEpilogue = (base: S.Schedule, anchor: S.Stage, config: Config): S.Sch
   const sp = S.split(s, out, data[data.length - 1], { factor: ti })
   const sp2 = S.split(sp.schedule, out, data[data.length - 2], { factor: t2 })
   s = S.reorder(sp2.schedule, out, [...data.slice(0, -2), sp2.outer, sp.outer, sp2.inner, sp.inner])
-  s = parallelOuter(s, out, [...data.slice(0, -2), sp2.outer])
+  // batch-1 dense layers (one output row): the column tiles are the parallel loop
+  const outerAxes = [...data.slice(0, -2), sp2.outer]
+  const extentOf = (a: string) => s.stages.get(out)!.axes.get(a)!.extent
+  s = outerAxes.every((a) => extentOf(a) === 1) && extentOf(sp.outer) > 1 ? S.parallel(s, out, sp.outer) : parallelOuter(s, out, outerAxes)
   if (config.vectorize && ti > 1) s = S.vectorize(s, out, sp.inner)
   s = S.computeAt(s, local, out, sp.outer)
   // the anchor inside the tile: reduction outside, the tile's data loops inside (accumulators)
@@ -188,7 +191,7 @@ const fusedEpilogue = (base: S.Schedule, anchor: S.Stage, config: Config): S.Sch
   const lred = ls.leaf.filter((a) => ls.axes.get(a)!.type === "reduce")
   const ldata = dataLeaves(ls)
   s = S.reorder(s, local, [...lred, ...ldata])
-  // (the schedule knows the full extent; the region this axis covers is tile_inner long)
+  // (the schedule checks the axis's full extent, though the region it covers in the tile is tile_inner long)
   if (config.vectorize && ti > 1 && ls.axes.get(ldata[ldata.length - 1])!.extent <= 64) s = S.vectorize(s, local, ldata[ldata.length - 1])
   if (config.unroll_tile && t2 > 1 && ldata.length >= 2) s = S.unroll(s, local, ldata[ldata.length - 2])
   return parallelize(s, { vectorize: !!config.vectorize, lanes: 16 }, out)
