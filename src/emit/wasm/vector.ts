@@ -2,14 +2,15 @@
 // whose every access is unit-stride in the loop variable, or invariant in it, runs 4 lanes at a
 // time; any other vectorized loop, and the remainder of an extent not a multiple of 4, runs as
 // scalar code. Lanes are independent only when every buffer the body stores is accessed through
-// one index expression (the store's), which the plan checks. No relaxed-SIMD op is ever used.
+// one index expression (the store's), which the plan checks. A select whose condition is invariant
+// (a padding guard) is an if with a v128 result, its arms lazy. No relaxed-SIMD op is ever used.
 import type { DType } from "../../ast/graph/dtype.js"
 import { c, collect, substitute, type Expr, type Intrinsic } from "../../ast/te/expr.js"
 import { simplify } from "../../ast/te/simplify.js"
 import type { Stmt } from "../../ast/tir/tir.js"
 import type { Op } from "./encoder.js"
 import { STORAGE, type FnBuilder } from "./builder.js"
-import { emitAddress, emitExpr, invalidate, type Scope } from "./expr.js"
+import { emitAddress, emitExpr, emitExprAs, invalidate, type Scope } from "./expr.js"
 import { emitRegVecRead, emitRegVecWrite } from "./registers.js"
 
 type Lane = "f32" | "i32"
@@ -41,6 +42,9 @@ export const vectorPlan = (body: Stmt, loopVar: string): { lane: Lane; stores: r
         return VBIN[lane][e.op] !== undefined && ok(e.a) && ok(e.b)
       case "call":
         return VCALL[lane][e.fn] !== undefined && e.args.every(ok)
+      case "select":
+        // one condition for all lanes: the arms stay lazy (an if with a v128 result)
+        return invariant(e.cond, loopVar, storeIdx) && ok(e.t) && ok(e.f)
       default:
         return false
     }
@@ -121,13 +125,7 @@ export const emitVectorLoop = (
         hoisted.set(key, known.local)
         return
       }
-      if (e.kind === "read" && e.indices.length === 1 && !sc.regs?.has(e.source)) {
-        const { offset } = emitAddress(fb, sc, e.source, e.indices[0])
-        fb.op("v128.load32_splat", STORAGE[e.dtype].align, offset)
-      } else {
-        emitExpr(fb, sc, e)
-        fb.op(splat)
-      }
+      splatHere(sc, e)
       const l = fb.local("v128")
       fb.op("local.set", l)
       hoisted.set(key, l)
@@ -138,6 +136,16 @@ export const emitVectorLoop = (
       hoist(e.a)
       hoist(e.b)
     } else if (e.kind === "call") e.args.forEach(hoist)
+    // nothing is hoisted out of a select's arms: they may not run
+  }
+  const splatHere = (s: Scope, e: Expr): void => {
+    if (e.kind === "read" && e.indices.length === 1 && !s.regs?.has(e.source)) {
+      const { offset } = emitAddress(fb, s, e.source, e.indices[0])
+      fb.op("v128.load32_splat", STORAGE[e.dtype].align, offset)
+    } else {
+      emitExpr(fb, s, e)
+      fb.op(splat)
+    }
   }
   plan.stores.forEach((s) => hoist(s.value))
 
@@ -147,7 +155,22 @@ export const emitVectorLoop = (
       fb.op("local.get", h)
       return
     }
+    if (invariant(e, loopVar, storeIdx)) {
+      // inside a select arm: splatted where it runs
+      splatHere(s, e)
+      return
+    }
     switch (e.kind) {
+      case "select": {
+        emitExprAs(fb, s, e.cond, "bool")
+        fb.block("if", "v128")
+        // an arm may not run: it reads the region's caches but adds nothing to them
+        value({ ...s, addrCache: s.addrCache && new Map(s.addrCache), vcache: s.vcache && new Map(s.vcache) }, e.t, at)
+        fb.op("else")
+        value({ ...s, addrCache: s.addrCache && new Map(s.addrCache), vcache: s.vcache && new Map(s.vcache) }, e.f, at)
+        fb.op("end")
+        return
+      }
       case "read": {
         const reg = s.regs?.get(e.source)
         if (reg) {
