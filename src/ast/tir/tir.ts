@@ -81,38 +81,77 @@ export const printStmt = (s: Stmt, indent = "  "): string => {
 
 export const printPrimFunc = (f: PrimFunc): string => `primfunc ${f.name}(${f.params.map(showBuffer).join(", ")}):\n${printStmt(f.body)}`
 
-/** Rebuilds a statement bottom-up; `f` may replace any statement (after its children are rebuilt). */
+const sameList = <A>(xs: readonly A[], ys: readonly A[]): boolean => xs.every((x, i) => x === ys[i])
+
+/** seq(body) when it would rebuild `x` as it is (no nested seq to flatten, not a singleton). */
+const sameSeq = (x: Stmt & { kind: "seq" }, body: readonly Stmt[]): boolean => x.body.length !== 1 && sameList(x.body, body) && body.every((b) => b.kind !== "seq")
+
+/**
+ * Rebuilds a statement bottom-up; `f` may replace any statement (after its children are rebuilt).
+ * A statement whose children and expressions come back unchanged is kept as it is (not copied).
+ */
 export const mapStmt = (s: Stmt, f: (s: Stmt) => Stmt | undefined, g: (e: Expr) => Expr = (e) => e): Stmt => {
+  const gs = (es: readonly Expr[]): readonly Expr[] => {
+    const out = es.map(g)
+    return sameList(es, out) ? es : out
+  }
+  const region = (r: Region): Region => {
+    const base = gs(r.base)
+    return base === r.base ? r : { ...r, base }
+  }
   const rec = (x: Stmt): Stmt => {
     let y: Stmt
     switch (x.kind) {
-      case "for":
-        y = { ...x, min: g(x.min), extent: g(x.extent), body: rec(x.body) }
+      case "for": {
+        const min = g(x.min)
+        const extent = g(x.extent)
+        const body = rec(x.body)
+        y = min === x.min && extent === x.extent && body === x.body ? x : { ...x, min, extent, body }
         break
-      case "seq":
-        y = seq(x.body.map(rec))
+      }
+      case "seq": {
+        const body = x.body.map(rec)
+        y = sameSeq(x, body) ? x : seq(body)
         break
-      case "store":
-        y = { ...x, indices: x.indices.map(g), value: g(x.value) }
+      }
+      case "store": {
+        const indices = gs(x.indices)
+        const value = g(x.value)
+        y = indices === x.indices && value === x.value ? x : { ...x, indices, value }
         break
-      case "if":
-        y = { ...x, cond: g(x.cond), then: rec(x.then), ...(x.else ? { else: rec(x.else) } : {}) }
+      }
+      case "if": {
+        const cond = g(x.cond)
+        const then = rec(x.then)
+        const otherwise = x.else ? rec(x.else) : undefined
+        y = cond === x.cond && then === x.then && otherwise === x.else ? x : { ...x, cond, then, ...(otherwise ? { else: otherwise } : {}) }
         break
-      case "allocate":
-        y = { ...x, body: rec(x.body) }
+      }
+      case "allocate": {
+        const body = rec(x.body)
+        y = body === x.body ? x : { ...x, body }
         break
-      case "let":
-        y = { ...x, value: g(x.value), body: rec(x.body) }
+      }
+      case "let": {
+        const value = g(x.value)
+        const body = rec(x.body)
+        y = value === x.value && body === x.body ? x : { ...x, value, body }
         break
-      case "evaluate":
-        y = { ...x, value: g(x.value) }
+      }
+      case "evaluate": {
+        const value = g(x.value)
+        y = value === x.value ? x : { ...x, value }
         break
+      }
       case "barrier":
         y = x
         break
-      case "intrinsic":
-        y = { ...x, output: { ...x.output, base: x.output.base.map(g) }, inputs: x.inputs.map((r) => ({ ...r, base: r.base.map(g) })) }
+      case "intrinsic": {
+        const output = region(x.output)
+        const inputs = x.inputs.map(region)
+        y = output === x.output && sameList(x.inputs, inputs) ? x : { ...x, output, inputs }
         break
+      }
     }
     return f(y) ?? y
   }
