@@ -7,7 +7,7 @@
   (import "math" "exp" (func 0 $exp (type 0)))
 
   ;; param 0: float32[4x32] at +0, 128 elements
-  ;; param 1: float32[4x32] at +512, 128 elements, written
+  ;; param 1: float32[4x32] at +512, 128 elements, written, not copied in
   ;; frame: 1536 bytes
   (func 1 (export "softmax") (type 1) (local i32 i32 v128 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 v128 i32 i32 i32 i32 i32 i32 i32 v128 i32 v128 v128 v128 v128)
     i32.const 0

@@ -2,7 +2,8 @@
 // (plain, or shared when the module imports a shared one) with the math imports, and hands the
 // executor kernel functions of the js target's shape: `(…typed arrays) => void`. Each call copies
 // the params into the kernel's frame in linear memory (layout given by the emitter as data; this
-// file never imports emit), runs the export, and copies the written params back.
+// file never imports emit) — all but the outputs the layout marks as written whole before any
+// read —, runs the export, and copies the written params back.
 import { Data, Effect } from "effect"
 import { erf } from "../ast/te/eval-expr.js" // the evaluator's formula, so results agree bit for bit in f64
 import { converter, type DType, type TypedArray } from "../ast/graph/dtype.js"
@@ -32,7 +33,7 @@ export class WasmLoadError extends Data.TaggedError("WasmLoadError")<{ readonly 
 /** Where a kernel's params lie in its frame (src/emit/wasm/emit.ts WasmKernelLayout, structurally). */
 export interface WasmFrameLayout {
   readonly name: string
-  readonly params: readonly { readonly dtype: DType; readonly offset: number; readonly length: number; readonly written: boolean }[]
+  readonly params: readonly { readonly dtype: DType; readonly offset: number; readonly length: number; readonly written: boolean; readonly copyIn?: boolean }[]
   readonly frameBytes: number
 }
 
@@ -92,6 +93,7 @@ export const loadWasmModuleSync = (bytes: Uint8Array, layouts: readonly WasmFram
       if (args.length !== lay.params.length) throw new Error(`kernel ${lay.name} takes ${lay.params.length} arrays, given ${args.length}`)
       const mem = new Uint8Array(memory.buffer)
       lay.params.forEach((p, k) => {
+        if (p.copyIn === false) return // an output the kernel writes whole before any read
         const a = args[k]
         const src = new Uint8Array(a.buffer, a.byteOffset, Math.min(a.byteLength, p.length * a.BYTES_PER_ELEMENT))
         mem.set(src, FRAME_BASE + p.offset)

@@ -55,6 +55,11 @@ export interface WasmParamLayout {
   readonly shape: readonly number[]
   /** Whether the kernel stores to it (the device copies these back). */
   readonly written: boolean
+  /**
+   * Whether the kernel may see its value on entry (the device copies these in): false for an
+   * output that is never read and stored only outside any `if` (a compute writes all of it).
+   */
+  readonly copyIn: boolean
 }
 
 export interface WasmKernelLayout {
@@ -96,6 +101,47 @@ const storedBuffers = (s: Stmt, out = new Set<string>()): Set<string> => {
     default:
       break
   }
+  return out
+}
+
+/** Buffers whose value on entry may matter: every buffer read, and those stored under an `if` (which may leave elements unwritten). */
+const seenOnEntry = (body: Stmt): Set<string> => {
+  const out = new Set<string>()
+  const ofExpr = (e: Expr) => collect(e, (x) => x.kind === "read").forEach((x) => x.kind === "read" && out.add(x.source))
+  const rec = (s: Stmt, guarded: boolean): void => {
+    switch (s.kind) {
+      case "store":
+        if (guarded) out.add(s.buffer)
+        s.indices.forEach(ofExpr)
+        ofExpr(s.value)
+        return
+      case "for":
+        ofExpr(s.min)
+        ofExpr(s.extent)
+        return rec(s.body, guarded || s.extent.kind !== "const")
+      case "seq":
+        return s.body.forEach((b) => rec(b, guarded))
+      case "if":
+        ofExpr(s.cond)
+        rec(s.then, true)
+        if (s.else) rec(s.else, true)
+        return
+      case "allocate":
+        return rec(s.body, guarded)
+      case "let":
+        ofExpr(s.value)
+        return rec(s.body, guarded)
+      case "evaluate":
+        return ofExpr(s.value)
+      case "intrinsic":
+        out.add(s.output.buffer)
+        s.inputs.forEach((r) => out.add(r.buffer))
+        return
+      default:
+        return
+    }
+  }
+  rec(body, false)
   return out
 }
 
@@ -212,7 +258,9 @@ const emitStmt = (fb: FnBuilder, sc: StmtCtx, s: Stmt, frame: FrameSize): void =
       if (ext !== undefined && ext <= 0) return
       const bounds = lo !== undefined && ext !== undefined ? { min: lo, max: lo + ext - 1 } : undefined
       const regIndexed = sc.regs !== undefined && sc.regs.size > 0 && indexesRegs(s.body, s.var.name, sc.regs.keys())
-      if (s.forKind === "vectorized" && ext !== undefined && ext >= 4 && (lo !== undefined || !regIndexed)) {
+      // a loop over a register tile's lanes runs 4 lanes at a time too when the plan shows them
+      // independent (each lane computes what the serial loop computes, in the same order)
+      if ((s.forKind === "vectorized" || regIndexed) && ext !== undefined && ext >= 4 && (lo !== undefined || !regIndexed)) {
         const plan = vectorPlan(s.body, s.var.name)
         if (plan) {
           const nvec = ext - (ext % 4)
@@ -336,12 +384,13 @@ const KERNEL_TYPE: FuncType = { params: ["i32"], results: [] }
 export const emitWasmFunction = (f: PrimFunc, exportName: string, uses: Set<string>, opts: WasmEmitOptions = {}): { func: WasmFunc; layout: WasmKernelLayout } => {
   const fb = new FnBuilder(uses)
   const written = storedBuffers(f.body)
+  const seen = seenOnEntry(f.body)
   let top = 0
   const bufs = new Map<string, BufInfo>()
   const params: WasmParamLayout[] = f.params.map((p: Buffer) => {
     const shape = p.view?.shape ?? p.shape
     const length = Math.max(prod(p.shape), prod(shape))
-    const lay = { dtype: p.dtype, offset: top, length, shape, written: written.has(p.name) }
+    const lay = { dtype: p.dtype, offset: top, length, shape, written: written.has(p.name), copyIn: !written.has(p.name) || seen.has(p.name) }
     if (bufs.has(p.name)) throw new WasmEmitError(`param '${p.name}' appears twice`)
     bufs.set(p.name, { offset: top, dtype: p.dtype, length })
     top = align16(top + length * STORAGE[p.dtype].bytes)
@@ -350,7 +399,7 @@ export const emitWasmFunction = (f: PrimFunc, exportName: string, uses: Set<stri
   const frame = new FrameSize()
   frame.max = top
   emitStmt(fb, { vars: new Map(), bufs, bounds: new Map(), boundsCheck: opts.boundsCheck ?? false, top, inThread: false, addrCache: new Map(), vcache: new Map() }, f.body, frame)
-  const notes = params.map((p, k) => `param ${k}: ${p.dtype}[${p.shape.join("x")}] at +${p.offset}, ${p.length} elements${p.written ? ", written" : ""}`)
+  const notes = params.map((p, k) => `param ${k}: ${p.dtype}[${p.shape.join("x")}] at +${p.offset}, ${p.length} elements${p.written ? ", written" : ""}${p.copyIn ? "" : ", not copied in"}`)
   notes.push(`frame: ${frame.max} bytes`)
   return {
     func: { name: exportName, exported: true, type: KERNEL_TYPE, locals: fb.locals, code: fb.code, notes },
