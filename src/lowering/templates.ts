@@ -304,10 +304,13 @@ export const convTemplate: Template = {
       : [spi.outer, rky, rkx, spi.inner]
     s = S.reorder(s, local, [ln, ...red, loc, loh, low, loi])
     if (config.vectorize) s = S.vectorize(s, local, loi)
-    // the register tile: unrolled, so its accumulators stay in registers
-    if (toc > 1) s = S.unroll(s, local, loc)
-    if (th > 1) s = S.unroll(s, local, loh)
-    if (tw > 1) s = S.unroll(s, local, low)
+    // the register tile: unrolled (innermost first, up to 32 vector accumulators, what the register
+    // file can hold), so its accumulators stay in registers; larger tiles spill anyway, and
+    // unrolling them would only cost compile time
+    const MAX_UNROLLED = 32
+    if (tw > 1 && tw <= MAX_UNROLLED) s = S.unroll(s, local, low)
+    if (th > 1 && tw * th <= MAX_UNROLLED) s = S.unroll(s, local, loh)
+    if (toc > 1 && tw * th * toc <= MAX_UNROLLED) s = S.unroll(s, local, loc)
     if (config.unroll_kw) s = S.unroll(s, local, rkx)
     return parallelize(s, { vectorize: !!config.vectorize, lanes: 16 }, out)
   },
