@@ -41,7 +41,8 @@ const options = (over: Partial<CMeasureOptions> = {}): CMeasureOptions => ({
   rtol: 1e-3,
   atol: 1e-4,
   threads: 1,
-  chunk: 4,
+  chunk: 2,
+  buildJobs: 2,
   build: { ...defaultCBuildConfig(), cacheDir: path.join(tmp, "build") },
   ...over,
 })

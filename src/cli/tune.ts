@@ -30,6 +30,9 @@ import { TargetUnavailableError, targetMissing, targetSettings } from "./targets
 export const TUNERS = ["xgb", "ga", "random", "grid"] as const
 export type TunerName = (typeof TUNERS)[number]
 
+/** c: candidates per gcc run (gcc's own start is ~0.1 s; a big unrolled candidate takes seconds). */
+const DEFAULT_CHUNK = 4
+
 /** Targets the tuner can measure on. */
 export const TUNE_TARGETS = MEASURE_TARGETS
 
@@ -44,8 +47,10 @@ export interface TuneCommandOptions {
   readonly earlyStopping?: number
   /** Candidates the tuner proposes at a time (js: one worker; c: built in chunks, one child). */
   readonly batch: number
-  /** c: candidates per gcc run; the next chunk builds while one is measured (default half a batch). */
+  /** c: candidates per gcc run; chunks build ahead while earlier ones are measured. */
   readonly chunk?: number
+  /** c: gcc runs at once (default: the cores the measuring threads leave, at least 1). */
+  readonly buildJobs?: number
   /** fp32 vector lanes; by default what compile and bench use for the target. */
   readonly vectorLanes?: number
   /** Threads the kernels run on (c: OpenMP; the records are per thread count, like compile's). */
@@ -105,6 +110,7 @@ export const tuneCommand = Effect.fn("cli.tune")(function* (o: TuneCommandOption
   if (o.trials < 1) return yield* new UsageError({ flag: "--trials", reason: `must be at least 1, got ${o.trials}` })
   if (o.batch < 1) return yield* new UsageError({ flag: "--batch", reason: `must be at least 1, got ${o.batch}` })
   if (o.chunk !== undefined && o.chunk < 1) return yield* new UsageError({ flag: "--chunk", reason: `must be at least 1, got ${o.chunk}` })
+  if (o.buildJobs !== undefined && o.buildJobs < 1) return yield* new UsageError({ flag: "--build-jobs", reason: `must be at least 1, got ${o.buildJobs}` })
   if (!Number.isInteger(o.threads) || o.threads < 1) return yield* new UsageError({ flag: "--threads", reason: `${o.threads} is not a thread count (1 or more)` })
   if (kind === "js" && o.threads !== 1) return yield* new UsageError({ flag: "--threads", reason: "the js target runs on one thread (use --target c for more)" })
   if (o.earlyStopping !== undefined && o.earlyStopping < 1) return yield* new UsageError({ flag: "--early-stopping", reason: `must be at least 1, got ${o.earlyStopping}` })
@@ -165,7 +171,8 @@ const tuneRunners = Effect.fn("cli.tuneRunners")(function* (
     const measure = measurerFor(kind, runner, {
       measure: o.measure,
       threads: o.threads,
-      chunk: o.chunk ?? Math.ceil(o.batch / 2),
+      chunk: o.chunk ?? DEFAULT_CHUNK,
+      buildJobs: o.buildJobs ?? Math.max(1, os.availableParallelism() - o.threads),
       build: { ...defaultCBuildConfig(), cacheDir: buildDir ?? os.tmpdir() },
     })
     const result = yield* rethrowWrite(
@@ -220,7 +227,8 @@ export const tuneCommandLine = (reported: Reporter) =>
       tuner: Flag.Literals("tuner", TUNERS).pipe(Flag.withDefault("xgb" as const), Flag.withDescription("search strategy: xgb, ga, random or grid")),
       earlyStopping: Flag.Int("early-stopping").pipe(Flag.optional, Flag.withDescription("stop a task after N trials without improvement")),
       batch: Flag.Int("batch").pipe(Flag.withDefault(8), Flag.withDescription("candidates built and measured per batch")),
-      chunk: Flag.Int("chunk").pipe(Flag.optional, Flag.withDescription("c: candidates per gcc run; the next builds while one is measured (default: half a batch)")),
+      chunk: Flag.Int("chunk").pipe(Flag.optional, Flag.withDescription(`c: candidates per gcc run; chunks build ahead while earlier ones are measured (default ${DEFAULT_CHUNK})`)),
+      buildJobs: Flag.Int("build-jobs").pipe(Flag.optional, Flag.withDescription("c: gcc runs at once (default: the cores --threads leaves, at least 1)")),
       vectorLanes: Flag.Int("vector-lanes").pipe(
         Flag.optional,
         Flag.withDescription("fp32 vector lanes (the NCHWc block; 0 keeps NCHW); default: what compile uses for the target (records are keyed by it)"),
@@ -260,6 +268,7 @@ export const tuneCommandLine = (reported: Reporter) =>
                   earlyStopping: Option.getOrUndefined(c.earlyStopping),
                   batch: c.batch,
                   ...Option.match(c.chunk, { onNone: () => ({}), onSome: (chunk) => ({ chunk }) }),
+                  ...Option.match(c.buildJobs, { onNone: () => ({}), onSome: (buildJobs) => ({ buildJobs }) }),
                   ...Option.match(c.vectorLanes, { onNone: () => ({}), onSome: (vectorLanes) => ({ vectorLanes }) }),
                   threads: c.threads,
                   seed: c.seed,

@@ -1,5 +1,5 @@
 // Measuring c-target candidates, isolated: a batch is emitted into one C source per chunk and built
-// by gcc once per chunk (the next chunk builds while the current one is measured), then every
+// by gcc once per chunk (`buildJobs` gcc runs at a time, ahead of the measuring), then every
 // candidate runs in a CHILD PROCESS (not a worker thread: a native crash must not take the tuner
 // down) with OMP_NUM_THREADS set and a time limit per candidate. Each candidate's first run is
 // checked against the reference before its time counts. A build failure, a crash (signal), a hang
@@ -9,7 +9,7 @@
 //
 // The device never imports emit: the caller renders PrimFuncs to C (`render`, normally emitC). A
 // test may render any C it likes for the functions it is given — that is how faults are injected.
-import { Effect, Fiber } from "effect"
+import { Effect, Fiber, Semaphore } from "effect"
 import { spawn } from "node:child_process"
 import { rmSync } from "node:fs"
 import { createRequire } from "node:module"
@@ -22,24 +22,31 @@ import type { Tensor } from "../ast/graph/tensor.js"
 export interface CMeasureOptions extends MeasureOptions {
   /** OpenMP threads of the measuring process (the schedules' `cores` should say the same). */
   readonly threads: number
-  /** Candidates per gcc run; while one chunk is measured the next one builds. */
+  /** Candidates per gcc run; chunks build ahead while earlier ones are measured. */
   readonly chunk: number
+  /** gcc runs at once (cores beside the measuring threads; 1 keeps builds off the measured core on two). */
+  readonly buildJobs: number
   /** Compiler, flags and the folder libraries are built in (they are deleted once measured). */
   readonly build: CBuildConfig
 }
 
 /** `timeoutMs` is per candidate here (js: per batch). */
-export const defaultCMeasureOptions = (): CMeasureOptions => ({ ...defaultMeasureOptions, threads: 1, chunk: 4, build: defaultCBuildConfig() })
+export const defaultCMeasureOptions = (): CMeasureOptions => ({ ...defaultMeasureOptions, threads: 1, chunk: 4, buildJobs: 1, build: defaultCBuildConfig() })
 
 /** C source defining every function given (each under its `name`, params in order, pointer args). */
 export type RenderC = (funcs: readonly PrimFunc[]) => string
 
-// The child: loads the library, then per kernel says which one it starts (and waits until the
-// message is out, so a crash cannot lose it), runs it once on fresh copies of the arrays, sends
-// the outputs, times it and sends the median. All params are passed as `void *` (the ABI of any
-// pointer): the child needs no dtype table.
+// The child: first asks Linux to SIGKILL it when its parent dies (a tuner killed mid-run leaves
+// no orphan spinning in a hung kernel), loads the library, then per kernel says which one it
+// starts (and waits until the message is out, so a crash cannot lose it), runs it once on fresh
+// copies of the arrays, sends the outputs, times it and sends the median. All params are passed
+// as `void *` (the ABI of any pointer): the child needs no dtype table.
 const CHILD = `
 const koffi = require(process.env.TESSERA_KOFFI)
+if (process.platform === "linux") {
+  try { koffi.load("libc.so.6").func("int prctl(int, unsigned long, unsigned long, unsigned long, unsigned long)")(1, 9, 0, 0, 0) } catch {}
+  if (String(process.ppid) !== process.env.TESSERA_MEASURE_PARENT) process.exit(1)
+}
 const send = (m) => new Promise((resolve) => process.send(m, resolve))
 process.once("message", async ({ so, names, nparams, arrays, outputIdx, repeats, minRepeatMs }) => {
   let lib
@@ -99,7 +106,7 @@ const runChild = (so: string, names: readonly string[], ref: ReferenceCase, opti
     const child = spawn(process.execPath, ["-e", CHILD], {
       stdio: ["ignore", "ignore", "pipe", "ipc"],
       serialization: "advanced",
-      env: { ...process.env, OMP_NUM_THREADS: String(options.threads), TESSERA_KOFFI: KOFFI },
+      env: { ...process.env, OMP_NUM_THREADS: String(options.threads), TESSERA_KOFFI: KOFFI, TESSERA_MEASURE_PARENT: String(process.pid) },
     })
     let stderr = ""
     child.stderr?.on("data", (d: unknown) => (stderr = (stderr + String(d)).slice(-4000)))
@@ -135,7 +142,8 @@ const runChild = (so: string, names: readonly string[], ref: ReferenceCase, opti
       if (!results.has(m.name)) results.set(m.name, { cost: m.ms / 1000 })
     })
     child.on("error", (e) => finish(`the measuring process failed: ${e.message}`))
-    child.on("exit", (code, signal) => {
+    // "close", not "exit": it comes after the last message the child sent has been read
+    child.on("close", (code, signal) => {
       const why = signal ? `crashed (${signal})` : `the measuring process exited with code ${code}`
       const tail = lastLine(stderr)
       finish(tail ? `${why}: ${tail}` : why)
@@ -235,11 +243,12 @@ export const measureC = (
     })
     const size = Math.max(1, options.chunk)
     const chunks = Array.from({ length: Math.ceil(funcs.length / size) }, (_, i) => funcs.slice(i * size, (i + 1) * size))
-    // build chunk i+1 while chunk i is measured
-    let next = chunks.length ? yield* Effect.forkChild(buildChunk(chunks[0], render, options.build)) : undefined
-    for (let i = 0; i < chunks.length; i++) {
-      const built = yield* Fiber.join(next!)
-      next = i + 1 < chunks.length ? yield* Effect.forkChild(buildChunk(chunks[i + 1], render, options.build)) : undefined
+    // every chunk builds in order, `buildJobs` at a time, while the ones built are measured in order
+    const jobs = yield* Semaphore.make(Math.max(1, options.buildJobs))
+    const builds: Fiber.Fiber<Built[]>[] = []
+    for (const ch of chunks) builds.push(yield* Effect.forkChild(Semaphore.withPermit(jobs)(buildChunk(ch, render, options.build))))
+    for (const build of builds) {
+      const built = yield* Fiber.join(build)
       for (const b of built) {
         if ("error" in b) {
           results.set(b.name, { error: b.error })

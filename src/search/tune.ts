@@ -32,8 +32,10 @@ export interface MeasurerOptions {
   readonly measure: MeasureOptions
   /** c: OpenMP threads of the measuring process. */
   readonly threads: number
-  /** c: candidates per gcc run (the next chunk builds while one is measured). */
+  /** c: candidates per gcc run (chunks build ahead while earlier ones are measured). */
   readonly chunk: number
+  /** c: gcc runs at once. */
+  readonly buildJobs: number
   /** c: compiler, flags and the folder libraries are built in. */
   readonly build: CBuildConfig
 }
@@ -44,7 +46,7 @@ export const measurerFor = (target: MeasureTarget, runner: Pick<TaskRunner, "out
     case "js":
       return (cands) => measureJs(cands, runner.outputs, runner.reference, o.measure)
     case "c":
-      return (cands) => measureC(cands, runner.outputs, runner.reference, (funcs) => emitC(funcs).source, { ...o.measure, threads: o.threads, chunk: o.chunk, build: o.build })
+      return (cands) => measureC(cands, runner.outputs, runner.reference, (funcs) => emitC(funcs).source, { ...o.measure, threads: o.threads, chunk: o.chunk, buildJobs: o.buildJobs, build: o.build })
   }
 }
 
