@@ -185,7 +185,7 @@ if (childThreads !== undefined) {
   let ortWebError: string | undefined
   for (const threads of [1, 2]) {
     const r = spawnSync(process.execPath, [process.argv[1], "--child", String(threads)], {
-      env: { ...process.env, OMP_NUM_THREADS: String(threads), OMP_WAIT_POLICY: "passive" },
+      env: { ...process.env, OMP_NUM_THREADS: String(threads) },
       encoding: "utf8",
       maxBuffer: 64 << 20,
     })
