@@ -97,7 +97,22 @@ export interface IterVar {
 }
 
 const INT = "int32" as const
-export const isIntDtype = (d: DType) => d.startsWith("int") || d.startsWith("uint") || d === "bool"
+export const isIntDtype = (d: DType): boolean => {
+  switch (d) {
+    case "int8":
+    case "int16":
+    case "int32":
+    case "int64":
+    case "uint8":
+    case "uint16":
+    case "uint32":
+    case "uint64":
+    case "bool":
+      return true
+    default:
+      return false
+  }
+}
 const BOOL: DType = "bool"
 
 export const v = (name: string, dtype: DType = INT): Var => ({ kind: "var", name, dtype })
@@ -149,11 +164,11 @@ export const applyBin = (op: BinOp, x: number, y: number, dtype: DType): number 
   }
 }
 
-const CMP = new Set<BinOp>(["eq", "ne", "lt", "le", "gt", "ge", "and", "or"])
+const isCmp = (op: BinOp): boolean => op === "eq" || op === "ne" || op === "lt" || op === "le" || op === "gt" || op === "ge" || op === "and" || op === "or"
 
 /** Builds a binary node, folding constants and the trivial identities (x+0, x*1, x*0 for ints). */
 export const bin = (op: BinOp, a: Expr, b: Expr): Expr => {
-  const dtype = CMP.has(op) ? BOOL : a.dtype
+  const dtype = isCmp(op) ? BOOL : a.dtype
   if (isConst(a) && isConst(b)) {
     if ((op === "div" || op === "floordiv" || op === "floormod") && b.value === 0 && isIntDtype(a.dtype)) return { kind: "bin", op, a, b, dtype }
     return c(applyBin(op, a.value, b.value, a.dtype), dtype)

@@ -76,8 +76,16 @@ export const intervalOf = (e: Expr, bounds: Bounds): Interval => {
         case "sub":
           return { min: a.min - b.max, max: a.max - b.min }
         case "mul": {
-          const ps = [a.min * b.min, a.min * b.max, a.max * b.min, a.max * b.max].map((x) => (Number.isNaN(x) ? 0 : x))
-          return { min: Math.min(...ps), max: Math.max(...ps) }
+          // 0 · ±Infinity counts as 0
+          const p = (x: number, y: number) => {
+            const r = x * y
+            return Number.isNaN(r) ? 0 : r
+          }
+          const p1 = p(a.min, b.min)
+          const p2 = p(a.min, b.max)
+          const p3 = p(a.max, b.min)
+          const p4 = p(a.max, b.max)
+          return { min: Math.min(p1, p2, p3, p4), max: Math.max(p1, p2, p3, p4) }
         }
         case "floordiv":
           if (b.min === b.max && b.min > 0) return { min: Math.floor(a.min / b.min), max: Math.floor(a.max / b.min) }
@@ -100,6 +108,9 @@ export const intervalOf = (e: Expr, bounds: Bounds): Interval => {
       return U
   }
 }
+
+/** A condition as a bool: x itself, or x != 0. */
+const truth = (x: Expr): Expr => (x.dtype === "bool" ? x : bin("ne", x, c(0, x.dtype)))
 
 /** Simplifies one node whose children are already simple. */
 const simplifyNode = (e: Expr, bounds: Bounds): Expr => {
@@ -168,7 +179,6 @@ const simplifyNode = (e: Expr, bounds: Bounds): Expr => {
         break
     }
   }
-  const truth = (x: Expr): Expr => (x.dtype === "bool" ? x : bin("ne", x, c(0, x.dtype)))
   if (op === "and") {
     if (a.kind === "const") return a.value ? truth(b) : c(0, "bool")
     if (b.kind === "const") return b.value ? truth(a) : c(0, "bool")
