@@ -113,6 +113,100 @@ describe("wasm target", () => {
         }
       })
 
+  it("a local accumulator tile lives in v128 locals, its lane loops take the SIMD path, and it equals the TIR evaluator", () => {
+    const [i, r, a, m] = [v("i"), v("r"), v("a"), v("m")]
+    const f32 = "float32" as const
+    const lanes = (body: Stmt, kind: "serial" | "vectorized"): Stmt => ({ kind: "for", var: a, min: c(0), extent: c(2), forKind: "serial", body: { kind: "for", var: m, min: c(0), extent: c(4), forKind: kind, body } })
+    const acc = add(mul(a, c(4)), m)
+    // O[i, 0:8] = Σ_r A[r, 0:8] · B[i, r], accumulated in acc[8] @local; the copy-out loop is serial
+    const f: PrimFunc = {
+      name: "tile",
+      params: [
+        { name: "A", dtype: f32, shape: [24], scope: "global" },
+        { name: "B", dtype: f32, shape: [12], scope: "global" },
+        { name: "O", dtype: f32, shape: [32], scope: "global" },
+      ],
+      body: {
+        kind: "for", var: i, min: c(0), extent: c(4), forKind: "serial",
+        body: {
+          kind: "allocate", buffer: { name: "acc", dtype: f32, shape: [8], scope: "local" },
+          body: {
+            kind: "seq",
+            body: [
+              lanes({ kind: "store", buffer: "acc", indices: [acc], value: c(0, f32) }, "vectorized"),
+              { kind: "for", var: r, min: c(0), extent: c(3), forKind: "serial", body: lanes({ kind: "store", buffer: "acc", indices: [acc], value: add(read("acc", [acc], f32), mul(read("A", [add(mul(r, c(8)), acc)], f32), read("B", [add(mul(i, c(3)), r)], f32))) }, "vectorized") },
+              lanes({ kind: "store", buffer: "O", indices: [add(mul(i, c(8)), acc)], value: read("acc", [acc], f32) }, "serial"),
+            ],
+          },
+        },
+      },
+    }
+    const inputs = new Map([
+      ["A", fromArray(f32, [24], Array.from({ length: 24 }, (_, k) => Math.sin(k)))],
+      ["B", fromArray(f32, [12], Array.from({ length: 12 }, (_, k) => Math.cos(k)))],
+    ])
+    const want = evaluatePrimFunc(f, inputs).get("O")!
+    for (const boundsCheck of [false, true]) {
+      const em = emitWasmModule([{ name: "k", func: f }], { boundsCheck })
+      const params = em.kernels[0].params
+      const last = params[params.length - 1]
+      expect(em.kernels[0].frameBytes).toBe(last.offset + last.length * 4) // no frame bytes for acc
+      expect(em.module.funcs[0].locals.filter((t) => t === "v128").length).toBeGreaterThanOrEqual(2)
+      const code = em.module.funcs[0].code
+      expect(code.some((x) => x.op === "f32x4.replace_lane" || x.op === "f32x4.extract_lane")).toBe(false) // every access is a whole v128
+      expect(code.filter((x) => x.op === "v128.store").length).toBe(2) // O, 4 lanes at a time
+      const got = callKernel(loadWasmModuleSync(em.bytes, em.kernels).get("k")!, f, inputs).get("O")!
+      assertAllClose([got], [want], 1e-6, 1e-7)
+    }
+  })
+
+  it("a select with a loop-invariant condition stays on the SIMD path, its arms lazy", () => {
+    const [i, m] = [v("i"), v("m")]
+    const f32 = "float32" as const
+    // O[4i + m] = (i ≥ 1 ? A[4i + m - 4] : 0) + 1: the arm would read A[-4..-1] at i = 0
+    const f: PrimFunc = {
+      name: "pad",
+      params: [
+        { name: "A", dtype: f32, shape: [8], scope: "global" },
+        { name: "O", dtype: f32, shape: [12], scope: "global" },
+      ],
+      body: {
+        kind: "for", var: i, min: c(0), extent: c(3), forKind: "serial",
+        body: { kind: "for", var: m, min: c(0), extent: c(4), forKind: "vectorized", body: { kind: "store", buffer: "O", indices: [add(mul(i, c(4)), m)], value: add(select(bin("ge", i, c(1)), read("A", [add(add(mul(i, c(4)), m), c(-4))], f32), c(0, f32)), c(1, f32)) } },
+      },
+    }
+    const inputs = new Map([["A", fromArray(f32, [8], Array.from({ length: 8 }, (_, k) => k + 0.5))]])
+    const want = evaluatePrimFunc(f, inputs).get("O")!
+    for (const boundsCheck of [false, true]) {
+      const em = emitWasmModule([{ name: "k", func: f }], { boundsCheck })
+      expect(em.module.funcs[0].code.some((x) => x.op === "if" && x.t === "v128")).toBe(true)
+      expect(em.module.funcs[0].code.some((x) => x.op === "v128.store")).toBe(true)
+      const got = callKernel(loadWasmModuleSync(em.bytes, em.kernels).get("k")!, f, inputs).get("O")!
+      assertAllClose([got], [want], 0, 0)
+    }
+  })
+
+  it("only outputs never read and stored outside any if skip the copy into the frame", () => {
+    const i = v("i")
+    const f32 = "float32" as const
+    const params = [
+      { name: "A", dtype: f32, shape: [4], scope: "global" as const },
+      { name: "O", dtype: f32, shape: [4], scope: "global" as const },
+    ]
+    const loop = (body: Stmt): PrimFunc => ({ name: "k", params, body: { kind: "for", var: i, min: c(0), extent: c(4), forKind: "serial", body } })
+    const copyIn = (f: PrimFunc) => emitWasmModule([{ name: "k", func: f }]).kernels[0].params.map((p) => p.copyIn)
+    const put: Stmt = { kind: "store", buffer: "O", indices: [i], value: read("A", [i], f32) }
+    expect(copyIn(loop(put))).toEqual([true, false])
+    expect(copyIn(loop({ kind: "if", cond: lt(i, c(2)), then: put }))).toEqual([true, true])
+    expect(copyIn(loop({ kind: "store", buffer: "O", indices: [i], value: add(read("O", [i], f32), read("A", [i], f32)) }))).toEqual([true, true])
+    // a partly written output keeps the caller's values elsewhere
+    const f = loop({ kind: "if", cond: lt(i, c(2)), then: put })
+    const em = emitWasmModule([{ name: "k", func: f }])
+    const out = Float32Array.of(9, 9, 9, 9)
+    loadWasmModuleSync(em.bytes, em.kernels).get("k")!(Float32Array.of(1, 2, 3, 4), out)
+    expect([...out]).toEqual([1, 2, 9, 9])
+  })
+
   it("a shared memory works as well as a plain one", async () => {
     const g = GOLDEN_CASES[4]()
     const f = goldenFunc(g)
