@@ -212,13 +212,14 @@ const padProducer = (s: S.Schedule, anchor: S.Stage): string | undefined =>
 const REDUCE_ORDERS = ["ic_kernel", "kernel_ic", "ic_only"] as const
 
 /**
- * TVM's x86 conv2d_NCHWc schedule as a template. The output is tiled by `tile_ow` output columns ×
+ * TVM's x86 conv2d_NCHWc schedule as a template. The output is tiled by `tile_ow` columns ×
  * `tile_oh` rows × `tile_oc` channel blocks × the vector lanes (register blocking: one accumulator
- * per tile point); the leading loops are fused and parallel. The conv is computed at the tile with its reduction outside
- * the tile: the input channels split by `tile_ic`, ordered by `reduce_order` (ic_kernel: ic outer,
- * kh, kw, ic inner; kernel_ic: kh, kw, ic outer, ic inner; ic_only: ic outer, ic inner, kh, kw).
- * The zero padding is computed into a buffer of its own first when `pad_root`, so the inner loops
- * read without bounds tests.
+ * per tile point, the tile unrolled up to 32 of them); the leading loops are fused and parallel.
+ * The conv is computed at the tile with its reduction outside the tile: the input channels split by
+ * `tile_ic`, in the order `reduce_order` (ic_kernel: ic outer, kh, kw, ic inner; kernel_ic: kh, kw,
+ * ic outer, ic inner; ic_only: ic outer, ic inner, kh, kw); `unroll_kh` / `unroll_kw` unroll the
+ * kernel loops. With `pad_root` the zero padding is computed into a buffer of its own first, so
+ * the inner loops read without bounds tests.
  */
 export const convTemplate: Template = {
   name: "conv2d_NCHWc",
@@ -226,27 +227,26 @@ export const convTemplate: Template = {
   space: (_outputs, base) => {
     const st = anchorStage(base)!
     const [, ocb, oh, ow] = st.op.shape
-    const ic = (st.op.body as Reduce).axes[0].dom.extent
-    const knobs: Knob[] = [
+    const [ic, kh, kw] = (st.op.body as Reduce).axes.map((a) => a.dom.extent)
+    // knobs that cannot change the loops are left out (a tuner would spend trials on them): no
+    // channel split for one input channel (depthwise), no order for a 1×1 kernel, no unrolling of
+    // a loop of one
+    return [
       { kind: "split", name: "tile_ow", extent: ow, candidates: divisors(ow, 32) },
-      { kind: "split", name: "tile_oh", extent: oh, candidates: divisors(oh, 4) },
+      { kind: "split", name: "tile_oh", extent: oh, candidates: divisors(oh, 8) },
       { kind: "split", name: "tile_oc", extent: ocb, candidates: divisors(ocb, 8) },
-      // (one input channel per output, as depthwise: no channel split, no order to choose)
-      ...(ic > 1
-        ? [
-            { kind: "split", name: "tile_ic", extent: ic, candidates: divisors(ic, 64) } as const,
-            { kind: "choice", name: "reduce_order", candidates: [...REDUCE_ORDERS] } as const,
-          ]
-        : []),
-      { kind: "choice", name: "unroll_kw", candidates: [true, false] },
-      { kind: "choice", name: "vectorize", candidates: [true, false] },
+      ...(ic > 1 ? [{ kind: "split", name: "tile_ic", extent: ic, candidates: divisors(ic, 64) } as const] : []),
+      ...(ic > 1 && kh * kw > 1 ? [{ kind: "choice", name: "reduce_order", candidates: [...REDUCE_ORDERS] } as const] : []),
+      ...(kh > 1 ? [{ kind: "choice", name: "unroll_kh", candidates: [false, true] } as const] : []),
+      ...(kw > 1 ? [{ kind: "choice", name: "unroll_kw", candidates: [false, true] } as const] : []),
+      ...(padProducer(base, st) ? [{ kind: "choice", name: "pad_root", candidates: [true, false] } as const] : []),
     ]
-    return padProducer(base, st) ? [...knobs, { kind: "choice", name: "pad_root", candidates: [true, false] }] : knobs
   },
   defaults: (knobs, target) => {
     const lanes = Math.max(target.vectorLanes, 1)
     // accumulators in vector registers: 16 of AVX-512's 32, 8 of SSE / SIMD128's 16
     const budget = lanes >= 16 ? 16 : 8
+    const has = (name: string) => knobs.some((k) => k.name === name)
     const cand = (name: string) => knobs.find((k) => k.name === name)!.candidates as number[]
     const largest = (xs: number[], max: number) => [...xs].reverse().find((d) => d <= max) ?? 1
     const tw = largest(cand("tile_ow"), budget / 2)
@@ -254,17 +254,15 @@ export const convTemplate: Template = {
       tile_ow: tw,
       tile_oh: 1,
       tile_oc: largest(cand("tile_oc"), Math.max(1, Math.floor(budget / tw))),
-      unroll_kw: false,
-      vectorize: lanes > 1,
     }
-    const depthwise = !knobs.some((k) => k.name === "tile_ic")
-    if (!depthwise) {
-      cfg.tile_ic = largest(cand("tile_ic"), lanes)
-      cfg.reduce_order = "ic_kernel"
-    }
+    const depthwise = !has("tile_ic")
+    if (!depthwise) cfg.tile_ic = largest(cand("tile_ic"), lanes)
+    if (has("reduce_order")) cfg.reduce_order = "ic_kernel"
+    if (has("unroll_kh")) cfg.unroll_kh = false
+    if (has("unroll_kw")) cfg.unroll_kw = false
     // a padded copy pays for itself when every input pixel feeds many channels' FMAs; a depthwise
     // conv (one input channel per output) reads each pixel only KH·KW times: bounds tests instead
-    if (knobs.some((k) => k.name === "pad_root")) cfg.pad_root = !depthwise
+    if (has("pad_root")) cfg.pad_root = !depthwise
     return cfg
   },
   apply: (_outputs, base, config) => {
@@ -283,6 +281,8 @@ export const convTemplate: Template = {
       out = anchor.name
     } else out = readers[0]
     const [n, oc, oh, ow, oi] = s.stages.get(out)!.leaf
+    // the lanes of the channel block are the vector (the block is the target's vector width)
+    const vector = s.stages.get(out)!.axes.get(oi)!.extent > 1
     const tw = Number(config.tile_ow)
     const th = Number(config.tile_oh ?? 1)
     const toc = Number(config.tile_oc)
@@ -291,7 +291,7 @@ export const convTemplate: Template = {
     const spc = S.split(sph.schedule, out, oc, { factor: toc })
     s = S.reorder(spc.schedule, out, [n, spc.outer, sph.outer, spw.outer, spc.inner, sph.inner, spw.inner, oi])
     s = parallelOuter(s, out, [n, spc.outer, sph.outer])
-    if (config.vectorize) s = S.vectorize(s, out, oi)
+    if (vector) s = S.vectorize(s, out, oi)
     s = S.computeAt(s, local, out, spw.outer)
     const ls = s.stages.get(local)!
     const [ln, loc, loh, low, loi] = dataLeaves(ls)
@@ -303,7 +303,7 @@ export const convTemplate: Template = {
       : config.reduce_order === "ic_only" ? [spi.outer, spi.inner, rky, rkx]
       : [spi.outer, rky, rkx, spi.inner]
     s = S.reorder(s, local, [ln, ...red, loc, loh, low, loi])
-    if (config.vectorize) s = S.vectorize(s, local, loi)
+    if (vector) s = S.vectorize(s, local, loi)
     // the register tile: unrolled (innermost first, up to 32 vector accumulators, what the register
     // file can hold), so its accumulators stay in registers; larger tiles spill anyway, and
     // unrolling them would only cost compile time
@@ -311,8 +311,9 @@ export const convTemplate: Template = {
     if (tw > 1 && tw <= MAX_UNROLLED) s = S.unroll(s, local, low)
     if (th > 1 && tw * th <= MAX_UNROLLED) s = S.unroll(s, local, loh)
     if (toc > 1 && tw * th * toc <= MAX_UNROLLED) s = S.unroll(s, local, loc)
+    if (config.unroll_kh) s = S.unroll(s, local, rky)
     if (config.unroll_kw) s = S.unroll(s, local, rkx)
-    return parallelize(s, { vectorize: !!config.vectorize, lanes: 16 }, out)
+    return parallelize(s, { vectorize: vector, lanes: 16 }, out)
   },
 }
 
