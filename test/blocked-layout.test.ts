@@ -15,6 +15,9 @@ import { baseSchedule, buildGroupTE } from "../src/lowering/lower-group.js"
 import { templateFor } from "../src/lowering/templates.js"
 import { compileGraph, emitJs, loadCProgram } from "../src/pipeline.js"
 import { alterLayoutSync } from "../src/rewrite/alter-layout.js"
+import * as fs from "node:fs"
+import { OPS, TESSERA_OPS } from "../src/ast/graph/ops/index.js"
+import { OP_COMPUTES } from "../src/lowering/op-library.js"
 import { zooGraph } from "../src/zoo/index.js"
 import { assertAllClose } from "../laws/support.js"
 
@@ -90,5 +93,12 @@ describe("blocked layout", () => {
         expect(fallback, `${name} on ${target}`).toEqual([])
       }
     }
+  })
+
+  it("docs/backends.md names exactly the ops without a compute (they run through the fallback)", () => {
+    const doc = fs.readFileSync(new URL("../docs/backends.md", import.meta.url), "utf8")
+    const listed = /<!-- fallback-ops -->\n(.*)\n<!-- \/fallback-ops -->/.exec(doc)?.[1].split(", ")
+    const missing = [...Object.keys(OPS), ...Object.keys(TESSERA_OPS)].filter((op) => !(op in OP_COMPUTES)).sort()
+    expect(listed).toEqual(missing)
   })
 })
