@@ -30,11 +30,26 @@ const loopBounds = (bounds: ReadonlyMap<string, Interval>, name: string, lo: num
   return inner
 }
 
+/** Could simplifyStmt empty `s`? Not without a guard, a loop of unknown or non-positive extent, or an empty seq. */
+const mayEmpty = (s: Stmt): boolean => {
+  switch (s.kind) {
+    case "for":
+      return s.extent.kind !== "const" || s.extent.value <= 0 || mayEmpty(s.body)
+    case "seq":
+      return s.body.length === 0 || s.body.every(mayEmpty)
+    case "if":
+      return true
+    default:
+      return false
+  }
+}
+
 /**
  * isEmpty(simplifyStmt(s, bounds)), deciding only the loop extents and guards that can empty a
  * statement (stores, allocations and lets never do) instead of rebuilding every expression.
  */
 const simplifiesToEmpty = (s: Stmt, bounds: Map<string, Interval>): boolean => {
+  if (!mayEmpty(s)) return false
   switch (s.kind) {
     case "for": {
       const min = simplify(s.min, bounds)
