@@ -41,7 +41,7 @@ const options = (over: Partial<CMeasureOptions> = {}): CMeasureOptions => ({
   rtol: 1e-3,
   atol: 1e-4,
   threads: 1,
-  chunk: 2,
+  chunk: 4,
   buildJobs: 2,
   build: { ...defaultCBuildConfig(), cacheDir: path.join(tmp, "build") },
   ...over,
@@ -64,8 +64,9 @@ const fault = (which: string, body: Stmt) => ({ config: { which }, func: { ...go
 const fine = (k: number) => ({ config: configAt(task.knobs, k), func: lowerConfig(configAt(task.knobs, k)) })
 
 describe.skipIf(!compilerAvailable())("c measurer (gcc, child process)", () => {
-  it("measures good candidates; each fault is its candidate's error, and the ones after a crash still run", async () => {
-    const cands = [fine(0), fault("crash", crashBody), fine(1), fault("wrong", wrongBody), fine(2), fault("broken", brokenBody), fine(3), fault("hang", hangBody), fine(4)]
+  it("measures good candidates; each fault is its candidate's error, and the ones after a crash or hang in its library still run", async () => {
+    // chunks of 4: [fine, crash, fine, wrong] [fine, hang, fine, fine] [broken, fine] (built again one by one)
+    const cands = [fine(0), fault("crash", crashBody), fine(1), fault("wrong", wrongBody), fine(2), fault("hang", hangBody), fine(3), fine(4), fault("broken", brokenBody), fine(5)]
     const t0 = Date.now()
     const measured = await Effect.runPromise(measureC(cands, outputs, reference, render, options({ timeoutMs: 2_000 })))
     const byWhich = new Map(measured.map((m) => [String(m.config.which ?? "fine"), m] as const))
@@ -74,7 +75,7 @@ describe.skipIf(!compilerAvailable())("c measurer (gcc, child process)", () => {
     expect(byWhich.get("broken")!.error).toMatch(/build failed: .*injected build failure/)
     expect(byWhich.get("hang")!.error).toMatch(/timed out after 2000 ms/)
     for (const m of measured) if (m.config.which === undefined) expect(m).toMatchObject({ cost: expect.any(Number) })
-    expect(measured.filter((m) => m.cost !== undefined)).toHaveLength(5)
+    expect(measured.filter((m) => m.cost !== undefined)).toHaveLength(6)
     expect(measured.map((m) => m.config)).toEqual(cands.map((x) => x.config))
     expect(Date.now() - t0).toBeLessThan(30_000)
     // the built libraries are deleted once measured

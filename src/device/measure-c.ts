@@ -77,6 +77,9 @@ process.once("message", async ({ so, names, nparams, arrays, outputIdx, repeats,
 
 const KOFFI = createRequire(import.meta.url).resolve("koffi")
 
+/** Time a child may take to start node and load the library (a loaded machine is slow at it). */
+const STARTUP_MS = 10_000
+
 type ChildMessage =
   | { readonly start: string }
   | { readonly name: string; readonly out: ArrayLike<number>[] }
@@ -119,16 +122,16 @@ const runChild = (so: string, names: readonly string[], ref: ReferenceCase, opti
       if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL")
       resume(Effect.succeed({ results, started, ...(died ? { died } : {}) }))
     }
-    // the time limit restarts with each kernel (and covers the child's start and loading)
-    const arm = () => {
+    // the time limit restarts with each kernel; the child's start and loading get STARTUP_MS more
+    const arm = (ms: number) => {
       clearTimeout(timer)
-      timer = setTimeout(() => finish(`timed out after ${options.timeoutMs} ms`), options.timeoutMs)
+      timer = setTimeout(() => finish(`timed out after ${ms} ms`), ms)
     }
-    arm()
+    arm(options.timeoutMs + STARTUP_MS)
     child.on("message", (m: ChildMessage) => {
       if ("start" in m) {
         started.push(m.start)
-        return arm()
+        return arm(options.timeoutMs)
       }
       if ("fatal" in m) return finish(`the library did not load: ${m.fatal}`)
       if ("done" in m) return finish()
