@@ -13,11 +13,10 @@ import { Effect, Fiber, Semaphore } from "effect"
 import { spawn } from "node:child_process"
 import { rmSync } from "node:fs"
 import { createRequire } from "node:module"
-import { sizeOf } from "../ast/graph/tensor.js"
+import { sizeOf, type Tensor } from "../ast/graph/tensor.js"
 import type { PrimFunc } from "../ast/tir/tir.js"
 import { buildC, defaultCBuildConfig, storageElements, type CBuildConfig } from "./c.js"
 import { defaultMeasureOptions, referenceCase, wrongAnswer, type Candidate, type Measured, type MeasureOptions, type ReferenceCase } from "./measure.js"
-import type { Tensor } from "../ast/graph/tensor.js"
 
 export interface CMeasureOptions extends MeasureOptions {
   /** OpenMP threads of the measuring process (the schedules' `cores` should say the same). */
