@@ -1,6 +1,7 @@
 // Before / Expected tests of lowering and the TIR passes on small programs.
 import { describe, expect, it } from "vitest"
-import { add, c, f32, lt, read, v } from "../src/ast/te/expr.js"
+import { add, c, f32, floordiv, lt, mul, read, showExpr, v } from "../src/ast/te/expr.js"
+import { simplify } from "../src/ast/te/simplify.js"
 import { at, compute, placeholder } from "../src/ast/te/tensor.js"
 import * as S from "../src/ast/schedule/schedule.js"
 import { printPrimFunc, seq, type PrimFunc, type Stmt } from "../src/ast/tir/tir.js"
@@ -104,3 +105,23 @@ describe("GPU simulation", () => {
     expect(close(evaluatePrimFunc(noBarriers, cc.inputs).get("C")!.data)).toBe(false)
   })
 })
+
+describe("simplify: canonical linear forms (terms ordered by name, constant last)", () => {
+  const x = v("x")
+  const y = v("y")
+  it.each([
+    [mul(x, c(4)), "(x * 4)"],
+    [mul(c(4), x), "(x * 4)"],
+    [mul(floordiv(y, c(3)), c(-2)), "(floordiv(y, 3) * -2)"],
+    [mul(x, c(4, "int64")), "(x * 4)"],
+    [add(mul(y, c(4)), add(mul(x, c(2)), c(3))), "(((x * 2) + (y * 4)) + 3)"],
+    [add(mul(add(x, c(1)), c(4)), mul(x, c(-4))), "4"],
+  ])("case %#", (e, expected) => {
+    expect(showExpr(simplify(e))).toBe(expected)
+  })
+  it("a product of a term by a constant of another dtype takes the expression's dtype", () => {
+    const s = simplify(mul(x, c(4, "int64")))
+    expect(s.kind === "bin" && s.b.dtype).toBe("int32")
+  })
+})
+
