@@ -1,7 +1,8 @@
 // A tuner killed with SIGKILL mid-run (the CLI bundled into a folder of this test's own, tuning a
 // 1x1-conv model on c, quick to build): every line of its log still decodes, its measuring child
-// dies with it, and the same command resumes from the log — it measures no config twice and ends
-// with the requested trial count. Skips, visibly, where gcc is absent.
+// dies with it, and the same command resumes from the log — it measures no config twice, ends
+// with the requested trial count and deletes the killed run's build folder. Skips, visibly, where
+// gcc is absent.
 import { spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -77,6 +78,7 @@ describe.skipIf(!compilerAvailable() || process.platform !== "linux")("tessera t
     expect(measuring.length, `no measuring child seen with 3 records in the log; stderr: ${stderr}`).toBeGreaterThan(0)
     tuner.kill("SIGKILL")
     expect(await exited).toBe("SIGKILL")
+    expect(fs.readdirSync(os.tmpdir()).filter((d) => d.startsWith(`tessera-tune-${tuner.pid}-`))).toHaveLength(1)
 
     const killed = parseLog(fs.readFileSync(LOG(), "utf8"))
     expect(killed.warnings).toEqual([])
@@ -100,5 +102,7 @@ describe.skipIf(!compilerAvailable() || process.platform !== "linux")("tessera t
       expect(r.target).toBe("c")
       expect(r.error).toBeUndefined()
     }
+    // the killed run's build folder was deleted by the next run
+    expect(fs.readdirSync(os.tmpdir()).filter((d) => d.startsWith(`tessera-tune-${tuner.pid}-`))).toEqual([])
   }, 90_000)
 })

@@ -129,11 +129,15 @@ export const tuneCommand = Effect.fn("cli.tune")(function* (o: TuneCommandOption
   yield* Console.error(
     `tessera tune: ${runners.length} tasks from ${o.model}; ${kind}, ${o.threads} thread${o.threads > 1 ? "s" : ""}; ${o.tuner}, ${o.trials} trials each; log ${o.log}${log.records.length ? ` (${log.records.length} records already)` : ""}`,
   )
-  // c libraries are built in a folder of this run's own, deleted when it ends
+  // c libraries are built in a folder of this run's own, deleted when it ends (a killed run's
+  // folder is deleted by the next run)
   return yield* Effect.acquireUseRelease(
     kind === "c"
       ? Effect.try({
-          try: () => fs.mkdtempSync(path.join(os.tmpdir(), "tessera-tune-")),
+          try: () => {
+            removeDeadRunsFolders()
+            return fs.mkdtempSync(path.join(os.tmpdir(), `${BUILD_PREFIX}${process.pid}-`))
+          },
           catch: (e) => new FileAccessError({ path: os.tmpdir(), operation: "write", reason: e instanceof Error ? e.message : String(e) }),
         })
       : Effect.succeed(undefined),
@@ -141,6 +145,31 @@ export const tuneCommand = Effect.fn("cli.tune")(function* (o: TuneCommandOption
     (buildDir) => Effect.sync(() => buildDir && fs.rmSync(buildDir, { recursive: true, force: true })),
   )
 })
+
+/** Build folders are `tessera-tune-PID-XXXXXX` under the OS temp folder. */
+const BUILD_PREFIX = "tessera-tune-"
+
+const alive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (e) {
+    return (e as { code?: string }).code === "EPERM" // someone else's process
+  }
+}
+
+/** Deletes the build folders of tune runs that were killed (their process is gone). */
+const removeDeadRunsFolders = (): void => {
+  for (const name of fs.readdirSync(os.tmpdir())) {
+    const m = new RegExp(`^${BUILD_PREFIX}(\\d+)-[A-Za-z0-9]{6}$`).exec(name)
+    if (!m || alive(Number(m[1]))) continue
+    try {
+      fs.rmSync(path.join(os.tmpdir(), name), { recursive: true, force: true })
+    } catch {
+      // not ours to delete (another user's), or gone already: left as it is
+    }
+  }
+}
 
 const tuneRunners = Effect.fn("cli.tuneRunners")(function* (
   o: TuneCommandOptions,
