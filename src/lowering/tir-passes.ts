@@ -45,27 +45,29 @@ const mayEmpty = (s: Stmt): boolean => {
 }
 
 /**
- * isEmpty(simplifyStmt(s, bounds)), deciding only the loop extents and guards that can empty a
- * statement (stores, allocations and lets never do) instead of rebuilding every expression.
+ * isEmpty(simplifyStmt(s', bounds)) where s' is `s` with `substs` applied in order (as
+ * substituteStmt would), deciding only the loop extents and guards that can empty a statement
+ * (stores, allocations and lets never do): neither the body nor its expressions are rebuilt.
  */
-const simplifiesToEmpty = (s: Stmt, bounds: Map<string, Interval>): boolean => {
+const simplifiesToEmpty = (s: Stmt, bounds: Map<string, Interval>, substs: readonly ReadonlyMap<string, Expr>[] = []): boolean => {
   if (!mayEmpty(s)) return false
+  const g = (e: Expr) => simplify(substs.reduce((x, env) => substitute(x, env), e), bounds)
   switch (s.kind) {
     case "for": {
-      const min = simplify(s.min, bounds)
+      const min = g(s.min)
       const lo = constOf(min)
-      const ext = constOf(simplify(s.extent, bounds))
+      const ext = constOf(g(s.extent))
       if (ext !== undefined && ext <= 0) return true
-      if (simplifiesToEmpty(s.body, loopBounds(bounds, s.var.name, lo, ext))) return true
-      if (ext === 1 && s.forKind !== "thread" && s.forKind !== "vthread") return simplifiesToEmpty(substituteStmt(s.body, new Map([[s.var.name, min]])), bounds)
+      if (simplifiesToEmpty(s.body, loopBounds(bounds, s.var.name, lo, ext), substs)) return true
+      if (ext === 1 && s.forKind !== "thread" && s.forKind !== "vthread") return simplifiesToEmpty(s.body, bounds, [...substs, new Map([[s.var.name, min]])])
       return false
     }
     case "seq":
-      return s.body.every((b) => simplifiesToEmpty(b, bounds))
+      return s.body.every((b) => simplifiesToEmpty(b, bounds, substs))
     case "if": {
-      const cond = simplify(s.cond, bounds)
+      const cond = g(s.cond)
       if (cond.kind !== "const") return false
-      return cond.value ? simplifiesToEmpty(s.then, bounds) : s.else ? simplifiesToEmpty(s.else, bounds) : true
+      return cond.value ? simplifiesToEmpty(s.then, bounds, substs) : s.else ? simplifiesToEmpty(s.else, bounds, substs) : true
     }
     default:
       return false
