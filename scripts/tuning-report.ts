@@ -4,9 +4,10 @@
 //    and random each tune the task live (every trial built with gcc and timed in the isolated
 //    measuring child) for the same number of trials; their best-so-far curves, the trials xgb needs
 //    to reach random's final best, and the default schedule's speed for reference.
-// 2. End to end: every other task of both networks gets a short xgb run (the default schedule
-//    measured too), then the networks compiled with the log's best records run beside the untuned
-//    build and onnxruntime-node (same thread count), interleaved, medians.
+// 2. End to end: every other task of both networks gets a short xgb run, its model started from
+//    the records of the network's tasks tuned before it (transfer learning), and the default
+//    schedule measured too; then the networks compiled with the log's best records run beside the
+//    untuned build and onnxruntime-node (same thread count), interleaved, medians.
 //
 //   npm run tuning-report -- [--threads 1] [--trials 500] [--e2e-trials 48] [--runs 15]
 //     [--skip-compare] [--skip-e2e] [--log LOG (resume: what it holds is not measured again)]
@@ -41,6 +42,8 @@ const { bestRecords, RECORD_VERSION } = await import("../src/search/records.js")
 const { spaceSize } = await import("../src/search/task.js")
 const { gaTuner, randomTuner, xgbTuner } = await import("../src/search/tuners.js")
 const { measurerFor, tuneTask } = await import("../src/search/tune.js")
+const { transferRows } = await import("../src/search/transfer.js")
+type TransferRows = import("../src/search/transfer.js").TransferRows
 const { zooGraph } = await import("../src/zoo/index.js")
 type TaskRunner = import("../src/search/extract.js").TaskRunner
 type Tuner = import("../src/search/tuners.js").Tuner
@@ -82,19 +85,19 @@ log(`tuning report (c, ${THREADS} thread${THREADS > 1 ? "s" : ""}): ${TRIALS} tr
 const compile = (name: string, tuned?: ReadonlyMap<string, import("../src/search/records.js").TuningRecord>) =>
   run(compileGraph(zooGraph(name, 0), { target: "c", optLevel: 3, vectorLanes: TARGET.vectorLanes, cores: THREADS, ...(tuned ? { tuned } : {}) }))
 
-const makeTuner = async (name: (typeof TUNERS)[number], r: TaskRunner, seed: number): Promise<Tuner> => {
+const makeTuner = async (name: (typeof TUNERS)[number], r: TaskRunner, seed: number, transfer?: TransferRows): Promise<Tuner> => {
   if (name === "random") return randomTuner(r.task, seed)
   if (name === "ga") return gaTuner(r.task, seed)
   const model = await run(makeXGBoostModel())
-  return xgbTuner(r.task, { seed, model, features: (c) => featuresOf(r.lowerConfig(c), r.task.knobs, c) })
+  return xgbTuner(r.task, { seed, model, features: (c) => featuresOf(r.lowerConfig(c), r.task.knobs, c), ...(transfer && transfer.xs.length ? { transfer } : {}) })
 }
 
 const existing = fs.existsSync(LOG) ? (await run(readLog(LOG))).records : []
 /** One tuner on one task: records appended to the log (a rerun resumes from them). */
-const tune = async (r: TaskRunner, tunerName: (typeof TUNERS)[number], trials: number) => {
+const tune = async (r: TaskRunner, tunerName: (typeof TUNERS)[number], trials: number, transfer?: TransferRows) => {
   const done = existing.filter((rec) => rec.workload === r.task.workload && rec.tuner === tunerName)
   return run(
-    tuneTask(r.task, await makeTuner(tunerName, r, 1), r.lowerConfig, measurerFor("c", r, measureOptions), {
+    tuneTask(r.task, await makeTuner(tunerName, r, 1, transfer), r.lowerConfig, measurerFor("c", r, measureOptions), {
       trials,
       batch: BATCH,
       target: "c",
@@ -194,12 +197,16 @@ if (rows.length) {
 const e2e: Record<string, unknown> = {}
 if (!SKIP_E2E) {
   const chosenIds = new Set(chosen.map((c) => c.runner.task.workload))
+  const featureCache = new Map<string, readonly number[]>()
   for (const model of ["resnet18", "mobilenetv2"] as const) {
     for (const r of runners[model]) {
       if (chosenIds.has(r.task.workload) && !SKIP_COMPARE) continue
       const t0 = Date.now()
       const d = await measureDefault(r)
-      const res = await tune(r, "xgb", Math.min(E2E_TRIALS, spaceSize(r.task.knobs)))
+      // xgb's model starts from the records of the network's other tasks (transfer learning)
+      const sofar = fs.existsSync(LOG) ? (await run(readLog(LOG))).records : []
+      const transfer = transferRows(r, runners[model], sofar, "c", featureCache)
+      const res = await tune(r, "xgb", Math.min(E2E_TRIALS, spaceSize(r.task.knobs)), transfer)
       log(`${model} ${r.task.label}: default ${d?.toFixed(1)}, xgb ${res.trials} trials best ${(res.curve.at(-1) ?? 0).toFixed(1)} GFLOP/s (${((Date.now() - t0) / 1000).toFixed(0)} s)`)
     }
   }

@@ -97,3 +97,37 @@ describe("auto-tuning (js target)", () => {
     expect(bestRecords(log.records, "js").get("w")!.costs[0]).toBe(1)
   })
 })
+
+describe("transfer learning", () => {
+  it("rows come from the other tasks' records, their throughput normalized by each task's best, in the feature layout", async () => {
+    const { transferRows } = await import("../src/search/transfer.js")
+    const { FEATURE_COUNT } = await import("../src/search/features.js")
+    const other = buildCompute("matmul", 99)
+    const otherBase = baseSchedule(other.outputs)
+    const otherTask = taskFromTE(other.outputs, otherBase, { kind: "js", vectorLanes: 4, cores: 1 }, 1, "other")
+    const runner = (t: typeof task) => ({
+      task: t,
+      lowerConfig: (config: Record<string, string | number | boolean>) => runTirPasses(lowerSync(t.template.apply(t.outputs, t.base, config)), defaultTirPasses()),
+      outputs: new Set<string>(),
+      reference: () => new Map(),
+    })
+    const [a, b] = [runner(task), runner(otherTask)]
+    const rec = (t: typeof task, config: Record<string, string | number | boolean>, cost?: number): TuningRecord => ({
+      v: 1, task: t.id, workload: t.workload, target: "js", config, costs: cost === undefined ? [] : [cost], timestamp: "2026-01-01T00:00:00Z", tuner: "random", ...(cost === undefined ? { error: "failed" } : {}),
+    })
+    const d = otherTask.template.defaults(otherTask.knobs, { vectorLanes: 4, cores: 1 })
+    const d2 = { ...d, unroll_tile: !d.unroll_tile }
+    const records = [rec(task, task.template.defaults(task.knobs, { vectorLanes: 4, cores: 1 }), 1), rec(otherTask, d, 2), rec(otherTask, d2, 4)]
+    if (task.workload === otherTask.workload) throw new Error("the two matmuls must be different workloads")
+    const rows = transferRows(a, [a, b], records, "js", new Map())
+    // only the other task's two records, the faster one first, as best/cost
+    expect(rows.ys).toEqual([1, 0.5])
+    expect(rows.xs.every((x) => x.length === FEATURE_COUNT)).toBe(true)
+    // an xgb tuner given them has a trained model before its first measurement
+    const { makeXGBoostModel } = await import("../src/search/cost-model.js")
+    const model = await Effect.runPromise(makeXGBoostModel())
+    const tuner = xgbTuner(task, { seed: 1, model, features: (c) => featuresOf(lowerConfig(c), task.knobs, c), transfer: rows })
+    await Effect.runPromise(tuner.next(2))
+    expect(model.trained()).toBe(true)
+  }, 60_000)
+})

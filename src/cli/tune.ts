@@ -23,6 +23,7 @@ import { curvesOfLog, renderCurvesSvg } from "../search/plot.js"
 import type { TuningRecord } from "../search/records.js"
 import { spaceSize } from "../search/task.js"
 import { gaTuner, gridTuner, randomTuner, xgbTuner, type Tuner } from "../search/tuners.js"
+import { transferRows, type TransferRows } from "../search/transfer.js"
 import { MEASURE_TARGETS, measurerFor, tuneTask, type MeasureTarget, type TuneResult } from "../search/tune.js"
 import { UsageError } from "./errors.js"
 import { TargetUnavailableError, targetMissing, targetSettings } from "./targets.js"
@@ -63,8 +64,8 @@ export interface TuneCommandOptions {
   readonly progress: boolean
 }
 
-/** A fresh tuner of that kind for a task (xgb with its own XGBoost model). */
-export const makeTuner = Effect.fn("cli.makeTuner")(function* (name: TunerName, r: TaskRunner, seed: number) {
+/** A fresh tuner of that kind for a task (xgb with its own XGBoost model, started from `transfer`'s rows). */
+export const makeTuner = Effect.fn("cli.makeTuner")(function* (name: TunerName, r: TaskRunner, seed: number, transfer?: TransferRows) {
   switch (name) {
     case "random":
       return randomTuner(r.task, seed) as Tuner
@@ -74,7 +75,7 @@ export const makeTuner = Effect.fn("cli.makeTuner")(function* (name: TunerName, 
       return gaTuner(r.task, seed)
     case "xgb": {
       const model = yield* makeXGBoostModel()
-      return xgbTuner(r.task, { seed, model, features: (c) => featuresOf(r.lowerConfig(c), r.task.knobs, c) })
+      return xgbTuner(r.task, { seed, model, features: (c) => featuresOf(r.lowerConfig(c), r.task.knobs, c), ...(transfer && transfer.xs.length ? { transfer } : {}) })
     }
   }
 })
@@ -179,6 +180,9 @@ const tuneRunners = Effect.fn("cli.tuneRunners")(function* (
   buildDir: string | undefined,
 ) {
   const rows: { runner: TaskRunner; result: TuneResult; resumed: number }[] = []
+  // every record so far (the log's and this run's): xgb's model starts from the other tasks' ones
+  const records: TuningRecord[] = [...logged]
+  const featureCache = new Map<string, readonly number[]>()
   for (const [k, runner] of runners.entries()) {
     const { task } = runner
     const done: TuningRecord[] = logged.filter((r) => r.workload === task.workload && r.target === kind)
@@ -196,7 +200,8 @@ const tuneRunners = Effect.fn("cli.tuneRunners")(function* (
         )
       : undefined
     bar?.start(total, Math.min(done.length, total), { best: "-" })
-    const tuner = yield* makeTuner(o.tuner, runner, o.seed)
+    const transfer = o.tuner === "xgb" ? transferRows(runner, runners, records, kind, featureCache) : undefined
+    const tuner = yield* makeTuner(o.tuner, runner, o.seed, transfer)
     const measure = measurerFor(kind, runner, {
       measure: o.measure,
       threads: o.threads,
@@ -213,7 +218,10 @@ const tuneRunners = Effect.fn("cli.tuneRunners")(function* (
         now: () => new Date().toISOString(),
         done,
         onProgress: (p) => bar?.update(Math.min(p.trials, total), { best: p.bestGflops.toFixed(3) }),
-        onRecords: (rs) => Effect.orDie(appendRecords(o.log, rs)),
+        onRecords: (rs) =>
+          Effect.orDie(appendRecords(o.log, rs)).pipe(
+            Effect.tap(() => Effect.sync(() => records.push(...rs))),
+          ),
       }),
     )
     bar?.stop()

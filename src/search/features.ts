@@ -1,7 +1,9 @@
 // Features of a candidate for the cost model, from its lowered TIR (AutoTVM's loop-variable
 // features): for the innermost loops of the main loop nest, their extents and annotations; for
 // the buffer accesses of its innermost store, strides on the innermost loop, touched elements and
-// reuse over the innermost loops; nest counts and allocation sizes; plus the knob values.
+// reuse over the innermost loops; nest counts and allocation sizes; plus the knob values, each known
+// knob in a slot of its own (so rows of different templates and tasks line up, for transfer
+// learning), other knobs after them by position.
 import { collect, type Expr, type Var } from "../ast/te/expr.js"
 import { evalExpr } from "../ast/te/eval-expr.js"
 import type { PrimFunc, Stmt } from "../ast/tir/tir.js"
@@ -9,8 +11,13 @@ import type { Config, Knob } from "../lowering/templates.js"
 
 const K_LOOPS = 6
 const K_ACCESS = 4
-const K_KNOBS = 6
-export const FEATURE_COUNT = K_LOOPS * 5 + K_ACCESS * 3 + 4 + K_KNOBS
+/** The templates' knobs, a feature slot each (src/lowering/templates.ts). */
+const KNOWN_KNOBS = [
+  "tile_ow", "tile_oh", "tile_oc", "tile_ic", "reduce_order", "unroll_kh", "unroll_kw", "pad_root",
+  "tile_inner", "tile_second", "vectorize", "unroll_tile", "fuse_epilogue",
+] as const
+const K_OTHER = 3
+export const FEATURE_COUNT = K_LOOPS * 5 + K_ACCESS * 3 + 4 + KNOWN_KNOBS.length + K_OTHER
 
 interface Loop {
   readonly name: string
@@ -100,10 +107,12 @@ export const featuresOf = (f: PrimFunc, knobs: readonly Knob[] = [], config: Con
   }
   visit(f.body)
   feats.push(main ? lg(work(main)) : 0, stores.length, allocs, lg(allocBytes))
-  for (let k = 0; k < K_KNOBS; k++) {
-    const knob = knobs[k]
+  const value = (knob: Knob | undefined): number => {
     const v = knob ? config[knob.name] : undefined
-    feats.push(typeof v === "number" ? lg(v) : typeof v === "boolean" ? (v ? 1 : 0) : typeof v === "string" && knob ? (knob.candidates as readonly unknown[]).indexOf(v) : 0)
+    return typeof v === "number" ? lg(v) : typeof v === "boolean" ? (v ? 1 : 0) : typeof v === "string" && knob ? (knob.candidates as readonly unknown[]).indexOf(v) : 0
   }
+  for (const name of KNOWN_KNOBS) feats.push(value(knobs.find((k) => k.name === name)))
+  const others = knobs.filter((k) => !(KNOWN_KNOBS as readonly string[]).includes(k.name))
+  for (let k = 0; k < K_OTHER; k++) feats.push(value(others[k]))
   return feats
 }
