@@ -67,7 +67,7 @@ describe("blocked layout", () => {
       const t = templateFor(base)
       expect(t.name).toBe("conv2d_NCHWc")
       const d = t.defaults(t.space(outputs, base), { vectorLanes: 16, cores: 1 })
-      expect(d).toMatchObject({ reduce_order: "ic_kernel", pad_root: true, tile_oh: 1 })
+      expect(d).toMatchObject({ reduce_order: "ic_only", unroll_kh: true, unroll_kw: true, pad_root: true, tile_oh: 1 })
       expect(d.tile_oc).toBe(2)
     }
   })

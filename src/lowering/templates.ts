@@ -9,7 +9,13 @@ import type { ScheduleFn } from "./lower-group.js"
 
 export type Knob =
   | { readonly kind: "split"; readonly name: string; readonly extent: number; readonly candidates: readonly number[] }
-  | { readonly kind: "choice"; readonly name: string; readonly candidates: readonly (string | number | boolean)[] }
+  | {
+      readonly kind: "choice"
+      readonly name: string
+      readonly candidates: readonly (string | number | boolean)[]
+      /** The extent of the loop the choice is about, where there is one (an unroll's loop). */
+      readonly extent?: number
+    }
 
 export type Config = Readonly<Record<string, string | number | boolean>>
 
@@ -212,6 +218,10 @@ const padProducer = (s: S.Schedule, anchor: S.Stage): string | undefined =>
 
 const REDUCE_ORDERS = ["ic_kernel", "kernel_ic", "ic_only"] as const
 
+/** KH·KW of a conv template's space (its unroll knobs carry the kernel loops' extents). */
+const kernelTaps = (knobs: readonly Knob[]): number =>
+  knobs.reduce((p, k) => (k.kind === "choice" && (k.name === "unroll_kh" || k.name === "unroll_kw") ? p * (k.extent ?? 1) : p), 1)
+
 /**
  * TVM's x86 conv2d_NCHWc schedule as a template. The output is tiled by `tile_ow` columns ×
  * `tile_oh` rows × `tile_oc` channel blocks × the vector lanes (register blocking: one accumulator
@@ -238,8 +248,8 @@ export const convTemplate: Template = {
       { kind: "split", name: "tile_oc", extent: ocb, candidates: divisors(ocb, 8) },
       ...(ic > 1 ? [{ kind: "split", name: "tile_ic", extent: ic, candidates: divisors(ic, 64) } as const] : []),
       ...(ic > 1 && kh * kw > 1 ? [{ kind: "choice", name: "reduce_order", candidates: [...REDUCE_ORDERS] } as const] : []),
-      ...(kh > 1 ? [{ kind: "choice", name: "unroll_kh", candidates: [false, true] } as const] : []),
-      ...(kw > 1 ? [{ kind: "choice", name: "unroll_kw", candidates: [false, true] } as const] : []),
+      ...(kh > 1 ? [{ kind: "choice", name: "unroll_kh", candidates: [false, true], extent: kh } as const] : []),
+      ...(kw > 1 ? [{ kind: "choice", name: "unroll_kw", candidates: [false, true], extent: kw } as const] : []),
       ...(padProducer(base, st) ? [{ kind: "choice", name: "pad_root", candidates: [true, false] } as const] : []),
     ]
   },
@@ -258,9 +268,13 @@ export const convTemplate: Template = {
     }
     const depthwise = !has("tile_ic")
     if (!depthwise) cfg.tile_ic = largest(cand("tile_ic"), lanes)
-    if (has("reduce_order")) cfg.reduce_order = "ic_kernel"
-    if (has("unroll_kh")) cfg.unroll_kh = false
-    if (has("unroll_kw")) cfg.unroll_kw = false
+    // kernel loops of up to 3×3 unrolled, the channel loops outside them: the best configs the
+    // tuner found on every ResNet-18 and MobileNetV2 task measured (docs/tuning.md) unroll both
+    const [kh, kw] = [knobs.find((k) => k.name === "unroll_kh"), knobs.find((k) => k.name === "unroll_kw")]
+    const small = kernelTaps(knobs) <= 9
+    if (kh) cfg.unroll_kh = small
+    if (kw) cfg.unroll_kw = small
+    if (has("reduce_order")) cfg.reduce_order = small && (kh || kw) ? "ic_only" : "ic_kernel"
     // a padded copy pays for itself when every input pixel feeds many channels' FMAs; a depthwise
     // conv (one input channel per output) reads each pixel only KH·KW times: bounds tests instead
     if (has("pad_root")) cfg.pad_root = !depthwise
