@@ -13,8 +13,8 @@ import { alterLayout, defaultPasses, fuseOps, planMemory, sequential, singletonG
 import type { KernelFn, Program } from "./device/executor.js"
 import { emitC, type CEmitted } from "./emit/c.js"
 import { buildC, loadC, type CBuildConfig } from "./device/c.js"
-import { emitWasmModule, type WasmEmitted } from "./emit/wasm/emit.js"
-import { loadWasmModule } from "./device/wasm.js"
+import { emitWasmModule, type WasmEmitOptions, type WasmEmitted } from "./emit/wasm/emit.js"
+import { loadWasmModule, wasmThreadsAvailable } from "./device/wasm.js"
 import { emitJsModule } from "./emit/js.js"
 
 export type TargetKind = "interp" | "js" | "c" | "wasm"
@@ -104,11 +104,12 @@ export const loadCProgram = Effect.fn("tessera.loadC")(function* (program: Progr
 })
 
 /** The wasm target's module: one exported function per compiled kernel (SIMD128 where vectorized). */
-export const emitWasmProgram = (program: Program): WasmEmitted =>
-  emitWasmModule(program.kernels.flatMap((k) => (k.kind === "compiled" ? [{ name: k.name, func: k.func }] : [])))
+export const emitWasmProgram = (program: Program, opts: WasmEmitOptions = {}): WasmEmitted =>
+  emitWasmModule(program.kernels.flatMap((k) => (k.kind === "compiled" ? [{ name: k.name, func: k.func }] : [])), opts)
 
-/** Validates, instantiates and returns the wasm target's kernels. */
-export const loadWasmProgram = (program: Program) => {
-  const emitted = emitWasmProgram(program)
-  return loadWasmModule(emitted.bytes, emitted.kernels)
+/** Validates, instantiates and returns the wasm target's kernels; parallel loops on `threads` where the host has threads. */
+export const loadWasmProgram = (program: Program, threads = 1) => {
+  const shared = threads > 1 && wasmThreadsAvailable()
+  const emitted = emitWasmProgram(program, { sharedMemory: shared })
+  return loadWasmModule(emitted.bytes, emitted.kernels, { threads: shared ? threads : 1 })
 }

@@ -8,13 +8,12 @@ import type { Graph } from "../ast/graph/graph.js"
 import { bind } from "../ast/graph/infer.js"
 import type { Tensor } from "../ast/graph/tensor.js"
 import { compilerAvailable } from "../device/c.js"
-import { createExecutor, type KernelFn, type Program } from "../device/executor.js"
+import { createExecutor, type LoadedKernels, type Program } from "../device/executor.js"
 import { loadJsModule } from "../device/js.js"
-import { loadWasmModule } from "../device/wasm.js"
 import { emitWasmModule, type WasmEmitted } from "../emit/wasm/emit.js"
 import { readLog } from "../device/records-file.js"
 import { hostTarget } from "../device/target.js"
-import { compileGraph, emitJs, loadCProgram, type TuningReport } from "../pipeline.js"
+import { compileGraph, emitJs, loadCProgram, loadWasmProgram, type TuningReport } from "../pipeline.js"
 import { alterLayout, defaultPasses, sequential, withPassConfig, type GraphPass, type PassInstrument } from "../rewrite/index.js"
 import { bestRecords, type TuningRecord } from "../search/records.js"
 import { targetKey } from "../search/task.js"
@@ -46,12 +45,15 @@ export interface TargetSettings {
   readonly kind: CliTarget
   readonly vectorLanes: number
   readonly cores: number
+  /** Threads the loaded kernels run on (c: the cores compiled for; wasm: workers at load, the schedule unchanged). */
+  readonly threads: number
 }
 
 export const targetSettings = (kind: CliTarget, threads = 1): TargetSettings => ({
   kind,
   vectorLanes: kind === "c" ? hostTarget("c").attrs.vectorLanes : kind === "interp" ? 0 : 4,
   cores: kind === "c" ? Math.max(1, threads) : 1,
+  threads: Math.max(1, threads),
 })
 
 /** The key of tuning records for these settings (as in src/search/task.ts). */
@@ -140,16 +142,14 @@ export const compileFor = Effect.fn("cli.compileFor")(function* (graph: Graph, o
 })
 
 /** The target's kernel functions for a compiled program. */
-export const loadKernels = Effect.fn("cli.loadKernels")(function* (program: Program, kind: CliTarget) {
+export const loadKernels = Effect.fn("cli.loadKernels")(function* (program: Program, kind: CliTarget, threads = 1) {
   switch (kind) {
     case "js":
       return yield* loadJsModule(emitJs(program))
     case "c":
       return yield* loadCProgram(program)
-    case "wasm": {
-      const em = emitWasm(program)
-      return yield* loadWasmModule(em.bytes, em.kernels)
-    }
+    case "wasm":
+      return yield* loadWasmProgram(program, threads)
     default:
       return yield* new TargetUnavailableError({ target: kind, reason: targetMissing(kind) ?? "it has no loader" })
   }
@@ -172,7 +172,7 @@ export const prepare = Effect.fn("cli.prepare")(function* (graph: Graph, o: Prep
   }
   const program = c.program
   const t0 = performance.now()
-  const fns: Map<string, KernelFn> = yield* loadKernels(program, o.settings.kind)
+  const fns: LoadedKernels = yield* loadKernels(program, o.settings.kind, o.settings.threads)
   const exec = yield* attempt(() => createExecutor(program, fns))
   return { ...c, program, compileMs: c.compileMs + (performance.now() - t0), run: exec.run } satisfies Prepared
 })

@@ -2,6 +2,9 @@
 // its constants. The executor allocates the planned storage blocks once, gives every planned
 // value a typed-array view of its block, and per run calls the kernels in group order — compiled
 // kernels through the target's loaded functions, fallback groups through the reference kernels.
+// A device with a memory of its own (wasm: the module's linear memory) hands it with its kernels:
+// the blocks and the constants are then placed in it once, so its kernels find them in place and
+// copy only what lives elsewhere (the model's inputs and outputs).
 import { Data } from "effect"
 import { allocate, type DType, type TypedArray } from "../ast/graph/dtype.js"
 import { resolveNode, roundNarrow, runGraph } from "../ast/graph/evaluate.js"
@@ -20,6 +23,19 @@ export interface Program {
 }
 
 export type KernelFn = (...args: TypedArray[]) => void
+
+/** Memory a device keeps its buffers in, when it has its own (wasm: the module's linear memory). */
+export interface DeviceMemory {
+  /** Reserves blocks of these byte sizes, 16-byte aligned, for good; their byte offsets in the buffer. */
+  readonly reserve: (bytes: readonly number[]) => readonly number[]
+  /** The memory's buffer now (another one after the memory grew: views are made again from it). */
+  readonly buffer: () => ArrayBufferLike
+}
+
+/** A device's loaded kernels by name, with its memory when it has one. */
+export interface LoadedKernels extends ReadonlyMap<string, KernelFn> {
+  readonly memory?: DeviceMemory
+}
 
 export class ExecutorError extends Data.TaggedError("ExecutorError")<{ readonly where: string; readonly reason: string }> {
   override get message(): string {
@@ -43,7 +59,7 @@ const STORAGE_BYTES: { readonly [D in DType]: number } = {
   bool: 1,
 }
 
-type ViewCtor = new (buffer: ArrayBuffer, byteOffset: number, length: number) => TypedArray
+type ViewCtor = new (buffer: ArrayBufferLike, byteOffset: number, length: number) => TypedArray
 const viewCtor = (dtype: DType): ViewCtor => allocate(dtype, 0).constructor as unknown as ViewCtor
 
 const staticShape = (g: Graph, v: string): number[] => {
@@ -58,7 +74,7 @@ export interface Executor {
   readonly plannedBytes: number
 }
 
-export const createExecutor = (program: Program, fns: ReadonlyMap<string, KernelFn>): Executor => {
+export const createExecutor = (program: Program, fns: LoadedKernels): Executor => {
   const { graph, memory } = program
   for (const k of program.kernels)
     if (k.kind === "compiled" && !fns.has(k.name)) throw new ExecutorError({ where: `kernel ${k.name}`, reason: "is not loaded" })
@@ -68,16 +84,35 @@ export const createExecutor = (program: Program, fns: ReadonlyMap<string, Kernel
     const t = graph.valueTypes.get(a.value)!
     blockBytes[a.storage] = Math.max(blockBytes[a.storage], sizeOf(t.shape as number[]) * STORAGE_BYTES[t.dtype])
   }
-  const blocks = blockBytes.map((b) => new ArrayBuffer(Math.max(8, Math.ceil(b / 8) * 8)))
+  const sizes = blockBytes.map((b) => Math.max(8, Math.ceil(b / 8) * 8))
   const planned = new Map<string, TypedArray>()
-  for (const a of memory.values) {
-    const t = graph.valueTypes.get(a.value)!
-    planned.set(a.value, new (viewCtor(t.dtype))(blocks[a.storage], 0, sizeOf(t.shape as number[])))
-  }
   const constants = new Map<string, Tensor>(graph.initializers)
   const outputs = new Set(graph.outputs.map((o) => o.name))
+  const viewsOf = (blocks: readonly (readonly [ArrayBufferLike, number])[]) => {
+    for (const a of memory.values) {
+      const t = graph.valueTypes.get(a.value)!
+      planned.set(a.value, new (viewCtor(t.dtype))(blocks[a.storage][0], blocks[a.storage][1], sizeOf(t.shape as number[])))
+    }
+  }
+  // in the device's memory: the blocks, then the constants (copied there once)
+  const device = fns.memory
+  const initializers = [...graph.initializers]
+  const at = device?.reserve([...sizes, ...initializers.map(([, t]) => t.data.byteLength)])
+  let seen: ArrayBufferLike | undefined
+  const placeIn = (buffer: ArrayBufferLike, copy: boolean) => {
+    viewsOf(sizes.map((_, k) => [buffer, at![k]] as const))
+    initializers.forEach(([name, t], j) => {
+      const view = new (t.data.constructor as ViewCtor)(buffer, at![sizes.length + j], t.data.length)
+      if (copy) view.set(t.data as ArrayLike<number>)
+      constants.set(name, { ...t, data: view })
+    })
+    seen = buffer
+  }
+  if (device) placeIn(device.buffer(), true)
+  else viewsOf(sizes.map((n) => [new ArrayBuffer(n), 0] as const))
 
   const run = (feeds: ReadonlyMap<string, Tensor>): Map<string, Tensor> => {
+    if (device && device.buffer() !== seen) placeIn(device.buffer(), false)
     // values with their actual shapes (fallback groups may produce data-dependent shapes)
     const env = new Map<string, Tensor>(constants)
     for (const i of graph.inputs) {
@@ -130,5 +165,5 @@ export const createExecutor = (program: Program, fns: ReadonlyMap<string, Kernel
       }),
     )
   }
-  return { run, plannedBytes: blocks.reduce((s, b) => s + b.byteLength, 0) }
+  return { run, plannedBytes: sizes.reduce((s, b) => s + b, 0) }
 }

@@ -1,17 +1,27 @@
 // The `wasm` device: validates and instantiates an emitted module against a WebAssembly.Memory
 // (plain, or shared when the module imports a shared one) with the math imports, and hands the
-// executor kernel functions of the js target's shape: `(…typed arrays) => void`. Each call copies
-// the params into the kernel's frame in linear memory (layout given by the emitter as data; this
-// file never imports emit) — all but the outputs the layout marks as written whole before any
-// read —, runs the export, and copies the written params back.
+// executor kernel functions of the js target's shape, `(…typed arrays) => void`, with the memory
+// (executor.ts DeviceMemory): the executor places the model's constants and planned buffers in it
+// once, so a call passes their addresses and copies nothing. An array that lives elsewhere (the
+// model's inputs and outputs, a test's arrays) is copied into a staging region — all but the
+// outputs the layout marks as written whole before any read — and the written ones copied back.
+//
+// Threads (where SharedArrayBuffer, Atomics and worker_threads exist; `threads` > 1 and a module
+// emitted with a shared memory): workers instantiate the same module on the same memory, each with
+// a frame of its own. A kernel's phases run in order; a parallel phase's iterations are cut into
+// one range per thread, the calling thread runs the first and waits (Atomics) for the workers'.
+//
+// Memory: [guard | args (the params' addresses) | worker slots | staging | frames | reserved
+// blocks …]; the layout of each kernel comes from the emitter as data (this file never imports emit).
 import { Data, Effect } from "effect"
 import { erf } from "../ast/te/eval-expr.js" // the evaluator's formula, so results agree bit for bit in f64
-import { converter, type DType, type TypedArray } from "../ast/graph/dtype.js"
-import type { KernelFn } from "./executor.js"
+import { allocate, converter, type DType, type TypedArray } from "../ast/graph/dtype.js"
+import type { DeviceMemory, KernelFn } from "./executor.js"
 
 // The WebAssembly JS API, typed here (our lib is ES2022 without DOM, and @types/node omits it).
 interface WasmMemory {
   readonly buffer: ArrayBuffer | SharedArrayBuffer
+  grow(pages: number): number
 }
 interface WasmApi {
   validate(bytes: Uint8Array): boolean
@@ -30,18 +40,41 @@ export class WasmLoadError extends Data.TaggedError("WasmLoadError")<{ readonly 
   }
 }
 
-/** Where a kernel's params lie in its frame (src/emit/wasm/emit.ts WasmKernelLayout, structurally). */
+/** A kernel's params and frame (src/emit/wasm/emit.ts WasmKernelLayout, structurally). */
 export interface WasmFrameLayout {
   readonly name: string
-  readonly params: readonly { readonly dtype: DType; readonly offset: number; readonly length: number; readonly written: boolean; readonly copyIn?: boolean }[]
+  readonly params: readonly { readonly dtype: DType; readonly length: number; readonly written: boolean; readonly copyIn?: boolean }[]
   readonly frameBytes: number
+  readonly phases?: readonly { readonly parallel?: number; readonly work?: number }[]
 }
 
 export interface WasmLoadOptions {
-  /** Use a shared memory (the module must have been emitted with `sharedMemory`). Default false. */
+  /** Use a shared memory (the module must have been emitted with `sharedMemory`). Default: threads > 1. */
   readonly shared?: boolean
+  /**
+   * Threads for the parallel phases, the calling one included (a module emitted with
+   * `sharedMemory`). Default 1; 1 where threads are not available or the module imports a math
+   * function workers do not have.
+   */
+  readonly threads?: number
+  /** Stores a parallel phase must run to be split across threads. Default 65536 (tests: 0). */
+  readonly minSplitWork?: number
 }
 
+/** The kernels of a loaded module, with the memory they share (executor.ts LoadedKernels). */
+export type WasmKernels = Map<string, KernelFn> & {
+  readonly memory: DeviceMemory
+  /** Threads the parallel phases run on (1: the calling thread alone). */
+  readonly threads: number
+  /** Ends the workers (the kernels then run on the calling thread alone). */
+  readonly close: () => void
+}
+
+/** Whether this host can run a module's kernels on several threads (SharedArrayBuffer, Atomics, worker_threads). */
+export const wasmThreadsAvailable = (): boolean =>
+  typeof SharedArrayBuffer === "function" && typeof Atomics === "object" && typeof process === "object" && typeof process.versions?.node === "string"
+
+type WorkerCtor = new (source: string, o: { eval: true; workerData: unknown }) => { unref(): void }
 
 /** The "math" imports a module may ask for (src/emit/wasm/expr.ts MATH_IMPORTS). */
 export const WASM_MATH_IMPORTS: Readonly<Record<string, (...a: number[]) => number>> = {
@@ -58,55 +91,203 @@ export const WASM_MATH_IMPORTS: Readonly<Record<string, (...a: number[]) => numb
 }
 
 const PAGE = 65536
-const FRAME_BASE = 64 // the frame starts past address 0, so a stray negative index cannot alias it silently without bounds checks
+const MAX_SHARED_PAGES = 16384 // the maximum the emitter declares for a shared memory (1 GiB)
+const GUARD = 64 // nothing lives below: a stray negative index cannot alias a buffer silently without bounds checks
+const I32_MAX = 0x7fffffff
+const align16 = (n: number) => Math.ceil(n / 16) * 16
+const elementBytes = (d: DType) => allocate(d, 0).BYTES_PER_ELEMENT
 
-/** Validates, compiles and instantiates `bytes`; one kernel function per layout. */
-export const loadWasmModule = (bytes: Uint8Array, layouts: readonly WasmFrameLayout[], opts: WasmLoadOptions = {}): Effect.Effect<Map<string, KernelFn>, WasmLoadError> =>
-  Effect.try({
-    try: () => loadWasmModuleSync(bytes, layouts, opts),
+// A worker's slot (int32s): the job (seq bumped last), and its answer (done = the seq it ran).
+const SEQ = 0
+const DONE = 1
+const KERNEL = 2
+const PHASE = 3
+const BEGIN = 4
+const END = 5
+const FAILED = 6
+const SLOT_BYTES = 32
+/** Polls of a slot before sleeping on it (phases follow each other closely). */
+const SPIN = 20000
+/** Stores a phase must run to be split across threads (fewer do not pay for waking a worker). */
+const MIN_SPLIT_WORK = 1 << 16
+
+/** A worker: instantiates the module on the shared memory, then runs the jobs of its slot (kernel < 0: stop). */
+const WORKER_SOURCE = `
+const { workerData } = require("node:worker_threads")
+const { module, memory, names, math, args, shared, frame, slot, spin } = workerData
+const I = new Int32Array(memory.buffer, slot, 8)
+let fns
+try {
+  const m = {}
+  for (const k of Object.keys(math)) m[k] = (0, eval)(math[k])
+  const exports = new WebAssembly.Instance(module, { env: { memory }, math: m }).exports
+  fns = names.map((n) => exports[n])
+} catch {}
+let seen = 0
+for (;;) {
+  for (let n = 0; Atomics.load(I, ${SEQ}) === seen; n++) if (n > spin) Atomics.wait(I, ${SEQ}, seen)
+  seen = Atomics.load(I, ${SEQ})
+  const k = I[${KERNEL}]
+  if (k < 0) break
+  let failed = fns ? 0 : 1
+  if (fns) try { fns[k](args, shared, frame, I[${PHASE}], I[${BEGIN}], I[${END}]) } catch { failed = 1 }
+  I[${FAILED}] = failed
+  Atomics.store(I, ${DONE}, seen)
+  Atomics.notify(I, ${DONE})
+}
+`
+
+/** A math import as source a worker evaluates: Math's own, or a function of Math alone (erf, sigmoid). */
+export const workerMathSource = (name: string): string | undefined => {
+  const f = WASM_MATH_IMPORTS[name]
+  if (f !== undefined && f === (Math as unknown as Record<string, unknown>)[name]) return `Math.${name}`
+  return name === "erf" || name === "sigmoid" ? `(${String(f)})` : undefined
+}
+
+/** Validates, compiles and instantiates `bytes`; one kernel function per layout (workers started when threads > 1). */
+export const loadWasmModule = (bytes: Uint8Array, layouts: readonly WasmFrameLayout[], opts: WasmLoadOptions = {}): Effect.Effect<WasmKernels, WasmLoadError> =>
+  Effect.tryPromise({
+    try: async () => {
+      const threads = (opts.threads ?? 1) > 1 && wasmThreadsAvailable() ? (opts.threads ?? 1) : 1
+      const Worker = threads > 1 ? ((await import("node:worker_threads")).Worker as unknown as WorkerCtor) : undefined
+      return loadWasmModuleSync(bytes, layouts, { ...opts, threads }, Worker)
+    },
     catch: (e) => new WasmLoadError({ reason: e instanceof Error ? e.message : String(e) }),
   })
 
-/** The synchronous core of loadWasmModule (throws); for benchmarks and tests. */
-export const loadWasmModuleSync = (bytes: Uint8Array, layouts: readonly WasmFrameLayout[], opts: WasmLoadOptions = {}): Map<string, KernelFn> => {
+/** The synchronous core of loadWasmModule (throws); threads need `Worker` (node:worker_threads). */
+export const loadWasmModuleSync = (bytes: Uint8Array, layouts: readonly WasmFrameLayout[], opts: WasmLoadOptions = {}, Worker?: WorkerCtor): WasmKernels => {
   if (!WA.validate(bytes)) {
     // compile to get the engine's reason
     new WA.Module(bytes)
     throw new Error("WebAssembly.validate rejected the module")
   }
   const mod = new WA.Module(bytes)
-  const needPages = Math.max(1, Math.ceil((FRAME_BASE + Math.max(0, ...layouts.map((l) => l.frameBytes))) / PAGE))
-  const memory = opts.shared ? new WA.Memory({ initial: needPages, maximum: 16384, shared: true }) : new WA.Memory({ initial: needPages })
   const wanted = new Set(WA.Module.imports(mod).filter((i) => i.module === "math").map((i) => i.name))
   const math = Object.fromEntries([...wanted].map((n) => {
     const f = WASM_MATH_IMPORTS[n]
     if (!f) throw new Error(`the module imports an unknown math function '${n}'`)
     return [n, f] as const
   }))
+  const workerMath = Object.fromEntries([...wanted].map((n) => [n, workerMathSource(n)] as const))
+  const minWork = opts.minSplitWork ?? MIN_SPLIT_WORK
+  const splits = (p: { readonly parallel?: number; readonly work?: number }) => (p.parallel ?? 0) > 1 && (p.work ?? Infinity) >= minWork
+  const parallel = layouts.some((l) => l.phases?.some(splits))
+  const threads = Worker && parallel && Object.values(workerMath).every((x) => x !== undefined) ? Math.max(1, Math.floor(opts.threads ?? 1)) : 1
+  const shared = opts.shared ?? (opts.threads ?? 1) > 1
+  if (threads > 1 && !shared) throw new Error("threads need a shared memory")
+  // the fixed regions, then the reserved blocks from `heap` on
+  const argsAt = GUARD
+  const slotsAt = align16(argsAt + 4 * Math.max(1, ...layouts.map((l) => l.params.length)))
+  const stageAt = slotsAt + SLOT_BYTES * (threads - 1)
+  const stageBytes = Math.max(0, ...layouts.map((l) => l.params.reduce((s, p) => s + align16(p.length * elementBytes(p.dtype)), 0)))
+  const frameAt = stageAt + stageBytes
+  const frameBytes = align16(Math.max(0, ...layouts.map((l) => l.frameBytes)))
+  let heap = frameAt + frameBytes * threads
+  const pages = Math.max(1, Math.ceil(heap / PAGE))
+  const memory = shared ? new WA.Memory({ initial: pages, maximum: MAX_SHARED_PAGES, shared: true }) : new WA.Memory({ initial: pages })
   const instance = new WA.Instance(mod, { env: { memory }, math })
-  const out = new Map<string, KernelFn>()
-  for (const lay of layouts) {
+  // views of the memory's buffer, made again when it grows
+  let buffer = memory.buffer
+  let u8 = new Uint8Array(buffer)
+  let i32 = new Int32Array(buffer)
+  const grown = () => {
+    buffer = memory.buffer
+    u8 = new Uint8Array(buffer)
+    i32 = new Int32Array(buffer)
+  }
+  const deviceMemory: DeviceMemory = {
+    reserve: (sizes) => {
+      const at = sizes.map((n) => {
+        const a = heap
+        heap = align16(heap + Math.max(16, n))
+        return a
+      })
+      const need = Math.ceil(heap / PAGE) - buffer.byteLength / PAGE
+      if (need > 0) {
+        memory.grow(need)
+        grown()
+      }
+      return at
+    },
+    buffer: () => buffer,
+  }
+  // the workers and their slots (views of the first buffer: a shared one stays valid as it grows)
+  const slots = Array.from({ length: threads - 1 }, (_, w) => new Int32Array(buffer, slotsAt + SLOT_BYTES * w, SLOT_BYTES / 4))
+  const names = layouts.map((l) => l.name)
+  for (let w = 1; w < threads; w++) {
+    const workerData = { module: mod, memory, names, math: workerMath, args: argsAt, shared: frameAt, frame: frameAt + frameBytes * w, slot: slotsAt + SLOT_BYTES * (w - 1), spin: SPIN }
+    new Worker!(WORKER_SOURCE, { eval: true, workerData }).unref()
+  }
+  let closed = threads === 1
+  /** Runs phase `phase` of kernel `kernel`, its `extent` iterations cut into one range per thread. */
+  const runSplit = (kernel: number, phase: number, extent: number, run: (phase: number, begin: number, end: number) => void) => {
+    const n = Math.min(threads, extent)
+    const cut = (w: number) => Math.floor((extent * w) / n)
+    for (let w = 1; w < n; w++) {
+      const s = slots[w - 1]
+      s[KERNEL] = kernel
+      s[PHASE] = phase
+      s[BEGIN] = cut(w)
+      s[END] = cut(w + 1)
+      Atomics.store(s, SEQ, s[SEQ] + 1)
+      Atomics.notify(s, SEQ)
+    }
+    let failed = false
+    try {
+      run(phase, 0, cut(1))
+    } finally {
+      for (let w = 1; w < n; w++) {
+        const s = slots[w - 1]
+        for (let i = 0, d = Atomics.load(s, DONE); d !== s[SEQ]; i++, d = Atomics.load(s, DONE)) if (i > SPIN) Atomics.wait(s, DONE, d)
+        failed ||= s[FAILED] !== 0
+      }
+    }
+    if (failed) throw new Error(`kernel ${names[kernel]}: a worker's part trapped`)
+  }
+  const fns = new Map<string, KernelFn>()
+  layouts.forEach((lay, kernel) => {
     const fn = instance.exports[lay.name]
     if (typeof fn !== "function") throw new Error(`the module exports no kernel '${lay.name}'`)
-    const run = fn as (frame: number) => void
-    out.set(lay.name, (...args: TypedArray[]) => {
+    const exported = fn as (args: number, shared: number, frame: number, phase: number, begin: number, end: number) => void
+    const run = (phase: number, begin: number, end: number) => exported(argsAt, frameAt, frameAt, phase, begin, end)
+    const phases = lay.phases ?? []
+    const split = phases.some(splits)
+    const staged: number[] = lay.params.map(() => -1)
+    fns.set(lay.name, (...args: TypedArray[]) => {
       if (args.length !== lay.params.length) throw new Error(`kernel ${lay.name} takes ${lay.params.length} arrays, given ${args.length}`)
-      const mem = new Uint8Array(memory.buffer)
+      // resident arrays by address, the others copied into the staging region
+      let stage = stageAt
       lay.params.forEach((p, k) => {
-        if (p.copyIn === false) return // an output the kernel writes whole before any read
         const a = args[k]
-        const src = new Uint8Array(a.buffer, a.byteOffset, Math.min(a.byteLength, p.length * a.BYTES_PER_ELEMENT))
-        mem.set(src, FRAME_BASE + p.offset)
+        if (a.buffer === buffer) {
+          i32[(argsAt >> 2) + k] = a.byteOffset
+          staged[k] = -1
+          return
+        }
+        staged[k] = stage
+        i32[(argsAt >> 2) + k] = stage
+        if (p.copyIn !== false) u8.set(new Uint8Array(a.buffer, a.byteOffset, Math.min(a.byteLength, p.length * a.BYTES_PER_ELEMENT)), stage)
+        stage += align16(p.length * elementBytes(p.dtype))
       })
-      run(FRAME_BASE)
-      const after = new Uint8Array(memory.buffer)
+      if (closed || !split) run(-1, 0, I32_MAX)
+      else phases.forEach((p, k) => (splits(p) ? runSplit(kernel, k, p.parallel!, run) : run(k, 0, I32_MAX)))
       lay.params.forEach((p, k) => {
-        if (!p.written) return
+        if (staged[k] < 0 || !p.written) return
         const a = args[k]
         const n = Math.min(a.byteLength, p.length * a.BYTES_PER_ELEMENT)
-        new Uint8Array(a.buffer, a.byteOffset, n).set(after.subarray(FRAME_BASE + p.offset, FRAME_BASE + p.offset + n))
+        new Uint8Array(a.buffer, a.byteOffset, n).set(u8.subarray(staged[k], staged[k] + n))
       })
     })
+  })
+  const close = () => {
+    if (closed) return
+    closed = true
+    for (const s of slots) {
+      s[KERNEL] = -1
+      Atomics.store(s, SEQ, s[SEQ] + 1)
+      Atomics.notify(s, SEQ)
+    }
   }
-  return out
+  return Object.assign(fns, { memory: deviceMemory, threads, close })
 }

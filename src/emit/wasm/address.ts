@@ -1,9 +1,10 @@
 // Affine addressing of the `wasm` target: an index is split into linear terms (atom × coefficient)
 // and a constant. The constant goes into the load's memarg offset; the terms invariant in a loop are
-// summed once, before it, into a "base" local holding frame + Σ terms · element size, and inner
-// loops extend their parent's base; an access then adds only the terms its base lacks. i32
-// arithmetic wraps, so regrouping the sum is exact; a base is used only when every term is
-// provably non-negative, so its address never wraps below the frame (wasm addresses are unsigned).
+// summed once, before it, into a "base" local holding start + Σ terms · element size (start: the
+// local holding the buffer's address — a param's pointer, or a frame shared by the frame's
+// buffers), and inner loops extend their parent's base; an access then adds only the terms its base
+// lacks. i32 arithmetic wraps, so regrouping the sum is exact; a base is used only when every term
+// is provably non-negative, so its address never wraps below the start (wasm addresses are unsigned).
 import { freeVars, type Expr } from "../../ast/te/expr.js"
 import type { Interval } from "../../ast/te/simplify.js"
 import type { Stmt } from "../../ast/tir/tir.js"
@@ -19,9 +20,11 @@ export interface Affine {
   readonly k: number
 }
 
-/** A hoisted partial address: the local holding frame + Σ terms · size (bytes). */
+/** A hoisted partial address: the local holding start + Σ terms · size (bytes). */
 export interface Base {
   readonly local: number
+  /** The local holding the start address it extends. */
+  readonly start: number
   /** Element size the coefficients were scaled by. */
   readonly size: number
   readonly terms: ReadonlyMap<string, Term>
@@ -98,36 +101,36 @@ const pure = (e: Expr): boolean => {
 export const termsNonNegative = (a: Affine, bounds: ReadonlyMap<string, Interval>): boolean =>
   [...a.terms.values()].every((t) => t.coef > 0 && nonNegative(t.atom, bounds))
 
-/** The base among `bases` (of element size `size`) whose terms are the largest subset of `a`'s with equal coefficients. */
-export const bestBase = (bases: readonly Base[], a: Affine, size: number): Base | undefined => {
+/** The base among `bases` (from `start`, of element size `size`) whose terms are the largest subset of `a`'s with equal coefficients. */
+export const bestBase = (bases: readonly Base[], a: Affine, size: number, start: number): Base | undefined => {
   let best: Base | undefined
   for (const b of bases) {
-    if (b.size !== size || (best && b.terms.size <= best.terms.size)) continue
+    if (b.size !== size || b.start !== start || (best && b.terms.size <= best.terms.size)) continue
     if ([...b.terms].every(([key, t]) => a.terms.get(key)?.coef === t.coef)) best = b
   }
   return best
 }
 
-export const baseKey = (size: number, terms: ReadonlyMap<string, Term>): string => `${size}|${[...terms].map(([k, t]) => `${t.coef}*${k}`).join("+")}`
+export const baseKey = (start: number, size: number, terms: ReadonlyMap<string, Term>): string => `${start}|${size}|${[...terms].map(([k, t]) => `${t.coef}*${k}`).join("+")}`
 
 /**
- * The partial sums worth hoisting before a loop over `body`: for each memory access (index, element
- * size) whose terms are all non-negative, its terms free of the loop's variable and of every
+ * The partial sums worth hoisting before a loop over `body`: for each memory access (start, index,
+ * element size) whose terms are all non-negative, its terms free of the loop's variable and of every
  * variable bound inside (`inner`), when there are any and they are pure. Deduplicated, in order.
  */
 export const invariantParts = (
-  accesses: readonly { readonly index: Expr; readonly size: number }[],
+  accesses: readonly { readonly start: number; readonly index: Expr; readonly size: number }[],
   bound: ReadonlySet<string>,
   bounds: ReadonlyMap<string, Interval>,
-): { readonly size: number; readonly terms: ReadonlyMap<string, Term> }[] => {
-  const out = new Map<string, { size: number; terms: ReadonlyMap<string, Term> }>()
-  for (const { index, size } of accesses) {
+): { readonly start: number; readonly size: number; readonly terms: ReadonlyMap<string, Term> }[] => {
+  const out = new Map<string, { start: number; size: number; terms: ReadonlyMap<string, Term> }>()
+  for (const { start, index, size } of accesses) {
     const a = affineOf(index)
     if (!termsNonNegative(a, bounds)) continue
     const inv = new Map([...a.terms].filter(([, t]) => pure(t.atom) && [...freeVars(t.atom)].every((v) => !bound.has(v))))
     if (inv.size === 0 || inv.size === a.terms.size) continue
-    const key = baseKey(size, inv)
-    if (!out.has(key)) out.set(key, { size, terms: inv })
+    const key = baseKey(start, size, inv)
+    if (!out.has(key)) out.set(key, { start, size, terms: inv })
   }
   return [...out.values()]
 }

@@ -52,22 +52,27 @@ export class WasmEmitError extends Error {
 }
 
 export interface BufInfo {
-  /** Byte offset in the frame. */
+  /** The local holding the address the buffer's offset is relative to (a param's pointer, or a frame). */
+  readonly base: number
+  /** Byte offset from that address. */
   readonly offset: number
   readonly dtype: DType
   /** Elements of storage. */
   readonly length: number
 }
 
-/** One function under construction: its code, locals (index 0 is the frame base) and the symbols it calls. */
+/** One function under construction: its code, locals (after its `params` i32 params) and the symbols it calls. */
 export class FnBuilder {
   readonly code: Instr[] = []
   readonly locals: ValType[] = []
   private readonly free = new Map<ValType, number[]>()
-  constructor(readonly uses: Set<string>) {}
+  constructor(
+    readonly uses: Set<string>,
+    readonly params = 1,
+  ) {}
   local(t: ValType): number {
     this.locals.push(t)
-    return this.locals.length
+    return this.params + this.locals.length - 1
   }
   temp(t: ValType): number {
     return this.free.get(t)?.pop() ?? this.local(t)

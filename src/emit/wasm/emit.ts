@@ -4,12 +4,19 @@
 //
 // Calling convention and memory:
 // - the module imports its memory ("env" "memory"; shared when `sharedMemory`), and each kernel is
-//   an export `(func (param $frame i32))`: params lie in a frame at `$frame`, in order, each at a
-//   16-byte aligned offset with the JS storage layout of its dtype (WasmKernelLayout says where);
-//   the allocations of the body follow them in the same frame (a bump region per call: stack
-//   discipline, nested allocations after their parents, siblings share space);
-// - loops: serial, parallel (run serially: no threads), unrolled, thread and vthread loops are
-//   wasm loops; vectorized loops use f32x4 / i32x4 where vector.ts admits them, scalar otherwise;
+//   an export `(func (param $args $shared $frame $phase $begin $end i32))`: `$args` points at the
+//   params' addresses (i32 each, in order; each buffer has the JS storage layout of its dtype and a
+//   16-byte aligned address), so buffers stay where the host keeps them and a call copies nothing;
+//   the body's allocations lie in a frame (a bump region per call: stack discipline, nested
+//   allocations after their parents, siblings share space; WasmKernelLayout.frameBytes in all);
+// - phases, for threads: under the body's top-level allocations and lets, each statement of its
+//   sequence is a phase; `$phase` < 0 runs them all, else only that one. A phase that is a parallel
+//   loop runs only its iterations [$begin, $end), so a host may run one phase's chunks on several
+//   threads sharing the memory, each with its own `$frame`, and wait for all before the next phase;
+//   the top-level allocations (which phases share) lie at `$shared`, the others at `$frame` (the
+//   same offsets: a frame leaves the shared part unused). One thread passes $shared = $frame;
+// - loops: serial, parallel (split only as above), unrolled, thread and vthread loops are wasm
+//   loops; vectorized loops use f32x4 / i32x4 where vector.ts admits them, scalar otherwise;
 // - barriers are no-ops outside thread loops and rejected inside (their phases need threads);
 // - `boundsCheck` (a debug mode) traps (unreachable) on any index outside its buffer's storage, so
 //   a wrong index never reads another buffer silently; without it the TIR is trusted.
@@ -28,7 +35,7 @@ export { WasmEmitError } from "./builder.js"
 
 /** What the wasm target does with each TIR construct. */
 export const WASM_CAPABILITIES = {
-  parallel: "serial loop (no threads)",
+  parallel: "serial loop; the loop of a phase runs [begin, end) of its iterations (a host's threads share it)",
   vectorized: "f32x4 / i32x4 for unit-stride float32/int32 bodies, scalar otherwise and for the remainder",
   unrolled: "loop (UnrollLoops has already copied the small ones)",
   thread: "serial loop",
@@ -47,26 +54,33 @@ export interface WasmEmitOptions {
 
 export interface WasmParamLayout {
   readonly dtype: DType
-  /** Byte offset in the frame. */
-  readonly offset: number
   /** Elements of storage (≥ the logical size). */
   readonly length: number
   /** The logical shape (the tensor the param holds). */
   readonly shape: readonly number[]
-  /** Whether the kernel stores to it (the device copies these back). */
+  /** Whether the kernel stores to it (a host that copies a buffer in copies these back). */
   readonly written: boolean
   /**
-   * Whether the kernel may see its value on entry (the device copies these in): false for an
+   * Whether the kernel may see its value on entry (a host that copies copies these in): false for an
    * output that is never read and stored only outside any `if` (a compute writes all of it).
    */
   readonly copyIn: boolean
 }
 
+/** One phase of a kernel (see the calling convention). */
+export interface WasmPhase {
+  /** The iterations of its parallel loop, when it is one: a host may split [0, parallel) across threads. */
+  readonly parallel?: number
+  /** Its stores, counted over the loops' constant extents (a host splits only phases worth a thread's wake-up). */
+  readonly work: number
+}
+
 export interface WasmKernelLayout {
   readonly name: string
   readonly params: readonly WasmParamLayout[]
-  /** Bytes of the whole frame: params and allocations. */
+  /** Bytes of the frame (the body's allocations). */
   readonly frameBytes: number
+  readonly phases: readonly WasmPhase[]
 }
 
 export interface WasmEmitted {
@@ -149,7 +163,17 @@ interface StmtCtx extends Scope {
   /** First free byte of the frame. */
   readonly top: number
   readonly inThread: boolean
+  /** The loop that runs only the iterations [$begin, $end) (a phase's parallel loop). */
+  readonly chunk?: Stmt
 }
+
+/** The kernel's params: locals 0 … 5, in order. */
+const ARGS = 0
+const SHARED = 1
+const FRAME = 2
+const PHASE = 3
+const BEGIN = 4
+const END = 5
 
 const withVar = (sc: StmtCtx, name: string, local: number, vt: "i32" | "f32" | "f64", bounds?: Interval): StmtCtx => {
   const b = new Map(sc.bounds)
@@ -176,20 +200,20 @@ const substituteStmt = (body: Stmt, name: string, value: number, bounds: Readonl
   return mapStmt(body, () => undefined, (e) => ints(substitute(e, env)))
 }
 
-/** The (index, element size) of every access to a frame buffer inside `s` (not promoted ones). */
-const memoryAccesses = (sc: StmtCtx, s: Stmt): { index: Expr; size: number }[] => {
-  const out: { index: Expr; size: number }[] = []
-  const sizes = new Map([...sc.bufs].map(([n, b]) => [n, STORAGE[b.dtype].bytes] as const))
+/** The (start, index, element size) of every access to a memory buffer inside `s` (not promoted ones). */
+const memoryAccesses = (sc: StmtCtx, s: Stmt): { start: number; index: Expr; size: number }[] => {
+  const out: { start: number; index: Expr; size: number }[] = []
+  const sizes = new Map([...sc.bufs].map(([n, b]) => [n, { start: b.base, size: STORAGE[b.dtype].bytes }] as const))
   const ofExpr = (e: Expr) =>
     collect(e, (x) => x.kind === "read").forEach((x) => {
       const sz = x.kind === "read" && x.indices.length === 1 ? sizes.get(x.source) : undefined
-      if (sz !== undefined && x.kind === "read") out.push({ index: x.indices[0], size: sz })
+      if (sz !== undefined && x.kind === "read") out.push({ ...sz, index: x.indices[0] })
     })
   const rec = (x: Stmt): void => {
     switch (x.kind) {
       case "store": {
         const sz = sizes.get(x.buffer)
-        if (sz !== undefined && x.indices.length === 1) out.push({ index: x.indices[0], size: sz })
+        if (sz !== undefined && x.indices.length === 1) out.push({ ...sz, index: x.indices[0] })
         ofExpr(x.value)
         return
       }
@@ -203,7 +227,7 @@ const memoryAccesses = (sc: StmtCtx, s: Stmt): { index: Expr; size: number }[] =
         if (x.else) rec(x.else)
         return
       case "allocate":
-        if (x.buffer.scope !== "local") sizes.set(x.buffer.name, STORAGE[x.buffer.dtype].bytes)
+        if (x.buffer.scope !== "local") sizes.set(x.buffer.name, { start: FRAME, size: STORAGE[x.buffer.dtype].bytes })
         return rec(x.body)
       case "let":
         ofExpr(x.value)
@@ -225,21 +249,21 @@ const hoistBases = (fb: FnBuilder, sc: StmtCtx, loop: Stmt & { kind: "for" }): S
   if (sc.boundsCheck) return sc
   const inside = boundInside(loop)
   const bounds = new Map([...sc.bounds, ...inside.bounds])
-  const have = new Set((sc.bases ?? []).map((b) => baseKey(b.size, b.terms)))
+  const have = new Set((sc.bases ?? []).map((b) => baseKey(b.start, b.size, b.terms)))
   const added: Base[] = []
   for (const part of invariantParts(memoryAccesses(sc, loop), inside.vars, bounds)) {
     if (added.length >= MAX_BASES_PER_LOOP) break
-    const key = baseKey(part.size, part.terms)
+    const key = baseKey(part.start, part.size, part.terms)
     if (have.has(key)) continue
     have.add(key)
-    const parent = bestBase([...(sc.bases ?? []), ...added], { terms: part.terms, k: 0 }, part.size)
+    const parent = bestBase([...(sc.bases ?? []), ...added], { terms: part.terms, k: 0 }, part.size, part.start)
     const rest = [...part.terms].filter(([k]) => !parent?.terms.has(k)).map(([, t]) => t)
-    fb.op("local.get", parent?.local ?? 0)
+    fb.op("local.get", parent?.local ?? part.start)
     emitScaledTerms(fb, sc, rest, part.size)
     fb.op("i32.add")
     const local = fb.local("i32")
     fb.op("local.set", local)
-    added.push({ local, size: part.size, terms: part.terms })
+    added.push({ local, start: part.start, size: part.size, terms: part.terms })
   }
   return added.length ? { ...sc, bases: [...(sc.bases ?? []), ...added] } : sc
 }
@@ -258,9 +282,11 @@ const emitStmt = (fb: FnBuilder, sc: StmtCtx, s: Stmt, frame: FrameSize): void =
       if (ext !== undefined && ext <= 0) return
       const bounds = lo !== undefined && ext !== undefined ? { min: lo, max: lo + ext - 1 } : undefined
       const regIndexed = sc.regs !== undefined && sc.regs.size > 0 && indexesRegs(s.body, s.var.name, sc.regs.keys())
+      const chunked = sc.chunk === s
+      if (chunked && regIndexed) throw new WasmEmitError(`the parallel loop '${s.var.name}' of a phase indexes a register buffer`)
       // a loop over a register tile's lanes runs 4 lanes at a time too when the plan shows them
       // independent (each lane computes what the serial loop computes, in the same order)
-      if ((s.forKind === "vectorized" || regIndexed) && ext !== undefined && ext >= 4 && (lo !== undefined || !regIndexed)) {
+      if (!chunked && (s.forKind === "vectorized" || regIndexed) && ext !== undefined && ext >= 4 && (lo !== undefined || !regIndexed)) {
         const plan = vectorPlan(s.body, s.var.name)
         if (plan) {
           const nvec = ext - (ext % 4)
@@ -281,14 +307,31 @@ const emitStmt = (fb: FnBuilder, sc: StmtCtx, s: Stmt, frame: FrameSize): void =
       const v = fb.local("i32")
       const end = fb.local("i32")
       // the body is a region of its own: values cached before the loop stay readable, new ones stay inside
-      const inner: StmtCtx = { ...withVar(hoisted, s.var.name, v, "i32", bounds), inThread, ...freshRegion(sc, storedBuffers(s.body)) }
-      emitExprAs(fb, sc, s.min, "int32")
-      fb.op("local.tee", v)
-      emitExprAs(fb, sc, s.extent, "int32")
-      fb.op("i32.add")
-      fb.op("local.set", end)
+      const inner: StmtCtx = { ...withVar(hoisted, s.var.name, v, "i32", bounds), inThread, ...freshRegion(sc, storedBuffers(s.body)), chunk: undefined }
+      if (chunked) {
+        // iterations [$begin, min($end, extent)): v from min + $begin to min + min($end, extent)
+        emitExprAs(fb, sc, s.min, "int32")
+        fb.op("local.get", BEGIN)
+        fb.op("i32.add")
+        fb.op("local.set", v)
+        emitExprAs(fb, sc, s.min, "int32")
+        fb.op("local.get", END)
+        emitExprAs(fb, sc, s.extent, "int32")
+        fb.op("local.get", END)
+        emitExprAs(fb, sc, s.extent, "int32")
+        fb.op("i32.lt_s")
+        fb.op("select")
+        fb.op("i32.add")
+        fb.op("local.set", end)
+      } else {
+        emitExprAs(fb, sc, s.min, "int32")
+        fb.op("local.tee", v)
+        emitExprAs(fb, sc, s.extent, "int32")
+        fb.op("i32.add")
+        fb.op("local.set", end)
+      }
       // a do-while when the loop surely runs, else guarded by a block
-      const guarded = ext === undefined
+      const guarded = ext === undefined || chunked
       if (guarded) {
         fb.block("block")
         fb.op("local.get", v)
@@ -350,7 +393,7 @@ const emitStmt = (fb: FnBuilder, sc: StmtCtx, s: Stmt, frame: FrameSize): void =
         return
       }
       const length = Math.max(1, b.shape.length ? b.shape.reduce((acc, d, k) => acc + (d - 1) * (b.strides?.[k] ?? prod(b.shape.slice(k + 1))), 1) : 1)
-      const info: BufInfo = { offset: sc.top, dtype: b.dtype, length }
+      const info: BufInfo = { base: FRAME, offset: sc.top, dtype: b.dtype, length }
       const top = align16(sc.top + length * STORAGE[b.dtype].bytes)
       frame.max = Math.max(frame.max, top)
       emitStmt(fb, { ...sc, top, bufs: new Map(sc.bufs).set(b.name, info) }, s.body, frame)
@@ -378,32 +421,96 @@ const emitStmt = (fb: FnBuilder, sc: StmtCtx, s: Stmt, frame: FrameSize): void =
   }
 }
 
-const KERNEL_TYPE: FuncType = { params: ["i32"], results: [] }
+const KERNEL_TYPE: FuncType = { params: ["i32", "i32", "i32", "i32", "i32", "i32"], results: [] }
 
-/** One kernel: its function and its frame layout. */
+/** Stores `s` runs: over loops of constant extent (others count once), both arms of an if. */
+const storesOf = (s: Stmt): number => {
+  switch (s.kind) {
+    case "for":
+      return (s.extent.kind === "const" ? Math.max(0, s.extent.value) : 1) * storesOf(s.body)
+    case "seq":
+      return s.body.reduce((n, b) => n + storesOf(b), 0)
+    case "if":
+      return storesOf(s.then) + (s.else ? storesOf(s.else) : 0)
+    case "allocate":
+    case "let":
+      return storesOf(s.body)
+    case "store":
+    case "intrinsic":
+      return 1
+    default:
+      return 0
+  }
+}
+
+/** The iterations of a phase's statement when it is a parallel loop over constant bounds of more than one. */
+const parallelExtent = (s: Stmt): number | undefined =>
+  s.kind === "for" && s.forKind === "parallel" && s.min.kind === "const" && s.extent.kind === "const" && s.extent.value > 1 ? s.extent.value : undefined
+
+/**
+ * The body as phases: its top-level allocations (at $shared: every thread's phases share them) and
+ * lets, then each statement of the sequence under them, run when $phase is its index or < 0.
+ */
+const emitPhases = (fb: FnBuilder, sc: StmtCtx, s: Stmt, frame: FrameSize, phases: WasmPhase[]): void => {
+  if (s.kind === "allocate" && !((s.buffer.dtype === "float32" || s.buffer.dtype === "int32") && promotable(s.buffer, s.body))) {
+    const b = s.buffer
+    const length = Math.max(1, b.shape.length ? b.shape.reduce((acc, d, k) => acc + (d - 1) * (b.strides?.[k] ?? prod(b.shape.slice(k + 1))), 1) : 1)
+    const top = align16(sc.top + length * STORAGE[b.dtype].bytes)
+    frame.max = Math.max(frame.max, top)
+    return emitPhases(fb, { ...sc, top, bufs: new Map(sc.bufs).set(b.name, { base: SHARED, offset: sc.top, dtype: b.dtype, length }) }, s.body, frame, phases)
+  }
+  if (s.kind === "let") {
+    const vt = VCLASS[s.var.dtype]
+    const l = fb.local(vt)
+    emitExprAs(fb, sc, s.value, s.var.dtype)
+    fb.op("local.set", l)
+    return emitPhases(fb, { ...withVar(sc, s.var.name, l, vt), ...freshRegion(sc) }, s.body, frame, phases)
+  }
+  for (const stmt of s.kind === "seq" ? s.body : [s]) {
+    const parallel = parallelExtent(stmt)
+    // if ($phase < 0 | $phase == k)
+    fb.op("local.get", PHASE)
+    fb.op("i32.const", 0)
+    fb.op("i32.lt_s")
+    fb.op("local.get", PHASE)
+    fb.op("i32.const", phases.length)
+    fb.op("i32.eq")
+    fb.op("i32.or")
+    fb.block("if")
+    emitStmt(fb, { ...sc, ...freshRegion(sc), ...(parallel !== undefined ? { chunk: stmt } : {}) }, stmt, frame)
+    fb.op("end")
+    invalidate(sc, storedBuffers(stmt))
+    phases.push(parallel !== undefined ? { parallel, work: storesOf(stmt) } : { work: storesOf(stmt) })
+  }
+}
+
+/** One kernel: its function and its layout. */
 export const emitWasmFunction = (f: PrimFunc, exportName: string, uses: Set<string>, opts: WasmEmitOptions = {}): { func: WasmFunc; layout: WasmKernelLayout } => {
-  const fb = new FnBuilder(uses)
+  const fb = new FnBuilder(uses, KERNEL_TYPE.params.length)
   const written = storedBuffers(f.body)
   const seen = seenOnEntry(f.body)
-  let top = 0
   const bufs = new Map<string, BufInfo>()
-  const params: WasmParamLayout[] = f.params.map((p: Buffer) => {
+  const params: WasmParamLayout[] = f.params.map((p: Buffer, k) => {
     const shape = p.view?.shape ?? p.shape
     const length = Math.max(prod(p.shape), prod(shape))
-    const lay = { dtype: p.dtype, offset: top, length, shape, written: written.has(p.name), copyIn: !written.has(p.name) || seen.has(p.name) }
     if (bufs.has(p.name)) throw new WasmEmitError(`param '${p.name}' appears twice`)
-    bufs.set(p.name, { offset: top, dtype: p.dtype, length })
-    top = align16(top + length * STORAGE[p.dtype].bytes)
-    return lay
+    // its address, from the args
+    const base = fb.local("i32")
+    fb.op("local.get", ARGS)
+    fb.op("i32.load", 2, 4 * k)
+    fb.op("local.set", base)
+    bufs.set(p.name, { base, offset: 0, dtype: p.dtype, length })
+    return { dtype: p.dtype, length, shape, written: written.has(p.name), copyIn: !written.has(p.name) || seen.has(p.name) }
   })
   const frame = new FrameSize()
-  frame.max = top
-  emitStmt(fb, { vars: new Map(), bufs, bounds: new Map(), boundsCheck: opts.boundsCheck ?? false, top, inThread: false, addrCache: new Map(), vcache: new Map() }, f.body, frame)
-  const notes = params.map((p, k) => `param ${k}: ${p.dtype}[${p.shape.join("x")}] at +${p.offset}, ${p.length} elements${p.written ? ", written" : ""}${p.copyIn ? "" : ", not copied in"}`)
+  const phases: WasmPhase[] = []
+  emitPhases(fb, { vars: new Map(), bufs, bounds: new Map(), boundsCheck: opts.boundsCheck ?? false, top: 0, inThread: false, addrCache: new Map(), vcache: new Map() }, f.body, frame, phases)
+  const notes = params.map((p, k) => `param ${k}: ${p.dtype}[${p.shape.join("x")}], ${p.length} elements${p.written ? ", written" : ""}${p.copyIn ? "" : ", not copied in"}`)
   notes.push(`frame: ${frame.max} bytes`)
+  notes.push(`phases: ${phases.map((p) => `${p.parallel !== undefined ? `parallel ${p.parallel}` : "serial"} (${p.work} stores)`).join(", ")}`)
   return {
     func: { name: exportName, exported: true, type: KERNEL_TYPE, locals: fb.locals, code: fb.code, notes },
-    layout: { name: exportName, params, frameBytes: frame.max },
+    layout: { name: exportName, params, frameBytes: frame.max, phases },
   }
 }
 

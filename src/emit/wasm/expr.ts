@@ -41,7 +41,7 @@ const constOp = (vt: VT): Op => (vt === "i32" ? "i32.const" : vt === "f32" ? "f3
 export const emitConst = (fb: FnBuilder, value: number, vt: VT): void => fb.op(constOp(vt), vt === "i32" ? value | 0 : vt === "f32" ? Math.fround(value) : value)
 
 /**
- * Pushes the address of `buf[idx]` (frame base + scaled index) and returns the memarg offset.
+ * Pushes the address of `buf[idx]` (the buffer's start + scaled index) and returns the memarg offset.
  * A constant non-negative addend of the index folds into the offset when the rest is provably ≥ 0;
  * with bounds checks the index is compared (unsigned) against the storage length minus `span - 1`.
  */
@@ -54,10 +54,10 @@ export const emitAddress = (fb: FnBuilder, sc: Scope, name: string, idx: Expr, s
     const a = affineOf(idx)
     if (a.terms.size > 0 && termsNonNegative(a, sc.bounds)) {
       // the largest hoisted base, plus the terms it lacks; the constant in the offset
-      const base = bestBase(sc.bases ?? [], a, size)
+      const base = bestBase(sc.bases ?? [], a, size, info.base)
       const rest = new Map([...a.terms].filter(([key]) => !base?.terms.has(key)))
-      const from = base?.local ?? 0
-      const cacheKey = sc.addrCache && rest.size ? `${from}|${baseKey(size, rest)}` : undefined
+      const from = base?.local ?? info.base
+      const cacheKey = sc.addrCache && rest.size ? `${from}|${baseKey(info.base, size, rest)}` : undefined
       const cached = cacheKey === undefined ? undefined : sc.addrCache!.get(cacheKey)
       if (cached !== undefined) fb.op("local.get", cached)
       else {
@@ -88,13 +88,13 @@ export const emitAddress = (fb: FnBuilder, sc: Scope, name: string, idx: Expr, s
     rest = idx.a
     add = idx.b.value
   }
-  const cacheKey = sc.addrCache && !sc.boundsCheck && rest.kind !== "const" ? `${shift}:${JSON.stringify(rest)}` : undefined
+  const cacheKey = sc.addrCache && !sc.boundsCheck && rest.kind !== "const" ? `${info.base}|${shift}:${JSON.stringify(rest)}` : undefined
   const cached = cacheKey === undefined ? undefined : sc.addrCache!.get(cacheKey)
   if (cached !== undefined) {
     fb.op("local.get", cached)
     return { offset: info.offset + add * size, info }
   }
-  fb.op("local.get", 0)
+  fb.op("local.get", info.base)
   if (rest.kind === "const" && rest.value >= 0) {
     add += rest.value
   } else {
