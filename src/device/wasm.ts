@@ -9,10 +9,12 @@
 // Threads (where SharedArrayBuffer, Atomics and worker_threads exist; `threads` > 1 and a module
 // emitted with a shared memory): workers instantiate the same module on the same memory, each with
 // a frame of its own. A kernel's phases run in order; a parallel phase's iterations are cut into
-// one range per thread, the calling thread runs the first and waits (Atomics) for the workers'.
+// a few ranges per thread, which the calling thread and the workers claim from a shared counter
+// (Atomics) until none is left; the calling thread then waits for the ranges still running. A
+// worker that gets no core in time leaves its ranges to the others (a loaded machine degrades to
+// one thread, not to waiting), and the answer is the same whoever runs a range.
 //
-// Memory: [guard | args (the params' addresses) | worker slots | staging | frames | reserved
-// blocks …]; the layout of each kernel comes from the emitter as data (this file never imports emit).
+// Memory: [guard | args (the params' addresses) | job | staging | frames | reserved blocks …]; the layout of each kernel comes from the emitter as data (this file never imports emit).
 import { Data, Effect } from "effect"
 import { erf } from "../ast/te/eval-expr.js" // the evaluator's formula, so results agree bit for bit in f64
 import { allocate, converter, type DType, type TypedArray } from "../ast/graph/dtype.js"
@@ -68,6 +70,8 @@ export type WasmKernels = Map<string, KernelFn> & {
   readonly threads: number
   /** Ends the workers (the kernels then run on the calling thread alone). */
   readonly close: () => void
+  /** Ranges of split phases the workers ran so far (the calling thread ran the others). */
+  readonly workerRanges: () => number
 }
 
 /** Whether this host can run a module's kernels on several threads (SharedArrayBuffer, Atomics, worker_threads). */
@@ -97,25 +101,33 @@ const I32_MAX = 0x7fffffff
 const align16 = (n: number) => Math.ceil(n / 16) * 16
 const elementBytes = (d: DType) => allocate(d, 0).BYTES_PER_ELEMENT
 
-// A worker's slot (int32s): the job (seq bumped last), and its answer (done = the seq it ran).
+// The job (int32s): seq (bumped last when one is posted), what to run, the claim counter (the
+// job's tag << 16 | next range) and the ranges done.
 const SEQ = 0
-const DONE = 1
-const KERNEL = 2
-const PHASE = 3
-const BEGIN = 4
-const END = 5
-const FAILED = 6
-const SLOT_BYTES = 32
-/** Polls of a slot before sleeping on it (phases follow each other closely). */
+const KERNEL = 1
+const PHASE = 2
+const EXTENT = 3
+const RANGES = 4
+const NEXT = 5
+const DONE = 6
+const FAILED = 7
+const JOB_BYTES = 32
+/** Polls before sleeping (phases follow each other closely). */
 const SPIN = 20000
 /** Stores a phase must run to be split across threads (fewer do not pay for waking a worker). */
 const MIN_SPLIT_WORK = 1 << 16
+/** Ranges per thread a split phase is cut into (several: a late thread leaves less undone). */
+const RANGES_PER_THREAD = 4
 
-/** A worker: instantiates the module on the shared memory, then runs the jobs of its slot (kernel < 0: stop). */
+/**
+ * A worker: instantiates the module on the shared memory, then for each job claims ranges while
+ * the counter carries the job's tag (a range of a later job is never run with an earlier job's
+ * kernel) and counts them done; kernel < 0 stops it. One that cannot instantiate claims nothing.
+ */
 const WORKER_SOURCE = `
 const { workerData } = require("node:worker_threads")
-const { module, memory, names, math, args, shared, frame, slot, spin } = workerData
-const I = new Int32Array(memory.buffer, slot, 8)
+const { module, memory, names, math, args, shared, frame, job, spin } = workerData
+const I = new Int32Array(memory.buffer, job, 8)
 let fns
 try {
   const m = {}
@@ -129,11 +141,16 @@ for (;;) {
   seen = Atomics.load(I, ${SEQ})
   const k = I[${KERNEL}]
   if (k < 0) break
-  let failed = fns ? 0 : 1
-  if (fns) try { fns[k](args, shared, frame, I[${PHASE}], I[${BEGIN}], I[${END}]) } catch { failed = 1 }
-  I[${FAILED}] = failed
-  Atomics.store(I, ${DONE}, seen)
-  Atomics.notify(I, ${DONE})
+  if (!fns) continue
+  const phase = I[${PHASE}], extent = I[${EXTENT}], ranges = I[${RANGES}], tag = seen << 16
+  for (;;) {
+    const cur = Atomics.load(I, ${NEXT})
+    if ((cur & ~0xffff) !== tag || (cur & 0xffff) >= ranges) break
+    if (Atomics.compareExchange(I, ${NEXT}, cur, cur + 1) !== cur) continue
+    const r = cur & 0xffff
+    try { fns[k](args, shared, frame, phase, Math.floor((extent * r) / ranges), Math.floor((extent * (r + 1)) / ranges)) } catch { Atomics.store(I, ${FAILED}, 1) }
+    if (Atomics.add(I, ${DONE}, 1) + 1 === ranges) Atomics.notify(I, ${DONE})
+  }
 }
 `
 
@@ -178,8 +195,8 @@ export const loadWasmModuleSync = (bytes: Uint8Array, layouts: readonly WasmFram
   if (threads > 1 && !shared) throw new Error("threads need a shared memory")
   // the fixed regions, then the reserved blocks from `heap` on
   const argsAt = GUARD
-  const slotsAt = align16(argsAt + 4 * Math.max(1, ...layouts.map((l) => l.params.length)))
-  const stageAt = slotsAt + SLOT_BYTES * (threads - 1)
+  const jobAt = align16(argsAt + 4 * Math.max(1, ...layouts.map((l) => l.params.length)))
+  const stageAt = jobAt + JOB_BYTES
   const stageBytes = Math.max(0, ...layouts.map((l) => l.params.reduce((s, p) => s + align16(p.length * elementBytes(p.dtype)), 0)))
   const frameAt = stageAt + stageBytes
   const frameBytes = align16(Math.max(0, ...layouts.map((l) => l.frameBytes)))
@@ -212,38 +229,52 @@ export const loadWasmModuleSync = (bytes: Uint8Array, layouts: readonly WasmFram
     },
     buffer: () => buffer,
   }
-  // the workers and their slots (views of the first buffer: a shared one stays valid as it grows)
-  const slots = Array.from({ length: threads - 1 }, (_, w) => new Int32Array(buffer, slotsAt + SLOT_BYTES * w, SLOT_BYTES / 4))
+  // the job (a view of the first buffer: a shared one stays valid as the memory grows) and the workers
+  const job = new Int32Array(buffer, jobAt, JOB_BYTES / 4)
   const names = layouts.map((l) => l.name)
   for (let w = 1; w < threads; w++) {
-    const workerData = { module: mod, memory, names, math: workerMath, args: argsAt, shared: frameAt, frame: frameAt + frameBytes * w, slot: slotsAt + SLOT_BYTES * (w - 1), spin: SPIN }
+    const workerData = { module: mod, memory, names, math: workerMath, args: argsAt, shared: frameAt, frame: frameAt + frameBytes * w, job: jobAt, spin: SPIN }
     new Worker!(WORKER_SOURCE, { eval: true, workerData }).unref()
   }
   let closed = threads === 1
-  /** Runs phase `phase` of kernel `kernel`, its `extent` iterations cut into one range per thread. */
+  let seq = 0
+  let workerRanges = 0
+  const post = (kernel: number) => {
+    seq = (seq + 1) & 0x7fff // the tag of the claim counter
+    job[KERNEL] = kernel
+    Atomics.store(job, SEQ, seq)
+    Atomics.notify(job, SEQ)
+  }
+  /** Runs phase `phase` of kernel `kernel`: its `extent` iterations in ranges the threads claim. */
   const runSplit = (kernel: number, phase: number, extent: number, run: (phase: number, begin: number, end: number) => void) => {
-    const n = Math.min(threads, extent)
-    const cut = (w: number) => Math.floor((extent * w) / n)
-    for (let w = 1; w < n; w++) {
-      const s = slots[w - 1]
-      s[KERNEL] = kernel
-      s[PHASE] = phase
-      s[BEGIN] = cut(w)
-      s[END] = cut(w + 1)
-      Atomics.store(s, SEQ, s[SEQ] + 1)
-      Atomics.notify(s, SEQ)
-    }
-    let failed = false
-    try {
-      run(phase, 0, cut(1))
-    } finally {
-      for (let w = 1; w < n; w++) {
-        const s = slots[w - 1]
-        for (let i = 0, d = Atomics.load(s, DONE); d !== s[SEQ]; i++, d = Atomics.load(s, DONE)) if (i > SPIN) Atomics.wait(s, DONE, d)
-        failed ||= s[FAILED] !== 0
+    const ranges = Math.min(extent, threads * RANGES_PER_THREAD)
+    job[PHASE] = phase
+    job[EXTENT] = extent
+    job[RANGES] = ranges
+    Atomics.store(job, DONE, 0)
+    Atomics.store(job, FAILED, 0)
+    Atomics.store(job, NEXT, ((seq + 1) & 0x7fff) << 16)
+    post(kernel)
+    let error: unknown
+    let mine = 0
+    for (;;) {
+      const cur = Atomics.load(job, NEXT)
+      if ((cur & 0xffff) >= ranges) break
+      if (Atomics.compareExchange(job, NEXT, cur, cur + 1) !== cur) continue
+      const r = cur & 0xffff
+      mine++
+      try {
+        run(phase, Math.floor((extent * r) / ranges), Math.floor((extent * (r + 1)) / ranges))
+      } catch (e) {
+        error ??= e
       }
+      Atomics.add(job, DONE, 1)
     }
-    if (failed) throw new Error(`kernel ${names[kernel]}: a worker's part trapped`)
+    // the ranges still running elsewhere
+    for (let i = 0, d = Atomics.load(job, DONE); d !== ranges; i++, d = Atomics.load(job, DONE)) if (i > SPIN) Atomics.wait(job, DONE, d)
+    workerRanges += ranges - mine
+    if (error !== undefined) throw error
+    if (job[FAILED] !== 0) throw new Error(`kernel ${names[kernel]}: a worker's range trapped`)
   }
   const fns = new Map<string, KernelFn>()
   layouts.forEach((lay, kernel) => {
@@ -283,11 +314,7 @@ export const loadWasmModuleSync = (bytes: Uint8Array, layouts: readonly WasmFram
   const close = () => {
     if (closed) return
     closed = true
-    for (const s of slots) {
-      s[KERNEL] = -1
-      Atomics.store(s, SEQ, s[SEQ] + 1)
-      Atomics.notify(s, SEQ)
-    }
+    post(-1)
   }
-  return Object.assign(fns, { memory: deviceMemory, threads, close })
+  return Object.assign(fns, { memory: deviceMemory, threads, close, workerRanges: () => workerRanges })
 }
