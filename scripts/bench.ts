@@ -1,8 +1,8 @@
 // npm run bench — Tessera's c target against onnxruntime-node and its wasm target against
 // onnxruntime-web's wasm backend (1 thread), in one run on one machine: ResNet-18 and MobileNetV2
-// (zoo, batch 1, fp32), 1 and 2 threads; medians after warm-up, ratios, the fraction of this CPU's
-// peak FLOP rate (measured here with a small FMA kernel), and per-layer tables of the c and wasm
-// targets. Each thread count runs in its own process (OpenMP reads its thread count once). Speed
+// (zoo, batch 1, fp32), 1 and 2 threads (wasm: workers sharing the module's memory); medians after
+// warm-up, ratios, the fraction of this CPU's peak FLOP rate (measured here with a small FMA
+// kernel), and per-layer tables of the c and wasm targets. Each thread count runs in its own process (OpenMP reads its thread count once). Speed
 // is reported, never asserted.
 import { Effect } from "effect"
 import { execFileSync, spawnSync } from "node:child_process"
@@ -79,6 +79,8 @@ interface Row {
   readonly threads: number
   readonly c?: number
   readonly wasm?: number
+  /** Threads the wasm kernels ran on (1 where the host has no threads). */
+  readonly wasmThreads?: number
   readonly ort?: number
   /** onnxruntime-web, wasm backend, 1 thread (1-thread rows only). */
   readonly ortWeb?: number
@@ -151,19 +153,22 @@ const measure = async (threads: number): Promise<Measured> => {
         }
       }
     }
-    if (threads === 1) {
+    {
+      // the schedule does not depend on the thread count: workers run the parallel phases
       const program = await Effect.runPromise(compileGraph(graph, { target: "wasm", optLevel: 3, vectorLanes: 4, cores: 1 }))
-      const fns = await Effect.runPromise(loadWasmProgram(program))
+      const fns = await Effect.runPromise(loadWasmProgram(program, threads))
       const exec = createExecutor(program, fns)
       row.wasm = time(() => exec.run(feeds), Math.max(3, Math.floor(RUNS / 3)))
-      if (name === "resnet18") wasmLayers.push(...perLayer(program, fns))
-      if (ortWeb !== undefined && typeof ortWeb !== "string") {
+      row.wasmThreads = fns.threads
+      if (threads === 1 && name === "resnet18") wasmLayers.push(...perLayer(program, fns))
+      if (threads === 1 && ortWeb !== undefined && typeof ortWeb !== "string") {
         const r = await Effect.runPromise(runOrtWeb(ortWeb, bytes, feeds, { runs: RUNS }))
         if (typeof r !== "string") {
           row.ortWeb = r.ms
           row.wasmDiff = maxAbsDiff(exec.run(feeds), r.outputs)
         } else ortWebError = r
       } else if (typeof ortWeb === "string") ortWebError = ortWeb
+      fns.close()
     }
     if (typeof ort !== "string") {
       const r = await Effect.runPromise(runOrt(ort, bytes, feeds, { threads, runs: RUNS }))
@@ -212,10 +217,13 @@ if (childThreads !== undefined) {
     console.log(`| ${r.model} | ${r.threads} | ${f(r.c)} | ${f(r.ort)} | ${r.c && r.ort ? (r.c / r.ort).toFixed(2) : "-"} | ${f(r.wasm)} | ${f(gf)} | ${f(pct)} |`)
   }
   if (layers.length) console.log(`\nresnet18, c, 1 thread, per fused group:\n${layers.join("\n")}`)
-  console.log("\n| model | tessera wasm ms | onnxruntime-web (wasm, 1 thread) ms | wasm / ort-web | max abs diff |")
-  console.log("| --- | ---: | ---: | ---: | ---: |")
-  for (const r of all.filter((r) => r.threads === 1)) {
-    console.log(`| ${r.model} | ${f(r.wasm)} | ${f(r.ortWeb)} | ${r.wasm && r.ortWeb ? (r.wasm / r.ortWeb).toFixed(2) : "-"} | ${r.wasmDiff === undefined ? "-" : r.wasmDiff.toExponential(1)} |`)
+  console.log("\n| model | threads | tessera wasm ms | onnxruntime-web (wasm, 1 thread) ms | wasm / ort-web | max abs diff |")
+  console.log("| --- | ---: | ---: | ---: | ---: | ---: |")
+  // onnxruntime-web runs on 1 thread: each row is compared with its 1-thread time
+  const ortWeb = new Map(all.filter((r) => r.threads === 1).map((r) => [r.model, r.ortWeb] as const))
+  for (const r of [...all].sort((a, b) => MODELS.indexOf(a.model) - MODELS.indexOf(b.model) || a.threads - b.threads)) {
+    const web = ortWeb.get(r.model)
+    console.log(`| ${r.model} | ${r.wasmThreads ?? r.threads} | ${f(r.wasm)} | ${f(web)} | ${r.wasm && web ? (r.wasm / web).toFixed(2) : "-"} | ${r.wasmDiff === undefined ? "-" : r.wasmDiff.toExponential(1)} |`)
   }
   if (ortWebError) console.log(`${ortWebError}: the wasm target is reported without its counterpart.`)
   if (wasmLayers.length) console.log(`\nresnet18, wasm, 1 thread, per fused group:\n${wasmLayers.join("\n")}`)
