@@ -42,7 +42,7 @@ export interface CBuildConfig {
 }
 
 /** -fwrapv: integer arithmetic wraps (stores wrap like the evaluator); -fno-math-errno: libm calls vectorize. */
-export const C_FLAGS = ["-O3", "-march=native", "-mprefer-vector-width=512", "-fopenmp", "-std=gnu11", "-fwrapv", "-fno-math-errno", "-fPIC"] as const
+export const C_FLAGS = ["-O3", "-march=native", "-mprefer-vector-width=512", "-fopenmp", "-std=gnu11", "-fwrapv", "-fno-math-errno", "-fPIC", "-Wl,-z,nodelete"] as const
 
 export const defaultCBuildConfig = (): CBuildConfig => ({ cc: "gcc", flags: C_FLAGS, cacheDir: path.join(os.tmpdir(), "tessera-c") })
 
