@@ -211,7 +211,8 @@ if (!SKIP_E2E) {
     }
   }
   const records = (await run(readLog(LOG))).records
-  const tuned = bestRecords(records, `c:lanes=${TARGET.vectorLanes}:cores=${THREADS}`)
+  // (records carry the target kind; the workload key holds lanes and cores)
+  const tuned = bestRecords(records, "c")
   const ort = await run(loadOrt())
   for (const model of ["resnet18", "mobilenetv2"] as const) {
     const graph = zooGraph(model, 0)
