@@ -39,7 +39,7 @@ const { tasksOfProgram } = await import("../src/search/extract.js")
 const { featuresOf } = await import("../src/search/features.js")
 const { renderCurvesSvg, trialsToReach } = await import("../src/search/plot.js")
 const { bestRecords, RECORD_VERSION } = await import("../src/search/records.js")
-const { spaceSize } = await import("../src/search/task.js")
+const { configKey, spaceSize } = await import("../src/search/task.js")
 const { gaTuner, randomTuner, xgbTuner } = await import("../src/search/tuners.js")
 const { measurerFor, tuneTask } = await import("../src/search/tune.js")
 const { transferRows } = await import("../src/search/transfer.js")
@@ -111,7 +111,8 @@ const tune = async (r: TaskRunner, tunerName: (typeof TUNERS)[number], trials: n
 /** The default schedule, measured once (recorded as tuner "default"). */
 const measureDefault = async (r: TaskRunner): Promise<number | undefined> => {
   const config = r.task.template.defaults(r.task.knobs, TARGET)
-  const prior = existing.find((rec) => rec.workload === r.task.workload && rec.tuner === "default")
+  // (a log from before a change of the defaults holds another config: the current one is measured)
+  const prior = existing.find((rec) => rec.workload === r.task.workload && rec.tuner === "default" && configKey(rec.config) === configKey(config))
   if (prior) return prior.costs.length ? r.task.flops / Math.min(...prior.costs) / 1e9 : undefined
   const [m] = await run(measurerFor("c", r, measureOptions)([{ config, func: r.lowerConfig(config) }]))
   await run(
