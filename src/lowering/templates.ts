@@ -164,21 +164,28 @@ export const reductionTemplate: Template = {
  * (vector lanes), the next by `tile_second` (register rows) — and the anchor is computed at the
  * tile, its reduction outside its tile loops: the partial sums stay in a small local buffer.
  */
-const fusedEpilogue = (base: S.Schedule, anchor: S.Stage, config: Config): S.Schedule | undefined => {
-  let s = base
-  let local = anchor.name
-  let out: string
+/**
+ * The stage a tile is made of and the stage computed at it: the anchor's one epilogue stage (root,
+ * elementwise, of the anchor's shape) and the anchor; or, when nothing reads the anchor, the anchor
+ * itself and a local copy of it (cacheWrite). Undefined for any other reader pattern.
+ */
+const tileStages = (s: S.Schedule, anchor: S.Stage): { schedule: S.Schedule; out: string; local: string } | undefined => {
   const readers = S.effectiveConsumers(s, anchor.name)
   if (readers.length === 0) {
     const w = S.cacheWrite(s, anchor.name, "local")
-    s = w.schedule
-    local = w.stage
-    out = anchor.name
-  } else if (readers.length === 1) {
-    out = readers[0]
-    const o = s.stages.get(out)!
-    if (o.attach.kind !== "root" || o.op.body.kind === "reduce" || o.op.shape.join() !== anchor.op.shape.join()) return undefined
-  } else return undefined
+    return { schedule: w.schedule, out: anchor.name, local: w.stage }
+  }
+  if (readers.length > 1) return undefined
+  const o = s.stages.get(readers[0])!
+  if (o.attach.kind !== "root" || o.op.body.kind === "reduce" || o.op.shape.join() !== anchor.op.shape.join()) return undefined
+  return { schedule: s, out: readers[0], local: anchor.name }
+}
+
+const fusedEpilogue = (base: S.Schedule, anchor: S.Stage, config: Config): S.Schedule | undefined => {
+  const tiled = tileStages(base, anchor)
+  if (!tiled) return undefined
+  let s = tiled.schedule
+  const { out, local } = tiled
   const os = s.stages.get(out)!
   const data = dataLeaves(os)
   if (data.length !== os.leaf.length || data.length < 2) return undefined
@@ -286,15 +293,10 @@ export const convTemplate: Template = {
     const pad = padProducer(s, anchor)
     if (pad && config.pad_root) s = S.computeRoot(s, pad)
     // the tile's output: the epilogue, or a local copy of the anchor when it is the output
-    let local = anchor.name
-    let out: string
-    const readers = S.effectiveConsumers(s, anchor.name)
-    if (readers.length === 0) {
-      const w = S.cacheWrite(s, anchor.name, "local")
-      s = w.schedule
-      local = w.stage
-      out = anchor.name
-    } else out = readers[0]
+    // (templateFor chose this template only where tileStages fits)
+    const tiled = tileStages(s, anchor)!
+    s = tiled.schedule
+    const { out, local } = tiled
     const [n, oc, oh, ow, oi] = s.stages.get(out)!.leaf
     // the lanes of the channel block are the vector (the block is the target's vector width)
     const vector = s.stages.get(out)!.axes.get(oi)!.extent > 1
@@ -344,16 +346,7 @@ export const injectiveTemplate: Template = {
 export const templateFor = (base: S.Schedule): Template => {
   const anchor = anchorStage(base)
   if (!anchor) return injectiveTemplate
-  return isConvNCHWc(anchor) && convReadersFit(base, anchor) ? convTemplate : reductionTemplate
-}
-
-/** The conv template tiles one epilogue stage of the anchor's shape (or the anchor itself). */
-const convReadersFit = (s: S.Schedule, anchor: S.Stage): boolean => {
-  const readers = S.effectiveConsumers(s, anchor.name)
-  if (readers.length === 0) return true
-  if (readers.length > 1) return false
-  const o = s.stages.get(readers[0])!
-  return o.attach.kind === "root" && o.op.body.kind !== "reduce" && o.op.shape.join() === anchor.op.shape.join() && o.leaf.length === 5
+  return isConvNCHWc(anchor) && tileStages(base, anchor) ? convTemplate : reductionTemplate
 }
 
 /** The untuned schedule for a target: each group's template at its defaults. */

@@ -11,7 +11,7 @@ export interface Interval {
 /** Known integer ranges of variables (inclusive). */
 export type Bounds = ReadonlyMap<string, Interval>
 
-interface Linear {
+export interface Linear {
   readonly terms: Map<string, { atom: Expr; coef: number }>
   k: number
 }
@@ -20,11 +20,14 @@ interface Linear {
 const isAtom = (e: Expr): boolean =>
   e.kind !== "const" && !(e.kind === "bin" && (e.op === "add" || e.op === "sub" || (e.op === "mul" && (e.a.kind === "const" || e.b.kind === "const"))))
 
-const linearOf = (e: Expr): Linear | undefined => {
-  if (!isIntDtype(e.dtype)) return undefined
+/**
+ * Σ coef·atom + k: sums, differences and products by a constant taken apart, every other
+ * expression an atom, atoms merged under `keyOf` (also used by the wasm emitter's addresses).
+ */
+export const linearTerms = (e: Expr, keyOf: (atom: Expr) => string = showExpr): Linear => {
   const out: Linear = { terms: new Map(), k: 0 }
   const addTerm = (atom: Expr, coef: number) => {
-    const key = showExpr(atom)
+    const key = keyOf(atom)
     const t = out.terms.get(key)
     if (t) t.coef += coef
     else out.terms.set(key, { atom, coef })
@@ -44,6 +47,8 @@ const linearOf = (e: Expr): Linear | undefined => {
   rec(e, 1)
   return out
 }
+
+const linearOf = (e: Expr): Linear | undefined => (isIntDtype(e.dtype) ? linearTerms(e) : undefined)
 
 const fromLinear = (l: Linear, dtype: Expr["dtype"]): Expr => {
   const terms = [...l.terms.entries()].filter(([, t]) => t.coef !== 0).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))

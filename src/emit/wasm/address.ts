@@ -6,7 +6,7 @@
 // lacks. i32 arithmetic wraps, so regrouping the sum is exact; a base is used only when every term
 // is provably non-negative, so its address never wraps below the start (wasm addresses are unsigned).
 import { freeVars, type Expr } from "../../ast/te/expr.js"
-import type { Interval } from "../../ast/te/simplify.js"
+import { linearTerms, type Interval } from "../../ast/te/simplify.js"
 import type { Stmt } from "../../ast/tir/tir.js"
 
 export interface Term {
@@ -32,26 +32,7 @@ export interface Base {
 
 /** The linear form of an int32 index. */
 export const affineOf = (e: Expr): Affine => {
-  const terms = new Map<string, { atom: Expr; coef: number }>()
-  let k = 0
-  const rec = (x: Expr, s: number): void => {
-    if (x.kind === "const") k += s * x.value
-    else if (x.kind === "bin" && x.op === "add") {
-      rec(x.a, s)
-      rec(x.b, s)
-    } else if (x.kind === "bin" && x.op === "sub") {
-      rec(x.a, s)
-      rec(x.b, -s)
-    } else if (x.kind === "bin" && x.op === "mul" && x.b.kind === "const") rec(x.a, s * x.b.value)
-    else if (x.kind === "bin" && x.op === "mul" && x.a.kind === "const") rec(x.b, s * x.a.value)
-    else {
-      const key = JSON.stringify(x)
-      const t = terms.get(key)
-      if (t) t.coef += s
-      else terms.set(key, { atom: x, coef: s })
-    }
-  }
-  rec(e, 1)
+  const { terms, k } = linearTerms(e, (atom) => JSON.stringify(atom))
   const sorted = [...terms].filter(([, t]) => t.coef !== 0).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
   return { terms: new Map(sorted), k }
 }

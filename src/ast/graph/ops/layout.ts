@@ -2,7 +2,7 @@
 // layout transforms between NCHW and the blocked NCHW{c}c layout, and convolution in blocked
 // layout (TVM's conv2d_NCHWc: data NCHW[i]c, kernel OIHW[i]i[o]o, output NCHW[o]c), and pooling in
 // blocked layout (PoolNCHWc: MaxPool or AveragePool over the spatial dims of NCHW[c]c).
-import { A, attrs } from "../attrs.js"
+import { A, attr, attrs, type AttrValue } from "../attrs.js"
 import { allocate } from "../dtype.js"
 import { check, defineOp, fail, unsupported, type AnyOpDef, type Dim } from "../op.js"
 import { tensor, type Tensor } from "../tensor.js"
@@ -114,17 +114,29 @@ const poolAttrs = attrs({
 const plainPool = (name: string): AnyOpDef => lookupOp(name) ?? unsupported(`PoolNCHWc needs the ${name} operator, which is not registered`)
 
 /** The plain MaxPool / AveragePool attributes (with their codec's defaults) of a blocked pool. */
-const poolAttrsFor = (a: { pool: string; auto_pad: string; kernel_shape?: readonly number[]; strides?: readonly number[]; pads?: readonly number[]; dilations?: readonly number[]; ceil_mode: number; count_include_pad: number }) => {
-  const decoded = plainPool(a.pool).attrs.decode({
-    auto_pad: { kind: "string", value: a.auto_pad },
-    ceil_mode: { kind: "int", value: a.ceil_mode },
-    ...(a.pool === "AveragePool" ? { count_include_pad: { kind: "int", value: a.count_include_pad } } : {}),
-    ...(a.kernel_shape ? { kernel_shape: { kind: "ints", value: a.kernel_shape } } : {}),
-    ...(a.strides ? { strides: { kind: "ints", value: a.strides } } : {}),
-    ...(a.pads ? { pads: { kind: "ints", value: a.pads } } : {}),
-    ...(a.dilations ? { dilations: { kind: "ints", value: a.dilations } } : {}),
+const poolAttrsFor = (a: { pool: string; auto_pad: string; kernel_shape?: readonly number[]; strides?: readonly number[]; pads?: readonly number[]; dilations?: readonly number[]; ceil_mode: number; count_include_pad: number }) =>
+  plainAttrs(plainPool(a.pool), a.pool, {
+    auto_pad: a.auto_pad,
+    ceil_mode: a.ceil_mode,
+    ...(a.pool === "AveragePool" ? { count_include_pad: a.count_include_pad } : {}),
+    kernel_shape: a.kernel_shape,
+    strides: a.strides,
+    pads: a.pads,
+    dilations: a.dilations,
   })
-  if (decoded._tag === "Left") return fail(`blocked pool attributes do not decode as ${a.pool} attributes`)
+
+/**
+ * A blocked op's attributes decoded by the plain op's codec (with its defaults): numbers become
+ * ints, strings strings, arrays ints; undefined ones are left out.
+ */
+const plainAttrs = (def: AnyOpDef, name: string, a: Readonly<Record<string, string | number | readonly number[] | undefined>>): unknown => {
+  const raw: Record<string, AttrValue> = {}
+  for (const [k, v] of Object.entries(a)) {
+    if (v === undefined) continue
+    raw[k] = typeof v === "string" ? attr.str(v) : typeof v === "number" ? attr.int(v) : attr.ints(v)
+  }
+  const decoded = def.attrs.decode(raw)
+  if (decoded._tag === "Left") return fail(`blocked ${name} attributes do not decode as ${name} attributes`)
   return decoded.right as unknown
 }
 
@@ -211,15 +223,5 @@ export const layoutOps = {
 } satisfies Record<string, AnyOpDef>
 
 /** The plain Conv attributes (with the Conv codec's defaults) of a blocked conv. */
-const convAttrsFor = (a: { group: number; strides?: readonly number[]; pads?: readonly number[]; dilations?: readonly number[]; kernel_shape?: readonly number[]; auto_pad: string }) => {
-  const decoded = plainConv().attrs.decode({
-    group: { kind: "int", value: a.group },
-    auto_pad: { kind: "string", value: a.auto_pad },
-    ...(a.strides ? { strides: { kind: "ints", value: a.strides } } : {}),
-    ...(a.pads ? { pads: { kind: "ints", value: a.pads } } : {}),
-    ...(a.dilations ? { dilations: { kind: "ints", value: a.dilations } } : {}),
-    ...(a.kernel_shape ? { kernel_shape: { kind: "ints", value: a.kernel_shape } } : {}),
-  })
-  if (decoded._tag === "Left") return fail("blocked conv attributes do not decode as Conv attributes")
-  return decoded.right as unknown
-}
+const convAttrsFor = (a: { group: number; strides?: readonly number[]; pads?: readonly number[]; dilations?: readonly number[]; kernel_shape?: readonly number[]; auto_pad: string }) =>
+  plainAttrs(plainConv(), "Conv", { group: a.group, auto_pad: a.auto_pad, strides: a.strides, pads: a.pads, dilations: a.dilations, kernel_shape: a.kernel_shape })
