@@ -1,0 +1,76 @@
+// rewrite.AlterLayout's pooling rule and the PoolNCHWc compute: a conv followed by max or average
+// pooling (random window, stride, padding, dilation, ceil mode, count_include_pad) moves into the
+// blocked layout as PoolNCHWc — the rewritten graph evaluates as the original, and compiled
+// (tensor expression, schedule, js) the blocked pooling computes what its reference kernel does.
+import { Effect } from "effect"
+import * as fc from "fast-check"
+import { describe, expect, it } from "vitest"
+import { attr } from "../../src/ast/graph/attrs.js"
+import { prng } from "../../src/ast/graph/arbitrary.js"
+import { makeGraph, node, type Graph } from "../../src/ast/graph/graph.js"
+import { tensor, type Tensor } from "../../src/ast/graph/tensor.js"
+import { createExecutor } from "../../src/device/executor.js"
+import { loadJsModule } from "../../src/device/js.js"
+import { compileGraph, emitJs } from "../../src/pipeline.js"
+import { alterLayoutSync } from "../../src/rewrite/alter-layout.js"
+import { assertAllClose, evalGraph, lawParams } from "../support.js"
+
+interface PoolCase {
+  readonly graph: Graph
+  readonly inputs: ReadonlyMap<string, Tensor>
+}
+
+const arbPoolCase: fc.Arbitrary<PoolCase> = fc.integer({ min: 1, max: 1 << 30 }).map((seed) => {
+  const rng = prng(seed)
+  const rand = (shape: number[]) => tensor("float32", shape, Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rng.float(-1, 1)))
+  const C = rng.pick([4, 8])
+  const [H, W] = [rng.int(3, 8), rng.int(3, 8)]
+  const max = rng.next() < 0.5
+  const k = [rng.int(1, 3), rng.int(1, 3)]
+  const pads = [rng.int(0, k[0] - 1), rng.int(0, k[1] - 1), rng.int(0, k[0] - 1), rng.int(0, k[1] - 1)]
+  const attrs = {
+    kernel_shape: attr.ints(k),
+    strides: attr.ints([rng.int(1, 2), rng.int(1, 2)]),
+    pads: attr.ints(pads),
+    ...(rng.next() < 0.3 ? { ceil_mode: attr.int(1) } : {}),
+    ...(max && rng.next() < 0.3 ? { dilations: attr.ints([rng.int(1, 2), 1]) } : {}),
+    ...(!max && rng.next() < 0.5 ? { count_include_pad: attr.int(1) } : {}),
+  }
+  const graph = makeGraph({
+    opset: 13,
+    inputs: [{ name: "x", type: { dtype: "float32", shape: [1, 3, H, W] } }],
+    outputs: [{ name: "y", type: { dtype: "float32", shape: [] } }],
+    initializers: new Map([["w", rand([C, 3, 3, 3])]]),
+    nodes: [
+      node("Conv", ["x", "w"], ["c"], { pads: attr.ints([1, 1, 1, 1]), kernel_shape: attr.ints([3, 3]) }),
+      node(max ? "MaxPool" : "AveragePool", ["c"], ["y"], attrs),
+    ],
+  })
+  return { graph, inputs: new Map([["x", rand([1, 3, H, W])]]) }
+})
+
+describe("alterLayout: pooling in the blocked layout", () => {
+  it("Conv → MaxPool / AveragePool becomes PoolNCHWc, and evaluates as before", () => {
+    fc.assert(
+      fc.property(arbPoolCase, ({ graph, inputs }) => {
+        const after = alterLayoutSync(graph, { vectorLanes: 4 })
+        expect(after.nodes.map((n) => n.op)).toContain("PoolNCHWc")
+        assertAllClose(evalGraph(after, inputs), evalGraph(graph, inputs), 1e-5, 1e-6)
+      }),
+      lawParams(60),
+    )
+  })
+
+  it("compiled PoolNCHWc (js) computes what the evaluator does", async () => {
+    await fc.assert(
+      fc.asyncProperty(arbPoolCase, async ({ graph, inputs }) => {
+        const program = await Effect.runPromise(compileGraph(graph, { target: "js", optLevel: 3, vectorLanes: 4 }))
+        const pool = program.kernels.find((k) => k.kind === "compiled" && program.fused.groups[k.group].ops.includes("PoolNCHWc"))
+        expect(pool, "the blocked pooling group is compiled").toBeDefined()
+        const fns = await Effect.runPromise(loadJsModule(emitJs(program)))
+        assertAllClose([...createExecutor(program, fns).run(inputs).values()], evalGraph(graph, inputs), 1e-5, 1e-6)
+      }),
+      lawParams(25),
+    )
+  }, 120_000)
+})
