@@ -92,7 +92,9 @@ export const cancelTransforms: Rule = {
   },
 }
 
-const UNARY = new Set(["Relu", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "HardSwish", "Elu", "Selu", "Softplus", "Neg", "Abs", "Exp", "Erf", "Sqrt", "Gelu", "Mish", "Identity", "Swish"])
+// (not Identity: the rule engine keeps a graph output's name with an Identity after a rewrite;
+// moving that through the layout again would add another each sweep, to the iteration limit)
+const UNARY = new Set(["Relu", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "HardSwish", "Elu", "Selu", "Softplus", "Neg", "Abs", "Exp", "Erf", "Sqrt", "Gelu", "Mish", "Swish"])
 
 /** The blocked block of a value that is LayoutTransform(b→NCHW)(y): y and b. */
 const fromBlocked = (v: string, ctx: RuleCtx): { y: string; b: number } | undefined => {
