@@ -12,7 +12,8 @@ import * as path from "node:path"
 import { allocate } from "../src/ast/graph/dtype.js"
 import { prng } from "../src/ast/graph/arbitrary.js"
 import type { Tensor } from "../src/ast/graph/tensor.js"
-import { compilerAvailable } from "../src/device/c.js"
+import { alignedHostMemory, compilerAvailable } from "../src/device/c.js"
+import { hostTarget } from "../src/device/target.js"
 import { createExecutor, type KernelFn, type Program } from "../src/device/executor.js"
 import { loadOrt, median, runOrt, type OrtResult } from "../src/device/onnxruntime.js"
 import { loadOrtWeb, runOrtWeb } from "../src/device/onnxruntime-web.js"
@@ -21,12 +22,17 @@ import { nodeFlops } from "../src/rewrite/report.js"
 import { zooGraph, zooModel } from "../src/zoo/index.js"
 
 const MODELS = ["resnet18", "mobilenetv2"]
+/** The c target's vector width on this CPU (what `tessera compile` uses): AVX-512 16, AVX2 8. */
+const C_LANES = Math.max(1, hostTarget("c").attrs.vectorLanes)
 const RUNS = Number(process.env.BENCH_RUNS ?? 10)
 const args = process.argv.slice(2)
 const childThreads = args.includes("--child") ? Number(args[args.indexOf("--child") + 1]) : undefined
 
-/** Peak single-core fp32 FLOP/s: independent vector FMAs in registers. */
-const peakGflops = (): number | undefined => {
+/**
+ * Peak single-core fp32 FLOP/s: independent vector FMAs in registers, at this CPU's vector width
+ * (10 accumulators: enough to cover the FMA latency, few enough for AVX2's 16 registers).
+ */
+const peakGflops = (lanes: number): number | undefined => {
   if (!compilerAvailable()) return undefined
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "tessera-peak-"))
   const src = path.join(dir, "peak.c")
@@ -34,18 +40,20 @@ const peakGflops = (): number | undefined => {
     src,
     `#include <stdio.h>
 #include <time.h>
-typedef float v16 __attribute__((vector_size(64)));
+#define LANES ${lanes}
+#define ACC 10
+typedef float vf __attribute__((vector_size(4 * LANES)));
 int main(void) {
-  v16 a[12], b = {0}, c = {0};
-  for (int i = 0; i < 16; i++) { b[i] = 1.0f + 1e-7f * i; c[i] = 1e-7f; }
-  for (int k = 0; k < 12; k++) a[k] = b * (float)k;
-  const long iters = 20000000;
+  vf a[ACC], b = {0}, c = {0};
+  for (int i = 0; i < LANES; i++) { b[i] = 1.0f + 1e-7f * i; c[i] = 1e-7f; }
+  for (int k = 0; k < ACC; k++) a[k] = b * (float)k;
+  const long iters = 50000000;
   struct timespec t0, t1; clock_gettime(CLOCK_MONOTONIC, &t0);
-  for (long i = 0; i < iters; i++) for (int k = 0; k < 12; k++) a[k] = a[k] * b + c;
+  for (long i = 0; i < iters; i++) for (int k = 0; k < ACC; k++) a[k] = a[k] * b + c;
   clock_gettime(CLOCK_MONOTONIC, &t1);
   double s = (t1.tv_sec - t0.tv_sec) + 1e-9 * (t1.tv_nsec - t0.tv_nsec);
-  float sink = 0; for (int k = 0; k < 12; k++) sink += a[k][k];
-  printf("%f %f\\n", 2.0 * 16 * 12 * iters / s / 1e9, sink);
+  float sink = 0; for (int k = 0; k < ACC; k++) sink += a[k][k % LANES];
+  printf("%f %f\\n", 2.0 * LANES * ACC * iters / s / 1e9, sink);
   return 0;
 }
 `,
@@ -134,7 +142,7 @@ const measure = async (threads: number): Promise<Measured> => {
     const feeds = new Map([[input.name, randomInput(input.type.shape as number[])]])
     const row: { -readonly [K in keyof Row]: Row[K] } = { model: name, threads, flops: 0 }
     if (compilerAvailable()) {
-      const program = await Effect.runPromise(compileGraph(graph, { target: "c", optLevel: 3, vectorLanes: 16, cores: threads }))
+      const program = await Effect.runPromise(compileGraph(graph, { target: "c", optLevel: 3, vectorLanes: C_LANES, cores: threads }))
       row.flops = program.graph.nodes.reduce((s, n) => s + nodeFlops(program.graph, n), 0)
       const fns = await Effect.runPromise(loadCProgram(program))
       const exec = createExecutor(program, fns)
@@ -144,7 +152,14 @@ const measure = async (threads: number): Promise<Measured> => {
         const byName = new Map(program.graph.nodes.map((n) => [n.name, n]))
         for (const k of program.kernels) {
           if (k.kind !== "compiled") continue
-          const arrays = k.func.params.map((p) => allocate(p.dtype, (p.view?.shape ?? p.shape).reduce((a, b) => a * b, 1)))
+          // 64-byte aligned, as the executor places the c target's buffers
+          const counts = k.func.params.map((p) => (p.view?.shape ?? p.shape).reduce((a, b) => a * b, 1))
+          const memory = alignedHostMemory()
+          const at = memory.reserve(k.func.params.map((p, j) => counts[j] * allocate(p.dtype, 1).BYTES_PER_ELEMENT))
+          const arrays = k.func.params.map((p, j) => {
+            const View = allocate(p.dtype, 0).constructor as new (b: ArrayBuffer, o: number, n: number) => ReturnType<typeof allocate>
+            return new View(memory.buffer(), at[j], counts[j])
+          })
           const fn = fns.get(k.name)!
           const ms = time(() => fn(...arrays), 3)
           const grp = program.fused.groups[k.group]
@@ -183,7 +198,7 @@ if (childThreads !== undefined) {
   const result = await measure(childThreads)
   console.log(JSON.stringify(result))
 } else {
-  const peak = peakGflops()
+  const peak = peakGflops(C_LANES)
   const all: Row[] = []
   let layers: string[] = []
   let wasmLayers: string[] = []

@@ -7,6 +7,7 @@ import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 
 import * as path from "node:path"
 import { pathToFileURL } from "node:url"
 import { prng } from "../src/ast/graph/arbitrary.js"
+import { node } from "../src/ast/graph/graph.js"
 import { fromArray, sizeOf, type Tensor } from "../src/ast/graph/tensor.js"
 import * as S from "../src/ast/schedule/schedule.js"
 import { add, and, c, call, div, f32, floordiv, floormod, ge, lt, max, mul, select, sub, type Expr } from "../src/ast/te/expr.js"
@@ -14,6 +15,9 @@ import { at, compute, maxReduce, placeholder, reduceAxis, sum, type ComputeTenso
 import type { PrimFunc } from "../src/ast/tir/tir.js"
 import { emitC } from "../src/emit/c.js"
 import { lowerSync } from "../src/lowering/lower.js"
+import { baseSchedule } from "../src/lowering/lower-group.js"
+import { convWinogradNCHWc } from "../src/lowering/op-library-winograd.js"
+import { winogradTemplate } from "../src/lowering/templates.js"
 import { defaultTirPasses, lowerIntrinsics, runTirPasses } from "../src/lowering/tir-passes.js"
 
 export interface GoldenCase {
@@ -125,7 +129,28 @@ const softmax = (): GoldenCase => {
   return { name: "softmax", outputs: [out], inputs: inputsFor(5, [X]), schedule: s }
 }
 
-export const GOLDEN_CASES: readonly (() => GoldenCase)[] = [conv2dNchwc, depthwise, dense, convAddRelu, softmax]
+/**
+ * Winograd F(4×4, 3×3) conv in the blocked layout (ConvWinogradNCHWc's compute: 16 → 16 channels,
+ * 8×8, pad 1, blocks of 8) under the Winograd template at a fixed config (2 tiles × 1 block).
+ */
+const conv2dWinograd = (): GoldenCase => {
+  const X = placeholder("X", [1, 2, 8, 8, 8])
+  const U = placeholder("U", [6, 6, 2, 16, 8])
+  const made = convWinogradNCHWc({
+    node: node("ConvWinogradNCHWc", ["X", "U"], ["conv2d_winograd"]),
+    name: (suffix) => (suffix ? `wino_${suffix}` : "conv2d_winograd"),
+    inputs: [X, U],
+    outputs: [{ dtype: "float32", shape: [1, 2, 8, 8, 8] }],
+    attrs: { in_block: 8, out_block: 8, pads: [1, 1, 1, 1] },
+    constants: [undefined, undefined],
+    opset: 13,
+  })
+  const outputs = [made[made.length - 1]]
+  const schedule = winogradTemplate.apply(outputs, baseSchedule(outputs), { tile_p: 2, tile_oc: 1 })
+  return { name: "conv2d_winograd", outputs, inputs: inputsFor(6, [X, U]), schedule }
+}
+
+export const GOLDEN_CASES: readonly (() => GoldenCase)[] = [conv2dNchwc, depthwise, dense, convAddRelu, softmax, conv2dWinograd]
 
 /** The case lowered with the default CPU passes, its function named after the case. */
 export const goldenFunc = (g: GoldenCase): PrimFunc => ({ ...runTirPasses(lowerSync(g.schedule), [...defaultTirPasses(), lowerIntrinsics]), name: g.name })

@@ -9,10 +9,11 @@ import type { FusedGroup } from "./rewrite/fuse-ops.js"
 import type { ComputeTensor } from "./ast/te/tensor.js"
 import type { TuningRecord } from "./search/records.js"
 import { configHash, indexOfConfig, targetKey, workloadOf } from "./search/task.js"
+import { winogradConv } from "./rewrite/winograd.js"
 import { alterLayout, defaultPasses, fuseOps, planMemory, sequential, singletonGroups, PassConfig } from "./rewrite/index.js"
-import type { KernelFn, Program } from "./device/executor.js"
+import type { KernelFn, LoadedKernels, Program } from "./device/executor.js"
 import { emitC, type CEmitted } from "./emit/c.js"
-import { buildC, loadC, type CBuildConfig } from "./device/c.js"
+import { alignedHostMemory, buildC, loadC, type CBuildConfig } from "./device/c.js"
 import { emitWasmModule, type WasmEmitOptions, type WasmEmitted } from "./emit/wasm/emit.js"
 import { loadWasmModule, wasmThreadsAvailable } from "./device/wasm.js"
 import { emitJsModule } from "./emit/js.js"
@@ -37,7 +38,7 @@ export const compileGraph = Effect.fn("tessera.compile")(function* (graph: Graph
   const optLevel = options.optLevel ?? 3
   const bound = yield* bind(graph, options.shapes ?? new Map(), { requireStatic: true })
   const lanes = options.vectorLanes ?? 0
-  const passes = lanes > 1 && options.target !== "interp" ? sequential("rewrite.Target", [defaultPasses, alterLayout({ vectorLanes: lanes })]) : defaultPasses
+  const passes = lanes > 1 && options.target !== "interp" ? sequential("rewrite.Target", [defaultPasses, alterLayout({ vectorLanes: lanes }), winogradConv]) : defaultPasses
   // the caller's PassConfig (instruments, disabled passes) stays; only the opt level is set here
   const outer = yield* PassConfig
   const optimized = yield* passes.run(bound).pipe(Effect.provideService(PassConfig, { ...outer, optLevel }))
@@ -100,7 +101,10 @@ export const loadCProgram = Effect.fn("tessera.loadC")(function* (program: Progr
   const funcs = program.kernels.flatMap((k) => (k.kind === "compiled" ? [k.func] : []))
   const so = yield* buildC(emitCProgram(program).source, config)
   const mod = yield* loadC(so, funcs)
-  return new Map<string, KernelFn>([...mod.kernels].map(([name, fn]) => [name, fn as KernelFn]))
+  // planned blocks and constants in 64-byte aligned memory (vector loads within cache lines): a
+  // memory of its own for each executor made from these kernels (each reserves its blocks once)
+  const fns = new Map<string, KernelFn>([...mod.kernels].map(([name, fn]) => [name, fn as KernelFn]))
+  return Object.defineProperty(fns, "memory", { get: alignedHostMemory, enumerable: true }) as LoadedKernels
 })
 
 /** The wasm target's module: one exported function per compiled kernel (SIMD128 where vectorized). */

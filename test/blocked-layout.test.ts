@@ -12,7 +12,7 @@ import { createExecutor } from "../src/device/executor.js"
 import { compilerAvailable } from "../src/device/c.js"
 import { loadJsModule } from "../src/device/js.js"
 import { baseSchedule, buildGroupTE } from "../src/lowering/lower-group.js"
-import { templateFor } from "../src/lowering/templates.js"
+import { convTemplate, templateFor } from "../src/lowering/templates.js"
 import { compileGraph, emitJs, loadCProgram } from "../src/pipeline.js"
 import { alterLayoutSync } from "../src/rewrite/alter-layout.js"
 import * as fs from "node:fs"
@@ -70,6 +70,26 @@ describe("blocked layout", () => {
       expect(d).toMatchObject({ reduce_order: "ic_only", unroll_kh: true, unroll_kw: true, pad_root: true, tile_oh: 1 })
       expect(d.tile_oc).toBe(2)
     }
+  })
+
+  it("the conv defaults keep a tile's weights in L2 (one channel block for 512-channel 3×3 layers) and fit the register file", () => {
+    const knobs = (ic: number, ocb: number, ow: number) =>
+      [
+        { kind: "split", name: "tile_ow", extent: ow, candidates: [1, 2, 4, 7, 8, 14, 28, 56].filter((d) => ow % d === 0) },
+        { kind: "split", name: "tile_oh", extent: ow, candidates: [1, 2, 4, 7, 8].filter((d) => ow % d === 0) },
+        { kind: "split", name: "tile_oc", extent: ocb, candidates: [1, 2, 4, 8].filter((d) => ocb % d === 0) },
+        { kind: "split", name: "tile_ic", extent: ic, candidates: [1, 2, 4, 8, 16, 32, 64] },
+        { kind: "choice", name: "reduce_order", candidates: ["ic_kernel", "kernel_ic", "ic_only"] },
+        { kind: "choice", name: "unroll_kh", candidates: [false, true], extent: 3 },
+        { kind: "choice", name: "unroll_kw", candidates: [false, true], extent: 3 },
+      ] as const
+    // ResNet-18's last stage: 512 input channels × 3×3 × 16 lanes = 288 KiB per output block
+    expect(convTemplate.defaults(knobs(512, 32, 7), { vectorLanes: 16, cores: 1 })).toMatchObject({ tile_oc: 1, tile_ow: 7 })
+    // its first stage: 64 channels, 36 KiB per block: two blocks share the tile, 16 accumulators
+    expect(convTemplate.defaults(knobs(64, 4, 56), { vectorLanes: 16, cores: 1 })).toMatchObject({ tile_oc: 2, tile_ow: 8 })
+    // AVX2 (16 registers): one block across 7–8 columns, whatever the channels
+    expect(convTemplate.defaults(knobs(512, 64, 7), { vectorLanes: 8, cores: 1 })).toMatchObject({ tile_oc: 1, tile_ow: 7, tile_oh: 1 })
+    expect(convTemplate.defaults(knobs(64, 8, 56), { vectorLanes: 8, cores: 1 })).toMatchObject({ tile_oc: 1, tile_ow: 8, tile_oh: 1 })
   })
 
   it("the js target gives the evaluator's answers", async () => {

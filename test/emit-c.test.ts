@@ -11,7 +11,7 @@
 import * as fc from "fast-check"
 import { Effect } from "effect"
 import { spawnSync } from "node:child_process"
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { describe, expect, it } from "vitest"
@@ -23,7 +23,8 @@ import { evaluateTE } from "../src/ast/te/evaluate.js"
 import { gemmMicroKernel, vnniDot16x4 } from "../src/ast/te/intrinsic.js"
 import { evaluatePrimFunc } from "../src/ast/tir/evaluate.js"
 import type { Buffer, PrimFunc, Stmt } from "../src/ast/tir/tir.js"
-import { buildC, cArtifact, CompileError, compilerAvailable, CRunError, LoadError, loadC, storageElements, writeArtifact, type CKernel } from "../src/device/c.js"
+import { alignedHostMemory, buildC, cArtifact, CompileError, compilerAvailable, CRunError, defaultCBuildConfig, LoadError, loadC, storageElements, writeArtifact, type CKernel } from "../src/device/c.js"
+import koffi from "koffi"
 import { hostTarget, parseCacheSize, parseCpuInfo } from "../src/device/target.js"
 import { emitC } from "../src/emit/c.js"
 import { lowerSync } from "../src/lowering/lower.js"
@@ -220,6 +221,27 @@ describe("c target: names and rejected programs", () => {
     expect(() => k(new Float32Array(4))).toThrow(CRunError)
     expect(() => k(new Float32Array(4), new Float64Array(4))).toThrow(/Float32Array/)
     expect(() => k(new Float32Array(4), new Float32Array(3))).toThrow(/4 elements/)
+  })
+
+  it.skipIf(!HAVE_GCC)("a gcc run past its limit is killed and is a typed build failure", async () => {
+    // any source against a limit of 1 ms (gcc takes longer than that to start)
+    const slow = `float k(float x) { float s = 0; for (int i = 0; i < 100000; i++) s += x * i; return s; }\n`
+    const cfg = { ...defaultCBuildConfig(), cacheDir: mkdtempSync(path.join(os.tmpdir(), "tessera-c-timeout-")), timeoutMs: 1 }
+    const e = await runFailure(buildC(slow, cfg))
+    expect(e).toBeInstanceOf(CompileError)
+    expect((e as CompileError).reason).toMatch(/ran past its limit of 1 ms and was killed/)
+    expect(readdirSync(cfg.cacheDir)).toEqual([])
+  })
+
+  it.skipIf(!HAVE_GCC)("a loaded program's buffers are 64-byte aligned (vector loads within cache lines)", () => {
+    const mem = alignedHostMemory()
+    const at = mem.reserve([4, 100, 4096, 7])
+    const base = koffi.address(new Uint8Array(mem.buffer(), 0, 1))
+    for (const o of at) expect((BigInt(base) + BigInt(o)) % 64n).toBe(0n)
+    // blocks do not overlap and fit in the buffer
+    expect(at.every((o, k) => k === 0 || o >= at[k - 1] + [4, 100, 4096, 7][k - 1])).toBe(true)
+    expect(at[3] + 7).toBeLessThanOrEqual(mem.buffer().byteLength)
+    expect(() => mem.reserve([4])).toThrow(/already/)
   })
 })
 

@@ -84,11 +84,33 @@ static inline float tessera_bf16(float x) {
   return v.f;
 }
 
-/* heap allocations for large buffers: 64-byte aligned; failure is fatal (no status to return) */
+/* heap allocations for large buffers: 64-byte aligned; failure is fatal (no status to return).
+   Freed blocks are kept per thread (up to 8) and handed out again for a request of up to their
+   size: a kernel's scratch buffers (a padded input, Winograd's transforms) are not unmapped and
+   faulted in again on every call */
+#define TESSERA_KEEP 8
+static _Thread_local void* tessera_kept[TESSERA_KEEP];
+static _Thread_local size_t tessera_kept_bytes[TESSERA_KEEP];
 static inline void* tessera_alloc(size_t bytes) {
-  void* p = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+  size_t n = (bytes + 63) & ~(size_t)63;
+  for (int i = 0; i < TESSERA_KEEP; i++)
+    if (tessera_kept[i] && tessera_kept_bytes[i] >= n && tessera_kept_bytes[i] / 2 <= n) {
+      void* p = tessera_kept[i];
+      tessera_kept[i] = 0;
+      return p;
+    }
+  void* p = aligned_alloc(64, n);
   if (!p) { fprintf(stderr, "tessera: out of memory allocating %zu bytes\n", bytes); abort(); }
   return p;
+}
+static inline void tessera_free(void* p, size_t bytes) {
+  for (int i = 0; i < TESSERA_KEEP; i++)
+    if (!tessera_kept[i]) {
+      tessera_kept[i] = p;
+      tessera_kept_bytes[i] = (bytes + 63) & ~(size_t)63;
+      return;
+    }
+  free(p);
 }
 
 /* "dense": "A" float32[64x32], "B" float32[32x48], "dense" float32[64x48] out */

@@ -39,6 +39,8 @@ export interface CBuildConfig {
   /** Compile flags (-shared is added for the library). */
   readonly flags: readonly string[]
   readonly cacheDir: string
+  /** A limit on one gcc run (none when absent): past it gcc is killed and the build fails. */
+  readonly timeoutMs?: number
 }
 
 /** -fwrapv: integer arithmetic wraps (stores wrap like the evaluator); -fno-math-errno: libm calls vectorize. */
@@ -52,13 +54,27 @@ export const compilerAvailable = (cc = "gcc"): boolean => {
   return r.status === 0
 }
 
-const run = (cmd: string, args: readonly string[]): Promise<{ code: number | null; stderr: string; spawnError?: string }> =>
+const run = (cmd: string, args: readonly string[], timeoutMs?: number): Promise<{ code: number | null; stderr: string; spawnError?: string; timedOut?: boolean }> =>
   new Promise((resolve) => {
-    const child = spawn(cmd, args, { stdio: ["ignore", "ignore", "pipe"] })
+    // a group of its own when limited: gcc's cc1 and as are killed with it (killing the driver
+    // alone leaves cc1 compiling on)
+    const child = spawn(cmd, args, { stdio: ["ignore", "ignore", "pipe"], detached: timeoutMs !== undefined })
     let stderr = ""
+    let timedOut = false
+    const timer = timeoutMs === undefined ? undefined : setTimeout(() => {
+      timedOut = true
+      try {
+        if (child.pid !== undefined) process.kill(-child.pid, "SIGKILL")
+      } catch {
+        child.kill("SIGKILL")
+      }
+    }, timeoutMs)
     child.stderr.on("data", (d: unknown) => (stderr += String(d)))
     child.on("error", (e) => resolve({ code: null, stderr, spawnError: e.message }))
-    child.on("close", (code) => resolve({ code, stderr }))
+    child.on("close", (code) => {
+      clearTimeout(timer)
+      resolve({ code, stderr, ...(timedOut ? { timedOut } : {}) })
+    })
   })
 
 /** The cache key: the library depends on the compiler, its flags, the CPU (-march=native) and the source. */
@@ -88,12 +104,13 @@ export const buildC = Effect.fn("c.build")(function* (source: string, config: CB
     },
     catch: (e) => new CompileError({ command, reason: `cannot write the source: ${String(e)}`, stderr: "" }),
   })
-  const r = yield* Effect.promise(() => run(config.cc, args))
+  const r = yield* Effect.promise(() => run(config.cc, args, config.timeoutMs))
   if (r.spawnError !== undefined) return yield* new CompileError({ command, reason: `cannot run ${config.cc}: ${r.spawnError}`, stderr: r.stderr })
   if (r.code !== 0) {
     rmSync(tmp, { force: true })
     rmSync(src, { force: true })
-    return yield* new CompileError({ command, reason: `exit code ${r.code}`, stderr: r.stderr })
+    const reason = r.timedOut ? `${config.cc} ran past its limit of ${config.timeoutMs} ms and was killed` : `exit code ${r.code}`
+    return yield* new CompileError({ command, reason, stderr: r.stderr })
   }
   yield* Effect.try({
     try: () => {
@@ -187,6 +204,37 @@ export const timeC = (mod: CModule, name: string, args: readonly TypedArray[], r
     }
     return times.sort((a, b) => a - b)[Math.floor(times.length / 2)]
   })
+
+/**
+ * Host memory for a c module's buffers, 64-byte aligned (a cache line; an AVX-512 vector). Node's
+ * ArrayBuffers are only 16-byte aligned, so half of the 32-byte vector loads of a kernel would
+ * straddle two cache lines: measured 30–45% slower convolutions on AVX2. The executor reserves its
+ * planned blocks and constants here once; `reserve` may be called once per memory.
+ */
+export const alignedHostMemory = (): { readonly reserve: (bytes: readonly number[]) => readonly number[]; readonly buffer: () => ArrayBuffer } => {
+  const ALIGN = 64
+  let buffer: ArrayBuffer | undefined
+  return {
+    reserve: (sizes) => {
+      if (buffer) throw new Error("alignedHostMemory: reserve was already called")
+      const rel: number[] = []
+      let end = 0
+      for (const n of sizes) {
+        rel.push(end)
+        end += Math.ceil(Math.max(ALIGN, n) / ALIGN) * ALIGN
+      }
+      buffer = new ArrayBuffer(end + ALIGN)
+      // ArrayBuffer backing stores do not move: the base's address decides the offset once
+      const misaligned = Number(BigInt(koffi.address(new Uint8Array(buffer, 0, 1))) % BigInt(ALIGN))
+      const base = misaligned === 0 ? 0 : ALIGN - misaligned
+      return rel.map((r) => base + r)
+    },
+    buffer: () => {
+      if (!buffer) throw new Error("alignedHostMemory: nothing reserved yet")
+      return buffer
+    },
+  }
+}
 
 // ---------------------------------------------------------------------------------------------
 // The standalone artifact

@@ -26,7 +26,7 @@ export type KernelFn = (...args: TypedArray[]) => void
 
 /** Memory a device keeps its buffers in, when it has its own (wasm: the module's linear memory). */
 export interface DeviceMemory {
-  /** Reserves blocks of these byte sizes, 16-byte aligned, for good; their byte offsets in the buffer. */
+  /** Reserves blocks of these byte sizes, at least 16-byte aligned, for good; their byte offsets in the buffer. */
   readonly reserve: (bytes: readonly number[]) => readonly number[]
   /** The memory's buffer now (another one after the memory grew: views are made again from it). */
   readonly buffer: () => ArrayBufferLike

@@ -38,7 +38,7 @@ export type RenderC = (funcs: readonly PrimFunc[]) => string
 // The child: first asks Linux to SIGKILL it when its parent dies (a tuner killed mid-run leaves
 // no orphan spinning in a hung kernel), loads the library, then per kernel says which one it
 // starts (and waits until the message is out, so a crash cannot lose it), runs it once on fresh
-// copies of the arrays, sends the outputs, times it and sends the median. All params are passed
+// copies of the arrays (64-byte aligned, as the executor's), sends the outputs, times it and sends the median. All params are passed
 // as `void *` (the ABI of any pointer): the child needs no dtype table.
 const CHILD = `
 const koffi = require(process.env.TESSERA_KOFFI)
@@ -47,6 +47,14 @@ if (process.platform === "linux") {
   if (String(process.ppid) !== process.env.TESSERA_MEASURE_PARENT) process.exit(1)
 }
 const send = (m) => new Promise((resolve) => process.send(m, resolve))
+// a copy at a 64-byte aligned address, as the executor places its buffers (alignedHostMemory)
+const aligned = (a) => {
+  const buf = new ArrayBuffer(a.byteLength + 64)
+  const mis = Number(BigInt(koffi.address(new Uint8Array(buf, 0, 1))) % 64n)
+  const copy = new a.constructor(buf, mis === 0 ? 0 : 64 - mis, a.length)
+  copy.set(a)
+  return copy
+}
 process.once("message", async ({ so, names, nparams, arrays, outputIdx, repeats, minRepeatMs }) => {
   let lib
   try { lib = koffi.load(so) } catch (e) { await send({ fatal: String(e && e.message || e) }); process.exit(0) }
@@ -56,7 +64,7 @@ process.once("message", async ({ so, names, nparams, arrays, outputIdx, repeats,
     await send({ start: name })
     let fn
     try { fn = lib.func(name, "void", types) } catch (e) { await send({ name, error: String(e && e.message || e) }); continue }
-    const args = arrays.map((a) => a.slice())
+    const args = arrays.map(aligned)
     fn(...args)
     await send({ name, out: outputIdx.map((i) => args[i]) })
     const times = []
@@ -195,11 +203,17 @@ const firstLines = (s: string, n = 6) =>
     .map((l) => l.replace(/\S*\/([0-9a-f]+)\.[^\s/]*\.tmp\.c\b/g, "$1.c"))
     .join("\n")
 
+/** gcc's time per candidate in a chunk (TVM's builder gives each candidate 10 s). */
+const BUILD_MS_PER_CANDIDATE = 15_000
+
 /** Renders and builds one chunk; when that fails, each candidate alone, so the failure is theirs. */
 const buildChunk = (funcs: readonly PrimFunc[], render: RenderC, config: CBuildConfig): Effect.Effect<Built[]> => {
+  // gcc gets BUILD_MS_PER_CANDIDATE per candidate of the chunk: a config whose unrolled loops
+  // take gcc minutes is an error for that candidate (the chunk is retried one by one), not a stall
+  const limited = { ...config, timeoutMs: config.timeoutMs ?? BUILD_MS_PER_CANDIDATE * funcs.length }
   const attempt = (fs: readonly PrimFunc[]) =>
     Effect.try({ try: () => render(fs), catch: (e) => `emit failed: ${e instanceof Error ? e.message : String(e)}` }).pipe(
-      Effect.flatMap((source) => Effect.mapError(buildC(source, config), (e) => `build failed: ${firstLines(e.stderr) || e.reason}`)),
+      Effect.flatMap((source) => Effect.mapError(buildC(source, limited), (e) => `build failed: ${firstLines(e.stderr) || e.reason}`)),
     )
   return attempt(funcs).pipe(
     Effect.map((so): Built[] => [{ so, names: funcs.map((f) => f.name) }]),

@@ -71,11 +71,23 @@ import("data:text/javascript;base64," + Buffer.from(source).toString("base64")).
 }, (e) => parentPort.postMessage({ fatal: String(e && e.message || e) }))
 `
 
+/**
+ * |a − b| ≤ atol + rtol · (|b| + SCALE_FLOOR · max|b|): relative to the element, with a floor at a
+ * tenth of the output's largest magnitude. A sum that cancels to near zero carries the rounding
+ * error of its terms, not of its result: Winograd's transforms (F(4×4, 3×3) in float32) put
+ * about 1e-5 of the output's scale on every element, which a purely elementwise test calls wrong
+ * where an element happens to be small.
+ */
+const SCALE_FLOOR = 0.1
+
 const close = (a: ArrayLike<number>, b: ArrayLike<number>, rtol: number, atol: number): string | undefined => {
   if (a.length !== b.length) return `output has ${a.length} elements, the reference ${b.length}`
+  let scale = 0
+  for (let i = 0; i < b.length; i++) if (Number.isFinite(b[i])) scale = Math.max(scale, Math.abs(b[i]))
+  const floor = SCALE_FLOOR * scale
   for (let i = 0; i < a.length; i++) {
     if (Number.isNaN(a[i]) && Number.isNaN(b[i])) continue
-    if (!(Math.abs(a[i] - b[i]) <= atol + rtol * Math.abs(b[i]))) return `element ${i} is ${a[i]}, the reference gives ${b[i]}`
+    if (!(Math.abs(a[i] - b[i]) <= atol + rtol * (Math.abs(b[i]) + floor))) return `element ${i} is ${a[i]}, the reference gives ${b[i]}`
   }
   return undefined
 }

@@ -219,7 +219,7 @@ const emitAllocate = (s: Extract<Stmt, { kind: "allocate" }>, ind: string, ctx: 
   if (ctx.options.poison) ctx.out.push(`${inner}memset(${id}, 0xff, ${bytes});`)
   const buffers = new Map(ctx.buffers).set(b.name, b)
   emitStmt(s.body, inner, { ...ctx, buffers })
-  if (heap) ctx.out.push(`${inner}free(${id});`)
+  if (heap) ctx.out.push(`${inner}tessera_free(${id}, ${bytes});`)
   ctx.out.push(`${ind}}`)
 }
 

@@ -36,6 +36,7 @@ import { LOSSES } from "./op-library-loss.js"
 import { attention, rotaryEmbedding, swiglu } from "./op-library-attention.js"
 import { gridSample } from "./op-library-grid.js"
 import { einsum } from "./op-library-einsum.js"
+import { convWinogradNCHWc } from "./op-library-winograd.js"
 
 export { NoCompute, type OpComputeCtx } from "./op-library-common.js"
 
@@ -424,6 +425,7 @@ export const OP_COMPUTES: Readonly<Record<string, OpCompute>> = {
   ...TENSOR_MOVES,
   Conv: conv2d,
   ConvNCHWc: convNCHWc,
+  ConvWinogradNCHWc: convWinogradNCHWc,
   PoolNCHWc: (ctx) => poolNd(ctx.attrs.pool === "AveragePool" ? "avg" : "max", true)(ctx),
   ConvTranspose: convTranspose,
   MaxPool: pool2d("max"),

@@ -225,6 +225,15 @@ const padProducer = (s: S.Schedule, anchor: S.Stage): string | undefined =>
 
 const REDUCE_ORDERS = ["ic_kernel", "kernel_ic", "ic_only"] as const
 
+/** Bytes of weights a conv tile of output channel blocks may keep in L2 (half of a 256 KiB L2). */
+const WEIGHT_TILE_BYTES = 128 * 1024
+
+/** IC·KH·KW of a conv template's space: the reduction's extent (tile_ic's and the unroll knobs'). */
+const reduceVolume = (knobs: readonly Knob[]): number => {
+  const ic = knobs.find((k) => k.name === "tile_ic")
+  return (ic?.kind === "split" ? ic.extent : 1) * kernelTaps(knobs)
+}
+
 /** KH·KW of a conv template's space (its unroll knobs carry the kernel loops' extents). */
 const kernelTaps = (knobs: readonly Knob[]): number =>
   knobs.reduce((p, k) => (k.kind === "choice" && (k.name === "unroll_kh" || k.name === "unroll_kw") ? p * (k.extent ?? 1) : p), 1)
@@ -262,17 +271,33 @@ export const convTemplate: Template = {
   },
   defaults: (knobs, target) => {
     const lanes = Math.max(target.vectorLanes, 1)
-    // accumulators in vector registers: 16 of AVX-512's 32, 8 of SSE / SIMD128's 16
-    const budget = lanes >= 16 ? 16 : 8
     const has = (name: string) => knobs.some((k) => k.name === name)
     const cand = (name: string) => knobs.find((k) => k.name === name)!.candidates as number[]
     const largest = (xs: number[], max: number) => [...xs].reverse().find((d) => d <= max) ?? 1
-    const tw = largest(cand("tile_ow"), budget / 2)
-    const cfg: Record<string, string | number | boolean> = {
-      tile_ow: tw,
-      tile_oh: 1,
-      tile_oc: largest(cand("tile_oc"), Math.max(1, Math.floor(budget / tw))),
+    // the weights one tile of output channel blocks reads, kept in L2 while the tile walks the
+    // image: at most WEIGHT_TILE_BYTES (else every output column streams them from L3 again:
+    // ResNet-18's 512-channel layers ran at a third of their speed with 8 blocks per tile)
+    const ocCap = Math.max(1, Math.floor(WEIGHT_TILE_BYTES / (reduceVolume(knobs) * lanes * 4)))
+    let tw: number
+    let toc: number
+    if (lanes === 8) {
+      // AVX2's 16 vector registers under gcc: one channel block across 7–8 columns (7–8
+      // accumulators, the weight vector loaded once per tap) ran at 82–84% of peak in a
+      // microkernel; two or more blocks let gcc reload the weights per FMA (1.5 loads per FMA on
+      // two load ports: 65–70%), and 14 accumulators spill (45–55%)
+      tw = largest(cand("tile_ow"), 8)
+      toc = 1
+    } else {
+      // accumulators in vector registers: 16 of AVX-512's 32, 8 of SSE / SIMD128's 16
+      const budget = lanes >= 16 ? 16 : 8
+      tw = largest(cand("tile_ow"), budget / 2)
+      toc = largest(cand("tile_oc"), Math.min(ocCap, Math.max(1, Math.floor(budget / tw))))
+      // fewer blocks than the budget allows (their weights would not stay in L2): wider columns
+      if (toc * tw < budget / 2) tw = largest(cand("tile_ow"), Math.floor(budget / toc))
     }
+    // a narrow image: rows fill the tile
+    const th = tw * toc < 4 ? largest(cand("tile_oh"), Math.floor(8 / (tw * toc))) : 1
+    const cfg: Record<string, string | number | boolean> = { tile_ow: tw, tile_oh: th, tile_oc: toc }
     const depthwise = !has("tile_ic")
     if (!depthwise) cfg.tile_ic = largest(cand("tile_ic"), lanes)
     // kernel loops of up to 3×3 unrolled, the channel loops outside them: the best configs the
@@ -334,6 +359,96 @@ export const convTemplate: Template = {
   },
 }
 
+/** The batched product M of a Winograd convolution (ConvWinogradNCHWc's compute names it). */
+const isWinogradM = (st: S.Stage): boolean => /_wino_M\d+$/.test(st.name) && st.op.shape.length === 5 && st.op.body.kind === "reduce"
+
+/**
+ * The Winograd convolution's schedule (ConvWinogradNCHWc): the padded input and the input
+ * transform V computed at root, V's tile loops (6×6) unrolled so its selects fold to one short
+ * sum per store, vectorized over the channel lanes; the 36 batched products M tiled like a GEMM:
+ * `tile_p` input tiles × `tile_oc` output channel blocks of accumulators, the input channels the
+ * reduction outside them; the output transform (inlined into the epilogue) unrolled over the 4×4
+ * places of an output tile. Parallel loops: tiles × channel blocks for V, the 36 products × channel
+ * blocks for M, channel blocks × tile rows for the output.
+ */
+export const winogradTemplate: Template = {
+  name: "winograd_NCHWc",
+  tunable: true,
+  space: (_outputs, base) => {
+    const M = anchorStage(base)!
+    const [, , P, OCB] = M.op.shape
+    return [
+      { kind: "split", name: "tile_p", extent: P, candidates: divisors(P, 16) },
+      { kind: "split", name: "tile_oc", extent: OCB, candidates: divisors(OCB, 8) },
+    ]
+  },
+  defaults: (knobs, target) => {
+    const lanes = Math.max(target.vectorLanes, 1)
+    const cand = (name: string) => knobs.find((k) => k.name === name)!.candidates as number[]
+    const largest = (xs: number[], max: number) => [...xs].reverse().find((d) => d <= max) ?? 1
+    // as the direct conv's register tile (see convTemplate.defaults)
+    if (lanes === 8) return { tile_p: largest(cand("tile_p"), 8), tile_oc: 1 }
+    const budget = lanes >= 16 ? 16 : 8
+    const tp = largest(cand("tile_p"), budget / 2)
+    return { tile_p: tp, tile_oc: largest(cand("tile_oc"), Math.max(1, Math.floor(budget / tp))) }
+  },
+  apply: (outputs, base, config) => {
+    const M = anchorStage(base)!
+    const V = M.op.inputs.find((t): t is ComputeTensor => t.kind === "compute")!
+    const pad = V.inputs.find((t): t is ComputeTensor => t.kind === "compute")
+    let s = base
+    const lanesOf = (stage: string) => {
+      const st = s.stages.get(stage)!
+      return st.axes.get(st.leaf[st.leaf.length - 1])!.extent
+    }
+    if (pad) {
+      s = S.computeRoot(s, pad.name)
+      const [pn, pc, py] = s.stages.get(pad.name)!.leaf
+      s = parallelOuter(s, pad.name, [pn, pc, py])
+      const leaf = s.stages.get(pad.name)!.leaf
+      if (lanesOf(pad.name) > 1) s = S.vectorize(s, pad.name, leaf[leaf.length - 1])
+    }
+    // V: [p, cb] parallel, the 6×6 transform unrolled, the lanes vectorized
+    s = S.computeRoot(s, V.name)
+    const [ve, vn, vp, vc, vi] = s.stages.get(V.name)!.leaf
+    s = S.reorder(s, V.name, [vp, vc, ve, vn, vi])
+    s = parallelOuter(s, V.name, [vp, vc])
+    s = S.unroll(S.unroll(s, V.name, ve), V.name, vn)
+    if (lanesOf(V.name) > 1) s = S.vectorize(s, V.name, vi)
+    // M: a register tile of tile_p × tile_oc vector accumulators, the reduction outside it
+    const w = S.cacheWrite(s, M.name, "local")
+    s = w.schedule
+    const [me, mn, mp, mc, mi] = s.stages.get(M.name)!.leaf
+    const tp = Number(config.tile_p)
+    const toc = Number(config.tile_oc)
+    const spp = S.split(s, M.name, mp, { factor: tp })
+    const spc = S.split(spp.schedule, M.name, mc, { factor: toc })
+    s = S.reorder(spc.schedule, M.name, [me, mn, spc.outer, spp.outer, spc.inner, spp.inner, mi])
+    s = parallelOuter(s, M.name, [me, mn, spc.outer, spp.outer])
+    const vector = lanesOf(M.name) > 1
+    if (vector) s = S.vectorize(s, M.name, mi)
+    s = S.computeAt(s, w.stage, M.name, spp.outer)
+    const ls = s.stages.get(w.stage)!
+    const [, , lp, lc, li] = dataLeaves(ls)
+    const [lic] = ls.leaf.filter((a) => ls.axes.get(a)!.type === "reduce")
+    s = S.reorder(s, w.stage, [...dataLeaves(ls).slice(0, 2), lic, lc, lp, li])
+    if (vector) s = S.vectorize(s, w.stage, li)
+    if (tp > 1 && tp <= 16) s = S.unroll(s, w.stage, lp)
+    if (toc > 1 && tp * toc <= 32) s = S.unroll(s, w.stage, lc)
+    // the output (the transform inlined into it): 4×4 places of a tile unrolled
+    const out = outputs[outputs.length - 1].name
+    const [on, oc, oh, ow, oi] = s.stages.get(out)!.leaf
+    const m = 4
+    const sph = S.split(s, out, oh, { factor: m })
+    const spw = S.split(sph.schedule, out, ow, { factor: m })
+    s = S.reorder(spw.schedule, out, [on, oc, sph.outer, spw.outer, sph.inner, spw.inner, oi])
+    s = parallelOuter(s, out, [on, oc, sph.outer])
+    s = S.unroll(S.unroll(s, out, sph.inner), out, spw.inner)
+    if (lanesOf(out) > 1) s = S.vectorize(s, out, oi)
+    return s
+  },
+}
+
 /** Groups without a reduction anchor (elementwise, injective, layout transforms). */
 export const injectiveTemplate: Template = {
   name: "injective",
@@ -346,6 +461,7 @@ export const injectiveTemplate: Template = {
 export const templateFor = (base: S.Schedule): Template => {
   const anchor = anchorStage(base)
   if (!anchor) return injectiveTemplate
+  if (isWinogradM(anchor)) return winogradTemplate
   return isConvNCHWc(anchor) && tileStages(base, anchor) ? convTemplate : reductionTemplate
 }
 

@@ -6,7 +6,7 @@
 //   lowering.InjectVirtualThread interleave vthread copies statement by statement into one stream
 //   lowering.FlattenStorage      multi-dimensional buffers → flat buffers with strides (storageAlign)
 //   lowering.RewriteStorage      allocations whose lifetimes do not overlap share one buffer
-import { c, mapExpr, substitute, v, type Expr } from "../ast/te/expr.js"
+import { c, exprKey, mapExpr, substitute, v, type Expr } from "../ast/te/expr.js"
 import { intervalOf, simplify, type Bounds, type Interval } from "../ast/te/simplify.js"
 import { mapStmt, seq, type Buffer, type PrimFunc, type Stmt } from "../ast/tir/tir.js"
 import { add, mul } from "../ast/te/expr.js"
@@ -164,7 +164,7 @@ const safePrefix = (cond: Expr, loopVar: string, inner: Bounds, outer: Bounds): 
   // linear in v only if e(v) - e(0) == coef·v
   const diff = simplify(add(e, mul(at0, c(-1))))
   const lin = simplify(mul(v(loopVar), coef))
-  if (JSON.stringify(diff) !== JSON.stringify(lin)) return undefined
+  if (exprKey(diff) !== exprKey(lin)) return undefined
   const rest = intervalOf(at0, new Map([...outer, ...inner]))
   if (!Number.isFinite(rest.max)) return undefined
   return Math.ceil((cond.b.value - rest.max) / coef.value)

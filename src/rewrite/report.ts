@@ -22,6 +22,12 @@ export const nodeFlops = (g: Graph, n: Node): number => {
       const perOut = (w.shape.slice(1) as number[]).reduce((a, b) => a * b, 1)
       return 2 * outN * perOut
     }
+    case "ConvWinogradNCHWc": {
+      // the direct convolution's count (what the op computes; GFLOP/s stay comparable)
+      const u = type(n.inputs[1])
+      if (!u) return 0
+      return 2 * outN * (u.shape[3] as number) * 9
+    }
     case "ConvNCHWc": {
       const w = type(n.inputs[1])
       if (!w) return 0

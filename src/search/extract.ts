@@ -51,6 +51,7 @@ const groupReference = (program: Program, group: FusedGroup, te: GroupTE) => {
 const describe = (program: Program, group: FusedGroup, fallback: string): string => {
   const { graph } = program
   const n = graph.nodes.find((m) => m.name === group.anchor)
+  if (n?.op === "ConvWinogradNCHWc") return `Conv 3x3 winograd → ${graph.valueTypes.get(group.outputs[group.outputs.length - 1])?.shape.join("x") ?? "?"}`
   if (!n || (n.op !== "Conv" && n.op !== "ConvNCHWc")) return fallback
   const w = (graph.valueTypes.get(n.inputs[1]) ?? graph.initializers.get(n.inputs[1]))?.shape as number[] | undefined
   if (!w) return fallback

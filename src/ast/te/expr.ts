@@ -243,6 +243,13 @@ export const mapExpr = (e: Expr, f: (e: Expr) => Expr | undefined): Expr => {
   return rec(e)
 }
 
+/**
+ * A string equal for structurally equal expressions (a map key). A TE read's `tensor` is left out:
+ * it refers to the whole producer's definition, which JSON.stringify would copy into every key
+ * (a Winograd transform's keys ran to megabytes).
+ */
+export const exprKey = (e: Expr): string => JSON.stringify(e, (k, v: unknown) => (k === "tensor" ? undefined : v))
+
 /** Replaces variables by name. */
 export const substitute = (e: Expr, env: ReadonlyMap<string, Expr>): Expr =>
   env.size === 0 ? e : mapExpr(e, (x) => (x.kind === "var" ? env.get(x.name) : undefined))

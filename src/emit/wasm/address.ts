@@ -5,7 +5,7 @@
 // buffers), and inner loops extend their parent's base; an access then adds only the terms its base
 // lacks. i32 arithmetic wraps, so regrouping the sum is exact; a base is used only when every term
 // is provably non-negative, so its address never wraps below the start (wasm addresses are unsigned).
-import { freeVars, type Expr } from "../../ast/te/expr.js"
+import { exprKey, freeVars, type Expr } from "../../ast/te/expr.js"
 import { linearTerms, type Interval } from "../../ast/te/simplify.js"
 import type { Stmt } from "../../ast/tir/tir.js"
 
@@ -32,7 +32,7 @@ export interface Base {
 
 /** The linear form of an int32 index. */
 export const affineOf = (e: Expr): Affine => {
-  const { terms, k } = linearTerms(e, (atom) => JSON.stringify(atom))
+  const { terms, k } = linearTerms(e, exprKey)
   const sorted = [...terms].filter(([, t]) => t.coef !== 0).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
   return { terms: new Map(sorted), k }
 }

@@ -5,7 +5,7 @@
 // truncate toward zero, select is lazy (an if/else, since a guarded arm may read out of bounds),
 // math without an opcode (exp, log, tanh, erf, pow, sigmoid, sin, cos) calls a JS import in f64.
 import type { DType } from "../../ast/graph/dtype.js"
-import { isIntDtype, type BinOp, type Expr, type Intrinsic } from "../../ast/te/expr.js"
+import { exprKey, isIntDtype, type BinOp, type Expr, type Intrinsic } from "../../ast/te/expr.js"
 import { intervalOf, simplify, type Interval } from "../../ast/te/simplify.js"
 import type { Op } from "./encoder.js"
 import { FnBuilder, STORAGE, VCLASS, WasmEmitError, type BufInfo, type MathImport, type VT } from "./builder.js"
@@ -88,7 +88,7 @@ export const emitAddress = (fb: FnBuilder, sc: Scope, name: string, idx: Expr, s
     rest = idx.a
     add = idx.b.value
   }
-  const cacheKey = sc.addrCache && !sc.boundsCheck && rest.kind !== "const" ? `${info.base}|${shift}:${JSON.stringify(rest)}` : undefined
+  const cacheKey = sc.addrCache && !sc.boundsCheck && rest.kind !== "const" ? `${info.base}|${shift}:${exprKey(rest)}` : undefined
   const cached = cacheKey === undefined ? undefined : sc.addrCache!.get(cacheKey)
   if (cached !== undefined) {
     fb.op("local.get", cached)

@@ -5,7 +5,7 @@
 // one index expression (the store's), which the plan checks. A select whose condition is invariant
 // (a padding guard) is an if with a v128 result, its arms lazy. No relaxed-SIMD op is ever used.
 import type { DType } from "../../ast/graph/dtype.js"
-import { c, collect, substitute, type Expr, type Intrinsic } from "../../ast/te/expr.js"
+import { c, collect, exprKey, substitute, type Expr, type Intrinsic } from "../../ast/te/expr.js"
 import { simplify } from "../../ast/te/simplify.js"
 import type { Stmt } from "../../ast/tir/tir.js"
 import type { Op } from "./encoder.js"
@@ -28,7 +28,7 @@ export const vectorPlan = (body: Stmt, loopVar: string): { lane: Lane; stores: r
   const storeIdx = new Map<string, string>()
   for (const s of stmts) {
     if (s.indices.length !== 1) return undefined
-    const key = JSON.stringify(s.indices[0])
+    const key = exprKey(s.indices[0])
     if ((storeIdx.get(s.buffer) ?? key) !== key) return undefined
     storeIdx.set(s.buffer, key)
   }
@@ -37,7 +37,7 @@ export const vectorPlan = (body: Stmt, loopVar: string): { lane: Lane; stores: r
     if (e.dtype !== LANE_DTYPE[lane]) return false
     switch (e.kind) {
       case "read":
-        return e.indices.length === 1 && unitStride(e.indices[0], loopVar) && (storeIdx.get(e.source) ?? JSON.stringify(e.indices[0])) === JSON.stringify(e.indices[0])
+        return e.indices.length === 1 && unitStride(e.indices[0], loopVar) && (storeIdx.get(e.source) ?? exprKey(e.indices[0])) === exprKey(e.indices[0])
       case "bin":
         return VBIN[lane][e.op] !== undefined && ok(e.a) && ok(e.b)
       case "call":
@@ -110,13 +110,13 @@ export const emitVectorLoop = (
   count: number,
   bindVar: (local: number) => Scope,
 ): void => {
-  const storeIdx = new Map(plan.stores.map((s) => [s.buffer, JSON.stringify(s.indices[0])] as const))
+  const storeIdx = new Map(plan.stores.map((s) => [s.buffer, exprKey(s.indices[0])] as const))
   const splat: Op = plan.lane === "f32" ? "f32x4.splat" : "i32x4.splat"
   // hoist invariant operands (maximal subtrees) into v128 locals, in order of first appearance
   const hoisted = new Map<string, number>()
   const hoist = (e: Expr): void => {
     if (invariant(e, loopVar, storeIdx)) {
-      const key = JSON.stringify(e)
+      const key = exprKey(e)
       if (hoisted.has(key)) return
       // the region may have splatted it already (a sibling loop of an unrolled tile)
       const vkey = `splat|${key}`
@@ -150,7 +150,7 @@ export const emitVectorLoop = (
   plan.stores.forEach((s) => hoist(s.value))
 
   const value = (s: Scope, e: Expr, at: (e: Expr) => Expr): void => {
-    const h = hoisted.get(JSON.stringify(e))
+    const h = hoisted.get(exprKey(e))
     if (h !== undefined) {
       fb.op("local.get", h)
       return
@@ -178,7 +178,7 @@ export const emitVectorLoop = (
           return
         }
         const idx = at(e.indices[0])
-        const vkey = `load|${e.source}|${JSON.stringify(idx)}`
+        const vkey = `load|${e.source}|${exprKey(idx)}`
         const known = s.vcache?.get(vkey)
         if (known) {
           fb.op("local.get", known.local)

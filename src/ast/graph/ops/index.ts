@@ -11,6 +11,7 @@ import { normOps } from "./norm.js"
 import { rnnOps } from "./rnn.js"
 import { controlOps } from "./control.js"
 import { layoutOps } from "./layout.js"
+import { winogradOps } from "./winograd.js"
 
 export const OPS = {
   ...elementwiseOps,
@@ -28,8 +29,8 @@ export type OpName = Extract<keyof typeof OPS, string>
 
 export const isOpName = (op: string): op is OpName => Object.prototype.hasOwnProperty.call(OPS, op)
 
-/** Tessera's own ops (domain "tessera"), made by passes: layout transforms, blocked convolution. */
-export const TESSERA_OPS = { ...layoutOps } satisfies Record<string, AnyOpDef>
+/** Tessera's own ops (domain "tessera"), made by passes: layout transforms, blocked and Winograd convolution. */
+export const TESSERA_OPS = { ...layoutOps, ...winogradOps } satisfies Record<string, AnyOpDef>
 export const TESSERA_DOMAIN = "tessera"
 
 /** The op of a default-domain name, or of the "tessera" domain when `domain` says so. */

@@ -1,0 +1,166 @@
+// rewrite.WinogradConv and the ConvWinogradNCHWc compute: a 3×3 stride-1 convolution (random
+// channels, image size, explicit or automatic padding, bias, a fused Relu) in the blocked layout
+// becomes F(4×4, 3×3) Winograd with its kernel transform folded at compile time — the rewritten
+// graph evaluates as the original, and compiled (tensor expression, the Winograd template, js) it
+// computes what the evaluator does. Convs the rewrite must leave alone (strided, dilated, grouped,
+// narrow, small images) stay direct.
+import { Effect } from "effect"
+import * as fc from "fast-check"
+import { describe, expect, it } from "vitest"
+import { attr, type AttrValue } from "../../src/ast/graph/attrs.js"
+import { prng } from "../../src/ast/graph/arbitrary.js"
+import { makeGraph, node, type Graph } from "../../src/ast/graph/graph.js"
+import { WINOGRAD_AT, WINOGRAD_BT, WINOGRAD_G } from "../../src/ast/graph/ops/winograd.js"
+import { tensor, type Tensor } from "../../src/ast/graph/tensor.js"
+import { createExecutor } from "../../src/device/executor.js"
+import { loadJsModule } from "../../src/device/js.js"
+import { evaluateTE } from "../../src/ast/te/evaluate.js"
+import { evaluatePrimFunc } from "../../src/ast/tir/evaluate.js"
+import { baseSchedule, buildGroupTE } from "../../src/lowering/lower-group.js"
+import { lowerSync } from "../../src/lowering/lower.js"
+import { templateFor, winogradTemplate, type Config } from "../../src/lowering/templates.js"
+import { defaultTirPasses, runTirPasses } from "../../src/lowering/tir-passes.js"
+import { compileGraph, emitJs } from "../../src/pipeline.js"
+import { alterLayoutSync } from "../../src/rewrite/alter-layout.js"
+import { winogradConvSync } from "../../src/rewrite/winograd.js"
+import { assertAllClose, evalGraph, lawParams } from "../support.js"
+
+interface ConvCase {
+  readonly graph: Graph
+  readonly inputs: ReadonlyMap<string, Tensor>
+  readonly lanes: number
+}
+
+/** Conv (k×k, `group`) with optional bias and Relu on a random [1, C, H, W] input. */
+const convGraph = (
+  rng: ReturnType<typeof prng>,
+  o: { C: number; O: number; H: number; W: number; k?: number; group?: number; attrs: Record<string, AttrValue>; bias: boolean; relu: boolean },
+): Graph => {
+  const rand = (shape: number[]) => tensor("float32", shape, Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rng.float(-1, 1)))
+  const k = o.k ?? 3
+  const inits = new Map<string, Tensor>([["w", rand([o.O, o.C / (o.group ?? 1), k, k])]])
+  if (o.bias) inits.set("b", rand([o.O]))
+  return makeGraph({
+    opset: 13,
+    inputs: [{ name: "x", type: { dtype: "float32", shape: [1, o.C, o.H, o.W] } }],
+    outputs: [{ name: "y", type: { dtype: "float32", shape: [] } }],
+    initializers: inits,
+    nodes: [node("Conv", o.bias ? ["x", "w", "b"] : ["x", "w"], [o.relu ? "c" : "y"], o.attrs), ...(o.relu ? [node("Relu", ["c"], ["y"])] : [])],
+  })
+}
+
+const arbWinogradCase: fc.Arbitrary<ConvCase> = fc.integer({ min: 1, max: 1 << 30 }).map((seed) => {
+  const rng = prng(seed)
+  const C = rng.pick([16, 24, 32])
+  const O = rng.pick([16, 32])
+  // at least 4×4 output tiles of 4×4 (rewrite.WinogradConv's MIN_TILES)
+  const [H, W] = [rng.int(15, 21), rng.int(15, 21)]
+  const auto = rng.pick(["NOTSET", "NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"])
+  const attrs: Record<string, AttrValue> = {
+    kernel_shape: attr.ints([3, 3]),
+    ...(auto === "NOTSET" ? { pads: attr.ints([rng.int(0, 2), rng.int(0, 2), rng.int(0, 2), rng.int(0, 2)]) } : { auto_pad: attr.str(auto) }),
+  }
+  const graph = convGraph(rng, { C, O, H, W, attrs, bias: rng.next() < 0.6, relu: rng.next() < 0.5 })
+  const rand = (shape: number[]) => tensor("float32", shape, Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rng.float(-1, 1)))
+  return { graph, inputs: new Map([["x", rand([1, C, H, W])]]), lanes: rng.pick([4, 8]) }
+})
+
+const rewritten = (g: Graph, lanes: number) => winogradConvSync(alterLayoutSync(g, { vectorLanes: lanes }))
+
+describe("rewrite.WinogradConv: F(4×4, 3×3) in the blocked layout", () => {
+  it("the transform matrices compute a 3×3 correlation: Aᵀ[(G g Gᵀ) ⊙ (Bᵀ d B)]A = g ⋆ d on random tiles", () => {
+    const mat = (a: readonly (readonly number[])[], b: readonly (readonly number[])[]) => a.map((r) => b[0].map((_, j) => r.reduce((s, x, k) => s + x * b[k][j], 0)))
+    const tr = (a: readonly (readonly number[])[]) => a[0].map((_, j) => a.map((r) => r[j]))
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 1 << 30 }), (seed) => {
+        const rng = prng(seed)
+        const g = [0, 1, 2].map(() => [0, 1, 2].map(() => rng.float(-1, 1)))
+        const d = [0, 1, 2, 3, 4, 5].map(() => [0, 1, 2, 3, 4, 5].map(() => rng.float(-1, 1)))
+        const U = mat(mat(WINOGRAD_G, g), tr(WINOGRAD_G))
+        const V = mat(mat(WINOGRAD_BT, d), tr(WINOGRAD_BT))
+        const Y = mat(mat(WINOGRAD_AT, U.map((r, i) => r.map((u, j) => u * V[i][j]))), tr(WINOGRAD_AT))
+        for (let i = 0; i < 4; i++)
+          for (let j = 0; j < 4; j++) {
+            let want = 0
+            for (let r = 0; r < 3; r++) for (let s = 0; s < 3; s++) want += g[r][s] * d[i + r][j + s]
+            expect(Math.abs(Y[i][j] - want)).toBeLessThan(1e-9)
+          }
+      }),
+      lawParams(50),
+    )
+  })
+
+  it("a blocked 3×3 conv becomes ConvWinogradNCHWc and evaluates as before", () => {
+    fc.assert(
+      fc.property(arbWinogradCase, ({ graph, inputs, lanes }) => {
+        const after = rewritten(graph, lanes)
+        const ops = after.nodes.map((n) => n.op)
+        expect(ops).toContain("ConvWinogradNCHWc")
+        expect(ops).not.toContain("ConvNCHWc")
+        // the reference Conv sums in float32, the Winograd reference in float64
+        assertAllClose(evalGraph(after, inputs), evalGraph(graph, inputs), 1e-4, 1e-4)
+      }),
+      lawParams(40),
+    )
+  })
+
+  it("compiled ConvWinogradNCHWc (the Winograd template, js) computes what the evaluator does", async () => {
+    await fc.assert(
+      fc.asyncProperty(arbWinogradCase, async ({ graph, inputs, lanes }) => {
+        const program = await Effect.runPromise(compileGraph(graph, { target: "js", optLevel: 3, vectorLanes: lanes }))
+        const wino = program.kernels.find((k) => program.fused.groups[k.group].ops.includes("ConvWinogradNCHWc"))
+        expect(wino?.kind, "the Winograd group is compiled").toBe("compiled")
+        const fns = await Effect.runPromise(loadJsModule(emitJs(program)))
+        // float32 transforms: the products' error grows with the channels summed
+        assertAllClose([...createExecutor(program, fns).run(inputs).values()], evalGraph(graph, inputs), 1e-4, 5e-4)
+      }),
+      lawParams(12),
+    )
+  }, 120_000)
+
+  it("every configuration of the Winograd template's space computes what its TE says", async () => {
+    await fc.assert(
+      fc.asyncProperty(arbWinogradCase, fc.array(fc.nat(), { minLength: 4, maxLength: 4 }), async ({ graph, lanes }, picks) => {
+        const program = await Effect.runPromise(compileGraph(graph, { target: "js", optLevel: 3, vectorLanes: lanes }))
+        const group = program.fused.groups.find((g) => g.ops.includes("ConvWinogradNCHWc"))!
+        const te = buildGroupTE(program.fused, group)
+        const base = baseSchedule(te.outputs)
+        const t = templateFor(base)
+        expect(t).toBe(winogradTemplate)
+        const knobs = t.space(te.outputs, base)
+        const config: Config = Object.fromEntries(knobs.map((k, i) => [k.name, k.candidates[picks[i] % k.candidates.length]]))
+        // the TE's placeholders from the program's values: the graph's constants, random activations
+        const rng = prng(picks[0] + 1)
+        const feeds = new Map<string, Tensor>()
+        for (const [p, v] of te.placeholders) {
+          const c = program.graph.initializers.get(v)
+          const shape = program.graph.valueTypes.get(v)!.shape as number[]
+          feeds.set(p, c ?? tensor("float32", shape, Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rng.float(-1, 1))))
+        }
+        const f = runTirPasses(lowerSync(t.apply(te.outputs, base, config)), defaultTirPasses())
+        const outs = evaluatePrimFunc(f, feeds)
+        assertAllClose(te.outputs.map((o) => outs.get(o.name)!), evaluateTE(te.outputs, feeds), 1e-4, 1e-4)
+      }),
+      lawParams(5),
+    )
+  }, 120_000)
+
+  it("leaves strided, dilated, grouped, narrow and small convolutions direct", () => {
+    const rng = prng(7)
+    const base = { C: 16, O: 16, H: 20, W: 20, bias: false, relu: false }
+    const k3 = { kernel_shape: attr.ints([3, 3]), pads: attr.ints([1, 1, 1, 1]) }
+    const cases: [string, Graph][] = [
+      ["stride 2", convGraph(rng, { ...base, attrs: { ...k3, strides: attr.ints([2, 2]) } })],
+      ["dilation 2", convGraph(rng, { ...base, attrs: { ...k3, dilations: attr.ints([2, 2]) } })],
+      ["depthwise", convGraph(rng, { ...base, group: 16, attrs: { ...k3, group: attr.int(16) } })],
+      ["8 channels", convGraph(rng, { ...base, C: 8, attrs: k3 })],
+      ["8×8 image (4 tiles)", convGraph(rng, { ...base, H: 8, W: 8, attrs: k3 })],
+      ["5×5 kernel", convGraph(rng, { ...base, k: 5, attrs: { kernel_shape: attr.ints([5, 5]), pads: attr.ints([2, 2, 2, 2]) } })],
+    ]
+    for (const [what, g] of cases) {
+      const ops = rewritten(g, 8).nodes.map((n) => n.op)
+      expect(ops, what).not.toContain("ConvWinogradNCHWc")
+      expect(ops, what).toContain("ConvNCHWc")
+    }
+  })
+})

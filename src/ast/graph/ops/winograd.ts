@@ -1,0 +1,172 @@
+// Winograd convolution F(4×4, 3×3) in the blocked layout (Lavin & Gray 2016; TVM's
+// conv2d_winograd): a 3×3, stride-1 convolution computed per 4×4 output tile as
+//   Y = Aᵀ [ (G g Gᵀ) ⊙ (Bᵀ d B) ] A
+// where d is the 6×6 input tile and g the 3×3 kernel. The kernel transform U = G g Gᵀ is done
+// once, at compile time (rewrite.WinogradConv folds it into a constant); what is left per input
+// is the input transform V = Bᵀ d B, 36 independent matrix products over the channels
+// (M = Σ_ic V·U, the bulk of the work: 36 multiplies per 16 outputs and channel pair instead of
+// 144), and the output transform Aᵀ M A. Op: ConvWinogradNCHWc(x NCHW[ib]c, U [6, 6, O/ob, I,
+// ob], bias?) → NCHW[ob]c.
+import { A, attrs } from "../attrs.js"
+import { allocate } from "../dtype.js"
+import { check, defineOp, fail, type AnyOpDef } from "../op.js"
+import { tensor, type Tensor } from "../tensor.js"
+import { req } from "./util.js"
+
+/** Output tile (m) and input tile (m + 2) of F(4×4, 3×3). */
+export const WINOGRAD_M = 4
+export const WINOGRAD_ALPHA = WINOGRAD_M + 2
+
+/** Bᵀ (6×6): the input transform, interpolation points 0, ±1, ±2, ∞. */
+export const WINOGRAD_BT: readonly (readonly number[])[] = [
+  [4, 0, -5, 0, 1, 0],
+  [0, -4, -4, 1, 1, 0],
+  [0, 4, -4, -1, 1, 0],
+  [0, -2, -1, 2, 1, 0],
+  [0, 2, -1, -2, 1, 0],
+  [0, 4, 0, -5, 0, 1],
+]
+
+/** G (6×3): the kernel transform. */
+export const WINOGRAD_G: readonly (readonly number[])[] = [
+  [1 / 4, 0, 0],
+  [-1 / 6, -1 / 6, -1 / 6],
+  [-1 / 6, 1 / 6, -1 / 6],
+  [1 / 24, 1 / 12, 1 / 6],
+  [1 / 24, -1 / 12, 1 / 6],
+  [0, 0, 1],
+]
+
+/** Aᵀ (4×6): the output transform. */
+export const WINOGRAD_AT: readonly (readonly number[])[] = [
+  [1, 1, 1, 1, 1, 0],
+  [0, 1, -1, 2, -2, 0],
+  [0, 1, 1, 4, 4, 0],
+  [0, 1, -1, 8, -8, 1],
+]
+
+/**
+ * U = G g Gᵀ for every (output, input) channel pair of a packed kernel OIHW[ib]i[ob]o
+ * ([O/ob, I/ib, 3, 3, ib, ob]), laid out [6, 6, O/ob, I, ob] (the output lane innermost, as the
+ * blocked conv's weights). Computed in float64, stored in the kernel's dtype.
+ */
+export const winogradKernel = (w: Tensor): Tensor => {
+  const [OB, IB, KH, KW, ib, ob] = w.shape
+  check(KH === 3 && KW === 3, `the Winograd kernel transform needs a 3×3 kernel, got ${KH}×${KW}`)
+  const I = IB * ib
+  const a = WINOGRAD_ALPHA
+  const out = allocate(w.dtype, a * a * OB * I * ob)
+  const g = new Float64Array(9)
+  const gg = new Float64Array(a * 3)
+  for (let oo = 0; oo < OB; oo++)
+    for (let ii = 0; ii < IB; ii++)
+      for (let i = 0; i < ib; i++)
+        for (let o = 0; o < ob; o++) {
+          for (let kh = 0; kh < 3; kh++) for (let kw = 0; kw < 3; kw++) g[kh * 3 + kw] = Number(w.data[((((oo * IB + ii) * 3 + kh) * 3 + kw) * ib + i) * ob + o])
+          // G g (6×3), then (G g) Gᵀ (6×6)
+          for (let e = 0; e < a; e++) for (let k = 0; k < 3; k++) gg[e * 3 + k] = WINOGRAD_G[e][0] * g[k] + WINOGRAD_G[e][1] * g[3 + k] + WINOGRAD_G[e][2] * g[6 + k]
+          const ic = ii * ib + i
+          for (let e = 0; e < a; e++)
+            for (let n = 0; n < a; n++) {
+              const u = gg[e * 3] * WINOGRAD_G[n][0] + gg[e * 3 + 1] * WINOGRAD_G[n][1] + gg[e * 3 + 2] * WINOGRAD_G[n][2]
+              out[(((e * a + n) * OB + oo) * I + ic) * ob + o] = u
+            }
+        }
+  return tensor(w.dtype, [a, a, OB, I, ob], out)
+}
+
+const winogradAttrs = attrs({
+  in_block: A.int(),
+  out_block: A.int(),
+  /** Explicit zero padding [top, left, bottom, right]. */
+  pads: A.ints([0, 0, 0, 0]),
+})
+
+/** The output's spatial size: the padded input less the kernel's 2. */
+const outSize = (H: number, W: number, pads: readonly number[]): [number, number] => [H + pads[0] + pads[2] - 2, W + pads[1] + pads[3] - 2]
+
+/**
+ * The op's meaning, in float64: per 4×4 output tile, the input transform of the padded 6×6 tile,
+ * the product with U summed over the input channels, and the output transform (tiles past the
+ * image's edge computed and cut off).
+ */
+const winogradReference = (x: Tensor, u: Tensor, bias: Tensor | undefined, pads: readonly number[]): Tensor => {
+  const [N, ICB, H, W, ib] = x.shape
+  const [a, , OCB, I, ob] = u.shape
+  const m = a - 2
+  const [OH, OW] = outSize(H, W, pads)
+  const out = allocate(x.dtype, N * OCB * OH * OW * ob)
+  const d = new Float64Array(a * a)
+  const t = new Float64Array(a * a)
+  const V = new Float64Array(a * a * I)
+  const M = new Float64Array(a * a)
+  const tmp = new Float64Array(m * a)
+  const pixel = (n: number, ic: number, y: number, xx: number) =>
+    y < 0 || y >= H || xx < 0 || xx >= W ? 0 : Number(x.data[(((n * ICB + Math.floor(ic / ib)) * H + y) * W + xx) * ib + (ic % ib)])
+  for (let n = 0; n < N; n++)
+    for (let th = 0; th < Math.ceil(OH / m); th++)
+      for (let tw = 0; tw < Math.ceil(OW / m); tw++) {
+        // V = Bᵀ d B per input channel
+        for (let ic = 0; ic < I; ic++) {
+          for (let r = 0; r < a; r++) for (let s = 0; s < a; s++) d[r * a + s] = pixel(n, ic, th * m + r - pads[0], tw * m + s - pads[1])
+          for (let e = 0; e < a; e++) for (let s = 0; s < a; s++) {
+            let acc = 0
+            for (let r = 0; r < a; r++) acc += WINOGRAD_BT[e][r] * d[r * a + s]
+            t[e * a + s] = acc
+          }
+          for (let e = 0; e < a; e++) for (let v = 0; v < a; v++) {
+            let acc = 0
+            for (let s = 0; s < a; s++) acc += t[e * a + s] * WINOGRAD_BT[v][s]
+            V[(e * a + v) * I + ic] = acc
+          }
+        }
+        for (let oc = 0; oc < OCB * ob; oc++) {
+          const [oo, o] = [Math.floor(oc / ob), oc % ob]
+          for (let ev = 0; ev < a * a; ev++) {
+            let acc = 0
+            for (let ic = 0; ic < I; ic++) acc += V[ev * I + ic] * Number(u.data[((ev * OCB + oo) * I + ic) * ob + o])
+            M[ev] = acc
+          }
+          // Y = Aᵀ M A
+          for (let i = 0; i < m; i++) for (let v = 0; v < a; v++) {
+            let acc = 0
+            for (let e = 0; e < a; e++) acc += WINOGRAD_AT[i][e] * M[e * a + v]
+            tmp[i * a + v] = acc
+          }
+          const b = bias ? Number(bias.data[oc]) : 0
+          for (let i = 0; i < m; i++) for (let j = 0; j < m; j++) {
+            const [y, xx] = [th * m + i, tw * m + j]
+            if (y >= OH || xx >= OW) continue
+            let acc = 0
+            for (let v = 0; v < a; v++) acc += tmp[i * a + v] * WINOGRAD_AT[j][v]
+            out[(((n * OCB + oo) * OH + y) * OW + xx) * ob + o] = acc + b
+          }
+        }
+      }
+  return tensor(x.dtype, [N, OCB, OH, OW, ob], out)
+}
+
+export const winogradOps = {
+  ConvWinogradNCHWc: defineOp({
+    attrs: winogradAttrs,
+    inputs: [2, 3],
+    outputs: [1, 1],
+    kind: "out-elementwise-fusable",
+    infer: (ctx) => {
+      const [x, u] = ctx.inputs
+      if (!x || !u) return fail("inputs 0 and 1 are required")
+      if (x.shape.length !== 5) return fail(`input 0 must be NCHW{c}c (rank 5), got rank ${x.shape.length}`)
+      if (u.shape.length !== 5 || u.shape[0] !== WINOGRAD_ALPHA || u.shape[1] !== WINOGRAD_ALPHA)
+        return fail(`input 1 must be Winograd weights [${WINOGRAD_ALPHA}, ${WINOGRAD_ALPHA}, O/ob, I, ob], got [${u.shape.join(", ")}]`)
+      if (ctx.attrs.pads.length !== 4 || ctx.attrs.pads.some((p) => p < 0)) return fail(`pads must be 4 non-negative numbers, got [${ctx.attrs.pads.join(", ")}]`)
+      const [N, CB, H, W, ib] = x.shape
+      if (typeof CB === "number" && typeof ib === "number" && typeof u.shape[3] === "number" && CB * ib !== u.shape[3])
+        return fail(`input channels ${CB}×${ib} do not match the weights' ${u.shape[3]}`)
+      if (typeof H !== "number" || typeof W !== "number") return fail("the spatial dims must be static")
+      const [OH, OW] = outSize(H, W, ctx.attrs.pads)
+      if (OH < 1 || OW < 1) return fail(`the output would be ${OH}×${OW}`)
+      return [{ dtype: x.dtype, shape: [N, u.shape[2], OH, OW, u.shape[4]] }]
+    },
+    kernel: (ctx) => [winogradReference(req(ctx.inputs, 0), req(ctx.inputs, 1), ctx.inputs[2], ctx.attrs.pads)],
+  }),
+} satisfies Record<string, AnyOpDef>

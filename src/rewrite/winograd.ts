@@ -1,0 +1,87 @@
+// rewrite.WinogradConv: blocked 3×3 stride-1 convolutions (ConvNCHWc, group 1, constant weights,
+// at least MIN_CHANNELS in and out) become ConvWinogradNCHWc, F(4×4, 3×3), with the kernel
+// transform U = G g Gᵀ folded into a constant here, at compile time. The input and output
+// transforms stay in the op (its compute and its schedule template). A graph rewrite, not a
+// schedule knob: the op has other inputs (U instead of the kernel) and its own stages.
+import { attr } from "../ast/graph/attrs.js"
+import { resolveNode } from "../ast/graph/evaluate.js"
+import type { Graph } from "../ast/graph/graph.js"
+import { bindSync } from "../ast/graph/infer.js"
+import { TESSERA_DOMAIN } from "../ast/graph/ops/index.js"
+import { WINOGRAD_M, winogradKernel } from "../ast/graph/ops/winograd.js"
+import { eliminateDeadCodeSync } from "./eliminate-dead-code.js"
+import { graphPass, type GraphPass } from "./pass.js"
+import { rewriteToFixedPoint, type Rule } from "./rules.js"
+
+/**
+ * Input and output channels below which a conv stays direct: the transforms cost O(channels) per
+ * tile and the products O(in · out), so narrow convs gain little (and ONNX's small conformance
+ * convs keep their exact direct sums).
+ */
+export const MIN_CHANNELS = 16
+
+/**
+ * Output tiles (4×4) below which a conv stays direct: U holds 36 / 9 = 4× the kernel's weights, and
+ * with few tiles to reuse them the products stream U from memory. ResNet-18's 7×7 layers (4 tiles,
+ * 512 channels, U 38 MB) ran no faster than direct; its 14×14 layers (16 tiles) about 1.7× faster.
+ */
+export const MIN_TILES = 16
+
+/** The explicit [top, left, bottom, right] padding of a stride-1 3×3 conv from H → OH (auto_pad resolved). */
+const explicitPads = (a: { auto_pad: string; pads?: readonly number[] }, H: number, W: number, OH: number, OW: number): number[] | undefined => {
+  if (a.auto_pad === "NOTSET") return a.pads && a.pads.length === 4 ? [...a.pads] : [0, 0, 0, 0]
+  if (a.auto_pad === "VALID") return [0, 0, 0, 0]
+  const th = OH + 2 - H
+  const tw = OW + 2 - W
+  if (th < 0 || tw < 0) return undefined
+  const lower = a.auto_pad === "SAME_LOWER"
+  const [pt, pl] = lower ? [Math.ceil(th / 2), Math.ceil(tw / 2)] : [Math.floor(th / 2), Math.floor(tw / 2)]
+  return [pt, pl, th - pt, tw - pl]
+}
+
+const convToWinograd: Rule = {
+  name: "conv-to-winograd",
+  apply: (n, ctx) => {
+    if (n.op !== "ConvNCHWc" || n.domain !== TESSERA_DOMAIN) return undefined
+    const w = ctx.constant(n.inputs[1])
+    const x = ctx.type(n.inputs[0])
+    const y = ctx.type(n.outputs[0])
+    if (!w || !x || !y || w.shape.length !== 6 || x.dtype !== "float32") return undefined
+    const a = resolveNode(n).attrs as { group: number; in_block: number; out_block: number; strides?: readonly number[]; dilations?: readonly number[]; pads?: readonly number[]; auto_pad: string }
+    const [OB, IB, KH, KW, ib, ob] = w.shape
+    if (a.group !== 1 || KH !== 3 || KW !== 3) return undefined
+    if ((a.strides ?? [1, 1]).some((s) => s !== 1) || (a.dilations ?? [1, 1]).some((d) => d !== 1)) return undefined
+    if (IB * ib < MIN_CHANNELS || OB * ob < MIN_CHANNELS) return undefined
+    const [H, W] = [x.shape[2], x.shape[3]]
+    const [OH, OW] = [y.shape[2], y.shape[3]]
+    if (![x.shape[0], H, W, OH, OW].every((d) => typeof d === "number")) return undefined
+    if (Math.ceil((OH as number) / WINOGRAD_M) * Math.ceil((OW as number) / WINOGRAD_M) * (x.shape[0] as number) < MIN_TILES) return undefined
+    const pads = explicitPads(a, H as number, W as number, OH as number, OW as number)
+    if (!pads) return undefined
+    const uName = ctx.fresh(`${n.inputs[1]}_winograd`)
+    const out = ctx.fresh(`${n.outputs[0]}_winograd`)
+    return {
+      nodes: [
+        {
+          name: ctx.fresh(`${n.name}_winograd`),
+          op: "ConvWinogradNCHWc",
+          domain: TESSERA_DOMAIN,
+          inputs: [n.inputs[0], uName, ...n.inputs.slice(2)],
+          outputs: [out],
+          attrs: { in_block: attr.int(a.in_block), out_block: attr.int(a.out_block), pads: attr.ints(pads) },
+        },
+      ],
+      outputs: [out],
+      constants: new Map([[uName, winogradKernel(w)]]),
+    }
+  },
+}
+
+export const winogradConvSync = (graph: Graph): Graph => {
+  const g = bindSync(graph)
+  const rewritten = rewriteToFixedPoint(g, [convToWinograd]).graph
+  return bindSync(eliminateDeadCodeSync(rewritten))
+}
+
+/** The pass (after alterLayout, which makes the blocked convolutions it reads). */
+export const winogradConv: GraphPass = graphPass("rewrite.WinogradConv", 3, winogradConvSync)
