@@ -28,6 +28,7 @@ const THREADS = Number(arg("threads", "1"))
 process.env.OMP_NUM_THREADS = String(THREADS)
 
 const { createExecutor } = await import("../src/device/executor.js")
+const { hostTarget } = await import("../src/device/target.js")
 const { defaultCBuildConfig } = await import("../src/device/c.js")
 const { loadOrt, runOrt } = await import("../src/device/onnxruntime.js")
 const { appendRecords, readLog } = await import("../src/device/records-file.js")
@@ -58,7 +59,8 @@ const OUT = arg("out-dir", ".cache/tuning-report")
 const LOG = arg("log", path.join(OUT, `tuning-c-${THREADS}t.jsonl`))
 const SKIP_COMPARE = process.argv.includes("--skip-compare")
 const SKIP_E2E = process.argv.includes("--skip-e2e")
-const TARGET = { kind: "c", vectorLanes: 16, cores: THREADS } as const
+// the host's vector width, as `tessera compile` uses (AVX-512 16, AVX2 8)
+const TARGET = { kind: "c", vectorLanes: Math.max(1, hostTarget("c").attrs.vectorLanes), cores: THREADS } as const
 const TUNERS = ["xgb", "ga", "random"] as const
 const BATCH = 16
 
@@ -130,14 +132,16 @@ const pick = (model: "resnet18" | "mobilenetv2", re: RegExp) => {
   if (!r) throw new Error(`no ${model} task matches ${re}: ${runners[model].map((x) => x.task.label).join("; ")}`)
   return { model, runner: r }
 }
+/** "1x{C/L}x{H}x{W}x{L}": a blocked output's shape at this target's lanes. */
+const blocked = (c: number, hw: number) => `1x${c / TARGET.vectorLanes}x${hw}x${hw}x${TARGET.vectorLanes}`
 const chosen = [
-  // the last stage's 3x3 convs (stride 1 and 2) and a 3x3 conv of the third stage
-  pick("resnet18", /^Conv 3x3 → 1x32x7x7x16$/),
-  pick("resnet18", /^Conv 3x3\/2 → 1x32x7x7x16$/),
-  pick("resnet18", /^Conv 3x3 → 1x16x14x14x16$/),
+  // the last stage's 3x3 convs (stride 1 and 2) and a 3x3 conv of the third stage (Winograd)
+  pick("resnet18", new RegExp(`^Conv 3x3 → ${blocked(512, 7)}$`)),
+  pick("resnet18", new RegExp(`^Conv 3x3/2 → ${blocked(512, 7)}$`)),
+  pick("resnet18", new RegExp(`^Conv 3x3 (winograd )?→ ${blocked(256, 14)}$`)),
   // the first depthwise conv of stride 1 (56x56, 144 channels) and of stride 2 (112 → 56, 96 channels)
-  pick("mobilenetv2", /^Conv 3x3 depthwise → 1x9x56x56x16$/),
-  pick("mobilenetv2", /^Conv 3x3\/2 depthwise → 1x6x56x56x16$/),
+  pick("mobilenetv2", new RegExp(`^Conv 3x3 depthwise → ${blocked(144, 56)}$`)),
+  pick("mobilenetv2", new RegExp(`^Conv 3x3/2 depthwise → ${blocked(96, 56)}$`)),
 ]
 
 // ---- 1. tuner comparison

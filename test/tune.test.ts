@@ -56,6 +56,35 @@ describe("auto-tuning (js target)", () => {
       result.curve.forEach((g, k) => k > 0 && expect(g).toBeGreaterThanOrEqual(result.curve[k - 1]))
     }, 120_000)
 
+  it("the default config is measured first, and once more on a log that already holds the trials", async () => {
+    const d = task.template.defaults(task.knobs, { vectorLanes: 4, cores: 1 })
+    const tuneWith = (done: readonly TuningRecord[], trials: number) =>
+      Effect.runPromise(
+        Effect.gen(function* () {
+          const records: TuningRecord[] = []
+          const result = yield* tuneTask(task, randomTuner(task, 5), lowerConfig, measure, {
+            trials,
+            batch: 2,
+            target: "js",
+            now: () => "2026-01-01T00:00:00Z",
+            done,
+            first: [d, d],
+            onRecords: (rs) => Effect.sync(() => void records.push(...rs)),
+          })
+          return { result, records }
+        }),
+      )
+    const fresh = await tuneWith([], 3)
+    expect(fresh.records[0].config).toEqual(d)
+    expect(fresh.records.filter((r) => JSON.stringify(r.config) === JSON.stringify(d))).toHaveLength(1)
+    // a log with the trials already, none of them the default: the default alone is measured
+    const others = fresh.records.slice(1)
+    const resumed = await tuneWith(others, 2)
+    expect(resumed.records.map((r) => r.config)).toEqual([d])
+    // measured already: nothing more
+    expect((await tuneWith(fresh.records, 3)).records).toEqual([])
+  }, 120_000)
+
   it("xgb tuner: the cost model learns from measured features", async () => {
     const out = await Effect.runPromise(
       Effect.gen(function* () {

@@ -5,6 +5,7 @@
 // prints a final table on stdout. On c, candidates are built in a temporary folder of this run.
 // `tessera tune --report LOG --out curves.svg`: best-so-far GFLOP/s against trials, per task and
 // tuner, as an SVG.
+import type { ScheduleTarget } from "../lowering/templates.js"
 import { Console, Effect, Option } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import cliProgress from "cli-progress"
@@ -142,7 +143,7 @@ export const tuneCommand = Effect.fn("cli.tune")(function* (o: TuneCommandOption
           catch: (e) => new FileAccessError({ path: os.tmpdir(), operation: "write", reason: e instanceof Error ? e.message : String(e) }),
         })
       : Effect.succeed(undefined),
-    (buildDir) => tuneRunners(o, kind, runners, log.records, buildDir),
+    (buildDir) => tuneRunners(o, kind, { vectorLanes: Math.max(vectorLanes, 1), cores: settings.cores }, runners, log.records, buildDir),
     (buildDir) => Effect.sync(() => buildDir && fs.rmSync(buildDir, { recursive: true, force: true })),
   )
 })
@@ -175,6 +176,8 @@ const removeDeadRunsFolders = (): void => {
 const tuneRunners = Effect.fn("cli.tuneRunners")(function* (
   o: TuneCommandOptions,
   kind: MeasureTarget,
+  /** What the program was compiled for: the templates' defaults are measured first. */
+  target: ScheduleTarget,
   runners: readonly TaskRunner[],
   logged: readonly TuningRecord[],
   buildDir: string | undefined,
@@ -217,6 +220,7 @@ const tuneRunners = Effect.fn("cli.tuneRunners")(function* (
         target: kind,
         now: () => new Date().toISOString(),
         done,
+        first: [task.template.defaults(task.knobs, target)],
         onProgress: (p) => bar?.update(Math.min(p.trials, total), { best: p.bestGflops.toFixed(3) }),
         onRecords: (rs) =>
           Effect.orDie(appendRecords(o.log, rs)).pipe(

@@ -71,6 +71,12 @@ export interface TuneOptions {
   readonly onRecords?: (records: readonly TuningRecord[]) => Effect.Effect<void>
   /** Configs already measured (a resumed log): skipped by the tuner, counted as trials. */
   readonly done?: readonly TuningRecord[]
+  /**
+   * Configs measured before the tuner's own, even when the log already holds `trials` records:
+   * the template's default, so a task's best record is never one that measured slower than the
+   * schedule it replaces (a few noisy trials of a large space otherwise can be).
+   */
+  readonly first?: readonly Config[]
 }
 
 export interface TuneResult {
@@ -108,9 +114,12 @@ export const tuneTask = <E>(
       yield* learn(resumed.map((r) => ({ config: r.config, cost: r.costs.length ? Math.min(...r.costs) : undefined })))
     }
     const doneKeys = new Set(resumed.map((r) => configHash(r.config)))
-    while (curve.length < options.trials && tuner.hasNext()) {
-      const want = Math.min(options.batch, options.trials - curve.length)
-      const configs = (yield* tuner.next(want)).filter((c) => !doneKeys.has(configHash(c)))
+    let first = (options.first ?? []).filter((c, k, all) => !doneKeys.has(configHash(c)) && all.findIndex((d) => configHash(d) === configHash(c)) === k)
+    while (first.length > 0 || (curve.length < options.trials && tuner.hasNext())) {
+      const want = Math.max(1, Math.min(options.batch, options.trials - curve.length))
+      const configs = first.length > 0 ? first : (yield* tuner.next(want)).filter((c) => !doneKeys.has(configHash(c)))
+      first = []
+      for (const c of configs) doneKeys.add(configHash(c))
       if (configs.length === 0) {
         if (!tuner.hasNext()) break
         continue
