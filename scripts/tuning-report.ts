@@ -30,7 +30,7 @@ process.env.OMP_NUM_THREADS = String(THREADS)
 const { createExecutor } = await import("../src/device/executor.js")
 const { hostTarget } = await import("../src/device/target.js")
 const { defaultCBuildConfig } = await import("../src/device/c.js")
-const { loadOrt, runOrt } = await import("../src/device/onnxruntime.js")
+const { loadOrt, openOrtSession } = await import("../src/device/onnxruntime.js")
 const { appendRecords, readLog } = await import("../src/device/records-file.js")
 const { encodeOnnx } = await import("../src/ast/onnx/encode.js")
 const { randomTensor } = await import("../src/cli/inputs.js")
@@ -232,19 +232,27 @@ if (!SKIP_E2E) {
     const diff = Array.from(a).reduce((m, v, i) => Math.max(m, Math.abs(v - b[i])), 0)
     const times: Record<string, number[]> = { untuned: [], tuned: [], ort: [] }
     const bytes = encodeOnnx(graph)
-    // interleaved, so that the machine's load falls on every side alike
-    for (let i = 0; i < RUNS; i++) {
-      let t = performance.now()
-      untunedExec.run(feeds)
-      times.untuned.push(performance.now() - t)
-      t = performance.now()
-      tunedExec.run(feeds)
-      times.tuned.push(performance.now() - t)
-      if (typeof ort !== "string") {
-        const o = await run(runOrt(ort, bytes, feeds, { threads: THREADS, runs: 3 }))
-        if (typeof o !== "string") times.ort.push(o.ms)
+    // interleaved rounds, so that the machine's load falls on every side alike: each side runs
+    // once untimed, then 3 timed runs whose median is the round's (onnxruntime on one session
+    // kept open, as a user keeps it; a fresh session per round, with its arena and prepacking,
+    // made the round's other sides look 10-30% slower than in `tessera bench`)
+    const round = async (f: () => unknown): Promise<number> => {
+      await f()
+      const ts: number[] = []
+      for (let k = 0; k < 3; k++) {
+        const t = performance.now()
+        await f()
+        ts.push(performance.now() - t)
       }
+      return median(ts)
     }
+    const session = typeof ort === "string" ? ort : await run(openOrtSession(ort, bytes, feeds, THREADS))
+    for (let i = 0; i < RUNS; i++) {
+      times.untuned.push(await round(() => untunedExec.run(feeds)))
+      times.tuned.push(await round(() => tunedExec.run(feeds)))
+      if (typeof session !== "string") times.ort.push(await round(() => session.time()))
+    }
+    if (typeof session !== "string") await session.release()
     const med = Object.fromEntries(Object.entries(times).map(([k, v]) => [k, median(v)]))
     e2e[model] = {
       threads: THREADS,

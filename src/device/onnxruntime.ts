@@ -83,3 +83,35 @@ export const runOrt = (ort: Ort, bytes: Uint8Array, feeds: ReadonlyMap<string, T
       }
     },
   }).pipe(Effect.catch((reason) => Effect.succeed(reason)))
+
+/** An open session on fixed inputs: each `time()` is one timed run in ms (the first call warms up). */
+export interface OrtSession {
+  readonly time: () => Promise<number>
+  readonly release: () => Promise<void>
+}
+
+/**
+ * A session kept open across rounds, so a benchmark that alternates with our runs times
+ * onnxruntime's steady state, as it does ours (not a fresh session's arena and prepacking).
+ */
+export const openOrtSession = (ort: Ort, bytes: Uint8Array, feeds: ReadonlyMap<string, Tensor>, threads: number): Effect.Effect<OrtSession | string> =>
+  Effect.tryPromise({
+    catch: (e) => `onnxruntime failed: ${e instanceof Error ? e.message.split("\n")[0] : String(e)}`,
+    try: async () => {
+      const session = await ort.InferenceSession.create(bytes, {
+        graphOptimizationLevel: "all",
+        ...(threads > 0 ? { intraOpNumThreads: threads, interOpNumThreads: 1 } : {}),
+      })
+      const ortFeeds = Object.fromEntries([...feeds].map(([k, t]) => [k, toOrtTensor(ort, t)]))
+      await session.run(ortFeeds)
+      return {
+        time: async () => {
+          const t0 = performance.now()
+          await session.run(ortFeeds)
+          return performance.now() - t0
+        },
+        release: () => session.release(),
+      }
+    },
+  }).pipe(Effect.catch((reason) => Effect.succeed(reason)))
+
