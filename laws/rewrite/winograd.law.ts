@@ -10,7 +10,7 @@ import { describe, expect, it } from "vitest"
 import { attr, type AttrValue } from "../../src/ast/graph/attrs.js"
 import { prng } from "../../src/ast/graph/arbitrary.js"
 import { makeGraph, node, type Graph } from "../../src/ast/graph/graph.js"
-import { WINOGRAD_AT, WINOGRAD_BT, WINOGRAD_G } from "../../src/ast/graph/ops/winograd.js"
+import { WINOGRAD } from "../../src/ast/graph/ops/winograd.js"
 import { tensor, type Tensor } from "../../src/ast/graph/tensor.js"
 import { createExecutor } from "../../src/device/executor.js"
 import { loadJsModule } from "../../src/device/js.js"
@@ -53,8 +53,9 @@ const arbWinogradCase: fc.Arbitrary<ConvCase> = fc.integer({ min: 1, max: 1 << 3
   const rng = prng(seed)
   const C = rng.pick([16, 24, 32])
   const O = rng.pick([16, 32])
-  // at least 4×4 output tiles of 4×4 (rewrite.WinogradConv's MIN_TILES)
-  const [H, W] = [rng.int(15, 21), rng.int(15, 21)]
+  // at least 4×4 output tiles of 4×4 (F(4×4), rewrite.WinogradConv's MIN_TILES), or of 2×2 (F(2×2))
+  const small = rng.next() < 0.35
+  const [H, W] = small ? [rng.int(9, 11), rng.int(9, 11)] : [rng.int(15, 21), rng.int(15, 21)]
   const auto = rng.pick(["NOTSET", "NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"])
   const attrs: Record<string, AttrValue> = {
     kernel_shape: attr.ints([3, 3]),
@@ -68,19 +69,21 @@ const arbWinogradCase: fc.Arbitrary<ConvCase> = fc.integer({ min: 1, max: 1 << 3
 const rewritten = (g: Graph, lanes: number) => winogradConvSync(alterLayoutSync(g, { vectorLanes: lanes }))
 
 describe("rewrite.WinogradConv: F(4×4, 3×3) in the blocked layout", () => {
-  it("the transform matrices compute a 3×3 correlation: Aᵀ[(G g Gᵀ) ⊙ (Bᵀ d B)]A = g ⋆ d on random tiles", () => {
+  it("the transform matrices compute a 3×3 correlation: Aᵀ[(G g Gᵀ) ⊙ (Bᵀ d B)]A = g ⋆ d on random tiles, F(4×4) and F(2×2)", () => {
     const mat = (a: readonly (readonly number[])[], b: readonly (readonly number[])[]) => a.map((r) => b[0].map((_, j) => r.reduce((s, x, k) => s + x * b[k][j], 0)))
     const tr = (a: readonly (readonly number[])[]) => a[0].map((_, j) => a.map((r) => r[j]))
     fc.assert(
       fc.property(fc.integer({ min: 1, max: 1 << 30 }), (seed) => {
         const rng = prng(seed)
+        const m = rng.pick([2, 4] as const)
+        const { BT, G, AT } = WINOGRAD[m]
         const g = [0, 1, 2].map(() => [0, 1, 2].map(() => rng.float(-1, 1)))
-        const d = [0, 1, 2, 3, 4, 5].map(() => [0, 1, 2, 3, 4, 5].map(() => rng.float(-1, 1)))
-        const U = mat(mat(WINOGRAD_G, g), tr(WINOGRAD_G))
-        const V = mat(mat(WINOGRAD_BT, d), tr(WINOGRAD_BT))
-        const Y = mat(mat(WINOGRAD_AT, U.map((r, i) => r.map((u, j) => u * V[i][j]))), tr(WINOGRAD_AT))
-        for (let i = 0; i < 4; i++)
-          for (let j = 0; j < 4; j++) {
+        const d = Array.from({ length: m + 2 }, () => Array.from({ length: m + 2 }, () => rng.float(-1, 1)))
+        const U = mat(mat(G, g), tr(G))
+        const V = mat(mat(BT, d), tr(BT))
+        const Y = mat(mat(AT, U.map((r, i) => r.map((u, j) => u * V[i][j]))), tr(AT))
+        for (let i = 0; i < m; i++)
+          for (let j = 0; j < m; j++) {
             let want = 0
             for (let r = 0; r < 3; r++) for (let s = 0; s < 3; s++) want += g[r][s] * d[i + r][j + s]
             expect(Math.abs(Y[i][j] - want)).toBeLessThan(1e-9)
@@ -154,7 +157,7 @@ describe("rewrite.WinogradConv: F(4×4, 3×3) in the blocked layout", () => {
       ["dilation 2", convGraph(rng, { ...base, attrs: { ...k3, dilations: attr.ints([2, 2]) } })],
       ["depthwise", convGraph(rng, { ...base, group: 16, attrs: { ...k3, group: attr.int(16) } })],
       ["8 channels", convGraph(rng, { ...base, C: 8, attrs: k3 })],
-      ["8×8 image (4 tiles)", convGraph(rng, { ...base, H: 8, W: 8, attrs: k3 })],
+      ["6×6 image (9 tiles of 2×2)", convGraph(rng, { ...base, H: 6, W: 6, attrs: k3 })],
       ["5×5 kernel", convGraph(rng, { ...base, k: 5, attrs: { kernel_shape: attr.ints([5, 5]), pads: attr.ints([2, 2, 2, 2]) } })],
     ]
     for (const [what, g] of cases) {
@@ -162,5 +165,13 @@ describe("rewrite.WinogradConv: F(4×4, 3×3) in the blocked layout", () => {
       expect(ops, what).not.toContain("ConvWinogradNCHWc")
       expect(ops, what).toContain("ConvNCHWc")
     }
+    // 7×7 (4 tiles of 4×4, 16 of 2×2) takes F(2×2): weights of 4×4 tiles; 14×14 F(4×4)
+    const tileOf = (H: number) => {
+      const after = rewritten(convGraph(rng, { ...base, H, W: H, attrs: k3 }), 8)
+      const n = after.nodes.find((x) => x.op === "ConvWinogradNCHWc")!
+      return after.initializers.get(n.inputs[1])!.shape[0]
+    }
+    expect(tileOf(7)).toBe(4)
+    expect(tileOf(14)).toBe(6)
   })
 })

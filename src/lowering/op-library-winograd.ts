@@ -1,4 +1,5 @@
-// The compute of ConvWinogradNCHWc (src/ast/graph/ops/winograd.ts) as TE stages:
+// The compute of ConvWinogradNCHWc (src/ast/graph/ops/winograd.ts) as TE stages (F(4×4) shown;
+// F(2×2) has 4×4 input tiles and 2×2 output tiles):
 //   pad  [N, CB, HP, WP, ib]            the zero-padded input, covering every 6×6 tile
 //   V    [6, 6, P, CB, ib]              Bᵀ d B of each tile p (of P = N·⌈OH/4⌉·⌈OW/4⌉) and channel
 //   M    [6, 6, P, OCB, ob]             Σ_ic V[e, n, p, ic] · U[e, n, ocb, ic, ob]: 36 batched products
@@ -9,7 +10,7 @@
 // unrolling the chain is still the right answer.
 import { add, and, c, eq, floordiv, floormod, ge, lt, mul, select, sub, type Expr } from "../ast/te/expr.js"
 import { at, compute, reduceAxis, sum, type ComputeTensor } from "../ast/te/tensor.js"
-import { WINOGRAD_AT, WINOGRAD_BT } from "../ast/graph/ops/winograd.js"
+import { winogradFor } from "../ast/graph/ops/winograd.js"
 import { fl, inp, shapeOf, type OpCompute } from "./op-library-common.js"
 
 /** select(v == 0, leaf(0), select(v == 1, leaf(1), … leaf(n - 1))). */
@@ -37,6 +38,7 @@ export const convWinogradNCHWc: OpCompute = (ctx) => {
   const [N, CB, H, W, ib] = x.shape
   const [alpha, , OCB, IC, ob] = u.shape
   const m = alpha - 2
+  const { BT, AT } = winogradFor(alpha)
   const out = shapeOf(ctx.outputs[0])
   const [, , OH, OW] = out
   const pads = (ctx.attrs.pads as number[] | undefined) ?? [0, 0, 0, 0]
@@ -60,7 +62,7 @@ export const convWinogradNCHWc: OpCompute = (ctx) => {
     return chain(e, alpha, (ee) =>
       chain(nu, alpha, (nn) => {
         const terms: [number, Expr][] = []
-        for (let r = 0; r < alpha; r++) for (let s = 0; s < alpha; s++) terms.push([WINOGRAD_BT[ee][r] * WINOGRAD_BT[nn][s], d(r, s)])
+        for (let r = 0; r < alpha; r++) for (let s = 0; s < alpha; s++) terms.push([BT[ee][r] * BT[nn][s], d(r, s)])
         return weighted(dtype, terms)
       }),
     )
@@ -75,7 +77,7 @@ export const convWinogradNCHWc: OpCompute = (ctx) => {
     return chain(floormod(h, c(m)), m, (i) =>
       chain(floormod(w, c(m)), m, (j) => {
         const terms: [number, Expr][] = []
-        for (let e = 0; e < alpha; e++) for (let nn = 0; nn < alpha; nn++) terms.push([WINOGRAD_AT[i][e] * WINOGRAD_AT[j][nn], at(M, c(e), c(nn), p, oc, oi)])
+        for (let e = 0; e < alpha; e++) for (let nn = 0; nn < alpha; nn++) terms.push([AT[i][e] * AT[j][nn], at(M, c(e), c(nn), p, oc, oi)])
         return weighted(dtype, terms)
       }),
     )

@@ -424,7 +424,8 @@ export const winogradTemplate: Template = {
     const spp = S.split(s, M.name, mp, { factor: tp })
     const spc = S.split(spp.schedule, M.name, mc, { factor: toc })
     s = S.reorder(spc.schedule, M.name, [me, mn, spc.outer, spp.outer, spc.inner, spp.inner, mi])
-    s = parallelOuter(s, M.name, [me, mn, spc.outer, spp.outer])
+    // (not fused as far as the tile loop: the products are computed at it)
+    s = parallelOuter(s, M.name, [me, mn, spc.outer])
     const vector = lanesOf(M.name) > 1
     if (vector) s = S.vectorize(s, M.name, mi)
     s = S.computeAt(s, w.stage, M.name, spp.outer)
@@ -438,7 +439,8 @@ export const winogradTemplate: Template = {
     // the output (the transform inlined into it): 4×4 places of a tile unrolled
     const out = outputs[outputs.length - 1].name
     const [on, oc, oh, ow, oi] = s.stages.get(out)!.leaf
-    const m = 4
+    // the output tile: α - 2 (U's leading dim is α, M's too)
+    const m = M.op.shape[0] - 2
     const sph = S.split(s, out, oh, { factor: m })
     const spw = S.split(sph.schedule, out, ow, { factor: m })
     s = S.reorder(spw.schedule, out, [on, oc, sph.outer, spw.outer, sph.inner, spw.inner, oi])

@@ -1,5 +1,6 @@
 // rewrite.WinogradConv: blocked 3×3 stride-1 convolutions (ConvNCHWc, group 1, constant weights,
-// at least MIN_CHANNELS in and out) become ConvWinogradNCHWc, F(4×4, 3×3), with the kernel
+// at least MIN_CHANNELS in and out) become ConvWinogradNCHWc, F(4×4, 3×3) or F(2×2, 3×3) for
+// small images (see MIN_TILES), with the kernel
 // transform U = G g Gᵀ folded into a constant here, at compile time. The input and output
 // transforms stay in the op (its compute and its schedule template). A graph rewrite, not a
 // schedule knob: the op has other inputs (U instead of the kernel) and its own stages.
@@ -21,9 +22,11 @@ import { rewriteToFixedPoint, type Rule } from "./rules.js"
 export const MIN_CHANNELS = 16
 
 /**
- * Output tiles (4×4) below which a conv stays direct: U holds 36 / 9 = 4× the kernel's weights, and
- * with few tiles to reuse them the products stream U from memory. ResNet-18's 7×7 layers (4 tiles,
- * 512 channels, U 38 MB) ran no faster than direct; its 14×14 layers (16 tiles) about 1.7× faster.
+ * Output tiles below which a transform is not used: F(4×4)'s U holds 36 / 9 = 4× the kernel's
+ * weights, and with few tiles to reuse them the products stream U from memory. ResNet-18's 7×7
+ * layers (4 tiles of 4×4, 512 channels, U 38 MB) ran no faster than direct; its 14×14 layers
+ * (16 tiles) about 1.7× faster. Under 16 tiles of 4×4 the conv takes F(2×2) (16 tiles of 2×2 on
+ * 7×7, U 16/9 of the kernel), under 16 of those it stays direct.
  */
 export const MIN_TILES = 16
 
@@ -55,7 +58,10 @@ const convToWinograd: Rule = {
     const [H, W] = [x.shape[2], x.shape[3]]
     const [OH, OW] = [y.shape[2], y.shape[3]]
     if (![x.shape[0], H, W, OH, OW].every((d) => typeof d === "number")) return undefined
-    if (Math.ceil((OH as number) / WINOGRAD_M) * Math.ceil((OW as number) / WINOGRAD_M) * (x.shape[0] as number) < MIN_TILES) return undefined
+    // F(4×4) where its tiles are enough to reuse its kernel, else F(2×2) (7×7 images), else direct
+    const tiles = (m: number) => Math.ceil((OH as number) / m) * Math.ceil((OW as number) / m) * (x.shape[0] as number)
+    const m = tiles(WINOGRAD_M) >= MIN_TILES ? 4 : tiles(2) >= MIN_TILES ? 2 : undefined
+    if (m === undefined) return undefined
     const pads = explicitPads(a, H as number, W as number, OH as number, OW as number)
     if (!pads) return undefined
     const uName = ctx.fresh(`${n.inputs[1]}_winograd`)
@@ -72,7 +78,7 @@ const convToWinograd: Rule = {
         },
       ],
       outputs: [out],
-      constants: new Map([[uName, winogradKernel(w)]]),
+      constants: new Map([[uName, winogradKernel(w, m)]]),
     }
   },
 }

@@ -1,4 +1,4 @@
-// Winograd convolution F(4×4, 3×3) in the blocked layout (Lavin & Gray 2016; TVM's
+// Winograd convolution F(4×4, 3×3) (or F(2×2, 3×3)) in the blocked layout (Lavin & Gray 2016; TVM's
 // conv2d_winograd): a 3×3, stride-1 convolution computed per 4×4 output tile as
 //   Y = Aᵀ [ (G g Gᵀ) ⊙ (Bᵀ d B) ] A
 // where d is the 6×6 input tile and g the 3×3 kernel. The kernel transform U = G g Gᵀ is done
@@ -13,48 +13,90 @@ import { check, defineOp, fail, type AnyOpDef } from "../op.js"
 import { tensor, type Tensor } from "../tensor.js"
 import { req } from "./util.js"
 
-/** Output tile (m) and input tile (m + 2) of F(4×4, 3×3). */
+/** Output tile (m) and input tile (m + 2) of F(4×4, 3×3), the default. */
 export const WINOGRAD_M = 4
 export const WINOGRAD_ALPHA = WINOGRAD_M + 2
 
-/** Bᵀ (6×6): the input transform, interpolation points 0, ±1, ±2, ∞. */
-export const WINOGRAD_BT: readonly (readonly number[])[] = [
-  [4, 0, -5, 0, 1, 0],
-  [0, -4, -4, 1, 1, 0],
-  [0, 4, -4, -1, 1, 0],
-  [0, -2, -1, 2, 1, 0],
-  [0, 2, -1, -2, 1, 0],
-  [0, 4, 0, -5, 0, 1],
-]
+/** The transforms of F(m×m, 3×3): Bᵀ (α×α), G (α×3), Aᵀ (m×α), α = m + 2. */
+export interface WinogradMatrices {
+  readonly BT: readonly (readonly number[])[]
+  readonly G: readonly (readonly number[])[]
+  readonly AT: readonly (readonly number[])[]
+}
 
-/** G (6×3): the kernel transform. */
-export const WINOGRAD_G: readonly (readonly number[])[] = [
-  [1 / 4, 0, 0],
-  [-1 / 6, -1 / 6, -1 / 6],
-  [-1 / 6, 1 / 6, -1 / 6],
-  [1 / 24, 1 / 12, 1 / 6],
-  [1 / 24, -1 / 12, 1 / 6],
-  [0, 0, 1],
-]
+/**
+ * F(4×4, 3×3) on the interpolation points 0, ±1, ±2, ∞ (Lavin & Gray), and F(2×2, 3×3) on 0, ±1,
+ * ∞: 4 multiplies per output instead of 9 with a kernel 16/9 of the direct one's, for images with
+ * too few 4×4 tiles to reuse F(4×4)'s 4× larger kernel.
+ */
+export const WINOGRAD: Readonly<Record<2 | 4, WinogradMatrices>> = {
+  4: {
+    BT: [
+      [4, 0, -5, 0, 1, 0],
+      [0, -4, -4, 1, 1, 0],
+      [0, 4, -4, -1, 1, 0],
+      [0, -2, -1, 2, 1, 0],
+      [0, 2, -1, -2, 1, 0],
+      [0, 4, 0, -5, 0, 1],
+    ],
+    G: [
+      [1 / 4, 0, 0],
+      [-1 / 6, -1 / 6, -1 / 6],
+      [-1 / 6, 1 / 6, -1 / 6],
+      [1 / 24, 1 / 12, 1 / 6],
+      [1 / 24, -1 / 12, 1 / 6],
+      [0, 0, 1],
+    ],
+    AT: [
+      [1, 1, 1, 1, 1, 0],
+      [0, 1, -1, 2, -2, 0],
+      [0, 1, 1, 4, 4, 0],
+      [0, 1, -1, 8, -8, 1],
+    ],
+  },
+  2: {
+    BT: [
+      [1, 0, -1, 0],
+      [0, 1, 1, 0],
+      [0, -1, 1, 0],
+      [0, 1, 0, -1],
+    ],
+    G: [
+      [1, 0, 0],
+      [1 / 2, 1 / 2, 1 / 2],
+      [1 / 2, -1 / 2, 1 / 2],
+      [0, 0, 1],
+    ],
+    AT: [
+      [1, 1, 1, 0],
+      [0, 1, -1, -1],
+    ],
+  },
+}
 
-/** Aᵀ (4×6): the output transform. */
-export const WINOGRAD_AT: readonly (readonly number[])[] = [
-  [1, 1, 1, 1, 1, 0],
-  [0, 1, -1, 2, -2, 0],
-  [0, 1, 1, 4, 4, 0],
-  [0, 1, -1, 8, -8, 1],
-]
+/** The matrices of the transform whose input tile is α (U's leading dims): 6 → F(4×4), 4 → F(2×2). */
+export const winogradFor = (alpha: number): WinogradMatrices => {
+  const m = alpha - 2
+  if (m !== 2 && m !== 4) return fail(`Winograd weights of tile ${alpha}×${alpha}: only F(2×2, 3×3) and F(4×4, 3×3) (tiles 4 and 6) are supported`)
+  return WINOGRAD[m]
+}
+
+/** F(4×4, 3×3)'s matrices by their old names. */
+export const WINOGRAD_BT = WINOGRAD[4].BT
+export const WINOGRAD_G = WINOGRAD[4].G
+export const WINOGRAD_AT = WINOGRAD[4].AT
 
 /**
  * U = G g Gᵀ for every (output, input) channel pair of a packed kernel OIHW[ib]i[ob]o
  * ([O/ob, I/ib, 3, 3, ib, ob]), laid out [6, 6, O/ob, I, ob] (the output lane innermost, as the
  * blocked conv's weights). Computed in float64, stored in the kernel's dtype.
  */
-export const winogradKernel = (w: Tensor): Tensor => {
+export const winogradKernel = (w: Tensor, m: 2 | 4 = WINOGRAD_M): Tensor => {
   const [OB, IB, KH, KW, ib, ob] = w.shape
   check(KH === 3 && KW === 3, `the Winograd kernel transform needs a 3×3 kernel, got ${KH}×${KW}`)
   const I = IB * ib
-  const a = WINOGRAD_ALPHA
+  const a = m + 2
+  const { G } = WINOGRAD[m]
   const out = allocate(w.dtype, a * a * OB * I * ob)
   const g = new Float64Array(9)
   const gg = new Float64Array(a * 3)
@@ -64,11 +106,11 @@ export const winogradKernel = (w: Tensor): Tensor => {
         for (let o = 0; o < ob; o++) {
           for (let kh = 0; kh < 3; kh++) for (let kw = 0; kw < 3; kw++) g[kh * 3 + kw] = Number(w.data[((((oo * IB + ii) * 3 + kh) * 3 + kw) * ib + i) * ob + o])
           // G g (6×3), then (G g) Gᵀ (6×6)
-          for (let e = 0; e < a; e++) for (let k = 0; k < 3; k++) gg[e * 3 + k] = WINOGRAD_G[e][0] * g[k] + WINOGRAD_G[e][1] * g[3 + k] + WINOGRAD_G[e][2] * g[6 + k]
+          for (let e = 0; e < a; e++) for (let k = 0; k < 3; k++) gg[e * 3 + k] = G[e][0] * g[k] + G[e][1] * g[3 + k] + G[e][2] * g[6 + k]
           const ic = ii * ib + i
           for (let e = 0; e < a; e++)
             for (let n = 0; n < a; n++) {
-              const u = gg[e * 3] * WINOGRAD_G[n][0] + gg[e * 3 + 1] * WINOGRAD_G[n][1] + gg[e * 3 + 2] * WINOGRAD_G[n][2]
+              const u = gg[e * 3] * G[n][0] + gg[e * 3 + 1] * G[n][1] + gg[e * 3 + 2] * G[n][2]
               out[(((e * a + n) * OB + oo) * I + ic) * ob + o] = u
             }
         }
@@ -94,6 +136,7 @@ const winogradReference = (x: Tensor, u: Tensor, bias: Tensor | undefined, pads:
   const [N, ICB, H, W, ib] = x.shape
   const [a, , OCB, I, ob] = u.shape
   const m = a - 2
+  const { BT, AT } = winogradFor(a)
   const [OH, OW] = outSize(H, W, pads)
   const out = allocate(x.dtype, N * OCB * OH * OW * ob)
   const d = new Float64Array(a * a)
@@ -111,12 +154,12 @@ const winogradReference = (x: Tensor, u: Tensor, bias: Tensor | undefined, pads:
           for (let r = 0; r < a; r++) for (let s = 0; s < a; s++) d[r * a + s] = pixel(n, ic, th * m + r - pads[0], tw * m + s - pads[1])
           for (let e = 0; e < a; e++) for (let s = 0; s < a; s++) {
             let acc = 0
-            for (let r = 0; r < a; r++) acc += WINOGRAD_BT[e][r] * d[r * a + s]
+            for (let r = 0; r < a; r++) acc += BT[e][r] * d[r * a + s]
             t[e * a + s] = acc
           }
           for (let e = 0; e < a; e++) for (let v = 0; v < a; v++) {
             let acc = 0
-            for (let s = 0; s < a; s++) acc += t[e * a + s] * WINOGRAD_BT[v][s]
+            for (let s = 0; s < a; s++) acc += t[e * a + s] * BT[v][s]
             V[(e * a + v) * I + ic] = acc
           }
         }
@@ -130,7 +173,7 @@ const winogradReference = (x: Tensor, u: Tensor, bias: Tensor | undefined, pads:
           // Y = Aᵀ M A
           for (let i = 0; i < m; i++) for (let v = 0; v < a; v++) {
             let acc = 0
-            for (let e = 0; e < a; e++) acc += WINOGRAD_AT[i][e] * M[e * a + v]
+            for (let e = 0; e < a; e++) acc += AT[i][e] * M[e * a + v]
             tmp[i * a + v] = acc
           }
           const b = bias ? Number(bias.data[oc]) : 0
@@ -138,7 +181,7 @@ const winogradReference = (x: Tensor, u: Tensor, bias: Tensor | undefined, pads:
             const [y, xx] = [th * m + i, tw * m + j]
             if (y >= OH || xx >= OW) continue
             let acc = 0
-            for (let v = 0; v < a; v++) acc += tmp[i * a + v] * WINOGRAD_AT[j][v]
+            for (let v = 0; v < a; v++) acc += tmp[i * a + v] * AT[j][v]
             out[(((n * OCB + oo) * OH + y) * OW + xx) * ob + o] = acc + b
           }
         }
@@ -156,8 +199,8 @@ export const winogradOps = {
       const [x, u] = ctx.inputs
       if (!x || !u) return fail("inputs 0 and 1 are required")
       if (x.shape.length !== 5) return fail(`input 0 must be NCHW{c}c (rank 5), got rank ${x.shape.length}`)
-      if (u.shape.length !== 5 || u.shape[0] !== WINOGRAD_ALPHA || u.shape[1] !== WINOGRAD_ALPHA)
-        return fail(`input 1 must be Winograd weights [${WINOGRAD_ALPHA}, ${WINOGRAD_ALPHA}, O/ob, I, ob], got [${u.shape.join(", ")}]`)
+      if (u.shape.length !== 5 || (u.shape[0] !== 4 && u.shape[0] !== 6) || u.shape[1] !== u.shape[0])
+        return fail(`input 1 must be Winograd weights [α, α, O/ob, I, ob] with α 4 or 6, got [${u.shape.join(", ")}]`)
       if (ctx.attrs.pads.length !== 4 || ctx.attrs.pads.some((p) => p < 0)) return fail(`pads must be 4 non-negative numbers, got [${ctx.attrs.pads.join(", ")}]`)
       const [N, CB, H, W, ib] = x.shape
       if (typeof CB === "number" && typeof ib === "number" && typeof u.shape[3] === "number" && CB * ib !== u.shape[3])
