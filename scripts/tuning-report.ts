@@ -136,7 +136,7 @@ const pick = (model: "resnet18" | "mobilenetv2", re: RegExp) => {
 const blocked = (c: number, hw: number) => `1x${c / TARGET.vectorLanes}x${hw}x${hw}x${TARGET.vectorLanes}`
 const chosen = [
   // the last stage's 3x3 convs (stride 1 and 2) and a 3x3 conv of the third stage (Winograd)
-  pick("resnet18", new RegExp(`^Conv 3x3 → ${blocked(512, 7)}$`)),
+  pick("resnet18", new RegExp(`^Conv 3x3 (winograd )?→ ${blocked(512, 7)}$`)),
   pick("resnet18", new RegExp(`^Conv 3x3/2 → ${blocked(512, 7)}$`)),
   pick("resnet18", new RegExp(`^Conv 3x3 (winograd )?→ ${blocked(256, 14)}$`)),
   // the first depthwise conv of stride 1 (56x56, 144 channels) and of stride 2 (112 → 56, 96 channels)
