@@ -76,11 +76,17 @@ const timeRuns = (runs: number, f: () => Map<string, Tensor>): { result: Map<str
   return { result, ms: median(times) }
 }
 
-/** Compiles for a target and times the runs. */
+/**
+ * Compiles for a target and times the runs. A compiled target gets one untimed run first even for
+ * a single timed run, as onnxruntime gets its warm-up (the first run pays for first touches of
+ * its buffers: the single cold run read 49 ms where warm ones take 25-45); the interpreter, whose
+ * one run takes seconds, does not.
+ */
 const runOn = (kind: CliTarget, graph: Graph, feeds: ReadonlyMap<string, Tensor>, runs: number) =>
   Effect.gen(function* () {
     const shapes = new Map([...feeds].map(([n, t]) => [n, t.shape] as const))
     const model = yield* prepare(graph, { settings: targetSettings(kind), optLevel: 3, shapes, trace: false })
+    if (kind !== "interp" && runs <= 1) yield* attempt(() => model.run(feeds))
     return yield* attempt(() => timeRuns(runs, () => model.run(feeds)))
   })
 
