@@ -15,8 +15,8 @@ import { NoCompute } from "../src/lowering/op-library.js"
 import { defaultSchedule } from "../src/lowering/templates.js"
 import { defaultTirPasses, lowerIntrinsics, runTirPasses } from "../src/lowering/tir-passes.js"
 import { emitC } from "../src/emit/c.js"
-import { compileGraph, emitCProgram, kernelsAlias } from "../src/pipeline.js"
-import { alterLayout, defaultPasses, fuseOpsSync, planMemory, sequential } from "../src/rewrite/index.js"
+import { compileGraph, emitCProgram, kernelsAlias, targetPasses } from "../src/pipeline.js"
+import { fuseOpsSync, planMemory } from "../src/rewrite/index.js"
 import type { PrimFunc } from "../src/ast/tir/tir.js"
 import { zooGraph } from "../src/zoo/index.js"
 
@@ -47,7 +47,7 @@ const byStages = (model: string) => {
   const graph = zooGraph(model, 0)
   const [bound, tBind] = time(() => bindSync(graph, new Map(), { requireStatic: true }))
   add("bind", tBind)
-  const passes = sequential("rewrite.Target", [defaultPasses, alterLayout({ vectorLanes: OPTIONS.vectorLanes })])
+  const passes = targetPasses(OPTIONS.vectorLanes)
   const [optimized, tPasses] = time(() => Effect.runSync(passes.run(bound)))
   add("graph passes", tPasses)
   const [fused, tFuse] = time(() => fuseOpsSync(optimized))

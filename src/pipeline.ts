@@ -10,7 +10,7 @@ import type { ComputeTensor } from "./ast/te/tensor.js"
 import type { TuningRecord } from "./search/records.js"
 import { configHash, indexOfConfig, targetKey, workloadOf } from "./search/task.js"
 import { winogradConv } from "./rewrite/winograd.js"
-import { alterLayout, defaultPasses, fuseOps, planMemory, sequential, singletonGroups, PassConfig } from "./rewrite/index.js"
+import { alterLayout, defaultPasses, fuseOps, planMemory, sequential, singletonGroups, PassConfig, type GraphPass } from "./rewrite/index.js"
 import type { KernelFn, LoadedKernels, Program } from "./device/executor.js"
 import { emitC, type CEmitted } from "./emit/c.js"
 import { alignedHostMemory, buildC, loadC, type CBuildConfig } from "./device/c.js"
@@ -33,12 +33,20 @@ export interface CompileOptions {
   readonly shapes?: ReadonlyMap<string, readonly number[]>
 }
 
+/**
+ * The graph passes for a CPU target with `lanes` fp32 vector lanes: the default passes, then (with
+ * lanes) the blocked layout and Winograd convolution. One list for compileGraph, the CLI's traced
+ * runs and the compile-time script.
+ */
+export const targetPasses = (lanes: number): GraphPass =>
+  lanes > 1 ? sequential("rewrite.Target", [defaultPasses, alterLayout({ vectorLanes: lanes }), winogradConv]) : defaultPasses
+
 /** Graph-level and operator-level compilation: a Program of kernels for the target. */
 export const compileGraph = Effect.fn("tessera.compile")(function* (graph: Graph, options: CompileOptions) {
   const optLevel = options.optLevel ?? 3
   const bound = yield* bind(graph, options.shapes ?? new Map(), { requireStatic: true })
   const lanes = options.vectorLanes ?? 0
-  const passes = lanes > 1 && options.target !== "interp" ? sequential("rewrite.Target", [defaultPasses, alterLayout({ vectorLanes: lanes }), winogradConv]) : defaultPasses
+  const passes = options.target !== "interp" ? targetPasses(lanes) : defaultPasses
   // the caller's PassConfig (instruments, disabled passes) stays; only the opt level is set here
   const outer = yield* PassConfig
   const optimized = yield* passes.run(bound).pipe(Effect.provideService(PassConfig, { ...outer, optLevel }))

@@ -13,9 +13,8 @@ import { loadJsModule } from "../device/js.js"
 import { emitWasmModule, type WasmEmitted } from "../emit/wasm/emit.js"
 import { readLog } from "../device/records-file.js"
 import { hostTarget } from "../device/target.js"
-import { compileGraph, emitJs, loadCProgram, loadWasmProgram, type TuningReport } from "../pipeline.js"
-import { alterLayout, defaultPasses, sequential, withPassConfig, type GraphPass, type PassInstrument } from "../rewrite/index.js"
-import { winogradConv } from "../rewrite/winograd.js"
+import { compileGraph, emitJs, loadCProgram, loadWasmProgram, targetPasses, type TuningReport } from "../pipeline.js"
+import { defaultPasses, withPassConfig, type GraphPass, type PassInstrument } from "../rewrite/index.js"
 import { bestRecords, type TuningRecord } from "../search/records.js"
 import { targetKey } from "../search/task.js"
 import { attempt, UsageError } from "./errors.js"
@@ -93,9 +92,8 @@ const recorder = (events: PassEvent[]): PassInstrument => {
   }
 }
 
-/** The graph passes compileGraph runs for these settings (alterLayout when the target has vectors). */
-const passesFor = (s: TargetSettings): GraphPass =>
-  s.vectorLanes > 1 && s.kind !== "interp" ? sequential("rewrite.Target", [defaultPasses, alterLayout({ vectorLanes: s.vectorLanes }), winogradConv]) : defaultPasses
+/** The graph passes compileGraph runs for these settings (alterLayout and Winograd when the target has vectors). */
+const passesFor = (s: TargetSettings): GraphPass => (s.kind !== "interp" ? targetPasses(s.vectorLanes) : defaultPasses)
 
 export interface PrepareOptions {
   readonly settings: TargetSettings

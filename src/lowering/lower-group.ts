@@ -8,6 +8,7 @@ import type { FusedGraph, FusedGroup } from "../rewrite/fuse-ops.js"
 import * as S from "../ast/schedule/schedule.js"
 import type { ComputeTensor, TeTensor } from "../ast/te/tensor.js"
 import { placeholder } from "../ast/te/tensor.js"
+import { exprKey } from "../ast/te/expr.js"
 import type { PrimFunc } from "../ast/tir/tir.js"
 import { lowerSync } from "./lower.js"
 import { attrsOf, computeFor, NoCompute } from "./op-library.js"
@@ -130,20 +131,41 @@ export const buildGroupTE = (fused: FusedGraph, group: FusedGroup): GroupTE => {
   return { outputs, placeholders: new Map(group.inputs.map((v, k) => [`p${k}`, v] as const)) }
 }
 
+/**
+ * What a group's PrimFunc depends on besides its name: every tensor of its TE program (name,
+ * shape, dtype, body) and the schedule's steps. Groups with equal keys (ResNet's repeated blocks)
+ * lower to the same function under another name.
+ */
+const loweringKey = (te: GroupTE, s: S.Schedule): string => {
+  const seen = new Set<string>()
+  const parts: string[] = []
+  const visit = (t: TeTensor) => {
+    if (seen.has(t.name)) return
+    seen.add(t.name)
+    if (t.kind === "compute") t.inputs.forEach(visit)
+    parts.push(`${t.kind} ${t.name} ${t.dtype}[${t.shape.join(",")}]${t.kind === "compute" ? ` ${exprKey(t.body)}` : ""}`)
+  }
+  te.outputs.forEach(visit)
+  return `${parts.join("\n")}\n${S.serializeSteps(s.steps)}`
+}
+
 /** The group's PrimFunc for a schedule of its TE program, with the TIR passes run. */
-export const lowerGroupSchedule = (te: GroupTE, group: FusedGroup, s: S.Schedule): CompiledKernel => {
+export const lowerGroupSchedule = (te: GroupTE, group: FusedGroup, s: S.Schedule, memo?: Map<string, PrimFunc>): CompiledKernel => {
   const name = `k${group.id}`
-  const func = runTirPasses(lowerSync(s, name), [...defaultTirPasses(), lowerIntrinsics])
+  const key = memo && loweringKey(te, s)
+  const known = key !== undefined ? memo!.get(key) : undefined
+  const func = known ? { ...known, name } : runTirPasses(lowerSync(s, name), [...defaultTirPasses(), lowerIntrinsics])
+  if (key !== undefined && !known) memo!.set(key, func)
   const args = func.params.map((p) => te.placeholders.get(p.name) ?? group.outputs[te.outputs.findIndex((o) => o.name === p.name)])
   return { kind: "compiled", group: group.id, name, func, args, outputs: group.outputs, schedule: s }
 }
 
-export const lowerGroup = (fused: FusedGraph, group: FusedGroup, schedule: ScheduleFn = defaultCpuSchedule): GroupKernel => {
+export const lowerGroup = (fused: FusedGraph, group: FusedGroup, schedule: ScheduleFn = defaultCpuSchedule, memo?: Map<string, PrimFunc>): GroupKernel => {
   const name = `k${group.id}`
   const nodes = group.nodes.map((n) => fused.graph.nodes.find((m) => m.name === n)!)
   try {
     const te = buildGroupTE(fused, group)
-    return lowerGroupSchedule(te, group, schedule(te.outputs, baseSchedule(te.outputs), group))
+    return lowerGroupSchedule(te, group, schedule(te.outputs, baseSchedule(te.outputs), group), memo)
   } catch (e) {
     // no compute, an illegal schedule, or an ill-formed compute (RangeError from the TE builders)
     if (e instanceof NoCompute || e instanceof S.ScheduleError || e instanceof RangeError)
@@ -153,6 +175,9 @@ export const lowerGroup = (fused: FusedGraph, group: FusedGroup, schedule: Sched
 }
 
 /** Every group lowered; `fallbacks` names the groups that run through reference kernels. */
-export const lowerGroups = (fused: FusedGraph, schedule?: ScheduleFn): GroupKernel[] => fused.groups.map((g) => lowerGroup(fused, g, schedule))
+export const lowerGroups = (fused: FusedGraph, schedule?: ScheduleFn): GroupKernel[] => {
+  const memo = new Map<string, PrimFunc>()
+  return fused.groups.map((g) => lowerGroup(fused, g, schedule, memo))
+}
 
 export type { Graph }

@@ -228,8 +228,13 @@ export const mapExpr = (e: Expr, f: (e: Expr) => Expr | undefined): Expr => {
         return x
       case "bin":
         return bin(x.op, rec(x.a), rec(x.b))
-      case "select":
-        return select(rec(x.cond), rec(x.t), rec(x.f))
+      case "select": {
+        // a condition that maps to a constant picks its arm before the other is mapped: a chain of
+        // selects over an unrolled loop's index (Winograd's transforms) costs one arm per copy
+        const cond = rec(x.cond)
+        if (isConst(cond)) return rec(cond.value ? x.t : x.f)
+        return select(cond, rec(x.t), rec(x.f))
+      }
       case "cast":
         return cast(x.dtype, rec(x.value))
       case "call":
