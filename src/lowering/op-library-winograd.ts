@@ -1,7 +1,7 @@
 // The compute of ConvWinogradNCHWc (src/ast/graph/ops/winograd.ts) as TE stages (F(4×4) shown;
 // F(2×2) has 4×4 input tiles and 2×2 output tiles):
 //   pad  [N, CB, HP, WP, ib]            the zero-padded input, covering every 6×6 tile
-//   V    [6, 6, P, CB, ib]              Bᵀ d B of each tile p (of P = N·⌈OH/4⌉·⌈OW/4⌉) and channel
+//   T, V [6, 6, P, CB, ib]              Bᵀ d, then (Bᵀ d) B, of each tile p (of P = N·⌈OH/4⌉·⌈OW/4⌉) and channel
 //   M    [6, 6, P, OCB, ob]             Σ_ic V[e, n, p, ic] · U[e, n, ocb, ic, ob]: 36 batched products
 //   Y    [N, OCB, OH, OW, ob]           Aᵀ M A of the output pixel's tile, at its place in the tile
 // The transforms' coefficients are constants of the compute: V[e, n] and Y[i, j] are chains of
@@ -53,20 +53,24 @@ export const convWinogradNCHWc: OpCompute = (ctx) => {
     const inside = and(and(ge(iy, c(0)), lt(iy, c(H))), and(ge(ix, c(0)), lt(ix, c(W))))
     return select(inside, at(x, n, cb, iy, ix, ci), fl(dtype, 0))
   }, x.dtype)
-  // V[e, n] = Σ_r Σ_s Bᵀ[e][r] d[r][s] Bᵀ[n][s]
-  const V = compute(ctx.name("wino_V"), [alpha, alpha, P, CB, ib], (e, nu, p, cb, ci) => {
+  // V = Bᵀ d B in two products: T[e, s] = Σ_r Bᵀ[e][r] d[r][s], then V[e, n] = Σ_s T[e][s] Bᵀ[n][s]
+  // (the input transform's arithmetic and code about halved against the one sum over r and s)
+  const T = compute(ctx.name("wino_T"), [alpha, alpha, P, CB, ib], (e, s, p, cb, ci) => {
     const img = floordiv(p, c(nH * nW))
     const th = floormod(floordiv(p, c(nW)), c(nH))
     const tw = floormod(p, c(nW))
-    const d = (r: number, s: number) => at(pad, img, cb, add(mul(th, c(m)), c(r)), add(mul(tw, c(m)), c(s)), ci)
-    return chain(e, alpha, (ee) =>
-      chain(nu, alpha, (nn) => {
-        const terms: [number, Expr][] = []
-        for (let r = 0; r < alpha; r++) for (let s = 0; s < alpha; s++) terms.push([BT[ee][r] * BT[nn][s], d(r, s)])
-        return weighted(dtype, terms)
-      }),
-    )
+    return chain(e, alpha, (ee) => {
+      const terms: [number, Expr][] = []
+      for (let r = 0; r < alpha; r++) terms.push([BT[ee][r], at(pad, img, cb, add(mul(th, c(m)), c(r)), add(mul(tw, c(m)), s), ci)])
+      return weighted(dtype, terms)
+    })
   }, dtype)
+  const V = compute(ctx.name("wino_V"), [alpha, alpha, P, CB, ib], (e, nu, p, cb, ci) =>
+    chain(nu, alpha, (nn) => {
+      const terms: [number, Expr][] = []
+      for (let s = 0; s < alpha; s++) terms.push([BT[nn][s], at(T, e, c(s), p, cb, ci)])
+      return weighted(dtype, terms)
+    }), dtype)
   // M[e, n, p, ocb, o] = Σ_ic V[e, n, p, ic] · U[e, n, ocb, ic, o]
   const ic = reduceAxis(IC, `${ctx.name()}.ic`)
   const M = compute(ctx.name("wino_M"), [alpha, alpha, P, OCB, ob], (e, nu, p, oc, oi) =>

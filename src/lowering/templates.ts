@@ -395,7 +395,9 @@ export const winogradTemplate: Template = {
   apply: (outputs, base, config) => {
     const M = anchorStage(base)!
     const V = M.op.inputs.find((t): t is ComputeTensor => t.kind === "compute")!
-    const pad = V.inputs.find((t): t is ComputeTensor => t.kind === "compute")
+    // V = (Bᵀ d) B: its first product T, and T's input, the padded image
+    const T = V.inputs.find((t): t is ComputeTensor => t.kind === "compute")!
+    const pad = T.inputs.find((t): t is ComputeTensor => t.kind === "compute")
     let s = base
     const lanesOf = (stage: string) => {
       const st = s.stages.get(stage)!
@@ -415,6 +417,13 @@ export const winogradTemplate: Template = {
     s = parallelOuter(s, V.name, [vp, vc])
     s = S.unroll(S.unroll(s, V.name, ve), V.name, vn)
     if (lanesOf(V.name) > 1) s = S.vectorize(s, V.name, vi)
+    // T: a 6×6 tile of vectors per (p, cb), computed there into a local buffer
+    const vLeaf = s.stages.get(V.name)!.leaf
+    s = S.computeAt(s, T.name, V.name, vLeaf[vLeaf.indexOf(ve) - 1])
+    s = S.setScope(s, T.name, "local")
+    const [te, ts, , , ti] = s.stages.get(T.name)!.leaf
+    s = S.unroll(S.unroll(s, T.name, te), T.name, ts)
+    if (lanesOf(T.name) > 1) s = S.vectorize(s, T.name, ti)
     // M: a register tile of tile_p × tile_oc vector accumulators, the reduction outside it
     const w = S.cacheWrite(s, M.name, "local")
     s = w.schedule
