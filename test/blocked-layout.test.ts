@@ -11,8 +11,8 @@ import { tensor, type Tensor } from "../src/ast/graph/tensor.js"
 import { createExecutor } from "../src/device/executor.js"
 import { compilerAvailable } from "../src/device/c.js"
 import { loadJsModule } from "../src/device/js.js"
-import { baseSchedule, buildGroupTE } from "../src/lowering/lower-group.js"
-import { convTemplate, templateFor } from "../src/lowering/templates.js"
+import { baseSchedule, buildGroupTE, lowerGroup } from "../src/lowering/lower-group.js"
+import { convTemplate, defaultSchedule, templateFor } from "../src/lowering/templates.js"
 import { compileGraph, emitJs, loadCProgram } from "../src/pipeline.js"
 import { alterLayoutSync } from "../src/rewrite/alter-layout.js"
 import * as fs from "node:fs"
@@ -118,6 +118,19 @@ describe("blocked layout", () => {
       }
     }
   })
+
+  it("groups that share a lowered function (same TE and schedule) get what lowering each alone gives", async () => {
+    const target = { kind: "c", vectorLanes: 8, cores: 1 } as const
+    const program = await Effect.runPromise(compileGraph(zooGraph("resnet18", 0), { target: "c", optLevel: 3, vectorLanes: 8, cores: 1 }))
+    const key = (f: unknown) => JSON.stringify(f, (k, v: unknown) => (k === "tensor" ? undefined : v))
+    const compiled = program.kernels.filter((k) => k.kind === "compiled")
+    // ResNet-18 repeats its blocks: fewer distinct functions than kernels
+    expect(new Set(compiled.map((k) => key({ ...k.func, name: "" }))).size).toBeLessThan(compiled.length)
+    for (const k of compiled) {
+      const alone = lowerGroup(program.fused, program.fused.groups[k.group], defaultSchedule(target))
+      expect(alone.kind === "compiled" && key(alone.func), k.name).toBe(key(k.func))
+    }
+  }, 60_000)
 
   it("docs/backends.md names exactly the ops without a compute (they run through the fallback)", () => {
     const doc = fs.readFileSync(new URL("../docs/backends.md", import.meta.url), "utf8")

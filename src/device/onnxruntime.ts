@@ -56,17 +56,25 @@ export interface OrtOptions {
   readonly runs: number
 }
 
+/** The reason an onnxruntime call failed, as a line to print. */
+const failure = (e: unknown): string => `onnxruntime failed: ${e instanceof Error ? e.message.split("\n")[0] : String(e)}`
+
+/** A session over the model bytes (graph optimizations all; `threads` 0: onnxruntime's default) and its feeds. */
+const createSession = async (ort: Ort, bytes: Uint8Array, feeds: ReadonlyMap<string, Tensor>, threads: number) => {
+  const session = await ort.InferenceSession.create(bytes, {
+    graphOptimizationLevel: "all",
+    ...(threads > 0 ? { intraOpNumThreads: threads, interOpNumThreads: 1 } : {}),
+  })
+  return { session, ortFeeds: Object.fromEntries([...feeds].map(([k, t]) => [k, toOrtTensor(ort, t)])) }
+}
+
 /** Runs the model in onnxruntime: its outputs and median time, or the reason it could not. */
 export const runOrt = (ort: Ort, bytes: Uint8Array, feeds: ReadonlyMap<string, Tensor>, o: OrtOptions): Effect.Effect<OrtResult | string> =>
   Effect.tryPromise({
-    catch: (e) => `onnxruntime failed: ${e instanceof Error ? e.message.split("\n")[0] : String(e)}`,
+    catch: failure,
     try: async () => {
-      const session = await ort.InferenceSession.create(bytes, {
-        graphOptimizationLevel: "all",
-        ...(o.threads > 0 ? { intraOpNumThreads: o.threads, interOpNumThreads: 1 } : {}),
-      })
+      const { session, ortFeeds } = await createSession(ort, bytes, feeds, o.threads)
       try {
-        const ortFeeds = Object.fromEntries([...feeds].map(([k, t]) => [k, toOrtTensor(ort, t)]))
         let out = await session.run(ortFeeds) // the warm-up
         const times: number[] = []
         for (let i = 0; i < o.runs; i++) {
@@ -84,7 +92,7 @@ export const runOrt = (ort: Ort, bytes: Uint8Array, feeds: ReadonlyMap<string, T
     },
   }).pipe(Effect.catch((reason) => Effect.succeed(reason)))
 
-/** An open session on fixed inputs: each `time()` is one timed run in ms (the first call warms up). */
+/** An open session on fixed inputs: each `time()` is one timed run in ms (warmed up once when opened). */
 export interface OrtSession {
   readonly time: () => Promise<number>
   readonly release: () => Promise<void>
@@ -96,13 +104,9 @@ export interface OrtSession {
  */
 export const openOrtSession = (ort: Ort, bytes: Uint8Array, feeds: ReadonlyMap<string, Tensor>, threads: number): Effect.Effect<OrtSession | string> =>
   Effect.tryPromise({
-    catch: (e) => `onnxruntime failed: ${e instanceof Error ? e.message.split("\n")[0] : String(e)}`,
+    catch: failure,
     try: async () => {
-      const session = await ort.InferenceSession.create(bytes, {
-        graphOptimizationLevel: "all",
-        ...(threads > 0 ? { intraOpNumThreads: threads, interOpNumThreads: 1 } : {}),
-      })
-      const ortFeeds = Object.fromEntries([...feeds].map(([k, t]) => [k, toOrtTensor(ort, t)]))
+      const { session, ortFeeds } = await createSession(ort, bytes, feeds, threads)
       await session.run(ortFeeds)
       return {
         time: async () => {
@@ -114,4 +118,3 @@ export const openOrtSession = (ort: Ort, bytes: Uint8Array, feeds: ReadonlyMap<s
       }
     },
   }).pipe(Effect.catch((reason) => Effect.succeed(reason)))
-

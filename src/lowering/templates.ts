@@ -225,6 +225,28 @@ const padProducer = (s: S.Schedule, anchor: S.Stage): string | undefined =>
 
 const REDUCE_ORDERS = ["ic_kernel", "kernel_ic", "ic_only"] as const
 
+/** The knob's candidates (numbers: a split's factors). */
+const candidatesOf = (knobs: readonly Knob[], name: string): number[] => knobs.find((k) => k.name === name)!.candidates as number[]
+
+/** The largest candidate ≤ max (1 when none is). */
+const largest = (xs: readonly number[], max: number): number => [...xs].reverse().find((d) => d <= max) ?? 1
+
+/**
+ * A register tile of vector accumulators for `lanes`: `cols` (tile positions: output columns,
+ * Winograd tiles) × `blocks` (output channel blocks, at most `blockCap`), from the knobs'
+ * candidates. AVX2's 16 vector registers under gcc: one channel block across 7–8 positions (7–8
+ * accumulators, the weight vector loaded once per tap) ran at 82–84% of peak in a microkernel;
+ * two or more blocks let gcc reload the weights per FMA (1.5 loads per FMA on two load ports:
+ * 65–70%), and 14 accumulators spill (45–55%). Otherwise 16 accumulators of AVX-512's 32, 8 of
+ * SSE / SIMD128's 16, half the budget in positions. `budget` is undefined on AVX2.
+ */
+const registerTile = (lanes: number, cols: readonly number[], blocks: readonly number[], blockCap = Infinity): { cols: number; blocks: number; budget?: number } => {
+  if (lanes === 8) return { cols: largest(cols, 8), blocks: 1 }
+  const budget = lanes >= 16 ? 16 : 8
+  const c = largest(cols, budget / 2)
+  return { cols: c, blocks: largest(blocks, Math.min(blockCap, Math.max(1, Math.floor(budget / c)))), budget }
+}
+
 /** Bytes of weights a conv tile of output channel blocks may keep in L2 (half of a 256 KiB L2). */
 const WEIGHT_TILE_BYTES = 128 * 1024
 
@@ -272,29 +294,16 @@ export const convTemplate: Template = {
   defaults: (knobs, target) => {
     const lanes = Math.max(target.vectorLanes, 1)
     const has = (name: string) => knobs.some((k) => k.name === name)
-    const cand = (name: string) => knobs.find((k) => k.name === name)!.candidates as number[]
-    const largest = (xs: number[], max: number) => [...xs].reverse().find((d) => d <= max) ?? 1
+    const cand = (name: string) => candidatesOf(knobs, name)
     // the weights one tile of output channel blocks reads, kept in L2 while the tile walks the
     // image: at most WEIGHT_TILE_BYTES (else every output column streams them from L3 again:
     // ResNet-18's 512-channel layers ran at a third of their speed with 8 blocks per tile)
     const ocCap = Math.max(1, Math.floor(WEIGHT_TILE_BYTES / (reduceVolume(knobs) * lanes * 4)))
-    let tw: number
-    let toc: number
-    if (lanes === 8) {
-      // AVX2's 16 vector registers under gcc: one channel block across 7–8 columns (7–8
-      // accumulators, the weight vector loaded once per tap) ran at 82–84% of peak in a
-      // microkernel; two or more blocks let gcc reload the weights per FMA (1.5 loads per FMA on
-      // two load ports: 65–70%), and 14 accumulators spill (45–55%)
-      tw = largest(cand("tile_ow"), 8)
-      toc = 1
-    } else {
-      // accumulators in vector registers: 16 of AVX-512's 32, 8 of SSE / SIMD128's 16
-      const budget = lanes >= 16 ? 16 : 8
-      tw = largest(cand("tile_ow"), budget / 2)
-      toc = largest(cand("tile_oc"), Math.min(ocCap, Math.max(1, Math.floor(budget / tw))))
-      // fewer blocks than the budget allows (their weights would not stay in L2): wider columns
-      if (toc * tw < budget / 2) tw = largest(cand("tile_ow"), Math.floor(budget / toc))
-    }
+    const tile = registerTile(lanes, cand("tile_ow"), cand("tile_oc"), ocCap)
+    let tw = tile.cols
+    const toc = tile.blocks
+    // fewer blocks than the budget allows (their weights would not stay in L2): wider columns
+    if (tile.budget !== undefined && toc * tw < tile.budget / 2) tw = largest(cand("tile_ow"), Math.floor(tile.budget / toc))
     // a narrow image: rows fill the tile
     const th = tw * toc < 4 ? largest(cand("tile_oh"), Math.floor(8 / (tw * toc))) : 1
     const cfg: Record<string, string | number | boolean> = { tile_ow: tw, tile_oh: th, tile_oc: toc }
@@ -383,14 +392,9 @@ export const winogradTemplate: Template = {
     ]
   },
   defaults: (knobs, target) => {
-    const lanes = Math.max(target.vectorLanes, 1)
-    const cand = (name: string) => knobs.find((k) => k.name === name)!.candidates as number[]
-    const largest = (xs: number[], max: number) => [...xs].reverse().find((d) => d <= max) ?? 1
-    // as the direct conv's register tile (see convTemplate.defaults)
-    if (lanes === 8) return { tile_p: largest(cand("tile_p"), 8), tile_oc: 1 }
-    const budget = lanes >= 16 ? 16 : 8
-    const tp = largest(cand("tile_p"), budget / 2)
-    return { tile_p: tp, tile_oc: largest(cand("tile_oc"), Math.max(1, Math.floor(budget / tp))) }
+    // the direct conv's register tile, its positions the input tiles
+    const tile = registerTile(Math.max(target.vectorLanes, 1), candidatesOf(knobs, "tile_p"), candidatesOf(knobs, "tile_oc"))
+    return { tile_p: tile.cols, tile_oc: tile.blocks }
   },
   apply: (outputs, base, config) => {
     const M = anchorStage(base)!

@@ -9,6 +9,7 @@ import { resolveNode } from "../ast/graph/evaluate.js"
 import type { Graph } from "../ast/graph/graph.js"
 import { bindSync } from "../ast/graph/infer.js"
 import { TESSERA_DOMAIN } from "../ast/graph/ops/index.js"
+import { windowOf, type AutoPad } from "../ast/graph/ops/nn-common.js"
 import { WINOGRAD_M, winogradKernel } from "../ast/graph/ops/winograd.js"
 import { eliminateDeadCodeSync } from "./eliminate-dead-code.js"
 import { graphPass, type GraphPass } from "./pass.js"
@@ -30,18 +31,6 @@ export const MIN_CHANNELS = 16
  */
 export const MIN_TILES = 16
 
-/** The explicit [top, left, bottom, right] padding of a stride-1 3×3 conv from H → OH (auto_pad resolved). */
-const explicitPads = (a: { auto_pad: string; pads?: readonly number[] }, H: number, W: number, OH: number, OW: number): number[] | undefined => {
-  if (a.auto_pad === "NOTSET") return a.pads && a.pads.length === 4 ? [...a.pads] : [0, 0, 0, 0]
-  if (a.auto_pad === "VALID") return [0, 0, 0, 0]
-  const th = OH + 2 - H
-  const tw = OW + 2 - W
-  if (th < 0 || tw < 0) return undefined
-  const lower = a.auto_pad === "SAME_LOWER"
-  const [pt, pl] = lower ? [Math.ceil(th / 2), Math.ceil(tw / 2)] : [Math.floor(th / 2), Math.floor(tw / 2)]
-  return [pt, pl, th - pt, tw - pl]
-}
-
 const convToWinograd: Rule = {
   name: "conv-to-winograd",
   apply: (n, ctx) => {
@@ -50,7 +39,7 @@ const convToWinograd: Rule = {
     const x = ctx.type(n.inputs[0])
     const y = ctx.type(n.outputs[0])
     if (!w || !x || !y || w.shape.length !== 6 || x.dtype !== "float32") return undefined
-    const a = resolveNode(n).attrs as { group: number; in_block: number; out_block: number; strides?: readonly number[]; dilations?: readonly number[]; pads?: readonly number[]; auto_pad: string }
+    const a = resolveNode(n).attrs as { group: number; in_block: number; out_block: number; strides?: readonly number[]; dilations?: readonly number[]; pads?: readonly number[]; auto_pad: AutoPad }
     const [OB, IB, KH, KW, ib, ob] = w.shape
     if (a.group !== 1 || KH !== 3 || KW !== 3) return undefined
     if ((a.strides ?? [1, 1]).some((s) => s !== 1) || (a.dilations ?? [1, 1]).some((d) => d !== 1)) return undefined
@@ -62,8 +51,9 @@ const convToWinograd: Rule = {
     const tiles = (m: number) => Math.ceil((OH as number) / m) * Math.ceil((OW as number) / m) * (x.shape[0] as number)
     const m = tiles(WINOGRAD_M) >= MIN_TILES ? 4 : tiles(2) >= MIN_TILES ? 2 : undefined
     if (m === undefined) return undefined
-    const pads = explicitPads(a, H as number, W as number, OH as number, OW as number)
-    if (!pads) return undefined
+    // explicit [top, left, bottom, right] padding, auto_pad resolved as Conv's shape inference does
+    const win = windowOf([H as number, W as number], [3, 3], { auto_pad: a.auto_pad, pads: a.pads, strides: a.strides, dilations: a.dilations, kernel_shape: undefined })
+    const pads = [...win.padBegin, ...win.padEnd]
     const uName = ctx.fresh(`${n.inputs[1]}_winograd`)
     const out = ctx.fresh(`${n.outputs[0]}_winograd`)
     return {
