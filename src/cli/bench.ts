@@ -1,10 +1,11 @@
 // `tessera bench MODEL.onnx --target T [--tuned LOG] [--threads N] [--runs N] [--format json]`:
 // median latency after a warm-up, with onnxruntime-node beside it in the same process (same
-// inputs, intraOpNumThreads = threads) when it is installed, and the ratio of the two.
+// inputs, intraOpNumThreads = threads, the two sides' runs alternating) when it is installed, and
+// the ratio of the two.
 import { Effect } from "effect"
 import type { Tensor } from "../ast/graph/tensor.js"
 import { readBytesSync, readModel } from "../device/files.js"
-import { loadOrt, median, runOrt } from "../device/onnxruntime.js"
+import { loadOrt, median, openOrtSession } from "../device/onnxruntime.js"
 import { attempt, UsageError } from "./errors.js"
 import { boundShapes } from "./compile.js"
 import { randomTensor } from "./inputs.js"
@@ -78,15 +79,22 @@ export const benchCommand = Effect.fn("cli.bench")(function* (o: BenchOptions) {
   if (tuned && o.tuned !== undefined) for (const line of tuningLines(o.tuned, tuned, model.program?.tuning)) yield* o.log(line)
   let outs = yield* attempt(() => model.run(feeds))
   for (let i = 1; i < WARMUP; i++) outs = yield* attempt(() => model.run(feeds))
-  const times: number[] = []
-  for (let i = 0; i < o.runs; i++) {
-    const t0 = performance.now()
-    outs = yield* attempt(() => model.run(feeds))
-    times.push(performance.now() - t0)
-  }
-  const ours = median(times)
   const ort = yield* loadOrt()
-  const theirs = typeof ort === "string" ? ort : yield* runOrt(ort, yield* attempt(() => readBytesSync(o.model)), feeds, { threads: o.threads, runs: o.runs })
+  const session = typeof ort === "string" ? ort : yield* openOrtSession(ort, yield* attempt(() => readBytesSync(o.model)), feeds, o.threads)
+  // the two sides alternate run by run: a shared machine's slow spells (another tenant on the
+  // core, a lower clock) fall on both alike, not on whichever side happened to run during them
+  const times: number[] = []
+  const ortTimes: number[] = []
+  yield* Effect.gen(function* () {
+    for (let i = 0; i < o.runs; i++) {
+      const t0 = performance.now()
+      outs = yield* attempt(() => model.run(feeds))
+      times.push(performance.now() - t0)
+      if (typeof session !== "string") ortTimes.push(yield* Effect.promise(session.time))
+    }
+  }).pipe(Effect.ensuring(typeof session === "string" ? Effect.void : Effect.promise(session.release)))
+  const ours = median(times)
+  const theirs = typeof session === "string" ? session : { ms: median(ortTimes), outputs: session.outputs() }
   const result: BenchResult = {
     model: o.model,
     target: kind,

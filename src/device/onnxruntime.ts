@@ -68,6 +68,10 @@ const createSession = async (ort: Ort, bytes: Uint8Array, feeds: ReadonlyMap<str
   return { session, ortFeeds: Object.fromEntries([...feeds].map(([k, t]) => [k, toOrtTensor(ort, t)])) }
 }
 
+/** A run's outputs as float64 tensors by name. */
+const outputsOf = (out: Record<string, { readonly data: unknown; readonly dims: readonly number[] }>): ReadonlyMap<string, { data: Float64Array; shape: number[] }> =>
+  new Map(Object.entries(out).map(([name, t]) => [name, { data: Float64Array.from(t.data as ArrayLike<number | bigint>, Number), shape: [...t.dims] }] as const))
+
 /** Runs the model in onnxruntime: its outputs and median time, or the reason it could not. */
 export const runOrt = (ort: Ort, bytes: Uint8Array, feeds: ReadonlyMap<string, Tensor>, o: OrtOptions): Effect.Effect<OrtResult | string> =>
   Effect.tryPromise({
@@ -82,10 +86,7 @@ export const runOrt = (ort: Ort, bytes: Uint8Array, feeds: ReadonlyMap<string, T
           out = await session.run(ortFeeds)
           times.push(performance.now() - t0)
         }
-        const outputs = new Map(
-          Object.entries(out).map(([name, t]) => [name, { data: Float64Array.from(t.data as ArrayLike<number | bigint>, Number), shape: [...t.dims] }] as const),
-        )
-        return { outputs, ms: median(times), runs: o.runs }
+        return { outputs: outputsOf(out), ms: median(times), runs: o.runs }
       } finally {
         await session.release()
       }
@@ -95,6 +96,8 @@ export const runOrt = (ort: Ort, bytes: Uint8Array, feeds: ReadonlyMap<string, T
 /** An open session on fixed inputs: each `time()` is one timed run in ms (warmed up once when opened). */
 export interface OrtSession {
   readonly time: () => Promise<number>
+  /** The outputs of the latest run. */
+  readonly outputs: () => OrtResult["outputs"]
   readonly release: () => Promise<void>
 }
 
@@ -107,13 +110,14 @@ export const openOrtSession = (ort: Ort, bytes: Uint8Array, feeds: ReadonlyMap<s
     catch: failure,
     try: async () => {
       const { session, ortFeeds } = await createSession(ort, bytes, feeds, threads)
-      await session.run(ortFeeds)
+      let last = await session.run(ortFeeds)
       return {
         time: async () => {
           const t0 = performance.now()
-          await session.run(ortFeeds)
+          last = await session.run(ortFeeds)
           return performance.now() - t0
         },
+        outputs: () => outputsOf(last),
         release: () => session.release(),
       }
     },
