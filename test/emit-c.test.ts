@@ -18,7 +18,7 @@ import { describe, expect, it } from "vitest"
 import { allocate, type DType } from "../src/ast/graph/dtype.js"
 import { sizeOf, stridesOf, tensor, type Tensor } from "../src/ast/graph/tensor.js"
 import { arbScheduledCase, COMPUTE_FAMILIES } from "../src/ast/te/arbitrary.js"
-import { add, c, call, cast, div, f32, floordiv, floormod, gt, max, mul, read, sub, v, type Expr } from "../src/ast/te/expr.js"
+import { add, c, call, cast, div, f32, floordiv, floormod, gt, max, min, mul, read, sub, v, type Expr } from "../src/ast/te/expr.js"
 import { evaluateTE } from "../src/ast/te/evaluate.js"
 import { gemmMicroKernel, vnniDot16x4 } from "../src/ast/te/intrinsic.js"
 import { evaluatePrimFunc } from "../src/ast/tir/evaluate.js"
@@ -114,6 +114,10 @@ const semanticsFunc = (): { func: PrimFunc; inputs: Map<string, Tensor> } => {
     ["gt0", "bool", gt(X(i), f32(0))],
     ["rnd", "float32", call("round", X(i))],
     ["relu", "float32", max(X(i), f32(0))],
+    // constant bounds (the one-instruction forms), on either side: NaN still comes out NaN
+    ["clip", "float32", min(max(X(i), f32(-1)), f32(2))],
+    ["maxl", "float32", max(f32(1), X(i))],
+    ["mind", "float64", min(c(0.5, "float64"), cast("float64", X(i)))],
     ["fdiv", "int32", floordiv(sub(i, c(5)), c(3))],
     ["fmod", "int32", floormod(sub(i, c(5)), c(3))],
     ["fdivn", "int32", floordiv(sub(i, c(5)), c(-3))],

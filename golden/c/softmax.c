@@ -25,6 +25,11 @@ static inline float tessera_minf(float a, float b) { return (a < b || a != a) ? 
 static inline float tessera_maxf(float a, float b) { return (a > b || a != a) ? a : b; }
 static inline double tessera_mind(double a, double b) { return (a < b || a != a) ? a : b; }
 static inline double tessera_maxd(double a, double b) { return (a > b || a != a) ? a : b; }
+/* against a constant bound c (not NaN): one vminps / vmaxps; a NaN a comes out as itself */
+static inline float tessera_mincf(float a, float c) { return c < a ? c : a; }
+static inline float tessera_maxcf(float a, float c) { return c > a ? c : a; }
+static inline double tessera_mincd(double a, double c) { return c < a ? c : a; }
+static inline double tessera_maxcd(double a, double c) { return c > a ? c : a; }
 static inline int64_t tessera_mini(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t tessera_maxi(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline int64_t tessera_absi(int64_t a) { return a < 0 ? -a : a; }

@@ -76,6 +76,11 @@ static inline float tessera_minf(float a, float b) { return (a < b || a != a) ? 
 static inline float tessera_maxf(float a, float b) { return (a > b || a != a) ? a : b; }
 static inline double tessera_mind(double a, double b) { return (a < b || a != a) ? a : b; }
 static inline double tessera_maxd(double a, double b) { return (a > b || a != a) ? a : b; }
+/* against a constant bound c (not NaN): one vminps / vmaxps; a NaN a comes out as itself */
+static inline float tessera_mincf(float a, float c) { return c < a ? c : a; }
+static inline float tessera_maxcf(float a, float c) { return c > a ? c : a; }
+static inline double tessera_mincd(double a, double c) { return c < a ? c : a; }
+static inline double tessera_maxcd(double a, double c) { return c > a ? c : a; }
 static inline int64_t tessera_mini(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t tessera_maxi(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline int64_t tessera_absi(int64_t a) { return a < 0 ? -a : a; }
@@ -232,6 +237,9 @@ export interface ExprScope {
 
 const positiveConst = (e: Expr): boolean => e.kind === "const" && e.value > 0 && Number.isInteger(e.value)
 
+/** A constant that is a number (not NaN): a min / max bound that needs no NaN test of its own. */
+const isNumberConst = (e: Expr): boolean => e.kind === "const" && typeof e.value === "number" && !Number.isNaN(e.value)
+
 /** Renders `e` in its value class (see the file header). Reductions must have been lowered. */
 export const exprC = (e: Expr, scope: ExprScope): string => {
   const r = (x: Expr) => exprC(x, scope)
@@ -287,8 +295,16 @@ export const exprC = (e: Expr, scope: ExprScope): string => {
           if (cls === "int") return positiveConst(e.b) && nonNegative() ? `(${a} % ${b})` : `tessera_floormod(${a}, ${b})`
           return cls === "f32" ? `tessera_floormodf(${a}, ${b})` : `tessera_floormodd(${a}, ${b})`
         case "min":
-        case "max":
-          return `tessera_${e.op}${cls === "f32" ? "f" : cls === "f64" ? "d" : "i"}(${a}, ${b})`
+        case "max": {
+          const suffix = cls === "f32" ? "f" : cls === "f64" ? "d" : "i"
+          // a float bound that is a constant (Relu's 0, Clip's bounds): the one-instruction form
+          // (NaN still propagates; only a -0 against a 0 bound may keep its sign)
+          if (suffix !== "i") {
+            if (isNumberConst(e.b)) return `tessera_${e.op}c${suffix}(${a}, ${b})`
+            if (isNumberConst(e.a)) return `tessera_${e.op}c${suffix}(${b}, ${a})`
+          }
+          return `tessera_${e.op}${suffix}(${a}, ${b})`
+        }
         case "add":
           // x + (-k) reads as x - k
           return e.b.kind === "const" && e.b.value < 0 && cls === "int" && Number.isSafeInteger(e.b.value) && e.b.value > -2147483648 ? `(${a} - ${-e.b.value})` : `(${a} + ${b})`

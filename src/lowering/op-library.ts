@@ -24,7 +24,7 @@ import {
   type Expr,
 } from "../ast/te/expr.js"
 import { at, compute, dtypeRange, maxReduce, reduceAxis, sum, type ComputeTensor } from "../ast/te/tensor.js"
-import { bread, binary, fl, inp, none, num, shapeOf, unary, type OpCompute, type OpComputeCtx } from "./op-library-common.js"
+import { bread, binary, fl, inp, isFloatDtype, none, num, shapeOf, unary, type OpCompute, type OpComputeCtx } from "./op-library-common.js"
 import { BINARY_MATH, UNARY_MATH } from "./op-library-math.js"
 import { TENSOR_MOVES } from "./op-library-tensor.js"
 import { REDUCTION_SCANS, REDUCTIONS } from "./op-library-reduce.js"
@@ -83,8 +83,15 @@ const ELEMENTWISE: Record<string, OpCompute> = {
   },
   Clip: (ctx) => {
     const x = inp(ctx, 0)
-    const lo = ctx.inputs[1] ? bread(ctx.inputs[1], []) : ctx.attrs.min !== undefined ? fl(x.dtype, ctx.attrs.min as number) : undefined
-    const hi = ctx.inputs[2] ? bread(ctx.inputs[2], []) : ctx.attrs.max !== undefined ? fl(x.dtype, ctx.attrs.max as number) : undefined
+    // a bound from a constant input is baked in as a literal (the emitters' one-instruction min / max)
+    const bound = (k: number, attr: unknown) => {
+      const t = ctx.inputs[k]
+      const known = ctx.constants[k]
+      if (t) return known && known.length === 1 && isFloatDtype(x.dtype) ? fl(x.dtype, Number(known[0])) : bread(t, [])
+      return attr !== undefined ? fl(x.dtype, attr as number) : undefined
+    }
+    const lo = bound(1, ctx.attrs.min)
+    const hi = bound(2, ctx.attrs.max)
     return [
       compute(ctx.name(), shapeOf(ctx.outputs[0]), (...i) => {
         let e = bread(x, i)
