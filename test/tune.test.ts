@@ -14,7 +14,8 @@ import { measureJs } from "../src/device/measure.js"
 import { CostModel, XGBoostCostModel } from "../src/search/cost-model.js"
 import { featuresOf } from "../src/search/features.js"
 import { bestRecords, parseLog, serializeRecord, type TuningRecord } from "../src/search/records.js"
-import { taskFromTE } from "../src/search/task.js"
+import { configAt, indexOfConfig, taskFromTE } from "../src/search/task.js"
+import type { Knob } from "../src/lowering/templates.js"
 import { gaTuner, gridTuner, randomTuner, xgbTuner, type Tuner } from "../src/search/tuners.js"
 import { tuneTask } from "../src/search/tune.js"
 
@@ -124,6 +125,21 @@ describe("auto-tuning (js target)", () => {
     expect(log.records.length).toBe(2)
     expect(log.warnings.length).toBe(2)
     expect(bestRecords(log.records, "js").get("w")!.costs[0]).toBe(1)
+  })
+})
+
+describe("records and changed templates", () => {
+  const knobs: Knob[] = [
+    { kind: "split", name: "tile", extent: 8, candidates: [1, 2, 4] },
+    { kind: "choice", name: "oc_order", candidates: ["outer", "inner"], absent: "outer" },
+    { kind: "choice", name: "order", candidates: ["a", "b"] },
+  ]
+  it("a record written before a knob was added fits as that knob's absent value; a knob without one does not", () => {
+    const old = indexOfConfig(knobs, { tile: 2, order: "b" })
+    expect(old).toBe(indexOfConfig(knobs, { tile: 2, oc_order: "outer", order: "b" }))
+    expect(configAt(knobs, old!)).toEqual({ tile: 2, oc_order: "outer", order: "b" })
+    expect(indexOfConfig(knobs, { tile: 2, oc_order: "inner" })).toBeUndefined()
+    expect(indexOfConfig(knobs, { tile: 3, order: "b" })).toBeUndefined()
   })
 })
 

@@ -15,6 +15,11 @@ export type Knob =
       readonly candidates: readonly (string | number | boolean)[]
       /** The extent of the loop the choice is about, where there is one (an unroll's loop). */
       readonly extent?: number
+      /**
+       * What a config without this knob means: for a knob added to a template later, the value
+       * that gives the schedule its records were tuned with (so older tuning logs still apply).
+       */
+      readonly absent?: string | number | boolean
     }
 
 export type Config = Readonly<Record<string, string | number | boolean>>
@@ -303,7 +308,7 @@ export const convTemplate: Template = {
       ...(kh > 1 ? [{ kind: "choice", name: "unroll_kh", candidates: [false, true], extent: kh } as const] : []),
       ...(kw > 1 ? [{ kind: "choice", name: "unroll_kw", candidates: [false, true], extent: kw } as const] : []),
       ...(padProducer(base, st) ? [{ kind: "choice", name: "pad_root", candidates: [true, false] } as const] : []),
-      ...(ocb > 1 ? [{ kind: "choice", name: "oc_order", candidates: [...OC_ORDERS] } as const] : []),
+      ...(ocb > 1 ? [{ kind: "choice", name: "oc_order", candidates: [...OC_ORDERS], absent: "outer" } as const] : []),
     ]
   },
   defaults: (knobs, target) => {

@@ -98,12 +98,17 @@ export const configAt = (knobs: readonly Knob[], index: number): Config => {
   return out
 }
 
-/** The index of a config in the space, or undefined when a knob's value is not a candidate (stale record). */
+/**
+ * The index of a config in the space, or undefined when a knob's value is not a candidate (stale
+ * record). A knob the config lacks counts as its `absent` value where it declares one (a knob
+ * added after the record was written).
+ */
 export const indexOfConfig = (knobs: readonly Knob[], c: Config): number | undefined => {
   let idx = 0
   let mul = 1
   for (const k of knobs) {
-    const i = k.candidates.indexOf(c[k.name] as never)
+    const value = c[k.name] === undefined && k.kind === "choice" ? k.absent : c[k.name]
+    const i = k.candidates.indexOf(value as never)
     if (i < 0) return undefined
     idx += i * mul
     mul *= k.candidates.length
