@@ -28,7 +28,7 @@ const THREADS = Number(arg("threads", "1"))
 process.env.OMP_NUM_THREADS = String(THREADS)
 
 const { createExecutor } = await import("../src/device/executor.js")
-const { hostTarget } = await import("../src/device/target.js")
+const { cacheSweepBytes, hostTarget } = await import("../src/device/target.js")
 const { defaultCBuildConfig } = await import("../src/device/c.js")
 const { loadOrt, openOrtSession } = await import("../src/device/onnxruntime.js")
 const { appendRecords, readLog } = await import("../src/device/records-file.js")
@@ -74,7 +74,7 @@ const run = <A, E>(eff: Effect.Effect<A, E>) => Effect.runPromise(eff as Effect.
 fs.mkdirSync(OUT, { recursive: true })
 const buildDir = fs.mkdtempSync(path.join(os.tmpdir(), "tessera-tuning-report-"))
 const measureOptions = {
-  measure: { repeats: 3, minRepeatMs: 5, timeoutMs: 20_000, rtol: 1e-3, atol: 1e-4 },
+  measure: { repeats: 3, minRepeatMs: 5, timeoutMs: 20_000, rtol: 1e-3, atol: 1e-4, flushBytes: cacheSweepBytes() },
   threads: THREADS,
   chunk: 4,
   buildJobs: Math.max(1, os.availableParallelism() - THREADS),

@@ -82,6 +82,21 @@ describe.skipIf(!compilerAvailable())("c measurer (gcc, child process)", () => {
     expect(fs.readdirSync(path.join(tmp, "build")).filter((f) => f.endsWith(".so"))).toEqual([])
   }, 60_000)
 
+  it("with flushBytes each call is timed alone after a sweep of the caches: the sweep is not in the cost", async () => {
+    const warm = await Effect.runPromise(measureC([fine(0), fine(1)], outputs, reference, render, options({ minRepeatMs: 2 })))
+    // 32 MiB written before every call: far longer than the kernel, and none of it counted
+    const t0 = Date.now()
+    const swept = await Effect.runPromise(measureC([fine(0), fine(1)], outputs, reference, render, options({ minRepeatMs: 2, flushBytes: 32 << 20 })))
+    const wall = Date.now() - t0
+    for (const [k, m] of swept.entries()) {
+      expect(m.error).toBeUndefined()
+      expect(m.cost).toBeGreaterThan(0)
+      expect(m.config).toEqual(warm[k].config)
+      // at least one sweep per repeat, each a few ms: the wall time shows them, the cost does not
+      expect(m.cost! * 1000).toBeLessThan(wall / 6)
+    }
+  }, 60_000)
+
   it("the child runs with OMP_NUM_THREADS set to the thread count", async () => {
     // a kernel that writes omp_get_max_threads() into the output: wrong for the reference, so its message shows it
     const spy: RenderC = (funcs) =>

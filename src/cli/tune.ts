@@ -13,6 +13,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { defaultCBuildConfig } from "../device/c.js"
+import { cacheSweepBytes } from "../device/target.js"
 import { readModel, writeFileAtomic, FileAccessError } from "../device/files.js"
 import type { MeasureOptions } from "../device/measure.js"
 import { appendRecords, readLog } from "../device/records-file.js"
@@ -278,6 +279,10 @@ export const tuneCommandLine = (reported: Reporter) =>
       task: Flag.String("task").pipe(Flag.atLeast(0), Flag.withDescription("tune only this task id (repeatable; ids are in the final table)")),
       repeats: Flag.Int("repeats").pipe(Flag.withDefault(3), Flag.withDescription("timed repeats per candidate (the median counts)")),
       minRepeatMs: Flag.Int("min-repeat-ms").pipe(Flag.withDefault(20), Flag.withDescription("each repeat runs the kernel for at least this long")),
+      warmCache: Flag.Boolean("warm-cache").pipe(
+        Flag.withDefault(false),
+        Flag.withDescription("c: time a candidate's calls back to back on warm caches (default: sweep L1 and L2 before each call, as a layer of a network finds them)"),
+      ),
       timeoutMs: Flag.Int("timeout-ms").pipe(Flag.withDefault(60_000), Flag.withDescription("time limit per batch (js) or per candidate (c); what runs past it is recorded as errors")),
       seed: Flag.Int("seed").pipe(Flag.withDefault(1), Flag.withDescription("seed of the search")),
       report: Flag.String("report").pipe(Flag.optional, Flag.withDescription("LOG: draw its tuning curves instead of tuning")),
@@ -314,7 +319,14 @@ export const tuneCommandLine = (reported: Reporter) =>
                   threads: c.threads,
                   seed: c.seed,
                   tasks: c.task,
-                  measure: { repeats: Math.max(1, c.repeats), minRepeatMs: Math.max(0, c.minRepeatMs), timeoutMs: Math.max(1, c.timeoutMs), rtol: 1e-3, atol: 1e-4 },
+                  measure: {
+                    repeats: Math.max(1, c.repeats),
+                    minRepeatMs: Math.max(0, c.minRepeatMs),
+                    timeoutMs: Math.max(1, c.timeoutMs),
+                    rtol: 1e-3,
+                    atol: 1e-4,
+                    flushBytes: c.warmCache ? 0 : cacheSweepBytes(),
+                  },
                   progress: process.stderr.isTTY === true,
                 }),
         )

@@ -38,7 +38,8 @@ export type RenderC = (funcs: readonly PrimFunc[]) => string
 // The child: first asks Linux to SIGKILL it when its parent dies (a tuner killed mid-run leaves
 // no orphan spinning in a hung kernel), loads the library, then per kernel says which one it
 // starts (and waits until the message is out, so a crash cannot lose it), runs it once on fresh
-// copies of the arrays (64-byte aligned, as the executor's), sends the outputs, times it and sends the median. All params are passed
+// copies of the arrays (64-byte aligned, as the executor's), sends the outputs, times it (with
+// `flushBytes`, each call after sweeping the caches) and sends the median. All params are passed
 // as `void *` (the ABI of any pointer): the child needs no dtype table.
 const CHILD = `
 const koffi = require(process.env.TESSERA_KOFFI)
@@ -55,7 +56,10 @@ const aligned = (a) => {
   copy.set(a)
   return copy
 }
-process.once("message", async ({ so, names, nparams, arrays, outputIdx, repeats, minRepeatMs }) => {
+process.once("message", async ({ so, names, nparams, arrays, outputIdx, repeats, minRepeatMs, flushBytes }) => {
+  // written before each timed call when flushBytes > 0: L1 and L2 hold none of the kernel's data
+  const scratch = flushBytes > 0 ? new Float64Array(Math.ceil(flushBytes / 8)) : undefined
+  let flushes = 0
   let lib
   try { lib = koffi.load(so) } catch (e) { await send({ fatal: String(e && e.message || e) }); process.exit(0) }
   const now = () => Number(process.hrtime.bigint()) / 1e6
@@ -70,6 +74,19 @@ process.once("message", async ({ so, names, nparams, arrays, outputIdx, repeats,
     const times = []
     for (let r = 0; r < repeats; r++) {
       let n = 0
+      if (scratch) {
+        // each call timed alone after the caches were swept (at most 1000 calls a repeat)
+        let total = 0
+        do {
+          scratch.fill(++flushes)
+          const t0 = now()
+          fn(...args)
+          total += now() - t0
+          n++
+        } while (total < minRepeatMs && n < 1000)
+        times.push(total / n)
+        continue
+      }
       const t0 = now()
       do { fn(...args); n++ } while (now() - t0 < minRepeatMs)
       times.push((now() - t0) / n)
@@ -158,7 +175,7 @@ const runChild = (so: string, names: readonly string[], ref: ReferenceCase, opti
       const tail = lastLine(stderr)
       finish(tail ? `${why}: ${tail}` : why)
     })
-    child.send({ so, names, nparams: ref.arrays.length, arrays: ref.arrays, outputIdx: ref.outputIdx, repeats: options.repeats, minRepeatMs: options.minRepeatMs })
+    child.send({ so, names, nparams: ref.arrays.length, arrays: ref.arrays, outputIdx: ref.outputIdx, repeats: options.repeats, minRepeatMs: options.minRepeatMs, flushBytes: options.flushBytes ?? 0 })
     return Effect.sync(() => {
       finished = true
       clearTimeout(timer)

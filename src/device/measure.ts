@@ -26,6 +26,12 @@ export interface Measured {
 export interface MeasureOptions {
   readonly repeats: number
   readonly minRepeatMs: number
+  /**
+   * c: bytes written before each timed call (0 or absent: calls back to back, caches warm). Twice
+   * the L2 leaves a kernel's data in L3 at most, as a layer finds it in a network run (TVM's
+   * enable_cpu_cache_flush, for the same reason: warm-cache timings favour tiles that lean on L1/L2).
+   */
+  readonly flushBytes?: number
   readonly timeoutMs: number
   readonly rtol: number
   readonly atol: number

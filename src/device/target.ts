@@ -92,6 +92,9 @@ const hostCaches = (): Partial<Pick<TargetAttrs, "l1Bytes" | "l2Bytes" | "cacheB
 }
 
 /** The machine we run on, as a target of `kind` (default "c"). */
+/** Bytes the tuner's measuring writes between timed calls: twice this machine's L2 (MeasureOptions.flushBytes). */
+export const cacheSweepBytes = (): number => 2 * hostTarget("c").attrs.l2Bytes
+
 export const hostTarget = (kind: TargetKind = "c"): Target => {
   const info = readOr("/proc/cpuinfo")
   const features = info ? parseCpuInfo(info) : process.arch === "arm64" ? { isa: "neon" as const, fma: true, vnni: false } : {}
