@@ -96,6 +96,22 @@ describe("blocked layout", () => {
     expect(convTemplate.defaults(knobs(64, 8, 56), { vectorLanes: 8, cores: 1 })).toMatchObject({ tile_oc: 1, tile_ow: 8, tile_oh: 1 })
   })
 
+  it("the conv defaults read a 1×1 projection's input once (channel tiles inside); expansions and 3×3 convs keep channel tiles outermost", () => {
+    const pointwise = (ic: number, ocb: number, ow: number) =>
+      [
+        { kind: "split", name: "tile_ow", extent: ow, candidates: [1, 2, 4, 7, 8, 14, 28, 56].filter((d) => ow % d === 0) },
+        { kind: "split", name: "tile_oh", extent: ow, candidates: [1, 2, 4, 7, 8].filter((d) => ow % d === 0) },
+        { kind: "split", name: "tile_oc", extent: ocb, candidates: [1, 2, 3, 4, 6, 8].filter((d) => ocb % d === 0) },
+        { kind: "split", name: "tile_ic", extent: ic, candidates: [1, 2, 4, 8, 16].filter((d) => ic % d === 0) },
+        { kind: "choice", name: "oc_order", candidates: ["outer", "inner"], absent: "outer" },
+      ] as const
+    // MobileNetV2: 144 -> 24 channels at 56×56 (projection), 24 -> 144 (expansion)
+    expect(convTemplate.defaults(pointwise(144, 3, 56), { vectorLanes: 8, cores: 1 })).toMatchObject({ oc_order: "inner" })
+    expect(convTemplate.defaults(pointwise(24, 18, 56), { vectorLanes: 8, cores: 1 })).toMatchObject({ oc_order: "outer" })
+    const conv3 = [...pointwise(256, 16, 28), { kind: "choice", name: "unroll_kh", candidates: [false, true], extent: 3 }, { kind: "choice", name: "unroll_kw", candidates: [false, true], extent: 3 }] as const
+    expect(convTemplate.defaults(conv3, { vectorLanes: 8, cores: 1 })).toMatchObject({ oc_order: "outer" })
+  })
+
   it("the js target gives the evaluator's answers", async () => {
     const program = await Effect.runPromise(compileGraph(graph, { target: "js", optLevel: 3, vectorLanes: 16 }))
     expect(program.kernels.every((k) => k.kind === "compiled")).toBe(true)
