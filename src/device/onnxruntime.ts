@@ -93,6 +93,18 @@ export const runOrt = (ort: Ort, bytes: Uint8Array, feeds: ReadonlyMap<string, T
     },
   }).pipe(Effect.catch((reason) => Effect.succeed(reason)))
 
+/**
+ * How two runtimes' runs alternate in one process: in blocks of BLOCK_RUNS timed runs, each block
+ * after a pause of SETTLE_MS (`settle`) and one untimed run. Both keep worker threads spinning
+ * after a parallel run (onnxruntime's pool for tens of ms, libgomp's spin-wait), and with as many
+ * threads as cores the side that starts runs against the other's spinning threads. At 2 threads
+ * on 2 cores, MobileNetV2 alternated run by run took 18-35 ms (8.2 alone) and onnxruntime 11-15
+ * (7-9 alone); in blocks after the pause, 8.4 and 7.8.
+ */
+export const SETTLE_MS = 50
+export const BLOCK_RUNS = 5
+export const settle = (): Promise<void> => new Promise((resolve) => setTimeout(resolve, SETTLE_MS))
+
 /** An open session on fixed inputs: each `time()` is one timed run in ms (warmed up once when opened). */
 export interface OrtSession {
   readonly time: () => Promise<number>
