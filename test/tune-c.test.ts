@@ -97,6 +97,20 @@ describe.skipIf(!compilerAvailable())("c measurer (gcc, child process)", () => {
     }
   }, 60_000)
 
+  it("without overlap every chunk is built before the first is measured; all are measured", async () => {
+    // render is called once per chunk as it is built: with overlap false all three calls come
+    // before any candidate is measured (each measured candidate's child is started after them)
+    const order: string[] = []
+    const spy: RenderC = (funcs) => {
+      order.push(`render ${funcs.map((f) => f.name).join(",")}`)
+      return render(funcs)
+    }
+    const cands = [0, 1, 2, 3, 4, 5].map(fine)
+    const measured = await Effect.runPromise(measureC(cands, outputs, reference, spy, options({ minRepeatMs: 1, chunk: 2, overlap: false })))
+    expect(order).toEqual(["render cand0,cand1", "render cand2,cand3", "render cand4,cand5"])
+    for (const m of measured) expect(m.cost).toBeGreaterThan(0)
+  }, 60_000)
+
   it("the child runs with OMP_NUM_THREADS set to the thread count", async () => {
     // a kernel that writes omp_get_max_threads() into the output: wrong for the reference, so its message shows it
     const spy: RenderC = (funcs) =>

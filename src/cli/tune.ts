@@ -212,6 +212,8 @@ const tuneRunners = Effect.fn("cli.tuneRunners")(function* (
       chunk: o.chunk ?? DEFAULT_CHUNK,
       buildJobs: o.buildJobs ?? Math.max(1, os.availableParallelism() - o.threads),
       build: { ...defaultCBuildConfig(), cacheDir: buildDir ?? os.tmpdir() },
+      // the measuring threads take every core: gcc waits until a batch is measured
+      overlap: o.threads < os.availableParallelism(),
     })
     const result = yield* rethrowWrite(
       tuneTask(task, tuner, runner.lowerConfig, measure, {

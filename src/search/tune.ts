@@ -38,6 +38,8 @@ export interface MeasurerOptions {
   readonly buildJobs: number
   /** c: compiler, flags and the folder libraries are built in. */
   readonly build: CBuildConfig
+  /** c: whether gcc builds while candidates are measured (false when the measuring takes every core). */
+  readonly overlap?: boolean
 }
 
 /** How a task's candidates are measured on `target` (each checked against the task's reference). */
@@ -46,7 +48,7 @@ export const measurerFor = (target: MeasureTarget, runner: Pick<TaskRunner, "out
     case "js":
       return (cands) => measureJs(cands, runner.outputs, runner.reference, o.measure)
     case "c":
-      return (cands) => measureC(cands, runner.outputs, runner.reference, (funcs) => emitC(funcs).source, { ...o.measure, threads: o.threads, chunk: o.chunk, buildJobs: o.buildJobs, build: o.build })
+      return (cands) => measureC(cands, runner.outputs, runner.reference, (funcs) => emitC(funcs).source, { ...o.measure, threads: o.threads, chunk: o.chunk, buildJobs: o.buildJobs, build: o.build, ...(o.overlap === undefined ? {} : { overlap: o.overlap }) })
   }
 }
 
