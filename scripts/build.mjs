@@ -14,6 +14,7 @@ await build({
     "scripts/bench": "scripts/bench.ts",
     "scripts/tuning-report": "scripts/tuning-report.ts",
     "scripts/compile-time": "scripts/compile-time.ts",
+    "scripts/layer-compare": "scripts/layer-compare.ts",
   },
   outdir,
   bundle: true,

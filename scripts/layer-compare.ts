@@ -1,0 +1,123 @@
+// Where a network's time goes, beside onnxruntime-node's, layer by layer, in one process on the
+// `c` target: our compiled kernels each timed inside the executor's runs, onnxruntime's nodes from
+// its own profiler; the two networks' runs alternate (this machine's slow spells fall on both).
+// Our kernels and onnxruntime's nodes are paired in execution order, the layout conversions left
+// out of both (each side fuses Conv with its BatchNorm, activation and residual Add alike).
+//
+//   npm run layer-compare -- [--model mobilenetv2] [--threads 1] [--rounds 21] [--tuned LOG]
+//
+// Prints one line per kernel (ours ms, onnxruntime ms, ratio, the node it was paired with), then
+// the sums and the end-to-end medians. The thread count is fixed for the run (OpenMP reads it once).
+import { Effect } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+
+const arg = (name: string, d: string) => {
+  const i = process.argv.indexOf(`--${name}`)
+  return i >= 0 ? process.argv[i + 1] : d
+}
+const THREADS = Number(arg("threads", "1"))
+process.env.OMP_NUM_THREADS = String(THREADS)
+const MODEL = arg("model", "mobilenetv2")
+const ROUNDS = Number(arg("rounds", "21"))
+const TUNED = arg("tuned", "")
+
+const { createExecutor } = await import("../src/device/executor.js")
+const { hostTarget } = await import("../src/device/target.js")
+const { loadOrt, settle } = await import("../src/device/onnxruntime.js")
+const { readLog } = await import("../src/device/records-file.js")
+const { randomTensor } = await import("../src/cli/inputs.js")
+const { compileGraph, loadCProgram } = await import("../src/pipeline.js")
+const { bestRecords } = await import("../src/search/records.js")
+const { isZooName, zooGraph, zooModel } = await import("../src/zoo/index.js")
+
+if (!isZooName(MODEL)) throw new Error(`--model: ${MODEL} is not a zoo network`)
+const median = (xs: readonly number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]
+const run = <A, E>(eff: Effect.Effect<A, E>) => Effect.runPromise(eff as Effect.Effect<A, never>)
+
+const graph = zooGraph(MODEL, 0)
+const tuned = TUNED ? bestRecords((await run(readLog(TUNED))).records, "c") : undefined
+const lanes = Math.max(1, hostTarget("c").attrs.vectorLanes)
+const program = await run(compileGraph(graph, { target: "c", optLevel: 3, vectorLanes: lanes, cores: THREADS, ...(tuned ? { tuned } : {}) }))
+const fns = await run(loadCProgram(program))
+// each kernel call timed where the executor makes it
+const times = new Map<string, number[]>()
+const timed = new Map([...fns].map(([name, fn]) => [name, (...args: Parameters<typeof fn>) => {
+  const t0 = performance.now()
+  fn(...args)
+  const list = times.get(name) ?? []
+  list.push(performance.now() - t0)
+  times.set(name, list)
+}] as const))
+const exec = createExecutor(program, Object.defineProperty(timed, "memory", { get: () => fns.memory }) as typeof fns)
+const input = graph.inputs[0]
+const x = randomTensor(input.type.dtype, input.type.shape as number[], 0, 0)
+const feeds = new Map([[input.name, x]])
+
+const ort = await run(loadOrt())
+if (typeof ort === "string") throw new Error(`onnxruntime-node: ${ort}`)
+const profDir = fs.mkdtempSync(path.join(os.tmpdir(), "tessera-layer-compare-"))
+const session = await ort.InferenceSession.create(zooModel(MODEL, 0), {
+  graphOptimizationLevel: "all",
+  intraOpNumThreads: THREADS,
+  interOpNumThreads: 1,
+  enableProfiling: true,
+  profileFilePrefix: path.join(profDir, "ort"),
+})
+const ortFeeds = { [session.inputNames[0]]: new ort.Tensor("float32", x.data as Float32Array, x.shape as number[]) }
+const WARMUP = 3
+for (let i = 0; i < WARMUP; i++) {
+  exec.run(feeds)
+  await session.run(ortFeeds)
+}
+times.clear()
+const ours: number[] = []
+const theirs: number[] = []
+// each side's run after a pause and an untimed run (settle: the other side's threads stop spinning)
+for (let i = 0; i < ROUNDS; i++) {
+  await settle()
+  exec.run(feeds)
+  let t0 = performance.now()
+  exec.run(feeds)
+  ours.push(performance.now() - t0)
+  await settle()
+  await session.run(ortFeeds)
+  t0 = performance.now()
+  await session.run(ortFeeds)
+  theirs.push(performance.now() - t0)
+}
+session.endProfiling()
+await session.release()
+const profile = fs.readdirSync(profDir).find((f) => f.endsWith(".json"))
+const events = JSON.parse(fs.readFileSync(path.join(profDir, profile!), "utf8")) as { cat?: string; name: string; dur: number; args?: { op_name?: string } }[]
+fs.rmSync(profDir, { recursive: true, force: true })
+
+// onnxruntime's nodes in execution order (first appearance), their kernel times past the warm-up
+const LAYOUT = /^(ReorderInput|ReorderOutput|Flatten|Reshape)$/
+const ortNodes = new Map<string, { op: string; ms: number[] }>()
+for (const e of events) {
+  if (e.cat !== "Node" || !e.name.endsWith("_kernel_time")) continue
+  const name = e.name.replace(/_kernel_time$/, "")
+  const node = ortNodes.get(name) ?? { op: e.args?.op_name ?? "?", ms: [] }
+  node.ms.push(e.dur / 1000)
+  ortNodes.set(name, node)
+}
+const theirLayers = [...ortNodes].filter(([, n]) => !LAYOUT.test(n.op)).map(([name, n]) => ({ name, op: n.op, ms: median(n.ms.slice(WARMUP)) }))
+const ourLayers = program.kernels
+  .filter((k) => k.kind === "compiled" && !program.fused.groups[k.group].ops.every((op) => op === "LayoutTransform" || op === "Flatten"))
+  .map((k) => ({ name: k.name, ops: program.fused.groups[k.group].ops.join("+"), ms: median(times.get(k.name) ?? [0]) }))
+
+console.log(`${MODEL}, ${THREADS} thread(s), ${ROUNDS} alternating rounds${TUNED ? `, tuned by ${TUNED}` : ""}`)
+console.log("| kernel | ops | ours ms | onnxruntime ms | ours / ort | onnxruntime node |")
+console.log("| --- | --- | ---: | ---: | ---: | --- |")
+const n = Math.max(ourLayers.length, theirLayers.length)
+for (let i = 0; i < n; i++) {
+  const a = ourLayers[i]
+  const b = theirLayers[i]
+  console.log(`| ${a?.name ?? "-"} | ${a?.ops ?? "-"} | ${a ? a.ms.toFixed(3) : "-"} | ${b ? b.ms.toFixed(3) : "-"} | ${a && b ? (a.ms / b.ms).toFixed(2) : "-"} | ${b ? `${b.name} (${b.op})` : "-"} |`)
+}
+if (ourLayers.length !== theirLayers.length) console.log(`(the pairing is by position: ${ourLayers.length} kernels against ${theirLayers.length} nodes, so the rows past the first difference do not match)`)
+const sum = (xs: readonly { ms: number }[]) => xs.reduce((s, l) => s + l.ms, 0)
+console.log(`sum of kernels: ours ${sum(ourLayers).toFixed(2)} ms, onnxruntime ${sum(theirLayers).toFixed(2)} ms`)
+console.log(`end to end (medians): ours ${median(ours).toFixed(2)} ms, onnxruntime ${median(theirs).toFixed(2)} ms (profiling on), ratio ${(median(ours) / median(theirs)).toFixed(3)}`)
