@@ -124,7 +124,7 @@ export const reductionTemplate: Template = {
     const lanes = Math.max(target.vectorLanes, 1)
     // one output row (a batch-1 dense layer, a matrix-vector product): up to 6 vectors of
     // columns, so each weight row's cache line is read whole and 5-6 FMA chains overlap
-    // (MobileNetV2's 1280 -> 1000 classifier: 0.18 ms at one vector, 0.12 at five)
+    // (MobileNetV2's 1280 -> 1000 classifier, timed alone: 0.18 ms at one vector, 0.12 at five)
     const second = knobs.find((k) => k.name === "tile_second")
     const oneRow = second?.kind === "split" && second.extent === 1
     for (const k of knobs) {
@@ -349,7 +349,8 @@ export const convTemplate: Template = {
     // channel tiles inside the image tiles, so its input (the larger tensor, in L3 after the
     // depthwise conv wrote it) is read once, not once per channel tile. In MobileNetV2 run whole
     // on this machine they went from 1.9x onnxruntime's time to parity (144 -> 24 at 56x56:
-    // 0.62 -> 0.39 ms); the other 1x1 and 3x3 convs ran slower so
+    // 0.62 -> 0.39 ms); expansions and ResNet-18's 3x3 convs ran slower in that order, so they
+    // keep their channel tiles outermost
     if (has("oc_order")) cfg.oc_order = kernelTaps(knobs) === 1 && reduceVolume(knobs) > ocBlocks(knobs) * lanes ? "inner" : "outer"
     return cfg
   },
