@@ -15,7 +15,7 @@ import type { Tensor } from "../src/ast/graph/tensor.js"
 import { alignedHostMemory, compilerAvailable } from "../src/device/c.js"
 import { hostTarget } from "../src/device/target.js"
 import { createExecutor, type KernelFn, type Program } from "../src/device/executor.js"
-import { BLOCK_RUNS, loadOrt, median, openOrtSession, runOrt, settle, type OrtResult } from "../src/device/onnxruntime.js"
+import { alternateRuns, loadOrt, median, openOrtSession, runOrt, type OrtResult } from "../src/device/onnxruntime.js"
 import { loadOrtWeb, runOrtWeb } from "../src/device/onnxruntime-web.js"
 import { compileGraph, loadCProgram, loadWasmProgram } from "../src/pipeline.js"
 import { nodeFlops } from "../src/rewrite/report.js"
@@ -150,31 +150,13 @@ const measure = async (threads: number): Promise<Measured> => {
       // last seconds, and timing one side after the other put them on either side
       const session = typeof ort === "string" ? ort : await Effect.runPromise(openOrtSession(ort, bytes, feeds, threads))
       exec.run(feeds)
-      const cs: number[] = []
-      const ortTimes: number[] = []
       try {
-        // blocks of BLOCK_RUNS a side, each after a pause and an untimed run (settle)
-        while (cs.length < RUNS) {
-          const n = Math.min(BLOCK_RUNS, RUNS - cs.length)
-          if (typeof session !== "string") {
-            await settle()
-            exec.run(feeds)
-          }
-          for (let i = 0; i < n; i++) {
-            const t0 = performance.now()
-            exec.run(feeds)
-            cs.push(performance.now() - t0)
-          }
-          if (typeof session === "string") continue
-          await settle()
-          await session.time()
-          for (let i = 0; i < n; i++) ortTimes.push(await session.time())
-        }
+        const timed = await alternateRuns(() => void exec.run(feeds), typeof session === "string" ? undefined : session, RUNS)
+        row.c = median(timed.ours)
+        if (timed.theirs.length) row.ort = median(timed.theirs)
       } finally {
         if (typeof session !== "string") await session.release()
       }
-      row.c = median(cs)
-      if (ortTimes.length) row.ort = median(ortTimes)
       if (threads === 1 && name === "resnet18") {
         // where the time goes: each compiled group alone
         const byName = new Map(program.graph.nodes.map((n) => [n.name, n]))

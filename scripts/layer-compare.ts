@@ -25,7 +25,7 @@ const TUNED = arg("tuned", "")
 
 const { createExecutor } = await import("../src/device/executor.js")
 const { hostTarget } = await import("../src/device/target.js")
-const { loadOrt, settle } = await import("../src/device/onnxruntime.js")
+const { loadOrt, median, settle } = await import("../src/device/onnxruntime.js")
 const { readLog } = await import("../src/device/records-file.js")
 const { randomTensor } = await import("../src/cli/inputs.js")
 const { compileGraph, loadCProgram } = await import("../src/pipeline.js")
@@ -33,7 +33,6 @@ const { bestRecords } = await import("../src/search/records.js")
 const { isZooName, zooGraph, zooModel } = await import("../src/zoo/index.js")
 
 if (!isZooName(MODEL)) throw new Error(`--model: ${MODEL} is not a zoo network`)
-const median = (xs: readonly number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]
 const run = <A, E>(eff: Effect.Effect<A, E>) => Effect.runPromise(eff as Effect.Effect<A, never>)
 
 const graph = zooGraph(MODEL, 0)

@@ -30,7 +30,7 @@ process.env.OMP_NUM_THREADS = String(THREADS)
 const { createExecutor } = await import("../src/device/executor.js")
 const { cacheSweepBytes, hostTarget } = await import("../src/device/target.js")
 const { defaultCBuildConfig } = await import("../src/device/c.js")
-const { loadOrt, openOrtSession, settle } = await import("../src/device/onnxruntime.js")
+const { loadOrt, median, openOrtSession, settle } = await import("../src/device/onnxruntime.js")
 const { appendRecords, readLog } = await import("../src/device/records-file.js")
 const { encodeOnnx } = await import("../src/ast/onnx/encode.js")
 const { randomTensor } = await import("../src/cli/inputs.js")
@@ -64,10 +64,6 @@ const TARGET = { kind: "c", vectorLanes: Math.max(1, hostTarget("c").attrs.vecto
 const TUNERS = ["xgb", "ga", "random"] as const
 const BATCH = 16
 
-const median = (xs: readonly number[]) => {
-  const s = [...xs].sort((a, b) => a - b)
-  return s.length === 0 ? NaN : s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2
-}
 const log = (s: string) => process.stderr.write(`${s}\n`)
 const run = <A, E>(eff: Effect.Effect<A, E>) => Effect.runPromise(eff as Effect.Effect<A, never>)
 

@@ -5,8 +5,8 @@
 import { Effect } from "effect"
 import type { Tensor } from "../ast/graph/tensor.js"
 import { readBytesSync, readModel } from "../device/files.js"
-import { BLOCK_RUNS, loadOrt, median, openOrtSession, settle } from "../device/onnxruntime.js"
-import { attempt, UsageError } from "./errors.js"
+import { alternateRuns, loadOrt, median, openOrtSession } from "../device/onnxruntime.js"
+import { attempt, attemptAsync, UsageError } from "./errors.js"
 import { boundShapes } from "./compile.js"
 import { randomTensor } from "./inputs.js"
 import { parseOptLevel, parseTarget, prepare, readTuned, targetSettings, tuningLines } from "./targets.js"
@@ -81,32 +81,13 @@ export const benchCommand = Effect.fn("cli.bench")(function* (o: BenchOptions) {
   for (let i = 1; i < WARMUP; i++) outs = yield* attempt(() => model.run(feeds))
   const ort = yield* loadOrt()
   const session = typeof ort === "string" ? ort : yield* openOrtSession(ort, yield* attempt(() => readBytesSync(o.model)), feeds, o.threads)
-  // the two sides alternate: a shared machine's slow spells (another tenant on the core, a lower
-  // clock) fall on both alike, not on whichever side happened to run during them
-  const times: number[] = []
-  const ortTimes: number[] = []
-  yield* Effect.gen(function* () {
-    // blocks of BLOCK_RUNS runs a side, each after a pause and an untimed run (settle: the other
-    // runtime's worker threads stop spinning first)
-    while (times.length < o.runs) {
-      const n = Math.min(BLOCK_RUNS, o.runs - times.length)
-      if (typeof session !== "string") {
-        yield* Effect.promise(settle)
-        outs = yield* attempt(() => model.run(feeds))
-      }
-      for (let i = 0; i < n; i++) {
-        const t0 = performance.now()
-        outs = yield* attempt(() => model.run(feeds))
-        times.push(performance.now() - t0)
-      }
-      if (typeof session === "string") continue
-      yield* Effect.promise(settle)
-      yield* Effect.promise(session.time)
-      for (let i = 0; i < n; i++) ortTimes.push(yield* Effect.promise(session.time))
-    }
-  }).pipe(Effect.ensuring(typeof session === "string" ? Effect.void : Effect.promise(session.release)))
-  const ours = median(times)
-  const theirs = typeof session === "string" ? session : { ms: median(ortTimes), outputs: session.outputs() }
+  // the two sides alternate (alternateRuns): a shared machine's slow spells (another tenant on
+  // the core, a lower clock) fall on both alike, not on whichever side happened to run during them
+  const timed = yield* attemptAsync(() =>
+    alternateRuns(() => void (outs = model.run(feeds)), typeof session === "string" ? undefined : session, o.runs),
+  ).pipe(Effect.ensuring(typeof session === "string" ? Effect.void : Effect.promise(session.release)))
+  const ours = median(timed.ours)
+  const theirs = typeof session === "string" ? session : { ms: median(timed.theirs), outputs: session.outputs() }
   const result: BenchResult = {
     model: o.model,
     target: kind,

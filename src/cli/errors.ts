@@ -85,6 +85,10 @@ export type CommandError = Error & { readonly _tag: string }
 export const isCommandError = (e: unknown): e is CommandError => e instanceof Error && COMMAND_ERROR_TAGS.has(tagOf(e) ?? "")
 
 /** Runs a throwing function: its typed errors become failures, anything else a defect. */
+/** `attempt` for a promise: a CommandError it rejects with fails the effect, anything else is a defect. */
+export const attemptAsync = <A>(f: () => Promise<A>): Effect.Effect<A, CommandError> =>
+  Effect.tryPromise({ try: f, catch: (e) => e }).pipe(Effect.catch((e) => (isCommandError(e) ? Effect.fail(e) : Effect.die(e))))
+
 export const attempt = <A>(f: () => A): Effect.Effect<A, CommandError> =>
   Effect.suspend(() => {
     try {

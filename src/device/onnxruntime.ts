@@ -101,8 +101,8 @@ export const runOrt = (ort: Ort, bytes: Uint8Array, feeds: ReadonlyMap<string, T
  * on 2 cores, MobileNetV2 alternated run by run took 18-35 ms (8.2 alone) and onnxruntime 11-15
  * (7-9 alone); in blocks after the pause, 8.4 and 7.8.
  */
-export const SETTLE_MS = 50
-export const BLOCK_RUNS = 5
+const SETTLE_MS = 50
+const BLOCK_RUNS = 5
 export const settle = (): Promise<void> => new Promise((resolve) => setTimeout(resolve, SETTLE_MS))
 
 /** An open session on fixed inputs: each `time()` is one timed run in ms (warmed up once when opened). */
@@ -134,3 +134,30 @@ export const openOrtSession = (ort: Ort, bytes: Uint8Array, feeds: ReadonlyMap<s
       }
     },
   }).pipe(Effect.catch((reason) => Effect.succeed(reason)))
+
+/**
+ * `runs` timed runs of `ours` (ms each) and, with an open session, as many of onnxruntime's,
+ * the two alternating in blocks of BLOCK_RUNS, each block after `settle` and one untimed run.
+ * Without a session, `runs` of ours back to back. What `ours` throws is thrown.
+ */
+export const alternateRuns = async (ours: () => void, session: OrtSession | undefined, runs: number): Promise<{ readonly ours: number[]; readonly theirs: number[] }> => {
+  const mine: number[] = []
+  const theirs: number[] = []
+  while (mine.length < runs) {
+    const n = session ? Math.min(BLOCK_RUNS, runs - mine.length) : runs
+    if (session) {
+      await settle()
+      ours()
+    }
+    for (let i = 0; i < n; i++) {
+      const t0 = performance.now()
+      ours()
+      mine.push(performance.now() - t0)
+    }
+    if (!session) continue
+    await settle()
+    await session.time()
+    for (let i = 0; i < n; i++) theirs.push(await session.time())
+  }
+  return { ours: mine, theirs }
+}

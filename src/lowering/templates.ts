@@ -24,6 +24,10 @@ export type Knob =
 
 export type Config = Readonly<Record<string, string | number | boolean>>
 
+/** A config's value of a knob: the knob's `absent` value where the config lacks it. */
+export const knobValue = (knob: Knob, config: Config): string | number | boolean | undefined =>
+  config[knob.name] ?? (knob.kind === "choice" ? knob.absent : undefined)
+
 export interface ScheduleTarget {
   /** fp32 lanes of the vector unit (16 AVX-512, 8 AVX2, 4 SIMD128, 1 scalar). */
   readonly vectorLanes: number

@@ -7,7 +7,7 @@
 import { collect, type Expr, type Var } from "../ast/te/expr.js"
 import { evalExpr } from "../ast/te/eval-expr.js"
 import type { PrimFunc, Stmt } from "../ast/tir/tir.js"
-import type { Config, Knob } from "../lowering/templates.js"
+import { knobValue, type Config, type Knob } from "../lowering/templates.js"
 
 const K_LOOPS = 6
 const K_ACCESS = 4
@@ -108,7 +108,7 @@ export const featuresOf = (f: PrimFunc, knobs: readonly Knob[] = [], config: Con
   visit(f.body)
   feats.push(main ? lg(work(main)) : 0, stores.length, allocs, lg(allocBytes))
   const value = (knob: Knob | undefined): number => {
-    const v = knob ? (config[knob.name] ?? (knob.kind === "choice" ? knob.absent : undefined)) : undefined
+    const v = knob ? knobValue(knob, config) : undefined
     return typeof v === "number" ? lg(v) : typeof v === "boolean" ? (v ? 1 : 0) : typeof v === "string" && knob ? (knob.candidates as readonly unknown[]).indexOf(v) : 0
   }
   for (const name of KNOWN_KNOBS) feats.push(value(knobs.find((k) => k.name === name)))

@@ -5,7 +5,7 @@ import type { ComputeTensor } from "../ast/te/tensor.js"
 import { printTE } from "../ast/te/tensor.js"
 import type * as S from "../ast/schedule/schedule.js"
 import type { Config, Knob, ScheduleTarget, Template } from "../lowering/templates.js"
-import { templateFor } from "../lowering/templates.js"
+import { knobValue, templateFor } from "../lowering/templates.js"
 
 export interface Task {
   /** A short stable id: hash of the workload. */
@@ -107,8 +107,7 @@ export const indexOfConfig = (knobs: readonly Knob[], c: Config): number | undef
   let idx = 0
   let mul = 1
   for (const k of knobs) {
-    const value = c[k.name] === undefined && k.kind === "choice" ? k.absent : c[k.name]
-    const i = k.candidates.indexOf(value as never)
+    const i = k.candidates.indexOf(knobValue(k, c) as never)
     if (i < 0) return undefined
     idx += i * mul
     mul *= k.candidates.length
