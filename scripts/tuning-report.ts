@@ -42,7 +42,7 @@ const { renderCurvesSvg, trialsToReach } = await import("../src/search/plot.js")
 const { bestRecords, RECORD_VERSION } = await import("../src/search/records.js")
 const { configKey, spaceSize } = await import("../src/search/task.js")
 const { gaTuner, randomTuner, xgbTuner } = await import("../src/search/tuners.js")
-const { measurerFor, tuneTask } = await import("../src/search/tune.js")
+const { DEFAULT_CONFIRM, measurerFor, tuneTask } = await import("../src/search/tune.js")
 const { transferRows } = await import("../src/search/transfer.js")
 type TransferRows = import("../src/search/transfer.js").TransferRows
 const { zooGraph } = await import("../src/zoo/index.js")
@@ -94,15 +94,23 @@ const makeTuner = async (name: (typeof TUNERS)[number], r: TaskRunner, seed: num
 
 const existing = fs.existsSync(LOG) ? (await run(readLog(LOG))).records : []
 /** One tuner on one task: records appended to the log (a rerun resumes from them). */
-const tune = async (r: TaskRunner, tunerName: (typeof TUNERS)[number], trials: number, transfer?: TransferRows) => {
+const tune = async (r: TaskRunner, tunerName: (typeof TUNERS)[number], trials: number, transfer?: TransferRows, confirm = false) => {
   const done = existing.filter((rec) => rec.workload === r.task.workload && rec.tuner === tunerName)
+  // the end-to-end tuning confirms as `tessera tune` does: its fastest configs and the default
+  // measured again side by side, in turns
+  const confirmation = {
+    top: DEFAULT_CONFIRM,
+    with: [r.task.template.defaults(r.task.knobs, TARGET)],
+    measure: measurerFor("c", r, { ...measureOptions, measure: { ...measureOptions.measure, repeats: 9, interleave: true }, chunk: DEFAULT_CONFIRM + 1, overlap: false }),
+  }
   return run(
     tuneTask(r.task, await makeTuner(tunerName, r, 1, transfer), r.lowerConfig, measurerFor("c", r, measureOptions), {
       trials,
       batch: BATCH,
       target: "c",
       now: () => new Date().toISOString(),
-      done,
+      done: confirm ? existing.filter((rec) => rec.workload === r.task.workload && (rec.tuner === tunerName || rec.confirm !== undefined)) : done,
+      ...(confirm ? { confirm: confirmation } : {}),
       onRecords: (rs) => Effect.orDie(appendRecords(LOG, rs)),
     }),
   )
@@ -209,7 +217,7 @@ if (!SKIP_E2E) {
       // xgb's model starts from the records of the network's other tasks (transfer learning)
       const sofar = fs.existsSync(LOG) ? (await run(readLog(LOG))).records : []
       const transfer = transferRows(r, runners[model], sofar, "c", featureCache)
-      const res = await tune(r, "xgb", Math.min(E2E_TRIALS, spaceSize(r.task.knobs)), transfer)
+      const res = await tune(r, "xgb", Math.min(E2E_TRIALS, spaceSize(r.task.knobs)), transfer, true)
       log(`${model} ${r.task.label}: default ${d?.toFixed(1)}, xgb ${res.trials} trials best ${(res.curve.at(-1) ?? 0).toFixed(1)} GFLOP/s (${((Date.now() - t0) / 1000).toFixed(0)} s)`)
     }
   }

@@ -111,6 +111,32 @@ describe.skipIf(!compilerAvailable())("c measurer (gcc, child process)", () => {
     for (const m of measured) expect(m.cost).toBeGreaterThan(0)
   }, 60_000)
 
+  it("interleaved, every candidate is checked first, then their repeats are taken in turns; a crash mid-round is its own", async () => {
+    // each kernel appends its name to a file on every call, then runs the good schedule; cand1
+    // crashes on its third call (its second timed repeat), after writing its name
+    const trace = path.join(tmp, "interleave.trace")
+    fs.writeFileSync(trace, "")
+    const traced: RenderC = (funcs) => {
+      const impl = emitC(funcs.map((f) => ({ ...f, name: `impl_${f.name}` }))).source
+      const wrappers = funcs.map((f) => {
+        const ps = f.params.map((_, k) => `float* p${k}`).join(", ")
+        const crash = f.name === "cand1" ? `if (++calls == 3) *(volatile float*)0 = 1;` : ""
+        return `void ${f.name}(${ps}) { static int calls; FILE* t = fopen(${JSON.stringify(trace)}, "a"); fputs("${f.name}\\n", t); fclose(t); ${crash} impl_${f.name}(${f.params.map((_, k) => `p${k}`).join(", ")}); }`
+      })
+      return `#include <stdio.h>\n${impl}\n${wrappers.join("\n")}\n`
+    }
+    const cands = [fine(0), fine(1), fine(2)]
+    const measured = await Effect.runPromise(measureC(cands, outputs, reference, traced, options({ repeats: 3, minRepeatMs: 0, interleave: true })))
+    expect(measured[1].error).toMatch(/crashed \(SIGSEGV\)/)
+    expect(measured[0].cost).toBeGreaterThan(0)
+    expect(measured[2].cost).toBeGreaterThan(0)
+    // runs of one name collapsed: the first child checks all three, then one round in turns until
+    // cand1 crashes; a fresh child checks and times the other two in turns
+    const calls = fs.readFileSync(trace, "utf8").trim().split("\n")
+    const runs = calls.filter((n, k) => k === 0 || calls[k - 1] !== n)
+    expect(runs).toEqual(["cand0", "cand1", "cand2", "cand0", "cand1", "cand2", "cand0", "cand1", "cand0", "cand2", "cand0", "cand2", "cand0", "cand2", "cand0", "cand2"])
+  }, 60_000)
+
   it("the child runs with OMP_NUM_THREADS set to the thread count", async () => {
     // a kernel that writes omp_get_max_threads() into the output: wrong for the reference, so its message shows it
     const spy: RenderC = (funcs) =>

@@ -20,7 +20,7 @@ import { hostTarget } from "../src/device/target.js"
 import { loadJsModule } from "../src/device/js.js"
 import { compileGraph, emitJs } from "../src/pipeline.js"
 import { tasksOfProgram } from "../src/search/extract.js"
-import { bestRecords, parseLog } from "../src/search/records.js"
+import { bestRecords, isTrial, parseLog } from "../src/search/records.js"
 import { configKey } from "../src/search/task.js"
 
 const ROOT = path.resolve(import.meta.dirname, "..")
@@ -63,34 +63,45 @@ describe("tessera tune", () => {
     expect(r.status).toBe(0)
     expect(r.stdout).toMatch(/best GFLOP\/s/)
     expect(r.stdout).toMatch(/Conv 3x3 → 1x2x10x10x4/)
+    expect(r.stdout).toMatch(/vs default/)
+    expect(r.stdout).toMatch(/\d\.\d\dx\s*$/m)
     const log = readRecords()
     expect(log.warnings).toEqual([])
-    expect(log.records.length).toBe(4)
-    for (const rec of log.records) {
+    const trials = log.records.filter(isTrial)
+    expect(trials.length).toBe(4)
+    for (const rec of trials) {
       expect(rec.target).toBe("js")
       expect(rec.tuner).toBe("random")
       expect(rec.error).toBeUndefined()
       expect(rec.costs[0]).toBeGreaterThan(0)
     }
+    // then the confirmation: the default (the first trial) and the three others, measured again
+    const round = log.records.filter((x) => !isTrial(x))
+    expect(round.map((x) => x.confirm)).toEqual([1, 1, 1, 1])
+    expect(new Set(round.map((x) => configKey(x.config)))).toEqual(new Set(trials.map((x) => configKey(x.config))))
+    expect(bestRecords(log.records, "js").get(trials[0].workload)!.confirm).toBe(1)
   }, 120_000)
 
   it("a second run resumes from the log: the trials already there count, no config is measured twice", () => {
     const r = tessera("tune", "conv.onnx", "--log", "tune.jsonl", "--trials", "9", ...FAST)
     expect(r.status).toBe(0)
-    expect(r.stderr).toMatch(/4 records already/)
+    expect(r.stderr).toMatch(/8 records already/)
     expect(r.stdout).toMatch(/\s9\s+4\s+0\s/) // trials 9, resumed 4, errors 0
-    const { records } = readRecords()
+    const records = readRecords().records.filter(isTrial)
     expect(records.length).toBe(9)
     expect(new Set(records.map((x) => configKey(x.config))).size).toBe(9)
+    // a second confirmation round
+    expect(readRecords().records.filter((x) => x.confirm === 2).length).toBe(4)
   }, 120_000)
 
   it("a corrupt line is skipped with a warning, the records around it still count", () => {
     fs.appendFileSync(path.join(tmp, "tune.jsonl"), '{"v":1,"task":"cut off mid-wri\n')
     const r = tessera("tune", "conv.onnx", "--log", "tune.jsonl", "--trials", "10", ...FAST)
     expect(r.status).toBe(0)
-    expect(r.stderr).toMatch(/tune\.jsonl: line 10: not JSON .*skipped/)
+    // (9 trials and two rounds of 4 before it)
+    expect(r.stderr).toMatch(/tune\.jsonl: line 18: not JSON .*skipped/)
     const log = readRecords()
-    expect(log.records.length).toBe(10)
+    expect(log.records.filter(isTrial).length).toBe(10)
     expect(log.warnings.length).toBe(1)
   }, 120_000)
 
@@ -126,7 +137,7 @@ describe("tessera tune", () => {
     expect(r.status).toBe(0)
     const log = parseLog(fs.readFileSync(path.join(tmp, "c.jsonl"), "utf8"))
     expect(log.warnings).toEqual([])
-    expect(log.records).toHaveLength(4)
+    expect(log.records.filter(isTrial)).toHaveLength(4)
     for (const rec of log.records) {
       expect(rec.target).toBe("c")
       expect(rec.workload).toContain(`c:lanes=${LANES}:cores=2`)

@@ -14,8 +14,8 @@ import { measureJs } from "../src/device/measure.js"
 import { CostModel, XGBoostCostModel } from "../src/search/cost-model.js"
 import { featuresOf } from "../src/search/features.js"
 import { bestRecords, parseLog, serializeRecord, type TuningRecord } from "../src/search/records.js"
-import { configAt, indexOfConfig, taskFromTE } from "../src/search/task.js"
-import type { Knob } from "../src/lowering/templates.js"
+import { configAt, configHash, indexOfConfig, taskFromTE } from "../src/search/task.js"
+import type { Config, Knob } from "../src/lowering/templates.js"
 import { gaTuner, gridTuner, randomTuner, xgbTuner, type Tuner } from "../src/search/tuners.js"
 import { tuneTask } from "../src/search/tune.js"
 
@@ -85,6 +85,65 @@ describe("auto-tuning (js target)", () => {
     // measured already: nothing more
     expect((await tuneWith(fresh.records, 3)).records).toEqual([])
   }, 120_000)
+
+  it("confirmation: the leaders and the default measured again side by side; the log applies its winner, not the luckiest trial", async () => {
+    const d = task.template.defaults(task.knobs, { vectorLanes: 4, cores: 1 })
+    const key = (cfg: Config) => configHash(cfg)
+    // a config's true time (deterministic, from its hash), and the luck of its one trial: every
+    // config but the default whose hash starts with 0-7 measured at a third of its time
+    const truth = (cfg: Config) => (key(cfg) === key(d) ? 1.2 : 1 + parseInt(key(cfg).slice(0, 4), 16) / 0x10000)
+    const lucky = (cfg: Config) => key(cfg) !== key(d) && parseInt(key(cfg)[0], 16) < 8
+    const fake = (luck: boolean) => (cands: readonly { config: Config; func: PrimFunc }[]) =>
+      Effect.succeed(cands.map((x) => ({ config: x.config, cost: truth(x.config) * (luck && lucky(x.config) ? 0.3 : 1) })))
+    const confirmed: Config[][] = []
+    const confirmMeasure = (cands: readonly { config: Config; func: PrimFunc }[]) => {
+      confirmed.push(cands.map((x) => x.config))
+      return fake(false)(cands)
+    }
+    const tuneWith = (done: readonly TuningRecord[], trials: number) =>
+      Effect.runPromise(
+        Effect.gen(function* () {
+          const records: TuningRecord[] = []
+          const result = yield* tuneTask(task, randomTuner(task, 11), lowerConfig, fake(true), {
+            trials,
+            batch: 4,
+            target: "js",
+            now: () => "t",
+            done,
+            first: [d],
+            confirm: { top: 3, measure: confirmMeasure },
+            onRecords: (rs) => Effect.sync(() => void records.push(...rs)),
+          })
+          return { result, records }
+        }),
+      )
+    const one = await tuneWith([], 12)
+    const trials = one.records.filter((r) => r.confirm === undefined)
+    expect(trials).toHaveLength(12)
+    // the default and the three fastest trials (by their lucky times), each once
+    const byTrial = [...trials].filter((r) => key(r.config) !== key(d)).sort((a, b) => a.costs[0] - b.costs[0])
+    expect(confirmed).toHaveLength(1)
+    expect(confirmed[0].map(key)).toEqual([d, ...byTrial.slice(0, 3).map((r) => r.config)].map(key))
+    const round = one.records.filter((r) => r.confirm !== undefined)
+    expect(round.map((r) => r.confirm)).toEqual([1, 1, 1, 1])
+    const winner = confirmed[0].reduce((a, b) => (truth(b) < truth(a) ? b : a))
+    expect(one.result.confirmed).toEqual({ config: winner, cost: truth(winner), defaultCost: 1.2 })
+    // the curve and the trial count are the trials' alone
+    expect(one.result.trials).toBe(12)
+    // the log applies the round's winner, though a lucky trial measured faster than it
+    const best = bestRecords(one.records, "js").get(task.workload)!
+    expect(best.config).toEqual(winner)
+    expect(Math.min(...trials.map((r) => r.costs[0]))).toBeLessThan(best.costs[0])
+    // resumed with nothing to measure: the round stands, nothing is written
+    expect((await tuneWith(one.records, 12)).records).toEqual([])
+    expect(confirmed).toHaveLength(1)
+    // more trials: a second round, which the log then applies
+    const two = await tuneWith(one.records, 16)
+    expect(two.records.filter((r) => r.confirm === undefined)).toHaveLength(4)
+    expect(two.records.filter((r) => r.confirm !== undefined).map((r) => r.confirm)).toEqual([2, 2, 2, 2])
+    const all = [...one.records, ...two.records]
+    expect(bestRecords(all, "js").get(task.workload)).toEqual(two.records.filter((r) => r.confirm === 2).reduce((a, b) => (b.costs[0] < a.costs[0] ? b : a)))
+  }, 60_000)
 
   it("xgb tuner: the cost model learns from measured features", async () => {
     const out = await Effect.runPromise(

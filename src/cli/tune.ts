@@ -22,11 +22,11 @@ import { makeXGBoostModel } from "../search/cost-model.js"
 import { tasksOfProgram, type TaskRunner } from "../search/extract.js"
 import { featuresOf } from "../search/features.js"
 import { curvesOfLog, renderCurvesSvg } from "../search/plot.js"
-import type { TuningRecord } from "../search/records.js"
+import { isTrial, type TuningRecord } from "../search/records.js"
 import { spaceSize } from "../search/task.js"
 import { gaTuner, gridTuner, randomTuner, xgbTuner, type Tuner } from "../search/tuners.js"
 import { transferRows, type TransferRows } from "../search/transfer.js"
-import { MEASURE_TARGETS, measurerFor, tuneTask, type MeasureTarget, type TuneResult } from "../search/tune.js"
+import { DEFAULT_CONFIRM, MEASURE_TARGETS, measurerFor, tuneTask, type MeasureTarget, type TuneResult } from "../search/tune.js"
 import { UsageError } from "./errors.js"
 import { TargetUnavailableError, targetMissing, targetSettings } from "./targets.js"
 
@@ -64,7 +64,15 @@ export interface TuneCommandOptions {
   readonly measure: MeasureOptions
   /** Draw progress bars on stderr (only where stderr is a terminal). */
   readonly progress: boolean
+  /**
+   * After a task's trials, its this-many fastest configs and its default measured again side by
+   * side (c: in turns, CONFIRM_REPEATS each), the fastest of them the record applied; 0: none.
+   */
+  readonly confirm?: number
 }
+
+/** Confirmations this many repeats per config at the least (3 times --repeats when that is more). */
+const CONFIRM_REPEATS = 9
 
 /** A fresh tuner of that kind for a task (xgb with its own XGBoost model, started from `transfer`'s rows). */
 export const makeTuner = Effect.fn("cli.makeTuner")(function* (name: TunerName, r: TaskRunner, seed: number, transfer?: TransferRows) {
@@ -90,17 +98,24 @@ const fmt = (x: number, digits = 3) => (Number.isFinite(x) ? x.toFixed(digits) :
 
 /** The final table: one row per task. */
 export const tuneTable = (rows: readonly { readonly runner: TaskRunner; readonly result: TuneResult; readonly resumed: number }[]): string => {
-  const header = ["task", "workload", "space", "trials", "resumed", "errors", "best ms", "best GFLOP/s"]
-  const body = rows.map(({ runner, result, resumed }) => [
-    runner.task.id,
-    runner.task.label,
-    String(spaceSize(runner.task.knobs)),
-    String(result.trials),
-    String(resumed),
-    String(result.errors),
-    result.best ? fmt(result.best.cost * 1e3) : "-",
-    result.best ? fmt(runner.task.flops / result.best.cost / 1e9) : "-",
-  ])
+  // a confirmed task shows its confirmation's winner (the record compile --tuned applies) and how
+  // much faster than the default it measured there
+  const header = ["task", "workload", "space", "trials", "resumed", "errors", "best ms", "best GFLOP/s", "vs default"]
+  const body = rows.map(({ runner, result, resumed }) => {
+    const best = result.confirmed ?? result.best
+    const speedup = result.confirmed?.defaultCost !== undefined ? `${fmt(result.confirmed.defaultCost / result.confirmed.cost, 2)}x` : "-"
+    return [
+      runner.task.id,
+      runner.task.label,
+      String(spaceSize(runner.task.knobs)),
+      String(result.trials),
+      String(resumed),
+      String(result.errors),
+      best ? fmt(best.cost * 1e3) : "-",
+      best ? fmt(runner.task.flops / best.cost / 1e9) : "-",
+      speedup,
+    ]
+  })
   const widths = header.map((h, k) => Math.max(h.length, ...body.map((r) => r[k].length)))
   const line = (cells: readonly string[]) => cells.map((c, k) => (k >= 2 ? c.padStart(widths[k]) : c.padEnd(widths[k]))).join("  ")
   return [line(header), line(widths.map((w) => "-".repeat(w))), ...body.map(line)].join("\n")
@@ -116,6 +131,7 @@ export const tuneCommand = Effect.fn("cli.tune")(function* (o: TuneCommandOption
   if (o.buildJobs !== undefined && o.buildJobs < 1) return yield* new UsageError({ flag: "--build-jobs", reason: `must be at least 1, got ${o.buildJobs}` })
   if (!Number.isInteger(o.threads) || o.threads < 1) return yield* new UsageError({ flag: "--threads", reason: `${o.threads} is not a thread count (1 or more)` })
   if (kind === "js" && o.threads !== 1) return yield* new UsageError({ flag: "--threads", reason: "the js target runs on one thread (use --target c for more)" })
+  if (o.confirm !== undefined && (!Number.isInteger(o.confirm) || o.confirm < 0)) return yield* new UsageError({ flag: "--confirm", reason: `must be 0 or more, got ${o.confirm}` })
   if (o.earlyStopping !== undefined && o.earlyStopping < 1) return yield* new UsageError({ flag: "--early-stopping", reason: `must be at least 1, got ${o.earlyStopping}` })
   const missing = targetMissing(kind)
   if (missing) return yield* new TargetUnavailableError({ target: kind, reason: missing })
@@ -189,7 +205,9 @@ const tuneRunners = Effect.fn("cli.tuneRunners")(function* (
   const featureCache = new Map<string, readonly number[]>()
   for (const [k, runner] of runners.entries()) {
     const { task } = runner
+    // (with its confirmation rounds, which are not trials)
     const done: TuningRecord[] = logged.filter((r) => r.workload === task.workload && r.target === kind)
+    const resumed = done.filter(isTrial).length
     const total = Math.min(o.trials, spaceSize(task.knobs))
     const bar = o.progress
       ? new cliProgress.SingleBar(
@@ -203,7 +221,7 @@ const tuneRunners = Effect.fn("cli.tuneRunners")(function* (
           cliProgress.Presets.shades_classic,
         )
       : undefined
-    bar?.start(total, Math.min(done.length, total), { best: "-" })
+    bar?.start(total, Math.min(resumed, total), { best: "-" })
     const transfer = o.tuner === "xgb" ? transferRows(runner, runners, records, kind, featureCache) : undefined
     const tuner = yield* makeTuner(o.tuner, runner, o.seed, transfer)
     const measure = measurerFor(kind, runner, {
@@ -215,6 +233,22 @@ const tuneRunners = Effect.fn("cli.tuneRunners")(function* (
       // the measuring threads take every core: gcc waits until a batch is measured
       overlap: o.threads < os.availableParallelism(),
     })
+    const confirms = o.confirm ?? DEFAULT_CONFIRM
+    const confirm =
+      confirms > 0
+        ? {
+            top: confirms,
+            // the few configs in one library, built before any is timed, their repeats in turns
+            measure: measurerFor(kind, runner, {
+              measure: { ...o.measure, repeats: Math.max(CONFIRM_REPEATS, 3 * o.measure.repeats), interleave: true },
+              threads: o.threads,
+              chunk: confirms + 1,
+              buildJobs: 1,
+              build: { ...defaultCBuildConfig(), cacheDir: buildDir ?? os.tmpdir() },
+              overlap: false,
+            }),
+          }
+        : undefined
     const result = yield* rethrowWrite(
       tuneTask(task, tuner, runner.lowerConfig, measure, {
         trials: o.trials,
@@ -224,6 +258,7 @@ const tuneRunners = Effect.fn("cli.tuneRunners")(function* (
         now: () => new Date().toISOString(),
         done,
         first: [task.template.defaults(task.knobs, target)],
+        ...(confirm ? { confirm } : {}),
         onProgress: (p) => bar?.update(Math.min(p.trials, total), { best: p.bestGflops.toFixed(3) }),
         onRecords: (rs) =>
           Effect.orDie(appendRecords(o.log, rs)).pipe(
@@ -234,9 +269,9 @@ const tuneRunners = Effect.fn("cli.tuneRunners")(function* (
     bar?.stop()
     if (!o.progress)
       yield* Console.error(
-        `tessera tune: [${k + 1}/${runners.length}] ${task.id} ${task.label}: ${result.trials} trials, best ${result.best ? fmt(task.flops / result.best.cost / 1e9) : "-"} GFLOP/s`,
+        `tessera tune: [${k + 1}/${runners.length}] ${task.id} ${task.label}: ${result.trials} trials, best ${result.best ? fmt(task.flops / result.best.cost / 1e9) : "-"} GFLOP/s${result.confirmed ? `, confirmed ${fmt(task.flops / result.confirmed.cost / 1e9)}${result.confirmed.defaultCost !== undefined ? ` (default ${fmt(task.flops / result.confirmed.defaultCost / 1e9)})` : ""}` : ""}`,
       )
-    rows.push({ runner, result, resumed: done.length })
+    rows.push({ runner, result, resumed })
   }
   return tuneTable(rows)
 })
@@ -285,6 +320,10 @@ export const tuneCommandLine = (reported: Reporter) =>
         Flag.withDefault(false),
         Flag.withDescription("c: time a candidate's calls back to back on warm caches (default: sweep L1 and L2 before each call, as a layer of a network finds them)"),
       ),
+      confirm: Flag.Int("confirm").pipe(
+        Flag.withDefault(DEFAULT_CONFIRM),
+        Flag.withDescription("after a task's trials, measure its N fastest configs and the default again side by side and apply the fastest of them (0: the fastest trial)"),
+      ),
       timeoutMs: Flag.Int("timeout-ms").pipe(Flag.withDefault(60_000), Flag.withDescription("time limit per batch (js) or per candidate (c); what runs past it is recorded as errors")),
       seed: Flag.Int("seed").pipe(Flag.withDefault(1), Flag.withDescription("seed of the search")),
       report: Flag.String("report").pipe(Flag.optional, Flag.withDescription("LOG: draw its tuning curves instead of tuning")),
@@ -321,6 +360,7 @@ export const tuneCommandLine = (reported: Reporter) =>
                   threads: c.threads,
                   seed: c.seed,
                   tasks: c.task,
+                  confirm: c.confirm,
                   measure: {
                     repeats: Math.max(1, c.repeats),
                     minRepeatMs: Math.max(0, c.minRepeatMs),

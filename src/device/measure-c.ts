@@ -45,7 +45,8 @@ export type RenderC = (funcs: readonly PrimFunc[]) => string
 // no orphan spinning in a hung kernel), loads the library, then per kernel says which one it
 // starts (and waits until the message is out, so a crash cannot lose it), runs it once on fresh
 // copies of the arrays (64-byte aligned, as the executor's), sends the outputs, times it (with
-// `flushBytes`, each call after sweeping the caches) and sends the median. All params are passed
+// `flushBytes`, each call after sweeping the caches) and sends the median; with `interleave` the
+// kernels' repeats are taken in turns after every kernel has been checked. All params are passed
 // as `void *` (the ABI of any pointer): the child needs no dtype table.
 const CHILD = `
 const koffi = require(process.env.TESSERA_KOFFI)
@@ -62,7 +63,7 @@ const aligned = (a) => {
   copy.set(a)
   return copy
 }
-process.once("message", async ({ so, names, nparams, arrays, outputIdx, repeats, minRepeatMs, flushBytes }) => {
+process.once("message", async ({ so, names, nparams, arrays, outputIdx, repeats, minRepeatMs, flushBytes, interleave }) => {
   // written before each timed call when flushBytes > 0: L1 and L2 hold none of the kernel's data
   const scratch = flushBytes > 0 ? new Float64Array(Math.ceil(flushBytes / 8)) : undefined
   let flushes = 0
@@ -70,6 +71,27 @@ process.once("message", async ({ so, names, nparams, arrays, outputIdx, repeats,
   try { lib = koffi.load(so) } catch (e) { await send({ fatal: String(e && e.message || e) }); process.exit(0) }
   const now = () => Number(process.hrtime.bigint()) / 1e6
   const types = Array(nparams).fill("void *")
+  // one repeat: ms per call, over at least minRepeatMs of calls
+  const repeat = (fn, args) => {
+    let n = 0
+    if (scratch) {
+      // each call timed alone after the caches were swept (at most 1000 calls a repeat)
+      let total = 0
+      do {
+        scratch.fill(++flushes)
+        const t0 = now()
+        fn(...args)
+        total += now() - t0
+        n++
+      } while (total < minRepeatMs && n < 1000)
+      return total / n
+    }
+    const t0 = now()
+    do { fn(...args); n++ } while (now() - t0 < minRepeatMs)
+    return (now() - t0) / n
+  }
+  const median = (times) => times.sort((a, b) => a - b)[Math.floor(times.length / 2)]
+  const ready = []
   for (const name of names) {
     await send({ start: name })
     let fn
@@ -77,29 +99,19 @@ process.once("message", async ({ so, names, nparams, arrays, outputIdx, repeats,
     const args = arrays.map(aligned)
     fn(...args)
     await send({ name, out: outputIdx.map((i) => args[i]) })
+    if (interleave) { ready.push({ name, fn, args, times: [] }); continue }
     const times = []
-    for (let r = 0; r < repeats; r++) {
-      let n = 0
-      if (scratch) {
-        // each call timed alone after the caches were swept (at most 1000 calls a repeat)
-        let total = 0
-        do {
-          scratch.fill(++flushes)
-          const t0 = now()
-          fn(...args)
-          total += now() - t0
-          n++
-        } while (total < minRepeatMs && n < 1000)
-        times.push(total / n)
-        continue
-      }
-      const t0 = now()
-      do { fn(...args); n++ } while (now() - t0 < minRepeatMs)
-      times.push((now() - t0) / n)
-    }
-    times.sort((a, b) => a - b)
-    await send({ name, ms: times[Math.floor(times.length / 2)] })
+    for (let r = 0; r < repeats; r++) times.push(repeat(fn, args))
+    await send({ name, ms: median(times) })
   }
+  // interleaved: one repeat of each kernel in turn, as many rounds as repeats (each announced, so the time
+  // limit and a crash's culprit stay per kernel)
+  for (let r = 0; r < repeats && ready.length; r++)
+    for (const k of ready) {
+      await send({ start: k.name })
+      k.times.push(repeat(k.fn, k.args))
+    }
+  for (const k of ready) await send({ name: k.name, ms: median(k.times) })
   await send({ done: true })
   process.exit(0)
 })
@@ -181,7 +193,7 @@ const runChild = (so: string, names: readonly string[], ref: ReferenceCase, opti
       const tail = lastLine(stderr)
       finish(tail ? `${why}: ${tail}` : why)
     })
-    child.send({ so, names, nparams: ref.arrays.length, arrays: ref.arrays, outputIdx: ref.outputIdx, repeats: options.repeats, minRepeatMs: options.minRepeatMs, flushBytes: options.flushBytes ?? 0 })
+    child.send({ so, names, nparams: ref.arrays.length, arrays: ref.arrays, outputIdx: ref.outputIdx, repeats: options.repeats, minRepeatMs: options.minRepeatMs, flushBytes: options.flushBytes ?? 0, interleave: options.interleave === true })
     return Effect.sync(() => {
       finished = true
       clearTimeout(timer)

@@ -32,6 +32,12 @@ export interface MeasureOptions {
    * enable_cpu_cache_flush, for the same reason: warm-cache timings favour tiles that lean on L1/L2).
    */
   readonly flushBytes?: number
+  /**
+   * c: the candidates' repeats taken in turns (one repeat of each, then the next round) rather
+   * than one candidate's repeats after another's, so a slow spell of the machine falls on all of
+   * them alike. For comparing a few candidates against each other (they must share one chunk).
+   */
+  readonly interleave?: boolean
   readonly timeoutMs: number
   readonly rtol: number
   readonly atol: number

@@ -2,7 +2,7 @@
 // (in the order they were written, so a resumed run continues its curve), drawn with vega-lite
 // (compiled to a vega spec, rendered to SVG headless: no canvas, no browser).
 import type { TopLevelSpec } from "vega-lite"
-import type { TuningRecord } from "./records.js"
+import { isTrial, type TuningRecord } from "./records.js"
 
 export interface Curve {
   /** The task id (its workload's hash). */
@@ -18,6 +18,8 @@ export interface Curve {
 export const curvesOfLog = (records: readonly TuningRecord[], labels: ReadonlyMap<string, string> = new Map()): Curve[] => {
   const curves = new Map<string, { task: string; tuner: string; best: number[] }>()
   for (const r of records) {
+    // a confirmation re-measures trials: not a trial of its own
+    if (!isTrial(r)) continue
     const tuner = r.tuner ?? "unknown"
     const key = `${r.task}\u0000${tuner}`
     let c = curves.get(key)

@@ -24,6 +24,11 @@ export const TuningRecordCodec = t.intersection([
     tuner: t.string,
     /** GFLOP/s of this candidate. */
     gflops: t.number,
+    /**
+     * Set on a confirmation: after a task's trials, its fastest configs and its default measured
+     * again together, in turns (the round's number for this workload, from 1). Not a trial.
+     */
+    confirm: t.number,
   }),
 ])
 
@@ -60,16 +65,28 @@ export const parseLog = (text: string): ParsedLog => {
   return { records, warnings }
 }
 
-/** The fastest successful record per workload (on this target). */
+/**
+ * The record to apply per workload (on this target): the fastest of its last confirmation round
+ * when it has one, else its fastest successful record. A trial's time is one candidate measured
+ * once among many, so the fastest of hundreds is partly the luckiest (at 2 threads on this machine
+ * a record 2.4x slower than the default in the network won that way); a confirmation measured the
+ * leaders and the default side by side.
+ */
 export const bestRecords = (records: readonly TuningRecord[], target: string): Map<string, TuningRecord> => {
   const best = new Map<string, TuningRecord>()
+  const round = new Map<string, number>()
   const cost = (r: TuningRecord) => (r.costs.length ? Math.min(...r.costs) : Infinity)
+  const ok = (r: TuningRecord) => r.target === target && !r.error && r.costs.length > 0
+  for (const r of records) if (ok(r) && r.confirm !== undefined) round.set(r.workload, Math.max(r.confirm, round.get(r.workload) ?? 0))
   for (const r of records) {
-    if (r.target !== target || r.error || r.costs.length === 0) continue
+    if (!ok(r) || r.confirm !== round.get(r.workload)) continue
     const prev = best.get(r.workload)
     if (!prev || cost(r) < cost(prev)) best.set(r.workload, r)
   }
   return best
 }
+
+/** Whether a record is a tuner's trial (not a confirmation's re-measurement). */
+export const isTrial = (r: TuningRecord): boolean => r.confirm === undefined
 
 export const recordConfig = (r: TuningRecord): Config => r.config

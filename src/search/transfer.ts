@@ -5,7 +5,7 @@
 // the model knows from the first batch what makes a schedule fast on this machine.
 import type { TaskRunner } from "./extract.js"
 import { featuresOf } from "./features.js"
-import type { TuningRecord } from "./records.js"
+import { isTrial, type TuningRecord } from "./records.js"
 import { configHash } from "./task.js"
 
 export interface TransferRows {
@@ -39,7 +39,7 @@ export const transferRows = (
   const ys: number[] = []
   for (const r of runners) {
     if (r.task.workload === task.task.workload) continue
-    const own = records.filter((x) => x.workload === r.task.workload && x.target === target)
+    const own = records.filter((x) => x.workload === r.task.workload && x.target === target && isTrial(x))
     const cost = (x: TuningRecord) => (x.costs.length && !x.error ? Math.min(...x.costs) : Infinity)
     const best = Math.min(...own.map(cost))
     if (!Number.isFinite(best)) continue

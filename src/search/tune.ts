@@ -12,7 +12,7 @@ import { emitC } from "../emit/c.js"
 import type { Config } from "../lowering/templates.js"
 import type { CostModelError } from "./cost-model.js"
 import type { TaskRunner } from "./extract.js"
-import { RECORD_VERSION, type TuningRecord } from "./records.js"
+import { isTrial, RECORD_VERSION, type TuningRecord } from "./records.js"
 import { configHash, type Task } from "./task.js"
 import type { MeasureResult, Tuner } from "./tuners.js"
 
@@ -79,6 +79,25 @@ export interface TuneOptions {
    * schedule it replaces (a few noisy trials of a large space otherwise can be).
    */
   readonly first?: readonly Config[]
+  /**
+   * After the trials, a confirmation: the `top` fastest configs measured (this run's and the log's)
+   * and the configs of `first` and `with` (the default) measured again by `measure` (all in one process, their repeats
+   * taken in turns), recorded with `confirm` set; `bestRecords` then applies the fastest of the
+   * last round. The fastest of many trials is partly the luckiest; measured side by side with the
+   * default, a config must beat it again. Skipped when nothing was measured since the last round
+   * or there are fewer than two configs to compare.
+   */
+  readonly confirm?: Confirm
+}
+
+/** Configs a confirmation re-measures beside the default (`tessera tune --confirm`'s default). */
+export const DEFAULT_CONFIRM = 3
+
+export interface Confirm {
+  readonly top: number
+  readonly measure: Measure
+  /** Configs measured in the confirmation beside the top ones (the first of them: the default). */
+  readonly with?: readonly Config[]
 }
 
 export interface TuneResult {
@@ -88,6 +107,8 @@ export interface TuneResult {
   readonly curve: readonly number[]
   readonly trials: number
   readonly errors: number
+  /** The confirmation's winner, and the default's time in it (when the default was measured). */
+  readonly confirmed?: { readonly config: Config; readonly cost: number; readonly defaultCost?: number }
 }
 
 export const tuneTask = <E>(
@@ -105,7 +126,9 @@ export const tuneTask = <E>(
     const gflops = (cost: number) => task.flops / cost / 1e9
     const learn = (rs: readonly MeasureResult[]) => tuner.update(rs)
     // a resumed log: what was measured counts, and the tuner learns it
-    const resumed = (options.done ?? []).filter((r) => r.workload === task.workload)
+    const logged = (options.done ?? []).filter((r) => r.workload === task.workload)
+    const resumed = logged.filter(isTrial)
+    const trialRecords: TuningRecord[] = [...resumed]
     if (resumed.length) {
       for (const r of resumed) {
         const cost = r.costs.length ? Math.min(...r.costs) : undefined
@@ -149,6 +172,7 @@ export const tuneTask = <E>(
         ...(m.cost ? { gflops: gflops(m.cost) } : {}),
       }))
       if (options.onRecords) yield* options.onRecords(records)
+      trialRecords.push(...records)
       for (const m of measured) {
         if (m.cost === undefined) errors++
         if (m.cost !== undefined && (!best || m.cost < best.cost)) {
@@ -161,5 +185,66 @@ export const tuneTask = <E>(
       yield* learn(measured.map((m) => ({ config: m.config, cost: m.cost })))
       if (options.earlyStopping && sinceBest >= options.earlyStopping) break
     }
-    return { task, ...(best ? { best } : {}), curve, trials: curve.length, errors }
+    const confirmed = options.confirm ? yield* confirmTask(task, lowerConfig, options, options.confirm, logged, trialRecords) : undefined
+    return { task, ...(best ? { best } : {}), curve, trials: curve.length, errors, ...(confirmed ? { confirmed } : {}) }
+  })
+
+/** The confirmation round of `tuneTask` (see `TuneOptions.confirm`). */
+const confirmTask = (
+  task: Task,
+  lowerConfig: (config: Config) => PrimFunc,
+  options: TuneOptions,
+  confirm: Confirm,
+  logged: readonly TuningRecord[],
+  trials: readonly TuningRecord[],
+): Effect.Effect<TuneResult["confirmed"]> =>
+  Effect.gen(function* () {
+    const rounds = logged.filter((r) => r.confirm !== undefined)
+    const last = Math.max(0, ...rounds.map((r) => r.confirm!))
+    // nothing measured since the last round: it stands
+    if (last > 0 && trials.length === logged.filter(isTrial).length) return undefined
+    const cost = (r: TuningRecord) => (r.error || r.costs.length === 0 ? Infinity : Math.min(...r.costs))
+    const seen = new Set<string>()
+    const picked: Config[] = []
+    const add = (c: Config) => {
+      const key = configHash(c)
+      if (seen.has(key)) return
+      seen.add(key)
+      picked.push(c)
+    }
+    for (const c of [...(options.first ?? []), ...(confirm.with ?? [])]) add(c)
+    const defaults = picked.length
+    for (const r of [...trials].filter((r) => cost(r) < Infinity).sort((a, b) => cost(a) - cost(b))) {
+      if (picked.length >= defaults + confirm.top) break
+      add(r.config)
+    }
+    if (picked.length < 2) return undefined
+    const candidates: { config: Config; func: PrimFunc }[] = []
+    for (const config of picked) {
+      try {
+        candidates.push({ config, func: lowerConfig(config) })
+      } catch {
+        // a config that lowered for its trial lowers again; one that no longer does is left out
+      }
+    }
+    const measured = yield* confirm.measure(candidates)
+    const round = last + 1
+    const records: TuningRecord[] = measured.map((m) => ({
+      v: RECORD_VERSION,
+      task: task.id,
+      workload: task.workload,
+      target: options.target,
+      config: m.config,
+      costs: m.cost === undefined ? [] : [m.cost],
+      timestamp: options.now(),
+      confirm: round,
+      ...(m.error ? { error: m.error } : {}),
+      ...(m.cost ? { gflops: task.flops / m.cost / 1e9 } : {}),
+    }))
+    if (options.onRecords) yield* options.onRecords(records)
+    const ok = measured.filter((m): m is Measured & { cost: number } => m.cost !== undefined)
+    if (ok.length === 0) return undefined
+    const win = ok.reduce((a, b) => (b.cost < a.cost ? b : a))
+    const def = defaults > 0 ? ok.find((m) => configHash(m.config) === configHash(picked[0])) : undefined
+    return { config: win.config, cost: win.cost, ...(def ? { defaultCost: def.cost } : {}) }
   })
