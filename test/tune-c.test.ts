@@ -6,14 +6,15 @@ import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import koffi from "koffi"
 import { afterAll, describe, expect, it } from "vitest"
 import { buildCompute } from "../src/ast/te/arbitrary.js"
 import { evaluateTE } from "../src/ast/te/evaluate.js"
 import { add, c, mul, read, v } from "../src/ast/te/expr.js"
 import type { Tensor } from "../src/ast/graph/tensor.js"
 import type { PrimFunc, Stmt } from "../src/ast/tir/tir.js"
-import { compilerAvailable, defaultCBuildConfig } from "../src/device/c.js"
-import { measureC, type CMeasureOptions, type RenderC } from "../src/device/measure-c.js"
+import { buildC, compilerAvailable, defaultCBuildConfig } from "../src/device/c.js"
+import { measureC, SWEEP_C, SWEEP_FN, type CMeasureOptions, type RenderC } from "../src/device/measure-c.js"
 import { appendRecords, readLog } from "../src/device/records-file.js"
 import { emitC } from "../src/emit/c.js"
 import type { Config } from "../src/lowering/templates.js"
@@ -95,6 +96,18 @@ describe.skipIf(!compilerAvailable())("c measurer (gcc, child process)", () => {
       // at least one sweep per repeat, each a few ms: the wall time shows them, the cost does not
       expect(m.cost! * 1000).toBeLessThan(wall / 6)
     }
+  }, 60_000)
+
+  it("the sweep runs on every OpenMP thread of the measuring process, each over a buffer of its own", async () => {
+    const so = await Effect.runPromise(buildC(SWEEP_C, { ...defaultCBuildConfig(), cacheDir: path.join(tmp, "build") }))
+    const sweep = koffi.load(so).func(SWEEP_FN, "int", ["long", "int"])
+    // this process's OpenMP team: OMP_NUM_THREADS, else a thread per core
+    const team = Number(process.env.OMP_NUM_THREADS ?? os.availableParallelism())
+    expect(sweep(1 << 20, 1)).toBe(team)
+    expect(sweep(1 << 20, 2)).toBe(team)
+    // and a 2-thread measurement with it: every candidate measured
+    const measured = await Effect.runPromise(measureC([fine(0), fine(1)], outputs, reference, render, options({ threads: 2, flushBytes: 1 << 20 })))
+    for (const m of measured) expect(m.cost).toBeGreaterThan(0)
   }, 60_000)
 
   it("without overlap every chunk is built before the first is measured; all are measured", async () => {

@@ -45,9 +45,36 @@ export type RenderC = (funcs: readonly PrimFunc[]) => string
 // no orphan spinning in a hung kernel), loads the library, then per kernel says which one it
 // starts (and waits until the message is out, so a crash cannot lose it), runs it once on fresh
 // copies of the arrays (64-byte aligned, as the executor's), sends the outputs, times it (with
-// `flushBytes`, each call after sweeping the caches) and sends the median; with `interleave` the
+// `flushBytes`, each call after every thread swept its caches: SWEEP_C) and sends the median; with `interleave` the
 // kernels' repeats are taken in turns after every kernel has been checked. All params are passed
 // as `void *` (the ABI of any pointer): the child needs no dtype table.
+/** The sweep's entry point in every measured library (not a kernel name: those are `cand<k>`). */
+export const SWEEP_FN = "tessera_measure_sweep"
+
+/**
+ * Appended to every measured library when `flushBytes` > 0: each OpenMP thread of the measuring
+ * process writes `bytes` of a buffer of its own, so the caches of every core that runs the kernel
+ * are swept, not the main thread's alone (at 2 threads a sweep by the main thread left the other
+ * core's L2 warm, and the tuner picked configs that won only there).
+ */
+export const SWEEP_C = `
+/* tessera: the measuring child's cache sweep, run by every OpenMP thread */
+#include <stdlib.h>
+/* returns how many threads swept (each its own buffer: a store to every 64-byte line) */
+int ${SWEEP_FN}(long bytes, int round) {
+  int swept = 0;
+  #pragma omp parallel reduction(+ : swept)
+  {
+    static __thread unsigned char* buf;
+    static __thread long size;
+    if (size < bytes) { free(buf); buf = malloc((size_t)bytes); size = buf ? bytes : 0; }
+    for (long i = 0; i < size; i += 64) buf[i] = (unsigned char)(round + i);
+    swept += size >= bytes;
+  }
+  return swept;
+}
+`
+
 const CHILD = `
 const koffi = require(process.env.TESSERA_KOFFI)
 if (process.platform === "linux") {
@@ -64,21 +91,23 @@ const aligned = (a) => {
   return copy
 }
 process.once("message", async ({ so, names, nparams, arrays, outputIdx, repeats, minRepeatMs, flushBytes, interleave }) => {
-  // written before each timed call when flushBytes > 0: L1 and L2 hold none of the kernel's data
-  const scratch = flushBytes > 0 ? new Float64Array(Math.ceil(flushBytes / 8)) : undefined
-  let flushes = 0
   let lib
   try { lib = koffi.load(so) } catch (e) { await send({ fatal: String(e && e.message || e) }); process.exit(0) }
+  // run before each timed call when flushBytes > 0, by every OpenMP thread: no core's L1 or L2
+  // holds the kernel's data
+  let sweep
+  try { sweep = flushBytes > 0 ? lib.func(${JSON.stringify(SWEEP_FN)}, "int", ["long", "int"]) : undefined } catch (e) { await send({ fatal: String(e && e.message || e) }); process.exit(0) }
+  let flushes = 0
   const now = () => Number(process.hrtime.bigint()) / 1e6
   const types = Array(nparams).fill("void *")
   // one repeat: ms per call, over at least minRepeatMs of calls
   const repeat = (fn, args) => {
     let n = 0
-    if (scratch) {
+    if (sweep) {
       // each call timed alone after the caches were swept (at most 1000 calls a repeat)
       let total = 0
       do {
-        scratch.fill(++flushes)
+        sweep(flushBytes, ++flushes)
         const t0 = now()
         fn(...args)
         total += now() - t0
@@ -297,7 +326,8 @@ export const measureC = (
     // every chunk builds in order, `buildJobs` at a time, while the ones built are measured in order
     const jobs = yield* Semaphore.make(Math.max(1, options.buildJobs))
     const builds: Fiber.Fiber<Built[]>[] = []
-    for (const ch of chunks) builds.push(yield* Effect.forkChild(Semaphore.withPermit(jobs)(buildChunk(ch, render, options.build))))
+    const rendered: RenderC = (options.flushBytes ?? 0) > 0 ? (fs) => `${render(fs)}\n${SWEEP_C}` : render
+    for (const ch of chunks) builds.push(yield* Effect.forkChild(Semaphore.withPermit(jobs)(buildChunk(ch, rendered, options.build))))
     // without overlap every chunk is built before the first is measured
     if (options.overlap === false) for (const build of builds) yield* Fiber.await(build)
     for (const build of builds) {

@@ -27,7 +27,8 @@ export interface MeasureOptions {
   readonly repeats: number
   readonly minRepeatMs: number
   /**
-   * c: bytes written before each timed call (0 or absent: calls back to back, caches warm). Twice
+   * c: bytes written before each timed call, by each of the measuring threads (0 or absent: calls
+   * back to back, caches warm). Twice
    * the L2 leaves a kernel's data in L3 at most, as a layer finds it in a network run (TVM's
    * enable_cpu_cache_flush, for the same reason: warm-cache timings favour tiles that lean on L1/L2).
    */
