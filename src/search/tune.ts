@@ -159,18 +159,7 @@ export const tuneTask = <E>(
         }
       }
       const measured = [...failed, ...(yield* measure(candidates))]
-      const records: TuningRecord[] = measured.map((m) => ({
-        v: RECORD_VERSION,
-        task: task.id,
-        workload: task.workload,
-        target: options.target,
-        config: m.config,
-        costs: m.cost === undefined ? [] : [m.cost],
-        timestamp: options.now(),
-        tuner: tuner.name,
-        ...(m.error ? { error: m.error } : {}),
-        ...(m.cost ? { gflops: gflops(m.cost) } : {}),
-      }))
+      const records = measured.map((m) => recordOf(task, options, m, { tuner: tuner.name }))
       if (options.onRecords) yield* options.onRecords(records)
       trialRecords.push(...records)
       for (const m of measured) {
@@ -188,6 +177,20 @@ export const tuneTask = <E>(
     const confirmed = options.confirm ? yield* confirmTask(task, lowerConfig, options, options.confirm, logged, trialRecords) : undefined
     return { task, ...(best ? { best } : {}), curve, trials: curve.length, errors, ...(confirmed ? { confirmed } : {}) }
   })
+
+/** A measurement's record (a trial's carries its tuner, a confirmation's its round). */
+const recordOf = (task: Task, options: TuneOptions, m: Measured, extra: Pick<TuningRecord, "tuner" | "confirm">): TuningRecord => ({
+  v: RECORD_VERSION,
+  task: task.id,
+  workload: task.workload,
+  target: options.target,
+  config: m.config,
+  costs: m.cost === undefined ? [] : [m.cost],
+  timestamp: options.now(),
+  ...extra,
+  ...(m.error ? { error: m.error } : {}),
+  ...(m.cost ? { gflops: task.flops / m.cost / 1e9 } : {}),
+})
 
 /** The confirmation round of `tuneTask` (see `TuneOptions.confirm`). */
 const confirmTask = (
@@ -229,18 +232,7 @@ const confirmTask = (
     }
     const measured = yield* confirm.measure(candidates)
     const round = last + 1
-    const records: TuningRecord[] = measured.map((m) => ({
-      v: RECORD_VERSION,
-      task: task.id,
-      workload: task.workload,
-      target: options.target,
-      config: m.config,
-      costs: m.cost === undefined ? [] : [m.cost],
-      timestamp: options.now(),
-      confirm: round,
-      ...(m.error ? { error: m.error } : {}),
-      ...(m.cost ? { gflops: task.flops / m.cost / 1e9 } : {}),
-    }))
+    const records = measured.map((m) => recordOf(task, options, m, { confirm: round }))
     if (options.onRecords) yield* options.onRecords(records)
     const ok = measured.filter((m): m is Measured & { cost: number } => m.cost !== undefined)
     if (ok.length === 0) return undefined
