@@ -108,8 +108,13 @@ describe("blocked layout", () => {
     // MobileNetV2: 144 -> 24 channels at 56×56 (projection), 24 -> 144 (expansion)
     expect(convTemplate.defaults(pointwise(144, 3, 56), { vectorLanes: 8, cores: 1 })).toMatchObject({ oc_order: "inner" })
     expect(convTemplate.defaults(pointwise(24, 18, 56), { vectorLanes: 8, cores: 1 })).toMatchObject({ oc_order: "outer" })
+    // AVX2: a 1x1 conv's tile is two rows of up to 7 columns (14 accumulators); a 7x7 image
+    // (no even row count) keeps one row, a 3x3 conv keeps one row
+    expect(convTemplate.defaults(pointwise(96, 72, 14), { vectorLanes: 8, cores: 1 })).toMatchObject({ tile_ow: 7, tile_oh: 2, tile_oc: 1 })
+    expect(convTemplate.defaults(pointwise(24, 18, 56), { vectorLanes: 8, cores: 1 })).toMatchObject({ tile_ow: 7, tile_oh: 2 })
+    expect(convTemplate.defaults(pointwise(960, 40, 7), { vectorLanes: 8, cores: 1 })).toMatchObject({ tile_ow: 7, tile_oh: 1 })
     const conv3 = [...pointwise(256, 16, 28), { kind: "choice", name: "unroll_kh", candidates: [false, true], extent: 3 }, { kind: "choice", name: "unroll_kw", candidates: [false, true], extent: 3 }] as const
-    expect(convTemplate.defaults(conv3, { vectorLanes: 8, cores: 1 })).toMatchObject({ oc_order: "outer" })
+    expect(convTemplate.defaults(conv3, { vectorLanes: 8, cores: 1 })).toMatchObject({ oc_order: "outer", tile_oh: 1 })
   })
 
   it("the js target gives the evaluator's answers", async () => {

@@ -258,7 +258,7 @@ const largest = (xs: readonly number[], max: number): number => [...xs].reverse(
  * candidates. AVX2's 16 vector registers under gcc: one channel block across 7–8 positions (7–8
  * accumulators, the weight vector loaded once per tap) ran at 82–84% of peak in a microkernel;
  * two or more blocks let gcc reload the weights per FMA (1.5 loads per FMA on two load ports:
- * 65–70%), and 14 accumulators spill (45–55%). Otherwise 16 accumulators of AVX-512's 32, 8 of
+ * 65–70%), and 14 accumulators spill (45–55%) in a 3×3 conv's tile (a 1×1 conv's fit: `defaults`). Otherwise 16 accumulators of AVX-512's 32, 8 of
  * SSE / SIMD128's 16, half the budget in positions. `budget` is undefined on AVX2.
  */
 const registerTile = (lanes: number, cols: readonly number[], blocks: readonly number[], blockCap = Infinity): { cols: number; blocks: number; budget?: number } => {
@@ -335,7 +335,17 @@ export const convTemplate: Template = {
     // fewer blocks than the budget allows (their weights would not stay in L2): wider columns
     if (tile.budget !== undefined && toc * tw < tile.budget / 2) tw = largest(cand("tile_ow"), Math.floor(tile.budget / toc))
     // a narrow image: rows fill the tile
-    const th = tw * toc < 4 ? largest(cand("tile_oh"), Math.floor(8 / (tw * toc))) : 1
+    let th = tw * toc < 4 ? largest(cand("tile_oh"), Math.floor(8 / (tw * toc))) : 1
+    // AVX2, a 1x1 conv: two rows of up to 7 columns, 14 accumulators beside the weight vector and
+    // one broadcast (all 16 registers; a 1x1 conv keeps nothing else live). Timed in a C loop on
+    // Zen 3 against one row of 7-8 columns, MobileNetV2's 14x14 and 28x28 1x1 convs ran 2-25%
+    // faster, its 56x56 ones -2 to +12%, ResNet-18's 1x1 stride-2 ones 2-3% (docs/tuning.md);
+    // the tuner's rounds had picked it on most of those tasks. 8 columns x 2 rows spill.
+    const pointwise = kernelTaps(knobs) === 1 && has("tile_ic")
+    if (lanes === 8 && pointwise && toc === 1 && cand("tile_oh").includes(2) && cand("tile_ow").some((c) => c >= 4 && c <= 7)) {
+      tw = largest(cand("tile_ow"), 7)
+      th = 2
+    }
     const cfg: Record<string, string | number | boolean> = { tile_ow: tw, tile_oh: th, tile_oc: toc }
     const depthwise = !has("tile_ic")
     if (!depthwise) cfg.tile_ic = largest(cand("tile_ic"), lanes)
