@@ -2,7 +2,8 @@
 // computes what the TE says (the auto-tuner may pick any of them).
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
-import { arbComputeCase, COMPUTE_FAMILIES } from "../../src/ast/te/arbitrary.js"
+import { arbComputeCase, blockedConvCase, COMPUTE_FAMILIES } from "../../src/ast/te/arbitrary.js"
+import { mapStmt } from "../../src/ast/tir/tir.js"
 import { evaluateTE } from "../../src/ast/te/evaluate.js"
 import { evaluatePrimFunc } from "../../src/ast/tir/evaluate.js"
 import { baseSchedule } from "../../src/lowering/lower-group.js"
@@ -26,6 +27,38 @@ describe("schedule templates", () => {
         assertAllClose(cc.outputs.map((o) => outs.get(o.name)!), evaluateTE(cc.outputs, cc.inputs), 1e-4, 1e-5)
       }),
       lawParams(80),
+    )
+  })
+
+  it("a conv whose input channels run in batches outside its tiles (ic_batch) evaluates equal to the TE, its register tiles promoted", () => {
+    // 64 input channels in batches of 32, 16 output channels, 4x4 (NCHW8c), a 3x3 conv with its
+    // bias and relu and a 1x1 one: any tile, order, unroll
+    const cases = [
+      blockedConvCase(5, { ib: 8, ob: 8, CB: 8, OB: 2, H: 4, W: 4, K: 3, stride: 1, epilogue: true }),
+      blockedConvCase(6, { ib: 8, ob: 8, CB: 8, OB: 2, H: 4, W: 4, K: 1, stride: 1, epilogue: false }),
+    ]
+    fc.assert(
+      fc.property(fc.constantFrom(...cases), fc.array(fc.nat(), { minLength: 12, maxLength: 12 }), (cc, picks) => {
+        const base = baseSchedule(cc.outputs)
+        const t = templateFor(base)
+        expect(t.name).toBe("conv2d_NCHWc")
+        const knobs = t.space(cc.outputs, base)
+        expect(knobs.find((k) => k.name === "ic_batch")?.candidates).toEqual([64, 32])
+        const config: Config = { ...Object.fromEntries(knobs.map((k, i) => [k.name, k.candidates[picks[i] % k.candidates.length]])), ic_batch: 32 }
+        const f = runTirPasses(lowerSync(t.apply(cc.outputs, base, config)), defaultTirPasses())
+        let promoted = false
+        mapStmt(f.body, (x) => {
+          if (x.kind === "allocate" && /\.tile\d+$/.test(x.buffer.name)) promoted = true
+          return undefined
+        })
+        void knobs
+        // (a tile of the whole image for one channel block is its buffer: nothing to promote)
+        const whole = Number(config.tile_ow) * Number(config.tile_oh) >= 16 && Number(config.tile_oc) === 1
+        expect(promoted).toBe(!whole)
+        const outs = evaluatePrimFunc(f, cc.inputs)
+        assertAllClose(cc.outputs.map((o) => outs.get(o.name)!), evaluateTE(cc.outputs, cc.inputs), 1e-4, 1e-5)
+      }),
+      lawParams(8),
     )
   })
 

@@ -11,6 +11,7 @@ import {
   flattenStorage,
   injectVirtualThread,
   loopPartition,
+  promoteAccumulators,
   rewriteStorage,
   runTirPasses,
   simplifyPass,
@@ -23,6 +24,7 @@ import { assertAllClose, lawParams } from "../support.js"
 const PASSES: readonly (readonly [string, readonly TirPass[]])[] = [
   ["simplify", [simplifyPass]],
   ["loop partition", [loopPartition]],
+  ["promote accumulators", [simplifyPass, promoteAccumulators]],
   ["vectorize", [vectorizeLoops(8)]],
   ["unroll", [unrollLoops(8)]],
   ["vthread (inject virtual thread)", [injectVirtualThread]],

@@ -288,6 +288,12 @@ const kernelTaps = (knobs: readonly Knob[]): number =>
   knobs.reduce((p, k) => (k.kind === "choice" && (k.name === "unroll_kh" || k.name === "unroll_kw") ? p * (k.extent ?? 1) : p), 1)
 
 /**
+ * Input-channel batches a conv's reduction may be split into outside its column tiles (`ic_batch`):
+ * divisors of the channels from 32 up to half of them, where a row holds more than one tile.
+ */
+const icBatches = (ic: number, ow: number): number[] => (ow < 4 ? [] : [32, 64, 96, 128, 192, 256].filter((b) => b < ic && ic % b === 0))
+
+/**
  * TVM's x86 conv2d_NCHWc schedule as a template. The output is tiled by `tile_ow` columns ×
  * `tile_oh` rows × `tile_oc` channel blocks × the vector lanes (register blocking: one accumulator
  * per tile point, the tile unrolled up to 32 of them); the leading loops are fused and parallel.
@@ -298,6 +304,8 @@ const kernelTaps = (knobs: readonly Knob[]): number =>
  * the inner loops read without bounds tests. `oc_order` puts the channel tiles outermost (a tile's
  * weights stay cached while it walks the image) or inside the image tiles (a tile of input pixels
  * stays cached while every channel tile reads it; the parallel loop is then over rows).
+ * `ic_batch` below the input channels splits the reduction outside the image's tiles: the
+ * channel tile's sums for the whole image stay in a local buffer across the batches (see apply).
  */
 export const convTemplate: Template = {
   name: "conv2d_NCHWc",
@@ -319,6 +327,7 @@ export const convTemplate: Template = {
       ...(kw > 1 ? [{ kind: "choice", name: "unroll_kw", candidates: [false, true], extent: kw } as const] : []),
       ...(padProducer(base, st) ? [{ kind: "choice", name: "pad_root", candidates: [true, false] } as const] : []),
       ...(ocb > 1 ? [{ kind: "choice", name: "oc_order", candidates: [...OC_ORDERS], absent: "outer" } as const] : []),
+      ...(icBatches(ic, ow).length ? [{ kind: "choice", name: "ic_batch", candidates: [ic, ...icBatches(ic, ow)], absent: ic } as const] : []),
     ]
   },
   defaults: (knobs, target) => {
@@ -366,6 +375,10 @@ export const convTemplate: Template = {
     // 0.62 -> 0.39 ms); expansions and ResNet-18's 3x3 convs ran slower in that order, so they
     // keep their channel tiles outermost
     if (has("oc_order")) cfg.oc_order = kernelTaps(knobs) === 1 && reduceVolume(knobs) > ocBlocks(knobs) * lanes ? "inner" : "outer"
+    // the whole reduction inside the register tile; batches outside the image's tiles are the
+    // tuner's to try (3-5% on the layers timed alone: docs/tuning.md)
+    const batch = knobs.find((k) => k.name === "ic_batch")
+    if (batch?.kind === "choice") cfg.ic_batch = batch.candidates[0]
     return cfg
   },
   apply: (_outputs, base, config) => {
@@ -389,25 +402,60 @@ export const convTemplate: Template = {
     const spc = S.split(sph.schedule, out, oc, { factor: toc })
     // channel tiles outermost (a tile's weights stay cached while it walks the image), or innermost
     // (a tile of input pixels stays cached while every channel tile reads it)
-    const ocInner = config.oc_order === "inner"
+    // ic_batch below the channels: the accumulators of the whole image for the tile's channel
+    // blocks (tile_oc of them: a filter set) stay in a local buffer while the input channels run
+    // in batches outside the image's tiles, as onnxruntime's NCHWc kernels accumulate across
+    // batches of 128. A batch's filters (ic_batch x 8 lanes per block) are then read from L1 by
+    // every tile of the image; the register tile is one channel block x tile_oh x tile_ow, its
+    // sums kept in registers within a batch by PromoteAccumulators. Channel tiles outermost.
+    const icBatch = Number(config.ic_batch ?? Infinity)
+    const lst = s.stages.get(local)!
+    const channels = lst.leaf.map((a) => lst.axes.get(a)!).find((ax) => ax.type === "reduce")?.extent ?? 0
+    const batched = icBatch < channels
+    const ocInner = config.oc_order === "inner" && !batched
     s = S.reorder(
       spc.schedule,
       out,
       ocInner ? [n, sph.outer, spw.outer, spc.outer, spc.inner, sph.inner, spw.inner, oi] : [n, spc.outer, sph.outer, spw.outer, spc.inner, sph.inner, spw.inner, oi],
     )
-    s = parallelOuter(s, out, ocInner ? [n, sph.outer, spw.outer] : [n, spc.outer, sph.outer])
+    s = parallelOuter(s, out, ocInner ? [n, sph.outer, spw.outer] : batched ? [n, spc.outer] : [n, spc.outer, sph.outer])
     if (vector) s = S.vectorize(s, out, oi)
-    s = S.computeAt(s, local, out, ocInner ? spc.outer : spw.outer)
+    // (batched: at the channel tile, the loop just outside the rows, which may be the parallel
+    // loop the channel tiles were fused into)
+    const tileAxis = () => {
+      const leaves = s.stages.get(out)!.leaf
+      return leaves[leaves.indexOf(sph.outer) - 1]
+    }
+    s = S.computeAt(s, local, out, batched ? tileAxis() : ocInner ? spc.outer : spw.outer)
     const ls = s.stages.get(local)!
-    const [ln, loc, loh, low, loi] = dataLeaves(ls)
+    const [ln, loc, loh0, low0, loi] = dataLeaves(ls)
     const [ric, rky, rkx] = ls.leaf.filter((a) => ls.axes.get(a)!.type === "reduce")
-    const spi = S.split(s, local, ric, { factor: Number(config.tile_ic ?? 1) })
-    s = spi.schedule
-    const red =
-      config.reduce_order === "kernel_ic" ? [rky, rkx, spi.outer, spi.inner]
-      : config.reduce_order === "ic_only" ? [spi.outer, spi.inner, rky, rkx]
-      : [spi.outer, rky, rkx, spi.inner]
-    s = S.reorder(s, local, [ln, ...red, loc, loh, low, loi])
+    let low = low0
+    let loh = loh0
+    if (batched) {
+      // the image: its tiles inside the batches, each batch's channels inside a tile
+      const spr = S.split(s, local, loh0, { factor: th })
+      const spl = S.split(spr.schedule, local, low0, { factor: tw })
+      const spb = S.split(spl.schedule, local, ric, { factor: icBatch })
+      // a batch's channels split by tile_ic as well (the input's channel block: its index then
+      // simplifies to the block and the lane, no division left in the loop)
+      const tic = Number(config.tile_ic ?? 1)
+      const spt = icBatch % tic === 0 && tic > 1 ? S.split(spb.schedule, local, spb.inner, { factor: tic }) : undefined
+      s = spt ? spt.schedule : spb.schedule
+      low = spl.inner
+      const chans = spt ? [spt.outer, spt.inner] : [spb.inner]
+      const inner = config.reduce_order === "ic_only" ? [...chans, rky, rkx] : [rky, rkx, ...chans]
+      loh = spr.inner
+      s = S.reorder(s, local, [ln, spb.outer, loc, spr.outer, spl.outer, ...inner.filter((a) => a !== undefined), loh, low, loi])
+    } else {
+      const spi = S.split(s, local, ric, { factor: Number(config.tile_ic ?? 1) })
+      s = spi.schedule
+      const red =
+        config.reduce_order === "kernel_ic" ? [rky, rkx, spi.outer, spi.inner]
+        : config.reduce_order === "ic_only" ? [spi.outer, spi.inner, rky, rkx]
+        : [spi.outer, rky, rkx, spi.inner]
+      s = S.reorder(s, local, [ln, ...red.filter((a) => a !== undefined), loc, loh, low, loi])
+    }
     if (vector) s = S.vectorize(s, local, loi)
     // the register tile: unrolled (innermost first, up to 32 vector accumulators, what the register
     // file can hold), so its accumulators stay in registers; larger tiles spill anyway, and
@@ -415,7 +463,7 @@ export const convTemplate: Template = {
     const MAX_UNROLLED = 32
     if (tw > 1 && tw <= MAX_UNROLLED) s = S.unroll(s, local, low)
     if (th > 1 && tw * th <= MAX_UNROLLED) s = S.unroll(s, local, loh)
-    if (toc > 1 && tw * th * toc <= MAX_UNROLLED) s = S.unroll(s, local, loc)
+    if (toc > 1 && tw * th * toc <= MAX_UNROLLED && !batched) s = S.unroll(s, local, loc)
     if (config.unroll_kh) s = S.unroll(s, local, rky)
     if (config.unroll_kw) s = S.unroll(s, local, rkx)
     return parallelize(s, { vectorize: vector, lanes: 16 }, out)

@@ -14,7 +14,7 @@ const K_ACCESS = 4
 /** The templates' knobs, a feature slot each (src/lowering/templates.ts). */
 const KNOWN_KNOBS = [
   "tile_ow", "tile_oh", "tile_oc", "tile_ic", "reduce_order", "unroll_kh", "unroll_kw", "pad_root",
-  "tile_inner", "tile_second", "vectorize", "unroll_tile", "fuse_epilogue",
+  "tile_inner", "tile_second", "vectorize", "unroll_tile", "fuse_epilogue", "oc_order", "ic_batch",
 ] as const
 const K_OTHER = 3
 export const FEATURE_COUNT = K_LOOPS * 5 + K_ACCESS * 3 + 4 + KNOWN_KNOBS.length + K_OTHER

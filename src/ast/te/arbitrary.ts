@@ -25,6 +25,56 @@ const inBounds = (idx: readonly Expr[], shape: readonly number[]): Expr =>
 
 export const COMPUTE_FAMILIES = ["elementwise", "matmul", "batch_matmul", "conv2d", "conv2d_nchwc", "depthwise", "pool", "softmax", "reduce"] as const
 
+/** A blocked (NCHW[ib]c → NCHW[ob]c) conv with padding, optionally with a bias + relu epilogue. */
+export interface BlockedConvShape {
+  readonly ib: number
+  readonly ob: number
+  readonly CB: number
+  readonly OB: number
+  readonly H: number
+  readonly W: number
+  readonly K: number
+  readonly stride: number
+  readonly epilogue: boolean
+}
+
+const blockedConv = (family: string, ph: (name: string, shape: number[]) => Placeholder, feeds: ReadonlyMap<string, Tensor>, o: BlockedConvShape): ComputeCase => {
+  const { ib, ob, CB, OB, H, W, K, stride } = o
+  const pad = K === 3 ? 1 : 0
+  const [OH, OW] = [Math.floor((H + 2 * pad - K) / stride) + 1, Math.floor((W + 2 * pad - K) / stride) + 1]
+  const X = ph("X", [1, CB, H, W, ib])
+  const Wt = ph("W", [OB, CB, K, K, ib, ob])
+  const padded = compute("pad", [1, CB, H + 2 * pad, W + 2 * pad, ib], (n, cb, y, x, ci) => {
+    const iy = sub(y, c(pad))
+    const ix = sub(x, c(pad))
+    return select(inBounds([iy, ix], [H, W]), at(X, n, cb, iy, ix, ci), f32(0))
+  })
+  const ic = reduceAxis(CB * ib, "ic")
+  const ry = reduceAxis(K, "ry")
+  const rx = reduceAxis(K, "rx")
+  const conv = compute("conv", [1, OB, OH, OW, ob], (n, oc, y, x, oi) => {
+    const [iy, ix] = [add(mul(y, c(stride)), ry.var), add(mul(x, c(stride)), rx.var)]
+    return sum(mul(at(padded, n, floordiv(ic.var, c(ib)), iy, ix, floormod(ic.var, c(ib))), at(Wt, oc, floordiv(ic.var, c(ib)), ry.var, rx.var, floormod(ic.var, c(ib)), oi)), [ic, ry, rx])
+  })
+  if (!o.epilogue) return { family, outputs: [conv], inputs: feeds }
+  // a fused epilogue: bias and relu
+  const B = ph("B", [OB * ob])
+  const out = compute("bias_relu", [1, OB, OH, OW, ob], (n, oc, y, x, oi) => max(add(at(conv, n, oc, y, x, oi), at(B, add(mul(oc, c(ob)), oi))), f32(0)))
+  return { family, outputs: [out], inputs: feeds }
+}
+
+/** A blocked conv of a given shape, its inputs seeded (for laws about wider convs than the families'). */
+export const blockedConvCase = (seed: number, o: BlockedConvShape): ComputeCase => {
+  const rng = prng(seed)
+  const feeds = new Map<string, Tensor>()
+  const ph = (name: string, shape: number[]) => {
+    const p = placeholder(name, shape, "float32")
+    feeds.set(name, data(rng, p, false))
+    return p
+  }
+  return blockedConv("conv2d_nchwc", ph, feeds, o)
+}
+
 export const buildCompute = (family: (typeof COMPUTE_FAMILIES)[number], seed: number): ComputeCase => {
   const rng = prng(seed)
   const feeds = new Map<string, Tensor>()
@@ -95,28 +145,8 @@ export const buildCompute = (family: (typeof COMPUTE_FAMILIES)[number], seed: nu
       const [CB, OB] = [rng.int(1, 2), rng.int(1, 3)]
       const [H, W] = [rng.int(3, 7), rng.int(3, 7)]
       const K = rng.pick([1, 3])
-      const pad = K === 3 ? 1 : 0
       const stride = rng.pick([1, 1, 2])
-      const [OH, OW] = [Math.floor((H + 2 * pad - K) / stride) + 1, Math.floor((W + 2 * pad - K) / stride) + 1]
-      const X = ph("X", [1, CB, H, W, ib])
-      const Wt = ph("W", [OB, CB, K, K, ib, ob])
-      const padded = compute("pad", [1, CB, H + 2 * pad, W + 2 * pad, ib], (n, cb, y, x, ci) => {
-        const iy = sub(y, c(pad))
-        const ix = sub(x, c(pad))
-        return select(inBounds([iy, ix], [H, W]), at(X, n, cb, iy, ix, ci), f32(0))
-      })
-      const ic = reduceAxis(CB * ib, "ic")
-      const ry = reduceAxis(K, "ry")
-      const rx = reduceAxis(K, "rx")
-      const conv = compute("conv", [1, OB, OH, OW, ob], (n, oc, y, x, oi) => {
-        const [iy, ix] = [add(mul(y, c(stride)), ry.var), add(mul(x, c(stride)), rx.var)]
-        return sum(mul(at(padded, n, floordiv(ic.var, c(ib)), iy, ix, floormod(ic.var, c(ib))), at(Wt, oc, floordiv(ic.var, c(ib)), ry.var, rx.var, floormod(ic.var, c(ib)), oi)), [ic, ry, rx])
-      })
-      if (rng.next() < 0.5) return { family, outputs: [conv], inputs: feeds }
-      // a fused epilogue: bias and relu
-      const B = ph("B", [OB * ob])
-      const out = compute("bias_relu", [1, OB, OH, OW, ob], (n, oc, y, x, oi) => max(add(at(conv, n, oc, y, x, oi), at(B, add(mul(oc, c(ob)), oi))), f32(0)))
-      return { family, outputs: [out], inputs: feeds }
+      return blockedConv(family, ph, feeds, { ib, ob, CB, OB, H, W, K, stride, epilogue: rng.next() >= 0.5 })
     }
     case "pool": {
       const [C, H, W] = [rng.int(1, 3), rng.int(2, 7), rng.int(2, 7)]
