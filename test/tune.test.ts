@@ -145,6 +145,25 @@ describe("auto-tuning (js target)", () => {
     expect(bestRecords(all, "js").get(task.workload)).toEqual(two.records.filter((r) => r.confirm === 2).reduce((a, b) => (b.costs[0] < a.costs[0] ? b : a)))
   }, 60_000)
 
+  it("a knob added later: the log's configs without it count as its absent value, never measured again", async () => {
+    const grid = async (t: typeof task, done: readonly TuningRecord[], trials: number) =>
+      Effect.runPromise(
+        Effect.gen(function* () {
+          const records: TuningRecord[] = []
+          yield* tuneTask(t, gridTuner(t), lowerConfig, measure, { trials, batch: 4, target: "js", now: () => "t", done, onRecords: (rs) => Effect.sync(() => void records.push(...rs)) })
+          return records
+        }),
+      )
+    const old = await grid(task, [], 4)
+    // the same task with a knob in front whose absent value is "a" (the grid tries a, then b, per config)
+    const later = { ...task, knobs: [{ kind: "choice", name: "extra", candidates: ["a", "b"], absent: "a" } as const, ...task.knobs] }
+    const more = await grid(later, old, 8)
+    expect(more).toHaveLength(4)
+    expect(more.map((r) => r.config.extra)).toEqual(["b", "b", "b", "b"])
+    const olds = new Set(old.map((r) => configHash({ ...r.config, extra: "b" })))
+    expect(more.every((r) => olds.has(configHash(r.config)))).toBe(true)
+  }, 60_000)
+
   it("xgb tuner: the cost model learns from measured features", async () => {
     const out = await Effect.runPromise(
       Effect.gen(function* () {

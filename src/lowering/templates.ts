@@ -28,6 +28,15 @@ export type Config = Readonly<Record<string, string | number | boolean>>
 export const knobValue = (knob: Knob, config: Config): string | number | boolean | undefined =>
   config[knob.name] ?? (knob.kind === "choice" ? knob.absent : undefined)
 
+/**
+ * `config` with the `absent` values of the knobs it lacks filled in: a config from before a knob
+ * was added and the same config with the knob's absent value are one schedule (one hash).
+ */
+export const completeConfig = (knobs: readonly Knob[], config: Config): Config => {
+  const missing = knobs.filter((k) => k.kind === "choice" && k.absent !== undefined && config[k.name] === undefined)
+  return missing.length ? { ...config, ...Object.fromEntries(missing.map((k) => [k.name, (k as { absent: string | number | boolean }).absent])) } : config
+}
+
 export interface ScheduleTarget {
   /** fp32 lanes of the vector unit (16 AVX-512, 8 AVX2, 4 SIMD128, 1 scalar). */
   readonly vectorLanes: number

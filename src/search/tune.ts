@@ -9,7 +9,7 @@ import type { CBuildConfig } from "../device/c.js"
 import { measureJs, type MeasureOptions } from "../device/measure.js"
 import { measureC } from "../device/measure-c.js"
 import { emitC } from "../emit/c.js"
-import type { Config } from "../lowering/templates.js"
+import { completeConfig, type Config } from "../lowering/templates.js"
 import type { CostModelError } from "./cost-model.js"
 import type { TaskRunner } from "./extract.js"
 import { isTrial, RECORD_VERSION, type TuningRecord } from "./records.js"
@@ -138,13 +138,16 @@ export const tuneTask = <E>(
       }
       yield* learn(resumed.map((r) => ({ config: r.config, cost: r.costs.length ? Math.min(...r.costs) : undefined })))
     }
-    const doneKeys = new Set(resumed.map((r) => configHash(r.config)))
-    let first = (options.first ?? []).filter((c, k, all) => !doneKeys.has(configHash(c)) && all.findIndex((d) => configHash(d) === configHash(c)) === k)
+    // (keys of complete configs: a record from before a knob was added is the same schedule as
+    // the config with that knob's absent value)
+    const key = (c: Config) => configHash(completeConfig(task.knobs, c))
+    const doneKeys = new Set(resumed.map((r) => key(r.config)))
+    let first = (options.first ?? []).filter((c, k, all) => !doneKeys.has(key(c)) && all.findIndex((d) => key(d) === key(c)) === k)
     while (first.length > 0 || (curve.length < options.trials && tuner.hasNext())) {
       const want = Math.max(1, Math.min(options.batch, options.trials - curve.length))
-      const configs = first.length > 0 ? first : (yield* tuner.next(want)).filter((c) => !doneKeys.has(configHash(c)))
+      const configs = first.length > 0 ? first : (yield* tuner.next(want)).filter((c) => !doneKeys.has(key(c)))
       first = []
-      for (const c of configs) doneKeys.add(configHash(c))
+      for (const c of configs) doneKeys.add(key(c))
       if (configs.length === 0) {
         if (!tuner.hasNext()) break
         continue
@@ -210,7 +213,7 @@ const confirmTask = (
     const seen = new Set<string>()
     const picked: Config[] = []
     const add = (c: Config) => {
-      const key = configHash(c)
+      const key = configHash(completeConfig(task.knobs, c))
       if (seen.has(key)) return
       seen.add(key)
       picked.push(c)
@@ -237,6 +240,7 @@ const confirmTask = (
     const ok = measured.filter((m): m is Measured & { cost: number } => m.cost !== undefined)
     if (ok.length === 0) return undefined
     const win = ok.reduce((a, b) => (b.cost < a.cost ? b : a))
-    const def = defaults > 0 ? ok.find((m) => configHash(m.config) === configHash(picked[0])) : undefined
+    const same = (a: Config, b: Config) => configHash(completeConfig(task.knobs, a)) === configHash(completeConfig(task.knobs, b))
+    const def = defaults > 0 ? ok.find((m) => same(m.config, picked[0])) : undefined
     return { config: win.config, cost: win.cost, ...(def ? { defaultCost: def.cost } : {}) }
   })
