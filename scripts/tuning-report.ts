@@ -42,7 +42,7 @@ const { renderCurvesSvg, trialsToReach } = await import("../src/search/plot.js")
 const { bestRecords, RECORD_VERSION } = await import("../src/search/records.js")
 const { configKey, spaceSize } = await import("../src/search/task.js")
 const { gaTuner, randomTuner, xgbTuner } = await import("../src/search/tuners.js")
-const { DEFAULT_CONFIRM, measurerFor, tuneTask } = await import("../src/search/tune.js")
+const { confirmMeasurerOptions, DEFAULT_CONFIRM, measurerFor, tuneTask } = await import("../src/search/tune.js")
 const { transferRows } = await import("../src/search/transfer.js")
 type TransferRows = import("../src/search/transfer.js").TransferRows
 const { zooGraph } = await import("../src/zoo/index.js")
@@ -101,7 +101,7 @@ const tune = async (r: TaskRunner, tunerName: (typeof TUNERS)[number], trials: n
   const confirmation = {
     top: DEFAULT_CONFIRM,
     with: [r.task.template.defaults(r.task.knobs, TARGET)],
-    measure: measurerFor("c", r, { ...measureOptions, measure: { ...measureOptions.measure, repeats: 9, interleave: true }, chunk: DEFAULT_CONFIRM + 1, overlap: false }),
+    measure: measurerFor("c", r, confirmMeasurerOptions(measureOptions, DEFAULT_CONFIRM)),
   }
   return run(
     tuneTask(r.task, await makeTuner(tunerName, r, 1, transfer), r.lowerConfig, measurerFor("c", r, measureOptions), {

@@ -26,7 +26,7 @@ import { isTrial, type TuningRecord } from "../search/records.js"
 import { spaceSize } from "../search/task.js"
 import { gaTuner, gridTuner, randomTuner, xgbTuner, type Tuner } from "../search/tuners.js"
 import { transferRows, type TransferRows } from "../search/transfer.js"
-import { DEFAULT_CONFIRM, MEASURE_TARGETS, measurerFor, tuneTask, type MeasureTarget, type TuneResult } from "../search/tune.js"
+import { confirmMeasurerOptions, DEFAULT_CONFIRM, MEASURE_TARGETS, measurerFor, tuneTask, type MeasureTarget, type TuneResult } from "../search/tune.js"
 import { UsageError } from "./errors.js"
 import { TargetUnavailableError, targetMissing, targetSettings } from "./targets.js"
 
@@ -66,13 +66,10 @@ export interface TuneCommandOptions {
   readonly progress: boolean
   /**
    * After a task's trials, its this-many fastest configs and its default measured again side by
-   * side (c: in turns, CONFIRM_REPEATS each), the fastest of them the record applied; 0: none.
+   * side (c: in turns; `confirmMeasurerOptions`), the fastest of them the record applied; 0: none.
    */
   readonly confirm?: number
 }
-
-/** Confirmations this many repeats per config at the least (3 times --repeats when that is more). */
-const CONFIRM_REPEATS = 9
 
 /** A fresh tuner of that kind for a task (xgb with its own XGBoost model, started from `transfer`'s rows). */
 export const makeTuner = Effect.fn("cli.makeTuner")(function* (name: TunerName, r: TaskRunner, seed: number, transfer?: TransferRows) {
@@ -224,7 +221,7 @@ const tuneRunners = Effect.fn("cli.tuneRunners")(function* (
     bar?.start(total, Math.min(resumed, total), { best: "-" })
     const transfer = o.tuner === "xgb" ? transferRows(runner, runners, records, kind, featureCache) : undefined
     const tuner = yield* makeTuner(o.tuner, runner, o.seed, transfer)
-    const measure = measurerFor(kind, runner, {
+    const measuring = {
       measure: o.measure,
       threads: o.threads,
       chunk: o.chunk ?? DEFAULT_CHUNK,
@@ -232,23 +229,10 @@ const tuneRunners = Effect.fn("cli.tuneRunners")(function* (
       build: { ...defaultCBuildConfig(), cacheDir: buildDir ?? os.tmpdir() },
       // the measuring threads take every core: gcc waits until a batch is measured
       overlap: o.threads < os.availableParallelism(),
-    })
+    }
+    const measure = measurerFor(kind, runner, measuring)
     const confirms = o.confirm ?? DEFAULT_CONFIRM
-    const confirm =
-      confirms > 0
-        ? {
-            top: confirms,
-            // the few configs in one library, built before any is timed, their repeats in turns
-            measure: measurerFor(kind, runner, {
-              measure: { ...o.measure, repeats: Math.max(CONFIRM_REPEATS, 3 * o.measure.repeats), interleave: true },
-              threads: o.threads,
-              chunk: confirms + 1,
-              buildJobs: 1,
-              build: { ...defaultCBuildConfig(), cacheDir: buildDir ?? os.tmpdir() },
-              overlap: false,
-            }),
-          }
-        : undefined
+    const confirm = confirms > 0 ? { top: confirms, measure: measurerFor(kind, runner, confirmMeasurerOptions(measuring, confirms)) } : undefined
     const result = yield* rethrowWrite(
       tuneTask(task, tuner, runner.lowerConfig, measure, {
         trials: o.trials,

@@ -41,13 +41,6 @@ export const defaultCMeasureOptions = (): CMeasureOptions => ({ ...defaultMeasur
 /** C source defining every function given (each under its `name`, params in order, pointer args). */
 export type RenderC = (funcs: readonly PrimFunc[]) => string
 
-// The child: first asks Linux to SIGKILL it when its parent dies (a tuner killed mid-run leaves
-// no orphan spinning in a hung kernel), loads the library, then per kernel says which one it
-// starts (and waits until the message is out, so a crash cannot lose it), runs it once on fresh
-// copies of the arrays (64-byte aligned, as the executor's), sends the outputs, times it (with
-// `flushBytes`, each call after every thread swept its caches: SWEEP_C) and sends the median; with `interleave` the
-// kernels' repeats are taken in turns after every kernel has been checked. All params are passed
-// as `void *` (the ABI of any pointer): the child needs no dtype table.
 /** The sweep's entry point in every measured library (not a kernel name: those are `cand<k>`). */
 export const SWEEP_FN = "tessera_measure_sweep"
 
@@ -75,6 +68,13 @@ int ${SWEEP_FN}(long bytes, int round) {
 }
 `
 
+// The child: first asks Linux to SIGKILL it when its parent dies (a tuner killed mid-run leaves
+// no orphan spinning in a hung kernel), loads the library, then per kernel says which one it
+// starts (and waits until the message is out, so a crash cannot lose it), runs it once on fresh
+// copies of the arrays (64-byte aligned, as the executor's), sends the outputs, times it (with
+// `flushBytes`, each call after every thread swept its caches: SWEEP_C) and sends the median;
+// with `interleave` the kernels' repeats are taken in turns after every kernel has been checked.
+// All params are passed as `void *` (the ABI of any pointer): the child needs no dtype table.
 const CHILD = `
 const koffi = require(process.env.TESSERA_KOFFI)
 if (process.platform === "linux") {
@@ -133,8 +133,8 @@ process.once("message", async ({ so, names, nparams, arrays, outputIdx, repeats,
     for (let r = 0; r < repeats; r++) times.push(repeat(fn, args))
     await send({ name, ms: median(times) })
   }
-  // interleaved: one repeat of each kernel in turn, as many rounds as repeats (each announced, so the time
-  // limit and a crash's culprit stay per kernel)
+  // interleaved: one repeat of each kernel in turn, as many rounds as repeats (each announced,
+  // so the time limit and a crash's culprit stay per kernel)
   for (let r = 0; r < repeats && ready.length; r++)
     for (const k of ready) {
       await send({ start: k.name })

@@ -267,8 +267,9 @@ const largest = (xs: readonly number[], max: number): number => [...xs].reverse(
  * candidates. AVX2's 16 vector registers under gcc: one channel block across 7–8 positions (7–8
  * accumulators, the weight vector loaded once per tap) ran at 82–84% of peak in a microkernel;
  * two or more blocks let gcc reload the weights per FMA (1.5 loads per FMA on two load ports:
- * 65–70%), and 14 accumulators spill (45–55%) in a 3×3 conv's tile (a 1×1 conv's fit: `defaults`). Otherwise 16 accumulators of AVX-512's 32, 8 of
- * SSE / SIMD128's 16, half the budget in positions. `budget` is undefined on AVX2.
+ * 65–70%), and 14 accumulators spill (45–55%) in a 3×3 conv's tile (a 1×1 conv's fit: see
+ * `defaults`). Otherwise 16 accumulators of AVX-512's 32, 8 of SSE / SIMD128's 16, half the
+ * budget in positions. `budget` is undefined on AVX2.
  */
 const registerTile = (lanes: number, cols: readonly number[], blocks: readonly number[], blockCap = Infinity): { cols: number; blocks: number; budget?: number } => {
   if (lanes === 8) return { cols: largest(cols, 8), blocks: 1 }
@@ -385,7 +386,7 @@ export const convTemplate: Template = {
     // keep their channel tiles outermost
     if (has("oc_order")) cfg.oc_order = kernelTaps(knobs) === 1 && reduceVolume(knobs) > ocBlocks(knobs) * lanes ? "inner" : "outer"
     // the whole reduction inside the register tile; batches outside the image's tiles are the
-    // tuner's to try (3-5% on the layers timed alone: docs/tuning.md)
+    // tuner's to try (2-5% on the layers timed alone: docs/tuning.md)
     const batch = knobs.find((k) => k.name === "ic_batch")
     if (batch?.kind === "choice") cfg.ic_batch = batch.candidates[0]
     return cfg
@@ -410,7 +411,8 @@ export const convTemplate: Template = {
     const sph = S.split(spw.schedule, out, oh, { factor: th })
     const spc = S.split(sph.schedule, out, oc, { factor: toc })
     // channel tiles outermost (a tile's weights stay cached while it walks the image), or innermost
-    // (a tile of input pixels stays cached while every channel tile reads it)
+    // (a tile of input pixels stays cached while every channel tile reads it).
+    //
     // ic_batch below the channels: the accumulators of the whole image for the tile's channel
     // blocks (tile_oc of them: a filter set) stay in a local buffer while the input channels run
     // in batches outside the image's tiles, as onnxruntime's NCHWc kernels accumulate across

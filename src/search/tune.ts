@@ -81,9 +81,9 @@ export interface TuneOptions {
   readonly first?: readonly Config[]
   /**
    * After the trials, a confirmation: the `top` fastest configs measured (this run's and the log's)
-   * and the configs of `first` and `with` (the default) measured again by `measure` (all in one process, their repeats
-   * taken in turns), recorded with `confirm` set; `bestRecords` then applies the fastest of the
-   * last round. The fastest of many trials is partly the luckiest; measured side by side with the
+   * and the configs of `first` and `with` (the default) measured again by `measure` (all in one
+   * process, their repeats taken in turns), recorded with `confirm` set; `bestRecords` then
+   * applies the fastest of the last round. The fastest of many trials is partly the luckiest; measured side by side with the
    * default, a config must beat it again. Skipped when nothing was measured since the last round
    * or there are fewer than two configs to compare.
    */
@@ -92,6 +92,21 @@ export interface TuneOptions {
 
 /** Configs a confirmation re-measures beside the default (`tessera tune --confirm`'s default). */
 export const DEFAULT_CONFIRM = 3
+
+/** Repeats per config in a confirmation, at the least (3 times the trials' repeats when more). */
+const CONFIRM_REPEATS = 9
+
+/**
+ * How a confirmation of `top` configs and the default is measured, from the trials' options: the
+ * configs in one library, built before any is timed, their repeats in turns, CONFIRM_REPEATS each.
+ */
+export const confirmMeasurerOptions = (o: MeasurerOptions, top: number): MeasurerOptions => ({
+  ...o,
+  measure: { ...o.measure, repeats: Math.max(CONFIRM_REPEATS, 3 * o.measure.repeats), interleave: true },
+  chunk: top + 1,
+  buildJobs: 1,
+  overlap: false,
+})
 
 export interface Confirm {
   readonly top: number
@@ -138,9 +153,7 @@ export const tuneTask = <E>(
       }
       yield* learn(resumed.map((r) => ({ config: r.config, cost: r.costs.length ? Math.min(...r.costs) : undefined })))
     }
-    // (keys of complete configs: a record from before a knob was added is the same schedule as
-    // the config with that knob's absent value)
-    const key = (c: Config) => configHash(completeConfig(task.knobs, c))
+    const key = (c: Config) => scheduleKey(task, c)
     const doneKeys = new Set(resumed.map((r) => key(r.config)))
     let first = (options.first ?? []).filter((c, k, all) => !doneKeys.has(key(c)) && all.findIndex((d) => key(d) === key(c)) === k)
     while (first.length > 0 || (curve.length < options.trials && tuner.hasNext())) {
@@ -181,6 +194,12 @@ export const tuneTask = <E>(
     return { task, ...(best ? { best } : {}), curve, trials: curve.length, errors, ...(confirmed ? { confirmed } : {}) }
   })
 
+/**
+ * A config's key as a schedule of `task`: the hash of the complete config (a record from before a
+ * knob was added is the same schedule as the config with that knob's absent value).
+ */
+const scheduleKey = (task: Task, c: Config): string => configHash(completeConfig(task.knobs, c))
+
 /** A measurement's record (a trial's carries its tuner, a confirmation's its round). */
 const recordOf = (task: Task, options: TuneOptions, m: Measured, extra: Pick<TuningRecord, "tuner" | "confirm">): TuningRecord => ({
   v: RECORD_VERSION,
@@ -213,7 +232,7 @@ const confirmTask = (
     const seen = new Set<string>()
     const picked: Config[] = []
     const add = (c: Config) => {
-      const key = configHash(completeConfig(task.knobs, c))
+      const key = scheduleKey(task, c)
       if (seen.has(key)) return
       seen.add(key)
       picked.push(c)
@@ -240,7 +259,6 @@ const confirmTask = (
     const ok = measured.filter((m): m is Measured & { cost: number } => m.cost !== undefined)
     if (ok.length === 0) return undefined
     const win = ok.reduce((a, b) => (b.cost < a.cost ? b : a))
-    const same = (a: Config, b: Config) => configHash(completeConfig(task.knobs, a)) === configHash(completeConfig(task.knobs, b))
-    const def = defaults > 0 ? ok.find((m) => same(m.config, picked[0])) : undefined
+    const def = defaults > 0 ? ok.find((m) => scheduleKey(task, m.config) === scheduleKey(task, picked[0])) : undefined
     return { config: win.config, cost: win.cost, ...(def ? { defaultCost: def.cost } : {}) }
   })

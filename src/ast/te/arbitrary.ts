@@ -63,26 +63,26 @@ const blockedConv = (family: string, ph: (name: string, shape: number[]) => Plac
   return { family, outputs: [out], inputs: feeds }
 }
 
-/** A blocked conv of a given shape, its inputs seeded (for laws about wider convs than the families'). */
-export const blockedConvCase = (seed: number, o: BlockedConvShape): ComputeCase => {
-  const rng = prng(seed)
-  const feeds = new Map<string, Tensor>()
-  const ph = (name: string, shape: number[]) => {
-    const p = placeholder(name, shape, "float32")
-    feeds.set(name, data(rng, p, false))
-    return p
-  }
-  return blockedConv("conv2d_nchwc", ph, feeds, o)
-}
-
-export const buildCompute = (family: (typeof COMPUTE_FAMILIES)[number], seed: number): ComputeCase => {
-  const rng = prng(seed)
+/** A case's input tensors: each declared input (a TE placeholder) gets seeded data in `feeds`. */
+const seededInputs = (rng: Rng) => {
   const feeds = new Map<string, Tensor>()
   const ph = (name: string, shape: number[], dtype: "float32" | "int32" = "float32") => {
     const p = placeholder(name, shape, dtype)
     feeds.set(name, data(rng, p, dtype === "int32"))
     return p
   }
+  return { feeds, ph }
+}
+
+/** A blocked conv of a given shape, its inputs seeded (for laws about wider convs than the families'). */
+export const blockedConvCase = (seed: number, o: BlockedConvShape): ComputeCase => {
+  const { feeds, ph } = seededInputs(prng(seed))
+  return blockedConv("conv2d_nchwc", ph, feeds, o)
+}
+
+export const buildCompute = (family: (typeof COMPUTE_FAMILIES)[number], seed: number): ComputeCase => {
+  const rng = prng(seed)
+  const { feeds, ph } = seededInputs(rng)
   switch (family) {
     case "elementwise": {
       const m = rng.int(1, 6)
