@@ -12,7 +12,7 @@ import { createExecutor } from "../src/device/executor.js"
 import { compilerAvailable } from "../src/device/c.js"
 import { loadJsModule } from "../src/device/js.js"
 import { baseSchedule, buildGroupTE, lowerGroup } from "../src/lowering/lower-group.js"
-import { convTemplate, defaultSchedule, templateFor } from "../src/lowering/templates.js"
+import { convTemplate, defaultSchedule, reductionTemplate, templateFor } from "../src/lowering/templates.js"
 import { compileGraph, emitJs, loadCProgram } from "../src/pipeline.js"
 import { alterLayoutSync } from "../src/rewrite/alter-layout.js"
 import * as fs from "node:fs"
@@ -115,6 +115,21 @@ describe("blocked layout", () => {
     expect(convTemplate.defaults(pointwise(960, 40, 7), { vectorLanes: 8, cores: 1 })).toMatchObject({ tile_ow: 7, tile_oh: 1 })
     const conv3 = [...pointwise(256, 16, 28), { kind: "choice", name: "unroll_kh", candidates: [false, true], extent: 3 }, { kind: "choice", name: "unroll_kw", candidates: [false, true], extent: 3 }] as const
     expect(convTemplate.defaults(conv3, { vectorLanes: 8, cores: 1 })).toMatchObject({ oc_order: "outer", tile_oh: 1 })
+  })
+
+  it("a one-row dense layer (a classifier at batch 1): with 8 or 16 lanes, a column tile past 64 leaving two per core; else a few vectors", () => {
+    const dense = (n: number) =>
+      [
+        { kind: "split", name: "tile_inner", extent: n, candidates: [1, 2, 4, 5, 8, 10, 20, 25, 40, 50, 100, 125, 200, 250, 500].filter((d) => n % d === 0) },
+        { kind: "split", name: "tile_second", extent: 1, candidates: [1] },
+        { kind: "choice", name: "vectorize", candidates: [true, false] },
+      ] as const
+    // MobileNetV2's 1280 -> 1000 classifier: 250 columns (4 tiles) on 1 and 2 cores
+    expect(reductionTemplate.defaults(dense(1000), { vectorLanes: 16, cores: 1 })).toMatchObject({ tile_inner: 250 })
+    expect(reductionTemplate.defaults(dense(1000), { vectorLanes: 8, cores: 2 })).toMatchObject({ tile_inner: 250 })
+    expect(reductionTemplate.defaults(dense(1000), { vectorLanes: 16, cores: 4 })).toMatchObject({ tile_inner: 125 })
+    // SIMD128 (the wasm target, whose vectorizer is the schedule's): 5 vectors of 4
+    expect(reductionTemplate.defaults(dense(1000), { vectorLanes: 4, cores: 1 })).toMatchObject({ tile_inner: 20 })
   })
 
   it("the js target gives the evaluator's answers", async () => {

@@ -2,7 +2,7 @@
 // computes what the TE says (the auto-tuner may pick any of them).
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
-import { arbComputeCase, blockedConvCase, COMPUTE_FAMILIES } from "../../src/ast/te/arbitrary.js"
+import { arbComputeCase, blockedConvCase, COMPUTE_FAMILIES, denseRowCase } from "../../src/ast/te/arbitrary.js"
 import { mapStmt } from "../../src/ast/tir/tir.js"
 import { evaluateTE } from "../../src/ast/te/evaluate.js"
 import { evaluatePrimFunc } from "../../src/ast/tir/evaluate.js"
@@ -27,6 +27,24 @@ describe("schedule templates", () => {
         assertAllClose(cc.outputs.map((o) => outs.get(o.name)!), evaluateTE(cc.outputs, cc.inputs), 1e-4, 1e-5)
       }),
       lawParams(80),
+    )
+  })
+
+  it("a one-row dense layer evaluates equal to the TE at every column tile of its space, those past the vectorizer's 64 too", () => {
+    fc.assert(
+      fc.property(fc.constantFrom(130, 200, 384), fc.integer({ min: 1, max: 6 }), fc.nat(), fc.array(fc.nat(), { minLength: 8, maxLength: 8 }), (n, kk, seed, picks) => {
+        const cc = denseRowCase(seed, n, kk)
+        const base = baseSchedule(cc.outputs)
+        const t = templateFor(base)
+        const knobs = t.space(cc.outputs, base)
+        const tile = knobs.find((k) => k.name === "tile_inner")!
+        expect(Math.max(...(tile.candidates as number[]))).toBeGreaterThan(64)
+        const config: Config = Object.fromEntries(knobs.map((k, i) => [k.name, k.candidates[picks[i] % k.candidates.length]]))
+        const f = runTirPasses(lowerSync(t.apply(cc.outputs, base, config)), defaultTirPasses())
+        const outs = evaluatePrimFunc(f, cc.inputs)
+        assertAllClose(cc.outputs.map((o) => outs.get(o.name)!), evaluateTE(cc.outputs, cc.inputs), 1e-4, 1e-5)
+      }),
+      lawParams(30),
     )
   })
 

@@ -80,6 +80,20 @@ export const blockedConvCase = (seed: number, o: BlockedConvShape): ComputeCase 
   return blockedConv("conv2d_nchwc", ph, feeds, o)
 }
 
+/**
+ * A batch-1 dense layer (one output row, then a bias), its inputs seeded: `n` columns, `k` inputs
+ * (for laws about the one-row tiles wider than the families' matmuls).
+ */
+export const denseRowCase = (seed: number, n: number, kk: number): ComputeCase => {
+  const { feeds, ph } = seededInputs(prng(seed))
+  const A = ph("A", [1, kk])
+  const W = ph("W", [kk, n])
+  const B = ph("B", [n])
+  const k = reduceAxis(kk, "k")
+  const mm = compute("mm", [1, n], (i, j) => sum(mul(at(A, i, k.var), at(W, k.var, j)), [k]))
+  return { family: "matmul", outputs: [compute("dense", [1, n], (i, j) => add(at(mm, i, j), at(B, j)))], inputs: feeds }
+}
+
 export const buildCompute = (family: (typeof COMPUTE_FAMILIES)[number], seed: number): ComputeCase => {
   const rng = prng(seed)
   const { feeds, ph } = seededInputs(rng)
