@@ -441,15 +441,18 @@ export const convTemplate: Template = {
       out,
       ocInner ? [n, sph.outer, spw.outer, spc.outer, spc.inner, sph.inner, spw.inner, oi] : [n, spc.outer, sph.outer, spw.outer, spc.inner, sph.inner, spw.inner, oi],
     )
-    s = parallelOuter(s, out, ocInner ? [n, sph.outer, spw.outer] : batched ? [n, spc.outer] : [n, spc.outer, sph.outer])
+    // (channel tiles inside: a small image's few tiles — 7 rows of a 7x7 image — are fused with
+    // the channel tiles into the parallel loop, else two cores split 7 rows 4 : 3)
+    s = parallelOuter(s, out, ocInner ? [n, sph.outer, spw.outer, spc.outer] : batched ? [n, spc.outer] : [n, spc.outer, sph.outer])
     if (vector) s = S.vectorize(s, out, oi)
-    // (batched: at the channel tile, the loop just outside the rows, which may be the parallel
-    // loop the channel tiles were fused into)
-    const tileAxis = () => {
+    // (batched: at the channel tile, the loop just outside the rows; channel tiles inside: at the
+    // channel tile, the loop just outside the channel blocks; either may be the parallel loop
+    // the channel tiles were fused into)
+    const before = (axis: string) => {
       const leaves = s.stages.get(out)!.leaf
-      return leaves[leaves.indexOf(sph.outer) - 1]
+      return leaves[leaves.indexOf(axis) - 1]
     }
-    s = S.computeAt(s, local, out, batched ? tileAxis() : ocInner ? spc.outer : spw.outer)
+    s = S.computeAt(s, local, out, batched ? before(sph.outer) : ocInner ? before(spc.inner) : spw.outer)
     const ls = s.stages.get(local)!
     const [ln, loc, loh0, low0, loi] = dataLeaves(ls)
     const [ric, rky, rkx] = ls.leaf.filter((a) => ls.axes.get(a)!.type === "reduce")
