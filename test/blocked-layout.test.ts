@@ -117,6 +117,23 @@ describe("blocked layout", () => {
     expect(convTemplate.defaults(conv3, { vectorLanes: 8, cores: 1 })).toMatchObject({ oc_order: "outer", tile_oh: 1 })
   })
 
+  it("the depthwise defaults: AVX-512, one channel block, 2 columns x up to 7 rows, only the kernel's column loop unrolled; AVX2 as before", () => {
+    const dw = (ocb: number, hw: number) =>
+      [
+        { kind: "split", name: "tile_ow", extent: hw, candidates: [1, 2, 4, 7, 8, 14, 16, 28, 32].filter((d) => hw % d === 0) },
+        { kind: "split", name: "tile_oh", extent: hw, candidates: [1, 2, 4, 7, 8].filter((d) => hw % d === 0) },
+        { kind: "split", name: "tile_oc", extent: ocb, candidates: [1, 2, 3, 4, 6, 8].filter((d) => ocb % d === 0) },
+        { kind: "choice", name: "unroll_kh", candidates: [false, true], extent: 3 },
+        { kind: "choice", name: "unroll_kw", candidates: [false, true], extent: 3 },
+        { kind: "choice", name: "pad_root", candidates: [true, false] },
+      ] as const
+    // MobileNetV2: 144 channels at 56x56, 960 at 7x7; a 16x16 image has no 7 rows: 4
+    expect(convTemplate.defaults(dw(9, 56), { vectorLanes: 16, cores: 1 })).toMatchObject({ tile_ow: 2, tile_oh: 7, tile_oc: 1, unroll_kh: false, unroll_kw: true, pad_root: false })
+    expect(convTemplate.defaults(dw(60, 7), { vectorLanes: 16, cores: 1 })).toMatchObject({ tile_ow: 1, tile_oh: 7, tile_oc: 1 })
+    expect(convTemplate.defaults(dw(4, 16), { vectorLanes: 16, cores: 1 })).toMatchObject({ tile_ow: 2, tile_oh: 4 })
+    expect(convTemplate.defaults(dw(18, 56), { vectorLanes: 8, cores: 1 })).toMatchObject({ tile_oh: 1, unroll_kh: true, unroll_kw: true })
+  })
+
   it("a one-row dense layer (a classifier at batch 1): with 8 or 16 lanes, a column tile past 64 leaving two per core; else a few vectors", () => {
     const dense = (n: number) =>
       [

@@ -377,14 +377,24 @@ export const convTemplate: Template = {
       tw = largest(cand("tile_ow"), 7)
       th = 2
     }
-    const cfg: Record<string, string | number | boolean> = { tile_ow: tw, tile_oh: th, tile_oc: toc }
     const depthwise = !has("tile_ic")
+    // AVX-512, a depthwise conv of up to 3x3: one channel block, a tile 2 columns wide and up to 7
+    // rows high, only the kernel's column loop unrolled. The tuner's confirmed winners on every
+    // MobileNetV2 depthwise task (Zen 5, 1 thread, caches swept) unrolled one kernel loop, not
+    // both, in one block; 1.1-1.8x the former default (7-8 columns, both loops unrolled, up to two
+    // blocks), most often at 2 x 7 (docs/tuning.md)
+    const dwTall = lanes >= 16 && depthwise && kernelTaps(knobs) <= 9 && kernelTaps(knobs) > 1 && has("unroll_kw")
+    if (dwTall) {
+      tw = largest(cand("tile_ow"), 2)
+      th = largest(cand("tile_oh"), 7)
+    }
+    const cfg: Record<string, string | number | boolean> = { tile_ow: tw, tile_oh: th, tile_oc: dwTall ? 1 : toc }
     if (!depthwise) cfg.tile_ic = largest(cand("tile_ic"), lanes)
     // kernel loops of up to 3×3 unrolled, the channel loops outside them: the best configs the
     // tuner found on every ResNet-18 and MobileNetV2 task measured (docs/tuning.md) unroll both
     const [kh, kw] = [knobs.find((k) => k.name === "unroll_kh"), knobs.find((k) => k.name === "unroll_kw")]
     const small = kernelTaps(knobs) <= 9
-    if (kh) cfg.unroll_kh = small
+    if (kh) cfg.unroll_kh = small && !dwTall
     if (kw) cfg.unroll_kw = small
     if (has("reduce_order")) cfg.reduce_order = small && (kh || kw) ? "ic_only" : "ic_kernel"
     // a padded copy pays for itself when every input pixel feeds many channels' FMAs; a depthwise
