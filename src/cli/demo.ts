@@ -16,8 +16,10 @@ export interface DemoOptions {
   /** Models by zoo name. */
   readonly models: readonly string[]
   readonly seed: number
-  /** Timed runs per side (median reported); 1 = a single run, no warm-up. */
+  /** The interpreter's timed runs (median reported); 1 = a single run, no warm-up. */
   readonly runs: number
+  /** Timed runs of the compiled target and of onnxruntime, each after a warm-up (median reported). */
+  readonly compiledRuns: number
   /** Builds a zoo model's bytes. */
   readonly build: (name: string, seed: number) => Uint8Array
 }
@@ -99,7 +101,7 @@ export const demo = Effect.fn("cli.demo")(function* (o: DemoOptions, log: (line:
       const bytes = yield* attempt(() => o.build(name, o.seed))
       const graph = yield* attempt(() => decodeModelSync(bytes))
       const feeds = yield* attempt(() => feedsFor(graph, o.seed))
-      const js = yield* runOn(DEMO_TARGET, graph, feeds, o.runs)
+      const js = yield* runOn(DEMO_TARGET, graph, feeds, o.compiledRuns)
       const interp = yield* runOn("interp", graph, feeds, o.runs)
       return { bytes, graph, feeds, js, interp }
     })
@@ -114,7 +116,7 @@ export const demo = Effect.fn("cli.demo")(function* (o: DemoOptions, log: (line:
     const oursTop = topK(ours)
     const interpDiff = maxAbsDiff(js.result, new Map([...interp.result].map(([k, t]) => [k, { data: Float64Array.from(t.data as ArrayLike<number>) }] as const)))
     const base = { model: name, jsMs: js.ms, interpMs: interp.ms, interpDiff }
-    const theirs = typeof ort === "string" ? ort : yield* runOrt(ort, bytes, feeds, { threads: 0, runs: Math.max(o.runs, 1) })
+    const theirs = typeof ort === "string" ? ort : yield* runOrt(ort, bytes, feeds, { threads: 0, runs: Math.max(o.compiledRuns, 1) })
     if (typeof theirs === "string") {
       if (typeof ort !== "string") yield* log(`${name}: ${theirs}`)
       rows.push({ ...base, ortMs: null, maxAbsDiff: interpDiff, top5: { ours: oursTop, ort: null, agree: null } })
