@@ -1,6 +1,6 @@
 // rewrite.AlterLayout's pooling rule and the PoolNCHWc compute: a conv followed by max or average
-// pooling (random window, stride, padding, dilation, ceil mode, count_include_pad) moves into the
-// blocked layout as PoolNCHWc — the rewritten graph evaluates as the original, and compiled
+// pooling (random window, stride, padding, dilation, ceil mode, count_include_pad; or global max /
+// average pooling, the window the whole image) moves into the blocked layout as PoolNCHWc — the rewritten graph evaluates as the original, and compiled
 // (tensor expression, schedule, js) the blocked pooling computes what its reference kernel does.
 import { Effect } from "effect"
 import * as fc from "fast-check"
@@ -26,6 +26,7 @@ const arbPoolCase: fc.Arbitrary<PoolCase> = fc.integer({ min: 1, max: 1 << 30 })
   const C = rng.pick([4, 8])
   const [H, W] = [rng.int(3, 8), rng.int(3, 8)]
   const max = rng.next() < 0.5
+  const global = rng.next() < 0.25
   const k = [rng.int(1, 3), rng.int(1, 3)]
   const pads = [rng.int(0, k[0] - 1), rng.int(0, k[1] - 1), rng.int(0, k[0] - 1), rng.int(0, k[1] - 1)]
   const attrs = {
@@ -43,14 +44,14 @@ const arbPoolCase: fc.Arbitrary<PoolCase> = fc.integer({ min: 1, max: 1 << 30 })
     initializers: new Map([["w", rand([C, 3, 3, 3])]]),
     nodes: [
       node("Conv", ["x", "w"], ["c"], { pads: attr.ints([1, 1, 1, 1]), kernel_shape: attr.ints([3, 3]) }),
-      node(max ? "MaxPool" : "AveragePool", ["c"], ["y"], attrs),
+      global ? node(max ? "GlobalMaxPool" : "GlobalAveragePool", ["c"], ["y"]) : node(max ? "MaxPool" : "AveragePool", ["c"], ["y"], attrs),
     ],
   })
   return { graph, inputs: new Map([["x", rand([1, 3, H, W])]]) }
 })
 
 describe("alterLayout: pooling in the blocked layout", () => {
-  it("Conv → MaxPool / AveragePool becomes PoolNCHWc, and evaluates as before", () => {
+  it("Conv → MaxPool / AveragePool / GlobalMaxPool / GlobalAveragePool becomes PoolNCHWc, and evaluates as before", () => {
     fc.assert(
       fc.property(arbPoolCase, ({ graph, inputs }) => {
         const after = alterLayoutSync(graph, { vectorLanes: 4 })

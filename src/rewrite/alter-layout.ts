@@ -1,6 +1,6 @@
 // rewrite.AlterLayout: for CPU targets, 2-D convolutions move to the blocked layout NCHW{c}c
 // (block from the target's vector width), with layout transforms at the boundaries; elementwise
-// neighbours (activations, bias and residual adds, scale/shift) and max / average pooling move into
+// neighbours (activations, bias and residual adds, scale/shift) and max / average pooling (global pooling too) move into
 // the blocked layout too, and adjacent inverse transforms cancel. Weights are re-laid at compile time (a constant in, a
 // constant out), so foldConstants leaves no transform on them.
 import { attr } from "../ast/graph/attrs.js"
@@ -168,23 +168,32 @@ const binaryThroughLayout: Rule = {
   },
 }
 
-/** MaxPool / AveragePool (2-D, no Indices output) of unblock(y) → unblock(PoolNCHWc(y)). */
+/**
+ * MaxPool / AveragePool (2-D, no Indices output) of unblock(y) → unblock(PoolNCHWc(y)); a global
+ * pool (static spatial dims) is the pool whose window is the whole image, so it moves too and the
+ * blocked tensor is not converted back before it (MobileNetV2's and ResNet's heads).
+ */
 const poolThroughLayout: Rule = {
   name: "pool-through-layout",
   apply: (n, ctx) => {
-    if (n.domain !== "" || (n.op !== "MaxPool" && n.op !== "AveragePool")) return undefined
+    const global = n.op === "GlobalAveragePool" || n.op === "GlobalMaxPool"
+    if (n.domain !== "" || (n.op !== "MaxPool" && n.op !== "AveragePool" && !global)) return undefined
     if (n.outputs.length > 1 && n.outputs[1] !== "") return undefined
     const src = fromBlocked(n.inputs[0], ctx)
     const x = ctx.type(n.inputs[0])
     if (!src || !x || x.shape.length !== 4) return undefined
+    const [h, w] = x.shape.slice(2)
+    if (global && (typeof h !== "number" || typeof w !== "number")) return undefined
     const a = resolveNode(n).attrs as { storage_order?: number }
     if (a.storage_order) return undefined
     const yb = ctx.fresh(`${n.outputs[0]}_${layoutName(src.b)}`)
     const y = ctx.fresh(`${n.outputs[0]}_nchw`)
-    const { storage_order: _, ...rest } = n.attrs
+    const { storage_order: _, ...plain } = n.attrs
+    const rest = global ? { kernel_shape: attr.ints([h as number, w as number]) } : plain
+    const pool = global ? (n.op === "GlobalAveragePool" ? "AveragePool" : "MaxPool") : n.op
     return {
       nodes: [
-        { name: ctx.fresh(`${n.name}_nchwc`), op: "PoolNCHWc", domain: TESSERA_DOMAIN, inputs: [src.y], outputs: [yb], attrs: { ...rest, pool: attr.str(n.op) } },
+        { name: ctx.fresh(`${n.name}_nchwc`), op: "PoolNCHWc", domain: TESSERA_DOMAIN, inputs: [src.y], outputs: [yb], attrs: { ...rest, pool: attr.str(pool) } },
         transformNode(ctx, yb, y, src.b, 0),
       ],
       outputs: [y],
