@@ -13,6 +13,7 @@ import { createExecutor } from "../../src/device/executor.js"
 import { loadJsModule } from "../../src/device/js.js"
 import { compileGraph, emitJs } from "../../src/pipeline.js"
 import { alterLayoutSync } from "../../src/rewrite/alter-layout.js"
+import { simplifyInferenceSync } from "../../src/rewrite/simplify-inference.js"
 import { assertAllClose, evalGraph, lawParams } from "../support.js"
 
 interface PoolCase {
@@ -72,6 +73,65 @@ describe("alterLayout: pooling in the blocked layout", () => {
         expect(pool, "the blocked pooling group is compiled").toBeDefined()
         const fns = await Effect.runPromise(loadJsModule(emitJs(program)))
         assertAllClose([...createExecutor(program, fns).run(inputs).values()], evalGraph(graph, inputs), 1e-5, 1e-6)
+      }),
+      lawParams(25),
+    )
+  }, 120_000)
+})
+
+// rewrite.AlterLayout's dense rule and the DensePack compute: a Gemm of a few rows with a constant
+// weight (random rows, inner and output sizes, columns a multiple of the panel or not, transposed
+// weight, alpha, a bias of shape [N], [1, N] or [M, N] or none) takes its weight in column panels —
+// the rewritten graph evaluates as the original, and compiled (js) DensePack computes what the
+// evaluator does.
+const arbDenseCase: fc.Arbitrary<PoolCase & { readonly lanes: number }> = fc.integer({ min: 1, max: 1 << 30 }).map((seed) => {
+  const rng = prng(seed)
+  const rand = (shape: number[]) => tensor("float32", shape, Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rng.float(-1, 1)))
+  const lanes = rng.pick([8, 16])
+  const [M, K, N] = [rng.int(1, 8), rng.int(1, 40), rng.int(2 * lanes, 5 * lanes)]
+  const transB = rng.next() < 0.5
+  const bias = rng.pick(["none", "row", "vector", "matrix"] as const)
+  const biasShape = bias === "row" ? [1, N] : bias === "vector" ? [N] : [M, N]
+  const initializers = new Map<string, Tensor>([["w", rand(transB ? [N, K] : [K, N])]])
+  if (bias !== "none") initializers.set("c", rand(biasShape))
+  const graph = makeGraph({
+    opset: 13,
+    inputs: [{ name: "x", type: { dtype: "float32", shape: [M, K] } }],
+    outputs: [{ name: "y", type: { dtype: "float32", shape: [] } }],
+    initializers,
+    nodes: [
+      node("Gemm", bias === "none" ? ["x", "w"] : ["x", "w", "c"], ["y"], {
+        ...(transB ? { transB: attr.int(1) } : {}),
+        ...(rng.next() < 0.3 ? { alpha: attr.float(rng.float(0.5, 2)) } : {}),
+      }),
+    ],
+  })
+  return { graph, inputs: new Map([["x", rand([M, K])]]), lanes }
+})
+
+/** Gemm canonicalized (transposes and alpha folded into the constant weight), then the layout pass. */
+const optimize = (graph: Graph, lanes: number): Graph => alterLayoutSync(simplifyInferenceSync(graph), { vectorLanes: lanes })
+
+describe("alterLayout: dense layers over packed weights", () => {
+  it("a Gemm of a few rows becomes DensePack, and evaluates as before", () => {
+    fc.assert(
+      fc.property(arbDenseCase, ({ graph, inputs, lanes }) => {
+        const after = optimize(graph, lanes)
+        expect(after.nodes.map((n) => n.op)).toContain("DensePack")
+        assertAllClose(evalGraph(after, inputs), evalGraph(graph, inputs), 1e-5, 1e-5)
+      }),
+      lawParams(60),
+    )
+  })
+
+  it("compiled DensePack (js) computes what the evaluator does", async () => {
+    await fc.assert(
+      fc.asyncProperty(arbDenseCase, async ({ graph, inputs, lanes }) => {
+        const program = await Effect.runPromise(compileGraph(graph, { target: "js", optLevel: 3, vectorLanes: lanes }))
+        const dense = program.kernels.find((k) => k.kind === "compiled" && program.fused.groups[k.group].ops.includes("DensePack"))
+        expect(dense, "the packed dense group is compiled").toBeDefined()
+        const fns = await Effect.runPromise(loadJsModule(emitJs(program)))
+        assertAllClose([...createExecutor(program, fns).run(inputs).values()], evalGraph(graph, inputs), 1e-5, 1e-5)
       }),
       lawParams(25),
     )

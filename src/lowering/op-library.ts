@@ -262,6 +262,28 @@ const gemm: OpCompute = (ctx) => {
   ]
 }
 
+/**
+ * DensePack (TVM's dense_pack): the product into column panels [M, P, b], each panel's weights
+ * [K, b] contiguous, then the output [M, n] read back from the panels with C added.
+ */
+const densePack: OpCompute = (ctx) => {
+  const a = inp(ctx, 0)
+  const w = inp(ctx, 1)
+  const cc = ctx.inputs[2]
+  const [P, K, b] = w.shape
+  const [M, N] = shapeOf(ctx.outputs[0])
+  const dtype = ctx.outputs[0].dtype
+  const k = reduceAxis(K, `${ctx.name()}.rk`)
+  const panels = compute(ctx.name("panels"), [M, P, b], (i, p, l) => sum(mul(at(a, i, k.var), at(w, p, k.var, l)), [k]), dtype)
+  return [
+    panels,
+    compute(ctx.name(), [M, N], (i, j) => {
+      const e = at(panels, i, floordiv(j, c(b)), floormod(j, c(b)))
+      return cc ? add(e, bread(cc, [i, j])) : e
+    }, dtype),
+  ]
+}
+
 const batchNorm: OpCompute = (ctx) => {
   if (num(ctx.attrs.training_mode, 0)) return none("BatchNormalization in training mode")
   if (ctx.node.outputs.slice(1).some((o) => o !== "")) return none("BatchNormalization's running statistics outputs")
@@ -443,6 +465,7 @@ export const OP_COMPUTES: Readonly<Record<string, OpCompute>> = {
   GlobalLpPool: globalPoolNd("lp"),
   MatMul: matmulLike,
   Gemm: gemm,
+  DensePack: densePack,
   BatchNormalization: batchNorm,
   Softmax: softmaxLike(false),
   LogSoftmax: softmaxLike(true),

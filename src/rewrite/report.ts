@@ -46,7 +46,8 @@ export const nodeFlops = (g: Graph, n: Node): number => {
       if (!a) return 0
       return 2 * outN * (a.shape[a.shape.length - 1] as number)
     }
-    case "Gemm": {
+    case "Gemm":
+    case "DensePack": {
       const a = type(n.inputs[0])
       if (!a || a.shape.length !== 2) return 0
       const transA = n.attrs.transA?.kind === "int" && n.attrs.transA.value === 1

@@ -1,7 +1,8 @@
 // Tessera's own ops (domain "tessera"), introduced by graph passes rather than read from ONNX:
 // layout transforms between NCHW and the blocked NCHW{c}c layout, and convolution in blocked
 // layout (TVM's conv2d_NCHWc: data NCHW[i]c, kernel OIHW[i]i[o]o, output NCHW[o]c), and pooling in
-// blocked layout (PoolNCHWc: MaxPool or AveragePool over the spatial dims of NCHW[c]c).
+// blocked layout (PoolNCHWc: MaxPool or AveragePool over the spatial dims of NCHW[c]c), and a
+// dense layer over a column-panel packed weight (DensePack: TVM's dense_pack, weight [N/b, K, b]).
 import { A, attr, attrs, type AttrValue } from "../attrs.js"
 import { allocate } from "../dtype.js"
 import { check, defineOp, fail, unsupported, type AnyOpDef, type Dim } from "../op.js"
@@ -9,8 +10,9 @@ import { tensor, type Tensor } from "../tensor.js"
 import { lookupOp } from "./index.js"
 import { req } from "./util.js"
 
-/** The registry's Conv (looked up when used: the registry imports this file). */
+/** The registry's Conv and Gemm (looked up when used: the registry imports this file). */
 const plainConv = (): AnyOpDef => lookupOp("Conv") ?? unsupported("ConvNCHWc needs the Conv operator, which is not registered")
+const plainGemm = (): AnyOpDef => lookupOp("Gemm") ?? unsupported("DensePack needs the Gemm operator, which is not registered")
 
 /** "NCHW" → 0, "NCHW16c" → 16. */
 export const blockOf = (layout: string): number => {
@@ -85,6 +87,31 @@ export const unpackKernel = (w: Tensor): Tensor => {
           for (let i = 0; i < ib; i++)
             for (let o = 0; o < ob; o++) out[(((oo * ob + o) * I + ii * ib + i) * KH + kh) * KW + kw] = w.data[k++]
   return tensor(w.dtype, [O, I, KH, KW], out)
+}
+
+/**
+ * A dense weight [K, N] → column panels [ceil(N/b), K, b]: panel p holds columns p·b … p·b+b-1 of
+ * every row in order (the last panel zero-padded), so a tile of panels reads the weights as a few
+ * sequential streams instead of a short stretch of every row.
+ */
+export const packDense = (w: Tensor, b: number): Tensor => {
+  check(w.shape.length === 2 && b >= 1, `a dense weight must be 2-D, got [${w.shape.join(", ")}]`)
+  const [K, N] = w.shape
+  const P = Math.ceil(N / b)
+  const out = allocate(w.dtype, P * K * b)
+  for (let k = 0; k < K; k++)
+    for (let n = 0; n < N; n++) out[(Math.floor(n / b) * K + k) * b + (n % b)] = w.data[k * N + n]
+  return tensor(w.dtype, [P, K, b], out)
+}
+
+/** Column panels [P, K, b] → the dense weight [K, n] (n ≤ P·b: the padding dropped). */
+export const unpackDense = (w: Tensor, n: number): Tensor => {
+  const [P, K, b] = w.shape
+  check(n <= P * b && n > (P - 1) * b, `${n} columns do not fill ${P} panels of ${b}`)
+  const out = allocate(w.dtype, K * n)
+  for (let k = 0; k < K; k++)
+    for (let j = 0; j < n; j++) out[k * n + j] = w.data[(Math.floor(j / b) * K + k) * b + (j % b)]
+  return tensor(w.dtype, [K, n], out)
 }
 
 const layoutAttrs = attrs({ src_layout: A.str(), dst_layout: A.str() })
@@ -218,6 +245,27 @@ export const layoutOps = {
       const x = req(ctx.inputs, 0)
       const [y] = plainPool(ctx.attrs.pool).kernel({ ...ctx, attrs: poolAttrsFor(ctx.attrs), inputs: [unpackNCHWc(x)], outputs: 1 })
       return [packNCHWc(y, x.shape[4])]
+    },
+  }),
+  /** Y = A · unpack(B) + C: A [M, K], B column panels [P, K, b], C (optional) broadcast to [M, n]. */
+  DensePack: defineOp({
+    attrs: attrs({ n: A.int() }),
+    inputs: [2, 3],
+    outputs: [1, 1],
+    kind: "out-elementwise-fusable",
+    infer: (ctx) => {
+      const a = ctx.inputs[0]
+      const w = ctx.inputs[1]
+      if (!a || !w) return fail("inputs 0 and 1 are required")
+      if (w.shape.length !== 3 || !w.shape.every((d) => typeof d === "number")) return fail(`input 1 must be static column panels [P, K, b], got rank ${w.shape.length}`)
+      const [P, K, b] = w.shape as number[]
+      const n = ctx.attrs.n
+      if (!(n <= P * b && n > (P - 1) * b)) return fail(`n = ${n} does not fill ${P} panels of ${b} columns`)
+      return plainGemm().infer({ ...ctx, attrs: plainAttrs(plainGemm(), "Gemm", {}), inputs: [a, { dtype: w.dtype, shape: [K, n] }, ctx.inputs[2]], values: [] })
+    },
+    kernel: (ctx) => {
+      const w = unpackDense(req(ctx.inputs, 1), ctx.attrs.n)
+      return plainGemm().kernel({ ...ctx, attrs: plainAttrs(plainGemm(), "Gemm", {}), inputs: [ctx.inputs[0], w, ctx.inputs[2]] })
     },
   }),
 } satisfies Record<string, AnyOpDef>
