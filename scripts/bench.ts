@@ -5,14 +5,12 @@
 // kernel), and per-layer tables of the c and wasm targets. Each thread count runs in its own process (OpenMP reads its thread count once). Speed
 // is reported, never asserted.
 import { Effect } from "effect"
-import { execFileSync, spawnSync } from "node:child_process"
-import * as fs from "node:fs"
-import * as os from "node:os"
-import * as path from "node:path"
+import { spawnSync } from "node:child_process"
 import { allocate } from "../src/ast/graph/dtype.js"
 import { prng } from "../src/ast/graph/arbitrary.js"
 import type { Tensor } from "../src/ast/graph/tensor.js"
 import { alignedHostMemory, compilerAvailable } from "../src/device/c.js"
+import { peakGflops } from "../src/device/peak.js"
 import { hostTarget } from "../src/device/target.js"
 import { createExecutor, type KernelFn, type Program } from "../src/device/executor.js"
 import { alternateRuns, loadOrt, median, openOrtSession, runOrt, type OrtResult } from "../src/device/onnxruntime.js"
@@ -27,41 +25,6 @@ const C_LANES = Math.max(1, hostTarget("c").attrs.vectorLanes)
 const RUNS = Number(process.env.BENCH_RUNS ?? 10)
 const args = process.argv.slice(2)
 const childThreads = args.includes("--child") ? Number(args[args.indexOf("--child") + 1]) : undefined
-
-/**
- * Peak single-core fp32 FLOP/s: independent vector FMAs in registers, at this CPU's vector width
- * (10 accumulators: enough to cover the FMA latency, few enough for AVX2's 16 registers).
- */
-const peakGflops = (lanes: number): number | undefined => {
-  if (!compilerAvailable()) return undefined
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "tessera-peak-"))
-  const src = path.join(dir, "peak.c")
-  fs.writeFileSync(
-    src,
-    `#include <stdio.h>
-#include <time.h>
-#define LANES ${lanes}
-#define ACC 10
-typedef float vf __attribute__((vector_size(4 * LANES)));
-int main(void) {
-  vf a[ACC], b = {0}, c = {0};
-  for (int i = 0; i < LANES; i++) { b[i] = 1.0f + 1e-7f * i; c[i] = 1e-7f; }
-  for (int k = 0; k < ACC; k++) a[k] = b * (float)k;
-  const long iters = 50000000;
-  struct timespec t0, t1; clock_gettime(CLOCK_MONOTONIC, &t0);
-  for (long i = 0; i < iters; i++) for (int k = 0; k < ACC; k++) a[k] = a[k] * b + c;
-  clock_gettime(CLOCK_MONOTONIC, &t1);
-  double s = (t1.tv_sec - t0.tv_sec) + 1e-9 * (t1.tv_nsec - t0.tv_nsec);
-  float sink = 0; for (int k = 0; k < ACC; k++) sink += a[k][k % LANES];
-  printf("%f %f\\n", 2.0 * LANES * ACC * iters / s / 1e9, sink);
-  return 0;
-}
-`,
-  )
-  execFileSync("gcc", ["-O3", "-march=native", "-o", path.join(dir, "peak"), src])
-  const out = execFileSync(path.join(dir, "peak")).toString().trim().split(" ")
-  return Number(out[0])
-}
 
 const randomInput = (shape: readonly number[]): Tensor => {
   const r = prng(1)

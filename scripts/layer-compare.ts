@@ -6,8 +6,11 @@
 //
 //   npm run layer-compare -- [--model mobilenetv2] [--threads 1] [--rounds 21] [--tuned LOG]
 //
-// Prints one line per kernel (ours ms, onnxruntime ms, ratio, the node it was paired with), then
-// the sums and the end-to-end medians. The thread count is fixed for the run (OpenMP reads it once).
+// Prints one line per kernel (ours ms, onnxruntime ms, ratio, each side's GFLOP/s, the node it was
+// paired with), then the sums, the end-to-end medians and the roof: the direct (not depthwise, not
+// Winograd) convolutions' FLOPs at this CPU's measured FMA peak, with every other kernel and the
+// time outside the kernels as measured — how fast the network could run with those convolutions
+// perfect. The thread count is fixed for the run (OpenMP reads it once).
 import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -30,6 +33,8 @@ const { readLog } = await import("../src/device/records-file.js")
 const { randomTensor } = await import("../src/cli/inputs.js")
 const { compileGraph, loadCProgram } = await import("../src/pipeline.js")
 const { bestRecords } = await import("../src/search/records.js")
+const { peakGflops } = await import("../src/device/peak.js")
+const { nodeFlops } = await import("../src/rewrite/report.js")
 const { isZooName, zooGraph, zooModel } = await import("../src/zoo/index.js")
 
 if (!isZooName(MODEL)) throw new Error(`--model: ${MODEL} is not a zoo network`)
@@ -103,20 +108,48 @@ for (const e of events) {
   ortNodes.set(name, node)
 }
 const theirLayers = [...ortNodes].filter(([, n]) => !LAYOUT.test(n.op)).map(([name, n]) => ({ name, op: n.op, ms: median(n.ms.slice(WARMUP)) }))
+const nodeByName = new Map(program.graph.nodes.map((nd) => [nd.name, nd]))
+/** A group's FLOPs (direct-convolution counts, as `tessera inspect` gives). */
+const groupFlops = (g: (typeof program.fused.groups)[number]) => g.nodes.reduce((s, name) => s + nodeFlops(program.graph, nodeByName.get(name)!), 0)
+/** A blocked convolution that is neither depthwise nor Winograd: its FLOPs are all FMAs. */
+const directConv = (g: (typeof program.fused.groups)[number]) => {
+  const anchor = nodeByName.get(g.anchor)
+  if (anchor?.op !== "ConvNCHWc") return false
+  const w = program.graph.valueTypes.get(anchor.inputs[1])?.shape as number[] | undefined
+  return !!w && w[1] * w[4] > 1
+}
 const ourLayers = program.kernels
   .filter((k) => k.kind === "compiled" && !program.fused.groups[k.group].ops.every((op) => op === "LayoutTransform" || op === "Flatten"))
-  .map((k) => ({ name: k.name, ops: program.fused.groups[k.group].ops.join("+"), ms: median(times.get(k.name) ?? [0]) }))
+  .map((k) => {
+    const g = program.fused.groups[k.group]
+    return { name: k.name, ops: g.ops.join("+"), ms: median(times.get(k.name) ?? [0]), flops: groupFlops(g), direct: directConv(g) }
+  })
 
 console.log(`${MODEL}, ${THREADS} thread(s), ${ROUNDS} alternating rounds${TUNED ? `, tuned by ${TUNED}` : ""}`)
-console.log("| kernel | ops | ours ms | onnxruntime ms | ours / ort | onnxruntime node |")
-console.log("| --- | --- | ---: | ---: | ---: | --- |")
+console.log("| kernel | ops | ours ms | onnxruntime ms | ours / ort | ours GFLOP/s | ort GFLOP/s | onnxruntime node |")
+console.log("| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |")
 const n = Math.max(ourLayers.length, theirLayers.length)
 for (let i = 0; i < n; i++) {
   const a = ourLayers[i]
   const b = theirLayers[i]
-  console.log(`| ${a?.name ?? "-"} | ${a?.ops ?? "-"} | ${a ? a.ms.toFixed(3) : "-"} | ${b ? b.ms.toFixed(3) : "-"} | ${a && b ? (a.ms / b.ms).toFixed(2) : "-"} | ${b ? `${b.name} (${b.op})` : "-"} |`)
+  const gf = (ms: number | undefined) => (a && ms ? (a.flops / ms / 1e6).toFixed(1) : "-")
+  console.log(`| ${a?.name ?? "-"} | ${a?.ops ?? "-"} | ${a ? a.ms.toFixed(3) : "-"} | ${b ? b.ms.toFixed(3) : "-"} | ${a && b ? (a.ms / b.ms).toFixed(2) : "-"} | ${gf(a?.ms)} | ${gf(b?.ms)} | ${b ? `${b.name} (${b.op})` : "-"} |`)
 }
 if (ourLayers.length !== theirLayers.length) console.log(`(the pairing is by position: ${ourLayers.length} kernels against ${theirLayers.length} nodes, so the rows past the first difference do not match)`)
 const sum = (xs: readonly { ms: number }[]) => xs.reduce((s, l) => s + l.ms, 0)
 console.log(`sum of kernels: ours ${sum(ourLayers).toFixed(2)} ms, onnxruntime ${sum(theirLayers).toFixed(2)} ms`)
 console.log(`end to end (medians): ours ${median(ours).toFixed(2)} ms, onnxruntime ${median(theirs).toFixed(2)} ms (profiling on), ratio ${(median(ours) / median(theirs)).toFixed(3)}`)
+const peak = peakGflops(lanes)
+if (peak) {
+  const direct = ourLayers.filter((l) => l.direct)
+  const directFlops = direct.reduce((s, l) => s + l.flops, 0)
+  const atPeak = directFlops / (peak * THREADS) / 1e6
+  const others = sum(ourLayers.filter((l) => !l.direct))
+  const outside = median(ours) - sum(ourLayers)
+  const best = atPeak + others + Math.max(0, outside)
+  const pct = (ms: number) => `${((100 * directFlops) / (ms * 1e6) / (peak * THREADS)).toFixed(0)}%`
+  // onnxruntime's nodes paired with them (when the pairing holds)
+  const paired = ourLayers.length === theirLayers.length ? ourLayers.reduce((s, l, i) => s + (l.direct ? theirLayers[i].ms : 0), 0) : undefined
+  console.log(`roof: peak ${peak.toFixed(0)} GFLOP/s a core (measured); the ${direct.length} direct convolutions' ${(directFlops / 1e6).toFixed(1)} MFLOP took ours ${sum(direct).toFixed(2)} ms (${pct(sum(direct))} of ${THREADS} core(s)' peak)${paired ? `, onnxruntime ${paired.toFixed(2)} ms (${pct(paired)})` : ""}; at the peak ${atPeak.toFixed(2)} ms`)
+  console.log(`roof: with them at the peak and the other kernels (${others.toFixed(2)} ms) and the time outside kernels (${outside.toFixed(2)} ms) as measured: ${best.toFixed(2)} ms end to end, ${(best / median(theirs)).toFixed(3)} of onnxruntime's`)
+}

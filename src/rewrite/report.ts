@@ -55,7 +55,8 @@ export const nodeFlops = (g: Graph, n: Node): number => {
     }
     case "MaxPool":
     case "AveragePool":
-    case "LpPool": {
+    case "LpPool":
+    case "PoolNCHWc": {
       const k = n.attrs.kernel_shape
       const size = k && k.kind === "ints" ? k.value.reduce((a, b) => a * b, 1) : 1
       return outN * size
