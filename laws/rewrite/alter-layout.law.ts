@@ -1,7 +1,8 @@
 // rewrite.AlterLayout's pooling rule and the PoolNCHWc compute: a conv followed by max or average
 // pooling (random window, stride, padding, dilation, ceil mode, count_include_pad; or global max /
-// average pooling, the window the whole image) moves into the blocked layout as PoolNCHWc — the rewritten graph evaluates as the original, and compiled
-// (tensor expression, schedule, js) the blocked pooling computes what its reference kernel does.
+// average pooling, the window the whole image) moves into the blocked layout as PoolNCHWc — the
+// rewritten graph evaluates as the original, and compiled (tensor expression, schedule, js) the
+// blocked pooling computes what its reference kernel does.
 import { Effect } from "effect"
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
@@ -16,12 +17,13 @@ import { alterLayoutSync } from "../../src/rewrite/alter-layout.js"
 import { simplifyInferenceSync } from "../../src/rewrite/simplify-inference.js"
 import { assertAllClose, evalGraph, lawParams } from "../support.js"
 
-interface PoolCase {
+/** A graph and its inputs. */
+interface GraphCase {
   readonly graph: Graph
   readonly inputs: ReadonlyMap<string, Tensor>
 }
 
-const arbPoolCase: fc.Arbitrary<PoolCase> = fc.integer({ min: 1, max: 1 << 30 }).map((seed) => {
+const arbPoolCase: fc.Arbitrary<GraphCase> = fc.integer({ min: 1, max: 1 << 30 }).map((seed) => {
   const rng = prng(seed)
   const rand = (shape: number[]) => tensor("float32", shape, Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rng.float(-1, 1)))
   const C = rng.pick([4, 8])
@@ -84,7 +86,7 @@ describe("alterLayout: pooling in the blocked layout", () => {
 // weight, alpha, a bias of shape [N], [1, N] or [M, N] or none) takes its weight in column panels —
 // the rewritten graph evaluates as the original, and compiled (js) DensePack computes what the
 // evaluator does.
-const arbDenseCase: fc.Arbitrary<PoolCase & { readonly lanes: number }> = fc.integer({ min: 1, max: 1 << 30 }).map((seed) => {
+const arbDenseCase: fc.Arbitrary<GraphCase & { readonly lanes: number }> = fc.integer({ min: 1, max: 1 << 30 }).map((seed) => {
   const rng = prng(seed)
   const rand = (shape: number[]) => tensor("float32", shape, Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rng.float(-1, 1)))
   const lanes = rng.pick([8, 16])

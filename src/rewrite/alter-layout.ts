@@ -1,9 +1,9 @@
 // rewrite.AlterLayout: for CPU targets, 2-D convolutions move to the blocked layout NCHW{c}c
 // (block from the target's vector width), with layout transforms at the boundaries; elementwise
-// neighbours (activations, bias and residual adds, scale/shift) and max / average pooling (global pooling too) move into
-// the blocked layout too, and adjacent inverse transforms cancel; a dense layer of a few rows takes
-// its weight in column panels (DensePack). Weights are re-laid at compile time (a constant in, a
-// constant out), so foldConstants leaves no transform on them.
+// neighbours (activations, bias and residual adds, scale/shift) and max / average pooling (global
+// pooling too) move into the blocked layout too, and adjacent inverse transforms cancel; a dense
+// layer of a few rows takes its weight in column panels (DensePack). Weights are re-laid at compile
+// time (a constant in, a constant out), so foldConstants leaves no transform on them.
 import { attr } from "../ast/graph/attrs.js"
 import { resolveNode } from "../ast/graph/evaluate.js"
 import type { Graph, Node } from "../ast/graph/graph.js"

@@ -104,10 +104,13 @@ export const packDense = (w: Tensor, b: number): Tensor => {
   return tensor(w.dtype, [P, K, b], out)
 }
 
+/** Whether n columns fill P panels of b: all but the last whole, the last at least one column. */
+const fillsPanels = (n: number, P: number, b: number): boolean => n <= P * b && n > (P - 1) * b
+
 /** Column panels [P, K, b] → the dense weight [K, n] (n ≤ P·b: the padding dropped). */
 export const unpackDense = (w: Tensor, n: number): Tensor => {
   const [P, K, b] = w.shape
-  check(n <= P * b && n > (P - 1) * b, `${n} columns do not fill ${P} panels of ${b}`)
+  check(fillsPanels(n, P, b), `${n} columns do not fill ${P} panels of ${b}`)
   const out = allocate(w.dtype, K * n)
   for (let k = 0; k < K; k++)
     for (let j = 0; j < n; j++) out[k * n + j] = w.data[(Math.floor(j / b) * K + k) * b + (j % b)]
@@ -260,15 +263,18 @@ export const layoutOps = {
       if (w.shape.length !== 3 || !w.shape.every((d) => typeof d === "number")) return fail(`input 1 must be static column panels [P, K, b], got rank ${w.shape.length}`)
       const [P, K, b] = w.shape as number[]
       const n = ctx.attrs.n
-      if (!(n <= P * b && n > (P - 1) * b)) return fail(`n = ${n} does not fill ${P} panels of ${b} columns`)
-      return plainGemm().infer({ ...ctx, attrs: plainAttrs(plainGemm(), "Gemm", {}), inputs: [a, { dtype: w.dtype, shape: [K, n] }, ctx.inputs[2]], values: [] })
+      if (!fillsPanels(n, P, b)) return fail(`n = ${n} does not fill ${P} panels of ${b} columns`)
+      return plainGemm().infer({ ...ctx, attrs: plainGemmAttrs(), inputs: [a, { dtype: w.dtype, shape: [K, n] }, ctx.inputs[2]], values: [] })
     },
     kernel: (ctx) => {
       const w = unpackDense(req(ctx.inputs, 1), ctx.attrs.n)
-      return plainGemm().kernel({ ...ctx, attrs: plainAttrs(plainGemm(), "Gemm", {}), inputs: [ctx.inputs[0], w, ctx.inputs[2]] })
+      return plainGemm().kernel({ ...ctx, attrs: plainGemmAttrs(), inputs: [ctx.inputs[0], w, ctx.inputs[2]] })
     },
   }),
 } satisfies Record<string, AnyOpDef>
+
+/** The plain Gemm attributes of a packed dense layer: no transposes, alpha and beta 1 (the codec's defaults). */
+const plainGemmAttrs = () => plainAttrs(plainGemm(), "Gemm", {})
 
 /** The plain Conv attributes (with the Conv codec's defaults) of a blocked conv. */
 const convAttrsFor = (a: { group: number; strides?: readonly number[]; pads?: readonly number[]; dilations?: readonly number[]; kernel_shape?: readonly number[]; auto_pad: string }) =>
