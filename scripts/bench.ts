@@ -11,7 +11,7 @@ import { prng } from "../src/ast/graph/arbitrary.js"
 import type { Tensor } from "../src/ast/graph/tensor.js"
 import { alignedHostMemory, compilerAvailable } from "../src/device/c.js"
 import { peakGflops } from "../src/device/peak.js"
-import { hostTarget } from "../src/device/target.js"
+import { hostTarget } from "../src/device/host.js"
 import { createExecutor, type KernelFn, type Program } from "../src/device/executor.js"
 import { alternateRuns, loadOrt, median, openOrtSession, runOrt, type OrtResult } from "../src/device/onnxruntime.js"
 import { loadOrtWeb, runOrtWeb } from "../src/device/onnxruntime-web.js"
@@ -21,7 +21,7 @@ import { zooGraph, zooModel } from "../src/zoo/index.js"
 
 const MODELS = ["resnet18", "mobilenetv2"]
 /** The c target's vector width on this CPU (what `tessera compile` uses): AVX-512 16, AVX2 8. */
-const C_LANES = Math.max(1, hostTarget("c").attrs.vectorLanes)
+const C_LANES = Math.max(1, hostTarget().attrs.vectorLanes)
 const RUNS = Number(process.env.BENCH_RUNS ?? 10)
 const args = process.argv.slice(2)
 const childThreads = args.includes("--child") ? Number(args[args.indexOf("--child") + 1]) : undefined

@@ -27,7 +27,7 @@ const ROUNDS = Number(arg("rounds", "21"))
 const TUNED = arg("tuned", "")
 
 const { createExecutor } = await import("../src/device/executor.js")
-const { hostTarget } = await import("../src/device/target.js")
+const { hostTarget } = await import("../src/device/host.js")
 const { loadOrt, median, settle } = await import("../src/device/onnxruntime.js")
 const { readLog } = await import("../src/device/records-file.js")
 const { randomTensor } = await import("../src/cli/inputs.js")
@@ -42,7 +42,7 @@ const run = <A, E>(eff: Effect.Effect<A, E>) => Effect.runPromise(eff as Effect.
 
 const graph = zooGraph(MODEL, 0)
 const tuned = TUNED ? bestRecords((await run(readLog(TUNED))).records, "c") : undefined
-const lanes = Math.max(1, hostTarget("c").attrs.vectorLanes)
+const lanes = Math.max(1, hostTarget().attrs.vectorLanes)
 const program = await run(compileGraph(graph, { target: "c", optLevel: 3, vectorLanes: lanes, cores: THREADS, ...(tuned ? { tuned } : {}) }))
 const fns = await run(loadCProgram(program))
 // each kernel call timed where the executor makes it

@@ -28,7 +28,7 @@ const THREADS = Number(arg("threads", "1"))
 process.env.OMP_NUM_THREADS = String(THREADS)
 
 const { createExecutor } = await import("../src/device/executor.js")
-const { cacheSweepBytes, hostTarget } = await import("../src/device/target.js")
+const { cacheSweepBytes, hostTarget } = await import("../src/device/host.js")
 const { defaultCBuildConfig } = await import("../src/device/c.js")
 const { loadOrt, median, openOrtSession, settle } = await import("../src/device/onnxruntime.js")
 const { appendRecords, readLog } = await import("../src/device/records-file.js")
@@ -60,7 +60,7 @@ const LOG = arg("log", path.join(OUT, `tuning-c-${THREADS}t.jsonl`))
 const SKIP_COMPARE = process.argv.includes("--skip-compare")
 const SKIP_E2E = process.argv.includes("--skip-e2e")
 // the host's vector width, as `tessera compile` uses (AVX-512 16, AVX2 8)
-const TARGET = { kind: "c", vectorLanes: Math.max(1, hostTarget("c").attrs.vectorLanes), cores: THREADS } as const
+const TARGET = { kind: "c", vectorLanes: Math.max(1, hostTarget().attrs.vectorLanes), cores: THREADS } as const
 const TUNERS = ["xgb", "ga", "random"] as const
 const BATCH = 16
 

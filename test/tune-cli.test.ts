@@ -16,7 +16,7 @@ import { encodeOnnx } from "../src/ast/onnx/encode.js"
 import { randomTensor } from "../src/cli/inputs.js"
 import { compilerAvailable } from "../src/device/c.js"
 import { createExecutor } from "../src/device/executor.js"
-import { hostTarget } from "../src/device/target.js"
+import { hostTarget } from "../src/device/host.js"
 import { loadJsModule } from "../src/device/js.js"
 import { compileGraph, emitJs } from "../src/pipeline.js"
 import { tasksOfProgram } from "../src/search/extract.js"
@@ -28,7 +28,7 @@ const ROOT = path.resolve(import.meta.dirname, "..")
 const BUILD = path.join(ROOT, ".cache", "test-tune-cli")
 let tmp = ""
 /** What compile and tune use for c here. */
-const LANES = hostTarget("c").attrs.vectorLanes
+const LANES = hostTarget().attrs.vectorLanes
 
 const f32 = (shape: number[], seed: number) => randomTensor("float32", shape, seed)
 const graph = makeGraph({

@@ -121,7 +121,7 @@ export const inspectModel = Effect.fn("cli.inspect")(function* (o: InspectOption
   const allStatic = [...bound.valueTypes.values()].every((t) => t.shape.every((d) => typeof d === "number"))
   const flops = shapeError === undefined && allStatic ? bound.nodes.reduce((s, n) => s + nodeFlops(bound, n), 0) : null
   const optimized = o.fused ? yield* optimizeAndPlan(bound) : undefined
-  const report = optimized ? fusionReport(optimized.fused, optimized.memory) : undefined
+  const report = optimized ? fusionReport(optimized, optimized.memory) : undefined
   const summary: InspectSummary = {
     model: o.model,
     graph: graph.name,
@@ -141,9 +141,9 @@ export const inspectModel = Effect.fn("cli.inspect")(function* (o: InspectOption
     case "json":
       return JSON.stringify(summary)
     case "dot":
-      return fusionDot(optimized ? optimized.fused : singletonGroups(bound))
+      return fusionDot(optimized ?? singletonGroups(bound))
     case "svg":
-      return yield* renderSvg(fusionDot(optimized ? optimized.fused : singletonGroups(bound)))
+      return yield* renderSvg(fusionDot(optimized ?? singletonGroups(bound)))
     case "text": {
       const lines = [
         `model ${o.model}: graph '${graph.name}', opset ${graph.opset}`,

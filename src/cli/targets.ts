@@ -12,7 +12,7 @@ import { createExecutor, type LoadedKernels, type Program } from "../device/exec
 import { loadJsModule } from "../device/js.js"
 import { emitWasmModule, type WasmEmitted } from "../emit/wasm/emit.js"
 import { readLog } from "../device/records-file.js"
-import { hostTarget } from "../device/target.js"
+import { hostTarget } from "../device/host.js"
 import { compileGraph, emitJs, loadCProgram, loadWasmProgram, targetPasses, type TuningReport } from "../pipeline.js"
 import { defaultPasses, withPassConfig, type GraphPass, type PassInstrument } from "../rewrite/index.js"
 import { bestRecords, type TuningRecord } from "../search/records.js"
@@ -51,7 +51,7 @@ export interface TargetSettings {
 
 export const targetSettings = (kind: CliTarget, threads = 1): TargetSettings => ({
   kind,
-  vectorLanes: kind === "c" ? hostTarget("c").attrs.vectorLanes : kind === "interp" ? 0 : 4,
+  vectorLanes: kind === "c" ? hostTarget().attrs.vectorLanes : kind === "interp" ? 0 : 4,
   cores: kind === "c" ? Math.max(1, threads) : 1,
   threads: Math.max(1, threads),
 })
@@ -79,11 +79,17 @@ export interface PassEvent {
 }
 
 /** Instruments that time each pass and keep its result (the clock is read here, in the CLI). */
+/** A graph pass's IR (the instruments see fused graphs and TIR functions too). */
+const isGraph = (ir: unknown): ir is Graph => typeof ir === "object" && ir !== null && "nodes" in ir && "valueTypes" in ir && !("groups" in ir)
+
 const recorder = (events: PassEvent[]): PassInstrument => {
   const stack: { pass: string; t0: number; nodes: number; count: number }[] = []
   return {
-    before: (pass, g) => stack.push({ pass, t0: performance.now(), nodes: g.nodes.length, count: events.length }),
+    before: (pass, ir) => {
+      if (isGraph(ir)) stack.push({ pass, t0: performance.now(), nodes: ir.nodes.length, count: events.length })
+    },
     after: (pass, g) => {
+      if (!isGraph(g)) return
       const top = stack.pop()
       if (!top || top.pass !== pass) return
       const leaf = events.length === top.count

@@ -12,9 +12,11 @@ import { existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from "node:f
 import * as os from "node:os"
 import * as path from "node:path"
 import koffi from "koffi"
-import { allocate, type DType, type TypedArray } from "../ast/graph/dtype.js"
-import type { Buffer, PrimFunc } from "../ast/tir/tir.js"
-import { hostTarget, type Target } from "./target.js"
+import { allocate, DTYPE_INFO, type DType, type TypedArray } from "../ast/graph/dtype.js"
+import { storageElements } from "../ast/tir/analysis.js"
+import type { PrimFunc } from "../ast/tir/tir.js"
+import type { Target } from "../ast/target.js"
+import { hostTarget } from "./host.js"
 
 export class CompileError extends Data.TaggedError("CompileError")<{ readonly command: string; readonly reason: string; readonly stderr: string }> {
   override get message(): string {
@@ -122,28 +124,10 @@ export const buildC = Effect.fn("c.build")(function* (source: string, config: CB
   return so
 })
 
-/** The koffi type of a param's storage (matches C_STORAGE of the emitter and our typed arrays). */
-const FFI_TYPE: { readonly [D in DType]: string } = {
-  float32: "float *",
-  float64: "double *",
-  float16: "float *",
-  bfloat16: "float *",
-  int8: "int8_t *",
-  int16: "int16_t *",
-  int32: "int32_t *",
-  int64: "double *",
-  uint8: "uint8_t *",
-  uint16: "uint16_t *",
-  uint32: "uint32_t *",
-  uint64: "double *",
-  bool: "uint8_t *",
-}
+/** The koffi type of a param's storage: a pointer to its C type (the emitter's, from the one dtype table). */
+const ffiType = (d: DType): string => `${DTYPE_INFO[d].c} *`
 
-/** Elements of a param's flat storage (what its array must hold at least). */
-export const storageElements = (b: Buffer): number => {
-  const st = b.strides ?? b.shape.map((_, k) => b.shape.slice(k + 1).reduce((a, d) => a * d, 1))
-  return b.shape.length ? Math.max(1, b.shape.reduce((s, d, k) => s + (d - 1) * st[k], 1)) : 1
-}
+
 
 /** A loaded kernel: checks its arguments (count, typed-array type, length), then calls the C function. */
 export type CKernel = (...args: TypedArray[]) => void
@@ -172,7 +156,7 @@ export const loadC = (so: string, funcs: readonly PrimFunc[]): Effect.Effect<CMo
     try: () => {
       const lib = koffi.load(so)
       const kernels = new Map<string, CKernel>()
-      for (const f of funcs) kernels.set(f.name, checkedKernel(f, lib.func(f.name, "void", f.params.map((p) => FFI_TYPE[p.dtype])) as (...a: unknown[]) => unknown))
+      for (const f of funcs) kernels.set(f.name, checkedKernel(f, lib.func(f.name, "void", f.params.map((p) => ffiType(p.dtype))) as (...a: unknown[]) => unknown))
       return { path: so, kernels }
     },
     catch: (e) => new LoadError({ path: so, reason: e instanceof Error ? e.message : String(e) }),
@@ -289,7 +273,7 @@ export interface CDeviceShape {
   readonly time: (mod: CModule, name: string, args: readonly TypedArray[], repeats?: number, minMs?: number) => Effect.Effect<number, CRunError>
 }
 
-export const makeCDevice = (config: CBuildConfig = defaultCBuildConfig(), target: Target = hostTarget("c")): CDeviceShape => ({
+export const makeCDevice = (config: CBuildConfig = defaultCBuildConfig(), target: Target = hostTarget()): CDeviceShape => ({
   target,
   build: (source) => buildC(source, config),
   load: loadC,

@@ -6,7 +6,7 @@
 // the blocks and the constants are then placed in it once, so its kernels find them in place and
 // copy only what lives elsewhere (the model's inputs and outputs).
 import { Data } from "effect"
-import { allocate, type DType, type TypedArray } from "../ast/graph/dtype.js"
+import { allocate, storageBytes, type DType, type TypedArray } from "../ast/graph/dtype.js"
 import { resolveNode, roundNarrow, runGraph } from "../ast/graph/evaluate.js"
 import type { Graph } from "../ast/graph/graph.js"
 import { sizeOf, type Tensor } from "../ast/graph/tensor.js"
@@ -43,21 +43,6 @@ export class ExecutorError extends Data.TaggedError("ExecutorError")<{ readonly 
   }
 }
 
-const STORAGE_BYTES: { readonly [D in DType]: number } = {
-  float32: 4,
-  float64: 8,
-  float16: 4,
-  bfloat16: 4,
-  int8: 1,
-  int16: 2,
-  int32: 4,
-  int64: 8,
-  uint8: 1,
-  uint16: 2,
-  uint32: 4,
-  uint64: 8,
-  bool: 1,
-}
 
 type ViewCtor = new (buffer: ArrayBufferLike, byteOffset: number, length: number) => TypedArray
 const viewCtor = (dtype: DType): ViewCtor => allocate(dtype, 0).constructor as unknown as ViewCtor
@@ -82,7 +67,7 @@ export const createExecutor = (program: Program, fns: LoadedKernels): Executor =
   const blockBytes = new Array<number>(memory.storages.length).fill(0)
   for (const a of memory.values) {
     const t = graph.valueTypes.get(a.value)!
-    blockBytes[a.storage] = Math.max(blockBytes[a.storage], sizeOf(t.shape as number[]) * STORAGE_BYTES[t.dtype])
+    blockBytes[a.storage] = Math.max(blockBytes[a.storage], sizeOf(t.shape as number[]) * storageBytes(t.dtype))
   }
   const sizes = blockBytes.map((b) => Math.max(8, Math.ceil(b / 8) * 8))
   const planned = new Map<string, TypedArray>()

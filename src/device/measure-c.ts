@@ -15,7 +15,8 @@ import { rmSync } from "node:fs"
 import { createRequire } from "node:module"
 import { sizeOf, type Tensor } from "../ast/graph/tensor.js"
 import type { PrimFunc } from "../ast/tir/tir.js"
-import { buildC, defaultCBuildConfig, storageElements, type CBuildConfig } from "./c.js"
+import { storageElements } from "../ast/tir/analysis.js"
+import { buildC, defaultCBuildConfig, type CBuildConfig } from "./c.js"
 import { defaultMeasureOptions, referenceCase, wrongAnswer, type Candidate, type Measured, type MeasureOptions, type ReferenceCase } from "./measure.js"
 
 export interface CMeasureOptions extends MeasureOptions {

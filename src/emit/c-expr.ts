@@ -13,26 +13,12 @@
 //                                            the build passes -fwrapv so wrapping is defined)
 // Float arithmetic runs in the value class (float for float32, so loops vectorize at full width);
 // the evaluator computes in double and rounds at stores: results agree to float32 rounding.
-import type { DType } from "../ast/graph/dtype.js"
+import { DTYPE_INFO, DTYPES, type DType } from "../ast/graph/dtype.js"
 import type { BinOp, Expr, Intrinsic } from "../ast/te/expr.js"
 import { intervalOf, type Bounds } from "../ast/te/simplify.js"
 
 /** The C type a buffer of each dtype holds (the same bytes as our typed-array storage). */
-export const C_STORAGE: { readonly [D in DType]: string } = {
-  float32: "float",
-  float64: "double",
-  float16: "float",
-  bfloat16: "float",
-  int8: "int8_t",
-  int16: "int16_t",
-  int32: "int32_t",
-  int64: "double",
-  uint8: "uint8_t",
-  uint16: "uint16_t",
-  uint32: "uint32_t",
-  uint64: "double",
-  bool: "uint8_t",
-}
+export const C_STORAGE: { readonly [D in DType]: string } = Object.fromEntries(DTYPES.map((d) => [d, DTYPE_INFO[d].c])) as { readonly [D in DType]: string }
 
 export type ValueClass = "f32" | "f64" | "int"
 

@@ -2,25 +2,11 @@
 // deterministic: identifiers are generated (b0, v3, …) in order of first appearance, so no name
 // from a model ever reaches the emitted text; original names appear only in escaped comments.
 import { isIntDtype, type BinOp, type Expr } from "../ast/te/expr.js"
-import type { DType } from "../ast/graph/dtype.js"
+import { DTYPE_INFO, type DType } from "../ast/graph/dtype.js"
 import type { Buffer, PrimFunc, Stmt } from "../ast/tir/tir.js"
 
-/** The JS typed array holding each dtype (matches src/ast/graph/dtype.ts storage). */
-export const JS_ARRAY: { readonly [D in DType]: string } = {
-  float32: "Float32Array",
-  float64: "Float64Array",
-  float16: "Float32Array",
-  bfloat16: "Float32Array",
-  int8: "Int8Array",
-  int16: "Int16Array",
-  int32: "Int32Array",
-  int64: "Float64Array",
-  uint8: "Uint8Array",
-  uint16: "Uint16Array",
-  uint32: "Uint32Array",
-  uint64: "Float64Array",
-  bool: "Uint8Array",
-}
+/** The JS typed array holding each dtype (its name, from the one dtype table). */
+const jsArray = (d: DType): string => DTYPE_INFO[d].array.name
 
 /** A comment-safe rendering of an arbitrary name. */
 export const commentSafe = (s: string): string => JSON.stringify(s).replace(/\*\//g, "*\\/").replace(/[\u2028\u2029]/g, " ")
@@ -188,7 +174,7 @@ const renderStmt = (s: Stmt, ind: string, vars: Names, bufs: Names, out: string[
       out.push(`${ind}}`)
       return
     case "allocate":
-      out.push(`${ind}{ const ${bufs.get(s.buffer.name)} = new ${JS_ARRAY[s.buffer.dtype]}(${flatSize(s.buffer)}); // ${commentSafe(s.buffer.name)} @${s.buffer.scope}`)
+      out.push(`${ind}{ const ${bufs.get(s.buffer.name)} = new ${jsArray(s.buffer.dtype)}(${flatSize(s.buffer)}); // ${commentSafe(s.buffer.name)} @${s.buffer.scope}`)
       renderStmt(s.body, ind + "  ", vars, bufs, out)
       out.push(`${ind}}`)
       return

@@ -13,9 +13,7 @@ import { resolveNode } from "../ast/graph/evaluate.js"
 import type { Graph, Node } from "../ast/graph/graph.js"
 import { bindSync } from "../ast/graph/infer.js"
 import type { PatternKind } from "../ast/graph/op.js"
-import { Effect } from "effect"
-import type { Pass, RewriteError } from "./pass.js"
-import { VerifyError } from "./pass.js"
+import { isRewriteError, tryTyped, VerifyError, type Pass, type RewriteError } from "./pass.js"
 
 /** TVM's order of pattern kinds (combine = max). */
 export const KIND_RANK: { readonly [K in PatternKind]: number } = {
@@ -277,14 +275,12 @@ export const fuseOpsSync = (graph0: Graph, options: FuseOptions = defaultFuseOpt
   return { graph, groups }
 }
 
+/** Fusion as a pass; skipped (opt level 0, or disabled), every node is a group of its own. */
 export const fuseOps: Pass<Graph, FusedGraph, RewriteError> = {
   name: "rewrite.FuseOps",
   optLevel: 1,
-  run: (g) =>
-    Effect.try({
-      try: () => fuseOpsSync(g),
-      catch: (e) => (typeof e === "object" && e !== null && "_tag" in e ? (e as RewriteError) : new VerifyError({ pass: "rewrite.FuseOps", where: "fusion", reason: String(e) })),
-    }),
+  run: (g) => tryTyped(() => fuseOpsSync(g), isRewriteError),
+  skip: (g) => singletonGroups(g),
 }
 
 /** Every node alone in its own group (opt level 0). */

@@ -1,24 +1,36 @@
-// Passes: named, pure stages with an opt level, composed by `sequential` under a PassConfig
-// (opt level, disabled passes, verification between passes, instruments).
+// Passes: named, pure stages with an opt level, composed by `sequential` (passes of one IR) and
+// `chain` (a pass that changes the IR, such as FuseOps: Graph → FusedGraph) under a PassConfig (opt
+// level, disabled passes, verification between passes, instruments). Graph passes, fusion, memory
+// planning and the TIR passes all have this one shape, so `disabled` and the opt levels are
+// honoured in one place: `runPass`.
 import { Context, Data, Effect } from "effect"
-import type { EvalError } from "../ast/graph/errors.js"
+import { GraphError, InputError, NodeError, UnsupportedOpError, type EvalError } from "../ast/graph/errors.js"
 import type { Graph } from "../ast/graph/graph.js"
-import { verifyGraph } from "./verify.js"
+import { verifyGraph, type VerifyProblem } from "./verify.js"
 
-export interface Pass<A, B, E = never> {
-  /** `<stage>.<PascalCase>`, e.g. "rewrite.FoldConstants". */
+export interface Pass<A, B = A, E = never> {
+  /** `<stage>.<PascalCase>`, e.g. "rewrite.FoldConstants", "lowering.FlattenStorage". */
   readonly name: string
-  /** The lowest opt level at which `sequential` runs it. */
+  /** The lowest opt level at which it runs. */
   readonly optLevel: number
   readonly run: (input: A) => Effect.Effect<B, E>
+  /**
+   * What the pass gives when it does not run (below its opt level, or disabled). A pass that keeps
+   * the IR's type gives its input; one that changes it says what stands in (FuseOps: one group per
+   * node).
+   */
+  readonly skip?: (input: A) => B
 }
 
 export type GraphPass = Pass<Graph, Graph, RewriteError>
 
-/** Instruments see each pass run; the caller (CLI, benchmark) owns any clock or file they use. */
+/**
+ * Instruments see each pass that runs, with the IR before and after (a Graph, a FusedGraph, a
+ * PrimFunc). The caller (CLI, benchmark) owns any clock or file they use.
+ */
 export interface PassInstrument {
-  readonly before?: (pass: string, graph: Graph) => void
-  readonly after?: (pass: string, graph: Graph) => void
+  readonly before?: (pass: string, ir: unknown) => void
+  readonly after?: (pass: string, ir: unknown) => void
 }
 
 export interface PassConfigShape {
@@ -30,7 +42,7 @@ export interface PassConfigShape {
 
 export const defaultPassConfig: PassConfigShape = { optLevel: 3, disabled: new Set(), verify: true, instruments: [] }
 
-/** The PassContext: read by `sequential`; override with `withPassConfig`. */
+/** The PassContext: read by `runPass`; override with `withPassConfig`. */
 export const PassConfig = Context.Reference<PassConfigShape>("tessera/rewrite/PassConfig", { defaultValue: () => defaultPassConfig })
 
 export const withPassConfig =
@@ -38,7 +50,7 @@ export const withPassConfig =
   <A, E, R>(eff: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
     Effect.provideService(eff, PassConfig, { ...defaultPassConfig, ...cfg })
 
-/** A pass produced a graph that is not well formed. */
+/** A pass produced an IR that is not well formed (what the next stage assumes does not hold). */
 export class VerifyError extends Data.TaggedError("VerifyError")<{
   readonly pass: string
   readonly where: string
@@ -52,32 +64,71 @@ export class VerifyError extends Data.TaggedError("VerifyError")<{
 /** What a graph pass may fail with: the evaluator's errors (folding, inference) or verification. */
 export type RewriteError = EvalError | VerifyError
 
-/** A pass from a plain function that may throw the typed errors. */
+/** Whether `e` is one of the typed errors a graph pass may fail with (anything else is a bug). */
+export const isRewriteError = (e: unknown): e is RewriteError =>
+  e instanceof UnsupportedOpError || e instanceof NodeError || e instanceof InputError || e instanceof GraphError || e instanceof VerifyError
+
+/**
+ * An Effect of a plain function that may throw the typed errors `typed` recognises: those fail the
+ * effect; anything else it throws is a defect (a bug in the pass, never a user's error).
+ */
+export const tryTyped = <A, E>(f: () => A, typed: (e: unknown) => e is E): Effect.Effect<A, E> =>
+  Effect.suspend(() => {
+    try {
+      return Effect.succeed(f())
+    } catch (e) {
+      return typed(e) ? Effect.fail(e) : Effect.die(e)
+    }
+  })
+
+/** A graph pass from a plain function that may throw the typed errors. */
 export const graphPass = (name: string, optLevel: number, f: (g: Graph) => Graph): GraphPass => ({
   name,
   optLevel,
-  run: (g) =>
-    Effect.try({
-      try: () => f(g),
-      catch: (e) => (typeof e === "object" && e !== null && "_tag" in e ? (e as RewriteError) : new VerifyError({ pass: name, where: "pass", reason: e instanceof Error ? `${e.name}: ${e.message}` : String(e) })),
-    }),
+  run: (g) => tryTyped(() => f(g), isRewriteError),
 })
 
-/** Runs passes in order, skipping those above the opt level or disabled; verifies between them. */
-export const sequential = (name: string, passes: readonly GraphPass[]): GraphPass => ({
+/** Whether the configuration runs `p`. */
+export const runs = (cfg: PassConfigShape, p: { readonly name: string; readonly optLevel: number }): boolean => p.optLevel <= cfg.optLevel && !cfg.disabled.has(p.name)
+
+/**
+ * Runs one pass under the PassConfig: skipped (its `skip`, else the input unchanged) below its opt
+ * level or when disabled; otherwise run between the instruments and its output verified.
+ */
+export const runPass = <A, B, E>(p: Pass<A, B, E>, input: A, verify?: (out: B) => VerifyProblem | undefined): Effect.Effect<B, E | VerifyError> =>
+  Effect.gen(function* () {
+    const cfg = yield* PassConfig
+    if (!runs(cfg, p)) return p.skip ? p.skip(input) : (input as unknown as B)
+    for (const i of cfg.instruments) i.before?.(p.name, input)
+    const out = yield* p.run(input)
+    for (const i of cfg.instruments) i.after?.(p.name, out)
+    const bad = cfg.verify && verify ? verify(out) : undefined
+    if (bad) return yield* new VerifyError({ pass: p.name, ...bad })
+    return out
+  })
+
+/** `sequential` for an IR with this verifier: passes in order, each verified after it runs. */
+export const sequentialOf =
+  <A>(verify: (a: A) => VerifyProblem | undefined) =>
+  <E>(name: string, passes: readonly Pass<A, A, E>[]): Pass<A, A, E | VerifyError> => ({
+    name,
+    optLevel: 0,
+    run: Effect.fn(name)(function* (input: A) {
+      let x = input
+      for (const p of passes) x = yield* runPass(p, x, verify)
+      return x
+    }),
+  })
+
+/** Graph passes in order, skipping those above the opt level or disabled; verifies between them. */
+export const sequential: (name: string, passes: readonly Pass<Graph, Graph, RewriteError>[]) => GraphPass = sequentialOf(verifyGraph)
+
+/** Two passes one after the other, where the first changes the IR (each run or skipped by the config). */
+export const chain = <A, B, C, E1, E2>(name: string, first: Pass<A, B, E1>, second: Pass<B, C, E2>): Pass<A, C, E1 | E2 | VerifyError> => ({
   name,
   optLevel: 0,
-  run: Effect.fn(name)(function* (graph: Graph) {
-    const cfg = yield* PassConfig
-    let g = graph
-    for (const p of passes) {
-      if (p.optLevel > cfg.optLevel || cfg.disabled.has(p.name)) continue
-      for (const i of cfg.instruments) i.before?.(p.name, g)
-      g = yield* p.run(g)
-      for (const i of cfg.instruments) i.after?.(p.name, g)
-      const bad = cfg.verify ? verifyGraph(g) : undefined
-      if (bad) return yield* new VerifyError({ pass: p.name, ...bad })
-    }
-    return g
+  run: Effect.fn(name)(function* (input: A) {
+    const mid = yield* runPass(first, input)
+    return yield* runPass(second, mid)
   }),
 })

@@ -6,7 +6,9 @@
 import { BYTES } from "../ast/graph/dtype.js"
 import type { Graph } from "../ast/graph/graph.js"
 import { sizeOf } from "../ast/graph/tensor.js"
+import { Effect } from "effect"
 import type { FusedGraph } from "./fuse-ops.js"
+import type { Pass } from "./pass.js"
 
 export interface StorageBlock {
   readonly id: number
@@ -39,6 +41,8 @@ export interface PlanOptions {
   readonly matchRange: number
   /** Storage alignment in bytes. */
   readonly alignment: number
+  /** Whether a dead value's block is taken again (false: every value a block of its own, nothing in place). */
+  readonly reuse?: boolean
 }
 export const defaultPlanOptions: PlanOptions = { matchRange: 16, alignment: 64 }
 
@@ -68,6 +72,10 @@ export const planMemory = (fused: FusedGraph, options: PlanOptions = defaultPlan
   let naive = 0
 
   const take = (bytes: number): number => {
+    if (options.reuse === false) {
+      storages.push({ id: storages.length, bytes })
+      return storages.length - 1
+    }
     let best = -1
     for (const id of free) if (storages[id].bytes >= bytes && (best < 0 || storages[id].bytes < storages[best].bytes)) best = id
     if (best < 0)
@@ -96,7 +104,7 @@ export const planMemory = (fused: FusedGraph, options: PlanOptions = defaultPlan
         const b = graph.valueTypes.get(o)
         return !!a && !!b && a.dtype === b.dtype && a.shape.length === b.shape.length && a.shape.every((d, k) => d === b.shape[k])
       }
-      const victim = IN_PLACE_KINDS.has(grp.kind) ? dying.find((i) => sameType(i) && holder.get(byValue.get(i)!.storage) === i) : undefined
+      const victim = IN_PLACE_KINDS.has(grp.kind) && options.reuse !== false ? dying.find((i) => sameType(i) && holder.get(byValue.get(i)!.storage) === i) : undefined
       let storage: number
       let inPlaceOf: string | undefined
       if (victim !== undefined) {
@@ -127,4 +135,17 @@ export const planMemory = (fused: FusedGraph, options: PlanOptions = defaultPlan
   })
   const plannedBytes = storages.reduce((s, b) => s + b.bytes, 0)
   return { storages, values, plannedBytes, naiveBytes: naive }
+}
+
+/** A fused graph with its memory plan: what lowering and the executor take. */
+export interface PlannedGraph extends FusedGraph {
+  readonly memory: MemoryPlan
+}
+
+/** Memory planning as a pass; skipped (disabled), every intermediate value gets a block of its own. */
+export const planMemoryPass: Pass<FusedGraph, PlannedGraph> = {
+  name: "rewrite.PlanMemory",
+  optLevel: 0,
+  run: (fused) => Effect.succeed({ ...fused, memory: planMemory(fused) }),
+  skip: (fused) => ({ ...fused, memory: planMemory(fused, { ...defaultPlanOptions, reuse: false }) }),
 }

@@ -35,40 +35,57 @@ export type TypedArray =
   | Uint16Array
   | Uint32Array
 
-type ArrayCtor = { new (n: number): TypedArray; new (src: ArrayLike<number>): TypedArray }
+type ArrayCtor = { new (n: number): TypedArray; new (src: ArrayLike<number>): TypedArray; readonly BYTES_PER_ELEMENT: number; readonly name: string }
 
-const STORAGE: { readonly [D in DType]: ArrayCtor } = {
-  float32: Float32Array,
-  float64: Float64Array,
-  float16: Float32Array,
-  bfloat16: Float32Array,
-  int8: Int8Array,
-  int16: Int16Array,
-  int32: Int32Array,
-  int64: Float64Array,
-  uint8: Uint8Array,
-  uint16: Uint16Array,
-  uint32: Uint32Array,
-  uint64: Float64Array,
-  bool: Uint8Array,
+/** A wasm load / store of a storage element, its natural alignment (log2) and the class its value computes in. */
+export interface WasmStorage {
+  readonly vclass: "i32" | "f32" | "f64"
+  readonly load: "f32.load" | "f64.load" | "i32.load" | "i32.load16_s" | "i32.load16_u" | "i32.load8_s" | "i32.load8_u"
+  readonly store: "f32.store" | "f64.store" | "i32.store" | "i32.store16" | "i32.store8"
+  readonly align: number
 }
+
+/** Everything each stage needs to know about a dtype's storage, in one row per dtype. */
+export interface DTypeInfo {
+  /** Bytes per element in ONNX / numpy (not our storage). */
+  readonly bytes: number
+  /** ONNX TensorProto.DataType. */
+  readonly onnx: number
+  /** The typed array our storage uses (float16 / bfloat16 as rounded float32, int64 / uint64 as double). */
+  readonly array: ArrayCtor
+  /** The C type of that storage (the c target's buffers and the FFI's pointers). */
+  readonly c: "float" | "double" | "int8_t" | "int16_t" | "int32_t" | "uint8_t" | "uint16_t" | "uint32_t"
+  /** The wasm target's access to that storage. */
+  readonly wasm: WasmStorage
+}
+
+const F32: WasmStorage = { vclass: "f32", load: "f32.load", store: "f32.store", align: 2 }
+const F64: WasmStorage = { vclass: "f64", load: "f64.load", store: "f64.store", align: 3 }
+
+export const DTYPE_INFO: { readonly [D in DType]: DTypeInfo } = {
+  float32: { bytes: 4, onnx: 1, array: Float32Array, c: "float", wasm: F32 },
+  float64: { bytes: 8, onnx: 11, array: Float64Array, c: "double", wasm: F64 },
+  float16: { bytes: 2, onnx: 10, array: Float32Array, c: "float", wasm: F32 },
+  bfloat16: { bytes: 2, onnx: 16, array: Float32Array, c: "float", wasm: F32 },
+  int8: { bytes: 1, onnx: 3, array: Int8Array, c: "int8_t", wasm: { vclass: "i32", load: "i32.load8_s", store: "i32.store8", align: 0 } },
+  int16: { bytes: 2, onnx: 5, array: Int16Array, c: "int16_t", wasm: { vclass: "i32", load: "i32.load16_s", store: "i32.store16", align: 1 } },
+  int32: { bytes: 4, onnx: 6, array: Int32Array, c: "int32_t", wasm: { vclass: "i32", load: "i32.load", store: "i32.store", align: 2 } },
+  int64: { bytes: 8, onnx: 7, array: Float64Array, c: "double", wasm: F64 },
+  uint8: { bytes: 1, onnx: 2, array: Uint8Array, c: "uint8_t", wasm: { vclass: "i32", load: "i32.load8_u", store: "i32.store8", align: 0 } },
+  uint16: { bytes: 2, onnx: 4, array: Uint16Array, c: "uint16_t", wasm: { vclass: "i32", load: "i32.load16_u", store: "i32.store16", align: 1 } },
+  uint32: { bytes: 4, onnx: 12, array: Uint32Array, c: "uint32_t", wasm: { vclass: "i32", load: "i32.load", store: "i32.store", align: 2 } },
+  uint64: { bytes: 8, onnx: 13, array: Float64Array, c: "double", wasm: F64 },
+  bool: { bytes: 1, onnx: 9, array: Uint8Array, c: "uint8_t", wasm: { vclass: "i32", load: "i32.load8_u", store: "i32.store8", align: 0 } },
+}
+
+const column = <K extends keyof DTypeInfo>(k: K): { readonly [D in DType]: DTypeInfo[K] } =>
+  Object.fromEntries(DTYPES.map((d) => [d, DTYPE_INFO[d][k]])) as { readonly [D in DType]: DTypeInfo[K] }
 
 /** Bytes per element in ONNX / numpy (not our storage). */
-export const BYTES: { readonly [D in DType]: number } = {
-  float32: 4,
-  float64: 8,
-  float16: 2,
-  bfloat16: 2,
-  int8: 1,
-  int16: 2,
-  int32: 4,
-  int64: 8,
-  uint8: 1,
-  uint16: 2,
-  uint32: 4,
-  uint64: 8,
-  bool: 1,
-}
+export const BYTES: { readonly [D in DType]: number } = column("bytes")
+
+/** Bytes per element of our storage (float16 takes 4: it is held as float32). */
+export const storageBytes = (d: DType): number => DTYPE_INFO[d].array.BYTES_PER_ELEMENT
 
 export const isFloat = (d: DType): boolean =>
   d === "float32" || d === "float64" || d === "float16" || d === "bfloat16"
@@ -76,7 +93,7 @@ export const isInteger = (d: DType): boolean => !isFloat(d) && d !== "bool"
 export const isSigned = (d: DType): boolean =>
   isFloat(d) || d === "int8" || d === "int16" || d === "int32" || d === "int64"
 
-export const allocate = (dtype: DType, n: number): TypedArray => new STORAGE[dtype](n)
+export const allocate = (dtype: DType, n: number): TypedArray => new DTYPE_INFO[dtype].array(n)
 
 /** Copies `src` into fresh storage for `dtype`, converting each value as ONNX Cast does. */
 export const fromNumbers = (dtype: DType, src: ArrayLike<number>): TypedArray => {
@@ -197,22 +214,8 @@ export const converter = (dtype: DType): ((x: number) => number) => {
   }
 }
 
-// ONNX TensorProto.DataType numbering
-export const ONNX_DTYPE: { readonly [code: number]: DType } = {
-  1: "float32",
-  2: "uint8",
-  3: "int8",
-  4: "uint16",
-  5: "int16",
-  6: "int32",
-  7: "int64",
-  9: "bool",
-  10: "float16",
-  11: "float64",
-  12: "uint32",
-  13: "uint64",
-  16: "bfloat16",
-}
+/** ONNX TensorProto.DataType numbering → dtype. */
+export const ONNX_DTYPE: { readonly [code: number]: DType } = Object.fromEntries(DTYPES.map((d) => [DTYPE_INFO[d].onnx, d]))
 export const ONNX_DTYPE_NAME: { readonly [code: number]: string } = {
   0: "undefined",
   8: "string",
@@ -229,18 +232,5 @@ export const ONNX_DTYPE_NAME: { readonly [code: number]: string } = {
   25: "uint2",
   26: "int2",
 }
-export const DTYPE_ONNX: { readonly [D in DType]: number } = {
-  float32: 1,
-  uint8: 2,
-  int8: 3,
-  uint16: 4,
-  int16: 5,
-  int32: 6,
-  int64: 7,
-  bool: 9,
-  float16: 10,
-  float64: 11,
-  uint32: 12,
-  uint64: 13,
-  bfloat16: 16,
-}
+/** dtype → ONNX TensorProto.DataType. */
+export const DTYPE_ONNX: { readonly [D in DType]: number } = column("onnx")

@@ -1,43 +1,17 @@
 // The pieces every part of the wasm emitter shares: value classes and storage of each dtype, the
 // imported math and helper functions, and the builder of one function's code and locals.
-import type { DType } from "../../ast/graph/dtype.js"
+import { DTYPE_INFO, DTYPES, storageBytes, type DType } from "../../ast/graph/dtype.js"
 import { ins, type Instr, type Op, type ValType } from "./encoder.js"
 
 export type VT = "i32" | "f32" | "f64"
 
-/** The value class of each dtype. */
-export const VCLASS: { readonly [D in DType]: VT } = {
-  float32: "f32",
-  float16: "f32",
-  bfloat16: "f32",
-  float64: "f64",
-  int64: "f64",
-  uint64: "f64",
-  int8: "i32",
-  int16: "i32",
-  int32: "i32",
-  uint8: "i32",
-  uint16: "i32",
-  uint32: "i32",
-  bool: "i32",
-}
+/** The value class of each dtype (from the one dtype table). */
+export const VCLASS: { readonly [D in DType]: VT } = Object.fromEntries(DTYPES.map((d) => [d, DTYPE_INFO[d].wasm.vclass])) as { readonly [D in DType]: VT }
 
-/** Load/store opcodes, element bytes and alignment (log2) of each dtype's storage (matching src/ast/graph/dtype.ts). */
-export const STORAGE: { readonly [D in DType]: { readonly load: Op; readonly store: Op; readonly bytes: number; readonly align: number } } = {
-  float32: { load: "f32.load", store: "f32.store", bytes: 4, align: 2 },
-  float16: { load: "f32.load", store: "f32.store", bytes: 4, align: 2 },
-  bfloat16: { load: "f32.load", store: "f32.store", bytes: 4, align: 2 },
-  float64: { load: "f64.load", store: "f64.store", bytes: 8, align: 3 },
-  int64: { load: "f64.load", store: "f64.store", bytes: 8, align: 3 },
-  uint64: { load: "f64.load", store: "f64.store", bytes: 8, align: 3 },
-  int32: { load: "i32.load", store: "i32.store", bytes: 4, align: 2 },
-  uint32: { load: "i32.load", store: "i32.store", bytes: 4, align: 2 },
-  int16: { load: "i32.load16_s", store: "i32.store16", bytes: 2, align: 1 },
-  uint16: { load: "i32.load16_u", store: "i32.store16", bytes: 2, align: 1 },
-  int8: { load: "i32.load8_s", store: "i32.store8", bytes: 1, align: 0 },
-  uint8: { load: "i32.load8_u", store: "i32.store8", bytes: 1, align: 0 },
-  bool: { load: "i32.load8_u", store: "i32.store8", bytes: 1, align: 0 },
-}
+/** Load/store opcodes, element bytes and alignment (log2) of each dtype's storage (the one dtype table's). */
+export const STORAGE: { readonly [D in DType]: { readonly load: Op; readonly store: Op; readonly bytes: number; readonly align: number } } = Object.fromEntries(
+  DTYPES.map((d) => [d, { load: DTYPE_INFO[d].wasm.load, store: DTYPE_INFO[d].wasm.store, bytes: storageBytes(d), align: DTYPE_INFO[d].wasm.align }]),
+) as { readonly [D in DType]: { readonly load: Op; readonly store: Op; readonly bytes: number; readonly align: number } }
 
 /** JS imports (module "math"), each f64 → f64 (pow: two args), by symbolic name. */
 export const MATH_IMPORTS = ["exp", "log", "tanh", "erf", "pow", "sigmoid", "sin", "cos", "round_f16", "round_bf16"] as const

@@ -1,0 +1,235 @@
+// Targets as data: a kind and the attributes every stage adapts to — the graph passes (the blocked
+// layout's vector width), the schedules (lanes, cores, caches, FMA units), the emitters and the
+// devices. One module every stage imports; it reads nothing. What the host is (/proc, /sys,
+// nvidia-smi) is read at the edge (src/device/host.ts) and handed in as a Target.
+//
+// The kinds are the keys of `TargetAttrsOf`: a kind is added by adding its attributes here and
+// its Backend record to the table in src/backend/index.ts (which is typed over this union, so a
+// kind without a backend does not compile). CUDA and VTA attributes are declared below for the
+// targets that will carry them.
+import { Data } from "effect"
+
+/** The vector instruction set a CPU target's code may use. */
+export type Isa = "avx512" | "avx2" | "sse" | "neon" | "simd128" | "scalar"
+
+/** fp32 lanes of one vector register of each ISA. */
+export const ISA_LANES: { readonly [I in Isa]: number } = { avx512: 16, avx2: 8, sse: 4, neon: 4, simd128: 4, scalar: 1 }
+
+/**
+ * FMA pipes and their latency in cycles, nominal per ISA (what the common implementations have:
+ * two FMA pipes and 4 cycles since Skylake and Zen 2 at 256 bits; Zen 4 runs a 512-bit FMA
+ * through both of its 256-bit pipes). Until the host is measured these are what a target says;
+ * a register tile needs units x latency independent accumulators to keep the FMA pipes busy.
+ */
+const NOMINAL_FMA: { readonly [I in Isa]: { readonly units: number; readonly latency: number } } = {
+  avx512: { units: 2, latency: 4 },
+  avx2: { units: 2, latency: 4 },
+  sse: { units: 2, latency: 4 },
+  neon: { units: 2, latency: 4 },
+  simd128: { units: 1, latency: 4 },
+  scalar: { units: 1, latency: 4 },
+}
+
+/** A CPU (the c target), or the CPU a portable target (js, wasm, interp) runs on. */
+export interface CpuAttrs {
+  readonly isa: Isa
+  /** fp32 lanes of the vector unit the blocked layout and the schedules plan for (0: keep NCHW). */
+  readonly vectorLanes: number
+  /** Cores the parallel loops may use. */
+  readonly cores: number
+  /** Bytes of the L1 data cache, of L2, and of the last-level cache. */
+  readonly l1Bytes: number
+  readonly l2Bytes: number
+  readonly cacheBytes: number
+  /** Fused multiply-add: whether there is one, how many pipes, and their latency in cycles. */
+  readonly fma: boolean
+  readonly fmaUnits: number
+  readonly fmaLatency: number
+  /** AVX-512 VNNI (int8 dot products). */
+  readonly vnni: boolean
+}
+
+/**
+ * An NVIDIA GPU (the cuda target), by compute capability: the per-block limits of the CUDA
+ * Programming Guide's table of technical specifications.
+ */
+export interface CudaAttrs {
+  /** "8.0" (A100), "9.0" (H100). */
+  readonly computeCapability: { readonly major: number; readonly minor: number }
+  readonly maxThreadsPerBlock: number
+  /** Shared memory a block may use without opting in, and with cudaFuncSetAttribute's opt-in. */
+  readonly sharedMemoryPerBlock: number
+  readonly sharedMemoryPerBlockOptin: number
+  /** 32-bit registers per block. */
+  readonly registersPerBlock: number
+  readonly warpSize: number
+  /** Streaming multiprocessors (the grid a schedule should fill); 0 when not known. */
+  readonly multiprocessors: number
+}
+
+/**
+ * A VTA accelerator's hardware configuration (vta_config.json / hw_spec.h), each a log2: data
+ * widths in bits, the GEMM core's shape (BATCH x BLOCK_IN times BLOCK_IN x BLOCK_OUT) and the
+ * on-chip buffers in bytes.
+ */
+export interface VtaAttrs {
+  readonly logInpWidth: number
+  readonly logWgtWidth: number
+  readonly logAccWidth: number
+  readonly logBatch: number
+  readonly logBlockIn: number
+  readonly logBlockOut: number
+  readonly logUopBuffSize: number
+  readonly logInpBuffSize: number
+  readonly logWgtBuffSize: number
+  readonly logAccBuffSize: number
+}
+
+/** Each target kind's attributes. A new kind is a new key here plus its Backend record. */
+export interface TargetAttrsOf {
+  /** The reference interpreter (runs the optimized graph; the attributes are the host's). */
+  readonly interp: CpuAttrs
+  /** One ES module (the portable reference backend). */
+  readonly js: CpuAttrs
+  /** One WebAssembly module with SIMD128. */
+  readonly wasm: CpuAttrs
+  /** C built by gcc into a shared library. */
+  readonly c: CpuAttrs
+}
+
+export type TargetKind = keyof TargetAttrsOf
+
+export const TARGET_KINDS: readonly TargetKind[] = ["interp", "js", "c", "wasm"]
+
+export const isTargetKind = (s: string): s is TargetKind => (TARGET_KINDS as readonly string[]).includes(s)
+
+/** A target: its kind and that kind's attributes (a union over the kinds, narrowed by `kind`). */
+export type Target<K extends TargetKind = TargetKind> = { readonly [P in K]: { readonly kind: P; readonly attrs: TargetAttrsOf[P] } }[K]
+
+/** Attributes a target cannot have (a negative core count, a lane count that is no power of two). */
+export class TargetError extends Data.TaggedError("TargetError")<{ readonly target: string; readonly reason: string }> {
+  override get message(): string {
+    return `target ${this.target}: ${this.reason}`
+  }
+}
+
+/** Portable CPU defaults: one scalar core, 32 KiB / 256 KiB / 8 MiB of cache. */
+const CPU_DEFAULTS: CpuAttrs = {
+  isa: "scalar",
+  vectorLanes: 1,
+  cores: 1,
+  l1Bytes: 32 * 1024,
+  l2Bytes: 256 * 1024,
+  cacheBytes: 8 * 1024 * 1024,
+  fma: false,
+  fmaUnits: NOMINAL_FMA.scalar.units,
+  fmaLatency: NOMINAL_FMA.scalar.latency,
+  vnni: false,
+}
+
+const positiveInt = (n: number) => Number.isInteger(n) && n >= 1
+
+/** Why these CPU attributes cannot be (undefined when they can). */
+export const cpuAttrsProblem = (a: CpuAttrs): string | undefined => {
+  if (!(a.isa in ISA_LANES)) return `unknown isa '${String(a.isa)}'`
+  if (!(Number.isInteger(a.vectorLanes) && a.vectorLanes >= 0 && (a.vectorLanes & (a.vectorLanes - 1)) === 0)) return `vectorLanes ${a.vectorLanes} is not 0 or a power of two`
+  for (const k of ["cores", "l1Bytes", "l2Bytes", "cacheBytes", "fmaUnits", "fmaLatency"] as const) if (!positiveInt(a[k])) return `${k} ${a[k]} is not a positive integer`
+  return undefined
+}
+
+/**
+ * CPU attributes over the portable defaults: vectorLanes follows the isa unless given, and the FMA
+ * units and latency are the isa's nominal ones unless given. Throws TargetError on impossible values.
+ */
+export const cpuAttrs = (attrs: Partial<CpuAttrs> = {}): CpuAttrs => {
+  const isa = attrs.isa ?? CPU_DEFAULTS.isa
+  const out: CpuAttrs = {
+    ...CPU_DEFAULTS,
+    fmaUnits: NOMINAL_FMA[isa]?.units ?? 1,
+    fmaLatency: NOMINAL_FMA[isa]?.latency ?? 4,
+    ...attrs,
+    isa,
+    vectorLanes: attrs.vectorLanes ?? ISA_LANES[isa] ?? 1,
+  }
+  const bad = cpuAttrsProblem(out)
+  if (bad) throw new TargetError({ target: "cpu", reason: bad })
+  return out
+}
+
+/** A target of a CPU kind with these attributes over the defaults (see cpuAttrs). */
+export const makeTarget = <K extends TargetKind>(kind: K, attrs: Partial<TargetAttrsOf[K]> = {}): Target<K> =>
+  ({ kind, attrs: cpuAttrs(attrs) }) as unknown as Target<K>
+
+/** The same target with some attributes replaced (validated again). */
+export const withAttrs = <K extends TargetKind>(t: Target<K>, attrs: Partial<TargetAttrsOf[K]>): Target<K> =>
+  makeTarget(t.kind as K, { ...(t.attrs as TargetAttrsOf[K]), ...attrs })
+
+/**
+ * The key tuning records are filed under: the kind, the lanes the layout and schedules were made
+ * for, and the cores (a record tuned for 4 lanes or 1 core does not apply to 16 or 2).
+ */
+export const targetKey = (t: { readonly kind: string; readonly vectorLanes: number; readonly cores: number }): string =>
+  `${t.kind}:lanes=${Math.max(t.vectorLanes, 1)}:cores=${t.cores}`
+
+/** targetKey of a Target. */
+export const keyOf = (t: Target): string => targetKey({ kind: t.kind, vectorLanes: t.attrs.vectorLanes, cores: t.attrs.cores })
+
+// ---------------------------------------------------------------------------------------------
+// CUDA
+
+/** Each compute capability Tessera knows, with the shared memory a block may opt in to (bytes). */
+const CUDA_CAPABILITIES: readonly (readonly [string, number])[] = [
+  ["7.0", 96 * 1024],
+  ["7.5", 64 * 1024],
+  ["8.0", 163 * 1024],
+  ["8.6", 99 * 1024],
+  ["8.7", 163 * 1024],
+  ["8.9", 99 * 1024],
+  ["9.0", 227 * 1024],
+]
+
+/**
+ * A GPU's attributes from its compute capability ("9.0") and SM count: 1024 threads, 48 KiB of
+ * shared memory (more by opt-in), 64 Ki registers per block and warps of 32 on every capability
+ * from 7.0 on. Throws TargetError on a capability it does not know.
+ */
+export const cudaAttrs = (capability: string, multiprocessors = 0): CudaAttrs => {
+  const known = CUDA_CAPABILITIES.find(([cc]) => cc === capability)
+  const m = /^(\d+)\.(\d+)$/.exec(capability)
+  if (!known || !m) throw new TargetError({ target: "cuda", reason: `compute capability '${capability}' is not one Tessera knows (${CUDA_CAPABILITIES.map(([cc]) => cc).join(", ")})` })
+  if (!(Number.isInteger(multiprocessors) && multiprocessors >= 0)) throw new TargetError({ target: "cuda", reason: `multiprocessors ${multiprocessors} is not a count` })
+  return {
+    computeCapability: { major: Number(m[1]), minor: Number(m[2]) },
+    maxThreadsPerBlock: 1024,
+    sharedMemoryPerBlock: 48 * 1024,
+    sharedMemoryPerBlockOptin: known[1],
+    registersPerBlock: 64 * 1024,
+    warpSize: 32,
+    multiprocessors,
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// VTA
+
+/** The default VTA configuration (the Pynq board's): 8-bit inputs and weights, 32-bit sums, a 1x16x16 GEMM core. */
+export const VTA_DEFAULT: VtaAttrs = {
+  logInpWidth: 3,
+  logWgtWidth: 3,
+  logAccWidth: 5,
+  logBatch: 0,
+  logBlockIn: 4,
+  logBlockOut: 4,
+  logUopBuffSize: 15,
+  logInpBuffSize: 15,
+  logWgtBuffSize: 18,
+  logAccBuffSize: 17,
+}
+
+/** A VTA configuration over the default; throws TargetError when a field is not a small non-negative integer. */
+export const vtaAttrs = (attrs: Partial<VtaAttrs> = {}): VtaAttrs => {
+  const out = { ...VTA_DEFAULT, ...attrs }
+  for (const [k, v] of Object.entries(out))
+    if (!(Number.isInteger(v) && v >= 0 && v <= 31)) throw new TargetError({ target: "vta", reason: `${k} ${v} is not a log2 between 0 and 31` })
+  return out
+}

@@ -1,0 +1,47 @@
+// Facts about TIR that every consumer (passes, emitters, devices) reads the same way: a buffer's
+// row-major strides and the elements of storage it spans, and which buffers a statement stores to.
+import type { Buffer, Stmt } from "./tir.js"
+
+/** Row-major strides of a shape (the last dim contiguous). */
+export const rowMajor = (shape: readonly number[]): number[] => {
+  const st = new Array<number>(shape.length)
+  let acc = 1
+  for (let i = shape.length - 1; i >= 0; i--) {
+    st[i] = acc
+    acc *= shape[i]
+  }
+  return st
+}
+
+/** Elements of flat storage a buffer spans through its strides (row-major unless given; at least 1). */
+export const storageElements = (b: Pick<Buffer, "shape" | "strides">): number => {
+  const st = b.strides ?? rowMajor(b.shape)
+  return b.shape.length ? Math.max(1, b.shape.reduce((s, d, k) => s + (d - 1) * st[k], 1)) : 1
+}
+
+/** Names of the buffers `s` stores to (a store's or an intrinsic's output), added to `out`. */
+export const storedBuffers = (s: Stmt, out: Set<string> = new Set()): Set<string> => {
+  switch (s.kind) {
+    case "store":
+      out.add(s.buffer)
+      break
+    case "intrinsic":
+      out.add(s.output.buffer)
+      break
+    case "for":
+    case "allocate":
+    case "let":
+      storedBuffers(s.body, out)
+      break
+    case "seq":
+      s.body.forEach((b) => storedBuffers(b, out))
+      break
+    case "if":
+      storedBuffers(s.then, out)
+      if (s.else) storedBuffers(s.else, out)
+      break
+    default:
+      break
+  }
+  return out
+}

@@ -1,0 +1,69 @@
+// The host, read at the edge: the CPU's vector ISA and FMA from /proc/cpuinfo, its caches from
+// /sys, its cores from the OS (portable defaults where those are absent). Pure stages never call
+// this; the CLI, the benchmarks and the devices do, and hand the result on as a Target.
+import { readFileSync, readdirSync } from "node:fs"
+import * as os from "node:os"
+import { cpuAttrs, type CpuAttrs, type Isa, type Target } from "../ast/target.js"
+
+/** The CPU features a /proc/cpuinfo text declares (the first processor's flags line). */
+export const parseCpuInfo = (text: string): Pick<CpuAttrs, "isa" | "fma" | "vnni"> => {
+  const line = /^(?:flags|Features)\s*:(.*)$/m.exec(text)
+  const flags = new Set((line?.[1] ?? "").trim().split(/\s+/))
+  const isa: Isa = flags.has("avx512f") ? "avx512" : flags.has("avx2") ? "avx2" : flags.has("sse2") ? "sse" : flags.has("asimd") || flags.has("neon") ? "neon" : "scalar"
+  return { isa, fma: flags.has("fma") || flags.has("asimd"), vnni: flags.has("avx512_vnni") }
+}
+
+/** "32K" / "1024K" / "32M" (sysfs cache sizes) → bytes. */
+export const parseCacheSize = (s: string): number | undefined => {
+  const m = /^\s*(\d+)\s*([KMG]?)/i.exec(s)
+  if (!m) return undefined
+  const unit = { "": 1, K: 1024, M: 1024 ** 2, G: 1024 ** 3 }[m[2].toUpperCase() as "" | "K" | "M" | "G"]
+  return Number(m[1]) * unit
+}
+
+const readOr = (path: string): string | undefined => {
+  try {
+    return readFileSync(path, "utf8")
+  } catch {
+    return undefined
+  }
+}
+
+/** Cache sizes of cpu0 from sysfs (data / unified caches by level). */
+const hostCaches = (): Partial<Pick<CpuAttrs, "l1Bytes" | "l2Bytes" | "cacheBytes">> => {
+  const dir = "/sys/devices/system/cpu/cpu0/cache"
+  let entries: string[]
+  try {
+    entries = readdirSync(dir).filter((d) => d.startsWith("index")).sort()
+  } catch {
+    return {}
+  }
+  const byLevel = new Map<number, number>()
+  for (const d of entries) {
+    const type = readOr(`${dir}/${d}/type`)?.trim()
+    const level = Number(readOr(`${dir}/${d}/level`)?.trim())
+    const size = parseCacheSize(readOr(`${dir}/${d}/size`) ?? "")
+    if (type === "Instruction" || !level || size === undefined) continue
+    byLevel.set(level, size)
+  }
+  const levels = [...byLevel.keys()].sort((a, b) => a - b)
+  return {
+    ...(byLevel.has(1) ? { l1Bytes: byLevel.get(1)! } : {}),
+    ...(byLevel.has(2) ? { l2Bytes: byLevel.get(2)! } : {}),
+    ...(levels.length ? { cacheBytes: byLevel.get(levels[levels.length - 1])! } : {}),
+  }
+}
+
+/** The CPU we run on: its ISA, FMA, VNNI, every core it lets us use, its caches. */
+export const hostCpu = (): CpuAttrs => {
+  const info = readOr("/proc/cpuinfo")
+  const features = info ? parseCpuInfo(info) : process.arch === "arm64" ? { isa: "neon" as const, fma: true, vnni: false } : {}
+  const cores = typeof os.availableParallelism === "function" ? os.availableParallelism() : os.cpus().length
+  return cpuAttrs({ ...features, cores: Math.max(1, cores), ...hostCaches() })
+}
+
+/** The host CPU as a c target. */
+export const hostTarget = (): Target<"c"> => ({ kind: "c", attrs: hostCpu() })
+
+/** Bytes the tuner's measuring writes between timed calls: twice this machine's L2 (MeasureOptions.flushBytes). */
+export const cacheSweepBytes = (): number => 2 * hostCpu().l2Bytes
