@@ -6,9 +6,8 @@ import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { arbGraphCase } from "../src/ast/graph/arbitrary.js"
 import { runGraph } from "../src/ast/graph/evaluate.js"
-import { createExecutor } from "../src/device/executor.js"
-import { loadJsModule } from "../src/device/js.js"
-import { compileGraph, emitJs } from "../src/pipeline.js"
+import { makeTarget } from "../src/ast/target.js"
+import { compileGraph, loadProgram } from "../src/pipeline.js"
 import { assertAllClose, lawParams } from "./support.js"
 
 describe("compile → js → run", () => {
@@ -21,9 +20,8 @@ describe("compile → js → run", () => {
       const cases = fc.sample(arbGraphCase({ maxNodes: 10 }), lawParams(25))
       let compiled = 0
       for (const { graph, inputs } of cases) {
-        const program = await Effect.runPromise(compileGraph(graph, { target: "js", optLevel, vectorLanes: lanes }))
-        const fns = await Effect.runPromise(loadJsModule(emitJs(program)))
-        const exec = createExecutor(program, fns)
+        const program = await Effect.runPromise(compileGraph(graph, makeTarget("js", { vectorLanes: lanes }), { optLevel }))
+        const exec = await Effect.runPromise(loadProgram(program, makeTarget("js")))
         const want = runGraph(graph, inputs)
         // twice: the planned buffers are reused across runs
         for (let r = 0; r < 2; r++) {

@@ -9,19 +9,21 @@ import { spawnSync } from "node:child_process"
 import { allocate } from "../src/ast/graph/dtype.js"
 import { prng } from "../src/ast/graph/arbitrary.js"
 import type { Tensor } from "../src/ast/graph/tensor.js"
-import { alignedHostMemory, compilerAvailable } from "../src/device/c.js"
+import { paramsOf } from "../src/ast/tir/analysis.js"
+import { BACKENDS } from "../src/backend/index.js"
+import type { DeviceModule } from "../src/device/device.js"
 import { peakGflops } from "../src/device/peak.js"
-import { hostTarget } from "../src/device/host.js"
-import { createExecutor, type KernelFn, type Program } from "../src/device/executor.js"
+import { hostCpu } from "../src/device/host.js"
+import type { Program } from "../src/lowering/program.js"
 import { alternateRuns, loadOrt, median, openOrtSession, runOrt, type OrtResult } from "../src/device/onnxruntime.js"
 import { loadOrtWeb, runOrtWeb } from "../src/device/onnxruntime-web.js"
-import { compileGraph, loadCProgram, loadWasmProgram } from "../src/pipeline.js"
+import { compileGraph, loadProgram } from "../src/pipeline.js"
 import { nodeFlops } from "../src/rewrite/report.js"
 import { zooGraph, zooModel } from "../src/zoo/index.js"
 
 const MODELS = ["resnet18", "mobilenetv2"]
 /** The c target's vector width on this CPU (what `tessera compile` uses): AVX-512 16, AVX2 8. */
-const C_LANES = Math.max(1, hostTarget().attrs.vectorLanes)
+const C_LANES = Math.max(1, hostCpu().vectorLanes)
 const RUNS = Number(process.env.BENCH_RUNS ?? 10)
 const args = process.argv.slice(2)
 const childThreads = args.includes("--child") ? Number(args[args.indexOf("--child") + 1]) : undefined
@@ -60,14 +62,19 @@ interface Row {
   readonly flops: number
 }
 
-/** Each compiled group of a program alone: name, ops, ms, GFLOP/s (the per-layer table's lines). */
-const perLayer = (program: Program, fns: ReadonlyMap<string, KernelFn>): string[] => {
+/**
+ * Each compiled group of a program alone, on buffers of its device module (the c target's 64-byte
+ * aligned, as the executor places them; wasm's in the module's memory): name, ops, ms, GFLOP/s
+ * (the per-layer table's lines).
+ */
+const perLayer = (program: Program, mod: DeviceModule): string[] => {
   const byName = new Map(program.graph.nodes.map((n) => [n.name, n]))
   return program.kernels.flatMap((k) => {
     if (k.kind !== "compiled") return []
-    const arrays = k.func.params.map((p) => allocate(p.dtype, (p.view?.shape ?? p.shape).reduce((a, b) => a * b, 1)))
-    const fn = fns.get(k.name)!
-    const ms = time(() => fn(...arrays), 3)
+    const params = paramsOf(k.func)
+    const blocks = mod.reserve(params.map((p) => p.elements * allocate(p.dtype, 1).BYTES_PER_ELEMENT))
+    const args = params.map((p, j) => mod.view(blocks[j], p.dtype, p.elements))
+    const ms = time(() => mod.run(k.name, args), 3)
     const grp = program.fused.groups[k.group]
     const fl = grp.nodes.reduce((s, n) => s + nodeFlops(program.graph, byName.get(n)!), 0)
     return [`${k.name}\t${grp.ops.join("+")}\t${ms.toFixed(2)} ms\t${(fl / ms / 1e6).toFixed(1)} GFLOP/s`]
@@ -104,11 +111,11 @@ const measure = async (threads: number): Promise<Measured> => {
     const input = graph.inputs[0]
     const feeds = new Map([[input.name, randomInput(input.type.shape as number[])]])
     const row: { -readonly [K in keyof Row]: Row[K] } = { model: name, threads, flops: 0 }
-    if (compilerAvailable()) {
-      const program = await Effect.runPromise(compileGraph(graph, { target: "c", optLevel: 3, vectorLanes: C_LANES, cores: threads }))
+    if (BACKENDS.c.unavailable() === undefined) {
+      const target = BACKENDS.c.target(hostCpu(), threads)
+      const program = await Effect.runPromise(compileGraph(graph, target, { optLevel: 3 }))
       row.flops = program.graph.nodes.reduce((s, n) => s + nodeFlops(program.graph, n), 0)
-      const fns = await Effect.runPromise(loadCProgram(program))
-      const exec = createExecutor(program, fns)
+      const exec = await Effect.runPromise(loadProgram(program, target, { threads }))
       // c and onnxruntime-node alternate (one open session): this shared machine's slow spells
       // last seconds, and timing one side after the other put them on either side
       const session = typeof ort === "string" ? ort : await Effect.runPromise(openOrtSession(ort, bytes, feeds, threads))
@@ -120,35 +127,17 @@ const measure = async (threads: number): Promise<Measured> => {
       } finally {
         if (typeof session !== "string") await session.release()
       }
-      if (threads === 1 && name === "resnet18") {
-        // where the time goes: each compiled group alone
-        const byName = new Map(program.graph.nodes.map((n) => [n.name, n]))
-        for (const k of program.kernels) {
-          if (k.kind !== "compiled") continue
-          // 64-byte aligned, as the executor places the c target's buffers
-          const counts = k.func.params.map((p) => (p.view?.shape ?? p.shape).reduce((a, b) => a * b, 1))
-          const memory = alignedHostMemory()
-          const at = memory.reserve(k.func.params.map((p, j) => counts[j] * allocate(p.dtype, 1).BYTES_PER_ELEMENT))
-          const arrays = k.func.params.map((p, j) => {
-            const View = allocate(p.dtype, 0).constructor as new (b: ArrayBuffer, o: number, n: number) => ReturnType<typeof allocate>
-            return new View(memory.buffer(), at[j], counts[j])
-          })
-          const fn = fns.get(k.name)!
-          const ms = time(() => fn(...arrays), 3)
-          const grp = program.fused.groups[k.group]
-          const fl = grp.nodes.reduce((s, n) => s + nodeFlops(program.graph, byName.get(n)!), 0)
-          layers.push(`${k.name}\t${grp.ops.join("+")}\t${ms.toFixed(2)} ms\t${(fl / ms / 1e6).toFixed(1)} GFLOP/s`)
-        }
-      }
+      // where the time goes: each compiled group alone
+      if (threads === 1 && name === "resnet18") layers.push(...perLayer(program, exec.module))
     }
     {
       // the schedule does not depend on the thread count: workers run the parallel phases
-      const program = await Effect.runPromise(compileGraph(graph, { target: "wasm", optLevel: 3, vectorLanes: 4, cores: 1 }))
-      const fns = await Effect.runPromise(loadWasmProgram(program, threads))
-      const exec = createExecutor(program, fns)
+      const target = BACKENDS.wasm.target(hostCpu(), threads)
+      const program = await Effect.runPromise(compileGraph(graph, target, { optLevel: 3 }))
+      const exec = await Effect.runPromise(loadProgram(program, target, { threads }))
       row.wasm = time(() => exec.run(feeds), Math.max(3, Math.floor(RUNS / 3)))
-      row.wasmThreads = fns.threads
-      if (threads === 1 && name === "resnet18") wasmLayers.push(...perLayer(program, fns))
+      row.wasmThreads = exec.module.threads ?? 1
+      if (threads === 1 && name === "resnet18") wasmLayers.push(...perLayer(program, exec.module))
       if (threads === 1 && ortWeb !== undefined && typeof ortWeb !== "string") {
         const r = await Effect.runPromise(runOrtWeb(ortWeb, bytes, feeds, { runs: RUNS }))
         if (typeof r !== "string") {
@@ -156,7 +145,7 @@ const measure = async (threads: number): Promise<Measured> => {
           row.wasmDiff = maxAbsDiff(exec.run(feeds), r.outputs)
         } else ortWebError = r
       } else if (typeof ortWeb === "string") ortWebError = ortWeb
-      fns.close()
+      exec.module.close()
     }
     if (row.ort === undefined && typeof ort !== "string") {
       const r = await Effect.runPromise(runOrt(ort, bytes, feeds, { threads, runs: RUNS }))

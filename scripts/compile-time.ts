@@ -15,7 +15,10 @@ import { NoCompute } from "../src/lowering/op-library.js"
 import { defaultSchedule } from "../src/lowering/templates.js"
 import { defaultTirPasses, lowerIntrinsics, runTirPasses } from "../src/lowering/tir-passes.js"
 import { emitC } from "../src/emit/c.js"
-import { compileGraph, emitCProgram, kernelsAlias, targetPasses } from "../src/pipeline.js"
+import { makeTarget } from "../src/ast/target.js"
+import { cpuGraphPasses } from "../src/backend/cpu.js"
+import { artifactText, kernelsAlias } from "../src/lowering/program.js"
+import { compileGraph, emitArtifact } from "../src/pipeline.js"
 import { fuseOpsSync, planMemory } from "../src/rewrite/index.js"
 import type { PrimFunc } from "../src/ast/tir/tir.js"
 import { zooGraph } from "../src/zoo/index.js"
@@ -25,7 +28,8 @@ const runsAt = args.indexOf("--runs")
 const RUNS = runsAt >= 0 ? Number(args[runsAt + 1]) : 5
 const named = args.filter((a, k) => !a.startsWith("--") && (runsAt < 0 || k !== runsAt + 1))
 const MODELS = named.length ? named : ["resnet18", "mobilenetv2"]
-const OPTIONS = { target: "c", optLevel: 3, vectorLanes: 16, cores: 1 } as const
+const C_TARGET = makeTarget("c", { vectorLanes: 16, cores: 1 })
+const OPTIONS = { optLevel: 3 } as const
 const TARGET = { kind: "c", vectorLanes: 16, cores: 1 } as const
 
 const median = (xs: readonly number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
@@ -40,14 +44,14 @@ const time = <A>(f: () => A): [A, number] => {
 const STAGES = ["bind", "graph passes", "fusion", "memory plan", "lower: TE", "lower: schedule", "lower: lowerSync", "lower: TIR passes", "emit C"] as const
 type StageName = (typeof STAGES)[number]
 
-/** One compile by stages, as compileGraph + emitCProgram do it (same options, same order). */
+/** One compile by stages, as compileGraph + the c backend's emitter do it (same options, same order). */
 const byStages = (model: string) => {
   const ms = new Map<StageName, number>(STAGES.map((s) => [s, 0]))
   const add = (s: StageName, t: number) => ms.set(s, ms.get(s)! + t)
   const graph = zooGraph(model, 0)
   const [bound, tBind] = time(() => bindSync(graph, new Map(), { requireStatic: true }))
   add("bind", tBind)
-  const passes = targetPasses(OPTIONS.vectorLanes)
+  const passes = cpuGraphPasses(C_TARGET)
   const [optimized, tPasses] = time(() => Effect.runSync(passes.run(bound)))
   add("graph passes", tPasses)
   const [fused, tFuse] = time(() => fuseOpsSync(optimized))
@@ -95,17 +99,17 @@ for (const model of MODELS) {
     // end to end, exactly the pipeline's entry points
     const graph = zooGraph(model, 0)
     const t0 = performance.now()
-    const program = Effect.runSync(compileGraph(graph, OPTIONS))
-    const source = emitCProgram(program).source
+    const program = Effect.runSync(compileGraph(graph, C_TARGET, OPTIONS))
+    const source = artifactText(Effect.runSync(emitArtifact(program, C_TARGET)), "tessera_kernels.c")!
     totals.push(performance.now() - t0)
     hash = sha(source)
     kernels = program.kernels.filter((k) => k.kind === "compiled").length
     // by stages (the zoo graph is built outside the timed stages)
     const { ms, funcs, perGroup, tirMs } = byStages(model)
-    const program2 = Effect.runSync(compileGraph(zooGraph(model, 0), OPTIONS))
+    const program2 = Effect.runSync(compileGraph(zooGraph(model, 0), C_TARGET, OPTIONS))
     const [emitted, tEmit] = time(() => emitC(funcs, { restrict: !kernelsAlias(program2) }))
     ms.set("emit C", tEmit)
-    if (sha(emitted.source) !== hash) throw new Error(`${model}: the stage-by-stage compile emitted different C than compileGraph + emitCProgram`)
+    if (sha(emitted.source) !== hash) throw new Error(`${model}: the stage-by-stage compile emitted different C than compileGraph + the c emitter`)
     for (const [s, t] of ms) stageRuns.get(s)!.push(t)
     for (const [p, t] of tirMs) tirRuns.set(p, [...(tirRuns.get(p) ?? []), t])
     for (const g of perGroup) {
@@ -121,8 +125,8 @@ for (const model of MODELS) {
   for (const s of STAGES) console.log(`| ${s} | ${median(stageRuns.get(s)!).toFixed(1)} |`)
   const sum = STAGES.reduce((acc, s) => acc + median(stageRuns.get(s)!), 0)
   console.log(`| sum of stages | ${sum.toFixed(1)} |`)
-  console.log(`| **compileGraph + emitCProgram** | **${median(totals).toFixed(1)}** |`)
-  console.log(`| compileGraph + emitCProgram, first run (cold JIT) | ${totals[0].toFixed(1)} |`)
+  console.log(`| **compileGraph + emit C** | **${median(totals).toFixed(1)}** |`)
+  console.log(`| compileGraph + emit C, first run (cold JIT) | ${totals[0].toFixed(1)} |`)
   console.log(`TIR passes: ${[...tirRuns].map(([p, ts]) => `${p} ${median(ts).toFixed(1)}`).join(", ")} ms`)
   const slow = [...groupRuns].map(([group, e]) => ({ group, ops: e.ops, ms: median(e.ms) })).sort((a, b) => b.ms - a.ms).slice(0, 5)
   console.log(`slowest groups to lower: ${slow.map((g) => `k${g.group} ${g.ops} ${g.ms.toFixed(1)} ms`).join("; ")}`)

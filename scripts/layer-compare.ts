@@ -27,11 +27,12 @@ const ROUNDS = Number(arg("rounds", "21"))
 const TUNED = arg("tuned", "")
 
 const { createExecutor } = await import("../src/device/executor.js")
-const { hostTarget } = await import("../src/device/host.js")
+const { hostCpu } = await import("../src/device/host.js")
+const { BACKENDS } = await import("../src/backend/index.js")
 const { loadOrt, median, settle } = await import("../src/device/onnxruntime.js")
-const { readLog } = await import("../src/device/records-file.js")
+const { readLog } = await import("../src/cli/tuning-log.js")
 const { randomTensor } = await import("../src/cli/inputs.js")
-const { compileGraph, loadCProgram } = await import("../src/pipeline.js")
+const { compileGraph, loadProgram } = await import("../src/pipeline.js")
 const { bestRecords } = await import("../src/search/records.js")
 const { peakGflops } = await import("../src/device/peak.js")
 const { nodeFlops } = await import("../src/rewrite/report.js")
@@ -42,19 +43,21 @@ const run = <A, E>(eff: Effect.Effect<A, E>) => Effect.runPromise(eff as Effect.
 
 const graph = zooGraph(MODEL, 0)
 const tuned = TUNED ? bestRecords((await run(readLog(TUNED))).records, "c") : undefined
-const lanes = Math.max(1, hostTarget().attrs.vectorLanes)
-const program = await run(compileGraph(graph, { target: "c", optLevel: 3, vectorLanes: lanes, cores: THREADS, ...(tuned ? { tuned } : {}) }))
-const fns = await run(loadCProgram(program))
+const target = BACKENDS.c.target(hostCpu(), THREADS)
+const program = await run(compileGraph(graph, target, { optLevel: 3, ...(tuned ? { tuned } : {}) }))
+const loaded = await run(loadProgram(program, target, { threads: THREADS }))
 // each kernel call timed where the executor makes it
 const times = new Map<string, number[]>()
-const timed = new Map([...fns].map(([name, fn]) => [name, (...args: Parameters<typeof fn>) => {
-  const t0 = performance.now()
-  fn(...args)
-  const list = times.get(name) ?? []
-  list.push(performance.now() - t0)
-  times.set(name, list)
-}] as const))
-const exec = createExecutor(program, Object.defineProperty(timed, "memory", { get: () => fns.memory }) as typeof fns)
+const exec = createExecutor(program, {
+  ...loaded.module,
+  run: (name, args) => {
+    const t0 = performance.now()
+    loaded.module.run(name, args)
+    const list = times.get(name) ?? []
+    list.push(performance.now() - t0)
+    times.set(name, list)
+  },
+})
 const input = graph.inputs[0]
 const x = randomTensor(input.type.dtype, input.type.shape as number[], 0, 0)
 const feeds = new Map([[input.name, x]])
@@ -139,7 +142,7 @@ if (ourLayers.length !== theirLayers.length) console.log(`(the pairing is by pos
 const sum = (xs: readonly { ms: number }[]) => xs.reduce((s, l) => s + l.ms, 0)
 console.log(`sum of kernels: ours ${sum(ourLayers).toFixed(2)} ms, onnxruntime ${sum(theirLayers).toFixed(2)} ms`)
 console.log(`end to end (medians): ours ${median(ours).toFixed(2)} ms, onnxruntime ${median(theirs).toFixed(2)} ms (profiling on), ratio ${(median(ours) / median(theirs)).toFixed(3)}`)
-const peak = peakGflops(lanes)
+const peak = peakGflops(Math.max(1, target.attrs.vectorLanes))
 if (peak) {
   const direct = ourLayers.filter((l) => l.direct)
   const directFlops = direct.reduce((s, l) => s + l.flops, 0)

@@ -27,14 +27,14 @@ const THREADS = Number(arg("threads", "1"))
 // before any OpenMP library is loaded: libgomp reads it once
 process.env.OMP_NUM_THREADS = String(THREADS)
 
-const { createExecutor } = await import("../src/device/executor.js")
-const { cacheSweepBytes, hostTarget } = await import("../src/device/host.js")
-const { defaultCBuildConfig } = await import("../src/device/c.js")
+const { cacheSweepBytes, hostCpu } = await import("../src/device/host.js")
+const { defaultCBuildConfig } = await import("../src/device/c/build.js")
+const { BACKENDS } = await import("../src/backend/index.js")
 const { loadOrt, median, openOrtSession, settle } = await import("../src/device/onnxruntime.js")
-const { appendRecords, readLog } = await import("../src/device/records-file.js")
+const { appendRecords, readLog } = await import("../src/cli/tuning-log.js")
 const { encodeOnnx } = await import("../src/ast/onnx/encode.js")
 const { randomTensor } = await import("../src/cli/inputs.js")
-const { compileGraph, loadCProgram } = await import("../src/pipeline.js")
+const { compileGraph, loadProgram } = await import("../src/pipeline.js")
 const { makeXGBoostModel } = await import("../src/search/cost-model.js")
 const { tasksOfProgram } = await import("../src/search/extract.js")
 const { featuresOf } = await import("../src/search/features.js")
@@ -49,7 +49,7 @@ const { zooGraph } = await import("../src/zoo/index.js")
 type TaskRunner = import("../src/search/extract.js").TaskRunner
 type Tuner = import("../src/search/tuners.js").Tuner
 type Curve = import("../src/search/plot.js").Curve
-type Program = import("../src/device/executor.js").Program
+type Program = import("../src/lowering/program.js").Program
 type Tensor = import("../src/ast/graph/tensor.js").Tensor
 
 const TRIALS = Number(arg("trials", "500"))
@@ -60,7 +60,8 @@ const LOG = arg("log", path.join(OUT, `tuning-c-${THREADS}t.jsonl`))
 const SKIP_COMPARE = process.argv.includes("--skip-compare")
 const SKIP_E2E = process.argv.includes("--skip-e2e")
 // the host's vector width, as `tessera compile` uses (AVX-512 16, AVX2 8)
-const TARGET = { kind: "c", vectorLanes: Math.max(1, hostTarget().attrs.vectorLanes), cores: THREADS } as const
+const C_TARGET = BACKENDS.c.target(hostCpu(), THREADS)
+const TARGET = { kind: "c", vectorLanes: Math.max(1, C_TARGET.attrs.vectorLanes), cores: THREADS } as const
 const TUNERS = ["xgb", "ga", "random"] as const
 const BATCH = 16
 
@@ -83,7 +84,7 @@ const machine = { cpus: os.cpus().length, cpu: os.cpus()[0]?.model, node: proces
 log(`tuning report (c, ${THREADS} thread${THREADS > 1 ? "s" : ""}): ${TRIALS} trials per tuner, ${machine.cpus} cpus, load ${machine.load.toFixed(2)}`)
 
 const compile = (name: string, tuned?: ReadonlyMap<string, import("../src/search/records.js").TuningRecord>) =>
-  run(compileGraph(zooGraph(name, 0), { target: "c", optLevel: 3, vectorLanes: TARGET.vectorLanes, cores: THREADS, ...(tuned ? { tuned } : {}) }))
+  run(compileGraph(zooGraph(name, 0), C_TARGET, { optLevel: 3, ...(tuned ? { tuned } : {}) }))
 
 const makeTuner = async (name: (typeof TUNERS)[number], r: TaskRunner, seed: number, transfer?: TransferRows): Promise<Tuner> => {
   if (name === "random") return randomTuner(r.task, seed)
@@ -101,10 +102,10 @@ const tune = async (r: TaskRunner, tunerName: (typeof TUNERS)[number], trials: n
   const confirmation = {
     top: DEFAULT_CONFIRM,
     with: [r.task.template.defaults(r.task.knobs, TARGET)],
-    measure: measurerFor("c", r, confirmMeasurerOptions(measureOptions, DEFAULT_CONFIRM)),
+    measure: measurerFor("c", r, confirmMeasurerOptions(measureOptions, DEFAULT_CONFIRM))!,
   }
   return run(
-    tuneTask(r.task, await makeTuner(tunerName, r, 1, transfer), r.lowerConfig, measurerFor("c", r, measureOptions), {
+    tuneTask(r.task, await makeTuner(tunerName, r, 1, transfer), r.lowerConfig, measurerFor("c", r, measureOptions)!, {
       trials,
       batch: BATCH,
       target: "c",
@@ -122,7 +123,7 @@ const measureDefault = async (r: TaskRunner): Promise<number | undefined> => {
   // (a log from before a change of the defaults holds another config: the current one is measured)
   const prior = existing.find((rec) => rec.workload === r.task.workload && rec.tuner === "default" && configKey(rec.config) === configKey(config))
   if (prior) return prior.costs.length ? r.task.flops / Math.min(...prior.costs) / 1e9 : undefined
-  const [m] = await run(measurerFor("c", r, measureOptions)([{ config, func: r.lowerConfig(config) }]))
+  const [m] = await run(measurerFor("c", r, measureOptions)!([{ config, func: r.lowerConfig(config) }]))
   await run(
     appendRecords(LOG, [
       { v: RECORD_VERSION, task: r.task.id, workload: r.task.workload, target: "c", config, costs: m.cost === undefined ? [] : [m.cost], timestamp: new Date().toISOString(), tuner: "default", ...(m.cost ? { gflops: r.task.flops / m.cost / 1e9 } : {}), ...(m.error ? { error: m.error } : {}) },
@@ -230,7 +231,7 @@ if (!SKIP_E2E) {
     const tunedProgram = await compile(model, tuned)
     const untunedProgram = programs[model]
     const feeds = new Map<string, Tensor>(graph.inputs.map((i, k) => [i.name, randomTensor(i.type.dtype, i.type.shape as number[], 0, k)] as const))
-    const exec = async (p: Program) => createExecutor(p, await run(loadCProgram(p)))
+    const exec = async (p: Program) => run(loadProgram(p, C_TARGET, { threads: THREADS }))
     const [untunedExec, tunedExec] = [await exec(untunedProgram), await exec(tunedProgram)]
     const out = graph.outputs[0].name
     const a = untunedExec.run(feeds).get(out)!.data

@@ -8,12 +8,11 @@ import { makeGraph, node, type Graph } from "../src/ast/graph/graph.js"
 import { runGraph } from "../src/ast/graph/evaluate.js"
 import { prng } from "../src/ast/graph/arbitrary.js"
 import { tensor, type Tensor } from "../src/ast/graph/tensor.js"
-import { createExecutor } from "../src/device/executor.js"
-import { compilerAvailable } from "../src/device/c.js"
-import { loadJsModule } from "../src/device/js.js"
+import { makeTarget } from "../src/ast/target.js"
+import { compilerAvailable } from "../src/device/c/build.js"
 import { baseSchedule, buildGroupTE, lowerGroup } from "../src/lowering/lower-group.js"
 import { convTemplate, defaultSchedule, reductionTemplate, templateFor } from "../src/lowering/templates.js"
-import { compileGraph, emitJs, loadCProgram } from "../src/pipeline.js"
+import { compileGraph, loadProgram } from "../src/pipeline.js"
 import { alterLayoutSync } from "../src/rewrite/alter-layout.js"
 import * as fs from "node:fs"
 import { OPS, TESSERA_OPS } from "../src/ast/graph/ops/index.js"
@@ -58,7 +57,7 @@ describe("blocked layout", () => {
   })
 
   it("schedules blocked convolutions with the conv template (register tile, padding computed first)", async () => {
-    const program = await Effect.runPromise(compileGraph(graph, { target: "js", optLevel: 3, vectorLanes: 16 }))
+    const program = await Effect.runPromise(compileGraph(graph, makeTarget("js", { vectorLanes: 16 }), { optLevel: 3 }))
     // the second conv (32 channels on 7×7) is Winograd F(2×2, 3×3): its own template
     const wino = program.fused.groups.filter((g) => g.ops[0] === "ConvWinogradNCHWc")
     expect(wino.length).toBe(1)
@@ -150,22 +149,22 @@ describe("blocked layout", () => {
   })
 
   it("the js target gives the evaluator's answers", async () => {
-    const program = await Effect.runPromise(compileGraph(graph, { target: "js", optLevel: 3, vectorLanes: 16 }))
+    const program = await Effect.runPromise(compileGraph(graph, makeTarget("js", { vectorLanes: 16 }), { optLevel: 3 }))
     expect(program.kernels.every((k) => k.kind === "compiled")).toBe(true)
-    const fns = await Effect.runPromise(loadJsModule(emitJs(program)))
-    assertAllClose([...createExecutor(program, fns).run(feeds).values()], [...want.values()], 1e-4, 1e-5)
+    const exec = await Effect.runPromise(loadProgram(program, makeTarget("js")))
+    assertAllClose([...exec.run(feeds).values()], [...want.values()], 1e-4, 1e-5)
   })
 
   it.skipIf(!compilerAvailable())("the c target gives the evaluator's answers", async () => {
-    const program = await Effect.runPromise(compileGraph(graph, { target: "c", optLevel: 3, vectorLanes: 16, cores: 2 }))
-    const fns = await Effect.runPromise(loadCProgram(program))
-    assertAllClose([...createExecutor(program, fns).run(feeds).values()], [...want.values()], 1e-4, 1e-5)
+    const program = await Effect.runPromise(compileGraph(graph, makeTarget("c", { vectorLanes: 16, cores: 2 }), { optLevel: 3 }))
+    const exec = await Effect.runPromise(loadProgram(program, makeTarget("c")))
+    assertAllClose([...exec.run(feeds).values()], [...want.values()], 1e-4, 1e-5)
   })
 
   it("compiles every group of the zoo CNNs (no group falls back to the reference kernels)", async () => {
     for (const name of ["resnet18", "mobilenetv2"]) {
       for (const [target, lanes] of [["c", 16], ["wasm", 4]] as const) {
-        const program = await Effect.runPromise(compileGraph(zooGraph(name, 0), { target, optLevel: 3, vectorLanes: lanes, cores: 2 }))
+        const program = await Effect.runPromise(compileGraph(zooGraph(name, 0), makeTarget(target, { vectorLanes: lanes, cores: 2 }), { optLevel: 3 }))
         const fallback = program.kernels.filter((k) => k.kind === "fallback").map((k) => `${k.name}: ${k.kind === "fallback" ? k.reason : ""}`)
         expect(fallback, `${name} on ${target}`).toEqual([])
       }
@@ -174,7 +173,7 @@ describe("blocked layout", () => {
 
   it("groups that share a lowered function (same TE and schedule) get what lowering each alone gives", async () => {
     const target = { kind: "c", vectorLanes: 8, cores: 1 } as const
-    const program = await Effect.runPromise(compileGraph(zooGraph("resnet18", 0), { target: "c", optLevel: 3, vectorLanes: 8, cores: 1 }))
+    const program = await Effect.runPromise(compileGraph(zooGraph("resnet18", 0), makeTarget("c", { vectorLanes: 8, cores: 1 }), { optLevel: 3 }))
     const key = (f: unknown) => JSON.stringify(f, (k, v: unknown) => (k === "tensor" ? undefined : v))
     const compiled = program.kernels.filter((k) => k.kind === "compiled")
     // ResNet-18 repeats its blocks: fewer distinct functions than kernels

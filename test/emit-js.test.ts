@@ -11,7 +11,7 @@ import type { PrimFunc } from "../src/ast/tir/tir.js"
 import { lowerSync } from "../src/lowering/lower.js"
 import { defaultTirPasses, lowerIntrinsics, runTirPasses } from "../src/lowering/tir-passes.js"
 import { emitJsModule } from "../src/emit/js.js"
-import { loadJsModule } from "../src/device/js.js"
+import { loadJsModule } from "../src/device/js/device.js"
 import { assertAllClose, lawParams } from "../laws/support.js"
 
 /** Runs a loaded kernel on named tensors: params in order, outputs allocated. */

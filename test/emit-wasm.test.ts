@@ -23,8 +23,7 @@ import { defaultTirPasses, lowerIntrinsics, runTirPasses } from "../src/lowering
 import { emitWasmModule } from "../src/emit/wasm/emit.js"
 import { printWasmModule } from "../src/emit/wasm/print.js"
 import { uleb, sleb } from "../src/emit/wasm/encoder.js"
-import { loadWasmModule, loadWasmModuleSync, validateWasm } from "../src/device/wasm.js"
-import type { KernelFn } from "../src/device/executor.js"
+import { loadWasmModule, loadWasmModuleSync, validateWasm, type KernelFn } from "../src/device/wasm/load.js"
 import { GOLDEN_CASES, goldenFunc } from "../scripts/update-goldens.js"
 import { assertAllClose, lawParams } from "../laws/support.js"
 

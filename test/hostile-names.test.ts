@@ -7,10 +7,10 @@ import { makeGraph, node } from "../src/ast/graph/graph.js"
 import { runGraph } from "../src/ast/graph/evaluate.js"
 import { prng } from "../src/ast/graph/arbitrary.js"
 import { tensor } from "../src/ast/graph/tensor.js"
-import { createExecutor } from "../src/device/executor.js"
-import { loadJsModule } from "../src/device/js.js"
-import { compilerAvailable } from "../src/device/c.js"
-import { compileGraph, emitCProgram, emitJs, loadCProgram } from "../src/pipeline.js"
+import { makeTarget } from "../src/ast/target.js"
+import { compilerAvailable } from "../src/device/c/build.js"
+import { artifactText } from "../src/lowering/program.js"
+import { compileGraph, emitArtifact, loadProgram } from "../src/pipeline.js"
 import { assertAllClose } from "../laws/support.js"
 
 const HOSTILE = [
@@ -44,19 +44,21 @@ const want = runGraph(graph, feeds)
 
 describe("hostile names", () => {
   it("js: the module text holds no model name outside comments, and runs right", async () => {
-    const program = await Effect.runPromise(compileGraph(graph, { target: "js", optLevel: 3, vectorLanes: 4 }))
-    const src = emitJs(program)
+    const program = await Effect.runPromise(compileGraph(graph, makeTarget("js", { vectorLanes: 4 }), { optLevel: 3 }))
+    const target = makeTarget("js", { vectorLanes: 4 })
+    const src = artifactText(await Effect.runPromise(emitArtifact(program, target)), "model.js")!
     const code = src.split("\n").filter((l) => !l.trimStart().startsWith("//")).join("\n")
     for (const h of HOSTILE) expect(code.includes(h)).toBe(false)
-    const got = createExecutor(program, await Effect.runPromise(loadJsModule(src))).run(feeds)
+    const got = (await Effect.runPromise(loadProgram(program, target))).run(feeds)
     assertAllClose([got.get(HOSTILE[5])!], want)
   })
 
   it.skipIf(!compilerAvailable())("c: builds and runs right", async () => {
-    const program = await Effect.runPromise(compileGraph(graph, { target: "c", optLevel: 3, vectorLanes: 16 }))
-    const { source } = emitCProgram(program)
+    const program = await Effect.runPromise(compileGraph(graph, makeTarget("c", { vectorLanes: 16 }), { optLevel: 3 }))
+    const target = makeTarget("c", { vectorLanes: 16 })
+    const source = artifactText(await Effect.runPromise(emitArtifact(program, target)), "tessera_kernels.c")!
     expect(source.includes("#include <stdio.h>\nint main")).toBe(false)
-    const got = createExecutor(program, await Effect.runPromise(loadCProgram(program))).run(feeds)
+    const got = (await Effect.runPromise(loadProgram(program, target))).run(feeds)
     assertAllClose([got.get(HOSTILE[5])!], want)
   })
 })

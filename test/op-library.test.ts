@@ -9,9 +9,8 @@ import { allocate, type DType } from "../src/ast/graph/dtype.js"
 import { runGraph } from "../src/ast/graph/evaluate.js"
 import { makeGraph, node } from "../src/ast/graph/graph.js"
 import { tensor, type Tensor } from "../src/ast/graph/tensor.js"
-import { createExecutor } from "../src/device/executor.js"
-import { loadJsModule } from "../src/device/js.js"
-import { compileGraph, emitJs } from "../src/pipeline.js"
+import { makeTarget } from "../src/ast/target.js"
+import { compileGraph, loadProgram } from "../src/pipeline.js"
 
 const rng = prng(20261123)
 const size = (shape: readonly number[]) => shape.reduce((a, b) => a * b, 1)
@@ -49,10 +48,10 @@ const check = async (c: Case): Promise<void> => {
   const probe = makeGraph({ opset: c.opset ?? 18, inputs, outputs: [{ name: "y", type: { dtype: "float32", shape: [] } }], initializers, nodes: [node(c.op, names, ["y"], c.attrs ?? {})] })
   const [want] = runGraph(probe, feeds)
   const graph = { ...probe, outputs: [{ name: "y", type: { dtype: want.dtype, shape: want.shape } }] }
-  const program = await Effect.runPromise(compileGraph(graph, { target: "js", optLevel: 0 }))
+  const program = await Effect.runPromise(compileGraph(graph, makeTarget("js"), { optLevel: 0 }))
   const fallbacks = program.kernels.filter((k) => k.kind !== "compiled").map((k) => (k.kind === "fallback" ? k.reason : ""))
   expect(fallbacks).toEqual([])
-  const got = createExecutor(program, await Effect.runPromise(loadJsModule(emitJs(program)))).run(feeds).get("y")!
+  const got = (await Effect.runPromise(loadProgram(program, makeTarget("js")))).run(feeds).get("y")!
   expect(got.dtype).toBe(want.dtype)
   expect(got.shape).toEqual(want.shape)
   const float = want.dtype.startsWith("float")

@@ -14,11 +14,10 @@ import { runGraph } from "../src/ast/graph/evaluate.js"
 import { makeGraph, node } from "../src/ast/graph/graph.js"
 import { encodeOnnx } from "../src/ast/onnx/encode.js"
 import { randomTensor } from "../src/cli/inputs.js"
-import { compilerAvailable } from "../src/device/c.js"
-import { createExecutor } from "../src/device/executor.js"
+import { makeTarget } from "../src/ast/target.js"
+import { compilerAvailable } from "../src/device/c/build.js"
 import { hostTarget } from "../src/device/host.js"
-import { loadJsModule } from "../src/device/js.js"
-import { compileGraph, emitJs } from "../src/pipeline.js"
+import { compileGraph, loadProgram } from "../src/pipeline.js"
 import { tasksOfProgram } from "../src/search/extract.js"
 import { bestRecords, isTrial, parseLog } from "../src/search/records.js"
 import { configKey } from "../src/search/task.js"
@@ -145,9 +144,9 @@ describe("tessera tune", () => {
       expect(rec.costs[0]).toBeGreaterThan(0)
     }
     const tuned = bestRecords(log.records, "c")
-    const two = await Effect.runPromise(compileGraph(graph, { target: "c", vectorLanes: LANES, cores: 2, tuned }))
+    const two = await Effect.runPromise(compileGraph(graph, makeTarget("c", { vectorLanes: LANES, cores: 2 }), { tuned }))
     expect(two.tuning.applied).toHaveLength(1)
-    const one = await Effect.runPromise(compileGraph(graph, { target: "c", vectorLanes: LANES, cores: 1, tuned }))
+    const one = await Effect.runPromise(compileGraph(graph, makeTarget("c", { vectorLanes: LANES, cores: 1 }), { tuned }))
     expect(one.tuning.applied).toEqual([])
   }, 120_000)
 
@@ -155,14 +154,14 @@ describe("tessera tune", () => {
     const { records } = readRecords()
     const tuned = bestRecords(records, "js")
     expect(tuned.size).toBe(1)
-    const program = await Effect.runPromise(compileGraph(graph, { target: "js", vectorLanes: 4, tuned }))
+    const program = await Effect.runPromise(compileGraph(graph, makeTarget("js", { vectorLanes: 4 }), { tuned }))
     expect(program.tuning.applied).toHaveLength(1)
     expect(program.tuning.skipped).toEqual([])
     const best = [...tuned.values()][0]
     const kernel = program.kernels.find((k) => k.kind === "compiled" && k.group === program.tuning.applied[0])
     expect(kernel?.kind).toBe("compiled")
     const feeds = new Map([["x", f32([1, 8, 10, 10], 3)]])
-    const got = createExecutor(program, await Effect.runPromise(loadJsModule(emitJs(program)))).run(feeds).get("y")!
+    const got = (await Effect.runPromise(loadProgram(program, makeTarget("js")))).run(feeds).get("y")!
     const want = runGraph(graph, feeds)[0]
     for (let i = 0; i < want.data.length; i++) expect(Math.abs(got.data[i] - want.data[i])).toBeLessThanOrEqual(1e-4 + 1e-3 * Math.abs(want.data[i]))
     // the record is a point of the task's space: every knob, nothing else

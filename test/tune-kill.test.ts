@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { makeGraph, node } from "../src/ast/graph/graph.js"
 import { encodeOnnx } from "../src/ast/onnx/encode.js"
 import { randomTensor } from "../src/cli/inputs.js"
-import { compilerAvailable } from "../src/device/c.js"
+import { compilerAvailable } from "../src/device/c/build.js"
 import { isTrial, parseLog } from "../src/search/records.js"
 import { configKey } from "../src/search/task.js"
 

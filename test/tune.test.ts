@@ -10,7 +10,8 @@ import type { PrimFunc } from "../src/ast/tir/tir.js"
 import { baseSchedule } from "../src/lowering/lower-group.js"
 import { lowerSync } from "../src/lowering/lower.js"
 import { defaultTirPasses, lowerIntrinsics, runTirPasses } from "../src/lowering/tir-passes.js"
-import { measureJs } from "../src/device/measure.js"
+import { measureJs } from "../src/device/js/measure.js"
+import { emitJsModule } from "../src/emit/js.js"
 import { CostModel, XGBoostCostModel } from "../src/search/cost-model.js"
 import { featuresOf } from "../src/search/features.js"
 import { bestRecords, parseLog, serializeRecord, type TuningRecord } from "../src/search/records.js"
@@ -29,7 +30,7 @@ const lowerConfig = (config: Record<string, string | number | boolean>): PrimFun
 const outputs = new Set(cc.outputs.map((o) => o.name))
 const reference = (inputs: ReadonlyMap<string, import("../src/ast/graph/tensor.js").Tensor>) => new Map(cc.outputs.map((o, k) => [o.name, evaluateTE(cc.outputs, inputs)[k]] as const))
 const measure = (cands: readonly { config: Record<string, string | number | boolean>; func: PrimFunc }[]) =>
-  measureJs(cands, outputs, reference, { repeats: 1, minRepeatMs: 1, timeoutMs: 20_000, rtol: 1e-3, atol: 1e-4 })
+  measureJs(cands, outputs, reference, emitJsModule, { repeats: 1, minRepeatMs: 1, timeoutMs: 20_000, rtol: 1e-3, atol: 1e-4 })
 
 const run = (tuner: Tuner, trials = 8) =>
   Effect.runPromise(
@@ -189,10 +190,10 @@ describe("auto-tuning (js target)", () => {
     const good = lowerConfig(task.template.defaults(task.knobs, { vectorLanes: 4, cores: 1 }))
     const hang: PrimFunc = { ...good, body: { kind: "for", var: v("spin"), min: c(0), extent: c(1e15), forKind: "serial", body: { kind: "seq", body: [] } } }
     const wrong: PrimFunc = { ...good, body: { kind: "seq", body: [] } }
-    const [w] = await Effect.runPromise(measureJs([{ config: { which: "wrong" }, func: wrong }], outputs, reference, { repeats: 1, minRepeatMs: 1, timeoutMs: 10_000, rtol: 1e-3, atol: 1e-4 }))
+    const [w] = await Effect.runPromise(measureJs([{ config: { which: "wrong" }, func: wrong }], outputs, reference, emitJsModule, { repeats: 1, minRepeatMs: 1, timeoutMs: 10_000, rtol: 1e-3, atol: 1e-4 }))
     expect(w.cost).toBeUndefined()
     expect(w.error).toMatch(/wrong answer/)
-    const [h] = await Effect.runPromise(measureJs([{ config: { which: "hang" }, func: hang }], outputs, reference, { repeats: 1, minRepeatMs: 1, timeoutMs: 1_500, rtol: 1e-3, atol: 1e-4 }))
+    const [h] = await Effect.runPromise(measureJs([{ config: { which: "hang" }, func: hang }], outputs, reference, emitJsModule, { repeats: 1, minRepeatMs: 1, timeoutMs: 1_500, rtol: 1e-3, atol: 1e-4 }))
     expect(h.error).toMatch(/timed out/)
   }, 60_000)
 

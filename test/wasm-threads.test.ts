@@ -16,9 +16,12 @@ import { evaluatePrimFunc } from "../src/ast/tir/evaluate.js"
 import { lowerSync } from "../src/lowering/lower.js"
 import { defaultTirPasses, lowerIntrinsics, runTirPasses } from "../src/lowering/tir-passes.js"
 import { emitWasmModule } from "../src/emit/wasm/emit.js"
-import { loadWasmModule, WASM_MATH_IMPORTS, wasmThreadsAvailable, workerMathSource } from "../src/device/wasm.js"
-import { createExecutor, type KernelFn } from "../src/device/executor.js"
-import { compileGraph, loadWasmProgram } from "../src/pipeline.js"
+import { loadWasmModule, WASM_MATH_IMPORTS, wasmThreadsAvailable, workerMathSource, type KernelFn } from "../src/device/wasm/load.js"
+import { frameLayouts, wasmModule } from "../src/device/wasm/device.js"
+import { createExecutor } from "../src/device/executor.js"
+import { makeTarget } from "../src/ast/target.js"
+import { compileGraph, emitArtifact } from "../src/pipeline.js"
+import type { Program } from "../src/lowering/program.js"
 import { zooGraph } from "../src/zoo/index.js"
 import { assertAllClose, lawParams } from "../laws/support.js"
 
@@ -114,13 +117,19 @@ describe.skipIf(!wasmThreadsAvailable())("wasm threads", () => {
     const data = allocate("float32", shape.reduce((a, b) => a * b, 1))
     for (let k = 0; k < data.length; k++) data[k] = r.float(-1, 1)
     const feeds = new Map([[input.name, { dtype: "float32" as const, shape, data }]])
-    const program = await Effect.runPromise(compileGraph(graph, { target: "wasm", optLevel: 3, vectorLanes: 4, cores: 1 }))
-    const one = await Effect.runPromise(loadWasmProgram(program, 1))
-    const two = await Effect.runPromise(loadWasmProgram(program, 2))
+    const target = makeTarget("wasm", { vectorLanes: 4, cores: 1 })
+    const program = await Effect.runPromise(compileGraph(graph, target, { optLevel: 3 }))
+    // the module's kernels as the wasm device loads them, on `threads` threads
+    const load = async (p: Program, threads: number) => {
+      const artifact = await Effect.runPromise(emitArtifact(p, target, { threads }))
+      return Effect.runPromise(loadWasmModule(artifact.files.get("model.wasm")!, frameLayouts(artifact.kernels), { threads, shared: threads > 1 }))
+    }
+    const one = await load(program, 1)
+    const two = await load(program, 2)
     try {
       expect(two.threads).toBe(2)
-      const want = [...createExecutor(program, one).run(feeds).values()]
-      const exec = createExecutor(program, two)
+      const want = [...createExecutor(program, wasmModule(one)).run(feeds).values()]
+      const exec = createExecutor(program, wasmModule(two))
       for (let run = 0; run < 2; run++) {
         const got = [...exec.run(feeds).values()]
         expect(got.map((t) => t.shape)).toEqual(want.map((t) => t.shape))

@@ -10,9 +10,8 @@ import { attr } from "../../src/ast/graph/attrs.js"
 import { prng } from "../../src/ast/graph/arbitrary.js"
 import { makeGraph, node, type Graph } from "../../src/ast/graph/graph.js"
 import { tensor, type Tensor } from "../../src/ast/graph/tensor.js"
-import { createExecutor } from "../../src/device/executor.js"
-import { loadJsModule } from "../../src/device/js.js"
-import { compileGraph, emitJs } from "../../src/pipeline.js"
+import { makeTarget } from "../../src/ast/target.js"
+import { compileGraph, loadProgram } from "../../src/pipeline.js"
 import { alterLayoutSync } from "../../src/rewrite/alter-layout.js"
 import { simplifyInferenceSync } from "../../src/rewrite/simplify-inference.js"
 import { assertAllClose, evalGraph, lawParams } from "../support.js"
@@ -70,11 +69,11 @@ describe("alterLayout: pooling in the blocked layout", () => {
   it("compiled PoolNCHWc (js) computes what the evaluator does", async () => {
     await fc.assert(
       fc.asyncProperty(arbPoolCase, async ({ graph, inputs }) => {
-        const program = await Effect.runPromise(compileGraph(graph, { target: "js", optLevel: 3, vectorLanes: 4 }))
+        const program = await Effect.runPromise(compileGraph(graph, makeTarget("js", { vectorLanes: 4 }), { optLevel: 3 }))
         const pool = program.kernels.find((k) => k.kind === "compiled" && program.fused.groups[k.group].ops.includes("PoolNCHWc"))
         expect(pool, "the blocked pooling group is compiled").toBeDefined()
-        const fns = await Effect.runPromise(loadJsModule(emitJs(program)))
-        assertAllClose([...createExecutor(program, fns).run(inputs).values()], evalGraph(graph, inputs), 1e-5, 1e-6)
+        const exec = await Effect.runPromise(loadProgram(program, makeTarget("js")))
+        assertAllClose([...exec.run(inputs).values()], evalGraph(graph, inputs), 1e-5, 1e-6)
       }),
       lawParams(25),
     )
@@ -129,11 +128,11 @@ describe("alterLayout: dense layers over packed weights", () => {
   it("compiled DensePack (js) computes what the evaluator does", async () => {
     await fc.assert(
       fc.asyncProperty(arbDenseCase, async ({ graph, inputs, lanes }) => {
-        const program = await Effect.runPromise(compileGraph(graph, { target: "js", optLevel: 3, vectorLanes: lanes }))
+        const program = await Effect.runPromise(compileGraph(graph, makeTarget("js", { vectorLanes: lanes }), { optLevel: 3 }))
         const dense = program.kernels.find((k) => k.kind === "compiled" && program.fused.groups[k.group].ops.includes("DensePack"))
         expect(dense, "the packed dense group is compiled").toBeDefined()
-        const fns = await Effect.runPromise(loadJsModule(emitJs(program)))
-        assertAllClose([...createExecutor(program, fns).run(inputs).values()], evalGraph(graph, inputs), 1e-5, 1e-5)
+        const exec = await Effect.runPromise(loadProgram(program, makeTarget("js")))
+        assertAllClose([...exec.run(inputs).values()], evalGraph(graph, inputs), 1e-5, 1e-5)
       }),
       lawParams(25),
     )

@@ -12,15 +12,14 @@ import { prng } from "../../src/ast/graph/arbitrary.js"
 import { makeGraph, node, type Graph } from "../../src/ast/graph/graph.js"
 import { WINOGRAD } from "../../src/ast/graph/ops/winograd.js"
 import { tensor, type Tensor } from "../../src/ast/graph/tensor.js"
-import { createExecutor } from "../../src/device/executor.js"
-import { loadJsModule } from "../../src/device/js.js"
 import { evaluateTE } from "../../src/ast/te/evaluate.js"
 import { evaluatePrimFunc } from "../../src/ast/tir/evaluate.js"
 import { baseSchedule, buildGroupTE } from "../../src/lowering/lower-group.js"
 import { lowerSync } from "../../src/lowering/lower.js"
 import { templateFor, winogradTemplate, type Config } from "../../src/lowering/templates.js"
 import { defaultTirPasses, runTirPasses } from "../../src/lowering/tir-passes.js"
-import { compileGraph, emitJs } from "../../src/pipeline.js"
+import { makeTarget } from "../../src/ast/target.js"
+import { compileGraph, loadProgram } from "../../src/pipeline.js"
 import { alterLayoutSync } from "../../src/rewrite/alter-layout.js"
 import { winogradConvSync } from "../../src/rewrite/winograd.js"
 import { assertAllClose, evalGraph, lawParams } from "../support.js"
@@ -110,12 +109,12 @@ describe("rewrite.WinogradConv: F(4×4, 3×3) in the blocked layout", () => {
   it("compiled ConvWinogradNCHWc (the Winograd template, js) computes what the evaluator does", async () => {
     await fc.assert(
       fc.asyncProperty(arbWinogradCase, async ({ graph, inputs, lanes }) => {
-        const program = await Effect.runPromise(compileGraph(graph, { target: "js", optLevel: 3, vectorLanes: lanes }))
+        const program = await Effect.runPromise(compileGraph(graph, makeTarget("js", { vectorLanes: lanes }), { optLevel: 3 }))
         const wino = program.kernels.find((k) => program.fused.groups[k.group].ops.includes("ConvWinogradNCHWc"))
         expect(wino?.kind, "the Winograd group is compiled").toBe("compiled")
-        const fns = await Effect.runPromise(loadJsModule(emitJs(program)))
+        const exec = await Effect.runPromise(loadProgram(program, makeTarget("js")))
         // float32 transforms: the products' error grows with the channels summed
-        assertAllClose([...createExecutor(program, fns).run(inputs).values()], evalGraph(graph, inputs), 1e-4, 5e-4)
+        assertAllClose([...exec.run(inputs).values()], evalGraph(graph, inputs), 1e-4, 5e-4)
       }),
       lawParams(12),
     )
@@ -124,7 +123,7 @@ describe("rewrite.WinogradConv: F(4×4, 3×3) in the blocked layout", () => {
   it("every configuration of the Winograd template's space computes what its TE says", async () => {
     await fc.assert(
       fc.asyncProperty(arbWinogradCase, fc.array(fc.nat(), { minLength: 4, maxLength: 4 }), async ({ graph, lanes }, picks) => {
-        const program = await Effect.runPromise(compileGraph(graph, { target: "js", optLevel: 3, vectorLanes: lanes }))
+        const program = await Effect.runPromise(compileGraph(graph, makeTarget("js", { vectorLanes: lanes }), { optLevel: 3 }))
         const group = program.fused.groups.find((g) => g.ops.includes("ConvWinogradNCHWc"))!
         const te = buildGroupTE(program.fused, group)
         const base = baseSchedule(te.outputs)

@@ -67,8 +67,6 @@ export const benchCommand = Effect.fn("cli.bench")(function* (o: BenchOptions) {
   const optLevel = yield* parseOptLevel(o.optLevel)
   if (!Number.isInteger(o.threads) || o.threads < 1) return yield* new UsageError({ flag: "--threads", reason: `${o.threads} is not a thread count (1 or more)` })
   if (!Number.isInteger(o.runs) || o.runs < 1) return yield* new UsageError({ flag: "--runs", reason: `${o.runs} is not a run count (1 or more)` })
-  // OpenMP reads its thread count when the library loads
-  if (kind === "c") process.env.OMP_NUM_THREADS = String(o.threads)
   const settings = targetSettings(kind, o.threads)
   const graph = yield* readModel(o.model)
   const shapes = yield* boundShapes(graph, o.shapes)

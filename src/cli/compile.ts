@@ -6,15 +6,17 @@ import { Effect } from "effect"
 import * as path from "node:path"
 import type { Graph } from "../ast/graph/graph.js"
 import type { Tensor } from "../ast/graph/tensor.js"
-import { cArtifact } from "../device/c.js"
-import type { Program } from "../device/executor.js"
+import type { TargetKind } from "../ast/target.js"
+import { BACKENDS } from "../backend/index.js"
 import { ensureFolderSync, readModel, writeFilesAtomicSync } from "../device/files.js"
-import { emitCProgram, emitJs, type TuningReport } from "../pipeline.js"
+import type { Artifact, Program } from "../lowering/program.js"
+import { emitArtifact, type TuningReport } from "../pipeline.js"
 import { attempt, UsageError } from "./errors.js"
 import { parseDims, planInputs, splitAssignment } from "./inputs.js"
-import { compileFor, emitWasm, parseOptLevel, parseTarget, readTuned, targetSettings, tuningLines, type CliTarget, type TargetSettings } from "./targets.js"
+import { compileFor, parseOptLevel, parseTarget, readTuned, targetSettings, tuningLines, type TargetSettings } from "./targets.js"
 
-export const COMPILE_TARGETS: readonly CliTarget[] = ["js", "c", "wasm"]
+/** The kinds that compile to an artifact (every kind with a code generator). */
+export const COMPILE_TARGETS: readonly TargetKind[] = (Object.keys(BACKENDS) as TargetKind[]).filter((k) => BACKENDS[k].codegen !== undefined)
 
 export interface CompileOptions {
   readonly model: string
@@ -67,7 +69,7 @@ export const manifest = (model: string, settings: TargetSettings, optLevel: numb
   return {
     format: "tessera-artifact/1",
     model: path.basename(model),
-    target: { kind: settings.kind, vectorLanes: settings.vectorLanes, cores: settings.cores },
+    target: { kind: settings.target.kind, vectorLanes: settings.target.attrs.vectorLanes, cores: settings.target.attrs.cores },
     optLevel,
     files,
     inputs: g.inputs.map((i) => ({ name: i.name, ...typeOf(g, i.name) })),
@@ -89,28 +91,12 @@ export const manifest = (model: string, settings: TargetSettings, optLevel: numb
   }
 }
 
-/** The artifact's files (name → bytes), in a fixed order. */
-export const artifactFiles = (model: string, settings: TargetSettings, optLevel: number, program: Program, tuning?: TuningReport): Map<string, Uint8Array> => {
-  const enc = new TextEncoder()
-  const code = new Map<string, string>()
-  const out0 = new Map<string, Uint8Array>()
-  let files: object
-  if (settings.kind === "js") {
-    code.set("model.js", emitJs(program))
-    files = { module: "model.js", constants: "constants.bin" }
-  } else if (settings.kind === "wasm") {
-    const em = emitWasm(program)
-    out0.set("model.wasm", em.bytes)
-    files = { module: "model.wasm", constants: "constants.bin", imports: { memory: "env.memory", math: "math.*" }, frames: em.kernels }
-  } else {
-    for (const [name, text] of cArtifact(emitCProgram(program))) code.set(name, text)
-    files = { source: "tessera_kernels.c", header: "tessera_kernels.h", makefile: "Makefile", library: "libtessera_kernels.so", constants: "constants.bin" }
-  }
+/** The artifact's files (name → bytes), in a fixed order: the emitted code, the constants, the manifest. */
+export const artifactFiles = (model: string, settings: TargetSettings, optLevel: number, program: Program, artifact: Artifact, tuning?: TuningReport): Map<string, Uint8Array> => {
   const { bin, index } = packConstants(program.graph)
-  const out = new Map<string, Uint8Array>(out0)
-  for (const [name, text] of code) out.set(name, enc.encode(text))
+  const out = new Map<string, Uint8Array>(artifact.files)
   out.set("constants.bin", bin)
-  out.set("manifest.json", enc.encode(`${JSON.stringify(manifest(model, settings, optLevel, program, files, index, tuning), null, 2)}\n`))
+  out.set("manifest.json", new TextEncoder().encode(`${JSON.stringify(manifest(model, settings, optLevel, program, artifact.manifest, index, tuning), null, 2)}\n`))
   return out
 }
 
@@ -137,7 +123,8 @@ export const compileCommand = Effect.fn("cli.compile")(function* (o: CompileOpti
   const compiled = yield* compileFor(graph, { settings, optLevel, shapes, trace: false, ...(tuned ? { tuned: tuned.best } : {}) })
   const program = compiled.program!
   if (tuned && o.tuned !== undefined) for (const line of tuningLines(o.tuned, tuned, program.tuning)) yield* o.log(line)
-  const files = artifactFiles(o.model, settings, optLevel, program, tuned ? program.tuning : undefined)
+  const artifact = yield* emitArtifact(program, settings.target)
+  const files = artifactFiles(o.model, settings, optLevel, program, artifact, tuned ? program.tuning : undefined)
   yield* attempt(() => {
     ensureFolderSync(o.out)
     writeFilesAtomicSync([...files].map(([name, bytes]) => ({ path: path.join(o.out, name), bytes })))

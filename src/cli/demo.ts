@@ -3,7 +3,8 @@
 // onnxruntime-node (when installed), and prints a small table: time on each side, the largest
 // absolute difference, and whether the top-5 classes agree.
 import { Data, Effect, Result } from "effect"
-import { compilerAvailable } from "../device/c.js"
+import type { TargetKind } from "../ast/target.js"
+import { BACKENDS } from "../backend/index.js"
 import type { Graph } from "../ast/graph/graph.js"
 import type { Tensor } from "../ast/graph/tensor.js"
 import { decodeModelSync } from "../ast/onnx/decode.js"
@@ -11,7 +12,7 @@ import { loadOrt, median, runOrt } from "../device/onnxruntime.js"
 import { maxAbsDiff } from "./bench.js"
 import { attempt } from "./errors.js"
 import { planInputs, randomTensor } from "./inputs.js"
-import { prepare, targetSettings, type CliTarget } from "./targets.js"
+import { prepare, targetSettings } from "./targets.js"
 export interface DemoOptions {
   /** Models by zoo name. */
   readonly models: readonly string[]
@@ -25,7 +26,7 @@ export interface DemoOptions {
 }
 
 /** The compiled target the demo runs: c where gcc is installed, else the portable js target. */
-export const DEMO_TARGET: "c" | "js" = compilerAvailable() ? "c" : "js"
+export const DEMO_TARGET: TargetKind = BACKENDS.c.unavailable() === undefined ? "c" : "js"
 
 /** Some demo models could not be run through Tessera (each row says why). */
 export class DemoError extends Data.TaggedError("DemoError")<{ readonly failed: readonly string[] }> {
@@ -84,7 +85,7 @@ const timeRuns = (runs: number, f: () => Map<string, Tensor>): { result: Map<str
  * its buffers: the single cold run read 49 ms where warm ones take 25-45); the interpreter, whose
  * one run takes seconds, does not.
  */
-const runOn = (kind: CliTarget, graph: Graph, feeds: ReadonlyMap<string, Tensor>, runs: number) =>
+const runOn = (kind: TargetKind, graph: Graph, feeds: ReadonlyMap<string, Tensor>, runs: number) =>
   Effect.gen(function* () {
     const shapes = new Map([...feeds].map(([n, t]) => [n, t.shape] as const))
     const model = yield* prepare(graph, { settings: targetSettings(kind), optLevel: 3, shapes, trace: false })

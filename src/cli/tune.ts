@@ -12,11 +12,11 @@ import cliProgress from "cli-progress"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { defaultCBuildConfig } from "../device/c.js"
+import { defaultCBuildConfig } from "../device/c/build.js"
 import { cacheSweepBytes } from "../device/host.js"
 import { readModel, writeFileAtomic, FileAccessError } from "../device/files.js"
 import type { MeasureOptions } from "../device/measure.js"
-import { appendRecords, readLog } from "../device/records-file.js"
+import { appendRecords, readLog } from "./tuning-log.js"
 import { compileGraph } from "../pipeline.js"
 import { makeXGBoostModel } from "../search/cost-model.js"
 import { tasksOfProgram, type TaskRunner } from "../search/extract.js"
@@ -26,7 +26,9 @@ import { isTrial, type TuningRecord } from "../search/records.js"
 import { spaceSize } from "../search/task.js"
 import { gaTuner, gridTuner, randomTuner, xgbTuner, type Tuner } from "../search/tuners.js"
 import { transferRows, type TransferRows } from "../search/transfer.js"
-import { confirmMeasurerOptions, DEFAULT_CONFIRM, MEASURE_TARGETS, measurerFor, tuneTask, type MeasureTarget, type TuneResult } from "../search/tune.js"
+import { confirmMeasurerOptions, DEFAULT_CONFIRM, measurerFor, tuneTask, type TuneResult } from "../search/tune.js"
+import { withAttrs, type Target, type TargetKind } from "../ast/target.js"
+import { BACKENDS, TUNABLE_KINDS } from "../backend/index.js"
 import { UsageError } from "./errors.js"
 import { TargetUnavailableError, targetMissing, targetSettings } from "./targets.js"
 
@@ -36,8 +38,8 @@ export type TunerName = (typeof TUNERS)[number]
 /** c: candidates per gcc run (gcc's own start is ~0.1 s; a big unrolled candidate takes seconds). */
 const DEFAULT_CHUNK = 4
 
-/** Targets the tuner can measure on. */
-export const TUNE_TARGETS = MEASURE_TARGETS
+/** Targets the tuner can measure on (those whose backend has a measurer). */
+export const TUNE_TARGETS = TUNABLE_KINDS
 
 export interface TuneCommandOptions {
   readonly model: string
@@ -121,22 +123,24 @@ export const tuneTable = (rows: readonly { readonly runner: TaskRunner; readonly
 export const tuneCommand = Effect.fn("cli.tune")(function* (o: TuneCommandOptions) {
   if (!(TUNE_TARGETS as readonly string[]).includes(o.target))
     return yield* new UsageError({ flag: "--target", reason: `cannot tune for target '${o.target}' yet (tunable: ${TUNE_TARGETS.join(", ")})` })
-  const kind = o.target as MeasureTarget
+  const kind = o.target as TargetKind
   if (o.trials < 1) return yield* new UsageError({ flag: "--trials", reason: `must be at least 1, got ${o.trials}` })
   if (o.batch < 1) return yield* new UsageError({ flag: "--batch", reason: `must be at least 1, got ${o.batch}` })
   if (o.chunk !== undefined && o.chunk < 1) return yield* new UsageError({ flag: "--chunk", reason: `must be at least 1, got ${o.chunk}` })
   if (o.buildJobs !== undefined && o.buildJobs < 1) return yield* new UsageError({ flag: "--build-jobs", reason: `must be at least 1, got ${o.buildJobs}` })
   if (!Number.isInteger(o.threads) || o.threads < 1) return yield* new UsageError({ flag: "--threads", reason: `${o.threads} is not a thread count (1 or more)` })
-  if (kind === "js" && o.threads !== 1) return yield* new UsageError({ flag: "--threads", reason: "the js target runs on one thread (use --target c for more)" })
+  if (!BACKENDS[kind].parallel && o.threads !== 1) return yield* new UsageError({ flag: "--threads", reason: `the ${kind} target runs on one thread (use --target c for more)` })
   if (o.confirm !== undefined && (!Number.isInteger(o.confirm) || o.confirm < 0)) return yield* new UsageError({ flag: "--confirm", reason: `must be 0 or more, got ${o.confirm}` })
   if (o.earlyStopping !== undefined && o.earlyStopping < 1) return yield* new UsageError({ flag: "--early-stopping", reason: `must be at least 1, got ${o.earlyStopping}` })
+  if (o.vectorLanes !== undefined && !(Number.isInteger(o.vectorLanes) && o.vectorLanes >= 0 && (o.vectorLanes & (o.vectorLanes - 1)) === 0))
+    return yield* new UsageError({ flag: "--vector-lanes", reason: `${o.vectorLanes} is not 0 or a power of two` })
   const missing = targetMissing(kind)
   if (missing) return yield* new TargetUnavailableError({ target: kind, reason: missing })
   const graph = yield* readModel(o.model)
   const settings = targetSettings(kind, o.threads)
-  const vectorLanes = o.vectorLanes ?? settings.vectorLanes
-  const program = yield* compileGraph(graph, { target: kind, vectorLanes, cores: settings.cores })
-  const all = tasksOfProgram(program, { kind, vectorLanes: Math.max(vectorLanes, 1), cores: settings.cores })
+  const target: Target = o.vectorLanes !== undefined ? withAttrs(settings.target, { vectorLanes: o.vectorLanes }) : settings.target
+  const program = yield* compileGraph(graph, target)
+  const all = tasksOfProgram(program, { kind, vectorLanes: Math.max(target.attrs.vectorLanes, 1), cores: target.attrs.cores })
   const unknown = o.tasks.filter((id) => !all.some((r) => r.task.id === id))
   if (unknown.length) return yield* new UsageError({ flag: "--task", reason: `no task ${unknown.join(", ")} in this model (its tasks: ${all.map((r) => r.task.id).join(", ")})` })
   const runners = o.tasks.length ? all.filter((r) => o.tasks.includes(r.task.id)) : all
@@ -157,7 +161,7 @@ export const tuneCommand = Effect.fn("cli.tune")(function* (o: TuneCommandOption
           catch: (e) => new FileAccessError({ path: os.tmpdir(), operation: "write", reason: e instanceof Error ? e.message : String(e) }),
         })
       : Effect.succeed(undefined),
-    (buildDir) => tuneRunners(o, kind, { vectorLanes: Math.max(vectorLanes, 1), cores: settings.cores }, runners, log.records, buildDir),
+    (buildDir) => tuneRunners(o, kind, { vectorLanes: Math.max(target.attrs.vectorLanes, 1), cores: target.attrs.cores }, runners, log.records, buildDir),
     (buildDir) => Effect.sync(() => buildDir && fs.rmSync(buildDir, { recursive: true, force: true })),
   )
 })
@@ -189,7 +193,7 @@ const removeDeadRunsFolders = (): void => {
 
 const tuneRunners = Effect.fn("cli.tuneRunners")(function* (
   o: TuneCommandOptions,
-  kind: MeasureTarget,
+  kind: TargetKind,
   /** What the program was compiled for: the templates' defaults are measured first. */
   target: ScheduleTarget,
   runners: readonly TaskRunner[],
@@ -230,9 +234,9 @@ const tuneRunners = Effect.fn("cli.tuneRunners")(function* (
       // the measuring threads take every core: gcc waits until a batch is measured
       overlap: o.threads < os.availableParallelism(),
     }
-    const measure = measurerFor(kind, runner, measuring)
+    const measure = measurerFor(kind, runner, measuring)!
     const confirms = o.confirm ?? DEFAULT_CONFIRM
-    const confirm = confirms > 0 ? { top: confirms, measure: measurerFor(kind, runner, confirmMeasurerOptions(measuring, confirms)) } : undefined
+    const confirm = confirms > 0 ? { top: confirms, measure: measurerFor(kind, runner, confirmMeasurerOptions(measuring, confirms))! } : undefined
     const result = yield* rethrowWrite(
       tuneTask(task, tuner, runner.lowerConfig, measure, {
         trials: o.trials,

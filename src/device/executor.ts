@@ -1,41 +1,17 @@
 // The graph executor: a compiled model is its kernels (one per fused group), its memory plan and
-// its constants. The executor allocates the planned storage blocks once, gives every planned
-// value a typed-array view of its block, and per run calls the kernels in group order — compiled
-// kernels through the target's loaded functions, fallback groups through the reference kernels.
-// A device with a memory of its own (wasm: the module's linear memory) hands it with its kernels:
-// the blocks and the constants are then placed in it once, so its kernels find them in place and
-// copy only what lives elsewhere (the model's inputs and outputs).
+// its constants, run on a device module that owns its memory. At creation the executor reserves
+// the planned storage blocks, the constants and the model's inputs and outputs in the module's
+// memory, views every planned value as a typed buffer of its block, and copies the constants in
+// once. Per run it binds the inputs and outputs, calls the kernels in group order — compiled
+// kernels on the module's buffers, fallback groups through the reference kernels on the host (their
+// inputs read from the device, their outputs written back) — and reads the outputs back.
 import { Data } from "effect"
-import { allocate, storageBytes, type DType, type TypedArray } from "../ast/graph/dtype.js"
+import { storageBytes, type DType, type TypedArray } from "../ast/graph/dtype.js"
 import { resolveNode, roundNarrow, runGraph } from "../ast/graph/evaluate.js"
 import type { Graph } from "../ast/graph/graph.js"
 import { sizeOf, type Tensor } from "../ast/graph/tensor.js"
-import type { GroupKernel } from "../lowering/lower-group.js"
-import type { FusedGraph } from "../rewrite/fuse-ops.js"
-import type { MemoryPlan } from "../rewrite/plan-memory.js"
-
-export interface Program {
-  /** The optimized, bound graph. */
-  readonly graph: Graph
-  readonly fused: FusedGraph
-  readonly memory: MemoryPlan
-  readonly kernels: readonly GroupKernel[]
-}
-
-export type KernelFn = (...args: TypedArray[]) => void
-
-/** Memory a device keeps its buffers in, when it has its own (wasm: the module's linear memory). */
-export interface DeviceMemory {
-  /** Reserves blocks of these byte sizes, at least 16-byte aligned, for good; their byte offsets in the buffer. */
-  readonly reserve: (bytes: readonly number[]) => readonly number[]
-  /** The memory's buffer now (another one after the memory grew: views are made again from it). */
-  readonly buffer: () => ArrayBufferLike
-}
-
-/** A device's loaded kernels by name, with its memory when it has one. */
-export interface LoadedKernels extends ReadonlyMap<string, KernelFn> {
-  readonly memory?: DeviceMemory
-}
+import type { Program } from "../lowering/program.js"
+import type { DeviceBuffer, DeviceModule } from "./device.js"
 
 export class ExecutorError extends Data.TaggedError("ExecutorError")<{ readonly where: string; readonly reason: string }> {
   override get message(): string {
@@ -43,26 +19,31 @@ export class ExecutorError extends Data.TaggedError("ExecutorError")<{ readonly 
   }
 }
 
-
-type ViewCtor = new (buffer: ArrayBufferLike, byteOffset: number, length: number) => TypedArray
-const viewCtor = (dtype: DType): ViewCtor => allocate(dtype, 0).constructor as unknown as ViewCtor
-
-const staticShape = (g: Graph, v: string): number[] => {
-  const t = g.valueTypes.get(v)
-  if (!t || !t.shape.every((d) => typeof d === "number")) throw new ExecutorError({ where: `value '${v}'`, reason: "has no static shape" })
-  return t.shape as number[]
+const staticShape = (g: Graph, v: string): number[] | undefined => {
+  const t = g.valueTypes.get(v) ?? g.inputs.find((i) => i.name === v)?.type
+  return t && t.shape.every((d) => typeof d === "number") ? (t.shape as number[]) : undefined
 }
 
 export interface Executor {
   readonly run: (feeds: ReadonlyMap<string, Tensor>) => Map<string, Tensor>
-  /** Bytes of the planned storage blocks (allocated once). */
+  /** Bytes of the planned storage blocks (reserved once). */
   readonly plannedBytes: number
+  /** The module the kernels run on. */
+  readonly module: DeviceModule
 }
 
-export const createExecutor = (program: Program, fns: LoadedKernels): Executor => {
+/** A value's reserved buffer and its type (what the module's buffers do not tell the executor). */
+interface Reserved {
+  readonly buffer: DeviceBuffer
+  readonly dtype: DType
+  readonly shape: readonly number[]
+}
+
+export const createExecutor = (program: Program, mod: DeviceModule): Executor => {
   const { graph, memory } = program
   for (const k of program.kernels)
-    if (k.kind === "compiled" && !fns.has(k.name)) throw new ExecutorError({ where: `kernel ${k.name}`, reason: "is not loaded" })
+    if (k.kind === "compiled" && !mod.kernels.has(k.name)) throw new ExecutorError({ where: `kernel ${k.name}`, reason: "is not loaded" })
+  const typeOf = (v: string) => graph.valueTypes.get(v) ?? graph.inputs.find((i) => i.name === v)?.type ?? graph.initializers.get(v)
   // storage blocks sized for the largest view any value takes of them (storage classes differ from ONNX sizes)
   const blockBytes = new Array<number>(memory.storages.length).fill(0)
   for (const a of memory.values) {
@@ -70,85 +51,97 @@ export const createExecutor = (program: Program, fns: LoadedKernels): Executor =
     blockBytes[a.storage] = Math.max(blockBytes[a.storage], sizeOf(t.shape as number[]) * storageBytes(t.dtype))
   }
   const sizes = blockBytes.map((b) => Math.max(8, Math.ceil(b / 8) * 8))
-  const planned = new Map<string, TypedArray>()
-  const constants = new Map<string, Tensor>(graph.initializers)
-  const outputs = new Set(graph.outputs.map((o) => o.name))
-  const viewsOf = (blocks: readonly (readonly [ArrayBufferLike, number])[]) => {
-    for (const a of memory.values) {
-      const t = graph.valueTypes.get(a.value)!
-      planned.set(a.value, new (viewCtor(t.dtype))(blocks[a.storage][0], blocks[a.storage][1], sizeOf(t.shape as number[])))
-    }
-  }
-  // in the device's memory: the blocks, then the constants (copied there once)
-  const device = fns.memory
+  // the model's own values with a static shape: constants, inputs, outputs (each a block of its own)
   const initializers = [...graph.initializers]
-  const at = device?.reserve([...sizes, ...initializers.map(([, t]) => t.data.byteLength)])
-  let seen: ArrayBufferLike | undefined
-  const placeIn = (buffer: ArrayBufferLike, copy: boolean) => {
-    viewsOf(sizes.map((_, k) => [buffer, at![k]] as const))
-    initializers.forEach(([name, t], j) => {
-      const view = new (t.data.constructor as ViewCtor)(buffer, at![sizes.length + j], t.data.length)
-      if (copy) view.set(t.data as ArrayLike<number>)
-      constants.set(name, { ...t, data: view })
-    })
-    seen = buffer
+  const planned = new Set(memory.values.map((a) => a.value))
+  const external = [...graph.inputs.map((i) => i.name), ...graph.outputs.map((o) => o.name)].filter(
+    (v, k, all) => all.indexOf(v) === k && !graph.initializers.has(v) && !planned.has(v) && staticShape(graph, v) !== undefined,
+  )
+  const externalBytes = external.map((v) => sizeOf(staticShape(graph, v)!) * storageBytes(typeOf(v)!.dtype))
+  const blocks = mod.reserve([...sizes, ...initializers.map(([, t]) => t.data.byteLength), ...externalBytes])
+  const reserved = new Map<string, Reserved>()
+  for (const a of memory.values) {
+    const t = graph.valueTypes.get(a.value)!
+    const shape = t.shape as number[]
+    reserved.set(a.value, { buffer: mod.view(blocks[a.storage], t.dtype, sizeOf(shape)), dtype: t.dtype, shape })
   }
-  if (device) placeIn(device.buffer(), true)
-  else viewsOf(sizes.map((n) => [new ArrayBuffer(n), 0] as const))
+  // the constants, in the device's memory once
+  const constants = new Map<string, Tensor>(graph.initializers)
+  initializers.forEach(([name, t], j) => {
+    const buffer = mod.view(blocks[sizes.length + j], t.dtype, t.data.length)
+    mod.write(buffer, t.data)
+    reserved.set(name, { buffer, dtype: t.dtype, shape: t.shape })
+  })
+  external.forEach((v, j) => {
+    const t = typeOf(v)!
+    const shape = staticShape(graph, v)!
+    reserved.set(v, { buffer: mod.view(blocks[sizes.length + initializers.length + j], t.dtype, sizeOf(shape)), dtype: t.dtype, shape })
+  })
+  const outputs = new Set(graph.outputs.map((o) => o.name))
+  const inputs = new Set(graph.inputs.map((i) => i.name))
 
   const run = (feeds: ReadonlyMap<string, Tensor>): Map<string, Tensor> => {
-    if (device && device.buffer() !== seen) placeIn(device.buffer(), false)
-    // values with their actual shapes (fallback groups may produce data-dependent shapes)
-    const env = new Map<string, Tensor>(constants)
+    // values on the host (feeds, constants, fallback results, what was read back) and on the device
+    const host = new Map<string, Tensor>(constants)
+    const device = new Map<string, DeviceBuffer>()
+    for (const [name] of initializers) device.set(name, reserved.get(name)!.buffer)
     for (const i of graph.inputs) {
       const t = feeds.get(i.name)
       if (!t) throw new ExecutorError({ where: `input '${i.name}'`, reason: "is missing" })
-      env.set(i.name, t)
+      host.set(i.name, t)
     }
-    const buffer = (v: string): TypedArray => {
-      const have = env.get(v)
-      if (have) return have.data
-      const shape = staticShape(graph, v)
-      const p = planned.get(v)
-      const data = p && !outputs.has(v) ? p : allocate(graph.valueTypes.get(v)!.dtype, sizeOf(shape))
-      env.set(v, { dtype: graph.valueTypes.get(v)!.dtype, shape, data })
-      return data
+    /** A value as a device buffer: on the device already, or its host data bound to its reserved buffer. */
+    const onDevice = (v: string): DeviceBuffer => {
+      const have = device.get(v)
+      if (have) return have
+      const r = reserved.get(v)
+      const h = host.get(v)
+      if (!r) throw new ExecutorError({ where: `value '${v}'`, reason: "has no static shape, so no compiled kernel can take it" })
+      let b: DeviceBuffer
+      if (h) {
+        if (h.data.length !== sizeOf(r.shape)) throw new ExecutorError({ where: `value '${v}'`, reason: `has ${h.data.length} elements, its type says ${sizeOf(r.shape)}` })
+        b = inputs.has(v) || outputs.has(v) ? mod.input(r.buffer, h.data) : (mod.write(r.buffer, h.data), r.buffer)
+      } else b = outputs.has(v) ? mod.output(r.buffer) : r.buffer
+      device.set(v, b)
+      return b
+    }
+    /** A value as host data: computed on the host, or read back from the device. */
+    const onHost = (v: string, where: string): Tensor => {
+      const h = host.get(v)
+      if (h) return h
+      const b = device.get(v)
+      const r = reserved.get(v)
+      if (!b || !r) throw new ExecutorError({ where, reason: `input '${v}' is not computed` })
+      const t = { dtype: r.dtype, shape: r.shape, data: mod.read(b) }
+      host.set(v, t)
+      return t
     }
     for (const k of program.kernels) {
       if (k.kind === "compiled") {
-        const args = k.args.map(buffer)
-        fns.get(k.name)!(...args)
+        const args = k.args.map(onDevice)
+        mod.run(k.name, args)
+        // what it wrote is on the device now; a host copy read earlier is stale
+        for (const o of k.outputs) host.delete(o)
         continue
       }
-      // fallback: the group's nodes through their reference kernels
+      // fallback: the group's nodes through their reference kernels on the host
       for (const n of k.nodes) {
         const { def, attrs } = resolveNode(n)
-        const inputs = n.inputs.map((v) => {
-          if (v === "") return undefined
-          const t = env.get(v)
-          if (!t) throw new ExecutorError({ where: `node '${n.name}'`, reason: `input '${v}' is not computed` })
-          return t
-        })
-        const outs = def.kernel({ node: n.name, attrs, opset: graph.opset, inputs, outputs: n.outputs.length, runSubgraph: (g, f) => runGraph(g, f, { get: (name) => env.get(name) }) })
+        const ins = n.inputs.map((v) => (v === "" ? undefined : onHost(v, `node '${n.name}'`)))
+        const outs = def.kernel({ node: n.name, attrs, opset: graph.opset, inputs: ins, outputs: n.outputs.length, runSubgraph: (g, f) => runGraph(g, f, { get: (name) => host.get(name) ?? (device.has(name) ? onHost(name, `node '${n.name}'`) : undefined) }) })
         n.outputs.forEach((o, j) => {
           if (o === "" || !outs[j]) return
-          const aliased = inputs.some((i) => i?.data === outs[j].data)
+          const aliased = ins.some((i) => i?.data === outs[j].data)
           const out = aliased && (outs[j].dtype === "float16" || outs[j].dtype === "bfloat16") ? { ...outs[j], data: outs[j].data.slice() } : outs[j]
           roundNarrow(out)
-          const dst = planned.get(o)
-          if (dst && !outputs.has(o) && dst.length === out.data.length && dst.constructor === out.data.constructor) {
-            dst.set(out.data as ArrayLike<number>)
-            env.set(o, { ...out, data: dst })
-          } else env.set(o, out)
+          host.set(o, out)
+          device.delete(o)
         })
       }
     }
-    return new Map(
-      graph.outputs.map((o) => {
-        buffer(o.name)
-        return [o.name, env.get(o.name)!] as const
-      }),
-    )
+    return new Map(graph.outputs.map((o) => [o.name, onHost(o.name, `output '${o.name}'`)] as const))
   }
-  return { run, plannedBytes: sizes.reduce((s, b) => s + b, 0) }
+  return { run, plannedBytes: sizes.reduce((s, b) => s + b, 0), module: mod }
 }
+
+export type { TypedArray }

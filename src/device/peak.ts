@@ -5,7 +5,7 @@ import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { compilerAvailable } from "./c.js"
+import { compilerAvailable } from "./c/build.js"
 
 /**
  * Peak single-core fp32 FLOP/s: independent vector FMAs in registers, at this CPU's vector width

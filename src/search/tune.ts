@@ -1,56 +1,23 @@
 // The tuning loop: a tuner proposes batches, the device measures them, records are written as
 // they come (so a killed tuner loses at most the batch in flight), the tuner learns, and the loop
 // stops at the trial budget, when the space is exhausted, or after `earlyStopping` trials without
-// improvement. `measurerFor` picks how candidates are measured on the tuning target (js: worker
-// threads; c: gcc and a child process).
+// improvement. `measurerFor` takes how candidates are measured on the tuning target from its
+// backend record (js: worker threads; c: gcc and a child process).
 import { Effect } from "effect"
 import type { PrimFunc } from "../ast/tir/tir.js"
-import type { CBuildConfig } from "../device/c.js"
-import { measureJs, type MeasureOptions } from "../device/measure.js"
-import { measureC } from "../device/measure-c.js"
-import { emitC } from "../emit/c.js"
+import type { TargetKind } from "../ast/target.js"
+import { BACKENDS } from "../backend/index.js"
+import type { Measure, Measured, MeasurerOptions, ReferenceSource } from "../device/measure.js"
 import { completeConfig, type Config } from "../lowering/templates.js"
 import type { CostModelError } from "./cost-model.js"
-import type { TaskRunner } from "./extract.js"
 import { isTrial, RECORD_VERSION, type TuningRecord } from "./records.js"
 import { configHash, type Task } from "./task.js"
 import type { MeasureResult, Tuner } from "./tuners.js"
 
-export interface Measured {
-  readonly config: Config
-  readonly cost: number | undefined
-  readonly error?: string
-}
+export type { Measure, Measured, MeasurerOptions }
 
-/** Targets whose candidates can be measured. */
-export const MEASURE_TARGETS = ["js", "c"] as const
-export type MeasureTarget = (typeof MEASURE_TARGETS)[number]
-
-export type Measure = (candidates: readonly { config: Config; func: PrimFunc }[]) => Effect.Effect<readonly Measured[]>
-
-export interface MeasurerOptions {
-  readonly measure: MeasureOptions
-  /** c: OpenMP threads of the measuring process. */
-  readonly threads: number
-  /** c: candidates per gcc run (chunks build ahead while earlier ones are measured). */
-  readonly chunk: number
-  /** c: gcc runs at once. */
-  readonly buildJobs: number
-  /** c: compiler, flags and the folder libraries are built in. */
-  readonly build: CBuildConfig
-  /** c: whether gcc builds while candidates are measured (false when the measuring takes every core). */
-  readonly overlap?: boolean
-}
-
-/** How a task's candidates are measured on `target` (each checked against the task's reference). */
-export const measurerFor = (target: MeasureTarget, runner: Pick<TaskRunner, "outputs" | "reference">, o: MeasurerOptions): Measure => {
-  switch (target) {
-    case "js":
-      return (cands) => measureJs(cands, runner.outputs, runner.reference, o.measure)
-    case "c":
-      return (cands) => measureC(cands, runner.outputs, runner.reference, (funcs) => emitC(funcs).source, { ...o.measure, threads: o.threads, chunk: o.chunk, buildJobs: o.buildJobs, build: o.build, ...(o.overlap === undefined ? {} : { overlap: o.overlap }) })
-  }
-}
+/** How a task's candidates are measured on a target (each checked against the task's reference); undefined where the target is not tunable. */
+export const measurerFor = (kind: TargetKind, source: ReferenceSource, o: MeasurerOptions): Measure | undefined => BACKENDS[kind].codegen?.measure?.(source, o)
 
 export interface TuneProgress {
   readonly task: Task

@@ -245,9 +245,8 @@ export const runCaseOnTarget = async (
   target: "js" | "c" | "wasm",
 ): Promise<CaseResult & { readonly compiled: number; readonly fallback: number }> => {
   const { Effect } = await import("effect")
-  const { compileGraph, emitJs, loadCProgram, loadWasmProgram } = await import("../../src/pipeline.js")
-  const { loadJsModule } = await import("../../src/device/js.js")
-  const { createExecutor } = await import("../../src/device/executor.js")
+  const { compileGraph, loadProgram } = await import("../../src/pipeline.js")
+  const { makeTarget } = await import("../../src/ast/target.js")
   const t0 = performance.now()
   let ops: string[] = []
   let compiled = 0
@@ -268,16 +267,11 @@ export const runCaseOnTarget = async (
         })
       checkFeeds(graph, feeds)
       const shapes = new Map([...feeds].map(([n, t]) => [n, t.shape] as const))
-      const program = await Effect.runPromise(compileGraph(graph, { target, optLevel: 3, vectorLanes: target === "c" ? 16 : 4, shapes }))
+      const t = makeTarget(target, { vectorLanes: target === "c" ? 16 : 4 })
+      const program = await Effect.runPromise(compileGraph(graph, t, { optLevel: 3, shapes }))
       compiled = program.kernels.filter((x) => x.kind === "compiled").length
       fallback = program.kernels.length - compiled
-      const fns =
-        target === "js"
-          ? await Effect.runPromise(loadJsModule(emitJs(program)))
-          : target === "c"
-            ? await Effect.runPromise(loadCProgram(program))
-            : await Effect.runPromise(loadWasmProgram(program))
-      const outs = createExecutor(program, fns).run(feeds)
+      const outs = (await Effect.runPromise(loadProgram(program, t))).run(feeds)
       const tol = TOLERANCE[c.name] ?? { rtol: 1e-3, atol: 1e-7 }
       for (const [j, file] of set.outputs.entries()) {
         const want = readTensorFile(file).tensor

@@ -1,6 +1,8 @@
 // Facts about TIR that every consumer (passes, emitters, devices) reads the same way: a buffer's
 // row-major strides and the elements of storage it spans, and which buffers a statement stores to.
-import type { Buffer, Stmt } from "./tir.js"
+import type { DType } from "../graph/dtype.js"
+import { collect, type Expr } from "../te/expr.js"
+import type { Buffer, PrimFunc, Stmt } from "./tir.js"
 
 /** Row-major strides of a shape (the last dim contiguous). */
 export const rowMajor = (shape: readonly number[]): number[] => {
@@ -44,4 +46,58 @@ export const storedBuffers = (s: Stmt, out: Set<string> = new Set()): Set<string
       break
   }
   return out
+}
+
+/** Buffers whose value on entry may matter: every buffer read, and those stored under an `if` or a loop of unknown extent (which may leave elements unwritten). */
+export const seenOnEntry = (body: Stmt): Set<string> => {
+  const out = new Set<string>()
+  const ofExpr = (e: Expr) => collect(e, (x) => x.kind === "read").forEach((x) => x.kind === "read" && out.add(x.source))
+  const rec = (s: Stmt, guarded: boolean): void => {
+    switch (s.kind) {
+      case "store":
+        if (guarded) out.add(s.buffer)
+        s.indices.forEach(ofExpr)
+        ofExpr(s.value)
+        return
+      case "for":
+        ofExpr(s.min)
+        ofExpr(s.extent)
+        return rec(s.body, guarded || s.extent.kind !== "const")
+      case "seq":
+        return s.body.forEach((b) => rec(b, guarded))
+      case "if":
+        ofExpr(s.cond)
+        rec(s.then, true)
+        if (s.else) rec(s.else, true)
+        return
+      case "allocate":
+        return rec(s.body, guarded)
+      case "let":
+        ofExpr(s.value)
+        return rec(s.body, guarded)
+      case "evaluate":
+        return ofExpr(s.value)
+      case "intrinsic":
+        out.add(s.output.buffer)
+        s.inputs.forEach((r) => out.add(r.buffer))
+        return
+      default:
+        return
+    }
+  }
+  rec(body, false)
+  return out
+}
+
+/** A function's params as a caller passes them: dtype, elements of storage, the tensor's shape, whether written and whether seen on entry. */
+export const paramsOf = (f: PrimFunc): { dtype: DType; elements: number; shape: readonly number[]; written: boolean; copyIn: boolean }[] => {
+  const stored = storedBuffers(f.body)
+  const seen = seenOnEntry(f.body)
+  return f.params.map((p) => ({
+    dtype: p.dtype,
+    elements: Math.max(storageElements(p), (p.view?.shape ?? p.shape).reduce((a, d) => a * d, 1)),
+    shape: p.view?.shape ?? p.shape,
+    written: stored.has(p.name),
+    copyIn: !stored.has(p.name) || seen.has(p.name),
+  }))
 }

@@ -13,11 +13,11 @@ import { Effect, Fiber, Semaphore } from "effect"
 import { spawn } from "node:child_process"
 import { rmSync } from "node:fs"
 import { createRequire } from "node:module"
-import { sizeOf, type Tensor } from "../ast/graph/tensor.js"
-import type { PrimFunc } from "../ast/tir/tir.js"
-import { storageElements } from "../ast/tir/analysis.js"
-import { buildC, defaultCBuildConfig, type CBuildConfig } from "./c.js"
-import { defaultMeasureOptions, referenceCase, wrongAnswer, type Candidate, type Measured, type MeasureOptions, type ReferenceCase } from "./measure.js"
+import { sizeOf, type Tensor } from "../../ast/graph/tensor.js"
+import type { PrimFunc } from "../../ast/tir/tir.js"
+import { storageElements } from "../../ast/tir/analysis.js"
+import { buildC, defaultCBuildConfig, type CBuildConfig } from "./build.js"
+import { defaultMeasureOptions, referenceCase, wrongAnswer, type Candidate, type Measured, type MeasureOptions, type ReferenceCase } from "../measure.js"
 
 export interface CMeasureOptions extends MeasureOptions {
   /** OpenMP threads of the measuring process (the schedules' `cores` should say the same). */

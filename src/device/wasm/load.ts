@@ -1,10 +1,10 @@
-// The `wasm` device: validates and instantiates an emitted module against a WebAssembly.Memory
-// (plain, or shared when the module imports a shared one) with the math imports, and hands the
-// executor kernel functions of the js target's shape, `(…typed arrays) => void`, with the memory
-// (executor.ts DeviceMemory): the executor places the model's constants and planned buffers in it
-// once, so a call passes their addresses and copies nothing. An array that lives elsewhere (the
-// model's inputs and outputs, a test's arrays) is copied into a staging region — all but the
-// outputs the layout marks as written whole before any read — and the written ones copied back.
+// The `wasm` device's loader: validates and instantiates an emitted module against a
+// WebAssembly.Memory (plain, or shared when the module imports a shared one) with the math imports.
+// A kernel runs two ways: `callAt(name, addresses)` on buffers already in the memory (the device
+// module's: the executor reserves its blocks, the constants, the inputs and outputs there, so a
+// call copies nothing), and as a function of typed arrays (tests, per-layer timing), which copies an
+// array that lives elsewhere into a staging region — all but the outputs the layout marks as
+// written whole before any read — and the written ones back.
 //
 // Threads (where SharedArrayBuffer, Atomics and worker_threads exist; `threads` > 1 and a module
 // emitted with a shared memory): workers instantiate the same module on the same memory, each with
@@ -15,10 +15,21 @@
 // one thread, not to waiting), and the answer is the same whoever runs a range.
 //
 // Memory: [guard | args (the params' addresses) | job | staging | frames | reserved blocks …]; the layout of each kernel comes from the emitter as data (this file never imports emit).
-import { Data, Effect } from "effect"
-import { erf } from "../ast/te/eval-expr.js" // the evaluator's formula, so results agree bit for bit in f64
-import { allocate, converter, type DType, type TypedArray } from "../ast/graph/dtype.js"
-import type { DeviceMemory, KernelFn } from "./executor.js"
+import { Effect } from "effect"
+import { erf } from "../../ast/te/eval-expr.js" // the evaluator's formula, so results agree bit for bit in f64
+import { allocate, converter, type DType, type TypedArray } from "../../ast/graph/dtype.js"
+import { LoadError } from "../device.js"
+
+/** A kernel of typed arrays (the js target's shape). */
+export type KernelFn = (...args: TypedArray[]) => void
+
+/** The module's linear memory, where the executor's blocks are reserved. */
+export interface DeviceMemory {
+  /** Reserves blocks of these byte sizes, at least 16-byte aligned, for good; their byte offsets in the buffer. */
+  readonly reserve: (bytes: readonly number[]) => readonly number[]
+  /** The memory's buffer now (another one after the memory grew: views are made again from it). */
+  readonly buffer: () => ArrayBufferLike
+}
 
 // The WebAssembly JS API, typed here (our lib is ES2022 without DOM, and @types/node omits it).
 interface WasmMemory {
@@ -36,11 +47,6 @@ const WA = (globalThis as unknown as { WebAssembly: WasmApi }).WebAssembly
 /** Whether the engine accepts the bytes as a module (WebAssembly.validate). */
 export const validateWasm = (bytes: Uint8Array): boolean => WA.validate(bytes)
 
-export class WasmLoadError extends Data.TaggedError("WasmLoadError")<{ readonly reason: string }> {
-  override get message(): string {
-    return `cannot load the wasm module: ${this.reason}`
-  }
-}
 
 /** A kernel's params and frame (src/emit/wasm/emit.ts WasmKernelLayout, structurally). */
 export interface WasmFrameLayout {
@@ -63,7 +69,7 @@ export interface WasmLoadOptions {
   readonly minSplitWork?: number
 }
 
-/** The kernels of a loaded module, with the memory they share (executor.ts LoadedKernels). */
+/** The kernels of a loaded module as functions of typed arrays, with the memory they share. */
 export type WasmKernels = Map<string, KernelFn> & {
   readonly memory: DeviceMemory
   /** Threads the parallel phases run on (1: the calling thread alone). */
@@ -72,6 +78,8 @@ export type WasmKernels = Map<string, KernelFn> & {
   readonly close: () => void
   /** Ranges of split phases the workers ran so far (the calling thread ran the others). */
   readonly workerRanges: () => number
+  /** Runs a kernel on buffers already in the memory, by their byte addresses (no staging). */
+  readonly callAt: (name: string, addresses: readonly number[]) => void
 }
 
 /** Whether this host can run a module's kernels on several threads (SharedArrayBuffer, Atomics, worker_threads). */
@@ -162,14 +170,14 @@ export const workerMathSource = (name: string): string | undefined => {
 }
 
 /** Validates, compiles and instantiates `bytes`; one kernel function per layout (workers started when threads > 1). */
-export const loadWasmModule = (bytes: Uint8Array, layouts: readonly WasmFrameLayout[], opts: WasmLoadOptions = {}): Effect.Effect<WasmKernels, WasmLoadError> =>
+export const loadWasmModule = (bytes: Uint8Array, layouts: readonly WasmFrameLayout[], opts: WasmLoadOptions = {}): Effect.Effect<WasmKernels, LoadError> =>
   Effect.tryPromise({
     try: async () => {
       const threads = (opts.threads ?? 1) > 1 && wasmThreadsAvailable() ? (opts.threads ?? 1) : 1
       const Worker = threads > 1 ? ((await import("node:worker_threads")).Worker as unknown as WorkerCtor) : undefined
       return loadWasmModuleSync(bytes, layouts, { ...opts, threads }, Worker)
     },
-    catch: (e) => new WasmLoadError({ reason: e instanceof Error ? e.message : String(e) }),
+    catch: (e) => new LoadError({ target: "wasm", path: "model.wasm", reason: e instanceof Error ? e.message : String(e) }),
   })
 
 /** The synchronous core of loadWasmModule (throws); threads need `Worker` (node:worker_threads). */
@@ -277,6 +285,7 @@ export const loadWasmModuleSync = (bytes: Uint8Array, layouts: readonly WasmFram
     if (job[FAILED] !== 0) throw new Error(`kernel ${names[kernel]}: a worker's range trapped`)
   }
   const fns = new Map<string, KernelFn>()
+  const calls = new Map<string, (addresses: readonly number[]) => void>()
   layouts.forEach((lay, kernel) => {
     const fn = instance.exports[lay.name]
     if (typeof fn !== "function") throw new Error(`the module exports no kernel '${lay.name}'`)
@@ -285,6 +294,16 @@ export const loadWasmModuleSync = (bytes: Uint8Array, layouts: readonly WasmFram
     const phases = lay.phases ?? []
     const split = phases.some(splits)
     const staged: number[] = lay.params.map(() => -1)
+    // the kernel on the addresses in the args region: its phases, split across threads where worth it
+    const invoke = () => {
+      if (closed || !split) run(-1, 0, I32_MAX)
+      else phases.forEach((p, k) => (splits(p) ? runSplit(kernel, k, p.parallel!, run) : run(k, 0, I32_MAX)))
+    }
+    calls.set(lay.name, (addresses) => {
+      if (addresses.length !== lay.params.length) throw new Error(`kernel ${lay.name} takes ${lay.params.length} buffers, given ${addresses.length}`)
+      addresses.forEach((a, k) => (i32[(argsAt >> 2) + k] = a))
+      invoke()
+    })
     fns.set(lay.name, (...args: TypedArray[]) => {
       if (args.length !== lay.params.length) throw new Error(`kernel ${lay.name} takes ${lay.params.length} arrays, given ${args.length}`)
       // resident arrays by address, the others copied into the staging region
@@ -301,8 +320,7 @@ export const loadWasmModuleSync = (bytes: Uint8Array, layouts: readonly WasmFram
         if (p.copyIn !== false) u8.set(new Uint8Array(a.buffer, a.byteOffset, Math.min(a.byteLength, p.length * a.BYTES_PER_ELEMENT)), stage)
         stage += align16(p.length * elementBytes(p.dtype))
       })
-      if (closed || !split) run(-1, 0, I32_MAX)
-      else phases.forEach((p, k) => (splits(p) ? runSplit(kernel, k, p.parallel!, run) : run(k, 0, I32_MAX)))
+      invoke()
       lay.params.forEach((p, k) => {
         if (staged[k] < 0 || !p.written) return
         const a = args[k]
@@ -316,5 +334,10 @@ export const loadWasmModuleSync = (bytes: Uint8Array, layouts: readonly WasmFram
     closed = true
     post(-1)
   }
-  return Object.assign(fns, { memory: deviceMemory, threads, close, workerRanges: () => workerRanges })
+  const callAt = (name: string, addresses: readonly number[]) => {
+    const call = calls.get(name)
+    if (!call) throw new Error(`the module has no kernel '${name}'`)
+    call(addresses)
+  }
+  return Object.assign(fns, { memory: deviceMemory, threads, close, workerRanges: () => workerRanges, callAt })
 }

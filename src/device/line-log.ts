@@ -1,15 +1,15 @@
-// The tuning log on disk: appends are written and fsynced line by line, so a killed tuner loses
-// at most the record in flight and never corrupts earlier ones; reading skips corrupt lines with
-// warnings (parseLog).
+// A log of lines on disk (the tuning log's records, one JSON line each): appends are written and
+// fsynced line by line, so a killed writer loses at most the line in flight and never corrupts
+// earlier ones. What a line means is the caller's (src/search/records.ts parses the tuning log).
 import { Effect } from "effect"
 import * as fs from "node:fs"
-import { parseLog, serializeRecord, type ParsedLog, type TuningRecord } from "../search/records.js"
 import { FileAccessError } from "./files.js"
 
-export const appendRecords = (file: string, records: readonly TuningRecord[]): Effect.Effect<void, FileAccessError> =>
+/** Appends lines (each without its newline) to `file`, created if missing. */
+export const appendLines = (file: string, lines: readonly string[]): Effect.Effect<void, FileAccessError> =>
   Effect.try({
     try: () => {
-      if (records.length === 0) return
+      if (lines.length === 0) return
       const fd = fs.openSync(file, "a")
       try {
         // a log cut mid-line by a kill gets a newline first, so the next record starts clean
@@ -25,8 +25,8 @@ export const appendRecords = (file: string, records: readonly TuningRecord[]): E
           }
           if (last[0] !== 0x0a) prefix = "\n"
         }
-        for (const r of records) {
-          fs.writeSync(fd, `${prefix}${serializeRecord(r)}\n`)
+        for (const line of lines) {
+          fs.writeSync(fd, `${prefix}${line}\n`)
           prefix = ""
           fs.fsyncSync(fd)
         }
@@ -37,8 +37,9 @@ export const appendRecords = (file: string, records: readonly TuningRecord[]): E
     catch: (e) => new FileAccessError({ path: file, operation: "write", reason: e instanceof Error ? e.message : String(e) }),
   })
 
-export const readLog = (file: string): Effect.Effect<ParsedLog, FileAccessError> =>
+/** The log's text; empty when the file does not exist yet. */
+export const readLines = (file: string): Effect.Effect<string, FileAccessError> =>
   Effect.try({
-    try: () => (fs.existsSync(file) ? parseLog(fs.readFileSync(file, "utf8")) : { records: [], warnings: [] }),
+    try: () => (fs.existsSync(file) ? fs.readFileSync(file, "utf8") : ""),
     catch: (e) => new FileAccessError({ path: file, operation: "read", reason: e instanceof Error ? e.message : String(e) }),
   })

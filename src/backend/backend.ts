@@ -1,0 +1,64 @@
+// A Backend record: everything the pipeline, the CLI and the tuner need to know about one target
+// kind, as data. The table of them (./index.ts) is typed over the kind union, so a kind without a
+// record does not compile; nothing else in Tessera switches on the kind. A record points into a
+// folder per stage: its schedule templates (src/lowering), its TIR pipeline, its emitter
+// (src/emit/<kind>), its device (src/device/<kind>); docs/architecture.md has the checklist.
+import { Data, type Layer } from "effect"
+import type { CpuAttrs, Target, TargetKind } from "../ast/target.js"
+import type { Device } from "../device/device.js"
+import type { Measure, MeasurerOptions, ReferenceSource } from "../device/measure.js"
+import type { ScheduleFn } from "../lowering/lower-group.js"
+import type { Artifact, Program } from "../lowering/program.js"
+import type { Config, Knob, Template } from "../lowering/templates.js"
+import type { ComputeTensor } from "../ast/te/tensor.js"
+import type { FusedGroup } from "../rewrite/fuse-ops.js"
+import type { GraphPass } from "../rewrite/pass.js"
+
+/** The tuned config of a group's template, if a tuning log has one that fits (compileGraph's lookup). */
+export type TunedLookup = (group: FusedGroup, template: Template, knobs: readonly Knob[], outputs: readonly ComputeTensor[]) => Config | undefined
+
+/** How a target's artifacts are emitted and run here (per run of the CLI or a benchmark, not per target). */
+export interface RunOptions {
+  /**
+   * Threads the device runs kernels on (c: OpenMP's thread count; wasm: workers sharing the
+   * memory; js: 1). Absent: the device's own default (c: OpenMP's, every core; wasm: one).
+   */
+  readonly threads?: number
+}
+
+export interface Codegen<K extends TargetKind> {
+  /** Each fused group's schedule: its template at the target's defaults, or the tuned config `tuned` finds. */
+  readonly schedules: (target: Target<K>, tuned?: TunedLookup) => ScheduleFn
+  /** Program → Artifact: pure and deterministic (the same program and options, the same bytes). */
+  readonly emit: (program: Program, target: Target<K>, options: RunOptions) => Artifact
+  /** The Device layer that builds, loads and runs this target's artifacts. */
+  readonly device: (target: Target<K>, options: RunOptions) => Layer.Layer<Device>
+  /** How the tuner measures candidates on this target; absent: the target is not tunable yet. */
+  readonly measure?: (source: ReferenceSource, options: MeasurerOptions) => Measure
+}
+
+export interface Backend<K extends TargetKind> {
+  readonly kind: K
+  /** One line: what the target emits and where it runs. */
+  readonly summary: string
+  /** The target this kind compiles for on a host with these attributes, running `threads` threads. */
+  readonly target: (host: CpuAttrs, threads: number) => Target<K>
+  /** Why it cannot run here (a missing toolchain), or undefined. Reads the host: call it at the edge. */
+  readonly unavailable: () => string | undefined
+  /** Whether its kernels can run parallel loops on several threads (js and the interpreter run on one). */
+  readonly parallel: boolean
+  /** The graph passes after binding (the default ones; a CPU's blocked layout and Winograd). */
+  readonly graphPasses: (target: Target<K>) => GraphPass
+  /** How fused groups become kernels and kernels an artifact; absent: the target interprets the optimized graph. */
+  readonly codegen?: Codegen<K>
+}
+
+/** A target this build cannot compile for or run here (a missing toolchain; no code generator). */
+export class TargetUnavailableError extends Data.TaggedError("TargetUnavailableError")<{ readonly target: string; readonly reason: string }> {
+  override get message(): string {
+    return `the ${this.target} target is not available: ${this.reason}`
+  }
+}
+
+/** The table's type: one record per kind. */
+export type Backends = { readonly [K in TargetKind]: Backend<K> }

@@ -1,0 +1,19 @@
+// What the CPU-like targets (c, wasm, js) share: the graph passes for a vector width (the blocked
+// NCHW{c}c layout and Winograd convolution when the target has vectors) and the schedule templates
+// at the target's defaults.
+import type { Target } from "../ast/target.js"
+import { defaultSchedule } from "../lowering/templates.js"
+import type { ScheduleFn } from "../lowering/lower-group.js"
+import { alterLayout, defaultPasses, sequential, type GraphPass } from "../rewrite/index.js"
+import { winogradConv } from "../rewrite/winograd.js"
+import type { TunedLookup } from "./backend.js"
+
+/** The default passes, then (with 2+ lanes) the blocked layout of that many lanes and Winograd convolution. */
+export const cpuGraphPasses = (target: Target<"c" | "js" | "wasm">): GraphPass => {
+  const lanes = target.attrs.vectorLanes
+  return lanes > 1 ? sequential("rewrite.Target", [defaultPasses, alterLayout({ vectorLanes: lanes }), winogradConv]) : defaultPasses
+}
+
+/** Each group's CPU template, at the target's defaults unless tuned. */
+export const cpuSchedules = (target: Target<"c" | "js" | "wasm">, tuned?: TunedLookup): ScheduleFn =>
+  defaultSchedule({ vectorLanes: Math.max(target.attrs.vectorLanes, 1), cores: target.attrs.cores }, tuned)

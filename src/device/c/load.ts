@@ -1,0 +1,67 @@
+// The c device's loading: a built library opened through koffi, each kernel a function of typed
+// arrays that checks its arguments (count, typed-array type, length) against the artifact's params
+// and calls the C function on them without a copy; and the 64-byte aligned host memory the
+// executor reserves its blocks in.
+import { Effect } from "effect"
+import koffi from "koffi"
+import { allocate, DTYPE_INFO, type DType, type TypedArray } from "../../ast/graph/dtype.js"
+import type { KernelEntry } from "../../lowering/program.js"
+import { DeviceRunError, LoadError, type HostReserve } from "../device.js"
+
+/** The koffi type of a param's storage: a pointer to its C type (the emitter's, from the one dtype table). */
+const ffiType = (d: DType): string => `${DTYPE_INFO[d].c} *`
+
+/** A loaded kernel: checks its arguments, then calls the C function. */
+export type CKernel = (...args: TypedArray[]) => void
+
+export interface CModule {
+  readonly path: string
+  readonly kernels: ReadonlyMap<string, CKernel>
+}
+
+/** What loading needs of a kernel: its name and its params' dtypes and sizes. */
+export type CKernelSignature = Pick<KernelEntry, "name"> & { readonly params: readonly Pick<KernelEntry["params"][number], "dtype" | "elements">[] }
+
+const checkedKernel = (k: CKernelSignature, native: (...a: unknown[]) => unknown): CKernel => {
+  const ctors = k.params.map((p) => allocate(p.dtype, 0).constructor)
+  return (...args) => {
+    if (args.length !== k.params.length) throw new DeviceRunError({ kernel: k.name, reason: `takes ${k.params.length} arrays, given ${args.length}` })
+    args.forEach((a, j) => {
+      if (a.constructor !== ctors[j]) throw new DeviceRunError({ kernel: k.name, reason: `param ${j} (${k.params[j].dtype}) needs a ${ctors[j].name}, given a ${a.constructor.name}` })
+      if (a.length < k.params[j].elements) throw new DeviceRunError({ kernel: k.name, reason: `param ${j} needs ${k.params[j].elements} elements, given ${a.length}` })
+    })
+    native(...args)
+  }
+}
+
+/** Loads a library built from the emitted kernels (same names and params, in any order). */
+export const loadC = (so: string, kernels: readonly CKernelSignature[]): Effect.Effect<CModule, LoadError> =>
+  Effect.try({
+    try: () => {
+      const lib = koffi.load(so)
+      const out = new Map<string, CKernel>()
+      for (const k of kernels) out.set(k.name, checkedKernel(k, lib.func(k.name, "void", k.params.map((p) => ffiType(p.dtype))) as (...a: unknown[]) => unknown))
+      return { path: so, kernels: out }
+    },
+    catch: (e) => new LoadError({ target: "c", path: so, reason: e instanceof Error ? e.message : String(e) }),
+  })
+
+/**
+ * Host memory for a c module's buffers, 64-byte aligned (a cache line; an AVX-512 vector). Node's
+ * ArrayBuffers are only 16-byte aligned, so half of the 32-byte vector loads of a kernel would
+ * straddle two cache lines: measured 30–45% slower convolutions on AVX2.
+ */
+export const alignedReserve: HostReserve = (sizes) => {
+  const ALIGN = 64
+  const rel: number[] = []
+  let end = 0
+  for (const n of sizes) {
+    rel.push(end)
+    end += Math.ceil(Math.max(ALIGN, n) / ALIGN) * ALIGN
+  }
+  const buffer = new ArrayBuffer(end + ALIGN)
+  // ArrayBuffer backing stores do not move: the base's address decides the offset once
+  const misaligned = Number(BigInt(koffi.address(new Uint8Array(buffer, 0, 1))) % BigInt(ALIGN))
+  const base = misaligned === 0 ? 0 : ALIGN - misaligned
+  return { buffer, offsets: rel.map((r) => base + r) }
+}

@@ -1,0 +1,142 @@
+// The Device service: where a target's artifact is built, loaded and run. One service shape for
+// every target (Context.Service), one Layer per target kind (the c, js and wasm devices; a GPU or
+// an accelerator next). A loaded module owns its memory: the executor reserves blocks in it, views
+// them as typed buffers, places the model's constants there once, binds each run's inputs and
+// outputs, runs kernels on buffers of that memory and reads back only what the host needs. A device
+// that shares the host's memory (c, js) does all of that without a copy; one with a memory of its
+// own (wasm's linear memory, a GPU's) copies exactly the inputs in and the outputs out.
+import { Context, Data, type Effect } from "effect"
+import { allocate, type DType, type TypedArray } from "../ast/graph/dtype.js"
+import type { TargetKind } from "../ast/target.js"
+import type { Artifact } from "../lowering/program.js"
+
+declare const blockBrand: unique symbol
+declare const bufferBrand: unique symbol
+
+/** A block of a device's memory, reserved for the module's lifetime (opaque to everyone but its module). */
+export interface DeviceBlock {
+  readonly [blockBrand]: true
+}
+
+/** A typed buffer in a device's memory (opaque to everyone but its module, which knows its dtype and size). */
+export interface DeviceBuffer {
+  readonly [bufferBrand]: true
+}
+
+export interface DeviceModule {
+  readonly kind: TargetKind
+  /** The kernels it can run, by name. */
+  readonly kernels: ReadonlySet<string>
+  /** Threads its kernels run on, where the device decides it (wasm: the workers started, the calling thread included). */
+  readonly threads?: number
+  /** Reserves one block per size in bytes, each 64-byte aligned, for as long as the module lives. */
+  readonly reserve: (bytes: readonly number[]) => readonly DeviceBlock[]
+  /** A typed buffer at the start of a block. */
+  readonly view: (block: DeviceBlock, dtype: DType, elements: number) => DeviceBuffer
+  /**
+   * This run's buffer for an input given as host data: a copy in `reserved` on a device with its
+   * own memory, the host array itself on a device that reads host memory.
+   */
+  readonly input: (reserved: DeviceBuffer, data: TypedArray) => DeviceBuffer
+  /**
+   * This run's buffer for an output: `reserved` on a device with its own memory (read copies it
+   * out), a fresh host array on one that writes host memory (handed to the caller as it is).
+   */
+  readonly output: (reserved: DeviceBuffer) => DeviceBuffer
+  /** A buffer's contents on the host: the same memory where the device shares it (valid until it is written again), else a copy. */
+  readonly read: (buffer: DeviceBuffer) => TypedArray
+  /** Host data copied into a buffer. */
+  readonly write: (buffer: DeviceBuffer, data: TypedArray) => void
+  /** Runs a kernel on buffers of this module; throws DeviceRunError on a kernel it does not have or arguments that do not fit. */
+  readonly run: (kernel: string, args: readonly DeviceBuffer[]) => void
+  /** Ends what the module started (worker threads); its buffers are gone. */
+  readonly close: () => void
+}
+
+/** A kernel call that cannot run: an unknown kernel, or arguments of the wrong count, type or size. */
+export class DeviceRunError extends Data.TaggedError("DeviceRunError")<{ readonly kernel: string; readonly reason: string }> {
+  override get message(): string {
+    return `kernel ${this.kernel}: ${this.reason}`
+  }
+}
+
+/** An artifact the device cannot build (the compiler failed or is missing). */
+export class CompileError extends Data.TaggedError("CompileError")<{ readonly command: string; readonly reason: string; readonly stderr: string }> {
+  override get message(): string {
+    return `build failed (${this.command}): ${this.reason}${this.stderr ? `\n${this.stderr}` : ""}`
+  }
+}
+
+/** A built artifact the device cannot load (a library, a module, a kernel it lacks). */
+export class LoadError extends Data.TaggedError("LoadError")<{ readonly target: TargetKind; readonly path: string; readonly reason: string }> {
+  override get message(): string {
+    return `cannot load the ${this.target} ${this.path}: ${this.reason}`
+  }
+}
+
+export type DeviceError = CompileError | LoadError
+
+export interface DeviceShape {
+  readonly kind: TargetKind
+  /** Builds what needs building (gcc for c) and loads the artifact's kernels. */
+  readonly load: (artifact: Artifact) => Effect.Effect<DeviceModule, DeviceError>
+}
+
+/** The device the artifacts of a stage are loaded on: provided by a target's Layer (src/backend). */
+export class Device extends Context.Service<Device, DeviceShape>()("tessera/device/Device") {}
+
+/** The aligned host memory a host-memory device reserves blocks in (c: 64-byte aligned for its vector loads). */
+export type HostReserve = (bytes: readonly number[]) => { readonly buffer: ArrayBuffer; readonly offsets: readonly number[] }
+
+/** Plain ArrayBuffer blocks (a device that needs no alignment beyond the typed arrays'). */
+export const plainReserve: HostReserve = (bytes) => {
+  const offsets: number[] = []
+  let end = 0
+  for (const n of bytes) {
+    offsets.push(end)
+    end += Math.ceil(Math.max(64, n) / 64) * 64
+  }
+  return { buffer: new ArrayBuffer(Math.max(8, end)), offsets }
+}
+
+interface HostBlock {
+  readonly buffer: ArrayBuffer
+  readonly offset: number
+}
+
+type ViewCtor = new (buffer: ArrayBuffer, offset: number, length: number) => TypedArray
+
+/**
+ * A module whose buffers are host typed arrays (the c and js devices): reserve is host memory,
+ * input hands the array itself, output a fresh array, read is the array, run calls the kernel
+ * function with the arrays.
+ */
+export const hostModule = (kind: TargetKind, kernels: ReadonlyMap<string, (...args: TypedArray[]) => void>, reserve: HostReserve = plainReserve): DeviceModule => {
+  const array = (b: DeviceBuffer) => b as unknown as TypedArray
+  const buffer = (a: TypedArray) => a as unknown as DeviceBuffer
+  return {
+    kind,
+    kernels: new Set(kernels.keys()),
+    reserve: (bytes) => {
+      const { buffer: memory, offsets } = reserve(bytes)
+      return bytes.map((_, k) => ({ buffer: memory, offset: offsets[k] }) satisfies HostBlock as unknown as DeviceBlock)
+    },
+    view: (block, dtype, elements) => {
+      const b = block as unknown as HostBlock
+      return buffer(new (allocate(dtype, 0).constructor as unknown as ViewCtor)(b.buffer, b.offset, elements))
+    },
+    input: (_reserved, data) => buffer(data),
+    output: (reserved) => {
+      const r = array(reserved)
+      return buffer(new (r.constructor as unknown as new (n: number) => TypedArray)(r.length))
+    },
+    read: array,
+    write: (b, data) => array(b).set(data as ArrayLike<number>),
+    run: (name, args) => {
+      const fn = kernels.get(name)
+      if (!fn) throw new DeviceRunError({ kernel: name, reason: `is not in this ${kind} module` })
+      fn(...(args as unknown as TypedArray[]))
+    },
+    close: () => {},
+  }
+}

@@ -1,0 +1,75 @@
+// The two contracts between the back half's stages. A Program is what lowering makes of a planned
+// graph: one kernel per fused group (a PrimFunc, or the named fallback through reference kernels),
+// the memory plan, the optimized graph. An Artifact is what a target's emitter makes of a Program
+// (pure, deterministic bytes) and what that target's device builds and loads: its files, what the
+// manifest says of them, and each kernel's params — all a device needs, read from data, so a device
+// never imports an emitter and an artifact written to disk by `tessera compile` can be loaded back.
+import type { DType } from "../ast/graph/dtype.js"
+import type { Graph } from "../ast/graph/graph.js"
+import type { TargetKind } from "../ast/target.js"
+import type { FusedGraph } from "../rewrite/fuse-ops.js"
+import type { MemoryPlan } from "../rewrite/plan-memory.js"
+import type { GroupKernel } from "./lower-group.js"
+
+export interface Program {
+  /** The optimized, bound graph. */
+  readonly graph: Graph
+  readonly fused: FusedGraph
+  readonly memory: MemoryPlan
+  readonly kernels: readonly GroupKernel[]
+}
+
+/** The compiled kernels of a program, in run order. */
+export const compiledKernels = (program: Program) => program.kernels.flatMap((k) => (k.kind === "compiled" ? [k] : []))
+
+/** One param of an emitted kernel, as a device passes it. */
+export interface KernelParam {
+  readonly dtype: DType
+  /** Elements of storage the kernel may touch (≥ the tensor's logical size when strided). */
+  readonly elements: number
+  /** The tensor it holds. */
+  readonly shape: readonly number[]
+  /** Whether the kernel stores to it. */
+  readonly written: boolean
+  /** Whether the kernel may see its value on entry (false: an output written whole, never read). */
+  readonly copyIn: boolean
+}
+
+/** A kernel's frame (wasm: the call's scratch memory) and phases (the pieces a host may split across threads). */
+export interface KernelFrame {
+  readonly bytes: number
+  readonly phases: readonly { readonly parallel?: number; readonly work: number }[]
+}
+
+/** An emitted kernel: its exported name and its params in order. */
+export interface KernelEntry {
+  readonly name: string
+  readonly params: readonly KernelParam[]
+  readonly frame?: KernelFrame
+}
+
+export interface Artifact {
+  readonly kind: TargetKind
+  /** The emitted files by name, in a fixed order (the code; constants and the manifest are the compile command's). */
+  readonly files: ReadonlyMap<string, Uint8Array>
+  /** What manifest.json says of these files (which is the module, the source, the header…). */
+  readonly manifest: Readonly<Record<string, unknown>>
+  /** Every kernel in the files, in the program's order. */
+  readonly kernels: readonly KernelEntry[]
+}
+
+/** The text of an artifact's file (code is UTF-8). */
+export const artifactText = (a: Artifact, name: string): string | undefined => {
+  const bytes = a.files.get(name)
+  return bytes ? new TextDecoder().decode(bytes) : undefined
+}
+
+/** Do two args of one compiled kernel share storage (an in-place output)? Then a C kernel's params may alias. */
+export const kernelsAlias = (program: Program): boolean => {
+  const storageOf = new Map(program.memory.values.map((v) => [v.value, v.storage] as const))
+  return program.kernels.some((k) => {
+    if (k.kind !== "compiled") return false
+    const ids = k.args.map((a) => storageOf.get(a)).filter((x): x is number => x !== undefined)
+    return new Set(ids).size !== ids.length
+  })
+}
