@@ -2,23 +2,12 @@
 // attributes with ONNX's defaults. An op's codec is `attrs({ axis: A.int(1), ... })`.
 import * as t from "io-ts"
 import { isLeft } from "fp-ts/lib/Either.js"
-import type { Graph } from "./graph.js"
+import type { AttrValue, Attrs, Graph } from "./graph.js"
 import type { Tensor } from "./tensor.js"
 
-/** An attribute value as decoded from ONNX (INT and INTS arrive as numbers). */
-export type AttrValue =
-  | { readonly kind: "int"; readonly value: number }
-  | { readonly kind: "float"; readonly value: number }
-  | { readonly kind: "string"; readonly value: string }
-  | { readonly kind: "ints"; readonly value: readonly number[] }
-  | { readonly kind: "floats"; readonly value: readonly number[] }
-  | { readonly kind: "strings"; readonly value: readonly string[] }
-  | { readonly kind: "tensor"; readonly value: Tensor }
-  | { readonly kind: "tensors"; readonly value: readonly Tensor[] }
-  | { readonly kind: "graph"; readonly value: Graph }
-  | { readonly kind: "graphs"; readonly value: readonly Graph[] }
-
-export type Attrs = Readonly<Record<string, AttrValue>>
+// AttrValue and Attrs are declared with the graph IR (an attribute may hold a subgraph, a node
+// holds its attributes); exported from here as before.
+export type { AttrValue, Attrs } from "./graph.js"
 
 const mk = <A>(
   name: string,

@@ -1,7 +1,30 @@
-// The graph IR: immutable nodes in topological order over named values.
-import type { Attrs, AttrValue } from "./attrs.js"
-import type { Dim, ValueType } from "./op.js"
+// The graph IR: immutable nodes in topological order over named values, with the types of those
+// values (Dim, ValueType) and the raw attribute values nodes carry (an attribute may be a subgraph).
+import type { DType } from "./dtype.js"
 import type { Tensor } from "./tensor.js"
+
+/** A static dim is a number; a symbolic or data-dependent dim is a name. */
+export type Dim = number | string
+
+export interface ValueType {
+  readonly dtype: DType
+  readonly shape: readonly Dim[]
+}
+
+/** An attribute value as decoded from ONNX (INT and INTS arrive as numbers). */
+export type AttrValue =
+  | { readonly kind: "int"; readonly value: number }
+  | { readonly kind: "float"; readonly value: number }
+  | { readonly kind: "string"; readonly value: string }
+  | { readonly kind: "ints"; readonly value: readonly number[] }
+  | { readonly kind: "floats"; readonly value: readonly number[] }
+  | { readonly kind: "strings"; readonly value: readonly string[] }
+  | { readonly kind: "tensor"; readonly value: Tensor }
+  | { readonly kind: "tensors"; readonly value: readonly Tensor[] }
+  | { readonly kind: "graph"; readonly value: Graph }
+  | { readonly kind: "graphs"; readonly value: readonly Graph[] }
+
+export type Attrs = Readonly<Record<string, AttrValue>>
 
 export interface ValueInfo {
   readonly name: string

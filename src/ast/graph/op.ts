@@ -3,8 +3,11 @@
 // reference kernel. All fields are required, so an op that lacks one does not compile.
 import type { AttrCodec } from "./attrs.js"
 import type { DType } from "./dtype.js"
-import type { Graph } from "./graph.js"
+import type { Dim, Graph, ValueType } from "./graph.js"
 import type { Tensor } from "./tensor.js"
+
+// Dim and ValueType are declared with the graph IR, whose values they type; exported from here as before.
+export type { Dim, ValueType } from "./graph.js"
 
 /** TVM's operator pattern kinds, which drive fusion. */
 export type PatternKind =
@@ -14,14 +17,6 @@ export type PatternKind =
   | "reduction"
   | "out-elementwise-fusable"
   | "opaque"
-
-/** A static dim is a number; a symbolic or data-dependent dim is a name. */
-export type Dim = number | string
-
-export interface ValueType {
-  readonly dtype: DType
-  readonly shape: readonly Dim[]
-}
 
 export interface InferCtx<A> {
   readonly node: string

@@ -6,7 +6,7 @@
 import { c, showExpr, substitute, v, type Expr } from "../te/expr.js"
 import type { TensorIntrinsic } from "../te/intrinsic.js"
 import { simplify } from "../te/simplify.js"
-import type { Stage } from "./schedule.js"
+import type { Stage } from "./stage.js"
 
 /** Root axis values in terms of leaf vars (as lowering derives them), and whether any split leaves a guard. */
 export const leafRootValues = (st: Stage): { values: Map<string, Expr>; guarded: boolean } => {

@@ -2,7 +2,6 @@
 // constants as they build. Index arithmetic is on integers with floor division/modulo; values
 // carry a dtype so the evaluators and emitters know what they compute.
 import type { DType } from "../graph/dtype.js"
-import type { TeTensor } from "./tensor.js"
 
 export type BinOp =
   | "add"
@@ -95,6 +94,30 @@ export interface IterVar {
   readonly dom: Range
   readonly type: "data" | "reduce"
 }
+
+// TE tensors (constructed in tensor.ts): declared here because expressions and tensors refer to
+// each other — a Read holds the tensor it reads, a compute holds its body.
+export interface Placeholder {
+  readonly kind: "placeholder"
+  readonly name: string
+  readonly shape: readonly number[]
+  readonly dtype: DType
+}
+
+export interface ComputeTensor {
+  readonly kind: "compute"
+  readonly name: string
+  readonly shape: readonly number[]
+  readonly dtype: DType
+  /** One data axis per output dim, domain [0, shape[i]). */
+  readonly axes: readonly IterVar[]
+  /** The element at `axes`; a Reduce at the top for reductions. */
+  readonly body: Expr
+  /** Tensors the body reads, in first-read order. */
+  readonly inputs: readonly TeTensor[]
+}
+
+export type TeTensor = Placeholder | ComputeTensor
 
 const INT = "int32" as const
 export const isIntDtype = (d: DType): boolean => {

@@ -1,29 +1,11 @@
 // Tensor expressions: placeholders and computes defined by index lambdas, reductions over
 // reduce axes with sum/max/min or a custom commutative combiner (with its identity).
 import type { DType } from "../graph/dtype.js"
-import { bin, c, collect, max as emax, min as emin, showExpr, v, type Combiner, type Expr, type IterVar, type Read, type Var } from "./expr.js"
+import { bin, c, collect, max as emax, min as emin, showExpr, v, type Combiner, type ComputeTensor, type Expr, type IterVar, type Placeholder, type Read, type TeTensor, type Var } from "./expr.js"
 
-export interface Placeholder {
-  readonly kind: "placeholder"
-  readonly name: string
-  readonly shape: readonly number[]
-  readonly dtype: DType
-}
-
-export interface ComputeTensor {
-  readonly kind: "compute"
-  readonly name: string
-  readonly shape: readonly number[]
-  readonly dtype: DType
-  /** One data axis per output dim, domain [0, shape[i]). */
-  readonly axes: readonly IterVar[]
-  /** The element at `axes`; a Reduce at the top for reductions. */
-  readonly body: Expr
-  /** Tensors the body reads, in first-read order. */
-  readonly inputs: readonly TeTensor[]
-}
-
-export type TeTensor = Placeholder | ComputeTensor
+// The tensor types live with the expressions that read them (a Read holds its TeTensor, a compute
+// holds its body), so the two modules import one way; they are exported from here as before.
+export type { ComputeTensor, Placeholder, TeTensor } from "./expr.js"
 
 export const placeholder = (name: string, shape: readonly number[], dtype: DType = "float32"): Placeholder => ({ kind: "placeholder", name, shape, dtype })
 

@@ -2,7 +2,7 @@
 // their kind (serial, parallel, vectorized, unrolled, thread-bound, vthread).
 import type { DType } from "../graph/dtype.js"
 import { showExpr, type Expr, type Var } from "../te/expr.js"
-import type { MemoryScope, ThreadTag } from "../schedule/schedule.js"
+import type { MemoryScope, ThreadTag } from "../schedule/stage.js"
 import type { TensorIntrinsic } from "../te/intrinsic.js"
 
 export interface Buffer {

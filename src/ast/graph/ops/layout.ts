@@ -5,14 +5,16 @@
 // dense layer over a column-panel packed weight (DensePack: TVM's dense_pack, weight [N/b, K, b]).
 import { A, attr, attrs, type AttrValue } from "../attrs.js"
 import { allocate } from "../dtype.js"
-import { check, defineOp, fail, unsupported, type AnyOpDef, type Dim } from "../op.js"
+import { check, defineOp, fail, type AnyOpDef, type Dim } from "../op.js"
 import { tensor, type Tensor } from "../tensor.js"
-import { lookupOp } from "./index.js"
+import { convOps } from "./nn-conv.js"
+import { matmulOps } from "./nn-matmul.js"
+import { poolOps } from "./nn-pool.js"
 import { req } from "./util.js"
 
-/** The registry's Conv and Gemm (looked up when used: the registry imports this file). */
-const plainConv = (): AnyOpDef => lookupOp("Conv") ?? unsupported("ConvNCHWc needs the Conv operator, which is not registered")
-const plainGemm = (): AnyOpDef => lookupOp("Gemm") ?? unsupported("DensePack needs the Gemm operator, which is not registered")
+/** The plain Conv and Gemm the blocked ops compute with (the registry's entries, from their own tables). */
+const plainConv: AnyOpDef = convOps.Conv
+const plainGemm: AnyOpDef = matmulOps.Gemm
 
 /** "NCHW" → 0, "NCHW16c" → 16. */
 export const blockOf = (layout: string): number => {
@@ -141,10 +143,10 @@ const poolAttrs = attrs({
   ceil_mode: A.int(0),
   count_include_pad: A.int(0),
 })
-const plainPool = (name: string): AnyOpDef => lookupOp(name) ?? unsupported(`PoolNCHWc needs the ${name} operator, which is not registered`)
+const plainPool = (name: "MaxPool" | "AveragePool"): AnyOpDef => poolOps[name]
 
 /** The plain MaxPool / AveragePool attributes (with their codec's defaults) of a blocked pool. */
-const poolAttrsFor = (a: { pool: string; auto_pad: string; kernel_shape?: readonly number[]; strides?: readonly number[]; pads?: readonly number[]; dilations?: readonly number[]; ceil_mode: number; count_include_pad: number }) =>
+const poolAttrsFor = (a: { pool: "MaxPool" | "AveragePool"; auto_pad: string; kernel_shape?: readonly number[]; strides?: readonly number[]; pads?: readonly number[]; dilations?: readonly number[]; ceil_mode: number; count_include_pad: number }) =>
   plainAttrs(plainPool(a.pool), a.pool, {
     auto_pad: a.auto_pad,
     ceil_mode: a.ceil_mode,
@@ -211,7 +213,7 @@ export const layoutOps = {
       const x = ctx.inputs[0]
       const w = ctx.inputs[1]
       if (!x || !w) return fail("inputs 0 and 1 are required")
-      const plain = plainConv().infer({
+      const plain = plainConv.infer({
         ...ctx,
         attrs: convAttrsFor(ctx.attrs),
         inputs: [
@@ -226,7 +228,7 @@ export const layoutOps = {
     kernel: (ctx) => {
       const x = unpackNCHWc(req(ctx.inputs, 0))
       const w = unpackKernel(req(ctx.inputs, 1))
-      const [y] = plainConv().kernel({ ...ctx, attrs: convAttrsFor(ctx.attrs), inputs: [x, w, ctx.inputs[2]] })
+      const [y] = plainConv.kernel({ ...ctx, attrs: convAttrsFor(ctx.attrs), inputs: [x, w, ctx.inputs[2]] })
       return [packNCHWc(y, ctx.attrs.out_block)]
     },
   }),
@@ -264,18 +266,18 @@ export const layoutOps = {
       const [P, K, b] = w.shape as number[]
       const n = ctx.attrs.n
       if (!fillsPanels(n, P, b)) return fail(`n = ${n} does not fill ${P} panels of ${b} columns`)
-      return plainGemm().infer({ ...ctx, attrs: plainGemmAttrs(), inputs: [a, { dtype: w.dtype, shape: [K, n] }, ctx.inputs[2]], values: [] })
+      return plainGemm.infer({ ...ctx, attrs: plainGemmAttrs(), inputs: [a, { dtype: w.dtype, shape: [K, n] }, ctx.inputs[2]], values: [] })
     },
     kernel: (ctx) => {
       const w = unpackDense(req(ctx.inputs, 1), ctx.attrs.n)
-      return plainGemm().kernel({ ...ctx, attrs: plainGemmAttrs(), inputs: [ctx.inputs[0], w, ctx.inputs[2]] })
+      return plainGemm.kernel({ ...ctx, attrs: plainGemmAttrs(), inputs: [ctx.inputs[0], w, ctx.inputs[2]] })
     },
   }),
 } satisfies Record<string, AnyOpDef>
 
 /** The plain Gemm attributes of a packed dense layer: no transposes, alpha and beta 1 (the codec's defaults). */
-const plainGemmAttrs = () => plainAttrs(plainGemm(), "Gemm", {})
+const plainGemmAttrs = () => plainAttrs(plainGemm, "Gemm", {})
 
 /** The plain Conv attributes (with the Conv codec's defaults) of a blocked conv. */
 const convAttrsFor = (a: { group: number; strides?: readonly number[]; pads?: readonly number[]; dilations?: readonly number[]; kernel_shape?: readonly number[]; auto_pad: string }) =>
-  plainAttrs(plainConv(), "Conv", { group: a.group, auto_pad: a.auto_pad, strides: a.strides, pads: a.pads, dilations: a.dilations, kernel_shape: a.kernel_shape })
+  plainAttrs(plainConv, "Conv", { group: a.group, auto_pad: a.auto_pad, strides: a.strides, pads: a.pads, dilations: a.dilations, kernel_shape: a.kernel_shape })
