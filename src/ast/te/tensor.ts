@@ -10,6 +10,36 @@ export interface Placeholder {
   readonly dtype: DType
 }
 
+/**
+ * What a compute is, where a schedule cares (TVM's compute `tag`): the op library sets it on the
+ * stage a schedule template is built around, and the template is chosen by it. A compute without a
+ * tag is whatever its body says (elementwise, injective, a plain reduction).
+ */
+export const COMPUTE_TAGS = [
+  /** A direct convolution in NCHW (2-D). */
+  "conv2d_nchw",
+  /** A direct convolution of one or three or more spatial dims (NCW, NCDHW, …). */
+  "conv_nd",
+  /** A transposed convolution, any spatial rank. */
+  "conv_transpose",
+  /** A convolution in the blocked layout: output [n, oc block, oh, ow, oc lane], reduce [ic, kh, kw]. */
+  "conv2d_nchwc",
+  /** The batched products M of a Winograd convolution (ConvWinogradNCHWc): [α, α, tiles, oc block, oc lane]. */
+  "conv2d_winograd_product",
+  /** Gemm's product: [M, K] × [K, N], either side transposed. */
+  "dense",
+  /** DensePack's product into column panels [M, panel, lane] (TVM's dense_pack). */
+  "dense_pack",
+  /** MatMul: batched, broadcast, 1-D operands. */
+  "matmul",
+  /** A windowed pooling reduction (max, sum, Lp), NCHW or blocked. */
+  "pool",
+  /** A pooling reduction over the whole spatial extent. */
+  "global_pool",
+] as const
+
+export type ComputeTag = (typeof COMPUTE_TAGS)[number]
+
 export interface ComputeTensor {
   readonly kind: "compute"
   readonly name: string
@@ -21,6 +51,8 @@ export interface ComputeTensor {
   readonly body: Expr
   /** Tensors the body reads, in first-read order. */
   readonly inputs: readonly TeTensor[]
+  /** What the compute is, for the schedule (not part of its meaning: printTE leaves it out). */
+  readonly tag?: ComputeTag
 }
 
 export type TeTensor = Placeholder | ComputeTensor
@@ -35,8 +67,11 @@ export const at = (t: TeTensor, ...indices: Expr[]): Read => {
 
 const AXIS_NAMES = ["i", "j", "k", "l", "m", "n", "o", "p"]
 
-/** compute(name, shape, (i, j, …) => expr): a tensor defined elementwise by an index lambda. */
-export const compute = (name: string, shape: readonly number[], fn: (...idx: Var[]) => Expr, dtype?: DType): ComputeTensor => {
+/**
+ * compute(name, shape, (i, j, …) => expr, dtype?, tag?): a tensor defined elementwise by an index
+ * lambda; `tag` says what it is where a schedule cares (see ComputeTag).
+ */
+export const compute = (name: string, shape: readonly number[], fn: (...idx: Var[]) => Expr, dtype?: DType, tag?: ComputeTag): ComputeTensor => {
   const axes: IterVar[] = shape.map((extent, k) => ({ var: v(`${name}.${AXIS_NAMES[k] ?? `ax${k}`}`), dom: { min: 0, extent }, type: "data" }))
   const body = fn(...axes.map((a) => a.var))
   if (body.kind === "reduce")
@@ -47,7 +82,7 @@ export const compute = (name: string, shape: readonly number[], fn: (...idx: Var
     const t = (r as Read).tensor
     if (t && !inputs.includes(t)) inputs.push(t)
   }
-  return { kind: "compute", name, shape: [...shape], dtype: dtype ?? body.dtype, axes, body, inputs }
+  return { kind: "compute", name, shape: [...shape], dtype: dtype ?? body.dtype, axes, body, inputs, ...(tag ? { tag } : {}) }
 }
 
 /** A reduction axis over [min, min + extent). */
