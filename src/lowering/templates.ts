@@ -4,7 +4,7 @@
 import type { FusedGroup } from "../rewrite/fuse-ops.js"
 import * as S from "../ast/schedule/schedule.js"
 import type { Reduce } from "../ast/te/expr.js"
-import type { ComputeTensor } from "../ast/te/tensor.js"
+import type { ComputeTag, ComputeTensor } from "../ast/te/tensor.js"
 import type { ScheduleFn } from "./lower-group.js"
 
 export type Knob =
@@ -249,10 +249,6 @@ const fusedEpilogue = (base: S.Schedule, anchor: S.Stage, config: Config): S.Sch
   if (config.unroll_tile && t2 > 1 && ldata.length >= 2) s = S.unroll(s, local, ldata[ldata.length - 2])
   return parallelize(s, { vectorize: !!config.vectorize, lanes: 16 }, out)
 }
-
-/** A blocked convolution anchor: output [n, oc block, oh, ow, oc lane], reduce [ic, kh, kw]. */
-const isConvNCHWc = (st: S.Stage): boolean =>
-  st.op.body.kind === "reduce" && st.op.shape.length === 5 && st.op.body.axes.length === 3 && st.op.body.combiner.name === "sum" && st.op.body.where === undefined
 
 /** The anchor's zero-padding producer (the conv's data_pad), inlined in the base schedule. */
 const padProducer = (s: S.Schedule, anchor: S.Stage): string | undefined =>
@@ -506,9 +502,6 @@ export const convTemplate: Template = {
   },
 }
 
-/** The batched product M of a Winograd convolution (ConvWinogradNCHWc's compute names it). */
-const isWinogradM = (st: S.Stage): boolean => /_wino_M\d+$/.test(st.name) && st.op.shape.length === 5 && st.op.body.kind === "reduce"
-
 /**
  * The Winograd convolution's schedule (ConvWinogradNCHWc): the padded input and the input
  * transform V computed at root, V's tile loops (6×6) unrolled so its selects fold to one short
@@ -611,11 +604,30 @@ export const injectiveTemplate: Template = {
   apply: (_outputs, base, config) => parallelize(base, { vectorize: !!config.vectorize, lanes: 16 }),
 }
 
+/** The template of each tag an anchor may carry (an anchor without a tag: the reduction template). */
+const TEMPLATE_OF_TAG: { readonly [T in ComputeTag]: Template } = {
+  conv2d_nchwc: convTemplate,
+  conv2d_winograd_product: winogradTemplate,
+  conv2d_nchw: reductionTemplate,
+  conv_nd: reductionTemplate,
+  conv_transpose: reductionTemplate,
+  dense: reductionTemplate,
+  dense_pack: reductionTemplate,
+  matmul: reductionTemplate,
+  pool: reductionTemplate,
+  global_pool: reductionTemplate,
+}
+
+/**
+ * A group's template: the injective one without a reduction anchor, else the one its anchor's tag
+ * names. The conv template tiles the anchor's epilogue (or a copy of the anchor): where the anchor
+ * has another pattern of readers (tileStages), the reduction template.
+ */
 export const templateFor = (base: S.Schedule): Template => {
   const anchor = anchorStage(base)
   if (!anchor) return injectiveTemplate
-  if (isWinogradM(anchor)) return winogradTemplate
-  return isConvNCHWc(anchor) && tileStages(base, anchor) ? convTemplate : reductionTemplate
+  const t = anchor.op.tag ? TEMPLATE_OF_TAG[anchor.op.tag] : reductionTemplate
+  return t === convTemplate && !tileStages(base, anchor) ? reductionTemplate : t
 }
 
 /** The untuned schedule for a target: each group's template at its defaults. */
