@@ -57,9 +57,6 @@ export interface Template {
 /** The widest column tile of a one-row reduction (2 KB of float32 accumulators). */
 const ONE_ROW_MAX_TILE = 512
 
-/** The vectorize primitive's limit: a longer tile is left to the C compiler's own vectorizer. */
-const MAX_VECTORIZED = 64
-
 const divisors = (n: number, max = 64): number[] => {
   const out: number[] = []
   for (let d = 1; d <= Math.min(n, max); d++) if (n % d === 0) out.push(d)
@@ -93,8 +90,11 @@ const parallelOuter = (s0: S.Schedule, stage: string, axes: readonly string[], m
   return extent(cur) > 1 ? S.parallel(s, stage, cur) : s
 }
 
-/** Parallel over the outermost data loop, vectorize the innermost when it is short: every root stage. */
-const parallelize = (s0: S.Schedule, target: { vectorize: boolean; lanes: number }, skip?: string): S.Schedule => {
+/**
+ * Parallel over the outermost data loop, and (with `vectorize`) the innermost vectorized where it is
+ * data and no longer than the vectorize primitive takes: every root stage but `skip`.
+ */
+const parallelize = (s0: S.Schedule, vectorize: boolean, skip?: string): S.Schedule => {
   let s = s0
   for (const name of s.order) {
     if (name === skip) continue
@@ -104,7 +104,7 @@ const parallelize = (s0: S.Schedule, target: { vectorize: boolean; lanes: number
     if (data.length === 0) continue
     const last = st.leaf[st.leaf.length - 1]
     const lastAxis = st.axes.get(last)!
-    const vec = target.vectorize && data.length > 1 && lastAxis.type === "data" && lastAxis.extent <= target.lanes * 4
+    const vec = vectorize && data.length > 1 && lastAxis.type === "data" && lastAxis.extent <= S.MAX_VECTORIZED
     const lead: string[] = []
     for (const a of st.leaf) {
       if (st.axes.get(a)!.type !== "data" || (vec && a === last)) break
@@ -191,9 +191,9 @@ export const reductionTemplate: Template = {
     }
     s = S.reorder(s, st.name, [...outerData, ...red, ...innerTile])
     s = parallelOuter(s, st.name, outerData)
-    if (config.vectorize && ti > 1 && ti <= MAX_VECTORIZED) s = S.vectorize(s, st.name, sp.inner)
+    if (config.vectorize && ti > 1 && ti <= S.MAX_VECTORIZED) s = S.vectorize(s, st.name, sp.inner)
     if (config.unroll_tile && innerTile.length === 2) s = S.unroll(s, st.name, innerTile[0])
-    return parallelize(s, { vectorize: !!config.vectorize, lanes: 16 }, st.name)
+    return parallelize(s, !!config.vectorize, st.name)
   },
 }
 
@@ -237,7 +237,7 @@ const fusedEpilogue = (base: S.Schedule, anchor: S.Stage, config: Config): S.Sch
   const outerAxes = [...data.slice(0, -2), sp2.outer]
   const extentOf = (a: string) => s.stages.get(out)!.axes.get(a)!.extent
   s = outerAxes.every((a) => extentOf(a) === 1) && extentOf(sp.outer) > 1 ? S.parallel(s, out, sp.outer) : parallelOuter(s, out, outerAxes)
-  if (config.vectorize && ti > 1 && ti <= MAX_VECTORIZED) s = S.vectorize(s, out, sp.inner)
+  if (config.vectorize && ti > 1 && ti <= S.MAX_VECTORIZED) s = S.vectorize(s, out, sp.inner)
   s = S.computeAt(s, local, out, sp.outer)
   // the anchor inside the tile: reduction outside, the tile's data loops inside (accumulators)
   const ls = s.stages.get(local)!
@@ -245,9 +245,9 @@ const fusedEpilogue = (base: S.Schedule, anchor: S.Stage, config: Config): S.Sch
   const ldata = dataLeaves(ls)
   s = S.reorder(s, local, [...lred, ...ldata])
   // (the schedule checks the axis's full extent, though the region it covers in the tile is tile_inner long)
-  if (config.vectorize && ti > 1 && ls.axes.get(ldata[ldata.length - 1])!.extent <= MAX_VECTORIZED) s = S.vectorize(s, local, ldata[ldata.length - 1])
+  if (config.vectorize && ti > 1 && ls.axes.get(ldata[ldata.length - 1])!.extent <= S.MAX_VECTORIZED) s = S.vectorize(s, local, ldata[ldata.length - 1])
   if (config.unroll_tile && t2 > 1 && ldata.length >= 2) s = S.unroll(s, local, ldata[ldata.length - 2])
-  return parallelize(s, { vectorize: !!config.vectorize, lanes: 16 }, out)
+  return parallelize(s, !!config.vectorize, out)
 }
 
 /** The anchor's zero-padding producer (the conv's data_pad), inlined in the base schedule. */
@@ -498,7 +498,7 @@ export const convTemplate: Template = {
     if (toc > 1 && tw * th * toc <= MAX_UNROLLED && !batched) s = S.unroll(s, local, loc)
     if (config.unroll_kh) s = S.unroll(s, local, rky)
     if (config.unroll_kw) s = S.unroll(s, local, rkx)
-    return parallelize(s, { vectorize: vector, lanes: 16 }, out)
+    return parallelize(s, vector, out)
   },
 }
 
@@ -601,7 +601,7 @@ export const injectiveTemplate: Template = {
   tunable: false,
   space: () => [{ kind: "choice", name: "vectorize", candidates: [true, false] }],
   defaults: (_k, target) => ({ vectorize: target.vectorLanes > 1 }),
-  apply: (_outputs, base, config) => parallelize(base, { vectorize: !!config.vectorize, lanes: 16 }),
+  apply: (_outputs, base, config) => parallelize(base, !!config.vectorize),
 }
 
 /** The template of each tag an anchor may carry (an anchor without a tag: the reduction template). */
