@@ -9,7 +9,7 @@ import { prng } from "../ast/graph/arbitrary.js"
 import { sizeOf, type Tensor } from "../ast/graph/tensor.js"
 import type { PrimFunc } from "../ast/tir/tir.js"
 import { emitJsModule } from "../emit/js.js"
-import type { Config } from "../lowering/templates.js"
+import type { Config } from "../lowering/templates/template.js"
 
 export interface Candidate {
   readonly config: Config
