@@ -1,6 +1,6 @@
 // The operator library: a TE compute per graph op, from the op's decoded attributes and its input
 // tensors. A fused group becomes one TE program (its nodes' computes chained); ops without a
-// compute here (or a configuration one declines with NoCompute) run through the named fallback,
+// compute here (or a configuration one declines with NoComputeError) run through the named fallback,
 // their reference kernel — see `computeFor`. The 2-D NCHW convolution, pooling, MatMul/Gemm,
 // softmax and layout computes live here; the rest by family in op-library-*.ts.
 import { resolveNode } from "../ast/graph/evaluate.js"
@@ -38,7 +38,7 @@ import { gridSample } from "./op-library-grid.js"
 import { einsum } from "./op-library-einsum.js"
 import { convWinogradNCHWc } from "./op-library-winograd.js"
 
-export { NoCompute, type OpComputeCtx } from "./op-library-common.js"
+export { NoComputeError, type OpComputeCtx } from "./op-library-common.js"
 
 const ELEMENTWISE: Record<string, OpCompute> = {
   Relu: unary((x) => max(x, fl(x.dtype, 0))),

@@ -10,7 +10,7 @@ import type { PrimFunc } from "../ast/tir/tir.js"
 import type { Program } from "../device/executor.js"
 import { baseSchedule, buildGroupTE, lowerGroupSchedule, type GroupTE } from "../lowering/lower-group.js"
 import type { Config, ScheduleTarget } from "../lowering/templates/template.js"
-import { NoCompute } from "../lowering/op-library.js"
+import { NoComputeError } from "../lowering/op-library.js"
 import type { FusedGroup } from "../rewrite/fuse-ops.js"
 import { nodeFlops } from "../rewrite/report.js"
 import { extractTasks, type GroupProgram, type Task } from "./task.js"
@@ -78,7 +78,7 @@ export const tasksOfProgram = (program: Program, target: ScheduleTarget & { read
     try {
       te = buildGroupTE(fused, group)
     } catch (e) {
-      if (e instanceof NoCompute) continue
+      if (e instanceof NoComputeError) continue
       throw e
     }
     built.set(group.id, { group, te })

@@ -1,7 +1,23 @@
 // Tensor expressions: placeholders and computes defined by index lambdas, reductions over
 // reduce axes with sum/max/min or a custom commutative combiner (with its identity).
+import { Data } from "effect"
 import type { DType } from "../graph/dtype.js"
 import { bin, c, collect, max as emax, min as emin, showExpr, v, type Combiner, type Expr, type IterVar, type Read, type Var } from "./expr.js"
+
+/**
+ * A compute built wrong by whoever called the builders (a tensor read with the wrong number of
+ * indices, a reduce axis named like a data axis): the op's compute does not fit the shapes it was
+ * given. Lowering runs such a group through its reference kernels, with this as the reason.
+ */
+export class IllFormedComputeError extends Data.TaggedError("IllFormedComputeError")<{
+  /** The tensor read, or the compute built. */
+  readonly tensor: string
+  readonly reason: string
+}> {
+  override get message(): string {
+    return `ill-formed compute: '${this.tensor}' ${this.reason}`
+  }
+}
 
 export interface Placeholder {
   readonly kind: "placeholder"
@@ -61,7 +77,7 @@ export const placeholder = (name: string, shape: readonly number[], dtype: DType
 
 /** `t[i, j, …]` inside a compute body. */
 export const at = (t: TeTensor, ...indices: Expr[]): Read => {
-  if (indices.length !== t.shape.length) throw new RangeError(`${t.name} has rank ${t.shape.length}, read with ${indices.length} indices`)
+  if (indices.length !== t.shape.length) throw new IllFormedComputeError({ tensor: t.name, reason: `has rank ${t.shape.length}, read with ${indices.length} indices` })
   return { kind: "read", source: t.name, indices, dtype: t.dtype, tensor: t }
 }
 
@@ -76,7 +92,7 @@ export const compute = (name: string, shape: readonly number[], fn: (...idx: Var
   const body = fn(...axes.map((a) => a.var))
   if (body.kind === "reduce")
     for (const r of body.axes)
-      if (axes.some((a) => a.var.name === r.var.name)) throw new RangeError(`compute '${name}': reduce axis '${r.var.name}' has the name of a data axis`)
+      if (axes.some((a) => a.var.name === r.var.name)) throw new IllFormedComputeError({ tensor: name, reason: `has a reduce axis '${r.var.name}' named like one of its data axes` })
   const inputs: TeTensor[] = []
   for (const r of collect(body, (e) => e.kind === "read")) {
     const t = (r as Read).tensor
