@@ -17,7 +17,7 @@ import { emitC } from "../src/emit/c.js"
 import { lowerSync } from "../src/lowering/lower.js"
 import { baseSchedule } from "../src/lowering/lower-group.js"
 import { convWinogradNCHWc } from "../src/lowering/op-library-winograd.js"
-import { winogradTemplate } from "../src/lowering/templates.js"
+import { winogradTemplate } from "../src/lowering/templates/winograd.js"
 import { defaultTirPasses, lowerIntrinsics, runTirPasses } from "../src/lowering/tir-passes.js"
 
 export interface GoldenCase {

@@ -17,7 +17,7 @@ import { buildC, compilerAvailable, defaultCBuildConfig } from "../src/device/c/
 import { measureC, SWEEP_C, SWEEP_FN, type CMeasureOptions, type RenderC } from "../src/device/c/measure.js"
 import { appendRecords, readLog } from "../src/cli/tuning-log.js"
 import { emitC } from "../src/emit/c.js"
-import type { Config } from "../src/lowering/templates.js"
+import type { Config } from "../src/lowering/templates/template.js"
 import { baseSchedule } from "../src/lowering/lower-group.js"
 import { lowerSync } from "../src/lowering/lower.js"
 import { defaultTirPasses, lowerIntrinsics, runTirPasses } from "../src/lowering/tir-passes.js"

@@ -16,7 +16,7 @@ import { CostModel, XGBoostCostModel } from "../src/search/cost-model.js"
 import { featuresOf } from "../src/search/features.js"
 import { bestRecords, parseLog, serializeRecord, type TuningRecord } from "../src/search/records.js"
 import { configAt, configHash, indexOfConfig, taskFromTE } from "../src/search/task.js"
-import type { Config, Knob } from "../src/lowering/templates.js"
+import type { Config, Knob } from "../src/lowering/templates/template.js"
 import { gaTuner, gridTuner, randomTuner, xgbTuner, type Tuner } from "../src/search/tuners.js"
 import { tuneTask } from "../src/search/tune.js"
 

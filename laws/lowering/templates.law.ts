@@ -8,11 +8,38 @@ import { evaluateTE } from "../../src/ast/te/evaluate.js"
 import { evaluatePrimFunc } from "../../src/ast/tir/evaluate.js"
 import { baseSchedule } from "../../src/lowering/lower-group.js"
 import { lowerSync } from "../../src/lowering/lower.js"
-import { templateFor, type Config } from "../../src/lowering/templates.js"
+import type { Config } from "../../src/lowering/templates/template.js"
+import { templateFor } from "../../src/lowering/templates/template-for.js"
 import { defaultTirPasses, runTirPasses } from "../../src/lowering/tir-passes.js"
 import { assertAllClose, lawParams } from "../support.js"
 
+/**
+ * The template each family's group must get (the op library's tag on its anchor, or none): a
+ * blocked conv the conv template, other reductions the reduction template, groups without a
+ * reduction anchor of rank ≥ 2 (elementwise chains, softmax's row statistics) the injective one.
+ */
+const FAMILY_TEMPLATE: Record<(typeof COMPUTE_FAMILIES)[number], string> = {
+  elementwise: "injective",
+  matmul: "reduction",
+  batch_matmul: "reduction",
+  conv2d: "reduction",
+  conv2d_nchwc: "conv2d_NCHWc",
+  depthwise: "reduction",
+  pool: "reduction",
+  softmax: "injective",
+  reduce: "reduction",
+}
+
 describe("schedule templates", () => {
+  it("each family's group gets the template its anchor's kind calls for", () => {
+    fc.assert(
+      fc.property(arbComputeCase(COMPUTE_FAMILIES), (cc) => {
+        expect(templateFor(baseSchedule(cc.outputs)).name).toBe(FAMILY_TEMPLATE[cc.family as (typeof COMPUTE_FAMILIES)[number]])
+      }),
+      lawParams(60),
+    )
+  })
+
   it("every configuration of a template's space evaluates equal to the TE", () => {
     fc.assert(
       fc.property(arbComputeCase(COMPUTE_FAMILIES), fc.array(fc.nat(), { minLength: 12, maxLength: 12 }), (cc, picks) => {

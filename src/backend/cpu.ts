@@ -2,7 +2,7 @@
 // NCHW{c}c layout and Winograd convolution when the target has vectors) and the schedule templates
 // at the target's defaults.
 import type { Target } from "../ast/target.js"
-import { defaultSchedule } from "../lowering/templates.js"
+import { defaultSchedule } from "../lowering/templates/template-for.js"
 import type { ScheduleFn } from "../lowering/lower-group.js"
 import { alterLayout, defaultPasses, sequential, type GraphPass } from "../rewrite/index.js"
 import { winogradConv } from "../rewrite/winograd.js"

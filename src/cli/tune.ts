@@ -5,7 +5,7 @@
 // prints a final table on stdout. On c, candidates are built in a temporary folder of this run.
 // `tessera tune --report LOG --out curves.svg`: best-so-far GFLOP/s against trials, per task and
 // tuner, as an SVG.
-import type { ScheduleTarget } from "../lowering/templates.js"
+import type { ScheduleTarget } from "../lowering/templates/template.js"
 import { Console, Effect, Option } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import cliProgress from "cli-progress"

@@ -8,7 +8,7 @@ import { allocate, type DType, type TypedArray } from "../ast/graph/dtype.js"
 import { prng } from "../ast/graph/arbitrary.js"
 import { sizeOf, type Tensor } from "../ast/graph/tensor.js"
 import type { PrimFunc } from "../ast/tir/tir.js"
-import type { Config } from "../lowering/templates.js"
+import type { Config } from "../lowering/templates/template.js"
 import type { CBuildConfig } from "./c/build.js"
 
 export interface Candidate {

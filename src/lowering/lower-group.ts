@@ -7,11 +7,11 @@ import type { ValueType } from "../ast/graph/op.js"
 import type { FusedGraph, FusedGroup } from "../rewrite/fuse-ops.js"
 import * as S from "../ast/schedule/schedule.js"
 import type { ComputeTensor, TeTensor } from "../ast/te/tensor.js"
-import { placeholder } from "../ast/te/tensor.js"
+import { IllFormedComputeError, placeholder } from "../ast/te/tensor.js"
 import { exprKey } from "../ast/te/expr.js"
 import type { PrimFunc } from "../ast/tir/tir.js"
 import { lowerSync } from "./lower.js"
-import { attrsOf, computeFor, NoCompute } from "./op-library.js"
+import { attrsOf, computeFor, NoComputeError } from "./op-library.js"
 import { defaultTirPasses, lowerIntrinsics, runTirPasses } from "./tir-passes.js"
 
 export interface CompiledKernel {
@@ -42,7 +42,7 @@ export type ScheduleFn = (outputs: readonly ComputeTensor[], base: S.Schedule, g
 
 const staticShape = (t: ValueType, what: string): number[] =>
   t.shape.map((d) => {
-    if (typeof d !== "number") throw new NoCompute(`${what} has the symbolic dim '${d}'`)
+    if (typeof d !== "number") throw new NoComputeError({ reason: `${what} has the symbolic dim '${d}'` })
     return d
   })
 
@@ -76,13 +76,13 @@ export interface GroupTE {
   readonly placeholders: ReadonlyMap<string, string>
 }
 
-/** Builds the TE program of a group (throws NoCompute when an op has no compute). */
+/** Builds the TE program of a group (throws NoComputeError when an op has no compute, IllFormedComputeError when one is built wrong). */
 export const buildGroupTE = (fused: FusedGraph, group: FusedGroup): GroupTE => {
   const { graph } = fused
   const nodes = group.nodes.map((n) => graph.nodes.find((m) => m.name === n)!)
   const typeOf = (v: string): ValueType => {
     const t = graph.valueTypes.get(v) ?? graph.initializers.get(v)
-    if (!t) throw new NoCompute(`value '${v}' has no known type`)
+    if (!t) throw new NoComputeError({ reason: `value '${v}' has no known type` })
     return t
   }
   // ONNX rounds float16/bfloat16 after every op; a fused kernel computing in float32 would round
@@ -90,10 +90,10 @@ export const buildGroupTE = (fused: FusedGraph, group: FusedGroup): GroupTE => {
   for (const n of nodes)
     for (const o of n.outputs)
       if (o !== "" && (graph.valueTypes.get(o)?.dtype === "float16" || graph.valueTypes.get(o)?.dtype === "bfloat16"))
-        throw new NoCompute(`${n.op} computes in ${graph.valueTypes.get(o)!.dtype} (rounded after every op; not fused)`)
+        throw new NoComputeError({ reason: `${n.op} computes in ${graph.valueTypes.get(o)!.dtype} (rounded after every op; not fused)` })
   for (const v of [...group.inputs, ...group.outputs]) {
     const t = graph.valueTypes.get(v) ?? graph.initializers.get(v)
-    if (t && t.shape.some((d) => d === 0)) throw new NoCompute(`'${v}' is empty (a zero-size dim): nothing to compile`)
+    if (t && t.shape.some((d) => d === 0)) throw new NoComputeError({ reason: `'${v}' is empty (a zero-size dim): nothing to compile` })
   }
   const used = new Set<string>(graph.outputs.map((o) => o.name))
   for (const m of graph.nodes) for (const i of m.inputs) used.add(i)
@@ -105,10 +105,10 @@ export const buildGroupTE = (fused: FusedGraph, group: FusedGroup): GroupTE => {
   let counter = 0
   for (const n of nodes) {
     const compute = computeFor(n)
-    if (!compute) throw new NoCompute(`no compute for ${n.op}`)
+    if (!compute) throw new NoComputeError({ reason: `no compute for ${n.op}` })
     // a node computes its first output; further outputs may be declared as long as nothing reads them
     const extra = n.outputs.slice(1).filter((o) => o !== "" && used.has(o))
-    if (n.outputs[0] === "" || extra.length) throw new NoCompute(`${n.op} with ${1 + extra.length} outputs in use`)
+    if (n.outputs[0] === "" || extra.length) throw new NoComputeError({ reason: `${n.op} with ${1 + extra.length} outputs in use` })
     const outs = n.outputs.map((o) => typeOf(o))
     const base = `t${counter++}`
     let sub = 0
@@ -125,7 +125,7 @@ export const buildGroupTE = (fused: FusedGraph, group: FusedGroup): GroupTE => {
   }
   const outputs = group.outputs.map((v) => {
     const t = tensors.get(v)
-    if (!t || t.kind !== "compute") throw new NoCompute(`output '${v}' is not computed in the group`)
+    if (!t || t.kind !== "compute") throw new NoComputeError({ reason: `output '${v}' is not computed in the group` })
     return t
   })
   return { outputs, placeholders: new Map(group.inputs.map((v, k) => [`p${k}`, v] as const)) }
@@ -160,6 +160,16 @@ export const lowerGroupSchedule = (te: GroupTE, group: FusedGroup, s: S.Schedule
   return { kind: "compiled", group: group.id, name, func, args, outputs: group.outputs, schedule: s }
 }
 
+/**
+ * Why a group runs through its nodes' reference kernels instead of a compiled kernel: an op without
+ * a compute (or a configuration its compute declines), an illegal schedule, an ill-formed compute.
+ * Anything else lowering throws is a bug, and propagates.
+ */
+export type GroupFallbackError = NoComputeError | S.ScheduleError | IllFormedComputeError
+
+export const isGroupFallbackError = (e: unknown): e is GroupFallbackError =>
+  e instanceof NoComputeError || e instanceof S.ScheduleError || e instanceof IllFormedComputeError
+
 export const lowerGroup = (fused: FusedGraph, group: FusedGroup, schedule: ScheduleFn = defaultCpuSchedule, memo?: Map<string, PrimFunc>): GroupKernel => {
   const name = `k${group.id}`
   const nodes = group.nodes.map((n) => fused.graph.nodes.find((m) => m.name === n)!)
@@ -167,8 +177,7 @@ export const lowerGroup = (fused: FusedGraph, group: FusedGroup, schedule: Sched
     const te = buildGroupTE(fused, group)
     return lowerGroupSchedule(te, group, schedule(te.outputs, baseSchedule(te.outputs), group), memo)
   } catch (e) {
-    // no compute, an illegal schedule, or an ill-formed compute (RangeError from the TE builders)
-    if (e instanceof NoCompute || e instanceof S.ScheduleError || e instanceof RangeError)
+    if (isGroupFallbackError(e))
       return { kind: "fallback", group: group.id, name, nodes, reason: `${nodes.map((n) => n.op).join("+")}: ${e.message}` }
     throw e
   }

@@ -1,16 +1,26 @@
-// Shared pieces of the operator library: the compute context, the NoCompute escape (a group with
-// such an op falls back to its reference kernels), broadcast reads and the unary/binary builders.
+// Shared pieces of the operator library: the compute context, the NoComputeError escape (a group
+// with such an op falls back to its reference kernels), broadcast reads and the unary/binary builders.
+import { Data } from "effect"
 import type { DType } from "../ast/graph/dtype.js"
 import type { Node } from "../ast/graph/graph.js"
 import type { ValueType } from "../ast/graph/op.js"
 import { c, cast, type Expr, type Var } from "../ast/te/expr.js"
 import { at, compute, type ComputeTensor, type TeTensor } from "../ast/te/tensor.js"
 
-export class NoCompute extends Error {
-  override readonly name = "NoCompute"
+/**
+ * A group lowering has no compute for: an op without one here, a configuration its compute
+ * declines (an output it does not produce, a non-constant shape input), a symbolic or empty shape.
+ * The group runs through its nodes' reference kernels, with this as the reason.
+ */
+export class NoComputeError extends Data.TaggedError("NoComputeError")<{ readonly reason: string }> {
+  override get message(): string {
+    return this.reason
+  }
 }
+
+/** Declines to compute: throws NoComputeError (an op compute's escape, typed `never` for use in expressions). */
 export const none = (why: string): never => {
-  throw new NoCompute(why)
+  throw new NoComputeError({ reason: why })
 }
 
 export interface OpComputeCtx {

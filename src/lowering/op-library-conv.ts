@@ -31,7 +31,7 @@ export const convNd: OpCompute = (ctx) => {
     const inside = pos.reduce<Expr>((acc, p, j) => and(acc, inRange(p, win.input[j])), c(1, "bool"))
     const pixel = select(inside, at(x, n, ci, ...pos), fl(dtype, 0))
     return sum(mul(pixel, at(w, o, rc.var, ...rk.map((r) => r.var))), [rc, ...rk])
-  }, dtype)
+  }, dtype, "conv_nd")
   if (!b) return [conv]
   return [conv, compute(ctx.name(), out, (n, o, ...ys) => add(at(conv, n, o, ...ys), at(b, o)), dtype)]
 }
@@ -88,7 +88,7 @@ export const convTranspose: OpCompute = (ctx) => {
     }, c(1, "bool"))
     const pixel = select(inside, at(x, n, ci, ...pos), fl(dtype, 0))
     return sum(mul(pixel, at(w, ci, group === 1 ? m : floormod(m, c(Mg)), ...rk.map((r) => r.var))), [rc, ...rk])
-  }, dtype)
+  }, dtype, "conv_transpose")
   if (!b) return [conv]
   return [conv, compute(ctx.name(), out, (n, m, ...os) => add(at(conv, n, m, ...os), at(b, m)), dtype)]
 }
@@ -125,7 +125,7 @@ export const poolNd =
         compute(ctx.name(), out, (n, ch, ...rest) => {
           const { pos, inside } = window(rest)
           return maxReduce(select(inside, at(x, n, ch, ...pos), fl(dtype, dtypeRange(dtype)[0])), rk)
-        }, dtype),
+        }, dtype, "pool"),
       ]
     if (kind === "lp") {
       // Σ |x|^p over the taps inside the input, then the p-th root (float64)
@@ -133,14 +133,14 @@ export const poolNd =
       const acc = compute(ctx.name("acc"), out, (n, ch, ...rest) => {
         const { pos, inside } = window(rest)
         return sum(select(inside, call("pow", call("fabs", cast("float64", at(x, n, ch, ...pos))), c(p, "float64")), c(0, "float64")), rk)
-      }, "float64")
+      }, "float64", "pool")
       return [acc, compute(ctx.name(), out, (...i) => cast(dtype, call("pow", at(acc, ...i), c(1 / p, "float64"))), dtype)]
     }
     const includePad = num(ctx.attrs.count_include_pad, 0) !== 0
     const total = compute(ctx.name("sum"), out, (n, ch, ...rest) => {
       const { pos, inside } = window(rest)
       return sum(select(inside, at(x, n, ch, ...pos), fl(dtype, 0)), rk)
-    }, dtype)
+    }, dtype, "pool")
     return [
       total,
       compute(ctx.name(), out, (n, ch, ...rest) => {
@@ -167,13 +167,13 @@ export const globalPoolNd =
     const rk = spatial.map((d, j) => reduceAxis(d, `${ctx.name()}.r${j}`))
     const out = shapeOf(ctx.outputs[0])
     const read = (n: Expr, ch: Expr) => at(x, n, ch, ...rk.map((r) => r.var))
-    if (kind === "max") return [compute(ctx.name(), out, (n, ch) => maxReduce(read(n, ch), rk), x.dtype)]
+    if (kind === "max") return [compute(ctx.name(), out, (n, ch) => maxReduce(read(n, ch), rk), x.dtype, "global_pool")]
     if (kind === "lp") {
       const p = num(ctx.attrs.p, 2)
-      const acc = compute(ctx.name("acc"), out, (n, ch) => sum(call("pow", call("fabs", cast("float64", read(n, ch))), c(p, "float64")), rk), "float64")
+      const acc = compute(ctx.name("acc"), out, (n, ch) => sum(call("pow", call("fabs", cast("float64", read(n, ch))), c(p, "float64")), rk), "float64", "global_pool")
       return [acc, compute(ctx.name(), out, (...i) => cast(x.dtype, call("pow", at(acc, ...i), c(1 / p, "float64"))), x.dtype)]
     }
     const count = spatial.reduce((a, b) => a * b, 1)
-    const s = compute(ctx.name("sum"), out, (n, ch) => sum(read(n, ch), rk), x.dtype)
+    const s = compute(ctx.name("sum"), out, (n, ch) => sum(read(n, ch), rk), x.dtype, "global_pool")
     return [s, compute(ctx.name(), out, (...i) => div(at(s, ...i), fl(x.dtype, count)), x.dtype)]
   }

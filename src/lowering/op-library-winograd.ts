@@ -74,7 +74,7 @@ export const convWinogradNCHWc: OpCompute = (ctx) => {
   // M[e, n, p, ocb, o] = Σ_ic V[e, n, p, ic] · U[e, n, ocb, ic, o]
   const ic = reduceAxis(IC, `${ctx.name()}.ic`)
   const M = compute(ctx.name("wino_M"), [alpha, alpha, P, OCB, ob], (e, nu, p, oc, oi) =>
-    sum(mul(at(V, e, nu, p, floordiv(ic.var, c(ib)), floormod(ic.var, c(ib))), at(u, e, nu, oc, ic.var, oi)), [ic]), dtype)
+    sum(mul(at(V, e, nu, p, floordiv(ic.var, c(ib)), floormod(ic.var, c(ib))), at(u, e, nu, oc, ic.var, oi)), [ic]), dtype, "conv2d_winograd_product")
   // Y[i, j] = Σ_e Σ_n Aᵀ[i][e] M[e][n] Aᵀ[j][n], (i, j) the pixel's place in its tile
   const Y = compute(ctx.name(bias ? "wino_Y" : undefined), out, (n, oc, h, w, oi) => {
     const p = add(add(mul(n, c(nH * nW)), mul(floordiv(h, c(m)), c(nW))), floordiv(w, c(m)))

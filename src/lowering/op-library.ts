@@ -1,6 +1,6 @@
 // The operator library: a TE compute per graph op, from the op's decoded attributes and its input
 // tensors. A fused group becomes one TE program (its nodes' computes chained); ops without a
-// compute here (or a configuration one declines with NoCompute) run through the named fallback,
+// compute here (or a configuration one declines with NoComputeError) run through the named fallback,
 // their reference kernel — see `computeFor`. The 2-D NCHW convolution, pooling, MatMul/Gemm,
 // softmax and layout computes live here; the rest by family in op-library-*.ts.
 import { resolveNode } from "../ast/graph/evaluate.js"
@@ -38,7 +38,7 @@ import { gridSample } from "./op-library-grid.js"
 import { einsum } from "./op-library-einsum.js"
 import { convWinogradNCHWc } from "./op-library-winograd.js"
 
-export { NoCompute, type OpComputeCtx } from "./op-library-common.js"
+export { NoComputeError, type OpComputeCtx } from "./op-library-common.js"
 
 const ELEMENTWISE: Record<string, OpCompute> = {
   Relu: unary((x) => max(x, fl(x.dtype, 0))),
@@ -138,7 +138,7 @@ const conv2d: OpCompute = (ctx) => {
     const inside = and(and(ge(iy, c(0)), lt(iy, c(H))), and(ge(ix, c(0)), lt(ix, c(W))))
     const pixel = select(inside, at(x, n, ci, iy, ix), fl(dtype, 0))
     return sum(mul(pixel, at(w, o, rc.var, ry.var, rx.var)), [rc, ry, rx])
-  }, dtype)
+  }, dtype, "conv2d_nchw")
   if (!b) return [conv]
   return [conv, compute(ctx.name(), out, (n, o, y, xx) => add(at(conv, n, o, y, xx), at(b, o)), dtype)]
 }
@@ -168,13 +168,13 @@ const pool2d =
         compute(ctx.name(), out, (n, ch, y, xx) => {
           const { iy, ix, inside } = coords(y, xx)
           return maxReduce(select(inside, at(x, n, ch, iy, ix), fl(dtype, dtypeRange(dtype)[0])), [ry, rx])
-        }, dtype),
+        }, dtype, "pool"),
       ]
     const includePad = num(ctx.attrs.count_include_pad, 0) === 1
     const total = compute(ctx.name("sum"), out, (n, ch, y, xx) => {
       const { iy, ix, inside } = coords(y, xx)
       return sum(select(inside, at(x, n, ch, iy, ix), fl(dtype, 0)), [ry, rx])
-    }, dtype)
+    }, dtype, "pool")
     const [pb, pr] = ((ctx.attrs.pads as number[] | undefined) ?? [0, 0, 0, 0]).slice(2)
     return [
       total,
@@ -208,8 +208,8 @@ const globalPool =
     const [N, C, H, W] = x.shape
     const ry = reduceAxis(H, `${ctx.name()}.ry`)
     const rx = reduceAxis(W, `${ctx.name()}.rx`)
-    if (kind === "max") return [compute(ctx.name(), [N, C, 1, 1], (n, ch) => maxReduce(at(x, n, ch, ry.var, rx.var), [ry, rx]), x.dtype)]
-    const s = compute(ctx.name("sum"), [N, C, 1, 1], (n, ch) => sum(at(x, n, ch, ry.var, rx.var), [ry, rx]), x.dtype)
+    if (kind === "max") return [compute(ctx.name(), [N, C, 1, 1], (n, ch) => maxReduce(at(x, n, ch, ry.var, rx.var), [ry, rx]), x.dtype, "global_pool")]
+    const s = compute(ctx.name("sum"), [N, C, 1, 1], (n, ch) => sum(at(x, n, ch, ry.var, rx.var), [ry, rx]), x.dtype, "global_pool")
     return [s, compute(ctx.name(), [N, C, 1, 1], (n, ch, y, xx) => div(at(s, n, ch, y, xx), fl(x.dtype, H * W)), x.dtype)]
   }
 
@@ -231,7 +231,7 @@ const matmulLike: OpCompute = (ctx) => {
       const ab = a.shape.slice(0, -2).map((d, q) => (d === 1 ? c(0) : batch[q + batch.length - (a.shape.length - 2)]))
       const bb = b.shape.slice(0, -2).map((d, q) => (d === 1 ? c(0) : batch[q + batch.length - (b.shape.length - 2)]))
       return sum(mul(a1 ? at(a, k.var) : at(a, ...ab, i!, k.var), b1 ? at(b, k.var) : at(b, ...bb, k.var, j!)), [k])
-    }, ctx.outputs[0].dtype),
+    }, ctx.outputs[0].dtype, "matmul"),
   ]
 }
 
@@ -250,7 +250,7 @@ const gemm: OpCompute = (ctx) => {
   const prod = compute(ctx.name(cc ? "mm" : undefined), [M, N], (i, j) => {
     const s = sum(mul(transA ? at(a, k.var, i) : at(a, i, k.var), transB ? at(b, j, k.var) : at(b, k.var, j)), [k])
     return s
-  }, dtype)
+  }, dtype, "dense")
   if (!cc && alpha === 1) return [prod]
   return [
     prod,
@@ -274,7 +274,7 @@ const densePack: OpCompute = (ctx) => {
   const [M, N] = shapeOf(ctx.outputs[0])
   const dtype = ctx.outputs[0].dtype
   const k = reduceAxis(K, `${ctx.name()}.rk`)
-  const panels = compute(ctx.name("panels"), [M, P, b], (i, p, l) => sum(mul(at(a, i, k.var), at(w, p, k.var, l)), [k]), dtype)
+  const panels = compute(ctx.name("panels"), [M, P, b], (i, p, l) => sum(mul(at(a, i, k.var), at(w, p, k.var, l)), [k]), dtype, "dense_pack")
   return [
     panels,
     compute(ctx.name(), [M, N], (i, j) => {
@@ -441,7 +441,7 @@ const convNCHWc: OpCompute = (ctx) => {
     }
     const pixel = at(padded, n, floordiv(ic.var, c(ib)), iy, ix, floormod(ic.var, c(ib)))
     return sum(mul(pixel, at(w, oc, floordiv(ic.var, c(wib)), ry.var, rx.var, floormod(ic.var, c(wib)), oi)), [ic, ry, rx])
-  }, dtype)
+  }, dtype, "conv2d_nchwc")
   const pre: ComputeTensor[] = padded.kind === "compute" ? [padded] : []
   if (!bias) return [...pre, conv]
   return [...pre, conv, compute(ctx.name(), out, (n, oc, y, xx, oi) => add(at(conv, n, oc, y, xx, oi), at(bias, add(mul(oc, c(ob)), oi))), dtype)]

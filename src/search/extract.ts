@@ -9,8 +9,8 @@ import type { Tensor } from "../ast/graph/tensor.js"
 import type { PrimFunc } from "../ast/tir/tir.js"
 import type { Program } from "../lowering/program.js"
 import { baseSchedule, buildGroupTE, lowerGroupSchedule, type GroupTE } from "../lowering/lower-group.js"
-import type { Config, ScheduleTarget } from "../lowering/templates.js"
-import { NoCompute } from "../lowering/op-library.js"
+import type { Config, ScheduleTarget } from "../lowering/templates/template.js"
+import { NoComputeError } from "../lowering/op-library.js"
 import type { FusedGroup } from "../rewrite/fuse-ops.js"
 import { nodeFlops } from "../rewrite/report.js"
 import { extractTasks, type GroupProgram, type Task } from "./task.js"
@@ -78,7 +78,7 @@ export const tasksOfProgram = (program: Program, target: ScheduleTarget & { read
     try {
       te = buildGroupTE(fused, group)
     } catch (e) {
-      if (e instanceof NoCompute) continue
+      if (e instanceof NoComputeError) continue
       throw e
     }
     built.set(group.id, { group, te })

@@ -7,11 +7,11 @@
 import { collect, type Expr, type Var } from "../ast/te/expr.js"
 import { evalExpr } from "../ast/te/eval-expr.js"
 import type { PrimFunc, Stmt } from "../ast/tir/tir.js"
-import { knobValue, type Config, type Knob } from "../lowering/templates.js"
+import { knobValue, type Config, type Knob } from "../lowering/templates/template.js"
 
 const K_LOOPS = 6
 const K_ACCESS = 4
-/** The templates' knobs, a feature slot each (src/lowering/templates.ts). */
+/** The templates' knobs, a feature slot each (src/lowering/templates/). */
 const KNOWN_KNOBS = [
   "tile_ow", "tile_oh", "tile_oc", "tile_ic", "reduce_order", "unroll_kh", "unroll_kw", "pad_root",
   "tile_inner", "tile_second", "vectorize", "unroll_tile", "fuse_epilogue", "oc_order", "ic_batch",

@@ -2,7 +2,7 @@
 // corrupt line becomes a warning, never a crash); appending with fsync lives in src/device.
 import * as t from "io-ts"
 import { isLeft } from "fp-ts/lib/Either.js"
-import type { Config } from "../lowering/templates.js"
+import type { Config } from "../lowering/templates/template.js"
 
 export const RECORD_VERSION = 1
 

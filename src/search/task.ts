@@ -4,8 +4,8 @@ import type { FusedGroup } from "../rewrite/fuse-ops.js"
 import type { ComputeTensor } from "../ast/te/tensor.js"
 import { printTE } from "../ast/te/tensor.js"
 import type * as S from "../ast/schedule/schedule.js"
-import type { Config, Knob, ScheduleTarget, Template } from "../lowering/templates.js"
-import { knobValue, templateFor } from "../lowering/templates.js"
+import { knobValue, type Config, type Knob, type ScheduleTarget, type Template } from "../lowering/templates/template.js"
+import { templateFor } from "../lowering/templates/template-for.js"
 
 export interface Task {
   /** A short stable id: hash of the workload. */

@@ -6,7 +6,7 @@
 //            start from other tasks' records (transfer learning).
 import { Effect } from "effect"
 import { prng } from "../ast/graph/arbitrary.js"
-import type { Config } from "../lowering/templates.js"
+import type { Config } from "../lowering/templates/template.js"
 import type { CostModelShape, CostModelError } from "./cost-model.js"
 import { configAt, configHash, spaceSize, type Task } from "./task.js"
 

@@ -159,12 +159,15 @@ export const tile = (s: Schedule, stage: string, x: string, y: string, xFactor: 
   return { schedule: { ...r, steps }, xo: a.outer, yo: b.outer, xi: a.inner, yi: b.inner }
 }
 
+/** The longest loop `vectorize` takes: a longer one is split first (or left to the C compiler's own vectorizer). */
+export const MAX_VECTORIZED = 64
+
 const annotate = (s: Schedule, prim: "parallel" | "vectorize" | "unroll" | "bind", stage: string, axis: string, ann: Annotation, step: Step): Schedule => {
   const st = stageOf(s, prim, stage)
   const a = leafAxis(st, prim, axis)
   if (prim === "vectorize" && a.type === "reduce") throw new ScheduleError({ primitive: prim, stage, axis, reason: "a reduce axis cannot be vectorized" })
   if (prim === "parallel" && a.type === "reduce") throw new ScheduleError({ primitive: prim, stage, axis, reason: "a reduce axis cannot run in parallel (use rfactor first)" })
-  if (prim === "vectorize" && a.extent > 64) throw new ScheduleError({ primitive: prim, stage, axis, reason: `extent ${a.extent} is too long to vectorize (split it first)` })
+  if (prim === "vectorize" && a.extent > MAX_VECTORIZED) throw new ScheduleError({ primitive: prim, stage, axis, reason: `extent ${a.extent} is too long to vectorize (split it first)` })
   return update(s, { ...st, annotations: new Map(st.annotations).set(axis, ann) }, step)
 }
 

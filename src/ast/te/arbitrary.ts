@@ -55,7 +55,7 @@ const blockedConv = (family: string, ph: (name: string, shape: number[]) => Plac
   const conv = compute("conv", [1, OB, OH, OW, ob], (n, oc, y, x, oi) => {
     const [iy, ix] = [add(mul(y, c(stride)), ry.var), add(mul(x, c(stride)), rx.var)]
     return sum(mul(at(padded, n, floordiv(ic.var, c(ib)), iy, ix, floormod(ic.var, c(ib))), at(Wt, oc, floordiv(ic.var, c(ib)), ry.var, rx.var, floormod(ic.var, c(ib)), oi)), [ic, ry, rx])
-  })
+  }, "float32", "conv2d_nchwc")
   if (!o.epilogue) return { family, outputs: [conv], inputs: feeds }
   // a fused epilogue: bias and relu
   const B = ph("B", [OB * ob])
@@ -90,7 +90,7 @@ export const denseRowCase = (seed: number, n: number, kk: number): ComputeCase =
   const W = ph("W", [kk, n])
   const B = ph("B", [n])
   const k = reduceAxis(kk, "k")
-  const mm = compute("mm", [1, n], (i, j) => sum(mul(at(A, i, k.var), at(W, k.var, j)), [k]))
+  const mm = compute("mm", [1, n], (i, j) => sum(mul(at(A, i, k.var), at(W, k.var, j)), [k]), "float32", "dense")
   return { family: "matmul", outputs: [compute("dense", [1, n], (i, j) => add(at(mm, i, j), at(B, j)))], inputs: feeds }
 }
 
@@ -114,14 +114,14 @@ export const buildCompute = (family: (typeof COMPUTE_FAMILIES)[number], seed: nu
       const A = ph("A", [m, kk], integer ? "int32" : "float32")
       const B = ph("B", [kk, n], integer ? "int32" : "float32")
       const k = reduceAxis(kk, "k")
-      return { family, outputs: [compute("C", [m, n], (i, j) => sum(mul(at(A, i, k.var), at(B, k.var, j)), [k]))], inputs: feeds }
+      return { family, outputs: [compute("C", [m, n], (i, j) => sum(mul(at(A, i, k.var), at(B, k.var, j)), [k]), A.dtype, "matmul")], inputs: feeds }
     }
     case "batch_matmul": {
       const [b, m, n, kk] = [rng.int(1, 3), rng.int(1, 5), rng.int(1, 5), rng.int(1, 6)]
       const A = ph("A", [b, m, kk])
       const B = ph("B", [b, kk, n])
       const k = reduceAxis(kk, "k")
-      return { family, outputs: [compute("C", [b, m, n], (x, i, j) => sum(mul(at(A, x, i, k.var), at(B, x, k.var, j)), [k]))], inputs: feeds }
+      return { family, outputs: [compute("C", [b, m, n], (x, i, j) => sum(mul(at(A, x, i, k.var), at(B, x, k.var, j)), [k]), "float32", "matmul")], inputs: feeds }
     }
     case "conv2d":
     case "depthwise": {
@@ -151,7 +151,7 @@ export const buildCompute = (family: (typeof COMPUTE_FAMILIES)[number], seed: nu
       const out = compute("conv", [1, O, OH, OW], (n, o, y, x) => {
         const cin = add(mul(floordiv(o, c(O / g)), c(C / g)), rc.var)
         return sum(mul(at(padded, n, cin, add(mul(y, c(stride)), mul(ry.var, c(dil))), add(mul(x, c(stride)), mul(rx.var, c(dil)))), at(Wt, o, rc.var, ry.var, rx.var)), [rc, ry, rx])
-      })
+      }, "float32", "conv2d_nchw")
       return { family, outputs: [out], inputs: feeds }
     }
     case "conv2d_nchwc": {
@@ -170,7 +170,7 @@ export const buildCompute = (family: (typeof COMPUTE_FAMILIES)[number], seed: nu
       const rx = reduceAxis(K, "rx")
       const OH = H - K + 1
       const OW = W - K + 1
-      const mx = compute("maxpool", [1, C, OH, OW], (n, ch, y, x) => maxReduce(at(X, n, ch, add(y, ry.var), add(x, rx.var)), [ry, rx]))
+      const mx = compute("maxpool", [1, C, OH, OW], (n, ch, y, x) => maxReduce(at(X, n, ch, add(y, ry.var), add(x, rx.var)), [ry, rx]), "float32", "pool")
       return { family, outputs: [mx], inputs: feeds }
     }
     case "softmax": {

@@ -104,6 +104,36 @@ export interface Placeholder {
   readonly dtype: DType
 }
 
+/**
+ * What a compute is, where a schedule cares (TVM's compute `tag`): the op library sets it on the
+ * stage a schedule template is built around, and the template is chosen by it. A compute without a
+ * tag is whatever its body says (elementwise, injective, a plain reduction).
+ */
+export const COMPUTE_TAGS = [
+  /** A direct convolution in NCHW (2-D). */
+  "conv2d_nchw",
+  /** A direct convolution of one or three or more spatial dims (NCW, NCDHW, …). */
+  "conv_nd",
+  /** A transposed convolution, any spatial rank. */
+  "conv_transpose",
+  /** A convolution in the blocked layout: output [n, oc block, oh, ow, oc lane], reduce [ic, kh, kw]. */
+  "conv2d_nchwc",
+  /** The batched products M of a Winograd convolution (ConvWinogradNCHWc): [α, α, tiles, oc block, oc lane]. */
+  "conv2d_winograd_product",
+  /** Gemm's product: [M, K] × [K, N], either side transposed. */
+  "dense",
+  /** DensePack's product into column panels [M, panel, lane] (TVM's dense_pack). */
+  "dense_pack",
+  /** MatMul: batched, broadcast, 1-D operands. */
+  "matmul",
+  /** A windowed pooling reduction (max, sum, Lp), NCHW or blocked. */
+  "pool",
+  /** A pooling reduction over the whole spatial extent. */
+  "global_pool",
+] as const
+
+export type ComputeTag = (typeof COMPUTE_TAGS)[number]
+
 export interface ComputeTensor {
   readonly kind: "compute"
   readonly name: string
@@ -115,6 +145,8 @@ export interface ComputeTensor {
   readonly body: Expr
   /** Tensors the body reads, in first-read order. */
   readonly inputs: readonly TeTensor[]
+  /** What the compute is, for the schedule (not part of its meaning: printTE leaves it out). */
+  readonly tag?: ComputeTag
 }
 
 export type TeTensor = Placeholder | ComputeTensor

@@ -1,35 +1,55 @@
 // Tensor expressions: placeholders and computes defined by index lambdas, reductions over
 // reduce axes with sum/max/min or a custom commutative combiner (with its identity).
+import { Data } from "effect"
 import type { DType } from "../graph/dtype.js"
-import { bin, c, collect, max as emax, min as emin, showExpr, v, type Combiner, type ComputeTensor, type Expr, type IterVar, type Placeholder, type Read, type TeTensor, type Var } from "./expr.js"
+import { bin, c, collect, max as emax, min as emin, showExpr, v, type Combiner, type ComputeTag, type ComputeTensor, type Expr, type IterVar, type Placeholder, type Read, type TeTensor, type Var } from "./expr.js"
 
 // The tensor types live with the expressions that read them (a Read holds its TeTensor, a compute
 // holds its body), so the two modules import one way; they are exported from here as before.
-export type { ComputeTensor, Placeholder, TeTensor } from "./expr.js"
+export { COMPUTE_TAGS } from "./expr.js"
+export type { ComputeTag, ComputeTensor, Placeholder, TeTensor } from "./expr.js"
+
+/**
+ * A compute built wrong by whoever called the builders (a tensor read with the wrong number of
+ * indices, a reduce axis named like a data axis): the op's compute does not fit the shapes it was
+ * given. Lowering runs such a group through its reference kernels, with this as the reason.
+ */
+export class IllFormedComputeError extends Data.TaggedError("IllFormedComputeError")<{
+  /** The tensor read, or the compute built. */
+  readonly tensor: string
+  readonly reason: string
+}> {
+  override get message(): string {
+    return `ill-formed compute: '${this.tensor}' ${this.reason}`
+  }
+}
 
 export const placeholder = (name: string, shape: readonly number[], dtype: DType = "float32"): Placeholder => ({ kind: "placeholder", name, shape, dtype })
 
 /** `t[i, j, …]` inside a compute body. */
 export const at = (t: TeTensor, ...indices: Expr[]): Read => {
-  if (indices.length !== t.shape.length) throw new RangeError(`${t.name} has rank ${t.shape.length}, read with ${indices.length} indices`)
+  if (indices.length !== t.shape.length) throw new IllFormedComputeError({ tensor: t.name, reason: `has rank ${t.shape.length}, read with ${indices.length} indices` })
   return { kind: "read", source: t.name, indices, dtype: t.dtype, tensor: t }
 }
 
 const AXIS_NAMES = ["i", "j", "k", "l", "m", "n", "o", "p"]
 
-/** compute(name, shape, (i, j, …) => expr): a tensor defined elementwise by an index lambda. */
-export const compute = (name: string, shape: readonly number[], fn: (...idx: Var[]) => Expr, dtype?: DType): ComputeTensor => {
+/**
+ * compute(name, shape, (i, j, …) => expr, dtype?, tag?): a tensor defined elementwise by an index
+ * lambda; `tag` says what it is where a schedule cares (see ComputeTag).
+ */
+export const compute = (name: string, shape: readonly number[], fn: (...idx: Var[]) => Expr, dtype?: DType, tag?: ComputeTag): ComputeTensor => {
   const axes: IterVar[] = shape.map((extent, k) => ({ var: v(`${name}.${AXIS_NAMES[k] ?? `ax${k}`}`), dom: { min: 0, extent }, type: "data" }))
   const body = fn(...axes.map((a) => a.var))
   if (body.kind === "reduce")
     for (const r of body.axes)
-      if (axes.some((a) => a.var.name === r.var.name)) throw new RangeError(`compute '${name}': reduce axis '${r.var.name}' has the name of a data axis`)
+      if (axes.some((a) => a.var.name === r.var.name)) throw new IllFormedComputeError({ tensor: name, reason: `has a reduce axis '${r.var.name}' named like one of its data axes` })
   const inputs: TeTensor[] = []
   for (const r of collect(body, (e) => e.kind === "read")) {
     const t = (r as Read).tensor
     if (t && !inputs.includes(t)) inputs.push(t)
   }
-  return { kind: "compute", name, shape: [...shape], dtype: dtype ?? body.dtype, axes, body, inputs }
+  return { kind: "compute", name, shape: [...shape], dtype: dtype ?? body.dtype, axes, body, inputs, ...(tag ? { tag } : {}) }
 }
 
 /** A reduction axis over [min, min + extent). */

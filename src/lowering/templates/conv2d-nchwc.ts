@@ -1,0 +1,236 @@
+// TVM's x86 conv2d_NCHWc schedule as a template: the blocked convolution's output tiled into
+// registers (columns × rows × channel blocks × the vector lanes), the conv computed at the tile
+// with its reduction outside, defaults sized from the target's lanes and caches.
+import * as S from "../../ast/schedule/schedule.js"
+import type { Reduce } from "../../ast/te/expr.js"
+import { anchorStage, candidatesOf, dataLeaves, divisors, largest, parallelize, parallelOuter, registerTile, tileStages } from "./common.js"
+import type { Knob, Template } from "./template.js"
+
+/** The anchor's zero-padding producer (the conv's data_pad), inlined in the base schedule. */
+const padProducer = (s: S.Schedule, anchor: S.Stage): string | undefined =>
+  anchor.op.inputs.find((t) => {
+    if (t.kind !== "compute") return false
+    const st = s.stages.get(t.name)
+    return st !== undefined && st.attach.kind === "inline" && t.body.kind === "select" && S.consumersOf(s, t.name).length === 1
+  })?.name
+
+const REDUCE_ORDERS = ["ic_kernel", "kernel_ic", "ic_only"] as const
+
+/** Where a conv tile's output channel loop goes: outermost (weights reused) or inside the image loops (inputs reused). */
+const OC_ORDERS = ["outer", "inner"] as const
+
+/** Bytes of weights a conv tile of output channel blocks may keep in L2 (half of a 256 KiB L2). */
+const WEIGHT_TILE_BYTES = 128 * 1024
+
+/** IC·KH·KW of a conv template's space: the reduction's extent (tile_ic's and the unroll knobs'). */
+const reduceVolume = (knobs: readonly Knob[]): number => {
+  const ic = knobs.find((k) => k.name === "tile_ic")
+  return (ic?.kind === "split" ? ic.extent : 1) * kernelTaps(knobs)
+}
+
+/** Output channel blocks of a conv template's space (tile_oc's extent). */
+const ocBlocks = (knobs: readonly Knob[]): number => {
+  const oc = knobs.find((k) => k.name === "tile_oc")
+  return oc?.kind === "split" ? oc.extent : 1
+}
+
+/** KH·KW of a conv template's space (its unroll knobs carry the kernel loops' extents). */
+const kernelTaps = (knobs: readonly Knob[]): number =>
+  knobs.reduce((p, k) => (k.kind === "choice" && (k.name === "unroll_kh" || k.name === "unroll_kw") ? p * (k.extent ?? 1) : p), 1)
+
+/**
+ * Input-channel batches a conv's reduction may be split into outside its column tiles (`ic_batch`):
+ * divisors of the channels from 32 up to half of them, where a row holds more than one tile.
+ */
+const icBatches = (ic: number, ow: number): number[] => (ow < 4 ? [] : [32, 64, 96, 128, 192, 256].filter((b) => b < ic && ic % b === 0))
+
+/**
+ * TVM's x86 conv2d_NCHWc schedule as a template. The output is tiled by `tile_ow` columns ×
+ * `tile_oh` rows × `tile_oc` channel blocks × the vector lanes (register blocking: one accumulator
+ * per tile point, the tile unrolled up to 32 of them); the leading loops are fused and parallel.
+ * The conv is computed at the tile with its reduction outside the tile: the input channels split by
+ * `tile_ic`, in the order `reduce_order` (ic_kernel: ic outer, kh, kw, ic inner; kernel_ic: kh, kw,
+ * ic outer, ic inner; ic_only: ic outer, ic inner, kh, kw); `unroll_kh` / `unroll_kw` unroll the
+ * kernel loops. With `pad_root` the zero padding is computed into a buffer of its own first, so
+ * the inner loops read without bounds tests. `oc_order` puts the channel tiles outermost (a tile's
+ * weights stay cached while it walks the image) or inside the image tiles (a tile of input pixels
+ * stays cached while every channel tile reads it; the parallel loop is then over rows).
+ * `ic_batch` below the input channels splits the reduction outside the image's tiles: the
+ * channel tile's sums for the whole image stay in a local buffer across the batches (see apply).
+ */
+export const convTemplate: Template = {
+  name: "conv2d_NCHWc",
+  tunable: true,
+  space: (_outputs, base) => {
+    const st = anchorStage(base)!
+    const [, ocb, oh, ow] = st.op.shape
+    const [ic, kh, kw] = (st.op.body as Reduce).axes.map((a) => a.dom.extent)
+    // knobs that cannot change the loops are left out (a tuner would spend trials on them): no
+    // channel split for one input channel (depthwise), no order for a 1×1 kernel, no unrolling of
+    // a loop of one
+    return [
+      { kind: "split", name: "tile_ow", extent: ow, candidates: divisors(ow, 32) },
+      { kind: "split", name: "tile_oh", extent: oh, candidates: divisors(oh, 8) },
+      { kind: "split", name: "tile_oc", extent: ocb, candidates: divisors(ocb, 8) },
+      ...(ic > 1 ? [{ kind: "split", name: "tile_ic", extent: ic, candidates: divisors(ic, 64) } as const] : []),
+      ...(ic > 1 && kh * kw > 1 ? [{ kind: "choice", name: "reduce_order", candidates: [...REDUCE_ORDERS] } as const] : []),
+      ...(kh > 1 ? [{ kind: "choice", name: "unroll_kh", candidates: [false, true], extent: kh } as const] : []),
+      ...(kw > 1 ? [{ kind: "choice", name: "unroll_kw", candidates: [false, true], extent: kw } as const] : []),
+      ...(padProducer(base, st) ? [{ kind: "choice", name: "pad_root", candidates: [true, false] } as const] : []),
+      ...(ocb > 1 ? [{ kind: "choice", name: "oc_order", candidates: [...OC_ORDERS], absent: "outer" } as const] : []),
+      ...(icBatches(ic, ow).length ? [{ kind: "choice", name: "ic_batch", candidates: [ic, ...icBatches(ic, ow)], absent: ic } as const] : []),
+    ]
+  },
+  defaults: (knobs, target) => {
+    const lanes = Math.max(target.vectorLanes, 1)
+    const has = (name: string) => knobs.some((k) => k.name === name)
+    const cand = (name: string) => candidatesOf(knobs, name)
+    // the weights one tile of output channel blocks reads, kept in L2 while the tile walks the
+    // image: at most WEIGHT_TILE_BYTES (else every output column streams them from L3 again:
+    // ResNet-18's 512-channel layers ran at a third of their speed with 8 blocks per tile)
+    const ocCap = Math.max(1, Math.floor(WEIGHT_TILE_BYTES / (reduceVolume(knobs) * lanes * 4)))
+    const tile = registerTile(lanes, cand("tile_ow"), cand("tile_oc"), ocCap)
+    let tw = tile.cols
+    const toc = tile.blocks
+    // fewer blocks than the budget allows (their weights would not stay in L2): wider columns
+    if (tile.budget !== undefined && toc * tw < tile.budget / 2) tw = largest(cand("tile_ow"), Math.floor(tile.budget / toc))
+    // a narrow image: rows fill the tile
+    let th = tw * toc < 4 ? largest(cand("tile_oh"), Math.floor(8 / (tw * toc))) : 1
+    // AVX2, a 1x1 conv: two rows of up to 7 columns, 14 accumulators beside the weight vector and
+    // one broadcast (all 16 registers; a 1x1 conv keeps nothing else live). Timed in a C loop on
+    // Zen 3 against one row of 7-8 columns, MobileNetV2's 14x14 and 28x28 1x1 convs ran 2-25%
+    // faster, its 56x56 ones -2 to +12%, ResNet-18's 1x1 stride-2 ones 2-3% (docs/tuning.md);
+    // the tuner's rounds had picked it on most of those tasks. 8 columns x 2 rows spill.
+    const pointwise = kernelTaps(knobs) === 1 && has("tile_ic")
+    if (lanes === 8 && pointwise && toc === 1 && cand("tile_oh").includes(2) && cand("tile_ow").some((c) => c >= 4 && c <= 7)) {
+      tw = largest(cand("tile_ow"), 7)
+      th = 2
+    }
+    const depthwise = !has("tile_ic")
+    // AVX-512, a depthwise conv of up to 3x3: one channel block, a tile 2 columns wide and up to 7
+    // rows high, only the kernel's column loop unrolled. The tuner's confirmed winners on every
+    // MobileNetV2 depthwise task (Zen 5, 1 thread, caches swept) unrolled one kernel loop, not
+    // both, in one block; 1.1-1.8x the former default (7-8 columns, both loops unrolled, up to two
+    // blocks), most often at 2 x 7 (docs/tuning.md)
+    const dwTall = lanes >= 16 && depthwise && kernelTaps(knobs) <= 9 && kernelTaps(knobs) > 1 && has("unroll_kw")
+    if (dwTall) {
+      tw = largest(cand("tile_ow"), 2)
+      th = largest(cand("tile_oh"), 7)
+    }
+    const cfg: Record<string, string | number | boolean> = { tile_ow: tw, tile_oh: th, tile_oc: dwTall ? 1 : toc }
+    if (!depthwise) cfg.tile_ic = largest(cand("tile_ic"), lanes)
+    // kernel loops of up to 3×3 unrolled, the channel loops outside them: the best configs the
+    // tuner found on every ResNet-18 and MobileNetV2 task measured (docs/tuning.md) unroll both
+    const [kh, kw] = [knobs.find((k) => k.name === "unroll_kh"), knobs.find((k) => k.name === "unroll_kw")]
+    const small = kernelTaps(knobs) <= 9
+    if (kh) cfg.unroll_kh = small && !dwTall
+    if (kw) cfg.unroll_kw = small
+    if (has("reduce_order")) cfg.reduce_order = small && (kh || kw) ? "ic_only" : "ic_kernel"
+    // a padded copy pays for itself when every input pixel feeds many channels' FMAs; a depthwise
+    // conv (one input channel per output) reads each pixel only KH·KW times: bounds tests instead
+    if (has("pad_root")) cfg.pad_root = !depthwise
+    // a 1x1 conv with more input channels than output channels (MobileNetV2's projections):
+    // channel tiles inside the image tiles, so its input (the larger tensor, in L3 after the
+    // depthwise conv wrote it) is read once, not once per channel tile. In MobileNetV2 run whole
+    // on this machine they went from 1.9x onnxruntime's time to parity (144 -> 24 at 56x56:
+    // 0.62 -> 0.39 ms); expansions and ResNet-18's 3x3 convs ran slower in that order, so they
+    // keep their channel tiles outermost
+    if (has("oc_order")) cfg.oc_order = kernelTaps(knobs) === 1 && reduceVolume(knobs) > ocBlocks(knobs) * lanes ? "inner" : "outer"
+    // the whole reduction inside the register tile; batches outside the image's tiles are the
+    // tuner's to try (2-5% on the layers timed alone: docs/tuning.md)
+    const batch = knobs.find((k) => k.name === "ic_batch")
+    if (batch?.kind === "choice") cfg.ic_batch = batch.candidates[0]
+    return cfg
+  },
+  apply: (_outputs, base, config) => {
+    const anchor = anchorStage(base)!
+    let s = base
+    const pad = padProducer(s, anchor)
+    if (pad && config.pad_root) s = S.computeRoot(s, pad)
+    // the tile's output: the epilogue, or a local copy of the anchor when it is the output
+    // (templateFor chose this template only where tileStages fits)
+    const tiled = tileStages(s, anchor)!
+    s = tiled.schedule
+    const { out, local } = tiled
+    const [n, oc, oh, ow, oi] = s.stages.get(out)!.leaf
+    // the lanes of the channel block are the vector (the block is the target's vector width)
+    const vector = s.stages.get(out)!.axes.get(oi)!.extent > 1
+    const tw = Number(config.tile_ow)
+    const th = Number(config.tile_oh ?? 1)
+    const toc = Number(config.tile_oc)
+    const spw = S.split(s, out, ow, { factor: tw })
+    const sph = S.split(spw.schedule, out, oh, { factor: th })
+    const spc = S.split(sph.schedule, out, oc, { factor: toc })
+    // channel tiles outermost (a tile's weights stay cached while it walks the image), or innermost
+    // (a tile of input pixels stays cached while every channel tile reads it).
+    //
+    // ic_batch below the channels: the accumulators of the whole image for the tile's channel
+    // blocks (tile_oc of them: a filter set) stay in a local buffer while the input channels run
+    // in batches outside the image's tiles, as onnxruntime's NCHWc kernels accumulate across
+    // batches of 128. A batch's filters (ic_batch x 8 lanes per block) are then read from L1 by
+    // every tile of the image; the register tile is one channel block x tile_oh x tile_ow, its
+    // sums kept in registers within a batch by PromoteAccumulators. Channel tiles outermost.
+    const icBatch = Number(config.ic_batch ?? Infinity)
+    const lst = s.stages.get(local)!
+    const channels = lst.leaf.map((a) => lst.axes.get(a)!).find((ax) => ax.type === "reduce")?.extent ?? 0
+    const batched = icBatch < channels
+    const ocInner = config.oc_order === "inner" && !batched
+    s = S.reorder(
+      spc.schedule,
+      out,
+      ocInner ? [n, sph.outer, spw.outer, spc.outer, spc.inner, sph.inner, spw.inner, oi] : [n, spc.outer, sph.outer, spw.outer, spc.inner, sph.inner, spw.inner, oi],
+    )
+    // (channel tiles inside: a small image's few tiles — 7 rows of a 7x7 image — are fused with
+    // the channel tiles into the parallel loop, else two cores split 7 rows 4 : 3)
+    s = parallelOuter(s, out, ocInner ? [n, sph.outer, spw.outer, spc.outer] : batched ? [n, spc.outer] : [n, spc.outer, sph.outer])
+    if (vector) s = S.vectorize(s, out, oi)
+    // (batched: at the channel tile, the loop just outside the rows; channel tiles inside: at the
+    // channel tile, the loop just outside the channel blocks; either may be the parallel loop
+    // the channel tiles were fused into)
+    const before = (axis: string) => {
+      const leaves = s.stages.get(out)!.leaf
+      return leaves[leaves.indexOf(axis) - 1]
+    }
+    s = S.computeAt(s, local, out, batched ? before(sph.outer) : ocInner ? before(spc.inner) : spw.outer)
+    const ls = s.stages.get(local)!
+    const [ln, loc, loh0, low0, loi] = dataLeaves(ls)
+    const [ric, rky, rkx] = ls.leaf.filter((a) => ls.axes.get(a)!.type === "reduce")
+    let low = low0
+    let loh = loh0
+    if (batched) {
+      // the image: its tiles inside the batches, each batch's channels inside a tile
+      const spr = S.split(s, local, loh0, { factor: th })
+      const spl = S.split(spr.schedule, local, low0, { factor: tw })
+      const spb = S.split(spl.schedule, local, ric, { factor: icBatch })
+      // a batch's channels split by tile_ic as well (the input's channel block: its index then
+      // simplifies to the block and the lane, no division left in the loop)
+      const tic = Number(config.tile_ic ?? 1)
+      const spt = icBatch % tic === 0 && tic > 1 ? S.split(spb.schedule, local, spb.inner, { factor: tic }) : undefined
+      s = spt ? spt.schedule : spb.schedule
+      low = spl.inner
+      const chans = spt ? [spt.outer, spt.inner] : [spb.inner]
+      const inner = config.reduce_order === "ic_only" ? [...chans, rky, rkx] : [rky, rkx, ...chans]
+      loh = spr.inner
+      s = S.reorder(s, local, [ln, spb.outer, loc, spr.outer, spl.outer, ...inner.filter((a) => a !== undefined), loh, low, loi])
+    } else {
+      const spi = S.split(s, local, ric, { factor: Number(config.tile_ic ?? 1) })
+      s = spi.schedule
+      const red =
+        config.reduce_order === "kernel_ic" ? [rky, rkx, spi.outer, spi.inner]
+        : config.reduce_order === "ic_only" ? [spi.outer, spi.inner, rky, rkx]
+        : [spi.outer, rky, rkx, spi.inner]
+      s = S.reorder(s, local, [ln, ...red.filter((a) => a !== undefined), loc, loh, low, loi])
+    }
+    if (vector) s = S.vectorize(s, local, loi)
+    // the register tile: unrolled (innermost first, up to 32 vector accumulators, what the register
+    // file can hold), so its accumulators stay in registers; larger tiles spill anyway, and
+    // unrolling them would only cost compile time
+    const MAX_UNROLLED = 32
+    if (tw > 1 && tw <= MAX_UNROLLED) s = S.unroll(s, local, low)
+    if (th > 1 && tw * th <= MAX_UNROLLED) s = S.unroll(s, local, loh)
+    if (toc > 1 && tw * th * toc <= MAX_UNROLLED && !batched) s = S.unroll(s, local, loc)
+    if (config.unroll_kh) s = S.unroll(s, local, rky)
+    if (config.unroll_kw) s = S.unroll(s, local, rkx)
+    return parallelize(s, vector, out)
+  },
+}

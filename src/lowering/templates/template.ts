@@ -1,0 +1,52 @@
+// What a schedule template is: a group's schedule as a function of knobs declared as data (split
+// factors, reorder choices, unroll / vectorize / parallel), with defaults per target. The defaults
+// are the untuned schedules; the auto-tuner searches the knobs (src/search).
+import type * as S from "../../ast/schedule/schedule.js"
+import type { ComputeTensor } from "../../ast/te/tensor.js"
+
+export type Knob =
+  | { readonly kind: "split"; readonly name: string; readonly extent: number; readonly candidates: readonly number[] }
+  | {
+      readonly kind: "choice"
+      readonly name: string
+      readonly candidates: readonly (string | number | boolean)[]
+      /** The extent of the loop the choice is about, where there is one (an unroll's loop). */
+      readonly extent?: number
+      /**
+       * What a config without this knob means: for a knob added to a template later, the value
+       * that gives the schedule its records were tuned with (so older tuning logs still apply).
+       */
+      readonly absent?: string | number | boolean
+    }
+
+export type Config = Readonly<Record<string, string | number | boolean>>
+
+/** A config's value of a knob: the knob's `absent` value where the config lacks it. */
+export const knobValue = (knob: Knob, config: Config): string | number | boolean | undefined =>
+  config[knob.name] ?? (knob.kind === "choice" ? knob.absent : undefined)
+
+/**
+ * `config` with the `absent` values of the knobs it lacks filled in: a config from before a knob
+ * was added and the same config with the knob's absent value are one schedule (one hash).
+ */
+export const completeConfig = (knobs: readonly Knob[], config: Config): Config => {
+  const missing = knobs.filter((k) => k.kind === "choice" && k.absent !== undefined && config[k.name] === undefined)
+  return missing.length ? { ...config, ...Object.fromEntries(missing.map((k) => [k.name, (k as { absent: string | number | boolean }).absent])) } : config
+}
+
+export interface ScheduleTarget {
+  /** fp32 lanes of the vector unit (16 AVX-512, 8 AVX2, 4 SIMD128, 1 scalar). */
+  readonly vectorLanes: number
+  readonly cores: number
+}
+
+export interface Template {
+  readonly name: string
+  /** Whether the auto-tuner searches this template's knobs (a task per workload). */
+  readonly tunable: boolean
+  /** The knobs of this group's schedule (depends on its shapes). */
+  readonly space: (outputs: readonly ComputeTensor[], base: S.Schedule) => readonly Knob[]
+  readonly defaults: (knobs: readonly Knob[], target: ScheduleTarget) => Config
+  /** The schedule for a config (every config of the space is legal). */
+  readonly apply: (outputs: readonly ComputeTensor[], base: S.Schedule, config: Config) => S.Schedule
+}

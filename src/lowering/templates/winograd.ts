@@ -1,0 +1,99 @@
+// The Winograd convolution's template (ConvWinogradNCHWc): the input transform at root, the
+// batched products M tiled like a GEMM, the output transform inlined into the epilogue.
+import * as S from "../../ast/schedule/schedule.js"
+import type { ComputeTensor } from "../../ast/te/tensor.js"
+import { anchorStage, candidatesOf, dataLeaves, divisors, parallelOuter, registerTile } from "./common.js"
+import type { Template } from "./template.js"
+
+/**
+ * The Winograd convolution's schedule (ConvWinogradNCHWc): the padded input and the input
+ * transform V computed at root, V's tile loops (6×6) unrolled so its selects fold to one short
+ * sum per store, vectorized over the channel lanes; the 36 batched products M tiled like a GEMM:
+ * `tile_p` input tiles × `tile_oc` output channel blocks of accumulators, the input channels the
+ * reduction outside them; the output transform (inlined into the epilogue) unrolled over the 4×4
+ * places of an output tile. Parallel loops: tiles × channel blocks for V, the 36 products × channel
+ * blocks for M, channel blocks × tile rows for the output.
+ */
+export const winogradTemplate: Template = {
+  name: "winograd_NCHWc",
+  tunable: true,
+  space: (_outputs, base) => {
+    const M = anchorStage(base)!
+    const [, , P, OCB] = M.op.shape
+    return [
+      { kind: "split", name: "tile_p", extent: P, candidates: divisors(P, 16) },
+      { kind: "split", name: "tile_oc", extent: OCB, candidates: divisors(OCB, 8) },
+    ]
+  },
+  defaults: (knobs, target) => {
+    // the direct conv's register tile, its positions the input tiles
+    const tile = registerTile(Math.max(target.vectorLanes, 1), candidatesOf(knobs, "tile_p"), candidatesOf(knobs, "tile_oc"))
+    return { tile_p: tile.cols, tile_oc: tile.blocks }
+  },
+  apply: (outputs, base, config) => {
+    const M = anchorStage(base)!
+    const V = M.op.inputs.find((t): t is ComputeTensor => t.kind === "compute")!
+    // V = (Bᵀ d) B: its first product T, and T's input, the padded image
+    const T = V.inputs.find((t): t is ComputeTensor => t.kind === "compute")!
+    const pad = T.inputs.find((t): t is ComputeTensor => t.kind === "compute")
+    let s = base
+    const lanesOf = (stage: string) => {
+      const st = s.stages.get(stage)!
+      return st.axes.get(st.leaf[st.leaf.length - 1])!.extent
+    }
+    if (pad) {
+      s = S.computeRoot(s, pad.name)
+      const [pn, pc, py] = s.stages.get(pad.name)!.leaf
+      s = parallelOuter(s, pad.name, [pn, pc, py])
+      const leaf = s.stages.get(pad.name)!.leaf
+      if (lanesOf(pad.name) > 1) s = S.vectorize(s, pad.name, leaf[leaf.length - 1])
+    }
+    // V: [p, cb] parallel, the 6×6 transform unrolled, the lanes vectorized
+    s = S.computeRoot(s, V.name)
+    const [ve, vn, vp, vc, vi] = s.stages.get(V.name)!.leaf
+    s = S.reorder(s, V.name, [vp, vc, ve, vn, vi])
+    s = parallelOuter(s, V.name, [vp, vc])
+    s = S.unroll(S.unroll(s, V.name, ve), V.name, vn)
+    if (lanesOf(V.name) > 1) s = S.vectorize(s, V.name, vi)
+    // T: a 6×6 tile of vectors per (p, cb), computed there into a local buffer
+    const vLeaf = s.stages.get(V.name)!.leaf
+    s = S.computeAt(s, T.name, V.name, vLeaf[vLeaf.indexOf(ve) - 1])
+    s = S.setScope(s, T.name, "local")
+    const [te, ts, , , ti] = s.stages.get(T.name)!.leaf
+    s = S.unroll(S.unroll(s, T.name, te), T.name, ts)
+    if (lanesOf(T.name) > 1) s = S.vectorize(s, T.name, ti)
+    // M: a register tile of tile_p × tile_oc vector accumulators, the reduction outside it
+    const w = S.cacheWrite(s, M.name, "local")
+    s = w.schedule
+    const [me, mn, mp, mc, mi] = s.stages.get(M.name)!.leaf
+    const tp = Number(config.tile_p)
+    const toc = Number(config.tile_oc)
+    const spp = S.split(s, M.name, mp, { factor: tp })
+    const spc = S.split(spp.schedule, M.name, mc, { factor: toc })
+    s = S.reorder(spc.schedule, M.name, [me, mn, spc.outer, spp.outer, spc.inner, spp.inner, mi])
+    // (not fused as far as the tile loop: the products are computed at it)
+    s = parallelOuter(s, M.name, [me, mn, spc.outer])
+    const vector = lanesOf(M.name) > 1
+    if (vector) s = S.vectorize(s, M.name, mi)
+    s = S.computeAt(s, w.stage, M.name, spp.outer)
+    const ls = s.stages.get(w.stage)!
+    const [, , lp, lc, li] = dataLeaves(ls)
+    const [lic] = ls.leaf.filter((a) => ls.axes.get(a)!.type === "reduce")
+    s = S.reorder(s, w.stage, [...dataLeaves(ls).slice(0, 2), lic, lc, lp, li])
+    if (vector) s = S.vectorize(s, w.stage, li)
+    if (tp > 1 && tp <= 16) s = S.unroll(s, w.stage, lp)
+    if (toc > 1 && tp * toc <= 32) s = S.unroll(s, w.stage, lc)
+    // the output (the transform inlined into it): 4×4 places of a tile unrolled
+    const out = outputs[outputs.length - 1].name
+    const [on, oc, oh, ow, oi] = s.stages.get(out)!.leaf
+    // the output tile: α - 2 (U's leading dim is α, M's too)
+    const m = M.op.shape[0] - 2
+    const sph = S.split(s, out, oh, { factor: m })
+    const spw = S.split(sph.schedule, out, ow, { factor: m })
+    s = S.reorder(spw.schedule, out, [on, oc, sph.outer, spw.outer, sph.inner, spw.inner, oi])
+    s = parallelOuter(s, out, [on, oc, sph.outer])
+    s = S.unroll(S.unroll(s, out, sph.inner), out, spw.inner)
+    if (lanesOf(out) > 1) s = S.vectorize(s, out, oi)
+    return s
+  },
+}
