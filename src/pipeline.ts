@@ -12,11 +12,11 @@ import { configHash, indexOfConfig, targetKey, workloadOf } from "./search/task.
 import { winogradConv } from "./rewrite/winograd.js"
 import { alterLayout, defaultPasses, fuseOps, planMemory, sequential, singletonGroups, PassConfig, type GraphPass } from "./rewrite/index.js"
 import type { KernelFn, LoadedKernels, Program } from "./device/executor.js"
-import { emitC, type CEmitted } from "./emit/c.js"
+import { emitC, type CEmitted } from "./emit/c/emit.js"
 import { alignedHostMemory, buildC, loadC, type CBuildConfig } from "./device/c.js"
 import { emitWasmModule, type WasmEmitOptions, type WasmEmitted } from "./emit/wasm/emit.js"
 import { loadWasmModule, wasmThreadsAvailable } from "./device/wasm.js"
-import { emitJsModule } from "./emit/js.js"
+import { emitJsModule } from "./emit/js/emit.js"
 
 export type TargetKind = "interp" | "js" | "c" | "wasm"
 

@@ -27,7 +27,7 @@ import { alignedHostMemory, buildC, cArtifact, CompileError, compilerAvailable, 
 import { storageElements } from "../src/ast/tir/analysis.js"
 import koffi from "koffi"
 import { hostTarget, parseCacheSize, parseCpuInfo } from "../src/device/host.js"
-import { emitC } from "../src/emit/c.js"
+import { emitC } from "../src/emit/c/emit.js"
 import { lowerSync } from "../src/lowering/lower.js"
 import { defaultTirPasses, lowerIntrinsics, runTirPasses } from "../src/lowering/tir-passes.js"
 import { assertAllClose, lawParams } from "../laws/support.js"

@@ -10,7 +10,7 @@ import { sizeOf, type Tensor } from "../src/ast/graph/tensor.js"
 import type { PrimFunc } from "../src/ast/tir/tir.js"
 import { lowerSync } from "../src/lowering/lower.js"
 import { defaultTirPasses, lowerIntrinsics, runTirPasses } from "../src/lowering/tir-passes.js"
-import { emitJsModule } from "../src/emit/js.js"
+import { emitJsModule } from "../src/emit/js/emit.js"
 import { loadJsModule } from "../src/device/js.js"
 import { assertAllClose, lawParams } from "../laws/support.js"
 

@@ -8,7 +8,7 @@ import { allocate, type DType, type TypedArray } from "../ast/graph/dtype.js"
 import { prng } from "../ast/graph/arbitrary.js"
 import { sizeOf, type Tensor } from "../ast/graph/tensor.js"
 import type { PrimFunc } from "../ast/tir/tir.js"
-import { emitJsModule } from "../emit/js.js"
+import { emitJsModule } from "../emit/js/emit.js"
 import type { Config } from "../lowering/templates.js"
 
 export interface Candidate {
