@@ -37,6 +37,9 @@ import { GOLDEN_CASES, GOLDEN_DIR, goldenFunc, renderGoldens, updateGoldens } fr
 const HAVE_GCC = compilerAvailable("gcc")
 const CASES_PER_FAMILY = 30
 
+/** The emit layer's typed error from the c target, its reason matching `reason` (and its kernel, when given). */
+const emitError = (reason: RegExp, kernel?: string) => expect.objectContaining({ _tag: "EmitError", target: "c", reason: expect.stringMatching(reason), ...(kernel === undefined ? {} : { kernel }) })
+
 /** Storage offsets of a param's logical elements in row-major order (through its view's strides). */
 const offsets = (p: Buffer): number[] => {
   const shape = p.view?.shape ?? p.shape
@@ -162,7 +165,7 @@ describe.skipIf(!HAVE_GCC)("c target: scalar semantics (gcc)", () => {
     expect([...callKernel(mod.kernels.get("gemm")!, func, inputs).get("C")!.data]).toEqual([...evaluatePrimFunc(func, inputs).get("C")!.data])
     // an intrinsic with no callable C definition must be lowered first
     const vnni: PrimFunc = { ...func, body: { ...gemm, intrin: vnniDot16x4 } }
-    expect(() => emitC([vnni])).toThrow(/LowerIntrinsics/)
+    expect(() => emitC([vnni])).toThrow(emitError(/LowerIntrinsics/, "gemm"))
   })
 })
 
@@ -196,10 +199,10 @@ describe("c target: names and rejected programs", () => {
       expect(text).not.toContain("??/")
       expect(text).not.toMatch(/[^\x09\x0a\x20-\x7e]/)
     }
-    expect(() => emitC([{ ...f, name: "a b" }])).toThrow(/safe C identifier/)
-    expect(() => emitC([{ ...f, name: "main" }])).toThrow(/safe C identifier/)
-    expect(() => emitC([{ ...f, name: "tessera_floordiv" }])).toThrow(/safe C identifier/)
-    expect(() => emitC([f, f])).toThrow(/twice/)
+    expect(() => emitC([{ ...f, name: "a b" }])).toThrow(emitError(/safe C identifier/))
+    expect(() => emitC([{ ...f, name: "main" }])).toThrow(emitError(/safe C identifier/))
+    expect(() => emitC([{ ...f, name: "tessera_floordiv" }])).toThrow(emitError(/safe C identifier/))
+    expect(() => emitC([f, f])).toThrow(emitError(/twice/))
   })
 
   it.skipIf(!HAVE_GCC)("hostile names still build and run", async () => {
@@ -211,7 +214,7 @@ describe("c target: names and rejected programs", () => {
   it("a barrier inside a thread loop (a GPU schedule) is rejected", () => {
     const t = v("tx")
     const g: PrimFunc = { name: "k1", params: [buf("A", "float32", 4)], body: { kind: "for", var: t, min: c(0), extent: c(4), forKind: "thread", thread: "threadIdx.x", body: { kind: "seq", body: [{ kind: "store", buffer: "A", indices: [t], value: f32(1) }, { kind: "barrier" }] } } }
-    expect(() => emitC([g])).toThrow(/barrier/)
+    expect(() => emitC([g])).toThrow(emitError(/barrier inside a thread loop/, "k1"))
     expect(emitC([{ ...g, body: { kind: "barrier" } }]).source).toContain("barrier: no-op")
   })
 
