@@ -3,30 +3,17 @@
 // sequences, indentation, generated names, the buffers and variable ranges in scope, the enclosing
 // loops, the definitions a module must include, the errors — and asks the dialect for the rest.
 import type { Expr } from "../../ast/te/expr.js"
-import type { Bounds, Interval } from "../../ast/te/simplify.js"
+import type { Interval } from "../../ast/te/simplify.js"
 import type { Buffer, PrimFunc, Stmt } from "../../ast/tir/tir.js"
 import type { EmitTarget } from "../emit-error.js"
+import type { ExprRenderer, ExprScope } from "./expr.js"
 
 export type StmtOf<K extends Stmt["kind"]> = Extract<Stmt, { kind: K }>
 export type ForStmt = StmtOf<"for">
 
-/** How an expression renderer sees names and buffers: the walker owns the naming. */
-export interface ExprScope {
-  /** The generated name of a variable. */
-  readonly variable: (name: string) => string
-  /** The text of an element of buffer `source` at `indices` (the dialect's `access`, with the walker's names). */
-  readonly access: (source: string, indices: readonly Expr[]) => string
-  /** Known integer ranges of the variables in scope (loops, and the lets a dialect bounds). */
-  readonly bounds: Bounds
-  /** Throws the EmitError of this target and kernel. */
-  readonly fail: (reason: string) => never
-}
-
 /** What a dialect's entries see at a statement. */
 export interface Walk extends ExprScope {
-  /** The kernel's exported name. */
-  readonly kernel: string
-  /** The dialect's rendering of an expression here. */
+  /** An expression rendered here (expr.ts, under the dialect's table). */
   readonly expr: (e: Expr) => string
   /** The generated name of a buffer. */
   readonly buf: (name: string) => string
@@ -65,8 +52,9 @@ export type LeafKind = "store" | "evaluate" | "barrier" | "intrinsic"
  * - `signature`: a kernel's opening lines up to its `{` — qualifiers, return type, params by
  *   their generated names (c: a comment naming the original tensors, then
  *   `void f(const float* restrict b0, float* restrict b1) {`, params never stored to `const`);
- * - `expr` / `access`: scalar expressions and buffer elements (c: c/expr.ts; a flat index through
- *   the buffer's strides);
+ * - `expr`: the expression kinds whose text differs — constants, casts, calls, binary operators
+ *   (c: c/expr.ts, each in its value class; variables, reads and `select` are the family's own);
+ * - `access`: a buffer element (c: a flat index through the buffer's strides);
  * - `loop`: each loop kind (c: parallel → `#pragma omp parallel for`, vectorized →
  *   `#pragma omp simd`, unrolled → `#pragma GCC unroll n`, thread / vthread → a serial loop and
  *   a comment; then `for (int64_t v = …; v < …; ++v) {`);
@@ -94,7 +82,7 @@ export interface CDialect {
   readonly prelude: string
   /** Opening lines of kernel `name` up to and including its `{`; `params` are the params' generated names, `stored` the buffers it writes. */
   readonly signature: (f: PrimFunc, name: string, params: readonly string[], stored: ReadonlySet<string>) => readonly string[]
-  readonly expr: (e: Expr, scope: ExprScope) => string
+  readonly expr: ExprRenderer
   readonly access: (source: string, indices: readonly Expr[], walk: Walk) => string
   readonly loop: (s: ForStmt, walk: Walk) => Block
   readonly allocate: (s: StmtOf<"allocate">, walk: Walk) => Block

@@ -6,6 +6,7 @@ import type { Buffer, PrimFunc, Stmt } from "../../ast/tir/tir.js"
 import { storedBuffers } from "../../ast/tir/analysis.js"
 import { EmitError } from "../emit-error.js"
 import type { Block, CDialect, ForStmt, Walk } from "./dialect.js"
+import { renderExpr } from "./expr.js"
 import { Names } from "./names.js"
 
 /** What one function's rendering shares across its scopes. */
@@ -28,11 +29,10 @@ interface Scope {
 
 const walkAt = (k: Kernel, sc: Scope): Walk => {
   const walk: Walk = {
-    kernel: k.name,
     variable: (name) => k.vars.get(name),
     buf: (name) => k.bufs.get(name),
     access: (source, indices) => k.dialect.access(source, indices, walk),
-    expr: (e) => k.dialect.expr(e, walk),
+    expr: (e) => renderExpr(k.dialect.expr, e, walk),
     bounds: sc.bounds,
     buffer: (name) => sc.buffers.get(name),
     loops: sc.loops,

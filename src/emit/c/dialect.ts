@@ -23,7 +23,7 @@ import type { PrimFunc, Region } from "../../ast/tir/tir.js"
 import { rowMajor, storageElements } from "../../ast/tir/analysis.js"
 import type { CDialect, ForStmt, StmtOf, Walk } from "../c-family/dialect.js"
 import { commentSafe, isIdentifier } from "../c-family/names.js"
-import { castC, cStorage, C_VALUE, exprC, valueClass } from "./expr.js"
+import { castC, cStorage, C_EXPR, C_VALUE, valueClass } from "./expr.js"
 import { C_PRELUDE } from "./prelude.js"
 
 /** What the c target does with each TIR construct (the dialect below implements exactly this). */
@@ -131,7 +131,7 @@ export const cDialect = (options: CDialectOptions): CDialect => ({
   target: "c",
   prelude: C_PRELUDE,
   signature: (f, name, params, stored) => [describeC(f, stored), `${declareC(name, f, params, stored, options.restrict)} {`],
-  expr: exprC,
+  expr: C_EXPR,
   access,
   loop,
   allocate: (s, w) => {

@@ -16,7 +16,7 @@
 import { DTYPE_INFO, type DType } from "../../ast/graph/dtype.js"
 import type { BinOp, Expr, Intrinsic } from "../../ast/te/expr.js"
 import { intervalOf } from "../../ast/te/simplify.js"
-import type { ExprScope } from "../c-family/dialect.js"
+import type { ExprRenderer } from "../c-family/expr.js"
 
 /** The C type a buffer of `d` holds (the same bytes as our typed-array storage: the dtype table's). */
 export const cStorage = (d: DType): string => DTYPE_INFO[d].c
@@ -90,77 +90,61 @@ const positiveConst = (e: Expr): boolean => e.kind === "const" && e.value > 0 &&
 /** A constant that is a number (not NaN): a min / max bound that needs no NaN test of its own. */
 const isNumberConst = (e: Expr): boolean => e.kind === "const" && typeof e.value === "number" && !Number.isNaN(e.value)
 
-/** Renders `e` in its value class (see the file header); the scope's bounds make division cheaper where operands are ≥ 0. Reductions must have been lowered. */
-export const exprC = (e: Expr, scope: ExprScope): string => {
-  const r = (x: Expr) => exprC(x, scope)
-  switch (e.kind) {
-    case "const":
-      return constC(e.value, e.dtype)
-    case "var":
-      return scope.variable(e.name)
-    case "read":
-      return scope.access(e.source, e.indices)
-    case "select":
-      return `(${r(e.cond)} ? ${r(e.t)} : ${r(e.f)})`
-    case "cast":
-      return castC(e.dtype, e.value.dtype, r(e.value))
-    case "reduce":
-      return scope.fail("a reduction reached the c emitter: lower it first")
-    case "call": {
-      const a = e.args.map(r)
-      const cls = valueClass(e.args[0].dtype)
-      switch (e.fn) {
-        case "neg":
-          return `(-(${a[0]}))`
-        case "not":
-          return `(!(${a[0]}))`
-        case "rsqrt":
-          return cls === "f32" ? `(1.0f / sqrtf(${a[0]}))` : `(1.0 / sqrt(${cls === "int" ? `(double)(${a[0]})` : a[0]}))`
-        case "sigmoid":
-          return cls === "f32" ? `(1.0f / (1.0f + expf(-(${a[0]}))))` : `(1.0 / (1.0 + exp(-(double)(${a[0]}))))`
-        default: {
-          if (cls === "int") {
-            if (e.fn === "fabs") return `tessera_absi(${a[0]})`
-            if (e.fn === "floor" || e.fn === "ceil" || e.fn === "round") return a[0]
-            return `${F64_FN[e.fn]}(${a.map((x) => `(double)(${x})`).join(", ")})`
-          }
-          return `${(cls === "f32" ? F32_FN : F64_FN)[e.fn]}(${a.join(", ")})`
+/** The c target's expressions, each in its value class (see the file header); the scope's bounds make division cheaper where operands are ≥ 0. */
+export const C_EXPR: ExprRenderer = {
+  const: (e) => constC(e.value, e.dtype),
+  cast: (e, value) => castC(e.dtype, e.value.dtype, value),
+  call: (e, a) => {
+    const cls = valueClass(e.args[0].dtype)
+    switch (e.fn) {
+      case "neg":
+        return `(-(${a[0]}))`
+      case "not":
+        return `(!(${a[0]}))`
+      case "rsqrt":
+        return cls === "f32" ? `(1.0f / sqrtf(${a[0]}))` : `(1.0 / sqrt(${cls === "int" ? `(double)(${a[0]})` : a[0]}))`
+      case "sigmoid":
+        return cls === "f32" ? `(1.0f / (1.0f + expf(-(${a[0]}))))` : `(1.0 / (1.0 + exp(-(double)(${a[0]}))))`
+      default: {
+        if (cls === "int") {
+          if (e.fn === "fabs") return `tessera_absi(${a[0]})`
+          if (e.fn === "floor" || e.fn === "ceil" || e.fn === "round") return a[0]
+          return `${F64_FN[e.fn]}(${a.map((x) => `(double)(${x})`).join(", ")})`
         }
+        return `${(cls === "f32" ? F32_FN : F64_FN)[e.fn]}(${a.join(", ")})`
       }
     }
-    case "bin": {
-      const a = r(e.a)
-      const b = r(e.b)
-      const cls = valueClass(e.a.dtype)
-      const int64 = e.a.dtype === "int64" || e.a.dtype === "uint64"
-      const nonNegative = () => intervalOf(e.a, scope.bounds).min >= 0
-      switch (e.op) {
-        case "div":
-          if (cls === "int") return positiveConst(e.b) || (e.b.kind === "const" && e.b.value !== 0) ? `(${a} / ${b})` : `tessera_idiv(${a}, ${b})`
-          return int64 ? `trunc(${a} / ${b})` : `(${a} / ${b})`
-        case "floordiv":
-          if (cls === "int") return positiveConst(e.b) && nonNegative() ? `(${a} / ${b})` : `tessera_floordiv(${a}, ${b})`
-          return cls === "f32" ? `floorf(${a} / ${b})` : `floor(${a} / ${b})`
-        case "floormod":
-          if (cls === "int") return positiveConst(e.b) && nonNegative() ? `(${a} % ${b})` : `tessera_floormod(${a}, ${b})`
-          return cls === "f32" ? `tessera_floormodf(${a}, ${b})` : `tessera_floormodd(${a}, ${b})`
-        case "min":
-        case "max": {
-          const suffix = cls === "f32" ? "f" : cls === "f64" ? "d" : "i"
-          // a float bound that is a constant (Relu's 0, Clip's bounds): the one-instruction form
-          // (NaN still propagates; only a -0 against a 0 bound may keep its sign)
-          if (suffix !== "i") {
-            if (isNumberConst(e.b)) return `tessera_${e.op}c${suffix}(${a}, ${b})`
-            if (isNumberConst(e.a)) return `tessera_${e.op}c${suffix}(${b}, ${a})`
-          }
-          return `tessera_${e.op}${suffix}(${a}, ${b})`
+  },
+  bin: (e, a, b, scope) => {
+    const cls = valueClass(e.a.dtype)
+    const int64 = e.a.dtype === "int64" || e.a.dtype === "uint64"
+    const nonNegative = () => intervalOf(e.a, scope.bounds).min >= 0
+    switch (e.op) {
+      case "div":
+        if (cls === "int") return positiveConst(e.b) || (e.b.kind === "const" && e.b.value !== 0) ? `(${a} / ${b})` : `tessera_idiv(${a}, ${b})`
+        return int64 ? `trunc(${a} / ${b})` : `(${a} / ${b})`
+      case "floordiv":
+        if (cls === "int") return positiveConst(e.b) && nonNegative() ? `(${a} / ${b})` : `tessera_floordiv(${a}, ${b})`
+        return cls === "f32" ? `floorf(${a} / ${b})` : `floor(${a} / ${b})`
+      case "floormod":
+        if (cls === "int") return positiveConst(e.b) && nonNegative() ? `(${a} % ${b})` : `tessera_floormod(${a}, ${b})`
+        return cls === "f32" ? `tessera_floormodf(${a}, ${b})` : `tessera_floormodd(${a}, ${b})`
+      case "min":
+      case "max": {
+        const suffix = cls === "f32" ? "f" : cls === "f64" ? "d" : "i"
+        // a float bound that is a constant (Relu's 0, Clip's bounds): the one-instruction form
+        // (NaN still propagates; only a -0 against a 0 bound may keep its sign)
+        if (suffix !== "i") {
+          if (isNumberConst(e.b)) return `tessera_${e.op}c${suffix}(${a}, ${b})`
+          if (isNumberConst(e.a)) return `tessera_${e.op}c${suffix}(${b}, ${a})`
         }
-        case "add":
-          // x + (-k) reads as x - k
-          return e.b.kind === "const" && e.b.value < 0 && cls === "int" && Number.isSafeInteger(e.b.value) && e.b.value > -2147483648 ? `(${a} - ${-e.b.value})` : `(${a} + ${b})`
-        default:
-          return `(${a} ${CMP[e.op]} ${b})`
+        return `tessera_${e.op}${suffix}(${a}, ${b})`
       }
+      case "add":
+        // x + (-k) reads as x - k
+        return e.b.kind === "const" && e.b.value < 0 && cls === "int" && Number.isSafeInteger(e.b.value) && e.b.value > -2147483648 ? `(${a} - ${-e.b.value})` : `(${a} + ${b})`
+      default:
+        return `(${a} ${CMP[e.op]} ${b})`
     }
-  }
+  },
 }

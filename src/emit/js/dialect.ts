@@ -7,7 +7,7 @@
 import { DTYPE_INFO } from "../../ast/graph/dtype.js"
 import type { CDialect } from "../c-family/dialect.js"
 import { commentSafe } from "../c-family/names.js"
-import { exprJs, JS_PRELUDE } from "./expr.js"
+import { JS_EXPR, JS_PRELUDE } from "./expr.js"
 
 export const JS_DIALECT: CDialect = {
   target: "js",
@@ -16,7 +16,7 @@ export const JS_DIALECT: CDialect = {
     `// ${commentSafe(f.name)}: ${f.params.map((p) => `${commentSafe(p.name)} ${p.dtype}[${(p.view?.shape ?? p.shape).join("x")}]`).join(", ")}`,
     `export function ${name}(${params.join(", ")}) {`,
   ],
-  expr: exprJs,
+  expr: JS_EXPR,
   access: (source, indices, w) => `${w.buf(source)}[${indices.map(w.expr).join(" + ")}]`,
   loop: (s, w) => {
     const v = w.variable(s.var.name)

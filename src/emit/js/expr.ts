@@ -3,8 +3,8 @@
 // shifts); comparisons and logic give 0 / 1; floor division, modulo, round half to even and erf
 // call the module's prelude. Pure: Expr → JS text.
 import type { DType } from "../../ast/graph/dtype.js"
-import { isIntDtype, type BinOp, type Expr } from "../../ast/te/expr.js"
-import type { ExprScope } from "../c-family/dialect.js"
+import { isIntDtype, type BinOp } from "../../ast/te/expr.js"
+import type { ExprRenderer } from "../c-family/expr.js"
 
 /** The helpers every module starts with (each named with a `$`, which no generated name has). */
 export const JS_PRELUDE = `const $floordiv = (a, b) => Math.floor(a / b);
@@ -50,79 +50,63 @@ export const castJs = (dtype: DType, e: string): string => {
   }
 }
 
-/** Renders `e` as a JS number. Reductions must have been lowered. */
-export const exprJs = (e: Expr, scope: ExprScope): string => {
-  const r = (x: Expr) => exprJs(x, scope)
-  switch (e.kind) {
-    case "const":
-      return num(e.value)
-    case "var":
-      return scope.variable(e.name)
-    case "read":
-      return scope.access(e.source, e.indices)
-    case "select":
-      return `(${r(e.cond)} ? ${r(e.t)} : ${r(e.f)})`
-    case "cast":
-      return castJs(e.dtype, r(e.value))
-    case "reduce":
-      return scope.fail("a reduction reached emission: lower it first")
-    case "call": {
-      const a = e.args.map(r)
-      switch (e.fn) {
-        case "exp":
-        case "log":
-        case "sqrt":
-        case "tanh":
-        case "floor":
-        case "ceil":
-        case "sin":
-        case "cos":
-          return `Math.${e.fn}(${a[0]})`
-        case "pow":
-          return `Math.pow(${a[0]}, ${a[1]})`
-        case "rsqrt":
-          return `(1 / Math.sqrt(${a[0]}))`
-        case "sigmoid":
-          return `(1 / (1 + Math.exp(-(${a[0]}))))`
-        case "fabs":
-          return `Math.abs(${a[0]})`
-        case "erf":
-          return `$erf(${a[0]})`
-        case "round":
-          return `$round(${a[0]})`
-        case "neg":
-          return `(-(${a[0]}))`
-        case "not":
-          return `((${a[0]}) ? 0 : 1)`
-      }
+/** The js target's expressions, each a JS number. */
+export const JS_EXPR: ExprRenderer = {
+  const: (e) => num(e.value),
+  cast: (e, value) => castJs(e.dtype, value),
+  call: (e, a) => {
+    switch (e.fn) {
+      case "exp":
+      case "log":
+      case "sqrt":
+      case "tanh":
+      case "floor":
+      case "ceil":
+      case "sin":
+      case "cos":
+        return `Math.${e.fn}(${a[0]})`
+      case "pow":
+        return `Math.pow(${a[0]}, ${a[1]})`
+      case "rsqrt":
+        return `(1 / Math.sqrt(${a[0]}))`
+      case "sigmoid":
+        return `(1 / (1 + Math.exp(-(${a[0]}))))`
+      case "fabs":
+        return `Math.abs(${a[0]})`
+      case "erf":
+        return `$erf(${a[0]})`
+      case "round":
+        return `$round(${a[0]})`
+      case "neg":
+        return `(-(${a[0]}))`
+      case "not":
+        return `((${a[0]}) ? 0 : 1)`
     }
-    case "bin": {
-      const a = r(e.a)
-      const b = r(e.b)
-      const int = isIntDtype(e.a.dtype)
-      switch (e.op) {
-        case "div":
-          return int ? `Math.trunc(${a} / ${b})` : `(${a} / ${b})`
-        case "floordiv":
-          return int ? `$floordiv(${a}, ${b})` : `Math.floor(${a} / ${b})`
-        case "floormod":
-          return `$floormod(${a}, ${b})`
-        case "min":
-          return `Math.min(${a}, ${b})`
-        case "max":
-          return `Math.max(${a}, ${b})`
-        case "eq":
-        case "ne":
-        case "lt":
-        case "le":
-        case "gt":
-        case "ge":
-        case "and":
-        case "or":
-          return `((${a} ${BIN[e.op]} ${b}) ? 1 : 0)`
-        default:
-          return `(${a} ${BIN[e.op]} ${b})`
-      }
+  },
+  bin: (e, a, b) => {
+    const int = isIntDtype(e.a.dtype)
+    switch (e.op) {
+      case "div":
+        return int ? `Math.trunc(${a} / ${b})` : `(${a} / ${b})`
+      case "floordiv":
+        return int ? `$floordiv(${a}, ${b})` : `Math.floor(${a} / ${b})`
+      case "floormod":
+        return `$floormod(${a}, ${b})`
+      case "min":
+        return `Math.min(${a}, ${b})`
+      case "max":
+        return `Math.max(${a}, ${b})`
+      case "eq":
+      case "ne":
+      case "lt":
+      case "le":
+      case "gt":
+      case "ge":
+      case "and":
+      case "or":
+        return `((${a} ${BIN[e.op]} ${b}) ? 1 : 0)`
+      default:
+        return `(${a} ${BIN[e.op]} ${b})`
     }
-  }
+  },
 }
