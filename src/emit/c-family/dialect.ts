@@ -39,13 +39,13 @@ export interface LetBlock extends Block {
   readonly bound?: Interval
 }
 
-/** The statements the dialect renders whole, as lines relative to their indentation. */
-export type LeafKind = "store" | "evaluate" | "barrier" | "intrinsic"
+/** The statements the dialect renders whole, as lines relative to their indentation: every kind without a body (a new kind of TIR statement lands here, and each dialect's `leaf` table fails to compile until it renders it). */
+export type LeafKind = Exclude<Stmt["kind"], "seq" | "if" | "for" | "allocate" | "let">
 
 /**
  * A C-like target as data. The walker renders `if`, sequences and indentation alike for every
- * dialect; everything else is an entry here, typed over the statement kinds so that a new kind
- * of TIR statement fails to compile until each dialect places it.
+ * dialect; everything else is an entry here, the statements without a body in a table typed over
+ * their kinds.
  *
  * Entries, and the c dialect's choices (c/dialect.ts):
  * - `prelude`: the text every module starts with (c: `static inline` helpers, `tessera_alloc`);

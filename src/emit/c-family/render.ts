@@ -5,7 +5,7 @@ import { intervalOf, type Interval } from "../../ast/te/simplify.js"
 import type { Buffer, PrimFunc, Stmt } from "../../ast/tir/tir.js"
 import { storedBuffers } from "../../ast/tir/analysis.js"
 import { EmitError } from "../emit-error.js"
-import type { Block, CDialect, ForStmt, Walk } from "./dialect.js"
+import type { Block, CDialect, ForStmt, LeafKind, StmtOf, Walk } from "./dialect.js"
 import { renderExpr } from "./expr.js"
 import { Names } from "./names.js"
 
@@ -94,20 +94,12 @@ const renderStmt = (k: Kernel, s: Stmt, ind: string, sc: Scope): void => {
       const b = k.dialect.let(s, walk)
       return block(k, b, ind, s.body, bounded(sc, s.var.name, b.bound))
     }
-    case "store":
-      return emitLines(k, ind, k.dialect.leaf.store(s, walk))
-    case "evaluate":
-      return emitLines(k, ind, k.dialect.leaf.evaluate(s, walk))
-    case "barrier":
-      return emitLines(k, ind, k.dialect.leaf.barrier(s, walk))
-    case "intrinsic":
-      return emitLines(k, ind, k.dialect.leaf.intrinsic(s, walk))
+    default:
+      for (const line of renderLeaf(k.dialect, s.kind, s, walk)) k.out.push(`${ind}${line}`)
   }
 }
 
-const emitLines = (k: Kernel, ind: string, lines: readonly string[]): void => {
-  for (const line of lines) k.out.push(`${ind}${line}`)
-}
+const renderLeaf = <K extends LeafKind>(dialect: CDialect, kind: K, s: StmtOf<K>, walk: Walk): readonly string[] => dialect.leaf[kind](s, walk)
 
 /**
  * One function of `dialect` exported as `name`: its signature, its body indented by two spaces,
