@@ -14,7 +14,8 @@ import { lowerGroups } from "./lowering/lower-group.js"
 import type { Artifact, Program } from "./lowering/program.js"
 import type { Knob, Template } from "./lowering/templates/template.js"
 import type { FusedGroup } from "./rewrite/fuse-ops.js"
-import { graphPipeline, PassConfig } from "./rewrite/index.js"
+import { graphPipeline, PassConfig, tryTyped } from "./rewrite/index.js"
+import { EmitError } from "./emit/emit-error.js"
 import type { TuningRecord } from "./search/records.js"
 import { configHash, indexOfConfig, workloadOf } from "./search/task.js"
 
@@ -73,9 +74,12 @@ export const compileGraph = Effect.fn("tessera.compile")(function* (graph: Graph
   return { graph: planned.graph, fused: { graph: planned.graph, groups: planned.groups }, memory: planned.memory, kernels, tuning } satisfies Program & { tuning: TuningReport }
 })
 
+/** The emitter's typed error (a program its target cannot render); anything else it throws is a bug. */
+const isEmitError = (e: unknown): e is EmitError => e instanceof EmitError
+
 /** The target's artifact for a program: its emitter's files and kernel entries (pure). */
-export const emitArtifact = (program: Program, target: Target, options: RunOptions = {}): Effect.Effect<Artifact, TargetUnavailableError> =>
-  Effect.map(codegenFor(target), (codegen) => codegen.emit(program, target, options))
+export const emitArtifact = (program: Program, target: Target, options: RunOptions = {}): Effect.Effect<Artifact, TargetUnavailableError | EmitError> =>
+  Effect.flatMap(codegenFor(target), (codegen) => tryTyped(() => codegen.emit(program, target, options), isEmitError))
 
 /** Loads an artifact on the Device in context and makes the executor of its program. */
 export const loadArtifact = Effect.fn("tessera.load")(function* (program: Program, artifact: Artifact) {
@@ -87,6 +91,6 @@ export const loadArtifact = Effect.fn("tessera.load")(function* (program: Progra
 /** Emits and loads a program on its target's own device: a model ready to run. */
 export const loadProgram = Effect.fn("tessera.loadProgram")(function* (program: Program, target: Target, options: RunOptions = {}) {
   const codegen = yield* codegenFor(target)
-  const artifact = codegen.emit(program, target, options)
+  const artifact = yield* emitArtifact(program, target, options)
   return yield* loadArtifact(program, artifact).pipe(Effect.provide(codegen.device(target, options)))
 })

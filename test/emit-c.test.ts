@@ -29,7 +29,7 @@ import { CompileError, DeviceRunError, LoadError } from "../src/device/device.js
 import { paramsOf, storageElements } from "../src/ast/tir/analysis.js"
 import koffi from "koffi"
 import { hostTarget, parseCacheSize, parseCpuInfo } from "../src/device/host.js"
-import { emitC } from "../src/emit/c.js"
+import { emitC } from "../src/emit/c/emit.js"
 import { lowerSync } from "../src/lowering/lower.js"
 import { defaultTirPasses, lowerIntrinsics, runTirPasses } from "../src/lowering/tir-passes.js"
 import { assertAllClose, lawParams } from "../laws/support.js"
@@ -38,6 +38,9 @@ import { GOLDEN_CASES, GOLDEN_DIR, goldenFunc, renderGoldens, updateGoldens } fr
 
 const HAVE_GCC = compilerAvailable("gcc")
 const CASES_PER_FAMILY = 30
+
+/** The emit layer's typed error from the c target, its reason matching `reason` (and its kernel, when given). */
+const emitError = (reason: RegExp, kernel?: string) => expect.objectContaining({ _tag: "EmitError", target: "c", reason: expect.stringMatching(reason), ...(kernel === undefined ? {} : { kernel }) })
 
 /** Storage offsets of a param's logical elements in row-major order (through its view's strides). */
 const offsets = (p: Buffer): number[] => {
@@ -167,7 +170,7 @@ describe.skipIf(!HAVE_GCC)("c target: scalar semantics (gcc)", () => {
     expect([...callKernel(mod.kernels.get("gemm")!, func, inputs).get("C")!.data]).toEqual([...evaluatePrimFunc(func, inputs).get("C")!.data])
     // an intrinsic with no callable C definition must be lowered first
     const vnni: PrimFunc = { ...func, body: { ...gemm, intrin: vnniDot16x4 } }
-    expect(() => emitC([vnni])).toThrow(/LowerIntrinsics/)
+    expect(() => emitC([vnni])).toThrow(emitError(/LowerIntrinsics/, "gemm"))
   })
 })
 
@@ -201,10 +204,10 @@ describe("c target: names and rejected programs", () => {
       expect(text).not.toContain("??/")
       expect(text).not.toMatch(/[^\x09\x0a\x20-\x7e]/)
     }
-    expect(() => emitC([{ ...f, name: "a b" }])).toThrow(/safe C identifier/)
-    expect(() => emitC([{ ...f, name: "main" }])).toThrow(/safe C identifier/)
-    expect(() => emitC([{ ...f, name: "tessera_floordiv" }])).toThrow(/safe C identifier/)
-    expect(() => emitC([f, f])).toThrow(/twice/)
+    expect(() => emitC([{ ...f, name: "a b" }])).toThrow(emitError(/safe C identifier/))
+    expect(() => emitC([{ ...f, name: "main" }])).toThrow(emitError(/safe C identifier/))
+    expect(() => emitC([{ ...f, name: "tessera_floordiv" }])).toThrow(emitError(/safe C identifier/))
+    expect(() => emitC([f, f])).toThrow(emitError(/twice/))
   })
 
   it.skipIf(!HAVE_GCC)("hostile names still build and run", async () => {
@@ -216,7 +219,7 @@ describe("c target: names and rejected programs", () => {
   it("a barrier inside a thread loop (a GPU schedule) is rejected", () => {
     const t = v("tx")
     const g: PrimFunc = { name: "k1", params: [buf("A", "float32", 4)], body: { kind: "for", var: t, min: c(0), extent: c(4), forKind: "thread", thread: "threadIdx.x", body: { kind: "seq", body: [{ kind: "store", buffer: "A", indices: [t], value: f32(1) }, { kind: "barrier" }] } } }
-    expect(() => emitC([g])).toThrow(/barrier/)
+    expect(() => emitC([g])).toThrow(emitError(/barrier inside a thread loop/, "k1"))
     expect(emitC([{ ...g, body: { kind: "barrier" } }]).source).toContain("barrier: no-op")
   })
 

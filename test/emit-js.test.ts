@@ -10,9 +10,12 @@ import { sizeOf, type Tensor } from "../src/ast/graph/tensor.js"
 import type { PrimFunc } from "../src/ast/tir/tir.js"
 import { lowerSync } from "../src/lowering/lower.js"
 import { defaultTirPasses, lowerIntrinsics, runTirPasses } from "../src/lowering/tir-passes.js"
-import { emitJsModule } from "../src/emit/js.js"
+import { emitJsModule } from "../src/emit/js/emit.js"
 import { loadJsModule } from "../src/device/js/device.js"
 import { assertAllClose, lawParams } from "../laws/support.js"
+
+/** The emit layer's typed error from the js target, its reason matching `reason` (and its kernel, when given). */
+const emitError = (reason: RegExp, kernel?: string) => expect.objectContaining({ _tag: "EmitError", target: "js", reason: expect.stringMatching(reason), ...(kernel === undefined ? {} : { kernel }) })
 
 /** Runs a loaded kernel on named tensors: params in order, outputs allocated. */
 const call = (fn: (...a: unknown[]) => void, f: PrimFunc, inputs: ReadonlyMap<string, Tensor>): Map<string, Tensor> => {
@@ -47,6 +50,6 @@ describe("js target", () => {
     const src = emitJsModule([{ name: "k0", func: renamed }])
     expect(src).not.toContain("process.exit(1); /*\n")
     await Effect.runPromise(loadJsModule(src))
-    expect(() => emitJsModule([{ name: "a b", func: f }])).toThrow(/safe identifier/)
+    expect(() => emitJsModule([{ name: "a b", func: f }])).toThrow(emitError(/safe identifier/))
   })
 })

@@ -27,6 +27,9 @@ import { loadWasmModule, loadWasmModuleSync, validateWasm, type KernelFn } from 
 import { GOLDEN_CASES, goldenFunc } from "../scripts/update-goldens.js"
 import { assertAllClose, lawParams } from "../laws/support.js"
 
+/** The emit layer's typed error from the wasm target, its reason matching `reason` (and its kernel, when given). */
+const emitError = (reason: RegExp, kernel?: string) => expect.objectContaining({ _tag: "EmitError", target: "wasm", reason: expect.stringMatching(reason), ...(kernel === undefined ? {} : { kernel }) })
+
 /** Runs a loaded kernel on named tensors: params in order, outputs allocated. */
 const callKernel = (fn: KernelFn, f: PrimFunc, inputs: ReadonlyMap<string, Tensor>): Map<string, Tensor> => {
   const arrays = f.params.map((p) => {
@@ -246,8 +249,8 @@ describe("wasm target", () => {
 
   it("kernel names must be safe identifiers", () => {
     const f = goldenFunc(GOLDEN_CASES[4]())
-    expect(() => emitWasmModule([{ name: "a b", func: f }])).toThrow(/safe identifier/)
-    expect(() => emitWasmModule([{ name: "k", func: f }, { name: "k", func: f }])).toThrow(/twice/)
+    expect(() => emitWasmModule([{ name: "a b", func: f }])).toThrow(emitError(/safe identifier/))
+    expect(() => emitWasmModule([{ name: "k", func: f }, { name: "k", func: f }])).toThrow(emitError(/twice/))
   })
 
   it("LEB128 encodes the edge values", () => {

@@ -5,7 +5,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import * as path from "node:path"
 import { describe, expect, it } from "vitest"
 import { GOLDEN_CASES, goldenFunc } from "../scripts/update-goldens.js"
-import { emitJsModule } from "../src/emit/js.js"
+import { emitJsModule } from "../src/emit/js/emit.js"
 
 const DIR = path.resolve(import.meta.dirname, "../golden/js")
 const render = () => new Map(GOLDEN_CASES.map((mk) => mk()).map((g) => [`${g.name}.js`, emitJsModule([{ name: g.name, func: goldenFunc(g) }])] as const))

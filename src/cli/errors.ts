@@ -23,11 +23,12 @@ const HINTS: { readonly [tag: string]: (e: { readonly message: string; readonly 
   InputError: (e) => (/--input|--shape/.test(e.message) ? "" : "'tessera inspect MODEL' shows the inputs the model expects"),
   NpyError: () => "save the array with numpy.save (a numeric or bool dtype, C order)",
   TargetUnavailableError: () => "",
-  JsLoadError: () => "this is a bug in the js emitter: please report it with the model",
-  WasmLoadError: () => "this is a bug in the wasm emitter: please report it with the model",
   ExecutorError: () => "this is a bug in Tessera's executor: please report it with the model",
-  CompileError: () => "the generated C did not build: check the compiler, or report it with the model",
-  LoadError: () => "the built library could not be loaded: check the C compiler and the cache folder",
+  EmitError: () => "this is a bug in Tessera's emitter for this target: please report it with the model",
+  CompileError: () => "the generated code did not build: check the compiler, or report it with the model",
+  LoadError: (e) => (/^cannot load the c /.test(e.message) ? "the built library could not be loaded: check the C compiler and the cache folder" : "this is a bug in Tessera's emitter for this target: please report it with the model"),
+  DeviceRunError: () => "this is a bug in Tessera: please report it with the model",
+  TargetError: () => "",
   FileAccessError: (e) => (e.operation === "write" ? "check that the folder exists, is writable and has space" : "check the path and its permissions"),
 }
 
@@ -71,12 +72,12 @@ const COMMAND_ERROR_TAGS: ReadonlySet<string> = new Set([
   "ZooError",
   "DemoError",
   "TargetUnavailableError",
-  "JsLoadError",
+  "TargetError",
   "ExecutorError",
+  "EmitError",
   "CompileError",
   "LoadError",
-  "CRunError",
-  "WasmLoadError",
+  "DeviceRunError",
 ])
 
 /** A typed failure of a command: an Error with one of the known tags. */

@@ -1,6 +1,8 @@
 // The pieces every part of the wasm emitter shares: value classes and storage of each dtype, the
-// imported math and helper functions, and the builder of one function's code and locals.
+// imported math and helper functions, and the builder of one function's code and locals (which
+// also throws the function's EmitError).
 import { DTYPE_INFO, DTYPES, storageBytes, type DType } from "../../ast/graph/dtype.js"
+import { EmitError } from "../emit-error.js"
 import { ins, type Instr, type Op, type ValType } from "./encoder.js"
 
 export type VT = "i32" | "f32" | "f64"
@@ -21,10 +23,6 @@ export type MathImport = (typeof MATH_IMPORTS)[number]
 export const HELPERS = ["floordiv_i32", "floormod_i32"] as const
 export type Helper = (typeof HELPERS)[number]
 
-export class WasmEmitError extends Error {
-  override readonly name = "WasmEmitError"
-}
-
 export interface BufInfo {
   /** The local holding the address the buffer's offset is relative to (a param's pointer, or a frame). */
   readonly base: number
@@ -43,13 +41,25 @@ export class FnBuilder {
   constructor(
     readonly uses: Set<string>,
     readonly params = 1,
+    /** The kernel it emits (named in its errors). */
+    readonly kernel?: string,
   ) {}
+  /** Throws the wasm target's EmitError for this kernel. */
+  fail(reason: string): never {
+    throw new EmitError({ target: "wasm", ...(this.kernel === undefined ? {} : { kernel: this.kernel }), reason })
+  }
   local(t: ValType): number {
     this.locals.push(t)
     return this.params + this.locals.length - 1
   }
   temp(t: ValType): number {
     return this.free.get(t)?.pop() ?? this.local(t)
+  }
+  /** Stores the value on the stack in a fresh temp and returns the temp (release it after use). */
+  stash(t: ValType): number {
+    const k = this.temp(t)
+    this.op("local.set", k)
+    return k
   }
   release(t: ValType, k: number): void {
     const f = this.free.get(t) ?? []
@@ -66,4 +76,16 @@ export class FnBuilder {
     this.uses.add(sym)
     this.code.push({ op: "call", sym: `$${sym}` })
   }
+}
+
+/** The end of a counted loop's body: `v += step`, branch back while `v < end` (signed), close the loop. */
+export const emitLoopLatch = (fb: FnBuilder, v: number, end: number, step: number): void => {
+  fb.op("local.get", v)
+  fb.op("i32.const", step)
+  fb.op("i32.add")
+  fb.op("local.tee", v)
+  fb.op("local.get", end)
+  fb.op("i32.lt_s")
+  fb.op("br_if", 0)
+  fb.op("end")
 }

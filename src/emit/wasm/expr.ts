@@ -1,16 +1,18 @@
 // Scalar expressions of the `wasm` target: TIR Expr → instructions leaving one value of the
 // dtype's value class (i32 for ints up to 32 bits and bool, f32 for float32/float16/bfloat16 —
 // stored as f32 like the JS storage —, f64 for float64 and int64/uint64, which our JS memory holds
-// as doubles). Semantics follow the evaluator: floordiv/floormod floor, int div truncates, casts
-// truncate toward zero, select is lazy (an if/else, since a guarded arm may read out of bounds),
-// math without an opcode (exp, log, tanh, erf, pow, sigmoid, sin, cos) calls a JS import in f64.
+// as doubles), and the addresses of buffer elements. Semantics follow the evaluator: conversions
+// as convert.ts, operators as binary.ts, math as call.ts; select is lazy (an if/else, since a
+// guarded arm may read out of bounds).
 import type { DType } from "../../ast/graph/dtype.js"
-import { exprKey, isIntDtype, type BinOp, type Expr, type Intrinsic } from "../../ast/te/expr.js"
+import { exprKey, type Expr } from "../../ast/te/expr.js"
 import { intervalOf, simplify, type Interval } from "../../ast/te/simplify.js"
-import type { Op } from "./encoder.js"
-import { FnBuilder, STORAGE, VCLASS, WasmEmitError, type BufInfo, type MathImport, type VT } from "./builder.js"
-import { emitRegRead, type RegBuf } from "./registers.js"
+import { STORAGE, VCLASS, type BufInfo, type FnBuilder, type VT } from "./builder.js"
+import { emitRegRead, LANE_DTYPE, type RegBuf } from "./registers.js"
 import { affineOf, baseKey, bestBase, termsNonNegative, type Base, type Term } from "./address.js"
+import { emitBin, isPow2, type Push } from "./binary.js"
+import { emitCall } from "./call.js"
+import { emitConst, emitConvert } from "./convert.js"
 
 /** What an expression sees: its locals by variable name, buffers, loop-variable bounds, options. */
 export interface Scope {
@@ -34,12 +36,6 @@ export interface Scope {
   readonly bases?: readonly Base[]
 }
 
-const LANE_DTYPE = { f32: "float32", i32: "int32" } as const
-
-const constOp = (vt: VT): Op => (vt === "i32" ? "i32.const" : vt === "f32" ? "f32.const" : "f64.const")
-
-export const emitConst = (fb: FnBuilder, value: number, vt: VT): void => fb.op(constOp(vt), vt === "i32" ? value | 0 : vt === "f32" ? Math.fround(value) : value)
-
 /**
  * Pushes the address of `buf[idx]` (the buffer's start + scaled index) and returns the memarg offset.
  * A constant non-negative addend of the index folds into the offset when the rest is provably ≥ 0;
@@ -47,7 +43,7 @@ export const emitConst = (fb: FnBuilder, value: number, vt: VT): void => fb.op(c
  */
 export const emitAddress = (fb: FnBuilder, sc: Scope, name: string, idx: Expr, span = 1): { offset: number; info: BufInfo } => {
   const info = sc.bufs.get(name)
-  if (!info) throw new WasmEmitError(`access to unknown buffer '${name}'`)
+  if (!info) return fb.fail(`access to unknown buffer '${name}'`)
   const size = STORAGE[info.dtype].bytes
   const shift = Math.log2(size)
   if (!sc.boundsCheck) {
@@ -153,296 +149,17 @@ export const emitScaledTerms = (fb: FnBuilder, sc: Scope, terms: Iterable<Term>,
   }
 }
 
-/** Converts the value on the stack from dtype `from` to dtype `to` (the evaluator's converter). */
-export const emitConvert = (fb: FnBuilder, from: DType, to: DType): void => {
-  if (from === to) return
-  const f = VCLASS[from]
-  const t = VCLASS[to]
-  const unsignedFrom = from === "uint32"
-  if (to === "bool") {
-    emitConst(fb, 0, f)
-    fb.op(f === "i32" ? "i32.ne" : f === "f32" ? "f32.ne" : "f64.ne")
-    return
-  }
-  if (t === "f32") {
-    if (f === "i32") fb.op(unsignedFrom ? "f32.convert_i32_u" : "f32.convert_i32_s")
-    else if (f === "f64") fb.op("f32.demote_f64")
-    if (to === "float16" || to === "bfloat16") {
-      fb.op("f64.promote_f32")
-      fb.call(to === "float16" ? "round_f16" : "round_bf16")
-      fb.op("f32.demote_f64")
-    }
-    return
-  }
-  if (t === "f64") {
-    if (f === "i32") fb.op(unsignedFrom ? "f64.convert_i32_u" : "f64.convert_i32_s")
-    else if (f === "f32") fb.op("f64.promote_f32")
-    if (isIntDtype(to) && !isIntDtype(from)) fb.op("f64.trunc")
-    return
-  }
-  // to an i32-class integer: truncate, then wrap modulo 2^32 (C's and the evaluator's semantics;
-  // a saturating i32 truncation would clamp values that exact float64 arithmetic takes past 2^31)
-  if (f === "f32" || f === "f64") {
-    if (f === "f32") fb.op("f64.promote_f32")
-    fb.op("i64.trunc_sat_f64_s")
-    fb.op("i32.wrap_i64")
-  }
-  switch (to) {
-    case "int8":
-      fb.op("i32.extend8_s")
-      break
-    case "int16":
-      fb.op("i32.extend16_s")
-      break
-    case "uint8":
-      fb.op("i32.const", 255)
-      fb.op("i32.and")
-      break
-    case "uint16":
-      fb.op("i32.const", 65535)
-      fb.op("i32.and")
-      break
-    default:
-      break
-  }
-}
-
 /** Emits `e`, then converts it to `dtype`. */
 export const emitExprAs = (fb: FnBuilder, sc: Scope, e: Expr, dtype: DType): void => {
   emitExpr(fb, sc, e)
   emitConvert(fb, e.dtype, dtype)
 }
 
-const CMP: Partial<Record<BinOp, string>> = { eq: "eq", ne: "ne", lt: "lt", le: "le", gt: "gt", ge: "ge" }
-const ARITH: Partial<Record<BinOp, string>> = { add: "add", sub: "sub", mul: "mul" }
-
-const isPow2 = (n: number) => n > 0 && (n & (n - 1)) === 0
-
-/** Stores the value on the stack in a fresh temp and returns it. */
-const stash = (fb: FnBuilder, vt: VT): number => {
-  const t = fb.temp(vt)
-  fb.op("local.set", t)
-  return t
-}
-
-const emitBin = (fb: FnBuilder, sc: Scope, e: Expr & { kind: "bin" }): void => {
-  const dt = e.a.dtype
-  const vt = VCLASS[dt]
-  const unsigned = dt === "uint32"
-  const int = isIntDtype(dt)
-  const a = () => emitExpr(fb, sc, e.a)
-  const b = () => emitExprAs(fb, sc, e.b, dt)
-  const bConst = e.b.kind === "const" && vt === "i32" ? e.b.value : undefined
-  if (e.op === "and" || e.op === "or") {
-    emitExprAs(fb, sc, e.a, "bool")
-    emitExprAs(fb, sc, e.b, "bool")
-    fb.op(e.op === "and" ? "i32.and" : "i32.or")
-    return
-  }
-  const cmp = CMP[e.op]
-  if (cmp) {
-    a()
-    b()
-    const sfx = vt !== "i32" || cmp === "eq" || cmp === "ne" ? "" : unsigned ? "_u" : "_s"
-    fb.op(`${vt}.${cmp}${sfx}` as Op)
-    return
-  }
-  const ar = ARITH[e.op]
-  if (ar) {
-    a()
-    b()
-    fb.op(`${vt}.${ar}` as Op)
-    return
-  }
-  switch (e.op) {
-    case "div":
-      a()
-      b()
-      if (vt === "i32") fb.op(unsigned ? "i32.div_u" : "i32.div_s")
-      else {
-        fb.op(`${vt}.div`)
-        if (int) fb.op("f64.trunc")
-      }
-      return
-    case "min":
-    case "max": {
-      if (vt !== "i32") {
-        a()
-        b()
-        fb.op(`${vt}.${e.op}`)
-        return
-      }
-      a()
-      const x = stash(fb, "i32")
-      b()
-      const y = stash(fb, "i32")
-      fb.op("local.get", x)
-      fb.op("local.get", y)
-      fb.op("local.get", x)
-      fb.op("local.get", y)
-      fb.op(e.op === "min" ? (unsigned ? "i32.lt_u" : "i32.lt_s") : unsigned ? "i32.gt_u" : "i32.gt_s")
-      fb.op("select")
-      fb.release("i32", x)
-      fb.release("i32", y)
-      return
-    }
-    case "floordiv":
-    case "floormod": {
-      const div = e.op === "floordiv"
-      if (vt !== "i32" || unsigned) {
-        if (vt === "i32") {
-          // unsigned: floor is truncation
-          a()
-          b()
-          fb.op(div ? "i32.div_u" : "i32.rem_u")
-          return
-        }
-        // floats (and int64 held as f64): floor(a / b), a - floor(a / b) * b
-        a()
-        const x = stash(fb, vt)
-        b()
-        const y = stash(fb, vt)
-        if (!div) fb.op("local.get", x)
-        fb.op("local.get", x)
-        fb.op("local.get", y)
-        fb.op(`${vt}.div`)
-        fb.op(`${vt}.floor`)
-        if (!div) {
-          fb.op("local.get", y)
-          fb.op(`${vt}.mul`)
-          fb.op(`${vt}.sub`)
-        }
-        fb.release(vt, x)
-        fb.release(vt, y)
-        return
-      }
-      if (bConst !== undefined && isPow2(bConst)) {
-        a()
-        if (div) {
-          fb.op("i32.const", Math.log2(bConst))
-          fb.op("i32.shr_s")
-        } else {
-          fb.op("i32.const", bConst - 1)
-          fb.op("i32.and")
-        }
-        return
-      }
-      if (bConst !== undefined && bConst > 0) {
-        a()
-        const x = stash(fb, "i32")
-        if (div) {
-          // trunc(a / b) - (a rem b < 0)
-          fb.op("local.get", x)
-          fb.op("i32.const", bConst)
-          fb.op("i32.div_s")
-          fb.op("local.get", x)
-          fb.op("i32.const", bConst)
-          fb.op("i32.rem_s")
-          fb.op("i32.const", 0)
-          fb.op("i32.lt_s")
-          fb.op("i32.sub")
-        } else {
-          // r + (r < 0) * b
-          fb.op("local.get", x)
-          fb.op("i32.const", bConst)
-          fb.op("i32.rem_s")
-          fb.op("local.tee", x)
-          fb.op("local.get", x)
-          fb.op("i32.const", 0)
-          fb.op("i32.lt_s")
-          fb.op("i32.const", bConst)
-          fb.op("i32.mul")
-          fb.op("i32.add")
-        }
-        fb.release("i32", x)
-        return
-      }
-      a()
-      b()
-      fb.call(div ? "floordiv_i32" : "floormod_i32")
-      return
-    }
-  }
-  throw new WasmEmitError(`binary op '${e.op}' has no wasm lowering`)
-}
-
-const MATH: Partial<Record<Intrinsic, MathImport>> = { exp: "exp", log: "log", tanh: "tanh", erf: "erf", pow: "pow", sigmoid: "sigmoid", sin: "sin", cos: "cos" }
-
-const emitCall = (fb: FnBuilder, sc: Scope, e: Expr & { kind: "call" }): void => {
-  const dt = e.dtype
-  const vt = VCLASS[dt]
-  const arg0 = e.args[0]
-  const imp = MATH[e.fn]
-  if (imp) {
-    for (const a of e.args) emitExprAs(fb, sc, a, "float64")
-    fb.call(imp)
-    emitConvert(fb, "float64", dt)
-    return
-  }
-  if (e.fn === "not") {
-    emitExprAs(fb, sc, arg0, "bool")
-    fb.op("i32.eqz")
-    return
-  }
-  if (vt === "i32") {
-    switch (e.fn) {
-      case "floor":
-      case "ceil":
-      case "round":
-        emitExprAs(fb, sc, arg0, dt)
-        return
-      case "neg":
-        fb.op("i32.const", 0)
-        emitExprAs(fb, sc, arg0, dt)
-        fb.op("i32.sub")
-        return
-      case "fabs": {
-        emitExprAs(fb, sc, arg0, dt)
-        const x = stash(fb, "i32")
-        fb.op("i32.const", 0)
-        fb.op("local.get", x)
-        fb.op("i32.sub")
-        fb.op("local.get", x)
-        fb.op("local.get", x)
-        fb.op("i32.const", 0)
-        fb.op("i32.lt_s")
-        fb.op("select")
-        fb.release("i32", x)
-        return
-      }
-      default:
-        // sqrt / rsqrt of an integer: in f64, truncated back
-        emitCall(fb, sc, { ...e, args: e.args.map((a) => ({ kind: "cast", value: a, dtype: "float64" }) as Expr), dtype: "float64" })
-        emitConvert(fb, "float64", dt)
-        return
-    }
-  }
-  const f = vt
-  switch (e.fn) {
-    case "rsqrt":
-      emitConst(fb, 1, f)
-      emitExprAs(fb, sc, arg0, dt)
-      fb.op(`${f}.sqrt`)
-      fb.op(`${f}.div`)
-      return
-    case "sqrt":
-    case "floor":
-    case "ceil":
-    case "neg":
-      emitExprAs(fb, sc, arg0, dt)
-      fb.op(`${f}.${e.fn}`)
-      return
-    case "fabs":
-      emitExprAs(fb, sc, arg0, dt)
-      fb.op(`${f}.abs`)
-      return
-    case "round":
-      emitExprAs(fb, sc, arg0, dt)
-      fb.op(`${f}.nearest`) // ties to even, as the evaluator's round
-      return
-  }
-  throw new WasmEmitError(`intrinsic '${e.fn}' has no wasm lowering`)
-}
+/** How operators push their operands here. */
+const operands =
+  (fb: FnBuilder, sc: Scope): Push =>
+  (x, as) =>
+    as === undefined ? emitExpr(fb, sc, x) : emitExprAs(fb, sc, x, as)
 
 /** Pushes the value of `e` in the value class of `e.dtype`. */
 export const emitExpr = (fb: FnBuilder, sc: Scope, e: Expr): void => {
@@ -452,13 +169,13 @@ export const emitExpr = (fb: FnBuilder, sc: Scope, e: Expr): void => {
       return
     case "var": {
       const l = sc.vars.get(e.name)
-      if (!l) throw new WasmEmitError(`variable '${e.name}' is not bound`)
+      if (!l) return fb.fail(`variable '${e.name}' is not bound`)
       fb.op("local.get", l.local)
-      if (l.vt !== VCLASS[e.dtype]) throw new WasmEmitError(`variable '${e.name}' is ${l.vt}, used as ${e.dtype}`)
+      if (l.vt !== VCLASS[e.dtype]) fb.fail(`variable '${e.name}' is ${l.vt}, used as ${e.dtype}`)
       return
     }
     case "read": {
-      if (e.indices.length !== 1) throw new WasmEmitError(`read of '${e.source}' with ${e.indices.length} indices: run lowering.FlattenStorage first`)
+      if (e.indices.length !== 1) fb.fail(`read of '${e.source}' with ${e.indices.length} indices: run lowering.FlattenStorage first`)
       const reg = sc.regs?.get(e.source)
       if (reg) {
         emitRegRead(fb, reg, e.source, simplify(e.indices[0], sc.bounds))
@@ -487,13 +204,12 @@ export const emitExpr = (fb: FnBuilder, sc: Scope, e: Expr): void => {
       emitConvert(fb, e.value.dtype, e.dtype)
       return
     case "bin":
-      emitBin(fb, sc, e)
-      if (CMP[e.op] === undefined && e.op !== "and" && e.op !== "or") emitConvert(fb, e.a.dtype, e.dtype)
+      emitBin(fb, e, operands(fb, sc))
       return
     case "call":
-      emitCall(fb, sc, e)
+      emitCall(fb, e, operands(fb, sc))
       return
     case "reduce":
-      throw new WasmEmitError("a reduction reached emission: lower it first")
+      fb.fail("a reduction reached emission: lower it first")
   }
 }

@@ -8,7 +8,7 @@
 // with a constant min unrolls itself), so every such index is a constant when emitted.
 import { freeVars, type Expr } from "../../ast/te/expr.js"
 import type { Buffer, Stmt } from "../../ast/tir/tir.js"
-import { FnBuilder, WasmEmitError } from "./builder.js"
+import type { FnBuilder } from "./builder.js"
 import type { Op } from "./encoder.js"
 
 /** Largest promoted buffer (elements): 16 v128 locals, the vector registers of x86-64. */
@@ -17,6 +17,9 @@ export const MAX_REG_ELEMS = 64
 export const MAX_REG_UNROLL = 256
 
 export type RegLane = "f32" | "i32"
+
+/** The dtype of each lane type's elements. */
+export const LANE_DTYPE = { f32: "float32", i32: "int32" } as const satisfies { readonly [L in RegLane]: "float32" | "int32" }
 
 /** A promoted buffer: its lane type and its v128 locals, four elements each. */
 export interface RegBuf {
@@ -136,9 +139,9 @@ export const allocRegs = (fb: FnBuilder, dtype: "float32" | "int32", length: num
   locals: Array.from({ length: Math.ceil(length / 4) }, () => fb.local("v128")),
 })
 
-const regIndex = (r: RegBuf, name: string, idx: Expr, span: number): number => {
+const regIndex = (fb: FnBuilder, r: RegBuf, name: string, idx: Expr, span: number): number => {
   const k = constOf(idx)
-  if (k === undefined || k < 0 || k + span > r.locals.length * 4) throw new WasmEmitError(`register buffer '${name}' indexed by a non-constant or out-of-range index`)
+  if (k === undefined || k < 0 || k + span > r.locals.length * 4) return fb.fail(`register buffer '${name}' indexed by a non-constant or out-of-range index`)
   return k
 }
 
@@ -147,14 +150,14 @@ const REPLACE: { readonly [L in RegLane]: Op } = { f32: "f32x4.replace_lane", i3
 
 /** Pushes element `idx` (a constant) of a promoted buffer, as a scalar. */
 export const emitRegRead = (fb: FnBuilder, r: RegBuf, name: string, idx: Expr): void => {
-  const k = regIndex(r, name, idx, 1)
+  const k = regIndex(fb, r, name, idx, 1)
   fb.op("local.get", r.locals[k >> 2])
   fb.op(EXTRACT[r.lane], k & 3)
 }
 
 /** Stores the scalar that `value` pushes in element `idx` (a constant) of a promoted buffer. */
 export const emitRegWrite = (fb: FnBuilder, r: RegBuf, name: string, idx: Expr, value: () => void): void => {
-  const k = regIndex(r, name, idx, 1)
+  const k = regIndex(fb, r, name, idx, 1)
   fb.op("local.get", r.locals[k >> 2])
   value()
   fb.op(REPLACE[r.lane], k & 3)
@@ -163,7 +166,7 @@ export const emitRegWrite = (fb: FnBuilder, r: RegBuf, name: string, idx: Expr, 
 
 /** Pushes elements idx..idx+3 (idx a constant) as one v128: one local when aligned, else gathered lane by lane. */
 export const emitRegVecRead = (fb: FnBuilder, r: RegBuf, name: string, idx: Expr): void => {
-  const k = regIndex(r, name, idx, 4)
+  const k = regIndex(fb, r, name, idx, 4)
   if (k % 4 === 0) {
     fb.op("local.get", r.locals[k >> 2])
     return
@@ -178,7 +181,7 @@ export const emitRegVecRead = (fb: FnBuilder, r: RegBuf, name: string, idx: Expr
 
 /** Stores the v128 on the stack in elements idx..idx+3 (idx a constant). */
 export const emitRegVecWrite = (fb: FnBuilder, r: RegBuf, name: string, idx: Expr): void => {
-  const k = regIndex(r, name, idx, 4)
+  const k = regIndex(fb, r, name, idx, 4)
   if (k % 4 === 0) {
     fb.op("local.set", r.locals[k >> 2])
     return

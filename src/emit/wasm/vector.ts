@@ -4,17 +4,13 @@
 // scalar code. Lanes are independent only when every buffer the body stores is accessed through
 // one index expression (the store's), which the plan checks. A select whose condition is invariant
 // (a padding guard) is an if with a v128 result, its arms lazy. No relaxed-SIMD op is ever used.
-import type { DType } from "../../ast/graph/dtype.js"
 import { c, collect, exprKey, substitute, type Expr, type Intrinsic } from "../../ast/te/expr.js"
 import { simplify } from "../../ast/te/simplify.js"
 import type { Stmt } from "../../ast/tir/tir.js"
 import type { Op } from "./encoder.js"
-import { STORAGE, type FnBuilder } from "./builder.js"
+import { emitLoopLatch, STORAGE, type FnBuilder } from "./builder.js"
 import { emitAddress, emitExpr, emitExprAs, invalidate, type Scope } from "./expr.js"
-import { emitRegVecRead, emitRegVecWrite } from "./registers.js"
-
-type Lane = "f32" | "i32"
-const LANE_DTYPE: { readonly [L in Lane]: DType } = { f32: "float32", i32: "int32" }
+import { emitRegVecRead, emitRegVecWrite, LANE_DTYPE, type RegLane as Lane } from "./registers.js"
 
 type VStore = Stmt & { kind: "store" }
 
@@ -239,12 +235,5 @@ export const emitVectorLoop = (
   fb.op("local.set", end)
   fb.block("loop")
   step(inner, (e) => e)
-  fb.op("local.get", v)
-  fb.op("i32.const", 4)
-  fb.op("i32.add")
-  fb.op("local.tee", v)
-  fb.op("local.get", end)
-  fb.op("i32.lt_s")
-  fb.op("br_if", 0)
-  fb.op("end")
+  emitLoopLatch(fb, v, end, 4)
 }

@@ -1,0 +1,166 @@
+// The c dialect of the C-family walker (../c-family): what the c target renders for each TIR
+// construct. Lowering to C:
+// - one `void name(T* restrict b0, …)` per PrimFunc, params in order, typed by their storage type
+//   (expr.ts: float16/bfloat16 as float, int64/uint64 as double, bool as uint8_t); params never
+//   stored to are `const`. `restrict` says params do not overlap: in-place kernels whose output
+//   shares an input's storage with a different index pattern need `restrict: false`;
+// - loops are `for (int64_t v = min; v < min + extent; ++v)`; parallel loops carry
+//   `#pragma omp parallel for` (OpenMP; nested ones run serially in their thread), vectorized
+//   loops `#pragma omp simd`, unrolled loops `#pragma GCC unroll n`; thread / vthread loops run
+//   serially (a CPU has no thread binding);
+// - allocations are aligned stack arrays up to `stackBytes`, aligned heap blocks above (freed at
+//   the end of their statement); their contents start undefined (the evaluator's are zero: no
+//   lowered program reads before writing; `poison` fills them with 0xff bytes to check that);
+// - barriers are no-ops outside thread loops (as in the evaluator); a barrier inside a thread loop
+//   is a GPU schedule whose phases a serial loop cannot keep, and is rejected;
+// - tensor intrinsics: a `tessera_gemm_*` micro-kernel (TensorIntrinsic.emit.c) is called with
+//   its definition included once, when its operands have unit inner strides; any other intrinsic
+//   must be lowered first (lowering.LowerIntrinsics), else emission throws.
+import { storageBytes } from "../../ast/graph/dtype.js"
+import { add, c, mul, type Expr } from "../../ast/te/expr.js"
+import { intervalOf } from "../../ast/te/simplify.js"
+import type { PrimFunc, Region } from "../../ast/tir/tir.js"
+import { rowMajor, storageElements } from "../../ast/tir/analysis.js"
+import type { CDialect, ForStmt, StmtOf, Walk } from "../c-family/dialect.js"
+import { commentSafe, isIdentifier } from "../c-family/names.js"
+import { castC, cStorage, C_EXPR, C_VALUE, valueClass } from "./expr.js"
+import { C_PRELUDE } from "./prelude.js"
+
+/** What the c target does with each TIR construct (the dialect below implements exactly this). */
+export const C_CAPABILITIES = {
+  parallel: "OpenMP parallel for (nested ones serial)",
+  vectorized: "omp simd",
+  unrolled: "GCC unroll",
+  thread: "serial loop",
+  vthread: "serial loop",
+  barrier: "no-op outside thread loops; rejected inside",
+  intrinsic: "tessera_gemm_* micro-kernels called; others need lowering.LowerIntrinsics",
+  allocate: "aligned stack array up to stackBytes, aligned heap above",
+} as const
+
+export interface CDialectOptions {
+  /** Params are declared `restrict` (they never overlap). */
+  readonly restrict: boolean
+  /** Allocations up to this many bytes live on the stack. */
+  readonly stackBytes: number
+  /** Fill every allocation with 0xff bytes (NaN / -1) so a read before write shows. */
+  readonly poison: boolean
+}
+
+/** The comment before a kernel: its name and params' tensors, outputs marked. */
+export const describeC = (f: PrimFunc, stored: ReadonlySet<string>): string =>
+  `/* ${commentSafe(f.name)}: ${f.params.map((p) => `${commentSafe(p.name)} ${p.dtype}[${(p.view?.shape ?? p.shape).join("x")}]${stored.has(p.name) ? " out" : ""}`).join(", ")} */`
+
+/** A kernel's declaration; the header's prototype drops `restrict` (a top-level qualifier, so the two agree, and C++ can include it). */
+export const declareC = (name: string, f: PrimFunc, params: readonly string[], stored: ReadonlySet<string>, restrict: boolean): string =>
+  `void ${name}(${f.params.map((p, k) => `${stored.has(p.name) ? "" : "const "}${cStorage(p.dtype)}*${restrict ? " restrict" : ""} ${params[k]}`).join(", ")})`
+
+/** The flat element index: one index is already flat; several go through the buffer's strides. */
+const flatIndex = (w: Walk, source: string, indices: readonly Expr[]): string => {
+  const b = w.buffer(source)
+  if (!b) return w.fail(`access to the unknown buffer ${commentSafe(source)}`)
+  if (indices.length === 1) return w.expr(indices[0])
+  if (indices.length !== b.shape.length) return w.fail(`buffer ${commentSafe(source)} of rank ${b.shape.length} accessed with ${indices.length} indices`)
+  const st = b.strides ?? rowMajor(b.shape)
+  return w.expr(indices.reduce<Expr>((acc, x, k) => add(acc, mul(x, c(st[k]))), c(0)))
+}
+
+const access = (source: string, indices: readonly Expr[], w: Walk): string => `${w.buf(source)}[${flatIndex(w, source, indices)}]`
+
+const KNOWN_PRAGMAS = new Set(["auto_unroll_max_step"])
+
+const loop = (s: ForStmt, w: Walk): { open: string[]; close: string[] } => {
+  const v = w.variable(s.var.name)
+  const min = w.expr(s.min)
+  const ext = w.expr(s.extent)
+  const lo = s.min.kind === "const" ? s.min.value : undefined
+  const n = s.extent.kind === "const" ? s.extent.value : undefined
+  const end = lo === 0 ? ext : lo !== undefined && n !== undefined ? String(lo + n) : `${min} + ${ext}`
+  const open: string[] = []
+  for (const [k, val] of s.pragmas ?? []) if (!KNOWN_PRAGMAS.has(k)) open.push(`/* pragma ${commentSafe(k)} = ${commentSafe(val)} */`)
+  const autoUnroll = (s.pragmas ?? []).filter(([k]) => k === "auto_unroll_max_step").map(([, val]) => Number(val))
+  // inside `#pragma omp simd` no OpenMP construct may nest
+  const inSimd = w.loops.some((l) => l.forKind === "vectorized")
+  switch (s.forKind) {
+    case "parallel":
+      open.push(inSimd ? `/* parallel (inside a simd loop: serial) */` : `#pragma omp parallel for schedule(static)`)
+      break
+    case "vectorized":
+      if (!inSimd) open.push(`#pragma omp simd`)
+      break
+    case "unrolled":
+      open.push(`#pragma GCC unroll ${n !== undefined ? Math.max(1, Math.min(n, 64)) : 8}`)
+      break
+    case "thread":
+    case "vthread":
+      open.push(`/* ${s.forKind} ${commentSafe(s.thread ?? "")}: serial on a CPU */`)
+      break
+    case "serial":
+      if (n !== undefined && autoUnroll.some((m) => n <= m)) open.push(`#pragma GCC unroll ${n}`)
+      break
+  }
+  open.push(`for (int64_t ${v} = ${min}; ${v} < ${end}; ++${v}) {`)
+  return { open, close: ["}"] }
+}
+
+/** A thread loop over threadIdx: a GPU schedule's block of threads, which a barrier synchronises. */
+const inThreadLoop = (w: Walk): boolean => w.loops.some((l) => l.forKind === "thread" && l.thread?.startsWith("threadIdx") === true)
+
+/** A `tessera_gemm_*` call: c[m×n] (+)= a[m×k] · b[k×n] with leading dims from the flat regions. */
+const intrinsic = (s: StmtOf<"intrinsic">, w: Walk): string[] => {
+  const def = s.intrin.emit.c
+  const lower = `intrinsic ${commentSafe(s.intrin.name)} needs lowering.LowerIntrinsics before the c emitter`
+  if (!def || !def.fn.startsWith("tessera_gemm_") || !isIdentifier(def.fn)) return w.fail(lower)
+  const operand = (r: Region, shape: readonly number[]): { ptr: string; ld: number } => {
+    const b = w.buffer(r.buffer)
+    if (!b || b.dtype !== "float32") return w.fail(lower)
+    const st = r.strides ?? b.strides ?? rowMajor(b.shape)
+    const inner = st.slice(st.length - shape.length)
+    if (shape.length !== 2 || inner.length !== 2 || inner[1] !== 1) return w.fail(lower)
+    const base = r.strides ? w.expr(r.base[0]) : flatIndex(w, r.buffer, r.base)
+    return { ptr: `&${w.buf(r.buffer)}[${base}]`, ld: inner[0] }
+  }
+  const out = operand(s.output, s.intrin.compute.shape)
+  const ins = s.intrin.inputs.map((p, k) => operand(s.inputs[k], p.shape))
+  w.define(def.fn, def.header)
+  return [`${def.fn}(${[out, ...ins].map((o) => `${o.ptr}, ${o.ld}`).join(", ")});`]
+}
+
+/** The c dialect under `options`. */
+export const cDialect = (options: CDialectOptions): CDialect => ({
+  target: "c",
+  prelude: C_PRELUDE,
+  signature: (f, name, params, stored) => [describeC(f, stored), `${declareC(name, f, params, stored, options.restrict)} {`],
+  expr: C_EXPR,
+  access,
+  loop,
+  allocate: (s, w) => {
+    const b = s.buffer
+    const id = w.buf(b.name)
+    const t = cStorage(b.dtype)
+    const n = storageElements(b)
+    const bytes = n * storageBytes(b.dtype)
+    const note = `/* ${commentSafe(b.name)} ${b.dtype}[${b.shape.join("x")}] @${commentSafe(b.scope)} */`
+    const heap = bytes > options.stackBytes
+    const open = ["{", heap ? `  ${t}* restrict ${id} = (${t}*)tessera_alloc(${bytes}); ${note}` : `  _Alignas(64) ${t} ${id}[${n}]; ${note}`]
+    if (options.poison) open.push(`  memset(${id}, 0xff, ${bytes});`)
+    return { open, close: heap ? [`  tessera_free(${id}, ${bytes});`, "}"] : ["}"] }
+  },
+  let: (s, w) => {
+    const cls = valueClass(s.var.dtype)
+    const open = ["{", `  const ${C_VALUE[cls]} ${w.variable(s.var.name)} = ${w.expr(s.value)};`]
+    const iv = cls === "int" ? intervalOf(s.value, w.bounds) : undefined
+    return { open, close: ["}"], ...(iv && Number.isFinite(iv.min) && Number.isFinite(iv.max) ? { bound: iv } : {}) }
+  },
+  leaf: {
+    store: (s, w) => {
+      const b = w.buffer(s.buffer)
+      if (!b) return w.fail(`store to the unknown buffer ${commentSafe(s.buffer)}`)
+      const lhs = w.access(s.buffer, s.indices)
+      return [`${lhs} = ${castC(b.dtype, s.value.dtype, w.expr(s.value))};`]
+    },
+    evaluate: (s, w) => [`(void)(${w.expr(s.value)});`],
+    barrier: (_s, w) => (inThreadLoop(w) ? w.fail("a barrier inside a thread loop (a GPU schedule) cannot run on the c target") : ["/* barrier: no-op outside thread loops */"]),
+    intrinsic,
+  },
+})

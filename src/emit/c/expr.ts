@@ -1,0 +1,150 @@
+// Scalar expressions of the `c` target: dtypes → C types, casts with the evaluator's conversion
+// semantics (src/ast/graph/dtype.ts `converter`), constants, operators and math intrinsics; the
+// helpers they call are the prelude's (prelude.ts). Pure: Expr → C text.
+//
+// Value types. Every dtype has a storage type (what a buffer of it holds in memory, matching our
+// typed arrays) and a value class (the C type its expressions compute in):
+//   float32 / float16 / bfloat16 → float   (float16 / bfloat16 are stored as rounded floats)
+//   float64                      → double
+//   int64 / uint64               → double   (stored as double: our typed storage is Float64Array,
+//                                            exact to 2^53; division truncates, stores truncate)
+//   int8 … uint32, bool          → integers (loop variables and integer lets are int64_t, so index
+//                                            arithmetic never overflows; stores wrap like C, and
+//                                            the build passes -fwrapv so wrapping is defined)
+// Float arithmetic runs in the value class (float for float32, so loops vectorize at full width);
+// the evaluator computes in double and rounds at stores: results agree to float32 rounding.
+import { DTYPE_INFO, type DType } from "../../ast/graph/dtype.js"
+import type { BinOp, Expr, Intrinsic } from "../../ast/te/expr.js"
+import { intervalOf } from "../../ast/te/simplify.js"
+import type { ExprRenderer } from "../c-family/expr.js"
+
+/** The C type a buffer of `d` holds (the same bytes as our typed-array storage: the dtype table's). */
+export const cStorage = (d: DType): string => DTYPE_INFO[d].c
+
+export type ValueClass = "f32" | "f64" | "int"
+
+export const valueClass = (d: DType): ValueClass =>
+  d === "float32" || d === "float16" || d === "bfloat16" ? "f32" : d === "float64" || d === "int64" || d === "uint64" ? "f64" : "int"
+
+/** The C type of a scalar (a let, a temporary) holding a value of `d`. */
+export const C_VALUE: { readonly [C in ValueClass]: string } = { f32: "float", f64: "double", int: "int64_t" }
+
+const fnum = (x: number): string => {
+  const s = String(x)
+  return /[.e]/.test(s) ? s : `${s}.0`
+}
+
+/** A C literal of `value` in the value class of `dtype`. */
+export const constC = (value: number, dtype: DType): string => {
+  const cls = valueClass(dtype)
+  if (cls === "int") {
+    const t = Math.trunc(value)
+    if (t === -2147483648) return "(-2147483647 - 1)"
+    if (Math.abs(t) <= 2147483647) return t < 0 ? `(${t})` : String(t)
+    if (!Number.isSafeInteger(t)) return `((int64_t)${fnum(t)})`
+    return t < 0 ? `(-INT64_C(${-t}))` : `INT64_C(${t})`
+  }
+  const suffix = cls === "f32" ? "f" : ""
+  if (Number.isNaN(value)) return "NAN"
+  if (value === Infinity) return "INFINITY"
+  if (value === -Infinity) return "(-INFINITY)"
+  if (Object.is(value, -0)) return `(-0.0${suffix})`
+  const lit = `${fnum(value)}${suffix}`
+  return value < 0 ? `(${lit})` : lit
+}
+
+/**
+ * `x` (a C expression computing a value of dtype `from`) converted as storing it in `to` would
+ * convert it (the evaluator's `converter(to)`). float16 / bfloat16 always round.
+ */
+export const castC = (to: DType, from: DType, x: string): string => {
+  if (to === "float16") return `tessera_f16(${valueClass(from) === "f32" ? x : `(float)(${x})`})`
+  if (to === "bfloat16") return `tessera_bf16(${valueClass(from) === "f32" ? x : `(float)(${x})`})`
+  if (to === from) return x
+  const src = valueClass(from)
+  switch (to) {
+    case "float32":
+      return src === "f32" ? x : `((float)(${x}))`
+    case "float64":
+      return src === "f64" ? x : `((double)(${x}))`
+    case "bool":
+      return `((${x}) != 0)`
+    case "int64":
+    case "uint64":
+      return src === "int" ? `((double)(${x}))` : from === "int64" || from === "uint64" ? x : `tessera_f2l(${x})`
+    default:
+      return src === "int" ? `((${cStorage(to)})(${x}))` : `((${cStorage(to)})tessera_f2i(${x}))`
+  }
+}
+
+const CMP: Partial<Record<BinOp, string>> = { add: "+", sub: "-", mul: "*", eq: "==", ne: "!=", lt: "<", le: "<=", gt: ">", ge: ">=", and: "&&", or: "||" }
+
+/** Intrinsics that are one libm call (the rest are rendered inline below); a new Intrinsic fails to compile until it is placed. */
+type LibmFn = Exclude<Intrinsic, "neg" | "not" | "rsqrt" | "sigmoid">
+/** round is half to even: nearbyint in the default rounding mode. */
+const F32_FN: { readonly [K in LibmFn]: string } = { exp: "expf", log: "logf", sqrt: "sqrtf", tanh: "tanhf", erf: "erff", floor: "floorf", ceil: "ceilf", round: "nearbyintf", sin: "sinf", cos: "cosf", fabs: "fabsf", pow: "powf" }
+const F64_FN: { readonly [K in LibmFn]: string } = { exp: "exp", log: "log", sqrt: "sqrt", tanh: "tanh", erf: "erf", floor: "floor", ceil: "ceil", round: "nearbyint", sin: "sin", cos: "cos", fabs: "fabs", pow: "pow" }
+
+const positiveConst = (e: Expr): boolean => e.kind === "const" && e.value > 0 && Number.isInteger(e.value)
+
+/** A constant that is a number (not NaN): a min / max bound that needs no NaN test of its own. */
+const isNumberConst = (e: Expr): boolean => e.kind === "const" && typeof e.value === "number" && !Number.isNaN(e.value)
+
+/** The c target's expressions, each in its value class (see the file header); the scope's bounds make division cheaper where operands are ≥ 0. */
+export const C_EXPR: ExprRenderer = {
+  const: (e) => constC(e.value, e.dtype),
+  cast: (e, value) => castC(e.dtype, e.value.dtype, value),
+  call: (e, a) => {
+    const cls = valueClass(e.args[0].dtype)
+    switch (e.fn) {
+      case "neg":
+        return `(-(${a[0]}))`
+      case "not":
+        return `(!(${a[0]}))`
+      case "rsqrt":
+        return cls === "f32" ? `(1.0f / sqrtf(${a[0]}))` : `(1.0 / sqrt(${cls === "int" ? `(double)(${a[0]})` : a[0]}))`
+      case "sigmoid":
+        return cls === "f32" ? `(1.0f / (1.0f + expf(-(${a[0]}))))` : `(1.0 / (1.0 + exp(-(double)(${a[0]}))))`
+      default: {
+        if (cls === "int") {
+          if (e.fn === "fabs") return `tessera_absi(${a[0]})`
+          if (e.fn === "floor" || e.fn === "ceil" || e.fn === "round") return a[0]
+          return `${F64_FN[e.fn]}(${a.map((x) => `(double)(${x})`).join(", ")})`
+        }
+        return `${(cls === "f32" ? F32_FN : F64_FN)[e.fn]}(${a.join(", ")})`
+      }
+    }
+  },
+  bin: (e, a, b, scope) => {
+    const cls = valueClass(e.a.dtype)
+    const int64 = e.a.dtype === "int64" || e.a.dtype === "uint64"
+    const nonNegative = () => intervalOf(e.a, scope.bounds).min >= 0
+    switch (e.op) {
+      case "div":
+        if (cls === "int") return positiveConst(e.b) || (e.b.kind === "const" && e.b.value !== 0) ? `(${a} / ${b})` : `tessera_idiv(${a}, ${b})`
+        return int64 ? `trunc(${a} / ${b})` : `(${a} / ${b})`
+      case "floordiv":
+        if (cls === "int") return positiveConst(e.b) && nonNegative() ? `(${a} / ${b})` : `tessera_floordiv(${a}, ${b})`
+        return cls === "f32" ? `floorf(${a} / ${b})` : `floor(${a} / ${b})`
+      case "floormod":
+        if (cls === "int") return positiveConst(e.b) && nonNegative() ? `(${a} % ${b})` : `tessera_floormod(${a}, ${b})`
+        return cls === "f32" ? `tessera_floormodf(${a}, ${b})` : `tessera_floormodd(${a}, ${b})`
+      case "min":
+      case "max": {
+        const suffix = cls === "f32" ? "f" : cls === "f64" ? "d" : "i"
+        // a float bound that is a constant (Relu's 0, Clip's bounds): the one-instruction form
+        // (NaN still propagates; only a -0 against a 0 bound may keep its sign)
+        if (suffix !== "i") {
+          if (isNumberConst(e.b)) return `tessera_${e.op}c${suffix}(${a}, ${b})`
+          if (isNumberConst(e.a)) return `tessera_${e.op}c${suffix}(${b}, ${a})`
+        }
+        return `tessera_${e.op}${suffix}(${a}, ${b})`
+      }
+      case "add":
+        // x + (-k) reads as x - k
+        return e.b.kind === "const" && e.b.value < 0 && cls === "int" && Number.isSafeInteger(e.b.value) && e.b.value > -2147483648 ? `(${a} - ${-e.b.value})` : `(${a} + ${b})`
+      default:
+        return `(${a} ${CMP[e.op]} ${b})`
+    }
+  },
+}

@@ -1,0 +1,125 @@
+// The prelude of every translation unit of the `c` target: the `static inline` helpers (prefixed
+// `tessera_`) that expressions (expr.ts) call — division and modulo that floor, NaN-propagating
+// min / max, float → integer conversions that wrap, float16 / bfloat16 rounding as dtype.ts does —
+// and the heap blocks of large allocations (dialect.ts).
+
+/** The helpers every translation unit starts with (all `static inline`, prefixed `tessera_`). */
+export const C_PRELUDE = `#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* floor division and modulo; a zero divisor yields 0 where the evaluator would raise */
+static inline int64_t tessera_floordiv(int64_t a, int64_t b) {
+  if (b == 0) return 0;
+  int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+static inline int64_t tessera_floormod(int64_t a, int64_t b) {
+  if (b == 0) return 0;
+  int64_t r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+static inline int64_t tessera_idiv(int64_t a, int64_t b) { return b == 0 ? 0 : a / b; }
+static inline float tessera_floormodf(float a, float b) { return a - floorf(a / b) * b; }
+static inline double tessera_floormodd(double a, double b) { return a - floor(a / b) * b; }
+
+/* min / max: NaN propagates (as Math.min / Math.max) */
+static inline float tessera_minf(float a, float b) { return (a < b || a != a) ? a : b; }
+static inline float tessera_maxf(float a, float b) { return (a > b || a != a) ? a : b; }
+static inline double tessera_mind(double a, double b) { return (a < b || a != a) ? a : b; }
+static inline double tessera_maxd(double a, double b) { return (a > b || a != a) ? a : b; }
+/* against a constant bound c (not NaN): one vminps / vmaxps; a NaN a comes out as itself */
+static inline float tessera_mincf(float a, float c) { return c < a ? c : a; }
+static inline float tessera_maxcf(float a, float c) { return c > a ? c : a; }
+static inline double tessera_mincd(double a, double c) { return c < a ? c : a; }
+static inline double tessera_maxcd(double a, double c) { return c > a ? c : a; }
+static inline int64_t tessera_mini(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t tessera_maxi(int64_t a, int64_t b) { return a > b ? a : b; }
+static inline int64_t tessera_absi(int64_t a) { return a < 0 ? -a : a; }
+
+/* float to integer: truncate toward zero, wrap modulo 2^64 (callers narrow, which wraps further);
+   NaN and infinities give 0 */
+static inline int64_t tessera_f2i(double x) {
+  if (!isfinite(x)) return 0;
+  double t = trunc(x);
+  if (t > -9.2e18 && t < 9.2e18) return (int64_t)t;
+  double m = fmod(t, 18446744073709551616.0);
+  if (m < 0) m += 18446744073709551616.0;
+  return (int64_t)(uint64_t)m;
+}
+/* float to int64 / uint64 (held as double): truncate, non-finite gives 0 */
+static inline double tessera_f2l(double x) { return isfinite(x) ? trunc(x) : 0.0; }
+
+/* float16 / bfloat16 rounding (through float, round half to even), as dtype.ts does */
+static inline float tessera_f16(float x) {
+  union { float f; uint32_t u; } v = { x };
+  uint32_t b = v.u, sign = (b >> 16) & 0x8000u, m = b & 0x7fffffu;
+  int32_t e = (int32_t)((b >> 23) & 0xffu);
+  uint32_t h;
+  if (e == 255) h = sign | 0x7c00u | (m ? 0x200u : 0u);
+  else {
+    e = e - 127 + 15;
+    if (e >= 31) h = sign | 0x7c00u;
+    else if (e <= 0) {
+      if (e < -10) h = sign;
+      else {
+        uint32_t full = m | 0x800000u, shift = (uint32_t)(14 - e);
+        uint32_t hm = full >> shift, rem = full & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+        if (rem > half || (rem == half && (hm & 1u))) hm++;
+        h = sign | hm;
+      }
+    } else {
+      uint32_t hm = m >> 13, rem = m & 0x1fffu;
+      h = sign | ((uint32_t)e << 10) | hm;
+      if (rem > 0x1000u || (rem == 0x1000u && (hm & 1u))) {
+        hm++;
+        if (hm == 0x400u) { hm = 0; e++; }
+        h = e >= 31 ? (sign | 0x7c00u) : (sign | ((uint32_t)e << 10) | hm);
+      }
+    }
+  }
+  int32_t he = (int32_t)((h >> 10) & 0x1fu);
+  uint32_t hm2 = h & 0x3ffu;
+  float s = (h & 0x8000u) ? -1.0f : 1.0f;
+  if (he == 0) return s * (float)hm2 * 5.9604644775390625e-8f;
+  if (he == 31) return hm2 ? NAN : s * INFINITY;
+  return s * (1.0f + (float)hm2 / 1024.0f) * ldexpf(1.0f, he - 15);
+}
+static inline float tessera_bf16(float x) {
+  if (x != x) return x;
+  union { float f; uint32_t u; } v = { x };
+  v.u = (v.u + 0x7fffu + ((v.u >> 16) & 1u)) & 0xffff0000u;
+  return v.f;
+}
+
+/* heap allocations for large buffers: 64-byte aligned; failure is fatal (no status to return).
+   Freed blocks are kept per thread (up to 8) and handed out again for a request of up to their
+   size: a kernel's scratch buffers (a padded input, Winograd's transforms) are not unmapped and
+   faulted in again on every call */
+#define TESSERA_KEEP 8
+static _Thread_local void* tessera_kept[TESSERA_KEEP];
+static _Thread_local size_t tessera_kept_bytes[TESSERA_KEEP];
+static inline void* tessera_alloc(size_t bytes) {
+  size_t n = (bytes + 63) & ~(size_t)63;
+  for (int i = 0; i < TESSERA_KEEP; i++)
+    if (tessera_kept[i] && tessera_kept_bytes[i] >= n && tessera_kept_bytes[i] / 2 <= n) {
+      void* p = tessera_kept[i];
+      tessera_kept[i] = 0;
+      return p;
+    }
+  void* p = aligned_alloc(64, n);
+  if (!p) { fprintf(stderr, "tessera: out of memory allocating %zu bytes\\n", bytes); abort(); }
+  return p;
+}
+static inline void tessera_free(void* p, size_t bytes) {
+  for (int i = 0; i < TESSERA_KEEP; i++)
+    if (!tessera_kept[i]) {
+      tessera_kept[i] = p;
+      tessera_kept_bytes[i] = (bytes + 63) & ~(size_t)63;
+      return;
+    }
+  free(p);
+}
+`

@@ -1,0 +1,86 @@
+// Math intrinsics of the `wasm` target: those with an opcode (sqrt, floor, ceil, nearest, abs,
+// neg) inline in the value class; the rest (exp, log, tanh, erf, pow, sigmoid, sin, cos) call a JS
+// import in f64; integer arguments go through f64 where the op has no integer form.
+import type { Expr, Intrinsic } from "../../ast/te/expr.js"
+import { VCLASS, type FnBuilder, type MathImport } from "./builder.js"
+import type { Push } from "./binary.js"
+import { emitConst, emitConvert } from "./convert.js"
+
+const MATH: Partial<Record<Intrinsic, MathImport>> = { exp: "exp", log: "log", tanh: "tanh", erf: "erf", pow: "pow", sigmoid: "sigmoid", sin: "sin", cos: "cos" }
+
+/** Pushes the value of a math intrinsic call in the value class of `e.dtype`. */
+export const emitCall = (fb: FnBuilder, e: Expr & { kind: "call" }, push: Push): void => {
+  const dt = e.dtype
+  const vt = VCLASS[dt]
+  const arg0 = e.args[0]
+  const imp = MATH[e.fn]
+  if (imp) {
+    for (const a of e.args) push(a, "float64")
+    fb.call(imp)
+    emitConvert(fb, "float64", dt)
+    return
+  }
+  if (e.fn === "not") {
+    push(arg0, "bool")
+    fb.op("i32.eqz")
+    return
+  }
+  if (vt === "i32") {
+    switch (e.fn) {
+      case "floor":
+      case "ceil":
+      case "round":
+        push(arg0, dt)
+        return
+      case "neg":
+        fb.op("i32.const", 0)
+        push(arg0, dt)
+        fb.op("i32.sub")
+        return
+      case "fabs": {
+        push(arg0, dt)
+        const x = fb.stash("i32")
+        fb.op("i32.const", 0)
+        fb.op("local.get", x)
+        fb.op("i32.sub")
+        fb.op("local.get", x)
+        fb.op("local.get", x)
+        fb.op("i32.const", 0)
+        fb.op("i32.lt_s")
+        fb.op("select")
+        fb.release("i32", x)
+        return
+      }
+      default:
+        // sqrt / rsqrt of an integer: in f64, truncated back
+        emitCall(fb, { ...e, args: e.args.map((a) => ({ kind: "cast", value: a, dtype: "float64" }) as Expr), dtype: "float64" }, push)
+        emitConvert(fb, "float64", dt)
+        return
+    }
+  }
+  const f = vt
+  switch (e.fn) {
+    case "rsqrt":
+      emitConst(fb, 1, f)
+      push(arg0, dt)
+      fb.op(`${f}.sqrt`)
+      fb.op(`${f}.div`)
+      return
+    case "sqrt":
+    case "floor":
+    case "ceil":
+    case "neg":
+      push(arg0, dt)
+      fb.op(`${f}.${e.fn}`)
+      return
+    case "fabs":
+      push(arg0, dt)
+      fb.op(`${f}.abs`)
+      return
+    case "round":
+      push(arg0, dt)
+      fb.op(`${f}.nearest`) // ties to even, as the evaluator's round
+      return
+  }
+  fb.fail(`intrinsic '${e.fn}' has no wasm lowering`)
+}

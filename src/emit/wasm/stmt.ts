@@ -1,0 +1,188 @@
+// Statements of the `wasm` target: TIR Stmt → instructions, inside a kernel whose layout
+// (layout.ts) gives the frame. Loops are wasm loops (a do-while when they surely run), vectorized
+// ones take vector.ts's SIMD path where its plan admits them, loops indexing a register buffer are
+// unrolled (registers.ts), a phase's parallel loop runs its chunk [$begin, $end); allocations take
+// a frame slot or v128 locals; each region (a loop body, an arm) has its own address and vector
+// caches, dropped where a store makes them stale.
+import { c, isIntDtype, mapExpr, substitute, type Expr } from "../../ast/te/expr.js"
+import { simplify, type Interval } from "../../ast/te/simplify.js"
+import { mapStmt, type Stmt } from "../../ast/tir/tir.js"
+import { storedBuffers } from "../../ast/tir/analysis.js"
+import { emitLoopLatch, STORAGE, VCLASS, type FnBuilder } from "./builder.js"
+import { emitAddress, emitExpr, emitExprAs, invalidate, type Scope } from "./expr.js"
+import { hoistBases } from "./hoist.js"
+import { BEGIN, END, FRAME, frameSlot, type FrameSize } from "./layout.js"
+import { emitVectorLoop, vectorPlan } from "./vector.js"
+import { allocRegs, emitRegWrite, indexesRegs, LANE_DTYPE, promotable } from "./registers.js"
+
+export interface StmtCtx extends Scope {
+  /** First free byte of the frame. */
+  readonly top: number
+  readonly inThread: boolean
+  /** The loop that runs only the iterations [$begin, $end) (a phase's parallel loop). */
+  readonly chunk?: Stmt
+}
+
+/** `sc` with variable `name` in local `local`, and its range (or none: an outer one's is shadowed). */
+export const withVar = (sc: StmtCtx, name: string, local: number, vt: "i32" | "f32" | "f64", bounds?: Interval): StmtCtx => {
+  const b = new Map(sc.bounds)
+  if (bounds) b.set(name, bounds)
+  else b.delete(name)
+  return { ...sc, vars: new Map(sc.vars).set(name, { local, vt }), bounds: b }
+}
+
+/**
+ * Caches for a nested region: copies of the enclosing one's, growing apart. A loop body keeps no
+ * cached value of a buffer it stores (a later iteration would read the stale one).
+ */
+export const freshRegion = (sc: Scope, loopStores?: ReadonlySet<string>): Pick<Scope, "addrCache" | "vcache"> => ({
+  addrCache: new Map(sc.addrCache ?? []),
+  vcache: new Map([...(sc.vcache ?? [])].filter(([, v]) => !loopStores || ![...v.reads].some((b) => loopStores.has(b)))),
+})
+
+/** `body` with loop variable `name` replaced by the constant `value`; integer expressions simplified (float ones only substituted, so their arithmetic is unchanged). */
+const substituteStmt = (body: Stmt, name: string, value: number, bounds: ReadonlyMap<string, Interval>): Stmt => {
+  const env = new Map([[name, c(value)]])
+  const ints = (e: Expr): Expr => (isIntDtype(e.dtype) ? simplify(e, bounds) : mapExpr(e, (x) => (x.kind === "read" ? { ...x, indices: x.indices.map((i) => simplify(i, bounds)) } : undefined)))
+  return mapStmt(body, () => undefined, (e) => ints(substitute(e, env)))
+}
+
+/** Emits `s`; allocations it makes extend `frame`. */
+export const emitStmt = (fb: FnBuilder, sc: StmtCtx, s: Stmt, frame: FrameSize): void => {
+  switch (s.kind) {
+    case "for": {
+      if (s.var.dtype !== "int32") fb.fail(`loop variable of dtype ${s.var.dtype}`)
+      const inThread = sc.inThread || s.forKind === "thread"
+      const lo = s.min.kind === "const" ? s.min.value : undefined
+      const ext = s.extent.kind === "const" ? s.extent.value : undefined
+      if (ext !== undefined && ext <= 0) return
+      const bounds = lo !== undefined && ext !== undefined ? { min: lo, max: lo + ext - 1 } : undefined
+      const regIndexed = sc.regs !== undefined && sc.regs.size > 0 && indexesRegs(s.body, s.var.name, sc.regs.keys())
+      const chunked = sc.chunk === s
+      if (chunked && regIndexed) fb.fail(`the parallel loop '${s.var.name}' of a phase indexes a register buffer`)
+      // a loop over a register tile's lanes runs 4 lanes at a time too when the plan shows them
+      // independent (each lane computes what the serial loop computes, in the same order)
+      if (!chunked && (s.forKind === "vectorized" || regIndexed) && ext !== undefined && ext >= 4 && (lo !== undefined || !regIndexed)) {
+        const plan = vectorPlan(s.body, s.var.name)
+        if (plan) {
+          const nvec = ext - (ext % 4)
+          emitVectorLoop(fb, sc, plan, s.var.name, s.min, nvec, (l) => withVar(sc, s.var.name, l, "i32"))
+          if (nvec === ext) return
+          const tailMin: Expr = lo !== undefined ? { kind: "const", value: lo + nvec, dtype: "int32" } : { kind: "bin", op: "add", a: s.min, b: { kind: "const", value: nvec, dtype: "int32" }, dtype: "int32" }
+          emitStmt(fb, sc, { ...s, forKind: "serial", min: tailMin, extent: { kind: "const", value: ext - nvec, dtype: "int32" } }, frame)
+          return
+        }
+      }
+      if (regIndexed) {
+        // the unroll rule of registers.ts: the variable indexes a promoted buffer
+        if (lo === undefined || ext === undefined) fb.fail(`loop '${s.var.name}' indexes a register buffer but has non-constant bounds`)
+        for (let k = lo; k < lo + ext; k++) emitStmt(fb, { ...sc, inThread }, substituteStmt(s.body, s.var.name, k, sc.bounds), frame)
+        return
+      }
+      const hoisted = hoistBases(fb, sc, s)
+      const v = fb.local("i32")
+      const end = fb.local("i32")
+      // the body is a region of its own: values cached before the loop stay readable, new ones stay inside
+      const inner: StmtCtx = { ...withVar(hoisted, s.var.name, v, "i32", bounds), inThread, ...freshRegion(sc, storedBuffers(s.body)), chunk: undefined }
+      if (chunked) {
+        // iterations [$begin, min($end, extent)): v from min + $begin to min + min($end, extent)
+        emitExprAs(fb, sc, s.min, "int32")
+        fb.op("local.get", BEGIN)
+        fb.op("i32.add")
+        fb.op("local.set", v)
+        emitExprAs(fb, sc, s.min, "int32")
+        fb.op("local.get", END)
+        emitExprAs(fb, sc, s.extent, "int32")
+        fb.op("local.get", END)
+        emitExprAs(fb, sc, s.extent, "int32")
+        fb.op("i32.lt_s")
+        fb.op("select")
+        fb.op("i32.add")
+        fb.op("local.set", end)
+      } else {
+        emitExprAs(fb, sc, s.min, "int32")
+        fb.op("local.tee", v)
+        emitExprAs(fb, sc, s.extent, "int32")
+        fb.op("i32.add")
+        fb.op("local.set", end)
+      }
+      // a do-while when the loop surely runs, else guarded by a block
+      const guarded = ext === undefined || chunked
+      if (guarded) {
+        fb.block("block")
+        fb.op("local.get", v)
+        fb.op("local.get", end)
+        fb.op("i32.ge_s")
+        fb.op("br_if", 0)
+      }
+      fb.block("loop")
+      emitStmt(fb, inner, s.body, frame)
+      emitLoopLatch(fb, v, end, 1)
+      if (guarded) fb.op("end")
+      invalidate(sc, storedBuffers(s.body))
+      return
+    }
+    case "seq":
+      for (const b of s.body) emitStmt(fb, sc, b, frame)
+      return
+    case "store": {
+      if (s.indices.length !== 1) fb.fail(`store to '${s.buffer}' with ${s.indices.length} indices: run lowering.FlattenStorage first`)
+      const reg = sc.regs?.get(s.buffer)
+      if (reg) {
+        emitRegWrite(fb, reg, s.buffer, simplify(s.indices[0], sc.bounds), () => emitExprAs(fb, sc, s.value, LANE_DTYPE[reg.lane]))
+        return
+      }
+      // addresses shared with the region (select arms add none: emitExpr)
+      const st0: Scope = sc.addrCache ? sc : { ...sc, addrCache: new Map() }
+      const { offset, info } = emitAddress(fb, st0, s.buffer, s.indices[0])
+      emitExprAs(fb, st0, s.value, info.dtype)
+      const st = STORAGE[info.dtype]
+      fb.op(st.store, st.align, offset)
+      invalidate(sc, [s.buffer])
+      return
+    }
+    case "if":
+      emitExprAs(fb, sc, s.cond, "bool")
+      fb.block("if")
+      emitStmt(fb, { ...sc, ...freshRegion(sc) }, s.then, frame)
+      if (s.else) {
+        fb.op("else")
+        emitStmt(fb, { ...sc, ...freshRegion(sc) }, s.else, frame)
+      }
+      fb.op("end")
+      invalidate(sc, storedBuffers(s))
+      return
+    case "allocate": {
+      const b = s.buffer
+      if ((b.dtype === "float32" || b.dtype === "int32") && promotable(b, s.body)) {
+        const regs = new Map(sc.regs ?? []).set(b.name, allocRegs(fb, b.dtype, b.shape.reduce((a, d) => a * d, 1)))
+        const bufs = new Map(sc.bufs)
+        bufs.delete(b.name)
+        emitStmt(fb, { ...sc, regs, bufs }, s.body, frame)
+        return
+      }
+      const { info, top } = frameSlot(b, FRAME, sc.top, frame)
+      emitStmt(fb, { ...sc, top, bufs: new Map(sc.bufs).set(b.name, info) }, s.body, frame)
+      return
+    }
+    case "let": {
+      const vt = VCLASS[s.var.dtype]
+      const l = fb.local(vt)
+      emitExprAs(fb, sc, s.value, s.var.dtype)
+      fb.op("local.set", l)
+      // a region of its own: an unrolled copy may bind the same name again with another value
+      emitStmt(fb, { ...withVar(sc, s.var.name, l, vt), ...freshRegion(sc) }, s.body, frame)
+      invalidate(sc, storedBuffers(s.body))
+      return
+    }
+    case "evaluate":
+      emitExpr(fb, sc, s.value)
+      fb.op("drop")
+      return
+    case "barrier":
+      if (sc.inThread) fb.fail("a barrier inside a thread loop needs threads: the wasm target runs thread loops serially")
+      return
+    case "intrinsic":
+      fb.fail(`intrinsic ${s.intrin.name} reached the wasm emitter: run lowering.LowerIntrinsics first`)
+  }
+}
