@@ -1,5 +1,6 @@
-// Facts about TIR that every consumer (passes, emitters, devices) reads the same way: a buffer's
-// row-major strides and the elements of storage it spans, and which buffers a statement stores to.
+// Facts about TIR that every consumer (passes, emitters, devices, the verifier) reads the same way:
+// a buffer's row-major or aligned strides and the elements of storage it spans, which buffers a
+// statement stores to, and whether a statement is straight-line code (a vector loop's body).
 import type { Buffer, Stmt } from "./tir.js"
 
 /** Row-major strides of a shape (the last dim contiguous). */
@@ -7,6 +8,22 @@ export const rowMajor = (shape: readonly number[]): number[] => {
   const st = new Array<number>(shape.length)
   let acc = 1
   for (let i = shape.length - 1; i >= 0; i--) {
+    st[i] = acc
+    acc *= shape[i]
+  }
+  return st
+}
+
+/** Strides with storageAlign applied: align = [axis, factor, offset] makes stride[axis] ≡ offset (mod factor). */
+export const alignedStrides = (shape: readonly number[], align: readonly (readonly [number, number, number])[]): number[] => {
+  const st = new Array<number>(shape.length)
+  let acc = 1
+  for (let i = shape.length - 1; i >= 0; i--) {
+    const a = align.find(([axis]) => axis === i)
+    if (a) {
+      const [, factor, offset] = a
+      while (((acc % factor) + factor) % factor !== ((offset % factor) + factor) % factor) acc++
+    }
     st[i] = acc
     acc *= shape[i]
   }
@@ -44,4 +61,22 @@ export const storedBuffers = (s: Stmt, out: Set<string> = new Set()): Set<string
       break
   }
   return out
+}
+
+/**
+ * Straight-line code: stores, lets and evaluations only — no loop, guard, allocation, barrier or
+ * intrinsic (which LowerIntrinsics turns into a loop nest). What a vectorized loop's body may be.
+ */
+export const isStraightLine = (s: Stmt): boolean => {
+  switch (s.kind) {
+    case "store":
+    case "evaluate":
+      return true
+    case "let":
+      return isStraightLine(s.body)
+    case "seq":
+      return s.body.every(isStraightLine)
+    default:
+      return false
+  }
 }
