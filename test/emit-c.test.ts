@@ -29,7 +29,8 @@ import koffi from "koffi"
 import { hostTarget, parseCacheSize, parseCpuInfo } from "../src/device/host.js"
 import { emitC } from "../src/emit/c.js"
 import { lowerSync } from "../src/lowering/lower.js"
-import { defaultTirPasses, lowerIntrinsics, runTirPasses } from "../src/lowering/tir-passes.js"
+import { cpuTirPipeline } from "../src/lowering/tir/cpu-pipeline.js"
+import { runTirSync } from "../src/lowering/tir/tir-pass.js"
 import { assertAllClose, lawParams } from "../laws/support.js"
 import { runFailure } from "./support/effect.js"
 import { GOLDEN_CASES, GOLDEN_DIR, goldenFunc, renderGoldens, updateGoldens } from "../scripts/update-goldens.js"
@@ -74,7 +75,7 @@ const build = (funcs: readonly PrimFunc[]) =>
     }),
   )
 
-const lowered = (f: PrimFunc, name: string): PrimFunc => ({ ...runTirPasses(f, [...defaultTirPasses(), lowerIntrinsics]), name })
+const lowered = (f: PrimFunc, name: string): PrimFunc => ({ ...runTirSync(cpuTirPipeline(), f), name })
 
 describe.skipIf(!HAVE_GCC)("c target: compute families under random schedules (gcc)", () => {
   for (const family of COMPUTE_FAMILIES)
