@@ -38,7 +38,21 @@ export const bothExpect = (a: TirExpect, b: TirExpect): TirExpect => {
   }
 }
 
+/** Whether two sets of facts are the same. */
+export const sameExpect = (a: TirExpect, b: TirExpect): boolean =>
+  !a.threadExtentsKnown === !b.threadExtentsKnown &&
+  !a.flat === !b.flat &&
+  !a.noIntrinsics === !b.noIntrinsics &&
+  a.maxVectorLanes === b.maxVectorLanes &&
+  a.maxUnroll === b.maxUnroll
+
 type Problem = VerifyProblem | undefined
+
+/** What is wrong in an expression (and, for an access, which), before the statement around it says where. */
+interface Flaw {
+  readonly reason: string
+  readonly within?: string
+}
 
 const constOf = (e: Expr): number | undefined => (e.kind === "const" ? e.value : undefined)
 
@@ -69,47 +83,48 @@ export const verifyPrimFunc = (f: PrimFunc, expect: TirExpect = {}): VerifyProbl
     buffers.set(p.name, p)
   }
 
-  const access = (name: string, count: number, where: string): Problem => {
+  // expressions report a flaw (allocated only when there is one); the statement around it says where
+  const problem = (where: string, flaw: Flaw): VerifyProblem => ({ where: at(flaw.within ? `${where}: ${flaw.within}` : where), reason: flaw.reason })
+  const access = (name: string, count: number, within: string): Flaw | undefined => {
     const b = buffers.get(name)
-    if (!b) return { where: at(where), reason: `buffer '${name}' is neither a param nor allocated around the access` }
-    if (count !== b.shape.length) return { where: at(where), reason: `'${name}' has rank ${b.shape.length}, accessed with ${plural(count, "index")}` }
+    if (!b) return { within, reason: `buffer '${name}' is neither a param nor allocated around the access` }
+    if (count !== b.shape.length) return { within, reason: `'${name}' has rank ${b.shape.length}, accessed with ${plural(count, "index")}` }
     return undefined
   }
-  const index = (e: Expr, where: string): Problem => (isIntDtype(e.dtype) ? expr(e, where) : { where: at(where), reason: `an index of dtype ${e.dtype}` })
-  const indices = (es: readonly Expr[], where: string): Problem => {
+  const indices = (es: readonly Expr[]): Flaw | undefined => {
     for (const e of es) {
-      const bad = index(e, where)
-      if (bad) return bad
+      const flaw = isIntDtype(e.dtype) ? expr(e) : { reason: `an index of dtype ${e.dtype}` }
+      if (flaw) return flaw
     }
     return undefined
   }
-  const expr = (e: Expr, where: string): Problem => {
+  const expr = (e: Expr): Flaw | undefined => {
     switch (e.kind) {
       case "const":
         return undefined
       case "var":
-        return vars.has(e.name) ? undefined : { where: at(where), reason: `variable '${e.name}' is used where no loop or let defines it` }
+        return vars.has(e.name) ? undefined : { reason: `variable '${e.name}' is used where no loop or let defines it` }
       case "read":
-        return access(e.source, e.indices.length, `${where}: read of '${e.source}'`) ?? indices(e.indices, where)
+        return access(e.source, e.indices.length, `read of '${e.source}'`) ?? indices(e.indices)
       case "bin":
-        return expr(e.a, where) ?? expr(e.b, where)
+        return expr(e.a) ?? expr(e.b)
       case "select":
-        return expr(e.cond, where) ?? expr(e.t, where) ?? expr(e.f, where)
+        return expr(e.cond) ?? expr(e.t) ?? expr(e.f)
       case "cast":
-        return expr(e.value, where)
+        return expr(e.value)
       case "call":
         for (const a of e.args) {
-          const bad = expr(a, where)
-          if (bad) return bad
+          const flaw = expr(a)
+          if (flaw) return flaw
         }
         return undefined
       case "reduce":
-        return { where: at(where), reason: "a reduction is left in an expression (lowering turns it into an init and an update)" }
+        return { reason: "a reduction is left in an expression (lowering turns it into an init and an update)" }
     }
   }
-  const region = (r: Region, where: string): Problem => {
-    if (r.strides && r.base.length !== 1) return { where: at(where), reason: `a strided region has ${plural(r.base.length, "index")} (one flat index expected)` }
-    return access(r.buffer, r.base.length, `${where}: region of '${r.buffer}'`) ?? indices(r.base, where)
+  const region = (r: Region): Flaw | undefined => {
+    if (r.strides && r.base.length !== 1) return { reason: `a strided region has ${plural(r.base.length, "index")} (one flat index expected)` }
+    return access(r.buffer, r.base.length, `region of '${r.buffer}'`) ?? indices(r.base)
   }
   /** Runs `body` with `name` defined (undefined again after it). */
   const binding = (name: string, where: string, body: () => Problem): Problem => {
@@ -120,31 +135,34 @@ export const verifyPrimFunc = (f: PrimFunc, expect: TirExpect = {}): VerifyProbl
     return bad
   }
 
+  const bound = (s: Stmt & { kind: "for" }, what: "min" | "extent", e: Expr): Problem => {
+    if (!isIntDtype(e.dtype)) return { where: at(`for ${s.var.name}`), reason: `${what} of dtype ${e.dtype}` }
+    const flaw = expr(e)
+    if (flaw) return problem(`for ${s.var.name}: ${what}`, flaw)
+    const k = constOf(e)
+    if (k !== undefined && !Number.isInteger(k)) return { where: at(`for ${s.var.name}`), reason: `${what} ${k} is not an integer` }
+    return undefined
+  }
   const loop = (s: Stmt & { kind: "for" }): Problem => {
-    const where = `for ${s.var.name}`
-    if (!isIntDtype(s.var.dtype)) return { where: at(where), reason: `loop variable of dtype ${s.var.dtype}` }
-    for (const [what, e] of [["min", s.min], ["extent", s.extent]] as const) {
-      if (!isIntDtype(e.dtype)) return { where: at(where), reason: `${what} of dtype ${e.dtype}` }
-      const bad = expr(e, `${where}: ${what}`)
-      if (bad) return bad
-      const k = constOf(e)
-      if (k !== undefined && !Number.isInteger(k)) return { where: at(where), reason: `${what} ${k} is not an integer` }
-    }
+    const where = () => at(`for ${s.var.name}`)
+    if (!isIntDtype(s.var.dtype)) return { where: where(), reason: `loop variable of dtype ${s.var.dtype}` }
+    const bad = bound(s, "min", s.min) ?? bound(s, "extent", s.extent)
+    if (bad) return bad
     const lo = constOf(s.min)
     const ext = constOf(s.extent)
-    if (ext !== undefined && ext < 0) return { where: at(where), reason: `negative extent ${ext}` }
-    if (s.forKind === "thread" && !s.thread) return { where: at(where), reason: "a thread loop without a thread tag" }
+    if (ext !== undefined && ext < 0) return { where: where(), reason: `negative extent ${ext}` }
+    if (s.forKind === "thread" && !s.thread) return { where: where(), reason: "a thread loop without a thread tag" }
     const threaded = s.forKind === "thread" || s.forKind === "vthread"
     if (expect.threadExtentsKnown && threaded && (lo === undefined || ext === undefined))
-      return { where: at(where), reason: `a ${s.forKind} loop (${s.thread ?? "untagged"}) with non-constant bounds` }
+      return { where: where(), reason: `a ${s.forKind} loop (${s.thread ?? "untagged"}) with non-constant bounds` }
     if (expect.maxVectorLanes !== undefined && s.forKind === "vectorized") {
       if (ext === undefined || ext > expect.maxVectorLanes)
-        return { where: at(where), reason: `a vectorized loop of extent ${ext ?? "unknown"} (at most ${expect.maxVectorLanes} lanes; run lowering.VectorizeLoops)` }
-      if (!isStraightLine(s.body)) return { where: at(where), reason: "a vectorized loop whose body is not straight-line code (run lowering.VectorizeLoops)" }
+        return { where: where(), reason: `a vectorized loop of extent ${ext ?? "unknown"} (at most ${expect.maxVectorLanes} lanes; run lowering.VectorizeLoops)` }
+      if (!isStraightLine(s.body)) return { where: where(), reason: "a vectorized loop whose body is not straight-line code (run lowering.VectorizeLoops)" }
     }
     if (expect.maxUnroll !== undefined && s.forKind === "unrolled" && (ext === undefined || ext > expect.maxUnroll))
-      return { where: at(where), reason: `an unrolled loop of extent ${ext ?? "unknown"} (at most ${expect.maxUnroll}; run lowering.UnrollLoops)` }
-    return binding(s.var.name, where, () => stmt(s.body))
+      return { where: where(), reason: `an unrolled loop of extent ${ext ?? "unknown"} (at most ${expect.maxUnroll}; run lowering.UnrollLoops)` }
+    return binding(s.var.name, `for ${s.var.name}`, () => stmt(s.body))
   }
 
   const stmt = (s: Stmt): Problem => {
@@ -158,11 +176,13 @@ export const verifyPrimFunc = (f: PrimFunc, expect: TirExpect = {}): VerifyProbl
         }
         return undefined
       case "store": {
-        const where = `store to '${s.buffer}'`
-        return access(s.buffer, s.indices.length, where) ?? indices(s.indices, where) ?? expr(s.value, where)
+        const flaw = access(s.buffer, s.indices.length, "") ?? indices(s.indices) ?? expr(s.value)
+        return flaw && problem(`store to '${s.buffer}'`, flaw)
       }
-      case "if":
-        return expr(s.cond, "if") ?? stmt(s.then) ?? (s.else ? stmt(s.else) : undefined)
+      case "if": {
+        const flaw = expr(s.cond)
+        return flaw ? problem("if", flaw) : (stmt(s.then) ?? (s.else ? stmt(s.else) : undefined))
+      }
       case "allocate": {
         const where = `allocate '${s.buffer.name}'`
         if (buffers.has(s.buffer.name)) return { where: at(where), reason: `'${s.buffer.name}' is already a param or allocated around it` }
@@ -173,10 +193,14 @@ export const verifyPrimFunc = (f: PrimFunc, expect: TirExpect = {}): VerifyProbl
         buffers.delete(s.buffer.name)
         return inner
       }
-      case "let":
-        return expr(s.value, `let ${s.var.name}`) ?? binding(s.var.name, `let ${s.var.name}`, () => stmt(s.body))
-      case "evaluate":
-        return expr(s.value, "evaluate")
+      case "let": {
+        const flaw = expr(s.value)
+        return flaw ? problem(`let ${s.var.name}`, flaw) : binding(s.var.name, `let ${s.var.name}`, () => stmt(s.body))
+      }
+      case "evaluate": {
+        const flaw = expr(s.value)
+        return flaw && problem("evaluate", flaw)
+      }
       case "barrier":
         return undefined
       case "intrinsic": {
@@ -185,8 +209,8 @@ export const verifyPrimFunc = (f: PrimFunc, expect: TirExpect = {}): VerifyProbl
         if (s.inputs.length !== s.intrin.inputs.length) return { where: at(where), reason: `${plural(s.inputs.length, "input region")} for ${s.intrin.inputs.length} declared inputs` }
         if (s.intrin.compute.body.kind === "reduce" && s.intrin.mode !== "update") return { where: at(where), reason: "a reduction must be an update" }
         for (const [k, r] of [s.output, ...s.inputs].entries()) {
-          const bad = region(r, k === 0 ? `${where}: output` : `${where}: input ${k - 1}`)
-          if (bad) return bad
+          const flaw = region(r)
+          if (flaw) return problem(k === 0 ? `${where}: output` : `${where}: input ${k - 1}`, flaw)
         }
         return undefined
       }

@@ -7,7 +7,7 @@
 // Effect (the tuner's lowerConfig, lowerGroup).
 import { Effect } from "effect"
 import type { PrimFunc } from "../../ast/tir/tir.js"
-import { bothExpect, verifyPrimFunc, type TirExpect } from "../../ast/tir/verify.js"
+import { bothExpect, sameExpect, verifyPrimFunc, type TirExpect } from "../../ast/tir/verify.js"
 import { defaultPassConfig, PassConfig, runPass, runs, VerifyError, type Pass, type PassConfigShape } from "../../rewrite/pass.js"
 
 export interface TirPass<E = never> extends Pass<PrimFunc, PrimFunc, E> {
@@ -35,7 +35,8 @@ export interface TirPipelineSpec {
  * verifier expects grows along the pipeline: after each pass, well-formedness, `assumes`, and what
  * every pass that ran so far ensures (a skipped pass ensures nothing, so a disabled FlattenStorage
  * shows as the pipeline's unflattened output, not as a later pass's fault). Skipped entirely when
- * the config does not verify.
+ * the config does not verify; after a pass that returns the function unchanged and ensures nothing
+ * new, the verdict would be the one just given, so it is not computed again.
  */
 export const tirSequential = <E>(name: string, passes: readonly TirPass<E>[], spec: TirPipelineSpec = {}): TirPass<E | VerifyError> => {
   const assumes = spec.assumes ?? {}
@@ -51,9 +52,13 @@ export const tirSequential = <E>(name: string, passes: readonly TirPass<E>[], sp
       let holds = assumes
       let f = input
       for (const p of passes) {
+        const before = holds
         if (p.ensures && runs(cfg, p)) holds = bothExpect(holds, p.ensures)
         const expect = holds
-        f = yield* runPass(p, f, (out) => verifyPrimFunc(out, expect))
+        const prev = f
+        // a pass that changed nothing and ensures nothing new leaves what was just verified
+        const again = (out: PrimFunc) => out.body !== prev.body || out.params !== prev.params || !sameExpect(before, expect)
+        f = yield* runPass(p, f, (out) => (again(out) ? verifyPrimFunc(out, expect) : undefined))
       }
       const end = cfg.verify ? verifyPrimFunc(f, provides) : undefined
       if (end) return yield* new VerifyError({ pass: name, where: end.where, reason: `${end.reason} (what the stage after ${name} assumes)` })
@@ -63,9 +68,10 @@ export const tirSequential = <E>(name: string, passes: readonly TirPass<E>[], sp
 }
 
 /**
- * Runs a TIR pass (or pipeline) on one function outside an Effect, under `config` over the default
- * PassConfig (opt level 3, verified); its output is verified against what it ensures.
+ * Runs a TIR pipeline (or one pass) on one function outside an Effect, under `config` over the
+ * default PassConfig (opt level 3, verified). A pipeline verifies between its passes and at its
+ * end; a pass run alone here is not verified (run it in a tirSequential for that).
  * Throws what the pass fails with (a VerifyError, a typed pass error) and any defect as it is.
  */
 export const runTirSync = <E>(pass: TirPass<E>, f: PrimFunc, config: Partial<PassConfigShape> = {}): PrimFunc =>
-  Effect.runSync(runPass(pass, f, (out) => verifyPrimFunc(out, pass.ensures ?? {})).pipe(Effect.provideService(PassConfig, { ...defaultPassConfig, ...config })))
+  Effect.runSync(runPass(pass, f).pipe(Effect.provideService(PassConfig, { ...defaultPassConfig, ...config })))
