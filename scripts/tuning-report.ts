@@ -133,7 +133,7 @@ const measureDefault = async (r: TaskRunner): Promise<number | undefined> => {
 }
 
 const programs = { resnet18: await compile("resnet18"), mobilenetv2: await compile("mobilenetv2") }
-const runners = { resnet18: tasksOfProgram(programs.resnet18, TARGET), mobilenetv2: tasksOfProgram(programs.mobilenetv2, TARGET) }
+const runners = { resnet18: tasksOfProgram(programs.resnet18, C_TARGET), mobilenetv2: tasksOfProgram(programs.mobilenetv2, C_TARGET) }
 const pick = (model: "resnet18" | "mobilenetv2", re: RegExp) => {
   const r = runners[model].find((x) => re.test(x.task.label))
   if (!r) throw new Error(`no ${model} task matches ${re}: ${runners[model].map((x) => x.task.label).join("; ")}`)

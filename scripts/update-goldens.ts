@@ -18,7 +18,8 @@ import { lowerSync } from "../src/lowering/lower.js"
 import { baseSchedule } from "../src/lowering/lower-group.js"
 import { convWinogradNCHWc } from "../src/lowering/op-library-winograd.js"
 import { winogradTemplate } from "../src/lowering/templates/winograd.js"
-import { defaultTirPasses, lowerIntrinsics, runTirPasses } from "../src/lowering/tir-passes.js"
+import { cpuTirPipeline } from "../src/lowering/tir/cpu-pipeline.js"
+import { runTirSync } from "../src/lowering/tir/tir-pass.js"
 
 export interface GoldenCase {
   readonly name: string
@@ -153,7 +154,7 @@ const conv2dWinograd = (): GoldenCase => {
 export const GOLDEN_CASES: readonly (() => GoldenCase)[] = [conv2dNchwc, depthwise, dense, convAddRelu, softmax, conv2dWinograd]
 
 /** The case lowered with the default CPU passes, its function named after the case. */
-export const goldenFunc = (g: GoldenCase): PrimFunc => ({ ...runTirPasses(lowerSync(g.schedule), [...defaultTirPasses(), lowerIntrinsics]), name: g.name })
+export const goldenFunc = (g: GoldenCase): PrimFunc => ({ ...runTirSync(cpuTirPipeline(), lowerSync(g.schedule)), name: g.name })
 
 /** Every golden file's expected text, by file name. */
 export const renderGoldens = (): Map<string, string> => new Map(GOLDEN_CASES.map((mk) => mk()).map((g) => [`${g.name}.c`, emitC([goldenFunc(g)], { libName: g.name }).source] as const))

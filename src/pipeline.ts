@@ -66,11 +66,12 @@ export const compileGraph = Effect.fn("tessera.compile")(function* (graph: Graph
   const codegen = yield* codegenFor(target)
   const bound = yield* bind(graph, options.shapes ?? new Map(), { requireStatic: true })
   // the caller's PassConfig (instruments, disabled passes) stays; only the opt level is set here
-  const outer = yield* PassConfig
-  const planned = yield* graphPipeline(backend.graphPasses(target)).run(bound).pipe(Effect.provideService(PassConfig, { ...outer, optLevel: options.optLevel ?? 3 }))
+  const config = { ...(yield* PassConfig), optLevel: options.optLevel ?? 3 }
+  const planned = yield* graphPipeline(backend.graphPasses(target)).run(bound).pipe(Effect.provideService(PassConfig, config))
   const tuning: TuningReport = { applied: [], untuned: [], skipped: [] }
   const schedule = codegen.schedules(target, options.tuned ? tunedLookup(target, options.tuned, tuning) : undefined)
-  const kernels = lowerGroups(planned, schedule)
+  // the TIR passes under the same config: its opt level, disabled passes and instruments
+  const kernels = lowerGroups(planned, schedule, codegen.tir(target), config)
   return { graph: planned.graph, fused: { graph: planned.graph, groups: planned.groups }, memory: planned.memory, kernels, tuning } satisfies Program & { tuning: TuningReport }
 })
 

@@ -31,7 +31,8 @@ import koffi from "koffi"
 import { hostTarget, parseCacheSize, parseCpuInfo } from "../src/device/host.js"
 import { emitC } from "../src/emit/c/emit.js"
 import { lowerSync } from "../src/lowering/lower.js"
-import { defaultTirPasses, lowerIntrinsics, runTirPasses } from "../src/lowering/tir-passes.js"
+import { cpuTirPipeline } from "../src/lowering/tir/cpu-pipeline.js"
+import { runTirSync } from "../src/lowering/tir/tir-pass.js"
 import { assertAllClose, lawParams } from "../laws/support.js"
 import { runFailure } from "./support/effect.js"
 import { GOLDEN_CASES, GOLDEN_DIR, goldenFunc, renderGoldens, updateGoldens } from "../scripts/update-goldens.js"
@@ -82,7 +83,7 @@ const build = (funcs: readonly PrimFunc[]) =>
 /** What loading needs of each function: its name and params. */
 const signatures = (funcs: readonly PrimFunc[]) => funcs.map((f) => ({ name: f.name, params: paramsOf(f) }))
 
-const lowered = (f: PrimFunc, name: string): PrimFunc => ({ ...runTirPasses(f, [...defaultTirPasses(), lowerIntrinsics]), name })
+const lowered = (f: PrimFunc, name: string): PrimFunc => ({ ...runTirSync(cpuTirPipeline(), f), name })
 
 describe.skipIf(!HAVE_GCC)("c target: compute families under random schedules (gcc)", () => {
   for (const family of COMPUTE_FAMILIES)

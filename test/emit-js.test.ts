@@ -9,7 +9,8 @@ import { allocate } from "../src/ast/graph/dtype.js"
 import { sizeOf, type Tensor } from "../src/ast/graph/tensor.js"
 import type { PrimFunc } from "../src/ast/tir/tir.js"
 import { lowerSync } from "../src/lowering/lower.js"
-import { defaultTirPasses, lowerIntrinsics, runTirPasses } from "../src/lowering/tir-passes.js"
+import { cpuTirPipeline } from "../src/lowering/tir/cpu-pipeline.js"
+import { runTirSync } from "../src/lowering/tir/tir-pass.js"
 import { emitJsModule } from "../src/emit/js/emit.js"
 import { loadJsModule } from "../src/device/js/device.js"
 import { assertAllClose, lawParams } from "../laws/support.js"
@@ -31,7 +32,7 @@ describe("js target", () => {
   for (const family of COMPUTE_FAMILIES)
     it(`emitted js equals the TE evaluator for ${family} under random schedules`, async () => {
       const cases = fc.sample(arbScheduledCase([family]), lawParams(25))
-      const funcs = cases.map((cc, k) => ({ name: `k${k}`, func: runTirPasses(lowerSync(cc.schedule), [...defaultTirPasses(), lowerIntrinsics]) }))
+      const funcs = cases.map((cc, k) => ({ name: `k${k}`, func: runTirSync(cpuTirPipeline(), lowerSync(cc.schedule)) }))
       const source = emitJsModule(funcs)
       expect(emitJsModule(funcs)).toBe(source) // deterministic
       const fns = await Effect.runPromise(loadJsModule(source))
@@ -44,7 +45,7 @@ describe("js target", () => {
 
   it("names from programs never reach the emitted text unescaped", async () => {
     const cc = fc.sample(arbScheduledCase(["elementwise"]), lawParams(1))[0]
-    const f = runTirPasses(lowerSync(cc.schedule), defaultTirPasses())
+    const f = runTirSync(cpuTirPipeline(), lowerSync(cc.schedule))
     const hostile = "x*/ ; process.exit(1); /*\n#include <evil>$(rm -rf /)"
     const renamed: PrimFunc = { ...f, name: hostile, params: f.params.map((p) => ({ ...p, name: p.name })) }
     const src = emitJsModule([{ name: "k0", func: renamed }])

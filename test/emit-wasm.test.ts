@@ -19,7 +19,8 @@ import { add, bin, c, call, cast, floordiv, floormod, lt, mapExpr, mul, read, se
 import { mapStmt, type PrimFunc, type Stmt } from "../src/ast/tir/tir.js"
 import { evaluatePrimFunc } from "../src/ast/tir/evaluate.js"
 import { lowerSync } from "../src/lowering/lower.js"
-import { defaultTirPasses, lowerIntrinsics, runTirPasses } from "../src/lowering/tir-passes.js"
+import { cpuTirPipeline } from "../src/lowering/tir/cpu-pipeline.js"
+import { runTirSync } from "../src/lowering/tir/tir-pass.js"
 import { emitWasmModule } from "../src/emit/wasm/emit.js"
 import { printWasmModule } from "../src/emit/wasm/print.js"
 import { uleb, sleb } from "../src/emit/wasm/encoder.js"
@@ -40,7 +41,7 @@ const callKernel = (fn: KernelFn, f: PrimFunc, inputs: ReadonlyMap<string, Tenso
   return new Map(f.params.map((p, k) => [p.name, { dtype: p.dtype, shape: p.view?.shape ?? p.shape, data: arrays[k] }] as const))
 }
 
-const lowerCase = (schedule: Parameters<typeof lowerSync>[0]) => runTirPasses(lowerSync(schedule), [...defaultTirPasses(), lowerIntrinsics])
+const lowerCase = (schedule: Parameters<typeof lowerSync>[0]) => runTirSync(cpuTirPipeline(), lowerSync(schedule))
 
 describe("wasm target", () => {
   for (const family of COMPUTE_FAMILIES)

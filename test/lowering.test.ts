@@ -6,7 +6,10 @@ import { at, compute, placeholder } from "../src/ast/te/tensor.js"
 import * as S from "../src/ast/schedule/schedule.js"
 import { printPrimFunc, seq, type PrimFunc, type Stmt } from "../src/ast/tir/tir.js"
 import { lowerSync } from "../src/lowering/lower.js"
-import { defaultTirPasses, loopPartition, runTirPasses, simplifyPass } from "../src/lowering/tir-passes.js"
+import { cpuTirPipeline } from "../src/lowering/tir/cpu-pipeline.js"
+import { loopPartition } from "../src/lowering/tir/loop-partition.js"
+import { simplifyTir } from "../src/lowering/tir/simplify-tir.js"
+import { runTirSync, tirSequential } from "../src/lowering/tir/tir-pass.js"
 
 const A = placeholder("A", [10])
 const B = compute("B", [10], (i) => add(at(A, i), f32(1)))
@@ -42,14 +45,14 @@ describe("lowering", () => {
       ],
       body,
     })
-    expect(printPrimFunc(simplifyPass.run(fn(seq([once(store(lt(add(i, j), c(4)))), once(store(lt(i, c(3))))]))))).toBe(
+    expect(printPrimFunc(runTirSync(simplifyTir, fn(seq([once(store(lt(add(i, j), c(4)))), once(store(lt(i, c(3))))]))))).toBe(
       ["primfunc main(A: float32[10], B: float32[10]):", "  B[3] = (A[3] + 1.0f)"].join("\n"),
     )
   })
 
   it("loop partition peels the guarded tail: neither the main loop nor the tail keeps a guard", () => {
     const s = S.split(S.createSchedule([B]), "B", "B.i", { factor: 4 }).schedule
-    const f = runTirPasses(lowerSync(s), [simplifyPass, loopPartition])
+    const f = runTirSync(tirSequential("lowering.SimplifyThenPartition", [simplifyTir, loopPartition]), lowerSync(s))
     expect(printPrimFunc(f)).toBe(
       [
         "primfunc main(A: float32[10], B: float32[10]):",
@@ -66,7 +69,7 @@ describe("lowering", () => {
     let s = S.split(S.createSchedule([B]), "B", "B.i", { factor: 5 }).schedule
     s = S.vectorize(s, "B", "B.i.i")
     s = S.unroll(s, "B", "B.i.o")
-    expect(printPrimFunc(runTirPasses(lowerSync(s), defaultTirPasses()))).toBe(
+    expect(printPrimFunc(runTirSync(cpuTirPipeline(), lowerSync(s)))).toBe(
       [
         "primfunc main(A: float32[10], B: float32[10]):",
         "  for[vectorized] B.i.i in [0, +5):",

@@ -20,7 +20,8 @@ import { emitC } from "../src/emit/c/emit.js"
 import type { Config } from "../src/lowering/templates/template.js"
 import { baseSchedule } from "../src/lowering/lower-group.js"
 import { lowerSync } from "../src/lowering/lower.js"
-import { defaultTirPasses, lowerIntrinsics, runTirPasses } from "../src/lowering/tir-passes.js"
+import { cpuTirPipeline } from "../src/lowering/tir/cpu-pipeline.js"
+import { runTirSync } from "../src/lowering/tir/tir-pass.js"
 import { configAt, configKey, spaceSize, taskFromTE } from "../src/search/task.js"
 import { randomTuner } from "../src/search/tuners.js"
 import { tuneTask } from "../src/search/tune.js"
@@ -29,7 +30,7 @@ const cc = buildCompute("matmul", 4242)
 const [M, N] = cc.outputs[0].shape
 const K = (cc.inputs.get("A")!.shape as number[])[1]
 const task = taskFromTE(cc.outputs, baseSchedule(cc.outputs), { kind: "c", vectorLanes: 8, cores: 1 }, 2 * M * N * K, "matmul")
-const lowerConfig = (config: Config): PrimFunc => runTirPasses(lowerSync(task.template.apply(task.outputs, task.base, config)), [...defaultTirPasses(), lowerIntrinsics])
+const lowerConfig = (config: Config): PrimFunc => runTirSync(cpuTirPipeline(), lowerSync(task.template.apply(task.outputs, task.base, config)))
 const outputs = new Set(cc.outputs.map((o) => o.name))
 const reference = (inputs: ReadonlyMap<string, Tensor>) => new Map(cc.outputs.map((o, k) => [o.name, evaluateTE(cc.outputs, inputs)[k]] as const))
 

@@ -165,7 +165,7 @@ describe("tessera tune", () => {
     const want = runGraph(graph, feeds)[0]
     for (let i = 0; i < want.data.length; i++) expect(Math.abs(got.data[i] - want.data[i])).toBeLessThanOrEqual(1e-4 + 1e-3 * Math.abs(want.data[i]))
     // the record is a point of the task's space: every knob, nothing else
-    const [runner] = tasksOfProgram(program, { kind: "js", vectorLanes: 4, cores: 1 })
+    const [runner] = tasksOfProgram(program, makeTarget("js", { vectorLanes: 4 }))
     expect(runner.task.workload).toBe(best.workload)
     expect(Object.keys(best.config).sort()).toEqual(runner.task.knobs.map((k) => k.name).sort())
   }, 120_000)

@@ -9,7 +9,8 @@ import { c, v } from "../src/ast/te/expr.js"
 import type { PrimFunc } from "../src/ast/tir/tir.js"
 import { baseSchedule } from "../src/lowering/lower-group.js"
 import { lowerSync } from "../src/lowering/lower.js"
-import { defaultTirPasses, lowerIntrinsics, runTirPasses } from "../src/lowering/tir-passes.js"
+import { cpuTirPipeline } from "../src/lowering/tir/cpu-pipeline.js"
+import { runTirSync } from "../src/lowering/tir/tir-pass.js"
 import { measureJs } from "../src/device/js/measure.js"
 import { emitJsModule } from "../src/emit/js/emit.js"
 import { CostModel, XGBoostCostModel } from "../src/search/cost-model.js"
@@ -26,7 +27,7 @@ const [M, N] = cc.outputs[0].shape
 const K = (cc.inputs.get("A")!.shape as number[])[1]
 const task = taskFromTE(cc.outputs, base, { kind: "js", vectorLanes: 4, cores: 1 }, 2 * M * N * K, "matmul")
 const lowerConfig = (config: Record<string, string | number | boolean>): PrimFunc =>
-  runTirPasses(lowerSync(task.template.apply(task.outputs, task.base, config)), [...defaultTirPasses(), lowerIntrinsics])
+  runTirSync(cpuTirPipeline(), lowerSync(task.template.apply(task.outputs, task.base, config)))
 const outputs = new Set(cc.outputs.map((o) => o.name))
 const reference = (inputs: ReadonlyMap<string, import("../src/ast/graph/tensor.js").Tensor>) => new Map(cc.outputs.map((o, k) => [o.name, evaluateTE(cc.outputs, inputs)[k]] as const))
 const measure = (cands: readonly { config: Record<string, string | number | boolean>; func: PrimFunc }[]) =>
@@ -231,7 +232,7 @@ describe("transfer learning", () => {
     const otherTask = taskFromTE(other.outputs, otherBase, { kind: "js", vectorLanes: 4, cores: 1 }, 1, "other")
     const runner = (t: typeof task) => ({
       task: t,
-      lowerConfig: (config: Record<string, string | number | boolean>) => runTirPasses(lowerSync(t.template.apply(t.outputs, t.base, config)), defaultTirPasses()),
+      lowerConfig: (config: Record<string, string | number | boolean>) => runTirSync(cpuTirPipeline(), lowerSync(t.template.apply(t.outputs, t.base, config))),
       outputs: new Set<string>(),
       reference: () => new Map(),
     })

@@ -14,7 +14,8 @@ import { add, c, cast, mul, read, sub, v } from "../src/ast/te/expr.js"
 import type { PrimFunc } from "../src/ast/tir/tir.js"
 import { evaluatePrimFunc } from "../src/ast/tir/evaluate.js"
 import { lowerSync } from "../src/lowering/lower.js"
-import { defaultTirPasses, lowerIntrinsics, runTirPasses } from "../src/lowering/tir-passes.js"
+import { cpuTirPipeline } from "../src/lowering/tir/cpu-pipeline.js"
+import { runTirSync } from "../src/lowering/tir/tir-pass.js"
 import { emitWasmModule } from "../src/emit/wasm/emit.js"
 import { loadWasmModule, WASM_MATH_IMPORTS, wasmThreadsAvailable, workerMathSource, type KernelFn } from "../src/device/wasm/load.js"
 import { frameLayouts, wasmModule } from "../src/device/wasm/device.js"
@@ -85,7 +86,7 @@ describe.skipIf(!wasmThreadsAvailable())("wasm threads", () => {
   for (const family of COMPUTE_FAMILIES)
     it(`${family} under random schedules on 2 threads (every parallel phase split) equals the TE evaluator`, async () => {
       const cases = fc.sample(arbScheduledCase([family]), lawParams(10))
-      const funcs = cases.map((cc, k) => ({ name: `k${k}`, func: runTirPasses(lowerSync(cc.schedule), [...defaultTirPasses(), lowerIntrinsics]) }))
+      const funcs = cases.map((cc, k) => ({ name: `k${k}`, func: runTirSync(cpuTirPipeline(), lowerSync(cc.schedule)) }))
       const em = emitWasmModule(funcs, { sharedMemory: true })
       const fns = await Effect.runPromise(loadWasmModule(em.bytes, em.kernels, { threads: 2, minSplitWork: 0 }))
       try {

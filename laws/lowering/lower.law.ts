@@ -8,7 +8,10 @@ import * as S from "../../src/ast/schedule/schedule.js"
 import { evaluatePrimFunc } from "../../src/ast/tir/evaluate.js"
 import { printPrimFunc } from "../../src/ast/tir/tir.js"
 import { lowerSync } from "../../src/lowering/lower.js"
-import { defaultTirPasses, flattenStorage, lowerIntrinsics, runTirPasses } from "../../src/lowering/tir-passes.js"
+import { cpuTirPipeline } from "../../src/lowering/tir/cpu-pipeline.js"
+import { runTirSync, tirSequential } from "../../src/lowering/tir/tir-pass.js"
+import { flattenStorage } from "../../src/lowering/tir/flatten-storage.js"
+import { lowerIntrinsics } from "../../src/lowering/tir/lower-intrinsics.js"
 import { assertAllClose, lawParams } from "../support.js"
 
 const check = (cc: ComputeCase, s: S.Schedule) => {
@@ -290,8 +293,8 @@ describe("tensorize", () => {
         check({ family: "matmul", outputs: [C], inputs }, s)
         // lower tensor intrinsics: the call becomes its declared loop nest, before or after flattening
         const want = evaluateTE([C], inputs)
-        for (const passes of [[lowerIntrinsics], [flattenStorage(), lowerIntrinsics], [...defaultTirPasses(), lowerIntrinsics]]) {
-          const g = runTirPasses(f, passes)
+        for (const passes of [lowerIntrinsics, tirSequential("lowering.FlattenThenLower", [flattenStorage(), lowerIntrinsics]), cpuTirPipeline()]) {
+          const g = runTirSync(passes, f)
           expect(printPrimFunc(g)).not.toContain("gemm_")
           assertAllClose([evaluatePrimFunc(g, inputs).get("C")!], want, 1e-4, 1e-5)
         }

@@ -10,7 +10,8 @@ import { baseSchedule } from "../../src/lowering/lower-group.js"
 import { lowerSync } from "../../src/lowering/lower.js"
 import type { Config } from "../../src/lowering/templates/template.js"
 import { templateFor } from "../../src/lowering/templates/template-for.js"
-import { defaultTirPasses, runTirPasses } from "../../src/lowering/tir-passes.js"
+import { cpuTirPipeline } from "../../src/lowering/tir/cpu-pipeline.js"
+import { runTirSync } from "../../src/lowering/tir/tir-pass.js"
 import { assertAllClose, lawParams } from "../support.js"
 
 /**
@@ -49,7 +50,7 @@ describe("schedule templates", () => {
         expect(knobs.length).toBeLessThanOrEqual(picks.length) // a pick for every knob (none left at its default)
         const config: Config = Object.fromEntries(knobs.map((k, i) => [k.name, k.candidates[picks[i] % k.candidates.length]]))
         const s = t.apply(cc.outputs, base, config)
-        const f = runTirPasses(lowerSync(s), defaultTirPasses())
+        const f = runTirSync(cpuTirPipeline(), lowerSync(s))
         const outs = evaluatePrimFunc(f, cc.inputs)
         assertAllClose(cc.outputs.map((o) => outs.get(o.name)!), evaluateTE(cc.outputs, cc.inputs), 1e-4, 1e-5)
       }),
@@ -67,7 +68,7 @@ describe("schedule templates", () => {
         const tile = knobs.find((k) => k.name === "tile_inner")!
         expect(Math.max(...(tile.candidates as number[]))).toBeGreaterThan(64)
         const config: Config = Object.fromEntries(knobs.map((k, i) => [k.name, k.candidates[picks[i] % k.candidates.length]]))
-        const f = runTirPasses(lowerSync(t.apply(cc.outputs, base, config)), defaultTirPasses())
+        const f = runTirSync(cpuTirPipeline(), lowerSync(t.apply(cc.outputs, base, config)))
         const outs = evaluatePrimFunc(f, cc.inputs)
         assertAllClose(cc.outputs.map((o) => outs.get(o.name)!), evaluateTE(cc.outputs, cc.inputs), 1e-4, 1e-5)
       }),
@@ -90,7 +91,7 @@ describe("schedule templates", () => {
         const knobs = t.space(cc.outputs, base)
         expect(knobs.find((k) => k.name === "ic_batch")?.candidates).toEqual([64, 32])
         const config: Config = { ...Object.fromEntries(knobs.map((k, i) => [k.name, k.candidates[picks[i] % k.candidates.length]])), ic_batch: 32 }
-        const f = runTirPasses(lowerSync(t.apply(cc.outputs, base, config)), defaultTirPasses())
+        const f = runTirSync(cpuTirPipeline(), lowerSync(t.apply(cc.outputs, base, config)))
         let promoted = false
         mapStmt(f.body, (x) => {
           if (x.kind === "allocate" && /\.tile\d+$/.test(x.buffer.name)) promoted = true

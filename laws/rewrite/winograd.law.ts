@@ -19,7 +19,8 @@ import { lowerSync } from "../../src/lowering/lower.js"
 import type { Config } from "../../src/lowering/templates/template.js"
 import { templateFor } from "../../src/lowering/templates/template-for.js"
 import { winogradTemplate } from "../../src/lowering/templates/winograd.js"
-import { defaultTirPasses, runTirPasses } from "../../src/lowering/tir-passes.js"
+import { cpuTirPipeline } from "../../src/lowering/tir/cpu-pipeline.js"
+import { runTirSync } from "../../src/lowering/tir/tir-pass.js"
 import { makeTarget } from "../../src/ast/target.js"
 import { compileGraph, loadProgram } from "../../src/pipeline.js"
 import { alterLayoutSync } from "../../src/rewrite/alter-layout.js"
@@ -141,7 +142,7 @@ describe("rewrite.WinogradConv: F(4×4, 3×3) in the blocked layout", () => {
           const shape = program.graph.valueTypes.get(v)!.shape as number[]
           feeds.set(p, c ?? tensor("float32", shape, Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rng.float(-1, 1))))
         }
-        const f = runTirPasses(lowerSync(t.apply(te.outputs, base, config)), defaultTirPasses())
+        const f = runTirSync(cpuTirPipeline(), lowerSync(t.apply(te.outputs, base, config)))
         const outs = evaluatePrimFunc(f, feeds)
         assertAllClose(te.outputs.map((o) => outs.get(o.name)!), evaluateTE(te.outputs, feeds), 1e-4, 1e-4)
       }),

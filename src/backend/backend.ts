@@ -9,6 +9,7 @@ import type { Device } from "../device/device.js"
 import type { Measure, MeasurerOptions, ReferenceSource } from "../device/measure.js"
 import type { ScheduleFn } from "../lowering/lower-group.js"
 import type { Artifact, Program } from "../lowering/program.js"
+import type { TirPass } from "../lowering/tir/tir-pass.js"
 import type { Config, Knob, Template } from "../lowering/templates/template.js"
 import type { ComputeTensor } from "../ast/te/tensor.js"
 import type { FusedGroup } from "../rewrite/fuse-ops.js"
@@ -29,6 +30,8 @@ export interface RunOptions {
 export interface Codegen<K extends TargetKind> {
   /** Each fused group's schedule: its template at the target's defaults, or the tuned config `tuned` finds. */
   readonly schedules: (target: Target<K>, tuned?: TunedLookup) => ScheduleFn
+  /** Its TIR pass pipeline: named passes, verified between them and against what its emitter assumes. */
+  readonly tir: (target: Target<K>) => TirPass<unknown>
   /** Program → Artifact: pure and deterministic (the same program and options, the same bytes). */
   readonly emit: (program: Program, target: Target<K>, options: RunOptions) => Artifact
   /** The Device layer that builds, loads and runs this target's artifacts. */

@@ -6,6 +6,9 @@ import { defaultSchedule } from "../lowering/templates/template-for.js"
 import type { ScheduleFn } from "../lowering/lower-group.js"
 import { alterLayout, defaultPasses, sequential, type GraphPass } from "../rewrite/index.js"
 import { winogradConv } from "../rewrite/winograd.js"
+import { MAX_VECTORIZED } from "../ast/schedule/schedule.js"
+import { cpuTirPipeline } from "../lowering/tir/cpu-pipeline.js"
+import type { TirPass } from "../lowering/tir/tir-pass.js"
 import type { TunedLookup } from "./backend.js"
 
 /** The default passes, then (with 2+ lanes) the blocked layout of that many lanes and Winograd convolution. */
@@ -17,3 +20,6 @@ export const cpuGraphPasses = (target: Target<"c" | "js" | "wasm">): GraphPass =
 /** Each group's CPU template, at the target's defaults unless tuned. */
 export const cpuSchedules = (target: Target<"c" | "js" | "wasm">, tuned?: TunedLookup): ScheduleFn =>
   defaultSchedule({ vectorLanes: Math.max(target.attrs.vectorLanes, 1), cores: target.attrs.cores }, tuned)
+
+/** The CPU targets' TIR pipeline: vectorized loops up to the vectorize primitive's limit kept (the emitters' vector code). */
+export const cpuTir = (_target: Target<"c" | "js" | "wasm">): TirPass<unknown> => cpuTirPipeline({ maxVectorLanes: MAX_VECTORIZED })

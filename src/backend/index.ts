@@ -16,7 +16,7 @@ import { emitWasmModule } from "../emit/wasm/emit.js"
 import { compiledKernels, kernelsAlias, type Artifact, type KernelEntry, type Program } from "../lowering/program.js"
 import { defaultPasses } from "../rewrite/index.js"
 import type { Backend, Backends } from "./backend.js"
-import { cpuGraphPasses, cpuSchedules } from "./cpu.js"
+import { cpuGraphPasses, cpuSchedules, cpuTir } from "./cpu.js"
 
 const utf8 = (s: string) => new TextEncoder().encode(s)
 
@@ -42,6 +42,7 @@ const js: Backend<"js"> = {
   graphPasses: cpuGraphPasses,
   codegen: {
     schedules: cpuSchedules,
+    tir: cpuTir,
     emit: (program): Artifact => ({
       kind: "js",
       files: new Map([["model.js", utf8(emitJsModule(compiledKernels(program).map((k) => ({ name: k.name, func: k.func }))))]]),
@@ -63,6 +64,7 @@ const wasm: Backend<"wasm"> = {
   graphPasses: cpuGraphPasses,
   codegen: {
     schedules: cpuSchedules,
+    tir: cpuTir,
     emit: (program, _target, o): Artifact => {
       // a shared memory where the host can run the parallel phases on several threads
       const sharedMemory = (o.threads ?? 1) > 1 && wasmThreadsAvailable()
@@ -87,6 +89,7 @@ const c: Backend<"c"> = {
   graphPasses: cpuGraphPasses,
   codegen: {
     schedules: cpuSchedules,
+    tir: cpuTir,
     emit: (program): Artifact => {
       // restrict unless an in-place kernel passes one block as two params
       const files = cArtifact(emitC(compiledKernels(program).map((k) => k.func), { restrict: !kernelsAlias(program) }))

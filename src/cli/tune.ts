@@ -140,7 +140,7 @@ export const tuneCommand = Effect.fn("cli.tune")(function* (o: TuneCommandOption
   const settings = targetSettings(kind, o.threads)
   const target: Target = o.vectorLanes !== undefined ? withAttrs(settings.target, { vectorLanes: o.vectorLanes }) : settings.target
   const program = yield* compileGraph(graph, target)
-  const all = tasksOfProgram(program, { kind, vectorLanes: Math.max(target.attrs.vectorLanes, 1), cores: target.attrs.cores })
+  const all = tasksOfProgram(program, target)
   const unknown = o.tasks.filter((id) => !all.some((r) => r.task.id === id))
   if (unknown.length) return yield* new UsageError({ flag: "--task", reason: `no task ${unknown.join(", ")} in this model (its tasks: ${all.map((r) => r.task.id).join(", ")})` })
   const runners = o.tasks.length ? all.filter((r) => o.tasks.includes(r.task.id)) : all

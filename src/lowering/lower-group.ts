@@ -1,7 +1,8 @@
 // A fused group → one PrimFunc: each node's TE compute chained, the elementwise/injective stages
 // inlined into their consumers, reductions (the anchor: conv, matmul, pooling) computed at root,
-// the target's default schedule applied, then the TIR passes. Groups with an op that has no
-// compute run through the named fallback: their nodes' reference kernels.
+// the target's default schedule applied, then the target's TIR pipeline (the CPU targets' unless
+// given) under the caller's PassConfig. Groups with an op that has no compute run through the
+// named fallback: their nodes' reference kernels.
 import type { Graph, Node } from "../ast/graph/graph.js"
 import type { ValueType } from "../ast/graph/op.js"
 import type { FusedGraph, FusedGroup } from "../rewrite/fuse-ops.js"
@@ -12,7 +13,9 @@ import { exprKey } from "../ast/te/expr.js"
 import type { PrimFunc } from "../ast/tir/tir.js"
 import { lowerSync } from "./lower.js"
 import { attrsOf, computeFor, NoComputeError } from "./op-library.js"
-import { defaultTirPasses, lowerIntrinsics, runTirPasses } from "./tir-passes.js"
+import type { PassConfigShape } from "../rewrite/pass.js"
+import { cpuTirPipeline } from "./tir/cpu-pipeline.js"
+import { runTirSync, type TirPass } from "./tir/tir-pass.js"
 
 export interface CompiledKernel {
   readonly kind: "compiled"
@@ -149,12 +152,22 @@ const loweringKey = (te: GroupTE, s: S.Schedule): string => {
   return `${parts.join("\n")}\n${S.serializeSteps(s.steps)}`
 }
 
-/** The group's PrimFunc for a schedule of its TE program, with the TIR passes run. */
-export const lowerGroupSchedule = (te: GroupTE, group: FusedGroup, s: S.Schedule, memo?: Map<string, PrimFunc>): CompiledKernel => {
+/**
+ * The group's PrimFunc for a schedule of its TE program, with the TIR pipeline run under `config`
+ * (over the default PassConfig). A memo is for one pipeline and config.
+ */
+export const lowerGroupSchedule = (
+  te: GroupTE,
+  group: FusedGroup,
+  s: S.Schedule,
+  memo?: Map<string, PrimFunc>,
+  tir: TirPass<unknown> = cpuTirPipeline(),
+  config?: Partial<PassConfigShape>,
+): CompiledKernel => {
   const name = `k${group.id}`
   const key = memo && loweringKey(te, s)
   const known = key !== undefined ? memo!.get(key) : undefined
-  const func = known ? { ...known, name } : runTirPasses(lowerSync(s, name), [...defaultTirPasses(), lowerIntrinsics])
+  const func = known ? { ...known, name } : runTirSync(tir, lowerSync(s, name), config)
   if (key !== undefined && !known) memo!.set(key, func)
   const args = func.params.map((p) => te.placeholders.get(p.name) ?? group.outputs[te.outputs.findIndex((o) => o.name === p.name)])
   return { kind: "compiled", group: group.id, name, func, args, outputs: group.outputs, schedule: s }
@@ -170,12 +183,19 @@ export type GroupFallbackError = NoComputeError | S.ScheduleError | IllFormedCom
 export const isGroupFallbackError = (e: unknown): e is GroupFallbackError =>
   e instanceof NoComputeError || e instanceof S.ScheduleError || e instanceof IllFormedComputeError
 
-export const lowerGroup = (fused: FusedGraph, group: FusedGroup, schedule: ScheduleFn = defaultCpuSchedule, memo?: Map<string, PrimFunc>): GroupKernel => {
+export const lowerGroup = (
+  fused: FusedGraph,
+  group: FusedGroup,
+  schedule: ScheduleFn = defaultCpuSchedule,
+  memo?: Map<string, PrimFunc>,
+  tir: TirPass<unknown> = cpuTirPipeline(),
+  config?: Partial<PassConfigShape>,
+): GroupKernel => {
   const name = `k${group.id}`
   const nodes = group.nodes.map((n) => fused.graph.nodes.find((m) => m.name === n)!)
   try {
     const te = buildGroupTE(fused, group)
-    return lowerGroupSchedule(te, group, schedule(te.outputs, baseSchedule(te.outputs), group), memo)
+    return lowerGroupSchedule(te, group, schedule(te.outputs, baseSchedule(te.outputs), group), memo, tir, config)
   } catch (e) {
     if (isGroupFallbackError(e))
       return { kind: "fallback", group: group.id, name, nodes, reason: `${nodes.map((n) => n.op).join("+")}: ${e.message}` }
@@ -183,10 +203,14 @@ export const lowerGroup = (fused: FusedGraph, group: FusedGroup, schedule: Sched
   }
 }
 
-/** Every group lowered; `fallbacks` names the groups that run through reference kernels. */
-export const lowerGroups = (fused: FusedGraph, schedule?: ScheduleFn): GroupKernel[] => {
+/**
+ * Every group lowered (a group without a compiled kernel is a fallback: reference kernels), its
+ * TIR pipeline run under `config` — inside compilation the caller's PassConfig, so that its opt
+ * level, disabled passes and instruments reach the TIR passes.
+ */
+export const lowerGroups = (fused: FusedGraph, schedule?: ScheduleFn, tir: TirPass<unknown> = cpuTirPipeline(), config?: Partial<PassConfigShape>): GroupKernel[] => {
   const memo = new Map<string, PrimFunc>()
-  return fused.groups.map((g) => lowerGroup(fused, g, schedule, memo))
+  return fused.groups.map((g) => lowerGroup(fused, g, schedule, memo, tir, config))
 }
 
 export type { Graph }

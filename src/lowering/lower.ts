@@ -8,7 +8,7 @@ import { add, and, c, floordiv, floormod, ge, lt, mapExpr, mul, read, substitute
 import { simplify, intervalOf, constDifference, type Bounds } from "../ast/te/simplify.js"
 import type { ComputeTensor, TeTensor } from "../ast/te/tensor.js"
 import type { Schedule, Stage } from "../ast/schedule/schedule.js"
-import { alignedStrides } from "./tir-passes.js"
+import { alignedStrides } from "../ast/tir/analysis.js"
 import { matchIntrinsicRegions } from "../ast/schedule/tensorize-match.js"
 import { seq, type Buffer, type ForKind, type PrimFunc, type Stmt } from "../ast/tir/tir.js"
 

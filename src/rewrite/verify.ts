@@ -2,11 +2,9 @@
 // outputs produced, every node a known op with valid attributes and arity.
 import { resolveNode } from "../ast/graph/evaluate.js"
 import type { Graph } from "../ast/graph/graph.js"
+import type { VerifyProblem } from "../ast/verify-problem.js"
 
-export interface VerifyProblem {
-  readonly where: string
-  readonly reason: string
-}
+export type { VerifyProblem }
 
 export const verifyGraph = (g: Graph): VerifyProblem | undefined => {
   const defined = new Set<string>()

@@ -10,6 +10,8 @@ import type { PrimFunc } from "../ast/tir/tir.js"
 import type { Program } from "../lowering/program.js"
 import { baseSchedule, buildGroupTE, lowerGroupSchedule, type GroupTE } from "../lowering/lower-group.js"
 import type { Config, ScheduleTarget } from "../lowering/templates/template.js"
+import type { Target, TargetKind } from "../ast/target.js"
+import { BACKENDS, type Backend } from "../backend/index.js"
 import { NoComputeError } from "../lowering/op-library.js"
 import type { FusedGroup } from "../rewrite/fuse-ops.js"
 import { nodeFlops } from "../rewrite/report.js"
@@ -66,7 +68,12 @@ const describe = (program: Program, group: FusedGroup, fallback: string): string
  * The tuning tasks of a program compiled for `target` (the same vector lanes and cores that
  * compileGraph was given, so the workload keys match the ones it looks records up by).
  */
-export const tasksOfProgram = (program: Program, target: ScheduleTarget & { readonly kind: string }): TaskRunner[] => {
+export const tasksOfProgram = (program: Program, target: Target): TaskRunner[] => {
+  const codegen = (BACKENDS[target.kind] as Backend<TargetKind>).codegen
+  // a target that compiles nothing (the interpreter) has no schedules to tune
+  if (!codegen) return []
+  const tir = codegen.tir(target)
+  const scheduleTarget: ScheduleTarget & { readonly kind: string } = { kind: target.kind, vectorLanes: Math.max(target.attrs.vectorLanes, 1), cores: target.attrs.cores }
   const { fused, graph } = program
   const byName = new Map(graph.nodes.map((n) => [n.name, n] as const))
   const built = new Map<number, { group: FusedGroup; te: GroupTE }>()
@@ -85,11 +92,11 @@ export const tasksOfProgram = (program: Program, target: ScheduleTarget & { read
     const flops = group.nodes.reduce((s, n) => s + nodeFlops(graph, byName.get(n)!), 0)
     groups.push({ group, outputs: te.outputs, base: baseSchedule(te.outputs), flops })
   }
-  return extractTasks(groups, target).map((task) => {
+  return extractTasks(groups, scheduleTarget).map((task) => {
     const { group, te } = built.get(task.groups[0])!
     return {
       task: { ...task, label: describe(program, group, task.label) },
-      lowerConfig: (config) => lowerGroupSchedule(te, group, task.template.apply(task.outputs, task.base, config)).func,
+      lowerConfig: (config) => lowerGroupSchedule(te, group, task.template.apply(task.outputs, task.base, config), undefined, tir).func,
       outputs: new Set(te.outputs.map((o) => o.name)),
       reference: groupReference(program, group, te),
     }

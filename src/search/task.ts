@@ -4,6 +4,7 @@ import type { FusedGroup } from "../rewrite/fuse-ops.js"
 import type { ComputeTensor } from "../ast/te/tensor.js"
 import { printTE } from "../ast/te/tensor.js"
 import type * as S from "../ast/schedule/schedule.js"
+import { targetKey } from "../ast/target.js"
 import { knobValue, type Config, type Knob, type ScheduleTarget, type Template } from "../lowering/templates/template.js"
 import { templateFor } from "../lowering/templates/template-for.js"
 
@@ -33,7 +34,8 @@ export const fnv1a = (s: string): string => {
 export const configKey = (c: Config): string => JSON.stringify(Object.fromEntries(Object.keys(c).sort().map((k) => [k, c[k]])))
 export const configHash = (c: Config): string => fnv1a(configKey(c))
 
-export const targetKey = (t: ScheduleTarget & { readonly kind: string }): string => `${t.kind}:lanes=${t.vectorLanes}:cores=${t.cores}`
+/** The key of tuning records for a target (its kind, lanes and cores): src/ast/target.ts's. */
+export { targetKey }
 
 /**
  * The workload key of a group's TE program: its printed form with tensor names replaced by

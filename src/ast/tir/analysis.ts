@@ -1,5 +1,7 @@
-// Facts about TIR that every consumer (passes, emitters, devices) reads the same way: a buffer's
-// row-major strides and the elements of storage it spans, and which buffers a statement stores to.
+// Facts about TIR that every consumer (passes, emitters, devices, the verifier) reads the same way:
+// a buffer's row-major or aligned strides and the elements of storage it spans, which buffers a
+// statement stores to and which it may read before writing, a function's params as a caller passes
+// them, and whether a statement is straight-line code (a vector loop's body).
 import type { DType } from "../graph/dtype.js"
 import { collect, type Expr } from "../te/expr.js"
 import type { Buffer, PrimFunc, Stmt } from "./tir.js"
@@ -9,6 +11,22 @@ export const rowMajor = (shape: readonly number[]): number[] => {
   const st = new Array<number>(shape.length)
   let acc = 1
   for (let i = shape.length - 1; i >= 0; i--) {
+    st[i] = acc
+    acc *= shape[i]
+  }
+  return st
+}
+
+/** Strides with storageAlign applied: align = [axis, factor, offset] makes stride[axis] ≡ offset (mod factor). */
+export const alignedStrides = (shape: readonly number[], align: readonly (readonly [number, number, number])[]): number[] => {
+  const st = new Array<number>(shape.length)
+  let acc = 1
+  for (let i = shape.length - 1; i >= 0; i--) {
+    const a = align.find(([axis]) => axis === i)
+    if (a) {
+      const [, factor, offset] = a
+      while (((acc % factor) + factor) % factor !== ((offset % factor) + factor) % factor) acc++
+    }
     st[i] = acc
     acc *= shape[i]
   }
@@ -100,4 +118,22 @@ export const paramsOf = (f: PrimFunc): { dtype: DType; elements: number; shape: 
     written: stored.has(p.name),
     copyIn: !stored.has(p.name) || seen.has(p.name),
   }))
+}
+
+/**
+ * Straight-line code: stores, lets and evaluations only — no loop, guard, allocation, barrier or
+ * intrinsic (which LowerIntrinsics turns into a loop nest). What a vectorized loop's body may be.
+ */
+export const isStraightLine = (s: Stmt): boolean => {
+  switch (s.kind) {
+    case "store":
+    case "evaluate":
+      return true
+    case "let":
+      return isStraightLine(s.body)
+    case "seq":
+      return s.body.every(isStraightLine)
+    default:
+      return false
+  }
 }

@@ -1,7 +1,7 @@
 // TIR: the loop IR every target emits from. A PrimFunc runs statements over Buffers; loops carry
 // their kind (serial, parallel, vectorized, unrolled, thread-bound, vthread).
 import type { DType } from "../graph/dtype.js"
-import { showExpr, type Expr, type Var } from "../te/expr.js"
+import { showExpr, substitute, type Expr, type Var } from "../te/expr.js"
 import type { MemoryScope, ThreadTag } from "../schedule/stage.js"
 import type { TensorIntrinsic } from "../te/intrinsic.js"
 
@@ -157,3 +157,6 @@ export const mapStmt = (s: Stmt, f: (s: Stmt) => Stmt | undefined, g: (e: Expr) 
   }
   return rec(s)
 }
+
+/** Substitutes variables everywhere in a statement. */
+export const substituteStmt = (s: Stmt, env: ReadonlyMap<string, Expr>): Stmt => mapStmt(s, () => undefined, (e) => substitute(e, env))

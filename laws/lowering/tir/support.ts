@@ -1,0 +1,139 @@
+// The TIR pass laws' cases and the two laws every pass has. Cases are lowered random schedules of
+// the TE families (arbScheduledCase), some with a data axis bound to a vthread and a stage's
+// storage aligned, and tensorized matmuls (gemm micro-kernel) for the intrinsic passes. Laws: the
+// pass preserves meaning (the TIR evaluator on its output equals the TE evaluator), and its output
+// verifies — well formed, still satisfying what held of its input, plus what the pass ensures.
+import * as fc from "fast-check"
+import { describe, it } from "vitest"
+import { prng } from "../../../src/ast/graph/arbitrary.js"
+import { fromArray, type Tensor } from "../../../src/ast/graph/tensor.js"
+import * as S from "../../../src/ast/schedule/schedule.js"
+import { arbScheduledCase, type COMPUTE_FAMILIES } from "../../../src/ast/te/arbitrary.js"
+import { evaluateTE } from "../../../src/ast/te/evaluate.js"
+import { mul } from "../../../src/ast/te/expr.js"
+import { gemmMicroKernel } from "../../../src/ast/te/intrinsic.js"
+import { at, compute, placeholder, reduceAxis, sum, type ComputeTensor } from "../../../src/ast/te/tensor.js"
+import { evaluatePrimFunc } from "../../../src/ast/tir/evaluate.js"
+import { printPrimFunc, type PrimFunc } from "../../../src/ast/tir/tir.js"
+import { bothExpect, verifyPrimFunc, type TirExpect } from "../../../src/ast/tir/verify.js"
+import { lowerSync } from "../../../src/lowering/lower.js"
+import { runTirSync, tirSequential, type TirPass } from "../../../src/lowering/tir/tir-pass.js"
+import { assertAllClose, lawParams } from "../../support.js"
+
+/** A lowered function with the TE program it computes and seeded inputs. */
+export interface LoweredCase {
+  readonly func: PrimFunc
+  readonly outputs: readonly ComputeTensor[]
+  readonly inputs: ReadonlyMap<string, Tensor>
+}
+
+/** What lowering gives every function: thread loops of known bounds. */
+export const LOWERED: TirExpect = { threadExtentsKnown: true }
+
+/** Some schedules get a data axis of a root stage bound to a vthread, and a stage's storage aligned (illegal picks skipped). */
+const decorate = (s: S.Schedule, seed: number): S.Schedule => {
+  const rng = prng(seed)
+  const roots = s.order.filter((n) => s.stages.get(n)!.attach.kind === "root")
+  const attempt = (f: () => S.Schedule) => {
+    try {
+      s = f()
+    } catch (e) {
+      if (!(e instanceof S.ScheduleError)) throw e
+    }
+  }
+  if (rng.next() < 0.3) {
+    const name = rng.pick(roots)
+    const st = s.stages.get(name)!
+    const data = st.leaf.filter((a) => st.axes.get(a)!.type === "data")
+    if (data.length) attempt(() => S.bind(s, name, rng.pick(data), "vthread"))
+  }
+  const inner = s.order.filter((n) => !s.outputs.some((o) => o.name === n) && s.stages.get(n)!.attach.kind !== "inline" && s.stages.get(n)!.op.shape.length > 1)
+  if (inner.length && rng.next() < 0.3) {
+    const name = rng.pick(inner)
+    attempt(() => S.storageAlign(s, name, rng.int(0, s.stages.get(name)!.op.shape.length - 2), rng.pick([2, 4, 8]), rng.int(0, 3)))
+  }
+  return s
+}
+
+/** Lowered random schedules of the TE families. */
+export const arbLoweredCase = (families?: readonly (typeof COMPUTE_FAMILIES)[number][]): fc.Arbitrary<LoweredCase> =>
+  fc.tuple(arbScheduledCase(families), fc.integer({ min: 0, max: 0x7fffffff })).map(([sc, seed]) => ({ func: lowerSync(decorate(sc.schedule, seed)), outputs: sc.outputs, inputs: sc.inputs }))
+
+/** A matmul tiled to the gemm micro-kernel's shape and tensorized (an intrinsic statement in its TIR). */
+export const arbTensorizedCase = (): fc.Arbitrary<LoweredCase> =>
+  fc.tuple(fc.constantFrom(1, 2, 4), fc.constantFrom(2, 4), fc.constantFrom(1, 2), fc.constantFrom(1, 2, 3), fc.integer({ min: 0, max: 1000 })).map(([mt, nt, kt, reps, seed]) => {
+    const [M, N, K] = [mt * reps, nt * 2, kt * 3]
+    const A = placeholder("A", [M, K])
+    const B = placeholder("B", [K, N])
+    const k = reduceAxis(K, "k")
+    const C = compute("C", [M, N], (i, j) => sum(mul(at(A, i, k.var), at(B, k.var, j)), [k]))
+    const vals = (n: number) => Array.from({ length: n }, (_, q) => ((q * 7 + seed) % 11) - 5)
+    const t = S.tile(S.createSchedule([C]), "C", "C.i", "C.j", mt, nt)
+    const ks = S.split(t.schedule, "C", "k", { factor: kt })
+    const s = S.reorder(ks.schedule, "C", [t.xo, t.yo, ks.outer, t.xi, t.yi, ks.inner])
+    return {
+      func: lowerSync(S.tensorize(s, "C", t.xi, gemmMicroKernel(mt, nt, kt))),
+      outputs: [C],
+      inputs: new Map([
+        ["A", fromArray("float32", [M, K], vals(M * K))],
+        ["B", fromArray("float32", [K, N], vals(K * N))],
+      ]),
+    }
+  })
+
+/** `f` computes what the case's TE program computes. */
+export const assertMeaning = (f: PrimFunc, c: LoweredCase): void => {
+  const outs = evaluatePrimFunc(f, c.inputs)
+  assertAllClose(
+    c.outputs.map((o) => outs.get(o.name)!),
+    evaluateTE(c.outputs, c.inputs),
+    1e-4,
+    1e-5,
+  )
+}
+
+/** `f` verifies against `expect`, else the problem and the function, printed. */
+export const assertVerifies = (f: PrimFunc, expect: TirExpect): void => {
+  const bad = verifyPrimFunc(f, expect)
+  if (bad) throw new Error(`${bad.where}: ${bad.reason}\n${printPrimFunc(f)}`)
+}
+
+export interface PassLawOptions {
+  /** Passes run first: what the pass assumes of its input (FlattenStorage before RewriteStorage). */
+  readonly after?: readonly TirPass<unknown>[]
+  /** The cases (lowered random schedules unless given). */
+  readonly cases?: fc.Arbitrary<LoweredCase>
+  readonly runs?: number
+  /** Says which variant this is, when a pass has its laws more than once (after other passes). */
+  readonly variant?: string
+}
+
+/** The pass's input and output on a case, with what held of the input; the pass runs unverified. */
+export const applyPass = (pass: TirPass<unknown>, c: LoweredCase, after: readonly TirPass<unknown>[] = []) => {
+  const input = after.length ? runTirSync(tirSequential("law.Before", after, { assumes: LOWERED }), c.func) : c.func
+  const held = after.reduce((h, p) => bothExpect(h, p.ensures ?? {}), LOWERED)
+  return { input, held, output: runTirSync(pass, input, { verify: false }) }
+}
+
+/** The two laws of a TIR pass: it preserves meaning, and its output verifies. */
+export const passLaws = (pass: TirPass<unknown>, options: PassLawOptions = {}): void => {
+  const cases = options.cases ?? arbLoweredCase()
+  const runs = options.runs ?? 40
+  describe(`${pass.name}${options.variant ? ` (${options.variant})` : ""}: the laws of every TIR pass`, () => {
+    it("preserves meaning: evalTIR(pass(f)) == evalTE(compute)", () => {
+      fc.assert(
+        fc.property(cases, (c) => assertMeaning(applyPass(pass, c, options.after).output, c)),
+        lawParams(runs),
+      )
+    })
+    it("its output verifies: well formed, what held of its input still holds, and what it ensures", () => {
+      fc.assert(
+        fc.property(cases, (c) => {
+          const { held, output } = applyPass(pass, c, options.after)
+          assertVerifies(output, bothExpect(held, pass.ensures ?? {}))
+        }),
+        lawParams(runs),
+      )
+    })
+  })
+}

@@ -1,0 +1,51 @@
+// The TIR pipeline of the CPU targets (c, js, wasm): one named pass per line, in order, verified
+// between passes, and at its end against what the c, js and wasm emitters assume.
+import type { TirExpect } from "../../ast/tir/verify.js"
+import type { VerifyError } from "../../rewrite/pass.js"
+import { flattenStorage, type StorageAligns } from "./flatten-storage.js"
+import { injectVirtualThread } from "./inject-virtual-thread.js"
+import { loopPartition } from "./loop-partition.js"
+import { lowerIntrinsics, type IntrinsicModeError } from "./lower-intrinsics.js"
+import { promoteAccumulators } from "./promote-accumulators.js"
+import { rewriteStorage } from "./rewrite-storage.js"
+import { simplifyTir } from "./simplify-tir.js"
+import { tirSequential, type TirPass } from "./tir-pass.js"
+import { unrollLoops } from "./unroll-loops.js"
+import { vectorizeLoops } from "./vectorize-loops.js"
+
+export interface CpuTirOptions {
+  /** storageAlign of buffers whose strides lowering did not set. */
+  readonly aligns?: StorageAligns
+  /** Widest vectorized loop kept (lanes). */
+  readonly maxVectorLanes?: number
+  /** Longest unrolled loop copied. */
+  readonly maxUnroll?: number
+}
+
+/**
+ * What the c, js and wasm emitters assume of a PrimFunc: flat storage, no intrinsic statement, and
+ * only the loop kinds VectorizeLoops and UnrollLoops leave; thread loops (run serially) of known bounds.
+ */
+export const cpuEmitterAssumes = (maxVectorLanes = 64, maxUnroll = 16): TirExpect => ({ threadExtentsKnown: true, flat: true, noIntrinsics: true, maxVectorLanes, maxUnroll })
+
+export const cpuTirPipeline = (options: CpuTirOptions = {}): TirPass<IntrinsicModeError | VerifyError> => {
+  const lanes = options.maxVectorLanes ?? 64
+  const unroll = options.maxUnroll ?? 16
+  return tirSequential(
+    "lowering.CpuPipeline",
+    [
+      simplifyTir, // fold index arithmetic under the loop bounds; drop proven guards
+      promoteAccumulators, // a register tile's sums in a local array across its reduce loops
+      loopPartition, // peel a guarded tail so the main loop body has no guard
+      vectorizeLoops(lanes), // keep vectorized loops a vector unit can run; the rest serial
+      unrollLoops(unroll), // unrolled loops of constant extent become their copies
+      injectVirtualThread, // vthread copies interleaved statement by statement
+      flattenStorage(options.aligns), // multi-dimensional buffers → flat buffers through strides
+      rewriteStorage, // allocations whose lifetimes do not overlap share one buffer
+      simplifyTir, // fold the flat indices
+      lowerIntrinsics, // intrinsic calls become their declared loop nests
+    ],
+    // lowering gives thread loops constant bounds (split factors); every pass keeps them
+    { assumes: { threadExtentsKnown: true }, provides: cpuEmitterAssumes(lanes, unroll) },
+  )
+}

@@ -1,0 +1,91 @@
+// lowering.LoopPartition: a constant loop whose body is guarded by `e < n` (the tail of a split
+// that does not divide) is cut where the guards start to fail — outermost loop first — so the
+// main part runs without them and only the peeled tail keeps (or, simplified, drops) them.
+//
+// Opt level 3: it copies loop bodies (code grows with every cut) for branch-free main loops; TVM
+// leaves it off by default (tir.LoopPartition's partition_const_loop) for the same reason.
+import { add, c, exprKey, mul, substitute, v, type Expr } from "../../ast/te/expr.js"
+import { intervalOf, simplify, type Bounds, type Interval } from "../../ast/te/simplify.js"
+import { mapStmt, seq, type Stmt } from "../../ast/tir/tir.js"
+import { simplifyStmt } from "./simplify-tir.js"
+import { tirPass } from "./tir-pass.js"
+
+const constOf = (e: Expr): number | undefined => (e.kind === "const" ? e.value : undefined)
+
+const guardsIn = (s: Stmt, out: Expr[] = []): Expr[] => {
+  mapStmt(s, (x) => {
+    if (x.kind === "if") out.push(x.cond)
+    return undefined
+  })
+  return out
+}
+
+/** Bounds of every loop variable declared inside `s` (constant loops only). */
+const innerBounds = (s: Stmt): Map<string, Interval> => {
+  const b = new Map<string, Interval>()
+  mapStmt(s, (x) => {
+    if (x.kind === "for") {
+      const lo = constOf(x.min)
+      const ext = constOf(x.extent)
+      if (lo !== undefined && ext !== undefined) b.set(x.var.name, { min: lo, max: lo + ext - 1 })
+    }
+    return undefined
+  })
+  return b
+}
+
+/** The largest k such that the guard `e < n` holds for every inner iteration when the loop var is below k. */
+const safePrefix = (cond: Expr, loopVar: string, inner: Bounds, outer: Bounds): number | undefined => {
+  if (cond.kind !== "bin") return undefined
+  if (cond.op === "and") {
+    const a = safePrefix(cond.a, loopVar, inner, outer)
+    const b = safePrefix(cond.b, loopVar, inner, outer)
+    return a === undefined ? b : b === undefined ? a : Math.min(a, b)
+  }
+  if (cond.op !== "lt" || cond.b.kind !== "const") return undefined
+  // e = a·v + rest, with a > 0: holds for v < (n - max(rest)) / a
+  const e = cond.a
+  const at0 = simplify(substitute(e, new Map([[loopVar, c(0)]])))
+  const at1 = simplify(substitute(e, new Map([[loopVar, c(1)]])))
+  const coef = simplify(add(at1, mul(at0, c(-1))))
+  if (coef.kind !== "const" || coef.value <= 0) return undefined
+  // linear in v only if e(v) - e(0) == coef·v
+  const diff = simplify(add(e, mul(at0, c(-1))))
+  const lin = simplify(mul(v(loopVar), coef))
+  if (exprKey(diff) !== exprKey(lin)) return undefined
+  const rest = intervalOf(at0, new Map([...outer, ...inner]))
+  if (!Number.isFinite(rest.max)) return undefined
+  return Math.ceil((cond.b.value - rest.max) / coef.value)
+}
+
+const partitionStmt = (s: Stmt, outer: Map<string, Interval>): Stmt => {
+  if (s.kind === "for") {
+    const lo = constOf(s.min)
+    const ext = constOf(s.extent)
+    const recurse = (loop: Stmt & { kind: "for" }, bounds: Map<string, Interval>): Stmt => {
+      const l = constOf(loop.min)
+      const e = constOf(loop.extent)
+      const inner = new Map(bounds)
+      if (l !== undefined && e !== undefined) inner.set(loop.var.name, { min: l, max: l + e - 1 })
+      return { ...loop, body: partitionStmt(loop.body, inner) }
+    }
+    if (lo === undefined || ext === undefined || s.forKind === "thread" || s.forKind === "vthread") return recurse(s, outer)
+    // outermost first: cut this loop where its guards start to fail, then look inside each part
+    const inner = innerBounds(s.body)
+    let k: number | undefined
+    for (const g of guardsIn(s.body)) {
+      const p = safePrefix(g, s.var.name, inner, outer)
+      if (p !== undefined) k = k === undefined ? p : Math.min(k, p)
+    }
+    const cut = k === undefined ? undefined : Math.max(lo, Math.min(lo + ext, k))
+    if (cut === undefined || cut <= lo || cut >= lo + ext) return recurse(s, outer)
+    const parts = [simplifyStmt({ ...s, extent: c(cut - lo) }, outer), simplifyStmt({ ...s, min: c(cut), extent: c(lo + ext - cut) }, outer)]
+    return seq(parts.map((p) => partitionStmt(p, outer)))
+  }
+  if (s.kind === "seq") return seq(s.body.map((b) => partitionStmt(b, outer)))
+  if (s.kind === "allocate" || s.kind === "let") return { ...s, body: partitionStmt(s.body, outer) }
+  if (s.kind === "if") return { ...s, then: partitionStmt(s.then, outer), ...(s.else ? { else: partitionStmt(s.else, outer) } : {}) }
+  return s
+}
+
+export const loopPartition = tirPass("lowering.LoopPartition", 3, (f) => ({ ...f, body: partitionStmt(f.body, new Map()) }))
