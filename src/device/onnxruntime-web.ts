@@ -3,9 +3,8 @@
 // process on one thread with no proxy worker, a session over model bytes, its outputs as float64
 // numbers and its median latency after a warm-up. Used beside Tessera's wasm target by the bench.
 import { Effect } from "effect"
-import type { DType } from "../ast/graph/dtype.js"
 import type { Tensor } from "../ast/graph/tensor.js"
-import { median, type OrtResult } from "./onnxruntime.js"
+import { median, ortTensorParts, type OrtResult } from "./onnxruntime.js"
 
 type OrtWeb = typeof import("onnxruntime-web")
 
@@ -25,24 +24,9 @@ export const loadOrtWeb = (): Effect.Effect<OrtWeb | string> =>
     ),
   )
 
-/** Our dtypes that onnxruntime-web takes as the same typed array. */
-const ORT_WEB_TYPES: { readonly [D in DType]?: string } = {
-  float32: "float32",
-  float64: "float64",
-  int8: "int8",
-  int16: "int16",
-  int32: "int32",
-  uint8: "uint8",
-  uint16: "uint16",
-  uint32: "uint32",
-  bool: "bool",
-}
-
 const toOrtWebTensor = (ort: OrtWeb, t: Tensor) => {
-  if (t.dtype === "int64") return new ort.Tensor("int64", BigInt64Array.from(t.data, (x) => BigInt(x)), t.shape)
-  const type = ORT_WEB_TYPES[t.dtype]
-  if (!type) throw new Error(`cannot hand ${t.dtype} tensors to onnxruntime-web`)
-  return new ort.Tensor(type as "float32", t.data as Float32Array, t.shape)
+  const { type, data } = ortTensorParts(t, "onnxruntime-web")
+  return new ort.Tensor(type as "float32", data as Float32Array, t.shape)
 }
 
 export interface OrtWebOptions {

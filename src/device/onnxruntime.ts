@@ -2,7 +2,7 @@
 // session over model bytes with a chosen thread count, its outputs as Tensors and its median
 // latency after a warm-up. Used beside Tessera's own targets by `tessera bench` and `tessera demo`.
 import { Effect } from "effect"
-import type { DType } from "../ast/graph/dtype.js"
+import type { TypedArray } from "../ast/graph/dtype.js"
 import type { Tensor } from "../ast/graph/tensor.js"
 
 type Ort = typeof import("onnxruntime-node")
@@ -16,24 +16,19 @@ export const loadOrt = (): Effect.Effect<Ort | string> =>
     ),
   )
 
-/** Our dtypes that onnxruntime takes as the same typed array. */
-const ORT_TYPES: { readonly [D in DType]?: string } = {
-  float32: "float32",
-  float64: "float64",
-  int8: "int8",
-  int16: "int16",
-  int32: "int32",
-  uint8: "uint8",
-  uint16: "uint16",
-  uint32: "uint32",
-  bool: "bool",
+/**
+ * A tensor as onnxruntime (node or web) takes it: its type and data, the same typed array where our
+ * storage is onnxruntime's (float16, bfloat16 and uint64 are not), int64 as a BigInt64Array.
+ */
+export const ortTensorParts = (t: Tensor, runtime = "onnxruntime"): { readonly type: string; readonly data: TypedArray | BigInt64Array } => {
+  if (t.dtype === "int64") return { type: "int64", data: BigInt64Array.from(t.data, (x) => BigInt(x)) }
+  if (t.dtype === "float16" || t.dtype === "bfloat16" || t.dtype === "uint64") throw new Error(`cannot hand ${t.dtype} tensors to ${runtime}`)
+  return { type: t.dtype, data: t.data }
 }
 
 const toOrtTensor = (ort: Ort, t: Tensor) => {
-  if (t.dtype === "int64") return new ort.Tensor("int64", BigInt64Array.from(t.data, (x) => BigInt(x)), t.shape)
-  const type = ORT_TYPES[t.dtype]
-  if (!type) throw new Error(`cannot hand ${t.dtype} tensors to onnxruntime`)
-  return new ort.Tensor(type as "float32", t.data as Float32Array, t.shape)
+  const { type, data } = ortTensorParts(t)
+  return new ort.Tensor(type as "float32", data as Float32Array, t.shape)
 }
 
 export const median = (xs: readonly number[]): number => {

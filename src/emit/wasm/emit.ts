@@ -25,12 +25,12 @@
 // statements stmt.ts (loop address hoisting hoist.ts, SIMD vector.ts, register tiles
 // registers.ts), its expressions expr.ts (convert.ts, binary.ts, call.ts), its bytes encoder.ts.
 import type { Buffer, PrimFunc } from "../../ast/tir/tir.js"
-import { storedBuffers } from "../../ast/tir/analysis.js"
+import { seenOnEntry, storedBuffers } from "../../ast/tir/analysis.js"
 import { isIdentifier } from "../c-family/names.js"
 import { EmitError } from "../emit-error.js"
 import { encodeModule, type WasmFunc, type WasmImportFunc, type WasmModule } from "./encoder.js"
 import { FnBuilder, HELPERS, MATH_IMPORTS, type BufInfo, type Helper } from "./builder.js"
-import { ARGS, FrameSize, KERNEL_TYPE, seenOnEntry, type WasmKernelLayout, type WasmParamLayout, type WasmPhase } from "./layout.js"
+import { ARGS, FrameSize, KERNEL_TYPE, type WasmKernelLayout, type WasmParamLayout, type WasmPhase } from "./layout.js"
 import { emitPhases } from "./phases.js"
 
 export type { WasmKernelLayout, WasmParamLayout, WasmPhase } from "./layout.js"

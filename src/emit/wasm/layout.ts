@@ -2,8 +2,7 @@
 // sees them (storage length, whether it is written, whether its value on entry matters), its
 // phases, and its frame — the region where its allocations lie, at the offsets `frameSlot` gives.
 import type { DType } from "../../ast/graph/dtype.js"
-import { collect, type Expr } from "../../ast/te/expr.js"
-import type { Buffer, Stmt } from "../../ast/tir/tir.js"
+import type { Buffer } from "../../ast/tir/tir.js"
 import { storageElements } from "../../ast/tir/analysis.js"
 import type { FuncType } from "./encoder.js"
 import { STORAGE, type BufInfo } from "./builder.js"
@@ -48,47 +47,6 @@ export const BEGIN = 4
 export const END = 5
 
 export const KERNEL_TYPE: FuncType = { params: ["i32", "i32", "i32", "i32", "i32", "i32"], results: [] }
-
-/** Buffers whose value on entry may matter: every buffer read, and those stored under an `if` (which may leave elements unwritten). */
-export const seenOnEntry = (body: Stmt): Set<string> => {
-  const out = new Set<string>()
-  const ofExpr = (e: Expr) => collect(e, (x) => x.kind === "read").forEach((x) => x.kind === "read" && out.add(x.source))
-  const rec = (s: Stmt, guarded: boolean): void => {
-    switch (s.kind) {
-      case "store":
-        if (guarded) out.add(s.buffer)
-        s.indices.forEach(ofExpr)
-        ofExpr(s.value)
-        return
-      case "for":
-        ofExpr(s.min)
-        ofExpr(s.extent)
-        return rec(s.body, guarded || s.extent.kind !== "const")
-      case "seq":
-        return s.body.forEach((b) => rec(b, guarded))
-      case "if":
-        ofExpr(s.cond)
-        rec(s.then, true)
-        if (s.else) rec(s.else, true)
-        return
-      case "allocate":
-        return rec(s.body, guarded)
-      case "let":
-        ofExpr(s.value)
-        return rec(s.body, guarded)
-      case "evaluate":
-        return ofExpr(s.value)
-      case "intrinsic":
-        out.add(s.output.buffer)
-        s.inputs.forEach((r) => out.add(r.buffer))
-        return
-      default:
-        return
-    }
-  }
-  rec(body, false)
-  return out
-}
 
 /** The bytes of the frame a kernel's allocations reach (the largest end of any). */
 export class FrameSize {
