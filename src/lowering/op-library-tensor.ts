@@ -1,4 +1,5 @@
-// Injective computes that move data: Pad (constant / edge / reflect / wrap with constant pads),
+// Injective computes that move data: Reshape / Flatten / Squeeze / Unsqueeze, Transpose, Concat,
+// LayoutTransform (NCHW ↔ NCHW{c}c), Pad (constant / edge / reflect / wrap with constant pads),
 // Slice (constant starts/ends/axes/steps, negative steps too), Gather / GatherElements (their
 // indices read in the index expression), Expand, Tile, DepthToSpace and SpaceToDepth. Each
 // matches its reference kernel in src/ast/graph/ops/tensor-*.ts.
@@ -228,7 +229,82 @@ const gatherND: OpCompute = (ctx) => {
   ]
 }
 
+/** Reshape-like ops: the output's flat index read back in the input's shape. */
+const reshapeLike: OpCompute = (ctx) => {
+  const x = inp(ctx, 0)
+  const out = shapeOf(ctx.outputs[0])
+  return [
+    compute(ctx.name(), out, (...i) => {
+      let flat: Expr = c(0)
+      out.forEach((d, k) => (flat = add(mul(flat, c(d)), i[k])))
+      const idx: Expr[] = new Array(x.shape.length)
+      let rest = flat
+      for (let k = x.shape.length - 1; k >= 0; k--) {
+        idx[k] = k === 0 ? rest : floormod(rest, c(x.shape[k]))
+        rest = floordiv(rest, c(x.shape[k]))
+      }
+      return at(x, ...idx)
+    }, x.dtype),
+  ]
+}
+
+const transpose: OpCompute = (ctx) => {
+  const x = inp(ctx, 0)
+  const rank = x.shape.length
+  const perm = (ctx.attrs.perm as number[] | undefined) ?? Array.from({ length: rank }, (_, k) => rank - 1 - k)
+  return [
+    compute(ctx.name(), shapeOf(ctx.outputs[0]), (...i) => {
+      const idx: Expr[] = new Array(rank)
+      perm.forEach((p, k) => (idx[p] = i[k]))
+      return at(x, ...idx)
+    }, x.dtype),
+  ]
+}
+
+const concat: OpCompute = (ctx) => {
+  const xs = ctx.inputs.map((t, k) => t ?? none(`input ${k} is missing`))
+  const out = shapeOf(ctx.outputs[0])
+  const axis0 = num(ctx.attrs.axis, 0)
+  const axis = axis0 < 0 ? axis0 + out.length : axis0
+  return [
+    compute(ctx.name(), out, (...i) => {
+      let e: Expr | undefined
+      let offset = 0
+      const parts = xs.map((t) => {
+        const start = offset
+        offset += t.shape[axis]
+        return { t, start }
+      })
+      // later parts take over from their start: select(i ≥ start, later, earlier)
+      for (const { t, start } of parts) {
+        const idx = i.map((v, k) => (k === axis ? sub(v, c(start)) : v))
+        const read = at(t, ...idx)
+        e = e ? select(ge(i[axis], c(start)), read, e) : read
+      }
+      return e!
+    }, xs[0].dtype),
+  ]
+}
+
+const layoutTransform: OpCompute = (ctx) => {
+  const x = inp(ctx, 0)
+  const out = shapeOf(ctx.outputs[0])
+  if (out.length === 5) {
+    const b = out[4]
+    return [compute(ctx.name(), out, (n, cb, y, xx, ci) => at(x, n, add(mul(cb, c(b)), ci), y, xx), x.dtype)]
+  }
+  const b = x.shape[4]
+  return [compute(ctx.name(), out, (n, ch, y, xx) => at(x, n, floordiv(ch, c(b)), y, xx, floormod(ch, c(b))), x.dtype)]
+}
+
 export const TENSOR_MOVES: Record<string, OpCompute> = {
+  Reshape: reshapeLike,
+  Flatten: reshapeLike,
+  Squeeze: reshapeLike,
+  Unsqueeze: reshapeLike,
+  Transpose: transpose,
+  Concat: concat,
+  LayoutTransform: layoutTransform,
   Pad: pad,
   Slice: slice,
   Gather: gather,

@@ -1,8 +1,9 @@
 // The operator library: a TE compute per graph op, from the op's decoded attributes and its input
 // tensors. A fused group becomes one TE program (its nodes' computes chained); ops without a
 // compute here (or a configuration one declines with NoComputeError) run through the named fallback,
-// their reference kernel — see `computeFor`. The 2-D NCHW convolution, pooling, MatMul/Gemm,
-// softmax and layout computes live here; the rest by family in op-library-*.ts.
+// their reference kernel — see `computeFor`. The 2-D NCHW convolution, pooling, softmax and blocked
+// computes live here; the rest by family in op-library-*.ts (MatMul, Gemm, DensePack: -dense;
+// reshapes, transposes, concatenation, layout transforms: -tensor).
 import { resolveNode } from "../ast/graph/evaluate.js"
 import type { Node } from "../ast/graph/graph.js"
 import {
@@ -37,6 +38,7 @@ import { attention, rotaryEmbedding, swiglu } from "./op-library-attention.js"
 import { gridSample } from "./op-library-grid.js"
 import { einsum } from "./op-library-einsum.js"
 import { convWinogradNCHWc } from "./op-library-winograd.js"
+import { DENSE } from "./op-library-dense.js"
 
 export { NoComputeError, type OpComputeCtx } from "./op-library-common.js"
 
@@ -213,77 +215,6 @@ const globalPool =
     return [s, compute(ctx.name(), [N, C, 1, 1], (n, ch, y, xx) => div(at(s, n, ch, y, xx), fl(x.dtype, H * W)), x.dtype)]
   }
 
-const matmulLike: OpCompute = (ctx) => {
-  const a = inp(ctx, 0)
-  const b = inp(ctx, 1)
-  // a 1-D operand is a row (A) or a column (B) whose unit dim leaves the output
-  const a1 = a.shape.length === 1
-  const b1 = b.shape.length === 1
-  if (a1 && b1) return none("MatMul of two 1-D operands (a scalar output)")
-  const K = a.shape[a.shape.length - 1]
-  const out = shapeOf(ctx.outputs[0])
-  const k = reduceAxis(K, `${ctx.name()}.rk`)
-  return [
-    compute(ctx.name(), out, (...idx) => {
-      const batch = idx.slice(0, idx.length - (a1 || b1 ? 1 : 2))
-      const i = a1 ? undefined : idx[batch.length]
-      const j = b1 ? undefined : idx[idx.length - 1]
-      const ab = a.shape.slice(0, -2).map((d, q) => (d === 1 ? c(0) : batch[q + batch.length - (a.shape.length - 2)]))
-      const bb = b.shape.slice(0, -2).map((d, q) => (d === 1 ? c(0) : batch[q + batch.length - (b.shape.length - 2)]))
-      return sum(mul(a1 ? at(a, k.var) : at(a, ...ab, i!, k.var), b1 ? at(b, k.var) : at(b, ...bb, k.var, j!)), [k])
-    }, ctx.outputs[0].dtype, "matmul"),
-  ]
-}
-
-const gemm: OpCompute = (ctx) => {
-  const a = inp(ctx, 0)
-  const b = inp(ctx, 1)
-  const cc = ctx.inputs[2]
-  const transA = num(ctx.attrs.transA, 0)
-  const transB = num(ctx.attrs.transB, 0)
-  const alpha = num(ctx.attrs.alpha, 1)
-  const beta = num(ctx.attrs.beta, 1)
-  const [M, N] = shapeOf(ctx.outputs[0])
-  const K = transA ? a.shape[0] : a.shape[1]
-  const dtype = ctx.outputs[0].dtype
-  const k = reduceAxis(K, `${ctx.name()}.rk`)
-  const prod = compute(ctx.name(cc ? "mm" : undefined), [M, N], (i, j) => {
-    const s = sum(mul(transA ? at(a, k.var, i) : at(a, i, k.var), transB ? at(b, j, k.var) : at(b, k.var, j)), [k])
-    return s
-  }, dtype, "dense")
-  if (!cc && alpha === 1) return [prod]
-  return [
-    prod,
-    compute(ctx.name(), [M, N], (i, j) => {
-      let e = alpha === 1 ? at(prod, i, j) : mul(at(prod, i, j), fl(dtype, alpha))
-      if (cc) e = add(e, beta === 1 ? bread(cc, [i, j]) : mul(bread(cc, [i, j]), fl(dtype, beta)))
-      return e
-    }, dtype),
-  ]
-}
-
-/**
- * DensePack (TVM's dense_pack): the product into column panels [M, P, b], each panel's weights
- * [K, b] contiguous, then the output [M, n] read back from the panels with C added.
- */
-const densePack: OpCompute = (ctx) => {
-  const a = inp(ctx, 0)
-  const w = inp(ctx, 1)
-  const cc = ctx.inputs[2]
-  const [P, K, b] = w.shape
-  const [M, N] = shapeOf(ctx.outputs[0])
-  const dtype = ctx.outputs[0].dtype
-  const k = reduceAxis(K, `${ctx.name()}.rk`)
-  const panels = compute(ctx.name("panels"), [M, P, b], (i, p, l) => sum(mul(at(a, i, k.var), at(w, p, k.var, l)), [k]), dtype, "dense_pack")
-  return [
-    panels,
-    compute(ctx.name(), [M, N], (i, j) => {
-      const e = at(panels, i, floordiv(j, c(b)), floormod(j, c(b)))
-      return cc ? add(e, bread(cc, [i, j])) : e
-    }, dtype),
-  ]
-}
-
 const batchNorm: OpCompute = (ctx) => {
   if (num(ctx.attrs.training_mode, 0)) return none("BatchNormalization in training mode")
   if (ctx.node.outputs.slice(1).some((o) => o !== "")) return none("BatchNormalization's running statistics outputs")
@@ -335,74 +266,6 @@ const softmaxLike =
         log ? sub(sub(at(x, ...i), at(mx, ...statIdx(i))), call("log", at(sm, ...statIdx(i)))) : div(at(ex, ...i), at(sm, ...statIdx(i))), dtype),
     ]
   }
-
-/** Reshape-like ops: the output's flat index read back in the input's shape. */
-const reshapeLike: OpCompute = (ctx) => {
-  const x = inp(ctx, 0)
-  const out = shapeOf(ctx.outputs[0])
-  return [
-    compute(ctx.name(), out, (...i) => {
-      let flat: Expr = c(0)
-      out.forEach((d, k) => (flat = add(mul(flat, c(d)), i[k])))
-      const idx: Expr[] = new Array(x.shape.length)
-      let rest = flat
-      for (let k = x.shape.length - 1; k >= 0; k--) {
-        idx[k] = k === 0 ? rest : floormod(rest, c(x.shape[k]))
-        rest = floordiv(rest, c(x.shape[k]))
-      }
-      return at(x, ...idx)
-    }, x.dtype),
-  ]
-}
-
-const transpose: OpCompute = (ctx) => {
-  const x = inp(ctx, 0)
-  const rank = x.shape.length
-  const perm = (ctx.attrs.perm as number[] | undefined) ?? Array.from({ length: rank }, (_, k) => rank - 1 - k)
-  return [
-    compute(ctx.name(), shapeOf(ctx.outputs[0]), (...i) => {
-      const idx: Expr[] = new Array(rank)
-      perm.forEach((p, k) => (idx[p] = i[k]))
-      return at(x, ...idx)
-    }, x.dtype),
-  ]
-}
-
-const concat: OpCompute = (ctx) => {
-  const xs = ctx.inputs.map((t, k) => t ?? none(`input ${k} is missing`))
-  const out = shapeOf(ctx.outputs[0])
-  const axis0 = num(ctx.attrs.axis, 0)
-  const axis = axis0 < 0 ? axis0 + out.length : axis0
-  return [
-    compute(ctx.name(), out, (...i) => {
-      let e: Expr | undefined
-      let offset = 0
-      const parts = xs.map((t) => {
-        const start = offset
-        offset += t.shape[axis]
-        return { t, start }
-      })
-      // later parts take over from their start: select(i ≥ start, later, earlier)
-      for (const { t, start } of parts) {
-        const idx = i.map((v, k) => (k === axis ? sub(v, c(start)) : v))
-        const read = at(t, ...idx)
-        e = e ? select(ge(i[axis], c(start)), read, e) : read
-      }
-      return e!
-    }, xs[0].dtype),
-  ]
-}
-
-const layoutTransform: OpCompute = (ctx) => {
-  const x = inp(ctx, 0)
-  const out = shapeOf(ctx.outputs[0])
-  if (out.length === 5) {
-    const b = out[4]
-    return [compute(ctx.name(), out, (n, cb, y, xx, ci) => at(x, n, add(mul(cb, c(b)), ci), y, xx), x.dtype)]
-  }
-  const b = x.shape[4]
-  return [compute(ctx.name(), out, (n, ch, y, xx) => at(x, n, floordiv(ch, c(b)), y, xx, floormod(ch, c(b))), x.dtype)]
-}
 
 const convNCHWc: OpCompute = (ctx) => {
   const x = inp(ctx, 0)
@@ -463,19 +326,10 @@ export const OP_COMPUTES: Readonly<Record<string, OpCompute>> = {
   GlobalMaxPool: globalPool("max"),
   LpPool: poolNd("lp"),
   GlobalLpPool: globalPoolNd("lp"),
-  MatMul: matmulLike,
-  Gemm: gemm,
-  DensePack: densePack,
+  ...DENSE,
   BatchNormalization: batchNorm,
   Softmax: softmaxLike(false),
   LogSoftmax: softmaxLike(true),
-  Reshape: reshapeLike,
-  Flatten: reshapeLike,
-  Squeeze: reshapeLike,
-  Unsqueeze: reshapeLike,
-  Transpose: transpose,
-  Concat: concat,
-  LayoutTransform: layoutTransform,
   ...REDUCTIONS,
   ...REDUCTION_SCANS,
   ...NORMALIZATIONS,

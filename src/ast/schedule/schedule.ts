@@ -2,108 +2,21 @@
 // function Schedule → Schedule that also appends a serializable step, so a schedule can be
 // stored, replayed and hashed. Illegal requests throw a ScheduleError naming the stage and axis
 // (`replay` turns that into the Effect error channel).
-import { Data, Effect } from "effect"
-import type { IterVar } from "../te/expr.js"
-import { add, and, c, lt, mapExpr, mul, substitute, type Expr, type Reduce } from "../te/expr.js"
-import { at, compute, postOrder, reduceAxis, type ComputeTensor, type TeTensor } from "../te/tensor.js"
+import { Effect } from "effect"
+import type { TeTensor } from "../te/tensor.js"
 import { lookupIntrinsic, type TensorIntrinsic } from "../te/intrinsic.js"
-import type { Annotation, Axis, MemoryScope, Stage, ThreadTag } from "./stage.js"
+import type { Annotation, MemoryScope, Stage, ThreadTag } from "./stage.js"
 import { matchIntrinsic } from "./tensorize-match.js"
+import { cacheRead, cacheWrite, rfactor } from "./dataflow.js"
+import { createSchedule, freshAxis, isOutput, leafAxis, ScheduleError, stageOf, update, type Schedule, type Step } from "./schedule-core.js"
+
+// The schedule's data and the dataflow primitives live beside this file; exported from here as before.
+export { createSchedule, ScheduleError, type Schedule, type Step } from "./schedule-core.js"
+export { cacheRead, cacheWrite, rfactor } from "./dataflow.js"
 
 // A stage's data (its axes, relations, annotations) is declared in stage.ts, which tensorize-match
 // reads too; exported from here as before.
 export type { Annotation, Attach, Axis, AxisKind, MemoryScope, Relation, Stage, ThreadTag } from "./stage.js"
-
-export class ScheduleError extends Data.TaggedError("ScheduleError")<{
-  readonly primitive: string
-  readonly stage: string
-  readonly axis?: string
-  readonly reason: string
-}> {
-  override get message(): string {
-    return `${this.primitive} on stage '${this.stage}'${this.axis ? ` axis '${this.axis}'` : ""}: ${this.reason}`
-  }
-}
-
-export type Step =
-  | { readonly prim: "split"; readonly stage: string; readonly axis: string; readonly factor?: number; readonly nparts?: number }
-  | { readonly prim: "fuse"; readonly stage: string; readonly outer: string; readonly inner: string }
-  | { readonly prim: "reorder"; readonly stage: string; readonly order: readonly string[] }
-  | { readonly prim: "tile"; readonly stage: string; readonly x: string; readonly y: string; readonly xFactor: number; readonly yFactor: number }
-  | { readonly prim: "parallel" | "vectorize" | "unroll"; readonly stage: string; readonly axis: string }
-  | { readonly prim: "bind"; readonly stage: string; readonly axis: string; readonly thread: ThreadTag }
-  | { readonly prim: "pragma"; readonly stage: string; readonly axis: string; readonly key: string; readonly value: string }
-  | { readonly prim: "computeInline" | "computeRoot"; readonly stage: string }
-  | { readonly prim: "computeAt"; readonly stage: string; readonly target: string; readonly axis: string }
-  | { readonly prim: "storageAlign"; readonly stage: string; readonly axisIndex: number; readonly factor: number; readonly offset: number }
-  | { readonly prim: "doubleBuffer"; readonly stage: string }
-  | { readonly prim: "setScope"; readonly stage: string; readonly scope: MemoryScope }
-  | { readonly prim: "cacheRead"; readonly tensor: string; readonly scope: MemoryScope; readonly readers: readonly string[] }
-  | { readonly prim: "cacheWrite"; readonly stage: string; readonly scope: MemoryScope }
-  | { readonly prim: "rfactor"; readonly stage: string; readonly axis: string }
-  | { readonly prim: "tensorize"; readonly stage: string; readonly axis: string; readonly intrinsic: string }
-
-export interface Schedule {
-  readonly outputs: readonly TeTensor[]
-  readonly stages: ReadonlyMap<string, Stage>
-  /** Compute stages, producers first. */
-  readonly order: readonly string[]
-  readonly steps: readonly Step[]
-}
-
-const rootAxes = (op: ComputeTensor): Axis[] => {
-  const data = op.axes.map((a) => ({ name: a.var.name, extent: a.dom.extent, type: "data" as const }))
-  const red = op.body.kind === "reduce" ? op.body.axes.map((a: IterVar) => ({ name: a.var.name, extent: a.dom.extent, type: "reduce" as const })) : []
-  return [...data, ...red]
-}
-
-/** The default schedule: every compute at root, loops in declaration order. */
-export const createSchedule = (outputs: readonly TeTensor[]): Schedule => {
-  const stages = new Map<string, Stage>()
-  const order: string[] = []
-  for (const t of postOrder(outputs)) {
-    if (t.kind !== "compute") continue
-    if (stages.has(t.name)) throw new ScheduleError({ primitive: "createSchedule", stage: t.name, reason: "two tensors share this name" })
-    const root = rootAxes(t)
-    stages.set(t.name, {
-      name: t.name,
-      op: t,
-      root,
-      axes: new Map(root.map((a) => [a.name, a])),
-      leaf: root.map((a) => a.name),
-      relations: [],
-      annotations: new Map(),
-      pragmas: new Map(),
-      attach: { kind: "root" },
-      scope: "global",
-      align: [],
-      doubleBuffer: false,
-    })
-    order.push(t.name)
-  }
-  return { outputs, stages, order, steps: [] }
-}
-
-const stageOf = (s: Schedule, prim: string, name: string): Stage => {
-  const st = s.stages.get(name)
-  if (!st) throw new ScheduleError({ primitive: prim, stage: name, reason: `no such stage (stages: ${[...s.stages.keys()].join(", ")})` })
-  return st
-}
-
-const leafAxis = (st: Stage, prim: string, axis: string): Axis => {
-  const a = st.axes.get(axis)
-  if (!a) throw new ScheduleError({ primitive: prim, stage: st.name, axis, reason: `no such axis (leaf axes: ${st.leaf.join(", ")})` })
-  if (!st.leaf.includes(axis)) throw new ScheduleError({ primitive: prim, stage: st.name, axis, reason: "is not a leaf axis (it was split or fused already)" })
-  return a
-}
-
-const update = (s: Schedule, st: Stage, step: Step): Schedule => ({ ...s, stages: new Map(s.stages).set(st.name, st), steps: [...s.steps, step] })
-
-const freshAxis = (st: Stage, base: string): string => {
-  let name = base
-  for (let k = 1; st.axes.has(name); k++) name = `${base}${k}`
-  return name
-}
 
 /** split(axis, factor) → outer (extent ⌈n/factor⌉) and inner (extent factor); nparts fixes the outer extent. */
 export const split = (s: Schedule, stage: string, axis: string, by: { factor: number } | { nparts: number }): { schedule: Schedule; outer: string; inner: string } => {
@@ -188,8 +101,6 @@ export const pragma = (s: Schedule, stage: string, axis: string, key: string, va
   return update(s, { ...st, pragmas: new Map(st.pragmas).set(axis, [...prev, [key, value] as const]) }, { prim: "pragma", stage, axis, key, value })
 }
 
-const isOutput = (s: Schedule, stage: string) => s.outputs.some((o) => o.name === stage)
-
 /** computeInline: the stage's body is substituted into its consumers (not for outputs or reductions). */
 export const computeInline = (s: Schedule, stage: string): Schedule => {
   const st = stageOf(s, "computeInline", stage)
@@ -256,130 +167,6 @@ export const setScope = (s: Schedule, stage: string, scope: MemoryScope): Schedu
   const st = stageOf(s, "setScope", stage)
   if (isOutput(s, stage) && scope !== "global") throw new ScheduleError({ primitive: "setScope", stage, reason: "an output lives in global memory" })
   return update(s, { ...st, scope }, { prim: "setScope", stage, scope })
-}
-
-const freshStage = (op: ComputeTensor): Stage => {
-  const root = rootAxes(op)
-  return {
-    name: op.name,
-    op,
-    root,
-    axes: new Map(root.map((a) => [a.name, a])),
-    leaf: root.map((a) => a.name),
-    relations: [],
-    annotations: new Map(),
-    pragmas: new Map(),
-    attach: { kind: "root" },
-    scope: "global",
-    align: [],
-    doubleBuffer: false,
-  }
-}
-
-/** A tensor of the program by name (a stage's op or a placeholder some stage reads). */
-const tensorByName = (s: Schedule, name: string): TeTensor | undefined => {
-  const st = s.stages.get(name)
-  if (st) return st.op
-  for (const x of s.stages.values()) for (const t of x.op.inputs) if (t.name === name) return t
-  return undefined
-}
-
-/** Replaces reads of `from` by reads of `to` (same indices) in an op; a new op with fresh inputs. */
-const redirectReads = (op: ComputeTensor, from: string, to: TeTensor): ComputeTensor => {
-  const body = mapExpr(op.body, (e) => (e.kind === "read" && e.source === from ? at(to, ...e.indices) : undefined))
-  const inputs = op.inputs.map((t) => (t.name === from ? to : t))
-  return { ...op, body, inputs }
-}
-
-const uniqueStageName = (s: Schedule, base: string): string => {
-  let name = base
-  for (let k = 1; s.stages.has(name); k++) name = `${base}${k}`
-  return name
-}
-
-/**
- * cacheRead(tensor, scope, readers): a new stage copies `tensor` into `scope`, and the readers
- * read the copy. Schedule the copy (computeAt, bind) to make it a cooperative fetch.
- */
-export const cacheRead = (s: Schedule, tensor: string, scope: MemoryScope, readers: readonly string[]): { schedule: Schedule; stage: string } => {
-  const t = tensorByName(s, tensor)
-  if (!t) throw new ScheduleError({ primitive: "cacheRead", stage: tensor, reason: "no such tensor" })
-  for (const r of readers) {
-    const st = stageOf(s, "cacheRead", r)
-    if (!st.op.inputs.some((x) => x.name === tensor)) throw new ScheduleError({ primitive: "cacheRead", stage: r, reason: `does not read '${tensor}'` })
-    if (st.relations.length) throw new ScheduleError({ primitive: "cacheRead", stage: r, reason: "cache the reads of a stage before splitting or fusing its axes" })
-  }
-  const name = uniqueStageName(s, `${tensor}.${scope}`)
-  const copy = compute(name, t.shape, (...idx) => at(t, ...idx), t.dtype)
-  const stages = new Map(s.stages)
-  for (const r of readers) {
-    const st = stages.get(r)!
-    stages.set(r, { ...st, op: redirectReads(st.op, tensor, copy) })
-  }
-  stages.set(name, { ...freshStage(copy), scope })
-  const first = Math.min(...readers.map((r) => s.order.indexOf(r)))
-  const order = [...s.order.slice(0, first), name, ...s.order.slice(first)]
-  return { schedule: { ...s, stages, order, steps: [...s.steps, { prim: "cacheRead", tensor, scope, readers }] }, stage: name }
-}
-
-/** cacheWrite(stage, scope): the stage computes into a new `scope` stage, then copies it out. */
-export const cacheWrite = (s: Schedule, stage: string, scope: MemoryScope): { schedule: Schedule; stage: string } => {
-  const st = stageOf(s, "cacheWrite", stage)
-  if (st.relations.length || st.attach.kind !== "root") throw new ScheduleError({ primitive: "cacheWrite", stage, reason: "cache the writes of a stage before scheduling it" })
-  const name = uniqueStageName(s, `${stage}.${scope}`)
-  const op = st.op
-  const local = compute(name, op.shape, (...idx) => substitute(op.body, new Map(op.axes.map((a, k) => [a.var.name, idx[k] as Expr]))), op.dtype)
-  const out: ComputeTensor = { ...compute(stage, op.shape, (...idx) => at(local, ...idx), op.dtype) }
-  const stages = new Map(s.stages).set(name, { ...freshStage(local), scope }).set(stage, { ...freshStage(out), scope: st.scope })
-  // consumers keep reading `stage` by name; their ops hold the old object only as a name
-  const i = s.order.indexOf(stage)
-  const order = [...s.order.slice(0, i), name, ...s.order.slice(i)]
-  return { schedule: { ...s, stages, order, steps: [...s.steps, { prim: "cacheWrite", stage, scope }] }, stage: name }
-}
-
-/**
- * rfactor(stage, axis): a reduce axis (a root reduce axis, or one half of its split) becomes a
- * data axis of a new stage of partial results; the stage then reduces those partials.
- */
-export const rfactor = (s: Schedule, stage: string, axis: string): { schedule: Schedule; stage: string } => {
-  const st = stageOf(s, "rfactor", stage)
-  const body = st.op.body
-  if (body.kind !== "reduce") throw new ScheduleError({ primitive: "rfactor", stage, axis, reason: "the stage is not a reduction" })
-  const a = leafAxis(st, "rfactor", axis)
-  if (a.type !== "reduce") throw new ScheduleError({ primitive: "rfactor", stage, axis, reason: "is not a reduce axis" })
-  const split = st.relations.find((r) => r.kind === "split" && (r.outer === axis || r.inner === axis)) as Extract<Stage["relations"][number], { kind: "split" }> | undefined
-  const root = split ? split.parent : axis
-  const rootIter = body.axes.find((x) => x.var.name === root)
-  if (!rootIter) throw new ScheduleError({ primitive: "rfactor", stage, axis, reason: "must be a root reduce axis or a direct half of one split" })
-  if (st.relations.some((r) => r !== split)) throw new ScheduleError({ primitive: "rfactor", stage, axis, reason: "apply rfactor before other splits and fuses of the stage" })
-  const name = uniqueStageName(s, `${stage}.rf`)
-  const op = st.op
-  const others = body.axes.filter((x) => x !== rootIter)
-  const rfExtent = a.extent
-  const rf = compute(name, [rfExtent, ...op.shape], (kf, ...idx) => {
-    const env = new Map<string, Expr>(op.axes.map((x, k) => [x.var.name, idx[k] as Expr]))
-    let axes = others
-    let guard: Expr | undefined
-    if (split) {
-      const restName = split.outer === axis ? split.inner : split.outer
-      const rest = reduceAxis(split.outer === axis ? split.factor : Math.ceil(rootIter.dom.extent / split.factor), `${restName}.r`)
-      const value = split.outer === axis ? add(mul(kf, c(split.factor)), rest.var) : add(mul(rest.var, c(split.factor)), kf)
-      env.set(root, add(value, c(rootIter.dom.min)))
-      guard = lt(value, c(rootIter.dom.extent))
-      axes = [rest, ...others]
-    } else env.set(root, add(kf, c(rootIter.dom.min)))
-    const source = substitute(body.source, env)
-    const where = body.where ? substitute(body.where, env) : undefined
-    const cond = where && guard ? and(where, guard) : (where ?? guard)
-    const red: Reduce = { kind: "reduce", combiner: body.combiner, source, axes, ...(cond ? { where: cond } : {}), dtype: body.dtype }
-    return red
-  }, op.dtype)
-  const k2 = reduceAxis(rfExtent, `${axis}.rf`)
-  const top = compute(stage, op.shape, (...idx) => ({ kind: "reduce", combiner: body.combiner, source: at(rf, k2.var, ...idx), axes: [k2], dtype: body.dtype }), op.dtype)
-  const stages = new Map(s.stages).set(name, freshStage(rf)).set(stage, { ...freshStage(top), attach: st.attach, scope: st.scope })
-  const i = s.order.indexOf(stage)
-  const order = [...s.order.slice(0, i), name, ...s.order.slice(i)]
-  return { schedule: { ...s, stages, order, steps: [...s.steps, { prim: "rfactor", stage, axis }] }, stage: name }
 }
 
 /**

@@ -1,0 +1,119 @@
+// The schedule's data and the helpers its primitives share: the Schedule value, its recorded
+// Steps, the ScheduleError every illegal request throws, the default schedule of a TE program, and
+// the lookups and updates the primitives (schedule.ts, dataflow.ts) are built from.
+import { Data } from "effect"
+import type { IterVar } from "../te/expr.js"
+import { postOrder, type ComputeTensor, type TeTensor } from "../te/tensor.js"
+import type { Axis, MemoryScope, Stage, ThreadTag } from "./stage.js"
+
+export class ScheduleError extends Data.TaggedError("ScheduleError")<{
+  readonly primitive: string
+  readonly stage: string
+  readonly axis?: string
+  readonly reason: string
+}> {
+  override get message(): string {
+    return `${this.primitive} on stage '${this.stage}'${this.axis ? ` axis '${this.axis}'` : ""}: ${this.reason}`
+  }
+}
+
+export type Step =
+  | { readonly prim: "split"; readonly stage: string; readonly axis: string; readonly factor?: number; readonly nparts?: number }
+  | { readonly prim: "fuse"; readonly stage: string; readonly outer: string; readonly inner: string }
+  | { readonly prim: "reorder"; readonly stage: string; readonly order: readonly string[] }
+  | { readonly prim: "tile"; readonly stage: string; readonly x: string; readonly y: string; readonly xFactor: number; readonly yFactor: number }
+  | { readonly prim: "parallel" | "vectorize" | "unroll"; readonly stage: string; readonly axis: string }
+  | { readonly prim: "bind"; readonly stage: string; readonly axis: string; readonly thread: ThreadTag }
+  | { readonly prim: "pragma"; readonly stage: string; readonly axis: string; readonly key: string; readonly value: string }
+  | { readonly prim: "computeInline" | "computeRoot"; readonly stage: string }
+  | { readonly prim: "computeAt"; readonly stage: string; readonly target: string; readonly axis: string }
+  | { readonly prim: "storageAlign"; readonly stage: string; readonly axisIndex: number; readonly factor: number; readonly offset: number }
+  | { readonly prim: "doubleBuffer"; readonly stage: string }
+  | { readonly prim: "setScope"; readonly stage: string; readonly scope: MemoryScope }
+  | { readonly prim: "cacheRead"; readonly tensor: string; readonly scope: MemoryScope; readonly readers: readonly string[] }
+  | { readonly prim: "cacheWrite"; readonly stage: string; readonly scope: MemoryScope }
+  | { readonly prim: "rfactor"; readonly stage: string; readonly axis: string }
+  | { readonly prim: "tensorize"; readonly stage: string; readonly axis: string; readonly intrinsic: string }
+
+export interface Schedule {
+  readonly outputs: readonly TeTensor[]
+  readonly stages: ReadonlyMap<string, Stage>
+  /** Compute stages, producers first. */
+  readonly order: readonly string[]
+  readonly steps: readonly Step[]
+}
+
+export const rootAxes = (op: ComputeTensor): Axis[] => {
+  const data = op.axes.map((a) => ({ name: a.var.name, extent: a.dom.extent, type: "data" as const }))
+  const red = op.body.kind === "reduce" ? op.body.axes.map((a: IterVar) => ({ name: a.var.name, extent: a.dom.extent, type: "reduce" as const })) : []
+  return [...data, ...red]
+}
+
+/** The default schedule: every compute at root, loops in declaration order. */
+export const createSchedule = (outputs: readonly TeTensor[]): Schedule => {
+  const stages = new Map<string, Stage>()
+  const order: string[] = []
+  for (const t of postOrder(outputs)) {
+    if (t.kind !== "compute") continue
+    if (stages.has(t.name)) throw new ScheduleError({ primitive: "createSchedule", stage: t.name, reason: "two tensors share this name" })
+    stages.set(t.name, freshStage(t))
+    order.push(t.name)
+  }
+  return { outputs, stages, order, steps: [] }
+}
+
+export const stageOf = (s: Schedule, prim: string, name: string): Stage => {
+  const st = s.stages.get(name)
+  if (!st) throw new ScheduleError({ primitive: prim, stage: name, reason: `no such stage (stages: ${[...s.stages.keys()].join(", ")})` })
+  return st
+}
+
+export const leafAxis = (st: Stage, prim: string, axis: string): Axis => {
+  const a = st.axes.get(axis)
+  if (!a) throw new ScheduleError({ primitive: prim, stage: st.name, axis, reason: `no such axis (leaf axes: ${st.leaf.join(", ")})` })
+  if (!st.leaf.includes(axis)) throw new ScheduleError({ primitive: prim, stage: st.name, axis, reason: "is not a leaf axis (it was split or fused already)" })
+  return a
+}
+
+export const update = (s: Schedule, st: Stage, step: Step): Schedule => ({ ...s, stages: new Map(s.stages).set(st.name, st), steps: [...s.steps, step] })
+
+export const freshAxis = (st: Stage, base: string): string => {
+  let name = base
+  for (let k = 1; st.axes.has(name); k++) name = `${base}${k}`
+  return name
+}
+
+export const isOutput = (s: Schedule, stage: string) => s.outputs.some((o) => o.name === stage)
+
+export const freshStage = (op: ComputeTensor): Stage => {
+  const root = rootAxes(op)
+  return {
+    name: op.name,
+    op,
+    root,
+    axes: new Map(root.map((a) => [a.name, a])),
+    leaf: root.map((a) => a.name),
+    relations: [],
+    annotations: new Map(),
+    pragmas: new Map(),
+    attach: { kind: "root" },
+    scope: "global",
+    align: [],
+    doubleBuffer: false,
+  }
+}
+
+/** A tensor of the program by name (a stage's op or a placeholder some stage reads). */
+export const tensorByName = (s: Schedule, name: string): TeTensor | undefined => {
+  const st = s.stages.get(name)
+  if (st) return st.op
+  for (const x of s.stages.values()) for (const t of x.op.inputs) if (t.name === name) return t
+  return undefined
+}
+
+export const uniqueStageName = (s: Schedule, base: string): string => {
+  let name = base
+  for (let k = 1; s.stages.has(name); k++) name = `${base}${k}`
+  return name
+}
+
