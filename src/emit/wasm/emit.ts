@@ -1,5 +1,5 @@
 // The `wasm` target: PrimFuncs → one WebAssembly module (our own encoder, SIMD128), run in Node or
-// a browser by src/device/wasm.ts. Pure and deterministic: the same funcs and options give the same
+// a browser by src/device/wasm/. Pure and deterministic: the same funcs and options give the same
 // bytes; names from programs never reach the module (exports are the caller's safe identifiers).
 //
 // Calling convention and memory:
