@@ -99,7 +99,10 @@ export interface TargetAttrsOf {
 
 export type TargetKind = keyof TargetAttrsOf
 
-export const TARGET_KINDS: readonly TargetKind[] = ["interp", "js", "c", "wasm"]
+/** Every kind once (typed over TargetAttrsOf: a kind added there fails to compile until it is listed here). */
+const KINDS: { readonly [K in TargetKind]: null } = { interp: null, js: null, c: null, wasm: null }
+
+export const TARGET_KINDS: readonly TargetKind[] = Object.keys(KINDS) as TargetKind[]
 
 export const isTargetKind = (s: string): s is TargetKind => (TARGET_KINDS as readonly string[]).includes(s)
 

@@ -9,7 +9,6 @@ import { measureC } from "../device/c/measure.js"
 import { jsDeviceLayer } from "../device/js/device.js"
 import { measureJs } from "../device/js/measure.js"
 import { wasmDeviceLayer } from "../device/wasm/device.js"
-import { wasmThreadsAvailable } from "../device/wasm/load.js"
 import { emitC } from "../emit/c/emit.js"
 import { emitJsModule } from "../emit/js/emit.js"
 import { emitWasmModule } from "../emit/wasm/emit.js"
@@ -66,8 +65,9 @@ const wasm: Backend<"wasm"> = {
     schedules: cpuSchedules,
     tir: cpuTir,
     emit: (program, _target, o): Artifact => {
-      // a shared memory where the host can run the parallel phases on several threads
-      const sharedMemory = (o.threads ?? 1) > 1 && wasmThreadsAvailable()
+      // a shared memory when the parallel phases are to run on several threads (the caller asks
+      // for threads only where the host has them: wasmThreadsAvailable)
+      const sharedMemory = (o.threads ?? 1) > 1
       const em = emitWasmModule(compiledKernels(program).map((k) => ({ name: k.name, func: k.func })), { sharedMemory })
       return {
         kind: "wasm",

@@ -1,6 +1,7 @@
-// `tessera compile MODEL.onnx --target js|c|wasm --out DIR [--tuned LOG]`: writes the artifact —
-// the emitted code, the constants (one little-endian binary, 64-byte aligned) and manifest.json
-// (inputs, outputs, kernels in run order, fallback groups with their reasons, the memory plan).
+// `tessera compile MODEL.onnx --target T --out DIR [--tuned LOG]` (T: a kind with a code generator):
+// writes the artifact — the emitted code (the target's emitter's files), the constants (one
+// little-endian binary, 64-byte aligned) and manifest.json (inputs, outputs, kernels in run order,
+// fallback groups with their reasons, the memory plan).
 // Same model and flags → the same bytes: nothing depends on the clock, the folder or the run.
 import { Effect } from "effect"
 import * as path from "node:path"

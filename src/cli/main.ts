@@ -9,7 +9,7 @@ import { errorLine, tagOf, UsageError } from "./errors.js"
 import { INSPECT_FORMATS, inspectModel } from "./inspect.js"
 import { DEMO_TARGET, demo, demoOutcome, demoTable } from "./demo.js"
 import { runModel } from "./run.js"
-import { compileCommand } from "./compile.js"
+import { COMPILE_TARGETS, compileCommand } from "./compile.js"
 import { BENCH_FORMATS, benchCommand, benchText } from "./bench.js"
 import { TARGETS } from "./targets.js"
 import { zooCommand } from "./zoo.js"
@@ -102,7 +102,7 @@ const compile = Command.make(
   "compile",
   {
     model,
-    target: Flag.String("target").pipe(Flag.withDefault("js"), Flag.withDescription("js, c or wasm")),
+    target: Flag.String("target").pipe(Flag.withDefault("js"), Flag.withDescription(COMPILE_TARGETS.join(", "))),
     out: Flag.String("out").pipe(Flag.withDescription("folder for the artifact (code, constants.bin, manifest.json)")),
     tuned: Flag.String("tuned").pipe(Flag.optional, Flag.withDescription("a tuning log from 'tessera tune': its best records are applied (report on stderr)")),
     threads: Flag.Int("threads").pipe(Flag.withDefault(1), Flag.withDescription("cores the parallel loops may use (c; tuning records are per thread count)")),

@@ -149,20 +149,18 @@ export const tuneCommand = Effect.fn("cli.tune")(function* (o: TuneCommandOption
   yield* Console.error(
     `tessera tune: ${runners.length} tasks from ${o.model}; ${kind}, ${o.threads} thread${o.threads > 1 ? "s" : ""}; ${o.tuner}, ${o.trials} trials each; log ${o.log}${log.records.length ? ` (${log.records.length} records already)` : ""}`,
   )
-  // c libraries are built in a folder of this run's own, deleted when it ends (a killed run's
-  // folder is deleted by the next run)
+  // candidates are built (c: libraries) in a folder of this run's own, deleted when it ends (a
+  // killed run's folder is deleted by the next run)
   return yield* Effect.acquireUseRelease(
-    kind === "c"
-      ? Effect.try({
-          try: () => {
-            removeDeadRunsFolders()
-            return fs.mkdtempSync(path.join(os.tmpdir(), `${BUILD_PREFIX}${process.pid}-`))
-          },
-          catch: (e) => new FileAccessError({ path: os.tmpdir(), operation: "write", reason: e instanceof Error ? e.message : String(e) }),
-        })
-      : Effect.succeed(undefined),
+    Effect.try({
+      try: () => {
+        removeDeadRunsFolders()
+        return fs.mkdtempSync(path.join(os.tmpdir(), `${BUILD_PREFIX}${process.pid}-`))
+      },
+      catch: (e) => new FileAccessError({ path: os.tmpdir(), operation: "write", reason: e instanceof Error ? e.message : String(e) }),
+    }),
     (buildDir) => tuneRunners(o, kind, { vectorLanes: Math.max(target.attrs.vectorLanes, 1), cores: target.attrs.cores }, runners, log.records, buildDir),
-    (buildDir) => Effect.sync(() => buildDir && fs.rmSync(buildDir, { recursive: true, force: true })),
+    (buildDir) => Effect.sync(() => fs.rmSync(buildDir, { recursive: true, force: true })),
   )
 })
 
@@ -198,7 +196,7 @@ const tuneRunners = Effect.fn("cli.tuneRunners")(function* (
   target: ScheduleTarget,
   runners: readonly TaskRunner[],
   logged: readonly TuningRecord[],
-  buildDir: string | undefined,
+  buildDir: string,
 ) {
   const rows: { runner: TaskRunner; result: TuneResult; resumed: number }[] = []
   // every record so far (the log's and this run's): xgb's model starts from the other tasks' ones
@@ -230,7 +228,7 @@ const tuneRunners = Effect.fn("cli.tuneRunners")(function* (
       threads: o.threads,
       chunk: o.chunk ?? DEFAULT_CHUNK,
       buildJobs: o.buildJobs ?? Math.max(1, os.availableParallelism() - o.threads),
-      build: { ...defaultCBuildConfig(), cacheDir: buildDir ?? os.tmpdir() },
+      build: { ...defaultCBuildConfig(), cacheDir: buildDir },
       // the measuring threads take every core: gcc waits until a batch is measured
       overlap: o.threads < os.availableParallelism(),
     }
