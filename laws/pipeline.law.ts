@@ -8,6 +8,7 @@ import { arbGraphCase } from "../src/ast/graph/arbitrary.js"
 import { runGraph } from "../src/ast/graph/evaluate.js"
 import { makeTarget } from "../src/ast/target.js"
 import { compileGraph, loadProgram } from "../src/pipeline.js"
+import { withPassConfig } from "../src/rewrite/index.js"
 import { assertAllClose, lawParams } from "./support.js"
 
 describe("compile → js → run", () => {
@@ -32,4 +33,16 @@ describe("compile → js → run", () => {
       }
       expect(compiled).toBeGreaterThan(0)
     }, 300_000)
+
+  it("equals the evaluator with FuseOps and PlanMemory disabled (a group per node, a block per value)", async () => {
+    const cases = fc.sample(arbGraphCase({ maxNodes: 10 }), lawParams(15))
+    for (const { graph, inputs } of cases) {
+      const target = makeTarget("js", { vectorLanes: 4 })
+      const program = await Effect.runPromise(compileGraph(graph, target).pipe(withPassConfig({ disabled: new Set(["rewrite.FuseOps", "rewrite.PlanMemory"]) })))
+      expect(program.fused.groups.every((g) => g.nodes.length === 1)).toBe(true)
+      expect(new Set(program.memory.values.map((v) => v.storage)).size).toBe(program.memory.values.length)
+      const exec = await Effect.runPromise(loadProgram(program, target))
+      assertAllClose(graph.outputs.map((o) => exec.run(inputs).get(o.name)!), runGraph(graph, inputs), 1e-3, 1e-4)
+    }
+  }, 300_000)
 })

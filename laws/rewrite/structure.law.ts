@@ -4,10 +4,10 @@
 // their inverse.
 import { Effect } from "effect"
 import * as fc from "fast-check"
-import { describe, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { arbGraphCase } from "../../src/ast/graph/arbitrary.js"
 import type { Graph } from "../../src/ast/graph/graph.js"
-import { alterLayoutSync, defaultPasses, fuseOpsSync, planMemory, type FusedGraph } from "../../src/rewrite/index.js"
+import { alterLayoutSync, defaultPasses, fuseOpsSync, planMemory, planMemoryPass, type FusedGraph } from "../../src/rewrite/index.js"
 import { nodeKind } from "../../src/rewrite/fuse-ops.js"
 import { lawParams } from "../support.js"
 
@@ -80,6 +80,19 @@ describe("rewrite.PlanMemory", () => {
         if (plan.plannedBytes > plan.naiveBytes) throw new Error(`planned ${plan.plannedBytes} > naive ${plan.naiveBytes}`)
       }),
       lawParams(80),
+    )
+  })
+
+  it("skipped (disabled), every intermediate value gets a block of its own and nothing is in place", () => {
+    fc.assert(
+      fc.property(arbGraphCase({ maxNodes: 16 }), ({ graph }) => {
+        const fused = fuseOpsSync(optimized(graph))
+        const plan = planMemoryPass.skip!(fused).memory
+        expect(new Set(plan.values.map((v) => v.storage)).size).toBe(plan.values.length)
+        expect(plan.values.some((v) => v.inPlaceOf !== undefined)).toBe(false)
+        expect(plan.values.map((v) => v.value).sort()).toEqual(planMemory(fused).values.map((v) => v.value).sort())
+      }),
+      lawParams(60),
     )
   })
 })
