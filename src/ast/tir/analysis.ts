@@ -3,19 +3,12 @@
 // statement stores to and which it may read before writing, a function's params as a caller passes
 // them, and whether a statement is straight-line code (a vector loop's body).
 import type { DType } from "../graph/dtype.js"
+import { stridesOf } from "../graph/tensor.js"
 import { collect, type Expr } from "../te/expr.js"
 import type { Buffer, PrimFunc, Stmt } from "./tir.js"
 
-/** Row-major strides of a shape (the last dim contiguous). */
-export const rowMajor = (shape: readonly number[]): number[] => {
-  const st = new Array<number>(shape.length)
-  let acc = 1
-  for (let i = shape.length - 1; i >= 0; i--) {
-    st[i] = acc
-    acc *= shape[i]
-  }
-  return st
-}
+/** Row-major strides of a shape (the last dim contiguous): the graph IR's own. */
+export const rowMajor: (shape: readonly number[]) => number[] = stridesOf
 
 /** Strides with storageAlign applied: align = [axis, factor, offset] makes stride[axis] ≡ offset (mod factor). */
 export const alignedStrides = (shape: readonly number[], align: readonly (readonly [number, number, number])[]): number[] => {
