@@ -74,7 +74,7 @@ const perLayer = (program: Program, mod: DeviceModule): string[] => {
     const params = paramsOf(k.func)
     const blocks = mod.reserve(params.map((p) => p.elements * allocate(p.dtype, 1).BYTES_PER_ELEMENT))
     const args = params.map((p, j) => mod.view(blocks[j], p.dtype, p.elements))
-    const ms = time(() => mod.run(k.name, args), 3)
+    const ms = mod.time(k.name, args, { repeats: 3, minMs: 0 }) * 1000
     const grp = program.fused.groups[k.group]
     const fl = grp.nodes.reduce((s, n) => s + nodeFlops(program.graph, byName.get(n)!), 0)
     return [`${k.name}\t${grp.ops.join("+")}\t${ms.toFixed(2)} ms\t${(fl / ms / 1e6).toFixed(1)} GFLOP/s`]

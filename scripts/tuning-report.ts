@@ -102,10 +102,10 @@ const tune = async (r: TaskRunner, tunerName: (typeof TUNERS)[number], trials: n
   const confirmation = {
     top: DEFAULT_CONFIRM,
     with: [r.task.template.defaults(r.task.knobs, TARGET)],
-    measure: measurerFor("c", r, confirmMeasurerOptions(measureOptions, DEFAULT_CONFIRM))!,
+    measure: measurerFor(C_TARGET, r, confirmMeasurerOptions(measureOptions, DEFAULT_CONFIRM))!,
   }
   return run(
-    tuneTask(r.task, await makeTuner(tunerName, r, 1, transfer), r.lowerConfig, measurerFor("c", r, measureOptions)!, {
+    tuneTask(r.task, await makeTuner(tunerName, r, 1, transfer), r.lowerConfig, measurerFor(C_TARGET, r, measureOptions)!, {
       trials,
       batch: BATCH,
       target: "c",
@@ -123,7 +123,7 @@ const measureDefault = async (r: TaskRunner): Promise<number | undefined> => {
   // (a log from before a change of the defaults holds another config: the current one is measured)
   const prior = existing.find((rec) => rec.workload === r.task.workload && rec.tuner === "default" && configKey(rec.config) === configKey(config))
   if (prior) return prior.costs.length ? r.task.flops / Math.min(...prior.costs) / 1e9 : undefined
-  const [m] = await run(measurerFor("c", r, measureOptions)!([{ config, func: r.lowerConfig(config) }]))
+  const [m] = await run(measurerFor(C_TARGET, r, measureOptions)!([{ config, func: r.lowerConfig(config) }]))
   await run(
     appendRecords(LOG, [
       { v: RECORD_VERSION, task: r.task.id, workload: r.task.workload, target: "c", config, costs: m.cost === undefined ? [] : [m.cost], timestamp: new Date().toISOString(), tuner: "default", ...(m.cost ? { gflops: r.task.flops / m.cost / 1e9 } : {}), ...(m.error ? { error: m.error } : {}) },

@@ -1,6 +1,6 @@
 // Every backend in the table, through the seam alone: its record's target on this host, the
 // pipeline's compile → emit → load on its own Device → run, and the Device module's contract
-// (memory it owns: reserve, view, write/read, input and output binding). A target whose toolchain
+// (memory it owns: reserve, view, write/read, input and output binding, timing). A target whose toolchain
 // is missing here is skipped, visibly, with its reason.
 import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
@@ -109,6 +109,12 @@ describe.each(compiling)("backend %s", (kind) => {
       expect([...mod.read(bound)]).toEqual(new Array(16).fill(7))
       expect(mod.read(mod.output(v)).length).toBe(16)
       expect(() => mod.run("no_such_kernel", [])).toThrow(/no_such_kernel/)
+      // a kernel timed on buffers of its params' sizes: seconds per call
+      const k = artifact.kernels[0]
+      const blocks = mod.reserve(k.params.map((p) => 8 * p.elements))
+      const secs = mod.time(k.name, k.params.map((p, j) => mod.view(blocks[j], p.dtype, p.elements)), { repeats: 3, minMs: 1 })
+      expect(secs).toBeGreaterThan(0)
+      expect(secs).toBeLessThan(1)
     } finally {
       mod.close()
     }

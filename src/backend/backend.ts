@@ -6,7 +6,7 @@
 import { Data, type Layer } from "effect"
 import type { CpuAttrs, Target, TargetKind } from "../ast/target.js"
 import type { Device } from "../device/device.js"
-import type { Measure, MeasurerOptions, ReferenceSource } from "../device/measure.js"
+import type { PrimFunc } from "../ast/tir/tir.js"
 import type { ScheduleFn } from "../lowering/lower-group.js"
 import type { Artifact, Program } from "../lowering/program.js"
 import type { TirPass } from "../lowering/tir/tir-pass.js"
@@ -36,8 +36,11 @@ export interface Codegen<K extends TargetKind> {
   readonly emit: (program: Program, target: Target<K>, options: RunOptions) => Artifact
   /** The Device layer that builds, loads and runs this target's artifacts. */
   readonly device: (target: Target<K>, options: RunOptions) => Layer.Layer<Device>
-  /** How the tuner measures candidates on this target; absent: the target is not tunable yet. */
-  readonly measure?: (source: ReferenceSource, options: MeasurerOptions) => Measure
+  /**
+   * Tuning candidates in the target's language, each under its name, for its device's `measure`
+   * (which builds and times them in isolation); absent: the target is not tunable yet.
+   */
+  readonly renderCandidates?: (funcs: readonly { readonly name: string; readonly func: PrimFunc }[]) => string
 }
 
 export interface Backend<K extends TargetKind> {

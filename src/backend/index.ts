@@ -5,9 +5,7 @@ import { cpuAttrs, type TargetKind } from "../ast/target.js"
 import { paramsOf } from "../ast/tir/analysis.js"
 import { cArtifact, defaultCBuildConfig } from "../device/c/build.js"
 import { cDeviceLayer, cUnavailable } from "../device/c/device.js"
-import { measureC } from "../device/c/measure.js"
 import { jsDeviceLayer } from "../device/js/device.js"
-import { measureJs } from "../device/js/measure.js"
 import { wasmDeviceLayer } from "../device/wasm/device.js"
 import { emitC } from "../emit/c/emit.js"
 import { emitJsModule } from "../emit/js/emit.js"
@@ -49,7 +47,7 @@ const js: Backend<"js"> = {
       kernels: kernelEntries(program),
     }),
     device: () => jsDeviceLayer,
-    measure: (source, o) => (cands) => measureJs(cands, source.outputs, source.reference, emitJsModule, o.measure),
+    renderCandidates: emitJsModule,
   },
 }
 
@@ -101,8 +99,7 @@ const c: Backend<"c"> = {
       }
     },
     device: (_target, o) => cDeviceLayer(defaultCBuildConfig(), o.threads),
-    measure: (source, o) => (cands) =>
-      measureC(cands, source.outputs, source.reference, (funcs) => emitC(funcs).source, { ...o.measure, threads: o.threads, chunk: o.chunk, buildJobs: o.buildJobs, build: o.build, ...(o.overlap === undefined ? {} : { overlap: o.overlap }) }),
+    renderCandidates: (funcs) => emitC(funcs.map((f) => ({ ...f.func, name: f.name }))).source,
   },
 }
 
@@ -112,6 +109,6 @@ export const BACKENDS: Backends = { interp, js, wasm, c }
 export const backendOf = <K extends TargetKind>(kind: K): Backend<K> => BACKENDS[kind] as Backend<K>
 
 /** The kinds whose candidates the tuner can measure. */
-export const TUNABLE_KINDS: readonly TargetKind[] = (Object.keys(BACKENDS) as TargetKind[]).filter((k) => BACKENDS[k].codegen?.measure !== undefined)
+export const TUNABLE_KINDS: readonly TargetKind[] = (Object.keys(BACKENDS) as TargetKind[]).filter((k) => BACKENDS[k].codegen?.renderCandidates !== undefined)
 
 export { TargetUnavailableError, type Backend, type Backends, type Codegen, type RunOptions, type TunedLookup } from "./backend.js"

@@ -159,7 +159,7 @@ export const tuneCommand = Effect.fn("cli.tune")(function* (o: TuneCommandOption
       },
       catch: (e) => new FileAccessError({ path: os.tmpdir(), operation: "write", reason: e instanceof Error ? e.message : String(e) }),
     }),
-    (buildDir) => tuneRunners(o, kind, { vectorLanes: Math.max(target.attrs.vectorLanes, 1), cores: target.attrs.cores }, runners, log.records, buildDir),
+    (buildDir) => tuneRunners(o, target, runners, log.records, buildDir),
     (buildDir) => Effect.sync(() => fs.rmSync(buildDir, { recursive: true, force: true })),
   )
 })
@@ -191,13 +191,14 @@ const removeDeadRunsFolders = (): void => {
 
 const tuneRunners = Effect.fn("cli.tuneRunners")(function* (
   o: TuneCommandOptions,
-  kind: TargetKind,
-  /** What the program was compiled for: the templates' defaults are measured first. */
-  target: ScheduleTarget,
+  /** What the program was compiled for: the templates' defaults are measured first, on its device. */
+  compiledFor: Target,
   runners: readonly TaskRunner[],
   logged: readonly TuningRecord[],
   buildDir: string,
 ) {
+  const kind = compiledFor.kind
+  const target: ScheduleTarget = { vectorLanes: Math.max(compiledFor.attrs.vectorLanes, 1), cores: compiledFor.attrs.cores }
   const rows: { runner: TaskRunner; result: TuneResult; resumed: number }[] = []
   // every record so far (the log's and this run's): xgb's model starts from the other tasks' ones
   const records: TuningRecord[] = [...logged]
@@ -232,9 +233,9 @@ const tuneRunners = Effect.fn("cli.tuneRunners")(function* (
       // the measuring threads take every core: gcc waits until a batch is measured
       overlap: o.threads < os.availableParallelism(),
     }
-    const measure = measurerFor(kind, runner, measuring)!
+    const measure = measurerFor(compiledFor, runner, measuring)!
     const confirms = o.confirm ?? DEFAULT_CONFIRM
-    const confirm = confirms > 0 ? { top: confirms, measure: measurerFor(kind, runner, confirmMeasurerOptions(measuring, confirms))! } : undefined
+    const confirm = confirms > 0 ? { top: confirms, measure: measurerFor(compiledFor, runner, confirmMeasurerOptions(measuring, confirms))! } : undefined
     const result = yield* rethrowWrite(
       tuneTask(task, tuner, runner.lowerConfig, measure, {
         trials: o.trials,

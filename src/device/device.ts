@@ -5,10 +5,42 @@
 // outputs, runs kernels on buffers of that memory and reads back only what the host needs. A device
 // that shares the host's memory (c, js) does all of that without a copy; one with a memory of its
 // own (wasm's linear memory, a GPU's) copies exactly the inputs in and the outputs out.
-import { Context, Data, type Effect } from "effect"
+import { Context, type Effect } from "effect"
 import { allocate, type DType, type TypedArray } from "../ast/graph/dtype.js"
 import type { TargetKind } from "../ast/target.js"
+import type { PrimFunc } from "../ast/tir/tir.js"
 import type { Artifact } from "../lowering/program.js"
+import { DeviceRunError, type DeviceError } from "./errors.js"
+import type { Candidate, Measured, MeasurerOptions, ReferenceSource } from "./measure.js"
+
+export { CompileError, DeviceRunError, LoadError, type DeviceError } from "./errors.js"
+
+export interface TimeOptions {
+  readonly repeats: number
+  readonly minMs: number
+}
+
+/**
+ * `run` timed on the host's clock: one untimed call, then `repeats` rounds of back-to-back calls,
+ * each at least `minMs` long; the median seconds per call (a device whose calls return before the
+ * kernel ends synchronises inside `run`).
+ */
+export const timeRuns = (run: () => void, options: TimeOptions = { repeats: 5, minMs: 20 }): number => {
+  run()
+  const times: number[] = []
+  for (let r = 0; r < Math.max(1, options.repeats); r++) {
+    let n = 0
+    const t0 = performance.now()
+    let t = t0
+    while (t - t0 < options.minMs || n === 0) {
+      run()
+      n++
+      t = performance.now()
+    }
+    times.push((t - t0) / 1000 / n)
+  }
+  return times.sort((a, b) => a - b)[Math.floor(times.length / 2)]
+}
 
 declare const blockBrand: unique symbol
 declare const bufferBrand: unique symbol
@@ -49,37 +81,32 @@ export interface DeviceModule {
   readonly write: (buffer: DeviceBuffer, data: TypedArray) => void
   /** Runs a kernel on buffers of this module; throws DeviceRunError on a kernel it does not have or arguments that do not fit. */
   readonly run: (kernel: string, args: readonly DeviceBuffer[]) => void
+  /** Median seconds a kernel takes on these buffers: `repeats` rounds, each at least `minMs` of back-to-back calls after one untimed call. */
+  readonly time: (kernel: string, args: readonly DeviceBuffer[], options?: TimeOptions) => number
   /** Ends what the module started (worker threads); its buffers are gone. */
   readonly close: () => void
 }
 
-/** A kernel call that cannot run: an unknown kernel, or arguments of the wrong count, type or size. */
-export class DeviceRunError extends Data.TaggedError("DeviceRunError")<{ readonly kernel: string; readonly reason: string }> {
-  override get message(): string {
-    return `kernel ${this.kernel}: ${this.reason}`
-  }
-}
 
-/** An artifact the device cannot build (the compiler failed or is missing). */
-export class CompileError extends Data.TaggedError("CompileError")<{ readonly command: string; readonly reason: string; readonly stderr: string }> {
-  override get message(): string {
-    return `build failed (${this.command}): ${this.reason}${this.stderr ? `\n${this.stderr}` : ""}`
-  }
+/** Tuning candidates of one workload to measure, each checked against the reference first. */
+export interface MeasureRequest {
+  readonly candidates: readonly Candidate[]
+  readonly source: ReferenceSource
+  /** The candidates' code in the target's language, each under its name (the target's emitter, handed in: a device never imports one). */
+  readonly render: (funcs: readonly { readonly name: string; readonly func: PrimFunc }[]) => string
+  readonly options: MeasurerOptions
 }
-
-/** A built artifact the device cannot load (a library, a module, a kernel it lacks). */
-export class LoadError extends Data.TaggedError("LoadError")<{ readonly target: TargetKind; readonly path: string; readonly reason: string }> {
-  override get message(): string {
-    return `cannot load the ${this.target} ${this.path}: ${this.reason}`
-  }
-}
-
-export type DeviceError = CompileError | LoadError
 
 export interface DeviceShape {
   readonly kind: TargetKind
   /** Builds what needs building (gcc for c) and loads the artifact's kernels. */
   readonly load: (artifact: Artifact) => Effect.Effect<DeviceModule, DeviceError>
+  /**
+   * Measures tuning candidates, isolated (a worker, a child process): one that crashes, hangs or
+   * computes wrongly is an error of its own, never a timing and never the tuner's end. Absent: the
+   * device cannot time candidates yet.
+   */
+  readonly measure?: (request: MeasureRequest) => Effect.Effect<readonly Measured[]>
 }
 
 /** The device the artifacts of a stage are loaded on: provided by a target's Layer (src/backend). */
@@ -114,6 +141,11 @@ type ViewCtor = new (buffer: ArrayBuffer, offset: number, length: number) => Typ
 export const hostModule = (kind: TargetKind, kernels: ReadonlyMap<string, (...args: TypedArray[]) => void>, reserve: HostReserve = plainReserve): DeviceModule => {
   const array = (b: DeviceBuffer) => b as unknown as TypedArray
   const buffer = (a: TypedArray) => a as unknown as DeviceBuffer
+  const run = (name: string, args: readonly DeviceBuffer[]) => {
+    const fn = kernels.get(name)
+    if (!fn) throw new DeviceRunError({ kernel: name, reason: `is not in this ${kind} module` })
+    fn(...(args as unknown as TypedArray[]))
+  }
   return {
     kind,
     kernels: new Set(kernels.keys()),
@@ -132,11 +164,8 @@ export const hostModule = (kind: TargetKind, kernels: ReadonlyMap<string, (...ar
     },
     read: array,
     write: (b, data) => array(b).set(data as ArrayLike<number>),
-    run: (name, args) => {
-      const fn = kernels.get(name)
-      if (!fn) throw new DeviceRunError({ kernel: name, reason: `is not in this ${kind} module` })
-      fn(...(args as unknown as TypedArray[]))
-    },
+    run,
+    time: (name, args, options) => timeRuns(() => run(name, args), options),
     close: () => {},
   }
 }

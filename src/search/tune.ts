@@ -5,8 +5,9 @@
 // backend record (js: worker threads; c: gcc and a child process).
 import { Effect } from "effect"
 import type { PrimFunc } from "../ast/tir/tir.js"
-import type { TargetKind } from "../ast/target.js"
-import { BACKENDS } from "../backend/index.js"
+import type { Target, TargetKind } from "../ast/target.js"
+import { BACKENDS, type Backend } from "../backend/index.js"
+import { Device } from "../device/device.js"
 import type { Measure, Measured, MeasurerOptions, ReferenceSource } from "../device/measure.js"
 import { completeConfig, type Config } from "../lowering/templates/template.js"
 import type { CostModelError } from "./cost-model.js"
@@ -16,8 +17,21 @@ import type { MeasureResult, Tuner } from "./tuners.js"
 
 export type { Measure, Measured, MeasurerOptions }
 
-/** How a task's candidates are measured on a target (each checked against the task's reference); undefined where the target is not tunable. */
-export const measurerFor = (kind: TargetKind, source: ReferenceSource, o: MeasurerOptions): Measure | undefined => BACKENDS[kind].codegen?.measure?.(source, o)
+/**
+ * How a task's candidates are measured on a target: rendered by its backend, measured by its
+ * Device (each checked against the task's reference first); undefined where the target is not
+ * tunable.
+ */
+export const measurerFor = (target: Target, source: ReferenceSource, o: MeasurerOptions): Measure | undefined => {
+  const codegen = (BACKENDS[target.kind] as Backend<TargetKind>).codegen
+  const render = codegen?.renderCandidates
+  if (!codegen || !render) return undefined
+  const layer = codegen.device(target, { threads: o.threads })
+  return (candidates) =>
+    Effect.flatMap(Device, (device) =>
+      device.measure ? device.measure({ candidates, source, render, options: o }) : Effect.die(new Error(`the ${target.kind} device has no measurer, though its backend renders candidates`)),
+    ).pipe(Effect.provide(layer))
+}
 
 export interface TuneProgress {
   readonly task: Task

@@ -8,7 +8,7 @@ import { createHash, randomBytes } from "node:crypto"
 import { existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { CompileError } from "../device.js"
+import { CompileError } from "../errors.js"
 
 export interface CBuildConfig {
   readonly cc: string

@@ -5,6 +5,7 @@ import { artifactText, type Artifact } from "../../lowering/program.js"
 import { Device, hostModule, LoadError, type DeviceShape } from "../device.js"
 import { buildC, compilerAvailable, defaultCBuildConfig, type CBuildConfig } from "./build.js"
 import { alignedReserve, loadC } from "./load.js"
+import { measureC } from "./measure.js"
 
 /** The artifact's C source (the file its manifest names as `source`). */
 const sourceOf = (a: Artifact): Effect.Effect<string, LoadError> => {
@@ -26,6 +27,18 @@ export const cDevice = (config: CBuildConfig = defaultCBuildConfig(), threads?: 
       const mod = yield* loadC(so, artifact.kernels)
       return hostModule("c", mod.kernels, alignedReserve)
     }),
+  // gcc in chunks, each candidate timed in a child process with its own OpenMP thread count
+  measure: (r) => {
+    const o = r.options
+    return measureC(r.candidates, r.source.outputs, r.source.reference, (funcs) => r.render(funcs.map((f) => ({ name: f.name, func: f }))), {
+      ...o.measure,
+      threads: o.threads,
+      chunk: o.chunk,
+      buildJobs: o.buildJobs,
+      build: o.build,
+      ...(o.overlap === undefined ? {} : { overlap: o.overlap }),
+    })
+  },
 })
 
 /** The c device on this host: gcc, its build cache under the OS temp folder (or `config`'s). */

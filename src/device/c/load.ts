@@ -6,7 +6,8 @@ import { Effect } from "effect"
 import koffi from "koffi"
 import { allocate, DTYPE_INFO, type DType, type TypedArray } from "../../ast/graph/dtype.js"
 import type { KernelEntry } from "../../lowering/program.js"
-import { DeviceRunError, LoadError, type HostReserve } from "../device.js"
+import type { HostReserve } from "../device.js"
+import { DeviceRunError, LoadError } from "../errors.js"
 
 /** The koffi type of a param's storage: a pointer to its C type (the emitter's, from the one dtype table). */
 const ffiType = (d: DType): string => `${DTYPE_INFO[d].c} *`

@@ -3,6 +3,7 @@
 import { Effect, Layer } from "effect"
 import { artifactText } from "../../lowering/program.js"
 import { Device, hostModule, LoadError, type DeviceShape } from "../device.js"
+import { measureJs } from "./measure.js"
 
 export type KernelFn = (...args: import("../../ast/graph/dtype.js").TypedArray[]) => void
 
@@ -26,6 +27,8 @@ export const jsDevice: DeviceShape = {
       if (source === undefined) return yield* new LoadError({ target: "js", path: String(name ?? "(no module)"), reason: "the artifact has no module" })
       return hostModule("js", yield* loadJsModule(source))
     }),
+  // each batch in a worker thread with a time limit
+  measure: (r) => measureJs(r.candidates, r.source.outputs, r.source.reference, r.render, r.options.measure),
 }
 
 export const jsDeviceLayer: Layer.Layer<Device> = Layer.succeed(Device, jsDevice)

@@ -5,7 +5,7 @@
 import { Effect, Layer } from "effect"
 import { allocate, storageBytes, type DType, type TypedArray } from "../../ast/graph/dtype.js"
 import type { Artifact, KernelEntry } from "../../lowering/program.js"
-import { Device, DeviceRunError, LoadError, type DeviceBlock, type DeviceBuffer, type DeviceModule, type DeviceShape } from "../device.js"
+import { Device, DeviceRunError, LoadError, timeRuns, type DeviceBlock, type DeviceBuffer, type DeviceModule, type DeviceShape } from "../device.js"
 import { loadWasmModule, type WasmFrameLayout, type WasmKernels } from "./load.js"
 
 /** A place in the module's memory: its byte address, dtype and elements. */
@@ -31,6 +31,10 @@ export const wasmModule = (kernels: WasmKernels): DeviceModule => {
   const view = (b: WasmBuffer): TypedArray => new (allocate(b.dtype, 0).constructor as unknown as ArrayCtor)(kernels.memory.buffer(), b.at, b.elements)
   const place = (b: DeviceBuffer) => b as unknown as WasmBuffer
   const buffer = (b: WasmBuffer) => b as unknown as DeviceBuffer
+  const run = (name: string, args: readonly DeviceBuffer[]) => {
+    if (!kernels.has(name)) throw new DeviceRunError({ kernel: name, reason: "is not in this wasm module" })
+    kernels.callAt(name, args.map((a) => place(a).at))
+  }
   return {
     kind: "wasm",
     kernels: new Set(kernels.keys()),
@@ -46,10 +50,8 @@ export const wasmModule = (kernels: WasmKernels): DeviceModule => {
     output: (reserved) => reserved,
     read: (b) => view(place(b)).slice(),
     write: (b, data) => view(place(b)).set(data as ArrayLike<number>),
-    run: (name, args) => {
-      if (!kernels.has(name)) throw new DeviceRunError({ kernel: name, reason: "is not in this wasm module" })
-      kernels.callAt(name, args.map((a) => place(a).at))
-    },
+    run,
+    time: (name, args, options) => timeRuns(() => run(name, args), options),
     close: () => kernels.close(),
   }
 }
