@@ -13,6 +13,7 @@ import { runTirSync, tirSequential } from "../../src/lowering/tir/tir-pass.js"
 import { flattenStorage } from "../../src/lowering/tir/flatten-storage.js"
 import { lowerIntrinsics } from "../../src/lowering/tir/lower-intrinsics.js"
 import { assertAllClose, lawParams } from "../support.js"
+import { arbTensorizedCase } from "./tir/support.js"
 
 const check = (cc: ComputeCase, s: S.Schedule) => {
   const want = evaluateTE(cc.outputs, cc.inputs)
@@ -266,37 +267,18 @@ describe("GPU-style schedules (verified without a GPU)", () => {
 })
 
 describe("tensorize", () => {
-  it("tensorize and lower tensor intrinsics: a matmul tiled to the gemm micro-kernel's shape evaluates equal to the TE (the intrinsic runs by its declaration)", async () => {
-    const { gemmMicroKernel } = await import("../../src/ast/te/intrinsic.js")
-    const { placeholder, compute, at, reduceAxis, sum } = await import("../../src/ast/te/tensor.js")
-    const { mul } = await import("../../src/ast/te/expr.js")
-    const { fromArray } = await import("../../src/ast/graph/tensor.js")
+  it("tensorize and lower tensor intrinsics: a matmul tiled to the gemm micro-kernel's shape evaluates equal to the TE (the intrinsic runs by its declaration)", () => {
     fc.assert(
-      fc.property(fc.constantFrom(1, 2, 4), fc.constantFrom(2, 4), fc.constantFrom(1, 2), fc.constantFrom(1, 2, 3), fc.integer(), (mt, nt, kt, reps, seed) => {
-        const [M, N, K] = [mt * reps, nt * 2, kt * 3]
-        const A = placeholder("A", [M, K])
-        const B = placeholder("B", [K, N])
-        const k = reduceAxis(K, "k")
-        const C = compute("C", [M, N], (i, j) => sum(mul(at(A, i, k.var), at(B, k.var, j)), [k]))
-        const vals = (n: number) => Array.from({ length: n }, (_, q) => ((q * 7 + seed) % 11) - 5)
-        const inputs = new Map([
-          ["A", fromArray("float32", [M, K], vals(M * K))],
-          ["B", fromArray("float32", [K, N], vals(K * N))],
-        ])
-        let s = S.createSchedule([C])
-        const t = S.tile(s, "C", "C.i", "C.j", mt, nt)
-        const ks = S.split(t.schedule, "C", "k", { factor: kt })
-        s = S.reorder(ks.schedule, "C", [t.xo, t.yo, ks.outer, t.xi, t.yi, ks.inner])
-        s = S.tensorize(s, "C", t.xi, gemmMicroKernel(mt, nt, kt))
-        const f = lowerSync(s)
-        expect(printPrimFunc(f)).toContain(`gemm_${mt}x${nt}x${kt}_float32`)
-        check({ family: "matmul", outputs: [C], inputs }, s)
+      fc.property(arbTensorizedCase(), (tc) => {
+        const f = tc.func
+        expect(printPrimFunc(f)).toContain(tc.intrinsic)
+        check({ family: "matmul", outputs: tc.outputs, inputs: tc.inputs }, tc.schedule)
         // lower tensor intrinsics: the call becomes its declared loop nest, before or after flattening
-        const want = evaluateTE([C], inputs)
+        const want = evaluateTE(tc.outputs, tc.inputs)
         for (const passes of [lowerIntrinsics, tirSequential("lowering.FlattenThenLower", [flattenStorage(), lowerIntrinsics]), cpuTirPipeline()]) {
           const g = runTirSync(passes, f)
           expect(printPrimFunc(g)).not.toContain("gemm_")
-          assertAllClose([evaluatePrimFunc(g, inputs).get("C")!], want, 1e-4, 1e-5)
+          assertAllClose([evaluatePrimFunc(g, tc.inputs).get("C")!], want, 1e-4, 1e-5)
         }
       }),
       lawParams(30),

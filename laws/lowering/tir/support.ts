@@ -59,8 +59,14 @@ const decorate = (s: S.Schedule, seed: number): S.Schedule => {
 export const arbLoweredCase = (families?: readonly (typeof COMPUTE_FAMILIES)[number][]): fc.Arbitrary<LoweredCase> =>
   fc.tuple(arbScheduledCase(families), fc.integer({ min: 0, max: 0x7fffffff })).map(([sc, seed]) => ({ func: lowerSync(decorate(sc.schedule, seed)), outputs: sc.outputs, inputs: sc.inputs }))
 
+/** A tensorized case: its schedule and the intrinsic's name too. */
+export interface TensorizedCase extends LoweredCase {
+  readonly schedule: S.Schedule
+  readonly intrinsic: string
+}
+
 /** A matmul tiled to the gemm micro-kernel's shape and tensorized (an intrinsic statement in its TIR). */
-export const arbTensorizedCase = (): fc.Arbitrary<LoweredCase> =>
+export const arbTensorizedCase = (): fc.Arbitrary<TensorizedCase> =>
   fc.tuple(fc.constantFrom(1, 2, 4), fc.constantFrom(2, 4), fc.constantFrom(1, 2), fc.constantFrom(1, 2, 3), fc.integer({ min: 0, max: 1000 })).map(([mt, nt, kt, reps, seed]) => {
     const [M, N, K] = [mt * reps, nt * 2, kt * 3]
     const A = placeholder("A", [M, K])
@@ -70,9 +76,12 @@ export const arbTensorizedCase = (): fc.Arbitrary<LoweredCase> =>
     const vals = (n: number) => Array.from({ length: n }, (_, q) => ((q * 7 + seed) % 11) - 5)
     const t = S.tile(S.createSchedule([C]), "C", "C.i", "C.j", mt, nt)
     const ks = S.split(t.schedule, "C", "k", { factor: kt })
-    const s = S.reorder(ks.schedule, "C", [t.xo, t.yo, ks.outer, t.xi, t.yi, ks.inner])
+    const intrin = gemmMicroKernel(mt, nt, kt)
+    const schedule = S.tensorize(S.reorder(ks.schedule, "C", [t.xo, t.yo, ks.outer, t.xi, t.yi, ks.inner]), "C", t.xi, intrin)
     return {
-      func: lowerSync(S.tensorize(s, "C", t.xi, gemmMicroKernel(mt, nt, kt))),
+      func: lowerSync(schedule),
+      schedule,
+      intrinsic: intrin.name,
       outputs: [C],
       inputs: new Map([
         ["A", fromArray("float32", [M, K], vals(M * K))],
