@@ -9,7 +9,7 @@
 // A reduction absorbs its injective/elementwise producers (they fuse into it as their sink); opaque
 // ops stand alone. Groups are convex by construction (a node only joins its post-dominator, through
 // paths that all join too), and a group never exceeds `maxGroupSize` nodes.
-import { resolveNode } from "../ast/graph/evaluate.js"
+import { resolveNode, subgraphFreeNames } from "../ast/graph/evaluate.js"
 import type { Graph, Node } from "../ast/graph/graph.js"
 import { bindSync } from "../ast/graph/infer.js"
 import type { PatternKind } from "../ast/graph/op.js"
@@ -66,6 +66,12 @@ export const isBound = (g: Graph): boolean => g.nodes.every((n) => n.outputs.eve
 /** Pattern kind of each node, from the registry. */
 export const nodeKind = (n: Node): PatternKind => resolveNode(n).def.kind
 
+/** Outer values a node's subgraphs read (If / Loop / Scan bodies): reads of the node, as the evaluator counts them. */
+const capturesOf = (n: Node): string[] => Object.values(n.attrs).flatMap((a) => (a.kind === "graph" ? subgraphFreeNames(a.value) : []))
+
+/** Every value a node reads: its inputs, then what its subgraphs capture (no "" and no repeats). */
+const readsOf = (n: Node): string[] => [...n.inputs, ...capturesOf(n)].filter((v, k, all) => v !== "" && all.indexOf(v) === k)
+
 export const fuseOpsSync = (graph0: Graph, options: FuseOptions = defaultFuseOptions): FusedGraph => {
   const graph = isBound(graph0) ? graph0 : bindSync(graph0)
   const nodes = graph.nodes
@@ -94,13 +100,13 @@ export const fuseOpsSync = (graph0: Graph, options: FuseOptions = defaultFuseOpt
       outEdges[p].push({ to: k, rank: r })
     }
     // values read inside subgraphs count as references from this node
-    for (const a of Object.values(n.attrs))
-      if (a.kind === "graph")
-        for (const p of [...producer.entries()].filter(([v]) => a.value.nodes.some((m) => m.inputs.includes(v))).map(([, p]) => p))
-          if (!seen.has(p)) {
-            seen.add(p)
-            outEdges[p].push({ to: k, rank: KIND_RANK.opaque })
-          }
+    for (const v of capturesOf(n)) {
+      const p = producer.get(v)
+      if (p !== undefined && !seen.has(p)) {
+        seen.add(p)
+        outEdges[p].push({ to: k, rank: KIND_RANK.opaque })
+      }
+    }
   })
 
   // post-dominator tree (reverse topological order); parent -1 is the root
@@ -249,17 +255,17 @@ export const fuseOpsSync = (graph0: Graph, options: FuseOptions = defaultFuseOpt
     order.push(r)
   }
 
+  const reads = nodes.map(readsOf)
   const groups: FusedGroup[] = order.map((r, id) => {
     const ms = members.get(r)!
     const inside = new Set(ms.flatMap((m) => nodes[m].outputs))
     const inputs: string[] = []
-    for (const m of ms)
-      for (const i of nodes[m].inputs) if (i !== "" && !inside.has(i) && !inputs.includes(i)) inputs.push(i)
+    for (const m of ms) for (const i of reads[m]) if (!inside.has(i) && !inputs.includes(i)) inputs.push(i)
     const outputs: string[] = []
     for (const m of ms)
       for (const o of nodes[m].outputs) {
         if (o === "") continue
-        const usedOutside = graphOutputs.has(o) || outEdges[m].some((e) => groupOf.get(e.to) !== r && nodes[e.to].inputs.includes(o))
+        const usedOutside = graphOutputs.has(o) || outEdges[m].some((e) => groupOf.get(e.to) !== r && reads[e.to].includes(o))
         if (usedOutside) outputs.push(o)
       }
     return {
@@ -294,7 +300,7 @@ export const singletonGroups = (graph0: Graph): FusedGraph => {
     ops: [n.op],
     kind: nodeKind(n),
     anchor: n.name,
-    inputs: n.inputs.filter((i, j) => i !== "" && n.inputs.indexOf(i) === j),
+    inputs: readsOf(n),
     outputs: n.outputs.filter((o) => o !== ""),
   })),
   }
