@@ -100,6 +100,17 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
     const st = s.stages.get(n)!
     if (st.attach.kind === "at") attached.set(st.attach.stage, [...(attached.get(st.attach.stage) ?? []), st])
   }
+  // an attached stage's buffer is `<stage>.local`, unless a stage or input already has that name
+  // (cacheRead and cacheWrite name their stages `<tensor>.<scope>`)
+  const taken = new Set([...s.order, ...placeholders.map((t) => t.name)])
+  const localName = new Map<string, string>()
+  for (const n of s.order) {
+    if (s.stages.get(n)!.attach.kind !== "at") continue
+    let name = `${n}.local`
+    for (let k = 1; taken.has(name); k++) name = `${n}.local${k}`
+    taken.add(name)
+    localName.set(n, name)
+  }
 
   /** Reads of attached producers are redirected to their local buffers, shifted by their region start. */
   const regions = new Map<string, Region>()
@@ -109,7 +120,7 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
       const r = regions.get(x.source)
       if (!r) return undefined
       const idx = x.indices.map((i, k) => simplify(add(redirect(i), mul(r.start[k], c(-1)))))
-      return read(`${x.source}.local`, r.parity ? [r.parity, ...idx] : idx, x.dtype)
+      return read(localName.get(x.source)!, r.parity ? [r.parity, ...idx] : idx, x.dtype)
     })
 
   const lowerStage = (st: Stage, target: Target, region?: Region): Stmt => {
@@ -147,7 +158,7 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
         inputs: m.inputs.map((r) => {
           const reg = regions.get(r.tensor)
           if (reg?.parity) throw new LowerError({ stage: st.name, reason: `tensorize reads the double-buffered '${r.tensor}', which is not supported` })
-          return reg ? { buffer: `${r.tensor}.local`, base: r.base.map((e, k) => shift(e, k, reg.start)) } : { buffer: r.tensor, base: r.base }
+          return reg ? { buffer: localName.get(r.tensor)!, base: r.base.map((e, k) => shift(e, k, reg.start)) } : { buffer: r.tensor, base: r.base }
         }),
       }
     }
@@ -267,7 +278,7 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
     // double buffering: two copies, alternating with the attach loop, so the fill of the next
     // tile does not overwrite the one being read (the latency-hiding form of the TVM paper)
     const shape = region.parity ? [2, ...region.extent] : region.extent
-    const local: Buffer = { name: `${p.name}.local`, dtype: p.op.dtype, shape, scope: p.scope === "global" ? "local" : p.scope }
+    const local: Buffer = { name: localName.get(p.name)!, dtype: p.op.dtype, shape, scope: p.scope === "global" ? "local" : p.scope }
     const target = { buffer: local.name, offset: region.start, ...(region.parity ? { prefix: region.parity } : {}) }
     return { buffer: local, stmt: lowerStage(withExtents(p, region.extent), target, region) }
   }
