@@ -33,3 +33,31 @@ describe("lowering: an attached stage's buffer", () => {
   })
 })
 
+describe("schedule: a step that would break an attachment is a ScheduleError", () => {
+  const cc = buildCompute("elementwise", 5) // C → D → E
+  const base = () => S.createSchedule(cc.outputs)
+  const dAtE = () => S.computeAt(base(), "D", "E", "E.j")
+  const cases: readonly (readonly [string, () => unknown, RegExp])[] = [
+    ["split of the attach axis", () => S.split(dAtE(), "E", "E.j", { factor: 2 }), /not be a leaf axis/],
+    ["fuse of the attach axis", () => S.fuse(dAtE(), "E", "E.i", "E.j"), /not be a leaf axis/],
+    ["attaching a stage that others are attached to (nesting)", () => S.computeAt(S.computeAt(base(), "C", "D", "D.j"), "D", "E", "E.i"), /attachments do not nest/],
+    ["inlining the stage others are attached to", () => S.computeInline(S.computeAt(base(), "C", "D", "D.j"), "D"), /no loops of its own/],
+    ["computeRoot of the inlined stage a producer was attached through", () => S.computeRoot(S.computeAt(S.computeInline(base(), "D"), "C", "E", "E.j"), "D"), /not be its one consumer/],
+    ["cacheWrite of the attach target", () => S.cacheWrite(dAtE(), "E", "local"), /not be its one consumer/],
+    ["cacheRead of the attached tensor by its target", () => S.cacheRead(dAtE(), "D", "local", ["E"]), /not be its one consumer/],
+  ]
+  for (const [name, f, reason] of cases)
+    it(name, () => {
+      // each lowered before to a read of a buffer that no longer existed (or one out of bounds)
+      expect(f).toThrow(S.ScheduleError)
+      expect(f).toThrow(reason)
+    })
+
+  it("rfactor of the attach target", () => {
+    const mm = buildCompute("matmul", 5)
+    const r = S.cacheRead(S.createSchedule(mm.outputs), "A", "local", ["C"])
+    const s = S.computeAt(r.schedule, r.stage, "C", "C.j")
+    expect(() => S.rfactor(s, "C", "k")).toThrow(/not be its one consumer/)
+  })
+})
+
