@@ -8,6 +8,8 @@ import { evaluateTE } from "../src/ast/te/evaluate.js"
 import { evaluatePrimFunc } from "../src/ast/tir/evaluate.js"
 import { printPrimFunc, type PrimFunc } from "../src/ast/tir/tir.js"
 import { lowerSync } from "../src/lowering/lower.js"
+import { injectVirtualThread } from "../src/lowering/tir/inject-virtual-thread.js"
+import { runTirSync } from "../src/lowering/tir/tir-pass.js"
 import { assertAllClose } from "../laws/support.js"
 
 type Case = ReturnType<typeof buildCompute>
@@ -58,6 +60,21 @@ describe("schedule: a step that would break an attachment is a ScheduleError", (
     const r = S.cacheRead(S.createSchedule(mm.outputs), "A", "local", ["C"])
     const s = S.computeAt(r.schedule, r.stage, "C", "C.j")
     expect(() => S.rfactor(s, "C", "k")).toThrow(/not be its one consumer/)
+  })
+})
+
+describe("lowering.InjectVirtualThread", () => {
+  it("keeps the copies of a vthread apart when a shared-memory cache is filled inside it", () => {
+    // A cached in shared memory at the vthread axis: the buffer is allocated once (per block) and
+    // filled between barriers; interleaved, the second vthread's fill overwrote the first's tile
+    // before the first read it
+    const cc = buildCompute("matmul", 11)
+    const r = S.cacheRead(S.createSchedule(cc.outputs), "A", "shared", ["C"])
+    const sp = S.split(r.schedule, "C", "C.i", { nparts: 2 })
+    const s = S.computeAt(S.bind(sp.schedule, "C", sp.outer, "vthread"), r.stage, "C", sp.outer)
+    const f = lowerSync(s)
+    expect(printPrimFunc(f)).toContain("barrier()")
+    meaning(runTirSync(injectVirtualThread, f), cc)
   })
 })
 
