@@ -2,11 +2,16 @@
 // vthreads, attached cache stages at them, split attached stages and cached reads into shared
 // memory: each bug as a named regression.
 import { describe, expect, it } from "vitest"
+import { allocate } from "../src/ast/graph/dtype.js"
+import { fromArray, sizeOf, type Tensor } from "../src/ast/graph/tensor.js"
 import * as S from "../src/ast/schedule/schedule.js"
 import { buildCompute } from "../src/ast/te/arbitrary.js"
 import { evaluateTE } from "../src/ast/te/evaluate.js"
+import { add, c, f32, lt, mul, read, v, type Expr } from "../src/ast/te/expr.js"
 import { evaluatePrimFunc } from "../src/ast/tir/evaluate.js"
-import { printPrimFunc, type PrimFunc } from "../src/ast/tir/tir.js"
+import { printPrimFunc, seq, type PrimFunc } from "../src/ast/tir/tir.js"
+import { loadWasmModuleSync } from "../src/device/wasm/load.js"
+import { emitWasmModule } from "../src/emit/wasm/emit.js"
 import { lowerSync } from "../src/lowering/lower.js"
 import { injectVirtualThread } from "../src/lowering/tir/inject-virtual-thread.js"
 import { runTirSync } from "../src/lowering/tir/tir-pass.js"
@@ -78,3 +83,35 @@ describe("lowering.InjectVirtualThread", () => {
   })
 })
 
+describe("wasm: a register buffer", () => {
+  it("accepts a constant index out of range in an unrolled copy its guard never runs", () => {
+    // T (local, 4 floats) lives in one v128 local; the loop that fills its upper half runs 3
+    // iterations guarded by i < 2 (a split wider than the region left to it): unrolled, the copy
+    // i = 2 writes T[4] under a false guard, which failed emission ("out-of-range index")
+    const [i, j] = [v("i"), v("j")]
+    const x2 = (k: Expr) => mul(read("X", [k], "float32"), f32(2))
+    const f: PrimFunc = {
+      name: "k",
+      params: [
+        { name: "X", dtype: "float32", shape: [4], scope: "global" },
+        { name: "Y", dtype: "float32", shape: [4], scope: "global" },
+      ],
+      body: {
+        kind: "allocate",
+        buffer: { name: "T", dtype: "float32", shape: [4], scope: "local" },
+        body: seq([
+          { kind: "for", var: i, min: c(0), extent: c(3), forKind: "serial", body: { kind: "if", cond: lt(i, c(2)), then: { kind: "store", buffer: "T", indices: [add(i, c(2))], value: x2(add(i, c(2))) } } },
+          { kind: "for", var: j, min: c(0), extent: c(2), forKind: "serial", body: { kind: "store", buffer: "T", indices: [j], value: x2(j) } },
+          { kind: "for", var: j, min: c(0), extent: c(4), forKind: "serial", body: { kind: "store", buffer: "Y", indices: [j], value: read("T", [j], "float32") } },
+        ]),
+      },
+    }
+    const inputs = new Map<string, Tensor>([["X", fromArray("float32", [4], [1.5, -3, 0.25, 4])]])
+    const em = emitWasmModule([{ name: "k", func: f }])
+    expect(em.module.funcs[0].code.some((op) => op.op === "f32x4.replace_lane")).toBe(true) // T is in a register
+    const arrays = f.params.map((p) => inputs.get(p.name)?.data.slice() ?? allocate(p.dtype, sizeOf(p.shape)))
+    loadWasmModuleSync(em.bytes, em.kernels).get("k")!(...arrays)
+    expect([...arrays[1]]).toEqual([...evaluatePrimFunc(f, inputs).get("Y")!.data])
+    expect([...arrays[1]]).toEqual([3, -6, 0.5, 8])
+  })
+})
