@@ -69,6 +69,8 @@ interface Region {
   readonly extent: readonly number[]
   /** Double buffering: which of the two copies this iteration of the attach loop uses. */
   readonly parity?: Expr
+  /** Whether some iteration's region runs past the producer's shape (its loop nest guards those elements). */
+  readonly overhangs?: boolean
 }
 
 /** Everything the lowering of one stage needs to know about where it writes. */
@@ -128,7 +130,12 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
     for (const p of attached.get(st.name) ?? [])
       if (p.attach.kind === "at") {
         const r = regionFor(p, st, p.attach.axis)
-        regions.set(p.name, p.doubleBuffer ? { ...r, parity: floormod(v(p.attach.axis), c(2)) } : r)
+        const loops: Bounds = new Map(st.leaf.map((a) => [a, { min: 0, max: st.axes.get(a)!.extent - 1 }]))
+        const overhangs = r.start.some((e, k) => {
+          const at = intervalOf(e, loops)
+          return at.min < 0 || at.max + r.extent[k] > p.op.shape[k]
+        })
+        regions.set(p.name, { ...r, ...(p.doubleBuffer ? { parity: floormod(v(p.attach.axis), c(2)) } : {}), ...(overhangs ? { overhangs } : {}) })
       }
     const op: ComputeTensor = st.op
     const body = bodies.get(st.name)!
@@ -147,8 +154,13 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
       return cond ? { kind: "if", cond, then: stmt } : stmt
     }
     const tensorized = (): Stmt => {
-      const m = matchIntrinsicRegions(st, st.tensorize!.axis, st.tensorize!.intrin)
+      // a stage computed over a region reads its inputs at its absolute indices (the region's
+      // start added to its root vars), as its loop nest would; its output base is region-relative
+      const absolute = region ? { ...st, op: { ...op, body: substitute(op.body, new Map(op.axes.map((a, k) => [a.var.name, add(v(a.var.name), region.start[k])]))) } } : st
+      const m = matchIntrinsicRegions(absolute, st.tensorize!.axis, st.tensorize!.intrin)
       if (typeof m === "string") throw new LowerError({ stage: st.name, reason: `tensorize: ${m}` })
+      // (an intrinsic has no guards: it cannot compute the part of a region that lies in the tensor)
+      if (region?.overhangs) throw new LowerError({ stage: st.name, reason: "tensorize: the region it is computed over runs past the tensor in some iteration of the loop it is attached at (split that loop by a factor that divides the tensor)" })
       const shift = (e: Expr, k: number, start: readonly Expr[] | undefined) => simplify(add(e, mul(start?.[k] ?? c(0), c(-1))))
       const absOut = m.output.map((e, k) => (region ? add(e, region.start[k]) : e))
       return {
