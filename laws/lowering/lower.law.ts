@@ -44,11 +44,50 @@ const withSteps = (prim: string, apply: (cc: ComputeCase, rng: fc.Random | undef
 
 const lastStage = (cc: ComputeCase) => cc.outputs[0].name
 
+/** Every primitive but tensorize (its own laws): a new primitive fails to compile here until the generator is asked to use it. */
+const RANDOM_PRIMITIVES: { readonly [P in Exclude<S.Step["prim"], "tensorize">]: P } = {
+  split: "split", fuse: "fuse", reorder: "reorder", tile: "tile", parallel: "parallel", vectorize: "vectorize", unroll: "unroll", bind: "bind", pragma: "pragma",
+  computeInline: "computeInline", computeRoot: "computeRoot", computeAt: "computeAt", storageAlign: "storageAlign", doubleBuffer: "doubleBuffer", setScope: "setScope",
+  cacheRead: "cacheRead", cacheWrite: "cacheWrite", rfactor: "rfactor",
+}
+
+/** What a schedule does that the laws need to see: its primitives, and the shapes the bugs hid in. */
+const features = (s: S.Schedule): Set<string> => {
+  const out = new Set<string>(s.steps.map((x) => x.prim))
+  for (const x of s.steps) if (x.prim === "split" && x.nparts !== undefined) out.add("split by nparts")
+  for (const st of s.stages.values()) {
+    for (const r of st.relations) if (r.kind === "split" && st.axes.get(r.parent)!.extent % r.factor !== 0) out.add("a split that does not divide")
+    if (st.attach.kind !== "at") continue
+    const target = s.stages.get(st.attach.stage)!
+    const vt = target.leaf.findIndex((a) => target.annotations.get(a)?.kind === "vthread")
+    if (vt >= 0 && target.leaf.indexOf(st.attach.axis) === vt) out.add("a stage attached at a vthread axis")
+    if (vt >= 0 && target.leaf.indexOf(st.attach.axis) > vt) out.add("a stage attached inside a vthread loop")
+    if (st.scope === "shared" && vt >= 0 && target.leaf.indexOf(st.attach.axis) >= vt) out.add("a shared stage attached in a vthread loop")
+    if (st.relations.some((r) => r.kind === "split" && st.axes.get(r.parent)!.extent % r.factor !== 0)) out.add("an attached stage split by a factor that does not divide")
+  }
+  return out
+}
+
 describe("lower: random legal schedules", () => {
   for (const family of COMPUTE_FAMILIES)
     it(`evalTIR(lower(schedule)) == evalTE(compute) for ${family}`, () => {
       fc.assert(fc.property(arbScheduledCase([family]), (sc) => check(sc, sc.schedule)), lawParams(30))
     })
+
+  it("the random schedules use every primitive but tensorize, attach stages at and inside vthreads, and split by factors that do not divide", () => {
+    const seen = new Set<string>()
+    for (const sc of fc.sample(arbScheduledCase(), lawParams(150))) for (const f of features(sc.schedule)) seen.add(f)
+    const wanted = [
+      ...Object.values(RANDOM_PRIMITIVES),
+      "split by nparts",
+      "a split that does not divide",
+      "a stage attached at a vthread axis",
+      "a stage attached inside a vthread loop",
+      "a shared stage attached in a vthread loop",
+      "an attached stage split by a factor that does not divide",
+    ]
+    expect(wanted.filter((w) => !seen.has(w))).toEqual([])
+  })
 })
 
 describe("schedule primitives", () => {

@@ -69,6 +69,8 @@ interface Region {
   readonly extent: readonly number[]
   /** Double buffering: which of the two copies this iteration of the attach loop uses. */
   readonly parity?: Expr
+  /** Whether some iteration's region runs past the producer's shape (its loop nest guards those elements). */
+  readonly overhangs?: boolean
 }
 
 /** Everything the lowering of one stage needs to know about where it writes. */
@@ -100,6 +102,17 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
     const st = s.stages.get(n)!
     if (st.attach.kind === "at") attached.set(st.attach.stage, [...(attached.get(st.attach.stage) ?? []), st])
   }
+  // an attached stage's buffer is `<stage>.local`, unless a stage or input already has that name
+  // (cacheRead and cacheWrite name their stages `<tensor>.<scope>`)
+  const taken = new Set([...s.order, ...placeholders.map((t) => t.name)])
+  const localName = new Map<string, string>()
+  for (const n of s.order) {
+    if (s.stages.get(n)!.attach.kind !== "at") continue
+    let name = `${n}.local`
+    for (let k = 1; taken.has(name); k++) name = `${n}.local${k}`
+    taken.add(name)
+    localName.set(n, name)
+  }
 
   /** Reads of attached producers are redirected to their local buffers, shifted by their region start. */
   const regions = new Map<string, Region>()
@@ -109,7 +122,7 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
       const r = regions.get(x.source)
       if (!r) return undefined
       const idx = x.indices.map((i, k) => simplify(add(redirect(i), mul(r.start[k], c(-1)))))
-      return read(`${x.source}.local`, r.parity ? [r.parity, ...idx] : idx, x.dtype)
+      return read(localName.get(x.source)!, r.parity ? [r.parity, ...idx] : idx, x.dtype)
     })
 
   const lowerStage = (st: Stage, target: Target, region?: Region): Stmt => {
@@ -117,7 +130,12 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
     for (const p of attached.get(st.name) ?? [])
       if (p.attach.kind === "at") {
         const r = regionFor(p, st, p.attach.axis)
-        regions.set(p.name, p.doubleBuffer ? { ...r, parity: floormod(v(p.attach.axis), c(2)) } : r)
+        const loops: Bounds = new Map(st.leaf.map((a) => [a, { min: 0, max: st.axes.get(a)!.extent - 1 }]))
+        const overhangs = r.start.some((e, k) => {
+          const at = intervalOf(e, loops)
+          return at.min < 0 || at.max + r.extent[k] > p.op.shape[k]
+        })
+        regions.set(p.name, { ...r, ...(p.doubleBuffer ? { parity: floormod(v(p.attach.axis), c(2)) } : {}), ...(overhangs ? { overhangs } : {}) })
       }
     const op: ComputeTensor = st.op
     const body = bodies.get(st.name)!
@@ -136,8 +154,13 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
       return cond ? { kind: "if", cond, then: stmt } : stmt
     }
     const tensorized = (): Stmt => {
-      const m = matchIntrinsicRegions(st, st.tensorize!.axis, st.tensorize!.intrin)
+      // a stage computed over a region reads its inputs at its absolute indices (the region's
+      // start added to its root vars), as its loop nest would; its output base is region-relative
+      const absolute = region ? { ...st, op: { ...op, body: substitute(op.body, new Map(op.axes.map((a, k) => [a.var.name, add(v(a.var.name), region.start[k])]))) } } : st
+      const m = matchIntrinsicRegions(absolute, st.tensorize!.axis, st.tensorize!.intrin)
       if (typeof m === "string") throw new LowerError({ stage: st.name, reason: `tensorize: ${m}` })
+      // (an intrinsic has no guards: it cannot compute the part of a region that lies in the tensor)
+      if (region?.overhangs) throw new LowerError({ stage: st.name, reason: "tensorize: the region it is computed over runs past the tensor in some iteration of the loop it is attached at (split that loop by a factor that divides the tensor)" })
       const shift = (e: Expr, k: number, start: readonly Expr[] | undefined) => simplify(add(e, mul(start?.[k] ?? c(0), c(-1))))
       const absOut = m.output.map((e, k) => (region ? add(e, region.start[k]) : e))
       return {
@@ -147,7 +170,7 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
         inputs: m.inputs.map((r) => {
           const reg = regions.get(r.tensor)
           if (reg?.parity) throw new LowerError({ stage: st.name, reason: `tensorize reads the double-buffered '${r.tensor}', which is not supported` })
-          return reg ? { buffer: `${r.tensor}.local`, base: r.base.map((e, k) => shift(e, k, reg.start)) } : { buffer: r.tensor, base: r.base }
+          return reg ? { buffer: localName.get(r.tensor)!, base: r.base.map((e, k) => shift(e, k, reg.start)) } : { buffer: r.tensor, base: r.base }
         }),
       }
     }
@@ -267,7 +290,7 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
     // double buffering: two copies, alternating with the attach loop, so the fill of the next
     // tile does not overwrite the one being read (the latency-hiding form of the TVM paper)
     const shape = region.parity ? [2, ...region.extent] : region.extent
-    const local: Buffer = { name: `${p.name}.local`, dtype: p.op.dtype, shape, scope: p.scope === "global" ? "local" : p.scope }
+    const local: Buffer = { name: localName.get(p.name)!, dtype: p.op.dtype, shape, scope: p.scope === "global" ? "local" : p.scope }
     const target = { buffer: local.name, offset: region.start, ...(region.parity ? { prefix: region.parity } : {}) }
     return { buffer: local, stmt: lowerStage(withExtents(p, region.extent), target, region) }
   }

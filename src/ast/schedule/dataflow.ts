@@ -3,7 +3,7 @@
 // rfactor (a reduce axis becomes a data axis of partial results).
 import { add, and, c, lt, mapExpr, mul, substitute, type Expr, type Reduce } from "../te/expr.js"
 import { at, compute, reduceAxis, type ComputeTensor, type TeTensor } from "../te/tensor.js"
-import { freshStage, leafAxis, ScheduleError, stageOf, tensorByName, uniqueStageName, type Schedule } from "./schedule-core.js"
+import { checkAttachments, freshStage, leafAxis, ScheduleError, stageOf, tensorByName, uniqueStageName, type Schedule } from "./schedule-core.js"
 import type { MemoryScope, Stage } from "./stage.js"
 
 /** Replaces reads of `from` by reads of `to` (same indices) in an op; a new op with fresh inputs. */
@@ -35,7 +35,7 @@ export const cacheRead = (s: Schedule, tensor: string, scope: MemoryScope, reade
   stages.set(name, { ...freshStage(copy), scope })
   const first = Math.min(...readers.map((r) => s.order.indexOf(r)))
   const order = [...s.order.slice(0, first), name, ...s.order.slice(first)]
-  return { schedule: { ...s, stages, order, steps: [...s.steps, { prim: "cacheRead", tensor, scope, readers }] }, stage: name }
+  return { schedule: checkAttachments({ ...s, stages, order, steps: [...s.steps, { prim: "cacheRead", tensor, scope, readers }] }, "cacheRead", tensor), stage: name }
 }
 
 /** cacheWrite(stage, scope): the stage computes into a new `scope` stage, then copies it out. */
@@ -50,7 +50,7 @@ export const cacheWrite = (s: Schedule, stage: string, scope: MemoryScope): { sc
   // consumers keep reading `stage` by name; their ops hold the old object only as a name
   const i = s.order.indexOf(stage)
   const order = [...s.order.slice(0, i), name, ...s.order.slice(i)]
-  return { schedule: { ...s, stages, order, steps: [...s.steps, { prim: "cacheWrite", stage, scope }] }, stage: name }
+  return { schedule: checkAttachments({ ...s, stages, order, steps: [...s.steps, { prim: "cacheWrite", stage, scope }] }, "cacheWrite", stage), stage: name }
 }
 
 /**
@@ -95,6 +95,6 @@ export const rfactor = (s: Schedule, stage: string, axis: string): { schedule: S
   const stages = new Map(s.stages).set(name, freshStage(rf)).set(stage, { ...freshStage(top), attach: st.attach, scope: st.scope })
   const i = s.order.indexOf(stage)
   const order = [...s.order.slice(0, i), name, ...s.order.slice(i)]
-  return { schedule: { ...s, stages, order, steps: [...s.steps, { prim: "rfactor", stage, axis }] }, stage: name }
+  return { schedule: checkAttachments({ ...s, stages, order, steps: [...s.steps, { prim: "rfactor", stage, axis }] }, "rfactor", stage, axis), stage: name }
 }
 

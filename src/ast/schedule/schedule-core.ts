@@ -117,3 +117,47 @@ export const uniqueStageName = (s: Schedule, base: string): string => {
   return name
 }
 
+
+/** The compute stages that read `stage` directly. */
+export const consumersOf = (s: Schedule, stage: string): string[] =>
+  s.order.filter((name) => s.stages.get(name)!.op.inputs.some((t) => t.name === stage))
+
+/** The stages that read `stage`, looking through inlined stages to the stages they are inlined into. */
+export const effectiveConsumers = (s: Schedule, stage: string): string[] => {
+  const out = new Set<string>()
+  const visit = (name: string) => {
+    for (const c of consumersOf(s, name)) {
+      if (s.stages.get(c)!.attach.kind === "inline") visit(c)
+      else out.add(c)
+    }
+  }
+  visit(stage)
+  return [...out]
+}
+
+/**
+ * What computeAt established and a later step must keep: a stage computed at (target, axis) needs
+ * the target to be a stage at root (attachments do not nest), `axis` to be one of its leaf axes,
+ * and the target to be its one consumer (through inlined stages). The first attachment that no
+ * longer holds, or undefined.
+ */
+export const attachmentProblem = (s: Schedule): string | undefined => {
+  for (const [name, st] of s.stages) {
+    if (st.attach.kind !== "at") continue
+    const { stage: target, axis } = st.attach
+    const t = s.stages.get(target)
+    if (!t || t.attach.kind === "inline") return `'${name}' is computed at '${target}', which would have no loops of its own`
+    if (t.attach.kind !== "root") return `'${name}' is computed at '${target}', which would not be at root (attachments do not nest)`
+    if (!t.leaf.includes(axis)) return `'${name}' is computed at '${target}' axis '${axis}', which would not be a leaf axis`
+    const readers = effectiveConsumers(s, name)
+    if (readers.length !== 1 || readers[0] !== target) return `'${name}' is computed at '${target}', which would not be its one consumer (consumers: ${readers.join(", ") || "none"})`
+  }
+  return undefined
+}
+
+/** `s` when every attachment still holds; otherwise the ScheduleError of the step that broke one. */
+export const checkAttachments = (s: Schedule, primitive: string, stage: string, axis?: string): Schedule => {
+  const problem = attachmentProblem(s)
+  if (problem) throw new ScheduleError({ primitive, stage, ...(axis ? { axis } : {}), reason: `${problem}; compute it at root first` })
+  return s
+}

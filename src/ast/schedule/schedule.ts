@@ -8,10 +8,10 @@ import { lookupIntrinsic, type TensorIntrinsic } from "../te/intrinsic.js"
 import type { Annotation, MemoryScope, Stage, ThreadTag } from "./stage.js"
 import { matchIntrinsic } from "./tensorize-match.js"
 import { cacheRead, cacheWrite, rfactor } from "./dataflow.js"
-import { createSchedule, freshAxis, isOutput, leafAxis, ScheduleError, stageOf, update, type Schedule, type Step } from "./schedule-core.js"
+import { checkAttachments, createSchedule, effectiveConsumers, freshAxis, isOutput, leafAxis, ScheduleError, stageOf, update, type Schedule, type Step } from "./schedule-core.js"
 
 // The schedule's data and the dataflow primitives live beside this file; exported from here as before.
-export { createSchedule, ScheduleError, type Schedule, type Step } from "./schedule-core.js"
+export { consumersOf, createSchedule, effectiveConsumers, ScheduleError, type Schedule, type Step } from "./schedule-core.js"
 export { cacheRead, cacheWrite, rfactor } from "./dataflow.js"
 
 // A stage's data (its axes, relations, annotations) is declared in stage.ts, which tensorize-match
@@ -33,7 +33,7 @@ export const split = (s: Schedule, stage: string, axis: string, by: { factor: nu
   const leaf = st.leaf.flatMap((x) => (x === axis ? [outer, inner] : [x]))
   const next: Stage = { ...st, axes, leaf, relations: [...st.relations, { kind: "split", parent: axis, outer, inner, factor }] }
   const step: Step = "factor" in by ? { prim: "split", stage, axis, factor: by.factor } : { prim: "split", stage, axis, nparts: by.nparts }
-  return { schedule: update(s, next, step), outer, inner }
+  return { schedule: checkAttachments(update(s, next, step), "split", stage, axis), outer, inner }
 }
 
 /** fuse(outer, inner): two adjacent leaf axes become one of their product's extent. */
@@ -48,7 +48,7 @@ export const fuse = (s: Schedule, stage: string, outer: string, inner: string): 
   const axes = new Map(st.axes).set(fused, { name: fused, extent: ao.extent * ai.extent, type: ao.type })
   const leaf = st.leaf.flatMap((x) => (x === outer ? [fused] : x === inner ? [] : [x]))
   const next: Stage = { ...st, axes, leaf, relations: [...st.relations, { kind: "fuse", outer, inner, fused }] }
-  return { schedule: update(s, next, { prim: "fuse", stage, outer, inner }), fused }
+  return { schedule: checkAttachments(update(s, next, { prim: "fuse", stage, outer, inner }), "fuse", stage, `${outer}, ${inner}`), fused }
 }
 
 /** reorder(axes): the given leaf axes take, in this order, the positions they occupied. */
@@ -107,32 +107,15 @@ export const computeInline = (s: Schedule, stage: string): Schedule => {
   if (isOutput(s, stage)) throw new ScheduleError({ primitive: "computeInline", stage, reason: "an output stage cannot be inlined" })
   if (st.op.body.kind === "reduce") throw new ScheduleError({ primitive: "computeInline", stage, reason: "a reduction cannot be inlined" })
   if (st.relations.length || st.annotations.size) throw new ScheduleError({ primitive: "computeInline", stage, reason: "the stage has loop transformations; inline it before scheduling it" })
-  return update(s, { ...st, attach: { kind: "inline" } }, { prim: "computeInline", stage })
+  return checkAttachments(update(s, { ...st, attach: { kind: "inline" } }, { prim: "computeInline", stage }), "computeInline", stage)
 }
 
 export const computeRoot = (s: Schedule, stage: string): Schedule => {
   const st = stageOf(s, "computeRoot", stage)
-  return update(s, { ...st, attach: { kind: "root" } }, { prim: "computeRoot", stage })
+  return checkAttachments(update(s, { ...st, attach: { kind: "root" } }, { prim: "computeRoot", stage }), "computeRoot", stage)
 }
 
 
-
-/** The compute stages that read `stage` directly. */
-export const consumersOf = (s: Schedule, stage: string): string[] =>
-  s.order.filter((name) => s.stages.get(name)!.op.inputs.some((t) => t.name === stage))
-
-/** The stages that read `stage`, looking through inlined stages to the stages they are inlined into. */
-export const effectiveConsumers = (s: Schedule, stage: string): string[] => {
-  const out = new Set<string>()
-  const visit = (name: string) => {
-    for (const c of consumersOf(s, name)) {
-      if (s.stages.get(c)!.attach.kind === "inline") visit(c)
-      else out.add(c)
-    }
-  }
-  visit(stage)
-  return [...out]
-}
 
 /** computeAt(target, axis): the stage is computed inside target's loop `axis`, for the region that iteration needs. */
 export const computeAt = (s: Schedule, stage: string, target: string, axis: string): Schedule => {
@@ -146,7 +129,7 @@ export const computeAt = (s: Schedule, stage: string, target: string, axis: stri
   if (isOutput(s, stage)) throw new ScheduleError({ primitive: "computeAt", stage, reason: "an output stage cannot be attached" })
   leafAxis(tgt, "computeAt", axis)
   if (tgt.attach.kind !== "root") throw new ScheduleError({ primitive: "computeAt", stage, axis, reason: `the target '${target}' must itself be at root` })
-  return update(s, { ...st, attach: { kind: "at", stage: target, axis } }, { prim: "computeAt", stage, target, axis })
+  return checkAttachments(update(s, { ...st, attach: { kind: "at", stage: target, axis } }, { prim: "computeAt", stage, target, axis }), "computeAt", stage, axis)
 }
 
 export const storageAlign = (s: Schedule, stage: string, axisIndex: number, factor: number, offset: number): Schedule => {

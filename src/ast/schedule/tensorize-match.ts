@@ -1,6 +1,7 @@
 // Does a stage's loop nest from a leaf axis inwards compute what a tensor intrinsic declares?
 // The inner leaf axes must be the intrinsic's axes (data then reduce, same extents, no guards),
-// and the stage's expression must equal the intrinsic's with each read's index equal to the
+// the dtypes the same (the stage's, and of every value and operand read), and the stage's
+// expression must equal the intrinsic's with each read's index equal to the
 // intrinsic's index (inner leaf vars for the intrinsic's axis vars) plus an offset that only
 // depends on the outer loops.
 import { c, showExpr, substitute, v, type Expr } from "../te/expr.js"
@@ -46,6 +47,8 @@ export const matchIntrinsicRegions = (st: Stage, axis: string, intrin: TensorInt
   }
   const { values, guarded } = leafRootValues(st)
   if (guarded) return "a split does not divide its axis (the nest would need guards)"
+  // the instruction reads and writes its operands as its declared dtypes
+  if (st.op.dtype !== ic.dtype) return `the stage computes ${st.op.dtype}, the intrinsic ${ic.dtype}`
   const body = st.op.body
   if ((body.kind === "reduce") !== (ic.body.kind === "reduce")) return "one is a reduction and the other is not"
   if (body.kind === "reduce" && ic.body.kind === "reduce" && body.combiner.name !== ic.body.combiner.name) return `combiner ${body.combiner.name} is not ${ic.body.combiner.name}`
@@ -59,6 +62,7 @@ export const matchIntrinsicRegions = (st: Stage, axis: string, intrin: TensorInt
   const inputs: { tensor: string; base: Expr[] }[] = []
   const bind = new Map<string, string>()
   const walk = (a: Expr, b: Expr): string | undefined => {
+    if (a.dtype !== b.dtype) return `${showExpr(a)} is ${a.dtype}, the intrinsic's ${showExpr(b)} is ${b.dtype}`
     if (a.kind === "read" && b.kind === "read") {
       const prev = bind.get(b.source)
       if (prev && prev !== a.source) return `${b.source} would be both ${prev} and ${a.source}`

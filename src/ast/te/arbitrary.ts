@@ -1,13 +1,15 @@
 // Generators for the operator-level laws: a family of TE computes (elementwise chains with
 // broadcasting, matmul, batch matmul, conv2d NCHW and NCHWc with stride/pad/dilation/groups,
 // depthwise conv, pooling, softmax, reductions on any axis) with seeded inputs, and random legal
-// schedules over them. Built from a seed by a PRNG so fast-check shrinks seeds and sizes.
+// schedules over them (arbitrary-schedule.ts). Built from a seed by a PRNG so fast-check shrinks seeds and sizes.
 import * as fc from "fast-check"
 import { prng } from "../graph/arbitrary.js"
 import { fromArray, sizeOf, type Tensor } from "../graph/tensor.js"
-import * as S from "../schedule/schedule.js"
 import { add, and, c, call, div, f32, floordiv, floormod, ge, lt, max, mul, select, sub, type Expr } from "./expr.js"
 import { at, compute, maxReduce, placeholder, reduceAxis, sum, type ComputeTensor, type Placeholder } from "./tensor.js"
+import { randomSchedule } from "./arbitrary-schedule.js"
+
+export { randomSchedule } from "./arbitrary-schedule.js"
 
 export interface ComputeCase {
   readonly family: string
@@ -197,81 +199,6 @@ export const buildCompute = (family: (typeof COMPUTE_FAMILIES)[number], seed: nu
       return { family, outputs: [out], inputs: feeds }
     }
   }
-}
-
-/** Random legal schedule steps for a compute (illegal candidates are skipped, never recorded). */
-export const randomSchedule = (outputs: readonly ComputeTensor[], seed: number, maxSteps = 8): S.Schedule => {
-  const rng = prng(seed ^ 0x5bd1e995)
-  let s = S.createSchedule(outputs)
-  const outs = new Set(outputs.map((o) => o.name))
-  // attachment decisions first: inline or computeAt for intermediate stages
-  for (const name of [...s.order].reverse()) {
-    if (outs.has(name)) continue
-    const st = s.stages.get(name)!
-    const consumers = S.consumersOf(s, name)
-    const r = rng.next()
-    try {
-      if (r < 0.35 && st.op.body.kind !== "reduce") s = S.computeInline(s, name)
-      else if (r < 0.7 && consumers.length === 1) {
-        const tgt = s.stages.get(consumers[0])!
-        const dataLeaves = tgt.leaf.filter((a) => tgt.axes.get(a)!.type === "data")
-        if (dataLeaves.length && tgt.attach.kind === "root") s = S.computeAt(s, name, consumers[0], rng.pick(dataLeaves))
-      }
-    } catch (e) {
-      if (!(e instanceof S.ScheduleError)) throw e
-    }
-  }
-  const steps = rng.int(0, maxSteps)
-  for (let k = 0; k < steps; k++) {
-    const candidates = s.order.filter((n) => s.stages.get(n)!.attach.kind !== "inline")
-    const name = rng.pick(candidates)
-    const st = s.stages.get(name)!
-    const attachedHere = [...s.stages.values()].some((p) => p.attach.kind === "at" && p.attach.stage === name)
-    const a = rng.pick(st.leaf)
-    const axis = st.axes.get(a)!
-    const isAttached = st.attach.kind === "at"
-    try {
-      switch (rng.int(0, 7)) {
-        case 0:
-        case 1:
-          if (isAttached && axis.type === "data") break
-          if (attachedHere) break // keep the attach point valid
-          s = S.split(s, name, a, { factor: rng.int(1, axis.extent + 1) }).schedule
-          break
-        case 2: {
-          if (attachedHere) break
-          const perm = [...st.leaf]
-          for (let i = perm.length - 1; i > 0; i--) {
-            const j = rng.int(0, i)
-            ;[perm[i], perm[j]] = [perm[j], perm[i]]
-          }
-          s = S.reorder(s, name, perm)
-          break
-        }
-        case 3: {
-          if (attachedHere || isAttached) break
-          const i = st.leaf.indexOf(a)
-          if (i + 1 < st.leaf.length) s = S.fuse(s, name, a, st.leaf[i + 1]).schedule
-          break
-        }
-        case 4:
-          s = S.parallel(s, name, a)
-          break
-        case 5:
-          s = S.vectorize(s, name, a)
-          break
-        case 6:
-          s = S.unroll(s, name, a)
-          break
-        case 7:
-          s = S.pragma(s, name, a, "auto_unroll_max_step", String(rng.int(1, 16)))
-          break
-      }
-    } catch (e) {
-      if (!(e instanceof S.ScheduleError)) throw e
-    }
-  }
-  return s
 }
 
 export const arbComputeCase = (families: readonly (typeof COMPUTE_FAMILIES)[number][] = COMPUTE_FAMILIES): fc.Arbitrary<ComputeCase> =>

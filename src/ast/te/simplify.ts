@@ -105,6 +105,18 @@ export const intervalOf = (e: Expr, bounds: Bounds): Interval => {
             return { min: 0, max: b.min - 1 }
           }
           return U
+        case "div": {
+          // truncating integer division: monotone in the numerator for a constant divisor; else
+          // |a / b| ≤ |a| (|b| ≥ 1 wherever it is defined)
+          if (!isIntDtype(e.dtype)) return U
+          if (b.min === b.max && b.min !== 0) {
+            const lo = Math.trunc(a.min / b.min)
+            const hi = Math.trunc(a.max / b.min)
+            return b.min > 0 ? { min: lo, max: hi } : { min: hi, max: lo }
+          }
+          const m = Math.max(Math.abs(a.min), Math.abs(a.max))
+          return { min: -m, max: m }
+        }
         case "min":
           return { min: Math.min(a.min, b.min), max: Math.min(a.max, b.max) }
         case "max":

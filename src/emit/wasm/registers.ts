@@ -139,10 +139,17 @@ export const allocRegs = (fb: FnBuilder, dtype: "float32" | "int32", length: num
   locals: Array.from({ length: Math.ceil(length / 4) }, () => fb.local("v128")),
 })
 
-const regIndex = (fb: FnBuilder, r: RegBuf, name: string, idx: Expr, span: number): number => {
+/**
+ * The constant element index of an access; undefined (after an `unreachable`) when it is out of
+ * range: an unrolled copy under a guard that is false for it (a split that does not divide), which
+ * never runs — the trap a memory buffer's constant out-of-range address gets too (expr.ts).
+ */
+const regIndex = (fb: FnBuilder, r: RegBuf, name: string, idx: Expr, span: number): number | undefined => {
   const k = constOf(idx)
-  if (k === undefined || k < 0 || k + span > r.locals.length * 4) return fb.fail(`register buffer '${name}' indexed by a non-constant or out-of-range index`)
-  return k
+  if (k === undefined) return fb.fail(`register buffer '${name}' indexed by a non-constant index`)
+  if (k >= 0 && k + span <= r.locals.length * 4) return k
+  fb.op("unreachable")
+  return undefined
 }
 
 const EXTRACT: { readonly [L in RegLane]: Op } = { f32: "f32x4.extract_lane", i32: "i32x4.extract_lane" }
@@ -151,6 +158,7 @@ const REPLACE: { readonly [L in RegLane]: Op } = { f32: "f32x4.replace_lane", i3
 /** Pushes element `idx` (a constant) of a promoted buffer, as a scalar. */
 export const emitRegRead = (fb: FnBuilder, r: RegBuf, name: string, idx: Expr): void => {
   const k = regIndex(fb, r, name, idx, 1)
+  if (k === undefined) return
   fb.op("local.get", r.locals[k >> 2])
   fb.op(EXTRACT[r.lane], k & 3)
 }
@@ -158,6 +166,7 @@ export const emitRegRead = (fb: FnBuilder, r: RegBuf, name: string, idx: Expr): 
 /** Stores the scalar that `value` pushes in element `idx` (a constant) of a promoted buffer. */
 export const emitRegWrite = (fb: FnBuilder, r: RegBuf, name: string, idx: Expr, value: () => void): void => {
   const k = regIndex(fb, r, name, idx, 1)
+  if (k === undefined) return
   fb.op("local.get", r.locals[k >> 2])
   value()
   fb.op(REPLACE[r.lane], k & 3)
@@ -167,6 +176,7 @@ export const emitRegWrite = (fb: FnBuilder, r: RegBuf, name: string, idx: Expr, 
 /** Pushes elements idx..idx+3 (idx a constant) as one v128: one local when aligned, else gathered lane by lane. */
 export const emitRegVecRead = (fb: FnBuilder, r: RegBuf, name: string, idx: Expr): void => {
   const k = regIndex(fb, r, name, idx, 4)
+  if (k === undefined) return
   if (k % 4 === 0) {
     fb.op("local.get", r.locals[k >> 2])
     return
@@ -182,6 +192,7 @@ export const emitRegVecRead = (fb: FnBuilder, r: RegBuf, name: string, idx: Expr
 /** Stores the v128 on the stack in elements idx..idx+3 (idx a constant). */
 export const emitRegVecWrite = (fb: FnBuilder, r: RegBuf, name: string, idx: Expr): void => {
   const k = regIndex(fb, r, name, idx, 4)
+  if (k === undefined) return
   if (k % 4 === 0) {
     fb.op("local.set", r.locals[k >> 2])
     return
