@@ -85,15 +85,17 @@ export interface ModelGenOptions {
   readonly stems?: readonly Stem[]
   /** Add the float16 / int8 / int64 islands and Cast siblings on the input as extra outputs (default true). */
   readonly islands?: boolean
+  /** The image stem's height and width range (default [5, 12]). */
+  readonly imageSize?: readonly [number, number]
   readonly opset?: number
 }
 
-const stemOf = (b: GraphBuilder, stem: Stem): Val => {
+const stemOf = (b: GraphBuilder, stem: Stem, [lo, hi]: readonly [number, number]): Val => {
   const { rng } = b
   const N = rng.int(1, 2)
   switch (stem) {
     case "image": {
-      const shape = [N, rng.pick([3, ...MODEL_CHANNELS]), rng.int(5, 12), rng.int(5, 12)]
+      const shape = [N, rng.pick([3, ...MODEL_CHANNELS]), rng.int(lo, hi), rng.int(lo, hi)]
       return b.input("x", randomTensor(rng, shape))
     }
     case "tokens":
@@ -111,7 +113,8 @@ export const buildModelGraph = (seed: number, budget: number, options: ModelGenO
   const opset = options.opset ?? 18
   const b = graphBuilder(rng, opset)
   const stems = options.stems ?? ["image", "image", "image", "tokens", "ids", "features"]
-  const stem = stemOf(b, rng.pick(stems))
+  const stemKind = rng.pick(stems)
+  const stem = stemOf(b, stemKind, options.imageSize ?? [5, 12])
   const allowed = (options.motifs ?? MOTIF_NAMES).filter((m) => m in MOTIFS)
   const side: Val[] = []
   let x = stem
@@ -125,7 +128,8 @@ export const buildModelGraph = (seed: number, budget: number, options: ModelGenO
     if (y !== x && rng.next() < 0.1 && x !== stem) side.push(x)
     x = y
   }
-  const input = stem.dtype === "float32" ? stem : undefined
+  // the islands read the float input itself (not the embedded ids: a computed value)
+  const input = stemKind === "ids" ? undefined : stem
   if ((options.islands ?? true) && input && rng.next() < 0.3) side.push(rng.next() < 0.7 ? lowPrecision(b, input) : castSiblings(b, input))
   if (x === stem) x = b.op1("Relu", [x])
   return b.finish(`model_${seed}_${budget}`, [x, ...side], opset)
