@@ -53,6 +53,8 @@ interface Input {
 
 export interface GraphBuilder {
   readonly rng: Rng
+  /** The channel counts the motifs draw from. */
+  readonly channels: readonly number[]
   /** A graph input fed with `feed`. */
   readonly input: (name: string, feed: Tensor) => Val
   /** An initializer. */
@@ -65,7 +67,7 @@ export interface GraphBuilder {
   readonly finish: (name: string, outputs: readonly Val[], opset: number) => { readonly graph: Graph; readonly inputs: ReadonlyMap<string, Tensor> }
 }
 
-export const graphBuilder = (rng: Rng, opset: number): GraphBuilder => {
+export const graphBuilder = (rng: Rng, opset: number, channels: readonly number[] = [8, 16]): GraphBuilder => {
   const nodes: Node[] = []
   const consts = new Map<string, Tensor>()
   const inputs: Input[] = []
@@ -115,5 +117,5 @@ export const graphBuilder = (rng: Rng, opset: number): GraphBuilder => {
     }),
     inputs: new Map(inputs.map((i) => [i.info.name, i.feed])),
   })
-  return { rng, input, constant, op, op1: (o, ins, attrs) => op(o, ins, attrs, 1)[0], finish }
+  return { rng, channels, input, constant, op, op1: (o, ins, attrs) => op(o, ins, attrs, 1)[0], finish }
 }

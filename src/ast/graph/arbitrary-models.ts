@@ -85,6 +85,8 @@ export interface ModelGenOptions {
   readonly stems?: readonly Stem[]
   /** Add the float16 / int8 / int64 islands and Cast siblings on the input as extra outputs (default true). */
   readonly islands?: boolean
+  /** Channel counts of images and convs (default MODEL_CHANNELS: 3 to 32, several blocks of 4, 8 and 16 lanes). */
+  readonly channels?: readonly number[]
   /** The image stem's height and width range (default [5, 12]). */
   readonly imageSize?: readonly [number, number]
   readonly opset?: number
@@ -95,7 +97,7 @@ const stemOf = (b: GraphBuilder, stem: Stem, [lo, hi]: readonly [number, number]
   const N = rng.int(1, 2)
   switch (stem) {
     case "image": {
-      const shape = [N, rng.pick([3, ...MODEL_CHANNELS]), rng.int(lo, hi), rng.int(lo, hi)]
+      const shape = [N, rng.pick([3, ...b.channels]), rng.int(lo, hi), rng.int(lo, hi)]
       return b.input("x", randomTensor(rng, shape))
     }
     case "tokens":
@@ -111,7 +113,7 @@ const stemOf = (b: GraphBuilder, stem: Stem, [lo, hi]: readonly [number, number]
 export const buildModelGraph = (seed: number, budget: number, options: ModelGenOptions = {}): GraphCase => {
   const rng = prng(seed)
   const opset = options.opset ?? 18
-  const b = graphBuilder(rng, opset)
+  const b = graphBuilder(rng, opset, options.channels ?? MODEL_CHANNELS)
   const stems = options.stems ?? ["image", "image", "image", "tokens", "ids", "features"]
   const stemKind = rng.pick(stems)
   const stem = stemOf(b, stemKind, options.imageSize ?? [5, 12])

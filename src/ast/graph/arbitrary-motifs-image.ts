@@ -76,7 +76,7 @@ export const conv = (b: GraphBuilder, x: Val, o: ConvOptions = {}): Val => {
   const { rng } = b
   const C = x.shape[1]
   const group = o.group ?? (C > 1 && o.O === undefined && rng.next() < 0.2 ? C : 1)
-  const O = o.O ?? (group === C && C > 1 ? C : rng.pick(MODEL_CHANNELS))
+  const O = o.O ?? (group === C && C > 1 ? C : rng.pick(b.channels))
   const kernel = o.kernel ?? rng.pick([[1, 1], [3, 3], [3, 3], [3, 3], [1, 3], [3, 1]])
   const attrs: Attrs = o.attrs
     ? { ...o.attrs }
@@ -135,7 +135,8 @@ export const convBnAct = (b: GraphBuilder, x: Val, o: ConvOptions = {}): Val => 
   const C = x.shape[1]
   const r = rng.next()
   const group = o.group ?? (C > 1 && r < 0.25 ? C : C % 2 === 0 && (o.O ?? 2) % 2 === 0 && r < 0.35 ? 2 : 1)
-  const O = group === C && C > 1 ? C : (o.O ?? (group === 2 ? rng.pick([8, 16, 24, 32]) : rng.pick(MODEL_CHANNELS)))
+  const even = b.channels.filter((c) => c % 2 === 0)
+  const O = group === C && C > 1 ? C : (o.O ?? (group === 2 ? rng.pick(even.length ? even : [8]) : rng.pick(b.channels)))
   const scales = channelScales(rng, O)
   const c = conv(b, x, { ...o, O, group, scales })
   return activation(b, batchNorm(b, c, scales))
@@ -153,7 +154,7 @@ export const residual = (b: GraphBuilder, x: Val): Val => {
     return b.op1("Relu", [b.op1("Add", [z, x])])
   }
   // a 3×3 stride 2 pad 1 conv and a 1×1 stride 2 conv give ⌈H/2⌉ × ⌈W/2⌉ both
-  const O = rng.pick(MODEL_CHANNELS.slice(0, 4))
+  const O = rng.pick(b.channels)
   const main = (v: Val, kernel: number[]) => {
     const scales = channelScales(rng, O)
     const attrs = { kernel_shape: attr.ints(kernel), strides: attr.ints([2, 2]), pads: attr.ints([...kernel, ...kernel].map((k) => Math.floor(k / 2))) }
