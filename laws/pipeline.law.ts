@@ -8,6 +8,7 @@ import { Effect } from "effect"
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { arbGraphCase } from "../src/ast/graph/arbitrary.js"
+import { arbModelGraphCase } from "../src/ast/graph/arbitrary-models.js"
 import { runGraph } from "../src/ast/graph/evaluate.js"
 import { makeTarget } from "../src/ast/target.js"
 import { compileGraph, loadProgram } from "../src/pipeline.js"
@@ -48,5 +49,20 @@ describe("compile → js → run", () => {
       const exec = await Effect.runPromise(loadProgram(program, target))
       assertAllClose(graph.outputs.map((o) => exec.run(inputs).get(o.name)!), runGraph(graph, inputs), 1e-3, 1e-4)
     }
+  }, 300_000)
+})
+
+describe("compile → js → run: windows of conv nets", () => {
+  it("convs and pools (strides, asymmetric pads, auto_pad, dilation, ceil_mode, count_include_pad) in NCHW equal the evaluator", async () => {
+    const nets = arbModelGraphCase({ stems: ["image"], motifs: ["conv-bn-act", "pool"], islands: false, maxMotifs: 2 })
+    const target = makeTarget("js", { vectorLanes: 0 })
+    await fc.assert(
+      fc.asyncProperty(nets, async ({ graph, inputs }) => {
+        const exec = await Effect.runPromise(loadProgram(await Effect.runPromise(compileGraph(graph, target, { optLevel: 3 })), target))
+        const got = exec.run(inputs)
+        assertAllClose(graph.outputs.map((o) => got.get(o.name)!), runGraph(graph, inputs), 1e-3, 1e-4)
+      }),
+      lawParams(40),
+    )
   }, 300_000)
 })

@@ -43,9 +43,9 @@ export const windowAttrs = (rng: Rng, x: Val, kernel: readonly number[], o: { re
   if (strides.some((s) => s !== 1)) a.strides = attr.ints(strides)
   if (dilations.some((d) => d !== 1)) a.dilations = attr.ints(dilations)
   const r = rng.next()
-  if (r < 0.4) a.pads = attr.ints([...span, ...span].map((s) => Math.floor(s / 2)))
-  else if (r < 0.65) a.pads = attr.ints([...span, ...span].map((s) => rng.int(0, s - 1)))
-  else if (r < 0.75) a.pads = attr.ints([0, 0, 0, 0])
+  if (r < 0.3) a.pads = attr.ints([...span, ...span].map((s) => Math.floor(s / 2)))
+  else if (r < 0.55) a.pads = attr.ints([...span, ...span].map((s) => rng.int(0, s - 1)))
+  else if (r < 0.65) a.pads = attr.ints([0, 0, 0, 0])
   else if (r < 0.9) a.auto_pad = attr.str(rng.pick(["SAME_UPPER", "SAME_LOWER"]))
   else a.auto_pad = attr.str("VALID")
   if (windowOut(x, kernel, a)) return a
@@ -181,7 +181,7 @@ export const pool = (b: GraphBuilder, x: Val): Val => {
   const kernel = rng.pick([[2, 2], [3, 3], [2, 3], [3, 2], [1, 2]])
   const a = windowAttrs(rng, x, kernel, { strided: true, dilate: max })
   if (rng.next() < 0.3 && windowOut(x, kernel, a, true)) a.ceil_mode = attr.int(1)
-  if (!max && rng.next() < 0.4) a.count_include_pad = attr.int(1)
+  if (!max && rng.next() < 0.5) a.count_include_pad = attr.int(1)
   return b.op1(max ? "MaxPool" : "AveragePool", [x], a)
 }
 
