@@ -33,7 +33,7 @@ export const siblings = (b: GraphBuilder, x: Val): Val => {
   const { rng } = b
   const rank = x.shape.length
   const same = rng.next() < 0.3
-  const kinds = ["softmax", "softmax", "transpose", "leaky", "clip", "layernorm", ...(rank === 4 ? ["conv", "pool"] : [])]
+  const kinds = ["softmax", "softmax", "transpose", "leaky", "clip", "layernorm", ...(rank === 4 ? ["conv"] : []), ...(rank === 4 && x.shape[3] >= 2 ? ["pool"] : [])]
   const pair = (op: string, a1: Record<string, AttrValue>, a2: Record<string, AttrValue>, ins: readonly Val[] = [x]) => {
     const s1 = b.op1(op, ins, a1)
     const s2 = b.op1(op, ins, same ? a1 : a2)

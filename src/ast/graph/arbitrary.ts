@@ -5,6 +5,8 @@
 // chains, broadcasting against constants, Conv/BatchNormalization/pooling, transposes and
 // reshapes, PyTorch-style shape subgraphs (Shape → Gather → Concat → Reshape), reductions,
 // concatenation, identities (x*1, x+0, Identity, Cast to the same type) and diamonds (values reused).
+// With `modelShare`, a share of the cases comes from the model-like generator (arbitrary-models.ts):
+// the motifs of real networks on the sizes and parameters where rewrite bugs show.
 import * as fc from "fast-check"
 import { attr, type Attrs } from "./attrs.js"
 import type { Graph, Node, ValueInfo } from "./graph.js"
@@ -15,6 +17,7 @@ import { arbModelGraphCase, type ModelGenOptions } from "./arbitrary-models.js"
 
 export type { GraphCase } from "./arbitrary-builder.js"
 export { prng } from "./arbitrary-builder.js"
+export { arbModelGraphCase, buildModelGraph, MOTIF_NAMES, type ModelGenOptions, type MotifName, type Stem } from "./arbitrary-models.js"
 
 interface Val {
   readonly name: string
