@@ -2,8 +2,7 @@
 // strided and padded windows over several vector blocks, attention, multi-output ops, siblings,
 // float16 / int8 / int64 islands; arbitrary-models.ts): compileGraph (graph passes, fusion, memory
 // plan, lowering with the target's default schedules) → js emission → load → the executor with
-// the planned buffers equals the reference evaluator, at opt level 0 and 3 (with blocked layouts
-// of 4 and 16 lanes).
+// the planned buffers equals the reference evaluator, at opt level 0 and 3 (with blocked layouts).
 import { Effect } from "effect"
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
@@ -20,10 +19,9 @@ describe("compile → js → run", () => {
     [0, 0],
     [3, 0],
     [3, 4],
-    [3, 16],
   ] as const)
     it(`equals the evaluator on random graphs (opt level ${optLevel}, vector lanes ${lanes})`, async () => {
-      const cases = fc.sample(arbGraphCase({ maxNodes: 10, modelShare: 0.4 }), lawParams(25))
+      const cases = fc.sample(arbGraphCase({ maxNodes: 10, modelShare: 0.4, models: { maxMotifs: 4 } }), lawParams(25))
       let compiled = 0
       for (const { graph, inputs } of cases) {
         const program = await Effect.runPromise(compileGraph(graph, makeTarget("js", { vectorLanes: lanes }), { optLevel }))
@@ -40,7 +38,7 @@ describe("compile → js → run", () => {
     }, 300_000)
 
   it("equals the evaluator with FuseOps and PlanMemory disabled (a group per node, a block per value)", async () => {
-    const cases = fc.sample(arbGraphCase({ maxNodes: 10, modelShare: 0.4 }), lawParams(15))
+    const cases = fc.sample(arbGraphCase({ maxNodes: 10, modelShare: 0.4, models: { maxMotifs: 4 } }), lawParams(15))
     for (const { graph, inputs } of cases) {
       const target = makeTarget("js", { vectorLanes: 4 })
       const program = await Effect.runPromise(compileGraph(graph, target).pipe(withPassConfig({ disabled: new Set(["rewrite.FuseOps", "rewrite.PlanMemory"]) })))

@@ -187,7 +187,7 @@ describe("alterLayout: model-like conv nets", () => {
         const got = exec.run(inputs)
         assertAllClose(graph.outputs.map((o) => got.get(o.name)!), evalGraph(graph, inputs))
       }),
-      lawParams(12),
+      lawParams(8),
     )
   }, 120_000)
 })
