@@ -282,7 +282,7 @@ export interface ArbGraphOptions extends GraphGenOptions {
    * strided and padded windows, several vector blocks of channels.
    */
   readonly modelShare?: number
-  /** Options of the model-like cases. */
+  /** Options of the model-like cases (`ops` and `opset` above apply to the random cases only). */
   readonly models?: ModelGenOptions & { readonly maxMotifs?: number }
 }
 
