@@ -8,6 +8,7 @@ import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { attr } from "../../src/ast/graph/attrs.js"
 import { prng } from "../../src/ast/graph/arbitrary.js"
+import { arbModelGraphCase } from "../../src/ast/graph/arbitrary-models.js"
 import { makeGraph, node, type Graph } from "../../src/ast/graph/graph.js"
 import { tensor, type Tensor } from "../../src/ast/graph/tensor.js"
 import { makeTarget } from "../../src/ast/target.js"
@@ -135,6 +136,58 @@ describe("alterLayout: dense layers over packed weights", () => {
         assertAllClose([...exec.run(inputs).values()], evalGraph(graph, inputs), 1e-5, 1e-5)
       }),
       lawParams(25),
+    )
+  }, 120_000)
+})
+
+// rewrite.AlterLayout on model-like conv nets (arbitrary-models.ts): 3 to 32 channels against 4,
+// 8 and 16 lanes (several blocks per tensor), convs and pools with stride 2 and uneven strides,
+// asymmetric and zero pads, auto_pad, dilation, ceil_mode, depthwise and grouped convs, residual
+// adds, squeeze-excite broadcasts and siblings — the blocked graph evaluates as the original, and
+// compiled (js) it computes what the evaluator does.
+const arbConvNet = fc.tuple(
+  arbModelGraphCase({ stems: ["image"], motifs: ["conv-bn-act", "residual", "squeeze-excite", "pool", "broadcast", "siblings", "head", "split"], islands: false, maxMotifs: 4 }),
+  fc.constantFrom(4, 8, 16),
+)
+
+/** The blocked convs of a graph with ≥ 2 blocks in or out ([N, C/b, H, W, b]). */
+const multiBlockConvs = (g: Graph) =>
+  g.nodes.filter((n) => {
+    if (n.op !== "ConvNCHWc") return false
+    const x = g.valueTypes.get(n.inputs[0])?.shape ?? []
+    const y = g.valueTypes.get(n.outputs[0])?.shape ?? []
+    return (x[1] as number) >= 2 || (y[1] as number) >= 2
+  })
+const strided = (n: Graph["nodes"][number]) => n.attrs.strides?.kind === "ints" && n.attrs.strides.value.some((s) => s !== 1)
+
+describe("alterLayout: model-like conv nets", () => {
+  it("the blocked graph evaluates as the original (several blocks, strides, pads, auto_pad, dilation)", () => {
+    let multi = 0
+    let multiStrided = 0
+    fc.assert(
+      fc.property(arbConvNet, ([{ graph, inputs }, lanes]) => {
+        const after = alterLayoutSync(graph, { vectorLanes: lanes })
+        const convs = multiBlockConvs(after)
+        multi += convs.length
+        multiStrided += convs.filter(strided).length
+        assertAllClose(evalGraph(after, inputs), evalGraph(graph, inputs))
+      }),
+      lawParams(60),
+    )
+    // the cases reach convs of several vector blocks, strided ones too
+    expect(multi).toBeGreaterThan(20)
+    expect(multiStrided).toBeGreaterThan(5)
+  })
+
+  it("compiled (js, the blocked layout of the case's lanes) computes what the evaluator does", async () => {
+    await fc.assert(
+      fc.asyncProperty(arbConvNet, async ([{ graph, inputs }, lanes]) => {
+        const target = makeTarget("js", { vectorLanes: lanes })
+        const exec = await Effect.runPromise(loadProgram(await Effect.runPromise(compileGraph(graph, target, { optLevel: 3 })), target))
+        const got = exec.run(inputs)
+        assertAllClose(graph.outputs.map((o) => got.get(o.name)!), evalGraph(graph, inputs))
+      }),
+      lawParams(8),
     )
   }, 120_000)
 })

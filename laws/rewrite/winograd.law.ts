@@ -9,6 +9,7 @@ import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { attr, type AttrValue } from "../../src/ast/graph/attrs.js"
 import { prng } from "../../src/ast/graph/arbitrary.js"
+import { arbModelGraphCase } from "../../src/ast/graph/arbitrary-models.js"
 import { makeGraph, node, type Graph } from "../../src/ast/graph/graph.js"
 import { WINOGRAD } from "../../src/ast/graph/ops/winograd.js"
 import { tensor, type Tensor } from "../../src/ast/graph/tensor.js"
@@ -175,5 +176,29 @@ describe("rewrite.WinogradConv: F(4×4, 3×3) in the blocked layout", () => {
     }
     expect(tileOf(7)).toBe(4)
     expect(tileOf(14)).toBe(6)
+  })
+})
+
+// Model-like conv nets (arbitrary-models.ts, 8 to 32 channels, images 8 to 14 pixels): conv-BN
+// blocks, residual blocks and pooling, where some 3×3 stride-1 convs take Winograd and the strided,
+// dilated, grouped and narrow ones stay direct, side by side in one graph.
+const arbWinogradNet = fc.tuple(
+  arbModelGraphCase({ stems: ["image"], motifs: ["conv-bn-act", "residual", "pool", "squeeze-excite"], channels: [16, 24, 32, 8], imageSize: [8, 14], islands: false, maxMotifs: 3 }),
+  fc.constantFrom(4, 8),
+)
+
+describe("rewrite.WinogradConv: model-like conv nets", () => {
+  it("after the blocked layout, Winograd where it applies: the graph evaluates as the original", () => {
+    let winograd = 0
+    fc.assert(
+      fc.property(arbWinogradNet, ([{ graph, inputs }, lanes]) => {
+        const after = rewritten(graph, lanes)
+        winograd += after.nodes.filter((n) => n.op === "ConvWinogradNCHWc").length
+        assertAllClose(evalGraph(after, inputs), evalGraph(graph, inputs), 1e-4, 1e-4)
+      }),
+      lawParams(30),
+    )
+    // the cases do reach Winograd
+    expect(winograd).toBeGreaterThan(5)
   })
 })

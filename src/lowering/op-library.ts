@@ -105,15 +105,14 @@ const ELEMENTWISE: Record<string, OpCompute> = {
   },
 }
 
-/** Spatial output index math shared by Conv and pooling. */
+/** Spatial output index math shared by Conv and pooling: the pads [top, left, bottom, right], auto_pad resolved. */
 const pads2d = (ctx: OpComputeCtx, kernel: readonly number[], inHW: readonly number[], outHW: readonly number[], strides: readonly number[], dil: readonly number[]): number[] => {
   const autoPad = (ctx.attrs.auto_pad as string | undefined) ?? "NOTSET"
-  if (autoPad === "NOTSET") return ((ctx.attrs.pads as number[] | undefined) ?? [0, 0, 0, 0]).slice(0, 2)
-  if (autoPad === "VALID") return [0, 0]
-  return [0, 1].map((k) => {
-    const total = Math.max(0, (outHW[k] - 1) * strides[k] + (kernel[k] - 1) * dil[k] + 1 - inHW[k])
-    return autoPad === "SAME_UPPER" ? Math.floor(total / 2) : Math.ceil(total / 2)
-  })
+  if (autoPad === "NOTSET") return ((ctx.attrs.pads as number[] | undefined) ?? [0, 0, 0, 0]).slice(0, 4)
+  if (autoPad === "VALID") return [0, 0, 0, 0]
+  const total = [0, 1].map((k) => Math.max(0, (outHW[k] - 1) * strides[k] + (kernel[k] - 1) * dil[k] + 1 - inHW[k]))
+  const begin = total.map((t) => (autoPad === "SAME_UPPER" ? Math.floor(t / 2) : Math.ceil(t / 2)))
+  return [...begin, ...total.map((t, k) => t - begin[k])]
 }
 
 const conv2d: OpCompute = (ctx) => {
@@ -156,7 +155,7 @@ const pool2d =
     const strides = (ctx.attrs.strides as number[] | undefined) ?? [1, 1]
     const dil = (ctx.attrs.dilations as number[] | undefined) ?? [1, 1]
     const out = shapeOf(ctx.outputs[0])
-    const [pt, pl] = pads2d(ctx, kernel, [H, W], [out[2], out[3]], strides, dil)
+    const [pt, pl, pb, pr] = pads2d(ctx, kernel, [H, W], [out[2], out[3]], strides, dil)
     const dtype = x.dtype
     const ry = reduceAxis(kernel[0], `${ctx.name()}.ry`)
     const rx = reduceAxis(kernel[1], `${ctx.name()}.rx`)
@@ -177,7 +176,6 @@ const pool2d =
       const { iy, ix, inside } = coords(y, xx)
       return sum(select(inside, at(x, n, ch, iy, ix), fl(dtype, 0)), [ry, rx])
     }, dtype, "pool")
-    const [pb, pr] = ((ctx.attrs.pads as number[] | undefined) ?? [0, 0, 0, 0]).slice(2)
     return [
       total,
       compute(ctx.name(), out, (n, ch, y, xx) => {

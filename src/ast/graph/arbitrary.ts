@@ -5,35 +5,19 @@
 // chains, broadcasting against constants, Conv/BatchNormalization/pooling, transposes and
 // reshapes, PyTorch-style shape subgraphs (Shape → Gather → Concat → Reshape), reductions,
 // concatenation, identities (x*1, x+0, Identity, Cast to the same type) and diamonds (values reused).
+// With `modelShare`, a share of the cases comes from the model-like generator (arbitrary-models.ts):
+// the motifs of real networks on the sizes and parameters where rewrite bugs show.
 import * as fc from "fast-check"
 import { attr, type Attrs } from "./attrs.js"
 import type { Graph, Node, ValueInfo } from "./graph.js"
 import { makeGraph } from "./graph.js"
 import { sizeOf, tensor, type Tensor } from "./tensor.js"
+import { prng, type GraphCase, type Rng } from "./arbitrary-builder.js"
+import { arbModelGraphCase, type ModelGenOptions } from "./arbitrary-models.js"
 
-export interface GraphCase {
-  readonly graph: Graph
-  readonly inputs: ReadonlyMap<string, Tensor>
-}
-
-/** mulberry32: a small seeded PRNG. */
-export const prng = (seed: number) => {
-  let a = seed >>> 0
-  const next = () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-  return {
-    next,
-    int: (lo: number, hi: number) => lo + Math.floor(next() * (hi - lo + 1)),
-    pick: <T>(xs: readonly T[]): T => xs[Math.floor(next() * xs.length)],
-    float: (lo = -1, hi = 1) => lo + (hi - lo) * next(),
-  }
-}
-type Rng = ReturnType<typeof prng>
+export type { GraphCase } from "./arbitrary-builder.js"
+export { prng } from "./arbitrary-builder.js"
+export { arbModelGraphCase, buildModelGraph, MOTIF_NAMES, type ModelGenOptions, type MotifName, type Stem } from "./arbitrary-models.js"
 
 interface Val {
   readonly name: string
@@ -290,8 +274,26 @@ export const buildRandomGraph = (seed: number, budget: number, options: GraphGen
   return { graph: makeGraph({ name: `random_${seed}_${budget}`, opset: options.opset ?? 18, inputs, outputs, initializers: consts, nodes }), inputs: feeds }
 }
 
-/** fast-check arbitrary of random graph cases. */
-export const arbGraphCase = (options: GraphGenOptions & { readonly maxNodes?: number } = {}): fc.Arbitrary<GraphCase> =>
-  fc
+export interface ArbGraphOptions extends GraphGenOptions {
+  readonly maxNodes?: number
+  /**
+   * The share of cases (0 to 1, default 0) drawn from the model-like generator (arbitrary-models.ts):
+   * conv-BN blocks with small variances and large epsilons, attention, multi-output ops, siblings,
+   * strided and padded windows, several vector blocks of channels.
+   */
+  readonly modelShare?: number
+  /** Options of the model-like cases (`ops` and `opset` above apply to the random cases only). */
+  readonly models?: ModelGenOptions & { readonly maxMotifs?: number }
+}
+
+/** fast-check arbitrary of random graph cases (a share of them model-like with `modelShare`). */
+export const arbGraphCase = (options: ArbGraphOptions = {}): fc.Arbitrary<GraphCase> => {
+  const random = fc
     .tuple(fc.integer({ min: 0, max: 0x7fffffff }), fc.integer({ min: 1, max: options.maxNodes ?? 12 }))
     .map(([seed, budget]) => buildRandomGraph(seed, budget, options))
+  const share = Math.min(1, Math.max(0, options.modelShare ?? 0))
+  if (share === 0) return random
+  const models = arbModelGraphCase(options.models)
+  if (share === 1) return models
+  return fc.oneof({ arbitrary: random, weight: Math.round((1 - share) * 100) }, { arbitrary: models, weight: Math.round(share * 100) })
+}
