@@ -23,7 +23,7 @@ export interface CBuildConfig {
  * -fwrapv: integer arithmetic wraps (stores wrap like the evaluator); -fno-math-errno: libm calls
  * vectorize; --param=vect-epilogues-nomask=0: no vectorized epilogue loops, which gcc 12.2
  * miscompiles (x86-64, AVX2 and AVX-512) for a guarded load in an `omp simd` loop in a parallel
- * region, dropping a lane of the epilogue (a padded ConvTranspose lost a tap: test/c-miscompile.test.ts).
+ * region, dropping a lane of the epilogue (a padded ConvTranspose lost a tap: test/c-epilogue-miscompile.test.ts).
  */
 export const C_FLAGS = ["-O3", "-march=native", "-mprefer-vector-width=512", "-fopenmp", "-std=gnu11", "-fwrapv", "-fno-math-errno", "--param=vect-epilogues-nomask=0", "-fPIC", "-Wl,-z,nodelete"] as const
 
