@@ -30,6 +30,10 @@ export default {
   // No checker: @stryker-mutator/typescript-checker needs the TypeScript compiler API, which
   // TypeScript 7 no longer has. Mutants that would not type-check run anyway (mostly killed).
   checkers: [],
+  // and so no `// @ts-nocheck` atop the sandbox's files either: by default Stryker writes it into
+  // every .js/.ts file it copies, golden/js/*.js included, and the js goldens then differ by that
+  // line. Nothing type-checks a mutation run (vitest strips the types), so nothing needs it.
+  disableTypeChecks: false,
   // Each mutant runs only the tests that executed its code in the initial run: minutes per module
   // instead of hours.
   coverageAnalysis: "perTest",
