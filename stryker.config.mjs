@@ -22,7 +22,8 @@ export default {
 
   testRunner: "vitest",
   vitest: {
-    // The tests that run in this process (see the file for what it leaves out and why).
+    // The laws and the transforms' own tests (or, with --all-tests, every test that runs in this
+    // process): the file says which and why.
     configFile: "vitest.mutation.config.ts",
     // Only the test files that import the mutated module (through any chain) run at all.
     related: true,

@@ -2,12 +2,15 @@
 //
 // Mutation testing of the given source files alone (Stryker's --mutate; stryker.config.mjs has the
 // rest), then one summary row per file: mutants, killed, survived, timed out, no coverage, errors,
-// the score killed / (killed + survived), and the run's wall time; then every survivor and every
-// mutant no test ran, with its place and replacement, to be judged (equivalent, or a gap in the
-// laws: docs/laws.md). The full report is reports/mutation/<name>.json and .html.
+// and the score killed / (killed + survived), a mutant no test runs counted as survived; the run's
+// wall time; then every survivor and every mutant no test ran, with its place and replacement, to
+// be judged (equivalent, or a gap in the laws: docs/laws.md). The full report is
+// reports/mutation/<name>.json and .html.
 //
 //   npm run mutation -- src/rewrite/eliminate-dead-code.ts
 //   npm run mutation -- src/lowering/tir/unroll-loops.ts src/lowering/tir/vectorize-loops.ts --concurrency 1
+//   npm run mutation -- --all-tests src/rewrite/eliminate-dead-code.ts   against every in-process test, not
+//                                    only the laws and the transforms' own tests (vitest.mutation.config.ts)
 //   npm run mutation -- --all        every module of stryker.config.mjs's `mutate` (hours)
 //   npm run mutation -- --summary reports/mutation/<name>.json   the summary of an earlier run
 //
@@ -41,7 +44,8 @@ const summarize = (reportFile, wallSeconds) => {
       noCoverage: n("NoCoverage"),
       errors: n("RuntimeError") + n("CompileError"),
       ignored: n("Ignored"),
-      score: killed + survived === 0 ? "—" : `${((100 * killed) / (killed + survived)).toFixed(1)}%`,
+      // a mutant no test runs survives every test: it counts as survived
+      score: killed + survived + n("NoCoverage") === 0 ? "—" : `${((100 * killed) / (killed + survived + n("NoCoverage"))).toFixed(1)}%`,
     }
     rows.push(row)
     for (const m of mutants) {
@@ -56,7 +60,11 @@ const summarize = (reportFile, wallSeconds) => {
   console.log("")
   console.log(line(cols))
   for (const r of rows) console.log(line(cols.map((c) => r[c])))
-  if (wallSeconds !== undefined) console.log(`wall time ${Math.floor(wallSeconds / 60)} min ${Math.round(wallSeconds % 60)} s`)
+  if (wallSeconds !== undefined) {
+    const git = (...a) => spawnSync("git", a, { encoding: "utf8" }).stdout?.trim() ?? "?"
+    const dirty = git("status", "--porcelain", "--", "src", "laws", "test") ? " (src, laws or test modified)" : ""
+    console.log(`wall time ${Math.floor(wallSeconds / 60)} min ${Math.round(wallSeconds % 60)} s; commit ${git("rev-parse", "--short", "HEAD")}${dirty}; ${new Date().toISOString().slice(0, 10)}`)
+  }
   console.log(`report ${reportFile}`)
   if (open.length) {
     console.log(`\n${open.length} mutants not killed (judge each: equivalent, or a gap in the laws):`)
@@ -73,14 +81,15 @@ if (args[0] === "--summary") {
 // source files (a Stryker mutation range `file.ts:12-30` too); every other argument goes to Stryker
 const isSource = (a) => /^[^-].*\.[cm]?[jt]s(:[\d:-]+)?$/.test(a)
 const files = args.filter(isSource)
-const options = args.filter((a) => !isSource(a) && a !== "--all")
+const allTests = args.includes("--all-tests")
+const options = args.filter((a) => !isSource(a) && a !== "--all" && a !== "--all-tests")
 if (!args.includes("--all")) {
   if (files.length === 0) usage()
   for (const f of files) if (!fs.existsSync(f.replace(/:[\d:-]+$/, ""))) throw new Error(`${f}: no such file`)
 }
 
 // reports/mutation/<name>.json: the file's path (or "all"), so that runs of different modules keep their reports
-const name = args.includes("--all") ? "all" : files.length === 1 ? files[0].replace(/\.ts(:.*)?$/, "").replace(/^src\//, "").replace(/[/:]/g, "_") : `${files.length}-files`
+const name = (allTests ? "all-tests_" : "") + (args.includes("--all") ? "all" : files.length === 1 ? files[0].replace(/\.ts(:.*)?$/, "").replace(/^src\//, "").replace(/[/:]/g, "_") : `${files.length}-files`)
 const outDir = "reports/mutation"
 fs.mkdirSync(outDir, { recursive: true })
 
@@ -94,6 +103,8 @@ const r = spawnSync(
       ...process.env,
       // the sandbox (.stryker-tmp/sandbox-*) is one folder deeper: point the conformance cases at ../shared from here
       TESSERA_ONNX_TESTS: process.env.TESSERA_ONNX_TESTS ?? path.resolve("../shared/onnx-tests"),
+      // which tests the mutants face (vitest.mutation.config.ts)
+      TESSERA_MUTATION_TESTS: allTests ? "all" : "transforms",
     },
   },
 )
