@@ -31,7 +31,10 @@ const summarize = (reportFile, wallSeconds) => {
   const report = JSON.parse(fs.readFileSync(reportFile, "utf8"))
   const rows = []
   const open = []
-  for (const [file, { mutants }] of Object.entries(report.files).sort(([a], [b]) => a.localeCompare(b))) {
+  for (const [file, { source, mutants }] of Object.entries(report.files).sort(([a], [b]) => a.localeCompare(b))) {
+    const lines = source.split("\n")
+    // the code a mutant replaced (its first line, when it spans several)
+    const original = ({ start, end }) => (start.line === end.line ? lines[start.line - 1].slice(start.column - 1, end.column - 1) : `${lines[start.line - 1].slice(start.column - 1)} …`)
     const n = (s) => mutants.filter((m) => m.status === s).length
     const killed = n("Killed")
     const survived = n("Survived")
@@ -48,10 +51,12 @@ const summarize = (reportFile, wallSeconds) => {
       score: killed + survived + n("NoCoverage") === 0 ? "—" : `${((100 * killed) / (killed + survived + n("NoCoverage"))).toFixed(1)}%`,
     }
     rows.push(row)
-    for (const m of mutants) {
+    const byPlace = (a, b) => a.location.start.line - b.location.start.line || a.location.start.column - b.location.start.column
+    for (const m of [...mutants].sort(byPlace)) {
       if (m.status !== "Survived" && m.status !== "NoCoverage") continue
       const { line, column } = m.location.start
-      open.push(`${m.status === "Survived" ? "survived" : "no coverage"}  ${file}:${line}:${column}  ${m.mutatorName}  → ${m.replacement ?? "(removed)"}`.replace(/\s+/g, " "))
+      const short = (t) => (t.length > 100 ? `${t.slice(0, 97)}...` : t)
+      open.push(`${m.status === "Survived" ? "survived" : "no coverage"}  ${file}:${line}:${column}  ${m.mutatorName}  ${short(original(m.location))}  →  ${short(m.replacement ?? "(removed)")}`.replace(/\s+/g, " "))
     }
   }
   const cols = ["file", "mutants", "killed", "survived", "timeout", "noCoverage", "errors", "ignored", "score"]
