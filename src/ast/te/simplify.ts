@@ -130,8 +130,8 @@ export const intervalOf = (e: Expr, bounds: Bounds): Interval => {
   }
 }
 
-/** A condition as a bool: x itself, or x != 0. */
-const truth = (x: Expr): Expr => (x.dtype === "bool" ? x : bin("ne", x, c(0, x.dtype)))
+/** A condition as a bool: x itself, or x != 0 (simplified in turn, so that simplify stays idempotent). */
+const truth = (x: Expr, bounds: Bounds): Expr => (x.dtype === "bool" ? x : simplifyNode(bin("ne", x, c(0, x.dtype)), bounds))
 
 /** Simplifies one node whose children are already simple. */
 const simplifyNode = (e: Expr, bounds: Bounds): Expr => {
@@ -203,12 +203,12 @@ const simplifyNode = (e: Expr, bounds: Bounds): Expr => {
     }
   }
   if (op === "and") {
-    if (a.kind === "const") return a.value ? truth(b) : c(0, "bool")
-    if (b.kind === "const") return b.value ? truth(a) : c(0, "bool")
+    if (a.kind === "const") return a.value ? truth(b, bounds) : c(0, "bool")
+    if (b.kind === "const") return b.value ? truth(a, bounds) : c(0, "bool")
   }
   if (op === "or") {
-    if (a.kind === "const") return a.value ? c(1, "bool") : truth(b)
-    if (b.kind === "const") return b.value ? c(1, "bool") : truth(a)
+    if (a.kind === "const") return a.value ? c(1, "bool") : truth(b, bounds)
+    if (b.kind === "const") return b.value ? c(1, "bool") : truth(a, bounds)
   }
   return e
 }
