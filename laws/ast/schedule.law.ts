@@ -20,8 +20,8 @@ import { prng } from "../../src/ast/graph/arbitrary.js"
 import * as S from "../../src/ast/schedule/schedule.js"
 import { arbComputeCase, randomSchedule, type ComputeCase } from "../../src/ast/te/arbitrary.js"
 import { evaluateTE } from "../../src/ast/te/evaluate.js"
-import { add, c } from "../../src/ast/te/expr.js"
-import { at, compute, placeholder, type ComputeTensor } from "../../src/ast/te/tensor.js"
+import { add, c, mul } from "../../src/ast/te/expr.js"
+import { at, compute, placeholder, reduceAxis, sum, type ComputeTensor } from "../../src/ast/te/tensor.js"
 import { evaluatePrimFunc } from "../../src/ast/tir/evaluate.js"
 import { lowerSync } from "../../src/lowering/lower.js"
 import { assertAllClose, lawParams } from "../support.js"
@@ -478,5 +478,24 @@ describe("schedule primitives: the contract", () => {
       }),
       lawParams(10),
     )
+  })
+
+  it("printSchedule lists each stage, producers first: its attachment, scope and loops with extents and annotations", () => {
+    const A = placeholder("A", [4, 6])
+    const P = compute("P", [4, 6], (i, j) => add(at(A, i, j), c(1)))
+    const Q = compute("Q", [4, 6], (i, j) => mul(at(P, i, j), c(2)))
+    const k = reduceAxis(6, "k")
+    const R = compute("R", [4], (i) => sum(at(Q, i, k.var), [k]))
+    let s = S.computeInline(S.createSchedule([R]), "P")
+    const sp = S.split(s, "R", "R.i", { factor: 2 })
+    s = S.bind(sp.schedule, "R", sp.outer, "vthread")
+    s = S.parallel(s, "R", sp.inner)
+    s = S.computeAt(s, "Q", "R", sp.inner)
+    s = S.bind(S.unroll(S.setScope(s, "Q", "local"), "Q", "Q.j"), "Q", "Q.i", "threadIdx.x")
+    expect(S.printSchedule(s).split("\n")).toEqual([
+      "stage P inline [global] P.i:4 P.j:6",
+      "stage Q @ R.R.i.i [local] Q.i:4(threadIdx.x) Q.j:6(unrolled)",
+      "stage R [global] R.i.o:2(vthread) R.i.i:2(parallel) k:6",
+    ])
   })
 })

@@ -248,6 +248,26 @@ describe("simplify: normal forms", () => {
     )
   })
 
+  it("intervalOf: a comparison or logical op of int operands is [0, 1]; x / y with y taking both 1 and -1 is [-max |x|, max |x|]; 0 times anything is 0; what it cannot see into is unknown", () => {
+    const U = { min: -Infinity, max: Infinity }
+    fc.assert(
+      fc.property(arbRange(-6, 4), fc.integer({ min: -3, max: -1 }), fc.integer({ min: 1, max: 3 }), fc.constantFrom<BinOp>("lt", "le", "gt", "ge", "eq", "ne", "and", "or"), (xr, ylo, yhi, cmp) => {
+        const box: Box = new Map([["x", xr], ["y", { min: ylo, max: yhi }], ["z", { min: 0, max: 0 }]])
+        const m = Math.max(Math.abs(xr.min), Math.abs(xr.max))
+        expect(intervalOf(bin("div", v("x"), v("y")), box)).toEqual({ min: -m, max: m })
+        expect(intervalOf(bin(cmp, add(v("x"), c(xr.min < 0 ? 0 : -xr.min - 1)), v("y")), box)).toEqual({ min: 0, max: 1 })
+        expect(intervalOf(mul(v("z"), v("w")), box)).toEqual({ min: 0, max: 0 })
+        expect(intervalOf(mul(v("w"), v("z")), box)).toEqual({ min: 0, max: 0 })
+        expect(intervalOf(v("w"), box)).toEqual(U)
+        expect(intervalOf({ kind: "read", source: "A", indices: [v("x")], dtype: "int32" }, box)).toEqual(U)
+        expect(intervalOf({ kind: "cast", value: v("x"), dtype: "int64" }, box)).toEqual(xr)
+        expect(intervalOf(bin("div", { kind: "const", value: 1.5, dtype: "float32" }, { kind: "var", name: "f", dtype: "float32" }), box)).toEqual(U)
+        expect(intervalOf(bin("add", { kind: "var", name: "f", dtype: "float32" }, { kind: "var", name: "f", dtype: "float32" }), box)).toEqual(U)
+      }),
+      lawParams(60),
+    )
+  })
+
   it("constDifference is the constant a - b where the linear forms say so, else undefined", () => {
     fc.assert(
       fc.property(arbLinear, fc.integer({ min: -9, max: 9 }), ([, , e1, e2], k) => {
