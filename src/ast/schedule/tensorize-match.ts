@@ -25,6 +25,8 @@ export const leafRootValues = (st: Stage): { values: Map<string, Expr>; guarded:
       values.set(r.inner, { kind: "bin", op: "floormod", a: f, b: c(inner), dtype: "int32" })
     }
   }
+  // (a reduce axis over [min, min + extent) loops from 0, as lowering has it)
+  if (st.op.body.kind === "reduce") for (const a of st.op.body.axes) if (a.dom.min !== 0) values.set(a.var.name, { kind: "bin", op: "add", a: values.get(a.var.name)!, b: c(a.dom.min), dtype: "int32" })
   return { values, guarded }
 }
 
