@@ -16,10 +16,6 @@ export interface Linear {
   k: number
 }
 
-/** Does linearOf take `e` as one term (not a constant, a sum, a difference or a product by a constant)? */
-const isAtom = (e: Expr): boolean =>
-  e.kind !== "const" && !(e.kind === "bin" && (e.op === "add" || e.op === "sub" || (e.op === "mul" && (e.a.kind === "const" || e.b.kind === "const"))))
-
 /**
  * Σ coef·atom + k: sums, differences and products by a constant taken apart, every other
  * expression an atom, atoms merged under `keyOf` (also used by the wasm emitter's addresses).
@@ -138,8 +134,6 @@ const simplifyNode = (e: Expr, bounds: Bounds): Expr => {
   if (e.kind !== "bin") return e
   const { op, a, b } = e
   if (isIntDtype(a.dtype) && (op === "add" || op === "sub" || op === "mul")) {
-    // atom·k (k ≠ 0, 1, of e's dtype) is its own canonical form: the one term, rebuilt as it is
-    if (op === "mul" && b.kind === "const" && b.dtype === e.dtype && a.dtype === e.dtype && b.value !== 0 && b.value !== 1 && isAtom(a)) return e
     const l = linearOf(e)
     if (l) return fromLinear(l, e.dtype)
   }
