@@ -5,8 +5,8 @@
 //   documented one: the atoms in name order, coefficient 1 left bare, a zero term or constant
 //   dropped, the constant last.
 // - Floor division by a positive constant: (d·q + r) // d is q and (d·q + r) % d is r wherever the
-//   box keeps r in [0, d), the edges of that range included; a numerator wholly in [0, d) divides
-//   to 0 and is its own remainder.
+//   box keeps r in [0, d), the edges of that range included, q a linear form or a constant; a
+//   numerator wholly in [0, d) divides to 0 and is its own remainder.
 // - Decisions: over independent variables interval analysis is exact, so min / max simplify to an
 //   operand exactly when that operand is the value at every point of the box, and a comparison to
 //   a constant exactly when it is constant over the box (but x != y, which is decided only when
@@ -147,6 +147,10 @@ describe("simplify: normal forms", () => {
         const num = add(mul(q, c(d)), r)
         expect(showExpr(simplify(bin("floordiv", num, c(d)), box)), showExpr(num)).toBe(showExpr(simplify(q)))
         expect(showExpr(simplify(bin("floormod", num, c(d)), box)), showExpr(num)).toBe(showExpr(simplify(r)))
+        // a constant quotient: (r + d·kq) // d is kq, its remainder r
+        const shifted = add(r, c(d * kq))
+        expect(showExpr(simplify(bin("floordiv", shifted, c(d)), box)), showExpr(shifted)).toBe(String(kq))
+        expect(showExpr(simplify(bin("floormod", shifted, c(d)), box)), showExpr(shifted)).toBe(showExpr(simplify(r)))
         // a numerator whose whole range is in [0, d)
         const small = add(v("z"), c(r0))
         expect(showExpr(simplify(bin("floordiv", small, c(d)), box))).toBe("0")

@@ -152,7 +152,7 @@ const simplifyNode = (e: Expr, bounds: Bounds): Expr => {
       rest.k = l.k - kq
       const restE = fromLinear(rest, a.dtype)
       const ir = intervalOf(restE, bounds)
-      if (divisible.terms.size > 0 && ir.min >= 0 && ir.max < d) {
+      if (ir.min >= 0 && ir.max < d) {
         if (op === "floormod") return restE
         const q: Linear = { terms: new Map([...divisible.terms].map(([k2, t]) => [k2, { atom: t.atom, coef: t.coef / d }])), k: divisible.k / d }
         return fromLinear(q, a.dtype)
