@@ -14,6 +14,7 @@
 // - every attachment still holds afterwards (attachments do not nest, the axis is a leaf of the
 //   target, the target is the one consumer through inlined stages);
 // - the schedule still lowers to what the TE computes.
+import { Effect, Result } from "effect"
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { prng } from "../../src/ast/graph/arbitrary.js"
@@ -497,5 +498,40 @@ describe("schedule primitives: the contract", () => {
       "stage Q @ R.R.i.i [local] Q.i:4(threadIdx.x) Q.j:6(unrolled)",
       "stage R [global] R.i.o:2(vthread) R.i.i:2(parallel) k:6",
     ])
+  })
+
+  it("replay: a schedule's steps replay to it; a refused step fails the Effect with its ScheduleError, a step no primitive knows with one of its own", () => {
+    const run = (outputs: readonly ComputeTensor[], steps: readonly Step[]) => Effect.runSync(Effect.result(S.replay(outputs, steps)))
+    fc.assert(
+      fc.property(arbRequest, ({ cc, s, step }) => {
+        const outputs = cc.outputs as ComputeTensor[]
+        const base = run(outputs, S.parseSteps(S.serializeSteps(s.steps)))
+        if (Result.isFailure(base)) throw base.failure
+        expect(S.printSchedule(base.success)).toBe(S.printSchedule(s))
+        let want: S.Schedule | S.ScheduleError
+        try {
+          want = S.applyStep(s, step)
+        } catch (e) {
+          want = e as S.ScheduleError
+        }
+        const got = run(outputs, [...s.steps, step])
+        if (want instanceof S.ScheduleError) expect(Result.isFailure(got) && got.failure).toEqual(want)
+        else expect(Result.isSuccess(got) && S.printSchedule(got.success)).toBe(S.printSchedule(want))
+        // a step of a primitive that does not exist (a hand-edited or newer log) leaves nothing to apply the next step to
+        const bogus = run(outputs, [...s.steps, { prim: "bogus" } as unknown as Step, { prim: "computeRoot", stage: outputs[0].name }])
+        if (Result.isSuccess(bogus)) throw new Error("a bogus step replayed")
+        expect(bogus.failure).toBeInstanceOf(S.ScheduleError)
+        expect([bogus.failure.primitive, bogus.failure.stage]).toEqual(["replay", "?"])
+        expect(bogus.failure.reason.length).toBeGreaterThan(0)
+      }),
+      lawParams(100),
+    )
+  })
+
+  it("tensorize by the name of an intrinsic no one declared is a ScheduleError", () => {
+    const A = placeholder("A", [4])
+    const B = compute("B", [4], (i) => add(at(A, i), c(1)))
+    const step: Step = { prim: "tensorize", stage: "B", axis: "B.i", intrinsic: "no_such_intrinsic" }
+    expect(() => S.applyStep(S.createSchedule([B]), step)).toThrow(/unknown intrinsic 'no_such_intrinsic'/)
   })
 })
