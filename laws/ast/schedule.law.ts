@@ -534,4 +534,21 @@ describe("schedule primitives: the contract", () => {
     const step: Step = { prim: "tensorize", stage: "B", axis: "B.i", intrinsic: "no_such_intrinsic" }
     expect(() => S.applyStep(S.createSchedule([B]), step)).toThrow(/unknown intrinsic 'no_such_intrinsic'/)
   })
+
+  it("createSchedule refuses two computes of one name, and lists the stages producers first", () => {
+    const A = placeholder("A", [4])
+    const B1 = compute("B", [4], (i) => add(at(A, i), c(1)))
+    const B2 = compute("B", [4], (i) => mul(at(A, i), c(2)))
+    const C = compute("C", [4], (i) => add(at(B1, i), at(B2, i)))
+    try {
+      S.createSchedule([C])
+      throw new Error("expected a ScheduleError")
+    } catch (e) {
+      expect(e).toBeInstanceOf(S.ScheduleError)
+      expect([(e as S.ScheduleError).primitive, (e as S.ScheduleError).stage]).toEqual(["createSchedule", "B"])
+      expect((e as S.ScheduleError).reason).toMatch(/share/)
+    }
+    const D = compute("D", [4], (i) => mul(at(B1, i), at(B1, i)))
+    expect(S.createSchedule([D]).order).toEqual(["B", "D"])
+  })
 })
