@@ -551,4 +551,37 @@ describe("schedule primitives: the contract", () => {
     const D = compute("D", [4], (i) => mul(at(B1, i), at(B1, i)))
     expect(S.createSchedule([D]).order).toEqual(["B", "D"])
   })
+
+  it("rfactor of a root reduce axis or of either half of its split (dividing or not): partials over the axis, then their reduction; the meaning kept", () => {
+    fc.assert(
+      fc.property(arbComputeCase(["matmul", "reduce", "pool", "conv2d", "depthwise"]), fc.integer({ min: 1, max: 5 }), fc.constantFrom("whole", "outer", "inner"), (cc, factor, half) => {
+        let s = S.createSchedule(cc.outputs)
+        const st = [...s.stages.values()].find((x) => x.op.body.kind === "reduce")
+        if (!st) return
+        const red = st.root.filter((a) => a.type === "reduce")
+        const root = red[red.length - 1]
+        let axis = root.name
+        if (half !== "whole") {
+          const sp = S.split(s, st.name, root.name, { factor })
+          s = sp.schedule
+          axis = half === "outer" ? sp.outer : sp.inner
+        }
+        const extent = s.stages.get(st.name)!.axes.get(axis)!.extent
+        const r = S.rfactor(s, st.name, axis)
+        const rf = r.schedule.stages.get(r.stage)!
+        const top = r.schedule.stages.get(st.name)!
+        expect(r.stage).toBe(firstFree(s.stages, `${st.name}.rf`))
+        expect(rf.op.shape).toEqual([extent, ...st.op.shape])
+        // the partials reduce over the other reduce axes (and the other half), the stage over the partials
+        expect(rf.root.filter((a) => a.type === "reduce").map((a) => a.extent)).toEqual([
+          ...(half === "whole" ? [] : [half === "outer" ? factor : Math.ceil(root.extent / factor)]),
+          ...red.slice(0, -1).map((a) => a.extent),
+        ])
+        expect(top.root.filter((a) => a.type === "reduce")).toEqual([{ name: `${axis}.rf`, extent, type: "reduce" }])
+        expect(top.op.inputs.map((t) => t.name)).toEqual([r.stage])
+        checkMeaning(cc, r.schedule)
+      }),
+      lawParams(60),
+    )
+  })
 })
