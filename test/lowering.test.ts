@@ -128,3 +128,23 @@ describe("simplify: canonical linear forms (terms ordered by name, constant last
   })
 })
 
+
+describe("lowering: a reduce axis that does not start at 0", () => {
+  it("sums over [min, min + extent), not over [0, extent)", async () => {
+    // reduceAxis(4, "k", 2) is k in [2, 6): lowering looped k over [0, 4) (A[i, 0..3], 6 for row 0,
+    // where the TE says A[i, 2..5], 14); rfactor already added the min
+    const { fromArray } = await import("../src/ast/graph/tensor.js")
+    const { evaluateTE } = await import("../src/ast/te/evaluate.js")
+    const { evaluatePrimFunc } = await import("../src/ast/tir/evaluate.js")
+    const { reduceAxis, sum } = await import("../src/ast/te/tensor.js")
+    const A = placeholder("A", [3, 8])
+    const k = reduceAxis(4, "k", 2)
+    const R = compute("R", [3], (i) => sum(at(A, i, k.var), [k]))
+    const inputs = new Map([["A", fromArray("float32", [3, 8], Array.from({ length: 24 }, (_, q) => q))]])
+    expect([...evaluateTE([R], inputs)[0].data]).toEqual([14, 46, 78])
+    const s = S.createSchedule([R])
+    const sp = S.split(s, "R", "k", { factor: 3 })
+    for (const sched of [s, sp.schedule, S.rfactor(sp.schedule, "R", sp.inner).schedule])
+      expect([...evaluatePrimFunc(lowerSync(sched), inputs).get("R")!.data]).toEqual([14, 46, 78])
+  })
+})

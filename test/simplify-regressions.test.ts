@@ -22,3 +22,13 @@ describe("intervalOf: truncating integer division", () => {
     expect(evalExpr(simplify(e, box), env, () => 0)).toBe(evalExpr(e, env, () => 0))
   })
 })
+
+describe("simplify: and / or with a constant operand", () => {
+  it("simplifies the x != 0 it makes of an integer operand, so that simplify is idempotent", () => {
+    // (-1 && x) became (x != 0), which a second simplify decided to 1 where x is 1
+    const box = new Map([["x", { min: 1, max: 1 }]])
+    const e = bin("and", c(-1), v("x"))
+    expect(simplify(e, box)).toEqual(c(1, "bool"))
+    expect(simplify(simplify(e, box), box)).toEqual(simplify(e, box))
+  })
+})

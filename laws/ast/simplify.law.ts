@@ -4,7 +4,9 @@
 // of one to five values — below zero, across it or above it. At every point of the box where e is
 // defined (no division by zero):
 // - simplify(e, box) evaluates equal to e;
-// - e, and each of its sub-expressions, lies within intervalOf(·, box).
+// - e, and each of its sub-expressions, lies within intervalOf(·, box);
+// - simplify is idempotent: simplifying simplify(e, box) again under the same box changes nothing.
+// (laws/ast/simplify-forms.law.ts: that it simplifies, and to one normal form.)
 import * as fc from "fast-check"
 import { describe, it } from "vitest"
 import { bin, c, collect, freeVars, select, showExpr, v, type BinOp, type Expr } from "../../src/ast/te/expr.js"
@@ -83,6 +85,17 @@ describe("simplify", () => {
               throw new Error(`${showExpr(sub)} at ${[...p].map(([n, y]) => `${n}=${y}`).join(", ")} is ${x}, outside intervalOf = [${iv.min}, ${iv.max}]`)
           }
         }
+      }),
+      lawParams(1000),
+    )
+  })
+
+  it("simplify is idempotent: simplify(simplify(e, box), box) is simplify(e, box)", () => {
+    fc.assert(
+      fc.property(arbExpr, arbBox, (e, box) => {
+        const once = simplify(e, box)
+        const twice = simplify(once, box)
+        if (showExpr(twice) !== showExpr(once)) throw new Error(`${showExpr(e)} simplified to ${showExpr(once)}, and that to ${showExpr(twice)}`)
       }),
       lawParams(1000),
     )

@@ -2,7 +2,11 @@
 // schedules, and one law per schedule primitive (its name in the test name).
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
-import { arbComputeCase, arbScheduledCase, buildCompute, COMPUTE_FAMILIES, type ComputeCase } from "../../src/ast/te/arbitrary.js"
+import { prng } from "../../src/ast/graph/arbitrary.js"
+import { fromArray } from "../../src/ast/graph/tensor.js"
+import { arbComputeCase, arbScheduledCase, buildCompute, COMPUTE_FAMILIES, randomSchedule, type ComputeCase } from "../../src/ast/te/arbitrary.js"
+import { mul } from "../../src/ast/te/expr.js"
+import { at, compute, placeholder, reduceAxis, sum } from "../../src/ast/te/tensor.js"
 import { evaluateTE } from "../../src/ast/te/evaluate.js"
 import * as S from "../../src/ast/schedule/schedule.js"
 import { evaluatePrimFunc } from "../../src/ast/tir/evaluate.js"
@@ -87,6 +91,39 @@ describe("lower: random legal schedules", () => {
       "an attached stage split by a factor that does not divide",
     ]
     expect(wanted.filter((w) => !seen.has(w))).toEqual([])
+  })
+})
+
+/** A reduction over shifted domains: C[i, j] = Σ_{k ∈ [k0, k0 + K), l ∈ [l0, l0 + L)} A[i, k] · B[l, j], with seeded inputs. */
+const shiftedReduceCase = (seed: number): ComputeCase => {
+  const rng = prng(seed)
+  const [M, N, K, L, k0, l0] = [rng.int(1, 4), rng.int(1, 4), rng.int(1, 5), rng.int(1, 3), rng.int(0, 3), rng.int(0, 2)]
+  const A = placeholder("A", [M, k0 + K])
+  const B = placeholder("B", [l0 + L, N])
+  const k = reduceAxis(K, "k", k0)
+  const l = reduceAxis(L, "l", l0)
+  const C = compute("C", [M, N], (i, j) => sum(mul(at(A, i, k.var), at(B, l.var, j)), [k, l]))
+  const values = (shape: readonly number[]) => fromArray("float32", shape, Array.from({ length: shape[0] * shape[1] }, () => rng.float(-1, 1)))
+  return { family: "shifted_reduce", outputs: [C], inputs: new Map([["A", values(A.shape)], ["B", values(B.shape)]]) }
+}
+
+describe("lower: reduce axes that do not start at 0", () => {
+  it("evalTIR(lower(schedule)) == evalTE(compute) under random schedules (rfactor of either axis, of a half of its split)", () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: 0x7fffffff }), fc.integer({ min: 0, max: 0x7fffffff }), fc.constantFrom("k", "l"), fc.constantFrom("whole", "outer", "inner"), (seed, sseed, axis, half) => {
+        const cc = shiftedReduceCase(seed)
+        check(cc, randomSchedule(cc.outputs, sseed))
+        let s = S.createSchedule(cc.outputs)
+        let a: string = axis
+        if (half !== "whole") {
+          const sp = S.split(s, "C", axis, { factor: 2 })
+          s = sp.schedule
+          a = half === "outer" ? sp.outer : sp.inner
+        }
+        check(cc, S.rfactor(s, "C", a).schedule)
+      }),
+      lawParams(40),
+    )
   })
 })
 

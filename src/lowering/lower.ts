@@ -54,6 +54,8 @@ const rootValues = (st: Stage): { values: Map<string, Expr>; guards: Expr[] } =>
       values.set(r.inner, floormod(f, c(inner)))
     }
   }
+  // a reduce axis over [min, min + extent) loops from 0: its value is its loop's plus min
+  if (st.op.body.kind === "reduce") for (const a of st.op.body.axes) if (a.dom.min !== 0) values.set(a.var.name, add(values.get(a.var.name)!, c(a.dom.min)))
   return { values, guards }
 }
 

@@ -25,6 +25,8 @@ export const leafRootValues = (st: Stage): { values: Map<string, Expr>; guarded:
       values.set(r.inner, { kind: "bin", op: "floormod", a: f, b: c(inner), dtype: "int32" })
     }
   }
+  // (a reduce axis over [min, min + extent) loops from 0, as lowering has it)
+  if (st.op.body.kind === "reduce") for (const a of st.op.body.axes) if (a.dom.min !== 0) values.set(a.var.name, { kind: "bin", op: "add", a: values.get(a.var.name)!, b: c(a.dom.min), dtype: "int32" })
   return { values, guarded }
 }
 
@@ -82,21 +84,26 @@ export const matchIntrinsicRegions = (st: Stage, axis: string, intrin: TensorInt
       return undefined
     }
     if (a.kind !== b.kind) return `${showExpr(a)} is not of the form ${showExpr(b)}`
+    // (from here b is of a's kind, and of its dtype)
     switch (a.kind) {
-      case "bin":
-        if (b.kind !== "bin" || a.op !== b.op) return `${showExpr(a)} is not ${showExpr(b)}`
-        return walk(a.a, b.a) ?? walk(a.b, b.b)
+      case "bin": {
+        const y = b as typeof a
+        if (a.op !== y.op) return `${showExpr(a)} is not ${showExpr(b)}`
+        return walk(a.a, y.a) ?? walk(a.b, y.b)
+      }
       case "cast":
-        return b.kind === "cast" && a.dtype === b.dtype ? walk(a.value, b.value) : "casts differ"
-      case "call":
-        if (b.kind !== "call" || a.fn !== b.fn || a.args.length !== b.args.length) return `${showExpr(a)} is not ${showExpr(b)}`
+        return walk(a.value, (b as typeof a).value)
+      case "call": {
+        const y = b as typeof a
+        if (a.fn !== y.fn || a.args.length !== y.args.length) return `${showExpr(a)} is not ${showExpr(b)}`
         for (let k = 0; k < a.args.length; k++) {
-          const p = walk(a.args[k], b.args[k])
+          const p = walk(a.args[k], y.args[k])
           if (p) return p
         }
         return undefined
+      }
       case "const":
-        return b.kind === "const" && a.value === b.value ? undefined : `${showExpr(a)} is not ${showExpr(b)}`
+        return a.value === (b as typeof a).value ? undefined : `${showExpr(a)} is not ${showExpr(b)}`
       default:
         return `${showExpr(a)} is not of the form ${showExpr(b)}`
     }

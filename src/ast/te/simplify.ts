@@ -16,10 +16,6 @@ export interface Linear {
   k: number
 }
 
-/** Does linearOf take `e` as one term (not a constant, a sum, a difference or a product by a constant)? */
-const isAtom = (e: Expr): boolean =>
-  e.kind !== "const" && !(e.kind === "bin" && (e.op === "add" || e.op === "sub" || (e.op === "mul" && (e.a.kind === "const" || e.b.kind === "const"))))
-
 /**
  * Σ coef·atom + k: sums, differences and products by a constant taken apart, every other
  * expression an atom, atoms merged under `keyOf` (also used by the wasm emitter's addresses).
@@ -130,16 +126,14 @@ export const intervalOf = (e: Expr, bounds: Bounds): Interval => {
   }
 }
 
-/** A condition as a bool: x itself, or x != 0. */
-const truth = (x: Expr): Expr => (x.dtype === "bool" ? x : bin("ne", x, c(0, x.dtype)))
+/** A condition as a bool: x itself, or x != 0 (simplified in turn, so that simplify stays idempotent). */
+const truth = (x: Expr, bounds: Bounds): Expr => (x.dtype === "bool" ? x : simplifyNode(bin("ne", x, c(0, x.dtype)), bounds))
 
 /** Simplifies one node whose children are already simple. */
 const simplifyNode = (e: Expr, bounds: Bounds): Expr => {
   if (e.kind !== "bin") return e
   const { op, a, b } = e
   if (isIntDtype(a.dtype) && (op === "add" || op === "sub" || op === "mul")) {
-    // atom·k (k ≠ 0, 1, of e's dtype) is its own canonical form: the one term, rebuilt as it is
-    if (op === "mul" && b.kind === "const" && b.dtype === e.dtype && a.dtype === e.dtype && b.value !== 0 && b.value !== 1 && isAtom(a)) return e
     const l = linearOf(e)
     if (l) return fromLinear(l, e.dtype)
   }
@@ -158,7 +152,7 @@ const simplifyNode = (e: Expr, bounds: Bounds): Expr => {
       rest.k = l.k - kq
       const restE = fromLinear(rest, a.dtype)
       const ir = intervalOf(restE, bounds)
-      if (divisible.terms.size > 0 && ir.min >= 0 && ir.max < d) {
+      if (ir.min >= 0 && ir.max < d) {
         if (op === "floormod") return restE
         const q: Linear = { terms: new Map([...divisible.terms].map(([k2, t]) => [k2, { atom: t.atom, coef: t.coef / d }])), k: divisible.k / d }
         return fromLinear(q, a.dtype)
@@ -203,12 +197,12 @@ const simplifyNode = (e: Expr, bounds: Bounds): Expr => {
     }
   }
   if (op === "and") {
-    if (a.kind === "const") return a.value ? truth(b) : c(0, "bool")
-    if (b.kind === "const") return b.value ? truth(a) : c(0, "bool")
+    if (a.kind === "const") return a.value ? truth(b, bounds) : c(0, "bool")
+    if (b.kind === "const") return b.value ? truth(a, bounds) : c(0, "bool")
   }
   if (op === "or") {
-    if (a.kind === "const") return a.value ? c(1, "bool") : truth(b)
-    if (b.kind === "const") return b.value ? c(1, "bool") : truth(a)
+    if (a.kind === "const") return a.value ? c(1, "bool") : truth(b, bounds)
+    if (b.kind === "const") return b.value ? c(1, "bool") : truth(a, bounds)
   }
   return e
 }
