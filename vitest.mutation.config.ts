@@ -31,7 +31,7 @@ const TRANSFORM_TESTS = [
 const CHILD_PROCESS_TESTS = ["test/cli.test.ts", "test/bad-input.test.ts", "test/tune-cli.test.ts", "test/tune-kill.test.ts"]
 
 const all = process.env.TESSERA_MUTATION_TESTS === "all"
-// TESSERA_MUTATION_INCLUDE=glob,glob: only these test files (a quicker run on a loaded machine; its
+// TESSERA_MUTATION_INCLUDE=glob,glob (`npm run mutation -- --tests glob,glob …`): only these test files (a quicker run on a loaded machine; its
 // score is a lower bound of the default one, since fewer tests can only kill fewer mutants)
 const only = process.env.TESSERA_MUTATION_INCLUDE?.split(",").filter((g) => g.length > 0)
 

@@ -11,6 +11,8 @@
 //   npm run mutation -- src/lowering/tir/unroll-loops.ts src/lowering/tir/vectorize-loops.ts --concurrency 1
 //   npm run mutation -- --all-tests src/rewrite/eliminate-dead-code.ts   against every in-process test, not
 //                                    only the laws and the transforms' own tests (vitest.mutation.config.ts)
+//   npm run mutation -- --tests laws/lowering/tir/*.law.ts,test/tir-pipeline.test.ts src/lowering/tir/unroll-loops.ts
+//                                    against these test files only: faster, and a lower bound of the score
 //   npm run mutation -- --all        every module of stryker.config.mjs's `mutate` (hours)
 //   npm run mutation -- --summary reports/mutation/<name>.json   the summary of an earlier run
 //
@@ -85,16 +87,19 @@ if (args[0] === "--summary") {
 
 // source files (a Stryker mutation range `file.ts:12-30` too); every other argument goes to Stryker
 const isSource = (a) => /^[^-].*\.[cm]?[jt]s(:[\d:-]+)?$/.test(a)
-const files = args.filter(isSource)
+const files = args.filter((a, i) => isSource(a) && (testsAt < 0 || i !== testsAt + 1))
 const allTests = args.includes("--all-tests")
-const options = args.filter((a) => !isSource(a) && a !== "--all" && a !== "--all-tests")
+const testsAt = args.indexOf("--tests")
+const tests = testsAt >= 0 ? args[testsAt + 1] : undefined
+if (testsAt >= 0 && !tests) usage()
+const options = args.filter((a, i) => !isSource(a) && a !== "--all" && a !== "--all-tests" && (testsAt < 0 || (i !== testsAt && i !== testsAt + 1)))
 if (!args.includes("--all")) {
   if (files.length === 0) usage()
   for (const f of files) if (!fs.existsSync(f.replace(/:[\d:-]+$/, ""))) throw new Error(`${f}: no such file`)
 }
 
 // reports/mutation/<name>.json: the file's path (or "all"), so that runs of different modules keep their reports
-const name = (allTests ? "all-tests_" : "") + (args.includes("--all") ? "all" : files.length === 1 ? files[0].replace(/\.ts(:.*)?$/, "").replace(/^src\//, "").replace(/[/:]/g, "_") : `${files.length}-files`)
+const name = (allTests ? "all-tests_" : tests ? "some-tests_" : "") + (args.includes("--all") ? "all" : files.length === 1 ? files[0].replace(/\.ts(:.*)?$/, "").replace(/^src\//, "").replace(/[/:]/g, "_") : `${files.length}-files`)
 const outDir = "reports/mutation"
 fs.mkdirSync(outDir, { recursive: true })
 
@@ -110,6 +115,7 @@ const r = spawnSync(
       TESSERA_ONNX_TESTS: process.env.TESSERA_ONNX_TESTS ?? path.resolve("../shared/onnx-tests"),
       // which tests the mutants face (vitest.mutation.config.ts)
       TESSERA_MUTATION_TESTS: allTests ? "all" : "transforms",
+      ...(tests ? { TESSERA_MUTATION_INCLUDE: tests } : {}),
     },
   },
 )
