@@ -38,8 +38,8 @@ export const flattenStorage = (aligns: StorageAligns = new Map()): TirPass =>
         const st = strides.get(name)!
         return [simplify(idx.reduce<Expr>((acc, e, k) => add(acc, mul(e, c(st[k]))), c(0)))]
       }
-      // (mapExpr rebuilds bottom-up: a read's indices are flat already when it is reached)
-      const g = (e: Expr): Expr => mapExpr(e, (x) => (x.kind === "read" && x.indices.length !== 1 ? { ...x, indices: flat(x.source, x.indices) } : undefined))
+      // (a read replaced is not descended into: its indices, which may read too, are mapped here)
+      const g = (e: Expr): Expr => mapExpr(e, (x) => (x.kind === "read" && x.indices.length !== 1 ? { ...x, indices: flat(x.source, x.indices.map(g)) } : undefined))
       const body = mapStmt(
         f.body,
         (x) => {
