@@ -10,23 +10,16 @@ import { describe, expect, it } from "vitest"
 import { fromArray } from "../../../src/ast/graph/tensor.js"
 import * as S from "../../../src/ast/schedule/schedule.js"
 import { add, mul } from "../../../src/ast/te/expr.js"
-import { gemmMicroKernel, type TensorIntrinsic } from "../../../src/ast/te/intrinsic.js"
+import { gemmMicroKernel } from "../../../src/ast/te/intrinsic.js"
 import { at, compute, placeholder, reduceAxis, sum } from "../../../src/ast/te/tensor.js"
 import { mapStmt, type PrimFunc } from "../../../src/ast/tir/tir.js"
 import { lowerSync } from "../../../src/lowering/lower.js"
 import { flattenStorage } from "../../../src/lowering/tir/flatten-storage.js"
 import { lowerIntrinsics } from "../../../src/lowering/tir/lower-intrinsics.js"
 import { lawParams } from "../../support.js"
-import { applyPass, arbLoweredCase, arbTensorizedCase, passLaws, profileOf, type LoweredCase } from "./support.js"
+import { applyPass, arbLoweredCase, arbTensorizedCase, passLaws, profileOf, vectorAdd, type LoweredCase } from "./support.js"
 
 const vals = (n: number, seed: number) => Array.from({ length: n }, (_, q) => ((q * 7 + seed) % 11) - 5)
-
-/** c[n] = a[n] + b[n], stored: a vector add. */
-const vectorAdd = (n: number): TensorIntrinsic => {
-  const a = placeholder("a", [n])
-  const b = placeholder("b", [n])
-  return { name: `vadd_${n}`, compute: compute("c", [n], (x) => add(at(a, x), at(b, x))), inputs: [a, b], mode: "store", emit: {} }
-}
 
 /** C = A + B (M × N), its columns split by the vector width and tensorized. */
 const arbVectorAddCase = (): fc.Arbitrary<LoweredCase> =>

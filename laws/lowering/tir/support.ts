@@ -11,8 +11,8 @@ import { fromArray, type Tensor } from "../../../src/ast/graph/tensor.js"
 import * as S from "../../../src/ast/schedule/schedule.js"
 import { arbScheduledCase, type COMPUTE_FAMILIES } from "../../../src/ast/te/arbitrary.js"
 import { evaluateTE } from "../../../src/ast/te/evaluate.js"
-import { c, cast, mul, v, type Expr, type Var } from "../../../src/ast/te/expr.js"
-import { gemmMicroKernel } from "../../../src/ast/te/intrinsic.js"
+import { add, c, cast, mul, v, type Expr, type Var } from "../../../src/ast/te/expr.js"
+import { gemmMicroKernel, type TensorIntrinsic } from "../../../src/ast/te/intrinsic.js"
 import { at, compute, placeholder, reduceAxis, sum, type ComputeTensor } from "../../../src/ast/te/tensor.js"
 import { evaluatePrimFunc } from "../../../src/ast/tir/evaluate.js"
 import { printPrimFunc, seq, type ForKind, type PrimFunc, type Stmt } from "../../../src/ast/tir/tir.js"
@@ -239,3 +239,10 @@ export const arbVariedLoops = (variation: LoopVariation, cases: fc.Arbitrary<Low
     }
     return { ...lc, func: { ...lc.func, body: rec(lc.func.body) } }
   })
+
+/** c[n] = a[n] + b[n], stored (not updated): a vector add, declared here (no emitter has it). */
+export const vectorAdd = (n: number): TensorIntrinsic => {
+  const a = placeholder("a", [n])
+  const b = placeholder("b", [n])
+  return { name: `vadd_${n}`, compute: compute("c", [n], (x) => add(at(a, x), at(b, x))), inputs: [a, b], mode: "store", emit: {} }
+}
