@@ -195,7 +195,7 @@ export const profileOf = (s: Stmt, p: Profile = new Map(), times = 1): Profile =
 export interface LoopVariation {
   /** Loops (not thread or vthread loops) retagged, about one in two, to one of these kinds. */
   readonly kinds?: readonly ForKind[]
-  /** Which loops get non-constant bounds, about one in four: the same values through a let (sometimes cast). */
+  /** Which loops get a non-constant min, extent or both, about one in three: the same values through a let (sometimes cast). */
   readonly relax?: "none" | "plain" | "vthread"
 }
 
@@ -223,7 +223,11 @@ export const arbVariedLoops = (variation: LoopVariation, cases: fc.Arbitrary<Low
           const forKind = !threaded && variation.kinds?.length && rng.next() < 0.5 ? rng.pick(variation.kinds) : s.forKind
           const relax = variation.relax === "plain" ? !threaded : variation.relax === "vthread" ? s.forKind === "vthread" : false
           const lets: [Var, Expr][] = []
-          const loop: Stmt = relax && rng.next() < 0.25 ? { ...s, forKind, body, min: bound(s.min, lets), extent: bound(s.extent, lets) } : { ...s, forKind, body }
+          // the min, the extent, or both
+          const which = relax && rng.next() < 0.3 ? rng.int(1, 3) : 0
+          const min = which & 1 ? bound(s.min, lets) : s.min
+          const extent = which & 2 ? bound(s.extent, lets) : s.extent
+          const loop: Stmt = { ...s, forKind, body, min, extent }
           return lets.reduceRight<Stmt>((inner, [x, value]) => ({ kind: "let", var: x, value, body: inner }), loop)
         }
         case "seq":

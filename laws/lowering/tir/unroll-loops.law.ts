@@ -8,7 +8,7 @@ import { describe, expect, it } from "vitest"
 import type { Stmt } from "../../../src/ast/tir/tir.js"
 import { unrollLoops } from "../../../src/lowering/tir/unroll-loops.js"
 import { lawParams } from "../../support.js"
-import { applyPass, arbLoweredCase, arbVariedLoops, passLaws, profileOf, type Profile } from "./support.js"
+import { applyPass, arbLoweredCase, arbVariedLoops, loopsOf, passLaws, profileOf, type Profile } from "./support.js"
 
 const LIMIT = 8
 const varied = arbVariedLoops({ kinds: ["unrolled", "serial", "parallel"], relax: "plain" })
@@ -45,7 +45,10 @@ describe("lowering.UnrollLoops", () => {
   it("copies exactly the unrolled loops of constant bounds within the limit, makes the other unrolled loops serial, and keeps every other loop", () => {
     const seen = { copied: 0, serial: 0 }
     fc.assert(
-      fc.property(fc.oneof(arbLoweredCase(), varied), fc.constantFrom(LIMIT, 2, 16), (c, limit) => {
+      fc.property(fc.oneof(arbLoweredCase(), varied), fc.nat(), fc.integer({ min: -1, max: 0 }), (c, pick, off) => {
+        // the limit at (or one below) the extent of one of its unrolled loops
+        const extents = loopsOf(c.func.body).flatMap((l) => (l.forKind === "unrolled" && l.extent.kind === "const" ? [l.extent.value] : []))
+        const limit = extents.length ? Math.max(1, extents[pick % extents.length] + off) : LIMIT
         const { input, output } = applyPass(unrollLoops(limit), c)
         expect(sorted(profileOf(output.body))).toEqual(sorted(expected(input.body, limit)))
         const before = profileOf(input.body).get("unrolled") ?? 0
