@@ -1,14 +1,15 @@
-// lowering.Simplify: same meaning; its output verifies (also with loops of non-constant bounds); and what it promises beyond meaning: no
-// loop of a constant extent below 2 is left (but thread and vthread loops, which keep their
-// launch), no guard of a constant condition, no empty statement inside another; and a second run
-// changes nothing.
+// lowering.Simplify: same meaning; its output verifies (also with loops of non-constant bounds); and
+// what it promises beyond meaning: no loop of a constant extent below 2 is left, but every thread
+// and vthread loop is (they keep their launch), no guard of a constant condition, no empty
+// statement inside another; and a second run changes nothing.
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
-import { printPrimFunc, type Stmt } from "../../../src/ast/tir/tir.js"
+import { c, f32, lt, v } from "../../../src/ast/te/expr.js"
+import { printPrimFunc, printStmt, seq, type Buffer, type Stmt } from "../../../src/ast/tir/tir.js"
 import { simplifyTir } from "../../../src/lowering/tir/simplify-tir.js"
 import { runTirSync } from "../../../src/lowering/tir/tir-pass.js"
 import { lawParams } from "../../support.js"
-import { arbLoweredCase, arbVariedLoops, passLaws } from "./support.js"
+import { arbLoweredCase, arbVariedLoops, passLaws, profileOf } from "./support.js"
 
 passLaws(simplifyTir)
 passLaws(simplifyTir, { cases: arbVariedLoops({ relax: "plain", kinds: ["serial", "unrolled"] }), runs: 20, variant: "some loops of non-constant bounds" })
@@ -43,9 +44,30 @@ describe("lowering.Simplify", () => {
       fc.property(fc.oneof(arbLoweredCase(), arbVariedLoops({ relax: "plain" })), (c) => {
         const once = runTirSync(simplifyTir, c.func, { verify: false })
         expect(leftover(once.body)).toBeUndefined()
+        // a thread or vthread loop keeps its launch even at one iteration (lowering gives none of no iteration)
+        for (const kind of ["thread", "vthread"]) expect([kind, profileOf(once.body).get(kind)]).toEqual([kind, profileOf(c.func.body).get(kind)])
         expect(printPrimFunc(runTirSync(simplifyTir, once, { verify: false }))).toBe(printPrimFunc(once))
       }),
       lawParams(40),
     )
+  })
+})
+
+describe("lowering.Simplify: Before / Expected", () => {
+  const A: Buffer = { name: "A", dtype: "float32", shape: [4], scope: "global" }
+  const t = v("t")
+  const simplified = (body: Stmt) => printStmt(runTirSync(simplifyTir, { name: "f", params: [A], body }, { verify: false }).body)
+  const once = (forKind: "serial" | "thread" | "vthread", body: Stmt): Stmt => ({ kind: "for", var: t, min: c(2), extent: c(1), forKind, ...(forKind === "serial" ? {} : { thread: forKind === "thread" ? ("threadIdx.x" as const) : ("vthread" as const) }), body })
+  const store: Stmt = { kind: "store", buffer: "A", indices: [t], value: f32(1) }
+
+  it("a loop of one iteration becomes its body at that iteration, but a thread or vthread loop stays", () => {
+    expect(simplified(once("serial", store))).toBe("  A[2] = 1.0f")
+    expect(simplified(once("thread", store))).toBe("  for[threadIdx.x] t in [2, +1):\n    A[t] = 1.0f")
+    expect(simplified(once("vthread", store))).toBe("  for[vthread] t in [2, +1):\n    A[t] = 1.0f")
+  })
+
+  it("a loop whose body a guard refutes under its bounds vanishes, of one iteration or of a thread", () => {
+    const refuted: Stmt = { kind: "if", cond: lt(t, c(2)), then: store }
+    for (const kind of ["serial", "thread", "vthread"] as const) expect(simplified(seq([once(kind, refuted), { kind: "store", buffer: "A", indices: [c(0)], value: f32(3) }]))).toBe("  A[0] = 3.0f")
   })
 })
