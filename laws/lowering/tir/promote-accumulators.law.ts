@@ -8,12 +8,13 @@ import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { fromArray } from "../../../src/ast/graph/tensor.js"
 import * as S from "../../../src/ast/schedule/schedule.js"
-import { mul } from "../../../src/ast/te/expr.js"
+import { add, c, floordiv, mul, read, v, type Expr } from "../../../src/ast/te/expr.js"
 import { at, compute, placeholder, reduceAxis, sum } from "../../../src/ast/te/tensor.js"
-import { printPrimFunc } from "../../../src/ast/tir/tir.js"
+import { printPrimFunc, printStmt, type Buffer, type PrimFunc, type Stmt } from "../../../src/ast/tir/tir.js"
 import { lowerSync } from "../../../src/lowering/lower.js"
 import { promoteAccumulators } from "../../../src/lowering/tir/promote-accumulators.js"
 import { simplifyTir } from "../../../src/lowering/tir/simplify-tir.js"
+import { runTirSync } from "../../../src/lowering/tir/tir-pass.js"
 import { lawParams } from "../../support.js"
 import { applyPass, arbLoweredCase, passLaws, profileOf, type LoweredCase } from "./support.js"
 
@@ -109,5 +110,50 @@ describe("lowering.PromoteAccumulators", () => {
       }),
       lawParams(30),
     )
+  })
+})
+
+// Before / Expected on hand-written nests: what it promotes, and each condition that stops it
+describe("lowering.PromoteAccumulators: which nests", () => {
+  const A: Buffer = { name: "A", dtype: "float32", shape: [3], scope: "global" }
+  const [r, i, n] = [v("r"), v("i"), v("n")]
+  const loop = (x: typeof r, extent: Expr, body: Stmt, forKind: "serial" | "parallel" = "serial"): Stmt => ({ kind: "for", var: x, min: c(0), extent, forKind, body })
+  /** allocate L[8] (scope) { for r < 3: for i < 4: L[idx] = L[readIdx] + A[r] } */
+  const nest = (o: { idx?: Expr; readIdx?: Expr | null; scope?: "local" | "global"; outer?: "serial" | "parallel"; tileExtent?: Expr; rInIndex?: boolean } = {}): PrimFunc => {
+    const idx = o.idx ?? (o.rInIndex ? add(i, r) : i)
+    const value = o.readIdx === null ? read("A", [r], "float32") : add(read("L", [o.readIdx ?? idx], "float32"), read("A", [r], "float32"))
+    const body: Stmt = loop(r, c(3), loop(i, o.tileExtent ?? c(4), { kind: "store", buffer: "L", indices: [idx], value }), o.outer)
+    const alloc: Stmt = { kind: "allocate", buffer: { name: "L", dtype: "float32", shape: [8], scope: o.scope ?? "local" }, body }
+    return { name: "f", params: [A], body: o.tileExtent ? { kind: "let", var: n, value: c(4), body: alloc } : alloc }
+  }
+  const run = (f: PrimFunc) => runTirSync(promoteAccumulators, f, { verify: false })
+
+  it("promotes a reduction into a local buffer under a reduce loop its index does not use", () => {
+    expect(printStmt(run(nest()).body)).toBe(
+      [
+        "  allocate L: float32[8] @local",
+        "  allocate L.tile0: float32[4] @local",
+        "  for i.in0 in [0, +4):",
+        "    L.tile0[i.in0] = L[i.in0]",
+        "  for r in [0, +3):",
+        "    for i in [0, +4):",
+        "      L.tile0[i] = (L.tile0[i] + A[r])",
+        "  for i.out0 in [0, +4):",
+        "    L[i.out0] = L.tile0[i.out0]",
+      ].join("\n"),
+    )
+  })
+
+  it("leaves a nest as it is where its index is not one to one over the tile, not an update, of a global buffer, under a parallel loop, of a tile of unknown extent, or with no reduce loop outside the tile", () => {
+    for (const f of [
+      nest({ idx: floordiv(i, c(2)) }),
+      nest({ readIdx: null }),
+      nest({ readIdx: add(i, c(1)) }),
+      nest({ scope: "global" }),
+      nest({ outer: "parallel" }),
+      nest({ tileExtent: n }),
+      nest({ rInIndex: true }),
+    ])
+      expect(run(f)).toBe(f)
   })
 })
