@@ -9,8 +9,8 @@ import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import * as S from "../../../src/ast/schedule/schedule.js"
 import { buildCompute } from "../../../src/ast/te/arbitrary.js"
-import { add, and, c, f32, lt, mul, sub, v, type Expr, type Var } from "../../../src/ast/te/expr.js"
-import { mapStmt, printStmt, type Buffer, type PrimFunc, type Stmt } from "../../../src/ast/tir/tir.js"
+import { add, and, c, f32, le, lt, mul, sub, v, type Expr, type Var } from "../../../src/ast/te/expr.js"
+import { mapStmt, printStmt, seq, type Buffer, type PrimFunc, type Stmt } from "../../../src/ast/tir/tir.js"
 import { lowerSync } from "../../../src/lowering/lower.js"
 import { loopPartition } from "../../../src/lowering/tir/loop-partition.js"
 import { simplifyTir } from "../../../src/lowering/tir/simplify-tir.js"
@@ -135,10 +135,31 @@ describe("lowering.LoopPartition: where it cuts", () => {
   })
   it("leaves a guard it cannot place as it is: decreasing, not linear, failing from the start, never failing, against a variable", () => {
     expect(partitioned(nest(lt(sub(c(4), i), c(3))))).toBe(unchanged("((4 - i) < 3)"))
-    expect(partitioned(nest(lt(mul(i, i), c(5))))).toBe(unchanged("((i * i) < 5)"))
+    expect(partitioned(nest(lt(mul(i, i), c(3))))).toBe(unchanged("((i * i) < 3)"))
+    expect(partitioned(nest(lt(mul(i, j), c(4))))).toBe(unchanged("((i * j) < 4)"))
+    expect(partitioned(nest(le(i, c(2))))).toBe(unchanged("(i <= 2)"))
     expect(partitioned(nest(lt(add(i, c(10)), c(5))))).toBe(unchanged("((i + 10) < 5)"))
     expect(partitioned(nest(lt(i, c(10))))).toBe(unchanged("(i < 10)"))
     expect(partitioned({ kind: "let", var: n, value: c(3), body: nest(lt(i, n)) })).toBe(`  let n = 3\n${unchanged("(i < n)")}`)
+  })
+  it("cuts at the earliest of several guards", () => {
+    const store = (k: number): Stmt => ({ kind: "store", buffer: "A", indices: [add(i, c(k))], value: f32(1) })
+    const two = loop(i, seq([{ kind: "if", cond: lt(i, c(2)), then: store(4) }, { kind: "if", cond: lt(i, c(3)), then: store(0) }]))
+    expect(partitioned(two)).toBe(lines("for i in [0, +2):", "  A[(i + 4)] = 1.0f", "  A[i] = 1.0f", "A[2] = 1.0f"))
+  })
+  it("cuts loops inside a let and inside a guard, both arms", () => {
+    const inner = nest(lt(add(mul(i, c(3)), j), c(10)))
+    const cut = ["for i in [0, +3):", "  for j in [0, +3):", "    A[((i * 3) + j)] = 1.0f", "A[9] = 1.0f"]
+    const indent = (ls: string[]) => ls.map((l) => `  ${l}`)
+    expect(partitioned({ kind: "let", var: n, value: c(3), body: { kind: "if", cond: lt(n, c(5)), then: inner, else: inner } })).toBe(
+      lines("let n = 3", "if (n < 5):", ...indent(cut), "else:", ...indent(cut)),
+    )
+  })
+  it("leaves a loop of non-constant min uncut, and never cuts a vthread loop", () => {
+    const guarded = (cond: Expr) => loop(j, { kind: "if", cond, then: { kind: "store", buffer: "A", indices: [j], value: f32(1) } }, c(3))
+    expect(partitioned({ kind: "let", var: n, value: c(0), body: loop(i, guarded(lt(i, c(3))), c(4), n) })).toBe(`  let n = 0\n${lines("for i in [n, +4):", "  for j in [0, +3):", "    if (i < 3):", "      A[j] = 1.0f")}`)
+    const vthread: Stmt = { kind: "for", var: i, min: c(0), extent: c(4), forKind: "vthread", thread: "vthread", body: guarded(lt(i, c(3))) }
+    expect(partitioned(vthread)).toBe(lines("for[vthread] i in [0, +4):", "  for j in [0, +3):", "    if (i < 3):", "      A[j] = 1.0f"))
   })
   it("leaves a loop of non-constant bounds uncut", () => {
     const body = loop(i, loop(j, { kind: "if", cond: lt(i, c(3)), then: { kind: "store", buffer: "A", indices: [add(mul(i, c(3)), j)], value: f32(1) } }, c(3)), n)
