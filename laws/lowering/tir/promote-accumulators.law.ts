@@ -8,7 +8,7 @@ import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { fromArray } from "../../../src/ast/graph/tensor.js"
 import * as S from "../../../src/ast/schedule/schedule.js"
-import { add, c, floordiv, mul, read, v, type Expr } from "../../../src/ast/te/expr.js"
+import { add, c, floordiv, lt, mul, read, v, type Expr } from "../../../src/ast/te/expr.js"
 import { at, compute, placeholder, reduceAxis, sum } from "../../../src/ast/te/tensor.js"
 import { printPrimFunc, printStmt, type Buffer, type PrimFunc, type Stmt } from "../../../src/ast/tir/tir.js"
 import { lowerSync } from "../../../src/lowering/lower.js"
@@ -142,6 +142,13 @@ describe("lowering.PromoteAccumulators: which nests", () => {
         "    L[i.out0] = L.tile0[i.out0]",
       ].join("\n"),
     )
+  })
+
+  it("promotes a nest inside a let and inside either arm of a guard", () => {
+    const f = nest()
+    const alloc = f.body as Extract<Stmt, { kind: "allocate" }>
+    const guarded: PrimFunc = { ...f, body: { ...alloc, body: { kind: "let", var: n, value: c(1), body: { kind: "if", cond: lt(n, c(2)), then: alloc.body, else: alloc.body } } } }
+    expect((printStmt(run(guarded).body).match(/allocate L\.tile\d/g) ?? []).length).toBe(2)
   })
 
   it("leaves a nest as it is where its index is not one to one over the tile, not an update, of a global buffer, under a parallel loop, of a tile of unknown extent, or with no reduce loop outside the tile", () => {
