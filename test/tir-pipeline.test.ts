@@ -152,3 +152,15 @@ describe("lowerGroups", () => {
     expect(printed(lowerGroups(fused))).toBe(printed(lowerGroups(fused, undefined, cpuTirPipeline(), { optLevel: 3 })))
   })
 })
+
+describe("lowering.FlattenStorage", () => {
+  // laws/lowering/tir/flatten-storage.law.ts, "is idempotent": a second run took a flattened
+  // param (rank 1, with a view) for a tensor of that flat shape and overwrote its view, so the
+  // function's outputs came back flat ([4] for a [1, 4] output) and a padded view lost its strides.
+  it("a second run keeps the params' views (what callers see)", () => {
+    const once = runTirSync(flattenStorage(), softmax())
+    const twice = runTirSync(flattenStorage(), once)
+    expect(twice.params).toEqual(once.params)
+    expect(once.params.every((p) => p.shape.length === 1 && p.view !== undefined && p.view.shape.length === 2)).toBe(true)
+  })
+})

@@ -6,11 +6,13 @@ import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import * as S from "../../../src/ast/schedule/schedule.js"
 import { buildCompute } from "../../../src/ast/te/arbitrary.js"
-import { mapStmt, type PrimFunc } from "../../../src/ast/tir/tir.js"
+import { add, c, f32, read, v, type Expr } from "../../../src/ast/te/expr.js"
+import { printStmt, seq, type Buffer, type PrimFunc, type Stmt } from "../../../src/ast/tir/tir.js"
 import { lowerSync } from "../../../src/lowering/lower.js"
 import { injectVirtualThread } from "../../../src/lowering/tir/inject-virtual-thread.js"
+import { runTirSync } from "../../../src/lowering/tir/tir-pass.js"
 import { lawParams } from "../../support.js"
-import { applyPass, arbLoweredCase, passLaws, type LoweredCase } from "./support.js"
+import { applyPass, arbLoweredCase, arbVariedLoops, passLaws, profileOf, type LoweredCase, type Profile } from "./support.js"
 
 /**
  * A family's output (its intermediates inlined) with a cache stage — its local accumulator, or a
@@ -44,14 +46,43 @@ const arbCacheAtVthread = (): fc.Arbitrary<LoweredCase> =>
 passLaws(injectVirtualThread)
 passLaws(injectVirtualThread, { cases: arbCacheAtVthread(), runs: 30, variant: "a cache stage computed at a vthread axis" })
 
-const vthreads = (f: PrimFunc): number => {
-  let n = 0
-  mapStmt(f.body, (x) => {
-    if (x.kind === "for" && x.forKind === "vthread") n++
-    return undefined
-  })
-  return n
+/** Lowered cases with vthreads, some of non-constant bounds (the same values through a let). */
+const relaxed = arbVariedLoops({ relax: "vthread" }, fc.oneof(arbLoweredCase(), arbCacheAtVthread()))
+
+const vthreads = (f: PrimFunc): number => profileOf(f.body).get("vthread") ?? 0
+
+/** The profile InjectVirtualThread promises: a vthread loop of constant bounds counted as its copies, any other as one serial loop. */
+const expected = (s: Stmt, p: Profile = new Map(), times = 1): Profile => {
+  switch (s.kind) {
+    case "for": {
+      if (s.forKind === "vthread" && s.min.kind === "const" && s.extent.kind === "const") return expected(s.body, p, times * Math.max(0, s.extent.value))
+      const kind = s.forKind === "vthread" ? "serial" : s.forKind
+      p.set(kind, (p.get(kind) ?? 0) + times)
+      return expected(s.body, p, times)
+    }
+    case "seq":
+      for (const b of s.body) expected(b, p, times)
+      return p
+    case "if":
+      expected(s.then, p, times)
+      return s.else ? expected(s.else, p, times) : p
+    case "allocate":
+    case "let":
+      return expected(s.body, p, times)
+    default:
+      return profileOf(s, p, times)
+  }
 }
+
+const sorted = (p: Profile) => Object.fromEntries([...p].filter(([, n]) => n > 0).sort(([a], [b]) => a.localeCompare(b)))
+
+// Before / Expected: which order the copies take
+const A: Buffer = { name: "A", dtype: "float32", shape: [8], scope: "global" }
+const vt = v("vt")
+const vthreadLoop = (body: Stmt, min: Expr = c(1), extent: Expr = c(3)): Stmt => ({ kind: "for", var: vt, min, extent, forKind: "vthread", thread: "vthread", body })
+const store = (buffer: string, index: Expr, value: number): Stmt => ({ kind: "store", buffer, indices: [index], value: f32(value) })
+const injected = (body: Stmt): string => printStmt(runTirSync(injectVirtualThread, { name: "f", params: [A], body }, { verify: false }).body)
+const lines = (...ls: string[]) => ls.map((l) => `  ${l}`).join("\n")
 
 describe("lowering.InjectVirtualThread", () => {
   it("leaves no vthread loop (the cases have some)", () => {
@@ -64,5 +95,45 @@ describe("lowering.InjectVirtualThread", () => {
       lawParams(40),
     )
     expect(seen).toBeGreaterThan(0)
+  })
+
+  it("a vthread loop of constant bounds becomes its copies, one of non-constant bounds a serial loop; every other loop and store is kept", () => {
+    let serial = 0
+    fc.assert(
+      fc.property(relaxed, (c) => {
+        const out = runTirSync(injectVirtualThread, c.func, { verify: false })
+        expect(sorted(profileOf(out.body))).toEqual(sorted(expected(c.func.body)))
+        if ((profileOf(out.body).get("serial") ?? 0) > (profileOf(c.func.body).get("serial") ?? 0)) serial++
+      }),
+      lawParams(40),
+    )
+    expect(serial).toBeGreaterThan(0)
+  })
+
+  it("interleaves the copies statement by statement, each at its vthread index from the loop's min", () => {
+    expect(injected(vthreadLoop(seq([store("A", vt, 1), store("A", add(vt, c(4)), 2)])))).toBe(
+      lines("A[1] = 1.0f", "A[2] = 1.0f", "A[3] = 1.0f", "A[5] = 2.0f", "A[6] = 2.0f", "A[7] = 2.0f"),
+    )
+    expect(injected(vthreadLoop(store("A", vt, 1), c(0), c(2)))).toBe(lines("A[0] = 1.0f", "A[1] = 1.0f"))
+  })
+
+  it("runs the copies one after another where the body allocates or has a barrier", () => {
+    const L: Buffer = { name: "L", dtype: "float32", shape: [1], scope: "local" }
+    const local: Stmt = { kind: "allocate", buffer: L, body: seq([store("L", c(0), 3), { kind: "store", buffer: "A", indices: [vt], value: read("L", [c(0)], "float32") }]) }
+    expect(injected(vthreadLoop(seq([local, store("A", add(vt, c(4)), 2)]), c(0), c(2)))).toBe(
+      lines("allocate L: float32[1] @local", "L[0] = 3.0f", "A[0] = L[0]", "A[4] = 2.0f", "allocate L: float32[1] @local", "L[0] = 3.0f", "A[1] = L[0]", "A[5] = 2.0f"),
+    )
+    expect(injected(vthreadLoop(seq([store("A", vt, 1), { kind: "barrier" }, store("A", add(vt, c(4)), 2)]), c(0), c(2)))).toBe(
+      lines("A[0] = 1.0f", "barrier()", "A[4] = 2.0f", "A[1] = 1.0f", "barrier()", "A[5] = 2.0f"),
+    )
+  })
+
+  it("keeps a vthread loop of non-constant bounds as a serial loop", () => {
+    const n = v("n")
+    const body = store("A", vt, 1)
+    for (const [min, extent] of [[c(0), n], [n, c(2)]] as const)
+      expect(injected({ kind: "let", var: n, value: c(2), body: vthreadLoop(body, min, extent) })).toBe(
+        lines("let n = 2", `for vt in [${min === n ? "n" : "0"}, +${extent === n ? "n" : "2"}):`, "  A[vt] = 1.0f"),
+      )
   })
 })

@@ -1,50 +1,60 @@
 // lowering.PromoteAccumulators (after Simplify, as it runs): same meaning; its output verifies —
 // on random schedules and on the nest it is for: a matmul's local accumulator (cacheWrite, computed
-// at the output's column tile) split into register tiles under the reduce loops.
+// at the output's column tile) split into register tiles under the reduce loops; and what it
+// decides: it promotes exactly the register tiles that have a loop, are smaller than their
+// accumulator and hold at most 256 elements, copies the tile loops' kinds into the load and
+// store-back nests, and returns a function it promotes nothing in as it is.
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { fromArray } from "../../../src/ast/graph/tensor.js"
 import * as S from "../../../src/ast/schedule/schedule.js"
-import { mul } from "../../../src/ast/te/expr.js"
+import { add, c, floordiv, lt, mul, read, v, type Expr } from "../../../src/ast/te/expr.js"
 import { at, compute, placeholder, reduceAxis, sum } from "../../../src/ast/te/tensor.js"
-import { printPrimFunc } from "../../../src/ast/tir/tir.js"
+import { printPrimFunc, printStmt, type Buffer, type PrimFunc, type Stmt } from "../../../src/ast/tir/tir.js"
 import { lowerSync } from "../../../src/lowering/lower.js"
 import { promoteAccumulators } from "../../../src/lowering/tir/promote-accumulators.js"
 import { simplifyTir } from "../../../src/lowering/tir/simplify-tir.js"
+import { runTirSync } from "../../../src/lowering/tir/tir-pass.js"
 import { lawParams } from "../../support.js"
-import { applyPass, arbLoweredCase, passLaws, type LoweredCase } from "./support.js"
+import { applyPass, arbLoweredCase, passLaws, profileOf, type LoweredCase } from "./support.js"
 
-/** C = A·B into a local accumulator per (mt × nt) output tile, its reduction split by kt outside (rt × ct) register tiles. */
-const arbAccumulatorCase = (): fc.Arbitrary<LoweredCase & { readonly tile: readonly number[]; readonly accumulator: number }> =>
+type AccumulatorCase = LoweredCase & { readonly tile: readonly number[]; readonly accumulator: number }
+
+/** C = A·B into a local accumulator per (mt × nt) output tile, its reduction split by kt outside (rt × ct) register tiles (unrolled or not). */
+const accumulatorCase = (mt: number, nt: number, rt: number, ct: number, reps: number, kt: number, unroll: boolean, seed: number): AccumulatorCase => {
+  const [M, N, K] = [mt * reps, nt * 2, kt * 3]
+  const A = placeholder("A", [M, K])
+  const B = placeholder("B", [K, N])
+  const k = reduceAxis(K, "k")
+  const C = compute("C", [M, N], (i, j) => sum(mul(at(A, i, k.var), at(B, k.var, j)), [k]))
+  const w = S.cacheWrite(S.createSchedule([C]), "C", "local")
+  const t = S.tile(w.schedule, "C", "C.i", "C.j", mt, nt)
+  let s = S.computeAt(t.schedule, w.stage, "C", t.yo)
+  const [i, j, kk] = s.stages.get(w.stage)!.leaf
+  const si = S.split(s, w.stage, i, { factor: Math.min(rt, mt) })
+  const sj = S.split(si.schedule, w.stage, j, { factor: Math.min(ct, nt) })
+  const sk = S.split(sj.schedule, w.stage, kk, { factor: kt })
+  s = S.reorder(sk.schedule, w.stage, [si.outer, sj.outer, sk.outer, sk.inner, si.inner, sj.inner])
+  if (unroll) s = S.unroll(S.unroll(s, w.stage, si.inner), w.stage, sj.inner)
+  const vals = (n: number) => Array.from({ length: n }, (_, q) => ((q * 7 + seed) % 11) - 5)
+  return {
+    func: lowerSync(s),
+    tile: [Math.min(rt, mt), Math.min(ct, nt)],
+    accumulator: mt * nt,
+    outputs: [C],
+    inputs: new Map([
+      ["A", fromArray("float32", [M, K], vals(M * K))],
+      ["B", fromArray("float32", [K, N], vals(K * N))],
+    ]),
+  }
+}
+
+const arbAccumulatorCase = (): fc.Arbitrary<AccumulatorCase> =>
   fc
     .tuple(fc.constantFrom(1, 2, 4), fc.constantFrom(2, 4, 8), fc.constantFrom(1, 2), fc.constantFrom(1, 2, 4), fc.constantFrom(1, 2), fc.constantFrom(1, 2, 3), fc.boolean(), fc.integer({ min: 0, max: 1000 }))
-    .map(([mt, nt, rt, ct, reps, kt, unroll, seed]) => {
-      const [M, N, K] = [mt * reps, nt * 2, kt * 3]
-      const A = placeholder("A", [M, K])
-      const B = placeholder("B", [K, N])
-      const k = reduceAxis(K, "k")
-      const C = compute("C", [M, N], (i, j) => sum(mul(at(A, i, k.var), at(B, k.var, j)), [k]))
-      const w = S.cacheWrite(S.createSchedule([C]), "C", "local")
-      const t = S.tile(w.schedule, "C", "C.i", "C.j", mt, nt)
-      let s = S.computeAt(t.schedule, w.stage, "C", t.yo)
-      const [i, j, kk] = s.stages.get(w.stage)!.leaf
-      const si = S.split(s, w.stage, i, { factor: Math.min(rt, mt) })
-      const sj = S.split(si.schedule, w.stage, j, { factor: Math.min(ct, nt) })
-      const sk = S.split(sj.schedule, w.stage, kk, { factor: kt })
-      s = S.reorder(sk.schedule, w.stage, [si.outer, sj.outer, sk.outer, sk.inner, si.inner, sj.inner])
-      if (unroll) s = S.unroll(S.unroll(s, w.stage, si.inner), w.stage, sj.inner)
-      const vals = (n: number) => Array.from({ length: n }, (_, q) => ((q * 7 + seed) % 11) - 5)
-      return {
-        func: lowerSync(s),
-        tile: [Math.min(rt, mt), Math.min(ct, nt)],
-        accumulator: mt * nt,
-        outputs: [C],
-        inputs: new Map([
-          ["A", fromArray("float32", [M, K], vals(M * K))],
-          ["B", fromArray("float32", [K, N], vals(K * N))],
-        ]),
-      }
-    })
+    .map((args) => accumulatorCase(...args))
+
+const isPromoted = (c: LoweredCase) => printPrimFunc(applyPass(promoteAccumulators, c, [simplifyTir]).output).includes("allocate C.local.local.tile0")
 
 passLaws(promoteAccumulators, { after: [simplifyTir] })
 passLaws(promoteAccumulators, { after: [simplifyTir], cases: arbAccumulatorCase(), variant: "register tiles of a local accumulator" })
@@ -54,7 +64,7 @@ describe("lowering.PromoteAccumulators", () => {
     let promoted = 0
     fc.assert(
       fc.property(arbAccumulatorCase(), (c) => {
-        const tiled = printPrimFunc(applyPass(promoteAccumulators, c, [simplifyTir]).output).includes("allocate C.local.local.tile0")
+        const tiled = isPromoted(c)
         const [rows, cols] = c.tile
         expect(tiled).toBe((rows > 1 || cols > 1) && rows * cols < c.accumulator)
         if (tiled) promoted++
@@ -64,13 +74,93 @@ describe("lowering.PromoteAccumulators", () => {
     expect(promoted).toBeGreaterThan(0)
   })
 
-  it("random schedules: a function with no local buffer is returned as it is", () => {
+  it("promotes a register tile of up to 256 elements, no larger", () => {
+    expect(isPromoted(accumulatorCase(16, 16, 16, 8, 1, 1, false, 0))).toBe(true)
+    expect(isPromoted(accumulatorCase(16, 32, 16, 16, 1, 1, false, 0))).toBe(true)
+    expect(isPromoted(accumulatorCase(32, 32, 16, 32, 1, 1, false, 0))).toBe(false)
+  })
+
+  it("random schedules: a function it promotes nothing in is returned as it is", () => {
+    let kept = 0
     fc.assert(
-      fc.property(arbLoweredCase(["elementwise", "softmax"]), (c) => {
+      fc.property(fc.oneof(arbLoweredCase(["elementwise", "softmax", "matmul"]), arbAccumulatorCase()), (c) => {
         const { input, output } = applyPass(promoteAccumulators, c, [simplifyTir])
-        if (!printPrimFunc(input).includes("@local")) expect(output).toBe(input)
+        if (!printPrimFunc(output).includes(".tile")) {
+          expect(output).toBe(input)
+          kept++
+        }
       }),
-      lawParams(20),
+      lawParams(30),
     )
+    expect(kept).toBeGreaterThan(0)
+  })
+
+  it("adds, per tile promoted, a load and a store-back nest whose loops copy the tile loops' kinds (unrolled stays unrolled)", () => {
+    fc.assert(
+      fc.property(arbAccumulatorCase(), (c) => {
+        const { input, output } = applyPass(promoteAccumulators, c, [simplifyTir])
+        const tiles = (printPrimFunc(output).match(/allocate \S+\.tile\d+/g) ?? []).length
+        const before = profileOf(input.body)
+        const after = profileOf(output.body)
+        const [rows, cols] = c.tile
+        const tileLoops = (rows > 1 ? 1 : 0) + (cols > 1 ? 1 : 0)
+        const kind = printPrimFunc(input).includes("for[unrolled]") ? "unrolled" : "serial"
+        expect(after.get(kind) ?? 0).toBe((before.get(kind) ?? 0) + 2 * tiles * tileLoops)
+        expect(after.get("store") ?? 0).toBe((before.get("store") ?? 0) + 2 * tiles)
+      }),
+      lawParams(30),
+    )
+  })
+})
+
+// Before / Expected on hand-written nests: what it promotes, and each condition that stops it
+describe("lowering.PromoteAccumulators: which nests", () => {
+  const A: Buffer = { name: "A", dtype: "float32", shape: [3], scope: "global" }
+  const [r, i, n] = [v("r"), v("i"), v("n")]
+  const loop = (x: typeof r, extent: Expr, body: Stmt, forKind: "serial" | "parallel" = "serial"): Stmt => ({ kind: "for", var: x, min: c(0), extent, forKind, body })
+  /** allocate L[8] (scope) { for r < 3: for i < 4: L[idx] = L[readIdx] + A[r] } */
+  const nest = (o: { idx?: Expr; readIdx?: Expr | null; scope?: "local" | "global"; outer?: "serial" | "parallel"; tileExtent?: Expr; rInIndex?: boolean } = {}): PrimFunc => {
+    const idx = o.idx ?? (o.rInIndex ? add(i, r) : i)
+    const value = o.readIdx === null ? read("A", [r], "float32") : add(read("L", [o.readIdx ?? idx], "float32"), read("A", [r], "float32"))
+    const body: Stmt = loop(r, c(3), loop(i, o.tileExtent ?? c(4), { kind: "store", buffer: "L", indices: [idx], value }), o.outer)
+    const alloc: Stmt = { kind: "allocate", buffer: { name: "L", dtype: "float32", shape: [8], scope: o.scope ?? "local" }, body }
+    return { name: "f", params: [A], body: o.tileExtent ? { kind: "let", var: n, value: c(4), body: alloc } : alloc }
+  }
+  const run = (f: PrimFunc) => runTirSync(promoteAccumulators, f, { verify: false })
+
+  it("promotes a reduction into a local buffer under a reduce loop its index does not use", () => {
+    expect(printStmt(run(nest()).body)).toBe(
+      [
+        "  allocate L: float32[8] @local",
+        "  allocate L.tile0: float32[4] @local",
+        "  for i.in0 in [0, +4):",
+        "    L.tile0[i.in0] = L[i.in0]",
+        "  for r in [0, +3):",
+        "    for i in [0, +4):",
+        "      L.tile0[i] = (L.tile0[i] + A[r])",
+        "  for i.out0 in [0, +4):",
+        "    L[i.out0] = L.tile0[i.out0]",
+      ].join("\n"),
+    )
+  })
+
+  it("promotes a nest inside a let and inside either arm of a guard", () => {
+    const f = nest()
+    const alloc = f.body as Extract<Stmt, { kind: "allocate" }>
+    const guarded: PrimFunc = { ...f, body: { ...alloc, body: { kind: "let", var: n, value: c(1), body: { kind: "if", cond: lt(n, c(2)), then: alloc.body, else: alloc.body } } } }
+    expect((printStmt(run(guarded).body).match(/allocate L\.tile\d/g) ?? []).length).toBe(2)
+  })
+
+  it("leaves a nest as it is where its index is not one to one over the tile, not an update, of a global buffer, under a parallel loop, of a tile of unknown extent, or with no reduce loop outside the tile", () => {
+    for (const f of [
+      nest({ idx: floordiv(i, c(2)) }),
+      nest({ readIdx: null }),
+      nest({ readIdx: add(i, c(1)) }),
+      nest({ scope: "global" }),
+      nest({ outer: "parallel" }),
+      nest({ tileExtent: n }),
+      nest({ rInIndex: true }),
+    ])
+      expect(run(f)).toBe(f)
   })
 })

@@ -5,7 +5,7 @@
 // the body): those copies run one after another. A vthread loop of unknown bounds becomes serial.
 //
 // Opt level 0: no emitter has virtual threads; this pass is what gives them a meaning.
-import { c } from "../../ast/te/expr.js"
+import { c, constValue } from "../../ast/te/expr.js"
 import { mapStmt, seq, substituteStmt, type Stmt } from "../../ast/tir/tir.js"
 import { tirPass } from "./tir-pass.js"
 
@@ -13,8 +13,8 @@ export const injectVirtualThread = tirPass("lowering.InjectVirtualThread", 0, (f
   ...f,
   body: mapStmt(f.body, (x) => {
     if (x.kind !== "for" || x.forKind !== "vthread") return undefined
-    const lo = x.min.kind === "const" ? x.min.value : undefined
-    const ext = x.extent.kind === "const" ? x.extent.value : undefined
+    const lo = constValue(x.min)
+    const ext = constValue(x.extent)
     if (lo === undefined || ext === undefined) return { ...x, forKind: "serial" }
     const parts = x.body.kind === "seq" ? x.body.body : [x.body]
     const copy = (s: Stmt, i: number) => substituteStmt(s, new Map([[x.var.name, c(lo + i)]]))

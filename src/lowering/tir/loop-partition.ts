@@ -4,13 +4,11 @@
 //
 // Opt level 3: it copies loop bodies (code grows with every cut) for branch-free main loops; TVM
 // leaves it off by default (tir.LoopPartition's partition_const_loop) for the same reason.
-import { add, c, exprKey, mul, substitute, v, type Expr } from "../../ast/te/expr.js"
+import { add, c, constValue, exprKey, mul, substitute, v, type Expr } from "../../ast/te/expr.js"
 import { intervalOf, simplify, type Bounds, type Interval } from "../../ast/te/simplify.js"
 import { mapStmt, seq, type Stmt } from "../../ast/tir/tir.js"
 import { simplifyStmt } from "./simplify-tir.js"
 import { tirPass } from "./tir-pass.js"
-
-const constOf = (e: Expr): number | undefined => (e.kind === "const" ? e.value : undefined)
 
 const guardsIn = (s: Stmt, out: Expr[] = []): Expr[] => {
   mapStmt(s, (x) => {
@@ -25,8 +23,8 @@ const innerBounds = (s: Stmt): Map<string, Interval> => {
   const b = new Map<string, Interval>()
   mapStmt(s, (x) => {
     if (x.kind === "for") {
-      const lo = constOf(x.min)
-      const ext = constOf(x.extent)
+      const lo = constValue(x.min)
+      const ext = constValue(x.extent)
       if (lo !== undefined && ext !== undefined) b.set(x.var.name, { min: lo, max: lo + ext - 1 })
     }
     return undefined
@@ -60,11 +58,11 @@ const safePrefix = (cond: Expr, loopVar: string, inner: Bounds, outer: Bounds): 
 
 const partitionStmt = (s: Stmt, outer: Map<string, Interval>): Stmt => {
   if (s.kind === "for") {
-    const lo = constOf(s.min)
-    const ext = constOf(s.extent)
+    const lo = constValue(s.min)
+    const ext = constValue(s.extent)
     const recurse = (loop: Stmt & { kind: "for" }, bounds: Map<string, Interval>): Stmt => {
-      const l = constOf(loop.min)
-      const e = constOf(loop.extent)
+      const l = constValue(loop.min)
+      const e = constValue(loop.extent)
       const inner = new Map(bounds)
       if (l !== undefined && e !== undefined) inner.set(loop.var.name, { min: l, max: l + e - 1 })
       return { ...loop, body: partitionStmt(loop.body, inner) }

@@ -7,12 +7,10 @@
 //
 // Opt level 2: a standard register optimisation of a reduction's inner loops (what lets gcc keep a
 // split reduction's sums in registers); nothing downstream needs it.
-import { add, c, collect, exprKey, mapExpr, mul, read, substitute, v, type Expr } from "../../ast/te/expr.js"
+import { add, c, collect, constValue, exprKey, mapExpr, mul, read, substitute, v, type Expr } from "../../ast/te/expr.js"
 import { simplify } from "../../ast/te/simplify.js"
 import { mapStmt, seq, type Buffer, type Stmt } from "../../ast/tir/tir.js"
 import { tirPass } from "./tir-pass.js"
-
-const constOf = (e: Expr): number | undefined => (e.kind === "const" ? e.value : undefined)
 
 type ForStmt = Extract<Stmt, { kind: "for" }>
 type StoreStmt = Extract<Stmt, { kind: "store" }>
@@ -36,7 +34,7 @@ const varsOf = (es: readonly Expr[]): Set<string> => new Set(es.flatMap((e) => c
 /** Whether `idx` takes a different value at every point of the tile loops (checked at a few outer points). */
 const injective = (idx: readonly Expr[], tile: readonly ForStmt[]): boolean => {
   const outer = [...varsOf(idx)].filter((n) => !tile.some((l) => l.var.name === n))
-  const extents = tile.map((l) => constOf(l.extent)!)
+  const extents = tile.map((l) => constValue(l.extent)!)
   const points = extents.reduce((p, e) => p * e, 1)
   for (const at of [0, 1, 3]) {
     const seen = new Set<string>()
@@ -44,7 +42,7 @@ const injective = (idx: readonly Expr[], tile: readonly ForStmt[]): boolean => {
       const env = new Map<string, Expr>(outer.map((n) => [n, c(at)] as const))
       let rest = k
       for (let j = tile.length - 1; j >= 0; j--) {
-        env.set(tile[j].var.name, c(constOf(tile[j].min)! + (rest % extents[j])))
+        env.set(tile[j].var.name, c(constValue(tile[j].min)! + (rest % extents[j])))
         rest = Math.floor(rest / extents[j])
       }
       const key = idx.map((e) => exprKey(simplify(substitute(e, env)))).join("|")
@@ -71,8 +69,8 @@ const promoteLoop = (r: ForStmt, locals: ReadonlyMap<string, Buffer>, fresh: () 
   const first = loops.findIndex((l) => idxVars.has(l.var.name))
   if (first < 1) return undefined
   const tile = loops.slice(first)
-  if (!tile.every((l) => idxVars.has(l.var.name) && constOf(l.min) !== undefined && constOf(l.extent) !== undefined)) return undefined
-  const size = tile.reduce((p, l) => p * constOf(l.extent)!, 1)
+  if (!tile.every((l) => idxVars.has(l.var.name) && constValue(l.min) !== undefined && constValue(l.extent) !== undefined)) return undefined
+  const size = tile.reduce((p, l) => p * constValue(l.extent)!, 1)
   // a buffer of one tile is its own accumulator array already
   if (size > MAX_PROMOTED || size >= buf.shape.reduce((p, d) => p * d, 1)) return undefined
   // the value reads B at the store's index only (an update), and the index covers the tile one to one
@@ -85,7 +83,7 @@ const promoteLoop = (r: ForStmt, locals: ReadonlyMap<string, Buffer>, fresh: () 
   const acc: Buffer = { name, dtype: buf.dtype, shape: [size], scope: "local" }
   // the tile's linear index, row-major over the tile loops
   const linOf = (vars: readonly Expr[]): Expr =>
-    tile.reduce<Expr>((e, l, j) => add(mul(e, c(constOf(l.extent)!)), add(vars[j], c(-constOf(l.min)!))), c(0))
+    tile.reduce<Expr>((e, l, j) => add(mul(e, c(constValue(l.extent)!)), add(vars[j], c(-constValue(l.min)!))), c(0))
   const copy = (suffix: string, body: (lin: Expr, idx: readonly Expr[]) => Stmt): Stmt => {
     const vars = tile.map((l) => v(`${l.var.name}.${suffix}${n}`))
     const env = new Map(tile.map((l, j) => [l.var.name, vars[j] as Expr] as const))

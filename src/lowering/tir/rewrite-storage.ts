@@ -37,8 +37,9 @@ export const rewriteStorage = tirPass("lowering.RewriteStorage", 2, (f) => {
     allocs.push(body.buffer)
     body = body.body
   }
-  if (allocs.length < 2 || allocs.some((b) => b.shape.length !== 1)) return f
-  const parts = body.kind === "seq" ? body.body : [body]
+  // (one statement, or one allocation, leaves no two lifetimes apart: nothing to share)
+  if (body.kind !== "seq" || allocs.some((b) => b.shape.length !== 1)) return f
+  const parts = body.body
   const span = new Map(
     allocs.map((b) => {
       const idx = parts.map((p, k) => (uses(p, b.name) ? k : -1)).filter((k) => k >= 0)

@@ -4,12 +4,10 @@
 //
 // Opt level 1: a cheap clean-up that every emitter accepts the output of with or without it (the
 // TIR analogue of FoldConstants, also at 1); below 1 the loop nests reach the emitters as lowered.
-import { substitute, type Expr } from "../../ast/te/expr.js"
+import { constValue, substitute, type Expr } from "../../ast/te/expr.js"
 import { simplify, type Interval } from "../../ast/te/simplify.js"
 import { seq, substituteStmt, type Stmt } from "../../ast/tir/tir.js"
 import { tirPass } from "./tir-pass.js"
-
-const constOf = (e: Expr): number | undefined => (e.kind === "const" ? e.value : undefined)
 
 const isEmpty = (s: Stmt): boolean => s.kind === "seq" && s.body.length === 0
 
@@ -46,8 +44,8 @@ const simplifiesToEmpty = (s: Stmt, bounds: Map<string, Interval>, substs: reado
   switch (s.kind) {
     case "for": {
       const min = g(s.min)
-      const lo = constOf(min)
-      const ext = constOf(g(s.extent))
+      const lo = constValue(min)
+      const ext = constValue(g(s.extent))
       if (ext !== undefined && ext <= 0) return true
       if (simplifiesToEmpty(s.body, loopBounds(bounds, s.var.name, lo, ext), substs)) return true
       if (ext === 1 && s.forKind !== "thread" && s.forKind !== "vthread") return simplifiesToEmpty(s.body, bounds, [...substs, new Map([[s.var.name, min]])])
@@ -72,8 +70,8 @@ export const simplifyStmt = (s: Stmt, bounds: Map<string, Interval>): Stmt => {
     case "for": {
       const min = g(s.min)
       const extent = g(s.extent)
-      const lo = constOf(min)
-      const ext = constOf(extent)
+      const lo = constValue(min)
+      const ext = constValue(extent)
       if (ext !== undefined && ext <= 0) return seq([])
       const inner = loopBounds(bounds, s.var.name, lo, ext)
       if (ext === 1 && s.forKind !== "thread" && s.forKind !== "vthread") {

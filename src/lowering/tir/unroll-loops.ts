@@ -2,7 +2,7 @@
 // becomes the sequence of its copies; any other unrolled loop becomes serial.
 //
 // Opt level 0: it legalises loop kinds (no unrolled loop the emitters would have to copy is left).
-import { c } from "../../ast/te/expr.js"
+import { c, constValue } from "../../ast/te/expr.js"
 import { mapStmt, seq, substituteStmt } from "../../ast/tir/tir.js"
 import { tirPass, type TirPass } from "./tir-pass.js"
 
@@ -14,8 +14,8 @@ export const unrollLoops = (maxUnroll = 16): TirPass =>
       ...f,
       body: mapStmt(f.body, (x) => {
         if (x.kind !== "for" || x.forKind !== "unrolled") return undefined
-        const lo = x.min.kind === "const" ? x.min.value : undefined
-        const ext = x.extent.kind === "const" ? x.extent.value : undefined
+        const lo = constValue(x.min)
+        const ext = constValue(x.extent)
         if (lo === undefined || ext === undefined || ext > maxUnroll) return { ...x, forKind: "serial" }
         return seq(Array.from({ length: ext }, (_, i) => substituteStmt(x.body, new Map([[x.var.name, c(lo + i)]]))))
       }),

@@ -3,6 +3,7 @@
 //
 // Opt level 0: it legalises loop kinds for the emitters (the c target's `omp simd`, wasm's SIMD
 // path), as TVM's VectorizeLoop runs even with vectorization off (to scalarize).
+import { constValue } from "../../ast/te/expr.js"
 import { isStraightLine } from "../../ast/tir/analysis.js"
 import { mapStmt } from "../../ast/tir/tir.js"
 import { tirPass, type TirPass } from "./tir-pass.js"
@@ -15,7 +16,7 @@ export const vectorizeLoops = (maxLanes = 64): TirPass =>
       ...f,
       body: mapStmt(f.body, (x) => {
         if (x.kind !== "for" || x.forKind !== "vectorized") return undefined
-        const ext = x.extent.kind === "const" ? x.extent.value : undefined
+        const ext = constValue(x.extent)
         return ext !== undefined && ext <= maxLanes && isStraightLine(x.body) ? undefined : { ...x, forKind: "serial" }
       }),
     }),
