@@ -20,6 +20,9 @@ const hasSubgraph = (n: Node) => Object.values(n.attrs).some((a) => a.kind === "
 export const foldConstantsSync = (graph: Graph, options: FoldOptions = defaultFoldOptions): Graph => {
   const g = bindSync(graph)
   const outputs = new Set(g.outputs.map((o) => o.name))
+  // the values known so far (what later nodes fold with), and the initializers of the result: a
+  // folded graph output is known under its own name but stored under a fresh one (see foldInto)
+  const known = new Map(g.initializers)
   const constants = new Map(g.initializers)
   const fresh = freshNames(g)
   const nodes: Node[] = []
@@ -35,13 +38,14 @@ export const foldConstantsSync = (graph: Graph, options: FoldOptions = defaultFo
         continue
       }
     }
-    const ins = n.inputs.map((i) => (i === "" ? undefined : constants.get(i)))
+    const ins = n.inputs.map((i) => (i === "" ? undefined : known.get(i)))
     if (hasSubgraph(n) || !ins.every((t, k) => t !== undefined || n.inputs[k] === "") || (n.inputs.length === 0 && n.op !== "Constant")) {
       nodes.push(n)
       continue
     }
     const inElems = ins.reduce((s, t) => s + (t ? t.data.length : 0), 0)
-    const outTypes = n.outputs.map((o) => g.valueTypes.get(o))
+    // an omitted ("") output is never materialized: it has no size
+    const outTypes = n.outputs.filter((o) => o !== "").map((o) => g.valueTypes.get(o))
     const outElems = outTypes.reduce((s, t) => s + (t && t.shape.every((d) => typeof d === "number") ? sizeOf(t.shape as number[]) : Infinity), 0)
     if (outElems > options.maxElements && outElems > inElems) {
       nodes.push(n)
@@ -55,6 +59,7 @@ export const foldConstantsSync = (graph: Graph, options: FoldOptions = defaultFo
     out.forEach(roundNarrow)
     n.outputs.forEach((o, j) => {
       if (o === "") return
+      known.set(o, out[j])
       if (outputs.has(o)) {
         // a graph output keeps its name: the constant under a fresh name, then Identity
         const c = fresh(`${o}_const`)

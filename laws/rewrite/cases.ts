@@ -1,0 +1,228 @@
+// Graph cases with what dead-code elimination and its neighbours must handle, added to a random or
+// model-like case (arbitrary.ts): dead chains interleaved with live nodes, initializers nothing
+// reads (and one only a dead node reads), an If whose branches capture an outer value and an
+// outer constant that no node input reads (its output live or dead), and omitted inputs and
+// outputs ("" names) on live and dead nodes. Plus an independent oracle of liveness.
+import * as fc from "fast-check"
+import { attr } from "../../src/ast/graph/attrs.js"
+import { arbGraphCase, prng, type GraphCase } from "../../src/ast/graph/arbitrary.js"
+import { subgraphFreeNames } from "../../src/ast/graph/evaluate.js"
+import { makeGraph, type Graph, type Node, type ValueInfo } from "../../src/ast/graph/graph.js"
+import { bindSync } from "../../src/ast/graph/infer.js"
+import { tensor, type Tensor } from "../../src/ast/graph/tensor.js"
+
+/** Every name a node reads: its inputs and the outer names its subgraphs capture. */
+export const readsOf = (n: Node): string[] => [
+  ...n.inputs.filter((i) => i !== ""),
+  ...Object.values(n.attrs).flatMap((a) => (a.kind === "graph" ? subgraphFreeNames(a.value) : [])),
+]
+
+/**
+ * Liveness as a fixed point over the whole node list (not one reverse sweep): a node is live when
+ * one of its named outputs is a graph output or read by a live node; a value is live when a live
+ * node reads it or it is a graph output.
+ */
+export const liveness = (g: Graph): { readonly nodes: ReadonlySet<Node>; readonly values: ReadonlySet<string> } => {
+  const values = new Set(g.outputs.map((o) => o.name))
+  const nodes = new Set<Node>()
+  for (let grew = true; grew; ) {
+    grew = false
+    for (const n of g.nodes)
+      if (!nodes.has(n) && n.outputs.some((o) => o !== "" && values.has(o))) {
+        nodes.add(n)
+        for (const r of readsOf(n)) values.add(r)
+        grew = true
+      }
+  }
+  return { nodes, values }
+}
+
+/** `c` with dead code, unused constants, an If capturing outer names and omitted names added (seeded). */
+export const withDeadCode = (c: GraphCase, seed: number): GraphCase => {
+  const rng = prng(seed)
+  const g = bindSync(c.graph)
+  const nodes = [...g.nodes]
+  const initializers = new Map(g.initializers)
+  const outputs: ValueInfo[] = [...g.outputs]
+  const typeOf = (v: string) => g.valueTypes.get(v) ?? g.inputs.find((i) => i.name === v)?.type
+  const floats = [...g.inputs.map((i) => i.name), ...g.nodes.flatMap((n) => n.outputs)].filter((v) => {
+    const t = v === "" ? undefined : typeOf(v)
+    return !!t && t.dtype === "float32" && t.shape.every((d) => typeof d === "number")
+  })
+  let k = 0
+  const fresh = (base: string) => `${base}_dc${k++}`
+  const constant = (t: Tensor, base: string) => {
+    const name = fresh(base)
+    initializers.set(name, t)
+    return name
+  }
+  const scalar = (x: number) => tensor("float32", [], Float32Array.of(x))
+  /** Inserts `n` at a random place after the producers of what it reads. */
+  const place = (n: Node) => {
+    const after = Math.max(-1, ...readsOf(n).map((r) => nodes.findIndex((m) => m.outputs.includes(r))))
+    nodes.splice(rng.int(after + 1, nodes.length), 0, n)
+  }
+  const add = (op: string, inputs: string[], outs: string[], attrs: Node["attrs"] = {}) => place({ name: fresh(op.toLowerCase()), op, domain: "", inputs, outputs: outs, attrs })
+  const extraOutput = (name: string, like: string) => outputs.push({ name, type: typeOf(like)! })
+  const pick = () => rng.pick(floats)
+
+  // dead chains, one of them through a constant only it reads
+  for (let d = rng.int(1, 3); d > 0; d--) {
+    const v = pick()
+    const a = fresh("dead")
+    add(rng.pick(["Neg", "Abs", "Relu"]), [v], [a])
+    if (rng.next() < 0.5) add("Add", [a, constant(scalar(rng.float(-1, 1)), "dead_c")], [fresh("dead")])
+  }
+  // initializers nothing reads
+  for (let u = rng.int(0, 2); u > 0; u--) constant(tensor("float32", [2], Float32Array.of(rng.float(-1, 1), rng.float(-1, 1))), "unused")
+  // an If whose branches read w and a constant from the outer scope, not through any input
+  if (rng.next() < 0.7) {
+    const v = pick()
+    const w = fresh("captured")
+    add("Sigmoid", [v], [w])
+    const cap = constant(scalar(rng.float(-1, 1)), "captured_c")
+    const t = typeOf(v)!
+    const branch = (name: string, body: Node[], out: string) => makeGraph({ name, opset: g.opset, inputs: [], outputs: [{ name: out, type: t }], nodes: body })
+    const thenOut = fresh("then_y")
+    const elseOut = fresh("else_y")
+    const thenBranch = branch("then", [{ name: fresh("then_add"), op: "Add", domain: "", inputs: [w, cap], outputs: [thenOut], attrs: {} }], thenOut)
+    const elseBranch = branch("else", [{ name: fresh("else_neg"), op: "Neg", domain: "", inputs: [w], outputs: [elseOut], attrs: {} }], elseOut)
+    const cond = constant(tensor("bool", [], Uint8Array.of(rng.int(0, 1))), "cond")
+    const y = fresh("if_y")
+    place({ name: fresh("if"), op: "If", domain: "", inputs: [cond], outputs: [y], attrs: { then_branch: attr.graph(thenBranch), else_branch: attr.graph(elseBranch) } })
+    if (rng.next() < 0.6) extraOutput(y, v)
+  }
+  // omitted names: a live Clip without its lower bound, Dropouts without their mask (one dead)
+  if (rng.next() < 0.6) {
+    const v = pick()
+    const y = fresh("clipped")
+    add("Clip", [v, "", constant(scalar(rng.float(0, 1)), "clip_hi")], [y])
+    extraOutput(y, v)
+  }
+  if (rng.next() < 0.6) add("Dropout", [pick()], [fresh("dead"), ""])
+  if (rng.next() < 0.3) {
+    const v = pick()
+    const y = fresh("dropped")
+    add("Dropout", [v], [y, ""])
+    extraOutput(y, v)
+  }
+  return { graph: makeGraph({ name: g.name, opset: g.opset, inputs: g.inputs, outputs, initializers, nodes }), inputs: c.inputs }
+}
+
+/** Random and model-like cases with dead code, unused constants, captures and omitted names. */
+export const arbDeadCodeCase = (maxNodes = 12): fc.Arbitrary<GraphCase> =>
+  fc.tuple(arbGraphCase({ maxNodes, modelShare: 0.5, models: { maxMotifs: 4 } }), fc.integer({ min: 1, max: 0x7fffffff })).map(([c, seed]) => withDeadCode(c, seed))
+
+/**
+ * `c` with islands of constants added (seeded): elementwise chains over initializers and Constant
+ * nodes, Expand and ConstantOfShape (outputs larger than their inputs), Split and Dropout with an
+ * omitted ("") output, Shape of activations, an If on a constant condition that captures a value
+ * computed from constants, and the constant results as graph outputs.
+ */
+export const withConstantIslands = (c: GraphCase, seed: number): GraphCase => {
+  const rng = prng(seed)
+  const g = bindSync(c.graph)
+  const nodes = [...g.nodes]
+  const initializers = new Map(g.initializers)
+  const outputs: ValueInfo[] = [...g.outputs]
+  const types = new Map(g.valueTypes)
+  for (const i of g.inputs) types.set(i.name, i.type)
+  for (const [k, t] of g.initializers) types.set(k, { dtype: t.dtype, shape: t.shape })
+  let k = 0
+  const fresh = (base: string) => `${base}_ci${k++}`
+  const constant = (t: Tensor, base = "k") => {
+    const name = fresh(base)
+    initializers.set(name, t)
+    types.set(name, { dtype: t.dtype, shape: t.shape })
+    return name
+  }
+  const rand = (shape: number[]) => tensor("float32", shape, Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rng.float(-1, 1)))
+  const i64 = (xs: number[]) => tensor("int64", [xs.length], Float64Array.from(xs))
+  /** Appends a node; its outputs' types as the case says. */
+  const add = (op: string, inputs: string[], outs: { name: string; shape: number[]; dtype?: "float32" | "int64" }[], attrs: Node["attrs"] = {}) => {
+    nodes.push({ name: fresh(op.toLowerCase()), op, domain: "", inputs, outputs: outs.map((o) => o.name), attrs })
+    for (const o of outs) if (o.name !== "") types.set(o.name, { dtype: o.dtype ?? "float32", shape: o.shape })
+  }
+  const shapeOf = (v: string) => types.get(v)!.shape as number[]
+  const results: string[] = []
+  for (let island = rng.int(1, 3); island > 0; island--) {
+    const shape = [rng.int(1, 4), rng.int(1, 6)]
+    let v = rng.next() < 0.3 ? fresh("const_node") : constant(rand(shape))
+    if (!initializers.has(v)) add("Constant", [], [{ name: v, shape }], { value: attr.tensor(rand(shape)) })
+    for (let step = rng.int(1, 4); step > 0; step--) {
+      const y = fresh("kv")
+      const s = shapeOf(v)
+      switch (rng.pick(["unary", "binary", "expand", "split", "dropout", "transpose"] as const)) {
+        case "unary":
+          add(rng.pick(["Neg", "Abs", "Relu", "Sigmoid"]), [v], [{ name: y, shape: s }])
+          break
+        case "binary":
+          add(rng.pick(["Add", "Mul", "Sub"]), [v, constant(rand([s[s.length - 1]]))], [{ name: y, shape: s }])
+          break
+        case "expand": {
+          const to = [rng.int(1, 3), ...s]
+          add("Expand", [v, constant(i64(to), "kshape")], [{ name: y, shape: to }])
+          break
+        }
+        case "split": {
+          // two halves along the last axis (when even), the second omitted
+          const last = s[s.length - 1]
+          if (last % 2 !== 0) continue
+          const half = [...s.slice(0, -1), last / 2]
+          add("Split", [v, constant(i64([last / 2, last / 2]), "ksplit")], [{ name: y, shape: half }, { name: "", shape: half }], { axis: attr.int(-1) })
+          break
+        }
+        case "dropout":
+          add("Dropout", [v], [{ name: y, shape: s }, { name: "", shape: s }])
+          break
+        case "transpose":
+          add("Transpose", [v], [{ name: y, shape: [...s].reverse() }])
+          break
+      }
+      v = y
+    }
+    results.push(v)
+  }
+  // a large constant made from a small one (folded under a small size bound only if no larger than its inputs)
+  if (rng.next() < 0.5) {
+    const y = fresh("filled")
+    const shape = [rng.int(1, 3), rng.int(2, 9)]
+    add("ConstantOfShape", [constant(i64(shape), "kshape")], [{ name: y, shape }], { value: attr.tensor(tensor("float32", [1], Float32Array.of(rng.float(-1, 1)))) })
+    results.push(y)
+  }
+  // Shape of an activation (static, so known without its data)
+  if (rng.next() < 0.5) {
+    const x = rng.pick(g.inputs).name
+    const y = fresh("shape")
+    add("Shape", [x], [{ name: y, shape: [shapeOf(x).length], dtype: "int64" }])
+    const f = fresh("shape_f")
+    add("Cast", [y], [{ name: f, shape: [shapeOf(x).length] }], { to: attr.int(1) })
+    results.push(f)
+  }
+  // an If on a constant condition whose branch captures a folded value (never folded itself)
+  if (rng.next() < 0.4) {
+    const v = rng.pick(results)
+    const t = types.get(v)!
+    const out = fresh("if_y")
+    const branch = (name: string, op: string) => {
+      const y = fresh(`${name}_y`)
+      return makeGraph({ name, opset: g.opset, inputs: [], outputs: [{ name: y, type: t }], nodes: [{ name: fresh(name), op, domain: "", inputs: [v], outputs: [y], attrs: {} }] })
+    }
+    add("If", [constant(tensor("bool", [], Uint8Array.of(rng.int(0, 1))), "kcond")], [{ name: out, shape: shapeOf(v) }], {
+      then_branch: attr.graph(branch("then", "Neg")),
+      else_branch: attr.graph(branch("else", "Abs")),
+    })
+    results[results.indexOf(v)] = out
+  }
+  for (const v of results) outputs.push({ name: v, type: types.get(v)! })
+  return { graph: makeGraph({ name: g.name, opset: g.opset, inputs: g.inputs, outputs, initializers, nodes }), inputs: c.inputs }
+}
+
+/** Random and model-like cases with constant islands (and dead code around them). */
+export const arbConstantCase = (maxNodes = 10): fc.Arbitrary<GraphCase> =>
+  fc
+    .tuple(arbGraphCase({ maxNodes, modelShare: 0.5, models: { maxMotifs: 3 } }), fc.integer({ min: 1, max: 0x7fffffff }), fc.boolean())
+    .map(([c, seed, dead]) => {
+      const islands = withConstantIslands(c, seed)
+      return dead ? withDeadCode(islands, seed + 1) : islands
+    })
