@@ -5,7 +5,7 @@
 // outputs ("" names) on live and dead nodes. Plus an independent oracle of liveness.
 import * as fc from "fast-check"
 import { attr } from "../../src/ast/graph/attrs.js"
-import { arbGraphCase, prng, type GraphCase } from "../../src/ast/graph/arbitrary.js"
+import { arbGraphCase, arbModelGraphCase, prng, type GraphCase } from "../../src/ast/graph/arbitrary.js"
 import { subgraphFreeNames } from "../../src/ast/graph/evaluate.js"
 import { makeGraph, type Graph, type Node, type ValueInfo } from "../../src/ast/graph/graph.js"
 import { bindSync } from "../../src/ast/graph/infer.js"
@@ -226,3 +226,151 @@ export const arbConstantCase = (maxNodes = 10): fc.Arbitrary<GraphCase> =>
       const islands = withConstantIslands(c, seed)
       return dead ? withDeadCode(islands, seed + 1) : islands
     })
+
+/**
+ * `c` with duplicates for common-subexpression elimination (seeded): copies of nodes (read
+ * downstream, some graph outputs, some captured by an If's branch, some in the "ai.onnx" domain,
+ * an alias of the default one), Dropouts of one input with different omitted outputs, Constant
+ * nodes with equal values and with values that differ in one element, copies of initializers (one
+ * differing in its last element, one captured by a branch, one a graph output) and nodes that read
+ * them, and identical Ifs.
+ */
+export const withDuplicates = (c: GraphCase, seed: number): GraphCase => {
+  const rng = prng(seed)
+  const g = bindSync(c.graph)
+  const nodes = [...g.nodes]
+  const initializers = new Map(g.initializers)
+  const outputs: ValueInfo[] = [...g.outputs]
+  const types = new Map(g.valueTypes)
+  for (const i of g.inputs) types.set(i.name, i.type)
+  for (const [k, t] of g.initializers) types.set(k, { dtype: t.dtype, shape: t.shape })
+  let k = 0
+  const fresh = (base: string) => `${base}_cs${k++}`
+  const isFloat = (v: string) => v !== "" && types.get(v)?.dtype === "float32" && types.get(v)!.shape.every((d) => typeof d === "number")
+  const output = (v: string) => outputs.push({ name: v, type: types.get(v)! })
+  /** `v` read by a new node (placed last) whose output is a graph output: `v` itself stays mergeable. */
+  const readBy = (v: string) => {
+    const y = fresh("read")
+    nodes.push({ name: fresh("neg"), op: "Neg", domain: "", inputs: [v], outputs: [y], attrs: {} })
+    types.set(y, types.get(v)!)
+    output(y)
+  }
+  /** Inserts `n` at a random place after the producers of what it reads (its outputs typed as `like`'s). */
+  const place = (n: Node, like?: readonly string[]) => {
+    const after = Math.max(-1, ...readsOf(n).map((r) => nodes.findIndex((m) => m.outputs.includes(r))))
+    nodes.splice(rng.int(after + 1, nodes.length), 0, n)
+    n.outputs.forEach((o, j) => o !== "" && like?.[j] && types.has(like[j]) && types.set(o, types.get(like[j])!))
+  }
+  /** A copy of `n` under fresh names; its domain, and which of its outputs are named, as given. */
+  const copy = (n: Node, domain = n.domain): Node => ({ ...n, name: fresh(n.name), domain, outputs: n.outputs.map((o) => (o === "" ? "" : fresh(o))) })
+  const plain = g.nodes.filter((n) => !Object.values(n.attrs).some((a) => a.kind === "graph" || a.kind === "graphs") && n.outputs.some(isFloat))
+  const floats = [...g.inputs.map((i) => i.name), ...g.nodes.flatMap((n) => n.outputs)].filter(isFloat)
+  const branchReading = (v: string, op: string) => {
+    const y = fresh(`${op.toLowerCase()}_y`)
+    return makeGraph({ name: op, opset: g.opset, inputs: [], outputs: [{ name: y, type: types.get(v)! }], nodes: [{ name: fresh(op), op, domain: "", inputs: [v], outputs: [y], attrs: {} }] })
+  }
+  const ifReading = (v: string, cond: string): Node => ({
+    name: fresh("if"),
+    op: "If",
+    domain: "",
+    inputs: [cond],
+    outputs: [fresh("if_y")],
+    attrs: { then_branch: attr.graph(branchReading(v, "Neg")), else_branch: attr.graph(branchReading(v, "Abs")) },
+  })
+  const cond = fresh("cond")
+  initializers.set(cond, tensor("bool", [], Uint8Array.of(rng.int(0, 1))))
+
+  // copies of nodes: plain, in the "ai.onnx" domain, as graph outputs, captured by a branch
+  for (let d = Math.min(plain.length, rng.int(1, 4)); d > 0; d--) {
+    const n = rng.pick(plain)
+    const how = rng.pick(["plain", "plain", "domain", "output", "captured"] as const)
+    const m = copy(n, how === "domain" ? "ai.onnx" : n.domain)
+    place(m, n.outputs)
+    const y = m.outputs.find(isFloat)
+    if (!y) continue
+    if (how === "output") output(y)
+    else if (how === "captured") {
+      const f = ifReading(y, cond)
+      place(f, [y])
+      output(f.outputs[0])
+    } else {
+      const z = fresh("uses")
+      place({ name: fresh("use"), op: "Sub", domain: "", inputs: [n.outputs[m.outputs.indexOf(y)], y], outputs: [z], attrs: {} }, [y])
+      output(z)
+    }
+  }
+  // Dropouts of one input: mask omitted, absent or read
+  if (floats.length > 0 && rng.next() < 0.6) {
+    const v = rng.pick(floats)
+    for (const shape of [[fresh("drop")], [fresh("drop"), ""], [fresh("drop"), fresh("mask")]].sort(() => rng.next() - 0.5)) {
+      place({ name: fresh("dropout"), op: "Dropout", domain: "", inputs: [v], outputs: shape, attrs: {} }, [v])
+      readBy(shape[0])
+      if (shape[1]) {
+        types.set(shape[1], { dtype: "bool", shape: types.get(v)!.shape })
+        const f = fresh("mask_f")
+        place({ name: fresh("cast"), op: "Cast", domain: "", inputs: [shape[1]], outputs: [f], attrs: { to: attr.int(1) } }, [v])
+        readBy(f)
+      }
+    }
+  }
+  // Constant nodes: equal values, and values that differ in one (the last) element
+  if (rng.next() < 0.6) {
+    const n = rng.int(1, 40)
+    const a = Float32Array.from({ length: n }, () => rng.float(-1, 1))
+    const b = a.slice()
+    b[n - 1] += 1
+    for (const data of [a, a.slice(), b, b.slice()].slice(0, rng.int(2, 4))) {
+      const y = fresh("const_node")
+      place({ name: fresh("constant"), op: "Constant", domain: "", inputs: [], outputs: [y], attrs: { value: attr.tensor(tensor("float32", [n], data)) } })
+      types.set(y, { dtype: "float32", shape: [n] })
+      readBy(y)
+    }
+  }
+  // copies of initializers, and nodes that read them as others read the originals
+  const weights = [...g.initializers].filter(([, t]) => t.dtype === "float32" && t.data.length > 0)
+  for (let d = Math.min(weights.length, rng.int(0, 3)); d > 0; d--) {
+    const [name, t] = rng.pick(weights)
+    const how = rng.pick(["same", "same", "last", "captured", "output"] as const)
+    const data = t.data.slice()
+    if (how === "last") data[data.length - 1] += 1
+    const twin = fresh(name)
+    initializers.set(twin, tensor(t.dtype, t.shape, data))
+    types.set(twin, { dtype: t.dtype, shape: t.shape })
+    if (how === "output") output(twin)
+    else if (how === "captured") {
+      const f = ifReading(twin, cond)
+      place(f, [name])
+      output(f.outputs[0])
+    } else {
+      const reader = g.nodes.find((n) => n.inputs.includes(name) && !Object.values(n.attrs).some((a) => a.kind === "graph"))
+      if (!reader) continue
+      const m = { ...copy(reader), inputs: reader.inputs.map((i) => (i === name ? twin : i)) }
+      place(m, reader.outputs)
+      for (const o of m.outputs) if (isFloat(o)) readBy(o)
+    }
+  }
+  // identical Ifs (nodes with subgraphs are never merged)
+  if (floats.length > 0 && rng.next() < 0.3) {
+    const f = ifReading(rng.pick(floats), cond)
+    place(f, [f.outputs[0]])
+    const h = copy(f)
+    place(h)
+    for (const x of [f, h]) {
+      types.set(x.outputs[0], { dtype: "float32", shape: (f.attrs.then_branch.value as Graph).outputs[0].type.shape })
+      readBy(x.outputs[0])
+    }
+  }
+  return { graph: makeGraph({ name: g.name, opset: g.opset, inputs: g.inputs, outputs, initializers, nodes }), inputs: c.inputs }
+}
+
+/** Model-like cases full of siblings, and random ones, with duplicates of every kind CSE meets. */
+export const arbDuplicateCase = (): fc.Arbitrary<GraphCase> =>
+  fc
+    .tuple(
+      fc.oneof(
+        arbGraphCase({ maxNodes: 10 }),
+        arbModelGraphCase({ motifs: ["siblings", "conv-bn-act", "pool", "attention", "linear", "gemm", "layer-norm", "split-weights", "split", "dropout-mask"], maxMotifs: 4 }),
+      ),
+      fc.integer({ min: 1, max: 0x7fffffff }),
+    )
+    .map(([c, seed]) => withDuplicates(c, seed))
