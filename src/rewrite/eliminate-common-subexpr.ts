@@ -1,42 +1,26 @@
 // rewrite.EliminateCommonSubexpr: nodes with the same op, attributes and inputs compute the same
-// values; keep the first and read its outputs. Identical constants are merged first.
+// values; keep the first and read its outputs. Identical constants are merged first. Tensors
+// (initializers, tensor attributes) are compared byte for byte within a bucket of one dtype and
+// shape: no hash, so no collision can merge two that differ.
 import type { AttrValue } from "../ast/graph/attrs.js"
 import { subgraphFreeNames } from "../ast/graph/evaluate.js"
 import type { Graph, Node } from "../ast/graph/graph.js"
 import type { Tensor } from "../ast/graph/tensor.js"
 import { graphPass } from "./pass.js"
 
-/** dtype, shape and a hash of the stored bytes (fast on real weights). */
-const tensorKey = (t: Tensor): string => {
-  const bytes = new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength)
-  let h = 2166136261
-  for (let i = 0; i < bytes.length; i++) h = Math.imul(h ^ bytes[i], 16777619) >>> 0
-  return `${t.dtype}[${t.shape.join(",")}]#${h.toString(16)}#${t.data.length}`
-}
-
 const bytesOf = (t: Tensor) => new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength)
 
-/**
- * dtype, shape and a hash of at most 64 evenly spaced bytes: equal tensors get equal keys, and on
- * real weights unequal ones almost never do — without reading megabytes of weights per pass.
- */
-const sampleKey = (t: Tensor): string => {
-  const bytes = bytesOf(t)
-  const n = bytes.length
-  const step = Math.max(1, Math.floor(n / 64))
-  let h = 2166136261
-  for (let i = 0; i < n; i += step) h = Math.imul(h ^ bytes[i], 16777619) >>> 0
-  return `${t.dtype}[${t.shape.join(",")}]#${h.toString(16)}#${t.data.length}`
-}
-
-/** Same dtype, shape and stored bytes (dtype and shape are in the key already). */
-const sameBytes = (a: Tensor, b: Tensor): boolean => {
+/** Same dtype, shape and stored bytes (tensors of one dtype and shape: unequal ones differ early, on real weights). */
+const sameTensor = (a: Tensor, b: Tensor): boolean => {
+  if (a.dtype !== b.dtype || a.shape.join(",") !== b.shape.join(",")) return false
   const x = bytesOf(a)
   const y = bytesOf(b)
-  if (x.length !== y.length) return false
   for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return false
   return true
 }
+
+/** A tensor's bucket: its dtype and shape (the bytes are compared within a bucket). */
+const tensorKey = (t: Tensor): string => `${t.dtype}[${t.shape.join(",")}]`
 
 const attrKey = (a: AttrValue): string | undefined => {
   switch (a.kind) {
@@ -51,6 +35,15 @@ const attrKey = (a: AttrValue): string | undefined => {
       return `${a.kind}:${JSON.stringify(a.value)}`
   }
 }
+
+/** The tensors among a node's attributes, in key order (compared byte for byte between nodes of one key). */
+const tensorsOf = (n: Node): Tensor[] =>
+  Object.keys(n.attrs)
+    .sort()
+    .flatMap((k) => {
+      const a = n.attrs[k]
+      return a.kind === "tensor" ? [a.value] : a.kind === "tensors" ? a.value : []
+    })
 
 const nodeKey = (n: Node): string | undefined => {
   const attrs: string[] = []
@@ -72,25 +65,31 @@ export const eliminateCommonSubexprSync = (g: Graph): Graph => {
   const byKey = new Map<string, [string, Tensor][]>()
   const initializers = new Map<string, Tensor>()
   for (const [name, t] of g.initializers) {
-    const key = sampleKey(t)
-    const same = (byKey.get(key) ?? []).find(([, u]) => sameBytes(t, u))
+    const bucket = byKey.get(tensorKey(t)) ?? []
+    const same = bucket.find(([, u]) => sameTensor(t, u))
     if (same && !outputs.has(name)) rename.set(name, same[0])
     else {
-      byKey.set(key, [...(byKey.get(key) ?? []), [name, t]])
+      byKey.set(tensorKey(t), [...bucket, [name, t]])
       initializers.set(name, t)
     }
   }
-  const seen = new Map<string, Node>()
+  const seen = new Map<string, Node[]>()
   const nodes: Node[] = []
   for (const n0 of g.nodes) {
     const n = n0.inputs.some((i) => rename.has(i)) ? { ...n0, inputs: n0.inputs.map((i) => rename.get(i) ?? i) } : n0
     const key = nodeKey(n)
-    const prev = key === undefined ? undefined : seen.get(key)
+    if (key === undefined) {
+      nodes.push(n)
+      continue
+    }
+    const bucket = seen.get(key) ?? []
+    const tensors = tensorsOf(n)
+    const prev = bucket.find((m) => tensorsOf(m).every((t, i) => sameTensor(t, tensors[i])))
     if (prev && !n.outputs.some((o) => outputs.has(o))) {
       n.outputs.forEach((o, j) => o !== "" && rename.set(o, prev.outputs[j]))
       continue
     }
-    if (key !== undefined && !prev) seen.set(key, n)
+    if (!prev) seen.set(key, [...bucket, n])
     nodes.push(n)
   }
   if (rename.size === 0) return g
