@@ -374,3 +374,172 @@ export const arbDuplicateCase = (): fc.Arbitrary<GraphCase> =>
       fc.integer({ min: 1, max: 0x7fffffff }),
     )
     .map(([c, seed]) => withDuplicates(c, seed))
+
+/**
+ * `c` with what SimplifyInference rewrites, and near misses it must leave (seeded), on the case's
+ * float values: Identity chains; Dropouts with no inputs beyond the data, with a constant
+ * training_mode of 0, with training_mode 1 (and ratio 0), with their mask read; Casts to the same
+ * type and to another; x*1, 1*x, x+0, 0+x, x-0, 0-x, x/1 with the unit of rank 0, 1 or the
+ * value's shape, one that broadcasts x to a larger shape, and a near unit; Transpose pairs that
+ * cancel (inverse perms, or both reversing by default) or compose; Flatten → Reshape and Unsqueeze →
+ * Squeeze chains that cancel or not; BatchNormalization after a 1×1 Conv that only it reads, or
+ * that another node reads too, and on a value that is no Conv's (rank 2 to 4), some in training mode; Gemms with a
+ * constant weight (transposed or not, alpha), a constant or computed bias (beta). Their results
+ * are read by a Neg each (so the rewritten nodes are not graph outputs), some are graph outputs.
+ */
+export const withSimplifiable = (c: GraphCase, seed: number): GraphCase => {
+  const rng = prng(seed)
+  const g = bindSync(c.graph)
+  const nodes = [...g.nodes]
+  const initializers = new Map(g.initializers)
+  const outputs: ValueInfo[] = [...g.outputs]
+  const types = new Map(g.valueTypes)
+  for (const i of g.inputs) types.set(i.name, i.type)
+  let k = 0
+  const fresh = (base: string) => `${base}_si${k++}`
+  const shapeOf = (v: string) => types.get(v)!.shape as number[]
+  const floats = [...g.inputs.map((i) => i.name), ...g.nodes.flatMap((n) => n.outputs)].filter(
+    (v) => v !== "" && types.get(v)?.dtype === "float32" && types.get(v)!.shape.every((d) => typeof d === "number") && shapeOf(v).length >= 1 && shapeOf(v).reduce((a, b) => a * b, 1) <= 4096,
+  )
+  if (floats.length === 0) return c
+  const rand = (shape: readonly number[], lo = -1, hi = 1) => tensor("float32", shape, Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rng.float(lo, hi)))
+  const filled = (shape: readonly number[], x: number) => tensor("float32", shape, new Float32Array(shape.reduce((a, b) => a * b, 1)).fill(x))
+  const i64 = (xs: readonly number[]) => tensor("int64", [xs.length], Float64Array.from(xs))
+  const constant = (t: Tensor, base = "s") => {
+    const name = fresh(base)
+    initializers.set(name, t)
+    types.set(name, { dtype: t.dtype, shape: t.shape })
+    return name
+  }
+  const add = (op: string, inputs: string[], shape: readonly number[], attrs: Node["attrs"] = {}, outs?: string[], dtype: "float32" | "float64" | "bool" = "float32"): string => {
+    const names = outs ?? [fresh("sv")]
+    nodes.push({ name: fresh(op.toLowerCase()), op, domain: "", inputs, outputs: names, attrs })
+    types.set(names[0], { dtype, shape })
+    return names[0]
+  }
+  /** `v` read by a Neg whose output is a graph output (or `v` itself one, now and then). */
+  const finish = (v: string) => {
+    const t = types.get(v)!
+    if (rng.next() < 0.15) outputs.push({ name: v, type: t })
+    else outputs.push({ name: add("Neg", [v], t.shape as number[], {}, undefined, t.dtype as "float32"), type: t })
+  }
+  const pick = (pred: (v: string) => boolean = () => true) => {
+    const cands = floats.filter(pred)
+    return cands.length ? rng.pick(cands) : undefined
+  }
+  for (let step = rng.int(2, 6); step > 0; step--) {
+    switch (rng.pick(["identity", "dropout", "cast", "unit", "transpose", "reshape", "bn", "gemm"] as const)) {
+      case "identity": {
+        const v = pick()!
+        finish(add("Identity", [add("Identity", [v], shapeOf(v))], shapeOf(v)))
+        break
+      }
+      case "dropout": {
+        const v = pick()!
+        const s = shapeOf(v)
+        const how = rng.pick(["plain", "eval", "train", "mask"] as const)
+        if (how === "plain") finish(add("Dropout", [v], s))
+        else if (how === "eval") finish(add("Dropout", [v, constant(filled([], 0.5)), constant(tensor("bool", [], Uint8Array.of(0)))], s))
+        else if (how === "train") finish(add("Dropout", [v, constant(filled([], 0)), constant(tensor("bool", [], Uint8Array.of(1)))], s))
+        else {
+          const [y, m] = [fresh("sv"), fresh("mask")]
+          add("Dropout", [v], s, {}, [y, m])
+          types.set(m, { dtype: "bool", shape: s })
+          finish(y)
+          finish(add("Cast", [m], s, { to: attr.int(1) }))
+        }
+        break
+      }
+      case "cast": {
+        const v = pick()!
+        const s = shapeOf(v)
+        finish(rng.next() < 0.5 ? add("Cast", [v], s, { to: attr.int(1) }) : add("Cast", [add("Cast", [v], s, { to: attr.int(11) }, undefined, "float64")], s, { to: attr.int(1) }))
+        break
+      }
+      case "unit": {
+        const v = pick()!
+        const s = shapeOf(v)
+        const op = rng.pick(["Mul", "Add", "Sub", "Div"] as const)
+        const unit = op === "Mul" || op === "Div" ? 1 : 0
+        const how = rng.pick(["scalar", "one", "full", "wider", "near"] as const)
+        const shape = how === "scalar" ? [] : how === "one" ? [1] : how === "wider" ? [2, ...s] : s
+        const t = filled(shape, unit)
+        if (how === "near") t.data[t.data.length - 1] = unit + 0.5
+        const u = constant(t, "unit")
+        // (no 1/x: x may be 0)
+        const left = op !== "Div" && rng.next() < 0.5
+        finish(add(op, left ? [u, v] : [v, u], how === "wider" ? shape : s))
+        break
+      }
+      case "transpose": {
+        const v = pick((x) => shapeOf(x).length >= 2)
+        if (!v) break
+        const s = shapeOf(v)
+        const perm = s.map((_, i) => i).sort(() => rng.next() - 0.5)
+        const how = rng.pick(["inverse", "default", "compose"] as const)
+        if (how === "default") {
+          const r = [...s].reverse()
+          finish(add("Transpose", [add("Transpose", [v], r)], s))
+        } else {
+          const mid = add("Transpose", [v], perm.map((p) => s[p]), { perm: attr.ints(perm) })
+          const second = how === "inverse" ? perm.map((_, i) => perm.indexOf(i)) : s.map((_, i) => i).sort(() => rng.next() - 0.5)
+          const ms = shapeOf(mid)
+          finish(add("Transpose", [mid], second.map((p) => ms[p]), { perm: attr.ints(second) }))
+        }
+        break
+      }
+      case "reshape": {
+        const v = pick((x) => shapeOf(x).length >= 2)
+        if (!v) break
+        const s = shapeOf(v)
+        if (rng.next() < 0.5) {
+          const flat = add("Flatten", [v], [s[0], s.slice(1).reduce((a, b) => a * b, 1)], { axis: attr.int(1) })
+          const back = rng.next() < 0.6 ? s : [s.slice(0, -1).reduce((a, b) => a * b, 1), s[s.length - 1]]
+          finish(add("Reshape", [flat, constant(i64(back), "shape")], back))
+        } else {
+          const un = add("Unsqueeze", [v, constant(i64([0]), "axes")], [1, ...s])
+          finish(add("Squeeze", [un, constant(i64([0]), "axes")], s))
+        }
+        break
+      }
+      case "bn": {
+        const v = pick((x) => shapeOf(x).length >= 2 && shapeOf(x).length <= 4)
+        if (!v) break
+        const s = shapeOf(v)
+        let x = v
+        let C = s[1]
+        const conv = s.length === 4 && rng.next() < 0.7
+        if (conv) {
+          C = rng.int(1, 4)
+          const ins = [v, constant(rand([C, s[1], 1, 1], -0.5, 0.5), "w")]
+          if (rng.next() < 0.5) ins.push(constant(rand([C]), "b"))
+          x = add("Conv", ins, [s[0], C, s[2], s[3]], { kernel_shape: attr.ints([1, 1]) })
+          if (rng.next() < 0.3) finish(add("Relu", [x], shapeOf(x)))
+        }
+        const params = [rand([C], 0.5, 1.5), rand([C]), rand([C]), rand([C], 0.5, 2)].map((t) => constant(t, "bn"))
+        // now and then in training mode (batch statistics): then it stays
+        const training = rng.next() < 0.15 ? { training_mode: attr.int(1) } : {}
+        finish(add("BatchNormalization", [x, ...params], shapeOf(x), { epsilon: attr.float(rng.pick([1e-5, 1e-3])), ...training }))
+        break
+      }
+      case "gemm": {
+        const v = pick((x) => shapeOf(x).length === 2)
+        if (!v) break
+        const [M, K] = shapeOf(v)
+        const N = rng.int(1, 5)
+        const transB = rng.int(0, 1)
+        const ins = [v, constant(rand(transB ? [N, K] : [K, N]), "gw")]
+        const bias = rng.pick(["none", "constant", "computed"] as const)
+        if (bias === "constant") ins.push(constant(rand(rng.next() < 0.5 ? [N] : [M, N]), "gc"))
+        if (bias === "computed") ins.push(add("Neg", [constant(rand([N]), "gc")], [N]))
+        finish(add("Gemm", ins, [M, N], { transB: attr.int(transB), alpha: attr.float(rng.pick([1, 0.5])), beta: attr.float(rng.pick([1, 2])) }))
+        break
+      }
+    }
+  }
+  return { graph: makeGraph({ name: g.name, opset: g.opset, inputs: g.inputs, outputs, initializers, nodes }), inputs: c.inputs }
+}
+
+/** Random and model-like cases with what SimplifyInference rewrites, and near misses. */
+export const arbSimplifiableCase = (): fc.Arbitrary<GraphCase> =>
+  fc.tuple(arbGraphCase({ maxNodes: 8, modelShare: 0.4, models: { maxMotifs: 3 } }), fc.integer({ min: 1, max: 0x7fffffff })).map(([c, seed]) => withSimplifiable(c, seed))
