@@ -518,8 +518,8 @@ export const withSimplifiable = (c: GraphCase, seed: number): GraphCase => {
         }
         const params = [rand([C], 0.5, 1.5), rand([C]), rand([C]), rand([C], 0.5, 2)].map((t) => constant(t, "bn"))
         // now and then in training mode (batch statistics): then it stays
-        const training = rng.next() < 0.15 ? { training_mode: attr.int(1) } : {}
-        finish(add("BatchNormalization", [x, ...params], shapeOf(x), { epsilon: attr.float(rng.pick([1e-5, 1e-3])), ...training }))
+        const bnAttrs: Node["attrs"] = { epsilon: attr.float(rng.pick([1e-5, 1e-3])), ...(rng.next() < 0.15 ? { training_mode: attr.int(1) } : {}) }
+        finish(add("BatchNormalization", [x, ...params], shapeOf(x), bnAttrs))
         break
       }
       case "gemm": {
