@@ -233,7 +233,8 @@ export const arbConstantCase = (maxNodes = 10): fc.Arbitrary<GraphCase> =>
  * an alias of the default one), Dropouts of one input with different omitted outputs, Constant
  * nodes with equal values and with values that differ in one element, copies of initializers (one
  * differing in its last element, one captured by a branch, one a graph output) and nodes that read
- * them, and identical Ifs.
+ * them, the same bytes in other shapes and dtypes, copies with their attributes in another order,
+ * a Clip without its lower bound after merged nodes with an omitted output, and identical Ifs.
  */
 export const withDuplicates = (c: GraphCase, seed: number): GraphCase => {
   const rng = prng(seed)
@@ -262,7 +263,14 @@ export const withDuplicates = (c: GraphCase, seed: number): GraphCase => {
     n.outputs.forEach((o, j) => o !== "" && like?.[j] && types.has(like[j]) && types.set(o, types.get(like[j])!))
   }
   /** A copy of `n` under fresh names; its domain, and which of its outputs are named, as given. */
-  const copy = (n: Node, domain = n.domain): Node => ({ ...n, name: fresh(n.name), domain, outputs: n.outputs.map((o) => (o === "" ? "" : fresh(o))) })
+  const copy = (n: Node, domain = n.domain): Node => ({
+    ...n,
+    name: fresh(n.name),
+    domain,
+    outputs: n.outputs.map((o) => (o === "" ? "" : fresh(o))),
+    // the same attributes, in another order
+    attrs: Object.fromEntries(Object.entries(n.attrs).sort(() => rng.next() - 0.5)),
+  })
   const plain = g.nodes.filter((n) => !Object.values(n.attrs).some((a) => a.kind === "graph" || a.kind === "graphs") && n.outputs.some(isFloat))
   const floats = [...g.inputs.map((i) => i.name), ...g.nodes.flatMap((n) => n.outputs)].filter(isFloat)
   const branchReading = (v: string, op: string) => {
@@ -302,7 +310,7 @@ export const withDuplicates = (c: GraphCase, seed: number): GraphCase => {
   // Dropouts of one input: mask omitted, absent or read
   if (floats.length > 0 && rng.next() < 0.6) {
     const v = rng.pick(floats)
-    for (const shape of [[fresh("drop")], [fresh("drop"), ""], [fresh("drop"), fresh("mask")]].sort(() => rng.next() - 0.5)) {
+    for (const shape of [[fresh("drop")], [fresh("drop"), ""], [fresh("drop"), ""], [fresh("drop"), fresh("mask")]].sort(() => rng.next() - 0.5)) {
       place({ name: fresh("dropout"), op: "Dropout", domain: "", inputs: [v], outputs: shape, attrs: {} }, [v])
       readBy(shape[0])
       if (shape[1]) {
@@ -313,6 +321,16 @@ export const withDuplicates = (c: GraphCase, seed: number): GraphCase => {
       }
     }
   }
+  // an omitted input after merged nodes with omitted outputs
+  if (floats.length > 0) {
+    const v = rng.pick(floats)
+    const hi = fresh("hi")
+    initializers.set(hi, tensor("float32", [], Float32Array.of(0.5)))
+    const y = fresh("clipped")
+    nodes.push({ name: fresh("clip"), op: "Clip", domain: "", inputs: [v, "", hi], outputs: [y], attrs: {} })
+    types.set(y, types.get(v)!)
+    output(y)
+  }
   // Constant nodes: equal values, and values that differ in one (the last) element
   if (rng.next() < 0.6) {
     const n = rng.int(1, 40)
@@ -320,9 +338,11 @@ export const withDuplicates = (c: GraphCase, seed: number): GraphCase => {
     const b = a.slice()
     b[n - 1] += 1
     for (const data of [a, a.slice(), b, b.slice()].slice(0, rng.int(2, 4))) {
+      // one dimension or two, [1, n] or [n, 1]: the same bytes in another shape
+      const shape = rng.pick([[n], [1, n], [n, 1]])
       const y = fresh("const_node")
-      place({ name: fresh("constant"), op: "Constant", domain: "", inputs: [], outputs: [y], attrs: { value: attr.tensor(tensor("float32", [n], data)) } })
-      types.set(y, { dtype: "float32", shape: [n] })
+      place({ name: fresh("constant"), op: "Constant", domain: "", inputs: [], outputs: [y], attrs: { value: attr.tensor(tensor("float32", shape, data)) } })
+      types.set(y, { dtype: "float32", shape })
       readBy(y)
     }
   }
@@ -348,6 +368,14 @@ export const withDuplicates = (c: GraphCase, seed: number): GraphCase => {
       place(m, reader.outputs)
       for (const o of m.outputs) if (isFloat(o)) readBy(o)
     }
+  }
+  // the same bytes as another initializer in another shape ([1, n] and [n, 1]) or dtype (int32), and equal twins, read by nothing
+  for (let d = rng.int(0, 3); d > 0; d--) {
+    const n = rng.int(1, 6)
+    const data = Float32Array.from({ length: n }, () => rng.float(-1, 1))
+    const shapes = [[1, n], [n, 1], [n, 1]]
+    for (const shape of shapes) initializers.set(fresh("twin"), tensor("float32", shape, data.slice()))
+    initializers.set(fresh("twin"), tensor("int32", [n, 1], new Int32Array(data.slice().buffer)))
   }
   // identical Ifs (nodes with subgraphs are never merged)
   if (floats.length > 0 && rng.next() < 0.3) {

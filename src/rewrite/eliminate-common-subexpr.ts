@@ -2,7 +2,6 @@
 // values; keep the first and read its outputs. Identical constants are merged first. Tensors
 // (initializers, tensor attributes) are compared byte for byte within a bucket of one dtype and
 // shape: no hash, so no collision can merge two that differ.
-import type { AttrValue } from "../ast/graph/attrs.js"
 import { subgraphFreeNames } from "../ast/graph/evaluate.js"
 import type { Graph, Node } from "../ast/graph/graph.js"
 import type { Tensor } from "../ast/graph/tensor.js"
@@ -10,86 +9,67 @@ import { graphPass } from "./pass.js"
 
 const bytesOf = (t: Tensor) => new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength)
 
-/** Same dtype, shape and stored bytes (tensors of one dtype and shape: unequal ones differ early, on real weights). */
-const sameTensor = (a: Tensor, b: Tensor): boolean => {
-  if (a.dtype !== b.dtype || a.shape.join(",") !== b.shape.join(",")) return false
-  const x = bytesOf(a)
+/** Same stored bytes, for tensors of one bucket (one dtype and shape): unequal weights differ early. */
+const sameBytes = (a: Tensor, b: Tensor): boolean => {
   const y = bytesOf(b)
-  for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return false
-  return true
+  return bytesOf(a).every((x, i) => x === y[i])
 }
 
 /** A tensor's bucket: its dtype and shape (the bytes are compared within a bucket). */
-const tensorKey = (t: Tensor): string => `${t.dtype}[${t.shape.join(",")}]`
+const tensorKey = (t: Tensor): string => JSON.stringify([t.dtype, t.shape])
 
-const attrKey = (a: AttrValue): string | undefined => {
-  switch (a.kind) {
-    case "graph":
-    case "graphs":
-      return undefined // nodes with subgraphs are never merged
-    case "tensor":
-      return `t:${tensorKey(a.value)}`
-    case "tensors":
-      return `ts:${a.value.map(tensorKey).join(",")}`
-    default:
-      return `${a.kind}:${JSON.stringify(a.value)}`
-  }
+interface Keyed {
+  readonly node: Node
+  /** The node's tensor attributes, in key order: compared byte for byte between nodes of one key. */
+  readonly tensors: readonly Tensor[]
 }
 
-/** The tensors among a node's attributes, in key order (compared byte for byte between nodes of one key). */
-const tensorsOf = (n: Node): Tensor[] =>
-  Object.keys(n.attrs)
-    .sort()
-    .flatMap((k) => {
-      const a = n.attrs[k]
-      return a.kind === "tensor" ? [a.value] : a.kind === "tensors" ? a.value : []
-    })
-
-const nodeKey = (n: Node): string | undefined => {
-  const attrs: string[] = []
-  for (const k of Object.keys(n.attrs).sort()) {
-    const v = attrKey(n.attrs[k])
-    if (v === undefined) return undefined
-    attrs.push(`${k}=${v}`)
-  }
-  return `${n.domain}.${n.op}(${n.inputs.join(",")})[${n.outputs.map((o) => (o === "" ? "_" : "o")).join("")}]{${attrs.join(";")}}`
+/** A node's domain, op, inputs, named outputs and attributes (tensors by their bucket); none for a node with a subgraph. */
+const nodeKey = (n: Node): { readonly key: string; readonly tensors: readonly Tensor[] } | undefined => {
+  const names = Object.keys(n.attrs).sort()
+  const attrs = names.map((k) => n.attrs[k])
+  if (attrs.some((a) => a.kind === "graph" || a.kind === "graphs")) return undefined // nodes with subgraphs are never merged
+  const tensors = attrs.flatMap((a) => (a.kind === "tensor" ? [a.value] : a.kind === "tensors" ? a.value : []))
+  const values = attrs.map((a) => (a.kind === "tensor" ? tensorKey(a.value) : a.kind === "tensors" ? a.value.map(tensorKey) : a.value))
+  return { key: JSON.stringify([n.domain, n.op, n.inputs, n.outputs.map((o) => o !== ""), names, values]), tensors }
 }
 
 export const eliminateCommonSubexprSync = (g: Graph): Graph => {
   const rename = new Map<string, string>()
-  // names subgraphs read from this scope keep their identity (a rename would not reach inside)
+  // graph outputs, and names subgraphs read from this scope, keep their identity (a rename would
+  // not reach inside a subgraph)
   const pinned = new Set<string>(g.outputs.map((o) => o.name))
   for (const n of g.nodes) for (const a of Object.values(n.attrs)) if (a.kind === "graph") for (const f of subgraphFreeNames(a.value)) pinned.add(f)
-  const outputs = pinned
-  // merge identical initializers (a name that is a graph output keeps its own)
+  // merge identical initializers
   const byKey = new Map<string, [string, Tensor][]>()
   const initializers = new Map<string, Tensor>()
   for (const [name, t] of g.initializers) {
-    const bucket = byKey.get(tensorKey(t)) ?? []
-    const same = bucket.find(([, u]) => sameTensor(t, u))
-    if (same && !outputs.has(name)) rename.set(name, same[0])
+    const key = tensorKey(t)
+    const bucket = byKey.get(key) ?? []
+    const same = bucket.find(([, u]) => sameBytes(t, u))
+    if (same && !pinned.has(name)) rename.set(name, same[0])
     else {
-      byKey.set(tensorKey(t), [...bucket, [name, t]])
+      byKey.set(key, [...bucket, [name, t]])
       initializers.set(name, t)
     }
   }
-  const seen = new Map<string, Node[]>()
+  const seen = new Map<string, Keyed[]>()
   const nodes: Node[] = []
   for (const n0 of g.nodes) {
     const n = n0.inputs.some((i) => rename.has(i)) ? { ...n0, inputs: n0.inputs.map((i) => rename.get(i) ?? i) } : n0
-    const key = nodeKey(n)
-    if (key === undefined) {
+    const found = nodeKey(n)
+    if (found === undefined) {
       nodes.push(n)
       continue
     }
-    const bucket = seen.get(key) ?? []
-    const tensors = tensorsOf(n)
-    const prev = bucket.find((m) => tensorsOf(m).every((t, i) => sameTensor(t, tensors[i])))
-    if (prev && !n.outputs.some((o) => outputs.has(o))) {
-      n.outputs.forEach((o, j) => o !== "" && rename.set(o, prev.outputs[j]))
+    const bucket = seen.get(found.key) ?? []
+    const prev = bucket.find((m) => m.tensors.every((t, i) => sameBytes(t, found.tensors[i])))
+    if (prev && !n.outputs.some((o) => pinned.has(o))) {
+      // (an omitted output maps to prev's, omitted too: "" → "")
+      n.outputs.forEach((o, j) => rename.set(o, prev.node.outputs[j]))
       continue
     }
-    if (!prev) seen.set(key, [...bucket, n])
+    seen.set(found.key, [...bucket, { node: n, tensors: found.tensors }])
     nodes.push(n)
   }
   if (rename.size === 0) return g
