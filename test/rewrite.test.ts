@@ -134,6 +134,19 @@ describe("rewrite.FoldConstants", () => {
     expect(Array.from(after.initializers.get(after.nodes[0].inputs[0])!.data)).toEqual([-3])
   })
 
+  it("by default keeps a constant of more than 2²⁰ elements made from smaller inputs, and folds one of 2²⁰", () => {
+    const filled = (n: number) =>
+      makeGraph({
+        opset: 18,
+        inputs: [{ name: "x", type: f32([1]) }],
+        outputs: [{ name: "y", type: f32([1]) }],
+        initializers: new Map([["shape", i64([n])]]),
+        nodes: [node("ConstantOfShape", ["shape"], ["big"]), node("ReduceMax", ["big"], ["m"], { keepdims: attr.int(1) }), node("Add", ["x", "m"], ["y"])],
+      })
+    expect(foldConstantsSync(filled((1 << 20) + 1)).nodes.map((n) => n.op)).toEqual(["ConstantOfShape", "ReduceMax", "Add"])
+    expect(foldConstantsSync(filled(1 << 20)).nodes.map((n) => n.op)).toEqual(["Add"])
+  })
+
   it("folds the readers of a value that is folded into a graph output", () => {
     const before = makeGraph({
       opset: 18,

@@ -116,7 +116,8 @@ export const arbDeadCodeCase = (maxNodes = 12): fc.Arbitrary<GraphCase> =>
 /**
  * `c` with islands of constants added (seeded): elementwise chains over initializers and Constant
  * nodes, Expand and ConstantOfShape (outputs larger than their inputs), Split and Dropout with an
- * omitted ("") output, Shape of activations, an If on a constant condition that captures a value
+ * omitted ("") output, Clip without its lower bound, Shape of activations (one with a symbolic batch
+ * dimension), an If on a constant condition that captures a value
  * computed from constants, and the constant results as graph outputs.
  */
 export const withConstantIslands = (c: GraphCase, seed: number): GraphCase => {
@@ -152,7 +153,7 @@ export const withConstantIslands = (c: GraphCase, seed: number): GraphCase => {
     for (let step = rng.int(1, 4); step > 0; step--) {
       const y = fresh("kv")
       const s = shapeOf(v)
-      switch (rng.pick(["unary", "binary", "expand", "split", "dropout", "transpose"] as const)) {
+      switch (rng.pick(["unary", "binary", "expand", "split", "dropout", "clip", "transpose"] as const)) {
         case "unary":
           add(rng.pick(["Neg", "Abs", "Relu", "Sigmoid"]), [v], [{ name: y, shape: s }])
           break
@@ -175,6 +176,10 @@ export const withConstantIslands = (c: GraphCase, seed: number): GraphCase => {
         case "dropout":
           add("Dropout", [v], [{ name: y, shape: s }, { name: "", shape: s }])
           break
+        case "clip":
+          // no lower bound: an omitted input
+          add("Clip", [v, "", constant(tensor("float32", [], Float32Array.of(rng.float(0, 1))), "khi")], [{ name: y, shape: s }])
+          break
         case "transpose":
           add("Transpose", [v], [{ name: y, shape: [...s].reverse() }])
           break
@@ -190,9 +195,18 @@ export const withConstantIslands = (c: GraphCase, seed: number): GraphCase => {
     add("ConstantOfShape", [constant(i64(shape), "kshape")], [{ name: y, shape }], { value: attr.tensor(tensor("float32", [1], Float32Array.of(rng.float(-1, 1)))) })
     results.push(y)
   }
-  // Shape of an activation (static, so known without its data)
-  if (rng.next() < 0.5) {
-    const x = rng.pick(g.inputs).name
+  // Shape of an activation (static, so known without its data), or of an input with a symbolic
+  // batch dimension (known only when it runs)
+  const symbolic = rng.next() < 0.3
+  const inputs = [...g.inputs]
+  const feeds = new Map(c.inputs)
+  if (symbolic) {
+    inputs.push({ name: "xs_ci", type: { dtype: "float32", shape: ["N", 3] } })
+    types.set("xs_ci", { dtype: "float32", shape: [rng.int(1, 3), 3] })
+    feeds.set("xs_ci", rand([types.get("xs_ci")!.shape[0] as number, 3]))
+  }
+  if (symbolic || rng.next() < 0.5) {
+    const x = symbolic ? "xs_ci" : rng.pick(g.inputs).name
     const y = fresh("shape")
     add("Shape", [x], [{ name: y, shape: [shapeOf(x).length], dtype: "int64" }])
     const f = fresh("shape_f")
@@ -215,7 +229,7 @@ export const withConstantIslands = (c: GraphCase, seed: number): GraphCase => {
     results[results.indexOf(v)] = out
   }
   for (const v of results) outputs.push({ name: v, type: types.get(v)! })
-  return { graph: makeGraph({ name: g.name, opset: g.opset, inputs: g.inputs, outputs, initializers, nodes }), inputs: c.inputs }
+  return { graph: makeGraph({ name: g.name, opset: g.opset, inputs, outputs, initializers, nodes }), inputs: feeds }
 }
 
 /** Random and model-like cases with constant islands (and dead code around them). */

@@ -7,6 +7,7 @@ import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { arbModelGraphCase } from "../../src/ast/graph/arbitrary-models.js"
 import { structurallyEqual, type Graph } from "../../src/ast/graph/graph.js"
+import { bindSync } from "../../src/ast/graph/infer.js"
 import { defaultFoldOptions, foldConstantsSync } from "../../src/rewrite/fold-constants.js"
 import { eliminateDeadCodeSync, foldConstants, withPassConfig } from "../../src/rewrite/index.js"
 import { assertAllClose, evalGraph, lawParams } from "../support.js"
@@ -54,9 +55,9 @@ describe("rewrite.FoldConstants on multi-output ops", () => {
 // Constant nodes, Expand and ConstantOfShape, Split and Dropout with an omitted output, Shape of
 // activations, an If capturing a folded value, dead code) under size bounds at and around the
 // islands' sizes: no node is left whose inputs are all constant unless its outputs exceed the
-// bound and its inputs (or it holds a subgraph, or it keeps a graph output's name), no Shape of a
-// static shape is left, no initializer is left that nothing reads, and the result evaluates as
-// before.
+// bound and its inputs (or it holds a subgraph, or it keeps a graph output's name), none is folded
+// that does, no Shape of a static shape is left, no initializer is left that nothing reads, and
+// the result evaluates as before.
 const BOUNDS = [defaultFoldOptions.maxElements, 1, 2, 4, 6, 8, 12, 16, 24]
 const islands = fc.tuple(arbConstantCase(), fc.constantFrom(...BOUNDS))
 
@@ -64,11 +65,11 @@ const isStatic = (t: { readonly shape: readonly (number | string)[] } | undefine
 
 /**
  * What `after` (= foldConstants(before, { maxElements })) left that it must not: a Shape of a
- * static shape, an initializer nothing reads, a node whose inputs are all constant (an Identity
+ * static shape, an initializer nothing reads (with `unread`), a node whose inputs are all constant (an Identity
  * that keeps a folded graph output's name aside, with `keepers`) unless it holds a subgraph or
  * its outputs exceed both the bound and its inputs.
  */
-const leftToFold = (after: Graph, maxElements: number, keepers = true): string[] => {
+const leftToFold = (after: Graph, maxElements: number, { keepers = true, unread = true } = {}): string[] => {
   const outputs = new Set(after.outputs.map((o) => o.name))
   const elems = (v: string) => {
     const t = after.valueTypes.get(v)
@@ -79,7 +80,7 @@ const leftToFold = (after: Graph, maxElements: number, keepers = true): string[]
   const kept = new Map(after.nodes.filter((n) => n.op === "Identity" && outputs.has(n.outputs[0]) && after.initializers.has(n.inputs[0])).map((n) => [n.outputs[0], after.initializers.get(n.inputs[0])!]))
   const constant = (v: string) => after.initializers.get(v) ?? kept.get(v)
   const bad: string[] = []
-  for (const [k] of after.initializers) if (!reads.has(k) && !outputs.has(k)) bad.push(`initializer ${k} is read by nothing`)
+  if (unread) for (const [k] of after.initializers) if (!reads.has(k) && !outputs.has(k)) bad.push(`initializer ${k} is read by nothing`)
   for (const n of after.nodes) {
     if (n.op === "Shape" && isStatic(after.valueTypes.get(n.inputs[0]))) bad.push(`${n.name}: Shape of a static shape is left`)
     if (!n.inputs.every((i) => i === "" || constant(i))) continue
@@ -92,6 +93,28 @@ const leftToFold = (after: Graph, maxElements: number, keepers = true): string[]
   return bad
 }
 
+/**
+ * What `after` folded that the bound keeps: a new constant (or the constant behind a folded graph
+ * output) whose node in `before` writes more than `maxElements` elements and more than it reads
+ * (Shape aside: it reads no data).
+ */
+const foldedOverBound = (before: Graph, after: Graph, maxElements: number): string[] => {
+  const b = bindSync(before)
+  const producer = new Map(b.nodes.flatMap((n) => n.outputs.map((o) => [o, n] as const)))
+  const elems = (v: string) => b.initializers.get(v)?.data.length ?? (b.valueTypes.get(v)!.shape as number[]).reduce((x, y) => x * y, 1)
+  const keeperOf = new Map(after.nodes.filter((n) => n.op === "Identity").map((n) => [n.inputs[0], n.outputs[0]]))
+  const bad: string[] = []
+  for (const k of after.initializers.keys()) {
+    if (b.initializers.has(k)) continue
+    const n = producer.get(keeperOf.get(k) ?? k)
+    if (!n || n.op === "Shape") continue
+    const out = n.outputs.filter((o) => o !== "").reduce((s, o) => s + elems(o), 0)
+    const ins = n.inputs.filter((i) => i !== "").reduce((s, i) => s + elems(i), 0)
+    if (out > maxElements && out > ins) bad.push(`${n.name} (${n.op}) writes ${out} elements from ${ins} over a bound of ${maxElements}, and was folded`)
+  }
+  return bad
+}
+
 describe("rewrite.FoldConstants on constant islands, under size bounds", () => {
   it("leaves only what the size bound keeps, no Shape of a static shape, no unread initializer; evaluates as before", () => {
     let folded = 0
@@ -99,10 +122,12 @@ describe("rewrite.FoldConstants on constant islands, under size bounds", () => {
     fc.assert(
       fc.property(islands, ([{ graph, inputs }, maxElements]) => {
         const after = foldConstantsSync(graph, { maxElements })
-        expect(leftToFold(after, maxElements)).toEqual([])
+        // (a graph it leaves alone keeps its initializers, read or not)
+        expect(leftToFold(after, maxElements, { unread: after !== graph })).toEqual([])
+        expect(foldedOverBound(graph, after, maxElements)).toEqual([])
         assertAllClose(evalGraph(after, inputs), evalGraph(graph, inputs))
         folded += graph.nodes.length - after.nodes.length
-        kept += after.nodes.filter((n) => n.inputs.length > 0 && n.inputs.every((i) => i === "" || after.initializers.has(i)) && n.op !== "Identity").length
+        kept += after.nodes.filter((n) => n.inputs.length > 0 && n.inputs.every((i) => i === "" || after.initializers.has(i)) && n.op !== "Identity" && n.op !== "If").length
       }),
       lawParams(120),
     )
@@ -120,7 +145,7 @@ describe("rewrite.FoldConstants on constant islands, under size bounds", () => {
         if (!structurallyEqual(twice, once)) throw new Error("a second run changed the graph")
         // without the Identities that keep folded outputs' names, nothing may be left to fold
         const settled = eliminateDeadCodeSync({ ...once, outputs: once.outputs.filter((o) => !once.nodes.some((n) => n.op === "Identity" && n.outputs[0] === o.name && once.initializers.has(n.inputs[0]))) })
-        if (leftToFold(settled, maxElements, false).length > 0) return
+        if (leftToFold(settled, maxElements, { keepers: false }).length > 0) return
         unchanged += 1
         expect(foldConstantsSync(settled, { maxElements })).toBe(settled)
       }),

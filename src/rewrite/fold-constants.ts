@@ -29,7 +29,7 @@ export const foldConstantsSync = (graph: Graph, options: FoldOptions = defaultFo
   let changed = false
   for (const n of g.nodes) {
     const { def, attrs } = resolveNode(n)
-    if (n.op === "Shape" && n.inputs[0] !== "") {
+    if (n.op === "Shape") {
       // Shape of a statically shaped value is known without its data
       const t = g.valueTypes.get(n.inputs[0])
       if (t && t.shape.every((d) => typeof d === "number")) {
@@ -39,7 +39,8 @@ export const foldConstantsSync = (graph: Graph, options: FoldOptions = defaultFo
       }
     }
     const ins = n.inputs.map((i) => (i === "" ? undefined : known.get(i)))
-    if (hasSubgraph(n) || !ins.every((t, k) => t !== undefined || n.inputs[k] === "") || (n.inputs.length === 0 && n.op !== "Constant")) {
+    // (every op but Constant reads at least one input: a node with none is a Constant)
+    if (hasSubgraph(n) || !ins.every((t, k) => t !== undefined || n.inputs[k] === "")) {
       nodes.push(n)
       continue
     }
