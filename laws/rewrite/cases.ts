@@ -419,7 +419,7 @@ export const arbDuplicateCase = (): fc.Arbitrary<GraphCase> =>
 
 /**
  * `c` with what SimplifyInference rewrites, and near misses it must leave (seeded), on the case's
- * float values: Identity chains; Dropouts with no inputs beyond the data, with a constant
+ * float values: Identity chains; an Identity and an x*1 that an If's branches read; Dropouts with no inputs beyond the data, with a constant
  * training_mode of 0, with training_mode 1 (and ratio 0), with their mask read; Casts to the same
  * type and to another; x*1, 1*x, x+0, 0+x, x-0, 0-x, x/1 with the unit of rank 0, 1 or the
  * value's shape, one that broadcasts x to a larger shape, and a near unit; Transpose pairs that
@@ -470,10 +470,24 @@ export const withSimplifiable = (c: GraphCase, seed: number): GraphCase => {
     return cands.length ? rng.pick(cands) : undefined
   }
   for (let step = rng.int(2, 6); step > 0; step--) {
-    switch (rng.pick(["identity", "dropout", "cast", "unit", "transpose", "reshape", "bn", "gemm"] as const)) {
+    switch (rng.pick(["identity", "captured", "dropout", "cast", "unit", "transpose", "reshape", "bn", "gemm"] as const)) {
       case "identity": {
         const v = pick()!
         finish(add("Identity", [add("Identity", [v], shapeOf(v))], shapeOf(v)))
+        break
+      }
+      case "captured": {
+        // x*1 and an Identity whose outputs an If's branches read from outside: they keep their names
+        const v = pick()!
+        const t = types.get(v)!
+        const a = add("Identity", [v], shapeOf(v))
+        const b = add("Mul", [v, constant(filled([], 1), "unit")], shapeOf(v))
+        const branch = (name: string, op: string) => {
+          const y = fresh(`${name}_y`)
+          return makeGraph({ name, opset: g.opset, inputs: [], outputs: [{ name: y, type: t }], nodes: [{ name: fresh(name), op, domain: "", inputs: [a, b], outputs: [y], attrs: {} }] })
+        }
+        const cond = constant(tensor("bool", [], Uint8Array.of(rng.int(0, 1))), "cond")
+        finish(add("If", [cond], shapeOf(v), { then_branch: attr.graph(branch("then", "Add")), else_branch: attr.graph(branch("else", "Sub")) }))
         break
       }
       case "dropout": {
