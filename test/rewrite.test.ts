@@ -7,15 +7,21 @@ import { tensor, type Tensor } from "../src/ast/graph/tensor.js"
 import { prng } from "../src/ast/graph/arbitrary.js"
 import {
   defaultPasses,
+  eliminateCommonSubexpr,
   eliminateCommonSubexprSync,
+  eliminateDeadCode,
   eliminateDeadCodeSync,
+  foldConstants,
   foldConstantsSync,
   fuseOpsSync,
   planMemory,
+  planMemoryPass,
   rewriteToFixedPoint,
+  simplifyInference,
   simplifyInferenceSync,
   type Rule,
 } from "../src/rewrite/index.js"
+import { winogradConv } from "../src/rewrite/winograd.js"
 import { assertAllClose, evalGraph } from "../laws/support.js"
 
 const rng = prng(7)
@@ -106,6 +112,58 @@ describe("rewrite.FoldConstants", () => {
     expect(Array.from(after.initializers.get(after.nodes[0].inputs[1])!.data)).toEqual([2, -1])
     const x = feeds(before)
     assertAllClose(evalGraph(after, x), evalGraph(before, x))
+  })
+
+  // Regressions found by the constant-island law (laws/rewrite/fold-constants.law.ts): an omitted
+  // output counted as a value of unknown size (Infinity elements, over any bound), so a Split or
+  // Dropout on constants with an omitted output was never folded; and a value folded into a graph
+  // output was not known as a constant to the nodes that read it, so they were not folded.
+  it("folds a Split on constants whose second output is omitted", () => {
+    const before = makeGraph({
+      opset: 18,
+      inputs: [],
+      outputs: [{ name: "y", type: f32([1]) }],
+      initializers: new Map([
+        ["c", tensor("float32", [2], Float32Array.of(3, 4))],
+        ["parts", i64([1, 1])],
+      ]),
+      nodes: [node("Split", ["c", "parts"], ["a", ""], { axis: attr.int(0) }), node("Neg", ["a"], ["y"])],
+    })
+    const after = foldConstantsSync(before)
+    expect(after.nodes.map((n) => n.op)).toEqual(["Identity"])
+    expect(Array.from(after.initializers.get(after.nodes[0].inputs[0])!.data)).toEqual([-3])
+  })
+
+  it("by default keeps a constant of more than 2²⁰ elements made from smaller inputs, and folds one of 2²⁰", () => {
+    const filled = (n: number) =>
+      makeGraph({
+        opset: 18,
+        inputs: [{ name: "x", type: f32([1]) }],
+        outputs: [{ name: "y", type: f32([1]) }],
+        initializers: new Map([["shape", i64([n])]]),
+        nodes: [node("ConstantOfShape", ["shape"], ["big"]), node("ReduceMax", ["big"], ["m"], { keepdims: attr.int(1) }), node("Add", ["x", "m"], ["y"])],
+      })
+    expect(foldConstantsSync(filled((1 << 20) + 1)).nodes.map((n) => n.op)).toEqual(["ConstantOfShape", "ReduceMax", "Add"])
+    expect(foldConstantsSync(filled(1 << 20)).nodes.map((n) => n.op)).toEqual(["Add"])
+  })
+
+  it("folds the readers of a value that is folded into a graph output", () => {
+    const before = makeGraph({
+      opset: 18,
+      inputs: [],
+      outputs: [
+        { name: "a", type: f32([2]) },
+        { name: "y", type: f32([2]) },
+      ],
+      initializers: new Map([["c", tensor("float32", [2], Float32Array.of(3, -4))]]),
+      nodes: [node("Neg", ["c"], ["a"]), node("Abs", ["a"], ["y"])],
+    })
+    const after = foldConstantsSync(before)
+    expect(after.nodes.map((n) => n.op)).toEqual(["Identity", "Identity"])
+    expect(evalGraph(after, new Map()).map((t) => Array.from(t.data))).toEqual([
+      [-3, 4],
+      [3, 4],
+    ])
   })
 })
 
@@ -273,5 +331,12 @@ describe("pattern recognition (rewrite.SimplifyInference)", () => {
     expect(after.nodes.map((n) => n.op)).toEqual(["Gelu"])
     const x = feeds(before)
     assertAllClose(evalGraph(after, x), evalGraph(before, x))
+  })
+})
+
+describe("pass names", () => {
+  it("are the `rewrite.<PascalCase>` names PassConfig.disabled, instruments and reports use", () => {
+    const named = [foldConstants, eliminateDeadCode, eliminateCommonSubexpr, simplifyInference, winogradConv, planMemoryPass].map((p) => p.name)
+    expect(named).toEqual(["rewrite.FoldConstants", "rewrite.EliminateDeadCode", "rewrite.EliminateCommonSubexpr", "rewrite.SimplifyInference", "rewrite.WinogradConv", "rewrite.PlanMemory"])
   })
 })

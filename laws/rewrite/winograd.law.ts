@@ -37,11 +37,11 @@ interface ConvCase {
 /** Conv (k×k, `group`) with optional bias and Relu on a random [1, C, H, W] input. */
 const convGraph = (
   rng: ReturnType<typeof prng>,
-  o: { C: number; O: number; H: number; W: number; k?: number; group?: number; attrs: Record<string, AttrValue>; bias: boolean; relu: boolean },
+  o: { C: number; O: number; H: number; W: number; k?: number; kw?: number; group?: number; attrs: Record<string, AttrValue>; bias: boolean; relu: boolean },
 ): Graph => {
   const rand = (shape: number[]) => tensor("float32", shape, Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rng.float(-1, 1)))
   const k = o.k ?? 3
-  const inits = new Map<string, Tensor>([["w", rand([o.O, o.C / (o.group ?? 1), k, k])]])
+  const inits = new Map<string, Tensor>([["w", rand([o.O, o.C / (o.group ?? 1), k, o.kw ?? k])]])
   if (o.bias) inits.set("b", rand([o.O]))
   return makeGraph({
     opset: 13,
@@ -200,5 +200,87 @@ describe("rewrite.WinogradConv: model-like conv nets", () => {
     )
     // the cases do reach Winograd
     expect(winograd).toBeGreaterThan(5)
+  })
+})
+
+// Which convs take Winograd, and which tile: single blocked convs with random channels (8 to 32),
+// images (5 to 18 pixels, batch 1 or 2: tile counts on both sides of MIN_TILES), kernels (3×1 too), strides,
+// dilations, depthwise groups, pads and auto_pad, some with a computed weight (an Identity of the
+// constant: no kernel transform at compile time), and the model-like nets above. An oracle read off
+// each ConvNCHWc (group 1, 3×3, stride and dilation 1, ≥ 16 channels in and out, a constant
+// weight; F(4×4) with ≥ 16 tiles of 4×4, else F(2×2) with ≥ 16 tiles of 2×2) says how many convs
+// take which tile and how many stay direct.
+const arbAnyConv: fc.Arbitrary<ConvCase & { readonly computedWeight: boolean }> = fc.integer({ min: 1, max: 1 << 30 }).map((seed) => {
+  const rng = prng(seed)
+  const C = rng.pick([8, 12, 16, 24, 32, 16])
+  const depthwise = rng.next() < 0.15
+  const O = depthwise ? C : rng.pick([8, 12, 16, 24, 16])
+  const k = rng.pick([3, 3, 3, 3, 3, 3, 1, 5])
+  // now and then a 3×1 or 1×3 kernel
+  const [kh, kw] = k === 3 && rng.next() < 0.15 ? rng.pick([[3, 1], [1, 3]]) : [k, k]
+  // at least the widest window (5: a 5×5 kernel, or a 3×3 dilated by 2)
+  const [H, W] = rng.next() < 0.3 ? [rng.int(5, 10), rng.int(5, 10)] : [rng.int(11, 18), rng.int(11, 18)]
+  const auto = rng.pick(["NOTSET", "NOTSET", "SAME_UPPER", "VALID"])
+  const attrs: Record<string, AttrValue> = {
+    kernel_shape: attr.ints([kh, kw]),
+    ...(rng.next() < 0.2 ? { strides: attr.ints([rng.int(1, 2), rng.int(1, 2)]) } : {}),
+    ...(k === 3 && rng.next() < 0.25 ? { dilations: attr.ints(rng.pick([[1, 2], [2, 1], [2, 2]])) } : {}),
+    ...(depthwise ? { group: attr.int(C) } : {}),
+    ...(auto === "NOTSET" ? { pads: attr.ints([rng.int(0, 2), rng.int(0, 2), rng.int(0, 2), rng.int(0, 2)]) } : { auto_pad: attr.str(auto) }),
+  }
+  const graph = convGraph(rng, { C, O, H, W, k: kh, kw, group: depthwise ? C : 1, attrs, bias: rng.next() < 0.5, relu: rng.next() < 0.3 })
+  const N = rng.pick([1, 1, 2])
+  const batched: Graph = { ...graph, inputs: [{ name: "x", type: { dtype: "float32", shape: [N, C, H, W] } }] }
+  const rand = (shape: number[]) => tensor("float32", shape, Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rng.float(-1, 1)))
+  return { graph: batched, inputs: new Map([["x", rand([N, C, H, W])]]), lanes: rng.pick([4, 8]), computedWeight: rng.next() < 0.15 }
+})
+
+/** The tile (4 or 2) the conv `n` of a blocked graph should take, or undefined: it stays direct. */
+const expectedTile = (g: Graph, n: Graph["nodes"][number]): number | undefined => {
+  const w = g.initializers.get(n.inputs[1])
+  const [x, y] = [g.valueTypes.get(n.inputs[0]), g.valueTypes.get(n.outputs[0])]
+  if (!w || !x || !y) return undefined
+  const ints = (k: string) => (n.attrs[k]?.kind === "ints" ? (n.attrs[k].value as readonly number[]) : [1, 1])
+  const group = n.attrs.group?.kind === "int" ? n.attrs.group.value : 1
+  const [OB, IB, KH, KW, ib, ob] = w.shape
+  if (group !== 1 || KH !== 3 || KW !== 3 || ints("strides").some((s) => s !== 1) || ints("dilations").some((d) => d !== 1)) return undefined
+  if (IB * ib < 16 || OB * ob < 16) return undefined
+  const [N, OH, OW] = [x.shape[0], y.shape[2], y.shape[3]] as number[]
+  const tiles = (m: number) => Math.ceil(OH / m) * Math.ceil(OW / m) * N
+  return tiles(4) >= 16 ? 4 : tiles(2) >= 16 ? 2 : undefined
+}
+
+/** `g` with the weights of its blocked convs read through an Identity (no longer constants). */
+const computeWeights = (g: Graph): Graph => ({
+  ...g,
+  nodes: g.nodes.flatMap((n) =>
+    n.op === "ConvNCHWc" ? [{ name: `${n.name}_w`, op: "Identity", domain: "", inputs: [n.inputs[1]], outputs: [`${n.inputs[1]}_computed`], attrs: {} }, { ...n, inputs: [n.inputs[0], `${n.inputs[1]}_computed`, ...n.inputs.slice(2)] }] : [n],
+  ),
+})
+
+describe("rewrite.WinogradConv: exactly the convs it applies to", () => {
+  it("rewrites the convs the oracle picks, with its tile, and leaves the others direct; evaluates as before", () => {
+    const counts = { 4: 0, 2: 0, direct: 0 }
+    const either = fc.oneof(
+      arbAnyConv,
+      arbWinogradNet.map(([c, lanes]) => ({ ...c, lanes, computedWeight: false })),
+    )
+    fc.assert(
+      fc.property(either, ({ graph, inputs, lanes, computedWeight }) => {
+        const blocked0 = alterLayoutSync(graph, { vectorLanes: lanes })
+        const blocked = computedWeight ? computeWeights(blocked0) : blocked0
+        const want = blocked.nodes.filter((n) => n.op === "ConvNCHWc").map((n) => (computedWeight ? undefined : expectedTile(blocked, n)))
+        const after = winogradConvSync(blocked)
+        const got = after.nodes.filter((n) => n.op === "ConvWinogradNCHWc").map((n) => after.initializers.get(n.inputs[1])!.shape[0] - 2)
+        expect(got.sort()).toEqual(want.filter((m) => m !== undefined).sort())
+        expect(after.nodes.filter((n) => n.op === "ConvNCHWc").length).toBe(want.filter((m) => m === undefined).length)
+        for (const m of want) counts[m === 4 || m === 2 ? m : "direct"] += 1
+        assertAllClose(evalGraph(after, inputs), evalGraph(graph, inputs), 1e-4, 1e-4)
+      }),
+      lawParams(100),
+    )
+    // the cases reach both tiles and direct convs
+    expect(counts[4]).toBeGreaterThan(1)
+    expect(Math.min(counts[2], counts.direct)).toBeGreaterThan(3)
   })
 })

@@ -1,96 +1,75 @@
 // rewrite.EliminateCommonSubexpr: nodes with the same op, attributes and inputs compute the same
-// values; keep the first and read its outputs. Identical constants are merged first.
-import type { AttrValue } from "../ast/graph/attrs.js"
+// values; keep the first and read its outputs. Identical constants are merged first. Tensors
+// (initializers, tensor attributes) are compared byte for byte within a bucket of one dtype and
+// shape: no hash, so no collision can merge two that differ.
 import { subgraphFreeNames } from "../ast/graph/evaluate.js"
 import type { Graph, Node } from "../ast/graph/graph.js"
 import type { Tensor } from "../ast/graph/tensor.js"
 import { graphPass } from "./pass.js"
 
-/** dtype, shape and a hash of the stored bytes (fast on real weights). */
-const tensorKey = (t: Tensor): string => {
-  const bytes = new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength)
-  let h = 2166136261
-  for (let i = 0; i < bytes.length; i++) h = Math.imul(h ^ bytes[i], 16777619) >>> 0
-  return `${t.dtype}[${t.shape.join(",")}]#${h.toString(16)}#${t.data.length}`
-}
-
 const bytesOf = (t: Tensor) => new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength)
 
-/**
- * dtype, shape and a hash of at most 64 evenly spaced bytes: equal tensors get equal keys, and on
- * real weights unequal ones almost never do — without reading megabytes of weights per pass.
- */
-const sampleKey = (t: Tensor): string => {
-  const bytes = bytesOf(t)
-  const n = bytes.length
-  const step = Math.max(1, Math.floor(n / 64))
-  let h = 2166136261
-  for (let i = 0; i < n; i += step) h = Math.imul(h ^ bytes[i], 16777619) >>> 0
-  return `${t.dtype}[${t.shape.join(",")}]#${h.toString(16)}#${t.data.length}`
-}
-
-/** Same dtype, shape and stored bytes (dtype and shape are in the key already). */
+/** Same stored bytes, for tensors of one bucket (one dtype and shape): unequal weights differ early. */
 const sameBytes = (a: Tensor, b: Tensor): boolean => {
-  const x = bytesOf(a)
   const y = bytesOf(b)
-  if (x.length !== y.length) return false
-  for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return false
-  return true
+  return bytesOf(a).every((x, i) => x === y[i])
 }
 
-const attrKey = (a: AttrValue): string | undefined => {
-  switch (a.kind) {
-    case "graph":
-    case "graphs":
-      return undefined // nodes with subgraphs are never merged
-    case "tensor":
-      return `t:${tensorKey(a.value)}`
-    case "tensors":
-      return `ts:${a.value.map(tensorKey).join(",")}`
-    default:
-      return `${a.kind}:${JSON.stringify(a.value)}`
-  }
+/** A tensor's bucket: its dtype and shape (the bytes are compared within a bucket). */
+const tensorKey = (t: Tensor): string => JSON.stringify([t.dtype, t.shape])
+
+interface Keyed {
+  readonly node: Node
+  /** The node's tensor attributes, in key order: compared byte for byte between nodes of one key. */
+  readonly tensors: readonly Tensor[]
 }
 
-const nodeKey = (n: Node): string | undefined => {
-  const attrs: string[] = []
-  for (const k of Object.keys(n.attrs).sort()) {
-    const v = attrKey(n.attrs[k])
-    if (v === undefined) return undefined
-    attrs.push(`${k}=${v}`)
-  }
-  return `${n.domain}.${n.op}(${n.inputs.join(",")})[${n.outputs.map((o) => (o === "" ? "_" : "o")).join("")}]{${attrs.join(";")}}`
+/** A node's domain, op, inputs, named outputs and attributes (tensors by their bucket); none for a node with a subgraph. */
+const nodeKey = (n: Node): { readonly key: string; readonly tensors: readonly Tensor[] } | undefined => {
+  const names = Object.keys(n.attrs).sort()
+  const attrs = names.map((k) => n.attrs[k])
+  if (attrs.some((a) => a.kind === "graph" || a.kind === "graphs")) return undefined // nodes with subgraphs are never merged
+  const tensors = attrs.flatMap((a) => (a.kind === "tensor" ? [a.value] : a.kind === "tensors" ? a.value : []))
+  const values = attrs.map((a) => (a.kind === "tensor" ? tensorKey(a.value) : a.kind === "tensors" ? a.value.map(tensorKey) : a.value))
+  return { key: JSON.stringify([n.domain, n.op, n.inputs, n.outputs.map((o) => o !== ""), names, values]), tensors }
 }
 
 export const eliminateCommonSubexprSync = (g: Graph): Graph => {
   const rename = new Map<string, string>()
-  // names subgraphs read from this scope keep their identity (a rename would not reach inside)
+  // graph outputs, and names subgraphs read from this scope, keep their identity (a rename would
+  // not reach inside a subgraph)
   const pinned = new Set<string>(g.outputs.map((o) => o.name))
   for (const n of g.nodes) for (const a of Object.values(n.attrs)) if (a.kind === "graph") for (const f of subgraphFreeNames(a.value)) pinned.add(f)
-  const outputs = pinned
-  // merge identical initializers (a name that is a graph output keeps its own)
+  // merge identical initializers
   const byKey = new Map<string, [string, Tensor][]>()
   const initializers = new Map<string, Tensor>()
   for (const [name, t] of g.initializers) {
-    const key = sampleKey(t)
-    const same = (byKey.get(key) ?? []).find(([, u]) => sameBytes(t, u))
-    if (same && !outputs.has(name)) rename.set(name, same[0])
+    const key = tensorKey(t)
+    const bucket = byKey.get(key) ?? []
+    const same = bucket.find(([, u]) => sameBytes(t, u))
+    if (same && !pinned.has(name)) rename.set(name, same[0])
     else {
-      byKey.set(key, [...(byKey.get(key) ?? []), [name, t]])
+      byKey.set(key, [...bucket, [name, t]])
       initializers.set(name, t)
     }
   }
-  const seen = new Map<string, Node>()
+  const seen = new Map<string, Keyed[]>()
   const nodes: Node[] = []
   for (const n0 of g.nodes) {
     const n = n0.inputs.some((i) => rename.has(i)) ? { ...n0, inputs: n0.inputs.map((i) => rename.get(i) ?? i) } : n0
-    const key = nodeKey(n)
-    const prev = key === undefined ? undefined : seen.get(key)
-    if (prev && !n.outputs.some((o) => outputs.has(o))) {
-      n.outputs.forEach((o, j) => o !== "" && rename.set(o, prev.outputs[j]))
+    const found = nodeKey(n)
+    if (found === undefined) {
+      nodes.push(n)
       continue
     }
-    if (key !== undefined && !prev) seen.set(key, n)
+    const bucket = seen.get(found.key) ?? []
+    const prev = bucket.find((m) => m.tensors.every((t, i) => sameBytes(t, found.tensors[i])))
+    if (prev && !n.outputs.some((o) => pinned.has(o))) {
+      // (an omitted output maps to prev's, omitted too: "" → "")
+      n.outputs.forEach((o, j) => rename.set(o, prev.node.outputs[j]))
+      continue
+    }
+    seen.set(found.key, [...bucket, { node: n, tensors: found.tensors }])
     nodes.push(n)
   }
   if (rename.size === 0) return g

@@ -20,13 +20,16 @@ const hasSubgraph = (n: Node) => Object.values(n.attrs).some((a) => a.kind === "
 export const foldConstantsSync = (graph: Graph, options: FoldOptions = defaultFoldOptions): Graph => {
   const g = bindSync(graph)
   const outputs = new Set(g.outputs.map((o) => o.name))
+  // the values known so far (what later nodes fold with), and the initializers of the result: a
+  // folded graph output is known under its own name but stored under a fresh one (see foldInto)
+  const known = new Map(g.initializers)
   const constants = new Map(g.initializers)
   const fresh = freshNames(g)
   const nodes: Node[] = []
   let changed = false
   for (const n of g.nodes) {
     const { def, attrs } = resolveNode(n)
-    if (n.op === "Shape" && n.inputs[0] !== "") {
+    if (n.op === "Shape") {
       // Shape of a statically shaped value is known without its data
       const t = g.valueTypes.get(n.inputs[0])
       if (t && t.shape.every((d) => typeof d === "number")) {
@@ -35,13 +38,15 @@ export const foldConstantsSync = (graph: Graph, options: FoldOptions = defaultFo
         continue
       }
     }
-    const ins = n.inputs.map((i) => (i === "" ? undefined : constants.get(i)))
-    if (hasSubgraph(n) || !ins.every((t, k) => t !== undefined || n.inputs[k] === "") || (n.inputs.length === 0 && n.op !== "Constant")) {
+    const ins = n.inputs.map((i) => (i === "" ? undefined : known.get(i)))
+    // (every op but Constant reads at least one input: a node with none is a Constant)
+    if (hasSubgraph(n) || !ins.every((t, k) => t !== undefined || n.inputs[k] === "")) {
       nodes.push(n)
       continue
     }
     const inElems = ins.reduce((s, t) => s + (t ? t.data.length : 0), 0)
-    const outTypes = n.outputs.map((o) => g.valueTypes.get(o))
+    // an omitted ("") output is never materialized: it has no size
+    const outTypes = n.outputs.filter((o) => o !== "").map((o) => g.valueTypes.get(o))
     const outElems = outTypes.reduce((s, t) => s + (t && t.shape.every((d) => typeof d === "number") ? sizeOf(t.shape as number[]) : Infinity), 0)
     if (outElems > options.maxElements && outElems > inElems) {
       nodes.push(n)
@@ -55,6 +60,7 @@ export const foldConstantsSync = (graph: Graph, options: FoldOptions = defaultFo
     out.forEach(roundNarrow)
     n.outputs.forEach((o, j) => {
       if (o === "") return
+      known.set(o, out[j])
       if (outputs.has(o)) {
         // a graph output keeps its name: the constant under a fresh name, then Identity
         const c = fresh(`${o}_const`)
