@@ -71,8 +71,8 @@ export const recognizeLayerNorm: Rule = {
     if (!sq || !internal(ctx, mean2.inputs[0])) return undefined
     const squares = (sq.op === "Pow" && sq.inputs[0] === d && scalarOf(ctx, sq.inputs[1]) === 2) || (sq.op === "Mul" && sq.inputs[0] === d && sq.inputs[1] === d)
     if (!squares) return undefined
-    // d is read by the square and the Div only
-    if (ctx.consumers(d).length !== 2 || ctx.isOutput(d)) return undefined
+    // d is read by the square and the Div only (Mul(d, d) reads it twice)
+    if (ctx.isOutput(d) || ctx.consumers(d).some((c) => c.name !== sq.name && c.name !== n.name)) return undefined
     const xt = ctx.type(x)
     if (!xt || !xt.shape.every((v) => typeof v === "number") || (xt.dtype !== "float32" && xt.dtype !== "float64")) return undefined
     const a1 = reduceAxes(ctx, mean1)

@@ -1,0 +1,288 @@
+// Graphs that spell out, op by op, what exporters write for LayerNormalization, Gelu and
+// HardSwish (recognize-patterns.ts), in every association and operand order the rules accept, and
+// near misses that must stay as they are: a constant a little off, a value read outside the
+// pattern, axes that differ or do not trail, a Mul tree of four factors, a LayerNormalization with
+// its statistics read. Each case says which ops the graph must consist of once the patterns are
+// recognised (and the dead nodes removed): one node per planted pattern, the affine Mul / Add after
+// a LayerNormalization absorbed into it, every near miss left node for node.
+import * as fc from "fast-check"
+import { attr } from "./attrs.js"
+import { graphBuilder, prng, randomTensor, type GraphBuilder, type GraphCase, type Val } from "./arbitrary-builder.js"
+import type { DType } from "./dtype.js"
+import { fromArray } from "./tensor.js"
+
+export interface PatternCase extends GraphCase {
+  /** The ops of the graph with every planted pattern recognised (a multiset, sorted). */
+  readonly expected: readonly string[]
+  /** How many patterns were planted (recognisable), and how many near misses. */
+  readonly planted: number
+  readonly nearMisses: number
+}
+
+interface Ctx {
+  readonly b: GraphBuilder
+  readonly dtype: DType
+  readonly opset: number
+  /** The ops that must remain, one per node. */
+  readonly kept: string[]
+  /** Values made graph outputs (read outside the pattern). */
+  readonly side: Val[]
+}
+
+const scalar = (c: Ctx, v: number): Val => c.b.constant(fromArray(c.dtype, c.b.rng.next() < 0.5 ? [] : [1], [v]))
+const filled = (c: Ctx, shape: readonly number[], lo: number, hi: number): Val => c.b.constant(randomTensor(c.b.rng, shape, lo, hi, c.dtype))
+/** Two operands in either order. */
+const swap = <T>(c: Ctx, a: T, b: T): [T, T] => (c.b.rng.next() < 0.5 ? [a, b] : [b, a])
+/** A near miss keeps every node it made. */
+const keepAll = (c: Ctx, ops: readonly string[]) => c.kept.push(...ops)
+
+/** ReduceMean over `axes` with keepdims, the axes as the opset spells them. */
+const reduceMean = (c: Ctx, x: Val, axes: readonly number[]): Val =>
+  c.opset >= 18
+    ? c.b.op1("ReduceMean", [x, c.b.constant(fromArray("int64", [axes.length], axes), "axes")], { keepdims: attr.int(1) })
+    : c.b.op1("ReduceMean", [x], { axes: attr.ints(axes), ...(c.b.rng.next() < 0.5 ? { keepdims: attr.int(1) } : {}) })
+
+/** The trailing axes [rank-k, …, rank-1], spelled negative or positive, in either order. */
+const trailing = (c: Ctx, rank: number, k: number): number[] => {
+  const axes = Array.from({ length: k }, (_, i) => rank - k + i).map((a) => (c.b.rng.next() < 0.5 ? a - rank : a))
+  return c.b.rng.next() < 0.5 ? axes : axes.reverse()
+}
+
+const LN_MISSES = ["pow3", "other-square", "eps-computed", "axes-differ", "not-trailing", "d-read", "mean-read", "mean-of-other", "var-read", "sq-read", "ve-read", "sqrt-read"] as const
+type LnMiss = (typeof LN_MISSES)[number]
+
+/**
+ * LayerNorm spelled out: Div(d, Sqrt(Add(ReduceMean(d²), ε))), d = x − ReduceMean(x), then an
+ * optional Mul by a scale and Add of a shift that fit the normalised dims (absorbed), or that do not.
+ */
+const layerNormSpelled = (c: Ctx, x: Val): Val => {
+  const { b } = c
+  const { rng } = b
+  const rank = x.shape.length
+  const k = rank >= 3 && rng.next() < 0.4 ? 2 : 1
+  const miss: LnMiss | undefined = rng.next() < 0.4 ? rng.pick(LN_MISSES) : undefined
+  // a leading axis is never trailing (rank ≥ 2); a second axis set of another length, or the first axis, differs
+  const axes1 = miss === "not-trailing" ? [rng.pick([0, -rank])] : trailing(c, rank, k)
+  const axes2 = miss === "axes-differ" ? (rank >= 3 ? trailing(c, rank, 3 - k) : [rng.pick([0, -rank])]) : miss === "not-trailing" ? axes1 : trailing(c, rank, k)
+  const ops: string[] = []
+  const op1 = (op: string, ins: readonly Val[], attrs = {}) => {
+    ops.push(op)
+    return b.op1(op, ins, attrs)
+  }
+  const mean = (v: Val, axes: readonly number[]) => {
+    ops.push("ReduceMean")
+    return reduceMean(c, v, axes)
+  }
+  const other = miss === "mean-of-other" ? op1("Abs", [x]) : x
+  const m = mean(other, axes1)
+  const d = op1("Sub", [x, m])
+  const sq =
+    miss === "pow3"
+      ? op1("Pow", [d, scalar(c, 3)])
+      : miss === "other-square"
+        ? op1("Mul", swap(c, d, op1("Relu", [d])))
+        : rng.next() < 0.5
+          ? op1("Pow", [d, scalar(c, 2)])
+          : op1("Mul", [d, d])
+  const v = mean(sq, axes2)
+  const eps = miss === "eps-computed" ? op1("Abs", [scalar(c, 1e-5)]) : scalar(c, rng.pick([1e-5, 1e-3, 0.1]))
+  const ve = op1("Add", swap(c, v, eps))
+  const root = op1("Sqrt", [ve])
+  const n = op1("Div", [d, root])
+  if (miss === "d-read") c.side.push(d)
+  if (miss === "mean-read") c.side.push(m)
+  if (miss === "var-read") c.side.push(v)
+  if (miss === "sq-read") c.side.push(sq)
+  if (miss === "ve-read") c.side.push(ve)
+  if (miss === "sqrt-read") c.side.push(root)
+  if (miss) {
+    keepAll(c, ops)
+    return n
+  }
+  c.kept.push("LayerNormalization")
+  return affine(c, n, x.shape.slice(rank - k))
+}
+
+type AffineMiss = "wide" | "computed" | "read"
+
+/**
+ * After a LayerNormalization over `norm` dims: Mul by a constant and / or Add a constant (either
+ * side) that broadcast over the normalised dims (absorbed), or a near miss that stays.
+ */
+const affine = (c: Ctx, y0: Val, norm: readonly number[]): Val => {
+  const { b } = c
+  const { rng } = b
+  // shapes that broadcast over `norm` only: a suffix of it with some dims 1, or a scalar
+  const fitting = (): number[] => {
+    const len = rng.int(0, norm.length)
+    return norm.slice(norm.length - len).map((d) => (rng.next() < 0.3 ? 1 : d))
+  }
+  let y = y0
+  // after a near miss the value is no LayerNormalization's any more: what follows stays too
+  let missed = false
+  for (const op of rng.next() < 0.5 ? ["Mul", "Add"] : rng.pick([["Mul"], ["Add"], [], ["Add", "Mul"]])) {
+    const miss: AffineMiss | undefined = rng.next() < 0.25 ? rng.pick<AffineMiss>(["wide", "computed", "read"]) : undefined
+    // wide: one more leading dim than the normalised ones (a [T, D] constant after a norm over D)
+    const cst = miss === "wide" ? filled(c, y.shape.slice(y.shape.length - norm.length - 1), 0.5, 1.5) : filled(c, fitting(), 0.5, 1.5)
+    const operand = miss === "computed" ? b.op1("Relu", [cst]) : cst
+    if (miss === "computed") c.kept.push("Relu")
+    if (miss === "read") c.side.push(y)
+    missed ||= miss !== undefined
+    if (missed) c.kept.push(op)
+    y = b.op1(op, swap(c, y, operand))
+  }
+  return y
+}
+
+type LnOpMiss = "stats" | "scale-computed"
+
+/** LayerNormalization as the op (scale constant, bias constant or none), then an affine tail. */
+const layerNormOp = (c: Ctx, x: Val): Val => {
+  const { b } = c
+  const { rng } = b
+  const rank = x.shape.length
+  const k = rank >= 3 && rng.next() < 0.4 ? 2 : 1
+  const norm = x.shape.slice(rank - k)
+  const miss: LnOpMiss | undefined = rng.next() < 0.3 ? rng.pick<LnOpMiss>(["stats", "scale-computed"]) : undefined
+  const scale0 = filled(c, norm, 0.5, 1.5)
+  const scale = miss === "scale-computed" ? b.op1("Abs", [scale0]) : scale0
+  if (miss === "scale-computed") c.kept.push("Abs")
+  const ins = rng.next() < 0.5 ? [x, scale, filled(c, norm, -0.5, 0.5)] : [x, scale]
+  const attrs = { axis: attr.int(rng.next() < 0.5 ? -k : rank - k), epsilon: attr.float(rng.pick([1e-5, 1e-2])) }
+  const y = miss === "stats" ? b.op("LayerNormalization", ins, attrs, 2)[0] : b.op1("LayerNormalization", ins, attrs)
+  c.kept.push("LayerNormalization")
+  if (!miss) return affine(c, y, norm)
+  // nothing after it is absorbed: one Mul by a fitting constant stays
+  c.kept.push("Mul")
+  return b.op1("Mul", swap(c, y, filled(c, norm, 0.5, 1.5)))
+}
+
+type GeluMiss = "half-off" | "one-off" | "root-off" | "erf-of-other" | "four-factors" | "erf-read" | "scaled-read" | "plus-read" | "inner-read"
+
+/** x · ½ · (1 + erf(x / √2)) in any association and operand order, or x · (1/√2) inside. */
+const geluSpelled = (c: Ctx, x: Val): Val => {
+  const { b } = c
+  const { rng } = b
+  const miss: GeluMiss | undefined =
+    rng.next() < 0.4 ? rng.pick<GeluMiss>(["half-off", "one-off", "root-off", "erf-of-other", "four-factors", "erf-read", "scaled-read", "plus-read", "inner-read"]) : undefined
+  const ops: string[] = []
+  const op1 = (op: string, ins: readonly Val[]) => {
+    ops.push(op)
+    return b.op1(op, ins)
+  }
+  const inner = miss === "erf-of-other" ? op1("Neg", [x]) : x
+  const byDiv = rng.next() < 0.5
+  const scaled = byDiv ? op1("Div", [inner, scalar(c, miss === "root-off" ? 1.5 : Math.SQRT2)]) : op1("Mul", swap(c, inner, scalar(c, miss === "root-off" ? 0.75 : Math.SQRT1_2)))
+  const e = op1("Erf", [scaled])
+  const plus = op1("Add", swap(c, e, scalar(c, miss === "one-off" ? 2 : 1)))
+  const half = scalar(c, miss === "half-off" ? 0.45 : 0.5)
+  const factors = [x, half, plus]
+  // a tree of two Muls over the three factors in a random order: (f0 · f1) · f2 or f0 · (f1 · f2)
+  for (let i = factors.length - 1; i > 0; i--) {
+    const j = rng.int(0, i)
+    ;[factors[i], factors[j]] = [factors[j], factors[i]]
+  }
+  const left = rng.next() < 0.5
+  const pair = left ? op1("Mul", [factors[0], factors[1]]) : op1("Mul", [factors[1], factors[2]])
+  let y = left ? op1("Mul", swap(c, pair, factors[2])) : op1("Mul", swap(c, factors[0], pair))
+  if (miss === "four-factors") y = op1("Mul", swap(c, op1("Mul", [y, half]), scalar(c, 2)))
+  if (miss === "erf-read") c.side.push(e)
+  if (miss === "scaled-read") c.side.push(scaled)
+  if (miss === "plus-read") c.side.push(plus)
+  if (miss === "inner-read") c.side.push(pair)
+  if (miss && miss !== "four-factors") {
+    keepAll(c, ops)
+    return y
+  }
+  if (miss === "four-factors") {
+    // the inner three-factor tree is Gelu all the same (its Mul is read by the outer one alone)
+    c.kept.push("Gelu", "Mul", "Mul")
+    return y
+  }
+  c.kept.push("Gelu")
+  return y
+}
+
+type HsMiss = "alpha-off" | "beta-off" | "of-other" | "hs-read" | "lo-off" | "hi-off" | "three-off" | "six-off" | "add-of-other" | "clip-read" | "add-read" | "mul-read"
+
+/** x · HardSigmoid(x; 1/6, ½), or x · Clip(x + 3, 0, 6) / 6, operands in either order. */
+const hardSwishSpelled = (c: Ctx, x: Val): Val => {
+  const { b } = c
+  const { rng } = b
+  const ops: string[] = []
+  const op1 = (op: string, ins: readonly Val[], attrs = {}) => {
+    ops.push(op)
+    return b.op1(op, ins, attrs)
+  }
+  const finish = (miss: HsMiss | undefined, y: Val) => {
+    if (miss) keepAll(c, ops)
+    else c.kept.push("HardSwish")
+    return y
+  }
+  if (rng.next() < 0.4) {
+    const miss: HsMiss | undefined = rng.next() < 0.4 ? rng.pick<HsMiss>(["alpha-off", "beta-off", "of-other", "hs-read"]) : undefined
+    const other = miss === "of-other" ? op1("Neg", [x]) : x
+    const hs = op1("HardSigmoid", [other], {
+      ...(miss === "alpha-off" ? {} : { alpha: attr.float(1 / 6) }),
+      beta: attr.float(miss === "beta-off" ? 0.6 : 0.5),
+    })
+    if (miss === "hs-read") c.side.push(hs)
+    return finish(miss, op1("Mul", swap(c, x, hs)))
+  }
+  const miss: HsMiss | undefined = rng.next() < 0.4 ? rng.pick<HsMiss>(["lo-off", "hi-off", "three-off", "six-off", "add-of-other", "clip-read", "add-read", "mul-read"]) : undefined
+  const other = miss === "add-of-other" ? op1("Neg", [x]) : x
+  const add = op1("Add", swap(c, other, scalar(c, miss === "three-off" ? 2.5 : 3)))
+  const [lo, hi] = [miss === "lo-off" ? -1 : 0, miss === "hi-off" ? 5 : 6]
+  const clip = c.opset < 11 ? op1("Clip", [add], { min: attr.float(lo), max: attr.float(hi) }) : op1("Clip", [add, scalar(c, lo), scalar(c, hi)])
+  const mul = op1("Mul", swap(c, x, clip))
+  const y = op1("Div", [mul, scalar(c, miss === "six-off" ? 5 : 6)])
+  if (miss === "clip-read") c.side.push(clip)
+  if (miss === "add-read") c.side.push(add)
+  if (miss === "mul-read") c.side.push(mul)
+  return finish(miss, y)
+}
+
+/** A unary op between patterns (never a Mul or an Add, so nothing is absorbed by accident). */
+const filler = (c: Ctx, x: Val): Val => {
+  const op = c.b.rng.pick(["Relu", "Tanh", "Abs", "Neg"])
+  c.kept.push(op)
+  return c.b.op1(op, [x])
+}
+
+const MOTIFS = [layerNormSpelled, layerNormOp, geluSpelled, hardSwishSpelled, filler] as const
+
+/** One case from `seed`: an input of rank 2 to 4, `budget` motifs in a chain. */
+export const buildPatternGraph = (seed: number, budget: number): PatternCase => {
+  const rng = prng(seed)
+  const opset = rng.pick([10, 13, 18])
+  const dtype: DType = rng.next() < 0.2 ? "float64" : "float32"
+  const b = graphBuilder(rng, opset)
+  const rank = rng.int(2, 4)
+  const shape = Array.from({ length: rank }, (_, i) => (i === rank - 1 ? rng.pick([4, 6, 8]) : rng.int(1, 3)))
+  const input = b.input("x", randomTensor(rng, shape, -2, 2, dtype))
+  const c: Ctx = { b, dtype, opset, kept: [], side: [] }
+  let x = input
+  let planted = 0
+  let nearMisses = 0
+  for (let k = 0; k < budget; k++) {
+    const before = c.kept.length
+    const motif = rng.pick(MOTIFS)
+    x = motif(c, x)
+    const added = c.kept.slice(before)
+    if (motif !== filler) {
+      if (added.some((op) => op === "LayerNormalization" || op === "Gelu" || op === "HardSwish")) planted++
+      else nearMisses++
+    }
+  }
+  if (x === input) {
+    c.kept.push("Relu")
+    x = b.op1("Relu", [x])
+  }
+  const outputs = [x, ...c.side.filter((v, k, all) => v !== x && all.indexOf(v) === k)]
+  const { graph, inputs } = b.finish(`patterns_${seed}_${budget}`, outputs, opset)
+  return { graph, inputs, expected: [...c.kept].sort(), planted, nearMisses }
+}
+
+/** fast-check arbitrary of pattern cases (1 to `maxMotifs` motifs, default 4). */
+export const arbPatternCase = (maxMotifs = 4): fc.Arbitrary<PatternCase> =>
+  fc.tuple(fc.integer({ min: 0, max: 0x7fffffff }), fc.integer({ min: 1, max: maxMotifs })).map(([seed, budget]) => buildPatternGraph(seed, budget))
