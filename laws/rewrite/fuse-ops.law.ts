@@ -16,7 +16,7 @@ import { describe, expect, it } from "vitest"
 import { attr } from "../../src/ast/graph/attrs.js"
 import { arbGraphCase, prng } from "../../src/ast/graph/arbitrary.js"
 import { resolveNode, subgraphFreeNames } from "../../src/ast/graph/evaluate.js"
-import { makeGraph, node, type Graph, type Node } from "../../src/ast/graph/graph.js"
+import { makeGraph, node, type Attrs, type Graph, type Node } from "../../src/ast/graph/graph.js"
 import type { PatternKind } from "../../src/ast/graph/op.js"
 import { tensor } from "../../src/ast/graph/tensor.js"
 import { defaultPasses, fuseOpsSync, singletonGroups, type FusedGraph } from "../../src/rewrite/index.js"
@@ -203,7 +203,7 @@ const arbCaptureCase: fc.Arbitrary<Graph> = fc.integer({ min: 0, max: 0x7fffffff
     const op = rng.pick(["Relu", "Neg", "Sigmoid", "Add", "Mul", "Transpose", "ReduceSum"])
     const a = rng.pick(vals)
     const ins = op === "Add" || op === "Mul" ? [a, rng.pick(vals)] : [a]
-    const attrs = op === "ReduceSum" ? { keepdims: attr.int(1), axes: attr.ints([0]) } : op === "Transpose" ? { perm: attr.ints([0, 1]) } : {}
+    const attrs: Attrs = op === "ReduceSum" ? { keepdims: attr.int(1), axes: attr.ints([0]) } : op === "Transpose" ? { perm: attr.ints([0, 1]) } : {}
     // shapes stay [4, 4]: ReduceSum over axis 0 is followed by an Add that broadcasts it back
     nodes.push(node(op, ins, [`v${k}`], attrs, `n${k}`))
     vals.push(op === "ReduceSum" ? (nodes.push(node("Add", [`v${k}`, "x"], [`w${k}`], {}, `m${k}`)), `w${k}`) : `v${k}`)
