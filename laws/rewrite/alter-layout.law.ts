@@ -7,13 +7,14 @@ import { Effect } from "effect"
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { attr } from "../../src/ast/graph/attrs.js"
-import { prng } from "../../src/ast/graph/arbitrary.js"
+import { arbGraphCase, prng } from "../../src/ast/graph/arbitrary.js"
 import { arbModelGraphCase } from "../../src/ast/graph/arbitrary-models.js"
-import { makeGraph, node, type Graph } from "../../src/ast/graph/graph.js"
+import { makeGraph, node, structurallyEqual, type Graph } from "../../src/ast/graph/graph.js"
+import { bindSync } from "../../src/ast/graph/infer.js"
 import { tensor, type Tensor } from "../../src/ast/graph/tensor.js"
 import { makeTarget } from "../../src/ast/target.js"
 import { compileGraph, loadProgram } from "../../src/pipeline.js"
-import { alterLayoutSync } from "../../src/rewrite/alter-layout.js"
+import { alterLayoutSync, chooseBlock } from "../../src/rewrite/alter-layout.js"
 import { simplifyInferenceSync } from "../../src/rewrite/simplify-inference.js"
 import { assertAllClose, evalGraph, lawParams } from "../support.js"
 
@@ -190,4 +191,119 @@ describe("alterLayout: model-like conv nets", () => {
       lawParams(8),
     )
   }, 120_000)
+})
+
+// rewrite.AlterLayout's structure, on random graphs and model-like conv nets against 4, 8 and 16
+// lanes: every value has one layout and every op reads what it expects (a LayoutTransform its
+// source layout, a blocked conv its input block, a blocked pool or elementwise op one block; every
+// other op, and every graph output, plain NCHW); transforms stand only at a layout boundary, never
+// on a constant, never after their inverse; blocked channel counts divide, with the largest block
+// the lanes allow; every convolution that can be blocked is, and every dense layer that can be
+// packed is; a second run changes nothing (the moves saturate).
+
+/** "NCHW" → 0, "NCHW{b}c" → b (undefined otherwise). */
+const blockIn = (s: string): number | undefined => (s === "NCHW" ? 0 : /^NCHW(\d+)c$/.test(s) ? Number(/^NCHW(\d+)c$/.exec(s)![1]) : undefined)
+/** The largest of lanes, lanes/2, lanes/4, … (above 1) that divides c; 1 when none does. */
+const largestBlock = (c: number, lanes: number): number => {
+  const fits = [16, 8, 4, 2].filter((b) => b <= lanes && lanes % b === 0 && c % b === 0)
+  return fits.length ? Math.max(...fits) : 1
+}
+const MOVABLE = new Set(["Relu", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "HardSwish", "Elu", "Selu", "Softplus", "Neg", "Abs", "Exp", "Erf", "Sqrt", "Gelu", "Mish", "Swish", "Clip", "Add", "Sub", "Mul", "Div"])
+
+const str = (n: Graph["nodes"][number], a: string) => (n.attrs[a]?.kind === "string" ? (n.attrs[a].value as string) : "")
+const int = (n: Graph["nodes"][number], a: string, dflt: number) => (n.attrs[a]?.kind === "int" ? (n.attrs[a].value as number) : dflt)
+
+/** Throws unless the layouts of `after` (the pass's result for `lanes`) are consistent and minimal. */
+const checkLayouts = (after: Graph, lanes: number): void => {
+  const layout = new Map<string, number>()
+  const producer = new Map<string, Graph["nodes"][number]>()
+  for (const n of after.nodes) {
+    const ins = n.inputs.map((i) => (i === "" ? undefined : (layout.get(i) ?? 0)))
+    let out = 0
+    if (n.op === "LayoutTransform") {
+      const [src, dst] = [blockIn(str(n, "src_layout")), blockIn(str(n, "dst_layout"))]
+      expect(src !== undefined && dst !== undefined && src !== dst && (src === 0 || dst === 0), `${n.name}: ${str(n, "src_layout")} → ${str(n, "dst_layout")}`).toBe(true)
+      expect(ins[0], `${n.name} reads its source layout`).toBe(src)
+      expect(after.initializers.has(n.inputs[0]), `${n.name} re-lays a constant at run time`).toBe(false)
+      const p = producer.get(n.inputs[0])
+      if (p?.op === "LayoutTransform") throw new Error(`${p.name} → ${n.name}: two transforms back to back`)
+      out = dst!
+    } else if (n.op === "ConvNCHWc") {
+      const [ib, ob] = [int(n, "in_block", 0), int(n, "out_block", 0)]
+      const [x, y] = [after.valueTypes.get(n.inputs[0])!.shape as number[], after.valueTypes.get(n.outputs[0])!.shape as number[]]
+      const [C, O] = [x[1] * x[4], y[1] * y[4]]
+      expect([ins[0], x[4], y[4]], `${n.name} reads and writes its blocks`).toEqual([ib, ib, ob])
+      expect([C % ib, O % ob]).toEqual([0, 0])
+      const depthwise = int(n, "group", 1) !== 1
+      expect([ib, ob], `${n.name}: the largest blocks ≤ ${lanes} lanes of ${C} → ${O} channels`).toEqual(depthwise ? [largestBlock(C, lanes), largestBlock(C, lanes)] : [largestBlock(C, lanes), largestBlock(O, lanes)])
+      out = ob
+    } else if (n.op === "PoolNCHWc") {
+      expect(ins[0]! > 0, `${n.name} reads a blocked value`).toBe(true)
+      out = ins[0]!
+    } else {
+      const blocked = [...new Set(ins.filter((b) => b !== undefined && b > 0))]
+      if (blocked.length) {
+        expect(MOVABLE.has(n.op) && blocked.length === 1, `${n.op} ${n.name} reads blocked values ${blocked}`).toBe(true)
+        out = blocked[0]!
+      }
+    }
+    for (const o of n.outputs) if (o !== "") layout.set(o, out)
+    for (const o of n.outputs) producer.set(o, n)
+  }
+  for (const o of after.outputs) expect(layout.get(o.name) ?? 0, `graph output ${o.name} is NCHW`).toBe(0)
+}
+
+/** Convs the pass must block: 2-D, float32 of static shape, constant weights, group 1 or depthwise, some block above 1. */
+const blockable = (g: Graph, lanes: number): number =>
+  g.nodes.filter((n) => {
+    const x = g.valueTypes.get(n.inputs[0])
+    const w = g.initializers.get(n.inputs[1] ?? "")
+    if (n.op !== "Conv" || !x || !w || x.dtype !== "float32" || x.shape.length !== 4 || w.shape.length !== 4 || !x.shape.every((d) => typeof d === "number")) return false
+    const [C, O, group] = [x.shape[1] as number, w.shape[0], int(n, "group", 1)]
+    const depthwise = group === C && O === C && w.shape[1] === 1
+    return (group === 1 || depthwise) && (largestBlock(C, lanes) > 1 || largestBlock(depthwise ? C : O, lanes) > 1)
+  }).length
+
+/** Gemms the pass must pack: no transposes, alpha 1, beta 1 (or no C), float32 [M ≤ 8, K] by a constant [K, N ≥ 2·lanes], lanes ≥ 8. */
+const packable = (g: Graph, lanes: number): number =>
+  g.nodes.filter((n) => {
+    const x = g.valueTypes.get(n.inputs[0])
+    const w = g.initializers.get(n.inputs[1] ?? "")
+    const f = (a: string, d: number) => (n.attrs[a]?.kind === "float" ? (n.attrs[a].value as number) : d)
+    if (n.op !== "Gemm" || lanes < 8 || !x || !w || x.dtype !== "float32" || w.dtype !== "float32" || x.shape.length !== 2 || w.shape.length !== 2) return false
+    if (int(n, "transA", 0) || int(n, "transB", 0) || f("alpha", 1) !== 1 || (f("beta", 1) !== 1 && n.inputs[2])) return false
+    return typeof x.shape[0] === "number" && x.shape[0] <= 8 && x.shape[1] === w.shape[0] && w.shape[1] >= 2 * lanes
+  }).length
+
+const arbLayoutCase: fc.Arbitrary<readonly [GraphCase, number]> = fc.oneof(
+  { arbitrary: fc.tuple(fc.oneof(arbGraphCase({ maxNodes: 14, modelShare: 0.5 }), arbConvNet.map(([c]) => c)), fc.constantFrom(4, 8, 16)), weight: 4 },
+  { arbitrary: arbDenseCase.map((c) => [c, c.lanes] as const), weight: 1 },
+)
+
+describe("alterLayout: structure", () => {
+  it("chooseBlock: the largest of lanes, lanes/2, … above 1 that divides the channels, else 1", () => {
+    for (const lanes of [1, 2, 4, 8, 16]) for (let c = 1; c <= 48; c++) expect([c, lanes, chooseBlock(c, lanes)]).toEqual([c, lanes, largestBlock(c, lanes)])
+  })
+
+  it("layouts are consistent, transforms only at boundaries, blocks divide and are the largest, every blockable conv and packable dense layer converted, a second run changes nothing", () => {
+    let convs = 0
+    let dense = 0
+    fc.assert(
+      fc.property(arbLayoutCase, ([{ graph }, lanes]) => {
+        const g = simplifyInferenceSync(graph)
+        const after = alterLayoutSync(g, { vectorLanes: lanes })
+        checkLayouts(after, lanes)
+        const bound = bindSync(g)
+        expect(after.nodes.filter((n) => n.op === "ConvNCHWc").length).toBe(blockable(bound, lanes))
+        expect(after.nodes.filter((n) => n.op === "DensePack").length).toBe(packable(bound, lanes))
+        expect(structurallyEqual(alterLayoutSync(after, { vectorLanes: lanes }), after), "a second run changes nothing").toBe(true)
+        convs += blockable(bound, lanes)
+        dense += packable(bound, lanes)
+      }),
+      lawParams(60),
+    )
+    // the cases reach both rules
+    expect(convs).toBeGreaterThan(25)
+    expect(dense).toBeGreaterThan(3)
+  })
 })
