@@ -21,7 +21,7 @@ describe("recognize-patterns", () => {
         expect(report.stop).toBe("Saturated")
         const after = eliminateDeadCodeSync(report.graph)
         expect(after.nodes.map((n) => n.op).sort()).toEqual(expected)
-        assertAllClose(evalGraph(after, inputs), evalGraph(graph, inputs), 1e-4, 1e-5)
+        assertAllClose(evalGraph(after, inputs), evalGraph(graph, inputs))
         planted += counts.planted
         nearMisses += counts.nearMisses
       }),

@@ -157,36 +157,24 @@ export const absorbIntoLayerNorm: Rule = {
   },
 }
 
-/** The leaves of a tree of single-use Mul nodes rooted at `n`. */
+/** The leaves of the tree of single-use Mul nodes rooted at `n` (one more than the tree's Mul nodes). */
 const mulFactors = (ctx: RuleCtx, n: Node): string[] => {
   const out: string[] = []
-  const visit = (v: string, root: boolean) => {
-    const p = producerOp(ctx, v, "Mul")
-    if (p && (root || internal(ctx, v))) for (const i of p.inputs) visit(i, false)
-    else out.push(v)
-  }
-  for (const i of n.inputs) visit(i, false)
-  return out
-}
-
-const mulNodes = (ctx: RuleCtx, n: Node): number => {
-  let k = 1
   const visit = (v: string) => {
     const p = producerOp(ctx, v, "Mul")
-    if (p && internal(ctx, v)) {
-      k++
-      p.inputs.forEach(visit)
-    }
+    if (p && internal(ctx, v)) p.inputs.forEach(visit)
+    else out.push(v)
   }
   n.inputs.forEach(visit)
-  return k
+  return out
 }
 
 /** x · 0.5 · (1 + erf(x / √2)) in any association → Gelu(x). */
 export const recognizeGelu: Rule = {
   name: "recognize-gelu",
   apply: (n, ctx) => {
-    if (n.op !== "Mul" || n.domain !== "" || mulNodes(ctx, n) > 3) return undefined
+    if (n.op !== "Mul" || n.domain !== "") return undefined
+    // three factors: a tree of two Muls
     const f = mulFactors(ctx, n)
     if (f.length !== 3) return undefined
     const half = f.findIndex((v) => near(scalarOf(ctx, v) ?? NaN, 0.5))

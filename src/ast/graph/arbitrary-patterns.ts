@@ -6,7 +6,7 @@
 // recognised (and the dead nodes removed): one node per planted pattern, the affine Mul / Add after
 // a LayerNormalization absorbed into it, every near miss left node for node.
 import * as fc from "fast-check"
-import { attr } from "./attrs.js"
+import { attr, type Attrs } from "./attrs.js"
 import { graphBuilder, prng, randomTensor, type GraphBuilder, type GraphCase, type Val } from "./arbitrary-builder.js"
 import type { DType } from "./dtype.js"
 import { fromArray } from "./tensor.js"
@@ -30,17 +30,37 @@ interface Ctx {
 }
 
 const scalar = (c: Ctx, v: number): Val => c.b.constant(fromArray(c.dtype, c.b.rng.next() < 0.5 ? [] : [1], [v]))
+/** A constant the rules compare with a tolerance (1e-5 relative to max(1, |v|), `tol`): exact, or off by most of the tolerance. */
+const nearly = (c: Ctx, v: number, tol = 1e-5): Val => scalar(c, c.b.rng.next() < 0.5 ? v : v + c.b.rng.pick([-0.8, 0.8]) * tol * Math.max(1, Math.abs(v)))
+/** Not a scalar: `v` first along the last dim of `x`, other values after it (broadcast, it changes the result). */
+const vectorOf = (c: Ctx, x: Val, v: number): Val => {
+  const D = x.shape[x.shape.length - 1]
+  return c.b.constant(fromArray(c.dtype, [D], Array.from({ length: D }, (_, i) => (i === 0 ? v : v + 0.5 + i / 4))))
+}
+/** A one-element constant of rank 5: a scalar that broadcasts the result to a higher rank. */
+const rankUp = (c: Ctx, v: number): Val => c.b.constant(fromArray(c.dtype, [1, 1, 1, 1, 1], [v]))
 const filled = (c: Ctx, shape: readonly number[], lo: number, hi: number): Val => c.b.constant(randomTensor(c.b.rng, shape, lo, hi, c.dtype))
 /** Two operands in either order. */
 const swap = <T>(c: Ctx, a: T, b: T): [T, T] => (c.b.rng.next() < 0.5 ? [a, b] : [b, a])
 /** A near miss keeps every node it made. */
 const keepAll = (c: Ctx, ops: readonly string[]) => c.kept.push(...ops)
+/** `v` read outside the pattern: a graph output, or read by one more node (whose value is one). */
+const readOutside = (c: Ctx, v: Val) => {
+  if (c.b.rng.next() < 0.5) c.side.push(v)
+  else {
+    c.kept.push("Tanh")
+    c.side.push(c.b.op1("Tanh", [v]))
+  }
+}
 
-/** ReduceMean over `axes` with keepdims, the axes as the opset spells them. */
-const reduceMean = (c: Ctx, x: Val, axes: readonly number[]): Val =>
-  c.opset >= 18
-    ? c.b.op1("ReduceMean", [x, c.b.constant(fromArray("int64", [axes.length], axes), "axes")], { keepdims: attr.int(1) })
-    : c.b.op1("ReduceMean", [x], { axes: attr.ints(axes), ...(c.b.rng.next() < 0.5 ? { keepdims: attr.int(1) } : {}) })
+/** ReduceMean over `axes` (every axis when undefined) with keepdims (or not), the axes as the opset spells them. */
+const reduceMean = (c: Ctx, x: Val, axes: readonly number[] | undefined, keepdims = 1): Val => {
+  const keep: Attrs = keepdims === 0 || c.b.rng.next() < 0.5 ? { keepdims: attr.int(keepdims) } : {}
+  if (axes === undefined) return c.b.op1("ReduceMean", [x], keep)
+  return c.opset >= 18
+    ? c.b.op1("ReduceMean", [x, c.b.constant(fromArray("int64", [axes.length], axes), "axes")], keep)
+    : c.b.op1("ReduceMean", [x], { axes: attr.ints(axes), ...keep })
+}
 
 /** The trailing axes [rank-k, …, rank-1], spelled negative or positive, in either order. */
 const trailing = (c: Ctx, rank: number, k: number): number[] => {
@@ -48,7 +68,10 @@ const trailing = (c: Ctx, rank: number, k: number): number[] => {
   return c.b.rng.next() < 0.5 ? axes : axes.reverse()
 }
 
-const LN_MISSES = ["pow3", "other-square", "eps-computed", "axes-differ", "not-trailing", "d-read", "mean-read", "mean-of-other", "var-read", "sq-read", "ve-read", "sqrt-read"] as const
+const LN_MISSES = [
+  "pow3", "pow-vector", "other-square", "eps-computed", "eps-vector", "axes-differ", "not-trailing", "reduce-all", "keepdims-0",
+  "d-read", "mean-read", "mean-of-other", "var-read", "sq-read", "ve-read", "sqrt-read",
+] as const
 type LnMiss = (typeof LN_MISSES)[number]
 
 /**
@@ -60,7 +83,9 @@ const layerNormSpelled = (c: Ctx, x: Val): Val => {
   const { rng } = b
   const rank = x.shape.length
   const k = rank >= 3 && rng.next() < 0.4 ? 2 : 1
-  const miss: LnMiss | undefined = rng.next() < 0.4 ? rng.pick(LN_MISSES) : undefined
+  // keepdims 0 type-checks (and means something else) on a square [D, D] only
+  const square = rank === 2 && x.shape[0] === x.shape[1]
+  const miss: LnMiss | undefined = rng.next() < 0.4 ? rng.pick(LN_MISSES.filter((m) => m !== "keepdims-0" || square)) : undefined
   // a leading axis is never trailing (rank ≥ 2); a second axis set of another length, or the first axis, differs
   const axes1 = miss === "not-trailing" ? [rng.pick([0, -rank])] : trailing(c, rank, k)
   const axes2 = miss === "axes-differ" ? (rank >= 3 ? trailing(c, rank, 3 - k) : [rng.pick([0, -rank])]) : miss === "not-trailing" ? axes1 : trailing(c, rank, k)
@@ -69,32 +94,30 @@ const layerNormSpelled = (c: Ctx, x: Val): Val => {
     ops.push(op)
     return b.op1(op, ins, attrs)
   }
-  const mean = (v: Val, axes: readonly number[]) => {
+  const mean = (v: Val, axes: readonly number[] | undefined) => {
     ops.push("ReduceMean")
     return reduceMean(c, v, axes)
   }
   const other = miss === "mean-of-other" ? op1("Abs", [x]) : x
-  const m = mean(other, axes1)
+  const m = miss === "reduce-all" ? mean(other, undefined) : miss === "keepdims-0" ? (ops.push("ReduceMean"), reduceMean(c, other, axes1, 0)) : mean(other, axes1)
   const d = op1("Sub", [x, m])
   const sq =
     miss === "pow3"
       ? op1("Pow", [d, scalar(c, 3)])
+      : miss === "pow-vector"
+        ? op1("Pow", [d, vectorOf(c, d, 2)])
       : miss === "other-square"
         ? op1("Mul", swap(c, d, op1("Relu", [d])))
         : rng.next() < 0.5
           ? op1("Pow", [d, scalar(c, 2)])
           : op1("Mul", [d, d])
-  const v = mean(sq, axes2)
-  const eps = miss === "eps-computed" ? op1("Abs", [scalar(c, 1e-5)]) : scalar(c, rng.pick([1e-5, 1e-3, 0.1]))
+  const v = mean(sq, miss === "reduce-all" ? undefined : axes2)
+  const eps = miss === "eps-computed" ? op1("Abs", [scalar(c, 1e-5)]) : miss === "eps-vector" ? vectorOf(c, x, 1e-3) : scalar(c, rng.pick([1e-5, 1e-3, 0.1]))
   const ve = op1("Add", swap(c, v, eps))
   const root = op1("Sqrt", [ve])
   const n = op1("Div", [d, root])
-  if (miss === "d-read") c.side.push(d)
-  if (miss === "mean-read") c.side.push(m)
-  if (miss === "var-read") c.side.push(v)
-  if (miss === "sq-read") c.side.push(sq)
-  if (miss === "ve-read") c.side.push(ve)
-  if (miss === "sqrt-read") c.side.push(root)
+  const reads: Partial<Record<LnMiss, Val>> = { "d-read": d, "mean-read": m, "var-read": v, "sq-read": sq, "ve-read": ve, "sqrt-read": root }
+  if (miss && reads[miss]) readOutside(c, reads[miss])
   if (miss) {
     keepAll(c, ops)
     return n
@@ -126,7 +149,7 @@ const affine = (c: Ctx, y0: Val, norm: readonly number[]): Val => {
     const cst = miss === "wide" ? filled(c, y.shape.slice(y.shape.length - norm.length - 1), 0.5, 1.5) : filled(c, fitting(), 0.5, 1.5)
     const operand = miss === "computed" ? b.op1("Relu", [cst]) : cst
     if (miss === "computed") c.kept.push("Relu")
-    if (miss === "read") c.side.push(y)
+    if (miss === "read") readOutside(c, y)
     missed ||= miss !== undefined
     if (missed) c.kept.push(op)
     y = b.op1(op, swap(c, y, operand))
@@ -134,7 +157,7 @@ const affine = (c: Ctx, y0: Val, norm: readonly number[]): Val => {
   return y
 }
 
-type LnOpMiss = "stats" | "scale-computed"
+type LnOpMiss = "stats" | "scale-computed" | "bias-computed"
 
 /** LayerNormalization as the op (scale constant, bias constant or none), then an affine tail. */
 const layerNormOp = (c: Ctx, x: Val): Val => {
@@ -143,11 +166,15 @@ const layerNormOp = (c: Ctx, x: Val): Val => {
   const rank = x.shape.length
   const k = rank >= 3 && rng.next() < 0.4 ? 2 : 1
   const norm = x.shape.slice(rank - k)
-  const miss: LnOpMiss | undefined = rng.next() < 0.3 ? rng.pick<LnOpMiss>(["stats", "scale-computed"]) : undefined
+  const miss: LnOpMiss | undefined = rng.next() < 0.3 ? rng.pick<LnOpMiss>(["stats", "scale-computed", "bias-computed"]) : undefined
+  const computed = (v: Val) => {
+    c.kept.push("Abs")
+    return b.op1("Abs", [v])
+  }
   const scale0 = filled(c, norm, 0.5, 1.5)
-  const scale = miss === "scale-computed" ? b.op1("Abs", [scale0]) : scale0
-  if (miss === "scale-computed") c.kept.push("Abs")
-  const ins = rng.next() < 0.5 ? [x, scale, filled(c, norm, -0.5, 0.5)] : [x, scale]
+  const scale = miss === "scale-computed" ? computed(scale0) : scale0
+  const bias = filled(c, norm, -0.5, 0.5)
+  const ins = miss === "bias-computed" ? [x, scale, computed(bias)] : rng.next() < 0.5 ? [x, scale, bias] : [x, scale]
   const attrs = { axis: attr.int(rng.next() < 0.5 ? -k : rank - k), epsilon: attr.float(rng.pick([1e-5, 1e-2])) }
   const y = miss === "stats" ? b.op("LayerNormalization", ins, attrs, 2)[0] : b.op1("LayerNormalization", ins, attrs)
   c.kept.push("LayerNormalization")
@@ -157,14 +184,14 @@ const layerNormOp = (c: Ctx, x: Val): Val => {
   return b.op1("Mul", swap(c, y, filled(c, norm, 0.5, 1.5)))
 }
 
-type GeluMiss = "half-off" | "one-off" | "root-off" | "erf-of-other" | "four-factors" | "erf-read" | "scaled-read" | "plus-read" | "inner-read"
+const GELU_MISSES = ["half-off", "half-vector", "half-rank-up", "one-off", "one-vector", "root-off", "root-vector", "erf-of-other", "four-factors", "erf-read", "scaled-read", "plus-read", "inner-read"] as const
+type GeluMiss = (typeof GELU_MISSES)[number]
 
 /** x · ½ · (1 + erf(x / √2)) in any association and operand order, or x · (1/√2) inside. */
 const geluSpelled = (c: Ctx, x: Val): Val => {
   const { b } = c
   const { rng } = b
-  const miss: GeluMiss | undefined =
-    rng.next() < 0.4 ? rng.pick<GeluMiss>(["half-off", "one-off", "root-off", "erf-of-other", "four-factors", "erf-read", "scaled-read", "plus-read", "inner-read"]) : undefined
+  const miss: GeluMiss | undefined = rng.next() < 0.4 ? rng.pick(GELU_MISSES) : undefined
   const ops: string[] = []
   const op1 = (op: string, ins: readonly Val[]) => {
     ops.push(op)
@@ -172,10 +199,12 @@ const geluSpelled = (c: Ctx, x: Val): Val => {
   }
   const inner = miss === "erf-of-other" ? op1("Neg", [x]) : x
   const byDiv = rng.next() < 0.5
-  const scaled = byDiv ? op1("Div", [inner, scalar(c, miss === "root-off" ? 1.5 : Math.SQRT2)]) : op1("Mul", swap(c, inner, scalar(c, miss === "root-off" ? 0.75 : Math.SQRT1_2)))
+  const root = byDiv ? Math.SQRT2 : Math.SQRT1_2
+  const rootC = miss === "root-off" ? scalar(c, root * 1.1) : miss === "root-vector" ? vectorOf(c, x, root) : nearly(c, root, 1e-4)
+  const scaled = byDiv ? op1("Div", [inner, rootC]) : op1("Mul", swap(c, inner, rootC))
   const e = op1("Erf", [scaled])
-  const plus = op1("Add", swap(c, e, scalar(c, miss === "one-off" ? 2 : 1)))
-  const half = scalar(c, miss === "half-off" ? 0.45 : 0.5)
+  const plus = op1("Add", swap(c, e, miss === "one-off" ? scalar(c, 2) : miss === "one-vector" ? vectorOf(c, x, 1) : nearly(c, 1)))
+  const half = miss === "half-off" ? scalar(c, 0.45) : miss === "half-vector" ? vectorOf(c, x, 0.5) : miss === "half-rank-up" ? rankUp(c, 0.5) : nearly(c, 0.5)
   const factors = [x, half, plus]
   // a tree of two Muls over the three factors in a random order: (f0 · f1) · f2 or f0 · (f1 · f2)
   for (let i = factors.length - 1; i > 0; i--) {
@@ -186,10 +215,8 @@ const geluSpelled = (c: Ctx, x: Val): Val => {
   const pair = left ? op1("Mul", [factors[0], factors[1]]) : op1("Mul", [factors[1], factors[2]])
   let y = left ? op1("Mul", swap(c, pair, factors[2])) : op1("Mul", swap(c, factors[0], pair))
   if (miss === "four-factors") y = op1("Mul", swap(c, op1("Mul", [y, half]), scalar(c, 2)))
-  if (miss === "erf-read") c.side.push(e)
-  if (miss === "scaled-read") c.side.push(scaled)
-  if (miss === "plus-read") c.side.push(plus)
-  if (miss === "inner-read") c.side.push(pair)
+  const reads: Partial<Record<GeluMiss, Val>> = { "erf-read": e, "scaled-read": scaled, "plus-read": plus, "inner-read": pair }
+  if (miss && reads[miss]) readOutside(c, reads[miss])
   if (miss && miss !== "four-factors") {
     keepAll(c, ops)
     return y
@@ -203,7 +230,9 @@ const geluSpelled = (c: Ctx, x: Val): Val => {
   return y
 }
 
-type HsMiss = "alpha-off" | "beta-off" | "of-other" | "hs-read" | "lo-off" | "hi-off" | "three-off" | "six-off" | "add-of-other" | "clip-read" | "add-read" | "mul-read"
+type HsMiss =
+  | "alpha-off" | "beta-off" | "of-other" | "hs-read"
+  | "lo-off" | "hi-off" | "three-off" | "three-vector" | "six-off" | "six-vector" | "six-rank-up" | "add-of-other" | "clip-read" | "add-read" | "mul-read"
 
 /** x · HardSigmoid(x; 1/6, ½), or x · Clip(x + 3, 0, 6) / 6, operands in either order. */
 const hardSwishSpelled = (c: Ctx, x: Val): Val => {
@@ -222,23 +251,24 @@ const hardSwishSpelled = (c: Ctx, x: Val): Val => {
   if (rng.next() < 0.4) {
     const miss: HsMiss | undefined = rng.next() < 0.4 ? rng.pick<HsMiss>(["alpha-off", "beta-off", "of-other", "hs-read"]) : undefined
     const other = miss === "of-other" ? op1("Neg", [x]) : x
+    const jitter = (v: number) => (rng.next() < 0.5 ? v : v + rng.pick([-0.8, 0.8]) * 1e-5)
     const hs = op1("HardSigmoid", [other], {
-      ...(miss === "alpha-off" ? {} : { alpha: attr.float(1 / 6) }),
-      beta: attr.float(miss === "beta-off" ? 0.6 : 0.5),
+      ...(miss === "alpha-off" ? {} : { alpha: attr.float(jitter(1 / 6)) }),
+      beta: attr.float(miss === "beta-off" ? 0.6 : jitter(0.5)),
     })
-    if (miss === "hs-read") c.side.push(hs)
+    if (miss === "hs-read") readOutside(c, hs)
     return finish(miss, op1("Mul", swap(c, x, hs)))
   }
-  const miss: HsMiss | undefined = rng.next() < 0.4 ? rng.pick<HsMiss>(["lo-off", "hi-off", "three-off", "six-off", "add-of-other", "clip-read", "add-read", "mul-read"]) : undefined
+  const miss: HsMiss | undefined =
+    rng.next() < 0.4 ? rng.pick<HsMiss>(["lo-off", "hi-off", "three-off", "three-vector", "six-off", "six-vector", "six-rank-up", "add-of-other", "clip-read", "add-read", "mul-read"]) : undefined
   const other = miss === "add-of-other" ? op1("Neg", [x]) : x
-  const add = op1("Add", swap(c, other, scalar(c, miss === "three-off" ? 2.5 : 3)))
+  const add = op1("Add", swap(c, other, miss === "three-off" ? scalar(c, 2.5) : miss === "three-vector" ? vectorOf(c, x, 3) : scalar(c, 3)))
   const [lo, hi] = [miss === "lo-off" ? -1 : 0, miss === "hi-off" ? 5 : 6]
   const clip = c.opset < 11 ? op1("Clip", [add], { min: attr.float(lo), max: attr.float(hi) }) : op1("Clip", [add, scalar(c, lo), scalar(c, hi)])
   const mul = op1("Mul", swap(c, x, clip))
-  const y = op1("Div", [mul, scalar(c, miss === "six-off" ? 5 : 6)])
-  if (miss === "clip-read") c.side.push(clip)
-  if (miss === "add-read") c.side.push(add)
-  if (miss === "mul-read") c.side.push(mul)
+  const y = op1("Div", [mul, miss === "six-off" ? scalar(c, 5) : miss === "six-vector" ? vectorOf(c, x, 6) : miss === "six-rank-up" ? rankUp(c, 6) : nearly(c, 6)])
+  const reads: Partial<Record<HsMiss, Val>> = { "clip-read": clip, "add-read": add, "mul-read": mul }
+  if (miss && reads[miss]) readOutside(c, reads[miss])
   return finish(miss, y)
 }
 
@@ -258,7 +288,9 @@ export const buildPatternGraph = (seed: number, budget: number): PatternCase => 
   const dtype: DType = rng.next() < 0.2 ? "float64" : "float32"
   const b = graphBuilder(rng, opset)
   const rank = rng.int(2, 4)
-  const shape = Array.from({ length: rank }, (_, i) => (i === rank - 1 ? rng.pick([4, 6, 8]) : rng.int(1, 3)))
+  const D = rng.pick([4, 6, 8])
+  // (a square [D, D] at times: a ReduceMean without keepdims type-checks there)
+  const shape = rank === 2 && rng.next() < 0.3 ? [D, D] : Array.from({ length: rank }, (_, i) => (i === rank - 1 ? D : rng.int(1, 3)))
   const input = b.input("x", randomTensor(rng, shape, -2, 2, dtype))
   const c: Ctx = { b, dtype, opset, kept: [], side: [] }
   let x = input
