@@ -127,6 +127,15 @@ const checkFusionRules = (f: FusedGraph): void => {
       if (kindRank(heavy[0]) === RED) throw new Error(`group ${k} (${g.ops}): ${name} reads what the reduction ${heavy[0].name} computes`)
       if (r > BC) throw new Error(`group ${k} (${g.ops}): ${name} (${ORDER[r]}) follows the anchor ${heavy[0].name}`)
     }
+    // and every edge from the anchor on keeps its shape (an elementwise epilogue: no broadcast of what the anchor computes)
+    for (const u of [...heavy.map((h) => h.name), ...downstream])
+      for (const o of byName.get(u)!.outputs)
+        for (const r of readers.get(o) ?? [])
+          if (groupOf.get(r.name) === k && r.inputs.includes(o) && edgeRank(graph, r, o) !== EW) throw new Error(`group ${k} (${g.ops}): ${r.name} broadcasts ${o}, downstream of the anchor ${heavy[0].name}`)
+    // a graph output ends its group: nothing in the group reads it
+    for (const n of ns)
+      for (const o of n.outputs)
+        if (graph.outputs.some((x) => x.name === o) && (readers.get(o) ?? []).some((r) => groupOf.get(r.name) === k)) throw new Error(`group ${k} (${g.ops}) reads the graph output ${o} it writes`)
     // connected (edges either way, inside the group)
     const seen = new Set([g.nodes[0]])
     const todo = [g.nodes[0]]
@@ -146,26 +155,66 @@ const edgeRank = (graph: Graph, c: Node, v: string): number => {
   return r === BC && ti && to && ti.shape.join() === to.shape.join() && ti.shape.length === to.shape.length ? EW : r
 }
 
-/** Throws where a value with a single reader (through inputs, no graph output) stays apart from it though the rules allow the edge. */
+/**
+ * Throws where a node stays apart from its immediate post-dominator though the rules allow the
+ * fusion. Post-dominators by brute force: p post-dominates k when every path from k meets p before
+ * it ends (at a node nothing reads, or one whose value is a graph output). The rules: an
+ * elementwise / broadcast group joins p when every edge on the way is injective at most (or p a
+ * reduction) and the nodes between stand in groups injective at most; an out-elementwise-fusable
+ * group when every edge is elementwise and every group on the way broadcast at most; an injective
+ * group when every group on the way is injective at most.
+ */
 const checkMaximal = (f: FusedGraph): void => {
   const { graph, groups } = f
   const { groupOf, readers } = view(f)
   const graphOutputs = new Set(graph.outputs.map((o) => o.name))
-  const rankOfGroup = (name: string) => rankOf(groups[groupOf.get(name)!].kind)
-  for (const k of graph.nodes) {
-    const outs = k.outputs.filter((o) => o !== "")
-    if (kindRank(k) === OPAQUE || outs.length === 0 || outs.some((o) => graphOutputs.has(o))) continue
-    const rs = [...new Set(outs.flatMap((o) => readers.get(o) ?? []))]
-    if (rs.length !== 1) continue
-    const c = rs[0]
-    const v = c.inputs.find((i) => outs.includes(i))
-    if (v === undefined) continue // read inside a subgraph only: an opaque edge
-    const e = edgeRank(graph, c, v)
-    const [gk, gc] = [rankOfGroup(k.name), rankOfGroup(c.name)]
-    const allowed = (gk <= BC && (e <= INJ || e === RED) && gc !== OPAQUE) || (gk === OUT && e === EW && gc <= BC) || (gk <= INJ && gc <= INJ && e <= INJ)
-    if (allowed && groupOf.get(k.name) !== groupOf.get(c.name))
-      throw new Error(`${k.op} ${k.name} (group ${ORDER[gk]}) and its one reader ${c.op} ${c.name} (edge ${ORDER[e]}, group ${ORDER[gc]}) are left apart`)
+  const nodes = graph.nodes
+  const index = new Map(nodes.map((n, k) => [n.name, k]))
+  // forward edges with their rank: inputs (a broadcast op reading a value of its output's shape is elementwise), captures opaque
+  const next = nodes.map((n) => {
+    const out = new Map<number, number>()
+    for (const o of n.outputs)
+      for (const r of o === "" ? [] : (readers.get(o) ?? [])) {
+        const j = index.get(r.name)!
+        if (out.has(j)) continue
+        const v = r.inputs.find((i) => i !== "" && n.outputs.includes(i))
+        out.set(j, v === undefined ? OPAQUE : edgeRank(graph, r, v))
+      }
+    return out
+  })
+  const exit = nodes.map((n, k) => next[k].size === 0 || n.outputs.some((o) => graphOutputs.has(o)))
+  /** Does every path from k meet p before it ends? */
+  const dominates = (p: number, k: number): boolean => {
+    const seen = new Set<number>()
+    const walk = (j: number): boolean => j === p || (!exit[j] && [...next[j].keys()].every((t) => seen.has(t) || (seen.add(t), walk(t))))
+    return [...next[k].keys()].every((t) => seen.has(t) || (seen.add(t), walk(t)))
   }
+  const rankOfGroup = (k: number) => rankOf(groups[groupOf.get(nodes[k].name)!].kind)
+  nodes.forEach((n, k) => {
+    if (exit[k] || kindRank(n) === OPAQUE) return
+    let p = -1
+    for (let j = k + 1; j < nodes.length && p < 0; j++) if (dominates(j, k)) p = j
+    if (p < 0 || groupOf.get(n.name) === groupOf.get(nodes[p].name)) return
+    // the nodes strictly between k and p, and the edges from k and from them
+    const between = new Set<number>()
+    const stack = [...next[k].keys()]
+    while (stack.length) {
+      const j = stack.pop()!
+      if (j === p || between.has(j)) continue
+      between.add(j)
+      stack.push(...next[j].keys())
+    }
+    const edges = [k, ...between].flatMap((j) => [...next[j].values()])
+    const maxEdge = Math.max(...edges)
+    const maxBetween = Math.max(-1, ...[...between].map(rankOfGroup))
+    const [gk, gp] = [rankOfGroup(k), rankOfGroup(p)]
+    const allowed =
+      (gk <= BC && (maxEdge <= INJ || maxEdge === RED) && maxBetween <= INJ && gp !== OPAQUE) ||
+      (gk === OUT && maxEdge === EW && maxBetween <= BC && gp <= BC) ||
+      (gk <= INJ && maxBetween <= INJ && gp <= INJ)
+    if (allowed)
+      throw new Error(`${n.op} ${n.name} (group ${ORDER[gk]}) and its post-dominator ${nodes[p].op} ${nodes[p].name} (edges ≤ ${ORDER[maxEdge]}, group ${ORDER[gp]}) are left apart`)
+  })
 }
 
 /** Throws unless groups run in dependency order, and a group runs before one with an earlier first node only when that one waits for it. */
