@@ -324,6 +324,10 @@ describe("rewrite.FuseOps: the fusion rules", () => {
         checkOrder(f)
         for (const g of f.groups) expect(g.nodes.length).toBeLessThanOrEqual(max)
         if (max === 1) expect(f.groups.length).toBe(f.graph.nodes.length)
+        // a limit the largest group meets exactly changes nothing
+        const free = fuseOpsSync(graph)
+        const largest = Math.max(...free.groups.map((g) => g.nodes.length))
+        expect(fuseOpsSync(graph, { maxGroupSize: largest }).groups.map((g) => g.nodes)).toEqual(free.groups.map((g) => g.nodes))
       }),
       lawParams(60),
     )
