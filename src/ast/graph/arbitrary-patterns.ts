@@ -14,6 +14,8 @@ import { fromArray } from "./tensor.js"
 export interface PatternCase extends GraphCase {
   /** The ops of the graph with every planted pattern recognised (a multiset, sorted). */
   readonly expected: readonly string[]
+  /** How often each rule fires on the way (by rule name). */
+  readonly fired: ReadonlyMap<string, number>
   /** How many patterns were planted (recognisable), and how many near misses. */
   readonly planted: number
   readonly nearMisses: number
@@ -27,7 +29,10 @@ interface Ctx {
   readonly kept: string[]
   /** Values made graph outputs (read outside the pattern). */
   readonly side: Val[]
+  /** How often each rule must fire. */
+  readonly fired: Map<string, number>
 }
+const fire = (c: Ctx, rule: string) => c.fired.set(rule, (c.fired.get(rule) ?? 0) + 1)
 
 const scalar = (c: Ctx, v: number): Val => c.b.constant(fromArray(c.dtype, c.b.rng.next() < 0.5 ? [] : [1], [v]))
 /** A constant the rules compare with a tolerance (1e-5 relative to max(1, |v|), `tol`): exact, or off by most of the tolerance. */
@@ -54,9 +59,12 @@ const readOutside = (c: Ctx, v: Val) => {
 }
 
 /** ReduceMean over `axes` (every axis when undefined) with keepdims (or not), the axes as the opset spells them. */
-const reduceMean = (c: Ctx, x: Val, axes: readonly number[] | undefined, keepdims = 1): Val => {
+const reduceMean = (c: Ctx, x: Val, axes0: readonly number[] | undefined, keepdims = 1): Val => {
+  let axes = axes0
   const keep: Attrs = keepdims === 0 || c.b.rng.next() < 0.5 ? { keepdims: attr.int(keepdims) } : {}
-  if (axes === undefined) return c.b.op1("ReduceMean", [x], keep)
+  // every axis: no axes at all, or an empty list of them
+  if (axes === undefined && c.b.rng.next() < 0.5) return c.b.op1("ReduceMean", [x], keep)
+  if (axes === undefined) axes = []
   return c.opset >= 18
     ? c.b.op1("ReduceMean", [x, c.b.constant(fromArray("int64", [axes.length], axes), "axes")], keep)
     : c.b.op1("ReduceMean", [x], { axes: attr.ints(axes), ...keep })
@@ -69,7 +77,8 @@ const trailing = (c: Ctx, rank: number, k: number): number[] => {
 }
 
 const LN_MISSES = [
-  "pow3", "pow-vector", "other-square", "eps-computed", "eps-vector", "axes-differ", "not-trailing", "reduce-all", "keepdims-0",
+  "pow3", "pow-vector", "pow-other", "other-square", "plus-two", "div-d-d", "eps-computed", "eps-vector", "no-eps", "axes-differ", "not-trailing",
+  "reduce-all", "reduce-all-first", "keepdims-0", "mul-not-div", "numerator-not-sub", "no-sqrt",
   "d-read", "mean-read", "mean-of-other", "var-read", "sq-read", "ve-read", "sqrt-read",
 ] as const
 type LnMiss = (typeof LN_MISSES)[number]
@@ -85,9 +94,9 @@ const layerNormSpelled = (c: Ctx, x: Val): Val => {
   const k = rank >= 3 && rng.next() < 0.4 ? 2 : 1
   // keepdims 0 type-checks (and means something else) on a square [D, D] only
   const square = rank === 2 && x.shape[0] === x.shape[1]
-  const miss: LnMiss | undefined = rng.next() < 0.4 ? rng.pick(LN_MISSES.filter((m) => m !== "keepdims-0" || square)) : undefined
+  const miss: LnMiss | undefined = square && rng.next() < 0.3 ? "keepdims-0" : rng.next() < 0.5 ? rng.pick(LN_MISSES.filter((m) => m !== "keepdims-0" && (rank > 1 || (m !== "axes-differ" && m !== "not-trailing")))) : undefined
   // a leading axis is never trailing (rank ≥ 2); a second axis set of another length, or the first axis, differs
-  const axes1 = miss === "not-trailing" ? [rng.pick([0, -rank])] : trailing(c, rank, k)
+  const axes1 = miss === "not-trailing" ? (rank >= 3 && rng.next() < 0.5 ? [0, rank - 1] : [rng.pick([0, -rank])]) : trailing(c, rank, k)
   const axes2 = miss === "axes-differ" ? (rank >= 3 ? trailing(c, rank, 3 - k) : [rng.pick([0, -rank])]) : miss === "not-trailing" ? axes1 : trailing(c, rank, k)
   const ops: string[] = []
   const op1 = (op: string, ins: readonly Val[], attrs = {}) => {
@@ -99,7 +108,7 @@ const layerNormSpelled = (c: Ctx, x: Val): Val => {
     return reduceMean(c, v, axes)
   }
   const other = miss === "mean-of-other" ? op1("Abs", [x]) : x
-  const m = miss === "reduce-all" ? mean(other, undefined) : miss === "keepdims-0" ? (ops.push("ReduceMean"), reduceMean(c, other, axes1, 0)) : mean(other, axes1)
+  const m = miss === "reduce-all" || miss === "reduce-all-first" ? mean(other, undefined) : miss === "keepdims-0" ? (ops.push("ReduceMean"), reduceMean(c, other, axes1, 0)) : mean(other, axes1)
   const d = op1("Sub", [x, m])
   const sq =
     miss === "pow3"
@@ -108,14 +117,20 @@ const layerNormSpelled = (c: Ctx, x: Val): Val => {
         ? op1("Pow", [d, vectorOf(c, d, 2)])
       : miss === "other-square"
         ? op1("Mul", swap(c, d, op1("Relu", [d])))
+      : miss === "pow-other"
+        ? op1("Pow", [op1("Relu", [d]), scalar(c, 2)])
+      : miss === "plus-two"
+        ? op1("Add", [d, scalar(c, 2)])
+      : miss === "div-d-d"
+        ? op1("Div", [d, d])
         : rng.next() < 0.5
           ? op1("Pow", [d, scalar(c, 2)])
           : op1("Mul", [d, d])
   const v = mean(sq, miss === "reduce-all" ? undefined : axes2)
-  const eps = miss === "eps-computed" ? op1("Abs", [scalar(c, 1e-5)]) : miss === "eps-vector" ? vectorOf(c, x, 1e-3) : scalar(c, rng.pick([1e-5, 1e-3, 0.1]))
-  const ve = op1("Add", swap(c, v, eps))
-  const root = op1("Sqrt", [ve])
-  const n = op1("Div", [d, root])
+  const eps = miss === "eps-computed" ? op1("Abs", [scalar(c, 0.1)]) : miss === "eps-vector" ? vectorOf(c, x, 1e-3) : scalar(c, rng.pick([1e-5, 1e-3, 0.1]))
+  const ve = miss === "no-eps" ? v : op1("Add", swap(c, v, eps))
+  const root = miss === "no-sqrt" ? ve : op1("Sqrt", [ve])
+  const n = op1(miss === "mul-not-div" ? "Mul" : "Div", [miss === "numerator-not-sub" ? op1("Relu", [d]) : d, root])
   const reads: Partial<Record<LnMiss, Val>> = { "d-read": d, "mean-read": m, "var-read": v, "sq-read": sq, "ve-read": ve, "sqrt-read": root }
   if (miss && reads[miss]) readOutside(c, reads[miss])
   if (miss) {
@@ -123,6 +138,7 @@ const layerNormSpelled = (c: Ctx, x: Val): Val => {
     return n
   }
   c.kept.push("LayerNormalization")
+  fire(c, "recognize-layer-norm")
   return affine(c, n, x.shape.slice(rank - k))
 }
 
@@ -144,7 +160,8 @@ const affine = (c: Ctx, y0: Val, norm: readonly number[]): Val => {
   // after a near miss the value is no LayerNormalization's any more: what follows stays too
   let missed = false
   for (const op of rng.next() < 0.5 ? ["Mul", "Add"] : rng.pick([["Mul"], ["Add"], [], ["Add", "Mul"]])) {
-    const miss: AffineMiss | undefined = rng.next() < 0.25 ? rng.pick<AffineMiss>(["wide", "computed", "read"]) : undefined
+    // (wide needs a dim before the normalised ones)
+    const miss: AffineMiss | undefined = rng.next() < 0.25 ? rng.pick<AffineMiss>(y.shape.length > norm.length ? ["wide", "computed", "read"] : ["computed", "read"]) : undefined
     // wide: one more leading dim than the normalised ones (a [T, D] constant after a norm over D)
     const cst = miss === "wide" ? filled(c, y.shape.slice(y.shape.length - norm.length - 1), 0.5, 1.5) : filled(c, fitting(), 0.5, 1.5)
     const operand = miss === "computed" ? b.op1("Relu", [cst]) : cst
@@ -152,6 +169,7 @@ const affine = (c: Ctx, y0: Val, norm: readonly number[]): Val => {
     if (miss === "read") readOutside(c, y)
     missed ||= miss !== undefined
     if (missed) c.kept.push(op)
+    else fire(c, "absorb-affine-into-layer-norm")
     y = b.op1(op, swap(c, y, operand))
   }
   return y
@@ -184,14 +202,17 @@ const layerNormOp = (c: Ctx, x: Val): Val => {
   return b.op1("Mul", swap(c, y, filled(c, norm, 0.5, 1.5)))
 }
 
-const GELU_MISSES = ["half-off", "half-vector", "half-rank-up", "one-off", "one-vector", "root-off", "root-vector", "erf-of-other", "four-factors", "erf-read", "scaled-read", "plus-read", "inner-read"] as const
+const GELU_MISSES = [
+  "half-off", "half-vector", "half-rank-up", "one-off", "one-vector", "root-off", "root-vector", "erf-of-other", "tanh-not-erf", "four-factors",
+  "erf-read", "scaled-read", "plus-read", "inner-read",
+] as const
 type GeluMiss = (typeof GELU_MISSES)[number]
 
 /** x · ½ · (1 + erf(x / √2)) in any association and operand order, or x · (1/√2) inside. */
 const geluSpelled = (c: Ctx, x: Val): Val => {
   const { b } = c
   const { rng } = b
-  const miss: GeluMiss | undefined = rng.next() < 0.4 ? rng.pick(GELU_MISSES) : undefined
+  const miss: GeluMiss | undefined = rng.next() < 0.5 ? rng.pick(GELU_MISSES) : undefined
   const ops: string[] = []
   const op1 = (op: string, ins: readonly Val[]) => {
     ops.push(op)
@@ -200,9 +221,9 @@ const geluSpelled = (c: Ctx, x: Val): Val => {
   const inner = miss === "erf-of-other" ? op1("Neg", [x]) : x
   const byDiv = rng.next() < 0.5
   const root = byDiv ? Math.SQRT2 : Math.SQRT1_2
-  const rootC = miss === "root-off" ? scalar(c, root * 1.1) : miss === "root-vector" ? vectorOf(c, x, root) : nearly(c, root, 1e-4)
+  const rootC = miss === "root-off" ? scalar(c, root * 1.1) : miss === "root-vector" ? vectorOf(c, x, root) : nearly(c, root)
   const scaled = byDiv ? op1("Div", [inner, rootC]) : op1("Mul", swap(c, inner, rootC))
-  const e = op1("Erf", [scaled])
+  const e = op1(miss === "tanh-not-erf" ? "Tanh" : "Erf", [scaled])
   const plus = op1("Add", swap(c, e, miss === "one-off" ? scalar(c, 2) : miss === "one-vector" ? vectorOf(c, x, 1) : nearly(c, 1)))
   const half = miss === "half-off" ? scalar(c, 0.45) : miss === "half-vector" ? vectorOf(c, x, 0.5) : miss === "half-rank-up" ? rankUp(c, 0.5) : nearly(c, 0.5)
   const factors = [x, half, plus]
@@ -224,15 +245,18 @@ const geluSpelled = (c: Ctx, x: Val): Val => {
   if (miss === "four-factors") {
     // the inner three-factor tree is Gelu all the same (its Mul is read by the outer one alone)
     c.kept.push("Gelu", "Mul", "Mul")
+    fire(c, "recognize-gelu")
     return y
   }
   c.kept.push("Gelu")
+  fire(c, "recognize-gelu")
   return y
 }
 
 type HsMiss =
   | "alpha-off" | "beta-off" | "of-other" | "hs-read"
-  | "lo-off" | "hi-off" | "three-off" | "three-vector" | "six-off" | "six-vector" | "six-rank-up" | "add-of-other" | "clip-read" | "add-read" | "mul-read"
+  | "lo-off" | "hi-off" | "three-off" | "three-vector" | "six-off" | "six-vector" | "six-rank-up" | "sub-not-div" | "numerator-not-mul"
+  | "add-of-other" | "clip-read" | "add-read" | "mul-read"
 
 /** x · HardSigmoid(x; 1/6, ½), or x · Clip(x + 3, 0, 6) / 6, operands in either order. */
 const hardSwishSpelled = (c: Ctx, x: Val): Val => {
@@ -245,11 +269,14 @@ const hardSwishSpelled = (c: Ctx, x: Val): Val => {
   }
   const finish = (miss: HsMiss | undefined, y: Val) => {
     if (miss) keepAll(c, ops)
-    else c.kept.push("HardSwish")
+    else {
+      c.kept.push("HardSwish")
+      fire(c, "recognize-hard-swish")
+    }
     return y
   }
   if (rng.next() < 0.4) {
-    const miss: HsMiss | undefined = rng.next() < 0.4 ? rng.pick<HsMiss>(["alpha-off", "beta-off", "of-other", "hs-read"]) : undefined
+    const miss: HsMiss | undefined = rng.next() < 0.5 ? rng.pick<HsMiss>(["alpha-off", "beta-off", "of-other", "hs-read"]) : undefined
     const other = miss === "of-other" ? op1("Neg", [x]) : x
     const jitter = (v: number) => (rng.next() < 0.5 ? v : v + rng.pick([-0.8, 0.8]) * 1e-5)
     const hs = op1("HardSigmoid", [other], {
@@ -260,13 +287,15 @@ const hardSwishSpelled = (c: Ctx, x: Val): Val => {
     return finish(miss, op1("Mul", swap(c, x, hs)))
   }
   const miss: HsMiss | undefined =
-    rng.next() < 0.4 ? rng.pick<HsMiss>(["lo-off", "hi-off", "three-off", "three-vector", "six-off", "six-vector", "six-rank-up", "add-of-other", "clip-read", "add-read", "mul-read"]) : undefined
+    rng.next() < 0.5
+      ? rng.pick<HsMiss>(["lo-off", "hi-off", "three-off", "three-vector", "six-off", "six-vector", "six-rank-up", "sub-not-div", "numerator-not-mul", "add-of-other", "clip-read", "add-read", "mul-read"])
+      : undefined
   const other = miss === "add-of-other" ? op1("Neg", [x]) : x
   const add = op1("Add", swap(c, other, miss === "three-off" ? scalar(c, 2.5) : miss === "three-vector" ? vectorOf(c, x, 3) : scalar(c, 3)))
   const [lo, hi] = [miss === "lo-off" ? -1 : 0, miss === "hi-off" ? 5 : 6]
   const clip = c.opset < 11 ? op1("Clip", [add], { min: attr.float(lo), max: attr.float(hi) }) : op1("Clip", [add, scalar(c, lo), scalar(c, hi)])
   const mul = op1("Mul", swap(c, x, clip))
-  const y = op1("Div", [mul, miss === "six-off" ? scalar(c, 5) : miss === "six-vector" ? vectorOf(c, x, 6) : miss === "six-rank-up" ? rankUp(c, 6) : nearly(c, 6)])
+  const y = op1(miss === "sub-not-div" ? "Sub" : "Div", [miss === "numerator-not-mul" ? op1("Tanh", [mul]) : mul, miss === "six-off" ? scalar(c, 5) : miss === "six-vector" ? vectorOf(c, x, 6) : miss === "six-rank-up" ? rankUp(c, 6) : nearly(c, 6)])
   const reads: Partial<Record<HsMiss, Val>> = { "clip-read": clip, "add-read": add, "mul-read": mul }
   if (miss && reads[miss]) readOutside(c, reads[miss])
   return finish(miss, y)
@@ -287,12 +316,12 @@ export const buildPatternGraph = (seed: number, budget: number): PatternCase => 
   const opset = rng.pick([10, 13, 18])
   const dtype: DType = rng.next() < 0.2 ? "float64" : "float32"
   const b = graphBuilder(rng, opset)
-  const rank = rng.int(2, 4)
+  const rank = rng.int(1, 4)
   const D = rng.pick([4, 6, 8])
   // (a square [D, D] at times: a ReduceMean without keepdims type-checks there)
   const shape = rank === 2 && rng.next() < 0.3 ? [D, D] : Array.from({ length: rank }, (_, i) => (i === rank - 1 ? D : rng.int(1, 3)))
   const input = b.input("x", randomTensor(rng, shape, -2, 2, dtype))
-  const c: Ctx = { b, dtype, opset, kept: [], side: [] }
+  const c: Ctx = { b, dtype, opset, kept: [], side: [], fired: new Map() }
   let x = input
   let planted = 0
   let nearMisses = 0
@@ -312,9 +341,9 @@ export const buildPatternGraph = (seed: number, budget: number): PatternCase => 
   }
   const outputs = [x, ...c.side.filter((v, k, all) => v !== x && all.indexOf(v) === k)]
   const { graph, inputs } = b.finish(`patterns_${seed}_${budget}`, outputs, opset)
-  return { graph, inputs, expected: [...c.kept].sort(), planted, nearMisses }
+  return { graph, inputs, expected: [...c.kept].sort(), fired: c.fired, planted, nearMisses }
 }
 
 /** fast-check arbitrary of pattern cases (1 to `maxMotifs` motifs, default 4). */
-export const arbPatternCase = (maxMotifs = 4): fc.Arbitrary<PatternCase> =>
+export const arbPatternCase = (maxMotifs = 5): fc.Arbitrary<PatternCase> =>
   fc.tuple(fc.integer({ min: 0, max: 0x7fffffff }), fc.integer({ min: 1, max: maxMotifs })).map(([seed, budget]) => buildPatternGraph(seed, budget))
