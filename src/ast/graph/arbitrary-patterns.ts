@@ -77,7 +77,7 @@ const trailing = (c: Ctx, rank: number, k: number): number[] => {
 }
 
 const LN_MISSES = [
-  "pow3", "pow-vector", "pow-other", "other-square", "plus-two", "div-d-d", "eps-computed", "eps-vector", "no-eps", "axes-differ", "not-trailing",
+  "pow3", "pow-vector", "pow-other", "square-of-x", "other-square", "plus-two", "div-d-d", "eps-computed", "eps-vector", "no-eps", "axes-differ", "not-trailing",
   "reduce-all", "reduce-all-first", "keepdims-0", "mul-not-div", "numerator-not-sub", "no-sqrt",
   "d-read", "mean-read", "mean-of-other", "var-read", "sq-read", "ve-read", "sqrt-read",
 ] as const
@@ -119,6 +119,8 @@ const layerNormSpelled = (c: Ctx, x: Val): Val => {
         ? op1("Mul", swap(c, d, op1("Relu", [d])))
       : miss === "pow-other"
         ? op1("Pow", [op1("Relu", [d]), scalar(c, 2)])
+      : miss === "square-of-x"
+        ? rng.next() < 0.5 ? op1("Pow", [x, scalar(c, 2)]) : op1("Mul", [x, x])
       : miss === "plus-two"
         ? op1("Add", [d, scalar(c, 2)])
       : miss === "div-d-d"
