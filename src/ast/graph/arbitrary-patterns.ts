@@ -120,7 +120,7 @@ const layerNormSpelled = (c: Ctx, x: Val): Val => {
       : miss === "pow-other"
         ? op1("Pow", [op1("Relu", [d]), scalar(c, 2)])
       : miss === "square-of-x"
-        ? rng.next() < 0.5 ? op1("Pow", [x, scalar(c, 2)]) : op1("Mul", [x, x])
+        ? rng.next() < 0.4 ? op1("Pow", [x, scalar(c, 2)]) : op1("Mul", rng.pick([[x, x], [x, d], [d, x]]))
       : miss === "plus-two"
         ? op1("Add", [d, scalar(c, 2)])
       : miss === "div-d-d"
