@@ -309,6 +309,30 @@ describe("pattern recognition (rewrite.SimplifyInference)", () => {
     assertAllClose(evalGraph(after, x), evalGraph(before, x))
   })
 
+  // regression (laws/rewrite/recognize-patterns.law.ts): the square as Mul(d, d) reads d twice, and
+  // the rule counted that as a third reader of d, so this spelling was never recognised
+  it("puts back a decomposed LayerNorm whose square is Mul(d, d)", () => {
+    const before = makeGraph({
+      opset: 13,
+      inputs: [{ name: "x", type: f32([3, 6]) }],
+      outputs: [{ name: "y", type: f32([3, 6]) }],
+      initializers: new Map([["eps", tensor("float32", [], Float32Array.of(1e-5))]]),
+      nodes: [
+        node("ReduceMean", ["x"], ["m"], { axes: attr.ints([-1]) }),
+        node("Sub", ["x", "m"], ["d"]),
+        node("Mul", ["d", "d"], ["d2"]),
+        node("ReduceMean", ["d2"], ["v"], { axes: attr.ints([-1]) }),
+        node("Add", ["v", "eps"], ["ve"]),
+        node("Sqrt", ["ve"], ["s"]),
+        node("Div", ["d", "s"], ["y"]),
+      ],
+    })
+    const after = simplifyInferenceSync(before)
+    expect(after.nodes.map((n) => n.op)).toEqual(["LayerNormalization"])
+    const x = feeds(before)
+    assertAllClose(evalGraph(after, x), evalGraph(before, x))
+  })
+
   it("recognises Gelu spelled as x * 0.5 * (1 + erf(x / sqrt 2))", () => {
     const before = makeGraph({
       opset: 13,

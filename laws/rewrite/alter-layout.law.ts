@@ -6,14 +6,15 @@
 import { Effect } from "effect"
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
-import { attr } from "../../src/ast/graph/attrs.js"
-import { prng } from "../../src/ast/graph/arbitrary.js"
+import { attr, type Attrs } from "../../src/ast/graph/attrs.js"
+import { arbGraphCase, prng } from "../../src/ast/graph/arbitrary.js"
 import { arbModelGraphCase } from "../../src/ast/graph/arbitrary-models.js"
-import { makeGraph, node, type Graph } from "../../src/ast/graph/graph.js"
+import { makeGraph, node, structurallyEqual, type Graph } from "../../src/ast/graph/graph.js"
+import { bindSync } from "../../src/ast/graph/infer.js"
 import { tensor, type Tensor } from "../../src/ast/graph/tensor.js"
 import { makeTarget } from "../../src/ast/target.js"
 import { compileGraph, loadProgram } from "../../src/pipeline.js"
-import { alterLayoutSync } from "../../src/rewrite/alter-layout.js"
+import { alterLayoutSync, chooseBlock } from "../../src/rewrite/alter-layout.js"
 import { simplifyInferenceSync } from "../../src/rewrite/simplify-inference.js"
 import { assertAllClose, evalGraph, lawParams } from "../support.js"
 
@@ -86,11 +87,12 @@ describe("alterLayout: pooling in the blocked layout", () => {
 // weight, alpha, a bias of shape [N], [1, N] or [M, N] or none) takes its weight in column panels —
 // the rewritten graph evaluates as the original, and compiled (js) DensePack computes what the
 // evaluator does.
-const arbDenseCase: fc.Arbitrary<GraphCase & { readonly lanes: number }> = fc.integer({ min: 1, max: 1 << 30 }).map((seed) => {
+/** A Gemm the rule packs (after canonicalization); `wide`: rows, columns and lanes past its limits too. */
+const denseCase = (seed: number, wide = false): GraphCase & { readonly lanes: number } => {
   const rng = prng(seed)
   const rand = (shape: number[]) => tensor("float32", shape, Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rng.float(-1, 1)))
-  const lanes = rng.pick([8, 16])
-  const [M, K, N] = [rng.int(1, 8), rng.int(1, 40), rng.int(2 * lanes, 5 * lanes)]
+  const lanes = rng.pick(wide ? [4, 8, 16] : [8, 16])
+  const [M, K, N] = [rng.int(1, wide ? 10 : 8), rng.int(1, 40), rng.int(wide ? 2 * lanes - 2 : 2 * lanes, 5 * lanes)]
   const transB = rng.next() < 0.5
   const bias = rng.pick(["none", "row", "vector", "matrix"] as const)
   const biasShape = bias === "row" ? [1, N] : bias === "vector" ? [N] : [M, N]
@@ -109,7 +111,8 @@ const arbDenseCase: fc.Arbitrary<GraphCase & { readonly lanes: number }> = fc.in
     ],
   })
   return { graph, inputs: new Map([["x", rand([M, K])]]), lanes }
-})
+}
+const arbDenseCase = fc.integer({ min: 1, max: 1 << 30 }).map((seed) => denseCase(seed))
 
 /** Gemm canonicalized (transposes and alpha folded into the constant weight), then the layout pass. */
 const optimize = (graph: Graph, lanes: number): Graph => alterLayoutSync(simplifyInferenceSync(graph), { vectorLanes: lanes })
@@ -190,4 +193,238 @@ describe("alterLayout: model-like conv nets", () => {
       lawParams(8),
     )
   }, 120_000)
+})
+
+// rewrite.AlterLayout's structure, on random graphs and model-like conv nets against 4, 8 and 16
+// lanes: every value has one layout and every op reads what it expects (a LayoutTransform its
+// source layout, a blocked conv its input block, a blocked pool or elementwise op one block; every
+// other op, and every graph output, plain NCHW); transforms stand only at a layout boundary, never
+// on a constant, never after their inverse; blocked channel counts divide, with the largest block
+// the lanes allow; every convolution that can be blocked is, and every dense layer that can be
+// packed is; a second run changes nothing (the moves saturate).
+
+/** "NCHW" → 0, "NCHW{b}c" → b (undefined otherwise). */
+const blockIn = (s: string): number | undefined => (s === "NCHW" ? 0 : /^NCHW(\d+)c$/.test(s) ? Number(/^NCHW(\d+)c$/.exec(s)![1]) : undefined)
+/** The largest of lanes, lanes/2, lanes/4, … (above 1) that divides c; 1 when none does. */
+const largestBlock = (c: number, lanes: number): number => {
+  const fits = [16, 8, 4, 2].filter((b) => b <= lanes && lanes % b === 0 && c % b === 0)
+  return fits.length ? Math.max(...fits) : 1
+}
+const MOVABLE = new Set(["Relu", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "HardSwish", "Elu", "Selu", "Softplus", "Neg", "Abs", "Exp", "Erf", "Sqrt", "Gelu", "Mish", "Swish", "Clip", "Add", "Sub", "Mul", "Div"])
+
+const str = (n: Graph["nodes"][number], a: string) => (n.attrs[a]?.kind === "string" ? (n.attrs[a].value as string) : "")
+const int = (n: Graph["nodes"][number], a: string, dflt: number) => (n.attrs[a]?.kind === "int" ? (n.attrs[a].value as number) : dflt)
+
+/** Throws unless the layouts of `after` (the pass's result for `lanes`) are consistent and minimal. */
+const checkLayouts = (after: Graph, lanes: number): void => {
+  const layout = new Map<string, number>()
+  const producer = new Map<string, Graph["nodes"][number]>()
+  for (const n of after.nodes) {
+    const ins = n.inputs.map((i) => (i === "" ? undefined : (layout.get(i) ?? 0)))
+    let out = 0
+    if (n.op === "LayoutTransform") {
+      const [src, dst] = [blockIn(str(n, "src_layout")), blockIn(str(n, "dst_layout"))]
+      expect(src !== undefined && dst !== undefined && src !== dst && (src === 0 || dst === 0), `${n.name}: ${str(n, "src_layout")} → ${str(n, "dst_layout")}`).toBe(true)
+      expect(ins[0], `${n.name} reads its source layout`).toBe(src)
+      expect(after.initializers.has(n.inputs[0]), `${n.name} re-lays a constant at run time`).toBe(false)
+      const p = producer.get(n.inputs[0])
+      if (p?.op === "LayoutTransform") throw new Error(`${p.name} → ${n.name}: two transforms back to back`)
+      out = dst!
+    } else if (n.op === "ConvNCHWc") {
+      const [ib, ob] = [int(n, "in_block", 0), int(n, "out_block", 0)]
+      const [x, y] = [after.valueTypes.get(n.inputs[0])!.shape as number[], after.valueTypes.get(n.outputs[0])!.shape as number[]]
+      const [C, O] = [x[1] * x[4], y[1] * y[4]]
+      expect([ins[0], x[4], y[4]], `${n.name} reads and writes its blocks`).toEqual([ib, ib, ob])
+      expect([C % ib, O % ob]).toEqual([0, 0])
+      const depthwise = int(n, "group", 1) !== 1
+      expect([ib, ob], `${n.name}: the largest blocks ≤ ${lanes} lanes of ${C} → ${O} channels`).toEqual(depthwise ? [largestBlock(C, lanes), largestBlock(C, lanes)] : [largestBlock(C, lanes), largestBlock(O, lanes)])
+      out = ob
+    } else if (n.op === "PoolNCHWc") {
+      expect(ins[0]! > 0, `${n.name} reads a blocked value`).toBe(true)
+      out = ins[0]!
+    } else {
+      const blocked = [...new Set(ins.filter((b) => b !== undefined && b > 0))]
+      if (blocked.length) {
+        expect(MOVABLE.has(n.op) && blocked.length === 1, `${n.op} ${n.name} reads blocked values ${blocked}`).toBe(true)
+        out = blocked[0]!
+      }
+    }
+    for (const o of n.outputs) if (o !== "") layout.set(o, out)
+    for (const o of n.outputs) producer.set(o, n)
+  }
+  for (const o of after.outputs) expect(layout.get(o.name) ?? 0, `graph output ${o.name} is NCHW`).toBe(0)
+}
+
+/** Convs the pass must block: 2-D, float32 of static shape, constant weights, group 1 or depthwise, some block above 1. */
+const blockable = (g: Graph, lanes: number): number =>
+  g.nodes.filter((n) => {
+    const x = g.valueTypes.get(n.inputs[0])
+    const w = g.initializers.get(n.inputs[1] ?? "")
+    if (n.op !== "Conv" || !x || !w || x.dtype !== "float32" || x.shape.length !== 4 || w.shape.length !== 4 || !x.shape.every((d) => typeof d === "number")) return false
+    const [C, O, group] = [x.shape[1] as number, w.shape[0], int(n, "group", 1)]
+    const depthwise = group === C && O === C && w.shape[1] === 1
+    return (group === 1 || depthwise) && (largestBlock(C, lanes) > 1 || largestBlock(depthwise ? C : O, lanes) > 1)
+  }).length
+
+/** Gemms the pass must pack: no transposes, alpha 1, beta 1 (or no C), float32 [M ≤ 8, K] by a constant [K, N ≥ 2·lanes], lanes ≥ 8. */
+const packable = (g: Graph, lanes: number): number =>
+  g.nodes.filter((n) => {
+    const x = g.valueTypes.get(n.inputs[0])
+    const w = g.initializers.get(n.inputs[1] ?? "")
+    const f = (a: string, d: number) => (n.attrs[a]?.kind === "float" ? (n.attrs[a].value as number) : d)
+    if (n.op !== "Gemm" || lanes < 8 || !x || !w || x.dtype !== "float32" || w.dtype !== "float32" || x.shape.length !== 2 || w.shape.length !== 2) return false
+    if (int(n, "transA", 0) || int(n, "transB", 0) || f("alpha", 1) !== 1 || (f("beta", 1) !== 1 && n.inputs[2])) return false
+    return typeof x.shape[0] === "number" && x.shape[0] <= 8 && x.shape[1] === w.shape[0] && w.shape[1] >= 2 * lanes
+  }).length
+
+const arbLayoutCase: fc.Arbitrary<readonly [GraphCase, number]> = fc.oneof(
+  { arbitrary: fc.tuple(fc.oneof(arbGraphCase({ maxNodes: 14, modelShare: 0.5 }), arbConvNet.map(([c]) => c)), fc.constantFrom(4, 8, 16)), weight: 4 },
+  { arbitrary: fc.integer({ min: 1, max: 1 << 30 }).map((seed) => denseCase(seed, true)).map((c) => [c, c.lanes] as const), weight: 1 },
+)
+
+describe("alterLayout: structure", () => {
+  it("chooseBlock: the largest of lanes, lanes/2, … above 1 that divides the channels, else 1", () => {
+    for (const lanes of [1, 2, 4, 8, 16]) for (let c = 1; c <= 48; c++) expect([c, lanes, chooseBlock(c, lanes)]).toEqual([c, lanes, largestBlock(c, lanes)])
+  })
+
+  it("layouts are consistent, transforms only at boundaries, blocks divide and are the largest, every blockable conv and packable dense layer converted, a second run changes nothing", () => {
+    let convs = 0
+    let dense = 0
+    fc.assert(
+      fc.property(arbLayoutCase, fc.boolean(), ([{ graph }, lanes], canonical) => {
+        // Gemms canonical (transposes, alpha and beta folded into the constants) or as written
+        const g = canonical ? simplifyInferenceSync(graph) : bindSync(graph)
+        const after = alterLayoutSync(g, { vectorLanes: lanes })
+        checkLayouts(after, lanes)
+        const bound = bindSync(g)
+        expect(after.nodes.filter((n) => n.op === "ConvNCHWc").length).toBe(blockable(bound, lanes))
+        expect(after.nodes.filter((n) => n.op === "DensePack").length).toBe(packable(bound, lanes))
+        expect(structurallyEqual(alterLayoutSync(after, { vectorLanes: lanes }), after), "a second run changes nothing").toBe(true)
+        convs += blockable(bound, lanes)
+        dense += packable(bound, lanes)
+      }),
+      lawParams(60),
+    )
+    // the cases reach both rules
+    expect(convs).toBeGreaterThan(25)
+    expect(dense).toBeGreaterThan(3)
+  })
+})
+
+// The neighbours a blocked convolution takes into its layout: every elementwise activation the
+// rule knows (Clip with constant bounds), Add / Sub / Mul / Div with a scalar or per-channel
+// constant or with another blocked value, max / average / global pooling — and the ones it must
+// leave: a computed Clip bound, a constant that varies over H or W, pooling with its Indices. Convs
+// that cannot be blocked stand beside them: computed weights, two groups, a depthwise conv with a
+// channel multiplier, a 1-D conv, odd channels.
+const NEIGHBOURS = ["Relu", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "HardSwish", "Elu", "Selu", "Softplus", "Neg", "Abs", "Exp", "Erf", "Sqrt", "Gelu", "Mish", "Swish"]
+const arbNeighbourCase: fc.Arbitrary<readonly [GraphCase, number]> = fc.integer({ min: 1, max: 1 << 30 }).map((seed) => {
+  const rng = prng(seed)
+  const rand = (shape: number[], lo = -1, hi = 1) => tensor("float32", shape, Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rng.float(lo, hi)))
+  const lanes = rng.pick([4, 8, 16])
+  const C = rng.pick([4, 8, 16, 6, 3])
+  const [H, W] = [rng.int(2, 5), rng.int(2, 5)]
+  const initializers = new Map<string, Tensor>()
+  const nodes: Graph["nodes"][number][] = []
+  let k = 0
+  const cst = (t: Tensor) => {
+    const name = `c${k++}`
+    initializers.set(name, t)
+    return name
+  }
+  const add = (op: string, inputs: string[], attrs: Attrs = {}, outputs = 1) => {
+    const outs = Array.from({ length: outputs }, (_, j) => `v${k}_${j}`)
+    nodes.push(node(op, inputs, outs, attrs, `${op.toLowerCase()}_${k++}`))
+    return outs[0]
+  }
+  const oneD = rng.next() < 0.1
+  const x = "x"
+  // the conv: blockable, or one of the kinds the rule leaves
+  const kind = rng.pick(["dense", "dense", "dense", "depthwise", "computed", "grouped", "multiplier", "odd"])
+  const O = kind === "odd" ? 3 : kind === "depthwise" ? C : kind === "multiplier" ? 2 * C : rng.pick([4, 8, 16, 12])
+  const Cin = kind === "odd" ? 3 : C
+  const group = kind === "depthwise" || kind === "multiplier" ? Cin : kind === "grouped" && Cin % 2 === 0 && O % 2 === 0 ? 2 : 1
+  const wShape = oneD ? [O, Cin / group, 3] : [O, Cin / group, 3, 3]
+  const w = kind === "computed" ? add("Abs", [cst(rand(wShape))]) : cst(rand(wShape))
+  let y = add("Conv", [x, w, cst(rand([O]))], { pads: attr.ints(oneD ? [1, 1] : [1, 1, 1, 1]), ...(group > 1 ? { group: attr.int(group) } : {}) })
+  for (let s = rng.int(1, 3); s > 0 && !oneD; s--) {
+    const r = rng.next()
+    if (r < 0.35) y = add(rng.pick(NEIGHBOURS), [y])
+    else if (r < 0.45) y = add("Clip", [y, cst(rand([], -1, -0.5)), rng.next() < 0.7 ? cst(rand([], 0.5, 1)) : add("Abs", [cst(rand([]))])])
+    else if (r < 0.7) {
+      const shape = rng.pick([[], [1], [O, 1, 1], [1, O, 1, 1], [1, 1, H, W], [1, O, H, W]])
+      const c = cst(rand(shape, 0.5, 1.5))
+      const op = rng.pick(["Add", "Sub", "Mul", "Div"])
+      y = add(op, rng.next() < 0.5 ? [y, c] : [c, y])
+    } else if (r < 0.8) {
+      // two blocked values of one block: a second conv from the same input
+      const z = add("Conv", [x, cst(rand([O, Cin / group, 1, 1])), cst(rand([O]))], group > 1 ? { group: attr.int(group) } : {})
+      y = add(rng.pick(["Add", "Mul"]), rng.next() < 0.5 ? [y, z] : [z, y])
+    } else {
+      const op = rng.pick(["MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "MaxPool"])
+      const global = op.startsWith("Global")
+      const indices = op === "MaxPool" && rng.next() < 0.3
+      y = add(op, [y], global ? {} : { kernel_shape: attr.ints([2, 2]), pads: attr.ints([0, 0, 1, 1]) }, indices ? 2 : 1)
+      if (global) break
+    }
+  }
+  const graph = makeGraph({
+    opset: 18,
+    inputs: [{ name: "x", type: { dtype: "float32", shape: oneD ? [1, Cin, H * W] : [1, Cin, H, W] } }],
+    outputs: [{ name: y, type: { dtype: "float32", shape: [] } }],
+    initializers,
+    nodes,
+  })
+  return [{ graph, inputs: new Map([["x", rand(oneD ? [1, Cin, H * W] : [1, Cin, H, W])]]) }, lanes] as const
+})
+
+/** Throws where an op the pass moves into the blocked layout still reads an unblocked value (LayoutTransform b → NCHW). */
+const checkSaturated = (g: Graph): void => {
+  const producer = new Map<string, Graph["nodes"][number]>()
+  for (const n of g.nodes) for (const o of n.outputs) producer.set(o, n)
+  const unblocked = (v: string): number => {
+    const p = producer.get(v)
+    return p?.op === "LayoutTransform" && str(p, "dst_layout") === "NCHW" ? blockIn(str(p, "src_layout"))! : 0
+  }
+  const isConst = (v: string) => v === "" || g.initializers.has(v)
+  const perChannel = (v: string, C: number) => {
+    const t = g.initializers.get(v)
+    if (!t) return false
+    const s = t.shape.join()
+    return t.data.length === 1 || s === `${C},1,1` || s === `1,${C},1,1`
+  }
+  for (const n of g.nodes) {
+    const b = unblocked(n.inputs[0] ?? "")
+    const out = g.valueTypes.get(n.outputs[0])?.shape ?? []
+    const stays = `${n.op} ${n.name} reads an unblocked value it could read blocked`
+    if (n.domain !== "") continue
+    if (b && (NEIGHBOURS.includes(n.op) || (n.op === "Clip" && n.inputs.slice(1).every(isConst)))) throw new Error(stays)
+    if (b && ["MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"].includes(n.op) && (n.outputs[1] ?? "") === "" && int(n, "storage_order", 0) === 0) throw new Error(stays)
+    if (["Add", "Sub", "Mul", "Div"].includes(n.op) && out.length === 4) {
+      const [l, r] = n.inputs.map(unblocked)
+      const same = (v: string) => g.valueTypes.get(v)?.shape.join() === out.join()
+      if (l && r && l === r && g.valueTypes.get(n.inputs[0])?.shape.join() === g.valueTypes.get(n.inputs[1])?.shape.join()) throw new Error(stays)
+      if (l && !r && same(n.inputs[0]) && perChannel(n.inputs[1], out[1] as number)) throw new Error(stays)
+      if (r && !l && same(n.inputs[1]) && perChannel(n.inputs[0], out[1] as number)) throw new Error(stays)
+    }
+  }
+}
+
+describe("alterLayout: neighbours of a blocked conv", () => {
+  it("move into the blocked layout when they can and only then; layouts consistent; every blockable conv blocked; evaluates as before", () => {
+    let moved = 0
+    fc.assert(
+      fc.property(arbNeighbourCase, ([{ graph, inputs }, lanes]) => {
+        const after = alterLayoutSync(graph, { vectorLanes: lanes })
+        checkLayouts(after, lanes)
+        checkSaturated(after)
+        expect(after.nodes.filter((n) => n.op === "ConvNCHWc").length).toBe(blockable(bindSync(graph), lanes))
+        expect(structurallyEqual(alterLayoutSync(after, { vectorLanes: lanes }), after), "a second run changes nothing").toBe(true)
+        assertAllClose(evalGraph(after, inputs), evalGraph(graph, inputs))
+        moved += after.nodes.filter((n) => n.op === "PoolNCHWc" || ((n.inputs[0] ?? "").length > 0 && after.valueTypes.get(n.inputs[0])?.shape.length === 5 && n.op !== "LayoutTransform" && n.op !== "ConvNCHWc")).length
+      }),
+      lawParams(150),
+    )
+    expect(moved).toBeGreaterThan(60)
+  })
 })

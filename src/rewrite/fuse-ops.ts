@@ -36,7 +36,7 @@ export interface FusedGroup {
   readonly ops: readonly string[]
   /** The group's pattern kind (the combination of its nodes'). */
   readonly kind: PatternKind
-  /** The node the group is built around (the out-elementwise-fusable or reduction op, else the last node). */
+  /** The node the group is built around: one of the group's kind (its out-elementwise-fusable or reduction op, where it has one). */
   readonly anchor: string
   /** Values the group reads from outside (graph inputs, constants, other groups). */
   readonly inputs: readonly string[]

@@ -71,8 +71,8 @@ export const recognizeLayerNorm: Rule = {
     if (!sq || !internal(ctx, mean2.inputs[0])) return undefined
     const squares = (sq.op === "Pow" && sq.inputs[0] === d && scalarOf(ctx, sq.inputs[1]) === 2) || (sq.op === "Mul" && sq.inputs[0] === d && sq.inputs[1] === d)
     if (!squares) return undefined
-    // d is read by the square and the Div only
-    if (ctx.consumers(d).length !== 2 || ctx.isOutput(d)) return undefined
+    // d is read by the square and the Div only (Mul(d, d) reads it twice)
+    if (ctx.isOutput(d) || ctx.consumers(d).some((c) => c.name !== sq.name && c.name !== n.name)) return undefined
     const xt = ctx.type(x)
     if (!xt || !xt.shape.every((v) => typeof v === "number") || (xt.dtype !== "float32" && xt.dtype !== "float64")) return undefined
     const a1 = reduceAxes(ctx, mean1)
@@ -157,36 +157,24 @@ export const absorbIntoLayerNorm: Rule = {
   },
 }
 
-/** The leaves of a tree of single-use Mul nodes rooted at `n`. */
+/** The leaves of the tree of single-use Mul nodes rooted at `n` (one more than the tree's Mul nodes). */
 const mulFactors = (ctx: RuleCtx, n: Node): string[] => {
   const out: string[] = []
-  const visit = (v: string, root: boolean) => {
-    const p = producerOp(ctx, v, "Mul")
-    if (p && (root || internal(ctx, v))) for (const i of p.inputs) visit(i, false)
-    else out.push(v)
-  }
-  for (const i of n.inputs) visit(i, false)
-  return out
-}
-
-const mulNodes = (ctx: RuleCtx, n: Node): number => {
-  let k = 1
   const visit = (v: string) => {
     const p = producerOp(ctx, v, "Mul")
-    if (p && internal(ctx, v)) {
-      k++
-      p.inputs.forEach(visit)
-    }
+    if (p && internal(ctx, v)) p.inputs.forEach(visit)
+    else out.push(v)
   }
   n.inputs.forEach(visit)
-  return k
+  return out
 }
 
 /** x · 0.5 · (1 + erf(x / √2)) in any association → Gelu(x). */
 export const recognizeGelu: Rule = {
   name: "recognize-gelu",
   apply: (n, ctx) => {
-    if (n.op !== "Mul" || n.domain !== "" || mulNodes(ctx, n) > 3) return undefined
+    if (n.op !== "Mul" || n.domain !== "") return undefined
+    // three factors: a tree of two Muls
     const f = mulFactors(ctx, n)
     if (f.length !== 3) return undefined
     const half = f.findIndex((v) => near(scalarOf(ctx, v) ?? NaN, 0.5))
