@@ -13,6 +13,7 @@
 //                                    only the laws and the transforms' own tests (vitest.mutation.config.ts)
 //   npm run mutation -- --tests laws/lowering/tir/*.law.ts,test/tir-pipeline.test.ts src/lowering/tir/unroll-loops.ts
 //                                    against these test files only: faster, and a lower bound of the score
+//   npm run mutation -- --skip-tests 'compiled|gcc' …   leave out the tests whose names match (a lower bound too)
 //   npm run mutation -- --all        every module of stryker.config.mjs's `mutate` (hours)
 //   npm run mutation -- --summary reports/mutation/<name>.json   the summary of an earlier run
 //
@@ -23,7 +24,7 @@ import * as path from "node:path"
 
 const args = process.argv.slice(2)
 const usage = () => {
-  console.error("usage: npm run mutation -- <source file>… [stryker options…] | --all | --summary REPORT.json")
+  console.error("usage: npm run mutation -- <source file>… [--tests GLOB,GLOB] [--skip-tests REGEXP] [stryker options…] | --all | --summary REPORT.json")
   process.exit(2)
 }
 if (args.length === 0) usage()
@@ -87,19 +88,25 @@ if (args[0] === "--summary") {
 
 // source files (a Stryker mutation range `file.ts:12-30` too); every other argument goes to Stryker
 const isSource = (a) => /^[^-].*\.[cm]?[jt]s(:[\d:-]+)?$/.test(a)
-const files = args.filter((a, i) => isSource(a) && (testsAt < 0 || i !== testsAt + 1))
 const allTests = args.includes("--all-tests")
-const testsAt = args.indexOf("--tests")
-const tests = testsAt >= 0 ? args[testsAt + 1] : undefined
-if (testsAt >= 0 && !tests) usage()
-const options = args.filter((a, i) => !isSource(a) && a !== "--all" && a !== "--all-tests" && (testsAt < 0 || (i !== testsAt && i !== testsAt + 1)))
+/** The value of option `name` and the indices it takes up. */
+const valueOf = (name) => {
+  const at = args.indexOf(name)
+  if (at >= 0 && !args[at + 1]) usage()
+  return at >= 0 ? { value: args[at + 1], taken: [at, at + 1] } : { value: undefined, taken: [] }
+}
+const tests = valueOf("--tests")
+const skipTests = valueOf("--skip-tests")
+const taken = new Set([...tests.taken, ...skipTests.taken])
+const options = args.filter((a, i) => !isSource(a) && a !== "--all" && a !== "--all-tests" && !taken.has(i))
+const files = args.filter((a, i) => isSource(a) && !taken.has(i))
 if (!args.includes("--all")) {
   if (files.length === 0) usage()
   for (const f of files) if (!fs.existsSync(f.replace(/:[\d:-]+$/, ""))) throw new Error(`${f}: no such file`)
 }
 
 // reports/mutation/<name>.json: the file's path (or "all"), so that runs of different modules keep their reports
-const name = (allTests ? "all-tests_" : tests ? "some-tests_" : "") + (args.includes("--all") ? "all" : files.length === 1 ? files[0].replace(/\.ts(:.*)?$/, "").replace(/^src\//, "").replace(/[/:]/g, "_") : `${files.length}-files`)
+const name = (allTests ? "all-tests_" : tests.value || skipTests.value ? "some-tests_" : "") + (args.includes("--all") ? "all" : files.length === 1 ? files[0].replace(/\.ts(:.*)?$/, "").replace(/^src\//, "").replace(/[/:]/g, "_") : `${files.length}-files`)
 const outDir = "reports/mutation"
 fs.mkdirSync(outDir, { recursive: true })
 
@@ -115,7 +122,8 @@ const r = spawnSync(
       TESSERA_ONNX_TESTS: process.env.TESSERA_ONNX_TESTS ?? path.resolve("../shared/onnx-tests"),
       // which tests the mutants face (vitest.mutation.config.ts)
       TESSERA_MUTATION_TESTS: allTests ? "all" : "transforms",
-      ...(tests ? { TESSERA_MUTATION_INCLUDE: tests } : {}),
+      ...(tests.value ? { TESSERA_MUTATION_INCLUDE: tests.value } : {}),
+      ...(skipTests.value ? { TESSERA_MUTATION_SKIP: skipTests.value } : {}),
     },
   },
 )
