@@ -4,7 +4,7 @@
 //
 // Opt level 1: a cheap clean-up that every emitter accepts the output of with or without it (the
 // TIR analogue of FoldConstants, also at 1); below 1 the loop nests reach the emitters as lowered.
-import { constValue, substitute, type Expr } from "../../ast/te/expr.js"
+import { constValue, type Expr } from "../../ast/te/expr.js"
 import { simplify, type Interval } from "../../ast/te/simplify.js"
 import { seq, substituteStmt, type Stmt } from "../../ast/tir/tir.js"
 import { tirPass } from "./tir-pass.js"
@@ -19,50 +19,6 @@ const loopBounds = (bounds: ReadonlyMap<string, Interval>, name: string, lo: num
   return inner
 }
 
-/** Could simplifyStmt empty `s`? Not without a guard, a loop of unknown or non-positive extent, or an empty seq. */
-const mayEmpty = (s: Stmt): boolean => {
-  switch (s.kind) {
-    case "for":
-      return s.extent.kind !== "const" || s.extent.value <= 0 || mayEmpty(s.body)
-    case "seq":
-      return s.body.length === 0 || s.body.every(mayEmpty)
-    case "if":
-      return true
-    default:
-      return false
-  }
-}
-
-/**
- * isEmpty(simplifyStmt(s', bounds)) where s' is `s` with `substs` applied in order (as
- * substituteStmt would), deciding only the loop extents and guards that can empty a statement
- * (stores, allocations and lets never do): neither the body nor its expressions are rebuilt.
- */
-const simplifiesToEmpty = (s: Stmt, bounds: Map<string, Interval>, substs: readonly ReadonlyMap<string, Expr>[] = []): boolean => {
-  if (!mayEmpty(s)) return false
-  const g = (e: Expr) => simplify(substs.reduce((x, env) => substitute(x, env), e), bounds)
-  switch (s.kind) {
-    case "for": {
-      const min = g(s.min)
-      const lo = constValue(min)
-      const ext = constValue(g(s.extent))
-      if (ext !== undefined && ext <= 0) return true
-      if (simplifiesToEmpty(s.body, loopBounds(bounds, s.var.name, lo, ext), substs)) return true
-      if (ext === 1 && s.forKind !== "thread" && s.forKind !== "vthread") return simplifiesToEmpty(s.body, bounds, [...substs, new Map([[s.var.name, min]])])
-      return false
-    }
-    case "seq":
-      return s.body.every((b) => simplifiesToEmpty(b, bounds, substs))
-    case "if": {
-      const cond = g(s.cond)
-      if (cond.kind !== "const") return false
-      return cond.value ? simplifiesToEmpty(s.then, bounds, substs) : s.else ? simplifiesToEmpty(s.else, bounds, substs) : true
-    }
-    default:
-      return false
-  }
-}
-
 /** A statement simplified with the bounds of the loop variables in scope. */
 export const simplifyStmt = (s: Stmt, bounds: Map<string, Interval>): Stmt => {
   const g = (e: Expr) => simplify(e, bounds)
@@ -73,19 +29,17 @@ export const simplifyStmt = (s: Stmt, bounds: Map<string, Interval>): Stmt => {
       const lo = constValue(min)
       const ext = constValue(extent)
       if (ext !== undefined && ext <= 0) return seq([])
+      // a loop of one iteration becomes its body at that iteration, simplified once (the var a
+      // constant there decides every guard its bounds would)
+      if (ext === 1 && s.forKind !== "thread" && s.forKind !== "vthread") return simplifyStmt(substituteStmt(s.body, new Map([[s.var.name, min]])), bounds)
       const inner = loopBounds(bounds, s.var.name, lo, ext)
-      if (ext === 1 && s.forKind !== "thread" && s.forKind !== "vthread") {
-        // a loop of one iteration becomes its body at that iteration — unless the body is empty
-        // with the var bounded to it (decided without rebuilding the body a second time)
-        const once = simplifyStmt(substituteStmt(s.body, new Map([[s.var.name, min]])), bounds)
-        return isEmpty(once) || simplifiesToEmpty(s.body, inner) ? seq([]) : once
-      }
       const body = simplifyStmt(s.body, inner)
       if (isEmpty(body)) return body
       return { ...s, min, extent, body }
     }
     case "seq":
-      return seq(s.body.map((b) => simplifyStmt(b, bounds)).filter((b) => !(b.kind === "seq" && b.body.length === 0)))
+      // (seq flattens the parts: one emptied leaves nothing behind)
+      return seq(s.body.map((b) => simplifyStmt(b, bounds)))
     case "if": {
       const cond = g(s.cond)
       if (cond.kind === "const") return cond.value ? simplifyStmt(s.then, bounds) : s.else ? simplifyStmt(s.else, bounds) : seq([])
