@@ -4,7 +4,7 @@
 // statement inside another; and a second run changes nothing.
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
-import { c, f32, lt, v } from "../../../src/ast/te/expr.js"
+import { c, f32, lt, min, v } from "../../../src/ast/te/expr.js"
 import { printPrimFunc, printStmt, seq, type Buffer, type Stmt } from "../../../src/ast/tir/tir.js"
 import { simplifyTir } from "../../../src/lowering/tir/simplify-tir.js"
 import { runTirSync } from "../../../src/lowering/tir/tir-pass.js"
@@ -64,6 +64,26 @@ describe("lowering.Simplify: Before / Expected", () => {
     expect(simplified(once("serial", store))).toBe("  A[2] = 1.0f")
     expect(simplified(once("thread", store))).toBe("  for[threadIdx.x] t in [2, +1):\n    A[t] = 1.0f")
     expect(simplified(once("vthread", store))).toBe("  for[vthread] t in [2, +1):\n    A[t] = 1.0f")
+  })
+
+  const loop = (min: number, extent: number, body: Stmt): Stmt => ({ kind: "for", var: t, min: c(min), extent: c(extent), forKind: "serial", body })
+  const at = (i: ReturnType<typeof c>, x: number): Stmt => ({ kind: "store", buffer: "A", indices: [i], value: f32(x) })
+
+  it("a loop of no iteration, or of a negative count, vanishes with its body; a loop of two stays", () => {
+    for (const extent of [0, -1]) expect(simplified(seq([loop(1, extent, store), at(c(0), 3)]))).toBe("  A[0] = 3.0f")
+    expect(simplified(loop(1, 2, store))).toBe("  for t in [1, +2):\n    A[t] = 1.0f")
+  })
+
+  it("a guard it cannot decide stays with both arms simplified under the loop's bounds", () => {
+    // t in [0, 4): t < 2 is open, so the guard stays; in each arm min(t, 7) is t
+    const arm = (x: number): Stmt => ({ kind: "store", buffer: "A", indices: [min(t, c(7))], value: f32(x) })
+    expect(simplified(loop(0, 4, { kind: "if", cond: lt(t, c(2)), then: arm(1), else: arm(2) }))).toBe(
+      "  for t in [0, +4):\n    if (t < 2):\n      A[t] = 1.0f\n    else:\n      A[t] = 2.0f",
+    )
+  })
+
+  it("an evaluated expression is simplified under the loop's bounds", () => {
+    expect(simplified(loop(0, 4, { kind: "evaluate", value: min(t, c(7)) }))).toBe("  for t in [0, +4):\n    t")
   })
 
   it("a loop whose body a guard refutes under its bounds vanishes, of one iteration or of a thread", () => {
