@@ -117,12 +117,12 @@ describe("lowering.PromoteAccumulators", () => {
 describe("lowering.PromoteAccumulators: which nests", () => {
   const A: Buffer = { name: "A", dtype: "float32", shape: [3], scope: "global" }
   const [r, i, n] = [v("r"), v("i"), v("n")]
-  const loop = (x: typeof r, extent: Expr, body: Stmt, forKind: "serial" | "parallel" = "serial"): Stmt => ({ kind: "for", var: x, min: c(0), extent, forKind, body })
+  const loop = (x: typeof r, extent: Expr, body: Stmt, forKind: "serial" | "parallel" = "serial", min: number | Expr = 0): Stmt => ({ kind: "for", var: x, min: typeof min === "number" ? c(min) : min, extent, forKind, body })
   /** allocate L[8] (scope) { for r < 3: for i < 4: L[idx] = L[readIdx] + A[r] } */
-  const nest = (o: { idx?: Expr; readIdx?: Expr | null; scope?: "local" | "global"; outer?: "serial" | "parallel"; tileExtent?: Expr; rInIndex?: boolean } = {}): PrimFunc => {
+  const nest = (o: { idx?: Expr; readIdx?: Expr | null; scope?: "local" | "global"; outer?: "serial" | "parallel"; tileExtent?: Expr; rInIndex?: boolean; tileMin?: number | Expr } = {}): PrimFunc => {
     const idx = o.idx ?? (o.rInIndex ? add(i, r) : i)
     const value = o.readIdx === null ? read("A", [r], "float32") : add(read("L", [o.readIdx ?? idx], "float32"), read("A", [r], "float32"))
-    const body: Stmt = loop(r, c(3), loop(i, o.tileExtent ?? c(4), { kind: "store", buffer: "L", indices: [idx], value }), o.outer)
+    const body: Stmt = loop(r, c(3), loop(i, o.tileExtent ?? c(4), { kind: "store", buffer: "L", indices: [idx], value }, "serial", o.tileMin), o.outer)
     const alloc: Stmt = { kind: "allocate", buffer: { name: "L", dtype: "float32", shape: [8], scope: o.scope ?? "local" }, body }
     return { name: "f", params: [A], body: o.tileExtent ? { kind: "let", var: n, value: c(4), body: alloc } : alloc }
   }
@@ -144,6 +144,23 @@ describe("lowering.PromoteAccumulators: which nests", () => {
     )
   })
 
+  it("promotes a tile whose loop does not start at 0: the tile array is indexed from the loop's min", () => {
+    // i in [2, 6): the tile's element i - 2, loaded from and stored back to L[i]
+    expect(printStmt(run(nest({ tileMin: 2 })).body)).toBe(
+      [
+        "  allocate L: float32[8] @local",
+        "  allocate L.tile0: float32[4] @local",
+        "  for i.in0 in [2, +4):",
+        "    L.tile0[(i.in0 + -2)] = L[i.in0]",
+        "  for r in [0, +3):",
+        "    for i in [2, +4):",
+        "      L.tile0[(i + -2)] = (L.tile0[(i + -2)] + A[r])",
+        "  for i.out0 in [2, +4):",
+        "    L[i.out0] = L.tile0[(i.out0 + -2)]",
+      ].join("\n"),
+    )
+  })
+
   it("promotes a nest inside a let and inside either arm of a guard", () => {
     const f = nest()
     const alloc = f.body as Extract<Stmt, { kind: "allocate" }>
@@ -151,7 +168,7 @@ describe("lowering.PromoteAccumulators: which nests", () => {
     expect((printStmt(run(guarded).body).match(/allocate L\.tile\d/g) ?? []).length).toBe(2)
   })
 
-  it("leaves a nest as it is where its index is not one to one over the tile, not an update, of a global buffer, under a parallel loop, of a tile of unknown extent, or with no reduce loop outside the tile", () => {
+  it("leaves a nest as it is where its index is not one to one over the tile, not an update, of a global buffer, under a parallel loop, of a tile of unknown extent or start, or with no reduce loop outside the tile", () => {
     for (const f of [
       nest({ idx: floordiv(i, c(2)) }),
       nest({ readIdx: null }),
@@ -159,6 +176,7 @@ describe("lowering.PromoteAccumulators: which nests", () => {
       nest({ scope: "global" }),
       nest({ outer: "parallel" }),
       nest({ tileExtent: n }),
+      nest({ tileExtent: c(4), tileMin: n }),
       nest({ rInIndex: true }),
     ])
       expect(run(f)).toBe(f)
