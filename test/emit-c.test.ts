@@ -15,8 +15,8 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node
 import * as os from "node:os"
 import * as path from "node:path"
 import { describe, expect, it } from "vitest"
-import { allocate, type DType } from "../src/ast/graph/dtype.js"
-import { sizeOf, stridesOf, tensor, type Tensor } from "../src/ast/graph/tensor.js"
+import type { DType } from "../src/ast/graph/dtype.js"
+import { tensor, type Tensor } from "../src/ast/graph/tensor.js"
 import { arbScheduledCase, COMPUTE_FAMILIES } from "../src/ast/te/arbitrary.js"
 import { add, c, call, cast, div, f32, floordiv, floormod, gt, max, min, mul, read, sub, v, type Expr } from "../src/ast/te/expr.js"
 import { evaluateTE } from "../src/ast/te/evaluate.js"
@@ -24,9 +24,9 @@ import { gemmMicroKernel, vnniDot16x4 } from "../src/ast/te/intrinsic.js"
 import { evaluatePrimFunc } from "../src/ast/tir/evaluate.js"
 import type { Buffer, PrimFunc, Stmt } from "../src/ast/tir/tir.js"
 import { buildC, cArtifact, compilerAvailable, defaultCBuildConfig, writeArtifact } from "../src/device/c/build.js"
-import { alignedReserve, loadC, type CKernel } from "../src/device/c/load.js"
+import { alignedReserve, loadC } from "../src/device/c/load.js"
 import { CompileError, DeviceRunError, LoadError } from "../src/device/device.js"
-import { paramsOf, storageElements } from "../src/ast/tir/analysis.js"
+import { paramsOf } from "../src/ast/tir/analysis.js"
 import koffi from "koffi"
 import { hostTarget, parseCacheSize, parseCpuInfo } from "../src/device/host.js"
 import { emitC } from "../src/emit/c/emit.js"
@@ -34,6 +34,7 @@ import { lowerSync } from "../src/lowering/lower.js"
 import { cpuTirPipeline } from "../src/lowering/tir/cpu-pipeline.js"
 import { runTirSync } from "../src/lowering/tir/tir-pass.js"
 import { assertAllClose, lawParams } from "../laws/support.js"
+import { callKernel } from "../laws/support-c.js"
 import { runFailure } from "./support/effect.js"
 import { GOLDEN_CASES, GOLDEN_DIR, goldenFunc, updateGoldens } from "../scripts/update-goldens.js"
 
@@ -42,34 +43,6 @@ const CASES_PER_FAMILY = 30
 
 /** The emit layer's typed error from the c target, its reason matching `reason` (and its kernel, when given). */
 const emitError = (reason: RegExp, kernel?: string) => expect.objectContaining({ _tag: "EmitError", target: "c", reason: expect.stringMatching(reason), ...(kernel === undefined ? {} : { kernel }) })
-
-/** Storage offsets of a param's logical elements in row-major order (through its view's strides). */
-const offsets = (p: Buffer): number[] => {
-  const shape = p.view?.shape ?? p.shape
-  const st = p.view?.strides ?? p.strides ?? stridesOf(p.shape)
-  const base = stridesOf(shape)
-  return Array.from({ length: sizeOf(shape) }, (_, i) => shape.reduce((off, _d, k) => off + (Math.floor(i / base[k]) % shape[k]) * st[k], 0))
-}
-
-/** Calls a kernel on named tensors: inputs copied into fresh storage, outputs poisoned (0xff bytes) first. */
-const callKernel = (k: CKernel, f: PrimFunc, inputs: ReadonlyMap<string, Tensor>): Map<string, Tensor> => {
-  const arrays = f.params.map((p) => {
-    const a = allocate(p.dtype, storageElements(p))
-    const t = inputs.get(p.name)
-    if (t) offsets(p).forEach((off, i) => (a[off] = t.data[i]))
-    else new Uint8Array(a.buffer).fill(0xff)
-    return a
-  })
-  k(...arrays)
-  return new Map(
-    f.params.map((p, j) => {
-      const shape = p.view?.shape ?? p.shape
-      const data = allocate(p.dtype, sizeOf(shape))
-      offsets(p).forEach((off, i) => (data[i] = arrays[j][off]))
-      return [p.name, tensor(p.dtype, shape, data)] as const
-    }),
-  )
-}
 
 const build = (funcs: readonly PrimFunc[]) =>
   Effect.runPromise(

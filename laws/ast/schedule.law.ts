@@ -40,12 +40,12 @@ const readersOf = (s: S.Schedule, name: string): string[] => s.order.filter((n) 
 const consumersThroughInline = (s: S.Schedule, name: string, attach: ReadonlyMap<string, S.Attach>): Set<string> => {
   const out = new Set<string>()
   const seen = new Set<string>()
-  const todo = [name]
-  while (todo.length) {
-    for (const r of readersOf(s, todo.pop()!)) {
+  const pending = [name]
+  while (pending.length) {
+    for (const r of readersOf(s, pending.pop()!)) {
       if (seen.has(r)) continue
       seen.add(r)
-      if (attach.get(r)!.kind === "inline") todo.push(r)
+      if (attach.get(r)!.kind === "inline") pending.push(r)
       else out.add(r)
     }
   }
