@@ -8,7 +8,7 @@ import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { fromArray } from "../../../src/ast/graph/tensor.js"
 import * as S from "../../../src/ast/schedule/schedule.js"
-import { add, c, floordiv, lt, mul, read, v, type Expr } from "../../../src/ast/te/expr.js"
+import { add, c, floordiv, lt, max, mul, read, v, type Expr } from "../../../src/ast/te/expr.js"
 import { at, compute, placeholder, reduceAxis, sum } from "../../../src/ast/te/tensor.js"
 import { printPrimFunc, printStmt, type Buffer, type PrimFunc, type Stmt } from "../../../src/ast/tir/tir.js"
 import { lowerSync } from "../../../src/lowering/lower.js"
@@ -166,6 +166,52 @@ describe("lowering.PromoteAccumulators: which nests", () => {
     const alloc = f.body as Extract<Stmt, { kind: "allocate" }>
     const guarded: PrimFunc = { ...f, body: { ...alloc, body: { kind: "let", var: n, value: c(1), body: { kind: "if", cond: lt(n, c(2)), then: alloc.body, else: alloc.body } } } }
     expect((printStmt(run(guarded).body).match(/allocate L\.tile\d/g) ?? []).length).toBe(2)
+  })
+
+  it("promotes only the arm of a guard that holds such a nest, the other arm kept as it is", () => {
+    const f = nest()
+    const alloc = f.body as Extract<Stmt, { kind: "allocate" }>
+    const plain = (nest({ readIdx: null }).body as Extract<Stmt, { kind: "allocate" }>).body
+    for (const [then, otherwise] of [
+      [alloc.body, plain],
+      [plain, alloc.body],
+    ]) {
+      const guarded: PrimFunc = { ...f, body: { ...alloc, body: { kind: "let", var: n, value: c(1), body: { kind: "if", cond: lt(n, c(2)), then, else: otherwise } } } }
+      const out = run(guarded).body as Extract<Stmt, { kind: "allocate" }>
+      const guard = (out.body as Extract<Stmt, { kind: "let" }>).body as Extract<Stmt, { kind: "if" }>
+      const [promoted, kept] = then === plain ? [guard.else!, guard.then] : [guard.then, guard.else!]
+      expect(printStmt(promoted)).toContain("allocate L.tile0")
+      expect(kept).toBe(plain)
+    }
+  })
+
+  it("promotes a tile whose index is one to one on the tile's points though not on their reflection (max(i, 0), i in [0, 4))", () => {
+    expect(printStmt(run(nest({ idx: max(i, c(0)) })).body)).toContain("allocate L.tile0: float32[4] @local")
+  })
+
+  it("leaves a nest as it is whose index is one to one only for some values of an outer loop (L[i·o], o in [0, 2): at o = 0 every i writes L[0])", () => {
+    const o = v("o")
+    const f = nest({ idx: mul(i, o) })
+    const alloc = f.body as Extract<Stmt, { kind: "allocate" }>
+    const outer: PrimFunc = { ...f, body: { ...alloc, body: loop(o, c(2), alloc.body) } }
+    expect(run(outer)).toBe(outer)
+  })
+
+  it("leaves a nest as it is whose value also reads its buffer at another index (L[i] = L[i] + L[i + 4])", () => {
+    const f = nest({ readIdx: null })
+    const alloc = f.body as Extract<Stmt, { kind: "allocate" }>
+    const value = add(read("L", [i], "float32"), read("L", [add(i, c(4))], "float32"))
+    const g: PrimFunc = { ...f, body: { ...alloc, body: loop(r, c(3), loop(i, c(4), { kind: "store", buffer: "L", indices: [i], value })) } }
+    expect(run(g)).toBe(g)
+  })
+
+  it("leaves a nest as it is whose tile has one loop of known extent and one of unknown extent", () => {
+    const j = v("j")
+    const idx = add(mul(i, c(4)), j)
+    const store: Stmt = { kind: "store", buffer: "L", indices: [idx], value: add(read("L", [idx], "float32"), read("A", [r], "float32")) }
+    const alloc: Stmt = { kind: "allocate", buffer: { name: "L", dtype: "float32", shape: [8], scope: "local" }, body: loop(r, c(3), loop(i, c(2), loop(j, n, store))) }
+    const f: PrimFunc = { name: "f", params: [A], body: { kind: "let", var: n, value: c(4), body: alloc } }
+    expect(run(f)).toBe(f)
   })
 
   it("leaves a nest as it is where its index is not one to one over the tile, not an update, of a global buffer, under a parallel loop, of a tile of unknown extent or start, or with no reduce loop outside the tile", () => {

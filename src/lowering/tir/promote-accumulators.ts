@@ -33,7 +33,8 @@ const varsOf = (es: readonly Expr[]): Set<string> => new Set(es.flatMap((e) => c
 
 /** Whether `idx` takes a different value at every point of the tile loops (checked at a few outer points). */
 const injective = (idx: readonly Expr[], tile: readonly ForStmt[]): boolean => {
-  const outer = [...varsOf(idx)].filter((n) => !tile.some((l) => l.var.name === n))
+  // every variable of the index at `at`: the tile's own are set over it, point by point, below
+  const outer = [...varsOf(idx)]
   const extents = tile.map((l) => constValue(l.extent)!)
   const points = extents.reduce((p, e) => p * e, 1)
   for (const at of [0, 1, 3]) {
@@ -110,7 +111,6 @@ export const promoteAccumulators = tirPass("lowering.PromoteAccumulators", 2, (f
     if (x.kind === "allocate" && x.buffer.scope === "local") locals.set(x.buffer.name, x.buffer)
     return undefined
   })
-  if (locals.size === 0) return f
   let count = 0
   const fresh = () => count++
   const rec = (s: Stmt): Stmt => {
