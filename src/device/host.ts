@@ -1,9 +1,11 @@
 // The host, read at the edge: the CPU's vector ISA and FMA from /proc/cpuinfo, its caches from
-// /sys, its cores from the OS (portable defaults where those are absent). Pure stages never call
-// this; the CLI, the benchmarks and the devices do, and hand the result on as a Target.
+// /sys, its cores from the OS, its FMA pipes and latency measured (./fma.ts); portable defaults
+// where those are absent. Pure stages never call this; the CLI, the benchmarks and the devices do,
+// and hand the result on as a Target.
 import { readFileSync, readdirSync } from "node:fs"
 import * as os from "node:os"
 import { cpuAttrs, type CpuAttrs, type Isa, type Target } from "../ast/target.js"
+import { hostFma } from "./fma.js"
 
 /** The CPU features a /proc/cpuinfo text declares (the first processor's flags line). */
 export const parseCpuInfo = (text: string): Pick<CpuAttrs, "isa" | "fma" | "vnni"> => {
@@ -54,12 +56,27 @@ const hostCaches = (): Partial<Pick<CpuAttrs, "l1Bytes" | "l2Bytes" | "cacheByte
   }
 }
 
-/** The CPU we run on: its ISA, FMA, VNNI, every core it lets us use, its caches. */
+/** What identifies this CPU for the measurement cache: its model name and flags (first processor). */
+export const cpuIdentity = (cpuinfo: string): string =>
+  [/^model name\s*:(.*)$/m, /^(?:flags|Features)\s*:(.*)$/m].map((re) => re.exec(cpuinfo)?.[1]?.trim() ?? "").join("\n")
+
+let host: CpuAttrs | undefined
+
+/**
+ * The CPU we run on: its ISA, FMA, VNNI, every core it lets us use, its caches, and its FMA pipes
+ * and latency at its vector width, measured once per CPU model (./fma.ts; the ISA's nominal values
+ * where nothing can be measured). Read once per process.
+ */
 export const hostCpu = (): CpuAttrs => {
+  if (host) return host
   const info = readOr("/proc/cpuinfo")
   const features = info ? parseCpuInfo(info) : process.arch === "arm64" ? { isa: "neon" as const, fma: true, vnni: false } : {}
   const cores = typeof os.availableParallelism === "function" ? os.availableParallelism() : os.cpus().length
-  return cpuAttrs({ ...features, cores: Math.max(1, cores), ...hostCaches() })
+  const nominal = cpuAttrs({ ...features, cores: Math.max(1, cores), ...hostCaches() })
+  const widths = [4, 8, 16].filter((l) => l <= nominal.vectorLanes)
+  const measured = info && widths.length ? hostFma(cpuIdentity(info), widths)?.byLanes[String(nominal.vectorLanes)] : undefined
+  host = measured ? cpuAttrs({ ...nominal, fmaUnits: measured.units, fmaLatency: measured.latency }) : nominal
+  return host
 }
 
 /** The host CPU as a c target. */
