@@ -15,6 +15,7 @@ await build({
     "scripts/tuning-report": "scripts/tuning-report.ts",
     "scripts/compile-time": "scripts/compile-time.ts",
     "scripts/layer-compare": "scripts/layer-compare.ts",
+    "scripts/op-bench": "scripts/op-bench.ts",
   },
   outdir,
   bundle: true,

@@ -9,6 +9,7 @@ import { evaluatePrimFunc } from "../../src/ast/tir/evaluate.js"
 import { baseSchedule } from "../../src/lowering/lower-group.js"
 import { lowerSync } from "../../src/lowering/lower.js"
 import type { Config } from "../../src/lowering/templates/template.js"
+import { matmulRegisterTile } from "../../src/lowering/templates/matmul.js"
 import { templateFor } from "../../src/lowering/templates/template-for.js"
 import { cpuTirPipeline } from "../../src/lowering/tir/cpu-pipeline.js"
 import { runTirSync } from "../../src/lowering/tir/tir-pass.js"
@@ -21,8 +22,8 @@ import { assertAllClose, lawParams } from "../support.js"
  */
 const FAMILY_TEMPLATE: Record<(typeof COMPUTE_FAMILIES)[number], string> = {
   elementwise: "injective",
-  matmul: "reduction",
-  batch_matmul: "reduction",
+  matmul: "matmul",
+  batch_matmul: "matmul",
   conv2d: "reduction",
   conv2d_nchwc: "conv2d_NCHWc",
   depthwise: "reduction",
@@ -120,5 +121,42 @@ describe("schedule templates", () => {
       }),
       lawParams(40),
     )
+  })
+
+  it("the matmul register tile fits the registers, keeps the FMA pipes busy where any tile can, and loads the fewest operands per FMA among those", () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 300 }),
+        fc.integer({ min: 1, max: 300 }),
+        fc.constantFrom(4, 8, 16),
+        fc.constantFrom(16, 32),
+        fc.integer({ min: 1, max: 2 }),
+        fc.integer({ min: 3, max: 6 }),
+        (rows, cols, lanes, registers, fmaUnits, fmaLatency) => {
+          const target = { vectorLanes: lanes, cores: 1, vectorRegisters: registers, fmaUnits, fmaLatency }
+          const t = matmulRegisterTile(target, rows, cols)
+          // every tile the rules allow, enumerated here: columns whole vectors dividing the axis
+          // (≤ 4 vectors, ≤ 64), else the widest divisor within a vector; rows ≤ 8 with ≤ 5% extra
+          const fullWidths = Array.from({ length: 64 }, (_, k) => k + 1).filter((w) => w % lanes === 0 && w <= 4 * lanes && cols % w === 0)
+          const widths = fullWidths.length ? fullWidths : [Math.max(...Array.from({ length: lanes }, (_, k) => k + 1).filter((w) => cols % w === 0))]
+          const legal = widths.flatMap((w) =>
+            Array.from({ length: Math.min(8, rows) }, (_, k) => k + 1)
+              .filter((r) => (Math.ceil(rows / r) * r - rows) / rows <= 0.05 && r * Math.ceil(w / lanes) + Math.ceil(w / lanes) + 1 <= registers)
+              .map((r) => ({ rows: r, cols: w, acc: r * Math.ceil(w / lanes), loads: (r + Math.ceil(w / lanes)) / (r * Math.ceil(w / lanes)) })),
+          )
+          const chosen = legal.find((x) => x.rows === t.rows && x.cols === t.cols)
+          expect(chosen).toBeDefined()
+          const need = fmaUnits * fmaLatency
+          const saturation = Math.max(...legal.map((x) => Math.min(x.acc, need)))
+          expect(Math.min(chosen!.acc, need)).toBe(saturation)
+          const fewest = Math.min(...legal.filter((x) => Math.min(x.acc, need) === saturation).map((x) => x.loads))
+          expect(chosen!.loads).toBeCloseTo(fewest, 12)
+        },
+      ),
+      lawParams(300),
+    )
+    // this machine's shapes: a Zen 4 (one 512-bit pipe, latency 4) and two 256-bit pipes
+    expect(matmulRegisterTile({ vectorLanes: 16, cores: 1, vectorRegisters: 32, fmaUnits: 1, fmaLatency: 4 }, 50, 3072)).toEqual({ rows: 5, cols: 64 })
+    expect(matmulRegisterTile({ vectorLanes: 8, cores: 1, vectorRegisters: 16, fmaUnits: 2, fmaLatency: 4 }, 128, 768)).toEqual({ rows: 4, cols: 24 })
   })
 })

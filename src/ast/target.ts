@@ -15,6 +15,9 @@ export type Isa = "avx512" | "avx2" | "sse" | "neon" | "simd128" | "scalar"
 /** fp32 lanes of one vector register of each ISA. */
 export const ISA_LANES: { readonly [I in Isa]: number } = { avx512: 16, avx2: 8, sse: 4, neon: 4, simd128: 4, scalar: 1 }
 
+/** Vector registers of each ISA (what a register tile of accumulators must fit in). */
+export const ISA_VECTOR_REGISTERS: { readonly [I in Isa]: number } = { avx512: 32, avx2: 16, sse: 16, neon: 32, simd128: 16, scalar: 16 }
+
 /**
  * FMA pipes and their latency in cycles, nominal per ISA (what the common implementations have:
  * two FMA pipes and 4 cycles since Skylake and Zen 2 at 256 bits; Zen 4 runs a 512-bit FMA

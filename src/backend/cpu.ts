@@ -1,7 +1,7 @@
 // What the CPU-like targets (c, wasm, js) share: the graph passes for a vector width (the blocked
 // NCHW{c}c layout and Winograd convolution when the target has vectors) and the schedule templates
 // at the target's defaults.
-import type { Target } from "../ast/target.js"
+import { ISA_VECTOR_REGISTERS, type Target } from "../ast/target.js"
 import { defaultSchedule } from "../lowering/templates/template-for.js"
 import type { ScheduleFn } from "../lowering/lower-group.js"
 import { alterLayout, defaultPasses, sequential, type GraphPass } from "../rewrite/index.js"
@@ -10,6 +10,7 @@ import { MAX_VECTORIZED } from "../ast/schedule/schedule.js"
 import { cpuTirPipeline } from "../lowering/tir/cpu-pipeline.js"
 import type { TirPass } from "../lowering/tir/tir-pass.js"
 import type { TunedLookup } from "./backend.js"
+import type { ScheduleTarget } from "../lowering/templates/template.js"
 
 /** The default passes, then (with 2+ lanes) the blocked layout of that many lanes and Winograd convolution. */
 export const cpuGraphPasses = (target: Target<"c" | "js" | "wasm">): GraphPass => {
@@ -19,7 +20,16 @@ export const cpuGraphPasses = (target: Target<"c" | "js" | "wasm">): GraphPass =
 
 /** Each group's CPU template, at the target's defaults unless tuned. */
 export const cpuSchedules = (target: Target<"c" | "js" | "wasm">, tuned?: TunedLookup): ScheduleFn =>
-  defaultSchedule({ vectorLanes: Math.max(target.attrs.vectorLanes, 1), cores: target.attrs.cores }, tuned)
+  defaultSchedule(scheduleTarget(target), tuned)
+
+/** What the CPU templates size their tiles from: lanes, cores, FMA pipes × latency, vector registers. */
+export const scheduleTarget = (target: Target<"c" | "js" | "wasm">): ScheduleTarget => ({
+  vectorLanes: Math.max(target.attrs.vectorLanes, 1),
+  cores: target.attrs.cores,
+  fmaUnits: target.attrs.fmaUnits,
+  fmaLatency: target.attrs.fmaLatency,
+  vectorRegisters: ISA_VECTOR_REGISTERS[target.attrs.isa],
+})
 
 /** The CPU targets' TIR pipeline: vectorized loops up to the vectorize primitive's limit kept (the emitters' vector code). */
 export const cpuTir = (_target: Target<"c" | "js" | "wasm">): TirPass<unknown> => cpuTirPipeline({ maxVectorLanes: MAX_VECTORIZED })

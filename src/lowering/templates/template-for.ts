@@ -8,6 +8,7 @@ import type { ScheduleFn } from "../lower-group.js"
 import { anchorStage, tileStages } from "./common.js"
 import { convTemplate } from "./conv2d-nchwc.js"
 import { injectiveTemplate } from "./injective.js"
+import { matmulTemplate } from "./matmul.js"
 import { reductionTemplate } from "./reduction.js"
 import type { Config, Knob, ScheduleTarget, Template } from "./template.js"
 import { winogradTemplate } from "./winograd.js"
@@ -19,9 +20,9 @@ const TEMPLATE_OF_TAG: { readonly [T in ComputeTag]: Template } = {
   conv2d_nchw: reductionTemplate,
   conv_nd: reductionTemplate,
   conv_transpose: reductionTemplate,
-  dense: reductionTemplate,
+  dense: matmulTemplate,
   dense_pack: reductionTemplate,
-  matmul: reductionTemplate,
+  matmul: matmulTemplate,
   pool: reductionTemplate,
   global_pool: reductionTemplate,
 }

@@ -38,6 +38,11 @@ export interface ScheduleTarget {
   /** fp32 lanes of the vector unit (16 AVX-512, 8 AVX2, 4 SIMD128, 1 scalar). */
   readonly vectorLanes: number
   readonly cores: number
+  /** FMA pipes and their latency in cycles at that width (measured on the host; absent: 2 × 4). */
+  readonly fmaUnits?: number
+  readonly fmaLatency?: number
+  /** Vector registers of the ISA (absent: 16). */
+  readonly vectorRegisters?: number
 }
 
 export interface Template {

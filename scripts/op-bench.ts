@@ -1,0 +1,108 @@
+// npm run op-bench — single operators the zoo networks are made of, Tessera's c target against
+// onnxruntime-node in one process, runs alternating: a transformer's linear layer, a 1×1 conv with
+// a SiLU epilogue, a softmax over attention scores, a batched attention matmul, a 3×3 conv and a
+// depthwise conv. Medians, the ratio c / ort, GFLOP/s and the share of this CPU's measured peak.
+// Speed is reported, never asserted.
+//
+//   npm run op-bench -- [--threads 1] [--runs 21] [--only linear,softmax]
+import { Effect } from "effect"
+import { attr } from "../src/ast/graph/attrs.js"
+import type { Graph } from "../src/ast/graph/graph.js"
+import type { Tensor } from "../src/ast/graph/tensor.js"
+import { encodeOnnx } from "../src/ast/onnx/encode.js"
+import { BACKENDS } from "../src/backend/index.js"
+import { randomTensor } from "../src/cli/inputs.js"
+import { hostCpu } from "../src/device/host.js"
+import { alternateRuns, loadOrt, median, openOrtSession } from "../src/device/onnxruntime.js"
+import { peakGflops } from "../src/device/peak.js"
+import { compileGraph, loadProgram } from "../src/pipeline.js"
+import { nodeFlops } from "../src/rewrite/report.js"
+import { conv, NetBuilder } from "../src/zoo/builder.js"
+
+const arg = (name: string, d: string) => {
+  const i = process.argv.indexOf(`--${name}`)
+  return i >= 0 ? process.argv[i + 1] : d
+}
+const THREADS = Number(arg("threads", "1"))
+process.env.OMP_NUM_THREADS = String(THREADS)
+const RUNS = Number(arg("runs", "21"))
+const ONLY = arg("only", "").split(",").filter((s) => s.length > 0)
+
+/** Each case's graph (opset 17), its weights seeded. */
+const CASES: { readonly [name: string]: () => Graph } = {
+  // ViT-B / BERT-base: x [1, 50, 768] · W [768, 3072] + b
+  linear: () => {
+    const b = new NetBuilder(0, 17)
+    const x = b.input("x", { dtype: "float32", shape: [1, 50, 768] })
+    const w = b.normal("w", [768, 3072], 0.03)
+    const y = b.op("Add", [b.op("MatMul", [x, w], "mm"), b.normal("bias", [3072], 0.1)], "y")
+    return b.build("linear", [{ name: y, type: { dtype: "float32", shape: [1, 50, 3072] } }])
+  },
+  // EfficientNet's expansion: 1×1 conv 96 → 384 at 56×56, then SiLU as Sigmoid · Mul
+  "conv1x1-silu": () => {
+    const b = new NetBuilder(0, 17)
+    const x = b.input("x", { dtype: "float32", shape: [1, 96, 56, 56] })
+    const c = conv(b, x, "conv", { cin: 96, cout: 384, k: 1, bias: true })
+    const y = b.op("Mul", [c, b.op("Sigmoid", [c], "sig")], "y")
+    return b.build("conv1x1-silu", [{ name: y, type: { dtype: "float32", shape: [1, 384, 56, 56] } }])
+  },
+  // ViT-B's attention scores
+  softmax: () => {
+    const b = new NetBuilder(0, 17)
+    const x = b.input("x", { dtype: "float32", shape: [1, 12, 197, 197] })
+    const y = b.op("Softmax", [x], "y", { axis: attr.int(-1) })
+    return b.build("softmax", [{ name: y, type: { dtype: "float32", shape: [1, 12, 197, 197] } }])
+  },
+  // attention's second product: probabilities [1, 12, 197, 197] · V [1, 12, 197, 64]
+  "batch-matmul": () => {
+    const b = new NetBuilder(0, 17)
+    const p = b.input("p", { dtype: "float32", shape: [1, 12, 197, 197] })
+    const v = b.input("v", { dtype: "float32", shape: [1, 12, 197, 64] })
+    const y = b.op("MatMul", [p, v], "y")
+    return b.build("batch-matmul", [{ name: y, type: { dtype: "float32", shape: [1, 12, 197, 64] } }])
+  },
+  // ResNet's 3×3 conv at stage 2: 128 → 128 at 28×28, bias, ReLU
+  "conv3x3-relu": () => {
+    const b = new NetBuilder(0, 17)
+    const x = b.input("x", { dtype: "float32", shape: [1, 128, 28, 28] })
+    const y = b.op("Relu", [conv(b, x, "conv", { cin: 128, cout: 128, k: 3, pad: 1, bias: true })], "y")
+    return b.build("conv3x3-relu", [{ name: y, type: { dtype: "float32", shape: [1, 128, 28, 28] } }])
+  },
+  // MobileNetV2's depthwise: 3×3, 144 channels at 56×56, stride 1
+  depthwise: () => {
+    const b = new NetBuilder(0, 17)
+    const x = b.input("x", { dtype: "float32", shape: [1, 144, 56, 56] })
+    const y = conv(b, x, "dw", { cin: 144, cout: 144, k: 3, pad: 1, group: 144, bias: true })
+    return b.build("depthwise", [{ name: y, type: { dtype: "float32", shape: [1, 144, 56, 56] } }])
+  },
+}
+
+const run = <A, E>(eff: Effect.Effect<A, E>) => Effect.runPromise(eff as Effect.Effect<A, never>)
+
+const cpu = hostCpu()
+const peak = peakGflops(Math.max(1, cpu.vectorLanes))
+const ort = await run(loadOrt())
+if (typeof ort === "string") throw new Error(ort)
+const target = BACKENDS.c.target(cpu, THREADS)
+console.log(
+  `CPU: ${cpu.isa}, ${cpu.vectorLanes} lanes, FMA ${cpu.fmaUnits} pipe(s) × latency ${cpu.fmaLatency}; peak fp32 one core (measured): ${peak ? `${peak.toFixed(0)} GFLOP/s` : "unknown"}; ${THREADS} thread(s), ${RUNS} runs, medians`,
+)
+console.log("| op | tessera c ms | onnxruntime-node ms | c / ort | c GFLOP/s | % of peak |")
+console.log("| --- | ---: | ---: | ---: | ---: | ---: |")
+for (const [name, make] of Object.entries(CASES)) {
+  if (ONLY.length && !ONLY.includes(name)) continue
+  const graph = make()
+  const feeds = new Map<string, Tensor>(graph.inputs.map((i, k) => [i.name, randomTensor(i.type.dtype, i.type.shape as number[], k + 1)] as const))
+  const program = await run(compileGraph(graph, target, { optLevel: 3 }))
+  const flops = program.graph.nodes.reduce((s, n) => s + nodeFlops(program.graph, n), 0)
+  const exec = await run(loadProgram(program, target, { threads: THREADS }))
+  const session = await run(openOrtSession(ort, encodeOnnx(graph), feeds, THREADS))
+  if (typeof session === "string") throw new Error(session)
+  exec.run(feeds)
+  const timed = await alternateRuns(() => void exec.run(feeds), session, RUNS)
+  await session.release()
+  exec.module.close()
+  const [ours, theirs] = [median(timed.ours), median(timed.theirs)]
+  const gf = flops / ours / 1e6
+  console.log(`| ${name} | ${ours.toFixed(3)} | ${theirs.toFixed(3)} | ${(ours / theirs).toFixed(2)} | ${gf.toFixed(1)} | ${peak ? ((100 * gf) / (peak * THREADS)).toFixed(0) : "-"} |`)
+}
