@@ -11,7 +11,7 @@
 import * as fc from "fast-check"
 import { Effect } from "effect"
 import { spawnSync } from "node:child_process"
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { describe, expect, it } from "vitest"
@@ -117,6 +117,90 @@ const semanticsFunc = (): { func: PrimFunc; inputs: Map<string, Tensor> } => {
     inputs: new Map([["X", tensor("float32", [n], Float32Array.from(xs))]]),
   }
 }
+
+/** for r < n: acc[0] = acc[0] ⊕ X[r] (a reduction into one element), over a float32 or float64 row. */
+const reduceFunc = (op: "add" | "max" | "min", dtype: "float32" | "float64", n: number): PrimFunc => {
+  const r = v("r")
+  const x = read("X", [r], dtype)
+  const acc = read("acc", [c(0)], dtype)
+  const value = op === "add" ? add(acc, mul(x, x)) : op === "max" ? max(acc, x) : min(x, acc)
+  const init = op === "add" ? c(0, dtype) : c(op === "max" ? -Infinity : Infinity, dtype)
+  return {
+    name: `reduce_${op}_${dtype}`,
+    params: [buf("X", dtype, n), buf("acc", dtype, 1)],
+    body: { kind: "seq", body: [{ kind: "store", buffer: "acc", indices: [c(0)], value: init }, { kind: "for", var: r, min: c(0), extent: c(n), forKind: "serial", body: { kind: "store", buffer: "acc", indices: [c(0)], value } }] },
+  }
+}
+
+describe.skipIf(!HAVE_GCC)("c target: reductions into one element, vectorized (gcc)", () => {
+  it("a sum, max or min loop keeps its element in a register under omp simd reduction; the result equals the evaluator's (a sum to float rounding), a NaN anywhere gives NaN", async () => {
+    const funcs = (["add", "max", "min"] as const).flatMap((op) => (["float32", "float64"] as const).map((dt) => reduceFunc(op, dt, 37)))
+    const src = emitC(funcs).source
+    expect(src).toContain("#pragma omp simd reduction(+:")
+    expect(src).toContain("reduction(max:")
+    expect(src).toContain("reduction(min:")
+    const mod = await build(funcs)
+    for (const f of funcs) {
+      const dt = f.params[0].dtype as "float32" | "float64"
+      const make = (xs: number[]) => new Map([["X", tensor(dt, [37], dt === "float32" ? Float32Array.from(xs) : Float64Array.from(xs))]])
+      const rows = [Array.from({ length: 37 }, (_, k) => Math.sin(k * 1.7) * 10 - k / 7)]
+      for (const at of [0, 17, 36]) rows.push(rows[0].map((x, k) => (k === at ? NaN : x)))
+      for (const xs of rows) {
+        const got = callKernel(mod.kernels.get(f.name)!, f, make(xs)).get("acc")!.data[0]
+        const want = evaluatePrimFunc(f, make(xs)).get("acc")!.data[0]
+        if (Number.isNaN(want)) expect(got, `${f.name} with a NaN`).toBeNaN()
+        else if (f.name.startsWith("reduce_add")) expect(Math.abs(got - want)).toBeLessThanOrEqual(1e-5 * Math.abs(want))
+        else expect(got, f.name).toBe(want)
+      }
+    }
+  })
+
+  it("a loop that is not such a reduction is rendered as written: an index that moves with the loop, a term that reads the element's buffer, an integer sum, a product", () => {
+    const r = v("r")
+    const loopOf = (name: string, dtype: DType, store: Stmt): PrimFunc => ({ name, params: [buf("X", dtype, 8), buf("acc", dtype, 8)], body: { kind: "for", var: r, min: c(0), extent: c(8), forKind: "serial", body: store } })
+    const x = read("X", [r], "float32")
+    const a0 = read("acc", [c(0)], "float32")
+    const funcs = [
+      loopOf("moving", "float32", { kind: "store", buffer: "acc", indices: [r], value: add(read("acc", [r], "float32"), x) }),
+      loopOf("selfread", "float32", { kind: "store", buffer: "acc", indices: [c(0)], value: add(a0, read("acc", [c(1)], "float32")) }),
+      loopOf("integer", "int32", { kind: "store", buffer: "acc", indices: [c(0)], value: add(read("acc", [c(0)], "int32"), read("X", [r], "int32")) }),
+      loopOf("product", "float32", { kind: "store", buffer: "acc", indices: [c(0)], value: mul(a0, x) }),
+    ]
+    expect(emitC(funcs).source).not.toContain("reduction(")
+  })
+
+  it("tessera_expf is within 1.01 ulp of exp at every 1000th float of the range, inf above it, 0 far below it, NaN as NaN", () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), "tessera-expf-"))
+    try {
+      const { source } = emitC([reduceFunc("add", "float32", 1)])
+      const prelude = source.slice(0, source.indexOf("static inline int64_t tessera_mini"))
+      const main = `${prelude}
+int main(void) {
+  double worst = 0;
+  for (float x = -103.9f; x < 88.72f; ) {
+    double t = exp((double)x), y = tessera_expf(x);
+    float tf = (float)t;
+    double ulp = tf > 0 ? (double)nextafterf(tf, INFINITY) - tf : 1.4e-45;
+    double e = fabs(y - t) / ulp;
+    if (e > worst) worst = e;
+    for (int k = 0; k < 1000; k++) x = nextafterf(x, INFINITY);
+  }
+  printf("%.4f %d %d %d %d\\n", worst, isinf(tessera_expf(88.8f)) && tessera_expf(88.8f) > 0, tessera_expf(-104.5f) == 0.0f, isnan(tessera_expf(NAN)), tessera_expf(0.0f) == 1.0f);
+  return 0;
+}
+`
+      const file = path.join(dir, "expf.c")
+      writeFileSync(file, main)
+      const cc = spawnSync("gcc", ["-O2", "-march=native", "-fno-math-errno", "-o", path.join(dir, "expf"), file, "-lm"], { encoding: "utf8" })
+      expect(cc.status, cc.stderr).toBe(0)
+      const out = spawnSync(path.join(dir, "expf"), { encoding: "utf8" }).stdout.trim().split(" ")
+      expect(Number(out[0])).toBeLessThanOrEqual(1.01)
+      expect(out.slice(1)).toEqual(["1", "1", "1", "1"])
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  }, 60_000)
+})
 
 describe.skipIf(!HAVE_GCC)("c target: scalar semantics (gcc)", () => {
   it("casts wrap and truncate, float16/bfloat16 round, floor division and NaN match the TIR evaluator exactly", async () => {

@@ -2,7 +2,7 @@
 // its template; a reduction without a tag → the reduction template, whatever its name or shape.
 import { describe, expect, it } from "vitest"
 import { node } from "../src/ast/graph/graph.js"
-import { c, mul } from "../src/ast/te/expr.js"
+import { c, mul, sub } from "../src/ast/te/expr.js"
 import { at, compute, COMPUTE_TAGS, placeholder, reduceAxis, sum, type ComputeTag, type ComputeTensor, type Placeholder } from "../src/ast/te/tensor.js"
 import { blockedConvCase } from "../src/ast/te/arbitrary.js"
 import { baseSchedule } from "../src/lowering/lower-group.js"
@@ -67,12 +67,19 @@ describe("templateFor", () => {
     expect(templateFor(base).name).toBe(template)
   })
 
-  it("an untagged reduction takes the reduction template", () => {
+  it("an untagged reduction takes the reduction template; one along its input's last (contiguous) axis the inner-reduction one", () => {
     const a = placeholder("a", [4, 6])
     const k = reduceAxis(6, "k")
     const rowsOfSquares = compute("t0", [4, 1], (i) => sum(mul(at(a, i, k.var), at(a, i, k.var)), [k]))
     expect(rowsOfSquares.tag).toBeUndefined()
-    expect(templateFor(baseSchedule([rowsOfSquares])).name).toBe("reduction")
+    expect(templateFor(baseSchedule([rowsOfSquares])).name).toBe("inner-reduction")
+    const r = reduceAxis(4, "r")
+    const columnsOfSquares = compute("t1", [6, 1], (j) => sum(mul(at(a, r.var, j), at(a, r.var, j)), [r]))
+    expect(templateFor(baseSchedule([columnsOfSquares])).name).toBe("reduction")
+    // a read that does not move with the reduction (a row statistic) does not count
+    const m = placeholder("m", [4])
+    const centered = compute("t2", [4, 1], (i) => sum(sub(at(a, i, k.var), at(m, i)), [k]))
+    expect(templateFor(baseSchedule([centered])).name).toBe("inner-reduction")
   })
 
   it("neither a name nor a shape selects a template: the blocked conv and the Winograd product untagged take the reduction template", () => {

@@ -30,6 +30,31 @@ static inline float tessera_mincf(float a, float c) { return c < a ? c : a; }
 static inline float tessera_maxcf(float a, float c) { return c > a ? c : a; }
 static inline double tessera_mincd(double a, double c) { return c < a ? c : a; }
 static inline double tessera_maxcd(double a, double c) { return c > a ? c : a; }
+/* exp of a float that vectorizes (no branch, no libm call): Cody-Waite reduction by ln 2, Cephes'
+   degree-6 polynomial, 2^n applied in two halves (so results down to the smallest denormal come
+   out right); within 1.01 ulp of exp over the float range, inf above FLT_MAX, 0 below 2^-150,
+   NaN as itself (test/emit-c.test.ts checks every 1000th float) */
+static inline float tessera_expf(float x) {
+  float c = x < -104.0f ? -104.0f : (x > 88.72283f ? 88.72283f : x);
+  float n = __builtin_rintf(c * 1.44269504088896341f);
+  float r = c - n * 0.693359375f + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  int32_t k = (int32_t)n, h = k >> 1;
+  int32_t b1 = (h + 127) << 23, b2 = (k - h + 127) << 23;
+  float s1, s2;
+  memcpy(&s1, &b1, 4);
+  memcpy(&s2, &b2, 4);
+  float y = p * s1 * s2;
+  y = x > 88.72283f ? INFINITY : y;
+  y = x < -104.0f ? 0.0f : y;
+  return x != x ? x : y;
+}
 static inline int64_t tessera_mini(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t tessera_maxi(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline int64_t tessera_absi(int64_t a) { return a < 0 ? -a : a; }

@@ -30,6 +30,31 @@ static inline float tessera_mincf(float a, float c) { return c < a ? c : a; }
 static inline float tessera_maxcf(float a, float c) { return c > a ? c : a; }
 static inline double tessera_mincd(double a, double c) { return c < a ? c : a; }
 static inline double tessera_maxcd(double a, double c) { return c > a ? c : a; }
+/* exp of a float that vectorizes (no branch, no libm call): Cody-Waite reduction by ln 2, Cephes'
+   degree-6 polynomial, 2^n applied in two halves (so results down to the smallest denormal come
+   out right); within 1.01 ulp of exp over the float range, inf above FLT_MAX, 0 below 2^-150,
+   NaN as itself (test/emit-c.test.ts checks every 1000th float) */
+static inline float tessera_expf(float x) {
+  float c = x < -104.0f ? -104.0f : (x > 88.72283f ? 88.72283f : x);
+  float n = __builtin_rintf(c * 1.44269504088896341f);
+  float r = c - n * 0.693359375f + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  int32_t k = (int32_t)n, h = k >> 1;
+  int32_t b1 = (h + 127) << 23, b2 = (k - h + 127) << 23;
+  float s1, s2;
+  memcpy(&s1, &b1, 4);
+  memcpy(&s2, &b2, 4);
+  float y = p * s1 * s2;
+  y = x > 88.72283f ? INFINITY : y;
+  y = x < -104.0f ? 0.0f : y;
+  return x != x ? x : y;
+}
 static inline int64_t tessera_mini(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t tessera_maxi(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline int64_t tessera_absi(int64_t a) { return a < 0 ? -a : a; }
@@ -127,29 +152,42 @@ void softmax(const float* restrict b0, float* restrict b1) {
       {
         _Alignas(64) float b3[1]; /* "rowmax.local" float32[1] @"local" */
         b3[0] = (-INFINITY);
-        for (int64_t v1 = 0; v1 < 32; ++v1) {
-          b3[0] = tessera_maxf(b3[0], b0[((v0 * 32) + v1)]);
+        {
+          float v1 = b3[0];
+          int v3 = v1 != v1;
+          #pragma omp simd reduction(max:v1) reduction(|:v3)
+          for (int64_t v2 = 0; v2 < 32; ++v2) {
+            const float v4 = b0[((v0 * 32) + v2)];
+            v1 = v4 > v1 ? v4 : v1;
+            v3 |= v4 != v4;
+          }
+          b3[0] = v3 ? (float)NAN : v1;
         }
-        for (int64_t v2 = 0; v2 < 2; ++v2) {
+        for (int64_t v5 = 0; v5 < 2; ++v5) {
           #pragma omp simd
-          for (int64_t v3 = 0; v3 < 16; ++v3) {
-            b2[(((v0 * 32) + v3) + (v2 * 16))] = expf((b0[(((v0 * 32) + v3) + (v2 * 16))] - b3[0]));
+          for (int64_t v6 = 0; v6 < 16; ++v6) {
+            b2[(((v0 * 32) + v6) + (v5 * 16))] = tessera_expf((b0[(((v0 * 32) + v6) + (v5 * 16))] - b3[0]));
           }
         }
       }
     }
     #pragma omp parallel for schedule(static)
-    for (int64_t v4 = 0; v4 < 4; ++v4) {
+    for (int64_t v7 = 0; v7 < 4; ++v7) {
       {
         _Alignas(64) float b4[1]; /* "rowsum.local" float32[1] @"local" */
         b4[0] = 0.0f;
-        for (int64_t v5 = 0; v5 < 32; ++v5) {
-          b4[0] = (b4[0] + b2[(v5 + (v4 * 32))]);
+        {
+          float v8 = b4[0];
+          #pragma omp simd reduction(+:v8)
+          for (int64_t v9 = 0; v9 < 32; ++v9) {
+            v8 = v8 + b2[(v9 + (v7 * 32))];
+          }
+          b4[0] = v8;
         }
-        for (int64_t v6 = 0; v6 < 2; ++v6) {
+        for (int64_t v10 = 0; v10 < 2; ++v10) {
           #pragma omp simd
-          for (int64_t v7 = 0; v7 < 16; ++v7) {
-            b1[(((v4 * 32) + v7) + (v6 * 16))] = (b2[(((v4 * 32) + v7) + (v6 * 16))] / b4[0]);
+          for (int64_t v11 = 0; v11 < 16; ++v11) {
+            b1[(((v7 * 32) + v11) + (v10 * 16))] = (b2[(((v7 * 32) + v11) + (v10 * 16))] / b4[0]);
           }
         }
       }

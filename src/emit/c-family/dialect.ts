@@ -65,7 +65,10 @@ export type LeafKind = Exclude<Stmt["kind"], "seq" | "if" | "for" | "allocate" |
  * - `barrier`: a synchronisation of the threads of a block (c: a no-op comment outside thread
  *   loops, `walk.fail` inside one: a serial loop cannot keep its phases);
  * - `intrinsic`: a tensor intrinsic call, with its definition asked for through `walk.define`
- *   (c: a `tessera_gemm_*` micro-kernel; anything else fails: lower it first).
+ *   (c: a `tessera_gemm_*` micro-kernel; anything else fails: lower it first);
+ * - `reduceLoop`: a loop that sums into one element, or takes its max or min (c: a float
+ *   accumulator in a register under `#pragma omp simd reduction(…)`, so it vectorizes — a sum's
+ *   additions reassociated, as onnxruntime's are).
  *
  * A CUDA dialect (kernels plus a host launcher) is another such record and its expression
  * renderer, no copy of the walker: `signature` gives `extern "C" __global__ void
@@ -77,6 +80,18 @@ export type LeafKind = Exclude<Stmt["kind"], "seq" | "if" | "for" | "allocate" |
  * from the thread loops, the `<<<…>>>` calls) is module assembly beside the walker, as the c
  * target's header is.
  */
+/**
+ * A loop whose body reduces into one element: `for v: B[idx] = B[idx] ⊕ term` with ⊕ one of add,
+ * max, min, `idx` free of `v`, `term` never reading B (render.ts finds them; a dialect may keep
+ * the element in a register and reassociate, as a vector reduction).
+ */
+export interface ReduceLoop {
+  readonly store: StmtOf<"store">
+  readonly op: "add" | "max" | "min"
+  /** The other operand (the store's value less the read of its own element). */
+  readonly term: Expr
+}
+
 export interface CDialect {
   readonly target: EmitTarget
   readonly prelude: string
@@ -88,4 +103,9 @@ export interface CDialect {
   readonly allocate: (s: StmtOf<"allocate">, walk: Walk) => Block
   readonly let: (s: StmtOf<"let">, walk: Walk) => LetBlock
   readonly leaf: { readonly [K in LeafKind]: (s: StmtOf<K>, walk: Walk) => readonly string[] }
+  /**
+   * A reduction loop rendered whole (lines relative to its indentation; `walk` is the loop body's, its
+   * variable in scope), or undefined to render it as any loop. Absent: every loop as written.
+   */
+  readonly reduceLoop?: (s: ForStmt, r: ReduceLoop, walk: Walk) => readonly string[] | undefined
 }

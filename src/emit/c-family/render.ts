@@ -5,7 +5,8 @@ import { intervalOf, type Interval } from "../../ast/te/simplify.js"
 import type { Buffer, PrimFunc, Stmt } from "../../ast/tir/tir.js"
 import { storedBuffers } from "../../ast/tir/analysis.js"
 import { EmitError } from "../emit-error.js"
-import type { Block, CDialect, ForStmt, LeafKind, StmtOf, Walk } from "./dialect.js"
+import { collect, exprKey, freeVars, read } from "../../ast/te/expr.js"
+import type { Block, CDialect, ForStmt, LeafKind, ReduceLoop, StmtOf, Walk } from "./dialect.js"
 import { renderExpr } from "./expr.js"
 import { Names } from "./names.js"
 
@@ -83,8 +84,14 @@ const renderStmt = (k: Kernel, s: Stmt, ind: string, sc: Scope): void => {
       k.out.push(`${ind}}`)
       return
     case "for": {
-      const b = k.dialect.loop(s, walk)
-      return block(k, b, ind, s.body, { ...bounded(sc, s.var.name, loopRange(s, sc)), loops: [...sc.loops, s] })
+      const inner: Scope = { ...bounded(sc, s.var.name, loopRange(s, sc)), loops: [...sc.loops, s] }
+      const red = k.dialect.reduceLoop ? reduceLoopOf(s) : undefined
+      const lines = red && k.dialect.reduceLoop?.(s, red, walkAt(k, inner))
+      if (lines) {
+        for (const line of lines) k.out.push(`${ind}${line}`)
+        return
+      }
+      return block(k, k.dialect.loop(s, walk), ind, s.body, inner)
     }
     case "allocate": {
       const b = k.dialect.allocate(s, walk)
@@ -97,6 +104,20 @@ const renderStmt = (k: Kernel, s: Stmt, ind: string, sc: Scope): void => {
     default:
       for (const line of renderLeaf(k.dialect, s.kind, s, walk)) k.out.push(`${ind}${line}`)
   }
+}
+
+/** `s` as a reduction into one element (ReduceLoop), when it is one: a serial loop around one such store. */
+export const reduceLoopOf = (s: ForStmt): ReduceLoop | undefined => {
+  const st = s.body
+  if (s.forKind !== "serial" || st.kind !== "store" || st.value.kind !== "bin") return undefined
+  const op = st.value.op
+  if (op !== "add" && op !== "max" && op !== "min") return undefined
+  if (st.indices.some((x) => freeVars(x).has(s.var.name))) return undefined
+  const self = exprKey(read(st.buffer, st.indices, st.value.dtype))
+  const { a, b } = st.value
+  const term = exprKey(a) === self ? b : exprKey(b) === self ? a : undefined
+  if (!term || collect(term, (x) => x.kind === "read" && x.source === st.buffer).length > 0) return undefined
+  return { store: st, op, term }
 }
 
 const renderLeaf = <K extends LeafKind>(dialect: CDialect, kind: K, s: StmtOf<K>, walk: Walk): readonly string[] => dialect.leaf[kind](s, walk)

@@ -21,7 +21,7 @@ import { add, c, mul, type Expr } from "../../ast/te/expr.js"
 import { intervalOf } from "../../ast/te/simplify.js"
 import type { PrimFunc, Region } from "../../ast/tir/tir.js"
 import { rowMajor, storageElements } from "../../ast/tir/analysis.js"
-import type { CDialect, ForStmt, StmtOf, Walk } from "../c-family/dialect.js"
+import type { CDialect, ForStmt, ReduceLoop, StmtOf, Walk } from "../c-family/dialect.js"
 import { commentSafe, isIdentifier } from "../c-family/names.js"
 import { castC, cStorage, C_EXPR, C_VALUE, valueClass } from "./expr.js"
 import { C_PRELUDE } from "./prelude.js"
@@ -103,6 +103,42 @@ const loop = (s: ForStmt, w: Walk): { open: string[]; close: string[] } => {
   return { open, close: ["}"] }
 }
 
+/**
+ * A loop reducing into one float element (sum, max or min): the element in a register of its
+ * value class, the loop under `#pragma omp simd reduction(…)` so gcc vectorizes it, then stored
+ * once. A sum's additions are reassociated (lanes of partial sums, as onnxruntime's are); max and
+ * min are exact, and a NaN anywhere makes the result NaN (as the evaluator's Math.max / Math.min
+ * do), kept in a flag beside the vector max. Float32 and float64 buffers only (integer classes and
+ * int64 held as double stay as written); none inside another simd loop (OpenMP nests none).
+ */
+const reduceLoop = (s: ForStmt, r: ReduceLoop, w: Walk): string[] | undefined => {
+  const b = w.buffer(r.store.buffer)
+  if (!b || (b.dtype !== "float32" && b.dtype !== "float64") || r.term.dtype !== b.dtype) return undefined
+  if (w.loops.slice(0, -1).some((l) => l.forKind === "vectorized")) return undefined
+  const type = C_VALUE[valueClass(b.dtype)]
+  const acc = w.variable(`${s.var.name}#acc`)
+  const target = w.access(r.store.buffer, r.store.indices)
+  const header = loop({ ...s, forKind: "serial", pragmas: (s.pragmas ?? []).filter(([k]) => k !== "auto_unroll_max_step") }, w).open.map((l) => `  ${l}`)
+  if (r.op === "add")
+    return ["{", `  ${type} ${acc} = ${target};`, `  #pragma omp simd reduction(+:${acc})`, ...header, `    ${acc} = ${acc} + ${w.expr(r.term)};`, "  }", `  ${target} = ${acc};`, "}"]
+  const nan = w.variable(`${s.var.name}#nan`)
+  const x = w.variable(`${s.var.name}#x`)
+  const cmp = r.op === "max" ? ">" : "<"
+  return [
+    "{",
+    `  ${type} ${acc} = ${target};`,
+    `  int ${nan} = ${acc} != ${acc};`,
+    `  #pragma omp simd reduction(${r.op}:${acc}) reduction(|:${nan})`,
+    ...header,
+    `    const ${type} ${x} = ${w.expr(r.term)};`,
+    `    ${acc} = ${x} ${cmp} ${acc} ? ${x} : ${acc};`,
+    `    ${nan} |= ${x} != ${x};`,
+    "  }",
+    `  ${target} = ${nan} ? (${type})NAN : ${acc};`,
+    "}",
+  ]
+}
+
 /** A thread loop over threadIdx: a GPU schedule's block of threads, which a barrier synchronises. */
 const inThreadLoop = (w: Walk): boolean => w.loops.some((l) => l.forKind === "thread" && l.thread?.startsWith("threadIdx") === true)
 
@@ -134,6 +170,7 @@ export const cDialect = (options: CDialectOptions): CDialect => ({
   expr: C_EXPR,
   access,
   loop,
+  reduceLoop,
   allocate: (s, w) => {
     const b = s.buffer
     const id = w.buf(b.name)

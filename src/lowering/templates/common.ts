@@ -2,6 +2,7 @@
 // vectorized loops every root stage gets, the stages a register tile is made of, and the register
 // tile of vector accumulators a target's register file holds.
 import * as S from "../../ast/schedule/schedule.js"
+import { collect, freeVars, type Expr } from "../../ast/te/expr.js"
 import type { Knob } from "./template.js"
 
 export const divisors = (n: number, max = 64): number[] => {
@@ -101,4 +102,22 @@ export const registerTile = (lanes: number, cols: readonly number[], blocks: rea
   const budget = lanes >= 16 ? 16 : 8
   const c = largest(cols, budget / 2)
   return { cols: c, blocks: largest(blocks, Math.min(blockCap, Math.max(1, Math.floor(budget / c)))), budget }
+}
+
+/**
+ * Whether a reduction runs along its inputs' innermost (contiguous) dimension: every read that
+ * depends on a reduce variable has one as its last index (a softmax's sum over the last axis, a
+ * ReduceSum or LayerNorm's statistics over it) — its sum vectorizes along the reduce loop, which
+ * must stay innermost. A matrix product (B[k, j]) or a convolution (x[…, w + kw]) is not one.
+ */
+export const innerReduction = (st: S.Stage): boolean => {
+  const body = st.op.body
+  if (body.kind !== "reduce") return false
+  const red = new Set(body.axes.map((a) => a.var.name))
+  const reads = collect(body.source, (x) => x.kind === "read") as Extract<Expr, { kind: "read" }>[]
+  const dependent = reads.filter((r) => r.indices.some((x) => [...freeVars(x)].some((n) => red.has(n))))
+  return dependent.length > 0 && dependent.every((r) => {
+    const last = r.indices[r.indices.length - 1]
+    return last.kind === "var" && red.has(last.name)
+  })
 }

@@ -124,3 +124,16 @@ const fusedEpilogue = (base: S.Schedule, anchor: S.Stage, config: Config): S.Sch
   if (config.unroll_tile && t2 > 1 && ldata.length >= 2) s = S.unroll(s, local, ldata[ldata.length - 2])
   return parallelize(s, !!config.vectorize, out)
 }
+
+/**
+ * A reduction along its inputs' innermost dimension (innerReduction): the reduce loop innermost
+ * (the emitter sums it in a vector register), the outer data loops parallel — no register tile
+ * across rows, whose loads would stride a whole row apart.
+ */
+export const innerReductionTemplate: Template = {
+  name: "inner-reduction",
+  tunable: false,
+  space: () => [],
+  defaults: () => ({}),
+  apply: (_outputs, base) => parallelize(base, true),
+}

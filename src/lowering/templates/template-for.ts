@@ -5,11 +5,11 @@ import type { FusedGroup } from "../../rewrite/fuse-ops.js"
 import type * as S from "../../ast/schedule/schedule.js"
 import type { ComputeTag, ComputeTensor } from "../../ast/te/tensor.js"
 import type { ScheduleFn } from "../lower-group.js"
-import { anchorStage, tileStages } from "./common.js"
+import { anchorStage, innerReduction, tileStages } from "./common.js"
 import { convTemplate } from "./conv2d-nchwc.js"
 import { injectiveTemplate } from "./injective.js"
 import { matmulTemplate } from "./matmul.js"
-import { reductionTemplate } from "./reduction.js"
+import { innerReductionTemplate, reductionTemplate } from "./reduction.js"
 import type { Config, Knob, ScheduleTarget, Template } from "./template.js"
 import { winogradTemplate } from "./winograd.js"
 
@@ -35,6 +35,7 @@ const TEMPLATE_OF_TAG: { readonly [T in ComputeTag]: Template } = {
 export const templateFor = (base: S.Schedule): Template => {
   const anchor = anchorStage(base)
   if (!anchor) return injectiveTemplate
+  if (!anchor.op.tag && innerReduction(anchor)) return innerReductionTemplate
   const t = anchor.op.tag ? TEMPLATE_OF_TAG[anchor.op.tag] : reductionTemplate
   return t === convTemplate && !tileStages(base, anchor) ? reductionTemplate : t
 }
