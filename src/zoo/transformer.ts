@@ -60,16 +60,19 @@ export const bertLayer = (b: NetBuilder, x: string, p: string, s: EncoderSpec, l
  * One ViT encoder block (pre-norm) with torchvision's names under prefix `p`
  * ("encoder.layers.encoder_layer_3."): ln_1, self-attention whose packed in-projection
  * (in_proj, [hidden, 3·hidden]) is split into query, key and value, the residual, ln_2, the MLP
- * (mlp.0, GELU, mlp.3) and its residual.
+ * (mlp.0, GELU, mlp.3) and its residual. (The exporter writes nn.MultiheadAttention's packed
+ * projection as reshapes and Gathers, and scales the queries before their MatMul; Split and the
+ * scores' Div compute the same.)
  */
 export const vitLayer = (b: NetBuilder, x: string, p: string, s: EncoderSpec): string => {
   const { hidden, intermediate } = s
   const a = `${p}self_attention`
   let qkv: string[] | undefined
   const project = (i: 0 | 1 | 2): string => {
-    qkv ??= b.ops("Split", [dense(b, layerNorm(b, x, `${p}ln_1`, hidden, 1e-6), `${a}.in_proj`, hidden, 3 * hidden), shape(b, "attention.qkv_split", [hidden, hidden, hidden])], `${a}.split`, 3, {
-      axis: attr.int(-1),
-    })
+    if (!qkv) {
+      const packed = dense(b, layerNorm(b, x, `${p}ln_1`, hidden, 1e-6), `${a}.in_proj`, hidden, 3 * hidden)
+      qkv = b.ops("Split", [packed, shape(b, "attention.qkv_split", [hidden, hidden, hidden])], `${a}.split`, 3, { axis: attr.int(-1) })
+    }
     return qkv[i]
   }
   const merged = attention(b, project, a, s)
