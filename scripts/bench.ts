@@ -1,9 +1,13 @@
-// npm run bench — Tessera's c target against onnxruntime-node and its wasm target against
-// onnxruntime-web's wasm backend (1 thread), in one run on one machine: ResNet-18 and MobileNetV2
-// (zoo, batch 1, fp32), 1 and 2 threads (wasm: workers sharing the module's memory); medians after
-// warm-up, ratios, the fraction of this CPU's peak FLOP rate (measured here with a small FMA
-// kernel), and per-layer tables of the c and wasm targets. Each thread count runs in its own process (OpenMP reads its thread count once). Speed
-// is reported, never asserted.
+// npm run bench — Tessera's c target against onnxruntime-node on the zoo's networks (batch 1,
+// fp32) at 1 and 2 threads, and its wasm target against onnxruntime-web's wasm backend (1 thread)
+// on ResNet-18 and MobileNetV2, in one run on one machine: medians after warm-up, each c / ort
+// ratio and their geometric mean per thread count, the fraction of this CPU's peak FLOP rate
+// (measured here with a small FMA kernel), and per-layer tables of the c and wasm targets on
+// ResNet-18. Each thread count runs in its own process (OpenMP reads its thread count once).
+// Speed is reported, never asserted.
+//
+// The networks: every zoo entry but the MLP and the one-layer BERT (bert-base stands for it);
+// `--models a,b` (or BENCH_MODELS=a,b) picks some. BENCH_RUNS sets the timed runs (10).
 import { Effect } from "effect"
 import { spawnSync } from "node:child_process"
 import { allocate } from "../src/ast/graph/dtype.js"
@@ -19,14 +23,25 @@ import { alternateRuns, loadOrt, median, openOrtSession, runOrt, type OrtResult 
 import { loadOrtWeb, runOrtWeb } from "../src/device/onnxruntime-web.js"
 import { compileGraph, loadProgram } from "../src/pipeline.js"
 import { nodeFlops } from "../src/rewrite/report.js"
-import { zooGraph, zooModel } from "../src/zoo/index.js"
+import { isZooName, ZOO_NAMES, zooGraph, zooModel, type ZooName } from "../src/zoo/index.js"
 
-const MODELS = ["resnet18", "mobilenetv2"]
+/** The whole zoo but the toys: the MLP, and the one-layer BERT that bert-base contains twelve times. */
+const ZOO_BENCH: readonly ZooName[] = ZOO_NAMES.filter((n) => n !== "mlp" && n !== "bert")
+/** The wasm target (and onnxruntime-web) runs these alone: ViT-B/16 would take minutes a run there. */
+const WASM_MODELS: ReadonlySet<ZooName> = new Set(["resnet18", "mobilenetv2"])
 /** The c target's vector width on this CPU (what `tessera compile` uses): AVX-512 16, AVX2 8. */
 const C_LANES = Math.max(1, hostCpu().vectorLanes)
 const RUNS = Number(process.env.BENCH_RUNS ?? 10)
 const args = process.argv.slice(2)
 const childThreads = args.includes("--child") ? Number(args[args.indexOf("--child") + 1]) : undefined
+const picked = args.includes("--models") ? args[args.indexOf("--models") + 1] : process.env.BENCH_MODELS
+const MODELS: readonly ZooName[] = picked
+  ? picked.split(",").map((n) => {
+      const name = n.trim()
+      if (!isZooName(name)) throw new Error(`--models: unknown zoo model '${name}'; known: ${ZOO_NAMES.join(", ")}`)
+      return name
+    })
+  : ZOO_BENCH
 
 const randomInput = (shape: readonly number[]): Tensor => {
   const r = prng(1)
@@ -59,6 +74,10 @@ interface Row {
   readonly ortWeb?: number
   /** Largest |wasm - onnxruntime-web| over the outputs. */
   readonly wasmDiff?: number
+  /** Largest |c - onnxruntime-node| over the outputs. */
+  readonly cDiff?: number
+  /** Why the network did not build or run, when it did not. */
+  readonly error?: string
   readonly flops: number
 }
 
@@ -111,45 +130,53 @@ const measure = async (threads: number): Promise<Measured> => {
     const input = graph.inputs[0]
     const feeds = new Map([[input.name, randomInput(input.type.shape as number[])]])
     const row: { -readonly [K in keyof Row]: Row[K] } = { model: name, threads, flops: 0 }
-    if (BACKENDS.c.unavailable() === undefined) {
-      const target = BACKENDS.c.target(hostCpu(), threads)
-      const program = await Effect.runPromise(compileGraph(graph, target, { optLevel: 3 }))
-      row.flops = program.graph.nodes.reduce((s, n) => s + nodeFlops(program.graph, n), 0)
-      const exec = await Effect.runPromise(loadProgram(program, target, { threads }))
-      // c and onnxruntime-node alternate (one open session): this shared machine's slow spells
-      // last seconds, and timing one side after the other put them on either side
-      const session = typeof ort === "string" ? ort : await Effect.runPromise(openOrtSession(ort, bytes, feeds, threads))
-      exec.run(feeds)
-      try {
-        const timed = await alternateRuns(() => void exec.run(feeds), typeof session === "string" ? undefined : session, RUNS)
-        row.c = median(timed.ours)
-        if (timed.theirs.length) row.ort = median(timed.theirs)
-      } finally {
-        if (typeof session !== "string") await session.release()
+    // one network that fails to build or run is reported on its row; the others still run
+    try {
+      if (BACKENDS.c.unavailable() === undefined) {
+        const target = BACKENDS.c.target(hostCpu(), threads)
+        const program = await Effect.runPromise(compileGraph(graph, target, { optLevel: 3 }))
+        row.flops = program.graph.nodes.reduce((s, n) => s + nodeFlops(program.graph, n), 0)
+        const exec = await Effect.runPromise(loadProgram(program, target, { threads }))
+        // c and onnxruntime-node alternate (one open session): this shared machine's slow spells
+        // last seconds, and timing one side after the other put them on either side
+        const session = typeof ort === "string" ? ort : await Effect.runPromise(openOrtSession(ort, bytes, feeds, threads))
+        const first = exec.run(feeds)
+        try {
+          const timed = await alternateRuns(() => void exec.run(feeds), typeof session === "string" ? undefined : session, RUNS)
+          row.c = median(timed.ours)
+          if (timed.theirs.length) row.ort = median(timed.theirs)
+          // a ratio means something only where both computed the same thing
+          if (typeof session !== "string") row.cDiff = maxAbsDiff(first, session.outputs())
+        } finally {
+          if (typeof session !== "string") await session.release()
+        }
+        // where the time goes: each compiled group alone
+        if (threads === 1 && name === "resnet18") layers.push(...perLayer(program, exec.module))
+        exec.module.close()
       }
-      // where the time goes: each compiled group alone
-      if (threads === 1 && name === "resnet18") layers.push(...perLayer(program, exec.module))
-    }
-    {
-      // the schedule does not depend on the thread count: workers run the parallel phases
-      const target = BACKENDS.wasm.target(hostCpu(), threads)
-      const program = await Effect.runPromise(compileGraph(graph, target, { optLevel: 3 }))
-      const exec = await Effect.runPromise(loadProgram(program, target, { threads }))
-      row.wasm = time(() => exec.run(feeds), Math.max(3, Math.floor(RUNS / 3)))
-      row.wasmThreads = exec.module.threads ?? 1
-      if (threads === 1 && name === "resnet18") wasmLayers.push(...perLayer(program, exec.module))
-      if (threads === 1 && ortWeb !== undefined && typeof ortWeb !== "string") {
-        const r = await Effect.runPromise(runOrtWeb(ortWeb, bytes, feeds, { runs: RUNS }))
-        if (typeof r !== "string") {
-          row.ortWeb = r.ms
-          row.wasmDiff = maxAbsDiff(exec.run(feeds), r.outputs)
-        } else ortWebError = r
-      } else if (typeof ortWeb === "string") ortWebError = ortWeb
-      exec.module.close()
-    }
-    if (row.ort === undefined && typeof ort !== "string") {
-      const r = await Effect.runPromise(runOrt(ort, bytes, feeds, { threads, runs: RUNS }))
-      if (typeof r !== "string") row.ort = r.ms
+      if (WASM_MODELS.has(name)) {
+        // the schedule does not depend on the thread count: workers run the parallel phases
+        const target = BACKENDS.wasm.target(hostCpu(), threads)
+        const program = await Effect.runPromise(compileGraph(graph, target, { optLevel: 3 }))
+        const exec = await Effect.runPromise(loadProgram(program, target, { threads }))
+        row.wasm = time(() => exec.run(feeds), Math.max(3, Math.floor(RUNS / 3)))
+        row.wasmThreads = exec.module.threads ?? 1
+        if (threads === 1 && name === "resnet18") wasmLayers.push(...perLayer(program, exec.module))
+        if (threads === 1 && ortWeb !== undefined && typeof ortWeb !== "string") {
+          const r = await Effect.runPromise(runOrtWeb(ortWeb, bytes, feeds, { runs: RUNS }))
+          if (typeof r !== "string") {
+            row.ortWeb = r.ms
+            row.wasmDiff = maxAbsDiff(exec.run(feeds), r.outputs)
+          } else ortWebError = r
+        } else if (typeof ortWeb === "string") ortWebError = ortWeb
+        exec.module.close()
+      }
+      if (row.ort === undefined && typeof ort !== "string") {
+        const r = await Effect.runPromise(runOrt(ort, bytes, feeds, { threads, runs: RUNS }))
+        if (typeof r !== "string") row.ort = r.ms
+      }
+    } catch (e) {
+      row.error = (e instanceof Error ? e.message : String(e)).split("\n")[0].slice(0, 300)
     }
     rows.push(row)
   }
@@ -166,7 +193,7 @@ if (childThreads !== undefined) {
   let wasmLayers: string[] = []
   let ortWebError: string | undefined
   for (const threads of [1, 2]) {
-    const r = spawnSync(process.execPath, [process.argv[1], "--child", String(threads)], {
+    const r = spawnSync(process.execPath, [process.argv[1], "--child", String(threads), "--models", MODELS.join(",")], {
       env: { ...process.env, OMP_NUM_THREADS: String(threads) },
       encoding: "utf8",
       maxBuffer: 64 << 20,
@@ -186,19 +213,27 @@ if (childThreads !== undefined) {
   }
   const f = (x: number | undefined) => (x === undefined ? "-" : x.toFixed(1))
   console.log(`peak fp32 (one core, measured): ${peak ? `${peak.toFixed(0)} GFLOP/s` : "unknown (no gcc)"}`)
-  console.log("| model | threads | tessera c ms | onnxruntime-node ms | c / ort | tessera wasm ms | c GFLOP/s | % of peak |")
-  console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+  console.log("| model | threads | tessera c ms | onnxruntime-node ms | c / ort | c max abs diff | tessera wasm ms | c GFLOP/s | % of peak |")
+  console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
   for (const r of all) {
     const gf = r.c ? r.flops / r.c / 1e6 : undefined
     const pct = gf && peak ? (100 * gf) / (peak * r.threads) : undefined
-    console.log(`| ${r.model} | ${r.threads} | ${f(r.c)} | ${f(r.ort)} | ${r.c && r.ort ? (r.c / r.ort).toFixed(2) : "-"} | ${f(r.wasm)} | ${f(gf)} | ${f(pct)} |`)
+    console.log(`| ${r.model} | ${r.threads} | ${f(r.c)} | ${f(r.ort)} | ${r.c && r.ort ? (r.c / r.ort).toFixed(2) : "-"} | ${r.cDiff === undefined ? "-" : r.cDiff.toExponential(1)} | ${f(r.wasm)} | ${f(gf)} | ${f(pct)} |`)
+  }
+  for (const r of all) if (r.error) console.log(`${r.model}, ${r.threads} thread${r.threads > 1 ? "s" : ""}: failed: ${r.error}`)
+  // the geometric mean of c / ort per thread count, over the models that have both
+  for (const threads of [1, 2]) {
+    const ratios = all.filter((r) => r.threads === threads && r.c && r.ort).map((r) => r.c! / r.ort!)
+    const geo = ratios.length ? Math.exp(ratios.reduce((a, x) => a + Math.log(x), 0) / ratios.length) : undefined
+    console.log(`geometric mean c / ort, ${threads} thread${threads > 1 ? "s" : ""}: ${geo === undefined ? "-" : geo.toFixed(2)} over ${ratios.length} of ${MODELS.length} models`)
   }
   if (layers.length) console.log(`\nresnet18, c, 1 thread, per fused group:\n${layers.join("\n")}`)
   console.log("\n| model | threads | tessera wasm ms | onnxruntime-web (wasm, 1 thread) ms | wasm / ort-web | max abs diff |")
   console.log("| --- | ---: | ---: | ---: | ---: | ---: |")
   // onnxruntime-web runs on 1 thread: each row is compared with its 1-thread time
   const ortWeb = new Map(all.filter((r) => r.threads === 1).map((r) => [r.model, r.ortWeb] as const))
-  for (const r of [...all].sort((a, b) => MODELS.indexOf(a.model) - MODELS.indexOf(b.model) || a.threads - b.threads)) {
+  const order = (m: string) => MODELS.indexOf(m as ZooName)
+  for (const r of [...all].filter((r) => r.wasm !== undefined).sort((a, b) => order(a.model) - order(b.model) || a.threads - b.threads)) {
     const web = ortWeb.get(r.model)
     console.log(`| ${r.model} | ${r.wasmThreads ?? r.threads} | ${f(r.wasm)} | ${f(web)} | ${r.wasm && web ? (r.wasm / web).toFixed(2) : "-"} | ${r.wasmDiff === undefined ? "-" : r.wasmDiff.toExponential(1)} |`)
   }

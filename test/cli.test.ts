@@ -10,7 +10,7 @@ import { fromArray } from "../src/ast/graph/tensor.js"
 import { decodeModelSync } from "../src/ast/onnx/decode.js"
 import { randomTensor } from "../src/cli/inputs.js"
 import { parseNpy, serializeNpy } from "../src/device/npy.js"
-import { zooModel } from "../src/zoo/index.js"
+import { ZOO_NAMES, zooModel } from "../src/zoo/index.js"
 import { initializer, intsAttr, modelBytes, transposeModel, twoOutputModel, valueInfo } from "./cli-models.js"
 
 const ROOT = path.resolve(import.meta.dirname, "..")
@@ -199,7 +199,7 @@ describe("tessera inspect", () => {
 describe("tessera zoo", () => {
   it("lists the zoo without a name", () => {
     const out = ok("zoo")
-    for (const n of ["resnet18", "mobilenetv2", "mlp", "bert"]) expect(out).toMatch(new RegExp(`^${n}\\s`, "m"))
+    for (const n of ["resnet18", "mobilenetv2", "mlp", "bert", "vit-b16", "bert-base"]) expect(out).toMatch(new RegExp(`^${n}\\s`, "m"))
   })
   it("writes a network with seeded weights, the same bytes as the library's, that runs", () => {
     const file = path.join(tmp, "zoo", "mlp.onnx")
@@ -213,7 +213,7 @@ describe("tessera zoo", () => {
   it("an unknown network: one line, exit 2, no file", () => {
     const r = tessera("zoo", "resnet1000", "--out", path.join(tmp, "r.onnx"))
     expect(r.status).toBe(2)
-    expect(r.stderr.trim()).toBe("tessera zoo: NAME: no zoo model 'resnet1000' (the zoo has: resnet18, resnet50, mobilenetv2, squeezenet1.1, mlp, bert) (see 'tessera zoo --help')")
+    expect(r.stderr.trim()).toBe(`tessera zoo: NAME: no zoo model 'resnet1000' (the zoo has: ${ZOO_NAMES.join(", ")}) (see 'tessera zoo --help')`)
     expect(fs.existsSync(path.join(tmp, "r.onnx"))).toBe(false)
   })
 })

@@ -2,10 +2,11 @@
 // back to the graph it was built from, and runs in onnxruntime-node with the evaluator's answers.
 // Also the ONNX encoder on its own: every attribute kind, subgraphs, value_info, symbolic dims.
 import * as ort from "onnxruntime-node"
-import { describe, expect, it } from "vitest"
+import { afterAll, describe, expect, it } from "vitest"
 import { attr } from "../src/ast/graph/attrs.js"
 import { runGraph } from "../src/ast/graph/evaluate.js"
-import { makeGraph, node, structurallyEqual, type Graph } from "../src/ast/graph/graph.js"
+import { makeGraph, node, structurallyEqual, type Graph, type Node } from "../src/ast/graph/graph.js"
+import { bindSync } from "../src/ast/graph/infer.js"
 import { fromArray, tensor, type Tensor } from "../src/ast/graph/tensor.js"
 import { decodeModelSync } from "../src/ast/onnx/decode.js"
 import { encodeOnnx } from "../src/ast/onnx/encode.js"
@@ -102,13 +103,49 @@ const stats = (t: Tensor): { finite: boolean; std: number } => {
   return { finite, std: Math.sqrt(Math.max(0, s2 / t.data.length - mean * mean)) }
 }
 
+/**
+ * The graph's part that computes `value` (the nodes it depends on, the initializers they read),
+ * with `value` as its one output.
+ */
+const prefixGraph = (g: Graph, value: string): Graph => {
+  const needed = new Set([value])
+  const kept = new Set<Node>()
+  for (let i = g.nodes.length - 1; i >= 0; i--) {
+    const n = g.nodes[i]
+    if (!n.outputs.some((o) => needed.has(o))) continue
+    kept.add(n)
+    for (const v of n.inputs) needed.add(v)
+  }
+  const part = makeGraph({ ...g, initializers: new Map([...g.initializers].filter(([k]) => needed.has(k))), nodes: g.nodes.filter((n) => kept.has(n)) })
+  const type = bindSync(part).valueTypes.get(value)
+  if (!type) throw new Error(`no value ${value}`)
+  return { ...part, outputs: [{ name: value, type }] }
+}
+
 // ---------------------------------------------------------------------------------------------
 // The zoo
 
 /** Test time grows with the model: ResNet-50's build, encode and evaluation take several seconds each. */
 const TIMEOUT = 300_000
 
+/**
+ * The networks too big to check whole in the evaluator (about 0.5 GFLOP/s on one core): ConvNeXt-T
+ * is 9 GFLOP, BERT-base 22, ViT-B/16 35 — minutes each — and Tessera's js target is slower still,
+ * its c target a cold gcc build of 20 s each. For these the evaluator checks, against
+ * onnxruntime-node, the real network's first part up to the value named here (every op kind the
+ * network uses but its head's, with its own weights); the whole network still decodes back and
+ * runs in onnxruntime. Their builds draw 28-87M weights (seconds each, and as many to encode), so
+ * the determinism test, which builds twice more, is the light models' alone: a seed reaches the
+ * weights only through NetBuilder.param, whichever network calls it.
+ */
+const HEAVY: Partial<Record<ZooName, string>> = {
+  "convnext-t": "features.2.1", // the stem, stage 1's blocks and the first downsampling
+  "vit-b16": "encoder.layers.encoder_layer_0.mlp.1", // patch embedding, class token, position, block 0 to its GELU
+  "bert-base": "encoder.layer.0.output.LayerNorm", // layer 0
+}
+
 describe.each(ZOO_NAMES)("zoo %s", (name: ZooName) => {
+  const heavy = HEAVY[name]
   const seed = 7
   let built: Graph | undefined
   let bytes: Uint8Array | undefined
@@ -117,16 +154,18 @@ describe.each(ZOO_NAMES)("zoo %s", (name: ZooName) => {
     bytes ??= encodeOnnx(built)
     return { graph: built, bytes }
   }
+  let decoded: Graph | undefined
+  const decode = () => (decoded ??= decodeModelSync(model().bytes))
 
-  it("encodes deterministically: the same seed gives the same bytes, another seed other bytes", () => {
+  it.skipIf(heavy !== undefined)("encodes deterministically: the same seed gives the same bytes, another seed other bytes", () => {
     const { bytes } = model()
     expect(sameBytes(zooModel(name, seed), bytes)).toBe(true)
     expect(sameBytes(zooModel(name, seed + 1), bytes)).toBe(false)
   }, TIMEOUT)
 
   it("decodes back to a structurally equal graph", () => {
-    const { graph, bytes } = model()
-    const decoded = decodeModelSync(bytes)
+    const { graph } = model()
+    const decoded = decode()
     expect(decoded.opset).toBe(graph.opset)
     expect(decoded.inputs).toEqual(graph.inputs)
     expect(decoded.outputs).toEqual(graph.outputs)
@@ -141,6 +180,11 @@ describe.each(ZOO_NAMES)("zoo %s", (name: ZooName) => {
     theirs ??= (await runOrt(bytes, feeds(graph), [graph.outputs[0].name]))[0]
     return theirs
   }
+  // let each network go when its tests end: the heavy ones hold 0.1-0.35 GB each as a graph,
+  // as bytes and decoded; each describe's
+  afterAll(() => {
+    built = bytes = decoded = theirs = undefined
+  })
 
   it("runs in onnxruntime-node: the declared output shape, finite, not degenerate", async () => {
     const { graph } = model()
@@ -151,10 +195,22 @@ describe.each(ZOO_NAMES)("zoo %s", (name: ZooName) => {
     expect(s.std).toBeGreaterThan(1e-3) // the outputs differ from each other
   }, TIMEOUT)
 
-  it("the evaluator agrees with onnxruntime-node (rtol 1e-3, atol 1e-4)", async () => {
-    const { graph, bytes } = model()
+  it.skipIf(heavy !== undefined)("the evaluator agrees with onnxruntime-node (rtol 1e-3, atol 1e-4)", async () => {
+    const { graph } = model()
     const out = await runTheirs()
-    const [ours] = runGraph(decodeModelSync(bytes), feeds(graph))
+    const [ours] = runGraph(decode(), feeds(graph))
+    expect(ours.shape).toEqual(out.shape)
+    const { maxAbs, outside } = compare(ours, out)
+    expect({ maxAbs, outside }).toEqual({ maxAbs: expect.any(Number), outside: 0 })
+  }, TIMEOUT)
+
+  it.runIf(heavy !== undefined)(`the evaluator agrees with onnxruntime-node up to ${heavy} (rtol 1e-3, atol 1e-4)`, async () => {
+    const part = prefixGraph(decode(), heavy!)
+    const [out] = await runOrt(encodeOnnx(part), feeds(part), [heavy!])
+    const s = stats(out)
+    expect(s.finite).toBe(true)
+    expect(s.std).toBeGreaterThan(1e-3)
+    const [ours] = runGraph(part, feeds(part))
     expect(ours.shape).toEqual(out.shape)
     const { maxAbs, outside } = compare(ours, out)
     expect({ maxAbs, outside }).toEqual({ maxAbs: expect.any(Number), outside: 0 })

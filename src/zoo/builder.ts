@@ -6,7 +6,7 @@ import { attr, type Attrs } from "../ast/graph/attrs.js"
 import { makeGraph, node, type Graph, type Node, type ValueInfo } from "../ast/graph/graph.js"
 import type { ValueType } from "../ast/graph/op.js"
 import { fromArray, tensor, type Tensor } from "../ast/graph/tensor.js"
-import { mixSeed, rng, type Rng } from "./random.js"
+import { fillNormal, fillUniform, mixSeed } from "./random.js"
 
 /** Attribute floats are float32 in ONNX: round them here so a decoded model equals the built one. */
 export const f32 = Math.fround
@@ -16,6 +16,7 @@ export class NetBuilder {
   private readonly inits = new Map<string, Tensor>()
   private readonly inputs: ValueInfo[] = []
   private readonly names = new Set<string>()
+  private readonly memo = new Map<string, string>()
 
   constructor(
     readonly seed: number,
@@ -35,22 +36,21 @@ export class NetBuilder {
     return name
   }
 
-  /** A float32 parameter filled by `fill` from the parameter's own random stream. */
-  param(name: string, shape: readonly number[], fill: (r: Rng) => number): string {
-    const r = rng(mixSeed(this.seed, name))
+  /** A float32 parameter filled by `fill` from the parameter's own random stream (its seed). */
+  param(name: string, shape: readonly number[], fill: (seed: number, out: Float32Array) => void): string {
     let n = 1
     for (const d of shape) n *= d
     const data = new Float32Array(n)
-    for (let i = 0; i < n; i++) data[i] = fill(r)
+    fill(mixSeed(this.seed, name), data)
     return this.constant(name, tensor("float32", shape, data))
   }
 
   normal(name: string, shape: readonly number[], std: number, mean = 0): string {
-    return this.param(name, shape, (r) => mean + std * r.normal())
+    return this.param(name, shape, (seed, out) => fillNormal(seed, out, mean, std))
   }
 
   uniform(name: string, shape: readonly number[], lo: number, hi: number): string {
-    return this.param(name, shape, (r) => lo + (hi - lo) * r.uniform())
+    return this.param(name, shape, (seed, out) => fillUniform(seed, out, lo, hi))
   }
 
   constant(name: string, t: Tensor): string {
@@ -72,6 +72,23 @@ export class NetBuilder {
     const out = this.fresh(name)
     this.nodes.push(node(op, inputs, [out], attrs, out))
     return out
+  }
+
+  /** One node with several outputs (Split), named `name`, `name_1`, … ; the node takes the first's name. */
+  ops(op: string, inputs: readonly string[], name: string, count: number, attrs: Attrs = {}): string[] {
+    const outs = Array.from({ length: count }, () => this.fresh(name))
+    this.nodes.push(node(op, inputs, outs, attrs, outs[0]))
+    return outs
+  }
+
+  /** A constant made once per builder (shared scalars and shapes): the first call names and stores it. */
+  shared(name: string, make: () => Tensor): string {
+    let v = this.memo.get(name)
+    if (v === undefined) {
+      v = this.constant(name, make())
+      this.memo.set(name, v)
+    }
+    return v
   }
 
   build(graphName: string, outputs: readonly ValueInfo[]): Graph {
@@ -122,12 +139,12 @@ export const conv = (b: NetBuilder, x: string, name: string, s: ConvSpec): strin
  * Inference-mode BatchNormalization with random but sane statistics: mean ~ N(0, 0.1²),
  * var ~ U(0.5, 1.5), scale ~ gain·U(0.5, 1.0), bias ~ N(0, 0.1²).
  */
-export const batchNorm = (b: NetBuilder, x: string, name: string, c: number, gain = 1): string => {
+export const batchNorm = (b: NetBuilder, x: string, name: string, c: number, gain = 1, eps = 1e-5): string => {
   const scale = b.uniform(`${name}.weight`, [c], 0.5 * gain, 1.0 * gain)
   const bias = b.normal(`${name}.bias`, [c], 0.1)
   const mean = b.normal(`${name}.running_mean`, [c], 0.1)
   const variance = b.uniform(`${name}.running_var`, [c], 0.5, 1.5)
-  return b.op("BatchNormalization", [x, scale, bias, mean, variance], name, { epsilon: attr.float(f32(1e-5)), momentum: attr.float(f32(0.9)) })
+  return b.op("BatchNormalization", [x, scale, bias, mean, variance], name, { epsilon: attr.float(f32(eps)), momentum: attr.float(f32(0.9)) })
 }
 
 export const relu = (b: NetBuilder, x: string, name: string): string => b.op("Relu", [x], name)

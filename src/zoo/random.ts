@@ -45,3 +45,37 @@ export const rng = (seed: number): Rng => {
   }
   return { uniform, normal }
 }
+
+/**
+ * Fills `out` with mean + std · N(0, 1) from `rng(seed)`'s stream, value for value what a loop over
+ * `rng(seed).normal()` gives, in one tight loop: zoo networks draw tens of millions of weights
+ * (ViT-B/16: 86M), and the call per value took two thirds of the time.
+ */
+export const fillNormal = (seed: number, out: Float32Array, mean: number, std: number): void => {
+  let s = seed >>> 0
+  const n = out.length
+  for (let i = 0; i < n; i += 2) {
+    s = (s + 0x6d2b79f5) >>> 0
+    let t = Math.imul(s ^ (s >>> 15), s | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    const u = 1 - ((t ^ (t >>> 14)) >>> 0) / 4294967296
+    s = (s + 0x6d2b79f5) >>> 0
+    t = Math.imul(s ^ (s >>> 15), s | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    const v = ((t ^ (t >>> 14)) >>> 0) / 4294967296
+    const r = Math.sqrt(-2 * Math.log(u))
+    out[i] = mean + std * (r * Math.cos(2 * Math.PI * v))
+    if (i + 1 < n) out[i + 1] = mean + std * (r * Math.sin(2 * Math.PI * v))
+  }
+}
+
+/** Fills `out` with lo + (hi - lo) · U[0, 1) from `rng(seed)`'s stream, as `fillNormal` does for normals. */
+export const fillUniform = (seed: number, out: Float32Array, lo: number, hi: number): void => {
+  let s = seed >>> 0
+  for (let i = 0; i < out.length; i++) {
+    s = (s + 0x6d2b79f5) >>> 0
+    let t = Math.imul(s ^ (s >>> 15), s | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    out[i] = lo + (hi - lo) * (((t ^ (t >>> 14)) >>> 0) / 4294967296)
+  }
+}
