@@ -169,36 +169,58 @@ describe.skipIf(!HAVE_GCC)("c target: reductions into one element, vectorized (g
     expect(emitC(funcs).source).not.toContain("reduction(")
   })
 
-  it("tessera_expf is within 1.01 ulp of exp at every 1000th float of the range, inf above it, 0 far below it, NaN as NaN", () => {
-    const dir = mkdtempSync(path.join(os.tmpdir(), "tessera-expf-"))
+  /** The worst error in ulps of the prelude's `fn` against libm's double `ref` at every `step`th float (by bit pattern, either sign) of [lo, hi), and `checks` (C expressions, each 1 when it holds). */
+  const preludeAccuracy = (fn: string, ref: string, lo: string, hi: string, step: number, checks: readonly string[]): { ulps: number; checks: string[] } => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), "tessera-libm-"))
     try {
       const { source } = emitC([reduceFunc("add", "float32", 1)])
       const prelude = source.slice(0, source.indexOf("static inline int64_t tessera_mini"))
       const main = `${prelude}
 int main(void) {
   double worst = 0;
-  for (float x = -103.9f; x < 88.72f; ) {
-    double t = exp((double)x), y = tessera_expf(x);
-    float tf = (float)t;
-    double ulp = tf > 0 ? (double)nextafterf(tf, INFINITY) - tf : 1.4e-45;
-    double e = fabs(y - t) / ulp;
-    if (e > worst) worst = e;
-    for (int k = 0; k < 1000; k++) x = nextafterf(x, INFINITY);
+  for (uint32_t bits = 0; bits < 0x7f800000u; bits += ${step}) {
+    float m;
+    memcpy(&m, &bits, 4);
+    for (int sign = 0; sign < 2; sign++) {
+      float x = sign ? -m : m;
+      if (!(x >= ${lo} && x < ${hi})) continue;
+      double t = ${ref}((double)x), y = ${fn}(x);
+      float tf = (float)t;
+      double ulp = fabsf(tf) > 0 ? (double)nextafterf(fabsf(tf), INFINITY) - fabsf(tf) : 1.4e-45;
+      double e = fabs(y - t) / ulp;
+      if (e > worst) worst = e;
+    }
   }
-  printf("%.4f %d %d %d %d\\n", worst, isinf(tessera_expf(88.8f)) && tessera_expf(88.8f) > 0, tessera_expf(-104.5f) == 0.0f, isnan(tessera_expf(NAN)), tessera_expf(0.0f) == 1.0f);
+  printf("%.4f${checks.map(() => " %d").join("")}\\n", worst${checks.map((c) => `, (int)(${c})`).join("")});
   return 0;
 }
 `
-      const file = path.join(dir, "expf.c")
+      const file = path.join(dir, "libm.c")
       writeFileSync(file, main)
-      const cc = spawnSync("gcc", ["-O2", "-march=native", "-fno-math-errno", "-o", path.join(dir, "expf"), file, "-lm"], { encoding: "utf8" })
+      const cc = spawnSync("gcc", ["-O2", "-march=native", "-fno-math-errno", "-o", path.join(dir, "libm"), file, "-lm"], { encoding: "utf8" })
       expect(cc.status, cc.stderr).toBe(0)
-      const out = spawnSync(path.join(dir, "expf"), { encoding: "utf8" }).stdout.trim().split(" ")
-      expect(Number(out[0])).toBeLessThanOrEqual(1.01)
-      expect(out.slice(1)).toEqual(["1", "1", "1", "1"])
+      const out = spawnSync(path.join(dir, "libm"), { encoding: "utf8" }).stdout.trim().split(" ")
+      return { ulps: Number(out[0]), checks: out.slice(1) }
     } finally {
       rmSync(dir, { recursive: true, force: true })
     }
+  }
+
+  it("tessera_expf is within 1.01 ulp of exp at every 997th float of the range, inf above it, 0 far below it, NaN as NaN", () => {
+    const r = preludeAccuracy("tessera_expf", "exp", "-103.9f", "88.72f", 997, ["isinf(tessera_expf(88.8f)) && tessera_expf(88.8f) > 0", "tessera_expf(-104.5f) == 0.0f", "isnan(tessera_expf(NAN))", "tessera_expf(0.0f) == 1.0f"])
+    expect(r.ulps).toBeLessThanOrEqual(1.01)
+    expect(r.checks).toEqual(["1", "1", "1", "1"])
+  }, 60_000)
+
+  it("tessera_erff is within 1.1 ulp of erf at every 997th float of [-10, 10], odd, ±1 at ±inf, NaN as NaN", () => {
+    const r = preludeAccuracy("tessera_erff", "erf", "-10.0f", "10.0f", 997, [
+      "tessera_erff(INFINITY) == 1.0f && tessera_erff(-INFINITY) == -1.0f",
+      "isnan(tessera_erff(NAN))",
+      "tessera_erff(0.0f) == 0.0f && signbit(tessera_erff(-0.0f))",
+      "tessera_erff(-0.5f) == -tessera_erff(0.5f) && tessera_erff(-2.5f) == -tessera_erff(2.5f)",
+    ])
+    expect(r.ulps).toBeLessThanOrEqual(1.1)
+    expect(r.checks).toEqual(["1", "1", "1", "1"])
   }, 60_000)
 })
 

@@ -33,7 +33,7 @@ static inline double tessera_maxcd(double a, double c) { return c > a ? c : a; }
 /* exp of a float that vectorizes (no branch, no libm call): Cody-Waite reduction by ln 2, Cephes'
    degree-6 polynomial, 2^n applied in two halves (so results down to the smallest denormal come
    out right); within 1.01 ulp of exp over the float range, inf above FLT_MAX, 0 below 2^-150,
-   NaN as itself (test/emit-c.test.ts checks every 1000th float) */
+   NaN as itself (test/emit-c.test.ts checks every 997th float) */
 static inline float tessera_expf(float x) {
   float c = x < -104.0f ? -104.0f : (x > 88.72283f ? 88.72283f : x);
   float n = __builtin_rintf(c * 1.44269504088896341f);
@@ -53,6 +53,33 @@ static inline float tessera_expf(float x) {
   float y = p * s1 * s2;
   y = x > 88.72283f ? INFINITY : y;
   y = x < -104.0f ? 0.0f : y;
+  return x != x ? x : y;
+}
+/* erf of a float that vectorizes: erf(a) = a + a P(a^2) for |a| <= 1, 1 - exp(-a^2) Q(1 / (1 + a/2))
+   above (a clamped at 4, where erf rounds to 1), both computed and one selected, the sign copied;
+   P and Q fitted to erf (degree 6 each), within 1.1 ulp, NaN as itself (test/emit-c.test.ts) */
+static inline float tessera_erff(float x) {
+  float a = fabsf(x);
+  float t = a * a;
+  float p = 7.8455276e-05f;
+  p = p * t - 0.00080075336f;
+  p = p * t + 0.0051880036f;
+  p = p * t - 0.026853625f;
+  p = p * t + 0.1128358f;
+  p = p * t - 0.37612626f;
+  p = p * t + 0.12837916709551257f;
+  float c = a < 4.0f ? a : 4.0f;
+  float s = 1.0f / (1.0f + 0.5f * c);
+  float q = 0.11896206f;
+  q = q * s - 0.4699685f;
+  q = q * s + 0.5616091f;
+  q = q * s - 0.10238322f;
+  q = q * s + 0.3472624f;
+  q = q * s + 0.25982928f;
+  q = q * s + 0.284892f;
+  q = q * s - 0.00015291055f;
+  float y = a <= 1.0f ? a + a * p : 1.0f - tessera_expf(-c * c) * q;
+  y = copysignf(y, x);
   return x != x ? x : y;
 }
 static inline int64_t tessera_mini(int64_t a, int64_t b) { return a < b ? a : b; }
