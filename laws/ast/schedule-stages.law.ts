@@ -12,7 +12,13 @@
 // - cacheRead: a reader that does not read the tensor, or no stage, is refused naming it; the copy
 //   of a tensor read by several stages is computed before the first of them.
 // - rfactor: a fused reduce axis, a half of a split half, and an axis of a stage with other splits
-//   or fuses are refused with a ScheduleError.
+//   or fuses are refused with a ScheduleError; a reduction with a condition, its axis split with a
+//   remainder, keeps its meaning under rfactor of either half (the condition and the split's guard
+//   both hold in the partials).
+// - Attachments hold after every step: a step that would break one is refused naming the step's
+//   primitive, stage and axis; inlining the stage a producer is attached at is refused as leaving it
+//   no loops; a cacheRead that would give an attached stage a second consumer is refused.
+// - New axes never take a name the stage has (a reduce axis named like a split half or a fused axis).
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { prng } from "../../src/ast/graph/arbitrary.js"
@@ -20,7 +26,7 @@ import { fromArray, sizeOf, type Tensor } from "../../src/ast/graph/tensor.js"
 import * as S from "../../src/ast/schedule/schedule.js"
 import { arbComputeCase } from "../../src/ast/te/arbitrary.js"
 import { evaluateTE } from "../../src/ast/te/evaluate.js"
-import { add, c, mul } from "../../src/ast/te/expr.js"
+import { add, c, eq, floormod, mul } from "../../src/ast/te/expr.js"
 import { at, compute, placeholder, reduceAxis, sum, type Placeholder } from "../../src/ast/te/tensor.js"
 import { evaluatePrimFunc } from "../../src/ast/tir/evaluate.js"
 import { lowerSync } from "../../src/lowering/lower.js"
@@ -199,6 +205,80 @@ describe("rfactor", () => {
         for (const a of [half.outer, half.inner, other.outer, other.inner]) expectRefused(() => S.rfactor(other.schedule, "R", a), "rfactor", "R")
         // (and without them it is applied)
         expect(S.rfactor(half.schedule, "R", half.outer).schedule.stages.has("R.rf")).toBe(true)
+      }),
+      lawParams(20),
+    )
+  })
+})
+
+describe("rfactor of a reduction with a condition", () => {
+  it("Σ over even k < K of A[i, k], k split with a remainder: rfactor of either half computes what the TE says", () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 3 }), fc.integer({ min: 2, max: 9 }), fc.integer({ min: 2, max: 4 }), fc.boolean(), fc.nat(), (n, K, factor, outer, seed) => {
+        const A = placeholder("A", [n, K])
+        const k = reduceAxis(K, "k")
+        const R = compute("R", [n], (i) => sum(at(A, i, k.var), [k], eq(floormod(k.var, c(2)), c(0))))
+        const sp = S.split(S.createSchedule([R]), "R", "k", { factor })
+        const r = S.rfactor(sp.schedule, "R", outer ? sp.outer : sp.inner)
+        assertComputes(r.schedule, inputsOf(seed, [A]))
+      }),
+      lawParams(30),
+    )
+  })
+})
+
+describe("attachments hold after every step", () => {
+  it("a step that would break one is refused naming its primitive, stage and axis; inlining the stage a producer is attached at leaves it no loops; a copy nobody reads would be a second consumer", () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 5 }), fc.integer({ min: 1, max: 5 }), fc.integer({ min: 1, max: 3 }), fc.boolean(), (n, m, factor, atRow) => {
+        // P read by Q read by R; P attached at one of Q's axes
+        const A = placeholder("A", [n, m])
+        const P = compute("P", [n, m], (i, j) => add(at(A, i, j), c(1, "float32")))
+        const Q = compute("Q", [n, m], (i, j) => mul(at(P, i, j), c(2, "float32")))
+        const R = compute("R", [n, m], (i, j) => add(at(Q, i, j), c(3, "float32")))
+        const axis = atRow ? "Q.i" : "Q.j"
+        const s = S.computeAt(S.createSchedule([R]), "P", "Q", axis)
+        for (const step of [
+          { prim: "split", stage: "Q", axis, factor },
+          { prim: "fuse", stage: "Q", outer: "Q.i", inner: "Q.j" },
+        ] as S.Step[]) {
+          try {
+            S.applyStep(s, step)
+            throw new Error(`${step.prim} was applied`)
+          } catch (e) {
+            if (!(e instanceof S.ScheduleError)) throw e
+            expect([e.primitive, e.stage, e.axis]).toEqual([step.prim, "Q", step.prim === "split" ? axis : "Q.i, Q.j"])
+            expect(e.reason).toMatch(/compute it at root first/)
+          }
+        }
+        expectRefused(() => S.computeInline(s, "Q"), "computeInline", "Q", /no loops of its own/)
+        expectRefused(() => S.computeAt(s, "Q", "R", "R.i"), "computeAt", "Q", /attachments do not nest/)
+        expectRefused(() => S.cacheRead(s, "P", "shared", []), "cacheRead", "P", /one consumer/)
+      }),
+      lawParams(10),
+    )
+  })
+})
+
+describe("new axes never take a name the stage has", () => {
+  it("reduce axes named like the halves of a split or a fused axis: the new axes get the next free names, the meaning kept", () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 6 }), fc.integer({ min: 1, max: 3 }), fc.integer({ min: 1, max: 3 }), fc.nat(), (n, factor, taken, seed) => {
+        // R[i] = Σ over reduce axes named R.i.o, R.i.o1, … (taken of them), R.i.i and the name fusing the halves would take, of A[i, …]
+        const names = ["R.i.o", "R.i.o1", "R.i.o2"].slice(0, taken)
+        const fusedBase = `R.i.o${taken}.R.i.i1.f`
+        const rs = [...names, "R.i.i", fusedBase].map((x) => reduceAxis(2, x))
+        const A = placeholder("A", [n, ...rs.map(() => 2)])
+        const R = compute("R", [n], (i) => sum(at(A, i, ...rs.map((x) => x.var)), rs))
+        const sp = S.split(S.createSchedule([R]), "R", "R.i", { factor })
+        expect([sp.outer, sp.inner]).toEqual([`R.i.o${taken}`, "R.i.i1"])
+        const fu = S.fuse(sp.schedule, "R", sp.outer, sp.inner)
+        expect(fu.fused).toBe(`${fusedBase}1`)
+        const st = fu.schedule.stages.get("R")!
+        expect(st.axes.size).toBe(1 + rs.length + 3)
+        expect(st.axes.get(fu.fused)!.type).toBe("data")
+        for (const x of rs) expect(st.axes.get(x.var.name)!.type).toBe("reduce")
+        assertComputes(fu.schedule, inputsOf(seed, [A]))
       }),
       lawParams(20),
     )
