@@ -10,8 +10,8 @@
 //   at two places matches an intrinsic that reads two operands there, each with its own region, and
 //   does not match one that reads one operand twice (unless the two places are one).
 // - Expression forms, changed after every operand was read (so no unread input gives the mismatch
-//   away): another constant, operator, call, cast, kind of node (a constant or a cast where the
-//   intrinsic has something else), or select — no match, with a reason.
+//   away): another constant, operator, call, a call's second argument, cast, kind of node (a
+//   constant or a cast where the intrinsic has something else), or select — no match, with a reason.
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { prng } from "../../src/ast/graph/arbitrary.js"
@@ -190,10 +190,10 @@ describe("tensorize: an operand is one region", () => {
 })
 
 /** The tail forms: built raw (nothing folds), the same for the intrinsic and the stage unless changed. */
-const FORMS = ["const", "op", "call", "cast", "kind", "select", "const for read", "cast wrapper"] as const
+const FORMS = ["const", "op", "call", "call's second argument", "cast", "kind", "select", "const for read", "cast wrapper"] as const
 
 describe("tensorize: a change after every operand was read", () => {
-  it("another constant, operator, call, cast, kind of node or select does not match, with a reason", () => {
+  it("another constant, operator, call, call argument, cast, kind of node or select does not match, with a reason", () => {
     fc.assert(
       fc.property(fc.integer({ min: 1, max: 3 }), fc.integer({ min: 1, max: 3 }), fc.constantFrom(...FORMS), fc.integer({ min: 1, max: 5 }), (m, n, form, k) => {
         const x = f(k)
@@ -211,6 +211,8 @@ describe("tensorize: a change after every operand was read", () => {
               return [bin("add", ra, x), bin("sub", ra, x)]
             case "call":
               return [{ kind: "call", fn: "exp", args: [ra], dtype: "float32" }, { kind: "call", fn: "tanh", args: [ra], dtype: "float32" }]
+            case "call's second argument":
+              return [{ kind: "call", fn: "pow", args: [ra, x], dtype: "float32" }, { kind: "call", fn: "pow", args: [ra, y], dtype: "float32" }]
             case "cast":
               return [castVia(ra, "float64"), castVia(ra, "int32")]
             case "kind":
