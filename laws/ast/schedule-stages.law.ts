@@ -9,8 +9,9 @@
 //   base2), the meaning kept.
 // - computeAt through an inlined consumer: a producer is attached at its consumer's consumer when
 //   the stage between is inlined (and refused while it is not).
-// - cacheRead: a reader that does not read the tensor, or no stage, is refused naming it; the copy
-//   of a tensor read by several stages is computed before the first of them.
+// - cacheRead: a reader that does not read the tensor, or no stage, is refused naming it, and so is
+//   a tensor that does not exist (with readers or none); the copy of a tensor read by several
+//   stages is computed before the first of them.
 // - rfactor: a fused reduce axis, a half of a split half, and an axis of a stage with other splits
 //   or fuses are refused with a ScheduleError; a reduction with a condition, its axis split with a
 //   remainder, keeps its meaning under rfactor of either half (the condition and the split's guard
@@ -160,7 +161,7 @@ describe("computeAt through an inlined consumer", () => {
 })
 
 describe("cacheRead", () => {
-  it("a reader that does not read the tensor, or no stage, is refused naming it; the copy of a tensor read by several stages comes before the first of them", () => {
+  it("a reader that does not read the tensor, or no stage, and a tensor that does not exist are refused naming them; the copy of a tensor read by several stages comes before the first of them", () => {
     fc.assert(
       fc.property(fc.integer({ min: 1, max: 5 }), fc.integer({ min: 1, max: 5 }), fc.constantFrom<S.MemoryScope>("shared", "local"), fc.boolean(), fc.nat(), (n, m, scope, both, seed) => {
         // A read by P and by R (P first); Q reads only P
@@ -171,6 +172,7 @@ describe("cacheRead", () => {
         const s = S.createSchedule([R])
         expectRefused(() => S.cacheRead(s, "A", scope, ["P", "Q"]), "cacheRead", "Q", /does not read 'A'/)
         expectRefused(() => S.cacheRead(s, "A", scope, ["R", "nope"]), "cacheRead", "nope")
+        for (const readers of [["R"], []]) expectRefused(() => S.cacheRead(s, "nope", scope, readers), "cacheRead", "nope", /no such tensor/)
         const readers = both ? ["R", "P"] : ["R"]
         const r = S.cacheRead(s, "A", scope, readers)
         const first = both ? "P" : "R"

@@ -11,7 +11,8 @@
 //   does not match one that reads one operand twice (unless the two places are one).
 // - Expression forms, changed after every operand was read (so no unread input gives the mismatch
 //   away): another constant, operator, call, a call's second argument, cast, kind of node (a
-//   constant or a cast where the intrinsic has something else), or select — no match, with a reason.
+//   constant where the intrinsic reads an operand, bound or not, or a cast where it has something
+//   else), select, or a second read of an operand at another index — no match, with a reason.
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { prng } from "../../src/ast/graph/arbitrary.js"
@@ -190,10 +191,10 @@ describe("tensorize: an operand is one region", () => {
 })
 
 /** The tail forms: built raw (nothing folds), the same for the intrinsic and the stage unless changed. */
-const FORMS = ["const", "op", "call", "call's second argument", "cast", "kind", "select", "const for read", "cast wrapper"] as const
+const FORMS = ["const", "op", "call", "call's second argument", "cast", "kind", "select", "const for read", "const for a third operand", "index of a second read", "cast wrapper"] as const
 
 describe("tensorize: a change after every operand was read", () => {
-  it("another constant, operator, call, call argument, cast, kind of node or select does not match, with a reason", () => {
+  it("another constant, operator, call, call argument, cast, kind of node, select or index of a second read does not match, with a reason", () => {
     fc.assert(
       fc.property(fc.integer({ min: 1, max: 3 }), fc.integer({ min: 1, max: 3 }), fc.constantFrom(...FORMS), fc.integer({ min: 1, max: 5 }), (m, n, form, k) => {
         const x = f(k)
@@ -201,9 +202,10 @@ describe("tensorize: a change after every operand was read", () => {
         const bin = (op: "add" | "sub", l: Expr, r: Expr): Expr => ({ kind: "bin", op, a: l, b: r, dtype: "float32" })
         const castVia = (e: Expr, via: "float64" | "int32"): Expr => ({ kind: "cast", value: { kind: "cast", value: e, dtype: via }, dtype: "float32" })
         const sel = (i: Expr, bound: number): Expr => ({ kind: "select", cond: { kind: "bin", op: "lt", a: i, b: c(bound), dtype: "bool" }, t: x, f: y, dtype: "float32" })
-        // [the intrinsic's tail, the stage's], given a read of the first operand and the row index (over
-        // constants alone the forms would fold: a change of an operator, say, would read as one of a constant)
-        const tails = (ra: Expr, i: Expr): [Expr, Expr] => {
+        // [the intrinsic's tail, the stage's], given a read of the first operand, one at another index
+        // (the stage's: transposed), a read of a third operand (the intrinsic's) and the row index
+        // (over constants alone the forms would fold: a change of an operator, say, would read as one of a constant)
+        const tails = (ra: Expr, rs: Expr, rz: Expr, i: Expr): [Expr, Expr] => {
           switch (form) {
             case "const":
               return [x, y]
@@ -221,22 +223,27 @@ describe("tensorize: a change after every operand was read", () => {
               return [sel(i, 1), sel(i, 2)]
             case "const for read":
               return [ra, x]
+            case "const for a third operand":
+              return [rz, x]
+            case "index of a second read":
+              return [ra, rs]
             case "cast wrapper":
               return [bin("add", ra, x), castVia(bin("add", ra, x), "float64")]
           }
         }
         const a = placeholder("a", [m, n])
         const b = placeholder("b", [n])
-        const intrin = storeIntrinsic("tail", [a, b], (i, j) => bin("add", mul(at(a, i, j), at(b, j)), tails(at(a, i, j), i)[0]), [m, n])
-        const A = placeholder("A", [2 * m, 2 * n])
+        const z = placeholder("z", [m, n])
+        const intrin = storeIntrinsic("tail", form === "const for a third operand" ? [a, b, z] : [a, b], (i, j) => bin("add", mul(at(a, i, j), at(b, j)), tails(at(a, i, j), at(a, i, j), at(z, i, j), i)[0]), [m, n])
+        const A = placeholder("A", [2 * Math.max(m, n), 2 * Math.max(m, n)])
         const B = placeholder("B", [2 * n])
-        const E = compute("E", [2 * m, 2 * n], (i, j) => bin("add", mul(at(A, i, j), at(B, j)), tails(at(A, i, j), i)[1]))
+        const E = compute("E", [2 * m, 2 * n], (i, j) => bin("add", mul(at(A, i, j), at(B, j)), tails(at(A, i, j), at(A, j, i), c(0, "float32"), i)[1]))
         const t = S.tile(S.createSchedule([E]), "E", "E.i", "E.j", m, n)
         const why = matchIntrinsic(t.schedule.stages.get("E")!, t.xi, intrin)
         expect(typeof why === "string" && why.length > 0, `${form}: matched`).toBe(true)
         expect(() => S.tensorize(t.schedule, "E", t.xi, intrin)).toThrow(/does not match/)
       }),
-      lawParams(60),
+      lawParams(80),
     )
   })
 })

@@ -62,7 +62,7 @@ export const matchIntrinsicRegions = (st: Stage, axis: string, intrin: TensorInt
   const intrE = substitute(isrc, rename)
   const zero = new Map<string, Expr>(inner.map((a) => [a, c(0)]))
   // per intrinsic input, the tensor region it is: every read of the input must be of that one region
-  const regions = new Map<string, { tensor: string; base: Expr[] }>()
+  const regions = new Map<string, { tensor: string; base: Expr[]; at: string }>()
   const walk = (a: Expr, b: Expr): string | undefined => {
     if (a.dtype !== b.dtype) return `${showExpr(a)} is ${a.dtype}, the intrinsic's ${showExpr(b)} is ${b.dtype}`
     if (a.kind === "read" && b.kind === "read") {
@@ -80,9 +80,9 @@ export const matchIntrinsicRegions = (st: Stage, axis: string, intrin: TensorInt
         base.push(baseK)
       }
       // (one operand of the instruction is one region: two reads of it at two places are two operands)
-      if (prev && prev.base.map(showExpr).join() !== base.map(showExpr).join())
-        return `${b.source} would be ${a.source} at both [${prev.base.map(showExpr).join(", ")}] and [${base.map(showExpr).join(", ")}]`
-      regions.set(b.source, { tensor: a.source, base })
+      const at = base.map(showExpr).join()
+      if (prev && prev.at !== at) return `${b.source} would be ${a.source} at both [${prev.at}] and [${at}]`
+      regions.set(b.source, { tensor: a.source, base, at })
       return undefined
     }
     if (a.kind !== b.kind) return `${showExpr(a)} is not of the form ${showExpr(b)}`
