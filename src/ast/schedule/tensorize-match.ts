@@ -30,7 +30,7 @@ export const leafRootValues = (st: Stage): { values: Map<string, Expr>; guarded:
   return { values, guarded }
 }
 
-/** The read offsets of a match: per stage read (in order), the base index; and the output base. */
+/** The regions of a match: per intrinsic input (in its order), the tensor read and its base index; and the output base. */
 export interface IntrinsicMatch {
   readonly output: readonly Expr[]
   readonly inputs: readonly { readonly tensor: string; readonly base: readonly Expr[] }[]
@@ -61,14 +61,13 @@ export const matchIntrinsicRegions = (st: Stage, axis: string, intrin: TensorInt
   const rename = new Map<string, Expr>(iAxes.map((a, k) => [a.name, v(inner[k])]))
   const intrE = substitute(isrc, rename)
   const zero = new Map<string, Expr>(inner.map((a) => [a, c(0)]))
-  const inputs: { tensor: string; base: Expr[] }[] = []
-  const bind = new Map<string, string>()
+  // per intrinsic input, the tensor region it is: every read of the input must be of that one region
+  const regions = new Map<string, { tensor: string; base: Expr[]; at: string }>()
   const walk = (a: Expr, b: Expr): string | undefined => {
     if (a.dtype !== b.dtype) return `${showExpr(a)} is ${a.dtype}, the intrinsic's ${showExpr(b)} is ${b.dtype}`
     if (a.kind === "read" && b.kind === "read") {
-      const prev = bind.get(b.source)
-      if (prev && prev !== a.source) return `${b.source} would be both ${prev} and ${a.source}`
-      bind.set(b.source, a.source)
+      const prev = regions.get(b.source)
+      if (prev && prev.tensor !== a.source) return `${b.source} would be both ${prev.tensor} and ${a.source}`
       // the tensor may have more (leading) dims than the intrinsic's operand: those stay fixed
       const extra = a.indices.length - b.indices.length
       if (extra < 0) return `${a.source} has rank ${a.indices.length}, lower than ${b.source}'s ${b.indices.length}`
@@ -80,7 +79,10 @@ export const matchIntrinsicRegions = (st: Stage, axis: string, intrin: TensorInt
         if (showExpr(rel) !== showExpr(want)) return `${a.source} index ${k} is ${showExpr(a.indices[k])}, the intrinsic reads ${b.source} at ${showExpr(want)}`
         base.push(baseK)
       }
-      inputs.push({ tensor: a.source, base })
+      // (one operand of the instruction is one region: two reads of it at two places are two operands)
+      const at = base.map(showExpr).join()
+      if (prev && prev.at !== at) return `${b.source} would be ${a.source} at both [${prev.at}] and [${at}]`
+      regions.set(b.source, { tensor: a.source, base, at })
       return undefined
     }
     if (a.kind !== b.kind) return `${showExpr(a)} is not of the form ${showExpr(b)}`
@@ -110,11 +112,8 @@ export const matchIntrinsicRegions = (st: Stage, axis: string, intrin: TensorInt
   }
   const problem = walk(stageE, intrE)
   if (problem) return problem
-  // inputs must be distinct placeholders of the intrinsic, in its order
-  const ordered = intrin.inputs.map((p) => {
-    const tensor = bind.get(p.name)
-    return inputs.find((i) => i.tensor === tensor)
-  })
+  // the regions in the intrinsic's input order
+  const ordered = intrin.inputs.map((p) => regions.get(p.name))
   if (ordered.some((x) => !x)) return "some intrinsic input is not read"
   const output = st.op.axes.map((a) => simplify(substitute(values.get(a.var.name)!, zero)))
   const extraOut = st.op.axes.length - ic.axes.length
