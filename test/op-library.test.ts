@@ -339,3 +339,38 @@ run("Einsum", (): Case[] => [
   { op: "Einsum", inputs: [rand("float32", [2, 1, 4]), rand("float32", [3, 4]), rand("float32", [4])], attrs: { equation: attr.str("...j,kj,j->...k") } },
   { op: "Einsum", inputs: [rand("int32", [3, 4], -5, 5), rand("int32", [4], -5, 5)], attrs: { equation: attr.str("ij,j") } },
 ])
+
+// Split computes every output (a multi-output op): each one equals the evaluator's, on js and
+// through every group fusion makes of it (opt level 3: Split fused with its neighbours)
+describe("Split, each output compiled", () => {
+  const cases: { readonly x: Tensor; readonly attrs: Record<string, AttrValue>; readonly split?: readonly number[]; readonly outputs: number; readonly opset: number }[] = [
+    { x: rand("float32", [7, 3]), attrs: { split: attr.ints([2, 5]) }, outputs: 2, opset: 11 },
+    { x: rand("float32", [4, 5]), attrs: { split: attr.ints([1, 3]) }, outputs: 2, opset: 11 },
+    { x: rand("float32", [2, 9, 4]), attrs: { axis: attr.int(1) }, split: [4, 1, 4], outputs: 3, opset: 13 },
+    { x: rand("float32", [3, 7]), attrs: { axis: attr.int(-1), num_outputs: attr.int(3) }, outputs: 3, opset: 18 },
+    { x: rand("int64", [6, 2], -5, 5), attrs: {}, outputs: 3, opset: 13 },
+  ]
+  cases.forEach((c, k) =>
+    it(`Split #${k}`, async () => {
+      const ys = Array.from({ length: c.outputs }, (_, j) => `y${j}`)
+      const initializers = new Map(c.split ? [["split", ints64(c.split)] as const] : [])
+      // a Relu after each float output, so fusion has a neighbour to join
+      const float = c.x.dtype === "float32"
+      const nodes = [node("Split", ["x", ...(c.split ? ["split"] : [])], ys, c.attrs), ...(float ? ys.map((y) => node("Relu", [y], [`r${y}`], {})) : [])]
+      const outs = float ? ys.map((y) => `r${y}`) : ys
+      const probe = makeGraph({ opset: c.opset, inputs: [{ name: "x", type: { dtype: c.x.dtype, shape: c.x.shape } }], outputs: outs.map((name) => ({ name, type: { dtype: c.x.dtype, shape: [] } })), initializers, nodes })
+      const feeds = new Map([["x", c.x]])
+      const want = runGraph(probe, feeds)
+      const graph = { ...probe, outputs: outs.map((name, j) => ({ name, type: { dtype: want[j].dtype, shape: want[j].shape } })) }
+      for (const optLevel of [0, 3]) {
+        const program = await Effect.runPromise(compileGraph(graph, makeTarget("js"), { optLevel }))
+        expect(program.kernels.filter((x) => x.kind !== "compiled")).toEqual([])
+        const got = (await Effect.runPromise(loadProgram(program, makeTarget("js")))).run(feeds)
+        outs.forEach((name, j) => {
+          expect(got.get(name)!.shape).toEqual(want[j].shape)
+          expect(Array.from(got.get(name)!.data)).toEqual(Array.from(want[j].data))
+        })
+      }
+    }),
+  )
+})

@@ -12,7 +12,7 @@ import { IllFormedComputeError, placeholder } from "../ast/te/tensor.js"
 import { exprKey } from "../ast/te/expr.js"
 import type { PrimFunc } from "../ast/tir/tir.js"
 import { lowerSync } from "./lower.js"
-import { attrsOf, computeFor, NoComputeError } from "./op-library.js"
+import { attrsOf, computeFor, MULTI_OUTPUT, NoComputeError } from "./op-library.js"
 import type { PassConfigShape } from "../rewrite/pass.js"
 import { cpuTirPipeline } from "./tir/cpu-pipeline.js"
 import { runTirSync, type TirPass } from "./tir/tir-pass.js"
@@ -109,9 +109,12 @@ export const buildGroupTE = (fused: FusedGraph, group: FusedGroup): GroupTE => {
   for (const n of nodes) {
     const compute = computeFor(n)
     if (!compute) throw new NoComputeError({ reason: `no compute for ${n.op}` })
-    // a node computes its first output; further outputs may be declared as long as nothing reads them
+    // a node computes its first output (its compute the last one made), further outputs may be
+    // declared as long as nothing reads them; a multi-output op (Split) computes each, in order
+    const multi = MULTI_OUTPUT.has(n.op)
     const extra = n.outputs.slice(1).filter((o) => o !== "" && used.has(o))
-    if (n.outputs[0] === "" || extra.length) throw new NoComputeError({ reason: `${n.op} with ${1 + extra.length} outputs in use` })
+    if (multi ? n.outputs.some((o) => o === "") : n.outputs[0] === "" || extra.length)
+      throw new NoComputeError({ reason: multi ? `${n.op} with an omitted output` : `${n.op} with ${1 + extra.length} outputs in use` })
     const outs = n.outputs.map((o) => typeOf(o))
     const base = `t${counter++}`
     let sub = 0
@@ -124,7 +127,8 @@ export const buildGroupTE = (fused: FusedGraph, group: FusedGroup): GroupTE => {
       constants: n.inputs.map((i) => graph.initializers.get(i)?.data),
       opset: graph.opset,
     })
-    tensors.set(n.outputs[0], made[made.length - 1])
+    if (multi) n.outputs.forEach((o, k) => tensors.set(o, made[k]))
+    else tensors.set(n.outputs[0], made[made.length - 1])
   }
   const outputs = group.outputs.map((v) => {
     const t = tensors.get(v)

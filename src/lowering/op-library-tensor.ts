@@ -91,6 +91,24 @@ const slice: OpCompute = (ctx) => {
   return [compute(ctx.name(), shapeOf(ctx.outputs[0]), (...o) => at(x, ...o.map((v, k) => add(mul(v, c(step[k])), c(first[k])))), x.dtype)]
 }
 
+/**
+ * Split: one compute per output, each a run of the input along `axis` (default 0). The runs'
+ * lengths are the outputs' inferred extents along the axis (from `split`, `num_outputs` or equal
+ * parts, as type inference read them), laid end to end. A multi-output op (MULTI_OUTPUT): the
+ * computes are the outputs in order.
+ */
+const split: OpCompute = (ctx) => {
+  const x = inp(ctx, 0)
+  const axis = normAxis(num(ctx.attrs.axis, 0), x.shape.length)
+  let offset = 0
+  return ctx.outputs.map((o, k) => {
+    const shape = shapeOf(o)
+    const first = offset
+    offset += shape[axis]
+    return compute(ctx.name(`part${k}`), shape, (...i) => at(x, ...i.map((v, d) => (d === axis && first !== 0 ? add(v, c(first)) : v))), x.dtype)
+  })
+}
+
 /** An index read from a tensor of indices, negative values counting from the end of a `dim`-long axis. */
 const indexAt = (t: TeTensor, idx: readonly Expr[], dim: number): Expr => {
   const v = cast("int32", at(t, ...idx))
@@ -307,6 +325,7 @@ export const TENSOR_MOVES: Record<string, OpCompute> = {
   LayoutTransform: layoutTransform,
   Pad: pad,
   Slice: slice,
+  Split: split,
   Gather: gather,
   GatherElements: gatherElements,
   Expand: expand,

@@ -344,5 +344,8 @@ export const OP_COMPUTES: Readonly<Record<string, OpCompute>> = {
 /** Is there a compute for this node (op and configuration)? */
 export const computeFor = (n: Node): OpCompute | undefined => OP_COMPUTES[n.op]
 
+/** Ops whose computes are their outputs, one each, in order (every other op computes its first output only). */
+export const MULTI_OUTPUT: ReadonlySet<string> = new Set(["Split"])
+
 export const attrsOf = (n: Node): Record<string, unknown> => resolveNode(n).attrs as Record<string, unknown>
 
