@@ -1,6 +1,6 @@
 // npm run op-bench — single operators the zoo networks are made of, Tessera's c target against
 // onnxruntime-node in one process, runs alternating: a transformer's linear layer, a 1×1 conv with
-// a SiLU epilogue, a softmax over attention scores, a batched attention matmul, a 3×3 conv and a
+// a SiLU epilogue, a softmax over attention scores, attention's two batched products, a 3×3 conv and a
 // depthwise conv. Medians, the ratio c / ort, GFLOP/s and the share of this CPU's measured peak.
 // Speed is reported, never asserted.
 //
@@ -52,6 +52,14 @@ const CASES: { readonly [name: string]: () => Graph } = {
     const x = b.input("x", { dtype: "float32", shape: [1, 12, 197, 197] })
     const y = b.op("Softmax", [x], "y", { axis: attr.int(-1) })
     return b.build("softmax", [{ name: y, type: { dtype: "float32", shape: [1, 12, 197, 197] } }])
+  },
+  // attention's scores: Q [1, 12, 197, 64] · Kᵀ [1, 12, 64, 197] (197 columns: no vector divides them)
+  "attention-scores": () => {
+    const b = new NetBuilder(0, 17)
+    const q = b.input("q", { dtype: "float32", shape: [1, 12, 197, 64] })
+    const k = b.input("kt", { dtype: "float32", shape: [1, 12, 64, 197] })
+    const y = b.op("MatMul", [q, k], "y")
+    return b.build("attention-scores", [{ name: y, type: { dtype: "float32", shape: [1, 12, 197, 197] } }])
   },
   // attention's second product: probabilities [1, 12, 197, 197] · V [1, 12, 197, 64]
   "batch-matmul": () => {

@@ -139,9 +139,9 @@ describe("schedule templates", () => {
         (rows, cols, lanes, registers, fmaUnits, fmaLatency) => {
           const target = { vectorLanes: lanes, cores: 1, vectorRegisters: registers, fmaUnits, fmaLatency }
           const t = matmulRegisterTile(target, rows, cols)
-          // every tile the rules allow, enumerated here: columns whole vectors dividing the axis
-          // (≤ 4 vectors, ≤ 64), else the widest divisor within a vector; rows ≤ 8 with ≤ 5% extra
-          const fullWidths = Array.from({ length: 64 }, (_, k) => k + 1).filter((w) => w % lanes === 0 && w <= 4 * lanes && cols % w === 0)
+          // every tile the rules allow, enumerated here: columns whole vectors (≤ 4, ≤ 64) covering
+          // the axis with ≤ 12.5% extra, else the widest divisor within a vector; rows ≤ 8 with ≤ 5% extra
+          const fullWidths = Array.from({ length: 64 }, (_, k) => k + 1).filter((w) => w % lanes === 0 && w <= 4 * lanes && w <= cols && Math.ceil(cols / w) * w <= 1.125 * cols)
           const widths = fullWidths.length ? fullWidths : [Math.max(...Array.from({ length: lanes }, (_, k) => k + 1).filter((w) => cols % w === 0))]
           const legal = widths.flatMap((w) =>
             Array.from({ length: Math.min(8, rows) }, (_, k) => k + 1)
@@ -162,5 +162,7 @@ describe("schedule templates", () => {
     // this machine's shapes: a Zen 4 (one 512-bit pipe, latency 4) and two 256-bit pipes
     expect(matmulRegisterTile({ vectorLanes: 16, cores: 1, vectorRegisters: 32, fmaUnits: 1, fmaLatency: 4 }, 50, 3072)).toEqual({ rows: 5, cols: 64 })
     expect(matmulRegisterTile({ vectorLanes: 8, cores: 1, vectorRegisters: 16, fmaUnits: 2, fmaLatency: 4 }, 128, 768)).toEqual({ rows: 4, cols: 24 })
+    // attention scores, 197 × 197: whole vectors and a tail, not columns of one
+    expect(matmulRegisterTile({ vectorLanes: 16, cores: 1, vectorRegisters: 32, fmaUnits: 1, fmaLatency: 4 }, 197, 197).cols).toBe(16)
   })
 })

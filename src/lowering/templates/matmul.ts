@@ -20,28 +20,37 @@ const MAX_VECTORS = 4
 const MAX_ROW_WASTE = 0.05
 
 /**
+ * Extra columns a non-dividing column tile may cover, as a share of the columns: its last tile
+ * runs as a separate, narrower loop (LoopPartition), so whole vectors still fill the rest — an
+ * attention score matrix's 197 columns take 12 tiles of 16 and a tail of 5, not tiles of one.
+ */
+const MAX_COL_WASTE = 0.125
+
+/**
  * The register tile for these rows and columns: `rows` × `cols`. Columns: a multiple of the lanes
- * (up to four vectors and the vectorizer's 64) that divides the column axis, else the widest
- * divisor within one vector. Accumulators: rows × vectors, at least pipes × latency where the
- * registers allow, at most the registers less one per column vector (the B row) and one for the
- * broadcast A element; among those the fewest loads per FMA ((rows + vectors) / (rows × vectors)),
- * then the fewest guarded extra rows (a row tile that does not divide the rows computes at most 5%
- * more), then the wider columns.
+ * (up to four vectors and the vectorizer's 64) whose tiles cover the columns with at most 12.5%
+ * to spare, else the widest divisor within one vector. Rows: up to 8, their tiles covering the
+ * rows with at most 5% to spare (guarded). Accumulators: rows × vectors, at least pipes × latency
+ * where the registers allow, at most the registers less one per column vector (the B row) and
+ * one for the broadcast A element; among those the fewest loads per FMA ((rows + vectors) /
+ * (rows × vectors)), then the least extra work, then the wider columns.
  */
 export const matmulRegisterTile = (target: ScheduleTarget, rows: number, cols: number): { readonly rows: number; readonly cols: number } => {
   const lanes = Math.max(1, target.vectorLanes)
   const registers = target.vectorRegisters ?? 16
   const need = (target.fmaUnits ?? 2) * (target.fmaLatency ?? 4)
-  const full = divisors(cols, Math.min(S.MAX_VECTORIZED, MAX_VECTORS * lanes)).filter((w) => w % lanes === 0)
+  const colWaste = (w: number) => (Math.ceil(cols / w) * w - cols) / cols
+  const full = Array.from({ length: MAX_VECTORS }, (_, k) => (k + 1) * lanes).filter((w) => w <= Math.min(S.MAX_VECTORIZED, cols) && colWaste(w) <= MAX_COL_WASTE)
   const widths = full.length ? full : [largest(divisors(cols, lanes), lanes)]
   let best: { rows: number; cols: number; score: number[] } | undefined
   for (const width of widths) {
     const vectors = Math.ceil(width / lanes)
     for (let r = 1; r <= Math.min(MAX_ROWS, rows); r++) {
-      const waste = (Math.ceil(rows / r) * r - rows) / rows
+      const rowWaste = (Math.ceil(rows / r) * r - rows) / rows
       const acc = r * vectors
-      if (waste > MAX_ROW_WASTE || acc + vectors + 1 > registers) continue
-      const score = [Math.min(acc, need), -(r + vectors) / acc, -waste, width]
+      if (rowWaste > MAX_ROW_WASTE || acc + vectors + 1 > registers) continue
+      // saturating the pipes first; then fewer loads per FMA; then less extra work, wider columns
+      const score = [Math.min(acc, need), -(r + vectors) / acc, -((1 + rowWaste) * (1 + colWaste(width)) - 1), width]
       if (!best || lexGreater(score, best.score)) best = { rows: r, cols: width, score }
     }
   }
@@ -67,6 +76,9 @@ const rowsCols = (base: S.Schedule): { readonly rows: number; readonly cols: num
   return rows > 1 ? { rows, cols: st.axes.get(data[data.length - 1])!.extent } : undefined
 }
 
+const colCandidates = (cols: number): number[] =>
+  [...new Set([...divisors(cols, S.MAX_VECTORIZED), ...Array.from({ length: S.MAX_VECTORIZED / 4 }, (_, k) => 4 * (k + 1)).filter((w) => w <= cols)])].sort((a, b) => a - b)
+
 export const matmulTemplate: Template = {
   name: "matmul",
   tunable: true,
@@ -76,7 +88,8 @@ export const matmulTemplate: Template = {
     const rows = Array.from({ length: Math.min(MAX_ROWS, rc.rows) }, (_, k) => k + 1)
     return [
       { kind: "split", name: "tile_rows", extent: rc.rows, candidates: rows },
-      { kind: "split", name: "tile_cols", extent: rc.cols, candidates: divisors(rc.cols, S.MAX_VECTORIZED) },
+      // the divisors, and every multiple of 4 lanes (a last tile narrower, run as a tail loop)
+      { kind: "split", name: "tile_cols", extent: rc.cols, candidates: colCandidates(rc.cols) },
       { kind: "choice", name: "cols_outer", candidates: [true, false] },
       { kind: "choice", name: "vectorize", candidates: [true, false] },
     ]
@@ -98,13 +111,20 @@ export const matmulTemplate: Template = {
     const [rowAxis, colAxis] = data.slice(-2)
     const tr = Number(config.tile_rows)
     const tc = Number(config.tile_cols)
+    const extent = (a: string) => tiled.schedule.stages.get(out)!.axes.get(a)!.extent
     const sc = S.split(s, out, colAxis, { factor: tc })
     const sr = S.split(sc.schedule, out, rowAxis, { factor: tr })
     const tiles = config.cols_outer ? [sc.outer, sr.outer] : [sr.outer, sc.outer]
     const outer = [...data.slice(0, -2), ...tiles]
     s = S.reorder(sr.schedule, out, [...outer, sr.inner, sc.inner])
-    // (the loops outside the tile the product is computed at: that one must stay a leaf)
-    s = parallelOuter(s, out, outer.slice(0, -1))
+    // parallel: the loops outside the tile the product is computed at (that one must stay a
+    // leaf); a tile loop that does not divide its axis only when nothing else is parallel — fused
+    // into the parallel loop, its guard would reach every tile, where a serial one keeps it to
+    // the last (LoopPartition)
+    const divides = config.cols_outer ? extent(colAxis) % tc === 0 : extent(rowAxis) % tr === 0
+    const batch = data.slice(0, -2)
+    const batchParallel = batch.some((a) => extent(a) > 1)
+    s = parallelOuter(s, out, divides || !batchParallel ? outer.slice(0, -1) : batch)
     if (config.vectorize && tc > 1) s = S.vectorize(s, out, sc.inner)
     // the product inside the tile: its reduction outside the tile's rows and columns (the sums
     // stay in registers), the rows unrolled, the columns vectorized
