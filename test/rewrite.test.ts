@@ -18,10 +18,11 @@ import {
   planMemoryPass,
   rewriteToFixedPoint,
   simplifyInference,
+  simplifyInferenceRules,
   simplifyInferenceSync,
   type Rule,
 } from "../src/rewrite/index.js"
-import { winogradConv } from "../src/rewrite/winograd.js"
+import { winogradConv, winogradRules } from "../src/rewrite/winograd.js"
 import { assertAllClose, evalGraph } from "../laws/support.js"
 
 const rng = prng(7)
@@ -85,6 +86,17 @@ describe("rewrite.SimplifyInference", () => {
     const after = simplifyInferenceSync(before)
     expect(after.nodes.map((n) => n.op)).toEqual(["Relu"])
     expect(after.nodes[0].inputs).toEqual(["x"])
+  })
+  // regression: before opset 14 a BatchNormalization's statistics outputs, even omitted ("") ones,
+  // mark training mode (batch statistics: the evaluator's reading, src/ast/graph/ops/norm-channel.ts);
+  // SimplifyInference looked only for named ones and folded it with the running statistics
+  it("leaves an opset-13 BatchNormalization with omitted statistics outputs (training mode) unfolded", () => {
+    const g0 = convBnRelu()
+    const before = { ...g0, nodes: g0.nodes.map((n) => (n.op === "BatchNormalization" ? { ...n, outputs: [...n.outputs, "", ""] } : n)) }
+    const after = simplifyInferenceSync(before)
+    expect(after.nodes.map((n) => n.op)).toContain("BatchNormalization")
+    const x = feeds(before)
+    assertAllClose(evalGraph(after, x), evalGraph(before, x))
   })
 })
 
@@ -267,6 +279,14 @@ describe("rule engine", () => {
     const r = rewriteToFixedPoint(g, [flip], 4)
     expect(r.stop).toBe("IterationLimit")
     expect(r.fired.get("always-rename")).toBe(4)
+  })
+
+  it("the rules of each rule set have distinct kebab-case names (traces and the report's counts go by them)", () => {
+    for (const rules of [simplifyInferenceRules, winogradRules]) {
+      const names = rules.map((r) => r.name)
+      for (const name of names) expect(name).toMatch(/^[a-z0-9]+(-[a-z0-9]+)*$/)
+      expect(new Set(names).size).toBe(names.length)
+    }
   })
 
   it("the default pipeline keeps the meaning of Conv+BN+Relu and shrinks it", () => {

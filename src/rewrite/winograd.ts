@@ -13,7 +13,7 @@ import { windowOf, type AutoPad } from "../ast/graph/ops/nn-common.js"
 import { WINOGRAD_M, winogradKernel } from "../ast/graph/ops/winograd.js"
 import { eliminateDeadCodeSync } from "./eliminate-dead-code.js"
 import { graphPass, type GraphPass } from "./pass.js"
-import { rewriteToFixedPoint, type Rule } from "./rules.js"
+import { rewriteToFixedPoint, type Rule, type RuleSet } from "./rules.js"
 
 /**
  * Input and output channels below which a conv stays direct: the transforms cost O(channels) per
@@ -73,9 +73,12 @@ const convToWinograd: Rule = {
   },
 }
 
+/** The pass's rules (one). */
+export const winogradRules: RuleSet = [convToWinograd]
+
 export const winogradConvSync = (graph: Graph): Graph => {
   const g = bindSync(graph)
-  const rewritten = rewriteToFixedPoint(g, [convToWinograd]).graph
+  const rewritten = rewriteToFixedPoint(g, winogradRules).graph
   return bindSync(eliminateDeadCodeSync(rewritten))
 }
 
