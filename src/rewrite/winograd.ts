@@ -42,7 +42,7 @@ const convToWinograd: Rule = {
     const a = resolveNode(n).attrs as { group: number; in_block: number; out_block: number; strides?: readonly number[]; dilations?: readonly number[]; pads?: readonly number[]; auto_pad: AutoPad }
     const [OB, IB, KH, KW, ib, ob] = w.shape
     if (a.group !== 1 || KH !== 3 || KW !== 3) return undefined
-    if ((a.strides ?? [1, 1]).some((s) => s !== 1) || (a.dilations ?? [1, 1]).some((d) => d !== 1)) return undefined
+    if (a.strides?.some((s) => s !== 1) || a.dilations?.some((d) => d !== 1)) return undefined
     if (IB * ib < MIN_CHANNELS || OB * ob < MIN_CHANNELS) return undefined
     const [H, W] = [x.shape[2], x.shape[3]]
     const [OH, OW] = [y.shape[2], y.shape[3]]
