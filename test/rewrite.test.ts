@@ -90,6 +90,23 @@ describe("rewrite.SimplifyInference", () => {
   // regression: before opset 14 a BatchNormalization's statistics outputs, even omitted ("") ones,
   // mark training mode (batch statistics: the evaluator's reading, src/ast/graph/ops/norm-channel.ts);
   // SimplifyInference looked only for named ones and folded it with the running statistics
+  // regression: before opset 9, spatial=0 gives one statistic per activation of [C, H, W]; the
+  // BatchNormalization became a Mul by a [C·H·W, 1, 1] scale, which does not broadcast (the pass threw)
+  it("leaves an opset-8 BatchNormalization with per-activation statistics (spatial=0) as it is", () => {
+    const stats = (lo: number, hi: number) => rand([2, 3, 3], lo, hi)
+    const before = makeGraph({
+      opset: 8,
+      inputs: [{ name: "x", type: f32([1, 2, 3, 3]) }],
+      outputs: [{ name: "y", type: f32([1, 2, 3, 3]) }],
+      initializers: new Map([["s", stats(0.5, 1.5)], ["b", stats(-1, 1)], ["m", stats(-1, 1)], ["v", stats(0.5, 2)]]),
+      nodes: [node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], { spatial: attr.int(0) })],
+    })
+    const after = simplifyInferenceSync(before)
+    expect(after.nodes.map((n) => n.op)).toEqual(["BatchNormalization"])
+    const x = feeds(before)
+    assertAllClose(evalGraph(after, x), evalGraph(before, x))
+  })
+
   it("leaves an opset-13 BatchNormalization with omitted statistics outputs (training mode) unfolded", () => {
     const g0 = convBnRelu()
     const before = { ...g0, nodes: g0.nodes.map((n) => (n.op === "BatchNormalization" ? { ...n, outputs: [...n.outputs, "", ""] } : n)) }
