@@ -9,7 +9,7 @@ import { arbGraphCase, arbModelGraphCase, prng, type GraphCase } from "../../src
 import { subgraphFreeNames } from "../../src/ast/graph/evaluate.js"
 import { makeGraph, type Graph, type Node, type ValueInfo } from "../../src/ast/graph/graph.js"
 import { bindSync } from "../../src/ast/graph/infer.js"
-import { tensor, type Tensor } from "../../src/ast/graph/tensor.js"
+import { fromArray, tensor, type Tensor } from "../../src/ast/graph/tensor.js"
 
 /** Every name a node reads: its inputs and the outer names its subgraphs capture. */
 export const readsOf = (n: Node): string[] => [
@@ -455,7 +455,7 @@ export const withSimplifiable = (c: GraphCase, seed: number): GraphCase => {
     types.set(name, { dtype: t.dtype, shape: t.shape })
     return name
   }
-  const add = (op: string, inputs: string[], shape: readonly number[], attrs: Node["attrs"] = {}, outs?: string[], dtype: "float32" | "float64" | "bool" = "float32"): string => {
+  const add = (op: string, inputs: string[], shape: readonly number[], attrs: Node["attrs"] = {}, outs?: string[], dtype: "float32" | "float64" | "float16" | "int32" | "bool" = "float32"): string => {
     const names = outs ?? [fresh("sv")]
     nodes.push({ name: fresh(op.toLowerCase()), op, domain: "", inputs, outputs: names, attrs })
     types.set(names[0], { dtype, shape })
@@ -598,28 +598,33 @@ export const withSimplifiable = (c: GraphCase, seed: number): GraphCase => {
         let x = v
         let C = s[1]
         const conv = s.length === 4 && rng.next() < 0.7
+        // now and then in float16 (a fold would round the folded constants to half again: it stays)
+        const half = rng.next() < 0.15
+        if (half) x = add("Cast", [v], s, { to: attr.int(10) }, undefined, "float16")
+        const dt = half ? "float16" : "float32"
+        const typed = (t: Tensor) => (half ? fromArray("float16", t.shape, t.data) : t)
         if (conv) {
           C = rng.int(1, 4)
           // now and then a computed weight or bias (Abs of a constant): no fold into the conv
           const computed = rng.pick(["none", "none", "none", "weight", "bias"] as const)
-          const w = constant(rand([C, s[1], 1, 1], -0.5, 0.5), "w")
-          const ins = [v, computed === "weight" ? add("Abs", [w], [C, s[1], 1, 1]) : w]
+          const w = constant(typed(rand([C, s[1], 1, 1], -0.5, 0.5)), "w")
+          const ins = [x, computed === "weight" ? add("Abs", [w], [C, s[1], 1, 1], {}, undefined, dt) : w]
           if (computed === "bias" || rng.next() < 0.5) {
-            const b = constant(rand([C]), "b")
-            ins.push(computed === "bias" ? add("Abs", [b], [C]) : b)
+            const b = constant(typed(rand([C])), "b")
+            ins.push(computed === "bias" ? add("Abs", [b], [C], {}, undefined, dt) : b)
           }
-          x = add("Conv", ins, [s[0], C, s[2], s[3]], { kernel_shape: attr.ints([1, 1]) })
-          if (rng.next() < 0.3) finish(add("Relu", [x], shapeOf(x)))
+          x = add("Conv", ins, [s[0], C, s[2], s[3]], { kernel_shape: attr.ints([1, 1]) }, undefined, dt)
+          if (rng.next() < 0.3) finish(add("Relu", [x], shapeOf(x), {}, undefined, dt))
         }
-        const params = [rand([C], 0.5, 1.5), rand([C]), rand([C]), rand([C], 0.5, 2)].map((t) => constant(t, "bn"))
+        const params = [rand([C], 0.5, 1.5), rand([C]), rand([C]), rand([C], 0.5, 2)].map((t) => constant(typed(t), "bn"))
         // now and then one parameter computed (Abs of a constant): no fold at all
         if (rng.next() < 0.2) {
           const p = rng.int(0, 3)
-          params[p] = add("Abs", [params[p]], [C])
+          params[p] = add("Abs", [params[p]], [C], {}, undefined, dt)
         }
         // now and then in training mode (batch statistics): then it stays
         const bnAttrs: Node["attrs"] = { epsilon: attr.float(rng.pick([1e-5, 1e-3])), ...(rng.next() < 0.15 ? { training_mode: attr.int(1) } : {}) }
-        finish(add("BatchNormalization", [x, ...params], shapeOf(x), bnAttrs))
+        finish(add("BatchNormalization", [x, ...params], shapeOf(x), bnAttrs, undefined, dt))
         break
       }
       case "gemm": {
@@ -628,7 +633,17 @@ export const withSimplifiable = (c: GraphCase, seed: number): GraphCase => {
         const [M, K] = shapeOf(v)
         const N = rng.int(1, 5)
         const transB = rng.int(0, 1)
-        const ins = [v, constant(rand(transB ? [N, K] : [K, N]), "gw")]
+        if (rng.next() < 0.2) {
+          // int32 (a computed A, constant B and C): alpha and beta of ½ are not folded into integers
+          const ints = (shape: number[]) => tensor("int32", shape, Int32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rng.int(-5, 5)))
+          const A = add("Neg", [constant(ints([M, K]), "ga")], [M, K], {}, undefined, "int32")
+          const ins = [A, constant(ints(transB ? [N, K] : [K, N]), "gw"), constant(ints([N]), "gc")]
+          finish(add("Gemm", ins, [M, N], { transB: attr.int(transB), alpha: attr.float(rng.pick([1, 0.5])), beta: attr.float(rng.pick([1, 0.5])) }, undefined, "int32"))
+          break
+        }
+        // now and then a computed weight (no fold of B; a constant C still folds its beta)
+        const w = constant(rand(transB ? [N, K] : [K, N]), "gw")
+        const ins = [v, rng.next() < 0.15 ? add("Neg", [w], transB ? [N, K] : [K, N]) : w]
         const bias = rng.pick(["none", "constant", "computed"] as const)
         if (bias === "constant") ins.push(constant(rand(rng.next() < 0.5 ? [N] : [M, N]), "gc"))
         if (bias === "computed") ins.push(add("Neg", [constant(rand([N]), "gc")], [N]))

@@ -26,6 +26,9 @@ const sameType = (ctx: RuleCtx, a: string, b: string) => {
   return !!ta && !!tb && ta.dtype === tb.dtype && ta.shape.length === tb.shape.length && ta.shape.every((d, i) => d === tb.shape[i])
 }
 
+/** A float32 or float64 tensor or type: what the folds below compute in (a float16 or integer fold would round again). */
+const isFloat = (t: { readonly dtype: string } | undefined): boolean => !!t && (t.dtype === "float32" || t.dtype === "float64")
+
 // (an empty t is all v too: a unit with no elements of the other operand's type leaves an empty x empty)
 const allEqual = (t: Tensor | undefined, v: number) => !!t && t.data.every((x) => x === v)
 
@@ -141,8 +144,8 @@ export const foldBatchNormIntoConv: Rule = {
     const conv = ctx.producer(n.inputs[0])
     if (!conv || conv.op !== "Conv" || !onlyConsumer(ctx, n.inputs[0])) return undefined
     const w = ctx.constant(conv.inputs[1])
-    const b = conv.inputs[2] ? ctx.constant(conv.inputs[2]) : undefined
-    if (!w || (conv.inputs[2] && !b) || (w.dtype !== "float32" && w.dtype !== "float64")) return undefined
+    const b = ctx.constant(conv.inputs[2])
+    if (!w || (conv.inputs[2] && !b) || !isFloat(w)) return undefined
     const st = bnScaleShift(n, ctx, w.shape[0])
     if (!st) return undefined
     const per = sizeOf(w.shape) / w.shape[0]
@@ -172,7 +175,7 @@ export const batchNormToScaleShift: Rule = {
   apply: (n, ctx) => {
     if (n.op !== "BatchNormalization") return undefined
     const x = ctx.type(n.inputs[0])
-    if (!x || x.shape.length < 2 || (x.dtype !== "float32" && x.dtype !== "float64")) return undefined
+    if (!x || x.shape.length < 2 || !isFloat(x)) return undefined
     const st = bnScaleShift(n, ctx, x.shape[1])
     if (!st) return undefined
     const shape = [st.s.length, ...new Array(x.shape.length - 2).fill(1)]
@@ -214,15 +217,16 @@ export const canonicalizeGemm: Rule = {
     if (n.op !== "Gemm") return undefined
     const a = attrsOf<GemmAttrs>(n)
     const b = ctx.constant(n.inputs[1])
-    const c = n.inputs[2] ? ctx.constant(n.inputs[2]) : undefined
-    const bWork = !!b && (a.transB !== 0 || a.alpha !== 1) && (b.dtype === "float32" || b.dtype === "float64")
-    const cWork = !!c && a.beta !== 1 && (c.dtype === "float32" || c.dtype === "float64")
-    if (!bWork && !cWork) return undefined
+    const c = ctx.constant(n.inputs[2])
+    // the constants to fold, where there is work
+    const bFold = isFloat(b) && (a.transB !== 0 || a.alpha !== 1) ? b : undefined
+    const cFold = isFloat(c) && a.beta !== 1 ? c : undefined
+    if (!bFold && !cFold) return undefined
     const constants = new Map<string, Tensor>()
     const inputs = [...n.inputs]
     const attrs = { ...n.attrs }
-    if (bWork && b) {
-      const bt = a.transB ? transpose2d(b) : b
+    if (bFold) {
+      const bt = a.transB ? transpose2d(bFold) : bFold
       const scaled = tensor(bt.dtype, bt.shape, bt.data.map((x) => x * a.alpha))
       const name = ctx.fresh(`${n.inputs[1]}_canon`)
       constants.set(name, scaled)
@@ -230,9 +234,9 @@ export const canonicalizeGemm: Rule = {
       attrs.transB = attr.int(0)
       attrs.alpha = attr.float(1)
     }
-    if (cWork && c) {
+    if (cFold) {
       const name = ctx.fresh(`${n.inputs[2]}_canon`)
-      constants.set(name, tensor(c.dtype, c.shape, c.data.map((x) => x * a.beta)))
+      constants.set(name, tensor(cFold.dtype, cFold.shape, cFold.data.map((x) => x * a.beta)))
       inputs[2] = name
       attrs.beta = attr.float(1)
     }
