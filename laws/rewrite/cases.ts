@@ -598,11 +598,10 @@ export const withSimplifiable = (c: GraphCase, seed: number): GraphCase => {
         let x = v
         let C = s[1]
         const conv = s.length === 4 && rng.next() < 0.7
-        // now and then in float16 (a fold would round the folded constants to half again: it stays)
-        const half = rng.next() < 0.15
-        if (half) x = add("Cast", [v], s, { to: attr.int(10) }, undefined, "float16")
-        const dt = half ? "float16" : "float32"
-        const typed = (t: Tensor) => (half ? fromArray("float16", t.shape, t.data) : t)
+        // now and then in float16 (a fold would round the folded constants to half again: it stays) or float64 (it folds)
+        const dt = rng.pick(["float32", "float32", "float32", "float32", "float16", "float64"] as const)
+        if (dt !== "float32") x = add("Cast", [v], s, { to: attr.int(dt === "float16" ? 10 : 11) }, undefined, dt)
+        const typed = (t: Tensor) => (dt === "float32" ? t : fromArray(dt, t.shape, t.data))
         if (conv) {
           C = rng.int(1, 4)
           // now and then a computed weight or bias (Abs of a constant): no fold into the conv
