@@ -13,6 +13,7 @@ import { arbModelGraphCase } from "../../src/ast/graph/arbitrary-models.js"
 import { makeGraph, node, type Graph } from "../../src/ast/graph/graph.js"
 import { TESSERA_DOMAIN } from "../../src/ast/graph/ops/index.js"
 import { WINOGRAD } from "../../src/ast/graph/ops/winograd.js"
+import { bindSync } from "../../src/ast/graph/infer.js"
 import { tensor, type Tensor } from "../../src/ast/graph/tensor.js"
 import { evaluateTE } from "../../src/ast/te/evaluate.js"
 import { evaluatePrimFunc } from "../../src/ast/tir/evaluate.js"
@@ -326,5 +327,12 @@ describe("rewrite.WinogradConv: blocked convs written by hand", () => {
       }),
       lawParams(10),
     )
+  })
+
+  it("ConvNCHWc's type inference rejects a kernel that is not 6-D (the rule takes its rank for granted)", () => {
+    const { graph } = fc.sample(arbGroupedBlockedConv, lawParams(1))[0]
+    const w = graph.initializers.get("w")!
+    const flat = tensor("float32", [...w.shape.slice(0, 4), w.shape[4] * w.shape[5]], w.data)
+    expect(() => bindSync({ ...graph, initializers: new Map([["w", flat]]) })).toThrow(/rank 6/)
   })
 })

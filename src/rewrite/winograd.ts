@@ -38,7 +38,8 @@ const convToWinograd: Rule = {
     const w = ctx.constant(n.inputs[1])
     const x = ctx.type(n.inputs[0])
     const y = ctx.type(n.outputs[0])
-    if (!w || !x || !y || w.shape.length !== 6 || x.dtype !== "float32") return undefined
+    // (a ConvNCHWc's kernel is 6-D: [O/ob, I/ib, KH, KW, ib, ob], its type inference says so)
+    if (!w || !x || !y || x.dtype !== "float32") return undefined
     const a = resolveNode(n).attrs as { group: number; in_block: number; out_block: number; strides?: readonly number[]; dilations?: readonly number[]; pads?: readonly number[]; auto_pad: AutoPad }
     const [OB, IB, KH, KW, ib, ob] = w.shape
     if (a.group !== 1 || KH !== 3 || KW !== 3) return undefined
