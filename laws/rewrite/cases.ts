@@ -472,7 +472,7 @@ export const withSimplifiable = (c: GraphCase, seed: number): GraphCase => {
     return cands.length ? rng.pick(cands) : undefined
   }
   for (let step = rng.int(2, 6); step > 0; step--) {
-    switch (rng.pick(["identity", "captured", "dropout", "cast", "unit", "transpose", "reshape", "bn", "gemm"] as const)) {
+    switch (rng.pick(["identity", "captured", "dropout", "cast", "unit", "transpose", "reshape", "bn", "gemm", "gemm"] as const)) {
       case "identity": {
         const v = pick()!
         finish(add("Identity", [add("Identity", [v], shapeOf(v))], shapeOf(v)))
@@ -627,8 +627,9 @@ export const withSimplifiable = (c: GraphCase, seed: number): GraphCase => {
         break
       }
       case "gemm": {
-        const v = pick((x) => shapeOf(x).length === 2)
-        if (!v) break
+        // a matrix: one of the case's, or a value flattened to one
+        const any = pick()!
+        const v = pick((x) => shapeOf(x).length === 2) ?? add("Flatten", [any], [shapeOf(any)[0], shapeOf(any).slice(1).reduce((a, b) => a * b, 1)], { axis: attr.int(1) })
         const [M, K] = shapeOf(v)
         const N = rng.int(1, 5)
         const transB = rng.int(0, 1)

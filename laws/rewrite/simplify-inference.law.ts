@@ -154,6 +154,19 @@ const leftToSimplify = (g: Graph): string[] => {
   return bad
 }
 
+/** The ends of two-op reshape chains (static) whose output has the chain's input's type, not graph outputs or captured. */
+const sameTypeReshapeChains = (g: Graph): string[] => {
+  const { type, same } = facts(g)
+  const pinned = new Set([...g.outputs.map((o) => o.name), ...g.nodes.flatMap((n) => readsOf(n).filter((r) => !n.inputs.includes(r)))])
+  const producer = new Map(g.nodes.flatMap((n) => n.outputs.map((o) => [o, n] as const)))
+  return g.nodes
+    .filter((n) => {
+      const p = producer.get(n.inputs[0])
+      return RESHAPES.has(n.op) && p && RESHAPES.has(p.op) && !pinned.has(n.outputs[0]) && type(n.outputs[0])?.shape.every((d) => typeof d === "number") && same(p.inputs[0], n.outputs[0])
+    })
+    .map((n) => n.outputs[0])
+}
+
 describe("rewrite.SimplifyInference: what is left", () => {
   it("leaves no node a rule is for (writers of graph outputs and captured names aside), keeps training Dropouts and converting Casts, duplicates no conv; evaluates as before", () => {
     let removed = 0
@@ -163,6 +176,8 @@ describe("rewrite.SimplifyInference: what is left", () => {
         // the rules reach their fixed point (none fires forever, renaming what it folded)
         expect(rewriteToFixedPoint(graph, simplifyInferenceRules).stop).toBe("Saturated")
         expect(leftToSimplify(after)).toEqual([])
+        // a reshape chain that comes back to its input's type vanishes (no Reshape to the same shape is left in its place)
+        for (const end of sameTypeReshapeChains(bindSync(graph))) expect(after.nodes.some((n) => n.outputs.includes(end)), end).toBe(false)
         const [was, is] = [facts(bindSync(graph)), facts(after)]
         expect(after.nodes.filter(is.training).length).toBe(graph.nodes.filter(was.training).length)
         expect(after.nodes.filter(is.converting).length).toBe(graph.nodes.filter(was.converting).length)

@@ -27,7 +27,7 @@ const sameType = (ctx: RuleCtx, a: string, b: string) => {
 }
 
 /** A float32 or float64 tensor or type: what the folds below compute in (a float16 or integer fold would round again). */
-const isFloat = (t: { readonly dtype: string } | undefined): boolean => !!t && (t.dtype === "float32" || t.dtype === "float64")
+const isFloat = <T extends { readonly dtype: string }>(t: T | undefined): t is T => !!t && (t.dtype === "float32" || t.dtype === "float64")
 
 // (an empty t is all v too: a unit with no elements of the other operand's type leaves an empty x empty)
 const allEqual = (t: Tensor | undefined, v: number) => !!t && t.data.every((x) => x === v)
@@ -145,18 +145,13 @@ export const foldBatchNormIntoConv: Rule = {
     if (!conv || conv.op !== "Conv" || !onlyConsumer(ctx, n.inputs[0])) return undefined
     const w = ctx.constant(conv.inputs[1])
     const b = ctx.constant(conv.inputs[2])
-    if (!w || (conv.inputs[2] && !b) || !isFloat(w)) return undefined
+    if (!isFloat(w) || (conv.inputs[2] && !b)) return undefined
     const st = bnScaleShift(n, ctx, w.shape[0])
     if (!st) return undefined
+    // output channel o's weights scaled by s[o]; its bias b[o]·s[o] + t[o]
     const per = sizeOf(w.shape) / w.shape[0]
-    const w2 = allocate(w.dtype, w.data.length)
-    const wd = w.data
-    for (let o = 0; o < w.shape[0]; o++) {
-      const so = st.s[o]
-      for (let j = o * per, end = j + per; j < end; j++) w2[j] = wd[j] * so
-    }
-    const b2 = allocate(w.dtype, w.shape[0])
-    for (let o = 0; o < w.shape[0]; o++) b2[o] = (b ? b.data[o] : 0) * st.s[o] + st.t[o]
+    const w2 = w.data.map((x, j) => x * st.s[Math.floor(j / per)])
+    const b2 = allocate(w.dtype, w.shape[0]).map((_, o) => (b ? b.data[o] : 0) * st.s[o] + st.t[o])
     const wName = ctx.fresh(`${conv.inputs[1]}_bn`)
     const bName = ctx.fresh(`${conv.name}_bias_bn`)
     return {
@@ -175,7 +170,8 @@ export const batchNormToScaleShift: Rule = {
   apply: (n, ctx) => {
     if (n.op !== "BatchNormalization") return undefined
     const x = ctx.type(n.inputs[0])
-    if (!x || x.shape.length < 2 || !isFloat(x)) return undefined
+    // (under rank 2 there is no channel dim: x.shape[1] is undefined, and no statistics' length equals it)
+    if (!isFloat(x)) return undefined
     const st = bnScaleShift(n, ctx, x.shape[1])
     if (!st) return undefined
     const shape = [st.s.length, ...new Array(x.shape.length - 2).fill(1)]
@@ -198,9 +194,8 @@ export const batchNormToScaleShift: Rule = {
 
 const transpose2d = (t: Tensor): Tensor => {
   const [r, c] = t.shape
-  const out = allocate(t.dtype, r * c)
-  for (let i = 0; i < r; i++) for (let j = 0; j < c; j++) out[j * r + i] = t.data[i * c + j]
-  return tensor(t.dtype, [c, r], out)
+  // out[j, i] = t[i, j], out's k = j·r + i
+  return tensor(t.dtype, [c, r], allocate(t.dtype, r * c).map((_, k) => t.data[(k % r) * c + Math.floor(k / r)]))
 }
 
 interface GemmAttrs {
