@@ -207,7 +207,7 @@ describe("rewrite.WinogradConv: model-like conv nets", () => {
 
 // Which convs take Winograd, and which tile: single blocked convs with random channels (8 to 32),
 // images (5 to 18 pixels, batch 1 or 2: tile counts on both sides of MIN_TILES), kernels (3×1 too), strides,
-// dilations, depthwise groups, pads and auto_pad, some with a computed weight (an Identity of the
+// dilations (explicit ones of 1 too), depthwise groups, pads and auto_pad, some with a computed weight (an Identity of the
 // constant: no kernel transform at compile time), and the model-like nets above. An oracle read off
 // each ConvNCHWc (group 1, 3×3, stride and dilation 1, ≥ 16 channels in and out, a constant
 // weight; F(4×4) with ≥ 16 tiles of 4×4, else F(2×2) with ≥ 16 tiles of 2×2) says how many convs
@@ -226,7 +226,7 @@ const arbAnyConv: fc.Arbitrary<ConvCase & { readonly computedWeight: boolean }> 
   const attrs: Record<string, AttrValue> = {
     kernel_shape: attr.ints([kh, kw]),
     ...(rng.next() < 0.2 ? { strides: attr.ints([rng.int(1, 2), rng.int(1, 2)]) } : {}),
-    ...(k === 3 && rng.next() < 0.25 ? { dilations: attr.ints(rng.pick([[1, 2], [2, 1], [2, 2]])) } : {}),
+    ...(k === 3 && rng.next() < 0.25 ? { dilations: attr.ints(rng.pick([[1, 2], [2, 1], [2, 2], [1, 1]])) } : {}),
     ...(depthwise ? { group: attr.int(C) } : {}),
     ...(auto === "NOTSET" ? { pads: attr.ints([rng.int(0, 2), rng.int(0, 2), rng.int(0, 2), rng.int(0, 2)]) } : { auto_pad: attr.str(auto) }),
   }
