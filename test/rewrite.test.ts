@@ -90,6 +90,15 @@ describe("rewrite.SimplifyInference", () => {
   // regression: before opset 14 a BatchNormalization's statistics outputs, even omitted ("") ones,
   // mark training mode (batch statistics: the evaluator's reading, src/ast/graph/ops/norm-channel.ts);
   // SimplifyInference looked only for named ones and folded it with the running statistics
+  it("keeps a Conv's computed bias: the BatchNormalization after it is not folded into the Conv (it becomes a scale and shift)", () => {
+    const g0 = convBnRelu()
+    const before = { ...g0, nodes: [node("Abs", ["b"], ["b_abs"]), ...g0.nodes.map((n) => (n.op === "Conv" ? { ...n, inputs: ["x", "w", "b_abs"] } : n))] }
+    const after = simplifyInferenceSync(before)
+    expect(after.nodes.map((n) => n.op)).toEqual(["Abs", "Conv", "Mul", "Add", "Relu"])
+    const x = feeds(before)
+    assertAllClose(evalGraph(after, x), evalGraph(before, x))
+  })
+
   // regression: before opset 9, spatial=0 gives one statistic per activation of [C, H, W]; the
   // BatchNormalization became a Mul by a [C·H·W, 1, 1] scale, which does not broadcast (the pass threw)
   it("leaves an opset-8 BatchNormalization with per-activation statistics (spatial=0) as it is", () => {

@@ -605,7 +605,7 @@ export const withSimplifiable = (c: GraphCase, seed: number): GraphCase => {
         if (conv) {
           C = rng.int(1, 4)
           // now and then a computed weight or bias (Abs of a constant): no fold into the conv
-          const computed = rng.pick(["none", "none", "none", "weight", "bias"] as const)
+          const computed = rng.pick(["none", "none", "weight", "bias"] as const)
           const w = constant(typed(rand([C, s[1], 1, 1], -0.5, 0.5)), "w")
           const ins = [x, computed === "weight" ? add("Abs", [w], [C, s[1], 1, 1], {}, undefined, dt) : w]
           if (computed === "bias" || rng.next() < 0.5) {
