@@ -18,10 +18,11 @@ import {
   planMemoryPass,
   rewriteToFixedPoint,
   simplifyInference,
+  simplifyInferenceRules,
   simplifyInferenceSync,
   type Rule,
 } from "../src/rewrite/index.js"
-import { winogradConv } from "../src/rewrite/winograd.js"
+import { winogradConv, winogradRules } from "../src/rewrite/winograd.js"
 import { assertAllClose, evalGraph } from "../laws/support.js"
 
 const rng = prng(7)
@@ -85,6 +86,43 @@ describe("rewrite.SimplifyInference", () => {
     const after = simplifyInferenceSync(before)
     expect(after.nodes.map((n) => n.op)).toEqual(["Relu"])
     expect(after.nodes[0].inputs).toEqual(["x"])
+  })
+  // regression: before opset 14 a BatchNormalization's statistics outputs, even omitted ("") ones,
+  // mark training mode (batch statistics: the evaluator's reading, src/ast/graph/ops/norm-channel.ts);
+  // SimplifyInference looked only for named ones and folded it with the running statistics
+  it("keeps a Conv's computed bias: the BatchNormalization after it is not folded into the Conv (it becomes a scale and shift)", () => {
+    const g0 = convBnRelu()
+    const before = { ...g0, nodes: [node("Abs", ["b"], ["b_abs"]), ...g0.nodes.map((n) => (n.op === "Conv" ? { ...n, inputs: ["x", "w", "b_abs"] } : n))] }
+    const after = simplifyInferenceSync(before)
+    expect(after.nodes.map((n) => n.op)).toEqual(["Abs", "Conv", "Mul", "Add", "Relu"])
+    const x = feeds(before)
+    assertAllClose(evalGraph(after, x), evalGraph(before, x))
+  })
+
+  // regression: before opset 9, spatial=0 gives one statistic per activation of [C, H, W]; the
+  // BatchNormalization became a Mul by a [C·H·W, 1, 1] scale, which does not broadcast (the pass threw)
+  it("leaves an opset-8 BatchNormalization with per-activation statistics (spatial=0) as it is", () => {
+    const stats = (lo: number, hi: number) => rand([2, 3, 3], lo, hi)
+    const before = makeGraph({
+      opset: 8,
+      inputs: [{ name: "x", type: f32([1, 2, 3, 3]) }],
+      outputs: [{ name: "y", type: f32([1, 2, 3, 3]) }],
+      initializers: new Map([["s", stats(0.5, 1.5)], ["b", stats(-1, 1)], ["m", stats(-1, 1)], ["v", stats(0.5, 2)]]),
+      nodes: [node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], { spatial: attr.int(0) })],
+    })
+    const after = simplifyInferenceSync(before)
+    expect(after.nodes.map((n) => n.op)).toEqual(["BatchNormalization"])
+    const x = feeds(before)
+    assertAllClose(evalGraph(after, x), evalGraph(before, x))
+  })
+
+  it("leaves an opset-13 BatchNormalization with omitted statistics outputs (training mode) unfolded", () => {
+    const g0 = convBnRelu()
+    const before = { ...g0, nodes: g0.nodes.map((n) => (n.op === "BatchNormalization" ? { ...n, outputs: [...n.outputs, "", ""] } : n)) }
+    const after = simplifyInferenceSync(before)
+    expect(after.nodes.map((n) => n.op)).toContain("BatchNormalization")
+    const x = feeds(before)
+    assertAllClose(evalGraph(after, x), evalGraph(before, x))
   })
 })
 
@@ -267,6 +305,14 @@ describe("rule engine", () => {
     const r = rewriteToFixedPoint(g, [flip], 4)
     expect(r.stop).toBe("IterationLimit")
     expect(r.fired.get("always-rename")).toBe(4)
+  })
+
+  it("the rules of each rule set have distinct kebab-case names (traces and the report's counts go by them)", () => {
+    for (const rules of [simplifyInferenceRules, winogradRules]) {
+      const names = rules.map((r) => r.name)
+      for (const name of names) expect(name).toMatch(/^[a-z0-9]+(-[a-z0-9]+)*$/)
+      expect(new Set(names).size).toBe(names.length)
+    }
   })
 
   it("the default pipeline keeps the meaning of Conv+BN+Relu and shrinks it", () => {

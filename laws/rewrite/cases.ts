@@ -9,7 +9,7 @@ import { arbGraphCase, arbModelGraphCase, prng, type GraphCase } from "../../src
 import { subgraphFreeNames } from "../../src/ast/graph/evaluate.js"
 import { makeGraph, type Graph, type Node, type ValueInfo } from "../../src/ast/graph/graph.js"
 import { bindSync } from "../../src/ast/graph/infer.js"
-import { tensor, type Tensor } from "../../src/ast/graph/tensor.js"
+import { fromArray, tensor, type Tensor } from "../../src/ast/graph/tensor.js"
 
 /** Every name a node reads: its inputs and the outer names its subgraphs capture. */
 export const readsOf = (n: Node): string[] => [
@@ -437,6 +437,8 @@ export const withSimplifiable = (c: GraphCase, seed: number): GraphCase => {
   const outputs: ValueInfo[] = [...g.outputs]
   const types = new Map(g.valueTypes)
   for (const i of g.inputs) types.set(i.name, i.type)
+  const symbolic: ValueInfo[] = []
+  const feeds = new Map(c.inputs)
   let k = 0
   const fresh = (base: string) => `${base}_si${k++}`
   const shapeOf = (v: string) => types.get(v)!.shape as number[]
@@ -453,7 +455,7 @@ export const withSimplifiable = (c: GraphCase, seed: number): GraphCase => {
     types.set(name, { dtype: t.dtype, shape: t.shape })
     return name
   }
-  const add = (op: string, inputs: string[], shape: readonly number[], attrs: Node["attrs"] = {}, outs?: string[], dtype: "float32" | "float64" | "bool" = "float32"): string => {
+  const add = (op: string, inputs: string[], shape: readonly number[], attrs: Node["attrs"] = {}, outs?: string[], dtype: "float32" | "float64" | "float16" | "int32" | "bool" = "float32"): string => {
     const names = outs ?? [fresh("sv")]
     nodes.push({ name: fresh(op.toLowerCase()), op, domain: "", inputs, outputs: names, attrs })
     types.set(names[0], { dtype, shape })
@@ -470,7 +472,7 @@ export const withSimplifiable = (c: GraphCase, seed: number): GraphCase => {
     return cands.length ? rng.pick(cands) : undefined
   }
   for (let step = rng.int(2, 6); step > 0; step--) {
-    switch (rng.pick(["identity", "captured", "dropout", "cast", "unit", "transpose", "reshape", "bn", "gemm"] as const)) {
+    switch (rng.pick(["identity", "captured", "dropout", "cast", "unit", "transpose", "reshape", "bn", "gemm", "gemm"] as const)) {
       case "identity": {
         const v = pick()!
         finish(add("Identity", [add("Identity", [v], shapeOf(v))], shapeOf(v)))
@@ -493,8 +495,13 @@ export const withSimplifiable = (c: GraphCase, seed: number): GraphCase => {
       case "dropout": {
         const v = pick()!
         const s = shapeOf(v)
-        const how = rng.pick(["plain", "eval", "train", "mask"] as const)
+        const how = rng.pick(["plain", "omitted", "eval", "train", "mask"] as const)
         if (how === "plain") finish(add("Dropout", [v], s))
+        else if (how === "omitted") {
+          const y = fresh("sv")
+          add("Dropout", [v], s, {}, [y, ""])
+          finish(y)
+        }
         else if (how === "eval") finish(add("Dropout", [v, constant(filled([], 0.5)), constant(tensor("bool", [], Uint8Array.of(0)))], s))
         else if (how === "train") finish(add("Dropout", [v, constant(filled([], 0)), constant(tensor("bool", [], Uint8Array.of(1)))], s))
         else {
@@ -517,14 +524,17 @@ export const withSimplifiable = (c: GraphCase, seed: number): GraphCase => {
         const s = shapeOf(v)
         const op = rng.pick(["Mul", "Add", "Sub", "Div"] as const)
         const unit = op === "Mul" || op === "Div" ? 1 : 0
-        const how = rng.pick(["scalar", "one", "full", "wider", "near"] as const)
-        const shape = how === "scalar" ? [] : how === "one" ? [1] : how === "wider" ? [2, ...s] : s
+        const how = rng.pick(["scalar", "one", "full", "wider", "near", "prefix", "cross"] as const)
+        // prefix: x [n] and a unit [n, n] (x's shape a prefix of the result's); cross: x [m, 1] and a unit [m, n]
+        const n = rng.int(2, 3)
+        const x = how === "prefix" ? add("Neg", [constant(rand([n]))], [n]) : how === "cross" ? add("Neg", [constant(rand([n + 1, 1]))], [n + 1, 1]) : v
+        const shape = how === "scalar" ? [] : how === "one" ? [1] : how === "wider" ? [2, ...s] : how === "prefix" ? [n, n] : how === "cross" ? [n + 1, n] : s
         const t = filled(shape, unit)
         if (how === "near") t.data[t.data.length - 1] = unit + 0.5
         const u = constant(t, "unit")
         // (no 1/x: x may be 0)
         const left = op !== "Div" && rng.next() < 0.5
-        finish(add(op, left ? [u, v] : [v, u], how === "wider" ? shape : s))
+        finish(add(op, left ? [u, x] : [x, u], how === "wider" || how === "prefix" || how === "cross" ? shape : s))
         break
       }
       case "transpose": {
@@ -548,13 +558,36 @@ export const withSimplifiable = (c: GraphCase, seed: number): GraphCase => {
         const v = pick((x) => shapeOf(x).length >= 2)
         if (!v) break
         const s = shapeOf(v)
-        if (rng.next() < 0.5) {
+        const how = rng.pick(["flatten-reshape", "unsqueeze-squeeze", "any", "any", "symbolic"] as const)
+        if (how === "flatten-reshape") {
           const flat = add("Flatten", [v], [s[0], s.slice(1).reduce((a, b) => a * b, 1)], { axis: attr.int(1) })
           const back = rng.next() < 0.6 ? s : [s.slice(0, -1).reduce((a, b) => a * b, 1), s[s.length - 1]]
           finish(add("Reshape", [flat, constant(i64(back), "shape")], back))
-        } else {
+        } else if (how === "unsqueeze-squeeze") {
           const un = add("Unsqueeze", [v, constant(i64([0]), "axes")], [1, ...s])
           finish(add("Squeeze", [un, constant(i64([0]), "axes")], s))
+        } else if (how === "any") {
+          // one of the four ops after another (Squeeze where the leading dim is 1)
+          const step = (x: string, op: string): string => {
+            const xs = shapeOf(x)
+            const size = xs.reduce((a, b) => a * b, 1)
+            if (op === "Flatten") return add("Flatten", [x], [xs[0], size / xs[0]], { axis: attr.int(1) })
+            if (op === "Unsqueeze") return add("Unsqueeze", [x, constant(i64([0]), "axes")], [1, ...xs])
+            if (op === "Squeeze" && xs[0] === 1 && xs.length > 1) return add("Squeeze", [x, constant(i64([0]), "axes")], xs.slice(1))
+            const to = rng.pick([[1, ...xs], s, [size]])
+            return add("Reshape", [x, constant(i64(to), "shape")], to)
+          }
+          const ops = ["Reshape", "Flatten", "Squeeze", "Unsqueeze"]
+          finish(step(step(v, rng.pick(ops)), rng.pick(ops)))
+        } else {
+          // over an input of symbolic batch: no static shape for a Reshape to take (the chain stays)
+          const name = fresh("symbolic")
+          const [N, A, B] = [rng.int(1, 2), rng.int(1, 3), rng.int(1, 3)]
+          symbolic.push({ name, type: { dtype: "float32", shape: ["N", A, B] } })
+          feeds.set(name, rand([N, A, B]))
+          types.set(name, { dtype: "float32", shape: ["N", A, B] })
+          const flat = add("Flatten", [name], ["N", A * B] as unknown as number[], { axis: attr.int(1) })
+          finish(rng.next() < 0.5 ? add("Unsqueeze", [flat, constant(i64([2]), "axes")], ["N", A * B, 1] as unknown as number[]) : add("Reshape", [flat, constant(i64([0, B, A]), "shape")], ["N", B, A] as unknown as number[]))
         }
         break
       }
@@ -565,26 +598,52 @@ export const withSimplifiable = (c: GraphCase, seed: number): GraphCase => {
         let x = v
         let C = s[1]
         const conv = s.length === 4 && rng.next() < 0.7
+        // now and then in float16 (a fold would round the folded constants to half again: it stays) or float64 (it folds)
+        const dt = rng.pick(["float32", "float32", "float32", "float32", "float16", "float64"] as const)
+        if (dt !== "float32") x = add("Cast", [v], s, { to: attr.int(dt === "float16" ? 10 : 11) }, undefined, dt)
+        const typed = (t: Tensor) => (dt === "float32" ? t : fromArray(dt, t.shape, t.data))
         if (conv) {
           C = rng.int(1, 4)
-          const ins = [v, constant(rand([C, s[1], 1, 1], -0.5, 0.5), "w")]
-          if (rng.next() < 0.5) ins.push(constant(rand([C]), "b"))
-          x = add("Conv", ins, [s[0], C, s[2], s[3]], { kernel_shape: attr.ints([1, 1]) })
-          if (rng.next() < 0.3) finish(add("Relu", [x], shapeOf(x)))
+          // now and then a computed weight or bias (Abs of a constant): no fold into the conv
+          const computed = rng.pick(["none", "none", "weight", "bias"] as const)
+          const w = constant(typed(rand([C, s[1], 1, 1], -0.5, 0.5)), "w")
+          const ins = [x, computed === "weight" ? add("Abs", [w], [C, s[1], 1, 1], {}, undefined, dt) : w]
+          if (computed === "bias" || rng.next() < 0.5) {
+            const b = constant(typed(rand([C])), "b")
+            ins.push(computed === "bias" ? add("Abs", [b], [C], {}, undefined, dt) : b)
+          }
+          x = add("Conv", ins, [s[0], C, s[2], s[3]], { kernel_shape: attr.ints([1, 1]) }, undefined, dt)
+          if (rng.next() < 0.3) finish(add("Relu", [x], shapeOf(x), {}, undefined, dt))
         }
-        const params = [rand([C], 0.5, 1.5), rand([C]), rand([C]), rand([C], 0.5, 2)].map((t) => constant(t, "bn"))
+        const params = [rand([C], 0.5, 1.5), rand([C]), rand([C]), rand([C], 0.5, 2)].map((t) => constant(typed(t), "bn"))
+        // now and then one parameter computed (Abs of a constant): no fold at all
+        if (rng.next() < 0.2) {
+          const p = rng.int(0, 3)
+          params[p] = add("Abs", [params[p]], [C], {}, undefined, dt)
+        }
         // now and then in training mode (batch statistics): then it stays
         const bnAttrs: Node["attrs"] = { epsilon: attr.float(rng.pick([1e-5, 1e-3])), ...(rng.next() < 0.15 ? { training_mode: attr.int(1) } : {}) }
-        finish(add("BatchNormalization", [x, ...params], shapeOf(x), bnAttrs))
+        finish(add("BatchNormalization", [x, ...params], shapeOf(x), bnAttrs, undefined, dt))
         break
       }
       case "gemm": {
-        const v = pick((x) => shapeOf(x).length === 2)
-        if (!v) break
+        // a matrix: one of the case's, or a value flattened to one
+        const any = pick()!
+        const v = pick((x) => shapeOf(x).length === 2) ?? add("Flatten", [any], [shapeOf(any)[0], shapeOf(any).slice(1).reduce((a, b) => a * b, 1)], { axis: attr.int(1) })
         const [M, K] = shapeOf(v)
         const N = rng.int(1, 5)
         const transB = rng.int(0, 1)
-        const ins = [v, constant(rand(transB ? [N, K] : [K, N]), "gw")]
+        if (rng.next() < 0.2) {
+          // int32 (a computed A, constant B and C): alpha and beta of ½ are not folded into integers
+          const ints = (shape: number[]) => tensor("int32", shape, Int32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rng.int(-5, 5)))
+          const A = add("Neg", [constant(ints([M, K]), "ga")], [M, K], {}, undefined, "int32")
+          const ins = [A, constant(ints(transB ? [N, K] : [K, N]), "gw"), constant(ints([N]), "gc")]
+          finish(add("Gemm", ins, [M, N], { transB: attr.int(transB), alpha: attr.float(rng.pick([1, 0.5])), beta: attr.float(rng.pick([1, 0.5])) }, undefined, "int32"))
+          break
+        }
+        // now and then a computed weight (no fold of B; a constant C still folds its beta)
+        const w = constant(rand(transB ? [N, K] : [K, N]), "gw")
+        const ins = [v, rng.next() < 0.15 ? add("Neg", [w], transB ? [N, K] : [K, N]) : w]
         const bias = rng.pick(["none", "constant", "computed"] as const)
         if (bias === "constant") ins.push(constant(rand(rng.next() < 0.5 ? [N] : [M, N]), "gc"))
         if (bias === "computed") ins.push(add("Neg", [constant(rand([N]), "gc")], [N]))
@@ -593,7 +652,7 @@ export const withSimplifiable = (c: GraphCase, seed: number): GraphCase => {
       }
     }
   }
-  return { graph: makeGraph({ name: g.name, opset: g.opset, inputs: g.inputs, outputs, initializers, nodes }), inputs: c.inputs }
+  return { graph: makeGraph({ name: g.name, opset: g.opset, inputs: [...g.inputs, ...symbolic], outputs, initializers, nodes }), inputs: feeds }
 }
 
 /** Random and model-like cases with what SimplifyInference rewrites, and near misses. */

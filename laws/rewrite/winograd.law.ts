@@ -11,7 +11,9 @@ import { attr, type AttrValue } from "../../src/ast/graph/attrs.js"
 import { prng } from "../../src/ast/graph/arbitrary.js"
 import { arbModelGraphCase } from "../../src/ast/graph/arbitrary-models.js"
 import { makeGraph, node, type Graph } from "../../src/ast/graph/graph.js"
+import { TESSERA_DOMAIN } from "../../src/ast/graph/ops/index.js"
 import { WINOGRAD } from "../../src/ast/graph/ops/winograd.js"
+import { bindSync } from "../../src/ast/graph/infer.js"
 import { tensor, type Tensor } from "../../src/ast/graph/tensor.js"
 import { evaluateTE } from "../../src/ast/te/evaluate.js"
 import { evaluatePrimFunc } from "../../src/ast/tir/evaluate.js"
@@ -205,7 +207,7 @@ describe("rewrite.WinogradConv: model-like conv nets", () => {
 
 // Which convs take Winograd, and which tile: single blocked convs with random channels (8 to 32),
 // images (5 to 18 pixels, batch 1 or 2: tile counts on both sides of MIN_TILES), kernels (3×1 too), strides,
-// dilations, depthwise groups, pads and auto_pad, some with a computed weight (an Identity of the
+// dilations (explicit ones of 1 too), depthwise groups, pads and auto_pad, some with a computed weight (an Identity of the
 // constant: no kernel transform at compile time), and the model-like nets above. An oracle read off
 // each ConvNCHWc (group 1, 3×3, stride and dilation 1, ≥ 16 channels in and out, a constant
 // weight; F(4×4) with ≥ 16 tiles of 4×4, else F(2×2) with ≥ 16 tiles of 2×2) says how many convs
@@ -224,7 +226,7 @@ const arbAnyConv: fc.Arbitrary<ConvCase & { readonly computedWeight: boolean }> 
   const attrs: Record<string, AttrValue> = {
     kernel_shape: attr.ints([kh, kw]),
     ...(rng.next() < 0.2 ? { strides: attr.ints([rng.int(1, 2), rng.int(1, 2)]) } : {}),
-    ...(k === 3 && rng.next() < 0.25 ? { dilations: attr.ints(rng.pick([[1, 2], [2, 1], [2, 2]])) } : {}),
+    ...(k === 3 && rng.next() < 0.25 ? { dilations: attr.ints(rng.pick([[1, 2], [2, 1], [2, 2], [1, 1]])) } : {}),
     ...(depthwise ? { group: attr.int(C) } : {}),
     ...(auto === "NOTSET" ? { pads: attr.ints([rng.int(0, 2), rng.int(0, 2), rng.int(0, 2), rng.int(0, 2)]) } : { auto_pad: attr.str(auto) }),
   }
@@ -282,5 +284,55 @@ describe("rewrite.WinogradConv: exactly the convs it applies to", () => {
     // the cases reach both tiles and direct convs
     expect(counts[4]).toBeGreaterThan(1)
     expect(Math.min(counts[2], counts.direct)).toBeGreaterThan(3)
+  })
+})
+
+// Blocked convs alterLayout does not make, written by hand: ConvNCHWc in two groups of 16 to 32
+// input channels each (every group wide enough for Winograd's MIN_CHANNELS, but the op has no
+// groups), on a blocked input of batch 1 or 2. They stay direct, and the graph evaluates as before.
+const arbGroupedBlockedConv = fc.integer({ min: 1, max: 1 << 30 }).map((seed) => {
+  const rng = prng(seed)
+  const b = rng.pick([4, 8])
+  const [perGroup, O, N, H, W] = [rng.pick([16, 24, 32]), rng.pick([16, 32]), rng.int(1, 2), rng.int(8, 12), rng.int(8, 12)]
+  const C = 2 * perGroup
+  const rand = (shape: number[]) => tensor("float32", shape, Float32Array.from({ length: shape.reduce((a, c) => a * c, 1) }, () => rng.float(-1, 1)))
+  const pads = [rng.int(0, 1), rng.int(0, 1), rng.int(0, 1), rng.int(0, 1)]
+  const [OH, OW] = [H + pads[0] + pads[2] - 2, W + pads[1] + pads[3] - 2]
+  const graph = makeGraph({
+    opset: 13,
+    inputs: [{ name: "x", type: { dtype: "float32", shape: [N, C / b, H, W, b] } }],
+    outputs: [{ name: "y", type: { dtype: "float32", shape: [N, O / b, OH, OW, b] } }],
+    initializers: new Map([["w", rand([O / b, perGroup / b, 3, 3, b, b])]]),
+    nodes: [
+      {
+        name: "conv",
+        op: "ConvNCHWc",
+        domain: TESSERA_DOMAIN,
+        inputs: ["x", "w"],
+        outputs: ["y"],
+        attrs: { in_block: attr.int(b), out_block: attr.int(b), group: attr.int(2), kernel_shape: attr.ints([3, 3]), pads: attr.ints(pads) },
+      },
+    ],
+  })
+  return { graph, inputs: new Map([["x", rand([N, C / b, H, W, b])]]) }
+})
+
+describe("rewrite.WinogradConv: blocked convs written by hand", () => {
+  it("a ConvNCHWc in two groups of ≥ 16 channels stays direct and evaluates as before", () => {
+    fc.assert(
+      fc.property(arbGroupedBlockedConv, ({ graph, inputs }) => {
+        const after = winogradConvSync(graph)
+        expect(after.nodes.map((n) => n.op)).toEqual(["ConvNCHWc"])
+        assertAllClose(evalGraph(after, inputs), evalGraph(graph, inputs), 1e-4, 1e-4)
+      }),
+      lawParams(10),
+    )
+  })
+
+  it("ConvNCHWc's type inference rejects a kernel that is not 6-D (the rule takes its rank for granted)", () => {
+    const { graph } = fc.sample(arbGroupedBlockedConv, lawParams(1))[0]
+    const w = graph.initializers.get("w")!
+    const flat = tensor("float32", [...w.shape.slice(0, 4), w.shape[4] * w.shape[5]], w.data)
+    expect(() => bindSync({ ...graph, initializers: new Map([["w", flat]]) })).toThrow(/rank 6/)
   })
 })

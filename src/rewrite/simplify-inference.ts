@@ -5,9 +5,10 @@
 // decomposed LayerNorm / Gelu / HardSwish put back together (recognize-patterns.ts).
 import { attr } from "../ast/graph/attrs.js"
 import { resolveNode } from "../ast/graph/evaluate.js"
-import type { Node } from "../ast/graph/graph.js"
+import type { Dim, Node } from "../ast/graph/graph.js"
 import { sizeOf, tensor, type Tensor } from "../ast/graph/tensor.js"
 import { allocate } from "../ast/graph/dtype.js"
+import { batchNormTraining } from "../ast/graph/ops/norm-channel.js"
 import { graphPass } from "./pass.js"
 import { rewriteToFixedPoint, type Rule, type RuleCtx, type RuleSet } from "./rules.js"
 import { eliminateDeadCodeSync } from "./eliminate-dead-code.js"
@@ -16,10 +17,8 @@ import { recognizePatternRules } from "./recognize-patterns.js"
 /** The node's decoded attributes (its op's codec with defaults applied). */
 const attrsOf = <A>(n: Node): A => resolveNode(n).attrs as A
 
-const onlyConsumer = (ctx: RuleCtx, v: string, n: Node) => {
-  const cs = ctx.consumers(v)
-  return cs.length === 1 && cs[0] === n && !ctx.isOutput(v)
-}
+/** Whether the node that reads `v` is its only reader (and `v` no graph output). */
+const onlyConsumer = (ctx: RuleCtx, v: string) => ctx.consumers(v).length === 1 && !ctx.isOutput(v)
 
 const sameType = (ctx: RuleCtx, a: string, b: string) => {
   const ta = ctx.type(a)
@@ -27,7 +26,11 @@ const sameType = (ctx: RuleCtx, a: string, b: string) => {
   return !!ta && !!tb && ta.dtype === tb.dtype && ta.shape.length === tb.shape.length && ta.shape.every((d, i) => d === tb.shape[i])
 }
 
-const allEqual = (t: Tensor | undefined, v: number) => !!t && t.data.length > 0 && t.data.every((x) => x === v)
+/** A float32 or float64 tensor or type: what the folds below compute in (a float16 or integer fold would round again). */
+const isFloat = <T extends { readonly dtype: string }>(t: T | undefined): t is T => !!t && (t.dtype === "float32" || t.dtype === "float64")
+
+// (an empty t is all v too: a unit with no elements of the other operand's type leaves an empty x empty)
+const allEqual = (t: Tensor | undefined, v: number) => !!t && t.data.every((x) => x === v)
 
 /** x → x for a node that passes its first input through (graph outputs keep their node). */
 const passThrough = (n: Node, ctx: RuleCtx) => (ctx.isOutput(n.outputs[0]) ? undefined : { nodes: [], outputs: [n.inputs[0]] })
@@ -64,7 +67,8 @@ export const algebraicIdentity: Rule = {
       Div: { value: 1, sides: [1] },
     }
     const u = unit[n.op]
-    if (!u || n.inputs.length !== 2 || ctx.isOutput(n.outputs[0])) return undefined
+    // (the four ops take exactly two inputs)
+    if (!u || ctx.isOutput(n.outputs[0])) return undefined
     for (const side of u.sides) {
       const other = n.inputs[1 - side]
       if (allEqual(ctx.constant(n.inputs[side]), u.value) && sameType(ctx, other, n.outputs[0])) return { nodes: [], outputs: [other] }
@@ -113,23 +117,23 @@ export const reshapeChain: Rule = {
 
 interface BnAttrs {
   readonly epsilon: number
-  readonly training_mode?: number
+  readonly training_mode: number
 }
 
-/** scale / sqrt(var + eps) and B - mean * that, per channel; undefined unless all constant. */
-const bnScaleShift = (n: Node, ctx: RuleCtx): { s: Float64Array; t: Float64Array } | undefined => {
-  if (n.outputs.length > 1 && n.outputs.slice(1).some((o) => o !== "")) return undefined
+/**
+ * scale / sqrt(var + eps) and B - mean * that, per channel of the `channels` x has; undefined
+ * unless all constant, in training mode (batch statistics), which is what the evaluator says it
+ * is: the attribute from opset 14, and before it any statistics output, even an omitted ("") one;
+ * and unless there is one statistic per channel (before opset 9, spatial=0 gives one per
+ * activation: left alone).
+ */
+const bnScaleShift = (n: Node, ctx: RuleCtx, channels: Dim): { s: Float64Array; t: Float64Array } | undefined => {
   const a = attrsOf<BnAttrs>(n)
-  if (a.training_mode) return undefined
+  if (batchNormTraining({ opset: ctx.opset, outputs: n.outputs.length, attrs: a })) return undefined
   const [scale, bias, mean, variance] = n.inputs.slice(1, 5).map((v) => ctx.constant(v))
-  if (!scale || !bias || !mean || !variance) return undefined
-  const C = scale.data.length
-  const s = new Float64Array(C)
-  const t = new Float64Array(C)
-  for (let c = 0; c < C; c++) {
-    s[c] = scale.data[c] / Math.sqrt(variance.data[c] + a.epsilon)
-    t[c] = bias.data[c] - mean.data[c] * s[c]
-  }
+  if (!scale || !bias || !mean || !variance || scale.data.length !== channels) return undefined
+  const s = Float64Array.from(scale.data, (g, c) => g / Math.sqrt(variance.data[c] + a.epsilon))
+  const t = Float64Array.from(bias.data, (b, c) => b - mean.data[c] * s[c])
   return { s, t }
 }
 
@@ -138,21 +142,16 @@ export const foldBatchNormIntoConv: Rule = {
   apply: (n, ctx) => {
     if (n.op !== "BatchNormalization") return undefined
     const conv = ctx.producer(n.inputs[0])
-    if (!conv || conv.op !== "Conv" || !onlyConsumer(ctx, n.inputs[0], n)) return undefined
+    if (!conv || conv.op !== "Conv" || !onlyConsumer(ctx, n.inputs[0])) return undefined
     const w = ctx.constant(conv.inputs[1])
-    const b = conv.inputs[2] ? ctx.constant(conv.inputs[2]) : undefined
-    if (!w || (conv.inputs[2] && !b) || (w.dtype !== "float32" && w.dtype !== "float64")) return undefined
-    const st = bnScaleShift(n, ctx)
-    if (!st || st.s.length !== w.shape[0]) return undefined
+    const b = ctx.constant(conv.inputs[2])
+    if (!isFloat(w) || (conv.inputs[2] && !b)) return undefined
+    const st = bnScaleShift(n, ctx, w.shape[0])
+    if (!st) return undefined
+    // output channel o's weights scaled by s[o]; its bias b[o]·s[o] + t[o]
     const per = sizeOf(w.shape) / w.shape[0]
-    const w2 = allocate(w.dtype, w.data.length)
-    const wd = w.data
-    for (let o = 0; o < w.shape[0]; o++) {
-      const so = st.s[o]
-      for (let j = o * per, end = j + per; j < end; j++) w2[j] = wd[j] * so
-    }
-    const b2 = allocate(w.dtype, w.shape[0])
-    for (let o = 0; o < w.shape[0]; o++) b2[o] = (b ? b.data[o] : 0) * st.s[o] + st.t[o]
+    const w2 = w.data.map((x, j) => x * st.s[Math.floor(j / per)])
+    const b2 = allocate(w.dtype, w.shape[0]).map((_, o) => (b ? b.data[o] : 0) * st.s[o] + st.t[o])
     const wName = ctx.fresh(`${conv.inputs[1]}_bn`)
     const bName = ctx.fresh(`${conv.name}_bias_bn`)
     return {
@@ -171,8 +170,9 @@ export const batchNormToScaleShift: Rule = {
   apply: (n, ctx) => {
     if (n.op !== "BatchNormalization") return undefined
     const x = ctx.type(n.inputs[0])
-    if (!x || x.shape.length < 2 || (x.dtype !== "float32" && x.dtype !== "float64")) return undefined
-    const st = bnScaleShift(n, ctx)
+    // (under rank 2 there is no channel dim: x.shape[1] is undefined, and no statistics' length equals it)
+    if (!isFloat(x)) return undefined
+    const st = bnScaleShift(n, ctx, x.shape[1])
     if (!st) return undefined
     const shape = [st.s.length, ...new Array(x.shape.length - 2).fill(1)]
     const sName = ctx.fresh(`${n.name}_scale`)
@@ -194,9 +194,8 @@ export const batchNormToScaleShift: Rule = {
 
 const transpose2d = (t: Tensor): Tensor => {
   const [r, c] = t.shape
-  const out = allocate(t.dtype, r * c)
-  for (let i = 0; i < r; i++) for (let j = 0; j < c; j++) out[j * r + i] = t.data[i * c + j]
-  return tensor(t.dtype, [c, r], out)
+  // out[j, i] = t[i, j], out's k = j·r + i
+  return tensor(t.dtype, [c, r], allocate(t.dtype, r * c).map((_, k) => t.data[(k % r) * c + Math.floor(k / r)]))
 }
 
 interface GemmAttrs {
@@ -213,15 +212,16 @@ export const canonicalizeGemm: Rule = {
     if (n.op !== "Gemm") return undefined
     const a = attrsOf<GemmAttrs>(n)
     const b = ctx.constant(n.inputs[1])
-    const c = n.inputs[2] ? ctx.constant(n.inputs[2]) : undefined
-    const bWork = !!b && (a.transB !== 0 || a.alpha !== 1) && (b.dtype === "float32" || b.dtype === "float64")
-    const cWork = !!c && a.beta !== 1 && (c.dtype === "float32" || c.dtype === "float64")
-    if (!bWork && !cWork) return undefined
+    const c = ctx.constant(n.inputs[2])
+    // the constants to fold, where there is work
+    const bFold = isFloat(b) && (a.transB !== 0 || a.alpha !== 1) ? b : undefined
+    const cFold = isFloat(c) && a.beta !== 1 ? c : undefined
+    if (!bFold && !cFold) return undefined
     const constants = new Map<string, Tensor>()
-    let inputs = [...n.inputs]
+    const inputs = [...n.inputs]
     const attrs = { ...n.attrs }
-    if (bWork && b) {
-      const bt = a.transB ? transpose2d(b) : b
+    if (bFold) {
+      const bt = a.transB ? transpose2d(bFold) : bFold
       const scaled = tensor(bt.dtype, bt.shape, bt.data.map((x) => x * a.alpha))
       const name = ctx.fresh(`${n.inputs[1]}_canon`)
       constants.set(name, scaled)
@@ -229,13 +229,12 @@ export const canonicalizeGemm: Rule = {
       attrs.transB = attr.int(0)
       attrs.alpha = attr.float(1)
     }
-    if (cWork && c) {
+    if (cFold) {
       const name = ctx.fresh(`${n.inputs[2]}_canon`)
-      constants.set(name, tensor(c.dtype, c.shape, c.data.map((x) => x * a.beta)))
+      constants.set(name, tensor(cFold.dtype, cFold.shape, cFold.data.map((x) => x * a.beta)))
       inputs[2] = name
       attrs.beta = attr.float(1)
     }
-    inputs = inputs.slice(0, n.inputs.length)
     return { nodes: [{ ...n, inputs, attrs }], outputs: n.outputs, constants }
   },
 }

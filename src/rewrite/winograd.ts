@@ -13,7 +13,7 @@ import { windowOf, type AutoPad } from "../ast/graph/ops/nn-common.js"
 import { WINOGRAD_M, winogradKernel } from "../ast/graph/ops/winograd.js"
 import { eliminateDeadCodeSync } from "./eliminate-dead-code.js"
 import { graphPass, type GraphPass } from "./pass.js"
-import { rewriteToFixedPoint, type Rule } from "./rules.js"
+import { rewriteToFixedPoint, type Rule, type RuleSet } from "./rules.js"
 
 /**
  * Input and output channels below which a conv stays direct: the transforms cost O(channels) per
@@ -38,11 +38,12 @@ const convToWinograd: Rule = {
     const w = ctx.constant(n.inputs[1])
     const x = ctx.type(n.inputs[0])
     const y = ctx.type(n.outputs[0])
-    if (!w || !x || !y || w.shape.length !== 6 || x.dtype !== "float32") return undefined
+    // (a ConvNCHWc's kernel is 6-D: [O/ob, I/ib, KH, KW, ib, ob], its type inference says so)
+    if (!w || !x || !y || x.dtype !== "float32") return undefined
     const a = resolveNode(n).attrs as { group: number; in_block: number; out_block: number; strides?: readonly number[]; dilations?: readonly number[]; pads?: readonly number[]; auto_pad: AutoPad }
     const [OB, IB, KH, KW, ib, ob] = w.shape
     if (a.group !== 1 || KH !== 3 || KW !== 3) return undefined
-    if ((a.strides ?? [1, 1]).some((s) => s !== 1) || (a.dilations ?? [1, 1]).some((d) => d !== 1)) return undefined
+    if (a.strides?.some((s) => s !== 1) || a.dilations?.some((d) => d !== 1)) return undefined
     if (IB * ib < MIN_CHANNELS || OB * ob < MIN_CHANNELS) return undefined
     const [H, W] = [x.shape[2], x.shape[3]]
     const [OH, OW] = [y.shape[2], y.shape[3]]
@@ -73,9 +74,12 @@ const convToWinograd: Rule = {
   },
 }
 
+/** The pass's rules (one). */
+export const winogradRules: RuleSet = [convToWinograd]
+
 export const winogradConvSync = (graph: Graph): Graph => {
   const g = bindSync(graph)
-  const rewritten = rewriteToFixedPoint(g, [convToWinograd]).graph
+  const rewritten = rewriteToFixedPoint(g, winogradRules).graph
   return bindSync(eliminateDeadCodeSync(rewritten))
 }
 

@@ -213,6 +213,7 @@ export const layoutOps = {
       const x = ctx.inputs[0]
       const w = ctx.inputs[1]
       if (!x || !w) return fail("inputs 0 and 1 are required")
+      if (w.shape.length !== 6) return fail(`input 1 must be a blocked kernel [O/ob, I/ib, KH, KW, ib, ob] (rank 6), got rank ${w.shape.length}`)
       const plain = plainConv.infer({
         ...ctx,
         attrs: convAttrsFor(ctx.attrs),

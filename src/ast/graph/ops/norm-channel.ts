@@ -53,7 +53,7 @@ const batchStats = (x: Tensor, P: number, Q: number): [Float64Array, Float64Arra
   return [mean, variance]
 }
 
-const batchNormTraining = (ctx: { opset: number; outputs: number; attrs: { training_mode: number } }): boolean =>
+export const batchNormTraining = (ctx: { opset: number; outputs: number; attrs: { training_mode: number } }): boolean =>
   // opset 14 on: the attribute says; before, the optional statistics outputs mark training mode
   ctx.opset >= 14 ? ctx.attrs.training_mode !== 0 : ctx.outputs > 1
 
