@@ -2,15 +2,17 @@
 // computes what the TE says (the auto-tuner may pick any of them).
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
-import { arbComputeCase, blockedConvCase, COMPUTE_FAMILIES, denseRowCase } from "../../src/ast/te/arbitrary.js"
-import { exprKey } from "../../src/ast/te/expr.js"
+import { arbComputeCase, blockedConvCase, COMPUTE_FAMILIES, denseRowCase, matmulCase } from "../../src/ast/te/arbitrary.js"
+import { add, exprKey, f32, mul } from "../../src/ast/te/expr.js"
 import { mapStmt } from "../../src/ast/tir/tir.js"
 import { evaluateTE } from "../../src/ast/te/evaluate.js"
 import { evaluatePrimFunc } from "../../src/ast/tir/evaluate.js"
 import { baseSchedule } from "../../src/lowering/lower-group.js"
 import { lowerSync } from "../../src/lowering/lower.js"
 import type { Config } from "../../src/lowering/templates/template.js"
-import { matmulRegisterTile } from "../../src/lowering/templates/matmul.js"
+import { matmulRegisterTile, matmulTemplate } from "../../src/lowering/templates/matmul.js"
+import { reductionTemplate } from "../../src/lowering/templates/reduction.js"
+import { at, compute } from "../../src/ast/te/tensor.js"
 import { templateFor } from "../../src/lowering/templates/template-for.js"
 import { cpuTirPipeline } from "../../src/lowering/tir/cpu-pipeline.js"
 import { runTirSync } from "../../src/lowering/tir/tir-pass.js"
@@ -153,8 +155,15 @@ describe("schedule templates", () => {
           const need = fmaUnits * fmaLatency
           const saturation = Math.max(...legal.map((x) => Math.min(x.acc, need)))
           expect(Math.min(chosen!.acc, need)).toBe(saturation)
-          const fewest = Math.min(...legal.filter((x) => Math.min(x.acc, need) === saturation).map((x) => x.loads))
+          const saturating = legal.filter((x) => Math.min(x.acc, need) === saturation)
+          const fewest = Math.min(...saturating.map((x) => x.loads))
           expect(chosen!.loads).toBeCloseTo(fewest, 12)
+          // then the least extra work (rows and columns a tile computes past the axes), then the widest
+          const extra = (x: { rows: number; cols: number }) => (Math.ceil(rows / x.rows) * x.rows * Math.ceil(cols / x.cols) * x.cols) / (rows * cols) - 1
+          const frugal = saturating.filter((x) => Math.abs(x.loads - fewest) < 1e-12)
+          const least = Math.min(...frugal.map(extra))
+          expect(extra(chosen!)).toBeCloseTo(least, 12)
+          expect(chosen!.cols).toBe(Math.max(...frugal.filter((x) => Math.abs(extra(x) - least) < 1e-12).map((x) => x.cols)))
         },
       ),
       lawParams(300),
@@ -164,5 +173,127 @@ describe("schedule templates", () => {
     expect(matmulRegisterTile({ vectorLanes: 8, cores: 1, vectorRegisters: 16, fmaUnits: 2, fmaLatency: 4 }, 128, 768)).toEqual({ rows: 4, cols: 24 })
     // attention scores, 197 × 197: whole vectors and a tail, not columns of one
     expect(matmulRegisterTile({ vectorLanes: 16, cores: 1, vectorRegisters: 32, fmaUnits: 1, fmaLatency: 4 }, 197, 197).cols).toBe(16)
+  })
+})
+
+describe("the matmul rule", () => {
+  const arbMatmul = fc.record({
+    batch: fc.integer({ min: 0, max: 2 }),
+    m: fc.integer({ min: 2, max: 30 }),
+    n: fc.oneof(fc.integer({ min: 1, max: 70 }), fc.constantFrom(64, 128)),
+    k: fc.integer({ min: 1, max: 6 }),
+    epilogue: fc.boolean(),
+    seed: fc.nat(),
+  })
+  /** A config of the rule's space from random picks. */
+  const pick = (knobs: readonly { readonly name: string; readonly candidates: readonly (string | number | boolean)[] }[], picks: readonly number[]): Config =>
+    Object.fromEntries(knobs.map((k, i) => [k.name, k.candidates[picks[i] % k.candidates.length]]))
+
+  it("every configuration of its space evaluates equal to the TE: tiles that do not divide, batches, epilogues", () => {
+    fc.assert(
+      fc.property(arbMatmul, fc.array(fc.nat(), { minLength: 4, maxLength: 4 }), (o, picks) => {
+        const cc = matmulCase(o.seed, o)
+        const base = baseSchedule(cc.outputs)
+        expect(templateFor(base)).toBe(matmulTemplate)
+        const config = pick(matmulTemplate.space(cc.outputs, base), picks)
+        const f = runTirSync(cpuTirPipeline(), lowerSync(matmulTemplate.apply(cc.outputs, base, config)))
+        const outs = evaluatePrimFunc(f, cc.inputs)
+        assertAllClose(cc.outputs.map((x) => outs.get(x.name)!), evaluateTE(cc.outputs, cc.inputs), 1e-4, 1e-5)
+      }),
+      lawParams(40),
+    )
+  })
+
+  it("its schedule is the tiling its config names: column and row tiles of those sizes in that order, the product computed at the inner tile loop with its reduction outside the tile, the columns vectorized and the rows unrolled as asked, the loops outside the tile parallel", () => {
+    fc.assert(
+      fc.property(arbMatmul, fc.array(fc.nat(), { minLength: 4, maxLength: 4 }), (o, picks) => {
+        const cc = matmulCase(o.seed, o)
+        const base = baseSchedule(cc.outputs)
+        const config = pick(matmulTemplate.space(cc.outputs, base), picks)
+        const [tr, tc] = [Number(config.tile_rows), Number(config.tile_cols)]
+        const s = matmulTemplate.apply(cc.outputs, base, config)
+        const local = [...s.stages.values()].find((st) => st.attach.kind === "at")!
+        expect(local.attach.kind).toBe("at")
+        const out = s.stages.get((local.attach as { stage: string }).stage)!
+        const [rowAxis, colAxis] = out.root.filter((a) => a.type === "data").slice(-2).map((a) => a.name)
+        const splitOf = (axis: string) => out.relations.find((r) => r.kind === "split" && r.parent === axis) as { outer: string; inner: string; factor: number }
+        const [rows, cols] = [splitOf(rowAxis), splitOf(colAxis)]
+        expect([rows.factor, cols.factor]).toEqual([tr, tc])
+        // the tile's rows then columns innermost; the column tiles outside the row tiles iff cols_outer
+        expect(out.leaf.slice(-2)).toEqual([rows.inner, cols.inner])
+        const tiles = config.cols_outer ? [cols.outer, rows.outer] : [rows.outer, cols.outer]
+        expect(out.leaf.indexOf(tiles[0])).toBeLessThan(out.leaf.indexOf(tiles[1]))
+        expect(out.leaf.indexOf(tiles[1])).toBe(out.leaf.length - 3)
+        expect((local.attach as { axis: string }).axis).toBe(tiles[1])
+        // the product: every reduce loop outside its data loops (the sums stay in registers)
+        const kinds = local.leaf.map((a) => local.axes.get(a)!.type)
+        expect(kinds.indexOf("data")).toBeGreaterThan(kinds.lastIndexOf("reduce"))
+        const ldata = local.leaf.filter((a) => local.axes.get(a)!.type === "data")
+        const kindOf = (st: typeof out, a: string) => st.annotations.get(a)?.kind ?? "serial"
+        const vec = !!config.vectorize && tc > 1
+        expect(kindOf(out, cols.inner)).toBe(vec ? "vectorized" : "serial")
+        expect(kindOf(local, ldata[ldata.length - 1])).toBe(vec && local.axes.get(ldata[ldata.length - 1])!.extent <= 64 ? "vectorized" : "serial")
+        expect(kindOf(local, ldata[ldata.length - 2])).toBe(tr > 1 ? "unrolled" : "serial")
+        // parallel: the first loop, when the loops outside the tile the product is computed at have
+        // more than one iteration; a tile loop that does not divide its axis stays out of it when a
+        // batch axis can be parallel instead
+        const batchParallel = o.batch > 1
+        const divides = config.cols_outer ? o.n % tc === 0 : o.m % tr === 0
+        const outside = (divides || !batchParallel ? [...Array(o.batch > 0 ? 1 : 0).fill(o.batch), out.axes.get(tiles[0])!.extent] : [o.batch]).reduce((a, b) => a * b, 1)
+        expect(kindOf(out, out.leaf[0])).toBe(outside > 1 ? "parallel" : "serial")
+        // the outer tile loop joins the parallel loop (fused away) unless it does not divide and a batch can be parallel
+        if (!divides && batchParallel) expect(out.leaf).toContain(tiles[0])
+        else if (o.batch > 0 && out.axes.get(tiles[0])!.extent > 1) expect(out.leaf).not.toContain(tiles[0])
+        expect(out.leaf.filter((a) => kindOf(out, a) === "parallel").length).toBe(outside > 1 ? 1 : 0)
+      }),
+      lawParams(60),
+    )
+  })
+
+  it("its space: rows 1 to 8 (at most the rows), columns every divisor up to 64 and every multiple of 4 up to the columns, then the order and vectorizing; one row or a product read twice gets the reduction template's space", () => {
+    fc.assert(
+      fc.property(arbMatmul, (o) => {
+        const cc = matmulCase(o.seed, o)
+        const base = baseSchedule(cc.outputs)
+        const cols = Array.from({ length: 64 }, (_, k) => k + 1).filter((w) => (o.n % w === 0 || w % 4 === 0) && w <= o.n)
+        expect(matmulTemplate.space(cc.outputs, base)).toEqual([
+          { kind: "split", name: "tile_rows", extent: o.m, candidates: Array.from({ length: Math.min(8, o.m) }, (_, k) => k + 1) },
+          { kind: "split", name: "tile_cols", extent: o.n, candidates: cols },
+          { kind: "choice", name: "cols_outer", candidates: [true, false] },
+          { kind: "choice", name: "vectorize", candidates: [true, false] },
+        ])
+      }),
+      lawParams(40),
+    )
+    const one = matmulCase(1, { batch: 0, m: 1, n: 40, k: 3, epilogue: true })
+    const twice = matmulCase(2, { batch: 0, m: 6, n: 40, k: 3, epilogue: false })
+    const mm = twice.outputs[0]
+    const readers = [compute("r1", [6, 40], (i, j) => add(at(mm, i, j), f32(1))), compute("r2", [6, 40], (i, j) => mul(at(mm, i, j), f32(2)))]
+    for (const outputs of [one.outputs, readers]) {
+      const base = baseSchedule(outputs)
+      const knobs = matmulTemplate.space(outputs, base)
+      expect(knobs).toEqual(reductionTemplate.space(outputs, base))
+      const target = { vectorLanes: 16, cores: 2 }
+      expect(matmulTemplate.defaults(knobs, target)).toEqual(reductionTemplate.defaults(knobs, target))
+    }
+  })
+
+  it("a target that does not say its FMA pipes, latency or registers is taken as 2 pipes × latency 4 and 16 registers", () => {
+    for (const [rows, cols] of [[50, 3072], [197, 64], [8, 40], [3, 7]])
+      for (const lanes of [4, 8, 16]) expect(matmulRegisterTile({ vectorLanes: lanes, cores: 1 }, rows, cols)).toEqual(matmulRegisterTile({ vectorLanes: lanes, cores: 1, fmaUnits: 2, fmaLatency: 4, vectorRegisters: 16 }, rows, cols))
+  })
+
+  it("its defaults: the register tile for the target, columns outside rows, vectorized where the target has vectors", () => {
+    fc.assert(
+      fc.property(arbMatmul, fc.constantFrom(1, 4, 8, 16), fc.integer({ min: 1, max: 2 }), (o, lanes, units) => {
+        const cc = matmulCase(o.seed, o)
+        const base = baseSchedule(cc.outputs)
+        const target = { vectorLanes: lanes, cores: 2, fmaUnits: units, fmaLatency: 4, vectorRegisters: lanes === 16 ? 32 : 16 }
+        const d = matmulTemplate.defaults(matmulTemplate.space(cc.outputs, base), target)
+        const tile = matmulRegisterTile(target, o.m, o.n)
+        expect(d).toEqual({ tile_rows: tile.rows, tile_cols: tile.cols, cols_outer: true, vectorize: lanes > 1 })
+      }),
+      lawParams(40),
+    )
   })
 })

@@ -96,6 +96,27 @@ export const denseRowCase = (seed: number, n: number, kk: number): ComputeCase =
   return { family: "matmul", outputs: [compute("dense", [1, n], (i, j) => add(at(mm, i, j), at(B, j)))], inputs: feeds }
 }
 
+/**
+ * A matrix product of the sizes a tiling rule meets (for laws about tiles wider than the families'
+ * matmuls, and tiles that do not divide): `batch` leading dims (none when 0), m × k · k × n, and
+ * with `epilogue` a bias and a ReLU after it.
+ */
+export const matmulCase = (seed: number, o: { readonly batch: number; readonly m: number; readonly n: number; readonly k: number; readonly epilogue: boolean }): ComputeCase => {
+  const { feeds, ph } = seededInputs(prng(seed))
+  const lead = o.batch > 0 ? [o.batch] : []
+  const A = ph("A", [...lead, o.m, o.k])
+  const B = ph("B", [...lead, o.k, o.n])
+  const k = reduceAxis(o.k, "k")
+  const mm = compute("mm", [...lead, o.m, o.n], (...idx) => {
+    const [i, j] = idx.slice(-2)
+    const b = idx.slice(0, -2)
+    return sum(mul(at(A, ...b, i, k.var), at(B, ...b, k.var, j)), [k])
+  }, "float32", "matmul")
+  if (!o.epilogue) return { family: "matmul", outputs: [mm], inputs: feeds }
+  const bias = ph("bias", [o.n])
+  return { family: "matmul", outputs: [compute("out", [...lead, o.m, o.n], (...idx) => max(add(at(mm, ...idx), at(bias, idx[idx.length - 1])), f32(0)))], inputs: feeds }
+}
+
 export const buildCompute = (family: (typeof COMPUTE_FAMILIES)[number], seed: number): ComputeCase => {
   const rng = prng(seed)
   const { feeds, ph } = seededInputs(rng)

@@ -136,7 +136,7 @@ export const matmulTemplate: Template = {
     // (the primitive checks the axis's whole extent, though the tile covers tile_cols of it; past
     // its limit gcc vectorizes the loop by itself)
     if (config.vectorize && tc > 1 && ls.axes.get(ldata[ldata.length - 1])!.extent <= S.MAX_VECTORIZED) s = S.vectorize(s, local, ldata[ldata.length - 1])
-    if (tr > 1 && ldata.length >= 2) s = S.unroll(s, local, ldata[ldata.length - 2])
+    if (tr > 1) s = S.unroll(s, local, ldata[ldata.length - 2])
     return parallelize(s, !!config.vectorize, out)
   },
 }
