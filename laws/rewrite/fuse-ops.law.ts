@@ -279,7 +279,57 @@ const arbCaptureCase: fc.Arbitrary<Graph> = fc.integer({ min: 0, max: 0x7fffffff
   })
 })
 
+/**
+ * Injective fusion waits for the convolution-like anchors (phase 1 after phase 0): x → one or two
+ * Transposes, and x → Conv / MaxPool / MatMul, meet in an Add or Mul (then a Relu at times). The
+ * epilogue joins the anchor even when the Transposes come first in graph order (had they taken the
+ * Add first, the anchor could no longer have it); the Transposes fuse with each other only.
+ */
+const arbDeferredCase = fc.integer({ min: 0, max: 0x7fffffff }).map((seed) => {
+  const rng = prng(seed)
+  const [C, H] = [rng.pick([2, 4]), rng.int(3, 6)]
+  const f32 = (shape: number[]) => ({ dtype: "float32" as const, shape })
+  const rand = (shape: number[]) => tensor("float32", shape, Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rng.float(-1, 1)))
+  const anchorOp = rng.pick(["Conv", "MaxPool", "MatMul"])
+  const anchor =
+    anchorOp === "Conv"
+      ? node("Conv", ["x", "w"], ["a"], { pads: attr.ints([1, 1, 1, 1]) }, "anchor")
+      : anchorOp === "MaxPool"
+        ? node("MaxPool", ["x"], ["a"], { kernel_shape: attr.ints([3, 3]), pads: attr.ints([1, 1, 1, 1]) }, "anchor")
+        : node("MatMul", ["x", "m"], ["a"], {}, "anchor")
+  const two = rng.next() < 0.5
+  const injective = [node("Transpose", ["x"], ["t0"], { perm: attr.ints([0, 1, 3, 2]) }, "t0"), ...(two ? [node("Transpose", ["t0"], ["t1"], { perm: attr.ints([0, 1, 3, 2]) }, "t1")] : [])]
+  const t = two ? "t1" : "t0"
+  const relu = rng.next() < 0.5
+  const epilogue = [node(rng.pick(["Add", "Mul"]), rng.next() < 0.5 ? ["a", t] : [t, "a"], [relu ? "s" : "y"], {}, "join"), ...(relu ? [node("Relu", ["s"], ["y"], {}, "relu")] : [])]
+  const first = rng.next() < 0.75
+  const graph = makeGraph({
+    name: `deferred_${seed}`,
+    opset: 13,
+    inputs: [{ name: "x", type: f32([1, C, H, H]) }],
+    outputs: [{ name: "y", type: f32([1, C, H, H]) }],
+    initializers: new Map([
+      ["w", rand([C, C, 3, 3])],
+      ["m", rand([H, H])],
+    ]),
+    nodes: first ? [...injective, anchor, ...epilogue] : [anchor, ...injective, ...epilogue],
+  })
+  return { graph, injective: injective.map((n) => n.name), epilogue: ["anchor", ...epilogue.map((n) => n.name)] }
+})
+
 describe("rewrite.FuseOps: the fusion rules", () => {
+  it("injective ops fuse after the convolution-like anchors took their epilogues (Transposes first in graph order)", () => {
+    fc.assert(
+      fc.property(arbDeferredCase, ({ graph, injective, epilogue }) => {
+        const groups = fuseOpsSync(graph).groups.map((g) => [...g.nodes].sort())
+        expect(groups).toContainEqual([...epilogue].sort())
+        expect(groups).toContainEqual([...injective].sort())
+        expect(groups.length).toBe(2)
+      }),
+      lawParams(40),
+    )
+  })
+
   it("groups say what their nodes are; one anchor each; injective ops only before a convolution-like anchor, nothing after a reduction; connected; maximal; in order", () => {
     fc.assert(
       fc.property(arbGraphCase({ maxNodes: 16, modelShare: 0.5 }), ({ graph }) => {
