@@ -89,7 +89,7 @@ export const fuseOpsSync = (graph0: Graph, options: FuseOptions = defaultFuseOpt
   nodes.forEach((n, k) => {
     const seen = new Set<number>()
     for (const i of n.inputs) {
-      const p = i === "" ? undefined : producer.get(i)
+      const p = producer.get(i) // (never "": no output is named so)
       if (p === undefined || seen.has(p)) continue
       seen.add(p)
       let r = rank[k]
