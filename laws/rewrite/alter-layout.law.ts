@@ -87,12 +87,22 @@ describe("alterLayout: pooling in the blocked layout", () => {
 // weight, alpha, a bias of shape [N], [1, N] or [M, N] or none) takes its weight in column panels —
 // the rewritten graph evaluates as the original, and compiled (js) DensePack computes what the
 // evaluator does.
-/** A Gemm the rule packs (after canonicalization); `wide`: rows, columns and lanes past its limits too. */
+/**
+ * A Gemm the rule packs (after canonicalization); `wide`: rows, columns and lanes past its limits
+ * too, and Gemms it must leave: float64, A transposed, beta ≠ 1 with a bias, rows of unknown count.
+ */
 const denseCase = (seed: number, wide = false): GraphCase & { readonly lanes: number } => {
   const rng = prng(seed)
-  const rand = (shape: number[]) => tensor("float32", shape, Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rng.float(-1, 1)))
+  const [f64, transA, beta, symbolic] = wide ? [rng.next() < 0.15, rng.next() < 0.15, rng.next() < 0.3, rng.next() < 0.1] : [false, false, false, false]
+  const dtype = f64 ? "float64" : "float32"
+  const rand = (shape: number[]) => {
+    const data = Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rng.float(-1, 1))
+    return f64 ? tensor("float64", shape, Float64Array.from(data)) : tensor("float32", shape, Float32Array.from(data))
+  }
   const lanes = rng.pick(wide ? [4, 8, 16] : [8, 16])
-  const [M, K, N] = [rng.int(1, wide ? 10 : 8), rng.int(1, 40), rng.int(wide ? 2 * lanes - 2 : 2 * lanes, 5 * lanes)]
+  const [M, K0, N] = [rng.int(1, wide ? 10 : 8), rng.int(1, 40), rng.int(wide ? 2 * lanes - 2 : 2 * lanes, 5 * lanes)]
+  // (as many inner as output columns or rows at times: a transposed operand then has the shape of an untransposed one)
+  const K = wide && rng.next() < 0.3 ? rng.pick([M, N]) : K0
   const transB = rng.next() < 0.5
   const bias = rng.pick(["none", "row", "vector", "matrix"] as const)
   const biasShape = bias === "row" ? [1, N] : bias === "vector" ? [N] : [M, N]
@@ -100,17 +110,19 @@ const denseCase = (seed: number, wide = false): GraphCase & { readonly lanes: nu
   if (bias !== "none") initializers.set("c", rand(biasShape))
   const graph = makeGraph({
     opset: 13,
-    inputs: [{ name: "x", type: { dtype: "float32", shape: [M, K] } }],
-    outputs: [{ name: "y", type: { dtype: "float32", shape: [] } }],
+    inputs: [{ name: "x", type: { dtype, shape: transA ? [K, symbolic ? "M" : M] : [symbolic ? "M" : M, K] } }],
+    outputs: [{ name: "y", type: { dtype, shape: [] } }],
     initializers,
     nodes: [
       node("Gemm", bias === "none" ? ["x", "w"] : ["x", "w", "c"], ["y"], {
+        ...(transA ? { transA: attr.int(1) } : {}),
         ...(transB ? { transB: attr.int(1) } : {}),
+        ...(beta && bias !== "none" ? { beta: attr.float(rng.float(0.5, 2)) } : {}),
         ...(rng.next() < 0.3 ? { alpha: attr.float(rng.float(0.5, 2)) } : {}),
       }),
     ],
   })
-  return { graph, inputs: new Map([["x", rand([M, K])]]), lanes }
+  return { graph, inputs: new Map([["x", rand(transA ? [K, M] : [M, K])]]), lanes }
 }
 const arbDenseCase = fc.integer({ min: 1, max: 1 << 30 }).map((seed) => denseCase(seed))
 
@@ -279,10 +291,23 @@ const packable = (g: Graph, lanes: number): number =>
 
 const arbLayoutCase: fc.Arbitrary<readonly [GraphCase, number]> = fc.oneof(
   { arbitrary: fc.tuple(fc.oneof(arbGraphCase({ maxNodes: 14, modelShare: 0.5 }), arbConvNet.map(([c]) => c)), fc.constantFrom(4, 8, 16)), weight: 4 },
-  { arbitrary: fc.integer({ min: 1, max: 1 << 30 }).map((seed) => denseCase(seed, true)).map((c) => [c, c.lanes] as const), weight: 1 },
+  { arbitrary: fc.integer({ min: 1, max: 1 << 30 }).map((seed) => denseCase(seed, true)).map((c) => [c, c.lanes] as const), weight: 3 },
 )
 
 describe("alterLayout: structure", () => {
+  it("a Gemm is packed exactly when it is packable (as written or canonical; transposes, alpha, beta, float64, unknown rows), and evaluates as before", () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 1 << 30 }), fc.boolean(), (seed, canonical) => {
+        const { graph, inputs, lanes } = denseCase(seed, true)
+        const g = canonical ? simplifyInferenceSync(graph) : bindSync(graph)
+        const after = alterLayoutSync(g, { vectorLanes: lanes })
+        expect(after.nodes.filter((n) => n.op === "DensePack").length).toBe(packable(bindSync(g), lanes))
+        assertAllClose(evalGraph(after, inputs), evalGraph(graph, inputs), 1e-5, 1e-5)
+      }),
+      lawParams(100),
+    )
+  })
+
   it("chooseBlock: the largest of lanes, lanes/2, … above 1 that divides the channels, else 1", () => {
     for (const lanes of [1, 2, 4, 8, 16]) for (let c = 1; c <= 48; c++) expect([c, lanes, chooseBlock(c, lanes)]).toEqual([c, lanes, largestBlock(c, lanes)])
   })

@@ -97,7 +97,7 @@ const denseToPacked = (target: LayoutTarget): Rule => ({
     if (a.transA || a.transB || a.alpha !== 1 || (a.beta !== 1 && n.inputs[2])) return undefined
     const x = ctx.type(n.inputs[0])
     const w = ctx.constant(n.inputs[1])
-    if (!x || !w || x.dtype !== "float32" || w.dtype !== "float32" || x.shape.length !== 2 || w.shape.length !== 2) return undefined
+    if (!x || !w || x.dtype !== "float32" || x.shape.length !== 2 || w.shape.length !== 2) return undefined
     const [M, K] = x.shape
     const [K2, N] = w.shape
     if (typeof M !== "number" || M > DENSE_PACK_MAX_ROWS || K !== K2 || N < 2 * target.vectorLanes) return undefined
