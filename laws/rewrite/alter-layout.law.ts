@@ -89,7 +89,8 @@ describe("alterLayout: pooling in the blocked layout", () => {
 // evaluator does.
 /**
  * A Gemm the rule packs (after canonicalization); `wide`: rows, columns and lanes past its limits
- * too, and Gemms it must leave: float64, A transposed, beta ≠ 1 with a bias, rows of unknown count.
+ * too, and Gemms it must leave: float64, A transposed, beta ≠ 1 with a bias (without one it is
+ * packed), rows of unknown count.
  */
 const denseCase = (seed: number, wide = false): GraphCase & { readonly lanes: number } => {
   const rng = prng(seed)
@@ -102,7 +103,7 @@ const denseCase = (seed: number, wide = false): GraphCase & { readonly lanes: nu
   const lanes = rng.pick(wide ? [4, 8, 16] : [8, 16])
   const [M, K0, N] = [rng.int(1, wide ? 10 : 8), rng.int(1, 40), rng.int(wide ? 2 * lanes - 2 : 2 * lanes, 5 * lanes)]
   // (as many inner as output columns or rows at times: a transposed operand then has the shape of an untransposed one)
-  const K = wide && rng.next() < 0.3 ? rng.pick([M, N]) : K0
+  const K = wide && rng.next() < 0.5 ? rng.pick([M, N]) : K0
   const transB = rng.next() < 0.5
   const bias = rng.pick(["none", "row", "vector", "matrix"] as const)
   const biasShape = bias === "row" ? [1, N] : bias === "vector" ? [N] : [M, N]
@@ -117,7 +118,7 @@ const denseCase = (seed: number, wide = false): GraphCase & { readonly lanes: nu
       node("Gemm", bias === "none" ? ["x", "w"] : ["x", "w", "c"], ["y"], {
         ...(transA ? { transA: attr.int(1) } : {}),
         ...(transB ? { transB: attr.int(1) } : {}),
-        ...(beta && bias !== "none" ? { beta: attr.float(rng.float(0.5, 2)) } : {}),
+        ...(beta ? { beta: attr.float(rng.float(0.5, 2)) } : {}),
         ...(rng.next() < 0.3 ? { alpha: attr.float(rng.float(0.5, 2)) } : {}),
       }),
     ],
@@ -297,14 +298,15 @@ const arbLayoutCase: fc.Arbitrary<readonly [GraphCase, number]> = fc.oneof(
 describe("alterLayout: structure", () => {
   it("a Gemm is packed exactly when it is packable (as written or canonical; transposes, alpha, beta, float64, unknown rows), and evaluates as before", () => {
     fc.assert(
-      fc.property(fc.integer({ min: 1, max: 1 << 30 }), fc.boolean(), (seed, canonical) => {
+      fc.property(fc.integer({ min: 1, max: 1 << 30 }), (seed) => {
         const { graph, inputs, lanes } = denseCase(seed, true)
-        const g = canonical ? simplifyInferenceSync(graph) : bindSync(graph)
-        const after = alterLayoutSync(g, { vectorLanes: lanes })
-        expect(after.nodes.filter((n) => n.op === "DensePack").length).toBe(packable(bindSync(g), lanes))
-        assertAllClose(evalGraph(after, inputs), evalGraph(graph, inputs), 1e-5, 1e-5)
+        for (const g of [bindSync(graph), simplifyInferenceSync(graph)]) {
+          const after = alterLayoutSync(g, { vectorLanes: lanes })
+          expect(after.nodes.filter((n) => n.op === "DensePack").length).toBe(packable(bindSync(g), lanes))
+          assertAllClose(evalGraph(after, inputs), evalGraph(graph, inputs), 1e-5, 1e-5)
+        }
       }),
-      lawParams(100),
+      lawParams(200),
     )
   })
 
