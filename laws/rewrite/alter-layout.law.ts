@@ -343,7 +343,7 @@ describe("alterLayout: structure", () => {
 // constant or with another blocked value, max / average / global pooling — and the ones it must
 // leave: a computed Clip bound, a constant that varies over H or W, pooling with its Indices. Convs
 // that cannot be blocked stand beside them: computed weights, two groups, a depthwise conv with a
-// channel multiplier, a 1-D conv, odd channels.
+// channel multiplier, a 1-D conv, odd channels, float64, a batch of unknown size.
 const NEIGHBOURS = ["Relu", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "HardSwish", "Elu", "Selu", "Softplus", "Neg", "Abs", "Exp", "Erf", "Sqrt", "Gelu", "Mish", "Swish"]
 const arbNeighbourCase: fc.Arbitrary<readonly [GraphCase, number]> = fc.integer({ min: 1, max: 1 << 30 }).map((seed) => {
   const rng = prng(seed)
@@ -395,14 +395,18 @@ const arbNeighbourCase: fc.Arbitrary<readonly [GraphCase, number]> = fc.integer(
       if (global) break
     }
   }
+  // and convs the rule must leave at times: float64, or a batch of unknown size
+  const [f64, symbolic] = [rng.next() < 0.1, rng.next() < 0.1]
+  const typed = (t: Tensor) => (f64 ? tensor("float64", t.shape, Float64Array.from(t.data)) : t)
+  const dtype = f64 ? ("float64" as const) : ("float32" as const)
   const graph = makeGraph({
     opset: 18,
-    inputs: [{ name: "x", type: { dtype: "float32", shape: oneD ? [1, Cin, H * W] : [1, Cin, H, W] } }],
-    outputs: [{ name: y, type: { dtype: "float32", shape: [] } }],
-    initializers,
+    inputs: [{ name: "x", type: { dtype, shape: oneD ? [symbolic ? "N" : 1, Cin, H * W] : [symbolic ? "N" : 1, Cin, H, W] } }],
+    outputs: [{ name: y, type: { dtype, shape: [] } }],
+    initializers: new Map([...initializers].map(([name, t]) => [name, typed(t)])),
     nodes,
   })
-  return [{ graph, inputs: new Map([["x", rand(oneD ? [1, Cin, H * W] : [1, Cin, H, W])]]) }, lanes] as const
+  return [{ graph, inputs: new Map([["x", typed(rand(oneD ? [1, Cin, H * W] : [1, Cin, H, W]))]]) }, lanes] as const
 })
 
 /** Throws where an op the pass moves into the blocked layout still reads an unblocked value (LayoutTransform b → NCHW). */

@@ -51,12 +51,13 @@ const convToBlocked = (target: LayoutTarget): Rule => ({
     if (n.op !== "Conv" || n.domain !== "") return undefined
     const x = ctx.type(n.inputs[0])
     const w = ctx.constant(n.inputs[1])
-    if (!x || !w || x.shape.length !== 4 || w.shape.length !== 4 || !x.shape.every((d) => typeof d === "number")) return undefined
+    // (a bound Conv's weight has the input's rank and C / group channels a filter)
+    if (!x || !w || x.shape.length !== 4 || !x.shape.every((d) => typeof d === "number")) return undefined
     if (x.dtype !== "float32") return undefined
     const a = resolveNode(n).attrs as { group: number }
     const C = x.shape[1] as number
     const O = w.shape[0]
-    const depthwise = a.group === C && O === C && w.shape[1] === 1
+    const depthwise = a.group === C && O === C
     if (a.group !== 1 && !depthwise) return undefined
     const ib = chooseBlock(C, target.vectorLanes)
     const ob = depthwise ? ib : chooseBlock(O, target.vectorLanes)
