@@ -430,7 +430,7 @@ const checkSaturated = (g: Graph): void => {
     const stays = `${n.op} ${n.name} reads an unblocked value it could read blocked`
     if (n.domain !== "") continue
     if (b && (NEIGHBOURS.includes(n.op) || (n.op === "Clip" && n.inputs.slice(1).every(isConst)))) throw new Error(stays)
-    if (b && ["MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"].includes(n.op) && (n.outputs[1] ?? "") === "" && int(n, "storage_order", 0) === 0) throw new Error(stays)
+    if (b && ["MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"].includes(n.op) && (n.outputs[1] ?? "") === "") throw new Error(stays)
     if (["Add", "Sub", "Mul", "Div"].includes(n.op) && out.length === 4) {
       const [l, r] = n.inputs.map(unblocked)
       const same = (v: string) => g.valueTypes.get(v)?.shape.join() === out.join()

@@ -37,11 +37,11 @@ const transformNode = (ctx: { fresh: (b: string) => string }, input: string, out
   attrs: { src_layout: attr.str(layoutName(src)), dst_layout: attr.str(layoutName(dst)) },
 })
 
-/** A node that is a LayoutTransform, with its source and destination blocks. */
-const asTransform = (n: Node | undefined): { src: number; dst: number } | undefined => {
+/** A node that is a LayoutTransform: its source and destination blocks (one of them 0: NCHW), its input. */
+const asTransform = (n: Node | undefined): { src: number; dst: number; input: string } | undefined => {
   if (!n || n.op !== "LayoutTransform" || n.domain !== TESSERA_DOMAIN) return undefined
   const a = resolveNode(n).attrs as { src_layout: string; dst_layout: string }
-  return { src: blockOf(a.src_layout), dst: blockOf(a.dst_layout) }
+  return { src: blockOf(a.src_layout), dst: blockOf(a.dst_layout), input: n.inputs[0] }
 }
 
 /** Conv (2-D, constant weights, group 1 or depthwise) → transforms around ConvNCHWc. */
@@ -118,11 +118,11 @@ export const cancelTransforms: Rule = {
   apply: (n, ctx) => {
     const outer = asTransform(n)
     if (!outer) return undefined
-    const p = ctx.producer(n.inputs[0])
-    const inner = asTransform(p)
-    if (!inner || !p || inner.src !== outer.dst || inner.dst !== outer.src) return undefined
+    // (the outer transform reads the inner one's output, so inner.dst is outer.src)
+    const inner = asTransform(ctx.producer(n.inputs[0]))
+    if (!inner || inner.src !== outer.dst) return undefined
     // (a graph output keeps its name: the rule engine writes it with an Identity)
-    return { nodes: [], outputs: [p.inputs[0]] }
+    return { nodes: [], outputs: [inner.input] }
   },
 }
 
@@ -132,9 +132,8 @@ const UNARY = new Set(["Relu", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "H
 
 /** The blocked block of a value that is LayoutTransform(b→NCHW)(y): y and b. */
 const fromBlocked = (v: string, ctx: RuleCtx): { y: string; b: number } | undefined => {
-  const p = ctx.producer(v)
-  const t = asTransform(p)
-  return p && t && t.src > 0 && t.dst === 0 ? { y: p.inputs[0], b: t.src } : undefined
+  const t = asTransform(ctx.producer(v))
+  return t && t.dst === 0 ? { y: t.input, b: t.src } : undefined
 }
 
 /** U(unblock(y)) → unblock(U(y)) for elementwise U (Clip with constant bounds too). */
@@ -156,21 +155,19 @@ const unaryThroughLayout: Rule = {
 
 /** A per-channel or scalar constant for an NCHW value, re-laid for NCHW{b}c (undefined if it is neither). */
 const relayConstant = (c: Tensor, channels: number, b: number): Tensor | undefined => {
-  const n = sizeOf(c.shape)
-  if (n === 1) return tensor(c.dtype, [1], c.data.slice(0, 1))
-  const perChannel =
-    (c.shape.length === 3 && c.shape[0] === channels && c.shape[1] === 1 && c.shape[2] === 1) ||
-    (c.shape.length === 4 && c.shape[0] === 1 && c.shape[1] === channels && c.shape[2] === 1 && c.shape[3] === 1)
-  if (!perChannel) return undefined
-  const packed = packNCHWc(tensor(c.dtype, [1, channels, 1, 1], c.data), b)
-  return packed
+  if (sizeOf(c.shape) === 1) return tensor(c.dtype, [1], c.data.slice(0, 1))
+  // more than one element and H, W of 1: [C, 1, 1] or [1, C, 1, 1] (it broadcasts against C
+  // channels; a batch of more than one the caller has ruled out)
+  const [h, w] = c.shape.slice(-2)
+  if (h !== 1 || w !== 1) return undefined
+  return packNCHWc(tensor(c.dtype, [1, channels, 1, 1], c.data), b)
 }
 
 /** Add/Sub/Mul/Div of unblock(a) and unblock(b) (same block), or of unblock(a) and a per-channel constant. */
 const binaryThroughLayout: Rule = {
   name: "broadcast-through-layout",
   apply: (n, ctx) => {
-    if (n.domain !== "" || !["Add", "Sub", "Mul", "Div"].includes(n.op) || n.inputs.length !== 2) return undefined
+    if (n.domain !== "" || !["Add", "Sub", "Mul", "Div"].includes(n.op)) return undefined
     const [l, r] = n.inputs
     const lb = fromBlocked(l, ctx)
     const rb = fromBlocked(r, ctx)
@@ -214,16 +211,14 @@ const poolThroughLayout: Rule = {
     if (n.domain !== "" || (n.op !== "MaxPool" && n.op !== "AveragePool" && !global)) return undefined
     if (n.outputs.length > 1 && n.outputs[1] !== "") return undefined
     const src = fromBlocked(n.inputs[0], ctx)
-    const x = ctx.type(n.inputs[0])
-    if (!src || !x || x.shape.length !== 4) return undefined
-    const [h, w] = x.shape.slice(2)
-    if (global && (typeof h !== "number" || typeof w !== "number")) return undefined
-    const a = resolveNode(n).attrs as { storage_order?: number }
-    if (a.storage_order) return undefined
+    if (!src) return undefined
+    // (an unblocked value is [N, C, H, W] of static dims: only convs of a static input are blocked;
+    // storage_order only orders the Indices, which are not asked for)
+    const [h, w] = ctx.type(n.inputs[0])!.shape.slice(2) as number[]
     const yb = ctx.fresh(`${n.outputs[0]}_${layoutName(src.b)}`)
     const y = ctx.fresh(`${n.outputs[0]}_nchw`)
     const { storage_order: _, ...plain } = n.attrs
-    const rest = global ? { kernel_shape: attr.ints([h as number, w as number]) } : plain
+    const rest = global ? { kernel_shape: attr.ints([h, w]) } : plain
     const pool = global ? (n.op === "GlobalAveragePool" ? "AveragePool" : "MaxPool") : n.op
     return {
       nodes: [
