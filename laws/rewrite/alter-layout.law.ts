@@ -351,6 +351,7 @@ const arbNeighbourCase: fc.Arbitrary<readonly [GraphCase, number]> = fc.integer(
   const lanes = rng.pick([4, 8, 16])
   const C = rng.pick([4, 8, 16, 6, 3])
   const [H, W] = [rng.int(2, 5), rng.int(2, 5)]
+  const N = rng.next() < 0.25 ? 2 : 1
   const initializers = new Map<string, Tensor>()
   const nodes: Graph["nodes"][number][] = []
   let k = 0
@@ -377,9 +378,14 @@ const arbNeighbourCase: fc.Arbitrary<readonly [GraphCase, number]> = fc.integer(
   for (let s = rng.int(1, 3); s > 0 && !oneD; s--) {
     const r = rng.next()
     if (r < 0.35) y = add(rng.pick(NEIGHBOURS), [y])
-    else if (r < 0.45) y = add("Clip", [y, cst(rand([], -1, -0.5)), rng.next() < 0.7 ? cst(rand([], 0.5, 1)) : add("Abs", [cst(rand([]))])])
+    else if (r < 0.45) {
+      // bounds constant, left out ("") or computed
+      const bound = (lo: number, hi: number) => (rng.next() < 0.6 ? cst(rand([], lo, hi)) : rng.next() < 0.5 ? "" : add("Abs", [cst(rand([]))]))
+      y = add("Clip", [y, bound(-1, -0.5), bound(0.5, 1)])
+    }
     else if (r < 0.7) {
-      const shape = rng.pick([[], [1], [O, 1, 1], [1, O, 1, 1], [1, 1, H, W], [1, O, H, W]])
+      // scalar, per channel (the rule's), per batch and channel, varying over H or W, of a fifth dim
+      const shape = rng.pick([[], [1], [O, 1, 1], [1, O, 1, 1], [1, 1, H, W], [1, O, H, W], [N, O, 1, 1], [O, 1, W], [O, H, 1], [1, O, 1, W], [1, O, H, 1], [1, 1, 1, 1, 1]])
       const c = cst(rand(shape, 0.5, 1.5))
       const op = rng.pick(["Add", "Sub", "Mul", "Div"])
       y = add(op, rng.next() < 0.5 ? [y, c] : [c, y])
@@ -401,12 +407,12 @@ const arbNeighbourCase: fc.Arbitrary<readonly [GraphCase, number]> = fc.integer(
   const dtype = f64 ? ("float64" as const) : ("float32" as const)
   const graph = makeGraph({
     opset: 18,
-    inputs: [{ name: "x", type: { dtype, shape: oneD ? [symbolic ? "N" : 1, Cin, H * W] : [symbolic ? "N" : 1, Cin, H, W] } }],
+    inputs: [{ name: "x", type: { dtype, shape: oneD ? [symbolic ? "N" : N, Cin, H * W] : [symbolic ? "N" : N, Cin, H, W] } }],
     outputs: [{ name: y, type: { dtype, shape: [] } }],
     initializers: new Map([...initializers].map(([name, t]) => [name, typed(t)])),
     nodes,
   })
-  return [{ graph, inputs: new Map([["x", typed(rand(oneD ? [1, Cin, H * W] : [1, Cin, H, W]))]]) }, lanes] as const
+  return [{ graph, inputs: new Map([["x", typed(rand(oneD ? [N, Cin, H * W] : [N, Cin, H, W]))]]) }, lanes] as const
 })
 
 /** Throws where an op the pass moves into the blocked layout still reads an unblocked value (LayoutTransform b → NCHW). */

@@ -156,10 +156,10 @@ const unaryThroughLayout: Rule = {
 /** A per-channel or scalar constant for an NCHW value, re-laid for NCHW{b}c (undefined if it is neither). */
 const relayConstant = (c: Tensor, channels: number, b: number): Tensor | undefined => {
   if (sizeOf(c.shape) === 1) return tensor(c.dtype, [1], c.data.slice(0, 1))
-  // more than one element and H, W of 1: [C, 1, 1] or [1, C, 1, 1] (it broadcasts against C
-  // channels; a batch of more than one the caller has ruled out)
-  const [h, w] = c.shape.slice(-2)
-  if (h !== 1 || w !== 1) return undefined
+  // more than one element, all along C: [C, 1, 1] or [1, C, 1, 1] (it broadcasts against the C
+  // channels of a 4-D value)
+  const [n, , h, w] = [1, 1, 1, 1, ...c.shape].slice(-4)
+  if (n !== 1 || h !== 1 || w !== 1) return undefined
   return packNCHWc(tensor(c.dtype, [1, channels, 1, 1], c.data), b)
 }
 
