@@ -14,6 +14,7 @@ import { bindSync } from "../../src/ast/graph/infer.js"
 import { tensor, type Tensor } from "../../src/ast/graph/tensor.js"
 import { makeTarget } from "../../src/ast/target.js"
 import { compileGraph, loadProgram } from "../../src/pipeline.js"
+import { TESSERA_DOMAIN } from "../../src/ast/graph/ops/index.js"
 import { alterLayoutSync, chooseBlock } from "../../src/rewrite/alter-layout.js"
 import { simplifyInferenceSync } from "../../src/rewrite/simplify-inference.js"
 import { assertAllClose, evalGraph, lawParams } from "../support.js"
@@ -380,7 +381,7 @@ const arbNeighbourCase: fc.Arbitrary<readonly [GraphCase, number]> = fc.integer(
     if (r < 0.35) y = add(rng.pick(NEIGHBOURS), [y])
     else if (r < 0.45) {
       // bounds constant, left out ("") or computed
-      const bound = (lo: number, hi: number) => (rng.next() < 0.6 ? cst(rand([], lo, hi)) : rng.next() < 0.5 ? "" : add("Abs", [cst(rand([]))]))
+      const bound = (lo: number, hi: number) => (rng.next() < 0.5 ? cst(rand([], lo, hi)) : rng.next() < 0.6 ? "" : add("Abs", [cst(rand([]))]))
       y = add("Clip", [y, bound(-1, -0.5), bound(0.5, 1)])
     }
     else if (r < 0.7) {
@@ -447,7 +448,42 @@ const checkSaturated = (g: Graph): void => {
   }
 }
 
+/**
+ * A graph that holds layout transforms already, of two blocks (a blocked input [1, 2, H, W, 4] of
+ * 8 channels): NCHW4c → NCHW → NCHW8c is no inverse pair, a Relu of the NCHW8c value reads no
+ * unblocked value, and the Add of the 4-blocked input and the 8-blocked Relu has operands of two
+ * blocks: none of the rules applies, and the graph keeps its meaning.
+ */
+const mixedBlocks = (H: number, W: number, seed: number): GraphCase => {
+  const rng = prng(seed)
+  const lt = (src: string, dst: string, input: string, output: string) => ({
+    ...node("LayoutTransform", [input], [output], { src_layout: attr.str(src), dst_layout: attr.str(dst) }, `lt_${output}`),
+    domain: TESSERA_DOMAIN,
+  })
+  const graph = makeGraph({
+    opset: 18,
+    inputs: [{ name: "xb", type: { dtype: "float32", shape: [1, 2, H, W, 4] } }],
+    outputs: [{ name: "s", type: { dtype: "float32", shape: [] } }],
+    nodes: [lt("NCHW4c", "NCHW", "xb", "u"), lt("NCHW", "NCHW8c", "u", "v"), node("Relu", ["v"], ["r"]), lt("NCHW8c", "NCHW", "r", "a"), node("Add", ["u", "a"], ["s"])],
+  })
+  return { graph, inputs: new Map([["xb", tensor("float32", [1, 2, H, W, 4], Float32Array.from({ length: 8 * H * W }, () => rng.float(-1, 1)))]]) }
+}
+
 describe("alterLayout: neighbours of a blocked conv", () => {
+  it("a graph blocked already, in two blocks: no transform pair of two blocks cancels, nothing reads a blocked value as an unblocked one, no op of two blocks moves", () => {
+    for (const [H, W, seed] of [
+      [2, 3, 1],
+      [4, 4, 2],
+    ]) {
+      const { graph, inputs } = mixedBlocks(H, W, seed)
+      for (const lanes of [4, 8, 16]) {
+        const after = alterLayoutSync(graph, { vectorLanes: lanes })
+        expect(after.nodes.map((n) => n.op)).toEqual(graph.nodes.map((n) => n.op))
+        assertAllClose(evalGraph(after, inputs), evalGraph(graph, inputs))
+      }
+    }
+  })
+
   it("move into the blocked layout when they can and only then; layouts consistent; every blockable conv blocked; evaluates as before", () => {
     let moved = 0
     fc.assert(

@@ -173,8 +173,9 @@ const binaryThroughLayout: Rule = {
     const rb = fromBlocked(r, ctx)
     const yb = ctx.fresh(`${n.outputs[0]}_blocked`)
     const y = ctx.fresh(`${n.outputs[0]}_nchw`)
-    const out = ctx.type(n.outputs[0])
-    if (!out || out.shape.length !== 4) return undefined
+    // (an unblocked operand is 4-D: the output is too where it has the operand's shape, as the
+    // constant case checks; two unblocked operands give a 4-D output)
+    const out = ctx.type(n.outputs[0])!
     if (lb && rb && lb.b === rb.b) {
       const lt = ctx.type(l)
       const rt = ctx.type(r)
