@@ -60,7 +60,8 @@ const convToBlocked = (target: LayoutTarget): Rule => ({
     const depthwise = a.group === C && O === C
     if (a.group !== 1 && !depthwise) return undefined
     const ib = chooseBlock(C, target.vectorLanes)
-    const ob = depthwise ? ib : chooseBlock(O, target.vectorLanes)
+    // (a depthwise conv has as many filters as channels: one block in and out)
+    const ob = chooseBlock(O, target.vectorLanes)
     if (ib === 1 && ob === 1) return undefined
     const wName = ctx.fresh(`${n.inputs[1]}_OIHW${depthwise ? 1 : ib}i${ob}o`)
     const packed = depthwise ? packKernel(w, 1, ob) : packKernel(w, ib, ob)
@@ -98,10 +99,11 @@ const denseToPacked = (target: LayoutTarget): Rule => ({
     if (a.transA || a.transB || a.alpha !== 1 || (a.beta !== 1 && n.inputs[2])) return undefined
     const x = ctx.type(n.inputs[0])
     const w = ctx.constant(n.inputs[1])
-    if (!x || !w || x.dtype !== "float32" || x.shape.length !== 2 || w.shape.length !== 2) return undefined
-    const [M, K] = x.shape
-    const [K2, N] = w.shape
-    if (typeof M !== "number" || M > DENSE_PACK_MAX_ROWS || K !== K2 || N < 2 * target.vectorLanes) return undefined
+    if (!x || !w || x.dtype !== "float32") return undefined
+    // (A [M, K] and B [K, N]: neither is transposed)
+    const M = x.shape[0]
+    const N = w.shape[1]
+    if (typeof M !== "number" || M > DENSE_PACK_MAX_ROWS || N < 2 * target.vectorLanes) return undefined
     const wName = ctx.fresh(`${n.inputs[1]}_NK${target.vectorLanes}n`)
     const y = ctx.fresh(`${n.outputs[0]}_packed`)
     return {
