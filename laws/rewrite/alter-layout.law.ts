@@ -470,6 +470,25 @@ const mixedBlocks = (H: number, W: number, seed: number): GraphCase => {
 }
 
 describe("alterLayout: neighbours of a blocked conv", () => {
+  it("each elementwise op the rule knows moves after a blocked conv (Conv → op → Relu), and evaluates as before", () => {
+    const rng = prng(11)
+    const rand = (shape: number[], lo = -1, hi = 1) => tensor("float32", shape, Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rng.float(lo, hi)))
+    for (const op of NEIGHBOURS) {
+      const graph = makeGraph({
+        opset: 18,
+        inputs: [{ name: "x", type: { dtype: "float32", shape: [1, 4, 3, 3] } }],
+        outputs: [{ name: "y", type: { dtype: "float32", shape: [] } }],
+        initializers: new Map([["w", rand([8, 4, 3, 3])]]),
+        nodes: [node("Conv", ["x", "w"], ["c"], { pads: attr.ints([1, 1, 1, 1]) }), node(op, ["c"], ["u"]), node("Relu", ["u"], ["y"])],
+      })
+      const after = alterLayoutSync(graph, { vectorLanes: 4 })
+      checkSaturated(after)
+      expect(after.nodes.filter((n) => n.op === "LayoutTransform").length, op).toBe(2)
+      const inputs = new Map([["x", rand([1, 4, 3, 3], 0.1, 1)]])
+      assertAllClose(evalGraph(after, inputs), evalGraph(graph, inputs))
+    }
+  })
+
   it("a graph blocked already, in two blocks: no transform pair of two blocks cancels, nothing reads a blocked value as an unblocked one, no op of two blocks moves", () => {
     for (const [H, W, seed] of [
       [2, 3, 1],
