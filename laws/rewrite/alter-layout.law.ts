@@ -91,11 +91,11 @@ describe("alterLayout: pooling in the blocked layout", () => {
 /**
  * A Gemm the rule packs (after canonicalization); `wide`: rows, columns and lanes past its limits
  * too, and Gemms it must leave: float64, A transposed, beta ≠ 1 with a bias (without one it is
- * packed), rows of unknown count.
+ * packed), rows of unknown count, a computed B.
  */
 const denseCase = (seed: number, wide = false): GraphCase & { readonly lanes: number } => {
   const rng = prng(seed)
-  const [f64, transA, beta, symbolic] = wide ? [rng.next() < 0.15, rng.next() < 0.15, rng.next() < 0.3, rng.next() < 0.1] : [false, false, false, false]
+  const [f64, transA, beta, symbolic, computed] = wide ? [rng.next() < 0.15, rng.next() < 0.15, rng.next() < 0.3, rng.next() < 0.1, rng.next() < 0.15] : [false, false, false, false, false]
   const dtype = f64 ? "float64" : "float32"
   const rand = (shape: number[]) => {
     const data = Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rng.float(-1, 1))
@@ -108,7 +108,7 @@ const denseCase = (seed: number, wide = false): GraphCase & { readonly lanes: nu
   const transB = rng.next() < 0.5
   const bias = rng.pick(["none", "row", "vector", "matrix"] as const)
   const biasShape = bias === "row" ? [1, N] : bias === "vector" ? [N] : [M, N]
-  const initializers = new Map<string, Tensor>([["w", rand(transB ? [N, K] : [K, N])]])
+  const initializers = new Map<string, Tensor>([[computed ? "w0" : "w", rand(transB ? [N, K] : [K, N])]])
   if (bias !== "none") initializers.set("c", rand(biasShape))
   const graph = makeGraph({
     opset: 13,
@@ -116,6 +116,7 @@ const denseCase = (seed: number, wide = false): GraphCase & { readonly lanes: nu
     outputs: [{ name: "y", type: { dtype, shape: [] } }],
     initializers,
     nodes: [
+      ...(computed ? [node("Abs", ["w0"], ["w"])] : []),
       node("Gemm", bias === "none" ? ["x", "w"] : ["x", "w", "c"], ["y"], {
         ...(transA ? { transA: attr.int(1) } : {}),
         ...(transB ? { transB: attr.int(1) } : {}),
@@ -217,8 +218,8 @@ describe("alterLayout: model-like conv nets", () => {
 // the lanes allow; every convolution that can be blocked is, and every dense layer that can be
 // packed is; a second run changes nothing (the moves saturate).
 
-/** "NCHW" → 0, "NCHW{b}c" → b (undefined otherwise). */
-const blockIn = (s: string): number | undefined => (s === "NCHW" ? 0 : /^NCHW(\d+)c$/.test(s) ? Number(/^NCHW(\d+)c$/.exec(s)![1]) : undefined)
+/** "NCHW" → 0, "NCHW{b}c" → b for b ≥ 1 (undefined otherwise: no "NCHW0c"). */
+const blockIn = (s: string): number | undefined => (s === "NCHW" ? 0 : /^NCHW([1-9]\d*)c$/.test(s) ? Number(/^NCHW(\d+)c$/.exec(s)![1]) : undefined)
 /** The largest of lanes, lanes/2, lanes/4, … (above 1) that divides c; 1 when none does. */
 const largestBlock = (c: number, lanes: number): number => {
   const fits = [16, 8, 4, 2].filter((b) => b <= lanes && lanes % b === 0 && c % b === 0)
@@ -369,13 +370,17 @@ const arbNeighbourCase: fc.Arbitrary<readonly [GraphCase, number]> = fc.integer(
   const oneD = rng.next() < 0.1
   const x = "x"
   // the conv: blockable, or one of the kinds the rule leaves
-  const kind = rng.pick(["dense", "dense", "dense", "depthwise", "computed", "grouped", "multiplier", "odd"])
+  const kind = rng.pick(["dense", "dense", "dense", "depthwise", "computed", "grouped", "multiplier", "odd", "transpose"])
   const O = kind === "odd" ? 3 : kind === "depthwise" ? C : kind === "multiplier" ? 2 * C : rng.pick([4, 8, 16, 12])
   const Cin = kind === "odd" ? 3 : C
   const group = kind === "depthwise" || kind === "multiplier" ? Cin : kind === "grouped" && Cin % 2 === 0 && O % 2 === 0 ? 2 : 1
   const wShape = oneD ? [O, Cin / group, 3] : [O, Cin / group, 3, 3]
   const w = kind === "computed" ? add("Abs", [cst(rand(wShape))]) : cst(rand(wShape))
-  let y = add("Conv", [x, w, cst(rand([O]))], { pads: attr.ints(oneD ? [1, 1] : [1, 1, 1, 1]), ...(group > 1 ? { group: attr.int(group) } : {}) })
+  // (a ConvTranspose of group 1 and a constant [C, O, 3, 3] weight: no Conv, left alone)
+  let y =
+    kind === "transpose"
+      ? add("ConvTranspose", [x, cst(rand(oneD ? [Cin, O, 3] : [Cin, O, 3, 3])), cst(rand([O]))], { pads: attr.ints(oneD ? [1, 1] : [1, 1, 1, 1]) })
+      : add("Conv", [x, w, cst(rand([O]))], { pads: attr.ints(oneD ? [1, 1] : [1, 1, 1, 1]), ...(group > 1 ? { group: attr.int(group) } : {}) })
   for (let s = rng.int(1, 3); s > 0 && !oneD; s--) {
     const r = rng.next()
     if (r < 0.35) y = add(rng.pick(NEIGHBOURS), [y])
@@ -439,12 +444,12 @@ const checkSaturated = (g: Graph): void => {
     const out = g.valueTypes.get(n.outputs[0])?.shape ?? []
     const stays = `${n.op} ${n.name} reads an unblocked value it could read blocked`
     if (n.domain !== "") continue
-    if (b && (NEIGHBOURS.includes(n.op) || (n.op === "Clip" && n.inputs.slice(1).every(isConst)))) throw new Error(stays)
+    if (b && (NEIGHBOURS.includes(n.op) || n.op === "Clip")) throw new Error(stays)
     if (b && ["MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"].includes(n.op) && (n.outputs[1] ?? "") === "") throw new Error(stays)
     if (["Add", "Sub", "Mul", "Div"].includes(n.op) && out.length === 4) {
       const [l, r] = n.inputs.map(unblocked)
       const same = (v: string) => g.valueTypes.get(v)?.shape.join() === out.join()
-      if (l && r && l === r && g.valueTypes.get(n.inputs[0])?.shape.join() === g.valueTypes.get(n.inputs[1])?.shape.join()) throw new Error(stays)
+      if (l && r && l === r) throw new Error(stays)
       if (l && !r && same(n.inputs[0]) && perChannel(n.inputs[1], out[1] as number)) throw new Error(stays)
       if (r && !l && same(n.inputs[1]) && perChannel(n.inputs[0], out[1] as number)) throw new Error(stays)
     }
@@ -477,18 +482,20 @@ describe("alterLayout: neighbours of a blocked conv", () => {
     const rng = prng(11)
     const rand = (shape: number[], lo = -1, hi = 1) => tensor("float32", shape, Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rng.float(lo, hi)))
     const window = { kernel_shape: attr.ints([2, 2]), pads: attr.ints([0, 0, 1, 1]) }
-    const pools = [node("MaxPool", ["c"], ["u", ""], window), node("MaxPool", ["c"], ["u"], window), node("AveragePool", ["c"], ["u"], window), node("GlobalMaxPool", ["c"], ["u"]), node("GlobalAveragePool", ["c"], ["u"])]
+    const pools = [node("MaxPool", ["c"], ["u", "idx"], window), node("MaxPool", ["c"], ["u", ""], window), node("MaxPool", ["c"], ["u"], window), node("AveragePool", ["c"], ["u"], window), node("GlobalMaxPool", ["c"], ["u"]), node("GlobalAveragePool", ["c"], ["u"])]
     for (const mid of [...NEIGHBOURS.map((op) => node(op, ["c"], ["u"])), ...pools]) {
       const graph = makeGraph({
         opset: 18,
         inputs: [{ name: "x", type: { dtype: "float32", shape: [1, 4, 3, 3] } }],
-        outputs: [{ name: "y", type: { dtype: "float32", shape: [] } }],
+        // (the Indices, when named, a graph output: that MaxPool stays in NCHW)
+        outputs: [{ name: "y", type: { dtype: "float32", shape: [] } }, ...(mid.outputs[1] ? [{ name: mid.outputs[1], type: { dtype: "int64" as const, shape: [] } }] : [])],
         initializers: new Map([["w", rand([8, 4, 3, 3])]]),
         nodes: [node("Conv", ["x", "w"], ["c"], { pads: attr.ints([1, 1, 1, 1]) }), mid, node("Relu", ["u"], ["y"])],
       })
       const after = alterLayoutSync(graph, { vectorLanes: 4 })
       checkSaturated(after)
       expect(after.nodes.filter((n) => n.op === "LayoutTransform").length, `${mid.op} → ${mid.outputs}`).toBe(2)
+      expect(after.nodes.some((n) => n.op === "PoolNCHWc"), `${mid.op} → ${mid.outputs}`).toBe(pools.includes(mid) && !mid.outputs[1])
       const inputs = new Map([["x", rand([1, 4, 3, 3], 0.1, 1)]])
       assertAllClose(evalGraph(after, inputs), evalGraph(graph, inputs))
     }
@@ -522,6 +529,6 @@ describe("alterLayout: neighbours of a blocked conv", () => {
       }),
       lawParams(150),
     )
-    expect(moved).toBeGreaterThan(60)
+    expect(moved).toBeGreaterThan(45)
   })
 })

@@ -138,12 +138,11 @@ const fromBlocked = (v: string, ctx: RuleCtx): { y: string; b: number } | undefi
   return t && t.dst === 0 ? { y: t.input, b: t.src } : undefined
 }
 
-/** U(unblock(y)) → unblock(U(y)) for elementwise U (Clip with constant bounds too). */
+/** U(unblock(y)) → unblock(U(y)) for elementwise U (Clip too: its bounds are scalars, which broadcast alike in either layout). */
 const unaryThroughLayout: Rule = {
   name: "elementwise-through-layout",
   apply: (n, ctx) => {
     if (n.domain !== "" || !(UNARY.has(n.op) || n.op === "Clip")) return undefined
-    if (n.op === "Clip" && n.inputs.slice(1).some((i) => i !== "" && !ctx.constant(i))) return undefined
     const src = fromBlocked(n.inputs[0], ctx)
     if (!src) return undefined
     const yb = ctx.fresh(`${n.outputs[0]}_${layoutName(src.b)}`)
@@ -157,7 +156,8 @@ const unaryThroughLayout: Rule = {
 
 /** A per-channel or scalar constant for an NCHW value, re-laid for NCHW{b}c (undefined if it is neither). */
 const relayConstant = (c: Tensor, channels: number, b: number): Tensor | undefined => {
-  if (sizeOf(c.shape) === 1) return tensor(c.dtype, [1], c.data.slice(0, 1))
+  // (one element broadcasts alike in either layout: the caller has ruled out one that adds a dim)
+  if (sizeOf(c.shape) === 1) return c
   // more than one element, all along C: [C, 1, 1] or [1, C, 1, 1] (it broadcasts against the C
   // channels of a 4-D value)
   const [n, , h, w] = [1, 1, 1, 1, ...c.shape].slice(-4)
@@ -165,7 +165,11 @@ const relayConstant = (c: Tensor, channels: number, b: number): Tensor | undefin
   return packNCHWc(tensor(c.dtype, [1, channels, 1, 1], c.data), b)
 }
 
-/** Add/Sub/Mul/Div of unblock(a) and unblock(b) (same block), or of unblock(a) and a per-channel constant. */
+/**
+ * Add/Sub/Mul/Div of unblock(a) and unblock(b) (same block: they broadcast over N, H and W in the
+ * blocked layout as in NCHW, a squeeze-excite's [N, C, 1, 1] too), or of unblock(a) and a
+ * per-channel constant.
+ */
 const binaryThroughLayout: Rule = {
   name: "broadcast-through-layout",
   apply: (n, ctx) => {
@@ -179,14 +183,11 @@ const binaryThroughLayout: Rule = {
     // constant case checks; two unblocked operands give a 4-D output)
     const out = ctx.type(n.outputs[0])!
     if (lb && rb && lb.b === rb.b) {
-      const lt = ctx.type(l)
-      const rt = ctx.type(r)
-      if (!lt || !rt || !lt.shape.every((d, i) => d === rt.shape[i])) return undefined
       return { nodes: [{ ...n, inputs: [lb.y, rb.y], outputs: [yb] }, transformNode(ctx, yb, y, lb.b, 0)], outputs: [y] }
     }
-    const side = lb ? 0 : rb ? 1 : -1
-    if (side < 0) return undefined
-    const blk = (side === 0 ? lb : rb)!
+    const blk = lb ?? rb
+    if (!blk) return undefined
+    const side = lb ? 0 : 1
     const c = ctx.constant(n.inputs[1 - side])
     const xt = ctx.type(n.inputs[side])
     if (!c || !xt || !xt.shape.every((d, i) => d === out.shape[i])) return undefined
