@@ -341,11 +341,12 @@ describe("alterLayout: structure", () => {
 })
 
 // The neighbours a blocked convolution takes into its layout: every elementwise activation the
-// rule knows (Clip with constant bounds), Add / Sub / Mul / Div with a scalar or per-channel
-// constant or with another blocked value, max / average / global pooling — and the ones it must
-// leave: a computed Clip bound, a constant that varies over H or W, pooling with its Indices. Convs
-// that cannot be blocked stand beside them: computed weights, two groups, a depthwise conv with a
-// channel multiplier, a 1-D conv, odd channels, float64, a batch of unknown size.
+// rule knows, Clip (bounds constant, computed or left out), Add / Sub / Mul / Div with a scalar or
+// per-channel constant or with another blocked value, max / average / global pooling — and the
+// ones it must leave: a constant that varies over H or W or over the batch, or that adds a dim,
+// pooling with its Indices. Convs that cannot be blocked stand beside them: computed weights, two
+// groups, a depthwise conv with a channel multiplier, a 1-D conv, odd channels, float64, a batch of
+// unknown size, and a ConvTranspose.
 const NEIGHBOURS = ["Relu", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "HardSwish", "Elu", "Selu", "Softplus", "Neg", "Abs", "Exp", "Erf", "Sqrt", "Gelu", "Mish", "Swish"]
 const arbNeighbourCase: fc.Arbitrary<readonly [GraphCase, number]> = fc.integer({ min: 1, max: 1 << 30 }).map((seed) => {
   const rng = prng(seed)
