@@ -15,7 +15,8 @@ import { tensor, type Tensor } from "../../src/ast/graph/tensor.js"
 import { makeTarget } from "../../src/ast/target.js"
 import { compileGraph, loadProgram } from "../../src/pipeline.js"
 import { TESSERA_DOMAIN } from "../../src/ast/graph/ops/index.js"
-import { alterLayoutSync, chooseBlock } from "../../src/rewrite/alter-layout.js"
+import { alterLayout, alterLayoutSync, chooseBlock } from "../../src/rewrite/alter-layout.js"
+import { runPass, withPassConfig } from "../../src/rewrite/pass.js"
 import { simplifyInferenceSync } from "../../src/rewrite/simplify-inference.js"
 import { assertAllClose, evalGraph, lawParams } from "../support.js"
 
@@ -298,6 +299,18 @@ const arbLayoutCase: fc.Arbitrary<readonly [GraphCase, number]> = fc.oneof(
 )
 
 describe("alterLayout: structure", () => {
+  it("the pass: alterLayoutSync at opt level 3, the graph unchanged below it or disabled by its name", () => {
+    fc.assert(
+      fc.property(arbNeighbourCase, ([{ graph }, lanes]) => {
+        const pass = alterLayout({ vectorLanes: lanes })
+        expect(structurallyEqual(Effect.runSync(runPass(pass, graph)), alterLayoutSync(graph, { vectorLanes: lanes }))).toBe(true)
+        expect(Effect.runSync(runPass(pass, graph).pipe(withPassConfig({ optLevel: 2 })))).toBe(graph)
+        expect(Effect.runSync(runPass(pass, graph).pipe(withPassConfig({ disabled: new Set(["rewrite.AlterLayout"]) })))).toBe(graph)
+      }),
+      lawParams(10),
+    )
+  })
+
   it("a Gemm is packed exactly when it is packable (as written or canonical; transposes, alpha, beta, float64, unknown rows), and evaluates as before", () => {
     fc.assert(
       fc.property(fc.integer({ min: 1, max: 1 << 30 }), (seed) => {
