@@ -492,6 +492,53 @@ const mixedBlocks = (H: number, W: number, seed: number): GraphCase => {
 }
 
 describe("alterLayout: neighbours of a blocked conv", () => {
+  it("an Add / Mul of a blocked conv and a constant of each shape moves exactly when the constant is a scalar or per channel; a conv of two groups of as many filters as channels is not depthwise", () => {
+    const rng = prng(12)
+    const rand = (shape: number[]) => tensor("float32", shape, Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rng.float(0.5, 1.5)))
+    for (const N of [1, 2]) {
+      const shapes: [number[], boolean][] = [
+        [[], true],
+        [[1], true],
+        [[8, 1, 1], true],
+        [[1, 8, 1, 1], true],
+        [[N, 8, 1, 1], N === 1],
+        [[1, 1, 3, 3], false],
+        [[8, 1, 3], false],
+        [[8, 3, 1], false],
+        [[1, 1, 1, 1, 1], false],
+      ]
+      for (const [shape, moves] of shapes)
+        for (const op of ["Add", "Mul"]) {
+          const graph = makeGraph({
+            opset: 18,
+            inputs: [{ name: "x", type: { dtype: "float32", shape: [N, 4, 3, 3] } }],
+            outputs: [{ name: "y", type: { dtype: "float32", shape: [] } }],
+            initializers: new Map([
+              ["w", rand([8, 4, 3, 3])],
+              ["k", rand(shape)],
+            ]),
+            nodes: [node("Conv", ["x", "w"], ["c"], { pads: attr.ints([1, 1, 1, 1]) }), node(op, shape.length === 3 ? ["k", "c"] : ["c", "k"], ["y"])],
+          })
+          const after = alterLayoutSync(graph, { vectorLanes: 4 })
+          checkLayouts(after, 4)
+          const blocked = after.nodes.find((n) => n.op === "ConvNCHWc")!.outputs[0]
+          const moved = after.nodes.some((n) => n.op === op && n.inputs.includes(blocked))
+          expect(moved, `${op} of [${shape}], batch ${N}`).toBe(moves)
+          const inputs = new Map([["x", rand([N, 4, 3, 3])]])
+          assertAllClose(evalGraph(after, inputs), evalGraph(graph, inputs))
+        }
+    }
+    // group 2, 8 channels, 8 filters of 4 channels each: not a depthwise conv, left alone
+    const grouped = makeGraph({
+      opset: 18,
+      inputs: [{ name: "x", type: { dtype: "float32", shape: [1, 8, 3, 3] } }],
+      outputs: [{ name: "y", type: { dtype: "float32", shape: [] } }],
+      initializers: new Map([["w", rand([8, 4, 3, 3])]]),
+      nodes: [node("Conv", ["x", "w"], ["y"], { pads: attr.ints([1, 1, 1, 1]), group: attr.int(2) })],
+    })
+    expect(alterLayoutSync(grouped, { vectorLanes: 4 }).nodes.map((n) => n.op)).toEqual(["Conv"])
+  })
+
   it("each elementwise op the rule knows, and each pooling (a MaxPool whose Indices are left out as \"\" too), moves after a blocked conv (Conv → op → Relu), and evaluates as before", () => {
     const rng = prng(11)
     const rand = (shape: number[], lo = -1, hi = 1) => tensor("float32", shape, Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rng.float(lo, hi)))
