@@ -14,7 +14,9 @@ import { bindSync } from "../../src/ast/graph/infer.js"
 import { tensor, type Tensor } from "../../src/ast/graph/tensor.js"
 import { makeTarget } from "../../src/ast/target.js"
 import { compileGraph, loadProgram } from "../../src/pipeline.js"
-import { alterLayoutSync, chooseBlock } from "../../src/rewrite/alter-layout.js"
+import { TESSERA_DOMAIN } from "../../src/ast/graph/ops/index.js"
+import { alterLayout, alterLayoutSync, chooseBlock } from "../../src/rewrite/alter-layout.js"
+import { runPass, withPassConfig } from "../../src/rewrite/pass.js"
 import { simplifyInferenceSync } from "../../src/rewrite/simplify-inference.js"
 import { assertAllClose, evalGraph, lawParams } from "../support.js"
 
@@ -87,30 +89,44 @@ describe("alterLayout: pooling in the blocked layout", () => {
 // weight, alpha, a bias of shape [N], [1, N] or [M, N] or none) takes its weight in column panels —
 // the rewritten graph evaluates as the original, and compiled (js) DensePack computes what the
 // evaluator does.
-/** A Gemm the rule packs (after canonicalization); `wide`: rows, columns and lanes past its limits too. */
+/**
+ * A Gemm the rule packs (after canonicalization); `wide`: rows, columns and lanes past its limits
+ * too, and Gemms it must leave: float64, A transposed, beta ≠ 1 with a bias (without one it is
+ * packed), rows of unknown count, a computed B.
+ */
 const denseCase = (seed: number, wide = false): GraphCase & { readonly lanes: number } => {
   const rng = prng(seed)
-  const rand = (shape: number[]) => tensor("float32", shape, Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rng.float(-1, 1)))
+  const [f64, transA, beta, symbolic, computed] = wide ? [rng.next() < 0.15, rng.next() < 0.15, rng.next() < 0.3, rng.next() < 0.1, rng.next() < 0.15] : [false, false, false, false, false]
+  const dtype = f64 ? "float64" : "float32"
+  const rand = (shape: number[]) => {
+    const data = Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rng.float(-1, 1))
+    return f64 ? tensor("float64", shape, Float64Array.from(data)) : tensor("float32", shape, Float32Array.from(data))
+  }
   const lanes = rng.pick(wide ? [4, 8, 16] : [8, 16])
-  const [M, K, N] = [rng.int(1, wide ? 10 : 8), rng.int(1, 40), rng.int(wide ? 2 * lanes - 2 : 2 * lanes, 5 * lanes)]
+  const [M, K0, N] = [rng.int(1, wide ? 10 : 8), rng.int(1, 40), rng.int(wide ? 2 * lanes - 2 : 2 * lanes, 5 * lanes)]
+  // (as many inner as output columns or rows at times: a transposed operand then has the shape of an untransposed one)
+  const K = wide && rng.next() < 0.5 ? rng.pick([M, N]) : K0
   const transB = rng.next() < 0.5
   const bias = rng.pick(["none", "row", "vector", "matrix"] as const)
   const biasShape = bias === "row" ? [1, N] : bias === "vector" ? [N] : [M, N]
-  const initializers = new Map<string, Tensor>([["w", rand(transB ? [N, K] : [K, N])]])
+  const initializers = new Map<string, Tensor>([[computed ? "w0" : "w", rand(transB ? [N, K] : [K, N])]])
   if (bias !== "none") initializers.set("c", rand(biasShape))
   const graph = makeGraph({
     opset: 13,
-    inputs: [{ name: "x", type: { dtype: "float32", shape: [M, K] } }],
-    outputs: [{ name: "y", type: { dtype: "float32", shape: [] } }],
+    inputs: [{ name: "x", type: { dtype, shape: transA ? [K, symbolic ? "M" : M] : [symbolic ? "M" : M, K] } }],
+    outputs: [{ name: "y", type: { dtype, shape: [] } }],
     initializers,
     nodes: [
+      ...(computed ? [node("Abs", ["w0"], ["w"])] : []),
       node("Gemm", bias === "none" ? ["x", "w"] : ["x", "w", "c"], ["y"], {
+        ...(transA ? { transA: attr.int(1) } : {}),
         ...(transB ? { transB: attr.int(1) } : {}),
+        ...(beta ? { beta: attr.float(rng.float(0.5, 2)) } : {}),
         ...(rng.next() < 0.3 ? { alpha: attr.float(rng.float(0.5, 2)) } : {}),
       }),
     ],
   })
-  return { graph, inputs: new Map([["x", rand([M, K])]]), lanes }
+  return { graph, inputs: new Map([["x", rand(transA ? [K, M] : [M, K])]]), lanes }
 }
 const arbDenseCase = fc.integer({ min: 1, max: 1 << 30 }).map((seed) => denseCase(seed))
 
@@ -203,8 +219,8 @@ describe("alterLayout: model-like conv nets", () => {
 // the lanes allow; every convolution that can be blocked is, and every dense layer that can be
 // packed is; a second run changes nothing (the moves saturate).
 
-/** "NCHW" → 0, "NCHW{b}c" → b (undefined otherwise). */
-const blockIn = (s: string): number | undefined => (s === "NCHW" ? 0 : /^NCHW(\d+)c$/.test(s) ? Number(/^NCHW(\d+)c$/.exec(s)![1]) : undefined)
+/** "NCHW" → 0, "NCHW{b}c" → b for b ≥ 1 (undefined otherwise: no "NCHW0c"). */
+const blockIn = (s: string): number | undefined => (s === "NCHW" ? 0 : /^NCHW([1-9]\d*)c$/.test(s) ? Number(/^NCHW(\d+)c$/.exec(s)![1]) : undefined)
 /** The largest of lanes, lanes/2, lanes/4, … (above 1) that divides c; 1 when none does. */
 const largestBlock = (c: number, lanes: number): number => {
   const fits = [16, 8, 4, 2].filter((b) => b <= lanes && lanes % b === 0 && c % b === 0)
@@ -279,10 +295,36 @@ const packable = (g: Graph, lanes: number): number =>
 
 const arbLayoutCase: fc.Arbitrary<readonly [GraphCase, number]> = fc.oneof(
   { arbitrary: fc.tuple(fc.oneof(arbGraphCase({ maxNodes: 14, modelShare: 0.5 }), arbConvNet.map(([c]) => c)), fc.constantFrom(4, 8, 16)), weight: 4 },
-  { arbitrary: fc.integer({ min: 1, max: 1 << 30 }).map((seed) => denseCase(seed, true)).map((c) => [c, c.lanes] as const), weight: 1 },
+  { arbitrary: fc.integer({ min: 1, max: 1 << 30 }).map((seed) => denseCase(seed, true)).map((c) => [c, c.lanes] as const), weight: 3 },
 )
 
 describe("alterLayout: structure", () => {
+  it("the pass: alterLayoutSync at opt level 3, the graph unchanged below it or disabled by its name", () => {
+    fc.assert(
+      fc.property(arbNeighbourCase, ([{ graph }, lanes]) => {
+        const pass = alterLayout({ vectorLanes: lanes })
+        expect(structurallyEqual(Effect.runSync(runPass(pass, graph)), alterLayoutSync(graph, { vectorLanes: lanes }))).toBe(true)
+        expect(Effect.runSync(runPass(pass, graph).pipe(withPassConfig({ optLevel: 2 })))).toBe(graph)
+        expect(Effect.runSync(runPass(pass, graph).pipe(withPassConfig({ disabled: new Set(["rewrite.AlterLayout"]) })))).toBe(graph)
+      }),
+      lawParams(10),
+    )
+  })
+
+  it("a Gemm is packed exactly when it is packable (as written or canonical; transposes, alpha, beta, float64, unknown rows), and evaluates as before", () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 1 << 30 }), (seed) => {
+        const { graph, inputs, lanes } = denseCase(seed, true)
+        for (const g of [bindSync(graph), simplifyInferenceSync(graph)]) {
+          const after = alterLayoutSync(g, { vectorLanes: lanes })
+          expect(after.nodes.filter((n) => n.op === "DensePack").length).toBe(packable(bindSync(g), lanes))
+          assertAllClose(evalGraph(after, inputs), evalGraph(graph, inputs), 1e-5, 1e-5)
+        }
+      }),
+      lawParams(200),
+    )
+  })
+
   it("chooseBlock: the largest of lanes, lanes/2, … above 1 that divides the channels, else 1", () => {
     for (const lanes of [1, 2, 4, 8, 16]) for (let c = 1; c <= 48; c++) expect([c, lanes, chooseBlock(c, lanes)]).toEqual([c, lanes, largestBlock(c, lanes)])
   })
@@ -312,11 +354,12 @@ describe("alterLayout: structure", () => {
 })
 
 // The neighbours a blocked convolution takes into its layout: every elementwise activation the
-// rule knows (Clip with constant bounds), Add / Sub / Mul / Div with a scalar or per-channel
-// constant or with another blocked value, max / average / global pooling — and the ones it must
-// leave: a computed Clip bound, a constant that varies over H or W, pooling with its Indices. Convs
-// that cannot be blocked stand beside them: computed weights, two groups, a depthwise conv with a
-// channel multiplier, a 1-D conv, odd channels.
+// rule knows, Clip (bounds constant, computed or left out), Add / Sub / Mul / Div with a scalar or
+// per-channel constant or with another blocked value, max / average / global pooling — and the
+// ones it must leave: a constant that varies over H or W or over the batch, or that adds a dim,
+// pooling with its Indices. Convs that cannot be blocked stand beside them: computed weights, two
+// groups, a depthwise conv with a channel multiplier, a 1-D conv, odd channels, float64, a batch of
+// unknown size, and a ConvTranspose.
 const NEIGHBOURS = ["Relu", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "HardSwish", "Elu", "Selu", "Softplus", "Neg", "Abs", "Exp", "Erf", "Sqrt", "Gelu", "Mish", "Swish"]
 const arbNeighbourCase: fc.Arbitrary<readonly [GraphCase, number]> = fc.integer({ min: 1, max: 1 << 30 }).map((seed) => {
   const rng = prng(seed)
@@ -324,6 +367,7 @@ const arbNeighbourCase: fc.Arbitrary<readonly [GraphCase, number]> = fc.integer(
   const lanes = rng.pick([4, 8, 16])
   const C = rng.pick([4, 8, 16, 6, 3])
   const [H, W] = [rng.int(2, 5), rng.int(2, 5)]
+  const N = rng.next() < 0.25 ? 2 : 1
   const initializers = new Map<string, Tensor>()
   const nodes: Graph["nodes"][number][] = []
   let k = 0
@@ -340,19 +384,28 @@ const arbNeighbourCase: fc.Arbitrary<readonly [GraphCase, number]> = fc.integer(
   const oneD = rng.next() < 0.1
   const x = "x"
   // the conv: blockable, or one of the kinds the rule leaves
-  const kind = rng.pick(["dense", "dense", "dense", "depthwise", "computed", "grouped", "multiplier", "odd"])
+  const kind = rng.pick(["dense", "dense", "dense", "depthwise", "computed", "grouped", "multiplier", "odd", "transpose"])
   const O = kind === "odd" ? 3 : kind === "depthwise" ? C : kind === "multiplier" ? 2 * C : rng.pick([4, 8, 16, 12])
   const Cin = kind === "odd" ? 3 : C
   const group = kind === "depthwise" || kind === "multiplier" ? Cin : kind === "grouped" && Cin % 2 === 0 && O % 2 === 0 ? 2 : 1
   const wShape = oneD ? [O, Cin / group, 3] : [O, Cin / group, 3, 3]
   const w = kind === "computed" ? add("Abs", [cst(rand(wShape))]) : cst(rand(wShape))
-  let y = add("Conv", [x, w, cst(rand([O]))], { pads: attr.ints(oneD ? [1, 1] : [1, 1, 1, 1]), ...(group > 1 ? { group: attr.int(group) } : {}) })
+  // (a ConvTranspose of group 1 and a constant [C, O, 3, 3] weight: no Conv, left alone)
+  let y =
+    kind === "transpose"
+      ? add("ConvTranspose", [x, cst(rand(oneD ? [Cin, O, 3] : [Cin, O, 3, 3])), cst(rand([O]))], { pads: attr.ints(oneD ? [1, 1] : [1, 1, 1, 1]) })
+      : add("Conv", [x, w, cst(rand([O]))], { pads: attr.ints(oneD ? [1, 1] : [1, 1, 1, 1]), ...(group > 1 ? { group: attr.int(group) } : {}) })
   for (let s = rng.int(1, 3); s > 0 && !oneD; s--) {
     const r = rng.next()
     if (r < 0.35) y = add(rng.pick(NEIGHBOURS), [y])
-    else if (r < 0.45) y = add("Clip", [y, cst(rand([], -1, -0.5)), rng.next() < 0.7 ? cst(rand([], 0.5, 1)) : add("Abs", [cst(rand([]))])])
+    else if (r < 0.45) {
+      // bounds constant, left out ("") or computed
+      const bound = (lo: number, hi: number) => (rng.next() < 0.5 ? cst(rand([], lo, hi)) : rng.next() < 0.6 ? "" : add("Abs", [cst(rand([]))]))
+      y = add("Clip", [y, bound(-1, -0.5), bound(0.5, 1)])
+    }
     else if (r < 0.7) {
-      const shape = rng.pick([[], [1], [O, 1, 1], [1, O, 1, 1], [1, 1, H, W], [1, O, H, W]])
+      // scalar, per channel (the rule's), per batch and channel, varying over H or W, of a fifth dim
+      const shape = rng.pick([[], [1], [O, 1, 1], [1, O, 1, 1], [1, 1, H, W], [1, O, H, W], [N, O, 1, 1], [O, 1, W], [O, H, 1], [1, O, 1, W], [1, O, H, 1], [1, 1, 1, 1, 1]])
       const c = cst(rand(shape, 0.5, 1.5))
       const op = rng.pick(["Add", "Sub", "Mul", "Div"])
       y = add(op, rng.next() < 0.5 ? [y, c] : [c, y])
@@ -365,17 +418,24 @@ const arbNeighbourCase: fc.Arbitrary<readonly [GraphCase, number]> = fc.integer(
       const global = op.startsWith("Global")
       const indices = op === "MaxPool" && rng.next() < 0.3
       y = add(op, [y], global ? {} : { kernel_shape: attr.ints([2, 2]), pads: attr.ints([0, 0, 1, 1]) }, indices ? 2 : 1)
+      // the Indices left out by name at times ("")
+      const last = nodes[nodes.length - 1]
+      if (op === "MaxPool" && !indices && rng.next() < 0.4) nodes[nodes.length - 1] = { ...last, outputs: [y, ""] }
       if (global) break
     }
   }
+  // and convs the rule must leave at times: float64, or a batch of unknown size
+  const [f64, symbolic] = [rng.next() < 0.1, rng.next() < 0.1]
+  const typed = (t: Tensor) => (f64 ? tensor("float64", t.shape, Float64Array.from(t.data)) : t)
+  const dtype = f64 ? ("float64" as const) : ("float32" as const)
   const graph = makeGraph({
     opset: 18,
-    inputs: [{ name: "x", type: { dtype: "float32", shape: oneD ? [1, Cin, H * W] : [1, Cin, H, W] } }],
-    outputs: [{ name: y, type: { dtype: "float32", shape: [] } }],
-    initializers,
+    inputs: [{ name: "x", type: { dtype, shape: oneD ? [symbolic ? "N" : N, Cin, H * W] : [symbolic ? "N" : N, Cin, H, W] } }],
+    outputs: [{ name: y, type: { dtype, shape: [] } }],
+    initializers: new Map([...initializers].map(([name, t]) => [name, typed(t)])),
     nodes,
   })
-  return [{ graph, inputs: new Map([["x", rand(oneD ? [1, Cin, H * W] : [1, Cin, H, W])]]) }, lanes] as const
+  return [{ graph, inputs: new Map([["x", typed(rand(oneD ? [N, Cin, H * W] : [N, Cin, H, W]))]]) }, lanes] as const
 })
 
 /** Throws where an op the pass moves into the blocked layout still reads an unblocked value (LayoutTransform b → NCHW). */
@@ -398,19 +458,124 @@ const checkSaturated = (g: Graph): void => {
     const out = g.valueTypes.get(n.outputs[0])?.shape ?? []
     const stays = `${n.op} ${n.name} reads an unblocked value it could read blocked`
     if (n.domain !== "") continue
-    if (b && (NEIGHBOURS.includes(n.op) || (n.op === "Clip" && n.inputs.slice(1).every(isConst)))) throw new Error(stays)
-    if (b && ["MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"].includes(n.op) && (n.outputs[1] ?? "") === "" && int(n, "storage_order", 0) === 0) throw new Error(stays)
+    if (b && (NEIGHBOURS.includes(n.op) || n.op === "Clip")) throw new Error(stays)
+    if (b && ["MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"].includes(n.op) && (n.outputs[1] ?? "") === "") throw new Error(stays)
     if (["Add", "Sub", "Mul", "Div"].includes(n.op) && out.length === 4) {
       const [l, r] = n.inputs.map(unblocked)
       const same = (v: string) => g.valueTypes.get(v)?.shape.join() === out.join()
-      if (l && r && l === r && g.valueTypes.get(n.inputs[0])?.shape.join() === g.valueTypes.get(n.inputs[1])?.shape.join()) throw new Error(stays)
+      if (l && r && l === r) throw new Error(stays)
       if (l && !r && same(n.inputs[0]) && perChannel(n.inputs[1], out[1] as number)) throw new Error(stays)
       if (r && !l && same(n.inputs[1]) && perChannel(n.inputs[0], out[1] as number)) throw new Error(stays)
     }
   }
 }
 
+/**
+ * A graph that holds layout transforms already, of two blocks (a blocked input [1, 2, H, W, 4] of
+ * 8 channels): NCHW4c → NCHW → NCHW8c is no inverse pair, a Relu of the NCHW8c value reads no
+ * unblocked value, and the Add of the 4-blocked input and the 8-blocked Relu has operands of two
+ * blocks: none of the rules applies, and the graph keeps its meaning.
+ */
+const mixedBlocks = (H: number, W: number, seed: number): GraphCase => {
+  const rng = prng(seed)
+  const lt = (src: string, dst: string, input: string, output: string) => ({
+    ...node("LayoutTransform", [input], [output], { src_layout: attr.str(src), dst_layout: attr.str(dst) }, `lt_${output}`),
+    domain: TESSERA_DOMAIN,
+  })
+  const graph = makeGraph({
+    opset: 18,
+    inputs: [{ name: "xb", type: { dtype: "float32", shape: [1, 2, H, W, 4] } }],
+    outputs: [{ name: "s", type: { dtype: "float32", shape: [] } }],
+    nodes: [lt("NCHW4c", "NCHW", "xb", "u"), lt("NCHW", "NCHW8c", "u", "v"), node("Relu", ["v"], ["r"]), lt("NCHW8c", "NCHW", "r", "a"), node("Add", ["u", "a"], ["s"])],
+  })
+  return { graph, inputs: new Map([["xb", tensor("float32", [1, 2, H, W, 4], Float32Array.from({ length: 8 * H * W }, () => rng.float(-1, 1)))]]) }
+}
+
 describe("alterLayout: neighbours of a blocked conv", () => {
+  it("an Add / Mul of a blocked conv and a constant of each shape moves exactly when the constant is a scalar or per channel; a conv of two groups of as many filters as channels is not depthwise", () => {
+    const rng = prng(12)
+    const rand = (shape: number[]) => tensor("float32", shape, Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rng.float(0.5, 1.5)))
+    for (const N of [1, 2]) {
+      const shapes: [number[], boolean][] = [
+        [[], true],
+        [[1], true],
+        [[8, 1, 1], true],
+        [[1, 8, 1, 1], true],
+        [[N, 8, 1, 1], N === 1],
+        [[1, 1, 3, 3], false],
+        [[8, 1, 3], false],
+        [[8, 3, 1], false],
+        [[1, 1, 1, 1, 1], false],
+      ]
+      for (const [shape, moves] of shapes)
+        for (const op of ["Add", "Mul"]) {
+          const graph = makeGraph({
+            opset: 18,
+            inputs: [{ name: "x", type: { dtype: "float32", shape: [N, 4, 3, 3] } }],
+            outputs: [{ name: "y", type: { dtype: "float32", shape: [] } }],
+            initializers: new Map([
+              ["w", rand([8, 4, 3, 3])],
+              ["k", rand(shape)],
+            ]),
+            nodes: [node("Conv", ["x", "w"], ["c"], { pads: attr.ints([1, 1, 1, 1]) }), node(op, shape.length === 3 ? ["k", "c"] : ["c", "k"], ["y"])],
+          })
+          const after = alterLayoutSync(graph, { vectorLanes: 4 })
+          checkLayouts(after, 4)
+          const blocked = after.nodes.find((n) => n.op === "ConvNCHWc")!.outputs[0]
+          const moved = after.nodes.some((n) => n.op === op && n.inputs.includes(blocked))
+          expect(moved, `${op} of [${shape}], batch ${N}`).toBe(moves)
+          const inputs = new Map([["x", rand([N, 4, 3, 3])]])
+          assertAllClose(evalGraph(after, inputs), evalGraph(graph, inputs))
+        }
+    }
+    // group 2, 8 channels, 8 filters of 4 channels each: not a depthwise conv, left alone
+    const grouped = makeGraph({
+      opset: 18,
+      inputs: [{ name: "x", type: { dtype: "float32", shape: [1, 8, 3, 3] } }],
+      outputs: [{ name: "y", type: { dtype: "float32", shape: [] } }],
+      initializers: new Map([["w", rand([8, 4, 3, 3])]]),
+      nodes: [node("Conv", ["x", "w"], ["y"], { pads: attr.ints([1, 1, 1, 1]), group: attr.int(2) })],
+    })
+    expect(alterLayoutSync(grouped, { vectorLanes: 4 }).nodes.map((n) => n.op)).toEqual(["Conv"])
+  })
+
+  it("each elementwise op the rule knows, and each pooling (a MaxPool whose Indices are left out as \"\" too), moves after a blocked conv (Conv → op → Relu), and evaluates as before", () => {
+    const rng = prng(11)
+    const rand = (shape: number[], lo = -1, hi = 1) => tensor("float32", shape, Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rng.float(lo, hi)))
+    const window = { kernel_shape: attr.ints([2, 2]), pads: attr.ints([0, 0, 1, 1]) }
+    const pools = [node("MaxPool", ["c"], ["u", "idx"], window), node("MaxPool", ["c"], ["u", ""], window), node("MaxPool", ["c"], ["u"], window), node("AveragePool", ["c"], ["u"], window), node("GlobalMaxPool", ["c"], ["u"]), node("GlobalAveragePool", ["c"], ["u"])]
+    for (const mid of [...NEIGHBOURS.map((op) => node(op, ["c"], ["u"])), ...pools]) {
+      const graph = makeGraph({
+        opset: 18,
+        inputs: [{ name: "x", type: { dtype: "float32", shape: [1, 4, 3, 3] } }],
+        // (the Indices, when named, a graph output: that MaxPool stays in NCHW)
+        outputs: [{ name: "y", type: { dtype: "float32", shape: [] } }, ...(mid.outputs[1] ? [{ name: mid.outputs[1], type: { dtype: "int64" as const, shape: [] } }] : [])],
+        initializers: new Map([["w", rand([8, 4, 3, 3])]]),
+        nodes: [node("Conv", ["x", "w"], ["c"], { pads: attr.ints([1, 1, 1, 1]) }), mid, node("Relu", ["u"], ["y"])],
+      })
+      const after = alterLayoutSync(graph, { vectorLanes: 4 })
+      checkSaturated(after)
+      expect(after.nodes.filter((n) => n.op === "LayoutTransform").length, `${mid.op} → ${mid.outputs}`).toBe(2)
+      expect(after.nodes.some((n) => n.op === "PoolNCHWc"), `${mid.op} → ${mid.outputs}`).toBe(pools.includes(mid) && !mid.outputs[1])
+      const inputs = new Map([["x", rand([1, 4, 3, 3], 0.1, 1)]])
+      assertAllClose(evalGraph(after, inputs), evalGraph(graph, inputs))
+    }
+  })
+
+  it("a graph blocked already, in two blocks: no transform pair of two blocks cancels, nothing reads a blocked value as an unblocked one, no op of two blocks moves", () => {
+    for (const [H, W, seed] of [
+      [2, 3, 1],
+      [4, 4, 2],
+    ]) {
+      const { graph, inputs } = mixedBlocks(H, W, seed)
+      for (const lanes of [4, 8, 16]) {
+        const after = alterLayoutSync(graph, { vectorLanes: lanes })
+        expect(after.nodes.map((n) => n.op)).toEqual(graph.nodes.map((n) => n.op))
+        assertAllClose(evalGraph(after, inputs), evalGraph(graph, inputs))
+      }
+    }
+  })
+
   it("move into the blocked layout when they can and only then; layouts consistent; every blockable conv blocked; evaluates as before", () => {
     let moved = 0
     fc.assert(
@@ -425,6 +590,6 @@ describe("alterLayout: neighbours of a blocked conv", () => {
       }),
       lawParams(150),
     )
-    expect(moved).toBeGreaterThan(60)
+    expect(moved).toBeGreaterThan(45)
   })
 })

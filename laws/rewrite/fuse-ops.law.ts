@@ -19,7 +19,8 @@ import { resolveNode, subgraphFreeNames } from "../../src/ast/graph/evaluate.js"
 import { makeGraph, node, type Attrs, type Graph, type Node } from "../../src/ast/graph/graph.js"
 import type { PatternKind } from "../../src/ast/graph/op.js"
 import { tensor } from "../../src/ast/graph/tensor.js"
-import { defaultPasses, fuseOpsSync, singletonGroups, type FusedGraph } from "../../src/rewrite/index.js"
+import { bindSync } from "../../src/ast/graph/infer.js"
+import { defaultPasses, fuseOps, fuseOpsSync, runPass, singletonGroups, withPassConfig, type FusedGraph } from "../../src/rewrite/index.js"
 import { lawParams } from "../support.js"
 
 /** TVM's order of pattern kinds, written out here (not the module's table). */
@@ -122,6 +123,13 @@ const checkFusionRules = (f: FusedGraph): void => {
           }
     }
     for (const h of heavy) visit(h)
+    // a convolution-like anchor reads nothing its group computes: what it reads is never fused into it (the edge into it is not elementwise)
+    for (const h of heavy)
+      if (kindRank(h) === OUT)
+        for (const i of readsOf(h)) {
+          const p = f.graph.nodes.find((m) => m.outputs.includes(i))
+          if (p && groupOf.get(p.name) === k) throw new Error(`group ${k} (${g.ops}): the anchor ${h.name} reads ${i}, computed by ${p.name} in its own group`)
+        }
     for (const name of downstream) {
       const r = kindRank(byName.get(name)!)
       if (kindRank(heavy[0]) === RED) throw new Error(`group ${k} (${g.ops}): ${name} reads what the reduction ${heavy[0].name} computes`)
@@ -190,10 +198,23 @@ const checkMaximal = (f: FusedGraph): void => {
     return [...next[k].keys()].every((t) => seen.has(t) || (seen.add(t), walk(t)))
   }
   const rankOfGroup = (k: number) => rankOf(groups[groupOf.get(nodes[k].name)!].kind)
+  // a node only ever joins its immediate post-dominator (none for a node nothing reads or that writes a graph output):
+  // every node of a group but one has its immediate post-dominator in the group
+  const ipdom = nodes.map((_, k) => {
+    if (exit[k]) return -1
+    for (let j = k + 1; j < nodes.length; j++) if (dominates(j, k)) return j
+    return -1
+  })
+  groups.forEach((g, gi) => {
+    const exits = g.nodes.filter((m) => {
+      const d = ipdom[index.get(m)!]
+      return d < 0 || groupOf.get(nodes[d].name) !== gi
+    })
+    expect(exits, `group ${gi} (${g.ops}) has one node whose post-dominator lies outside it`).toHaveLength(1)
+  })
   nodes.forEach((n, k) => {
     if (exit[k] || kindRank(n) === OPAQUE) return
-    let p = -1
-    for (let j = k + 1; j < nodes.length && p < 0; j++) if (dominates(j, k)) p = j
+    const p = ipdom[k]
     if (p < 0 || groupOf.get(n.name) === groupOf.get(nodes[p].name)) return
     // the nodes strictly between k and p, and the edges from k and from them
     const between = new Set<number>()
@@ -279,7 +300,159 @@ const arbCaptureCase: fc.Arbitrary<Graph> = fc.integer({ min: 0, max: 0x7fffffff
   })
 })
 
+/**
+ * Injective fusion waits for the convolution-like anchors (phase 1 after phase 0), and an
+ * elementwise op joins the group a convolution-like anchor made: x → one or two Transposes, or an
+ * elementwise op (of x or of a Transpose), and x → Conv / MaxPool / MatMul, meet in an Add or Mul
+ * (then a Relu at times). The epilogue joins the anchor even when the Transposes come first in
+ * graph order (had they taken the Add first, the anchor could no longer have it); the Transposes
+ * fuse with each other only; the elementwise op joins the anchor's group, before or after it.
+ */
+const arbDeferredCase = fc.integer({ min: 0, max: 0x7fffffff }).map((seed) => {
+  const rng = prng(seed)
+  const [C, H] = [rng.pick([2, 4]), rng.int(3, 6)]
+  const f32 = (shape: number[]) => ({ dtype: "float32" as const, shape })
+  const rand = (shape: number[]) => tensor("float32", shape, Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rng.float(-1, 1)))
+  const anchorOp = rng.pick(["Conv", "MaxPool", "MatMul"])
+  const anchor =
+    anchorOp === "Conv"
+      ? node("Conv", ["x", "w"], ["a"], { pads: attr.ints([1, 1, 1, 1]) }, "anchor")
+      : anchorOp === "MaxPool"
+        ? node("MaxPool", ["x"], ["a"], { kernel_shape: attr.ints([3, 3]), pads: attr.ints([1, 1, 1, 1]) }, "anchor")
+        : node("MatMul", ["x", "m"], ["a"], {}, "anchor")
+  // the other operand: one or two Transposes of x, or an elementwise op (of x or of a Transpose of x)
+  const side = rng.pick(["transpose", "transpose2", "elementwise", "transpose-elementwise"] as const)
+  const ew = rng.pick(["Relu", "Neg", "Sigmoid"])
+  const injective =
+    side === "transpose" || side === "transpose2" || side === "transpose-elementwise" ? [node("Transpose", ["x"], ["t0"], { perm: attr.ints([0, 1, 3, 2]) }, "t0")] : []
+  if (side === "transpose2") injective.push(node("Transpose", ["t0"], ["t1"], { perm: attr.ints([0, 1, 3, 2]) }, "t1"))
+  const elementwise = side === "elementwise" || side === "transpose-elementwise" ? [node(ew, [side === "elementwise" ? "x" : "t0"], ["e"], {}, "e")] : []
+  const t = elementwise.length ? "e" : injective[injective.length - 1].outputs[0]
+  const relu = rng.next() < 0.5
+  const epilogue = [node(rng.pick(["Add", "Mul"]), rng.next() < 0.5 ? ["a", t] : [t, "a"], [relu ? "s" : "y"], {}, "join"), ...(relu ? [node("Relu", ["s"], ["y"], {}, "relu")] : [])]
+  // the Transposes before the anchor mostly; an elementwise op after it mostly (it then joins a group the anchor made convolution-like)
+  const first = rng.next() < 0.75
+  const ewFirst = rng.next() < 0.25
+  const order = first ? [...injective, anchor] : [anchor, ...injective]
+  // the elementwise op right after what it reads, or after the anchor and the Transposes
+  if (elementwise.length) order.splice(ewFirst ? order.findIndex((n) => n.outputs[0] === elementwise[0].inputs[0]) + 1 : order.length, 0, ...elementwise)
+  order.push(...epilogue)
+  const graph = makeGraph({
+    name: `deferred_${seed}`,
+    opset: 13,
+    inputs: [{ name: "x", type: f32([1, C, H, H]) }],
+    outputs: [{ name: "y", type: f32([1, C, H, H]) }],
+    initializers: new Map([
+      ["w", rand([C, C, 3, 3])],
+      ["m", rand([H, H])],
+    ]),
+    nodes: order,
+  })
+  return {
+    graph,
+    groups: [...(injective.length ? [injective.map((n) => n.name)] : []), ["anchor", ...elementwise.map((n) => n.name), ...epilogue.map((n) => n.name)]],
+  }
+})
+
+/**
+ * Small graphs of the cases the random graphs rarely hold, each part at times: optional inputs and
+ * outputs left out ("": Clip without a min, Dropout without its mask); a Split whose one output is
+ * a graph output and the other read on; a MatMul [4, 4] added to a [4, 4, 4] value (a broadcast
+ * that adds a dim, every dim the same: a shape check by rank and dims alike); an elementwise op
+ * read by a 1×1 convolution of its own shape (an edge into a convolution is never elementwise).
+ */
+const arbEdgeCase = fc.integer({ min: 0, max: 0x7fffffff }).map((seed) => {
+  const rng = prng(seed)
+  const f32 = (shape: number[]) => ({ dtype: "float32" as const, shape })
+  const rand = (shape: number[]) => tensor("float32", shape, Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rng.float(-1, 1)))
+  const nodes: Node[] = []
+  const outputs: string[] = []
+  const parts = ["optional", "split", "rank", "conv"].filter(() => rng.next() < 0.5)
+  for (const part of parts.length ? parts : ["optional"]) {
+    if (part === "optional") {
+      // (the Clip after the Dropout, reading neither: no value "" links them)
+      nodes.push(node("Dropout", ["x"], ["drop", ""], {}, "drop"), node("Relu", ["drop"], ["opt"], {}, "relu_opt"), node("Clip", ["x", "", "hi"], ["clip"], {}, "clip"))
+      if (rng.next() < 0.5) nodes.push(node("Neg", ["clip"], ["clip_neg"], {}, "clip_neg"))
+      outputs.push("opt", nodes[nodes.length - 1].outputs[0])
+    } else if (part === "split") {
+      nodes.push(node("Split", ["x"], ["s0", "s1"], { axis: attr.int(0) }, "split"), node("Neg", ["s1"], ["neg"], {}, "neg"))
+      outputs.push("s0", "neg")
+    } else if (part === "rank") {
+      const mm = rng.next() < 0.5
+      nodes.push(mm ? node("MatMul", ["x", "m"], ["mm"], {}, "matmul") : node("Sigmoid", ["x"], ["mm"], {}, "sigmoid"), node("Add", rng.next() < 0.5 ? ["mm", "z"] : ["z", "mm"], ["wide"], {}, "add_wide"))
+      outputs.push("wide")
+    } else {
+      nodes.push(node(rng.pick(["Relu", "Neg", "Abs"]), ["x4"], ["pre"], {}, "pre"), node("Conv", ["pre", "w1"], ["conv"], {}, "conv1x1"))
+      if (rng.next() < 0.5) nodes.push(node("Relu", ["conv"], ["post"], {}, "post"))
+      outputs.push(nodes[nodes.length - 1].outputs[0])
+    }
+  }
+  return makeGraph({
+    name: `edge_${seed}`,
+    opset: 13,
+    inputs: [
+      { name: "x", type: f32([4, 4]) },
+      { name: "z", type: f32([4, 4, 4]) },
+      { name: "x4", type: f32([1, 4, 4, 4]) },
+    ],
+    outputs: outputs.map((name) => ({ name, type: f32([]) })),
+    initializers: new Map([
+      ["hi", rand([])],
+      ["m", rand([4, 4])],
+      ["w1", rand([4, 4, 1, 1])],
+    ]),
+    nodes,
+  })
+})
+
 describe("rewrite.FuseOps: the fusion rules", () => {
+  it("optional inputs and outputs left out, a graph output beside a value read on, a broadcast that adds a dim, an op read by a convolution; a graph typed in part is bound", () => {
+    fc.assert(
+      fc.property(arbEdgeCase, (graph) => {
+        // some values typed already (an ONNX model's value_info): the fused graph has every type
+        const bound = bindSync(graph)
+        const partial = { ...graph, valueTypes: new Map([...bound.valueTypes].filter((_, k) => k % 2 === 0)) }
+        for (const g of [fuseOpsSync(partial).graph, singletonGroups(partial).graph])
+          for (const n of g.nodes) for (const o of n.outputs) if (o !== "") expect(g.valueTypes.get(o), o).toEqual(bound.valueTypes.get(o))
+        const f = fuseOpsSync(graph)
+        checkPartition(f)
+        checkBookkeeping(f)
+        checkFusionRules(f)
+        checkMaximal(f)
+        checkOrder(f)
+        checkBookkeeping(singletonGroups(graph), true)
+      }),
+      lawParams(40),
+    )
+  })
+
+  it("the default limit is 256 nodes a group: a chain of 300 Relus makes groups of 256 and 44", () => {
+    const nodes = Array.from({ length: 300 }, (_, k) => node("Relu", [k ? `r${k - 1}` : "x"], [`r${k}`], {}, `relu${k}`))
+    const graph = makeGraph({ opset: 13, inputs: [{ name: "x", type: { dtype: "float32", shape: [2] } }], outputs: [{ name: "r299", type: { dtype: "float32", shape: [2] } }], nodes })
+    expect(fuseOpsSync(graph).groups.map((g) => g.nodes.length).sort((a, b) => b - a)).toEqual([256, 44])
+  })
+
+  it("the pass: fusion when it runs, a group per node when disabled by its name", () => {
+    fc.assert(
+      fc.property(arbGraphCase({ maxNodes: 10 }), ({ graph }) => {
+        const bound = bindSync(graph)
+        expect(Effect.runSync(runPass(fuseOps, bound)).groups).toEqual(fuseOpsSync(bound).groups)
+        expect(Effect.runSync(runPass(fuseOps, bound).pipe(withPassConfig({ disabled: new Set(["rewrite.FuseOps"]) }))).groups).toEqual(singletonGroups(bound).groups)
+      }),
+      lawParams(20),
+    )
+  })
+
+  it("injective ops fuse after the convolution-like anchors took their epilogues; an elementwise operand of the epilogue joins the anchor's group", () => {
+    fc.assert(
+      fc.property(arbDeferredCase, ({ graph, groups }) => {
+        const got = fuseOpsSync(graph).groups.map((g) => [...g.nodes].sort())
+        expect(got.sort()).toEqual(groups.map((g) => [...g].sort()).sort())
+      }),
+      lawParams(40),
+    )
+  })
+
   it("groups say what their nodes are; one anchor each; injective ops only before a convolution-like anchor, nothing after a reduction; connected; maximal; in order", () => {
     fc.assert(
       fc.property(arbGraphCase({ maxNodes: 16, modelShare: 0.5 }), ({ graph }) => {

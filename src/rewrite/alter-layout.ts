@@ -37,11 +37,11 @@ const transformNode = (ctx: { fresh: (b: string) => string }, input: string, out
   attrs: { src_layout: attr.str(layoutName(src)), dst_layout: attr.str(layoutName(dst)) },
 })
 
-/** A node that is a LayoutTransform, with its source and destination blocks. */
-const asTransform = (n: Node | undefined): { src: number; dst: number } | undefined => {
+/** A node that is a LayoutTransform: its source and destination blocks (one of them 0: NCHW), its input. */
+const asTransform = (n: Node | undefined): { src: number; dst: number; input: string } | undefined => {
   if (!n || n.op !== "LayoutTransform" || n.domain !== TESSERA_DOMAIN) return undefined
   const a = resolveNode(n).attrs as { src_layout: string; dst_layout: string }
-  return { src: blockOf(a.src_layout), dst: blockOf(a.dst_layout) }
+  return { src: blockOf(a.src_layout), dst: blockOf(a.dst_layout), input: n.inputs[0] }
 }
 
 /** Conv (2-D, constant weights, group 1 or depthwise) → transforms around ConvNCHWc. */
@@ -51,15 +51,17 @@ const convToBlocked = (target: LayoutTarget): Rule => ({
     if (n.op !== "Conv" || n.domain !== "") return undefined
     const x = ctx.type(n.inputs[0])
     const w = ctx.constant(n.inputs[1])
-    if (!x || !w || x.shape.length !== 4 || w.shape.length !== 4 || !x.shape.every((d) => typeof d === "number")) return undefined
+    // (a bound Conv's weight has the input's rank and C / group channels a filter)
+    if (!x || !w || x.shape.length !== 4 || !x.shape.every((d) => typeof d === "number")) return undefined
     if (x.dtype !== "float32") return undefined
     const a = resolveNode(n).attrs as { group: number }
     const C = x.shape[1] as number
     const O = w.shape[0]
-    const depthwise = a.group === C && O === C && w.shape[1] === 1
+    const depthwise = a.group === C && O === C
     if (a.group !== 1 && !depthwise) return undefined
     const ib = chooseBlock(C, target.vectorLanes)
-    const ob = depthwise ? ib : chooseBlock(O, target.vectorLanes)
+    // (a depthwise conv has as many filters as channels: one block in and out)
+    const ob = chooseBlock(O, target.vectorLanes)
     if (ib === 1 && ob === 1) return undefined
     const wName = ctx.fresh(`${n.inputs[1]}_OIHW${depthwise ? 1 : ib}i${ob}o`)
     const packed = depthwise ? packKernel(w, 1, ob) : packKernel(w, ib, ob)
@@ -97,10 +99,11 @@ const denseToPacked = (target: LayoutTarget): Rule => ({
     if (a.transA || a.transB || a.alpha !== 1 || (a.beta !== 1 && n.inputs[2])) return undefined
     const x = ctx.type(n.inputs[0])
     const w = ctx.constant(n.inputs[1])
-    if (!x || !w || x.dtype !== "float32" || w.dtype !== "float32" || x.shape.length !== 2 || w.shape.length !== 2) return undefined
-    const [M, K] = x.shape
-    const [K2, N] = w.shape
-    if (typeof M !== "number" || M > DENSE_PACK_MAX_ROWS || K !== K2 || N < 2 * target.vectorLanes) return undefined
+    if (!x || !w || x.dtype !== "float32") return undefined
+    // (A [M, K] and B [K, N]: neither is transposed)
+    const M = x.shape[0]
+    const N = w.shape[1]
+    if (typeof M !== "number" || M > DENSE_PACK_MAX_ROWS || N < 2 * target.vectorLanes) return undefined
     const wName = ctx.fresh(`${n.inputs[1]}_NK${target.vectorLanes}n`)
     const y = ctx.fresh(`${n.outputs[0]}_packed`)
     return {
@@ -117,11 +120,11 @@ export const cancelTransforms: Rule = {
   apply: (n, ctx) => {
     const outer = asTransform(n)
     if (!outer) return undefined
-    const p = ctx.producer(n.inputs[0])
-    const inner = asTransform(p)
-    if (!inner || !p || inner.src !== outer.dst || inner.dst !== outer.src) return undefined
+    // (the outer transform reads the inner one's output, so inner.dst is outer.src)
+    const inner = asTransform(ctx.producer(n.inputs[0]))
+    if (!inner || inner.src !== outer.dst) return undefined
     // (a graph output keeps its name: the rule engine writes it with an Identity)
-    return { nodes: [], outputs: [p.inputs[0]] }
+    return { nodes: [], outputs: [inner.input] }
   },
 }
 
@@ -131,17 +134,15 @@ const UNARY = new Set(["Relu", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "H
 
 /** The blocked block of a value that is LayoutTransform(b→NCHW)(y): y and b. */
 const fromBlocked = (v: string, ctx: RuleCtx): { y: string; b: number } | undefined => {
-  const p = ctx.producer(v)
-  const t = asTransform(p)
-  return p && t && t.src > 0 && t.dst === 0 ? { y: p.inputs[0], b: t.src } : undefined
+  const t = asTransform(ctx.producer(v))
+  return t && t.dst === 0 ? { y: t.input, b: t.src } : undefined
 }
 
-/** U(unblock(y)) → unblock(U(y)) for elementwise U (Clip with constant bounds too). */
+/** U(unblock(y)) → unblock(U(y)) for elementwise U (Clip too: its bounds are scalars, which broadcast alike in either layout). */
 const unaryThroughLayout: Rule = {
   name: "elementwise-through-layout",
   apply: (n, ctx) => {
     if (n.domain !== "" || !(UNARY.has(n.op) || n.op === "Clip")) return undefined
-    if (n.op === "Clip" && n.inputs.slice(1).some((i) => i !== "" && !ctx.constant(i))) return undefined
     const src = fromBlocked(n.inputs[0], ctx)
     if (!src) return undefined
     const yb = ctx.fresh(`${n.outputs[0]}_${layoutName(src.b)}`)
@@ -155,37 +156,38 @@ const unaryThroughLayout: Rule = {
 
 /** A per-channel or scalar constant for an NCHW value, re-laid for NCHW{b}c (undefined if it is neither). */
 const relayConstant = (c: Tensor, channels: number, b: number): Tensor | undefined => {
-  const n = sizeOf(c.shape)
-  if (n === 1) return tensor(c.dtype, [1], c.data.slice(0, 1))
-  const perChannel =
-    (c.shape.length === 3 && c.shape[0] === channels && c.shape[1] === 1 && c.shape[2] === 1) ||
-    (c.shape.length === 4 && c.shape[0] === 1 && c.shape[1] === channels && c.shape[2] === 1 && c.shape[3] === 1)
-  if (!perChannel) return undefined
-  const packed = packNCHWc(tensor(c.dtype, [1, channels, 1, 1], c.data), b)
-  return packed
+  // (one element broadcasts alike in either layout: the caller has ruled out one that adds a dim)
+  if (sizeOf(c.shape) === 1) return c
+  // more than one element, all along C: [C, 1, 1] or [1, C, 1, 1] (it broadcasts against the C
+  // channels of a 4-D value)
+  const [n, , h, w] = [1, 1, 1, 1, ...c.shape].slice(-4)
+  if (n !== 1 || h !== 1 || w !== 1) return undefined
+  return packNCHWc(tensor(c.dtype, [1, channels, 1, 1], c.data), b)
 }
 
-/** Add/Sub/Mul/Div of unblock(a) and unblock(b) (same block), or of unblock(a) and a per-channel constant. */
+/**
+ * Add/Sub/Mul/Div of unblock(a) and unblock(b) (same block: they broadcast over N, H and W in the
+ * blocked layout as in NCHW, a squeeze-excite's [N, C, 1, 1] too), or of unblock(a) and a
+ * per-channel constant.
+ */
 const binaryThroughLayout: Rule = {
   name: "broadcast-through-layout",
   apply: (n, ctx) => {
-    if (n.domain !== "" || !["Add", "Sub", "Mul", "Div"].includes(n.op) || n.inputs.length !== 2) return undefined
+    if (n.domain !== "" || !["Add", "Sub", "Mul", "Div"].includes(n.op)) return undefined
     const [l, r] = n.inputs
     const lb = fromBlocked(l, ctx)
     const rb = fromBlocked(r, ctx)
     const yb = ctx.fresh(`${n.outputs[0]}_blocked`)
     const y = ctx.fresh(`${n.outputs[0]}_nchw`)
-    const out = ctx.type(n.outputs[0])
-    if (!out || out.shape.length !== 4) return undefined
+    // (an unblocked operand is 4-D: the output is too where it has the operand's shape, as the
+    // constant case checks; two unblocked operands give a 4-D output)
+    const out = ctx.type(n.outputs[0])!
     if (lb && rb && lb.b === rb.b) {
-      const lt = ctx.type(l)
-      const rt = ctx.type(r)
-      if (!lt || !rt || !lt.shape.every((d, i) => d === rt.shape[i])) return undefined
       return { nodes: [{ ...n, inputs: [lb.y, rb.y], outputs: [yb] }, transformNode(ctx, yb, y, lb.b, 0)], outputs: [y] }
     }
-    const side = lb ? 0 : rb ? 1 : -1
-    if (side < 0) return undefined
-    const blk = (side === 0 ? lb : rb)!
+    const blk = lb ?? rb
+    if (!blk) return undefined
+    const side = lb ? 0 : 1
     const c = ctx.constant(n.inputs[1 - side])
     const xt = ctx.type(n.inputs[side])
     if (!c || !xt || !xt.shape.every((d, i) => d === out.shape[i])) return undefined
@@ -213,16 +215,14 @@ const poolThroughLayout: Rule = {
     if (n.domain !== "" || (n.op !== "MaxPool" && n.op !== "AveragePool" && !global)) return undefined
     if (n.outputs.length > 1 && n.outputs[1] !== "") return undefined
     const src = fromBlocked(n.inputs[0], ctx)
-    const x = ctx.type(n.inputs[0])
-    if (!src || !x || x.shape.length !== 4) return undefined
-    const [h, w] = x.shape.slice(2)
-    if (global && (typeof h !== "number" || typeof w !== "number")) return undefined
-    const a = resolveNode(n).attrs as { storage_order?: number }
-    if (a.storage_order) return undefined
+    if (!src) return undefined
+    // (an unblocked value is [N, C, H, W] of static dims: only convs of a static input are blocked;
+    // storage_order only orders the Indices, which are not asked for)
+    const [h, w] = ctx.type(n.inputs[0])!.shape.slice(2) as number[]
     const yb = ctx.fresh(`${n.outputs[0]}_${layoutName(src.b)}`)
     const y = ctx.fresh(`${n.outputs[0]}_nchw`)
     const { storage_order: _, ...plain } = n.attrs
-    const rest = global ? { kernel_shape: attr.ints([h as number, w as number]) } : plain
+    const rest = global ? { kernel_shape: attr.ints([h, w]) } : plain
     const pool = global ? (n.op === "GlobalAveragePool" ? "AveragePool" : "MaxPool") : n.op
     return {
       nodes: [

@@ -25,7 +25,8 @@ export const KIND_RANK: { readonly [K in PatternKind]: number } = {
   opaque: 8,
 }
 const KINDS = Object.keys(KIND_RANK) as PatternKind[]
-const kindOf = (rank: number): PatternKind => KINDS.find((k) => KIND_RANK[k] === rank) ?? "opaque"
+// (a group's rank is one of its nodes' ranks: one of the table's)
+const kindOf = (rank: number): PatternKind => KINDS.find((k) => KIND_RANK[k] === rank)!
 const combine = (a: number, b: number) => Math.max(a, b)
 
 export interface FusedGroup {
@@ -88,7 +89,7 @@ export const fuseOpsSync = (graph0: Graph, options: FuseOptions = defaultFuseOpt
   nodes.forEach((n, k) => {
     const seen = new Set<number>()
     for (const i of n.inputs) {
-      const p = i === "" ? undefined : producer.get(i)
+      const p = producer.get(i) // (never "": no output is named so)
       if (p === undefined || seen.has(p)) continue
       seen.add(p)
       let r = rank[k]
@@ -164,30 +165,27 @@ export const fuseOpsSync = (graph0: Graph, options: FuseOptions = defaultFuseOpt
     if (a === b) return
     uf[a] = b
     gSize[b] += gSize[a]
-    // the anchor is the heaviest op: out-elementwise-fusable or reduction wins
-    if (rank[gAnchor[a]] > rank[gAnchor[b]] && rank[gAnchor[a]] !== KIND_RANK.opaque) gAnchor[b] = gAnchor[a]
+    // the anchor is the heaviest op: out-elementwise-fusable or reduction wins (an opaque op never
+    // merges: no rule below lets a path or sink group be opaque)
+    if (rank[gAnchor[a]] > rank[gAnchor[b]]) gAnchor[b] = gAnchor[a]
     gRank[b] = combine(gRank[a], gRank[b])
   }
 
-  // every node strictly between src and sink (sink included), following forward edges
-  const pathNodes = (src: number, sink: number): number[] | undefined => {
-    const out: number[] = []
-    const visited = new Set<number>()
-    const visit = (k: number): boolean => {
-      if (visited.has(k)) return true
-      visited.add(k)
-      out.push(k)
-      if (k === sink) return true
-      if (externRef[k] || outEdges[k].length === 0) return false // escapes before the sink
-      for (const e of outEdges[k]) if (e.to > sink || !visit(e.to)) return false
-      return true
+  // every node strictly between src and sink (sink included), following forward edges. The sink
+  // is src's post-dominator, so no path from src ends, writes a graph output (a root of the tree)
+  // or passes the sink before it meets the sink: following the edges up to it stays on the way.
+  const pathNodes = (src: number, sink: number): number[] => {
+    const out = new Set<number>()
+    const visit = (k: number): void => {
+      if (out.has(k)) return
+      out.add(k)
+      if (k !== sink) for (const e of outEdges[k]) visit(e.to)
     }
-    for (const e of outEdges[src]) if (!visit(e.to)) return undefined
-    return out
+    for (const e of outEdges[src]) visit(e.to)
+    return [...out]
   }
   const checkPath = (src: number, sink: number, cond: (r: number, isSink: boolean) => boolean): number[] | undefined => {
     const path = pathNodes(src, sink)
-    if (!path) return undefined
     for (const k of path) if (!cond(gRank[find(k)], k === sink)) return undefined
     const groups = new Set([find(src), ...path.map(find)])
     let size = 0
@@ -210,7 +208,6 @@ export const fuseOpsSync = (graph0: Graph, options: FuseOptions = defaultFuseOpt
     for (let k = 0; k < N; k++) {
       const g = find(k)
       const gr = gRank[g]
-      if (gr === KIND_RANK.opaque) continue
       const p = parent[k]
       if (p < 0) continue
       if (find(p) === g) continue
@@ -246,7 +243,8 @@ export const fuseOpsSync = (graph0: Graph, options: FuseOptions = defaultFuseOpt
   for (let k = 0; k < N; k++) for (const e of outEdges[k]) if (groupOf.get(e.to) !== groupOf.get(k)) deps.get(groupOf.get(e.to)!)!.add(groupOf.get(k)!)
   const order: number[] = []
   const done = new Set<number>()
-  const pending = [...roots].sort((a, b) => members.get(a)![0] - members.get(b)![0])
+  // (ties by first node: members has the groups in the order of their first nodes)
+  const pending = [...roots]
   while (pending.length) {
     const i = pending.findIndex((r) => [...deps.get(r)!].every((d) => done.has(d)))
     if (i < 0) throw new VerifyError({ pass: "rewrite.FuseOps", where: "groups", reason: "fused groups form a cycle (non-convex group)" })
@@ -264,7 +262,7 @@ export const fuseOpsSync = (graph0: Graph, options: FuseOptions = defaultFuseOpt
     const outputs: string[] = []
     for (const m of ms)
       for (const o of nodes[m].outputs) {
-        if (o === "") continue
+        // ("" is neither a graph output nor anyone's read)
         const usedOutside = graphOutputs.has(o) || outEdges[m].some((e) => groupOf.get(e.to) !== r && reads[e.to].includes(o))
         if (usedOutside) outputs.push(o)
       }
