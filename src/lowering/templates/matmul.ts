@@ -88,7 +88,7 @@ export const matmulTemplate: Template = {
     const rows = Array.from({ length: Math.min(MAX_ROWS, rc.rows) }, (_, k) => k + 1)
     return [
       { kind: "split", name: "tile_rows", extent: rc.rows, candidates: rows },
-      // the divisors, and every multiple of 4 lanes (a last tile narrower, run as a tail loop)
+      // the divisors, and every multiple of 4 (whole vectors at 4, 8 or 16 lanes; a last tile narrower runs as a tail loop)
       { kind: "split", name: "tile_cols", extent: rc.cols, candidates: colCandidates(rc.cols) },
       { kind: "choice", name: "cols_outer", candidates: [true, false] },
       { kind: "choice", name: "vectorize", candidates: [true, false] },
