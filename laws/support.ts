@@ -1,8 +1,15 @@
-// Shared helpers of the laws: evaluation and the ONNX-style closeness check.
+// Shared helpers of the laws: evaluation, the ONNX-style closeness check, small integer inputs
+// and "a schedule computes what its TE says".
 import * as fc from "fast-check"
+import { prng } from "../src/ast/graph/arbitrary.js"
 import { runGraph } from "../src/ast/graph/evaluate.js"
 import type { Graph } from "../src/ast/graph/graph.js"
-import type { Tensor } from "../src/ast/graph/tensor.js"
+import { fromArray, sizeOf, type Tensor } from "../src/ast/graph/tensor.js"
+import type { Schedule } from "../src/ast/schedule/schedule.js"
+import { evaluateTE } from "../src/ast/te/evaluate.js"
+import type { Placeholder, TeTensor } from "../src/ast/te/tensor.js"
+import { evaluatePrimFunc } from "../src/ast/tir/evaluate.js"
+import { lowerSync } from "../src/lowering/lower.js"
 
 /** Fixed seeds in CI (override with TESSERA_LAW_SEED to explore). */
 export const LAW_SEED = Number(process.env.TESSERA_LAW_SEED ?? 20261123)
@@ -24,4 +31,17 @@ export const assertAllClose = (got: readonly Tensor[], want: readonly Tensor[], 
       if (!(Math.abs(a - b) <= atol + rtol * Math.abs(b))) throw new Error(`output ${k}[${i}]: ${a}, expected ${b}`)
     }
   })
+}
+
+/** Each placeholder filled with seeded integers in [-4, 4] (sums of them are exact in float32). */
+export const smallIntInputs = (seed: number, ps: readonly Placeholder[]): Map<string, Tensor> => {
+  const rng = prng(seed)
+  return new Map(ps.map((p) => [p.name, fromArray(p.dtype, p.shape, Array.from({ length: sizeOf(p.shape) }, () => rng.int(-4, 4)))]))
+}
+
+/** The schedule, lowered and run by the TIR evaluator, computes what the TE says of `outputs`. */
+export const assertLowersToTE = (s: Schedule, inputs: ReadonlyMap<string, Tensor>, tol = 0, outputs: readonly TeTensor[] = s.outputs): void => {
+  const want = evaluateTE(outputs, inputs)
+  const got = evaluatePrimFunc(lowerSync(s), inputs)
+  assertAllClose(outputs.map((o) => got.get(o.name)!), want, tol, tol)
 }

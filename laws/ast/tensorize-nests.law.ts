@@ -15,32 +15,13 @@
 //   else), select, or a second read of an operand at another index — no match, with a reason.
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
-import { prng } from "../../src/ast/graph/arbitrary.js"
-import { fromArray, sizeOf, type Tensor } from "../../src/ast/graph/tensor.js"
 import * as S from "../../src/ast/schedule/schedule.js"
 import { matchIntrinsic, matchIntrinsicRegions } from "../../src/ast/schedule/tensorize-match.js"
 import { evalExpr } from "../../src/ast/te/eval-expr.js"
-import { evaluateTE } from "../../src/ast/te/evaluate.js"
-import { add, c, mul, type Expr } from "../../src/ast/te/expr.js"
+import { add, c, f32, mul, type Expr } from "../../src/ast/te/expr.js"
 import { gemmMicroKernel, type TensorIntrinsic } from "../../src/ast/te/intrinsic.js"
-import { at, compute, placeholder, reduceAxis, sum, type ComputeTensor, type Placeholder } from "../../src/ast/te/tensor.js"
-import { evaluatePrimFunc } from "../../src/ast/tir/evaluate.js"
-import { lowerSync } from "../../src/lowering/lower.js"
-import { assertAllClose, lawParams } from "../support.js"
-
-const f = (x: number): Expr => ({ kind: "const", value: x, dtype: "float32" })
-
-const inputsOf = (seed: number, ps: readonly Placeholder[]): Map<string, Tensor> => {
-  const rng = prng(seed)
-  return new Map(ps.map((p) => [p.name, fromArray(p.dtype, p.shape, Array.from({ length: sizeOf(p.shape) }, () => rng.int(-4, 4)))]))
-}
-
-/** The tensorized schedule computes what the TE says (small integers: exact). */
-const assertComputes = (s: S.Schedule, outputs: readonly ComputeTensor[], inputs: ReadonlyMap<string, Tensor>) => {
-  const want = evaluateTE(outputs, inputs)
-  const got = evaluatePrimFunc(lowerSync(s), inputs)
-  assertAllClose(outputs.map((o) => got.get(o.name)!), want, 0, 0)
-}
+import { at, compute, placeholder, reduceAxis, sum, type Placeholder } from "../../src/ast/te/tensor.js"
+import { assertLowersToTE, lawParams, smallIntInputs } from "../support.js"
 
 /** A store intrinsic over m×n: t[x, y] = body(a[x, y] or a[y, x], b[y]). */
 const storeIntrinsic = (name: string, inputs: readonly Placeholder[], body: (x: Expr, y: Expr) => Expr, shape: readonly number[]): TensorIntrinsic => ({
@@ -69,7 +50,7 @@ describe("tensorize: nests that match compute what the TE says", () => {
         let s = S.reorder(sk.schedule, "C", [fb.fused, sj.outer, sk.outer, si.inner, sj.inner, sk.inner])
         if (twice) s = S.fuse(s, "C", fb.fused, sj.outer).schedule
         s = S.tensorize(s, "C", si.inner, gemmMicroKernel(m, n, k))
-        assertComputes(s, [C], inputsOf(seed, [A, B]))
+        assertLowersToTE(s, smallIntInputs(seed, [A, B]), 0, [C])
       }),
       lawParams(40),
     )
@@ -86,7 +67,7 @@ describe("tensorize: nests that match compute what the TE says", () => {
         const sj = S.split(si.schedule, "C", "C.j", { factor: n })
         const sk = S.split(sj.schedule, "C", "r", { factor: k })
         const s = S.tensorize(S.reorder(sk.schedule, "C", [si.outer, sj.outer, sk.outer, si.inner, sj.inner, sk.inner]), "C", si.inner, gemmMicroKernel(m, n, k))
-        assertComputes(s, [C], inputsOf(seed, [A, B]))
+        assertLowersToTE(s, smallIntInputs(seed, [A, B]), 0, [C])
       }),
       lawParams(40),
     )
@@ -97,18 +78,18 @@ describe("tensorize: nests that match compute what the TE says", () => {
       fc.property(dims, fc.nat(), ({ m, n, ri, rj }, seed) => {
         // E[i, j] = A[j, i] · 2 over (n·ri)×(m·rj), tiles of n×m
         const A = placeholder("A", [m * rj, n * ri])
-        const E = compute("E", [n * ri, m * rj], (i, j) => mul(at(A, j, i), f(2)))
+        const E = compute("E", [n * ri, m * rj], (i, j) => mul(at(A, j, i), f32(2)))
         const si = S.split(S.createSchedule([E]), "E", "E.i", { factor: n })
         const sj = S.split(si.schedule, "E", "E.j", { factor: m })
         const a = placeholder("a", [m, n])
-        const readStraight = storeIntrinsic("read_straight", [a], (x, y) => mul(at(a, x, y), f(2)), [m, n])
+        const readStraight = storeIntrinsic("read_straight", [a], (x, y) => mul(at(a, x, y), f32(2)), [m, n])
         const transposed = S.reorder(sj.schedule, "E", [sj.outer, si.outer, sj.inner, si.inner])
         const why = matchIntrinsic(transposed.stages.get("E")!, sj.inner, readStraight)
         expect(why).toMatch(/output dim/)
         expect(() => S.tensorize(transposed, "E", sj.inner, readStraight)).toThrow(/does not match/)
-        const readSwapped = storeIntrinsic("read_swapped", [a], (x, y) => mul(at(a, y, x), f(2)), [n, m])
+        const readSwapped = storeIntrinsic("read_swapped", [a], (x, y) => mul(at(a, y, x), f32(2)), [n, m])
         const s = S.tensorize(S.reorder(sj.schedule, "E", [si.outer, sj.outer, si.inner, sj.inner]), "E", si.inner, readSwapped)
-        assertComputes(s, [E], inputsOf(seed, [A]))
+        assertLowersToTE(s, smallIntInputs(seed, [A]), 0, [E])
       }),
       lawParams(30),
     )
@@ -147,10 +128,10 @@ describe("tensorize: nests that do not match", () => {
     fc.assert(
       fc.property(dims, ({ m, n, ri, rj }) => {
         const A = placeholder("A", [m * ri, n * rj])
-        const E = compute("E", [m * ri, n * rj], (i, j) => mul(at(A, i, j), f(3)))
+        const E = compute("E", [m * ri, n * rj], (i, j) => mul(at(A, i, j), f32(3)))
         const a = placeholder("a", [m, n])
         const unread = placeholder("z", [m, n])
-        const intrin = storeIntrinsic("scale", [a, unread], (x, y) => mul(at(a, x, y), f(3)), [m, n])
+        const intrin = storeIntrinsic("scale", [a, unread], (x, y) => mul(at(a, x, y), f32(3)), [m, n])
         const t = S.tile(S.createSchedule([E]), "E", "E.i", "E.j", m, n)
         expect(matchIntrinsic(t.schedule.stages.get("E")!, t.xi, intrin)).toMatch(/not read/)
         // (without the unread input it matches)
@@ -167,13 +148,13 @@ describe("tensorize: an operand is one region", () => {
       fc.property(fc.integer({ min: 1, max: 4 }), fc.integer({ min: 1, max: 3 }), fc.nat(2), fc.nat(2), fc.nat(), (m, reps, p, q, seed) => {
         // E[i] = A[i + p] + 2·A[i + q], split into tiles of m
         const A = placeholder("A", [m * reps + 2])
-        const E = compute("E", [m * reps], (i) => add(at(A, add(i, c(p))), mul(at(A, add(i, c(q))), f(2))))
+        const E = compute("E", [m * reps], (i) => add(at(A, add(i, c(p))), mul(at(A, add(i, c(q))), f32(2))))
         const sp = S.split(S.createSchedule([E]), "E", "E.i", { factor: m })
         const st = sp.schedule.stages.get("E")!
         const a = placeholder("a", [m])
         const b = placeholder("b", [m])
-        const two = storeIntrinsic("two", [a, b], (x) => add(at(a, x), mul(at(b, x), f(2))), [m])
-        const one = storeIntrinsic("one", [a], (x) => add(at(a, x), mul(at(a, x), f(2))), [m])
+        const two = storeIntrinsic("two", [a, b], (x) => add(at(a, x), mul(at(b, x), f32(2))), [m])
+        const one = storeIntrinsic("one", [a], (x) => add(at(a, x), mul(at(a, x), f32(2))), [m])
         const regions = matchIntrinsicRegions(st, sp.inner, two)
         if (typeof regions === "string") throw new Error(regions)
         for (let io = 0; io < reps; io++) {
@@ -181,8 +162,8 @@ describe("tensorize: an operand is one region", () => {
           expect([regions.inputs[0].tensor, regions.inputs[1].tensor]).toEqual(["A", "A"])
           expect([base(0), base(1)]).toEqual([[io * m + p], [io * m + q]])
         }
-        assertComputes(S.tensorize(sp.schedule, "E", sp.inner, two), [E], inputsOf(seed, [A]))
-        if (p === q) assertComputes(S.tensorize(sp.schedule, "E", sp.inner, one), [E], inputsOf(seed, [A]))
+        assertLowersToTE(S.tensorize(sp.schedule, "E", sp.inner, two), smallIntInputs(seed, [A]), 0, [E])
+        if (p === q) assertLowersToTE(S.tensorize(sp.schedule, "E", sp.inner, one), smallIntInputs(seed, [A]), 0, [E])
         else expect(() => S.tensorize(sp.schedule, "E", sp.inner, one)).toThrow(/does not match: a would be A at both/)
       }),
       lawParams(40),
@@ -197,8 +178,8 @@ describe("tensorize: a change after every operand was read", () => {
   it("another constant, operator, call, call argument, cast, kind of node, select or index of a second read does not match, with a reason", () => {
     fc.assert(
       fc.property(fc.integer({ min: 1, max: 3 }), fc.integer({ min: 1, max: 3 }), fc.constantFrom(...FORMS), fc.integer({ min: 1, max: 5 }), (m, n, form, k) => {
-        const x = f(k)
-        const y = f(k + 1)
+        const x = f32(k)
+        const y = f32(k + 1)
         const bin = (op: "add" | "sub", l: Expr, r: Expr): Expr => ({ kind: "bin", op, a: l, b: r, dtype: "float32" })
         const castVia = (e: Expr, via: "float64" | "int32"): Expr => ({ kind: "cast", value: { kind: "cast", value: e, dtype: via }, dtype: "float32" })
         const sel = (i: Expr, bound: number): Expr => ({ kind: "select", cond: { kind: "bin", op: "lt", a: i, b: c(bound), dtype: "bool" }, t: x, f: y, dtype: "float32" })
