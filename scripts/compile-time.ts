@@ -1,12 +1,22 @@
-// npm run compile-time — how long Tessera takes to compile the zoo's ResNet-18 and MobileNetV2 for
-// the c target (opt level 3, 16 vector lanes, 1 core), the C compiler excluded: medians of a few
-// runs per stage (bind, graph passes, fusion, memory plan, lowering split into TE / schedule /
-// lower / TIR passes, C emission), the slowest groups' lowering, and a hash of the emitted C (so a
-// speed-up can be checked to leave the output byte-identical). Goal (issue 5): ResNet-18 < 2 s.
-// Usage: node dist/scripts/compile-time.js [model ...] [--runs N]
+// npm run compile-time — how long Tessera takes to compile the zoo's ResNet-18 and MobileNetV2 (or
+// other zoo names, or .onnx files) for the c target (opt level 3, 16 vector lanes, 1 core): medians
+// of a few runs per stage (decode for a file, bind, graph passes, fusion, memory plan, lowering split
+// into TE / schedule / lower / TIR passes, C emission), the slowest groups' lowering, and hashes of
+// the emitted C — the artifact's files, and the single unit the tuner builds — so a speed-up can be
+// checked to leave the output byte-identical. Goals: ResNet-18 < 2 s (issue 5); ResNet-50 ≤ 2 s.
+// With --gcc, the artifact's units are then built as the c device builds them, into a fresh cache
+// (cold: every object compiled, in parallel), then again after one kernel's unit changed (one
+// object compiled, one link): wall seconds, and the compilers' CPU seconds (user + sys).
+// Usage: node dist/scripts/compile-time.js [model | file.onnx ...] [--runs N] [--gcc]
 import { Effect } from "effect"
 import { createHash } from "node:crypto"
+import { mkdtempSync, readFileSync, rmSync } from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
 import { performance } from "node:perf_hooks"
+import type { Graph } from "../src/ast/graph/graph.js"
+import { buildCUnits, defaultCBuildConfig, type CUnits } from "../src/device/c/build.js"
+import { readModelSync } from "../src/device/files.js"
 import { bindSync } from "../src/ast/graph/infer.js"
 import { baseSchedule, buildGroupTE, isGroupFallbackError, type GroupTE } from "../src/lowering/lower-group.js"
 import { lowerSync } from "../src/lowering/lower.js"
@@ -17,7 +27,7 @@ import type { PassInstrument } from "../src/rewrite/pass.js"
 import { emitC } from "../src/emit/c/emit.js"
 import { makeTarget } from "../src/ast/target.js"
 import { cpuGraphPasses } from "../src/backend/cpu.js"
-import { artifactText, kernelsAlias } from "../src/lowering/program.js"
+import { artifactText, kernelsAlias, type Artifact } from "../src/lowering/program.js"
 import { compileGraph, emitArtifact } from "../src/pipeline.js"
 import { fuseOpsSync, planMemory } from "../src/rewrite/index.js"
 import type { PrimFunc } from "../src/ast/tir/tir.js"
@@ -26,6 +36,7 @@ import { zooGraph } from "../src/zoo/index.js"
 const args = process.argv.slice(2)
 const runsAt = args.indexOf("--runs")
 const RUNS = runsAt >= 0 ? Number(args[runsAt + 1]) : 5
+const GCC = args.includes("--gcc")
 const named = args.filter((a, k) => !a.startsWith("--") && (runsAt < 0 || k !== runsAt + 1))
 const MODELS = named.length ? named : ["resnet18", "mobilenetv2"]
 const C_TARGET = makeTarget("c", { vectorLanes: 16, cores: 1 })
@@ -41,7 +52,30 @@ const time = <A>(f: () => A): [A, number] => {
   return [a, performance.now() - t0]
 }
 
-const STAGES = ["bind", "graph passes", "fusion", "memory plan", "lower: TE", "lower: schedule", "lower: lowerSync", "lower: TIR passes", "emit C"] as const
+/** A zoo network by name, or an ONNX file decoded (the time it took: the decode stage). */
+const load = (model: string): [Graph, number] => (model.endsWith(".onnx") ? time(() => readModelSync(model)) : [zooGraph(model, 0), 0])
+
+/** The emitted code's files (every file of the artifact) as one hash. */
+const filesHash = (files: ReadonlyMap<string, string | Uint8Array>) => {
+  const h = createHash("sha256")
+  for (const [name, text] of files) h.update(name).update("\0").update(text).update("\0")
+  return h.digest("hex").slice(0, 16)
+}
+
+/** The artifact's units as the c device reads them (its manifest's prelude and units). */
+const unitsOf = (a: Artifact): CUnits => {
+  const m = a.manifest as { prelude: string; units: { file: string }[] }
+  return { prelude: { file: m.prelude, source: artifactText(a, m.prelude)! }, units: m.units.map((u) => ({ file: u.file, source: artifactText(a, u.file)! })) }
+}
+
+/** CPU seconds (user + sys) of this process's waited-for children so far (Linux: /proc/self/stat's cutime + cstime). */
+const childCpuSeconds = (): number => {
+  const fields = readFileSync("/proc/self/stat", "utf8").replace(/^.*\) /, "").split(" ")
+  // after "pid (comm) ": state is field 3, so cutime (16) and cstime (17) are at 13 and 14 here
+  return (Number(fields[13]) + Number(fields[14])) / 100
+}
+
+const STAGES = ["decode", "bind", "graph passes", "fusion", "memory plan", "lower: TE", "lower: schedule", "lower: lowerSync", "lower: TIR passes", "emit C"] as const
 type StageName = (typeof STAGES)[number]
 
 const TIR = cpuTirPipeline()
@@ -62,7 +96,8 @@ const tirClock = (ms: Map<string, number>): PassInstrument => {
 const byStages = (model: string) => {
   const ms = new Map<StageName, number>(STAGES.map((s) => [s, 0]))
   const add = (s: StageName, t: number) => ms.set(s, ms.get(s)! + t)
-  const graph = zooGraph(model, 0)
+  const [graph, tDecode] = load(model)
+  add("decode", tDecode)
   const [bound, tBind] = time(() => bindSync(graph, new Map(), { requireStatic: true }))
   add("bind", tBind)
   const passes = cpuGraphPasses(C_TARGET)
@@ -104,22 +139,27 @@ for (const model of MODELS) {
   // a pass that runs twice (Simplify) sums both runs
   const tirRuns = new Map<string, number[]>()
   let hash = ""
+  let singleHash = ""
   let kernels = 0
+  let artifact: Artifact | undefined
   for (let r = 0; r < RUNS; r++) {
-    // end to end, exactly the pipeline's entry points
-    const graph = zooGraph(model, 0)
+    // end to end, exactly the pipeline's entry points (a file's decode included)
     const t0 = performance.now()
+    const [graph] = load(model)
     const program = Effect.runSync(compileGraph(graph, C_TARGET, OPTIONS))
-    const source = artifactText(Effect.runSync(emitArtifact(program, C_TARGET)), "tessera_kernels.c")!
+    artifact = Effect.runSync(emitArtifact(program, C_TARGET))
     totals.push(performance.now() - t0)
-    hash = sha(source)
+    hash = filesHash(artifact.files)
     kernels = program.kernels.filter((k) => k.kind === "compiled").length
-    // by stages (the zoo graph is built outside the timed stages)
+    // by stages
     const { ms, funcs, perGroup, tirMs } = byStages(model)
-    const program2 = Effect.runSync(compileGraph(zooGraph(model, 0), C_TARGET, OPTIONS))
+    const program2 = Effect.runSync(compileGraph(load(model)[0], C_TARGET, OPTIONS))
     const [emitted, tEmit] = time(() => emitC(funcs, { restrict: !kernelsAlias(program2) }))
     ms.set("emit C", tEmit)
-    if (sha(emitted.source) !== hash) throw new Error(`${model}: the stage-by-stage compile emitted different C than compileGraph + the c emitter`)
+    singleHash = sha(emitted.source)
+    const staged = new Map<string, string>([["tessera_kernels.h", emitted.header], [emitted.prelude.file, emitted.prelude.source], ...emitted.units.map((u) => [u.file, u.source] as const)])
+    const shipped = new Map([...artifact.files].filter(([name]) => staged.has(name)).map(([name, bytes]) => [name, new TextDecoder().decode(bytes)] as const))
+    if (filesHash(staged) !== filesHash(shipped)) throw new Error(`${model}: the stage-by-stage compile emitted different C than compileGraph + the c emitter`)
     for (const [s, t] of ms) stageRuns.get(s)!.push(t)
     for (const [p, t] of tirMs) tirRuns.set(p, [...(tirRuns.get(p) ?? []), t])
     for (const g of perGroup) {
@@ -128,8 +168,9 @@ for (const model of MODELS) {
       groupRuns.set(g.group, e)
     }
   }
+  const units = unitsOf(artifact!)
   console.log(`\n## ${model} — c, opt level 3, 16 lanes, 1 core; median of ${RUNS} runs (C compiler excluded)`)
-  console.log(`emitted C sha256 ${hash}, ${kernels} compiled kernels`)
+  console.log(`emitted C: artifact files sha256 ${hash}; the single unit sha256 ${singleHash}; ${kernels} compiled kernels in ${units.units.length - 1} kernel units (+ the runtime)`)
   console.log("| stage | ms |")
   console.log("| --- | ---: |")
   for (const s of STAGES) console.log(`| ${s} | ${median(stageRuns.get(s)!).toFixed(1)} |`)
@@ -141,4 +182,28 @@ for (const model of MODELS) {
   const slow = [...groupRuns].map(([group, e]) => ({ group, ops: e.ops, ms: median(e.ms) })).sort((a, b) => b.ms - a.ms).slice(0, 5)
   console.log(`slowest groups to lower: ${slow.map((g) => `k${g.group} ${g.ops} ${g.ms.toFixed(1)} ms`).join("; ")}`)
   if (model === "resnet18") console.log(`goal (ResNet-18 < 2000 ms): ${median(totals) < 2000 ? "met" : "not met"}`)
+  if (GCC) await gccTimes(units)
+}
+
+/** The device's build of the units: cold (a fresh cache), then after one unit changed (its largest kernel's). */
+async function gccTimes(units: CUnits): Promise<void> {
+  const cacheDir = mkdtempSync(path.join(os.tmpdir(), "tessera-compile-time-"))
+  const config = { ...defaultCBuildConfig(), cacheDir }
+  const timed = async (u: CUnits) => {
+    const cpu0 = childCpuSeconds()
+    const t0 = performance.now()
+    const built = await Effect.runPromise(Effect.orDie(buildCUnits(u, config)))
+    return { s: (performance.now() - t0) / 1000, cpu: childCpuSeconds() - cpu0, compiled: built.objects.filter((o) => o.compiled).length }
+  }
+  try {
+    const cold = await timed(units)
+    console.log(`gcc, cold cache (${config.jobs ?? os.availableParallelism()} jobs): ${cold.s.toFixed(2)} s wall, ${cold.cpu.toFixed(2)} CPU s (user + sys), ${cold.compiled} objects compiled`)
+    // one kernel's unit changed (a comment appended: a new hash, the same code), as after tuning it
+    const largest = units.units.reduce((a, u) => (u.source.length > a.source.length ? u : a))
+    const touched = { ...units, units: units.units.map((u) => (u === largest ? { ...u, source: `${u.source}/* changed */\n` } : u)) }
+    const warm = await timed(touched)
+    console.log(`gcc, after ${largest.file} (the largest unit) changed: ${warm.s.toFixed(2)} s wall, ${warm.cpu.toFixed(2)} CPU s, ${warm.compiled} object compiled`)
+  } finally {
+    rmSync(cacheDir, { recursive: true, force: true })
+  }
 }

@@ -156,8 +156,21 @@ export const GOLDEN_CASES: readonly (() => GoldenCase)[] = [conv2dNchwc, depthwi
 /** The case lowered with the default CPU passes, its function named after the case. */
 export const goldenFunc = (g: GoldenCase): PrimFunc => ({ ...runTirSync(cpuTirPipeline(), lowerSync(g.schedule)), name: g.name })
 
-/** Every golden file's expected text, by file name. */
-export const renderGoldens = (): Map<string, string> => new Map(GOLDEN_CASES.map((mk) => mk()).map((g) => [`${g.name}.c`, emitC([goldenFunc(g)], { libName: g.name }).source] as const))
+/** A case's golden: the unit of its kernel, as an artifact ships it (the prelude is a golden of its own). */
+export const goldenUnit = (g: GoldenCase): string => {
+  const [, unit] = emitC([goldenFunc(g)], { libName: g.name }).units
+  return unit.source
+}
+
+/** Every golden file's expected text, by file name: each case's unit, and the prelude header and runtime unit they share. */
+export const renderGoldens = (): Map<string, string> => {
+  const shared = emitC([])
+  return new Map([
+    ...GOLDEN_CASES.map((mk) => mk()).map((g) => [`${g.name}.c`, goldenUnit(g)] as const),
+    [shared.prelude.file, shared.prelude.source],
+    ...shared.units.map((u) => [u.file, u.source] as const),
+  ])
+}
 
 /** golden/c of the repository (run from its root, as vitest and npm scripts do). */
 export const GOLDEN_DIR = path.resolve("golden", "c")
@@ -184,7 +197,7 @@ export const updateGoldens = (dir: string = GOLDEN_DIR, log: (line: string) => v
       lines.push(`changed   ${name} (+${plus} -${minus} lines)`)
     }
   }
-  for (const f of readdirSync(dir)) if (f.endsWith(".c") && !want.has(f)) lines.push(`stale     ${f} (no case generates it: delete it)`)
+  for (const f of readdirSync(dir)) if ((f.endsWith(".c") || f.endsWith(".h")) && !want.has(f)) lines.push(`stale     ${f} (no case generates it: delete it)`)
   lines.forEach((l) => log(l))
   return lines
 }

@@ -36,7 +36,7 @@ import { runTirSync } from "../src/lowering/tir/tir-pass.js"
 import { assertAllClose, lawParams } from "../laws/support.js"
 import { callKernel } from "../laws/support-c.js"
 import { runFailure } from "./support/effect.js"
-import { GOLDEN_CASES, GOLDEN_DIR, goldenFunc, updateGoldens } from "../scripts/update-goldens.js"
+import { GOLDEN_CASES, GOLDEN_DIR, goldenFunc, goldenUnit, updateGoldens } from "../scripts/update-goldens.js"
 
 const HAVE_GCC = compilerAvailable("gcc")
 const CASES_PER_FAMILY = 30
@@ -356,15 +356,21 @@ describe("c target: goldens", () => {
   if (process.env.UPDATE_GOLDENS) updateGoldens()
   // (each case rendered inside its test, not while the tests are collected: a mutation run attributes
   // the lowering and emission it runs to that test, instead of running every test for each mutant)
+  const holds = (name: string, text: string) => {
+    const file = path.join(GOLDEN_DIR, name)
+    expect(existsSync(file), `${file} is missing: UPDATE_GOLDENS=1 npx vitest run test/emit-c.test.ts`).toBe(true)
+    expect(text === readFileSync(file, "utf8"), `${name} changed: review, then UPDATE_GOLDENS=1 npx vitest run test/emit-c.test.ts`).toBe(true)
+  }
   for (const mk of GOLDEN_CASES)
-    it(`golden/c: the case ${mk.name} is what the emitter writes`, () => {
+    it(`golden/c: the case ${mk.name} is the unit the emitter writes`, () => {
       const g = mk()
-      const name = `${g.name}.c`
-      const text = emitC([goldenFunc(g)], { libName: g.name }).source
-      const file = path.join(GOLDEN_DIR, name)
-      expect(existsSync(file), `${file} is missing: UPDATE_GOLDENS=1 npx vitest run test/emit-c.test.ts`).toBe(true)
-      expect(text === readFileSync(file, "utf8"), `${name} changed: review, then UPDATE_GOLDENS=1 npx vitest run test/emit-c.test.ts`).toBe(true)
+      holds(`${g.name}.c`, goldenUnit(g))
     })
+  it("golden/c: the prelude header and the runtime unit are what the emitter writes", () => {
+    const shared = emitC([])
+    holds(shared.prelude.file, shared.prelude.source)
+    for (const u of shared.units) holds(u.file, u.source)
+  })
 
   it.skipIf(!HAVE_GCC)("the golden programs compute what their TE says", async () => {
     const cases = GOLDEN_CASES.map((mk) => mk())

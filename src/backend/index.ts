@@ -90,11 +90,20 @@ const c: Backend<"c"> = {
     tir: cpuTir,
     emit: (program): Artifact => {
       // restrict unless an in-place kernel passes one block as two params
-      const files = cArtifact(emitC(compiledKernels(program).map((k) => k.func), { restrict: !kernelsAlias(program) }))
+      const emitted = emitC(compiledKernels(program).map((k) => k.func), { restrict: !kernelsAlias(program) })
+      const files = cArtifact(emitted)
       return {
         kind: "c",
         files: new Map([...files].map(([name, text]) => [name, utf8(text)] as const)),
-        manifest: { source: "tessera_kernels.c", header: "tessera_kernels.h", makefile: "Makefile", library: "libtessera_kernels.so", constants: "constants.bin" },
+        // the units in build order, each with the kernels it defines (the first's code, the others aliases of it)
+        manifest: {
+          header: "tessera_kernels.h",
+          prelude: emitted.prelude.file,
+          units: emitted.units.map((u) => ({ file: u.file, kernels: u.kernels })),
+          makefile: "Makefile",
+          library: "libtessera_kernels.so",
+          constants: "constants.bin",
+        },
         kernels: kernelEntries(program),
       }
     },

@@ -15,6 +15,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { compilerAvailable } from "./c/build.js"
+import { cacheRoot } from "./cache-root.js"
 
 /** FMA pipes and latency (cycles) at one vector width. */
 export interface FmaShape {
@@ -140,9 +141,6 @@ export const measureFma = (lanesList: readonly number[]): FmaTimings | undefined
   }
 }
 
-/** Where measurements are kept: $TESSERA_CACHE_DIR, else $XDG_CACHE_HOME/tessera, else ~/.cache/tessera. */
-export const cacheRoot = (): string =>
-  process.env.TESSERA_CACHE_DIR ?? path.join(process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), ".cache"), "tessera")
 
 const isShape = (x: unknown): x is FmaShape => {
   const s = x as FmaShape

@@ -1,13 +1,20 @@
-// The c device's build: emitted C into a shared library (gcc -O3 -march=native -fopenmp), cached by
-// a content hash of compiler, flags, host CPU and source under `cacheDir` (written to a temporary
-// name, then renamed: concurrent builders never see half a library); and the Makefile of the
-// standalone artifact, which builds the same library with no Node.
+// The c device's build: emitted C into a shared library (gcc -O3 -march=native -fopenmp) under
+// `cacheDir` (by default the c folder of ~/.cache/tessera, $TESSERA_CACHE_DIR), everything written
+// to a temporary name, then renamed: concurrent builders never see half a file.
+// - One source (the tuner's candidates): one gcc run, the library cached by a content hash of
+//   compiler, flags, host CPU and source.
+// - An artifact's units (one per distinct kernel, a runtime, the prelude header they include):
+//   each compiled to an object in parallel, cached by the hash of its source, the prelude, the flags,
+//   the compiler's version and the host CPU; then one link, cached by its objects. A recompile after
+//   one kernel changed compiles that kernel's unit alone.
+// And the Makefile of the standalone artifact, which builds the same library with no Node (make -j).
 import { Effect } from "effect"
 import { spawn, spawnSync } from "node:child_process"
 import { createHash, randomBytes } from "node:crypto"
-import { existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs"
+import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import { cacheRoot } from "../cache-root.js"
 import { CompileError } from "../errors.js"
 
 export interface CBuildConfig {
@@ -17,6 +24,8 @@ export interface CBuildConfig {
   readonly cacheDir: string
   /** A limit on one gcc run (none when absent): past it gcc is killed and the build fails. */
   readonly timeoutMs?: number
+  /** gcc runs at once when building an artifact's units (default: os.availableParallelism()). */
+  readonly jobs?: number
 }
 
 /**
@@ -27,7 +36,11 @@ export interface CBuildConfig {
  */
 export const C_FLAGS = ["-O3", "-march=native", "-mprefer-vector-width=512", "-fopenmp", "-std=gnu11", "-fwrapv", "-fno-math-errno", "--param=vect-epilogues-nomask=0", "-fPIC", "-Wl,-z,nodelete"] as const
 
-export const defaultCBuildConfig = (): CBuildConfig => ({ cc: "gcc", flags: C_FLAGS, cacheDir: path.join(os.tmpdir(), "tessera-c") })
+/** gcc with C_FLAGS, its cache in the c folder of the cache root (read when called: $TESSERA_CACHE_DIR). */
+export const defaultCBuildConfig = (): CBuildConfig => ({ cc: "gcc", flags: C_FLAGS, cacheDir: path.join(cacheRoot(), "c") })
+
+/** The flags that compile a unit to an object (the linker's, -Wl,…, left for the link). */
+export const compileFlags = (flags: readonly string[]): string[] => flags.filter((f) => !f.startsWith("-Wl,"))
 
 /** Whether the compiler runs here (tests skip the device when it does not). */
 export const compilerAvailable = (cc = "gcc"): boolean => {
@@ -58,14 +71,25 @@ const run = (cmd: string, args: readonly string[], timeoutMs?: number): Promise<
     })
   })
 
+const identities = new Map<string, string>()
+
+/** The compiler's version and target (`cc --version`, `cc -dumpmachine`), asked once per process: a new compiler misses the cache. */
+export const compilerIdentity = (cc: string): string => {
+  let id = identities.get(cc)
+  if (id === undefined) {
+    const ask = (args: string[]) => spawnSync(cc, args, { encoding: "utf8" }).stdout ?? ""
+    id = `${ask(["--version"]).split("\n")[0]}\n${ask(["-dumpmachine"]).trim()}`
+    identities.set(cc, id)
+  }
+  return id
+}
+
+/** What every output depends on besides its sources: the compiler and its version, the flags, the CPU (-march=native). */
+const toolKey = (cc: string, flags: readonly string[]): string => JSON.stringify([cc, compilerIdentity(cc), flags, os.cpus()[0]?.model ?? "", process.arch])
+
 /** The cache key: the library depends on the compiler, its flags, the CPU (-march=native) and the source. */
 export const buildKey = (source: string, config: CBuildConfig): string =>
-  createHash("sha256")
-    .update(JSON.stringify([config.cc, config.flags, os.cpus()[0]?.model ?? "", process.arch]))
-    .update("\0")
-    .update(source)
-    .digest("hex")
-    .slice(0, 32)
+  createHash("sha256").update(toolKey(config.cc, config.flags)).update("\0").update(source).digest("hex").slice(0, 32)
 
 /** Builds `source` into a shared library; its path (cached: an unchanged source is not rebuilt). */
 export const buildC = Effect.fn("c.build")(function* (source: string, config: CBuildConfig = defaultCBuildConfig()) {
@@ -104,30 +128,124 @@ export const buildC = Effect.fn("c.build")(function* (source: string, config: CB
 })
 
 
-/** The files that build the library with `make` and no Node: `<lib>.c`, `<lib>.h`, `Makefile`. */
-export const cArtifact = (emitted: { readonly source: string; readonly header: string }, libName = "tessera_kernels", config: CBuildConfig = defaultCBuildConfig()): ReadonlyMap<string, string> => {
+/** An artifact's C in units: the prelude header they include, and the units (the runtime, the kernels). */
+export interface CUnits {
+  readonly prelude: { readonly file: string; readonly source: string }
+  readonly units: readonly { readonly file: string; readonly source: string }[]
+}
+
+/** A built library, and each unit's object: its key and whether this build compiled it (else the cache had it). */
+export interface CUnitsBuilt {
+  readonly library: string
+  readonly objects: readonly { readonly file: string; readonly key: string; readonly compiled: boolean }[]
+}
+
+/** The key of a unit's object: the tools, the prelude it includes, its source. */
+export const objectKey = (prelude: string, source: string, config: CBuildConfig): string =>
+  createHash("sha256").update(toolKey(config.cc, compileFlags(config.flags))).update("\0").update(prelude).update("\0").update(source).digest("hex").slice(0, 32)
+
+/** Writes `text` to `file` with the error of a build step. */
+const writeFor = (command: string, what: string, f: () => void): Effect.Effect<void, CompileError> =>
+  Effect.try({ try: f, catch: (e) => new CompileError({ command, reason: `cannot ${what}: ${String(e)}`, stderr: "" }) })
+
+/** Runs one gcc command; its typed failure (the command, why, gcc's stderr). */
+const gcc = (config: CBuildConfig, args: readonly string[], cleanup: readonly string[]): Effect.Effect<void, CompileError> =>
+  Effect.gen(function* () {
+    const command = [config.cc, ...args].join(" ")
+    const r = yield* Effect.promise(() => run(config.cc, args, config.timeoutMs))
+    if (r.spawnError !== undefined) return yield* new CompileError({ command, reason: `cannot run ${config.cc}: ${r.spawnError}`, stderr: r.stderr })
+    if (r.code !== 0) {
+      for (const f of cleanup) rmSync(f, { force: true })
+      const reason = r.timedOut ? `${config.cc} ran past its limit of ${config.timeoutMs} ms and was killed` : `exit code ${r.code}`
+      return yield* new CompileError({ command, reason, stderr: r.stderr })
+    }
+  })
+
+/**
+ * Builds an artifact's units into one shared library: each unit compiled to an object
+ * (`config.jobs` gcc runs at once), each object cached under `<cacheDir>/obj` by objectKey, then
+ * one link, cached under `<cacheDir>/lib` by the objects' keys. An unchanged unit is never
+ * compiled again; an unchanged artifact is not even linked again.
+ */
+export const buildCUnits = Effect.fn("c.buildUnits")(function* (c: CUnits, config: CBuildConfig = defaultCBuildConfig()) {
+  const objDir = path.join(config.cacheDir, "obj")
+  const libDir = path.join(config.cacheDir, "lib")
+  const keyed = c.units.map((u) => ({ ...u, key: objectKey(c.prelude.source, u.source, config) }))
+  const libKey = createHash("sha256").update(toolKey(config.cc, config.flags)).update("\0").update(keyed.map((u) => u.key).join(",")).digest("hex").slice(0, 32)
+  const library = path.join(libDir, `${libKey}.so`)
+  const todo = keyed.filter((u) => !existsSync(path.join(objDir, `${u.key}.o`)))
+  const objects = keyed.map((u) => ({ file: u.file, key: u.key, compiled: todo.includes(u) }))
+  if (todo.length === 0 && existsSync(library)) return { library, objects } satisfies CUnitsBuilt
+  // a folder of our own for the sources and the half-written outputs (named after the unit: gcc's messages name its file)
+  const tmp = yield* Effect.try({
+    try: () => {
+      for (const d of [objDir, libDir]) mkdirSync(d, { recursive: true })
+      const dir = mkdtempSync(path.join(config.cacheDir, "build-"))
+      writeFileSync(path.join(dir, c.prelude.file), c.prelude.source)
+      return dir
+    },
+    catch: (e) => new CompileError({ command: `mkdir ${config.cacheDir}`, reason: `cannot make the build folder: ${String(e)}`, stderr: "" }),
+  })
+  const flags = compileFlags(config.flags)
+  const compile = (u: (typeof keyed)[number]) =>
+    Effect.gen(function* () {
+      const src = path.join(tmp, u.file)
+      const obj = path.join(tmp, `${u.key}.o`)
+      const command = [config.cc, ...flags, "-c", "-o", obj, src].join(" ")
+      yield* writeFor(command, "write the source", () => writeFileSync(src, u.source))
+      yield* gcc(config, [...flags, "-c", "-o", obj, src], [obj])
+      yield* writeFor(command, "move the object into the cache", () => renameSync(obj, path.join(objDir, `${u.key}.o`)))
+    })
+  const jobs = Math.max(1, config.jobs ?? os.availableParallelism())
+  const linked = Effect.gen(function* () {
+    yield* Effect.forEach(todo, compile, { concurrency: jobs, discard: true })
+    if (existsSync(library)) return
+    const out = path.join(tmp, `${libKey}.so`)
+    const args = [...config.flags, "-shared", "-o", out, ...keyed.map((u) => path.join(objDir, `${u.key}.o`)), "-lm"]
+    yield* gcc(config, args, [out])
+    yield* writeFor([config.cc, ...args].join(" "), "move the library into the cache", () => renameSync(out, library))
+  })
+  yield* linked.pipe(Effect.ensuring(Effect.sync(() => rmSync(tmp, { recursive: true, force: true }))))
+  return { library, objects } satisfies CUnitsBuilt
+})
+
+/**
+ * The files that build the library with `make -j` and no Node: the header, the prelude header, the
+ * units, and a Makefile that compiles each unit to an object and links them (the device's build,
+ * step for step).
+ */
+export const cArtifact = (
+  emitted: { readonly header: string } & CUnits,
+  libName = "tessera_kernels",
+  config: CBuildConfig = defaultCBuildConfig(),
+): ReadonlyMap<string, string> => {
   if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(libName)) throw new Error(`library name ${JSON.stringify(libName)} is not a safe file name`)
+  const objects = emitted.units.map((u) => `${u.file.replace(/\.c$/, "")}.o`)
+  // eight objects a line
+  const lines: string[] = []
+  for (let i = 0; i < objects.length; i += 8) lines.push(objects.slice(i, i + 8).join(" "))
   const makefile = [
-    `# Generated by Tessera (c target). \`make\` builds lib${libName}.so; the header is force-included`,
-    `# so the prototypes are checked against the definitions.`,
+    `# Generated by Tessera (c target). \`make -j\` builds lib${libName}.so: each unit (a kernel's code, or`,
+    `# the runtime) compiled to an object, then one link.`,
     `CC = ${config.cc}`,
-    `CFLAGS = ${config.flags.join(" ")}`,
+    `CFLAGS = ${compileFlags(config.flags).join(" ")}`,
+    `LDFLAGS = -shared ${config.flags.filter((f) => f.startsWith("-Wl,")).join(" ")}`.trimEnd(),
     `LIB = lib${libName}.so`,
+    `OBJS = ${lines.join(" \\\n  ")}`,
     ``,
-    `$(LIB): ${libName}.c ${libName}.h`,
-    `\t$(CC) $(CFLAGS) -include ${libName}.h -shared -o $@ ${libName}.c -lm`,
+    `$(LIB): $(OBJS)`,
+    `\t$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(OBJS) -lm`,
+    ``,
+    `%.o: %.c ${emitted.prelude.file}`,
+    `\t$(CC) $(CFLAGS) -c -o $@ $<`,
     ``,
     `clean:`,
-    `\trm -f $(LIB)`,
+    `\trm -f $(LIB) $(OBJS)`,
     ``,
     `.PHONY: clean`,
     ``,
   ].join("\n")
-  return new Map([
-    [`${libName}.c`, emitted.source],
-    [`${libName}.h`, emitted.header],
-    ["Makefile", makefile],
-  ])
+  return new Map([[`${libName}.h`, emitted.header], [emitted.prelude.file, emitted.prelude.source], ...emitted.units.map((u) => [u.file, u.source] as const), ["Makefile", makefile]])
 }
 
 /** Writes artifact files into `dir` (created if missing). */

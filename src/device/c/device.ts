@@ -1,17 +1,28 @@
-// The `c` device: an artifact's C source built by gcc into a shared library (cached by content),
+// The `c` device: an artifact's C units built by gcc into a shared library (each unit's object
+// compiled in parallel and cached by its content, ./build.ts),
 // loaded through koffi, its kernels run on host typed arrays in 64-byte aligned memory.
 import { Effect, Layer } from "effect"
 import { artifactText, type Artifact } from "../../lowering/program.js"
 import { Device, hostModule, LoadError, type DeviceShape } from "../device.js"
-import { buildC, compilerAvailable, defaultCBuildConfig, type CBuildConfig } from "./build.js"
+import { buildCUnits, compilerAvailable, defaultCBuildConfig, type CBuildConfig, type CUnits } from "./build.js"
 import { alignedReserve, loadC } from "./load.js"
 import { measureC } from "./measure.js"
 
-/** The artifact's C source (the file its manifest names as `source`). */
-const sourceOf = (a: Artifact): Effect.Effect<string, LoadError> => {
-  const name = a.manifest.source
-  const text = typeof name === "string" ? artifactText(a, name) : undefined
-  return text === undefined ? Effect.fail(new LoadError({ target: "c", path: String(name ?? "(no source)"), reason: "the artifact has no C source to build" })) : Effect.succeed(text)
+/** The artifact's C units: the prelude header and the units its manifest names (`prelude`, `units[].file`). */
+const unitsOf = (a: Artifact): Effect.Effect<CUnits, LoadError> => {
+  const missing = (what: string) => Effect.fail(new LoadError({ target: "c", path: what, reason: "the artifact lacks a C file its manifest names" }))
+  const { prelude, units } = a.manifest
+  if (typeof prelude !== "string" || !Array.isArray(units)) return missing("(no prelude or units in the manifest)")
+  const preludeText = artifactText(a, prelude)
+  if (preludeText === undefined) return missing(prelude)
+  const out: { file: string; source: string }[] = []
+  for (const u of units as unknown[]) {
+    const file = typeof u === "object" && u !== null && "file" in u && typeof u.file === "string" ? u.file : undefined
+    const text = file === undefined ? undefined : artifactText(a, file)
+    if (file === undefined || text === undefined) return missing(String(file ?? "(a unit without a file)"))
+    out.push({ file, source: text })
+  }
+  return Effect.succeed({ prelude: { file: prelude, source: preludeText }, units: out })
 }
 
 /**
@@ -23,8 +34,8 @@ export const cDevice = (config: CBuildConfig = defaultCBuildConfig(), threads?: 
   load: (artifact) =>
     Effect.gen(function* () {
       if (threads !== undefined) process.env.OMP_NUM_THREADS = String(Math.max(1, threads))
-      const so = yield* buildC(yield* sourceOf(artifact), config)
-      const mod = yield* loadC(so, artifact.kernels)
+      const built = yield* buildCUnits(yield* unitsOf(artifact), config)
+      const mod = yield* loadC(built.library, artifact.kernels)
       return hostModule("c", mod.kernels, alignedReserve)
     }),
   // gcc in chunks, each candidate timed in a child process with its own OpenMP thread count
@@ -41,7 +52,7 @@ export const cDevice = (config: CBuildConfig = defaultCBuildConfig(), threads?: 
   },
 })
 
-/** The c device on this host: gcc, its build cache under the OS temp folder (or `config`'s). */
+/** The c device on this host: gcc, its build cache under the cache root (or `config`'s). */
 export const cDeviceLayer = (config?: CBuildConfig, threads?: number): Layer.Layer<Device> => Layer.succeed(Device, cDevice(config, threads))
 
 /** Why the c device cannot work here (no gcc), or undefined. */

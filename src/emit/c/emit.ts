@@ -1,17 +1,21 @@
-// The `c` target: PrimFuncs → one C11 translation unit (plus its header), built by gcc or clang
-// into a shared library and called through an FFI. Pure and deterministic: same funcs and options,
+// The `c` target: PrimFuncs → C11 translation units (plus the header), built by gcc or clang into
+// a shared library and called through an FFI: one unit of everything (what the tuner builds), and
+// the split form an artifact ships — a unit per distinct kernel code (kernels of the same code are
+// aliases of its first), a runtime unit, and the prelude header they include — so each unit is
+// compiled in parallel and cached by its content. Pure and deterministic: same funcs and options,
 // same bytes. Identifiers are generated (b0 for buffers, v3 for variables) in order of first
 // appearance; names from programs appear only in escaped comments.
 //
 // The functions are the C-family walker's (../c-family/render.ts) under the c dialect
-// (dialect.ts, which says how each construct is lowered to C); this file assembles the module —
-// the prelude, the intrinsic definitions the kernels call, the kernels — and the header.
+// (dialect.ts, which says how each construct is lowered to C); this file assembles the units — the
+// prelude, the intrinsic definitions the kernels call, the kernels — and the header.
 import { storedBuffers } from "../../ast/tir/analysis.js"
 import type { PrimFunc } from "../../ast/tir/tir.js"
 import { renderFunction } from "../c-family/render.js"
 import { commentSafe, isIdentifier, Names } from "../c-family/names.js"
 import { EmitError } from "../emit-error.js"
 import { cDialect, declareC, describeC } from "./dialect.js"
+import { C_PRELUDE_HEADER, C_RUNTIME } from "./prelude.js"
 
 export interface CEmitOptions {
   /** Params are declared `restrict` (they never overlap). Default true. */
@@ -24,10 +28,30 @@ export interface CEmitOptions {
   readonly libName?: string
 }
 
-export interface CEmitted {
+/** One translation unit of a split artifact. */
+export interface CUnit {
+  /** Its file name: `<kernel>.c` after the first kernel it defines, or `tessera_runtime.c`. */
+  readonly file: string
+  /** The kernels it defines: the first's code, the others aliases of it (the same code); none for the runtime. */
+  readonly kernels: readonly string[]
   readonly source: string
-  readonly header: string
 }
+
+export interface CEmitted {
+  /** Every kernel in one translation unit, the prelude first (what the tuner builds its candidates from). */
+  readonly source: string
+  /** The library's header: every kernel's prototype. */
+  readonly header: string
+  /** The split form's prelude header (tessera_prelude.h), which each of its units includes. */
+  readonly prelude: { readonly file: string; readonly source: string }
+  /** The split form: the runtime unit, then one unit per distinct kernel code, in order of first appearance. */
+  readonly units: readonly CUnit[]
+}
+
+/** The prelude header's file name, as the units include it. */
+export const C_PRELUDE_FILE = "tessera_prelude.h"
+/** The runtime unit's file name. */
+export const C_RUNTIME_FILE = "tessera_runtime.c"
 
 const C_KEYWORDS = new Set(
   "auto break case char const continue default do double else enum extern float for goto if inline int long register restrict return short signed sizeof static struct switch typedef union unsigned void volatile while main _Alignas _Alignof _Atomic _Bool _Complex _Generic _Imaginary _Noreturn _Static_assert _Thread_local".split(
@@ -52,23 +76,73 @@ const checkNames = (funcs: readonly PrimFunc[]): void => {
   }
 }
 
-/** A kernel's prototype for the header: its comment, then its declaration without `restrict`. */
-const prototype = (f: PrimFunc): string => {
-  const stored = storedBuffers(f.body)
+/** A kernel's declaration as the header has it: without `restrict`, its params named as the definition's. */
+const declaration = (f: PrimFunc, name = f.name): string => {
   const names = new Names("b")
-  return `${describeC(f, stored)}\n${declareC(f.name, f, f.params.map((p) => names.get(p.name)), stored, false)};`
+  return declareC(name, f, f.params.map((p) => names.get(p.name)), storedBuffers(f.body), false)
 }
 
-/** One C translation unit defining every function, and the header declaring them. Throws EmitError. */
+/** A kernel's prototype for the header: its comment, then its declaration without `restrict`. */
+const prototype = (f: PrimFunc): string => `${describeC(f, storedBuffers(f.body))}\n${declaration(f)};`
+
+/**
+ * What decides a kernel's object code: its text without the comments (which name the program's
+ * values; commentSafe escapes any comment terminator in a name, so the first terminator closes
+ * each), with its own name taken out of its signature, and the definitions it calls.
+ */
+const codeKey = (name: string, text: string, definitions: ReadonlyMap<string, string>): string =>
+  [text.replace(/\/\*[\s\S]*?\*\//g, "").replace(` ${name}(`, " ("), ...definitions.values()].join("\0")
+
+/** A kernel's unit: the prelude, its declaration as the header has it (checked against the definition), the definitions it calls, its code, and each kernel of the same code as an alias. */
+const kernelUnit = (lib: string, members: readonly { readonly f: PrimFunc; readonly text: string; readonly definitions: ReadonlyMap<string, string> }[]): CUnit => {
+  const [first, ...same] = members
+  const name = first.f.name
+  const also = same.length ? ` (${same.map((m) => m.f.name).join(", ")}: the same code, as aliases)` : ""
+  const source = [
+    `/* Generated by Tessera (c target): ${lib}, kernel ${name}${also}. Do not edit. */`,
+    `#include "${C_PRELUDE_FILE}"`,
+    "",
+    `${declaration(first.f)};`,
+    "",
+    ...[...first.definitions.values()].map((h) => `${h}\n`),
+    `${first.text}\n`,
+    ...same.map((m) => `${describeC(m.f, storedBuffers(m.f.body))}\n${declaration(m.f)} __attribute__((alias("${name}")));\n`),
+  ].join("\n")
+  return { file: `${name}.c`, kernels: members.map((m) => m.f.name), source }
+}
+
+/**
+ * The kernels as one translation unit (`source`), and split (`units`: one per distinct code, each
+ * kernel of the same code an alias of the first), with the header. Throws EmitError.
+ */
 export const emitC = (funcs: readonly PrimFunc[], options: CEmitOptions = {}): CEmitted => {
   checkNames(funcs)
   const dialect = cDialect({ restrict: options.restrict ?? true, stackBytes: options.stackBytes ?? 32 * 1024, poison: options.poison ?? false })
   const lib = options.libName ?? "tessera_kernels"
   if (!isIdentifier(lib)) fail(`library name ${commentSafe(lib)} is not a safe C identifier`)
+  const rendered = funcs.map((f) => {
+    const definitions = new Map<string, string>()
+    const text = renderFunction(dialect, f, f.name, definitions)
+    return { f, text, definitions }
+  })
+  // the single unit's definitions: each once, in order of first use
   const intrinsics = new Map<string, string>()
-  const bodies = funcs.map((f) => renderFunction(dialect, f, f.name, intrinsics))
-  const protos = funcs.map(prototype)
-  const source = [`/* Generated by Tessera (c target): ${lib}. Do not edit. */`, dialect.prelude, ...[...intrinsics.values()].map((h) => `${h}\n`), ...bodies.map((b) => `${b}\n`)].join("\n")
+  for (const r of rendered) for (const [k, v] of r.definitions) if (!intrinsics.has(k)) intrinsics.set(k, v)
+  const source = [`/* Generated by Tessera (c target): ${lib}. Do not edit. */`, dialect.prelude, ...[...intrinsics.values()].map((h) => `${h}\n`), ...rendered.map((r) => `${r.text}\n`)].join("\n")
+  const byCode = new Map<string, (typeof rendered)[number][]>()
+  for (const r of rendered) {
+    const key = codeKey(r.f.name, r.text, r.definitions)
+    const members = byCode.get(key)
+    if (members) members.push(r)
+    else byCode.set(key, [r])
+  }
+  const runtime: CUnit = {
+    file: C_RUNTIME_FILE,
+    kernels: [],
+    source: [`/* Generated by Tessera (c target): ${lib}, the runtime every kernel's unit calls. Do not edit. */`, `#include "${C_PRELUDE_FILE}"`, "", C_RUNTIME].join("\n"),
+  }
+  const units = [runtime, ...[...byCode.values()].map((members) => kernelUnit(lib, members))]
+  const prelude = { file: C_PRELUDE_FILE, source: `/* Generated by Tessera (c target): the prelude every unit includes. Do not edit. */\n${C_PRELUDE_HEADER}` }
   const guard = `${lib.toUpperCase()}_H`
   const header = [
     `/* Generated by Tessera (c target): ${lib}. Do not edit. */`,
@@ -79,12 +153,12 @@ export const emitC = (funcs: readonly PrimFunc[], options: CEmitOptions = {}): C
     `extern "C" {`,
     `#endif`,
     "",
-    ...protos.map((p) => `${p}\n`),
+    ...funcs.map(prototype).map((p) => `${p}\n`),
     `#ifdef __cplusplus`,
     `}`,
     `#endif`,
     `#endif`,
     "",
   ].join("\n")
-  return { source, header }
+  return { source, header, prelude, units }
 }

@@ -1,10 +1,12 @@
 // The prelude of every translation unit of the `c` target: the `static inline` helpers (prefixed
 // `tessera_`) that expressions (expr.ts) call — division and modulo that floor, NaN-propagating
 // min / max, float → integer conversions that wrap, float16 / bfloat16 rounding as dtype.ts does —
-// and the heap blocks of large allocations (dialect.ts).
+// and the heap blocks of large allocations (dialect.ts). A single translation unit holds them all
+// (C_PRELUDE); a split artifact includes them as a header (C_PRELUDE_HEADER) and defines the
+// allocator once, in its runtime unit (C_RUNTIME).
 
 /** The helpers every translation unit starts with (all `static inline`, prefixed `tessera_`). */
-export const C_PRELUDE = `#include <math.h>
+const C_HELPERS = `#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,14 +148,21 @@ static inline float tessera_bf16(float x) {
   return v.f;
 }
 
-/* heap allocations for large buffers: 64-byte aligned; failure is fatal (no status to return).
+`
+
+/**
+ * The heap blocks of large allocations: `linkage` "static inline " in a single translation unit;
+ * "" in the runtime unit of a split artifact, where every kernel's unit calls the one definition
+ * (one cache of kept blocks per thread, as in a single unit).
+ */
+const allocator = (linkage: string): string => `/* heap allocations for large buffers: 64-byte aligned; failure is fatal (no status to return).
    Freed blocks are kept per thread (up to 8) and handed out again for a request of up to their
    size: a kernel's scratch buffers (a padded input, Winograd's transforms) are not unmapped and
    faulted in again on every call */
 #define TESSERA_KEEP 8
 static _Thread_local void* tessera_kept[TESSERA_KEEP];
 static _Thread_local size_t tessera_kept_bytes[TESSERA_KEEP];
-static inline void* tessera_alloc(size_t bytes) {
+${linkage}void* tessera_alloc(size_t bytes) {
   size_t n = (bytes + 63) & ~(size_t)63;
   for (int i = 0; i < TESSERA_KEEP; i++)
     if (tessera_kept[i] && tessera_kept_bytes[i] >= n && tessera_kept_bytes[i] / 2 <= n) {
@@ -165,7 +174,7 @@ static inline void* tessera_alloc(size_t bytes) {
   if (!p) { fprintf(stderr, "tessera: out of memory allocating %zu bytes\\n", bytes); abort(); }
   return p;
 }
-static inline void tessera_free(void* p, size_t bytes) {
+${linkage}void tessera_free(void* p, size_t bytes) {
   for (int i = 0; i < TESSERA_KEEP; i++)
     if (!tessera_kept[i]) {
       tessera_kept[i] = p;
@@ -175,3 +184,25 @@ static inline void tessera_free(void* p, size_t bytes) {
   free(p);
 }
 `
+
+/** The prelude of a single translation unit: the helpers, then the allocator (all `static inline`). */
+export const C_PRELUDE = `${C_HELPERS}${allocator("static inline ")}`
+
+/**
+ * The prelude of a split artifact, as a header every unit includes: the helpers, and the allocator
+ * declared (hidden: not exported from the library); its definition is C_RUNTIME's.
+ */
+export const C_PRELUDE_HEADER = [
+  "#ifndef TESSERA_PRELUDE_H",
+  "#define TESSERA_PRELUDE_H",
+  C_HELPERS.trimEnd(),
+  "",
+  "/* heap allocations for large buffers (defined in tessera_runtime.c) */",
+  '__attribute__((visibility("hidden"))) void* tessera_alloc(size_t bytes);',
+  '__attribute__((visibility("hidden"))) void tessera_free(void* p, size_t bytes);',
+  "#endif",
+  "",
+].join("\n")
+
+/** The runtime unit's definitions (after `#include "tessera_prelude.h"`): the allocator. */
+export const C_RUNTIME = allocator("")
