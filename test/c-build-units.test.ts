@@ -1,0 +1,103 @@
+// The c target's split build: one unit per distinct kernel code (kernels of the same code are
+// aliases of the first), each compiled to an object cached by its content, then one link. Proved
+// through the cache, never by timing: a second build of the same units compiles nothing; a build
+// after one kernel changed compiles that kernel's unit alone (one new object in the cache); a
+// library whose kernels share one unit runs each of them right.
+import { Effect } from "effect"
+import { mkdtempSync, readdirSync, rmSync } from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { afterAll, describe, expect, it } from "vitest"
+import { evaluateTE } from "../src/ast/te/evaluate.js"
+import { paramsOf } from "../src/ast/tir/analysis.js"
+import type { PrimFunc } from "../src/ast/tir/tir.js"
+import { buildCUnits, compilerAvailable, defaultCBuildConfig, objectKey } from "../src/device/c/build.js"
+import { loadC } from "../src/device/c/load.js"
+import { emitC } from "../src/emit/c/emit.js"
+import { baseSchedule } from "../src/lowering/lower-group.js"
+import { lowerSync } from "../src/lowering/lower.js"
+import { cpuTirPipeline } from "../src/lowering/tir/cpu-pipeline.js"
+import { runTirSync } from "../src/lowering/tir/tir-pass.js"
+import { assertAllClose } from "../laws/support.js"
+import { callKernel } from "../laws/support-c.js"
+import { GOLDEN_CASES, goldenFunc } from "../scripts/update-goldens.js"
+
+const HAVE_GCC = compilerAvailable()
+const cases = GOLDEN_CASES.map((mk) => mk())
+const caseNamed = (name: string) => cases.find((g) => g.name === name)!
+const dense = caseNamed("dense")
+const softmax = caseNamed("softmax")
+const cacheDir = mkdtempSync(path.join(os.tmpdir(), "tessera-c-units-"))
+const config = { ...defaultCBuildConfig(), cacheDir, jobs: 2 }
+const objects = () => readdirSync(path.join(cacheDir, "obj")).filter((f) => f.endsWith(".o")).sort()
+afterAll(() => rmSync(cacheDir, { recursive: true, force: true }))
+
+/** A kernel of a case under the case's schedule or the base one (as tuning would give it another). */
+const lowered = (g: typeof dense, schedule: "golden" | "base", name = g.name): PrimFunc =>
+  schedule === "golden" ? { ...goldenFunc(g), name } : { ...runTirSync(cpuTirPipeline(), lowerSync(baseSchedule(g.outputs))), name }
+
+/** dense twice under two names (one code: one workload, tuned as one), and softmax. */
+const program = (denseSchedule: "golden" | "base", softmaxSchedule: "golden" | "base" = "golden"): PrimFunc[] => [
+  lowered(dense, denseSchedule),
+  lowered(softmax, softmaxSchedule),
+  lowered(dense, denseSchedule, "dense_again"),
+]
+
+describe("c target: one unit per distinct kernel code", () => {
+  it("kernels of the same code share one unit, the others aliases of the first; the split is deterministic", () => {
+    const e = emitC(program("golden"))
+    expect(e.units.map((u) => [u.file, u.kernels])).toEqual([
+      ["tessera_runtime.c", []],
+      ["dense.c", ["dense", "dense_again"]],
+      ["softmax.c", ["softmax"]],
+    ])
+    expect(e.units[1].source).toContain('void dense_again(const float* b0, const float* b1, float* b2) __attribute__((alias("dense")));')
+    expect(emitC(program("golden"))).toEqual(e)
+    // another code for one of them: units of their own
+    const split = emitC([...program("golden"), lowered(dense, "base", "dense_base")])
+    expect(split.units.map((u) => u.kernels)).toEqual([[], ["dense", "dense_again"], ["softmax"], ["dense_base"]])
+  })
+
+  it.skipIf(!HAVE_GCC)("a rebuild compiles nothing; after one kernel changed, one object is compiled; every alias runs right", async () => {
+    const first = emitC(program("golden"))
+    const built = await Effect.runPromise(buildCUnits(first, config))
+    expect(built.objects.every((o) => o.compiled)).toBe(true)
+    expect(objects()).toEqual(first.units.map((u) => `${objectKey(first.prelude.source, u.source, config)}.o`).sort())
+    const again = await Effect.runPromise(buildCUnits(emitC(program("golden")), config))
+    expect(again).toEqual({ library: built.library, objects: built.objects.map((o) => ({ ...o, compiled: false })) })
+    // softmax gets another schedule: its unit alone is compiled again
+    const second = emitC(program("golden", "base"))
+    const rebuilt = await Effect.runPromise(buildCUnits(second, config))
+    expect(rebuilt.objects.filter((o) => o.compiled).map((o) => o.file)).toEqual(["softmax.c"])
+    expect(objects().length).toBe(first.units.length + 1)
+    expect(rebuilt.library).not.toBe(built.library)
+    // so does dense's, which both dense kernels share
+    const third = emitC(program("base", "base"))
+    const rebuilt2 = await Effect.runPromise(buildCUnits(third, config))
+    expect(rebuilt2.objects.filter((o) => o.compiled).map((o) => o.file)).toEqual(["dense.c"])
+    expect(objects().length).toBe(first.units.length + 2)
+    for (const [funcs, library] of [[program("golden"), built.library], [program("base", "base"), rebuilt2.library]] as const) {
+      const mod = await Effect.runPromise(loadC(library, funcs.map((f) => ({ name: f.name, params: paramsOf(f) }))))
+      for (const f of funcs) {
+        const g = f.name === "softmax" ? softmax : dense
+        const outs = callKernel(mod.kernels.get(f.name)!, f, g.inputs)
+        assertAllClose(g.outputs.map((o) => outs.get(o.name)!), evaluateTE(g.outputs, g.inputs), 1e-4, 1e-5)
+      }
+    }
+  })
+
+  it.skipIf(!HAVE_GCC)("a unit that does not compile fails the build with gcc's message, and leaves no object", async () => {
+    const e = emitC([goldenFunc(dense)])
+    const broken = { ...e, units: e.units.map((u) => (u.file === "dense.c" ? { ...u, source: `${u.source}\nthis is not C;\n` } : u)) }
+    const dir = mkdtempSync(path.join(os.tmpdir(), "tessera-c-units-broken-"))
+    try {
+      const r = await Effect.runPromise(Effect.flip(buildCUnits(broken, { ...config, cacheDir: dir })))
+      expect(r._tag).toBe("CompileError")
+      expect(r.stderr).toMatch(/dense\.c/)
+      expect(readdirSync(path.join(dir, "obj")).filter((f) => f.endsWith(".o")).length).toBeLessThanOrEqual(1) // the runtime's, at most
+      expect(readdirSync(dir).filter((f) => f.startsWith("build-"))).toEqual([])
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+})
