@@ -23,7 +23,7 @@ import { lowerSync } from "../src/lowering/lower.js"
 import { defaultSchedule } from "../src/lowering/templates/template-for.js"
 import { cpuTirPipeline } from "../src/lowering/tir/cpu-pipeline.js"
 import { runTirSync } from "../src/lowering/tir/tir-pass.js"
-import type { PassInstrument } from "../src/rewrite/pass.js"
+import { defaultPassConfig, PassConfig, type PassInstrument } from "../src/rewrite/pass.js"
 import { emitC } from "../src/emit/c/emit.js"
 import { makeTarget } from "../src/ast/target.js"
 import { cpuGraphPasses } from "../src/backend/cpu.js"
@@ -80,14 +80,14 @@ type StageName = (typeof STAGES)[number]
 
 const TIR = cpuTirPipeline()
 
-/** Times each TIR pass that runs (the pipeline itself excluded) into `ms`, summed by name. */
-const tirClock = (ms: Map<string, number>): PassInstrument => {
+/** Times each pass that runs (those named in `skip`, pipelines, excluded) into `ms`, summed by name. */
+const passClock = (ms: Map<string, number>, skip: ReadonlySet<string>): PassInstrument => {
   const started: number[] = []
   return {
     before: () => void started.push(performance.now()),
     after: (pass) => {
       const t = performance.now() - started.pop()!
-      if (pass !== TIR.name) ms.set(pass, (ms.get(pass) ?? 0) + t)
+      if (!skip.has(pass)) ms.set(pass, (ms.get(pass) ?? 0) + t)
     },
   }
 }
@@ -101,7 +101,9 @@ const byStages = (model: string) => {
   const [bound, tBind] = time(() => bindSync(graph, new Map(), { requireStatic: true }))
   add("bind", tBind)
   const passes = cpuGraphPasses(C_TARGET)
-  const [optimized, tPasses] = time(() => Effect.runSync(passes.run(bound)))
+  const graphMs = new Map<string, number>()
+  const graphClock = passClock(graphMs, new Set(["rewrite.Target", "rewrite.Default"]))
+  const [optimized, tPasses] = time(() => Effect.runSync(passes.run(bound).pipe(Effect.provideService(PassConfig, { ...defaultPassConfig, instruments: [graphClock] }))))
   add("graph passes", tPasses)
   const [fused, tFuse] = time(() => fuseOpsSync(optimized))
   add("fusion", tFuse)
@@ -120,7 +122,7 @@ const byStages = (model: string) => {
       const [raw, tLower] = time(() => lowerSync(s, `k${group.id}`))
       add("lower: lowerSync", tLower)
       // the pipeline as compilation runs it (verification included); each pass timed by an instrument
-      const [func, tTir] = time(() => runTirSync(TIR, raw, { instruments: [tirClock(tirMs)] }))
+      const [func, tTir] = time(() => runTirSync(TIR, raw, { instruments: [passClock(tirMs, new Set([TIR.name]))] }))
       add("lower: TIR passes", tTir)
       funcs.push(func)
     } catch (e) {
@@ -129,7 +131,7 @@ const byStages = (model: string) => {
     const ops = group.nodes.map((n) => fused.graph.nodes.find((m) => m.name === n)?.op ?? "?").join("+")
     perGroup.push({ group: group.id, ops, ms: performance.now() - t0 })
   }
-  return { ms, funcs, perGroup, tirMs }
+  return { ms, funcs, perGroup, tirMs, graphMs }
 }
 
 for (const model of MODELS) {
@@ -138,6 +140,7 @@ for (const model of MODELS) {
   const groupRuns = new Map<number, { ops: string; ms: number[] }>()
   // a pass that runs twice (Simplify) sums both runs
   const tirRuns = new Map<string, number[]>()
+  const graphRuns = new Map<string, number[]>()
   let hash = ""
   let singleHash = ""
   let kernels = 0
@@ -152,7 +155,7 @@ for (const model of MODELS) {
     hash = filesHash(artifact.files)
     kernels = program.kernels.filter((k) => k.kind === "compiled").length
     // by stages
-    const { ms, funcs, perGroup, tirMs } = byStages(model)
+    const { ms, funcs, perGroup, tirMs, graphMs } = byStages(model)
     const program2 = Effect.runSync(compileGraph(load(model)[0], C_TARGET, OPTIONS))
     const [emitted, tEmit] = time(() => emitC(funcs, { restrict: !kernelsAlias(program2) }))
     ms.set("emit C", tEmit)
@@ -162,6 +165,7 @@ for (const model of MODELS) {
     if (filesHash(staged) !== filesHash(shipped)) throw new Error(`${model}: the stage-by-stage compile emitted different C than compileGraph + the c emitter`)
     for (const [s, t] of ms) stageRuns.get(s)!.push(t)
     for (const [p, t] of tirMs) tirRuns.set(p, [...(tirRuns.get(p) ?? []), t])
+    for (const [p, t] of graphMs) graphRuns.set(p, [...(graphRuns.get(p) ?? []), t])
     for (const g of perGroup) {
       const e = groupRuns.get(g.group) ?? { ops: g.ops, ms: [] }
       e.ms.push(g.ms)
@@ -178,6 +182,7 @@ for (const model of MODELS) {
   console.log(`| sum of stages | ${sum.toFixed(1)} |`)
   console.log(`| **compileGraph + emit C** | **${median(totals).toFixed(1)}** |`)
   console.log(`| compileGraph + emit C, first run (cold JIT) | ${totals[0].toFixed(1)} |`)
+  console.log(`graph passes over 10 ms: ${[...graphRuns].filter(([, ts]) => median(ts) > 10).map(([p, ts]) => `${p} ${median(ts).toFixed(1)}`).join(", ")} ms`)
   console.log(`TIR passes: ${[...tirRuns].map(([p, ts]) => `${p} ${median(ts).toFixed(1)}`).join(", ")} ms`)
   const slow = [...groupRuns].map(([group, e]) => ({ group, ops: e.ops, ms: median(e.ms) })).sort((a, b) => b.ms - a.ms).slice(0, 5)
   console.log(`slowest groups to lower: ${slow.map((g) => `k${g.group} ${g.ops} ${g.ms.toFixed(1)} ms`).join("; ")}`)
