@@ -104,16 +104,20 @@ export const winogradKernel = (w: Tensor, m: 2 | 4 = WINOGRAD_M): Tensor => {
   // U[e, n, oo, ic, o] lies at ((e·a + n)·OB + oo)·I·ob + ic·ob + o: one (e, n) plane apart
   const plane = OB * I * ob
   // (output channel, input channel) pairs in U's order within a plane, a chunk at a time: each
-  // pair's a² values go to a small buffer, then every plane takes the chunk's values in one run
-  // (writing a² planes a megabyte apart per pair thrashed the cache: 3× slower)
+  // pair's a² values go to a small buffer, plane-major, then every plane takes the chunk's values
+  // in one contiguous run (writing a² planes a megabyte apart per pair thrashed the cache: 3×
+  // slower; so did a pair-major buffer read back with a stride). The buffer's planes lie a cache
+  // line more than a power of two apart, so that a pair's a² stores fall in different cache sets.
   const CHUNK = 2048
-  const buf = new Float64Array(CHUNK * a * a)
+  const STRIDE = CHUNK + 16
+  const buf = new Float64Array(STRIDE * a * a)
   let done = 0
   let fill = 0
   const flush = () => {
     for (let en = 0; en < a * a; en++) {
       const dst = en * plane + done
-      for (let q = 0; q < fill; q++) out[dst + q] = buf[q * a * a + en]
+      const from = en * STRIDE
+      for (let q = 0; q < fill; q++) out[dst + q] = buf[from + q]
     }
     done += fill
     fill = 0
@@ -133,12 +137,12 @@ export const winogradKernel = (w: Tensor, m: 2 | 4 = WINOGRAD_M): Tensor => {
             gg[e * 3 + 1] = g0 * g[1] + g1 * g[4] + g2 * g[7]
             gg[e * 3 + 2] = g0 * g[2] + g1 * g[5] + g2 * g[8]
           }
-          let at = fill * a * a
+          let at = fill
           for (let e = 0; e < a; e++) {
             const h0 = gg[e * 3]
             const h1 = gg[e * 3 + 1]
             const h2 = gg[e * 3 + 2]
-            for (let n = 0; n < a; n++) buf[at++] = h0 * G[n * 3] + h1 * G[n * 3 + 1] + h2 * G[n * 3 + 2]
+            for (let n = 0; n < a; n++, at += STRIDE) buf[at] = h0 * G[n * 3] + h1 * G[n * 3 + 1] + h2 * G[n * 3 + 2]
           }
           if (++fill === CHUNK) flush()
         }
