@@ -143,7 +143,6 @@ static inline float tessera_bf16(float x) {
   return v.f;
 }
 
-
 /* heap allocations for large buffers (defined in tessera_runtime.c) */
 __attribute__((visibility("hidden"))) void* tessera_alloc(size_t bytes);
 __attribute__((visibility("hidden"))) void tessera_free(void* p, size_t bytes);
