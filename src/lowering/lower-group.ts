@@ -187,6 +187,14 @@ export type GroupFallbackError = NoComputeError | S.ScheduleError | IllFormedCom
 export const isGroupFallbackError = (e: unknown): e is GroupFallbackError =>
   e instanceof NoComputeError || e instanceof S.ScheduleError || e instanceof IllFormedComputeError
 
+const byName = new WeakMap<Graph, ReadonlyMap<string, Graph["nodes"][number]>>()
+/** A graph's nodes by name (once per graph: a find per group is quadratic in the graph's size). */
+const nodesByName = (g: Graph): ReadonlyMap<string, Graph["nodes"][number]> => {
+  let m = byName.get(g)
+  if (!m) byName.set(g, (m = new Map(g.nodes.map((n) => [n.name, n]))))
+  return m
+}
+
 export const lowerGroup = (
   fused: FusedGraph,
   group: FusedGroup,
@@ -196,7 +204,7 @@ export const lowerGroup = (
   config?: Partial<PassConfigShape>,
 ): GroupKernel => {
   const name = `k${group.id}`
-  const nodes = group.nodes.map((n) => fused.graph.nodes.find((m) => m.name === n)!)
+  const nodes = group.nodes.map((n) => nodesByName(fused.graph).get(n)!)
   try {
     const te = buildGroupTE(fused, group)
     return lowerGroupSchedule(te, group, schedule(te.outputs, baseSchedule(te.outputs), group), memo, tir, config)

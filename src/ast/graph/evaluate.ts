@@ -166,8 +166,12 @@ export const runGraph = (
   })
 }
 
-/** Names a subgraph reads from its enclosing scopes. */
+const freeNamesMemo = new WeakMap<Graph, readonly string[]>()
+
+/** Names a subgraph reads from its enclosing scopes (graphs are immutable: computed once per graph). */
 export const subgraphFreeNames = (g: Graph): string[] => {
+  const known = freeNamesMemo.get(g)
+  if (known) return [...known]
   const defined = new Set<string>([...g.inputs.map((i) => i.name), ...g.initializers.keys()])
   const free = new Set<string>()
   for (const n of g.nodes) {
@@ -177,7 +181,9 @@ export const subgraphFreeNames = (g: Graph): string[] => {
     for (const o of n.outputs) defined.add(o)
   }
   for (const o of g.outputs) if (!defined.has(o.name)) free.add(o.name)
-  return [...free]
+  const names = [...free]
+  freeNamesMemo.set(g, names)
+  return [...names]
 }
 
 /** Evaluates a graph on named inputs; the outputs by name. */

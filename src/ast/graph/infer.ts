@@ -4,7 +4,7 @@
 // that depend on them come out static.
 import { Effect } from "effect"
 import { GraphError, InputError, NodeError, UnsupportedOpError, type EvalError } from "./errors.js"
-import { resolveNode, roundNarrow } from "./evaluate.js"
+import { resolveNode, roundNarrow, subgraphFreeNames } from "./evaluate.js"
 import type { Graph, Node, ValueInfo } from "./graph.js"
 import { OpError, OpUnsupported, type Dim, type ValueType } from "./op.js"
 import { sizeOf, type Tensor } from "./tensor.js"
@@ -22,6 +22,33 @@ const toTyped = (n: Node, e: unknown): EvalError => {
   if (e instanceof OpError || e instanceof RangeError) return new NodeError({ node: n.name, op: n.op, reason: e.message })
   return new NodeError({ node: n.name, op: n.op, reason: `internal error in type inference: ${e instanceof Error ? e.message : String(e)}` })
 }
+
+/**
+ * Subgraph inference memoized for one bind: a body's output types depend only on its input types
+ * and on the types and constants of the outer values it reads, so a body met again with the same
+ * ones (a Loop's fixed point re-inferring its body, nested at every level) is inferred once.
+ * Without it, nested Loops cost 2^depth.
+ */
+export interface InferMemo {
+  readonly results: WeakMap<Graph, Map<string, (ValueType | undefined)[]>>
+  readonly tensorIds: WeakMap<Tensor, number>
+  next: number
+}
+
+export const newInferMemo = (): InferMemo => ({ results: new WeakMap(), tensorIds: new WeakMap(), next: 0 })
+
+const tensorId = (memo: InferMemo, t: Tensor | undefined): string => {
+  if (!t) return "-"
+  let id = memo.tensorIds.get(t)
+  if (id === undefined) {
+    id = memo.next++
+    memo.tensorIds.set(t, id)
+  }
+  return String(id)
+}
+
+// (JSON keeps a symbolic dim "4" apart from the number 4)
+const showMaybe = (t: ValueType | undefined): string => (t ? `${t.dtype}${JSON.stringify(t.shape)}` : "?")
 
 /**
  * Binds the graph inputs' symbolic dims from `shapes` (whole input shapes by input name), then
@@ -73,7 +100,7 @@ export const bindSync = (
     types.set(k, typeOf(t))
     values.set(k, t)
   }
-  inferNodes(graph, types, values)
+  inferNodes(graph, types, values, newInferMemo())
   const outputs = graph.outputs.map((o) => ({ name: o.name, type: types.get(o.name) ?? o.type }))
   const valueTypes = new Map(graph.valueTypes)
   for (const [k, t] of types) valueTypes.set(k, t)
@@ -84,7 +111,7 @@ export const bindSync = (
  * Infers the types of a graph's nodes in order, into `types` (which holds the inputs',
  * initializers' and enclosing scopes' types) and propagates small constants into `values`.
  */
-export const inferNodes = (graph: Graph, types: Map<string, ValueType>, values: Map<string, Tensor>): void => {
+export const inferNodes = (graph: Graph, types: Map<string, ValueType>, values: Map<string, Tensor>, memo: InferMemo = newInferMemo()): void => {
   for (const n of graph.nodes) {
     try {
       const { def, attrs } = resolveNode(n)
@@ -102,7 +129,7 @@ export const inferNodes = (graph: Graph, types: Map<string, ValueType>, values: 
         inputs: inTypes,
         values: inValues,
         outputs: n.outputs.length,
-        inferSubgraph: (sub, subInputs) => inferSubgraphTypes(sub, subInputs, types, values),
+        inferSubgraph: (sub, subInputs) => inferSubgraphTypes(sub, subInputs, types, values, memo),
       })
       n.outputs.forEach((o, j) => {
         if (o === "") return
@@ -151,7 +178,17 @@ export const inferSubgraphTypes = (
   inputs: readonly (ValueType | undefined)[],
   outerTypes: ReadonlyMap<string, ValueType>,
   outerValues: ReadonlyMap<string, Tensor>,
+  memo: InferMemo = newInferMemo(),
 ): (ValueType | undefined)[] => {
+  const own = new Set(sub.inputs.map((i) => i.name))
+  const free = subgraphFreeNames(sub).filter((f) => !own.has(f))
+  const key = [
+    sub.inputs.map((i, k) => showMaybe(inputs[k] ?? i.type)).join(";"),
+    free.map((f) => `${f}:${showMaybe(outerTypes.get(f))}:${tensorId(memo, outerValues.get(f))}`).join(";"),
+  ].join("|")
+  let byKey = memo.results.get(sub)
+  const known = byKey?.get(key)
+  if (known) return [...known]
   const types = new Map(outerTypes)
   const values = new Map(outerValues)
   sub.inputs.forEach((i, k) => {
@@ -163,8 +200,11 @@ export const inferSubgraphTypes = (
     types.set(k, typeOf(t))
     values.set(k, t)
   }
-  inferNodes(sub, types, values)
-  return sub.outputs.map((o) => types.get(o.name))
+  inferNodes(sub, types, values, memo)
+  const out = sub.outputs.map((o) => types.get(o.name))
+  if (!byKey) memo.results.set(sub, (byKey = new Map()))
+  byKey.set(key, out)
+  return [...out]
 }
 
 /** Effect form of `bindSync`. */
