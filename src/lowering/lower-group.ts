@@ -13,7 +13,7 @@ import { exprKey } from "../ast/te/expr.js"
 import type { PrimFunc } from "../ast/tir/tir.js"
 import { lowerSync } from "./lower.js"
 import { attrsOf, computeFor, MULTI_OUTPUT, NoComputeError } from "./op-library.js"
-import type { PassConfigShape } from "../rewrite/pass.js"
+import { interruptedAt, type PassConfigShape } from "../rewrite/pass.js"
 import { cpuTirPipeline } from "./tir/cpu-pipeline.js"
 import { runTirSync, type TirPass } from "./tir/tir-pass.js"
 
@@ -222,7 +222,12 @@ export const lowerGroup = (
  */
 export const lowerGroups = (fused: FusedGraph, schedule?: ScheduleFn, tir: TirPass<unknown> = cpuTirPipeline(), config?: Partial<PassConfigShape>): GroupKernel[] => {
   const memo = new Map<string, PrimFunc>()
-  return fused.groups.map((g) => lowerGroup(fused, g, schedule, memo, tir, config))
+  return fused.groups.map((g) => {
+    // (a stop request is seen between groups: InterruptedError, thrown for the caller to fail with)
+    const stop = interruptedAt(config?.interrupt, `lowering group ${g.id} (${g.ops.slice(0, 3).join("+")}${g.ops.length > 3 ? "+…" : ""})`)
+    if (stop) throw stop
+    return lowerGroup(fused, g, schedule, memo, tir, config)
+  })
 }
 
 export type { Graph }
