@@ -18,6 +18,8 @@ import { makeTarget } from "../src/ast/target.js"
 import { compileGraph, loadProgram } from "../src/pipeline.js"
 import { fuseOpsSync } from "../src/rewrite/fuse-ops.js"
 import { withPassConfig } from "../src/rewrite/pass.js"
+import { recognizePatternRules } from "../src/rewrite/recognize-patterns.js"
+import { rewriteToFixedPoint } from "../src/rewrite/rules.js"
 import { runFailure } from "./support/effect.js"
 
 const f32 = (shape: (number | string)[]) => ({ dtype: "float32" as const, shape })
@@ -129,6 +131,18 @@ describe("graph walks are iterative", () => {
     const [got] = await Effect.runPromise(run(g, "js", feeds))
     expect([...got.data]).toEqual([...want.data])
   }, 5000)
+})
+
+describe("pattern rules walk a bounded part of the graph", () => {
+  it("a chain of 20,000 single-use Muls goes through the Gelu matcher (was a RangeError; 6,000 took 5 s)", () => {
+    const n = 20_000
+    const nodes: Node[] = [node("Relu", ["x"], ["a0"])]
+    for (let k = 1; k < n; k++) nodes.push(node("Mul", [`a${k - 1}`, "x"], [`a${k}`]))
+    const g = makeGraph({ opset: 13, inputs: [{ name: "x", type: f32([4]) }], outputs: [{ name: `a${n - 1}`, type: f32([4]) }], nodes })
+    const r = rewriteToFixedPoint(g, recognizePatternRules)
+    expect(r.stop).toBe("Saturated")
+    expect(r.graph.nodes).toHaveLength(n)
+  }, 2000)
 })
 
 describe("limits give typed errors", () => {
