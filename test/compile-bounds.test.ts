@@ -91,6 +91,45 @@ describe("subgraph inference is memoized", () => {
     expect(g.outputs[0].type.dtype).toBe("float32")
   }, 2000)
 
+  it("keyed by the body's input types and the types of the outer values it reads", () => {
+    const scalarIns = (c: string) => [
+      { name: `i_${c}`, type: { dtype: "int64" as const, shape: [] } },
+      { name: `c_${c}`, type: { dtype: "bool" as const, shape: [] } },
+    ]
+    const outs = (c: string, o: string) => [
+      { name: `co_${c}`, type: { dtype: "bool" as const, shape: [] } },
+      { name: o, type: f32([`${o}?rank`]) },
+    ]
+    // one body object shared by two Loops over a [3] and a [5] value
+    const shared = makeGraph({ name: "shared", opset: 13, inputs: [...scalarIns("s"), { name: "v", type: f32(["n"]) }], outputs: outs("s", "vo"), nodes: [node("Identity", ["c_s"], ["co_s"]), node("Neg", ["v"], ["vo"])] })
+    // one branch object reading the outer `v` of two different bodies (a [3] and a [5] value)
+    const branch = makeGraph({ name: "branch", opset: 13, inputs: [], outputs: [{ name: "bo", type: f32(["bo?rank"]) }], nodes: [node("Neg", ["v"], ["bo"])] })
+    const body = (k: number) =>
+      makeGraph({
+        name: `body${k}`,
+        opset: 13,
+        inputs: [...scalarIns(`b${k}`), { name: "v", type: f32(["n"]) }],
+        outputs: outs(`b${k}`, `r${k}`),
+        nodes: [node("Identity", [`c_b${k}`], [`co_b${k}`]), node("If", [`c_b${k}`], [`r${k}`], { then_branch: attr.graph(branch), else_branch: attr.graph(branch) }, `if${k}`)],
+      })
+    const g = makeGraph({
+      opset: 13,
+      inputs: [
+        { name: "a", type: f32([3]) },
+        { name: "b", type: f32([5]) },
+      ],
+      outputs: ["ya", "yb", "za", "zb"].map((name) => ({ name, type: f32(["?"]) })),
+      initializers: new Map([["M", i64(2)]]),
+      nodes: [
+        node("Loop", ["M", "", "a"], ["ya"], { body: attr.graph(shared) }),
+        node("Loop", ["M", "", "b"], ["yb"], { body: attr.graph(shared) }),
+        node("Loop", ["M", "", "a"], ["za"], { body: attr.graph(body(1)) }),
+        node("Loop", ["M", "", "b"], ["zb"], { body: attr.graph(body(2)) }),
+      ],
+    })
+    expect(bindSync(g).outputs.map((o) => o.type.shape)).toEqual([[3], [5], [3], [5]])
+  })
+
   it("and still compute the right thing: 6 nested Loops of two trips negate 2^6 times", async () => {
     const g = nestedLoops(6, 3)
     const feeds = new Map([["x", vec(1, -2, 3)]])
