@@ -8,6 +8,7 @@ const outdir = i >= 0 ? process.argv[i + 1] : "dist"
 await build({
   entryPoints: {
     "cli/main": "src/cli/main.ts",
+    "cli/commands": "src/cli/commands.ts",
     "index": "src/index.ts",
     "scripts/conformance": "scripts/conformance.ts",
     "scripts/optimizer-report": "scripts/optimizer-report.ts",

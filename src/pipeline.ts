@@ -3,6 +3,7 @@
 // target's emitter → its device. Each target is looked up in the backend table (src/backend); no
 // stage here switches on the kind.
 import { Effect } from "effect"
+import { InterruptedError } from "./ast/graph/errors.js"
 import type { Graph } from "./ast/graph/graph.js"
 import { bind } from "./ast/graph/infer.js"
 import type { ComputeTensor } from "./ast/te/tensor.js"
@@ -64,14 +65,14 @@ const tunedLookup = (target: Target, tuned: ReadonlyMap<string, TuningRecord>, r
 export const compileGraph = Effect.fn("tessera.compile")(function* (graph: Graph, target: Target, options: CompileOptions = {}) {
   const backend = backendFor(target)
   const codegen = yield* codegenFor(target)
-  const bound = yield* bind(graph, options.shapes ?? new Map(), { requireStatic: true })
-  // the caller's PassConfig (instruments, disabled passes) stays; only the opt level is set here
+  // the caller's PassConfig (instruments, disabled passes, interrupt) stays; only the opt level is set here
   const config = { ...(yield* PassConfig), optLevel: options.optLevel ?? 3 }
+  const bound = yield* bind(graph, options.shapes ?? new Map(), { requireStatic: true, ...(config.interrupt ? { interrupt: config.interrupt } : {}) })
   const planned = yield* graphPipeline(backend.graphPasses(target)).run(bound).pipe(Effect.provideService(PassConfig, config))
   const tuning: TuningReport = { applied: [], untuned: [], skipped: [] }
   const schedule = codegen.schedules(target, options.tuned ? tunedLookup(target, options.tuned, tuning) : undefined)
   // the TIR passes under the same config: its opt level, disabled passes and instruments
-  const kernels = lowerGroups(planned, schedule, codegen.tir(target), config)
+  const kernels = yield* tryTyped(() => lowerGroups(planned, schedule, codegen.tir(target), config), (e): e is InterruptedError => e instanceof InterruptedError)
   return { graph: planned.graph, fused: { graph: planned.graph, groups: planned.groups }, memory: planned.memory, kernels, tuning } satisfies Program & { tuning: TuningReport }
 })
 

@@ -3,6 +3,7 @@
 // little-endian binary, 64-byte aligned) and manifest.json (inputs, outputs, kernels in run order,
 // fallback groups with their reasons, the memory plan).
 // Same model and flags → the same bytes: nothing depends on the clock, the folder or the run.
+import type { Interrupt } from "../ast/graph/errors.js"
 import { Effect } from "effect"
 import * as path from "node:path"
 import type { Graph } from "../ast/graph/graph.js"
@@ -29,6 +30,8 @@ export interface CompileOptions {
   readonly shapes: readonly string[]
   /** Where the tuning report and the log's warnings go (stderr). */
   readonly log: (line: string) => Effect.Effect<void>
+  /** The supervisor's stop flag (SIGINT, SIGTERM, --deadline). */
+  readonly interrupt?: Interrupt
 }
 
 const ALIGN = 64
@@ -121,7 +124,7 @@ export const compileCommand = Effect.fn("cli.compile")(function* (o: CompileOpti
   const shapes = yield* boundShapes(graph, o.shapes)
   const tuned = o.tuned !== undefined ? yield* readTuned(o.tuned, settings) : undefined
   if (tuned) for (const w of tuned.warnings) yield* o.log(`tessera compile: ${o.tuned}: ${w}`)
-  const compiled = yield* compileFor(graph, { settings, optLevel, shapes, trace: false, ...(tuned ? { tuned: tuned.best } : {}) })
+  const compiled = yield* compileFor(graph, { settings, optLevel, shapes, trace: false, ...(tuned ? { tuned: tuned.best } : {}), ...(o.interrupt ? { interrupt: o.interrupt } : {}) })
   const program = compiled.program!
   if (tuned && o.tuned !== undefined) for (const line of tuningLines(o.tuned, tuned, program.tuning)) yield* o.log(line)
   const artifact = yield* emitArtifact(program, settings.target)

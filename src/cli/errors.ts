@@ -1,6 +1,9 @@
 // The CLI's own error (a command line that does not make sense) and the one-line rendering of
 // every typed error a command can meet: what went wrong, where, and what to do about it.
 import { Data, Effect } from "effect"
+import { printable } from "./printable.js"
+
+export { printable }
 
 /** A flag or argument whose value the command cannot use. */
 export class UsageError extends Data.TaggedError("UsageError")<{
@@ -29,13 +32,16 @@ const HINTS: { readonly [tag: string]: (e: { readonly message: string; readonly 
   LoadError: (e) => (/^cannot load the c /.test(e.message) ? "the built library could not be loaded: check the C compiler and the cache folder" : "this is a bug in Tessera's emitter for this target: please report it with the model"),
   DeviceRunError: () => "this is a bug in Tessera: please report it with the model",
   TargetError: () => "",
+  InterruptedError: () => "",
   FileAccessError: (e) => (e.operation === "write" ? "check that the folder exists, is writable and has space" : "check the path and its permissions"),
 }
 
 /** Errors reported against the model file (their message says where inside it). */
 const IN_MODEL = new Set(["DecodeError", "UnsupportedModelError", "UnsupportedOpError", "NodeError", "GraphError"])
 
-const oneLine = (s: string): string => s.replace(/\s*\n\s*/g, " ").trim()
+const oneLine = (s: string): string => printable(s.replace(/\s*\n\s*/g, " ").trim())
+
+
 
 export const tagOf = (e: unknown): string | undefined =>
   typeof e === "object" && e !== null && "_tag" in e && typeof (e as { _tag: unknown })._tag === "string" ? (e as { _tag: string })._tag : undefined
@@ -78,6 +84,7 @@ const COMMAND_ERROR_TAGS: ReadonlySet<string> = new Set([
   "CompileError",
   "LoadError",
   "DeviceRunError",
+  "InterruptedError",
 ])
 
 /** A typed failure of a command: an Error with one of the known tags. */

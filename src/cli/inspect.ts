@@ -7,7 +7,7 @@ import { bindSync } from "../ast/graph/infer.js"
 import type { Tensor } from "../ast/graph/tensor.js"
 import { readBytesSync, readModel, type ReadModelError } from "../device/files.js"
 import { fusionDot, fusionReport, fusionText, nodeFlops, optimizeAndPlan, singletonGroups, type FusionReport } from "../rewrite/index.js"
-import { attempt, tagOf, UsageError } from "./errors.js"
+import { attempt, printable, tagOf, UsageError } from "./errors.js"
 import { parseDims, splitAssignment } from "./inputs.js"
 import { inspectRaw, rawText } from "./inspect-raw.js"
 
@@ -101,7 +101,7 @@ const describeUnsupported = (o: InspectOptions, e: ReadModelError) =>
     if (e._tag !== "UnsupportedOpError" && e._tag !== "UnsupportedModelError") return yield* Effect.fail(e)
     const raw = inspectRaw(o.model, yield* attempt(() => readBytesSync(o.model)), e.message)
     if (!raw) return yield* Effect.fail(e)
-    return o.format === "json" ? JSON.stringify(raw) : o.format === "text" ? rawText(raw) : yield* Effect.fail(e)
+    return o.format === "json" ? JSON.stringify(raw) : o.format === "text" ? printable(rawText(raw)) : yield* Effect.fail(e)
   })
 
 export const inspectModel = Effect.fn("cli.inspect")(function* (o: InspectOptions) {
@@ -155,7 +155,8 @@ export const inspectModel = Effect.fn("cli.inspect")(function* (o: InspectOption
       if (shapeError) lines.push(`shapes: not inferred (${shapeError})`)
       if (report) lines.push("", fusionText(report))
       lines.push("", printGraph(bound))
-      return lines.join("\n")
+      // names come from the model: their control bytes are shown, never sent to the terminal
+      return printable(lines.join("\n"))
     }
   }
 })

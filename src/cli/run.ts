@@ -2,6 +2,7 @@
 // the target at the opt level, run, write each output as DIR/NAME.npy, and summarise the run as
 // one JSON line; --dump-ir writes the IR after each pass, --report times the passes.
 import { Effect } from "effect"
+import type { Interrupt } from "../ast/graph/errors.js"
 import type { Tensor } from "../ast/graph/tensor.js"
 import { readModel, readNpy, writeOutputs } from "../device/files.js"
 import { dumpIr, passReport, reportLines, type PassReportRow } from "./dump-ir.js"
@@ -27,6 +28,8 @@ export interface RunOptions {
   readonly report: boolean
   /** Where the report's lines go. */
   readonly log: (line: string) => Effect.Effect<void>
+  /** The supervisor's stop flag (SIGINT, SIGTERM, --deadline). */
+  readonly interrupt?: Interrupt
 }
 
 interface ValueSummary {
@@ -73,7 +76,7 @@ export const runModel = Effect.fn("cli.run")(function* (o: RunOptions) {
   const feeds = new Map<string, Tensor>(plan.map((p, k) => [p.name, p.given ?? randomTensor(p.dtype, p.shape, o.seed, k)]))
   const bound = new Map(plan.map((p) => [p.name, p.shape] as const))
   const trace = o.report || o.dumpIr !== undefined
-  const model = yield* prepare(graph, { settings: targetSettings(kind), optLevel, shapes: bound, trace })
+  const model = yield* prepare(graph, { settings: targetSettings(kind), optLevel, shapes: bound, trace, ...(o.interrupt ? { interrupt: o.interrupt } : {}) })
   const t0 = performance.now()
   const outs = yield* attempt(() => model.run(feeds))
   const ms = performance.now() - t0

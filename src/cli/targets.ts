@@ -3,7 +3,8 @@
 // target's kernels → the executor. `interp` runs the optimized graph through the evaluator, so
 // opt levels can be compared on the reference semantics.
 import { Effect } from "effect"
-import { runGraph } from "../ast/graph/evaluate.js"
+import type { Interrupt } from "../ast/graph/errors.js"
+import { newRunLimits, runGraph } from "../ast/graph/evaluate.js"
 import type { Graph } from "../ast/graph/graph.js"
 import { bind } from "../ast/graph/infer.js"
 import type { Tensor } from "../ast/graph/tensor.js"
@@ -90,6 +91,8 @@ export interface PrepareOptions {
   readonly tuned?: ReadonlyMap<string, TuningRecord>
   /** Record each pass (for --report and --dump-ir). */
   readonly trace: boolean
+  /** The supervisor's stop flag: checked at every pass, group, node and kernel boundary. */
+  readonly interrupt?: Interrupt
 }
 
 export interface Prepared {
@@ -108,16 +111,17 @@ export const compileFor = Effect.fn("cli.compileFor")(function* (graph: Graph, o
   const missing = backend.unavailable()
   if (missing) return yield* new TargetUnavailableError({ target: target.kind, reason: missing })
   const events: PassEvent[] = []
+  const stop = o.interrupt ? { interrupt: o.interrupt } : {}
   const t0 = performance.now()
   let optimized = graph
   if (o.trace || !backend.codegen) {
-    const bound = yield* bind(graph, o.shapes, { requireStatic: backend.codegen !== undefined })
-    optimized = yield* backend.graphPasses(target).run(bound).pipe(withPassConfig({ optLevel: o.optLevel, instruments: o.trace ? [recorder(events)] : [] }))
+    const bound = yield* bind(graph, o.shapes, { requireStatic: backend.codegen !== undefined, ...stop })
+    optimized = yield* backend.graphPasses(target).run(bound).pipe(withPassConfig({ optLevel: o.optLevel, instruments: o.trace ? [recorder(events)] : [], ...stop }))
   }
   if (!backend.codegen) return { graph: optimized, passes: events, compileMs: performance.now() - t0, program: undefined }
   // compileGraph runs the passes again on a traced graph: they are idempotent, and its own
   // PassConfig does not carry our instruments
-  const program = yield* compileGraph(optimized, target, { optLevel: o.optLevel, shapes: o.shapes, ...(o.tuned ? { tuned: o.tuned } : {}) })
+  const program = yield* compileGraph(optimized, target, { optLevel: o.optLevel, shapes: o.shapes, ...(o.tuned ? { tuned: o.tuned } : {}) }).pipe(withPassConfig(stop))
   return { graph: program.graph, passes: events, compileMs: performance.now() - t0, program }
 })
 
@@ -127,7 +131,7 @@ export const prepare = Effect.fn("cli.prepare")(function* (graph: Graph, o: Prep
   if (!c.program) {
     const g = c.graph
     const run = (feeds: ReadonlyMap<string, Tensor>) => {
-      const outs = runGraph(g, feeds)
+      const outs = runGraph(g, feeds, undefined, undefined, newRunLimits(o.interrupt))
       return new Map(g.outputs.map((out, k) => [out.name, outs[k]] as const))
     }
     return { ...c, run } satisfies Prepared
@@ -135,7 +139,7 @@ export const prepare = Effect.fn("cli.prepare")(function* (graph: Graph, o: Prep
   const program = c.program
   const t0 = performance.now()
   const exec = yield* loadProgram(program, o.settings.target, o.settings.threads !== undefined ? { threads: o.settings.threads } : {})
-  return { ...c, program, compileMs: c.compileMs + (performance.now() - t0), run: exec.run } satisfies Prepared
+  return { ...c, program, compileMs: c.compileMs + (performance.now() - t0), run: (feeds: ReadonlyMap<string, Tensor>) => exec.run(feeds, o.interrupt) } satisfies Prepared
 })
 
 /** Reads a tuning log: the best record per workload for this target kind, and the log's warnings. */

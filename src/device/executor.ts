@@ -7,7 +7,8 @@
 // inputs read from the device, their outputs written back) — and reads the outputs back.
 import { Data } from "effect"
 import { storageBytes, type DType, type TypedArray } from "../ast/graph/dtype.js"
-import { resolveNode, roundNarrow, runGraph } from "../ast/graph/evaluate.js"
+import { checkInterrupt, type Interrupt } from "../ast/graph/errors.js"
+import { kernelError, newRunLimits, resolveNode, roundNarrow, subgraphRunner } from "../ast/graph/evaluate.js"
 import type { Graph } from "../ast/graph/graph.js"
 import { sizeOf, type Tensor } from "../ast/graph/tensor.js"
 import type { Program } from "../lowering/program.js"
@@ -25,7 +26,8 @@ const staticShape = (g: Graph, v: string): number[] | undefined => {
 }
 
 export interface Executor {
-  readonly run: (feeds: ReadonlyMap<string, Tensor>) => Map<string, Tensor>
+  /** Runs the kernels in order; with `interrupt`, a set flag stops the run between kernels (InterruptedError). */
+  readonly run: (feeds: ReadonlyMap<string, Tensor>, interrupt?: Interrupt) => Map<string, Tensor>
   /** Bytes of the planned storage blocks (reserved once). */
   readonly plannedBytes: number
   /** The module the kernels run on. */
@@ -80,7 +82,8 @@ export const createExecutor = (program: Program, mod: DeviceModule): Executor =>
   const outputs = new Set(graph.outputs.map((o) => o.name))
   const inputs = new Set(graph.inputs.map((i) => i.name))
 
-  const run = (feeds: ReadonlyMap<string, Tensor>): Map<string, Tensor> => {
+  const run = (feeds: ReadonlyMap<string, Tensor>, interrupt?: Interrupt): Map<string, Tensor> => {
+    const limits = newRunLimits(interrupt)
     // values on the host (feeds, constants, fallback results, what was read back) and on the device
     const host = new Map<string, Tensor>(constants)
     const device = new Map<string, DeviceBuffer>()
@@ -117,6 +120,7 @@ export const createExecutor = (program: Program, mod: DeviceModule): Executor =>
       return t
     }
     for (const k of program.kernels) {
+      checkInterrupt(interrupt, () => `kernel ${k.name}`)
       if (k.kind === "compiled") {
         const args = k.args.map(onDevice)
         mod.run(k.name, args)
@@ -128,7 +132,13 @@ export const createExecutor = (program: Program, mod: DeviceModule): Executor =>
       for (const n of k.nodes) {
         const { def, attrs } = resolveNode(n)
         const ins = n.inputs.map((v) => (v === "" ? undefined : onHost(v, `node '${n.name}'`)))
-        const outs = def.kernel({ node: n.name, attrs, opset: graph.opset, inputs: ins, outputs: n.outputs.length, runSubgraph: (g, f) => runGraph(g, f, { get: (name) => host.get(name) ?? (device.has(name) ? onHost(name, `node '${n.name}'`) : undefined) }) })
+        let outs: readonly Tensor[]
+        try {
+          outs = def.kernel({ node: n.name, attrs, opset: graph.opset, inputs: ins, outputs: n.outputs.length, runSubgraph: subgraphRunner({ get: (name) => host.get(name) ?? (device.has(name) ? onHost(name, `node '${n.name}'`) : undefined) }, limits) })
+        } catch (e) {
+          // the interpreter's typed errors, as runGraph gives them (a Loop past its limit: NodeError)
+          throw e instanceof ExecutorError ? e : kernelError(n, e)
+        }
         n.outputs.forEach((o, j) => {
           if (o === "" || !outs[j]) return
           const aliased = ins.some((i) => i?.data === outs[j].data)

@@ -51,6 +51,10 @@ export const readBytesSync = (file: string): Uint8Array => {
   }
 }
 
+/** What a non-regular file is, in words. */
+const kindOf = (st: fs.Stats): string =>
+  st.isFIFO() ? "a FIFO (named pipe)" : st.isDirectory() ? "a folder" : st.isCharacterDevice() ? "a character device" : st.isBlockDevice() ? "a block device" : st.isSocket() ? "a socket" : "not a regular file"
+
 /**
  * Reads external tensor data for a model in `folder`. The location has already been checked to
  * stay inside the folder (checkExternalLocation); symbolic links that lead out are refused too.
@@ -64,8 +68,13 @@ export const externalReader = (folder: string) => (location: string, offset: num
     const real = fs.realpathSync(file)
     if (real !== realFolder && !real.startsWith(realFolder + path.sep))
       throw new DecodeError({ where: `external data '${location}'`, reason: "the file links outside the model's folder; only files inside it are allowed" })
-    fd = fs.openSync(real, "r")
-    const size = fs.fstatSync(fd).size
+    // never follow a link swapped in after the check, and never block: a FIFO (a tar archive can
+    // carry one) would hang open() until a writer came; then regular files only
+    fd = fs.openSync(real, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK)
+    const stat = fs.fstatSync(fd)
+    if (!stat.isFile())
+      throw new DecodeError({ where: `external data '${location}'`, reason: `is ${kindOf(stat)}, not a regular file; external data must be a regular file inside the model's folder` })
+    const size = stat.size
     if (offset > size) throw new DecodeError({ where: `external data '${location}'`, reason: `offset ${offset} is past the end of the file (${size} bytes)` })
     const n = length ?? size - offset
     if (offset + n > size)

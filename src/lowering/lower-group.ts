@@ -13,7 +13,7 @@ import { exprKey } from "../ast/te/expr.js"
 import type { PrimFunc } from "../ast/tir/tir.js"
 import { lowerSync } from "./lower.js"
 import { attrsOf, computeFor, MULTI_OUTPUT, NoComputeError } from "./op-library.js"
-import type { PassConfigShape } from "../rewrite/pass.js"
+import { interruptedAt, type PassConfigShape } from "../rewrite/pass.js"
 import { cpuTirPipeline } from "./tir/cpu-pipeline.js"
 import { runTirSync, type TirPass } from "./tir/tir-pass.js"
 
@@ -187,6 +187,14 @@ export type GroupFallbackError = NoComputeError | S.ScheduleError | IllFormedCom
 export const isGroupFallbackError = (e: unknown): e is GroupFallbackError =>
   e instanceof NoComputeError || e instanceof S.ScheduleError || e instanceof IllFormedComputeError
 
+const byName = new WeakMap<Graph, ReadonlyMap<string, Graph["nodes"][number]>>()
+/** A graph's nodes by name (once per graph: a find per group is quadratic in the graph's size). */
+const nodesByName = (g: Graph): ReadonlyMap<string, Graph["nodes"][number]> => {
+  let m = byName.get(g)
+  if (!m) byName.set(g, (m = new Map(g.nodes.map((n) => [n.name, n]))))
+  return m
+}
+
 export const lowerGroup = (
   fused: FusedGraph,
   group: FusedGroup,
@@ -196,7 +204,7 @@ export const lowerGroup = (
   config?: Partial<PassConfigShape>,
 ): GroupKernel => {
   const name = `k${group.id}`
-  const nodes = group.nodes.map((n) => fused.graph.nodes.find((m) => m.name === n)!)
+  const nodes = group.nodes.map((n) => nodesByName(fused.graph).get(n)!)
   try {
     const te = buildGroupTE(fused, group)
     return lowerGroupSchedule(te, group, schedule(te.outputs, baseSchedule(te.outputs), group), memo, tir, config)
@@ -214,7 +222,12 @@ export const lowerGroup = (
  */
 export const lowerGroups = (fused: FusedGraph, schedule?: ScheduleFn, tir: TirPass<unknown> = cpuTirPipeline(), config?: Partial<PassConfigShape>): GroupKernel[] => {
   const memo = new Map<string, PrimFunc>()
-  return fused.groups.map((g) => lowerGroup(fused, g, schedule, memo, tir, config))
+  return fused.groups.map((g) => {
+    // (a stop request is seen between groups: InterruptedError, thrown for the caller to fail with)
+    const stop = interruptedAt(config?.interrupt, `lowering group ${g.id} (${g.ops.slice(0, 3).join("+")}${g.ops.length > 3 ? "+…" : ""})`)
+    if (stop) throw stop
+    return lowerGroup(fused, g, schedule, memo, tir, config)
+  })
 }
 
 export type { Graph }

@@ -124,6 +124,22 @@ export const UNARY_MATH: Record<string, OpCompute> = {
 
 const truth = (x: Expr): Expr => (x.dtype === "bool" ? x : bin("ne", x, c(0, x.dtype)))
 
+/**
+ * `f` over the terms as a balanced tree (((a+b)+c) for three; ((a+b)+(c+d)) for four): the
+ * expression is log2(n) deep, so a Sum of 50,000 inputs does not nest 50,000 deep (every pass over
+ * expressions recurses on their depth).
+ */
+const balanced = (terms: readonly Expr[], f: (a: Expr, b: Expr) => Expr): Expr => {
+  let level = terms
+  while (level.length > 1) {
+    const next: Expr[] = []
+    for (let k = 0; k + 1 < level.length; k += 2) next.push(f(level[k], level[k + 1]))
+    if (level.length % 2) next.push(level[level.length - 1])
+    level = next
+  }
+  return level[0]
+}
+
 /** Max / Min / Sum / Mean of one or more inputs, broadcast. */
 const variadic =
   (f: (a: Expr, b: Expr) => Expr, mean = false): OpCompute =>
@@ -133,8 +149,7 @@ const variadic =
     const dtype = ctx.outputs[0].dtype
     return [
       compute(ctx.name(), shapeOf(ctx.outputs[0]), (...i) => {
-        let e = bread(xs[0], i)
-        for (const t of xs.slice(1)) e = f(e, bread(t, i))
+        const e = balanced(xs.map((t) => bread(t, i)), f)
         return mean ? div(e, fl(dtype, xs.length)) : e
       }, dtype),
     ]

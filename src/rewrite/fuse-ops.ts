@@ -71,7 +71,7 @@ export const nodeKind = (n: Node): PatternKind => resolveNode(n).def.kind
 const capturesOf = (n: Node): string[] => Object.values(n.attrs).flatMap((a) => (a.kind === "graph" ? subgraphFreeNames(a.value) : []))
 
 /** Every value a node reads: its inputs, then what its subgraphs capture (no "" and no repeats). */
-const readsOf = (n: Node): string[] => [...n.inputs, ...capturesOf(n)].filter((v, k, all) => v !== "" && all.indexOf(v) === k)
+const readsOf = (n: Node): string[] => [...new Set([...n.inputs, ...capturesOf(n)])].filter((v) => v !== "")
 
 export const fuseOpsSync = (graph0: Graph, options: FuseOptions = defaultFuseOptions): FusedGraph => {
   const graph = isBound(graph0) ? graph0 : bindSync(graph0)
@@ -174,14 +174,16 @@ export const fuseOpsSync = (graph0: Graph, options: FuseOptions = defaultFuseOpt
   // every node strictly between src and sink (sink included), following forward edges. The sink
   // is src's post-dominator, so no path from src ends, writes a graph output (a root of the tree)
   // or passes the sink before it meets the sink: following the edges up to it stays on the way.
+  // (an explicit stack: a chain of thousands of nodes must not overflow the call stack)
   const pathNodes = (src: number, sink: number): number[] => {
     const out = new Set<number>()
-    const visit = (k: number): void => {
-      if (out.has(k)) return
+    const stack = outEdges[src].map((e) => e.to).reverse()
+    while (stack.length) {
+      const k = stack.pop()!
+      if (out.has(k)) continue
       out.add(k)
-      if (k !== sink) for (const e of outEdges[k]) visit(e.to)
+      if (k !== sink) for (let j = outEdges[k].length - 1; j >= 0; j--) stack.push(outEdges[k][j].to)
     }
-    for (const e of outEdges[src]) visit(e.to)
     return [...out]
   }
   const checkPath = (src: number, sink: number, cond: (r: number, isSink: boolean) => boolean): number[] | undefined => {
@@ -234,36 +236,78 @@ export const fuseOpsSync = (graph0: Graph, options: FuseOptions = defaultFuseOpt
   const members = new Map<number, number[]>()
   for (let k = 0; k < N; k++) {
     const g = find(k)
-    members.set(g, [...(members.get(g) ?? []), k])
+    const ms = members.get(g)
+    if (ms) ms.push(k)
+    else members.set(g, [k])
   }
   const roots = [...members.keys()]
+  const position = new Map(roots.map((r, i) => [r, i]))
   const groupOf = new Map<number, number>()
   for (const [g, ms] of members) for (const m of ms) groupOf.set(m, g)
   const deps = new Map<number, Set<number>>(roots.map((r) => [r, new Set()]))
-  for (let k = 0; k < N; k++) for (const e of outEdges[k]) if (groupOf.get(e.to) !== groupOf.get(k)) deps.get(groupOf.get(e.to)!)!.add(groupOf.get(k)!)
-  const order: number[] = []
-  const done = new Set<number>()
-  // (ties by first node: members has the groups in the order of their first nodes)
-  const pending = [...roots]
-  while (pending.length) {
-    const i = pending.findIndex((r) => [...deps.get(r)!].every((d) => done.has(d)))
-    if (i < 0) throw new VerifyError({ pass: "rewrite.FuseOps", where: "groups", reason: "fused groups form a cycle (non-convex group)" })
-    const [r] = pending.splice(i, 1)
-    done.add(r)
-    order.push(r)
+  const dependents = new Map<number, number[]>(roots.map((r) => [r, []]))
+  for (let k = 0; k < N; k++)
+    for (const e of outEdges[k]) {
+      const from = groupOf.get(k)!
+      const to = groupOf.get(e.to)!
+      if (from === to || deps.get(to)!.has(from)) continue
+      deps.get(to)!.add(from)
+      dependents.get(from)!.push(to)
+    }
+  // Kahn's order, always taking the ready group whose first node comes first (a binary heap on
+  // the position): the order of "the first pending group whose dependencies are done", in linear time
+  const waiting = new Map(roots.map((r) => [r, deps.get(r)!.size]))
+  const heap: number[] = []
+  const less = (a: number, b: number) => position.get(a)! < position.get(b)!
+  const pushHeap = (r: number) => {
+    heap.push(r)
+    for (let i = heap.length - 1; i > 0; ) {
+      const up = (i - 1) >> 1
+      if (!less(heap[i], heap[up])) break
+      ;[heap[i], heap[up]] = [heap[up], heap[i]]
+      i = up
+    }
   }
+  const popHeap = (): number => {
+    const top = heap[0]
+    const last = heap.pop()!
+    if (heap.length) {
+      heap[0] = last
+      for (let i = 0; ; ) {
+        const l = 2 * i + 1
+        const m = l + 1 < heap.length && less(heap[l + 1], heap[l]) ? l + 1 : l
+        if (l >= heap.length || !less(heap[m], heap[i])) break
+        ;[heap[i], heap[m]] = [heap[m], heap[i]]
+        i = m
+      }
+    }
+    return top
+  }
+  for (const r of roots) if (waiting.get(r) === 0) pushHeap(r)
+  const order: number[] = []
+  while (heap.length) {
+    const r = popHeap()
+    order.push(r)
+    for (const d of dependents.get(r)!) {
+      const left = waiting.get(d)! - 1
+      waiting.set(d, left)
+      if (left === 0) pushHeap(d)
+    }
+  }
+  if (order.length !== roots.length) throw new VerifyError({ pass: "rewrite.FuseOps", where: "groups", reason: "fused groups form a cycle (non-convex group)" })
 
   const reads = nodes.map(readsOf)
+  const readSets = reads.map((r) => new Set(r))
   const groups: FusedGroup[] = order.map((r, id) => {
     const ms = members.get(r)!
     const inside = new Set(ms.flatMap((m) => nodes[m].outputs))
-    const inputs: string[] = []
-    for (const m of ms) for (const i of reads[m]) if (!inside.has(i) && !inputs.includes(i)) inputs.push(i)
+    const inputs = new Set<string>()
+    for (const m of ms) for (const i of reads[m]) if (!inside.has(i)) inputs.add(i)
     const outputs: string[] = []
     for (const m of ms)
       for (const o of nodes[m].outputs) {
         // ("" is neither a graph output nor anyone's read)
-        const usedOutside = graphOutputs.has(o) || outEdges[m].some((e) => groupOf.get(e.to) !== r && reads[e.to].includes(o))
+        const usedOutside = graphOutputs.has(o) || outEdges[m].some((e) => groupOf.get(e.to) !== r && readSets[e.to].has(o))
         if (usedOutside) outputs.push(o)
       }
     return {
@@ -272,7 +316,7 @@ export const fuseOpsSync = (graph0: Graph, options: FuseOptions = defaultFuseOpt
       ops: ms.map((m) => nodes[m].op),
       kind: kindOf(gRank[r]),
       anchor: nodes[gAnchor[r]].name,
-      inputs,
+      inputs: [...inputs],
       outputs,
     }
   })

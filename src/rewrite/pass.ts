@@ -4,7 +4,7 @@
 // planning and the TIR passes all have this one shape, so `disabled` and the opt levels are
 // honoured in one place: `runPass`.
 import { Context, Data, Effect } from "effect"
-import { GraphError, InputError, NodeError, UnsupportedOpError, type EvalError } from "../ast/graph/errors.js"
+import { InterruptedError, isEvalError, type EvalError, type Interrupt } from "../ast/graph/errors.js"
 import type { Graph } from "../ast/graph/graph.js"
 import { verifyGraph, type VerifyProblem } from "./verify.js"
 
@@ -38,6 +38,8 @@ export interface PassConfigShape {
   readonly disabled: ReadonlySet<string>
   readonly verify: boolean
   readonly instruments: readonly PassInstrument[]
+  /** The caller's stop request, checked before each pass (and by lowering, before each group). */
+  readonly interrupt?: Interrupt
 }
 
 export const defaultPassConfig: PassConfigShape = { optLevel: 3, disabled: new Set(), verify: true, instruments: [] }
@@ -66,7 +68,7 @@ export type RewriteError = EvalError | VerifyError
 
 /** Whether `e` is one of the typed errors a graph pass may fail with (anything else is a bug). */
 export const isRewriteError = (e: unknown): e is RewriteError =>
-  e instanceof UnsupportedOpError || e instanceof NodeError || e instanceof InputError || e instanceof GraphError || e instanceof VerifyError
+  isEvalError(e) || e instanceof VerifyError
 
 /**
  * An Effect of a plain function that may throw the typed errors `typed` recognises: those fail the
@@ -88,6 +90,12 @@ export const graphPass = (name: string, optLevel: number, f: (g: Graph) => Graph
   run: (g) => tryTyped(() => f(g), isRewriteError),
 })
 
+/** The InterruptedError for a set interrupt flag, or undefined while the work may go on. */
+export const interruptedAt = (interrupt: Interrupt | undefined, where: string): InterruptedError | undefined => {
+  const v = interrupt ? Atomics.load(interrupt.flag, 0) : 0
+  return v === 0 ? undefined : new InterruptedError({ reason: interrupt!.reasons[v] ?? `stop request ${v}`, where })
+}
+
 /** Whether the configuration runs `p`. */
 export const runs = (cfg: PassConfigShape, p: { readonly name: string; readonly optLevel: number }): boolean => p.optLevel <= cfg.optLevel && !cfg.disabled.has(p.name)
 
@@ -95,10 +103,12 @@ export const runs = (cfg: PassConfigShape, p: { readonly name: string; readonly 
  * Runs one pass under the PassConfig: skipped (its `skip`, else the input unchanged) below its opt
  * level or when disabled; otherwise run between the instruments and its output verified.
  */
-export const runPass = <A, B, E>(p: Pass<A, B, E>, input: A, verify?: (out: B) => VerifyProblem | undefined): Effect.Effect<B, E | VerifyError> =>
+export const runPass = <A, B, E>(p: Pass<A, B, E>, input: A, verify?: (out: B) => VerifyProblem | undefined): Effect.Effect<B, E | VerifyError | InterruptedError> =>
   Effect.gen(function* () {
     const cfg = yield* PassConfig
     if (!runs(cfg, p)) return p.skip ? p.skip(input) : (input as unknown as B)
+    const stop = interruptedAt(cfg.interrupt, `pass ${p.name}`)
+    if (stop) return yield* stop
     for (const i of cfg.instruments) i.before?.(p.name, input)
     const out = yield* p.run(input)
     for (const i of cfg.instruments) i.after?.(p.name, out)
@@ -110,7 +120,7 @@ export const runPass = <A, B, E>(p: Pass<A, B, E>, input: A, verify?: (out: B) =
 /** `sequential` for an IR with this verifier: passes in order, each verified after it runs. */
 export const sequentialOf =
   <A>(verify: (a: A) => VerifyProblem | undefined) =>
-  <E>(name: string, passes: readonly Pass<A, A, E>[]): Pass<A, A, E | VerifyError> => ({
+  <E>(name: string, passes: readonly Pass<A, A, E>[]): Pass<A, A, E | VerifyError | InterruptedError> => ({
     name,
     optLevel: 0,
     run: Effect.fn(name)(function* (input: A) {
@@ -124,7 +134,7 @@ export const sequentialOf =
 export const sequential: (name: string, passes: readonly Pass<Graph, Graph, RewriteError>[]) => GraphPass = sequentialOf(verifyGraph)
 
 /** Two passes one after the other, where the first changes the IR (each run or skipped by the config). */
-export const chain = <A, B, C, E1, E2>(name: string, first: Pass<A, B, E1>, second: Pass<B, C, E2>): Pass<A, C, E1 | E2 | VerifyError> => ({
+export const chain = <A, B, C, E1, E2>(name: string, first: Pass<A, B, E1>, second: Pass<B, C, E2>): Pass<A, C, E1 | E2 | VerifyError | InterruptedError> => ({
   name,
   optLevel: 0,
   run: Effect.fn(name)(function* (input: A) {

@@ -157,15 +157,22 @@ export const absorbIntoLayerNorm: Rule = {
   },
 }
 
-/** The leaves of the tree of single-use Mul nodes rooted at `n` (one more than the tree's Mul nodes). */
-const mulFactors = (ctx: RuleCtx, n: Node): string[] => {
+/**
+ * The leaves of the tree of single-use Mul nodes rooted at `n` (one more than the tree's Mul
+ * nodes), in order; undefined when there are more than `max`. Each pending value gives at least
+ * one leaf, so the walk stops as soon as that many pass `max`: a chain of thousands of Muls costs
+ * each of its nodes a few steps, not the whole chain (and no recursion, so no stack to overflow).
+ */
+const mulFactors = (ctx: RuleCtx, n: Node, max: number): string[] | undefined => {
   const out: string[] = []
-  const visit = (v: string) => {
+  const stack = [...n.inputs].reverse()
+  while (stack.length) {
+    if (out.length + stack.length > max) return undefined
+    const v = stack.pop()!
     const p = producerOp(ctx, v, "Mul")
-    if (p && internal(ctx, v)) p.inputs.forEach(visit)
+    if (p && internal(ctx, v)) for (let k = p.inputs.length - 1; k >= 0; k--) stack.push(p.inputs[k])
     else out.push(v)
   }
-  n.inputs.forEach(visit)
   return out
 }
 
@@ -175,8 +182,8 @@ export const recognizeGelu: Rule = {
   apply: (n, ctx) => {
     if (n.op !== "Mul" || n.domain !== "") return undefined
     // three factors: a tree of two Muls
-    const f = mulFactors(ctx, n)
-    if (f.length !== 3) return undefined
+    const f = mulFactors(ctx, n, 3)
+    if (f?.length !== 3) return undefined
     const half = f.findIndex((v) => near(scalarOf(ctx, v) ?? NaN, 0.5))
     const onePlus = f.findIndex((v) => {
       const add = producerOp(ctx, v, "Add")

@@ -56,7 +56,13 @@ const makeCtx = (g: Graph, fresh: (base: string) => string): RuleCtx => {
   const cons = new Map<string, Node[]>()
   for (const n of g.nodes) {
     for (const o of n.outputs) if (o !== "") producers.set(o, n)
-    for (const i of n.inputs) if (i !== "") cons.set(i, [...(cons.get(i) ?? []), n])
+    for (const i of n.inputs) {
+      if (i === "") continue
+      // (appended in place: copying the list on every insert is quadratic in a value's readers)
+      const l = cons.get(i)
+      if (l) l.push(n)
+      else cons.set(i, [n])
+    }
   }
   // graph outputs and names subgraphs read keep their identity (renames do not reach inside subgraphs)
   const outputs = new Set(g.outputs.map((o) => o.name))

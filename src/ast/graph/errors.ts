@@ -45,4 +45,41 @@ export class GraphError extends Data.TaggedError("GraphError")<{
   }
 }
 
-export type EvalError = UnsupportedOpError | NodeError | InputError | GraphError
+/**
+ * Long work stopped on request: the caller (the CLI, on SIGINT / SIGTERM or at its --deadline) set
+ * the interrupt flag it handed in, and the work saw it at the next pass or node boundary.
+ */
+export class InterruptedError extends Data.TaggedError("InterruptedError")<{
+  /** Why: "SIGINT", "SIGTERM", or "the deadline of 2 s". */
+  readonly reason: string
+  /** Where the work stopped: "pass rewrite.FuseOps", "node 'loop1' (Loop)", "kernel k3". */
+  readonly where: string
+}> {
+  override get message(): string {
+    return `interrupted (${this.reason}): stopped at ${this.where}`
+  }
+}
+
+/**
+ * The interrupt flag, as data: an Int32Array over (usually shared) memory that the caller sets to
+ * non-zero to ask the work to stop. Pure stages only read it, at pass and node boundaries; the
+ * caller owns the signals and the clock that set it.
+ */
+export interface Interrupt {
+  readonly flag: Int32Array
+  /** Why, by the flag's value (1: "SIGINT"...). */
+  readonly reasons: Readonly<Record<number, string>>
+}
+
+/** Throws InterruptedError when the flag is set. */
+export const checkInterrupt = (interrupt: Interrupt | undefined, where: () => string): void => {
+  if (!interrupt) return
+  const v = Atomics.load(interrupt.flag, 0)
+  if (v !== 0) throw new InterruptedError({ reason: interrupt.reasons[v] ?? `stop request ${v}`, where: where() })
+}
+
+export type EvalError = UnsupportedOpError | NodeError | InputError | GraphError | InterruptedError
+
+/** Whether `e` is one of the evaluator's typed errors. */
+export const isEvalError = (e: unknown): e is EvalError =>
+  e instanceof UnsupportedOpError || e instanceof NodeError || e instanceof InputError || e instanceof GraphError || e instanceof InterruptedError

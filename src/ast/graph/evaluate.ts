@@ -4,8 +4,9 @@
 import { Effect } from "effect"
 import { decodeAttrs } from "./attrs.js"
 import { roundBF16, roundF16 } from "./dtype.js"
-import { GraphError, InputError, NodeError, UnsupportedOpError, type EvalError } from "./errors.js"
+import { checkInterrupt, GraphError, InputError, isEvalError, NodeError, UnsupportedOpError, type EvalError, type Interrupt } from "./errors.js"
 import type { Graph, Node } from "./graph.js"
+import { LIMITS } from "./limits.js"
 import { OpError, OpUnsupported, type AnyOpDef } from "./op.js"
 import { lookupOp, TESSERA_DOMAIN } from "./ops/index.js"
 import { showShape, type Tensor } from "./tensor.js"
@@ -83,8 +84,11 @@ export const roundNarrow = (t: Tensor): void => {
   for (let i = 0; i < d.length; i++) d[i] = r(d[i])
 }
 
+/** What a reference kernel threw, as the typed error naming its node (anything untyped: an internal error). */
+export const kernelError = (n: Node, e: unknown): EvalError => toTyped(n, e)
+
 const toTyped = (n: Node, e: unknown): EvalError => {
-  if (e instanceof UnsupportedOpError || e instanceof NodeError || e instanceof InputError || e instanceof GraphError) return e
+  if (isEvalError(e)) return e
   if (e instanceof OpUnsupported) return new UnsupportedOpError({ node: n.name, op: n.op, domain: n.domain, reason: e.message })
   if (e instanceof OpError) return new NodeError({ node: n.name, op: n.op, reason: e.message })
   if (e instanceof RangeError) return new NodeError({ node: n.name, op: n.op, reason: e.message })
@@ -102,11 +106,31 @@ export type NodeObserver = (node: Node, inputs: readonly (Tensor | undefined)[],
  * Runs `graph` on `feeds` (plain function; throws the typed errors of `EvalError`).
  * `outer` gives the enclosing scope when running a subgraph. Returns the graph outputs in order.
  */
+/**
+ * What one run may spend: the caller's stop request (checked before each node) and the steps
+ * left for subgraphs (each subgraph run counts one, and each node it runs one more), shared by
+ * every subgraph the run enters, however nested.
+ */
+export interface RunLimits {
+  readonly interrupt?: Interrupt
+  readonly steps: { left: number }
+}
+
+export const newRunLimits = (interrupt?: Interrupt, steps: number = LIMITS.subgraphSteps): RunLimits => ({ ...(interrupt ? { interrupt } : {}), steps: { left: steps } })
+
+/** Charges a subgraph run to the limits: an OpError (the running node's NodeError) past them. */
+const chargeSubgraph = (limits: RunLimits, g: Graph): void => {
+  limits.steps.left -= 1 + g.nodes.length
+  if (limits.steps.left < 0)
+    throw new OpError(`its subgraphs ran past the interpreter's limit of steps (iterations and nodes: ${LIMITS.subgraphSteps.toLocaleString("en-US")} a run): a loop this long would run for hours`)
+}
+
 export const runGraph = (
   graph: Graph,
   feeds: ReadonlyMap<string, Tensor>,
   outer?: Scope,
   observe?: NodeObserver,
+  limits: RunLimits = newRunLimits(),
 ): Tensor[] => {
   const env = new Map<string, Tensor>()
   for (const [k, v] of graph.initializers) env.set(k, v)
@@ -123,9 +147,13 @@ export const runGraph = (
       if (a.kind === "graph") for (const sub of subgraphFreeNames(a.value)) lastUse.set(sub, k)
   })
 
-  const runSubgraph = (g: Graph, subFeeds: ReadonlyMap<string, Tensor>): readonly Tensor[] => runGraph(g, subFeeds, scope)
+  const runSubgraph = (g: Graph, subFeeds: ReadonlyMap<string, Tensor>): readonly Tensor[] => {
+    chargeSubgraph(limits, g)
+    return runGraph(g, subFeeds, scope, undefined, limits)
+  }
 
   graph.nodes.forEach((n, k) => {
+    checkInterrupt(limits.interrupt, () => `node '${n.name}' (${n.op})`)
     let outs: readonly Tensor[]
     let inputs: (Tensor | undefined)[] = []
     try {
@@ -166,8 +194,20 @@ export const runGraph = (
   })
 }
 
-/** Names a subgraph reads from its enclosing scopes. */
+const freeNamesMemo = new WeakMap<Graph, readonly string[]>()
+
+/** A kernel's runSubgraph outside runGraph (the executor's fallback nodes): charged to `limits`. */
+export const subgraphRunner =
+  (scope: Scope, limits: RunLimits) =>
+  (g: Graph, feeds: ReadonlyMap<string, Tensor>): readonly Tensor[] => {
+    chargeSubgraph(limits, g)
+    return runGraph(g, feeds, scope, undefined, limits)
+  }
+
+/** Names a subgraph reads from its enclosing scopes (graphs are immutable: computed once per graph). */
 export const subgraphFreeNames = (g: Graph): string[] => {
+  const known = freeNamesMemo.get(g)
+  if (known) return [...known]
   const defined = new Set<string>([...g.inputs.map((i) => i.name), ...g.initializers.keys()])
   const free = new Set<string>()
   for (const n of g.nodes) {
@@ -177,7 +217,9 @@ export const subgraphFreeNames = (g: Graph): string[] => {
     for (const o of n.outputs) defined.add(o)
   }
   for (const o of g.outputs) if (!defined.has(o.name)) free.add(o.name)
-  return [...free]
+  const names = [...free]
+  freeNamesMemo.set(g, names)
+  return [...names]
 }
 
 /** Evaluates a graph on named inputs; the outputs by name. */
@@ -189,7 +231,7 @@ export const evaluate = (graph: Graph, feeds: ReadonlyMap<string, Tensor>): Effe
       return new Map(graph.outputs.map((o, k) => [o.name, outs[k]] as const))
     },
     catch: (e) =>
-      e instanceof UnsupportedOpError || e instanceof NodeError || e instanceof InputError || e instanceof GraphError
+      isEvalError(e)
         ? e
         : new GraphError({ where: graph.name, reason: e instanceof Error ? e.message : String(e) }),
   })

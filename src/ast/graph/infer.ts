@@ -3,10 +3,11 @@
 // small subgraphs over them — the shape subgraphs of PyTorch exports) are propagated, so shapes
 // that depend on them come out static.
 import { Effect } from "effect"
-import { GraphError, InputError, NodeError, UnsupportedOpError, type EvalError } from "./errors.js"
-import { resolveNode, roundNarrow } from "./evaluate.js"
+import { checkInterrupt, GraphError, InputError, isEvalError, NodeError, UnsupportedOpError, type EvalError, type Interrupt } from "./errors.js"
+import { resolveNode, roundNarrow, subgraphFreeNames } from "./evaluate.js"
 import type { Graph, Node, ValueInfo } from "./graph.js"
 import { OpError, OpUnsupported, type Dim, type ValueType } from "./op.js"
+import { LIMITS, showCount } from "./limits.js"
 import { sizeOf, type Tensor } from "./tensor.js"
 
 /** Largest constant (elements) the binder computes to resolve shapes. */
@@ -17,10 +18,67 @@ export const typeOf = (t: Tensor): ValueType => ({ dtype: t.dtype, shape: t.shap
 const isStatic = (t: ValueType): boolean => t.shape.every((d) => typeof d === "number")
 
 const toTyped = (n: Node, e: unknown): EvalError => {
-  if (e instanceof UnsupportedOpError || e instanceof NodeError || e instanceof InputError || e instanceof GraphError) return e
+  if (isEvalError(e)) return e
   if (e instanceof OpUnsupported) return new UnsupportedOpError({ node: n.name, op: n.op, domain: n.domain, reason: e.message })
   if (e instanceof OpError || e instanceof RangeError) return new NodeError({ node: n.name, op: n.op, reason: e.message })
   return new NodeError({ node: n.name, op: n.op, reason: `internal error in type inference: ${e instanceof Error ? e.message : String(e)}` })
+}
+
+/**
+ * Subgraph inference memoized for one bind: a body's output types depend only on its input types
+ * and on the types and constants of the outer values it reads, so a body met again with the same
+ * ones (a Loop's fixed point re-inferring its body, nested at every level) is inferred once.
+ * Without it, nested Loops cost 2^depth.
+ */
+export interface InferMemo {
+  /** The caller's stop request, checked before each node. */
+  readonly interrupt?: Interrupt
+  readonly results: WeakMap<Graph, Map<string, (ValueType | undefined)[]>>
+  readonly tensorIds: WeakMap<Tensor, number>
+  next: number
+}
+
+export const newInferMemo = (interrupt?: Interrupt): InferMemo => ({ ...(interrupt ? { interrupt } : {}), results: new WeakMap(), tensorIds: new WeakMap(), next: 0 })
+
+const tensorId = (memo: InferMemo, t: Tensor | undefined): string => {
+  if (!t) return "-"
+  let id = memo.tensorIds.get(t)
+  if (id === undefined) {
+    id = memo.next++
+    memo.tensorIds.set(t, id)
+  }
+  return String(id)
+}
+
+// (JSON keeps a symbolic dim "4" apart from the number 4)
+const showMaybe = (t: ValueType | undefined): string => (t ? `${t.dtype}${JSON.stringify(t.shape)}` : "?")
+
+/** A statically shaped output over the element limit is refused where it is inferred, naming the node. */
+const checkElements = (n: Node, j: number, t: ValueType): void => {
+  if (!isStatic(t)) return
+  const count = (t.shape as number[]).reduce((a, d) => a * d, 1)
+  if (count > LIMITS.tensorElements)
+    throw new NodeError({
+      node: n.name,
+      op: n.op,
+      reason: `output ${j} would have shape [${t.shape.join(", ")}] (${showCount(count)} elements), over the limit of ${showCount(LIMITS.tensorElements)} elements a tensor`,
+    })
+}
+
+/** A graph over the node limit (subgraphs included) is refused before anything walks it. */
+const checkSize = (g: Graph): void => {
+  let count = 0
+  const stack: Graph[] = [g]
+  while (stack.length) {
+    const h = stack.pop()!
+    count += h.nodes.length
+    if (count > LIMITS.nodes) throw new GraphError({ where: g.name, reason: `has more than ${showCount(LIMITS.nodes)} nodes, subgraphs included (Tessera's limit)` })
+    for (const n of h.nodes)
+      for (const a of Object.values(n.attrs)) {
+        if (a.kind === "graph") stack.push(a.value)
+        else if (a.kind === "graphs") stack.push(...a.value)
+      }
+  }
 }
 
 /**
@@ -31,7 +89,7 @@ const toTyped = (n: Node, e: unknown): EvalError => {
 export const bindSync = (
   graph: Graph,
   shapes: ReadonlyMap<string, readonly number[]> = new Map(),
-  options: { readonly requireStatic?: boolean } = {},
+  options: { readonly requireStatic?: boolean; readonly interrupt?: Interrupt } = {},
 ): Graph => {
   const symbols = new Map<string, number>()
   const inputs: ValueInfo[] = graph.inputs.map((i) => {
@@ -73,7 +131,8 @@ export const bindSync = (
     types.set(k, typeOf(t))
     values.set(k, t)
   }
-  inferNodes(graph, types, values)
+  checkSize(graph)
+  inferNodes(graph, types, values, newInferMemo(options.interrupt))
   const outputs = graph.outputs.map((o) => ({ name: o.name, type: types.get(o.name) ?? o.type }))
   const valueTypes = new Map(graph.valueTypes)
   for (const [k, t] of types) valueTypes.set(k, t)
@@ -84,8 +143,10 @@ export const bindSync = (
  * Infers the types of a graph's nodes in order, into `types` (which holds the inputs',
  * initializers' and enclosing scopes' types) and propagates small constants into `values`.
  */
-export const inferNodes = (graph: Graph, types: Map<string, ValueType>, values: Map<string, Tensor>): void => {
+export const inferNodes = (graph: Graph, types: Map<string, ValueType>, values: Map<string, Tensor>, memo: InferMemo = newInferMemo(), depth = 0): void => {
+  if (depth > LIMITS.subgraphDepth) throw new GraphError({ where: graph.name, reason: `subgraphs are nested more than ${LIMITS.subgraphDepth} deep (Tessera's limit)` })
   for (const n of graph.nodes) {
+    checkInterrupt(memo.interrupt, () => `inferring node '${n.name}' (${n.op})`)
     try {
       const { def, attrs } = resolveNode(n)
       const inTypes = n.inputs.map((name) => {
@@ -102,12 +163,13 @@ export const inferNodes = (graph: Graph, types: Map<string, ValueType>, values: 
         inputs: inTypes,
         values: inValues,
         outputs: n.outputs.length,
-        inferSubgraph: (sub, subInputs) => inferSubgraphTypes(sub, subInputs, types, values),
+        inferSubgraph: (sub, subInputs) => inferSubgraphTypes(sub, subInputs, types, values, memo, depth + 1),
       })
       n.outputs.forEach((o, j) => {
         if (o === "") return
         const t = outTypes[j]
         if (!t) throw new NodeError({ node: n.name, op: n.op, reason: `type relation gave no type for output ${j}` })
+        checkElements(n, j, t)
         types.set(o, t)
       })
       // Shape and Size of a statically shaped value are known without its data
@@ -151,7 +213,18 @@ export const inferSubgraphTypes = (
   inputs: readonly (ValueType | undefined)[],
   outerTypes: ReadonlyMap<string, ValueType>,
   outerValues: ReadonlyMap<string, Tensor>,
+  memo: InferMemo = newInferMemo(),
+  depth = 1,
 ): (ValueType | undefined)[] => {
+  const own = new Set(sub.inputs.map((i) => i.name))
+  const free = subgraphFreeNames(sub).filter((f) => !own.has(f))
+  const key = [
+    sub.inputs.map((i, k) => showMaybe(inputs[k] ?? i.type)).join(";"),
+    free.map((f) => `${f}:${showMaybe(outerTypes.get(f))}:${tensorId(memo, outerValues.get(f))}`).join(";"),
+  ].join("|")
+  let byKey = memo.results.get(sub)
+  const known = byKey?.get(key)
+  if (known) return [...known]
   const types = new Map(outerTypes)
   const values = new Map(outerValues)
   sub.inputs.forEach((i, k) => {
@@ -163,20 +236,23 @@ export const inferSubgraphTypes = (
     types.set(k, typeOf(t))
     values.set(k, t)
   }
-  inferNodes(sub, types, values)
-  return sub.outputs.map((o) => types.get(o.name))
+  inferNodes(sub, types, values, memo, depth)
+  const out = sub.outputs.map((o) => types.get(o.name))
+  if (!byKey) memo.results.set(sub, (byKey = new Map()))
+  byKey.set(key, out)
+  return [...out]
 }
 
 /** Effect form of `bindSync`. */
 export const bind = (
   graph: Graph,
   shapes: ReadonlyMap<string, readonly number[]> = new Map(),
-  options: { readonly requireStatic?: boolean } = {},
+  options: { readonly requireStatic?: boolean; readonly interrupt?: Interrupt } = {},
 ): Effect.Effect<Graph, EvalError> =>
   Effect.try({
     try: () => bindSync(graph, shapes, options),
     catch: (e) =>
-      e instanceof UnsupportedOpError || e instanceof NodeError || e instanceof InputError || e instanceof GraphError
+      isEvalError(e)
         ? e
         : new GraphError({ where: graph.name, reason: e instanceof Error ? e.message : String(e) }),
   })

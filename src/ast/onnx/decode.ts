@@ -15,6 +15,7 @@ import { ONNX_DTYPE, ONNX_DTYPE_NAME } from "../graph/dtype.js"
 import { UnsupportedOpError, NodeError } from "../graph/errors.js"
 import { DEFAULT_DOMAINS, resolveNode } from "../graph/evaluate.js"
 import type { Graph, Node, ValueInfo } from "../graph/graph.js"
+import { LIMITS, showCount } from "../graph/limits.js"
 import type { Dim, ValueType } from "../graph/op.js"
 import type { Tensor } from "../graph/tensor.js"
 import { DecodeError, UnsupportedModelError } from "./errors.js"
@@ -36,7 +37,14 @@ const utf8 = new TextDecoder("utf-8", { fatal: false })
 interface Ctx {
   readonly opset: number
   readonly readExternal?: ExternalReader
+  /** How many graphs enclose the one being decoded (0 for the model's graph). */
+  readonly depth: number
+  /** Nodes decoded so far, subgraphs included (shared by the whole model). */
+  readonly count: { nodes: number }
 }
+
+/** The context for a subgraph of a graph decoded in `ctx`. */
+const inner = (ctx: Ctx): Ctx => ({ ...ctx, depth: ctx.depth + 1 })
 
 const decodeType = (tp: TypeProto | undefined, where: string, nameForUnknown: string, untypedOk = false): ValueType => {
   // subgraph values may be untyped (bodies expanded from function ops): unknown rank, marked
@@ -84,7 +92,7 @@ const decodeAttr = (a: AttributeProto, where: string, ctx: Ctx): AttrValue => {
       return { kind: "tensor", value: decodeTensor(a.t, w, ctx.readExternal) }
     case 5:
       if (!a.g) throw new DecodeError({ where: w, reason: "GRAPH attribute without a graph" })
-      return { kind: "graph", value: decodeGraph(a.g, ctx, w) }
+      return { kind: "graph", value: decodeGraph(a.g, inner(ctx), w) }
     case 6:
       return { kind: "floats", value: [...a.floats] }
     case 7:
@@ -94,7 +102,7 @@ const decodeAttr = (a: AttributeProto, where: string, ctx: Ctx): AttrValue => {
     case 9:
       return { kind: "tensors", value: a.tensors.map((t, k) => decodeTensor(t, `${w}[${k}]`, ctx.readExternal)) }
     case 10:
-      return { kind: "graphs", value: a.graphs.map((g, k) => decodeGraph(g, ctx, `${w}[${k}]`)) }
+      return { kind: "graphs", value: a.graphs.map((g, k) => decodeGraph(g, inner(ctx), `${w}[${k}]`)) }
     case 11:
     case 12:
       throw new UnsupportedModelError({ where: w, feature: "sparse tensor attributes" })
@@ -107,7 +115,7 @@ const decodeAttr = (a: AttributeProto, where: string, ctx: Ctx): AttrValue => {
       if (a.floats.length) return { kind: "floats", value: [...a.floats] }
       if (a.strings.length) return { kind: "strings", value: a.strings.map((s) => utf8.decode(s)) }
       if (a.t) return { kind: "tensor", value: decodeTensor(a.t, w, ctx.readExternal) }
-      if (a.g) return { kind: "graph", value: decodeGraph(a.g, ctx, w) }
+      if (a.g) return { kind: "graph", value: decodeGraph(a.g, inner(ctx), w) }
       if (a.s.length) return { kind: "string", value: utf8.decode(a.s) }
       if (a.f !== 0) return { kind: "float", value: a.f }
       return { kind: "int", value: Number(a.i) }
@@ -134,6 +142,11 @@ const decodeNode = (n: NodeProto, index: number, ctx: Ctx, where: string): Node 
 }
 
 const decodeGraph = (g: GraphProto, ctx: Ctx, where: string): Graph => {
+  if (ctx.depth > LIMITS.subgraphDepth)
+    throw new UnsupportedModelError({ where, feature: `subgraphs nested more than ${LIMITS.subgraphDepth} deep (Tessera's limit)` })
+  ctx.count.nodes += g.node.length
+  if (ctx.count.nodes > LIMITS.nodes)
+    throw new UnsupportedModelError({ where, feature: `more than ${showCount(LIMITS.nodes)} nodes, subgraphs included (Tessera's limit)` })
   if (g.sparseInitializer.length) throw new UnsupportedModelError({ where, feature: "sparse initializers" })
   const initializers = new Map<string, Tensor>()
   for (const t of g.initializer) {
@@ -195,7 +208,11 @@ export const decodeModelSync = (bytes: Uint8Array, options: DecodeOptions = {}):
   try {
     model = fromBinary(ModelProtoSchema, bytes, { readUnknownFields: false })
   } catch (e) {
-    throw new DecodeError({ where: "model", reason: `not a valid ONNX protobuf (${e instanceof Error ? e.message : String(e)})` })
+    const why = e instanceof Error ? e.message : String(e)
+    // a well-formed model can nest subgraphs past the protobuf reader's depth (about 30 If / Loop levels)
+    if (/maximum recursion depth/.test(why))
+      throw new UnsupportedModelError({ where: "model", feature: `messages nested deeper than the protobuf reader allows (${why.replace(/^.*(maximum recursion depth[^)]*)$/, "$1")}): subgraphs nested about 30 deep or more` })
+    throw new DecodeError({ where: "model", reason: `not a valid ONNX protobuf (${why})` })
   }
   if (!model.graph) throw new DecodeError({ where: "model", reason: "has no graph (is this an ONNX model file?)" })
   const imports = model.opsetImport.filter((o) => o.domain === "" || o.domain === "ai.onnx")
@@ -209,7 +226,7 @@ export const decodeModelSync = (bytes: Uint8Array, options: DecodeOptions = {}):
   if (opset > MAX_OPSET)
     throw new UnsupportedModelError({ where: "model", feature: `opset ${opset} is newer than the newest supported (${MAX_OPSET}); re-export with opset ≤ ${MAX_OPSET}` })
   if (opset < MIN_OPSET) throw new DecodeError({ where: "model", reason: `opset ${opset} is not a valid version` })
-  const g = decodeGraph(model.graph, { opset, readExternal: options.readExternal }, "graph")
+  const g = decodeGraph(model.graph, { opset, readExternal: options.readExternal, depth: 0, count: { nodes: 0 } }, "graph")
   checkTopological(g)
   return g
 }

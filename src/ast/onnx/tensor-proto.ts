@@ -16,6 +16,7 @@ import {
   ONNX_DTYPE_NAME,
   type DType,
 } from "../graph/dtype.js"
+import { LIMITS } from "../graph/limits.js"
 import type { Tensor } from "../graph/tensor.js"
 import { DecodeError, UnsupportedModelError } from "./errors.js"
 
@@ -23,7 +24,7 @@ import { DecodeError, UnsupportedModelError } from "./errors.js"
 export type ExternalReader = (location: string, offset: number, length: number | undefined) => Uint8Array
 
 /** The largest tensor we agree to materialise (elements). */
-export const MAX_ELEMENTS = 2 ** 31 - 1
+export const MAX_ELEMENTS = LIMITS.tensorElements
 
 const dimsOf = (tp: TensorProto, where: string): number[] =>
   tp.dims.map((d, k) => {

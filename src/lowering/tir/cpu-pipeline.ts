@@ -2,6 +2,7 @@
 // between passes, and at its end against what the c, js and wasm emitters assume.
 import type { TirExpect } from "../../ast/tir/verify.js"
 import type { VerifyError } from "../../rewrite/pass.js"
+import type { InterruptedError } from "../../ast/graph/errors.js"
 import { flattenStorage, type StorageAligns } from "./flatten-storage.js"
 import { injectVirtualThread } from "./inject-virtual-thread.js"
 import { loopPartition } from "./loop-partition.js"
@@ -28,7 +29,7 @@ export interface CpuTirOptions {
  */
 export const cpuEmitterAssumes = (maxVectorLanes = 64, maxUnroll = 16): TirExpect => ({ threadExtentsKnown: true, flat: true, noIntrinsics: true, maxVectorLanes, maxUnroll })
 
-export const cpuTirPipeline = (options: CpuTirOptions = {}): TirPass<IntrinsicModeError | VerifyError> => {
+export const cpuTirPipeline = (options: CpuTirOptions = {}): TirPass<IntrinsicModeError | VerifyError | InterruptedError> => {
   const lanes = options.maxVectorLanes ?? 64
   const unroll = options.maxUnroll ?? 16
   return tirSequential(

@@ -6,6 +6,7 @@
 // stage after it (the target's emitters) assumes. `runTirSync` runs a pass or a pipeline outside an
 // Effect (the tuner's lowerConfig, lowerGroup).
 import { Effect } from "effect"
+import type { InterruptedError } from "../../ast/graph/errors.js"
 import type { PrimFunc } from "../../ast/tir/tir.js"
 import { bothExpect, sameExpect, verifyPrimFunc, type TirExpect } from "../../ast/tir/verify.js"
 import { defaultPassConfig, PassConfig, runPass, runs, VerifyError, type Pass, type PassConfigShape } from "../../rewrite/pass.js"
@@ -38,7 +39,7 @@ export interface TirPipelineSpec {
  * the config does not verify; after a pass that returns the function unchanged and ensures nothing
  * new, the verdict would be the one just given, so it is not computed again.
  */
-export const tirSequential = <E>(name: string, passes: readonly TirPass<E>[], spec: TirPipelineSpec = {}): TirPass<E | VerifyError> => {
+export const tirSequential = <E>(name: string, passes: readonly TirPass<E>[], spec: TirPipelineSpec = {}): TirPass<E | VerifyError | InterruptedError> => {
   const assumes = spec.assumes ?? {}
   const provides = spec.provides ?? {}
   return {

@@ -4,6 +4,7 @@
 // from either), so dims that can differ between paths or iterations are symbolic.
 import { A, attrs } from "../attrs.js"
 import { NodeError } from "../errors.js"
+import { LIMITS } from "../limits.js"
 import { check, defineOp, fail, OpError, unsupported, type AnyOpDef, type ValueType } from "../op.js"
 import { scalar, type Tensor } from "../tensor.js"
 import { declaredType, feedsOf, mergeTypes, ownDims, stackAxis, subgraphOutputTypes } from "./control-common.js"
@@ -112,6 +113,13 @@ const Loop = defineOp({
     const [M, condIn] = ctx.inputs
     check(M !== undefined || condIn !== undefined, "Loop has neither M nor cond, so it never terminates")
     const trips = M ? scalarValue(M, "M") : Infinity
+    // a for-loop's whole cost is known before it starts: refuse one past the interpreter's limit
+    // at once (a loop with a condition is charged as it runs, by runSubgraph)
+    const work = trips * (1 + body.nodes.length)
+    check(
+      condIn !== undefined || work <= LIMITS.subgraphSteps,
+      () => `trip count ${trips} times a body of ${body.nodes.length} nodes is ${work.toLocaleString("en-US")} steps, over the interpreter's limit of ${LIMITS.subgraphSteps.toLocaleString("en-US")}`,
+    )
     let cond = condIn ? scalarValue(condIn, "cond") !== 0 : true
     let values = ctx.inputs.slice(2).map((v, k) => v ?? fail(`loop-carried input ${k} is required`))
     const scans: Tensor[][] = Array.from({ length: K }, () => [])

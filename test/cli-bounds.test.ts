@@ -1,0 +1,164 @@
+// The command line under long work and hostile files (issue 19): --deadline, the first SIGINT /
+// SIGTERM stopping the work with one typed line, external data that is a FIFO, and model names
+// carrying terminal escape bytes. Models are hand-made with the graph helpers and the ONNX writer.
+import { spawn, spawnSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { attr } from "../src/ast/graph/attrs.js"
+import { makeGraph, node, type Graph } from "../src/ast/graph/graph.js"
+import { tensor } from "../src/ast/graph/tensor.js"
+import { encodeOnnx } from "../src/ast/onnx/encode.js"
+import { readModelSync } from "../src/device/files.js"
+import { modelBytes, rawInitializer, valueInfo } from "./cli-models.js"
+
+const ROOT = path.resolve(import.meta.dirname, "..")
+const BUILD = path.join(ROOT, ".cache", "cli-bounds")
+const CLI = path.join(BUILD, "cli", "main.js")
+let tmp = ""
+
+beforeAll(() => {
+  // its own build folder: test files run in parallel, and dist/ belongs to cli.test.ts
+  const b = spawnSync(process.execPath, ["scripts/build.mjs", "--outdir", BUILD], { cwd: ROOT, encoding: "utf8" })
+  if (b.status !== 0) throw new Error(`build failed: ${b.stderr}`)
+  tmp = fs.mkdtempSync(path.join(os.tmpdir(), "tessera-cli-bounds-"))
+})
+afterAll(() => {
+  if (tmp) fs.rmSync(tmp, { recursive: true, force: true })
+})
+
+const f32 = (shape: number[]) => ({ dtype: "float32" as const, shape })
+const write = (name: string, g: Graph): string => {
+  const f = path.join(tmp, name)
+  fs.writeFileSync(f, encodeOnnx(g))
+  return f
+}
+
+/** A Loop of 100,000 trips over a 256×256 MatMul and Tanh: minutes on the interpreter, with a node boundary every few ms. */
+const slowLoop = (): Graph => {
+  const n = 256
+  const body = makeGraph({
+    name: "b",
+    opset: 13,
+    inputs: [
+      { name: "i", type: { dtype: "int64", shape: [] } },
+      { name: "c", type: { dtype: "bool", shape: [] } },
+      { name: "v", type: f32([n, n]) },
+    ],
+    outputs: [
+      { name: "co", type: { dtype: "bool", shape: [] } },
+      { name: "vo", type: f32([n, n]) },
+    ],
+    nodes: [node("Identity", ["c"], ["co"]), node("MatMul", ["v", "v"], ["m"]), node("Tanh", ["m"], ["vo"])],
+  })
+  return makeGraph({
+    name: "slow",
+    opset: 13,
+    inputs: [{ name: "x", type: f32([n, n]) }],
+    outputs: [{ name: "y", type: f32([n, n]) }],
+    initializers: new Map([["M", tensor("int64", [], Float64Array.of(100_000))]]),
+    nodes: [node("Loop", ["M", "", "x"], ["y"], { body: attr.graph(body) }, "slow_loop")],
+  })
+}
+
+/** One 3000×3000 MatMul: tens of seconds inside one reference kernel, with no boundary to check at. */
+const oneLongKernel = (): Graph =>
+  makeGraph({ name: "mm", opset: 13, inputs: [{ name: "x", type: f32([3000, 3000]) }], outputs: [{ name: "y", type: f32([3000, 3000]) }], nodes: [node("MatMul", ["x", "x"], ["y"])] })
+
+/** Runs the CLI; with `signal`, sends it `afterMs` after the start. Resolves with its exit and how long it took to stop after the signal. */
+const cli = (args: readonly string[], signal?: { readonly name: NodeJS.Signals; readonly afterMs: number }) =>
+  new Promise<{ code: number | null; stdout: string; stderr: string; stopMs: number }>((resolve) => {
+    const p = spawn(process.execPath, [CLI, ...args], { cwd: tmp })
+    let stdout = ""
+    let stderr = ""
+    p.stdout.on("data", (d) => (stdout += d))
+    p.stderr.on("data", (d) => (stderr += d))
+    let sentAt = 0
+    if (signal)
+      setTimeout(() => {
+        sentAt = performance.now()
+        p.kill(signal.name)
+      }, signal.afterMs)
+    p.on("close", (code) => resolve({ code, stdout, stderr, stopMs: sentAt ? performance.now() - sentAt : 0 }))
+  })
+
+const oneLine = (stderr: string): string => {
+  const lines = stderr.split("\n").filter((l) => l.trim() !== "")
+  expect(lines, stderr).toHaveLength(1)
+  return lines[0]
+}
+
+describe("--deadline", () => {
+  it("stops a run at the next node once it passes: one line, exit 124, no output written", async () => {
+    const model = write("slow.onnx", slowLoop())
+    const out = path.join(tmp, "deadline-out")
+    const r = await cli(["run", model, "--deadline", "300ms", "--out", out])
+    // (stopped at a check, or, on a machine slow enough that the commands had not loaded yet, before the work started)
+    expect(oneLine(r.stderr)).toMatch(/^tessera run: (.*slow\.onnx: )?interrupted \(the --deadline of 300ms passed\): (stopped at (node|inferring node|pass|lowering group) |before the work started$)/)
+    expect(r.code).toBe(124)
+    expect(r.stdout).toBe("")
+    expect(fs.existsSync(out)).toBe(false)
+  }, 15_000)
+
+  it("that is not a duration is a usage error (exit 2)", async () => {
+    const r = await cli(["compile", write("slow2.onnx", slowLoop()), "--target", "js", "--out", path.join(tmp, "art"), "--deadline", "soon"])
+    expect(oneLine(r.stderr)).toMatch(/^tessera compile: --deadline: 'soon' is not a duration like 30s, 500ms or 2m/)
+    expect(r.code).toBe(2)
+  }, 15_000)
+})
+
+describe("the first SIGINT / SIGTERM stops long work within a second, with one typed line", () => {
+  for (const [sig, code] of [
+    ["SIGINT", 130],
+    ["SIGTERM", 143],
+  ] as const)
+    it(`${sig} while the interpreter runs a long Loop`, async () => {
+      const r = await cli(["run", write(`slow-${sig}.onnx`, slowLoop())], { name: sig, afterMs: 1500 })
+      expect(oneLine(r.stderr)).toMatch(new RegExp(`^tessera run: .*interrupted \\(${sig}\\): (stopped at |before the work started$)`))
+      expect(r.code).toBe(code)
+      expect(r.stopMs).toBeLessThan(1000 + 500) // (a second, and a margin for a machine shared with other work)
+    }, 15_000)
+
+  it("work inside one kernel, which reaches no check, is ended after the grace period with the same kind of line", async () => {
+    const r = await cli(["run", write("mm.onnx", oneLongKernel())], { name: "SIGINT", afterMs: 2500 })
+    expect(oneLine(r.stderr)).toMatch(/^tessera run: .*mm\.onnx: interrupted \(SIGINT\): (the work did not stop at a check within 800 ms and was ended|before the work started)$/)
+    expect(r.code).toBe(130)
+    expect(r.stopMs).toBeLessThan(1000 + 500)
+  }, 15_000)
+})
+
+describe("external data that is not a regular file", () => {
+  it("a FIFO in the model's folder is refused without blocking open()", () => {
+    const dir = fs.mkdtempSync(path.join(tmp, "fifo-"))
+    const made = spawnSync("mkfifo", [path.join(dir, "weights.bin")])
+    expect(made.status, "mkfifo is needed for this test").toBe(0)
+    const bytes = modelBytes({
+      inputs: [valueInfo("x", "float32", [2])],
+      outputs: [valueInfo("y", "float32", [4])],
+      initializers: [{ ...rawInitializer("w", [2n]), dataLocation: 1, externalData: [{ $typeName: "onnx.StringStringEntryProto", key: "location", value: "weights.bin" }] }],
+      nodes: [{ op: "Concat", inputs: ["x", "w"], outputs: ["y"], attrs: [] }],
+    })
+    fs.writeFileSync(path.join(dir, "m.onnx"), bytes)
+    let err: unknown
+    try {
+      readModelSync(path.join(dir, "m.onnx"))
+    } catch (e) {
+      err = e
+    }
+    expect(err).toMatchObject({ _tag: "DecodeError" })
+    expect((err as Error).message).toBe("cannot decode external data 'weights.bin': is a FIFO (named pipe), not a regular file; external data must be a regular file inside the model's folder")
+  }, 2000)
+})
+
+describe("inspect's text output", () => {
+  it("shows the escape bytes in a model's names instead of sending them to the terminal", () => {
+    const evil = "x\u001b[2J\u001b]0;pwned\u0007\u202e"
+    const g = makeGraph({ name: `g${evil}`, opset: 13, inputs: [{ name: evil, type: f32([2]) }], outputs: [{ name: "y", type: f32([2]) }], nodes: [node("Relu", [evil], ["y"], {}, `relu${evil}`)] })
+    const r = spawnSync(process.execPath, [CLI, "inspect", write("evil.onnx", g)], { cwd: tmp, encoding: "utf8" })
+    expect(r.status, r.stderr).toBe(0)
+    expect(r.stdout).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e]/)
+    expect(r.stdout).toContain("x\\x1b[2J\\x1b]0;pwned\\x07\\u{202e}")
+    expect(r.stdout).toMatch(/relux\\x1b\[2J/)
+  })
+})
