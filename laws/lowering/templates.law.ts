@@ -297,3 +297,39 @@ describe("the matmul rule", () => {
     )
   })
 })
+
+describe("the conv rule (conv2d_NCHWc) on grouped convolutions", () => {
+  // 2 to 4 groups of 1 or 2 input and output blocks of 1, 2, 4 or 8 lanes, 1×1 or 3×3, stride 1
+  // or 2, padding 0 to 2, with or without a bias + relu epilogue
+  const arbGrouped = fc.record({
+    groups: fc.integer({ min: 2, max: 4 }),
+    ib: fc.constantFrom(1, 2, 4, 8),
+    ob: fc.constantFrom(1, 2, 4, 8),
+    inBlocks: fc.integer({ min: 1, max: 2 }),
+    outBlocks: fc.integer({ min: 1, max: 2 }),
+    H: fc.integer({ min: 3, max: 7 }),
+    W: fc.integer({ min: 3, max: 7 }),
+    K: fc.constantFrom(1, 3),
+    stride: fc.constantFrom(1, 2),
+    pad: fc.integer({ min: 0, max: 2 }),
+    epilogue: fc.boolean(),
+    seed: fc.nat(),
+  })
+
+  it("every configuration of its space evaluates equal to the TE", () => {
+    fc.assert(
+      fc.property(arbGrouped, fc.array(fc.nat(), { minLength: 12, maxLength: 12 }), (o, picks) => {
+        const cc = blockedConvCase(o.seed, { ...o, CB: o.groups * o.inBlocks, OB: o.groups * o.outBlocks })
+        const base = baseSchedule(cc.outputs)
+        const t = templateFor(base)
+        expect(t.name).toBe("conv2d_NCHWc")
+        const knobs = t.space(cc.outputs, base)
+        const config: Config = Object.fromEntries(knobs.map((k, i) => [k.name, k.candidates[picks[i] % k.candidates.length]]))
+        const f = runTirSync(cpuTirPipeline(), lowerSync(t.apply(cc.outputs, base, config)))
+        const outs = evaluatePrimFunc(f, cc.inputs)
+        assertAllClose(cc.outputs.map((x) => outs.get(x.name)!), evaluateTE(cc.outputs, cc.inputs), 1e-4, 1e-5)
+      }),
+      lawParams(60),
+    )
+  })
+})

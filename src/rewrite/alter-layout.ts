@@ -1,5 +1,5 @@
 // rewrite.AlterLayout: for CPU targets, 2-D convolutions move to the blocked layout NCHW{c}c
-// (block from the target's vector width), with layout transforms at the boundaries; elementwise
+// (block from the target's vector width; a grouped conv's within its groups), with layout transforms at the boundaries; elementwise
 // neighbours (activations, bias and residual adds, scale/shift) and max / average pooling (global
 // pooling too) move into the blocked layout too, and adjacent inverse transforms cancel; a dense
 // layer of a few rows takes its weight in column panels (DensePack). Weights are re-laid at compile
@@ -44,7 +44,12 @@ const asTransform = (n: Node | undefined): { src: number; dst: number; input: st
   return { src: blockOf(a.src_layout), dst: blockOf(a.dst_layout), input: n.inputs[0] }
 }
 
-/** Conv (2-D, constant weights, group 1 or depthwise) → transforms around ConvNCHWc. */
+const gcd = (a: number, b: number): number => (b === 0 ? a : gcd(b, a % b))
+
+/**
+ * Conv (2-D, constant weights; group 1, depthwise, or grouped with the block dividing each group's
+ * input and output channels) → transforms around ConvNCHWc.
+ */
 const convToBlocked = (target: LayoutTarget): Rule => ({
   name: "conv-to-nchwc",
   apply: (n, ctx) => {
@@ -58,10 +63,12 @@ const convToBlocked = (target: LayoutTarget): Rule => ({
     const C = x.shape[1] as number
     const O = w.shape[0]
     const depthwise = a.group === C && O === C
-    if (a.group !== 1 && !depthwise) return undefined
-    const ib = chooseBlock(C, target.vectorLanes)
+    // grouped (not depthwise): blocks within a group's channels, input and output alike, so every
+    // output block reads whole input blocks of its own group (RegNet's groups of 8 channels)
+    const grouped = a.group !== 1 && !depthwise
+    const ib = chooseBlock(grouped ? gcd(C / a.group, O / a.group) : C, target.vectorLanes)
     // (a depthwise conv has as many filters as channels: one block in and out)
-    const ob = chooseBlock(O, target.vectorLanes)
+    const ob = grouped ? ib : chooseBlock(O, target.vectorLanes)
     if (ib === 1 && ob === 1) return undefined
     const wName = ctx.fresh(`${n.inputs[1]}_OIHW${depthwise ? 1 : ib}i${ob}o`)
     const packed = depthwise ? packKernel(w, 1, ob) : packKernel(w, ib, ob)
