@@ -11,6 +11,7 @@ import { baseSchedule } from "../../src/lowering/lower-group.js"
 import { lowerSync } from "../../src/lowering/lower.js"
 import type { Config } from "../../src/lowering/templates/template.js"
 import { matmulRegisterTile, matmulTemplate } from "../../src/lowering/templates/matmul.js"
+import { convRegisterTile, divisors } from "../../src/lowering/templates/common.js"
 import { reductionTemplate } from "../../src/lowering/templates/reduction.js"
 import { at, compute } from "../../src/ast/te/tensor.js"
 import { templateFor } from "../../src/lowering/templates/template-for.js"
@@ -331,5 +332,59 @@ describe("the conv rule (conv2d_NCHWc) on grouped convolutions", () => {
       }),
       lawParams(60),
     )
+  })
+})
+
+describe("the conv register tile (convRegisterTile)", () => {
+  it("lies in the candidates, holds at most half the registers, saturates the FMA pipes where any tile can, keeps one row where one row can, and loads the fewest bytes per FMA among those", () => {
+    fc.assert(
+      fc.property(
+        fc.record({
+          lanes: fc.constantFrom(4, 8, 16),
+          registers: fc.constantFrom(16, 32),
+          fmaUnits: fc.integer({ min: 1, max: 2 }),
+          fmaLatency: fc.integer({ min: 3, max: 6 }),
+          blockShare: fc.constantFrom(1, 2, 4),
+          ow: fc.integer({ min: 1, max: 120 }),
+          oh: fc.integer({ min: 1, max: 120 }),
+          ocb: fc.integer({ min: 1, max: 64 }),
+          blockCap: fc.integer({ min: 1, max: 9 }),
+          depthwise: fc.boolean(),
+        }),
+        (o) => {
+          const target = { vectorLanes: o.lanes, cores: 1, vectorRegisters: o.registers, fmaUnits: o.fmaUnits, fmaLatency: o.fmaLatency }
+          const block = Math.max(1, o.lanes / o.blockShare)
+          const choices = { cols: divisors(o.ow, 32), rows: divisors(o.oh, 8), blocks: divisors(o.ocb, 8), blockCap: o.blockCap }
+          const t = convRegisterTile(target, block, choices, o.depthwise)
+          expect(choices.cols).toContain(t.cols)
+          expect(choices.rows).toContain(t.rows)
+          expect(t.blocks === 1 || (choices.blocks.includes(t.blocks) && t.blocks <= o.blockCap)).toBe(true)
+          // every tile the rule allows, enumerated here: at most half the registers of accumulators
+          const legal = choices.blocks
+            .filter((b) => b <= o.blockCap)
+            .flatMap((b) => choices.rows.flatMap((r) => choices.cols.map((c) => ({ c, r, b, acc: c * r * b }))))
+            .filter((x) => x.acc <= o.registers / 2)
+          const chosen = legal.find((x) => x.c === t.cols && x.r === t.rows && x.b === t.blocks)
+          expect(chosen).toBeDefined()
+          const need = o.fmaUnits * o.fmaLatency * (o.lanes / block)
+          const sat = (x: { acc: number }) => Math.min(x.acc, need)
+          const best = Math.max(...legal.map(sat))
+          expect(sat(chosen!)).toBe(best)
+          const saturating = legal.filter((x) => sat(x) === best)
+          const oneRow = saturating.some((x) => x.r === 1)
+          expect(chosen!.r === 1).toBe(oneRow)
+          const pool = saturating.filter((x) => (x.r === 1) === oneRow)
+          const bytes = (x: { c: number; r: number; b: number }) => (4 * block) / (x.c * x.r) + (o.depthwise ? 4 * block : 4 / x.b)
+          expect(bytes(chosen!)).toBeCloseTo(Math.min(...pool.map(bytes)), 10)
+        },
+      ),
+      lawParams(300),
+    )
+    // this machine's shapes (Zen 4: 32 registers, one 512-bit pipe of latency 4, two at 256 bits):
+    // ResNet-18's stem (112 columns, 4 blocks of 16) 16 columns of one block; RegNet's 440
+    // channels in blocks of 8 on a 7×7 image want 8 accumulators: 7 columns of one block come closest
+    const zen4 = { vectorLanes: 16, cores: 1, vectorRegisters: 32, fmaUnits: 1, fmaLatency: 4 }
+    expect(convRegisterTile(zen4, 16, { cols: divisors(112, 32), rows: divisors(112, 8), blocks: divisors(4, 8) })).toEqual({ cols: 16, rows: 1, blocks: 1 })
+    expect(convRegisterTile(zen4, 8, { cols: [1, 7], rows: [1, 7], blocks: [1, 5], blockCap: 9 })).toEqual({ cols: 7, rows: 1, blocks: 1 })
   })
 })
