@@ -1,7 +1,8 @@
 // rewrite.AlterLayout: for CPU targets, 2-D convolutions move to the blocked layout NCHW{c}c
-// (block from the target's vector width; a grouped conv's within its groups), with layout transforms at the boundaries; elementwise
-// neighbours (activations, bias and residual adds, scale/shift) and max / average pooling (global
-// pooling too) move into the blocked layout too, and adjacent inverse transforms cancel; a dense
+// (block from the target's vector width; a grouped conv's within its groups), with layout
+// transforms at the boundaries; elementwise neighbours (activations, bias and residual adds,
+// scale/shift) and max / average pooling (global pooling too) move into the blocked layout too,
+// and adjacent transforms compose (inverse ones cancel; one block to another in one pass); a dense
 // layer of a few rows takes its weight in column panels (DensePack). Weights are re-laid at compile
 // time (a constant in, a constant out), so foldConstants leaves no transform on them.
 import { attr } from "../ast/graph/attrs.js"
@@ -121,17 +122,23 @@ const denseToPacked = (target: LayoutTarget): Rule => ({
   },
 })
 
-/** LayoutTransform(b→0) then LayoutTransform(0→b), or the reverse: the identity. */
-export const cancelTransforms: Rule = {
-  name: "cancel-layout-transforms",
+/**
+ * LayoutTransform(a→b) then LayoutTransform(b→c): the identity where c is a (inverse transforms
+ * cancel), else one transform a→c (a conv's blocks of 16 to a grouped conv's blocks of 8 in one
+ * pass, not through NCHW).
+ */
+export const composeTransforms: Rule = {
+  name: "compose-layout-transforms",
   apply: (n, ctx) => {
     const outer = asTransform(n)
     if (!outer) return undefined
     // (the outer transform reads the inner one's output, so inner.dst is outer.src)
     const inner = asTransform(ctx.producer(n.inputs[0]))
-    if (!inner || inner.src !== outer.dst) return undefined
+    if (!inner) return undefined
     // (a graph output keeps its name: the rule engine writes it with an Identity)
-    return { nodes: [], outputs: [inner.input] }
+    if (inner.src === outer.dst) return { nodes: [], outputs: [inner.input] }
+    const y = ctx.fresh(`${n.outputs[0]}_${layoutName(outer.dst)}`)
+    return { nodes: [transformNode(ctx, inner.input, y, inner.src, outer.dst)], outputs: [y] }
   },
 }
 
@@ -245,7 +252,7 @@ export const alterLayoutSync = (graph: Graph, target: LayoutTarget): Graph => {
   const g = bindSync(graph)
   // convolutions first, then neighbours and cancellation to a fixed point
   const converted = rewriteToFixedPoint(g, [convToBlocked(target), denseToPacked(target)]).graph
-  const moved = rewriteToFixedPoint(converted, [cancelTransforms, unaryThroughLayout, binaryThroughLayout, poolThroughLayout]).graph
+  const moved = rewriteToFixedPoint(converted, [composeTransforms, unaryThroughLayout, binaryThroughLayout, poolThroughLayout]).graph
   return bindSync(eliminateDeadCodeSync(moved))
 }
 

@@ -110,15 +110,18 @@ export const MAX_TILE_ACCUMULATORS = 32
  * - at most half the vector registers: gcc keeps the other half for the operands of the unrolled
  *   kernel taps it hoists (AVX2's 16 registers: 8 accumulators ran at 82–84% of peak in a 3×3
  *   conv's tile, 14 spilled to 45–55%);
- * - one row of positions where one row saturates the pipes: a row more is another input row's
- *   stream, and a strided conv's rows share no input (ResNet-18's 3×3 stride-2 conv to 28×28 on
- *   Zen 4: 4 columns × 4 rows 1.15 ms, 7 columns × 2 blocks 1.04); rows fill a narrow image's tile;
+ * - one row of positions where one row holds at least half the accumulators the pipes want: a row
+ *   more is another input row's stream, and a strided conv's rows share no input (ResNet-18's 3×3
+ *   stride-2 conv to 28×28 on Zen 4: 4 columns × 4 rows 1.15 ms, 7 columns × 2 blocks 1.04); rows
+ *   fill a narrow image's tile;
  * - then the fewest bytes loaded per FMA: a step of the reduction loads one weight vector per block
  *   (block × 4 bytes, for every position) and one input element per position (4 bytes, broadcast
  *   to every block) — `depthwise`: an input vector per FMA, nothing shared across blocks. Wide
  *   columns of few blocks win: ResNet-18's stem on Zen 4 ran 8 columns × 2 blocks in 2.22 ms,
  *   4 × 4 in 2.62; its Winograd products 7 × 2 in 0.69 ms, 4 × 4 in 0.97 (16 accumulators each);
- *   AVX2's one block of 8 columns beat two blocks of 4 (82–84% against 65–70% of peak);
+ * - with 16 registers or fewer, one block: gcc kept one block's weight vector in a register but
+ *   folded the loads of two or more blocks into every FMA (AVX2 on Zen 3: one block of 8 columns
+ *   at 82–84% of peak, two blocks at 65–70%);
  * - then fewer rows, then wider columns.
  */
 export const convRegisterTile = (target: ScheduleTarget, block: number, choices: TileChoices, depthwise = false): { cols: number; rows: number; blocks: number } => {
@@ -127,17 +130,20 @@ export const convRegisterTile = (target: ScheduleTarget, block: number, choices:
   const width = Math.max(1, Math.min(block, lanes))
   const need = (target.fmaUnits ?? 2) * (target.fmaLatency ?? 4) * Math.max(1, Math.floor(lanes / width))
   const cap = Math.min(MAX_TILE_ACCUMULATORS, Math.floor(registers / 2))
-  const blocks = choices.blocks.filter((b) => b <= (choices.blockCap ?? Infinity))
+  // (16 registers or fewer: one block — with two, gcc reloaded the weights in every FMA)
+  const blocks = choices.blocks.filter((b) => b <= (choices.blockCap ?? Infinity) && (registers > 16 || b === 1))
+  const tiles = (blocks.length ? blocks : [1])
+    .flatMap((b) => (choices.rows ?? [1]).flatMap((r) => choices.cols.map((c) => ({ cols: c, rows: r, blocks: b, acc: c * r * b }))))
+    .filter((t) => t.acc <= cap || t.acc === 1)
+  // one row where one row holds at least half the accumulators the pipes want
+  const oneRow = tiles.filter((t) => t.rows === 1)
+  const pool = oneRow.some((t) => Math.min(t.acc, need) >= need / 2) ? oneRow : tiles
   let best: { cols: number; rows: number; blocks: number; score: number[] } | undefined
-  for (const b of blocks.length ? blocks : [1])
-    for (const r of choices.rows ?? [1])
-      for (const c of choices.cols) {
-        const acc = c * r * b
-        if (acc > cap && !(c === 1 && r === 1 && b === 1)) continue
-        const bytes = (4 * width) / (c * r) + (depthwise ? 4 * width : 4 / b)
-        const score = [Math.min(acc, need), r === 1 ? 1 : 0, -bytes, -r, c]
-        if (!best || lexGreater(score, best.score)) best = { cols: c, rows: r, blocks: b, score }
-      }
+  for (const t of pool) {
+    const bytes = (4 * width) / (t.cols * t.rows) + (depthwise ? 4 * width : 4 / t.blocks)
+    const score = [Math.min(t.acc, need), -bytes, -t.rows, t.cols]
+    if (!best || lexGreater(score, best.score)) best = { ...t, score }
+  }
   return best ? { cols: best.cols, rows: best.rows, blocks: best.blocks } : { cols: 1, rows: 1, blocks: 1 }
 }
 
