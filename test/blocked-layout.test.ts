@@ -1,6 +1,7 @@
 // The blocked layout end to end: convolutions with pooling and residual adds move into NCHW{c}c
 // (PoolNCHWc for max and average pooling), the conv template's register-blocked schedule is the
 // default, and the compiled model (js and c) gives the evaluator's answers.
+import { scheduleTarget } from "../src/backend/cpu.js"
 import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
 import { attr } from "../src/ast/graph/attrs.js"
@@ -71,9 +72,10 @@ describe("blocked layout", () => {
       const base = baseSchedule(outputs)
       const t = templateFor(base)
       expect(t.name).toBe("conv2d_NCHWc")
-      const d = t.defaults(t.space(outputs, base), { vectorLanes: 16, cores: 1 })
+      const d = t.defaults(t.space(outputs, base), { vectorLanes: 16, cores: 1, vectorRegisters: 32, fmaUnits: 1, fmaLatency: 4 })
       expect(d).toMatchObject({ reduce_order: "ic_only", unroll_kh: true, unroll_kw: true, pad_root: true, tile_oh: 1 })
-      expect(d.tile_oc).toBe(2)
+      // (13 columns of one block: 13 accumulators, fewer bytes per FMA than one column of two blocks)
+      expect([d.tile_ow, d.tile_oc]).toEqual([13, 1])
     }
   })
 
@@ -88,13 +90,17 @@ describe("blocked layout", () => {
         { kind: "choice", name: "unroll_kh", candidates: [false, true], extent: 3 },
         { kind: "choice", name: "unroll_kw", candidates: [false, true], extent: 3 },
       ] as const
+    // AVX-512 as on Zen 4 (32 registers, one 512-bit FMA pipe of latency 4)
+    const avx512 = { vectorLanes: 16, cores: 1, vectorRegisters: 32, fmaUnits: 1, fmaLatency: 4 }
     // ResNet-18's last stage: 512 input channels × 3×3 × 16 lanes = 288 KiB per output block
-    expect(convTemplate.defaults(knobs(512, 32, 7), { vectorLanes: 16, cores: 1 })).toMatchObject({ tile_oc: 1, tile_ow: 7 })
-    // its first stage: 64 channels, 36 KiB per block: two blocks share the tile, 16 accumulators
-    expect(convTemplate.defaults(knobs(64, 4, 56), { vectorLanes: 16, cores: 1 })).toMatchObject({ tile_oc: 2, tile_ow: 8 })
+    expect(convTemplate.defaults(knobs(512, 32, 7), avx512)).toMatchObject({ tile_oc: 1, tile_ow: 7 })
+    // its first stage: 64 channels, 36 KiB per block, up to three blocks: 14 columns of one block
+    // load fewer bytes per FMA than 8 columns of two (8.6 against 10), within 16 accumulators
+    expect(convTemplate.defaults(knobs(64, 4, 56), avx512)).toMatchObject({ tile_oc: 1, tile_ow: 14, tile_oh: 1 })
     // AVX2 (16 registers): one block across 7–8 columns, whatever the channels
-    expect(convTemplate.defaults(knobs(512, 64, 7), { vectorLanes: 8, cores: 1 })).toMatchObject({ tile_oc: 1, tile_ow: 7, tile_oh: 1 })
-    expect(convTemplate.defaults(knobs(64, 8, 56), { vectorLanes: 8, cores: 1 })).toMatchObject({ tile_oc: 1, tile_ow: 8, tile_oh: 1 })
+    const avx2 = { vectorLanes: 8, cores: 1, vectorRegisters: 16, fmaUnits: 2, fmaLatency: 4 }
+    expect(convTemplate.defaults(knobs(512, 64, 7), avx2)).toMatchObject({ tile_oc: 1, tile_ow: 7, tile_oh: 1 })
+    expect(convTemplate.defaults(knobs(64, 8, 56), avx2)).toMatchObject({ tile_oc: 1, tile_ow: 8, tile_oh: 1 })
   })
 
   it("the conv defaults read a 1×1 projection's input once (channel tiles inside); expansions and 3×3 convs keep channel tiles outermost", () => {
@@ -174,8 +180,10 @@ describe("blocked layout", () => {
   })
 
   it("groups that share a lowered function (same TE and schedule) get what lowering each alone gives", async () => {
-    const target = { kind: "c", vectorLanes: 8, cores: 1 } as const
-    const program = await Effect.runPromise(compileGraph(zooGraph("resnet18", 0), makeTarget("c", { vectorLanes: 8, cores: 1 }), { optLevel: 3 }))
+    const c8 = makeTarget("c", { vectorLanes: 8, cores: 1 })
+    // (the schedule target compileGraph sizes its tiles from: lanes, FMA pipes, registers)
+    const target = { kind: "c", ...scheduleTarget(c8) } as const
+    const program = await Effect.runPromise(compileGraph(zooGraph("resnet18", 0), c8, { optLevel: 3 }))
     const key = (f: unknown) => JSON.stringify(f, (k, v: unknown) => (k === "tensor" ? undefined : v))
     const compiled = program.kernels.filter((k) => k.kind === "compiled")
     // ResNet-18 repeats its blocks: fewer distinct functions than kernels

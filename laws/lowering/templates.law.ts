@@ -11,6 +11,7 @@ import { baseSchedule } from "../../src/lowering/lower-group.js"
 import { lowerSync } from "../../src/lowering/lower.js"
 import type { Config } from "../../src/lowering/templates/template.js"
 import { matmulRegisterTile, matmulTemplate } from "../../src/lowering/templates/matmul.js"
+import { convRegisterTile, divisors } from "../../src/lowering/templates/common.js"
 import { reductionTemplate } from "../../src/lowering/templates/reduction.js"
 import { at, compute } from "../../src/ast/te/tensor.js"
 import { templateFor } from "../../src/lowering/templates/template-for.js"
@@ -295,5 +296,96 @@ describe("the matmul rule", () => {
       }),
       lawParams(40),
     )
+  })
+})
+
+describe("the conv rule (conv2d_NCHWc) on grouped convolutions", () => {
+  // 2 to 4 groups of 1 or 2 input and output blocks of 1, 2, 4 or 8 lanes, 1×1 or 3×3, stride 1
+  // or 2, padding 0 to 2, with or without a bias + relu epilogue
+  const arbGrouped = fc.record({
+    groups: fc.integer({ min: 2, max: 4 }),
+    ib: fc.constantFrom(1, 2, 4, 8),
+    ob: fc.constantFrom(1, 2, 4, 8),
+    inBlocks: fc.integer({ min: 1, max: 2 }),
+    outBlocks: fc.integer({ min: 1, max: 2 }),
+    H: fc.integer({ min: 3, max: 7 }),
+    W: fc.integer({ min: 3, max: 7 }),
+    K: fc.constantFrom(1, 3),
+    stride: fc.constantFrom(1, 2),
+    pad: fc.integer({ min: 0, max: 2 }),
+    epilogue: fc.boolean(),
+    seed: fc.nat(),
+  })
+
+  it("every configuration of its space evaluates equal to the TE", () => {
+    fc.assert(
+      fc.property(arbGrouped, fc.array(fc.nat(), { minLength: 12, maxLength: 12 }), (o, picks) => {
+        const cc = blockedConvCase(o.seed, { ...o, CB: o.groups * o.inBlocks, OB: o.groups * o.outBlocks })
+        const base = baseSchedule(cc.outputs)
+        const t = templateFor(base)
+        expect(t.name).toBe("conv2d_NCHWc")
+        const knobs = t.space(cc.outputs, base)
+        const config: Config = Object.fromEntries(knobs.map((k, i) => [k.name, k.candidates[picks[i] % k.candidates.length]]))
+        const f = runTirSync(cpuTirPipeline(), lowerSync(t.apply(cc.outputs, base, config)))
+        const outs = evaluatePrimFunc(f, cc.inputs)
+        assertAllClose(cc.outputs.map((x) => outs.get(x.name)!), evaluateTE(cc.outputs, cc.inputs), 1e-4, 1e-5)
+      }),
+      lawParams(60),
+    )
+  })
+})
+
+describe("the conv register tile (convRegisterTile)", () => {
+  it("lies in the candidates, holds at most half the registers (one block with 16 or fewer), keeps one row where one row holds half the accumulators the FMA pipes want, saturates them where a tile can, and loads the fewest bytes per FMA among those", () => {
+    fc.assert(
+      fc.property(
+        fc.record({
+          lanes: fc.constantFrom(4, 8, 16),
+          registers: fc.constantFrom(16, 32),
+          fmaUnits: fc.integer({ min: 1, max: 2 }),
+          fmaLatency: fc.integer({ min: 3, max: 6 }),
+          blockShare: fc.constantFrom(1, 2, 4),
+          ow: fc.integer({ min: 1, max: 120 }),
+          oh: fc.integer({ min: 1, max: 120 }),
+          ocb: fc.integer({ min: 1, max: 64 }),
+          blockCap: fc.integer({ min: 1, max: 9 }),
+          depthwise: fc.boolean(),
+        }),
+        (o) => {
+          const target = { vectorLanes: o.lanes, cores: 1, vectorRegisters: o.registers, fmaUnits: o.fmaUnits, fmaLatency: o.fmaLatency }
+          const block = Math.max(1, o.lanes / o.blockShare)
+          const choices = { cols: divisors(o.ow, 32), rows: divisors(o.oh, 8), blocks: divisors(o.ocb, 8), blockCap: o.blockCap }
+          const t = convRegisterTile(target, block, choices, o.depthwise)
+          expect(choices.cols).toContain(t.cols)
+          expect(choices.rows).toContain(t.rows)
+          expect(t.blocks === 1 || (choices.blocks.includes(t.blocks) && t.blocks <= o.blockCap && o.registers > 16)).toBe(true)
+          // every tile the rule allows, enumerated here: at most half the registers of accumulators
+          const legal = choices.blocks
+            .filter((b) => b <= o.blockCap && (o.registers > 16 || b === 1))
+            .flatMap((b) => choices.rows.flatMap((r) => choices.cols.map((c) => ({ c, r, b, acc: c * r * b }))))
+            .filter((x) => x.acc <= o.registers / 2)
+          const chosen = legal.find((x) => x.c === t.cols && x.r === t.rows && x.b === t.blocks)
+          expect(chosen).toBeDefined()
+          const need = o.fmaUnits * o.fmaLatency * (o.lanes / block)
+          const sat = (x: { acc: number }) => Math.min(x.acc, need)
+          // one row where a one-row tile holds half the accumulators the pipes want
+          const oneRow = legal.some((x) => x.r === 1 && sat(x) >= need / 2)
+          if (oneRow) expect(chosen!.r).toBe(1)
+          const allowed = oneRow ? legal.filter((x) => x.r === 1) : legal
+          const best = Math.max(...allowed.map(sat))
+          expect(sat(chosen!)).toBe(best)
+          const pool = allowed.filter((x) => sat(x) === best)
+          const bytes = (x: { c: number; r: number; b: number }) => (4 * block) / (x.c * x.r) + (o.depthwise ? 4 * block : 4 / x.b)
+          expect(bytes(chosen!)).toBeCloseTo(Math.min(...pool.map(bytes)), 10)
+        },
+      ),
+      lawParams(300),
+    )
+    // this machine's shapes (Zen 4: 32 registers, one 512-bit pipe of latency 4, two at 256 bits):
+    // ResNet-18's stem (112 columns, 4 blocks of 16) 16 columns of one block; RegNet's 440
+    // channels in blocks of 8 on a 7×7 image want 8 accumulators: 7 columns of one block come closest
+    const zen4 = { vectorLanes: 16, cores: 1, vectorRegisters: 32, fmaUnits: 1, fmaLatency: 4 }
+    expect(convRegisterTile(zen4, 16, { cols: divisors(112, 32), rows: divisors(112, 8), blocks: divisors(4, 8) })).toEqual({ cols: 16, rows: 1, blocks: 1 })
+    expect(convRegisterTile(zen4, 8, { cols: [1, 7], rows: [1, 7], blocks: [1, 5], blockCap: 9 })).toEqual({ cols: 7, rows: 1, blocks: 1 })
   })
 })

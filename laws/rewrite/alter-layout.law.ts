@@ -240,7 +240,8 @@ const checkLayouts = (after: Graph, lanes: number): void => {
     let out = 0
     if (n.op === "LayoutTransform") {
       const [src, dst] = [blockIn(str(n, "src_layout")), blockIn(str(n, "dst_layout"))]
-      expect(src !== undefined && dst !== undefined && src !== dst && (src === 0 || dst === 0), `${n.name}: ${str(n, "src_layout")} → ${str(n, "dst_layout")}`).toBe(true)
+      // (NCHW to a block, a block to NCHW, or one block to another)
+      expect(src !== undefined && dst !== undefined && src !== dst, `${n.name}: ${str(n, "src_layout")} → ${str(n, "dst_layout")}`).toBe(true)
       expect(ins[0], `${n.name} reads its source layout`).toBe(src)
       expect(after.initializers.has(n.inputs[0]), `${n.name} re-lays a constant at run time`).toBe(false)
       const p = producer.get(n.inputs[0])
@@ -252,8 +253,12 @@ const checkLayouts = (after: Graph, lanes: number): void => {
       const [C, O] = [x[1] * x[4], y[1] * y[4]]
       expect([ins[0], x[4], y[4]], `${n.name} reads and writes its blocks`).toEqual([ib, ib, ob])
       expect([C % ib, O % ob]).toEqual([0, 0])
-      const depthwise = int(n, "group", 1) !== 1
-      expect([ib, ob], `${n.name}: the largest blocks ≤ ${lanes} lanes of ${C} → ${O} channels`).toEqual(depthwise ? [largestBlock(C, lanes), largestBlock(C, lanes)] : [largestBlock(C, lanes), largestBlock(O, lanes)])
+      const group = int(n, "group", 1)
+      const depthwise = group !== 1 && group === C && O === C && (after.valueTypes.get(n.inputs[1])?.shape[1] ?? after.initializers.get(n.inputs[1])?.shape[1]) === 1
+      // (grouped: one block in and out, the largest dividing a group's input and output channels)
+      const inGroup = largestBlock(gcd(C / group, O / group), lanes)
+      const expected = group === 1 ? [largestBlock(C, lanes), largestBlock(O, lanes)] : depthwise ? [largestBlock(C, lanes), largestBlock(C, lanes)] : [inGroup, inGroup]
+      expect([ib, ob], `${n.name}: the largest blocks ≤ ${lanes} lanes of ${C} → ${O} channels in ${group} groups`).toEqual(expected)
       out = ob
     } else if (n.op === "PoolNCHWc") {
       expect(ins[0]! > 0, `${n.name} reads a blocked value`).toBe(true)
@@ -271,7 +276,12 @@ const checkLayouts = (after: Graph, lanes: number): void => {
   for (const o of after.outputs) expect(layout.get(o.name) ?? 0, `graph output ${o.name} is NCHW`).toBe(0)
 }
 
-/** Convs the pass must block: 2-D, float32 of static shape, constant weights, group 1 or depthwise, some block above 1. */
+const gcd = (a: number, b: number): number => (b === 0 ? a : gcd(b, a % b))
+
+/**
+ * Convs the pass must block: 2-D, float32 of static shape, constant weights; group 1 or depthwise
+ * with some block above 1, or grouped with a block above 1 dividing a group's input and output channels.
+ */
 const blockable = (g: Graph, lanes: number): number =>
   g.nodes.filter((n) => {
     const x = g.valueTypes.get(n.inputs[0])
@@ -279,7 +289,8 @@ const blockable = (g: Graph, lanes: number): number =>
     if (n.op !== "Conv" || !x || !w || x.dtype !== "float32" || x.shape.length !== 4 || w.shape.length !== 4 || !x.shape.every((d) => typeof d === "number")) return false
     const [C, O, group] = [x.shape[1] as number, w.shape[0], int(n, "group", 1)]
     const depthwise = group === C && O === C && w.shape[1] === 1
-    return (group === 1 || depthwise) && (largestBlock(C, lanes) > 1 || largestBlock(depthwise ? C : O, lanes) > 1)
+    if (group !== 1 && !depthwise) return largestBlock(gcd(C / group, O / group), lanes) > 1
+    return largestBlock(C, lanes) > 1 || largestBlock(depthwise ? C : O, lanes) > 1
   }).length
 
 /** Gemms the pass must pack: no transposes, alpha 1, beta 1 (or no C), float32 [M ≤ 8, K] by a constant [K, N ≥ 2·lanes], lanes ≥ 8. */
@@ -358,7 +369,7 @@ describe("alterLayout: structure", () => {
 // per-channel constant or with another blocked value, max / average / global pooling — and the
 // ones it must leave: a constant that varies over H or W or over the batch, or that adds a dim,
 // pooling with its Indices. Convs that cannot be blocked stand beside them: computed weights, two
-// groups, a depthwise conv with a channel multiplier, a 1-D conv, odd channels, float64, a batch of
+// groups (blocked where a group's channels have a block), a depthwise conv with a channel multiplier, a 1-D conv, odd channels, float64, a batch of
 // unknown size, and a ConvTranspose.
 const NEIGHBOURS = ["Relu", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "HardSwish", "Elu", "Selu", "Softplus", "Neg", "Abs", "Exp", "Erf", "Sqrt", "Gelu", "Mish", "Swish"]
 const arbNeighbourCase: fc.Arbitrary<readonly [GraphCase, number]> = fc.integer({ min: 1, max: 1 << 30 }).map((seed) => {
@@ -528,7 +539,8 @@ describe("alterLayout: neighbours of a blocked conv", () => {
           assertAllClose(evalGraph(after, inputs), evalGraph(graph, inputs))
         }
     }
-    // group 2, 8 channels, 8 filters of 4 channels each: not a depthwise conv, left alone
+    // group 2, 8 channels, 8 filters of 4 channels each: not a depthwise conv, a grouped one of
+    // blocks of 4 (a group's channels)
     const grouped = makeGraph({
       opset: 18,
       inputs: [{ name: "x", type: { dtype: "float32", shape: [1, 8, 3, 3] } }],
@@ -536,7 +548,13 @@ describe("alterLayout: neighbours of a blocked conv", () => {
       initializers: new Map([["w", rand([8, 4, 3, 3])]]),
       nodes: [node("Conv", ["x", "w"], ["y"], { pads: attr.ints([1, 1, 1, 1]), group: attr.int(2) })],
     })
-    expect(alterLayoutSync(grouped, { vectorLanes: 4 }).nodes.map((n) => n.op)).toEqual(["Conv"])
+    const blockedGroups = alterLayoutSync(grouped, { vectorLanes: 4 })
+    // (and the Identity that keeps the output's name)
+    expect(blockedGroups.nodes.map((n) => n.op)).toEqual(["LayoutTransform", "ConvNCHWc", "LayoutTransform", "Identity"])
+    const gconv = blockedGroups.nodes[1]
+    expect([int(gconv, "group", 1), int(gconv, "in_block", 0), int(gconv, "out_block", 0)]).toEqual([2, 4, 4])
+    const x8 = new Map([["x", rand([1, 8, 3, 3])]])
+    assertAllClose(evalGraph(blockedGroups, x8), evalGraph(grouped, x8))
   })
 
   it("each elementwise op the rule knows, and each pooling (a MaxPool whose Indices are left out as \"\" too), moves after a blocked conv (Conv → op → Relu), and evaluates as before", () => {
@@ -592,4 +610,107 @@ describe("alterLayout: neighbours of a blocked conv", () => {
     )
     expect(moved).toBeGreaterThan(45)
   })
+})
+
+// rewrite.AlterLayout's grouped convolutions (not depthwise): 2 to 4 groups of 1 to 8 input and
+// output channels each, 1×1 to 3×3 kernels, strides 1 or 2, random asymmetric pads, a bias or
+// none, a ReLU after or not, dense 1×1 convs before and after or not, against 4, 8 and 16 lanes —
+// blocked exactly when a block above 1 divides a group's input and output channels (the largest
+// such block ≤ the lanes, in and out), a dense conv's blocks to the grouped conv's in one
+// transform, and the blocked graph evaluates as the original; compiled (js) it computes what the
+// evaluator does.
+const arbGroupedCase: fc.Arbitrary<readonly [GraphCase, number]> = fc.integer({ min: 1, max: 1 << 30 }).map((seed) => {
+  const rng = prng(seed)
+  const rand = (shape: number[]) => tensor("float32", shape, Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rng.float(-1, 1)))
+  const lanes = rng.pick([4, 8, 16])
+  const group = rng.int(2, 4)
+  const [inPer, outPer] = [rng.pick([1, 2, 3, 4, 6, 8]), rng.pick([1, 2, 4, 6, 8])]
+  // (one input and one output channel a group is depthwise: another rule's case)
+  const [C, O] = [group * inPer, group * (inPer === 1 && outPer === 1 ? 2 : outPer)]
+  const [kh, kw] = [rng.int(1, 3), rng.int(1, 3)]
+  const [H, W] = [rng.int(kh, 7), rng.int(kw, 7)]
+  const pads = [rng.int(0, kh - 1), rng.int(0, kw - 1), rng.int(0, kh - 1), rng.int(0, kw - 1)]
+  const bias = rng.next() < 0.6
+  const initializers = new Map<string, Tensor>([["w", rand([O, C / group, kh, kw])], ...(bias ? [["b", rand([O])] as [string, Tensor]] : [])])
+  const relu = rng.next() < 0.5
+  // half the time a dense 1×1 conv (and a ReLU) before it and after it, blocked by all the
+  // channels: its blocks and the grouped conv's differ at times (one block to another)
+  const dense = rng.next() < 0.5
+  if (dense) {
+    initializers.set("w0", rand([C, C, 1, 1]))
+    initializers.set("w2", rand([C, O, 1, 1]))
+  }
+  const graph = makeGraph({
+    opset: 13,
+    inputs: [{ name: "x", type: { dtype: "float32", shape: [1, C, H, W] } }],
+    outputs: [{ name: "y", type: { dtype: "float32", shape: [] } }],
+    initializers,
+    nodes: [
+      ...(dense ? [node("Conv", ["x", "w0"], ["d0"]), node("Relu", ["d0"], ["x0"])] : []),
+      node("Conv", [dense ? "x0" : "x", "w", ...(bias ? ["b"] : [])], [relu ? "c" : dense ? "g" : "y"], { group: attr.int(group), kernel_shape: attr.ints([kh, kw]), pads: attr.ints(pads), strides: attr.ints([rng.int(1, 2), rng.int(1, 2)]) }),
+      ...(relu ? [node("Relu", ["c"], [dense ? "g" : "y"])] : []),
+      ...(dense ? [node("Conv", ["g", "w2"], ["y"])] : []),
+    ],
+  })
+  return [{ graph, inputs: new Map([["x", rand([1, C, H, W])]]) }, lanes] as const
+})
+
+describe("alterLayout: grouped convolutions", () => {
+  it("are blocked exactly when a block divides a group's channels, with the largest such block, and evaluate as before; a block to another in one transform", () => {
+    let blocked = 0
+    let reblocked = 0
+    fc.assert(
+      fc.property(arbGroupedCase, ([{ graph, inputs }, lanes]) => {
+        const after = alterLayoutSync(graph, { vectorLanes: lanes })
+        // (no two transforms back to back: 16 → NCHW → 8 is one transform 16 → 8)
+        checkLayouts(after, lanes)
+        const convs = after.nodes.filter((n) => n.op === "ConvNCHWc")
+        expect(convs.length).toBe(blockable(bindSync(graph), lanes))
+        blocked += convs.length
+        reblocked += after.nodes.filter((n) => n.op === "LayoutTransform" && str(n, "src_layout") !== "NCHW" && str(n, "dst_layout") !== "NCHW").length
+        assertAllClose(evalGraph(after, inputs), evalGraph(graph, inputs), 1e-4, 1e-5)
+        expect(structurallyEqual(alterLayoutSync(after, { vectorLanes: lanes }), after), "a second run changes nothing").toBe(true)
+      }),
+      lawParams(100),
+    )
+    expect(blocked).toBeGreaterThan(40)
+    expect(reblocked).toBeGreaterThan(10)
+  })
+
+  it("a transform from one block to another (2 to 16 lanes, either dividing the other or not), compiled (js), computes what the evaluator does", async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.constantFrom(2, 4, 8, 16, 6), fc.constantFrom(2, 4, 8, 16, 6), fc.integer({ min: 1, max: 3 }), fc.integer({ min: 1, max: 4 }), fc.integer({ min: 1, max: 4 }), fc.nat(), async (a, b, k, H, W, seed) => {
+        fc.pre(a !== b)
+        const C = ((a * b) / gcd(a, b)) * k
+        const rng = prng(seed)
+        const x = tensor("float32", [1, C / a, H, W, a], Float32Array.from({ length: C * H * W }, () => rng.float(-1, 1)))
+        const graph = makeGraph({
+          opset: 13,
+          inputs: [{ name: "x", type: { dtype: "float32", shape: x.shape } }],
+          outputs: [{ name: "y", type: { dtype: "float32", shape: [] } }],
+          nodes: [{ name: "t", op: "LayoutTransform", domain: TESSERA_DOMAIN, inputs: ["x"], outputs: ["y"], attrs: { src_layout: attr.str(`NCHW${a}c`), dst_layout: attr.str(`NCHW${b}c`) } }],
+        })
+        const target = makeTarget("js", { vectorLanes: 16 })
+        const exec = await Effect.runPromise(loadProgram(await Effect.runPromise(compileGraph(graph, target, { optLevel: 0 })), target))
+        const inputs = new Map([["x", x]])
+        const [want] = evalGraph(graph, inputs)
+        expect(want.shape).toEqual([1, C / b, H, W, b])
+        assertAllClose([exec.run(inputs).get("y")!], [want], 0, 0)
+      }),
+      lawParams(30),
+    )
+  }, 120_000)
+
+  it("compiled (js, the blocked layout of the case's lanes) compute what the evaluator does", async () => {
+    await fc.assert(
+      fc.asyncProperty(arbGroupedCase, async ([{ graph, inputs }, lanes]) => {
+        const target = makeTarget("js", { vectorLanes: lanes })
+        const program = await Effect.runPromise(compileGraph(graph, target, { optLevel: 3 }))
+        const exec = await Effect.runPromise(loadProgram(program, target))
+        const got = exec.run(inputs)
+        assertAllClose(graph.outputs.map((o) => got.get(o.name)!), evalGraph(graph, inputs), 1e-4, 1e-5)
+      }),
+      lawParams(25),
+    )
+  }, 120_000)
 })

@@ -29,6 +29,7 @@ import { transferRows, type TransferRows } from "../search/transfer.js"
 import { confirmMeasurerOptions, DEFAULT_CONFIRM, measurerFor, tuneTask, type TuneResult } from "../search/tune.js"
 import { withAttrs, type Target, type TargetKind } from "../ast/target.js"
 import { BACKENDS, TUNABLE_KINDS } from "../backend/index.js"
+import { scheduleTarget } from "../backend/cpu.js"
 import { UsageError } from "./errors.js"
 import { TargetUnavailableError, targetMissing, targetSettings } from "./targets.js"
 
@@ -198,7 +199,9 @@ const tuneRunners = Effect.fn("cli.tuneRunners")(function* (
   buildDir: string,
 ) {
   const kind = compiledFor.kind
-  const target: ScheduleTarget = { vectorLanes: Math.max(compiledFor.attrs.vectorLanes, 1), cores: compiledFor.attrs.cores }
+  // (a CPU target's the one compileGraph sized its defaults from: its FMA pipes and registers too)
+  const cpu = compiledFor.kind === "c" || compiledFor.kind === "js" || compiledFor.kind === "wasm"
+  const target: ScheduleTarget = cpu ? scheduleTarget(compiledFor as Target<"c" | "js" | "wasm">) : { vectorLanes: Math.max(compiledFor.attrs.vectorLanes, 1), cores: compiledFor.attrs.cores }
   const rows: { runner: TaskRunner; result: TuneResult; resumed: number }[] = []
   // every record so far (the log's and this run's): xgb's model starts from the other tasks' ones
   const records: TuningRecord[] = [...logged]

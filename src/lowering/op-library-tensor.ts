@@ -307,6 +307,17 @@ const concat: OpCompute = (ctx) => {
 const layoutTransform: OpCompute = (ctx) => {
   const x = inp(ctx, 0)
   const out = shapeOf(ctx.outputs[0])
+  if (out.length === 5 && x.shape.length === 5) {
+    // one block to another: channel cb·b + ci of the output is channel (cb·b + ci) of the input;
+    // where one block divides the other, the lane stays a sum of the output's lane (contiguous)
+    const [a, b] = [x.shape[4], out[4]]
+    if (a % b === 0) return [compute(ctx.name(), out, (n, cb, y, xx, ci) => at(x, n, floordiv(cb, c(a / b)), y, xx, add(mul(floormod(cb, c(a / b)), c(b)), ci)), x.dtype)]
+    if (b % a === 0) return [compute(ctx.name(), out, (n, cb, y, xx, ci) => at(x, n, add(mul(cb, c(b / a)), floordiv(ci, c(a))), y, xx, floormod(ci, c(a))), x.dtype)]
+    return [compute(ctx.name(), out, (n, cb, y, xx, ci) => {
+      const ch = add(mul(cb, c(b)), ci)
+      return at(x, n, floordiv(ch, c(a)), y, xx, floormod(ch, c(a)))
+    }, x.dtype)]
+  }
   if (out.length === 5) {
     const b = out[4]
     return [compute(ctx.name(), out, (n, cb, y, xx, ci) => at(x, n, add(mul(cb, c(b)), ci), y, xx), x.dtype)]

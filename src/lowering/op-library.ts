@@ -277,8 +277,13 @@ const convNCHWc: OpCompute = (ctx) => {
   const out = shapeOf(ctx.outputs[0])
   const [pt, pl] = pads2d(ctx, [KH, KW], [H, W], [out[2], out[3]], strides, dil)
   const dtype = ctx.outputs[0].dtype
-  const depthwise = group !== 1
-  const ic = reduceAxis(depthwise ? 1 : CB * ib, `${ctx.name()}.ic`)
+  // depthwise: a filter per input channel (in_block == out_block, the kernel's input block 1);
+  // grouped: each output block inside one group (its channels' filters read that group's inputs)
+  const depthwise = group !== 1 && wib === 1 && w.shape[1] === 1 && group === CB * ib && out[1] * ob === group
+  const [inPer, outPer] = [(CB * ib) / group, (out[1] * ob) / group]
+  if (group !== 1 && !depthwise && (inPer % ib !== 0 || outPer % ob !== 0 || wib !== ib))
+    return none(`ConvNCHWc of ${group} groups: its blocks (in ${ib}, out ${ob}, kernel ${wib}) do not divide the ${inPer} input and ${outPer} output channels of a group`)
+  const ic = reduceAxis(depthwise ? 1 : inPer, `${ctx.name()}.ic`)
   const ry = reduceAxis(KH, `${ctx.name()}.ry`)
   const rx = reduceAxis(KW, `${ctx.name()}.rx`)
   // the zero-padded input as a stage of its own (TVM's data_pad): inlined by default, a schedule may
@@ -300,7 +305,10 @@ const convNCHWc: OpCompute = (ctx) => {
       // channel oc·ob + oi reads its own input channel (in_block == out_block)
       return sum(mul(at(padded, n, oc, iy, ix, oi), at(w, oc, c(0), ry.var, rx.var, c(0), oi)), [ic, ry, rx])
     }
-    const pixel = at(padded, n, floordiv(ic.var, c(ib)), iy, ix, floormod(ic.var, c(ib)))
+    // (grouped: output block oc lies in group oc / (outPer / ob), whose inputs start at block
+    // group · inPer / ib)
+    const block = group === 1 ? floordiv(ic.var, c(ib)) : add(mul(floordiv(oc, c(outPer / ob)), c(inPer / ib)), floordiv(ic.var, c(ib)))
+    const pixel = at(padded, n, block, iy, ix, floormod(ic.var, c(ib)))
     return sum(mul(pixel, at(w, oc, floordiv(ic.var, c(wib)), ry.var, rx.var, floormod(ic.var, c(wib)), oi)), [ic, ry, rx])
   }, dtype, "conv2d_nchwc")
   const pre: ComputeTensor[] = padded.kind === "compute" ? [padded] : []

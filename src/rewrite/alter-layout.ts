@@ -1,7 +1,8 @@
 // rewrite.AlterLayout: for CPU targets, 2-D convolutions move to the blocked layout NCHW{c}c
-// (block from the target's vector width), with layout transforms at the boundaries; elementwise
-// neighbours (activations, bias and residual adds, scale/shift) and max / average pooling (global
-// pooling too) move into the blocked layout too, and adjacent inverse transforms cancel; a dense
+// (block from the target's vector width; a grouped conv's within its groups), with layout
+// transforms at the boundaries; elementwise neighbours (activations, bias and residual adds,
+// scale/shift) and max / average pooling (global pooling too) move into the blocked layout too,
+// and adjacent transforms compose (inverse ones cancel; one block to another in one pass); a dense
 // layer of a few rows takes its weight in column panels (DensePack). Weights are re-laid at compile
 // time (a constant in, a constant out), so foldConstants leaves no transform on them.
 import { attr } from "../ast/graph/attrs.js"
@@ -44,7 +45,12 @@ const asTransform = (n: Node | undefined): { src: number; dst: number; input: st
   return { src: blockOf(a.src_layout), dst: blockOf(a.dst_layout), input: n.inputs[0] }
 }
 
-/** Conv (2-D, constant weights, group 1 or depthwise) → transforms around ConvNCHWc. */
+const gcd = (a: number, b: number): number => (b === 0 ? a : gcd(b, a % b))
+
+/**
+ * Conv (2-D, constant weights; group 1, depthwise, or grouped with the block dividing each group's
+ * input and output channels) → transforms around ConvNCHWc.
+ */
 const convToBlocked = (target: LayoutTarget): Rule => ({
   name: "conv-to-nchwc",
   apply: (n, ctx) => {
@@ -58,10 +64,12 @@ const convToBlocked = (target: LayoutTarget): Rule => ({
     const C = x.shape[1] as number
     const O = w.shape[0]
     const depthwise = a.group === C && O === C
-    if (a.group !== 1 && !depthwise) return undefined
-    const ib = chooseBlock(C, target.vectorLanes)
+    // grouped (not depthwise): blocks within a group's channels, input and output alike, so every
+    // output block reads whole input blocks of its own group (RegNet's groups of 8 channels)
+    const grouped = a.group !== 1 && !depthwise
+    const ib = chooseBlock(grouped ? gcd(C / a.group, O / a.group) : C, target.vectorLanes)
     // (a depthwise conv has as many filters as channels: one block in and out)
-    const ob = chooseBlock(O, target.vectorLanes)
+    const ob = grouped ? ib : chooseBlock(O, target.vectorLanes)
     if (ib === 1 && ob === 1) return undefined
     const wName = ctx.fresh(`${n.inputs[1]}_OIHW${depthwise ? 1 : ib}i${ob}o`)
     const packed = depthwise ? packKernel(w, 1, ob) : packKernel(w, ib, ob)
@@ -114,17 +122,23 @@ const denseToPacked = (target: LayoutTarget): Rule => ({
   },
 })
 
-/** LayoutTransform(b→0) then LayoutTransform(0→b), or the reverse: the identity. */
-export const cancelTransforms: Rule = {
-  name: "cancel-layout-transforms",
+/**
+ * LayoutTransform(a→b) then LayoutTransform(b→c): the identity where c is a (inverse transforms
+ * cancel), else one transform a→c (a conv's blocks of 16 to a grouped conv's blocks of 8 in one
+ * pass, not through NCHW).
+ */
+export const composeTransforms: Rule = {
+  name: "compose-layout-transforms",
   apply: (n, ctx) => {
     const outer = asTransform(n)
     if (!outer) return undefined
     // (the outer transform reads the inner one's output, so inner.dst is outer.src)
     const inner = asTransform(ctx.producer(n.inputs[0]))
-    if (!inner || inner.src !== outer.dst) return undefined
+    if (!inner) return undefined
     // (a graph output keeps its name: the rule engine writes it with an Identity)
-    return { nodes: [], outputs: [inner.input] }
+    if (inner.src === outer.dst) return { nodes: [], outputs: [inner.input] }
+    const y = ctx.fresh(`${n.outputs[0]}_${layoutName(outer.dst)}`)
+    return { nodes: [transformNode(ctx, inner.input, y, inner.src, outer.dst)], outputs: [y] }
   },
 }
 
@@ -238,7 +252,7 @@ export const alterLayoutSync = (graph: Graph, target: LayoutTarget): Graph => {
   const g = bindSync(graph)
   // convolutions first, then neighbours and cancellation to a fixed point
   const converted = rewriteToFixedPoint(g, [convToBlocked(target), denseToPacked(target)]).graph
-  const moved = rewriteToFixedPoint(converted, [cancelTransforms, unaryThroughLayout, binaryThroughLayout, poolThroughLayout]).graph
+  const moved = rewriteToFixedPoint(converted, [composeTransforms, unaryThroughLayout, binaryThroughLayout, poolThroughLayout]).graph
   return bindSync(eliminateDeadCodeSync(moved))
 }
 

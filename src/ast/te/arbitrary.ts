@@ -38,25 +38,32 @@ export interface BlockedConvShape {
   readonly K: number
   readonly stride: number
   readonly epilogue: boolean
+  /** Groups (default 1): each has CB / groups input blocks and OB / groups output blocks. */
+  readonly groups?: number
+  /** Zero padding on every side (default: 1 for a 3×3 kernel, else 0). */
+  readonly pad?: number
 }
 
 const blockedConv = (family: string, ph: (name: string, shape: number[]) => Placeholder, feeds: ReadonlyMap<string, Tensor>, o: BlockedConvShape): ComputeCase => {
   const { ib, ob, CB, OB, H, W, K, stride } = o
-  const pad = K === 3 ? 1 : 0
+  const groups = o.groups ?? 1
+  const pad = o.pad ?? (K === 3 ? 1 : 0)
   const [OH, OW] = [Math.floor((H + 2 * pad - K) / stride) + 1, Math.floor((W + 2 * pad - K) / stride) + 1]
   const X = ph("X", [1, CB, H, W, ib])
-  const Wt = ph("W", [OB, CB, K, K, ib, ob])
+  const Wt = ph("W", [OB, CB / groups, K, K, ib, ob])
   const padded = compute("pad", [1, CB, H + 2 * pad, W + 2 * pad, ib], (n, cb, y, x, ci) => {
     const iy = sub(y, c(pad))
     const ix = sub(x, c(pad))
     return select(inBounds([iy, ix], [H, W]), at(X, n, cb, iy, ix, ci), f32(0))
   })
-  const ic = reduceAxis(CB * ib, "ic")
+  const ic = reduceAxis((CB / groups) * ib, "ic")
   const ry = reduceAxis(K, "ry")
   const rx = reduceAxis(K, "rx")
   const conv = compute("conv", [1, OB, OH, OW, ob], (n, oc, y, x, oi) => {
     const [iy, ix] = [add(mul(y, c(stride)), ry.var), add(mul(x, c(stride)), rx.var)]
-    return sum(mul(at(padded, n, floordiv(ic.var, c(ib)), iy, ix, floormod(ic.var, c(ib))), at(Wt, oc, floordiv(ic.var, c(ib)), ry.var, rx.var, floormod(ic.var, c(ib)), oi)), [ic, ry, rx])
+    // (grouped: output block oc's group is oc / (OB / groups), its input blocks start at group · CB / groups)
+    const block = groups === 1 ? floordiv(ic.var, c(ib)) : add(mul(floordiv(oc, c(OB / groups)), c(CB / groups)), floordiv(ic.var, c(ib)))
+    return sum(mul(at(padded, n, block, iy, ix, floormod(ic.var, c(ib))), at(Wt, oc, floordiv(ic.var, c(ib)), ry.var, rx.var, floormod(ic.var, c(ib)), oi)), [ic, ry, rx])
   }, "float32", "conv2d_nchwc")
   if (!o.epilogue) return { family, outputs: [conv], inputs: feeds }
   // a fused epilogue: bias and relu
@@ -179,11 +186,13 @@ export const buildCompute = (family: (typeof COMPUTE_FAMILIES)[number], seed: nu
     }
     case "conv2d_nchwc": {
       const [ib, ob] = [rng.pick([1, 2, 4]), rng.pick([1, 2, 4])]
-      const [CB, OB] = [rng.int(1, 2), rng.int(1, 3)]
+      // a third grouped (2 or 3 groups of 1-2 input and 1-2 output blocks each)
+      const groups = rng.pick([1, 1, 2, 3])
+      const [CB, OB] = groups === 1 ? [rng.int(1, 2), rng.int(1, 3)] : [groups * rng.int(1, 2), groups * rng.int(1, 2)]
       const [H, W] = [rng.int(3, 7), rng.int(3, 7)]
       const K = rng.pick([1, 3])
       const stride = rng.pick([1, 1, 2])
-      return blockedConv(family, ph, feeds, { ib, ob, CB, OB, H, W, K, stride, epilogue: rng.next() >= 0.5 })
+      return blockedConv(family, ph, feeds, { ib, ob, CB, OB, H, W, K, stride, epilogue: rng.next() >= 0.5, groups })
     }
     case "pool": {
       const [C, H, W] = [rng.int(1, 3), rng.int(2, 7), rng.int(2, 7)]

@@ -3,7 +3,7 @@
 // tile of vector accumulators a target's register file holds.
 import * as S from "../../ast/schedule/schedule.js"
 import { collect, freeVars, type Expr } from "../../ast/te/expr.js"
-import type { Knob } from "./template.js"
+import type { Knob, ScheduleTarget } from "./template.js"
 
 export const divisors = (n: number, max = 64): number[] => {
   const out: number[] = []
@@ -87,21 +87,69 @@ export const candidatesOf = (knobs: readonly Knob[], name: string): number[] => 
 /** The largest candidate ≤ max (1 when none is). */
 export const largest = (xs: readonly number[], max: number): number => [...xs].reverse().find((d) => d <= max) ?? 1
 
+/** The register tile's choices: positions as columns (and rows), channel blocks up to a cap. */
+export interface TileChoices {
+  /** Columns (output columns, Winograd tiles): candidates. */
+  readonly cols: readonly number[]
+  /** Rows of positions (output rows): candidates (absent: one row). */
+  readonly rows?: readonly number[]
+  /** Output channel blocks: candidates, at most `blockCap` of them. */
+  readonly blocks: readonly number[]
+  readonly blockCap?: number
+}
+
+/** Accumulators an unrolled register tile holds at most (the conv template unrolls up to this many). */
+export const MAX_TILE_ACCUMULATORS = 32
+
 /**
- * A register tile of vector accumulators for `lanes`: `cols` (tile positions: output columns,
- * Winograd tiles) × `blocks` (output channel blocks, at most `blockCap`), from the knobs'
- * candidates. AVX2's 16 vector registers under gcc: one channel block across 7–8 positions (7–8
- * accumulators, the weight vector loaded once per tap) ran at 82–84% of peak in a microkernel;
- * two or more blocks let gcc reload the weights per FMA (1.5 loads per FMA on two load ports:
- * 65–70%), and 14 accumulators spill (45–55%) in a 3×3 conv's tile (a 1×1 conv's fit: see
- * `defaults`). Otherwise 16 accumulators of AVX-512's 32, 8 of SSE / SIMD128's 16, half the
- * budget in positions. `budget` is undefined on AVX2.
+ * A register tile of vector accumulators (one per position and channel block, each `block`
+ * lanes) sized from the target record, as the matmul rule sizes its tile:
+ * - accumulators at least the FMA pipes × their latency at this width (a block narrower than the
+ *   target's vectors issues at least as many FMAs a cycle: units × latency × lanes / block), where
+ *   the candidates allow;
+ * - at most half the vector registers: gcc keeps the other half for the operands of the unrolled
+ *   kernel taps it hoists (AVX2's 16 registers: 8 accumulators ran at 82–84% of peak in a 3×3
+ *   conv's tile, 14 spilled to 45–55%);
+ * - one row of positions where one row holds at least half the accumulators the pipes want: a row
+ *   more is another input row's stream, and a strided conv's rows share no input (ResNet-18's 3×3
+ *   stride-2 conv to 28×28 on Zen 4: 4 columns × 4 rows 1.15 ms, 7 columns × 2 blocks 1.04); rows
+ *   fill a narrow image's tile;
+ * - then the fewest bytes loaded per FMA: a step of the reduction loads one weight vector per block
+ *   (block × 4 bytes, for every position) and one input element per position (4 bytes, broadcast
+ *   to every block) — `depthwise`: an input vector per FMA, nothing shared across blocks. Wide
+ *   columns of few blocks win: ResNet-18's stem on Zen 4 ran 8 columns × 2 blocks in 2.22 ms,
+ *   4 × 4 in 2.62; its Winograd products 7 × 2 in 0.69 ms, 4 × 4 in 0.97 (16 accumulators each);
+ * - with 16 registers or fewer, one block: gcc kept one block's weight vector in a register but
+ *   folded the loads of two or more blocks into every FMA (AVX2 on Zen 3: one block of 8 columns
+ *   at 82–84% of peak, two blocks at 65–70%);
+ * - then fewer rows, then wider columns.
  */
-export const registerTile = (lanes: number, cols: readonly number[], blocks: readonly number[], blockCap = Infinity): { cols: number; blocks: number; budget?: number } => {
-  if (lanes === 8) return { cols: largest(cols, 8), blocks: 1 }
-  const budget = lanes >= 16 ? 16 : 8
-  const c = largest(cols, budget / 2)
-  return { cols: c, blocks: largest(blocks, Math.min(blockCap, Math.max(1, Math.floor(budget / c)))), budget }
+export const convRegisterTile = (target: ScheduleTarget, block: number, choices: TileChoices, depthwise = false): { cols: number; rows: number; blocks: number } => {
+  const lanes = Math.max(1, target.vectorLanes)
+  const registers = target.vectorRegisters ?? 16
+  const width = Math.max(1, Math.min(block, lanes))
+  const need = (target.fmaUnits ?? 2) * (target.fmaLatency ?? 4) * Math.max(1, Math.floor(lanes / width))
+  const cap = Math.min(MAX_TILE_ACCUMULATORS, Math.floor(registers / 2))
+  // (16 registers or fewer: one block — with two, gcc reloaded the weights in every FMA)
+  const blocks = choices.blocks.filter((b) => b <= (choices.blockCap ?? Infinity) && (registers > 16 || b === 1))
+  const tiles = (blocks.length ? blocks : [1])
+    .flatMap((b) => (choices.rows ?? [1]).flatMap((r) => choices.cols.map((c) => ({ cols: c, rows: r, blocks: b, acc: c * r * b }))))
+    .filter((t) => t.acc <= cap || t.acc === 1)
+  // one row where one row holds at least half the accumulators the pipes want
+  const oneRow = tiles.filter((t) => t.rows === 1)
+  const pool = oneRow.some((t) => Math.min(t.acc, need) >= need / 2) ? oneRow : tiles
+  let best: { cols: number; rows: number; blocks: number; score: number[] } | undefined
+  for (const t of pool) {
+    const bytes = (4 * width) / (t.cols * t.rows) + (depthwise ? 4 * width : 4 / t.blocks)
+    const score = [Math.min(t.acc, need), -bytes, -t.rows, t.cols]
+    if (!best || lexGreater(score, best.score)) best = { ...t, score }
+  }
+  return best ? { cols: best.cols, rows: best.rows, blocks: best.blocks } : { cols: 1, rows: 1, blocks: 1 }
+}
+
+const lexGreater = (a: readonly number[], b: readonly number[]): boolean => {
+  for (let i = 0; i < a.length; i++) if (Math.abs(a[i] - b[i]) > 1e-12) return a[i] > b[i]
+  return false
 }
 
 /**

@@ -3,7 +3,7 @@
 // with its reduction outside, defaults sized from the target's lanes and caches.
 import * as S from "../../ast/schedule/schedule.js"
 import type { Reduce } from "../../ast/te/expr.js"
-import { anchorStage, candidatesOf, dataLeaves, divisors, largest, parallelize, parallelOuter, registerTile, tileStages } from "./common.js"
+import { anchorStage, candidatesOf, convRegisterTile, dataLeaves, divisors, largest, parallelize, parallelOuter, tileStages } from "./common.js"
 import type { Knob, Template } from "./template.js"
 
 /** The anchor's zero-padding producer (the conv's data_pad), inlined in the base schedule. */
@@ -26,6 +26,12 @@ const WEIGHT_TILE_BYTES = 128 * 1024
 const reduceVolume = (knobs: readonly Knob[]): number => {
   const ic = knobs.find((k) => k.name === "tile_ic")
   return (ic?.kind === "split" ? ic.extent : 1) * kernelTaps(knobs)
+}
+
+/** Lanes of a conv's output channel block (tile_oc's units; the target's lanes where the knob does not say). */
+const blockLanes = (knobs: readonly Knob[], lanes: number): number => {
+  const oc = knobs.find((k) => k.name === "tile_oc")
+  return oc?.kind === "split" && oc.lanes !== undefined ? oc.lanes : lanes
 }
 
 /** Output channel blocks of a conv template's space (tile_oc's extent). */
@@ -63,7 +69,7 @@ export const convTemplate: Template = {
   tunable: true,
   space: (_outputs, base) => {
     const st = anchorStage(base)!
-    const [, ocb, oh, ow] = st.op.shape
+    const [, ocb, oh, ow, ob] = st.op.shape
     const [ic, kh, kw] = (st.op.body as Reduce).axes.map((a) => a.dom.extent)
     // knobs that cannot change the loops are left out (a tuner would spend trials on them): no
     // channel split for one input channel (depthwise), no order for a 1×1 kernel, no unrolling of
@@ -71,7 +77,7 @@ export const convTemplate: Template = {
     return [
       { kind: "split", name: "tile_ow", extent: ow, candidates: divisors(ow, 32) },
       { kind: "split", name: "tile_oh", extent: oh, candidates: divisors(oh, 8) },
-      { kind: "split", name: "tile_oc", extent: ocb, candidates: divisors(ocb, 8) },
+      { kind: "split", name: "tile_oc", extent: ocb, candidates: divisors(ocb, 8), lanes: ob },
       ...(ic > 1 ? [{ kind: "split", name: "tile_ic", extent: ic, candidates: divisors(ic, 64) } as const] : []),
       ...(ic > 1 && kh * kw > 1 ? [{ kind: "choice", name: "reduce_order", candidates: [...REDUCE_ORDERS] } as const] : []),
       ...(kh > 1 ? [{ kind: "choice", name: "unroll_kh", candidates: [false, true], extent: kh } as const] : []),
@@ -88,14 +94,13 @@ export const convTemplate: Template = {
     // the weights one tile of output channel blocks reads, kept in L2 while the tile walks the
     // image: at most WEIGHT_TILE_BYTES (else every output column streams them from L3 again:
     // ResNet-18's 512-channel layers ran at a third of their speed with 8 blocks per tile)
-    const ocCap = Math.max(1, Math.floor(WEIGHT_TILE_BYTES / (reduceVolume(knobs) * lanes * 4)))
-    const tile = registerTile(lanes, cand("tile_ow"), cand("tile_oc"), ocCap)
+    const ocCap = Math.max(1, Math.floor(WEIGHT_TILE_BYTES / (reduceVolume(knobs) * blockLanes(knobs, lanes) * 4)))
+    // the register tile from the target record (common.ts): columns × rows × channel blocks of
+    // the block's lanes (the output's last axis)
+    const tile = convRegisterTile(target, blockLanes(knobs, lanes), { cols: cand("tile_ow"), rows: cand("tile_oh"), blocks: cand("tile_oc"), blockCap: ocCap }, !has("tile_ic"))
     let tw = tile.cols
     const toc = tile.blocks
-    // fewer blocks than the budget allows (their weights would not stay in L2): wider columns
-    if (tile.budget !== undefined && toc * tw < tile.budget / 2) tw = largest(cand("tile_ow"), Math.floor(tile.budget / toc))
-    // a narrow image: rows fill the tile
-    let th = tw * toc < 4 ? largest(cand("tile_oh"), Math.floor(8 / (tw * toc))) : 1
+    let th = tile.rows
     // AVX2, a 1x1 conv: two rows of up to 7 columns, 14 accumulators beside the weight vector and
     // one broadcast (all 16 registers; a 1x1 conv keeps nothing else live). Timed in a C loop on
     // Zen 3 against one row of 7-8 columns, MobileNetV2's 14x14 and 28x28 1x1 convs ran 2-25%

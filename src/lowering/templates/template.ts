@@ -5,7 +5,14 @@ import type * as S from "../../ast/schedule/schedule.js"
 import type { ComputeTensor } from "../../ast/te/tensor.js"
 
 export type Knob =
-  | { readonly kind: "split"; readonly name: string; readonly extent: number; readonly candidates: readonly number[] }
+  | {
+      readonly kind: "split"
+      readonly name: string
+      readonly extent: number
+      readonly candidates: readonly number[]
+      /** Lanes of each unit split, where a unit is a vector (a channel block's; absent: 1). */
+      readonly lanes?: number
+    }
   | {
       readonly kind: "choice"
       readonly name: string

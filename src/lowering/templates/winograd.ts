@@ -2,7 +2,7 @@
 // batched products M tiled like a GEMM, the output transform inlined into the epilogue.
 import * as S from "../../ast/schedule/schedule.js"
 import type { ComputeTensor } from "../../ast/te/tensor.js"
-import { anchorStage, candidatesOf, dataLeaves, divisors, parallelOuter, registerTile } from "./common.js"
+import { anchorStage, candidatesOf, convRegisterTile, dataLeaves, divisors, parallelOuter } from "./common.js"
 import type { Template } from "./template.js"
 
 /**
@@ -19,15 +19,17 @@ export const winogradTemplate: Template = {
   tunable: true,
   space: (_outputs, base) => {
     const M = anchorStage(base)!
-    const [, , P, OCB] = M.op.shape
+    const [, , P, OCB, ob] = M.op.shape
     return [
       { kind: "split", name: "tile_p", extent: P, candidates: divisors(P, 16) },
-      { kind: "split", name: "tile_oc", extent: OCB, candidates: divisors(OCB, 8) },
+      { kind: "split", name: "tile_oc", extent: OCB, candidates: divisors(OCB, 8), lanes: ob },
     ]
   },
   defaults: (knobs, target) => {
     // the direct conv's register tile, its positions the input tiles
-    const tile = registerTile(Math.max(target.vectorLanes, 1), candidatesOf(knobs, "tile_p"), candidatesOf(knobs, "tile_oc"))
+    const oc = knobs.find((k) => k.name === "tile_oc")
+    const block = oc?.kind === "split" && oc.lanes !== undefined ? oc.lanes : target.vectorLanes
+    const tile = convRegisterTile(target, block, { cols: candidatesOf(knobs, "tile_p"), blocks: candidatesOf(knobs, "tile_oc") })
     return { tile_p: tile.cols, tile_oc: tile.blocks }
   },
   apply: (outputs, base, config) => {

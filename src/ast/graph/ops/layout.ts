@@ -1,5 +1,5 @@
 // Tessera's own ops (domain "tessera"), introduced by graph passes rather than read from ONNX:
-// layout transforms between NCHW and the blocked NCHW{c}c layout, and convolution in blocked
+// layout transforms between NCHW and the blocked NCHW{c}c layout (and from one block to another), and convolution in blocked
 // layout (TVM's conv2d_NCHWc: data NCHW[i]c, kernel OIHW[i]i[o]o, output NCHW[o]c), and pooling in
 // blocked layout (PoolNCHWc: MaxPool or AveragePool over the spatial dims of NCHW[c]c), and a
 // dense layer over a column-panel packed weight (DensePack: TVM's dense_pack, weight [N/b, K, b]).
@@ -193,6 +193,12 @@ export const layoutOps = {
         const [N, CB, H, W, b] = x.shape
         return [{ dtype: x.dtype, shape: [N, typeof CB === "number" && typeof b === "number" ? CB * b : `${ctx.node}.C`, H, W] }]
       }
+      // one block to another (a conv of blocks of 16 feeding a grouped conv of blocks of 8)
+      if (src > 0 && dst > 0 && src !== dst) {
+        const [N, CB, H, W] = x.shape
+        if (typeof CB !== "number" || (CB * src) % dst !== 0) return fail(`${typeof CB === "number" ? CB * src : CB} channels do not split into blocks of ${dst}`)
+        return [{ dtype: x.dtype, shape: [N, (CB * src) / dst, H, W, dst] }]
+      }
       return fail(`transform ${ctx.attrs.src_layout} → ${ctx.attrs.dst_layout} is not supported`)
     },
     kernel: (ctx) => {
@@ -201,6 +207,7 @@ export const layoutOps = {
       const dst = blockOf(ctx.attrs.dst_layout)
       if (src === 0 && dst > 0) return [packNCHWc(x, dst)]
       if (src > 0 && dst === 0) return [unpackNCHWc(x)]
+      if (src > 0 && dst > 0 && src !== dst) return [packNCHWc(unpackNCHWc(x), dst)]
       return fail(`transform ${ctx.attrs.src_layout} → ${ctx.attrs.dst_layout} is not supported`)
     },
   }),
