@@ -10,6 +10,7 @@ import { BACKENDS, type Backend } from "../backend/index.js"
 import { Device } from "../device/device.js"
 import type { Measure, Measured, MeasurerOptions, ReferenceSource } from "../device/measure.js"
 import { completeConfig, type Config } from "../lowering/templates/template.js"
+import { canonicalConfig } from "../lowering/templates/sketch.js"
 import type { CostModelError } from "./cost-model.js"
 import { isTrial, RECORD_VERSION, type TuningRecord } from "./records.js"
 import { configHash, type Task } from "./task.js"
@@ -179,7 +180,7 @@ export const tuneTask = <E>(
  * A config's key as a schedule of `task`: the hash of the complete config (a record from before a
  * knob was added is the same schedule as the config with that knob's absent value).
  */
-const scheduleKey = (task: Task, c: Config): string => configHash(completeConfig(task.knobs, c))
+const scheduleKey = (task: Task, c: Config): string => configHash(canonicalConfig(task.knobs, completeConfig(task.knobs, c)))
 
 /** A measurement's record (a trial's carries its tuner, a confirmation's its round). */
 const recordOf = (task: Task, options: TuneOptions, m: Measured, extra: Pick<TuningRecord, "tuner" | "confirm">): TuningRecord => ({

@@ -7,6 +7,7 @@
 import { Effect } from "effect"
 import { prng } from "../ast/graph/arbitrary.js"
 import type { Config } from "../lowering/templates/template.js"
+import { canonicalConfig } from "../lowering/templates/sketch.js"
 import type { CostModelShape, CostModelError } from "./cost-model.js"
 import { configAt, configHash, spaceSize, type Task } from "./task.js"
 
@@ -73,7 +74,7 @@ export const gaTuner = (task: Task, seed = 1, populationSize = 16, mutation = 0.
   const seen = visitedSet()
   const scored: { config: Config; fitness: number }[] = []
   const mutate = (c: Config): Config =>
-    Object.fromEntries(task.knobs.map((k) => [k.name, rng.next() < mutation ? k.candidates[Math.floor(rng.next() * k.candidates.length)] : c[k.name]]))
+    canonicalConfig(task.knobs, Object.fromEntries(task.knobs.map((k) => [k.name, rng.next() < mutation ? k.candidates[Math.floor(rng.next() * k.candidates.length)] : c[k.name]])))
   const pick = () => {
     // tournament of two among the fittest
     const pool = [...scored].sort((a, b) => b.fitness - a.fitness).slice(0, populationSize)
@@ -141,7 +142,7 @@ export const xgbTuner = (task: Task, options: XgbTunerOptions): Tuner => {
   const steps = options.saSteps ?? 40
   const neighbour = (c: Config): Config => {
     const k = task.knobs[Math.floor(rng.next() * task.knobs.length)]
-    return { ...c, [k.name]: k.candidates[Math.floor(rng.next() * k.candidates.length)] }
+    return canonicalConfig(task.knobs, { ...c, [k.name]: k.candidates[Math.floor(rng.next() * k.candidates.length)] })
   }
   let started = false
   const start = Effect.gen(function* () {

@@ -4,10 +4,26 @@
 import type * as S from "../../ast/schedule/schedule.js"
 import type { ComputeTensor } from "../../ast/te/tensor.js"
 
+/**
+ * A knob that matters only where another knob has a value (the generated space's knobs under
+ * `sketch: "generated"`, a template's under `sketch: "template"`): elsewhere it is held at its
+ * absent value (`canonicalConfig`), so configs that give one schedule are one config.
+ */
+export interface KnobCondition {
+  readonly knob: string
+  readonly value: string | number | boolean
+}
+
 export type Knob =
-  | { readonly kind: "split"; readonly name: string; readonly extent: number; readonly candidates: readonly number[] }
+  | { readonly kind: "split"; readonly name: string; readonly extent: number; readonly candidates: readonly number[]; readonly when?: KnobCondition }
   | {
       readonly kind: "choice"
+      readonly when?: KnobCondition
+      /**
+       * Candidates are factorizations of `extent` over this many tile levels, written "a.b"
+       * (inner level last); the search moves factors between levels (sketch.ts).
+       */
+      readonly levels?: number
       readonly name: string
       readonly candidates: readonly (string | number | boolean)[]
       /** The extent of the loop the choice is about, where there is one (an unroll's loop). */
