@@ -102,6 +102,15 @@ export const configAt = (knobs: readonly Knob[], index: number): Config => {
 }
 
 /**
+ * A uniform draw from the space: by index where the space is small enough for an index to be
+ * exact in a double, else knob by knob (the same distribution).
+ */
+export const sampleConfig = (knobs: readonly Knob[], size: number, rng: { readonly next: () => number }): Config =>
+  size <= 2 ** 32
+    ? configAt(knobs, Math.floor(rng.next() * size))
+    : canonicalConfig(knobs, Object.fromEntries(knobs.map((k) => [k.name, k.candidates[Math.floor(rng.next() * k.candidates.length)]])))
+
+/**
  * The index of a config in the space, or undefined when a knob's value is not a candidate (stale
  * record). A knob the config lacks counts as its `absent` value where it declares one (a knob
  * added after the record was written).

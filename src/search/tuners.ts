@@ -9,7 +9,7 @@ import { prng } from "../ast/graph/arbitrary.js"
 import type { Config } from "../lowering/templates/template.js"
 import { canonicalConfig } from "../lowering/templates/sketch.js"
 import type { CostModelShape, CostModelError } from "./cost-model.js"
-import { configAt, configHash, spaceSize, type Task } from "./task.js"
+import { configAt, configHash, sampleConfig, spaceSize, type Task } from "./task.js"
 
 export interface MeasureResult {
   readonly config: Config
@@ -18,7 +18,7 @@ export interface MeasureResult {
 }
 
 export interface Tuner {
-  readonly name: "random" | "grid" | "ga" | "xgb"
+  readonly name: "random" | "grid" | "ga" | "xgb" | "evo"
   /** Up to n configs not measured yet. */
   readonly next: (n: number) => Effect.Effect<Config[], CostModelError>
   readonly update: (results: readonly MeasureResult[]) => Effect.Effect<void, CostModelError>
@@ -41,7 +41,7 @@ export const randomTuner = (task: Task, seed = 1): Tuner => {
       Effect.sync(() => {
         const out: Config[] = []
         for (let tries = 0; out.length < n && seen.size() < size && tries < n * 50; tries++) {
-          const c = configAt(task.knobs, Math.floor(rng.next() * size))
+          const c = sampleConfig(task.knobs, size, rng)
           if (seen.has(c)) continue
           seen.add(c)
           out.push(c)
@@ -90,7 +90,7 @@ export const gaTuner = (task: Task, seed = 1, populationSize = 16, mutation = 0.
         const out: Config[] = []
         for (let tries = 0; out.length < n && seen.size() < size && tries < n * 100; tries++) {
           let c: Config
-          if (scored.length < populationSize) c = configAt(task.knobs, Math.floor(rng.next() * size))
+          if (scored.length < populationSize) c = sampleConfig(task.knobs, size, rng)
           else {
             const p1 = pick()
             const p2 = pick()
@@ -155,7 +155,7 @@ export const xgbTuner = (task: Task, options: XgbTunerOptions): Tuner => {
     Effect.gen(function* () {
       const pool = new Map<string, { config: Config; score: number }>()
       let temp = 1
-      let current = Array.from({ length: chains }, () => configAt(task.knobs, Math.floor(rng.next() * size)))
+      let current = Array.from({ length: chains }, () => sampleConfig(task.knobs, size, rng))
       let scores = yield* options.model.predict(current.map(featuresOf))
       for (let s = 0; s < steps; s++) {
         const cand = current.map(neighbour)
@@ -185,7 +185,7 @@ export const xgbTuner = (task: Task, options: XgbTunerOptions): Tuner => {
           out.push(c)
         }
         if (options.model.trained()) for (const c of yield* explore(n)) if (rng.next() >= eps) take(c)
-        for (let tries = 0; out.length < n && seen.size() < size && tries < n * 50; tries++) take(configAt(task.knobs, Math.floor(rng.next() * size)))
+        for (let tries = 0; out.length < n && seen.size() < size && tries < n * 50; tries++) take(sampleConfig(task.knobs, size, rng))
         return out
       }),
     update: (results) =>
