@@ -216,6 +216,20 @@ describe("auto-tuning (js target)", () => {
     expect(new Set(out.records.map((r) => configHash(r.config))).size).toBe(16)
   }, 120_000)
 
+  it("features: one row of FEATURE_COUNT per config, the same bytes twice; the per-store block sees vectorized and unrolled extents", async () => {
+    const { FEATURE_COUNT } = await import("../src/search/features.js")
+    const d = task.template.defaults(task.knobs, { vectorLanes: 4, cores: 1 })
+    const gen = canonicalConfig(task.knobs, { ...d, sketch: "generated", sk_vectorize: true, sk_unroll: 64, sk_s1: task.knobs.find((k) => k.name === "sk_s1")!.candidates.at(-1)! })
+    const a = featuresOf(lowerConfig(gen), task.knobs, gen)
+    expect(a.length).toBe(FEATURE_COUNT)
+    expect(featuresOf(lowerConfig(gen), task.knobs, gen)).toEqual(a)
+    const plain = canonicalConfig(task.knobs, { ...gen, sk_vectorize: false, sk_unroll: 0 })
+    const b = featuresOf(lowerConfig(plain), task.knobs, plain)
+    expect(b.length).toBe(FEATURE_COUNT)
+    expect(b).not.toEqual(a)
+    expect(a.every(Number.isFinite)).toBe(true)
+  })
+
   it("evo mutation moves a prime factor between tile levels and keeps the config canonical", () => {
     const knob = task.knobs.find((k) => k.kind === "choice" && k.levels === 2)!
     const rng = prng(3)
