@@ -8,7 +8,7 @@
 import { Effect } from "effect"
 import { prng } from "../ast/graph/arbitrary.js"
 import { canonicalConfig } from "../lowering/templates/sketch.js"
-import type { Config, Knob } from "../lowering/templates/template.js"
+import { knobActive, type Config, type Knob } from "../lowering/templates/template.js"
 import type { CostModelShape } from "./cost-model.js"
 import { configHash, sampleConfig, spaceSize, type Task } from "./task.js"
 import type { MeasureResult, Tuner } from "./tuners.js"
@@ -65,7 +65,7 @@ export const moveFactor = (knob: Knob & { kind: "choice" }, value: unknown, rng:
 /** One mutation: a tile factor moved between levels, a split's neighbouring factor, or a knob resampled. */
 export const mutate = (knobs: readonly Knob[], c: Config, rng: Rng): Config => {
   // only knobs that are active in c (the others are held at their absent values)
-  const live = knobs.filter((k) => k.candidates.length > 1 && (!k.when || c[k.when.knob] === k.when.value))
+  const live = knobs.filter((k) => k.candidates.length > 1 && knobActive(knobs, k, c))
   if (live.length === 0) return c
   const k = pick(rng, live)
   let v: string | number | boolean = pick(rng, k.candidates as readonly (string | number | boolean)[])

@@ -12,7 +12,7 @@
 // logs are unchanged; the generated knobs are active only under `sketch: "generated"`.
 import * as S from "../../ast/schedule/schedule.js"
 import { anchorStage, dataLeaves, divisors, parallelize, tileStages } from "./common.js"
-import type { Config, Knob, Template } from "./template.js"
+import { knobActive, type Config, type Knob, type Template } from "./template.js"
 
 /** A register tile's factor at most, and an L1 tile's count of register tiles at most. */
 const MAX_TILE = 64
@@ -170,11 +170,6 @@ export const applySketch = (base: S.Schedule, config: Config): S.Schedule => {
   return parallelize(s, vec, out)
 }
 
-/** Whether a knob is active in a config (a knob with `when` only where its condition holds). */
-const active = (k: Knob, c: Config): boolean => !k.when || (c[k.when.knob] ?? absentOf(k.when.knob)) === k.when.value
-
-const absentOf = (name: string): unknown => (name === "sketch" ? "template" : undefined)
-
 /**
  * The canonical form of a config: knobs that are not active in it (the template's under the
  * generated sketch and the other way round) at their absent value (else their first candidate),
@@ -183,7 +178,7 @@ const absentOf = (name: string): unknown => (name === "sketch" ? "template" : un
 export const canonicalConfig = (knobs: readonly Knob[], c: Config): Config => {
   if (!knobs.some((k) => k.when)) return c
   const out: Record<string, string | number | boolean> = { ...c }
-  for (const k of knobs) if (!active(k, c)) out[k.name] = k.kind === "choice" && k.absent !== undefined ? k.absent : k.candidates[0]
+  for (const k of knobs) if (!knobActive(knobs, k, c)) out[k.name] = k.kind === "choice" && k.absent !== undefined ? k.absent : k.candidates[0]
   return out
 }
 

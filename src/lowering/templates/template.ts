@@ -41,6 +41,13 @@ export type Config = Readonly<Record<string, string | number | boolean>>
 export const knobValue = (knob: Knob, config: Config): string | number | boolean | undefined =>
   config[knob.name] ?? (knob.kind === "choice" ? knob.absent : undefined)
 
+/** Whether a knob matters in a config: it has no condition, or its condition's knob has that value there. */
+export const knobActive = (knobs: readonly Knob[], knob: Knob, config: Config): boolean => {
+  if (!knob.when) return true
+  const ctrl = knobs.find((k) => k.name === knob.when!.knob)
+  return (ctrl ? knobValue(ctrl, config) : config[knob.when.knob]) === knob.when.value
+}
+
 /**
  * `config` with the `absent` values of the knobs it lacks filled in: a config from before a knob
  * was added and the same config with the knob's absent value are one schedule (one hash).
