@@ -14,6 +14,7 @@ await build({
     "scripts/optimizer-report": "scripts/optimizer-report.ts",
     "scripts/bench": "scripts/bench.ts",
     "scripts/tuning-report": "scripts/tuning-report.ts",
+    "scripts/search-curves": "scripts/search-curves.ts",
     "scripts/compile-time": "scripts/compile-time.ts",
     "scripts/layer-compare": "scripts/layer-compare.ts",
     "scripts/op-bench": "scripts/op-bench.ts",

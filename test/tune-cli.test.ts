@@ -169,4 +169,50 @@ describe("tessera tune", () => {
     expect(runner.task.workload).toBe(best.workload)
     expect(Object.keys(best.config).sort()).toEqual(runner.task.knobs.map((k) => k.name).sort())
   }, 120_000)
+
+  it("--time-budget: the task scheduler tunes the model's tasks (a workload two groups run weighs 2), evo's generated-space records apply and compute the same", async () => {
+    const two = makeGraph({
+      opset: 13,
+      inputs: [{ name: "x", type: { dtype: "float32", shape: [1, 8, 10, 10] } }],
+      outputs: [{ name: "y", type: { dtype: "float32", shape: [1, 8, 10, 10] } }],
+      initializers: new Map([
+        ["w", f32([8, 8, 3, 3], 1)],
+        ["w2", f32([8, 8, 3, 3], 4)],
+        ["w3", f32([8, 8, 1, 1], 5)],
+      ]),
+      nodes: [
+        node("Conv", ["x", "w"], ["a"], { pads: attr.ints([1, 1, 1, 1]) }),
+        node("Relu", ["a"], ["b"]),
+        node("Conv", ["b", "w2"], ["c"], { pads: attr.ints([1, 1, 1, 1]) }),
+        node("Relu", ["c"], ["d"]),
+        node("Conv", ["d", "w3"], ["y"]),
+      ],
+    })
+    fs.writeFileSync(path.join(tmp, "two.onnx"), encodeOnnx(two))
+    const r = tessera("tune", "two.onnx", "--log", "budget.jsonl", "--time-budget", "60s", "--trials", "12", "--tuner", "evo", "--repeats", "1", "--min-repeat-ms", "1", "--batch", "4", "--confirm", "0")
+    expect(r.status).toBe(0)
+    expect(r.stderr).toMatch(/2 tasks from two\.onnx/)
+    expect(r.stderr).toMatch(/\(weight 2\)/)
+    expect(r.stderr).toMatch(/\(weight 1\)/)
+    const log = parseLog(fs.readFileSync(path.join(tmp, "budget.jsonl"), "utf8"))
+    const byTask = new Map<string, number>()
+    for (const rec of log.records) {
+      expect(rec.error).toBeUndefined()
+      expect(rec.tuner).toBe("evo")
+      byTask.set(rec.workload, (byTask.get(rec.workload) ?? 0) + 1)
+    }
+    expect([...byTask.values()]).toEqual([12, 12])
+    const generated = log.records.filter((x) => x.config.sketch === "generated")
+    expect(generated.length).toBeGreaterThan(0)
+    // a generated-space record applied where its workload recurs (both 3x3 groups), computing the same
+    const tuned = new Map(generated.map((x) => [x.workload, x] as const))
+    const target = makeTarget("js", { vectorLanes: 4 })
+    const program = await Effect.runPromise(compileGraph(two, target, { tuned }))
+    expect(program.tuning.skipped).toEqual([])
+    expect(program.tuning.applied.length).toBeGreaterThanOrEqual(1)
+    const feeds = new Map([["x", f32([1, 8, 10, 10], 3)]])
+    const got = (await Effect.runPromise(loadProgram(program, makeTarget("js")))).run(feeds).get("y")!
+    const want = runGraph(two, feeds)[0]
+    for (let i = 0; i < want.data.length; i++) expect(Math.abs(got.data[i] - want.data[i])).toBeLessThanOrEqual(1e-4 + 1e-3 * Math.abs(want.data[i]))
+  }, 180_000)
 })

@@ -20,6 +20,9 @@ import { configAt, configHash, indexOfConfig, taskFromTE } from "../src/search/t
 import type { Config, Knob } from "../src/lowering/templates/template.js"
 import { gaTuner, gridTuner, randomTuner, xgbTuner, type Tuner } from "../src/search/tuners.js"
 import { tuneTask } from "../src/search/tune.js"
+import { evoTuner, moveFactor, mutate } from "../src/search/evolutionary.js"
+import { canonicalConfig } from "../src/lowering/templates/sketch.js"
+import { prng } from "../src/ast/graph/arbitrary.js"
 
 const cc = buildCompute("matmul", 4242)
 const base = baseSchedule(cc.outputs)
@@ -186,6 +189,58 @@ describe("auto-tuning (js target)", () => {
     expect(out.result.best).toBeDefined()
     expect(out.records.length).toBe(out.result.trials)
   }, 120_000)
+
+  it("evo tuner: the default first, then generated-space candidates that all compute right; the model retrains on them", async () => {
+    const d = task.template.defaults(task.knobs, { vectorLanes: 4, cores: 1 })
+    const out = await Effect.runPromise(
+      Effect.gen(function* () {
+        const model = yield* CostModel
+        const tuner = evoTuner(task, { seed: 7, model, seeds: [d], population: 16, generations: 2, features: (cfg) => featuresOf(lowerConfig(cfg), task.knobs, cfg) })
+        const records: TuningRecord[] = []
+        const result = yield* tuneTask(task, tuner, lowerConfig, measure, {
+          trials: 16,
+          batch: 4,
+          target: "js",
+          now: () => "t",
+          onRecords: (rs) => Effect.sync(() => void records.push(...rs)),
+        })
+        return { result, trained: model.trained(), records }
+      }).pipe(Effect.provide(XGBoostCostModel)),
+    )
+    expect(out.trained).toBe(true)
+    expect(out.result.errors).toBe(0)
+    expect(out.records.length).toBe(16)
+    expect(configHash(out.records[0].config)).toBe(configHash(d))
+    // the union space: both sketches proposed
+    expect(out.records.some((r) => r.config.sketch === "generated")).toBe(true)
+    expect(new Set(out.records.map((r) => configHash(r.config))).size).toBe(16)
+  }, 120_000)
+
+  it("features: one row of FEATURE_COUNT per config, the same bytes twice; the per-store block sees vectorized and unrolled extents", async () => {
+    const { FEATURE_COUNT } = await import("../src/search/features.js")
+    const d = task.template.defaults(task.knobs, { vectorLanes: 4, cores: 1 })
+    const gen = canonicalConfig(task.knobs, { ...d, sketch: "generated", sk_vectorize: true, sk_unroll: 64, sk_s1: task.knobs.find((k) => k.name === "sk_s1")!.candidates.at(-1)! })
+    const a = featuresOf(lowerConfig(gen), task.knobs, gen)
+    expect(a.length).toBe(FEATURE_COUNT)
+    expect(featuresOf(lowerConfig(gen), task.knobs, gen)).toEqual(a)
+    const plain = canonicalConfig(task.knobs, { ...gen, sk_vectorize: false, sk_unroll: 0 })
+    const b = featuresOf(lowerConfig(plain), task.knobs, plain)
+    expect(b.length).toBe(FEATURE_COUNT)
+    expect(b).not.toEqual(a)
+    expect(a.every(Number.isFinite)).toBe(true)
+  })
+
+  it("evo mutation moves a prime factor between tile levels and keeps the config canonical", () => {
+    const knob = task.knobs.find((k) => k.kind === "choice" && k.levels === 2)!
+    const rng = prng(3)
+    const start = { ...task.template.defaults(task.knobs, { vectorLanes: 4, cores: 1 }), sketch: "generated" }
+    for (let i = 0; i < 30; i++) {
+      const v = moveFactor(knob as Extract<typeof knob, { kind: "choice" }>, "1.1", rng)
+      if (v !== undefined) expect(knob.candidates).toContain(v)
+      const m = mutate(task.knobs, start, rng)
+      expect(configHash(canonicalConfig(task.knobs, m))).toBe(configHash(m))
+    }
+  })
 
   it("a candidate that hangs times out as an error; one that computes wrongly is an error", async () => {
     const good = lowerConfig(task.template.defaults(task.knobs, { vectorLanes: 4, cores: 1 }))

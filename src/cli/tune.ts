@@ -5,7 +5,7 @@
 // prints a final table on stdout. On c, candidates are built in a temporary folder of this run.
 // `tessera tune --report LOG --out curves.svg`: best-so-far GFLOP/s against trials, per task and
 // tuner, as an SVG.
-import type { ScheduleTarget } from "../lowering/templates/template.js"
+import type { Config, ScheduleTarget } from "../lowering/templates/template.js"
 import { Console, Effect, Option } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import cliProgress from "cli-progress"
@@ -26,14 +26,16 @@ import { isTrial, type TuningRecord } from "../search/records.js"
 import { spaceSize } from "../search/task.js"
 import { gaTuner, gridTuner, randomTuner, xgbTuner, type Tuner } from "../search/tuners.js"
 import { transferRows, type TransferRows } from "../search/transfer.js"
-import { confirmMeasurerOptions, DEFAULT_CONFIRM, measurerFor, tuneTask, type TuneResult } from "../search/tune.js"
+import { confirmMeasurerOptions, DEFAULT_CONFIRM, measurerFor, tuneSession, type TaskSession, type TuneResult } from "../search/tune.js"
+import { evoTuner } from "../search/evolutionary.js"
+import { scheduleTasks } from "../search/task-scheduler.js"
 import { withAttrs, type Target, type TargetKind } from "../ast/target.js"
 import { BACKENDS, TUNABLE_KINDS } from "../backend/index.js"
 import { scheduleTarget } from "../backend/cpu.js"
 import { UsageError } from "./errors.js"
 import { TargetUnavailableError, targetMissing, targetSettings } from "./targets.js"
 
-export const TUNERS = ["xgb", "ga", "random", "grid"] as const
+export const TUNERS = ["xgb", "evo", "ga", "random", "grid"] as const
 export type TunerName = (typeof TUNERS)[number]
 
 /** c: candidates per gcc run (gcc's own start is ~0.1 s; a big unrolled candidate takes seconds). */
@@ -62,6 +64,12 @@ export interface TuneCommandOptions {
   /** Threads the kernels run on (c: OpenMP; the records are per thread count, like compile's). */
   readonly threads: number
   readonly seed: number
+  /**
+   * Whole-model tuning under a time budget (seconds): trials go a round at a time to the task
+   * with the largest expected gain (task-scheduler.ts), `trials` per task at most, until the
+   * budget is spent; then each task's confirmation. Without it: each task's trials in turn.
+   */
+  readonly timeBudget?: number
   /** Only these task ids (all when empty). */
   readonly tasks: readonly string[]
   readonly measure: MeasureOptions
@@ -75,7 +83,7 @@ export interface TuneCommandOptions {
 }
 
 /** A fresh tuner of that kind for a task (xgb with its own XGBoost model, started from `transfer`'s rows). */
-export const makeTuner = Effect.fn("cli.makeTuner")(function* (name: TunerName, r: TaskRunner, seed: number, transfer?: TransferRows) {
+export const makeTuner = Effect.fn("cli.makeTuner")(function* (name: TunerName, r: TaskRunner, seed: number, transfer?: TransferRows, seeds: readonly Config[] = []) {
   switch (name) {
     case "random":
       return randomTuner(r.task, seed) as Tuner
@@ -86,6 +94,10 @@ export const makeTuner = Effect.fn("cli.makeTuner")(function* (name: TunerName, 
     case "xgb": {
       const model = yield* makeXGBoostModel()
       return xgbTuner(r.task, { seed, model, features: (c) => featuresOf(r.lowerConfig(c), r.task.knobs, c), ...(transfer && transfer.xs.length ? { transfer } : {}) })
+    }
+    case "evo": {
+      const model = yield* makeXGBoostModel()
+      return evoTuner(r.task, { seed, model, seeds, features: (c) => featuresOf(r.lowerConfig(c), r.task.knobs, c), ...(transfer && transfer.xs.length ? { transfer } : {}) })
     }
   }
 })
@@ -206,11 +218,76 @@ const tuneRunners = Effect.fn("cli.tuneRunners")(function* (
   // every record so far (the log's and this run's): xgb's model starts from the other tasks' ones
   const records: TuningRecord[] = [...logged]
   const featureCache = new Map<string, readonly number[]>()
+  const start = Date.now()
+  const sessionOf = (runner: TaskRunner, k: number, onProgress?: (trials: number, best: number) => void) =>
+    Effect.gen(function* () {
+      const { task } = runner
+      // (with its confirmation rounds, which are not trials)
+      const done: TuningRecord[] = logged.filter((r) => r.workload === task.workload && r.target === kind)
+      const transfer = o.tuner === "xgb" || o.tuner === "evo" ? transferRows(runner, runners, records, kind, featureCache) : undefined
+      const defaults = task.template.defaults(task.knobs, target)
+      const tuner = yield* makeTuner(o.tuner, runner, o.seed, transfer, [defaults])
+      const measuring = {
+        measure: o.measure,
+        threads: o.threads,
+        chunk: o.chunk ?? DEFAULT_CHUNK,
+        buildJobs: o.buildJobs ?? Math.max(1, os.availableParallelism() - o.threads),
+        build: { ...defaultCBuildConfig(), cacheDir: buildDir },
+        // the measuring threads take every core: gcc waits until a batch is measured
+        overlap: o.threads < os.availableParallelism(),
+      }
+      const measure = measurerFor(compiledFor, runner, measuring)!
+      const confirms = o.confirm ?? DEFAULT_CONFIRM
+      const confirm = confirms > 0 ? { top: confirms, measure: measurerFor(compiledFor, runner, confirmMeasurerOptions(measuring, confirms))! } : undefined
+      const session = yield* tuneSession(task, tuner, runner.lowerConfig, measure, {
+        trials: o.trials,
+        batch: o.batch,
+        ...(o.earlyStopping !== undefined ? { earlyStopping: o.earlyStopping } : {}),
+        target: kind,
+        now: () => new Date().toISOString(),
+        done,
+        first: [defaults],
+        ...(confirm ? { confirm } : {}),
+        onProgress: (p) => onProgress?.(p.trials, p.bestGflops),
+        onRecords: (rs) =>
+          Effect.orDie(appendRecords(o.log, rs)).pipe(
+            Effect.tap(() => Effect.sync(() => records.push(...rs))),
+          ),
+      })
+      return { session, resumed: done.filter(isTrial).length }
+    })
+  const line = (k: number, runner: TaskRunner, result: TuneResult) =>
+    `tessera tune: [${k + 1}/${runners.length}] ${runner.task.id} ${runner.task.label}: ${result.trials} trials, best ${result.best ? fmt(runner.task.flops / result.best.cost / 1e9) : "-"} GFLOP/s${result.confirmed ? `, confirmed ${fmt(runner.task.flops / result.confirmed.cost / 1e9)}${result.confirmed.defaultCost !== undefined ? ` (default ${fmt(runner.task.flops / result.confirmed.defaultCost / 1e9)})` : ""}` : ""}`
+  if (o.timeBudget !== undefined) {
+    // whole-model tuning: the scheduler gives rounds of trials where the model gains most
+    const budgetMs = o.timeBudget * 1000
+    const sessions: { session: TaskSession<unknown>; weight: number; resumed: number }[] = []
+    for (const [k, runner] of runners.entries()) {
+      const s = yield* sessionOf(runner, k)
+      sessions.push({ session: s.session as TaskSession<unknown>, weight: runner.task.groups.length || 1, resumed: s.resumed })
+    }
+    const results = yield* rethrowWrite(
+      scheduleTasks(sessions, {
+        round: Math.max(o.batch, 8),
+        maxTrials: o.trials,
+        stop: () => Date.now() - start >= budgetMs,
+        onRound: (r) => {
+          const runner = runners[r.task]
+          const best = sessions[r.task].session.costs().at(-1) ?? Infinity
+          process.stderr.write(
+            `tessera tune: ${((Date.now() - start) / 1000).toFixed(0)}s/${o.timeBudget}s ${runner.task.id} ${runner.task.label} (weight ${sessions[r.task].weight}): ${r.trials} trials, best ${Number.isFinite(best) ? fmt(runner.task.flops / best / 1e9) : "-"} GFLOP/s\n`,
+          )
+        },
+      }),
+    )
+    for (const [k, runner] of runners.entries()) {
+      if (!o.progress) yield* Console.error(line(k, runner, results[k]))
+      rows.push({ runner, result: results[k], resumed: sessions[k].resumed })
+    }
+    return tuneTable(rows)
+  }
   for (const [k, runner] of runners.entries()) {
     const { task } = runner
-    // (with its confirmation rounds, which are not trials)
-    const done: TuningRecord[] = logged.filter((r) => r.workload === task.workload && r.target === kind)
-    const resumed = done.filter(isTrial).length
     const total = Math.min(o.trials, spaceSize(task.knobs))
     const bar = o.progress
       ? new cliProgress.SingleBar(
@@ -224,43 +301,12 @@ const tuneRunners = Effect.fn("cli.tuneRunners")(function* (
           cliProgress.Presets.shades_classic,
         )
       : undefined
+    const { session, resumed } = yield* sessionOf(runner, k, (trials, best) => bar?.update(Math.min(trials, total), { best: best.toFixed(3) }))
     bar?.start(total, Math.min(resumed, total), { best: "-" })
-    const transfer = o.tuner === "xgb" ? transferRows(runner, runners, records, kind, featureCache) : undefined
-    const tuner = yield* makeTuner(o.tuner, runner, o.seed, transfer)
-    const measuring = {
-      measure: o.measure,
-      threads: o.threads,
-      chunk: o.chunk ?? DEFAULT_CHUNK,
-      buildJobs: o.buildJobs ?? Math.max(1, os.availableParallelism() - o.threads),
-      build: { ...defaultCBuildConfig(), cacheDir: buildDir },
-      // the measuring threads take every core: gcc waits until a batch is measured
-      overlap: o.threads < os.availableParallelism(),
-    }
-    const measure = measurerFor(compiledFor, runner, measuring)!
-    const confirms = o.confirm ?? DEFAULT_CONFIRM
-    const confirm = confirms > 0 ? { top: confirms, measure: measurerFor(compiledFor, runner, confirmMeasurerOptions(measuring, confirms))! } : undefined
-    const result = yield* rethrowWrite(
-      tuneTask(task, tuner, runner.lowerConfig, measure, {
-        trials: o.trials,
-        batch: o.batch,
-        ...(o.earlyStopping !== undefined ? { earlyStopping: o.earlyStopping } : {}),
-        target: kind,
-        now: () => new Date().toISOString(),
-        done,
-        first: [task.template.defaults(task.knobs, target)],
-        ...(confirm ? { confirm } : {}),
-        onProgress: (p) => bar?.update(Math.min(p.trials, total), { best: p.bestGflops.toFixed(3) }),
-        onRecords: (rs) =>
-          Effect.orDie(appendRecords(o.log, rs)).pipe(
-            Effect.tap(() => Effect.sync(() => records.push(...rs))),
-          ),
-      }),
-    )
+    yield* rethrowWrite(session.run(o.trials))
+    const result = yield* session.finish()
     bar?.stop()
-    if (!o.progress)
-      yield* Console.error(
-        `tessera tune: [${k + 1}/${runners.length}] ${task.id} ${task.label}: ${result.trials} trials, best ${result.best ? fmt(task.flops / result.best.cost / 1e9) : "-"} GFLOP/s${result.confirmed ? `, confirmed ${fmt(task.flops / result.confirmed.cost / 1e9)}${result.confirmed.defaultCost !== undefined ? ` (default ${fmt(task.flops / result.confirmed.defaultCost / 1e9)})` : ""}` : ""}`,
-      )
+    if (!o.progress) yield* Console.error(line(k, runner, result))
     rows.push({ runner, result, resumed })
   }
   return tuneTable(rows)
@@ -280,6 +326,14 @@ export const tuneReportCommand = Effect.fn("cli.tuneReport")(function* (o: TuneR
   yield* writeFileAtomic(o.out, new TextEncoder().encode(svg))
   return JSON.stringify({ log: o.log, out: o.out, records: log.records.length, curves: curves.map((c) => ({ task: c.task, tuner: c.tuner, trials: c.best.length, best: c.best.at(-1) ?? 0 })) })
 })
+
+/** "90s", "10m", "1.5h" or plain seconds, in seconds; NaN when it is none of those or not positive. */
+export const parseDuration = (text: string): number => {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*$/.exec(text)
+  if (!m) return NaN
+  const x = Number(m[1]) * (m[2] === "h" ? 3600 : m[2] === "m" ? 60 : 1)
+  return x > 0 ? x : NaN
+}
 
 /** Renders a command's typed failures as its one stderr line (main.ts's). */
 export type Reporter = (command: string, model?: string) => <A, E>(eff: Effect.Effect<A, E>) => Effect.Effect<A, unknown>
@@ -316,6 +370,10 @@ export const tuneCommandLine = (reported: Reporter) =>
       ),
       timeoutMs: Flag.Int("timeout-ms").pipe(Flag.withDefault(60_000), Flag.withDescription("time limit per batch (js) or per candidate (c); what runs past it is recorded as errors")),
       seed: Flag.Int("seed").pipe(Flag.withDefault(1), Flag.withDescription("seed of the search")),
+      timeBudget: Flag.String("time-budget").pipe(
+        Flag.optional,
+        Flag.withDescription("whole-model tuning for this long (90s, 10m, 1h): rounds of trials go to the task with the largest expected gain (--trials per task at most), then the confirmations"),
+      ),
       report: Flag.String("report").pipe(Flag.optional, Flag.withDescription("LOG: draw its tuning curves instead of tuning")),
       out: Flag.String("out").pipe(Flag.optional, Flag.withDescription("with --report: the SVG file to write")),
     },
@@ -331,12 +389,17 @@ export const tuneCommandLine = (reported: Reporter) =>
         }
         const model = Option.getOrUndefined(c.model)
         const log = Option.getOrUndefined(c.log)
+        const budgetText = Option.getOrUndefined(c.timeBudget)
+        const timeBudget = budgetText === undefined ? undefined : parseDuration(budgetText)
         const table = yield* reported("tune", model)(
           model === undefined
             ? Effect.fail(new UsageError({ flag: "MODEL", reason: "give the model to tune (or --report LOG --out FILE.svg)" }))
             : log === undefined
               ? Effect.fail(new UsageError({ flag: "--log", reason: "say where to write the records: --log tune.jsonl" }))
+              : Number.isNaN(timeBudget)
+                ? Effect.fail(new UsageError({ flag: "--time-budget", reason: `'${budgetText}' is not a duration (90s, 10m, 1h)` }))
               : tuneCommand({
+                  ...(timeBudget !== undefined ? { timeBudget } : {}),
                   model,
                   target: c.target,
                   trials: c.trials,

@@ -15,9 +15,15 @@ const K_ACCESS = 4
 const KNOWN_KNOBS = [
   "tile_ow", "tile_oh", "tile_oc", "tile_ic", "reduce_order", "unroll_kh", "unroll_kw", "pad_root",
   "tile_inner", "tile_second", "vectorize", "unroll_tile", "fuse_epilogue", "oc_order", "ic_batch",
+  "tile_rows", "tile_cols", "cols_outer", "sketch", "sk_vectorize", "sk_unroll", "sk_parallel", "sk_compute_at",
 ] as const
 const K_OTHER = 3
-export const FEATURE_COUNT = K_LOOPS * 5 + K_ACCESS * 3 + 4 + KNOWN_KNOBS.length + K_OTHER
+/** Stores described one by one (the most work first), accesses per store, features per access. */
+const K_STORES = 3
+const K_STORE_ACCESS = 4
+const PER_ACCESS = 5
+const PER_STORE = 7 + K_STORE_ACCESS * PER_ACCESS
+export const FEATURE_COUNT = K_LOOPS * 5 + K_ACCESS * 3 + 4 + KNOWN_KNOBS.length + K_OTHER + K_STORES * PER_STORE
 
 interface Loop {
   readonly name: string
@@ -30,7 +36,7 @@ const lg = (x: number) => Math.log2(Math.max(x, 0) + 1)
 const constExtent = (e: Expr): number => (e.kind === "const" ? e.value : 1)
 
 /** Every store with the loops around it. */
-const storesWithLoops = (s: Stmt, loops: Loop[], out: { loops: Loop[]; indices: readonly Expr[]; reads: Expr[] }[]): void => {
+const storesWithLoops = (s: Stmt, loops: Loop[], out: { loops: Loop[]; indices: readonly Expr[]; reads: Expr[]; value?: Expr }[]): void => {
   switch (s.kind) {
     case "for":
       storesWithLoops(s.body, [...loops, { name: s.var.name, extent: constExtent(s.extent), kind: s.forKind }], out)
@@ -47,7 +53,7 @@ const storesWithLoops = (s: Stmt, loops: Loop[], out: { loops: Loop[]; indices: 
       storesWithLoops(s.body, loops, out)
       return
     case "store":
-      out.push({ loops, indices: s.indices, reads: collect(s.value, (e) => e.kind === "read") })
+      out.push({ loops, indices: s.indices, reads: collect(s.value, (e) => e.kind === "read"), value: s.value })
       return
     default:
       return
@@ -55,8 +61,9 @@ const storesWithLoops = (s: Stmt, loops: Loop[], out: { loops: Loop[]; indices: 
 }
 
 const coefficient = (index: readonly Expr[], v: string): number => {
-  if (index.length !== 1) return 0
-  const e = index[0]
+  if (index.length === 0) return 0
+  // a multi-dimensional access: its last dimension's (contiguous) stride
+  const e = index[index.length - 1]
   const vars = collect(e, (x) => x.kind === "var").map((x) => (x as Var).name)
   const at = (val: number) => evalExpr(e, new Map(vars.map((n) => [n, n === v ? val : 0])), () => 0)
   try {
@@ -67,7 +74,7 @@ const coefficient = (index: readonly Expr[], v: string): number => {
 }
 
 export const featuresOf = (f: PrimFunc, knobs: readonly Knob[] = [], config: Config = {}): number[] => {
-  const stores: { loops: Loop[]; indices: readonly Expr[]; reads: Expr[] }[] = []
+  const stores: { loops: Loop[]; indices: readonly Expr[]; reads: Expr[]; value?: Expr }[] = []
   storesWithLoops(f.body, [], stores)
   const work = (x: { loops: Loop[] }) => x.loops.reduce((p, l) => p * l.extent, 1)
   const main = stores.reduce<(typeof stores)[number] | undefined>((best, x) => (!best || work(x) > work(best) ? x : best), undefined)
@@ -114,5 +121,40 @@ export const featuresOf = (f: PrimFunc, knobs: readonly Knob[] = [], config: Con
   for (const name of KNOWN_KNOBS) feats.push(value(knobs.find((k) => k.name === name)))
   const others = knobs.filter((k) => !(KNOWN_KNOBS as readonly string[]).includes(k.name))
   for (let k = 0; k < K_OTHER; k++) feats.push(value(others[k]))
+  const ranked = stores.map((x, k) => ({ x, k, w: work(x) })).sort((a, b) => b.w - a.w || a.k - b.k)
+  for (let k = 0; k < K_STORES; k++) feats.push(...storeFeatures(ranked[k]?.x))
   return feats
+}
+
+const varsOf = (idx: readonly Expr[]): Set<string> => new Set(idx.flatMap((e) => collect(e, (x) => x.kind === "var").map((x) => (x as Var).name)))
+
+const opsOf = (e: Expr): number => collect(e, (x) => x.kind === "bin" || x.kind === "call").length
+
+/**
+ * Ansor's per-store features, in small: the store's work and loop annotations (vectorized,
+ * parallel and unrolled extents), its arithmetic (float ops and their intensity over the bytes
+ * touched), and per access (the store, then its reads): bytes touched by the nest, reuse
+ * (iterations per element), the stride along the innermost loop, the loops inside the
+ * innermost one the access depends on (reuse distance in loops), and whether that stride is 1.
+ */
+const storeFeatures = (x: { loops: Loop[]; indices: readonly Expr[]; reads: Expr[]; value?: Expr } | undefined): number[] => {
+  if (!x) return new Array<number>(PER_STORE).fill(0)
+  const iters = x.loops.reduce((p, l) => p * l.extent, 1)
+  const ext = (kind: string) => x.loops.filter((l) => l.kind === kind).reduce((p, l) => p * l.extent, 1)
+  const ops = (x.value ? opsOf(x.value) : x.reads.length) * iters
+  const accesses: (readonly Expr[])[] = [x.indices, ...x.reads.map((r) => (r.kind === "read" ? r.indices : []))]
+  const inner = [...x.loops].reverse()
+  let bytes = 0
+  const per: number[] = []
+  accesses.forEach((idx, k) => {
+    const used = varsOf(idx)
+    const touched = x.loops.reduce((p, l) => p * (used.has(l.name) ? l.extent : 1), 1)
+    bytes += touched * 4
+    if (k >= K_STORE_ACCESS) return
+    const stride = inner.length ? coefficient(idx, inner[0].name) : 0
+    const distance = inner.findIndex((l) => used.has(l.name))
+    per.push(lg(touched * 4), lg(iters / touched), lg(stride), distance < 0 ? inner.length : distance, stride === 1 ? 1 : 0)
+  })
+  while (per.length < K_STORE_ACCESS * PER_ACCESS) per.push(0)
+  return [lg(iters), x.loops.length, lg(ext("vectorized")), lg(ext("parallel")), lg(ext("unrolled")), lg(ops), lg(ops / Math.max(bytes, 1)), ...per]
 }

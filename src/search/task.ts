@@ -6,7 +6,8 @@ import { printTE } from "../ast/te/tensor.js"
 import type * as S from "../ast/schedule/schedule.js"
 import { targetKey } from "../ast/target.js"
 import { knobValue, type Config, type Knob, type ScheduleTarget, type Template } from "../lowering/templates/template.js"
-import { templateFor } from "../lowering/templates/template-for.js"
+import { searchTemplateFor } from "../lowering/templates/template-for.js"
+import { canonicalConfig } from "../lowering/templates/sketch.js"
 
 export interface Task {
   /** A short stable id: hash of the workload. */
@@ -61,7 +62,7 @@ export const extractTasks = (groups: readonly GroupProgram[], target: ScheduleTa
   const byWorkload = new Map<string, Task>()
   const tkey = targetKey(target)
   for (const g of groups) {
-    const template = templateFor(g.base)
+    const template = searchTemplateFor(g.base)
     if (!template.tunable) continue
     const workload = workloadOf(g.outputs, template, tkey)
     const prev = byWorkload.get(workload)
@@ -97,8 +98,17 @@ export const configAt = (knobs: readonly Knob[], index: number): Config => {
     out[k.name] = k.candidates[rest % k.candidates.length]
     rest = Math.floor(rest / k.candidates.length)
   }
-  return out
+  return canonicalConfig(knobs, out)
 }
+
+/**
+ * A uniform draw from the space: by index where the space is small enough for an index to be
+ * exact in a double, else knob by knob (the same distribution).
+ */
+export const sampleConfig = (knobs: readonly Knob[], size: number, rng: { readonly next: () => number }): Config =>
+  size <= 2 ** 32
+    ? configAt(knobs, Math.floor(rng.next() * size))
+    : canonicalConfig(knobs, Object.fromEntries(knobs.map((k) => [k.name, k.candidates[Math.floor(rng.next() * k.candidates.length)]])))
 
 /**
  * The index of a config in the space, or undefined when a knob's value is not a candidate (stale
@@ -125,7 +135,7 @@ export const taskFromTE = (
   flops: number,
   label = "te",
 ): Task => {
-  const template = templateFor(base)
+  const template = searchTemplateFor(base)
   const workload = workloadOf(outputs, template, targetKey(target))
   return { id: fnv1a(workload), workload, label, template, knobs: template.space(outputs, base), outputs, base, groups: [], flops }
 }

@@ -10,6 +10,7 @@ import { BACKENDS, type Backend } from "../backend/index.js"
 import { Device } from "../device/device.js"
 import type { Measure, Measured, MeasurerOptions, ReferenceSource } from "../device/measure.js"
 import { completeConfig, type Config } from "../lowering/templates/template.js"
+import { canonicalConfig } from "../lowering/templates/sketch.js"
 import type { CostModelError } from "./cost-model.js"
 import { isTrial, RECORD_VERSION, type TuningRecord } from "./records.js"
 import { configHash, type Task } from "./task.js"
@@ -107,6 +108,96 @@ export interface TuneResult {
   readonly confirmed?: { readonly config: Config; readonly cost: number; readonly defaultCost?: number }
 }
 
+/**
+ * A task being tuned, a slice at a time: `run(trials)` measures until the task has that many
+ * trials (or its space or patience runs out) and can be called again with more (the task
+ * scheduler gives tasks their trials in rounds); `finish` runs the confirmation and the result.
+ */
+export interface TaskSession<E> {
+  readonly task: Task
+  readonly run: (trials: number) => Effect.Effect<void, E | CostModelError>
+  /** Whether more trials can be measured (the space not exhausted, early stopping not hit). */
+  readonly open: () => boolean
+  /** Best-so-far seconds after each trial (Infinity before the first success). */
+  readonly costs: () => readonly number[]
+  readonly finish: () => Effect.Effect<TuneResult>
+}
+
+export const tuneSession = <E>(
+  task: Task,
+  tuner: Tuner,
+  lowerConfig: (config: Config) => PrimFunc,
+  measure: (candidates: readonly { config: Config; func: PrimFunc }[]) => Effect.Effect<readonly Measured[], E>,
+  options: TuneOptions,
+): Effect.Effect<TaskSession<E>, CostModelError> =>
+  Effect.gen(function* () {
+    const curve: number[] = []
+    const costs: number[] = []
+    let best: { config: Config; cost: number } | undefined
+    let errors = 0
+    let sinceBest = 0
+    let stopped = false
+    const gflops = (cost: number) => task.flops / cost / 1e9
+    const learn = (rs: readonly MeasureResult[]) => tuner.update(rs)
+    const note = (cost: number | undefined, config: Config) => {
+      if (cost === undefined) errors++
+      if (cost !== undefined && (!best || cost < best.cost)) {
+        best = { config, cost }
+        sinceBest = 0
+      } else sinceBest++
+      curve.push(best ? gflops(best.cost) : 0)
+      costs.push(best ? best.cost : Infinity)
+    }
+    // a resumed log: what was measured counts, and the tuner learns it
+    const logged = (options.done ?? []).filter((r) => r.workload === task.workload)
+    const resumed = logged.filter(isTrial)
+    const trialRecords: TuningRecord[] = [...resumed]
+    if (resumed.length) {
+      for (const r of resumed) note(r.costs.length ? Math.min(...r.costs) : undefined, r.config)
+      sinceBest = 0
+      yield* learn(resumed.map((r) => ({ config: r.config, cost: r.costs.length ? Math.min(...r.costs) : undefined })))
+    }
+    const key = (c: Config) => scheduleKey(task, c)
+    const doneKeys = new Set(resumed.map((r) => key(r.config)))
+    let first = (options.first ?? []).filter((c, k, all) => !doneKeys.has(key(c)) && all.findIndex((d) => key(d) === key(c)) === k)
+    const run = (trials: number) =>
+      Effect.gen(function* () {
+        while (!stopped && (first.length > 0 || (curve.length < trials && tuner.hasNext()))) {
+          const want = Math.max(1, Math.min(options.batch, trials - curve.length))
+          const configs = first.length > 0 ? first : (yield* tuner.next(want)).filter((c) => !doneKeys.has(key(c)))
+          first = []
+          for (const c of configs) doneKeys.add(key(c))
+          if (configs.length === 0) {
+            if (!tuner.hasNext()) break
+            continue
+          }
+          const candidates: { config: Config; func: PrimFunc }[] = []
+          const failed: Measured[] = []
+          for (const config of configs) {
+            try {
+              candidates.push({ config, func: lowerConfig(config) })
+            } catch (e) {
+              failed.push({ config, cost: undefined, error: `build failed: ${e instanceof Error ? e.message : String(e)}` })
+            }
+          }
+          const measured = [...failed, ...(yield* measure(candidates))]
+          const records = measured.map((m) => recordOf(task, options, m, { tuner: tuner.name }))
+          if (options.onRecords) yield* options.onRecords(records)
+          trialRecords.push(...records)
+          for (const m of measured) note(m.cost, m.config)
+          options.onProgress?.({ task, trials: curve.length, total: options.trials, bestGflops: best ? gflops(best.cost) : 0, errors })
+          yield* learn(measured.map((m) => ({ config: m.config, cost: m.cost })))
+          if (options.earlyStopping && sinceBest >= options.earlyStopping) stopped = true
+        }
+      })
+    const finish = () =>
+      Effect.gen(function* () {
+        const confirmed = options.confirm ? yield* confirmTask(task, lowerConfig, options, options.confirm, logged, trialRecords) : undefined
+        return { task, ...(best ? { best } : {}), curve, trials: curve.length, errors, ...(confirmed ? { confirmed } : {}) } satisfies TuneResult
+      })
+    return { task, run, open: () => !stopped && tuner.hasNext(), costs: () => costs, finish }
+  })
+
 export const tuneTask = <E>(
   task: Task,
   tuner: Tuner,
@@ -115,71 +206,16 @@ export const tuneTask = <E>(
   options: TuneOptions,
 ): Effect.Effect<TuneResult, E | CostModelError> =>
   Effect.gen(function* () {
-    const curve: number[] = []
-    let best: { config: Config; cost: number } | undefined
-    let errors = 0
-    let sinceBest = 0
-    const gflops = (cost: number) => task.flops / cost / 1e9
-    const learn = (rs: readonly MeasureResult[]) => tuner.update(rs)
-    // a resumed log: what was measured counts, and the tuner learns it
-    const logged = (options.done ?? []).filter((r) => r.workload === task.workload)
-    const resumed = logged.filter(isTrial)
-    const trialRecords: TuningRecord[] = [...resumed]
-    if (resumed.length) {
-      for (const r of resumed) {
-        const cost = r.costs.length ? Math.min(...r.costs) : undefined
-        if (cost !== undefined && (!best || cost < best.cost)) best = { config: r.config, cost }
-        if (cost === undefined) errors++
-        curve.push(best ? gflops(best.cost) : 0)
-      }
-      yield* learn(resumed.map((r) => ({ config: r.config, cost: r.costs.length ? Math.min(...r.costs) : undefined })))
-    }
-    const key = (c: Config) => scheduleKey(task, c)
-    const doneKeys = new Set(resumed.map((r) => key(r.config)))
-    let first = (options.first ?? []).filter((c, k, all) => !doneKeys.has(key(c)) && all.findIndex((d) => key(d) === key(c)) === k)
-    while (first.length > 0 || (curve.length < options.trials && tuner.hasNext())) {
-      const want = Math.max(1, Math.min(options.batch, options.trials - curve.length))
-      const configs = first.length > 0 ? first : (yield* tuner.next(want)).filter((c) => !doneKeys.has(key(c)))
-      first = []
-      for (const c of configs) doneKeys.add(key(c))
-      if (configs.length === 0) {
-        if (!tuner.hasNext()) break
-        continue
-      }
-      const candidates: { config: Config; func: PrimFunc }[] = []
-      const failed: Measured[] = []
-      for (const config of configs) {
-        try {
-          candidates.push({ config, func: lowerConfig(config) })
-        } catch (e) {
-          failed.push({ config, cost: undefined, error: `build failed: ${e instanceof Error ? e.message : String(e)}` })
-        }
-      }
-      const measured = [...failed, ...(yield* measure(candidates))]
-      const records = measured.map((m) => recordOf(task, options, m, { tuner: tuner.name }))
-      if (options.onRecords) yield* options.onRecords(records)
-      trialRecords.push(...records)
-      for (const m of measured) {
-        if (m.cost === undefined) errors++
-        if (m.cost !== undefined && (!best || m.cost < best.cost)) {
-          best = { config: m.config, cost: m.cost }
-          sinceBest = 0
-        } else sinceBest++
-        curve.push(best ? gflops(best.cost) : 0)
-      }
-      options.onProgress?.({ task, trials: curve.length, total: options.trials, bestGflops: best ? gflops(best.cost) : 0, errors })
-      yield* learn(measured.map((m) => ({ config: m.config, cost: m.cost })))
-      if (options.earlyStopping && sinceBest >= options.earlyStopping) break
-    }
-    const confirmed = options.confirm ? yield* confirmTask(task, lowerConfig, options, options.confirm, logged, trialRecords) : undefined
-    return { task, ...(best ? { best } : {}), curve, trials: curve.length, errors, ...(confirmed ? { confirmed } : {}) }
+    const session = yield* tuneSession(task, tuner, lowerConfig, measure, options)
+    yield* session.run(options.trials)
+    return yield* session.finish()
   })
 
 /**
  * A config's key as a schedule of `task`: the hash of the complete config (a record from before a
  * knob was added is the same schedule as the config with that knob's absent value).
  */
-const scheduleKey = (task: Task, c: Config): string => configHash(completeConfig(task.knobs, c))
+const scheduleKey = (task: Task, c: Config): string => configHash(canonicalConfig(task.knobs, completeConfig(task.knobs, c)))
 
 /** A measurement's record (a trial's carries its tuner, a confirmation's its round). */
 const recordOf = (task: Task, options: TuneOptions, m: Measured, extra: Pick<TuningRecord, "tuner" | "confirm">): TuningRecord => ({

@@ -7,8 +7,9 @@
 import { Effect } from "effect"
 import { prng } from "../ast/graph/arbitrary.js"
 import type { Config } from "../lowering/templates/template.js"
+import { canonicalConfig } from "../lowering/templates/sketch.js"
 import type { CostModelShape, CostModelError } from "./cost-model.js"
-import { configAt, configHash, spaceSize, type Task } from "./task.js"
+import { configAt, configHash, sampleConfig, spaceSize, type Task } from "./task.js"
 
 export interface MeasureResult {
   readonly config: Config
@@ -17,7 +18,7 @@ export interface MeasureResult {
 }
 
 export interface Tuner {
-  readonly name: "random" | "grid" | "ga" | "xgb"
+  readonly name: "random" | "grid" | "ga" | "xgb" | "evo"
   /** Up to n configs not measured yet. */
   readonly next: (n: number) => Effect.Effect<Config[], CostModelError>
   readonly update: (results: readonly MeasureResult[]) => Effect.Effect<void, CostModelError>
@@ -40,7 +41,7 @@ export const randomTuner = (task: Task, seed = 1): Tuner => {
       Effect.sync(() => {
         const out: Config[] = []
         for (let tries = 0; out.length < n && seen.size() < size && tries < n * 50; tries++) {
-          const c = configAt(task.knobs, Math.floor(rng.next() * size))
+          const c = sampleConfig(task.knobs, size, rng)
           if (seen.has(c)) continue
           seen.add(c)
           out.push(c)
@@ -73,7 +74,7 @@ export const gaTuner = (task: Task, seed = 1, populationSize = 16, mutation = 0.
   const seen = visitedSet()
   const scored: { config: Config; fitness: number }[] = []
   const mutate = (c: Config): Config =>
-    Object.fromEntries(task.knobs.map((k) => [k.name, rng.next() < mutation ? k.candidates[Math.floor(rng.next() * k.candidates.length)] : c[k.name]]))
+    canonicalConfig(task.knobs, Object.fromEntries(task.knobs.map((k) => [k.name, rng.next() < mutation ? k.candidates[Math.floor(rng.next() * k.candidates.length)] : c[k.name]])))
   const pick = () => {
     // tournament of two among the fittest
     const pool = [...scored].sort((a, b) => b.fitness - a.fitness).slice(0, populationSize)
@@ -89,7 +90,7 @@ export const gaTuner = (task: Task, seed = 1, populationSize = 16, mutation = 0.
         const out: Config[] = []
         for (let tries = 0; out.length < n && seen.size() < size && tries < n * 100; tries++) {
           let c: Config
-          if (scored.length < populationSize) c = configAt(task.knobs, Math.floor(rng.next() * size))
+          if (scored.length < populationSize) c = sampleConfig(task.knobs, size, rng)
           else {
             const p1 = pick()
             const p2 = pick()
@@ -141,7 +142,7 @@ export const xgbTuner = (task: Task, options: XgbTunerOptions): Tuner => {
   const steps = options.saSteps ?? 40
   const neighbour = (c: Config): Config => {
     const k = task.knobs[Math.floor(rng.next() * task.knobs.length)]
-    return { ...c, [k.name]: k.candidates[Math.floor(rng.next() * k.candidates.length)] }
+    return canonicalConfig(task.knobs, { ...c, [k.name]: k.candidates[Math.floor(rng.next() * k.candidates.length)] })
   }
   let started = false
   const start = Effect.gen(function* () {
@@ -154,7 +155,7 @@ export const xgbTuner = (task: Task, options: XgbTunerOptions): Tuner => {
     Effect.gen(function* () {
       const pool = new Map<string, { config: Config; score: number }>()
       let temp = 1
-      let current = Array.from({ length: chains }, () => configAt(task.knobs, Math.floor(rng.next() * size)))
+      let current = Array.from({ length: chains }, () => sampleConfig(task.knobs, size, rng))
       let scores = yield* options.model.predict(current.map(featuresOf))
       for (let s = 0; s < steps; s++) {
         const cand = current.map(neighbour)
@@ -184,7 +185,7 @@ export const xgbTuner = (task: Task, options: XgbTunerOptions): Tuner => {
           out.push(c)
         }
         if (options.model.trained()) for (const c of yield* explore(n)) if (rng.next() >= eps) take(c)
-        for (let tries = 0; out.length < n && seen.size() < size && tries < n * 50; tries++) take(configAt(task.knobs, Math.floor(rng.next() * size)))
+        for (let tries = 0; out.length < n && seen.size() < size && tries < n * 50; tries++) take(sampleConfig(task.knobs, size, rng))
         return out
       }),
     update: (results) =>

@@ -10,6 +10,7 @@ import { convTemplate } from "./conv2d-nchwc.js"
 import { injectiveTemplate } from "./injective.js"
 import { matmulTemplate } from "./matmul.js"
 import { innerReductionTemplate, reductionTemplate } from "./reduction.js"
+import { searchable } from "./sketch.js"
 import type { Config, Knob, ScheduleTarget, Template } from "./template.js"
 import { winogradTemplate } from "./winograd.js"
 
@@ -40,6 +41,16 @@ export const templateFor = (base: S.Schedule): Template => {
   return t === convTemplate && !tileStages(base, anchor) ? reductionTemplate : t
 }
 
+/**
+ * The template a group is tuned and compiled with: its template, with the generated space
+ * (sketch.ts) beside the template's own knobs where the group has a reduction anchor. Its
+ * defaults give the template's default schedule.
+ */
+export const searchTemplateFor = (base: S.Schedule): Template => {
+  const t = templateFor(base)
+  return anchorStage(base) ? searchable(t) : t
+}
+
 /** The untuned schedule for a target: each group's template at its defaults. */
 export const defaultSchedule =
   (
@@ -47,7 +58,7 @@ export const defaultSchedule =
     tuned?: (group: FusedGroup, template: Template, knobs: readonly Knob[], outputs: readonly ComputeTensor[]) => Config | undefined,
   ): ScheduleFn =>
   (outputs, base, group) => {
-    const t = templateFor(base)
+    const t = searchTemplateFor(base)
     const knobs = t.space(outputs, base)
     const config = tuned?.(group, t, knobs, outputs) ?? t.defaults(knobs, target)
     return t.apply(outputs, base, config)

@@ -4,6 +4,16 @@
 import type * as S from "../../ast/schedule/schedule.js"
 import type { ComputeTensor } from "../../ast/te/tensor.js"
 
+/**
+ * A knob that matters only where another knob has a value (the generated space's knobs under
+ * `sketch: "generated"`, a template's under `sketch: "template"`): elsewhere it is held at its
+ * absent value (`canonicalConfig`), so configs that give one schedule are one config.
+ */
+export interface KnobCondition {
+  readonly knob: string
+  readonly value: string | number | boolean
+}
+
 export type Knob =
   | {
       readonly kind: "split"
@@ -12,9 +22,16 @@ export type Knob =
       readonly candidates: readonly number[]
       /** Lanes of each unit split, where a unit is a vector (a channel block's; absent: 1). */
       readonly lanes?: number
+      readonly when?: KnobCondition
     }
   | {
       readonly kind: "choice"
+      readonly when?: KnobCondition
+      /**
+       * Candidates are factorizations of `extent` over this many tile levels, written "a.b"
+       * (inner level last); the search moves factors between levels (sketch.ts).
+       */
+      readonly levels?: number
       readonly name: string
       readonly candidates: readonly (string | number | boolean)[]
       /** The extent of the loop the choice is about, where there is one (an unroll's loop). */
@@ -31,6 +48,13 @@ export type Config = Readonly<Record<string, string | number | boolean>>
 /** A config's value of a knob: the knob's `absent` value where the config lacks it. */
 export const knobValue = (knob: Knob, config: Config): string | number | boolean | undefined =>
   config[knob.name] ?? (knob.kind === "choice" ? knob.absent : undefined)
+
+/** Whether a knob matters in a config: it has no condition, or its condition's knob has that value there. */
+export const knobActive = (knobs: readonly Knob[], knob: Knob, config: Config): boolean => {
+  if (!knob.when) return true
+  const ctrl = knobs.find((k) => k.name === knob.when!.knob)
+  return (ctrl ? knobValue(ctrl, config) : config[knob.when.knob]) === knob.when.value
+}
 
 /**
  * `config` with the `absent` values of the knobs it lacks filled in: a config from before a knob
