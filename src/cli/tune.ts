@@ -347,7 +347,7 @@ export const tuneCommandLine = (reported: Reporter) =>
       target: Flag.String("target").pipe(Flag.withDefault("js"), Flag.withDescription(`where candidates run: ${TUNE_TARGETS.join(", ")}`)),
       trials: Flag.Int("trials").pipe(Flag.withDefault(200), Flag.withDescription("trials per task (records already in the log count)")),
       log: Flag.String("log").pipe(Flag.optional, Flag.withDescription("the JSON-lines tuning log to append to (and resume from)")),
-      tuner: Flag.Literals("tuner", TUNERS).pipe(Flag.withDefault("xgb" as const), Flag.withDescription("search strategy: xgb, ga, random or grid")),
+      tuner: Flag.Literals("tuner", TUNERS).pipe(Flag.withDefault("xgb" as const), Flag.withDescription("search strategy: xgb, evo (evolutionary, cost-model guided, on the generated spaces), ga, random or grid")),
       earlyStopping: Flag.Int("early-stopping").pipe(Flag.optional, Flag.withDescription("stop a task after N trials without improvement")),
       batch: Flag.Int("batch").pipe(Flag.withDefault(8), Flag.withDescription("candidates built and measured per batch")),
       chunk: Flag.Int("chunk").pipe(Flag.optional, Flag.withDescription(`c: candidates per gcc run; chunks build ahead while earlier ones are measured (default ${DEFAULT_CHUNK})`)),
