@@ -309,7 +309,12 @@ const layoutTransform: OpCompute = (ctx) => {
   const out = shapeOf(ctx.outputs[0])
   if (out.length === 5) {
     const b = out[4]
-    return [compute(ctx.name(), out, (n, cb, y, xx, ci) => at(x, n, add(mul(cb, c(b)), ci), y, xx), x.dtype)]
+    const C = x.shape[1]
+    // (the last block's lanes past C, where b does not divide C, are zero)
+    return [compute(ctx.name(), out, (n, cb, y, xx, ci) => {
+      const ch = add(mul(cb, c(b)), ci)
+      return C % b === 0 ? at(x, n, ch, y, xx) : select(lt(ch, c(C)), at(x, n, ch, y, xx), castExpr(c(0, "float64"), x.dtype))
+    }, x.dtype)]
   }
   const b = x.shape[4]
   return [compute(ctx.name(), out, (n, ch, y, xx) => at(x, n, floordiv(ch, c(b)), y, xx, floormod(ch, c(b))), x.dtype)]

@@ -10,6 +10,7 @@ import type { Graph, Node } from "../ast/graph/graph.js"
 import { bindSync } from "../ast/graph/infer.js"
 import { blockOf, packDense, packKernel, packNCHWc } from "../ast/graph/ops/layout.js"
 import { TESSERA_DOMAIN } from "../ast/graph/ops/index.js"
+import { allocate } from "../ast/graph/dtype.js"
 import { sizeOf, tensor, type Tensor } from "../ast/graph/tensor.js"
 import { eliminateDeadCodeSync } from "./eliminate-dead-code.js"
 import { graphPass, type GraphPass } from "./pass.js"
@@ -18,6 +19,8 @@ import { rewriteToFixedPoint, type Rule, type RuleCtx } from "./rules.js"
 export interface LayoutTarget {
   /** fp32 lanes of the widest vector unit (AVX-512: 16, AVX2: 8, SIMD128: 4). */
   readonly vectorLanes: number
+  /** FMA pipes per vector width (fp32 lanes → pipes), as the target record measured them; absent: the same at every width. */
+  readonly fmaUnitsByLanes?: Readonly<Record<string, number>>
 }
 
 /** The largest block ≤ lanes that divides `c` (1 when none does). */
@@ -26,57 +29,160 @@ export const chooseBlock = (c: number, lanes: number): number => {
   return 1
 }
 
+/** FMA pipes for vectors of `lanes` fp32: the record's at the narrowest width it has that holds them (1 where it has none). */
+const unitsAt = (target: LayoutTarget, lanes: number): number => {
+  const byLanes = Object.entries(target.fmaUnitsByLanes ?? {}).map(([l, u]) => [Number(l), u] as const).sort((a, b) => a[0] - b[0])
+  if (!byLanes.length) return 1
+  return (byLanes.find(([l]) => l >= lanes) ?? byLanes[byLanes.length - 1])[1]
+}
+
+/**
+ * The block of a value that vectorized ops write (a blocked conv's output, and the elementwise ops
+ * and pools after it), the channels padded to a whole number of blocks where it does not divide
+ * them: of lanes, lanes/2, … 1, the one with the fewest cycles — a writer issues ⌈C/b⌉ vector FMAs
+ * a pixel over the pipes the target has at that width, and a conv that reads the value reduces
+ * over the ⌈C/b⌉·b padded channels instead of C — the larger block on a tie. Where b divides C
+ * this is chooseBlock's (unless a wider vector's pipes beat it). Zen 4 (2 pipes at 8 lanes, 1 at
+ * 16): 58 channels → 16 (64), 116 → 8 (120), 232 → 8, 24 → 8.
+ */
+export const paddedBlock = (c: number, target: LayoutTarget): number => {
+  let best = 1
+  let bestCost = Infinity
+  for (let b = Math.max(1, target.vectorLanes); b >= 1; b = Math.floor(b / 2)) {
+    const blocks = Math.ceil(c / b)
+    const cost = (blocks / unitsAt(target, b)) * ((blocks * b) / c)
+    if (cost < bestCost - 1e-9) [best, bestCost] = [b, cost]
+    if (b === 1) break
+  }
+  return best
+}
+
 const layoutName = (b: number) => (b === 0 ? "NCHW" : `NCHW${b}c`)
 
-const transformNode = (ctx: { fresh: (b: string) => string }, input: string, output: string, src: number, dst: number): Node => ({
+/** A transform between NCHW and NCHW{b}c; `channels` where the block does not divide them (the NCHW side's count). */
+const transformNode = (ctx: { fresh: (b: string) => string }, input: string, output: string, src: number, dst: number, channels = 0): Node => ({
   name: ctx.fresh(`layout_${layoutName(src)}_to_${layoutName(dst)}`),
   op: "LayoutTransform",
   domain: TESSERA_DOMAIN,
   inputs: [input],
   outputs: [output],
-  attrs: { src_layout: attr.str(layoutName(src)), dst_layout: attr.str(layoutName(dst)) },
+  attrs: { src_layout: attr.str(layoutName(src)), dst_layout: attr.str(layoutName(dst)), ...(channels % Math.max(src, dst) !== 0 ? { channels: attr.int(channels) } : {}) },
 })
 
-/** A node that is a LayoutTransform: its source and destination blocks (one of them 0: NCHW), its input. */
-const asTransform = (n: Node | undefined): { src: number; dst: number; input: string } | undefined => {
+/** A node that is a LayoutTransform: its source and destination blocks (one of them 0: NCHW), its input, and the padded NCHW channel count (0: none). */
+const asTransform = (n: Node | undefined): { src: number; dst: number; input: string; channels: number } | undefined => {
   if (!n || n.op !== "LayoutTransform" || n.domain !== TESSERA_DOMAIN) return undefined
-  const a = resolveNode(n).attrs as { src_layout: string; dst_layout: string }
-  return { src: blockOf(a.src_layout), dst: blockOf(a.dst_layout), input: n.inputs[0] }
+  const a = resolveNode(n).attrs as { src_layout: string; dst_layout: string; channels: number }
+  return { src: blockOf(a.src_layout), dst: blockOf(a.dst_layout), input: n.inputs[0], channels: a.channels }
 }
 
-/** Conv (2-D, constant weights, group 1 or depthwise) → transforms around ConvNCHWc. */
-const convToBlocked = (target: LayoutTarget): Rule => ({
+/**
+ * Ops that keep a padded block's extra lanes zero, so a value may stay blocked and padded through
+ * them (a conv reading it multiplies those lanes by zero weights, and a transform back to a padded
+ * block after them is the identity): f(0) = 0.
+ */
+const ZERO_KEEPING = new Set(["Relu", "Tanh", "LeakyRelu", "HardSwish", "Elu", "Selu", "Neg", "Abs", "Erf", "Sqrt", "Gelu", "Mish", "Swish"])
+
+/** A Clip whose constant bounds hold 0 (min ≤ 0 ≤ max; a bound left out holds it). */
+const clipKeepsZero = (n: Node, constant: (v: string) => Tensor | undefined): boolean => {
+  const a = resolveNode(n).attrs as { min?: number; max?: number }
+  const bound = (i: number, fromAttr: number | undefined): number | undefined => {
+    const v = n.inputs[i]
+    if (v === undefined || v === "") return fromAttr
+    const t = constant(v)
+    return t && t.data.length === 1 ? Number(t.data[0]) : NaN
+  }
+  const lo = bound(1, a.min)
+  const hi = bound(2, a.max)
+  return !(lo !== undefined && !(lo <= 0)) && !(hi !== undefined && !(hi >= 0))
+}
+
+/** The convs convToBlocked takes: 2-D, float32 of static shape, constant weights, group 1 or depthwise. */
+const blockableConv = (n: Node, type: (v: string) => { readonly dtype: string; readonly shape: readonly (number | string)[] } | undefined, constant: (v: string) => Tensor | undefined) => {
+  if (n.op !== "Conv" || n.domain !== "") return undefined
+  const x = type(n.inputs[0])
+  const w = constant(n.inputs[1])
+  // (a bound Conv's weight has the input's rank and C / group channels a filter)
+  if (!x || !w || x.shape.length !== 4 || !x.shape.every((d) => typeof d === "number")) return undefined
+  if (x.dtype !== "float32") return undefined
+  const a = resolveNode(n).attrs as { group: number }
+  const C = x.shape[1] as number
+  const O = w.shape[0]
+  const depthwise = a.group === C && O === C
+  if (a.group !== 1 && !depthwise) return undefined
+  return { C, O, w, depthwise }
+}
+
+/**
+ * The values vectorized ops write: a blockable conv's output, and what an elementwise op that
+ * keeps zeros (on such values and constants) or a pool makes of them. These take paddedBlock
+ * (their writers run on it, and the rules below keep them blocked); the rest, a network's image
+ * among them, chooseBlock (a conv only reduces over them: padding would be extra work).
+ */
+const vectorWritten = (g: Graph, target: LayoutTarget): Set<string> => {
+  const out = new Set<string>()
+  const type = (v: string) => g.valueTypes.get(v) ?? g.inputs.find((i) => i.name === v)?.type
+  const constant = (v: string) => g.initializers.get(v)
+  for (const n of g.nodes) {
+    if (n.domain !== "" || target.vectorLanes < 2) continue
+    const ins = n.inputs.filter((v) => v !== "" && !g.initializers.has(v))
+    const fromWritten = ins.length > 0 && ins.every((v) => out.has(v))
+    const keeps =
+      blockableConv(n, type, constant) !== undefined ||
+      (fromWritten && (ZERO_KEEPING.has(n.op) || (n.op === "Clip" && clipKeepsZero(n, constant)) || ["MaxPool", "AveragePool", "GlobalMaxPool", "GlobalAveragePool"].includes(n.op))) ||
+      (fromWritten && ["Add", "Sub", "Mul"].includes(n.op)) ||
+      (fromWritten && n.op === "Div" && g.initializers.has(n.inputs[1]))
+    if (keeps) out.add(n.outputs[0])
+  }
+  return out
+}
+
+/**
+ * Conv (2-D, constant weights, group 1 or depthwise) → transforms around ConvNCHWc: its output in
+ * paddedBlock, its input in the block the value takes (vectorWritten), the weights (and a constant
+ * bias) zero-padded to whole blocks. (A sweep hands a conv its input under the name an earlier
+ * conversion in the same sweep gave it: `written` takes the new names as they are made.)
+ */
+const convToBlocked = (target: LayoutTarget, written: Set<string>): Rule => ({
   name: "conv-to-nchwc",
   apply: (n, ctx) => {
-    if (n.op !== "Conv" || n.domain !== "") return undefined
-    const x = ctx.type(n.inputs[0])
-    const w = ctx.constant(n.inputs[1])
-    // (a bound Conv's weight has the input's rank and C / group channels a filter)
-    if (!x || !w || x.shape.length !== 4 || !x.shape.every((d) => typeof d === "number")) return undefined
-    if (x.dtype !== "float32") return undefined
-    const a = resolveNode(n).attrs as { group: number }
-    const C = x.shape[1] as number
-    const O = w.shape[0]
-    const depthwise = a.group === C && O === C
-    if (a.group !== 1 && !depthwise) return undefined
-    const ib = chooseBlock(C, target.vectorLanes)
+    const conv = blockableConv(n, ctx.type, ctx.constant)
+    if (!conv) return undefined
+    const { C, O, w, depthwise } = conv
+    const bias = n.inputs[2] ? ctx.constant(n.inputs[2]) : undefined
+    // a padded output needs its bias padded too: a computed one keeps the block that divides
+    const padded = paddedBlock(O, target)
+    const ob0 = O % padded === 0 || !n.inputs[2] || bias ? padded : chooseBlock(O, target.vectorLanes)
     // (a depthwise conv has as many filters as channels: one block in and out)
-    const ob = chooseBlock(O, target.vectorLanes)
+    const ib = depthwise ? ob0 : written.has(n.inputs[0]) ? paddedBlock(C, target) : chooseBlock(C, target.vectorLanes)
+    const ob = depthwise ? ib : ob0
     if (ib === 1 && ob === 1) return undefined
     const wName = ctx.fresh(`${n.inputs[1]}_OIHW${depthwise ? 1 : ib}i${ob}o`)
     const packed = depthwise ? packKernel(w, 1, ob) : packKernel(w, ib, ob)
     const xb = ctx.fresh(`${n.inputs[0]}_${layoutName(ib)}`)
     const yb = ctx.fresh(`${n.outputs[0]}_${layoutName(ob)}`)
     const y = ctx.fresh(`${n.outputs[0]}_nchw`)
-    const convAttrs = { ...n.attrs, in_block: attr.int(ib), out_block: attr.int(ob) }
+    if (written.has(n.outputs[0])) written.add(y)
+    const Opad = Math.ceil(O / ob) * ob
+    // (a depthwise conv over the padded channels: one group a channel)
+    const convAttrs = { ...n.attrs, in_block: attr.int(ib), out_block: attr.int(ob), ...(depthwise ? { group: attr.int(Opad) } : {}) }
+    const constants = new Map([[wName, packed]])
+    const rest = n.inputs.slice(2)
+    if (bias && Opad !== O) {
+      const bName = ctx.fresh(`${n.inputs[2]}_padded`)
+      const data = allocate(bias.dtype, Opad)
+      data.set(bias.data as never)
+      constants.set(bName, tensor(bias.dtype, [Opad], data))
+      rest[0] = bName
+    }
     return {
       nodes: [
-        transformNode(ctx, n.inputs[0], xb, 0, ib),
-        { name: ctx.fresh(`${n.name}_nchwc`), op: "ConvNCHWc", domain: TESSERA_DOMAIN, inputs: [xb, wName, ...n.inputs.slice(2)], outputs: [yb], attrs: convAttrs },
-        transformNode(ctx, yb, y, ob, 0),
+        transformNode(ctx, n.inputs[0], xb, 0, ib, C),
+        { name: ctx.fresh(`${n.name}_nchwc`), op: "ConvNCHWc", domain: TESSERA_DOMAIN, inputs: [xb, wName, ...rest], outputs: [yb], attrs: convAttrs },
+        transformNode(ctx, yb, y, ob, 0, O),
       ],
       outputs: [y],
-      constants: new Map([[wName, packed]]),
+      constants,
     }
   },
 })
@@ -132,10 +238,10 @@ export const cancelTransforms: Rule = {
 // moving that through the layout again would add another each sweep, to the iteration limit)
 const UNARY = new Set(["Relu", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "HardSwish", "Elu", "Selu", "Softplus", "Neg", "Abs", "Exp", "Erf", "Sqrt", "Gelu", "Mish", "Swish"])
 
-/** The blocked block of a value that is LayoutTransform(b→NCHW)(y): y and b. */
-const fromBlocked = (v: string, ctx: RuleCtx): { y: string; b: number } | undefined => {
+/** The blocked block of a value that is LayoutTransform(b→NCHW)(y): y, b, and its NCHW channels where b does not divide them (0: it does). */
+const fromBlocked = (v: string, ctx: RuleCtx): { y: string; b: number; channels: number } | undefined => {
   const t = asTransform(ctx.producer(v))
-  return t && t.dst === 0 ? { y: t.input, b: t.src } : undefined
+  return t && t.dst === 0 ? { y: t.input, b: t.src, channels: t.channels } : undefined
 }
 
 /** U(unblock(y)) → unblock(U(y)) for elementwise U (Clip too: its bounds are scalars, which broadcast alike in either layout). */
@@ -145,24 +251,32 @@ const unaryThroughLayout: Rule = {
     if (n.domain !== "" || !(UNARY.has(n.op) || n.op === "Clip")) return undefined
     const src = fromBlocked(n.inputs[0], ctx)
     if (!src) return undefined
+    // (a padded block's extra lanes stay zero only through an op that keeps zeros)
+    if (src.channels && !(ZERO_KEEPING.has(n.op) || (n.op === "Clip" && clipKeepsZero(n, ctx.constant)))) return undefined
     const yb = ctx.fresh(`${n.outputs[0]}_${layoutName(src.b)}`)
     const y = ctx.fresh(`${n.outputs[0]}_nchw`)
     return {
-      nodes: [{ ...n, inputs: [src.y, ...n.inputs.slice(1)], outputs: [yb] }, transformNode(ctx, yb, y, src.b, 0)],
+      nodes: [{ ...n, inputs: [src.y, ...n.inputs.slice(1)], outputs: [yb] }, transformNode(ctx, yb, y, src.b, 0, src.channels)],
       outputs: [y],
     }
   },
 }
 
-/** A per-channel or scalar constant for an NCHW value, re-laid for NCHW{b}c (undefined if it is neither). */
-const relayConstant = (c: Tensor, channels: number, b: number): Tensor | undefined => {
+/**
+ * A per-channel or scalar constant for an NCHW value, re-laid for NCHW{b}c (undefined if it is
+ * neither). Where b does not divide the channels it is per-channel (a scalar repeated), its extra
+ * lanes `fill`.
+ */
+const relayConstant = (c: Tensor, channels: number, b: number, fill: number): Tensor | undefined => {
+  const padded = channels % b !== 0
   // (one element broadcasts alike in either layout: the caller has ruled out one that adds a dim)
-  if (sizeOf(c.shape) === 1) return c
+  if (sizeOf(c.shape) === 1 && !padded) return c
+  if (sizeOf(c.shape) === 1) return packNCHWc(tensor(c.dtype, [1, channels, 1, 1], allocate(c.dtype, channels).fill(c.data[0] as never)), b, fill)
   // more than one element, all along C: [C, 1, 1] or [1, C, 1, 1] (it broadcasts against the C
   // channels of a 4-D value)
   const [n, , h, w] = [1, 1, 1, 1, ...c.shape].slice(-4)
   if (n !== 1 || h !== 1 || w !== 1) return undefined
-  return packNCHWc(tensor(c.dtype, [1, channels, 1, 1], c.data), b)
+  return packNCHWc(tensor(c.dtype, [1, channels, 1, 1], c.data), b, fill)
 }
 
 /**
@@ -182,21 +296,25 @@ const binaryThroughLayout: Rule = {
     // (an unblocked operand is 4-D: the output is too where it has the operand's shape, as the
     // constant case checks; two unblocked operands give a 4-D output)
     const out = ctx.type(n.outputs[0])!
-    if (lb && rb && lb.b === rb.b) {
-      return { nodes: [{ ...n, inputs: [lb.y, rb.y], outputs: [yb] }, transformNode(ctx, yb, y, lb.b, 0)], outputs: [y] }
+    if (lb && rb && lb.b === rb.b && lb.channels === rb.channels) {
+      // (padded: 0 / 0 is no zero)
+      if (lb.channels && n.op === "Div") return undefined
+      return { nodes: [{ ...n, inputs: [lb.y, rb.y], outputs: [yb] }, transformNode(ctx, yb, y, lb.b, 0, lb.channels)], outputs: [y] }
     }
     const blk = lb ?? rb
     if (!blk) return undefined
     const side = lb ? 0 : 1
+    // (padded: a constant over a padded divisor is no zero; a padded divisor constant's lanes are 1)
+    if (blk.channels && n.op === "Div" && side === 1) return undefined
     const c = ctx.constant(n.inputs[1 - side])
     const xt = ctx.type(n.inputs[side])
     if (!c || !xt || !xt.shape.every((d, i) => d === out.shape[i])) return undefined
-    const relaid = relayConstant(c, out.shape[1] as number, blk.b)
+    const relaid = relayConstant(c, out.shape[1] as number, blk.b, n.op === "Div" ? 1 : 0)
     if (!relaid) return undefined
     const cName = ctx.fresh(`${n.inputs[1 - side]}_${layoutName(blk.b)}`)
     const inputs = side === 0 ? [blk.y, cName] : [cName, blk.y]
     return {
-      nodes: [{ ...n, inputs, outputs: [yb] }, transformNode(ctx, yb, y, blk.b, 0)],
+      nodes: [{ ...n, inputs, outputs: [yb] }, transformNode(ctx, yb, y, blk.b, 0, blk.channels)],
       outputs: [y],
       constants: new Map([[cName, relaid]]),
     }
@@ -227,7 +345,7 @@ const poolThroughLayout: Rule = {
     return {
       nodes: [
         { name: ctx.fresh(`${n.name}_nchwc`), op: "PoolNCHWc", domain: TESSERA_DOMAIN, inputs: [src.y], outputs: [yb], attrs: { ...rest, pool: attr.str(pool) } },
-        transformNode(ctx, yb, y, src.b, 0),
+        transformNode(ctx, yb, y, src.b, 0, src.channels),
       ],
       outputs: [y],
     }
@@ -237,7 +355,7 @@ const poolThroughLayout: Rule = {
 export const alterLayoutSync = (graph: Graph, target: LayoutTarget): Graph => {
   const g = bindSync(graph)
   // convolutions first, then neighbours and cancellation to a fixed point
-  const converted = rewriteToFixedPoint(g, [convToBlocked(target), denseToPacked(target)]).graph
+  const converted = rewriteToFixedPoint(g, [convToBlocked(target, vectorWritten(g, target)), denseToPacked(target)]).graph
   const moved = rewriteToFixedPoint(converted, [cancelTransforms, unaryThroughLayout, binaryThroughLayout, poolThroughLayout]).graph
   return bindSync(eliminateDeadCodeSync(moved))
 }
