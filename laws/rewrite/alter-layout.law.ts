@@ -318,12 +318,13 @@ describe("alterLayout: padded blocks", () => {
 
   it("paddedBlock: of lanes, lanes/2, … 1, the fewest vector FMA cycles times the padded share, the larger block on a tie", () => {
     const cost = (c: number, b: number, units: (b: number) => number) => (Math.ceil(c / b) / units(b)) * ((Math.ceil(c / b) * b) / c)
-    for (const byLanes of [undefined, { "4": 2, "8": 2, "16": 1 }, { "4": 2, "8": 2, "16": 2 }, { "4": 1 }])
+    const records: (Readonly<Record<string, number>> | undefined)[] = [undefined, { "4": 2, "8": 2, "16": 1 }, { "4": 2, "8": 2, "16": 2 }, { "4": 1 }]
+    for (const byLanes of records)
       for (const lanes of [1, 2, 4, 8, 16])
         for (let c = 1; c <= 130; c++) {
           const units = (b: number) => {
             const ws = Object.keys(byLanes ?? {}).map(Number).sort((x, y) => x - y)
-            return ws.length ? byLanes![String(ws.find((w) => w >= b) ?? ws[ws.length - 1]) as "4"] : 1
+            return ws.length ? byLanes![String(ws.find((w) => w >= b) ?? ws[ws.length - 1])] : 1
           }
           const blocks = [16, 8, 4, 2, 1].filter((b) => b <= lanes)
           const best = Math.min(...blocks.map((b) => cost(c, b, units)))
@@ -334,6 +335,75 @@ describe("alterLayout: padded blocks", () => {
     const zen4 = { vectorLanes: 16, fmaUnitsByLanes: { "4": 2, "8": 2, "16": 1 } }
     expect([58, 116, 232, 464, 24, 3].map((c) => paddedBlock(c, zen4))).toEqual([16, 8, 8, 16, 8, 4])
   })
+})
+
+// rewrite.AlterLayout's concatenation rule: a fire module (SqueezeNet's: two or three convs of
+// one input, 1×1 or 3×3, their filters random, a ReLU at times, joined over the channels as axis
+// 1 or -3), then a pooling or a conv at times — the join moves into the blocked layout exactly
+// when its operands are blocked alike and unpadded in its own block, the blocked graph evaluates as the original,
+// and compiled (js) it computes what the evaluator does.
+const arbFireCase: fc.Arbitrary<readonly [GraphCase, number]> = fc.integer({ min: 1, max: 1 << 30 }).map((seed) => {
+  const rng = prng(seed)
+  const rand = (shape: number[]) => tensor("float32", shape, Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rng.float(-1, 1)))
+  const lanes = rng.pick([4, 8, 16])
+  const C = rng.pick([3, 4, 8, 16])
+  const [H, W] = [rng.int(2, 5), rng.int(2, 5)]
+  const initializers = new Map<string, Tensor>()
+  const nodes: Graph["nodes"][number][] = []
+  let k = 0
+  const add = (op: string, inputs: string[], attrs: Attrs = {}) => {
+    const out = `v${k}`
+    nodes.push(node(op, inputs, [out], attrs, `${op.toLowerCase()}_${k++}`))
+    return out
+  }
+  const cst = (t: Tensor) => {
+    const name = `c${k++}`
+    initializers.set(name, t)
+    return name
+  }
+  let joined = 0
+  const branches = Array.from({ length: rng.int(2, 3) }, () => {
+    const O = rng.pick([4, 8, 16, 32, 12, 6])
+    joined += O
+    const ks = rng.pick([1, 3])
+    const y = add("Conv", ["x", cst(rand([O, C, ks, ks])), cst(rand([O]))], ks === 3 ? { pads: attr.ints([1, 1, 1, 1]) } : {})
+    return rng.next() < 0.6 ? add("Relu", [y]) : y
+  })
+  let y = add("Concat", branches, { axis: attr.int(rng.pick([1, -3])) })
+  const after = rng.next()
+  if (after < 0.3) y = add("MaxPool", [y], { kernel_shape: attr.ints([2, 2]), pads: attr.ints([0, 0, 1, 1]) })
+  else if (after < 0.6) y = add("Conv", [y, cst(rand([rng.pick([4, 8]), joined, 1, 1]))])
+  return [{ graph: makeGraph({ opset: 18, inputs: [{ name: "x", type: { dtype: "float32", shape: [1, C, H, W] } }], outputs: [{ name: y, type: { dtype: "float32", shape: [] } }], initializers, nodes }), inputs: new Map([["x", rand([1, C, H, W])]]) }, lanes] as const
+})
+
+describe("alterLayout: concatenation over the channels", () => {
+  it("a fire module's join moves into the blocked layout exactly when its operands are blocked alike and unpadded in its own block; layouts consistent; evaluates as before", () => {
+    let moved = 0
+    fc.assert(
+      fc.property(arbFireCase, ([{ graph, inputs }, lanes]) => {
+        const after = alterLayoutSync(graph, { vectorLanes: lanes })
+        checkLayouts(after, lanes, graph)
+        checkSaturated(after, lanes)
+        expect(structurallyEqual(alterLayoutSync(after, { vectorLanes: lanes }), after), "a second run changes nothing").toBe(true)
+        assertAllClose(evalGraph(after, inputs), evalGraph(graph, inputs))
+        moved += after.nodes.filter((n) => n.op === "Concat" && after.valueTypes.get(n.outputs[0])?.shape.length === 5).length
+      }),
+      lawParams(120),
+    )
+    expect(moved).toBeGreaterThan(30)
+  })
+
+  it("compiled (js) computes what the evaluator does", async () => {
+    await fc.assert(
+      fc.asyncProperty(arbFireCase, async ([{ graph, inputs }, lanes]) => {
+        const target = makeTarget("js", { vectorLanes: lanes })
+        const exec = await Effect.runPromise(loadProgram(await Effect.runPromise(compileGraph(graph, target, { optLevel: 3 })), target))
+        const got = exec.run(inputs)
+        assertAllClose(graph.outputs.map((o) => got.get(o.name)!), evalGraph(graph, inputs))
+      }),
+      lawParams(10),
+    )
+  }, 120_000)
 })
 
 // rewrite.AlterLayout's structure, on random graphs and model-like conv nets against 4, 8 and 16
@@ -352,7 +422,7 @@ const largestBlock = (c: number, lanes: number): number => {
   const fits = [16, 8, 4, 2].filter((b) => b <= lanes && lanes % b === 0 && c % b === 0)
   return fits.length ? Math.max(...fits) : 1
 }
-const MOVABLE = new Set(["Relu", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "HardSwish", "Elu", "Selu", "Softplus", "Neg", "Abs", "Exp", "Erf", "Sqrt", "Gelu", "Mish", "Swish", "Clip", "Add", "Sub", "Mul", "Div"])
+const MOVABLE = new Set(["Relu", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "HardSwish", "Elu", "Selu", "Softplus", "Neg", "Abs", "Exp", "Erf", "Sqrt", "Gelu", "Mish", "Swish", "Clip", "Add", "Sub", "Mul", "Div", "Concat"])
 
 const str = (n: Graph["nodes"][number], a: string) => (n.attrs[a]?.kind === "string" ? (n.attrs[a].value as string) : "")
 const int = (n: Graph["nodes"][number], a: string, dflt: number) => (n.attrs[a]?.kind === "int" ? (n.attrs[a].value as number) : dflt)
@@ -586,7 +656,7 @@ const arbNeighbourCase: fc.Arbitrary<readonly [GraphCase, number]> = fc.integer(
 })
 
 /** Throws where an op the pass moves into the blocked layout still reads an unblocked value (LayoutTransform b → NCHW). */
-const checkSaturated = (g: Graph): void => {
+const checkSaturated = (g: Graph, lanes?: number): void => {
   const producer = new Map<string, Graph["nodes"][number]>()
   for (const n of g.nodes) for (const o of n.outputs) producer.set(o, n)
   const unblocked = (v: string): number => {
@@ -615,6 +685,13 @@ const checkSaturated = (g: Graph): void => {
     if (n.domain !== "") continue
     if (b && (NEIGHBOURS.includes(n.op) || n.op === "Clip") && (!padded(n.inputs[0]) || keepsZero(n))) throw new Error(stays)
     if (b && ["MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"].includes(n.op) && (n.outputs[1] ?? "") === "") throw new Error(stays)
+    const axis = int(n, "axis", 0)
+    if (n.op === "Concat" && out.length === 4 && (axis === 1 || axis === -3)) {
+      const bs = n.inputs.map(unblocked)
+      // (where the common block is the join's own: paddedBlock of its channels)
+      const own = lanes !== undefined && paddedBlock(out[1] as number, { vectorLanes: lanes }) === bs[0]
+      if (n.inputs.length > 1 && bs[0] > 0 && own && bs.every((b) => b === bs[0]) && !n.inputs.some(padded)) throw new Error(stays)
+    }
     if (["Add", "Sub", "Mul", "Div"].includes(n.op) && out.length === 4) {
       const [l, r] = n.inputs.map(unblocked)
       const same = (v: string) => g.valueTypes.get(v)?.shape.join() === out.join()

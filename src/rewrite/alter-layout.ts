@@ -1,7 +1,8 @@
 // rewrite.AlterLayout: for CPU targets, 2-D convolutions move to the blocked layout NCHW{c}c
 // (block from the target's vector width), with layout transforms at the boundaries; elementwise
-// neighbours (activations, bias and residual adds, scale/shift) and max / average pooling (global
-// pooling too) move into the blocked layout too, and adjacent inverse transforms cancel; a dense
+// neighbours (activations, bias and residual adds, scale/shift), max / average pooling (global
+// pooling too) and concatenation over the channels move into the blocked layout too (channels the
+// block does not divide padded with zero lanes), and adjacent inverse transforms cancel; a dense
 // layer of a few rows takes its weight in column panels (DensePack). Weights are re-laid at compile
 // time (a constant in, a constant out), so foldConstants leaves no transform on them.
 import { attr } from "../ast/graph/attrs.js"
@@ -131,6 +132,7 @@ const vectorWritten = (g: Graph, target: LayoutTarget): Set<string> => {
       blockableConv(n, type, constant) !== undefined ||
       (fromWritten && (ZERO_KEEPING.has(n.op) || (n.op === "Clip" && clipKeepsZero(n, constant)) || ["MaxPool", "AveragePool", "GlobalMaxPool", "GlobalAveragePool"].includes(n.op))) ||
       (fromWritten && ["Add", "Sub", "Mul"].includes(n.op)) ||
+      (fromWritten && n.op === "Concat" && type(n.outputs[0])?.shape.length === 4) ||
       (fromWritten && n.op === "Div" && g.initializers.has(n.inputs[1]))
     if (keeps) out.add(n.outputs[0])
   }
@@ -352,11 +354,37 @@ const poolThroughLayout: Rule = {
   },
 }
 
+/**
+ * Concat over the channels (axis 1 of a 4-D value) of unblock(y₁), …, unblock(yₙ) of one block that
+ * divides each one's channels → unblock(Concat(y₁, …, yₙ)) over axis 1 of the blocked layout (its
+ * blocks), where that block is the join's own (paddedBlock: a conv reading it takes it as it is):
+ * SqueezeNet's fire modules join their two expand convs so, and the pooling and the conv after
+ * them read the join blocked.
+ */
+const concatThroughLayout = (target: LayoutTarget): Rule => ({
+  name: "concat-through-layout",
+  apply: (n, ctx) => {
+    if (n.domain !== "" || n.op !== "Concat" || n.inputs.length < 2) return undefined
+    const out = ctx.type(n.outputs[0])
+    const axis = (resolveNode(n).attrs as { axis: number }).axis
+    if (!out || out.shape.length !== 4 || (axis !== 1 && axis !== -3)) return undefined
+    const srcs = n.inputs.map((v) => fromBlocked(v, ctx))
+    const b = srcs[0]?.b
+    if (!srcs.every((s) => s && s.b === b && !s.channels) || paddedBlock(out.shape[1] as number, target) !== b) return undefined
+    const yb = ctx.fresh(`${n.outputs[0]}_${layoutName(b!)}`)
+    const y = ctx.fresh(`${n.outputs[0]}_nchw`)
+    return {
+      nodes: [{ ...n, inputs: srcs.map((s) => s!.y), outputs: [yb], attrs: { ...n.attrs, axis: attr.int(1) } }, transformNode(ctx, yb, y, b!, 0)],
+      outputs: [y],
+    }
+  },
+})
+
 export const alterLayoutSync = (graph: Graph, target: LayoutTarget): Graph => {
   const g = bindSync(graph)
   // convolutions first, then neighbours and cancellation to a fixed point
   const converted = rewriteToFixedPoint(g, [convToBlocked(target, vectorWritten(g, target)), denseToPacked(target)]).graph
-  const moved = rewriteToFixedPoint(converted, [cancelTransforms, unaryThroughLayout, binaryThroughLayout, poolThroughLayout]).graph
+  const moved = rewriteToFixedPoint(converted, [cancelTransforms, unaryThroughLayout, binaryThroughLayout, poolThroughLayout, concatThroughLayout(target)]).graph
   return bindSync(eliminateDeadCodeSync(moved))
 }
 
