@@ -42,9 +42,9 @@ const unitsAt = (target: LayoutTarget, lanes: number): number => {
  * and pools after it), the channels padded to a whole number of blocks where it does not divide
  * them: of lanes, lanes/2, … 1, the one with the fewest cycles — a writer issues ⌈C/b⌉ vector FMAs
  * a pixel over the pipes the target has at that width, and a conv that reads the value reduces
- * over the ⌈C/b⌉·b padded channels instead of C — the larger block on a tie. Where b divides C
- * this is chooseBlock's (unless a wider vector's pipes beat it). Zen 4 (2 pipes at 8 lanes, 1 at
- * 16): 58 channels → 16 (64), 116 → 8 (120), 232 → 8, 24 → 8.
+ * over the ⌈C/b⌉·b padded channels instead of C — the larger block on a tie. Zen 4 (2 pipes at 8
+ * lanes, 1 at 16): 58 channels → 16 (64), 116 → 8 (120), 232 → 8, 24 → 8; with as many pipes at
+ * 16 lanes as at 8, 24 → 16 (32: two vectors a pixel where blocks of 8 take three).
  */
 export const paddedBlock = (c: number, target: LayoutTarget): number => {
   let best = 1
