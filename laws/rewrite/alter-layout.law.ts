@@ -465,7 +465,9 @@ const checkLayouts = (after: Graph, lanes: number, before: Graph): void => {
       expect([C, O], `${n.name}: ${C0} → ${O0} channels padded to whole blocks of ${ib} and ${ob}`).toEqual([Math.ceil(C0 / ib) * ib, Math.ceil(O0 / ob) * ob])
       const depthwise = int(n, "group", 1) !== 1
       const target = { vectorLanes: lanes }
-      expect(ob, `${n.name}: the block of ${O0} filters for ${lanes} lanes`).toBe(paddedBlock(O0, target))
+      // (one output pixel: a matrix-vector product, not padded)
+      const pixels = y[2] * y[3]
+      expect(ob, `${n.name}: the block of ${O0} filters for ${lanes} lanes`).toBe(pixels > 1 ? paddedBlock(O0, target) : largestBlock(O0, lanes))
       if (depthwise) expect(ib, `${n.name}: a depthwise conv's one block`).toBe(ob)
       else expect([largestBlock(C0, lanes), paddedBlock(C0, target)], `${n.name}: the block of ${C0} channels for ${lanes} lanes`).toContain(ib)
       out = ob
@@ -493,7 +495,9 @@ const blockable = (g: Graph, lanes: number): number =>
     if (n.op !== "Conv" || !x || !w || x.dtype !== "float32" || x.shape.length !== 4 || w.shape.length !== 4 || !x.shape.every((d) => typeof d === "number")) return false
     const [C, O, group] = [x.shape[1] as number, w.shape[0], int(n, "group", 1)]
     const depthwise = group === C && O === C && w.shape[1] === 1
-    return (group === 1 || depthwise) && (largestBlock(C, lanes) > 1 || paddedBlock(depthwise ? C : O, { vectorLanes: lanes }) > 1)
+    const y = g.valueTypes.get(n.outputs[0])?.shape ?? []
+    const out = (y[2] as number) * (y[3] as number) > 1 ? paddedBlock(depthwise ? C : O, { vectorLanes: lanes }) : largestBlock(depthwise ? C : O, lanes)
+    return (group === 1 || depthwise) && (largestBlock(C, lanes) > 1 || out > 1)
   }).length
 
 /** Gemms the pass must pack: no transposes, alpha 1, beta 1 (or no C), float32 [M ≤ 8, K] by a constant [K, N ≥ 2·lanes], lanes ≥ 8. */

@@ -111,11 +111,14 @@ const blockableConv = (n: Node, type: (v: string) => { readonly dtype: string; r
   const O = w.shape[0]
   const depthwise = a.group === C && O === C
   if (a.group !== 1 && !depthwise) return undefined
-  return { C, O, w, depthwise }
+  const y = type(n.outputs[0])?.shape ?? []
+  // (its output pixels: one where it is a matrix-vector product, a squeeze-excite's)
+  const pixels = y.length === 4 && typeof y[2] === "number" && typeof y[3] === "number" ? y[2] * y[3] : 0
+  return { C, O, w, depthwise, pixels }
 }
 
 /**
- * The values vectorized ops write: a blockable conv's output, and what an elementwise op that
+ * The values vectorized ops write: a blockable conv's output of more than one pixel, and what an elementwise op that
  * keeps zeros (on such values and constants) or a pool makes of them. These take paddedBlock
  * (their writers run on it, and the rules below keep them blocked); the rest, a network's image
  * among them, chooseBlock (a conv only reduces over them: padding would be extra work).
@@ -129,7 +132,7 @@ const vectorWritten = (g: Graph, target: LayoutTarget): Set<string> => {
     const ins = n.inputs.filter((v) => v !== "" && !g.initializers.has(v))
     const fromWritten = ins.length > 0 && ins.every((v) => out.has(v))
     const keeps =
-      blockableConv(n, type, constant) !== undefined ||
+      (blockableConv(n, type, constant)?.pixels ?? 0) > 1 ||
       (fromWritten && (ZERO_KEEPING.has(n.op) || (n.op === "Clip" && clipKeepsZero(n, constant)) || ["MaxPool", "AveragePool", "GlobalMaxPool", "GlobalAveragePool"].includes(n.op))) ||
       (fromWritten && ["Add", "Sub", "Mul"].includes(n.op)) ||
       (fromWritten && n.op === "Concat" && type(n.outputs[0])?.shape.length === 4) ||
@@ -150,10 +153,11 @@ const convToBlocked = (target: LayoutTarget, written: Set<string>): Rule => ({
   apply: (n, ctx) => {
     const conv = blockableConv(n, ctx.type, ctx.constant)
     if (!conv) return undefined
-    const { C, O, w, depthwise } = conv
+    const { C, O, w, depthwise, pixels } = conv
     const bias = n.inputs[2] ? ctx.constant(n.inputs[2]) : undefined
-    // a padded output needs its bias padded too: a computed one keeps the block that divides
-    const padded = paddedBlock(O, target)
+    // a padded output needs its bias padded too: a computed one keeps the block that divides; one
+    // pixel (a matrix-vector product) reads its weights once, and padding them is all it would buy
+    const padded = pixels > 1 ? paddedBlock(O, target) : chooseBlock(O, target.vectorLanes)
     const ob0 = O % padded === 0 || !n.inputs[2] || bias ? padded : chooseBlock(O, target.vectorLanes)
     // (a depthwise conv has as many filters as channels: one block in and out)
     const ib = depthwise ? ob0 : written.has(n.inputs[0]) ? paddedBlock(C, target) : chooseBlock(C, target.vectorLanes)
