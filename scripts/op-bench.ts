@@ -2,13 +2,16 @@
 // onnxruntime-node in one process, runs alternating: a transformer's linear layer, a 1×1 conv with
 // a SiLU epilogue, a softmax over attention scores, attention's two batched products, a 3×3 conv and a
 // depthwise conv. Medians, the ratio c / ort, GFLOP/s and the share of this CPU's measured peak.
-// Speed is reported, never asserted.
+// Speed is reported, never asserted. Tessera's runs write the outputs into arrays the script holds
+// (the executor's `into`: a fresh 1.9 MB output a run cost the softmax 0.8 ms of page faults), and
+// also, in the last column, into fresh arrays each run; onnxruntime's allocate their own.
 //
 //   npm run op-bench -- [--threads 1] [--runs 21] [--only linear,softmax]
 import { Effect } from "effect"
 import { attr } from "../src/ast/graph/attrs.js"
 import type { Graph } from "../src/ast/graph/graph.js"
-import type { Tensor } from "../src/ast/graph/tensor.js"
+import { allocate } from "../src/ast/graph/dtype.js"
+import { sizeOf, type Tensor } from "../src/ast/graph/tensor.js"
 import { encodeOnnx } from "../src/ast/onnx/encode.js"
 import { BACKENDS } from "../src/backend/index.js"
 import { randomTensor } from "../src/cli/inputs.js"
@@ -95,8 +98,8 @@ const target = BACKENDS.c.target(cpu, THREADS)
 console.log(
   `CPU: ${cpu.isa}, ${cpu.vectorLanes} lanes, FMA ${cpu.fmaUnits} pipe(s) × latency ${cpu.fmaLatency}; peak fp32 one core (measured): ${peak ? `${peak.toFixed(0)} GFLOP/s` : "unknown"}; ${THREADS} thread(s), ${RUNS} runs, medians`,
 )
-console.log("| op | tessera c ms | onnxruntime-node ms | c / ort | c GFLOP/s | % of peak |")
-console.log("| --- | ---: | ---: | ---: | ---: | ---: |")
+console.log("| op | tessera c ms | onnxruntime-node ms | c / ort | c GFLOP/s | % of peak | c ms, fresh outputs |")
+console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
 for (const [name, make] of Object.entries(CASES)) {
   if (ONLY.length && !ONLY.includes(name)) continue
   const graph = make()
@@ -106,11 +109,13 @@ for (const [name, make] of Object.entries(CASES)) {
   const exec = await run(loadProgram(program, target, { threads: THREADS }))
   const session = await run(openOrtSession(ort, encodeOnnx(graph), feeds, THREADS))
   if (typeof session === "string") throw new Error(session)
-  exec.run(feeds)
-  const timed = await alternateRuns(() => void exec.run(feeds), session, RUNS)
+  const into = new Map(program.graph.outputs.map((o) => [o.name, allocate(o.type.dtype, sizeOf(o.type.shape as number[]))] as const))
+  exec.run(feeds, into)
+  const timed = await alternateRuns(() => void exec.run(feeds, into), session, RUNS)
+  const fresh = await alternateRuns(() => void exec.run(feeds), undefined, RUNS)
   await session.release()
   exec.module.close()
   const [ours, theirs] = [median(timed.ours), median(timed.theirs)]
   const gf = flops / ours / 1e6
-  console.log(`| ${name} | ${ours.toFixed(3)} | ${theirs.toFixed(3)} | ${(ours / theirs).toFixed(2)} | ${gf.toFixed(1)} | ${peak ? ((100 * gf) / (peak * THREADS)).toFixed(0) : "-"} |`)
+  console.log(`| ${name} | ${ours.toFixed(3)} | ${theirs.toFixed(3)} | ${(ours / theirs).toFixed(2)} | ${gf.toFixed(1)} | ${peak ? ((100 * gf) / (peak * THREADS)).toFixed(0) : "-"} | ${median(fresh.ours).toFixed(3)} |`)
 }

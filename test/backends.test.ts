@@ -84,6 +84,38 @@ describe.each(compiling)("backend %s", (kind) => {
     }
   })
 
+  it.skipIf(missing !== undefined)("writes outputs into the caller's arrays where given: reused across runs, fed back as the input, or of the wrong size", async () => {
+    // a transpose straight into the output: written in place over its own input it would read what it wrote
+    const transposed = makeGraph({
+      opset: 13,
+      inputs: [{ name: "x", type: { dtype: "float32", shape: [1, 4, 6, 6] } }],
+      outputs: [{ name: "y", type: { dtype: "float32", shape: [1, 4, 6, 6] } }],
+      nodes: [node("Transpose", ["x"], ["y"], { perm: attr.ints([0, 1, 3, 2]) })],
+    })
+    for (const g of [graph, transposed]) {
+      const target = backend.target(cpuAttrs({ isa: "avx2" }), 1)
+      const exec = await Effect.runPromise(loadProgram(await Effect.runPromise(compileGraph(g, target)), target))
+      try {
+        const out = new Float32Array(144)
+        for (const f of [feeds, new Map([["x", rand([1, 4, 6, 6])]])]) {
+          const got = exec.run(f, new Map([["y", out]])).get("y")!
+          expect(got.data).toBe(out)
+          assertAllClose([got], runGraph(g, f), 1e-4, 1e-5)
+        }
+        // the output array fed back as the input (and asked for as the output again)
+        const x = Float32Array.from(out)
+        const got = exec.run(new Map([["x", tensor("float32", [1, 4, 6, 6], out)]]), new Map([["y", out]])).get("y")!
+        expect(got.data).toBe(out)
+        assertAllClose([got], runGraph(g, new Map([["x", tensor("float32", [1, 4, 6, 6], x)]])), 1e-4, 1e-5)
+        expect(() => exec.run(feeds, new Map([["y", new Float32Array(143)]]))).toThrow(/output array 'y'/)
+        expect(() => exec.run(feeds, new Map([["y", new Float64Array(144)]]))).toThrow(/output array 'y'/)
+        expect(() => exec.run(feeds, new Map([["x", new Float32Array(144)]]))).toThrow(/no output/)
+      } finally {
+        exec.module.close()
+      }
+    }
+  })
+
   it.skipIf(missing !== undefined)("its device module owns its memory: views of reserved blocks, host data in and out", async () => {
     const target = backend.target(cpuAttrs(), 1)
     const program = await Effect.runPromise(compileGraph(graph, target))

@@ -15,7 +15,7 @@ import { tensor, type Tensor } from "../../src/ast/graph/tensor.js"
 import { makeTarget } from "../../src/ast/target.js"
 import { compileGraph, loadProgram } from "../../src/pipeline.js"
 import { TESSERA_DOMAIN } from "../../src/ast/graph/ops/index.js"
-import { alterLayout, alterLayoutSync, chooseBlock } from "../../src/rewrite/alter-layout.js"
+import { alterLayout, alterLayoutSync, chooseBlock, paddedBlock } from "../../src/rewrite/alter-layout.js"
 import { runPass, withPassConfig } from "../../src/rewrite/pass.js"
 import { simplifyInferenceSync } from "../../src/rewrite/simplify-inference.js"
 import { assertAllClose, evalGraph, lawParams } from "../support.js"
@@ -183,10 +183,12 @@ describe("alterLayout: model-like conv nets", () => {
   it("the blocked graph evaluates as the original (several blocks, strides, pads, auto_pad, dilation)", () => {
     let multi = 0
     let multiStrided = 0
+    let padded = 0
     fc.assert(
       fc.property(arbConvNet, ([{ graph, inputs }, lanes]) => {
         const after = alterLayoutSync(graph, { vectorLanes: lanes })
         const convs = multiBlockConvs(after)
+        padded += after.nodes.filter((n) => n.op === "LayoutTransform" && int(n, "channels", 0) > 0).length
         multi += convs.length
         multiStrided += convs.filter(strided).length
         assertAllClose(evalGraph(after, inputs), evalGraph(graph, inputs))
@@ -196,6 +198,8 @@ describe("alterLayout: model-like conv nets", () => {
     // the cases reach convs of several vector blocks, strided ones too
     expect(multi).toBeGreaterThan(20)
     expect(multiStrided).toBeGreaterThan(5)
+    // and channels padded to whole blocks (paddedBlock), through activations, adds, pools and depthwise convs
+    expect(padded).toBeGreaterThan(20)
   })
 
   it("compiled (js, the blocked layout of the case's lanes) computes what the evaluator does", async () => {
@@ -211,12 +215,204 @@ describe("alterLayout: model-like conv nets", () => {
   }, 120_000)
 })
 
+// rewrite.AlterLayout's padded blocks: where the block does not divide a value's channels they are
+// padded to whole blocks, and the extra lanes hold zeros wherever the blocked graph computes them —
+// a conv's zero filters and bias, the elementwise ops that keep 0 at 0, constants re-laid with
+// zeros (ones where they divide), pools — so a conv that reduces over them adds nothing, and a
+// transform back to the padded block after them is the identity.
+
+/** The blocked values of the pass's result whose channels are padded: value → its NCHW channels. */
+const paddedValues = (after: Graph, before: Graph): Map<string, number> => {
+  const padded = new Map<string, number>()
+  for (const n of after.nodes) {
+    const y = after.valueTypes.get(n.outputs[0])?.shape ?? []
+    if (y.length !== 5) continue
+    let C = 0
+    if (n.op === "LayoutTransform") C = int(n, "channels", 0)
+    else if (n.op === "ConvNCHWc") {
+      const O0 = before.initializers.get(convOf(before, n.name).inputs[1])!.shape[0]
+      C = O0 % (y[4] as number) === 0 ? 0 : O0
+    } else C = n.inputs.map((v) => padded.get(v) ?? 0).find((c) => c > 0) ?? 0
+    if (C > 0) padded.set(n.outputs[0], C)
+  }
+  return padded
+}
+
+const allFinite = (ts: readonly Tensor[]): boolean => ts.every((t) => t.data.every((v) => Number.isFinite(Number(v))))
+
+/** Whether element i of a blocked [N, CB, H, W, b] value lies in its last channel block. */
+const isLastBlock = (shape: readonly (number | string)[], i: number): boolean => {
+  const [, CB, H, W, b] = shape as number[]
+  return Math.floor(i / (H * W * b)) % CB === CB - 1
+}
+
+describe("alterLayout: padded blocks", () => {
+  it("the lanes past a padded value's channels are zero wherever the blocked graph computes it", () => {
+    let checked = 0
+    fc.assert(
+      fc.property(fc.oneof(arbConvNet, arbNeighbourCase), ([{ graph, inputs }, lanes]) => {
+        const after = alterLayoutSync(graph, { vectorLanes: lanes })
+        const padded = [...paddedValues(after, bindSync(graph))]
+        // (a NaN or infinity a real lane holds reaches the extra lanes of a conv that reads it: the outputs have it already)
+        if (!allFinite(evalGraph(graph, inputs))) return
+        const outs = evalGraph({ ...after, outputs: padded.map(([name]) => ({ name, type: after.valueTypes.get(name)! })) }, inputs)
+        padded.forEach(([name, C], k) => {
+          const [N, CB, H, W, b] = outs[k].shape
+          for (let n = 0; n < N; n++)
+            for (let c = C; c < CB * b; c++)
+              for (let s = 0; s < H * W; s++) {
+                const v = outs[k].data[((n * CB + Math.floor(c / b)) * H * W + s) * b + (c % b)]
+                if (v !== 0) throw new Error(`${name}: lane ${c} of ${C} channels holds ${v}`)
+              }
+          checked++
+        })
+      }),
+      lawParams(120),
+    )
+    expect(checked).toBeGreaterThan(40)
+  })
+
+  it("each neighbour after a conv of 12 filters at 8 lanes (padded to 16), then a conv that reduces over them: the extra lanes zero, the graph evaluates as before", () => {
+    const rng = prng(13)
+    const rand = (shape: number[], lo = -1, hi = 1) => tensor("float32", shape, Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rng.float(lo, hi)))
+    const window = { kernel_shape: attr.ints([2, 2]), pads: attr.ints([0, 0, 1, 1]) }
+    const mids: [string, string[], Attrs][] = [
+      ...NEIGHBOURS.map((op) => [op, ["c"], {}] as [string, string[], Attrs]),
+      ["Clip", ["c", "lo", "hi"], {}],
+      ["MaxPool", ["c"], window],
+      ["AveragePool", ["c"], window],
+      ...["Add", "Sub", "Mul", "Div"].flatMap((op) => ["s", "k"].flatMap((k) => [[op, ["c", k], {}], [op, [k, "c"], {}]] as [string, string[], Attrs][])),
+    ]
+    for (const [op, ins, attrs] of mids) {
+      const graph = makeGraph({
+        opset: 18,
+        inputs: [{ name: "x", type: { dtype: "float32", shape: [1, 4, 3, 3] } }],
+        outputs: [{ name: "y", type: { dtype: "float32", shape: [] } }],
+        initializers: new Map([
+          ["w", rand([12, 4, 3, 3])],
+          ["v", rand([5, 12, 1, 1])],
+          ["s", rand([], 0.5, 1.5)],
+          ["k", rand([1, 12, 1, 1], 0.5, 1.5)],
+          ["lo", rand([], -1, -0.5)],
+          ["hi", rand([], 0.5, 1)],
+        ]),
+        nodes: [node("Conv", ["x", "w"], ["c"], { pads: attr.ints([1, 1, 1, 1]) }), node(op, ins, ["u"], attrs), node("Conv", ["u", "v"], ["y"])],
+      })
+      const after = alterLayoutSync(graph, { vectorLanes: 8 })
+      const inputs = new Map([["x", rand([1, 4, 3, 3], 0.1, 1)]])
+      const padded = [...paddedValues(after, bindSync(graph))]
+      expect(padded.length, `${op}(${ins}): the conv's output is padded`).toBeGreaterThan(0)
+      const want = evalGraph(graph, inputs)
+      assertAllClose(evalGraph(after, inputs), want)
+      // (a NaN or infinity a real lane holds reaches the extra lanes of a conv that reads it: the outputs have it already)
+      if (!allFinite(want)) continue
+      const outs = evalGraph({ ...after, outputs: padded.map(([name]) => ({ name, type: after.valueTypes.get(name)! })) }, inputs)
+      padded.forEach(([name, C], k) => {
+        const b = outs[k].shape[4]
+        outs[k].data.forEach((v, i) => {
+          if (i % b >= C % b && isLastBlock(outs[k].shape, i) && v !== 0) throw new Error(`${op}(${ins}): ${name} lane ${i % b} of its last block holds ${v}`)
+        })
+      })
+    }
+  })
+
+  it("paddedBlock: of lanes, lanes/2, … 1, the fewest vector FMA cycles times the padded share, the larger block on a tie", () => {
+    const cost = (c: number, b: number, units: (b: number) => number) => (Math.ceil(c / b) / units(b)) * ((Math.ceil(c / b) * b) / c)
+    const records: (Readonly<Record<string, number>> | undefined)[] = [undefined, { "4": 2, "8": 2, "16": 1 }, { "4": 2, "8": 2, "16": 2 }, { "4": 1 }]
+    for (const byLanes of records)
+      for (const lanes of [1, 2, 4, 8, 16])
+        for (let c = 1; c <= 130; c++) {
+          const units = (b: number) => {
+            const ws = Object.keys(byLanes ?? {}).map(Number).sort((x, y) => x - y)
+            return ws.length ? byLanes![String(ws.find((w) => w >= b) ?? ws[ws.length - 1])] : 1
+          }
+          const blocks = [16, 8, 4, 2, 1].filter((b) => b <= lanes)
+          const best = Math.min(...blocks.map((b) => cost(c, b, units)))
+          const want = blocks.find((b) => cost(c, b, units) <= best + 1e-9)
+          expect([c, lanes, paddedBlock(c, { vectorLanes: lanes, ...(byLanes ? { fmaUnitsByLanes: byLanes } : {}) })]).toEqual([c, lanes, want])
+        }
+    // Zen 4's measured pipes (2 at 4 and 8 lanes, 1 at 16): ShuffleNetV2's channels
+    const zen4 = { vectorLanes: 16, fmaUnitsByLanes: { "4": 2, "8": 2, "16": 1 } }
+    expect([58, 116, 232, 464, 24, 3].map((c) => paddedBlock(c, zen4))).toEqual([16, 8, 8, 16, 8, 4])
+  })
+})
+
+// rewrite.AlterLayout's concatenation rule: a fire module (SqueezeNet's: two or three convs of
+// one input, 1×1 or 3×3, their filters random, a ReLU at times, joined over the channels as axis
+// 1 or -3), then a pooling or a conv at times — the join moves into the blocked layout exactly
+// when its operands are blocked alike and unpadded in its own block, the blocked graph evaluates as the original,
+// and compiled (js) it computes what the evaluator does.
+const arbFireCase: fc.Arbitrary<readonly [GraphCase, number]> = fc.integer({ min: 1, max: 1 << 30 }).map((seed) => {
+  const rng = prng(seed)
+  const rand = (shape: number[]) => tensor("float32", shape, Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rng.float(-1, 1)))
+  const lanes = rng.pick([4, 8, 16])
+  const C = rng.pick([3, 4, 8, 16])
+  const [H, W] = [rng.int(2, 5), rng.int(2, 5)]
+  const initializers = new Map<string, Tensor>()
+  const nodes: Graph["nodes"][number][] = []
+  let k = 0
+  const add = (op: string, inputs: string[], attrs: Attrs = {}) => {
+    const out = `v${k}`
+    nodes.push(node(op, inputs, [out], attrs, `${op.toLowerCase()}_${k++}`))
+    return out
+  }
+  const cst = (t: Tensor) => {
+    const name = `c${k++}`
+    initializers.set(name, t)
+    return name
+  }
+  let joined = 0
+  const branches = Array.from({ length: rng.int(2, 3) }, () => {
+    const O = rng.pick([4, 8, 16, 32, 12, 6])
+    joined += O
+    const ks = rng.pick([1, 3])
+    const y = add("Conv", ["x", cst(rand([O, C, ks, ks])), cst(rand([O]))], ks === 3 ? { pads: attr.ints([1, 1, 1, 1]) } : {})
+    return rng.next() < 0.6 ? add("Relu", [y]) : y
+  })
+  let y = add("Concat", branches, { axis: attr.int(rng.pick([1, -3])) })
+  const after = rng.next()
+  if (after < 0.3) y = add("MaxPool", [y], { kernel_shape: attr.ints([2, 2]), pads: attr.ints([0, 0, 1, 1]) })
+  else if (after < 0.6) y = add("Conv", [y, cst(rand([rng.pick([4, 8]), joined, 1, 1]))])
+  return [{ graph: makeGraph({ opset: 18, inputs: [{ name: "x", type: { dtype: "float32", shape: [1, C, H, W] } }], outputs: [{ name: y, type: { dtype: "float32", shape: [] } }], initializers, nodes }), inputs: new Map([["x", rand([1, C, H, W])]]) }, lanes] as const
+})
+
+describe("alterLayout: concatenation over the channels", () => {
+  it("a fire module's join moves into the blocked layout exactly when its operands are blocked alike and unpadded in its own block; layouts consistent; evaluates as before", () => {
+    let moved = 0
+    fc.assert(
+      fc.property(arbFireCase, ([{ graph, inputs }, lanes]) => {
+        const after = alterLayoutSync(graph, { vectorLanes: lanes })
+        checkLayouts(after, lanes, graph)
+        checkSaturated(after, lanes)
+        expect(structurallyEqual(alterLayoutSync(after, { vectorLanes: lanes }), after), "a second run changes nothing").toBe(true)
+        assertAllClose(evalGraph(after, inputs), evalGraph(graph, inputs))
+        moved += after.nodes.filter((n) => n.op === "Concat" && after.valueTypes.get(n.outputs[0])?.shape.length === 5).length
+      }),
+      lawParams(120),
+    )
+    expect(moved).toBeGreaterThan(30)
+  })
+
+  it("compiled (js) computes what the evaluator does", async () => {
+    await fc.assert(
+      fc.asyncProperty(arbFireCase, async ([{ graph, inputs }, lanes]) => {
+        const target = makeTarget("js", { vectorLanes: lanes })
+        const exec = await Effect.runPromise(loadProgram(await Effect.runPromise(compileGraph(graph, target, { optLevel: 3 })), target))
+        const got = exec.run(inputs)
+        assertAllClose(graph.outputs.map((o) => got.get(o.name)!), evalGraph(graph, inputs))
+      }),
+      lawParams(10),
+    )
+  }, 120_000)
+})
+
 // rewrite.AlterLayout's structure, on random graphs and model-like conv nets against 4, 8 and 16
 // lanes: every value has one layout and every op reads what it expects (a LayoutTransform its
 // source layout, a blocked conv its input block, a blocked pool or elementwise op one block; every
 // other op, and every graph output, plain NCHW); transforms stand only at a layout boundary, never
-// on a constant, never after their inverse; blocked channel counts divide, with the largest block
-// the lanes allow; every convolution that can be blocked is, and every dense layer that can be
+// on a constant, never after their inverse; a blocked conv's blocks are the rule's (paddedBlock of
+// its filters; chooseBlock or paddedBlock of its channels), its channels padded to whole blocks of
+// them; every convolution that can be blocked is, and every dense layer that can be
 // packed is; a second run changes nothing (the moves saturate).
 
 /** "NCHW" → 0, "NCHW{b}c" → b for b ≥ 1 (undefined otherwise: no "NCHW0c"). */
@@ -226,13 +422,26 @@ const largestBlock = (c: number, lanes: number): number => {
   const fits = [16, 8, 4, 2].filter((b) => b <= lanes && lanes % b === 0 && c % b === 0)
   return fits.length ? Math.max(...fits) : 1
 }
-const MOVABLE = new Set(["Relu", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "HardSwish", "Elu", "Selu", "Softplus", "Neg", "Abs", "Exp", "Erf", "Sqrt", "Gelu", "Mish", "Swish", "Clip", "Add", "Sub", "Mul", "Div"])
+const MOVABLE = new Set(["Relu", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "HardSwish", "Elu", "Selu", "Softplus", "Neg", "Abs", "Exp", "Erf", "Sqrt", "Gelu", "Mish", "Swish", "Clip", "Add", "Sub", "Mul", "Div", "Concat"])
 
 const str = (n: Graph["nodes"][number], a: string) => (n.attrs[a]?.kind === "string" ? (n.attrs[a].value as string) : "")
 const int = (n: Graph["nodes"][number], a: string, dflt: number) => (n.attrs[a]?.kind === "int" ? (n.attrs[a].value as number) : dflt)
 
-/** Throws unless the layouts of `after` (the pass's result for `lanes`) are consistent and minimal. */
-const checkLayouts = (after: Graph, lanes: number): void => {
+/** The conv of `before` a blocked conv of the pass's result was made from (its name and "_nchwc", a fresh name's suffix after). */
+const convOf = (before: Graph, blocked: string): Graph["nodes"][number] => {
+  const name = /^(.*)_nchwc(?:_\d+)?$/.exec(blocked)?.[1]
+  const n = before.nodes.find((m) => m.name === name && m.op === "Conv")
+  if (!n) throw new Error(`${blocked} was made from no conv of the graph`)
+  return n
+}
+
+/**
+ * Throws unless the layouts of `after` (the pass's result on `before` for `lanes`) are consistent
+ * and minimal: a blocked conv's output block is paddedBlock of its filters (a depthwise conv's
+ * input the same), its input block chooseBlock or paddedBlock of its channels, its padded channel
+ * counts whole blocks of them.
+ */
+const checkLayouts = (after: Graph, lanes: number, before: Graph): void => {
   const layout = new Map<string, number>()
   const producer = new Map<string, Graph["nodes"][number]>()
   for (const n of after.nodes) {
@@ -252,13 +461,24 @@ const checkLayouts = (after: Graph, lanes: number): void => {
       const [x, y] = [after.valueTypes.get(n.inputs[0])!.shape as number[], after.valueTypes.get(n.outputs[0])!.shape as number[]]
       const [C, O] = [x[1] * x[4], y[1] * y[4]]
       expect([ins[0], x[4], y[4]], `${n.name} reads and writes its blocks`).toEqual([ib, ib, ob])
-      expect([C % ib, O % ob]).toEqual([0, 0])
+      const conv = convOf(before, n.name)
+      const [C0, O0] = [bindSync(before).valueTypes.get(conv.inputs[0])?.shape[1] ?? before.inputs.find((i) => i.name === conv.inputs[0])!.type.shape[1], before.initializers.get(conv.inputs[1])!.shape[0]] as number[]
+      expect([C, O], `${n.name}: ${C0} → ${O0} channels padded to whole blocks of ${ib} and ${ob}`).toEqual([Math.ceil(C0 / ib) * ib, Math.ceil(O0 / ob) * ob])
       const group = int(n, "group", 1)
-      const depthwise = group !== 1 && group === C && O === C && (after.valueTypes.get(n.inputs[1])?.shape[1] ?? after.initializers.get(n.inputs[1])?.shape[1]) === 1
-      // (grouped: one block in and out, the largest dividing a group's input and output channels)
-      const inGroup = largestBlock(gcd(C / group, O / group), lanes)
-      const expected = group === 1 ? [largestBlock(C, lanes), largestBlock(O, lanes)] : depthwise ? [largestBlock(C, lanes), largestBlock(C, lanes)] : [inGroup, inGroup]
-      expect([ib, ob], `${n.name}: the largest blocks ≤ ${lanes} lanes of ${C} → ${O} channels in ${group} groups`).toEqual(expected)
+      // (a depthwise conv over padded channels has a group a padded channel)
+      const depthwise = group !== 1 && group === C
+      const target = { vectorLanes: lanes }
+      if (group !== 1 && !depthwise) {
+        // (grouped: one block in and out, the largest dividing a group's input and output channels, never padded)
+        const inGroup = largestBlock(gcd(C0 / group, O0 / group), lanes)
+        expect([ib, ob], `${n.name}: the largest blocks ≤ ${lanes} lanes of ${C0} → ${O0} channels in ${group} groups`).toEqual([inGroup, inGroup])
+      } else {
+        // (one output pixel: a matrix-vector product, not padded)
+        const pixels = y[2] * y[3]
+        expect(ob, `${n.name}: the block of ${O0} filters for ${lanes} lanes`).toBe(pixels > 1 ? paddedBlock(O0, target) : largestBlock(O0, lanes))
+        if (depthwise) expect(ib, `${n.name}: a depthwise conv's one block`).toBe(ob)
+        else expect([largestBlock(C0, lanes), paddedBlock(C0, target)], `${n.name}: the block of ${C0} channels for ${lanes} lanes`).toContain(ib)
+      }
       out = ob
     } else if (n.op === "PoolNCHWc") {
       expect(ins[0]! > 0, `${n.name} reads a blocked value`).toBe(true)
@@ -290,7 +510,9 @@ const blockable = (g: Graph, lanes: number): number =>
     const [C, O, group] = [x.shape[1] as number, w.shape[0], int(n, "group", 1)]
     const depthwise = group === C && O === C && w.shape[1] === 1
     if (group !== 1 && !depthwise) return largestBlock(gcd(C / group, O / group), lanes) > 1
-    return largestBlock(C, lanes) > 1 || largestBlock(depthwise ? C : O, lanes) > 1
+    const y = g.valueTypes.get(n.outputs[0])?.shape ?? []
+    const out = (y[2] as number) * (y[3] as number) > 1 ? paddedBlock(depthwise ? C : O, { vectorLanes: lanes }) : largestBlock(depthwise ? C : O, lanes)
+    return largestBlock(C, lanes) > 1 || out > 1
   }).length
 
 /** Gemms the pass must pack: no transposes, alpha 1, beta 1 (or no C), float32 [M ≤ 8, K] by a constant [K, N ≥ 2·lanes], lanes ≥ 8. */
@@ -340,7 +562,7 @@ describe("alterLayout: structure", () => {
     for (const lanes of [1, 2, 4, 8, 16]) for (let c = 1; c <= 48; c++) expect([c, lanes, chooseBlock(c, lanes)]).toEqual([c, lanes, largestBlock(c, lanes)])
   })
 
-  it("layouts are consistent, transforms only at boundaries, blocks divide and are the largest, every blockable conv and packable dense layer converted, a second run changes nothing", () => {
+  it("layouts are consistent, transforms only at boundaries, blocks the rule's and padded to whole blocks, every blockable conv and packable dense layer converted, a second run changes nothing", () => {
     let convs = 0
     let dense = 0
     fc.assert(
@@ -348,7 +570,7 @@ describe("alterLayout: structure", () => {
         // Gemms canonical (transposes, alpha and beta folded into the constants) or as written
         const g = canonical ? simplifyInferenceSync(graph) : bindSync(graph)
         const after = alterLayoutSync(g, { vectorLanes: lanes })
-        checkLayouts(after, lanes)
+        checkLayouts(after, lanes, g)
         const bound = bindSync(g)
         expect(after.nodes.filter((n) => n.op === "ConvNCHWc").length).toBe(blockable(bound, lanes))
         expect(after.nodes.filter((n) => n.op === "DensePack").length).toBe(packable(bound, lanes))
@@ -369,8 +591,12 @@ describe("alterLayout: structure", () => {
 // per-channel constant or with another blocked value, max / average / global pooling — and the
 // ones it must leave: a constant that varies over H or W or over the batch, or that adds a dim,
 // pooling with its Indices. Convs that cannot be blocked stand beside them: computed weights, two
-// groups (blocked where a group's channels have a block), a depthwise conv with a channel multiplier, a 1-D conv, odd channels, float64, a batch of
-// unknown size, and a ConvTranspose.
+// groups (blocked where a group's channels have a block), a depthwise conv with a channel
+// multiplier, a 1-D conv, float64, a batch of unknown size, and a ConvTranspose (odd channels are
+// blocked, padded to whole blocks; after them only the ops that keep 0 at 0 move, and no Div by a
+// blocked value).
+/** The neighbours that keep 0 at 0, the ones that move after a conv whose channels are padded to whole blocks. */
+const ZERO_KEEPING = ["Relu", "Tanh", "LeakyRelu", "HardSwish", "Elu", "Selu", "Neg", "Abs", "Erf", "Sqrt", "Gelu", "Mish", "Swish"]
 const NEIGHBOURS = ["Relu", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "HardSwish", "Elu", "Selu", "Softplus", "Neg", "Abs", "Exp", "Erf", "Sqrt", "Gelu", "Mish", "Swish"]
 const arbNeighbourCase: fc.Arbitrary<readonly [GraphCase, number]> = fc.integer({ min: 1, max: 1 << 30 }).map((seed) => {
   const rng = prng(seed)
@@ -450,13 +676,21 @@ const arbNeighbourCase: fc.Arbitrary<readonly [GraphCase, number]> = fc.integer(
 })
 
 /** Throws where an op the pass moves into the blocked layout still reads an unblocked value (LayoutTransform b → NCHW). */
-const checkSaturated = (g: Graph): void => {
+const checkSaturated = (g: Graph, lanes?: number): void => {
   const producer = new Map<string, Graph["nodes"][number]>()
   for (const n of g.nodes) for (const o of n.outputs) producer.set(o, n)
   const unblocked = (v: string): number => {
     const p = producer.get(v)
     return p?.op === "LayoutTransform" && str(p, "dst_layout") === "NCHW" ? blockIn(str(p, "src_layout"))! : 0
   }
+  /** A value unblocked from a padded block (its channels not whole blocks): only ops that keep 0 at 0 move. */
+  const padded = (v: string): boolean => {
+    const p = producer.get(v)
+    return !!p && unblocked(v) > 0 && int(p, "channels", 0) > 0
+  }
+  // (a bound left out holds 0; a computed one is not known to)
+  const bound = (v: string | undefined, none: number) => (v ? Number(g.initializers.get(v)?.data[0]) : none)
+  const keepsZero = (n: Graph["nodes"][number]) => ZERO_KEEPING.includes(n.op) || (n.op === "Clip" && bound(n.inputs[1], -1) <= 0 && bound(n.inputs[2], 1) >= 0)
   const isConst = (v: string) => v === "" || g.initializers.has(v)
   const perChannel = (v: string, C: number) => {
     const t = g.initializers.get(v)
@@ -469,14 +703,22 @@ const checkSaturated = (g: Graph): void => {
     const out = g.valueTypes.get(n.outputs[0])?.shape ?? []
     const stays = `${n.op} ${n.name} reads an unblocked value it could read blocked`
     if (n.domain !== "") continue
-    if (b && (NEIGHBOURS.includes(n.op) || n.op === "Clip")) throw new Error(stays)
+    if (b && (NEIGHBOURS.includes(n.op) || n.op === "Clip") && (!padded(n.inputs[0]) || keepsZero(n))) throw new Error(stays)
     if (b && ["MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"].includes(n.op) && (n.outputs[1] ?? "") === "") throw new Error(stays)
+    const axis = int(n, "axis", 0)
+    if (n.op === "Concat" && out.length === 4 && (axis === 1 || axis === -3)) {
+      const bs = n.inputs.map(unblocked)
+      // (where the common block is the join's own: paddedBlock of its channels)
+      const own = lanes !== undefined && paddedBlock(out[1] as number, { vectorLanes: lanes }) === bs[0]
+      if (n.inputs.length > 1 && bs[0] > 0 && own && bs.every((b) => b === bs[0]) && !n.inputs.some(padded)) throw new Error(stays)
+    }
     if (["Add", "Sub", "Mul", "Div"].includes(n.op) && out.length === 4) {
       const [l, r] = n.inputs.map(unblocked)
       const same = (v: string) => g.valueTypes.get(v)?.shape.join() === out.join()
-      if (l && r && l === r) throw new Error(stays)
+      const div = n.op === "Div"
+      if (l && r && l === r && !(div && padded(n.inputs[0]))) throw new Error(stays)
       if (l && !r && same(n.inputs[0]) && perChannel(n.inputs[1], out[1] as number)) throw new Error(stays)
-      if (r && !l && same(n.inputs[1]) && perChannel(n.inputs[0], out[1] as number)) throw new Error(stays)
+      if (r && !l && same(n.inputs[1]) && perChannel(n.inputs[0], out[1] as number) && !(div && padded(n.inputs[1]))) throw new Error(stays)
     }
   }
 }
@@ -531,7 +773,7 @@ describe("alterLayout: neighbours of a blocked conv", () => {
             nodes: [node("Conv", ["x", "w"], ["c"], { pads: attr.ints([1, 1, 1, 1]) }), node(op, shape.length === 3 ? ["k", "c"] : ["c", "k"], ["y"])],
           })
           const after = alterLayoutSync(graph, { vectorLanes: 4 })
-          checkLayouts(after, 4)
+          checkLayouts(after, 4, graph)
           const blocked = after.nodes.find((n) => n.op === "ConvNCHWc")!.outputs[0]
           const moved = after.nodes.some((n) => n.op === op && n.inputs.includes(blocked))
           expect(moved, `${op} of [${shape}], batch ${N}`).toBe(moves)
@@ -599,7 +841,7 @@ describe("alterLayout: neighbours of a blocked conv", () => {
     fc.assert(
       fc.property(arbNeighbourCase, ([{ graph, inputs }, lanes]) => {
         const after = alterLayoutSync(graph, { vectorLanes: lanes })
-        checkLayouts(after, lanes)
+        checkLayouts(after, lanes, graph)
         checkSaturated(after)
         expect(after.nodes.filter((n) => n.op === "ConvNCHWc").length).toBe(blockable(bindSync(graph), lanes))
         expect(structurallyEqual(alterLayoutSync(after, { vectorLanes: lanes }), after), "a second run changes nothing").toBe(true)
@@ -663,7 +905,7 @@ describe("alterLayout: grouped convolutions", () => {
       fc.property(arbGroupedCase, ([{ graph, inputs }, lanes]) => {
         const after = alterLayoutSync(graph, { vectorLanes: lanes })
         // (no two transforms back to back: 16 → NCHW → 8 is one transform 16 → 8)
-        checkLayouts(after, lanes)
+        checkLayouts(after, lanes, graph)
         const convs = after.nodes.filter((n) => n.op === "ConvNCHWc")
         expect(convs.length).toBe(blockable(bindSync(graph), lanes))
         blocked += convs.length

@@ -48,6 +48,8 @@ export interface CpuAttrs {
   readonly fma: boolean
   readonly fmaUnits: number
   readonly fmaLatency: number
+  /** FMA pipes at each vector width measured (fp32 lanes → pipes), where the host was measured (the blocked layout's block). */
+  readonly fmaUnitsByLanes?: Readonly<Record<string, number>>
   /** AVX-512 VNNI (int8 dot products). */
   readonly vnni: boolean
 }
@@ -140,6 +142,7 @@ export const cpuAttrsProblem = (a: CpuAttrs): string | undefined => {
   if (!(a.isa in ISA_LANES)) return `unknown isa '${String(a.isa)}'`
   if (!(Number.isInteger(a.vectorLanes) && a.vectorLanes >= 0 && (a.vectorLanes & (a.vectorLanes - 1)) === 0)) return `vectorLanes ${a.vectorLanes} is not 0 or a power of two`
   for (const k of ["cores", "l1Bytes", "l2Bytes", "cacheBytes", "fmaUnits", "fmaLatency"] as const) if (!positiveInt(a[k])) return `${k} ${a[k]} is not a positive integer`
+  for (const [l, u] of Object.entries(a.fmaUnitsByLanes ?? {})) if (!positiveInt(Number(l)) || !positiveInt(u)) return `fmaUnitsByLanes ${l}: ${u} is not lanes → a positive pipe count`
   return undefined
 }
 

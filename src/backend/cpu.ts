@@ -15,7 +15,7 @@ import type { ScheduleTarget } from "../lowering/templates/template.js"
 /** The default passes, then (with 2+ lanes) the blocked layout of that many lanes and Winograd convolution. */
 export const cpuGraphPasses = (target: Target<"c" | "js" | "wasm">): GraphPass => {
   const lanes = target.attrs.vectorLanes
-  return lanes > 1 ? sequential("rewrite.Target", [defaultPasses, alterLayout({ vectorLanes: lanes }), winogradConv]) : defaultPasses
+  return lanes > 1 ? sequential("rewrite.Target", [defaultPasses, alterLayout({ vectorLanes: lanes, ...(target.attrs.fmaUnitsByLanes ? { fmaUnitsByLanes: target.attrs.fmaUnitsByLanes } : {}) }), winogradConv]) : defaultPasses
 }
 
 /** Each group's CPU template, at the target's defaults unless tuned. */

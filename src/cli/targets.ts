@@ -139,7 +139,7 @@ export const prepare = Effect.fn("cli.prepare")(function* (graph: Graph, o: Prep
   const program = c.program
   const t0 = performance.now()
   const exec = yield* loadProgram(program, o.settings.target, o.settings.threads !== undefined ? { threads: o.settings.threads } : {})
-  return { ...c, program, compileMs: c.compileMs + (performance.now() - t0), run: (feeds: ReadonlyMap<string, Tensor>) => exec.run(feeds, o.interrupt) } satisfies Prepared
+  return { ...c, program, compileMs: c.compileMs + (performance.now() - t0), run: (feeds: ReadonlyMap<string, Tensor>) => exec.run(feeds, undefined, o.interrupt) } satisfies Prepared
 })
 
 /** Reads a tuning log: the best record per workload for this target kind, and the log's warnings. */

@@ -72,9 +72,10 @@ export interface DeviceModule {
   readonly input: (reserved: DeviceBuffer, data: TypedArray) => DeviceBuffer
   /**
    * This run's buffer for an output: `reserved` on a device with its own memory (read copies it
-   * out), a fresh host array on one that writes host memory (handed to the caller as it is).
+   * out), on one that writes host memory the caller's array `into` where given (its length and
+   * type checked by the executor), else a fresh host array (handed to the caller as it is).
    */
-  readonly output: (reserved: DeviceBuffer) => DeviceBuffer
+  readonly output: (reserved: DeviceBuffer, into?: TypedArray) => DeviceBuffer
   /** A buffer's contents on the host: the same memory where the device shares it (valid until it is written again), else a copy. */
   readonly read: (buffer: DeviceBuffer) => TypedArray
   /** Host data copied into a buffer. */
@@ -158,7 +159,8 @@ export const hostModule = (kind: TargetKind, kernels: ReadonlyMap<string, (...ar
       return buffer(new (allocate(dtype, 0).constructor as unknown as ViewCtor)(b.buffer, b.offset, elements))
     },
     input: (_reserved, data) => buffer(data),
-    output: (reserved) => {
+    output: (reserved, into) => {
+      if (into) return buffer(into)
       const r = array(reserved)
       return buffer(new (r.constructor as unknown as new (n: number) => TypedArray)(r.length))
     },

@@ -6,7 +6,7 @@
 // kernels on the module's buffers, fallback groups through the reference kernels on the host (their
 // inputs read from the device, their outputs written back) — and reads the outputs back.
 import { Data } from "effect"
-import { storageBytes, type DType, type TypedArray } from "../ast/graph/dtype.js"
+import { allocate, storageBytes, type DType, type TypedArray } from "../ast/graph/dtype.js"
 import { checkInterrupt, type Interrupt } from "../ast/graph/errors.js"
 import { kernelError, newRunLimits, resolveNode, roundNarrow, subgraphRunner } from "../ast/graph/evaluate.js"
 import type { Graph } from "../ast/graph/graph.js"
@@ -26,8 +26,16 @@ const staticShape = (g: Graph, v: string): number[] | undefined => {
 }
 
 export interface Executor {
-  /** Runs the kernels in order; with `interrupt`, a set flag stops the run between kernels (InterruptedError). */
-  readonly run: (feeds: ReadonlyMap<string, Tensor>, interrupt?: Interrupt) => Map<string, Tensor>
+  /**
+   * Runs the model on `feeds`. Each output is a fresh array, or the caller's array for it in
+   * `into` (same dtype and element count), written in place: where the device writes host memory
+   * (c, js) the kernels write it directly — a fresh array's pages are faulted in as the kernel
+   * first writes them, which for a memory-bound op (a softmax over 1.9 MB) cost more than the op.
+   * A caller that passes the same arrays again gets them overwritten by the new run; one that
+   * feeds an output array back as an input gets it written after the run. With `interrupt`, a set
+   * flag stops the run between kernels (InterruptedError).
+   */
+  readonly run: (feeds: ReadonlyMap<string, Tensor>, into?: ReadonlyMap<string, TypedArray>, interrupt?: Interrupt) => Map<string, Tensor>
   /** Bytes of the planned storage blocks (reserved once). */
   readonly plannedBytes: number
   /** The module the kernels run on. */
@@ -82,8 +90,13 @@ export const createExecutor = (program: Program, mod: DeviceModule): Executor =>
   const outputs = new Set(graph.outputs.map((o) => o.name))
   const inputs = new Set(graph.inputs.map((i) => i.name))
 
-  const run = (feeds: ReadonlyMap<string, Tensor>, interrupt?: Interrupt): Map<string, Tensor> => {
+  const run = (feeds: ReadonlyMap<string, Tensor>, into?: ReadonlyMap<string, TypedArray>, interrupt?: Interrupt): Map<string, Tensor> => {
     const limits = newRunLimits(interrupt)
+    for (const [name, a] of into ?? []) {
+      const r = reserved.get(name)
+      if (!outputs.has(name) || !r) throw new ExecutorError({ where: `output array '${name}'`, reason: "is no output of the model with a static shape" })
+      if (a.length !== sizeOf(r.shape) || a.constructor !== allocate(r.dtype, 0).constructor) throw new ExecutorError({ where: `output array '${name}'`, reason: `is a ${a.constructor.name}[${a.length}], the output is ${r.dtype}[${sizeOf(r.shape)}]` })
+    }
     // values on the host (feeds, constants, fallback results, what was read back) and on the device
     const host = new Map<string, Tensor>(constants)
     const device = new Map<string, DeviceBuffer>()
@@ -92,6 +105,13 @@ export const createExecutor = (program: Program, mod: DeviceModule): Executor =>
       const t = feeds.get(i.name)
       if (!t) throw new ExecutorError({ where: `input '${i.name}'`, reason: "is missing" })
       host.set(i.name, t)
+    }
+    /** The caller's array for output v, where the kernels may write it: one that shares no memory with a feed (else written after the run). */
+    const inPlace = (v: string): TypedArray | undefined => {
+      const a = into?.get(v)
+      if (!a) return undefined
+      const overlaps = (d: TypedArray) => d.buffer === a.buffer && d.byteOffset < a.byteOffset + a.byteLength && a.byteOffset < d.byteOffset + d.byteLength
+      return [...feeds.values()].some((t) => overlaps(t.data)) ? undefined : a
     }
     /** A value as a device buffer: on the device already, or its host data bound to its reserved buffer. */
     const onDevice = (v: string): DeviceBuffer => {
@@ -104,7 +124,7 @@ export const createExecutor = (program: Program, mod: DeviceModule): Executor =>
       if (h) {
         if (h.data.length !== sizeOf(r.shape)) throw new ExecutorError({ where: `value '${v}'`, reason: `has ${h.data.length} elements, its type says ${sizeOf(r.shape)}` })
         b = inputs.has(v) || outputs.has(v) ? mod.input(r.buffer, h.data) : (mod.write(r.buffer, h.data), r.buffer)
-      } else b = outputs.has(v) ? mod.output(r.buffer) : r.buffer
+      } else b = outputs.has(v) ? mod.output(r.buffer, inPlace(v)) : r.buffer
       device.set(v, b)
       return b
     }
@@ -149,7 +169,16 @@ export const createExecutor = (program: Program, mod: DeviceModule): Executor =>
         })
       }
     }
-    return new Map(graph.outputs.map((o) => [o.name, onHost(o.name, `output '${o.name}'`)] as const))
+    return new Map(
+      graph.outputs.map((o) => {
+        const t = onHost(o.name, `output '${o.name}'`)
+        // (a device with its own memory, an output a fallback computed, or one the model's input or constant: copied in)
+        const a = into?.get(o.name)
+        if (!a || a === t.data) return [o.name, t] as const
+        a.set(t.data as never)
+        return [o.name, { ...t, data: a }] as const
+      }),
+    )
   }
   return { run, plannedBytes: sizes.reduce((s, b) => s + b, 0), module: mod }
 }

@@ -74,8 +74,10 @@ export const hostCpu = (): CpuAttrs => {
   const cores = typeof os.availableParallelism === "function" ? os.availableParallelism() : os.cpus().length
   const nominal = cpuAttrs({ ...features, cores: Math.max(1, cores), ...hostCaches() })
   const widths = [4, 8, 16].filter((l) => l <= nominal.vectorLanes)
-  const measured = info && widths.length ? hostFma(cpuIdentity(info), widths)?.byLanes[String(nominal.vectorLanes)] : undefined
-  host = measured ? cpuAttrs({ ...nominal, fmaUnits: measured.units, fmaLatency: measured.latency }) : nominal
+  const record = info && widths.length ? hostFma(cpuIdentity(info), widths) : undefined
+  const measured = record?.byLanes[String(nominal.vectorLanes)]
+  const byLanes = record ? Object.fromEntries(Object.entries(record.byLanes).map(([l, f]) => [l, f.units])) : undefined
+  host = measured ? cpuAttrs({ ...nominal, fmaUnits: measured.units, fmaLatency: measured.latency, fmaUnitsByLanes: byLanes }) : nominal
   return host
 }
 

@@ -311,6 +311,13 @@ const layoutTransform: OpCompute = (ctx) => {
     // one block to another: channel cb·b + ci of the output is channel (cb·b + ci) of the input;
     // where one block divides the other, the lane stays a sum of the output's lane (contiguous)
     const [a, b] = [x.shape[4], out[4]]
+    // (padded: channel ch of the output is the input's below `channels`, zero past them)
+    const C = num(ctx.attrs.channels, 0)
+    if (C > 0 && (C % a !== 0 || C % b !== 0))
+      return [compute(ctx.name(), out, (n, cb, y, xx, ci) => {
+        const ch = add(mul(cb, c(b)), ci)
+        return select(lt(ch, c(C)), at(x, n, floordiv(ch, c(a)), y, xx, floormod(ch, c(a))), castExpr(c(0, "float64"), x.dtype))
+      }, x.dtype)]
     if (a % b === 0) return [compute(ctx.name(), out, (n, cb, y, xx, ci) => at(x, n, floordiv(cb, c(a / b)), y, xx, add(mul(floormod(cb, c(a / b)), c(b)), ci)), x.dtype)]
     if (b % a === 0) return [compute(ctx.name(), out, (n, cb, y, xx, ci) => at(x, n, add(mul(cb, c(b / a)), floordiv(ci, c(a))), y, xx, floormod(ci, c(a))), x.dtype)]
     return [compute(ctx.name(), out, (n, cb, y, xx, ci) => {
@@ -320,7 +327,12 @@ const layoutTransform: OpCompute = (ctx) => {
   }
   if (out.length === 5) {
     const b = out[4]
-    return [compute(ctx.name(), out, (n, cb, y, xx, ci) => at(x, n, add(mul(cb, c(b)), ci), y, xx), x.dtype)]
+    const C = x.shape[1]
+    // (the last block's lanes past C, where b does not divide C, are zero)
+    return [compute(ctx.name(), out, (n, cb, y, xx, ci) => {
+      const ch = add(mul(cb, c(b)), ci)
+      return C % b === 0 ? at(x, n, ch, y, xx) : select(lt(ch, c(C)), at(x, n, ch, y, xx), castExpr(c(0, "float64"), x.dtype))
+    }, x.dtype)]
   }
   const b = x.shape[4]
   return [compute(ctx.name(), out, (n, ch, y, xx) => at(x, n, floordiv(ch, c(b)), y, xx, floormod(ch, c(b))), x.dtype)]

@@ -24,28 +24,33 @@ export const blockOf = (layout: string): number => {
   return Number(m[1])
 }
 
-/** [N, C, H, W] → [N, C/b, H, W, b]. */
-export const packNCHWc = (t: Tensor, b: number): Tensor => {
+/**
+ * [N, C, H, W] → [N, ⌈C/b⌉, H, W, b]. Where b does not divide C the last block's lanes past C are
+ * `fill` (0 unless asked: the padded lanes a blocked op computes on stay zero).
+ */
+export const packNCHWc = (t: Tensor, b: number, fill = 0): Tensor => {
   const [N, C, H, W] = t.shape
-  check(C % b === 0, `channels ${C} are not a multiple of the block ${b}`)
-  const out = allocate(t.dtype, t.data.length)
+  const CB = Math.ceil(C / b)
+  const out = allocate(t.dtype, N * CB * H * W * b)
+  if (fill !== 0) out.fill(fill as never)
   const HW = H * W
   for (let n = 0; n < N; n++)
     for (let c = 0; c < C; c++) {
       const cb = Math.floor(c / b)
       const ci = c % b
       const src = (n * C + c) * HW
-      const dst = ((n * (C / b) + cb) * HW) * b + ci
+      const dst = ((n * CB + cb) * HW) * b + ci
       for (let s = 0; s < HW; s++) out[dst + s * b] = t.data[src + s]
     }
-  return tensor(t.dtype, [N, C / b, H, W, b], out)
+  return tensor(t.dtype, [N, CB, H, W, b], out)
 }
 
-/** [N, C/b, H, W, b] → [N, C, H, W]. */
-export const unpackNCHWc = (t: Tensor): Tensor => {
+/** [N, C/b, H, W, b] → [N, C, H, W], the lanes past `channels` (⌈channels/b⌉ = C/b) dropped. */
+export const unpackNCHWc = (t: Tensor, channels?: number): Tensor => {
   const [N, CB, H, W, b] = t.shape
-  const C = CB * b
-  const out = allocate(t.dtype, t.data.length)
+  const C = channels ?? CB * b
+  check(Math.ceil(C / b) === CB, `${C} channels do not fill ${CB} blocks of ${b}`)
+  const out = allocate(t.dtype, N * C * H * W)
   const HW = H * W
   for (let n = 0; n < N; n++)
     for (let c = 0; c < C; c++) {
@@ -56,24 +61,28 @@ export const unpackNCHWc = (t: Tensor): Tensor => {
   return tensor(t.dtype, [N, C, H, W], out)
 }
 
-/** OIHW → OIHW[ib]i[ob]o: [O/ob, I/ib, KH, KW, ib, ob]. */
+/**
+ * OIHW → OIHW[ib]i[ob]o: [⌈O/ob⌉, ⌈I/ib⌉, KH, KW, ib, ob], the filters and input channels past O
+ * and I zero (a padded output channel computes 0; a padded input channel adds nothing).
+ */
 export const packKernel = (w: Tensor, ib: number, ob: number): Tensor => {
   const [O, I, KH, KW] = w.shape
-  check(O % ob === 0 && I % ib === 0, `kernel [${w.shape.join(", ")}] does not split into blocks ${ib}/${ob}`)
-  const out = allocate(w.dtype, w.data.length)
+  const [OB, IB] = [Math.ceil(O / ob), Math.ceil(I / ib)]
+  const out = allocate(w.dtype, OB * IB * KH * KW * ib * ob)
   const src = w.data
   // strides of o, i, kh in the OIHW source (kw's is 1)
   const sO = I * KH * KW
   const sI = KH * KW
   let k = 0
-  for (let oo = 0; oo < O / ob; oo++)
-    for (let ii = 0; ii < I / ib; ii++)
+  for (let oo = 0; oo < OB; oo++)
+    for (let ii = 0; ii < IB; ii++)
       for (let kh = 0; kh < KH; kh++)
         for (let kw = 0; kw < KW; kw++) {
           const base = oo * ob * sO + ii * ib * sI + kh * KW + kw
-          for (let i = 0; i < ib; i++) for (let o = 0, at = base + i * sI; o < ob; o++, at += sO) out[k++] = src[at]
+          for (let i = 0; i < ib; i++)
+            for (let o = 0, at = base + i * sI; o < ob; o++, at += sO, k++) if (oo * ob + o < O && ii * ib + i < I) out[k] = src[at]
         }
-  return tensor(w.dtype, [O / ob, I / ib, KH, KW, ib, ob], out)
+  return tensor(w.dtype, [OB, IB, KH, KW, ib, ob], out)
 }
 
 export const unpackKernel = (w: Tensor): Tensor => {
@@ -119,7 +128,8 @@ export const unpackDense = (w: Tensor, n: number): Tensor => {
   return tensor(w.dtype, [K, n], out)
 }
 
-const layoutAttrs = attrs({ src_layout: A.str(), dst_layout: A.str() })
+/** `channels`: an NCHW value's channel count where the block does not divide it (0: blocks × block). */
+const layoutAttrs = attrs({ src_layout: A.str(), dst_layout: A.str(), channels: A.int(0) })
 
 const convAttrs = attrs({
   in_block: A.int(),
@@ -174,7 +184,7 @@ const plainAttrs = (def: AnyOpDef, name: string, a: Readonly<Record<string, stri
 
 const blockedDims = (shape: readonly Dim[], b: number): Dim[] => {
   const [N, C, H, W] = shape
-  return [N, typeof C === "number" ? C / b : C, H, W, b]
+  return [N, typeof C === "number" ? Math.ceil(C / b) : C, H, W, b]
 }
 
 export const layoutOps = {
@@ -191,13 +201,19 @@ export const layoutOps = {
       if (src === 0 && dst > 0) return [{ dtype: x.dtype, shape: blockedDims(x.shape, dst) }]
       if (src > 0 && dst === 0) {
         const [N, CB, H, W, b] = x.shape
-        return [{ dtype: x.dtype, shape: [N, typeof CB === "number" && typeof b === "number" ? CB * b : `${ctx.node}.C`, H, W] }]
+        const C = ctx.attrs.channels
+        if (C > 0 && typeof CB === "number" && Math.ceil(C / src) !== CB) return fail(`${C} channels do not fill ${CB} blocks of ${src}`)
+        return [{ dtype: x.dtype, shape: [N, C > 0 ? C : typeof CB === "number" && typeof b === "number" ? CB * b : `${ctx.node}.C`, H, W] }]
       }
-      // one block to another (a conv of blocks of 16 feeding a grouped conv of blocks of 8)
+      // one block to another (a conv of blocks of 16 feeding a grouped conv of blocks of 8); with
+      // `channels`, the lanes past them dropped from the source and zero in the destination
       if (src > 0 && dst > 0 && src !== dst) {
         const [N, CB, H, W] = x.shape
-        if (typeof CB !== "number" || (CB * src) % dst !== 0) return fail(`${typeof CB === "number" ? CB * src : CB} channels do not split into blocks of ${dst}`)
-        return [{ dtype: x.dtype, shape: [N, (CB * src) / dst, H, W, dst] }]
+        if (typeof CB !== "number") return fail(`the channel blocks ${CB} are not static`)
+        const C = ctx.attrs.channels > 0 ? ctx.attrs.channels : CB * src
+        if (Math.ceil(C / src) !== CB) return fail(`${C} channels do not fill ${CB} blocks of ${src}`)
+        if (ctx.attrs.channels === 0 && C % dst !== 0) return fail(`${C} channels do not split into blocks of ${dst}`)
+        return [{ dtype: x.dtype, shape: [N, Math.ceil(C / dst), H, W, dst] }]
       }
       return fail(`transform ${ctx.attrs.src_layout} → ${ctx.attrs.dst_layout} is not supported`)
     },
@@ -206,8 +222,8 @@ export const layoutOps = {
       const src = blockOf(ctx.attrs.src_layout)
       const dst = blockOf(ctx.attrs.dst_layout)
       if (src === 0 && dst > 0) return [packNCHWc(x, dst)]
-      if (src > 0 && dst === 0) return [unpackNCHWc(x)]
-      if (src > 0 && dst > 0 && src !== dst) return [packNCHWc(unpackNCHWc(x), dst)]
+      if (src > 0 && dst === 0) return [unpackNCHWc(x, ctx.attrs.channels > 0 ? ctx.attrs.channels : undefined)]
+      if (src > 0 && dst > 0 && src !== dst) return [packNCHWc(unpackNCHWc(x, ctx.attrs.channels > 0 ? ctx.attrs.channels : undefined), dst)]
       return fail(`transform ${ctx.attrs.src_layout} → ${ctx.attrs.dst_layout} is not supported`)
     },
   }),
