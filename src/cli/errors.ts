@@ -28,6 +28,7 @@ const HINTS: { readonly [tag: string]: (e: { readonly message: string; readonly 
   CompileError: () => "the generated code did not build: check the compiler, or report it with the model",
   LoadError: (e) => (/^cannot load the c /.test(e.message) ? "the built library could not be loaded: check the C compiler and the cache folder" : "this is a bug in Tessera's emitter for this target: please report it with the model"),
   DeviceRunError: () => "this is a bug in Tessera: please report it with the model",
+  UnsafeCacheError: () => "use a folder only you own and can write (chmod 700), or set TESSERA_CACHE_DIR to one",
   TargetError: () => "",
   FileAccessError: (e) => (e.operation === "write" ? "check that the folder exists, is writable and has space" : "check the path and its permissions"),
 }
@@ -78,6 +79,7 @@ const COMMAND_ERROR_TAGS: ReadonlySet<string> = new Set([
   "CompileError",
   "LoadError",
   "DeviceRunError",
+  "UnsafeCacheError",
 ])
 
 /** A typed failure of a command: an Error with one of the known tags. */

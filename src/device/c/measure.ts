@@ -278,7 +278,7 @@ const buildChunk = (funcs: readonly PrimFunc[], render: RenderC, config: CBuildC
   const limited = { ...config, timeoutMs: config.timeoutMs ?? BUILD_MS_PER_CANDIDATE * funcs.length }
   const attempt = (fs: readonly PrimFunc[]) =>
     Effect.try({ try: () => render(fs), catch: (e) => `emit failed: ${e instanceof Error ? e.message : String(e)}` }).pipe(
-      Effect.flatMap((source) => Effect.mapError(buildC(source, limited), (e) => `build failed: ${firstLines(e.stderr) || e.reason}`)),
+      Effect.flatMap((source) => Effect.mapError(buildC(source, limited), (e) => `build failed: ${(e._tag === "CompileError" ? firstLines(e.stderr) : "") || e.reason}`)),
     )
   return attempt(funcs).pipe(
     Effect.map((so): Built[] => [{ so, names: funcs.map((f) => f.name) }]),
