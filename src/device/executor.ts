@@ -7,9 +7,11 @@
 // inputs read from the device, their outputs written back) — and reads the outputs back.
 import { Data } from "effect"
 import { storageBytes, type DType, type TypedArray } from "../ast/graph/dtype.js"
-import { resolveNode, roundNarrow, runGraph } from "../ast/graph/evaluate.js"
+import { resolveNode, roundNarrow, runGraph, toTyped } from "../ast/graph/evaluate.js"
 import type { Graph } from "../ast/graph/graph.js"
 import { sizeOf, type Tensor } from "../ast/graph/tensor.js"
+import { NodeError } from "../ast/graph/errors.js"
+import { indexChecks, type IndexCheck } from "../lowering/index-checks.js"
 import type { Program } from "../lowering/program.js"
 import type { DeviceBuffer, DeviceModule } from "./device.js"
 
@@ -79,6 +81,20 @@ export const createExecutor = (program: Program, mod: DeviceModule): Executor =>
   })
   const outputs = new Set(graph.outputs.map((o) => o.name))
   const inputs = new Set(graph.inputs.map((i) => i.name))
+  // the data-given indices each compiled kernel reads by (lowering keeps them kernel arguments)
+  const nodeByName = new Map(graph.nodes.map((n) => [n.name, n] as const))
+  const checksOf = new Map<string, IndexCheck[]>()
+  for (const k of program.kernels) {
+    if (k.kind !== "compiled") continue
+    const group = program.fused.groups.find((g) => g.id === k.group)
+    const checks = (group?.nodes ?? []).flatMap((name) => {
+      const n = nodeByName.get(name)
+      return n ? indexChecks(graph, n) : []
+    })
+    for (const c of checks)
+      if (!k.args.includes(c.input)) throw new ExecutorError({ where: `kernel ${k.name}`, reason: `the index input '${c.input}' of ${c.op} '${c.node}' is not one of its arguments, so it cannot be checked` })
+    if (checks.length) checksOf.set(k.name, checks)
+  }
 
   const run = (feeds: ReadonlyMap<string, Tensor>): Map<string, Tensor> => {
     // values on the host (feeds, constants, fallback results, what was read back) and on the device
@@ -119,6 +135,14 @@ export const createExecutor = (program: Program, mod: DeviceModule): Executor =>
     for (const k of program.kernels) {
       if (k.kind === "compiled") {
         const args = k.args.map(onDevice)
+        // every index from data in range before the kernel reads by it: the reference kernel's error otherwise
+        for (const c of checksOf.get(k.name) ?? []) {
+          const data = host.get(c.input)?.data ?? mod.read(device.get(c.input)!)
+          for (let i = 0; i < data.length; i++) {
+            const why = c.refuse(Number(data[i]), i)
+            if (why !== undefined) throw new NodeError({ node: c.node, op: c.op, reason: `input '${c.input}': ${why}` })
+          }
+        }
         mod.run(k.name, args)
         // what it wrote is on the device now; a host copy read earlier is stale
         for (const o of k.outputs) host.delete(o)
@@ -128,7 +152,13 @@ export const createExecutor = (program: Program, mod: DeviceModule): Executor =>
       for (const n of k.nodes) {
         const { def, attrs } = resolveNode(n)
         const ins = n.inputs.map((v) => (v === "" ? undefined : onHost(v, `node '${n.name}'`)))
-        const outs = def.kernel({ node: n.name, attrs, opset: graph.opset, inputs: ins, outputs: n.outputs.length, runSubgraph: (g, f) => runGraph(g, f, { get: (name) => host.get(name) ?? (device.has(name) ? onHost(name, `node '${n.name}'`) : undefined) }) })
+        let outs: ReturnType<typeof def.kernel>
+        try {
+          outs = def.kernel({ node: n.name, attrs, opset: graph.opset, inputs: ins, outputs: n.outputs.length, runSubgraph: (g, f) => runGraph(g, f, { get: (name) => host.get(name) ?? (device.has(name) ? onHost(name, `node '${n.name}'`) : undefined) }) })
+        } catch (e) {
+          // the evaluator's typed error for it (an index out of range: NodeError), never a raw OpError
+          throw toTyped(n, e)
+        }
         n.outputs.forEach((o, j) => {
           if (o === "" || !outs[j]) return
           const aliased = ins.some((i) => i?.data === outs[j].data)

@@ -83,7 +83,8 @@ export const roundNarrow = (t: Tensor): void => {
   for (let i = 0; i < d.length; i++) d[i] = r(d[i])
 }
 
-const toTyped = (n: Node, e: unknown): EvalError => {
+/** A reference kernel's failure as the typed error the evaluator gives for it (the executor's fallback groups too). */
+export const toTyped = (n: Node, e: unknown): EvalError => {
   if (e instanceof UnsupportedOpError || e instanceof NodeError || e instanceof InputError || e instanceof GraphError) return e
   if (e instanceof OpUnsupported) return new UnsupportedOpError({ node: n.name, op: n.op, domain: n.domain, reason: e.message })
   if (e instanceof OpError) return new NodeError({ node: n.name, op: n.op, reason: e.message })
