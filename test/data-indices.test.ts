@@ -94,6 +94,18 @@ const CASES: Case[] = [
     node: "nll",
   },
   {
+    name: "SoftmaxCrossEntropyLoss's class targets, ignore_index 2, mean",
+    graph: makeGraph({
+      opset: 13,
+      inputs: [io("x", "float32", [3, 4, 2]), io("t", "int64", [3, 2])],
+      outputs: [io("y", "float32", [])],
+      nodes: [node("SoftmaxCrossEntropyLoss", ["x", "t"], ["y"], { ignore_index: attr.int(2) }, "sce")],
+    }),
+    index: { name: "t", shape: [3, 2], bound: 4 },
+    data: new Map([["x", f32([3, 4, 2])]]),
+    node: "sce",
+  },
+  {
     name: "Gather whose indices are computed in the same group (Add → Gather)",
     graph: makeGraph({
       opset: 13,
