@@ -1,8 +1,9 @@
 // The c kernels of the indexing ops' ONNX conformance cases (Gather, GatherElements, GatherND,
-// NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss, RotaryEmbedding) built with
+// NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss, RotaryEmbedding, GridSample) built with
 // -fsanitize=address,undefined and called straight, with no executor to check their indices: each
 // from a C driver that gives every param a heap block of exactly its size and the integer params
-// (the indices) values in range, negative, just past the end, ±1e9 and 2³²+1. No kernel may read or
+// (the indices) values in range, negative, just past the end, ±1e9 and 2³²+1, the float ones (GridSample's
+// coordinates) NaN, ±inf and far-out values too. No kernel may read or
 // write outside its buffers for any of them (issue 19): the kernels clamp every index from data.
 import { Effect } from "effect"
 import { spawnSync } from "node:child_process"
@@ -22,7 +23,7 @@ import { compileGraph } from "../src/pipeline.js"
 import { ONNX_TESTS } from "./support/onnx-cases.js"
 
 const NODE = path.join(ONNX_TESTS, "node")
-const INDEXING = /^test_(gather|gather_elements|gathernd|nllloss|sce|rotary_embedding)_/
+const INDEXING = /^test_(gather|gather_elements|gathernd|nllloss|sce|rotary_embedding|gridsample)(_|$)/
 const cases = existsSync(NODE) ? readdirSync(NODE).filter((d) => INDEXING.test(d) && !d.endsWith("_expanded")).sort() : []
 const sanitizerWorks = (): boolean => {
   if (!compilerAvailable()) return false
@@ -71,7 +72,14 @@ describe.skipIf(!HAVE_ASAN)("c kernels of the indexing ops under -fsanitize=addr
           `  { /* ${f.name} */`,
           ...lines,
           `  for (int r = 0; r < NIDX; r++) {`,
-          ...ps.flatMap((p, j) => (isInteger(p.dtype) ? [`    for (long i = 0; i < ${p.elements}; i++) b${j}[i] = (${DTYPE_INFO[p.dtype].c})(long long)IDX[(i + r) % NIDX];`] : [])),
+          ...ps.flatMap((p, j) =>
+            isInteger(p.dtype)
+              ? [`    for (long i = 0; i < ${p.elements}; i++) b${j}[i] = (${DTYPE_INFO[p.dtype].c})(long long)IDX[(i + r) % NIDX];`]
+              : // coordinates from data too (GridSample's grid): after the first round, NaN, ±inf and far-out values among them
+                p.dtype === "float32" || p.dtype === "float64"
+                ? [`    if (r > 0) for (long i = 0; i < ${p.elements}; i++) b${j}[i] = (${DTYPE_INFO[p.dtype].c})FLT[(i + r) % NFLT];`]
+                : [],
+          ),
           `    ${f.name}(${ps.map((_, j) => `b${j}`).join(", ")});`,
           `  }`,
           ...ps.map((_, j) => `  free(b${j});`),
@@ -83,6 +91,9 @@ describe.skipIf(!HAVE_ASAN)("c kernels of the indexing ops under -fsanitize=addr
         `#include "k.h"`,
         `static const double IDX[] = { ${INDEX_VALUES.map((v) => v.toFixed(1)).join(", ")} };`,
         `#define NIDX ${INDEX_VALUES.length}`,
+        `#include <math.h>`,
+        `static const double FLT[] = { 0.25, -0.5, 1.5, NAN, INFINITY, -INFINITY, 1e30, -1e30, 3.0, -7.25, 0.0, 1.0, -1.0, 2.5, 1e9 };`,
+        `#define NFLT 15`,
         `int main(void) {`,
         ...calls,
         `  return 0;`,
