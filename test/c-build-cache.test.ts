@@ -117,6 +117,17 @@ describe("c build cache: a folder of this user's alone", () => {
     expect(e._tag === "UnsafeCacheError" && e.path).toBe(path.join(dir, "lib"))
   })
 
+  it("a folder whose parent others can write (and is not sticky) is refused; a sticky one (as /tmp) is fine", async () => {
+    const parent = freshDir()
+    chmodSync(parent, 0o777)
+    const e = await unsafe(path.join(parent, "c"))
+    expect(e._tag).toBe("UnsafeCacheError")
+    expect(e.message).toMatch(/parent folder/)
+    chmodSync(parent, 0o1777)
+    await Effect.runPromise(Effect.ignore(buildCUnits({ prelude: { file: "p.h", source: "" }, units: [] }, { ...configIn(path.join(parent, "c")), cc: "false" })))
+    expect(statSync(path.join(parent, "c", "lib")).mode & 0o777).toBe(0o700)
+  })
+
   it.skipIf(process.getuid?.() !== 0)("a folder another user owns is refused (as root: chowned to nobody)", async () => {
     const dir = freshDir()
     chownSync(dir, 65534, 65534)

@@ -27,6 +27,10 @@ export const privateDir = (dir: string): Effect.Effect<void, UnsafeCacheError> =
         throw new UnsafeCacheError({ path: dir, reason: `others can write into it (mode ${(st.mode & 0o777).toString(8).padStart(3, "0")}): a library planted there would be run` })
       // ours and only ours to write: read and search for us alone too
       if ((st.mode & 0o777) !== 0o700) chmodSync(dir, 0o700)
+      // nor can another user swap it for theirs: its parent is not writable by others (unless sticky, as /tmp)
+      const parent = statSync(path.dirname(dir))
+      if ((parent.mode & 0o022) !== 0 && (parent.mode & 0o1000) === 0)
+        throw new UnsafeCacheError({ path: dir, reason: `others can write into its parent folder ${path.dirname(dir)} (mode ${(parent.mode & 0o777).toString(8).padStart(3, "0")}, not sticky): they could replace it` })
     },
     catch: (e) => (e instanceof UnsafeCacheError ? e : new UnsafeCacheError({ path: dir, reason: e instanceof Error ? e.message : String(e) })),
   })
