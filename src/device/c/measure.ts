@@ -17,6 +17,7 @@ import { sizeOf, type Tensor } from "../../ast/graph/tensor.js"
 import type { PrimFunc } from "../../ast/tir/tir.js"
 import { storageElements } from "../../ast/tir/analysis.js"
 import { buildC, defaultCBuildConfig, type CBuildConfig } from "./build.js"
+import { discard } from "./cache-store.js"
 import { defaultMeasureOptions, referenceCase, wrongAnswer, type Candidate, type Measured, type MeasureOptions, type ReferenceCase } from "../measure.js"
 
 export interface CMeasureOptions extends MeasureOptions {
@@ -292,7 +293,7 @@ const buildChunk = (funcs: readonly PrimFunc[], render: RenderC, config: CBuildC
 
 const removeLibrary = (so: string) =>
   Effect.sync(() => {
-    rmSync(so, { force: true })
+    discard(so) // and its stored hash
     rmSync(so.replace(/\.so$/, ".c"), { force: true })
   })
 
