@@ -4,11 +4,19 @@
 // others can write is refused with UnsafeCacheError naming it; temporaries of a killed build are
 // removed or ignored, and an interrupted build kills its compiler's whole process group.
 import { Effect, Fiber } from "effect"
-import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from "node:fs"
+import { createHash } from "node:crypto"
+import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, truncateSync, writeFileSync } from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
+import { makeGraph, node } from "../src/ast/graph/graph.js"
+import { tensor } from "../src/ast/graph/tensor.js"
+import { cpuAttrs } from "../src/ast/target.js"
 import { evaluateTE } from "../src/ast/te/evaluate.js"
+import { backendOf } from "../src/backend/index.js"
+import { cDevice } from "../src/device/c/device.js"
+import { createExecutor } from "../src/device/executor.js"
+import { compileGraph, emitArtifact } from "../src/pipeline.js"
 import { paramsOf } from "../src/ast/tir/analysis.js"
 import { buildC, buildCUnits, compilerAvailable, defaultCBuildConfig, type CBuildConfig } from "../src/device/c/build.js"
 import { hashFile, intact } from "../src/device/c/cache-store.js"
@@ -86,6 +94,47 @@ describe("c build cache: planted and torn files", () => {
     const a = new Float32Array(1)
     mod.kernels.get("one")!(a)
     expect(a[0]).toBe(1)
+  })
+})
+
+describe("c device: a library that hashes right but will not load", () => {
+  it.skipIf(!HAVE_GCC)("is built again (a planted file with a forged hash), and the module runs", async () => {
+    const cacheDir = freshDir()
+    const config = configIn(cacheDir)
+    const graph = makeGraph({
+      opset: 13,
+      inputs: [{ name: "x", type: { dtype: "float32", shape: [4] } }],
+      outputs: [{ name: "y", type: { dtype: "float32", shape: [4] } }],
+      nodes: [node("Relu", ["x"], ["y"])],
+    })
+    const target = backendOf("c").target(cpuAttrs(), 1)
+    const program = await Effect.runPromise(compileGraph(graph, target))
+    const artifact = await Effect.runPromise(emitArtifact(program, target))
+    // the library's name, from a build in another cache (a library dlopened once is handed back
+    // by its path, whatever is on disk since: the planted one goes in a cache never loaded from)
+    const lib = path.join(cacheDir, "lib")
+    await Effect.runPromise(cDevice(config).load(artifact)).then((m) => m.close())
+    const built = readdirSync(lib).find((f) => f.endsWith(".so"))!
+    // a fresh cache with the same names, its library planted there (renamed in, as another
+    // process would): not a library, with a hash that matches it
+    const cacheDir2 = freshDir()
+    const config2 = configIn(cacheDir2)
+    mkdirSync(path.join(cacheDir2, "lib"), { mode: 0o700 })
+    const library = path.join(cacheDir2, "lib", built)
+    const planted = Buffer.from("not an ELF file at all")
+    writeFileSync(`${library}.x`, planted)
+    renameSync(`${library}.x`, library)
+    writeFileSync(hashFile(library), `${createHash("sha256").update(planted).digest("hex")}\n`)
+    expect(intact(library)).toBe(true)
+    const mod = await Effect.runPromise(cDevice(config2).load(artifact))
+    try {
+      expect(readFileSync(library).subarray(1, 4).toString()).toBe("ELF")
+      const exec = createExecutor(program, mod)
+      const y = exec.run(new Map([["x", tensor("float32", [4], Float32Array.from([-1, 2, -3, 4]))]])).get("y")!
+      expect([...y.data]).toEqual([0, 2, 0, 4])
+    } finally {
+      mod.close()
+    }
   })
 })
 
