@@ -31,6 +31,7 @@ const HINTS: { readonly [tag: string]: (e: { readonly message: string; readonly 
   CompileError: () => "the generated code did not build: check the compiler, or report it with the model",
   LoadError: (e) => (/^cannot load the c /.test(e.message) ? "the built library could not be loaded: check the C compiler and the cache folder" : "this is a bug in Tessera's emitter for this target: please report it with the model"),
   DeviceRunError: () => "this is a bug in Tessera: please report it with the model",
+  UnsafeCacheError: () => "use a folder only you own and can write (chmod 700), or set TESSERA_CACHE_DIR to one",
   TargetError: () => "",
   InterruptedError: () => "",
   FileAccessError: (e) => (e.operation === "write" ? "check that the folder exists, is writable and has space" : "check the path and its permissions"),
@@ -85,6 +86,7 @@ const COMMAND_ERROR_TAGS: ReadonlySet<string> = new Set([
   "LoadError",
   "DeviceRunError",
   "InterruptedError",
+  "UnsafeCacheError",
 ])
 
 /** A typed failure of a command: an Error with one of the known tags. */

@@ -13,7 +13,7 @@ import type { Artifact } from "../lowering/program.js"
 import { DeviceRunError, type DeviceError } from "./errors.js"
 import type { Candidate, Measured, MeasurerOptions, ReferenceSource } from "./measure.js"
 
-export { CompileError, DeviceRunError, LoadError, type DeviceError } from "./errors.js"
+export { CompileError, DeviceRunError, LoadError, UnsafeCacheError, type DeviceError } from "./errors.js"
 
 export interface TimeOptions {
   readonly repeats: number

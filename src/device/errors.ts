@@ -23,5 +23,15 @@ export class LoadError extends Data.TaggedError("LoadError")<{ readonly target: 
   }
 }
 
-export type DeviceError = CompileError | LoadError
+/**
+ * A build cache folder Tessera will not use: another user owns it, or others can write into it (a
+ * library planted there would be loaded and run), or it is not a folder.
+ */
+export class UnsafeCacheError extends Data.TaggedError("UnsafeCacheError")<{ readonly path: string; readonly reason: string }> {
+  override get message(): string {
+    return `the build cache ${this.path} is unsafe: ${this.reason}`
+  }
+}
+
+export type DeviceError = CompileError | LoadError | UnsafeCacheError
 

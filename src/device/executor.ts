@@ -11,6 +11,8 @@ import { checkInterrupt, type Interrupt } from "../ast/graph/errors.js"
 import { kernelError, newRunLimits, resolveNode, roundNarrow, subgraphRunner } from "../ast/graph/evaluate.js"
 import type { Graph } from "../ast/graph/graph.js"
 import { sizeOf, type Tensor } from "../ast/graph/tensor.js"
+import { NodeError } from "../ast/graph/errors.js"
+import { indexChecks, type IndexCheck } from "../lowering/index-checks.js"
 import type { Program } from "../lowering/program.js"
 import type { DeviceBuffer, DeviceModule } from "./device.js"
 
@@ -89,6 +91,20 @@ export const createExecutor = (program: Program, mod: DeviceModule): Executor =>
   })
   const outputs = new Set(graph.outputs.map((o) => o.name))
   const inputs = new Set(graph.inputs.map((i) => i.name))
+  // the data-given indices each compiled kernel reads by (lowering keeps them kernel arguments)
+  const nodeByName = new Map(graph.nodes.map((n) => [n.name, n] as const))
+  const checksOf = new Map<string, IndexCheck[]>()
+  for (const k of program.kernels) {
+    if (k.kind !== "compiled") continue
+    const group = program.fused.groups.find((g) => g.id === k.group)
+    const checks = (group?.nodes ?? []).flatMap((name) => {
+      const n = nodeByName.get(name)
+      return n ? indexChecks(graph, n) : []
+    })
+    for (const c of checks)
+      if (!k.args.includes(c.input)) throw new ExecutorError({ where: `kernel ${k.name}`, reason: `the index input '${c.input}' of ${c.op} '${c.node}' is not one of its arguments, so it cannot be checked` })
+    if (checks.length) checksOf.set(k.name, checks)
+  }
 
   const run = (feeds: ReadonlyMap<string, Tensor>, into?: ReadonlyMap<string, TypedArray>, interrupt?: Interrupt): Map<string, Tensor> => {
     const limits = newRunLimits(interrupt)
@@ -143,6 +159,14 @@ export const createExecutor = (program: Program, mod: DeviceModule): Executor =>
       checkInterrupt(interrupt, () => `kernel ${k.name}`)
       if (k.kind === "compiled") {
         const args = k.args.map(onDevice)
+        // every index from data in range before the kernel reads by it: the reference kernel's error otherwise
+        for (const c of checksOf.get(k.name) ?? []) {
+          const data = host.get(c.input)?.data ?? mod.read(device.get(c.input)!)
+          for (let i = 0; i < data.length; i++) {
+            const why = c.refuse(Number(data[i]), i)
+            if (why !== undefined) throw new NodeError({ node: c.node, op: c.op, reason: `input '${c.input}': ${why}` })
+          }
+        }
         mod.run(k.name, args)
         // what it wrote is on the device now; a host copy read earlier is stale
         for (const o of k.outputs) host.delete(o)

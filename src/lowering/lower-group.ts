@@ -13,6 +13,7 @@ import { exprKey } from "../ast/te/expr.js"
 import type { PrimFunc } from "../ast/tir/tir.js"
 import { lowerSync } from "./lower.js"
 import { attrsOf, computeFor, MULTI_OUTPUT, NoComputeError } from "./op-library.js"
+import { indexInputOf } from "./index-checks.js"
 import { interruptedAt, type PassConfigShape } from "../rewrite/pass.js"
 import { cpuTirPipeline } from "./tir/cpu-pipeline.js"
 import { runTirSync, type TirPass } from "./tir/tir-pass.js"
@@ -109,6 +110,10 @@ export const buildGroupTE = (fused: FusedGraph, group: FusedGroup): GroupTE => {
   for (const n of nodes) {
     const compute = computeFor(n)
     if (!compute) throw new NoComputeError({ reason: `no compute for ${n.op}` })
+    // an index from data is checked by the executor before the kernel runs: it must be an argument
+    const index = indexInputOf(n)
+    if (index !== undefined && index !== "" && !group.inputs.includes(index))
+      throw new NoComputeError({ reason: `${n.op} '${n.name}' indexes by '${index}', computed inside the group, where its indices cannot be checked` })
     // a node computes its first output (its compute the last one made), further outputs may be
     // declared as long as nothing reads them; a multi-output op (Split) computes each, in order
     const multi = MULTI_OUTPUT.has(n.op)

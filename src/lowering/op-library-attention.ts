@@ -123,7 +123,8 @@ export const rotaryEmbedding: OpCompute = (ctx) => {
       const k = interleaved ? floordiv(d, c(2)) : select(lt(d, c(half)), d, sub(d, c(half)))
       const first = interleaved ? eq(sub(d, mul(floordiv(d, c(2)), c(2))), c(0)) : lt(d, c(half))
       const off = interleaved ? 1 : half
-      const row = pos ? [cast("int32", at(pos, b, s))] : [b, s]
+      // a position id clamped into the cache (the executor refuses one outside it before the kernel runs)
+      const row = pos ? [min(max(cast("int32", at(pos, b, s)), c(0)), c(cosC.shape[0] - 1))] : [b, s]
       const cs = cast(W, at(cosC, ...row, k))
       const sn = cast(W, at(sinC, ...row, k))
       const read = (e: Expr) => cast(W, at(x, ...i.slice(0, -1), e))

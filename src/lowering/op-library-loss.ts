@@ -2,7 +2,7 @@
 // same gather): the target picks each position's class in the index expression; per-class
 // weights, ignore_index and none/sum/mean reductions as the reference (norm-loss.ts) computes them.
 import type { DType } from "../ast/graph/dtype.js"
-import { add, c, call, cast, div, eq, mul, select, sub, type Expr } from "../ast/te/expr.js"
+import { add, c, call, cast, div, eq, max, min, mul, select, sub, type Expr } from "../ast/te/expr.js"
 import { at, compute, maxReduce, reduceAxis, sum, type ComputeTensor } from "../ast/te/tensor.js"
 import { inp, none, shapeOf, type OpCompute } from "./op-library-common.js"
 
@@ -35,7 +35,9 @@ const lossOp =
     const term = (pos: readonly Expr[]): { loss: Expr; w: Expr } => {
       const t = cast("int32", at(target, ...pos))
       const ignored = ignore === undefined ? c(0, "bool") : eq(t, c(ignore))
-      const k = select(ignored, c(0), t)
+      // clamped into [0, C): the executor refuses a target out of range before the kernel runs;
+      // the clamp keeps the kernel inside its buffers where nothing checked
+      const k = select(ignored, c(0), min(max(t, c(0)), c(C - 1)))
       const [n, ...d] = pos
       const v = cast(W, at(x, n, k, ...d))
       const logp = lse ? sub(v, at(lse, ...pos)) : v

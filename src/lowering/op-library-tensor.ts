@@ -109,10 +109,15 @@ const split: OpCompute = (ctx) => {
   })
 }
 
-/** An index read from a tensor of indices, negative values counting from the end of a `dim`-long axis. */
-const indexAt = (t: TeTensor, idx: readonly Expr[], dim: number): Expr => {
+/**
+ * An index read from a tensor of indices, negative values counting from the end of a `dim`-long
+ * axis, clamped into [0, dim): the executor refuses an index out of range before the kernel runs
+ * (src/lowering/index-checks.ts); the clamp keeps the kernel inside its buffers where nothing
+ * checked (the standalone library called directly).
+ */
+export const indexAt = (t: TeTensor, idx: readonly Expr[], dim: number): Expr => {
   const v = cast("int32", at(t, ...idx))
-  return select(lt(v, c(0)), add(v, c(dim)), v)
+  return min(max(select(lt(v, c(0)), add(v, c(dim)), v), c(0)), c(dim - 1))
 }
 
 const gather: OpCompute = (ctx) => {

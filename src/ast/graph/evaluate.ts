@@ -87,7 +87,8 @@ export const roundNarrow = (t: Tensor): void => {
 /** What a reference kernel threw, as the typed error naming its node (anything untyped: an internal error). */
 export const kernelError = (n: Node, e: unknown): EvalError => toTyped(n, e)
 
-const toTyped = (n: Node, e: unknown): EvalError => {
+/** A reference kernel's failure as the typed error the evaluator gives for it (the executor's fallback groups too). */
+export const toTyped = (n: Node, e: unknown): EvalError => {
   if (isEvalError(e)) return e
   if (e instanceof OpUnsupported) return new UnsupportedOpError({ node: n.name, op: n.op, domain: n.domain, reason: e.message })
   if (e instanceof OpError) return new NodeError({ node: n.name, op: n.op, reason: e.message })

@@ -1,6 +1,8 @@
 // The c device's build: emitted C into a shared library (gcc -O3 -march=native -fopenmp) under
-// `cacheDir` (by default the c folder of ~/.cache/tessera, $TESSERA_CACHE_DIR), everything written
-// to a temporary name, then renamed: concurrent builders never see half a file.
+// `cacheDir` (by default the c folder of ~/.cache/tessera, $TESSERA_CACHE_DIR), a folder of this
+// user's alone; everything written to a temporary name, fsynced, its hash stored, then renamed;
+// a cached file used only when it hashes right (./cache-store.ts): concurrent builders never see
+// half a file, a planted or torn one is built again, a killed build leaves nothing in the way.
 // - One source (the tuner's candidates): one gcc run, the library cached by a content hash of
 //   compiler, flags, host CPU and source.
 // - An artifact's units (one per distinct kernel, a runtime, the prelude header they include):
@@ -10,12 +12,13 @@
 // And the Makefile of the standalone artifact, which builds the same library with no Node (make -j).
 import { Effect } from "effect"
 import { spawn, spawnSync } from "node:child_process"
-import { createHash, randomBytes } from "node:crypto"
-import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs"
+import { createHash } from "node:crypto"
+import { mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { cacheRoot } from "../cache-root.js"
 import { CompileError } from "../errors.js"
+import { buildFolderPrefix, cached, privateDir, publish, removeStaleTemps, tempTag } from "./cache-store.js"
 
 export interface CBuildConfig {
   readonly cc: string
@@ -48,26 +51,60 @@ export const compilerAvailable = (cc = "gcc"): boolean => {
   return r.status === 0
 }
 
-const run = (cmd: string, args: readonly string[], timeoutMs?: number): Promise<{ code: number | null; stderr: string; spawnError?: string; timedOut?: boolean }> =>
-  new Promise((resolve) => {
-    // a group of its own when limited: gcc's cc1 and as are killed with it (killing the driver
-    // alone leaves cc1 compiling on)
-    const child = spawn(cmd, args, { stdio: ["ignore", "ignore", "pipe"], detached: timeoutMs !== undefined })
+/** The process groups of the compilers running now: killed when this process exits. */
+const running = new Set<number>()
+let exitHook = false
+
+/** Kills a compiler's process group (the driver, cc1, as, ld), or the driver when the group is gone. */
+const killGroup = (pid: number | undefined, child: { kill: (s: NodeJS.Signals) => boolean }): void => {
+  try {
+    if (pid !== undefined) process.kill(-pid, "SIGKILL")
+  } catch {
+    child.kill("SIGKILL")
+  }
+}
+
+type RunResult = { code: number | null; stderr: string; spawnError?: string; timedOut?: boolean }
+
+/**
+ * Runs a compiler in a process group of its own, killed whole (killing the driver alone leaves
+ * cc1 compiling on) when it runs past `timeoutMs`, when the effect is interrupted, or when this
+ * process exits.
+ */
+const run = (cmd: string, args: readonly string[], timeoutMs?: number): Effect.Effect<RunResult> =>
+  Effect.callback<RunResult>((resume) => {
+    if (!exitHook) {
+      exitHook = true
+      process.once("exit", () => {
+        for (const pid of running) killGroup(pid, { kill: () => false })
+      })
+    }
+    const child = spawn(cmd, args, { stdio: ["ignore", "ignore", "pipe"], detached: true })
+    const pid = child.pid
+    if (pid !== undefined) running.add(pid)
     let stderr = ""
     let timedOut = false
+    let done = false
     const timer = timeoutMs === undefined ? undefined : setTimeout(() => {
       timedOut = true
-      try {
-        if (child.pid !== undefined) process.kill(-child.pid, "SIGKILL")
-      } catch {
-        child.kill("SIGKILL")
-      }
+      killGroup(pid, child)
     }, timeoutMs)
-    child.stderr.on("data", (d: unknown) => (stderr += String(d)))
-    child.on("error", (e) => resolve({ code: null, stderr, spawnError: e.message }))
-    child.on("close", (code) => {
+    const finish = (r: RunResult) => {
+      if (done) return
+      done = true
       clearTimeout(timer)
-      resolve({ code, stderr, ...(timedOut ? { timedOut } : {}) })
+      if (pid !== undefined) running.delete(pid)
+      resume(Effect.succeed(r))
+    }
+    child.stderr.on("data", (d: unknown) => (stderr += String(d)))
+    child.on("error", (e) => finish({ code: null, stderr, spawnError: e.message }))
+    child.on("close", (code) => finish({ code, stderr, ...(timedOut ? { timedOut } : {}) }))
+    return Effect.sync(() => {
+      if (done) return
+      done = true
+      clearTimeout(timer)
+      killGroup(pid, child)
+      if (pid !== undefined) running.delete(pid)
     })
   })
 
@@ -95,9 +132,11 @@ export const buildKey = (source: string, config: CBuildConfig): string =>
 export const buildC = Effect.fn("c.build")(function* (source: string, config: CBuildConfig = defaultCBuildConfig()) {
   const key = buildKey(source, config)
   const so = path.join(config.cacheDir, `${key}.so`)
-  if (existsSync(so)) return so
+  yield* privateDir(config.cacheDir)
+  if (cached(so)) return so
+  removeStaleTemps(config.cacheDir)
   // unique temporary names: a concurrent builder of the same key never reads or renames our half-written files
-  const stem = path.join(config.cacheDir, `${key}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`)
+  const stem = path.join(config.cacheDir, `${key}${tempTag()}`)
   const src = `${stem}.c`
   const tmp = `${stem}.so`
   const args = [...config.flags, "-shared", "-o", tmp, src, "-lm"]
@@ -109,18 +148,20 @@ export const buildC = Effect.fn("c.build")(function* (source: string, config: CB
     },
     catch: (e) => new CompileError({ command, reason: `cannot write the source: ${String(e)}`, stderr: "" }),
   })
-  const r = yield* Effect.promise(() => run(config.cc, args, config.timeoutMs))
-  if (r.spawnError !== undefined) return yield* new CompileError({ command, reason: `cannot run ${config.cc}: ${r.spawnError}`, stderr: r.stderr })
-  if (r.code !== 0) {
+  const r = yield* run(config.cc, args, config.timeoutMs).pipe(Effect.onInterrupt(() => Effect.sync(() => [tmp, src].forEach((f) => rmSync(f, { force: true })))))
+  if (r.spawnError !== undefined || r.code !== 0) {
     rmSync(tmp, { force: true })
     rmSync(src, { force: true })
+  }
+  if (r.spawnError !== undefined) return yield* new CompileError({ command, reason: `cannot run ${config.cc}: ${r.spawnError}`, stderr: r.stderr })
+  if (r.code !== 0) {
     const reason = r.timedOut ? `${config.cc} ran past its limit of ${config.timeoutMs} ms and was killed` : `exit code ${r.code}`
     return yield* new CompileError({ command, reason, stderr: r.stderr })
   }
   yield* Effect.try({
     try: () => {
       renameSync(src, path.join(config.cacheDir, `${key}.c`)) // kept beside the library for reading
-      renameSync(tmp, so)
+      publish(tmp, so)
     },
     catch: (e) => new CompileError({ command, reason: `cannot move the library into the cache: ${String(e)}`, stderr: "" }),
   })
@@ -152,10 +193,10 @@ const writeFor = (command: string, what: string, f: () => void): Effect.Effect<v
 const gcc = (config: CBuildConfig, args: readonly string[], cleanup: readonly string[]): Effect.Effect<void, CompileError> =>
   Effect.gen(function* () {
     const command = [config.cc, ...args].join(" ")
-    const r = yield* Effect.promise(() => run(config.cc, args, config.timeoutMs))
+    const r = yield* run(config.cc, args, config.timeoutMs)
+    if (r.spawnError !== undefined || r.code !== 0) for (const f of cleanup) rmSync(f, { force: true })
     if (r.spawnError !== undefined) return yield* new CompileError({ command, reason: `cannot run ${config.cc}: ${r.spawnError}`, stderr: r.stderr })
     if (r.code !== 0) {
-      for (const f of cleanup) rmSync(f, { force: true })
       const reason = r.timedOut ? `${config.cc} ran past its limit of ${config.timeoutMs} ms and was killed` : `exit code ${r.code}`
       return yield* new CompileError({ command, reason, stderr: r.stderr })
     }
@@ -165,7 +206,8 @@ const gcc = (config: CBuildConfig, args: readonly string[], cleanup: readonly st
  * Builds an artifact's units into one shared library: each unit compiled to an object
  * (`config.jobs` gcc runs at once), each object cached under `<cacheDir>/obj` by objectKey, then
  * one link, cached under `<cacheDir>/lib` by the objects' keys. An unchanged unit is never
- * compiled again; an unchanged artifact is not even linked again.
+ * compiled again; an unchanged artifact is not even linked again. A cached object or library is
+ * used only when its bytes hash to the hash stored beside it; else it is built again.
  */
 export const buildCUnits = Effect.fn("c.buildUnits")(function* (c: CUnits, config: CBuildConfig = defaultCBuildConfig()) {
   const objDir = path.join(config.cacheDir, "obj")
@@ -173,14 +215,17 @@ export const buildCUnits = Effect.fn("c.buildUnits")(function* (c: CUnits, confi
   const keyed = c.units.map((u) => ({ ...u, key: objectKey(c.prelude.source, u.source, config) }))
   const libKey = createHash("sha256").update(toolKey(config.cc, config.flags)).update("\0").update(keyed.map((u) => u.key).join(",")).digest("hex").slice(0, 32)
   const library = path.join(libDir, `${libKey}.so`)
-  const todo = keyed.filter((u) => !existsSync(path.join(objDir, `${u.key}.o`)))
+  for (const d of [config.cacheDir, objDir, libDir]) yield* privateDir(d)
+  // a whole library needs no objects: checked first (its objects may have been cleaned away)
+  const haveLibrary = cached(library)
+  const todo = haveLibrary ? [] : keyed.filter((u) => !cached(path.join(objDir, `${u.key}.o`)))
   const objects = keyed.map((u) => ({ file: u.file, key: u.key, compiled: todo.includes(u) }))
-  if (todo.length === 0 && existsSync(library)) return { library, objects } satisfies CUnitsBuilt
+  if (haveLibrary) return { library, objects } satisfies CUnitsBuilt
+  for (const d of [config.cacheDir, objDir, libDir]) removeStaleTemps(d)
   // a folder of our own for the sources and the half-written outputs (named after the unit: gcc's messages name its file)
   const tmp = yield* Effect.try({
     try: () => {
-      for (const d of [objDir, libDir]) mkdirSync(d, { recursive: true })
-      const dir = mkdtempSync(path.join(config.cacheDir, "build-"))
+      const dir = mkdtempSync(path.join(config.cacheDir, buildFolderPrefix()))
       writeFileSync(path.join(dir, c.prelude.file), c.prelude.source)
       return dir
     },
@@ -194,16 +239,15 @@ export const buildCUnits = Effect.fn("c.buildUnits")(function* (c: CUnits, confi
       const command = [config.cc, ...flags, "-c", "-o", obj, src].join(" ")
       yield* writeFor(command, "write the source", () => writeFileSync(src, u.source))
       yield* gcc(config, [...flags, "-c", "-o", obj, src], [obj])
-      yield* writeFor(command, "move the object into the cache", () => renameSync(obj, path.join(objDir, `${u.key}.o`)))
+      yield* writeFor(command, "move the object into the cache", () => publish(obj, path.join(objDir, `${u.key}.o`)))
     })
   const jobs = Math.max(1, config.jobs ?? os.availableParallelism())
   const linked = Effect.gen(function* () {
     yield* Effect.forEach(todo, compile, { concurrency: jobs, discard: true })
-    if (existsSync(library)) return
     const out = path.join(tmp, `${libKey}.so`)
     const args = [...config.flags, "-shared", "-o", out, ...keyed.map((u) => path.join(objDir, `${u.key}.o`)), "-lm"]
     yield* gcc(config, args, [out])
-    yield* writeFor([config.cc, ...args].join(" "), "move the library into the cache", () => renameSync(out, library))
+    yield* writeFor([config.cc, ...args].join(" "), "move the library into the cache", () => publish(out, library))
   })
   yield* linked.pipe(Effect.ensuring(Effect.sync(() => rmSync(tmp, { recursive: true, force: true }))))
   return { library, objects } satisfies CUnitsBuilt

@@ -5,6 +5,7 @@ import { Effect, Layer } from "effect"
 import { artifactText, type Artifact } from "../../lowering/program.js"
 import { Device, hostModule, LoadError, type DeviceShape } from "../device.js"
 import { buildCUnits, compilerAvailable, defaultCBuildConfig, type CBuildConfig, type CUnits } from "./build.js"
+import { discard } from "./cache-store.js"
 import { alignedReserve, loadC } from "./load.js"
 import { measureC } from "./measure.js"
 
@@ -34,8 +35,18 @@ export const cDevice = (config: CBuildConfig = defaultCBuildConfig(), threads?: 
   load: (artifact) =>
     Effect.gen(function* () {
       if (threads !== undefined) process.env.OMP_NUM_THREADS = String(Math.max(1, threads))
-      const built = yield* buildCUnits(yield* unitsOf(artifact), config)
-      const mod = yield* loadC(built.library, artifact.kernels)
+      const units = yield* unitsOf(artifact)
+      const built = yield* buildCUnits(units, config)
+      // a library that hashes right but will not load (damaged before it was hashed, a planted
+      // file with a forged hash) is built once more; a second failure is the error
+      const mod = yield* loadC(built.library, artifact.kernels).pipe(
+        Effect.catchTag("LoadError", () =>
+          Effect.sync(() => discard(built.library)).pipe(
+            Effect.andThen(buildCUnits(units, config)),
+            Effect.flatMap((again) => loadC(again.library, artifact.kernels)),
+          ),
+        ),
+      )
       return hostModule("c", mod.kernels, alignedReserve)
     }),
   // gcc in chunks, each candidate timed in a child process with its own OpenMP thread count

@@ -17,6 +17,7 @@ import { sizeOf, type Tensor } from "../../ast/graph/tensor.js"
 import type { PrimFunc } from "../../ast/tir/tir.js"
 import { storageElements } from "../../ast/tir/analysis.js"
 import { buildC, defaultCBuildConfig, type CBuildConfig } from "./build.js"
+import { discard } from "./cache-store.js"
 import { defaultMeasureOptions, referenceCase, wrongAnswer, type Candidate, type Measured, type MeasureOptions, type ReferenceCase } from "../measure.js"
 
 export interface CMeasureOptions extends MeasureOptions {
@@ -278,7 +279,7 @@ const buildChunk = (funcs: readonly PrimFunc[], render: RenderC, config: CBuildC
   const limited = { ...config, timeoutMs: config.timeoutMs ?? BUILD_MS_PER_CANDIDATE * funcs.length }
   const attempt = (fs: readonly PrimFunc[]) =>
     Effect.try({ try: () => render(fs), catch: (e) => `emit failed: ${e instanceof Error ? e.message : String(e)}` }).pipe(
-      Effect.flatMap((source) => Effect.mapError(buildC(source, limited), (e) => `build failed: ${firstLines(e.stderr) || e.reason}`)),
+      Effect.flatMap((source) => Effect.mapError(buildC(source, limited), (e) => `build failed: ${(e._tag === "CompileError" ? firstLines(e.stderr) : "") || e.reason}`)),
     )
   return attempt(funcs).pipe(
     Effect.map((so): Built[] => [{ so, names: funcs.map((f) => f.name) }]),
@@ -292,7 +293,7 @@ const buildChunk = (funcs: readonly PrimFunc[], render: RenderC, config: CBuildC
 
 const removeLibrary = (so: string) =>
   Effect.sync(() => {
-    rmSync(so, { force: true })
+    discard(so) // and its stored hash
     rmSync(so.replace(/\.so$/, ".c"), { force: true })
   })
 
