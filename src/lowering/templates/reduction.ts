@@ -3,6 +3,7 @@
 // tile; with an elementwise epilogue, the anchor computed at the epilogue's tile.
 import * as S from "../../ast/schedule/schedule.js"
 import { anchorStage, dataLeaves, divisors, parallelize, parallelOuter, tileStages } from "./common.js"
+import { applyRfactor, rfactorDefaults, rfactorKnobs } from "./rfactor.js"
 import type { Config, Template } from "./template.js"
 
 /** The widest column tile of a one-row reduction (2 KB of float32 accumulators). */
@@ -133,7 +134,15 @@ const fusedEpilogue = (base: S.Schedule, anchor: S.Stage, config: Config): S.Sch
 export const innerReductionTemplate: Template = {
   name: "inner-reduction",
   tunable: false,
-  space: () => [],
-  defaults: () => ({}),
-  apply: (_outputs, base) => parallelize(base, true),
+  // the rfactor rule's knobs: partials where the outputs leave cores or FMA chains idle
+  space: (_outputs, base) => {
+    const st = anchorStage(base)
+    return st ? rfactorKnobs(st) : []
+  },
+  // (the emitter sums the reduce loop in a vector: each output already fills the lanes)
+  defaults: (knobs, target) => rfactorDefaults(knobs, target, true),
+  apply: (_outputs, base, config) => {
+    const st = anchorStage(base)
+    return (st && applyRfactor(base, st.name, config, true)) ?? parallelize(base, true)
+  },
 }
