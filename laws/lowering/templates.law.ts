@@ -429,6 +429,30 @@ describe("the rfactor rule", () => {
     )
   })
 
+  it("a one-row product of few columns (vectors across its outputs, chains of partials unrolled) evaluates equal to the TE at every rfactor knob and at its defaults on random targets", () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: 0x7fffffff }), fc.integer({ min: 1, max: 40 }), fc.integer({ min: 1, max: 300 }), arbTarget, fc.nat(), fc.nat(), fc.boolean(), (seed, n, kk, target, pi, pp, useDefaults) => {
+        const cc = denseRowCase(seed, n, kk)
+        const base = baseSchedule(cc.outputs)
+        // (the matmul rule hands one row to the reduction template)
+        const t = templateFor(base)
+        const knobs = t.space(cc.outputs, base)
+        expect(knobs.map((k) => k.name)).toEqual(reductionTemplate.space(cc.outputs, base).map((k) => k.name))
+        const inner = knobs.find((k) => k.name === "rf_inner")!
+        const parts = knobs.find((k) => k.name === "rf_parts")!
+        const defaults = t.defaults(knobs, target)
+        const config: Config = useDefaults ? defaults : { ...defaults, rf_inner: inner.candidates[pi % inner.candidates.length], rf_parts: parts.candidates[pp % parts.candidates.length] }
+        const s = t.apply(cc.outputs, base, config)
+        const asked = (Number(config.rf_inner ?? 1) > 1 ? 1 : 0) + (Number(config.rf_parts ?? 1) > 1 ? 1 : 0)
+        expect(s.steps.filter((x) => x.prim === "rfactor").length).toBe(asked)
+        const f = runTirSync(cpuTirPipeline(), lowerSync(s))
+        const outs = evaluatePrimFunc(f, cc.inputs)
+        assertAllClose(cc.outputs.map((x) => outs.get(x.name)!), evaluateTE(cc.outputs, cc.inputs), 1e-4, 1e-5)
+      }),
+      lawParams(60),
+    )
+  })
+
   it("fires where the outputs leave cores or FMA chains idle, from the target record: partials for the threads where outputs < cores, contiguous partials where a core has fewer sums than pipes × latency", () => {
     fc.assert(
       fc.property(arbLong, arbTarget, (o, target) => {

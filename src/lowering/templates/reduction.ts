@@ -31,6 +31,8 @@ export const reductionTemplate: Template = {
       { kind: "choice", name: "vectorize", candidates: [true, false] },
       { kind: "choice", name: "unroll_tile", candidates: [true, false] },
       { kind: "choice", name: "fuse_epilogue", candidates: [true, false] },
+      // one output row (a matrix-vector product): the rfactor rule's knobs, for few outputs
+      ...(second === 1 ? rfactorKnobs(st) : []),
     ]
   },
   defaults: (knobs, target) => {
@@ -57,11 +59,14 @@ export const reductionTemplate: Template = {
       }
       else cfg[k.name] = k.name === "vectorize" ? target.vectorLanes > 1 : k.name === "fuse_epilogue" || k.name === "unroll_tile"
     }
-    return cfg
+    // (a vector of outputs along the last axis: the emitter does not vectorize the reduce loop)
+    return { ...cfg, ...rfactorDefaults(knobs, target, false) }
   },
   apply: (_outputs, base, config) => {
     const st = anchorStage(base)
     if (!st) return base
+    const rf = applyRfactor(base, st.name, config, !!config.vectorize, false)
+    if (rf) return rf
     if (config.fuse_epilogue) {
       const fused = fusedEpilogue(base, st, config)
       if (fused) return fused
@@ -143,6 +148,6 @@ export const innerReductionTemplate: Template = {
   defaults: (knobs, target) => rfactorDefaults(knobs, target, true),
   apply: (_outputs, base, config) => {
     const st = anchorStage(base)
-    return (st && applyRfactor(base, st.name, config, true)) ?? parallelize(base, true)
+    return (st && applyRfactor(base, st.name, config, true, true)) ?? parallelize(base, true)
   },
 }

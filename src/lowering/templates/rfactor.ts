@@ -10,7 +10,7 @@ import { dataLeaves } from "./common.js"
 import type { Config, Knob, ScheduleTarget } from "./template.js"
 
 /** Contiguous partials a thread may keep (the vectorize primitive's limit). */
-const INNER_CANDIDATES = [1, 4, 8, 16, 32, S.MAX_VECTORIZED] as const
+const INNER_CANDIDATES = [1, 2, 4, 8, 16, 32, S.MAX_VECTORIZED] as const
 
 /** Stretches of the reduce axis the threads may take. */
 const PARTS_CANDIDATES = [1, 2, 4, 8, 16, 32, 64] as const
@@ -37,13 +37,14 @@ export const rfactorKnobs = (st: S.Stage): Knob[] => {
 }
 
 /**
- * The defaults from the target record. The outputs' loops hold `outputs` sums, each vector lanes
- * wide where the emitter vectorizes the reduce loop (an inner reduction: `lanesCovered`), else
- * one; the machine wants cores × lanes × pipes × latency in flight.
- * - parts: with fewer outputs than cores, enough stretches that outputs × parts ≥ cores;
- * - inner: with fewer sums per core than pipes × latency vectors, lanes × the missing chains;
- * - either only where each partial still sums at least one vector of lanes per chain
- *   (reduce extent ≥ parts × inner × 2): otherwise the final reduction is the work.
+ * The defaults from the target record. The outputs' loops hold vectors of sums: one an output
+ * where the emitter vectorizes the reduce loop (an inner reduction: `lanesCovered`), else one a
+ * vector of outputs along the last axis; the machine wants cores × pipes × latency of them in flight.
+ * - parts: with fewer vectors of sums than cores, enough stretches that each core has one;
+ * - inner: with fewer vectors of sums a core than pipes × latency, the missing chains (an inner
+ *   reduction's: lanes × chains contiguous partials, up to the vectorizer's 64);
+ * - either only where the reduction is at least twice parts × inner long: otherwise the final
+ *   reduction is the work.
  */
 export const rfactorDefaults = (knobs: readonly Knob[], target: ScheduleTarget, lanesCovered: boolean): Config => {
   const inner = knobs.find((k) => k.name === "rf_inner")
@@ -52,13 +53,13 @@ export const rfactorDefaults = (knobs: readonly Knob[], target: ScheduleTarget, 
   const lanes = Math.max(1, target.vectorLanes)
   const need = (target.fmaUnits ?? 2) * (target.fmaLatency ?? 4)
   const cores = Math.max(1, target.cores)
-  const outputs = parts.extent
+  const vectors = lanesCovered ? parts.extent : Math.ceil(parts.extent / lanes)
   const pick = (cands: readonly (string | number | boolean)[], want: number) => (cands as number[]).find((c) => c >= want) ?? Math.max(...(cands as number[]))
-  const p = outputs < cores ? pick(parts.candidates, Math.ceil(cores / outputs)) : 1
+  const p = vectors < cores ? pick(parts.candidates, Math.ceil(cores / vectors)) : 1
   // vectors of sums each core has in flight without rfactor
-  const perCore = Math.max(1, Math.floor(outputs / cores)) * (lanesCovered ? 1 : 1 / lanes)
+  const perCore = Math.max(1, Math.floor(vectors / cores))
   const chains = Math.ceil(need / perCore)
-  const f = chains > 1 ? pick(inner.candidates, Math.min(S.MAX_VECTORIZED, lanes * chains)) : 1
+  const f = chains > 1 ? pick(inner.candidates, lanesCovered ? Math.min(S.MAX_VECTORIZED, lanes * chains) : chains) : 1
   const fits = inner.extent >= 2 * p * f
   return fits ? { rf_inner: f, rf_parts: p } : { rf_inner: 1, rf_parts: 1 }
 }
@@ -70,7 +71,7 @@ export const rfactorDefaults = (knobs: readonly Knob[], target: ScheduleTarget, 
  * the reduction, then the inner partials (vectorized) innermost. Undefined where the config asks
  * for neither.
  */
-export const applyRfactor = (base: S.Schedule, anchor: string, config: Config, vectorize: boolean): S.Schedule | undefined => {
+export const applyRfactor = (base: S.Schedule, anchor: string, config: Config, vectorize: boolean, lanesCovered: boolean): S.Schedule | undefined => {
   const f = Number(config.rf_inner ?? 1)
   const p = Number(config.rf_parts ?? 1)
   if (f <= 1 && p <= 1) return undefined
@@ -106,13 +107,24 @@ export const applyRfactor = (base: S.Schedule, anchor: string, config: Config, v
   const at = [...partsAxis, ...outs]
   s = S.reorder(s, work, [...at, ...innerAxis])
   if (p > 1) s = S.parallel(s, work, partsAxis[0])
-  s = S.computeAt(s, local, work, at[at.length - 1])
+  // (across the outputs: the local copy holds the whole last axis, its vector)
+  const attach = lanesCovered ? at[at.length - 1] : at[at.length - 2]
+  if (attach !== undefined) s = S.computeAt(s, local, work, attach)
   const ls = s.stages.get(local)!
   const ldata = dataLeaves(ls)
   const lred = ls.leaf.filter((a) => ls.axes.get(a)!.type === "reduce")
   const linner = innerStage ? [ldata[p > 1 ? 1 : 0]] : []
-  s = S.reorder(s, local, [...ldata.filter((a) => !linner.includes(a)), ...lred, ...linner])
-  if (vectorize && innerStage) s = S.vectorize(s, local, linner[0])
+  const lrest = ldata.filter((a) => !linner.includes(a))
+  if (lanesCovered) {
+    s = S.reorder(s, local, [...lrest, ...lred, ...linner])
+    if (vectorize && innerStage) s = S.vectorize(s, local, linner[0])
+  } else {
+    // the partials' chains unrolled around a vector of the outputs
+    const last = lrest[lrest.length - 1]
+    s = S.reorder(s, local, [...lrest.slice(0, -1), ...lred, ...linner, last])
+    if (vectorize && ls.axes.get(last)!.extent <= S.MAX_VECTORIZED && ls.axes.get(last)!.extent > 1) s = S.vectorize(s, local, last)
+    if (innerStage) s = S.unroll(s, local, linner[0])
+  }
   // the stages reducing the partials stay serial: parts × inner × outputs elements, fewer than a
   // parallel loop's start costs
   return s
