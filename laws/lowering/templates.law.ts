@@ -13,6 +13,7 @@ import type { Config } from "../../src/lowering/templates/template.js"
 import { matmulRegisterTile, matmulTemplate } from "../../src/lowering/templates/matmul.js"
 import { convRegisterTile, divisors } from "../../src/lowering/templates/common.js"
 import { innerReductionTemplate, reductionTemplate } from "../../src/lowering/templates/reduction.js"
+import { RF_PARTS_BY_DEFAULT } from "../../src/lowering/templates/rfactor.js"
 import { at, compute } from "../../src/ast/te/tensor.js"
 import { templateFor } from "../../src/lowering/templates/template-for.js"
 import { cpuTirPipeline } from "../../src/lowering/tir/cpu-pipeline.js"
@@ -467,7 +468,7 @@ describe("the rfactor rule", () => {
         const p = Number(d.rf_parts)
         const f = Number(d.rf_inner)
         // parts exactly where the outputs leave a core idle, then enough for every core
-        if (outputs >= target.cores) expect(p).toBe(1)
+        if (outputs >= target.cores || !RF_PARTS_BY_DEFAULT) expect(p).toBe(1)
         else expect(outputs * p).toBeGreaterThanOrEqual(target.cores)
         // contiguous partials exactly where a core has fewer sums than pipes × latency: whole
         // vectors, as many chains as are missing where the vectorizer's 64 allow

@@ -15,6 +15,9 @@ const INNER_CANDIDATES = [1, 2, 4, 8, 16, 32, S.MAX_VECTORIZED] as const
 /** Stretches of the reduce axis the threads may take. */
 const PARTS_CANDIDATES = [1, 2, 4, 8, 16, 32, 64] as const
 
+/** Whether the defaults take the parts the cores want (see rfactorDefaults). */
+export const RF_PARTS_BY_DEFAULT = false
+
 const productOf = (xs: readonly number[]) => xs.reduce((a, b) => a * b, 1)
 
 /** The reduce axis the rule factors: the stage's innermost reduce leaf (the contiguous one of an inner reduction). */
@@ -40,7 +43,8 @@ export const rfactorKnobs = (st: S.Stage): Knob[] => {
  * The defaults from the target record. The outputs' loops hold vectors of sums: one an output
  * where the emitter vectorizes the reduce loop (an inner reduction: `lanesCovered`), else one a
  * vector of outputs along the last axis; the machine wants cores × pipes × latency of them in flight.
- * - parts: with fewer vectors of sums than cores, enough stretches that each core has one;
+ * - parts: with fewer vectors of sums than cores, enough stretches that each core has one (only
+ *   with RF_PARTS_BY_DEFAULT; the knob is always in the space);
  * - inner: with fewer vectors of sums a core than pipes × latency, the missing chains (an inner
  *   reduction's: lanes × chains contiguous partials, up to the vectorizer's 64);
  * - either only where the reduction is at least twice parts × inner long: otherwise the final
@@ -55,7 +59,11 @@ export const rfactorDefaults = (knobs: readonly Knob[], target: ScheduleTarget, 
   const cores = Math.max(1, target.cores)
   const vectors = lanesCovered ? parts.extent : Math.ceil(parts.extent / lanes)
   const pick = (cands: readonly (string | number | boolean)[], want: number) => (cands as number[]).find((c) => c >= want) ?? Math.max(...(cands as number[]))
-  const p = vectors < cores ? pick(parts.candidates, Math.ceil(cores / vectors)) : 1
+  // (the parts the cores would want: not taken by default — on a 2-core machine shared with other
+  // work, a parallel region around a kernel of ~10 µs waited milliseconds at its join for a
+  // descheduled thread, where the serial kernel did not; the tuner measures them per thread count)
+  const wanted = vectors < cores ? pick(parts.candidates, Math.ceil(cores / vectors)) : 1
+  const p = RF_PARTS_BY_DEFAULT ? wanted : 1
   // vectors of sums each core has in flight without rfactor
   const perCore = Math.max(1, Math.floor(vectors / cores))
   const chains = Math.ceil(need / perCore)
