@@ -1,7 +1,7 @@
 // npm run op-bench — single operators the zoo networks are made of, Tessera's c target against
 // onnxruntime-node in one process, runs alternating: a transformer's linear layer, a 1×1 conv with
 // a SiLU epilogue, a softmax over attention scores, attention's two batched products, a 3×3 conv and a
-// depthwise conv. Medians, the ratio c / ort, GFLOP/s and the share of this CPU's measured peak.
+// depthwise conv; a sum over a long axis and two matrix-vector products (the rfactor rule's cases). Medians, the ratio c / ort, GFLOP/s and the share of this CPU's measured peak.
 // Speed is reported, never asserted.
 //
 //   npm run op-bench -- [--threads 1] [--runs 21] [--only linear,softmax]
