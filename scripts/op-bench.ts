@@ -1,7 +1,8 @@
 // npm run op-bench — single operators the zoo networks are made of, Tessera's c target against
 // onnxruntime-node in one process, runs alternating: a transformer's linear layer, a 1×1 conv with
 // a SiLU epilogue, a softmax over attention scores, attention's two batched products, a 3×3 conv and a
-// depthwise conv. Medians, the ratio c / ort, GFLOP/s and the share of this CPU's measured peak.
+// depthwise conv; a sum over a long axis and two matrix-vector products (the rfactor rule's cases).
+// Medians, the ratio c / ort, GFLOP/s and the share of this CPU's measured peak.
 // Speed is reported, never asserted. Tessera's runs write the outputs into arrays the script holds
 // (the executor's `into`: a fresh 1.9 MB output a run cost the softmax 0.8 ms of page faults), and
 // also, in the last column, into fresh arrays each run; onnxruntime's allocate their own.
@@ -78,6 +79,27 @@ const CASES: { readonly [name: string]: () => Graph } = {
     const x = b.input("x", { dtype: "float32", shape: [1, 128, 28, 28] })
     const y = b.op("Relu", [conv(b, x, "conv", { cin: 128, cout: 128, k: 3, pad: 1, bias: true })], "y")
     return b.build("conv3x3-relu", [{ name: y, type: { dtype: "float32", shape: [1, 128, 28, 28] } }])
+  },
+  // a sum over a long axis to one value (a loss, a norm): one output, no spatial parallelism
+  "sum-long": () => {
+    const b = new NetBuilder(0, 17)
+    const x = b.input("x", { dtype: "float32", shape: [1, 262144] })
+    const y = b.op("ReduceSum", [x, b.int64s("axes", [1])], "y", { keepdims: attr.int(1) })
+    return b.build("sum-long", [{ name: y, type: { dtype: "float32", shape: [1, 1] } }])
+  },
+  // a matrix-vector product with few outputs: [1, 16384] · [16384, 16]
+  "gemv-narrow": () => {
+    const b = new NetBuilder(0, 17)
+    const x = b.input("x", { dtype: "float32", shape: [1, 16384] })
+    const y = b.op("MatMul", [x, b.normal("w", [16384, 16], 0.03)], "y")
+    return b.build("gemv-narrow", [{ name: y, type: { dtype: "float32", shape: [1, 16] } }])
+  },
+  // ResNet-50's classifier head: a batch-1 dense layer [1, 2048] · [2048, 1000] (enough outputs: rfactor does not fire)
+  gemv: () => {
+    const b = new NetBuilder(0, 17)
+    const x = b.input("x", { dtype: "float32", shape: [1, 2048] })
+    const y = b.op("MatMul", [x, b.normal("w", [2048, 1000], 0.03)], "y")
+    return b.build("gemv", [{ name: y, type: { dtype: "float32", shape: [1, 1000] } }])
   },
   // MobileNetV2's depthwise: 3×3, 144 channels at 56×56, stride 1
   depthwise: () => {

@@ -2,7 +2,7 @@
 // computes what the TE says (the auto-tuner may pick any of them).
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
-import { arbComputeCase, blockedConvCase, COMPUTE_FAMILIES, denseRowCase, matmulCase } from "../../src/ast/te/arbitrary.js"
+import { arbComputeCase, blockedConvCase, COMPUTE_FAMILIES, denseRowCase, longReductionCase, matmulCase } from "../../src/ast/te/arbitrary.js"
 import { add, exprKey, f32, mul } from "../../src/ast/te/expr.js"
 import { mapStmt } from "../../src/ast/tir/tir.js"
 import { evaluateTE } from "../../src/ast/te/evaluate.js"
@@ -12,7 +12,8 @@ import { lowerSync } from "../../src/lowering/lower.js"
 import type { Config } from "../../src/lowering/templates/template.js"
 import { matmulRegisterTile, matmulTemplate } from "../../src/lowering/templates/matmul.js"
 import { convRegisterTile, divisors } from "../../src/lowering/templates/common.js"
-import { reductionTemplate } from "../../src/lowering/templates/reduction.js"
+import { innerReductionTemplate, reductionTemplate } from "../../src/lowering/templates/reduction.js"
+import { RF_PARTS_BY_DEFAULT } from "../../src/lowering/templates/rfactor.js"
 import { at, compute } from "../../src/ast/te/tensor.js"
 import { templateFor } from "../../src/lowering/templates/template-for.js"
 import { cpuTirPipeline } from "../../src/lowering/tir/cpu-pipeline.js"
@@ -387,5 +388,98 @@ describe("the conv register tile (convRegisterTile)", () => {
     const zen4 = { vectorLanes: 16, cores: 1, vectorRegisters: 32, fmaUnits: 1, fmaLatency: 4 }
     expect(convRegisterTile(zen4, 16, { cols: divisors(112, 32), rows: divisors(112, 8), blocks: divisors(4, 8) })).toEqual({ cols: 16, rows: 1, blocks: 1 })
     expect(convRegisterTile(zen4, 8, { cols: [1, 7], rows: [1, 7], blocks: [1, 5], blockCap: 9 })).toEqual({ cols: 7, rows: 1, blocks: 1 })
+  })
+})
+
+describe("the rfactor rule", () => {
+  const arbLong = fc.record({
+    seed: fc.integer({ min: 0, max: 0x7fffffff }),
+    rows: fc.integer({ min: 1, max: 3 }),
+    cols: fc.integer({ min: 1, max: 2 }),
+    r: fc.integer({ min: 1, max: 300 }),
+    max: fc.boolean(),
+    mean: fc.boolean(),
+  })
+  const arbTarget = fc.record({
+    vectorLanes: fc.constantFrom(1, 4, 8, 16),
+    cores: fc.integer({ min: 1, max: 8 }),
+    fmaUnits: fc.integer({ min: 1, max: 2 }),
+    fmaLatency: fc.integer({ min: 3, max: 5 }),
+  })
+
+  it("every configuration of its knobs, and its defaults on random targets, evaluate equal to the TE: partials that do not divide the axis, max and mean too", () => {
+    fc.assert(
+      fc.property(arbLong, arbTarget, fc.nat(), fc.nat(), fc.boolean(), (o, target, pi, pp, useDefaults) => {
+        const cc = longReductionCase(o.seed, o)
+        const base = baseSchedule(cc.outputs)
+        const t = templateFor(base)
+        expect(t).toBe(innerReductionTemplate)
+        const knobs = t.space(cc.outputs, base)
+        const inner = knobs.find((k) => k.name === "rf_inner")!
+        const parts = knobs.find((k) => k.name === "rf_parts")!
+        const config: Config = useDefaults ? t.defaults(knobs, target) : { rf_inner: inner.candidates[pi % inner.candidates.length], rf_parts: parts.candidates[pp % parts.candidates.length] }
+        const s = t.apply(cc.outputs, base, config)
+        // (the configs that ask for partials get them: one stage more per factor)
+        const asked = (Number(config.rf_inner ?? 1) > 1 ? 1 : 0) + (Number(config.rf_parts ?? 1) > 1 ? 1 : 0)
+        expect(s.steps.filter((x) => x.prim === "rfactor").length).toBe(asked)
+        const f = runTirSync(cpuTirPipeline(), lowerSync(s))
+        const outs = evaluatePrimFunc(f, cc.inputs)
+        assertAllClose(cc.outputs.map((x) => outs.get(x.name)!), evaluateTE(cc.outputs, cc.inputs), 1e-4, 1e-5)
+      }),
+      lawParams(60),
+    )
+  })
+
+  it("a one-row product of few columns (vectors across its outputs, chains of partials unrolled) evaluates equal to the TE at every rfactor knob and at its defaults on random targets", () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: 0x7fffffff }), fc.integer({ min: 1, max: 40 }), fc.integer({ min: 1, max: 300 }), arbTarget, fc.nat(), fc.nat(), fc.boolean(), (seed, n, kk, target, pi, pp, useDefaults) => {
+        const cc = denseRowCase(seed, n, kk)
+        const base = baseSchedule(cc.outputs)
+        // (the matmul rule hands one row to the reduction template)
+        const t = templateFor(base)
+        const knobs = t.space(cc.outputs, base)
+        expect(knobs.map((k) => k.name)).toEqual(reductionTemplate.space(cc.outputs, base).map((k) => k.name))
+        const inner = knobs.find((k) => k.name === "rf_inner")!
+        const parts = knobs.find((k) => k.name === "rf_parts")!
+        const defaults = t.defaults(knobs, target)
+        const config: Config = useDefaults ? defaults : { ...defaults, rf_inner: inner.candidates[pi % inner.candidates.length], rf_parts: parts.candidates[pp % parts.candidates.length] }
+        const s = t.apply(cc.outputs, base, config)
+        const asked = (Number(config.rf_inner ?? 1) > 1 ? 1 : 0) + (Number(config.rf_parts ?? 1) > 1 ? 1 : 0)
+        expect(s.steps.filter((x) => x.prim === "rfactor").length).toBe(asked)
+        const f = runTirSync(cpuTirPipeline(), lowerSync(s))
+        const outs = evaluatePrimFunc(f, cc.inputs)
+        assertAllClose(cc.outputs.map((x) => outs.get(x.name)!), evaluateTE(cc.outputs, cc.inputs), 1e-4, 1e-5)
+      }),
+      lawParams(60),
+    )
+  })
+
+  it("fires where the outputs leave cores or FMA chains idle, from the target record: partials for the threads where outputs < cores, contiguous partials where a core has fewer sums than pipes × latency", () => {
+    fc.assert(
+      fc.property(arbLong, arbTarget, (o, target) => {
+        // (long enough for any partials: parts and inner partials up to 64 each, twice over)
+        const r = (o.r + 128) * 64
+        const cc = longReductionCase(o.seed, { ...o, r })
+        const base = baseSchedule(cc.outputs)
+        const knobs = innerReductionTemplate.space(cc.outputs, base)
+        const d = innerReductionTemplate.defaults(knobs, target)
+        const outputs = o.rows * o.cols
+        const need = target.fmaUnits * target.fmaLatency
+        const p = Number(d.rf_parts)
+        const f = Number(d.rf_inner)
+        // parts exactly where the outputs leave a core idle, then enough for every core
+        if (outputs >= target.cores || !RF_PARTS_BY_DEFAULT) expect(p).toBe(1)
+        else expect(outputs * p).toBeGreaterThanOrEqual(target.cores)
+        // contiguous partials exactly where a core has fewer sums than pipes × latency: whole
+        // vectors, as many chains as are missing where the vectorizer's 64 allow
+        const perCore = Math.max(1, Math.floor(outputs / target.cores))
+        if (perCore >= need) expect(f).toBe(1)
+        else {
+          expect(f % target.vectorLanes).toBe(0)
+          expect(f).toBeGreaterThanOrEqual(Math.min(64, target.vectorLanes * Math.ceil(need / perCore)))
+        }
+      }),
+      lawParams(200),
+    )
   })
 })

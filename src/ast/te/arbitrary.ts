@@ -124,6 +124,19 @@ export const matmulCase = (seed: number, o: { readonly batch: number; readonly m
   return { family: "matmul", outputs: [compute("out", [...lead, o.m, o.n], (...idx) => max(add(at(mm, ...idx), at(bias, idx[idx.length - 1])), f32(0)))], inputs: feeds }
 }
 
+/**
+ * A reduction of few outputs over a long last axis (for laws about the rfactor rule): X [rows,
+ * cols, r] summed (or its max taken) over r, and with `mean` divided by r after it.
+ */
+export const longReductionCase = (seed: number, o: { readonly rows: number; readonly cols: number; readonly r: number; readonly max: boolean; readonly mean: boolean }): ComputeCase => {
+  const { feeds, ph } = seededInputs(prng(seed))
+  const X = ph("X", [o.rows, o.cols, o.r])
+  const r = reduceAxis(o.r, "r")
+  const red = compute("red", [o.rows, o.cols], (a, b) => (o.max ? maxReduce : sum)(at(X, a, b, r.var), [r]))
+  if (!o.mean) return { family: "reduce", outputs: [red], inputs: feeds }
+  return { family: "reduce", outputs: [compute("mean", [o.rows, o.cols], (a, b) => div(at(red, a, b), f32(o.r)))], inputs: feeds }
+}
+
 export const buildCompute = (family: (typeof COMPUTE_FAMILIES)[number], seed: number): ComputeCase => {
   const rng = prng(seed)
   const { feeds, ph } = seededInputs(rng)

@@ -3,6 +3,7 @@
 // tile; with an elementwise epilogue, the anchor computed at the epilogue's tile.
 import * as S from "../../ast/schedule/schedule.js"
 import { anchorStage, dataLeaves, divisors, parallelize, parallelOuter, tileStages } from "./common.js"
+import { applyRfactor, rfactorDefaults, rfactorKnobs } from "./rfactor.js"
 import type { Config, Template } from "./template.js"
 
 /** The widest column tile of a one-row reduction (2 KB of float32 accumulators). */
@@ -30,6 +31,8 @@ export const reductionTemplate: Template = {
       { kind: "choice", name: "vectorize", candidates: [true, false] },
       { kind: "choice", name: "unroll_tile", candidates: [true, false] },
       { kind: "choice", name: "fuse_epilogue", candidates: [true, false] },
+      // one output row (a matrix-vector product): the rfactor rule's knobs, for few outputs
+      ...(second === 1 ? rfactorKnobs(st) : []),
     ]
   },
   defaults: (knobs, target) => {
@@ -56,11 +59,14 @@ export const reductionTemplate: Template = {
       }
       else cfg[k.name] = k.name === "vectorize" ? target.vectorLanes > 1 : k.name === "fuse_epilogue" || k.name === "unroll_tile"
     }
-    return cfg
+    // (a vector of outputs along the last axis: the emitter does not vectorize the reduce loop)
+    return { ...cfg, ...rfactorDefaults(knobs, target, false) }
   },
   apply: (_outputs, base, config) => {
     const st = anchorStage(base)
     if (!st) return base
+    const rf = applyRfactor(base, st.name, config, !!config.vectorize, false)
+    if (rf) return rf
     if (config.fuse_epilogue) {
       const fused = fusedEpilogue(base, st, config)
       if (fused) return fused
@@ -133,7 +139,15 @@ const fusedEpilogue = (base: S.Schedule, anchor: S.Stage, config: Config): S.Sch
 export const innerReductionTemplate: Template = {
   name: "inner-reduction",
   tunable: false,
-  space: () => [],
-  defaults: () => ({}),
-  apply: (_outputs, base) => parallelize(base, true),
+  // the rfactor rule's knobs: partials where the outputs leave cores or FMA chains idle
+  space: (_outputs, base) => {
+    const st = anchorStage(base)
+    return st ? rfactorKnobs(st) : []
+  },
+  // (the emitter sums the reduce loop in a vector: each output already fills the lanes)
+  defaults: (knobs, target) => rfactorDefaults(knobs, target, true),
+  apply: (_outputs, base, config) => {
+    const st = anchorStage(base)
+    return (st && applyRfactor(base, st.name, config, true, true)) ?? parallelize(base, true)
+  },
 }
