@@ -18,6 +18,7 @@ await build({
     "scripts/compile-time": "scripts/compile-time.ts",
     "scripts/layer-compare": "scripts/layer-compare.ts",
     "scripts/op-bench": "scripts/op-bench.ts",
+    "scripts/run-profile": "scripts/run-profile.ts",
   },
   outdir,
   bundle: true,

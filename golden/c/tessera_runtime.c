@@ -4,28 +4,32 @@
 /* heap allocations for large buffers: 64-byte aligned; failure is fatal (no status to return).
    Freed blocks are kept per thread (up to 8) and handed out again for a request of up to their
    size: a kernel's scratch buffers (a padded input, Winograd's transforms) are not unmapped and
-   faulted in again on every call */
+   faulted in again on every call. A block's own size is kept in the 64 bytes before it: a kept
+   block handed to a smaller request is kept again at its own size, not the request's (else the
+   larger requests of the next run find no block and fault fresh pages in) */
 #define TESSERA_KEEP 8
 static _Thread_local void* tessera_kept[TESSERA_KEEP];
-static _Thread_local size_t tessera_kept_bytes[TESSERA_KEEP];
 void* tessera_alloc(size_t bytes) {
   size_t n = (bytes + 63) & ~(size_t)63;
-  for (int i = 0; i < TESSERA_KEEP; i++)
-    if (tessera_kept[i] && tessera_kept_bytes[i] >= n && tessera_kept_bytes[i] / 2 <= n) {
+  for (int i = 0; i < TESSERA_KEEP; i++) {
+    size_t have = tessera_kept[i] ? *(size_t*)((char*)tessera_kept[i] - 64) : 0;
+    if (have >= n && have / 2 <= n) {
       void* p = tessera_kept[i];
       tessera_kept[i] = 0;
       return p;
     }
-  void* p = aligned_alloc(64, n);
-  if (!p) { fprintf(stderr, "tessera: out of memory allocating %zu bytes\n", bytes); abort(); }
-  return p;
+  }
+  char* base = (char*)aligned_alloc(64, n + 64);
+  if (!base) { fprintf(stderr, "tessera: out of memory allocating %zu bytes\n", bytes); abort(); }
+  *(size_t*)base = n;
+  return base + 64;
 }
 void tessera_free(void* p, size_t bytes) {
+  (void)bytes;
   for (int i = 0; i < TESSERA_KEEP; i++)
     if (!tessera_kept[i]) {
       tessera_kept[i] = p;
-      tessera_kept_bytes[i] = (bytes + 63) & ~(size_t)63;
       return;
     }
-  free(p);
+  free((char*)p - 64);
 }

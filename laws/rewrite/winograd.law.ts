@@ -27,7 +27,7 @@ import { runTirSync } from "../../src/lowering/tir/tir-pass.js"
 import { makeTarget } from "../../src/ast/target.js"
 import { compileGraph, loadProgram } from "../../src/pipeline.js"
 import { alterLayoutSync } from "../../src/rewrite/alter-layout.js"
-import { winogradConvSync } from "../../src/rewrite/winograd.js"
+import { minTiles4, winogradConvSync, type WinogradTarget } from "../../src/rewrite/winograd.js"
 import { assertAllClose, evalGraph, lawParams } from "../support.js"
 
 interface ConvCase {
@@ -178,6 +178,15 @@ describe("rewrite.WinogradConv: F(4×4, 3×3) in the blocked layout", () => {
     }
     expect(tileOf(7)).toBe(4)
     expect(tileOf(14)).toBe(6)
+    // a target whose products hold 16 tiles in registers: 14×14 (16 tiles of 4×4) takes F(2×2), 20×20 (25) F(4×4)
+    const tileFor = (H: number, target: WinogradTarget) => {
+      const after = winogradConvSync(alterLayoutSync(convGraph(rng, { ...base, H, W: H, attrs: k3 }), { vectorLanes: 8 }), target)
+      const n = after.nodes.find((x) => x.op === "ConvWinogradNCHWc")!
+      return after.initializers.get(n.inputs[1])!.shape[0]
+    }
+    expect(tileFor(14, { registerTiles: 16 })).toBe(4)
+    expect(tileFor(20, { registerTiles: 16 })).toBe(6)
+    expect(tileFor(14, { registerTiles: 8 })).toBe(6)
   })
 })
 
@@ -210,8 +219,9 @@ describe("rewrite.WinogradConv: model-like conv nets", () => {
 // dilations (explicit ones of 1 too), depthwise groups, pads and auto_pad, some with a computed weight (an Identity of the
 // constant: no kernel transform at compile time), and the model-like nets above. An oracle read off
 // each ConvNCHWc (group 1, 3×3, stride and dilation 1, ≥ 16 channels in and out, a constant
-// weight; F(4×4) with ≥ 16 tiles of 4×4, else F(2×2) with ≥ 16 tiles of 2×2) says how many convs
-// take which tile and how many stay direct.
+// weight; F(4×4) with ≥ 16 tiles of 4×4 and more than the target's register block of tiles (none,
+// 8, 16, 24 or 48: random), else F(2×2) with ≥ 16 tiles of 2×2) says how many convs take which tile
+// and how many stay direct.
 const arbAnyConv: fc.Arbitrary<ConvCase & { readonly computedWeight: boolean }> = fc.integer({ min: 1, max: 1 << 30 }).map((seed) => {
   const rng = prng(seed)
   const C = rng.pick([8, 12, 16, 24, 32, 16])
@@ -238,7 +248,7 @@ const arbAnyConv: fc.Arbitrary<ConvCase & { readonly computedWeight: boolean }> 
 })
 
 /** The tile (4 or 2) the conv `n` of a blocked graph should take, or undefined: it stays direct. */
-const expectedTile = (g: Graph, n: Graph["nodes"][number]): number | undefined => {
+const expectedTile = (g: Graph, n: Graph["nodes"][number], target: WinogradTarget): number | undefined => {
   const w = g.initializers.get(n.inputs[1])
   const [x, y] = [g.valueTypes.get(n.inputs[0]), g.valueTypes.get(n.outputs[0])]
   if (!w || !x || !y) return undefined
@@ -249,7 +259,7 @@ const expectedTile = (g: Graph, n: Graph["nodes"][number]): number | undefined =
   if (IB * ib < 16 || OB * ob < 16) return undefined
   const [N, OH, OW] = [x.shape[0], y.shape[2], y.shape[3]] as number[]
   const tiles = (m: number) => Math.ceil(OH / m) * Math.ceil(OW / m) * N
-  return tiles(4) >= 16 ? 4 : tiles(2) >= 16 ? 2 : undefined
+  return tiles(4) >= Math.max(16, (target.registerTiles ?? 0) + 1) ? 4 : tiles(2) >= 16 ? 2 : undefined
 }
 
 /** `g` with the weights of its blocked convs read through an Identity (no longer constants). */
@@ -263,27 +273,34 @@ const computeWeights = (g: Graph): Graph => ({
 describe("rewrite.WinogradConv: exactly the convs it applies to", () => {
   it("rewrites the convs the oracle picks, with its tile, and leaves the others direct; evaluates as before", () => {
     const counts = { 4: 0, 2: 0, direct: 0 }
+    // F(2×2) where the register block alone turned F(4×4) down
+    let byRegisters = 0
     const either = fc.oneof(
       arbAnyConv,
       arbWinogradNet.map(([c, lanes]) => ({ ...c, lanes, computedWeight: false })),
     )
+    // the target's register block of the products' tiles: none, or 8 to 48
+    const arbTarget = fc.constantFrom<WinogradTarget>({}, {}, { registerTiles: 8 }, { registerTiles: 16 }, { registerTiles: 24 }, { registerTiles: 48 })
     fc.assert(
-      fc.property(either, ({ graph, inputs, lanes, computedWeight }) => {
+      fc.property(either, arbTarget, ({ graph, inputs, lanes, computedWeight }, target) => {
         const blocked0 = alterLayoutSync(graph, { vectorLanes: lanes })
         const blocked = computedWeight ? computeWeights(blocked0) : blocked0
-        const want = blocked.nodes.filter((n) => n.op === "ConvNCHWc").map((n) => (computedWeight ? undefined : expectedTile(blocked, n)))
-        const after = winogradConvSync(blocked)
+        const want = blocked.nodes.filter((n) => n.op === "ConvNCHWc").map((n) => (computedWeight ? undefined : expectedTile(blocked, n, target)))
+        byRegisters += blocked.nodes.filter((n) => n.op === "ConvNCHWc" && !computedWeight && expectedTile(blocked, n, target) === 2 && expectedTile(blocked, n, {}) === 4).length
+        const after = winogradConvSync(blocked, target)
         const got = after.nodes.filter((n) => n.op === "ConvWinogradNCHWc").map((n) => after.initializers.get(n.inputs[1])!.shape[0] - 2)
         expect(got.sort()).toEqual(want.filter((m) => m !== undefined).sort())
         expect(after.nodes.filter((n) => n.op === "ConvNCHWc").length).toBe(want.filter((m) => m === undefined).length)
         for (const m of want) counts[m === 4 || m === 2 ? m : "direct"] += 1
         assertAllClose(evalGraph(after, inputs), evalGraph(graph, inputs), 1e-4, 1e-4)
       }),
-      lawParams(100),
+      lawParams(150),
     )
     // the cases reach both tiles and direct convs
     expect(counts[4]).toBeGreaterThan(1)
     expect(Math.min(counts[2], counts.direct)).toBeGreaterThan(3)
+    expect(byRegisters).toBeGreaterThan(1)
+    expect(minTiles4({ registerTiles: 16 })).toBe(17)
   })
 })
 

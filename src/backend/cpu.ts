@@ -3,19 +3,26 @@
 // at the target's defaults.
 import { ISA_VECTOR_REGISTERS, type Target } from "../ast/target.js"
 import { defaultSchedule } from "../lowering/templates/template-for.js"
+import { accumulatorCap } from "../lowering/templates/common.js"
 import type { ScheduleFn } from "../lowering/lower-group.js"
 import { alterLayout, defaultPasses, sequential, type GraphPass } from "../rewrite/index.js"
-import { winogradConv } from "../rewrite/winograd.js"
+import { winogradConvFor } from "../rewrite/winograd.js"
 import { MAX_VECTORIZED } from "../ast/schedule/schedule.js"
 import { cpuTirPipeline } from "../lowering/tir/cpu-pipeline.js"
 import type { TirPass } from "../lowering/tir/tir-pass.js"
 import type { TunedLookup } from "./backend.js"
 import type { ScheduleTarget } from "../lowering/templates/template.js"
 
-/** The default passes, then (with 2+ lanes) the blocked layout of that many lanes and Winograd convolution. */
+/**
+ * The default passes, then (with 2+ lanes) the blocked layout of that many lanes and Winograd
+ * convolution, its F(4×4) from more input tiles than one register block of the products holds
+ * (the conv templates' accumulator cap, from the target's vector registers).
+ */
 export const cpuGraphPasses = (target: Target<"c" | "js" | "wasm">): GraphPass => {
   const lanes = target.attrs.vectorLanes
-  return lanes > 1 ? sequential("rewrite.Target", [defaultPasses, alterLayout({ vectorLanes: lanes, ...(target.attrs.fmaUnitsByLanes ? { fmaUnitsByLanes: target.attrs.fmaUnitsByLanes } : {}) }), winogradConv]) : defaultPasses
+  const registerTiles = accumulatorCap(ISA_VECTOR_REGISTERS[target.attrs.isa])
+  const layout = { vectorLanes: lanes, ...(target.attrs.fmaUnitsByLanes ? { fmaUnitsByLanes: target.attrs.fmaUnitsByLanes } : {}) }
+  return lanes > 1 ? sequential("rewrite.Target", [defaultPasses, alterLayout(layout), winogradConvFor({ registerTiles })]) : defaultPasses
 }
 
 /** Each group's CPU template, at the target's defaults unless tuned. */

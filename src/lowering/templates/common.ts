@@ -101,6 +101,9 @@ export interface TileChoices {
 /** Accumulators an unrolled register tile holds at most (the conv template unrolls up to this many). */
 export const MAX_TILE_ACCUMULATORS = 32
 
+/** Accumulators a register tile may hold on a target with this many vector registers: half of them (the rest hold inputs and weights), at most MAX_TILE_ACCUMULATORS. */
+export const accumulatorCap = (vectorRegisters: number): number => Math.min(MAX_TILE_ACCUMULATORS, Math.floor(vectorRegisters / 2))
+
 /**
  * A register tile of vector accumulators (one per position and channel block, each `block`
  * lanes) sized from the target record, as the matmul rule sizes its tile:
@@ -129,7 +132,7 @@ export const convRegisterTile = (target: ScheduleTarget, block: number, choices:
   const registers = target.vectorRegisters ?? 16
   const width = Math.max(1, Math.min(block, lanes))
   const need = (target.fmaUnits ?? 2) * (target.fmaLatency ?? 4) * Math.max(1, Math.floor(lanes / width))
-  const cap = Math.min(MAX_TILE_ACCUMULATORS, Math.floor(registers / 2))
+  const cap = accumulatorCap(registers)
   // (16 registers or fewer: one block — with two, gcc reloaded the weights in every FMA)
   const blocks = choices.blocks.filter((b) => b <= (choices.blockCap ?? Infinity) && (registers > 16 || b === 1))
   const tiles = (blocks.length ? blocks : [1])

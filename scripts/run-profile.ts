@@ -1,0 +1,82 @@
+// npm run run-profile -- --model resnet50 [--threads 1]: where an end-to-end run's time goes on
+// the c target. Each compiled kernel timed inside the real sequence (the executor's own calls,
+// wrapped), then alone on the same buffers (warm: its weights in cache), then alone after a
+// cache flush (cold: weights and activations from DRAM); the executor's own time is the end-to-end
+// median less the kernels' sum. Speed is reported, never asserted.
+import { Effect } from "effect"
+import { allocate } from "../src/ast/graph/dtype.js"
+import { prng } from "../src/ast/graph/arbitrary.js"
+import type { Tensor } from "../src/ast/graph/tensor.js"
+import { BACKENDS } from "../src/backend/index.js"
+import type { DeviceBuffer } from "../src/device/device.js"
+import { hostCpu } from "../src/device/host.js"
+import { median } from "../src/device/onnxruntime.js"
+import { compileGraph, loadProgram } from "../src/pipeline.js"
+import { nodeFlops } from "../src/rewrite/report.js"
+import { isZooName, zooGraph } from "../src/zoo/index.js"
+
+const args = process.argv.slice(2)
+const opt = (k: string, d: string) => (args.includes(k) ? args[args.indexOf(k) + 1] : d)
+const name = opt("--model", "resnet50")
+const threads = Number(opt("--threads", "1"))
+const RUNS = Number(process.env.BENCH_RUNS ?? 10)
+if (!isZooName(name)) throw new Error(`unknown zoo model '${name}'`)
+process.env.OMP_NUM_THREADS = String(threads)
+
+const graph = zooGraph(name, 0)
+const input = graph.inputs[0]
+const r = prng(1)
+const shape = input.type.shape as number[]
+const data = allocate("float32", shape.reduce((a, b) => a * b, 1))
+for (let i = 0; i < data.length; i++) data[i] = r.float(-1, 1)
+const feeds = new Map<string, Tensor>([[input.name, { dtype: "float32", shape, data }]])
+const target = BACKENDS.c.target(hostCpu(), threads)
+const program = await Effect.runPromise(compileGraph(graph, target, { optLevel: 3 }))
+const exec = await Effect.runPromise(loadProgram(program, target, { threads }))
+const mod = exec.module
+const e2e: number[] = []
+exec.run(feeds)
+for (let i = 0; i < RUNS; i++) {
+  const t0 = performance.now()
+  exec.run(feeds)
+  e2e.push(performance.now() - t0)
+}
+// each kernel inside the sequence
+const inner = mod.run
+const seq = new Map<string, number[]>()
+const seen = new Map<string, readonly DeviceBuffer[]>()
+;(mod as { run: typeof inner }).run = (k, a) => {
+  const t0 = performance.now()
+  inner(k, a)
+  const t = performance.now() - t0
+  seq.set(k, [...(seq.get(k) ?? []), t])
+  seen.set(k, a)
+}
+for (let i = 0; i < RUNS; i++) exec.run(feeds)
+;(mod as { run: typeof inner }).run = inner
+const flush = new Float32Array(64 << 20 >> 2)
+const byName = new Map(program.graph.nodes.map((n) => [n.name, n]))
+let sumSeq = 0, sumWarm = 0, sumCold = 0, bytesW = 0
+const lines: string[] = []
+for (const k of program.kernels) {
+  if (k.kind !== "compiled") continue
+  const a = seen.get(k.name)!
+  const warm = mod.time(k.name, a, { repeats: 5, minMs: 0 }) * 1000
+  const colds: number[] = []
+  for (let i = 0; i < 5; i++) {
+    for (let j = 0; j < flush.length; j += 16) flush[j] += 1
+    const t0 = performance.now()
+    inner(k.name, a)
+    colds.push(performance.now() - t0)
+  }
+  const cold = median(colds)
+  const s = median(seq.get(k.name)!)
+  const grp = program.fused.groups[k.group]
+  const fl = grp.nodes.reduce((x, n) => x + nodeFlops(program.graph, byName.get(n)!), 0)
+  const wbytes = k.args.filter((v) => program.graph.initializers.has(v)).reduce((x, v) => x + program.graph.initializers.get(v)!.data.byteLength, 0)
+  bytesW += wbytes
+  sumSeq += s; sumWarm += warm; sumCold += cold
+  lines.push(`${k.name}\t${grp.ops.join("+")}\tseq ${s.toFixed(3)}\twarm ${warm.toFixed(3)}\tcold ${cold.toFixed(3)}\t+${(s - warm).toFixed(3)}\t${(fl / s / 1e6).toFixed(1)} GF/s\tw ${(wbytes / 1e6).toFixed(2)} MB`)
+}
+console.log(lines.join("\n"))
+console.log(`${name}, c, ${threads} thread(s): end-to-end median ${median(e2e).toFixed(2)} ms; kernels in sequence ${sumSeq.toFixed(2)} ms, alone warm ${sumWarm.toFixed(2)} ms, alone cold ${sumCold.toFixed(2)} ms; constants ${(bytesW / 1e6).toFixed(1)} MB; executor outside kernels ${(median(e2e) - sumSeq).toFixed(2)} ms; kernels ${program.kernels.length}`)
