@@ -26,26 +26,23 @@ const normAxis = (a: number, rank: number) => (a < 0 ? a + rank : a)
 
 type Shape = readonly number[]
 
+type IndexRule = { readonly input: number; readonly rule: (attrs: Record<string, unknown>, shapes: (Shape | undefined)[]) => ((v: number, i: number) => string | undefined) | undefined }
+
+/** Indices (input 1) along the data's `axis` attribute (Gather, GatherElements: the same rule). */
+const alongAxis: IndexRule = {
+  input: 1,
+  rule: (a, [data]) => {
+    if (!data) return undefined
+    const axis = normAxis(Number(a.axis ?? 0), data.length)
+    const f = wrapped(`index on axis ${axis}:`, data[axis])
+    return (v) => f(v)
+  },
+}
+
 /** For each op that indexes by data: its index input and the rule, from the node's attrs and its inputs' static shapes. */
-const RULES: { readonly [op: string]: { readonly input: number; readonly rule: (attrs: Record<string, unknown>, shapes: (Shape | undefined)[]) => ((v: number, i: number) => string | undefined) | undefined } } = {
-  Gather: {
-    input: 1,
-    rule: (a, [data]) => {
-      if (!data) return undefined
-      const axis = normAxis(Number(a.axis ?? 0), data.length)
-      const f = wrapped(`index on axis ${axis}:`, data[axis])
-      return (v) => f(v)
-    },
-  },
-  GatherElements: {
-    input: 1,
-    rule: (a, [data]) => {
-      if (!data) return undefined
-      const axis = normAxis(Number(a.axis ?? 0), data.length)
-      const f = wrapped(`index on axis ${axis}:`, data[axis])
-      return (v) => f(v)
-    },
-  },
+const RULES: { readonly [op: string]: IndexRule } = {
+  Gather: alongAxis,
+  GatherElements: alongAxis,
   GatherND: {
     input: 1,
     rule: (a, [data, ind]) => {

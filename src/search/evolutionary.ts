@@ -11,7 +11,7 @@ import { canonicalConfig } from "../lowering/templates/sketch.js"
 import { knobActive, type Config, type Knob } from "../lowering/templates/template.js"
 import type { CostModelShape } from "./cost-model.js"
 import { configHash, sampleConfig, spaceSize, type Task } from "./task.js"
-import type { MeasureResult, Tuner } from "./tuners.js"
+import { memoFeatures, type MeasureResult, type Tuner } from "./tuners.js"
 
 export interface EvoTunerOptions {
   readonly seed?: number
@@ -87,16 +87,7 @@ export const evoTuner = (task: Task, options: EvoTunerOptions): Tuner => {
   const measured: { config: Config; cost: number }[] = []
   const xs: (readonly number[])[] = []
   const costs: number[] = []
-  const feat = new Map<string, readonly number[]>()
-  const featuresOf = (c: Config) => {
-    const k = configHash(c)
-    let f = feat.get(k)
-    if (!f) {
-      f = options.features(c)
-      feat.set(k, f)
-    }
-    return f
-  }
+  const featuresOf = memoFeatures(options.features)
   const population = options.population ?? 48
   const generations = options.generations ?? 4
   const eps = options.epsilon ?? 0.1

@@ -121,22 +121,27 @@ export interface XgbTunerOptions {
   readonly saSteps?: number
 }
 
+/** A config's feature row, computed once per config (by its hash). */
+export const memoFeatures = (features: (c: Config) => readonly number[]): ((c: Config) => readonly number[]) => {
+  const rows = new Map<string, readonly number[]>()
+  return (c) => {
+    const k = configHash(c)
+    let f = rows.get(k)
+    if (!f) {
+      f = features(c)
+      rows.set(k, f)
+    }
+    return f
+  }
+}
+
 export const xgbTuner = (task: Task, options: XgbTunerOptions): Tuner => {
   const rng = prng(options.seed ?? 1)
   const size = spaceSize(task.knobs)
   const seen = visitedSet()
   const xs: (readonly number[])[] = []
   const costs: number[] = []
-  const feat = new Map<string, readonly number[]>()
-  const featuresOf = (c: Config) => {
-    const k = configHash(c)
-    let f = feat.get(k)
-    if (!f) {
-      f = options.features(c)
-      feat.set(k, f)
-    }
-    return f
-  }
+  const featuresOf = memoFeatures(options.features)
   const eps = options.epsilon ?? 0.05
   const chains = options.saChains ?? 8
   const steps = options.saSteps ?? 40
