@@ -9,12 +9,14 @@ import { evaluateTE } from "../../src/ast/te/evaluate.js"
 import { evaluatePrimFunc } from "../../src/ast/tir/evaluate.js"
 import { baseSchedule } from "../../src/lowering/lower-group.js"
 import { lowerSync } from "../../src/lowering/lower.js"
-import type { Config } from "../../src/lowering/templates/template.js"
+import type { Config, Template } from "../../src/lowering/templates/template.js"
+import type { Tensor } from "../../src/ast/graph/tensor.js"
+import type * as S from "../../src/ast/schedule/schedule.js"
 import { matmulRegisterTile, matmulTemplate } from "../../src/lowering/templates/matmul.js"
 import { convRegisterTile, divisors } from "../../src/lowering/templates/common.js"
 import { innerReductionTemplate, reductionTemplate } from "../../src/lowering/templates/reduction.js"
 import { RF_PARTS_BY_DEFAULT } from "../../src/lowering/templates/rfactor.js"
-import { at, compute } from "../../src/ast/te/tensor.js"
+import { at, compute, type ComputeTensor } from "../../src/ast/te/tensor.js"
 import { templateFor } from "../../src/lowering/templates/template-for.js"
 import { cpuTirPipeline } from "../../src/lowering/tir/cpu-pipeline.js"
 import { runTirSync } from "../../src/lowering/tir/tir-pass.js"
@@ -407,6 +409,15 @@ describe("the rfactor rule", () => {
     fmaLatency: fc.integer({ min: 3, max: 5 }),
   })
 
+  /** A config of the rfactor rule: one rfactor stage per factor it asks for, and the lowered TIR evaluates equal to the TE. */
+  const checkRfactorConfig = (t: Template, cc: { readonly outputs: readonly ComputeTensor[]; readonly inputs: ReadonlyMap<string, Tensor> }, base: S.Schedule, config: Config): void => {
+    const s = t.apply(cc.outputs, base, config)
+    const asked = (Number(config.rf_inner ?? 1) > 1 ? 1 : 0) + (Number(config.rf_parts ?? 1) > 1 ? 1 : 0)
+    expect(s.steps.filter((x) => x.prim === "rfactor").length).toBe(asked)
+    const outs = evaluatePrimFunc(runTirSync(cpuTirPipeline(), lowerSync(s)), cc.inputs)
+    assertAllClose(cc.outputs.map((x) => outs.get(x.name)!), evaluateTE(cc.outputs, cc.inputs), 1e-4, 1e-5)
+  }
+
   it("every configuration of its knobs, and its defaults on random targets, evaluate equal to the TE: partials that do not divide the axis, max and mean too", () => {
     fc.assert(
       fc.property(arbLong, arbTarget, fc.nat(), fc.nat(), fc.boolean(), (o, target, pi, pp, useDefaults) => {
@@ -418,13 +429,7 @@ describe("the rfactor rule", () => {
         const inner = knobs.find((k) => k.name === "rf_inner")!
         const parts = knobs.find((k) => k.name === "rf_parts")!
         const config: Config = useDefaults ? t.defaults(knobs, target) : { rf_inner: inner.candidates[pi % inner.candidates.length], rf_parts: parts.candidates[pp % parts.candidates.length] }
-        const s = t.apply(cc.outputs, base, config)
-        // (the configs that ask for partials get them: one stage more per factor)
-        const asked = (Number(config.rf_inner ?? 1) > 1 ? 1 : 0) + (Number(config.rf_parts ?? 1) > 1 ? 1 : 0)
-        expect(s.steps.filter((x) => x.prim === "rfactor").length).toBe(asked)
-        const f = runTirSync(cpuTirPipeline(), lowerSync(s))
-        const outs = evaluatePrimFunc(f, cc.inputs)
-        assertAllClose(cc.outputs.map((x) => outs.get(x.name)!), evaluateTE(cc.outputs, cc.inputs), 1e-4, 1e-5)
+        checkRfactorConfig(t, cc, base, config)
       }),
       lawParams(60),
     )
@@ -443,12 +448,7 @@ describe("the rfactor rule", () => {
         const parts = knobs.find((k) => k.name === "rf_parts")!
         const defaults = t.defaults(knobs, target)
         const config: Config = useDefaults ? defaults : { ...defaults, rf_inner: inner.candidates[pi % inner.candidates.length], rf_parts: parts.candidates[pp % parts.candidates.length] }
-        const s = t.apply(cc.outputs, base, config)
-        const asked = (Number(config.rf_inner ?? 1) > 1 ? 1 : 0) + (Number(config.rf_parts ?? 1) > 1 ? 1 : 0)
-        expect(s.steps.filter((x) => x.prim === "rfactor").length).toBe(asked)
-        const f = runTirSync(cpuTirPipeline(), lowerSync(s))
-        const outs = evaluatePrimFunc(f, cc.inputs)
-        assertAllClose(cc.outputs.map((x) => outs.get(x.name)!), evaluateTE(cc.outputs, cc.inputs), 1e-4, 1e-5)
+        checkRfactorConfig(t, cc, base, config)
       }),
       lawParams(60),
     )
