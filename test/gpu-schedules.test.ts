@@ -11,6 +11,10 @@ import { baseSchedule, buildGroupTE } from "../src/lowering/lower-group.js"
 import { lowerSync } from "../src/lowering/lower.js"
 import { cudaSchedules, gpuLimits, gpuRules, verifyGpuFunc } from "../src/lowering/templates/gpu/index.js"
 import { zooGraph } from "../src/zoo/index.js"
+import { longReductionCase, matmulCase, type ComputeCase } from "../src/ast/te/arbitrary.js"
+import { evaluateTE } from "../src/ast/te/evaluate.js"
+import { evaluatePrimFunc } from "../src/ast/tir/evaluate.js"
+import { mapStmt, printPrimFunc, seq, type PrimFunc, type Stmt } from "../src/ast/tir/tir.js"
 
 const H100 = cudaAttrs("9.0", 132)
 
@@ -38,4 +42,80 @@ describe("cuda schedules on the zoo", () => {
       expect(rules.get("tile") ?? 0).toBeGreaterThan(10)
       expect(rules.get("cross-thread") ?? 0).toBeGreaterThanOrEqual(1)
     }, 120_000)
+})
+
+/** The default GPU schedule of a case, lowered. */
+const lowered = (cc: ComputeCase, sms: number): PrimFunc => {
+  const base = baseSchedule(cc.outputs)
+  return lowerSync(cudaSchedules(cudaAttrs("9.0", sms))(cc.outputs, base, { id: 0, nodes: [], inputs: [], outputs: [] } as never))
+}
+const noBarriers = (f: PrimFunc): PrimFunc => ({ ...f, body: mapStmt(f.body, (x) => (x.kind === "barrier" ? seq([]) : undefined)) })
+const noGuards = (f: PrimFunc): PrimFunc => ({ ...f, body: mapStmt(f.body, (x) => (x.kind === "if" && !x.else ? x.then : undefined)) })
+const simulates = (f: PrimFunc, cc: ComputeCase): boolean => {
+  const got = evaluatePrimFunc(f, cc.inputs)
+  const want = evaluateTE(cc.outputs, cc.inputs)
+  return cc.outputs.every((o, k) => Array.from(want[k].data).every((x, n) => Math.abs(x - got.get(o.name)!.data[n]) <= 1e-4 * (1 + Math.abs(x))))
+}
+/** The loop kinds and barriers of a function, outermost first, one line each (its shape, without indices). */
+const shape = (s: Stmt, depth = 0): string[] => {
+  const pad = "  ".repeat(depth)
+  switch (s.kind) {
+    case "for":
+      return s.thread ? [`${pad}for[${s.thread}] ${s.extent.kind === "const" ? s.extent.value : "?"}`, ...shape(s.body, depth + 1)] : shape(s.body, depth)
+    case "seq":
+      return s.body.flatMap((b) => shape(b, depth))
+    case "allocate":
+      return [...(s.buffer.scope !== "global" ? [`${pad}allocate ${s.buffer.scope} [${s.buffer.shape.join(", ")}]`] : []), ...shape(s.body, depth)]
+    case "barrier":
+      return [`${pad}barrier`]
+    case "if":
+      return shape(s.then, depth)
+    case "let":
+      return shape(s.body, depth)
+    default:
+      return []
+  }
+}
+
+describe("the GPU rules' TIR forms, and what removing a barrier or a bound does to them", () => {
+  const mm = matmulCase(11, { batch: 0, m: 16, n: 24, k: 20, epilogue: true })
+  const red = longReductionCase(12, { rows: 2, cols: 3, r: 100, max: false, mean: false })
+
+  it("multi-level tiling: a block's threads, each thread's register tile, the shared tiles fetched between barriers at the outer reduction loop", () => {
+    const f = lowered(mm, 1)
+    expect(shape(f.body).filter((l) => !/^\s*$/.test(l))).toEqual([
+      "allocate shared [10, 24]",
+      "allocate shared [16, 10]",
+      "for[blockIdx.x] 1",
+      "  for[threadIdx.x] 192",
+      "    allocate local [2, 1]",
+      "    barrier",
+      "    for[threadIdx.x] 192",
+      "    barrier",
+      "    barrier",
+      "    for[threadIdx.x] 192",
+      "    barrier",
+    ])
+    expect(simulates(f, mm)).toBe(true)
+    expect(verifyGpuFunc(f, gpuLimits(H100)).problems).toEqual([])
+  })
+
+  it("cross-thread reduction: the partials of a row in shared memory, one a thread, then the row from its partials, a barrier between", () => {
+    const f = lowered(red, 132)
+    expect(shape(f.body)).toEqual(["allocate shared [32, 1, 1]", "for[blockIdx.x] 6", "  barrier", "  for[threadIdx.x] 32", "  barrier", "  for[threadIdx.x] 1"])
+    expect(simulates(f, red)).toBe(true)
+    expect(verifyGpuFunc(f, gpuLimits(H100)).problems).toEqual([])
+  })
+
+  it("without its barriers, the tiled matmul reads stale shared tiles in the simulation, and both forms fail the race check", () => {
+    expect(simulates(noBarriers(lowered(mm, 1)), mm)).toBe(false)
+    expect(verifyGpuFunc(noBarriers(lowered(mm, 1)), gpuLimits(H100)).problems.join("\n")).toMatch(/shared .* between two barriers/)
+    // (the simulation runs a kernel's sibling thread loops one after another: only the race check sees this one)
+    expect(verifyGpuFunc(noBarriers(lowered(red, 132)), gpuLimits(H100)).problems.join("\n")).toMatch(/shared .* between two barriers/)
+  })
+
+  it("without its bounds (the guards of splits that do not divide), the simulation reads and writes out of bounds", () => {
+    expect(() => evaluatePrimFunc(noGuards(lowered(mm, 1)), mm.inputs)).toThrow(/out-of-bounds/)
+    expect(() => evaluatePrimFunc(noGuards(lowered(red, 132)), red.inputs)).toThrow(/out-of-bounds/)
+  })
 })

@@ -1,6 +1,7 @@
 // Static checks of a lowered GPU function (TVM's VerifyGPUCode, and a race check of its own): every
 // root loop nest is one kernel launch whose threads per block (the product of its threadIdx
-// extents) and shared bytes fit the target record, every store runs inside a threadIdx loop, no
+// extents) and shared bytes fit the target record, every store runs inside a threadIdx loop and
+// every local (register) buffer is allocated inside one, no
 // barrier sits under a condition (it must be block-uniform), and between two barriers no shared
 // buffer is written by one statement and read or written at other indices by another (a read of
 // another thread's element before the barrier that publishes it).
@@ -85,6 +86,8 @@ export const verifyGpuFunc = (f: PrimFunc, limits: GpuLimits): GpuVerifyResult =
         case "allocate": {
           const words = s.buffer.scope === "local" ? Math.ceil(bytesOf(s.buffer) / 4) : 0
           if (s.buffer.scope === "global") problems.push(`kernel ${k}: a global buffer ${s.buffer.name} is allocated inside the kernel`)
+          // (a local buffer is a thread's registers: outside the thread loops every thread would hold its own copy of what the block shares)
+          if (s.buffer.scope === "local" && !inThread) problems.push(`kernel ${k}: the local buffer ${s.buffer.name} is allocated outside every threadIdx loop`)
           localWords = Math.max(localWords, local + words)
           walk(s.body, inThread, underIf, local + words)
           return
