@@ -86,6 +86,20 @@ describe("GPU rules (cuda-sim)", () => {
     )
   })
 
+  it("AutoTVM's conv2d template (threadIdx.z/y/x, vthreads, two-level reduction splits, unroll pragmas): random convolutions and depthwise convolutions, random configs of its space", () => {
+    fc.assert(
+      fc.property(fc.constantFrom("conv2d" as const, "depthwise" as const), fc.nat(), picks, (family, seed, p) => {
+        const cc = buildCompute(family, seed)
+        fc.pre(hasReuse(anchorStage(baseSchedule(cc.outputs))!))
+        const { f, v, config } = lowerGpu(cc, cudaAttrs("9.0", 1), (knobs) => ({ ...pickConfig(knobs, p), cuda_sketch: "autotvm" }))
+        expect(config.cuda_sketch).toBe("autotvm")
+        expect(structural(v.problems)).toEqual([])
+        assertSimulates(f, cc)
+      }),
+      lawParams(40),
+    )
+  })
+
   it("cross-thread reduction: few rows over a long axis (sum or max, with a mean after), a batch-1 dense; random threads and rows a block", () => {
     const arbCase = fc.oneof(
       fc.record({ seed: fc.nat(), rows: fc.integer({ min: 1, max: 3 }), cols: fc.integer({ min: 1, max: 3 }), r: fc.integer({ min: 32, max: 300 }), max: fc.boolean(), mean: fc.boolean() }).map((o) => longReductionCase(o.seed, o)),

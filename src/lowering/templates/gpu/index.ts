@@ -19,6 +19,9 @@ import type { Config, Knob, Template } from "../template.js"
 import { autoBind, bindThreads, elementsOf } from "./auto-bind.js"
 import { crossThreadDefaults, crossThreadKnobs, crossThreadReduce, wantsCrossThread } from "./cross-thread-reduction.js"
 import { gpuLimits, threadCandidates, type GpuLimits } from "./limits.js"
+import { applyConv2dDirect, AUTOTVM, conv2dDirectKnobs, isConv2d } from "./conv2d-direct.js"
+
+const GENERATED = { knob: "cuda_sketch", value: "generated" } as const
 import { applyTiling, epilogueOf, hasReuse, tilingAnchor, tilingDefaults, tilingKnobs } from "./multi-level-tiling.js"
 
 /** The rule each root stage of a group takes (the tiled anchor's epilogue and cache stages go with it). */
@@ -51,7 +54,12 @@ export const gpuTemplate = (attrs: CudaAttrs, group: S.Schedule): Template => {
     tunable: true,
     space: (_outputs, base) =>
       gpuRules(base, l).flatMap((r): Knob[] => {
-        if (r.rule === "tile") return tilingKnobs(base, r.stage, l)
+        if (r.rule === "tile") {
+          const own = tilingKnobs(base, r.stage, l)
+          if (!isConv2d(base.stages.get(r.stage)!)) return own
+          // a conv2d: AutoTVM's template beside the generated tiling, a `cuda_sketch` knob choosing
+          return [{ kind: "choice", name: "cuda_sketch", candidates: ["generated", "autotvm"], absent: "generated" }, ...own.map((k) => ({ ...k, when: GENERATED })), ...conv2dDirectKnobs(base, r.stage, l)]
+        }
         if (r.rule === "cross-thread") return crossThreadKnobs(r.prefix, base.stages.get(r.stage)!, l)
         return [{ kind: "choice", name: `${r.prefix}_threads`, candidates: threadCandidates(l), extent: elementsOf(base.stages.get(r.stage)!) }]
       }),
@@ -63,7 +71,11 @@ export const gpuTemplate = (attrs: CudaAttrs, group: S.Schedule): Template => {
 /** A group's default config: each rule's defaults from the limits. */
 export const gpuDefaults = (base: S.Schedule, knobs: readonly Knob[], l: GpuLimits): Config =>
   gpuRules(base, l).reduce<Config>((c, r) => {
-    if (r.rule === "tile") return { ...c, ...tilingDefaults(base, r.stage, knobs, l) }
+    if (r.rule === "tile") {
+      // (the template's knobs, inactive, at their first candidates: one config, one schedule)
+      const inactive = Object.fromEntries(knobs.filter((k) => k.when === AUTOTVM || k.when?.value === "autotvm").map((k) => [k.name, k.candidates[0]]))
+      return { ...c, ...inactive, ...(knobs.some((k) => k.name === "cuda_sketch") ? { cuda_sketch: "generated" } : {}), ...tilingDefaults(base, r.stage, knobs, l) }
+    }
     if (r.rule === "cross-thread") return { ...c, ...crossThreadDefaults(r.prefix, knobs, l) }
     return { ...c, [`${r.prefix}_threads`]: bindThreads(elementsOf(base.stages.get(r.stage)!), l) }
   }, {})
@@ -72,7 +84,7 @@ export const gpuDefaults = (base: S.Schedule, knobs: readonly Knob[], l: GpuLimi
 export const applyGpuRules = (base: S.Schedule, config: Config, l: GpuLimits): S.Schedule => {
   const rules = gpuRules(base, l)
   let s = base
-  for (const r of rules) if (r.rule === "tile") s = applyTiling(s, r.stage, config)
+  for (const r of rules) if (r.rule === "tile") s = config.cuda_sketch === "autotvm" ? applyConv2dDirect(s, r.stage, config) : applyTiling(s, r.stage, config)
   for (const r of rules) {
     if (r.rule === "cross-thread") s = crossThreadReduce(s, r.stage, Number(config[`${r.prefix}_threads`] ?? l.warp), Number(config[`${r.prefix}_rows`] ?? 1))
     if (r.rule === "bind") s = autoBind(s, r.stage, Number(config[`${r.prefix}_threads`] ?? l.warp))

@@ -40,7 +40,7 @@ export const hasReuse = (st: S.Stage): boolean => {
 }
 
 /** The stage the tiles are made of (the anchor's one elementwise epilogue, or the anchor), with the anchor's inputs cached in shared memory and its output tile in a local stage. */
-const prepare = (base: S.Schedule, anchor: string): { schedule: S.Schedule; out: string; local?: string; shared: string[] } => {
+export const prepare = (base: S.Schedule, anchor: string): { schedule: S.Schedule; out: string; local?: string; shared: string[] } => {
   let s = base
   const shared: string[] = []
   for (const name of [...new Set(s.stages.get(anchor)!.op.inputs.map((t) => t.name))]) {
