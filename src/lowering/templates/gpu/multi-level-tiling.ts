@@ -21,6 +21,7 @@
 import * as S from "../../../ast/schedule/schedule.js"
 import { freeVars, collect, type Expr } from "../../../ast/te/expr.js"
 import { lowerSync } from "../../lower.js"
+import type { PrimFunc } from "../../../ast/tir/tir.js"
 import { anchorStage, dataLeaves, divisors } from "../common.js"
 import { UNROLL_STEPS } from "../sketch.js"
 import type { Config, Knob } from "../template.js"
@@ -180,8 +181,8 @@ const blocksOf = (exts: readonly number[], t: readonly number[], i: readonly num
  * (an output channel's tile reuses each input element across channels), up to the accumulators a
  * thread holds, while the grid still fills every SM (or has the blocks it could have); no
  * vthreads; the inner reduction factor the largest (≤ 16 a first axis, the whole of the others)
- * whose shared tiles fit half the block's shared memory; the tile's loops unrolled; fetches of one
- * element a thread.
+ * whose shared tiles fit half the block's shared memory; the tile's loops unrolled; fetches of the
+ * widest vector (4, 2, 1) that divides every shared tile's rows.
  */
 export const tilingDefaults = (base: S.Schedule, anchor: string, knobs: readonly Knob[], l: GpuLimits): Config => {
   const st = base.stages.get(anchor)!
@@ -220,10 +221,22 @@ export const tilingDefaults = (base: S.Schedule, anchor: string, knobs: readonly
   }
   for (const f of [...first].reverse().filter((x) => x <= 16)) {
     const c = withFirst(f)
-    const v = verifyGpuFunc(lowerSync(applyTiling(base, anchor, c)), l)
-    if (v.kernels.every((kk) => kk.sharedBytes <= l.sharedBytes / 2)) return c
+    const func = lowerSync(applyTiling(base, anchor, c))
+    const v = verifyGpuFunc(func, l)
+    if (v.kernels.every((kk) => kk.sharedBytes <= l.sharedBytes / 2)) return { ...c, mt_vec: fetchWidth(func) }
   }
   return withFirst(1)
+}
+
+/** The widest fetch (4, 2 or 1 elements a thread) that divides the last dim of every shared tile: each thread's share a whole vector of a row. */
+const fetchWidth = (f: PrimFunc): number => {
+  const lasts: number[] = []
+  let b = f.body
+  while (b.kind === "allocate") {
+    if (b.buffer.scope === "shared") lasts.push(b.buffer.shape[b.buffer.shape.length - 1])
+    b = b.body
+  }
+  return [4, 2].find((w) => lasts.every((d) => d % w === 0)) ?? 1
 }
 
 /** The anchor the tiling rule takes in a group's base schedule, if any: a reduction with data reuse and enough outputs. */

@@ -1,6 +1,7 @@
 // Static checks of a lowered GPU function (TVM's VerifyGPUCode, and a race check of its own): every
 // root loop nest is one kernel launch whose threads per block (the product of its threadIdx
-// extents) and shared bytes fit the target record, every store runs inside a threadIdx loop and
+// extents) and shared bytes fit the target record (a nest without thread loops that writes one
+// element, a rank-0 result, is a kernel of one thread), every store runs inside a threadIdx loop and
 // every local (register) buffer is allocated inside one, no
 // barrier sits under a condition (it must be block-uniform), and between two barriers no shared
 // buffer is written by one statement and read or written at other indices by another (a read of
@@ -103,10 +104,14 @@ export const verifyGpuFunc = (f: PrimFunc, limits: GpuLimits): GpuVerifyResult =
       }
     }
     walk(nest, false, false, 0)
+    // a nest without thread loops whose stores all write one element (a rank-0 result: nothing to
+    // bind a thread to) is a one-thread kernel
+    const scalar = !["threadIdx.x", "threadIdx.y", "threadIdx.z"].some((t) => extents.has(t)) && storesScalar(nest)
+    if (scalar) problems.splice(0, problems.length, ...problems.filter((p) => !p.startsWith(`kernel ${k}: the store to `)))
     const threads = ["threadIdx.x", "threadIdx.y", "threadIdx.z"].reduce((p, t) => p * (extents.get(t) ?? 1), 1)
     const blocks = ["blockIdx.x", "blockIdx.y", "blockIdx.z"].reduce((p, t) => p * (extents.get(t) ?? 1), 1)
     const sharedBytes = [...usedShared].reduce((n, b) => n + bytesOf(shared.get(b)!), 0)
-    if (!extents.has("threadIdx.x") && !extents.has("threadIdx.y") && !extents.has("threadIdx.z")) problems.push(`kernel ${k}: no loop is bound to threadIdx`)
+    if (!scalar && !extents.has("threadIdx.x") && !extents.has("threadIdx.y") && !extents.has("threadIdx.z")) problems.push(`kernel ${k}: no loop is bound to threadIdx`)
     if (threads > limits.maxThreads) problems.push(`kernel ${k}: ${threads} threads per block, over the limit of ${limits.maxThreads}`)
     if (sharedBytes > limits.sharedBytes) problems.push(`kernel ${k}: ${sharedBytes} bytes of shared memory per block, over the limit of ${limits.sharedBytes}`)
     if (localWords * threads > limits.registers) problems.push(`kernel ${k}: ${localWords} local words × ${threads} threads, over the ${limits.registers} registers of a block`)
@@ -165,4 +170,22 @@ const sharedRaces = (nest: Stmt, shared: ReadonlyMap<string, Buffer>, k: number)
   }
   visit(nest)
   return [...problems]
+}
+
+/** Whether every store of a statement writes a buffer at constant indices (one element: a scalar result). */
+const storesScalar = (s: Stmt): boolean => {
+  switch (s.kind) {
+    case "store":
+      return s.indices.every((i) => i.kind === "const")
+    case "for":
+    case "allocate":
+    case "let":
+      return storesScalar(s.body)
+    case "seq":
+      return s.body.every(storesScalar)
+    case "if":
+      return storesScalar(s.then) && (!s.else || storesScalar(s.else))
+    default:
+      return true
+  }
 }
