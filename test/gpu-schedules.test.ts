@@ -14,7 +14,9 @@ import { zooGraph } from "../src/zoo/index.js"
 import { longReductionCase, matmulCase, type ComputeCase } from "../src/ast/te/arbitrary.js"
 import { evaluateTE } from "../src/ast/te/evaluate.js"
 import { evaluatePrimFunc } from "../src/ast/tir/evaluate.js"
-import { mapStmt, printPrimFunc, seq, type PrimFunc, type Stmt } from "../src/ast/tir/tir.js"
+import { mapStmt, seq, type PrimFunc, type Stmt } from "../src/ast/tir/tir.js"
+import { at, compute, placeholder, reduceAxis, sum } from "../src/ast/te/tensor.js"
+import { fromArray } from "../src/ast/graph/tensor.js"
 
 const H100 = cudaAttrs("9.0", 132)
 
@@ -112,6 +114,19 @@ describe("the GPU rules' TIR forms, and what removing a barrier or a bound does 
     expect(verifyGpuFunc(noBarriers(lowered(mm, 1)), gpuLimits(H100)).problems.join("\n")).toMatch(/shared .* between two barriers/)
     // (the simulation runs a kernel's sibling thread loops one after another: only the race check sees this one)
     expect(verifyGpuFunc(noBarriers(lowered(red, 132)), gpuLimits(H100)).problems.join("\n")).toMatch(/shared .* between two barriers/)
+  })
+
+  it("a rank-0 result (nothing to bind a thread to) is a one-thread kernel, and verifies as one", () => {
+    const X = placeholder("X", [50])
+    const k = reduceAxis(50, "k")
+    const total = compute("total", [], () => sum(at(X, k.var), [k]))
+    const cc: ComputeCase = { family: "reduce", outputs: [total], inputs: new Map([["X", fromArray("float32", [50], Array.from({ length: 50 }, (_, i) => i - 20))]]) }
+    const f = lowered(cc, 132)
+    const v = verifyGpuFunc(f, gpuLimits(H100))
+    expect(v.problems).toEqual([])
+    // (its init and its update are two top-level nests: two one-thread launches, in order)
+    expect(v.kernels.map((kk) => kk.threads)).toEqual([1, 1])
+    expect(simulates(f, cc)).toBe(true)
   })
 
   it("without its bounds (the guards of splits that do not divide), the simulation reads and writes out of bounds", () => {
