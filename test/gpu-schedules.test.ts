@@ -5,7 +5,9 @@
 // classifier tiled or reduced across threads).
 import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
-import { cudaAttrs } from "../src/ast/target.js"
+import { cudaAttrs, type CudaAttrs } from "../src/ast/target.js"
+import type { TunedLookup } from "../src/backend/backend.js"
+import type { ScheduleFn } from "../src/lowering/lower-group.js"
 import { defaultPasses, fuseOpsSync } from "../src/rewrite/index.js"
 import { baseSchedule, buildGroupTE } from "../src/lowering/lower-group.js"
 import { lowerSync } from "../src/lowering/lower.js"
@@ -19,6 +21,10 @@ import { at, compute, placeholder, reduceAxis, sum } from "../src/ast/te/tensor.
 import { fromArray } from "../src/ast/graph/tensor.js"
 
 const H100 = cudaAttrs("9.0", 132)
+
+// the signature the cuda Backend record's `schedules` calls (lowering may not import src/backend: the lookup's type is restated)
+const _signature: (attrs: CudaAttrs, tuned?: TunedLookup) => ScheduleFn = cudaSchedules
+void _signature
 
 describe("cuda schedules on the zoo", () => {
   for (const name of ["resnet18", "mobilenetv2"])

@@ -12,7 +12,8 @@
 // The knobs of all of a group's rules form one Template (its defaults from the attrs), so the
 // tuner searches them as it does the CPU templates'.
 import type { CudaAttrs } from "../../../ast/target.js"
-import type { TunedLookup } from "../../../backend/backend.js"
+import type { ComputeTensor } from "../../../ast/te/tensor.js"
+import type { FusedGroup } from "../../../rewrite/fuse-ops.js"
 import type * as S from "../../../ast/schedule/schedule.js"
 import type { ScheduleFn } from "../../lower-group.js"
 import type { Config, Knob, Template } from "../template.js"
@@ -92,9 +93,15 @@ export const applyGpuRules = (base: S.Schedule, config: Config, l: GpuLimits): S
   return s
 }
 
+/**
+ * The tuned config of a group's template, if a tuning log has one (the shape of src/backend's
+ * TunedLookup, which lowering may not import).
+ */
+export type GpuTunedLookup = (group: FusedGroup, template: Template, knobs: readonly Knob[], outputs: readonly ComputeTensor[]) => Config | undefined
+
 /** Each group's GPU schedule: its rules at their defaults from `attrs`, or at the config `tuned` finds. */
 export const cudaSchedules =
-  (attrs: CudaAttrs, tuned?: TunedLookup): ScheduleFn =>
+  (attrs: CudaAttrs, tuned?: GpuTunedLookup): ScheduleFn =>
   (outputs, base, group) => {
     const t = gpuTemplate(attrs, base)
     const knobs = t.space(outputs, base)
