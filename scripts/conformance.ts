@@ -5,7 +5,8 @@
 //   --no-write      print, do not write docs/
 //   --show STATUS   list cases with that status (fail, unsupported, pass)
 //   --targets js    also run every case that passes on the evaluator through the compiler for
-//                   these targets (comma-separated), and report them per target
+//                   these targets (comma-separated), and report them per target; cuda-sim: the
+//                   cuda target's GPU schedules, verified and run by the TIR evaluator (no GPU)
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { listCases, runCase, runCaseOnTarget, SUITES, type CaseResult } from "../test/support/onnx-cases.js"
@@ -19,7 +20,7 @@ const suite = opt("--suite")
 const filter = opt("--filter")
 const show = opt("--show")
 const write = !args.includes("--no-write") && !suite && !filter
-const targets = (opt("--targets") ?? "").split(",").filter((t): t is "js" | "c" | "wasm" => t === "js" || t === "c" || t === "wasm")
+const targets = (opt("--targets") ?? "").split(",").filter((t): t is "js" | "c" | "wasm" | "cuda-sim" => t === "js" || t === "c" || t === "wasm" || t === "cuda-sim")
 
 const cases = listCases().filter((c) => (!suite || c.suite === suite) && (!filter || new RegExp(filter).test(c.name)))
 const results: CaseResult[] = []
@@ -62,7 +63,12 @@ for (const target of targets) {
   const compiledAll = rs.filter((r) => r.status === "pass" && r.fallback === 0).length
   console.log(`${target}: ${count(rs, "pass")}/${rs.length} pass (${compiledAll} with every group compiled), ${count(rs, "fail")} fail, ${count(rs, "unsupported")} unsupported`)
   lines.push("", `## Target \`${target}\``, "")
-  lines.push(`Every case that passes on the evaluator, compiled (opt level 3, blocked NCHW{c}c layouts: 4 lanes for js and wasm, 16 for c) and run by the executor. Groups without a compute run through the named fallback (their reference kernels).`, "")
+  lines.push(
+    target === "cuda-sim"
+      ? "Every case that passes on the evaluator, compiled with the cuda target's GPU schedules (H100 limits, default graph passes), every kernel statically verified, and run by the TIR evaluator with its thread teams, barriers and shared memory through the executor. Groups without a compute run through the named fallback (their reference kernels)."
+      : `Every case that passes on the evaluator, compiled (opt level 3, blocked NCHW{c}c layouts: 4 lanes for js and wasm, 16 for c) and run by the executor. Groups without a compute run through the named fallback (their reference kernels).`,
+    "",
+  )
   lines.push("| suite | cases | pass | all groups compiled | fail | unsupported |", "| --- | ---: | ---: | ---: | ---: | ---: |")
   for (const s of SUITES) {
     const sr = rs.filter((r) => r.suite === s)

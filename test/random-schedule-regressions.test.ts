@@ -15,7 +15,7 @@ import { emitWasmModule } from "../src/emit/wasm/emit.js"
 import { lowerSync } from "../src/lowering/lower.js"
 import { injectVirtualThread } from "../src/lowering/tir/inject-virtual-thread.js"
 import { runTirSync } from "../src/lowering/tir/tir-pass.js"
-import { assertAllClose } from "../laws/support.js"
+import { assertAllClose, assertLowersToTE } from "../laws/support.js"
 
 type Case = ReturnType<typeof buildCompute>
 
@@ -47,7 +47,6 @@ describe("schedule: a step that would break an attachment is a ScheduleError", (
   const cases: readonly (readonly [string, () => unknown, RegExp])[] = [
     ["split of the attach axis", () => S.split(dAtE(), "E", "E.j", { factor: 2 }), /not be a leaf axis/],
     ["fuse of the attach axis", () => S.fuse(dAtE(), "E", "E.i", "E.j"), /not be a leaf axis/],
-    ["attaching a stage that others are attached to (nesting)", () => S.computeAt(S.computeAt(base(), "C", "D", "D.j"), "D", "E", "E.i"), /attachments do not nest/],
     ["inlining the stage others are attached to", () => S.computeInline(S.computeAt(base(), "C", "D", "D.j"), "D"), /no loops of its own/],
     ["computeRoot of the inlined stage a producer was attached through", () => S.computeRoot(S.computeAt(S.computeInline(base(), "D"), "C", "E", "E.j"), "D"), /not be its one consumer/],
     ["cacheWrite of the attach target", () => S.cacheWrite(dAtE(), "E", "local"), /not be its one consumer/],
@@ -59,6 +58,12 @@ describe("schedule: a step that would break an attachment is a ScheduleError", (
       expect(f).toThrow(S.ScheduleError)
       expect(f).toThrow(reason)
     })
+
+  it("attaching a stage that others are attached to nests them (refused before nested attachments were lowered), and keeps the meaning", () => {
+    const s = S.computeAt(S.computeAt(base(), "C", "D", "D.j"), "D", "E", "E.i")
+    expect(s.stages.get("D")!.attach).toEqual({ kind: "at", stage: "E", axis: "E.i" })
+    assertLowersToTE(s, cc.inputs, 1e-5)
+  })
 
   it("rfactor of the attach target", () => {
     const mm = buildCompute("matmul", 5)

@@ -216,7 +216,7 @@ describe("rfactor of a reduction with a condition", () => {
 })
 
 describe("attachments hold after every step", () => {
-  it("a step that would break one is refused naming its primitive, stage and axis; inlining the stage a producer is attached at leaves it no loops; a copy nobody reads would be a second consumer", () => {
+  it("a step that would break one is refused naming its primitive, stage and axis; inlining the stage a producer is attached at leaves it no loops; a copy nobody reads would be a second consumer; attaching the stage a producer is attached at nests them", () => {
     fc.assert(
       fc.property(fc.integer({ min: 1, max: 5 }), fc.integer({ min: 1, max: 5 }), fc.integer({ min: 1, max: 3 }), fc.boolean(), (n, m, factor, atRow) => {
         // P read by Q read by R; P attached at one of Q's axes
@@ -240,7 +240,8 @@ describe("attachments hold after every step", () => {
           }
         }
         expectRefused(() => S.computeInline(s, "Q"), "computeInline", "Q", /no loops of its own/)
-        expectRefused(() => S.computeAt(s, "Q", "R", "R.i"), "computeAt", "Q", /attachments do not nest/)
+        // attachments nest: Q (with P inside its loop) computed at R's loop keeps the meaning
+        assertLowersToTE(S.computeAt(s, "Q", "R", atRow ? "R.j" : "R.i"), smallIntInputs(n * 7 + m, [A]))
         expectRefused(() => S.cacheRead(s, "P", "shared", []), "cacheRead", "P", /one consumer/)
       }),
       lawParams(10),

@@ -11,7 +11,7 @@
 //   cacheWrite and rfactor, adds one stage where the rules say and redirects the reads), and leaves
 //   the stage as the primitive says: split / fuse / reorder / tile's leaf order, names and extents,
 //   the relation recorded, the annotation, pragma, attachment, scope, alignment or double buffer;
-// - every attachment still holds afterwards (attachments do not nest, the axis is a leaf of the
+// - every attachment still holds afterwards (the target has loops: at root or itself attached; the axis is a leaf of the
 //   target, the target is the one consumer through inlined stages);
 // - the schedule still lowers to what the TE computes.
 import { Effect, Result } from "effect"
@@ -57,7 +57,7 @@ const brokenAttachment = (s: S.Schedule, attach: ReadonlyMap<string, S.Attach>, 
   for (const [name, a] of attach) {
     if (a.kind !== "at") continue
     const t = attach.get(a.stage)
-    if (!t || t.kind !== "root") return `${name} is at ${a.stage}, which is not at root`
+    if (!t || t.kind === "inline") return `${name} is at ${a.stage}, which has no loops`
     if (!leaf.get(a.stage)!.includes(a.axis)) return `${name} is at ${a.stage}.${a.axis}, not a leaf axis`
     const cons = consumersThroughInline(s, name, attach)
     if (cons.size !== 1 || !cons.has(a.stage)) return `${name} is at ${a.stage}, not its one consumer`
@@ -124,7 +124,7 @@ const allowed = (s: S.Schedule, step: Step): { rules: boolean; attachments: bool
     case "computeAt": {
       const t = s.stages.get(step.target)
       const cons = st ? consumersThroughInline(s, st.name, attach) : new Set<string>()
-      rules = st !== undefined && t !== undefined && cons.size === 1 && cons.has(t.name) && !isOutput(s, st.name) && isLeaf(t, step.axis) && t.attach.kind === "root"
+      rules = st !== undefined && t !== undefined && cons.size === 1 && cons.has(t.name) && !isOutput(s, st.name) && isLeaf(t, step.axis) && t.attach.kind !== "inline"
       if (st) attach.set(st.name, { kind: "at", stage: step.target, axis: step.axis })
       break
     }

@@ -131,7 +131,7 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
     // regions of the stages attached inside this one, before any read is redirected to them
     for (const p of attached.get(st.name) ?? [])
       if (p.attach.kind === "at") {
-        const r = regionFor(p, st, p.attach.axis)
+        const r = regionFor(p, st, p.attach.axis, region)
         const loops: Bounds = new Map(st.leaf.map((a) => [a, { min: 0, max: st.axes.get(a)!.extent - 1 }]))
         const overhangs = r.start.some((e, k) => {
           const at = intervalOf(e, loops)
@@ -237,15 +237,34 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
     return seq([initNest, wrap(st.leaf, update)])
   }
 
-  /** The region of `p` one iteration of `consumer`'s loop `axis` reads (bound inference). */
-  const regionFor = (p: Stage, consumer: Stage, axis: string): Region => {
+  /** The threadIdx-bound loops around stage `st`'s loops: its targets' (and theirs) up to the loops it is computed at. */
+  const enclosingThreads = (st: Stage): { name: string; extent: number }[] => {
+    if (st.attach.kind !== "at") return []
+    const t = s.stages.get(st.attach.stage)!
+    const outer = t.leaf.slice(0, t.leaf.indexOf(st.attach.axis) + 1).filter((a) => t.annotations.get(a)?.thread?.startsWith("threadIdx"))
+    return [...enclosingThreads(t), ...outer.map((a) => ({ name: a, extent: t.axes.get(a)!.extent }))]
+  }
+
+  /**
+   * The region of `p` one iteration of `consumer`'s loop `axis` reads (bound inference); where the
+   * consumer is itself computed over a region (nested attachments), its root vars are offset by
+   * that region's start, in terms of the loops around it.
+   */
+  const regionFor = (p: Stage, consumer: Stage, axis: string, consumerRegion?: Region): Region => {
     const pos = consumer.leaf.indexOf(axis)
     // shared memory serves every thread of a block: thread indices are relaxed like inner loops
+    // (the consumer's own up to the attach loop, and those of the loops it is computed in)
     const relaxed = p.scope === "shared" ? consumer.leaf.slice(0, pos + 1).filter((a) => consumer.annotations.get(a)?.thread?.startsWith("threadIdx")) : []
+    const outerThreads = p.scope === "shared" ? enclosingThreads(s.stages.get(consumer.name)!) : []
     const innerAxes = [...relaxed, ...consumer.leaf.slice(pos + 1)]
     const { values } = rootValues(consumer)
+    if (consumerRegion) consumer.op.axes.forEach((a, k) => values.set(a.var.name, add(values.get(a.var.name)!, consumerRegion.start[k])))
     const cbody = bodies.get(consumer.name)!
-    const innerBounds: Bounds = new Map(innerAxes.map((a) => [a, { min: 0, max: consumer.axes.get(a)!.extent - 1 }]))
+    const innerBounds: Bounds = new Map([
+      ...innerAxes.map((a) => [a, { min: 0, max: consumer.axes.get(a)!.extent - 1 }] as const),
+      ...outerThreads.map((t) => [t.name, { min: 0, max: t.extent - 1 }] as const),
+    ])
+    innerAxes.push(...outerThreads.map((t) => t.name))
     const zeroInner = new Map<string, Expr>(innerAxes.map((a) => [a, c(0)]))
     const reads: Expr[][] = []
     const scan = (e: Expr) =>

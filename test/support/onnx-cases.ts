@@ -242,7 +242,7 @@ export const runCase = (c: OnnxCase, transform: GraphTransform = (g) => g): Case
  */
 export const runCaseOnTarget = async (
   c: OnnxCase,
-  target: "js" | "c" | "wasm",
+  target: "js" | "c" | "wasm" | "cuda-sim",
 ): Promise<CaseResult & { readonly compiled: number; readonly fallback: number }> => {
   const { Effect } = await import("effect")
   const { compileGraph, loadProgram } = await import("../../src/pipeline.js")
@@ -267,11 +267,21 @@ export const runCaseOnTarget = async (
         })
       checkFeeds(graph, feeds)
       const shapes = new Map([...feeds].map(([n, t]) => [n, t.shape] as const))
-      const t = makeTarget(target, { vectorLanes: target === "c" ? 16 : 4 })
-      const program = await Effect.runPromise(compileGraph(graph, t, { optLevel: 3, shapes }))
-      compiled = program.kernels.filter((x) => x.kind === "compiled").length
-      fallback = program.kernels.length - compiled
-      const outs = (await Effect.runPromise(loadProgram(program, t))).run(feeds)
+      const outs = await (async () => {
+        if (target === "cuda-sim") {
+          // the GPU schedules, every kernel verified, run by the TIR evaluator (test/support/cuda-sim.ts)
+          const { compileCudaSim, runCudaSim } = await import("./cuda-sim.js")
+          const program = compileCudaSim(graph, shapes)
+          compiled = program.kernels.filter((x) => x.kind === "compiled").length
+          fallback = program.kernels.length - compiled
+          return runCudaSim(program, feeds)
+        }
+        const t = makeTarget(target, { vectorLanes: target === "c" ? 16 : 4 })
+        const program = await Effect.runPromise(compileGraph(graph, t, { optLevel: 3, shapes }))
+        compiled = program.kernels.filter((x) => x.kind === "compiled").length
+        fallback = program.kernels.length - compiled
+        return (await Effect.runPromise(loadProgram(program, t))).run(feeds)
+      })()
       const tol = TOLERANCE[c.name] ?? { rtol: 1e-3, atol: 1e-7 }
       for (const [j, file] of set.outputs.entries()) {
         const want = readTensorFile(file).tensor

@@ -137,9 +137,11 @@ export const effectiveConsumers = (s: Schedule, stage: string): string[] => {
 
 /**
  * What computeAt established and a later step must keep: a stage computed at (target, axis) needs
- * the target to be a stage at root (attachments do not nest), `axis` to be one of its leaf axes,
- * and the target to be its one consumer (through inlined stages). The first attachment that no
- * longer holds, or undefined.
+ * the target to have loops of its own (at root, or itself computed at a stage: attachments nest,
+ * as a GPU schedule's shared-memory tile is computed at its register tile's reduction, which is
+ * computed at the output's thread loop), `axis` to be one of its leaf axes, and the target to be
+ * its one consumer (through inlined stages). The first attachment that no longer holds, or
+ * undefined.
  */
 export const attachmentProblem = (s: Schedule): string | undefined => {
   for (const [name, st] of s.stages) {
@@ -147,7 +149,6 @@ export const attachmentProblem = (s: Schedule): string | undefined => {
     const { stage: target, axis } = st.attach
     const t = s.stages.get(target)
     if (!t || t.attach.kind === "inline") return `'${name}' is computed at '${target}', which would have no loops of its own`
-    if (t.attach.kind !== "root") return `'${name}' is computed at '${target}', which would not be at root (attachments do not nest)`
     if (!t.leaf.includes(axis)) return `'${name}' is computed at '${target}' axis '${axis}', which would not be a leaf axis`
     const readers = effectiveConsumers(s, name)
     if (readers.length !== 1 || readers[0] !== target) return `'${name}' is computed at '${target}', which would not be its one consumer (consumers: ${readers.join(", ") || "none"})`

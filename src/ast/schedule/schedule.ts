@@ -128,7 +128,7 @@ export const computeAt = (s: Schedule, stage: string, target: string, axis: stri
     throw new ScheduleError({ primitive: "computeAt", stage, axis, reason: "the stage has several consumers; computeAt needs exactly one" })
   if (isOutput(s, stage)) throw new ScheduleError({ primitive: "computeAt", stage, reason: "an output stage cannot be attached" })
   leafAxis(tgt, "computeAt", axis)
-  if (tgt.attach.kind !== "root") throw new ScheduleError({ primitive: "computeAt", stage, axis, reason: `the target '${target}' must itself be at root` })
+  if (tgt.attach.kind === "inline") throw new ScheduleError({ primitive: "computeAt", stage, axis, reason: `the target '${target}' is inlined (it has no loops)` })
   return checkAttachments(update(s, { ...st, attach: { kind: "at", stage: target, axis } }, { prim: "computeAt", stage, target, axis }), "computeAt", stage, axis)
 }
 

@@ -168,7 +168,7 @@ const rootLoops = (rng: Rng, d: Draft, maxSteps: number): void => {
   }
 }
 
-/** 4. computeAt, consumers first (so no stage is attached into one that is attached itself). */
+/** 4. computeAt, consumers first (so a stage may be attached into one that is attached itself: nested attachments). */
 const attachments = (rng: Rng, d: Draft): void => {
   for (const name of [...d.live()].reverse()) {
     if (d.isOutput(name)) continue

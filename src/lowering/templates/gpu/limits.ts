@@ -1,0 +1,42 @@
+// What the GPU rules size their schedules from: the per-block limits of a CudaAttrs record and the
+// defaults derived from them (never a number tuned to one card by hand).
+import type { CudaAttrs } from "../../../ast/target.js"
+
+export interface GpuLimits {
+  readonly maxThreads: number
+  /** Shared memory a block may use without opting in (bytes). */
+  readonly sharedBytes: number
+  readonly registers: number
+  readonly warp: number
+  /** Streaming multiprocessors the grid should fill (1 where unknown). */
+  readonly sms: number
+  /**
+   * Threads per block a tiled or bound nest aims for: a quarter of the block limit, so that
+   * several blocks share an SM and one block's barrier stalls overlap another's work (256 on
+   * every capability from 7.0 on).
+   */
+  readonly blockThreads: number
+  /**
+   * Accumulators a thread's register tile holds at most: a quarter of the registers a thread has
+   * when a full block runs (registers per block / max threads: 64 on every capability from 7.0;
+   * the rest hold the operands, addresses and loop state).
+   */
+  readonly accumulators: number
+}
+
+export const gpuLimits = (a: CudaAttrs): GpuLimits => ({
+  maxThreads: a.maxThreadsPerBlock,
+  sharedBytes: a.sharedMemoryPerBlock,
+  registers: a.registersPerBlock,
+  warp: a.warpSize,
+  sms: Math.max(1, a.multiprocessors),
+  blockThreads: Math.max(a.warpSize, Math.floor(a.maxThreadsPerBlock / 4)),
+  accumulators: Math.max(1, Math.floor(a.registersPerBlock / a.maxThreadsPerBlock / 4)),
+})
+
+/** Thread counts a knob offers: the warp times powers of two up to the block limit. */
+export const threadCandidates = (l: GpuLimits): number[] => {
+  const out: number[] = []
+  for (let t = l.warp; t <= l.maxThreads; t *= 2) out.push(t)
+  return out
+}
