@@ -21,7 +21,9 @@ import type { ScheduleTarget } from "../lowering/templates/template.js"
 export const cpuGraphPasses = (target: Target<"c" | "js" | "wasm">): GraphPass => {
   const lanes = target.attrs.vectorLanes
   const registerTiles = accumulatorCap(ISA_VECTOR_REGISTERS[target.attrs.isa])
-  const layout = { vectorLanes: lanes, ...(target.attrs.fmaUnitsByLanes ? { fmaUnitsByLanes: target.attrs.fmaUnitsByLanes } : {}) }
+  // (the register file too: a constant weight is packed in panels of the matmul register tile's width)
+  const { fmaUnits, fmaLatency, vectorRegisters } = scheduleTarget(target)
+  const layout = { vectorLanes: lanes, fmaUnits, fmaLatency, vectorRegisters, ...(target.attrs.fmaUnitsByLanes ? { fmaUnitsByLanes: target.attrs.fmaUnitsByLanes } : {}) }
   return lanes > 1 ? sequential("rewrite.Target", [defaultPasses, alterLayout(layout), winogradConvFor({ registerTiles })]) : defaultPasses
 }
 
