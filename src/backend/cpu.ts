@@ -14,7 +14,8 @@ import type { TunedLookup } from "./backend.js"
 import type { ScheduleTarget } from "../lowering/templates/template.js"
 
 /**
- * The default passes, then (with 2+ lanes) the blocked layout of that many lanes and Winograd
+ * The default passes, then (with 2+ lanes) the blocked layout of that many lanes (and constant
+ * weights of matrix products in column panels of their register tile's width) and Winograd
  * convolution, its F(4×4) from more input tiles than one register block of the products holds
  * (the conv templates' accumulator cap, from the target's vector registers).
  */
