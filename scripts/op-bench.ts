@@ -1,5 +1,5 @@
 // npm run op-bench — single operators the zoo networks are made of, Tessera's c target against
-// onnxruntime-node in one process, runs alternating: a transformer's linear layer, a 1×1 conv with
+// onnxruntime-node in one process, runs alternating: a transformer's linear layers, a 1×1 conv with
 // a SiLU epilogue, a softmax over attention scores, attention's two batched products, a 3×3 conv and a
 // depthwise conv; a sum over a long axis and two matrix-vector products (the rfactor rule's cases).
 // Medians, the ratio c / ort, GFLOP/s and the share of this CPU's measured peak.
@@ -32,16 +32,24 @@ process.env.OMP_NUM_THREADS = String(THREADS)
 const RUNS = Number(arg("runs", "21"))
 const ONLY = arg("only", "").split(",").filter((s) => s.length > 0)
 
+/** A transformer's linear layer: x [1, rows, k] · W [k, n] + b, W and b seeded constants. */
+const linear = (name: string, rows: number, k: number, n: number): Graph => {
+  const b = new NetBuilder(0, 17)
+  const x = b.input("x", { dtype: "float32", shape: [1, rows, k] })
+  const w = b.normal("w", [k, n], 0.03)
+  const y = b.op("Add", [b.op("MatMul", [x, w], "mm"), b.normal("bias", [n], 0.1)], "y")
+  return b.build(name, [{ name: y, type: { dtype: "float32", shape: [1, rows, n] } }])
+}
+
 /** Each case's graph (opset 17), its weights seeded. */
 const CASES: { readonly [name: string]: () => Graph } = {
   // ViT-B / BERT-base: x [1, 50, 768] · W [768, 3072] + b
-  linear: () => {
-    const b = new NetBuilder(0, 17)
-    const x = b.input("x", { dtype: "float32", shape: [1, 50, 768] })
-    const w = b.normal("w", [768, 3072], 0.03)
-    const y = b.op("Add", [b.op("MatMul", [x, w], "mm"), b.normal("bias", [3072], 0.1)], "y")
-    return b.build("linear", [{ name: y, type: { dtype: "float32", shape: [1, 50, 3072] } }])
-  },
+  linear: () => linear("linear", 50, 768, 3072),
+  // ViT-B/16's attention projections at 197 tokens: [1, 197, 768] · [768, 768] + b
+  "linear-197x768": () => linear("linear-197x768", 197, 768, 768),
+  // BERT-base's MLP at sequence 128: up [1, 128, 768] · [768, 3072] + b, down [1, 128, 3072] · [3072, 768] + b
+  "linear-128x3072": () => linear("linear-128x3072", 128, 768, 3072),
+  "linear-128x768-down": () => linear("linear-128x768-down", 128, 3072, 768),
   // EfficientNet's expansion: 1×1 conv 96 → 384 at 56×56, then SiLU as Sigmoid · Mul
   "conv1x1-silu": () => {
     const b = new NetBuilder(0, 17)

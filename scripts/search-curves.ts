@@ -75,7 +75,7 @@ const CATALOGUE: Record<string, { model: string; label: RegExp; kind: "conv" | "
   // a mobilenetv2 depthwise conv: 3x3 over 144 channels at 56x56
   "mobilenetv2-depthwise": { model: "mobilenetv2", label: new RegExp(`^Conv 3x3 depthwise → ${blocked(144, 56)}$`), kind: "conv" },
   // bert-base: the FFN's first linear layer [128,768] x [768,3072], the attention's QK^T and AV
-  "bert-linear": { model: "bert-base", label: /^(MatMul|Gemm|DensePack) .*(1x)?128x3072$/, kind: "matmul" },
+  "bert-linear": { model: "bert-base", label: /^(MatMul|Gemm|DensePack|MatMulPacked) .*(1x)?128x3072$/, kind: "matmul" },
   "bert-attention-qk": { model: "bert-base", label: /^(MatMul) .*12x128x128$/, kind: "matmul" },
   "bert-attention-av": { model: "bert-base", label: /^(MatMul) .*12x128x64$/, kind: "matmul" },
 }

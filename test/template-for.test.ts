@@ -46,6 +46,7 @@ const CASES: readonly { op: string; tag: ComputeTag; template: string; outputs: 
   { op: "Gemm", tag: "dense", template: "matmul", outputs: () => opProgram("Gemm", [placeholder("a", [2, 5]), placeholder("b", [5, 3])], [2, 3]) },
   { op: "DensePack", tag: "dense_pack", template: "reduction", outputs: () => opProgram("DensePack", [placeholder("a", [2, 8]), placeholder("w", [2, 8, 4])], [2, 8]) },
   { op: "MatMul", tag: "matmul", template: "matmul", outputs: () => opProgram("MatMul", [placeholder("a", [2, 3, 5]), placeholder("b", [5, 4])], [2, 3, 4]) },
+  { op: "MatMulPacked", tag: "matmul_packed", template: "matmul", outputs: () => opProgram("MatMulPacked", [placeholder("a", [2, 3, 5]), placeholder("w", [3, 5, 4])], [2, 3, 10], { n: 10 }) },
   { op: "MaxPool", tag: "pool", template: "reduction", outputs: () => opProgram("MaxPool", [placeholder("x", [1, 2, 6, 6])], [1, 2, 3, 3], { kernel_shape: [2, 2], strides: [2, 2] }) },
   { op: "GlobalAveragePool", tag: "global_pool", template: "reduction", outputs: () => opProgram("GlobalAveragePool", [placeholder("x", [1, 2, 4, 4])], [1, 2, 1, 1]) },
 ]

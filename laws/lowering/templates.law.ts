@@ -2,8 +2,8 @@
 // computes what the TE says (the auto-tuner may pick any of them).
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
-import { arbComputeCase, blockedConvCase, COMPUTE_FAMILIES, denseRowCase, longReductionCase, matmulCase } from "../../src/ast/te/arbitrary.js"
-import { add, exprKey, f32, mul } from "../../src/ast/te/expr.js"
+import { arbComputeCase, blockedConvCase, COMPUTE_FAMILIES, denseRowCase, longReductionCase, matmulCase, matmulPackedCase } from "../../src/ast/te/arbitrary.js"
+import { add, collect, exprKey, f32, mul } from "../../src/ast/te/expr.js"
 import { mapStmt } from "../../src/ast/tir/tir.js"
 import { evaluateTE } from "../../src/ast/te/evaluate.js"
 import { evaluatePrimFunc } from "../../src/ast/tir/evaluate.js"
@@ -298,6 +298,68 @@ describe("the matmul rule", () => {
         expect(d).toEqual({ tile_rows: tile.rows, tile_cols: tile.cols, cols_outer: true, vectorize: lanes > 1 })
       }),
       lawParams(40),
+    )
+  })
+})
+
+// The matmul rule over a weight packed in column panels (MatMulPacked, the layout rewrite of a
+// constant B): its column tile is the panel, every configuration evaluates equal to the TE (panels
+// the columns do not fill, batches, epilogues), its defaults are the register tile at the panel's
+// width, and over the panel the packed weight's reads carry no division (a tile reads one
+// contiguous panel row per step of the reduction).
+describe("the matmul rule over a packed weight", () => {
+  const arbPacked = fc.record({
+    batch: fc.integer({ min: 0, max: 2 }),
+    m: fc.integer({ min: 2, max: 20 }),
+    n: fc.integer({ min: 1, max: 150 }),
+    k: fc.integer({ min: 1, max: 5 }),
+    panel: fc.constantFrom(4, 8, 16, 32, 48, 64),
+    epilogue: fc.boolean(),
+    seed: fc.nat(),
+  })
+  const pick = (knobs: readonly { readonly name: string; readonly candidates: readonly (string | number | boolean)[] }[], picks: readonly number[]): Config =>
+    Object.fromEntries(knobs.map((k, i) => [k.name, k.candidates[picks[i] % k.candidates.length]]))
+  /** The reads of placeholder B in a lowered function whose indices divide (floordiv / floormod). */
+  const dividingReads = (f: ReturnType<typeof lowerSync>): number => {
+    let count = 0
+    mapStmt(f.body, () => undefined, (e) => {
+      count += collect(e, (x) => x.kind === "read" && x.source === "B" && x.indices.some((i) => collect(i, (y) => y.kind === "bin" && (y.op === "floordiv" || y.op === "floormod")).length > 0)).length
+      return e
+    })
+    return count
+  }
+
+  it("its space: the column tile is the panel; every configuration evaluates equal to the TE", () => {
+    fc.assert(
+      fc.property(arbPacked, fc.array(fc.nat(), { minLength: 4, maxLength: 4 }), (o, picks) => {
+        const cc = matmulPackedCase(o.seed, o)
+        const base = baseSchedule(cc.outputs)
+        expect(templateFor(base)).toBe(matmulTemplate)
+        const knobs = matmulTemplate.space(cc.outputs, base)
+        expect(knobs.find((k) => k.name === "tile_cols")).toEqual({ kind: "split", name: "tile_cols", extent: o.n, candidates: [o.panel] })
+        const f = runTirSync(cpuTirPipeline(), lowerSync(matmulTemplate.apply(cc.outputs, base, pick(knobs, picks))))
+        const outs = evaluatePrimFunc(f, cc.inputs)
+        assertAllClose(cc.outputs.map((x) => outs.get(x.name)!), evaluateTE(cc.outputs, cc.inputs), 1e-4, 1e-5)
+      }),
+      lawParams(40),
+    )
+  })
+
+  it("its defaults: the register tile at the panel's width; over the panel the packed weight is read without division", () => {
+    fc.assert(
+      fc.property(arbPacked, fc.constantFrom(4, 8, 16), fc.integer({ min: 1, max: 2 }), (o, lanes, units) => {
+        const cc = matmulPackedCase(o.seed, o)
+        const base = baseSchedule(cc.outputs)
+        const target = { vectorLanes: lanes, cores: 2, fmaUnits: units, fmaLatency: 4, vectorRegisters: lanes === 16 ? 32 : 16 }
+        const d = matmulTemplate.defaults(matmulTemplate.space(cc.outputs, base), target)
+        const tile = matmulRegisterTile(target, o.m, o.n, o.panel)
+        expect(d).toEqual({ tile_rows: tile.rows, tile_cols: o.panel, cols_outer: true, vectorize: true })
+        const f = runTirSync(cpuTirPipeline(), lowerSync(matmulTemplate.apply(cc.outputs, base, d)))
+        expect(dividingReads(f)).toBe(0)
+        const outs = evaluatePrimFunc(f, cc.inputs)
+        assertAllClose(cc.outputs.map((x) => outs.get(x.name)!), evaluateTE(cc.outputs, cc.inputs), 1e-4, 1e-5)
+      }),
+      lawParams(30),
     )
   })
 })

@@ -16,6 +16,7 @@ import { makeTarget } from "../../src/ast/target.js"
 import { compileGraph, loadProgram } from "../../src/pipeline.js"
 import { TESSERA_DOMAIN } from "../../src/ast/graph/ops/index.js"
 import { alterLayout, alterLayoutSync, chooseBlock, paddedBlock } from "../../src/rewrite/alter-layout.js"
+import { matmulRegisterTile } from "../../src/ast/register-tile.js"
 import { runPass, withPassConfig } from "../../src/rewrite/pass.js"
 import { simplifyInferenceSync } from "../../src/rewrite/simplify-inference.js"
 import { assertAllClose, evalGraph, lawParams } from "../support.js"
@@ -103,7 +104,9 @@ const denseCase = (seed: number, wide = false): GraphCase & { readonly lanes: nu
     return f64 ? tensor("float64", shape, Float64Array.from(data)) : tensor("float32", shape, Float32Array.from(data))
   }
   const lanes = rng.pick(wide ? [4, 8, 16] : [8, 16])
-  const [M, K0, N] = [rng.int(1, wide ? 10 : 8), rng.int(1, 40), rng.int(wide ? 2 * lanes - 2 : 2 * lanes, 5 * lanes)]
+  const [M0, K0, N] = [rng.int(1, wide ? 10 : 8), rng.int(1, 40), rng.int(wide ? 2 * lanes - 2 : 2 * lanes, 5 * lanes)]
+  // (past DensePack's rows, up to 24: a product MatMulPacked takes)
+  const M = M0 > 8 ? rng.int(9, 24) : M0
   // (as many inner as output columns or rows at times: a transposed operand then has the shape of an untransposed one)
   const K = wide && rng.next() < 0.5 ? rng.pick([M, N]) : K0
   const transB = rng.next() < 0.5
@@ -515,16 +518,28 @@ const blockable = (g: Graph, lanes: number): number =>
     return largestBlock(C, lanes) > 1 || out > 1
   }).length
 
-/** Gemms the pass must pack: no transposes, alpha 1, beta 1 (or no C), float32 [M ≤ 8, K] by a constant [K, N ≥ 2·lanes], lanes ≥ 8. */
-const packable = (g: Graph, lanes: number): number =>
+/**
+ * The products over a constant weight the pass must pack, `dense` (DensePack) or `many`
+ * (MatMulPacked): Gemm (no transposes, alpha 1, beta 1 or no C) and MatMul, float32 A by a constant
+ * [K, N], lanes ≥ 8; DensePack where A is [M ≤ 8, K] and N ≥ 2·lanes; MatMulPacked where A is
+ * otherwise of static shape with M ≥ 2 rows a batch, and the matmul register tile's columns for
+ * M × N (the target's default register file) are whole vectors and fewer than N.
+ */
+const packed = (g: Graph, lanes: number, form: "dense" | "many" = "dense"): number =>
   g.nodes.filter((n) => {
     const x = g.valueTypes.get(n.inputs[0])
     const w = g.initializers.get(n.inputs[1] ?? "")
     const f = (a: string, d: number) => (n.attrs[a]?.kind === "float" ? (n.attrs[a].value as number) : d)
-    if (n.op !== "Gemm" || lanes < 8 || !x || !w || x.dtype !== "float32" || w.dtype !== "float32" || x.shape.length !== 2 || w.shape.length !== 2) return false
-    if (int(n, "transA", 0) || int(n, "transB", 0) || f("alpha", 1) !== 1 || (f("beta", 1) !== 1 && n.inputs[2])) return false
-    return typeof x.shape[0] === "number" && x.shape[0] <= 8 && x.shape[1] === w.shape[0] && w.shape[1] >= 2 * lanes
+    if ((n.op !== "Gemm" && n.op !== "MatMul") || n.domain !== "" || lanes < 8 || !x || !w || x.dtype !== "float32" || w.dtype !== "float32" || x.shape.length < 2 || w.shape.length !== 2) return false
+    if (n.op === "Gemm" && (int(n, "transA", 0) || int(n, "transB", 0) || f("alpha", 1) !== 1 || (f("beta", 1) !== 1 && n.inputs[2]))) return false
+    const [M, N] = [x.shape[x.shape.length - 2], w.shape[1]]
+    if (typeof M !== "number") return false
+    const few = x.shape.length === 2 && M <= 8
+    if (form === "dense") return few && N >= 2 * lanes
+    const panel = matmulRegisterTile({ vectorLanes: lanes }, M, N).cols
+    return !few && M >= 2 && x.shape.every((d) => typeof d === "number") && panel % lanes === 0 && N > panel
   }).length
+const packable = (g: Graph, lanes: number): number => packed(g, lanes, "dense")
 
 const arbLayoutCase: fc.Arbitrary<readonly [GraphCase, number]> = fc.oneof(
   { arbitrary: fc.tuple(fc.oneof(arbGraphCase({ maxNodes: 14, modelShare: 0.5 }), arbConvNet.map(([c]) => c)), fc.constantFrom(4, 8, 16)), weight: 4 },
@@ -544,18 +559,23 @@ describe("alterLayout: structure", () => {
     )
   })
 
-  it("a Gemm is packed exactly when it is packable (as written or canonical; transposes, alpha, beta, float64, unknown rows), and evaluates as before", () => {
+  it("a Gemm is packed exactly when it is packable (as written or canonical; transposes, alpha, beta, float64, unknown rows; DensePack for a few rows, MatMulPacked for more), and evaluates as before", () => {
+    let many = 0
     fc.assert(
       fc.property(fc.integer({ min: 1, max: 1 << 30 }), (seed) => {
         const { graph, inputs, lanes } = denseCase(seed, true)
         for (const g of [bindSync(graph), simplifyInferenceSync(graph)]) {
           const after = alterLayoutSync(g, { vectorLanes: lanes })
           expect(after.nodes.filter((n) => n.op === "DensePack").length).toBe(packable(bindSync(g), lanes))
+          expect(after.nodes.filter((n) => n.op === "MatMulPacked").length).toBe(packed(bindSync(g), lanes, "many"))
+          many += packed(bindSync(g), lanes, "many")
           assertAllClose(evalGraph(after, inputs), evalGraph(graph, inputs), 1e-5, 1e-5)
         }
       }),
       lawParams(200),
     )
+    // (the cases reach MatMulPacked too; laws/rewrite/pack-dense.law.ts takes its rule in full)
+    expect(many).toBeGreaterThan(0)
   })
 
   it("chooseBlock: the largest of lanes, lanes/2, … above 1 that divides the channels, else 1", () => {
@@ -574,6 +594,7 @@ describe("alterLayout: structure", () => {
         const bound = bindSync(g)
         expect(after.nodes.filter((n) => n.op === "ConvNCHWc").length).toBe(blockable(bound, lanes))
         expect(after.nodes.filter((n) => n.op === "DensePack").length).toBe(packable(bound, lanes))
+        expect(after.nodes.filter((n) => n.op === "MatMulPacked").length).toBe(packed(bound, lanes, "many"))
         expect(structurallyEqual(alterLayoutSync(after, { vectorLanes: lanes }), after), "a second run changes nothing").toBe(true)
         convs += blockable(bound, lanes)
         dense += packable(bound, lanes)

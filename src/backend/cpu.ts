@@ -14,14 +14,17 @@ import type { TunedLookup } from "./backend.js"
 import type { ScheduleTarget } from "../lowering/templates/template.js"
 
 /**
- * The default passes, then (with 2+ lanes) the blocked layout of that many lanes and Winograd
+ * The default passes, then (with 2+ lanes) the blocked layout of that many lanes (and constant
+ * weights of matrix products in column panels of their register tile's width) and Winograd
  * convolution, its F(4×4) from more input tiles than one register block of the products holds
  * (the conv templates' accumulator cap, from the target's vector registers).
  */
 export const cpuGraphPasses = (target: Target<"c" | "js" | "wasm">): GraphPass => {
   const lanes = target.attrs.vectorLanes
   const registerTiles = accumulatorCap(ISA_VECTOR_REGISTERS[target.attrs.isa])
-  const layout = { vectorLanes: lanes, ...(target.attrs.fmaUnitsByLanes ? { fmaUnitsByLanes: target.attrs.fmaUnitsByLanes } : {}) }
+  // (the register file too: a constant weight is packed in panels of the matmul register tile's width)
+  const { fmaUnits, fmaLatency, vectorRegisters } = scheduleTarget(target)
+  const layout = { vectorLanes: lanes, fmaUnits, fmaLatency, vectorRegisters, ...(target.attrs.fmaUnitsByLanes ? { fmaUnitsByLanes: target.attrs.fmaUnitsByLanes } : {}) }
   return lanes > 1 ? sequential("rewrite.Target", [defaultPasses, alterLayout(layout), winogradConvFor({ registerTiles })]) : defaultPasses
 }
 

@@ -1,5 +1,6 @@
 // The dense products: MatMul (batched, broadcast, 1-D operands), Gemm (either side transposed,
-// alpha, beta and C) and DensePack (TVM's dense_pack: the weights in column panels). Each tags its
+// alpha, beta and C), DensePack (TVM's dense_pack: the weights in column panels) and MatMulPacked
+// (a product of many rows over a constant weight in column panels of its tile's width). Each tags its
 // product, the stage its template is built around.
 import { add, c, floordiv, floormod, mul } from "../ast/te/expr.js"
 import { at, compute, reduceAxis, sum } from "../ast/te/tensor.js"
@@ -76,8 +77,29 @@ const densePack: OpCompute = (ctx) => {
   ]
 }
 
+/**
+ * MatMulPacked (the layout rewrite of a constant B): A [..., M, K] · B in column panels [P, K, w]
+ * → [..., M, n], column j read at panel j / w, lane j % w — with the column tile the panel (the
+ * matmul rule's only one here), the indices simplify to the tile loop and its lane, and a tile
+ * reads one contiguous panel row per step of the reduction.
+ */
+const matmulPacked: OpCompute = (ctx) => {
+  const a = inp(ctx, 0)
+  const w = inp(ctx, 1)
+  const [, K, b] = w.shape
+  const out = shapeOf(ctx.outputs[0])
+  const k = reduceAxis(K, `${ctx.name()}.rk`)
+  return [
+    compute(ctx.name(), out, (...idx) => {
+      const [i, j] = idx.slice(-2)
+      return sum(mul(at(a, ...idx.slice(0, -2), i, k.var), at(w, floordiv(j, c(b)), k.var, floormod(j, c(b)))), [k])
+    }, ctx.outputs[0].dtype, "matmul_packed"),
+  ]
+}
+
 export const DENSE: Readonly<Record<string, OpCompute>> = {
   MatMul: matmulLike,
   Gemm: gemm,
   DensePack: densePack,
+  MatMulPacked: matmulPacked,
 }

@@ -4,21 +4,30 @@
 // scale/shift), max / average pooling (global pooling too) and concatenation over the channels
 // move into the blocked layout too (channels the block does not divide padded with zero lanes),
 // and adjacent transforms compose (inverse ones cancel; one block to another in one pass); a dense
-// layer of a few rows takes its weight in column panels (DensePack). Weights are re-laid at compile
-// time (a constant in, a constant out), so foldConstants leaves no transform on them.
+// layer of a few rows takes its weight in column panels (DensePack), a product of more rows over a
+// constant weight in panels of its register tile's width (MatMulPacked; both in pack-dense.ts).
+// Weights are re-laid at compile time (a constant in, a constant out), so foldConstants leaves no
+// transform on them.
 import { attr } from "../ast/graph/attrs.js"
 import { resolveNode } from "../ast/graph/evaluate.js"
 import type { Graph, Node } from "../ast/graph/graph.js"
 import { bindSync } from "../ast/graph/infer.js"
-import { blockOf, packDense, packKernel, packNCHWc } from "../ast/graph/ops/layout.js"
+import { blockOf, packKernel, packNCHWc } from "../ast/graph/ops/layout.js"
 import { TESSERA_DOMAIN } from "../ast/graph/ops/index.js"
 import { allocate } from "../ast/graph/dtype.js"
 import { sizeOf, tensor, type Tensor } from "../ast/graph/tensor.js"
+import type { RegisterFile } from "../ast/register-tile.js"
 import { eliminateDeadCodeSync } from "./eliminate-dead-code.js"
+import { denseToPacked } from "./pack-dense.js"
 import { graphPass, type GraphPass } from "./pass.js"
 import { rewriteToFixedPoint, type Rule, type RuleCtx } from "./rules.js"
 
-export interface LayoutTarget {
+/**
+ * What the layout rewrite reads of the target record: its vector lanes (the blocks), FMA pipes
+ * per width (the padded blocks), and the register file (a packed weight's panels: the matmul
+ * register tile's columns, from lanes, FMA pipes × latency and registers).
+ */
+export interface LayoutTarget extends RegisterFile {
   /** fp32 lanes of the widest vector unit (AVX-512: 16, AVX2: 8, SIMD128: 4). */
   readonly vectorLanes: number
   /** FMA pipes per vector width (fp32 lanes → pipes), as the target record measured them; absent: the same at every width. */
@@ -198,39 +207,6 @@ const convToBlocked = (target: LayoutTarget, written: Set<string>): Rule => ({
       ],
       outputs: [y],
       constants,
-    }
-  },
-})
-
-/** The widest batch a packed dense layer is made for: its weights are read once per row block. */
-const DENSE_PACK_MAX_ROWS = 8
-
-/**
- * Gemm (canonical: no transposes, alpha 1, beta 1; constant float32 B [K, N]) of a few rows →
- * DensePack over B in column panels of one vector (TVM's dense_pack). With B [K, N] a column tile
- * reads a short stretch of every row, 4 KB apart; from panels it reads a few sequential streams.
- * MobileNetV2's 1280 → 1000 classifier, weights from memory, AVX-512: 0.41 → 0.23 ms (a C
- * microbenchmark of both loops). Only for 8 or more lanes (the c target on AVX2 / AVX-512).
- */
-const denseToPacked = (target: LayoutTarget): Rule => ({
-  name: "dense-to-packed",
-  apply: (n, ctx) => {
-    if (n.op !== "Gemm" || n.domain !== "" || target.vectorLanes < 8) return undefined
-    const a = resolveNode(n).attrs as { alpha: number; beta: number; transA: number; transB: number }
-    if (a.transA || a.transB || a.alpha !== 1 || (a.beta !== 1 && n.inputs[2])) return undefined
-    const x = ctx.type(n.inputs[0])
-    const w = ctx.constant(n.inputs[1])
-    if (!x || !w || x.dtype !== "float32") return undefined
-    // (A [M, K] and B [K, N]: neither is transposed)
-    const M = x.shape[0]
-    const N = w.shape[1]
-    if (typeof M !== "number" || M > DENSE_PACK_MAX_ROWS || N < 2 * target.vectorLanes) return undefined
-    const wName = ctx.fresh(`${n.inputs[1]}_NK${target.vectorLanes}n`)
-    const y = ctx.fresh(`${n.outputs[0]}_packed`)
-    return {
-      nodes: [{ name: ctx.fresh(`${n.name}_pack`), op: "DensePack", domain: TESSERA_DOMAIN, inputs: [n.inputs[0], wName, ...n.inputs.slice(2)], outputs: [y], attrs: { n: attr.int(N) } }],
-      outputs: [y],
-      constants: new Map([[wName, packDense(w, target.vectorLanes)]]),
     }
   },
 })

@@ -41,6 +41,7 @@ export const nodeFlops = (g: Graph, n: Node): number => {
       return 2 * numel(x) * (w.shape.slice(1) as number[]).reduce((a, b) => a * b, 1)
     }
     case "MatMul":
+    case "MatMulPacked":
     case "MatMulInteger": {
       const a = type(n.inputs[0])
       if (!a) return 0

@@ -70,7 +70,7 @@ export const extractTasks = (groups: readonly GroupProgram[], target: ScheduleTa
       byWorkload.set(workload, { ...prev, groups: [...prev.groups, g.group.id] })
       continue
     }
-    const anchor = g.group.ops.find((op) => ["Conv", "ConvNCHWc", "ConvWinogradNCHWc", "MatMul", "Gemm", "DensePack", "MaxPool", "AveragePool"].includes(op)) ?? g.group.ops[0]
+    const anchor = g.group.ops.find((op) => ["Conv", "ConvNCHWc", "ConvWinogradNCHWc", "MatMul", "Gemm", "DensePack", "MatMulPacked", "MaxPool", "AveragePool"].includes(op)) ?? g.group.ops[0]
     const shape = g.outputs[g.outputs.length - 1].shape.join("x")
     byWorkload.set(workload, {
       id: fnv1a(workload),

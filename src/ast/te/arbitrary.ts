@@ -125,6 +125,26 @@ export const matmulCase = (seed: number, o: { readonly batch: number; readonly m
 }
 
 /**
+ * A matrix product over a weight packed in column panels (MatMulPacked's compute): `batch` leading
+ * dims (none when 0), A m × k, B [⌈n/panel⌉, k, panel] (the last panel's lanes past n unread),
+ * column j read at panel j / panel, lane j % panel; with `epilogue` a bias and a ReLU after it.
+ */
+export const matmulPackedCase = (seed: number, o: { readonly batch: number; readonly m: number; readonly n: number; readonly k: number; readonly panel: number; readonly epilogue: boolean }): ComputeCase => {
+  const { feeds, ph } = seededInputs(prng(seed))
+  const lead = o.batch > 0 ? [o.batch] : []
+  const A = ph("A", [...lead, o.m, o.k])
+  const B = ph("B", [Math.ceil(o.n / o.panel), o.k, o.panel])
+  const k = reduceAxis(o.k, "k")
+  const mm = compute("mm", [...lead, o.m, o.n], (...idx) => {
+    const [i, j] = idx.slice(-2)
+    return sum(mul(at(A, ...idx.slice(0, -2), i, k.var), at(B, floordiv(j, c(o.panel)), k.var, floormod(j, c(o.panel)))), [k])
+  }, "float32", "matmul_packed")
+  if (!o.epilogue) return { family: "matmul", outputs: [mm], inputs: feeds }
+  const bias = ph("bias", [o.n])
+  return { family: "matmul", outputs: [compute("out", [...lead, o.m, o.n], (...idx) => max(add(at(mm, ...idx), at(bias, idx[idx.length - 1])), f32(0)))], inputs: feeds }
+}
+
+/**
  * A reduction of few outputs over a long last axis (for laws about the rfactor rule): X [rows,
  * cols, r] summed (or its max taken) over r, and with `mean` divided by r after it.
  */

@@ -126,6 +126,8 @@ export const COMPUTE_TAGS = [
   "dense_pack",
   /** MatMul: batched, broadcast, 1-D operands. */
   "matmul",
+  /** MatMulPacked's product: A [..., M, K] · a constant B in column panels [P, K, w], column j read at panel j / w, lane j % w. */
+  "matmul_packed",
   /** A windowed pooling reduction (max, sum, Lp), NCHW or blocked. */
   "pool",
   /** A pooling reduction over the whole spatial extent. */

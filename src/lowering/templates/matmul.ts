@@ -5,75 +5,45 @@
 // many as the vector registers hold beside the operands, the shape that loads the fewest operands
 // per FMA. Column panels outside row tiles by default: a panel of B (K × tile columns) stays in
 // cache while every row tile passes over it (rows outside re-read all of B once per row tile).
+// Over a weight packed in column panels of the tile's width (MatMulPacked, rewrite.AlterLayout's
+// layout rewrite of a constant B) the column tile is the panel: its rows are one contiguous stream.
 import * as S from "../../ast/schedule/schedule.js"
-import { anchorStage, dataLeaves, divisors, largest, parallelize, parallelOuter, tileStages } from "./common.js"
+import { collect, type Read } from "../../ast/te/expr.js"
+import type { ComputeTensor } from "../../ast/te/tensor.js"
+import { matmulRegisterTile, MAX_TILE_ROWS } from "../../ast/register-tile.js"
+import { anchorStage, dataLeaves, divisors, parallelize, parallelOuter, tileStages } from "./common.js"
 import { reductionTemplate } from "./reduction.js"
-import type { ScheduleTarget, Template } from "./template.js"
+import type { Template } from "./template.js"
 
-/** Rows of a register tile at most (an unrolled loop of broadcasts). */
-const MAX_ROWS = 8
-
-/** Vectors across a register tile's columns at most. */
-const MAX_VECTORS = 4
-
-/** Extra rows a non-dividing row tile may compute (guarded), as a share of the rows. */
-const MAX_ROW_WASTE = 0.05
+export { matmulRegisterTile } from "../../ast/register-tile.js"
 
 /**
- * Extra columns a non-dividing column tile may cover, as a share of the columns: its last tile
- * runs as a separate, narrower loop (LoopPartition), so whole vectors still fill the rest — an
- * attention score matrix's 197 columns take 12 tiles of 16 and a tail of 5, not tiles of one.
+ * The panel width of a product over a packed weight (MatMulPacked's compute, tagged matmul_packed:
+ * column j reads panel j / w at lane j % w): the w of its floormod read, undefined for any other.
  */
-const MAX_COL_WASTE = 0.125
-
-/**
- * The register tile for these rows and columns: `rows` × `cols`. Columns: a multiple of the lanes
- * (up to four vectors and the vectorizer's 64) whose tiles cover the columns with at most 12.5%
- * to spare, else the widest divisor within one vector. Rows: up to 8, their tiles covering the
- * rows with at most 5% to spare (guarded). Accumulators: rows × vectors, at least pipes × latency
- * where the registers allow, at most the registers less one per column vector (the B row) and
- * one for the broadcast A element; among those the fewest loads per FMA ((rows + vectors) /
- * (rows × vectors)), then the least extra work, then the wider columns.
- */
-export const matmulRegisterTile = (target: ScheduleTarget, rows: number, cols: number): { readonly rows: number; readonly cols: number } => {
-  const lanes = Math.max(1, target.vectorLanes)
-  const registers = target.vectorRegisters ?? 16
-  const need = (target.fmaUnits ?? 2) * (target.fmaLatency ?? 4)
-  const colWaste = (w: number) => (Math.ceil(cols / w) * w - cols) / cols
-  const full = Array.from({ length: MAX_VECTORS }, (_, k) => (k + 1) * lanes).filter((w) => w <= Math.min(S.MAX_VECTORIZED, cols) && colWaste(w) <= MAX_COL_WASTE)
-  const widths = full.length ? full : [largest(divisors(cols, lanes), lanes)]
-  let best: { rows: number; cols: number; score: number[] } | undefined
-  for (const width of widths) {
-    const vectors = Math.ceil(width / lanes)
-    for (let r = 1; r <= Math.min(MAX_ROWS, rows); r++) {
-      const rowWaste = (Math.ceil(rows / r) * r - rows) / rows
-      const acc = r * vectors
-      if (rowWaste > MAX_ROW_WASTE || acc + vectors + 1 > registers) continue
-      // saturating the pipes first; then fewer loads per FMA; then less extra work, wider columns
-      const score = [Math.min(acc, need), -(r + vectors) / acc, -((1 + rowWaste) * (1 + colWaste(width)) - 1), width]
-      if (!best || lexGreater(score, best.score)) best = { rows: r, cols: width, score }
-    }
-  }
-  return best ? { rows: best.rows, cols: best.cols } : { rows: 1, cols: widths[0] }
-}
-
-const lexGreater = (a: readonly number[], b: readonly number[]): boolean => {
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return a[i] > b[i]
-  return false
+export const packedPanelWidth = (op: ComputeTensor): number | undefined => {
+  if (op.tag !== "matmul_packed") return undefined
+  const lane = collect(op.body, (e) => e.kind === "read").flatMap((r) => {
+    const last = (r as Read).indices.at(-1)
+    return last?.kind === "bin" && last.op === "floormod" && last.b.kind === "const" ? [last.b.value] : []
+  })
+  return lane[0]
 }
 
 /**
  * The anchor's row and column extents (its last two data axes), when it has two, more than one row,
- * and a tile to compute it at. One row (a matrix-vector product) streams its weights once whatever
- * the tile: the reduction template's wide column tiles are made for it.
+ * and a tile to compute it at, and its packed weight's panel width where it reads one. One row (a
+ * matrix-vector product) streams its weights once whatever the tile: the reduction template's wide
+ * column tiles are made for it.
  */
-const rowsCols = (base: S.Schedule): { readonly rows: number; readonly cols: number } | undefined => {
+const rowsCols = (base: S.Schedule): { readonly rows: number; readonly cols: number; readonly panel?: number } | undefined => {
   const st = anchorStage(base)
   if (!st || !tileStages(base, st)) return undefined
   const data = dataLeaves(st)
   if (data.length < 2) return undefined
   const rows = st.axes.get(data[data.length - 2])!.extent
-  return rows > 1 ? { rows, cols: st.axes.get(data[data.length - 1])!.extent } : undefined
+  const panel = packedPanelWidth(st.op)
+  return rows > 1 ? { rows, cols: st.axes.get(data[data.length - 1])!.extent, ...(panel ? { panel } : {}) } : undefined
 }
 
 const colCandidates = (cols: number): number[] =>
@@ -85,11 +55,12 @@ export const matmulTemplate: Template = {
   space: (outputs, base) => {
     const rc = rowsCols(base)
     if (!rc) return reductionTemplate.space(outputs, base)
-    const rows = Array.from({ length: Math.min(MAX_ROWS, rc.rows) }, (_, k) => k + 1)
+    const rows = Array.from({ length: Math.min(MAX_TILE_ROWS, rc.rows) }, (_, k) => k + 1)
     return [
       { kind: "split", name: "tile_rows", extent: rc.rows, candidates: rows },
       // the divisors, and every multiple of 4 (whole vectors at 4, 8 or 16 lanes; a last tile narrower runs as a tail loop)
-      { kind: "split", name: "tile_cols", extent: rc.cols, candidates: colCandidates(rc.cols) },
+      // (over a packed weight, its panel: a tile of another width reads lanes of two panels, as gathers)
+      { kind: "split", name: "tile_cols", extent: rc.cols, candidates: rc.panel ? [rc.panel] : colCandidates(rc.cols) },
       { kind: "choice", name: "cols_outer", candidates: [true, false] },
       { kind: "choice", name: "vectorize", candidates: [true, false] },
     ]
@@ -98,7 +69,8 @@ export const matmulTemplate: Template = {
     const rowsKnob = knobs.find((k) => k.name === "tile_rows")
     const colsKnob = knobs.find((k) => k.name === "tile_cols")
     if (rowsKnob?.kind !== "split" || colsKnob?.kind !== "split") return reductionTemplate.defaults(knobs, target)
-    const tile = matmulRegisterTile(target, rowsKnob.extent, colsKnob.extent)
+    // (a single column candidate: a packed weight's panel, or one column; the tile is that wide)
+    const tile = matmulRegisterTile(target, rowsKnob.extent, colsKnob.extent, colsKnob.candidates.length === 1 ? Number(colsKnob.candidates[0]) : undefined)
     return { tile_rows: tile.rows, tile_cols: tile.cols, cols_outer: true, vectorize: target.vectorLanes > 1 }
   },
   apply: (outputs, base, config) => {

@@ -24,6 +24,7 @@ const TEMPLATE_OF_TAG: { readonly [T in ComputeTag]: Template } = {
   dense: matmulTemplate,
   dense_pack: reductionTemplate,
   matmul: matmulTemplate,
+  matmul_packed: matmulTemplate,
   pool: reductionTemplate,
   global_pool: reductionTemplate,
 }

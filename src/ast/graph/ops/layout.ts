@@ -2,7 +2,8 @@
 // layout transforms between NCHW and the blocked NCHW{c}c layout (and from one block to another), and convolution in blocked
 // layout (TVM's conv2d_NCHWc: data NCHW[i]c, kernel OIHW[i]i[o]o, output NCHW[o]c), and pooling in
 // blocked layout (PoolNCHWc: MaxPool or AveragePool over the spatial dims of NCHW[c]c), and a
-// dense layer over a column-panel packed weight (DensePack: TVM's dense_pack, weight [N/b, K, b]).
+// dense layer over a column-panel packed weight (DensePack: TVM's dense_pack, weight [N/b, K, b]),
+// and a matrix product of many rows over one (MatMulPacked: the panels its register tile's width).
 import { A, attr, attrs, type AttrValue } from "../attrs.js"
 import { allocate } from "../dtype.js"
 import { check, defineOp, fail, type AnyOpDef, type Dim } from "../op.js"
@@ -15,6 +16,7 @@ import { req } from "./util.js"
 /** The plain Conv and Gemm the blocked ops compute with (the registry's entries, from their own tables). */
 const plainConv: AnyOpDef = convOps.Conv
 const plainGemm: AnyOpDef = matmulOps.Gemm
+const plainMatMul: AnyOpDef = matmulOps.MatMul
 
 /** "NCHW" → 0, "NCHW16c" → 16. */
 export const blockOf = (layout: string): number => {
@@ -295,6 +297,31 @@ export const layoutOps = {
     kernel: (ctx) => {
       const w = unpackDense(req(ctx.inputs, 1), ctx.attrs.n)
       return plainGemm.kernel({ ...ctx, attrs: plainGemmAttrs(), inputs: [ctx.inputs[0], w, ctx.inputs[2]] })
+    },
+  }),
+  /**
+   * Y = A · unpack(B): A [..., M, K] (batched: its leading dims are Y's), B column panels [P, K, w]
+   * (the constant weight [K, n] re-laid by the layout rewrite, w its register tile's columns).
+   */
+  MatMulPacked: defineOp({
+    attrs: attrs({ n: A.int() }),
+    inputs: [2, 2],
+    outputs: [1, 1],
+    kind: "out-elementwise-fusable",
+    infer: (ctx) => {
+      const a = ctx.inputs[0]
+      const w = ctx.inputs[1]
+      if (!a || !w) return fail("inputs 0 and 1 are required")
+      if (a.shape.length < 2) return fail(`input 0 must be [..., M, K] (rank 2 or more), got rank ${a.shape.length}`)
+      if (w.shape.length !== 3 || !w.shape.every((d) => typeof d === "number")) return fail(`input 1 must be static column panels [P, K, w], got rank ${w.shape.length}`)
+      const [P, K, b] = w.shape as number[]
+      const n = ctx.attrs.n
+      if (!fillsPanels(n, P, b)) return fail(`n = ${n} does not fill ${P} panels of ${b} columns`)
+      return plainMatMul.infer({ ...ctx, attrs: plainAttrs(plainMatMul, "MatMul", {}), inputs: [a, { dtype: w.dtype, shape: [K, n] }], values: [] })
+    },
+    kernel: (ctx) => {
+      const w = unpackDense(req(ctx.inputs, 1), ctx.attrs.n)
+      return plainMatMul.kernel({ ...ctx, attrs: plainAttrs(plainMatMul, "MatMul", {}), inputs: [ctx.inputs[0], w] })
     },
   }),
 } satisfies Record<string, AnyOpDef>
