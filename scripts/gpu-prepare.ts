@@ -17,6 +17,8 @@ import { serializeNpy } from "../src/device/npy.js"
 import { loadOrt, runOrt } from "../src/device/onnxruntime.js"
 import { compileGraph, emitArtifact } from "../src/pipeline.js"
 import { zooGraph, zooModel } from "../src/zoo/index.js"
+import { bindSync } from "../src/ast/graph/infer.js"
+import { nodeFlops } from "../src/rewrite/report.js"
 
 const args = process.argv.slice(2)
 const flag = (name: string, fallback: string) => (args.includes(name) ? args[args.indexOf(name) + 1] : fallback)
@@ -62,7 +64,10 @@ const main = Effect.gen(function* () {
       return { name: o.name, file: `${safe(o.name)}.npy`, reference: file, shape: r.shape }
     })
     const kernels = program.kernels.length
-    entries.push({ model: name, dir: name, torchvision: name === "mobilenetv2" ? "mobilenet_v2" : name, arch, inputs, outputs, kernels })
+    // the model's floating-point operations (a multiply-add is two), for the fraction of peak
+    const bound = bindSync(graph, new Map())
+    const flops = bound.nodes.reduce((s, n) => s + nodeFlops(bound, n), 0)
+    entries.push({ model: name, dir: name, torchvision: name === "mobilenetv2" ? "mobilenet_v2" : name, arch, inputs, outputs, kernels, flops })
     console.log(`${name}: ${kernels} kernels, ${[...files.values()].reduce((s, b) => s + b.length, 0)} bytes of artifact in ${dir}`)
   }
   fs.writeFileSync(path.join(out, "models.json"), `${JSON.stringify({ seed, arch, models: entries }, null, 2)}\n`)

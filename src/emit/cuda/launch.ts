@@ -1,14 +1,15 @@
 // A PrimFunc as CUDA launches (TVM's SplitHostDevice): its top-level allocations become workspace
-// buffers in device memory (they outlive one launch), and each top-level statement under them one
-// launch, in order — a group's root stages (a softmax's max, sum and output) depend on each other
+// buffers in device memory (they outlive one launch) — except shared-memory ones, which lowering
+// hoists to the top as one buffer per block and which go inside their launch's block loops — and
+// each top-level statement under them one launch, in order — a group's root stages (a softmax's max, sum and output) depend on each other
 // through global memory, which only the end of a launch makes visible to every block. A launch is
 // its blockIdx loops (outermost, each of constant extent: the grid) around a body whose threadIdx
 // loops give the block; a statement of the body outside every threadIdx loop ran once per block in
 // the evaluator, so it runs on one thread here, between barriers (a threadIdx loop of extent 1 for
 // each thread dimension the launch has, which the evaluator reads the same way). Pure.
-import { c, v } from "../../ast/te/expr.js"
+import { c, collect, v } from "../../ast/te/expr.js"
 import type { ThreadTag } from "../../ast/schedule/stage.js"
-import { seq, type Buffer, type PrimFunc, type Stmt } from "../../ast/tir/tir.js"
+import { mapStmt, seq, type Buffer, type PrimFunc, type Stmt } from "../../ast/tir/tir.js"
 import { EmitError } from "../emit-error.js"
 
 export type Dim3 = readonly [number, number, number]
@@ -52,6 +53,23 @@ const some = (s: Stmt, p: (x: Stmt) => boolean): boolean => {
     default:
       return false
   }
+}
+
+/** Whether `s` reads or writes buffer `name`. */
+const uses = (s: Stmt, name: string): boolean => {
+  let used = false
+  mapStmt(
+    s,
+    (x) => {
+      if ((x.kind === "store" && x.buffer === name) || (x.kind === "intrinsic" && [x.output, ...x.inputs].some((r) => r.buffer === name))) used = true
+      return undefined
+    },
+    (e) => {
+      if (!used && collect(e, (y) => y.kind === "read" && y.source === name).length) used = true
+      return e
+    },
+  )
+  return used
 }
 
 /** The largest constant extent of the loops bound to each tag in `s` (1 where none is). */
@@ -102,10 +120,12 @@ export const splitLaunches = (f: PrimFunc): KernelLaunches => {
     throw new EmitError({ target: "cuda", kernel: f.name, reason })
   }
   const workspace: Buffer[] = []
+  const perBlock: Buffer[] = []
   const regions: Stmt[] = []
   const peel = (s: Stmt): void => {
     if (s.kind === "allocate") {
-      workspace.push({ ...s.buffer, scope: "global" })
+      if (s.buffer.scope === "shared") perBlock.push(s.buffer)
+      else workspace.push({ ...s.buffer, scope: "global" })
       return peel(s.body)
     }
     if (s.kind === "seq") return s.body.forEach(peel)
@@ -117,6 +137,12 @@ export const splitLaunches = (f: PrimFunc): KernelLaunches => {
     if (names.has(w.name)) fail(`the workspace buffer ${JSON.stringify(w.name)} shadows another buffer`)
     names.add(w.name)
   }
+  // each block's shared buffers: in the one launch that uses them (a later launch cannot see them)
+  const sharedOf = regions.map((r) => perBlock.filter((b) => uses(r, b.name)))
+  for (const b of perBlock) {
+    const users = sharedOf.filter((bs) => bs.includes(b)).length
+    if (users > 1) fail(`the shared buffer ${JSON.stringify(b.name)} is used by ${users} launches: shared memory lasts one launch`)
+  }
   let counter = 0
   const launches = regions.map((r, i): Launch => {
     // the grid: the blockIdx loops around the launch's statement, none below it
@@ -126,7 +152,8 @@ export const splitLaunches = (f: PrimFunc): KernelLaunches => {
     if (some(r, (x) => x.kind === "for" && x.forKind === "vthread")) fail(`a vthread loop reached emission (launch ${i}): lowering.InjectVirtualThread runs first`)
     const grid = dims(r, BLOCK_TAGS, fail)
     const block = dims(r, THREAD_TAGS, fail)
-    const rebuild = (s: Stmt): Stmt => (isBlockLoop(s) ? { ...(s as Extract<Stmt, { kind: "for" }>), body: rebuild((s as Extract<Stmt, { kind: "for" }>).body) } : oneThread(s, block, new Set(), () => `tessera_one${counter++}`))
+    const inBlock = (s: Stmt): Stmt => sharedOf[i].reduceRight<Stmt>((body, buffer) => ({ kind: "allocate", buffer, body }), oneThread(s, block, new Set(), () => `tessera_one${counter++}`))
+    const rebuild = (s: Stmt): Stmt => (isBlockLoop(s) ? { ...(s as Extract<Stmt, { kind: "for" }>), body: rebuild((s as Extract<Stmt, { kind: "for" }>).body) } : inBlock(s))
     const name = regions.length === 1 ? f.name : `${f.name}_${i}`
     return { name, grid, block, func: { name, params: [...f.params, ...workspace], body: rebuild(r) } }
   })
