@@ -263,12 +263,17 @@ const CUDA_PARTS: { readonly [arch: string]: readonly [string, number] } = {
   sm_90: ["9.0", 132],
 }
 
+/** The architectures `--cuda-arch` may name. */
+export const CUDA_ARCHS: readonly string[] = Object.keys(CUDA_PARTS)
+
+export const isCudaArch = (s: string): boolean => Object.prototype.hasOwnProperty.call(CUDA_PARTS, s)
+
 /** The default GPU architecture of the cuda target (Hopper: H100, H200). */
 export const DEFAULT_CUDA_ARCH = "sm_90"
 
 /** The GPU attributes of an nvcc architecture name (`sm_90`, `sm_80`, …); throws TargetError on one Tessera does not know. */
 export const cudaAttrsForArch = (arch: string = DEFAULT_CUDA_ARCH): CudaAttrs => {
-  const part = CUDA_PARTS[arch]
+  const part = isCudaArch(arch) ? CUDA_PARTS[arch] : undefined
   if (!part) throw new TargetError({ target: "cuda", reason: `--cuda-arch '${arch}' is not one Tessera knows (${Object.keys(CUDA_PARTS).join(", ")})` })
   return cudaAttrs(part[0], part[1])
 }

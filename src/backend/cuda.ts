@@ -42,7 +42,7 @@ const cudaBuildReport = (artifact: Artifact, target: Target<"cuda">): Effect.Eff
     }
     const spilling = [...functions].filter(([, r]) => r.spillStores + r.spillLoads > 0)
     return {
-      manifest: { nvcc: { arch, cached, functions: Object.fromEntries([...functions].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) } },
+      manifest: { nvcc: { arch, functions: Object.fromEntries([...functions].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) } },
       notes: [`nvcc built ${functions.size} kernels for ${arch}${cached ? " (cached)" : ""}${spilling.length ? `; spilling registers: ${spilling.map(([f]) => f).join(", ")}` : ""}`],
     }
   })
@@ -53,6 +53,7 @@ export const cuda: Backend<"cuda"> = {
   target: (_host, _threads, options) => ({ kind: "cuda", attrs: cudaAttrsForArch(options?.cudaArch) }),
   // compile writes the sources without nvcc; running them needs the artifact's runner on a GPU
   unavailable: () => undefined,
+  compileOnly: () => "Tessera drives no GPU from Node: the artifact's own runner (make; ./model) runs it on a GPU",
   parallel: true,
   graphPasses: () => defaultPasses,
   codegen: {

@@ -8,7 +8,7 @@ import { Effect } from "effect"
 import * as path from "node:path"
 import type { Graph } from "../ast/graph/graph.js"
 import type { Tensor } from "../ast/graph/tensor.js"
-import { lanesAndCores, type TargetKind } from "../ast/target.js"
+import { CUDA_ARCHS, isCudaArch, lanesAndCores, type TargetKind } from "../ast/target.js"
 import { BACKENDS, type BuildReport } from "../backend/index.js"
 import type { CompileError } from "../device/errors.js"
 import type { GpuLimitError } from "../emit/cuda/verify.js"
@@ -124,7 +124,8 @@ export const compileCommand = Effect.fn("cli.compile")(function* (o: CompileOpti
   const optLevel = yield* parseOptLevel(o.optLevel)
   if (o.threads < 1) return yield* new UsageError({ flag: "--threads", reason: `${o.threads} is not a thread count (1 or more)` })
   if (o.cudaArch !== undefined && kind !== "cuda") return yield* new UsageError({ flag: "--cuda-arch", reason: `is for --target cuda, not ${kind}` })
-  const settings = yield* attempt(() => targetSettings(kind, o.threads, o.cudaArch !== undefined ? { cudaArch: o.cudaArch } : {}))
+  if (o.cudaArch !== undefined && !isCudaArch(o.cudaArch)) return yield* new UsageError({ flag: "--cuda-arch", reason: `'${o.cudaArch}' is not one Tessera knows (${CUDA_ARCHS.join(", ")})` })
+  const settings = targetSettings(kind, o.threads, o.cudaArch !== undefined ? { cudaArch: o.cudaArch } : {})
   const graph = yield* readModel(o.model)
   const shapes = yield* boundShapes(graph, o.shapes)
   const tuned = o.tuned !== undefined ? yield* readTuned(o.tuned, settings) : undefined

@@ -20,7 +20,8 @@ import { UsageError } from "./errors.js"
 
 export { TargetUnavailableError }
 
-export const TARGETS: readonly TargetKind[] = TARGET_KINDS
+/** The kinds that run here (cuda compiles only: `tessera compile --target cuda` writes its runner). */
+export const TARGETS: readonly TargetKind[] = TARGET_KINDS.filter((k) => BACKENDS[k].compileOnly === undefined)
 
 export const parseTarget = (name: string, allowed: readonly TargetKind[] = TARGETS): Effect.Effect<TargetKind, UsageError> =>
   isTargetKind(name) && allowed.includes(name)
