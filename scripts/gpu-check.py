@@ -1,6 +1,7 @@
 """The device check of the cuda target (see gpu-check.sh, which runs this): build, run and compare
 Tessera's artifacts, then time PyTorch eager and torch.compile on the same networks; one table."""
 import argparse
+import gzip
 import json
 import os
 import shutil
@@ -53,6 +54,10 @@ def compare(out, ref):
 
 def run_tessera(root, m, runs, emulate, arch):
     d = os.path.join(root, m["dir"])
+    weights = os.path.join(d, "constants.bin")
+    if not os.path.exists(weights):
+        with gzip.open(weights + ".gz", "rb") as src, open(weights, "wb") as dst:
+            shutil.copyfileobj(src, dst)
     if emulate:
         _, build_s = sh(["g++", "-O2", "-std=c++17", "-x", "c++", "-o", "model-emulated", "runner.cu", "tessera_launcher.cu"], cwd=d)
         exe, runs, warmup = "./model-emulated", 1, 0
@@ -68,6 +73,11 @@ def run_tessera(root, m, runs, emulate, arch):
     stdout, _ = sh(cmd, cwd=d, timeout=600)
     timing = json.loads(stdout.strip().splitlines()[-1])
     results = {o["name"]: compare(np.load(os.path.join(d, "out", o["file"])), np.load(os.path.join(d, o["reference"]))) for o in m["outputs"]}
+    if emulate:
+        # leave the folder as gpu-prepare wrote it (it travels to the GPU machine: its size counts)
+        for f in ["constants.bin", "model-emulated"]:
+            os.remove(os.path.join(d, f))
+        shutil.rmtree(os.path.join(d, "out"))
     return {"build_s": build_s, "median_ms": timing["median_ms"], "runs": timing["runs"], "outputs": results}
 
 
@@ -100,14 +110,17 @@ def time_torch(m, runs, with_compile):
                 ms.append(a.elapsed_time(b))
         return statistics.median(ms)
 
-    out = {"eager_ms": timed(net)}
+    out = {"torch": torch.__version__, "eager_ms": timed(net)}
     if with_compile:
-        t0 = time.time()
-        compiled = torch.compile(net)
-        with torch.no_grad():
-            compiled(x)
-        out["compile_s"] = time.time() - t0
-        out["compiled_ms"] = timed(compiled)
+        try:
+            t0 = time.time()
+            compiled = torch.compile(net)
+            with torch.no_grad():
+                compiled(x)
+            out["compile_s"] = time.time() - t0
+            out["compiled_ms"] = timed(compiled)
+        except Exception as e:  # a torch.compile that fails here is reported, not the end of the check
+            out["compile_error"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
     return out
 
 
