@@ -21,9 +21,10 @@ import { describe, expect, it } from "vitest"
 import { attr } from "../src/ast/graph/attrs.js"
 import { runGraph } from "../src/ast/graph/evaluate.js"
 import type { Graph } from "../src/ast/graph/graph.js"
-import { fromArray, type Tensor } from "../src/ast/graph/tensor.js"
+import { fromArray, tensor, type Tensor } from "../src/ast/graph/tensor.js"
 import { evaluateTE } from "../src/ast/te/evaluate.js"
-import { c, v } from "../src/ast/te/expr.js"
+import { evaluatePrimFunc } from "../src/ast/tir/evaluate.js"
+import { add, c, mul, v } from "../src/ast/te/expr.js"
 import { cudaAttrsForArch, TargetError } from "../src/ast/target.js"
 import type { PrimFunc, Stmt } from "../src/ast/tir/tir.js"
 import { prng } from "../src/ast/graph/arbitrary.js"
@@ -35,6 +36,8 @@ import { constantsLayout } from "../src/emit/cuda/host.js"
 import { emitCuda } from "../src/emit/cuda/emit.js"
 import { splitLaunches } from "../src/emit/cuda/launch.js"
 import { CUDA_PRELUDE } from "../src/emit/cuda/prelude.js"
+import { EMULATE_HEADER } from "../src/emit/cuda/emulate.js"
+import { storageElements } from "../src/ast/tir/analysis.js"
 import { GpuLimitError, verifyLaunch } from "../src/emit/cuda/verify.js"
 import type { Program } from "../src/lowering/program.js"
 import { compileGraph, emitArtifact, loadProgram } from "../src/pipeline.js"
@@ -81,6 +84,46 @@ const writeAll = (dir: string, files: ReadonlyMap<string, Uint8Array>) => {
   for (const [name, bytes] of files) writeFileSync(path.join(dir, name), bytes)
 }
 
+/**
+ * Float32 kernels emitted for the cuda target, built by g++ over tessera_emulate.h with a generated
+ * main that reads each kernel's inputs, runs its launches in order (workspace zeroed) and writes
+ * every param back: each kernel's params after its run.
+ */
+const emulateKernels = (funcs: readonly PrimFunc[], inputs: readonly ReadonlyMap<string, Tensor>[]): Map<string, Tensor>[] => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "tessera-cuda-kernels-"))
+  try {
+    const e = emitCuda(funcs, GOLDEN_CUDA_ATTRS)
+    const main: string[] = ["int main() {"]
+    e.kernels.forEach((k, i) => {
+      const bufs = [...k.params, ...k.workspace]
+      bufs.forEach((b, j) => {
+        const n = storageElements(b)
+        const given = inputs[i].get(b.name)
+        if (given) writeFileSync(path.join(dir, `in_${i}_${j}.bin`), new Uint8Array(Float32Array.from(given.data as Float32Array).buffer))
+        main.push(`  float* k${i}_${j} = (float*)calloc(${n}, 4);`)
+        if (given) main.push(`  { FILE* f = fopen("in_${i}_${j}.bin", "rb"); if (fread(k${i}_${j}, 4, ${n}, f) != ${n}) return 1; fclose(f); }`)
+      })
+      const args = bufs.map((_, j) => `k${i}_${j}`).join(", ")
+      for (const l of k.launches) main.push(`  ${l.barriers ? "TESSERA_LAUNCH_SYNC" : "TESSERA_LAUNCH"}(${l.symbol}, dim3(${l.grid.join(", ")}), dim3(${l.block.join(", ")}), 0, ${args});`)
+      k.params.forEach((b, j) => main.push(`  { FILE* f = fopen("out_${i}_${j}.bin", "wb"); fwrite(k${i}_${j}, 4, ${storageElements(b)}, f); fclose(f); }`))
+    })
+    main.push("  return 0;", "}")
+    writeFileSync(path.join(dir, "tessera_emulate.h"), EMULATE_HEADER)
+    writeFileSync(path.join(dir, "main.cpp"), ['#include "tessera_emulate.h"', e.source, ...main].join("\n"))
+    const cc = spawnSync("g++", ["-O1", "-std=c++17", "-o", "main", "main.cpp"], { cwd: dir, encoding: "utf8" })
+    expect(cc.status, cc.stderr).toBe(0)
+    const run = spawnSync("./main", [], { cwd: dir, encoding: "utf8" })
+    expect(run.status, run.stderr).toBe(0)
+    const floats = (file: string) => {
+      const b = readFileSync(path.join(dir, file))
+      return new Float32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength))
+    }
+    return e.kernels.map((k, i) => new Map(k.params.map((b, j) => [b.name, tensor("float32", b.view?.shape ?? b.shape, floats(`out_${i}_${j}.bin`))] as const)))
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Goldens
 
@@ -115,6 +158,12 @@ describe("cuda target: goldens", () => {
     expect(text.get("softmax")).toMatch(/workspace/)
     expect(text.get("softmax")).toMatch(/softmax_2<<</)
     expect(text.get("conv2d_add_relu")).toMatch(/of the thread \*\//)
+  })
+
+  it.skipIf(!HAVE_GXX)("the golden kernels built by the host compiler and emulated on the CPU (shared memory and barriers too) compute what their TE says", () => {
+    const cases = CUDA_GOLDEN_CASES.map((mk) => mk())
+    const got = emulateKernels(cases.map(cudaGoldenFunc), cases.map((g) => g.inputs))
+    cases.forEach((g, k) => assertAllClose(g.outputs.map((o) => got[k].get(o.name)!), evaluateTE(g.outputs, g.inputs), 1e-4, 1e-5))
   })
 
   it.skipIf(!NVCC)("nvcc compiles every golden kernel for sm_80 and sm_90 (ptxas reports each)", async () => {
@@ -174,6 +223,20 @@ describe("cuda target: static checks (VerifyGPUCode)", () => {
     const uniform = func(loop("blockIdx.x", 4, loop("threadIdx.x", 64, { kind: "if", cond: { kind: "bin", op: "lt", a: v("iblockIdx.x4"), b: c(3), dtype: "bool" }, then: barrier })))
     expect(limitOf(uniform)).toBeUndefined()
   })
+  it.skipIf(!HAVE_GXX)("a statement of a block outside its thread loops runs once per block (one thread, between barriers), as in the evaluator", () => {
+    // out[b*64 + i] = 1 for every i, once per block; then each thread adds its index to its element
+    const init: Stmt = { kind: "for", var: v("i"), min: c(0), extent: c(64), forKind: "serial", body: { kind: "store", buffer: "out", indices: [add(mul(v("b"), c(64)), v("i"))], value: c(1, "float32") } }
+    const at = add(mul(v("b"), c(64)), v("t"))
+    const bump: Stmt = { kind: "store", buffer: "out", indices: [at], value: add({ kind: "read", source: "out", indices: [at], dtype: "float32" }, { kind: "cast", value: v("t"), dtype: "float32" }) }
+    const body: Stmt = { kind: "for", var: v("b"), min: c(0), extent: c(2), forKind: "thread", thread: "blockIdx.x", body: { kind: "seq", body: [init, { kind: "for", var: v("t"), min: c(0), extent: c(64), forKind: "thread", thread: "threadIdx.x", body: bump }] } }
+    const f: PrimFunc = { name: "k0", params: [{ name: "out", dtype: "float32", shape: [128], scope: "global" }], body }
+    const want = evaluatePrimFunc(f, new Map()).get("out")!
+    expect([...want.data].slice(0, 3)).toEqual([1, 2, 3])
+    const [got] = emulateKernels([f], [new Map()])
+    assertAllClose([got.get("out")!], [want], 0, 0)
+    expect(emitCuda([f], SM90).source).toMatch(/__syncthreads\(\);\n\s*\{ const int64_t v\d+ = \(int64_t\)threadIdx\.x; if \(v\d+ < 1\) \{/)
+  })
+
   it("a blockIdx loop under a serial loop cannot be a launch: EmitError naming the kernel", () => {
     expect(limitOf(func(loop(undefined, 3, loop("blockIdx.x", 4, store("iblockIdx.x4")))))).toMatchObject({ _tag: "EmitError", target: "cuda", kernel: "k0" })
   })

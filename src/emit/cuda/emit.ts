@@ -5,7 +5,7 @@
 // Pure and deterministic: same funcs and options, same bytes; identifiers are generated, names
 // from programs appear only in escaped comments.
 import type { CudaAttrs } from "../../ast/target.js"
-import type { Buffer, PrimFunc } from "../../ast/tir/tir.js"
+import type { Buffer, PrimFunc, Stmt } from "../../ast/tir/tir.js"
 import { renderFunction } from "../c-family/render.js"
 import { commentSafe } from "../c-family/names.js"
 import { EmitError } from "../emit-error.js"
@@ -28,6 +28,8 @@ export interface CudaLaunch {
   readonly block: Dim3
   /** Bytes of `__shared__` arrays per block. */
   readonly sharedBytes: number
+  /** Whether its kernel synchronizes its block's threads (`__syncthreads()`). */
+  readonly barriers: boolean
 }
 
 /** A PrimFunc as the host sees it: its params, its workspace buffers (device memory), its launches in order. */
@@ -44,6 +46,24 @@ export interface CudaEmitted {
   /** Each distinct `__global__` function's text, in order. */
   readonly functions: readonly string[]
   readonly kernels: readonly CudaKernel[]
+}
+
+/** Whether a statement holds a barrier. */
+const hasBarrier = (s: Stmt): boolean => {
+  switch (s.kind) {
+    case "barrier":
+      return true
+    case "for":
+    case "allocate":
+    case "let":
+      return hasBarrier(s.body)
+    case "seq":
+      return s.body.some(hasBarrier)
+    case "if":
+      return hasBarrier(s.then) || (s.else !== undefined && hasBarrier(s.else))
+    default:
+      return false
+  }
 }
 
 /** The text that decides a function's code: without comments, its own name taken out. */
@@ -71,7 +91,7 @@ export const emitCuda = (funcs: readonly PrimFunc[], attrs: CudaAttrs, options: 
         byCode.set(key, symbol)
         texts.push(text)
       }
-      return { symbol, grid: l.grid, block: l.block, sharedBytes: sharedBytes(l) }
+      return { symbol, grid: l.grid, block: l.block, sharedBytes: sharedBytes(l), barriers: hasBarrier(l.func.body) }
     })
     return { name: f.name, params: f.params, workspace: split.workspace, launches }
   })
