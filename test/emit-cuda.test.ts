@@ -234,7 +234,18 @@ describe("cuda target: static checks (VerifyGPUCode)", () => {
     expect([...want.data].slice(0, 3)).toEqual([1, 2, 3])
     const [got] = emulateKernels([f], [new Map()])
     assertAllClose([got.get("out")!], [want], 0, 0)
-    expect(emitCuda([f], SM90).source).toMatch(/__syncthreads\(\);\n\s*\{ const int64_t v\d+ = \(int64_t\)threadIdx\.x; if \(v\d+ < 1\) \{/)
+    expect(emitCuda([f], SM90).source).toMatch(/__syncthreads\(\);\n\s*\{ const int v\d+ = \(int\)threadIdx\.x; if \(v\d+ < 1\) \{/)
+  })
+
+  it("loop variables are int where every integer of the launch fits 32 bits, int64_t where one may not", () => {
+    const big = (n: number): PrimFunc => ({
+      name: "k0",
+      params: [{ name: "out", dtype: "float32", shape: [4096], scope: "global" }],
+      body: { kind: "for", var: v("i"), min: c(0), extent: c(n), forKind: "serial", body: { kind: "store", buffer: "out", indices: [{ kind: "bin", op: "floormod", a: mul(v("i"), c(70000)), b: c(4096), dtype: "int32" }], value: c(1, "float32") } },
+    })
+    expect(emitCuda([big(30000)], SM90).source).toMatch(/for \(int v0 = 0; v0 < 30000; \+\+v0\)/)
+    // 40000 · 70000 > 2^31 - 1
+    expect(emitCuda([big(40000)], SM90).source).toMatch(/for \(int64_t v0 = 0; v0 < 40000; \+\+v0\)/)
   })
 
   it("a blockIdx loop under a serial loop cannot be a launch: EmitError naming the kernel", () => {

@@ -4,14 +4,14 @@
 
 /* "conv2d": "X" float32[1x4x8x8], "W" float32[8x4x3x3], "conv" float32[1x8x8x8] out */
 extern "C" __global__ void __launch_bounds__(64) conv2d(const float* __restrict__ b0, const float* __restrict__ b1, float* __restrict__ b2) {
-  { const int64_t v0 = (int64_t)blockIdx.x;
-    { const int64_t v1 = (int64_t)threadIdx.x;
+  { const int v0 = (int)blockIdx.x;
+    { const int v1 = (int)threadIdx.x;
       b2[((((((v1 + (v0 * 64)) / 8) / 8) * 64) + ((v1 + (v0 * 64)) % 8)) + ((((v1 + (v0 * 64)) / 8) % 8) * 8))] = 0.0f;
-      for (int64_t v2 = 0; v2 < 4; ++v2) {
-        for (int64_t v3 = 0; v3 < 3; ++v3) {
+      for (int v2 = 0; v2 < 4; ++v2) {
+        for (int v3 = 0; v3 < 3; ++v3) {
           {
             float v4 = b2[((((((v1 + (v0 * 64)) / 8) / 8) * 64) + ((v1 + (v0 * 64)) % 8)) + ((((v1 + (v0 * 64)) / 8) % 8) * 8))];
-            for (int64_t v5 = 0; v5 < 3; ++v5) {
+            for (int v5 = 0; v5 < 3; ++v5) {
               v4 = v4 + ((((((((((v1 + (v0 * 64)) / 8) % 8) + v3) - 1) >= 0) && ((((((v1 + (v0 * 64)) / 8) % 8) + v3) - 1) < 8)) && ((((((v1 + (v0 * 64)) % 8) + v5) - 1) >= 0) && (((((v1 + (v0 * 64)) % 8) + v5) - 1) < 8))) ? b0[(((((((v1 + (v0 * 64)) % 8) + ((((v1 + (v0 * 64)) / 8) % 8) * 8)) + (v2 * 64)) + v5) + (v3 * 8)) - 9)] : 0.0f) * b1[(((((((v1 + (v0 * 64)) / 8) / 8) * 36) + (v2 * 9)) + v5) + (v3 * 3))]);
             }
             b2[((((((v1 + (v0 * 64)) / 8) / 8) * 64) + ((v1 + (v0 * 64)) % 8)) + ((((v1 + (v0 * 64)) / 8) % 8) * 8))] = v4;

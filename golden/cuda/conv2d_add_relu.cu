@@ -4,16 +4,16 @@
 
 /* "conv2d_add_relu": "X" float32[1x4x6x6], "W" float32[8x4x3x3], "bias" float32[8], "relu" float32[1x8x6x6] out */
 extern "C" __global__ void __launch_bounds__(96) conv2d_add_relu(const float* __restrict__ b0, const float* __restrict__ b1, const float* __restrict__ b2, float* __restrict__ b3) {
-  { const int64_t v0 = (int64_t)blockIdx.x;
-    { const int64_t v1 = (int64_t)threadIdx.x;
+  { const int v0 = (int)blockIdx.x;
+    { const int v1 = (int)threadIdx.x;
       {
         __align__(16) float b4[1]; /* "conv.local" float32[1] @"local": 4 bytes of the thread */
         b4[0] = 0.0f;
-        for (int64_t v2 = 0; v2 < 4; ++v2) {
-          for (int64_t v3 = 0; v3 < 3; ++v3) {
+        for (int v2 = 0; v2 < 4; ++v2) {
+          for (int v3 = 0; v3 < 3; ++v3) {
             {
               float v4 = b4[0];
-              for (int64_t v5 = 0; v5 < 3; ++v5) {
+              for (int v5 = 0; v5 < 3; ++v5) {
                 v4 = v4 + ((((((((((v1 + (v0 * 96)) / 6) % 6) + v3) - 1) >= 0) && ((((((v1 + (v0 * 96)) / 6) % 6) + v3) - 1) < 6)) && ((((((v1 + (v0 * 96)) % 6) + v5) - 1) >= 0) && (((((v1 + (v0 * 96)) % 6) + v5) - 1) < 6))) ? b0[(((((((v1 + (v0 * 96)) % 6) + ((((v1 + (v0 * 96)) / 6) % 6) * 6)) + (v2 * 36)) + v5) + (v3 * 6)) - 7)] : 0.0f) * b1[(((((((v1 + (v0 * 96)) / 6) / 6) * 36) + (v2 * 9)) + v5) + (v3 * 3))]);
               }
               b4[0] = v4;

@@ -4,33 +4,33 @@
 
 /* "dense": "A" float32[64x32], "B" float32[32x48], "C" float32[64x48] out */
 extern "C" __global__ void __launch_bounds__(64) dense(const float* __restrict__ b0, const float* __restrict__ b1, float* __restrict__ b2) {
-  { const int64_t v0 = (int64_t)blockIdx.y;
-    { const int64_t v1 = (int64_t)blockIdx.x;
+  { const int v0 = (int)blockIdx.y;
+    { const int v1 = (int)blockIdx.x;
       {
         __shared__ __align__(16) float b3[64]; /* "B.shared.local" float32[64] @"shared": 256 bytes of the block */
         {
           __shared__ __align__(16) float b4[64]; /* "A.shared.local" float32[64] @"shared": 256 bytes of the block */
-          { const int64_t v2 = (int64_t)threadIdx.y;
-            { const int64_t v3 = (int64_t)threadIdx.x;
+          { const int v2 = (int)threadIdx.y;
+            { const int v3 = (int)threadIdx.x;
               b2[((((v2 * 48) + (v0 * 384)) + v3) + (v1 * 8))] = 0.0f;
-              for (int64_t v4 = 0; v4 < 4; ++v4) {
+              for (int v4 = 0; v4 < 4; ++v4) {
                 __syncthreads();
-                { const int64_t v5 = (int64_t)threadIdx.y;
-                  { const int64_t v6 = (int64_t)threadIdx.x;
+                { const int v5 = (int)threadIdx.y;
+                  { const int v6 = (int)threadIdx.x;
                     b4[((v5 * 8) + v6)] = b0[((((v5 * 32) + v6) + (v0 * 256)) + (v4 * 8))];
                   }
                 }
                 __syncthreads();
                 __syncthreads();
-                { const int64_t v7 = (int64_t)threadIdx.y;
-                  { const int64_t v8 = (int64_t)threadIdx.x;
+                { const int v7 = (int)threadIdx.y;
+                  { const int v8 = (int)threadIdx.x;
                     b3[((v7 * 8) + v8)] = b1[((((v7 * 48) + v8) + (v1 * 8)) + (v4 * 384))];
                   }
                 }
                 __syncthreads();
                 {
                   float v9 = b2[((((v2 * 48) + (v0 * 384)) + v3) + (v1 * 8))];
-                  for (int64_t v10 = 0; v10 < 8; ++v10) {
+                  for (int v10 = 0; v10 < 8; ++v10) {
                     v9 = v9 + (b4[((v2 * 8) + v10)] * b3[(v3 + (v10 * 8))]);
                   }
                   b2[((((v2 * 48) + (v0 * 384)) + v3) + (v1 * 8))] = v9;

@@ -4,13 +4,13 @@
 
 /* "depthwise_conv2d": "X" float32[1x8x10x10], "W" float32[8x1x3x3], "dwconv" float32[1x8x10x10] out */
 extern "C" __global__ void __launch_bounds__(100) depthwise_conv2d(const float* __restrict__ b0, const float* __restrict__ b1, float* __restrict__ b2) {
-  { const int64_t v0 = (int64_t)blockIdx.x;
-    { const int64_t v1 = (int64_t)threadIdx.x;
+  { const int v0 = (int)blockIdx.x;
+    { const int v1 = (int)threadIdx.x;
       b2[(((v0 * 100) + ((v1 / 10) * 10)) + (v1 % 10))] = 0.0f;
-      for (int64_t v2 = 0; v2 < 3; ++v2) {
+      for (int v2 = 0; v2 < 3; ++v2) {
         {
           float v3 = b2[(((v0 * 100) + ((v1 / 10) * 10)) + (v1 % 10))];
-          for (int64_t v4 = 0; v4 < 3; ++v4) {
+          for (int v4 = 0; v4 < 3; ++v4) {
             v3 = v3 + ((((((((v1 / 10) + v2) - 1) >= 0) && ((((v1 / 10) + v2) - 1) < 10)) && (((((v1 % 10) + v4) - 1) >= 0) && ((((v1 % 10) + v4) - 1) < 10))) ? b0[((((((v0 * 100) + ((v1 / 10) * 10)) + (v1 % 10)) + v4) + (v2 * 10)) - 11)] : 0.0f) * b1[(((v0 * 9) + v4) + (v2 * 3))]);
           }
           b2[(((v0 * 100) + ((v1 / 10) * 10)) + (v1 % 10))] = v3;

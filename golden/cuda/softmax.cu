@@ -8,12 +8,12 @@
 
 /* "softmax_0": "X" float32[4x32], "softmax" float32[4x32], "rowmax" float32[4] out, "rowsum" float32[4] */
 extern "C" __global__ void __launch_bounds__(32) softmax_0(const float* __restrict__ b0, const float* __restrict__ b1, float* __restrict__ b2, const float* __restrict__ b3) {
-  { const int64_t v0 = (int64_t)blockIdx.x;
-    { const int64_t v1 = (int64_t)threadIdx.x;
+  { const int v0 = (int)blockIdx.x;
+    { const int v1 = (int)threadIdx.x;
       if (((v1 + (v0 * 32)) < 4)) {
         b2[(v1 + (v0 * 32))] = (-INFINITY);
       }
-      for (int64_t v2 = 0; v2 < 32; ++v2) {
+      for (int v2 = 0; v2 < 32; ++v2) {
         if (((v1 + (v0 * 32)) < 4)) {
           b2[(v1 + (v0 * 32))] = tessera_maxf(b2[(v1 + (v0 * 32))], b0[((v2 + (v1 * 32)) + (v0 * 1024))]);
         }
@@ -24,12 +24,12 @@ extern "C" __global__ void __launch_bounds__(32) softmax_0(const float* __restri
 
 /* "softmax_1": "X" float32[4x32], "softmax" float32[4x32], "rowmax" float32[4], "rowsum" float32[4] out */
 extern "C" __global__ void __launch_bounds__(32) softmax_1(const float* __restrict__ b0, const float* __restrict__ b1, const float* __restrict__ b2, float* __restrict__ b3) {
-  { const int64_t v0 = (int64_t)blockIdx.x;
-    { const int64_t v1 = (int64_t)threadIdx.x;
+  { const int v0 = (int)blockIdx.x;
+    { const int v1 = (int)threadIdx.x;
       if (((v1 + (v0 * 32)) < 4)) {
         b3[(v1 + (v0 * 32))] = 0.0f;
       }
-      for (int64_t v2 = 0; v2 < 32; ++v2) {
+      for (int v2 = 0; v2 < 32; ++v2) {
         if (((v1 + (v0 * 32)) < 4)) {
           b3[(v1 + (v0 * 32))] = (b3[(v1 + (v0 * 32))] + tessera_expf((b0[((v2 + (v1 * 32)) + (v0 * 1024))] - b2[(v1 + (v0 * 32))])));
         }
@@ -40,8 +40,8 @@ extern "C" __global__ void __launch_bounds__(32) softmax_1(const float* __restri
 
 /* "softmax_2": "X" float32[4x32], "softmax" float32[4x32] out, "rowmax" float32[4], "rowsum" float32[4] */
 extern "C" __global__ void __launch_bounds__(32) softmax_2(const float* __restrict__ b0, float* __restrict__ b1, const float* __restrict__ b2, const float* __restrict__ b3) {
-  { const int64_t v0 = (int64_t)blockIdx.x;
-    { const int64_t v1 = (int64_t)threadIdx.x;
+  { const int v0 = (int)blockIdx.x;
+    { const int v1 = (int)threadIdx.x;
       b1[(v1 + (v0 * 32))] = (tessera_expf((b0[(v1 + (v0 * 32))] - b2[v0])) / b3[v0]);
     }
   }

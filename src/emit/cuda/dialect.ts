@@ -3,7 +3,9 @@
 // - one `extern "C" __global__ void __launch_bounds__(threads) name(const T* __restrict__ b0, …)`
 //   per launch, params typed by their storage type as the c target's (../c/expr.ts), never-stored
 //   params `const`, `__restrict__` unless an in-place kernel passes one block as two params;
-// - a blockIdx / threadIdx loop is its index, `const int64_t v = (int64_t)blockIdx.x;`, under a
+// - loop variables and integer lets are `int` where every integer the launch computes fits 32 bits
+//   (index-width.ts), else `int64_t` as the c target's;
+// - a blockIdx / threadIdx loop is its index, `const int v = (int)blockIdx.x;`, under a
 //   guard `if (v < extent)` where the loop is narrower than the launch's grid or block;
 // - serial, parallel and vectorized loops are C's `for` (parallel: a GPU thread runs it serially;
 //   vectorized: `#pragma unroll`, nvcc vectorizes the accesses it can prove aligned); unrolled loops
@@ -40,6 +42,8 @@ export const CUDA_CAPABILITIES = {
 export interface CudaDialectOptions {
   /** Params are declared `__restrict__` (they never overlap). */
   readonly restrict: boolean
+  /** The type of loop variables and integer lets: `int` where the launch's integers fit 32 bits (index-width.ts), else `int64_t`. */
+  readonly index: "int" | "int64_t"
 }
 
 /** The comment before a kernel: its name and params' tensors, outputs marked. */
@@ -69,7 +73,7 @@ export const cudaDialect = (launch: Launch, options: CudaDialectOptions): CDiale
     const lo = s.min.kind === "const" ? s.min.value : undefined
     const n = s.extent.kind === "const" ? s.extent.value : undefined
     const end = lo === 0 ? w.expr(s.extent) : lo !== undefined && n !== undefined ? String(lo + n) : `${w.expr(s.min)} + ${w.expr(s.extent)}`
-    return [...(pragma ? [pragma] : []), `for (int64_t ${v} = ${w.expr(s.min)}; ${v} < ${end}; ++${v}) {`]
+    return [...(pragma ? [pragma] : []), `for (${options.index} ${v} = ${w.expr(s.min)}; ${v} < ${end}; ++${v}) {`]
   }
   const loop = (s: ForStmt, w: Walk): Block => {
     const open: string[] = []
@@ -83,7 +87,7 @@ export const cudaDialect = (launch: Launch, options: CudaDialectOptions): CDiale
         const dim = (m[1] === "blockIdx" ? launch.grid : launch.block)["xyz".indexOf(m[2])]
         const v = w.variable(s.var.name)
         const guard = s.extent.value < dim ? ` if (${v} < ${s.extent.value}) {` : ""
-        return { open: [...open, `{ const int64_t ${v} = (int64_t)${tag};${guard}`], close: [guard ? "} }" : "}"] }
+        return { open: [...open, `{ const ${options.index} ${v} = (${options.index})${tag};${guard}`], close: [guard ? "} }" : "}"] }
       }
       case "vthread":
         return w.fail("a vthread loop reached emission: lowering.InjectVirtualThread runs first")
@@ -128,7 +132,7 @@ export const cudaDialect = (launch: Launch, options: CudaDialectOptions): CDiale
     },
     let: (s, w) => {
       const cls = valueClass(s.var.dtype)
-      const open = ["{", `  const ${C_VALUE[cls]} ${w.variable(s.var.name)} = ${w.expr(s.value)};`]
+      const open = ["{", `  const ${cls === "int" ? options.index : C_VALUE[cls]} ${w.variable(s.var.name)} = ${w.expr(s.value)};`]
       const iv = cls === "int" ? intervalOf(s.value, w.bounds) : undefined
       return { open, close: ["}"], ...(iv && Number.isFinite(iv.min) && Number.isFinite(iv.max) ? { bound: iv } : {}) }
     },

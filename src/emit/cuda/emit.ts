@@ -11,6 +11,7 @@ import { commentSafe } from "../c-family/names.js"
 import { EmitError } from "../emit-error.js"
 import { isSafeCName } from "../c/emit.js"
 import { cudaDialect } from "./dialect.js"
+import { fitsInt32 } from "./index-width.js"
 import { splitLaunches, type Dim3 } from "./launch.js"
 import { CUDA_PRELUDE } from "./prelude.js"
 import { sharedBytes, verifyLaunch } from "./verify.js"
@@ -83,7 +84,7 @@ export const emitCuda = (funcs: readonly PrimFunc[], attrs: CudaAttrs, options: 
     const split = splitLaunches(f)
     const launches = split.launches.map((l): CudaLaunch => {
       verifyLaunch(l, attrs)
-      const text = renderFunction(cudaDialect(l, { restrict: options.restrict ?? true }), l.func, l.name)
+      const text = renderFunction(cudaDialect(l, { restrict: options.restrict ?? true, index: fitsInt32(l.func.body) ? "int" : "int64_t" }), l.func, l.name)
       const key = codeKey(l.name, text)
       let symbol = byCode.get(key)
       if (symbol === undefined) {
