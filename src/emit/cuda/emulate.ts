@@ -42,13 +42,15 @@ static dim3 blockIdx(0, 0, 0), threadIdx(0, 0, 0);
 struct tessera_team {
   ucontext_t main;
   std::vector<ucontext_t> ctx;
-  std::vector<char> stacks;
+  char* stacks = nullptr; /* one stack a thread, kept across blocks and launches (never zeroed) */
+  size_t stackThreads = 0;
   std::vector<int> state; /* 0 running, 1 at a barrier, 2 done */
   std::function<void()> body;
   int current = -1;
 };
+static tessera_team tessera_the_team;
 static tessera_team* tessera_active = nullptr;
-static const size_t TESSERA_STACK = 256 * 1024;
+static const size_t TESSERA_STACK = 64 * 1024;
 static void tessera_thread_entry() {
   tessera_team* t = tessera_active;
   t->body();
@@ -66,15 +68,20 @@ static inline void __syncthreads() {
 template <typename F>
 static void tessera_run_block(const dim3& b, const F& kernel) {
   const int n = (int)(b.x * b.y * b.z);
-  tessera_team team;
+  tessera_team& team = tessera_the_team;
+  if (team.stackThreads < (size_t)n) {
+    free(team.stacks);
+    team.stacks = (char*)malloc((size_t)n * TESSERA_STACK);
+    if (!team.stacks) { fprintf(stderr, "tessera emulate: out of memory for %d thread stacks\\n", n); exit(3); }
+    team.stackThreads = (size_t)n;
+  }
   team.ctx.resize(n);
-  team.stacks.resize((size_t)n * TESSERA_STACK);
   team.state.assign(n, 0);
   team.body = kernel;
   tessera_active = &team;
   for (int i = 0; i < n; i++) {
     getcontext(&team.ctx[i]);
-    team.ctx[i].uc_stack.ss_sp = team.stacks.data() + (size_t)i * TESSERA_STACK;
+    team.ctx[i].uc_stack.ss_sp = team.stacks + (size_t)i * TESSERA_STACK;
     team.ctx[i].uc_stack.ss_size = TESSERA_STACK;
     team.ctx[i].uc_link = &team.main;
     makecontext(&team.ctx[i], tessera_thread_entry, 0);
