@@ -58,27 +58,30 @@ def run_tessera(root, m, runs, emulate, arch):
     if not os.path.exists(weights):
         with gzip.open(weights + ".gz", "rb") as src, open(weights, "wb") as dst:
             shutil.copyfileobj(src, dst)
-    if emulate:
-        _, build_s = sh(["g++", "-O2", "-std=c++17", "-x", "c++", "-o", "model-emulated", "runner.cu", "tessera_launcher.cu"], cwd=d)
-        exe, runs, warmup = "./model-emulated", 1, 0
-    elif shutil.which("make"):
-        _, build_s = sh(["make", "-s", "model", f"CUDA_ARCH={arch}"], cwd=d, timeout=600)
-        exe, warmup = "./model", 10
-    else:
-        # the Makefile's rule, without make
-        _, build_s = sh(["nvcc", "-O3", "-std=c++17", f"-arch={arch}", "-o", "model", "runner.cu", "tessera_launcher.cu"], cwd=d, timeout=600)
-        exe, warmup = "./model", 10
-    os.makedirs(os.path.join(d, "out"), exist_ok=True)
-    cmd = [exe, "--out", "out", "--runs", str(runs), "--warmup", str(warmup)] + [a for i in m["inputs"] for a in ("--input", f"{i['name']}={i['file']}")]
-    stdout, _ = sh(cmd, cwd=d, timeout=600)
-    timing = json.loads(stdout.strip().splitlines()[-1])
-    results = {o["name"]: compare(np.load(os.path.join(d, "out", o["file"])), np.load(os.path.join(d, o["reference"]))) for o in m["outputs"]}
-    if emulate:
-        # leave the folder as gpu-prepare wrote it (it travels to the GPU machine: its size counts)
-        for f in ["constants.bin", "model-emulated"]:
-            os.remove(os.path.join(d, f))
-        shutil.rmtree(os.path.join(d, "out"))
-    return {"build_s": build_s, "median_ms": timing["median_ms"], "runs": timing["runs"], "outputs": results}
+    try:
+        if emulate:
+            _, build_s = sh(["g++", "-O2", "-std=c++17", "-x", "c++", "-o", "model-emulated", "runner.cu", "tessera_launcher.cu"], cwd=d)
+            exe, runs, warmup = "./model-emulated", 1, 0
+        elif shutil.which("make"):
+            _, build_s = sh(["make", "-s", "model", f"CUDA_ARCH={arch}"], cwd=d, timeout=600)
+            exe, warmup = "./model", 10
+        else:
+            # the Makefile's rule, without make
+            _, build_s = sh(["nvcc", "-O3", "-std=c++17", f"-arch={arch}", "-o", "model", "runner.cu", "tessera_launcher.cu"], cwd=d, timeout=600)
+            exe, warmup = "./model", 10
+        os.makedirs(os.path.join(d, "out"), exist_ok=True)
+        cmd = [exe, "--out", "out", "--runs", str(runs), "--warmup", str(warmup)] + [a for i in m["inputs"] for a in ("--input", f"{i['name']}={i['file']}")]
+        stdout, _ = sh(cmd, cwd=d, timeout=600)
+        timing = json.loads(stdout.strip().splitlines()[-1])
+        results = {o["name"]: compare(np.load(os.path.join(d, "out", o["file"])), np.load(os.path.join(d, o["reference"]))) for o in m["outputs"]}
+        return {"build_s": build_s, "median_ms": timing["median_ms"], "runs": timing["runs"], "outputs": results}
+    finally:
+        if emulate:
+            # leave the folder as gpu-prepare wrote it (it travels to the GPU machine: its size counts)
+            for f in ["constants.bin", "model-emulated"]:
+                if os.path.exists(os.path.join(d, f)):
+                    os.remove(os.path.join(d, f))
+            shutil.rmtree(os.path.join(d, "out"), ignore_errors=True)
 
 
 def time_torch(m, runs, with_compile):
@@ -130,6 +133,7 @@ def main():
     ap.add_argument("--runs", type=int, default=100)
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile (it compiles for a minute or more per network)")
     ap.add_argument("--emulate", action="store_true", help="build with the host compiler and run on the CPU (no GPU, no torch)")
+    ap.add_argument("--memcheck", action="store_true", help="also run each network once under compute-sanitizer's memcheck (out-of-bounds and misaligned accesses)")
     a = ap.parse_args()
     spec = json.load(open(os.path.join(a.dir, "models.json")))
     name, arch = gpu()
@@ -140,8 +144,15 @@ def main():
     print(lines[0], flush=True)
     rows = []
     for m in spec["models"]:
-        t = run_tessera(a.dir, m, a.runs, a.emulate, arch)
-        print(f"{m['model']}: built in {t['build_s']:.1f} s, median {t['median_ms']:.3f} ms over {t['runs']} runs; {json.dumps(t['outputs'])}", flush=True)
+        try:
+            t = run_tessera(a.dir, m, a.runs, a.emulate, arch)
+            print(f"{m['model']}: built in {t['build_s']:.1f} s, median {t['median_ms']:.3f} ms over {t['runs']} runs; {json.dumps(t['outputs'])}", flush=True)
+        except (Exception, SystemExit) as e:  # one network's failure is reported; the others and torch still run
+            print(f"{m['model']}: FAILED: {e}", flush=True)
+            t = {"median_ms": None, "outputs": {"-": {"error": f"failed: {e}"}}}
+        if a.memcheck and not a.emulate and t["median_ms"] is not None:
+            out, _ = sh(["compute-sanitizer", "--tool", "memcheck", "./model", "--runs", "1", "--warmup", "0"] + [x for i in m["inputs"] for x in ("--input", f"{i['name']}={i['file']}")], cwd=os.path.join(a.dir, m["dir"]), timeout=600)
+            print(f"{m['model']}: compute-sanitizer memcheck: {out.strip().splitlines()[-1] if out.strip() else 'no output'}", flush=True)
         p = {} if a.emulate else time_torch(m, a.runs, not a.no_compile)
         if p:
             print(f"{m['model']}: torch {json.dumps(p)}", flush=True)
@@ -152,9 +163,10 @@ def main():
     for m, t, p in rows:
         o = list(t["outputs"].values())[0]
         eager, comp = p.get("eager_ms"), p.get("compiled_ms")
-        frac = f"{100 * m['flops'] / (t['median_ms'] * 1e-3) / (peak * 1e12):.2f}" if peak and not a.emulate else "-"
+        frac = f"{100 * m['flops'] / (t['median_ms'] * 1e-3) / (peak * 1e12):.2f}" if peak and not a.emulate and t['median_ms'] else "-"
         f = lambda x, d=3: "-" if x is None else f"{x:.{d}f}"
-        table.append([m["model"], f"{o.get('max_abs', float('nan')):.3g}", f"{o.get('max_rel', float('nan')):.3g}", o.get("top5", o.get("error", "?")), str(all(r.get("close", False) for r in t["outputs"].values())), f(t["median_ms"]), f(eager), f(comp), f(t["median_ms"] / eager if eager else None, 2), f(t["median_ms"] / comp if comp else None, 2), frac])
+        ms = t["median_ms"]
+        table.append([m["model"], f"{o.get('max_abs', float('nan')):.3g}", f"{o.get('max_rel', float('nan')):.3g}", o.get("top5", o.get("error", "?")), str(all(r.get("close", False) for r in t["outputs"].values())), f(ms), f(eager), f(comp), f(ms / eager if eager and ms else None, 2), f(ms / comp if comp and ms else None, 2), frac if ms else "-"])
     widths = [max(len(r[k]) for r in [head] + table) for k in range(len(head))]
     fmt = lambda r: " | ".join(x.ljust(w) for x, w in zip(r, widths))
     lines += ["", fmt(head), "-+-".join("-" * w for w in widths)] + [fmt(r) for r in table]
