@@ -29,6 +29,7 @@ import { cudaAttrsForArch, TargetError } from "../src/ast/target.js"
 import type { PrimFunc, Stmt } from "../src/ast/tir/tir.js"
 import { prng } from "../src/ast/graph/arbitrary.js"
 import { artifactFiles } from "../src/cli/compile.js"
+import { errorLine } from "../src/cli/errors.js"
 import { targetSettings } from "../src/cli/targets.js"
 import { buildCubin, findNvcc, parsePtxas } from "../src/device/cuda/nvcc.js"
 import { parseNpy, serializeNpy } from "../src/device/npy.js"
@@ -299,6 +300,8 @@ describe("cuda target: a small network end to end", () => {
     )
     expect(e).toMatchObject({ _tag: "EmitError", target: "cuda" })
     expect(e.message).toMatch(/group 0 has no GPU kernel: Cast "half", Relu "relu", Cast "output" would run on the host/)
+    // the command line's one line says what to do (not "a bug in the emitter")
+    expect(errorLine("compile", e)).toMatch(/has no GPU kernel yet; compile for --target c, or report the op$/)
   })
 
   it.skipIf(!NVCC)("its artifact builds with nvcc alone: the kernels for sm_80, the runner for sm_90", async () => {
