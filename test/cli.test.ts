@@ -352,6 +352,17 @@ describe("tessera compile", () => {
     expect(m.files.launches[0].launches[0]).toMatchObject({ grid: [expect.any(Number), 1, 1], block: [expect.any(Number), 1, 1], sharedBytes: 0 })
     expect(fs.readFileSync(path.join(a, "Makefile"), "utf8")).toMatch(/CUDA_ARCH \?= sm_80/)
     expect(fs.readFileSync(path.join(a, "tessera_kernels.cu"), "utf8")).toMatch(/extern "C" __global__ void __launch_bounds__\(\d+\) k0/)
+    // without nvcc: the same sources, and a line saying that nothing was built
+    const c = path.join(tmp, "cudaC")
+    const bare = spawnSync(process.execPath, [BIN, "compile", conv, "--target", "cuda", "--cuda-arch", "sm_80", "--out", c], {
+      cwd: tmp,
+      encoding: "utf8",
+      env: { ...process.env, CUDA_HOME: path.join(tmp, "no-cuda"), PATH: path.dirname(process.execPath) },
+    })
+    expect(bare.status, bare.stderr).toBe(0)
+    expect(bare.stderr).toMatch(/nvcc was not found .*nothing was built/)
+    expect(JSON.parse(fs.readFileSync(path.join(c, "manifest.json"), "utf8")).files.build).toEqual({ nvcc: null })
+    for (const f of files.filter((f) => f !== "manifest.json")) expect(Buffer.compare(fs.readFileSync(path.join(a, f)), fs.readFileSync(path.join(c, f))), f).toBe(0)
     const unknown = tessera("compile", conv, "--target", "cuda", "--cuda-arch", "sm_99", "--out", a)
     expect(unknown.status).toBe(2)
     expect(unknown.stderr).toMatch(/^tessera compile: --cuda-arch: 'sm_99' is not one Tessera knows \(sm_70, .*sm_90\)/)

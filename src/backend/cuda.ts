@@ -29,7 +29,7 @@ const cudaBuildReport = (artifact: Artifact, target: Target<"cuda">): Effect.Eff
   Effect.gen(function* () {
     const arch = cudaArchOf(target.attrs)
     const nvcc = findNvcc()
-    if (!nvcc) return { manifest: { nvcc: null }, notes: ["nvcc was not found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin): the sources are written, nothing was built; run `make` where the CUDA toolkit is"] }
+    if (!nvcc) return { manifest: { nvcc: null }, notes: ["nvcc was not found ($CUDA_HOME/bin, by default /usr/local/cuda/bin, or PATH): the sources are written, nothing was built; run `make` where the CUDA toolkit is"] }
     const source = new TextDecoder().decode(artifact.files.get(CUDA_KERNELS_FILE))
     const { functions, cached } = yield* buildCubin(nvcc, source, arch)
     const launches = (artifact.manifest.launches ?? []) as readonly LaunchEntry[]

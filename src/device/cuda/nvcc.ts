@@ -1,4 +1,4 @@
-// nvcc on this host: found through PATH or $CUDA_HOME/bin, and the kernels of a cuda artifact
+// nvcc on this host: found through $CUDA_HOME/bin (by default /usr/local/cuda/bin) or PATH, and the kernels of a cuda artifact
 // built to a cubin for one architecture with ptxas's resource report (registers, spills, stack,
 // shared memory per function), kept in a content-hashed cache (the source, the architecture and
 // nvcc's version decide the report). The only place the cuda target spawns a process.
@@ -10,9 +10,9 @@ import { Effect } from "effect"
 import { cacheRoot } from "../cache-root.js"
 import { CompileError } from "../errors.js"
 
-/** nvcc's path: $CUDA_HOME/bin/nvcc when it runs, else nvcc on PATH, else /usr/local/cuda/bin/nvcc when it runs; undefined when none does. */
+/** nvcc's path: $CUDA_HOME/bin/nvcc when it runs ($CUDA_HOME unset: the toolkit's default, /usr/local/cuda), else nvcc on PATH; undefined when neither runs. */
 export const findNvcc = (): string | undefined => {
-  const candidates = [...(process.env.CUDA_HOME ? [path.join(process.env.CUDA_HOME, "bin", "nvcc")] : []), "nvcc", "/usr/local/cuda/bin/nvcc"]
+  const candidates = [path.join(process.env.CUDA_HOME ?? "/usr/local/cuda", "bin", "nvcc"), "nvcc"]
   for (const c of candidates) {
     const r = spawnSync(c, ["--version"], { encoding: "utf8" })
     if (r.status === 0) return c
