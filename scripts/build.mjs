@@ -20,6 +20,7 @@ await build({
     "scripts/op-bench": "scripts/op-bench.ts",
     "scripts/run-profile": "scripts/run-profile.ts",
     "scripts/gpu-schedule-report": "scripts/gpu-schedule-report.ts",
+    "scripts/gpu-prepare": "scripts/gpu-prepare.ts",
   },
   outdir,
   bundle: true,

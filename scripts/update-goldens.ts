@@ -1,5 +1,6 @@
 // The golden cases of the c target (fixed programs, fixed hand-written schedules — never tuned
-// ones) and the command that regenerates golden/c/<case>.c, printing a diff summary to review.
+// ones) and the command that regenerates golden/c/<case>.c — and golden/cuda/<case>.cu, the cuda
+// target's (cuda-goldens.ts) — printing a diff summary to review.
 //
 // Regenerate:  UPDATE_GOLDENS=1 npx vitest run test/emit-c.test.ts
 // (or bundle this file with esbuild and run it with node: it writes when run as the main module)
@@ -28,7 +29,7 @@ export interface GoldenCase {
   readonly schedule: S.Schedule
 }
 
-const inputsFor = (seed: number, ps: readonly Placeholder[]): Map<string, Tensor> => {
+export const inputsFor = (seed: number, ps: readonly Placeholder[]): Map<string, Tensor> => {
   const rng = prng(seed)
   return new Map(ps.map((p) => [p.name, fromArray(p.dtype, p.shape, Array.from({ length: sizeOf(p.shape) }, () => rng.float(-1, 1)))] as const))
 }
@@ -36,7 +37,7 @@ const inputsFor = (seed: number, ps: readonly Placeholder[]): Map<string, Tensor
 const inBounds = (idx: readonly Expr[], shape: readonly number[]): Expr => idx.map((e, k) => and(ge(e, c(0)), lt(e, c(shape[k])))).reduce((a, b) => and(a, b))
 
 /** A zero-padded copy of the last two dims of `X` (inlined into its consumer by the schedules). */
-const pad2d = (X: Placeholder, pad: number, trailing = 0): ComputeTensor => {
+export const pad2d = (X: Placeholder, pad: number, trailing = 0): ComputeTensor => {
   const r = X.shape.length - trailing
   const shape = X.shape.map((d, k) => (k === r - 2 || k === r - 1 ? d + 2 * pad : d))
   return compute("pad", shape, (...idx) => {
@@ -175,10 +176,12 @@ export const renderGoldens = (): Map<string, string> => {
 /** golden/c of the repository (run from its root, as vitest and npm scripts do). */
 export const GOLDEN_DIR = path.resolve("golden", "c")
 
-/** Writes the goldens into `dir`; returns (and prints) one summary line per file. */
-export const updateGoldens = (dir: string = GOLDEN_DIR, log: (line: string) => void = console.log): string[] => {
+/** golden/cuda of the repository. */
+export const CUDA_GOLDEN_DIR = path.resolve("golden", "cuda")
+
+/** Writes the goldens `want` into `dir`; returns (and prints) one summary line per file (files ending in `exts` that no case writes: stale). */
+const writeGoldens = (dir: string, want: ReadonlyMap<string, string>, exts: readonly string[], log: (line: string) => void): string[] => {
   mkdirSync(dir, { recursive: true })
-  const want = renderGoldens()
   const lines: string[] = []
   for (const [name, text] of want) {
     const file = path.join(dir, name)
@@ -197,9 +200,21 @@ export const updateGoldens = (dir: string = GOLDEN_DIR, log: (line: string) => v
       lines.push(`changed   ${name} (+${plus} -${minus} lines)`)
     }
   }
-  for (const f of readdirSync(dir)) if ((f.endsWith(".c") || f.endsWith(".h")) && !want.has(f)) lines.push(`stale     ${f} (no case generates it: delete it)`)
+  for (const f of readdirSync(dir)) if (exts.some((e) => f.endsWith(e)) && !want.has(f)) lines.push(`stale     ${f} (no case generates it: delete it)`)
   lines.forEach((l) => log(l))
   return lines
 }
 
-if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) updateGoldens()
+/** Writes the c goldens into `dir`; returns (and prints) one summary line per file. */
+export const updateGoldens = (dir: string = GOLDEN_DIR, log: (line: string) => void = console.log): string[] => writeGoldens(dir, renderGoldens(), [".c", ".h"], log)
+
+/** Writes the cuda goldens (cuda-goldens.ts) into `dir`. */
+export const updateCudaGoldens = async (dir: string = CUDA_GOLDEN_DIR, log: (line: string) => void = console.log): Promise<string[]> => {
+  const { renderCudaGoldens } = await import("./cuda-goldens.js")
+  return writeGoldens(dir, renderCudaGoldens(), [".cu", ".cuh"], log)
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  updateGoldens()
+  await updateCudaGoldens()
+}

@@ -17,6 +17,7 @@ import type { Knob, Template } from "./lowering/templates/template.js"
 import type { FusedGroup } from "./rewrite/fuse-ops.js"
 import { graphPipeline, PassConfig, tryTyped } from "./rewrite/index.js"
 import { EmitError } from "./emit/emit-error.js"
+import { GpuLimitError } from "./emit/cuda/verify.js"
 import type { TuningRecord } from "./search/records.js"
 import { configHash, indexOfConfig, workloadOf } from "./search/task.js"
 
@@ -77,10 +78,10 @@ export const compileGraph = Effect.fn("tessera.compile")(function* (graph: Graph
 })
 
 /** The emitter's typed error (a program its target cannot render); anything else it throws is a bug. */
-const isEmitError = (e: unknown): e is EmitError => e instanceof EmitError
+const isEmitError = (e: unknown): e is EmitError | GpuLimitError => e instanceof EmitError || e instanceof GpuLimitError
 
 /** The target's artifact for a program: its emitter's files and kernel entries (pure). */
-export const emitArtifact = (program: Program, target: Target, options: RunOptions = {}): Effect.Effect<Artifact, TargetUnavailableError | EmitError> =>
+export const emitArtifact = (program: Program, target: Target, options: RunOptions = {}): Effect.Effect<Artifact, TargetUnavailableError | EmitError | GpuLimitError> =>
   Effect.flatMap(codegenFor(target), (codegen) => tryTyped(() => codegen.emit(program, target, options), isEmitError))
 
 /** Loads an artifact on the Device in context and makes the executor of its program. */

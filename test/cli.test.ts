@@ -334,6 +334,42 @@ describe("tessera compile", () => {
     expect(m.constants.tensors.reduce((s: number, t: { bytes: number }) => s + t.bytes, 0)).toBeGreaterThanOrEqual((4 * 27 + 4) * 4)
     expect(fs.readFileSync(path.join(a, "model.js"), "utf8")).toMatch(/export function k0\(/)
   })
+
+  it("--target cuda writes the CUDA sources, launcher, runner and Makefile deterministically, nvcc or not; --cuda-arch names the GPU", () => {
+    const conv = write("conv.onnx", convModel())
+    const a = path.join(tmp, "cudaA")
+    const b = path.join(tmp, "cudaB")
+    const r = tessera("compile", conv, "--target", "cuda", "--cuda-arch", "sm_80", "--out", a)
+    expect(r.status, r.stderr).toBe(0)
+    // nvcc here: its report; none: a line saying that nothing was built
+    expect(r.stderr).toMatch(/tessera compile: (nvcc built \d+ kernels for sm_80|nvcc was not found .* nothing was built)/)
+    expect(tessera("compile", conv, "--target", "cuda", "--cuda-arch", "sm_80", "--out", b).status).toBe(0)
+    const files = ["Makefile", "constants.bin", "manifest.json", "runner.cu", "tessera_emulate.h", "tessera_kernels.cu", "tessera_launcher.cu", "tessera_model.h"]
+    expect(lastJson(r.stdout).files.sort()).toEqual(files)
+    for (const f of files) expect(Buffer.compare(fs.readFileSync(path.join(a, f)), fs.readFileSync(path.join(b, f))), f).toBe(0)
+    const m = JSON.parse(fs.readFileSync(path.join(a, "manifest.json"), "utf8"))
+    expect(m.files).toMatchObject({ arch: "sm_80", kernels: "tessera_kernels.cu", program: "model" })
+    expect(m.files.launches[0].launches[0]).toMatchObject({ grid: [expect.any(Number), 1, 1], block: [expect.any(Number), 1, 1], sharedBytes: 0 })
+    expect(fs.readFileSync(path.join(a, "Makefile"), "utf8")).toMatch(/CUDA_ARCH \?= sm_80/)
+    expect(fs.readFileSync(path.join(a, "tessera_kernels.cu"), "utf8")).toMatch(/extern "C" __global__ void __launch_bounds__\(\d+\) k0/)
+    // without nvcc: the same sources, and a line saying that nothing was built
+    const c = path.join(tmp, "cudaC")
+    const bare = spawnSync(process.execPath, [BIN, "compile", conv, "--target", "cuda", "--cuda-arch", "sm_80", "--out", c], {
+      cwd: tmp,
+      encoding: "utf8",
+      env: { ...process.env, CUDA_HOME: path.join(tmp, "no-cuda"), PATH: path.dirname(process.execPath) },
+    })
+    expect(bare.status, bare.stderr).toBe(0)
+    expect(bare.stderr).toMatch(/nvcc was not found .*nothing was built/)
+    expect(JSON.parse(fs.readFileSync(path.join(c, "manifest.json"), "utf8")).files.build).toEqual({ nvcc: null })
+    for (const f of files.filter((f) => f !== "manifest.json")) expect(Buffer.compare(fs.readFileSync(path.join(a, f)), fs.readFileSync(path.join(c, f))), f).toBe(0)
+    const unknown = tessera("compile", conv, "--target", "cuda", "--cuda-arch", "sm_99", "--out", a)
+    expect(unknown.status).toBe(2)
+    expect(unknown.stderr).toMatch(/^tessera compile: --cuda-arch: 'sm_99' is not one Tessera knows \(sm_70, .*sm_90\)/)
+    const notCuda = tessera("compile", conv, "--target", "c", "--cuda-arch", "sm_80", "--out", a)
+    expect(notCuda.status).toBe(2)
+    expect(notCuda.stderr).toMatch(/^tessera compile: --cuda-arch: is for --target cuda, not c/)
+  })
 })
 
 describe("tessera bench", () => {

@@ -70,6 +70,15 @@ export interface CudaAttrs {
   readonly warpSize: number
   /** Streaming multiprocessors (the grid a schedule should fill); 0 when not known. */
   readonly multiprocessors: number
+  /** Resident threads per multiprocessor (what a block size divides into for occupancy). */
+  readonly maxThreadsPerMultiprocessor: number
+  /** A block's largest extent in x, y and z, and a grid's. */
+  readonly maxBlockDim: readonly [number, number, number]
+  readonly maxGridDim: readonly [number, number, number]
+  /** Widest access one thread makes in one instruction (bytes: a float4's 16). */
+  readonly maxVectorBytes: number
+  /** 32-bit registers one thread may hold (ptxas's ceiling; more spills to local memory). */
+  readonly maxRegistersPerThread: number
 }
 
 /**
@@ -100,12 +109,14 @@ export interface TargetAttrsOf {
   readonly wasm: CpuAttrs
   /** C built by gcc into a shared library. */
   readonly c: CpuAttrs
+  /** CUDA C kernels plus a host launcher, built by nvcc; runs on an NVIDIA GPU. */
+  readonly cuda: CudaAttrs
 }
 
 export type TargetKind = keyof TargetAttrsOf
 
 /** Every kind once (typed over TargetAttrsOf: a kind added there fails to compile until it is listed here). */
-const KINDS: { readonly [K in TargetKind]: null } = { interp: null, js: null, c: null, wasm: null }
+const KINDS: { readonly [K in TargetKind]: null } = { interp: null, js: null, c: null, wasm: null, cuda: null }
 
 export const TARGET_KINDS: readonly TargetKind[] = Object.keys(KINDS) as TargetKind[]
 
@@ -165,12 +176,15 @@ export const cpuAttrs = (attrs: Partial<CpuAttrs> = {}): CpuAttrs => {
   return out
 }
 
+/** The kinds whose attributes are a CPU's (every kind but cuda). */
+export type CpuTargetKind = Exclude<TargetKind, "cuda">
+
 /** A target of a CPU kind with these attributes over the defaults (see cpuAttrs). */
-export const makeTarget = <K extends TargetKind>(kind: K, attrs: Partial<TargetAttrsOf[K]> = {}): Target<K> =>
+export const makeTarget = <K extends CpuTargetKind>(kind: K, attrs: Partial<TargetAttrsOf[K]> = {}): Target<K> =>
   ({ kind, attrs: cpuAttrs(attrs) }) as unknown as Target<K>
 
 /** The same target with some attributes replaced (validated again). */
-export const withAttrs = <K extends TargetKind>(t: Target<K>, attrs: Partial<TargetAttrsOf[K]>): Target<K> =>
+export const withAttrs = <K extends CpuTargetKind>(t: Target<K>, attrs: Partial<TargetAttrsOf[K]>): Target<K> =>
   makeTarget(t.kind as K, { ...(t.attrs as TargetAttrsOf[K]), ...attrs })
 
 /**
@@ -180,21 +194,29 @@ export const withAttrs = <K extends TargetKind>(t: Target<K>, attrs: Partial<Tar
 export const targetKey = (t: { readonly kind: string; readonly vectorLanes: number; readonly cores: number }): string =>
   `${t.kind}:lanes=${Math.max(t.vectorLanes, 1)}:cores=${t.cores}`
 
-/** targetKey of a Target. */
-export const keyOf = (t: Target): string => targetKey({ kind: t.kind, vectorLanes: t.attrs.vectorLanes, cores: t.attrs.cores })
+/** The lanes and cores a target's schedules and records are keyed by (a GPU: one lane, its multiprocessors as cores). */
+export const lanesAndCores = (t: Target): { readonly vectorLanes: number; readonly cores: number } =>
+  t.kind === "cuda" ? { vectorLanes: 1, cores: Math.max(1, t.attrs.multiprocessors) } : { vectorLanes: t.attrs.vectorLanes, cores: t.attrs.cores }
+
+/** targetKey of a Target (a GPU's: its kind and compute capability, `cuda:sm_90`). */
+export const keyOf = (t: Target): string => (t.kind === "cuda" ? `cuda:${cudaArchOf(t.attrs)}` : targetKey({ kind: t.kind, vectorLanes: t.attrs.vectorLanes, cores: t.attrs.cores }))
 
 // ---------------------------------------------------------------------------------------------
 // CUDA
 
-/** Each compute capability Tessera knows, with the shared memory a block may opt in to (bytes). */
-const CUDA_CAPABILITIES: readonly (readonly [string, number])[] = [
-  ["7.0", 96 * 1024],
-  ["7.5", 64 * 1024],
-  ["8.0", 163 * 1024],
-  ["8.6", 99 * 1024],
-  ["8.7", 163 * 1024],
-  ["8.9", 99 * 1024],
-  ["9.0", 227 * 1024],
+/**
+ * Each compute capability Tessera knows, with the shared memory a block may opt in to (bytes) and
+ * the resident threads per multiprocessor (the CUDA C++ Programming Guide's table of technical
+ * specifications per compute capability).
+ */
+const CUDA_CAPABILITIES: readonly (readonly [string, number, number])[] = [
+  ["7.0", 96 * 1024, 2048],
+  ["7.5", 64 * 1024, 1024],
+  ["8.0", 163 * 1024, 2048],
+  ["8.6", 99 * 1024, 1536],
+  ["8.7", 163 * 1024, 2048],
+  ["8.9", 99 * 1024, 1536],
+  ["9.0", 227 * 1024, 2048],
 ]
 
 /**
@@ -215,7 +237,45 @@ export const cudaAttrs = (capability: string, multiprocessors = 0): CudaAttrs =>
     registersPerBlock: 64 * 1024,
     warpSize: 32,
     multiprocessors,
+    maxThreadsPerMultiprocessor: known[2],
+    maxBlockDim: [1024, 1024, 64],
+    maxGridDim: [2 ** 31 - 1, 65535, 65535],
+    maxVectorBytes: 16,
+    maxRegistersPerThread: 255,
   }
+}
+
+/** nvcc's name of a GPU's architecture: `sm_90` for compute capability 9.0. */
+export const cudaArchOf = (a: CudaAttrs): string => `sm_${a.computeCapability.major}${a.computeCapability.minor}`
+
+/**
+ * The GPUs `--cuda-arch` names, by nvcc's architecture name: the capability and the SM count of the
+ * part Tessera plans for (sm_90: H100 SXM and H200, 132 SMs; sm_80: A100, 108 SMs; the others' SM
+ * count unknown, 0).
+ */
+const CUDA_PARTS: { readonly [arch: string]: readonly [string, number] } = {
+  sm_70: ["7.0", 80],
+  sm_75: ["7.5", 0],
+  sm_80: ["8.0", 108],
+  sm_86: ["8.6", 0],
+  sm_87: ["8.7", 0],
+  sm_89: ["8.9", 0],
+  sm_90: ["9.0", 132],
+}
+
+/** The architectures `--cuda-arch` may name. */
+export const CUDA_ARCHS: readonly string[] = Object.keys(CUDA_PARTS)
+
+export const isCudaArch = (s: string): boolean => Object.prototype.hasOwnProperty.call(CUDA_PARTS, s)
+
+/** The default GPU architecture of the cuda target (Hopper: H100, H200). */
+export const DEFAULT_CUDA_ARCH = "sm_90"
+
+/** The GPU attributes of an nvcc architecture name (`sm_90`, `sm_80`, …); throws TargetError on one Tessera does not know. */
+export const cudaAttrsForArch = (arch: string = DEFAULT_CUDA_ARCH): CudaAttrs => {
+  const part = isCudaArch(arch) ? CUDA_PARTS[arch] : undefined
+  if (!part) throw new TargetError({ target: "cuda", reason: `--cuda-arch '${arch}' is not one Tessera knows (${Object.keys(CUDA_PARTS).join(", ")})` })
+  return cudaAttrs(part[0], part[1])
 }
 
 // ---------------------------------------------------------------------------------------------

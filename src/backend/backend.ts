@@ -3,7 +3,9 @@
 // record does not compile; nothing else in Tessera switches on the kind. A record points into a
 // folder per stage: its schedule templates (src/lowering), its TIR pipeline, its emitter
 // (src/emit/<kind>), its device (src/device/<kind>); docs/architecture.md has the checklist.
-import { Data, type Layer } from "effect"
+import { Data, type Effect, type Layer } from "effect"
+import type { CompileError } from "../device/errors.js"
+import type { GpuLimitError } from "../emit/cuda/verify.js"
 import type { CpuAttrs, Target, TargetKind } from "../ast/target.js"
 import type { Device } from "../device/device.js"
 import type { PrimFunc } from "../ast/tir/tir.js"
@@ -14,6 +16,17 @@ import type { Config, Knob, Template } from "../lowering/templates/template.js"
 import type { ComputeTensor } from "../ast/te/tensor.js"
 import type { FusedGroup } from "../rewrite/fuse-ops.js"
 import type { GraphPass } from "../rewrite/pass.js"
+
+/** What the command line may say of a target beyond the host (`--cuda-arch sm_80`). */
+export interface TargetOptions {
+  readonly cudaArch?: string
+}
+
+/** What a toolchain on this host adds to an artifact's manifest (nvcc's registers and spills per function), and lines for stderr. */
+export interface BuildReport {
+  readonly manifest: Readonly<Record<string, unknown>>
+  readonly notes: readonly string[]
+}
 
 /** The tuned config of a group's template, if a tuning log has one that fits (compileGraph's lookup). */
 export type TunedLookup = (group: FusedGroup, template: Template, knobs: readonly Knob[], outputs: readonly ComputeTensor[]) => Config | undefined
@@ -41,16 +54,26 @@ export interface Codegen<K extends TargetKind> {
    * (which builds and times them in isolation); absent: the target is not tunable yet.
    */
   readonly renderCandidates?: (funcs: readonly { readonly name: string; readonly func: PrimFunc }[]) => string
+  /**
+   * What a toolchain here says of the artifact, when one is here (nvcc: each function's registers
+   * and spills), for `tessera compile`'s manifest; the edge calls it (it may spawn a compiler).
+   */
+  readonly buildReport?: (artifact: Artifact, target: Target<K>) => Effect.Effect<BuildReport, CompileError | GpuLimitError>
 }
 
 export interface Backend<K extends TargetKind> {
   readonly kind: K
   /** One line: what the target emits and where it runs. */
   readonly summary: string
-  /** The target this kind compiles for on a host with these attributes, running `threads` threads. */
-  readonly target: (host: CpuAttrs, threads: number) => Target<K>
+  /** The target this kind compiles for on a host with these attributes, running `threads` threads (a GPU kind: the architecture `options` names). */
+  readonly target: (host: CpuAttrs, threads: number, options?: TargetOptions) => Target<K>
   /** Why it cannot run here (a missing toolchain), or undefined. Reads the host: call it at the edge. */
   readonly unavailable: () => string | undefined
+  /**
+   * Why its artifacts compile here but cannot run in this process (cuda: no GPU is driven from
+   * Node; its runner runs them), or undefined: they run on its device.
+   */
+  readonly compileOnly?: () => string | undefined
   /** Whether its kernels can run parallel loops on several threads (js and the interpreter run on one). */
   readonly parallel: boolean
   /** The graph passes after binding (the default ones; a CPU's blocked layout and Winograd). */

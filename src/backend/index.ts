@@ -14,6 +14,7 @@ import { compiledKernels, kernelsAlias, type Artifact, type KernelEntry, type Pr
 import { defaultPasses } from "../rewrite/index.js"
 import type { Backend, Backends } from "./backend.js"
 import { cpuGraphPasses, cpuSchedules, cpuTir } from "./cpu.js"
+import { cuda } from "./cuda.js"
 
 const utf8 = (s: string) => new TextEncoder().encode(s)
 
@@ -112,7 +113,7 @@ const c: Backend<"c"> = {
   },
 }
 
-export const BACKENDS: Backends = { interp, js, wasm, c }
+export const BACKENDS: Backends = { interp, js, wasm, c, cuda }
 
 /** The record of a kind. */
 export const backendOf = <K extends TargetKind>(kind: K): Backend<K> => BACKENDS[kind] as Backend<K>
@@ -120,4 +121,4 @@ export const backendOf = <K extends TargetKind>(kind: K): Backend<K> => BACKENDS
 /** The kinds whose candidates the tuner can measure. */
 export const TUNABLE_KINDS: readonly TargetKind[] = (Object.keys(BACKENDS) as TargetKind[]).filter((k) => BACKENDS[k].codegen?.renderCandidates !== undefined)
 
-export { TargetUnavailableError, type Backend, type Backends, type Codegen, type RunOptions, type TunedLookup } from "./backend.js"
+export { TargetUnavailableError, type Backend, type Backends, type BuildReport, type Codegen, type RunOptions, type TargetOptions, type TunedLookup } from "./backend.js"

@@ -123,6 +123,7 @@ const compile = Command.make(
     out: Flag.String("out").pipe(Flag.withDescription("folder for the artifact (code, constants.bin, manifest.json)")),
     tuned: Flag.String("tuned").pipe(Flag.optional, Flag.withDescription("a tuning log from 'tessera tune': its best records are applied (report on stderr)")),
     threads: Flag.Int("threads").pipe(Flag.withDefault(1), Flag.withDescription("cores the parallel loops may use (c; tuning records are per thread count)")),
+    cudaArch: Flag.String("cuda-arch").pipe(Flag.optional, Flag.withDescription("the GPU architecture of --target cuda: sm_90 (H100, H200; the default), sm_80 (A100), …")),
     optLevel,
     shape,
     deadline,
@@ -132,7 +133,7 @@ const compile = Command.make(
       yield* reported("compile", c.model)(checkDeadline(c.deadline))
       const interrupt = commandInterrupt()
       const summary = yield* reported("compile", c.model)(
-        compileCommand({ ...(interrupt ? { interrupt } : {}), model: c.model, target: c.target, out: c.out, tuned: Option.getOrUndefined(c.tuned), threads: c.threads, optLevel: c.optLevel, shapes: c.shape, log: stderrLine }),
+        compileCommand({ ...(interrupt ? { interrupt } : {}), model: c.model, target: c.target, out: c.out, tuned: Option.getOrUndefined(c.tuned), threads: c.threads, cudaArch: Option.getOrUndefined(c.cudaArch), optLevel: c.optLevel, shapes: c.shape, log: stderrLine }),
       )
       yield* Console.log(JSON.stringify(summary))
     }),

@@ -8,8 +8,10 @@ import { Effect } from "effect"
 import * as path from "node:path"
 import type { Graph } from "../ast/graph/graph.js"
 import type { Tensor } from "../ast/graph/tensor.js"
-import type { TargetKind } from "../ast/target.js"
-import { BACKENDS } from "../backend/index.js"
+import { CUDA_ARCHS, isCudaArch, lanesAndCores, type TargetKind } from "../ast/target.js"
+import { BACKENDS, type BuildReport } from "../backend/index.js"
+import type { CompileError } from "../device/errors.js"
+import type { GpuLimitError } from "../emit/cuda/verify.js"
 import { ensureFolderSync, readModel, writeFilesAtomicSync } from "../device/files.js"
 import type { Artifact, Program } from "../lowering/program.js"
 import { emitArtifact, type TuningReport } from "../pipeline.js"
@@ -27,6 +29,8 @@ export interface CompileOptions {
   readonly tuned?: string
   readonly optLevel: number
   readonly threads: number
+  /** The GPU architecture of the cuda target (`sm_90`, `sm_80`); absent: its default. */
+  readonly cudaArch?: string
   readonly shapes: readonly string[]
   /** Where the tuning report and the log's warnings go (stderr). */
   readonly log: (line: string) => Effect.Effect<void>
@@ -73,7 +77,7 @@ export const manifest = (model: string, settings: TargetSettings, optLevel: numb
   return {
     format: "tessera-artifact/1",
     model: path.basename(model),
-    target: { kind: settings.target.kind, vectorLanes: settings.target.attrs.vectorLanes, cores: settings.target.attrs.cores },
+    target: { kind: settings.target.kind, ...lanesAndCores(settings.target) },
     optLevel,
     files,
     inputs: g.inputs.map((i) => ({ name: i.name, ...typeOf(g, i.name) })),
@@ -119,7 +123,9 @@ export const compileCommand = Effect.fn("cli.compile")(function* (o: CompileOpti
   const kind = yield* parseTarget(o.target, COMPILE_TARGETS)
   const optLevel = yield* parseOptLevel(o.optLevel)
   if (o.threads < 1) return yield* new UsageError({ flag: "--threads", reason: `${o.threads} is not a thread count (1 or more)` })
-  const settings = targetSettings(kind, o.threads)
+  if (o.cudaArch !== undefined && kind !== "cuda") return yield* new UsageError({ flag: "--cuda-arch", reason: `is for --target cuda, not ${kind}` })
+  if (o.cudaArch !== undefined && !isCudaArch(o.cudaArch)) return yield* new UsageError({ flag: "--cuda-arch", reason: `'${o.cudaArch}' is not one Tessera knows (${CUDA_ARCHS.join(", ")})` })
+  const settings = targetSettings(kind, o.threads, o.cudaArch !== undefined ? { cudaArch: o.cudaArch } : {})
   const graph = yield* readModel(o.model)
   const shapes = yield* boundShapes(graph, o.shapes)
   const tuned = o.tuned !== undefined ? yield* readTuned(o.tuned, settings) : undefined
@@ -128,7 +134,12 @@ export const compileCommand = Effect.fn("cli.compile")(function* (o: CompileOpti
   const program = compiled.program!
   if (tuned && o.tuned !== undefined) for (const line of tuningLines(o.tuned, tuned, program.tuning)) yield* o.log(line)
   const artifact = yield* emitArtifact(program, settings.target)
-  const files = artifactFiles(o.model, settings, optLevel, program, artifact, tuned ? program.tuning : undefined)
+  // what a toolchain here says of it (nvcc's registers and spills), in the manifest
+  const report = BACKENDS[kind].codegen?.buildReport
+  const built = report ? yield* (report as (a: Artifact, t: typeof settings.target) => Effect.Effect<BuildReport, CompileError | GpuLimitError>)(artifact, settings.target) : undefined
+  for (const line of built?.notes ?? []) yield* o.log(`tessera compile: ${line}`)
+  const withBuild: Artifact = built ? { ...artifact, manifest: { ...artifact.manifest, build: built.manifest } } : artifact
+  const files = artifactFiles(o.model, settings, optLevel, program, withBuild, tuned ? program.tuning : undefined)
   yield* attempt(() => {
     ensureFolderSync(o.out)
     writeFilesAtomicSync([...files].map(([name, bytes]) => ({ path: path.join(o.out, name), bytes })))

@@ -27,9 +27,14 @@ const HINTS: { readonly [tag: string]: (e: { readonly message: string; readonly 
   NpyError: () => "save the array with numpy.save (a numeric or bool dtype, C order)",
   TargetUnavailableError: () => "",
   ExecutorError: () => "this is a bug in Tessera's executor: please report it with the model",
-  EmitError: () => "this is a bug in Tessera's emitter for this target: please report it with the model",
+  EmitError: (e) =>
+    /has no GPU kernel|a value from data whose range the host must check/.test(e.message)
+      ? "the cuda target runs every group on the GPU and this one has no GPU kernel yet; compile for --target c, or report the op"
+      : "this is a bug in Tessera's emitter for this target: please report it with the model",
+  GpuLimitError: () => "the schedule asks more of the GPU than the target's limits allow (--cuda-arch names the GPU): please report it with the model",
   CompileError: () => "the generated code did not build: check the compiler, or report it with the model",
-  LoadError: (e) => (/^cannot load the c /.test(e.message) ? "the built library could not be loaded: check the C compiler and the cache folder" : "this is a bug in Tessera's emitter for this target: please report it with the model"),
+  LoadError: (e) =>
+    /^cannot load the c /.test(e.message) ? "the built library could not be loaded: check the C compiler and the cache folder" : /^cannot load the cuda /.test(e.message) ? "" : "this is a bug in Tessera's emitter for this target: please report it with the model",
   DeviceRunError: () => "this is a bug in Tessera: please report it with the model",
   UnsafeCacheError: () => "use a folder only you own and can write (chmod 700), or set TESSERA_CACHE_DIR to one",
   TargetError: () => "",
@@ -82,6 +87,7 @@ const COMMAND_ERROR_TAGS: ReadonlySet<string> = new Set([
   "TargetError",
   "ExecutorError",
   "EmitError",
+  "GpuLimitError",
   "CompileError",
   "LoadError",
   "DeviceRunError",

@@ -9,7 +9,7 @@ import type { Graph } from "../ast/graph/graph.js"
 import { bind } from "../ast/graph/infer.js"
 import type { Tensor } from "../ast/graph/tensor.js"
 import { isTargetKind, keyOf, TARGET_KINDS, type Target, type TargetKind } from "../ast/target.js"
-import { BACKENDS, TargetUnavailableError } from "../backend/index.js"
+import { BACKENDS, TargetUnavailableError, type TargetOptions } from "../backend/index.js"
 import { hostCpu } from "../device/host.js"
 import type { Program } from "../lowering/program.js"
 import { readLog } from "./tuning-log.js"
@@ -20,7 +20,8 @@ import { UsageError } from "./errors.js"
 
 export { TargetUnavailableError }
 
-export const TARGETS: readonly TargetKind[] = TARGET_KINDS
+/** The kinds that run here (cuda compiles only: `tessera compile --target cuda` writes its runner). */
+export const TARGETS: readonly TargetKind[] = TARGET_KINDS.filter((k) => BACKENDS[k].compileOnly === undefined)
 
 export const parseTarget = (name: string, allowed: readonly TargetKind[] = TARGETS): Effect.Effect<TargetKind, UsageError> =>
   isTargetKind(name) && allowed.includes(name)
@@ -43,8 +44,8 @@ export interface TargetSettings {
 }
 
 /** The settings for a kind on this host: `threads` given on the command line, or the device's default. */
-export const targetSettings = (kind: TargetKind, threads?: number): TargetSettings => ({
-  target: BACKENDS[kind].target(hostCpu(), Math.max(1, threads ?? 1)),
+export const targetSettings = (kind: TargetKind, threads?: number, options: TargetOptions = {}): TargetSettings => ({
+  target: BACKENDS[kind].target(hostCpu(), Math.max(1, threads ?? 1), options),
   ...(threads !== undefined ? { threads: Math.max(1, threads) } : {}),
 })
 

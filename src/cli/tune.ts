@@ -29,7 +29,7 @@ import { transferRows, type TransferRows } from "../search/transfer.js"
 import { confirmMeasurerOptions, DEFAULT_CONFIRM, measurerFor, tuneSession, type TaskSession, type TuneResult } from "../search/tune.js"
 import { evoTuner } from "../search/evolutionary.js"
 import { scheduleTasks } from "../search/task-scheduler.js"
-import { withAttrs, type Target, type TargetKind } from "../ast/target.js"
+import { lanesAndCores, withAttrs, type Target, type TargetKind } from "../ast/target.js"
 import { BACKENDS, TUNABLE_KINDS } from "../backend/index.js"
 import { scheduleTarget } from "../backend/cpu.js"
 import { UsageError } from "./errors.js"
@@ -151,7 +151,7 @@ export const tuneCommand = Effect.fn("cli.tune")(function* (o: TuneCommandOption
   if (missing) return yield* new TargetUnavailableError({ target: kind, reason: missing })
   const graph = yield* readModel(o.model)
   const settings = targetSettings(kind, o.threads)
-  const target: Target = o.vectorLanes !== undefined ? withAttrs(settings.target, { vectorLanes: o.vectorLanes }) : settings.target
+  const target: Target = o.vectorLanes !== undefined && settings.target.kind !== "cuda" ? withAttrs(settings.target, { vectorLanes: o.vectorLanes }) : settings.target
   const program = yield* compileGraph(graph, target)
   const all = tasksOfProgram(program, target)
   const unknown = o.tasks.filter((id) => !all.some((r) => r.task.id === id))
@@ -213,7 +213,7 @@ const tuneRunners = Effect.fn("cli.tuneRunners")(function* (
   const kind = compiledFor.kind
   // (a CPU target's the one compileGraph sized its defaults from: its FMA pipes and registers too)
   const cpu = compiledFor.kind === "c" || compiledFor.kind === "js" || compiledFor.kind === "wasm"
-  const target: ScheduleTarget = cpu ? scheduleTarget(compiledFor as Target<"c" | "js" | "wasm">) : { vectorLanes: Math.max(compiledFor.attrs.vectorLanes, 1), cores: compiledFor.attrs.cores }
+  const target: ScheduleTarget = cpu ? scheduleTarget(compiledFor as Target<"c" | "js" | "wasm">) : { vectorLanes: Math.max(lanesAndCores(compiledFor).vectorLanes, 1), cores: lanesAndCores(compiledFor).cores }
   const rows: { runner: TaskRunner; result: TuneResult; resumed: number }[] = []
   // every record so far (the log's and this run's): xgb's model starts from the other tasks' ones
   const records: TuningRecord[] = [...logged]

@@ -10,7 +10,7 @@ import type { PrimFunc } from "../ast/tir/tir.js"
 import type { Program } from "../lowering/program.js"
 import { baseSchedule, buildGroupTE, lowerGroupSchedule, type GroupTE } from "../lowering/lower-group.js"
 import type { Config, ScheduleTarget } from "../lowering/templates/template.js"
-import type { Target, TargetKind } from "../ast/target.js"
+import { lanesAndCores, type Target, type TargetKind } from "../ast/target.js"
 import { BACKENDS, type Backend } from "../backend/index.js"
 import { NoComputeError } from "../lowering/op-library.js"
 import type { FusedGroup } from "../rewrite/fuse-ops.js"
@@ -73,7 +73,7 @@ export const tasksOfProgram = (program: Program, target: Target): TaskRunner[] =
   // a target that compiles nothing (the interpreter) has no schedules to tune
   if (!codegen) return []
   const tir = codegen.tir(target)
-  const scheduleTarget: ScheduleTarget & { readonly kind: string } = { kind: target.kind, vectorLanes: Math.max(target.attrs.vectorLanes, 1), cores: target.attrs.cores }
+  const scheduleTarget: ScheduleTarget & { readonly kind: string } = { kind: target.kind, vectorLanes: Math.max(lanesAndCores(target).vectorLanes, 1), cores: lanesAndCores(target).cores }
   const { fused, graph } = program
   const byName = new Map(graph.nodes.map((n) => [n.name, n] as const))
   const built = new Map<number, { group: FusedGroup; te: GroupTE }>()

@@ -6,7 +6,7 @@
 // allocator once, in its runtime unit (C_RUNTIME).
 
 /** The helpers every translation unit starts with (all `static inline`, prefixed `tessera_`). */
-const C_HELPERS = `#include <math.h>
+export const C_HELPERS = `#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,0 +1,142 @@
+#include <stdint.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* floor division and modulo; a zero divisor yields 0 where the evaluator would raise */
+static __device__ __forceinline__ int64_t tessera_floordiv(int64_t a, int64_t b) {
+  if (b == 0) return 0;
+  int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+static __device__ __forceinline__ int64_t tessera_floormod(int64_t a, int64_t b) {
+  if (b == 0) return 0;
+  int64_t r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+static __device__ __forceinline__ int64_t tessera_idiv(int64_t a, int64_t b) { return b == 0 ? 0 : a / b; }
+static __device__ __forceinline__ float tessera_floormodf(float a, float b) { return a - floorf(a / b) * b; }
+static __device__ __forceinline__ double tessera_floormodd(double a, double b) { return a - floor(a / b) * b; }
+
+/* min / max: NaN propagates (as Math.min / Math.max) */
+static __device__ __forceinline__ float tessera_minf(float a, float b) { return (a < b || a != a) ? a : b; }
+static __device__ __forceinline__ float tessera_maxf(float a, float b) { return (a > b || a != a) ? a : b; }
+static __device__ __forceinline__ double tessera_mind(double a, double b) { return (a < b || a != a) ? a : b; }
+static __device__ __forceinline__ double tessera_maxd(double a, double b) { return (a > b || a != a) ? a : b; }
+/* against a constant bound c (not NaN): one vminps / vmaxps; a NaN a comes out as itself */
+static __device__ __forceinline__ float tessera_mincf(float a, float c) { return c < a ? c : a; }
+static __device__ __forceinline__ float tessera_maxcf(float a, float c) { return c > a ? c : a; }
+static __device__ __forceinline__ double tessera_mincd(double a, double c) { return c < a ? c : a; }
+static __device__ __forceinline__ double tessera_maxcd(double a, double c) { return c > a ? c : a; }
+/* exp of a float that vectorizes (no branch, no libm call): Cody-Waite reduction by ln 2, Cephes'
+   degree-6 polynomial, 2^n applied in two halves (so results down to the smallest denormal come
+   out right); within 1.01 ulp of exp over the float range, inf above FLT_MAX, 0 below 2^-150,
+   NaN as itself (test/emit-c.test.ts checks every 997th float) */
+static __device__ __forceinline__ float tessera_expf(float x) {
+  float c = x < -104.0f ? -104.0f : (x > 88.72283f ? 88.72283f : x);
+  float n = __builtin_rintf(c * 1.44269504088896341f);
+  float r = c - n * 0.693359375f + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  int32_t k = (int32_t)n, h = k >> 1;
+  int32_t b1 = (h + 127) << 23, b2 = (k - h + 127) << 23;
+  float s1, s2;
+  memcpy(&s1, &b1, 4);
+  memcpy(&s2, &b2, 4);
+  float y = p * s1 * s2;
+  y = x > 88.72283f ? INFINITY : y;
+  y = x < -104.0f ? 0.0f : y;
+  return x != x ? x : y;
+}
+/* erf of a float that vectorizes: erf(a) = a + a P(a^2) for |a| <= 1, 1 - exp(-a^2) Q(1 / (1 + a/2))
+   above (a clamped at 4, where erf rounds to 1), both computed and one selected, the sign copied;
+   P and Q fitted to erf (degree 6 each), within 1.1 ulp, NaN as itself (test/emit-c.test.ts) */
+static __device__ __forceinline__ float tessera_erff(float x) {
+  float a = fabsf(x);
+  float t = a * a;
+  float p = 7.8455276e-05f;
+  p = p * t - 0.00080075336f;
+  p = p * t + 0.0051880036f;
+  p = p * t - 0.026853625f;
+  p = p * t + 0.1128358f;
+  p = p * t - 0.37612626f;
+  p = p * t + 0.12837916709551257f;
+  float c = a < 4.0f ? a : 4.0f;
+  float s = 1.0f / (1.0f + 0.5f * c);
+  float q = 0.11896206f;
+  q = q * s - 0.4699685f;
+  q = q * s + 0.5616091f;
+  q = q * s - 0.10238322f;
+  q = q * s + 0.3472624f;
+  q = q * s + 0.25982928f;
+  q = q * s + 0.284892f;
+  q = q * s - 0.00015291055f;
+  float y = a <= 1.0f ? a + a * p : 1.0f - tessera_expf(-c * c) * q;
+  y = copysignf(y, x);
+  return x != x ? x : y;
+}
+static __device__ __forceinline__ int64_t tessera_mini(int64_t a, int64_t b) { return a < b ? a : b; }
+static __device__ __forceinline__ int64_t tessera_maxi(int64_t a, int64_t b) { return a > b ? a : b; }
+static __device__ __forceinline__ int64_t tessera_absi(int64_t a) { return a < 0 ? -a : a; }
+
+/* float to integer: truncate toward zero, wrap modulo 2^64 (callers narrow, which wraps further);
+   NaN and infinities give 0 */
+static __device__ __forceinline__ int64_t tessera_f2i(double x) {
+  if (!isfinite(x)) return 0;
+  double t = trunc(x);
+  if (t > -9.2e18 && t < 9.2e18) return (int64_t)t;
+  double m = fmod(t, 18446744073709551616.0);
+  if (m < 0) m += 18446744073709551616.0;
+  return (int64_t)(uint64_t)m;
+}
+/* float to int64 / uint64 (held as double): truncate, non-finite gives 0 */
+static __device__ __forceinline__ double tessera_f2l(double x) { return isfinite(x) ? trunc(x) : 0.0; }
+
+/* float16 / bfloat16 rounding (through float, round half to even), as dtype.ts does */
+static __device__ __forceinline__ float tessera_f16(float x) {
+  union { float f; uint32_t u; } v = { x };
+  uint32_t b = v.u, sign = (b >> 16) & 0x8000u, m = b & 0x7fffffu;
+  int32_t e = (int32_t)((b >> 23) & 0xffu);
+  uint32_t h;
+  if (e == 255) h = sign | 0x7c00u | (m ? 0x200u : 0u);
+  else {
+    e = e - 127 + 15;
+    if (e >= 31) h = sign | 0x7c00u;
+    else if (e <= 0) {
+      if (e < -10) h = sign;
+      else {
+        uint32_t full = m | 0x800000u, shift = (uint32_t)(14 - e);
+        uint32_t hm = full >> shift, rem = full & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+        if (rem > half || (rem == half && (hm & 1u))) hm++;
+        h = sign | hm;
+      }
+    } else {
+      uint32_t hm = m >> 13, rem = m & 0x1fffu;
+      h = sign | ((uint32_t)e << 10) | hm;
+      if (rem > 0x1000u || (rem == 0x1000u && (hm & 1u))) {
+        hm++;
+        if (hm == 0x400u) { hm = 0; e++; }
+        h = e >= 31 ? (sign | 0x7c00u) : (sign | ((uint32_t)e << 10) | hm);
+      }
+    }
+  }
+  int32_t he = (int32_t)((h >> 10) & 0x1fu);
+  uint32_t hm2 = h & 0x3ffu;
+  float s = (h & 0x8000u) ? -1.0f : 1.0f;
+  if (he == 0) return s * (float)hm2 * 5.9604644775390625e-8f;
+  if (he == 31) return hm2 ? NAN : s * INFINITY;
+  return s * (1.0f + (float)hm2 / 1024.0f) * ldexpf(1.0f, he - 15);
+}
+static __device__ __forceinline__ float tessera_bf16(float x) {
+  if (x != x) return x;
+  union { float f; uint32_t u; } v = { x };
+  v.u = (v.u + 0x7fffu + ((v.u >> 16) & 1u)) & 0xffff0000u;
+  return v.f;
+}

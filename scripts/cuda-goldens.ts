@@ -1,0 +1,136 @@
+// The golden cases of the cuda target: fixed programs under fixed, hand-written GPU schedules
+// (never the rule set's or a tuned one, so a change of the rules leaves them), each rendered as its
+// launches and `__global__` functions: golden/cuda/<case>.cu, and the prelude they share,
+// golden/cuda/tessera_cuda_prelude.cuh. Regenerated with the c target's (update-goldens.ts).
+//   conv2d            NCHW 3x3, pad 1: output pixels over blocks and threads, the reduction serial per thread
+//   depthwise_conv2d  3x3 per channel: blocks per channel, threads over pixels
+//   dense             64x32 · 32x48: 8x8 tiles of blocks, A and B fetched into shared memory by the
+//                     block's threads at each step of the reduction, barriers around the use
+//   softmax           rows: the row max and row sum at root (launches of their own, workspace buffers)
+//   conv2d_add_relu   relu(conv + bias): the conv computed at each thread's output pixel (a thread-local array)
+import * as S from "../src/ast/schedule/schedule.js"
+import { add, c, call, div, f32, max, mul, sub } from "../src/ast/te/expr.js"
+import { at, compute, maxReduce, placeholder, reduceAxis, sum } from "../src/ast/te/tensor.js"
+import { cudaAttrsForArch } from "../src/ast/target.js"
+import type { PrimFunc } from "../src/ast/tir/tir.js"
+import { emitCuda } from "../src/emit/cuda/emit.js"
+import { CUDA_PRELUDE } from "../src/emit/cuda/prelude.js"
+import { lowerSync } from "../src/lowering/lower.js"
+import { cudaTirPipeline } from "../src/lowering/tir/cuda-pipeline.js"
+import { runTirSync } from "../src/lowering/tir/tir-pass.js"
+import { inputsFor, pad2d, type GoldenCase } from "./update-goldens.js"
+
+/** A stage's data axes fused and split by `threads`: outer → blockIdx.x, inner → threadIdx.x. */
+const bindFlat = (s0: S.Schedule, stage: string, threads: number): { schedule: S.Schedule; thread: string } => {
+  const st = s0.stages.get(stage)!
+  const data = st.leaf.filter((a) => st.axes.get(a)!.type === "data")
+  let s = s0
+  let fused = data[0]
+  for (const next of data.slice(1)) ({ schedule: s, fused } = S.fuse(s, stage, fused, next))
+  const sp = S.split(s, stage, fused, { factor: threads })
+  return { schedule: S.bind(S.bind(sp.schedule, stage, sp.outer, "blockIdx.x"), stage, sp.inner, "threadIdx.x"), thread: sp.inner }
+}
+
+const conv2d = (): GoldenCase => {
+  const X = placeholder("X", [1, 4, 8, 8])
+  const W = placeholder("W", [8, 4, 3, 3])
+  const P = pad2d(X, 1)
+  const rc = reduceAxis(4, "rc")
+  const ry = reduceAxis(3, "ry")
+  const rx = reduceAxis(3, "rx")
+  const out = compute("conv", [1, 8, 8, 8], (n, o, y, x) => sum(mul(at(P, n, rc.var, add(y, ry.var), add(x, rx.var)), at(W, o, rc.var, ry.var, rx.var)), [rc, ry, rx]))
+  const s = S.computeInline(S.createSchedule([out]), "pad")
+  return { name: "conv2d", outputs: [out], inputs: inputsFor(11, [X, W]), schedule: bindFlat(s, "conv", 64).schedule }
+}
+
+const depthwise = (): GoldenCase => {
+  const X = placeholder("X", [1, 8, 10, 10])
+  const W = placeholder("W", [8, 1, 3, 3])
+  const P = pad2d(X, 1)
+  const ry = reduceAxis(3, "ry")
+  const rx = reduceAxis(3, "rx")
+  const out = compute("dwconv", [1, 8, 10, 10], (n, ch, y, x) => sum(mul(at(P, n, ch, add(y, ry.var), add(x, rx.var)), at(W, ch, c(0), ry.var, rx.var)), [ry, rx]))
+  let s = S.computeInline(S.createSchedule([out]), "pad")
+  const yx = S.fuse(s, "dwconv", "dwconv.k", "dwconv.l")
+  s = S.bind(S.bind(yx.schedule, "dwconv", "dwconv.j", "blockIdx.x"), "dwconv", yx.fused, "threadIdx.x")
+  return { name: "depthwise_conv2d", outputs: [out], inputs: inputsFor(12, [X, W]), schedule: s }
+}
+
+const dense = (): GoldenCase => {
+  const A = placeholder("A", [64, 32])
+  const B = placeholder("B", [32, 48])
+  const k = reduceAxis(32, "k")
+  const out = compute("C", [64, 48], (i, j) => sum(mul(at(A, i, k.var), at(B, k.var, j)), [k]))
+  const tile = 8
+  let s = S.createSchedule([out])
+  const As = S.cacheRead(s, "A", "shared", ["C"])
+  const Bs = S.cacheRead(As.schedule, "B", "shared", ["C"])
+  s = Bs.schedule
+  const i = S.split(s, "C", "C.i", { factor: tile })
+  const j = S.split(i.schedule, "C", "C.j", { factor: tile })
+  const kk = S.split(j.schedule, "C", "k", { factor: tile })
+  s = S.reorder(kk.schedule, "C", [i.outer, j.outer, i.inner, j.inner, kk.outer, kk.inner])
+  s = S.bind(s, "C", i.outer, "blockIdx.y")
+  s = S.bind(s, "C", j.outer, "blockIdx.x")
+  s = S.bind(s, "C", i.inner, "threadIdx.y")
+  s = S.bind(s, "C", j.inner, "threadIdx.x")
+  for (const st of [As.stage, Bs.stage]) {
+    s = S.computeAt(s, st, "C", kk.outer)
+    const leaf = s.stages.get(st)!.leaf
+    // cooperative fetch: the tile's rows and columns spread over the block's threads
+    const r = S.split(s, st, leaf[0], { factor: tile })
+    const c2 = S.split(r.schedule, st, leaf[1], { factor: tile })
+    s = S.bind(S.bind(c2.schedule, st, r.inner, "threadIdx.y"), st, c2.inner, "threadIdx.x")
+  }
+  return { name: "dense", outputs: [out], inputs: inputsFor(13, [A, B]), schedule: s }
+}
+
+const softmax = (): GoldenCase => {
+  const X = placeholder("X", [4, 32])
+  const k1 = reduceAxis(32, "k1")
+  const mx = compute("rowmax", [4], (i) => maxReduce(at(X, i, k1.var), [k1]))
+  const ex = compute("exp", [4, 32], (i, j) => call("exp", sub(at(X, i, j), at(mx, i))))
+  const k2 = reduceAxis(32, "k2")
+  const sm = compute("rowsum", [4], (i) => sum(at(ex, i, k2.var), [k2]))
+  const out = compute("softmax", [4, 32], (i, j) => div(at(ex, i, j), at(sm, i)))
+  let s = S.computeInline(S.createSchedule([out]), "exp")
+  for (const st of ["rowmax", "rowsum", "softmax"]) s = bindFlat(s, st, 32).schedule
+  return { name: "softmax", outputs: [out], inputs: inputsFor(14, [X]), schedule: s }
+}
+
+const convAddRelu = (): GoldenCase => {
+  const X = placeholder("X", [1, 4, 6, 6])
+  const W = placeholder("W", [8, 4, 3, 3])
+  const Bias = placeholder("bias", [8])
+  const P = pad2d(X, 1)
+  const rc = reduceAxis(4, "rc")
+  const ry = reduceAxis(3, "ry")
+  const rx = reduceAxis(3, "rx")
+  const conv = compute("conv", [1, 8, 6, 6], (n, o, y, x) => sum(mul(at(P, n, rc.var, add(y, ry.var), add(x, rx.var)), at(W, o, rc.var, ry.var, rx.var)), [rc, ry, rx]))
+  const out = compute("relu", [1, 8, 6, 6], (n, o, y, x) => max(add(at(conv, n, o, y, x), at(Bias, o)), f32(0)))
+  const s = S.computeInline(S.createSchedule([out]), "pad")
+  const b = bindFlat(s, "relu", 96)
+  return { name: "conv2d_add_relu", outputs: [out], inputs: inputsFor(15, [X, W, Bias]), schedule: S.computeAt(b.schedule, "conv", "relu", b.thread) }
+}
+
+export const CUDA_GOLDEN_CASES: readonly (() => GoldenCase)[] = [conv2d, depthwise, dense, softmax, convAddRelu]
+
+/** The GPU the goldens are emitted for: the default (sm_90). */
+export const GOLDEN_CUDA_ATTRS = cudaAttrsForArch()
+
+/** A case lowered with the cuda TIR pipeline, its function named after the case. */
+export const cudaGoldenFunc = (g: GoldenCase): PrimFunc => ({ ...runTirSync(cudaTirPipeline(GOLDEN_CUDA_ATTRS), lowerSync(g.schedule)), name: g.name })
+
+/** A case's golden: its launches (grid, block, shared bytes) as a comment, then its `__global__` functions. */
+export const cudaGoldenText = (g: GoldenCase): string => {
+  const e = emitCuda([cudaGoldenFunc(g)], GOLDEN_CUDA_ATTRS)
+  const launches = e.kernels.flatMap((k) => [
+    ...k.workspace.map((b) => ` * workspace ${b.name}: ${b.dtype}[${b.shape.join("x")}]`),
+    ...k.launches.map((l) => ` * ${l.symbol}<<<(${l.grid.join(", ")}), (${l.block.join(", ")})>>>, ${l.sharedBytes} bytes shared`),
+  ])
+  return [`/* Generated by Tessera (cuda target), golden case ${g.name}. Do not edit.`, ...launches, " */", "", ...e.functions.map((f) => `${f}\n`)].join("\n")
+}
+
+/** Every golden file of golden/cuda by name: each case's, and the prelude. */
+export const renderCudaGoldens = (): Map<string, string> =>
+  new Map([...CUDA_GOLDEN_CASES.map((mk) => mk()).map((g) => [`${g.name}.cu`, cudaGoldenText(g)] as const), ["tessera_cuda_prelude.cuh", `${CUDA_PRELUDE}`]])

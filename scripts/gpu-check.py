@@ -1,0 +1,184 @@
+"""The device check of the cuda target (see gpu-check.sh, which runs this): build, run and compare
+Tessera's artifacts, then time PyTorch eager and torch.compile on the same networks; one table."""
+import argparse
+import gzip
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+# fp32 peak without tensor cores (TFLOP/s) of the GPUs the check expects, from NVIDIA's datasheets
+FP32_PEAK_TFLOPS = {"H100 80GB HBM3": 66.9, "H100 SXM": 66.9, "H200": 66.9, "H100 PCIe": 51.2, "A100": 19.5}
+
+
+def sh(cmd, cwd=None, timeout=None):
+    t0 = time.time()
+    r = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    if r.returncode != 0:
+        sys.stderr.write(f"$ {' '.join(cmd)} (in {cwd})\n{r.stdout[-4000:]}{r.stderr[-4000:]}\n")
+        raise SystemExit(f"gpu-check: `{' '.join(cmd)}` failed with exit {r.returncode}")
+    return r.stdout, time.time() - t0
+
+
+def gpu():
+    """The GPU's name and its architecture (sm_90), or (None, None) without nvidia-smi."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,compute_cap", "--format=csv,noheader"], capture_output=True, text=True, timeout=30).stdout.strip().splitlines()
+    except (OSError, subprocess.TimeoutExpired):
+        return None, None
+    if not out:
+        return None, None
+    name, cap = [x.strip() for x in out[0].split(",")]
+    return name, "sm_" + cap.replace(".", "")
+
+
+def compare(out, ref):
+    """Max abs and rel error (rel: over |ref| + 1e-6... per element, max), and top-5 agreement of the last axis."""
+    out = out.astype(np.float64)
+    ref = ref.astype(np.float64)
+    if out.shape != ref.shape:
+        return {"error": f"shape {out.shape} vs reference {ref.shape}"}
+    diff = np.abs(out - ref)
+    rel = diff / np.maximum(np.abs(ref), 1e-6)
+    row_out = out.reshape(-1, out.shape[-1])
+    row_ref = ref.reshape(-1, ref.shape[-1])
+    top = [set(np.argsort(-a)[:5]) == set(np.argsort(-b)[:5]) for a, b in zip(row_out, row_ref)]
+    close = bool(np.all(diff <= 1e-3 * np.abs(ref) + 1e-4))
+    return {"max_abs": float(diff.max()), "max_rel": float(rel.max()), "top5": f"{sum(top)}/{len(top)}", "close": close}
+
+
+def run_tessera(root, m, runs, emulate, arch):
+    d = os.path.join(root, m["dir"])
+    weights = os.path.join(d, "constants.bin")
+    if not os.path.exists(weights):
+        with gzip.open(weights + ".gz", "rb") as src, open(weights, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+    try:
+        if emulate:
+            _, build_s = sh(["g++", "-O2", "-std=c++17", "-x", "c++", "-o", "model-emulated", "runner.cu", "tessera_launcher.cu"], cwd=d)
+            exe, runs, warmup = "./model-emulated", 1, 0
+        elif shutil.which("make"):
+            _, build_s = sh(["make", "-s", "model", f"CUDA_ARCH={arch}"], cwd=d, timeout=600)
+            exe, warmup = "./model", 10
+        else:
+            # the Makefile's rule, without make
+            _, build_s = sh(["nvcc", "-O3", "-std=c++17", f"-arch={arch}", "-o", "model", "runner.cu", "tessera_launcher.cu"], cwd=d, timeout=600)
+            exe, warmup = "./model", 10
+        os.makedirs(os.path.join(d, "out"), exist_ok=True)
+        cmd = [exe, "--out", "out", "--runs", str(runs), "--warmup", str(warmup)] + [a for i in m["inputs"] for a in ("--input", f"{i['name']}={i['file']}")]
+        stdout, _ = sh(cmd, cwd=d, timeout=600)
+        timing = json.loads(stdout.strip().splitlines()[-1])
+        results = {o["name"]: compare(np.load(os.path.join(d, "out", o["file"])), np.load(os.path.join(d, o["reference"]))) for o in m["outputs"]}
+        return {"build_s": build_s, "median_ms": timing["median_ms"], "runs": timing["runs"], "outputs": results}
+    finally:
+        if emulate:
+            # leave the folder as gpu-prepare wrote it (it travels to the GPU machine: its size counts)
+            for f in ["constants.bin", "model-emulated"]:
+                if os.path.exists(os.path.join(d, f)):
+                    os.remove(os.path.join(d, f))
+            shutil.rmtree(os.path.join(d, "out"), ignore_errors=True)
+
+
+def time_torch(m, runs, with_compile):
+    """Median ms of torchvision's network (random weights) in eager mode and under torch.compile, CUDA events after warm-up."""
+    try:
+        import torch
+        import torchvision
+    except ImportError as e:
+        return {"error": f"torch not importable ({e})"}
+    if not torch.cuda.is_available():
+        return {"error": "torch sees no GPU"}
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    net = getattr(torchvision.models, m["torchvision"])(weights=None).cuda().eval()
+    x = torch.randn(*m["inputs"][0]["shape"], device="cuda")
+
+    def timed(f):
+        with torch.no_grad():
+            for _ in range(10):
+                f(x)
+            torch.cuda.synchronize()
+            ms = []
+            for _ in range(runs):
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record()
+                f(x)
+                b.record()
+                b.synchronize()
+                ms.append(a.elapsed_time(b))
+        return statistics.median(ms)
+
+    out = {"torch": torch.__version__, "eager_ms": timed(net)}
+    if with_compile:
+        try:
+            t0 = time.time()
+            compiled = torch.compile(net)
+            with torch.no_grad():
+                compiled(x)
+            out["compile_s"] = time.time() - t0
+            out["compiled_ms"] = timed(compiled)
+        except Exception as e:  # a torch.compile that fails here is reported, not the end of the check
+            out["compile_error"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dir")
+    ap.add_argument("--runs", type=int, default=100)
+    ap.add_argument("--no-compile", action="store_true", help="skip torch.compile (it compiles for a minute or more per network)")
+    ap.add_argument("--emulate", action="store_true", help="build with the host compiler and run on the CPU (no GPU, no torch)")
+    ap.add_argument("--memcheck", action="store_true", help="also run each network once under compute-sanitizer's memcheck (out-of-bounds and misaligned accesses)")
+    a = ap.parse_args()
+    spec = json.load(open(os.path.join(a.dir, "models.json")))
+    name, arch = gpu()
+    if not a.emulate and name is None:
+        raise SystemExit("gpu-check: no GPU (nvidia-smi found none); --emulate checks the artifacts on the CPU")
+    arch = arch or spec["arch"]
+    lines = [f"gpu-check: {name or 'no GPU (emulated on the CPU)'}, {arch}; artifacts built for {spec['arch']} by gpu-prepare, seed {spec['seed']}"]
+    print(lines[0], flush=True)
+    rows = []
+    for m in spec["models"]:
+        try:
+            t = run_tessera(a.dir, m, a.runs, a.emulate, arch)
+            print(f"{m['model']}: built in {t['build_s']:.1f} s, median {t['median_ms']:.3f} ms over {t['runs']} runs; {json.dumps(t['outputs'])}", flush=True)
+        except (Exception, SystemExit) as e:  # one network's failure is reported; the others and torch still run
+            print(f"{m['model']}: FAILED: {e}", flush=True)
+            t = {"median_ms": None, "outputs": {"-": {"error": f"failed: {e}"}}}
+        if a.memcheck and not a.emulate and t["median_ms"] is not None:
+            out, _ = sh(["compute-sanitizer", "--tool", "memcheck", "./model", "--runs", "1", "--warmup", "0"] + [x for i in m["inputs"] for x in ("--input", f"{i['name']}={i['file']}")], cwd=os.path.join(a.dir, m["dir"]), timeout=600)
+            print(f"{m['model']}: compute-sanitizer memcheck: {out.strip().splitlines()[-1] if out.strip() else 'no output'}", flush=True)
+        p = {} if a.emulate else time_torch(m, a.runs, not a.no_compile)
+        if p:
+            print(f"{m['model']}: torch {json.dumps(p)}", flush=True)
+        rows.append((m, t, p))
+    peak = next((v for k, v in FP32_PEAK_TFLOPS.items() if name and k in name), None)
+    head = ["model", "max abs err", "max rel err", "top-5", "outputs close", "tessera ms", "eager ms", "compile ms", "tessera/eager", "tessera/compile", "tessera % fp32 peak"]
+    table = []
+    for m, t, p in rows:
+        o = list(t["outputs"].values())[0]
+        eager, comp = p.get("eager_ms"), p.get("compiled_ms")
+        frac = f"{100 * m['flops'] / (t['median_ms'] * 1e-3) / (peak * 1e12):.2f}" if peak and not a.emulate and t['median_ms'] else "-"
+        f = lambda x, d=3: "-" if x is None else f"{x:.{d}f}"
+        ms = t["median_ms"]
+        table.append([m["model"], f"{o.get('max_abs', float('nan')):.3g}", f"{o.get('max_rel', float('nan')):.3g}", o.get("top5", o.get("error", "?")), str(all(r.get("close", False) for r in t["outputs"].values())), f(ms), f(eager), f(comp), f(ms / eager if eager and ms else None, 2), f(ms / comp if comp and ms else None, 2), frac if ms else "-"])
+    widths = [max(len(r[k]) for r in [head] + table) for k in range(len(head))]
+    fmt = lambda r: " | ".join(x.ljust(w) for x, w in zip(r, widths))
+    lines += ["", fmt(head), "-+-".join("-" * w for w in widths)] + [fmt(r) for r in table]
+    if peak:
+        lines.append(f"(fp32 peak {peak} TFLOP/s without tensor cores; median over {a.runs} runs after 10 warm-up runs, CUDA events, inputs on the device; torch: TF32 off)")
+    print("\n".join(lines[1:]))
+    with open(os.path.join(a.dir, "report.txt"), "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+    bad = [m["model"] for m, t, _ in rows if not all(r.get("close", False) for r in t["outputs"].values())]
+    if bad:
+        raise SystemExit(f"gpu-check: outputs differ from onnxruntime's for {', '.join(bad)}")
+
+
+if __name__ == "__main__":
+    main()

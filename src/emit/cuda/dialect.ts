@@ -1,0 +1,150 @@
+// The cuda dialect of the C-family walker (../c-family): what the cuda target renders for each TIR
+// construct of one launch (launch.ts). Lowering to CUDA C:
+// - one `extern "C" __global__ void __launch_bounds__(threads) name(const T* __restrict__ b0, …)`
+//   per launch, params typed by their storage type as the c target's (../c/expr.ts), never-stored
+//   params `const`, `__restrict__` unless an in-place kernel passes one block as two params;
+// - loop variables and integer lets are `int` where every integer the launch computes fits 32 bits
+//   (index-width.ts), else `int64_t` as the c target's;
+// - a blockIdx / threadIdx loop is its index, `const int v = (int)blockIdx.x;`, under a
+//   guard `if (v < extent)` where the loop is narrower than the launch's grid or block;
+// - serial, parallel and vectorized loops are C's `for` (parallel: a GPU thread runs it serially;
+//   vectorized: `#pragma unroll`, nvcc vectorizes the accesses it can prove aligned); unrolled loops
+//   carry `#pragma unroll`;
+// - an allocation inside a threadIdx loop is the thread's own array (registers, or local memory when
+//   indexed at run time); outside every threadIdx loop, in a launch of several threads, it is the
+//   block's `__shared__` array (as the evaluator gives one buffer to the block's threads);
+// - barriers are `__syncthreads();` (verify.ts checks that they sit under block-uniform control);
+// - a loop reducing into one float element keeps the element in a register and stores it once;
+// - expressions are the c target's (../c/expr.ts), their `tessera_*` helpers the prelude's,
+//   compiled for the device.
+import { storageBytes } from "../../ast/graph/dtype.js"
+import { add, c, mul, type Expr } from "../../ast/te/expr.js"
+import { intervalOf } from "../../ast/te/simplify.js"
+import type { PrimFunc } from "../../ast/tir/tir.js"
+import { rowMajor, storageElements } from "../../ast/tir/analysis.js"
+import type { Block, CDialect, ForStmt, ReduceLoop, Walk } from "../c-family/dialect.js"
+import { commentSafe } from "../c-family/names.js"
+import { castC, cStorage, C_EXPR, C_VALUE, valueClass } from "../c/expr.js"
+import type { Launch } from "./launch.js"
+
+/** What the cuda target does with each TIR construct (the dialect below implements exactly this). */
+export const CUDA_CAPABILITIES = {
+  thread: "blockIdx / threadIdx index, guarded where narrower than the launch",
+  vthread: "none left (lowering.InjectVirtualThread)",
+  parallel: "serial loop in its thread",
+  vectorized: "#pragma unroll loop",
+  unrolled: "#pragma unroll loop",
+  barrier: "__syncthreads()",
+  intrinsic: "none (lowering.LowerIntrinsics)",
+  allocate: "per-thread array inside threadIdx loops; __shared__ array of the block outside them",
+} as const
+
+export interface CudaDialectOptions {
+  /** Params are declared `__restrict__` (they never overlap). */
+  readonly restrict: boolean
+  /** The type of loop variables and integer lets: `int` where the launch's integers fit 32 bits (index-width.ts), else `int64_t`. */
+  readonly index: "int" | "int64_t"
+}
+
+/** The comment before a kernel: its name and params' tensors, outputs marked. */
+export const describeCuda = (f: PrimFunc, stored: ReadonlySet<string>): string =>
+  `/* ${commentSafe(f.name)}: ${f.params.map((p) => `${commentSafe(p.name)} ${p.dtype}[${(p.view?.shape ?? p.shape).join("x")}]${stored.has(p.name) ? " out" : ""}`).join(", ")} */`
+
+/** A launch's declaration (`name` its symbol), params under their generated names. */
+export const declareCuda = (name: string, threads: number, f: PrimFunc, params: readonly string[], stored: ReadonlySet<string>, restrict: boolean): string =>
+  `extern "C" __global__ void __launch_bounds__(${threads}) ${name}(${f.params.map((p, k) => `${stored.has(p.name) ? "" : "const "}${cStorage(p.dtype)}*${restrict ? " __restrict__" : ""} ${params[k]}`).join(", ")})`
+
+const flatIndex = (w: Walk, source: string, indices: readonly Expr[]): string => {
+  const b = w.buffer(source)
+  if (!b) return w.fail(`access to the unknown buffer ${commentSafe(source)}`)
+  if (indices.length === 1) return w.expr(indices[0])
+  if (indices.length !== b.shape.length) return w.fail(`buffer ${commentSafe(source)} of rank ${b.shape.length} accessed with ${indices.length} indices`)
+  const st = b.strides ?? rowMajor(b.shape)
+  return w.expr(indices.reduce<Expr>((acc, x, k) => add(acc, mul(x, c(st[k]))), c(0)))
+}
+
+const inThreadLoop = (w: Walk): boolean => w.loops.some((l) => l.forKind === "thread" && l.thread?.startsWith("threadIdx") === true)
+
+/** The cuda dialect for one launch (its grid and block decide the guards and the shared arrays). */
+export const cudaDialect = (launch: Launch, options: CudaDialectOptions): CDialect => {
+  const threads = launch.block[0] * launch.block[1] * launch.block[2]
+  const serialLoop = (s: ForStmt, w: Walk, pragma?: string): string[] => {
+    const v = w.variable(s.var.name)
+    const lo = s.min.kind === "const" ? s.min.value : undefined
+    const n = s.extent.kind === "const" ? s.extent.value : undefined
+    const end = lo === 0 ? w.expr(s.extent) : lo !== undefined && n !== undefined ? String(lo + n) : `${w.expr(s.min)} + ${w.expr(s.extent)}`
+    return [...(pragma ? [pragma] : []), `for (${options.index} ${v} = ${w.expr(s.min)}; ${v} < ${end}; ++${v}) {`]
+  }
+  const loop = (s: ForStmt, w: Walk): Block => {
+    const open: string[] = []
+    for (const [k, val] of s.pragmas ?? []) if (k !== "auto_unroll_max_step") open.push(`/* pragma ${commentSafe(k)} = ${commentSafe(val)} */`)
+    switch (s.forKind) {
+      case "thread": {
+        const tag = s.thread ?? ""
+        const m = /^(blockIdx|threadIdx)\.([xyz])$/.exec(tag)
+        if (!m) return w.fail(`a thread loop bound to ${commentSafe(tag)}`)
+        if (s.min.kind !== "const" || s.min.value !== 0 || s.extent.kind !== "const") return w.fail(`the ${tag} loop does not run over [0, constant)`)
+        const dim = (m[1] === "blockIdx" ? launch.grid : launch.block)["xyz".indexOf(m[2])]
+        const v = w.variable(s.var.name)
+        const guard = s.extent.value < dim ? ` if (${v} < ${s.extent.value}) {` : ""
+        return { open: [...open, `{ const ${options.index} ${v} = (${options.index})${tag};${guard}`], close: [guard ? "} }" : "}"] }
+      }
+      case "vthread":
+        return w.fail("a vthread loop reached emission: lowering.InjectVirtualThread runs first")
+      case "unrolled":
+      case "vectorized":
+        return { open: [...open, ...serialLoop(s, w, "#pragma unroll")], close: ["}"] }
+      case "serial": {
+        const n = s.extent.kind === "const" ? s.extent.value : undefined
+        const auto = (s.pragmas ?? []).some(([k, val]) => k === "auto_unroll_max_step" && n !== undefined && n <= Number(val))
+        return { open: [...open, ...serialLoop(s, w, auto ? "#pragma unroll" : undefined)], close: ["}"] }
+      }
+      case "parallel":
+        return { open: [...open, `/* parallel: serial in its thread */`, ...serialLoop(s, w)], close: ["}"] }
+    }
+  }
+  /** A float sum, max or min into one element: the element in a register, stored once. */
+  const reduceLoop = (s: ForStmt, r: ReduceLoop, w: Walk): string[] | undefined => {
+    const b = w.buffer(r.store.buffer)
+    if (!b || (b.dtype !== "float32" && b.dtype !== "float64") || r.term.dtype !== b.dtype) return undefined
+    const cls = valueClass(b.dtype)
+    const type = C_VALUE[cls]
+    const acc = w.variable(`${s.var.name}#acc`)
+    const target = w.access(r.store.buffer, r.store.indices)
+    const header = loop({ ...s, forKind: s.forKind === "unrolled" ? "unrolled" : "serial" }, w)
+    const step = r.op === "add" ? `${acc} + ${w.expr(r.term)}` : `tessera_${r.op}${cls === "f32" ? "f" : "d"}(${acc}, ${w.expr(r.term)})`
+    return ["{", `  ${type} ${acc} = ${target};`, ...header.open.map((l) => `  ${l}`), `    ${acc} = ${step};`, "  }", `  ${target} = ${acc};`, "}"]
+  }
+  return {
+    target: "cuda",
+    prelude: "",
+    signature: (f, name, params, stored) => [describeCuda(f, stored), `${declareCuda(name, threads, f, params, stored, options.restrict)} {`],
+    expr: C_EXPR,
+    access: (source, indices, w) => `${w.buf(source)}[${flatIndex(w, source, indices)}]`,
+    loop,
+    reduceLoop,
+    allocate: (s, w) => {
+      const b = s.buffer
+      const n = storageElements(b)
+      const shared = threads > 1 && !inThreadLoop(w)
+      const note = `/* ${commentSafe(b.name)} ${b.dtype}[${b.shape.join("x")}] @${commentSafe(b.scope)}: ${n * storageBytes(b.dtype)} bytes ${shared ? "of the block" : "of the thread"} */`
+      return { open: ["{", `  ${shared ? "__shared__ __align__(16) " : "__align__(16) "}${cStorage(b.dtype)} ${w.buf(b.name)}[${n}]; ${note}`], close: ["}"] }
+    },
+    let: (s, w) => {
+      const cls = valueClass(s.var.dtype)
+      const open = ["{", `  const ${cls === "int" ? options.index : C_VALUE[cls]} ${w.variable(s.var.name)} = ${w.expr(s.value)};`]
+      const iv = cls === "int" ? intervalOf(s.value, w.bounds) : undefined
+      return { open, close: ["}"], ...(iv && Number.isFinite(iv.min) && Number.isFinite(iv.max) ? { bound: iv } : {}) }
+    },
+    leaf: {
+      store: (s, w) => {
+        const b = w.buffer(s.buffer)
+        if (!b) return w.fail(`store to the unknown buffer ${commentSafe(s.buffer)}`)
+        return [`${w.access(s.buffer, s.indices)} = ${castC(b.dtype, s.value.dtype, w.expr(s.value))};`]
+      },
+      evaluate: (s, w) => [`(void)(${w.expr(s.value)});`],
+      barrier: () => ["__syncthreads();"],
+      intrinsic: (s, w) => w.fail(`intrinsic ${commentSafe(s.intrin.name)} needs lowering.LowerIntrinsics before the cuda emitter`),
+    },
+  }
+}
