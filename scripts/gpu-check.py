@@ -52,7 +52,7 @@ def compare(out, ref):
     return {"max_abs": float(diff.max()), "max_rel": float(rel.max()), "top5": f"{sum(top)}/{len(top)}", "close": close}
 
 
-def run_tessera(root, m, runs, emulate, arch):
+def run_tessera(root, m, runs, emulate, arch, profile=0):
     d = os.path.join(root, m["dir"])
     weights = os.path.join(d, "constants.bin")
     if not os.path.exists(weights):
@@ -71,10 +71,13 @@ def run_tessera(root, m, runs, emulate, arch):
             exe, warmup = "./model", 10
         os.makedirs(os.path.join(d, "out"), exist_ok=True)
         cmd = [exe, "--out", "out", "--runs", str(runs), "--warmup", str(warmup)] + [a for i in m["inputs"] for a in ("--input", f"{i['name']}={i['file']}")]
+        if profile:
+            cmd += ["--profile", str(profile)]
         stdout, _ = sh(cmd, cwd=d, timeout=600)
         timing = json.loads(stdout.strip().splitlines()[-1])
         results = {o["name"]: compare(np.load(os.path.join(d, "out", o["file"])), np.load(os.path.join(d, o["reference"]))) for o in m["outputs"]}
-        return {"build_s": build_s, "median_ms": timing["median_ms"], "runs": timing["runs"], "outputs": results}
+        launches = json.load(open(os.path.join(d, "out", "profile.json")))["launches"] if profile else []
+        return {"build_s": build_s, "median_ms": timing["median_ms"], "runs": timing["runs"], "outputs": results, "launches": launches}
     finally:
         if emulate:
             # leave the folder as gpu-prepare wrote it (it travels to the GPU machine: its size counts)
@@ -133,6 +136,7 @@ def main():
     ap.add_argument("--runs", type=int, default=100)
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile (it compiles for a minute or more per network)")
     ap.add_argument("--emulate", action="store_true", help="build with the host compiler and run on the CPU (no GPU, no torch)")
+    ap.add_argument("--profile", type=int, default=20, help="time each launch alone over this many runs (0: not); the slowest are listed, all go to DIR/<model>-profile.json")
     ap.add_argument("--memcheck", action="store_true", help="also run each network once under compute-sanitizer's memcheck (out-of-bounds and misaligned accesses)")
     a = ap.parse_args()
     spec = json.load(open(os.path.join(a.dir, "models.json")))
@@ -145,8 +149,15 @@ def main():
     rows = []
     for m in spec["models"]:
         try:
-            t = run_tessera(a.dir, m, a.runs, a.emulate, arch)
+            t = run_tessera(a.dir, m, a.runs, a.emulate, arch, 0 if a.emulate else a.profile)
             print(f"{m['model']}: built in {t['build_s']:.1f} s, median {t['median_ms']:.3f} ms over {t['runs']} runs; {json.dumps(t['outputs'])}", flush=True)
+            if t["launches"]:
+                with open(os.path.join(a.dir, f"{m['model']}-profile.json"), "w") as fh:
+                    json.dump(t["launches"], fh, indent=1)
+                total = sum(l["median_ms"] for l in t["launches"])
+                print(f"{m['model']}: {len(t['launches'])} launches, {total:.3f} ms timed alone; the slowest:", flush=True)
+                for l in sorted(t["launches"], key=lambda l: -l["median_ms"])[:8]:
+                    print(f"  {l['median_ms']:.4f} ms  {l['name']}", flush=True)
         except (Exception, SystemExit) as e:  # one network's failure is reported; the others and torch still run
             print(f"{m['model']}: FAILED: {e}", flush=True)
             t = {"median_ms": None, "outputs": {"-": {"error": f"failed: {e}"}}}

@@ -142,6 +142,7 @@ export const launcherSource = (program: Program, emitted: CudaEmitted, plan: Are
   const byName = new Map(emitted.kernels.map((k) => [k.name, k] as const))
   const nodes = new Map(graph.nodes.map((n) => [n.name, n] as const))
   const calls: string[] = []
+  const launchNames: string[] = []
   for (const k of program.kernels) {
     if (k.kind === "fallback")
       fail(`group ${k.group} has no GPU kernel: ${k.nodes.map((n) => `${n.op} ${commentSafe(n.name)}`).join(", ")} would run on the host (${k.reason}); the cuda runner has no host kernels`, k.name)
@@ -164,8 +165,10 @@ export const launcherSource = (program: Program, emitted: CudaEmitted, plan: Are
       return `(${cStorage(b.dtype)}*)(arena + ${at})`
     })
     calls.push(`  /* ${k.name}: group ${k.group} (${commentSafe((group?.ops ?? []).join("+"))}) */`)
-    for (const l of ek.launches)
-      calls.push(`  ${l.barriers ? "TESSERA_LAUNCH_SYNC" : "TESSERA_LAUNCH"}(${l.symbol}, dim3(${l.grid.join(", ")}), dim3(${l.block.join(", ")}), stream, ${[...args, ...ws].join(", ")});`)
+    for (const l of ek.launches) {
+      calls.push(`  ${l.barriers ? "TESSERA_LAUNCH_SYNC" : "TESSERA_LAUNCH"}(${l.symbol}, dim3(${l.grid.join(", ")}), dim3(${l.block.join(", ")}), stream, ${[...args, ...ws].join(", ")}); TESSERA_MARK(stream);`)
+      launchNames.push(`${k.name} ${l.symbol} ${(group?.ops ?? []).join("+")} grid ${l.grid.join("x")} block ${l.block.join("x")}`)
+    }
   }
   const table = (name: string, ts: readonly TensorIo[]) => [
     `const tessera_tensor ${name}[] = {`,
@@ -183,6 +186,15 @@ export const launcherSource = (program: Program, emitted: CudaEmitted, plan: Are
     `const size_t tessera_constants_bytes = ${plan.constantsBytes};`,
     ...table("tessera_inputs", plan.inputs),
     ...table("tessera_outputs", plan.outputs),
+    "",
+    "/* each launch's name, for ./model --profile (an event is recorded after each launch while tessera_profile_events is set) */",
+    "const char* const tessera_launch_names[] = {",
+    ...launchNames.map((n) => `  ${cString(n)},`),
+    ...(launchNames.length ? [] : ["  0,"]),
+    "};",
+    `const int tessera_launch_count = ${launchNames.length};`,
+    "cudaEvent_t* tessera_profile_events = 0;",
+    "int tessera_profile_next = 0;",
     "",
     "/* every kernel of the model, in order, on `stream`; the arena holds the constants, inputs and outputs */",
     "cudaError_t tessera_model_launch(char* arena, cudaStream_t stream) {",
@@ -231,5 +243,12 @@ extern const int tessera_outputs_count;
 
 /* every kernel of the model, in order, on stream; returns the launch error, if any */
 cudaError_t tessera_model_launch(char* arena, cudaStream_t stream);
+
+/* per-launch timing (./model --profile N): while tessera_profile_events is set, an event is recorded after every launch */
+extern const char* const tessera_launch_names[];
+extern const int tessera_launch_count;
+extern cudaEvent_t* tessera_profile_events;
+extern int tessera_profile_next;
+#define TESSERA_MARK(s) do { if (tessera_profile_events) cudaEventRecord(tessera_profile_events[tessera_profile_next++], (s)); } while (0)
 #endif
 `
