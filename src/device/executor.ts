@@ -12,6 +12,7 @@ import { kernelError, newRunLimits, resolveNode, roundNarrow, subgraphRunner } f
 import type { Graph } from "../ast/graph/graph.js"
 import { sizeOf, type Tensor } from "../ast/graph/tensor.js"
 import { NodeError } from "../ast/graph/errors.js"
+import { runKernel } from "../ast/graph/ops/exact-int64.js"
 import { indexChecks, type IndexCheck } from "../lowering/index-checks.js"
 import type { Program } from "../lowering/program.js"
 import type { DeviceBuffer, DeviceModule } from "./device.js"
@@ -106,6 +107,10 @@ export const createExecutor = (program: Program, mod: DeviceModule): Executor =>
     if (checks.length) checksOf.set(k.name, checks)
   }
 
+  const groupNodes = new Map(
+    program.kernels.map((k) => [k.name, k.kind === "fallback" ? k.nodes : (program.fused.groups.find((g) => g.id === k.group)?.nodes ?? []).map((name) => nodeByName.get(name)!)] as const),
+  )
+
   const run = (feeds: ReadonlyMap<string, Tensor>, into?: ReadonlyMap<string, TypedArray>, interrupt?: Interrupt): Map<string, Tensor> => {
     const limits = newRunLimits(interrupt)
     for (const [name, a] of into ?? []) {
@@ -155,9 +160,38 @@ export const createExecutor = (program: Program, mod: DeviceModule): Executor =>
       host.set(v, t)
       return t
     }
+    /** A group's nodes through their reference kernels on the host. */
+    const runOnHost = (nodes: readonly Graph["nodes"][number][]): void => {
+      for (const n of nodes) {
+        const { def, attrs } = resolveNode(n)
+        const ins = n.inputs.map((v) => (v === "" ? undefined : onHost(v, `node '${n.name}'`)))
+        let outs: readonly Tensor[]
+        try {
+          outs = runKernel(n.op, def, { node: n.name, attrs, opset: graph.opset, inputs: ins, outputs: n.outputs.length, runSubgraph: subgraphRunner({ get: (name) => host.get(name) ?? (device.has(name) ? onHost(name, `node '${n.name}'`) : undefined) }, limits) }, n.domain)
+        } catch (e) {
+          // the interpreter's typed errors, as runGraph gives them (a Loop past its limit: NodeError)
+          throw e instanceof ExecutorError ? e : kernelError(n, e)
+        }
+        n.outputs.forEach((o, j) => {
+          if (o === "" || !outs[j]) return
+          const aliased = ins.some((i) => i?.data === outs[j].data)
+          const out = aliased && (outs[j].dtype === "float16" || outs[j].dtype === "bfloat16") ? { ...outs[j], data: outs[j].data.slice() } : outs[j]
+          roundNarrow(out)
+          host.set(o, out)
+          device.delete(o)
+        })
+      }
+    }
     for (const k of program.kernels) {
       checkInterrupt(interrupt, () => `kernel ${k.name}`)
       if (k.kind === "compiled") {
+        // an int64 argument holding a value that is not a double (which the device's double
+        // storage would round): the group runs exactly on the reference kernels instead
+        if (k.args.some((a) => host.get(a)?.exact !== undefined)) {
+          runOnHost(groupNodes.get(k.name)!)
+          for (const o of k.outputs) device.delete(o)
+          continue
+        }
         const args = k.args.map(onDevice)
         // every index from data in range before the kernel reads by it: the reference kernel's error otherwise
         for (const c of checksOf.get(k.name) ?? []) {
@@ -172,26 +206,7 @@ export const createExecutor = (program: Program, mod: DeviceModule): Executor =>
         for (const o of k.outputs) host.delete(o)
         continue
       }
-      // fallback: the group's nodes through their reference kernels on the host
-      for (const n of k.nodes) {
-        const { def, attrs } = resolveNode(n)
-        const ins = n.inputs.map((v) => (v === "" ? undefined : onHost(v, `node '${n.name}'`)))
-        let outs: readonly Tensor[]
-        try {
-          outs = def.kernel({ node: n.name, attrs, opset: graph.opset, inputs: ins, outputs: n.outputs.length, runSubgraph: subgraphRunner({ get: (name) => host.get(name) ?? (device.has(name) ? onHost(name, `node '${n.name}'`) : undefined) }, limits) })
-        } catch (e) {
-          // the interpreter's typed errors, as runGraph gives them (a Loop past its limit: NodeError)
-          throw e instanceof ExecutorError ? e : kernelError(n, e)
-        }
-        n.outputs.forEach((o, j) => {
-          if (o === "" || !outs[j]) return
-          const aliased = ins.some((i) => i?.data === outs[j].data)
-          const out = aliased && (outs[j].dtype === "float16" || outs[j].dtype === "bfloat16") ? { ...outs[j], data: outs[j].data.slice() } : outs[j]
-          roundNarrow(out)
-          host.set(o, out)
-          device.delete(o)
-        })
-      }
+      runOnHost(k.nodes)
     }
     return new Map(
       graph.outputs.map((o) => {

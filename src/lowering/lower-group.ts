@@ -95,6 +95,15 @@ export const buildGroupTE = (fused: FusedGraph, group: FusedGroup): GroupTE => {
     for (const o of n.outputs)
       if (o !== "" && (graph.valueTypes.get(o)?.dtype === "float16" || graph.valueTypes.get(o)?.dtype === "bfloat16"))
         throw new NoComputeError({ reason: `${n.op} computes in ${graph.valueTypes.get(o)!.dtype} (rounded after every op; not fused)` })
+  // int64 / uint64 values compute in double on every target (their storage is a double): exact
+  // only to 2^53, so a group that computes them keeps the reference kernels, which are exact
+  // (ops/exact-int64.ts); a group that only reads them (indices, a Cast to float) compiles, and
+  // the executor runs it on the reference kernels should an argument hold a value past 2^53
+  for (const n of nodes)
+    for (const o of n.outputs) {
+      const d = o === "" ? undefined : graph.valueTypes.get(o)?.dtype
+      if (d === "int64" || d === "uint64") throw new NoComputeError({ reason: `${n.op} computes ${d} (exact beyond 2^53 only on the reference kernels; not compiled)` })
+    }
   for (const v of [...group.inputs, ...group.outputs]) {
     const t = graph.valueTypes.get(v) ?? graph.initializers.get(v)
     if (t && t.shape.some((d) => d === 0)) throw new NoComputeError({ reason: `'${v}' is empty (a zero-size dim): nothing to compile` })

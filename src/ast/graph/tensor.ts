@@ -6,6 +6,11 @@ export interface Tensor {
   readonly dtype: DType
   readonly shape: readonly number[]
   readonly data: TypedArray
+  /**
+   * int64 / uint64 only, and only when some value is not a double: the exact values (`data` then
+   * holds the nearest doubles). See int64.ts.
+   */
+  readonly exact?: BigInt64Array | BigUint64Array
 }
 
 export const sizeOf = (shape: readonly number[]): number => {
@@ -47,7 +52,8 @@ export const scalar = (dtype: DType, value: number): Tensor => fromArray(dtype, 
 export const toNumbers = (t: Tensor): number[] => Array.from(t.data as ArrayLike<number>)
 
 /** A view with another shape over the same data (sizes must agree). */
-export const reshapeView = (t: Tensor, shape: readonly number[]): Tensor => tensor(t.dtype, shape, t.data)
+export const reshapeView = (t: Tensor, shape: readonly number[]): Tensor =>
+  t.exact ? { ...tensor(t.dtype, shape, t.data), exact: t.exact } : tensor(t.dtype, shape, t.data)
 
 /** NumPy broadcasting of two shapes; undefined when they do not broadcast. */
 export const broadcastShapes = (a: readonly number[], b: readonly number[]): number[] | undefined => {
