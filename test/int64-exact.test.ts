@@ -18,6 +18,7 @@ import { cpuAttrs, type TargetKind } from "../src/ast/target.js"
 import { backendOf } from "../src/backend/index.js"
 import type { Executor } from "../src/device/executor.js"
 import { parseNpy, serializeNpy } from "../src/device/npy.js"
+import { eliminateCommonSubexprSync } from "../src/rewrite/eliminate-common-subexpr.js"
 import { foldConstantsSync } from "../src/rewrite/fold-constants.js"
 import { compileGraph, loadProgram } from "../src/pipeline.js"
 
@@ -55,21 +56,30 @@ const CASES: Case[] = [
     want: [BigInt.asIntN(64, BIG[0] * 3n), BIG[1], BIG[2], -BIG[3]],
   },
   {
+    // every input a double (no exact values to send the group to the reference kernels at run
+    // time): the products are not, so the group that computes them must not be compiled in double
+    name: "Mul of doubles whose products are not",
+    graph: makeGraph({ opset: 13, inputs: [io("x", "int64", [3]), io("b", "int64", [3])], outputs: [io("y", "int64", [3])], nodes: [node("Mul", ["x", "b"], ["y"])] }),
+    feeds: new Map([["x", i64([3], [2n ** 53n - 1n, 3n ** 33n, 2n ** 31n + 1n])], ["b", i64([3], [3n, 3n, 2n ** 31n - 1n])]]),
+    want: [(2n ** 53n - 1n) * 3n, 3n ** 34n, 2n ** 62n - 1n],
+  },
+  {
     name: "Gather by an int64 index",
     graph: makeGraph({ opset: 13, inputs: [io("x", "int64", [4]), io("i", "int64", [3])], outputs: [io("y", "int64", [3])], nodes: [node("Gather", ["x", "i"], ["y"])] }),
     feeds: new Map([["x", x], ["i", i64([3], [3n, -4n, 1n])]]),
     want: [BIG[3], BIG[0], BIG[1]],
   },
   {
-    name: "Cast to float64 (nearest, ties to even) and float32 (one rounding)",
+    // 2^53 + 2^29 + 1 is nearer 2^53 + 2^30 than 2^53 in float32; through a double it ties to 2^53
+    name: "Cast to float32 (one rounding) and float64 (nearest, ties to even)",
     graph: makeGraph({
       opset: 13,
-      inputs: [io("x", "int64", [4])],
-      outputs: [io("y", "float64", [4]), io("z", "float32", [4])],
-      nodes: [node("Cast", ["x"], ["y"], { to: attr.int(11) }), node("Cast", ["x"], ["z"], { to: attr.int(1) })],
+      inputs: [io("x", "int64", [5])],
+      outputs: [io("z", "float32", [5]), io("y", "float64", [5])],
+      nodes: [node("Cast", ["x"], ["z"], { to: attr.int(1) }), node("Cast", ["x"], ["y"], { to: attr.int(11) })],
     }),
-    feeds: new Map([["x", x]]),
-    want: [2 ** 53, 2 ** 62, -(2 ** 63), 2 ** 63],
+    feeds: new Map([["x", i64([5], [...BIG, 2n ** 53n + 2n ** 29n + 1n])]]),
+    want: [2 ** 53, 2 ** 62, -(2 ** 63), 2 ** 63, 2 ** 53 + 2 ** 30],
   },
   {
     name: "Concat",
@@ -129,6 +139,19 @@ describe("int64 on the interpreter", () => {
     const [y] = runGraph(folded, new Map([["x", tensor("float32", [3, 5], new Float32Array(15))]]))
     expect(bytes(y)).toEqual([String(BigInt.asIntN(64, 5n * (2n ** 62n + 7n)))])
     expect(bytes(runGraph(g, new Map([["x", tensor("float32", [3, 5], new Float32Array(15))]]))[0])).toEqual(bytes(y))
+  })
+
+  it("common-subexpression elimination keeps 2^53 and 2^53 + 1 apart (their doubles are equal)", () => {
+    const g = makeGraph({
+      opset: 13,
+      inputs: [io("x", "int64", [1])],
+      outputs: [io("y", "int64", [1]), io("z", "int64", [1])],
+      nodes: [node("Add", ["x", "a"], ["y"]), node("Add", ["x", "b"], ["z"])],
+      initializers: new Map([["a", i64([1], [2n ** 53n])], ["b", i64([1], [2n ** 53n + 1n])]]),
+    })
+    const after = eliminateCommonSubexprSync(g)
+    const [y, z] = runGraph(after, new Map([["x", i64([1], [0n])]]))
+    expect([...bytes(y), ...bytes(z)]).toEqual(["9007199254740992", "9007199254740993"])
   })
 
   it(".npy and TensorProto round trips keep every int64 and uint64 value", () => {
