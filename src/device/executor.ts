@@ -6,12 +6,13 @@
 // kernels on the module's buffers, fallback groups through the reference kernels on the host (their
 // inputs read from the device, their outputs written back) — and reads the outputs back.
 import { Data } from "effect"
-import { allocate, storageBytes, type DType, type TypedArray } from "../ast/graph/dtype.js"
+import { allocate, storageBytes, type DeviceArray, type DType, type TypedArray } from "../ast/graph/dtype.js"
 import { checkInterrupt, type Interrupt } from "../ast/graph/errors.js"
 import { kernelError, newRunLimits, resolveNode, roundNarrow, subgraphRunner } from "../ast/graph/evaluate.js"
 import type { Graph } from "../ast/graph/graph.js"
 import { sizeOf, type Tensor } from "../ast/graph/tensor.js"
 import { NodeError } from "../ast/graph/errors.js"
+import { wideTensor } from "../ast/graph/int64.js"
 import { runKernel } from "../ast/graph/ops/exact-int64.js"
 import { indexChecks, type IndexCheck } from "../lowering/index-checks.js"
 import type { Program } from "../lowering/program.js"
@@ -52,6 +53,9 @@ interface Reserved {
   readonly shape: readonly number[]
 }
 
+/** What a device is handed for a tensor: an int64's exact values (a device of doubles converts them), else its storage. */
+const deviceData = (t: Tensor): DeviceArray => (t.exact instanceof BigInt64Array ? t.exact : t.data)
+
 export const createExecutor = (program: Program, mod: DeviceModule): Executor => {
   const { graph, memory } = program
   for (const k of program.kernels)
@@ -82,7 +86,7 @@ export const createExecutor = (program: Program, mod: DeviceModule): Executor =>
   const constants = new Map<string, Tensor>(graph.initializers)
   initializers.forEach(([name, t], j) => {
     const buffer = mod.view(blocks[sizes.length + j], t.dtype, t.data.length)
-    mod.write(buffer, t.data)
+    mod.write(buffer, deviceData(t))
     reserved.set(name, { buffer, dtype: t.dtype, shape: t.shape })
   })
   external.forEach((v, j) => {
@@ -144,7 +148,8 @@ export const createExecutor = (program: Program, mod: DeviceModule): Executor =>
       let b: DeviceBuffer
       if (h) {
         if (h.data.length !== sizeOf(r.shape)) throw new ExecutorError({ where: `value '${v}'`, reason: `has ${h.data.length} elements, its type says ${sizeOf(r.shape)}` })
-        b = inputs.has(v) || outputs.has(v) ? mod.input(r.buffer, h.data) : (mod.write(r.buffer, h.data), r.buffer)
+        const d = deviceData(h)
+        b = inputs.has(v) || outputs.has(v) ? mod.input(r.buffer, d) : (mod.write(r.buffer, d), r.buffer)
       } else b = outputs.has(v) ? mod.output(r.buffer, inPlace(v)) : r.buffer
       device.set(v, b)
       return b
@@ -156,7 +161,9 @@ export const createExecutor = (program: Program, mod: DeviceModule): Executor =>
       const b = device.get(v)
       const r = reserved.get(v)
       if (!b || !r) throw new ExecutorError({ where, reason: `input '${v}' is not computed` })
-      const t = { dtype: r.dtype, shape: r.shape, data: mod.read(b) }
+      const data = mod.read(b)
+      // (an int64_t buffer: its values copied, exactly — the buffer is written again later)
+      const t: Tensor = data instanceof BigInt64Array ? wideTensor("int64", r.shape, data.slice()) : { dtype: r.dtype, shape: r.shape, data }
       host.set(v, t)
       return t
     }
@@ -185,9 +192,9 @@ export const createExecutor = (program: Program, mod: DeviceModule): Executor =>
     for (const k of program.kernels) {
       checkInterrupt(interrupt, () => `kernel ${k.name}`)
       if (k.kind === "compiled") {
-        // an int64 argument holding a value that is not a double (which the device's double
-        // storage would round): the group runs exactly on the reference kernels instead
-        if (k.args.some((a) => host.get(a)?.exact !== undefined)) {
+        // an int64 argument holding a value that is not a double, on a device whose int64 buffers
+        // are doubles (js, wasm), which would round it: the group runs exactly on the reference kernels instead
+        if (k.args.some((a) => { const e = host.get(a)?.exact; return e !== undefined && !(mod.exactInt64 && e instanceof BigInt64Array) })) {
           runOnHost(groupNodes.get(k.name)!)
           for (const o of k.outputs) device.delete(o)
           continue

@@ -81,7 +81,7 @@ export interface GroupTE {
 }
 
 /** Builds the TE program of a group (throws NoComputeError when an op has no compute, IllFormedComputeError when one is built wrong). */
-export const buildGroupTE = (fused: FusedGraph, group: FusedGroup): GroupTE => {
+export const buildGroupTE = (fused: FusedGraph, group: FusedGroup, exactInt64 = false): GroupTE => {
   const { graph } = fused
   const nodes = group.nodes.map((n) => graph.nodes.find((m) => m.name === n)!)
   const typeOf = (v: string): ValueType => {
@@ -95,14 +95,16 @@ export const buildGroupTE = (fused: FusedGraph, group: FusedGroup): GroupTE => {
     for (const o of n.outputs)
       if (o !== "" && (graph.valueTypes.get(o)?.dtype === "float16" || graph.valueTypes.get(o)?.dtype === "bfloat16"))
         throw new NoComputeError({ reason: `${n.op} computes in ${graph.valueTypes.get(o)!.dtype} (rounded after every op; not fused)` })
-  // int64 / uint64 values compute in double on every target (their storage is a double): exact
-  // only to 2^53, so a group that computes them keeps the reference kernels, which are exact
-  // (ops/exact-int64.ts); a group that only reads them (indices, a Cast to float) compiles, and
-  // the executor runs it on the reference kernels should an argument hold a value past 2^53
+  // int64 computes in int64_t on a target whose code does (`exactInt64`: c); elsewhere (js, wasm)
+  // int64 and uint64 compute in double, exact only to 2^53, so a group that computes them keeps
+  // the reference kernels, which are exact (ops/exact-int64.ts). A group that only reads them
+  // (indices, a Cast to float) compiles, and the executor runs it on the reference kernels should
+  // an argument hold a value past 2^53 that the device's storage would round.
   for (const n of nodes)
     for (const o of n.outputs) {
       const d = o === "" ? undefined : graph.valueTypes.get(o)?.dtype
-      if (d === "int64" || d === "uint64") throw new NoComputeError({ reason: `${n.op} computes ${d} (exact beyond 2^53 only on the reference kernels; not compiled)` })
+      if (d === "uint64" || (d === "int64" && !exactInt64))
+        throw new NoComputeError({ reason: `${n.op} computes ${d} (exact beyond 2^53 only on the reference kernels${d === "int64" ? " and the c target" : ""}; not compiled)` })
     }
   for (const v of [...group.inputs, ...group.outputs]) {
     const t = graph.valueTypes.get(v) ?? graph.initializers.get(v)
@@ -216,11 +218,12 @@ export const lowerGroup = (
   memo?: Map<string, PrimFunc>,
   tir: TirPass<unknown> = cpuTirPipeline(),
   config?: Partial<PassConfigShape>,
+  exactInt64 = false,
 ): GroupKernel => {
   const name = `k${group.id}`
   const nodes = group.nodes.map((n) => nodesByName(fused.graph).get(n)!)
   try {
-    const te = buildGroupTE(fused, group)
+    const te = buildGroupTE(fused, group, exactInt64)
     return lowerGroupSchedule(te, group, schedule(te.outputs, baseSchedule(te.outputs), group), memo, tir, config)
   } catch (e) {
     if (isGroupFallbackError(e))
@@ -234,13 +237,20 @@ export const lowerGroup = (
  * TIR pipeline run under `config` — inside compilation the caller's PassConfig, so that its opt
  * level, disabled passes and instruments reach the TIR passes.
  */
-export const lowerGroups = (fused: FusedGraph, schedule?: ScheduleFn, tir: TirPass<unknown> = cpuTirPipeline(), config?: Partial<PassConfigShape>): GroupKernel[] => {
+export const lowerGroups = (
+  fused: FusedGraph,
+  schedule?: ScheduleFn,
+  tir: TirPass<unknown> = cpuTirPipeline(),
+  config?: Partial<PassConfigShape>,
+  /** Whether the target computes int64 in int64 (its Codegen's `exactInt64`). */
+  exactInt64 = false,
+): GroupKernel[] => {
   const memo = new Map<string, PrimFunc>()
   return fused.groups.map((g) => {
     // (a stop request is seen between groups: InterruptedError, thrown for the caller to fail with)
     const stop = interruptedAt(config?.interrupt, `lowering group ${g.id} (${g.ops.slice(0, 3).join("+")}${g.ops.length > 3 ? "+…" : ""})`)
     if (stop) throw stop
-    return lowerGroup(fused, g, schedule, memo, tir, config)
+    return lowerGroup(fused, g, schedule, memo, tir, config, exactInt64)
   })
 }
 
