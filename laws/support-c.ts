@@ -3,10 +3,9 @@
 // components; a list of PrimFuncs), and calling a built kernel on named tensors.
 import { Effect } from "effect"
 import { allocate, type DeviceArray } from "../src/ast/graph/dtype.js"
-import { exactValues, wideTensor } from "../src/ast/graph/int64.js"
 import type { GraphCase } from "../src/ast/graph/arbitrary.js"
 import { makeGraph, type AttrValue, type Graph } from "../src/ast/graph/graph.js"
-import { sizeOf, stridesOf, tensor, type Tensor } from "../src/ast/graph/tensor.js"
+import { exactValues, sizeOf, stridesOf, tensor, wideTensor, type Tensor } from "../src/ast/graph/tensor.js"
 import { paramsOf, storageElements } from "../src/ast/tir/analysis.js"
 import type { Buffer, PrimFunc } from "../src/ast/tir/tir.js"
 import { buildC, compilerAvailable } from "../src/device/c/build.js"

@@ -15,8 +15,8 @@ import {
   type DType,
   type TypedArray,
 } from "../ast/graph/dtype.js"
-import type { Tensor } from "../ast/graph/tensor.js"
-import { allocateBig, exactValues, isWide, wideTensor } from "../ast/graph/int64.js"
+import { exactValues, wideTensor, type Tensor } from "../ast/graph/tensor.js"
+import { allocateBig, isWide } from "../ast/graph/int64.js"
 
 /** Bytes that are not a .npy array we can read (or a tensor we cannot write as one). */
 export class NpyError extends Data.TaggedError("NpyError")<{

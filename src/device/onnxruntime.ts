@@ -3,8 +3,7 @@
 // latency after a warm-up. Used beside Tessera's own targets by `tessera bench` and `tessera demo`.
 import { Effect } from "effect"
 import type { TypedArray } from "../ast/graph/dtype.js"
-import { exactValues } from "../ast/graph/int64.js"
-import type { Tensor } from "../ast/graph/tensor.js"
+import { exactValues, type Tensor } from "../ast/graph/tensor.js"
 
 type Ort = typeof import("onnxruntime-node")
 

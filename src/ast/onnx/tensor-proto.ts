@@ -16,9 +16,9 @@ import {
   ONNX_DTYPE_NAME,
   type DType,
 } from "../graph/dtype.js"
-import { allocateBig, exactValues, isWide, wideTensor, wrapWide } from "../graph/int64.js"
+import { allocateBig, isWide, wrapWide } from "../graph/int64.js"
 import { LIMITS } from "../graph/limits.js"
-import type { Tensor } from "../graph/tensor.js"
+import { exactValues, wideTensor, type Tensor } from "../graph/tensor.js"
 import { DecodeError, UnsupportedModelError } from "./errors.js"
 
 /** Reads `length` bytes (or to the end) at `offset` of an external data file named by `location`. */

@@ -12,10 +12,10 @@
 //   and the value) when an input holds a value that is not a double, and when an int64 output
 //   reaches 2^53, where the double it computed may have been rounded.
 // Float paths pay one dtype test per input and output.
-import { isWide, allocateBig, exactAt, exactValues, firstInexact, roundBigToBits, wideTensor, wrapWide } from "../int64.js"
+import { allocateBig, isWide, roundBigToBits, wrapWide } from "../int64.js"
 import { allocate, roundBF16, roundF16, type DType } from "../dtype.js"
 import { check, fail, OpUnsupported, type AnyOpDef, type KernelCtx } from "../op.js"
-import { broadcastIndex, broadcastShapes, showShape, sizeOf, tensor, type Tensor } from "../tensor.js"
+import { broadcastIndex, broadcastShapes, exactAt, exactValues, firstInexact, showShape, sizeOf, tensor, wideTensor, type Tensor } from "../tensor.js"
 import { castTarget } from "./elementwise-convert.js"
 import { reducedMask, reduceShape, reductionIndex, type ReduceAttrs, type ReduceName } from "./reduce.js"
 import { intValues } from "./tensor-common.js"
