@@ -158,7 +158,11 @@ export const hostModule = (
   /** `data` into `into`, converted where one holds BigInts and the other numbers (int64: exact values and doubles). */
   const copy = (into: DeviceArray, data: DeviceArray) => {
     if (into instanceof BigInt64Array === data instanceof BigInt64Array) return void into.set(data as never)
-    if (into instanceof BigInt64Array) for (let i = 0; i < data.length; i++) into[i] = BigInt(data[i] as number)
+    if (into instanceof BigInt64Array)
+      for (let i = 0; i < data.length; i++) {
+        const x = data[i] as number
+        into[i] = Number.isFinite(x) ? BigInt(Math.trunc(x)) : 0n
+      }
     else for (let i = 0; i < data.length; i++) into[i] = Number(data[i])
   }
   return {
