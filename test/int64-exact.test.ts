@@ -5,13 +5,16 @@
 // TensorProto read and write them exactly, and every target gives the interpreter's bytes: groups
 // that compute int64 run on the reference kernels, and a compiled group whose int64 argument holds
 // a value past 2^53 does too.
+import { create } from "@bufbuild/protobuf"
 import { Effect } from "effect"
+import { AttributeProtoSchema } from "onnx-buf"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { attr } from "../src/ast/graph/attrs.js"
 import { runGraph } from "../src/ast/graph/evaluate.js"
 import { makeGraph, node, type Graph } from "../src/ast/graph/graph.js"
 import { bigToDtype } from "../src/ast/graph/ops/exact-int64.js"
 import { exactValues, tensor, wideTensor, type Tensor } from "../src/ast/graph/tensor.js"
+import { decodeModelSync } from "../src/ast/onnx/decode.js"
 import { decodeTensor, encodeTensor } from "../src/ast/onnx/tensor-proto.js"
 import { cpuAttrs, type TargetKind } from "../src/ast/target.js"
 import { backendOf } from "../src/backend/index.js"
@@ -20,6 +23,7 @@ import { parseNpy, serializeNpy } from "../src/device/npy.js"
 import { eliminateCommonSubexprSync } from "../src/rewrite/eliminate-common-subexpr.js"
 import { foldConstantsSync } from "../src/rewrite/fold-constants.js"
 import { compileGraph, loadProgram } from "../src/pipeline.js"
+import { modelBytes, valueInfo } from "./cli-models.js"
 
 const BIG = [2n ** 53n + 1n, 2n ** 62n + 7n, -(2n ** 63n), 2n ** 63n - 1n]
 const i64 = (shape: number[], vs: readonly bigint[]) => wideTensor("int64", shape, BigInt64Array.from(vs))
@@ -163,6 +167,20 @@ describe("int64 on the interpreter", () => {
     const after = eliminateCommonSubexprSync(g)
     const [y, z] = runGraph(after, new Map([["x", i64([1], [0n])]]))
     expect([...bytes(y), ...bytes(z)]).toEqual(["9007199254740992", "9007199254740993"])
+  })
+
+  it("a Constant's value_ints and value_int past 2^53 decode exactly (an int attribute is a number: they become its value)", () => {
+    const model = modelBytes({
+      inputs: [valueInfo("x", "int64", [2])],
+      outputs: [valueInfo("y", "int64", [2]), valueInfo("s", "int64", [])],
+      nodes: [
+        { op: "Constant", inputs: [], outputs: ["c"], attrs: [create(AttributeProtoSchema, { name: "value_ints", type: 7, ints: [2n ** 62n + 7n, -(2n ** 63n)] })] },
+        { op: "Constant", inputs: [], outputs: ["s"], attrs: [create(AttributeProtoSchema, { name: "value_int", type: 2, i: 2n ** 53n + 1n })] },
+        { op: "Add", inputs: ["x", "c"], outputs: ["y"] },
+      ],
+    })
+    const [y, sc] = runGraph(decodeModelSync(model), new Map([["x", i64([2], [1n, 1n])]]))
+    expect([...bytes(y), ...bytes(sc)]).toEqual([String(2n ** 62n + 8n), String(-(2n ** 63n) + 1n), String(2n ** 53n + 1n)])
   })
 
   it(".npy and TensorProto round trips keep every int64 and uint64 value", () => {
