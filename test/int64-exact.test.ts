@@ -141,6 +141,20 @@ describe("int64 on the interpreter", () => {
     expect(String((err as Error).message)).toMatch(/int64\) holds 9007199254740993/)
   })
 
+  it("Range past 2^53 counts and steps exactly (in doubles, range(2^53, 2^53 + 3) has 4 elements)", () => {
+    const g = makeGraph({
+      opset: 13,
+      inputs: [io("x", "int64", [3])],
+      outputs: [io("y", "int64", [3])],
+      nodes: [node("Range", ["s", "l", "d"], ["r"]), node("Add", ["r", "x"], ["y"])],
+      initializers: new Map([["s", i64([], [2n ** 53n])], ["l", i64([], [2n ** 53n + 3n])], ["d", i64([], [1n])]]),
+    })
+    const feeds = new Map([["x", i64([3], [0n, 0n, 0n])]])
+    const want = ["9007199254740992", "9007199254740993", "9007199254740994"]
+    expect(bytes(runGraph(g, feeds)[0])).toEqual(want)
+    expect(bytes(runGraph(foldConstantsSync(g), feeds)[0])).toEqual(want)
+  })
+
   it("a folded Shape → Gather → Mul chain is exact past 2^53", () => {
     const g = makeGraph({
       opset: 13,

@@ -1,5 +1,6 @@
-// Exact 64-bit integers (the BigInt side; the tensors that carry them: tensor.ts). int64 / uint64 tensors keep their plain storage (a Float64Array, so every
-// kernel reads numbers and the float paths stay as they are), and carry their exact values beside
+// Exact 64-bit integers: the BigInt side (the tensors that carry them: tensor.ts `wideTensor`).
+// int64 / uint64 tensors keep their plain storage (a Float64Array, so every kernel reads numbers
+// and the float paths stay as they are), and carry their exact values beside
 // it — `exact`, a BigInt64Array / BigUint64Array — whenever some value is not a double (2^53 + 1,
 // 2^62 + 7, 2^63 - 1). Without `exact` every stored double is the value itself; with it, `exact`
 // is the value and `data` holds the nearest doubles (what a kernel that only reads numbers sees:

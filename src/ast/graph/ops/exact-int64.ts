@@ -14,13 +14,14 @@
 // Float paths pay one dtype test per input and output.
 import { allocateBig, isWide, roundBigToBits, wrapWide } from "../int64.js"
 import { allocate, roundBF16, roundF16, type DType } from "../dtype.js"
+import { LIMITS } from "../limits.js"
 import { check, fail, OpUnsupported, type AnyOpDef, type KernelCtx } from "../op.js"
 import { broadcastIndex, broadcastShapes, exactAt, exactValues, firstInexact, showShape, sizeOf, tensor, wideTensor, type Tensor } from "../tensor.js"
 import { castTarget } from "./elementwise-convert.js"
 import { reducedMask, reduceShape, reductionIndex, type ReduceAttrs, type ReduceName } from "./reduce.js"
 import { intValues } from "./tensor-common.js"
 
-type Ctx = KernelCtx<any> // eslint-disable-line @typescript-eslint/no-explicit-any
+type Ctx = KernelCtx<unknown>
 /** An exact kernel, or undefined where the node has no int64 / uint64 to be exact about. */
 type ExactKernel = (ctx: Ctx) => readonly Tensor[] | undefined
 
@@ -177,7 +178,7 @@ const rangeExact: ExactKernel = (ctx) => {
   check(s.data.length === 1 && l.data.length === 1 && dl.data.length === 1, "start, limit and delta must be scalars")
   const [start, limit, delta] = [exactAt(s, 0), exactAt(l, 0), exactAt(dl, 0)]
   const n = rangeCountBig(start, limit, delta)
-  check(n <= 2n ** 31n, () => `range(${start}, ${limit}, ${delta}) has ${n} elements`)
+  check(n <= BigInt(LIMITS.tensorElements), () => `range(${start}, ${limit}, ${delta}) has ${n} elements, past the limit of ${LIMITS.tensorElements}`)
   const out = allocateBig(d, Number(n))
   for (let i = 0; i < out.length; i++) out[i] = wrapWide(d, start + BigInt(i) * delta)
   return [wideTensor(d, [out.length], out)]
