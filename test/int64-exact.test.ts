@@ -155,6 +155,35 @@ describe("int64 on the interpreter", () => {
     expect(bytes(runGraph(foldConstantsSync(g), feeds)[0])).toEqual(want)
   })
 
+  it("an If hands its branch's exact values on; a Loop that stacks them in double refuses with a typed error", () => {
+    const branch = (op: string) =>
+      makeGraph({ name: op, opset: 13, inputs: [], outputs: [io(`${op}_y`, "int64", [4])], nodes: [node(op, ["x", "x"], [`${op}_y`])] })
+    const g = makeGraph({
+      opset: 13,
+      inputs: [io("x", "int64", [4]), { name: "c", type: { dtype: "bool", shape: [] } }],
+      outputs: [io("y", "int64", [4])],
+      nodes: [node("If", ["c"], ["y"], { then_branch: attr.graph(branch("Add")), else_branch: attr.graph(branch("Sub")) })],
+    })
+    const [y] = runGraph(g, new Map([["x", x], ["c", tensor("bool", [], Uint8Array.of(1))]]))
+    expect(bytes(y)).toEqual(BIG.map((v) => String(BigInt.asIntN(64, 2n * v))))
+    // a Loop's scan output: the body's values stacked by copying their doubles
+    const body = makeGraph({
+      name: "body",
+      opset: 13,
+      inputs: [io("i", "int64", []), { name: "cin", type: { dtype: "bool", shape: [] } }],
+      outputs: [{ name: "cout", type: { dtype: "bool", shape: [] } }, io("s", "int64", [4])],
+      nodes: [node("Identity", ["cin"], ["cout"]), node("Identity", ["x"], ["s"])],
+    })
+    const loop = makeGraph({
+      opset: 13,
+      inputs: [io("x", "int64", [4])],
+      outputs: [io("ys", "int64", [2, 4])],
+      nodes: [node("Loop", ["n", ""], ["ys"], { body: attr.graph(body) }, "loop")],
+      initializers: new Map([["n", i64([], [2n])]]),
+    })
+    expect(() => runGraph(loop, new Map([["x", x]]))).toThrow(expect.objectContaining({ _tag: "UnsupportedOpError", node: "loop", op: "Loop" }))
+  })
+
   it("a folded Shape → Gather → Mul chain is exact past 2^53", () => {
     const g = makeGraph({
       opset: 13,

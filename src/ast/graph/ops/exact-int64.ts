@@ -252,7 +252,7 @@ const MOVES: ReadonlyMap<string, readonly number[] | "all"> = new Map<string, re
   ["ReverseSequence", [0]],
 ])
 
-/** Ops that hand on tensors they were given (attribute values, subgraph results) as they are. */
+/** Ops that hand on tensors they were given (attribute values, subgraph results): any input taken, outputs checked. */
 const PASSES: ReadonlySet<string> = new Set(["Constant", "If", "Loop", "Scan"])
 
 /** The kernel run on element indices of the moved inputs; each output takes the exact values at the indices it got. */
@@ -293,18 +293,22 @@ export const runKernel = (op: string, def: AnyOpDef, ctx: Ctx, domain = ""): rea
     }
     const moved = MOVES.get(op)
     if (moved) return ctx.inputs.some((t) => t?.exact) ? moveExact(def, ctx, moved) : def.kernel(ctx)
-    if (PASSES.has(op)) return def.kernel(ctx)
   }
-  ctx.inputs.forEach((t, k) => {
-    const v = t && firstInexact(t)
-    if (v !== undefined)
-      throw new OpUnsupported(
-        `input ${k} (${t!.dtype}) holds ${v}, which a double does not hold exactly, and ${op}'s reference kernel computes in double (exact for int64 beyond 2^53: ${[...EXACT.keys(), ...MOVES.keys()].join(", ")})`,
-      )
-  })
+  const passes = (domain === "" || domain === "ai.onnx") && PASSES.has(op)
+  if (!passes)
+    ctx.inputs.forEach((t, k) => {
+      const v = t && firstInexact(t)
+      if (v !== undefined)
+        throw new OpUnsupported(
+          `input ${k} (${t!.dtype}) holds ${v}, which a double does not hold exactly, and ${op}'s reference kernel computes in double (exact for int64 beyond 2^53: ${[...EXACT.keys(), ...MOVES.keys()].join(", ")})`,
+        )
+    })
+  // (from an op that hands tensors on, an output that carries exact values was handed on whole —
+  // a Constant's value, an If branch's result; one without them was computed, or copied from
+  // doubles — a Scan's stacked outputs. From any other op, every int64 output was computed in double.)
   const outs = def.kernel(ctx)
   outs.forEach((o, k) => {
-    if (!o || !isWide(o.dtype) || o.exact) return
+    if (!o || !isWide(o.dtype) || (passes && o.exact)) return
     const d = o.data
     for (let i = 0; i < d.length; i++)
       if (d[i] >= TWO53 || d[i] <= -TWO53)
