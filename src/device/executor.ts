@@ -52,8 +52,12 @@ interface Reserved {
   readonly shape: readonly number[]
 }
 
-/** What a device is handed for a tensor: an int64's exact values (a device of doubles converts them), else its storage. */
-const deviceData = (t: Tensor): DeviceArray => (t.exact instanceof BigInt64Array ? t.exact : t.data)
+/**
+ * What a device is handed for a tensor: an int64's exact values where its int64 buffers hold them
+ * (c), else our storage (a device of doubles gets the nearest doubles, and a kernel that would
+ * read them runs on the reference kernels instead: see run).
+ */
+const deviceData = (t: Tensor, mod: DeviceModule): DeviceArray => (mod.exactInt64 && t.exact instanceof BigInt64Array ? t.exact : t.data)
 
 export const createExecutor = (program: Program, mod: DeviceModule): Executor => {
   const { graph, memory } = program
@@ -85,7 +89,7 @@ export const createExecutor = (program: Program, mod: DeviceModule): Executor =>
   const constants = new Map<string, Tensor>(graph.initializers)
   initializers.forEach(([name, t], j) => {
     const buffer = mod.view(blocks[sizes.length + j], t.dtype, t.data.length)
-    mod.write(buffer, deviceData(t))
+    mod.write(buffer, deviceData(t, mod))
     reserved.set(name, { buffer, dtype: t.dtype, shape: t.shape })
   })
   external.forEach((v, j) => {
@@ -147,7 +151,7 @@ export const createExecutor = (program: Program, mod: DeviceModule): Executor =>
       let b: DeviceBuffer
       if (h) {
         if (h.data.length !== sizeOf(r.shape)) throw new ExecutorError({ where: `value '${v}'`, reason: `has ${h.data.length} elements, its type says ${sizeOf(r.shape)}` })
-        const d = deviceData(h)
+        const d = deviceData(h, mod)
         b = inputs.has(v) || outputs.has(v) ? mod.input(r.buffer, d) : (mod.write(r.buffer, d), r.buffer)
       } else b = outputs.has(v) ? mod.output(r.buffer, inPlace(v)) : r.buffer
       device.set(v, b)
