@@ -3,7 +3,7 @@
 // Every node runs through `runKernel`. For int64 / uint64 it picks one of three ways:
 // - an exact kernel (EXACT): the op computed on BigInt values, wrapped to 64 bits like C and
 //   numpy (Add, Sub, Mul, Div, Mod, Neg, Abs, Sign, Max, Min, Sum, the comparisons, Cast,
-//   CastLike, Range, ReduceSum / Prod / Max / Min);
+//   CastLike, Range, ReduceSum / Prod / Max / Min, the bitwise ops and BitShift);
 // - a move (MOVES): ops whose outputs are elements of some inputs (Reshape, Gather, Concat,
 //   Slice, Where…) run their own kernel on the element *indices* of those inputs, and the outputs
 //   take the exact values at the indices they got — so every data-movement kernel is exact
@@ -193,6 +193,8 @@ export const rangeCountBig = (start: bigint, limit: bigint, delta: bigint): bigi
   return q > 0n ? q : 0n
 }
 
+const shiftExact = arith((ctx) => ((ctx.attrs as { direction: string }).direction === "LEFT" ? (a, b) => (b >= 64n ? 0n : a << b) : (a, b) => (b >= 64n ? 0n : a >> b)))
+
 const EXACT: ReadonlyMap<string, ExactKernel> = new Map<string, ExactKernel>([
   ["Add", arith(() => (a, b) => a + b)],
   ["Sub", arith(() => (a, b) => a - b)],
@@ -223,6 +225,12 @@ const EXACT: ReadonlyMap<string, ExactKernel> = new Map<string, ExactKernel>([
     return r && [r]
   }],
   ["Range", rangeExact],
+  ["BitwiseAnd", arith(() => (a, b) => a & b)],
+  ["BitwiseOr", arith(() => (a, b) => a | b)],
+  ["BitwiseXor", arith(() => (a, b) => a ^ b)],
+  ["BitwiseNot", unary((v) => ~v)],
+  // (BitShift takes unsigned integers: of ours, uint64 is the wide one; a shift by 64 or more is 0)
+  ["BitShift", (ctx) => (ctx.inputs[0]?.dtype === "uint64" ? shiftExact(ctx) : undefined)],
   ...(["ReduceSum", "ReduceProd", "ReduceMax", "ReduceMin"] as const).map((op) => [op, reduceExact(op)] as const),
 ])
 
@@ -251,6 +259,14 @@ const MOVES: ReadonlyMap<string, readonly number[] | "all"> = new Map<string, re
   ["Compress", [0]],
   ["ReverseSequence", [0]],
 ])
+
+/**
+ * Ops whose int64 results a double computes exactly whenever their inputs are doubles: moves,
+ * selections, indices and casts of integers (lowering keeps a Cast from a float, which wraps past
+ * 2^63, apart). Where int64 storage is a double (js, wasm) lowering compiles these and keeps every
+ * other op that computes int64 on the reference kernels.
+ */
+export const INT64_EXACT_IN_DOUBLE: ReadonlySet<string> = new Set([...MOVES.keys(), "ArgMax", "ArgMin", "Cast", "CastLike", "Max", "Min", "Shape", "Size", "Trilu", "EyeLike"])
 
 /** Ops that hand on tensors they were given (attribute values, subgraph results): any input taken, outputs checked. */
 const PASSES: ReadonlySet<string> = new Set(["Constant", "If", "Loop", "Scan"])
