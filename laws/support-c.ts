@@ -2,10 +2,10 @@
 // not), many random cases batched into one translation unit per gcc run (a graph of disjoint
 // components; a list of PrimFuncs), and calling a built kernel on named tensors.
 import { Effect } from "effect"
-import { allocate } from "../src/ast/graph/dtype.js"
+import { allocate, type DeviceArray } from "../src/ast/graph/dtype.js"
 import type { GraphCase } from "../src/ast/graph/arbitrary.js"
 import { makeGraph, type AttrValue, type Graph } from "../src/ast/graph/graph.js"
-import { sizeOf, stridesOf, tensor, type Tensor } from "../src/ast/graph/tensor.js"
+import { exactValues, sizeOf, stridesOf, tensor, wideTensor, type Tensor } from "../src/ast/graph/tensor.js"
 import { paramsOf, storageElements } from "../src/ast/tir/analysis.js"
 import type { Buffer, PrimFunc } from "../src/ast/tir/tir.js"
 import { buildC, compilerAvailable } from "../src/device/c/build.js"
@@ -62,9 +62,18 @@ const offsets = (p: Buffer): number[] => {
 
 /** Calls a kernel on named tensors: inputs copied into fresh storage, everything else poisoned (0xff bytes) first; every param read back. */
 export const callKernel = (k: CKernel, f: PrimFunc, inputs: ReadonlyMap<string, Tensor>): Map<string, Tensor> => {
-  const arrays = f.params.map((p) => {
-    const a = allocate(p.dtype, storageElements(p))
+  // (int64 params are int64_t: BigInt64Arrays of the tensors' exact values)
+  const arrays = f.params.map((p): DeviceArray => {
     const t = inputs.get(p.name)
+    if (p.dtype === "int64") {
+      const a = new BigInt64Array(storageElements(p))
+      if (t) {
+        const v = exactValues(t)
+        offsets(p).forEach((off, i) => (a[off] = v[i]))
+      } else new Uint8Array(a.buffer).fill(0xff)
+      return a
+    }
+    const a = allocate(p.dtype, storageElements(p))
     if (t) offsets(p).forEach((off, i) => (a[off] = t.data[i]))
     else new Uint8Array(a.buffer).fill(0xff)
     return a
@@ -73,8 +82,14 @@ export const callKernel = (k: CKernel, f: PrimFunc, inputs: ReadonlyMap<string, 
   return new Map(
     f.params.map((p, j) => {
       const shape = p.view?.shape ?? p.shape
+      const a = arrays[j]
+      if (a instanceof BigInt64Array) {
+        const big = new BigInt64Array(sizeOf(shape))
+        offsets(p).forEach((off, i) => (big[i] = a[off]))
+        return [p.name, wideTensor("int64", shape, big)] as const
+      }
       const data = allocate(p.dtype, sizeOf(shape))
-      offsets(p).forEach((off, i) => (data[i] = arrays[j][off]))
+      offsets(p).forEach((off, i) => (data[i] = a[off]))
       return [p.name, tensor(p.dtype, shape, data)] as const
     }),
   )

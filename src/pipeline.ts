@@ -73,7 +73,7 @@ export const compileGraph = Effect.fn("tessera.compile")(function* (graph: Graph
   const tuning: TuningReport = { applied: [], untuned: [], skipped: [] }
   const schedule = codegen.schedules(target, options.tuned ? tunedLookup(target, options.tuned, tuning) : undefined)
   // the TIR passes under the same config: its opt level, disabled passes and instruments
-  const kernels = yield* tryTyped(() => lowerGroups(planned, schedule, codegen.tir(target), config), (e): e is InterruptedError => e instanceof InterruptedError)
+  const kernels = yield* tryTyped(() => lowerGroups(planned, schedule, codegen.tir(target), config, codegen.exactInt64 === true), (e): e is InterruptedError => e instanceof InterruptedError)
   return { graph: planned.graph, fused: { graph: planned.graph, groups: planned.groups }, memory: planned.memory, kernels, tuning } satisfies Program & { tuning: TuningReport }
 })
 

@@ -6,7 +6,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { runGraph } from "../src/ast/graph/evaluate.js"
-import { fromArray } from "../src/ast/graph/tensor.js"
+import { exactValues, fromArray, wideTensor } from "../src/ast/graph/tensor.js"
 import { decodeModelSync } from "../src/ast/onnx/decode.js"
 import { randomTensor } from "../src/cli/inputs.js"
 import { parseNpy, serializeNpy } from "../src/device/npy.js"
@@ -122,6 +122,30 @@ describe("tessera run", () => {
     const ob = parseNpy(fs.readFileSync(path.join(out, "out_b.npy")))
     expect(ob.dtype).toBe("int64")
     expect(Array.from(ob.data)).toEqual([1, -2, 3, 2 ** 40, 1, -2, 3, 2 ** 40])
+  })
+
+  it("int64 past 2^53 comes back exact from run on every target (issue 19: 2^53+1 came back as 2^53, 2^62+7 as 2^62)", () => {
+    const big = [2n ** 53n + 1n, 2n ** 62n + 7n, -(2n ** 63n), 2n ** 63n - 2n]
+    const model = write(
+      "i64.onnx",
+      modelBytes({
+        inputs: [valueInfo("x", "int64", [4])],
+        outputs: [valueInfo("y", "int64", [4]), valueInfo("z", "int64", [4])],
+        nodes: [
+          { op: "Add", inputs: ["x", "one"], outputs: ["y"] },
+          { op: "Identity", inputs: ["x"], outputs: ["z"] },
+        ],
+        initializers: [initializer(wideTensor("int64", [1], BigInt64Array.of(1n)), "one")],
+      }),
+    )
+    const x = write("x64.npy", serializeNpy(wideTensor("int64", [4], BigInt64Array.from(big))))
+    for (const target of ["interp", "js", "wasm", "c"]) {
+      const out = path.join(tmp, `i64-${target}`)
+      ok("run", model, "--target", target, "--input", `x=${x}`, "--out", out)
+      const read = (f: string) => [...exactValues(parseNpy(fs.readFileSync(path.join(out, f))))].map(String)
+      expect(read("y.npy"), target).toEqual(big.map((v) => String(v + 1n)))
+      expect(read("z.npy"), target).toEqual(big.map(String))
+    }
   })
 
   it("--input splits at the last '=' (input names may contain '=')", () => {

@@ -1,5 +1,6 @@
 // The operator library against the reference evaluator: each op as a one-node graph on random
-// inputs, compiled for the js target at opt level 0, must compile every group (no fallback) and
+// inputs, compiled for the js target at opt level 0, must compile every group (no fallback, but int64
+// arithmetic and uint64, which js computes exactly only on the reference kernels) and
 // give runGraph's answer: exactly for integers and bools, allclose for floats.
 import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
@@ -50,7 +51,8 @@ const check = async (c: Case): Promise<void> => {
   const graph = { ...probe, outputs: [{ name: "y", type: { dtype: want.dtype, shape: want.shape } }] }
   const program = await Effect.runPromise(compileGraph(graph, makeTarget("js"), { optLevel: 0 }))
   const fallbacks = program.kernels.filter((k) => k.kind !== "compiled").map((k) => (k.kind === "fallback" ? k.reason : ""))
-  expect(fallbacks).toEqual([])
+  // (int64 arithmetic and uint64 are exact only on the reference kernels where int64 is a double: js)
+  expect(fallbacks.filter((r) => !/ computes u?int64 \(exact beyond 2\^53 only on the reference kernels/.test(r))).toEqual([])
   const got = (await Effect.runPromise(loadProgram(program, makeTarget("js")))).run(feeds).get("y")!
   expect(got.dtype).toBe(want.dtype)
   expect(got.shape).toEqual(want.shape)

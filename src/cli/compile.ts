@@ -7,7 +7,7 @@ import type { Interrupt } from "../ast/graph/errors.js"
 import { Effect } from "effect"
 import * as path from "node:path"
 import type { Graph } from "../ast/graph/graph.js"
-import type { Tensor } from "../ast/graph/tensor.js"
+import { exactValues, type Tensor } from "../ast/graph/tensor.js"
 import { CUDA_ARCHS, isCudaArch, lanesAndCores, type TargetKind } from "../ast/target.js"
 import { BACKENDS, type BuildReport } from "../backend/index.js"
 import type { CompileError } from "../device/errors.js"
@@ -40,8 +40,15 @@ export interface CompileOptions {
 
 const ALIGN = 64
 
-/** The storage bytes of a tensor (little-endian, as the typed array holds it). */
-const bytesOf = (t: Tensor): Uint8Array => new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength)
+/** The stored array of a constant: our storage, but int64 as its exact values (int64_t, as the c target and ONNX hold it). */
+const storedOf = (t: Tensor): { readonly buffer: ArrayBufferLike; readonly byteOffset: number; readonly byteLength: number; readonly constructor: { readonly name: string } } =>
+  t.dtype === "int64" ? exactValues(t) : t.data
+
+/** The stored bytes of a constant (little-endian, as the typed array holds it). */
+const bytesOf = (t: Tensor): Uint8Array => {
+  const a = storedOf(t)
+  return new Uint8Array(a.buffer, a.byteOffset, a.byteLength)
+}
 
 /** The constants as one binary and their index (name, dtype, storage, shape, offset, bytes). */
 export const packConstants = (graph: Graph): { bin: Uint8Array; index: object[] } => {
@@ -54,7 +61,7 @@ export const packConstants = (graph: Graph): { bin: Uint8Array; index: object[] 
   for (const [name, t] of entries) {
     off = Math.ceil(off / ALIGN) * ALIGN
     bin.set(bytesOf(t), off)
-    index.push({ name, dtype: t.dtype, storage: t.data.constructor.name, shape: t.shape, offset: off, bytes: t.data.byteLength })
+    index.push({ name, dtype: t.dtype, storage: storedOf(t).constructor.name, shape: t.shape, offset: off, bytes: t.data.byteLength })
     off += t.data.byteLength
   }
   return { bin, index }

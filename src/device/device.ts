@@ -6,7 +6,7 @@
 // that shares the host's memory (c, js) does all of that without a copy; one with a memory of its
 // own (wasm's linear memory, a GPU's) copies exactly the inputs in and the outputs out.
 import { Context, type Effect } from "effect"
-import { allocate, type DType, type TypedArray } from "../ast/graph/dtype.js"
+import { allocate, type DeviceArray, type DType, type TypedArray } from "../ast/graph/dtype.js"
 import type { TargetKind } from "../ast/target.js"
 import type { PrimFunc } from "../ast/tir/tir.js"
 import type { Artifact } from "../lowering/program.js"
@@ -69,7 +69,7 @@ export interface DeviceModule {
    * This run's buffer for an input given as host data: a copy in `reserved` on a device with its
    * own memory, the host array itself on a device that reads host memory.
    */
-  readonly input: (reserved: DeviceBuffer, data: TypedArray) => DeviceBuffer
+  readonly input: (reserved: DeviceBuffer, data: DeviceArray) => DeviceBuffer
   /**
    * This run's buffer for an output: `reserved` on a device with its own memory (read copies it
    * out), on one that writes host memory the caller's array `into` where given (its length and
@@ -77,9 +77,11 @@ export interface DeviceModule {
    */
   readonly output: (reserved: DeviceBuffer, into?: TypedArray) => DeviceBuffer
   /** A buffer's contents on the host: the same memory where the device shares it (valid until it is written again), else a copy. */
-  readonly read: (buffer: DeviceBuffer) => TypedArray
-  /** Host data copied into a buffer. */
-  readonly write: (buffer: DeviceBuffer, data: TypedArray) => void
+  readonly read: (buffer: DeviceBuffer) => DeviceArray
+  /** Host data copied into a buffer (an int64's exact values or its doubles, converted to the buffer's storage). */
+  readonly write: (buffer: DeviceBuffer, data: DeviceArray) => void
+  /** Whether its int64 buffers hold int64 (the c device: BigInt64Arrays): exact, so the executor hands it values past 2^53. */
+  readonly exactInt64?: boolean
   /** Runs a kernel on buffers of this module; throws DeviceRunError on a kernel it does not have or arguments that do not fit. */
   readonly run: (kernel: string, args: readonly DeviceBuffer[]) => void
   /** Median seconds a kernel takes on these buffers: `repeats` rounds, each at least `minMs` of back-to-back calls after one untimed call. */
@@ -132,40 +134,58 @@ interface HostBlock {
   readonly offset: number
 }
 
-type ViewCtor = new (buffer: ArrayBuffer, offset: number, length: number) => TypedArray
+type ViewCtor = new (buffer: ArrayBuffer, offset: number, length: number) => DeviceArray
 
 /**
  * A module whose buffers are host typed arrays (the c and js devices): reserve is host memory,
  * input hands the array itself, output a fresh array, read is the array, run calls the kernel
  * function with the arrays.
  */
-export const hostModule = (kind: TargetKind, kernels: ReadonlyMap<string, (...args: TypedArray[]) => void>, reserve: HostReserve = plainReserve): DeviceModule => {
-  const array = (b: DeviceBuffer) => b as unknown as TypedArray
-  const buffer = (a: TypedArray) => a as unknown as DeviceBuffer
+export const hostModule = (
+  kind: TargetKind,
+  // (each kernel takes the arrays `arrayOf` makes: js's our storage, c's int64_t for int64)
+  kernels: ReadonlyMap<string, (...args: never[]) => void>,
+  reserve: HostReserve = plainReserve,
+  arrayOf: (d: DType) => ViewCtor = (d) => allocate(d, 0).constructor as unknown as ViewCtor,
+): DeviceModule => {
+  const array = (b: DeviceBuffer) => b as unknown as DeviceArray
+  const buffer = (a: DeviceArray) => a as unknown as DeviceBuffer
   const run = (name: string, args: readonly DeviceBuffer[]) => {
     const fn = kernels.get(name)
     if (!fn) throw new DeviceRunError({ kernel: name, reason: `is not in this ${kind} module` })
-    fn(...(args as unknown as TypedArray[]))
+    fn(...(args as unknown as never[]))
+  }
+  /** `data` into `into`, converted where one holds BigInts and the other numbers (int64: exact values and doubles). */
+  const copy = (into: DeviceArray, data: DeviceArray) => {
+    if (into instanceof BigInt64Array === data instanceof BigInt64Array) return void into.set(data as never)
+    if (into instanceof BigInt64Array)
+      for (let i = 0; i < data.length; i++) {
+        const x = data[i] as number
+        into[i] = Number.isFinite(x) ? BigInt(Math.trunc(x)) : 0n
+      }
+    else for (let i = 0; i < data.length; i++) into[i] = Number(data[i])
   }
   return {
     kind,
     kernels: new Set(kernels.keys()),
+    exactInt64: arrayOf("int64") === (BigInt64Array as unknown as ViewCtor),
     reserve: (bytes) => {
       const { buffer: memory, offsets } = reserve(bytes)
       return bytes.map((_, k) => ({ buffer: memory, offset: offsets[k] }) satisfies HostBlock as unknown as DeviceBlock)
     },
     view: (block, dtype, elements) => {
       const b = block as unknown as HostBlock
-      return buffer(new (allocate(dtype, 0).constructor as unknown as ViewCtor)(b.buffer, b.offset, elements))
+      return buffer(new (arrayOf(dtype))(b.buffer, b.offset, elements))
     },
-    input: (_reserved, data) => buffer(data),
+    // (the host array itself where it is the buffer's kind; an int64's doubles for int64_t buffers: copied)
+    input: (reserved, data) => (data.constructor === array(reserved).constructor ? buffer(data) : (copy(array(reserved), data), reserved)),
     output: (reserved, into) => {
-      if (into) return buffer(into)
       const r = array(reserved)
-      return buffer(new (r.constructor as unknown as new (n: number) => TypedArray)(r.length))
+      if (into && into.constructor === r.constructor) return buffer(into)
+      return buffer(new (r.constructor as unknown as new (n: number) => DeviceArray)(r.length))
     },
     read: array,
-    write: (b, data) => array(b).set(data as ArrayLike<number>),
+    write: (b, data) => copy(array(b), data),
     run,
     time: (name, args, options) => timeRuns(() => run(name, args), options),
     close: () => {},

@@ -6,12 +6,13 @@
 // kernels on the module's buffers, fallback groups through the reference kernels on the host (their
 // inputs read from the device, their outputs written back) — and reads the outputs back.
 import { Data } from "effect"
-import { allocate, storageBytes, type DType, type TypedArray } from "../ast/graph/dtype.js"
+import { allocate, storageBytes, type DeviceArray, type DType, type TypedArray } from "../ast/graph/dtype.js"
 import { checkInterrupt, type Interrupt } from "../ast/graph/errors.js"
 import { kernelError, newRunLimits, resolveNode, roundNarrow, subgraphRunner } from "../ast/graph/evaluate.js"
 import type { Graph } from "../ast/graph/graph.js"
-import { sizeOf, type Tensor } from "../ast/graph/tensor.js"
+import { sizeOf, wideTensor, type Tensor } from "../ast/graph/tensor.js"
 import { NodeError } from "../ast/graph/errors.js"
+import { runKernel } from "../ast/graph/ops/exact-int64.js"
 import { indexChecks, type IndexCheck } from "../lowering/index-checks.js"
 import type { Program } from "../lowering/program.js"
 import type { DeviceBuffer, DeviceModule } from "./device.js"
@@ -51,6 +52,13 @@ interface Reserved {
   readonly shape: readonly number[]
 }
 
+/**
+ * What a device is handed for a tensor: an int64's exact values where its int64 buffers hold them
+ * (c), else our storage (a device of doubles gets the nearest doubles, and a kernel that would
+ * read them runs on the reference kernels instead: see run).
+ */
+const deviceData = (t: Tensor, mod: DeviceModule): DeviceArray => (mod.exactInt64 && t.exact instanceof BigInt64Array ? t.exact : t.data)
+
 export const createExecutor = (program: Program, mod: DeviceModule): Executor => {
   const { graph, memory } = program
   for (const k of program.kernels)
@@ -81,7 +89,7 @@ export const createExecutor = (program: Program, mod: DeviceModule): Executor =>
   const constants = new Map<string, Tensor>(graph.initializers)
   initializers.forEach(([name, t], j) => {
     const buffer = mod.view(blocks[sizes.length + j], t.dtype, t.data.length)
-    mod.write(buffer, t.data)
+    mod.write(buffer, deviceData(t, mod))
     reserved.set(name, { buffer, dtype: t.dtype, shape: t.shape })
   })
   external.forEach((v, j) => {
@@ -105,6 +113,10 @@ export const createExecutor = (program: Program, mod: DeviceModule): Executor =>
       if (!k.args.includes(c.input)) throw new ExecutorError({ where: `kernel ${k.name}`, reason: `the index input '${c.input}' of ${c.op} '${c.node}' is not one of its arguments, so it cannot be checked` })
     if (checks.length) checksOf.set(k.name, checks)
   }
+
+  const groupNodes = new Map(
+    program.kernels.map((k) => [k.name, k.kind === "fallback" ? k.nodes : (program.fused.groups.find((g) => g.id === k.group)?.nodes ?? []).map((name) => nodeByName.get(name)!)] as const),
+  )
 
   const run = (feeds: ReadonlyMap<string, Tensor>, into?: ReadonlyMap<string, TypedArray>, interrupt?: Interrupt): Map<string, Tensor> => {
     const limits = newRunLimits(interrupt)
@@ -139,7 +151,8 @@ export const createExecutor = (program: Program, mod: DeviceModule): Executor =>
       let b: DeviceBuffer
       if (h) {
         if (h.data.length !== sizeOf(r.shape)) throw new ExecutorError({ where: `value '${v}'`, reason: `has ${h.data.length} elements, its type says ${sizeOf(r.shape)}` })
-        b = inputs.has(v) || outputs.has(v) ? mod.input(r.buffer, h.data) : (mod.write(r.buffer, h.data), r.buffer)
+        const d = deviceData(h, mod)
+        b = inputs.has(v) || outputs.has(v) ? mod.input(r.buffer, d) : (mod.write(r.buffer, d), r.buffer)
       } else b = outputs.has(v) ? mod.output(r.buffer, inPlace(v)) : r.buffer
       device.set(v, b)
       return b
@@ -151,13 +164,44 @@ export const createExecutor = (program: Program, mod: DeviceModule): Executor =>
       const b = device.get(v)
       const r = reserved.get(v)
       if (!b || !r) throw new ExecutorError({ where, reason: `input '${v}' is not computed` })
-      const t = { dtype: r.dtype, shape: r.shape, data: mod.read(b) }
+      const data = mod.read(b)
+      // (an int64_t buffer: its values copied, exactly — the buffer is written again later)
+      const t: Tensor = data instanceof BigInt64Array ? wideTensor("int64", r.shape, data.slice()) : { dtype: r.dtype, shape: r.shape, data }
       host.set(v, t)
       return t
+    }
+    /** A group's nodes through their reference kernels on the host. */
+    const runOnHost = (nodes: readonly Graph["nodes"][number][]): void => {
+      for (const n of nodes) {
+        const { def, attrs } = resolveNode(n)
+        const ins = n.inputs.map((v) => (v === "" ? undefined : onHost(v, `node '${n.name}'`)))
+        let outs: readonly Tensor[]
+        try {
+          outs = runKernel(n.op, def, { node: n.name, attrs, opset: graph.opset, inputs: ins, outputs: n.outputs.length, runSubgraph: subgraphRunner({ get: (name) => host.get(name) ?? (device.has(name) ? onHost(name, `node '${n.name}'`) : undefined) }, limits) }, n.domain)
+        } catch (e) {
+          // the interpreter's typed errors, as runGraph gives them (a Loop past its limit: NodeError)
+          throw e instanceof ExecutorError ? e : kernelError(n, e)
+        }
+        n.outputs.forEach((o, j) => {
+          if (o === "" || !outs[j]) return
+          const aliased = ins.some((i) => i?.data === outs[j].data)
+          const out = aliased && (outs[j].dtype === "float16" || outs[j].dtype === "bfloat16") ? { ...outs[j], data: outs[j].data.slice() } : outs[j]
+          roundNarrow(out)
+          host.set(o, out)
+          device.delete(o)
+        })
+      }
     }
     for (const k of program.kernels) {
       checkInterrupt(interrupt, () => `kernel ${k.name}`)
       if (k.kind === "compiled") {
+        // an int64 argument holding a value that is not a double, on a device whose int64 buffers
+        // are doubles (js, wasm), which would round it: the group runs exactly on the reference kernels instead
+        if (k.args.some((a) => { const e = host.get(a)?.exact; return e !== undefined && !(mod.exactInt64 && e instanceof BigInt64Array) })) {
+          runOnHost(groupNodes.get(k.name)!)
+          for (const o of k.outputs) device.delete(o)
+          continue
+        }
         const args = k.args.map(onDevice)
         // every index from data in range before the kernel reads by it: the reference kernel's error otherwise
         for (const c of checksOf.get(k.name) ?? []) {
@@ -172,26 +216,7 @@ export const createExecutor = (program: Program, mod: DeviceModule): Executor =>
         for (const o of k.outputs) host.delete(o)
         continue
       }
-      // fallback: the group's nodes through their reference kernels on the host
-      for (const n of k.nodes) {
-        const { def, attrs } = resolveNode(n)
-        const ins = n.inputs.map((v) => (v === "" ? undefined : onHost(v, `node '${n.name}'`)))
-        let outs: readonly Tensor[]
-        try {
-          outs = def.kernel({ node: n.name, attrs, opset: graph.opset, inputs: ins, outputs: n.outputs.length, runSubgraph: subgraphRunner({ get: (name) => host.get(name) ?? (device.has(name) ? onHost(name, `node '${n.name}'`) : undefined) }, limits) })
-        } catch (e) {
-          // the interpreter's typed errors, as runGraph gives them (a Loop past its limit: NodeError)
-          throw e instanceof ExecutorError ? e : kernelError(n, e)
-        }
-        n.outputs.forEach((o, j) => {
-          if (o === "" || !outs[j]) return
-          const aliased = ins.some((i) => i?.data === outs[j].data)
-          const out = aliased && (outs[j].dtype === "float16" || outs[j].dtype === "bfloat16") ? { ...outs[j], data: outs[j].data.slice() } : outs[j]
-          roundNarrow(out)
-          host.set(o, out)
-          device.delete(o)
-        })
-      }
+      runOnHost(k.nodes)
     }
     return new Map(
       graph.outputs.map((o) => {

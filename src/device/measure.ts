@@ -85,6 +85,8 @@ export interface ReferenceCase {
   readonly outputIdx: readonly number[]
   /** The reference's value of each output param (by position in `outputIdx`). */
   readonly want: readonly (TypedArray | undefined)[]
+  /** Each param's dtype (the c device passes int64 as int64_t). */
+  readonly dtypes: readonly DType[]
 }
 
 export const referenceCase = (
@@ -99,7 +101,7 @@ export const referenceCase = (
   })
   const ref = reference(inputs)
   const outputIdx = f0.params.map((p, k) => (outputs.has(p.name) ? k : -1)).filter((k) => k >= 0)
-  return { arrays, outputIdx, want: outputIdx.map((i) => ref.get(f0.params[i].name)?.data) }
+  return { arrays, outputIdx, want: outputIdx.map((i) => ref.get(f0.params[i].name)?.data), dtypes: f0.params.map((p) => p.dtype as DType) }
 }
 
 /** Why a candidate's outputs (by position in `outputIdx`) are wrong, or undefined when they match. */

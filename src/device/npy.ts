@@ -15,7 +15,8 @@ import {
   type DType,
   type TypedArray,
 } from "../ast/graph/dtype.js"
-import type { Tensor } from "../ast/graph/tensor.js"
+import { exactValues, wideTensor, type Tensor } from "../ast/graph/tensor.js"
+import { allocateBig, isWide } from "../ast/graph/int64.js"
 
 /** Bytes that are not a .npy array we can read (or a tensor we cannot write as one). */
 export class NpyError extends Data.TaggedError("NpyError")<{
@@ -222,16 +223,8 @@ const readData = (d: Descr, bytes: Uint8Array, n: number): TypedArray => {
       for (let i = 0; i < n; i++) out[i] = view.getUint32(i * 4, little)
       break
     case "int64":
-    case "uint64": {
-      // hi * 2^32 + lo: exact below 2^53, one rounding above (our int64 storage is a double)
-      const signed = dtype === "int64"
-      for (let i = 0; i < n; i++) {
-        const lo = view.getUint32(i * 8 + (little ? 0 : 4), little)
-        const hi = signed ? view.getInt32(i * 8 + (little ? 4 : 0), little) : view.getUint32(i * 8 + (little ? 4 : 0), little)
-        out[i] = hi * 4294967296 + lo
-      }
-      break
-    }
+    case "uint64":
+      throw new Error("unreachable: int64 / uint64 are read by readWide")
     case "int8":
     case "uint8":
       out.set(dtype === "int8" ? new Int8Array(bytes.buffer, bytes.byteOffset, n) : bytes.subarray(0, n))
@@ -240,6 +233,14 @@ const readData = (d: Descr, bytes: Uint8Array, n: number): TypedArray => {
       throw new Error("unreachable: no .npy descr maps to bfloat16")
   }
   return out
+}
+
+/** int64 / uint64, exactly (their `exact` beside the doubles where some value is not a double). */
+const readWide = (dtype: "int64" | "uint64", little: boolean, bytes: Uint8Array, n: number, shape: readonly number[]): Tensor => {
+  const out = allocateBig(dtype, n)
+  const view = new DataView(bytes.buffer, bytes.byteOffset, n * 8)
+  for (let i = 0; i < n; i++) out[i] = dtype === "int64" ? view.getBigInt64(i * 8, little) : view.getBigUint64(i * 8, little)
+  return wideTensor(dtype, shape, out)
 }
 
 /** Parses .npy bytes into a Tensor; throws NpyError saying what is wrong. */
@@ -275,6 +276,7 @@ export const parseNpy = (bytes: Uint8Array, where = "bytes"): Tensor => {
   const need = n * descr.width
   if (data.length < need) fail(`truncated: ${data.length} data bytes, shape (${shape.join(", ")}) of ${descr.dtype} needs ${need}`)
   if (data.length > need) fail(`${data.length - need} bytes after the array's data (shape (${shape.join(", ")}) of ${descr.dtype} needs ${need})`)
+  if (isWide(descr.dtype)) return readWide(descr.dtype, descr.little, data, n, shape)
   return { dtype: descr.dtype, shape, data: readData(descr, data, n) }
 }
 
@@ -327,23 +329,11 @@ export const serializeNpy = (t: Tensor): Uint8Array => {
       break
     case "int64":
     case "uint64": {
-      const signed = t.dtype === "int64"
-      const lim = signed ? 2 ** 63 : 2 ** 64
-      for (let i = 0; i < n; i++) {
-        const v = Number.isFinite(d[i]) ? Math.trunc(d[i]) : 0
-        if ((signed && v >= -lim && v < lim) || (!signed && v >= 0 && v < lim)) {
-          // hi * 2^32 + lo, both exact (v is an integer-valued double)
-          const hi = Math.floor(v / 4294967296)
-          view.setUint32(i * 8, v - hi * 4294967296, true)
-          if (signed) view.setInt32(i * 8 + 4, hi, true)
-          else view.setUint32(i * 8 + 4, hi, true)
-        } else {
-          // out of the type's range (storage is a double): wrap as a C cast would
-          const big = BigInt(v)
-          if (signed) view.setBigInt64(i * 8, BigInt.asIntN(64, big), true)
-          else view.setBigUint64(i * 8, BigInt.asUintN(64, big), true)
-        }
-      }
+      // the exact values (wrapped to the type as a C cast would, should a double be out of its range)
+      const v = exactValues(t)
+      for (let i = 0; i < n; i++)
+        if (t.dtype === "int64") view.setBigInt64(i * 8, v[i], true)
+        else view.setBigUint64(i * 8, v[i], true)
       break
     }
     default:

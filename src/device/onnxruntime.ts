@@ -3,7 +3,7 @@
 // latency after a warm-up. Used beside Tessera's own targets by `tessera bench` and `tessera demo`.
 import { Effect } from "effect"
 import type { TypedArray } from "../ast/graph/dtype.js"
-import type { Tensor } from "../ast/graph/tensor.js"
+import { exactValues, type Tensor } from "../ast/graph/tensor.js"
 
 type Ort = typeof import("onnxruntime-node")
 
@@ -21,7 +21,7 @@ export const loadOrt = (): Effect.Effect<Ort | string> =>
  * storage is onnxruntime's (float16, bfloat16 and uint64 are not), int64 as a BigInt64Array.
  */
 export const ortTensorParts = (t: Tensor, runtime = "onnxruntime"): { readonly type: string; readonly data: TypedArray | BigInt64Array } => {
-  if (t.dtype === "int64") return { type: "int64", data: BigInt64Array.from(t.data, (x) => BigInt(x)) }
+  if (t.dtype === "int64") return { type: "int64", data: exactValues(t) as BigInt64Array }
   if (t.dtype === "float16" || t.dtype === "bfloat16" || t.dtype === "uint64") throw new Error(`cannot hand ${t.dtype} tensors to ${runtime}`)
   return { type: t.dtype, data: t.data }
 }

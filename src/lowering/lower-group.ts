@@ -13,6 +13,7 @@ import { exprKey } from "../ast/te/expr.js"
 import type { PrimFunc } from "../ast/tir/tir.js"
 import { lowerSync } from "./lower.js"
 import { attrsOf, computeFor, MULTI_OUTPUT, NoComputeError } from "./op-library.js"
+import { INT64_EXACT_IN_DOUBLE } from "../ast/graph/ops/exact-int64.js"
 import { indexInputOf } from "./index-checks.js"
 import { interruptedAt, type PassConfigShape } from "../rewrite/pass.js"
 import { cpuTirPipeline } from "./tir/cpu-pipeline.js"
@@ -80,8 +81,15 @@ export interface GroupTE {
   readonly placeholders: ReadonlyMap<string, string>
 }
 
+/** A Cast / CastLike from a float (to int64: wraps past ±2^63, which a double does not). */
+const castOfFloat = (graph: Graph, n: Node): boolean => {
+  if (n.op !== "Cast" && n.op !== "CastLike") return false
+  const d = graph.valueTypes.get(n.inputs[0])?.dtype ?? graph.initializers.get(n.inputs[0])?.dtype
+  return d === "float32" || d === "float64" || d === "float16" || d === "bfloat16"
+}
+
 /** Builds the TE program of a group (throws NoComputeError when an op has no compute, IllFormedComputeError when one is built wrong). */
-export const buildGroupTE = (fused: FusedGraph, group: FusedGroup): GroupTE => {
+export const buildGroupTE = (fused: FusedGraph, group: FusedGroup, exactInt64 = false): GroupTE => {
   const { graph } = fused
   const nodes = group.nodes.map((n) => graph.nodes.find((m) => m.name === n)!)
   const typeOf = (v: string): ValueType => {
@@ -95,6 +103,18 @@ export const buildGroupTE = (fused: FusedGraph, group: FusedGroup): GroupTE => {
     for (const o of n.outputs)
       if (o !== "" && (graph.valueTypes.get(o)?.dtype === "float16" || graph.valueTypes.get(o)?.dtype === "bfloat16"))
         throw new NoComputeError({ reason: `${n.op} computes in ${graph.valueTypes.get(o)!.dtype} (rounded after every op; not fused)` })
+  // int64 computes in int64_t on a target whose code does (`exactInt64`: c). Elsewhere (js, wasm)
+  // int64 is a double: exact for moves, selections, indices and casts of integers
+  // (INT64_EXACT_IN_DOUBLE), not for arithmetic past 2^53 nor for a float's wrap past 2^63, so a
+  // group with int64 arithmetic or a Cast from a float (and any group computing uint64) keeps the
+  // reference kernels, which are exact (ops/exact-int64.ts). The executor runs a compiled group on
+  // the reference kernels instead should an argument hold a value that is not a double.
+  for (const n of nodes)
+    for (const o of n.outputs) {
+      const d = o === "" ? undefined : graph.valueTypes.get(o)?.dtype
+      if (d === "uint64" || (d === "int64" && !exactInt64 && (!INT64_EXACT_IN_DOUBLE.has(n.op) || castOfFloat(graph, n))))
+        throw new NoComputeError({ reason: `${n.op} computes ${d} (exact beyond 2^53 only on the reference kernels${d === "int64" ? " and the c target" : ""}; not compiled)` })
+    }
   for (const v of [...group.inputs, ...group.outputs]) {
     const t = graph.valueTypes.get(v) ?? graph.initializers.get(v)
     if (t && t.shape.some((d) => d === 0)) throw new NoComputeError({ reason: `'${v}' is empty (a zero-size dim): nothing to compile` })
@@ -207,11 +227,12 @@ export const lowerGroup = (
   memo?: Map<string, PrimFunc>,
   tir: TirPass<unknown> = cpuTirPipeline(),
   config?: Partial<PassConfigShape>,
+  exactInt64 = false,
 ): GroupKernel => {
   const name = `k${group.id}`
   const nodes = group.nodes.map((n) => nodesByName(fused.graph).get(n)!)
   try {
-    const te = buildGroupTE(fused, group)
+    const te = buildGroupTE(fused, group, exactInt64)
     return lowerGroupSchedule(te, group, schedule(te.outputs, baseSchedule(te.outputs), group), memo, tir, config)
   } catch (e) {
     if (isGroupFallbackError(e))
@@ -225,13 +246,20 @@ export const lowerGroup = (
  * TIR pipeline run under `config` — inside compilation the caller's PassConfig, so that its opt
  * level, disabled passes and instruments reach the TIR passes.
  */
-export const lowerGroups = (fused: FusedGraph, schedule?: ScheduleFn, tir: TirPass<unknown> = cpuTirPipeline(), config?: Partial<PassConfigShape>): GroupKernel[] => {
+export const lowerGroups = (
+  fused: FusedGraph,
+  schedule?: ScheduleFn,
+  tir: TirPass<unknown> = cpuTirPipeline(),
+  config?: Partial<PassConfigShape>,
+  /** Whether the target computes int64 in int64 (its Codegen's `exactInt64`). */
+  exactInt64 = false,
+): GroupKernel[] => {
   const memo = new Map<string, PrimFunc>()
   return fused.groups.map((g) => {
     // (a stop request is seen between groups: InterruptedError, thrown for the caller to fail with)
     const stop = interruptedAt(config?.interrupt, `lowering group ${g.id} (${g.ops.slice(0, 3).join("+")}${g.ops.length > 3 ? "+…" : ""})`)
     if (stop) throw stop
-    return lowerGroup(fused, g, schedule, memo, tir, config)
+    return lowerGroup(fused, g, schedule, memo, tir, config, exactInt64)
   })
 }
 

@@ -7,7 +7,11 @@ import type { Graph, Node } from "../ast/graph/graph.js"
 import type { Tensor } from "../ast/graph/tensor.js"
 import { graphPass } from "./pass.js"
 
-const bytesOf = (t: Tensor) => new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength)
+/** The stored bytes: an int64's exact values where it has them (its doubles may round two apart to one). */
+const bytesOf = (t: Tensor) => {
+  const d = t.exact ?? t.data
+  return new Uint8Array(d.buffer, d.byteOffset, d.byteLength)
+}
 
 /** Same stored bytes, for tensors of one bucket (one dtype and shape): unequal weights differ early. */
 const sameBytes = (a: Tensor, b: Tensor): boolean => {
@@ -16,7 +20,7 @@ const sameBytes = (a: Tensor, b: Tensor): boolean => {
 }
 
 /** A tensor's bucket: its dtype and shape (the bytes are compared within a bucket). */
-const tensorKey = (t: Tensor): string => JSON.stringify([t.dtype, t.shape])
+const tensorKey = (t: Tensor): string => JSON.stringify([t.dtype, t.shape, t.exact !== undefined])
 
 interface Keyed {
   readonly node: Node

@@ -5,6 +5,7 @@
 import { resolveNode, roundNarrow, subgraphFreeNames } from "../ast/graph/evaluate.js"
 import type { Graph, Node } from "../ast/graph/graph.js"
 import { bindSync } from "../ast/graph/infer.js"
+import { runKernel } from "../ast/graph/ops/exact-int64.js"
 import { sizeOf, type Tensor } from "../ast/graph/tensor.js"
 import { graphPass } from "./pass.js"
 import { freshNames } from "./rules.js"
@@ -52,7 +53,8 @@ export const foldConstantsSync = (graph: Graph, options: FoldOptions = defaultFo
       nodes.push(n)
       continue
     }
-    const out = def.kernel({ node: n.name, attrs, opset: g.opset, inputs: ins, outputs: n.outputs.length, runSubgraph: () => [] })
+    // (int64 exact: the interpreter's kernel choice, see ops/exact-int64.ts)
+    const out = runKernel(n.op, def, { node: n.name, attrs, opset: g.opset, inputs: ins, outputs: n.outputs.length, runSubgraph: () => [] }, n.domain)
     foldInto(n, out)
   }
   function foldInto(n: Node, out: readonly Tensor[]) {

@@ -3,9 +3,10 @@
 // Storage is chosen so kernels can read and write plain JS numbers:
 // - float16 / bfloat16 are held in a Float32Array whose values are always rounded to the
 //   narrow type (the evaluator rounds every kernel output of those types);
-// - int64 / uint64 are held in a Float64Array: exact up to 2^53 in magnitude, which covers every
-//   index, shape and integer tensor the supported ops produce; bit-level ops on them go through
-//   BigInt (see ops/bitwise). Values beyond 2^53 are rounded to the nearest double.
+// - int64 / uint64 are held in a Float64Array of the values — and where some value is not a double
+//   (2^53 + 1, 2^63 - 1), a tensor carries its exact values beside it (Tensor.exact, see int64.ts);
+//   the interpreter computes them exactly (ops/exact-int64.ts). The c target stores int64 as
+//   int64_t (its device hands those buffers as BigInt64Arrays: the `cArray` column).
 // - bool is a Uint8Array of 0/1.
 
 export const DTYPES = [
@@ -53,8 +54,8 @@ export interface DTypeInfo {
   readonly onnx: number
   /** The typed array our storage uses (float16 / bfloat16 as rounded float32, int64 / uint64 as double). */
   readonly array: ArrayCtor
-  /** The C type of that storage (the c target's buffers and the FFI's pointers). */
-  readonly c: "float" | "double" | "int8_t" | "int16_t" | "int32_t" | "uint8_t" | "uint16_t" | "uint32_t"
+  /** The C type of the c target's buffers and the FFI's pointers (our storage's, but int64's: int64_t). */
+  readonly c: "float" | "double" | "int8_t" | "int16_t" | "int32_t" | "int64_t" | "uint8_t" | "uint16_t" | "uint32_t"
   /** The wasm target's access to that storage. */
   readonly wasm: WasmStorage
 }
@@ -70,7 +71,7 @@ export const DTYPE_INFO: { readonly [D in DType]: DTypeInfo } = {
   int8: { bytes: 1, onnx: 3, array: Int8Array, c: "int8_t", wasm: { vclass: "i32", load: "i32.load8_s", store: "i32.store8", align: 0 } },
   int16: { bytes: 2, onnx: 5, array: Int16Array, c: "int16_t", wasm: { vclass: "i32", load: "i32.load16_s", store: "i32.store16", align: 1 } },
   int32: { bytes: 4, onnx: 6, array: Int32Array, c: "int32_t", wasm: { vclass: "i32", load: "i32.load", store: "i32.store", align: 2 } },
-  int64: { bytes: 8, onnx: 7, array: Float64Array, c: "double", wasm: F64 },
+  int64: { bytes: 8, onnx: 7, array: Float64Array, c: "int64_t", wasm: F64 },
   uint8: { bytes: 1, onnx: 2, array: Uint8Array, c: "uint8_t", wasm: { vclass: "i32", load: "i32.load8_u", store: "i32.store8", align: 0 } },
   uint16: { bytes: 2, onnx: 4, array: Uint16Array, c: "uint16_t", wasm: { vclass: "i32", load: "i32.load16_u", store: "i32.store16", align: 1 } },
   uint32: { bytes: 4, onnx: 12, array: Uint32Array, c: "uint32_t", wasm: { vclass: "i32", load: "i32.load", store: "i32.store", align: 2 } },
@@ -94,6 +95,13 @@ export const isSigned = (d: DType): boolean =>
   isFloat(d) || d === "int8" || d === "int16" || d === "int32" || d === "int64"
 
 export const allocate = (dtype: DType, n: number): TypedArray => new DTYPE_INFO[dtype].array(n)
+
+/** A device buffer's host array: our storage, or (the c device's int64_t buffers) a BigInt64Array. */
+export type DeviceArray = TypedArray | BigInt64Array
+
+/** The array the c device's buffers of `d` are: int64 as int64_t (a BigInt64Array, every value exact), the rest our storage. */
+export const cArray = (d: DType): { new (n: number): DeviceArray; new (buffer: ArrayBuffer, offset: number, length: number): DeviceArray; readonly name: string } =>
+  (d === "int64" ? BigInt64Array : DTYPE_INFO[d].array) as unknown as { new (n: number): DeviceArray; new (buffer: ArrayBuffer, offset: number, length: number): DeviceArray; readonly name: string }
 
 /** Copies `src` into fresh storage for `dtype`, converting each value as ONNX Cast does. */
 export const fromNumbers = (dtype: DType, src: ArrayLike<number>): TypedArray => {
@@ -208,9 +216,11 @@ export const converter = (dtype: DType): ((x: number) => number) => {
       return wrapInt(16, false)
     case "uint32":
       return wrapInt(32, false)
+    // truncate, wrap modulo 2^64 (as C's and the c target's int64_t), NaN/Inf → 0, never -0
     case "int64":
+      return (x) => (x >= -(2 ** 63) && x < 2 ** 63 ? Math.trunc(x) + 0 : Number.isFinite(x) ? Number(BigInt.asIntN(64, BigInt(Math.trunc(x)))) : 0)
     case "uint64":
-      return (x) => (Number.isFinite(x) ? Math.trunc(x) : 0)
+      return (x) => (x > -1 && x < 2 ** 64 ? Math.trunc(x) + 0 : Number.isFinite(x) ? Number(BigInt.asUintN(64, BigInt(Math.trunc(x)))) : 0)
   }
 }
 

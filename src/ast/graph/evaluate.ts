@@ -8,6 +8,7 @@ import { checkInterrupt, GraphError, InputError, isEvalError, NodeError, Unsuppo
 import type { Graph, Node } from "./graph.js"
 import { LIMITS } from "./limits.js"
 import { OpError, OpUnsupported, type AnyOpDef } from "./op.js"
+import { runKernel } from "./ops/exact-int64.js"
 import { lookupOp, TESSERA_DOMAIN } from "./ops/index.js"
 import { showShape, type Tensor } from "./tensor.js"
 
@@ -165,7 +166,7 @@ export const runGraph = (
         if (!t) throw new GraphError({ where: `node '${n.name}' (${n.op})`, reason: `input '${name}' is not defined before it is used` })
         return t
       })
-      outs = def.kernel({ node: n.name, attrs, opset: graph.opset, inputs, outputs: n.outputs.length, runSubgraph })
+      outs = runKernel(n.op, def, { node: n.name, attrs, opset: graph.opset, inputs, outputs: n.outputs.length, runSubgraph }, n.domain)
     } catch (e) {
       throw toTyped(n, e)
     }

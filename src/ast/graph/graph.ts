@@ -88,14 +88,14 @@ export const node = (
 const showDim = (d: Dim): string => (typeof d === "number" ? String(d) : d)
 export const showType = (t: ValueType): string => `${t.dtype}[${t.shape.map(showDim).join(",")}]`
 
-const showNumbers = (xs: ArrayLike<number>, max = 8): string => {
+const showNumbers = (xs: ArrayLike<number | bigint>, max = 8): string => {
   const n = xs.length
   const parts: string[] = []
   for (let i = 0; i < Math.min(n, max); i++) parts.push(String(xs[i]))
   return n > max ? `${parts.join(", ")}, … (${n})` : parts.join(", ")
 }
 
-export const showTensor = (t: Tensor): string => `${t.dtype}[${t.shape.join(",")}]{${showNumbers(t.data)}}`
+export const showTensor = (t: Tensor): string => `${t.dtype}[${t.shape.join(",")}]{${showNumbers(t.exact ?? t.data)}}`
 
 const showAttr = (a: AttrValue): string => {
   switch (a.kind) {
@@ -156,8 +156,10 @@ const fnv = (h: number, s: string): number => {
 
 /** A hash of dtype, shape and the stored bytes (fast on real weights). */
 const hashTensor = (t: Tensor): string => {
-  let h = fnv(2166136261, `${t.dtype}[${t.shape.join(",")}]`)
-  const bytes = new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength)
+  let h = fnv(2166136261, `${t.dtype}[${t.shape.join(",")}]${t.exact ? "exact" : ""}`)
+  // (an int64's exact values where it has them: its doubles may round two values to one)
+  const d = t.exact ?? t.data
+  const bytes = new Uint8Array(d.buffer, d.byteOffset, d.byteLength)
   let h2 = 0x811c9dc5
   for (let i = 0; i < bytes.length; i++) {
     h ^= bytes[i]

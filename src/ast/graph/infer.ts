@@ -5,6 +5,7 @@
 import { Effect } from "effect"
 import { checkInterrupt, GraphError, InputError, isEvalError, NodeError, UnsupportedOpError, type EvalError, type Interrupt } from "./errors.js"
 import { resolveNode, roundNarrow, subgraphFreeNames } from "./evaluate.js"
+import { runKernel } from "./ops/exact-int64.js"
 import type { Graph, Node, ValueInfo } from "./graph.js"
 import { OpError, OpUnsupported, type Dim, type ValueType } from "./op.js"
 import { LIMITS, showCount } from "./limits.js"
@@ -185,14 +186,19 @@ export const inferNodes = (graph: Graph, types: Map<string, ValueType>, values: 
       const hasGraph = Object.values(n.attrs).some((a) => a.kind === "graph" || a.kind === "graphs")
       const small = outTypes.every((t) => isStatic(t) && sizeOf(t.shape as number[]) <= MAX_PROPAGATED_ELEMENTS)
       if (allConst && !hasGraph && small) {
-        const outs = def.kernel({
-          node: n.name,
-          attrs,
-          opset: graph.opset,
-          inputs: n.inputs.map((name, k) => (name === "" ? undefined : inValues[k])),
-          outputs: n.outputs.length,
-          runSubgraph: () => [],
-        })
+        const outs = runKernel(
+          n.op,
+          def,
+          {
+            node: n.name,
+            attrs,
+            opset: graph.opset,
+            inputs: n.inputs.map((name, k) => (name === "" ? undefined : inValues[k])),
+            outputs: n.outputs.length,
+            runSubgraph: () => [],
+          },
+          n.domain,
+        )
         outs.forEach(roundNarrow)
         n.outputs.forEach((o, j) => {
           if (o !== "" && outs[j]) {

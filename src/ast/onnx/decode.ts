@@ -17,7 +17,7 @@ import { DEFAULT_DOMAINS, resolveNode } from "../graph/evaluate.js"
 import type { Graph, Node, ValueInfo } from "../graph/graph.js"
 import { LIMITS, showCount } from "../graph/limits.js"
 import type { Dim, ValueType } from "../graph/op.js"
-import type { Tensor } from "../graph/tensor.js"
+import { wideTensor, type Tensor } from "../graph/tensor.js"
 import { DecodeError, UnsupportedModelError } from "./errors.js"
 import { decodeTensor, type ExternalReader } from "./tensor-proto.js"
 
@@ -122,13 +122,28 @@ const decodeAttr = (a: AttributeProto, where: string, ctx: Ctx): AttrValue => {
   }
 }
 
+/**
+ * A Constant's value_int / value_ints that a double does not hold (past 2^53): kept exactly, as
+ * the int64 tensor they mean — decoded as its `value` attribute, since an int attribute holds a
+ * number. Others (every other attribute, and these where each value is a double): undefined.
+ */
+const constantInts = (op: string, domain: string, a: AttributeProto): AttrValue | undefined => {
+  if (op !== "Constant" || (domain !== "" && domain !== "ai.onnx") || (a.name !== "value_int" && a.name !== "value_ints") || a.refAttrName) return undefined
+  const vs = a.name === "value_int" ? [a.i] : a.ints
+  if (vs.every((v) => BigInt(Number(v)) === v)) return undefined
+  return { kind: "tensor", value: wideTensor("int64", a.name === "value_int" ? [] : [vs.length], BigInt64Array.from(vs)) }
+}
+
 const decodeNode = (n: NodeProto, index: number, ctx: Ctx, where: string): Node => {
   const name = n.name !== "" ? n.name : `${n.opType}_${index}`
   const w = `${where} node '${name}' (${n.opType})`
   const attrs: Record<string, AttrValue> = {}
   for (const a of n.attribute) {
     if (Object.prototype.hasOwnProperty.call(attrs, a.name)) throw new DecodeError({ where: w, reason: `attribute '${a.name}' given twice` })
-    attrs[a.name] = decodeAttr(a, w, ctx)
+    const exact = constantInts(n.opType, n.domain, a)
+    if (exact && Object.prototype.hasOwnProperty.call(attrs, "value")) throw new DecodeError({ where: w, reason: `attributes 'value' and '${a.name}' both given` })
+    if (exact) attrs.value = exact
+    else attrs[a.name] = decodeAttr(a, w, ctx)
   }
   // trailing empty outputs are the same as absent ones
   const outputs = [...n.output]

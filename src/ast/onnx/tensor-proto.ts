@@ -16,8 +16,9 @@ import {
   ONNX_DTYPE_NAME,
   type DType,
 } from "../graph/dtype.js"
+import { allocateBig, isWide, wrapWide } from "../graph/int64.js"
 import { LIMITS } from "../graph/limits.js"
-import type { Tensor } from "../graph/tensor.js"
+import { exactValues, wideTensor, type Tensor } from "../graph/tensor.js"
 import { DecodeError, UnsupportedModelError } from "./errors.js"
 
 /** Reads `length` bytes (or to the end) at `offset` of an external data file named by `location`. */
@@ -90,17 +91,27 @@ const readRaw = (dtype: DType, code: number, bytes: Uint8Array, n: number, where
       for (let i = 0; i < n; i++) out[i] = view.getUint32(i * 4, true)
       break
     case "int64":
-      for (let i = 0; i < n; i++) out[i] = Number(view.getBigInt64(i * 8, true))
-      break
     case "uint64":
-      for (let i = 0; i < n; i++) out[i] = Number(view.getBigUint64(i * 8, true))
-      break
+      throw new Error("unreachable: int64 / uint64 are read by wideRaw")
   }
   void code
   return out
 }
 
-const readTyped = (dtype: DType, tp: TensorProto, n: number, where: string): Tensor["data"] => {
+/** int64 / uint64 raw data, exactly. */
+const wideRaw = (dtype: "int64" | "uint64", bytes: Uint8Array, n: number, shape: readonly number[], where: string): Tensor => {
+  if (bytes.length !== n * 8) throw new DecodeError({ where, reason: `raw data has ${bytes.length} bytes, ${n} ${dtype} elements need ${n * 8}` })
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+  const out = allocateBig(dtype, n)
+  for (let i = 0; i < n; i++) out[i] = dtype === "int64" ? view.getBigInt64(i * 8, true) : view.getBigUint64(i * 8, true)
+  return wideTensor(dtype, shape, out)
+}
+
+/** A tensor of raw little-endian bytes. */
+const fromRaw = (dtype: DType, code: number, bytes: Uint8Array, n: number, shape: number[], where: string): Tensor =>
+  isWide(dtype) ? wideRaw(dtype, bytes, n, shape, where) : { dtype, shape, data: readRaw(dtype, code, bytes, n, where) }
+
+const readTyped = (dtype: DType, tp: TensorProto, n: number, shape: number[], where: string): Tensor => {
   const field: ArrayLike<number | bigint> =
     dtype === "float32"
       ? tp.floatData
@@ -112,12 +123,18 @@ const readTyped = (dtype: DType, tp: TensorProto, n: number, where: string): Ten
             ? tp.uint64Data
             : tp.int32Data
   if (field.length !== n) throw new DecodeError({ where, reason: `holds ${field.length} values, dims need ${n}` })
+  if (isWide(dtype)) {
+    // the int64_data / uint64_data fields hold BigInts: kept exactly
+    const big = allocateBig(dtype, n)
+    for (let i = 0; i < n; i++) big[i] = wrapWide(dtype, BigInt(field[i]))
+    return wideTensor(dtype, shape, big)
+  }
   const out = allocate(dtype, n)
   for (let i = 0; i < n; i++) {
     const v = Number(field[i])
     out[i] = dtype === "float16" ? f16BitsToNumber(v) : dtype === "bfloat16" ? bf16BitsToNumber(v) : dtype === "bool" ? (v ? 1 : 0) : v
   }
-  return out
+  return { dtype, shape, data: out }
 }
 
 /** Decodes one TensorProto. `where` names it in errors. */
@@ -143,11 +160,11 @@ export const decodeTensor = (tp: TensorProto, where: string, readExternal?: Exte
     if (!Number.isSafeInteger(offset) || offset < 0 || (length !== undefined && (!Number.isSafeInteger(length) || length < 0)))
       throw new DecodeError({ where, reason: "external data offset/length are not valid non-negative integers" })
     const bytes = readExternal(location, offset, length ?? n * BYTES[dtype])
-    return { dtype, shape, data: readRaw(dtype, tp.dataType, bytes, n, where) }
+    return fromRaw(dtype, tp.dataType, bytes, n, shape, where)
   }
   if (tp.rawData.length > 0 || (n === 0 && tp.floatData.length + tp.int32Data.length + tp.int64Data.length + tp.doubleData.length + tp.uint64Data.length === 0))
-    return { dtype, shape, data: readRaw(dtype, tp.dataType, tp.rawData, n, where) }
-  return { dtype, shape, data: readTyped(dtype, tp, n, where) }
+    return fromRaw(dtype, tp.dataType, tp.rawData, n, shape, where)
+  return readTyped(dtype, tp, n, shape, where)
 }
 
 const LITTLE_ENDIAN = new Uint8Array(Uint32Array.of(1).buffer)[0] === 1
@@ -159,6 +176,7 @@ export const encodeTensor = (t: Tensor, name: string): TensorProto => {
   const bytes = new Uint8Array(n * width)
   const view = new DataView(bytes.buffer)
   const d = t.data
+  const wide = isWide(t.dtype) ? exactValues(t) : undefined
   // float32 storage on a little-endian host is raw_data already: copied whole, not element by
   // element (ViT-B/16's 86M weights took seconds); the bits go as stored (a signalling NaN is
   // no longer quieted on the way)
@@ -199,10 +217,10 @@ export const encodeTensor = (t: Tensor, name: string): TensorProto => {
         view.setUint32(i * 4, v, true)
         break
       case "int64":
-        view.setBigInt64(i * 8, BigInt(Math.trunc(v)), true)
+        view.setBigInt64(i * 8, wide![i], true)
         break
       case "uint64":
-        view.setBigUint64(i * 8, BigInt(Math.trunc(v)), true)
+        view.setBigUint64(i * 8, wide![i], true)
         break
     }
   }

@@ -80,9 +80,9 @@ export const dtypeRange = (d: DType): [number, number] => {
     case "uint32":
       return [0, 2 ** 32 - 1]
     case "int64":
-      return [-(2 ** 53), 2 ** 53]
+      return [-(2 ** 63), 2 ** 63]
     case "uint64":
-      return [0, 2 ** 53]
+      return [0, 2 ** 64]
     default:
       return [-Infinity, Infinity]
   }

@@ -2,6 +2,7 @@
 // compiled in parallel and cached by its content, ./build.ts),
 // loaded through koffi, its kernels run on host typed arrays in 64-byte aligned memory.
 import { Effect, Layer } from "effect"
+import { cArray } from "../../ast/graph/dtype.js"
 import { artifactText, type Artifact } from "../../lowering/program.js"
 import { Device, hostModule, LoadError, type DeviceShape } from "../device.js"
 import { buildCUnits, compilerAvailable, defaultCBuildConfig, type CBuildConfig, type CUnits } from "./build.js"
@@ -47,7 +48,7 @@ export const cDevice = (config: CBuildConfig = defaultCBuildConfig(), threads?: 
           ),
         ),
       )
-      return hostModule("c", mod.kernels, alignedReserve)
+      return hostModule("c", mod.kernels, alignedReserve, cArray)
     }),
   // gcc in chunks, each candidate timed in a child process with its own OpenMP thread count
   measure: (r) => {

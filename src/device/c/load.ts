@@ -4,7 +4,7 @@
 // executor reserves its blocks in.
 import { Effect } from "effect"
 import koffi from "koffi"
-import { allocate, DTYPE_INFO, type DType, type TypedArray } from "../../ast/graph/dtype.js"
+import { cArray, DTYPE_INFO, type DeviceArray, type DType } from "../../ast/graph/dtype.js"
 import type { KernelEntry } from "../../lowering/program.js"
 import type { HostReserve } from "../device.js"
 import { DeviceRunError, LoadError } from "../errors.js"
@@ -13,7 +13,7 @@ import { DeviceRunError, LoadError } from "../errors.js"
 const ffiType = (d: DType): string => `${DTYPE_INFO[d].c} *`
 
 /** A loaded kernel: checks its arguments, then calls the C function. */
-export type CKernel = (...args: TypedArray[]) => void
+export type CKernel = (...args: DeviceArray[]) => void
 
 export interface CModule {
   readonly path: string
@@ -24,7 +24,7 @@ export interface CModule {
 export type CKernelSignature = Pick<KernelEntry, "name"> & { readonly params: readonly Pick<KernelEntry["params"][number], "dtype" | "elements">[] }
 
 const checkedKernel = (k: CKernelSignature, native: (...a: unknown[]) => unknown): CKernel => {
-  const ctors = k.params.map((p) => allocate(p.dtype, 0).constructor)
+  const ctors = k.params.map((p) => cArray(p.dtype))
   return (...args) => {
     if (args.length !== k.params.length) throw new DeviceRunError({ kernel: k.name, reason: `takes ${k.params.length} arrays, given ${args.length}` })
     args.forEach((a, j) => {

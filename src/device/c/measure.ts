@@ -211,7 +211,8 @@ const runChild = (so: string, names: readonly string[], ref: ReferenceCase, opti
       if ("error" in m) return void results.set(m.name, { error: m.error })
       if ("out" in m) {
         // wrong answers are errors, never timings
-        const wrong = wrongAnswer(m.out, ref, options)
+        // (int64 outputs come back as int64_t: compared as numbers)
+        const wrong = wrongAnswer(m.out.map((a: ArrayLike<number> | BigInt64Array) => (a instanceof BigInt64Array ? Float64Array.from(a, Number) : a)), ref, options)
         if (wrong) results.set(m.name, { error: wrong })
         return
       }
@@ -224,7 +225,7 @@ const runChild = (so: string, names: readonly string[], ref: ReferenceCase, opti
       const tail = lastLine(stderr)
       finish(tail ? `${why}: ${tail}` : why)
     })
-    child.send({ so, names, nparams: ref.arrays.length, arrays: ref.arrays, outputIdx: ref.outputIdx, repeats: options.repeats, minRepeatMs: options.minRepeatMs, flushBytes: options.flushBytes ?? 0, interleave: options.interleave === true })
+    child.send({ so, names, nparams: ref.arrays.length, arrays: ref.arrays.map((a, j) => (ref.dtypes[j] === "int64" ? BigInt64Array.from(a, (x) => BigInt(x)) : a)), outputIdx: ref.outputIdx, repeats: options.repeats, minRepeatMs: options.minRepeatMs, flushBytes: options.flushBytes ?? 0, interleave: options.interleave === true })
     return Effect.sync(() => {
       finished = true
       clearTimeout(timer)

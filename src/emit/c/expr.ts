@@ -6,8 +6,10 @@
 // typed arrays) and a value class (the C type its expressions compute in):
 //   float32 / float16 / bfloat16 → float   (float16 / bfloat16 are stored as rounded floats)
 //   float64                      → double
-//   int64 / uint64               → double   (stored as double: our typed storage is Float64Array,
-//                                            exact to 2^53; division truncates, stores truncate)
+//   uint64                       → double   (stored as double, as the host's Float64Array: exact
+//                                            to 2^53; lowering compiles no group that computes it)
+//   int64                        → int64_t  (stored as int64_t: the c device hands int64 buffers
+//                                            as BigInt64Arrays, every value exact; wraps like C)
 //   int8 … uint32, bool          → integers (loop variables and integer lets are int64_t, so index
 //                                            arithmetic never overflows; stores wrap like C, and
 //                                            the build passes -fwrapv so wrapping is defined)
@@ -24,7 +26,7 @@ export const cStorage = (d: DType): string => DTYPE_INFO[d].c
 export type ValueClass = "f32" | "f64" | "int"
 
 export const valueClass = (d: DType): ValueClass =>
-  d === "float32" || d === "float16" || d === "bfloat16" ? "f32" : d === "float64" || d === "int64" || d === "uint64" ? "f64" : "int"
+  d === "float32" || d === "float16" || d === "bfloat16" ? "f32" : d === "float64" || d === "uint64" ? "f64" : "int"
 
 /** The C type of a scalar (a let, a temporary) holding a value of `d`. */
 export const C_VALUE: { readonly [C in ValueClass]: string } = { f32: "float", f64: "double", int: "int64_t" }
@@ -41,6 +43,9 @@ export const constC = (value: number, dtype: DType): string => {
     const t = Math.trunc(value)
     if (t === -2147483648) return "(-2147483647 - 1)"
     if (Math.abs(t) <= 2147483647) return t < 0 ? `(${t})` : String(t)
+    // (a double at or past ±2^63 is no int64_t: the type's bounds, which Max / Min reductions start from)
+    if (t >= 2 ** 63) return "INT64_MAX"
+    if (t <= -(2 ** 63)) return "INT64_MIN"
     if (!Number.isSafeInteger(t)) return `((int64_t)${fnum(t)})`
     return t < 0 ? `(-INT64_C(${-t}))` : `INT64_C(${t})`
   }
@@ -70,8 +75,11 @@ export const castC = (to: DType, from: DType, x: string): string => {
     case "bool":
       return `((${x}) != 0)`
     case "int64":
+      // truncated and wrapped modulo 2^64 (uint64 values past 2^63 come out negative, as BigInt.asIntN)
+      return src === "int" ? `((int64_t)(${x}))` : `tessera_f2i(${x})`
     case "uint64":
-      return src === "int" ? `((double)(${x}))` : from === "int64" || from === "uint64" ? x : `tessera_f2l(${x})`
+      if (from === "int64") return `((double)(uint64_t)(${x}))`
+      return src === "int" ? `((double)(${x}))` : from === "uint64" ? x : `tessera_f2l(${x})`
     default:
       return src === "int" ? `((${cStorage(to)})(${x}))` : `((${cStorage(to)})tessera_f2i(${x}))`
   }
@@ -117,12 +125,14 @@ export const C_EXPR: ExprRenderer = {
   },
   bin: (e, a, b, scope) => {
     const cls = valueClass(e.a.dtype)
-    const int64 = e.a.dtype === "int64" || e.a.dtype === "uint64"
+    const wide = e.a.dtype === "uint64"
+    const int64 = e.a.dtype === "int64"
     const nonNegative = () => intervalOf(e.a, scope.bounds).min >= 0
     switch (e.op) {
       case "div":
-        if (cls === "int") return positiveConst(e.b) || (e.b.kind === "const" && e.b.value !== 0) ? `(${a} / ${b})` : `tessera_idiv(${a}, ${b})`
-        return int64 ? `trunc(${a} / ${b})` : `(${a} / ${b})`
+        // (an int64 divided by -1 goes through the helper: INT64_MIN / -1 traps)
+        if (cls === "int") return positiveConst(e.b) || (e.b.kind === "const" && e.b.value !== 0 && !(int64 && e.b.value === -1)) ? `(${a} / ${b})` : `tessera_idiv(${a}, ${b})`
+        return wide ? `trunc(${a} / ${b})` : `(${a} / ${b})`
       case "floordiv":
         if (cls === "int") return positiveConst(e.b) && nonNegative() ? `(${a} / ${b})` : `tessera_floordiv(${a}, ${b})`
         return cls === "f32" ? `floorf(${a} / ${b})` : `floor(${a} / ${b})`

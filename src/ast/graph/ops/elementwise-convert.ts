@@ -29,7 +29,7 @@ const TYPE_CODES: Readonly<Record<string, number>> = {
   FLOAT16: 10, DOUBLE: 11, UINT32: 12, UINT64: 13, COMPLEX64: 14, COMPLEX128: 15, BFLOAT16: 16,
 }
 
-const castTarget = (to: number | string): DType => {
+export const castTarget = (to: number | string): DType => {
   const code = typeof to === "string" ? (TYPE_CODES[to.toUpperCase()] ?? fail(`'to' = '${to}' names no ONNX element type`)) : to
   const dtype = ONNX_DTYPE[code]
   if (dtype) return dtype

@@ -101,19 +101,19 @@ const logSumExp = (x: Tensor, map: Int32Array, m: number): Float64Array => {
   return s
 }
 
-type ReduceName = keyof typeof FOLDS | "ReduceLogSumExp"
+export type ReduceName = keyof typeof FOLDS | "ReduceLogSumExp"
 
 /** The opset from which an op takes its axes as an input. */
 const axesInputFrom = (op: ReduceName): number => (op === "ReduceSum" ? 13 : 18)
 
 const reduceAttrs = attrs({ axes: A.optInts(), keepdims: A.int(1), noop_with_empty_axes: A.int(0) })
-type ReduceAttrs = { axes: readonly number[] | undefined; keepdims: number; noop_with_empty_axes: number }
+export type ReduceAttrs = { axes: readonly number[] | undefined; keepdims: number; noop_with_empty_axes: number }
 
 /**
  * The reduced axes as a mask over `rank`, from the attribute or the input; undefined when the
  * axes input is present but not known (type relation without values).
  */
-const reducedMask = (
+export const reducedMask = (
   op: ReduceName,
   a: ReduceAttrs,
   opset: number,
@@ -133,7 +133,7 @@ const reducedMask = (
   return mask
 }
 
-const reduceShape = <D>(shape: readonly D[], mask: readonly boolean[], keep: boolean, one: D): D[] =>
+export const reduceShape = <D>(shape: readonly D[], mask: readonly boolean[], keep: boolean, one: D): D[] =>
   keep ? shape.map((d, i) => (mask[i] ? one : d)) : shape.filter((_, i) => !mask[i])
 
 const inferReduce = (op: ReduceName) => (ctx: InferCtx<ReduceAttrs>): readonly ValueType[] => {

@@ -2,7 +2,9 @@
 import { A, attrs } from "../attrs.js"
 import { allocate, ONNX_DTYPE, ONNX_DTYPE_NAME, type DType } from "../dtype.js"
 import { check, defineOp, fail, unsupported, type AnyOpDef } from "../op.js"
-import { fromArray, scalar, tensor, type Tensor } from "../tensor.js"
+import { exactAt, fromArray, scalar, tensor, type Tensor } from "../tensor.js"
+import { isWide } from "../int64.js"
+import { rangeCountBig } from "./exact-int64.js"
 import { inputType, req } from "./util.js"
 import { constInts, filled, intValues, scalarOf, staticLength, symDim, symShape } from "./tensor-common.js"
 
@@ -95,6 +97,9 @@ const Range = defineOp({
   infer: (ctx) => {
     const t = inputType(ctx, 0)
     const [s, l, d] = ctx.values
+    // (int64 / uint64 counted exactly, as their kernel does: ops/exact-int64.ts)
+    if (s && l && d && isWide(t.dtype) && s.dtype === t.dtype && l.dtype === t.dtype && d.dtype === t.dtype && s.data.length === 1 && l.data.length === 1 && d.data.length === 1)
+      return [{ dtype: t.dtype, shape: [Number(rangeCountBig(exactAt(s, 0), exactAt(l, 0), exactAt(d, 0)))] }]
     if (s && l && d) return [{ dtype: t.dtype, shape: [rangeCount(scalarOf(s, "start"), scalarOf(l, "limit"), scalarOf(d, "delta"))] }]
     return [{ dtype: t.dtype, shape: [symDim(ctx, 0, 0)] }]
   },
