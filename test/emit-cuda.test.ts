@@ -21,7 +21,7 @@ import { describe, expect, it } from "vitest"
 import { attr } from "../src/ast/graph/attrs.js"
 import { runGraph } from "../src/ast/graph/evaluate.js"
 import type { Graph } from "../src/ast/graph/graph.js"
-import { fromArray, tensor, type Tensor } from "../src/ast/graph/tensor.js"
+import { exactValues, fromArray, tensor, wideTensor, type Tensor } from "../src/ast/graph/tensor.js"
 import { evaluateTE } from "../src/ast/te/evaluate.js"
 import { evaluatePrimFunc } from "../src/ast/tir/evaluate.js"
 import { add, c, mul, v } from "../src/ast/te/expr.js"
@@ -345,6 +345,31 @@ describe("cuda target: a small network end to end", () => {
       const bad = spawnSync(path.join(dir, "model-emulated"), ["--input", `input=${path.join(dir, "bad.npy")}`], { encoding: "utf8" })
       expect(bad.status).toBe(2)
       expect(bad.stderr).toMatch(/shape \(1, 3, 16\), input 'input' is \(1, 3, 16, 16\)/)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  }, 120_000)
+
+  it.skipIf(!HAVE_GXX)("int64 past 2^53 goes in, through a kernel and out of the runner exactly (int64_t in the arena, as in constants.bin)", async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), "tessera-cuda-int64-"))
+    try {
+      const b = new NetBuilder(7, 13)
+      const x = b.input("x", { dtype: "int64", shape: [4] })
+      const k = b.constant("k", wideTensor("int64", [4], BigInt64Array.from([1n, 2n, 0n, 2n ** 60n])))
+      b.op("Add", [x, k], "y")
+      const g = b.build("int64", [{ name: "y", type: { dtype: "int64", shape: [4] } }])
+      const { files, program } = await compiled(g)
+      expect(program.kernels.every((kk) => kk.kind === "compiled")).toBe(true)
+      writeAll(dir, files)
+      const build = spawnSync("make", ["-C", dir, "emulate"], { encoding: "utf8" })
+      expect(build.status, build.stderr).toBe(0)
+      const feed = wideTensor("int64", [4], BigInt64Array.from([2n ** 53n + 1n, 2n ** 62n + 7n, -(2n ** 63n), 2n ** 60n - 3n]))
+      writeFileSync(path.join(dir, "x.npy"), serializeNpy(feed))
+      mkdirSync(path.join(dir, "out"))
+      const run = spawnSync(path.join(dir, "model-emulated"), ["--input", `x=${path.join(dir, "x.npy")}`, "--out", path.join(dir, "out"), "--runs", "1", "--warmup", "0"], { encoding: "utf8" })
+      expect(run.status, run.stderr).toBe(0)
+      const got = parseNpy(new Uint8Array(readFileSync(path.join(dir, "out", "y.npy"))))
+      expect(Array.from(exactValues(got))).toEqual([2n ** 53n + 2n, 2n ** 62n + 9n, -(2n ** 63n), 2n ** 61n - 3n])
     } finally {
       rmSync(dir, { recursive: true, force: true })
     }

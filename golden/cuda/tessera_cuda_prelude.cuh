@@ -5,18 +5,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* floor division and modulo; a zero divisor yields 0 where the evaluator would raise */
+/* floor division and modulo; a zero divisor yields 0 where the evaluator would raise; by -1
+   without dividing (INT64_MIN / -1 traps on x86: the quotient wraps, as -fwrapv's negation) */
 static __device__ __forceinline__ int64_t tessera_floordiv(int64_t a, int64_t b) {
   if (b == 0) return 0;
+  if (b == -1) return (int64_t)(0ULL - (uint64_t)a);
   int64_t q = a / b;
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 static __device__ __forceinline__ int64_t tessera_floormod(int64_t a, int64_t b) {
-  if (b == 0) return 0;
+  if (b == 0 || b == -1) return 0;
   int64_t r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
-static __device__ __forceinline__ int64_t tessera_idiv(int64_t a, int64_t b) { return b == 0 ? 0 : a / b; }
+static __device__ __forceinline__ int64_t tessera_idiv(int64_t a, int64_t b) { return b == 0 ? 0 : b == -1 ? (int64_t)(0ULL - (uint64_t)a) : a / b; }
 static __device__ __forceinline__ float tessera_floormodf(float a, float b) { return a - floorf(a / b) * b; }
 static __device__ __forceinline__ double tessera_floormodd(double a, double b) { return a - floor(a / b) * b; }
 

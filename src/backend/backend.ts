@@ -49,12 +49,12 @@ export interface Codegen<K extends TargetKind> {
   readonly emit: (program: Program, target: Target<K>, options: RunOptions) => Artifact
   /** The Device layer that builds, loads and runs this target's artifacts. */
   readonly device: (target: Target<K>, options: RunOptions) => Layer.Layer<Device>
+  /** Whether its code computes int64 in int64_t and its artifacts store it so (c, cuda): exact; else int64 arithmetic runs on the reference kernels. */
+  readonly exactInt64?: boolean
   /**
    * Tuning candidates in the target's language, each under its name, for its device's `measure`
    * (which builds and times them in isolation); absent: the target is not tunable yet.
    */
-  /** Whether its code computes int64 in int64 and its device stores it so (c): exact; else int64 runs on the reference kernels. */
-  readonly exactInt64?: boolean
   readonly renderCandidates?: (funcs: readonly { readonly name: string; readonly func: PrimFunc }[]) => string
   /**
    * What a toolchain here says of the artifact, when one is here (nvcc: each function's registers

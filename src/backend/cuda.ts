@@ -59,6 +59,8 @@ export const cuda: Backend<"cuda"> = {
   codegen: {
     schedules: (target, tuned) => cudaSchedules(target.attrs, tuned),
     tir: (target) => cudaTirPipeline(target.attrs),
+    // its kernels share the c target's int64_t (cStorage), and the runner and constants.bin hold int64 as int64_t
+    exactInt64: true,
     emit: (program, target) => emitCudaArtifact(program, target.attrs, { restrict: !kernelsAlias(program) }),
     device: () => cudaDeviceLayer,
     buildReport: cudaBuildReport,

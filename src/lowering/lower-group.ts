@@ -103,7 +103,7 @@ export const buildGroupTE = (fused: FusedGraph, group: FusedGroup, exactInt64 = 
     for (const o of n.outputs)
       if (o !== "" && (graph.valueTypes.get(o)?.dtype === "float16" || graph.valueTypes.get(o)?.dtype === "bfloat16"))
         throw new NoComputeError({ reason: `${n.op} computes in ${graph.valueTypes.get(o)!.dtype} (rounded after every op; not fused)` })
-  // int64 computes in int64_t on a target whose code does (`exactInt64`: c). Elsewhere (js, wasm)
+  // int64 computes in int64_t on a target whose code does (`exactInt64`: c, cuda). Elsewhere (js, wasm)
   // int64 is a double: exact for moves, selections, indices and casts of integers
   // (INT64_EXACT_IN_DOUBLE), not for arithmetic past 2^53 nor for a float's wrap past 2^63, so a
   // group with int64 arithmetic or a Cast from a float (and any group computing uint64) keeps the
@@ -113,7 +113,7 @@ export const buildGroupTE = (fused: FusedGraph, group: FusedGroup, exactInt64 = 
     for (const o of n.outputs) {
       const d = o === "" ? undefined : graph.valueTypes.get(o)?.dtype
       if (d === "uint64" || (d === "int64" && !exactInt64 && (!INT64_EXACT_IN_DOUBLE.has(n.op) || castOfFloat(graph, n))))
-        throw new NoComputeError({ reason: `${n.op} computes ${d} (exact beyond 2^53 only on the reference kernels${d === "int64" ? " and the c target" : ""}; not compiled)` })
+        throw new NoComputeError({ reason: `${n.op} computes ${d} (exact beyond 2^53 only on the reference kernels${d === "int64" ? " and the c and cuda targets" : ""}; not compiled)` })
     }
   for (const v of [...group.inputs, ...group.outputs]) {
     const t = graph.valueTypes.get(v) ?? graph.initializers.get(v)

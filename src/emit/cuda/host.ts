@@ -44,8 +44,8 @@ export interface TensorIo {
   readonly elements: number
   /** The .npy descr of the dtype ('<f4', '<i8', …). */
   readonly npy: string
-  /** How the arena holds it: as the file's bytes, or int64 / uint64 as doubles. */
-  readonly storage: "raw" | "i8-as-f8" | "u8-as-f8" | "unsupported"
+  /** How the arena holds it: as the file's bytes (int64 as int64_t too), or uint64 as doubles. */
+  readonly storage: "raw" | "u8-as-f8" | "unsupported"
 }
 
 const NPY: { readonly [D in DType]: string } = {
@@ -64,7 +64,8 @@ const NPY: { readonly [D in DType]: string } = {
   bool: "|b1",
 }
 
-const storageOf = (d: DType): TensorIo["storage"] => (d === "int64" ? "i8-as-f8" : d === "uint64" ? "u8-as-f8" : d === "float16" || d === "bfloat16" ? "unsupported" : "raw")
+// int64 is int64_t in the arena, as in constants.bin and the kernels (cStorage); uint64 is still held as a double
+const storageOf = (d: DType): TensorIo["storage"] => (d === "uint64" ? "u8-as-f8" : d === "float16" || d === "bfloat16" ? "unsupported" : "raw")
 
 export interface ArenaPlan {
   readonly bytes: number
@@ -226,7 +227,7 @@ typedef struct {
   const char* name;
   const char* dtype;    /* the ONNX dtype's name */
   const char* npy;      /* the .npy descr of that dtype */
-  const char* storage;  /* "raw": the file's bytes; "i8-as-f8" / "u8-as-f8": int64 / uint64 held as double */
+  const char* storage;  /* "raw": the file's bytes (int64 as int64_t); "u8-as-f8": uint64 held as double */
   int storage_bytes;    /* bytes of one element in the arena */
   size_t offset;        /* in the arena */
   size_t elements;

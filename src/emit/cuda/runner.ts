@@ -90,7 +90,6 @@ static std::vector<char> toArena(const tessera_tensor& t, const std::vector<char
   const char* src = file.data() + n.dataOffset;
   std::vector<char> out(t.elements * t.storage_bytes);
   if (storage == "raw") memcpy(out.data(), src, out.size());
-  else if (storage == "i8-as-f8") for (size_t i = 0; i < t.elements; i++) { int64_t x; memcpy(&x, src + 8 * i, 8); double y = (double)x; memcpy(out.data() + 8 * i, &y, 8); }
   else if (storage == "u8-as-f8") for (size_t i = 0; i < t.elements; i++) { uint64_t x; memcpy(&x, src + 8 * i, 8); double y = (double)x; memcpy(out.data() + 8 * i, &y, 8); }
   else die(std::string("input '") + t.name + "' is " + t.dtype + ", which the runner does not read");
   return out;
@@ -102,8 +101,7 @@ static void writeNpy(const tessera_tensor& t, const std::vector<char>& arena, co
   if (storage == "raw") data = arena;
   else for (size_t i = 0; i < t.elements; i++) {
     double y; memcpy(&y, arena.data() + 8 * i, 8);
-    if (storage == "i8-as-f8") { int64_t x = (int64_t)y; memcpy(data.data() + 8 * i, &x, 8); }
-    else { uint64_t x = (uint64_t)y; memcpy(data.data() + 8 * i, &x, 8); }
+    uint64_t x = (uint64_t)y; memcpy(data.data() + 8 * i, &x, 8);
   }
   std::string h = std::string("{'descr': '") + t.npy + "', 'fortran_order': False, 'shape': " + shapeText(t.shape, t.rank) + ", }";
   while ((10 + h.size() + 1) % 64) h += ' ';
