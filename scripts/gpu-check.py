@@ -162,8 +162,11 @@ def main():
             print(f"{m['model']}: FAILED: {e}", flush=True)
             t = {"median_ms": None, "outputs": {"-": {"error": f"failed: {e}"}}}
         if a.memcheck and not a.emulate and t["median_ms"] is not None:
-            out, _ = sh(["compute-sanitizer", "--tool", "memcheck", "./model", "--runs", "1", "--warmup", "0"] + [x for i in m["inputs"] for x in ("--input", f"{i['name']}={i['file']}")], cwd=os.path.join(a.dir, m["dir"]), timeout=600)
-            print(f"{m['model']}: compute-sanitizer memcheck: {out.strip().splitlines()[-1] if out.strip() else 'no output'}", flush=True)
+            try:  # the sanitizer runs on some machines' runtimes only: its failure is reported, not the end of the check
+                out, _ = sh(["compute-sanitizer", "--tool", "memcheck", "--error-exitcode", "3", "./model", "--runs", "1", "--warmup", "0"] + [x for i in m["inputs"] for x in ("--input", f"{i['name']}={i['file']}")], cwd=os.path.join(a.dir, m["dir"]), timeout=120)
+                print(f"{m['model']}: compute-sanitizer memcheck: {out.strip().splitlines()[-1] if out.strip() else 'no output'}", flush=True)
+            except (Exception, SystemExit) as e:
+                print(f"{m['model']}: compute-sanitizer memcheck: {e}", flush=True)
         p = {} if a.emulate else time_torch(m, a.runs, not a.no_compile)
         if p:
             print(f"{m['model']}: torch {json.dumps(p)}", flush=True)
