@@ -88,6 +88,20 @@ const CASES: { readonly [name: string]: () => Graph } = {
     const y = b.op("Relu", [conv(b, x, "conv", { cin: 128, cout: 128, k: 3, pad: 1, bias: true })], "y")
     return b.build("conv3x3-relu", [{ name: y, type: { dtype: "float32", shape: [1, 128, 28, 28] } }])
   },
+  // ResNet-50's stride-2 3×3 convs at the start of stages 3 and 4 (layer3.0.conv2, layer4.0.conv2):
+  // 256 → 256 at 28×28 → 14×14 and 512 → 512 at 14×14 → 7×7, bias, ReLU
+  "conv3x3-s2-256": () => {
+    const b = new NetBuilder(0, 17)
+    const x = b.input("x", { dtype: "float32", shape: [1, 256, 28, 28] })
+    const y = b.op("Relu", [conv(b, x, "conv", { cin: 256, cout: 256, k: 3, stride: 2, pad: 1, bias: true })], "y")
+    return b.build("conv3x3-s2-256", [{ name: y, type: { dtype: "float32", shape: [1, 256, 14, 14] } }])
+  },
+  "conv3x3-s2-512": () => {
+    const b = new NetBuilder(0, 17)
+    const x = b.input("x", { dtype: "float32", shape: [1, 512, 14, 14] })
+    const y = b.op("Relu", [conv(b, x, "conv", { cin: 512, cout: 512, k: 3, stride: 2, pad: 1, bias: true })], "y")
+    return b.build("conv3x3-s2-512", [{ name: y, type: { dtype: "float32", shape: [1, 512, 7, 7] } }])
+  },
   // a sum over a long axis to one value (a loss, a norm): one output, no spatial parallelism
   "sum-long": () => {
     const b = new NetBuilder(0, 17)

@@ -400,6 +400,52 @@ describe("the conv rule (conv2d_NCHWc) on grouped convolutions", () => {
   })
 })
 
+describe("the conv rule's reduction order (conv2d_NCHWc defaults)", () => {
+  // blocked convs of 1 to 3 input blocks, 1×1 to 3×3 kernels (non-square too), stride 1 to 3,
+  // padding 0 to 2, images 3 to 9 wide, with or without an epilogue; AVX-512 or AVX2 records
+  const arbConv = fc.record({
+    ib: fc.constantFrom(1, 4, 8),
+    ob: fc.constantFrom(4, 8),
+    CB: fc.integer({ min: 1, max: 3 }),
+    OB: fc.integer({ min: 1, max: 2 }),
+    H: fc.integer({ min: 3, max: 9 }),
+    W: fc.integer({ min: 3, max: 9 }),
+    K: fc.constantFrom(1, 2, 3),
+    stride: fc.integer({ min: 1, max: 3 }),
+    pad: fc.integer({ min: 0, max: 2 }),
+    epilogue: fc.boolean(),
+    avx512: fc.boolean(),
+    seed: fc.nat(),
+  })
+
+  it("reads the stride off the compute, keeps the channel loops outside the unrolled taps only where a row's taps share their input (kernel width / stride ≥ 2), and evaluates equal to the TE", () => {
+    fc.assert(
+      fc.property(arbConv, (o) => {
+        fc.pre(o.W + 2 * o.pad >= o.K && o.H + 2 * o.pad >= o.K)
+        const cc = blockedConvCase(o.seed, o)
+        const base = baseSchedule(cc.outputs)
+        const t = templateFor(base)
+        expect(t.name).toBe("conv2d_NCHWc")
+        const knobs = t.space(cc.outputs, base)
+        const order = knobs.find((k) => k.name === "reduce_order")
+        const channels = o.CB * o.ib
+        // the order knob exactly where there is an order to choose: channels and taps both
+        expect(order !== undefined).toBe(channels > 1 && o.K > 1)
+        const target = o.avx512 ? { vectorLanes: 16, cores: 2, vectorRegisters: 32, fmaUnits: 1, fmaLatency: 4 } : { vectorLanes: 8, cores: 2, vectorRegisters: 16, fmaUnits: 2, fmaLatency: 4 }
+        const d = t.defaults(knobs, target)
+        if (order?.kind === "choice") {
+          expect(order.inputStride).toBe(o.stride)
+          expect(d.reduce_order).toBe(o.K / o.stride >= 2 ? "ic_only" : "ic_kernel")
+        }
+        const f = runTirSync(cpuTirPipeline(), lowerSync(t.apply(cc.outputs, base, d)))
+        const outs = evaluatePrimFunc(f, cc.inputs)
+        assertAllClose(cc.outputs.map((x) => outs.get(x.name)!), evaluateTE(cc.outputs, cc.inputs), 1e-4, 1e-5)
+      }),
+      lawParams(60),
+    )
+  })
+})
+
 describe("the conv register tile (convRegisterTile)", () => {
   it("lies in the candidates, holds at most half the registers (one block with 16 or fewer), keeps one row where one row holds half the accumulators the FMA pipes want, saturates them where a tile can, and loads the fewest bytes per FMA among those", () => {
     fc.assert(

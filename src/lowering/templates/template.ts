@@ -37,6 +37,12 @@ export type Knob =
       /** The extent of the loop the choice is about, where there is one (an unroll's loop). */
       readonly extent?: number
       /**
+       * A convolution's `reduce_order`: input columns between adjacent output columns (the stride,
+       * read off its compute). Not searched; what the defaults read to see how much input the taps
+       * of a row's unrolled window share. Absent: 1.
+       */
+      readonly inputStride?: number
+      /**
        * What a config without this knob means: for a knob added to a template later, the value
        * that gives the schedule its records were tuned with (so older tuning logs still apply).
        */
