@@ -19,6 +19,7 @@ await build({
     "scripts/layer-compare": "scripts/layer-compare.ts",
     "scripts/op-bench": "scripts/op-bench.ts",
     "scripts/run-profile": "scripts/run-profile.ts",
+    "scripts/fuzz": "scripts/fuzz.ts",
   },
   outdir,
   bundle: true,
