@@ -171,7 +171,7 @@ const pool2d =
           return maxReduce(select(inside, at(x, n, ch, iy, ix), fl(dtype, dtypeRange(dtype)[0])), [ry, rx])
         }, dtype, "pool"),
       ]
-    const includePad = num(ctx.attrs.count_include_pad, 0) === 1
+    const includePad = num(ctx.attrs.count_include_pad, 0) !== 0
     const total = compute(ctx.name("sum"), out, (n, ch, y, xx) => {
       const { iy, ix, inside } = coords(y, xx)
       return sum(select(inside, at(x, n, ch, iy, ix), fl(dtype, 0)), [ry, rx])

@@ -1,0 +1,72 @@
+// The fuzzer past the decoder (scripts/fuzz.ts, issue 19) and the bugs it found, each a named
+// regression: every compiled target agrees with the interpreter or fails with a typed error.
+import { Effect } from "effect"
+import { describe, expect, it } from "vitest"
+import { attr } from "../src/ast/graph/attrs.js"
+import { runGraph } from "../src/ast/graph/evaluate.js"
+import { makeGraph, node, type Graph } from "../src/ast/graph/graph.js"
+import { fromArray, type Tensor } from "../src/ast/graph/tensor.js"
+import { targetSettings } from "../src/cli/targets.js"
+import { compilerAvailable } from "../src/device/c/build.js"
+import { compileGraph, loadProgram } from "../src/pipeline.js"
+
+const TARGETS = ["js", "wasm", ...(compilerAvailable() ? (["c"] as const) : [])] as const
+
+/** Each target's outputs against the interpreter's (rtol 1e-4, atol 1e-5). */
+const agreesOnEveryTarget = async (g: Graph, feeds: ReadonlyMap<string, Tensor>) => {
+  const want = runGraph(g, feeds)
+  for (const kind of TARGETS) {
+    const { target } = targetSettings(kind)
+    const exec = await Effect.runPromise(Effect.flatMap(compileGraph(g, target), (p) => loadProgram(p, target)))
+    const got = exec.run(feeds)
+    g.outputs.forEach((o, k) => {
+      const have = got.get(o.name)!
+      expect(have.shape, `${kind} ${o.name}`).toEqual(want[k].shape)
+      const diffs = Array.from(want[k].data as Float32Array).filter((w, i) => Math.abs(Number(have.data[i]) - w) > 1e-5 + 1e-4 * Math.abs(w))
+      expect(diffs, `${kind} ${o.name}`).toEqual([])
+    })
+  }
+}
+
+describe("fuzz regressions: flag attributes mean what the interpreter says (any value but 0 is on)", () => {
+  const shape = [1, 2, 4, 5]
+  const x = fromArray("float32", shape, Array.from({ length: 40 }, (_, k) => Math.sin(k)))
+  // seed 1000036 of `npm run fuzz -- --seed 1`: ReduceSum keepdims=5 over a leading axis, then
+  // elementwise ops: inference kept the dim (keepdims != 0), the op library dropped it (=== 1), and
+  // the fused kernel indexed the reduced tensor as if it had one dim fewer: 39 of 40 wrong, exit 0
+  it.each([5, -1, 2])("ReduceSum / ReduceMax / ArgMax with keepdims=%i keep the axis on every target", async (keepdims) => {
+    for (const axis of [0, 1, 2]) {
+      const out = shape.map((d, j) => (j === axis ? 1 : d))
+      const g = makeGraph({
+        opset: 18,
+        inputs: [{ name: "x", type: { dtype: "float32", shape } }],
+        outputs: [
+          { name: "s", type: { dtype: "float32", shape: out } },
+          { name: "m", type: { dtype: "float32", shape: out } },
+          { name: "a", type: { dtype: "int64", shape: out } },
+        ],
+        initializers: new Map([["ax", fromArray("int64", [1], [axis])]]),
+        nodes: [
+          node("ReduceSum", ["x", "ax"], ["r"], { keepdims: attr.int(keepdims) }),
+          node("Tanh", ["r"], ["s"]),
+          node("ReduceMax", ["x", "ax"], ["q"], { keepdims: attr.int(keepdims) }),
+          node("Neg", ["q"], ["m"]),
+          node("ArgMax", ["x"], ["a"], { axis: attr.int(axis), keepdims: attr.int(keepdims) }),
+        ],
+      })
+      await agreesOnEveryTarget(g, new Map([["x", x]]))
+    }
+  }, 60_000)
+
+  // seed 1000005: AveragePool count_include_pad=7 divided by the window inside the image only
+  it("AveragePool with count_include_pad=7 counts the padding, as with 1", async () => {
+    const g = makeGraph({
+      opset: 18,
+      inputs: [{ name: "x", type: { dtype: "float32", shape } }],
+      outputs: [{ name: "y", type: { dtype: "float32", shape: [1, 2, 4, 5] } }],
+      initializers: new Map(),
+      nodes: [node("AveragePool", ["x"], ["p"], { kernel_shape: attr.ints([3, 3]), pads: attr.ints([1, 1, 1, 1]), count_include_pad: attr.int(7) }), node("Relu", ["p"], ["y"])],
+    })
+    await agreesOnEveryTarget(g, new Map([["x", x]]))
+  }, 60_000)
+})
