@@ -22,7 +22,8 @@ const agreesOnEveryTarget = async (g: Graph, feeds: ReadonlyMap<string, Tensor>)
     g.outputs.forEach((o, k) => {
       const have = got.get(o.name)!
       expect(have.shape, `${kind} ${o.name}`).toEqual(want[k].shape)
-      const diffs = Array.from(want[k].data as Float32Array).filter((w, i) => Math.abs(Number(have.data[i]) - w) > 1e-5 + 1e-4 * Math.abs(w))
+      const off = (a: number, w: number) => (Number.isNaN(a) || Number.isNaN(w) ? Number.isNaN(a) !== Number.isNaN(w) : Math.abs(a - w) > 1e-5 + 1e-4 * Math.abs(w))
+      const diffs = Array.from(want[k].data as ArrayLike<number>).flatMap((w, i) => (off(Number(have.data[i]), Number(w)) ? [`[${i}] ${Number(have.data[i])} vs ${Number(w)}`] : []))
       expect(diffs, `${kind} ${o.name}`).toEqual([])
     })
   }
@@ -68,5 +69,50 @@ describe("fuzz regressions: flag attributes mean what the interpreter says (any 
       nodes: [node("AveragePool", ["x"], ["p"], { kernel_shape: attr.ints([3, 3]), pads: attr.ints([1, 1, 1, 1]), count_include_pad: attr.int(7) }), node("Relu", ["p"], ["y"])],
     })
     await agreesOnEveryTarget(g, new Map([["x", x]]))
+  }, 60_000)
+})
+
+describe("fuzz regressions: NaN bounds", () => {
+  // seeds 2000264 and 2000226 of `npm run fuzz -- --seed 2`: a Clip whose constant min was NaN (a
+  // mutated initializer) made every element NaN on js and wasm (their min / max propagate NaN),
+  // where the evaluator's comparisons leave x as it is
+  const x = fromArray("float32", [2, 5], [-3, -1, -0.5, 0, 0.25, 0.5, 1, 2, Number.NaN, 7])
+  it.each([
+    ["min NaN", Number.NaN, 1],
+    ["max NaN", -1, Number.NaN],
+    ["both NaN", Number.NaN, Number.NaN],
+    ["neither", -1, 1],
+  ])("Clip with constant bounds (%s) agrees with the interpreter on every target", async (_, lo, hi) => {
+    const g = makeGraph({
+      opset: 18,
+      inputs: [{ name: "x", type: { dtype: "float32", shape: [2, 5] } }],
+      outputs: [{ name: "y", type: { dtype: "float32", shape: [2, 5] } }],
+      initializers: new Map([
+        ["lo", fromArray("float32", [], [lo])],
+        ["hi", fromArray("float32", [], [hi])],
+      ]),
+      nodes: [node("Clip", ["x", "lo", "hi"], ["c"]), node("Neg", ["c"], ["y"])],
+    })
+    await agreesOnEveryTarget(g, new Map([["x", x]]))
+  }, 60_000)
+
+  it("Clip with bounds read at run time (NaN among them) agrees with the interpreter on every target", async () => {
+    const g = makeGraph({
+      opset: 18,
+      inputs: [
+        { name: "x", type: { dtype: "float32", shape: [2, 5] } },
+        { name: "lo", type: { dtype: "float32", shape: [] } },
+        { name: "hi", type: { dtype: "float32", shape: [] } },
+      ],
+      outputs: [{ name: "y", type: { dtype: "float32", shape: [2, 5] } }],
+      initializers: new Map(),
+      nodes: [node("Clip", ["x", "lo", "hi"], ["y"])],
+    })
+    for (const [lo, hi] of [
+      [Number.NaN, 1],
+      [-1, Number.NaN],
+      [-0.5, 0.5],
+    ])
+      await agreesOnEveryTarget(g, new Map([["x", x], ["lo", fromArray("float32", [], [lo])], ["hi", fromArray("float32", [], [hi])]]))
   }, 60_000)
 })

@@ -85,20 +85,24 @@ const ELEMENTWISE: Record<string, OpCompute> = {
   },
   Clip: (ctx) => {
     const x = inp(ctx, 0)
-    // a bound from a constant input is baked in as a literal (the emitters' one-instruction min / max)
-    const bound = (k: number, attr: unknown) => {
+    // a bound from a constant input is baked in as a literal (the emitters' one-instruction min / max);
+    // a NaN bound is no bound, as in the evaluator's comparisons (the emitters' min / max would
+    // propagate it into every element); a float bound read at run time is compared as the evaluator
+    // does (`literal`: min / max are exact, no NaN to meet)
+    const bound = (k: number, attr: unknown): { readonly e: Expr; readonly literal: boolean } | undefined => {
       const t = ctx.inputs[k]
       const known = ctx.constants[k]
-      if (t) return known && known.length === 1 && isFloatDtype(x.dtype) ? fl(x.dtype, Number(known[0])) : bread(t, [])
-      return attr !== undefined ? fl(x.dtype, attr as number) : undefined
+      const literal = (v: number) => (Number.isNaN(v) ? undefined : { e: fl(x.dtype, v), literal: true })
+      if (t) return known && known.length === 1 && isFloatDtype(x.dtype) ? literal(Number(known[0])) : { e: bread(t, []), literal: !isFloatDtype(x.dtype) }
+      return attr !== undefined ? literal(attr as number) : undefined
     }
     const lo = bound(1, ctx.attrs.min)
     const hi = bound(2, ctx.attrs.max)
     return [
       compute(ctx.name(), shapeOf(ctx.outputs[0]), (...i) => {
         let e = bread(x, i)
-        if (lo) e = max(e, lo)
-        if (hi) e = min(e, hi)
+        if (lo) e = lo.literal ? max(e, lo.e) : select(lt(e, lo.e), lo.e, e)
+        if (hi) e = hi.literal ? min(e, hi.e) : select(lt(hi.e, e), hi.e, e)
         return e
       }, x.dtype),
     ]
