@@ -116,3 +116,27 @@ describe("fuzz regressions: NaN bounds", () => {
       await agreesOnEveryTarget(g, new Map([["x", x], ["lo", fromArray("float32", [], [lo])], ["hi", fromArray("float32", [], [hi])]]))
   }, 60_000)
 })
+
+describe("fuzz regressions: checks the targets lacked", () => {
+  // seed 2000143 of `npm run fuzz -- --seed 2`: a Conv whose kernel_shape (2147483647, 3) did not
+  // match its 3x3 weight: the evaluator refused it, js and wasm compiled the weight's kernel and answered
+  it("a Conv whose kernel_shape is not its weight's is a NodeError at bind, on every target", async () => {
+    const g = makeGraph({
+      opset: 18,
+      inputs: [{ name: "x", type: { dtype: "float32", shape: [1, 2, 6, 6] } }],
+      outputs: [{ name: "y", type: { dtype: "float32", shape: [1, 4, 4, 4] } }],
+      initializers: new Map([["w", fromArray("float32", [4, 2, 3, 3], Array.from({ length: 72 }, (_, k) => Math.cos(k)))]]),
+      nodes: [node("Conv", ["x", "w"], ["y"], { kernel_shape: attr.ints([2147483647, 3]) })],
+    })
+    const x = fromArray("float32", [1, 2, 6, 6], Array.from({ length: 72 }, (_, k) => Math.sin(k)))
+    expect(() => runGraph(g, new Map([["x", x]]))).toThrow(/kernel_shape \[2147483647, 3\] does not match the weight's \[3, 3\]/)
+    for (const kind of TARGETS) {
+      const { target } = targetSettings(kind)
+      const exit = await Effect.runPromiseExit(compileGraph(g, target))
+      expect(exit._tag, kind).toBe("Failure")
+      const err = exit._tag === "Failure" ? (exit.cause.reasons[0] as { error?: { _tag?: string; message?: string } }).error : undefined
+      expect(err?._tag, kind).toBe("NodeError")
+      expect(err?.message, kind).toMatch(/kernel_shape \[2147483647, 3\] does not match the weight's \[3, 3\]/)
+    }
+  }, 60_000)
+})
