@@ -140,3 +140,30 @@ describe("fuzz regressions: checks the targets lacked", () => {
     }
   }, 60_000)
 })
+
+describe("fuzz regressions: empty outputs with a huge axis", () => {
+  // seed 3000462 of `npm run fuzz -- --seed 3` (reported as a hang): Tile of a [32, 32] constant by
+  // [0, 2^20] is an empty [0, 33554432] tensor, but the evaluator built a 2^25-entry index map per
+  // axis first (Array.from with a callback): 4 s to evaluate, 10 s to compile (constant folding)
+  it.each(["Tile", "Pad"])("%s to an empty output with a 2^25 axis evaluates and compiles at once", async (op) => {
+    const x = fromArray("float32", [32, 32], new Array(1024).fill(1))
+    const big = op === "Tile" ? fromArray("int64", [2], [0, 1 << 20]) : fromArray("int64", [4], [0, 0, -32, (1 << 25) - 32])
+    const g = makeGraph({
+      opset: 18,
+      inputs: [],
+      outputs: [{ name: "y", type: { dtype: "float32", shape: [0, 1 << 25] } }],
+      initializers: new Map([
+        ["x", x],
+        ["r", big],
+      ]),
+      nodes: [node(op, ["x", "r"], ["y"])],
+    })
+    let t0 = performance.now()
+    const [y] = runGraph(g, new Map())
+    expect(y.shape).toEqual([0, 1 << 25])
+    expect(performance.now() - t0).toBeLessThan(1000)
+    t0 = performance.now()
+    await Effect.runPromise(compileGraph(g, targetSettings("js").target))
+    expect(performance.now() - t0).toBeLessThan(1000)
+  }, 60_000)
+})
