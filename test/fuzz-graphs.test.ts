@@ -141,6 +141,52 @@ describe("fuzz regressions: checks the targets lacked", () => {
   }, 60_000)
 })
 
+/** The evaluator and every compiled target refuse `g` with a NodeError matching `re`. */
+const refusedEverywhere = async (g: Graph, feeds: ReadonlyMap<string, Tensor>, re: RegExp) => {
+  expect(() => runGraph(g, feeds)).toThrow(re)
+  for (const kind of TARGETS) {
+    const { target } = targetSettings(kind)
+    const exit = await Effect.runPromiseExit(compileGraph(g, target))
+    expect(exit._tag, kind).toBe("Failure")
+    const err = exit._tag === "Failure" ? (exit.cause.reasons[0] as { error?: { _tag?: string; message?: string } }).error : undefined
+    expect(err?._tag, kind).toBe("NodeError")
+    expect(err?.message, kind).toMatch(re)
+  }
+}
+
+describe("fuzz regressions: type checks at bind that only the evaluator's kernels made", () => {
+  // seeds 3000313 and 3000397 of `npm run fuzz -- --seed 3`: an input widened from [2, 8] to
+  // [2, 9] before a Gemm with an [8, N] weight: the evaluator refused, js and wasm read past rows
+  it("a Gemm whose inner dims differ (or whose C does not broadcast) is refused on every target", async () => {
+    const gemm = (xShape: number[], cShape: number[]) =>
+      makeGraph({
+        opset: 18,
+        inputs: [{ name: "x", type: { dtype: "float32", shape: xShape } }],
+        outputs: [{ name: "y", type: { dtype: "float32", shape: [2, 4] } }],
+        initializers: new Map([
+          ["w", fromArray("float32", [8, 4], Array.from({ length: 32 }, (_, k) => k / 32))],
+          ["c", fromArray("float32", cShape, new Array(cShape.reduce((a, b) => a * b, 1)).fill(1))],
+        ]),
+        nodes: [node("Gemm", ["x", "w", "c"], ["y"])],
+      })
+    const feed = (shape: number[]) => new Map([["x", fromArray("float32", shape, new Array(shape[0] * shape[1]).fill(0.5))]])
+    await refusedEverywhere(gemm([2, 9], [4]), feed([2, 9]), /Gemm inner dims differ: 9 and 8/)
+    await refusedEverywhere(gemm([2, 8], [3]), feed([2, 8]), /C of shape \[3\] does not broadcast to \[2, 4\]/)
+  }, 60_000)
+
+  // seed 3000037: a Cast's `to` mutated to int8 before a Mul with an int64 constant
+  it("a binary op on two dtypes is refused on every target", async () => {
+    const g = makeGraph({
+      opset: 18,
+      inputs: [{ name: "x", type: { dtype: "float32", shape: [4] } }],
+      outputs: [{ name: "y", type: { dtype: "int8", shape: [4] } }],
+      initializers: new Map([["k", fromArray("int64", [4], [1, 2, 3, 4])]]),
+      nodes: [node("Cast", ["x"], ["i"], { to: attr.int(3) }), node("Mul", ["i", "k"], ["y"])],
+    })
+    await refusedEverywhere(g, new Map([["x", fromArray("float32", [4], [1, 2, 3, 4])]]), /inputs have different types: int8 and int64/)
+  }, 60_000)
+})
+
 describe("fuzz regressions: empty outputs with a huge axis", () => {
   // seed 3000462 of `npm run fuzz -- --seed 3` (reported as a hang): Tile of a [32, 32] constant by
   // [0, 2^20] is an empty [0, 33554432] tensor, but the evaluator built a 2^25-entry index map per
