@@ -187,6 +187,23 @@ describe("fuzz regressions: type checks at bind that only the evaluator's kernel
   }, 60_000)
 })
 
+describe("fuzz regressions: index shapes checked at bind", () => {
+  // seed 7000022 of `npm run fuzz -- --seed 7`: GatherElements with indices [12, 3, 2, 1] on data
+  // [1, 3, 8, 1] along axis 2: the evaluator refused (12 rows of indices for 1 of data on axis 0),
+  // js and wasm read past the data
+  it("GatherElements whose indices exceed the data on another axis is refused on every target", async () => {
+    const g = makeGraph({
+      opset: 18,
+      inputs: [{ name: "x", type: { dtype: "float32", shape: [1, 3, 8, 1] } }],
+      outputs: [{ name: "y", type: { dtype: "float32", shape: [12, 3, 2, 1] } }],
+      initializers: new Map([["i", fromArray("int64", [12, 3, 2, 1], new Array(72).fill(1))]]),
+      nodes: [node("GatherElements", ["x", "i"], ["y"], { axis: attr.int(2) })],
+    })
+    const x = fromArray("float32", [1, 3, 8, 1], Array.from({ length: 24 }, (_, k) => k))
+    await refusedEverywhere(g, new Map([["x", x]]), /indices shape \[12, 3, 2, 1\] exceeds data shape \[1, 3, 8, 1\] on axis 0/)
+  }, 60_000)
+})
+
 describe("fuzz regressions: empty outputs with a huge axis", () => {
   // seed 3000462 of `npm run fuzz -- --seed 3` (reported as a hang): Tile of a [32, 32] constant by
   // [0, 2^20] is an empty [0, 33554432] tensor, but the evaluator built a 2^25-entry index map per
