@@ -1,6 +1,8 @@
 // The fuzzer past the decoder (scripts/fuzz.ts, issue 19) and the bugs it found, each a named
 // regression: every compiled target agrees with the interpreter or fails with a typed error.
 import { Effect } from "effect"
+import { spawnSync } from "node:child_process"
+import * as path from "node:path"
 import { describe, expect, it } from "vitest"
 import { attr } from "../src/ast/graph/attrs.js"
 import { runGraph } from "../src/ast/graph/evaluate.js"
@@ -229,4 +231,24 @@ describe("fuzz regressions: empty outputs with a huge axis", () => {
     await Effect.runPromise(compileGraph(g, targetSettings("js").target))
     expect(performance.now() - t0).toBeLessThan(1000)
   }, 60_000)
+})
+
+describe("npm run fuzz", () => {
+  // (the script as `npm run fuzz` runs it: bundled into a folder of this test's own, cases in child
+  // processes with a deadline each; c on every 100th case where gcc is here)
+  const ROOT = path.resolve(import.meta.dirname, "..")
+  const BUILD = path.join(ROOT, ".cache", "test-fuzz-graphs")
+  it("a few hundred seeded cases: no crash, hang, untyped error, wrong answer or target more lenient than the interpreter", () => {
+    const b = spawnSync(process.execPath, ["scripts/build.mjs", "--outdir", BUILD], { cwd: ROOT, encoding: "utf8" })
+    expect(b.status, b.stderr).toBe(0)
+    const r = spawnSync(process.execPath, [path.join(BUILD, "scripts", "fuzz.js"), "--cases", "240", "--seed", "7", "--jobs", "2", "--c-every", "100", "--json"], { cwd: ROOT, encoding: "utf8", timeout: 170_000 })
+    const summary = JSON.parse(r.stdout.trim().split("\n").at(-1)!)
+    expect(summary.findings).toEqual([])
+    expect([summary.crashes, summary.hangs, summary.untyped, summary.wrong, summary.lenient]).toEqual([0, 0, 0, 0, 0])
+    expect(r.status).toBe(0)
+    // the cases reach past the decoder: most run on every target, many are refused with typed errors
+    expect(summary.outcomes["js ok"]).toBeGreaterThan(100)
+    expect(summary.outcomes["wasm ok"]).toBeGreaterThan(100)
+    expect(summary.outcomes["js typed"]).toBeGreaterThan(20)
+  }, 180_000)
 })
