@@ -176,6 +176,9 @@ if (args.includes("--child")) {
   const base = (opt("--targets") ?? "js,wasm").split(",").filter(Boolean)
   const json = args.includes("--json")
   const { compilerAvailable } = await import("../src/device/c/build.js")
+  const { buildFuzzCase } = await import("../src/ast/graph/arbitrary-fuzz.js")
+  /** A case's mutations, for a crash or hang (whose child could not say). */
+  const mutationsOf = (seed: number) => buildFuzzCase(seed).mutations
   const withC = cEvery > 0 && compilerAvailable() && !base.includes("c")
   const seedOf = (k: number) => (runSeed * 1_000_003 + k) >>> 0
 
@@ -186,12 +189,19 @@ if (args.includes("--child")) {
   let cCases = 0
   const t0 = performance.now()
 
+  /** Findings go to stderr as they come (a long run can be watched), with progress every 500 cases. */
+  const found = (f: Finding) => {
+    findings.push(f)
+    process.stderr.write(`fuzz: ${f.kind} on ${f.target}, seed ${f.seed} (${f.mutations.join("; ") || "-"}): ${f.message}\n`)
+  }
+  let finished = 0
   const record = (r: CaseResult) => {
     if (r.ms > slowest.ms) slowest = { seed: r.seed, ms: r.ms }
     for (const [target, o] of Object.entries(r.outcomes)) {
       count(`${target} ${o.kind}`)
-      if (o.kind === "untyped" || o.kind === "wrong" || o.kind === "lenient") findings.push({ seed: r.seed, target, kind: o.kind, message: o.message, mutations: r.mutations })
+      if (o.kind === "untyped" || o.kind === "wrong" || o.kind === "lenient") found({ seed: r.seed, target, kind: o.kind, message: o.message, mutations: r.mutations })
     }
+    if (++finished % 500 === 0) process.stderr.write(`fuzz: ${finished}/${cases} cases, ${findings.length} findings, ${((performance.now() - t0) / 1000).toFixed(0)} s\n`)
   }
 
   let next = 0
@@ -216,7 +226,8 @@ if (args.includes("--child")) {
           if (current) {
             clearTimeout(current.timer)
             const { seed } = current
-            findings.push({ seed, target: current.targets.join(","), kind: "crash", message: `the process died (${signal ?? `exit ${code}`}): ${stderr.trim().split("\n").slice(-3).join(" | ")}`, mutations: [] })
+            finished++
+            found({ seed, target: current.targets.join(","), kind: "crash", message: `the process died (${signal ?? `exit ${code}`}): ${stderr.trim().split("\n").slice(-3).join(" | ")}`, mutations: mutationsOf(seed) })
             count("crash")
             current = undefined
             take()
@@ -238,7 +249,8 @@ if (args.includes("--child")) {
         if (targets.includes("c")) cCases++
         const c = child ?? spawnChild()
         const timer = setTimeout(() => {
-          findings.push({ seed, target: targets.join(","), kind: "hang", message: `no answer in ${caseMs} ms`, mutations: [] })
+          finished++
+          found({ seed, target: targets.join(","), kind: "hang", message: `no answer in ${caseMs} ms`, mutations: mutationsOf(seed) })
           count("hang")
           current = undefined
           const dead = child
