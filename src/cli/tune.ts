@@ -34,6 +34,10 @@ import { withAttrs, type Target, type TargetKind } from "../ast/target.js"
 import { BACKENDS, TUNABLE_KINDS } from "../backend/index.js"
 import { scheduleTarget } from "../backend/cpu.js"
 import { UsageError } from "./errors.js"
+import { commandInterrupt } from "./supervise.js"
+import { checkInterrupt, InterruptedError, type Interrupt } from "../ast/graph/errors.js"
+import { withPassConfig } from "../rewrite/index.js"
+import * as tty from "node:tty"
 import { TargetUnavailableError, targetMissing, targetSettings } from "./targets.js"
 
 export const TUNERS = ["xgb", "evo", "ga", "random", "grid"] as const
@@ -76,6 +80,8 @@ export interface TuneCommandOptions {
   readonly measure: MeasureOptions
   /** Draw progress bars on stderr (only where stderr is a terminal). */
   readonly progress: boolean
+  /** The supervisor's stop flag (SIGINT, SIGTERM, --deadline): checked by compile and before each batch. */
+  readonly interrupt?: Interrupt
   /**
    * After a task's trials, its this-many fastest configs and its default measured again side by
    * side (c: in turns; `confirmMeasurerOptions`), the fastest of them the record applied; 0: none.
@@ -103,9 +109,13 @@ export const makeTuner = Effect.fn("cli.makeTuner")(function* (name: TunerName, 
   }
 })
 
-/** A record-write failure inside the tuning loop, carried out of it as a defect and back. */
-const rethrowWrite = <A, E, R>(eff: Effect.Effect<A, E, R>): Effect.Effect<A, E | FileAccessError, R> =>
-  Effect.catchDefect(eff, (d) => (d instanceof FileAccessError ? Effect.fail(d) : Effect.die(d)))
+/** A record-write failure or a stop request inside the tuning loop, carried out of it as a defect and back. */
+const rethrowWrite = <A, E, R>(eff: Effect.Effect<A, E, R>): Effect.Effect<A, E | FileAccessError | InterruptedError, R> =>
+  Effect.catchDefect(eff, (d) => (d instanceof FileAccessError || d instanceof InterruptedError ? Effect.fail(d) : Effect.die(d)))
+
+/** `measure` that first checks the stop flag (a stop request ends the loop before the next batch, as a defect `rethrowWrite` turns back). */
+const stoppable = <M extends (candidates: never) => Effect.Effect<unknown, unknown>>(interrupt: Interrupt | undefined, measure: M): M =>
+  (interrupt ? (candidates: never) => Effect.flatMap(Effect.sync(() => checkInterrupt(interrupt, () => "between two batches of trials")), () => measure(candidates)) : measure) as M
 
 const fmt = (x: number, digits = 3) => (Number.isFinite(x) ? x.toFixed(digits) : "-")
 
@@ -179,7 +189,7 @@ const tuneLocked = Effect.fn("cli.tuneLocked")(function* (o: TuneCommandOptions,
   const graph = yield* readModel(o.model)
   const settings = targetSettings(kind, o.threads)
   const target: Target = o.vectorLanes !== undefined ? withAttrs(settings.target, { vectorLanes: o.vectorLanes }) : settings.target
-  const program = yield* compileGraph(graph, target)
+  const program = yield* compileGraph(graph, target).pipe(withPassConfig(o.interrupt ? { interrupt: o.interrupt } : {}))
   const all = tasksOfProgram(program, target)
   const unknown = o.tasks.filter((id) => !all.some((r) => r.task.id === id))
   if (unknown.length) return yield* new UsageError({ flag: "--task", reason: `no task ${unknown.join(", ")} in this model (its tasks: ${all.map((r) => r.task.id).join(", ")})` })
@@ -269,9 +279,9 @@ const tuneRunners = Effect.fn("cli.tuneRunners")(function* (
         // the measuring threads take every core: gcc waits until a batch is measured
         overlap: o.threads < os.availableParallelism(),
       }
-      const measure = measurerFor(compiledFor, runner, measuring)!
+      const measure = stoppable(o.interrupt, measurerFor(compiledFor, runner, measuring)!)
       const confirms = o.confirm ?? DEFAULT_CONFIRM
-      const confirm = confirms > 0 ? { top: confirms, measure: measurerFor(compiledFor, runner, confirmMeasurerOptions(measuring, confirms))! } : undefined
+      const confirm = confirms > 0 ? { top: confirms, measure: stoppable(o.interrupt, measurerFor(compiledFor, runner, confirmMeasurerOptions(measuring, confirms))!) } : undefined
       const session = yield* tuneSession(task, tuner, runner.lowerConfig, measure, {
         trials: o.trials,
         batch: o.batch,
@@ -337,7 +347,7 @@ const tuneRunners = Effect.fn("cli.tuneRunners")(function* (
     const { session, resumed } = yield* sessionOf(runner, k, (trials, best) => bar?.update(Math.min(trials, total), { best: best.toFixed(3) }))
     bar?.start(total, Math.min(resumed, total), { best: "-" })
     yield* rethrowWrite(session.run(o.trials))
-    const result = yield* session.finish()
+    const result = yield* rethrowWrite(session.finish())
     bar?.stop()
     if (!o.progress) yield* Console.error(line(k, runner, result))
     rows.push({ runner, result, resumed })
@@ -371,8 +381,11 @@ export const parseDuration = (text: string): number => {
 /** Renders a command's typed failures as its one stderr line (main.ts's). */
 export type Reporter = (command: string, model?: string) => <A, E>(eff: Effect.Effect<A, E>) => Effect.Effect<A, unknown>
 
-/** The `tune` subcommand, its failures rendered by main's reporter. */
-export const tuneCommandLine = (reported: Reporter) =>
+/** The `tune` subcommand, its failures rendered by main's reporter; `--deadline` as run's and compile's. */
+export const tuneCommandLine = (
+  reported: Reporter,
+  stop: { readonly deadline: Flag.Flag<Option.Option<string>>; readonly checkDeadline: (d: Option.Option<string>) => Effect.Effect<void, UsageError> },
+) =>
   Command.make(
     "tune",
     {
@@ -409,6 +422,7 @@ export const tuneCommandLine = (reported: Reporter) =>
       ),
       report: Flag.String("report").pipe(Flag.optional, Flag.withDescription("LOG: draw its tuning curves instead of tuning")),
       out: Flag.String("out").pipe(Flag.optional, Flag.withDescription("with --report: the SVG file to write")),
+      deadline: stop.deadline,
     },
     (c) =>
       Effect.gen(function* () {
@@ -420,6 +434,8 @@ export const tuneCommandLine = (reported: Reporter) =>
           )
           return yield* Console.log(line)
         }
+        yield* reported("tune")(stop.checkDeadline(c.deadline))
+        const interrupt = commandInterrupt()
         const model = Option.getOrUndefined(c.model)
         const log = Option.getOrUndefined(c.log)
         const budgetText = Option.getOrUndefined(c.timeBudget)
@@ -433,6 +449,7 @@ export const tuneCommandLine = (reported: Reporter) =>
                 ? Effect.fail(new UsageError({ flag: "--time-budget", reason: `'${budgetText}' is not a duration (90s, 10m, 1h)` }))
               : tuneCommand({
                   ...(timeBudget !== undefined ? { timeBudget } : {}),
+                  ...(interrupt ? { interrupt } : {}),
                   model,
                   target: c.target,
                   trials: c.trials,
@@ -456,7 +473,8 @@ export const tuneCommandLine = (reported: Reporter) =>
                     atol: 1e-4,
                     flushBytes: c.warmCache ? 0 : cacheSweepBytes(),
                   },
-                  progress: process.stderr.isTTY === true,
+                  // (fd 2 itself: on the supervisor's worker thread process.stderr is no TTY stream)
+                  progress: tty.isatty(2),
                 }),
         )
         yield* Console.log(table)
