@@ -189,6 +189,48 @@ describe("fuzz regressions: type checks at bind that only the evaluator's kernel
   }, 60_000)
 })
 
+describe("fuzz regressions: more checks at bind (npm run fuzz -- --seed 1)", () => {
+  // seed 1001711: a Cast to int64 before Tanh and Exp: the evaluator rounded each result to an
+  // integer (exp(tanh(2)) -> exp(0) = 1), js and wasm kept the fraction (2.62) in an int64 output;
+  // ONNX types these ops on floats only, and so does Tessera now
+  it.each(["Tanh", "Exp", "Sqrt", "Erf"])("%s of an int64 tensor is refused on every target", async (op) => {
+    const g = makeGraph({
+      opset: 18,
+      inputs: [{ name: "x", type: { dtype: "float32", shape: [4] } }],
+      outputs: [{ name: "y", type: { dtype: "int64", shape: [4] } }],
+      initializers: new Map(),
+      nodes: [node("Cast", ["x"], ["i"], { to: attr.int(7) }), node(op, ["i"], ["y"])],
+    })
+    await refusedEverywhere(g, new Map([["x", fromArray("float32", [4], [1, 2, 3, 4])]]), /input of type int64 is not accepted/)
+  }, 60_000)
+
+  // seed 1000180: an input narrowed from 4 channels to 1 before a BatchNormalization of 4
+  it("a BatchNormalization whose parameters do not have the input's channel count is refused on every target", async () => {
+    const p = (v: number) => fromArray("float32", [4], [v, v, v, v])
+    const g = makeGraph({
+      opset: 15,
+      inputs: [{ name: "x", type: { dtype: "float32", shape: [1, 1, 3, 6] } }],
+      outputs: [{ name: "y", type: { dtype: "float32", shape: [1, 1, 3, 6] } }],
+      initializers: new Map([["s", p(1)], ["b", p(0)], ["m", p(0)], ["v", p(1)]]),
+      nodes: [node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"])],
+    })
+    await refusedEverywhere(g, new Map([["x", fromArray("float32", [1, 1, 3, 6], new Array(18).fill(0.5))]]), /scale has 4 values for 1 channels/)
+  }, 60_000)
+
+  // seeds 1000559, 1001039 and 1001118: an input widened from [1, 48] to [1, 49] before a
+  // LayerNormalization with a scale of 48
+  it("a LayerNormalization whose scale does not broadcast to its input is refused on every target", async () => {
+    const g = makeGraph({
+      opset: 18,
+      inputs: [{ name: "x", type: { dtype: "float32", shape: [1, 49] } }],
+      outputs: [{ name: "y", type: { dtype: "float32", shape: [1, 49] } }],
+      initializers: new Map([["s", fromArray("float32", [48], new Array(48).fill(1))]]),
+      nodes: [node("LayerNormalization", ["x", "s"], ["y"])],
+    })
+    await refusedEverywhere(g, new Map([["x", fromArray("float32", [1, 49], Array.from({ length: 49 }, (_, k) => k))]]), /scale of shape \[48\] does not broadcast to \[1, 49\]/)
+  }, 60_000)
+})
+
 describe("fuzz regressions: index shapes checked at bind", () => {
   // seed 7000022 of `npm run fuzz -- --seed 7`: GatherElements with indices [12, 3, 2, 1] on data
   // [1, 3, 8, 1] along axis 2: the evaluator refused (12 rows of indices for 1 of data on axis 0),

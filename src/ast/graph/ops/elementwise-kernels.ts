@@ -212,6 +212,7 @@ export const unaryOp = <At>(spec: {
     kind: "elementwise",
     infer: (ctx) => {
       const t = inputType(ctx, 0)
+      if (spec.accepts) check(spec.accepts(t.dtype), () => `input of type ${t.dtype} is not accepted`)
       return [{ dtype: spec.out ?? t.dtype, shape: t.shape }]
     },
     kernel: (ctx) => {
