@@ -231,6 +231,35 @@ describe("fuzz regressions: more checks at bind (npm run fuzz -- --seed 1)", () 
   }, 60_000)
 })
 
+describe("fuzz regressions: empty attribute lists", () => {
+  // seed 1005638 of `npm run fuzz -- --seed 1`: AveragePool with strides=[] (the evaluator reads an
+  // empty list as ones): js answered NaN and wasm failed untyped ("uleb: NaN is not a u32")
+  it.each([
+    ["AveragePool", { kernel_shape: attr.ints([2, 2]), strides: attr.ints([]) }],
+    ["MaxPool", { kernel_shape: attr.ints([2, 2]), dilations: attr.ints([]) }],
+  ] as const)("%s with an empty strides or dilations list agrees with the interpreter on every target", async (op, attrs) => {
+    const g = makeGraph({
+      opset: 18,
+      inputs: [{ name: "x", type: { dtype: "float32", shape: [1, 4, 6, 5] } }],
+      outputs: [{ name: "y", type: { dtype: "float32", shape: [1, 4, 5, 4] } }],
+      initializers: new Map(),
+      nodes: [node(op, ["x"], ["y"], attrs)],
+    })
+    await agreesOnEveryTarget(g, new Map([["x", fromArray("float32", [1, 4, 6, 5], Array.from({ length: 120 }, (_, k) => Math.sin(k)))]]))
+  }, 60_000)
+
+  it("Conv with empty strides and dilations lists agrees with the interpreter on every target", async () => {
+    const g = makeGraph({
+      opset: 18,
+      inputs: [{ name: "x", type: { dtype: "float32", shape: [1, 2, 6, 6] } }],
+      outputs: [{ name: "y", type: { dtype: "float32", shape: [1, 4, 4, 4] } }],
+      initializers: new Map([["w", fromArray("float32", [4, 2, 3, 3], Array.from({ length: 72 }, (_, k) => Math.cos(k)))]]),
+      nodes: [node("Conv", ["x", "w"], ["y"], { strides: attr.ints([]), dilations: attr.ints([]) })],
+    })
+    await agreesOnEveryTarget(g, new Map([["x", fromArray("float32", [1, 2, 6, 6], Array.from({ length: 72 }, (_, k) => Math.sin(k)))]]))
+  }, 60_000)
+})
+
 describe("fuzz regressions: index shapes checked at bind", () => {
   // seed 7000022 of `npm run fuzz -- --seed 7`: GatherElements with indices [12, 3, 2, 1] on data
   // [1, 3, 8, 1] along axis 2: the evaluator refused (12 rows of indices for 1 of data on axis 0),

@@ -25,7 +25,7 @@ import {
   type Expr,
 } from "../ast/te/expr.js"
 import { at, compute, dtypeRange, maxReduce, reduceAxis, sum, type ComputeTensor } from "../ast/te/tensor.js"
-import { bread, binary, fl, inp, isFloatDtype, none, num, shapeOf, unary, type OpCompute, type OpComputeCtx } from "./op-library-common.js"
+import { bread, binary, fl, inp, ints, isFloatDtype, none, num, shapeOf, unary, type OpCompute, type OpComputeCtx } from "./op-library-common.js"
 import { BINARY_MATH, UNARY_MATH } from "./op-library-math.js"
 import { TENSOR_MOVES } from "./op-library-tensor.js"
 import { REDUCTION_SCANS, REDUCTIONS } from "./op-library-reduce.js"
@@ -127,8 +127,8 @@ const conv2d: OpCompute = (ctx) => {
   const [, , H, W] = x.shape
   const [O, Cg, KH, KW] = w.shape
   const group = num(ctx.attrs.group, 1)
-  const strides = (ctx.attrs.strides as number[] | undefined) ?? [1, 1]
-  const dil = (ctx.attrs.dilations as number[] | undefined) ?? [1, 1]
+  const strides = steps2d(ctx.attrs.strides)
+  const dil = steps2d(ctx.attrs.dilations)
   const out = shapeOf(ctx.outputs[0])
   const [pt, pl] = pads2d(ctx, [KH, KW], [H, W], [out[2], out[3]], strides, dil)
   const dtype = ctx.outputs[0].dtype
@@ -148,6 +148,15 @@ const conv2d: OpCompute = (ctx) => {
   return [conv, compute(ctx.name(), out, (n, o, y, xx) => add(at(conv, n, o, y, xx), at(b, o)), dtype)]
 }
 
+/**
+ * A 2-D window's strides or dilations: absent or empty means ones, as the evaluator reads them (an
+ * empty list read as given left the kernel's steps undefined: NaN on js, an invalid module on wasm).
+ */
+const steps2d = (v: unknown): number[] => {
+  const xs = ints(v)
+  return xs && xs.length > 0 ? xs : [1, 1]
+}
+
 const pool2d =
   (kind: "max" | "avg"): OpCompute =>
   (ctx) => {
@@ -156,8 +165,8 @@ const pool2d =
     if (ctx.node.outputs.length > 1 && ctx.node.outputs[1] !== "") return none("MaxPool's Indices output")
     const [, , H, W] = x.shape
     const kernel = ctx.attrs.kernel_shape as number[]
-    const strides = (ctx.attrs.strides as number[] | undefined) ?? [1, 1]
-    const dil = (ctx.attrs.dilations as number[] | undefined) ?? [1, 1]
+    const strides = steps2d(ctx.attrs.strides)
+    const dil = steps2d(ctx.attrs.dilations)
     const out = shapeOf(ctx.outputs[0])
     const [pt, pl, pb, pr] = pads2d(ctx, kernel, [H, W], [out[2], out[3]], strides, dil)
     const dtype = x.dtype
@@ -276,8 +285,8 @@ const convNCHWc: OpCompute = (ctx) => {
   const [, CB, H, W, ib] = x.shape
   const [, , KH, KW, wib, ob] = w.shape
   const group = num(ctx.attrs.group, 1)
-  const strides = (ctx.attrs.strides as number[] | undefined) ?? [1, 1]
-  const dil = (ctx.attrs.dilations as number[] | undefined) ?? [1, 1]
+  const strides = steps2d(ctx.attrs.strides)
+  const dil = steps2d(ctx.attrs.dilations)
   const out = shapeOf(ctx.outputs[0])
   const [pt, pl] = pads2d(ctx, [KH, KW], [H, W], [out[2], out[3]], strides, dil)
   const dtype = ctx.outputs[0].dtype
