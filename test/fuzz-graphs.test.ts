@@ -260,6 +260,21 @@ describe("fuzz regressions: empty attribute lists", () => {
   }, 60_000)
 })
 
+describe("fuzz regressions: variadic ops' dtypes checked at bind", () => {
+  // seed 1008509 of `npm run fuzz -- --seed 1` (after the fixes above): an Add swapped for Max
+  // between an int8 Cast and a float32 value: the evaluator refused, js and wasm answered
+  it.each(["Max", "Min", "Sum", "Mean"])("%s of int8 and float32 is refused on every target", async (op) => {
+    const g = makeGraph({
+      opset: 18,
+      inputs: [{ name: "x", type: { dtype: "float32", shape: [4] } }],
+      outputs: [{ name: "y", type: { dtype: "int8", shape: [4] } }],
+      initializers: new Map(),
+      nodes: [node("Cast", ["x"], ["i"], { to: attr.int(3) }), node(op, ["i", "x"], ["y"])],
+    })
+    await refusedEverywhere(g, new Map([["x", fromArray("float32", [4], [1, 2, 3, 4])]]), /inputs have different types: int8, float32/)
+  }, 60_000)
+})
+
 describe("fuzz regressions: index shapes checked at bind", () => {
   // seed 7000022 of `npm run fuzz -- --seed 7`: GatherElements with indices [12, 3, 2, 1] on data
   // [1, 3, 8, 1] along axis 2: the evaluator refused (12 rows of indices for 1 of data on axis 0),
