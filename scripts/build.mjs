@@ -21,6 +21,7 @@ await build({
     "scripts/run-profile": "scripts/run-profile.ts",
     "scripts/gpu-schedule-report": "scripts/gpu-schedule-report.ts",
     "scripts/gpu-prepare": "scripts/gpu-prepare.ts",
+    "scripts/fuzz": "scripts/fuzz.ts",
   },
   outdir,
   bundle: true,

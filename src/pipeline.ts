@@ -18,13 +18,16 @@ import type { FusedGroup } from "./rewrite/fuse-ops.js"
 import { graphPipeline, PassConfig, tryTyped } from "./rewrite/index.js"
 import { EmitError } from "./emit/emit-error.js"
 import { GpuLimitError } from "./emit/cuda/verify.js"
-import type { TuningRecord } from "./search/records.js"
-import { configHash, indexOfConfig, workloadOf } from "./search/task.js"
+import { rankedRecords, type TuningRecord } from "./search/records.js"
+import { configHash, fitsKnobs, workloadOf } from "./search/task.js"
 
 export interface CompileOptions {
   readonly optLevel?: number
-  /** Best tuning record per workload (from `tessera tune` logs). */
-  readonly tuned?: ReadonlyMap<string, TuningRecord>
+  /**
+   * Tuning records per workload (from `tessera tune` logs): the one to apply (`bestRecords`), or
+   * all of them (`recordsByWorkload`), of which the best that fits the template's knobs is applied.
+   */
+  readonly tuned?: ReadonlyMap<string, TuningRecord | readonly TuningRecord[]>
   /** Shapes binding symbolic input dims. */
   readonly shapes?: ReadonlyMap<string, readonly number[]>
 }
@@ -45,21 +48,33 @@ export const codegenFor = <K extends TargetKind>(target: Target<K>): Effect.Effe
   return codegen ? Effect.succeed(codegen) : Effect.fail(new TargetUnavailableError({ target: target.kind, reason: "it interprets the graph and compiles nothing" }))
 }
 
-/** The lookup of tuned configs for compileGraph: the record per workload that fits its template's knobs, reported. */
-const tunedLookup = (target: Target, tuned: ReadonlyMap<string, TuningRecord>, report: TuningReport): TunedLookup => (group: FusedGroup, template: Template, knobs: readonly Knob[], outputs: readonly ComputeTensor[]) => {
+/**
+ * The lookup of tuned configs for compileGraph: of the workload's records, those that fit its
+ * template's knobs (`fitsKnobs`), and of them the one `rankedRecords` puts first (the fastest of
+ * the last confirmation round, else the fastest trial); records that do not fit are passed over
+ * and reported, so a stale or planted record never hides a good one.
+ */
+const tunedLookup = (target: Target, tuned: ReadonlyMap<string, TuningRecord | readonly TuningRecord[]>, report: TuningReport): TunedLookup => (group: FusedGroup, template: Template, knobs: readonly Knob[], outputs: readonly ComputeTensor[]) => {
   if (!template.tunable) return undefined
-  const rec = tuned.get(workloadOf(outputs, template, keyOf(target)))
-  if (!rec) {
-    report.untuned.push(group.id)
-    return undefined
+  const workload = workloadOf(outputs, template, keyOf(target))
+  const found = tuned.get(workload)
+  const recs: readonly TuningRecord[] = found === undefined ? [] : Array.isArray(found) ? found : [found as TuningRecord]
+  const fitting = recs.filter((r) => fitsKnobs(knobs, r.config))
+  if (fitting.length < recs.length) {
+    const outside = recs.filter((r) => !fitting.includes(r))
+    report.skipped.push({
+      group: group.id,
+      reason: `${outside.length} record${outside.length === 1 ? "" : "s"} (${configHash(outside[0].config)}${outside.length > 1 ? ", …" : ""}) outside the template's knobs (${knobs.map((k) => k.name).join(", ")})`,
+    })
   }
-  // a record whose knobs no longer fit the template is skipped, with the reason
-  if (indexOfConfig(knobs, rec.config) === undefined) {
-    report.skipped.push({ group: group.id, reason: `record ${configHash(rec.config)} does not fit the template's knobs (${knobs.map((k) => k.name).join(", ")})` })
+  const best = rankedRecords(fitting, target.kind).get(workload)?.[0]
+  if (!best) {
+    // (no record, or none that ran: the default schedule; all outside the knobs: reported above)
+    if (fitting.length > 0 || recs.length === 0) report.untuned.push(group.id)
     return undefined
   }
   report.applied.push(group.id)
-  return rec.config
+  return best.config
 }
 
 /** Graph-level and operator-level compilation: a Program of kernels for the target. */

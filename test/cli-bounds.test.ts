@@ -128,6 +128,65 @@ describe("the first SIGINT / SIGTERM stops long work within a second, with one t
   }, 15_000)
 })
 
+describe("bench, tune and inspect run under the same supervision (worker, --deadline, SIGINT / SIGTERM)", () => {
+  const conv = (): Graph =>
+    makeGraph({
+      opset: 13,
+      inputs: [{ name: "x", type: f32([1, 8, 10, 10]) }],
+      outputs: [{ name: "y", type: f32([1, 8, 10, 10]) }],
+      initializers: new Map([["w", tensor("float32", [8, 8, 3, 3], Float32Array.from({ length: 576 }, (_, k) => Math.sin(k)))]]),
+      nodes: [node("Conv", ["x", "w"], ["c"], { pads: attr.ints([1, 1, 1, 1]) }), node("Relu", ["c"], ["y"])],
+    })
+  const lastLine = (stderr: string) => stderr.trim().split("\n").at(-1) ?? ""
+
+  it("bench: --deadline stops the runs (exit 124, one line); a --deadline that is not a duration is a usage error", async () => {
+    const model = write("bench-slow.onnx", slowLoop())
+    const r = await cli(["bench", model, "--target", "interp", "--deadline", "2s"])
+    expect(oneLine(r.stderr)).toMatch(/^tessera bench: .*interrupted \(the --deadline of 2s passed\): (stopped at |before the work started$)/)
+    expect(r.code).toBe(124)
+    const bad = await cli(["bench", model, "--deadline", "soon"])
+    expect(oneLine(bad.stderr)).toMatch(/^tessera bench: --deadline: 'soon' is not a duration/)
+    expect(bad.code).toBe(2)
+  }, 30_000)
+
+  it("bench: SIGTERM stops it within a second (exit 143)", async () => {
+    const r = await cli(["bench", write("bench-term.onnx", slowLoop()), "--target", "interp"], { name: "SIGTERM", afterMs: 2500 })
+    expect(oneLine(r.stderr)).toMatch(/^tessera bench: .*interrupted \(SIGTERM\)/)
+    expect(r.code).toBe(143)
+    expect(r.stopMs).toBeLessThan(1000 + 500)
+  }, 30_000)
+
+  it("tune: SIGINT stops the trials within a second (exit 130) with a typed line; the log stays whole and the next tune resumes from it", async () => {
+    const model = write("tune-conv.onnx", conv())
+    const args = ["tune", model, "--log", "stop.jsonl", "--repeats", "1", "--min-repeat-ms", "1", "--tuner", "random"]
+    const r = await cli([...args, "--trials", "500"], { name: "SIGINT", afterMs: 5000 })
+    expect(lastLine(r.stderr)).toMatch(/^tessera tune: .*interrupted \(SIGINT\)/)
+    expect(r.code).toBe(130)
+    expect(r.stopMs).toBeLessThan(1000 + 500)
+    const lines = fs.existsSync(path.join(tmp, "stop.jsonl")) ? fs.readFileSync(path.join(tmp, "stop.jsonl"), "utf8").trim().split("\n").filter(Boolean) : []
+    for (const l of lines) expect(() => JSON.parse(l)).not.toThrow()
+    // the lock is released, or (the worker ended by the grace period) stale and broken by the next run
+    const next = await cli([...args, "--trials", String(lines.length + 2), "--confirm", "0"])
+    expect(next.code, next.stderr).toBe(0)
+    expect(fs.existsSync(path.join(tmp, "stop.jsonl.lock"))).toBe(false)
+  }, 90_000)
+
+  it("tune and inspect: --deadline checked (a usage error when not a duration), and honoured", async () => {
+    const model = write("tune-conv2.onnx", conv())
+    const bad = await cli(["tune", model, "--log", "d.jsonl", "--deadline", "later"])
+    expect(oneLine(bad.stderr)).toMatch(/^tessera tune: --deadline: 'later' is not a duration/)
+    expect(bad.code).toBe(2)
+    const r = await cli(["tune", model, "--log", "d.jsonl", "--trials", "500", "--repeats", "1", "--min-repeat-ms", "1", "--tuner", "random", "--deadline", "6s"])
+    expect(lastLine(r.stderr)).toMatch(/^tessera tune: .*interrupted \(the --deadline of 6s passed\)/)
+    expect(r.code).toBe(124)
+    const badInspect = await cli(["inspect", model, "--deadline", "x"])
+    expect(badInspect.code).toBe(2)
+    const ok = await cli(["inspect", model, "--fused", "--deadline", "60s"])
+    expect(ok.code, ok.stderr).toBe(0)
+    expect(ok.stdout).toMatch(/Conv/)
+  }, 60_000)
+})
+
 describe("external data that is not a regular file", () => {
   it("a FIFO in the model's folder is refused without blocking open()", () => {
     const dir = fs.mkdtempSync(path.join(tmp, "fifo-"))

@@ -4,7 +4,7 @@
 // with a warning; compileGraph applies the log's best records (and still computes the same); on c
 // the records are per thread count.
 import { Effect } from "effect"
-import { spawnSync } from "node:child_process"
+import { spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -19,7 +19,7 @@ import { compilerAvailable } from "../src/device/c/build.js"
 import { hostTarget } from "../src/device/host.js"
 import { compileGraph, loadProgram } from "../src/pipeline.js"
 import { tasksOfProgram } from "../src/search/extract.js"
-import { bestRecords, isTrial, parseLog } from "../src/search/records.js"
+import { bestRecords, isTrial, parseLog, type TuningRecord } from "../src/search/records.js"
 import { configKey } from "../src/search/task.js"
 
 const ROOT = path.resolve(import.meta.dirname, "..")
@@ -214,5 +214,80 @@ describe("tessera tune", () => {
     const got = (await Effect.runPromise(loadProgram(program, makeTarget("js")))).run(feeds).get("y")!
     const want = runGraph(two, feeds)[0]
     for (let i = 0; i < want.data.length; i++) expect(Math.abs(got.data[i] - want.data[i])).toBeLessThanOrEqual(1e-4 + 1e-3 * Math.abs(want.data[i]))
+  }, 180_000)
+})
+
+describe("tessera tune does not trust its log (issue 19)", () => {
+  /** The log's lines as JSON, a planted line appended for each of `plant`'s results. */
+  const plant = (file: string, make: (good: TuningRecord[]) => (TuningRecord | string)[]) => {
+    const good = parseLog(fs.readFileSync(path.join(tmp, file), "utf8")).records as TuningRecord[]
+    fs.appendFileSync(path.join(tmp, file), make(good).map((r) => (typeof r === "string" ? r : JSON.stringify(r)) + "\n").join(""))
+  }
+
+  it("planted records (outside the knob space, negative and infinite costs, a wrong task key, a duplicate) are skipped, counted and named; evo resumes; compile applies the best record that fits", () => {
+    expect(tessera("tune", "conv.onnx", "--log", "planted.jsonl", "--trials", "4", ...FAST).status).toBe(0)
+    plant("planted.jsonl", ([t0, t1]) => [
+      // before this change: evo lowered it while resuming and aborted ("factor must be a positive integer, got -4")
+      { ...t1, config: { ...t1.config, sketch: "generated", sk_r0: -4 }, costs: [1e-9] },
+      // the fastest of a new confirmation round, were it trusted: compile must pass over it
+      { ...t1, config: { ...t1.config, tile_ow: 999 }, costs: [1e-9], confirm: 7 },
+      { ...t1, costs: [-1] },
+      JSON.stringify({ ...t1, costs: [1] }).replace('"costs":[1]', '"costs":[1e999]'),
+      { ...t1, task: "deadbeef" },
+      t0,
+    ])
+    const r = tessera("tune", "conv.onnx", "--log", "planted.jsonl", "--trials", "8", "--tuner", "evo", "--repeats", "1", "--min-repeat-ms", "1", "--batch", "2")
+    expect(r.stderr).not.toMatch(/factor must be|internal error/)
+    expect(r.status).toBe(0)
+    expect(r.stderr).toMatch(/planted\.jsonl: line 9: config [0-9a-f]{8} of task [0-9a-f]{8} is outside its knob space, skipped/)
+    expect(r.stderr).toMatch(/planted\.jsonl: line 11: cost -1 is not a positive number of seconds/)
+    expect(r.stderr).toMatch(/planted\.jsonl: skipped 6 of 14 records \((?=.*2 cost)(?=.*2 outside-space)(?=.*1 task-key)(?=.*1 duplicate).*\); the rest are used/)
+    expect(r.stdout).toMatch(/\s8\s+4\s+0\s/) // trials 8, resumed 4 (the planted ones not counted), errors 0
+    // compile reads the same log: the planted round-7 record is outside the knobs, passed over
+    const c = tessera("compile", "conv.onnx", "--target", "js", "--tuned", "planted.jsonl", "--out", "planted-out")
+    expect(c.status).toBe(0)
+    expect(c.stderr).toMatch(/skipped 4 of \d+ records/) // (at parse: the costs, the task key, the duplicate)
+    expect(c.stderr).toMatch(/applied: 1 groups/)
+    expect(c.stderr).toMatch(/#\d+: 2 records \([0-9a-f]{8}, …\) outside the template's knobs/)
+  }, 180_000)
+
+  it("flags that cannot be meant are usage errors (exit 2) naming the flag, never clamped", () => {
+    for (const [flag, value] of [
+      ["--timeout-ms", "-1"],
+      ["--timeout-ms", "0"],
+      ["--trials", "0"],
+      ["--trials", "-3"],
+      ["--trials", "NaN"],
+      ["--trials", "2.5"],
+      ["--repeats", "0"],
+      ["--min-repeat-ms", "-5"],
+      ["--threads", "0"],
+      ["--batch", "100000"],
+      ["--time-budget", "soon"],
+      ["--time-budget", "0s"],
+      ["--time-budget", "9".repeat(400)],
+    ] as const) {
+      const r = tessera("tune", "conv.onnx", "--log", "flags.jsonl", flag, value)
+      expect(r.status, `${flag} ${value}: ${r.stderr}`).toBe(2)
+      expect(r.stderr.trim().split("\n")).toHaveLength(1)
+      expect(r.stderr).toContain(flag)
+      expect(fs.existsSync(path.join(tmp, "flags.jsonl"))).toBe(false)
+    }
+  }, 120_000)
+
+  it("two tuners on one log: the second refuses while the first runs (no trial written twice); the first's lock is gone when it ends", async () => {
+    const first = spawn(process.execPath, [path.join(BUILD, "cli", "main.js"), "tune", "conv.onnx", "--log", "shared.jsonl", "--trials", "30", ...FAST], { cwd: tmp, stdio: "ignore" })
+    const done = new Promise<number | null>((resolve) => first.on("exit", resolve))
+    const lock = path.join(tmp, "shared.jsonl.lock")
+    for (let k = 0; k < 300 && !fs.existsSync(lock); k++) await new Promise((res) => setTimeout(res, 50))
+    expect(fs.existsSync(lock)).toBe(true)
+    const second = tessera("tune", "conv.onnx", "--log", "shared.jsonl", "--trials", "30", ...FAST)
+    expect(second.status).toBe(1)
+    expect(second.stderr.trim()).toMatch(new RegExp(`^tessera tune: 'shared\\.jsonl' is in use: its lock shared\\.jsonl\\.lock is held by pid ${first.pid} on host .*Another tuner is using this log`))
+    expect(await done).toBe(0)
+    expect(fs.existsSync(lock)).toBe(false)
+    const log = parseLog(fs.readFileSync(path.join(tmp, "shared.jsonl"), "utf8"))
+    expect(log.skipped).toEqual([])
+    expect(log.records.filter(isTrial)).toHaveLength(30)
   }, 180_000)
 })

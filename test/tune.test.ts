@@ -16,7 +16,7 @@ import { emitJsModule } from "../src/emit/js/emit.js"
 import { CostModel, XGBoostCostModel } from "../src/search/cost-model.js"
 import { featuresOf } from "../src/search/features.js"
 import { bestRecords, parseLog, serializeRecord, type TuningRecord } from "../src/search/records.js"
-import { configAt, configHash, indexOfConfig, taskFromTE } from "../src/search/task.js"
+import { configAt, configHash, fnv1a, indexOfConfig, taskFromTE } from "../src/search/task.js"
 import type { Config, Knob } from "../src/lowering/templates/template.js"
 import { gaTuner, gridTuner, randomTuner, xgbTuner, type Tuner } from "../src/search/tuners.js"
 import { tuneTask } from "../src/search/tune.js"
@@ -254,12 +254,14 @@ describe("auto-tuning (js target)", () => {
   }, 60_000)
 
   it("logs: corrupt lines are skipped with a warning; the best record per workload is found", () => {
-    const r = (cost: number): TuningRecord => ({ v: 1, task: "t", workload: "w", target: "js", config: { a: cost }, costs: [cost], timestamp: "x" })
+    // (a record as a tuner writes it: its task id is its workload's hash, its timestamp a date)
+    const W = "tpl|js|w"
+    const r = (cost: number): TuningRecord => ({ v: 1, task: fnv1a(W), workload: W, target: "js", config: { a: cost }, costs: [cost], timestamp: "2026-01-01T00:00:00Z" })
     const text = [serializeRecord(r(3)), '{"v":1,"task":"t", "cut off', serializeRecord(r(1)), '{"v":9}', ""].join("\n")
     const log = parseLog(text)
     expect(log.records.length).toBe(2)
     expect(log.warnings.length).toBe(2)
-    expect(bestRecords(log.records, "js").get("w")!.costs[0]).toBe(1)
+    expect(bestRecords(log.records, "js").get(W)!.costs[0]).toBe(1)
   })
 })
 

@@ -3,6 +3,7 @@
 // inputs, intraOpNumThreads = threads, the two sides' runs alternating) when it is installed, and
 // the ratio of the two.
 import { Effect } from "effect"
+import type { Interrupt } from "../ast/graph/errors.js"
 import type { Tensor } from "../ast/graph/tensor.js"
 import { readBytesSync, readModel } from "../device/files.js"
 import { alternateRuns, loadOrt, median, openOrtSession } from "../device/onnxruntime.js"
@@ -25,6 +26,8 @@ export interface BenchOptions {
   readonly format: (typeof BENCH_FORMATS)[number]
   /** Progress and the tuning report (stderr). */
   readonly log: (line: string) => Effect.Effect<void>
+  /** The supervisor's stop flag (SIGINT, SIGTERM, --deadline): checked by compile and by each of our runs. */
+  readonly interrupt?: Interrupt
 }
 
 export interface BenchResult {
@@ -73,7 +76,7 @@ export const benchCommand = Effect.fn("cli.bench")(function* (o: BenchOptions) {
   const feeds = new Map(graph.inputs.map((i, k) => [i.name, randomTensor(i.type.dtype, shapes.get(i.name)!, o.seed, k)] as const))
   const tuned = o.tuned !== undefined ? yield* readTuned(o.tuned, settings) : undefined
   if (tuned) for (const w of tuned.warnings) yield* o.log(`tessera bench: ${o.tuned}: ${w}`)
-  const model = yield* prepare(graph, { settings, optLevel, shapes, trace: false, ...(tuned ? { tuned: tuned.best } : {}) })
+  const model = yield* prepare(graph, { settings, optLevel, shapes, trace: false, ...(tuned ? { tuned: tuned.best } : {}), ...(o.interrupt ? { interrupt: o.interrupt } : {}) })
   if (tuned && o.tuned !== undefined) for (const line of tuningLines(o.tuned, tuned, model.program?.tuning)) yield* o.log(line)
   let outs = yield* attempt(() => model.run(feeds))
   for (let i = 1; i < WARMUP; i++) outs = yield* attempt(() => model.run(feeds))

@@ -95,10 +95,13 @@ const inspect = Command.make(
     format: Flag.Literals("format", INSPECT_FORMATS).pipe(Flag.withDefault("text" as const), Flag.withDescription("text, json (one object on the last line), dot or svg (Graphviz, rendered in process)")),
     fused: Flag.Boolean("fused").pipe(Flag.withDefault(false), Flag.withDescription("show the fused groups and the memory plan after the graph passes")),
     shape,
+    deadline,
   },
   (c) =>
     Effect.gen(function* () {
-      yield* Console.log(yield* reported("inspect", c.model)(inspectModel({ model: c.model, format: c.format, shapes: c.shape, fused: c.fused })))
+      yield* reported("inspect", c.model)(checkDeadline(c.deadline))
+      const interrupt = commandInterrupt()
+      yield* Console.log(yield* reported("inspect", c.model)(inspectModel({ model: c.model, format: c.format, shapes: c.shape, fused: c.fused, ...(interrupt ? { interrupt } : {}) })))
     }),
 ).pipe(Command.withDescription("Show a model's inputs, outputs, operators, parameters and FLOPs"))
 
@@ -151,11 +154,15 @@ const bench = Command.make(
     optLevel,
     shape,
     seed: seedFlag("the random inputs"),
+    deadline,
   },
   (c) =>
     Effect.gen(function* () {
+      yield* reported("bench", c.model)(checkDeadline(c.deadline))
+      const interrupt = commandInterrupt()
       const r = yield* reported("bench", c.model)(
         benchCommand({
+          ...(interrupt ? { interrupt } : {}),
           model: c.model,
           target: c.target,
           tuned: Option.getOrUndefined(c.tuned),
@@ -204,7 +211,7 @@ const demoCommand = Command.make(
 
 const tessera = Command.make("tessera").pipe(
   Command.withDescription("Tessera: an end-to-end optimizing deep-learning compiler"),
-  Command.withSubcommands([run, compile, bench, inspect, zoo, demoCommand, tuneCommandLine(reported)]),
+  Command.withSubcommands([run, compile, bench, inspect, zoo, demoCommand, tuneCommandLine(reported, { deadline, checkDeadline })]),
 )
 
 /** Command-line mistakes as one stderr line (the help stays one `--help` away). */

@@ -39,6 +39,7 @@ const HINTS: { readonly [tag: string]: (e: { readonly message: string; readonly 
   UnsafeCacheError: () => "use a folder only you own and can write (chmod 700), or set TESSERA_CACHE_DIR to one",
   TargetError: () => "",
   InterruptedError: () => "",
+  FileLockedError: () => "another tuner is using this log: wait for it, or give this one another --log (remove the .lock file only if no tuner is running)",
   FileAccessError: (e) => (e.operation === "write" ? "check that the folder exists, is writable and has space" : "check the path and its permissions"),
 }
 
@@ -79,6 +80,7 @@ const COMMAND_ERROR_TAGS: ReadonlySet<string> = new Set([
   "GraphError",
   "NpyError",
   "FileAccessError",
+  "FileLockedError",
   "UsageError",
   "VerifyError",
   "ZooError",

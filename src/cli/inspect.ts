@@ -6,7 +6,8 @@ import { printGraph, showType } from "../ast/graph/graph.js"
 import { bindSync } from "../ast/graph/infer.js"
 import type { Tensor } from "../ast/graph/tensor.js"
 import { readBytesSync, readModel, type ReadModelError } from "../device/files.js"
-import { fusionDot, fusionReport, fusionText, nodeFlops, optimizeAndPlan, singletonGroups, type FusionReport } from "../rewrite/index.js"
+import { fusionDot, fusionReport, fusionText, nodeFlops, optimizeAndPlan, singletonGroups, withPassConfig, type FusionReport } from "../rewrite/index.js"
+import type { Interrupt } from "../ast/graph/errors.js"
 import { attempt, printable, tagOf, UsageError } from "./errors.js"
 import { parseDims, splitAssignment } from "./inputs.js"
 import { inspectRaw, rawText } from "./inspect-raw.js"
@@ -20,6 +21,8 @@ export interface InspectOptions {
   /** `NAME=1x3x224x224` specs binding symbolic dims (for shapes and FLOPs). */
   readonly shapes: readonly string[]
   readonly fused: boolean
+  /** The supervisor's stop flag (SIGINT, SIGTERM, --deadline): checked at every pass of --fused. */
+  readonly interrupt?: Interrupt
 }
 
 export interface InspectSummary {
@@ -120,7 +123,7 @@ export const inspectModel = Effect.fn("cli.inspect")(function* (o: InspectOption
   const params = parameters(graph)
   const allStatic = [...bound.valueTypes.values()].every((t) => t.shape.every((d) => typeof d === "number"))
   const flops = shapeError === undefined && allStatic ? bound.nodes.reduce((s, n) => s + nodeFlops(bound, n), 0) : null
-  const optimized = o.fused ? yield* optimizeAndPlan(bound) : undefined
+  const optimized = o.fused ? yield* optimizeAndPlan(bound).pipe(withPassConfig(o.interrupt ? { interrupt: o.interrupt } : {})) : undefined
   const report = optimized ? fusionReport(optimized, optimized.memory) : undefined
   const summary: InspectSummary = {
     model: o.model,

@@ -12,10 +12,10 @@ import { isTargetKind, keyOf, TARGET_KINDS, type Target, type TargetKind } from 
 import { BACKENDS, TargetUnavailableError, type TargetOptions } from "../backend/index.js"
 import { hostCpu } from "../device/host.js"
 import type { Program } from "../lowering/program.js"
-import { readLog } from "./tuning-log.js"
+import { logWarnings, readLog } from "./tuning-log.js"
 import { backendFor, compileGraph, loadProgram, type TuningReport } from "../pipeline.js"
 import { withPassConfig, type PassInstrument } from "../rewrite/index.js"
-import { bestRecords, type TuningRecord } from "../search/records.js"
+import { recordsByWorkload, type TuningRecord } from "../search/records.js"
 import { UsageError } from "./errors.js"
 
 export { TargetUnavailableError }
@@ -89,7 +89,7 @@ export interface PrepareOptions {
   readonly settings: TargetSettings
   readonly optLevel: number
   readonly shapes: ReadonlyMap<string, readonly number[]>
-  readonly tuned?: ReadonlyMap<string, TuningRecord>
+  readonly tuned?: ReadonlyMap<string, TuningRecord | readonly TuningRecord[]>
   /** Record each pass (for --report and --dump-ir). */
   readonly trace: boolean
   /** The supervisor's stop flag: checked at every pass, group, node and kernel boundary. */
@@ -143,16 +143,19 @@ export const prepare = Effect.fn("cli.prepare")(function* (graph: Graph, o: Prep
   return { ...c, program, compileMs: c.compileMs + (performance.now() - t0), run: (feeds: ReadonlyMap<string, Tensor>) => exec.run(feeds, undefined, o.interrupt) } satisfies Prepared
 })
 
-/** Reads a tuning log: the best record per workload for this target kind, and the log's warnings. */
+/**
+ * Reads a tuning log: this target kind's records per workload (compile applies the best of those
+ * that fit the template's knobs), and the lines skipped as warnings.
+ */
 export const readTuned = Effect.fn("cli.readTuned")(function* (file: string, settings: TargetSettings) {
   const log = yield* readLog(file)
   const { target } = settings
   const key = keyOf(target)
   // records name the target kind; their workload key carries lanes and cores (`reduction|js:lanes=4:cores=1|…`)
-  const best = bestRecords(log.records, target.kind)
+  const best = recordsByWorkload(log.records, target.kind)
   const keyIn = (workload: string) => workload.split("|")[1] ?? ""
   const otherTargets = [...new Set(log.records.flatMap((r) => (r.target !== target.kind ? [r.target] : keyIn(r.workload) !== key ? [keyIn(r.workload)] : [])))]
-  return { best, records: log.records.length, warnings: log.warnings, key, otherTargets }
+  return { best, records: log.records.length, warnings: logWarnings(log), key, otherTargets }
 })
 
 /** The tuning report as lines for stderr. */

@@ -16,14 +16,15 @@ import { defaultCBuildConfig } from "../device/c/build.js"
 import { cacheSweepBytes } from "../device/host.js"
 import { readModel, writeFileAtomic, FileAccessError } from "../device/files.js"
 import type { MeasureOptions } from "../device/measure.js"
-import { appendRecords, readLog } from "./tuning-log.js"
+import { appendRecords, logWarnings, readLog } from "./tuning-log.js"
+import { lockFile } from "../device/file-lock.js"
 import { compileGraph } from "../pipeline.js"
 import { makeXGBoostModel } from "../search/cost-model.js"
 import { tasksOfProgram, type TaskRunner } from "../search/extract.js"
 import { featuresOf } from "../search/features.js"
 import { curvesOfLog, renderCurvesSvg } from "../search/plot.js"
-import { isTrial, type TuningRecord } from "../search/records.js"
-import { spaceSize } from "../search/task.js"
+import { isTrial, withoutRecordsOutside, type TuningRecord } from "../search/records.js"
+import { fitsKnobs, spaceSize } from "../search/task.js"
 import { gaTuner, gridTuner, randomTuner, xgbTuner, type Tuner } from "../search/tuners.js"
 import { transferRows, type TransferRows } from "../search/transfer.js"
 import { confirmMeasurerOptions, DEFAULT_CONFIRM, measurerFor, tuneSession, type TaskSession, type TuneResult } from "../search/tune.js"
@@ -33,6 +34,10 @@ import { lanesAndCores, withAttrs, type Target, type TargetKind } from "../ast/t
 import { BACKENDS, TUNABLE_KINDS } from "../backend/index.js"
 import { scheduleTarget } from "../backend/cpu.js"
 import { UsageError } from "./errors.js"
+import { commandInterrupt } from "./supervise.js"
+import { checkInterrupt, InterruptedError, type Interrupt } from "../ast/graph/errors.js"
+import { withPassConfig } from "../rewrite/index.js"
+import * as tty from "node:tty"
 import { TargetUnavailableError, targetMissing, targetSettings } from "./targets.js"
 
 export const TUNERS = ["xgb", "evo", "ga", "random", "grid"] as const
@@ -75,6 +80,8 @@ export interface TuneCommandOptions {
   readonly measure: MeasureOptions
   /** Draw progress bars on stderr (only where stderr is a terminal). */
   readonly progress: boolean
+  /** The supervisor's stop flag (SIGINT, SIGTERM, --deadline): checked by compile and before each batch. */
+  readonly interrupt?: Interrupt
   /**
    * After a task's trials, its this-many fastest configs and its default measured again side by
    * side (c: in turns; `confirmMeasurerOptions`), the fastest of them the record applied; 0: none.
@@ -102,9 +109,13 @@ export const makeTuner = Effect.fn("cli.makeTuner")(function* (name: TunerName, 
   }
 })
 
-/** A record-write failure inside the tuning loop, carried out of it as a defect and back. */
-const rethrowWrite = <A, E, R>(eff: Effect.Effect<A, E, R>): Effect.Effect<A, E | FileAccessError, R> =>
-  Effect.catchDefect(eff, (d) => (d instanceof FileAccessError ? Effect.fail(d) : Effect.die(d)))
+/** A record-write failure or a stop request inside the tuning loop, carried out of it as a defect and back. */
+const rethrowWrite = <A, E, R>(eff: Effect.Effect<A, E, R>): Effect.Effect<A, E | FileAccessError | InterruptedError, R> =>
+  Effect.catchDefect(eff, (d) => (d instanceof FileAccessError || d instanceof InterruptedError ? Effect.fail(d) : Effect.die(d)))
+
+/** `measure` that first checks the stop flag (a stop request ends the loop before the next batch, as a defect `rethrowWrite` turns back). */
+const stoppable = <M extends (candidates: never) => Effect.Effect<unknown, unknown>>(interrupt: Interrupt | undefined, measure: M): M =>
+  (interrupt ? (candidates: never) => Effect.flatMap(Effect.sync(() => checkInterrupt(interrupt, () => "between two batches of trials")), () => measure(candidates)) : measure) as M
 
 const fmt = (x: number, digits = 3) => (Number.isFinite(x) ? x.toFixed(digits) : "-")
 
@@ -133,6 +144,9 @@ export const tuneTable = (rows: readonly { readonly runner: TaskRunner; readonly
   return [line(header), line(widths.map((w) => "-".repeat(w))), ...body.map(line)].join("\n")
 }
 
+/** Upper bounds of the numeric flags: past them a value is a typo, not a plan (a usage error). */
+const FLAG_MAX = { repeats: 1000, minRepeatMs: 60_000, timeoutMs: 86_400_000, batch: 4096, threads: 1024 } as const
+
 export const tuneCommand = Effect.fn("cli.tune")(function* (o: TuneCommandOptions) {
   if (!(TUNE_TARGETS as readonly string[]).includes(o.target))
     return yield* new UsageError({ flag: "--target", reason: `cannot tune for target '${o.target}' yet (tunable: ${TUNE_TARGETS.join(", ")})` })
@@ -145,20 +159,49 @@ export const tuneCommand = Effect.fn("cli.tune")(function* (o: TuneCommandOption
   if (!BACKENDS[kind].parallel && o.threads !== 1) return yield* new UsageError({ flag: "--threads", reason: `the ${kind} target runs on one thread (use --target c for more)` })
   if (o.confirm !== undefined && (!Number.isInteger(o.confirm) || o.confirm < 0)) return yield* new UsageError({ flag: "--confirm", reason: `must be 0 or more, got ${o.confirm}` })
   if (o.earlyStopping !== undefined && o.earlyStopping < 1) return yield* new UsageError({ flag: "--early-stopping", reason: `must be at least 1, got ${o.earlyStopping}` })
+  const m = o.measure
+  if (!Number.isInteger(m.repeats) || m.repeats < 1 || m.repeats > FLAG_MAX.repeats) return yield* new UsageError({ flag: "--repeats", reason: `must be a whole number from 1 to ${FLAG_MAX.repeats}, got ${m.repeats}` })
+  if (!Number.isFinite(m.minRepeatMs) || m.minRepeatMs < 0 || m.minRepeatMs > FLAG_MAX.minRepeatMs)
+    return yield* new UsageError({ flag: "--min-repeat-ms", reason: `must be from 0 to ${FLAG_MAX.minRepeatMs} ms, got ${m.minRepeatMs}` })
+  if (!Number.isFinite(m.timeoutMs) || m.timeoutMs < 1 || m.timeoutMs > FLAG_MAX.timeoutMs)
+    return yield* new UsageError({ flag: "--timeout-ms", reason: `must be from 1 to ${FLAG_MAX.timeoutMs} ms (a limit every trial would run past is no limit), got ${m.timeoutMs}` })
+  if (o.timeBudget !== undefined && !(Number.isFinite(o.timeBudget) && o.timeBudget > 0)) return yield* new UsageError({ flag: "--time-budget", reason: `must be a positive duration, got ${o.timeBudget} s` })
+  if (o.batch > FLAG_MAX.batch) return yield* new UsageError({ flag: "--batch", reason: `must be at most ${FLAG_MAX.batch}, got ${o.batch}` })
+  if (o.threads > FLAG_MAX.threads) return yield* new UsageError({ flag: "--threads", reason: `must be at most ${FLAG_MAX.threads}, got ${o.threads}` })
   if (o.vectorLanes !== undefined && !(Number.isInteger(o.vectorLanes) && o.vectorLanes >= 0 && (o.vectorLanes & (o.vectorLanes - 1)) === 0))
     return yield* new UsageError({ flag: "--vector-lanes", reason: `${o.vectorLanes} is not 0 or a power of two` })
   const missing = targetMissing(kind)
   if (missing) return yield* new TargetUnavailableError({ target: kind, reason: missing })
+  // one tuner per log: a second one refuses (FileLockedError) before it compiles anything
+  return yield* Effect.acquireUseRelease(
+    lockFile(o.log),
+    (lock) =>
+      Effect.gen(function* () {
+        if (lock.broke) yield* Console.error(`tessera tune: ${o.log}: removed a stale lock of ${lock.broke}`)
+        return yield* tuneLocked(o, kind)
+      }),
+    (lock) => Effect.sync(lock.release),
+  )
+})
+
+/** `tuneCommand` once the flags are checked and the log is ours. */
+const tuneLocked = Effect.fn("cli.tuneLocked")(function* (o: TuneCommandOptions, kind: TargetKind) {
   const graph = yield* readModel(o.model)
   const settings = targetSettings(kind, o.threads)
   const target: Target = o.vectorLanes !== undefined && settings.target.kind !== "cuda" ? withAttrs(settings.target, { vectorLanes: o.vectorLanes }) : settings.target
-  const program = yield* compileGraph(graph, target)
+  const program = yield* compileGraph(graph, target).pipe(withPassConfig(o.interrupt ? { interrupt: o.interrupt } : {}))
   const all = tasksOfProgram(program, target)
   const unknown = o.tasks.filter((id) => !all.some((r) => r.task.id === id))
   if (unknown.length) return yield* new UsageError({ flag: "--task", reason: `no task ${unknown.join(", ")} in this model (its tasks: ${all.map((r) => r.task.id).join(", ")})` })
   const runners = o.tasks.length ? all.filter((r) => o.tasks.includes(r.task.id)) : all
-  const log = yield* readLog(o.log)
-  for (const w of log.warnings) yield* Console.error(`tessera tune: ${o.log}: ${w}`)
+  // a record of this model's tasks outside its task's knob space is skipped like a corrupt line:
+  // it never reaches a tuner (which would lower it) or the confirmation
+  const knobsOf = new Map(all.map((r) => [r.task.workload, r.task.knobs] as const))
+  const log = withoutRecordsOutside(yield* readLog(o.log), kind, (workload, config) => {
+    const knobs = knobsOf.get(workload)
+    return knobs ? fitsKnobs(knobs, config) : undefined
+  })
+  for (const w of logWarnings(log)) yield* Console.error(`tessera tune: ${o.log}: ${w}`)
   yield* Console.error(
     `tessera tune: ${runners.length} tasks from ${o.model}; ${kind}, ${o.threads} thread${o.threads > 1 ? "s" : ""}; ${o.tuner}, ${o.trials} trials each; log ${o.log}${log.records.length ? ` (${log.records.length} records already)` : ""}`,
   )
@@ -236,9 +279,9 @@ const tuneRunners = Effect.fn("cli.tuneRunners")(function* (
         // the measuring threads take every core: gcc waits until a batch is measured
         overlap: o.threads < os.availableParallelism(),
       }
-      const measure = measurerFor(compiledFor, runner, measuring)!
+      const measure = stoppable(o.interrupt, measurerFor(compiledFor, runner, measuring)!)
       const confirms = o.confirm ?? DEFAULT_CONFIRM
-      const confirm = confirms > 0 ? { top: confirms, measure: measurerFor(compiledFor, runner, confirmMeasurerOptions(measuring, confirms))! } : undefined
+      const confirm = confirms > 0 ? { top: confirms, measure: stoppable(o.interrupt, measurerFor(compiledFor, runner, confirmMeasurerOptions(measuring, confirms))!) } : undefined
       const session = yield* tuneSession(task, tuner, runner.lowerConfig, measure, {
         trials: o.trials,
         batch: o.batch,
@@ -304,7 +347,7 @@ const tuneRunners = Effect.fn("cli.tuneRunners")(function* (
     const { session, resumed } = yield* sessionOf(runner, k, (trials, best) => bar?.update(Math.min(trials, total), { best: best.toFixed(3) }))
     bar?.start(total, Math.min(resumed, total), { best: "-" })
     yield* rethrowWrite(session.run(o.trials))
-    const result = yield* session.finish()
+    const result = yield* rethrowWrite(session.finish())
     bar?.stop()
     if (!o.progress) yield* Console.error(line(k, runner, result))
     rows.push({ runner, result, resumed })
@@ -319,7 +362,7 @@ export interface TuneReportOptions {
 
 export const tuneReportCommand = Effect.fn("cli.tuneReport")(function* (o: TuneReportOptions) {
   const log = yield* readLog(o.log)
-  for (const w of log.warnings) yield* Console.error(`tessera tune: ${o.log}: ${w}`)
+  for (const w of logWarnings(log)) yield* Console.error(`tessera tune: ${o.log}: ${w}`)
   if (log.records.length === 0) return yield* new UsageError({ flag: "--report", reason: `'${o.log}' holds no tuning records` })
   const curves = curvesOfLog(log.records)
   const svg = yield* Effect.promise(() => renderCurvesSvg(curves))
@@ -332,14 +375,17 @@ export const parseDuration = (text: string): number => {
   const m = /^\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*$/.exec(text)
   if (!m) return NaN
   const x = Number(m[1]) * (m[2] === "h" ? 3600 : m[2] === "m" ? 60 : 1)
-  return x > 0 ? x : NaN
+  return x > 0 && Number.isFinite(x) ? x : NaN
 }
 
 /** Renders a command's typed failures as its one stderr line (main.ts's). */
 export type Reporter = (command: string, model?: string) => <A, E>(eff: Effect.Effect<A, E>) => Effect.Effect<A, unknown>
 
-/** The `tune` subcommand, its failures rendered by main's reporter. */
-export const tuneCommandLine = (reported: Reporter) =>
+/** The `tune` subcommand, its failures rendered by main's reporter; `--deadline` as run's and compile's. */
+export const tuneCommandLine = (
+  reported: Reporter,
+  stop: { readonly deadline: Flag.Flag<Option.Option<string>>; readonly checkDeadline: (d: Option.Option<string>) => Effect.Effect<void, UsageError> },
+) =>
   Command.make(
     "tune",
     {
@@ -376,6 +422,7 @@ export const tuneCommandLine = (reported: Reporter) =>
       ),
       report: Flag.String("report").pipe(Flag.optional, Flag.withDescription("LOG: draw its tuning curves instead of tuning")),
       out: Flag.String("out").pipe(Flag.optional, Flag.withDescription("with --report: the SVG file to write")),
+      deadline: stop.deadline,
     },
     (c) =>
       Effect.gen(function* () {
@@ -387,6 +434,8 @@ export const tuneCommandLine = (reported: Reporter) =>
           )
           return yield* Console.log(line)
         }
+        yield* reported("tune")(stop.checkDeadline(c.deadline))
+        const interrupt = commandInterrupt()
         const model = Option.getOrUndefined(c.model)
         const log = Option.getOrUndefined(c.log)
         const budgetText = Option.getOrUndefined(c.timeBudget)
@@ -400,6 +449,7 @@ export const tuneCommandLine = (reported: Reporter) =>
                 ? Effect.fail(new UsageError({ flag: "--time-budget", reason: `'${budgetText}' is not a duration (90s, 10m, 1h)` }))
               : tuneCommand({
                   ...(timeBudget !== undefined ? { timeBudget } : {}),
+                  ...(interrupt ? { interrupt } : {}),
                   model,
                   target: c.target,
                   trials: c.trials,
@@ -414,15 +464,17 @@ export const tuneCommandLine = (reported: Reporter) =>
                   seed: c.seed,
                   tasks: c.task,
                   confirm: c.confirm,
+                  // (passed as given: tuneCommand refuses what it cannot use, never clamps it)
                   measure: {
-                    repeats: Math.max(1, c.repeats),
-                    minRepeatMs: Math.max(0, c.minRepeatMs),
-                    timeoutMs: Math.max(1, c.timeoutMs),
+                    repeats: c.repeats,
+                    minRepeatMs: c.minRepeatMs,
+                    timeoutMs: c.timeoutMs,
                     rtol: 1e-3,
                     atol: 1e-4,
                     flushBytes: c.warmCache ? 0 : cacheSweepBytes(),
                   },
-                  progress: process.stderr.isTTY === true,
+                  // (fd 2 itself: on the supervisor's worker thread process.stderr is no TTY stream)
+                  progress: tty.isatty(2),
                 }),
         )
         yield* Console.log(table)

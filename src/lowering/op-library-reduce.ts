@@ -59,7 +59,7 @@ const reduceOp =
     if ((kind === "logsum" || kind === "logsumexp" || kind === "l2") && !isFloatDtype(dtype)) return none(`${ctx.node.op} of ${dtype}`)
     if (!axes) return [compute(ctx.name(), out, (...i) => elementwiseOf(kind, at(x, ...i)), dtype)]
     if (axes.length === 0) return none("a reduction of a scalar")
-    const keep = num(ctx.attrs.keepdims, 1) === 1
+    const keep = num(ctx.attrs.keepdims, 1) !== 0
     const axesVars = (tag: string) => axes.map((a) => reduceAxis(x.shape[a], `${ctx.name()}.${tag}${a}`))
     const read = (rs: readonly IterVar[], i: readonly Var[]) => at(x, ...inputIndex(rank, axes, rs, keep, i))
     const count = axes.reduce((p, a) => p * x.shape[a], 1)
@@ -113,7 +113,7 @@ const argOp =
     const x = inp(ctx, 0)
     const rank = x.shape.length
     const axis = normAxis(num(ctx.attrs.axis, 0), rank)
-    const keep = num(ctx.attrs.keepdims, 1) === 1
+    const keep = num(ctx.attrs.keepdims, 1) !== 0
     const last = num(ctx.attrs.select_last_index, 0) !== 0
     const out = shapeOf(ctx.outputs[0])
     const dim = x.shape[axis]

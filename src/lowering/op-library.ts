@@ -25,7 +25,7 @@ import {
   type Expr,
 } from "../ast/te/expr.js"
 import { at, compute, dtypeRange, maxReduce, reduceAxis, sum, type ComputeTensor } from "../ast/te/tensor.js"
-import { bread, binary, fl, inp, isFloatDtype, none, num, shapeOf, unary, type OpCompute, type OpComputeCtx } from "./op-library-common.js"
+import { bread, binary, fl, inp, ints, isFloatDtype, none, num, shapeOf, unary, type OpCompute, type OpComputeCtx } from "./op-library-common.js"
 import { BINARY_MATH, UNARY_MATH } from "./op-library-math.js"
 import { TENSOR_MOVES } from "./op-library-tensor.js"
 import { REDUCTION_SCANS, REDUCTIONS } from "./op-library-reduce.js"
@@ -85,20 +85,24 @@ const ELEMENTWISE: Record<string, OpCompute> = {
   },
   Clip: (ctx) => {
     const x = inp(ctx, 0)
-    // a bound from a constant input is baked in as a literal (the emitters' one-instruction min / max)
-    const bound = (k: number, attr: unknown) => {
+    // a bound from a constant input is baked in as a literal (the emitters' one-instruction min / max);
+    // a NaN bound is no bound, as in the evaluator's comparisons (the emitters' min / max would
+    // propagate it into every element); a float bound read at run time is compared as the evaluator
+    // does (`literal`: min / max are exact, no NaN to meet)
+    const bound = (k: number, attr: unknown): { readonly e: Expr; readonly literal: boolean } | undefined => {
       const t = ctx.inputs[k]
       const known = ctx.constants[k]
-      if (t) return known && known.length === 1 && isFloatDtype(x.dtype) ? fl(x.dtype, Number(known[0])) : bread(t, [])
-      return attr !== undefined ? fl(x.dtype, attr as number) : undefined
+      const literal = (v: number) => (Number.isNaN(v) ? undefined : { e: fl(x.dtype, v), literal: true })
+      if (t) return known && known.length === 1 && isFloatDtype(x.dtype) ? literal(Number(known[0])) : { e: bread(t, []), literal: !isFloatDtype(x.dtype) }
+      return attr !== undefined ? literal(attr as number) : undefined
     }
     const lo = bound(1, ctx.attrs.min)
     const hi = bound(2, ctx.attrs.max)
     return [
       compute(ctx.name(), shapeOf(ctx.outputs[0]), (...i) => {
         let e = bread(x, i)
-        if (lo) e = max(e, lo)
-        if (hi) e = min(e, hi)
+        if (lo) e = lo.literal ? max(e, lo.e) : select(lt(e, lo.e), lo.e, e)
+        if (hi) e = hi.literal ? min(e, hi.e) : select(lt(hi.e, e), hi.e, e)
         return e
       }, x.dtype),
     ]
@@ -123,8 +127,8 @@ const conv2d: OpCompute = (ctx) => {
   const [, , H, W] = x.shape
   const [O, Cg, KH, KW] = w.shape
   const group = num(ctx.attrs.group, 1)
-  const strides = (ctx.attrs.strides as number[] | undefined) ?? [1, 1]
-  const dil = (ctx.attrs.dilations as number[] | undefined) ?? [1, 1]
+  const strides = steps2d(ctx.attrs.strides)
+  const dil = steps2d(ctx.attrs.dilations)
   const out = shapeOf(ctx.outputs[0])
   const [pt, pl] = pads2d(ctx, [KH, KW], [H, W], [out[2], out[3]], strides, dil)
   const dtype = ctx.outputs[0].dtype
@@ -144,6 +148,15 @@ const conv2d: OpCompute = (ctx) => {
   return [conv, compute(ctx.name(), out, (n, o, y, xx) => add(at(conv, n, o, y, xx), at(b, o)), dtype)]
 }
 
+/**
+ * A 2-D window's strides or dilations: absent or empty means ones, as the evaluator reads them (an
+ * empty list read as given left the kernel's steps undefined: NaN on js, an invalid module on wasm).
+ */
+const steps2d = (v: unknown): number[] => {
+  const xs = ints(v)
+  return xs && xs.length > 0 ? xs : [1, 1]
+}
+
 const pool2d =
   (kind: "max" | "avg"): OpCompute =>
   (ctx) => {
@@ -152,8 +165,8 @@ const pool2d =
     if (ctx.node.outputs.length > 1 && ctx.node.outputs[1] !== "") return none("MaxPool's Indices output")
     const [, , H, W] = x.shape
     const kernel = ctx.attrs.kernel_shape as number[]
-    const strides = (ctx.attrs.strides as number[] | undefined) ?? [1, 1]
-    const dil = (ctx.attrs.dilations as number[] | undefined) ?? [1, 1]
+    const strides = steps2d(ctx.attrs.strides)
+    const dil = steps2d(ctx.attrs.dilations)
     const out = shapeOf(ctx.outputs[0])
     const [pt, pl, pb, pr] = pads2d(ctx, kernel, [H, W], [out[2], out[3]], strides, dil)
     const dtype = x.dtype
@@ -171,7 +184,7 @@ const pool2d =
           return maxReduce(select(inside, at(x, n, ch, iy, ix), fl(dtype, dtypeRange(dtype)[0])), [ry, rx])
         }, dtype, "pool"),
       ]
-    const includePad = num(ctx.attrs.count_include_pad, 0) === 1
+    const includePad = num(ctx.attrs.count_include_pad, 0) !== 0
     const total = compute(ctx.name("sum"), out, (n, ch, y, xx) => {
       const { iy, ix, inside } = coords(y, xx)
       return sum(select(inside, at(x, n, ch, iy, ix), fl(dtype, 0)), [ry, rx])
@@ -272,8 +285,8 @@ const convNCHWc: OpCompute = (ctx) => {
   const [, CB, H, W, ib] = x.shape
   const [, , KH, KW, wib, ob] = w.shape
   const group = num(ctx.attrs.group, 1)
-  const strides = (ctx.attrs.strides as number[] | undefined) ?? [1, 1]
-  const dil = (ctx.attrs.dilations as number[] | undefined) ?? [1, 1]
+  const strides = steps2d(ctx.attrs.strides)
+  const dil = steps2d(ctx.attrs.dilations)
   const out = shapeOf(ctx.outputs[0])
   const [pt, pl] = pads2d(ctx, [KH, KW], [H, W], [out[2], out[3]], strides, dil)
   const dtype = ctx.outputs[0].dtype

@@ -127,6 +127,16 @@ export const indexOfConfig = (knobs: readonly Knob[], c: Config): number | undef
   return idx
 }
 
+/**
+ * Whether a config is a point of the space: every knob's value (or its absent one) one of its
+ * candidates, and no key that is not a knob. What a record must be to be resumed from or applied.
+ */
+export const fitsKnobs = (knobs: readonly Knob[], c: Config): boolean => {
+  if (indexOfConfig(knobs, c) === undefined) return false
+  const names = new Set(knobs.map((k) => k.name))
+  return Object.keys(c).every((k) => names.has(k))
+}
+
 /** A task straight from a TE program (tests, benchmarks of single operators). */
 export const taskFromTE = (
   outputs: readonly ComputeTensor[],

@@ -148,7 +148,13 @@ const variadic = (run: Run2, finish?: (count: number) => Scalar1) =>
     inputs: [1, Infinity],
     outputs: [1, 1],
     kind: "broadcast",
-    infer: inferBroadcast(),
+    // (the inputs share one dtype, checked at bind as the kernel checks it: a compiled target ran
+    // Max(int8, float32) where the evaluator refused it)
+    infer: (ctx) => {
+      const ts = ctx.inputs.filter((t) => t !== undefined)
+      check(ts.every((t) => t.dtype === ts[0].dtype), () => `inputs have different types: ${ts.map((t) => t.dtype).join(", ")}`)
+      return inferBroadcast()(ctx)
+    },
     kernel: (ctx) => {
       const xs = ctx.inputs.filter((t): t is Tensor => t !== undefined)
       check(xs.length > 0, "needs at least one input")

@@ -212,6 +212,7 @@ export const unaryOp = <At>(spec: {
     kind: "elementwise",
     infer: (ctx) => {
       const t = inputType(ctx, 0)
+      if (spec.accepts) check(spec.accepts(t.dtype), () => `input of type ${t.dtype} is not accepted`)
       return [{ dtype: spec.out ?? t.dtype, shape: t.shape }]
     },
     kernel: (ctx) => {
@@ -227,12 +228,16 @@ export const unary = (f: Scalar1, opts: { out?: DType; accepts?: (dtype: DType) 
   return unaryOp({ attrs: attrs({}), fn: (_, dtype) => (run ? fast1(opts.out ?? dtype, run, f) : f), ...rest })
 }
 
-/** Output type of a binary op under (legacy or NumPy) broadcasting. */
+/**
+ * Output type of a binary op under (legacy or NumPy) broadcasting; its inputs must share one dtype
+ * unless `mixed` (checked here too, so that no compiled target runs what the evaluator refuses).
+ */
 export const inferBinary =
-  (out?: DType) =>
+  (out?: DType, mixed = false) =>
   <At extends LegacyBroadcast>(ctx: InferCtx<At>): readonly ValueType[] => {
     const a = inputType(ctx, 0)
     const b = inputType(ctx, 1)
+    if (!mixed) check(a.dtype === b.dtype, () => `inputs have different types: ${a.dtype} and ${b.dtype}`)
     return [{ dtype: out ?? a.dtype, shape: broadcastDims(a.shape, alignLegacy(a.shape, b.shape, ctx.attrs, ctx.opset)) }]
   }
 
@@ -252,7 +257,7 @@ export const binaryOp = <At extends LegacyBroadcast>(spec: {
     inputs: [2, 2],
     outputs: [1, 1],
     kind: "broadcast",
-    infer: inferBinary(spec.out),
+    infer: inferBinary(spec.out, spec.mixed),
     kernel: (ctx) => {
       const a = req(ctx.inputs, 0)
       const b = req(ctx.inputs, 1)

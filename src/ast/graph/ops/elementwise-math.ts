@@ -1,7 +1,7 @@
 // Unary math ops: each a scalar function mapped over its input (computed in float64, stored in
 // the input's dtype), plus the predicates IsNaN / IsInf / Not and BitwiseNot.
 import { A, attrs } from "../attrs.js"
-import { isInteger, type DType } from "../dtype.js"
+import { isFloat, isInteger, type DType } from "../dtype.js"
 import type { AnyOpDef } from "../op.js"
 import { unary, unaryOp, type Run1, type Scalar1 } from "./elementwise-kernels.js"
 
@@ -78,30 +78,32 @@ const ERF: Run1 = (out, x, n) => {
   for (let i = 0; i < n; i++) out[i] = erf(x[i])
 }
 
+// (the transcendental ops, Sqrt and Reciprocal take float tensors, as ONNX types them: on an
+// integer tensor the evaluator rounded each result while a compiled kernel kept the fraction)
 export const unaryMathOps = {
   Abs: unary(Math.abs),
   Neg: unary((x) => -x, { run: NEG }),
   Sign: unary(Math.sign),
-  Reciprocal: unary((x) => 1 / x),
+  Reciprocal: unary((x) => 1 / x, { accepts: isFloat }),
   Floor: unary(Math.floor),
   Ceil: unary(Math.ceil),
   Round: unary(roundHalfEven),
-  Sqrt: unary(Math.sqrt, { run: SQRT }),
-  Exp: unary(Math.exp, { run: EXP }),
-  Log: unary(Math.log),
-  Sin: unary(Math.sin),
-  Cos: unary(Math.cos),
-  Tan: unary(Math.tan),
-  Asin: unary(Math.asin),
-  Acos: unary(Math.acos),
-  Atan: unary(Math.atan),
-  Sinh: unary(Math.sinh),
-  Cosh: unary(Math.cosh),
-  Tanh: unary(Math.tanh, { run: TANH }),
-  Asinh: unary(Math.asinh),
-  Acosh: unary(Math.acosh),
-  Atanh: unary(Math.atanh),
-  Erf: unary(erf, { run: ERF }),
+  Sqrt: unary(Math.sqrt, { run: SQRT, accepts: isFloat }),
+  Exp: unary(Math.exp, { run: EXP, accepts: isFloat }),
+  Log: unary(Math.log, { accepts: isFloat }),
+  Sin: unary(Math.sin, { accepts: isFloat }),
+  Cos: unary(Math.cos, { accepts: isFloat }),
+  Tan: unary(Math.tan, { accepts: isFloat }),
+  Asin: unary(Math.asin, { accepts: isFloat }),
+  Acos: unary(Math.acos, { accepts: isFloat }),
+  Atan: unary(Math.atan, { accepts: isFloat }),
+  Sinh: unary(Math.sinh, { accepts: isFloat }),
+  Cosh: unary(Math.cosh, { accepts: isFloat }),
+  Tanh: unary(Math.tanh, { run: TANH, accepts: isFloat }),
+  Asinh: unary(Math.asinh, { accepts: isFloat }),
+  Acosh: unary(Math.acosh, { accepts: isFloat }),
+  Atanh: unary(Math.atanh, { accepts: isFloat }),
+  Erf: unary(erf, { run: ERF, accepts: isFloat }),
   IsNaN: unary((x) => (x !== x ? 1 : 0), { out: "bool" }),
   IsInf: unaryOp({
     attrs: attrs({ detect_negative: A.int(1), detect_positive: A.int(1) }),

@@ -21,6 +21,14 @@ const inferConv = <T extends ConvAttrs>(ctx: InferCtx<T>, xi: number, wi: number
   const [c, wc] = [x.shape[1], w.shape[1]]
   if (typeof c === "number" && typeof wc === "number")
     check(wc * ctx.attrs.group === c, () => `weight has ${wc} channels per group, input has ${c} channels in ${ctx.attrs.group} groups`)
+  const f = w.shape[0]
+  check(ctx.attrs.group >= 1 && (typeof f !== "number" || f % ctx.attrs.group === 0), () => `group ${ctx.attrs.group} must divide the filters ${f}`)
+  // the kernel is the weight's: a kernel_shape that says otherwise is refused here, as the
+  // evaluator refuses it (else a compiled target would run the weight's and answer)
+  const ks = ctx.attrs.kernel_shape
+  if (ks && ks.length > 0)
+    check(ks.length === rank && ks.every((k, i) => typeof w.shape[i + 2] !== "number" || k === w.shape[i + 2]), () =>
+      `kernel_shape [${ks.join(", ")}] does not match the weight's [${w.shape.slice(2).join(", ")}]`)
   const kernel = kernelOf(ctx.attrs, w.shape)
   return [{ dtype, shape: [x.shape[0], w.shape[0], ...windowDims(ctx, x.shape.slice(2), kernel, ctx.attrs)] }]
 }

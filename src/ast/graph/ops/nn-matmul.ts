@@ -166,6 +166,12 @@ const Gemm = defineOp({
     check(a.dtype === b.dtype, () => `Gemm operand types differ: ${a.dtype} and ${b.dtype}`)
     const m = ctx.attrs.transA ? a.shape[1] : a.shape[0]
     const n = ctx.attrs.transB ? b.shape[0] : b.shape[1]
+    const [k, k2] = [ctx.attrs.transA ? a.shape[0] : a.shape[1], ctx.attrs.transB ? b.shape[1] : b.shape[0]]
+    // (as the kernel checks: a compiled target would read past A's rows or B's columns)
+    if (typeof k === "number" && typeof k2 === "number") check(k === k2, () => `Gemm inner dims differ: ${k} and ${k2}`)
+    const c = ctx.inputs[2]
+    if (c && typeof m === "number" && typeof n === "number" && c.shape.every((d): d is number => typeof d === "number"))
+      check(broadcastShapes(c.shape, [m, n])?.join() === [m, n].join(), () => `C of shape [${c.shape.join(", ")}] does not broadcast to [${m}, ${n}]`)
     return [{ dtype: a.dtype, shape: [m, n] }]
   },
   kernel: ({ inputs, attrs: at }) => {

@@ -94,6 +94,17 @@ export const normChannelOps = {
       const mean = ctx.inputs[3] ?? fail("input mean is required")
       const stats: ValueType = { dtype: ctx.opset >= 14 ? mean.dtype : x.dtype, shape: mean.shape }
       check(ctx.outputs === 1 || batchNormTraining(ctx), "BatchNormalization has statistics outputs only in training mode (training_mode=1)")
+      // the per-channel parameters' counts, as the kernel checks them (a compiled target reads C of each)
+      const C = x.shape[1]
+      const legacy = ctx.opset < 9 && ctx.attrs.spatial === 0
+      if (typeof C === "number" && !legacy)
+        for (const [k, what] of [[1, "scale"], [2, "B"], [3, "mean"], [4, "var"]] as const) {
+          const t = ctx.inputs[k]
+          if (t && t.shape.every((d): d is number => typeof d === "number")) {
+            const n = t.shape.reduce((a, b) => a * b, 1)
+            check(n === C || n === 1, () => `${what} has ${n} values for ${C} channels`)
+          }
+        }
       return [x, ...Array.from({ length: ctx.outputs - 1 }, () => stats)]
     },
     kernel: (ctx) => {

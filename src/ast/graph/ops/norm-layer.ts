@@ -5,7 +5,7 @@
 import { A, attrs } from "../attrs.js"
 import { allocate, converter } from "../dtype.js"
 import { check, defineOp, fail, type AnyOpDef } from "../op.js"
-import { broadcastIndex, normAxis, sizeOf, tensor, type Tensor } from "../tensor.js"
+import { broadcastIndex, broadcastShapes, normAxis, sizeOf, tensor, type Tensor } from "../tensor.js"
 import { meanVar, paramIndex, stashDType, statShape } from "./norm-common.js"
 import { inferSame, req } from "./util.js"
 
@@ -21,6 +21,16 @@ export const normLayerOps = {
     infer: (ctx) => {
       const x = ctx.inputs[0] ?? fail("input X is required")
       const axis = normAxis(ctx.attrs.axis, x.shape.length)
+      // scale and B broadcast to X, as the kernel checks (a compiled target would index past them)
+      const xs = x.shape
+      if (xs.every((d): d is number => typeof d === "number"))
+        for (const [k, what] of [[1, "scale"], [2, "B"]] as const) {
+          const p = ctx.inputs[k]
+          if (p && p.shape.every((d): d is number => typeof d === "number")) {
+            const b = broadcastShapes(p.shape as number[], xs)
+            check(b !== undefined && b.length === xs.length && b.every((d, i) => d === xs[i]), () => `${what} of shape [${p.shape.join(", ")}] does not broadcast to [${xs.join(", ")}]`)
+          }
+        }
       const stat = { dtype: stashDType(ctx.attrs.stash_type), shape: statShape(x.shape, axis) }
       return [x, stat, stat].slice(0, ctx.outputs)
     },

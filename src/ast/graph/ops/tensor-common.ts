@@ -99,6 +99,19 @@ export const strided = (src: Tensor, outShape: readonly number[], offset: number
  * Per-axis index maps: `maps[d][c]` is the input coordinate that output coordinate `c` of axis
  * `d` reads, or -1 where the output takes `fill`. Pad (every mode), Tile and CenterCropPad.
  */
+/**
+ * Per-axis source maps for `remap`: entry c of axis i is `at(i, c)`. An output with no elements
+ * gets empty maps (an axis of 2^25 beside an axis of 0 costs nothing: Tile with a 0 repeat).
+ */
+export const indexMaps = (out: readonly number[], at: (axis: number, c: number) => number): Int32Array[] => {
+  if (sizeOf(out) === 0) return out.map(() => new Int32Array(0))
+  return out.map((n, i) => {
+    const m = new Int32Array(n)
+    for (let c = 0; c < n; c++) m[c] = at(i, c)
+    return m
+  })
+}
+
 export const remap = (src: Tensor, outShape: readonly number[], maps: readonly Int32Array[], fill = 0): Tensor => {
   const n = sizeOf(outShape)
   const out = allocate(src.dtype, n)

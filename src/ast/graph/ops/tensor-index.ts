@@ -68,12 +68,16 @@ const walkExceptAxis = (shape: readonly number[], strides: readonly number[], ax
   }
 }
 
-/** Checks GatherElements/ScatterElements index shapes against the data's. */
-const checkElementShapes = (data: Tensor, ind: Tensor, axis: number): void => {
+/**
+ * Checks GatherElements/ScatterElements index shapes against the data's (at bind too, where the
+ * dims are static: a compiled target would read past the data's rows otherwise).
+ */
+const checkElementShapes = (data: { readonly shape: readonly Dim[] }, ind: { readonly shape: readonly Dim[] }, axis: number): void => {
   check(ind.shape.length === data.shape.length, () => `indices rank ${ind.shape.length} differs from data rank ${data.shape.length}`)
-  ind.shape.forEach((d, i) =>
-    check(i === axis || d <= data.shape[i], () => `indices shape [${ind.shape.join(", ")}] exceeds data shape [${data.shape.join(", ")}] on axis ${i}`),
-  )
+  ind.shape.forEach((d, i) => {
+    const e = data.shape[i]
+    check(i === axis || typeof d !== "number" || typeof e !== "number" || d <= e, () => `indices shape [${ind.shape.join(", ")}] exceeds data shape [${data.shape.join(", ")}] on axis ${i}`)
+  })
 }
 
 const GatherElements = defineOp({
@@ -84,7 +88,7 @@ const GatherElements = defineOp({
   infer: (ctx) => {
     const x = inputType(ctx, 0)
     const idx = inputType(ctx, 1)
-    axisIn(ctx.attrs.axis, x.shape.length)
+    checkElementShapes(x, idx, axisIn(ctx.attrs.axis, x.shape.length))
     return [{ dtype: x.dtype, shape: idx.shape }]
   },
   kernel: (ctx) => {

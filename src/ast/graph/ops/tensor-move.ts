@@ -5,7 +5,7 @@ import { allocate } from "../dtype.js"
 import { check, defineOp, fail, unsupported, type AnyOpDef, type Dim } from "../op.js"
 import { broadcastIndex, broadcastShapes, reshapeView, sizeOf, stridesOf, tensor, type Tensor } from "../tensor.js"
 import { broadcastDims, inputType, req } from "./util.js"
-import { aroundAxis, axisIn, constInts, intValues, remap, staticLength, strided, symDim, transpose } from "./tensor-common.js"
+import { aroundAxis, axisIn, constInts, indexMaps, intValues, remap, staticLength, strided, symDim, transpose } from "./tensor-common.js"
 
 // ---------------------------------------------------------------------------------------------
 // Transpose, Expand, Tile
@@ -87,7 +87,7 @@ const Tile = defineOp({
     const x = req(ctx.inputs, 0)
     const reps = tileRepeats(x.shape.length, ctx.inputs, ctx.opset)
     const out = x.shape.map((d, i) => d * reps[i])
-    const maps = out.map((n, i) => Int32Array.from({ length: n }, (_, c) => c % x.shape[i]))
+    const maps = indexMaps(out, (i, c) => c % x.shape[i])
     return [remap(x, out, maps)]
   },
 })

@@ -5,7 +5,7 @@ import { allocate, converter } from "../dtype.js"
 import { check, defineOp, fail, type AnyOpDef, type Dim } from "../op.js"
 import { sizeOf, stridesOf, tensor, type Tensor } from "../tensor.js"
 import { inputType, req } from "./util.js"
-import { aroundAxis, axisIn, constInts, intValues, remap, scalarOf, staticLength, strided, symDim, uniqueAxes } from "./tensor-common.js"
+import { aroundAxis, axisIn, constInts, indexMaps, intValues, remap, scalarOf, staticLength, strided, symDim, uniqueAxes } from "./tensor-common.js"
 
 // ---------------------------------------------------------------------------------------------
 // Slice
@@ -198,11 +198,10 @@ const Pad = defineOp({
     const fill = cv && cv.data.length ? scalarOf(cv, "constant_value") : converter(x.dtype)(ctx.attrs.pads || ctx.attrs.paddings ? ctx.attrs.value : 0)
     const out = x.shape.map((d, i) => d + pads[i][0] + pads[i][1])
     out.forEach((d, i) => check(d >= 0, () => `pads [${pads[i].join(", ")}] leave axis ${i} of size ${x.shape[i]} with ${d} elements`))
-    const maps = out.map((n, i) => {
-      const dim = x.shape[i]
-      if (mode !== "constant" && dim === 0 && n > 0) fail(`mode '${mode}' cannot pad axis ${i}, which is empty`)
-      return Int32Array.from({ length: n }, (_, c) => padSource(mode, c, pads[i][0], dim))
+    out.forEach((n, i) => {
+      if (mode !== "constant" && x.shape[i] === 0 && n > 0) fail(`mode '${mode}' cannot pad axis ${i}, which is empty`)
     })
+    const maps = indexMaps(out, (i, c) => padSource(mode, c, pads[i][0], x.shape[i]))
     return [remap(x, out, maps, fill)]
   },
 })
@@ -240,14 +239,11 @@ const CenterCropPad = defineOp({
     const x = req(ctx.inputs, 0)
     const t = cropPadPlan(x.shape.length, intValues(req(ctx.inputs, 1, "shape"), "shape"), ctx.attrs.axes)
     const out = x.shape.map((d, i) => t[i] ?? d)
-    const maps = out.map((n, i) => {
-      const dim = x.shape[i]
-      // crop: start at floor((dim - n) / 2); pad: put the input at floor((n - dim) / 2)
-      const shift = n <= dim ? Math.floor((dim - n) / 2) : -Math.floor((n - dim) / 2)
-      return Int32Array.from({ length: n }, (_, c) => {
-        const s = c + shift
-        return s >= 0 && s < dim ? s : -1
-      })
+    // crop: start at floor((dim - n) / 2); pad: put the input at floor((n - dim) / 2)
+    const shifts = out.map((n, i) => (n <= x.shape[i] ? Math.floor((x.shape[i] - n) / 2) : -Math.floor((n - x.shape[i]) / 2)))
+    const maps = indexMaps(out, (i, c) => {
+      const s = c + shifts[i]
+      return s >= 0 && s < x.shape[i] ? s : -1
     })
     return [remap(x, out, maps, 0)]
   },
