@@ -373,7 +373,10 @@ describe("tessera compile", () => {
     for (const f of files) expect(Buffer.compare(fs.readFileSync(path.join(a, f)), fs.readFileSync(path.join(b, f))), f).toBe(0)
     const m = JSON.parse(fs.readFileSync(path.join(a, "manifest.json"), "utf8"))
     expect(m.files).toMatchObject({ arch: "sm_80", kernels: "tessera_kernels.cu", program: "model" })
-    expect(m.files.launches[0].launches[0]).toMatchObject({ grid: [expect.any(Number), 1, 1], block: [expect.any(Number), 1, 1], sharedBytes: 0 })
+    // the conv's launch: its grid and block from the bindings, its shared tiles within sm_80's default 48 KiB
+    const first = m.files.launches[0].launches[0]
+    expect(first).toMatchObject({ grid: [expect.any(Number), 1, 1], block: [expect.any(Number), 1, 1], sharedBytes: expect.any(Number) })
+    expect(first.sharedBytes).toBeLessThanOrEqual(48 * 1024)
     expect(fs.readFileSync(path.join(a, "Makefile"), "utf8")).toMatch(/CUDA_ARCH \?= sm_80/)
     expect(fs.readFileSync(path.join(a, "tessera_kernels.cu"), "utf8")).toMatch(/extern "C" __global__ void __launch_bounds__\(\d+\) k0/)
     // without nvcc: the same sources, and a line saying that nothing was built
