@@ -21,6 +21,7 @@ await build({
     "scripts/run-profile": "scripts/run-profile.ts",
     "scripts/gpu-schedule-report": "scripts/gpu-schedule-report.ts",
     "scripts/gpu-prepare": "scripts/gpu-prepare.ts",
+    "scripts/gpu-tune-apply": "scripts/gpu-tune-apply.ts",
   },
   outdir,
   bundle: true,

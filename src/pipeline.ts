@@ -25,6 +25,12 @@ export interface CompileOptions {
   readonly optLevel?: number
   /** Best tuning record per workload (from `tessera tune` logs). */
   readonly tuned?: ReadonlyMap<string, TuningRecord>
+  /**
+   * Each group's config chosen by the caller (gpu-prepare's measured variants: a seeded config of
+   * every group's space); it takes the place of `tuned`'s lookup, and a group it answers
+   * undefined for takes its default.
+   */
+  readonly lookup?: TunedLookup
   /** Shapes binding symbolic input dims. */
   readonly shapes?: ReadonlyMap<string, readonly number[]>
 }
@@ -71,7 +77,7 @@ export const compileGraph = Effect.fn("tessera.compile")(function* (graph: Graph
   const bound = yield* bind(graph, options.shapes ?? new Map(), { requireStatic: true, ...(config.interrupt ? { interrupt: config.interrupt } : {}) })
   const planned = yield* graphPipeline(backend.graphPasses(target)).run(bound).pipe(Effect.provideService(PassConfig, config))
   const tuning: TuningReport = { applied: [], untuned: [], skipped: [] }
-  const schedule = codegen.schedules(target, options.tuned ? tunedLookup(target, options.tuned, tuning) : undefined)
+  const schedule = codegen.schedules(target, options.lookup ?? (options.tuned ? tunedLookup(target, options.tuned, tuning) : undefined))
   // the TIR passes under the same config: its opt level, disabled passes and instruments
   const kernels = yield* tryTyped(() => lowerGroups(planned, schedule, codegen.tir(target), config, codegen.exactInt64 === true), (e): e is InterruptedError => e instanceof InterruptedError)
   return { graph: planned.graph, fused: { graph: planned.graph, groups: planned.groups }, memory: planned.memory, kernels, tuning } satisfies Program & { tuning: TuningReport }
