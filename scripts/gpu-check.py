@@ -201,23 +201,31 @@ def sweep(a, spec, name, arch):
     print(f"gpu-check --variants: {len(todo)} artifacts ({counts}); building on {workers} workers, then {len(todo)} runs of {runs} + {profile} profiled", flush=True)
 
     def build(mv):
+        """One variant's build, its process group killed after --sweep-build-timeout (a build that long is reported, not waited for)."""
         d = os.path.join(a.dir, mv[1]["dir"])
         b0 = time.time()
-        r = subprocess.run(cmd, cwd=d, capture_output=True, text=True, timeout=600)
-        return (None if r.returncode == 0 else f"build exit {r.returncode}: {(r.stderr or r.stdout).strip()[-400:]}"), time.time() - b0
+        p = subprocess.Popen(cmd, cwd=d, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        try:
+            text, _ = p.communicate(timeout=a.sweep_build_timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, 9)
+            p.communicate()
+            return f"build timed out after {a.sweep_build_timeout:.0f} s", time.time() - b0
+        return (None if p.returncode == 0 else f"build exit {p.returncode}: {text.strip()[-400:]}"), time.time() - b0
 
-    first = build(todo[0])
-    waves = -(-(len(todo) - 1) // workers)
-    print(f"gpu-check --variants: one build {first[1]:.1f} s; estimate {first[1] * waves + per_run * len(todo):.0f} s more ({waves} build waves, ~{per_run:.0f} s a run); budget {a.sweep_budget} s", flush=True)
+    waves = -(-len(todo) // workers)
+    print(f"gpu-check --variants: at most {waves * a.sweep_build_timeout:.0f} s of builds ({waves} waves of at most {a.sweep_build_timeout:.0f} s), then ~{per_run * len(todo):.0f} s of runs (~{per_run:.0f} s each, at most {a.sweep_budget:.0f} s)", flush=True)
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        built = [first] + list(pool.map(build, todo[1:]))
-    print(f"gpu-check --variants: built in {time.time() - t0:.1f} s ({sum(1 for e, _ in built if e)} failed)", flush=True)
+        built = list(pool.map(build, todo))
+    times = sorted(b for _, b in built)
+    print(f"gpu-check --variants: built in {time.time() - t0:.1f} s (a build {times[0]:.1f}-{times[-1]:.1f} s, median {times[len(times) // 2]:.1f} s; {sum(1 for e, _ in built if e)} failed)", flush=True)
+    t1 = time.time()
     out = {"gpu": name or "none (emulated on the CPU)", "arch": arch, "emulated": emulate, "runs": runs, "profile": profile, "models": {}}
     for (m, v), (err, build_s) in zip(todo, built):
         models = out["models"].setdefault(m["model"], {"variants": {}})
         if err:
             res = {"close": False, "error": err}
-        elif time.time() - t0 > a.sweep_budget:
+        elif time.time() - t1 > a.sweep_budget:
             res = {"close": False, "error": f"not run: the sweep's budget of {a.sweep_budget} s was spent"}
         else:
             try:
@@ -255,7 +263,8 @@ def main():
     ap.add_argument("--memcheck", action="store_true", help="also run each network once under compute-sanitizer's memcheck (out-of-bounds and misaligned accesses)")
     ap.add_argument("--variants", action="store_true", help="instead: the sweep of gpu-prepare --variants (each model's default and variants built in parallel, run once each for outputs and per-launch times) into DIR/sweep.json")
     ap.add_argument("--sweep-runs", type=int, default=20, help="--variants: timed runs and profiled runs of each variant")
-    ap.add_argument("--sweep-budget", type=float, default=240, help="--variants: seconds after which the variants not yet run are left out (reported)")
+    ap.add_argument("--sweep-build-timeout", type=float, default=100, help="--variants: seconds a variant's build may take (longer: killed and reported)")
+    ap.add_argument("--sweep-budget", type=float, default=90, help="--variants: seconds of runs after which the variants not yet run are left out (reported)")
     a = ap.parse_args()
     spec = json.load(open(os.path.join(a.dir, "models.json")))
     name, arch = gpu()

@@ -42,6 +42,7 @@ import { zooGraph, zooModel } from "../src/zoo/index.js"
 import { bindSync } from "../src/ast/graph/infer.js"
 import { nodeFlops } from "../src/rewrite/report.js"
 import type { Graph } from "../src/ast/graph/graph.js"
+import type { Stmt } from "../src/ast/tir/tir.js"
 
 const args = process.argv.slice(2)
 const flag = (name: string, fallback: string) => (args.includes(name) ? args[args.indexOf(name) + 1] : fallback)
@@ -70,7 +71,7 @@ interface Compiled {
  * group of a task; its random draws seeded by the variant's seed and the task's id), the tasks and
  * configs it used, and its kernels' tasks.
  */
-const compileWith = (name: string, graph: Graph, settings: TargetSettings, choose: Choose | undefined, variantSeed: number, tuned?: ReadonlyMap<string, TuningRecord>) =>
+const compileWith = (name: string, graph: Graph, settings: TargetSettings, choose: Choose | undefined, variantSeed: number, tuned?: ReadonlyMap<string, TuningRecord>, redraws: ReadonlyMap<string, number> = new Map()) =>
   Effect.gen(function* () {
     const target = settings.target as Target<"cuda">
     const l = gpuLimits(target.attrs)
@@ -91,13 +92,15 @@ const compileWith = (name: string, graph: Graph, settings: TargetSettings, choos
       const defaults = template.defaults(knobs, { vectorLanes: 1, cores: 1 })
       const valid = (c: Config) => {
         try {
-          return verifyGpuFunc(lowerSync(template.apply(outputs, base, c)), l).problems.length === 0
+          const f = lowerSync(template.apply(outputs, base, c))
+          return verifyGpuFunc(f, l).problems.length === 0 && withinBlockDims(f.body, target.attrs.maxBlockDim, target.attrs.maxGridDim)
         } catch {
           return false
         }
       }
-      const rng = prng((variantSeed * 2654435761 + parseInt(id, 16)) >>> 0)
-      const config = tunedKeys?.get(workload) ?? choose?.(knobs, defaults, valid, () => rng.next()) ?? defaults
+      const redraw = redraws.get(id) ?? 0
+      const rng = prng((variantSeed * 2654435761 + parseInt(id, 16) + redraw * 40503) >>> 0)
+      const config = tunedKeys?.get(workload) ?? (redraw < 0 ? undefined : choose?.(knobs, defaults, valid, () => rng.next())) ?? defaults
       configs.set(id, config)
       return config
     }
@@ -111,6 +114,52 @@ const compileWith = (name: string, graph: Graph, settings: TargetSettings, choos
     const sweepTasks = new Map([...tasks].map(([id, t]) => [id, { ...t, flops: t.groups.reduce((s, g) => s + flopsOf(g), 0) } satisfies SweepTask]))
     return { files, program, tasks: sweepTasks, configs, kernels } satisfies Compiled
   })
+
+/**
+ * Whether every threadIdx (blockIdx) loop is within the record's block (grid) dimension on its
+ * axis (the emitter's verifier checks this; the templates' verifier checks the threads' product only).
+ */
+const withinBlockDims = (s: Stmt, max: readonly [number, number, number], grid: readonly [number, number, number]): boolean => {
+  switch (s.kind) {
+    case "for": {
+      const axis = s.thread?.startsWith("threadIdx.") ? "xyz".indexOf(s.thread.slice(10)) : -1
+      const gridAxis = s.thread?.startsWith("blockIdx.") ? "xyz".indexOf(s.thread.slice(9)) : -1
+      if (axis >= 0 && s.extent.kind === "const" && s.extent.value > max[axis]) return false
+      if (gridAxis >= 0 && s.extent.kind === "const" && s.extent.value > grid[gridAxis]) return false
+      return withinBlockDims(s.body, max, grid)
+    }
+    case "seq":
+      return s.body.every((b) => withinBlockDims(b, max, grid))
+    case "allocate":
+    case "let":
+      return withinBlockDims(s.body, max, grid)
+    case "if":
+      return withinBlockDims(s.then, max, grid) && (!s.else || withinBlockDims(s.else, max, grid))
+    default:
+      return true
+  }
+}
+
+/** Per task, the bytes of CUDA source of its kernels' functions (from the manifest's launches and the kernels file). */
+const taskSourceBytes = (c: Compiled): Map<string, number> => {
+  const text = new TextDecoder().decode(c.files.get("tessera_kernels.cu"))
+  const manifest = JSON.parse(new TextDecoder().decode(c.files.get("manifest.json"))) as { launches?: { kernel: string; launches: { function: string }[] }[] }
+  const starts = [...text.matchAll(/extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(/g)].map((m) => ({ fn: m[1], at: m.index }))
+  const bytes = new Map(starts.map((x, k) => [x.fn, (starts[k + 1]?.at ?? text.length) - x.at] as const))
+  const out = new Map<string, number>()
+  for (const k of manifest.launches ?? []) {
+    const task = c.kernels[k.kernel]?.task
+    if (task) out.set(task, (out.get(task) ?? 0) + k.launches.reduce((s, l) => s + (bytes.get(l.function) ?? 0), 0))
+  }
+  return out
+}
+
+/**
+ * A task's source may grow to this much of its default's (3×, and 16 KB): the space's explicit
+ * unrolls reach megabytes of CUDA per kernel that nvcc takes minutes over, more than the device
+ * check's time allows; such a task's config is drawn again (twice), then left at its default.
+ */
+const sourceBound = (defaultBytes: number) => 3 * defaultBytes + 16384
 
 /** A seeded random config of a task's space that the static GPU verifier accepts (the defaults after 50 rejected draws). */
 const randomConfig: Choose = (knobs, defaults, valid, rng) => {
@@ -188,12 +237,29 @@ const main = Effect.gen(function* () {
     const variants: SweepVariant[] = [variantOf(main, tuned ? "tuned" : "default", name, tuned ? "tuned" : "default")]
     for (const [j, v] of plan.entries()) {
       const vdir = `${name}-v${j}`
-      const compiled = yield* Effect.result(compileWith(name, graph, settings, v.choose, seed * 1000 + j))
+      // a random variant the emitter's verifier rejects is drawn again (another seed), three times at most
+      let compiled = yield* Effect.result(compileWith(name, graph, settings, v.choose, seed * 1000 + j))
+      for (let retry = 1; retry < 3 && v.kind === "random" && Result.isFailure(compiled); retry++) {
+        console.log(`${name}: variant v${j} rejected (${String((compiled.failure as { message?: string }).message ?? compiled.failure)}), drawn again`)
+        compiled = yield* Effect.result(compileWith(name, graph, settings, v.choose, seed * 1000 + j + 100000 * retry))
+      }
       if (Result.isFailure(compiled)) {
         console.log(`${name}: variant v${j} (${v.kind}) did not compile, left out: ${String((compiled.failure as { message?: string }).message ?? compiled.failure)}`)
         continue
       }
-      const c = compiled.success
+      let c = compiled.success
+      // tasks whose source outgrows the bound are drawn again, then left at their defaults
+      const mainBytes = taskSourceBytes(main)
+      const redraws = new Map<string, number>()
+      for (let round = 0; round < 3; round++) {
+        const big = [...taskSourceBytes(c)].filter(([id, b]) => b > sourceBound(mainBytes.get(id) ?? 0)).map(([id]) => id)
+        if (!big.length) break
+        for (const id of big) redraws.set(id, round === 2 ? -1 : (redraws.get(id) ?? 0) + 1)
+        const again = yield* Effect.result(compileWith(name, graph, settings, v.choose, seed * 1000 + j, undefined, redraws))
+        if (Result.isFailure(again)) break
+        c = again.success
+      }
+      if (redraws.size) console.log(`${name}: v${j}: ${redraws.size} tasks drawn again for their source's size (${[...redraws.values()].filter((x) => x < 0).length} left at their defaults)`)
       const weights = c.files.get("constants.bin")!
       if (Buffer.compare(Buffer.from(weights), Buffer.from(files.get("constants.bin")!)) !== 0) return yield* Effect.die(new Error(`${name} v${j}: its constants differ from the default artifact's (it cannot share them)`))
       fs.mkdirSync(path.join(out, vdir), { recursive: true })
