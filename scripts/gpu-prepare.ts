@@ -140,17 +140,16 @@ const withinBlockDims = (s: Stmt, max: readonly [number, number, number], grid: 
   }
 }
 
-/** Per task, the bytes of CUDA source of its kernels' functions (from the manifest's launches and the kernels file). */
+/** Per task, the bytes of CUDA source of its kernels' functions in the kernels file. */
 const taskSourceBytes = (c: Compiled): Map<string, number> => {
   const text = new TextDecoder().decode(c.files.get("tessera_kernels.cu"))
-  const manifest = JSON.parse(new TextDecoder().decode(c.files.get("manifest.json"))) as { launches?: { kernel: string; launches: { function: string }[] }[] }
-  const starts = [...text.matchAll(/extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(/g)].map((m) => ({ fn: m[1], at: m.index }))
-  const bytes = new Map(starts.map((x, k) => [x.fn, (starts[k + 1]?.at ?? text.length) - x.at] as const))
+  // each __global__ function to the next is its source; a function's kernel is its name's k<N> (k3, k3_1)
+  const starts = [...text.matchAll(/extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(k\d+)\w*\(/g)].map((m) => ({ kernel: m[1], at: m.index }))
   const out = new Map<string, number>()
-  for (const k of manifest.launches ?? []) {
-    const task = c.kernels[k.kernel]?.task
-    if (task) out.set(task, (out.get(task) ?? 0) + k.launches.reduce((s, l) => s + (bytes.get(l.function) ?? 0), 0))
-  }
+  starts.forEach((x, k) => {
+    const task = c.kernels[x.kernel]?.task
+    if (task) out.set(task, (out.get(task) ?? 0) + (starts[k + 1]?.at ?? text.length) - x.at)
+  })
   return out
 }
 
