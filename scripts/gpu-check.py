@@ -52,12 +52,19 @@ def compare(out, ref):
     return {"max_abs": float(diff.max()), "max_rel": float(rel.max()), "top5": f"{sum(top)}/{len(top)}", "close": close}
 
 
-def run_tessera(root, m, runs, emulate, arch, profile=0):
-    d = os.path.join(root, m["dir"])
+def unzip_weights(d):
+    """The model's constants.bin from the constants.bin.gz gpu-prepare wrote (once); its path."""
     weights = os.path.join(d, "constants.bin")
     if not os.path.exists(weights):
-        with gzip.open(weights + ".gz", "rb") as src, open(weights, "wb") as dst:
+        with gzip.open(weights + ".gz", "rb") as src, open(weights + ".tmp", "wb") as dst:
             shutil.copyfileobj(src, dst)
+        os.replace(weights + ".tmp", weights)
+    return weights
+
+
+def run_tessera(root, m, runs, emulate, arch, profile=0):
+    d = os.path.join(root, m["dir"])
+    unzip_weights(d)
     try:
         if emulate:
             _, build_s = sh(["g++", "-O2", "-std=c++17", "-x", "c++", "-o", "model-emulated", "runner.cu", "tessera_launcher.cu"], cwd=d)
@@ -130,6 +137,122 @@ def time_torch(m, runs, with_compile):
     return out
 
 
+def build_cmd(emulate, arch):
+    """The command that builds an artifact folder's runner, and the executable it makes."""
+    if emulate:
+        return ["g++", "-O2", "-std=c++17", "-x", "c++", "-o", "model-emulated", "runner.cu", "tessera_launcher.cu"], "./model-emulated"
+    if shutil.which("make"):
+        return ["make", "-s", "model", f"CUDA_ARCH={arch}"], "./model"
+    return ["nvcc", "-O3", "-std=c++17", f"-arch={arch}", "-o", "model", "runner.cu", "tessera_launcher.cu"], "./model"
+
+
+def sweep_variant(root, m, v, exe, runs, warmup, profile):
+    """One variant run once on the model's input and weights: its outputs against the reference, its median and each launch's median (ms)."""
+    d = os.path.join(root, v["dir"])
+    main = os.path.join(root, m["dir"])
+    shutil.rmtree(os.path.join(d, "out"), ignore_errors=True)
+    os.makedirs(os.path.join(d, "out"))
+    cmd = [exe, "--out", "out", "--runs", str(runs), "--warmup", str(warmup), "--weights", os.path.join(main, "constants.bin"), "--profile", str(profile)]
+    cmd += [a for i in m["inputs"] for a in ("--input", f"{i['name']}={os.path.join(main, i['file'])}")]
+    r = subprocess.run(cmd, cwd=d, capture_output=True, text=True, timeout=300)
+    if r.returncode != 0:
+        return {"close": False, "error": f"exit {r.returncode}: {(r.stderr or r.stdout).strip()[-400:]}"}
+    timing = json.loads(r.stdout.strip().splitlines()[-1])
+    outs = [compare(np.load(os.path.join(d, "out", o["file"])), np.load(os.path.join(main, o["reference"]))) for o in m["outputs"]]
+    bad = [o["error"] for o in outs if "error" in o]
+    res = {
+        "close": not bad and all(o["close"] for o in outs),
+        "max_abs": max((o.get("max_abs", float("inf")) for o in outs), default=None),
+        "max_rel": max((o.get("max_rel", float("inf")) for o in outs), default=None),
+        "median_ms": timing["median_ms"],
+        "launches": json.load(open(os.path.join(d, "out", "profile.json")))["launches"],
+    }
+    if bad:
+        res["error"] = "; ".join(bad)
+    return res
+
+
+def sweep(a, spec, name, arch):
+    """--variants: every model's variants (gpu-prepare --variants) built in parallel, each run once for its outputs and --profile times; DIR/sweep.json."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    t0 = time.time()
+    emulate = a.emulate
+    runs, warmup, profile = (1, 0, 1) if emulate else (a.sweep_runs, 10, a.sweep_runs)
+    todo = []
+    for m in spec["models"]:
+        if not m.get("variants"):
+            continue
+        unzip_weights(os.path.join(a.dir, m["dir"]))
+        for v in m["variants"]:
+            d = os.path.join(a.dir, v["dir"])
+            for f in os.listdir(d):
+                if f.endswith(".gz") and f != "constants.bin.gz" and not os.path.exists(os.path.join(d, f[:-3])):
+                    with gzip.open(os.path.join(d, f), "rb") as src, open(os.path.join(d, f[:-3]), "wb") as dst:
+                        shutil.copyfileobj(src, dst)
+            todo.append((m, v))
+    if not todo:
+        raise SystemExit("gpu-check --variants: no model in models.json has variants (gpu-prepare --variants K)")
+    cmd, exe = build_cmd(emulate, arch)
+    workers = max(1, min(len(todo), os.cpu_count() or 1))
+    # the estimate: one build's time (the first, alone) × the waves of the rest, and a run's time × the variants
+    per_run = 50.0 if emulate else 2.5
+    counts = ", ".join("%s %d" % (m["model"], len(m["variants"])) for m in spec["models"] if m.get("variants"))
+    print(f"gpu-check --variants: {len(todo)} artifacts ({counts}); building on {workers} workers, then {len(todo)} runs of {runs} + {profile} profiled", flush=True)
+
+    def build(mv):
+        """One variant's build, its process group killed after --sweep-build-timeout (a build that long is reported, not waited for)."""
+        d = os.path.join(a.dir, mv[1]["dir"])
+        b0 = time.time()
+        p = subprocess.Popen(cmd, cwd=d, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        try:
+            text, _ = p.communicate(timeout=a.sweep_build_timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, 9)
+            p.communicate()
+            return f"build timed out after {a.sweep_build_timeout:.0f} s", time.time() - b0
+        return (None if p.returncode == 0 else f"build exit {p.returncode}: {text.strip()[-400:]}"), time.time() - b0
+
+    waves = -(-len(todo) // workers)
+    print(f"gpu-check --variants: at most {waves * a.sweep_build_timeout:.0f} s of builds ({waves} waves of at most {a.sweep_build_timeout:.0f} s), then ~{per_run * len(todo):.0f} s of runs (~{per_run:.0f} s each, at most {a.sweep_budget:.0f} s)", flush=True)
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        built = list(pool.map(build, todo))
+    times = sorted(b for _, b in built)
+    print(f"gpu-check --variants: built in {time.time() - t0:.1f} s (a build {times[0]:.1f}-{times[-1]:.1f} s, median {times[len(times) // 2]:.1f} s; {sum(1 for e, _ in built if e)} failed)", flush=True)
+    t1 = time.time()
+    out = {"gpu": name or "none (emulated on the CPU)", "arch": arch, "emulated": emulate, "runs": runs, "profile": profile, "models": {}}
+    for (m, v), (err, build_s) in zip(todo, built):
+        models = out["models"].setdefault(m["model"], {"variants": {}})
+        if err:
+            res = {"close": False, "error": err}
+        elif time.time() - t1 > a.sweep_budget:
+            res = {"close": False, "error": f"not run: the sweep's budget of {a.sweep_budget} s was spent"}
+        else:
+            try:
+                res = sweep_variant(a.dir, m, v, exe, runs, warmup, profile)
+            except Exception as e:  # a variant that fails is a finding, not the end of the sweep
+                res = {"close": False, "error": f"{type(e).__name__}: {e}"}
+        res["build_s"] = round(build_s, 2)
+        models["variants"][v["name"]] = res
+        ok = "ok" if res["close"] else ("WRONG" if "error" not in res else "FAILED")
+        print(f"  {m['model']} {v['name']:>8} ({v['kind']}): {ok}" + (f" max abs err {res['max_abs']:.3g}, median {res['median_ms']:.3f} ms, launches {sum(l['median_ms'] for l in res['launches']):.3f} ms" if "median_ms" in res else f" {res.get('error', '')}"), flush=True)
+    with open(os.path.join(a.dir, "sweep.json"), "w") as fh:
+        json.dump(out, fh, indent=1)
+    print(f"gpu-check --variants: {os.path.join(a.dir, 'sweep.json')} in {time.time() - t0:.1f} s", flush=True)
+    if emulate:
+        # leave the variant folders as gpu-prepare wrote them (they travel)
+        for m, v in todo:
+            d = os.path.join(a.dir, v["dir"])
+            for f in os.listdir(d):
+                p = os.path.join(d, f)
+                if f == "out":
+                    shutil.rmtree(p)
+                elif not f.endswith(".gz") and v["dir"] != m["dir"]:
+                    os.remove(p)
+                elif v["dir"] == m["dir"] and f in ("model-emulated", "constants.bin"):
+                    os.remove(p)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("dir")
@@ -138,12 +261,18 @@ def main():
     ap.add_argument("--emulate", action="store_true", help="build with the host compiler and run on the CPU (no GPU, no torch)")
     ap.add_argument("--profile", type=int, default=20, help="time each launch alone over this many runs (0: not); the slowest are listed, all go to DIR/<model>-profile.json")
     ap.add_argument("--memcheck", action="store_true", help="also run each network once under compute-sanitizer's memcheck (out-of-bounds and misaligned accesses)")
+    ap.add_argument("--variants", action="store_true", help="instead: the sweep of gpu-prepare --variants (each model's default and variants built in parallel, run once each for outputs and per-launch times) into DIR/sweep.json")
+    ap.add_argument("--sweep-runs", type=int, default=20, help="--variants: timed runs and profiled runs of each variant")
+    ap.add_argument("--sweep-build-timeout", type=float, default=100, help="--variants: seconds a variant's build may take (longer: killed and reported)")
+    ap.add_argument("--sweep-budget", type=float, default=90, help="--variants: seconds of runs after which the variants not yet run are left out (reported)")
     a = ap.parse_args()
     spec = json.load(open(os.path.join(a.dir, "models.json")))
     name, arch = gpu()
     if not a.emulate and name is None:
         raise SystemExit("gpu-check: no GPU (nvidia-smi found none); --emulate checks the artifacts on the CPU")
     arch = arch or spec["arch"]
+    if a.variants:
+        return sweep(a, spec, name, arch)
     lines = [f"gpu-check: {name or 'no GPU (emulated on the CPU)'}, {arch}; artifacts built for {spec['arch']} by gpu-prepare, seed {spec['seed']}"]
     print(lines[0], flush=True)
     rows = []

@@ -12,7 +12,7 @@ import type { Expr } from "../src/ast/te/expr.js"
 import type { PrimFunc, Stmt } from "../src/ast/tir/tir.js"
 import { baseSchedule, buildGroupTE } from "../src/lowering/lower-group.js"
 import { lowerSync } from "../src/lowering/lower.js"
-import { gpuLimits, gpuRules, gpuTemplate, verifyGpuFunc } from "../src/lowering/templates/gpu/index.js"
+import { autotvmConfig, gpuLimits, gpuRules, gpuTemplate, verifyGpuFunc } from "../src/lowering/templates/gpu/index.js"
 import { defaultPasses, fuseOpsSync } from "../src/rewrite/index.js"
 import { zooGraph } from "../src/zoo/index.js"
 
@@ -82,10 +82,8 @@ for (const name of models) {
     const t = gpuTemplate(attrs, base)
     const knobs = t.space(te.outputs, base)
     let config = t.defaults(knobs, { vectorLanes: 1, cores: 1 })
-    if (autotvm && knobs.some((x) => x.name === "cuda_sketch")) {
-      // the generated defaults' tiles in the template's knobs (AutoTVM's splits of f, y, x; its rc, ry, rx)
-      config = { ...config, cuda_sketch: "autotvm", tile_f: config.mt_s1, tile_y: config.mt_s2, tile_x: config.mt_s3, tile_rc: config.mt_r0, tile_ry: config.mt_r1, tile_rx: config.mt_r2, auto_unroll_max_step: 512, unroll_explicit: 0 }
-    }
+    // the generated defaults' tiles in the template's knobs (AutoTVM's splits of f, y, x; its rc, ry, rx)
+    if (autotvm) config = autotvmConfig(knobs, config) ?? config
     const f = lowerSync(t.apply(te.outputs, base, config))
     const v = verifyGpuFunc(f, l)
     const c = counts(f)

@@ -28,6 +28,12 @@ export interface CompileOptions {
    * all of them (`recordsByWorkload`), of which the best that fits the template's knobs is applied.
    */
   readonly tuned?: ReadonlyMap<string, TuningRecord | readonly TuningRecord[]>
+  /**
+   * Each group's config chosen by the caller (gpu-prepare's measured variants: a seeded config of
+   * every group's space); it takes the place of `tuned`'s lookup, and a group it answers
+   * undefined for takes its default.
+   */
+  readonly lookup?: TunedLookup
   /** Shapes binding symbolic input dims. */
   readonly shapes?: ReadonlyMap<string, readonly number[]>
 }
@@ -86,7 +92,7 @@ export const compileGraph = Effect.fn("tessera.compile")(function* (graph: Graph
   const bound = yield* bind(graph, options.shapes ?? new Map(), { requireStatic: true, ...(config.interrupt ? { interrupt: config.interrupt } : {}) })
   const planned = yield* graphPipeline(backend.graphPasses(target)).run(bound).pipe(Effect.provideService(PassConfig, config))
   const tuning: TuningReport = { applied: [], untuned: [], skipped: [] }
-  const schedule = codegen.schedules(target, options.tuned ? tunedLookup(target, options.tuned, tuning) : undefined)
+  const schedule = codegen.schedules(target, options.lookup ?? (options.tuned ? tunedLookup(target, options.tuned, tuning) : undefined))
   // the TIR passes under the same config: its opt level, disabled passes and instruments
   const kernels = yield* tryTyped(() => lowerGroups(planned, schedule, codegen.tir(target), config, codegen.exactInt64 === true), (e): e is InterruptedError => e instanceof InterruptedError)
   return { graph: planned.graph, fused: { graph: planned.graph, groups: planned.groups }, memory: planned.memory, kernels, tuning } satisfies Program & { tuning: TuningReport }

@@ -94,6 +94,18 @@ export const applyGpuRules = (base: S.Schedule, config: Config, l: GpuLimits): S
 }
 
 /**
+ * AutoTVM's template at the generated defaults' tiles, for a conv2d group's default config (one
+ * with a `cuda_sketch` knob): v.t.i of channels, rows and columns (mt_s1..3 → tile_f, tile_y,
+ * tile_x), the inner reduction factors (mt_r0..2 → tile_rc, tile_ry, tile_rx), AutoTVM's
+ * auto_unroll_max_step 512 and unroll_explicit 0 — the baseline the issue names, as
+ * gpu-schedule-report derives it. Undefined for a group without the template.
+ */
+export const autotvmConfig = (knobs: readonly Knob[], defaults: Config): Config | undefined =>
+  knobs.some((k) => k.name === "cuda_sketch")
+    ? { ...defaults, cuda_sketch: "autotvm", tile_f: defaults.mt_s1, tile_y: defaults.mt_s2, tile_x: defaults.mt_s3, tile_rc: defaults.mt_r0, tile_ry: defaults.mt_r1, tile_rx: defaults.mt_r2, auto_unroll_max_step: 512, unroll_explicit: 0 }
+    : undefined
+
+/**
  * The tuned config of a group's template, if a tuning log has one (the shape of src/backend's
  * TunedLookup, which lowering may not import).
  */
