@@ -148,6 +148,7 @@ def build_cmd(emulate, arch):
 
 def sweep_variant(root, m, v, exe, runs, warmup, profile):
     """One variant run once on the model's input and weights: its outputs against the reference, its median and each launch's median (ms)."""
+    root = os.path.abspath(root)  # the runner runs in the variant's folder: every path it gets is absolute
     d = os.path.join(root, v["dir"])
     main = os.path.join(root, m["dir"])
     shutil.rmtree(os.path.join(d, "out"), ignore_errors=True)
