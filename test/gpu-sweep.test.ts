@@ -15,11 +15,12 @@ import { bestRecords, parseLog, serializeRecord } from "../src/search/records.js
 import { indexOfConfig, workloadOf } from "../src/search/task.js"
 import { zooGraph } from "../src/zoo/index.js"
 
+// task ids are their workloads' fnv1a hashes, as a log reader checks
 const tasks = {
-  aaaa0001: { workload: "cuda|cuda:sm_90|conv", label: "Conv+Add+Relu 1x64x56x56", flops: 2e8, groups: [0, 2] },
-  aaaa0002: { workload: "cuda|cuda:sm_90|pool", label: "GlobalAveragePool 1x512x1x1", flops: 1e5, groups: [1] },
+  b06d5f43: { workload: "cuda|cuda:sm_90|conv", label: "Conv+Add+Relu 1x64x56x56", flops: 2e8, groups: [0, 2] },
+  835c918f: { workload: "cuda|cuda:sm_90|pool", label: "GlobalAveragePool 1x512x1x1", flops: 1e5, groups: [1] },
 }
-const kernels = { k0: { group: 0, task: "aaaa0001" }, k1: { group: 1, task: "aaaa0002" }, k2: { group: 2, task: "aaaa0001" } }
+const kernels = { k0: { group: 0, task: "b06d5f43" }, k1: { group: 1, task: "835c918f" }, k2: { group: 2, task: "b06d5f43" } }
 const cfg = (n: number) => ({ cuda_sketch: n === 1 ? "autotvm" : "generated", mt_s1: `${n}.1.1` })
 const vf: VariantsFile = {
   model: "net",
@@ -27,11 +28,11 @@ const vf: VariantsFile = {
   seed: 0,
   tasks,
   variants: [
-    { name: "default", dir: "net", kind: "default", configs: { aaaa0001: cfg(0), aaaa0002: { ab0_threads: 32 } }, kernels },
-    { name: "autotvm", dir: "net-v0", kind: "autotvm", configs: { aaaa0001: cfg(1), aaaa0002: { ab0_threads: 32 } }, kernels },
-    { name: "r1", dir: "net-v1", kind: "random", configs: { aaaa0001: cfg(2), aaaa0002: { ab0_threads: 128 } }, kernels },
-    { name: "r2", dir: "net-v2", kind: "random", configs: { aaaa0001: cfg(3), aaaa0002: { ab0_threads: 64 } }, kernels },
-    { name: "r3", dir: "net-v3", kind: "random", configs: { aaaa0001: cfg(4), aaaa0002: { ab0_threads: 256 } }, kernels },
+    { name: "default", dir: "net", kind: "default", configs: { b06d5f43: cfg(0), 835c918f: { ab0_threads: 32 } }, kernels },
+    { name: "autotvm", dir: "net-v0", kind: "autotvm", configs: { b06d5f43: cfg(1), 835c918f: { ab0_threads: 32 } }, kernels },
+    { name: "r1", dir: "net-v1", kind: "random", configs: { b06d5f43: cfg(2), 835c918f: { ab0_threads: 128 } }, kernels },
+    { name: "r2", dir: "net-v2", kind: "random", configs: { b06d5f43: cfg(3), 835c918f: { ab0_threads: 64 } }, kernels },
+    { name: "r3", dir: "net-v3", kind: "random", configs: { b06d5f43: cfg(4), 835c918f: { ab0_threads: 256 } }, kernels },
   ],
 }
 const launches = (conv0: number, pool: number, conv2: number) => [
@@ -58,13 +59,13 @@ const sweep: SweepFile = {
 describe("gpu-tune-apply's choice", () => {
   it("a task's time is the sum of its kernels' launches", () => {
     const t = taskTimes(vf.variants[0], sweep.models.net.variants.default)
-    expect(t.get("aaaa0001")).toBeCloseTo(0.6, 12)
-    expect(t.get("aaaa0002")).toBeCloseTo(0.05, 12)
+    expect(t.get("b06d5f43")).toBeCloseTo(0.6, 12)
+    expect(t.get("835c918f")).toBeCloseTo(0.05, 12)
   })
 
   it("per task the fastest correct variant's config; the default's and AutoTVM's times beside it", () => {
     const choices = chooseConfigs([vf], sweep)
-    const conv = choices.find((c) => c.task === "aaaa0001")!
+    const conv = choices.find((c) => c.task === "b06d5f43")!
     expect(conv.bestVariant).toBe("r2")
     expect(conv.config).toEqual(cfg(3))
     expect(conv.bestMs).toBeCloseTo(0.4, 12)
@@ -72,7 +73,7 @@ describe("gpu-tune-apply's choice", () => {
     expect(conv.autotvmMs).toBeCloseTo(0.55, 12)
     expect(conv.measured).toBe(3)
     // a tie (default and autotvm both 0.05): the earlier variant
-    const pool = choices.find((c) => c.task === "aaaa0002")!
+    const pool = choices.find((c) => c.task === "835c918f")!
     expect(pool.bestVariant).toBe("default")
     expect(pool.config).toEqual({ ab0_threads: 32 })
   })
@@ -86,10 +87,10 @@ describe("gpu-tune-apply's choice", () => {
     const parsed = parseLog(text)
     expect(parsed.warnings).toEqual([])
     const best = bestRecords(parsed.records, "cuda")
-    expect(best.get(tasks.aaaa0001.workload)?.config).toEqual(cfg(3))
-    expect(best.get(tasks.aaaa0001.workload)?.costs[0]).toBeCloseTo(0.0004, 12)
-    expect(best.get(tasks.aaaa0001.workload)?.gflops).toBeCloseTo(2e8 / 0.0004 / 1e9, 6)
-    expect(best.get(tasks.aaaa0002.workload)?.config).toEqual({ ab0_threads: 32 })
+    expect(best.get(tasks.b06d5f43.workload)?.config).toEqual(cfg(3))
+    expect(best.get(tasks.b06d5f43.workload)?.costs[0]).toBeCloseTo(0.0004, 12)
+    expect(best.get(tasks.b06d5f43.workload)?.gflops).toBeCloseTo(2e8 / 0.0004 / 1e9, 6)
+    expect(best.get(tasks.835c918f.workload)?.config).toEqual({ ab0_threads: 32 })
     expect(recordsAgree(parsed.records, chooseConfigs([vf], sweep), "cuda")).toBe(true)
     // a log whose fastest record is another config disagrees
     const swapped = parsed.records.map((r) => (r.tuner?.endsWith(":r2") ? { ...r, costs: [1] } : r))

@@ -120,7 +120,7 @@ export const sweepRecords = (variants: readonly VariantsFile[], sweep: SweepFile
       for (const [id, task] of Object.entries(vf.tasks)) {
         const ms = times.get(id)
         if (ms === undefined || !v.configs[id]) continue
-        out.push({ v: RECORD_VERSION, task: id, workload: task.workload, target: vf.target, config: v.configs[id], costs: [ms / 1000], timestamp, tuner: `gpu-sweep:${vf.model}:${v.name}`, ...(ms > 0 ? { gflops: task.flops / (ms / 1000) / 1e9 } : {}) })
+        out.push({ v: RECORD_VERSION, task: id, workload: task.workload, target: vf.target, config: v.configs[id], costs: [ms / 1000], timestamp, tuner: "gpu-sweep", ...(ms > 0 ? { gflops: task.flops / (ms / 1000) / 1e9 } : {}) })
       }
     }
   }
