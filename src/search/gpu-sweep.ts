@@ -107,10 +107,18 @@ export const chooseConfigs = (variants: readonly VariantsFile[], sweep: SweepFil
 /**
  * The tuning records of a sweep: per task, every correct variant's measurement (seconds; a task
  * time is its launches' sum), in variant order, so the log's fastest per workload (bestRecords) is
- * the chosen config.
+ * the chosen config. A config measured in several variants (a task left at its default) is one
+ * record, its fastest measurement: a log reader skips the same measurement twice.
  */
 export const sweepRecords = (variants: readonly VariantsFile[], sweep: SweepFile, timestamp: string): TuningRecord[] => {
-  const out: TuningRecord[] = []
+  const byConfig = new Map<string, TuningRecord>()
+  const out = {
+    push: (r: TuningRecord) => {
+      const key = `${r.task}|${JSON.stringify(r.config)}`
+      const seen = byConfig.get(key)
+      if (!seen || r.costs[0] < seen.costs[0]) byConfig.set(key, r)
+    },
+  }
   for (const vf of variants) {
     const runs = sweep.models[vf.model]?.variants ?? {}
     for (const v of vf.variants) {
@@ -124,7 +132,7 @@ export const sweepRecords = (variants: readonly VariantsFile[], sweep: SweepFile
       }
     }
   }
-  return out
+  return [...byConfig.values()]
 }
 
 /** Whether the records' fastest per workload are the chosen configs (a check of the log gpu-tune-apply writes). */
