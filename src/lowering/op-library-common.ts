@@ -77,12 +77,25 @@ export const breadB = (ctx: OpComputeCtx, t: TeTensor, idx: readonly Expr[]): Ex
   return bread(t, idx)
 }
 
+/**
+ * 8- and 16-bit integers wrap after every op, as ONNX (onnxruntime) and NumPy compute them. An
+ * emitter holds them in a wider register (C's int64_t, a JS number, a wasm i32), so a fused chain
+ * (Add then Sub) would carry an unwrapped sum into the next op; the ops that can leave the type's
+ * range are therefore computed on the values widened to int32 and cast back, a cast every emitter
+ * narrows (the cast constructor drops one to the value's own type).
+ */
+const NARROW_INTS: ReadonlySet<DType> = new Set<DType>(["int8", "uint8", "int16", "uint16"])
+const WRAPPING_OPS: ReadonlySet<string> = new Set(["Add", "Sub", "Mul", "Neg", "Abs"])
+const widened = (ctx: OpComputeCtx, dtype: DType): ((e: Expr) => Expr) =>
+  NARROW_INTS.has(dtype) && WRAPPING_OPS.has(ctx.node.op) ? (e) => (e.dtype === dtype ? cast("int32", e) : e) : (e) => e
+
 export const unary =
   (f: (x: Expr, ctx: OpComputeCtx) => Expr): OpCompute =>
   (ctx) => {
     const x = inp(ctx, 0)
     const dtype = ctx.outputs[0].dtype
-    return [compute(ctx.name(), shapeOf(ctx.outputs[0]), (...i) => cast(dtype, f(bread(x, i), ctx)), dtype)]
+    const w = widened(ctx, dtype)
+    return [compute(ctx.name(), shapeOf(ctx.outputs[0]), (...i) => cast(dtype, f(w(bread(x, i)), ctx)), dtype)]
   }
 
 /** A unary op on floats only (integer inputs keep their reference kernels). */
@@ -95,5 +108,6 @@ export const binary =
     const a = inp(ctx, 0)
     const b = inp(ctx, 1)
     const dtype = ctx.outputs[0].dtype
-    return [compute(ctx.name(), shapeOf(ctx.outputs[0]), (...i) => cast(dtype, f(bread(a, i), breadB(ctx, b, i), ctx)), dtype)]
+    const w = widened(ctx, dtype)
+    return [compute(ctx.name(), shapeOf(ctx.outputs[0]), (...i) => cast(dtype, f(w(bread(a, i)), w(breadB(ctx, b, i)), ctx)), dtype)]
   }
