@@ -19,6 +19,7 @@ import { lowerSync } from "../src/lowering/lower.js"
 import { cudaTirPipeline } from "../src/lowering/tir/cuda-pipeline.js"
 import { runTirSync } from "../src/lowering/tir/tir-pass.js"
 import { inputsFor, pad2d, type GoldenCase } from "./update-goldens.js"
+import { sharedTiledMatmul } from "../src/ast/te/arbitrary-schedule.js"
 
 /** A stage's data axes fused and split by `threads`: outer → blockIdx.x, inner → threadIdx.x. */
 const bindFlat = (s0: S.Schedule, stage: string, threads: number): { schedule: S.Schedule; thread: string } => {
@@ -62,26 +63,7 @@ const dense = (): GoldenCase => {
   const k = reduceAxis(32, "k")
   const out = compute("C", [64, 48], (i, j) => sum(mul(at(A, i, k.var), at(B, k.var, j)), [k]))
   const tile = 8
-  let s = S.createSchedule([out])
-  const As = S.cacheRead(s, "A", "shared", ["C"])
-  const Bs = S.cacheRead(As.schedule, "B", "shared", ["C"])
-  s = Bs.schedule
-  const i = S.split(s, "C", "C.i", { factor: tile })
-  const j = S.split(i.schedule, "C", "C.j", { factor: tile })
-  const kk = S.split(j.schedule, "C", "k", { factor: tile })
-  s = S.reorder(kk.schedule, "C", [i.outer, j.outer, i.inner, j.inner, kk.outer, kk.inner])
-  s = S.bind(s, "C", i.outer, "blockIdx.y")
-  s = S.bind(s, "C", j.outer, "blockIdx.x")
-  s = S.bind(s, "C", i.inner, "threadIdx.y")
-  s = S.bind(s, "C", j.inner, "threadIdx.x")
-  for (const st of [As.stage, Bs.stage]) {
-    s = S.computeAt(s, st, "C", kk.outer)
-    const leaf = s.stages.get(st)!.leaf
-    // cooperative fetch: the tile's rows and columns spread over the block's threads
-    const r = S.split(s, st, leaf[0], { factor: tile })
-    const c2 = S.split(r.schedule, st, leaf[1], { factor: tile })
-    s = S.bind(S.bind(c2.schedule, st, r.inner, "threadIdx.y"), st, c2.inner, "threadIdx.x")
-  }
+  const s = sharedTiledMatmul([out], tile, tile)
   return { name: "dense", outputs: [out], inputs: inputsFor(13, [A, B]), schedule: s }
 }
 

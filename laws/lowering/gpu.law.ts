@@ -6,7 +6,6 @@
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { arbComputeCase, buildCompute, COMPUTE_FAMILIES } from "../../src/ast/te/arbitrary.js"
-import * as S from "../../src/ast/schedule/schedule.js"
 import { evaluateTE } from "../../src/ast/te/evaluate.js"
 import { cudaAttrsForArch, type CudaAttrs } from "../../src/ast/target.js"
 import { splitLaunches } from "../../src/emit/cuda/launch.js"
@@ -19,6 +18,7 @@ import { runTirSync } from "../../src/lowering/tir/tir-pass.js"
 import type { FusedGroup } from "../../src/rewrite/fuse-ops.js"
 import { assertAllClose, lawParams } from "../support.js"
 import { evaluateLaunches } from "../support-cuda.js"
+import { sharedTiledMatmul } from "../../src/ast/te/arbitrary-schedule.js"
 
 /**
  * A GPU record with small warps, few resident threads and small blocks (the cases' outputs are
@@ -63,25 +63,7 @@ describe("cuda launches of shared-memory schedules", () => {
     fc.assert(
       fc.property(fc.integer({ min: 0, max: 1 << 30 }), fc.constantFrom(2, 4, 8), fc.constantFrom(2, 4), (seed, tile, kt) => {
         const cc = buildCompute("matmul", seed)
-        let s = S.createSchedule(cc.outputs)
-        const As = S.cacheRead(s, "A", "shared", ["C"])
-        const Bs = S.cacheRead(As.schedule, "B", "shared", ["C"])
-        s = Bs.schedule
-        const i = S.split(s, "C", "C.i", { factor: tile })
-        const j = S.split(i.schedule, "C", "C.j", { factor: tile })
-        const k = S.split(j.schedule, "C", "k", { factor: kt })
-        s = S.reorder(k.schedule, "C", [i.outer, j.outer, i.inner, j.inner, k.outer, k.inner])
-        s = S.bind(s, "C", i.outer, "blockIdx.y")
-        s = S.bind(s, "C", j.outer, "blockIdx.x")
-        s = S.bind(s, "C", i.inner, "threadIdx.y")
-        s = S.bind(s, "C", j.inner, "threadIdx.x")
-        for (const st of [As.stage, Bs.stage]) {
-          s = S.computeAt(s, st, "C", k.outer)
-          const leaf = s.stages.get(st)!.leaf
-          const r = S.split(s, st, leaf[0], { factor: tile })
-          const c2 = S.split(r.schedule, st, leaf[1], { factor: tile })
-          s = S.bind(S.bind(c2.schedule, st, r.inner, "threadIdx.y"), st, c2.inner, "threadIdx.x")
-        }
+        const s = sharedTiledMatmul(cc.outputs, tile, kt)
         const attrs = cudaAttrsForArch("sm_90")
         const launches = splitLaunches(runTirSync(cudaTirPipeline(attrs), lowerSync(s, "k0")))
         // the tiles are the block's, not workspace in global memory that every block would share

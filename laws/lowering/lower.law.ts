@@ -18,6 +18,7 @@ import { flattenStorage } from "../../src/lowering/tir/flatten-storage.js"
 import { lowerIntrinsics } from "../../src/lowering/tir/lower-intrinsics.js"
 import { assertAllClose, lawParams } from "../support.js"
 import { arbTensorizedCase } from "./tir/support.js"
+import { sharedTiledMatmul } from "../../src/ast/te/arbitrary-schedule.js"
 
 const check = (cc: ComputeCase, s: S.Schedule) => {
   const want = evaluateTE(cc.outputs, cc.inputs)
@@ -302,26 +303,7 @@ describe("GPU-style schedules (verified without a GPU)", () => {
       fc.property(fc.integer({ min: 0, max: 1 << 30 }), fc.constantFrom(2, 4), fc.constantFrom(2, 4), (seed, tile, kt) => {
         const cc = buildCompute("matmul", seed)
         const [m, n] = cc.outputs[0].shape
-        let s = S.createSchedule(cc.outputs)
-        const As = S.cacheRead(s, "A", "shared", ["C"])
-        const Bs = S.cacheRead(As.schedule, "B", "shared", ["C"])
-        s = Bs.schedule
-        const i = S.split(s, "C", "C.i", { factor: tile })
-        const j = S.split(i.schedule, "C", "C.j", { factor: tile })
-        const k = S.split(j.schedule, "C", "k", { factor: kt })
-        s = S.reorder(k.schedule, "C", [i.outer, j.outer, i.inner, j.inner, k.outer, k.inner])
-        s = S.bind(s, "C", i.outer, "blockIdx.y")
-        s = S.bind(s, "C", j.outer, "blockIdx.x")
-        s = S.bind(s, "C", i.inner, "threadIdx.y")
-        s = S.bind(s, "C", j.inner, "threadIdx.x")
-        for (const st of [As.stage, Bs.stage]) {
-          s = S.computeAt(s, st, "C", k.outer)
-          const leaf = s.stages.get(st)!.leaf
-          // cooperative fetch: the tile's rows and columns spread over the block's threads
-          const r = S.split(s, st, leaf[0], { factor: tile })
-          const c2 = S.split(r.schedule, st, leaf[1], { factor: tile })
-          s = S.bind(S.bind(c2.schedule, st, r.inner, "threadIdx.y"), st, c2.inner, "threadIdx.x")
-        }
+        const s = sharedTiledMatmul(cc.outputs, tile, kt)
         void m
         void n
         check(cc, s)

@@ -215,3 +215,32 @@ export const randomSchedule = (outputs: readonly ComputeTensor[], seed: number, 
   storage(rng, d)
   return d.s
 }
+
+/**
+ * The classic GPU schedule of a matmul C = A·B (the laws' and the cuda goldens' fixed one): C's
+ * rows and columns split by `tile` and bound to blockIdx.y/x and threadIdx.y/x, the reduction `k`
+ * split by `kt`, and A and B read into shared memory at each outer reduction step, each tile
+ * fetched cooperatively (its rows and columns spread over the block's threads).
+ */
+export const sharedTiledMatmul = (outputs: readonly ComputeTensor[], tile: number, kt: number): S.Schedule => {
+  let s = S.createSchedule(outputs)
+  const As = S.cacheRead(s, "A", "shared", ["C"])
+  const Bs = S.cacheRead(As.schedule, "B", "shared", ["C"])
+  s = Bs.schedule
+  const i = S.split(s, "C", "C.i", { factor: tile })
+  const j = S.split(i.schedule, "C", "C.j", { factor: tile })
+  const k = S.split(j.schedule, "C", "k", { factor: kt })
+  s = S.reorder(k.schedule, "C", [i.outer, j.outer, i.inner, j.inner, k.outer, k.inner])
+  s = S.bind(s, "C", i.outer, "blockIdx.y")
+  s = S.bind(s, "C", j.outer, "blockIdx.x")
+  s = S.bind(s, "C", i.inner, "threadIdx.y")
+  s = S.bind(s, "C", j.inner, "threadIdx.x")
+  for (const st of [As.stage, Bs.stage]) {
+    s = S.computeAt(s, st, "C", k.outer)
+    const leaf = s.stages.get(st)!.leaf
+    const r = S.split(s, st, leaf[0], { factor: tile })
+    const c2 = S.split(r.schedule, st, leaf[1], { factor: tile })
+    s = S.bind(S.bind(c2.schedule, st, r.inner, "threadIdx.y"), st, c2.inner, "threadIdx.x")
+  }
+  return s
+}
