@@ -18,7 +18,7 @@ import { CUDA_PRELUDE } from "../src/emit/cuda/prelude.js"
 import { lowerSync } from "../src/lowering/lower.js"
 import { cudaTirPipeline } from "../src/lowering/tir/cuda-pipeline.js"
 import { runTirSync } from "../src/lowering/tir/tir-pass.js"
-import { inputsFor, pad2d, type GoldenCase } from "./update-goldens.js"
+import { convAddReluCompute, inputsFor, pad2d, type GoldenCase } from "./update-goldens.js"
 import { sharedTiledMatmul } from "../src/ast/te/arbitrary-schedule.js"
 
 /** A stage's data axes fused and split by `threads`: outer → blockIdx.x, inner → threadIdx.x. */
@@ -81,15 +81,7 @@ const softmax = (): GoldenCase => {
 }
 
 const convAddRelu = (): GoldenCase => {
-  const X = placeholder("X", [1, 4, 6, 6])
-  const W = placeholder("W", [8, 4, 3, 3])
-  const Bias = placeholder("bias", [8])
-  const P = pad2d(X, 1)
-  const rc = reduceAxis(4, "rc")
-  const ry = reduceAxis(3, "ry")
-  const rx = reduceAxis(3, "rx")
-  const conv = compute("conv", [1, 8, 6, 6], (n, o, y, x) => sum(mul(at(P, n, rc.var, add(y, ry.var), add(x, rx.var)), at(W, o, rc.var, ry.var, rx.var)), [rc, ry, rx]))
-  const out = compute("relu", [1, 8, 6, 6], (n, o, y, x) => max(add(at(conv, n, o, y, x), at(Bias, o)), f32(0)))
+  const { X, W, Bias, out } = convAddReluCompute()
   const s = S.computeInline(S.createSchedule([out]), "pad")
   const b = bindFlat(s, "relu", 96)
   return { name: "conv2d_add_relu", outputs: [out], inputs: inputsFor(15, [X, W, Bias]), schedule: S.computeAt(b.schedule, "conv", "relu", b.thread) }

@@ -94,8 +94,8 @@ const dense = (): GoldenCase => {
   return { name: "dense", outputs: [out], inputs: inputsFor(3, [A, B]), schedule: s }
 }
 
-/** relu(conv2d(X, W) + bias): the conv computed per output row inside the fused elementwise stage. */
-const convAddRelu = (): GoldenCase => {
+/** relu(conv2d(X, W) + bias) of a 1x4x6x6 image, 8 3x3 filters, padding 1 (the c and cuda goldens' fused conv). */
+export const convAddReluCompute = () => {
   const X = placeholder("X", [1, 4, 6, 6])
   const W = placeholder("W", [8, 4, 3, 3])
   const Bias = placeholder("bias", [8])
@@ -105,6 +105,12 @@ const convAddRelu = (): GoldenCase => {
   const rx = reduceAxis(3, "rx")
   const conv = compute("conv", [1, 8, 6, 6], (n, o, y, x) => sum(mul(at(P, n, rc.var, add(y, ry.var), add(x, rx.var)), at(W, o, rc.var, ry.var, rx.var)), [rc, ry, rx]))
   const out = compute("relu", [1, 8, 6, 6], (n, o, y, x) => max(add(at(conv, n, o, y, x), at(Bias, o)), f32(0)))
+  return { X, W, Bias, out }
+}
+
+/** relu(conv2d(X, W) + bias): the conv computed per output row inside the fused elementwise stage. */
+const convAddRelu = (): GoldenCase => {
+  const { X, W, Bias, out } = convAddReluCompute()
   let s = S.computeInline(S.createSchedule([out]), "pad")
   s = S.computeAt(s, "conv", "relu", "relu.k")
   s = S.parallel(s, "relu", "relu.j")
