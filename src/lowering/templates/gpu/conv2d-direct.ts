@@ -11,7 +11,7 @@ import * as S from "../../../ast/schedule/schedule.js"
 import { divisors } from "../common.js"
 import type { Config, Knob } from "../template.js"
 import type { GpuLimits } from "./limits.js"
-import { parseTriple, prepare } from "./multi-level-tiling.js"
+import { parseTriple, prepare, splitFourLevels } from "./multi-level-tiling.js"
 
 /** The knobs' condition: the template chosen over the generated tiling. */
 export const AUTOTVM = { knob: "cuda_sketch", value: "autotvm" } as const
@@ -54,18 +54,9 @@ export const applyConv2dDirect = (base: S.Schedule, anchor: string, config: Conf
   const out = p.out
   const [n, ...fyx] = s.stages.get(out)!.leaf
   const tiles = ["tile_f", "tile_y", "tile_x"].map((k) => parseTriple(config[k] ?? "1.1.1"))
-  const lv: string[][] = [[], [], [], []]
-  fyx.forEach((a, k) => {
-    const [v, t, i] = tiles[k]
-    const si = S.split(s, out, a, { factor: i })
-    const st = S.split(si.schedule, out, si.outer, { factor: t })
-    const sv = S.split(st.schedule, out, st.outer, { factor: v })
-    s = sv.schedule
-    lv[0].push(sv.outer)
-    lv[1].push(sv.inner)
-    lv[2].push(st.inner)
-    lv[3].push(si.inner)
-  })
+  const split = splitFourLevels(s, out, fyx, tiles)
+  s = split.schedule
+  const lv = split.levels
   s = S.reorder(s, out, [n, ...lv[0], ...lv[1], ...lv[2], ...lv[3]])
   // (n fused into the channels' block: blockIdx.z)
   const bf = S.fuse(s, out, n, lv[0][0])

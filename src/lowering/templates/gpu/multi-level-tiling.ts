@@ -73,6 +73,27 @@ export const tileTriples = (extent: number, l: GpuLimits): string[] => {
   return out
 }
 
+/**
+ * Each axis split in four levels by its triple (vthread, thread, inner): outer (blockIdx) ·
+ * vthread · thread · inner. Returns the schedule and the four levels' axes, in the axes' order.
+ */
+export const splitFourLevels = (s0: S.Schedule, stage: string, axes: readonly string[], triples: readonly (readonly [number, number, number])[]): { schedule: S.Schedule; levels: string[][] } => {
+  let s = s0
+  const levels: string[][] = [[], [], [], []]
+  axes.forEach((a, i) => {
+    const [v, t, inner] = triples[i]
+    const si = S.split(s, stage, a, { factor: inner })
+    const st = S.split(si.schedule, stage, si.outer, { factor: t })
+    const sv = S.split(st.schedule, stage, st.outer, { factor: v })
+    s = sv.schedule
+    levels[0].push(sv.outer)
+    levels[1].push(sv.inner)
+    levels[2].push(st.inner)
+    levels[3].push(si.inner)
+  })
+  return { schedule: s, levels }
+}
+
 export const parseTriple = (x: unknown): [number, number, number] => {
   const [v, t, i] = String(x).split(".").map(Number)
   return [v || 1, t || 1, i || 1]
@@ -99,18 +120,9 @@ export const applyTiling = (base: S.Schedule, anchor: string, config: Config): S
   const ost = s.stages.get(out)!
   const data = dataLeaves(ost)
   const triples = data.map((_, i) => parseTriple(config[`mt_s${i}`] ?? "1.1.1"))
-  const levels: string[][] = [[], [], [], []]
-  data.forEach((a, i) => {
-    const [v, t, inner] = triples[i]
-    const si = S.split(s, out, a, { factor: inner })
-    const st = S.split(si.schedule, out, si.outer, { factor: t })
-    const sv = S.split(st.schedule, out, st.outer, { factor: v })
-    s = sv.schedule
-    levels[0].push(sv.outer)
-    levels[1].push(sv.inner)
-    levels[2].push(st.inner)
-    levels[3].push(si.inner)
-  })
+  const split = splitFourLevels(s, out, data, triples)
+  s = split.schedule
+  const levels = split.levels
   // (a tiled anchor without a local stage keeps its reduction inside its tile: its init then runs in the thread)
   const reds = s.stages.get(out)!.leaf.filter((a) => s.stages.get(out)!.axes.get(a)!.type === "reduce")
   s = S.reorder(s, out, [...levels[0], ...levels[1], ...levels[2], ...levels[3], ...reds])
