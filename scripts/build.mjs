@@ -18,6 +18,7 @@ await build({
     "scripts/compile-time": "scripts/compile-time.ts",
     "scripts/layer-compare": "scripts/layer-compare.ts",
     "scripts/op-bench": "scripts/op-bench.ts",
+    "scripts/int8-check": "scripts/int8-check.ts",
     "scripts/run-profile": "scripts/run-profile.ts",
     "scripts/gpu-schedule-report": "scripts/gpu-schedule-report.ts",
     "scripts/gpu-prepare": "scripts/gpu-prepare.ts",

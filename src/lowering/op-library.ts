@@ -33,6 +33,7 @@ import { NORMALIZATIONS } from "./op-library-norm.js"
 import { convNd, convTranspose, globalPoolNd, poolNd } from "./op-library-conv.js"
 import { RESIZES } from "./op-library-resize.js"
 import { QUANT } from "./op-library-quant.js"
+import { QUANT_INT } from "./op-library-quant-int.js"
 import { LOSSES } from "./op-library-loss.js"
 import { attention, rotaryEmbedding, swiglu } from "./op-library-attention.js"
 import { gridSample } from "./op-library-grid.js"
@@ -354,6 +355,7 @@ export const OP_COMPUTES: Readonly<Record<string, OpCompute>> = {
   ...NORMALIZATIONS,
   ...RESIZES,
   ...QUANT,
+  ...QUANT_INT,
   ...LOSSES,
   Attention: attention,
   RotaryEmbedding: rotaryEmbedding,
@@ -366,7 +368,7 @@ export const OP_COMPUTES: Readonly<Record<string, OpCompute>> = {
 export const computeFor = (n: Node): OpCompute | undefined => OP_COMPUTES[n.op]
 
 /** Ops whose computes are their outputs, one each, in order (every other op computes its first output only). */
-export const MULTI_OUTPUT: ReadonlySet<string> = new Set(["Split"])
+export const MULTI_OUTPUT: ReadonlySet<string> = new Set(["Split", "DynamicQuantizeLinear"])
 
 export const attrsOf = (n: Node): Record<string, unknown> => resolveNode(n).attrs as Record<string, unknown>
 
