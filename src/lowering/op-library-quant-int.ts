@@ -9,6 +9,7 @@ import { converter, type DType } from "../ast/graph/dtype.js"
 import { add, and, c, call, cast, div, floordiv, ge, gt, lt, max, min, mul, select, sub, type Expr } from "../ast/te/expr.js"
 import { at, compute, maxReduce, minReduce, reduceAxis, sum, type ComputeTensor, type TeTensor } from "../ast/te/tensor.js"
 import { inp, none, num, shapeOf, type OpCompute, type OpComputeCtx } from "./op-library-common.js"
+import { blockedConv, blockedMatmul } from "./op-library-int8-blocked.js"
 
 const I32: DType = "int32"
 const F32: DType = "float32"
@@ -88,10 +89,17 @@ const intConv = (ctx: OpComputeCtx, xi: number, wi: number, xzpi: number, wzpi: 
     return none(`bias of type ${bias.dtype}, shape [${bias.shape.join(", ")}] (int32, [${M}])`)
   const win = windowOf(x.shape.slice(2), kernel, ctx.attrs as unknown as WindowAttrs)
   const out = shapeOf(ctx.outputs[0])
+  const final = ctx.outputs[0].dtype === I32
+  const blocked = blockedConv(ctx, x, w, ctx.inputs[xzpi], wzpi)
+  if (blocked)
+    return compute(final ? ctx.name() : ctx.name("sum"), out, (n, o, ...ys) => {
+      const s = blocked.sumAt([n, o, ...ys])
+      return bias ? add(s, at(bias, o)) : s
+    }, I32)
   const opg = M / group
   const rc = reduceAxis(Cg, `${ctx.name()}.rc`)
   const rk = kernel.map((k, j) => reduceAxis(k, `${ctx.name()}.rk${j}`))
-  const acc = compute(ctx.outputs[0].dtype === I32 ? ctx.name() : ctx.name("acc"), out, (n, o, ...ys) => {
+  const acc = compute(final && !bias ? ctx.name() : ctx.name("acc"), out, (n, o, ...ys) => {
     const ci = group === 1 ? rc.var : add(mul(floordiv(o, c(opg)), c(Cg)), rc.var)
     const pos = ys.map((y, j) => add(sub(mul(y, c(win.strides[j])), c(win.padBegin[j])), mul(rk[j].var, c(win.dilations[j]))))
     const inside = pos.reduce<Expr>((a, p, j) => and(a, and(ge(p, c(0)), lt(p, c(win.input[j])))), c(1, "bool"))
@@ -138,6 +146,8 @@ const intMatmul = (ctx: OpComputeCtx, ai: number, bi: number, azpi: number, bzpi
   const N = b.shape[b.shape.length - 1]
   const azp = param(ctx.inputs[azpi], M, "a_zero_point")
   const bzp = param(ctx.inputs[bzpi], N, "b_zero_point")
+  const blocked = blockedMatmul(ctx, a, b, ctx.inputs[azpi], bzpi)
+  if (blocked) return compute(final ? ctx.name() : ctx.name("sum"), out, (...idx) => blocked.sumAt(idx), I32)
   const k = reduceAxis(K, `${ctx.name()}.rk`)
   return compute(final ? ctx.name() : ctx.name("acc"), out, (...idx) => {
     const batch = idx.slice(0, -2)

@@ -27,6 +27,7 @@ const TEMPLATE_OF_TAG: { readonly [T in ComputeTag]: Template } = {
   matmul_packed: matmulTemplate,
   pool: reductionTemplate,
   global_pool: reductionTemplate,
+  int8_dot: reductionTemplate,
 }
 
 /**
