@@ -7,6 +7,8 @@
 // fp32 Conv / MatMul of the same shapes, runs alternating, medians. Speed is reported, never asserted.
 //
 //   npm run int8-check -- [--targets c,js,wasm] [--bench] [--threads 1] [--runs 21]
+import * as fs from "node:fs"
+import * as path from "node:path"
 import { Effect } from "effect"
 import { attr, type Attrs } from "../src/ast/graph/attrs.js"
 import { allocate, type DType } from "../src/ast/graph/dtype.js"
@@ -29,6 +31,8 @@ process.env.OMP_NUM_THREADS = String(THREADS)
 const RUNS = Number(arg("runs", "21"))
 const TARGETS = arg("targets", "c,js,wasm").split(",") as ("c" | "js" | "wasm")[]
 const BENCH = process.argv.includes("--bench")
+/** --save DIR: each case's model written there (case name with spaces as dashes), to inspect with the CLI. */
+const SAVE = arg("save", "")
 
 /** A seeded stream of integers in [lo, hi] and floats in [lo, hi). */
 const stream = (seed: number) => {
@@ -179,6 +183,7 @@ if (!BENCH) {
   console.log("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
   for (const [name, make] of Object.entries(CASES)) {
     const graph = make()
+    if (SAVE) fs.writeFileSync(path.join(SAVE, `${name.replace(/[^A-Za-z0-9]+/g, "-")}.onnx`), encodeOnnx(graph))
     const feeds = feedsOf(graph, 7)
     const ref = await run(runOrt(ort, encodeOnnx(graph), feeds, { threads: 1, runs: 1 }))
     if (typeof ref === "string") throw new Error(`${name}: onnxruntime: ${ref}`)
@@ -236,6 +241,7 @@ if (!BENCH) {
   const target = BACKENDS.c.target(cpu, THREADS)
   for (const [name, make, ops] of BENCHES) {
     const graph = make()
+    if (SAVE) fs.writeFileSync(path.join(SAVE, `bench-${name.replace(/[^A-Za-z0-9]+/g, "-")}.onnx`), encodeOnnx(graph))
     const feeds = feedsOf(graph, 9)
     const program = await run(compileGraph(graph, target, { optLevel: 3 }))
     const exec = await run(loadProgram(program, target, { threads: THREADS }))

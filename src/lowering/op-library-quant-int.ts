@@ -65,7 +65,8 @@ export const requantize = (acc: Expr, mult: Expr, zp: Expr | undefined, out: DTy
   const scaled = wide ? mul(cast(W, acc), mult) : f32(mul(f32(cast(W, acc)), mult))
   const q = add(call("round", scaled), zp ? cast(W, zp) : c(0, W))
   const [lo, hi] = out === "int8" ? [-128, 127] : [0, 255]
-  return cast(out, select(lt(q, c(lo, W)), c(lo, W), select(gt(q, c(hi, W)), c(hi, W), q)))
+  // (q is never NaN: a finite sum times a finite multiplier; min / max evaluate the rounding once)
+  return cast(out, max(c(lo, W), min(c(hi, W), q)))
 }
 
 /**
