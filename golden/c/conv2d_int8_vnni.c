@@ -20,66 +20,73 @@ void conv2d_int8_vnni(const uint8_t* restrict b0, const uint8_t* restrict b1, co
         _Alignas(64) int32_t b11[576]; /* "q_dot" int32[576] @"global" */
         {
           _Alignas(64) int32_t b12[16]; /* "q_colsum" int32[16] @"global" */
-          #pragma omp parallel for schedule(static)
-          for (int64_t v0 = 0; v0 < 128; ++v0) {
-            #pragma omp simd
-            for (int64_t v1 = 0; v1 < 4; ++v1) {
-              b9[((((((v0 / 8) / 8) * 256) + (((v0 / 8) % 8) * 32)) + ((v0 % 8) * 4)) + v1)] = ((uint8_t)((((((v0 / 8) % 8) < 6) && ((v0 % 8) < 6)) ? ((int32_t)(b0[((((((v0 / 8) / 8) * 144) + (((v0 / 8) % 8) * 6)) + (v0 % 8)) + (v1 * 36))])) : ((int32_t)(b1[0])))));
+          {
+            _Alignas(64) double b13[16]; /* "q_mult" float64[16] @"global" */
+            #pragma omp parallel for schedule(static)
+            for (int64_t v0 = 0; v0 < 128; ++v0) {
+              #pragma omp simd
+              for (int64_t v1 = 0; v1 < 4; ++v1) {
+                b9[((((((v0 / 8) / 8) * 256) + (((v0 / 8) % 8) * 32)) + ((v0 % 8) * 4)) + v1)] = ((uint8_t)((((((v0 / 8) % 8) < 6) && ((v0 % 8) < 6)) ? ((int32_t)(b0[((((((v0 / 8) / 8) * 144) + (((v0 / 8) % 8) * 6)) + (v0 % 8)) + (v1 * 36))])) : ((int32_t)(b1[0])))));
+              }
             }
-          }
-          #pragma omp parallel for schedule(static)
-          for (int64_t v2 = 0; v2 < 288; ++v2) {
-            #pragma omp simd
-            for (int64_t v3 = 0; v3 < 4; ++v3) {
-              b10[((((((((v2 / 16) / 3) / 3) * 576) + ((((v2 / 16) / 3) % 3) * 192)) + (((v2 / 16) % 3) * 64)) + ((v2 % 16) * 4)) + v3)] = ((int8_t)(((int32_t)(b2[((((((((v2 / 16) / 3) / 3) * 36) + ((((v2 / 16) / 3) % 3) * 3)) + ((v2 / 16) % 3)) + ((v2 % 16) * 72)) + (v3 * 9))]))));
+            #pragma omp parallel for schedule(static)
+            for (int64_t v2 = 0; v2 < 288; ++v2) {
+              #pragma omp simd
+              for (int64_t v3 = 0; v3 < 4; ++v3) {
+                b10[((((((((v2 / 16) / 3) / 3) * 576) + ((((v2 / 16) / 3) % 3) * 192)) + (((v2 / 16) % 3) * 64)) + ((v2 % 16) * 4)) + v3)] = ((int8_t)(((int32_t)(b2[((((((((v2 / 16) / 3) / 3) * 36) + ((((v2 / 16) / 3) % 3) * 3)) + ((v2 / 16) % 3)) + ((v2 % 16) * 72)) + (v3 * 9))]))));
+              }
             }
-          }
-          #pragma omp parallel for schedule(static)
-          for (int64_t v4 = 0; v4 < 6; ++v4) {
-            for (int64_t v5 = 0; v5 < 2; ++v5) {
-              {
-                _Alignas(64) int32_t b13[48]; /* "q_dot.local.local" int32[48] @"local" */
-                for (int64_t v6 = 0; v6 < 3; ++v6) {
-                  for (int64_t v7 = 0; v7 < 16; ++v7) {
-                    b13[((v6 * 16) + v7)] = 0;
+            #pragma omp parallel for schedule(static)
+            for (int64_t v4 = 0; v4 < 6; ++v4) {
+              for (int64_t v5 = 0; v5 < 2; ++v5) {
+                {
+                  _Alignas(64) int32_t b14[48]; /* "q_dot.local.local" int32[48] @"local" */
+                  for (int64_t v6 = 0; v6 < 3; ++v6) {
+                    for (int64_t v7 = 0; v7 < 16; ++v7) {
+                      b14[((v6 * 16) + v7)] = 0;
+                    }
                   }
-                }
-                for (int64_t v8 = 0; v8 < 2; ++v8) {
-                  for (int64_t v9 = 0; v9 < 3; ++v9) {
-                    for (int64_t v10 = 0; v10 < 3; ++v10) {
-                      tessera_vnni_dot_16x4(&b13[0], &b9[(((((v8 * 256) + (v9 * 32)) + (v10 * 4)) + (v4 * 32)) + (v5 * 12))], &b10[(((v8 * 576) + (v9 * 192)) + (v10 * 64))]);
-                      tessera_vnni_dot_16x4(&b13[16], &b9[((((((v8 * 256) + (v9 * 32)) + (v10 * 4)) + (v4 * 32)) + (v5 * 12)) + 4)], &b10[(((v8 * 576) + (v9 * 192)) + (v10 * 64))]);
-                      tessera_vnni_dot_16x4(&b13[32], &b9[((((((v8 * 256) + (v9 * 32)) + (v10 * 4)) + (v4 * 32)) + (v5 * 12)) + 8)], &b10[(((v8 * 576) + (v9 * 192)) + (v10 * 64))]);
+                  for (int64_t v8 = 0; v8 < 2; ++v8) {
+                    for (int64_t v9 = 0; v9 < 3; ++v9) {
+                      for (int64_t v10 = 0; v10 < 3; ++v10) {
+                        tessera_vnni_dot_16x4(&b14[0], &b9[(((((v8 * 256) + (v9 * 32)) + (v10 * 4)) + (v4 * 32)) + (v5 * 12))], &b10[(((v8 * 576) + (v9 * 192)) + (v10 * 64))]);
+                        tessera_vnni_dot_16x4(&b14[16], &b9[((((((v8 * 256) + (v9 * 32)) + (v10 * 4)) + (v4 * 32)) + (v5 * 12)) + 4)], &b10[(((v8 * 576) + (v9 * 192)) + (v10 * 64))]);
+                        tessera_vnni_dot_16x4(&b14[32], &b9[((((((v8 * 256) + (v9 * 32)) + (v10 * 4)) + (v4 * 32)) + (v5 * 12)) + 8)], &b10[(((v8 * 576) + (v9 * 192)) + (v10 * 64))]);
+                      }
+                    }
+                  }
+                  for (int64_t v11 = 0; v11 < 3; ++v11) {
+                    #pragma omp simd
+                    for (int64_t v12 = 0; v12 < 16; ++v12) {
+                      b11[((((v4 * 96) + (v11 * 16)) + (v5 * 48)) + v12)] = b14[((v11 * 16) + v12)];
                     }
                   }
                 }
-                for (int64_t v11 = 0; v11 < 3; ++v11) {
-                  #pragma omp simd
-                  for (int64_t v12 = 0; v12 < 16; ++v12) {
-                    b11[((((v4 * 96) + (v11 * 16)) + (v5 * 48)) + v12)] = b13[((v11 * 16) + v12)];
+              }
+            }
+            #pragma omp parallel for schedule(static)
+            for (int64_t v13 = 0; v13 < 16; ++v13) {
+              b12[v13] = 0;
+              for (int64_t v14 = 0; v14 < 2; ++v14) {
+                for (int64_t v15 = 0; v15 < 3; ++v15) {
+                  for (int64_t v16 = 0; v16 < 3; ++v16) {
+                    for (int64_t v17 = 0; v17 < 4; ++v17) {
+                      b12[v13] = (((int32_t)(b10[(((((v14 * 576) + (v15 * 192)) + (v16 * 64)) + v17) + (v13 * 4))])) + b12[v13]);
+                    }
                   }
                 }
               }
             }
-          }
-          #pragma omp parallel for schedule(static)
-          for (int64_t v13 = 0; v13 < 16; ++v13) {
-            b12[v13] = 0;
-            for (int64_t v14 = 0; v14 < 2; ++v14) {
-              for (int64_t v15 = 0; v15 < 3; ++v15) {
-                for (int64_t v16 = 0; v16 < 3; ++v16) {
-                  for (int64_t v17 = 0; v17 < 4; ++v17) {
-                    b12[v13] = (((int32_t)(b10[(((((v14 * 576) + (v15 * 192)) + (v16 * 64)) + v17) + (v13 * 4))])) + b12[v13]);
-                  }
-                }
-              }
+            #pragma omp parallel for schedule(static)
+            for (int64_t v18 = 0; v18 < 16; ++v18) {
+              b13[v18] = ((double)(((float)((((double)(((float)((((double)(b4[0])) * ((double)(b5[v18]))))))) / ((double)(b6[0])))))));
             }
-          }
-          #pragma omp parallel for schedule(static)
-          for (int64_t v18 = 0; v18 < 96; ++v18) {
-            #pragma omp simd
-            for (int64_t v19 = 0; v19 < 6; ++v19) {
-              b8[((v19 + ((v18 / 6) * 36)) + ((v18 % 6) * 6))] = ((uint8_t)tessera_f2i(tessera_maxcd(tessera_mincd((nearbyint(((double)(((float)((((double)(((float)(((double)(((((((int32_t)(b1[0])) * b12[(v18 / 6)]) * (-1)) + b3[(v18 / 6)]) + b11[(((v19 * 16) + (v18 / 6)) + ((v18 % 6) * 96))]))))))) * ((double)(((float)((((double)(((float)((((double)(b4[0])) * ((double)(b5[(v18 / 6)]))))))) / ((double)(b6[0]))))))))))))) + ((double)(b7[0]))), 255.0), 0.0)));
+            #pragma omp parallel for schedule(static)
+            for (int64_t v19 = 0; v19 < 96; ++v19) {
+              #pragma omp simd
+              for (int64_t v20 = 0; v20 < 6; ++v20) {
+                b8[((v20 + ((v19 / 6) * 36)) + ((v19 % 6) * 6))] = ((uint8_t)tessera_f2i(tessera_maxcd(tessera_mincd((nearbyint(((double)(((float)((((double)(((float)(((double)(((((((int32_t)(b1[0])) * b12[(v19 / 6)]) * (-1)) + b3[(v19 / 6)]) + b11[(((v20 * 16) + (v19 / 6)) + ((v19 % 6) * 96))]))))))) * b13[(v19 / 6)])))))) + ((double)(b7[0]))), 255.0), 0.0)));
+              }
             }
           }
         }

@@ -126,10 +126,11 @@ const qlinearConv: OpCompute = (ctx) => {
   const acc = intConv(ctx, 0, 3, 2, 5, ctx.inputs[8])
   const xsAt = param(xs, 1, "x_scale")!
   const ysAt = param(ys, 1, "y_scale")!
+  // (one multiplier per output channel, a stage of its own: a schedule computes it once)
+  const mult = compute(ctx.name("mult"), [M], (o) => multiplier(ctx, [1, 4, 6], [xsAt(c(0)), wsAt(o), ysAt(c(0))]), W)
   return [
     acc,
-    compute(ctx.name(), acc.shape, (n, o, ...ys_) =>
-      requantize(at(acc, n, o, ...ys_), multiplier(ctx, [1, 4, 6], [xsAt(c(0)), wsAt(o), ysAt(c(0))]), yzp?.(c(0)), out, xs.dtype === W), out),
+    compute(ctx.name(), acc.shape, (n, o, ...ys_) => requantize(at(acc, n, o, ...ys_), at(mult, o), yzp?.(c(0)), out, xs.dtype === W), out),
   ]
 }
 
@@ -176,11 +177,13 @@ const qlinearMatmul: OpCompute = (ctx) => {
   const ysAt = param(ys, 1, "y_scale")!
   const yzp = param(inp(ctx, 7), 1, "y_zero_point")!
   const acc = intMatmul(ctx, 0, 3, 2, 5, false)
+  // (per column where A's scale is per tensor: a stage of its own, computed once by a schedule)
+  const mult = elems(as) === 1 ? compute(ctx.name("mult"), [N], (j) => multiplier(ctx, [1, 4, 6], [asAt(c(0)), bsAt(j), ysAt(c(0))]), W) : undefined
   return [
     acc,
     compute(ctx.name(), acc.shape, (...idx) => {
       const [i, j] = idx.slice(-2)
-      return requantize(at(acc, ...idx), multiplier(ctx, [1, 4, 6], [asAt(i), bsAt(j), ysAt(c(0))]), yzp(c(0)), out, as.dtype === W)
+      return requantize(at(acc, ...idx), mult ? at(mult, j) : multiplier(ctx, [1, 4, 6], [asAt(i), bsAt(j), ysAt(c(0))]), yzp(c(0)), out, as.dtype === W)
     }, out),
   ]
 }

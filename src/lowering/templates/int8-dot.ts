@@ -64,6 +64,11 @@ export const int8DotTemplate: Template = {
     let s = base
     // the activations and packed weights the product reads: computed once each, before it
     for (const t of anchor.op.inputs) if (t.kind === "compute" && s.stages.get(t.name)?.attach.kind === "inline") s = S.computeRoot(s, t.name)
+    // and the epilogue's per-channel vectors (requantization multipliers): once, not per output
+    for (const name of s.order) {
+      const st = s.stages.get(name)!
+      if (st.attach.kind === "inline" && st.op.shape.length === 1) s = S.computeRoot(s, name)
+    }
     const w = S.cacheWrite(s, anchor.name, "local")
     s = w.schedule
     const local = w.stage
