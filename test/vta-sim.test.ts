@@ -1,14 +1,14 @@
 // The VTA simulator on hand-written programs: a 16×16 GEMM tile (results and cycles worked out by
 // hand from the cycle model), ALU relu / shift / residual add, a tiled load→compute→store pipeline
 // with tokens, serial and with latency hiding, a missing push (VtaDeadlockError), a missing
-// token that races (a wrong answer, as on the hardware), and addresses out of range.
+// token that races (VtaRaceError), and addresses out of range.
 import { Effect, Result } from "effect"
 import { describe, expect, it } from "vitest"
 import { defaultVtaConfig, deriveVta } from "../src/ast/vta/config.js"
 import { layoutDram, readInt8, writeInt32, writeInt8, writeUops } from "../src/ast/vta/dram-image.js"
 import { noDeps, type VtaInsn } from "../src/ast/vta/isa.js"
 import { VTA_CYCLE_MODEL } from "../src/device/vta/cycle-model.js"
-import { VtaDeadlockError, VtaDramAddressError, VtaIllegalInsnError, VtaSramAddressError } from "../src/device/vta/errors.js"
+import { VtaDeadlockError, VtaDramAddressError, VtaIllegalInsnError, VtaRaceError, VtaSramAddressError } from "../src/device/vta/errors.js"
 import { aluLane } from "../src/device/vta/execute.js"
 import { runVta, runVtaSync } from "../src/device/vta/simulator.js"
 import { alu, buildTiledGemm, deps, mem, readTiledGemm, seededInt8, type TiledGemmCase } from "../laws/vta/programs.js"
@@ -170,7 +170,7 @@ describe("VTA simulator: load → compute → store with tokens", () => {
     expect(Result.isFailure(r) && r.failure._tag).toBe("VtaDeadlockError")
   })
 
-  it("without the token that orders a weight load before its GEMM, the GEMM reads a stale slot: a wrong answer", () => {
+  it("without the token that orders a weight load before its GEMM, the GEMM would read a stale slot: a VtaRaceError naming both", () => {
     // Load-bound (each tile's weights take 320 cycles, its compute 60), so the GEMM would run ahead of its load.
     const c: TiledGemmCase = { M: 4, K: 8, N: 6, shift: 4, depth: 2, a: seededInt8(21, 4 * 8 * 16), w: seededInt8(22, 6 * 16 * 8 * 16) }
     const p = buildTiledGemm(d, c)
@@ -179,8 +179,9 @@ describe("VTA simulator: load → compute → store with tokens", () => {
     const wl = p.insns.flatMap((i, j) => (i.op === "LOAD" && i.memType === "wgt" ? [j] : []))[1]
     const gm = p.insns.flatMap((i, j) => (i.op === "GEMM" && i.deps.popPrev ? [j] : []))[1]
     const insns = p.insns.map((i, j) => (j === wl ? { ...i, deps: { ...i.deps, pushNext: false } } : j === gm ? { ...i, deps: { ...i.deps, popPrev: false } } : i))
-    const run = runVtaSync(d, insns, p.dram)
-    expect(Array.from(readTiledGemm(d, c, run.dram, p.layout))).not.toEqual(Array.from(p.expected))
+    const e = thrown(() => runVtaSync(d, insns, p.dram)) as VtaRaceError
+    expect(e).toBeInstanceOf(VtaRaceError)
+    expect([e.index, e.other, e.space]).toEqual([gm, wl, "wgt"])
   })
 
   it("runs on BLOCK 32 and on larger buffers too", () => {

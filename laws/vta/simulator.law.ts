@@ -2,8 +2,8 @@
 // and configurations (laws/vta/programs.ts), serial (one buffer slot) and with latency hiding (two):
 // - the stored result equals the plain-integer reference, bit for bit;
 // - a program whose every reuse of a buffer is ordered by tokens computes the same bytes under any
-//   cycle model (random DMA latency, padding cost, GEMM and ALU initiation intervals): its meaning
-//   does not depend on timing, only its cycle count does;
+//   cycle model (random DMA latency, padding cost, GEMM and ALU initiation intervals) and never
+//   races (no VtaRaceError): its meaning does not depend on timing, only its cycle count does;
 // - the statistics add up: each module's busy + stall + idle is the total, GEMM iterations are
 //   M·K·N, no token is left over.
 import * as fc from "fast-check"

@@ -20,6 +20,26 @@ export class VtaDeadlockError extends Data.TaggedError("VtaDeadlockError")<{
   }
 }
 
+/**
+ * Two modules touch the same buffer entries (or DRAM bytes) at overlapping times and one of them
+ * writes: a missing dependency token. The hardware's answer would depend on timing; here it is
+ * this error, naming both instructions.
+ */
+export class VtaRaceError extends Data.TaggedError("VtaRaceError")<{
+  readonly index: number
+  readonly insn: string
+  readonly other: number
+  readonly otherInsn: string
+  readonly space: "uop" | "inp" | "wgt" | "acc" | "dram"
+  readonly lo: number
+  readonly hi: number
+  readonly cycle: number
+}> {
+  override get message(): string {
+    return `VTA race at cycle ${this.cycle}: instruction ${this.index} (${this.insn}) and instruction ${this.other} (${this.otherInsn}), still running, both touch ${this.space} [${this.lo}, ${this.hi}) and one writes — a dependency token is missing`
+  }
+}
+
 /** An on-chip buffer index outside the buffer (the hardware would wrap it silently). */
 export class VtaSramAddressError extends Data.TaggedError("VtaSramAddressError")<{
   readonly index: number
@@ -57,4 +77,4 @@ export class VtaIllegalInsnError extends Data.TaggedError("VtaIllegalInsnError")
   }
 }
 
-export type VtaSimError = VtaDeadlockError | VtaSramAddressError | VtaDramAddressError | VtaIllegalInsnError
+export type VtaSimError = VtaDeadlockError | VtaRaceError | VtaSramAddressError | VtaDramAddressError | VtaIllegalInsnError

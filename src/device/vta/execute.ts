@@ -51,9 +51,18 @@ export const freshState = (d: VtaDerived, dram: Uint8Array): VtaState => ({
   dram: dram.slice(),
 })
 
-/** What one instruction did: its cycles, DRAM bytes per buffer, micro-op iterations, and its writes. */
+/** A half-open range of entries of one buffer (bytes of DRAM) an instruction reads or writes. */
+export interface VtaRange {
+  readonly space: "uop" | "inp" | "wgt" | "acc" | "dram"
+  readonly lo: number
+  readonly hi: number
+}
+
+/** What one instruction did: its cycles, DRAM bytes per buffer, micro-op iterations, its writes, what it touches. */
 export interface VtaEffect {
   readonly commit: () => void
+  readonly reads: readonly VtaRange[]
+  readonly writes: readonly VtaRange[]
   readonly cycles: number
   readonly buffer?: "inp" | "wgt" | "acc" | "uop" | "out"
   readonly bytes: number
@@ -62,7 +71,24 @@ export interface VtaEffect {
   readonly aluOps: number
 }
 
-const none = { bytes: 0, gemmOps: 0, gemmResetOps: 0, aluOps: 0, commit: () => {} }
+const none = { bytes: 0, gemmOps: 0, gemmResetOps: 0, aluOps: 0, commit: () => {}, reads: [] as VtaRange[], writes: [] as VtaRange[] }
+
+/** The DRAM bytes a 2-D access spans (a bounding range). */
+const dramSpan = (i: VtaMemInsn, elemBytes: number): VtaRange[] =>
+  i.ySize * i.xSize === 0 ? [] : [{ space: "dram", lo: i.dramBase * elemBytes, hi: (i.dramBase + (i.ySize - 1) * i.xStride + i.xSize) * elemBytes }]
+
+/** Tracks the lowest and highest index an instruction touches in one space. */
+const span = (space: VtaRange["space"]) => {
+  let lo = Infinity
+  let hi = -Infinity
+  return {
+    add: (e: number): void => {
+      if (e < lo) lo = e
+      if (e > hi) hi = e
+    },
+    ranges: (): VtaRange[] => (lo <= hi ? [{ space, lo, hi: hi + 1 }] : []),
+  }
+}
 
 const commitAll = (writes: (() => void)[]) => () => {
   for (const w of writes) w()
@@ -110,7 +136,10 @@ const loadPadded = (c: Ctx, i: VtaMemInsn, buffer: "inp" | "wgt" | "acc", depth:
   }
   for (let k = 0; k < i.yPad1 * xTotal; k++) z()
   const bytes = i.ySize * i.xSize * elemBytes
-  return { ...none, cycles: dmaCycles(c.m, c.d.busBytes, bytes, entries - i.ySize * i.xSize), buffer, bytes, commit: commitAll(writes) }
+  return {
+    ...none, cycles: dmaCycles(c.m, c.d.busBytes, bytes, entries - i.ySize * i.xSize), buffer, bytes, commit: commitAll(writes),
+    reads: dramSpan(i, elemBytes), writes: entries > 0 ? [{ space: buffer, lo: i.sramBase, hi: i.sramBase + entries }] : [],
+  }
 }
 
 const execLoad = (c: Ctx, i: VtaMemInsn): VtaEffect => {
@@ -151,7 +180,10 @@ const execLoad = (c: Ctx, i: VtaMemInsn): VtaEffect => {
         s.uopSrc[i.sramBase + x] = field(w, fs)
         s.uopWgt[i.sramBase + x] = field(w, fw)
       })
-      return { ...none, cycles: dmaCycles(c.m, d.busBytes, bytes, 0), buffer: "uop", bytes, commit }
+      return {
+        ...none, cycles: dmaCycles(c.m, d.busBytes, bytes, 0), buffer: "uop", bytes, commit,
+        reads: dramSpan({ ...i, ySize: 1 }, d.uopElemBytes), writes: i.xSize > 0 ? [{ space: "uop", lo: i.sramBase, hi: i.sramBase + i.xSize }] : [],
+      }
     }
     case "out":
       return illegal(c, "LOAD of the output buffer: VTA loads only uop, inp, wgt and acc")
@@ -179,7 +211,10 @@ const execStore = (c: Ctx, i: VtaMemInsn): VtaEffect => {
     }
   }
   const bytes = entries * d.outElemBytes
-  return { ...none, cycles: dmaCycles(c.m, d.busBytes, bytes, 0), buffer: "out", bytes, commit: commitAll(writes) }
+  return {
+    ...none, cycles: dmaCycles(c.m, d.busBytes, bytes, 0), buffer: "out", bytes, commit: commitAll(writes),
+    reads: entries > 0 ? [{ space: "acc", lo: i.sramBase, hi: i.sramBase + entries }] : [], writes: dramSpan(i, d.outElemBytes),
+  }
 }
 
 /** The accumulator rows an instruction writes, read from the state on first touch and written back at commit. */
@@ -211,11 +246,13 @@ const execGemm = (c: Ctx, i: VtaGemmInsn): VtaEffect => {
   const BI = d.blockIn
   const BO = d.blockOut
   const ov = accOverlay(s, B * BO)
+  const [accs, inps, wgts] = [span("acc"), span("inp"), span("wgt")]
   for (let o = 0; o < i.iterOut; o++) {
     for (let n = 0; n < i.iterIn; n++) {
       for (let u = i.uopBgn; u < i.uopEnd; u++) {
         const dst = s.uopDst[u] + o * i.dstFactorOut + n * i.dstFactorIn
         sramCheck(c, "acc", dst, d.accDepth)
+        accs.add(dst)
         const acc = ov.row(dst)
         if (i.reset) {
           acc.fill(0)
@@ -225,6 +262,8 @@ const execGemm = (c: Ctx, i: VtaGemmInsn): VtaEffect => {
         const wgt = s.uopWgt[u] + o * i.wgtFactorOut + n * i.wgtFactorIn
         sramCheck(c, "inp", src, d.inpDepth)
         sramCheck(c, "wgt", wgt, d.wgtDepth)
+        inps.add(src)
+        wgts.add(wgt)
         const i0 = src * B * BI
         const w0 = wgt * BO * BI
         for (let b = 0; b < B; b++) {
@@ -238,7 +277,11 @@ const execGemm = (c: Ctx, i: VtaGemmInsn): VtaEffect => {
     }
   }
   const iters = i.iterOut * i.iterIn * (i.uopEnd - i.uopBgn)
-  return { ...none, cycles: iters * c.m.gemmII, gemmOps: i.reset ? 0 : iters, gemmResetOps: i.reset ? iters : 0, commit: ov.commit }
+  const uops: VtaRange[] = i.uopEnd > i.uopBgn ? [{ space: "uop", lo: i.uopBgn, hi: i.uopEnd }] : []
+  return {
+    ...none, cycles: iters * c.m.gemmII, gemmOps: i.reset ? 0 : iters, gemmResetOps: i.reset ? iters : 0, commit: ov.commit,
+    reads: [...uops, ...accs.ranges(), ...inps.ranges(), ...wgts.ranges()], writes: accs.ranges(),
+  }
 }
 
 const signExtend = (v: number, bits: number): number => {
@@ -270,17 +313,20 @@ const execAlu = (c: Ctx, i: VtaAluInsn): VtaEffect => {
   if (i.reset) illegal(c, "the ALU has no reset (VTA ignores reset_reg on ALU instructions)")
   const lanes = d.batch * d.blockOut
   const ov = accOverlay(s, lanes)
+  const [dsts, srcs] = [span("acc"), span("acc")]
   for (let o = 0; o < i.iterOut; o++) {
     for (let n = 0; n < i.iterIn; n++) {
       for (let u = i.uopBgn; u < i.uopEnd; u++) {
         const dst = s.uopDst[u] + o * i.dstFactorOut + n * i.dstFactorIn
         sramCheck(c, "acc", dst, d.accDepth)
+        dsts.add(dst)
         if (i.useImm) {
           const acc = ov.row(dst)
           for (let k = 0; k < lanes; k++) acc[k] = aluLane(i.aluOp, acc[k], i.imm, d.shrArgBits, VTA_ISA.mulArgBits)
         } else {
           const src = s.uopSrc[u] + o * i.srcFactorOut + n * i.srcFactorIn
           sramCheck(c, "acc", src, d.accDepth)
+          srcs.add(src)
           const other = ov.read(src).slice()
           const acc = ov.row(dst)
           for (let k = 0; k < lanes; k++) acc[k] = aluLane(i.aluOp, acc[k], other[k], d.shrArgBits, VTA_ISA.mulArgBits)
@@ -289,7 +335,8 @@ const execAlu = (c: Ctx, i: VtaAluInsn): VtaEffect => {
     }
   }
   const iters = i.iterOut * i.iterIn * (i.uopEnd - i.uopBgn)
-  return { ...none, cycles: iters * c.m.aluII, aluOps: iters, commit: ov.commit }
+  const uops: VtaRange[] = i.uopEnd > i.uopBgn ? [{ space: "uop", lo: i.uopBgn, hi: i.uopEnd }] : []
+  return { ...none, cycles: iters * c.m.aluII, aluOps: iters, commit: ov.commit, reads: [...uops, ...dsts.ranges(), ...srcs.ranges()], writes: dsts.ranges() }
 }
 
 /** Runs one instruction: reads the state now, says what it cost, and returns its writes as `commit`. */

@@ -11,9 +11,10 @@
 // An instruction pops its tokens before it runs and pushes after it finishes. The simulation is a
 // discrete-event one over the cycle model (cycle-model.ts): among the modules whose next
 // instruction has its tokens, the one that can start earliest runs next (ties: load, compute,
-// store); it reads the buffers when it starts and its writes land when it ends (execute.ts) — so a
-// schedule missing a token can read a buffer before its producer wrote it, or overwrite one its
-// consumer has not read yet, and gives the wrong answer the hardware would. When
+// store); it reads the buffers when it starts and its writes land when it ends (execute.ts). Two
+// instructions of different modules that run at overlapping cycles and touch the same buffer
+// entries (or DRAM bytes), one of them writing, are a race — a missing token — and a VtaRaceError
+// naming both, where the hardware's answer would depend on timing. When
 // no module can go on and instructions remain, the run is a VtaDeadlockError naming the
 // instruction. Pure: a fresh copy of DRAM and zeroed SRAM in, DRAM and statistics out.
 import { Effect } from "effect"
@@ -21,8 +22,8 @@ import { deriveVta, type VtaConfig, type VtaConfigError, type VtaDerived } from 
 import { formatInsn } from "../../ast/vta/disasm.js"
 import { layoutOf, type VtaInsn } from "../../ast/vta/isa.js"
 import { VTA_CYCLE_MODEL, type VtaCycleModel } from "./cycle-model.js"
-import { VtaDeadlockError, VtaIllegalInsnError, type VtaModule, type VtaQueue, type VtaSimError } from "./errors.js"
-import { executeInsn, freshState, type VtaState } from "./execute.js"
+import { VtaDeadlockError, VtaIllegalInsnError, VtaRaceError, type VtaModule, type VtaQueue, type VtaSimError } from "./errors.js"
+import { executeInsn, freshState, type VtaRange, type VtaState } from "./execute.js"
 
 export const VTA_MODULES: readonly VtaModule[] = ["load", "compute", "store"]
 export const VTA_QUEUES: readonly VtaQueue[] = ["load→compute", "compute→load", "compute→store", "store→compute"]
@@ -109,7 +110,11 @@ export const runVtaSync = (d: VtaDerived, insns: readonly VtaInsn[], dram: Uint8
   let gemmResetOps = 0
   let aluOps = 0
   /** Writes of instructions still running, applied in the order they end. */
-  const inFlight: { end: number; seq: number; commit: () => void }[] = []
+  const inFlight: { end: number; seq: number; module: VtaModule; commit: () => void; reads: readonly VtaRange[]; writes: readonly VtaRange[] }[] = []
+  const overlap = (a: readonly VtaRange[], b: readonly VtaRange[]): VtaRange | undefined => {
+    for (const x of a) for (const y of b) if (x.space === y.space && x.lo < y.hi && y.lo < x.hi) return { space: x.space, lo: Math.max(x.lo, y.lo), hi: Math.min(x.hi, y.hi) }
+    return undefined
+  }
   const applyUntil = (t: number): void => {
     inFlight.sort((a, b) => a.end - b.end || a.seq - b.seq)
     while (inFlight.length > 0 && inFlight[0].end <= t) inFlight.shift()!.commit()
@@ -157,7 +162,12 @@ export const runVtaSync = (d: VtaDerived, insns: readonly VtaInsn[], dram: Uint8
     applyUntil(start)
     const eff = executeInsn(d, model, s, k, insn)
     const end = start + eff.cycles
-    inFlight.push({ end, seq: k, commit: eff.commit })
+    for (const y of inFlight) {
+      if (y.module === m.name) continue
+      const hit = overlap(eff.writes, [...y.reads, ...y.writes]) ?? overlap(eff.reads, y.writes)
+      if (hit) throw new VtaRaceError({ index: k, insn: formatInsn(insn), other: y.seq, otherInsn: formatInsn(insns[y.seq]), ...hit, cycle: start })
+    }
+    inFlight.push({ end, seq: k, module: m.name, commit: eff.commit, reads: eff.reads, writes: eff.writes })
     if (insn.deps.pushPrev) queues[QUEUE_OF[m.name].pushPrev!].push(end)
     if (insn.deps.pushNext) queues[QUEUE_OF[m.name].pushNext!].push(end)
     m.stall += start - ready
@@ -192,7 +202,7 @@ export const runVtaSync = (d: VtaDerived, insns: readonly VtaInsn[], dram: Uint8
   }
 }
 
-const SIM_ERROR_TAGS = new Set(["VtaDeadlockError", "VtaSramAddressError", "VtaDramAddressError", "VtaIllegalInsnError", "VtaConfigError"])
+const SIM_ERROR_TAGS = new Set(["VtaDeadlockError", "VtaRaceError", "VtaSramAddressError", "VtaDramAddressError", "VtaIllegalInsnError", "VtaConfigError"])
 
 /** The simulator at a stage boundary: its typed errors in the error channel (anything else is a defect). */
 export const runVta = (config: VtaConfig, insns: readonly VtaInsn[], dram: Uint8Array, model: VtaCycleModel = VTA_CYCLE_MODEL): Effect.Effect<VtaRun, VtaSimError | VtaConfigError> =>
