@@ -3,7 +3,8 @@
 // hardware/chisel's Decode.scala and ISA.scala spell them out), known encodings, decode errors,
 // and the disassembler's format.
 import { describe, expect, it } from "vitest"
-import { defaultVtaConfig, deriveVta, VtaConfigError } from "../src/ast/vta/config.js"
+import { VTA_DEFAULT } from "../src/ast/target.js"
+import { defaultVtaConfig, deriveVta, vtaConfigOfAttrs, VtaConfigError } from "../src/ast/vta/config.js"
 import { disassemble, formatUop } from "../src/ast/vta/disasm.js"
 import { decodeInsnWord, decodeProgram, encodeInsnWord, encodeProgram, encodeUop, layoutOf, noDeps, VtaDecodeError, VtaEncodeError, type VtaInsn } from "../src/ast/vta/isa.js"
 import { alu, deps, mem } from "../laws/vta/programs.js"
@@ -17,6 +18,10 @@ describe("VTA configuration", () => {
     expect([d.inpElemBytes, d.wgtElemBytes, d.accElemBytes, d.outElemBytes, d.uopElemBytes, d.insElemBytes]).toEqual([16, 256, 64, 16, 4, 16])
     expect([d.uopDepth, d.inpDepth, d.wgtDepth, d.accDepth]).toEqual([8192, 2048, 1024, 2048])
     expect([d.logUopDepth, d.logInpDepth, d.logWgtDepth, d.logAccDepth]).toEqual([13, 11, 10, 11])
+  })
+  it("the target record's default VTA attributes are the same configuration", () => {
+    expect(vtaConfigOfAttrs(VTA_DEFAULT)).toEqual(defaultVtaConfig)
+    expect(() => vtaConfigOfAttrs({ ...VTA_DEFAULT, logBlockOut: 5 })).toThrow(VtaConfigError)
   })
   it("BLOCK 32: 32-byte input rows, 1 KiB weight blocks, smaller depths", () => {
     const d32 = deriveVta({ ...defaultVtaConfig, logBlock: 5 })

@@ -6,6 +6,7 @@
 // int32 accumulators, BATCH 1, BLOCK 16 (a 1×16 · 16×16 GEMM core), micro-op buffer 32 KiB, input
 // 32 KiB, weight 256 KiB, accumulator 128 KiB, and a 64-bit memory bus.
 import { Data } from "effect"
+import type { VtaAttrs } from "../target.js"
 
 /** The free parameters, as logarithms base 2 like vta_config.json's LOG_* keys. */
 export interface VtaConfig {
@@ -150,4 +151,24 @@ export const deriveVta = (config: VtaConfig): VtaDerived => {
     need(depth <= 2 ** VTA_ISA.sramAddrBits, `the ${name} buffer's ${depth} entries exceed the ${VTA_ISA.sramAddrBits}-bit SRAM address of memory instructions`)
   }
   return d
+}
+
+/**
+ * The configuration of a `VtaAttrs` target record (src/ast/target.ts), which keeps BLOCK_IN and
+ * BLOCK_OUT apart: VTA's hw_spec.h has one BLOCK, so they must agree. The bus is not in that record.
+ */
+export const vtaConfigOfAttrs = (a: VtaAttrs, logBusWidth = defaultVtaConfig.logBusWidth): VtaConfig => {
+  need(a.logBlockIn === a.logBlockOut, `BLOCK_IN (2^${a.logBlockIn}) and BLOCK_OUT (2^${a.logBlockOut}) differ: VTA's ISA has one BLOCK`)
+  return {
+    logInpWidth: a.logInpWidth,
+    logWgtWidth: a.logWgtWidth,
+    logAccWidth: a.logAccWidth,
+    logBatch: a.logBatch,
+    logBlock: a.logBlockIn,
+    logUopBuffSize: a.logUopBuffSize,
+    logInpBuffSize: a.logInpBuffSize,
+    logWgtBuffSize: a.logWgtBuffSize,
+    logAccBuffSize: a.logAccBuffSize,
+    logBusWidth,
+  }
 }
