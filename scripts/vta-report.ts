@@ -1,9 +1,7 @@
 // ResNet-18's convolution layers C2–C12 (batch 1, the paper's shapes) on the VTA simulator with the
 // default configuration: cycles, GEMM utilization and DRAM bytes per layer, with the same tiles
 // serial (one virtual thread) and with two virtual threads. Deterministic: the simulator's cycle
-// model, not this machine's clock. Run (not yet in scripts/build.mjs):
-//   npx esbuild scripts/vta-report.ts --bundle --platform=node --format=esm \
-//     --outfile=dist/scripts/vta-report.js --external:effect && node dist/scripts/vta-report.js
+// model, not this machine's clock. Run: npm run vta-report
 import { defaultVtaConfig, deriveVta } from "../src/ast/vta/config.js"
 import { runVtaSync } from "../src/device/vta/simulator.js"
 import { defaultConv2dSchedule, lowerConv2d, withTensors, type VtaConv2d } from "../src/lowering/vta/conv2d.js"
