@@ -199,11 +199,14 @@ if (args.includes("--child")) {
     process.stderr.write(`fuzz: ${f.kind} on ${f.target}, seed ${f.seed} (${f.mutations.join("; ") || "-"}): ${f.message}\n`)
   }
   let finished = 0
+  const uncompared: { seed: number; target: string; kind: string; message: string }[] = []
   const record = (r: CaseResult) => {
     if (r.ms > slowest.ms) slowest = { seed: r.seed, ms: r.ms }
     for (const [target, o] of Object.entries(r.outcomes)) {
       count(`${target} ${o.kind}`)
       if (o.kind === "untyped" || o.kind === "wrong" || o.kind === "lenient") found({ seed: r.seed, target, kind: o.kind, message: o.message, mutations: r.mutations })
+      // (not findings, but each listed, so that a run can be looked at: the judging is narrow, not blind)
+      if (o.kind === "ill-conditioned" || o.kind === "undefined-cast") uncompared.push({ seed: r.seed, target, kind: o.kind, message: o.message })
     }
     if (++finished % 500 === 0) process.stderr.write(`fuzz: ${finished}/${cases} cases, ${findings.length} findings, ${((performance.now() - t0) / 1000).toFixed(0)} s\n`)
   }
@@ -287,6 +290,7 @@ if (args.includes("--child")) {
     slowest,
     outcomes: Object.fromEntries([...counts].sort()),
     findings: findings.slice(0, 50),
+    uncompared: uncompared.slice(0, 50),
     cpu: os.cpus()[0]?.model ?? "?",
   }
   if (json) console.log(JSON.stringify(summary))
@@ -294,6 +298,7 @@ if (args.includes("--child")) {
     console.log(`fuzz: ${cases} cases (seed ${runSeed}) on interp, ${summary.targets.join(", ")} in ${summary.seconds} s (${summary.cpu}, ${jobs} job${jobs > 1 ? "s" : ""})`)
     console.log(`  crashes ${summary.crashes}, hangs ${summary.hangs}, untyped errors ${summary.untyped}, wrong answers ${summary.wrong}, lenient targets ${summary.lenient} (not compared: ill-conditioned ${summary.illConditioned}, after an undefined cast ${summary.undefinedCasts}); slowest case ${slowest.ms} ms (seed ${slowest.seed})`)
     for (const [k, n] of Object.entries(summary.outcomes)) console.log(`  ${k}: ${n}`)
+    for (const u of uncompared.slice(0, 20)) console.log(`  not compared (${u.kind}) on ${u.target}, seed ${u.seed}: ${u.message.slice(0, 200)}  [npm run fuzz -- --only ${u.seed}]`)
     for (const f of findings.slice(0, 30)) console.log(`  ${f.kind} on ${f.target}, seed ${f.seed} (${f.mutations.join("; ") || "-"}): ${f.message}  [npm run fuzz -- --only ${f.seed}]`)
   }
   process.exitCode = findings.length > 0 ? 1 : 0
