@@ -21,14 +21,17 @@
 //   output is still a wrong answer. Only when the difference is within that widened bound is the
 //   outcome `ill-conditioned` (counted, not a finding).
 // - **Edge floats**: in a case whose mutations put NaN, ±Inf or ±1e38 in, a value not finite on one
-//   side, or huge on both, is `edge-float`; so is any difference in an output computed from a value
-//   the interpreter held at |v| ≥ 2^64 or not finite (`hugeValue`: an initializer, a feed or a node
-//   output). Past 2^64 a square overflows float32, so a variance, a norm or a product of two such
-//   values leaves the range: the float32 targets and the evaluator (float64 inside some ops) part
-//   ways there with no bug on either side. Outputs the edge values do not reach are compared as usual.
+//   side, or huge on both, is `edge-float`; so is any difference in an output downstream of a node
+//   that computed with a value at |v| ≥ 2^64 or not finite (`hugeValue`) — one that holds such a
+//   value, or took one in and is not a move or selection (`computesWith`: a Gather of the ordinary
+//   rows of a table with one 1e38 in it computes nothing and stays compared). Past 2^64 a square
+//   overflows float32, so a variance, a norm or a product of two such values leaves the range: the
+//   float32 targets and the evaluator (float64 inside some ops) part ways there with no bug on
+//   either side. Outputs the edge values do not reach are compared as usual.
 import type { Graph, Node } from "../src/ast/graph/graph.js"
 import { isFloat, type DType } from "../src/ast/graph/dtype.js"
 import { prng } from "../src/ast/graph/arbitrary-builder.js"
+import { INT64_EXACT_IN_DOUBLE } from "../src/ast/graph/ops/exact-int64.js"
 import { fromArray, type Tensor } from "../src/ast/graph/tensor.js"
 
 export const RTOL = 1e-3
@@ -78,6 +81,14 @@ export const hugeValue = (t: Tensor): boolean => {
   return false
 }
 
+/**
+ * Whether a node computed with a value past 2^64 or not finite: it holds one in an output, or took
+ * one in and is not an op that only moves, selects or compares values (INT64_EXACT_IN_DOUBLE: the
+ * moves, ArgMax / ArgMin, Max / Min, Cast, Trilu…), whose outputs are exact whatever they hold.
+ */
+export const computesWith = (node: Node, inputs: readonly (Tensor | undefined)[], outputs: readonly Tensor[]): boolean =>
+  outputs.some(hugeValue) || (!INT64_EXACT_IN_DOUBLE.has(node.op) && inputs.some((t) => t !== undefined && hugeValue(t)))
+
 /** Every value computed from one of `roots` in the graph's top-level nodes (roots included). */
 export const downstreamOf = (graph: Graph, roots: Iterable<string>): Set<string> => {
   const reached = new Set(roots)
@@ -125,7 +136,7 @@ export type Judgement =
 export interface JudgeOptions {
   /** The case's mutations put edge floats in. */
   readonly edgeFloats: boolean
-  /** Outputs computed from a value past 2^64 or not finite (`hugeValue`), with where it was; used only with `edgeFloats`. */
+  /** Outputs downstream of a node that computed with a value past 2^64 or not finite (`computesWith`), with which; used only with `edgeFloats`. */
   readonly hugeBy: ReadonlyMap<string, string>
   /** Outputs that depend on an undefined cast, with the cast's message. */
   readonly undefinedBy: ReadonlyMap<string, string>

@@ -86,20 +86,17 @@ const runOne = async (seed: number, targets: readonly string[]): Promise<CaseRes
     outcomes.decode = classify(e)
     return done()
   }
-  const { downstreamOf, hugeValue, judge, perturbedFeeds, perturbOutputs, undefinedCast } = await import("./fuzz-judge.js")
+  const { computesWith, downstreamOf, judge, perturbedFeeds, perturbOutputs, undefinedCast } = await import("./fuzz-judge.js")
   let ref: ReadonlyMap<string, import("../src/ast/graph/tensor.js").Tensor> | undefined
   /** The casts the interpreter ran out of range, by their output. */
   const casts = new Map<string, string>()
-  /** The values the interpreter held past 2^64 or not finite, with where (fuzz-judge.ts `hugeValue`). */
+  /** The outputs of nodes that computed with a value past 2^64 or not finite, with which (fuzz-judge.ts `computesWith`). */
   const huge = new Map<string, string>()
-  for (const [name, t] of [...graph.initializers, ...fz.inputs]) if (hugeValue(t)) huge.set(name, `'${name}'`)
   try {
     const outs = runGraph(graph, fz.inputs, undefined, (node, ins, outs) => {
       const why = undefinedCast(node, ins, outs)
       if (why !== undefined) casts.set(node.outputs[0], why)
-      outs.forEach((t, k) => {
-        if (node.outputs[k] && hugeValue(t)) huge.set(node.outputs[k], `${node.op} '${node.name}'`)
-      })
+      if (computesWith(node, ins, outs)) for (const o of node.outputs) if (o !== "") huge.set(o, `${node.op} '${node.name}'`)
     })
     ref = new Map(graph.outputs.map((o, k) => [o.name, outs[k]] as const))
     outcomes.interp = { kind: "ok" }
@@ -109,7 +106,7 @@ const runOne = async (seed: number, targets: readonly string[]): Promise<CaseRes
   const undefinedBy = new Map<string, string>()
   for (const [root, why] of casts) for (const v of downstreamOf(graph, [root])) if (!undefinedBy.has(v)) undefinedBy.set(v, why)
   const hugeBy = new Map<string, string>()
-  for (const [root, where] of huge) for (const v of downstreamOf(graph, [root])) if (!hugeBy.has(v)) hugeBy.set(v, `a value past 2^64 or not finite in ${where}`)
+  for (const [root, where] of huge) for (const v of downstreamOf(graph, [root])) if (!hugeBy.has(v)) hugeBy.set(v, `${where}, which computed with a value past 2^64 or not finite`)
   /** The interpreter's outputs under two seeded perturbations of its float inputs, computed once when first asked. */
   let perturbed: ReadonlyMap<string, import("../src/ast/graph/tensor.js").Tensor>[] | undefined
   const perturb = () =>

@@ -6,7 +6,7 @@ import { attr } from "../src/ast/graph/attrs.js"
 import { runGraph } from "../src/ast/graph/evaluate.js"
 import { makeGraph, node } from "../src/ast/graph/graph.js"
 import { fromArray, type Tensor } from "../src/ast/graph/tensor.js"
-import { downstreamOf, hugeValue, judge, perturbedFeeds, perturbOutputs, undefinedCast } from "../scripts/fuzz-judge.js"
+import { computesWith, downstreamOf, hugeValue, judge, perturbedFeeds, perturbOutputs, undefinedCast } from "../scripts/fuzz-judge.js"
 
 const cast = (to: number) => node("Cast", ["x"], ["y"], { to: attr.int(to) })
 const f32 = (xs: number[]) => fromArray("float32", [xs.length], xs)
@@ -31,6 +31,14 @@ describe("downstreamOf and hugeValue", () => {
   it("reach what is computed from a root and nothing else", () => {
     const g = makeGraph({ opset: 18, inputs: [], outputs: [], nodes: [node("Relu", ["a"], ["b"]), node("Add", ["b", "c"], ["d"]), node("Neg", ["c"], ["e"])] })
     expect([...downstreamOf(g, ["a"])].sort()).toEqual(["a", "b", "d"])
+  })
+  it("computesWith: a node that holds or computes with such a value, not a move or selection of ordinary ones", () => {
+    const table = f32([1, 2, 1e38, 4])
+    expect(computesWith(node("Gather", ["t", "i"], ["y"]), [table, fromArray("int64", [2], [0, 1])], [f32([1, 2])])).toBe(false)
+    expect(computesWith(node("Gather", ["t", "i"], ["y"]), [table, fromArray("int64", [1], [2])], [f32([1e38])])).toBe(true)
+    expect(computesWith(node("ReduceMean", ["t"], ["y"]), [table], [f32([2.5e37])])).toBe(true)
+    expect(computesWith(node("LayerNormalization", ["t", "s"], ["y"]), [table, f32([1, 1, 1, 1])], [f32([-0.5, -0.5, 1.7, -0.5])])).toBe(true)
+    expect(computesWith(node("Add", ["a", "b"], ["y"]), [f32([1]), f32([2])], [f32([3])])).toBe(false)
   })
   it("hugeValue: past 2^64 or not finite, floats only", () => {
     expect([f32([1e20]), f32([NaN]), f32([-Infinity]), f32([1e19]), fromArray("int64", [1], [2 ** 62])].map(hugeValue)).toEqual([true, true, true, false, false])
