@@ -155,7 +155,7 @@ describe("quantize: parameters and calibration methods", () => {
     expect(activationParams({ min: -1, max: 1 })).toEqual({ scale: Math.fround(2 / 255), zeroPoint: -1 })
     expect(activationParams({ min: -1.5, max: 1.05 })).toEqual({ scale: Math.fround(0.01), zeroPoint: 22 })
     expect(activationParams({ min: 1, max: 3 }).zeroPoint).toBe(-128) // [0, 3]
-    expect(activationParams({ min: 0, max: 0 })).toEqual({ scale: 1, zeroPoint: 0 })
+    expect(activationParams({ min: 0, max: 0 })).toEqual({ scale: 1, zeroPoint: -128 }) // only zeros seen: negatives still clip to 0
   })
 
   it("symmetric weights in [-127, 127], per channel", () => {

@@ -28,11 +28,15 @@ export const INT8_MAX = 127
 /** Symmetric int8 weights use [-127, 127], so that -w quantizes to -q (onnxruntime's choice). */
 export const WEIGHT_QMAX = 127
 
-/** Asymmetric int8 parameters of a range; a range of one point (all zeros) gets scale 1. */
+/**
+ * Asymmetric int8 parameters of a range. A range of one point (only zeros seen) gets scale 1 and
+ * the zero point at the bottom, so that a folded ReLU that saw only zeros still clips negative
+ * values to 0 (zero point 0 there would let -1 through).
+ */
 export const activationParams = (r: Range): ActivationParams => {
   const rmin = Math.min(r.min, 0)
   const rmax = Math.max(r.max, 0)
-  if (!(rmax > rmin)) return { scale: 1, zeroPoint: 0 }
+  if (!(rmax > rmin)) return { scale: 1, zeroPoint: INT8_MIN }
   const scale = Math.fround((rmax - rmin) / (INT8_MAX - INT8_MIN))
   const zp = rint(Math.fround(INT8_MIN - Math.fround(rmin / scale))) // float32 arithmetic, as numpy's on float32 ranges
   return { scale, zeroPoint: Math.max(INT8_MIN, Math.min(INT8_MAX, zp)) }

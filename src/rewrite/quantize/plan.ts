@@ -33,6 +33,7 @@ export const ROLES: Readonly<Record<string, Role>> = {
   Transpose: "direct",
   Squeeze: "direct",
   Unsqueeze: "direct",
+  Identity: "direct",
   Relu: "removable",
   Clip: "removable",
 }
