@@ -269,12 +269,12 @@ const isQuantizeError = (e: unknown): e is QuantizeError =>
   typeof e === "object" && e !== null && "_tag" in e &&
   ["QuantizationUnsupportedError", "QuantizeOptionError", "UnsupportedOpError", "NodeError", "InputError", "GraphError", "InterruptedError"].includes((e as { _tag: string })._tag)
 
-/** The pass: a fp32 model and calibration inputs → the QDQ model's bytes, its graph and the report. */
+/** The pass: a fp32 model and calibration inputs → the QDQ model's bytes, its graph and the report (anything untyped is a defect). */
 export const quantizeModel = (graph: Graph, calibration: readonly ReadonlyMap<string, Tensor>[], options: QuantizeOptions): Effect.Effect<QuantizeResult, QuantizeError> =>
-  Effect.try({
-    try: () => quantizeModelSync(graph, calibration, options),
-    catch: (e) => {
-      if (isQuantizeError(e)) return e
-      throw e
-    },
+  Effect.suspend(() => {
+    try {
+      return Effect.succeed(quantizeModelSync(graph, calibration, options))
+    } catch (e) {
+      return isQuantizeError(e) ? Effect.fail(e) : Effect.die(e)
+    }
   })
