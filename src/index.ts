@@ -16,6 +16,21 @@ export { encodeOnnx } from "./ast/onnx/encode.js"
 // graph level
 export * as rewrite from "./rewrite/index.js"
 export { optimize, optimizeAndPlan, defaultPasses } from "./rewrite/index.js"
+// the quantization pass for fp32 models (`tessera quantize`): model + calibration inputs → QDQ bytes + report
+export {
+  quantizeModel,
+  quantizeModelSync,
+  prepareForQuantization,
+  planQuantization,
+  CALIBRATION_METHODS,
+  QuantizationUnsupportedError,
+  QuantizeOptionError,
+  type CalibrationMethod,
+  type LayerReport,
+  type QuantizeOptions,
+  type QuantizeReport,
+  type QuantizeResult,
+} from "./rewrite/quantize/index.js"
 // operator level: languages, schedules, lowering
 export * as te from "./ast/te/tensor.js"
 export * as expr from "./ast/te/expr.js"
