@@ -4,7 +4,10 @@
 // the output's quantization (the scale of the DequantizeLinear producing it) and top-1 agreement
 // over seeded N(0, 1) inputs.
 //
-//   node dist/scripts/qdq-agreement.js MODEL.onnx... [--inputs 20] [--target interp|c] [--report]
+// With --reference, also the ONNX meaning (the evaluator on the QDQ file, before the pass): how far
+// Tessera and onnxruntime each are from it.
+//
+//   node dist/scripts/qdq-agreement.js MODEL.onnx... [--inputs 20] [--target interp|c] [--report] [--reference]
 import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as ort from "onnxruntime-node"
@@ -24,7 +27,9 @@ const arg = (name: string, d: string) => {
 }
 const INPUTS = Number(arg("inputs", "20"))
 const TARGET = arg("target", "interp")
-const models = process.argv.slice(2).filter((a, i, all) => !a.startsWith("--") && !all[i - 1]?.startsWith("--"))
+const REFERENCE = process.argv.includes("--reference")
+const FLAGS = new Set(["--report", "--reference"])
+const models = process.argv.slice(2).filter((a, i, all) => !a.startsWith("--") && (!all[i - 1]?.startsWith("--") || FLAGS.has(all[i - 1])))
 
 const seeded = (shape: readonly number[], seed: number): Tensor => {
   const r = rng(seed)
@@ -74,6 +79,7 @@ for (const file of models) {
   let maxLsb = 0
   let agree = 0
   let total = 0
+  const vsRef = { ours: 0, ort: 0, oursTop1: 0, ortTop1: 0 }
   for (let s = 0; s < INPUTS; s++) {
     const x = seeded(shape, 1000 + s)
     const res = await session.run({ [input.name]: new ort.Tensor("float32", x.data as Float32Array, shape) })
@@ -81,11 +87,20 @@ for (const file of models) {
     const got = runOurs(x).data as Float32Array
     for (let i = 0; i < want.length; i++) maxLsb = Math.max(maxLsb, Math.abs(got[i] - want[i]) / step)
     const classes = want.length / shape[0]
+    const ref = REFERENCE ? (runGraph(graph, new Map([[input.name, x]]))[0].data as Float32Array) : undefined
+    for (let i = 0; ref && i < want.length; i++) {
+      vsRef.ours = Math.max(vsRef.ours, Math.abs(got[i] - ref[i]) / step)
+      vsRef.ort = Math.max(vsRef.ort, Math.abs(want[i] - ref[i]) / step)
+    }
     for (let b = 0; b < shape[0]; b++) {
       total++
       if (argmax(got, b * classes, classes) === argmax(want, b * classes, classes)) agree++
+      if (ref && argmax(got, b * classes, classes) === argmax(ref, b * classes, classes)) vsRef.oursTop1++
+      if (ref && argmax(want, b * classes, classes) === argmax(ref, b * classes, classes)) vsRef.ortTop1++
     }
   }
+  if (REFERENCE)
+    console.log(`  vs the ONNX meaning (the evaluator on the QDQ file): Tessera max ${vsRef.ours.toFixed(2)} LSB, top-1 ${vsRef.oursTop1}/${total}; onnxruntime max ${vsRef.ort.toFixed(2)} LSB, top-1 ${vsRef.ortTop1}/${total}`)
   await session.release()
   console.log(`  vs onnxruntime-node ${ort.env.versions.common} on the QDQ file, ${TARGET}, ${INPUTS} seeded inputs: max ${maxLsb.toFixed(2)} LSB (step ${step}), top-1 ${agree}/${total}`)
 }
