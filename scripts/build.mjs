@@ -23,6 +23,7 @@ await build({
     "scripts/gpu-schedule-report": "scripts/gpu-schedule-report.ts",
     "scripts/gpu-prepare": "scripts/gpu-prepare.ts",
     "scripts/fuzz": "scripts/fuzz.ts",
+    "scripts/qdq-agreement": "scripts/qdq-agreement.ts",
     "scripts/gpu-tune-apply": "scripts/gpu-tune-apply.ts",
     "scripts/vta-report": "scripts/vta-report.ts",
   },
