@@ -1,0 +1,414 @@
+// onnxruntime's com.microsoft quantized ops (the QOperator format its quantization tool writes for
+// CNNs): QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearGlobalAveragePool,
+// QLinearAveragePool, QLinearConcat, QLinearWhere and QGemm, with the inputs and attributes of
+// onnxruntime's docs/ContribOperators.md. Every scale is per tensor (QGemm's B: per tensor or per
+// column); the arithmetic is onnxruntime's: scale ratios, dequantized values and products in
+// float32, rounded half to even, plus the zero point, saturated.
+import { A, attrs } from "../attrs.js"
+import { allocate, type DType } from "../dtype.js"
+import { check, defineOp, fail, type AnyOpDef, type Dim, type InferCtx, type ValueType } from "../op.js"
+import { broadcastIndex, broadcastShapes, sizeOf, tensor, type Tensor } from "../tensor.js"
+import {
+  applyTable,
+  checkParamTypes,
+  f32,
+  lookupTable,
+  permute,
+  quantType,
+  requantize,
+  scaleOf,
+  toChannelsFirst,
+  toChannelsLast,
+  zeroPointOf,
+} from "./contrib-quant-common.js"
+import { AUTO_PADS, type AutoPad } from "./nn-common.js"
+import { check8bit } from "./nn-quant.js"
+import { poolOps } from "./nn-pool.js"
+import { tensorMoveOps } from "./tensor-move.js"
+import { arity, broadcastDims, req } from "./util.js"
+
+// ---------------------------------------------------------------------------------------------
+// QLinearAdd, QLinearMul: A, A_scale, A_zero_point?, B, B_scale, B_zero_point?, C_scale, C_zero_point?
+
+const binaryInfer = (ctx: InferCtx<unknown>): ValueType[] => {
+  const a = quantType(ctx, 0, "A")
+  const b = quantType(ctx, 3, "B")
+  check(a.dtype === b.dtype, () => `A and B must have the same type, got ${a.dtype} and ${b.dtype}`)
+  checkParamTypes(ctx, 1, 2, a.dtype, "A")
+  checkParamTypes(ctx, 4, 5, a.dtype, "B")
+  checkParamTypes(ctx, 6, 7, a.dtype, "C")
+  return [{ dtype: a.dtype, shape: broadcastDims(a.shape, b.shape) }]
+}
+
+/** The binary op on dequantized-and-shifted integers: (a − za, b − zb) → the float32 value in C's units. */
+type BinaryRule = (sa: number, sb: number, sc: number) => (a: number, b: number) => number
+
+/** QLinearAdd: (A_scale/C_scale)·(a − za) + (B_scale/C_scale)·(b − zb), each product and the sum in float32. */
+export const qlinearAddRule: BinaryRule = (sa, sb, sc) => {
+  const ra = f32(sa / sc)
+  const rb = f32(sb / sc)
+  return (a, b) => f32(f32(ra * a) + f32(rb * b))
+}
+
+/** QLinearMul: (a − za)(b − zb) (exact) times A_scale·B_scale/C_scale, in float32. */
+export const qlinearMulRule: BinaryRule = (sa, sb, sc) => {
+  const r = f32(f32(sa * sb) / sc)
+  return (a, b) => f32(a * b * r)
+}
+
+const binaryOp = (rule: BinaryRule) =>
+  defineOp({
+    attrs: attrs({}),
+    inputs: arity.range(7, 8),
+    outputs: arity.one,
+    kind: "broadcast",
+    infer: binaryInfer,
+    kernel: ({ inputs }) => {
+      const a = req(inputs, 0, "A")
+      const b = req(inputs, 3, "B")
+      check8bit(a, "A")
+      check(a.dtype === b.dtype, () => `A and B must have the same type, got ${a.dtype} and ${b.dtype}`)
+      const shape = broadcastShapes(a.shape, b.shape) ?? fail(`shapes [${a.shape.join(", ")}] and [${b.shape.join(", ")}] do not broadcast`)
+      const za = zeroPointOf(inputs, 2, "A_zero_point", a.dtype)
+      const zb = zeroPointOf(inputs, 5, "B_zero_point", a.dtype)
+      const zc = zeroPointOf(inputs, 7, "C_zero_point", a.dtype)
+      const op = rule(scaleOf(inputs, 1, "A_scale"), scaleOf(inputs, 4, "B_scale"), scaleOf(inputs, 6, "C_scale"))
+      const ia = broadcastIndex(a.shape, shape)
+      const ib = broadcastIndex(b.shape, shape)
+      const ad = a.data as ArrayLike<number>
+      const bd = b.data as ArrayLike<number>
+      const out = allocate(a.dtype, ia.length)
+      for (let i = 0; i < ia.length; i++) out[i] = requantize(op(ad[ia[i]] - za, bd[ib[i]] - zb), zc, a.dtype)
+      return [tensor(a.dtype, shape, out)]
+    },
+  })
+
+// ---------------------------------------------------------------------------------------------
+// QLinearSigmoid, QLinearLeakyRelu: X, X_scale, X_zero_point?, Y_scale, Y_zero_point? — a lookup table
+
+const unaryInfer = (ctx: InferCtx<unknown>): ValueType[] => {
+  const x = quantType(ctx, 0, "X")
+  checkParamTypes(ctx, 1, 2, x.dtype, "X")
+  checkParamTypes(ctx, 3, 4, x.dtype, "Y")
+  return [x]
+}
+
+/** The table of a unary op: quantize(g(dequantize(x))) for every value of X's type. */
+export const unaryTable = (inputs: readonly (Tensor | undefined)[], g: (v: number) => number): Int32Array => {
+  const x = req(inputs, 0, "X")
+  check8bit(x, "X")
+  return lookupTable(x.dtype, scaleOf(inputs, 1, "X_scale"), zeroPointOf(inputs, 2, "X_zero_point", x.dtype), scaleOf(inputs, 3, "Y_scale"), zeroPointOf(inputs, 4, "Y_zero_point", x.dtype), g)
+}
+
+export const sigmoidF32 = (v: number): number => f32(1 / (1 + Math.exp(-v)))
+export const leakyReluF32 = (alpha: number) => (v: number): number => (v >= 0 ? v : f32(v * f32(alpha)))
+
+const QLinearSigmoid = defineOp({
+  attrs: attrs({}),
+  inputs: arity.range(4, 5),
+  outputs: arity.one,
+  kind: "elementwise",
+  infer: unaryInfer,
+  kernel: ({ inputs }) => [applyTable(req(inputs, 0, "X"), unaryTable(inputs, sigmoidF32))],
+})
+
+const QLinearLeakyRelu = defineOp({
+  attrs: attrs({ alpha: A.float(0.01) }),
+  inputs: arity.range(4, 5),
+  outputs: arity.one,
+  kind: "elementwise",
+  infer: unaryInfer,
+  kernel: ({ inputs, attrs: a }) => [applyTable(req(inputs, 0, "X"), unaryTable(inputs, leakyReluF32(a.alpha)))],
+})
+
+// ---------------------------------------------------------------------------------------------
+// Pools: X, x_scale, x_zero_point, y_scale, y_zero_point; channels_last puts C last (N H W C)
+
+const poolInfer = (ctx: InferCtx<unknown>, optionalZp: boolean): ValueType => {
+  const x = quantType(ctx, 0, "X")
+  check(x.shape.length >= 3, () => `X must have rank 3 or more (N, C and spatial dims), got rank ${x.shape.length}`)
+  if (!optionalZp) check(ctx.inputs[2] !== undefined && ctx.inputs[4] !== undefined, "x_zero_point and y_zero_point are required")
+  checkParamTypes(ctx, 1, 2, x.dtype, "x")
+  checkParamTypes(ctx, 3, 4, x.dtype, "y")
+  return x
+}
+
+/**
+ * QLinearGlobalAveragePool as onnxruntime's MLAS computes it: the integer sum of each channel's
+ * values minus size · x_zero_point, times x_scale / (y_scale · size) in float32, requantized.
+ */
+export const globalAvgScale = (xs: number, ys: number, size: number): number => f32(xs / f32(ys * size))
+
+const QLinearGlobalAveragePool = defineOp({
+  attrs: attrs({ channels_last: A.int(0) }),
+  inputs: arity.range(5, 5),
+  outputs: arity.one,
+  kind: "out-elementwise-fusable",
+  infer: (ctx) => {
+    const x = poolInfer(ctx, false)
+    const r = x.shape.length
+    const shape: Dim[] = ctx.attrs.channels_last ? [x.shape[0], ...new Array<number>(r - 2).fill(1), x.shape[r - 1]] : [x.shape[0], x.shape[1], ...new Array<number>(r - 2).fill(1)]
+    return [{ dtype: x.dtype, shape }]
+  },
+  kernel: ({ inputs, attrs: a }) => {
+    const x0 = req(inputs, 0, "X")
+    check8bit(x0, "X")
+    const r = x0.shape.length
+    const x = a.channels_last ? permute(x0, toChannelsFirst(r)) : x0
+    const planes = x.shape[0] * x.shape[1]
+    const size = sizeOf(x.shape.slice(2))
+    const xz = zeroPointOf(inputs, 2, "x_zero_point", x.dtype)
+    const yz = zeroPointOf(inputs, 4, "y_zero_point", x.dtype)
+    const scale = globalAvgScale(scaleOf(inputs, 1, "x_scale"), scaleOf(inputs, 3, "y_scale"), size)
+    const d = x.data as ArrayLike<number>
+    const out = allocate(x.dtype, planes)
+    for (let p = 0; p < planes; p++) {
+      let acc = 0
+      for (let i = p * size; i < (p + 1) * size; i++) acc += d[i]
+      out[p] = requantize(f32((acc - xz * size) * scale), yz, x.dtype)
+    }
+    const y = tensor(x.dtype, [x.shape[0], x.shape[1], ...new Array<number>(r - 2).fill(1)], out)
+    return [a.channels_last ? permute(y, toChannelsLast(r)) : y]
+  },
+})
+
+const avgPool = poolOps.AveragePool
+
+/** QLinearAveragePool's attributes as AveragePool's (no dilations), for the float pool it wraps. */
+const floatPoolAttrs = (a: { auto_pad: AutoPad; ceil_mode: number; count_include_pad: number; kernel_shape: readonly number[]; pads?: readonly number[]; strides?: readonly number[] }) => ({
+  auto_pad: a.auto_pad,
+  ceil_mode: a.ceil_mode,
+  count_include_pad: a.count_include_pad,
+  kernel_shape: a.kernel_shape,
+  pads: a.pads,
+  strides: a.strides,
+  dilations: undefined,
+})
+
+const QLinearAveragePool = defineOp({
+  attrs: attrs({
+    auto_pad: A.oneOf(AUTO_PADS, "NOTSET"),
+    ceil_mode: A.int(0),
+    channels_last: A.int(0),
+    count_include_pad: A.int(0),
+    kernel_shape: A.ints(),
+    pads: A.optInts(),
+    strides: A.optInts(),
+  }),
+  inputs: arity.range(4, 5),
+  outputs: arity.one,
+  kind: "out-elementwise-fusable",
+  infer: (ctx) => {
+    const x = poolInfer(ctx, true)
+    const r = x.shape.length
+    const nchw = ctx.attrs.channels_last ? toChannelsFirst(r).map((p) => x.shape[p]) : x.shape
+    const [y] = avgPool.infer({ ...ctx, attrs: floatPoolAttrs(ctx.attrs), inputs: [{ dtype: "float32", shape: nchw }], values: [] })
+    const shape = ctx.attrs.channels_last ? toChannelsLast(r).map((p) => y.shape[p]) : y.shape
+    return [{ dtype: x.dtype, shape }]
+  },
+  // Dequantize → AveragePool in float → quantize, as the spec defines it (onnxruntime sums the
+  // float32 dequantized values in its own order: at most 1 LSB apart)
+  kernel: (ctx) => {
+    const { inputs, attrs: a } = ctx
+    const x0 = req(inputs, 0, "X")
+    check8bit(x0, "X")
+    const r = x0.shape.length
+    const x = a.channels_last ? permute(x0, toChannelsFirst(r)) : x0
+    const xs = scaleOf(inputs, 1, "x_scale")
+    const xz = zeroPointOf(inputs, 2, "x_zero_point", x.dtype)
+    const ys = scaleOf(inputs, 3, "y_scale")
+    const yz = zeroPointOf(inputs, 4, "y_zero_point", x.dtype)
+    const deq = new Float32Array(x.data.length)
+    const d = x.data as ArrayLike<number>
+    for (let i = 0; i < d.length; i++) deq[i] = (d[i] - xz) * xs
+    const [pooled] = avgPool.kernel({ ...ctx, attrs: floatPoolAttrs(a), inputs: [tensor("float32", x.shape, deq)] })
+    const out = allocate(x.dtype, pooled.data.length)
+    for (let i = 0; i < out.length; i++) out[i] = requantize(f32((pooled.data[i] as number) / ys), yz, x.dtype)
+    const y = tensor(x.dtype, pooled.shape, out)
+    return [a.channels_last ? permute(y, toChannelsLast(r)) : y]
+  },
+})
+
+// ---------------------------------------------------------------------------------------------
+// QLinearConcat: Y_scale, Y_zero_point, then (X, X_scale, X_zero_point) per input
+
+const concat = tensorMoveOps.Concat
+
+const QLinearConcat = defineOp({
+  attrs: attrs({ axis: A.int() }),
+  inputs: [5, Infinity],
+  outputs: arity.one,
+  kind: "injective",
+  infer: (ctx) => {
+    check((ctx.inputs.length - 2) % 3 === 0, () => `takes Y_scale, Y_zero_point and (X, X_scale, X_zero_point) triples, got ${ctx.inputs.length} inputs`)
+    const yz = ctx.inputs[1] ?? fail("Y_zero_point (input 1) is required")
+    check8bit(yz, "Y_zero_point")
+    checkParamTypes(ctx, 0, 1, yz.dtype, "Y")
+    const xs: ValueType[] = []
+    for (let k = 2; k < ctx.inputs.length; k += 3) {
+      const x = quantType(ctx, k, `input ${k}`)
+      check(x.dtype === yz.dtype, () => `input ${k} is ${x.dtype}, Y_zero_point ${yz.dtype}`)
+      checkParamTypes(ctx, k + 1, k + 2, yz.dtype, `input ${k}`)
+      check(ctx.inputs[k + 2] !== undefined, () => `input ${k + 2} (a zero point) is required`)
+      xs.push(x)
+    }
+    return concat.infer({ ...ctx, attrs: { axis: ctx.attrs.axis }, inputs: xs, values: [] })
+  },
+  kernel: (ctx) => {
+    const { inputs } = ctx
+    const yz0 = req(inputs, 1, "Y_zero_point")
+    check8bit(yz0, "Y_zero_point")
+    const dtype: DType = yz0.dtype
+    const ys = scaleOf(inputs, 0, "Y_scale")
+    const yz = zeroPointOf(inputs, 1, "Y_zero_point", dtype)
+    const parts: Tensor[] = []
+    for (let k = 2; k < inputs.length; k += 3) {
+      const x = req(inputs, k, `input ${k}`)
+      check(x.dtype === dtype, () => `input ${k} is ${x.dtype}, Y_zero_point ${dtype}`)
+      const xs = scaleOf(inputs, k + 1, `input ${k + 1} (a scale)`)
+      const xz = zeroPointOf(inputs, k + 2, `input ${k + 2} (a zero point)`, dtype)
+      parts.push(xs === ys && xz === yz ? x : applyTable(x, lookupTable(dtype, xs, xz, ys, yz, (v) => v)))
+    }
+    return concat.kernel({ ...ctx, attrs: { axis: ctx.attrs.axis }, inputs: parts })
+  },
+})
+
+// ---------------------------------------------------------------------------------------------
+// QLinearWhere: condition, X, x_scale, x_zero_point, Y, y_scale, y_zero_point, z_scale, z_zero_point
+
+const QLinearWhere = defineOp({
+  attrs: attrs({}),
+  inputs: arity.range(9, 9),
+  outputs: arity.one,
+  kind: "broadcast",
+  infer: (ctx) => {
+    const cond = ctx.inputs[0] ?? fail("condition (input 0) is required")
+    check(cond.dtype === "bool", () => `condition must be bool, got ${cond.dtype}`)
+    const x = quantType(ctx, 1, "X")
+    const y = quantType(ctx, 4, "Y")
+    check(x.dtype === y.dtype, () => `X and Y must have the same type, got ${x.dtype} and ${y.dtype}`)
+    checkParamTypes(ctx, 2, 3, x.dtype, "x")
+    checkParamTypes(ctx, 5, 6, x.dtype, "y")
+    checkParamTypes(ctx, 7, 8, x.dtype, "z")
+    return [{ dtype: x.dtype, shape: broadcastDims(broadcastDims(cond.shape, x.shape), y.shape) }]
+  },
+  kernel: ({ inputs }) => {
+    const cond = req(inputs, 0, "condition")
+    const x = req(inputs, 1, "X")
+    const y = req(inputs, 4, "Y")
+    check8bit(x, "X")
+    const dtype = x.dtype
+    const zs = scaleOf(inputs, 7, "z_scale")
+    const zz = zeroPointOf(inputs, 8, "z_zero_point", dtype)
+    const requant = (t: Tensor, s: number, z: number) => (s === zs && z === zz ? t : applyTable(t, lookupTable(dtype, s, z, zs, zz, (v) => v)))
+    const xq = requant(x, scaleOf(inputs, 2, "x_scale"), zeroPointOf(inputs, 3, "x_zero_point", dtype))
+    const yq = requant(y, scaleOf(inputs, 5, "y_scale"), zeroPointOf(inputs, 6, "y_zero_point", dtype))
+    const cx = broadcastShapes(cond.shape, x.shape) ?? fail("condition and X do not broadcast")
+    const shape = broadcastShapes(cx, y.shape) ?? fail("condition, X and Y do not broadcast")
+    const ic = broadcastIndex(cond.shape, shape)
+    const ix = broadcastIndex(x.shape, shape)
+    const iy = broadcastIndex(y.shape, shape)
+    const out = allocate(dtype, ic.length)
+    for (let i = 0; i < ic.length; i++) out[i] = cond.data[ic[i]] ? xq.data[ix[i]] : yq.data[iy[i]]
+    return [tensor(dtype, shape, out)]
+  },
+})
+
+// ---------------------------------------------------------------------------------------------
+// QGemm: A, a_scale, a_zero_point, B, b_scale, b_zero_point, C?, y_scale?, y_zero_point?
+
+/** QGemm's output multipliers per column (or one): alpha · a_scale · b_scale[j] (/ y_scale), in float32 as onnxruntime orders them. */
+export const qgemmScales = (alpha: number, as: number, bs: ArrayLike<number>, ys: number | undefined): number[] =>
+  Array.from(bs, (b) => {
+    const m = f32(f32(f32(alpha) * as) * b)
+    return ys === undefined ? m : f32(m / ys)
+  })
+
+const gemmDims = (a: readonly Dim[], b: readonly Dim[], transA: number, transB: number) => {
+  check(a.length === 2 && b.length === 2, () => `A and B must be 2-D, got ranks ${a.length} and ${b.length}`)
+  const [M, K] = transA ? [a[1], a[0]] : [a[0], a[1]]
+  const [K2, N] = transB ? [b[1], b[0]] : [b[0], b[1]]
+  if (typeof K === "number" && typeof K2 === "number") check(K === K2, () => `A's K (${K}) differs from B's (${K2})`)
+  return { M, N, K }
+}
+
+const QGemm = defineOp({
+  attrs: attrs({ alpha: A.float(1), transA: A.int(0), transB: A.int(0) }),
+  inputs: arity.range(6, 9),
+  outputs: arity.one,
+  kind: "opaque",
+  infer: (ctx) => {
+    const a = quantType(ctx, 0, "A")
+    const b = quantType(ctx, 3, "B")
+    checkParamTypes(ctx, 1, 2, a.dtype, "a")
+    checkParamTypes(ctx, 4, 5, b.dtype, "b")
+    check(ctx.inputs[2] !== undefined, "a_zero_point (input 2) is required")
+    const { M, N } = gemmDims(a.shape, b.shape, ctx.attrs.transA, ctx.attrs.transB)
+    const c = ctx.inputs[6]
+    if (c) check(c.dtype === "int32", () => `C must be int32, got ${c.dtype}`)
+    const ys = ctx.inputs[7]
+    const yz = ctx.inputs[8]
+    if (!ys && !yz) return [{ dtype: "float32", shape: [M, N] }]
+    check(ys !== undefined && yz !== undefined, "y_scale and y_zero_point must be given together (both absent: a float32 output)")
+    check8bit(yz!, "y_zero_point")
+    checkParamTypes(ctx, 7, 8, yz!.dtype, "y")
+    return [{ dtype: yz!.dtype, shape: [M, N] }]
+  },
+  kernel: ({ inputs, attrs: at }) => {
+    const a = req(inputs, 0, "A")
+    const b = req(inputs, 3, "B")
+    check8bit(a, "A")
+    check8bit(b, "B")
+    const { M, N, K } = gemmDims(a.shape, b.shape, at.transA, at.transB) as { M: number; N: number; K: number }
+    const za = zeroPointOf(inputs, 2, "a_zero_point", a.dtype)
+    const bsT = req(inputs, 4, "b_scale")
+    const bzT = inputs[5]
+    check(bsT.dtype === "float32" && (bsT.data.length === 1 || bsT.data.length === N), () => `b_scale must be float32 with 1 or N = ${N} values`)
+    if (bzT) check(bzT.dtype === b.dtype && (bzT.data.length === 1 || bzT.data.length === N), () => `b_zero_point must be ${b.dtype} with 1 or N = ${N} values`)
+    const ysT = inputs[7]
+    const yzT = inputs[8]
+    const quantized = ysT !== undefined || yzT !== undefined
+    const scales = qgemmScales(at.alpha, scaleOf(inputs, 1, "a_scale"), bsT.data as ArrayLike<number>, quantized ? scaleOf(inputs, 7, "y_scale") : undefined)
+    const ad = a.data as ArrayLike<number>
+    const bd = b.data as ArrayLike<number>
+    const bz = bzT ? (bzT.data as ArrayLike<number>) : [0]
+    const c = inputs[6]
+    let ci: Int32Array | undefined
+    if (c) {
+      check(c.dtype === "int32", () => `C must be int32, got ${c.dtype}`)
+      ci = broadcastIndex(c.shape.length <= 2 ? c.shape : fail(`C must have rank ≤ 2, got [${c.shape.join(", ")}]`), [M, N])
+    }
+    const outDtype: DType = quantized ? req(inputs, 8, "y_zero_point").dtype : "float32"
+    if (quantized) check8bit({ dtype: outDtype }, "y_zero_point")
+    const yz = quantized ? zeroPointOf(inputs, 8, "y_zero_point", outDtype) : 0
+    const out = allocate(outDtype, M * N)
+    for (let m = 0; m < M; m++)
+      for (let n = 0; n < N; n++) {
+        const zb = bz[bz.length === 1 ? 0 : n]
+        let acc = ci ? (c!.data[ci[m * N + n]] as number) : 0
+        for (let k = 0; k < K; k++) {
+          const av = ad[at.transA ? k * M + m : m * K + k] - za
+          const bv = bd[at.transB ? n * K + k : k * N + n] - zb
+          acc += av * bv
+        }
+        acc |= 0 // int32 accumulation, as MLAS's
+        const v = f32(acc * scales[scales.length === 1 ? 0 : n])
+        out[m * N + n] = quantized ? requantize(v, yz, outDtype) : v
+      }
+    return [tensor(outDtype, [M, N], out)]
+  },
+})
+
+/** The com.microsoft ops Tessera implements; any other op of the domain is an UnsupportedOpError. */
+export const contribQuantOps = {
+  QLinearAdd: binaryOp(qlinearAddRule),
+  QLinearMul: binaryOp(qlinearMulRule),
+  QLinearSigmoid,
+  QLinearLeakyRelu,
+  QLinearGlobalAveragePool,
+  QLinearAveragePool,
+  QLinearConcat,
+  QLinearWhere,
+  QGemm,
+} satisfies Record<string, AnyOpDef>
+

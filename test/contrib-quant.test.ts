@@ -1,0 +1,66 @@
+// onnxruntime's com.microsoft quantized ops (QOperator format) on every target against
+// onnxruntime-node on the same files: bit-exact, except the ops docs/backends.md lists as within
+// 1 LSB (onnxruntime sums QLinearAveragePool's window in float32 in its own order, and its
+// QLinearSigmoid table uses MLAS's logistic approximation).
+import { Effect } from "effect"
+import { describe, expect, it } from "vitest"
+import { runGraph } from "../src/ast/graph/evaluate.js"
+import { encodeOnnx } from "../src/ast/onnx/encode.js"
+import { decodeModelSync } from "../src/ast/onnx/decode.js"
+import { cpuAttrs, type TargetKind } from "../src/ast/target.js"
+import { backendOf } from "../src/backend/index.js"
+import { compileGraph, loadProgram } from "../src/pipeline.js"
+import { contribCases, Q8S, runOrt, type Case } from "./support/contrib-quant-cases.js"
+
+/** Ops onnxruntime computes with an approximation or its own float summation order: at most 1 LSB apart. */
+const ONE_LSB = /^(QLinearAveragePool|QLinearSigmoid) /
+
+const maxDiff = (a: readonly number[], b: readonly number[]): number => {
+  expect(a.length).toBe(b.length)
+  let m = 0
+  for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i] - b[i]))
+  return m
+}
+
+/** The bound for a case: 0 LSB, 1 LSB for the listed ops; float outputs (QGemm's) to float32 rounding. */
+const check = (c: Case, got: readonly number[], want: readonly number[], what: string) => {
+  const d = maxDiff(got, want)
+  if (c.graph.outputs[0].type.dtype === "float32") {
+    const scale = Math.max(...want.map(Math.abs), 1e-30)
+    expect(d / scale, `${what}: ${c.name}`).toBeLessThan(1e-6)
+  } else expect(d, `${what}: ${c.name}`).toBeLessThanOrEqual(ONE_LSB.test(c.name) ? 1 : 0)
+}
+
+const CASES = Q8S.flatMap((d) => [...contribCases(d, 7), ...contribCases(d, 1234)])
+
+describe("com.microsoft quantized ops: the interpreter against onnxruntime-node", () => {
+  it.each(CASES.map((c) => [c.name, c] as const))("%s", async (_, c) => {
+    const bytes = encodeOnnx(c.graph)
+    const want = await runOrt(bytes, c.feeds)
+    const decoded = decodeModelSync(bytes)
+    const [got] = runGraph(decoded, c.feeds)
+    check(c, Array.from(got.data as ArrayLike<number>), want, "interp")
+  })
+})
+
+const TARGETS: TargetKind[] = ["js", "wasm", "c"]
+
+describe.each(TARGETS)("com.microsoft quantized ops compiled for %s against onnxruntime-node", (kind) => {
+  const backend = backendOf(kind)
+  const skip = backend.unavailable()
+  it.skipIf(skip !== undefined)("every op compiles (no fallback) and agrees", async () => {
+    const target = backend.target(cpuAttrs(), 1)
+    for (const c of CASES.filter((_, k) => k % 2 === 0 || kind !== "c")) {
+      const bytes = encodeOnnx(c.graph)
+      const want = await runOrt(bytes, c.feeds)
+      const program = await Effect.runPromise(compileGraph(decodeModelSync(bytes), target))
+      expect(program.kernels.filter((k) => k.kind !== "compiled").map((k) => k.kind), `${kind}: ${c.name}`).toEqual([])
+      const exec = await Effect.runPromise(loadProgram(program, target))
+      try {
+        check(c, Array.from(exec.run(c.feeds).get("y")!.data as ArrayLike<number>), want, kind)
+      } finally {
+        exec.module.close()
+      }
+    }
+  }, 600_000)
+})
