@@ -23,6 +23,7 @@ await build({
     "scripts/gpu-prepare": "scripts/gpu-prepare.ts",
     "scripts/fuzz": "scripts/fuzz.ts",
     "scripts/gpu-tune-apply": "scripts/gpu-tune-apply.ts",
+    "scripts/qop-compare": "scripts/qop-compare.ts",
   },
   outdir,
   bundle: true,

@@ -142,7 +142,7 @@ const randomGraph = (seed: number): Built => {
   const live: string[] = [x]
   const steps = 3 + Math.floor(r() * 4)
   for (let s = 0; s < steps; s++) {
-    const pick = Math.floor(r() * 7)
+    const pick = Math.floor(r() * 8)
     const args = (v: string) => [v, `${v}_s`, `${v}_z`]
     if (pick === 0 || pick === 1) {
       // with an earlier value of the same shape, or a per-channel constant
@@ -174,6 +174,11 @@ const randomGraph = (seed: number): Built => {
       curShape = [curShape[0], curShape[1], curShape[2] * 2, curShape[3]]
       cur = y
       live.length = 0
+    } else if (pick === 7) {
+      // over the channels, with the tool's fixed output params (1/256 and the type's lowest value)
+      const y = fresh(Math.fround(1 / 256), range8(dtype)[0])
+      nodes.push(ms("QLinearSoftmax", [...args(cur), `${y}_s`, `${y}_z`], [y], { axis: attr.int(1), opset: attr.int(13) }))
+      cur = y
     } else {
       // the standard MaxPool on 8-bit values keeps its input's params (as onnxruntime's tool leaves it)
       const y = `v${k++}`

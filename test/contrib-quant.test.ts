@@ -1,10 +1,16 @@
 // onnxruntime's com.microsoft quantized ops (QOperator format) on every target against
 // onnxruntime-node on the same files: bit-exact, except the ops docs/backends.md lists as within
-// 1 LSB (onnxruntime sums QLinearAveragePool's window in float32 in its own order, and its
-// QLinearSigmoid table uses MLAS's logistic approximation).
+// 1 LSB (onnxruntime sums QLinearAveragePool's window and QLinearSoftmax's row in float32 in its
+// own order, and its QLinearSigmoid table uses MLAS's logistic approximation).
 import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
+import * as fs from "node:fs"
+import { UnsupportedOpError } from "../src/ast/graph/errors.js"
 import { runGraph } from "../src/ast/graph/evaluate.js"
+import { makeGraph, node } from "../src/ast/graph/graph.js"
+import { MICROSOFT_DOMAIN, MICROSOFT_OPS } from "../src/ast/graph/ops/index.js"
+import { fromArray, scalar } from "../src/ast/graph/tensor.js"
+import { CONTRIB_QUANT } from "../src/lowering/op-library-quant-contrib.js"
 import { encodeOnnx } from "../src/ast/onnx/encode.js"
 import { decodeModelSync } from "../src/ast/onnx/decode.js"
 import { cpuAttrs, type TargetKind } from "../src/ast/target.js"
@@ -13,7 +19,7 @@ import { compileGraph, loadProgram } from "../src/pipeline.js"
 import { contribCases, Q8S, runOrt, type Case } from "./support/contrib-quant-cases.js"
 
 /** Ops onnxruntime computes with an approximation or its own float summation order: at most 1 LSB apart. */
-const ONE_LSB = /^(QLinearAveragePool|QLinearSigmoid) /
+const ONE_LSB = /^(QLinearAveragePool|QLinearSigmoid|QLinearSoftmax) /
 
 const maxDiff = (a: readonly number[], b: readonly number[]): number => {
   expect(a.length).toBe(b.length)
@@ -63,4 +69,23 @@ describe.each(TARGETS)("com.microsoft quantized ops compiled for %s against onnx
       }
     }
   }, 600_000)
+})
+
+describe("the com.microsoft op list", () => {
+  it("every registered contrib op has a compute, and docs/backends.md lists exactly them", () => {
+    expect(Object.keys(MICROSOFT_OPS).filter((op) => !(op in CONTRIB_QUANT))).toEqual([])
+    const doc = fs.readFileSync(new URL("../docs/backends.md", import.meta.url), "utf8")
+    const listed = /<!-- contrib-ops -->\n(.*)\n<!-- \/contrib-ops -->/.exec(doc)?.[1].split(", ")
+    expect(listed).toEqual(Object.keys(MICROSOFT_OPS).sort())
+  })
+  it("QLinearSoftmax where onnxruntime's table overflows float (a row of one value) is an UnsupportedOpError, not a guess", () => {
+    const g = makeGraph({
+      opset: 13,
+      inputs: [{ name: "x", type: { dtype: "uint8", shape: [3, 1] } }],
+      outputs: [{ name: "y", type: { dtype: "uint8", shape: [3, 1] } }],
+      initializers: new Map([["xs", scalar("float32", 0.1)], ["ys", scalar("float32", Math.fround(1 / 256))], ["yz", scalar("uint8", 0)]]),
+      nodes: [node("QLinearSoftmax", ["x", "xs", "", "ys", "yz"], ["y"], { opset: { kind: "int", value: 13 } }, "sm", MICROSOFT_DOMAIN)],
+    })
+    expect(() => runGraph(g, new Map([["x", fromArray("uint8", [3, 1], [1, 2, 3])]]))).toThrow(UnsupportedOpError)
+  })
 })

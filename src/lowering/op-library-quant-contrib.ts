@@ -6,10 +6,10 @@
 // every emitter keeps), so js (which computes in doubles), wasm and c give the same bits, and no
 // compiler contracts a product and a sum into an FMA across the rounding.
 import type { DType } from "../ast/graph/dtype.js"
-import { globalAvgScale, qgemmScales } from "../ast/graph/ops/contrib-quant.js"
+import { globalAvgScale, qgemmScales, softmaxConstants, softmaxPlan } from "../ast/graph/ops/contrib-quant.js"
 import { toChannelsFirst, toChannelsLast } from "../ast/graph/ops/contrib-quant-common.js"
 import { add, c, call, cast, div, ge, gt, lt, mul, select, sub, type Expr } from "../ast/te/expr.js"
-import { at, compute, reduceAxis, sum, type ComputeTensor, type TeTensor } from "../ast/te/tensor.js"
+import { at, compute, maxReduce, reduceAxis, sum, type ComputeTensor, type TeTensor } from "../ast/te/tensor.js"
 import { poolNd } from "./op-library-conv.js"
 import { bread, inp, none, num, shapeOf, type OpCompute, type OpComputeCtx } from "./op-library-common.js"
 import { TENSOR_MOVES } from "./op-library-tensor.js"
@@ -212,6 +212,37 @@ const qgemm: OpCompute = (ctx) => {
   ]
 }
 
+const softmax: OpCompute = (ctx) => {
+  const x = inp(ctx, 0)
+  const dtype = ctx.outputs[0].dtype
+  const opset = num(ctx.attrs.opset, 13)
+  const { axis, D } = softmaxPlan(x.shape, typeof ctx.attrs.axis === "number" ? ctx.attrs.axis : undefined, opset)
+  const xs = scaleAt(ctx, 1, "X_scale")
+  const { shift, mult } = softmaxConstants(xs, scaleAt(ctx, 3, "y_scale"), D)
+  const yz = zeroAt(ctx, 4, "y_zero_point")
+  // the reduced dims: axis alone (opset 13+) or axis and every later one (before 13)
+  const reduced = x.shape.map((_, k) => (opset < 13 ? k >= axis : k === axis))
+  const rowShape = x.shape.map((d, k) => (reduced[k] ? 1 : d))
+  const rk = x.shape.flatMap((d, k) => (reduced[k] ? [reduceAxis(d, `${ctx.name()}.r${k}`)] : []))
+  const inRow = (i: readonly Expr[]) => {
+    let j = 0
+    return i.map((e, k) => (reduced[k] ? rk[j++].var : e))
+  }
+  const rowOf = (i: readonly Expr[]) => i.map((e, k) => (reduced[k] ? c(0) : e))
+  const mx = compute(ctx.name("max"), rowShape, (...i) => maxReduce(cast("int32", at(x, ...inRow(i))), rk), "int32")
+  const e = compute(ctx.name("exp"), x.shape, (...i) => {
+    const d = wide(sub(cast("int32", at(x, ...i)), at(mx, ...rowOf(i))))
+    return cast("float32", call("exp", mul(add(d, f64(shift)), f64(xs))))
+  }, "float32")
+  const total = compute(ctx.name("sum"), rowShape, (...i) => sum(at(e, ...inRow(i)), rk), "float32")
+  return [
+    mx,
+    e,
+    total,
+    compute(ctx.name(), x.shape, (...i) => store(r32(div(r32(mul(wide(at(e, ...i)), f64(mult))), wide(at(total, ...rowOf(i))))), yz, dtype), dtype),
+  ]
+}
+
 /** The com.microsoft computes, by op name (looked up for nodes of that domain only). */
 export const CONTRIB_QUANT: Readonly<Record<string, OpCompute>> = {
   QLinearAdd: binary(true),
@@ -225,5 +256,6 @@ export const CONTRIB_QUANT: Readonly<Record<string, OpCompute>> = {
   QLinearAveragePool: averagePool,
   QLinearConcat: concat,
   QLinearWhere: where,
+  QLinearSoftmax: softmax,
   QGemm: qgemm,
 }

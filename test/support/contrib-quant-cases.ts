@@ -143,6 +143,15 @@ export const contribCases = (dtype: Q8, seed: number): Case[] => {
       ms("QLinearWhere", ["cond", "x", "x_s", "x_z", "yy", "y_s", "y_z", "z_s", "z_z"], ["y"]),
     ]))
   }
+  for (const [opset, axis, shape] of [[13, -1, [3, 10]], [13, 1, [2, 6, 3]], [11, 1, [2, 3, 4]], [13, -1, [4, 2]]] as const) {
+    // y_scale 1/256 and the type's lowest zero point: the tool's fixed output params for Softmax
+    const init = new Map<string, Tensor>()
+    params(init, "x", dtype, randScale(r, 0.02, 0.2), randZp(r, dtype))
+    params(init, "y", dtype, f32(1 / 256), range8(dtype)[0])
+    cases.push(graphOf(`QLinearSoftmax ${dtype} opset=${opset} axis=${axis} [${shape}]`, [{ name: "x", t: randQ(r, dtype, shape) }], { dtype, shape: [...shape] }, init, [
+      ms("QLinearSoftmax", ["x", "x_s", "x_z", "y_s", "y_z"], ["y"], { opset: attr.int(opset), axis: attr.int(axis) }),
+    ]))
+  }
   for (const [tA, tB, perCol, bias, floatOut] of [[0, 0, 0, 1, 0], [0, 1, 1, 1, 0], [1, 0, 0, 0, 0], [0, 1, 1, 1, 1]] as const) {
     // onnxruntime's QGemm takes uint8 A with int8 or uint8 B, int8 A with int8 B
     const M = 5
