@@ -1,11 +1,15 @@
 // Runs QOperator (or any quantized) ONNX models on Tessera's interpreter and compiled targets and
 // on onnxruntime-node, on the same seeded N(0, 1) inputs, and reports per model and target the
 // largest difference in output LSBs (the output DequantizeLinear's scale) and top-1 agreement.
-//   node dist/scripts/qop-compare.js MODEL.onnx… [--targets interp,c] [--inputs 4] [--json]
+// With --isolate, each node instead runs alone on the interpreter, fed onnxruntime's own values of
+// its inputs, and the script reports per op kind how many values differ and by how much.
+//   node dist/scripts/qop-compare.js MODEL.onnx… [--targets interp,c] [--inputs 4] [--isolate] [--json]
 import { readFileSync } from "node:fs"
 import { Effect } from "effect"
 import * as ort from "onnxruntime-node"
 import { runGraph } from "../src/ast/graph/evaluate.js"
+import { bindSync } from "../src/ast/graph/infer.js"
+import { encodeOnnx } from "../src/ast/onnx/encode.js"
 import type { Graph } from "../src/ast/graph/graph.js"
 import { fromArray, type Tensor } from "../src/ast/graph/tensor.js"
 import { decodeModelSync } from "../src/ast/onnx/decode.js"
@@ -18,7 +22,8 @@ const flag = (name: string, d: string) => {
   const i = args.indexOf(name)
   return i >= 0 ? args[i + 1] : d
 }
-const models = args.filter((a, i) => !a.startsWith("--") && !(i > 0 && args[i - 1].startsWith("--")))
+const VALUED = new Set(["--targets", "--inputs"])
+const models = args.filter((a, i) => !a.startsWith("--") && !(i > 0 && VALUED.has(args[i - 1])))
 const targets = flag("--targets", "interp,c").split(",") as (TargetKind | "interp")[]
 const count = Number(flag("--inputs", "4"))
 
@@ -50,6 +55,37 @@ const argmax = (v: ArrayLike<number>): number => {
   return best
 }
 
+/** Every node alone, fed onnxruntime's values of its inputs (the graph with every value an output, optimizations off). */
+const isolate = async (graph: Graph, feeds: readonly Map<string, Tensor>[]) => {
+  const types = bindSync(graph).valueTypes
+  const x = graph.inputs[0]
+  const all = { ...graph, outputs: graph.nodes.filter((n) => types.has(n.outputs[0])).map((n) => ({ name: n.outputs[0], type: types.get(n.outputs[0])! })) }
+  const session = await ort.InferenceSession.create(encodeOnnx(all), { intraOpNumThreads: 1, graphOptimizationLevel: "disabled" })
+  const stats = new Map<string, { maxLsb: number; differing: number; values: number }>()
+  for (const f of feeds) {
+    const t = f.get(x.name)!
+    const r = await session.run({ [x.name]: new ort.Tensor("float32", t.data as Float32Array, [...t.shape]) })
+    const value = (v: string): Tensor => (v === x.name ? t : { dtype: types.get(v)!.dtype, shape: r[v].dims.map(Number), data: r[v].data as Tensor["data"] })
+    for (const n of graph.nodes) {
+      const ins = n.inputs.filter((i) => i !== "" && !graph.initializers.has(i))
+      const one: Graph = { ...graph, inputs: ins.map((i) => ({ name: i, type: { dtype: value(i).dtype, shape: value(i).shape } })), outputs: [{ name: n.outputs[0], type: types.get(n.outputs[0])! }], nodes: [n] }
+      const [got] = runGraph(one, new Map(ins.map((i) => [i, value(i)])))
+      const want = r[n.outputs[0]].data as ArrayLike<number>
+      const key = n.domain ? `${n.domain}.${n.op}` : n.op
+      const st = stats.get(key) ?? { maxLsb: 0, differing: 0, values: 0 }
+      for (let i = 0; i < want.length; i++) {
+        const d = Math.abs(Number(want[i]) - Number(got.data[i]))
+        if (d > 0) st.differing++
+        st.maxLsb = Math.max(st.maxLsb, d)
+        st.values++
+      }
+      stats.set(key, st)
+    }
+  }
+  await session.release()
+  return [...stats].map(([op, s]) => ({ op, ...s }))
+}
+
 const main = async () => {
   const rows: unknown[] = []
   for (const path of models) {
@@ -68,6 +104,12 @@ const main = async () => {
       wants.push(out[graph.outputs[0].name].data as Float32Array)
     }
     await session.release()
+    if (args.includes("--isolate")) {
+      const row = { model: path.split("/").pop(), isolated: await isolate(graph, feedsList) }
+      rows.push(row)
+      if (!args.includes("--json")) console.log(JSON.stringify(row))
+      continue
+    }
     for (const kind of targets) {
       let run: (f: Map<string, Tensor>) => ArrayLike<number>
       let close = () => {}
