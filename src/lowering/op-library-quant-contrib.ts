@@ -6,7 +6,7 @@
 // every emitter keeps), so js (which computes in doubles), wasm and c give the same bits, and no
 // compiler contracts a product and a sum into an FMA across the rounding.
 import type { DType } from "../ast/graph/dtype.js"
-import { globalAvgScale, qgemmScales, softmaxConstants, softmaxPlan } from "../ast/graph/ops/contrib-quant.js"
+import { globalAvgScale, softmaxConstants, softmaxPlan } from "../ast/graph/ops/contrib-quant.js"
 import { toChannelsFirst, toChannelsLast } from "../ast/graph/ops/contrib-quant-common.js"
 import { add, c, call, cast, div, ge, gt, lt, mul, select, sub, type Expr } from "../ast/te/expr.js"
 import { at, compute, maxReduce, reduceAxis, sum, type ComputeTensor, type TeTensor } from "../ast/te/tensor.js"
@@ -182,23 +182,24 @@ const qgemm: OpCompute = (ctx) => {
   const [M, N] = shapeOf(ctx.outputs[0])
   const K = transA ? a.shape[0] : a.shape[1]
   const za = zeroAt(ctx, 2, "a_zero_point")
-  const bz = ctx.node.inputs[5] ? (ctx.constants[5] ?? none("QGemm: b_zero_point is not a constant")) : [0]
-  const bs = ctx.constants[4] ?? none("QGemm: b_scale is not a constant")
+  const bs = inp(ctx, 4)
+  const bz = ctx.inputs[5]
   const quantized = ctx.node.inputs.length > 7 && ctx.node.inputs[7] !== ""
-  const scales = qgemmScales(num(ctx.attrs.alpha, 1), scaleAt(ctx, 1, "a_scale"), bs, quantized ? scaleAt(ctx, 7, "y_scale") : undefined)
+  const as = scaleAt(ctx, 1, "a_scale")
+  const ys = quantized ? scaleAt(ctx, 7, "y_scale") : undefined
   const yz = quantized ? zeroAt(ctx, 8, "y_zero_point") : 0
-  const perColumn = (vals: ArrayLike<number>, n: Expr, dtype: DType): Expr => {
-    // one value, or one per column as a select chain on the column index (bounded below)
-    if (vals.length === 1) return c(vals[0], dtype)
-    let e: Expr = c(vals[vals.length - 1], dtype)
-    for (let j = vals.length - 2; j >= 0; j--) e = select(lt(n, c(j + 1)), c(vals[j], dtype), e)
-    return e
+  /** A per-tensor (one value) or per-column (N values) parameter at column n. */
+  const column = (t: TeTensor, n: Expr): Expr => (t.shape.reduce((p, d) => p * d, 1) === 1 ? at(t, ...t.shape.map(() => c(0))) : at(t, n))
+  // the multiplier of column n exactly as qgemmScales computes it: alpha · a_scale, times b_scale[n], over y_scale
+  const scale = (n: Expr): Expr => {
+    const m = r32(mul(f64(Math.fround(Math.fround(num(ctx.attrs.alpha, 1)) * as)), wide(column(bs, n))))
+    return ys === undefined ? m : r32(div(m, f64(ys)))
   }
-  if (bs.length > 64) none(`QGemm with ${bs.length} per-column scales`)
   const rk = reduceAxis(K, `${ctx.name()}.k`)
   const acc = compute(ctx.name("acc"), [M, N], (m, n) => {
     const av = sub(cast("int32", transA ? at(a, rk.var, m) : at(a, m, rk.var)), c(za, "int32"))
-    const bv = sub(cast("int32", transB ? at(b, n, rk.var) : at(b, rk.var, n)), bz.length === 1 ? c(bz[0], "int32") : perColumn(bz, n, "int32"))
+    const bv0 = cast("int32", transB ? at(b, n, rk.var) : at(b, rk.var, n))
+    const bv = bz ? sub(bv0, cast("int32", column(bz, n))) : bv0
     return sum(mul(av, bv), [rk])
   }, "int32")
   const out = ctx.outputs[0].dtype
@@ -206,7 +207,7 @@ const qgemm: OpCompute = (ctx) => {
     acc,
     compute(ctx.name(), [M, N], (m, n) => {
       const total = bias ? add(at(acc, m, n), bread(bias, [m, n])) : at(acc, m, n)
-      const v = r32(mul(wide(total), perColumn(scales, n, W)))
+      const v = r32(mul(wide(total), scale(n)))
       return quantized ? store(v, yz, out) : cast("float32", v)
     }, out),
   ]
