@@ -89,3 +89,50 @@ describe("the com.microsoft op list", () => {
     expect(() => runGraph(g, new Map([["x", fromArray("uint8", [3, 1], [1, 2, 3])]]))).toThrow(UnsupportedOpError)
   })
 })
+
+describe("QLinearAdd's rounding is onnxruntime's (fused multiply-adds on the raw operands)", () => {
+  // ResNet-18's layer4.0 add (onnxruntime's own quantization): the float32 sum of the two products
+  // is exactly 86.5 (half to even: 86); onnxruntime's fused a·ra + (b·rb + fixed) is 86.500008 → 87
+  const addGraph = (sa: number[], sb: number[], out: number[]) =>
+    makeGraph({
+      opset: 13,
+      inputs: [{ name: "a", type: { dtype: "uint8", shape: sa } }, { name: "b", type: { dtype: "uint8", shape: sb } }],
+      outputs: [{ name: "y", type: { dtype: "uint8", shape: out } }],
+      initializers: new Map([
+        ["sa", scalar("float32", 0.017599141225218773)], ["za", scalar("uint8", 119)],
+        ["sb", scalar("float32", 0.07913351058959961)], ["zb", scalar("uint8", 132)],
+        ["sc", scalar("float32", 0.03883591294288635)], ["zc", scalar("uint8", 0)],
+      ]),
+      nodes: [node("QLinearAdd", ["a", "sa", "za", "b", "sb", "zb", "sc", "zc"], ["y"], {}, "add", MICROSOFT_DOMAIN)],
+    })
+  const size = (s: number[]) => s.reduce((x, y) => x * y, 1)
+  const run = async (sa: number[], sb: number[], out: number[], want: number) => {
+    const g = addGraph(sa, sb, out)
+    const feeds = new Map([["a", fromArray("uint8", sa, new Array(size(sa)).fill(157))], ["b", fromArray("uint8", sb, new Array(size(sb)).fill(166))]])
+    const ort = await runOrt(encodeOnnx(g), feeds)
+    expect(ort, "onnxruntime").toEqual(new Array(size(out)).fill(want))
+    expect([...runGraph(g, feeds)[0].data], "interp").toEqual(ort)
+    for (const kind of TARGETS) {
+      const backend = backendOf(kind)
+      if (backend.unavailable() !== undefined) continue
+      const target = backend.target(cpuAttrs(), 1)
+      const exec = await Effect.runPromise(loadProgram(await Effect.runPromise(compileGraph(g, target)), target))
+      try {
+        expect([...exec.run(feeds).get("y")!.data], kind).toEqual(ort)
+      } finally {
+        exec.module.close()
+      }
+    }
+  }
+  it.each([
+    [[3], [3], [3], 87],
+    [[33], [33], [33], 87],
+    [[5], [1], [5], 87],
+    [[2, 1], [2, 3], [2, 3], 86],
+  ] as const)("a=157, b=166 at layer4.0.add's params, %j + %j → %j: onnxruntime's %i on every target", (sa, sb, out, want) => run([...sa], [...sb], [...out], want), 120_000)
+  it.each([
+    [[1], [1], [1]],
+    [[1], [5], [5]],
+    [[2, 1], [1, 3], [2, 3]],
+  ] as const)("and where A is the scalar of its span, %j + %j → %j (operands swapped: the fixed part fuses B's term): 86", (sa, sb, out) => run([...sa], [...sb], [...out], 86), 120_000)
+})

@@ -6,7 +6,7 @@
 // every emitter keeps), so js (which computes in doubles), wasm and c give the same bits, and no
 // compiler contracts a product and a sum into an FMA across the rounding.
 import type { DType } from "../ast/graph/dtype.js"
-import { globalAvgScale, softmaxConstants, softmaxPlan } from "../ast/graph/ops/contrib-quant.js"
+import { globalAvgScale, qlinearAddFixed, softmaxConstants, softmaxPlan, spanScalars } from "../ast/graph/ops/contrib-quant.js"
 import { toChannelsFirst, toChannelsLast } from "../ast/graph/ops/contrib-quant-common.js"
 import { add, c, call, cast, div, ge, gt, lt, mul, select, sub, type Expr } from "../ast/te/expr.js"
 import { at, compute, maxReduce, reduceAxis, sum, type ComputeTensor, type TeTensor } from "../ast/te/tensor.js"
@@ -51,22 +51,38 @@ const shifted = (x: Expr, zp: number): Expr => sub(wide(x), f64(zp))
 const requant = (x: Expr, xs: number, xz: number, ys: number, yz: number, dtype: DType): Expr =>
   store(r32(div(r32(mul(shifted(x, xz), f64(xs))), f64(ys))), yz, dtype)
 
-/** QLinearAdd (`sum`) or QLinearMul: the ratios as the reference kernel's rules (qlinearAddRule, qlinearMulRule) compute them. */
+/**
+ * QLinearAdd (`add2`) or QLinearMul, with the reference kernels' rules (qlinearAddRule,
+ * qlinearMulRule): Add on the raw operands with onnxruntime's fixed part and fused multiply-adds
+ * (the product of an 8-bit value and a float32 ratio is exact in float64, so a float64 sum rounded
+ * once to float32 is the fused result), its scalar-per-span form chosen from the shapes as
+ * onnxruntime's broadcast walk chooses it.
+ */
 const binary = (add2: boolean): OpCompute => (ctx) => {
   const a = inp(ctx, 0)
   const b = inp(ctx, 3)
   const dtype = ctx.outputs[0].dtype
+  const out = shapeOf(ctx.outputs[0])
   const [za, zb, zc] = [zeroAt(ctx, 2, "A_zero_point"), zeroAt(ctx, 5, "B_zero_point"), zeroAt(ctx, 7, "C_zero_point")]
   const [sa, sb, sc] = [scaleAt(ctx, 1, "A_scale"), scaleAt(ctx, 4, "B_scale"), scaleAt(ctx, 6, "C_scale")]
   const ra = Math.fround(sa / sc)
   const rb = Math.fround(sb / sc)
   const r = Math.fround(Math.fround(sa * sb) / sc)
+  const span = spanScalars(a.shape, b.shape, out)
+  const fixed = qlinearAddFixed(ra, za, rb, zb, zc, span.aScalar)
+  /** x·y + z rounded once to float32. */
+  const fma32 = (x: Expr, y: number, z: Expr) => r32(add(mul(x, f64(y)), z))
   return [
-    compute(ctx.name(), shapeOf(ctx.outputs[0]), (...i) => {
-      const x = shifted(bread(a, i), za)
-      const y = shifted(bread(b, i), zb)
-      const v = add2 ? r32(add(r32(mul(f64(ra), x)), r32(mul(f64(rb), y)))) : r32(mul(mul(x, y), f64(r)))
-      return store(v, zc, dtype)
+    compute(ctx.name(), out, (...i) => {
+      const x = wide(bread(a, i))
+      const y = wide(bread(b, i))
+      if (!add2) return store(r32(mul(mul(sub(x, f64(za)), sub(y, f64(zb))), f64(r))), zc, dtype)
+      const v = span.aScalar
+        ? fma32(y, rb, r32(add(f64(fixed), r32(mul(x, f64(ra))))))
+        : span.bScalar
+          ? fma32(x, ra, r32(add(f64(fixed), r32(mul(y, f64(rb))))))
+          : fma32(x, ra, fma32(y, rb, f64(fixed)))
+      return store(v, 0, dtype)
     }, dtype),
   ]
 }

@@ -40,20 +40,66 @@ const binaryInfer = (ctx: InferCtx<unknown>): ValueType[] => {
   return [{ dtype: a.dtype, shape: broadcastDims(a.shape, b.shape) }]
 }
 
-/** The binary op on dequantized-and-shifted integers: (a − za, b − zb) → the float32 value in C's units. */
-type BinaryRule = (sa: number, sb: number, sc: number) => (a: number, b: number) => number
-
-/** QLinearAdd: (A_scale/C_scale)·(a − za) + (B_scale/C_scale)·(b − zb), each product and the sum in float32. */
-export const qlinearAddRule: BinaryRule = (sa, sb, sc) => {
-  const ra = f32(sa / sc)
-  const rb = f32(sb / sc)
-  return (a, b) => f32(f32(ra * a) + f32(rb * b))
+/** Per-tensor params of a binary op's operands and output. */
+export interface BinaryParams {
+  readonly sa: number
+  readonly za: number
+  readonly sb: number
+  readonly zb: number
+  readonly sc: number
+  readonly zc: number
 }
 
-/** QLinearMul: (a − za)(b − zb) (exact) times A_scale·B_scale/C_scale, in float32. */
-export const qlinearMulRule: BinaryRule = (sa, sb, sc) => {
-  const r = f32(f32(sa * sb) / sc)
-  return (a, b) => f32(a * b * r)
+/**
+ * How onnxruntime walks a broadcast: over spans of the output's innermost dims of size > 1, where
+ * an operand whose size there is 1 (or that is a single value) is a scalar for the span. Its
+ * QLinearAdd kernel folds a scalar operand's product into the fixed part (see qlinearAddRule);
+ * the form is the one onnxruntime 1.30's broadcast helper and MLAS's AVX2 kernel pick, measured
+ * bit-exact on the cases of test/contrib-quant.test.ts.
+ */
+export const spanScalars = (a: readonly number[], b: readonly number[], out: readonly number[]): { aScalar: boolean; bScalar: boolean } => {
+  const at = (s: readonly number[], k: number) => (k - (out.length - s.length) >= 0 ? s[k - (out.length - s.length)] : 1)
+  let d = out.length - 1
+  while (d >= 0 && out[d] === 1) d--
+  if (d < 0 || sizeOf(a) === 1) return { aScalar: true, bScalar: false }
+  if (sizeOf(b) === 1) return { aScalar: false, bScalar: true }
+  return { aScalar: at(a, d) === 1, bScalar: at(b, d) === 1 }
+}
+
+/** A binary op's value in output units before rounding (raw 8-bit operands in), and the zero point still to add after rounding. */
+type BinaryRule = (p: BinaryParams, span: { aScalar: boolean; bScalar: boolean }) => { readonly value: (a: number, b: number) => number; readonly zp: number }
+
+/** x·y + z rounded once to float32 (x an 8-bit integer, y and z float32: the product is exact in double). */
+const fma32 = (x: number, y: number, z: number): number => f32(x * y + z)
+
+/**
+ * QLinearAdd's fixed part as onnxruntime's MLAS kernel computes it: C_zp − (r1·z1 + r2·z2) with the
+ * first product fused into the sum (the compiler contracts it), where (1, 2) is (A, B) — or (B, A)
+ * when A is the scalar of its span, since onnxruntime then swaps the operands for the kernel.
+ */
+export const qlinearAddFixed = (ra: number, za: number, rb: number, zb: number, zc: number, aScalar: boolean): number =>
+  aScalar ? f32(zc - fma32(zb, rb, f32(ra * za))) : f32(zc - fma32(za, ra, f32(rb * zb)))
+
+/**
+ * QLinearAdd as onnxruntime's MLAS kernel (AVX2) computes it, on the raw operands: the ratios
+ * A_scale / C_scale and B_scale / C_scale in float32, the fixed part (qlinearAddFixed), then
+ * a·ra + (b·rb + fixed) as two fused multiply-adds; a scalar operand's product is added to the
+ * fixed part first (a plain product and sum). The zero point of C is inside the value. Measured
+ * bit-exact against onnxruntime 1.30 on a tie it rounds differently in each form (test/contrib-quant.test.ts).
+ */
+export const qlinearAddRule: BinaryRule = (p, span) => {
+  const ra = f32(p.sa / p.sc)
+  const rb = f32(p.sb / p.sc)
+  const fixed = qlinearAddFixed(ra, p.za, rb, p.zb, p.zc, span.aScalar)
+  if (span.aScalar) return { value: (a, b) => fma32(b, rb, f32(fixed + f32(a * ra))), zp: 0 }
+  if (span.bScalar) return { value: (a, b) => fma32(a, ra, f32(fixed + f32(b * rb))), zp: 0 }
+  return { value: (a, b) => fma32(a, ra, fma32(b, rb, fixed)), zp: 0 }
+}
+
+/** QLinearMul: (a − za)(b − zb) (exact) times A_scale·B_scale/C_scale, in float32; C's zero point after rounding. */
+export const qlinearMulRule: BinaryRule = (p) => {
+  const r = f32(f32(p.sa * p.sb) / p.sc)
+  return { value: (a, b) => f32((a - p.za) * (b - p.zb) * r), zp: p.zc }
 }
 
 const binaryOp = (rule: BinaryRule) =>
@@ -69,16 +115,21 @@ const binaryOp = (rule: BinaryRule) =>
       check8bit(a, "A")
       check(a.dtype === b.dtype, () => `A and B must have the same type, got ${a.dtype} and ${b.dtype}`)
       const shape = broadcastShapes(a.shape, b.shape) ?? fail(`shapes [${a.shape.join(", ")}] and [${b.shape.join(", ")}] do not broadcast`)
-      const za = zeroPointOf(inputs, 2, "A_zero_point", a.dtype)
-      const zb = zeroPointOf(inputs, 5, "B_zero_point", a.dtype)
-      const zc = zeroPointOf(inputs, 7, "C_zero_point", a.dtype)
-      const op = rule(scaleOf(inputs, 1, "A_scale"), scaleOf(inputs, 4, "B_scale"), scaleOf(inputs, 6, "C_scale"))
+      const params: BinaryParams = {
+        sa: scaleOf(inputs, 1, "A_scale"),
+        za: zeroPointOf(inputs, 2, "A_zero_point", a.dtype),
+        sb: scaleOf(inputs, 4, "B_scale"),
+        zb: zeroPointOf(inputs, 5, "B_zero_point", a.dtype),
+        sc: scaleOf(inputs, 6, "C_scale"),
+        zc: zeroPointOf(inputs, 7, "C_zero_point", a.dtype),
+      }
+      const op = rule(params, spanScalars(a.shape, b.shape, shape))
       const ia = broadcastIndex(a.shape, shape)
       const ib = broadcastIndex(b.shape, shape)
       const ad = a.data as ArrayLike<number>
       const bd = b.data as ArrayLike<number>
       const out = allocate(a.dtype, ia.length)
-      for (let i = 0; i < ia.length; i++) out[i] = requantize(op(ad[ia[i]] - za, bd[ib[i]] - zb), zc, a.dtype)
+      for (let i = 0; i < ia.length; i++) out[i] = requantize(op.value(ad[ia[i]], bd[ib[i]]), op.zp, a.dtype)
       return [tensor(a.dtype, shape, out)]
     },
   })
