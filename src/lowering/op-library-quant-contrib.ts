@@ -6,7 +6,8 @@
 // every emitter keeps), so js (which computes in doubles), wasm and c give the same bits, and no
 // compiler contracts a product and a sum into an FMA across the rounding.
 import type { DType } from "../ast/graph/dtype.js"
-import { globalAvgScale, qlinearAddFixed, softmaxConstants, softmaxPlan, spanScalars } from "../ast/graph/ops/contrib-quant.js"
+import { globalAvgScale, qlinearAddFixed, spanScalars } from "../ast/graph/ops/contrib-quant.js"
+import { softmaxConstants, softmaxPlan } from "../ast/graph/ops/contrib-quant-softmax.js"
 import { toChannelsFirst, toChannelsLast } from "../ast/graph/ops/contrib-quant-common.js"
 import { add, c, call, cast, div, ge, gt, lt, mul, select, sub, type Expr } from "../ast/te/expr.js"
 import { at, compute, maxReduce, reduceAxis, sum, type ComputeTensor, type TeTensor } from "../ast/te/tensor.js"

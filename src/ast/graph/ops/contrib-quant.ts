@@ -1,12 +1,13 @@
 // onnxruntime's com.microsoft quantized ops (the QOperator format its quantization tool writes for
 // CNNs): QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearGlobalAveragePool,
-// QLinearAveragePool, QLinearConcat, QLinearWhere and QGemm, with the inputs and attributes of
+// QLinearAveragePool, QLinearConcat, QLinearWhere, QLinearSoftmax and QGemm (the last two in
+// contrib-quant-softmax.ts / contrib-quant-gemm.ts), with the inputs and attributes of
 // onnxruntime's docs/ContribOperators.md. Every scale is per tensor (QGemm's B: per tensor or per
 // column); the arithmetic is onnxruntime's: scale ratios, dequantized values and products in
 // float32, rounded half to even, plus the zero point, saturated.
 import { A, attrs } from "../attrs.js"
 import { allocate, type DType } from "../dtype.js"
-import { check, defineOp, fail, unsupported, type AnyOpDef, type Dim, type InferCtx, type ValueType } from "../op.js"
+import { check, defineOp, fail, type AnyOpDef, type Dim, type InferCtx, type ValueType } from "../op.js"
 import { broadcastIndex, broadcastShapes, sizeOf, tensor, type Tensor } from "../tensor.js"
 import {
   applyTable,
@@ -26,6 +27,8 @@ import { check8bit } from "./nn-quant.js"
 import { poolOps } from "./nn-pool.js"
 import { tensorMoveOps } from "./tensor-move.js"
 import { arity, broadcastDims, req } from "./util.js"
+import { QGemm } from "./contrib-quant-gemm.js"
+import { QLinearSoftmax } from "./contrib-quant-softmax.js"
 
 // ---------------------------------------------------------------------------------------------
 // QLinearAdd, QLinearMul: A, A_scale, A_zero_point?, B, B_scale, B_zero_point?, C_scale, C_zero_point?
@@ -362,162 +365,6 @@ const QLinearWhere = defineOp({
     const out = allocate(dtype, ic.length)
     for (let i = 0; i < ic.length; i++) out[i] = cond.data[ic[i]] ? xq.data[ix[i]] : yq.data[iy[i]]
     return [tensor(dtype, shape, out)]
-  },
-})
-
-// ---------------------------------------------------------------------------------------------
-// QGemm: A, a_scale, a_zero_point, B, b_scale, b_zero_point, C?, y_scale?, y_zero_point?
-
-/** QGemm's output multipliers per column (or one): alpha · a_scale · b_scale[j] (/ y_scale), in float32 as onnxruntime orders them. */
-export const qgemmScales = (alpha: number, as: number, bs: ArrayLike<number>, ys: number | undefined): number[] =>
-  Array.from(bs, (b) => {
-    const m = f32(f32(f32(alpha) * as) * b)
-    return ys === undefined ? m : f32(m / ys)
-  })
-
-const gemmDims = (a: readonly Dim[], b: readonly Dim[], transA: number, transB: number) => {
-  check(a.length === 2 && b.length === 2, () => `A and B must be 2-D, got ranks ${a.length} and ${b.length}`)
-  const [M, K] = transA ? [a[1], a[0]] : [a[0], a[1]]
-  const [K2, N] = transB ? [b[1], b[0]] : [b[0], b[1]]
-  if (typeof K === "number" && typeof K2 === "number") check(K === K2, () => `A's K (${K}) differs from B's (${K2})`)
-  return { M, N, K }
-}
-
-const QGemm = defineOp({
-  attrs: attrs({ alpha: A.float(1), transA: A.int(0), transB: A.int(0) }),
-  inputs: arity.range(6, 9),
-  outputs: arity.one,
-  kind: "opaque",
-  infer: (ctx) => {
-    const a = quantType(ctx, 0, "A")
-    const b = quantType(ctx, 3, "B")
-    checkParamTypes(ctx, 1, 2, a.dtype, "a")
-    checkParamTypes(ctx, 4, 5, b.dtype, "b")
-    check(ctx.inputs[2] !== undefined, "a_zero_point (input 2) is required")
-    const { M, N } = gemmDims(a.shape, b.shape, ctx.attrs.transA, ctx.attrs.transB)
-    const c = ctx.inputs[6]
-    if (c) check(c.dtype === "int32", () => `C must be int32, got ${c.dtype}`)
-    const ys = ctx.inputs[7]
-    const yz = ctx.inputs[8]
-    if (!ys && !yz) return [{ dtype: "float32", shape: [M, N] }]
-    check(ys !== undefined && yz !== undefined, "y_scale and y_zero_point must be given together (both absent: a float32 output)")
-    check8bit(yz!, "y_zero_point")
-    checkParamTypes(ctx, 7, 8, yz!.dtype, "y")
-    return [{ dtype: yz!.dtype, shape: [M, N] }]
-  },
-  kernel: ({ inputs, attrs: at }) => {
-    const a = req(inputs, 0, "A")
-    const b = req(inputs, 3, "B")
-    check8bit(a, "A")
-    check8bit(b, "B")
-    const { M, N, K } = gemmDims(a.shape, b.shape, at.transA, at.transB) as { M: number; N: number; K: number }
-    const za = zeroPointOf(inputs, 2, "a_zero_point", a.dtype)
-    const bsT = req(inputs, 4, "b_scale")
-    const bzT = inputs[5]
-    check(bsT.dtype === "float32" && (bsT.data.length === 1 || bsT.data.length === N), () => `b_scale must be float32 with 1 or N = ${N} values`)
-    if (bzT) check(bzT.dtype === b.dtype && (bzT.data.length === 1 || bzT.data.length === N), () => `b_zero_point must be ${b.dtype} with 1 or N = ${N} values`)
-    const ysT = inputs[7]
-    const yzT = inputs[8]
-    const quantized = ysT !== undefined || yzT !== undefined
-    const scales = qgemmScales(at.alpha, scaleOf(inputs, 1, "a_scale"), bsT.data as ArrayLike<number>, quantized ? scaleOf(inputs, 7, "y_scale") : undefined)
-    const ad = a.data as ArrayLike<number>
-    const bd = b.data as ArrayLike<number>
-    const bz = bzT ? (bzT.data as ArrayLike<number>) : [0]
-    const c = inputs[6]
-    let ci: Int32Array | undefined
-    if (c) {
-      check(c.dtype === "int32", () => `C must be int32, got ${c.dtype}`)
-      ci = broadcastIndex(c.shape.length <= 2 ? c.shape : fail(`C must have rank ≤ 2, got [${c.shape.join(", ")}]`), [M, N])
-    }
-    const outDtype: DType = quantized ? req(inputs, 8, "y_zero_point").dtype : "float32"
-    if (quantized) check8bit({ dtype: outDtype }, "y_zero_point")
-    const yz = quantized ? zeroPointOf(inputs, 8, "y_zero_point", outDtype) : 0
-    const out = allocate(outDtype, M * N)
-    for (let m = 0; m < M; m++)
-      for (let n = 0; n < N; n++) {
-        const zb = bz[bz.length === 1 ? 0 : n]
-        let acc = ci ? (c!.data[ci[m * N + n]] as number) : 0
-        for (let k = 0; k < K; k++) {
-          const av = ad[at.transA ? k * M + m : m * K + k] - za
-          const bv = bd[at.transB ? n * K + k : k * N + n] - zb
-          acc += av * bv
-        }
-        acc |= 0 // int32 accumulation, as MLAS's
-        const v = f32(acc * scales[scales.length === 1 ? 0 : n])
-        out[m * N + n] = quantized ? requantize(v, yz, outDtype) : v
-      }
-    return [tensor(outDtype, [M, N], out)]
-  },
-})
-
-// ---------------------------------------------------------------------------------------------
-// QLinearSoftmax: X, X_scale, x_zero_point?, y_scale, y_zero_point? — onnxruntime's table of
-// exponentials in float, shifted so each row's maximum reads the table's top; the row's sum in
-// float32, in order; nearbyint(e · floor(1 / y_scale) / sum) + y_zero_point, saturated (the
-// saturation as onnxruntime 1.30 measures: its int8 store gives 127 for 128)
-
-/** The reduction of a QLinearSoftmax: opset < 13 flattens the dims from `axis` into one, 13+ reduces `axis` alone. */
-export const softmaxPlan = (shape: readonly number[], axis0: number | undefined, opset: number) => {
-  const r = shape.length
-  const a = axis0 ?? (opset < 13 ? 1 : -1)
-  const axis = a < 0 ? a + r : a
-  check(axis >= 0 && axis < r, () => `axis ${a} is out of range for rank ${r}`)
-  const outer = sizeOf(shape.slice(0, axis))
-  const D = opset < 13 ? sizeOf(shape.slice(axis)) : shape[axis]
-  const inner = opset < 13 ? 1 : sizeOf(shape.slice(axis + 1))
-  return { axis, outer, D, inner }
-}
-
-/** The constants of onnxruntime's exp table: the row-length headroom shift (in X units) and the output multiplier floor(1 / y_scale). */
-export const softmaxConstants = (xs: number, ys: number, D: number) => {
-  // log(FLT_MAX / D) (the division in float) less 5 reserved bits, in input units
-  const shift = Math.max(0, Math.log(f32(3.4028234663852886e38 / D)) - 5) / xs
-  const mult = f32(Math.floor(f32(1 / ys)))
-  // a row's largest entry times the multiplier must stay finite: past that (a row of one value
-  // with y_scale 1/256, or y_scale under about 1 / (148 · D)) onnxruntime converts an infinite
-  // float to an integer, which C leaves undefined — there is no answer to match
-  if (!Number.isFinite(f32(softmaxExp(0, shift, xs) * mult)))
-    unsupported(`QLinearSoftmax over rows of ${D} value(s) with y_scale ${ys}: onnxruntime's exp table times 1/y_scale overflows float (its result is undefined)`)
-  return { shift, mult }
-}
-
-/** A table entry: exp((x − max + shift) · x_scale) in double, stored as float. */
-export const softmaxExp = (d: number, shift: number, xs: number): number => f32(Math.exp((d + shift) * xs))
-
-const QLinearSoftmax = defineOp({
-  attrs: attrs({ axis: A.optInt(), opset: A.int() }),
-  inputs: arity.range(4, 5),
-  outputs: arity.one,
-  kind: "opaque",
-  infer: (ctx) => {
-    const x = quantType(ctx, 0, "X")
-    checkParamTypes(ctx, 1, 2, x.dtype, "X")
-    checkParamTypes(ctx, 3, 4, x.dtype, "y")
-    return [x]
-  },
-  kernel: ({ inputs, attrs: a }) => {
-    const x = req(inputs, 0, "X")
-    check8bit(x, "X")
-    const { outer, D, inner } = softmaxPlan(x.shape, a.axis, a.opset)
-    const xs = scaleOf(inputs, 1, "X_scale")
-    const { shift, mult } = softmaxConstants(xs, scaleOf(inputs, 3, "y_scale"), D)
-    const yz = zeroPointOf(inputs, 4, "y_zero_point", x.dtype)
-    const d = x.data as ArrayLike<number>
-    const out = allocate(x.dtype, d.length)
-    const e = new Float32Array(D)
-    for (let o = 0; o < outer; o++)
-      for (let i = 0; i < inner; i++) {
-        const base = o * D * inner + i
-        let m = -Infinity
-        for (let k = 0; k < D; k++) m = Math.max(m, d[base + k * inner])
-        let total = 0
-        for (let k = 0; k < D; k++) {
-          e[k] = softmaxExp(d[base + k * inner] - m, shift, xs)
-          total = f32(total + e[k])
-        }
-        for (let k = 0; k < D; k++) out[base + k * inner] = requantize(f32(f32(e[k] * mult) / total), yz, x.dtype)
-      }
-    return [tensor(x.dtype, x.shape, out)]
   },
 })
 
