@@ -26,6 +26,7 @@ await build({
     "scripts/qdq-agreement": "scripts/qdq-agreement.ts",
     "scripts/gpu-tune-apply": "scripts/gpu-tune-apply.ts",
     "scripts/vta-report": "scripts/vta-report.ts",
+    "scripts/qop-compare": "scripts/qop-compare.ts",
   },
   outdir,
   bundle: true,

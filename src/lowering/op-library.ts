@@ -33,6 +33,8 @@ import { NORMALIZATIONS } from "./op-library-norm.js"
 import { convNd, convTranspose, globalPoolNd, poolNd } from "./op-library-conv.js"
 import { RESIZES } from "./op-library-resize.js"
 import { QUANT } from "./op-library-quant.js"
+import { CONTRIB_QUANT } from "./op-library-quant-contrib.js"
+import { MICROSOFT_DOMAIN } from "../ast/graph/ops/index.js"
 import { LOSSES } from "./op-library-loss.js"
 import { attention, rotaryEmbedding, swiglu } from "./op-library-attention.js"
 import { gridSample } from "./op-library-grid.js"
@@ -371,8 +373,14 @@ export const OP_COMPUTES: Readonly<Record<string, OpCompute>> = {
   Einsum: einsum,
 }
 
-/** Is there a compute for this node (op and configuration)? */
-export const computeFor = (n: Node): OpCompute | undefined => OP_COMPUTES[n.op]
+/** Computes of onnxruntime's com.microsoft ops (a name there means another op than in the ONNX domain). */
+const DOMAIN_COMPUTES: Readonly<Record<string, Readonly<Record<string, OpCompute>>>> = { [MICROSOFT_DOMAIN]: CONTRIB_QUANT }
+
+/** Is there a compute for this node (op, domain and configuration)? */
+export const computeFor = (n: Node): OpCompute | undefined => {
+  const table = Object.prototype.hasOwnProperty.call(DOMAIN_COMPUTES, n.domain) ? DOMAIN_COMPUTES[n.domain] : OP_COMPUTES
+  return Object.prototype.hasOwnProperty.call(table, n.op) ? table[n.op] : undefined
+}
 
 /** Ops whose computes are their outputs, one each, in order (every other op computes its first output only). */
 export const MULTI_OUTPUT: ReadonlySet<string> = new Set(["Split"])
