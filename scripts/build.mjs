@@ -10,6 +10,7 @@ await build({
     "cli/main": "src/cli/main.ts",
     "cli/commands": "src/cli/commands.ts",
     "index": "src/index.ts",
+    "esbuild": "src/esbuild/plugin.ts",
     "scripts/conformance": "scripts/conformance.ts",
     "scripts/optimizer-report": "scripts/optimizer-report.ts",
     "scripts/bench": "scripts/bench.ts",
@@ -29,6 +30,19 @@ await build({
   platform: "node",
   format: "esm",
   target: "node20",
+  packages: "external",
+  sourcemap: "linked",
+  logLevel: "warning",
+})
+
+// the browser entry: the same stages on a page's devices (dependencies stay external, for the app's bundler)
+await build({
+  entryPoints: { browser: "src/browser.ts" },
+  outdir,
+  bundle: true,
+  platform: "browser",
+  format: "esm",
+  target: "es2022",
   packages: "external",
   sourcemap: "linked",
   logLevel: "warning",
