@@ -35,7 +35,7 @@ export interface CompiledModel {
 const isTirPipeline = (pass: string) => /^lowering\.[A-Za-z]*Pipeline$/.test(pass)
 
 /** Decodes, compiles and emits `bytes` for `target` with `pipeline`'s backends. */
-export const compileModel = (pipeline: ReturnType<typeof pipelineOf>, bytes: Uint8Array, target: Target, o: CompileModelOptions = {}) =>
+export const compileModel = (pipeline: Pick<ReturnType<typeof pipelineOf>, "compileGraph" | "emitArtifact">, bytes: Uint8Array, target: Target, o: CompileModelOptions = {}) =>
   Effect.gen(function* () {
     const report = o.onStage ?? (() => {})
     report({ stage: "decode", bytes: bytes.length })
