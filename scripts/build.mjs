@@ -24,6 +24,7 @@ await build({
     "scripts/gpu-prepare": "scripts/gpu-prepare.ts",
     "scripts/fuzz": "scripts/fuzz.ts",
     "scripts/gpu-tune-apply": "scripts/gpu-tune-apply.ts",
+    "scripts/playground": "scripts/playground.ts",
   },
   outdir,
   bundle: true,

@@ -9,7 +9,7 @@ import type { Target } from "../ast/target.js"
 import type { RunOptions } from "../backend/backend.js"
 import type { Artifact, Program } from "../lowering/program.js"
 import type { CompileOptions, pipelineOf, TuningReport } from "../pipeline-core.js"
-import type { PlannedGraph } from "../rewrite/plan-memory.js"
+import type { FusedGraph } from "../rewrite/fuse-ops.js"
 import { withPassConfig } from "../rewrite/pass.js"
 
 /** A stage as it starts. */
@@ -45,12 +45,11 @@ export const compileModel = (pipeline: Pick<ReturnType<typeof pipelineOf>, "comp
     const instrument = {
       before: (pass: string) => {
         if (isTirPipeline(pass)) report({ stage: "lowering", group: ++lowered, of: groups })
-        else if (pass === "rewrite.FuseOps") report({ stage: "pass", pass })
-        else if (pass.startsWith("rewrite.") && !pass.includes(".Plan") && !pass.includes(".Fuse") && !pass.includes(".Default") && !pass.includes(".Target")) report({ stage: "pass", pass })
+        else if (pass.startsWith("rewrite.")) report({ stage: "pass", pass })
       },
       after: (pass: string, ir: unknown) => {
-        if (pass === "rewrite.Plan") {
-          groups = (ir as PlannedGraph).groups.length
+        if (pass === "rewrite.FuseOps") {
+          groups = (ir as FusedGraph).groups.length
           report({ stage: "fusion", groups })
         }
       },
