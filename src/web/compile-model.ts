@@ -31,6 +31,9 @@ export interface CompiledModel {
   readonly artifact: Artifact
 }
 
+/** The graph pipeline's wrappers (src/rewrite/index.ts, src/backend/cpu.ts): their passes are reported, not they. */
+const WRAPPERS = new Set(["rewrite.Plan", "rewrite.Fuse", "rewrite.Default", "rewrite.Target"])
+
 /** The TIR pipeline's top pass runs once per group lowered (a kernel seen before is reused, and not reported). */
 const isTirPipeline = (pass: string) => /^lowering\.[A-Za-z]*Pipeline$/.test(pass)
 
@@ -45,7 +48,7 @@ export const compileModel = (pipeline: Pick<ReturnType<typeof pipelineOf>, "comp
     const instrument = {
       before: (pass: string) => {
         if (isTirPipeline(pass)) report({ stage: "lowering", group: ++lowered, of: groups })
-        else if (pass.startsWith("rewrite.")) report({ stage: "pass", pass })
+        else if (pass.startsWith("rewrite.") && !WRAPPERS.has(pass)) report({ stage: "pass", pass })
       },
       after: (pass: string, ir: unknown) => {
         if (pass === "rewrite.FuseOps") {
