@@ -17,6 +17,8 @@ import { frameLayouts } from "../src/device/wasm/device.js"
 import { loadWasmModuleSync } from "../src/device/wasm/load.js"
 import type { Artifact } from "../src/lowering/program.js"
 import type { CompiledModel } from "../src/web/compile-model.js"
+import { median } from "../src/device/onnxruntime.js"
+import { runOrtWeb } from "../src/device/onnxruntime-web.js"
 import type { KernelRow, Reply, Request } from "./protocol.js"
 
 interface WorkerScope {
@@ -98,16 +100,11 @@ const compile = async (r: Extract<Request, { type: "compile" }>) => {
 const topK = (xs: ArrayLike<number>, k: number): number[] =>
   Array.from(xs, (v, i) => [v, i] as const).sort((a, b) => b[0] - a[0] || a[1] - b[1]).slice(0, k).map(([, i]) => i)
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
-
-interface OrtModule {
-  env: { wasm: { numThreads: number; proxy: boolean; wasmPaths: string }; logLevel: string }
-  Tensor: new (type: string, data: unknown, dims: readonly number[]) => unknown
-  InferenceSession: { create(bytes: Uint8Array, o: object): Promise<{ run(f: object): Promise<Record<string, { data: ArrayLike<number> }>>; release(): Promise<void> }> }
-}
-let ortModule: Promise<OrtModule> | undefined
+type OrtWeb = Parameters<typeof runOrtWeb>[0]
+let ortModule: Promise<OrtWeb> | undefined
+/** onnxruntime-web from the server's copy of its dist (/ort/), set as loadOrtWeb sets it: wasm, one thread, no proxy. */
 const loadOrt = () =>
-  (ortModule ??= import(/* the server's copy of onnxruntime-web's dist */ "/ort/ort.wasm.min.mjs" as string).then((m: OrtModule) => {
+  (ortModule ??= import(/* served by scripts/playground.ts */ "/ort/ort.wasm.min.mjs" as string).then((m: OrtWeb) => {
     m.env.wasm.numThreads = 1
     m.env.wasm.proxy = false
     m.env.wasm.wasmPaths = "/ort/"
@@ -129,23 +126,9 @@ const run = async (r: Extract<Request, { type: "run" }>) => {
     oursTimes.push(performance.now() - t)
   }
   const mine = ours.get(outName)!.data as ArrayLike<number>
-  let theirs: { ms: number; data: ArrayLike<number> } | string
-  try {
-    const ort = await loadOrt()
-    const session = await ort.InferenceSession.create(bytes, { executionProviders: ["wasm"], graphOptimizationLevel: "all" })
-    const ortFeeds = Object.fromEntries([...feeds].map(([k, t]) => [k, new ort.Tensor(t.dtype, t.data, t.shape)]))
-    let out = await session.run(ortFeeds)
-    const times: number[] = []
-    for (let i = 0; i < r.runs; i++) {
-      const t = performance.now()
-      out = await session.run(ortFeeds)
-      times.push(performance.now() - t)
-    }
-    await session.release()
-    theirs = { ms: median(times), data: out[outName].data }
-  } catch (e) {
-    theirs = `onnxruntime-web failed: ${e instanceof Error ? e.message : String(e)}`
-  }
+  const ort = await loadOrt().catch((e: unknown) => `onnxruntime-web did not load: ${e instanceof Error ? e.message : String(e)}`)
+  const result = typeof ort === "string" ? ort : await Effect.runPromise(runOrtWeb(ort, bytes, feeds, { runs: r.runs }))
+  const theirs = typeof result === "string" ? result : { ms: result.ms, data: result.outputs.get(outName)!.data }
   const oursMs = median(oursTimes)
   const top1 = topK(mine, 1)[0]
   if (typeof theirs === "string") return post({ type: "ran", oursMs, ortMs: null, ortError: theirs, ratio: null, maxDiff: null, top5: null, top1, ortTop1: null })

@@ -20,7 +20,8 @@ export const buildPlayground = async (outdir: string, root = process.cwd()): Pro
     platform: "browser",
     format: "esm",
     target: "es2022",
-    external: ["/ort/*"],
+    // (onnxruntime-web comes from /ort/ at run time; the Node runtime's loader is never called here)
+    external: ["/ort/*", "onnxruntime-web", "onnxruntime-node"],
     logLevel: "warning",
   })
   copyFileSync(path.join(root, "playground/index.html"), path.join(outdir, "index.html"))
