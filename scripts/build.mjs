@@ -25,6 +25,7 @@ await build({
     "scripts/fuzz": "scripts/fuzz.ts",
     "scripts/gpu-tune-apply": "scripts/gpu-tune-apply.ts",
     "scripts/playground": "scripts/playground.ts",
+    "scripts/browser-bench": "scripts/browser-bench.ts",
   },
   outdir,
   bundle: true,

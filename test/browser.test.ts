@@ -19,7 +19,7 @@ import { tessera } from "../src/esbuild/plugin.js"
 import { zooModel } from "../src/zoo/index.js"
 import { buildExample, EXAMPLE_DIR, writeExampleModel } from "../examples/classify/build.js"
 import { seededInput } from "../examples/classify/input.js"
-import { buildPlayground, playgroundFolders, serveFolders } from "../scripts/playground.js"
+import { buildPlayground, playgroundFolders, serveFolders } from "../scripts/playground-server.js"
 
 const CHROMIUM = "/usr/bin/chromium"
 const hasChromium = existsSync(CHROMIUM)
