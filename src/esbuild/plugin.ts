@@ -14,7 +14,7 @@ import type { Plugin, PluginBuild } from "esbuild"
 import { cpuAttrs, type Target } from "../ast/target.js"
 import { backendOf } from "../backend/index.js"
 import { compileGraph, emitArtifact } from "../pipeline.js"
-import { bestRecords, parseLog } from "../search/records.js"
+import { parseLog, recordsByWorkload } from "../search/records.js"
 import { compileModel } from "../web/compile-model.js"
 import { packProgram } from "../web/packed-program.js"
 
@@ -120,7 +120,8 @@ export const tessera = (o: TesseraPluginOptions = {}): Plugin => ({
     build.onLoad({ filter: /.*/, namespace: "tessera-model" }, (a) => {
       const file = a.path
       const bytes = new Uint8Array(readFileSync(file))
-      const tuned = o.tuningLog ? bestRecords(parseLog(readFileSync(o.tuningLog, "utf8")).records, kind) : undefined
+      // (every record of the target, of which compileGraph applies the best that fits each template, as `tessera compile --tuned` does)
+      const tuned = o.tuningLog ? recordsByWorkload(parseLog(readFileSync(o.tuningLog, "utf8")).records, kind) : undefined
       const shapes = new Map(Object.entries(o.shapes ?? {}).map(([k, v]) => [k, [...v]] as const))
       const compiled = Effect.runSync(Effect.result(compileModel({ compileGraph, emitArtifact }, bytes, target, { optLevel: o.optLevel ?? 3, shapes, ...(tuned ? { tuned } : {}) })))
       if (compiled._tag === "Failure") return { errors: [diagnostic(file, compiled.failure)], watchFiles: [file] }

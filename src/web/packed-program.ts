@@ -4,6 +4,7 @@
 // the kernels' TIR or schedules. Layout: "TSRP", version, the JSON's byte length (u32 LE each), the
 // JSON, then each tensor's bytes 64-byte aligned where the JSON points. Pure and deterministic:
 // the same program, the same bytes.
+import { Data } from "effect"
 import { allocate, type DType } from "../ast/graph/dtype.js"
 import type { AttrValue, Graph, Node } from "../ast/graph/graph.js"
 import type { Tensor } from "../ast/graph/tensor.js"
@@ -79,16 +80,18 @@ export const packProgram = (program: PackedProgram): Uint8Array => {
 }
 
 /** Not a packed program, or a version this runtime does not read. */
-export class PackedProgramError extends Error {
-  override readonly name = "PackedProgramError"
+export class PackedProgramError extends Data.TaggedError("PackedProgramError")<{ readonly reason: string }> {
+  override get message(): string {
+    return `${this.reason}: rebuild the model's module with this version of tessera`
+  }
 }
 
 /** The program from its bytes (tensors are copies: aligned for their typed arrays). */
 export const unpackProgram = (bytes: Uint8Array): PackedProgram => {
-  if (bytes.length < 12) throw new PackedProgramError("the packed program is truncated")
+  if (bytes.length < 12) throw new PackedProgramError({ reason: "the packed program is truncated" })
   const h = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength)
-  if (h.getUint32(0, true) !== MAGIC) throw new PackedProgramError("not a packed Tessera program")
-  if (h.getUint32(4, true) !== VERSION) throw new PackedProgramError(`packed program version ${h.getUint32(4, true)}, this runtime reads ${VERSION}`)
+  if (h.getUint32(0, true) !== MAGIC) throw new PackedProgramError({ reason: "not a packed Tessera program" })
+  if (h.getUint32(4, true) !== VERSION) throw new PackedProgramError({ reason: `packed program version ${h.getUint32(4, true)}, this runtime reads ${VERSION}` })
   const length = h.getUint32(8, true)
   const head = Math.ceil((12 + length) / ALIGN) * ALIGN
   const j = JSON.parse(new TextDecoder().decode(bytes.subarray(12, 12 + length)))

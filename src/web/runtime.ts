@@ -3,6 +3,8 @@
 // the js or wasm device and run by the executor. Runs in a browser and in Node; imports no Node module.
 import { Effect, type Layer } from "effect"
 import type { TypedArray } from "../ast/graph/dtype.js"
+import { InputError } from "../ast/graph/errors.js"
+import { TargetUnavailableError } from "../backend/backend.js"
 import type { Tensor } from "../ast/graph/tensor.js"
 import type { Device } from "../device/device.js"
 import { jsDeviceCoreLayer } from "../device/js/device.js"
@@ -26,7 +28,7 @@ const deviceOf = (kind: string, threads: number): Layer.Layer<Device> | undefine
 export const loadPackedModel = async (packed: Uint8Array, artifact: Artifact, o: { readonly threads?: number } = {}): Promise<LoadedModel> => {
   const program = unpackProgram(packed)
   const layer = deviceOf(artifact.kind, o.threads ?? 1)
-  if (!layer) throw new Error(`a ${artifact.kind} artifact does not run here (js and wasm do)`)
+  if (!layer) throw new TargetUnavailableError({ target: artifact.kind, reason: "the ahead-of-time runtime runs js and wasm artifacts" })
   const executor = await Effect.runPromise(loadArtifact(program, artifact).pipe(Effect.provide(layer)))
   const types = new Map(program.graph.inputs.map((i) => [i.name, i.type] as const))
   return {
@@ -34,7 +36,7 @@ export const loadPackedModel = async (packed: Uint8Array, artifact: Artifact, o:
       const map = new Map<string, Tensor>()
       for (const [name, value] of Object.entries(feeds)) {
         const t = types.get(name)
-        if (!t) throw new Error(`the model has no input '${name}' (it has ${[...types.keys()].join(", ")})`)
+        if (!t) throw new InputError({ input: name, reason: `the model has no such input (it has ${[...types.keys()].join(", ")})` })
         map.set(name, "data" in value && "shape" in value ? (value as Tensor) : { dtype: t.dtype, shape: t.shape as number[], data: value as TypedArray })
       }
       return Object.fromEntries(executor.run(map))
