@@ -3,7 +3,8 @@
 // as MLAS and oneDNN arrange them:
 // - activations as u8: an int8 x plus 128; the padded input holds x's zero point (shifted), so a
 //   padded tap contributes (u − u_zp) · w = 0 after the correction below;
-// - weights as s8 packed [M/16, C/4, kh, kw, 16, 4] (uint8 weights minus 128); the packing is a stage
+// - weights as s8 packed [M/16, C/4, kh, kw, 16, 4] (uint8 weights minus 128): a conv's constant
+//   weights packed at compile time (QLinearConvPacked, rewrite.AlterLayout's int8 rule), else a stage
 //   of the kernel, O(weights) beside the product's O(weights · pixels);
 // - sum = Σ u·w' − u_zp · Σw' (the column sums of the packed weights), exact in int32.
 // Applies where the weights' zero point is the one that makes w' = w − w_zp an s8 value (0 for
@@ -43,7 +44,7 @@ export interface BlockedProduct {
 }
 
 /** The packed weights' column sums, one per output channel (padded to whole blocks). */
-const columnSums = (ctx: OpComputeCtx, wp: ComputeTensor): ComputeTensor => {
+const columnSums = (ctx: OpComputeCtx, wp: TeTensor): ComputeTensor => {
   const inner = wp.shape.slice(1, -2)
   const rs = [...inner, DOT_DEPTH].map((d, k) => reduceAxis(d, `${ctx.name()}.cs${k}`))
   return compute(ctx.name("colsum"), [wp.shape[0] * DOT_LANES], (o) => {
@@ -58,14 +59,29 @@ export const blockedConv = (ctx: OpComputeCtx, x: TeTensor, w: TeTensor, xzp: Te
   if (xzp && xzp.shape.reduce((a, b) => a * b, 1) !== 1) return undefined
   const shiftW = weightShift(ctx, w, wzpi)
   if (shiftW === undefined) return undefined
-  const [N, C, H, W] = x.shape
+  const C = x.shape[1]
   const [M, , KH, KW] = w.shape
+  const wp = compute(ctx.name("wpack"), [ceilDiv(M, DOT_LANES), ceilDiv(C, DOT_DEPTH), KH, KW, DOT_LANES, DOT_DEPTH], (mb, cb, kh, kw, l, r) => {
+    const o = add(mul(mb, c(DOT_LANES)), l)
+    const ch = add(mul(cb, c(DOT_DEPTH)), r)
+    return cast("int8", select(and(lt(o, c(M)), lt(ch, c(C))), sub(i32(at(w, o, ch, kh, kw)), c(shiftW)), c(0)))
+  }, "int8")
+  return packedConv(ctx, x, xzp, wp, columnSums(ctx, wp))
+}
+
+/**
+ * The blocked convolution over packed s8 weights `wp` [M/16, C/4, kh, kw, 16, 4] and their column
+ * sums `cs` (QLinearConvPacked's inputs, packed at compile time, or blockedConv's stages); x's zero
+ * point per tensor.
+ */
+export const packedConv = (ctx: OpComputeCtx, x: TeTensor, xzp: TeTensor | undefined, wp: TeTensor, cs: TeTensor): BlockedProduct => {
+  const [N, C, H, W] = x.shape
+  const [, Cb, KH, KW] = wp.shape
   const win = windowOf([H, W], [KH, KW], ctx.attrs as unknown as WindowAttrs)
   const [, , OH, OW] = shapeOf(ctx.outputs[0])
   const [sh, sw] = win.strides
   const [dh, dw] = win.dilations
-  const Cb = ceilDiv(C, DOT_DEPTH)
-  const Mb = ceilDiv(M, DOT_LANES)
+  const Mb = wp.shape[0]
   const Hp = (OH - 1) * sh + (KH - 1) * dh + 1
   const Wp = (OW - 1) * sw + (KW - 1) * dw + 1
   const uzp = activationZero(x, xzp)
@@ -77,11 +93,6 @@ export const blockedConv = (ctx: OpComputeCtx, x: TeTensor, w: TeTensor, xzp: Te
     const inside = and(and(lt(ch, c(C)), and(ge(ih, c(0)), lt(ih, c(H)))), and(ge(iw, c(0)), lt(iw, c(W))))
     return cast("uint8", select(inside, add(i32(at(x, n, ch, ih, iw)), c(shiftX)), uzp))
   }, "uint8")
-  const wp = compute(ctx.name("wpack"), [Mb, Cb, KH, KW, DOT_LANES, DOT_DEPTH], (mb, cb, kh, kw, l, r) => {
-    const o = add(mul(mb, c(DOT_LANES)), l)
-    const ch = add(mul(cb, c(DOT_DEPTH)), r)
-    return cast("int8", select(and(lt(o, c(M)), lt(ch, c(C))), sub(i32(at(w, o, ch, kh, kw)), c(shiftW)), c(0)))
-  }, "int8")
   const rc = reduceAxis(Cb, `${ctx.name()}.rcb`)
   const rh = reduceAxis(KH, `${ctx.name()}.rkh`)
   const rw = reduceAxis(KW, `${ctx.name()}.rkw`)
@@ -90,7 +101,6 @@ export const blockedConv = (ctx: OpComputeCtx, x: TeTensor, w: TeTensor, xzp: Te
     const a = at(u, n, rc.var, add(mul(oh, c(sh)), mul(rh.var, c(dh))), add(mul(ow, c(sw)), mul(rw.var, c(dw))), rr.var)
     return sum(mul(i32(a), i32(at(wp, mb, rc.var, rh.var, rw.var, l, rr.var))), [rc, rh, rw, rr])
   }, I32, "int8_dot")
-  const cs = columnSums(ctx, wp)
   return {
     sumAt: ([n, o, oh, ow]) => sub(at(acc, n, floordiv(o, c(DOT_LANES)), oh, ow, floormod(o, c(DOT_LANES))), mul(uzp, at(cs, o))),
   }

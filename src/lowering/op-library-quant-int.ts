@@ -9,7 +9,7 @@ import { converter, type DType } from "../ast/graph/dtype.js"
 import { add, and, c, call, cast, div, floordiv, ge, gt, lt, max, min, mul, select, sub, type Expr } from "../ast/te/expr.js"
 import { at, compute, maxReduce, minReduce, reduceAxis, sum, type ComputeTensor, type TeTensor } from "../ast/te/tensor.js"
 import { inp, none, num, shapeOf, type OpCompute, type OpComputeCtx } from "./op-library-common.js"
-import { blockedConv, blockedMatmul } from "./op-library-int8-blocked.js"
+import { blockedConv, blockedMatmul, packedConv } from "./op-library-int8-blocked.js"
 
 const I32: DType = "int32"
 const F32: DType = "float32"
@@ -113,17 +113,14 @@ const intConv = (ctx: OpComputeCtx, xi: number, wi: number, xzpi: number, wzpi: 
 
 const convInteger: OpCompute = (ctx) => [intConv(ctx, 0, 1, 2, 3, undefined)]
 
-const qlinearConv: OpCompute = (ctx) => {
+/** QLinearConv's requantization of its int32 sums `acc` (bias added), M output channels. */
+const qlinearConvOver = (ctx: OpComputeCtx, M: number, acc: ComputeTensor): ComputeTensor[] => {
   const xs = inp(ctx, 1)
   const ws = inp(ctx, 4)
   const ys = inp(ctx, 6)
-  const M = inp(ctx, 3).shape[0]
   const out = ctx.outputs[0].dtype
-  if (!is8(out)) return none(`QLinearConv to ${out}`)
-  if (elems(xs) !== 1 || elems(ys) !== 1) return none("QLinearConv with x_scale or y_scale not a scalar")
   const wsAt = param(ws, M, "w_scale")!
   const yzp = param(ctx.inputs[7], 1, "y_zero_point")
-  const acc = intConv(ctx, 0, 3, 2, 5, ctx.inputs[8])
   const xsAt = param(xs, 1, "x_scale")!
   const ysAt = param(ys, 1, "y_scale")!
   // (one multiplier per output channel, a stage of its own: a schedule computes it once)
@@ -132,6 +129,35 @@ const qlinearConv: OpCompute = (ctx) => {
     acc,
     compute(ctx.name(), acc.shape, (n, o, ...ys_) => requantize(at(acc, n, o, ...ys_), at(mult, o), yzp?.(c(0)), out, xs.dtype === W), out),
   ]
+}
+
+/** The checks QLinearConv's compute makes before it computes: an 8-bit output, x and y scales scalars. */
+const qlinearChecks = (ctx: OpComputeCtx): void => {
+  const out = ctx.outputs[0].dtype
+  if (!is8(out)) return none(`${ctx.node.op} to ${out}`)
+  if (elems(inp(ctx, 1)) !== 1 || elems(inp(ctx, 6)) !== 1) return none(`${ctx.node.op} with x_scale or y_scale not a scalar`)
+}
+
+const qlinearConv: OpCompute = (ctx) => {
+  qlinearChecks(ctx)
+  return qlinearConvOver(ctx, inp(ctx, 3).shape[0], intConv(ctx, 0, 3, 2, 5, ctx.inputs[8]))
+}
+
+/** QLinearConvPacked: the blocked product over the weights packed at compile time, then QLinearConv's requantization. */
+const qlinearConvPacked: OpCompute = (ctx) => {
+  qlinearChecks(ctx)
+  const x = need8(inp(ctx, 0), "x")
+  const xzp = ctx.inputs[2]
+  if (xzp && elems(xzp) !== 1) return none("QLinearConvPacked with x_zero_point not a scalar")
+  const M = num(ctx.attrs.m, 0)
+  const bias = ctx.inputs[8]
+  if (bias && (bias.dtype !== I32 || bias.shape.length !== 1 || bias.shape[0] !== M)) return none(`bias of type ${bias.dtype}, shape [${bias.shape.join(", ")}] (int32, [${M}])`)
+  const blocked = packedConv(ctx, x, xzp, inp(ctx, 3), inp(ctx, 5))
+  const acc = compute(ctx.name("sum"), shapeOf(ctx.outputs[0]), (n, o, ...ys) => {
+    const s = blocked.sumAt([n, o, ...ys])
+    return bias ? add(s, at(bias, o)) : s
+  }, I32)
+  return qlinearConvOver(ctx, M, acc)
 }
 
 /**
@@ -220,6 +246,7 @@ const dynamicQuantizeLinear: OpCompute = (ctx) => {
 export const QUANT_INT: Record<string, OpCompute> = {
   ConvInteger: convInteger,
   QLinearConv: qlinearConv,
+  QLinearConvPacked: qlinearConvPacked,
   MatMulInteger: matmulInteger,
   QLinearMatMul: qlinearMatmul,
   DynamicQuantizeLinear: dynamicQuantizeLinear,

@@ -12,6 +12,7 @@ import { rnnOps } from "./rnn.js"
 import { controlOps } from "./control.js"
 import { layoutOps } from "./layout.js"
 import { winogradOps } from "./winograd.js"
+import { int8PackedOps } from "./int8-packed.js"
 import { contribQuantOps } from "./contrib-quant.js"
 import { MICROSOFT_DOMAIN } from "./contrib-quant-common.js"
 
@@ -33,8 +34,8 @@ export type OpName = Extract<keyof typeof OPS, string>
 
 export const isOpName = (op: string): op is OpName => Object.prototype.hasOwnProperty.call(OPS, op)
 
-/** Tessera's own ops (domain "tessera"), made by passes: layout transforms, blocked and Winograd convolution. */
-export const TESSERA_OPS = { ...layoutOps, ...winogradOps } satisfies Record<string, AnyOpDef>
+/** Tessera's own ops (domain "tessera"), made by passes: layout transforms, blocked and Winograd convolution, int8 convolution over packed weights. */
+export const TESSERA_OPS = { ...layoutOps, ...winogradOps, ...int8PackedOps } satisfies Record<string, AnyOpDef>
 export const TESSERA_DOMAIN = "tessera"
 
 /**

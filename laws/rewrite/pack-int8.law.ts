@@ -1,0 +1,148 @@
+// The layout rewrite of an int8 convolution's constant weights (rewrite.AlterLayout's
+// int8-conv-to-packed rule, src/rewrite/pack-int8.ts): QLinearConv of random batches, channels,
+// images, kernels, strides, pads and dilations, int8 or uint8 activations and weights, weight zero
+// points that make w − w_zp an s8 value (0 for int8, 128 for uint8, absent) or not, per-tensor or
+// per-channel weight scales, a bias or none, group 1 or 2. A conv is packed exactly when the
+// rule's statement says so; the rewritten graph evaluates exactly as the original (bit for bit: the
+// packed op's meaning is QLinearConv's over the same s8 values); and compiled (js, and c where gcc
+// is), the packed compute gives exactly what the unpacked compute gives (opt level 3 with the
+// layout pass against 2 without it).
+import { Effect } from "effect"
+import * as fc from "fast-check"
+import { describe, expect, it } from "vitest"
+import { attr } from "../../src/ast/graph/attrs.js"
+import { prng } from "../../src/ast/graph/arbitrary-builder.js"
+import { makeGraph, node, type Graph } from "../../src/ast/graph/graph.js"
+import { tensor, type Tensor } from "../../src/ast/graph/tensor.js"
+import { makeTarget } from "../../src/ast/target.js"
+import { compileGraph, loadProgram } from "../../src/pipeline.js"
+import { alterLayoutSync } from "../../src/rewrite/alter-layout.js"
+import { bindSync } from "../../src/ast/graph/infer.js"
+import { evalGraph, lawParams } from "../support.js"
+import { HAVE_GCC, mergeGraphs, NO_GCC } from "../support-c.js"
+
+interface Int8ConvCase {
+  readonly graph: Graph
+  readonly inputs: ReadonlyMap<string, Tensor>
+  /** Must the rule pack it (from its statement: group 1, w_zp absent or 0 for int8 weights, 128 for uint8)? */
+  readonly packs: boolean
+}
+
+const ints = (dtype: "int8" | "uint8", shape: number[], rng: ReturnType<typeof prng>): Tensor => {
+  const n = shape.reduce((a, b) => a * b, 1)
+  const [lo, hi] = dtype === "int8" ? [-128, 127] : [0, 255]
+  const data = Array.from({ length: n }, () => rng.int(lo, hi))
+  return tensor(dtype, shape, dtype === "int8" ? Int8Array.from(data) : Uint8Array.from(data))
+}
+
+const int8ConvCase = (seed: number): Int8ConvCase => {
+  const rng = prng(seed)
+  const xdt = rng.pick(["int8", "uint8"] as const)
+  const wdt = rng.pick(["int8", "uint8"] as const)
+  const group = rng.next() < 0.15 ? 2 : 1
+  const N = rng.int(1, 2)
+  const C = group * rng.int(1, 12)
+  const M = group * rng.pick([rng.int(1, 8), rng.int(9, 40)])
+  const k = rng.pick([1, 1, 3, 2])
+  const stride = rng.int(1, 2)
+  const dil = k > 1 && rng.next() < 0.2 ? 2 : 1
+  const pad = rng.int(0, 1)
+  const H = rng.int((k - 1) * dil + 1, 9)
+  const W = rng.int((k - 1) * dil + 1, 9)
+  // the weight zero point: the shift that makes it s8 (or, for int8, absent), or another value
+  const shiftOk = rng.next() < 0.8
+  const wzpMode = wdt === "int8" ? (shiftOk ? rng.pick(["absent", "zero"] as const) : "other") : shiftOk ? "128" : "other"
+  const perChannel = rng.next() < 0.6
+  const init = new Map<string, Tensor>()
+  init.set("xs", tensor("float32", [], Float32Array.of(Math.fround(rng.float(0.005, 0.05)))))
+  init.set("xzp", ints(xdt, [], rng))
+  init.set("w", ints(wdt, [M, C / group, k, k], rng))
+  const ws = Array.from({ length: perChannel ? M : 1 }, () => Math.fround(rng.float(0.002, 0.02)))
+  init.set("ws", tensor("float32", perChannel ? [M] : [], Float32Array.from(ws)))
+  if (wzpMode !== "absent") {
+    const z = wzpMode === "zero" ? 0 : wzpMode === "128" ? 128 : wdt === "int8" ? rng.pick([-3, 5, 17]) : rng.pick([0, 100, 131])
+    init.set("wzp", tensor(wdt, [], wdt === "int8" ? Int8Array.of(z) : Uint8Array.of(z)))
+  }
+  const ydt = rng.pick(["int8", "uint8"] as const)
+  // (y's scale about the sums' spread, so the outputs are neither all saturated nor all zero)
+  init.set("ys", tensor("float32", [], Float32Array.of(Math.fround(0.02 * 0.01 * 60 * Math.sqrt((C / group) * k * k) * rng.float(0.5, 2)))))
+  init.set("yzp", ints(ydt, [], rng))
+  const bias = rng.next() < 0.5
+  if (bias) init.set("b", tensor("int32", [M], Int32Array.from({ length: M }, () => rng.int(-3000, 3000))))
+  const inputs = ["x", "xs", "xzp", "w", "ws", wzpMode === "absent" ? "" : "wzp", "ys", "yzp", ...(bias ? ["b"] : [])]
+  const attrs = { strides: attr.ints([stride, stride]), pads: attr.ints([pad, pad, pad, pad]), dilations: attr.ints([dil, dil]), ...(group !== 1 ? { group: attr.int(group) } : {}) }
+  const graph = makeGraph({
+    opset: 13,
+    inputs: [{ name: "x", type: { dtype: xdt, shape: [N, C, H, W] } }],
+    outputs: [{ name: "y", type: { dtype: ydt, shape: [] } }],
+    initializers: init,
+    nodes: [node("QLinearConv", inputs, ["y"], attrs)],
+  })
+  return { graph, inputs: new Map([["x", ints(xdt, [N, C, H, W], rng)]]), packs: group === 1 && wzpMode !== "other" }
+}
+
+const arbCase = fc.integer({ min: 1, max: 1 << 30 }).map(int8ConvCase)
+const LAYOUT = { vectorLanes: 16, fmaUnits: 2, fmaLatency: 4, vectorRegisters: 32 }
+const packedCount = (g: Graph): number => g.nodes.filter((n) => n.op === "QLinearConvPacked").length
+
+describe("the layout rewrite of an int8 conv's constant weights (int8-conv-to-packed)", () => {
+  it("packs a conv exactly when its weights' zero point makes them s8 and it is ungrouped, and the graph evaluates as before, bit for bit", () => {
+    const seen = { packed: 0, left: 0 }
+    fc.assert(
+      fc.property(arbCase, ({ graph, inputs, packs }) => {
+        const after = alterLayoutSync(bindSync(graph), LAYOUT)
+        expect(packedCount(after)).toBe(packs ? 1 : 0)
+        seen[packs ? "packed" : "left"]++
+        const [got] = evalGraph(after, inputs)
+        const [want] = evalGraph(graph, inputs)
+        expect(got.dtype).toBe(want.dtype)
+        expect(got.shape).toEqual(want.shape)
+        expect(Array.from(got.data as ArrayLike<number>)).toEqual(Array.from(want.data as ArrayLike<number>))
+      }),
+      lawParams(150),
+    )
+    expect(Math.min(seen.packed, seen.left)).toBeGreaterThan(15)
+  })
+
+  it("compiled (js), the packed compute equals the unpacked one bit for bit", async () => {
+    let packed = 0
+    await fc.assert(
+      fc.asyncProperty(arbCase, async ({ graph, inputs, packs }) => {
+        const t = makeTarget("js", { isa: "avx512", vectorLanes: 16, fmaUnits: 2, fmaLatency: 4 })
+        const run = async (optLevel: number) => {
+          const program = await Effect.runPromise(compileGraph(graph, t, { optLevel }))
+          const exec = await Effect.runPromise(loadProgram(program, makeTarget("js")))
+          return { program, out: [...exec.run(inputs).values()][0] }
+        }
+        const a = await run(3)
+        const b = await run(2)
+        expect(packedCount(a.program.graph)).toBe(packs ? 1 : 0)
+        expect(a.program.kernels.every((k) => k.kind === "compiled")).toBe(true)
+        if (packs) packed++
+        expect(Array.from(a.out.data as ArrayLike<number>)).toEqual(Array.from(b.out.data as ArrayLike<number>))
+      }),
+      lawParams(30),
+    )
+    expect(packed).toBeGreaterThan(5)
+  }, 300_000)
+
+  it.skipIf(!HAVE_GCC)(`compiled to C (one batch of cases, one gcc run a side), the packed compute equals the unpacked one bit for bit${NO_GCC}`, async () => {
+    const cases = Array.from({ length: 24 }, (_, k) => int8ConvCase(7000 + k))
+    expect(cases.filter((c) => c.packs).length).toBeGreaterThan(4)
+    const { graph, inputs } = mergeGraphs(cases)
+    const target = makeTarget("c", { vectorLanes: 16, isa: "avx512", fmaUnits: 2, fmaLatency: 4 })
+    const run = async (optLevel: number) => {
+      const program = await Effect.runPromise(compileGraph(graph, target, { optLevel }))
+      const exec = await Effect.runPromise(loadProgram(program, target))
+      const got = exec.run(inputs)
+      const out = graph.outputs.map((o) => Array.from(got.get(o.name)!.data as ArrayLike<number>))
+      exec.module.close()
+      return { program, out }
+    }
+    const a = await run(3)
+    expect(packedCount(a.program.graph)).toBe(cases.filter((c) => c.packs).length)
+    const b = await run(2)
+    expect(packedCount(b.program.graph)).toBe(0)
+    expect(a.out).toEqual(b.out)
+  }, 600_000)
+})
