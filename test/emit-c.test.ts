@@ -111,6 +111,14 @@ const semanticsFunc = (): { func: PrimFunc; inputs: Map<string, Tensor> } => {
     ["l_fdiv", "int64", floordiv(cast("int64", sub(i, c(5))), c(2, "int64"))],
     ["dbl", "float64", mul(cast("float64", X(i)), c(0.1, "float64"))],
     ["wrap8", "int8", mul(add(i, c(100)), c(3))],
+    // float → integer of a value clamped by constants inside int32's range (a requantizing
+    // epilogue's): the vectorizable conversion, NaN → 0, truncation and the narrowing wrap as
+    // tessera_f2i's; one clamp past int32's range or on one side keeps tessera_f2i
+    ["q_i8", "int8", cast("int8", max(c(-128, "float64"), min(c(127, "float64"), call("round", cast("float64", X(i))))))],
+    ["q_u8f", "uint8", cast("uint8", min(max(X(i), f32(0)), f32(255)))],
+    ["q_u8w", "uint8", cast("uint8", max(f32(-300), min(X(i), f32(300))))],
+    ["q_i32w", "int32", cast("int32", max(f32(-3e9), min(X(i), f32(3e9))))],
+    ["q_i8l", "int8", cast("int8", max(X(i), f32(-128)))],
   ]
   const body: Stmt = { kind: "for", var: i, min: c(0), extent: c(n), forKind: "serial", body: { kind: "seq", body: outs.map(([name, , value]) => ({ kind: "store", buffer: name, indices: [i], value })) } }
   return {
@@ -279,6 +287,15 @@ describe.skipIf(!HAVE_GCC)("c target: scalar semantics (gcc)", () => {
     const got = callKernel(mod.kernels.get("semantics")!, func, inputs)
     const want = evaluatePrimFunc(func, inputs)
     for (const p of func.params.slice(1)) expect({ name: p.name, data: [...got.get(p.name)!.data] }).toEqual({ name: p.name, data: [...want.get(p.name)!.data] })
+    // (the clamped conversions took the vectorizable form, the others tessera_f2i)
+    // (buffers in parameter order: X, then the outputs)
+    const source = emitC([func]).source
+    const stored = (name: string) => {
+      const b = `b${func.params.findIndex((p) => p.name === name)}[`
+      return source.split("\n").find((l) => l.trimStart().startsWith(b))!
+    }
+    for (const q of ["q_i8", "q_u8f", "q_u8w"]) expect(stored(q)).toContain("tessera_f2i_in32")
+    for (const q of ["q_i32w", "q_i8l", "to_i8"]) expect(stored(q)).toContain("tessera_f2i(")
   })
 
   it("a tessera_gemm micro-kernel intrinsic is called through its C definition", async () => {

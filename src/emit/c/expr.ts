@@ -85,6 +85,34 @@ export const castC = (to: DType, from: DType, x: string): string => {
   }
 }
 
+/** Integer types every value of int32's range converts to by wrapping as tessera_f2i's int64 would. */
+const NARROW_INT: ReadonlySet<DType> = new Set<DType>(["int8", "uint8", "int16", "uint16", "int32", "uint32"])
+
+/**
+ * The range [lo, hi] a float expression is clamped to by min / max against number constants (NaN
+ * aside, which they let through), or undefined where it is not clamped on both sides.
+ */
+export const clampRange = (e: Expr): readonly [number, number] | undefined => {
+  if (e.kind !== "bin" || (e.op !== "min" && e.op !== "max")) return undefined
+  const [k, other] = isNumberConst(e.b) ? [e.b, e.a] : isNumberConst(e.a) ? [e.a, e.b] : [undefined, undefined]
+  if (!k || k.kind !== "const" || !other) return undefined
+  const inner = clampRange(other) ?? [-Infinity, Infinity]
+  return e.op === "min" ? [Math.min(inner[0], k.value), Math.min(inner[1], k.value)] : [Math.max(inner[0], k.value), Math.max(inner[1], k.value)]
+}
+
+/**
+ * A float → integer cast whose operand is clamped within int32's range (or NaN): the vectorizable
+ * conversion (truncation, NaN → 0, then the narrowing wrap), equal to tessera_f2i's; undefined otherwise.
+ */
+const clampedF2i = (e: Extract<Expr, { kind: "cast" }>, x: string): string | undefined => {
+  const cls = valueClass(e.value.dtype)
+  if (cls === "int" || !NARROW_INT.has(e.dtype)) return undefined
+  const r = clampRange(e.value)
+  if (!r || !(r[0] > -2147483649 && r[1] < 2147483648)) return undefined
+  const v = `tessera_f2i_in32${cls === "f32" ? "f" : ""}(${x})`
+  return e.dtype === "int32" ? v : `((${cStorage(e.dtype)})${v})`
+}
+
 const CMP: Partial<Record<BinOp, string>> = { add: "+", sub: "-", mul: "*", eq: "==", ne: "!=", lt: "<", le: "<=", gt: ">", ge: ">=", and: "&&", or: "||" }
 
 /** Intrinsics that are one call (libm's, or the prelude's where libm's does not vectorize: exp, erf), the rest rendered inline below; a new Intrinsic fails to compile until it is placed. */
@@ -101,7 +129,7 @@ const isNumberConst = (e: Expr): boolean => e.kind === "const" && typeof e.value
 /** The c target's expressions, each in its value class (see the file header); the scope's bounds make division cheaper where operands are ≥ 0. */
 export const C_EXPR: ExprRenderer = {
   const: (e) => constC(e.value, e.dtype),
-  cast: (e, value) => castC(e.dtype, e.value.dtype, value),
+  cast: (e, value) => clampedF2i(e, value) ?? castC(e.dtype, e.value.dtype, value),
   call: (e, a) => {
     const cls = valueClass(e.args[0].dtype)
     switch (e.fn) {
