@@ -82,10 +82,10 @@ void conv2d_int8_vnni(const uint8_t* restrict b0, const uint8_t* restrict b1, co
               b13[v18] = ((double)(((float)((((double)(((float)((((double)(b4[0])) * ((double)(b5[v18]))))))) / ((double)(b6[0])))))));
             }
             #pragma omp parallel for schedule(static)
-            for (int64_t v19 = 0; v19 < 96; ++v19) {
+            for (int64_t v19 = 0; v19 < 36; ++v19) {
               #pragma omp simd
-              for (int64_t v20 = 0; v20 < 6; ++v20) {
-                b8[((v20 + ((v19 / 6) * 36)) + ((v19 % 6) * 6))] = ((uint8_t)tessera_f2i_in32(tessera_maxcd(tessera_mincd((nearbyint(((double)(((float)((((double)(((float)(((double)(((((((int32_t)(b1[0])) * b12[(v19 / 6)]) * (-1)) + b3[(v19 / 6)]) + b11[(((v20 * 16) + (v19 / 6)) + ((v19 % 6) * 96))]))))))) * b13[(v19 / 6)])))))) + ((double)(b7[0]))), 255.0), 0.0)));
+              for (int64_t v20 = 0; v20 < 16; ++v20) {
+                b8[(((v20 * 36) + ((v19 / 6) * 6)) + (v19 % 6))] = ((uint8_t)tessera_f2i_in32(tessera_maxcd(tessera_mincd((nearbyint(((double)(((float)((((double)(((float)(((double)(((((((int32_t)(b1[0])) * b12[v20]) * (-1)) + b3[v20]) + b11[((v20 + ((v19 / 6) * 96)) + ((v19 % 6) * 16))]))))))) * b13[v20])))))) + ((double)(b7[0]))), 255.0), 0.0)));
               }
             }
           }

@@ -1,11 +1,15 @@
 // The int8 template (src/lowering/templates/int8-dot.ts) over the VNNI-layout products
 // (src/lowering/op-library-int8-blocked.ts): on random shapes, zero points, signedness, strides and
-// padding, every configuration of its space — the VNNI dot kept as the intrinsic (the TIR evaluator
+// padding, over weights packed by a stage of the kernel or at compile time (QLinearConvPacked), every
+// configuration of its space (a conv's epilogue in the product's lane order where its channels are
+// whole blocks) — the VNNI dot kept as the intrinsic (the TIR evaluator
 // runs it by its TE declaration) or left as loops — evaluates equal to the TE reference, exactly.
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { attr, type AttrValue } from "../../src/ast/graph/attrs.js"
 import { resolveNode } from "../../src/ast/graph/evaluate.js"
+import { packInt8Conv } from "../../src/ast/graph/ops/int8-packed.js"
+import { TESSERA_DOMAIN } from "../../src/ast/graph/ops/index.js"
 import { node } from "../../src/ast/graph/graph.js"
 import { fromArray, type Tensor } from "../../src/ast/graph/tensor.js"
 import type { DType } from "../../src/ast/graph/dtype.js"
@@ -24,7 +28,7 @@ import { runTirSync } from "../../src/lowering/tir/tir-pass.js"
 import { lawParams } from "../support.js"
 
 interface Spec {
-  readonly op: "QLinearConv" | "ConvInteger" | "QLinearMatMul" | "MatMulInteger"
+  readonly op: "QLinearConv" | "QLinearConvPacked" | "ConvInteger" | "QLinearMatMul" | "MatMulInteger"
   readonly x: DType
   readonly w: DType
   readonly dims: readonly number[]
@@ -43,7 +47,7 @@ const range = (d: DType): [number, number] => (d === "int8" ? [-128, 127] : [0, 
 /** The op's TE (its compute from the op library) and random inputs: weight zero points the blocked form takes. */
 const build = (sp: Spec): { outputs: ComputeTensor[]; feeds: Map<string, Tensor> } => {
   const r = stream(sp.seed)
-  const conv = sp.op === "QLinearConv" || sp.op === "ConvInteger"
+  const conv = sp.op.includes("Conv")
   const [C, M, H, W, K, stride, pad, rows] = sp.dims
   const xShape = conv ? [1, C, H, W] : [rows, C]
   const wShape = conv ? [M, C, K, K] : [C, M]
@@ -58,10 +62,16 @@ const build = (sp: Spec): { outputs: ComputeTensor[]; feeds: Map<string, Tensor>
   const order = q
     ? [vals[0], f("xs", 0.013 + r(0, 9) / 1000), vals[2], vals[1], ["ws", fromArray("float32", [M], Array.from({ length: M }, () => Math.fround(0.002 + r(0, 99) / 10000)))] as [string, Tensor], vals[3], f("ys", 0.05 + r(0, 20) / 100), t("yzp", sp.x, [], range(sp.x)[0] + 20, range(sp.x)[1] - 20), ...(conv ? [t("b", "int32", [M], -3000, 3000)] : [])]
     : vals
+  // (QLinearConvPacked: the weights packed at compile time, their column sums in w_zero_point's place)
+  if (sp.op === "QLinearConvPacked") {
+    const { packed, colsum } = packInt8Conv(vals[1][1], wzp)
+    order[3] = ["wp", packed]
+    order[5] = ["cs", colsum]
+  }
   const outDims = conv ? [1, M, Math.floor((H + 2 * pad - K) / stride) + 1, Math.floor((W + 2 * pad - K) / stride) + 1] : [rows, M]
   const outType: DType = q ? sp.x : "int32"
-  const attrs: Record<string, AttrValue> = conv ? { kernel_shape: attr.ints([K, K]), strides: attr.ints([stride, stride]), pads: attr.ints([pad, pad, pad, pad]) } : {}
-  const n = node(sp.op, order.map(([name]) => name), ["y"], attrs)
+  const attrs: Record<string, AttrValue> = conv ? { kernel_shape: attr.ints([K, K]), strides: attr.ints([stride, stride]), pads: attr.ints([pad, pad, pad, pad]), ...(sp.op === "QLinearConvPacked" ? { m: attr.int(M) } : {}) } : {}
+  const n = { ...node(sp.op, order.map(([name]) => name), ["y"], attrs), domain: sp.op === "QLinearConvPacked" ? TESSERA_DOMAIN : "" }
   const inputs = order.map(([name, v]) => placeholder(name, v.shape, v.dtype))
   const made = OP_COMPUTES[sp.op]({
     node: n,
@@ -76,16 +86,18 @@ const build = (sp: Spec): { outputs: ComputeTensor[]; feeds: Map<string, Tensor>
 }
 
 const arbSpec: fc.Arbitrary<Spec> = fc.record({
-  op: fc.constantFrom("QLinearConv" as const, "ConvInteger" as const, "QLinearMatMul" as const, "MatMulInteger" as const),
+  op: fc.constantFrom("QLinearConv" as const, "QLinearConvPacked" as const, "ConvInteger" as const, "QLinearMatMul" as const, "MatMulInteger" as const),
   x: fc.constantFrom<DType>("int8", "uint8"),
   w: fc.constantFrom<DType>("int8", "uint8"),
   // C, M, H, W, K, stride, pad, rows
-  dims: fc.tuple(fc.integer({ min: 1, max: 9 }), fc.integer({ min: 1, max: 35 }), fc.integer({ min: 3, max: 7 }), fc.integer({ min: 3, max: 9 }), fc.integer({ min: 1, max: 3 }), fc.integer({ min: 1, max: 2 }), fc.integer({ min: 0, max: 1 }), fc.integer({ min: 1, max: 6 })),
+  // (M whole blocks of 16 often: a conv's epilogue then runs in the product's lane order)
+  dims: fc.tuple(fc.integer({ min: 1, max: 9 }), fc.oneof(fc.integer({ min: 1, max: 35 }), fc.constantFrom(16, 32)), fc.integer({ min: 3, max: 7 }), fc.integer({ min: 3, max: 9 }), fc.integer({ min: 1, max: 3 }), fc.integer({ min: 1, max: 2 }), fc.integer({ min: 0, max: 1 }), fc.integer({ min: 1, max: 6 })),
   seed: fc.nat(),
 })
 
 describe("int8 template (VNNI layout)", () => {
   it("every configuration, the VNNI dot kept or left as loops, evaluates equal to the TE (exactly)", () => {
+    let laneOrder = 0
     fc.assert(
       fc.property(arbSpec, fc.array(fc.nat(), { minLength: 4, maxLength: 4 }), (sp, picks) => {
         const { outputs, feeds } = build(sp)
@@ -100,8 +112,11 @@ describe("int8 template (VNNI layout)", () => {
         const got = evaluatePrimFunc(f, feeds).get(outputs[0].name)!
         const want = evaluateTE(outputs, feeds)[0]
         expect(Array.from(got.data as ArrayLike<number>)).toEqual(Array.from(want.data as ArrayLike<number>))
+        if (sp.op.includes("Conv") && sp.dims[1] % 16 === 0) laneOrder++
       }),
       lawParams(40),
     )
+    // (the cases reach conv epilogues in lane order)
+    expect(laneOrder).toBeGreaterThan(3)
   })
 })

@@ -25,6 +25,30 @@ const axesAt = (st: S.Stage, at: { readonly pixel: number; readonly block: numbe
   return { pixel: data[at.pixel], block: data[at.block], lane: data[data.length - 1], data }
 }
 
+/**
+ * A conv's epilogues (the root stages of its output's shape [n, o, oh, ow]: the requantization and
+ * what is fused after it) with the channel split by the product's lanes and those innermost (the
+ * vectorized loop): they read the int32 sums [n, o / 16, oh, ow, 16] contiguously, 16 channels a
+ * vector, where over the output columns they read them 16 apart, which gcc does not vectorize (the
+ * stores go 16 channels apart instead, one byte each). Channels that are not whole blocks keep the
+ * plain order.
+ */
+const epiloguesInLaneOrder = (s0: S.Schedule, anchor: S.Stage): S.Schedule => {
+  const [N, blocks, OH, OW, lanes] = anchor.op.shape
+  let s = s0
+  for (const name of s.order) {
+    const st = s.stages.get(name)!
+    if (name === anchor.name || st.attach.kind !== "root" || st.leaf.length !== 4) continue
+    const [n, o, oh, ow] = st.op.shape
+    if (n !== N || oh !== OH || ow !== OW || o !== blocks * lanes) continue
+    const data = dataLeaves(st)
+    if (data.length !== 4) continue
+    const sp = S.split(s, name, data[1], { factor: lanes })
+    s = S.reorder(sp.schedule, name, [data[0], sp.outer, data[2], data[3], sp.inner])
+  }
+  return s
+}
+
 /** The widest pixel tile: the CPU pipeline unrolls loops up to 16 copies (a longer tile would keep its accumulators in memory). */
 const MAX_TILE = 16
 
@@ -92,6 +116,7 @@ export const int8DotTemplate: Template = {
     else s = S.unroll(S.vectorize(s, local, lpos.lane), local, red[red.length - 1])
     s = parallelOuter(s, anchor.name, outer.slice(0, -1).length ? outer.slice(0, -1) : outer)
     s = S.vectorize(s, anchor.name, lane)
+    if (pos.block === 1) s = epiloguesInLaneOrder(s, anchor)
     return parallelize(s, true, anchor.name)
   },
 }
