@@ -2,7 +2,7 @@
 // at each step (src/ast/graph/ops/norm-quant.ts): the division rounded to its float type, then
 // half to even, plus the zero point, saturated; dequantization in float32 unless numpy widens.
 import type { DType } from "../ast/graph/dtype.js"
-import { add, c, call, cast, div, floordiv, gt, lt, mul, select, sub, type Expr } from "../ast/te/expr.js"
+import { add, c, call, cast, div, floordiv, max, min, mul, sub, type Expr } from "../ast/te/expr.js"
 import { at, compute, type TeTensor } from "../ast/te/tensor.js"
 import { inp, none, normAxis, num, shapeOf, type OpCompute, type OpComputeCtx } from "./op-library-common.js"
 
@@ -39,8 +39,10 @@ const quantize: OpCompute = (ctx) => {
     compute(ctx.name(), shapeOf(ctx.outputs[0]), (...i) => {
       const q0 = call("round", round(div(cast(W, at(x, ...i)), cast(W, paramAt(ctx, s, rank, i)))))
       const q = zp ? add(q0, cast(W, paramAt(ctx, zp, rank, i))) : q0
-      // NaN passes both tests and stores as 0
-      return cast(out, select(lt(q, c(lo, W)), c(lo, W), select(gt(q, c(hi, W)), c(hi, W), q)))
+      // saturated by max / min against the bounds (NaN passes through both and stores as 0): a clamp
+      // the c emitter converts without tessera_f2i, which gcc vectorizes (and the rounding is
+      // written once, where nested selects repeat it)
+      return cast(out, max(c(lo, W), min(c(hi, W), q)))
     }, out),
   ]
 }
