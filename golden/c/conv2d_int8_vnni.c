@@ -21,7 +21,7 @@ void conv2d_int8_vnni(const uint8_t* restrict b0, const uint8_t* restrict b1, co
         {
           _Alignas(64) int32_t b12[16]; /* "q_colsum" int32[16] @"global" */
           {
-            _Alignas(64) double b13[16]; /* "q_mult" float64[16] @"global" */
+            _Alignas(64) float b13[16]; /* "q_mult" float32[16] @"global" */
             #pragma omp parallel for schedule(static)
             for (int64_t v0 = 0; v0 < 128; ++v0) {
               #pragma omp simd
@@ -79,13 +79,13 @@ void conv2d_int8_vnni(const uint8_t* restrict b0, const uint8_t* restrict b1, co
             }
             #pragma omp parallel for schedule(static)
             for (int64_t v18 = 0; v18 < 16; ++v18) {
-              b13[v18] = ((double)(((float)((((double)(((float)((((double)(b4[0])) * ((double)(b5[v18]))))))) / ((double)(b6[0])))))));
+              b13[v18] = ((float)(((double)(((float)((((double)(((float)((((double)(b4[0])) * ((double)(b5[v18]))))))) / ((double)(b6[0])))))))));
             }
             #pragma omp parallel for schedule(static)
             for (int64_t v19 = 0; v19 < 36; ++v19) {
               #pragma omp simd
               for (int64_t v20 = 0; v20 < 16; ++v20) {
-                b8[(((v20 * 36) + ((v19 / 6) * 6)) + (v19 % 6))] = ((uint8_t)tessera_f2i_in32(tessera_maxcd(tessera_mincd((nearbyint(((double)(((float)((((double)(((float)(((double)(((((((int32_t)(b1[0])) * b12[v20]) * (-1)) + b3[v20]) + b11[((v20 + ((v19 / 6) * 96)) + ((v19 % 6) * 16))]))))))) * b13[v20])))))) + ((double)(b7[0]))), 255.0), 0.0)));
+                b8[(((v20 * 36) + ((v19 / 6) * 6)) + (v19 % 6))] = ((uint8_t)tessera_f2i_in32(tessera_maxcd(tessera_mincd((nearbyint(((double)(((float)((((double)(((float)(((double)(((((((int32_t)(b1[0])) * b12[v20]) * (-1)) + b3[v20]) + b11[((v20 + ((v19 / 6) * 96)) + ((v19 % 6) * 16))]))))))) * ((double)(b13[v20])))))))) + ((double)(b7[0]))), 255.0), 0.0)));
               }
             }
           }

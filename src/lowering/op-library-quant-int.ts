@@ -123,11 +123,17 @@ const qlinearConvOver = (ctx: OpComputeCtx, M: number, acc: ComputeTensor): Comp
   const yzp = param(ctx.inputs[7], 1, "y_zero_point")
   const xsAt = param(xs, 1, "x_scale")!
   const ysAt = param(ys, 1, "y_scale")!
-  // (one multiplier per output channel, a stage of its own: a schedule computes it once)
-  const mult = compute(ctx.name("mult"), [M], (o) => multiplier(ctx, [1, 4, 6], [xsAt(c(0)), wsAt(o), ysAt(c(0))]), W)
+  // (one multiplier per output channel, a stage of its own: a schedule computes it once; held in
+  // float32 where it is a float32 value — float32 or float16 scales — so the c target's product
+  // of it and the float32 sum, rounded to float32, is one float32 multiply gcc narrows to)
+  const wide = xs.dtype === W
+  const mult = compute(ctx.name("mult"), [M], (o) => {
+    const m = multiplier(ctx, [1, 4, 6], [xsAt(c(0)), wsAt(o), ysAt(c(0))])
+    return wide ? m : cast(F32, m)
+  }, wide ? W : F32)
   return [
     acc,
-    compute(ctx.name(), acc.shape, (n, o, ...ys_) => requantize(at(acc, n, o, ...ys_), at(mult, o), yzp?.(c(0)), out, xs.dtype === W), out),
+    compute(ctx.name(), acc.shape, (n, o, ...ys_) => requantize(at(acc, n, o, ...ys_), cast(W, at(mult, o)), yzp?.(c(0)), out, wide), out),
   ]
 }
 
