@@ -22,6 +22,18 @@ export const nodeFlops = (g: Graph, n: Node): number => {
       const perOut = (w.shape.slice(1) as number[]).reduce((a, b) => a * b, 1)
       return 2 * outN * perOut
     }
+    case "QLinearConv": {
+      const w = type(n.inputs[3])
+      if (!w) return 0
+      return 2 * outN * (w.shape.slice(1) as number[]).reduce((a, b) => a * b, 1)
+    }
+    case "QLinearConvPacked": {
+      // (the unpacked conv's count: x's channels, not the packed weights' padded blocks)
+      const x = type(n.inputs[0])
+      const w = type(n.inputs[3])
+      if (!x || !w) return 0
+      return 2 * outN * (x.shape[1] as number) * (w.shape[2] as number) * (w.shape[3] as number)
+    }
     case "ConvWinogradNCHWc": {
       // the direct convolution's count (what the op computes; GFLOP/s stay comparable)
       const u = type(n.inputs[1])
