@@ -98,6 +98,11 @@ static __device__ __forceinline__ int64_t tessera_f2i(double x) {
   if (m < 0) m += 18446744073709551616.0;
   return (int64_t)(uint64_t)m;
 }
+/* float to integer where the value is known to lie in int32's range or be NaN (a clamp by constant
+   bounds: the requantizing epilogues): truncate, NaN gives 0, as tessera_f2i does; a C conversion
+   and a select, which gcc vectorizes (tessera_f2i's branches and libm calls it does not) */
+static __device__ __forceinline__ int32_t tessera_f2i_in32(double x) { return (int32_t)(x == x ? x : 0.0); }
+static __device__ __forceinline__ int32_t tessera_f2i_in32f(float x) { return (int32_t)(x == x ? x : 0.0f); }
 /* float to int64 / uint64 (held as double): truncate, non-finite gives 0 */
 static __device__ __forceinline__ double tessera_f2l(double x) { return isfinite(x) ? trunc(x) : 0.0; }
 
