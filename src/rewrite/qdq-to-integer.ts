@@ -297,7 +297,7 @@ const contribOp = (q: Node, y: QParams, p: Node, ctx: RuleCtx): Found => {
   const params: { node: Node; params: QParams }[] = []
   for (const k of data) {
     const d = dqParams(ctx, p.inputs[k], `input ${k}`)
-    if (!d.ok) return kept(p, `${d.reason} (com.microsoft.${op} needs one)`)
+    if (!d.ok) return kept(p, `${d.reason} (for com.microsoft.${op})`)
     if (!perTensor(d.value.params)) return kept(p, `input ${k} is quantized per axis (com.microsoft.${op} takes one scale)`)
     if (d.value.params.dtype !== y.dtype) return kept(p, `input ${k} is ${d.value.params.dtype} and the output ${y.dtype} (com.microsoft.${op} takes one type)`)
     params.push(d.value)
