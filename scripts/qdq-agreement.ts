@@ -55,7 +55,7 @@ for (const file of models) {
   const { graph: rewritten, report } = qdqToIntegerWithReport(graph)
   const count = (g: Graph) => {
     const m = new Map<string, number>()
-    for (const n of g.nodes) m.set(n.op, (m.get(n.op) ?? 0) + 1)
+    for (const n of g.nodes) m.set(n.domain ? `${n.domain}.${n.op}` : n.op, (m.get(n.domain ? `${n.domain}.${n.op}` : n.op) ?? 0) + 1)
     return [...m].map(([k, v]) => `${k} ${v}`).join(", ")
   }
   console.log(`${file}\n  before: ${count(graph)}\n  after:  ${count(rewritten)}`)
@@ -72,7 +72,8 @@ for (const file of models) {
     const program = await Effect.runPromise(compileGraph(graph, target, { optLevel: 3 }))
     const exec = await Effect.runPromise(loadProgram(program, target, { threads: 1 }))
     const integer = program.graph.nodes.filter((n) => n.op === "QLinearConv" || n.op === "MatMulInteger" || n.op === "QLinearMatMul").length
-    console.log(`  c program: ${integer} integer ops after the default passes`)
+    const contrib = program.graph.nodes.filter((n) => n.domain === "com.microsoft").length
+    console.log(`  c program: ${integer} integer ops and ${contrib} com.microsoft ops after the default passes; all ops: ${count(program.graph)}`)
     runOurs = (x) => exec.run(new Map([[input.name, x]])).get(graph.outputs[0].name)!
   } else runOurs = (x) => runGraph(rewritten, new Map([[input.name, x]]))[0]
   const step = outputStep(graph)

@@ -2,9 +2,11 @@
 // chain of quantized layers — Conv (grouped, depthwise, strided, padded; bias or not; per-tensor or
 // per-channel weights; Relu / Clip before the Q or not), MatMul (2-D or batched, per-column B or
 // not), Gemm (transposed B or not, int32 bias or not), the 8-bit moves (MaxPool, Pad with the zero
-// point, Slice, Transpose, Concat, Flatten, Reshape, Relu/Clip with equal params) and the ops that
-// stay float (AveragePool, residual Add, Sigmoid) — int8 or uint8 at random per tensor, random
-// scales and zero points. The graph's output is the last 8-bit tensor itself, so results compare
+// point, Slice, Transpose, Concat, Flatten, Reshape, Relu/Clip with equal params) and the ops whose
+// integer form is a com.microsoft QLinear op (AveragePool, GlobalAveragePool, residual Add, Mul,
+// Sigmoid, LeakyRelu) — these with one 8-bit type throughout mostly, so they become integer, and
+// with a mixed type now and then, so they stay float (onnxruntime's kernels take one type) — int8
+// or uint8 at random per tensor, random scales and zero points. The graph's output is the last 8-bit tensor itself, so results compare
 // in LSBs.
 //
 // Each case carries the bound the law tests, derived as the generator builds it (u = 2⁻²⁴):
@@ -20,8 +22,15 @@
 //   With B_in = 0 and E < 1 (the single-layer cases assert it) that is exactly 1 LSB.
 // - an 8-bit move: B_out = B_in (exact: q(dq(v)) = v for equal params, and these ops commute
 //   with the monotone dq / q); so chains of moves alone are compared for equality.
+// - a com.microsoft QLinear op (one requantization: onnxruntime's float32 arithmetic on the exact
+//   integer operands, against the reference's float32 dequantize → op → divide; both round values
+//   of magnitude ≤ V output units a few times, E = c·u·V, asserted < 1 in the single-layer cases):
+//       B_out = ⌊Lipschitz·Σ B_i·s_i / sy + E⌋ + 1
+//   (Lipschitz 1 for Add / the pools, 1/4 for Sigmoid, max(1, |α|) for LeakyRelu; for Mul
+//   |Δ(ab)| ≤ A_max·Δb + B_max·Δa + Δa·Δb with A_max, B_max the largest dequantized magnitudes) —
+//   so 1 LSB where the inputs agree.
 // - an op left float (the same float computation on inputs that differ by B LSBs):
-//   B_out = 0 if every input's B is 0, else ⌊Lipschitz·Σ B_i·s_i / sy⌋ + 1.
+//   B_out = 0 if every input's B is 0, else the same ⌊Lipschitz·Σ B_i·s_i / sy⌋ + 1.
 import { attr } from "../../src/ast/graph/attrs.js"
 import { prng } from "../../src/ast/graph/arbitrary.js"
 import { makeGraph, node, type Graph, type Node } from "../../src/ast/graph/graph.js"
@@ -38,11 +47,12 @@ export interface QP {
 export type LayerKind =
   | "conv" | "matmul" | "gemm"
   | "maxpool" | "pad" | "slice" | "transpose" | "concat" | "flatten" | "reshape" | "relu" | "clip"
-  | "averagepool" | "add" | "sigmoid"
+  | "averagepool" | "add" | "mul" | "sigmoid" | "leakyrelu"
 
 export const INTEGER_KINDS: readonly LayerKind[] = ["conv", "matmul", "gemm"]
 export const MOVE_KINDS: readonly LayerKind[] = ["maxpool", "pad", "slice", "transpose", "concat", "flatten", "reshape", "relu", "clip"]
-export const FLOAT_KINDS: readonly LayerKind[] = ["averagepool", "add", "sigmoid"]
+/** Kinds whose integer form is a com.microsoft QLinear op (float where their types are mixed). */
+export const CONTRIB_KINDS: readonly LayerKind[] = ["averagepool", "add", "mul", "sigmoid", "leakyrelu"]
 
 export interface QdqCase {
   readonly graph: Graph
@@ -53,6 +63,8 @@ export interface QdqCase {
   readonly bound: number
   /** E of each requantized layer (its float reference's rounding, in output LSBs). */
   readonly roundingE: readonly number[]
+  /** Each contrib-kind layer's float output (in the QDQ graph) and whether the pass should make it integer. */
+  readonly contrib: readonly { readonly value: string; readonly integer: boolean }[]
 }
 
 const U = 2 ** -24
@@ -101,6 +113,7 @@ export const qdqCase = (seed: number, o: CaseOptions): QdqCase => {
   let cur = q("x", p)
   let bound = 0
   const roundingE: number[] = []
+  const contrib: { value: string; integer: boolean }[] = []
   const layers: LayerKind[] = []
   // a quantized tensor of the same shape seen earlier, for residual adds
   const seen: { v: string; p: QP; shape: number[]; bound: number }[] = [{ v: cur, p, shape: [...shape], bound: 0 }]
@@ -178,7 +191,7 @@ export const qdqCase = (seed: number, o: CaseOptions): QdqCase => {
   for (let l = 0; l < count; l++) {
     const rank4 = shape.length === 4
     const ok = o.kinds.filter((kind) =>
-      rank4 ? !["matmul", "gemm", "sigmoid"].includes(kind) : !["conv", "maxpool", "pad", "slice", "concat", "flatten", "averagepool"].includes(kind))
+      rank4 ? !["matmul", "gemm"].includes(kind) : !["conv", "maxpool", "pad", "slice", "concat", "flatten", "averagepool"].includes(kind))
     if (ok.length === 0) break
     const kind = rng.pick(ok)
     layers.push(kind)
@@ -271,25 +284,69 @@ export const qdqCase = (seed: number, o: CaseOptions): QdqCase => {
         y = fresh("relu")
         nodes.push(node("Relu", [x], [y]))
       }
-    } else if (kind === "averagepool") {
-      const [n, C, H, W] = shape
-      y = fresh("ap")
-      const global = rng.next() < 0.4
-      nodes.push(global ? node("GlobalAveragePool", [x], [y]) : node("AveragePool", [x], [y], { kernel_shape: attr.ints([Math.min(2, H), Math.min(2, W)]) }))
-      shape = global ? [n, C, 1, 1] : [n, C, H - Math.min(2, H) + 1, W - Math.min(2, W) + 1]
-      pout = pickParams(p.scale)
-      bound = bound === 0 ? 0 : Math.floor((bound * p.scale) / pout.scale) + 1
-    } else if (kind === "add") {
-      const other = seen.filter((s) => s.shape.join() === shape.join()).at(-1) ?? { v: cur, p, shape, bound }
-      y = fresh("add")
-      nodes.push(node("Add", [x, dq(other.v, other.p)], [y]))
-      pout = pickParams(p.scale * 1.5)
-      bound = bound === 0 && other.bound === 0 ? 0 : Math.floor((bound * p.scale + other.bound * other.p.scale) / pout.scale) + 1
     } else {
-      y = fresh("sig")
-      nodes.push(node("Sigmoid", [x], [y]))
-      pout = { dtype: "uint8", scale: f32(1 / 256), zp: 0 }
-      bound = bound === 0 ? 0 : Math.floor((bound * p.scale) / (4 * pout.scale)) + 1
+      // a contrib kind: integer (one 8-bit type throughout) or, one time in five, mixed and left float
+      const mixed = rng.next() < 0.2
+      const like = (t: Q8, around: number): QP => {
+        const d = pickParams(around)
+        const dtype: Q8 = mixed ? (t === "int8" ? "uint8" : "int8") : t
+        return { dtype, scale: d.scale, zp: dtype === "int8" ? rng.int(-30, 30) : rng.int(90, 160) }
+      }
+      const xmax = (t: QP) => Math.max(t.zp - range(t.dtype)[0], range(t.dtype)[1] - t.zp)
+      // Σ_i Lipschitz_i · B_i · s_i / sy (the inputs' disagreement in output units) and E
+      let spread: number
+      let E: number
+      let inputsExact = bound === 0
+      if (kind === "averagepool") {
+        const [n, C, H, W] = shape
+        y = fresh("ap")
+        const global = rng.next() < 0.4
+        nodes.push(global ? node("GlobalAveragePool", [x], [y]) : node("AveragePool", [x], [y], { kernel_shape: attr.ints([Math.min(2, H), Math.min(2, W)]) }))
+        const size = global ? H * W : Math.min(2, H) * Math.min(2, W)
+        shape = global ? [n, C, 1, 1] : [n, C, H - Math.min(2, H) + 1, W - Math.min(2, W) + 1]
+        pout = like(p.dtype, p.scale)
+        spread = (bound * p.scale) / pout.scale
+        E = (size + 8) * U * ((xmax(p) * p.scale) / pout.scale + Math.abs(pout.zp))
+      } else if (kind === "add" || kind === "mul") {
+        const other = seen.filter((s) => s.shape.join() === shape.join()).at(-1) ?? { v: cur, p, shape, bound }
+        y = fresh(kind)
+        nodes.push(node(kind === "add" ? "Add" : "Mul", [x, dq(other.v, other.p)], [y]))
+        inputsExact = bound === 0 && other.bound === 0
+        const [aa, ab] = [xmax(p) * p.scale, xmax(other.p) * other.p.scale]
+        if (kind === "add") {
+          pout = like(p.dtype, p.scale * 1.5)
+          spread = (bound * p.scale + other.bound * other.p.scale) / pout.scale
+          E = 8 * U * ((aa + ab + Math.abs(p.zp) * p.scale + Math.abs(other.p.zp) * other.p.scale) / pout.scale + Math.abs(pout.zp))
+        } else {
+          pout = like(p.dtype, (aa * ab) / 60)
+          const [da, db] = [bound * p.scale, other.bound * other.p.scale]
+          spread = (aa * db + ab * da + da * db) / pout.scale
+          E = 8 * U * ((aa * ab) / pout.scale + Math.abs(pout.zp))
+        }
+        if (other.p.dtype !== pout.dtype) contrib.push({ value: y, integer: false })
+      } else if (kind === "sigmoid") {
+        y = fresh("sig")
+        nodes.push(node("Sigmoid", [x], [y]))
+        const dtype: Q8 = mixed ? (p.dtype === "int8" ? "uint8" : "int8") : p.dtype
+        pout = { dtype, scale: f32(1 / 256), zp: dtype === "int8" ? -128 : 0 }
+        spread = (bound * p.scale) / (4 * pout.scale)
+        E = 8 * U * (1 / pout.scale + 128)
+      } else {
+        const alpha = f32(rng.pick([0.01, 0.1, 0.3, 1.5]))
+        y = fresh("lrelu")
+        nodes.push(node("LeakyRelu", [x], [y], { alpha: attr.float(alpha) }))
+        const L = Math.max(1, alpha)
+        pout = like(p.dtype, p.scale * L)
+        spread = (bound * p.scale * L) / pout.scale
+        E = 8 * U * ((xmax(p) * p.scale * L) / pout.scale + Math.abs(pout.zp))
+      }
+      const integer = !contrib.some((c) => c.value === y) && pout.dtype === p.dtype
+      if (!integer && !contrib.some((c) => c.value === y)) contrib.push({ value: y, integer })
+      if (integer) {
+        contrib.push({ value: y, integer })
+        roundingE.push(E)
+        bound = Math.floor(spread + E) + 1
+      } else bound = inputsExact ? 0 : Math.floor(spread) + 1
     }
     cur = q(y, pout)
     p = pout
@@ -303,5 +360,5 @@ export const qdqCase = (seed: number, o: CaseOptions): QdqCase => {
     initializers: inits,
     nodes,
   }))
-  return { graph: g, inputs: new Map([["x", tensor("float32", inShape, xData)]]), layers, bound, roundingE }
+  return { graph: g, inputs: new Map([["x", tensor("float32", inShape, xData)]]), layers, bound, roundingE, contrib }
 }

@@ -11,16 +11,25 @@
 //                                              monotonicity), dropped where the type's range is inside
 //   DQ → MaxPool/Reshape/Flatten/Transpose/Squeeze/Unsqueeze/Concat/Slice/Pad/Relu/Clip → Q, all with
 //   the same scale and zero point            ⇒ the op on the 8-bit tensor (Pad fills the zero point)
+//   DQ(a), DQ(b) → Add / Mul → Q             ⇒ com.microsoft QLinearAdd / QLinearMul
+//   DQ → AveragePool / GlobalAveragePool → Q ⇒ com.microsoft QLinearAveragePool / QLinearGlobalAveragePool
+//   DQ → Sigmoid / LeakyRelu → Q             ⇒ com.microsoft QLinearSigmoid / QLinearLeakyRelu (a table)
+//                                              (what onnxruntime's QDQ transformer makes of them; the
+//                                              contrib ops requantize once, in float32, so each is within
+//                                              1 LSB of the ONNX meaning; the encoder imports the
+//                                              com.microsoft domain wherever a node uses it)
 //   Q(constant)                              ⇒ folded
 // Every condition is checked (constant per-tensor activation scales, weight scales per tensor or per
 // output channel, the bias scale equal to x_scale·w_scale within float32 rounding, single consumers
 // of the float values that disappear); a pattern that does not qualify stays, and
-// `qdqToIntegerReport` says why, per node. Ops with no integer form in the standard domain (Add,
-// AveragePool, GlobalAveragePool, Sigmoid, … — com.microsoft's QLinear ops) stay DQ → op → Q.
+// `qdqToIntegerReport` says why, per node. The contrib ops need per-tensor constant params and one
+// 8-bit type for all their operands and output (onnxruntime's kernels take one); otherwise, and for
+// ops with no integer form, DQ → op → Q stays.
 // The law (laws/rewrite/qdq-to-integer.law.ts) states and tests the rounding bound.
 import { attr } from "../ast/graph/attrs.js"
 import { resolveNode } from "../ast/graph/evaluate.js"
 import type { Graph, Node } from "../ast/graph/graph.js"
+import { MICROSOFT_DOMAIN } from "../ast/graph/ops/contrib-quant-common.js"
 import { clipBounds } from "../ast/graph/ops/elementwise-convert.js"
 import { fromArray, type Tensor } from "../ast/graph/tensor.js"
 import { eliminateDeadCodeSync } from "./eliminate-dead-code.js"
@@ -32,7 +41,7 @@ import { rewriteToFixedPoint, type Replacement, type Rule, type RuleCtx } from "
 export interface QdqDecision {
   readonly node: string
   readonly op: string
-  /** integer: an integer op with requantization; int8: the same op on the 8-bit tensor; folded; kept. */
+  /** integer: an integer op with requantization (standard or com.microsoft); int8: the same op on the 8-bit tensor; folded; kept. */
   readonly outcome: "integer" | "int8" | "folded" | "kept"
   /** What it became (ops), or why it stayed. */
   readonly detail: string
@@ -41,7 +50,7 @@ export interface QdqDecision {
 const INTEGER_OPS = new Set(["Conv", "MatMul", "Gemm"])
 /** Ops exact on the 8-bit tensor when their input and output share scale and zero point. */
 const INT8_OPS = new Set(["MaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Concat", "Slice", "Pad", "Relu", "Clip"])
-/** Ops whose quantized form is a com.microsoft contrib op (not in this pass). */
+/** Ops whose quantized form is a com.microsoft contrib op (onnxruntime's QOperator ops). */
 const CONTRIB: Record<string, string> = {
   Add: "QLinearAdd",
   Mul: "QLinearMul",
@@ -50,6 +59,8 @@ const CONTRIB: Record<string, string> = {
   Sigmoid: "QLinearSigmoid",
   LeakyRelu: "QLinearLeakyRelu",
 }
+
+const isContrib = (op: string): boolean => Object.hasOwn(CONTRIB, op)
 
 type Found = { readonly decision: QdqDecision; readonly replacement?: Replacement }
 
@@ -74,10 +85,10 @@ const constantsFor = (ctx: RuleCtx, base: string) => {
   }
 }
 
-const mk = (ctx: RuleCtx, base: string, op: string, inputs: readonly string[], outputs: readonly string[], attrs: Node["attrs"] = {}): Node => ({
+const mk = (ctx: RuleCtx, base: string, op: string, inputs: readonly string[], outputs: readonly string[], attrs: Node["attrs"] = {}, domain = ""): Node => ({
   name: ctx.fresh(`${base}_${op.toLowerCase()}`),
   op,
-  domain: "",
+  domain,
   inputs,
   outputs,
   attrs,
@@ -275,6 +286,38 @@ const int8Op = (q: Node, y: QParams, p: Node, ctx: RuleCtx): Found => {
   return { decision: { node: p.name, op: p.op, outcome: "int8", detail: `${p.op} on the 8-bit tensor` }, replacement: { nodes: [node], outputs: q.outputs, constants: consts.map } }
 }
 
+/**
+ * DQ → Add / Mul / AveragePool / GlobalAveragePool / Sigmoid / LeakyRelu → Q ⇒ the com.microsoft
+ * QLinear op: every operand a DequantizeLinear with per-tensor constant params of the output's
+ * 8-bit type (onnxruntime's kernels take one type), the op's attributes in the contrib op's range.
+ */
+const contribOp = (q: Node, y: QParams, p: Node, ctx: RuleCtx): Found => {
+  const op = CONTRIB[p.op]
+  const data = p.op === "Add" || p.op === "Mul" ? [0, 1] : [0]
+  const params: { node: Node; params: QParams }[] = []
+  for (const k of data) {
+    const d = dqParams(ctx, p.inputs[k], `input ${k}`)
+    if (!d.ok) return kept(p, `${d.reason} (for com.microsoft.${op})`)
+    if (!perTensor(d.value.params)) return kept(p, `input ${k} is quantized per axis (com.microsoft.${op} takes one scale)`)
+    if (d.value.params.dtype !== y.dtype) return kept(p, `input ${k} is ${d.value.params.dtype} and the output ${y.dtype} (com.microsoft.${op} takes one type)`)
+    params.push(d.value)
+  }
+  const consts = constantsFor(ctx, p.name)
+  const quantized = (d: { node: Node; params: QParams }, what: string) => [d.node.inputs[0], consts.add(`${what}_scale`, scalarScale(d.params)), consts.add(`${what}_zero_point`, scalarZp(d.params))]
+  const out = [consts.add("y_scale", scalarScale(y)), consts.add("y_zero_point", scalarZp(y))]
+  let attrs: Node["attrs"] = {}
+  if (p.op === "AveragePool") {
+    const a = resolveNode(p).attrs as { dilations?: readonly number[] }
+    if (a.dilations && a.dilations.some((d) => d !== 1)) return kept(p, `dilations ${a.dilations.join(",")} (com.microsoft.QLinearAveragePool has none)`)
+    const { dilations: _, ...rest } = p.attrs
+    attrs = rest
+  } else if (p.op === "LeakyRelu") attrs = p.attrs
+  if ((p.op === "AveragePool" || p.op === "GlobalAveragePool") && (rankOf(ctx, p.inputs[0]) ?? 0) < 3) return kept(p, "its input has rank < 3")
+  const inputs = data.flatMap((k) => quantized(params[k], ["a", "b"][k])).concat(out)
+  const node = mk(ctx, p.name, op, inputs, [q.outputs[0]], attrs, MICROSOFT_DOMAIN)
+  return { decision: { node: p.name, op: p.op, outcome: "integer", detail: `${MICROSOFT_DOMAIN}.${op}` }, replacement: { nodes: [node], outputs: q.outputs, constants: consts.map } }
+}
+
 /** What to make of the QuantizeLinear `q` and the float op before it (undefined: no candidate). */
 const qdqCase = (q: Node, ctx: RuleCtx): Found | undefined => {
   const p = ctx.producer(q.inputs[0])
@@ -284,11 +327,8 @@ const qdqCase = (q: Node, ctx: RuleCtx): Found | undefined => {
   const core = folded ? before : p
   const act = folded ? p : undefined
   const fromDq = core.inputs.some((v) => ctx.producer(v)?.op === "DequantizeLinear")
-  if (!INTEGER_OPS.has(core.op) && !INT8_OPS.has(core.op)) {
-    if (!fromDq) return undefined
-    const contrib = CONTRIB[core.op]
-    return kept(core, contrib ? `no standard-domain integer ${core.op} (com.microsoft.${contrib} is another pass's)` : `no integer form of ${core.op}`)
-  }
+  if (!INTEGER_OPS.has(core.op) && !INT8_OPS.has(core.op) && !isContrib(core.op)) return fromDq ? kept(core, `no integer form of ${core.op}`) : undefined
+  if (isContrib(core.op) && !fromDq) return undefined
   const rank = rankOf(ctx, q.inputs[0])
   if (rank === undefined) return kept(core, "the rank of its output is unknown")
   const y = quantParams(q, ctx, rank)
@@ -296,6 +336,7 @@ const qdqCase = (q: Node, ctx: RuleCtx): Found | undefined => {
   if (!perTensor(y.value)) return kept(core, "the output is quantized per axis")
   if (!onlyReader(ctx, q.inputs[0], q)) return kept(core, `its float output ${q.inputs[0]} has readers besides ${q.name}`)
   if (act && !onlyReader(ctx, core.outputs[0], act)) return kept(core, `its float output ${core.outputs[0]} has readers besides ${act.name}`)
+  if (isContrib(core.op)) return contribOp(q, y.value, core, ctx)
   if (!INTEGER_OPS.has(core.op)) return int8Op(q, y.value, core, ctx)
   const clamp = act ? clampOf(act, ctx, y.value) : ok(undefined)
   if (!clamp.ok) return kept(core, clamp.reason)
