@@ -20,6 +20,7 @@ import { cudaTirPipeline } from "../src/lowering/tir/cuda-pipeline.js"
 import { runTirSync } from "../src/lowering/tir/tir-pass.js"
 import { convAddReluCompute, inputsFor, pad2d, type GoldenCase } from "./update-goldens.js"
 import { sharedTiledMatmul } from "../src/ast/te/arbitrary-schedule.js"
+import { crossThreadReduce } from "../src/lowering/templates/gpu/cross-thread-reduction.js"
 
 /** A stage's data axes fused and split by `threads`: outer → blockIdx.x, inner → threadIdx.x. */
 const bindFlat = (s0: S.Schedule, stage: string, threads: number): { schedule: S.Schedule; thread: string } => {
@@ -87,7 +88,15 @@ const convAddRelu = (): GoldenCase => {
   return { name: "conv2d_add_relu", outputs: [out], inputs: inputsFor(15, [X, W, Bias]), schedule: S.computeAt(b.schedule, "conv", "relu", b.thread) }
 }
 
-export const CUDA_GOLDEN_CASES: readonly (() => GoldenCase)[] = [conv2d, depthwise, dense, softmax, convAddRelu]
+/** A row sum over a long axis by the cross-thread rule: 128 threads (4 warps) a block, 2 rows a block, the partials summed by warp shuffles. */
+const rowSumShuffle = (): GoldenCase => {
+  const X = placeholder("X", [6, 300])
+  const k = reduceAxis(300, "k")
+  const out = compute("rowsum", [6], (i) => sum(at(X, i, k.var), [k]))
+  return { name: "row_sum_shuffle", outputs: [out], inputs: inputsFor(16, [X]), schedule: crossThreadReduce(S.createSchedule([out]), "rowsum", 128, 2) }
+}
+
+export const CUDA_GOLDEN_CASES: readonly (() => GoldenCase)[] = [conv2d, depthwise, dense, softmax, convAddRelu, rowSumShuffle]
 
 /** The GPU the goldens are emitted for: the default (sm_90). */
 export const GOLDEN_CUDA_ATTRS = cudaAttrsForArch()

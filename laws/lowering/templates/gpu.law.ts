@@ -19,6 +19,14 @@ import type { Config, Knob } from "../../../src/lowering/templates/template.js"
 import { hasReuse } from "../../../src/lowering/templates/gpu/multi-level-tiling.js"
 import { anchorStage } from "../../../src/lowering/templates/common.js"
 import { assertAllClose, lawParams } from "../../support.js"
+import { runTirSync } from "../../../src/lowering/tir/tir-pass.js"
+import { cudaTirPipeline } from "../../../src/lowering/tir/cuda-pipeline.js"
+import { splitLaunches } from "../../../src/emit/cuda/launch.js"
+import { verifyLaunch } from "../../../src/emit/cuda/verify.js"
+import type { Stmt } from "../../../src/ast/tir/tir.js"
+
+const countShuffles = (s: Stmt): number =>
+  s.kind === "shuffle" ? 1 : s.kind === "seq" ? s.body.reduce((n, b) => n + countShuffles(b), 0) : s.kind === "for" || s.kind === "allocate" || s.kind === "let" ? countShuffles(s.body) : s.kind === "if" ? countShuffles(s.then) + (s.else ? countShuffles(s.else) : 0) : 0
 
 const NO_TARGET = { vectorLanes: 1, cores: 1 }
 
@@ -108,6 +116,25 @@ describe("GPU rules (cuda-sim)", () => {
     fc.assert(
       fc.property(arbCase, fc.constantFrom("8.0", "9.0"), picks, (cc, capability, p) => checkRandomConfig(cc, cudaAttrs(capability, 132), p, "cross-thread")),
       lawParams(40),
+    )
+  })
+
+  it("cross-thread reduction with warp shuffles (lowering.LowerThreadAllreduce): through the cuda pipeline, the partials summed by __shfl_down_sync within warps and across them, simulated lane by lane, equal the TE; every launch verifies", () => {
+    const arbCase = fc.oneof(
+      fc.record({ seed: fc.nat(), rows: fc.integer({ min: 1, max: 3 }), cols: fc.integer({ min: 1, max: 3 }), r: fc.integer({ min: 32, max: 700 }), max: fc.boolean(), mean: fc.boolean() }).map((o) => longReductionCase(o.seed, o)),
+      fc.record({ seed: fc.nat(), n: fc.integer({ min: 1, max: 6 }), k: fc.integer({ min: 32, max: 400 }) }).map((o) => denseRowCase(o.seed, o.n, o.k)),
+    )
+    fc.assert(
+      fc.property(arbCase, fc.constantFrom("8.0", "9.0"), picks, (cc, capability, p) => {
+        const attrs = cudaAttrs(capability, 132)
+        const { f: f0, rules } = lowerGpu(cc, attrs, (knobs) => ({ ...pickConfig(knobs, p), ...Object.fromEntries(knobs.filter((k) => k.name.endsWith("_shuffle")).map((k) => [k.name, 1])) }))
+        expect(rules).toContain("cross-thread")
+        const f = runTirSync(cudaTirPipeline(attrs), f0)
+        expect(countShuffles(f.body)).toBeGreaterThan(0)
+        for (const l of splitLaunches(f).launches) verifyLaunch(l, attrs)
+        assertSimulates(f, cc)
+      }),
+      lawParams(30),
     )
   })
 

@@ -35,6 +35,7 @@ export const CUDA_CAPABILITIES = {
   vectorized: "#pragma unroll loop",
   unrolled: "#pragma unroll loop",
   barrier: "__syncthreads()",
+  shuffle: "__shfl_down_sync(mask, value, offset, width)",
   intrinsic: "none (lowering.LowerIntrinsics)",
   allocate: "per-thread array inside threadIdx loops; __shared__ array of the block outside them",
 } as const
@@ -144,6 +145,11 @@ export const cudaDialect = (launch: Launch, options: CudaDialectOptions): CDiale
       },
       evaluate: (s, w) => [`(void)(${w.expr(s.value)});`],
       barrier: () => ["__syncthreads();"],
+      shuffle: (s, w) => {
+        const b = w.buffer(s.buffer)
+        if (!b) return w.fail(`shuffle into the unknown buffer ${commentSafe(s.buffer)}`)
+        return [`${w.access(s.buffer, s.indices)} = __shfl_down_sync(0x${(s.mask >>> 0).toString(16)}u, ${castC(b.dtype, s.value.dtype, w.expr(s.value))}, ${s.offset}, ${s.width});`]
+      },
       intrinsic: (s, w) => w.fail(`intrinsic ${commentSafe(s.intrin.name)} needs lowering.LowerIntrinsics before the cuda emitter`),
     },
   }

@@ -49,10 +49,11 @@ export interface CudaEmitted {
   readonly kernels: readonly CudaKernel[]
 }
 
-/** Whether a statement holds a barrier. */
+/** Whether a statement holds a barrier or a warp shuffle (its threads meet: the emulator runs them as a team). */
 const hasBarrier = (s: Stmt): boolean => {
   switch (s.kind) {
     case "barrier":
+    case "shuffle":
       return true
     case "for":
     case "allocate":

@@ -44,7 +44,9 @@ struct tessera_team {
   std::vector<ucontext_t> ctx;
   char* stacks = nullptr; /* one stack a thread, kept across blocks and launches (never zeroed) */
   size_t stackThreads = 0;
-  std::vector<int> state; /* 0 running, 1 at a barrier, 2 done */
+  std::vector<int> state; /* 0 running, 1 at a barrier, 2 done, 3 at a warp shuffle */
+  std::vector<double> shflIn, shflOut; /* a shuffle's offered and received values, a thread each */
+  std::vector<unsigned> shflOffset, shflWidth, shflMask;
   std::function<void()> body;
   int current = -1;
 };
@@ -65,6 +67,26 @@ static inline void __syncthreads() {
   t->state[t->current] = 1;
   swapcontext(&t->ctx[t->current], &t->main);
 }
+/* __shfl_down_sync: the thread offers its value and waits (as at a barrier) until the lanes of its
+   warp that shuffle have all arrived; the team then answers each from the lane offset above it in
+   its segment of width lanes (its own past the segment). A lane of the mask that never arrives, or
+   a read of a lane outside the mask, stops the program (undefined on a GPU). */
+template <typename T>
+static inline T __shfl_down_sync(unsigned mask, T v, unsigned offset, int width = 32) {
+  tessera_team* t = tessera_active;
+  if (!t) {
+    fprintf(stderr, "tessera emulate: __shfl_down_sync() in a launch the launcher did not mark as synchronizing\\n");
+    exit(3);
+  }
+  const int i = t->current;
+  t->shflIn[i] = (double)v;
+  t->shflOffset[i] = offset;
+  t->shflWidth[i] = (unsigned)width;
+  t->shflMask[i] = mask;
+  t->state[i] = 3;
+  swapcontext(&t->ctx[i], &t->main);
+  return (T)t->shflOut[i];
+}
 template <typename F>
 static void tessera_run_block(const dim3& b, const F& kernel) {
   const int n = (int)(b.x * b.y * b.z);
@@ -77,6 +99,11 @@ static void tessera_run_block(const dim3& b, const F& kernel) {
   }
   team.ctx.resize(n);
   team.state.assign(n, 0);
+  team.shflIn.assign(n, 0.0);
+  team.shflOut.assign(n, 0.0);
+  team.shflOffset.assign(n, 0);
+  team.shflWidth.assign(n, 32);
+  team.shflMask.assign(n, 0);
   team.body = kernel;
   tessera_active = &team;
   for (int i = 0; i < n; i++) {
@@ -87,13 +114,35 @@ static void tessera_run_block(const dim3& b, const F& kernel) {
     makecontext(&team.ctx[i], tessera_thread_entry, 0);
   }
   for (;;) {
-    int waiting = 0, done = 0;
+    int waiting = 0, done = 0, shuffling = 0;
     for (int i = 0; i < n; i++) {
-      if (team.state[i] == 2) continue;
-      team.state[i] = 0;
+      if (team.state[i] != 0) continue;
       team.current = i;
       threadIdx = dim3(i % b.x, (i / b.x) % b.y, i / (b.x * b.y));
       swapcontext(&team.main, &team.ctx[i]);
+    }
+    for (int i = 0; i < n; i++) shuffling += team.state[i] == 3;
+    if (shuffling > 0) {
+      /* answer the shuffles warp by warp (lanes: the linear thread index mod 32), then run those threads on */
+      for (int i = 0; i < n; i++) {
+        if (team.state[i] != 3) continue;
+        const int lane = i % 32, base = i - lane;
+        const unsigned mask = team.shflMask[i], w = team.shflWidth[i], off = team.shflOffset[i];
+        for (int l = 0; l < 32; l++)
+          if (((mask >> l) & 1u) && (base + l >= n || team.state[base + l] != 3)) {
+            fprintf(stderr, "tessera emulate: lane %d of warp %d, named by a shuffle's mask, did not reach it\\n", l, base / 32);
+            exit(3);
+          }
+        const int src = (unsigned)(lane % (int)w) + off < w ? i + (int)off : i;
+        if (!((mask >> (src - base)) & 1u)) {
+          fprintf(stderr, "tessera emulate: lane %d of warp %d reads lane %d outside its shuffle's mask\\n", lane, base / 32, src - base);
+          exit(3);
+        }
+        team.shflOut[i] = team.shflIn[src];
+      }
+      for (int i = 0; i < n; i++)
+        if (team.state[i] == 3) team.state[i] = 0;
+      continue;
     }
     for (int i = 0; i < n; i++) (team.state[i] == 2 ? done : waiting)++;
     if (waiting == 0) break;
@@ -101,6 +150,8 @@ static void tessera_run_block(const dim3& b, const F& kernel) {
       fprintf(stderr, "tessera emulate: a barrier some threads of a block never reach (%d of %d ended)\\n", done, n);
       exit(3);
     }
+    for (int i = 0; i < n; i++)
+      if (team.state[i] == 1) team.state[i] = 0;
   }
   tessera_active = nullptr;
 }
