@@ -11,7 +11,8 @@
 import * as S from "../src/ast/schedule/schedule.js"
 import { add, c, call, div, f32, max, mul, sub } from "../src/ast/te/expr.js"
 import { at, compute, maxReduce, placeholder, reduceAxis, sum } from "../src/ast/te/tensor.js"
-import { cudaAttrsForArch } from "../src/ast/target.js"
+import { cudaAttrs, cudaAttrsForArch } from "../src/ast/target.js"
+import { gpuTemplate } from "../src/lowering/templates/gpu/index.js"
 import type { PrimFunc } from "../src/ast/tir/tir.js"
 import { emitCuda } from "../src/emit/cuda/emit.js"
 import { CUDA_PRELUDE } from "../src/emit/cuda/prelude.js"
@@ -96,7 +97,19 @@ const rowSumShuffle = (): GoldenCase => {
   return { name: "row_sum_shuffle", outputs: [out], inputs: inputsFor(16, [X]), schedule: crossThreadReduce(S.createSchedule([out]), "rowsum", 128, 2) }
 }
 
-export const CUDA_GOLDEN_CASES: readonly (() => GoldenCase)[] = [conv2d, depthwise, dense, softmax, convAddRelu, rowSumShuffle]
+/** A dense layer by the generated tiling rule at its defaults on one SM of sm_90: its shared tiles fetched cooperatively as float4 copies (rows of 16 and 64, multiples of 4). */
+const denseFloat4 = (): GoldenCase => {
+  const A = placeholder("A", [64, 64])
+  const B = placeholder("B", [64, 64])
+  const k = reduceAxis(64, "k")
+  const out = compute("C", [64, 64], (i, j) => sum(mul(at(A, i, k.var), at(B, k.var, j)), [k]))
+  const base = S.createSchedule([out])
+  const t = gpuTemplate(cudaAttrs("9.0", 1), base)
+  const knobs = t.space([out], base)
+  return { name: "dense_float4", outputs: [out], inputs: inputsFor(17, [A, B]), schedule: t.apply([out], base, t.defaults(knobs, { vectorLanes: 1, cores: 1 })) }
+}
+
+export const CUDA_GOLDEN_CASES: readonly (() => GoldenCase)[] = [conv2d, depthwise, dense, softmax, convAddRelu, rowSumShuffle, denseFloat4]
 
 /** The GPU the goldens are emitted for: the default (sm_90). */
 export const GOLDEN_CUDA_ATTRS = cudaAttrsForArch()

@@ -85,7 +85,7 @@ export const emitCuda = (funcs: readonly PrimFunc[], attrs: CudaAttrs, options: 
     const split = splitLaunches(f)
     const launches = split.launches.map((l): CudaLaunch => {
       verifyLaunch(l, attrs)
-      const text = renderFunction(cudaDialect(l, { restrict: options.restrict ?? true, index: fitsInt32(l.func.body) ? "int" : "int64_t" }), l.func, l.name)
+      const text = renderFunction(cudaDialect(l, { restrict: options.restrict ?? true, index: fitsInt32(l.func.body) ? "int" : "int64_t", maxVectorBytes: attrs.maxVectorBytes }), l.func, l.name)
       const key = codeKey(l.name, text)
       let symbol = byCode.get(key)
       if (symbol === undefined) {

@@ -11,6 +11,7 @@ import type { VerifyError } from "../../rewrite/pass.js"
 import type { InterruptedError } from "../../ast/graph/errors.js"
 import { flattenStorage } from "./flatten-storage.js"
 import { injectVirtualThread } from "./inject-virtual-thread.js"
+import { hoistLaneGuards } from "./hoist-lane-guards.js"
 import { loopPartition } from "./loop-partition.js"
 import { lowerThreadAllreduce } from "./lower-thread-allreduce.js"
 import { lowerIntrinsics, type IntrinsicModeError } from "./lower-intrinsics.js"
@@ -35,6 +36,7 @@ export const cudaTirPipeline = (attrs: CudaAttrs): TirPass<IntrinsicModeError | 
     "lowering.CudaPipeline",
     [
       simplifyTir, // fold index arithmetic under the loop bounds (thread extents included); drop proven guards
+      hoistLaneGuards, // a vectorized fetch's guard the same for every lane moved outside it
       promoteAccumulators, // a thread's register tile of sums in a local array across its reduce loops
       loopPartition, // peel a guarded tail so the main loop body has no guard
       vectorizeLoops(cudaVectorLanes(attrs)), // vectorized loops up to a float4; the rest serial
