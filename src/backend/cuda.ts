@@ -3,7 +3,7 @@
 // manifest. Its target is the GPU `--cuda-arch` names (default sm_90), not the host.
 import { Effect } from "effect"
 import { cudaArchOf, cudaAttrsForArch, type Target } from "../ast/target.js"
-import { cudaDeviceLayer } from "../device/cuda/device.js"
+import { cudaDeviceLayer, cudaGpuHere } from "../device/cuda/device.js"
 import type { CompileError } from "../device/errors.js"
 import { buildCubin, findNvcc } from "../device/cuda/nvcc.js"
 import { CUDA_KERNELS_FILE, emitCudaArtifact } from "../emit/cuda/artifact.js"
@@ -51,9 +51,13 @@ export const cuda: Backend<"cuda"> = {
   kind: "cuda",
   summary: "CUDA C kernels and a host launcher, built by nvcc into a standalone runner for an NVIDIA GPU (default sm_90)",
   target: (_host, _threads, options) => ({ kind: "cuda", attrs: cudaAttrsForArch(options?.cudaArch) }),
-  // compile writes the sources without nvcc; running them needs the artifact's runner on a GPU
+  // compile writes the sources without nvcc; run, bench and tune drive the GPU through the CUDA
+  // driver where there is one (src/device/cuda), and fail with NoGpuError (exit 2) where not
   unavailable: () => undefined,
-  compileOnly: () => "Tessera drives no GPU from Node: the artifact's own runner (make; ./model) runs it on a GPU",
+  compileOnly: () => {
+    const here = cudaGpuHere()
+    return here.ok ? undefined : `no GPU to run on here (${here.reason}): compile with --out and run the artifact's runner where one is`
+  },
   parallel: true,
   graphPasses: () => defaultPasses,
   codegen: {
