@@ -35,6 +35,8 @@ import { buildCubin, findNvcc, parsePtxas } from "../src/device/cuda/nvcc.js"
 import { parseNpy, serializeNpy } from "../src/device/npy.js"
 import { constantsLayout } from "../src/emit/cuda/host.js"
 import { emitCuda } from "../src/emit/cuda/emit.js"
+import { BACKENDS } from "../src/backend/index.js"
+import { parseCandidateLaunches } from "../src/device/cuda/measure.js"
 import { splitLaunches } from "../src/emit/cuda/launch.js"
 import { CUDA_PRELUDE } from "../src/emit/cuda/prelude.js"
 import { EMULATE_HEADER } from "../src/emit/cuda/emulate.js"
@@ -384,4 +386,18 @@ describe("cuda target: a small network end to end", () => {
         expect(functions.size).toBeGreaterThan(10)
       }
     }, 600_000)
+
+  it("tuning candidates render with their launches for the GPU measurer: each candidate's functions are in the source, its grid and block those the emitter verified", () => {
+    const funcs = CUDA_GOLDEN_CASES.map((mk, k) => ({ name: `t${k}`, func: cudaGoldenFunc(mk()) }))
+    const source = BACKENDS.cuda.codegen!.renderCandidates!(funcs)
+    const plans = parseCandidateLaunches(source)
+    expect([...plans.keys()]).toEqual(funcs.map((f) => f.name))
+    const direct = emitCuda(funcs.map((f) => ({ ...f.func, name: f.name })), GOLDEN_CUDA_ATTRS)
+    for (const k of direct.kernels) {
+      const p = plans.get(k.name)!
+      expect(p.launches).toEqual(k.launches.map((l) => ({ function: l.symbol, grid: l.grid, block: l.block })))
+      for (const l of p.launches) expect(source).toContain(` ${l.function}(`)
+      expect(p.workspace.length).toBe(k.workspace.length)
+    }
+  })
 })

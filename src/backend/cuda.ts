@@ -8,6 +8,10 @@ import type { CompileError } from "../device/errors.js"
 import { buildCubin, findNvcc } from "../device/cuda/nvcc.js"
 import { CUDA_KERNELS_FILE, emitCudaArtifact } from "../emit/cuda/artifact.js"
 import { GpuLimitError } from "../emit/cuda/verify.js"
+import { emitCuda } from "../emit/cuda/emit.js"
+import { LAUNCHES_PREFIX } from "../device/cuda/measure.js"
+import { storageElements } from "../ast/tir/analysis.js"
+import { storageBytes } from "../ast/graph/dtype.js"
 import { kernelsAlias, type Artifact } from "../lowering/program.js"
 import { cudaSchedules } from "../lowering/templates/gpu/index.js"
 import { cudaTirPipeline } from "../lowering/tir/cuda-pipeline.js"
@@ -56,7 +60,7 @@ export const cuda: Backend<"cuda"> = {
   unavailable: () => undefined,
   compileOnly: () => {
     const here = cudaGpuHere()
-    return here.ok ? undefined : `no GPU to run on here (${here.reason}): compile with --out and run the artifact's runner where one is`
+    return here.ok ? undefined : here.reason
   },
   parallel: true,
   graphPasses: () => defaultPasses,
@@ -66,6 +70,12 @@ export const cuda: Backend<"cuda"> = {
     // its kernels share the c target's int64_t (cStorage), and the runner and constants.bin hold int64 as int64_t
     exactInt64: true,
     emit: (program, target) => emitCudaArtifact(program, target.attrs, { restrict: !kernelsAlias(program) }),
+    // tuning candidates: their kernels and, per candidate, its launches for the device (src/device/cuda/measure.ts)
+    renderCandidates: (funcs) => {
+      const e = emitCuda(funcs.map((f) => ({ ...f.func, name: f.name })), cudaAttrsForArch())
+      const plans = e.kernels.map((k) => `${LAUNCHES_PREFIX}${JSON.stringify({ name: k.name, workspace: k.workspace.map((b) => storageElements(b) * storageBytes(b.dtype)), launches: k.launches.map((l) => ({ function: l.symbol, grid: l.grid, block: l.block })) })}`)
+      return [e.source, ...plans, ""].join("\n")
+    },
     device: () => cudaDeviceLayer,
     buildReport: cudaBuildReport,
   },

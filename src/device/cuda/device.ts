@@ -13,6 +13,7 @@ import { Device, DeviceRunError, LoadError, type DeviceBlock, type DeviceBuffer,
 import { NoGpuError } from "../errors.js"
 import { CudaDriverError, openCudaDriver, type CudaDriver, type Handle } from "./driver.js"
 import { buildCubin, findNvcc } from "./nvcc.js"
+import { measureCuda } from "./measure.js"
 
 /** Alignment of the workspace buffers inside a module's workspace block (the launcher's ARENA_ALIGN). */
 const ALIGN = 256
@@ -158,6 +159,7 @@ const loadCuda = (artifact: Artifact, driver: CudaDriver, cubin: Uint8Array): De
 
 export const cudaDevice: DeviceShape = {
   kind: "cuda",
+  measure: measureCuda,
   load: (artifact) =>
     Effect.gen(function* () {
       const driver = yield* Effect.try({
@@ -186,6 +188,6 @@ export const cudaGpuHere = (): { readonly ok: true; readonly device: string } | 
     const d = openCudaDriver()
     return { ok: true, device: `${d.device.name} (sm_${d.device.major}${d.device.minor}, ${d.device.sms} SMs)` }
   } catch (e) {
-    return { ok: false, reason: e instanceof Error ? e.message : String(e) }
+    return { ok: false, reason: e instanceof NoGpuError ? e.reason : e instanceof Error ? e.message : String(e) }
   }
 }
