@@ -23,6 +23,8 @@ await build({
     "scripts/gpu-prepare": "scripts/gpu-prepare.ts",
     "scripts/fuzz": "scripts/fuzz.ts",
     "scripts/gpu-tune-apply": "scripts/gpu-tune-apply.ts",
+    "scripts/gpu-node-ref": "scripts/gpu-node-ref.ts",
+    "scripts/nvcc-conformance": "scripts/nvcc-conformance.ts",
   },
   outdir,
   bundle: true,
