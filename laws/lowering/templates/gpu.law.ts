@@ -24,7 +24,7 @@ import { cudaTirPipeline } from "../../../src/lowering/tir/cuda-pipeline.js"
 import { splitLaunches } from "../../../src/emit/cuda/launch.js"
 import { verifyLaunch } from "../../../src/emit/cuda/verify.js"
 import type { Stmt } from "../../../src/ast/tir/tir.js"
-import { laneSplit, residue, vectorCopy } from "../../../src/emit/cuda/vector-access.js"
+import { laneSplit, residue, vectorCopy } from "../../../src/ast/tir/vector-access.js"
 import { evalExpr } from "../../../src/ast/te/eval-expr.js"
 import { add, c, floordiv, floormod, mul, showExpr, v, type Expr } from "../../../src/ast/te/expr.js"
 
@@ -197,7 +197,7 @@ describe("GPU rules (cuda-sim)", () => {
     )
   })
 
-  it("float4 / float2 copies (emit/cuda/vector-access.ts): random tiled matmuls and convolutions, random configs, through the cuda pipeline (fetch guards hoisted) equal the TE; every copy the emitter makes one vector access moves, at sampled values of the loops around it, n contiguous elements from and to indices that are multiples of n", () => {
+  it("float4 / float2 copies (ast/tir/vector-access.ts): random tiled matmuls and convolutions, random configs, through the cuda pipeline (fetch guards hoisted) equal the TE; every copy the emitter makes one vector access moves, at sampled values of the loops around it, n contiguous elements from and to indices that are multiples of n", () => {
     const arbCase = fc.oneof(
       fc.record({ seed: fc.nat(), batch: fc.integer({ min: 0, max: 1 }), m: fc.integer({ min: 1, max: 24 }), n: fc.integer({ min: 2, max: 24 }), k: fc.integer({ min: 1, max: 24 }), epilogue: fc.boolean() }).map((o) => matmulCase(o.seed, o)),
       fc.tuple(fc.constantFrom("conv2d" as const, "depthwise" as const), fc.nat()).map(([f, seed]) => buildCompute(f, seed)),

@@ -8,7 +8,7 @@
 // - a blockIdx / threadIdx loop is its index, `const int v = (int)blockIdx.x;`, under a
 //   guard `if (v < extent)` where the loop is narrower than the launch's grid or block;
 // - serial, parallel and vectorized loops are C's `for` (parallel: a GPU thread runs it serially;
-//   vectorized: one `float4` / `float2` load and store where vector-access.ts proves the loop an
+//   vectorized: one `float4` / `float2` load and store where src/ast/tir/vector-access.ts proves the loop an
 //   aligned contiguous copy, else `#pragma unroll`); unrolled loops carry `#pragma unroll`;
 // - an allocation inside a threadIdx loop is the thread's own array (registers, or local memory when
 //   indexed at run time); outside every threadIdx loop, in a launch of several threads, it is the
@@ -26,14 +26,14 @@ import type { Block, CDialect, ForStmt, ReduceLoop, Walk } from "../c-family/dia
 import { commentSafe } from "../c-family/names.js"
 import { castC, cStorage, C_EXPR, C_VALUE, valueClass } from "../c/expr.js"
 import type { Launch } from "./launch.js"
-import { vectorCopy } from "./vector-access.js"
+import { vectorCopy } from "../../ast/tir/vector-access.js"
 
 /** What the cuda target does with each TIR construct (the dialect below implements exactly this). */
 export const CUDA_CAPABILITIES = {
   thread: "blockIdx / threadIdx index, guarded where narrower than the launch",
   vthread: "none left (lowering.InjectVirtualThread)",
   parallel: "serial loop in its thread",
-  vectorized: "one float2 / float4 access where proven an aligned contiguous copy (vector-access.ts), else a #pragma unroll loop",
+  vectorized: "one float2 / float4 access where proven an aligned contiguous copy (src/ast/tir/vector-access.ts), else a #pragma unroll loop",
   unrolled: "#pragma unroll loop",
   barrier: "__syncthreads()",
   shuffle: "__shfl_down_sync(mask, value, offset, width)",
@@ -119,7 +119,7 @@ export const cudaDialect = (launch: Launch, options: CudaDialectOptions): CDiale
     const step = r.op === "add" ? `${acc} + ${w.expr(r.term)}` : `tessera_${r.op}${cls === "f32" ? "f" : "d"}(${acc}, ${w.expr(r.term)})`
     return ["{", `  ${type} ${acc} = ${target};`, ...header.open.map((l) => `  ${l}`), `    ${acc} = ${step};`, "  }", `  ${target} = ${acc};`, "}"]
   }
-  /** A vectorized loop proven an aligned contiguous copy (vector-access.ts): one float2 / float4 load and store. */
+  /** A vectorized loop proven an aligned contiguous copy (src/ast/tir/vector-access.ts): one float2 / float4 load and store. */
   const wholeLoop = (s: ForStmt, w: Walk): string[] | undefined => {
     const v = vectorCopy(s, (name) => w.buffer(name)?.dtype, options.maxVectorBytes)
     if (!v) return undefined

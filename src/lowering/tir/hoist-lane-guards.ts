@@ -6,7 +6,7 @@
 // vectorized and the emitter can make it one float4 access. Any other loop is left as it is. Pure.
 import { c, substitute } from "../../ast/te/expr.js"
 import { mapStmt } from "../../ast/tir/tir.js"
-import { laneInvariant } from "../../emit/cuda/vector-access.js"
+import { laneInvariant } from "../../ast/tir/vector-access.js"
 import { tirPass } from "./tir-pass.js"
 
 export const hoistLaneGuards = tirPass("lowering.HoistLaneGuards", 1, (f) => ({

@@ -11,10 +11,10 @@
 // multiple of m, floordiv through the residue modulo d·m). What it cannot prove stays the scalar
 // `#pragma unroll` loop. The width n·4 bytes is what the static verifier checks against the target
 // record's maxVectorBytes (verify.ts) before anything is emitted. Pure.
-import type { DType } from "../../ast/graph/dtype.js"
-import { bin, c, freeVars, type Expr } from "../../ast/te/expr.js"
-import { simplify } from "../../ast/te/simplify.js"
-import type { Stmt } from "../../ast/tir/tir.js"
+import type { DType } from "../graph/dtype.js"
+import { bin, c, freeVars, type Expr } from "../te/expr.js"
+import { simplify } from "../te/simplify.js"
+import type { Stmt } from "./tir.js"
 
 type ForStmt = Stmt & { readonly kind: "for" }
 
