@@ -240,12 +240,12 @@ export const tilingDefaults = (base: S.Schedule, anchor: string, knobs: readonly
   return withFirst(1)
 }
 
-/** The widest fetch (4, 2 or 1 elements a thread) that divides the last dim of every shared tile: each thread's share a whole vector of a row. */
+/** The widest fetch (4, 2 or 1 elements a thread) that divides the innermost dim longer than 1 of every shared tile (a 1x1 conv's weights [o, c, 1, 1]: c): each thread's share a whole vector of a row. */
 const fetchWidth = (f: PrimFunc): number => {
   const lasts: number[] = []
   let b = f.body
   while (b.kind === "allocate") {
-    if (b.buffer.scope === "shared") lasts.push(b.buffer.shape[b.buffer.shape.length - 1])
+    if (b.buffer.scope === "shared") lasts.push([...b.buffer.shape].reverse().find((d) => d > 1) ?? 1)
     b = b.body
   }
   return [4, 2].find((w) => lasts.every((d) => d % w === 0)) ?? 1
