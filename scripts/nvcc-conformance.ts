@@ -64,7 +64,11 @@ for (const [k, c] of cases.entries()) {
 }
 const kernels = built.reduce((s, c) => s + c.functions.length, 0)
 console.log(`nvcc-conformance: ${cases.length} cases, ${built.length} with GPU kernels (${kernels} kernels), ${cases.length - built.length} without, in ${((performance.now() - t0) / 1000).toFixed(1)} s`)
+const byTag = new Map<string, number>()
+for (const [why, n] of skipped) byTag.set(why.split(":")[0], (byTag.get(why.split(":")[0]) ?? 0) + n)
+console.log(`  without kernels, by error: ${[...byTag].sort((a, b) => b[1] - a[1]).map(([t, n]) => `${t} ${n}`).join(", ")}`)
 for (const [why, n] of [...skipped].sort((a, b) => b[1] - a[1]).slice(0, 8)) console.log(`  without kernels: ${n} × ${why}`)
+for (const [why, n] of skipped) if (/GpuVerifyError|GpuLimitError|EmitError/.test(why)) console.log(`  without kernels (the cuda target refused): ${n} × ${why}`)
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "tessera-nvcc-conf-"))
 /** Builds one unit for one architecture: undefined when it builds, else nvcc's errors. */
