@@ -5,6 +5,8 @@
 //                    device   backend (emit + device)
 //   zoo → ast
 //   search on top of all of them; cli, pipeline.ts and index.ts over everything.
+//   pipeline-core.ts (the pipeline over a backend table handed in), web (the ahead-of-time runtime
+//   and the staged compile), library.ts and browser.ts: the browser's composition, never Node's.
 //
 // One rule per layer, each saying what that layer may import from src/; packages (node_modules,
 // node:*) are not the business of these rules. test/architecture.test.ts runs this config through
@@ -84,17 +86,32 @@ module.exports = {
     },
     {
       name: "only-cli-and-index-import-pipeline",
-      comment: "src/pipeline.ts is the one place that composes every stage: only the CLI and the package's entry point (src/index.ts) import it.",
+      comment: "src/pipeline.ts is the one place that composes every stage: only the CLI, the esbuild plugin (a build-time CLI) and the package's entry point (src/index.ts) import it.",
       severity: "error",
-      from: { path: "^src/", pathNot: "^src/(cli/|index\\.ts$)" },
+      from: { path: "^src/", pathNot: "^src/(cli/|esbuild/|index\\.ts$)" },
       to: { path: "^src/pipeline\\.ts$" },
+    },
+    {
+      name: "only-composition-imports-pipeline-core",
+      comment: "src/pipeline-core.ts is the pipeline over a backend table: Node's (src/pipeline.ts), a browser's (src/browser.ts) and src/web bind it.",
+      severity: "error",
+      from: { path: "^src/", pathNot: "^src/(web/|(pipeline|browser)\\.ts$)" },
+      to: { path: "^src/pipeline-core\\.ts$" },
+    },
+    {
+      name: "browser-side-never-imports-node-side",
+      comment:
+        "src/web, src/library.ts, src/browser.ts and src/pipeline-core.ts run in a browser: they never import Node's pipeline, entry, CLI, tuner, backend table or the devices' Node wiring (test/browser-entry.test.ts checks the bundle too).",
+      severity: "error",
+      from: { path: "^src/(web/|(library|browser|pipeline-core)\\.ts$)" },
+      to: { path: "^src/(cli/|search/(tune|tuners|cost-model)\\.ts$|backend/index\\.ts$|device/(c|cuda)/|device/[a-z]+/node\\.ts$|(pipeline|index)\\.ts$)" },
     },
     {
       name: "nothing-imports-index",
       comment: "src/index.ts is the package's entry point, re-exporting the stages: no module in src/ imports it.",
       severity: "error",
       from: { path: "^src/" },
-      to: { path: "^src/index\\.ts$" },
+      to: { path: "^src/(index|browser)\\.ts$" },
     },
     {
       name: "every-module-in-a-layer",
@@ -103,7 +120,7 @@ module.exports = {
       severity: "error",
       from: {
         path: "^src/",
-        pathNot: "^src/((ast|zoo|rewrite|lowering|emit|device|backend|search|cli)/|(pipeline|index)\\.ts$)",
+        pathNot: "^src/((ast|zoo|rewrite|lowering|emit|device|backend|search|cli|web|esbuild)/|(pipeline|pipeline-core|index|library|browser)\\.ts$)",
       },
       to: {},
     },

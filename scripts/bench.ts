@@ -8,6 +8,7 @@
 //
 // The networks: every zoo entry but the MLP and the one-layer BERT (bert-base stands for it);
 // `--models a,b` (or BENCH_MODELS=a,b) picks some. BENCH_RUNS sets the timed runs (10).
+// `--int8`: the int8 benchmark instead (scripts/bench-int8.ts).
 import { Effect } from "effect"
 import { spawnSync } from "node:child_process"
 import { allocate } from "../src/ast/graph/dtype.js"
@@ -25,6 +26,7 @@ import { compileGraph, loadProgram } from "../src/pipeline.js"
 import { nodeFlops } from "../src/rewrite/report.js"
 import { bindSync } from "../src/ast/graph/infer.js"
 import { isZooName, ZOO_NAMES, zooGraph, zooModel, type ZooName } from "../src/zoo/index.js"
+import { benchInt8 } from "./bench-int8.js"
 
 /** The whole zoo but the toys: the MLP, and the one-layer BERT that bert-base contains twelve times. */
 const ZOO_BENCH: readonly ZooName[] = ZOO_NAMES.filter((n) => n !== "mlp" && n !== "bert")
@@ -186,7 +188,8 @@ const measure = async (threads: number): Promise<Measured> => {
   return { rows, layers, wasmLayers, ...(ortWebError ? { ortWebError } : {}) }
 }
 
-if (childThreads !== undefined) {
+if (args.includes("--int8")) await benchInt8(args)
+else if (childThreads !== undefined) {
   const result = await measure(childThreads)
   console.log(JSON.stringify(result))
 } else {

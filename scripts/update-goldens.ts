@@ -18,6 +18,10 @@ import { emitC } from "../src/emit/c/emit.js"
 import { lowerSync } from "../src/lowering/lower.js"
 import { baseSchedule } from "../src/lowering/lower-group.js"
 import { convWinogradNCHWc } from "../src/lowering/op-library-winograd.js"
+import { QUANT_INT } from "../src/lowering/op-library-quant-int.js"
+import { int8DotTemplate } from "../src/lowering/templates/int8-dot.js"
+import { vnniDot16x4 } from "../src/ast/te/intrinsic.js"
+import { attr } from "../src/ast/graph/attrs.js"
 import { winogradTemplate } from "../src/lowering/templates/winograd.js"
 import { cpuTirPipeline } from "../src/lowering/tir/cpu-pipeline.js"
 import { runTirSync } from "../src/lowering/tir/tir-pass.js"
@@ -27,6 +31,8 @@ export interface GoldenCase {
   readonly outputs: readonly ComputeTensor[]
   readonly inputs: ReadonlyMap<string, Tensor>
   readonly schedule: S.Schedule
+  /** Intrinsics the c emitter renders itself, kept by the TIR pipeline (absent: none). */
+  readonly keep?: ReadonlySet<string>
 }
 
 export const inputsFor = (seed: number, ps: readonly Placeholder[]): Map<string, Tensor> => {
@@ -160,8 +166,48 @@ const conv2dWinograd = (): GoldenCase => {
 
 export const GOLDEN_CASES: readonly (() => GoldenCase)[] = [conv2dNchwc, depthwise, dense, convAddRelu, softmax, conv2dWinograd]
 
-/** The case lowered with the default CPU passes, its function named after the case. */
-export const goldenFunc = (g: GoldenCase): PrimFunc => ({ ...runTirSync(cpuTirPipeline(), lowerSync(g.schedule)), name: g.name })
+/**
+ * QLinearConv (u8 × s8, per-channel scales, 8 → 16 channels, 3×3, pad 1, 6×6) in the VNNI layout
+ * under the int8 template at a fixed config (3 pixels × 1 block, unrolled), its dot kept as the
+ * VNNI instruction: the c target's own (no js golden: js has no such intrinsic).
+ */
+const conv2dInt8Vnni = (): GoldenCase => {
+  const rng = prng(8)
+  const ints = (name: string, dtype: "uint8" | "int8" | "int32", shape: number[], lo: number, hi: number): [string, Tensor] => [
+    name,
+    fromArray(dtype, shape, Array.from({ length: sizeOf(shape) }, () => rng.int(lo, hi))),
+  ]
+  const feeds: [string, Tensor][] = [
+    ints("x", "uint8", [1, 8, 6, 6], 0, 255),
+    ["x_scale", fromArray("float32", [], [0.021])],
+    ["x_zp", fromArray("uint8", [], [119])],
+    ints("w", "int8", [16, 8, 3, 3], -128, 127),
+    ["w_scale", fromArray("float32", [16], Array.from({ length: 16 }, (_, k) => 0.003 + k / 4000))],
+    ["w_zp", fromArray("int8", [16], new Array(16).fill(0))],
+    ["y_scale", fromArray("float32", [], [0.17])],
+    ["y_zp", fromArray("uint8", [], [9])],
+    ints("bias", "int32", [16], -2000, 2000),
+  ]
+  const n = node("QLinearConv", feeds.map(([k]) => k), ["conv2d_int8_vnni"], { pads: attr.ints([1, 1, 1, 1]) })
+  const made = QUANT_INT.QLinearConv({
+    node: n,
+    name: (suffix) => (suffix ? `q_${suffix}` : "conv2d_int8_vnni"),
+    inputs: feeds.map(([k, t]) => placeholder(k, t.shape, t.dtype)),
+    outputs: [{ dtype: "uint8", shape: [1, 16, 6, 6] }],
+    attrs: { pads: [1, 1, 1, 1] },
+    constants: feeds.map(([k, t]) => (k === "w_zp" ? (t.data as ArrayLike<number>) : undefined)),
+    opset: 13,
+  })
+  const outputs = [made[made.length - 1]]
+  const schedule = int8DotTemplate.apply(outputs, baseSchedule(outputs), { tile_px: 3, tile_blocks: 1, unroll: true, dot: "vnni" })
+  return { name: "conv2d_int8_vnni", outputs, inputs: new Map(feeds), schedule, keep: new Set([vnniDot16x4.name]) }
+}
+
+/** Goldens of the c target alone (intrinsics it renders itself). */
+export const C_GOLDEN_CASES: readonly (() => GoldenCase)[] = [conv2dInt8Vnni]
+
+/** The case lowered with the default CPU passes (keeping the intrinsics the case keeps), its function named after the case. */
+export const goldenFunc = (g: GoldenCase): PrimFunc => ({ ...runTirSync(cpuTirPipeline(g.keep ? { keepIntrinsics: g.keep } : {}), lowerSync(g.schedule)), name: g.name })
 
 /** A case's golden: the unit of its kernel, as an artifact ships it (the prelude is a golden of its own). */
 export const goldenUnit = (g: GoldenCase): string => {
@@ -173,7 +219,7 @@ export const goldenUnit = (g: GoldenCase): string => {
 export const renderGoldens = (): Map<string, string> => {
   const shared = emitC([])
   return new Map([
-    ...GOLDEN_CASES.map((mk) => mk()).map((g) => [`${g.name}.c`, goldenUnit(g)] as const),
+    ...[...GOLDEN_CASES, ...C_GOLDEN_CASES].map((mk) => mk()).map((g) => [`${g.name}.c`, goldenUnit(g)] as const),
     [shared.prelude.file, shared.prelude.source],
     ...shared.units.map((u) => [u.file, u.source] as const),
   ])

@@ -5,7 +5,7 @@
 // removed or ignored, and an interrupted build kills its compiler's whole process group.
 import { Effect, Fiber } from "effect"
 import { createHash } from "node:crypto"
-import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, truncateSync, writeFileSync } from "node:fs"
+import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, truncateSync, utimesSync, writeFileSync } from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
@@ -19,7 +19,8 @@ import { createExecutor } from "../src/device/executor.js"
 import { compileGraph, emitArtifact } from "../src/pipeline.js"
 import { paramsOf } from "../src/ast/tir/analysis.js"
 import { buildC, buildCUnits, compilerAvailable, defaultCBuildConfig, type CBuildConfig } from "../src/device/c/build.js"
-import { hashFile, intact } from "../src/device/c/cache-store.js"
+import { cached, evict, hashFile, intact } from "../src/device/c/cache-store.js"
+import { lockFile } from "../src/device/file-lock.js"
 import { loadC } from "../src/device/c/load.js"
 import { emitC } from "../src/emit/c/emit.js"
 import { assertAllClose } from "../laws/support.js"
@@ -247,5 +248,88 @@ describe("c build cache: what a killed build leaves", () => {
     expect(gone()).toBe(true)
     expect(readdirSync(config.cacheDir).filter((f) => f.startsWith("build-"))).toEqual([])
     expect(readdirSync(path.join(config.cacheDir, "obj"))).toEqual([])
+  })
+})
+
+describe("c build cache: bounded, least recently used first", () => {
+  const key = (k: number) => k.toString(16).padStart(32, "0")
+  /** A fake cached output of `bytes` bytes (with its hash, and a library's source beside it), last used `ageMs` before `now`. */
+  const entry = (dir: string, k: number, ext: "so" | "o", bytes: number, ageMs: number, now: number) => {
+    mkdirSync(dir, { recursive: true })
+    const file = path.join(dir, `${key(k)}.${ext}`)
+    const body = Buffer.alloc(bytes, k)
+    writeFileSync(file, body)
+    writeFileSync(hashFile(file), `${createHash("sha256").update(body).digest("hex")}\n`)
+    if (ext === "so") writeFileSync(path.join(dir, `${key(k)}.c`), "/* source */\n")
+    const t = new Date(now - ageMs)
+    utimesSync(file, t, t)
+    return file
+  }
+  const HOUR = 3600_000
+
+  it("removes the least recently used entries (and their hashes and sources) until the cache is under its limit; fresh ones, kept files, temporaries and locks stay", async () => {
+    const dir = freshDir()
+    const now = Date.now()
+    const old = entry(dir, 1, "so", 4000, 5 * HOUR, now)
+    const older = entry(path.join(dir, "obj"), 2, "o", 4000, 9 * HOUR, now)
+    const mid = entry(path.join(dir, "lib"), 3, "so", 4000, 3 * HOUR, now)
+    const fresh = entry(dir, 4, "so", 4000, 60_000, now) // used a minute ago: within the grace
+    const kept = entry(dir, 5, "so", 4000, 20 * HOUR, now) // just built by the caller
+    writeFileSync(path.join(dir, `${key(6)}.99999.abcd.tmp`), Buffer.alloc(9000))
+    const dirs = [dir, path.join(dir, "obj"), path.join(dir, "lib")]
+    const budget = { maxBytes: 13_000, graceMs: HOUR }
+    const r = await Effect.runPromise(evict(dir, dirs, budget, [kept], now))
+    // the oldest (after the kept one) go first, only as many as needed
+    expect(r.removed).toEqual([older, old])
+    expect(r.bytesAfter).toBeLessThanOrEqual(budget.maxBytes)
+    for (const f of [older, old]) expect([f, hashFile(f)].some(existsSync)).toBe(false)
+    expect(existsSync(path.join(dir, `${key(1)}.c`))).toBe(false)
+    for (const f of [mid, fresh, kept]) expect(intact(f)).toBe(true)
+    expect(existsSync(path.join(dir, `${key(6)}.99999.abcd.tmp`))).toBe(true)
+    expect(existsSync(path.join(dir, ".evict.lock"))).toBe(false) // released
+    // everything left is fresh or kept or under the limit: a second run removes nothing more
+    expect((await Effect.runPromise(evict(dir, dirs, { maxBytes: 1, graceMs: 4 * HOUR }, [kept], now))).removed).toEqual([])
+  })
+
+  it("a cache hit marks the entry used, so it outlives entries used less recently", async () => {
+    const dir = freshDir()
+    const now = Date.now()
+    const a = entry(dir, 1, "o", 1000, 10 * HOUR, now)
+    const b = entry(dir, 2, "o", 1000, 5 * HOUR, now)
+    expect(cached(a)).toBe(true) // used now
+    const r = await Effect.runPromise(evict(dir, [dir], { maxBytes: 1500, graceMs: 0 }, [], now + 1000))
+    expect(r.removed).toEqual([b])
+    expect(intact(a)).toBe(true)
+  })
+
+  it("a second evictor skips its turn while another holds the lock", async () => {
+    const dir = freshDir()
+    const now = Date.now()
+    const a = entry(dir, 1, "o", 1000, 10 * HOUR, now)
+    const held = await Effect.runPromise(lockFile(path.join(dir, ".evict")))
+    try {
+      const r = await Effect.runPromise(evict(dir, [dir], { maxBytes: 0, graceMs: 0 }, [], now))
+      expect(r.skipped).toMatch(/in use/)
+      expect(intact(a)).toBe(true)
+    } finally {
+      held.release()
+    }
+  })
+
+  it.skipIf(!HAVE_GCC)("every build keeps the cache under its budget: an older library goes, the one just built stays and loads", async () => {
+    const config: CBuildConfig = { ...configIn(freshDir()), budget: { maxBytes: 1, graceMs: 0 } }
+    const one = await Effect.runPromise(buildC("void one(float* a) { a[0] = 1.0f; }\n", config))
+    const two = await Effect.runPromise(buildC("void two(float* a) { a[0] = 2.0f; }\n", config))
+    expect(existsSync(one)).toBe(false)
+    expect(intact(two)).toBe(true)
+    const mod = await Effect.runPromise(loadC(two, [{ name: "two", params: [{ dtype: "float32", elements: 1 }] }]))
+    const a = new Float32Array(1)
+    mod.kernels.get("two")!(a)
+    expect(a[0]).toBe(2)
+    // an artifact's build: its library and objects are what remains
+    const built = await Effect.runPromise(buildCUnits(units(), config))
+    expect(existsSync(two)).toBe(false)
+    expect(intact(built.library)).toBe(true)
+    await runsRight(built.library)
   })
 })

@@ -308,7 +308,9 @@ describe("tessera run --target / --opt-level / --dump-ir / --report", () => {
     expect(r.status, r.stderr).toBe(0)
     const files = fs.readdirSync(dir)
     expect(files[0]).toBe("00-input.txt")
-    expect(files).toContain("01-rewrite.FoldConstants.txt")
+    // (QdqToInteger runs first: FoldConstants would dequantize a QDQ model's 8-bit weights)
+    expect(files).toContain("01-rewrite.QdqToInteger.txt")
+    expect(files).toContain("02-rewrite.FoldConstants.txt")
     expect(files.some((f) => /^\d\d-rewrite\.FuseOps\.txt$/.test(f))).toBe(true)
     expect(files.some((f) => /^\d\d-lowering\.k0\.txt$/.test(f))).toBe(true)
     expect(files.every((f) => /^\d\d-[A-Za-z0-9_.-]+\.txt$/.test(f))).toBe(true) // no temporary files left

@@ -29,7 +29,7 @@ import { C_PRELUDE } from "../src/emit/c/prelude.js"
 import { CompileError, DeviceRunError, LoadError } from "../src/device/device.js"
 import { paramsOf } from "../src/ast/tir/analysis.js"
 import koffi from "koffi"
-import { hostTarget, parseCacheSize, parseCpuInfo } from "../src/device/host.js"
+import { hostCpu, hostTarget, parseCacheSize, parseCpuInfo } from "../src/device/host.js"
 import { emitC } from "../src/emit/c/emit.js"
 import { lowerSync } from "../src/lowering/lower.js"
 import { cpuTirPipeline } from "../src/lowering/tir/cpu-pipeline.js"
@@ -37,7 +37,7 @@ import { runTirSync } from "../src/lowering/tir/tir-pass.js"
 import { assertAllClose, lawParams } from "../laws/support.js"
 import { callKernel } from "../laws/support-c.js"
 import { runFailure } from "./support/effect.js"
-import { GOLDEN_CASES, GOLDEN_DIR, goldenFunc, goldenUnit, updateGoldens } from "../scripts/update-goldens.js"
+import { C_GOLDEN_CASES, GOLDEN_CASES, GOLDEN_DIR, goldenFunc, goldenUnit, updateGoldens } from "../scripts/update-goldens.js"
 
 const HAVE_GCC = compilerAvailable("gcc")
 const CASES_PER_FAMILY = 30
@@ -409,7 +409,7 @@ describe("c target: goldens", () => {
     expect(existsSync(file), `${file} is missing: UPDATE_GOLDENS=1 npx vitest run test/emit-c.test.ts`).toBe(true)
     expect(text === readFileSync(file, "utf8"), `${name} changed: review, then UPDATE_GOLDENS=1 npx vitest run test/emit-c.test.ts`).toBe(true)
   }
-  for (const mk of GOLDEN_CASES)
+  for (const mk of [...GOLDEN_CASES, ...C_GOLDEN_CASES])
     it(`golden/c: the case ${mk.name} is the unit the emitter writes`, () => {
       const g = mk()
       holds(`${g.name}.c`, goldenUnit(g))
@@ -427,6 +427,18 @@ describe("c target: goldens", () => {
     cases.forEach((g, k) => {
       const outs = callKernel(mod.kernels.get(g.name)!, funcs[k], g.inputs)
       assertAllClose(g.outputs.map((o) => outs.get(o.name)!), evaluateTE(g.outputs, g.inputs), 1e-4, 1e-5)
+    })
+  })
+
+  // (the VNNI dot builds where gcc's -march=native has it: a host with AVX-512 VNNI)
+  it.skipIf(!HAVE_GCC || !hostCpu().vnni)("the int8 golden (its dot one vpdpbusd) computes what its TE says, exactly", async () => {
+    const cases = C_GOLDEN_CASES.map((mk) => mk())
+    const funcs = cases.map(goldenFunc)
+    expect(emitC(funcs).units.map((u) => u.source).join("\n")).toContain("_mm512_dpbusd_epi32")
+    const mod = await build(funcs)
+    cases.forEach((g, k) => {
+      const outs = callKernel(mod.kernels.get(g.name)!, funcs[k], g.inputs)
+      expect(Array.from(outs.get(g.outputs[0].name)!.data as ArrayLike<number>)).toEqual(Array.from(evaluateTE(g.outputs, g.inputs)[0].data as ArrayLike<number>))
     })
   })
 

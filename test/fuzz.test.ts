@@ -170,7 +170,7 @@ const EDITS: readonly Edit[] = [
   },
   (m, pick) => {
     const n = m.graph?.node[pick(m.graph.node.length)]
-    if (n) n.domain = ["", "ai.onnx", "com.example", "ai.onnx.ml", "tessera"][pick(5)]
+    if (n) n.domain = ["", "ai.onnx", "com.example", "ai.onnx.ml", "tessera", "com.microsoft"][pick(6)]
   },
   (m, pick) => {
     const n = m.graph?.node[pick(m.graph.node.length)]

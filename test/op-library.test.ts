@@ -254,6 +254,32 @@ run("QuantizeLinear / DequantizeLinear", (): Case[] => [
   { op: "DequantizeLinear", inputs: [rand("uint8", [2, 4], 0, 255), rand("float32", [1, 4], 0.01, 1)], attrs: { axis: attr.int(0), block_size: attr.int(2) }, opset: 21 },
 ])
 
+const t8 = (dtype: "int8" | "uint8" | "int32", shape: readonly number[], xs: readonly number[]) => tensor(dtype, shape, dtype === "int8" ? Int8Array.from(xs) : dtype === "uint8" ? Uint8Array.from(xs) : Int32Array.from(xs))
+const f32t = (shape: readonly number[], xs: readonly number[]) => tensor("float32", shape, Float32Array.from(xs))
+run("integer and quantized products (op-library-quant-int.ts)", (): Case[] => [
+  // per-tensor zero points, padding: a padded tap holds x's zero point (contributes 0)
+  { op: "ConvInteger", inputs: [rand("uint8", [1, 3, 5, 5], 0, 255), rand("uint8", [4, 3, 3, 3], 0, 255), t8("uint8", [], [130]), t8("uint8", [], [121])], attrs: { pads: attr.ints([1, 1, 1, 1]) } },
+  // per-output-channel weight zero points, grouped, strided
+  { op: "ConvInteger", inputs: [rand("int8", [2, 4, 6, 6], -128, 127), rand("int8", [6, 2, 2, 2], -128, 127), t8("int8", [], [-7]), t8("int8", [6], [1, -2, 3, 0, 5, -6])], attrs: { group: attr.int(2), strides: attr.ints([2, 2]) } },
+  { op: "MatMulInteger", inputs: [rand("uint8", [2, 3, 7], 0, 255), rand("int8", [7, 5], -128, 127), t8("uint8", [3], [12, 200, 128]), t8("int8", [5], [0, 1, -1, 3, 4])] },
+  { op: "MatMulInteger", inputs: [rand("int8", [4, 9], -128, 127), rand("uint8", [2, 9, 3], 0, 255)] },
+  {
+    op: "QLinearConv",
+    inputs: [rand("uint8", [1, 4, 6, 6], 0, 255), f32t([], [0.02]), t8("uint8", [], [121]), rand("int8", [5, 4, 3, 3], -128, 127), rand("float32", [5], 0.002, 0.02), t8("int8", [5], [0, 0, 0, 0, 0]), f32t([], [0.11]), t8("uint8", [], [17]), rand("int32", [5], -3000, 3000)],
+    attrs: { pads: attr.ints([1, 1, 1, 1]) },
+  },
+  {
+    op: "QLinearConv",
+    inputs: [rand("int8", [1, 6, 5, 5], -128, 127), f32t([], [0.031]), t8("int8", [], [-3]), rand("int8", [6, 1, 3, 3], -128, 127), f32t([], [0.007]), t8("int8", [], [0]), f32t([], [0.05]), t8("int8", [], [4])],
+    attrs: { group: attr.int(6), strides: attr.ints([2, 2]), pads: attr.ints([1, 1, 1, 1]) },
+  },
+  { op: "QLinearMatMul", inputs: [rand("uint8", [2, 3, 8], 0, 255), f32t([], [0.03]), t8("uint8", [], [111]), rand("int8", [8, 6], -128, 127), rand("float32", [6], 0.002, 0.02), t8("int8", [6], [0, 0, 0, 0, 0, 0]), f32t([], [0.09]), t8("uint8", [], [130])] },
+  { op: "QLinearMatMul", inputs: [rand("int8", [5, 8], -128, 127), f32t([], [0.03]), t8("int8", [], [2]), rand("int8", [8, 6], -128, 127), f32t([], [0.01]), t8("int8", [], [0]), f32t([], [0.04]), t8("int8", [], [-1])] },
+  { op: "DynamicQuantizeLinear", inputs: [rand("float32", [3, 7], -4, 9)] },
+  { op: "DynamicQuantizeLinear", inputs: [rand("float32", [10], 1, 3)] },
+  { op: "DynamicQuantizeLinear", inputs: [f32t([4], [0, 0, 0, 0])] },
+])
+
 const targets = (shape: readonly number[], C: number, ignore?: number) =>
   tensor("int64", shape, Float64Array.from({ length: size(shape) }, () => (ignore !== undefined && rng.next() < 0.3 ? ignore : rng.int(0, C - 1))))
 run("losses", (): Case[] => [

@@ -49,6 +49,8 @@ const CASES: readonly { op: string; tag: ComputeTag; template: string; outputs: 
   { op: "MatMulPacked", tag: "matmul_packed", template: "matmul", outputs: () => opProgram("MatMulPacked", [placeholder("a", [2, 3, 5]), placeholder("w", [3, 5, 4])], [2, 3, 10], { n: 10 }) },
   { op: "MaxPool", tag: "pool", template: "reduction", outputs: () => opProgram("MaxPool", [placeholder("x", [1, 2, 6, 6])], [1, 2, 3, 3], { kernel_shape: [2, 2], strides: [2, 2] }) },
   { op: "GlobalAveragePool", tag: "global_pool", template: "reduction", outputs: () => opProgram("GlobalAveragePool", [placeholder("x", [1, 2, 4, 4])], [1, 2, 1, 1]) },
+  // (u8 × s8 without zero points: the VNNI layout's product)
+  { op: "MatMulInteger", tag: "int8_dot", template: "int8_dot", outputs: () => opProgram("MatMulInteger", [placeholder("a", [3, 8], "uint8"), placeholder("b", [8, 20], "int8")], [3, 20]) },
 ]
 
 /** `t` with its tag (and, recursively, its inputs' tags) removed. */

@@ -18,6 +18,7 @@ import { cpuTirPipeline } from "../src/lowering/tir/cpu-pipeline.js"
 import { runTirSync } from "../src/lowering/tir/tir-pass.js"
 import { emitWasmModule } from "../src/emit/wasm/emit.js"
 import { loadWasmModule, WASM_MATH_IMPORTS, wasmThreadsAvailable, workerMathSource, type KernelFn } from "../src/device/wasm/load.js"
+import { nodeThreadHost } from "../src/device/wasm/node.js"
 import { frameLayouts, wasmModule } from "../src/device/wasm/device.js"
 import { createExecutor } from "../src/device/executor.js"
 import { makeTarget } from "../src/ast/target.js"
@@ -72,7 +73,7 @@ describe.skipIf(!wasmThreadsAvailable())("wasm threads", () => {
     const want = evaluatePrimFunc(f, inputs).get("O")!
     const em = emitWasmModule([{ name: "k", func: f }], { sharedMemory: true })
     expect(em.kernels[0].phases.map((p) => p.parallel)).toEqual([N, N])
-    const fns = await Effect.runPromise(loadWasmModule(em.bytes, em.kernels, { threads: 2, minSplitWork: 0 }))
+    const fns = await Effect.runPromise(loadWasmModule(em.bytes, em.kernels, { threads: 2, minSplitWork: 0, threadHost: nodeThreadHost }))
     try {
       expect(fns.threads).toBe(2)
       // until the worker has run some ranges (on a loaded machine the calling thread may claim them all at first)
@@ -88,7 +89,7 @@ describe.skipIf(!wasmThreadsAvailable())("wasm threads", () => {
       const cases = fc.sample(arbScheduledCase([family]), lawParams(10))
       const funcs = cases.map((cc, k) => ({ name: `k${k}`, func: runTirSync(cpuTirPipeline(), lowerSync(cc.schedule)) }))
       const em = emitWasmModule(funcs, { sharedMemory: true })
-      const fns = await Effect.runPromise(loadWasmModule(em.bytes, em.kernels, { threads: 2, minSplitWork: 0 }))
+      const fns = await Effect.runPromise(loadWasmModule(em.bytes, em.kernels, { threads: 2, minSplitWork: 0, threadHost: nodeThreadHost }))
       try {
         cases.forEach((cc, k) => {
           const outs = callKernel(fns.get(`k${k}`)!, funcs[k].func, cc.inputs)
@@ -123,7 +124,7 @@ describe.skipIf(!wasmThreadsAvailable())("wasm threads", () => {
     // the module's kernels as the wasm device loads them, on `threads` threads
     const load = async (p: Program, threads: number) => {
       const artifact = await Effect.runPromise(emitArtifact(p, target, { threads }))
-      return Effect.runPromise(loadWasmModule(artifact.files.get("model.wasm")!, frameLayouts(artifact.kernels), { threads, shared: threads > 1 }))
+      return Effect.runPromise(loadWasmModule(artifact.files.get("model.wasm")!, frameLayouts(artifact.kernels), { threads, shared: threads > 1, threadHost: nodeThreadHost }))
     }
     const one = await load(program, 1)
     const two = await load(program, 2)

@@ -12,6 +12,7 @@ import { cpuTirPipeline } from "../lowering/tir/cpu-pipeline.js"
 import type { TirPass } from "../lowering/tir/tir-pass.js"
 import type { TunedLookup } from "./backend.js"
 import type { ScheduleTarget } from "../lowering/templates/template.js"
+import { vnniDot16x4 } from "../ast/te/intrinsic.js"
 
 /**
  * The default passes, then (with 2+ lanes) the blocked layout of that many lanes (and constant
@@ -39,7 +40,12 @@ export const scheduleTarget = (target: Target<"c" | "js" | "wasm">): ScheduleTar
   fmaUnits: target.attrs.fmaUnits,
   fmaLatency: target.attrs.fmaLatency,
   vectorRegisters: ISA_VECTOR_REGISTERS[target.attrs.isa],
+  ...(target.kind === "c" && target.attrs.vnni ? { int8Dot: "vnni" as const } : {}),
 })
 
-/** The CPU targets' TIR pipeline: vectorized loops up to the vectorize primitive's limit kept (the emitters' vector code). */
-export const cpuTir = (_target: Target<"c" | "js" | "wasm">): TirPass<unknown> => cpuTirPipeline({ maxVectorLanes: MAX_VECTORIZED })
+/**
+ * The CPU targets' TIR pipeline: vectorized loops up to the vectorize primitive's limit kept (the
+ * emitters' vector code); on c with AVX-512 VNNI in its record, the VNNI dot stays one instruction.
+ */
+export const cpuTir = (target: Target<"c" | "js" | "wasm">): TirPass<unknown> =>
+  cpuTirPipeline({ maxVectorLanes: MAX_VECTORIZED, ...(target.kind === "c" && target.attrs.vnni ? { keepIntrinsics: new Set([vnniDot16x4.name]) } : {}) })

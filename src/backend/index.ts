@@ -1,83 +1,20 @@
 // The table of backends: one record per target kind, typed over the kind union (a kind without a
 // record does not compile). The pipeline, the CLI and the tuner look a target up here; adding a
-// target is a folder per stage and one entry below (docs/architecture.md).
-import { cpuAttrs, type TargetKind } from "../ast/target.js"
-import { paramsOf } from "../ast/tir/analysis.js"
+// target is a folder per stage and one entry below (docs/architecture.md). The portable records
+// (interp, js, wasm: ./portable.ts) get Node's devices here, a page's in src/browser.ts.
+import type { TargetKind } from "../ast/target.js"
 import { cArtifact, defaultCBuildConfig } from "../device/c/build.js"
 import { cDeviceLayer, cUnavailable } from "../device/c/device.js"
-import { jsDeviceLayer } from "../device/js/device.js"
-import { wasmDeviceLayer } from "../device/wasm/device.js"
+import { jsDeviceLayer } from "../device/js/node.js"
+import { wasmDeviceLayer } from "../device/wasm/node.js"
 import { emitC } from "../emit/c/emit.js"
-import { emitJsModule } from "../emit/js/emit.js"
-import { emitWasmModule } from "../emit/wasm/emit.js"
-import { compiledKernels, kernelsAlias, type Artifact, type KernelEntry, type Program } from "../lowering/program.js"
-import { defaultPasses } from "../rewrite/index.js"
+import { compiledKernels, kernelsAlias, type Artifact } from "../lowering/program.js"
 import type { Backend, Backends } from "./backend.js"
 import { cpuGraphPasses, cpuSchedules, cpuTir } from "./cpu.js"
 import { cuda } from "./cuda.js"
+import { kernelEntries, portableBackends, utf8 } from "./portable.js"
 
-const utf8 = (s: string) => new TextEncoder().encode(s)
-
-/** Each compiled kernel's entry: its name and params as a caller passes them. */
-const kernelEntries = (program: Program): KernelEntry[] => compiledKernels(program).map((k) => ({ name: k.name, params: paramsOf(k.func) }))
-
-const interp: Backend<"interp"> = {
-  kind: "interp",
-  summary: "the reference interpreter: the optimized graph run by the evaluator",
-  target: (host) => ({ kind: "interp", attrs: { ...host, vectorLanes: 0, cores: 1 } }),
-  unavailable: () => undefined,
-  parallel: false,
-  graphPasses: () => defaultPasses,
-}
-
-const js: Backend<"js"> = {
-  kind: "js",
-  summary: "one ES module of plain JavaScript (the portable reference backend), in Node or a browser",
-  // the portable targets share wasm's 4-lane blocked layout, so one layout serves both
-  target: () => ({ kind: "js", attrs: cpuAttrs({ isa: "scalar", vectorLanes: 4 }) }),
-  unavailable: () => undefined,
-  parallel: false,
-  graphPasses: cpuGraphPasses,
-  codegen: {
-    schedules: cpuSchedules,
-    tir: cpuTir,
-    emit: (program): Artifact => ({
-      kind: "js",
-      files: new Map([["model.js", utf8(emitJsModule(compiledKernels(program).map((k) => ({ name: k.name, func: k.func }))))]]),
-      manifest: { module: "model.js", constants: "constants.bin" },
-      kernels: kernelEntries(program),
-    }),
-    device: () => jsDeviceLayer,
-    renderCandidates: emitJsModule,
-  },
-}
-
-const wasm: Backend<"wasm"> = {
-  kind: "wasm",
-  summary: "one WebAssembly module with SIMD128 (threads: workers sharing its memory), in Node or a browser",
-  // the schedules plan for one core: workers split a parallel phase's iterations at load
-  target: () => ({ kind: "wasm", attrs: cpuAttrs({ isa: "simd128" }) }),
-  unavailable: () => undefined,
-  parallel: true,
-  graphPasses: cpuGraphPasses,
-  codegen: {
-    schedules: cpuSchedules,
-    tir: cpuTir,
-    emit: (program, _target, o): Artifact => {
-      // a shared memory when the parallel phases are to run on several threads (the caller asks
-      // for threads only where the host has them: wasmThreadsAvailable)
-      const sharedMemory = (o.threads ?? 1) > 1
-      const em = emitWasmModule(compiledKernels(program).map((k) => ({ name: k.name, func: k.func })), { sharedMemory })
-      return {
-        kind: "wasm",
-        files: new Map([["model.wasm", em.bytes]]),
-        manifest: { module: "model.wasm", constants: "constants.bin", imports: { memory: "env.memory", math: "math.*" }, frames: em.kernels, ...(sharedMemory ? { sharedMemory } : {}) },
-        kernels: em.kernels.map((k) => ({ name: k.name, params: k.params.map((p) => ({ dtype: p.dtype, elements: p.length, shape: p.shape, written: p.written, copyIn: p.copyIn })), frame: { bytes: k.frameBytes, phases: k.phases } })),
-      }
-    },
-    device: (_target, o) => wasmDeviceLayer({ threads: o.threads }),
-  },
-}
+const { interp, js, wasm } = portableBackends({ js: jsDeviceLayer, wasm: wasmDeviceLayer })
 
 const c: Backend<"c"> = {
   kind: "c",

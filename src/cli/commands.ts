@@ -14,6 +14,8 @@ import { COMPILE_TARGETS, compileCommand } from "./compile.js"
 import { BENCH_FORMATS, benchCommand, benchText } from "./bench.js"
 import { TARGETS } from "./targets.js"
 import { zooCommand } from "./zoo.js"
+import { DEFAULT_SEEDED_INPUTS, QUANTIZE_FORMATS, quantizeCommand } from "./quantize.js"
+import * as tty from "node:tty"
 import { tuneCommandLine } from "./tune.js"
 import { ZOO_NAMES, zooModel } from "../zoo/index.js"
 import { announceStarted, commandInterrupt, isSupervisedWorker, parseDeadline, writeStdioDirectly } from "./supervise.js"
@@ -179,6 +181,43 @@ const bench = Command.make(
     }),
 ).pipe(Command.withDescription("Median latency on a target, with onnxruntime-node beside it when installed"))
 
+const quantize = Command.make(
+  "quantize",
+  {
+    model,
+    out: Flag.String("out").pipe(Flag.optional, Flag.withDescription("the QDQ model to write (MODEL.int8.onnx)")),
+    calibrate: Flag.String("calibrate").pipe(Flag.optional, Flag.withDescription("a folder of .npy calibration inputs (one file per input for a one-input model; else a folder per set holding NAME.npy)")),
+    calibrateSeeded: Flag.Int("calibrate-seeded").pipe(Flag.optional, Flag.withDescription(`calibrate on N seeded random inputs (default ${DEFAULT_SEEDED_INPUTS} when no --calibrate)`)),
+    perChannel: Flag.Boolean("per-channel").pipe(Flag.withDefault(false), Flag.withDescription("int8 weights with a scale per output channel (axis 0 of Conv)")),
+    method: Flag.String("method").pipe(Flag.withDefault("minmax"), Flag.withDescription("calibration: minmax, percentile or entropy (KL divergence, as TensorRT and onnxruntime)")),
+    percentile: Flag.Finite("percentile").pipe(Flag.optional, Flag.withDescription("--method percentile: the percentile kept (default 99.99)")),
+    skip: Flag.String("skip").pipe(Flag.atLeast(0), Flag.withDescription("a node left float on purpose (repeatable, or comma-separated)")),
+    shape,
+    seed: seedFlag("the seeded calibration inputs"),
+    format: Flag.Literals("format", QUANTIZE_FORMATS).pipe(Flag.withDefault("text" as const), Flag.withDescription("text (a table, then a JSON line), or json (one object with every layer)")),
+  },
+  (c) =>
+    Effect.gen(function* () {
+      const text = yield* reported("quantize", c.model)(
+        quantizeCommand({
+          model: c.model,
+          out: Option.getOrUndefined(c.out),
+          calibrate: Option.getOrUndefined(c.calibrate),
+          calibrateSeeded: Option.getOrUndefined(c.calibrateSeeded),
+          perChannel: c.perChannel,
+          method: c.method,
+          percentile: Option.getOrUndefined(c.percentile),
+          skip: c.skip,
+          shapes: c.shape,
+          seed: c.seed,
+          format: c.format,
+          progress: tty.isatty(2),
+        }),
+      )
+      yield* Console.log(text)
+    }),
+).pipe(Command.withDescription("Quantize a fp32 model to int8 (QDQ, as onnxruntime's quantize_static writes), calibrated on real or seeded inputs; print the per-layer report"))
+
 /**
  * The demo's timed runs of the compiled target and of onnxruntime without --bench: a median of
  * 10 after a warm-up (a single run of ResNet-18 read 18.5 ms where the median of 30 was 11.4); the
@@ -211,7 +250,7 @@ const demoCommand = Command.make(
 
 const tessera = Command.make("tessera").pipe(
   Command.withDescription("Tessera: an end-to-end optimizing deep-learning compiler"),
-  Command.withSubcommands([run, compile, bench, inspect, zoo, demoCommand, tuneCommandLine(reported, { deadline, checkDeadline })]),
+  Command.withSubcommands([run, compile, bench, inspect, zoo, quantize, demoCommand, tuneCommandLine(reported, { deadline, checkDeadline })]),
 )
 
 /** Command-line mistakes as one stderr line (the help stays one `--help` away). */

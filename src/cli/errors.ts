@@ -41,11 +41,13 @@ const HINTS: { readonly [tag: string]: (e: { readonly message: string; readonly 
   TargetError: () => "",
   InterruptedError: () => "",
   FileLockedError: () => "another tuner is using this log: wait for it, or give this one another --log (remove the .lock file only if no tuner is running)",
+  QuantizationUnsupportedError: () => "",
+  QuantizeOptionError: () => "",
   FileAccessError: (e) => (e.operation === "write" ? "check that the folder exists, is writable and has space" : "check the path and its permissions"),
 }
 
 /** Errors reported against the model file (their message says where inside it). */
-const IN_MODEL = new Set(["DecodeError", "UnsupportedModelError", "UnsupportedOpError", "NodeError", "GraphError"])
+const IN_MODEL = new Set(["QuantizationUnsupportedError", "QuantizeOptionError", "DecodeError", "UnsupportedModelError", "UnsupportedOpError", "NodeError", "GraphError"])
 
 const oneLine = (s: string): string => printable(s.replace(/\s*\n\s*/g, " ").trim())
 
@@ -97,6 +99,8 @@ const COMMAND_ERROR_TAGS: ReadonlySet<string> = new Set([
   "DeviceRunError",
   "InterruptedError",
   "UnsafeCacheError",
+  "QuantizationUnsupportedError",
+  "QuantizeOptionError",
 ])
 
 /** A typed failure of a command: an Error with one of the known tags. */

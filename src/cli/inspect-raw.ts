@@ -4,7 +4,7 @@
 import { fromBinary } from "@bufbuild/protobuf"
 import { ModelProtoSchema, type GraphProto, type TypeProto } from "onnx-buf"
 import { ONNX_DTYPE, ONNX_DTYPE_NAME } from "../ast/graph/dtype.js"
-import { lookupOp } from "../ast/graph/ops/index.js"
+import { lookupOp, MICROSOFT_DOMAIN } from "../ast/graph/ops/index.js"
 
 export interface RawInspectSummary {
   readonly model: string
@@ -33,7 +33,7 @@ const walk = (g: GraphProto, ops: Map<string, number>, unsupported: Map<string, 
     const domain = n.domain === "ai.onnx" ? "" : n.domain
     const key = domain ? `${domain}.${n.opType}` : n.opType
     ops.set(key, (ops.get(key) ?? 0) + 1)
-    if (domain !== "" || !lookupOp(n.opType)) unsupported.set(key, (unsupported.get(key) ?? 0) + 1)
+    if ((domain !== "" && domain !== MICROSOFT_DOMAIN) || !lookupOp(n.opType, domain)) unsupported.set(key, (unsupported.get(key) ?? 0) + 1)
     for (const a of n.attribute) {
       if (a.g) walk(a.g, ops, unsupported)
       for (const s of a.graphs) walk(s, ops, unsupported)

@@ -11,6 +11,7 @@ import type { Interrupt } from "../ast/graph/errors.js"
 import { attempt, printable, tagOf, UsageError } from "./errors.js"
 import { parseDims, splitAssignment } from "./inputs.js"
 import { inspectRaw, rawText } from "./inspect-raw.js"
+import { fusionSvg } from "../rewrite/fusion-svg.js"
 
 export const INSPECT_FORMATS = ["text", "json", "dot", "svg"] as const
 export type InspectFormat = (typeof INSPECT_FORMATS)[number]
@@ -45,15 +46,6 @@ export interface InspectSummary {
   readonly groups?: FusionReport["groups"]
   readonly memory?: FusionReport["memory"]
 }
-
-/** Graphviz (compiled to wasm, in process) renders the DOT; the SVG element alone, no XML prolog. */
-const renderSvg = (dot: string): Effect.Effect<string> =>
-  Effect.promise(async () => {
-    const viz = await (await import("@viz-js/viz")).instance()
-    const svg = viz.renderString(dot, { format: "svg" })
-    const k = svg.indexOf("<svg")
-    return k >= 0 ? svg.slice(k).trimEnd() : svg
-  })
 
 const opName = (domain: string, op: string) => (domain ? `${domain}.${op}` : op)
 
@@ -146,7 +138,7 @@ export const inspectModel = Effect.fn("cli.inspect")(function* (o: InspectOption
     case "dot":
       return fusionDot(optimized ?? singletonGroups(bound))
     case "svg":
-      return yield* renderSvg(fusionDot(optimized ?? singletonGroups(bound)))
+      return yield* fusionSvg(optimized ?? singletonGroups(bound))
     case "text": {
       const lines = [
         `model ${o.model}: graph '${graph.name}', opset ${graph.opset}`,

@@ -14,7 +14,7 @@ import { sizeOf, wideTensor, type Tensor } from "../ast/graph/tensor.js"
 import { NodeError } from "../ast/graph/errors.js"
 import { runKernel } from "../ast/graph/ops/exact-int64.js"
 import { indexChecks, type IndexCheck } from "../lowering/index-checks.js"
-import type { Program } from "../lowering/program.js"
+import type { RunnableProgram } from "../lowering/program.js"
 import type { DeviceBuffer, DeviceModule } from "./device.js"
 
 export class ExecutorError extends Data.TaggedError("ExecutorError")<{ readonly where: string; readonly reason: string }> {
@@ -59,7 +59,7 @@ interface Reserved {
  */
 const deviceData = (t: Tensor, mod: DeviceModule): DeviceArray => (mod.exactInt64 && t.exact instanceof BigInt64Array ? t.exact : t.data)
 
-export const createExecutor = (program: Program, mod: DeviceModule): Executor => {
+export const createExecutor = (program: RunnableProgram, mod: DeviceModule): Executor => {
   const { graph, memory } = program
   for (const k of program.kernels)
     if (k.kind === "compiled" && !mod.kernels.has(k.name)) throw new ExecutorError({ where: `kernel ${k.name}`, reason: "is not loaded" })

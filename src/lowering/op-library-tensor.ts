@@ -203,8 +203,10 @@ const trilu: OpCompute = (ctx) => {
 
 /** ConstantOfShape: the `value` attribute's one element (float32 0 by default) everywhere. */
 const constantOfShape: OpCompute = (ctx) => {
-  const value = ctx.attrs.value as { data: ArrayLike<number> } | undefined
+  const value = ctx.attrs.value as { data: ArrayLike<number>; exact?: unknown } | undefined
   const dtype = ctx.outputs[0].dtype
+  // an int64 / uint64 value a double does not hold (its `exact`): a literal would be its double
+  if (value?.exact) return none("ConstantOfShape of an int64 value past 2^53 that a double does not hold (exact on the reference kernel)")
   const v = value ? Number(value.data[0]) : 0
   return [compute(ctx.name(), shapeOf(ctx.outputs[0]), () => c(v, dtype), dtype)]
 }

@@ -33,6 +33,9 @@ import { NORMALIZATIONS } from "./op-library-norm.js"
 import { convNd, convTranspose, globalPoolNd, poolNd } from "./op-library-conv.js"
 import { RESIZES } from "./op-library-resize.js"
 import { QUANT } from "./op-library-quant.js"
+import { QUANT_INT } from "./op-library-quant-int.js"
+import { CONTRIB_QUANT } from "./op-library-quant-contrib.js"
+import { MICROSOFT_DOMAIN } from "../ast/graph/ops/index.js"
 import { LOSSES } from "./op-library-loss.js"
 import { attention, rotaryEmbedding, swiglu } from "./op-library-attention.js"
 import { gridSample } from "./op-library-grid.js"
@@ -69,7 +72,10 @@ const ELEMENTWISE: Record<string, OpCompute> = {
   Sub: binary(sub),
   Mul: binary(mul),
   Div: binary(div),
-  Pow: binary((a, b) => call("pow", a, cast(a.dtype, b))),
+  // an integer base: the power wraps like repeated multiplication in the type (NumPy's integer
+  // power; the evaluator squares modulo 2^bits), which a double pow cast back cannot give past
+  // 2^53 (nor C's cast of an out-of-range double, undefined): the reference kernel computes it
+  Pow: (ctx) => (isFloatDtype(ctx.outputs[0].dtype) ? binary((a, b) => call("pow", a, cast(a.dtype, b)))(ctx) : none(`integer Pow (${ctx.outputs[0].dtype}) wraps modulo 2^bits`)),
   PRelu: (ctx) => {
     const x = inp(ctx, 0)
     const s = inp(ctx, 1)
@@ -233,11 +239,17 @@ const batchNorm: OpCompute = (ctx) => {
   const [scale, bias, mean, variance] = [1, 2, 3, 4].map((k) => inp(ctx, k))
   const eps = num(ctx.attrs.epsilon, 1e-5)
   const dtype = x.dtype
+  // a parameter of one value applies to every channel, as the evaluator reads it (bind allows C
+  // values or one); C values in a higher-rank tensor (e.g. [C, 1]) are not read here
+  const count = (t: typeof x) => t.shape.reduce((a, b) => a * b, 1)
+  const C = x.shape.length > 1 ? x.shape[1] : 1
+  for (const t of [scale, bias, mean, variance]) if (count(t) !== 1 && (t.shape.length !== 1 || count(t) !== C)) return none(`BatchNormalization parameter of shape [${t.shape.join(", ")}] for ${C} channels`)
+  const param = (t: typeof x, ch: Expr) => (count(t) === 1 ? at(t, ...t.shape.map(() => c(0))) : at(t, ch))
   return [
     compute(ctx.name(), x.shape, (...i) => {
-      const ch = i[1]
-      const inv = div(at(scale, ch), call("sqrt", add(at(variance, ch), fl(dtype, eps))))
-      return add(mul(sub(bread(x, i), at(mean, ch)), inv), at(bias, ch))
+      const ch = i.length > 1 ? i[1] : c(0)
+      const inv = div(param(scale, ch), call("sqrt", add(param(variance, ch), fl(dtype, eps))))
+      return add(mul(sub(bread(x, i), param(mean, ch)), inv), param(bias, ch))
     }, dtype),
   ]
 }
@@ -354,6 +366,7 @@ export const OP_COMPUTES: Readonly<Record<string, OpCompute>> = {
   ...NORMALIZATIONS,
   ...RESIZES,
   ...QUANT,
+  ...QUANT_INT,
   ...LOSSES,
   Attention: attention,
   RotaryEmbedding: rotaryEmbedding,
@@ -362,11 +375,17 @@ export const OP_COMPUTES: Readonly<Record<string, OpCompute>> = {
   Einsum: einsum,
 }
 
-/** Is there a compute for this node (op and configuration)? */
-export const computeFor = (n: Node): OpCompute | undefined => OP_COMPUTES[n.op]
+/** Computes of onnxruntime's com.microsoft ops (a name there means another op than in the ONNX domain). */
+const DOMAIN_COMPUTES: Readonly<Record<string, Readonly<Record<string, OpCompute>>>> = { [MICROSOFT_DOMAIN]: CONTRIB_QUANT }
+
+/** Is there a compute for this node (op, domain and configuration)? */
+export const computeFor = (n: Node): OpCompute | undefined => {
+  const table = Object.prototype.hasOwnProperty.call(DOMAIN_COMPUTES, n.domain) ? DOMAIN_COMPUTES[n.domain] : OP_COMPUTES
+  return Object.prototype.hasOwnProperty.call(table, n.op) ? table[n.op] : undefined
+}
 
 /** Ops whose computes are their outputs, one each, in order (every other op computes its first output only). */
-export const MULTI_OUTPUT: ReadonlySet<string> = new Set(["Split"])
+export const MULTI_OUTPUT: ReadonlySet<string> = new Set(["Split", "DynamicQuantizeLinear"])
 
 export const attrsOf = (n: Node): Record<string, unknown> => resolveNode(n).attrs as Record<string, unknown>
 

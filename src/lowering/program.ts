@@ -9,7 +9,7 @@ import type { Graph } from "../ast/graph/graph.js"
 import type { TargetKind } from "../ast/target.js"
 import type { FusedGraph } from "../rewrite/fuse-ops.js"
 import type { MemoryPlan } from "../rewrite/plan-memory.js"
-import type { GroupKernel } from "./lower-group.js"
+import type { CompiledKernel, FallbackKernel, GroupKernel } from "./lower-group.js"
 
 export interface Program {
   /** The optimized, bound graph. */
@@ -17,6 +17,14 @@ export interface Program {
   readonly fused: FusedGraph
   readonly memory: MemoryPlan
   readonly kernels: readonly GroupKernel[]
+}
+
+/** What an executor runs: a Program less its kernels' TIR and schedules (a packed program has no more: src/web/packed-program.ts). */
+export interface RunnableProgram {
+  readonly graph: Graph
+  readonly fused: Pick<FusedGraph, "groups">
+  readonly memory: MemoryPlan
+  readonly kernels: readonly (Pick<CompiledKernel, "kind" | "group" | "name" | "args" | "outputs"> | FallbackKernel)[]
 }
 
 /** The compiled kernels of a program, in run order. */

@@ -7,6 +7,7 @@ import { foldConstants } from "./fold-constants.js"
 import { fuseOps } from "./fuse-ops.js"
 import { chain, sequential, type GraphPass, type Pass, type RewriteError, type VerifyError } from "./pass.js"
 import { planMemoryPass, type PlannedGraph } from "./plan-memory.js"
+import { qdqToInteger } from "./qdq-to-integer.js"
 import { simplifyInference } from "./simplify-inference.js"
 
 export * from "./pass.js"
@@ -18,9 +19,14 @@ export { simplifyInference, simplifyInferenceSync, simplifyInferenceRules } from
 export { fuseOps, fuseOpsSync, singletonGroups, type FusedGraph, type FusedGroup } from "./fuse-ops.js"
 export { planMemory, planMemoryPass, type MemoryPlan, type PlannedGraph } from "./plan-memory.js"
 export { alterLayout, alterLayoutSync, chooseBlock, type LayoutTarget } from "./alter-layout.js"
+export { qdqToInteger, qdqToIntegerSync, qdqToIntegerWithReport, qdqReportText, type QdqDecision } from "./qdq-to-integer.js"
 
-/** The default graph passes, in order (each skipped above the configured opt level). */
+/**
+ * The default graph passes, in order (each skipped above the configured opt level). QdqToInteger
+ * comes first: FoldConstants would dequantize the 8-bit weights into float constants.
+ */
 export const defaultPasses: GraphPass = sequential("rewrite.Default", [
+  qdqToInteger,
   foldConstants,
   eliminateDeadCode,
   simplifyInference,

@@ -84,7 +84,7 @@ export const transposePair: Rule = {
   apply: (n, ctx) => {
     if (n.op !== "Transpose") return undefined
     const p = ctx.producer(n.inputs[0])
-    if (!p || p.op !== "Transpose") return undefined
+    if (!p || p.op !== "Transpose" || p.domain !== "") return undefined
     const rank = ctx.type(p.inputs[0])?.shape.length
     if (rank === undefined) return undefined
     const rev = (r: number) => Array.from({ length: r }, (_, i) => r - 1 - i)
@@ -101,7 +101,7 @@ export const reshapeChain: Rule = {
   apply: (n, ctx) => {
     if (n.op !== "Reshape" && n.op !== "Flatten" && n.op !== "Squeeze" && n.op !== "Unsqueeze") return undefined
     const p = ctx.producer(n.inputs[0])
-    if (!p || !["Reshape", "Flatten", "Squeeze", "Unsqueeze"].includes(p.op)) return undefined
+    if (!p || p.domain !== "" || !["Reshape", "Flatten", "Squeeze", "Unsqueeze"].includes(p.op)) return undefined
     const out = ctx.type(n.outputs[0])
     if (!out || !out.shape.every((d) => typeof d === "number")) return undefined
     if (sameType(ctx, p.inputs[0], n.outputs[0]) && !ctx.isOutput(n.outputs[0])) return { nodes: [], outputs: [p.inputs[0]] }
@@ -142,7 +142,7 @@ export const foldBatchNormIntoConv: Rule = {
   apply: (n, ctx) => {
     if (n.op !== "BatchNormalization") return undefined
     const conv = ctx.producer(n.inputs[0])
-    if (!conv || conv.op !== "Conv" || !onlyConsumer(ctx, n.inputs[0])) return undefined
+    if (!conv || conv.op !== "Conv" || conv.domain !== "" || !onlyConsumer(ctx, n.inputs[0])) return undefined
     const w = ctx.constant(conv.inputs[1])
     const b = ctx.constant(conv.inputs[2])
     if (!isFloat(w) || (conv.inputs[2] && !b)) return undefined
@@ -243,16 +243,14 @@ export const canonicalizeGemm: Rule = {
   },
 }
 
+/**
+ * A rule about ONNX-domain ops, applied to those only: a node of another domain (tessera's,
+ * com.microsoft's) may share an ONNX op's name and mean something else.
+ */
+const onnxDomainOnly = (r: Rule): Rule => ({ name: r.name, apply: (n, ctx) => (n.domain === "" || n.domain === "ai.onnx" ? r.apply(n, ctx) : undefined) })
+
 export const simplifyInferenceRules: RuleSet = [
-  removeIdentity,
-  removeDropout,
-  castToSameType,
-  algebraicIdentity,
-  transposePair,
-  reshapeChain,
-  foldBatchNormIntoConv,
-  batchNormToScaleShift,
-  canonicalizeGemm,
+  ...[removeIdentity, removeDropout, castToSameType, algebraicIdentity, transposePair, reshapeChain, foldBatchNormIntoConv, batchNormToScaleShift, canonicalizeGemm].map(onnxDomainOnly),
   ...recognizePatternRules,
 ]
 

@@ -9,23 +9,24 @@ import type { Graph, Node } from "./graph.js"
 import { LIMITS } from "./limits.js"
 import { OpError, OpUnsupported, type AnyOpDef } from "./op.js"
 import { runKernel } from "./ops/exact-int64.js"
-import { lookupOp, TESSERA_DOMAIN } from "./ops/index.js"
+import { KNOWN_DOMAINS, lookupOp, MICROSOFT_DOMAIN, MICROSOFT_OPS } from "./ops/index.js"
 import { showShape, type Tensor } from "./tensor.js"
 
 export const DEFAULT_DOMAINS: ReadonlySet<string> = new Set(["", "ai.onnx"])
-const KNOWN_DOMAINS: ReadonlySet<string> = new Set(["", "ai.onnx", TESSERA_DOMAIN])
 
 /** A node's op definition and decoded attributes, or the typed error saying why there is none. */
 export const resolveNode = (n: Node): { def: AnyOpDef; attrs: unknown } => {
-  const def = KNOWN_DOMAINS.has(n.domain) ? lookupOp(n.op, n.domain === "ai.onnx" ? "" : n.domain) : undefined
+  const def = KNOWN_DOMAINS.has(n.domain) ? lookupOp(n.op, n.domain) : undefined
   if (!def)
     throw new UnsupportedOpError({
       node: n.name,
       op: n.op,
       domain: n.domain,
-      reason: KNOWN_DOMAINS.has(n.domain)
-        ? `no operator '${n.op}' in Tessera's registry`
-        : `operator domain '${n.domain}' is not supported (only the default ONNX domain is)`,
+      reason: !KNOWN_DOMAINS.has(n.domain)
+        ? `operator domain '${n.domain}' is not supported (only the default ONNX domain and ${MICROSOFT_DOMAIN}'s quantized ops are)`
+        : n.domain === MICROSOFT_DOMAIN
+          ? `${MICROSOFT_DOMAIN} operator '${n.op}' is not implemented (Tessera implements ${Object.keys(MICROSOFT_OPS).join(", ")} of that domain)`
+          : `no operator '${n.op}' in Tessera's registry`,
     })
   const a = decodeAttrs(def.attrs, n.attrs)
   if (!a.ok) throw new NodeError({ node: n.name, op: n.op, reason: a.error })

@@ -14,6 +14,7 @@ import type { AttrValue } from "../graph/attrs.js"
 import { ONNX_DTYPE, ONNX_DTYPE_NAME } from "../graph/dtype.js"
 import { UnsupportedOpError, NodeError } from "../graph/errors.js"
 import { DEFAULT_DOMAINS, resolveNode } from "../graph/evaluate.js"
+import { MICROSOFT_DOMAIN } from "../graph/ops/index.js"
 import type { Graph, Node, ValueInfo } from "../graph/graph.js"
 import { LIMITS, showCount } from "../graph/limits.js"
 import type { Dim, ValueType } from "../graph/op.js"
@@ -150,9 +151,9 @@ const decodeNode = (n: NodeProto, index: number, ctx: Ctx, where: string): Node 
   while (outputs.length && outputs[outputs.length - 1] === "") outputs.pop()
   const domain = n.domain === "ai.onnx" ? "" : n.domain
   const node: Node = { name, op: n.opType, domain, inputs: [...n.input], outputs, attrs }
-  if (!DEFAULT_DOMAINS.has(domain))
-    throw new UnsupportedOpError({ node: name, op: n.opType, domain, reason: `operator domain '${domain}' is not supported (only the default ONNX domain is)` })
-  resolveNode(node) // known op, valid attributes, arity — or a typed error naming the node
+  if (!DEFAULT_DOMAINS.has(domain) && domain !== MICROSOFT_DOMAIN)
+    throw new UnsupportedOpError({ node: name, op: n.opType, domain, reason: `operator domain '${domain}' is not supported (only the default ONNX domain and ${MICROSOFT_DOMAIN}'s quantized ops are)` })
+  resolveNode(node) // known domain and op, valid attributes, arity — or a typed error naming node, op and domain
   return node
 }
 
@@ -241,6 +242,10 @@ export const decodeModelSync = (bytes: Uint8Array, options: DecodeOptions = {}):
   if (opset > MAX_OPSET)
     throw new UnsupportedModelError({ where: "model", feature: `opset ${opset} is newer than the newest supported (${MAX_OPSET}); re-export with opset ≤ ${MAX_OPSET}` })
   if (opset < MIN_OPSET) throw new DecodeError({ where: "model", reason: `opset ${opset} is not a valid version` })
+  // onnxruntime's contrib domain: its ops are all at version 1 (their nodes are checked one by one)
+  for (const o of model.opsetImport)
+    if (o.domain === MICROSOFT_DOMAIN && o.version !== 1n)
+      throw new UnsupportedModelError({ where: "model", feature: `${MICROSOFT_DOMAIN} opset ${o.version} (Tessera knows version 1, the only one onnxruntime defines)` })
   const g = decodeGraph(model.graph, { opset, readExternal: options.readExternal, depth: 0, count: { nodes: 0 } }, "graph")
   checkTopological(g)
   return g

@@ -132,6 +132,11 @@ export const COMPUTE_TAGS = [
   "pool",
   /** A pooling reduction over the whole spatial extent. */
   "global_pool",
+  /**
+   * An 8-bit product in the VNNI layout (op-library-int8-blocked.ts): [..., 16 output lanes] int32
+   * sums of u8 activations × s8 packed weights, innermost reduce axis 4 (vpdpbusd's dot).
+   */
+  "int8_dot",
 ] as const
 
 export type ComputeTag = (typeof COMPUTE_TAGS)[number]

@@ -58,7 +58,19 @@ export const vnniDot16x4: TensorIntrinsic = (() => {
     compute: out,
     inputs: [a, b],
     mode: "update",
-    emit: { c: { fn: "_mm512_dpbusd_epi32", header: "#include <immintrin.h>" } },
+    emit: {
+      c: {
+        fn: "tessera_vnni_dot_16x4",
+        header: [
+          "#include <immintrin.h>",
+          "/* c[16] += a[4] (u8) . b[16][4] (s8): one vpdpbusd */",
+          "static inline __attribute__((always_inline)) void tessera_vnni_dot_16x4(int32_t* c, const uint8_t* a, const int8_t* b) {",
+          "  int32_t a4; memcpy(&a4, a, 4);",
+          "  _mm512_storeu_si512(c, _mm512_dpbusd_epi32(_mm512_loadu_si512(c), _mm512_set1_epi32(a4), _mm512_loadu_si512(b)));",
+          "}",
+        ].join("\n"),
+      },
+    },
   }
 })()
 

@@ -9,6 +9,7 @@
 //   each compiled to an object in parallel, cached by the hash of its source, the prelude, the flags,
 //   the compiler's version and the host CPU; then one link, cached by its objects. A recompile after
 //   one kernel changed compiles that kernel's unit alone.
+// After every build the cache is kept under its size limit, least recently used first (cache-store.ts `evict`).
 // And the Makefile of the standalone artifact, which builds the same library with no Node (make -j).
 import { Effect } from "effect"
 import { spawn, spawnSync } from "node:child_process"
@@ -18,7 +19,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { cacheRoot } from "../cache-root.js"
 import { CompileError } from "../errors.js"
-import { buildFolderPrefix, cached, privateDir, publish, removeStaleTemps, tempTag } from "./cache-store.js"
+import { buildFolderPrefix, cacheBudget, cached, evict, privateDir, publish, removeStaleTemps, tempTag, type CacheBudget } from "./cache-store.js"
 
 export interface CBuildConfig {
   readonly cc: string
@@ -29,7 +30,13 @@ export interface CBuildConfig {
   readonly timeoutMs?: number
   /** gcc runs at once when building an artifact's units (default: os.availableParallelism()). */
   readonly jobs?: number
+  /** The cache's size limit and grace (default `cacheBudget()`: $TESSERA_CACHE_MAX_MB), kept after every build (cache-store.ts `evict`). */
+  readonly budget?: CacheBudget
 }
+
+/** After a build: the cache folder and its obj/ and lib/ brought under the budget, least recently used first, `keep` spared. */
+const evictAfterBuild = (config: CBuildConfig, keep: readonly string[]) =>
+  evict(config.cacheDir, [config.cacheDir, path.join(config.cacheDir, "obj"), path.join(config.cacheDir, "lib")], config.budget ?? cacheBudget(), keep)
 
 /**
  * -fwrapv: integer arithmetic wraps (stores wrap like the evaluator); -fno-math-errno: libm calls
@@ -165,6 +172,7 @@ export const buildC = Effect.fn("c.build")(function* (source: string, config: CB
     },
     catch: (e) => new CompileError({ command, reason: `cannot move the library into the cache: ${String(e)}`, stderr: "" }),
   })
+  yield* evictAfterBuild(config, [so])
   return so
 })
 
@@ -250,6 +258,7 @@ export const buildCUnits = Effect.fn("c.buildUnits")(function* (c: CUnits, confi
     yield* writeFor([config.cc, ...args].join(" "), "move the library into the cache", () => publish(out, library))
   })
   yield* linked.pipe(Effect.ensuring(Effect.sync(() => rmSync(tmp, { recursive: true, force: true }))))
+  yield* evictAfterBuild(config, [library])
   return { library, objects } satisfies CUnitsBuilt
 })
 

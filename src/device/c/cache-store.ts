@@ -7,12 +7,22 @@
 // - a cached output is used only when its bytes hash to the stored hash: a torn or planted file is
 //   removed and built again (never handed to dlopen: a truncated library gives SIGBUS);
 // - temporaries of a process that is gone (a killed build) are removed; any others are ignored
-//   (their names never match a key).
-import { Effect } from "effect"
+//   (their names never match a key);
+// - the cache is bounded (`evict`): least recently used first, a use being a cache hit (`cached`
+//   sets the file's mtime: atime is unreliable under noatime / relatime), down to a size limit
+//   ($TESSERA_CACHE_MAX_MB, 2048 by default); an entry used within the grace period (an hour by
+//   default) is never removed, since a concurrent build may have just found it and be about to
+//   link or load it — so the cache can stay over its limit while every entry is that fresh. One
+//   evictor at a time (the advisory lock `.evict.lock`; a second skips its turn). Removing a
+//   library another process has loaded is safe on POSIX (its mapping stays); one removed between
+//   another process's check and its load fails that load, and a library that will not load is
+//   built again (./device.ts).
+import { Effect, Result } from "effect"
 import { createHash, randomBytes } from "node:crypto"
-import { chmodSync, closeSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs"
+import { chmodSync, closeSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs"
 import * as path from "node:path"
 import { UnsafeCacheError } from "../errors.js"
+import { lockFile } from "../file-lock.js"
 
 /** Makes `dir` (and its missing parents) mode 0700; fails unless it is a folder this user owns and only they can write. */
 export const privateDir = (dir: string): Effect.Effect<void, UnsafeCacheError> =>
@@ -123,9 +133,123 @@ export const discard = (file: string): void => {
   rmSync(hashFile(file), { force: true })
 }
 
-/** Whether the cache holds `file` whole; a torn or planted one is removed (to be built again). */
+/** Marks a cached file used now (its mtime: the eviction's recency); a file gone meanwhile is let be. */
+export const touch = (file: string): void => {
+  try {
+    const now = new Date()
+    utimesSync(file, now, now)
+  } catch {
+    /* removed meanwhile: the next check builds it again */
+  }
+}
+
+/** Whether the cache holds `file` whole (and marks it used); a torn or planted one is removed (to be built again). */
 export const cached = (file: string): boolean => {
-  if (intact(file)) return true
+  if (intact(file)) {
+    touch(file)
+    return true
+  }
   discard(file)
   return false
 }
+
+/** How large the cache may grow, and how long a used entry is safe from eviction. */
+export interface CacheBudget {
+  readonly maxBytes: number
+  readonly graceMs: number
+}
+
+/** $TESSERA_CACHE_MAX_MB (a positive number; else 2048 MiB), an hour's grace. */
+export const cacheBudget = (): CacheBudget => {
+  const mb = Number(process.env.TESSERA_CACHE_MAX_MB)
+  return { maxBytes: (Number.isFinite(mb) && mb > 0 ? mb : 2048) * 1024 * 1024, graceMs: 60 * 60 * 1000 }
+}
+
+/** A cached output and the files that go with it (its hash; a library's source kept beside it). */
+interface Entry {
+  readonly file: string
+  readonly companions: readonly string[]
+  readonly bytes: number
+  readonly usedMs: number
+}
+
+/** A cached output's name: a 32-hex key and its extension (temporaries, hashes, locks and sources are not). */
+const ENTRY = /^([0-9a-f]{32})\.(so|o)$/
+
+const sizeOf = (file: string): number => {
+  try {
+    return statSync(file).size
+  } catch {
+    return 0
+  }
+}
+
+const entriesOf = (dir: string): Entry[] => {
+  let names: string[]
+  try {
+    names = readdirSync(dir)
+  } catch {
+    return []
+  }
+  const out: Entry[] = []
+  for (const name of names) {
+    const m = ENTRY.exec(name)
+    if (m === null) continue
+    const file = path.join(dir, name)
+    let st
+    try {
+      st = statSync(file)
+    } catch {
+      continue
+    }
+    if (!st.isFile()) continue
+    const companions = [hashFile(file), ...(m[2] === "so" ? [path.join(dir, `${m[1]}.c`)] : [])]
+    out.push({ file, companions, bytes: st.size + companions.reduce((a, f) => a + sizeOf(f), 0), usedMs: st.mtimeMs })
+  }
+  return out
+}
+
+/** What an eviction did: the entries removed and the bytes the cache holds after it (or why it did nothing). */
+export interface Eviction {
+  readonly removed: readonly string[]
+  readonly bytesBefore: number
+  readonly bytesAfter: number
+  /** Another process held the eviction lock: this one skipped its turn. */
+  readonly skipped?: string
+}
+
+/**
+ * Removes cached outputs of `dirs` (the c cache folder and its obj/ and lib/), least recently used
+ * first, until they hold at most `budget.maxBytes`; entries used within `budget.graceMs` of `nowMs`
+ * stay (see the file header), and so do the files in `keep` (what the caller just built and is about to load). Under the lock `<lockDir>/.evict.lock`.
+ */
+export const evict = (lockDir: string, dirs: readonly string[], budget: CacheBudget, keep: readonly string[] = [], nowMs: number = Date.now()): Effect.Effect<Eviction> =>
+  Effect.gen(function* () {
+    const lock = yield* Effect.result(lockFile(path.join(lockDir, ".evict")))
+    if (Result.isFailure(lock)) return { removed: [], bytesBefore: 0, bytesAfter: 0, skipped: lock.failure.message }
+    try {
+      const entries = dirs.flatMap(entriesOf)
+      const bytesBefore = entries.reduce((a, e) => a + e.bytes, 0)
+      let total = bytesBefore
+      const removed: string[] = []
+      for (const e of [...entries].sort((a, b) => a.usedMs - b.usedMs || (a.file < b.file ? -1 : 1))) {
+        if (total <= budget.maxBytes) break
+        // read again: a build may have used it since the listing
+        let used: number
+        try {
+          used = statSync(e.file).mtimeMs
+        } catch {
+          total -= e.bytes // gone already
+          continue
+        }
+        if (nowMs - used < budget.graceMs || keep.includes(e.file)) continue
+        discard(e.file)
+        for (const f of e.companions) rmSync(f, { force: true })
+        removed.push(e.file)
+        total -= e.bytes
+      }
+      return { removed, bytesBefore, bytesAfter: total }
+    } finally {
+      lock.success.release()
+    }
+  })

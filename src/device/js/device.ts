@@ -1,9 +1,9 @@
 // The `js` device: an artifact's ES module imported from its text (a data: URL), its exported
-// kernels run on host typed arrays. Timing uses the clock here, never in the emit stage.
+// kernels run on host typed arrays. Timing uses the clock here, never in the emit stage. This file
+// runs in Node and in a browser; measuring tuning candidates (worker_threads) is Node's, ./node.ts.
 import { Effect, Layer } from "effect"
 import { artifactText } from "../../lowering/program.js"
 import { Device, hostModule, LoadError, type DeviceShape } from "../device.js"
-import { measureJs } from "./measure.js"
 
 export type KernelFn = (...args: import("../../ast/graph/dtype.js").TypedArray[]) => void
 
@@ -11,14 +11,15 @@ export type KernelFn = (...args: import("../../ast/graph/dtype.js").TypedArray[]
 export const loadJsModule = (source: string): Effect.Effect<Map<string, KernelFn>, LoadError> =>
   Effect.tryPromise({
     try: async () => {
-      const url = `data:text/javascript;base64,${Buffer.from(source, "utf8").toString("base64")}`
+      const url = `data:text/javascript;charset=utf-8,${encodeURIComponent(source)}`
       const mod = (await import(url)) as Record<string, unknown>
       return new Map(Object.entries(mod).filter((e): e is [string, KernelFn] => typeof e[1] === "function"))
     },
     catch: (e) => new LoadError({ target: "js", path: "model.js", reason: e instanceof Error ? e.message : String(e) }),
   })
 
-export const jsDevice: DeviceShape = {
+/** The js device without a measurer (a browser's; Node's adds one: ./node.ts). */
+export const jsDeviceCore: DeviceShape = {
   kind: "js",
   load: (artifact) =>
     Effect.gen(function* () {
@@ -27,8 +28,6 @@ export const jsDevice: DeviceShape = {
       if (source === undefined) return yield* new LoadError({ target: "js", path: String(name ?? "(no module)"), reason: "the artifact has no module" })
       return hostModule("js", yield* loadJsModule(source))
     }),
-  // each batch in a worker thread with a time limit
-  measure: (r) => measureJs(r.candidates, r.source.outputs, r.source.reference, r.render, r.options.measure),
 }
 
-export const jsDeviceLayer: Layer.Layer<Device> = Layer.succeed(Device, jsDevice)
+export const jsDeviceCoreLayer: Layer.Layer<Device> = Layer.succeed(Device, jsDeviceCore)

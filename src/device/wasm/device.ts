@@ -1,12 +1,12 @@
 // The `wasm` device: an artifact's module instantiated on a memory of its own (device/wasm/load.ts).
 // Its buffers are places in that linear memory: the executor's blocks are reserved there, a run's
 // inputs are copied in and its outputs copied out, kernels are called by the buffers' addresses.
-// With threads (a module emitted with a shared memory) workers share the parallel phases.
+// With threads (a module emitted with a shared memory, a thread host) workers share the parallel phases.
 import { Effect, Layer } from "effect"
 import { allocate, storageBytes, type DType, type TypedArray } from "../../ast/graph/dtype.js"
 import type { Artifact, KernelEntry } from "../../lowering/program.js"
 import { Device, DeviceRunError, LoadError, timeRuns, type DeviceBlock, type DeviceBuffer, type DeviceModule, type DeviceShape } from "../device.js"
-import { loadWasmModule, type WasmFrameLayout, type WasmKernels } from "./load.js"
+import { loadWasmModule, type ThreadHost, type WasmFrameLayout, type WasmKernels } from "./load.js"
 
 /** A place in the module's memory: its byte address, dtype and elements. */
 interface WasmBuffer {
@@ -59,6 +59,8 @@ export const wasmModule = (kernels: WasmKernels): DeviceModule => {
 export interface WasmDeviceOptions {
   /** Threads for the parallel phases (a module emitted with a shared memory); 1 by default. */
   readonly threads?: number
+  /** Where the workers come from (Node's: ./node.ts; a page's: ./web-threads.ts); absent: one thread. */
+  readonly threadHost?: ThreadHost
 }
 
 export const wasmDevice = (o: WasmDeviceOptions = {}): DeviceShape => ({
@@ -69,8 +71,9 @@ export const wasmDevice = (o: WasmDeviceOptions = {}): DeviceShape => ({
       const bytes = typeof name === "string" ? artifact.files.get(name) : undefined
       if (!bytes) return yield* new LoadError({ target: "wasm", path: String(name ?? "(no module)"), reason: "the artifact has no module" })
       const threads = artifact.manifest.sharedMemory === true ? Math.max(1, o.threads ?? 1) : 1
-      return wasmModule(yield* loadWasmModule(bytes, frameLayouts(artifact.kernels), { threads, shared: artifact.manifest.sharedMemory === true }))
+      return wasmModule(yield* loadWasmModule(bytes, frameLayouts(artifact.kernels), { threads, shared: artifact.manifest.sharedMemory === true, ...(o.threadHost ? { threadHost: o.threadHost } : {}) }))
     }),
 })
 
-export const wasmDeviceLayer = (o: WasmDeviceOptions = {}): Layer.Layer<Device> => Layer.succeed(Device, wasmDevice(o))
+/** The wasm device on the given thread host (none: one thread); Node's is ./node.ts wasmDeviceLayer. */
+export const wasmDeviceLayerWith = (o: WasmDeviceOptions = {}): Layer.Layer<Device> => Layer.succeed(Device, wasmDevice(o))

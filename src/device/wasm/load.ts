@@ -6,8 +6,9 @@
 // array that lives elsewhere into a staging region — all but the outputs the layout marks as
 // written whole before any read — and the written ones back.
 //
-// Threads (where SharedArrayBuffer, Atomics and worker_threads exist; `threads` > 1 and a module
-// emitted with a shared memory): workers instantiate the same module on the same memory, each with
+// Threads (a ThreadHost that starts workers — Node's worker_threads, src/device/wasm/node.ts, or a
+// cross-origin isolated page's Web Workers, src/device/wasm/web-threads.ts —, `threads` > 1 and a
+// module emitted with a shared memory; this file imports neither): workers instantiate the same module on the same memory, each with
 // a frame of its own. A kernel's phases run in order; a parallel phase's iterations are cut into
 // a few ranges per thread, which the calling thread and the workers claim from a shared counter
 // (Atomics) until none is left; the calling thread then waits for the ranges still running. A
@@ -67,6 +68,8 @@ export interface WasmLoadOptions {
   readonly threads?: number
   /** Stores a parallel phase must run to be split across threads. Default 65536 (tests: 0). */
   readonly minSplitWork?: number
+  /** Where the workers come from; absent or unavailable: one thread. */
+  readonly threadHost?: ThreadHost
 }
 
 /** The kernels of a loaded module as functions of typed arrays, with the memory they share. */
@@ -86,7 +89,16 @@ export type WasmKernels = Map<string, KernelFn> & {
 export const wasmThreadsAvailable = (): boolean =>
   typeof SharedArrayBuffer === "function" && typeof Atomics === "object" && typeof process === "object" && typeof process.versions?.node === "string"
 
-type WorkerCtor = new (source: string, o: { eval: true; workerData: unknown }) => { unref(): void }
+/**
+ * Where the workers come from: `start(source, data)` runs `source` — a script that defines
+ * `main(data)` — on a thread of its own and calls `main` with `data` (a WebAssembly.Module, a
+ * shared memory and numbers: what a worker may be sent); `available()` says whether this host can
+ * share a memory with one and block on it (Atomics.wait) in the calling thread.
+ */
+export interface ThreadHost {
+  readonly available: () => boolean
+  readonly start: (source: string, data: unknown) => void
+}
 
 /** The "math" imports a module may ask for (src/emit/wasm/expr.ts MATH_IMPORTS). */
 export const WASM_MATH_IMPORTS: Readonly<Record<string, (...a: number[]) => number>> = {
@@ -132,8 +144,8 @@ const RANGES_PER_THREAD = 4
  * the counter carries the job's tag (a range of a later job is never run with an earlier job's
  * kernel) and counts them done; kernel < 0 stops it. One that cannot instantiate claims nothing.
  */
-const WORKER_SOURCE = `
-const { workerData } = require("node:worker_threads")
+export const WORKER_SOURCE = `
+const main = (workerData) => {
 const { module, memory, names, math, args, shared, frame, job, spin } = workerData
 const I = new Int32Array(memory.buffer, job, 8)
 let fns
@@ -160,6 +172,7 @@ for (;;) {
     if (Atomics.add(I, ${DONE}, 1) + 1 === ranges) Atomics.notify(I, ${DONE})
   }
 }
+}
 `
 
 /** A math import as source a worker evaluates: Math's own, or a function of Math alone (erf, sigmoid). */
@@ -173,15 +186,15 @@ export const workerMathSource = (name: string): string | undefined => {
 export const loadWasmModule = (bytes: Uint8Array, layouts: readonly WasmFrameLayout[], opts: WasmLoadOptions = {}): Effect.Effect<WasmKernels, LoadError> =>
   Effect.tryPromise({
     try: async () => {
-      const threads = (opts.threads ?? 1) > 1 && wasmThreadsAvailable() ? (opts.threads ?? 1) : 1
-      const Worker = threads > 1 ? ((await import("node:worker_threads")).Worker as unknown as WorkerCtor) : undefined
-      return loadWasmModuleSync(bytes, layouts, { ...opts, threads }, Worker)
+      const host = opts.threadHost?.available() ? opts.threadHost : undefined
+      const threads = (opts.threads ?? 1) > 1 && host ? (opts.threads ?? 1) : 1
+      return loadWasmModuleSync(bytes, layouts, { ...opts, threads }, threads > 1 ? host : undefined)
     },
     catch: (e) => new LoadError({ target: "wasm", path: "model.wasm", reason: e instanceof Error ? e.message : String(e) }),
   })
 
-/** The synchronous core of loadWasmModule (throws); threads need `Worker` (node:worker_threads). */
-export const loadWasmModuleSync = (bytes: Uint8Array, layouts: readonly WasmFrameLayout[], opts: WasmLoadOptions = {}, Worker?: WorkerCtor): WasmKernels => {
+/** The synchronous core of loadWasmModule (throws); threads need `host`'s workers. */
+export const loadWasmModuleSync = (bytes: Uint8Array, layouts: readonly WasmFrameLayout[], opts: WasmLoadOptions = {}, host?: ThreadHost): WasmKernels => {
   if (!WA.validate(bytes)) {
     // compile to get the engine's reason
     new WA.Module(bytes)
@@ -198,7 +211,7 @@ export const loadWasmModuleSync = (bytes: Uint8Array, layouts: readonly WasmFram
   const minWork = opts.minSplitWork ?? MIN_SPLIT_WORK
   const splits = (p: { readonly parallel?: number; readonly work?: number }) => (p.parallel ?? 0) > 1 && (p.work ?? Infinity) >= minWork
   const parallel = layouts.some((l) => l.phases?.some(splits))
-  const threads = Worker && parallel && Object.values(workerMath).every((x) => x !== undefined) ? Math.max(1, Math.floor(opts.threads ?? 1)) : 1
+  const threads = host && parallel && Object.values(workerMath).every((x) => x !== undefined) ? Math.max(1, Math.floor(opts.threads ?? 1)) : 1
   const shared = opts.shared ?? (opts.threads ?? 1) > 1
   if (threads > 1 && !shared) throw new Error("threads need a shared memory")
   // the fixed regions, then the reserved blocks from `heap` on
@@ -242,7 +255,7 @@ export const loadWasmModuleSync = (bytes: Uint8Array, layouts: readonly WasmFram
   const names = layouts.map((l) => l.name)
   for (let w = 1; w < threads; w++) {
     const workerData = { module: mod, memory, names, math: workerMath, args: argsAt, shared: frameAt, frame: frameAt + frameBytes * w, job: jobAt, spin: SPIN }
-    new Worker!(WORKER_SOURCE, { eval: true, workerData }).unref()
+    host!.start(WORKER_SOURCE, workerData)
   }
   let closed = threads === 1
   let seq = 0

@@ -34,7 +34,7 @@ export const C_CAPABILITIES = {
   thread: "serial loop",
   vthread: "serial loop",
   barrier: "no-op outside thread loops; rejected inside",
-  intrinsic: "tessera_gemm_* micro-kernels called; others need lowering.LowerIntrinsics",
+  intrinsic: "tessera_gemm_* micro-kernels and the VNNI dot (vpdpbusd) called; others need lowering.LowerIntrinsics",
   allocate: "aligned stack array up to stackBytes, aligned heap above",
 } as const
 
@@ -142,10 +142,32 @@ const reduceLoop = (s: ForStmt, r: ReduceLoop, w: Walk): string[] | undefined =>
 /** A thread loop over threadIdx: a GPU schedule's block of threads, which a barrier synchronises. */
 const inThreadLoop = (w: Walk): boolean => w.loops.some((l) => l.forKind === "thread" && l.thread?.startsWith("threadIdx") === true)
 
+/**
+ * The VNNI dot `tessera_vnni_dot_16x4(c, a, b)`: c int32[16], a uint8[4] and b int8[16×4], each one
+ * contiguous run (unit inner strides, b's rows 4 apart).
+ */
+const vnniCall = (s: StmtOf<"intrinsic">, w: Walk, lower: string): string[] => {
+  const def = s.intrin.emit.c!
+  const operand = (r: Region, shape: readonly number[], dtype: string): string => {
+    const b = w.buffer(r.buffer)
+    if (!b || b.dtype !== dtype) return w.fail(lower)
+    const st = r.strides ?? b.strides ?? rowMajor(b.shape)
+    const inner = st.slice(st.length - shape.length)
+    const dense = shape.every((_, k) => inner[k] === shape.slice(k + 1).reduce((a, x) => a * x, 1))
+    if (inner.length !== shape.length || !dense) return w.fail(lower)
+    return `&${w.buf(r.buffer)}[${r.strides ? w.expr(r.base[0]) : flatIndex(w, r.buffer, r.base)}]`
+  }
+  const out = operand(s.output, [16], "int32")
+  const [a, b] = [operand(s.inputs[0], [4], "uint8"), operand(s.inputs[1], [16, 4], "int8")]
+  w.define(def.fn, def.header)
+  return [`${def.fn}(${out}, ${a}, ${b});`]
+}
+
 /** A `tessera_gemm_*` call: c[m×n] (+)= a[m×k] · b[k×n] with leading dims from the flat regions. */
 const intrinsic = (s: StmtOf<"intrinsic">, w: Walk): string[] => {
   const def = s.intrin.emit.c
   const lower = `intrinsic ${commentSafe(s.intrin.name)} needs lowering.LowerIntrinsics before the c emitter`
+  if (def?.fn === "tessera_vnni_dot_16x4") return vnniCall(s, w, lower)
   if (!def || !def.fn.startsWith("tessera_gemm_") || !isIdentifier(def.fn)) return w.fail(lower)
   const operand = (r: Region, shape: readonly number[]): { ptr: string; ld: number } => {
     const b = w.buffer(r.buffer)

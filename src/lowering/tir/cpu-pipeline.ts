@@ -6,7 +6,7 @@ import type { InterruptedError } from "../../ast/graph/errors.js"
 import { flattenStorage, type StorageAligns } from "./flatten-storage.js"
 import { injectVirtualThread } from "./inject-virtual-thread.js"
 import { loopPartition } from "./loop-partition.js"
-import { lowerIntrinsics, type IntrinsicModeError } from "./lower-intrinsics.js"
+import { lowerIntrinsicsExcept, type IntrinsicModeError } from "./lower-intrinsics.js"
 import { promoteAccumulators } from "./promote-accumulators.js"
 import { rewriteStorage } from "./rewrite-storage.js"
 import { simplifyTir } from "./simplify-tir.js"
@@ -21,17 +21,20 @@ export interface CpuTirOptions {
   readonly maxVectorLanes?: number
   /** Longest unrolled loop copied. */
   readonly maxUnroll?: number
+  /** Intrinsics the emitter renders itself (the c target's VNNI dot): kept, not lowered to loops. */
+  readonly keepIntrinsics?: ReadonlySet<string>
 }
 
 /**
  * What the c, js and wasm emitters assume of a PrimFunc: flat storage, no intrinsic statement, and
  * only the loop kinds VectorizeLoops and UnrollLoops leave; thread loops (run serially) of known bounds.
  */
-export const cpuEmitterAssumes = (maxVectorLanes = 64, maxUnroll = 16): TirExpect => ({ threadExtentsKnown: true, flat: true, noIntrinsics: true, maxVectorLanes, maxUnroll })
+export const cpuEmitterAssumes = (maxVectorLanes = 64, maxUnroll = 16, noIntrinsics = true): TirExpect => ({ threadExtentsKnown: true, flat: true, ...(noIntrinsics ? { noIntrinsics } : {}), maxVectorLanes, maxUnroll })
 
 export const cpuTirPipeline = (options: CpuTirOptions = {}): TirPass<IntrinsicModeError | VerifyError | InterruptedError> => {
   const lanes = options.maxVectorLanes ?? 64
   const unroll = options.maxUnroll ?? 16
+  const keep = options.keepIntrinsics ?? new Set<string>()
   return tirSequential(
     "lowering.CpuPipeline",
     [
@@ -44,9 +47,9 @@ export const cpuTirPipeline = (options: CpuTirOptions = {}): TirPass<IntrinsicMo
       flattenStorage(options.aligns), // multi-dimensional buffers → flat buffers through strides
       rewriteStorage, // allocations whose lifetimes do not overlap share one buffer
       simplifyTir, // fold the flat indices
-      lowerIntrinsics, // intrinsic calls become their declared loop nests
+      lowerIntrinsicsExcept(keep), // intrinsic calls become their declared loop nests (but those the emitter renders)
     ],
     // lowering gives thread loops constant bounds (split factors); every pass keeps them
-    { assumes: { threadExtentsKnown: true }, provides: cpuEmitterAssumes(lanes, unroll) },
+    { assumes: { threadExtentsKnown: true }, provides: cpuEmitterAssumes(lanes, unroll, keep.size === 0) },
   )
 }

@@ -56,11 +56,25 @@ const lowerOne = (x: Stmt & { kind: "intrinsic" }): Stmt => {
   return ic.axes.reduceRight<Stmt>((acc, a, k) => ({ kind: "for", var: vars[k], min: c(0), extent: c(a.dom.extent), forKind: "serial", body: acc }), inner)
 }
 
-const lower = (f: PrimFunc): PrimFunc => ({ ...f, body: mapStmt(f.body, (x) => (x.kind === "intrinsic" ? lowerOne(x) : undefined)) })
+const lower = (f: PrimFunc, keep: ReadonlySet<string>): PrimFunc => ({ ...f, body: mapStmt(f.body, (x) => (x.kind === "intrinsic" && !keep.has(x.intrin.name) ? lowerOne(x) : undefined)) })
 
 export const lowerIntrinsics: TirPass<IntrinsicModeError> = {
   name: "lowering.LowerIntrinsics",
   optLevel: 0,
-  run: (f) => tryTyped(() => lower(f), (e): e is IntrinsicModeError => e instanceof IntrinsicModeError),
+  run: (f) => tryTyped(() => lower(f, new Set()), (e): e is IntrinsicModeError => e instanceof IntrinsicModeError),
   ensures: { noIntrinsics: true },
 }
+
+/**
+ * LowerIntrinsics for a target that emits some intrinsics itself (the c target's VNNI dot where
+ * its record has the instruction): those named in `keep` stay intrinsic statements, the rest
+ * become their loop nests.
+ */
+export const lowerIntrinsicsExcept = (keep: ReadonlySet<string>): TirPass<IntrinsicModeError> =>
+  keep.size === 0
+    ? lowerIntrinsics
+    : {
+        name: "lowering.LowerIntrinsics",
+        optLevel: 0,
+        run: (f) => tryTyped(() => lower(f, keep), (e): e is IntrinsicModeError => e instanceof IntrinsicModeError),
+      }

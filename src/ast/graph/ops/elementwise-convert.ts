@@ -84,7 +84,7 @@ const castAttrs = attrs({ to: t.union([A.int(), A.str()]), saturate: A.int(1) })
 const FLT_MAX = 3.4028234663852886e38
 
 /** Before opset 11 the bounds are attributes (from opset 6 defaulting to ±FLT_MAX); after, optional scalar inputs. */
-const clipBounds = (opset: number, at: { min?: number; max?: number }, inputs: readonly (Tensor | undefined)[]): [number, number] => {
+export const clipBounds = (opset: number, at: { min?: number; max?: number }, inputs: readonly (Tensor | undefined)[]): [number, number] => {
   if (opset < 11) {
     const big = opset >= 6 ? FLT_MAX : Infinity
     return [at.min ?? -big, at.max ?? big]

@@ -3,7 +3,8 @@
 // Every node runs through `runKernel`. For int64 / uint64 it picks one of three ways:
 // - an exact kernel (EXACT): the op computed on BigInt values, wrapped to 64 bits like C and
 //   numpy (Add, Sub, Mul, Div, Mod, Neg, Abs, Sign, Max, Min, Sum, the comparisons, Cast,
-//   CastLike, Range, ReduceSum / Prod / Max / Min, the bitwise ops and BitShift);
+//   CastLike, Range, CumSum, CumProd, ConstantOfShape, ReduceSum / Prod / Max / Min, the bitwise
+//   ops and BitShift);
 // - a move (MOVES): ops whose outputs are elements of some inputs (Reshape, Gather, Concat,
 //   Slice, Where…) run their own kernel on the element *indices* of those inputs, and the outputs
 //   take the exact values at the indices they got — so every data-movement kernel is exact
@@ -19,7 +20,7 @@ import { check, fail, OpUnsupported, type AnyOpDef, type KernelCtx } from "../op
 import { broadcastIndex, broadcastShapes, exactAt, exactValues, firstInexact, showShape, sizeOf, tensor, wideTensor, type Tensor } from "../tensor.js"
 import { castTarget } from "./elementwise-convert.js"
 import { reducedMask, reduceShape, reductionIndex, type ReduceAttrs, type ReduceName } from "./reduce.js"
-import { intValues } from "./tensor-common.js"
+import { axisIn, intValues, scalarOf } from "./tensor-common.js"
 
 type Ctx = KernelCtx<unknown>
 /** An exact kernel, or undefined where the node has no int64 / uint64 to be exact about. */
@@ -193,6 +194,51 @@ export const rangeCountBig = (start: bigint, limit: bigint, delta: bigint): bigi
   return q > 0n ? q : 0n
 }
 
+/** CumSum / CumProd along the axis of input 1, inclusive or exclusive, forward or reverse, wrapped to 64 bits at every step. */
+const scanExact =
+  (prod: boolean): ExactKernel =>
+  (ctx) => {
+    const x = ctx.inputs[0]
+    const axT = ctx.inputs[1]
+    if (!x || !axT || !isWide(x.dtype)) return undefined
+    const d = x.dtype
+    const axis = axisIn(scalarOf(axT, "axis"), x.shape.length)
+    const a = ctx.attrs as { exclusive: number; reverse: number }
+    const dim = x.shape[axis]
+    const outer = sizeOf(x.shape.slice(0, axis))
+    const inner = sizeOf(x.shape.slice(axis + 1))
+    const v = exactValues(x)
+    const out = allocateBig(d, v.length)
+    for (let o = 0; o < outer; o++)
+      for (let j = 0; j < inner; j++) {
+        const base = o * dim * inner + j
+        let acc = prod ? 1n : 0n
+        for (let s = 0; s < dim; s++) {
+          const p = base + (a.reverse !== 0 ? dim - 1 - s : s) * inner
+          const next = wrapWide(d, prod ? acc * v[p] : acc + v[p])
+          out[p] = a.exclusive !== 0 ? acc : next
+          acc = next
+        }
+      }
+    return [wideTensor(d, x.shape, out)]
+  }
+
+/** ConstantOfShape of an int64 / uint64 value: every element the value's exact one (past 2^53 the plain kernel's output would be refused). */
+const constantOfShapeExact: ExactKernel = (ctx) => {
+  const value = (ctx.attrs as { value?: Tensor }).value
+  const shapeT = ctx.inputs[0]
+  if (!value || !shapeT || !isWide(value.dtype)) return undefined
+  check(value.data.length === 1, () => `value must have one element, got shape [${value.shape.join(", ")}]`)
+  const shape = intValues(shapeT, "shape")
+  check(shape.every((n) => Number.isInteger(n) && n >= 0), () => `shape [${shape.join(", ")}] has a negative dim`)
+  const n = sizeOf(shape)
+  check(n <= LIMITS.tensorElements, () => `shape [${shape.join(", ")}] has ${n} elements, past the limit of ${LIMITS.tensorElements}`)
+  const out = allocateBig(value.dtype, n)
+  const v = exactAt(value, 0)
+  for (let i = 0; i < n; i++) out[i] = v
+  return [wideTensor(value.dtype, shape, out)]
+}
+
 const shiftExact = arith((ctx) => ((ctx.attrs as { direction: string }).direction === "LEFT" ? (a, b) => (b >= 64n ? 0n : a << b) : (a, b) => (b >= 64n ? 0n : a >> b)))
 
 const EXACT: ReadonlyMap<string, ExactKernel> = new Map<string, ExactKernel>([
@@ -225,6 +271,9 @@ const EXACT: ReadonlyMap<string, ExactKernel> = new Map<string, ExactKernel>([
     return r && [r]
   }],
   ["Range", rangeExact],
+  ["CumSum", scanExact(false)],
+  ["CumProd", scanExact(true)],
+  ["ConstantOfShape", constantOfShapeExact],
   ["BitwiseAnd", arith(() => (a, b) => a & b)],
   ["BitwiseOr", arith(() => (a, b) => a | b)],
   ["BitwiseXor", arith(() => (a, b) => a ^ b)],

@@ -12,6 +12,10 @@ import { rnnOps } from "./rnn.js"
 import { controlOps } from "./control.js"
 import { layoutOps } from "./layout.js"
 import { winogradOps } from "./winograd.js"
+import { contribQuantOps } from "./contrib-quant.js"
+import { MICROSOFT_DOMAIN } from "./contrib-quant-common.js"
+
+export { MICROSOFT_DOMAIN }
 
 export const OPS = {
   ...elementwiseOps,
@@ -33,8 +37,25 @@ export const isOpName = (op: string): op is OpName => Object.prototype.hasOwnPro
 export const TESSERA_OPS = { ...layoutOps, ...winogradOps } satisfies Record<string, AnyOpDef>
 export const TESSERA_DOMAIN = "tessera"
 
-/** The op of a default-domain name, or of the "tessera" domain when `domain` says so. */
+/**
+ * onnxruntime's contrib ops Tessera implements (domain "com.microsoft"): the quantized ops of its
+ * QOperator format. Every other op of that domain has no entry, so it is an UnsupportedOpError.
+ */
+export const MICROSOFT_OPS = { ...contribQuantOps } satisfies Record<string, AnyOpDef>
+
+/** Op tables by domain ("ai.onnx" is the default domain's other name). */
+const TABLES: Readonly<Record<string, Record<string, AnyOpDef>>> = {
+  "": OPS,
+  "ai.onnx": OPS,
+  [TESSERA_DOMAIN]: TESSERA_OPS,
+  [MICROSOFT_DOMAIN]: MICROSOFT_OPS,
+}
+
+/** The domains whose ops Tessera looks up (others are an UnsupportedOpError naming the domain). */
+export const KNOWN_DOMAINS: ReadonlySet<string> = new Set(Object.keys(TABLES))
+
+/** The op of `op` in `domain` (default: the ONNX domain), or undefined where the domain has none. */
 export const lookupOp = (op: string, domain = ""): AnyOpDef | undefined => {
-  const table: Record<string, AnyOpDef> = domain === TESSERA_DOMAIN ? TESSERA_OPS : OPS
-  return Object.prototype.hasOwnProperty.call(table, op) ? table[op] : undefined
+  const table = Object.prototype.hasOwnProperty.call(TABLES, domain) ? TABLES[domain] : undefined
+  return table && Object.prototype.hasOwnProperty.call(table, op) ? table[op] : undefined
 }

@@ -41,7 +41,7 @@ interface Taps {
   readonly padded: Int32Array
 }
 
-/** Max over each window; `at` records the flat in-plane index of the first maximum. */
+/** Max over each window (NaN propagates); `at` records the flat in-plane index of the first maximum. */
 const maxPool = (x: ArrayLike<number>, planes: number, win: Window, y: { [i: number]: number }, t: readonly Taps[], at: Int32Array | undefined): void => {
   const [D, H, W] = win.input
   const [OD, OH, OW] = win.output
@@ -72,7 +72,9 @@ const maxPool = (x: ArrayLike<number>, planes: number, win: Window, y: { [i: num
               const row = ((d0 + kd * dd) * H + h0 + kh * dh) * W + w0
               for (let kw = wLo; kw < wHi; kw++) {
                 const v = x[base + row + kw * dw]
-                if (arg < 0 || v > best) {
+                // a NaN anywhere in the window is the maximum (NumPy's max, the onnx reference, the
+                // compiled targets and GlobalMaxPool), not only a NaN that comes first; `at` its first
+                if (arg < 0 || v > best || (v !== v && best === best)) {
                   best = v
                   arg = row + kw * dw
                 }

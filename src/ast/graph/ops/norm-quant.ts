@@ -168,7 +168,7 @@ export const normQuantOps = {
         if (v < min || Number.isNaN(v)) min = v
       }
       const f = Math.fround
-      const scale = max === min ? 1 : f((f(max) - f(min)) / 255)
+      const scale = max === min ? 1 : f(f(f(max) - f(min)) / 255)
       const zpf = f(0 - f(f(min) / scale))
       const zp = rint(Math.max(0, Math.min(255, zpf)))
       const y = new Uint8Array(x.data.length)

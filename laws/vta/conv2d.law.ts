@@ -1,0 +1,72 @@
+// The VTA conv2d lowering (src/lowering/vta/conv2d.ts) on random int8 layers — input and output
+// channel blocks, sizes, 1×1 / 3×3 kernels, stride 1 / 2, padding 0 / 1, requantize shift — and
+// random schedules (output rows and channel blocks per tile, one or two virtual threads):
+// - the VTA program run on the simulator stores exactly what the TE says (evaluateTE), bit for bit;
+// - the same layer's TE, with its inner 1×BLOCK_IN · BLOCK_IN×BLOCK_OUT loop nest tensorized to
+//   VTA's GEMM intrinsic (src/ast/vta/intrinsic.ts), lowered and run by the TIR evaluator, gives
+//   the same bytes — the intrinsic's declaration is the GEMM core's meaning;
+// - one and two virtual threads give the same bytes.
+import * as fc from "fast-check"
+import { describe, expect, it } from "vitest"
+import { fromArray } from "../../src/ast/graph/tensor.js"
+import * as S from "../../src/ast/schedule/schedule.js"
+import { evaluateTE } from "../../src/ast/te/evaluate.js"
+import { evaluatePrimFunc } from "../../src/ast/tir/evaluate.js"
+import { defaultVtaConfig, deriveVta } from "../../src/ast/vta/config.js"
+import { vtaGemmIntrinsic } from "../../src/ast/vta/intrinsic.js"
+import { runVtaSync } from "../../src/device/vta/simulator.js"
+import { lowerSync } from "../../src/lowering/lower.js"
+import { conv2dTE, lowerConv2d, outSize, readOut, withTensors, type VtaConv2d } from "../../src/lowering/vta/conv2d.js"
+import { lawParams } from "../support.js"
+import { seededInt8 } from "./programs.js"
+
+const d = deriveVta(defaultVtaConfig)
+
+const arbLayer = fc
+  .record({
+    ci: fc.integer({ min: 1, max: 3 }),
+    co: fc.integer({ min: 1, max: 4 }),
+    h: fc.integer({ min: 2, max: 7 }),
+    w: fc.integer({ min: 2, max: 7 }),
+    k: fc.constantFrom(1, 3),
+    stride: fc.constantFrom(1, 2),
+    pad: fc.constantFrom(0, 1),
+    shift: fc.integer({ min: 0, max: 10 }),
+    seed: fc.nat(),
+  })
+  .filter((r) => r.h + 2 * r.pad >= r.k && r.w + 2 * r.pad >= r.k)
+  .chain((r) => {
+    const x: VtaConv2d = { ci: r.ci, co: r.co, h: r.h, w: r.w, kh: r.k, kw: r.k, stride: r.stride, pad: r.pad, shift: r.shift }
+    const { oh } = outSize(x)
+    const coDivs = Array.from({ length: r.co }, (_, k) => k + 1).filter((n) => r.co % n === 0)
+    return fc.record({ x: fc.constant(x), seed: fc.constant(r.seed), tileOh: fc.integer({ min: 1, max: oh }), tileCo: fc.constantFrom(...coDivs), vthreads: fc.constantFrom(1 as const, 2 as const) })
+  })
+
+const tensors = (x: VtaConv2d, seed: number) => {
+  const te = conv2dTE(d, x)
+  const data = seededInt8(seed, te.data.shape.reduce((a, b) => a * b, 1))
+  const kernel = seededInt8(seed + 7, te.kernel.shape.reduce((a, b) => a * b, 1))
+  const feeds = new Map([["data", fromArray("int8", te.data.shape, Array.from(data))], ["kernel", fromArray("int8", te.kernel.shape, Array.from(kernel))]])
+  return { te, data, kernel, feeds, want: Array.from(evaluateTE([te.out], feeds)[0].data) }
+}
+
+describe("VTA conv2d", () => {
+  it("the simulator stores what the TE says, bit for bit, with one or two virtual threads", () => {
+    fc.assert(fc.property(arbLayer, ({ x, seed, tileOh, tileCo, vthreads }) => {
+      const { data, kernel, want } = tensors(x, seed)
+      const p = lowerConv2d(d, x, { tileOh, tileCo, vthreads })
+      const run = runVtaSync(d, p.insns, withTensors(p, data, kernel))
+      expect(Array.from(readOut(d, x, p, run.dram))).toEqual(want)
+      expect(Object.values(run.stats.tokensLeft)).toEqual([0, 0, 0, 0])
+    }), lawParams(30))
+  })
+
+  it("tensorized to VTA's GEMM intrinsic, the TIR evaluator gives the TE's bytes", () => {
+    fc.assert(fc.property(arbLayer, ({ x, seed }) => {
+      const { te, feeds, want } = tensors({ ...x, co: Math.min(x.co, 2), h: Math.min(x.h, 5), w: Math.min(x.w, 5) }, seed)
+      const s0 = S.reorder(S.createSchedule([te.out]), "conv", ["conv.i", "conv.j", "conv.k", "rci", "rkh", "rkw", "conv.l", "conv.m", "ric"])
+      const s = S.tensorize(s0, "conv", "conv.l", vtaGemmIntrinsic(d))
+      expect(Array.from(evaluatePrimFunc(lowerSync(s), feeds).get("out")!.data)).toEqual(want)
+    }), lawParams(6))
+  })
+})

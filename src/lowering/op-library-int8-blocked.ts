@@ -1,0 +1,141 @@
+// The integer products (QLinearConv / ConvInteger 2-D ungrouped, QLinearMatMul / MatMulInteger over
+// a 2-D B) in the layout AVX-512 VNNI's vpdpbusd reads (u8 × s8 → s32, 4-wide dots into 16 lanes),
+// as MLAS and oneDNN arrange them:
+// - activations as u8: an int8 x plus 128; the padded input holds x's zero point (shifted), so a
+//   padded tap contributes (u − u_zp) · w = 0 after the correction below;
+// - weights as s8 packed [M/16, C/4, kh, kw, 16, 4] (uint8 weights minus 128); the packing is a stage
+//   of the kernel, O(weights) beside the product's O(weights · pixels);
+// - sum = Σ u·w' − u_zp · Σw' (the column sums of the packed weights), exact in int32.
+// Applies where the weights' zero point is the one that makes w' = w − w_zp an s8 value (0 for
+// int8 weights, 128 for uint8) and known at compile time, and x's zero point is per tensor; the
+// tagged product ("int8_dot") is what the int8 template tensorizes onto the VNNI dot.
+import { windowOf, type WindowAttrs } from "../ast/graph/ops/nn-common.js"
+import type { DType } from "../ast/graph/dtype.js"
+import { add, and, c, cast, floordiv, floormod, ge, lt, mul, select, sub, type Expr } from "../ast/te/expr.js"
+import { at, compute, reduceAxis, sum, type ComputeTensor, type TeTensor } from "../ast/te/tensor.js"
+import { num, shapeOf, type OpComputeCtx } from "./op-library-common.js"
+
+const I32: DType = "int32"
+export const DOT_LANES = 16
+export const DOT_DEPTH = 4
+const ceilDiv = (a: number, b: number) => Math.ceil(a / b)
+const i32 = (e: Expr) => cast(I32, e)
+
+/** The shift that makes the weights s8 (0 for int8, 128 for uint8) when every weight zero point equals it (known at compile time); undefined otherwise. */
+const weightShift = (ctx: OpComputeCtx, w: TeTensor, wzpi: number): number | undefined => {
+  const shift = w.dtype === "uint8" ? 128 : w.dtype === "int8" ? 0 : undefined
+  if (shift === undefined) return undefined
+  if (!ctx.node.inputs[wzpi]) return shift === 0 ? 0 : undefined
+  const zp = ctx.constants[wzpi]
+  return zp && Array.from(zp).every((z) => Number(z) === shift) ? shift : undefined
+}
+
+/** x's zero point plus the activation shift (128 for int8), as an int32 expression: u's zero point. */
+const activationZero = (x: TeTensor, zp: TeTensor | undefined): Expr => {
+  const shift = x.dtype === "int8" ? 128 : 0
+  return zp ? add(i32(at(zp, ...zp.shape.map(() => c(0)))), c(shift)) : c(shift)
+}
+
+/** A blocked product and what completes it: sum[…, o] = acc[…, o / 16, …, o % 16] − u_zp · colsum[o]. */
+export interface BlockedProduct {
+  /** The corrected int32 sum at output index `idx` (the op's own output layout). */
+  readonly sumAt: (idx: readonly Expr[]) => Expr
+}
+
+/** The packed weights' column sums, one per output channel (padded to whole blocks). */
+const columnSums = (ctx: OpComputeCtx, wp: ComputeTensor): ComputeTensor => {
+  const inner = wp.shape.slice(1, -2)
+  const rs = [...inner, DOT_DEPTH].map((d, k) => reduceAxis(d, `${ctx.name()}.cs${k}`))
+  return compute(ctx.name("colsum"), [wp.shape[0] * DOT_LANES], (o) => {
+    const r = rs.map((a) => a.var)
+    return sum(i32(at(wp, floordiv(o, c(DOT_LANES)), ...r.slice(0, -1), floormod(o, c(DOT_LANES)), r[r.length - 1])), rs)
+  }, I32)
+}
+
+/** QLinearConv / ConvInteger, 2-D and ungrouped, in the blocked form; undefined where it does not apply. */
+export const blockedConv = (ctx: OpComputeCtx, x: TeTensor, w: TeTensor, xzp: TeTensor | undefined, wzpi: number): BlockedProduct | undefined => {
+  if (x.shape.length !== 4 || num(ctx.attrs.group, 1) !== 1) return undefined
+  if (xzp && xzp.shape.reduce((a, b) => a * b, 1) !== 1) return undefined
+  const shiftW = weightShift(ctx, w, wzpi)
+  if (shiftW === undefined) return undefined
+  const [N, C, H, W] = x.shape
+  const [M, , KH, KW] = w.shape
+  const win = windowOf([H, W], [KH, KW], ctx.attrs as unknown as WindowAttrs)
+  const [, , OH, OW] = shapeOf(ctx.outputs[0])
+  const [sh, sw] = win.strides
+  const [dh, dw] = win.dilations
+  const Cb = ceilDiv(C, DOT_DEPTH)
+  const Mb = ceilDiv(M, DOT_LANES)
+  const Hp = (OH - 1) * sh + (KH - 1) * dh + 1
+  const Wp = (OW - 1) * sw + (KW - 1) * dw + 1
+  const uzp = activationZero(x, xzp)
+  const shiftX = x.dtype === "int8" ? 128 : 0
+  const u = compute(ctx.name("u8"), [N, Cb, Hp, Wp, DOT_DEPTH], (n, cb, h, q, r) => {
+    const ch = add(mul(cb, c(DOT_DEPTH)), r)
+    const ih = sub(h, c(win.padBegin[0]))
+    const iw = sub(q, c(win.padBegin[1]))
+    const inside = and(and(lt(ch, c(C)), and(ge(ih, c(0)), lt(ih, c(H)))), and(ge(iw, c(0)), lt(iw, c(W))))
+    return cast("uint8", select(inside, add(i32(at(x, n, ch, ih, iw)), c(shiftX)), uzp))
+  }, "uint8")
+  const wp = compute(ctx.name("wpack"), [Mb, Cb, KH, KW, DOT_LANES, DOT_DEPTH], (mb, cb, kh, kw, l, r) => {
+    const o = add(mul(mb, c(DOT_LANES)), l)
+    const ch = add(mul(cb, c(DOT_DEPTH)), r)
+    return cast("int8", select(and(lt(o, c(M)), lt(ch, c(C))), sub(i32(at(w, o, ch, kh, kw)), c(shiftW)), c(0)))
+  }, "int8")
+  const rc = reduceAxis(Cb, `${ctx.name()}.rcb`)
+  const rh = reduceAxis(KH, `${ctx.name()}.rkh`)
+  const rw = reduceAxis(KW, `${ctx.name()}.rkw`)
+  const rr = reduceAxis(DOT_DEPTH, `${ctx.name()}.rr`)
+  const acc = compute(ctx.name("dot"), [N, Mb, OH, OW, DOT_LANES], (n, mb, oh, ow, l) => {
+    const a = at(u, n, rc.var, add(mul(oh, c(sh)), mul(rh.var, c(dh))), add(mul(ow, c(sw)), mul(rw.var, c(dw))), rr.var)
+    return sum(mul(i32(a), i32(at(wp, mb, rc.var, rh.var, rw.var, l, rr.var))), [rc, rh, rw, rr])
+  }, I32, "int8_dot")
+  const cs = columnSums(ctx, wp)
+  return {
+    sumAt: ([n, o, oh, ow]) => sub(at(acc, n, floordiv(o, c(DOT_LANES)), oh, ow, floormod(o, c(DOT_LANES))), mul(uzp, at(cs, o))),
+  }
+}
+
+/** QLinearMatMul / MatMulInteger over a 2-D B, in the blocked form; undefined where it does not apply. */
+export const blockedMatmul = (ctx: OpComputeCtx, a: TeTensor, b: TeTensor, azp: TeTensor | undefined, bzpi: number): BlockedProduct | undefined => {
+  if (b.shape.length !== 2 || a.shape.length < 2) return undefined
+  if (azp && azp.shape.reduce((x, y) => x * y, 1) !== 1) return undefined
+  const shiftW = weightShift(ctx, b, bzpi)
+  if (shiftW === undefined) return undefined
+  const lead = a.shape.slice(0, -1)
+  const K = a.shape[a.shape.length - 1]
+  const N = b.shape[1]
+  const Kb = ceilDiv(K, DOT_DEPTH)
+  const Nb = ceilDiv(N, DOT_LANES)
+  const uzp = activationZero(a, azp)
+  const shiftX = a.dtype === "int8" ? 128 : 0
+  // (a uint8 A whose rows are whole dots is read as it is)
+  const direct = shiftX === 0 && K % DOT_DEPTH === 0
+  const u = direct
+    ? undefined
+    : compute(ctx.name("u8"), [...lead, Kb, DOT_DEPTH], (...idx) => {
+        const [kb, r] = idx.slice(-2)
+        const k = add(mul(kb, c(DOT_DEPTH)), r)
+        return cast("uint8", select(lt(k, c(K)), add(i32(at(a, ...idx.slice(0, -2), k)), c(shiftX)), uzp))
+      }, "uint8")
+  const wp = compute(ctx.name("wpack"), [Nb, Kb, DOT_LANES, DOT_DEPTH], (nb, kb, l, r) => {
+    const j = add(mul(nb, c(DOT_LANES)), l)
+    const k = add(mul(kb, c(DOT_DEPTH)), r)
+    return cast("int8", select(and(lt(j, c(N)), lt(k, c(K))), sub(i32(at(b, k, j)), c(shiftW)), c(0)))
+  }, "int8")
+  const rk = reduceAxis(Kb, `${ctx.name()}.rkb`)
+  const rr = reduceAxis(DOT_DEPTH, `${ctx.name()}.rr`)
+  const acc = compute(ctx.name("dot"), [...lead, Nb, DOT_LANES], (...idx) => {
+    const [nb, l] = idx.slice(-2)
+    const rows = idx.slice(0, -2)
+    const av = u ? at(u, ...rows, rk.var, rr.var) : at(a, ...rows, add(mul(rk.var, c(DOT_DEPTH)), rr.var))
+    return sum(mul(i32(av), i32(at(wp, nb, rk.var, l, rr.var))), [rk, rr])
+  }, I32, "int8_dot")
+  const cs = columnSums(ctx, wp)
+  return {
+    sumAt: (idx) => {
+      const j = idx[idx.length - 1]
+      return sub(at(acc, ...idx.slice(0, -1), floordiv(j, c(DOT_LANES)), floormod(j, c(DOT_LANES))), mul(uzp, at(cs, j)))
+    },
+  }
+}

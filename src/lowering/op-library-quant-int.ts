@@ -1,0 +1,226 @@
+// The standard ONNX integer ops: ConvInteger, QLinearConv, MatMulInteger, QLinearMatMul and
+// DynamicQuantizeLinear. The products accumulate exactly in int32 over the zero-point-shifted 8-bit
+// values (per tensor, or per output channel / row / column); QLinear* then requantize as
+// onnxruntime's CPU kernels do (MlasRequantizeOutput): the int32 sum (bias added) converted to
+// float32, times the float32 multiplier x_scale·w_scale/y_scale (each step rounded in the scales'
+// type, as ONNX's reference computes it), rounded half to even, plus y's zero point, saturated.
+import { windowOf, type WindowAttrs } from "../ast/graph/ops/nn-common.js"
+import { converter, type DType } from "../ast/graph/dtype.js"
+import { add, and, c, call, cast, div, floordiv, ge, gt, lt, max, min, mul, select, sub, type Expr } from "../ast/te/expr.js"
+import { at, compute, maxReduce, minReduce, reduceAxis, sum, type ComputeTensor, type TeTensor } from "../ast/te/tensor.js"
+import { inp, none, num, shapeOf, type OpCompute, type OpComputeCtx } from "./op-library-common.js"
+import { blockedConv, blockedMatmul } from "./op-library-int8-blocked.js"
+
+const I32: DType = "int32"
+const F32: DType = "float32"
+const is8 = (d: DType): boolean => d === "int8" || d === "uint8"
+const need8 = (t: TeTensor, what: string): TeTensor => (is8(t.dtype) ? t : none(`${what} of type ${t.dtype} (int8 / uint8 only)`))
+const elems = (t: TeTensor): number => t.shape.reduce((a, b) => a * b, 1)
+
+/**
+ * A per-tensor or per-slice parameter (zero point, scale): `t` with one element, or a 1-D tensor of
+ * `n` elements read at `i`. Anything else declines, naming the parameter.
+ */
+const param = (t: TeTensor | undefined, n: number, what: string): ((i: Expr) => Expr) | undefined => {
+  if (!t) return undefined
+  if (elems(t) === 1) {
+    const zero = t.shape.map(() => c(0))
+    return () => at(t, ...zero)
+  }
+  if (t.shape.length === 1 && t.shape[0] === n) return (i) => at(t, i)
+  return none(`${what} of shape [${t.shape.join(", ")}] (a scalar or ${n} values)`)
+}
+
+/** `v` (8-bit) widened to int32, minus its zero point `zp` (8-bit) when there is one. */
+const shift = (v: Expr, zp: Expr | undefined): Expr => (zp ? sub(cast(I32, v), cast(I32, zp)) : cast(I32, v))
+
+const W: DType = "float64"
+/** `e` (float64) rounded to float32 and widened back: float32 arithmetic, exact on every target (a float32 cast of a float32 value is a no-op in TE, and js computes float32 in doubles). */
+const f32 = (e: Expr): Expr => cast(W, cast(F32, e))
+
+/**
+ * The multiplier x_scale·w_scale/y_scale as a float64 expression holding a value of the scales'
+ * type, each step rounded in that type (ONNX's reference; float32 in onnxruntime). float16 scales
+ * are rounded at compile time from constant scalars (no target rounds float16 arithmetic alike).
+ */
+const multiplier = (ctx: OpComputeCtx, idx: readonly [number, number, number], at3: readonly [Expr, Expr, Expr]): Expr => {
+  const dts = idx.map((k) => inp(ctx, k).dtype)
+  if (dts.some((d) => d !== dts[0])) return none(`scales of different types (${dts.join(", ")})`)
+  const [xs, ws, ys] = at3.map((e) => cast(W, e))
+  if (dts[0] === "float32") return f32(div(f32(mul(xs, ws)), ys))
+  if (dts[0] === "float64") return div(mul(xs, ws), ys)
+  if (dts[0] !== "float16") return none(`scales of type ${dts[0]}`)
+  const vals = idx.map((k) => ctx.constants[k])
+  if (vals.some((v) => !v || v.length !== 1)) return none("float16 scales that are not constant scalars")
+  const r = converter("float16")
+  return c(r(r(vals[0]![0] * vals[1]![0]) / vals[2]![0]), W)
+}
+
+/**
+ * onnxruntime's requantization of an int32 sum (MlasRequantizeOutput): float(acc) · multiplier in
+ * float32 (float64 with float64 scales), round half to even, plus the zero point, saturated to the
+ * 8-bit output type.
+ */
+export const requantize = (acc: Expr, mult: Expr, zp: Expr | undefined, out: DType, wide: boolean): Expr => {
+  const scaled = wide ? mul(cast(W, acc), mult) : f32(mul(f32(cast(W, acc)), mult))
+  const q = add(call("round", scaled), zp ? cast(W, zp) : c(0, W))
+  const [lo, hi] = out === "int8" ? [-128, 127] : [0, 255]
+  // (q is never NaN: a finite sum times a finite multiplier; min / max evaluate the rounding once)
+  return cast(out, max(c(lo, W), min(c(hi, W), q)))
+}
+
+/**
+ * The int32 convolution of zero-shifted 8-bit operands, any spatial rank, grouped: out[n, o, y…] =
+ * Σ_{c, k…} (x[n, g·Cg + c, y·s − p + k·d] − x_zp) · (w[o, c, k…] − w_zp[o]); a padded tap
+ * contributes 0 (it holds x's zero point), plus an int32 bias per output channel when given.
+ */
+const intConv = (ctx: OpComputeCtx, xi: number, wi: number, xzpi: number, wzpi: number, bias: TeTensor | undefined): ComputeTensor => {
+  const x = need8(inp(ctx, xi), "x")
+  const w = need8(inp(ctx, wi), "w")
+  const sp = x.shape.length - 2
+  if (sp < 1) return none(`integer Conv of rank ${x.shape.length}`)
+  const C = x.shape[1]
+  const M = w.shape[0]
+  const Cg = w.shape[1]
+  const kernel = w.shape.slice(2)
+  const group = num(ctx.attrs.group, 1)
+  const xzp = param(ctx.inputs[xzpi], C, "x_zero_point")
+  const wzp = param(ctx.inputs[wzpi], M, "w_zero_point")
+  if (bias && (bias.dtype !== I32 || bias.shape.length !== 1 || bias.shape[0] !== M))
+    return none(`bias of type ${bias.dtype}, shape [${bias.shape.join(", ")}] (int32, [${M}])`)
+  const win = windowOf(x.shape.slice(2), kernel, ctx.attrs as unknown as WindowAttrs)
+  const out = shapeOf(ctx.outputs[0])
+  const final = ctx.outputs[0].dtype === I32
+  const blocked = blockedConv(ctx, x, w, ctx.inputs[xzpi], wzpi)
+  if (blocked)
+    return compute(final ? ctx.name() : ctx.name("sum"), out, (n, o, ...ys) => {
+      const s = blocked.sumAt([n, o, ...ys])
+      return bias ? add(s, at(bias, o)) : s
+    }, I32)
+  const opg = M / group
+  const rc = reduceAxis(Cg, `${ctx.name()}.rc`)
+  const rk = kernel.map((k, j) => reduceAxis(k, `${ctx.name()}.rk${j}`))
+  const acc = compute(final && !bias ? ctx.name() : ctx.name("acc"), out, (n, o, ...ys) => {
+    const ci = group === 1 ? rc.var : add(mul(floordiv(o, c(opg)), c(Cg)), rc.var)
+    const pos = ys.map((y, j) => add(sub(mul(y, c(win.strides[j])), c(win.padBegin[j])), mul(rk[j].var, c(win.dilations[j]))))
+    const inside = pos.reduce<Expr>((a, p, j) => and(a, and(ge(p, c(0)), lt(p, c(win.input[j])))), c(1, "bool"))
+    const pixel = select(inside, shift(at(x, n, ci, ...pos), xzp?.(ci)), c(0, I32))
+    return sum(mul(pixel, shift(at(w, o, rc.var, ...rk.map((r) => r.var)), wzp?.(o))), [rc, ...rk])
+  }, I32)
+  if (!bias) return acc
+  return compute(ctx.name("bias"), out, (n, o, ...ys) => add(at(acc, n, o, ...ys), at(bias, o)), I32)
+}
+
+const convInteger: OpCompute = (ctx) => [intConv(ctx, 0, 1, 2, 3, undefined)]
+
+const qlinearConv: OpCompute = (ctx) => {
+  const xs = inp(ctx, 1)
+  const ws = inp(ctx, 4)
+  const ys = inp(ctx, 6)
+  const M = inp(ctx, 3).shape[0]
+  const out = ctx.outputs[0].dtype
+  if (!is8(out)) return none(`QLinearConv to ${out}`)
+  if (elems(xs) !== 1 || elems(ys) !== 1) return none("QLinearConv with x_scale or y_scale not a scalar")
+  const wsAt = param(ws, M, "w_scale")!
+  const yzp = param(ctx.inputs[7], 1, "y_zero_point")
+  const acc = intConv(ctx, 0, 3, 2, 5, ctx.inputs[8])
+  const xsAt = param(xs, 1, "x_scale")!
+  const ysAt = param(ys, 1, "y_scale")!
+  // (one multiplier per output channel, a stage of its own: a schedule computes it once)
+  const mult = compute(ctx.name("mult"), [M], (o) => multiplier(ctx, [1, 4, 6], [xsAt(c(0)), wsAt(o), ysAt(c(0))]), W)
+  return [
+    acc,
+    compute(ctx.name(), acc.shape, (n, o, ...ys_) => requantize(at(acc, n, o, ...ys_), at(mult, o), yzp?.(c(0)), out, xs.dtype === W), out),
+  ]
+}
+
+/**
+ * The int32 product of zero-shifted 8-bit matrices, batched and broadcast as MatMul: A's zero point
+ * per tensor or per row (M values), B's per tensor or per column (N values).
+ */
+const intMatmul = (ctx: OpComputeCtx, ai: number, bi: number, azpi: number, bzpi: number, final: boolean): ComputeTensor => {
+  const a = need8(inp(ctx, ai), "A")
+  const b = need8(inp(ctx, bi), "B")
+  if (a.shape.length < 2 || b.shape.length < 2) return none("integer MatMul of a 1-D operand")
+  const out = shapeOf(ctx.outputs[0])
+  const M = a.shape[a.shape.length - 2]
+  const K = a.shape[a.shape.length - 1]
+  const N = b.shape[b.shape.length - 1]
+  const azp = param(ctx.inputs[azpi], M, "a_zero_point")
+  const bzp = param(ctx.inputs[bzpi], N, "b_zero_point")
+  const blocked = blockedMatmul(ctx, a, b, ctx.inputs[azpi], bzpi)
+  if (blocked) return compute(final ? ctx.name() : ctx.name("sum"), out, (...idx) => blocked.sumAt(idx), I32)
+  const k = reduceAxis(K, `${ctx.name()}.rk`)
+  return compute(final ? ctx.name() : ctx.name("acc"), out, (...idx) => {
+    const batch = idx.slice(0, -2)
+    const [i, j] = idx.slice(-2)
+    const ab = a.shape.slice(0, -2).map((d, q) => (d === 1 ? c(0) : batch[q + batch.length - (a.shape.length - 2)]))
+    const bb = b.shape.slice(0, -2).map((d, q) => (d === 1 ? c(0) : batch[q + batch.length - (b.shape.length - 2)]))
+    return sum(mul(shift(at(a, ...ab, i, k.var), azp?.(i)), shift(at(b, ...bb, k.var, j), bzp?.(j))), [k])
+  }, I32)
+}
+
+const matmulInteger: OpCompute = (ctx) => [intMatmul(ctx, 0, 1, 2, 3, true)]
+
+const qlinearMatmul: OpCompute = (ctx) => {
+  const a = inp(ctx, 0)
+  const b = inp(ctx, 3)
+  const as = inp(ctx, 1)
+  const bs = inp(ctx, 4)
+  const ys = inp(ctx, 6)
+  const out = ctx.outputs[0].dtype
+  if (!is8(out)) return none(`QLinearMatMul to ${out}`)
+  const M = a.shape[a.shape.length - 2]
+  const N = b.shape[b.shape.length - 1]
+  const asAt = param(as, M, "a_scale")!
+  const bsAt = param(bs, N, "b_scale")!
+  const ysAt = param(ys, 1, "y_scale")!
+  const yzp = param(inp(ctx, 7), 1, "y_zero_point")!
+  const acc = intMatmul(ctx, 0, 3, 2, 5, false)
+  // (per column where A's scale is per tensor: a stage of its own, computed once by a schedule)
+  const mult = elems(as) === 1 ? compute(ctx.name("mult"), [N], (j) => multiplier(ctx, [1, 4, 6], [asAt(c(0)), bsAt(j), ysAt(c(0))]), W) : undefined
+  return [
+    acc,
+    compute(ctx.name(), acc.shape, (...idx) => {
+      const [i, j] = idx.slice(-2)
+      return requantize(at(acc, ...idx), mult ? at(mult, j) : multiplier(ctx, [1, 4, 6], [asAt(i), bsAt(j), ysAt(c(0))]), yzp(c(0)), out, as.dtype === W)
+    }, out),
+  ]
+}
+
+/**
+ * DynamicQuantizeLinear, step by step in float32 as ONNX's reference (and onnxruntime) computes it:
+ * the range [min(0, min x), max(0, max x)] over 0..255 gives the scale (1 for an all-zero x) and
+ * the zero point round(clamp(−min / scale)); y = saturate(round(x / scale) + zero point).
+ */
+const dynamicQuantizeLinear: OpCompute = (ctx) => {
+  const x = inp(ctx, 0)
+  if (x.dtype !== F32) return none(`DynamicQuantizeLinear of ${x.dtype} (float32 only)`)
+  const whole = (reduce: typeof maxReduce, suffix: string): ComputeTensor => {
+    const r = x.shape.map((d, k) => reduceAxis(d, `${ctx.name()}.${suffix}${k}`))
+    return compute(ctx.name(suffix), [], () => reduce(at(x, ...r.map((a) => a.var)), r), F32)
+  }
+  const hi = whole(maxReduce, "max")
+  const lo = whole(minReduce, "min")
+  const zero = c(0, W)
+  const mx = () => max(cast(W, at(hi)), zero)
+  const mn = () => min(cast(W, at(lo)), zero)
+  const scale = compute(ctx.name("scale"), [], () => select(ge(mn(), mx()), c(1, F32), cast(F32, div(f32(sub(mx(), mn())), c(255, W)))), F32)
+  const zp = compute(ctx.name("zp"), [], () => {
+    const zpf = f32(sub(zero, f32(div(mn(), cast(W, at(scale))))))
+    return cast("uint8", call("round", max(zero, min(c(255, W), zpf))))
+  }, "uint8")
+  const y = compute(ctx.name("y"), shapeOf(ctx.outputs[0]), (...i) => {
+    const q = add(call("round", f32(div(cast(W, at(x, ...i)), cast(W, at(scale))))), cast(W, at(zp)))
+    return cast("uint8", max(zero, min(c(255, W), q)))
+  }, "uint8")
+  return [y, scale, zp].slice(0, ctx.outputs.length)
+}
+
+export const QUANT_INT: Record<string, OpCompute> = {
+  ConvInteger: convInteger,
+  QLinearConv: qlinearConv,
+  MatMulInteger: matmulInteger,
+  QLinearMatMul: qlinearMatmul,
+  DynamicQuantizeLinear: dynamicQuantizeLinear,
+}

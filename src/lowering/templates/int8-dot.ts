@@ -1,0 +1,97 @@
+// The int8 template: the 8-bit products in the VNNI layout (op-library-int8-blocked.ts, tag
+// int8_dot: [..., pixels or rows, ..., 16 lanes] int32 sums, reduce [..., 4]) as a register tile of
+// `tile_blocks` × `tile_px` vectors of 16 int32 accumulators (one per output-channel block and
+// output pixel / row), computed in a local copy across the whole reduction, its inner [16 × 4] dot
+// tensorized onto the VNNI instruction (vnniDot16x4) or, with `dot: loops` (a target without it),
+// left as loops the vectorizer and gcc take. Knobs: the pixel tile, the channel blocks per tile,
+// whether the tile's loops are unrolled, and the dot; the defaults from the target record (the
+// accumulators its vector registers hold beside a broadcast and a weight vector, at least the
+// FMA pipes × latency where the axis allows).
+import * as S from "../../ast/schedule/schedule.js"
+import { vnniDot16x4 } from "../../ast/te/intrinsic.js"
+import { accumulatorCap, anchorStage, dataLeaves, divisors, largest, parallelize, parallelOuter } from "./common.js"
+import type { Knob, Template } from "./template.js"
+
+/** Where the product's pixel axis (output columns of a conv, rows of a product) and channel-block axis are among its data axes. */
+const positions = (anchor: S.Stage): { readonly pixel: number; readonly block: number } => {
+  const n = dataLeaves(anchor).length
+  // conv: [n, block, oh, ow, lane] (its packed weight is 6-D); product: [..., rows, block, lane]
+  return anchor.op.inputs.some((t) => t.shape.length === 6) ? { pixel: 3, block: 1 } : { pixel: n - 3, block: n - 2 }
+}
+
+/** A stage's pixel, block and lane data axes at the anchor's positions. */
+const axesAt = (st: S.Stage, at: { readonly pixel: number; readonly block: number }) => {
+  const data = dataLeaves(st)
+  return { pixel: data[at.pixel], block: data[at.block], lane: data[data.length - 1], data }
+}
+
+/** The widest pixel tile: the CPU pipeline unrolls loops up to 16 copies (a longer tile would keep its accumulators in memory). */
+const MAX_TILE = 16
+
+export const int8DotTemplate: Template = {
+  name: "int8_dot",
+  tunable: true,
+  space: (_outputs, base) => {
+    const st = anchorStage(base)!
+    const { pixel, block } = axesAt(st, positions(st))
+    const px = st.axes.get(pixel)!.extent
+    const blocks = st.axes.get(block)!.extent
+    return [
+      { kind: "split", name: "tile_px", extent: px, candidates: divisors(px, MAX_TILE) },
+      { kind: "split", name: "tile_blocks", extent: blocks, candidates: divisors(blocks, 4) },
+      { kind: "choice", name: "unroll", candidates: [true, false] },
+      { kind: "choice", name: "dot", candidates: ["vnni", "loops"] },
+    ] satisfies Knob[]
+  },
+  defaults: (knobs, target) => {
+    const split = (name: string) => knobs.find((k) => k.name === name) as Knob & { kind: "split" }
+    // accumulators: half the vector registers (the rest hold the broadcast activations gcc hoists
+    // and the weight vectors; at 28 of 32, gcc spilled accumulators every dot)
+    const cap = accumulatorCap(target.vectorRegisters ?? 16)
+    const want = (target.fmaUnits ?? 2) * (target.fmaLatency ?? 4)
+    const px = split("tile_px")
+    const tpx = largest(px.candidates, cap)
+    // more channel blocks while their accumulators fit (each block's weight vector is shared by the
+    // tile's pixels, each pixel's broadcast by the blocks), at least the pipes × latency where the axes allow
+    const blocks = split("tile_blocks")
+    const fit = blocks.candidates.filter((b) => b * tpx <= cap)
+    const tb = largest(fit, Math.max(fit[fit.length - 1] ?? 1, Math.ceil(want / tpx)))
+    return { tile_px: tpx, tile_blocks: tb, unroll: true, dot: target.int8Dot === "vnni" ? "vnni" : "loops" }
+  },
+  apply: (_outputs, base, config) => {
+    const anchor = anchorStage(base)!
+    const pos = positions(anchor)
+    let s = base
+    // the activations and packed weights the product reads: computed once each, before it
+    for (const t of anchor.op.inputs) if (t.kind === "compute" && s.stages.get(t.name)?.attach.kind === "inline") s = S.computeRoot(s, t.name)
+    // and the epilogue's per-channel vectors (requantization multipliers): once, not per output
+    for (const name of s.order) {
+      const st = s.stages.get(name)!
+      if (st.attach.kind === "inline" && st.op.shape.length === 1) s = S.computeRoot(s, name)
+    }
+    const w = S.cacheWrite(s, anchor.name, "local")
+    s = w.schedule
+    const local = w.stage
+    const { pixel, block, lane, data } = axesAt(s.stages.get(anchor.name)!, pos)
+    const sp = S.split(s, anchor.name, pixel, { factor: Number(config.tile_px) })
+    const sb = S.split(sp.schedule, anchor.name, block, { factor: Number(config.tile_blocks) })
+    s = sb.schedule
+    const outer = data.filter((a) => a !== lane).map((a) => (a === pixel ? sp.outer : a === block ? sb.outer : a))
+    s = S.reorder(s, anchor.name, [...outer, sb.inner, sp.inner, lane])
+    s = S.computeAt(s, local, anchor.name, outer[outer.length - 1])
+    const ls = s.stages.get(local)!
+    const ldata = dataLeaves(ls)
+    const red = ls.leaf.filter((a) => ls.axes.get(a)!.type === "reduce")
+    // the reduction outside the tile (the sums stay in registers), the 4-deep dot innermost
+    const lpos = axesAt(ls, pos)
+    const tileAxes = [lpos.block, lpos.pixel]
+    const rest = ldata.filter((a) => !tileAxes.includes(a) && a !== lpos.lane)
+    s = S.reorder(s, local, [...rest, ...red.slice(0, -1), ...tileAxes, lpos.lane, red[red.length - 1]])
+    if (config.unroll) for (const a of tileAxes) if (s.stages.get(local)!.axes.get(a)!.extent > 1) s = S.unroll(s, local, a)
+    if (config.dot === "vnni") s = S.tensorize(s, local, lpos.lane, vnniDot16x4)
+    else s = S.unroll(S.vectorize(s, local, lpos.lane), local, red[red.length - 1])
+    s = parallelOuter(s, anchor.name, outer.slice(0, -1).length ? outer.slice(0, -1) : outer)
+    s = S.vectorize(s, anchor.name, lane)
+    return parallelize(s, true, anchor.name)
+  },
+}
