@@ -34,6 +34,16 @@ const koffiDir = fs.realpathSync(path.dirname(req.resolve("koffi")))
 fs.cpSync(koffiDir, path.join(out, "node_modules", "koffi"), { recursive: true, dereference: true, filter: (p) => !p.includes(`${path.sep}doc${path.sep}`) && !p.includes(`${path.sep}vendor${path.sep}`) && !p.includes(`${path.sep}lib${path.sep}native`) })
 const bin = path.join(path.dirname(koffiDir), "@koromix", "koffi-linux-x64")
 fs.cpSync(bin, path.join(out, "node_modules", "@koromix", "koffi-linux-x64"), { recursive: true, dereference: true, filter: (p) => !p.includes("musl") })
+// ml-xgboost (the tuner's cost model, required at run time) with its dependencies' closure
+const copyPackage = (name, from, seen = new Set()) => {
+  if (seen.has(name)) return
+  seen.add(name)
+  const dir = fs.realpathSync(path.dirname(createRequire(from).resolve(`${name}/package.json`)))
+  fs.cpSync(dir, path.join(out, "node_modules", name), { recursive: true, dereference: true })
+  const deps = JSON.parse(fs.readFileSync(path.join(dir, "package.json"), "utf8")).dependencies ?? {}
+  for (const d of Object.keys(deps)) copyPackage(d, path.join(dir, "package.json"), seen)
+}
+copyPackage("ml-xgboost", import.meta.url)
 // the model, a seeded input and onnxruntime's outputs for it
 const ref = path.join(out, "ref")
 fs.mkdirSync(ref, { recursive: true })
