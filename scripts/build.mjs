@@ -27,6 +27,8 @@ await build({
     "scripts/fuzz": "scripts/fuzz.ts",
     "scripts/qdq-agreement": "scripts/qdq-agreement.ts",
     "scripts/gpu-tune-apply": "scripts/gpu-tune-apply.ts",
+    "scripts/gpu-node-ref": "scripts/gpu-node-ref.ts",
+    "scripts/nvcc-conformance": "scripts/nvcc-conformance.ts",
     "scripts/vta-report": "scripts/vta-report.ts",
     "scripts/qop-compare": "scripts/qop-compare.ts",
     "scripts/playground": "scripts/playground.ts",

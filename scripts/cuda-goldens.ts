@@ -11,7 +11,8 @@
 import * as S from "../src/ast/schedule/schedule.js"
 import { add, c, call, div, f32, max, mul, sub } from "../src/ast/te/expr.js"
 import { at, compute, maxReduce, placeholder, reduceAxis, sum } from "../src/ast/te/tensor.js"
-import { cudaAttrsForArch } from "../src/ast/target.js"
+import { cudaAttrs, cudaAttrsForArch } from "../src/ast/target.js"
+import { gpuTemplate } from "../src/lowering/templates/gpu/index.js"
 import type { PrimFunc } from "../src/ast/tir/tir.js"
 import { emitCuda } from "../src/emit/cuda/emit.js"
 import { CUDA_PRELUDE } from "../src/emit/cuda/prelude.js"
@@ -20,6 +21,7 @@ import { cudaTirPipeline } from "../src/lowering/tir/cuda-pipeline.js"
 import { runTirSync } from "../src/lowering/tir/tir-pass.js"
 import { convAddReluCompute, inputsFor, pad2d, type GoldenCase } from "./update-goldens.js"
 import { sharedTiledMatmul } from "../src/ast/te/arbitrary-schedule.js"
+import { crossThreadReduce } from "../src/lowering/templates/gpu/cross-thread-reduction.js"
 
 /** A stage's data axes fused and split by `threads`: outer → blockIdx.x, inner → threadIdx.x. */
 const bindFlat = (s0: S.Schedule, stage: string, threads: number): { schedule: S.Schedule; thread: string } => {
@@ -87,7 +89,27 @@ const convAddRelu = (): GoldenCase => {
   return { name: "conv2d_add_relu", outputs: [out], inputs: inputsFor(15, [X, W, Bias]), schedule: S.computeAt(b.schedule, "conv", "relu", b.thread) }
 }
 
-export const CUDA_GOLDEN_CASES: readonly (() => GoldenCase)[] = [conv2d, depthwise, dense, softmax, convAddRelu]
+/** A row sum over a long axis by the cross-thread rule: 128 threads (4 warps) a block, 2 rows a block, the partials summed by warp shuffles. */
+const rowSumShuffle = (): GoldenCase => {
+  const X = placeholder("X", [6, 300])
+  const k = reduceAxis(300, "k")
+  const out = compute("rowsum", [6], (i) => sum(at(X, i, k.var), [k]))
+  return { name: "row_sum_shuffle", outputs: [out], inputs: inputsFor(16, [X]), schedule: crossThreadReduce(S.createSchedule([out]), "rowsum", 128, 2) }
+}
+
+/** A dense layer by the generated tiling rule at its defaults on one SM of sm_90: its shared tiles fetched cooperatively as float4 copies (rows of 16 and 64, multiples of 4). */
+const denseFloat4 = (): GoldenCase => {
+  const A = placeholder("A", [64, 64])
+  const B = placeholder("B", [64, 64])
+  const k = reduceAxis(64, "k")
+  const out = compute("C", [64, 64], (i, j) => sum(mul(at(A, i, k.var), at(B, k.var, j)), [k]))
+  const base = S.createSchedule([out])
+  const t = gpuTemplate(cudaAttrs("9.0", 1), base)
+  const knobs = t.space([out], base)
+  return { name: "dense_float4", outputs: [out], inputs: inputsFor(17, [A, B]), schedule: t.apply([out], base, t.defaults(knobs, { vectorLanes: 1, cores: 1 })) }
+}
+
+export const CUDA_GOLDEN_CASES: readonly (() => GoldenCase)[] = [conv2d, depthwise, dense, softmax, convAddRelu, rowSumShuffle, denseFloat4]
 
 /** The GPU the goldens are emitted for: the default (sm_90). */
 export const GOLDEN_CUDA_ATTRS = cudaAttrsForArch()

@@ -239,6 +239,19 @@ def sweep(a, spec, name, arch):
         print(f"  {m['model']} {v['name']:>8} ({v['kind']}): {ok}" + (f" max abs err {res['max_abs']:.3g}, median {res['median_ms']:.3f} ms, launches {sum(l['median_ms'] for l in res['launches']):.3f} ms" if "median_ms" in res else f" {res.get('error', '')}"), flush=True)
     with open(os.path.join(a.dir, "sweep.json"), "w") as fh:
         json.dump(out, fh, indent=1)
+    # the ablations (gpu-prepare --ablation): each against the default of the same call
+    for model, mv in out["models"].items():
+        kinds = {v["name"]: v for m in spec["models"] if m["model"] == model for v in m["variants"]}
+        base = mv["variants"].get("default") or mv["variants"].get("tuned")
+        abl = [(n, r) for n, r in mv["variants"].items() if kinds.get(n, {}).get("kind") in ("no-shuffle", "no-float4", "previous")]
+        if not abl or not base or "median_ms" not in base:
+            continue
+        print(f"  ablation {model}: default {base['median_ms']:.3f} ms (warp shuffles and float4)", flush=True)
+        for n, r in abl:
+            if "median_ms" in r:
+                print(f"    {n:>10}: {r['median_ms']:.3f} ms, default / this {base['median_ms'] / r['median_ms']:.3f}, outputs {'close' if r['close'] else 'WRONG'} (max abs err {r['max_abs']:.3g})", flush=True)
+            else:
+                print(f"    {n:>10}: {r.get('error', 'no time')}", flush=True)
     print(f"gpu-check --variants: {os.path.join(a.dir, 'sweep.json')} in {time.time() - t0:.1f} s", flush=True)
     if emulate:
         # leave the variant folders as gpu-prepare wrote them (they travel)

@@ -1,5 +1,5 @@
 // node dist/scripts/gpu-prepare.js [--out .gpu] [--models resnet18,mobilenetv2] [--cuda-arch sm_90] [--seed 0]
-//                                   [--variants K | K1,K2…] [--tuning-log LOG]
+//                                   [--variants K | K1,K2…] [--tuning-log LOG] [--ablation]
 //
 // The artifacts a GPU machine with the CUDA toolkit, python3 and no Node needs for
 // scripts/gpu-check.sh, in one folder: per zoo model (seeded weights, batch 1, fp32) its cuda
@@ -16,7 +16,10 @@
 // config; scripts/gpu-check.sh DIR --variants measures them into DIR/sweep.json, and
 // gpu-tune-apply turns that into a tuning log. --tuning-log LOG: each model's artifact compiled
 // with the log's fastest record per workload, and the default as its one variant (measured side
-// by side by --variants).
+// by side by --variants). --ablation: three more variants per model, the defaults emitted without
+// warp shuffles (no-shuffle: every cross-thread task's `_shuffle` knob 0), without float4 accesses
+// (no-float4: the record's maxVectorBytes 4) and without both (previous: the emitter before them),
+// so gpu-check --variants measures each against the default in one call.
 import { Effect, Result } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -52,6 +55,15 @@ const arch = flag("--cuda-arch", "sm_90")
 const seed = Number(flag("--seed", "0"))
 const variantCounts = flag("--variants", "0").split(",").map(Number)
 const tuningLog = args.includes("--tuning-log") ? flag("--tuning-log", "") : undefined
+const ablation = args.includes("--ablation")
+
+/** The defaults with every cross-thread reduction's partials summed serially (`_shuffle` 0). */
+const noShuffle: Choose = (knobs, defaults) => ({ ...defaults, ...Object.fromEntries(knobs.filter((k) => k.name.endsWith("_shuffle")).map((k) => [k.name, 0])) })
+/** The settings with no vector access wider than one fp32 (the emitter's float4 / float2 copies off). */
+const scalarAccess = (s: TargetSettings): TargetSettings => {
+  const t = s.target as Target<"cuda">
+  return { ...s, target: { ...t, attrs: { ...t.attrs, maxVectorBytes: 4 } } as Target<"cuda"> as TargetSettings["target"] }
+}
 const safe = (name: string) => name.replace(/[^A-Za-z0-9_.-]/g, "_")
 
 /** How a variant chooses each task's config: from its knobs, its defaults and a check that a config passes the static GPU verifier. */
@@ -230,17 +242,26 @@ const main = Effect.gen(function* () {
     console.log(`${name}: ${kernels} kernels, ${[...files.values()].reduce((s, b) => s + b.length, 0)} bytes of artifact in ${dir}`)
     // the variants: sources only, gzipped, each checked to share the model's weights
     const count = variantCounts[models.indexOf(name)] ?? variantCounts[0] ?? 0
-    const plan: { kind: SweepVariant["kind"]; choose: Choose | undefined }[] = tuned
-      ? [{ kind: "default", choose: undefined }]
-      : Array.from({ length: count }, (_, j) => (j === 0 ? { kind: "autotvm" as const, choose: autotvmChoice } : { kind: "random" as const, choose: randomConfig }))
+    const plan: { kind: SweepVariant["kind"]; choose: Choose | undefined; settings?: TargetSettings }[] = [
+      ...(tuned
+        ? [{ kind: "default" as const, choose: undefined }]
+        : Array.from({ length: count }, (_, j) => (j === 0 ? { kind: "autotvm" as const, choose: autotvmChoice } : { kind: "random" as const, choose: randomConfig }))),
+      ...(ablation
+        ? [
+            { kind: "no-shuffle" as const, choose: noShuffle },
+            { kind: "no-float4" as const, choose: undefined, settings: scalarAccess(settings) },
+            { kind: "previous" as const, choose: noShuffle, settings: scalarAccess(settings) },
+          ]
+        : []),
+    ]
     const variants: SweepVariant[] = [variantOf(main, tuned ? "tuned" : "default", name, tuned ? "tuned" : "default")]
     for (const [j, v] of plan.entries()) {
       const vdir = `${name}-v${j}`
       // a random variant the emitter's verifier rejects is drawn again (another seed), three times at most
-      let compiled = yield* Effect.result(compileWith(name, graph, settings, v.choose, seed * 1000 + j))
+      let compiled = yield* Effect.result(compileWith(name, graph, v.settings ?? settings, v.choose, seed * 1000 + j))
       for (let retry = 1; retry < 3 && v.kind === "random" && Result.isFailure(compiled); retry++) {
         console.log(`${name}: variant v${j} rejected (${String((compiled.failure as { message?: string }).message ?? compiled.failure)}), drawn again`)
-        compiled = yield* Effect.result(compileWith(name, graph, settings, v.choose, seed * 1000 + j + 100000 * retry))
+        compiled = yield* Effect.result(compileWith(name, graph, v.settings ?? settings, v.choose, seed * 1000 + j + 100000 * retry))
       }
       if (Result.isFailure(compiled)) {
         console.log(`${name}: variant v${j} (${v.kind}) did not compile, left out: ${String((compiled.failure as { message?: string }).message ?? compiled.failure)}`)
@@ -254,7 +275,7 @@ const main = Effect.gen(function* () {
         const big = [...taskSourceBytes(c)].filter(([id, b]) => b > sourceBound(mainBytes.get(id) ?? 0)).map(([id]) => id)
         if (!big.length) break
         for (const id of big) redraws.set(id, round === 2 ? -1 : (redraws.get(id) ?? 0) + 1)
-        const again = yield* Effect.result(compileWith(name, graph, settings, v.choose, seed * 1000 + j, undefined, redraws))
+        const again = yield* Effect.result(compileWith(name, graph, v.settings ?? settings, v.choose, seed * 1000 + j, undefined, redraws))
         if (Result.isFailure(again)) break
         c = again.success
       }

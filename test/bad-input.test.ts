@@ -253,7 +253,7 @@ describe("bad inputs", () => {
   it("a missing .npy: CLI", () => expect(cliFails(["run", model(), "--input", "x=gone.npy"])).toMatch(/cannot read 'gone\.npy': no such file/))
   it("a bad --shape: CLI exits 2", () => expect(cliFails(["run", model(), "--shape", "x=2by3"], 2)).toMatch(/--shape: '2by3' is not a shape like 1x3x224x224/))
   it("a spec without '=': CLI exits 2", () => expect(cliFails(["run", model(), "--input", "x.npy"], 2)).toMatch(/--input: 'x\.npy' is not NAME=VALUE/))
-  it("a target that cannot run: CLI exits 2", () => expect(cliFails(["run", model(), "--target", "cuda"], 2)).toMatch(/--target: no target 'cuda' here \(choose one of: interp, js, c, wasm\)/))
+  it("a target that is not one: CLI exits 2", () => expect(cliFails(["run", model(), "--target", "tpu"], 2)).toMatch(/--target: no target 'tpu' here \(choose one of: interp, js, c, wasm, cuda\)/))
   it("an unknown flag: CLI exits 2", () => expect(cliFails(["run", model(), "--frobnicate"], 2)).toMatch(/^tessera run: Unrecognized flag: --frobnicate.*--help/))
   it("an unknown command: CLI exits 2", () => expect(cliFails(["compile-all"], 2)).toMatch(/Unknown subcommand "compile-all"/))
   it("a missing argument: CLI exits 2", () => expect(cliFails(["run"], 2)).toMatch(/Missing required argument: model/))

@@ -12,6 +12,7 @@ import { randomTensor } from "../src/cli/inputs.js"
 import { parseNpy, serializeNpy } from "../src/device/npy.js"
 import { ZOO_NAMES, zooModel } from "../src/zoo/index.js"
 import { initializer, intsAttr, modelBytes, transposeModel, twoOutputModel, valueInfo } from "./cli-models.js"
+import { cudaGpuHere } from "../src/device/cuda/device.js"
 
 const ROOT = path.resolve(import.meta.dirname, "..")
 const BIN = path.join(ROOT, "bin", "tessera.js")
@@ -337,9 +338,15 @@ describe("tessera run --target / --opt-level / --dump-ir / --report", () => {
   })
 
   it("an unknown target is one clear line naming the targets", () => {
+    const r = tessera("run", write("t.onnx", transposeModel()), "--target", "tpu", "--shape", "x=1x3")
+    expect(r.status).toBe(2)
+    expect(r.stderr.trim()).toBe("tessera run: --target: no target 'tpu' here (choose one of: interp, js, c, wasm, cuda) (see 'tessera run --help')")
+  })
+
+  it.skipIf(cudaGpuHere().ok)(`--target cuda without a GPU (no CUDA driver or no device): a NoGpuError naming why, exit 2${cudaGpuHere().ok ? " (skipped: a GPU is here)" : ""}`, () => {
     const r = tessera("run", write("t.onnx", transposeModel()), "--target", "cuda", "--shape", "x=1x3")
     expect(r.status).toBe(2)
-    expect(r.stderr.trim()).toBe("tessera run: --target: no target 'cuda' here (choose one of: interp, js, c, wasm) (see 'tessera run --help')")
+    expect(r.stderr).toMatch(/^tessera run: .*no CUDA GPU here: /)
   })
 })
 

@@ -35,6 +35,9 @@ import { buildCubin, findNvcc, parsePtxas } from "../src/device/cuda/nvcc.js"
 import { parseNpy, serializeNpy } from "../src/device/npy.js"
 import { constantsLayout } from "../src/emit/cuda/host.js"
 import { emitCuda } from "../src/emit/cuda/emit.js"
+import { BACKENDS } from "../src/backend/index.js"
+import { parseCandidateLaunches } from "../src/device/cuda/measure.js"
+import { cudaGpuHere } from "../src/device/cuda/device.js"
 import { splitLaunches } from "../src/emit/cuda/launch.js"
 import { CUDA_PRELUDE } from "../src/emit/cuda/prelude.js"
 import { EMULATE_HEADER } from "../src/emit/cuda/emulate.js"
@@ -268,7 +271,7 @@ describe("cuda target: static checks (VerifyGPUCode)", () => {
 // A small network end to end
 
 describe("cuda target: a small network end to end", () => {
-  it("emits the same bytes twice; the arena keeps constants.bin's layout; loading it here is a typed error", async () => {
+  it(`emits the same bytes twice; the arena keeps constants.bin's layout; loading it where no GPU is is a NoGpuError${cudaGpuHere().ok ? " (a GPU is here: the load is the backends test's)" : ""}`, async () => {
     const g = tinyNet()
     const a = await compiled(g)
     const b = await compiled(g)
@@ -278,8 +281,11 @@ describe("cuda target: a small network end to end", () => {
     const layout = constantsLayout(a.program.graph)
     expect(layout.bytes).toBe(packed.bin.length)
     for (const t of packed.index as { name: string; offset: number }[]) expect(layout.offsets.get(t.name)).toBe(t.offset)
-    const failure = await Effect.runPromise(Effect.flip(loadProgram(a.program, a.settings.target)))
-    expect(failure).toMatchObject({ _tag: "LoadError", target: "cuda" })
+    if (!cudaGpuHere().ok) {
+      const failure = await Effect.runPromise(Effect.flip(loadProgram(a.program, a.settings.target)))
+      expect(failure).toMatchObject({ _tag: "NoGpuError" })
+      expect(String(failure.message)).toMatch(/^no CUDA GPU here: /)
+    }
   })
 
   it("a group with no GPU kernel is an EmitError naming its op", async () => {
@@ -384,4 +390,18 @@ describe("cuda target: a small network end to end", () => {
         expect(functions.size).toBeGreaterThan(10)
       }
     }, 600_000)
+
+  it("tuning candidates render with their launches for the GPU measurer: each candidate's functions are in the source, its grid and block those the emitter verified", () => {
+    const funcs = CUDA_GOLDEN_CASES.map((mk, k) => ({ name: `t${k}`, func: cudaGoldenFunc(mk()) }))
+    const source = BACKENDS.cuda.codegen!.renderCandidates!(funcs)
+    const plans = parseCandidateLaunches(source)
+    expect([...plans.keys()]).toEqual(funcs.map((f) => f.name))
+    const direct = emitCuda(funcs.map((f) => ({ ...f.func, name: f.name })), GOLDEN_CUDA_ATTRS)
+    for (const k of direct.kernels) {
+      const p = plans.get(k.name)!
+      expect(p.launches).toEqual(k.launches.map((l) => ({ function: l.symbol, grid: l.grid, block: l.block })))
+      for (const l of p.launches) expect(source).toContain(` ${l.function}(`)
+      expect(p.workspace.length).toBe(k.workspace.length)
+    }
+  })
 })

@@ -72,8 +72,8 @@ export interface Backend<K extends TargetKind> {
   /** Why it cannot run here (a missing toolchain), or undefined. Reads the host: call it at the edge. */
   readonly unavailable: () => string | undefined
   /**
-   * Why its artifacts compile here but cannot run in this process (cuda: no GPU is driven from
-   * Node; its runner runs them), or undefined: they run on its device.
+   * Why its artifacts compile here but cannot run in this process (cuda: no CUDA driver or no
+   * device here; reads the host: call it at the edge), or undefined: they run on its device.
    */
   readonly compileOnly?: () => string | undefined
   /** Whether its kernels can run parallel loops on several threads (js and the interpreter run on one). */

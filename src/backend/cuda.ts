@@ -3,11 +3,15 @@
 // manifest. Its target is the GPU `--cuda-arch` names (default sm_90), not the host.
 import { Effect } from "effect"
 import { cudaArchOf, cudaAttrsForArch, type Target } from "../ast/target.js"
-import { cudaDeviceLayer } from "../device/cuda/device.js"
+import { cudaDeviceLayer, cudaGpuHere } from "../device/cuda/device.js"
 import type { CompileError } from "../device/errors.js"
 import { buildCubin, findNvcc } from "../device/cuda/nvcc.js"
 import { CUDA_KERNELS_FILE, emitCudaArtifact } from "../emit/cuda/artifact.js"
 import { GpuLimitError } from "../emit/cuda/verify.js"
+import { emitCuda } from "../emit/cuda/emit.js"
+import { LAUNCHES_PREFIX } from "../device/cuda/measure.js"
+import { storageElements } from "../ast/tir/analysis.js"
+import { storageBytes } from "../ast/graph/dtype.js"
 import { kernelsAlias, type Artifact } from "../lowering/program.js"
 import { cudaSchedules } from "../lowering/templates/gpu/index.js"
 import { cudaTirPipeline } from "../lowering/tir/cuda-pipeline.js"
@@ -51,9 +55,13 @@ export const cuda: Backend<"cuda"> = {
   kind: "cuda",
   summary: "CUDA C kernels and a host launcher, built by nvcc into a standalone runner for an NVIDIA GPU (default sm_90)",
   target: (_host, _threads, options) => ({ kind: "cuda", attrs: cudaAttrsForArch(options?.cudaArch) }),
-  // compile writes the sources without nvcc; running them needs the artifact's runner on a GPU
+  // compile writes the sources without nvcc; run, bench and tune drive the GPU through the CUDA
+  // driver where there is one (src/device/cuda), and fail with NoGpuError (exit 2) where not
   unavailable: () => undefined,
-  compileOnly: () => "Tessera drives no GPU from Node: the artifact's own runner (make; ./model) runs it on a GPU",
+  compileOnly: () => {
+    const here = cudaGpuHere()
+    return here.ok ? undefined : here.reason
+  },
   parallel: true,
   graphPasses: () => defaultPasses,
   codegen: {
@@ -62,6 +70,12 @@ export const cuda: Backend<"cuda"> = {
     // its kernels share the c target's int64_t (cStorage), and the runner and constants.bin hold int64 as int64_t
     exactInt64: true,
     emit: (program, target) => emitCudaArtifact(program, target.attrs, { restrict: !kernelsAlias(program) }),
+    // tuning candidates: their kernels and, per candidate, its launches for the device (src/device/cuda/measure.ts)
+    renderCandidates: (funcs) => {
+      const e = emitCuda(funcs.map((f) => ({ ...f.func, name: f.name })), cudaAttrsForArch())
+      const plans = e.kernels.map((k) => `${LAUNCHES_PREFIX}${JSON.stringify({ name: k.name, workspace: k.workspace.map((b) => storageElements(b) * storageBytes(b.dtype)), launches: k.launches.map((l) => ({ function: l.symbol, grid: l.grid, block: l.block })) })}`)
+      return [e.source, ...plans, ""].join("\n")
+    },
     device: () => cudaDeviceLayer,
     buildReport: cudaBuildReport,
   },

@@ -29,7 +29,7 @@ class CommandFailed extends Data.TaggedError("CommandFailed")<{ readonly line: s
 const reported =
   (command: string, model?: string) =>
   <A, E>(eff: Effect.Effect<A, E>): Effect.Effect<A, CommandFailed> =>
-    Effect.catch(eff, (e) => Effect.fail(new CommandFailed({ line: errorLine(command, e, { model }), exitCode: tagOf(e) === "UsageError" ? 2 : 1 })))
+    Effect.catch(eff, (e) => Effect.fail(new CommandFailed({ line: errorLine(command, e, { model }), exitCode: tagOf(e) === "UsageError" || tagOf(e) === "NoGpuError" ? 2 : 1 })))
 
 const model = Argument.String("model").pipe(Argument.withDescription("an ONNX model file (.onnx)"))
 const seedFlag = (what: string) => Flag.Int("seed").pipe(Flag.withDefault(0), Flag.withDescription(`seed for ${what}`))

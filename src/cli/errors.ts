@@ -36,6 +36,7 @@ const HINTS: { readonly [tag: string]: (e: { readonly message: string; readonly 
   LoadError: (e) =>
     /^cannot load the c /.test(e.message) ? "the built library could not be loaded: check the C compiler and the cache folder" : /^cannot load the cuda /.test(e.message) ? "" : "this is a bug in Tessera's emitter for this target: please report it with the model",
   DeviceRunError: () => "this is a bug in Tessera: please report it with the model",
+  NoGpuError: () => "run it where an NVIDIA GPU and its driver are, or compile with `tessera compile --target cuda --out DIR` and run DIR's runner there",
   UnsafeCacheError: () => "use a folder only you own and can write (chmod 700), or set TESSERA_CACHE_DIR to one",
   TargetError: () => "",
   InterruptedError: () => "",
@@ -94,6 +95,7 @@ const COMMAND_ERROR_TAGS: ReadonlySet<string> = new Set([
   "GpuLimitError",
   "CompileError",
   "LoadError",
+  "NoGpuError",
   "DeviceRunError",
   "InterruptedError",
   "UnsafeCacheError",

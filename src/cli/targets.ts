@@ -20,8 +20,8 @@ import { UsageError } from "./errors.js"
 
 export { TargetUnavailableError }
 
-/** The kinds that run here (cuda compiles only: `tessera compile --target cuda` writes its runner). */
-export const TARGETS: readonly TargetKind[] = TARGET_KINDS.filter((k) => BACKENDS[k].compileOnly === undefined)
+/** The kinds a command may name (cuda runs where a GPU is: elsewhere loading it is a NoGpuError, exit 2). */
+export const TARGETS: readonly TargetKind[] = TARGET_KINDS
 
 export const parseTarget = (name: string, allowed: readonly TargetKind[] = TARGETS): Effect.Effect<TargetKind, UsageError> =>
   isTargetKind(name) && allowed.includes(name)

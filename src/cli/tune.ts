@@ -32,6 +32,7 @@ import { evoTuner } from "../search/evolutionary.js"
 import { scheduleTasks } from "../search/task-scheduler.js"
 import { lanesAndCores, withAttrs, type Target, type TargetKind } from "../ast/target.js"
 import { BACKENDS, TUNABLE_KINDS } from "../backend/index.js"
+import { NoGpuError } from "../device/errors.js"
 import { scheduleTarget } from "../backend/cpu.js"
 import { UsageError } from "./errors.js"
 import { commandInterrupt } from "./supervise.js"
@@ -172,6 +173,9 @@ export const tuneCommand = Effect.fn("cli.tune")(function* (o: TuneCommandOption
     return yield* new UsageError({ flag: "--vector-lanes", reason: `${o.vectorLanes} is not 0 or a power of two` })
   const missing = targetMissing(kind)
   if (missing) return yield* new TargetUnavailableError({ target: kind, reason: missing })
+  // (cuda: its candidates run on a GPU; without one every trial would fail the same way)
+  const noDevice = kind === "cuda" ? BACKENDS.cuda.compileOnly?.() : undefined
+  if (noDevice) return yield* new NoGpuError({ reason: noDevice })
   // one tuner per log: a second one refuses (FileLockedError) before it compiles anything
   return yield* Effect.acquireUseRelease(
     lockFile(o.log),

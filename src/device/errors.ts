@@ -33,5 +33,12 @@ export class UnsafeCacheError extends Data.TaggedError("UnsafeCacheError")<{ rea
   }
 }
 
-export type DeviceError = CompileError | LoadError | UnsafeCacheError
+/** No GPU to run a cuda artifact on: no CUDA driver library, or a driver that sees no device (the CLI's exit 2). */
+export class NoGpuError extends Data.TaggedError("NoGpuError")<{ readonly reason: string }> {
+  override get message(): string {
+    return `no CUDA GPU here: ${this.reason}`
+  }
+}
+
+export type DeviceError = CompileError | LoadError | UnsafeCacheError | NoGpuError
 

@@ -21,8 +21,13 @@ export interface SweepTask {
 export interface SweepVariant {
   readonly name: string
   readonly dir: string
-  /** default: the generated defaults; autotvm: AutoTVM's template at its defaults on conv2d tasks (the rest at default); random: seeded; tuned: a tuning log's. */
-  readonly kind: "default" | "autotvm" | "random" | "tuned"
+  /**
+   * default: the generated defaults; autotvm: AutoTVM's template at its defaults on conv2d tasks (the rest at default); random: seeded; tuned: a tuning log's.
+   * The ablations (gpu-prepare --ablation), the defaults emitted another way — not configs, so never a task's best: no-shuffle: the
+   * cross-thread reductions' partials summed serially (their `_shuffle` knob 0); no-float4: no vector accesses (a record of 4-byte
+   * vectors); previous: both, as the emitter was before warp shuffles and float4.
+   */
+  readonly kind: "default" | "autotvm" | "random" | "tuned" | "no-shuffle" | "no-float4" | "previous"
   readonly configs: Readonly<Record<string, Config>>
   /** Kernel name (the first word of a launch's name in profile.json) → its group and task id. */
   readonly kernels: Readonly<Record<string, { readonly group: number; readonly task: string }>>
@@ -89,7 +94,8 @@ export const chooseConfigs = (variants: readonly VariantsFile[], sweep: SweepFil
     const runs = sweep.models[vf.model]?.variants ?? {}
     const timed = vf.variants.flatMap((v) => {
       const run = runs[v.name]
-      return run && run.close && !run.error ? [{ v, times: taskTimes(v, run) }] : []
+      const ablation = v.kind === "no-shuffle" || v.kind === "no-float4" || v.kind === "previous"
+      return run && run.close && !run.error && !ablation ? [{ v, times: taskTimes(v, run) }] : []
     })
     for (const [id, task] of Object.entries(vf.tasks)) {
       const measured = timed.flatMap(({ v, times }) => (times.has(id) && v.configs[id] ? [{ v, ms: times.get(id)! }] : []))

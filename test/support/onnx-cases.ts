@@ -187,6 +187,21 @@ export const inferenceChecker = (graph: Graph, feeds: ReadonlyMap<string, Tensor
 export type GraphTransform = (g: Graph) => Graph
 
 /** Runs one case: decode, feed every data set, compare every output. */
+/** The input shapes of a case's first data set (light models: their declared shapes), as the targets compile it. */
+export const caseShapes = (c: OnnxCase, graph: Graph): Map<string, readonly number[]> => {
+  const shapes = new Map<string, readonly number[]>()
+  const set = c.dataSets[0]
+  if (c.suite === "light" || !set) {
+    for (const i of graph.inputs) if (i.type.dtype === "float32") shapes.set(i.name, rampInput(i.type.shape).shape)
+  } else
+    set.inputs.forEach((file, j) => {
+      const { name, tensor } = readTensorFile(file)
+      const target = graph.inputs.find((i) => i.name === name) ?? graph.inputs[j]
+      if (target) shapes.set(target.name, tensor.shape)
+    })
+  return shapes
+}
+
 export const runCase = (c: OnnxCase, transform: GraphTransform = (g) => g): CaseResult => {
   const t0 = performance.now()
   let ops: string[] = []

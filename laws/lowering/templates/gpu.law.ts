@@ -19,6 +19,73 @@ import type { Config, Knob } from "../../../src/lowering/templates/template.js"
 import { hasReuse } from "../../../src/lowering/templates/gpu/multi-level-tiling.js"
 import { anchorStage } from "../../../src/lowering/templates/common.js"
 import { assertAllClose, lawParams } from "../../support.js"
+import { runTirSync } from "../../../src/lowering/tir/tir-pass.js"
+import { cudaTirPipeline } from "../../../src/lowering/tir/cuda-pipeline.js"
+import { splitLaunches } from "../../../src/emit/cuda/launch.js"
+import { verifyLaunch } from "../../../src/emit/cuda/verify.js"
+import type { Stmt } from "../../../src/ast/tir/tir.js"
+import { laneSplit, residue, vectorCopy } from "../../../src/ast/tir/vector-access.js"
+import { evalExpr } from "../../../src/ast/te/eval-expr.js"
+import { add, c, floordiv, floormod, mul, showExpr, v, type Expr } from "../../../src/ast/te/expr.js"
+
+/** Checks every loop the emitter turns into one vector access at sampled values of the loops around it; the number of such loops. */
+const checkVectorCopies = (f: PrimFunc, attrs: CudaAttrs, seed: number): number => {
+  let found = 0
+  let state = seed + 1
+  const rand = (n: number) => {
+    state = (state * 1103515245 + 12345) % 2147483648
+    return state % n
+  }
+  const dtypes = new Map(f.params.map((p) => [p.name, p.dtype] as const))
+  const walk = (s: Stmt, loops: readonly { name: string; min: number; extent: number }[]): void => {
+    switch (s.kind) {
+      case "for": {
+        const vc = vectorCopy(s, (name) => dtypes.get(name), attrs.maxVectorBytes)
+        if (vc && s.body.kind === "store" && s.body.value.kind === "read") {
+          found++
+          const st = s.body
+          const rd = s.body.value
+          for (let sample = 0; sample < 64; sample++) {
+            const env = new Map(loops.map((l) => [l.name, l.min + rand(Math.max(1, l.extent))] as const))
+            const at = (e: Expr, lane: number) => evalExpr(e, new Map(env).set(s.var.name, lane), () => 0)
+            const d0 = at(st.indices[0], 0)
+            const r0 = at(rd.indices[0], 0)
+            expect(d0 % vc.lanes, "store aligned").toBe(0)
+            expect(r0 % vc.lanes, "read aligned").toBe(0)
+            expect(at(vc.dstBase, 0)).toBe(d0)
+            expect(at(vc.srcBase, 0)).toBe(r0)
+            for (let e = 1; e < vc.lanes; e++) {
+              expect(at(st.indices[0], e), "store contiguous").toBe(d0 + e)
+              expect(at(rd.indices[0], e), "read contiguous").toBe(r0 + e)
+            }
+          }
+          return
+        }
+        const lo = s.min.kind === "const" ? s.min.value : 0
+        const ext = s.extent.kind === "const" ? s.extent.value : 1
+        return walk(s.body, [...loops, { name: s.var.name, min: lo, extent: ext }])
+      }
+      case "seq":
+        return s.body.forEach((b) => walk(b, loops))
+      case "if":
+        walk(s.then, loops)
+        if (s.else) walk(s.else, loops)
+        return
+      case "allocate":
+        dtypes.set(s.buffer.name, s.buffer.dtype)
+        return walk(s.body, loops)
+      case "let":
+        return walk(s.body, loops)
+      default:
+        return
+    }
+  }
+  walk(f.body, [])
+  return found
+}
+
+const countShuffles = (s: Stmt): number =>
+  s.kind === "shuffle" ? 1 : s.kind === "seq" ? s.body.reduce((n, b) => n + countShuffles(b), 0) : s.kind === "for" || s.kind === "allocate" || s.kind === "let" ? countShuffles(s.body) : s.kind === "if" ? countShuffles(s.then) + (s.else ? countShuffles(s.else) : 0) : 0
 
 const NO_TARGET = { vectorLanes: 1, cores: 1 }
 
@@ -109,6 +176,82 @@ describe("GPU rules (cuda-sim)", () => {
       fc.property(arbCase, fc.constantFrom("8.0", "9.0"), picks, (cc, capability, p) => checkRandomConfig(cc, cudaAttrs(capability, 132), p, "cross-thread")),
       lawParams(40),
     )
+  })
+
+  it("cross-thread reduction with warp shuffles (lowering.LowerThreadAllreduce): through the cuda pipeline, the partials summed by __shfl_down_sync within warps and across them, simulated lane by lane, equal the TE; every launch verifies", () => {
+    const arbCase = fc.oneof(
+      fc.record({ seed: fc.nat(), rows: fc.integer({ min: 1, max: 3 }), cols: fc.integer({ min: 1, max: 3 }), r: fc.integer({ min: 32, max: 700 }), max: fc.boolean(), mean: fc.boolean() }).map((o) => longReductionCase(o.seed, o)),
+      fc.record({ seed: fc.nat(), n: fc.integer({ min: 1, max: 6 }), k: fc.integer({ min: 32, max: 400 }) }).map((o) => denseRowCase(o.seed, o.n, o.k)),
+    )
+    fc.assert(
+      fc.property(arbCase, fc.constantFrom("8.0", "9.0"), picks, (cc, capability, p) => {
+        const attrs = cudaAttrs(capability, 132)
+        const { f: f0, rules } = lowerGpu(cc, attrs, (knobs) => ({ ...pickConfig(knobs, p), ...Object.fromEntries(knobs.filter((k) => k.name.endsWith("_shuffle")).map((k) => [k.name, 1])) }))
+        expect(rules).toContain("cross-thread")
+        const f = runTirSync(cudaTirPipeline(attrs), f0)
+        expect(countShuffles(f.body)).toBeGreaterThan(0)
+        for (const l of splitLaunches(f).launches) verifyLaunch(l, attrs)
+        assertSimulates(f, cc)
+      }),
+      lawParams(30),
+    )
+  })
+
+  it("float4 / float2 copies (ast/tir/vector-access.ts): random tiled matmuls and convolutions, random configs, through the cuda pipeline (fetch guards hoisted) equal the TE; every copy the emitter makes one vector access moves, at sampled values of the loops around it, n contiguous elements from and to indices that are multiples of n", () => {
+    const arbCase = fc.oneof(
+      fc.record({ seed: fc.nat(), batch: fc.integer({ min: 0, max: 1 }), m: fc.integer({ min: 1, max: 24 }), n: fc.integer({ min: 2, max: 24 }), k: fc.integer({ min: 1, max: 24 }), epilogue: fc.boolean() }).map((o) => matmulCase(o.seed, o)),
+      fc.tuple(fc.constantFrom("conv2d" as const, "depthwise" as const), fc.nat()).map(([f, seed]) => buildCompute(f, seed)),
+    )
+    let vectors = 0
+    fc.assert(
+      fc.property(arbCase, picks, fc.nat(), (cc, p, seed) => {
+        fc.pre(hasReuse(anchorStage(baseSchedule(cc.outputs))!))
+        const attrs = cudaAttrs("9.0", 1)
+        const { f: f0 } = lowerGpu(cc, attrs, (knobs) => ({ ...pickConfig(knobs, p), ...(knobs.some((k) => k.name === "mt_vec") ? { mt_vec: [1, 2, 4][seed % 3] } : {}) }))
+        const f = runTirSync(cudaTirPipeline(attrs), f0)
+        assertSimulates(f, cc)
+        vectors += checkVectorCopies(f, attrs, seed)
+      }),
+      lawParams(60),
+    )
+    expect(vectors).toBeGreaterThan(0)
+  })
+
+  it("vector-access proofs on random index expressions (sums, products by constants, floordiv and floormod by constants of a lane and loop variables): where laneSplit says base + k·e and residue says base ≡ r (mod m), every sampled value agrees", () => {
+    let proven = 0
+    fc.assert(
+      fc.property(fc.nat(), fc.constantFrom(2, 4), (seed, n) => {
+        let st = seed + 7
+        const rand = (k: number) => {
+          st = (st * 1103515245 + 12345) % 2147483648
+          return st % k
+        }
+        const vars = ["x", "y"]
+        const gen = (depth: number): Expr => {
+          const r = rand(depth > 3 ? 3 : 7)
+          if (r === 0) return c(rand(3) * [1, 2, 4, 8][rand(4)])
+          if (r === 1) return rand(2) ? v(vars[rand(2)]) : mul(v(vars[rand(2)]), c([2, 4, 8][rand(3)]))
+          if (r === 2) return v("e")
+          if (r === 3) return add(gen(depth + 1), gen(depth + 1))
+          if (r === 4) return mul(gen(depth + 1), c([1, 2, 3, 4, 6, 8, 12, 16][rand(8)]))
+          if (r === 5) return floordiv(gen(depth + 1), c([2, 3, 4, 6, 8, 12, 16][rand(7)]))
+          return floormod(gen(depth + 1), c([2, 3, 4, 6, 8, 12, 16][rand(7)]))
+        }
+        const e = gen(0)
+        const split = laneSplit(e, "e", n)
+        const m = [2, 4, 8][rand(3)]
+        const r = residue(e, m)
+        for (let sample = 0; sample < 40; sample++) {
+          const env = new Map([["x", rand(40)], ["y", rand(40)]])
+          const at = (x: Expr, lane: number) => evalExpr(x, new Map(env).set("e", lane), () => 0)
+          if (r !== undefined) expect((((at(e, rand(n)) % m) + m) % m), `residue of ${showExpr(e)} mod ${m}`).toBe(r)
+          if (split) for (let lane = 0; lane < n; lane++) expect(at(e, lane), `${showExpr(e)} as base + ${split.k}·e`).toBe(at(split.base, 0) + split.k * lane)
+        }
+        if (split && split.k !== 0) proven++
+      }),
+      lawParams(600),
+    )
+    expect(proven).toBeGreaterThan(0)
   })
 
   it("auto-bind: elementwise chains, any threads a block", () => {

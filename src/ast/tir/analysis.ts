@@ -36,6 +36,7 @@ export const storageElements = (b: Pick<Buffer, "shape" | "strides">): number =>
 export const storedBuffers = (s: Stmt, out: Set<string> = new Set()): Set<string> => {
   switch (s.kind) {
     case "store":
+    case "shuffle":
       out.add(s.buffer)
       break
     case "intrinsic":
@@ -91,6 +92,11 @@ export const seenOnEntry = (body: Stmt): Set<string> => {
       case "intrinsic":
         out.add(s.output.buffer)
         s.inputs.forEach((r) => out.add(r.buffer))
+        return
+      case "shuffle":
+        if (guarded) out.add(s.buffer)
+        s.indices.forEach(ofExpr)
+        ofExpr(s.value)
         return
       default:
         return

@@ -3,6 +3,11 @@
 // loops whose body holds barriers run phase by phase (every thread reaches a barrier before any
 // passes it); allocations are fresh per execution of their statement (so a buffer allocated inside
 // a thread loop is per thread, inside a block loop per block). Every access is bounds-checked.
+// A warp shuffle is CUDA's __shfl_down_sync: the lanes its mask names (threadIdx.x mod 32 of one
+// warp) meet at the same shuffle statement, each reads the value of the lane `offset` above it in
+// its segment of `width` lanes (its own past the segment); a lane of the mask that does not arrive,
+// lanes at different shuffles, or a read of a lane outside the mask is an error (undefined
+// behaviour on a GPU), as a barrier some threads skip is.
 import { allocate, converter, type TypedArray } from "../graph/dtype.js"
 import { sizeOf, stridesOf, tensor, type Tensor } from "../graph/tensor.js"
 import { evalExpr } from "../te/eval-expr.js"
@@ -11,6 +16,48 @@ import type { Buffer, PrimFunc, Stmt } from "./tir.js"
 
 export class TirEvalError extends Error {
   override readonly name = "TirEvalError"
+}
+
+type ShuffleStmt = Stmt & { readonly kind: "shuffle" }
+/** What a thread yields at a shuffle: the statement, its threadIdx.x, the value it offers. */
+interface ShuffleRequest {
+  readonly stmt: ShuffleStmt
+  readonly tid: number
+  readonly value: number
+}
+type Yield = "barrier" | ShuffleRequest
+
+const WARP = 32
+
+/** The values the requests (threads at shuffles, each once) receive, warp by warp, as __shfl_down_sync gives them. */
+const answerShuffles = (reqs: readonly ShuffleRequest[]): number[] => {
+  const byWarp = new Map<number, ShuffleRequest[]>()
+  for (const r of reqs) {
+    const w = Math.floor(r.tid / WARP)
+    byWarp.set(w, [...(byWarp.get(w) ?? []), r])
+  }
+  const answer = new Map<number, number>()
+  for (const [w, group] of byWarp) {
+    const s = group[0].stmt
+    const mask = s.mask >>> 0
+    const lanes = new Map<number, number>()
+    for (const r of group) {
+      if (r.stmt !== s) throw new TirEvalError(`warp ${w}: lanes at different shuffles (into ${s.buffer} and ${r.stmt.buffer}) at once`)
+      const lane = r.tid % WARP
+      if (!((mask >>> lane) & 1)) throw new TirEvalError(`warp ${w}: lane ${lane} shuffles into ${s.buffer} but the mask 0x${mask.toString(16)} leaves it out`)
+      lanes.set(lane, r.value)
+    }
+    for (let lane = 0; lane < WARP; lane++)
+      if ((mask >>> lane) & 1 && !lanes.has(lane)) throw new TirEvalError(`warp ${w}: lane ${lane}, named by the mask 0x${mask.toString(16)} of the shuffle into ${s.buffer}, did not reach it`)
+    for (const r of group) {
+      const lane = r.tid % WARP
+      const src = (lane % s.width) + s.offset < s.width ? lane + s.offset : lane
+      const v = lanes.get(src)
+      if (v === undefined) throw new TirEvalError(`warp ${w}: lane ${lane} reads lane ${src} through the shuffle into ${s.buffer}, outside its mask 0x${mask.toString(16)}`)
+      answer.set(r.tid, v)
+    }
+  }
+  return reqs.map((r) => answer.get(r.tid)!)
 }
 
 interface Live {
@@ -83,10 +130,11 @@ export const evaluatePrimFunc = (f: PrimFunc, args: ReadonlyMap<string, Tensor>)
       return b.data[offsetOf(b, idx)]
     })
 
-  // Statements run as generators that yield at barriers: a team of threads (a threadIdx loop) runs
-  // its members round-robin, each up to its next barrier, so every thread of a block reaches a
-  // barrier before any passes it; nested thread loops form nested teams whose barriers propagate up.
-  function* exec(s: Stmt, ctx: Ctx): Generator<"barrier", void, void> {
+  // Statements run as generators that yield at barriers and shuffles: a team of threads (a threadIdx
+  // loop) runs its members round-robin, each up to its next barrier or shuffle; shuffles are
+  // answered warp by warp, then every thread of a block reaches a barrier before any passes it;
+  // nested thread loops form nested teams whose barriers propagate up.
+  function* exec(s: Stmt, ctx: Ctx): Generator<Yield, void, number | undefined> {
     switch (s.kind) {
       case "for": {
         const min = evalIn(ctx, s.min)
@@ -110,13 +158,22 @@ export const evaluatePrimFunc = (f: PrimFunc, args: ReadonlyMap<string, Tensor>)
             return exec(s.body, child)
           })
           let live = members
+          let states = live.map((g) => g.next())
           for (;;) {
-            const states = live.map((g) => g.next())
+            const at = states.flatMap((st, k) => (!st.done && typeof st.value === "object" ? [k] : []))
+            if (at.length > 0) {
+              const answers = answerShuffles(at.map((k) => states[k].value as ShuffleRequest))
+              const next = [...states]
+              at.forEach((k, i) => (next[k] = live[k].next(answers[i])))
+              states = next
+              continue
+            }
             const waiting = live.filter((_, k) => !states[k].done)
             if (waiting.length === 0) return
             if (waiting.length !== live.length) throw new TirEvalError(`barrier divergence in thread loop ${s.var.name}: some threads finished while others wait at a barrier`)
             if (ctx.inTeam) yield "barrier"
             live = waiting
+            states = live.map((g) => g.next())
           }
         }
         const prev = ctx.env.get(s.var.name)
@@ -164,6 +221,18 @@ export const evaluatePrimFunc = (f: PrimFunc, args: ReadonlyMap<string, Tensor>)
       case "barrier":
         if (ctx.inTeam) yield "barrier"
         return
+      case "shuffle": {
+        const tid = ctx.tags.get("threadIdx.x")
+        if (!ctx.inTeam || tid === undefined) throw new TirEvalError(`a warp shuffle into ${s.buffer} outside a threadIdx.x loop`)
+        if (ctx.tags.has("threadIdx.y") || ctx.tags.has("threadIdx.z")) throw new TirEvalError(`a warp shuffle into ${s.buffer} in a block of several dimensions (its lanes are threadIdx.x alone)`)
+        const b = ctx.buffers.get(s.buffer)
+        if (!b) throw new TirEvalError(`shuffle into unknown buffer '${s.buffer}'`)
+        const idx = s.indices.map((e) => evalIn(ctx, e))
+        const got = yield { stmt: s, tid, value: evalIn(ctx, s.value) }
+        if (got === undefined) throw new TirEvalError(`a warp shuffle into ${s.buffer} was not answered`)
+        b.data[offsetOf(b, idx)] = b.conv(got)
+        return
+      }
       case "intrinsic": {
         // the instruction's meaning is its TE declaration, run on the regions it covers
         const region = (buf: string, base: readonly number[], shape: readonly number[], strides?: readonly number[]) => {

@@ -27,6 +27,13 @@ export type Stmt =
   | { readonly kind: "let"; readonly var: Var; readonly value: Expr; readonly body: Stmt }
   | { readonly kind: "evaluate"; readonly value: Expr }
   | { readonly kind: "barrier" }
+  /**
+   * A warp shuffle down (CUDA's `__shfl_down_sync(mask, value, offset, width)`): every lane of the
+   * warp named in `mask` arrives here together, evaluates `value`, and stores into buffer[indices]
+   * the value of the lane `offset` above it within its segment of `width` lanes (its own value
+   * where that lane lies past the segment). The lane is the thread's threadIdx.x mod 32.
+   */
+  | { readonly kind: "shuffle"; readonly buffer: string; readonly indices: readonly Expr[]; readonly value: Expr; readonly offset: number; readonly width: number; readonly mask: number }
   /** A tensor intrinsic applied to buffer regions starting at `base` (one index per dim). */
   | { readonly kind: "intrinsic"; readonly intrin: TensorIntrinsic; readonly output: Region; readonly inputs: readonly Region[] }
 
@@ -72,6 +79,8 @@ export const printStmt = (s: Stmt, indent = "  "): string => {
       return `${indent}${showExpr(s.value)}`
     case "barrier":
       return `${indent}barrier()`
+    case "shuffle":
+      return `${indent}${s.buffer}[${s.indices.map(showExpr).join(", ")}] = shfl_down(${showExpr(s.value)}, ${s.offset}, width ${s.width}, mask 0x${(s.mask >>> 0).toString(16)})`
     case "intrinsic": {
       const r = (x: Region) => `${x.buffer}[${x.base.map(showExpr).join(", ")}]`
       return `${indent}${s.intrin.name}(${r(s.output)}${s.intrin.mode === "update" ? " +=" : " ="} ${s.inputs.map(r).join(", ")})`
@@ -146,6 +155,12 @@ export const mapStmt = (s: Stmt, f: (s: Stmt) => Stmt | undefined, g: (e: Expr) 
       case "barrier":
         y = x
         break
+      case "shuffle": {
+        const indices = gs(x.indices)
+        const value = g(x.value)
+        y = indices === x.indices && value === x.value ? x : { ...x, indices, value }
+        break
+      }
       case "intrinsic": {
         const output = region(x.output)
         const inputs = x.inputs.map(region)

@@ -203,6 +203,13 @@ export const verifyPrimFunc = (f: PrimFunc, expect: TirExpect = {}): VerifyProbl
       }
       case "barrier":
         return undefined
+      case "shuffle": {
+        const where = `shuffle into '${s.buffer}'`
+        if (!(Number.isInteger(s.width) && s.width >= 1 && s.width <= 32 && (s.width & (s.width - 1)) === 0)) return { where: at(where), reason: `width ${s.width} is not a power of two up to 32` }
+        if (!(Number.isInteger(s.offset) && s.offset >= 1 && s.offset < s.width)) return { where: at(where), reason: `offset ${s.offset} outside [1, ${s.width})` }
+        const flaw = access(s.buffer, s.indices.length, "") ?? indices(s.indices) ?? expr(s.value)
+        return flaw && problem(where, flaw)
+      }
       case "intrinsic": {
         const where = `intrinsic ${s.intrin.name}`
         if (expect.noIntrinsics) return { where: at(where), reason: "an intrinsic statement is left (run lowering.LowerIntrinsics)" }

@@ -57,13 +57,14 @@ export const parsePtxas = (text: string): Map<string, PtxasFunction> => {
  * The kernels' cubin for `arch` built by `nvcc` (-O3 -cubin -Xptxas -v) and ptxas's report per
  * function, from the cache when the same source, architecture and nvcc built it before.
  */
-export const buildCubin = (nvcc: string, source: string, arch: string): Effect.Effect<{ readonly functions: Map<string, PtxasFunction>; readonly cached: boolean }, CompileError> =>
-  Effect.suspend((): Effect.Effect<{ readonly functions: Map<string, PtxasFunction>; readonly cached: boolean }, CompileError> => {
+export const buildCubin = (nvcc: string, source: string, arch: string): Effect.Effect<{ readonly functions: Map<string, PtxasFunction>; readonly cached: boolean; readonly cubin: string }, CompileError> =>
+  Effect.suspend((): Effect.Effect<{ readonly functions: Map<string, PtxasFunction>; readonly cached: boolean; readonly cubin: string }, CompileError> => {
     const version = spawnSync(nvcc, ["--version"], { encoding: "utf8" }).stdout ?? ""
     const key = createHash("sha256").update(`${version}\0${arch}\0${source}`).digest("hex").slice(0, 32)
     const dir = path.join(cacheRoot(), "cuda", key)
     const reportFile = path.join(dir, "ptxas.txt")
-    if (fs.existsSync(reportFile)) return Effect.succeed({ functions: parsePtxas(fs.readFileSync(reportFile, "utf8")), cached: true })
+    const cubin = path.join(dir, "kernels.cubin")
+    if (fs.existsSync(reportFile)) return Effect.succeed({ functions: parsePtxas(fs.readFileSync(reportFile, "utf8")), cached: true, cubin })
     fs.mkdirSync(path.join(cacheRoot(), "cuda"), { recursive: true })
     const tmp = fs.mkdtempSync(path.join(cacheRoot(), "cuda", `build-${process.pid}-`))
     const cu = path.join(tmp, "tessera_kernels.cu")
@@ -82,5 +83,5 @@ export const buildCubin = (nvcc: string, source: string, arch: string): Effect.E
       // another process filed the same build first
       fs.rmSync(tmp, { recursive: true, force: true })
     }
-    return Effect.succeed({ functions: parsePtxas(r.stderr ?? ""), cached: false })
+    return Effect.succeed({ functions: parsePtxas(r.stderr ?? ""), cached: false, cubin })
   })

@@ -108,4 +108,10 @@ export interface CDialect {
    * variable in scope), or undefined to render it as any loop. Absent: every loop as written.
    */
   readonly reduceLoop?: (s: ForStmt, r: ReduceLoop, walk: Walk) => readonly string[] | undefined
+  /**
+   * Any loop rendered whole (lines relative to its indentation; `walk` is the scope around the
+   * loop, its variable not in it), or undefined to render it otherwise (cuda: a vectorized copy
+   * as one float4 / float2 access). Absent: no loop is.
+   */
+  readonly wholeLoop?: (s: ForStmt, walk: Walk) => readonly string[] | undefined
 }

@@ -84,6 +84,11 @@ const renderStmt = (k: Kernel, s: Stmt, ind: string, sc: Scope): void => {
       k.out.push(`${ind}}`)
       return
     case "for": {
+      const whole = k.dialect.wholeLoop?.(s, walk)
+      if (whole) {
+        for (const line of whole) k.out.push(`${ind}${line}`)
+        return
+      }
       const inner: Scope = { ...bounded(sc, s.var.name, loopRange(s, sc)), loops: [...sc.loops, s] }
       const red = k.dialect.reduceLoop ? reduceLoopOf(s) : undefined
       const lines = red && k.dialect.reduceLoop?.(s, red, walkAt(k, inner))

@@ -220,6 +220,7 @@ export const cDialect = (options: CDialectOptions): CDialect => ({
     },
     evaluate: (s, w) => [`(void)(${w.expr(s.value)});`],
     barrier: (_s, w) => (inThreadLoop(w) ? w.fail("a barrier inside a thread loop (a GPU schedule) cannot run on the c target") : ["/* barrier: no-op outside thread loops */"]),
+    shuffle: (_s, w) => w.fail("a warp shuffle (a cuda reduction across threads) cannot run on the c target"),
     intrinsic,
   },
 })

@@ -8,8 +8,8 @@
 // - a blockIdx / threadIdx loop is its index, `const int v = (int)blockIdx.x;`, under a
 //   guard `if (v < extent)` where the loop is narrower than the launch's grid or block;
 // - serial, parallel and vectorized loops are C's `for` (parallel: a GPU thread runs it serially;
-//   vectorized: `#pragma unroll`, nvcc vectorizes the accesses it can prove aligned); unrolled loops
-//   carry `#pragma unroll`;
+//   vectorized: one `float4` / `float2` load and store where src/ast/tir/vector-access.ts proves the loop an
+//   aligned contiguous copy, else `#pragma unroll`); unrolled loops carry `#pragma unroll`;
 // - an allocation inside a threadIdx loop is the thread's own array (registers, or local memory when
 //   indexed at run time); outside every threadIdx loop, in a launch of several threads, it is the
 //   block's `__shared__` array (as the evaluator gives one buffer to the block's threads);
@@ -26,15 +26,17 @@ import type { Block, CDialect, ForStmt, ReduceLoop, Walk } from "../c-family/dia
 import { commentSafe } from "../c-family/names.js"
 import { castC, cStorage, C_EXPR, C_VALUE, valueClass } from "../c/expr.js"
 import type { Launch } from "./launch.js"
+import { vectorCopy } from "../../ast/tir/vector-access.js"
 
 /** What the cuda target does with each TIR construct (the dialect below implements exactly this). */
 export const CUDA_CAPABILITIES = {
   thread: "blockIdx / threadIdx index, guarded where narrower than the launch",
   vthread: "none left (lowering.InjectVirtualThread)",
   parallel: "serial loop in its thread",
-  vectorized: "#pragma unroll loop",
+  vectorized: "one float2 / float4 access where proven an aligned contiguous copy (src/ast/tir/vector-access.ts), else a #pragma unroll loop",
   unrolled: "#pragma unroll loop",
   barrier: "__syncthreads()",
+  shuffle: "__shfl_down_sync(mask, value, offset, width)",
   intrinsic: "none (lowering.LowerIntrinsics)",
   allocate: "per-thread array inside threadIdx loops; __shared__ array of the block outside them",
 } as const
@@ -44,6 +46,8 @@ export interface CudaDialectOptions {
   readonly restrict: boolean
   /** The type of loop variables and integer lets: `int` where the launch's integers fit 32 bits (index-width.ts), else `int64_t`. */
   readonly index: "int" | "int64_t"
+  /** The widest vector access (bytes; the target record's maxVectorBytes): vectorized copies proven aligned and contiguous become float2 / float4 accesses up to it; 4 or less: none. */
+  readonly maxVectorBytes: number
 }
 
 /** The comment before a kernel: its name and params' tensors, outputs marked. */
@@ -115,9 +119,17 @@ export const cudaDialect = (launch: Launch, options: CudaDialectOptions): CDiale
     const step = r.op === "add" ? `${acc} + ${w.expr(r.term)}` : `tessera_${r.op}${cls === "f32" ? "f" : "d"}(${acc}, ${w.expr(r.term)})`
     return ["{", `  ${type} ${acc} = ${target};`, ...header.open.map((l) => `  ${l}`), `    ${acc} = ${step};`, "  }", `  ${target} = ${acc};`, "}"]
   }
+  /** A vectorized loop proven an aligned contiguous copy (src/ast/tir/vector-access.ts): one float2 / float4 load and store. */
+  const wholeLoop = (s: ForStmt, w: Walk): string[] | undefined => {
+    const v = vectorCopy(s, (name) => w.buffer(name)?.dtype, options.maxVectorBytes)
+    if (!v) return undefined
+    const t = `float${v.lanes}`
+    return [`*reinterpret_cast<${t}*>(&${w.buf(v.dst)}[${w.expr(v.dstBase)}]) = *reinterpret_cast<const ${t}*>(&${w.buf(v.src)}[${w.expr(v.srcBase)}]); /* ${v.lanes} lanes, aligned */`]
+  }
   return {
     target: "cuda",
     prelude: "",
+    wholeLoop,
     signature: (f, name, params, stored) => [describeCuda(f, stored), `${declareCuda(name, threads, f, params, stored, options.restrict)} {`],
     expr: C_EXPR,
     access: (source, indices, w) => `${w.buf(source)}[${flatIndex(w, source, indices)}]`,
@@ -144,6 +156,11 @@ export const cudaDialect = (launch: Launch, options: CudaDialectOptions): CDiale
       },
       evaluate: (s, w) => [`(void)(${w.expr(s.value)});`],
       barrier: () => ["__syncthreads();"],
+      shuffle: (s, w) => {
+        const b = w.buffer(s.buffer)
+        if (!b) return w.fail(`shuffle into the unknown buffer ${commentSafe(s.buffer)}`)
+        return [`${w.access(s.buffer, s.indices)} = __shfl_down_sync(0x${(s.mask >>> 0).toString(16)}u, ${castC(b.dtype, s.value.dtype, w.expr(s.value))}, ${s.offset}, ${s.width});`]
+      },
       intrinsic: (s, w) => w.fail(`intrinsic ${commentSafe(s.intrin.name)} needs lowering.LowerIntrinsics before the cuda emitter`),
     },
   }

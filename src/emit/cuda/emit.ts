@@ -49,10 +49,11 @@ export interface CudaEmitted {
   readonly kernels: readonly CudaKernel[]
 }
 
-/** Whether a statement holds a barrier. */
+/** Whether a statement holds a barrier or a warp shuffle (its threads meet: the emulator runs them as a team). */
 const hasBarrier = (s: Stmt): boolean => {
   switch (s.kind) {
     case "barrier":
+    case "shuffle":
       return true
     case "for":
     case "allocate":
@@ -84,7 +85,7 @@ export const emitCuda = (funcs: readonly PrimFunc[], attrs: CudaAttrs, options: 
     const split = splitLaunches(f)
     const launches = split.launches.map((l): CudaLaunch => {
       verifyLaunch(l, attrs)
-      const text = renderFunction(cudaDialect(l, { restrict: options.restrict ?? true, index: fitsInt32(l.func.body) ? "int" : "int64_t" }), l.func, l.name)
+      const text = renderFunction(cudaDialect(l, { restrict: options.restrict ?? true, index: fitsInt32(l.func.body) ? "int" : "int64_t", maxVectorBytes: attrs.maxVectorBytes }), l.func, l.name)
       const key = codeKey(l.name, text)
       let symbol = byCode.get(key)
       if (symbol === undefined) {

@@ -47,6 +47,8 @@ export const fitsInt32 = (s: Stmt, bounds: ReadonlyMap<string, Interval> = new M
       return fits(s.value, bounds)
     case "barrier":
       return true
+    case "shuffle":
+      return s.indices.every((i) => fits(i, bounds)) && fits(s.value, bounds)
     case "intrinsic":
       return [s.output, ...s.inputs].every((r) => r.base.every((b) => fits(b, bounds)))
   }

@@ -108,6 +108,70 @@ export const verifyLaunch = (l: Launch, attrs: CudaAttrs): void => {
   }
   const params = new Map(l.func.params.map((p) => [p.name, storageBytes(p.dtype)] as const))
   walk(l.func.body, true, (name) => params.get(name) ?? 4)
+  verifyShuffles(l, attrs, fail)
+}
+
+/**
+ * Warp shuffles: a launch that shuffles has a block of threadIdx.x alone, whole warps of it (the
+ * evaluator's lanes are threadIdx.x mod 32), and reaches each shuffle under control that is the
+ * same for every thread of a warp: a thread guard or condition from threadIdx.x only of the form
+ * `t < 32·n` (whole warps), never one that splits a warp — with a full mask every lane must arrive.
+ */
+const verifyShuffles = (l: Launch, attrs: CudaAttrs, fail: (limit: string, value: number, max: number, reason: string) => never): void => {
+  const shuffles: Stmt[] = []
+  const find = (s: Stmt): void => {
+    if (s.kind === "shuffle") shuffles.push(s)
+    else if (s.kind === "seq") s.body.forEach(find)
+    else if (s.kind === "for" || s.kind === "allocate" || s.kind === "let") find(s.body)
+    else if (s.kind === "if") {
+      find(s.then)
+      if (s.else) find(s.else)
+    }
+  }
+  find(l.func.body)
+  if (shuffles.length === 0) return
+  const warp = attrs.warpSize
+  if (l.block[1] !== 1 || l.block[2] !== 1 || l.block[0] % warp !== 0)
+    fail("warpShuffle", l.block[0] % warp, 0, `warp shuffles in a block of ${l.block.join("x")} threads (they need threadIdx.x alone, in whole warps of ${warp})`)
+  const variant = new Set<string>()
+  const varies = (e: Expr) => [...freeVars(e)].some((x) => variant.has(x))
+  /** `t < 32·n` for a threadIdx.x variable t: true for whole warps. */
+  const wholeWarps = (e: Expr): boolean =>
+    e.kind === "bin" && e.op === "lt" && e.a.kind === "var" && variant.has(e.a.name) && e.b.kind === "const" && e.b.value % warp === 0
+  const walk = (s: Stmt, uniform: boolean): void => {
+    switch (s.kind) {
+      case "for": {
+        if (isThreadLoop(s)) {
+          variant.add(s.var.name)
+          const dim = l.block["xyz".indexOf(s.thread!.slice(-1))]
+          const ext = s.extent.kind === "const" ? s.extent.value : -1
+          return walk(s.body, uniform && (ext === dim || ext % warp === 0))
+        }
+        const v = varies(s.min) || varies(s.extent)
+        if (v) variant.add(s.var.name)
+        return walk(s.body, uniform && !v)
+      }
+      case "let":
+        if (varies(s.value)) variant.add(s.var.name)
+        return walk(s.body, uniform)
+      case "if": {
+        const u = uniform && (!varies(s.cond) || (wholeWarps(s.cond) && !s.else))
+        walk(s.then, u)
+        if (s.else) walk(s.else, uniform && !varies(s.cond))
+        return
+      }
+      case "seq":
+        return s.body.forEach((b) => walk(b, uniform))
+      case "allocate":
+        return walk(s.body, uniform)
+      case "shuffle":
+        if (!uniform) fail("uniformShuffle", 1, 0, `a warp shuffle into ${s.buffer} under control flow that splits a warp (every lane of its mask must reach it)`)
+        return
+      default:
+        return
+    }
+  }
+  walk(l.func.body, true)
 }
 
 /** The widest element stored in `s` (bytes), 4 when it stores nothing. */

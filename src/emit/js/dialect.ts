@@ -36,6 +36,7 @@ export const JS_DIALECT: CDialect = {
     },
     evaluate: (s, w) => [`${w.expr(s.value)};`],
     barrier: () => ["// barrier (no-op: one thread of control)"],
+    shuffle: (_s, w) => w.fail("a warp shuffle (a cuda reduction across threads) cannot run on the js target"),
     intrinsic: (s, w) => w.fail(`intrinsic ${s.intrin.name} reached the js emitter: run lowering.LowerIntrinsics first`),
   },
 }

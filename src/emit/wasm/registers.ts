@@ -84,6 +84,8 @@ const accesses = (s: Stmt, buf: string, out: Expr[] = []): Expr[] | undefined =>
       return out
     case "barrier":
       return out
+    case "shuffle":
+      return s.buffer === buf ? undefined : (exprAccesses(s.value, buf, out), out)
     case "intrinsic":
       return s.output.buffer === buf || s.inputs.some((r) => r.buffer === buf) ? undefined : out
   }

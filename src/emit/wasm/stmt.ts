@@ -184,5 +184,8 @@ export const emitStmt = (fb: FnBuilder, sc: StmtCtx, s: Stmt, frame: FrameSize):
       return
     case "intrinsic":
       fb.fail(`intrinsic ${s.intrin.name} reached the wasm emitter: run lowering.LowerIntrinsics first`)
+      return
+    case "shuffle":
+      fb.fail("a warp shuffle (a cuda reduction across threads) cannot run on the wasm target")
   }
 }

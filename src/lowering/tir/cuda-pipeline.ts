@@ -3,14 +3,17 @@
 // into the launch's blockIdx / threadIdx); virtual threads are injected (their copies interleaved
 // in one thread); storage is flattened whatever its scope (global, shared, local), so the emitter
 // renders every access as one index; vectorized loops are kept up to one access of the widest
-// vector a thread loads (maxVectorBytes of fp32: a float4), the rest serial.
+// vector a thread loads (maxVectorBytes of fp32: a float4), the rest serial; the cross-thread
+// reduction's sums over a block's partials become warp shuffles (lower-thread-allreduce.ts).
 import type { CudaAttrs } from "../../ast/target.js"
 import type { TirExpect } from "../../ast/tir/verify.js"
 import type { VerifyError } from "../../rewrite/pass.js"
 import type { InterruptedError } from "../../ast/graph/errors.js"
 import { flattenStorage } from "./flatten-storage.js"
 import { injectVirtualThread } from "./inject-virtual-thread.js"
+import { hoistLaneGuards } from "./hoist-lane-guards.js"
 import { loopPartition } from "./loop-partition.js"
+import { lowerThreadAllreduce } from "./lower-thread-allreduce.js"
 import { lowerIntrinsics, type IntrinsicModeError } from "./lower-intrinsics.js"
 import { promoteAccumulators } from "./promote-accumulators.js"
 import { rewriteStorage } from "./rewrite-storage.js"
@@ -33,6 +36,7 @@ export const cudaTirPipeline = (attrs: CudaAttrs): TirPass<IntrinsicModeError | 
     "lowering.CudaPipeline",
     [
       simplifyTir, // fold index arithmetic under the loop bounds (thread extents included); drop proven guards
+      hoistLaneGuards, // a vectorized fetch's guard the same for every lane moved outside it
       promoteAccumulators, // a thread's register tile of sums in a local array across its reduce loops
       loopPartition, // peel a guarded tail so the main loop body has no guard
       vectorizeLoops(cudaVectorLanes(attrs)), // vectorized loops up to a float4; the rest serial
@@ -42,6 +46,7 @@ export const cudaTirPipeline = (attrs: CudaAttrs): TirPass<IntrinsicModeError | 
       rewriteStorage, // allocations of one scope whose lifetimes do not overlap share one buffer
       simplifyTir, // fold the flat indices
       lowerIntrinsics, // intrinsic calls become their declared loop nests
+      lowerThreadAllreduce, // a block's partials marked thread_allreduce summed by warp shuffles
     ],
     { assumes: { threadExtentsKnown: true }, provides: cudaEmitterAssumes(attrs) },
   )

@@ -55,6 +55,8 @@ export const simplifyStmt = (s: Stmt, bounds: Map<string, Interval>): Stmt => {
       return { ...s, value: g(s.value) }
     case "barrier":
       return s
+    case "shuffle":
+      return { ...s, indices: s.indices.map(g), value: g(s.value) }
     case "intrinsic":
       return { ...s, output: { ...s.output, base: s.output.base.map(g) }, inputs: s.inputs.map((r) => ({ ...r, base: r.base.map(g) })) }
   }

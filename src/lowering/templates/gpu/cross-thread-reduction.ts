@@ -12,12 +12,15 @@
 //     barrier()
 //     for[threadIdx.x] r in [0, R):          the rows' results
 //       R[b·R + r] = identity; for k in [0, T): R[…] = R[…] ⊕ R.rf[k, r]
-// The second loop is the tree or warp-shuffle reduction an emitter maps it to (T partials of one
-// row, read after a barrier); the evaluator runs it as the serial sum it declares.
+// The second loop's reduction over the T partials carries the pragma `thread_allreduce` when the
+// `_shuffle` knob is 1 (the default): lowering.LowerThreadAllreduce (src/lowering/tir) then reduces
+// the partials within each warp by __shfl_down_sync and across warps through the partials' own
+// shared rows (TVM's lower_thread_allreduce); with 0 the loop stays the serial sum it declares.
 import * as S from "../../../ast/schedule/schedule.js"
 import { dataLeaves, divisors } from "../common.js"
 import { fuseData } from "./auto-bind.js"
 import type { GpuLimits } from "./limits.js"
+import { THREAD_ALLREDUCE_PRAGMA } from "../../tir/lower-thread-allreduce.js"
 import type { Knob } from "../template.js"
 
 /** Whether a root reduction stage takes the cross-thread rule: fewer outputs than the GPU has SMs × warps, a reduction at least a warp long. */
@@ -43,6 +46,7 @@ export const crossThreadKnobs = (prefix: string, st: S.Stage, l: GpuLimits): Kno
   return [
     { kind: "choice", name: `${prefix}_threads`, candidates: threads, extent: k },
     { kind: "choice", name: `${prefix}_rows`, candidates: rows },
+    { kind: "choice", name: `${prefix}_shuffle`, candidates: [1, 0] },
   ]
 }
 
@@ -52,11 +56,14 @@ export const crossThreadDefaults = (prefix: string, knobs: readonly Knob[], l: G
   const threads = knob.candidates as number[]
   const extent = (knob.kind === "choice" ? knob.extent : undefined) ?? 0
   const t = [...threads].reverse().find((x) => x * 2 <= extent && x <= l.blockThreads) ?? threads[0]
-  return { [`${prefix}_threads`]: t, [`${prefix}_rows`]: 1 }
+  return { [`${prefix}_threads`]: t, [`${prefix}_rows`]: 1, [`${prefix}_shuffle`]: 1 }
 }
 
-/** The reduction stage `stage` (at root, unscheduled) reduced across `threads` threads, `rows` rows a block. */
-export const crossThreadReduce = (s0: S.Schedule, stage: string, threads: number, rows: number): S.Schedule => {
+/** The pragma that marks a reduction over a block's partials for lowering.LowerThreadAllreduce. */
+export const THREAD_ALLREDUCE: typeof THREAD_ALLREDUCE_PRAGMA = THREAD_ALLREDUCE_PRAGMA
+
+/** The reduction stage `stage` (at root, unscheduled) reduced across `threads` threads, `rows` rows a block; its partials summed by warp shuffles where `shuffle`. */
+export const crossThreadReduce = (s0: S.Schedule, stage: string, threads: number, rows: number, shuffle = true): S.Schedule => {
   const st = s0.stages.get(stage)!
   const sp = S.split(s0, stage, longestReduce(st), { factor: threads })
   const rf = S.rfactor(sp.schedule, stage, sp.inner)
@@ -71,5 +78,9 @@ export const crossThreadReduce = (s0: S.Schedule, stage: string, threads: number
   s = S.bind(S.bind(f.schedule, stage, f.fused!, "blockIdx.x"), stage, o.inner, "threadIdx.x")
   s = S.computeAt(s, rf.stage, stage, f.fused!)
   // the partials' first loop is the factored axis: one a thread
-  return S.bind(s, rf.stage, s.stages.get(rf.stage)!.leaf[0], "threadIdx.x")
+  s = S.bind(s, rf.stage, s.stages.get(rf.stage)!.leaf[0], "threadIdx.x")
+  if (!shuffle) return s
+  const fin = s.stages.get(stage)!
+  const over = fin.leaf.filter((a) => fin.axes.get(a)!.type === "reduce")
+  return over.length === 1 ? S.pragma(s, stage, over[0], THREAD_ALLREDUCE, "1") : s
 }

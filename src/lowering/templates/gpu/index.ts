@@ -87,7 +87,7 @@ export const applyGpuRules = (base: S.Schedule, config: Config, l: GpuLimits): S
   let s = base
   for (const r of rules) if (r.rule === "tile") s = config.cuda_sketch === "autotvm" ? applyConv2dDirect(s, r.stage, config) : applyTiling(s, r.stage, config)
   for (const r of rules) {
-    if (r.rule === "cross-thread") s = crossThreadReduce(s, r.stage, Number(config[`${r.prefix}_threads`] ?? l.warp), Number(config[`${r.prefix}_rows`] ?? 1))
+    if (r.rule === "cross-thread") s = crossThreadReduce(s, r.stage, Number(config[`${r.prefix}_threads`] ?? l.warp), Number(config[`${r.prefix}_rows`] ?? 1), Number(config[`${r.prefix}_shuffle`] ?? 1) === 1)
     if (r.rule === "bind") s = autoBind(s, r.stage, Number(config[`${r.prefix}_threads`] ?? l.warp))
   }
   return s

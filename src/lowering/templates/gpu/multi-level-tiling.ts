@@ -240,7 +240,12 @@ export const tilingDefaults = (base: S.Schedule, anchor: string, knobs: readonly
   return withFirst(1)
 }
 
-/** The widest fetch (4, 2 or 1 elements a thread) that divides the last dim of every shared tile: each thread's share a whole vector of a row. */
+/**
+ * The widest fetch (4, 2 or 1 elements a thread) that divides the last dim of every shared tile: each thread's share a
+ * whole vector of a row. (Not the innermost dim longer than 1: a 1x1 conv's weights [o, c, 1, 1] then split every fetch
+ * of the func in chunks of 4 a thread, and the input's, whose alignment the emitter cannot prove, stayed scalar loads
+ * 4 apart across a warp instead of coalesced ones: MobileNetV2 on an H200 0.91 ms against 0.57 ms.)
+ */
 const fetchWidth = (f: PrimFunc): number => {
   const lasts: number[] = []
   let b = f.body

@@ -1,0 +1,137 @@
+// Tuning candidates measured on the GPU (tessera tune --target cuda): the candidates' kernels,
+// rendered by the cuda backend into one translation unit whose `// tessera-launches {…}` lines say
+// each candidate's launches (function, grid, block) and workspace, built by nvcc into one cubin for
+// this GPU, loaded through the driver; each candidate run once on the workload's seeded inputs and
+// checked against the reference, then timed with events (the median of `repeats` rounds, each at
+// least minRepeatMs of back-to-back runs). A candidate that fails to build, launch or compute the
+// reference's answer is an error of its own, never a timing; a missing GPU fails every candidate
+// with the reason.
+import * as fs from "node:fs"
+import { Effect } from "effect"
+import { cArray, storageBytes, type DeviceArray, type DType } from "../../ast/graph/dtype.js"
+import type { MeasureRequest } from "../device.js"
+import { referenceCase, wrongAnswer, type Measured } from "../measure.js"
+import { openCudaDriver, type CudaDriver, type Handle } from "./driver.js"
+import { buildCubin, findNvcc } from "./nvcc.js"
+
+/** One candidate's launches as the render says them. */
+export interface CandidateLaunches {
+  readonly name: string
+  /** Bytes of each workspace buffer, in order (after the params). */
+  readonly workspace: readonly number[]
+  readonly launches: readonly { readonly function: string; readonly grid: readonly number[]; readonly block: readonly number[] }[]
+}
+
+export const LAUNCHES_PREFIX = "// tessera-launches "
+
+export const parseCandidateLaunches = (source: string): Map<string, CandidateLaunches> =>
+  new Map(
+    source
+      .split("\n")
+      .filter((l) => l.startsWith(LAUNCHES_PREFIX))
+      .map((l) => JSON.parse(l.slice(LAUNCHES_PREFIX.length)) as CandidateLaunches)
+      .map((c) => [c.name, c] as const),
+  )
+
+const ALIGN = 256
+const up = (n: number, a: number) => Math.ceil(n / a) * a
+
+export const measureCuda = (r: MeasureRequest): Effect.Effect<readonly Measured[]> =>
+  Effect.sync(() => {
+    const fail = (reason: string): Measured[] => r.candidates.map((c) => ({ config: c.config, cost: undefined, error: reason }))
+    let driver: CudaDriver
+    try {
+      driver = openCudaDriver()
+    } catch (e) {
+      return fail(e instanceof Error ? e.message : String(e))
+    }
+    const nvcc = findNvcc()
+    if (!nvcc) return fail("nvcc was not found: it builds the candidates for this GPU")
+    const named = r.candidates.map((c, k) => ({ name: `t${k}`, func: c.func }))
+    const source = r.render(named)
+    const plans = parseCandidateLaunches(source)
+    const built = Effect.runSync(Effect.result(buildCubin(nvcc, source, `sm_${driver.device.major}${driver.device.minor}`)))
+    if (built._tag === "Failure") return fail(`nvcc: ${built.failure.message.slice(0, 400)}`)
+    let module: Handle
+    try {
+      module = driver.loadModule(new Uint8Array(fs.readFileSync(built.success.cubin)))
+    } catch (e) {
+      return fail(e instanceof Error ? e.message : String(e))
+    }
+    const ref = referenceCase(r.candidates[0].func, r.source.outputs, r.source.reference)
+    const o = r.options.measure
+    const out: Measured[] = []
+    for (const [k, c] of r.candidates.entries()) {
+      const plan = plans.get(named[k].name)
+      const ptrs: bigint[] = []
+      try {
+        if (!plan) throw new Error("the render gave no launches for it")
+        const fns = plan.launches.map((l) => driver.getFunction(module, l.function))
+        const dtypes = c.func.params.map((p) => p.dtype as DType)
+        const sizes = c.func.params.map((p, i) => Math.max(1, ref.arrays[i]?.length ?? 0) * storageBytes(p.dtype as DType))
+        for (const n of sizes) ptrs.push(driver.malloc(n))
+        const ws = plan.workspace.reduce((a, b) => up(a + b, ALIGN), 0)
+        const wsBase = ws > 0 ? driver.malloc(ws) : 0n
+        if (ws > 0) ptrs.push(wsBase)
+        let at = 0
+        const wsPtrs = plan.workspace.map((b) => {
+          const p = wsBase + BigInt(at)
+          at = up(at + b, ALIGN)
+          return p
+        })
+        const stage = (i: number): DeviceArray => {
+          const a = new (cArray(dtypes[i]))(ref.arrays[i].length)
+          if (a instanceof BigInt64Array) ref.arrays[i].forEach((x, j) => (a[j] = BigInt(Math.trunc(Number(x)))))
+          else a.set(ref.arrays[i] as never)
+          return a
+        }
+        c.func.params.forEach((_, i) => driver.toDevice(ptrs[i], stage(i)))
+        const args = [...ptrs.slice(0, c.func.params.length), ...wsPtrs]
+        const runOnce = () => plan.launches.forEach((l, j) => driver.launch(fns[j], l.grid, l.block, 0, args))
+        runOnce()
+        driver.synchronize()
+        const got = ref.outputIdx.map((i) => {
+          const a = new (cArray(dtypes[i]))(ref.arrays[i].length)
+          driver.toHost(a, ptrs[i])
+          return Array.from(a as ArrayLike<number | bigint>, Number)
+        })
+        const wrong = wrongAnswer(got, ref, o)
+        if (wrong) {
+          out.push({ config: c.config, cost: undefined, error: wrong })
+          continue
+        }
+        const a = driver.eventCreate()
+        const b = driver.eventCreate()
+        const times: number[] = []
+        let n = 1
+        for (let rep = 0; rep < Math.max(1, o.repeats); rep++)
+          for (;;) {
+            driver.eventRecord(a)
+            for (let i = 0; i < n; i++) runOnce()
+            driver.eventRecord(b)
+            driver.eventSynchronize(b)
+            const ms = driver.elapsedMs(a, b)
+            if (ms >= o.minRepeatMs || n >= 1 << 14) {
+              times.push(ms / 1000 / n)
+              break
+            }
+            n = Math.min(1 << 14, Math.max(2 * n, Math.ceil((n * o.minRepeatMs) / Math.max(ms, 1e-3))))
+          }
+        driver.eventDestroy(a)
+        driver.eventDestroy(b)
+        out.push({ config: c.config, cost: times.sort((x, y) => x - y)[Math.floor(times.length / 2)] })
+      } catch (e) {
+        out.push({ config: c.config, cost: undefined, error: e instanceof Error ? e.message : String(e) })
+      } finally {
+        for (const p of ptrs) {
+          try {
+            driver.free(p)
+          } catch {
+            // (a failed launch may leave the context unusable: the next candidate reports it)
+          }
+        }
+      }
+    }
+    driver.unloadModule(module)
+    return out
+  })
