@@ -11,7 +11,7 @@ import { cArray, storageBytes, type DeviceArray, type DType } from "../../ast/gr
 import type { Artifact } from "../../lowering/program.js"
 import { Device, DeviceRunError, LoadError, type DeviceBlock, type DeviceBuffer, type DeviceModule, type DeviceShape, type TimeOptions } from "../device.js"
 import { NoGpuError } from "../errors.js"
-import { CudaDriverError, openCudaDriver, type CudaDriver, type Handle } from "./driver.js"
+import { CudaDriverError, medianEventSeconds, openCudaDriver, type CudaDriver, type Handle } from "./driver.js"
 import { buildCubin, findNvcc } from "./nvcc.js"
 import { measureCuda } from "./measure.js"
 
@@ -128,27 +128,7 @@ const loadCuda = (artifact: Artifact, driver: CudaDriver, cubin: Uint8Array): De
       driverCall(name, () => {
         // one untimed launch, then `repeats` rounds of back-to-back launches between two events, each at least minMs
         run(name, args)
-        const a = driver.eventCreate()
-        const b = driver.eventCreate()
-        const times: number[] = []
-        let n = 1
-        for (let r = 0; r < Math.max(1, options.repeats); r++) {
-          for (;;) {
-            driver.eventRecord(a)
-            for (let i = 0; i < n; i++) launch(name, args)
-            driver.eventRecord(b)
-            driver.eventSynchronize(b)
-            const ms = driver.elapsedMs(a, b)
-            if (ms >= options.minMs || n >= 1 << 16) {
-              times.push(ms / 1000 / n)
-              break
-            }
-            n = Math.min(1 << 16, Math.max(n * 2, Math.ceil((n * options.minMs) / Math.max(ms, 1e-3))))
-          }
-        }
-        driver.eventDestroy(a)
-        driver.eventDestroy(b)
-        return times.sort((x, y) => x - y)[Math.floor(times.length / 2)]
+        return medianEventSeconds(driver, () => launch(name, args), options.repeats, options.minMs, 1 << 16)
       }),
     close: () => {
       for (const p of allocated.splice(0)) driver.free(p)

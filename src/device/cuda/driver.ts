@@ -148,3 +148,34 @@ export const openCudaDriver = (library = process.env.TESSERA_LIBCUDA ?? "libcuda
   opened = driver
   return driver
 }
+
+/**
+ * The median seconds one `work()` takes on the GPU, timed between two events: each of `repeats`
+ * measurements runs `work` n times back to back, n doubled (or scaled to the time seen) until the
+ * batch lasts `minMs` or n reaches `maxRuns`.
+ */
+export const medianEventSeconds = (driver: CudaDriver, work: () => void, repeats: number, minMs: number, maxRuns: number): number => {
+  const a = driver.eventCreate()
+  const b = driver.eventCreate()
+  const times: number[] = []
+  let n = 1
+  try {
+    for (let r = 0; r < Math.max(1, repeats); r++)
+      for (;;) {
+        driver.eventRecord(a)
+        for (let i = 0; i < n; i++) work()
+        driver.eventRecord(b)
+        driver.eventSynchronize(b)
+        const ms = driver.elapsedMs(a, b)
+        if (ms >= minMs || n >= maxRuns) {
+          times.push(ms / 1000 / n)
+          break
+        }
+        n = Math.min(maxRuns, Math.max(2 * n, Math.ceil((n * minMs) / Math.max(ms, 1e-3))))
+      }
+  } finally {
+    driver.eventDestroy(a)
+    driver.eventDestroy(b)
+  }
+  return times.sort((x, y) => x - y)[Math.floor(times.length / 2)]
+}

@@ -11,7 +11,7 @@ import { Effect } from "effect"
 import { cArray, storageBytes, type DeviceArray, type DType } from "../../ast/graph/dtype.js"
 import type { MeasureRequest } from "../device.js"
 import { referenceCase, wrongAnswer, type Measured } from "../measure.js"
-import { openCudaDriver, type CudaDriver, type Handle } from "./driver.js"
+import { medianEventSeconds, openCudaDriver, type CudaDriver, type Handle } from "./driver.js"
 import { buildCubin, findNvcc } from "./nvcc.js"
 
 /** One candidate's launches as the render says them. */
@@ -100,26 +100,7 @@ export const measureCuda = (r: MeasureRequest): Effect.Effect<readonly Measured[
           out.push({ config: c.config, cost: undefined, error: wrong })
           continue
         }
-        const a = driver.eventCreate()
-        const b = driver.eventCreate()
-        const times: number[] = []
-        let n = 1
-        for (let rep = 0; rep < Math.max(1, o.repeats); rep++)
-          for (;;) {
-            driver.eventRecord(a)
-            for (let i = 0; i < n; i++) runOnce()
-            driver.eventRecord(b)
-            driver.eventSynchronize(b)
-            const ms = driver.elapsedMs(a, b)
-            if (ms >= o.minRepeatMs || n >= 1 << 14) {
-              times.push(ms / 1000 / n)
-              break
-            }
-            n = Math.min(1 << 14, Math.max(2 * n, Math.ceil((n * o.minRepeatMs) / Math.max(ms, 1e-3))))
-          }
-        driver.eventDestroy(a)
-        driver.eventDestroy(b)
-        out.push({ config: c.config, cost: times.sort((x, y) => x - y)[Math.floor(times.length / 2)] })
+        out.push({ config: c.config, cost: medianEventSeconds(driver, runOnce, o.repeats, o.minRepeatMs, 1 << 14) })
       } catch (e) {
         out.push({ config: c.config, cost: undefined, error: e instanceof Error ? e.message : String(e) })
       } finally {
