@@ -6,15 +6,12 @@ import { Effect } from "effect"
 import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { prng } from "../src/ast/graph/arbitrary.js"
-import { fromNumbers } from "../src/ast/graph/dtype.js"
-import type { Tensor } from "../src/ast/graph/tensor.js"
 import { zooGraph, zooModel } from "../src/zoo/index.js"
 import { serializeNpy } from "../src/device/npy.js"
 import { loadOrt, runOrt } from "../src/device/onnxruntime.js"
+import { safeFileName as safe, writeSeededInputs } from "./seeded-inputs.js"
 
 const [name, dir] = process.argv.slice(2)
-const safe = (name: string) => name.replace(/[^A-Za-z0-9_.-]/g, "_")
 const main = Effect.gen(function* () {
   fs.mkdirSync(dir, { recursive: true })
   const bytes = zooModel(name)
@@ -23,16 +20,7 @@ const main = Effect.gen(function* () {
   fs.writeFileSync(path.join(dir, model), bytes)
   const ort = yield* loadOrt()
   if (typeof ort === "string") return yield* Effect.die(new Error(ort))
-  const rng = prng(0)
-  const feeds = new Map<string, Tensor>()
-  const inputs = graph.inputs.map((i) => {
-    const shape = i.type.shape as number[]
-    const n = shape.reduce((a, b) => a * b, 1)
-    const t: Tensor = { dtype: i.type.dtype, shape, data: fromNumbers(i.type.dtype, Array.from({ length: n }, () => rng.float(-1, 1))) }
-    feeds.set(i.name, t)
-    fs.writeFileSync(path.join(dir, `${safe(i.name)}.npy`), serializeNpy(t))
-    return { name: i.name, file: `${safe(i.name)}.npy` }
-  })
+  const { feeds, inputs } = writeSeededInputs(graph, 0, dir)
   const ref = yield* runOrt(ort, bytes, feeds, { threads: 0, runs: 0 })
   if (typeof ref === "string") return yield* Effect.die(new Error(ref))
   const outputs = graph.outputs.map((o) => {

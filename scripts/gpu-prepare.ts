@@ -25,8 +25,6 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import * as zlib from "node:zlib"
 import { prng } from "../src/ast/graph/arbitrary.js"
-import { fromNumbers } from "../src/ast/graph/dtype.js"
-import type { Tensor } from "../src/ast/graph/tensor.js"
 import { keyOf, type Target } from "../src/ast/target.js"
 import type { TunedLookup } from "../src/backend/index.js"
 import { artifactFiles } from "../src/cli/compile.js"
@@ -43,6 +41,7 @@ import { bestRecords, parseLog, type TuningRecord } from "../src/search/records.
 import { fnv1a, sampleConfig, spaceSize, workloadOf } from "../src/search/task.js"
 import { zooGraph, zooModel } from "../src/zoo/index.js"
 import { bindSync } from "../src/ast/graph/infer.js"
+import { safeFileName as safe, writeSeededInputs } from "./seeded-inputs.js"
 import { nodeFlops } from "../src/rewrite/report.js"
 import type { Graph } from "../src/ast/graph/graph.js"
 import type { Stmt } from "../src/ast/tir/tir.js"
@@ -64,7 +63,6 @@ const scalarAccess = (s: TargetSettings): TargetSettings => {
   const t = s.target as Target<"cuda">
   return { ...s, target: { ...t, attrs: { ...t.attrs, maxVectorBytes: 4 } } as Target<"cuda"> as TargetSettings["target"] }
 }
-const safe = (name: string) => name.replace(/[^A-Za-z0-9_.-]/g, "_")
 
 /** How a variant chooses each task's config: from its knobs, its defaults and a check that a config passes the static GPU verifier. */
 type Choose = (knobs: readonly Knob[], defaults: Config, valid: (c: Config) => boolean, rng: () => number) => Config | undefined
@@ -215,18 +213,7 @@ const main = Effect.gen(function* () {
     for (const [file, bytes] of files)
       if (file === "constants.bin") fs.writeFileSync(path.join(dir, "constants.bin.gz"), zlib.gzipSync(bytes, { level: 6 }))
       else fs.writeFileSync(path.join(dir, file), bytes)
-    // a seeded input in [-1, 1) per graph input
-    const rng = prng(seed)
-    const feeds = new Map<string, Tensor>()
-    const inputs = graph.inputs.map((i) => {
-      const shape = i.type.shape as number[]
-      const n = shape.reduce((a, b) => a * b, 1)
-      const t: Tensor = { dtype: i.type.dtype, shape, data: fromNumbers(i.type.dtype, Array.from({ length: n }, () => rng.float(-1, 1))) }
-      feeds.set(i.name, t)
-      const file = `inputs/${safe(i.name)}.npy`
-      fs.writeFileSync(path.join(dir, file), serializeNpy(t))
-      return { name: i.name, file, shape, dtype: i.type.dtype }
-    })
+    const { feeds, inputs } = writeSeededInputs(graph, seed, dir, "inputs/")
     const ref = yield* runOrt(ort, zooModel(name), feeds, { threads: 0, runs: 0 })
     if (typeof ref === "string") return yield* Effect.die(new Error(ref))
     const outputs = graph.outputs.map((o) => {
