@@ -23,7 +23,7 @@
 //
 // This file assembles the module; a kernel's layout is layout.ts, its phases phases.ts, its
 // statements stmt.ts (loop address hoisting hoist.ts, SIMD vector.ts, register tiles
-// registers.ts), its expressions expr.ts (convert.ts, binary.ts, call.ts), its bytes encoder.ts.
+// registers.ts, the 8-bit dot dot.ts), its expressions expr.ts (convert.ts, binary.ts, call.ts), its bytes encoder.ts.
 import type { Buffer, PrimFunc } from "../../ast/tir/tir.js"
 import { seenOnEntry, storedBuffers } from "../../ast/tir/analysis.js"
 import { isIdentifier } from "../c-family/names.js"
@@ -43,7 +43,7 @@ export const WASM_CAPABILITIES = {
   thread: "serial loop",
   vthread: "serial loop",
   barrier: "no-op outside thread loops; rejected inside",
-  intrinsic: "needs lowering.LowerIntrinsics",
+  intrinsic: "the 8-bit dot (simd128_dot_4x4) as i32x4.dot_i16x8_s (dot.ts); any other needs lowering.LowerIntrinsics",
   allocate: "a region of the call's frame (stack discipline)",
 } as const
 

@@ -21,6 +21,7 @@ type ImmKind =
   | "call" // a function by symbolic name, resolved at assembly
   | "lane" // one lane byte
   | "v128" // 16 bytes
+  | "shuffle" // 16 lane indices (i8x16.shuffle)
 
 const simd = (n: number): readonly number[] => [0xfd, ...uleb(n)]
 const misc = (n: number): readonly number[] => [0xfc, ...uleb(n)]
@@ -135,9 +136,11 @@ export const OPS = {
   "i64.trunc_sat_f64_s": { code: misc(6), imm: "none" },
   "i32.wrap_i64": { code: [0xa7], imm: "none" },
   "v128.load": { code: simd(0x00), imm: "mem" },
+  "v128.load16_splat": { code: simd(0x08), imm: "mem" },
   "v128.load32_splat": { code: simd(0x09), imm: "mem" },
   "v128.store": { code: simd(0x0b), imm: "mem" },
   "v128.const": { code: simd(0x0c), imm: "v128" },
+  "i8x16.shuffle": { code: simd(0x0d), imm: "shuffle" },
   "i32x4.splat": { code: simd(0x11), imm: "none" },
   "f32x4.splat": { code: simd(0x13), imm: "none" },
   "i32x4.extract_lane": { code: simd(0x1b), imm: "lane" },
@@ -147,6 +150,10 @@ export const OPS = {
   "f32x4.ceil": { code: simd(0x67), imm: "none" },
   "f32x4.floor": { code: simd(0x68), imm: "none" },
   "f32x4.nearest": { code: simd(0x6a), imm: "none" },
+  "i16x8.extend_low_i8x16_s": { code: simd(0x87), imm: "none" },
+  "i16x8.extend_high_i8x16_s": { code: simd(0x88), imm: "none" },
+  "i16x8.extend_low_i8x16_u": { code: simd(0x89), imm: "none" },
+  "i16x8.extend_high_i8x16_u": { code: simd(0x8a), imm: "none" },
   "i32x4.abs": { code: simd(0xa0), imm: "none" },
   "i32x4.neg": { code: simd(0xa1), imm: "none" },
   "i32x4.add": { code: simd(0xae), imm: "none" },
@@ -154,6 +161,7 @@ export const OPS = {
   "i32x4.mul": { code: simd(0xb5), imm: "none" },
   "i32x4.min_s": { code: simd(0xb6), imm: "none" },
   "i32x4.max_s": { code: simd(0xb8), imm: "none" },
+  "i32x4.dot_i16x8_s": { code: simd(0xba), imm: "none" },
   "f32x4.abs": { code: simd(0xe0), imm: "none" },
   "f32x4.neg": { code: simd(0xe1), imm: "none" },
   "f32x4.sqrt": { code: simd(0xe3), imm: "none" },
@@ -167,13 +175,14 @@ export const OPS = {
 
 export type Op = keyof typeof OPS
 
-/** One instruction: `a`/`b` are numeric immediates (memarg: a = align log2, b = offset), `sym` a callee, `t` a block type. */
+/** One instruction: `a`/`b` are numeric immediates (memarg: a = align log2, b = offset), `sym` a callee, `t` a block type, `lanes` a shuffle's 16 lane indices. */
 export interface Instr {
   readonly op: Op
   readonly a?: number
   readonly b?: number
   readonly sym?: string
   readonly t?: ValType
+  readonly lanes?: readonly number[]
 }
 
 export const ins = (op: Op, a?: number, b?: number): Instr => (a === undefined ? { op } : b === undefined ? { op, a } : { op, a, b })
@@ -262,6 +271,10 @@ export const encodeInstrs = (code: readonly Instr[], callee: (sym: string) => nu
         break
       case "v128":
         out.push(...f32Bytes(i.a!), ...f32Bytes(i.a!), ...f32Bytes(i.a!), ...f32Bytes(i.a!))
+        break
+      case "shuffle":
+        if (!(i.lanes?.length === 16 && i.lanes.every((l) => Number.isInteger(l) && l >= 0 && l < 32))) throw new RangeError(`${i.op}: 16 lane indices in [0, 32) expected`)
+        out.push(...i.lanes)
         break
     }
   }

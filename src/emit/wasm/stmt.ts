@@ -13,6 +13,7 @@ import { emitAddress, emitExpr, emitExprAs, invalidate, type Scope } from "./exp
 import { hoistBases } from "./hoist.js"
 import { BEGIN, END, FRAME, frameSlot, type FrameSize } from "./layout.js"
 import { emitVectorLoop, vectorPlan } from "./vector.js"
+import { emitDot4x4 } from "./dot.js"
 import { allocRegs, emitRegWrite, indexesRegs, LANE_DTYPE, promotable } from "./registers.js"
 
 export interface StmtCtx extends Scope {
@@ -183,6 +184,7 @@ export const emitStmt = (fb: FnBuilder, sc: StmtCtx, s: Stmt, frame: FrameSize):
       if (sc.inThread) fb.fail("a barrier inside a thread loop needs threads: the wasm target runs thread loops serially")
       return
     case "intrinsic":
+      if (s.intrin.emit.wasm === "dot_u8s8_4x4") return emitDot4x4(fb, sc, s)
       fb.fail(`intrinsic ${s.intrin.name} reached the wasm emitter: run lowering.LowerIntrinsics first`)
       return
     case "shuffle":
