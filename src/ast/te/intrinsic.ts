@@ -80,9 +80,9 @@ export const vnniDot16x4: TensorIntrinsic = (() => {
 /**
  * The same u8 × s8 → s32 dot over 4 lanes, the shape SIMD128's `i32x4.dot_i16x8_s` (pairwise i16
  * products summed into i32x4) serves: c[4] (int32) += Σ_{r<4} a[r] (uint8) · b[4×4] (int8). The
- * wasm emitter widens a's pairs (a0 a1) and (a2 a3) to i16 splats, b's 16 bytes, regrouped by
- * depth pair, to two i16x8 vectors, and adds two dots: products of at most 255 · 128 in i16
- * operands, two a lane, exact in int32 — the declaration's meaning bit for bit.
+ * wasm emitter widens a to i16 (a0 a1 a2 a3 twice, and its pairs swapped), b's 16 bytes, regrouped
+ * by depth pair, to two i16x8 vectors, and adds two dots: products of at most 255 · 128 in i16
+ * operands, two a lane, exact in int32 — the declaration's meaning bit for bit (src/emit/wasm/dot.ts).
  */
 export const simd128Dot4x4: TensorIntrinsic = (() => {
   const a = placeholder("a", [4], "uint8")
