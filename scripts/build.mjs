@@ -21,6 +21,7 @@ await build({
     "scripts/layer-compare": "scripts/layer-compare.ts",
     "scripts/op-bench": "scripts/op-bench.ts",
     "scripts/int8-check": "scripts/int8-check.ts",
+    "scripts/int8-wasm-bench": "scripts/int8-wasm-bench.ts",
     "scripts/run-profile": "scripts/run-profile.ts",
     "scripts/gpu-schedule-report": "scripts/gpu-schedule-report.ts",
     "scripts/gpu-prepare": "scripts/gpu-prepare.ts",
