@@ -49,19 +49,19 @@ export const vectorPlan = (body: Stmt, loopVar: string): { lane: Lane; stores: r
   return { lane, stores: stmts }
 }
 
-const readsOf = (e: Expr): Set<string> => new Set(collect(e, (x) => x.kind === "read").map((x) => (x.kind === "read" ? x.source : "")))
+export const readsOf = (e: Expr): Set<string> => new Set(collect(e, (x) => x.kind === "read").map((x) => (x.kind === "read" ? x.source : "")))
 
 const mentions = (e: Expr, name: string) => collect(e, (x) => x.kind === "var" && x.name === name).length > 0
 
 /** No loop variable, no read of a buffer the body stores. */
-const invariant = (e: Expr, loopVar: string, stored: ReadonlyMap<string, string>): boolean =>
+export const invariant = (e: Expr, loopVar: string, stored: ReadonlyMap<string, string>): boolean =>
   !mentions(e, loopVar) && collect(e, (x) => x.kind === "read" && stored.has(x.source)).length === 0
 
 /** `e(v + 1) - e(v) == 1` for every v: e = v + (terms without v). */
 const unitStride = (e: Expr, v: string): boolean => coef(e, v) === 1
 
 /** The coefficient of `v` in `e` when `e` is linear in it, else undefined. */
-const coef = (e: Expr, v: string): number | undefined => {
+export const coef = (e: Expr, v: string): number | undefined => {
   if (!mentions(e, v)) return 0
   switch (e.kind) {
     case "var":
