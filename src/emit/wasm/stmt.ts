@@ -90,7 +90,8 @@ export const emitStmt = (fb: FnBuilder, sc: StmtCtx, s: Stmt, frame: FrameSize):
       // a vectorized loop of mixed dtypes (a requantization) over memory buffers: vector-wide.ts
       if (!chunked && !regIndexed && s.forKind === "vectorized" && lo !== undefined && ext !== undefined && ext >= 4 && !touchesRegs(s.body, sc)) {
         const wide = widePlan(s.body, s.var.name)
-        if (wide) {
+        // (a store that converts — its value's dtype not the buffer's — stays scalar)
+        if (wide && sc.bufs.get(wide.store.buffer)?.dtype === wide.store.value.dtype) {
           const nvec = ext - (ext % 4)
           emitWideLoop(fb, sc, wide, s.var.name, lo, nvec)
           if (nvec === ext) return
