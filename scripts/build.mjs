@@ -22,6 +22,7 @@ await build({
     "scripts/op-bench": "scripts/op-bench.ts",
     "scripts/int8-check": "scripts/int8-check.ts",
     "scripts/run-profile": "scripts/run-profile.ts",
+    "scripts/wasm-kernel-text": "scripts/wasm-kernel-text.ts",
     "scripts/gpu-schedule-report": "scripts/gpu-schedule-report.ts",
     "scripts/gpu-prepare": "scripts/gpu-prepare.ts",
     "scripts/fuzz": "scripts/fuzz.ts",
