@@ -46,6 +46,9 @@ const reference = () => {
   return Array.from(out.get(g.outputs[0].name)!.data as Float32Array)
 }
 
+/** The example's typings as committed (before any build here rewrites them): `npm run typecheck` checks the app against them. */
+const COMMITTED_TYPINGS = readFileSync(path.join(EXAMPLE_DIR, "mlp.d.onnx.ts"), "utf8")
+
 describe("the esbuild plugin", () => {
   writeExampleModel(zooModel("mlp"))
 
@@ -154,6 +157,8 @@ describe("the esbuild plugin", () => {
     const dts = readFileSync(path.join(EXAMPLE_DIR, "mlp.d.onnx.ts"), "utf8")
     expect(dts).toContain("export declare const run")
     expect(dts).toMatch(/readonly shape: readonly \[1, 784\]/)
+    // (a change to the plugin's typings is a change to the committed file: the example typechecks against it)
+    expect(COMMITTED_TYPINGS, "examples/classify/mlp.d.onnx.ts is not what the plugin writes: commit the new one").toBe(dts)
   })
 
   it("reports a model it cannot compile as an esbuild error naming the file, the node and the op", async () => {
