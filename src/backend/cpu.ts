@@ -1,7 +1,7 @@
 // What the CPU-like targets (c, wasm, js) share: the graph passes for a vector width (the blocked
 // NCHW{c}c layout and Winograd convolution when the target has vectors) and the schedule templates
 // at the target's defaults.
-import { ISA_VECTOR_REGISTERS, type Target } from "../ast/target.js"
+import { ISA_FUSED_MULTIPLY_ADD, ISA_VECTOR_REGISTERS, type Target } from "../ast/target.js"
 import { defaultSchedule } from "../lowering/templates/template-for.js"
 import { accumulatorCap } from "../lowering/templates/common.js"
 import type { ScheduleFn } from "../lowering/lower-group.js"
@@ -40,6 +40,7 @@ export const scheduleTarget = (target: Target<"c" | "js" | "wasm">): ScheduleTar
   fmaUnits: target.attrs.fmaUnits,
   fmaLatency: target.attrs.fmaLatency,
   vectorRegisters: ISA_VECTOR_REGISTERS[target.attrs.isa],
+  ...(ISA_FUSED_MULTIPLY_ADD[target.attrs.isa] ? {} : { fusedMultiplyAdd: false }),
   ...(target.kind === "c" && target.attrs.vnni ? { int8Dot: "vnni" as const } : {}),
 })
 
