@@ -1,5 +1,5 @@
-// npm run run-profile -- --model resnet50 [--threads 1]: where an end-to-end run's time goes on
-// the c target. Each compiled kernel timed inside the real sequence (the executor's own calls,
+// node dist/scripts/run-profile.js --model resnet50 [--threads 1] [--target c|wasm]: where an
+// end-to-end run's time goes on the c (default) or wasm target. Each compiled kernel timed inside the real sequence (the executor's own calls,
 // wrapped), then alone on the same buffers (warm: its weights in cache), then alone after a
 // cache flush (cold: weights and activations from DRAM); the executor's own time is the end-to-end
 // median less the kernels' sum. Speed is reported, never asserted.
@@ -19,6 +19,8 @@ const args = process.argv.slice(2)
 const opt = (k: string, d: string) => (args.includes(k) ? args[args.indexOf(k) + 1] : d)
 const name = opt("--model", "resnet50")
 const threads = Number(opt("--threads", "1"))
+const kind = opt("--target", "c")
+if (kind !== "c" && kind !== "wasm") throw new Error(`--target ${kind}: the profile runs c or wasm`)
 const RUNS = Number(process.env.BENCH_RUNS ?? 10)
 if (!isZooName(name)) throw new Error(`unknown zoo model '${name}'`)
 process.env.OMP_NUM_THREADS = String(threads)
@@ -30,7 +32,7 @@ const shape = input.type.shape as number[]
 const data = allocate("float32", shape.reduce((a, b) => a * b, 1))
 for (let i = 0; i < data.length; i++) data[i] = r.float(-1, 1)
 const feeds = new Map<string, Tensor>([[input.name, { dtype: "float32", shape, data }]])
-const target = BACKENDS.c.target(hostCpu(), threads)
+const target = BACKENDS[kind].target(hostCpu(), threads)
 const program = await Effect.runPromise(compileGraph(graph, target, { optLevel: 3 }))
 const exec = await Effect.runPromise(loadProgram(program, target, { threads }))
 const mod = exec.module
@@ -79,4 +81,4 @@ for (const k of program.kernels) {
   lines.push(`${k.name}\t${grp.ops.join("+")}\tseq ${s.toFixed(3)}\twarm ${warm.toFixed(3)}\tcold ${cold.toFixed(3)}\t+${(s - warm).toFixed(3)}\t${(fl / s / 1e6).toFixed(1)} GF/s\tw ${(wbytes / 1e6).toFixed(2)} MB`)
 }
 console.log(lines.join("\n"))
-console.log(`${name}, c, ${threads} thread(s): end-to-end median ${median(e2e).toFixed(2)} ms; kernels in sequence ${sumSeq.toFixed(2)} ms, alone warm ${sumWarm.toFixed(2)} ms, alone cold ${sumCold.toFixed(2)} ms; constants ${(bytesW / 1e6).toFixed(1)} MB; executor outside kernels ${(median(e2e) - sumSeq).toFixed(2)} ms; kernels ${program.kernels.length}`)
+console.log(`${name}, ${kind}, ${threads} thread(s): end-to-end median ${median(e2e).toFixed(2)} ms; kernels in sequence ${sumSeq.toFixed(2)} ms, alone warm ${sumWarm.toFixed(2)} ms, alone cold ${sumCold.toFixed(2)} ms; constants ${(bytesW / 1e6).toFixed(1)} MB; executor outside kernels ${(median(e2e) - sumSeq).toFixed(2)} ms; kernels ${program.kernels.length}`)

@@ -1,7 +1,7 @@
 // What the CPU-like targets (c, wasm, js) share: the graph passes for a vector width (the blocked
 // NCHW{c}c layout and Winograd convolution when the target has vectors) and the schedule templates
 // at the target's defaults.
-import { ISA_VECTOR_REGISTERS, type Target } from "../ast/target.js"
+import { ISA_FUSED_MULTIPLY_ADD, ISA_VECTOR_REGISTERS, type Target } from "../ast/target.js"
 import { defaultSchedule } from "../lowering/templates/template-for.js"
 import { accumulatorCap } from "../lowering/templates/common.js"
 import type { ScheduleFn } from "../lowering/lower-group.js"
@@ -41,6 +41,7 @@ export const scheduleTarget = (target: Target<"c" | "js" | "wasm">): ScheduleTar
   fmaLatency: target.attrs.fmaLatency,
   vectorRegisters: ISA_VECTOR_REGISTERS[target.attrs.isa],
   ...(int8DotOf(target) ? { int8Dot: int8DotOf(target) } : {}),
+  ...(ISA_FUSED_MULTIPLY_ADD[target.attrs.isa] ? {} : { fusedMultiplyAdd: false }),
 })
 
 /** The 8-bit dot the target's emitter renders: c's VNNI where its record has it, wasm's SIMD128 i16 dot; none on js. */
