@@ -1,0 +1,80 @@
+// The depthwise 8-bit convolution (QLinearConv / ConvInteger, 2-D, one group per input channel, one
+// input channel a group) in the form its template vectorizes, NCHW as the int8 graph keeps its
+// activations, the output pixels in the vector lanes (channels in the lanes would need a transposed
+// copy in and out of every layer, the graph's other kernels reading and writing NCHW):
+// - the input widened to int16 minus its zero point (per tensor or per channel), padded with 0 (a
+//   padded tap holds x's zero point: it contributes nothing), one copy per kernel column kw and
+//   row phase py of the stride: xs[n, c, py, kw, i, ow] = x'[i·sh + py − ph, ow·sw + kw·dw − pw], rows
+//   of the output's width. Tap (kh, kw) of output (oh, ow) reads xs[n, c, kh·dh mod sh, kw,
+//   oh + kh·dh div sh, ow]: as the output pixel oh·OW + ow steps by one, so does the read, across
+//   rows too — the template runs a channel's pixels as one axis, vectors of whole rows or several
+//   (rows of 14 or 7 are shorter than a vector);
+// - the weights widened to int16 minus their zero point (per tensor or per output channel);
+// - sum[n, o, oh·OW + ow] = Σ_{kh, kw} x'·w' in int32, exactly the plain compute's sum (|x'|, |w'| ≤
+//   255), a channel's pixels one axis (its reads of xs, oh·OW + ow + the tap's row offset · OW, are
+//   affine in it: a tile of the pixels reads and is read contiguously).
+// The copies cost KW · sh reads of each input element, beside KH · KW products an output.
+// The tagged product ("int8_depthwise") is what the int8 depthwise template tiles.
+import { windowOf, type WindowAttrs } from "../ast/graph/ops/nn-common.js"
+import type { DType } from "../ast/graph/dtype.js"
+import { add, and, c, cast, floordiv, floormod, ge, lt, mul, select, sub, type Expr } from "../ast/te/expr.js"
+import { at, compute, reduceAxis, sum, type TeTensor } from "../ast/te/tensor.js"
+import type { BlockedProduct } from "./op-library-int8-blocked.js"
+import { num, shapeOf, type OpComputeCtx } from "./op-library-common.js"
+
+const I32: DType = "int32"
+const I16: DType = "int16"
+const i32 = (e: Expr) => cast(I32, e)
+
+/** An 8-bit value widened to int32 minus its zero point (when there is one). */
+const shifted = (v: Expr, zp: Expr | undefined): Expr => (zp ? sub(i32(v), i32(zp)) : i32(v))
+
+/** Whether a 2-D integer conv is depthwise: one group per input channel (more than one), one input channel a group, whole output channels per group. */
+export const isDepthwise = (ctx: OpComputeCtx, x: TeTensor, w: TeTensor): boolean => {
+  if (x.shape.length !== 4 || w.shape.length !== 4) return false
+  const C = x.shape[1]
+  const group = num(ctx.attrs.group, 1)
+  return group === C && group > 1 && w.shape[1] === 1 && w.shape[0] % C === 0
+}
+
+/**
+ * The depthwise product: sum[n, o, oh, ow] from an int32 compute over the int16 phases of the padded
+ * input and the int16 weights (see above). `xzp` / `wzp` read x's zero point at an input channel
+ * and w's at an output channel (per tensor or per channel: both are exact here).
+ */
+export const depthwiseConv = (
+  ctx: OpComputeCtx,
+  x: TeTensor,
+  w: TeTensor,
+  xzp: ((ch: Expr) => Expr) | undefined,
+  wzp: ((o: Expr) => Expr) | undefined,
+): BlockedProduct => {
+  const [N, C, H, W] = x.shape
+  const [M, , KH, KW] = w.shape
+  const mult = M / C
+  const win = windowOf([H, W], [KH, KW], ctx.attrs as unknown as WindowAttrs)
+  const [, , OH, OW] = shapeOf(ctx.outputs[0])
+  const [sh, sw] = win.strides
+  const [dh, dw] = win.dilations
+  const [ph, pw] = win.padBegin
+  // rows of each phase the taps read: the output rows and the largest tap's offset in phases
+  const Hs = OH + Math.floor(((KH - 1) * dh) / sh)
+  const xs = compute(ctx.name("dwpad"), [N, C, sh, KW, Hs, OW], (n, ch, py, kw, i, j) => {
+    const ih = sub(add(mul(i, c(sh)), py), c(ph))
+    const iw = sub(add(mul(j, c(sw)), mul(kw, c(dw))), c(pw))
+    const inside = and(and(ge(ih, c(0)), lt(ih, c(H))), and(ge(iw, c(0)), lt(iw, c(W))))
+    return cast(I16, select(inside, shifted(at(x, n, ch, ih, iw), xzp?.(ch)), c(0, I32)))
+  }, I16)
+  const wq = compute(ctx.name("dwweight"), [M, KH, KW], (o, kh, kw) => cast(I16, shifted(at(w, o, c(0), kh, kw), wzp?.(o))), I16)
+  const rh = reduceAxis(KH, `${ctx.name()}.rkh`)
+  const rw = reduceAxis(KW, `${ctx.name()}.rkw`)
+  // a row tap's phase and its offset in that phase's rows (a stride of 1: one phase, the tap itself)
+  const t = dh === 1 ? rh.var : mul(rh.var, c(dh))
+  const [py, oy] = sh === 1 ? [c(0), t] : [floormod(t, c(sh)), floordiv(t, c(sh))]
+  const acc = compute(ctx.name("dw"), [N, M, OH * OW], (n, o, p) => {
+    const ch = mult === 1 ? o : floordiv(o, c(mult))
+    const a = at(xs, n, ch, py, rw.var, add(floordiv(p, c(OW)), oy), floormod(p, c(OW)))
+    return sum(mul(i32(a), i32(at(wq, o, rh.var, rw.var))), [rh, rw])
+  }, I32, "int8_depthwise")
+  return { sumAt: ([n, o, oh, ow]) => at(acc, n, o, add(mul(oh, c(OW)), ow)) }
+}
