@@ -3,9 +3,9 @@
 // activations, the output pixels in the vector lanes (channels in the lanes would need a transposed
 // copy in and out of every layer, the graph's other kernels reading and writing NCHW):
 // - the input widened to int16 minus its zero point (per tensor or per channel), padded with 0 (a
-//   padded tap holds x's zero point: it contributes nothing), one copy per kernel column kw and
-//   row phase py of the stride: xs[n, c, py, kw, i, ow] = x'[i·sh + py − ph, ow·sw + kw·dw − pw], rows
-//   of the output's width. Tap (kh, kw) of output (oh, ow) reads xs[n, c, kh·dh mod sh, kw,
+//   padded tap holds x's zero point: it contributes nothing), then one copy of that per kernel column
+//   kw and row phase py of the stride: xs[n, c, py, kw, i, ow] = x'[i·sh + py − ph, ow·sw + kw·dw − pw],
+//   rows of the output's width. Tap (kh, kw) of output (oh, ow) reads xs[n, c, kh·dh mod sh, kw,
 //   oh + kh·dh div sh, ow]: as the output pixel oh·OW + ow steps by one, so does the read, across
 //   rows too — the template runs a channel's pixels as one axis, vectors of whole rows or several
 //   (rows of 14 or 7 are shorter than a vector);
@@ -59,12 +59,18 @@ export const depthwiseConv = (
   const [ph, pw] = win.padBegin
   // rows of each phase the taps read: the output rows and the largest tap's offset in phases
   const Hs = OH + Math.floor(((KH - 1) * dh) / sh)
-  const xs = compute(ctx.name("dwpad"), [N, C, sh, KW, Hs, OW], (n, ch, py, kw, i, j) => {
-    const ih = sub(add(mul(i, c(sh)), py), c(ph))
-    const iw = sub(add(mul(j, c(sw)), mul(kw, c(dw))), c(pw))
+  // (the padded input first, whole: its bounds tests make loads conditional, which the C compiler
+  // does not vectorize; the copies then read it unconditionally, vectorized)
+  // (rows: every phase's rows the copies hold, the last phase's beyond the window padded too)
+  const Hp = Math.max((OH - 1) * sh + (KH - 1) * dh + 1, Hs * sh)
+  const Wp = (OW - 1) * sw + (KW - 1) * dw + 1
+  const xp = compute(ctx.name("dwpadded"), [N, C, Hp, Wp], (n, ch, r, q) => {
+    const ih = sub(r, c(ph))
+    const iw = sub(q, c(pw))
     const inside = and(and(ge(ih, c(0)), lt(ih, c(H))), and(ge(iw, c(0)), lt(iw, c(W))))
     return cast(I16, select(inside, shifted(at(x, n, ch, ih, iw), xzp?.(ch)), c(0, I32)))
   }, I16)
+  const xs = compute(ctx.name("dwpad"), [N, C, sh, KW, Hs, OW], (n, ch, py, kw, i, j) => at(xp, n, ch, add(mul(i, c(sh)), py), add(mul(j, c(sw)), mul(kw, c(dw)))), I16)
   const wq = compute(ctx.name("dwweight"), [M, KH, KW], (o, kh, kw) => cast(I16, shifted(at(w, o, c(0), kh, kw), wzp?.(o))), I16)
   const rh = reduceAxis(KH, `${ctx.name()}.rkh`)
   const rw = reduceAxis(KW, `${ctx.name()}.rkw`)
