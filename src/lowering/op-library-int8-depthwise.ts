@@ -64,11 +64,19 @@ export const depthwiseConv = (
   // (rows: every phase's rows the copies hold, the last phase's beyond the window padded too)
   const Hp = Math.max((OH - 1) * sh + (KH - 1) * dh + 1, Hs * sh)
   const Wp = (OW - 1) * sw + (KW - 1) * dw + 1
+  const padEnd = Wp - 1 - pw - (W - 1)
   const xp = compute(ctx.name("dwpadded"), [N, C, Hp, Wp], (n, ch, r, q) => {
     const ih = sub(r, c(ph))
     const iw = sub(q, c(pw))
-    const inside = and(and(ge(ih, c(0)), lt(ih, c(H))), and(ge(iw, c(0)), lt(iw, c(W))))
-    return cast(I16, select(inside, shifted(at(x, n, ch, ih, iw), xzp?.(ch)), c(0, I32)))
+    const colIn = and(ge(iw, c(0)), lt(iw, c(W)))
+    const plain = select(and(and(ge(ih, c(0)), lt(ih, c(H))), colIn), shifted(at(x, n, ch, ih, iw), xzp?.(ch)), c(0, I32))
+    if (pw > W || padEnd > W || H < 3) return cast(I16, plain)
+    // a row with a row above and below it: its columns read unconditionally through the channel's
+    // pixels as one run (a column left of the row is the last of the row above, one right of it
+    // the first of the row below), the padding masked off — the loads the C compiler vectorizes
+    const a = add(iw, c(W))
+    const flat = shifted(at(x, n, ch, add(sub(ih, c(1)), floordiv(a, c(W))), floormod(a, c(W))), xzp?.(ch))
+    return cast(I16, select(and(ge(ih, c(1)), lt(ih, c(H - 1))), mul(flat, cast(I32, colIn)), plain))
   }, I16)
   const xs = compute(ctx.name("dwpad"), [N, C, sh, KW, Hs, OW], (n, ch, py, kw, i, j) => at(xp, n, ch, add(mul(i, c(sh)), py), add(mul(j, c(sw)), mul(kw, c(dw)))), I16)
   const wq = compute(ctx.name("dwweight"), [M, KH, KW], (o, kh, kw) => cast(I16, shifted(at(w, o, c(0), kh, kw), wzp?.(o))), I16)
