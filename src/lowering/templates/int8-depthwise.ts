@@ -120,7 +120,7 @@ export const int8DepthwiseTemplate: Template = {
     const [ln, lm, lp] = dataLeaves(ls)
     const [rkh, rkw] = ls.leaf.filter((a) => ls.axes.get(a)!.type === "reduce")
     const lsp = S.split(s, local, lp, { factor: tile })
-    s = S.reorder(lsp.schedule, local, [ln, lm, lsp.outer, rkh, rkw, lsp.inner])
+    s = S.reorder(lsp.schedule, local, [ln, lm, lsp.outer, lsp.inner, rkh, rkw])
     s = S.vectorize(s, local, lsp.inner)
     if (config.unroll_kh) s = S.unroll(s, local, rkh)
     if (config.unroll_kw) s = S.unroll(s, local, rkw)
