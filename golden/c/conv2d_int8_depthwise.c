@@ -15,7 +15,7 @@ void conv2d_int8_depthwise(const int8_t* restrict b0, const int8_t* restrict b1,
         for (int64_t v0 = 0; v0 < 192; ++v0) {
           #pragma omp simd
           for (int64_t v1 = 0; v1 < 11; ++v1) {
-            b10[((v0 * 11) + v1)] = ((int16_t)(((((v0 % 12) < 9) && (v1 < 9)) ? (((int32_t)(b0[((v1 + ((v0 / 12) * 81)) + ((v0 % 12) * 9))])) + (((int32_t)(b1[0])) * (-1))) : 0)));
+            b10[((v0 * 11) + v1)] = ((int16_t)(((((v0 % 12) >= 1) && ((v0 % 12) < 8)) ? ((((int32_t)(b0[((v1 + ((v0 / 12) * 81)) + ((v0 % 12) * 9))])) + (((int32_t)(b1[0])) * (-1))) * ((int32_t)((v1 < 9)))) : ((((v0 % 12) < 9) && (v1 < 9)) ? (((int32_t)(b0[((v1 + ((v0 / 12) * 81)) + ((v0 % 12) * 9))])) + (((int32_t)(b1[0])) * (-1))) : 0))));
           }
         }
         #pragma omp parallel for schedule(static)
@@ -46,46 +46,19 @@ void conv2d_int8_depthwise(const int8_t* restrict b0, const int8_t* restrict b1,
             _Alignas(64) int32_t b13[25]; /* "dw_dw.local" int32[25] @"local" */
             for (int64_t v10 = 0; v10 < 25; ++v10) {
               b13[v10] = 0;
+              b13[v10] = ((((int32_t)(b11[((v9 * 180) + v10)])) * ((int32_t)(b10[(v9 * 9)]))) + b13[v10]);
+              b13[v10] = ((((int32_t)(b11[(((v9 * 180) + v10) + 30)])) * ((int32_t)(b10[((v9 * 9) + 1)]))) + b13[v10]);
+              b13[v10] = ((((int32_t)(b11[(((v9 * 180) + v10) + 60)])) * ((int32_t)(b10[((v9 * 9) + 2)]))) + b13[v10]);
+              b13[v10] = ((((int32_t)(b11[(((v9 * 180) + v10) + 90)])) * ((int32_t)(b10[((v9 * 9) + 3)]))) + b13[v10]);
+              b13[v10] = ((((int32_t)(b11[(((v9 * 180) + v10) + 120)])) * ((int32_t)(b10[((v9 * 9) + 4)]))) + b13[v10]);
+              b13[v10] = ((((int32_t)(b11[(((v9 * 180) + v10) + 150)])) * ((int32_t)(b10[((v9 * 9) + 5)]))) + b13[v10]);
+              b13[v10] = ((((int32_t)(b11[(((v9 * 180) + v10) + 5)])) * ((int32_t)(b10[((v9 * 9) + 6)]))) + b13[v10]);
+              b13[v10] = ((((int32_t)(b11[(((v9 * 180) + v10) + 35)])) * ((int32_t)(b10[((v9 * 9) + 7)]))) + b13[v10]);
+              b13[v10] = ((((int32_t)(b11[(((v9 * 180) + v10) + 65)])) * ((int32_t)(b10[((v9 * 9) + 8)]))) + b13[v10]);
             }
             #pragma omp simd
             for (int64_t v11 = 0; v11 < 25; ++v11) {
-              b13[v11] = ((((int32_t)(b11[((v9 * 180) + v11)])) * ((int32_t)(b10[(v9 * 9)]))) + b13[v11]);
-            }
-            #pragma omp simd
-            for (int64_t v11 = 0; v11 < 25; ++v11) {
-              b13[v11] = ((((int32_t)(b11[(((v9 * 180) + v11) + 30)])) * ((int32_t)(b10[((v9 * 9) + 1)]))) + b13[v11]);
-            }
-            #pragma omp simd
-            for (int64_t v11 = 0; v11 < 25; ++v11) {
-              b13[v11] = ((((int32_t)(b11[(((v9 * 180) + v11) + 60)])) * ((int32_t)(b10[((v9 * 9) + 2)]))) + b13[v11]);
-            }
-            #pragma omp simd
-            for (int64_t v11 = 0; v11 < 25; ++v11) {
-              b13[v11] = ((((int32_t)(b11[(((v9 * 180) + v11) + 90)])) * ((int32_t)(b10[((v9 * 9) + 3)]))) + b13[v11]);
-            }
-            #pragma omp simd
-            for (int64_t v11 = 0; v11 < 25; ++v11) {
-              b13[v11] = ((((int32_t)(b11[(((v9 * 180) + v11) + 120)])) * ((int32_t)(b10[((v9 * 9) + 4)]))) + b13[v11]);
-            }
-            #pragma omp simd
-            for (int64_t v11 = 0; v11 < 25; ++v11) {
-              b13[v11] = ((((int32_t)(b11[(((v9 * 180) + v11) + 150)])) * ((int32_t)(b10[((v9 * 9) + 5)]))) + b13[v11]);
-            }
-            #pragma omp simd
-            for (int64_t v11 = 0; v11 < 25; ++v11) {
-              b13[v11] = ((((int32_t)(b11[(((v9 * 180) + v11) + 5)])) * ((int32_t)(b10[((v9 * 9) + 6)]))) + b13[v11]);
-            }
-            #pragma omp simd
-            for (int64_t v11 = 0; v11 < 25; ++v11) {
-              b13[v11] = ((((int32_t)(b11[(((v9 * 180) + v11) + 35)])) * ((int32_t)(b10[((v9 * 9) + 7)]))) + b13[v11]);
-            }
-            #pragma omp simd
-            for (int64_t v11 = 0; v11 < 25; ++v11) {
-              b13[v11] = ((((int32_t)(b11[(((v9 * 180) + v11) + 65)])) * ((int32_t)(b10[((v9 * 9) + 8)]))) + b13[v11]);
-            }
-            #pragma omp simd
-            for (int64_t v12 = 0; v12 < 25; ++v12) {
-              b9[((v9 * 25) + v12)] = ((int8_t)tessera_f2i_in32f(tessera_maxcf(tessera_mincf((nearbyintf(((float)((((double)(((float)(((double)((b4[v9] + b13[v12]))))))) * ((double)(b12[v9])))))) + ((float)(b8[0]))), 127.0f), (-128.0f))));
+              b9[((v9 * 25) + v11)] = ((int8_t)tessera_f2i_in32f(tessera_maxcf(tessera_mincf((nearbyintf(((float)((((double)(((float)(((double)((b4[v9] + b13[v11]))))))) * ((double)(b12[v9])))))) + ((float)(b8[0]))), 127.0f), (-128.0f))));
             }
           }
         }

@@ -1,5 +1,6 @@
-// The int8 depthwise template (src/lowering/templates/int8-depthwise.ts) over the depthwise product
-// (src/lowering/op-library-int8-depthwise.ts): on random shapes, channel multipliers, kernels,
+// The int8 depthwise template (src/lowering/templates/int8-depthwise.ts) over the depthwise and
+// grouped products (src/lowering/op-library-int8-depthwise.ts): on random shapes, groups (one input
+// channel a group or more), output channels a group (channel multipliers), kernels,
 // strides, dilations and padding, int8 and uint8 on both sides, zero points per tensor or per
 // channel (x's per input channel, w's per output channel) and per-channel scales, every
 // configuration of its space evaluates equal to the plain int32 compute (QUANT_INT_PLAIN: one
@@ -30,7 +31,7 @@ interface Spec {
   readonly op: "QLinearConv" | "ConvInteger"
   readonly x: DType
   readonly w: DType
-  /** C, channel multiplier, H, W, KH, KW, stride h, stride w, pad, dilation */
+  /** input channels a group (1: depthwise), groups, output channels a group, H, W, KH, KW, stride h, stride w, pad, dilation */
   readonly dims: readonly number[]
   readonly perChannel: boolean
   readonly seed: number
@@ -48,8 +49,9 @@ const range = (d: DType): [number, number] => (d === "int8" ? [-128, 127] : [0, 
 /** The op's TE from a compute (the op library's, or the plain one) and random inputs. */
 const build = (sp: Spec, computes: Record<string, OpCompute>): { outputs: ComputeTensor[]; feeds: Map<string, Tensor> } => {
   const r = stream(sp.seed)
-  const [C, mult, H, W, KH, KW, sh, sw, pad, dil] = sp.dims
-  const M = C * mult
+  const [Cg, G, opg, H, W, KH, KW, sh, sw, pad, dil] = sp.dims
+  const C = Cg * G
+  const M = opg * G
   const t = (name: string, dtype: DType, shape: number[], lo: number, hi: number): [string, Tensor] => [
     name,
     fromArray(dtype, shape, Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => r(lo, hi))),
@@ -58,7 +60,7 @@ const build = (sp: Spec, computes: Record<string, OpCompute>): { outputs: Comput
   const [xlo, xhi] = range(sp.x)
   const [wlo, whi] = range(sp.w)
   const x = t("x", sp.x, [1, C, H, W], xlo, xhi)
-  const w = t("w", sp.w, [M, 1, KH, KW], wlo, whi)
+  const w = t("w", sp.w, [M, Cg, KH, KW], wlo, whi)
   const xzp = t("xzp", sp.x, sp.perChannel && sp.op === "ConvInteger" ? [C] : [], xlo, xhi)
   const wzp = t("wzp", sp.w, sp.perChannel ? [M] : [], wlo, whi)
   const q = sp.op === "QLinearConv"
@@ -67,7 +69,7 @@ const build = (sp: Spec, computes: Record<string, OpCompute>): { outputs: Comput
     : [x, w, xzp, wzp]
   const span = (k: number) => (k - 1) * dil + 1
   const outDims = [1, M, Math.floor((H + 2 * pad - span(KH)) / sh) + 1, Math.floor((W + 2 * pad - span(KW)) / sw) + 1]
-  const attrs: Record<string, AttrValue> = { group: attr.int(C), kernel_shape: attr.ints([KH, KW]), strides: attr.ints([sh, sw]), pads: attr.ints([pad, pad, pad, pad]), dilations: attr.ints([dil, dil]) }
+  const attrs: Record<string, AttrValue> = { group: attr.int(G), kernel_shape: attr.ints([KH, KW]), strides: attr.ints([sh, sw]), pads: attr.ints([pad, pad, pad, pad]), dilations: attr.ints([dil, dil]) }
   const n = node(sp.op, order.map(([name]) => name), ["y"], attrs)
   const inputs = order.map(([name, v]) => placeholder(name, v.shape, v.dtype))
   const made = computes[sp.op]({
@@ -88,6 +90,7 @@ const arbSpec: fc.Arbitrary<Spec> = fc
     x: fc.constantFrom<DType>("int8", "uint8"),
     w: fc.constantFrom<DType>("int8", "uint8"),
     dims: fc.tuple(
+      fc.constantFrom(1, 1, 2, 3),
       fc.integer({ min: 2, max: 5 }),
       fc.integer({ min: 1, max: 2 }),
       fc.integer({ min: 3, max: 9 }),
@@ -104,11 +107,11 @@ const arbSpec: fc.Arbitrary<Spec> = fc
   })
   // (the window fits the padded input)
   .filter((sp) => {
-    const [, , H, W, KH, KW, , , pad, dil] = sp.dims
+    const [, , , H, W, KH, KW, , , pad, dil] = sp.dims
     return H + 2 * pad >= (KH - 1) * dil + 1 && W + 2 * pad >= (KW - 1) * dil + 1
   })
 
-describe("int8 depthwise template", () => {
+describe("int8 depthwise / grouped template", () => {
   it("every configuration evaluates equal to the plain int32 compute (exactly)", () => {
     fc.assert(
       fc.property(arbSpec, fc.array(fc.nat(), { minLength: 5, maxLength: 5 }), (sp, picks) => {

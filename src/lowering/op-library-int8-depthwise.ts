@@ -1,5 +1,6 @@
 // The depthwise 8-bit convolution (QLinearConv / ConvInteger, 2-D, one group per input channel, one
-// input channel a group) in the form its template vectorizes, NCHW as the int8 graph keeps its
+// input channel a group), and the grouped one (more than one group, a reduction over a group's
+// input channels besides the taps), in the form its template vectorizes, NCHW as the int8 graph keeps its
 // activations, the output pixels in the vector lanes (channels in the lanes would need a transposed
 // copy in and out of every layer, the graph's other kernels reading and writing NCHW):
 // - the input widened to int16 minus its zero point (per tensor or per channel), padded with 0 (a
@@ -10,7 +11,7 @@
 //   rows too — the template runs a channel's pixels as one axis, vectors of whole rows or several
 //   (rows of 14 or 7 are shorter than a vector);
 // - the weights widened to int16 minus their zero point (per tensor or per output channel);
-// - sum[n, o, oh·OW + ow] = Σ_{kh, kw} x'·w' in int32, exactly the plain compute's sum (|x'|, |w'| ≤
+// - sum[n, o, oh·OW + ow] = Σ_{c of o's group, kh, kw} x'·w' in int32, exactly the plain compute's sum (|x'|, |w'| ≤
 //   255), a channel's pixels one axis (its reads of xs, oh·OW + ow + the tap's row offset · OW, are
 //   affine in it: a tile of the pixels reads and is read contiguously).
 // The copies cost KW · sh reads of each input element, beside KH · KW products an output.
@@ -29,12 +30,15 @@ const i32 = (e: Expr) => cast(I32, e)
 /** An 8-bit value widened to int32 minus its zero point (when there is one). */
 const shifted = (v: Expr, zp: Expr | undefined): Expr => (zp ? sub(i32(v), i32(zp)) : i32(v))
 
-/** Whether a 2-D integer conv is depthwise: one group per input channel (more than one), one input channel a group, whole output channels per group. */
-export const isDepthwise = (ctx: OpComputeCtx, x: TeTensor, w: TeTensor): boolean => {
+/**
+ * Whether a 2-D integer conv is grouped (depthwise the case of one input channel a group): more
+ * than one group, whole input and output channels per group.
+ */
+export const isGrouped = (ctx: OpComputeCtx, x: TeTensor, w: TeTensor): boolean => {
   if (x.shape.length !== 4 || w.shape.length !== 4) return false
   const C = x.shape[1]
   const group = num(ctx.attrs.group, 1)
-  return group === C && group > 1 && w.shape[1] === 1 && w.shape[0] % C === 0
+  return group > 1 && C % group === 0 && w.shape[1] === C / group && w.shape[0] % group === 0
 }
 
 /**
@@ -50,8 +54,9 @@ export const depthwiseConv = (
   wzp: ((o: Expr) => Expr) | undefined,
 ): BlockedProduct => {
   const [N, C, H, W] = x.shape
-  const [M, , KH, KW] = w.shape
-  const mult = M / C
+  const [M, Cg, KH, KW] = w.shape
+  // output channel o reads its group's input channels: (o div the outputs a group) · Cg + c
+  const opg = M / num(ctx.attrs.group, 1)
   const win = windowOf([H, W], [KH, KW], ctx.attrs as unknown as WindowAttrs)
   const [, , OH, OW] = shapeOf(ctx.outputs[0])
   const [sh, sw] = win.strides
@@ -79,16 +84,18 @@ export const depthwiseConv = (
     return cast(I16, select(and(ge(ih, c(1)), lt(ih, c(H - 1))), mul(flat, cast(I32, colIn)), plain))
   }, I16)
   const xs = compute(ctx.name("dwpad"), [N, C, sh, KW, Hs, OW], (n, ch, py, kw, i, j) => at(xp, n, ch, add(mul(i, c(sh)), py), add(mul(j, c(sw)), mul(kw, c(dw)))), I16)
-  const wq = compute(ctx.name("dwweight"), [M, KH, KW], (o, kh, kw) => cast(I16, shifted(at(w, o, c(0), kh, kw), wzp?.(o))), I16)
+  const wq = compute(ctx.name("dwweight"), [M, Cg, KH, KW], (o, ci, kh, kw) => cast(I16, shifted(at(w, o, ci, kh, kw), wzp?.(o))), I16)
+  const rc = Cg > 1 ? reduceAxis(Cg, `${ctx.name()}.rc`) : undefined
   const rh = reduceAxis(KH, `${ctx.name()}.rkh`)
   const rw = reduceAxis(KW, `${ctx.name()}.rkw`)
   // a row tap's phase and its offset in that phase's rows (a stride of 1: one phase, the tap itself)
   const t = dh === 1 ? rh.var : mul(rh.var, c(dh))
   const [py, oy] = sh === 1 ? [c(0), t] : [floormod(t, c(sh)), floordiv(t, c(sh))]
   const acc = compute(ctx.name("dw"), [N, M, OH * OW], (n, o, p) => {
-    const ch = mult === 1 ? o : floordiv(o, c(mult))
+    const g = opg === 1 ? o : floordiv(o, c(opg))
+    const ch = rc ? add(mul(g, c(Cg)), rc.var) : g
     const a = at(xs, n, ch, py, rw.var, add(floordiv(p, c(OW)), oy), floormod(p, c(OW)))
-    return sum(mul(i32(a), i32(at(wq, o, rh.var, rw.var))), [rh, rw])
+    return sum(mul(i32(a), i32(at(wq, o, rc ? rc.var : c(0), rh.var, rw.var))), rc ? [rc, rh, rw] : [rh, rw])
   }, I32, "int8_depthwise")
   return { sumAt: ([n, o, oh, ow]) => at(acc, n, o, add(mul(oh, c(OW)), ow)) }
 }

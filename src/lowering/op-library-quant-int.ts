@@ -10,7 +10,7 @@ import { add, and, c, call, cast, div, floordiv, ge, gt, lt, max, min, mul, sele
 import { at, compute, maxReduce, minReduce, reduceAxis, sum, type ComputeTensor, type TeTensor } from "../ast/te/tensor.js"
 import { inp, none, num, shapeOf, type OpCompute, type OpComputeCtx } from "./op-library-common.js"
 import { blockedConv, blockedMatmul, packedConv } from "./op-library-int8-blocked.js"
-import { depthwiseConv, isDepthwise } from "./op-library-int8-depthwise.js"
+import { depthwiseConv, isGrouped } from "./op-library-int8-depthwise.js"
 
 const I32: DType = "int32"
 const F32: DType = "float32"
@@ -103,7 +103,7 @@ const intConv = (ctx: OpComputeCtx, xi: number, wi: number, xzpi: number, wzpi: 
   const win = windowOf(x.shape.slice(2), kernel, ctx.attrs as unknown as WindowAttrs)
   const out = shapeOf(ctx.outputs[0])
   const final = ctx.outputs[0].dtype === I32
-  if (!plain && isDepthwise(ctx, x, w)) {
+  if (!plain && isGrouped(ctx, x, w)) {
     const dw = depthwiseConv(ctx, x, w, xzp, wzp)
     return compute(final ? ctx.name() : ctx.name("sum"), out, (n, o, ...ys) => {
       const s = dw.sumAt([n, o, ...ys])

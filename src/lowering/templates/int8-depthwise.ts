@@ -53,7 +53,7 @@ export const int8DepthwiseTemplate: Template = {
   tunable: true,
   space: (_outputs, base) => {
     const st = anchorStage(base)!
-    const [kh, kw] = (st.op.body as Reduce).axes.map((a) => a.dom.extent)
+    const [kh, kw] = (st.op.body as Reduce).axes.map((a) => a.dom.extent).slice(-2)
     return [
       { kind: "split", name: "tile_px", extent: st.op.shape[2], candidates: pixelTiles(st.op.shape[2]) },
       ...(kh > 1 ? [{ kind: "choice", name: "unroll_kh", candidates: [true, false], extent: kh } as const] : []),
@@ -95,9 +95,9 @@ export const int8DepthwiseTemplate: Template = {
     if (!out) {
       // no epilogue to tile: the sums computed at root, a tile of pixels in the vector lanes
       const [n, m, p] = dataLeaves(anchor)
-      const [rkh, rkw] = anchor.leaf.filter((a) => anchor.axes.get(a)!.type === "reduce")
+      const red = anchor.leaf.filter((a) => anchor.axes.get(a)!.type === "reduce")
       const sp = S.split(s, anchor.name, p, { factor: tile })
-      s = S.reorder(sp.schedule, anchor.name, [n, m, sp.outer, rkh, rkw, sp.inner])
+      s = S.reorder(sp.schedule, anchor.name, [n, m, sp.outer, ...red, sp.inner])
       s = S.vectorize(parallelOuter(s, anchor.name, [n, m]), anchor.name, sp.inner)
       return parallelize(s, true, anchor.name)
     }
@@ -118,9 +118,11 @@ export const int8DepthwiseTemplate: Template = {
     s = S.computeAt(s, local, out, channel ? leaves[leaves.indexOf(sp.outer) - 1] : sp.outer)
     const ls = s.stages.get(local)!
     const [ln, lm, lp] = dataLeaves(ls)
-    const [rkh, rkw] = ls.leaf.filter((a) => ls.axes.get(a)!.type === "reduce")
+    const red = ls.leaf.filter((a) => ls.axes.get(a)!.type === "reduce")
+    const [rkh, rkw] = red.slice(-2)
     const lsp = S.split(s, local, lp, { factor: tile })
-    s = S.reorder(lsp.schedule, local, [ln, lm, lsp.outer, lsp.inner, rkh, rkw])
+    // (a grouped conv's channel loop outside the tile's vector loop, the taps inside it with it)
+    s = S.reorder(lsp.schedule, local, red.length > 2 ? [ln, lm, lsp.outer, ...red, lsp.inner] : [ln, lm, lsp.outer, lsp.inner, rkh, rkw])
     s = S.vectorize(s, local, lsp.inner)
     if (config.unroll_kh) s = S.unroll(s, local, rkh)
     if (config.unroll_kw) s = S.unroll(s, local, rkw)
