@@ -19,6 +19,7 @@ import { lowerSync } from "../src/lowering/lower.js"
 import { baseSchedule } from "../src/lowering/lower-group.js"
 import { convWinogradNCHWc } from "../src/lowering/op-library-winograd.js"
 import { QUANT_INT } from "../src/lowering/op-library-quant-int.js"
+import { int8DepthwiseTemplate } from "../src/lowering/templates/int8-depthwise.js"
 import { int8DotTemplate } from "../src/lowering/templates/int8-dot.js"
 import { simd128Dot4x4, vnniDot16x4 } from "../src/ast/te/intrinsic.js"
 import { attr } from "../src/ast/graph/attrs.js"
@@ -211,7 +212,47 @@ const conv2dInt8Vnni = (): GoldenCase => conv2dInt8("vnni")
 export const WASM_GOLDEN_CASES: readonly (() => GoldenCase)[] = [() => conv2dInt8("simd128")]
 
 /** Goldens of the c target alone (intrinsics it renders itself). */
-export const C_GOLDEN_CASES: readonly (() => GoldenCase)[] = [conv2dInt8Vnni]
+
+/**
+ * A depthwise QLinearConv (int8, 16 channels, 3×3, stride 2, pad 1, 9×9 → 5×5, per-channel weight
+ * zero points and scales) in the int8 depthwise form under its template at a fixed config (the
+ * channel's 25 pixels as one tile, the taps unrolled, the sums at the requantizing epilogue's tile).
+ */
+const conv2dInt8Depthwise = (): GoldenCase => {
+  const rng = prng(9)
+  const ints = (name: string, dtype: "int8" | "int32", shape: number[], lo: number, hi: number): [string, Tensor] => [
+    name,
+    fromArray(dtype, shape, Array.from({ length: sizeOf(shape) }, () => rng.int(lo, hi))),
+  ]
+  const feeds: [string, Tensor][] = [
+    ints("x", "int8", [1, 16, 9, 9], -128, 127),
+    ["x_scale", fromArray("float32", [], [0.019])],
+    ["x_zp", fromArray("int8", [], [-7])],
+    ints("w", "int8", [16, 1, 3, 3], -128, 127),
+    ["w_scale", fromArray("float32", [16], Array.from({ length: 16 }, (_, k) => 0.004 + k / 3000))],
+    ints("w_zp", "int8", [16], -3, 3),
+    ["y_scale", fromArray("float32", [], [0.11])],
+    ["y_zp", fromArray("int8", [], [4])],
+    ints("bias", "int32", [16], -900, 900),
+  ]
+  const attrs = { group: attr.int(16), kernel_shape: attr.ints([3, 3]), strides: attr.ints([2, 2]), pads: attr.ints([1, 1, 1, 1]) }
+  const n = node("QLinearConv", feeds.map(([k]) => k), ["conv2d_int8_depthwise"], attrs)
+  const made = QUANT_INT.QLinearConv({
+    node: n,
+    name: (suffix) => (suffix ? `dw_${suffix}` : "conv2d_int8_depthwise"),
+    inputs: feeds.map(([k, t]) => placeholder(k, t.shape, t.dtype)),
+    outputs: [{ dtype: "int8", shape: [1, 16, 5, 5] }],
+    attrs: { group: 16, kernel_shape: [3, 3], strides: [2, 2], pads: [1, 1, 1, 1] },
+    constants: feeds.map(([k, t]) => (k === "w_zp" ? (t.data as ArrayLike<number>) : undefined)),
+    opset: 13,
+  })
+  const outputs = [made[made.length - 1]]
+  const schedule = int8DepthwiseTemplate.apply(outputs, baseSchedule(outputs), { tile_px: 25, unroll_kh: true, unroll_kw: true, at: "tile" })
+  return { name: "conv2d_int8_depthwise", outputs, inputs: new Map(feeds), schedule }
+}
+
+/** Goldens of the c target alone (intrinsics it renders itself; the int8 depthwise form, whose js / wasm goldens would only repeat its loops). */
+export const C_GOLDEN_CASES: readonly (() => GoldenCase)[] = [conv2dInt8Vnni, conv2dInt8Depthwise]
 
 /** The case lowered with the default CPU passes (keeping the intrinsics the case keeps), its function named after the case. */
 export const goldenFunc = (g: GoldenCase): PrimFunc => ({ ...runTirSync(cpuTirPipeline(g.keep ? { keepIntrinsics: g.keep } : {}), lowerSync(g.schedule)), name: g.name })
