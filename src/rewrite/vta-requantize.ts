@@ -99,6 +99,50 @@ const convertible = (g: Graph, n: Node): { params: Q[]; out: Q } | string => {
   return `${n.domain ? `${n.domain}.` : ""}${n.op} is not a conv or residual add`
 }
 
+/** Nodes and constants a builder adds. */
+export interface Built {
+  readonly nodes: readonly Node[]
+  readonly constants: ReadonlyMap<string, Tensor>
+}
+
+/** A shift-requantized conv in standard ONNX ops (the shape rewrite.VtaPartition offloads), from int8 `x` to int8 `y`. */
+export const vtaConvNodes = (p: string, x: string, y: string, o: { readonly weights: Tensor; readonly bias?: Int32Array; readonly shift: number; readonly lo: number; readonly attrs: Node["attrs"] }): Built => {
+  const M = o.weights.shape[0]
+  const constants = new Map<string, Tensor>([
+    [`${p}_weight`, o.weights],
+    [`${p}_shift`, scalar("float64", 2 ** -o.shift)],
+    [`${p}_lo`, scalar("float64", o.lo)],
+    [`${p}_hi`, scalar("float64", 127)],
+  ])
+  const nodes: Node[] = [node("ConvInteger", [x, `${p}_weight`], [`${p}_acc`], o.attrs, `${p}_conv`)]
+  let sum = `${p}_acc`
+  if (o.bias) {
+    constants.set(`${p}_bias`, fromArray("int32", [1, M, 1, 1], o.bias))
+    nodes.push(node("Add", [sum, `${p}_bias`], [`${p}_biased`], {}, `${p}_bias_add`))
+    sum = `${p}_biased`
+  }
+  nodes.push(
+    node("Cast", [sum], [`${p}_wide`], { to: { kind: "int", value: DOUBLE } }, `${p}_widen`),
+    node("Mul", [`${p}_wide`, `${p}_shift`], [`${p}_scaled`], {}, `${p}_scale`),
+    node("Floor", [`${p}_scaled`], [`${p}_floor`], {}, `${p}_shift_right`),
+    node("Clip", [`${p}_floor`, `${p}_lo`, `${p}_hi`], [`${p}_clip`], {}, `${p}_clip`),
+    node("Cast", [`${p}_clip`], [y], { to: { kind: "int", value: INT8 } }, `${p}_narrow`),
+  )
+  return { nodes, constants }
+}
+
+/** A residual add clipped to [lo, 127] in standard ONNX ops, int8 `a` + int8 `b` → int8 `y`. */
+export const vtaAddNodes = (p: string, a: string, b: string, y: string, lo: number): Built => ({
+  constants: new Map([[`${p}_lo`, scalar("int32", lo)], [`${p}_hi`, scalar("int32", 127)]]),
+  nodes: [
+    node("Cast", [a], [`${p}_a`], { to: { kind: "int", value: INT32 } }, `${p}_widen_a`),
+    node("Cast", [b], [`${p}_b`], { to: { kind: "int", value: INT32 } }, `${p}_widen_b`),
+    node("Add", [`${p}_a`, `${p}_b`], [`${p}_sum`], {}, `${p}_add`),
+    node("Clip", [`${p}_sum`, `${p}_lo`, `${p}_hi`], [`${p}_clip`], {}, `${p}_clip`),
+    node("Cast", [`${p}_clip`], [y], { to: { kind: "int", value: INT8 } }, `${p}_narrow`),
+  ],
+})
+
 /** The graph re-quantized for VTA, and what was converted. */
 export const vtaRequantizeWithReport = (g: Graph): { readonly graph: Graph; readonly report: VtaRequantizeReport } => {
   const { start, end } = offloadRegion(g)
@@ -169,34 +213,13 @@ export const vtaRequantizeWithReport = (g: Graph): { readonly graph: Graph; read
       const b2 = new Int32Array(M)
       for (let o = 0; o < M; o++) b2[o] = bq ? rint((Number(bq.data[o]) * c.params[0].scale * wsAt(o)) / (sa * 2 ** e)) : 0
       const attrs = Object.fromEntries(["kernel_shape", "pads", "strides", "dilations", "group", "auto_pad"].flatMap((k) => (n.attrs[k] ? [[k, n.attrs[k]!]] : [])))
-      const p = `${n.name}_vta`
-      const wName = konst(`${p}_weight`, fromArray("int8", w.shape, w2))
-      const bName = konst(`${p}_bias`, fromArray("int32", [1, M, 1, 1], b2))
-      const mName = konst(`${p}_shift`, scalar("float64", 2 ** e))
-      const loName = konst(`${p}_lo`, scalar("float64", lo))
-      const hiName = konst(`${p}_hi`, scalar("float64", 127))
-      nodes.push(
-        node("ConvInteger", [x, wName], [`${p}_acc`], attrs, `${p}_conv`),
-        node("Add", [`${p}_acc`, bName], [`${p}_biased`], {}, `${p}_bias_add`),
-        node("Cast", [`${p}_biased`], [`${p}_wide`], { to: { kind: "int", value: DOUBLE } }, `${p}_widen`),
-        node("Mul", [`${p}_wide`, mName], [`${p}_scaled`], {}, `${p}_scale`),
-        node("Floor", [`${p}_scaled`], [`${p}_floor`], {}, `${p}_shift_right`),
-        node("Clip", [`${p}_floor`, loName, hiName], [`${p}_clip`], {}, `${p}_clip`),
-        node("Cast", [`${p}_clip`], [vta(y)], { to: { kind: "int", value: INT8 } }, `${p}_narrow`),
-      )
+      const built = vtaConvNodes(`${n.name}_vta`, x, vta(y), { weights: fromArray("int8", w.shape, w2), bias: b2, shift: -e, lo, attrs })
+      built.constants.forEach((t, k) => konst(k, t))
+      nodes.push(...built.nodes)
     } else {
-      const a = enter(n.inputs[0])
-      const b = enter(n.inputs[3])
-      const p = `${n.name}_vta`
-      const loName = konst(`${p}_lo`, scalar("int32", lo))
-      const hiName = konst(`${p}_hi`, scalar("int32", 127))
-      nodes.push(
-        node("Cast", [a], [`${p}_a`], { to: { kind: "int", value: INT32 } }, `${p}_widen_a`),
-        node("Cast", [b], [`${p}_b`], { to: { kind: "int", value: INT32 } }, `${p}_widen_b`),
-        node("Add", [`${p}_a`, `${p}_b`], [`${p}_sum`], {}, `${p}_add`),
-        node("Clip", [`${p}_sum`, loName, hiName], [`${p}_clip`], {}, `${p}_clip`),
-        node("Cast", [`${p}_clip`], [vta(y)], { to: { kind: "int", value: INT8 } }, `${p}_narrow`),
-      )
+      const built = vtaAddNodes(`${n.name}_vta`, enter(n.inputs[0]), enter(n.inputs[3]), vta(y), lo)
+      built.constants.forEach((t, k) => konst(k, t))
+      nodes.push(...built.nodes)
     }
     // a value leaving the region: back to its int8 params for the CPU's readers
     if (readOutside.has(y)) {
