@@ -11,7 +11,8 @@ import { runGraph } from "../../src/ast/graph/evaluate.js"
 import { bindSync } from "../../src/ast/graph/infer.js"
 import { defaultVtaConfig, deriveVta } from "../../src/ast/vta/config.js"
 import { runPartitioned } from "../../src/device/vta/executor.js"
-import { compileVtaLayerBest, vtaFits } from "../../src/lowering/vta/layers.js"
+import { VtaScheduleError } from "../../src/lowering/vta/conv2d.js"
+import { compileVtaLayer, vtaFits } from "../../src/lowering/vta/layers.js"
 import { packActivation, packWeights, unpackActivation, unpackWeights } from "../../src/lowering/vta/pack.js"
 import { partitionForVta } from "../../src/rewrite/vta-partition.js"
 import { lawParams } from "../support.js"
@@ -23,14 +24,23 @@ describe("rewrite.VtaPartition", () => {
   it("a partitioned graph evaluates equal to the unpartitioned one", () => {
     fc.assert(
       fc.property(
-        fc.record({ c: fc.constantFrom(8, 16, 20, 32), h: fc.integer({ min: 3, max: 7 }), w: fc.integer({ min: 3, max: 7 }), blocks: fc.integer({ min: 1, max: 2 }), out: fc.constantFrom(16, 24), seed: fc.nat() }),
+        fc.record({ c: fc.constantFrom(8, 16, 20, 32), h: fc.integer({ min: 3, max: 7 }), w: fc.integer({ min: 3, max: 7 }), blocks: fc.integer({ min: 1, max: 2 }), out: fc.constantFrom(16, 24), vthreads: fc.constantFrom(1 as const, 2 as const), seed: fc.nat() }),
         (spec) => {
           const g = bindSync(vtaNet(spec), new Map())
           const input = vtaNetInput(spec)
           const want = runGraph(g, new Map([["input", input]]))[0]
           const part = partitionForVta(g, { fits: vtaFits(d) })
           expect(part.offloaded.length).toBe(3 * spec.blocks + 1)
-          const programs = new Map(part.offloaded.map((l) => [l.name, compileVtaLayerBest(d, l)] as const))
+          // the layers with the drawn virtual threads (one where no schedule for two fits)
+          const compile = (l: (typeof part.offloaded)[number]) => {
+            try {
+              return compileVtaLayer(d, l, spec.vthreads)
+            } catch (e) {
+              if (e instanceof VtaScheduleError) return compileVtaLayer(d, l, 1)
+              throw e
+            }
+          }
+          const programs = new Map(part.offloaded.map((l) => [l.name, compile(l)] as const))
           const got = runPartitioned(d, part.segments, ["output"], programs, (_, sg, feeds) => {
             const outs = runGraph(sg, feeds)
             return new Map(sg.outputs.map((o, k) => [o.name, outs[k]] as const))

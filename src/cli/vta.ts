@@ -38,8 +38,10 @@ export interface VtaPlan {
   readonly graph: Graph
   readonly requantize: VtaRequantizeReport
   readonly partition: VtaPartition
-  /** Each offloaded layer's program as run (two virtual threads where they fit). */
+  /** Each offloaded layer's program as run (one or two virtual threads, the fewer cycles). */
   readonly programs: ReadonlyMap<string, VtaLayerProgram>
+  /** Each layer's programs with one and two virtual threads (two when they fit) and their simulated statistics. */
+  readonly candidates: ReadonlyMap<string, readonly { readonly program: VtaLayerProgram; readonly stats: VtaStats }[]>
 }
 
 /** The graph side (pure): integer graph, requantized, bound, partitioned, VTA layers lowered. */
@@ -48,8 +50,22 @@ export const planVta = (graph: Graph, shapes: ReadonlyMap<string, readonly numbe
   const { graph: requantized, report } = vtaRequantizeWithReport(qdqToIntegerSync(graph))
   const bound = bindSync(requantized, shapes, { requireStatic: true })
   const partition = partitionForVta(bound, { fits: vtaFits(d), ...(options.force ? { force: options.force } : {}) })
-  const programs = new Map(partition.offloaded.map((l) => [l.name, compileVtaLayerBest(d, l)] as const))
-  return { d, graph: bound, requantize: report, partition, programs }
+  const candidates = new Map<string, { program: VtaLayerProgram; stats: VtaStats }[]>()
+  const programs = new Map(
+    partition.offloaded.map((l) => {
+      const seen: { program: VtaLayerProgram; stats: VtaStats }[] = []
+      candidates.set(l.name, seen)
+      const cycles = (p: VtaLayerProgram) => {
+        const stats = simulateLayer(d, p)
+        seen.push({ program: p, stats })
+        return stats.totalCycles
+      }
+      const best = compileVtaLayerBest(d, l, cycles)
+      if (seen.length === 0) seen.push({ program: best, stats: simulateLayer(d, best) })
+      return [l.name, best] as const
+    }),
+  )
+  return { d, graph: bound, requantize: report, partition, programs, candidates }
 }
 
 /** The c segments compiled (segment index → program). */
@@ -194,6 +210,8 @@ export interface VtaLayerReport {
   readonly kind: "conv" | "add"
   readonly shape: string
   readonly serial: { readonly insns: number; readonly stats: VtaStats; readonly schedule: string }
+  /** Two virtual threads, when a schedule for them fits. */
+  readonly latencyHiding?: { readonly insns: number; readonly stats: VtaStats; readonly schedule: string }
   readonly best: { readonly insns: number; readonly stats: VtaStats; readonly schedule: string }
 }
 
@@ -201,14 +219,18 @@ export interface VtaLayerReport {
 export const layerReports = (plan: VtaPlan): VtaLayerReport[] =>
   plan.partition.offloaded.map((l) => {
     const best = plan.programs.get(l.name)!
-    const serial = best.vthreads === 1 ? best : compileVtaLayer(plan.d, l, 1)
-    const sStats = simulateLayer(plan.d, serial)
+    const seen = plan.candidates.get(l.name) ?? []
+    const statsOf = (p: VtaLayerProgram) => seen.find((c) => c.program === p)?.stats ?? simulateLayer(plan.d, p)
+    const serial = seen.find((c) => c.program.vthreads === 1)?.program ?? compileVtaLayer(plan.d, l, 1)
+    const two = seen.find((c) => c.program.vthreads === 2)
+    const report = (p: VtaLayerProgram) => ({ insns: p.insns.length, stats: statsOf(p), schedule: p.schedule })
     return {
       name: l.name,
       kind: l.kind,
       shape: l.kind === "conv" ? `${l.c}x${l.h}x${l.w} k${l.kh} s${l.stride} -> ${l.m}x${l.oh}x${l.ow}` : `${l.c}x${l.h}x${l.w}`,
-      serial: { insns: serial.insns.length, stats: sStats, schedule: serial.schedule },
-      best: { insns: best.insns.length, stats: serial === best ? sStats : simulateLayer(plan.d, best), schedule: best.schedule },
+      serial: report(serial),
+      ...(two ? { latencyHiding: report(two.program) } : {}),
+      best: report(best),
     }
   })
 
@@ -232,11 +254,12 @@ export const inspectVta = Effect.fn("cli.vta.inspect")(function* (o: { readonly 
     `segments: ${plan.partition.segments.map((s) => (s.device === "c" ? `c(${s.graph.nodes.length} nodes)` : `vta(${s.layers.length} layers)`)).join(" → ")}`,
     ...plan.partition.kept.map((k) => `kept on c: ${k.node} (${k.op}): ${k.reason}`),
     "",
-    `${"#".padStart(3)}  ${"layer".padEnd(44)} ${"kind".padEnd(5)} ${"shape".padEnd(32)} ${"insns 1vt".padStart(9)} ${"cycles 1vt".padStart(11)} ${"util 1".padStart(7)} ${"insns".padStart(6)} ${"cycles".padStart(10)} ${"util".padStart(6)} ${"vt".padStart(3)}  inp/wgt/out/acc/uop KiB`,
+    `${"#".padStart(3)}  ${"layer".padEnd(44)} ${"kind".padEnd(5)} ${"shape".padEnd(32)} ${"insns 1vt".padStart(9)} ${"cycles 1vt".padStart(11)} ${"util 1vt".padStart(8)} ${"insns 2vt".padStart(9)} ${"cycles 2vt".padStart(11)} ${"util 2vt".padStart(8)} ${"run".padStart(4)}  inp/wgt/out/acc/uop KiB (as run)`,
     ...reports.map((r, k) => {
       const b = r.best.stats.bytes
       const vt = plan.programs.get(r.name)!.vthreads
-      return `${String(k).padStart(3)}  ${r.name.slice(0, 44).padEnd(44)} ${r.kind.padEnd(5)} ${r.shape.padEnd(32)} ${String(r.serial.insns).padStart(9)} ${String(r.serial.stats.totalCycles).padStart(11)} ${pct(r.serial.stats.utilization).padStart(7)} ${String(r.best.insns).padStart(6)} ${String(r.best.stats.totalCycles).padStart(10)} ${pct(r.best.stats.utilization).padStart(6)} ${String(vt).padStart(3)}  ${[b.inp, b.wgt, b.out, b.acc, b.uop].map(kib).join("/")}`
+      const two = r.latencyHiding
+      return `${String(k).padStart(3)}  ${r.name.slice(0, 44).padEnd(44)} ${r.kind.padEnd(5)} ${r.shape.padEnd(32)} ${String(r.serial.insns).padStart(9)} ${String(r.serial.stats.totalCycles).padStart(11)} ${pct(r.serial.stats.utilization).padStart(8)} ${String(two?.insns ?? "-").padStart(9)} ${String(two?.stats.totalCycles ?? "-").padStart(11)} ${(two ? pct(two.stats.utilization) : "-").padStart(8)} ${`${vt}vt`.padStart(4)}  ${[b.inp, b.wgt, b.out, b.acc, b.uop].map(kib).join("/")}`
     }),
     "",
     "copies between the CPU and VTA:",

@@ -79,14 +79,20 @@ export const vtaFits = (d: VtaDerived) => (l: VtaLayer): string | undefined => {
   }
 }
 
-/** The layer with two virtual threads when a schedule for them fits, else with one. */
-export const compileVtaLayerBest = (d: VtaDerived, l: VtaLayer, vthreads: 1 | 2 = 2): VtaLayerProgram => {
-  if (vthreads === 2 && l.kind === "conv") {
-    try {
-      return compileVtaLayer(d, l, 2)
-    } catch (e) {
-      if (!(e instanceof VtaScheduleError)) throw e
-    }
+/**
+ * The layer's program with one or two virtual threads, whichever `cycles` (the simulator's
+ * deterministic count) says is faster; one when no schedule for two fits. (Two halve every buffer:
+ * with the default tiles, a deep layer's weights then no longer stay resident, and two can lose.)
+ */
+export const compileVtaLayerBest = (d: VtaDerived, l: VtaLayer, cycles: (p: VtaLayerProgram) => number): VtaLayerProgram => {
+  const one = compileVtaLayer(d, l, 1)
+  if (l.kind !== "conv") return one
+  let two: VtaLayerProgram
+  try {
+    two = compileVtaLayer(d, l, 2)
+  } catch (e) {
+    if (!(e instanceof VtaScheduleError)) throw e
+    return one
   }
-  return compileVtaLayer(d, l, 1)
+  return cycles(two) < cycles(one) ? two : one
 }
