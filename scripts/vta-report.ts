@@ -5,6 +5,7 @@
 import { defaultVtaConfig, deriveVta } from "../src/ast/vta/config.js"
 import { runVtaSync } from "../src/device/vta/simulator.js"
 import { defaultConv2dSchedule, lowerConv2d, withTensors, type VtaConv2d } from "../src/lowering/vta/conv2d.js"
+import { networkReport } from "./vta-network.js"
 
 const d = deriveVta(defaultVtaConfig)
 const conv = (h: number, cin: number, cout: number, k: number, stride: number): VtaConv2d => ({ ci: cin / 16, co: cout / 16, h, w: h, kh: k, kw: k, stride, pad: k === 3 ? 1 : 0, shift: 8 })
@@ -48,3 +49,6 @@ for (const [name, x] of layers) {
 const mean = (k: 0 | 1) => (100 * utils.reduce((s, u) => s + u[k], 0)) / utils.length
 rows.push(`| mean | | | ${mean(0).toFixed(1)}% | | ${mean(1).toFixed(1)}% | | |`)
 console.log(rows.join("\n"))
+
+// The whole network on vta + c, the Amdahl picture (scripts/vta-network.ts)
+console.log((await networkReport()).join("\n"))

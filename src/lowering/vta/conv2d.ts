@@ -37,7 +37,17 @@ export interface VtaConv2d {
   readonly pad: number
   /** The requantize shift: out = clip(acc >> shift, 0, 127). */
   readonly shift: number
+  /**
+   * Optional epilogue of a graph's conv (issue 21's graph side, src/rewrite/vta-partition.ts): an
+   * int32 bias per output channel added before the shift (ALU ADD from bias rows loaded into the
+   * accumulator), and the clip's lower bound (0, the default, is ReLU; −128 is no ReLU).
+   */
+  readonly bias?: boolean
+  readonly clipLo?: number
 }
+
+/** The accumulator rows the bias takes beside `vthreads` tiles of `tileCo` channel blocks (none without bias). */
+const biasRowsOf = (x: VtaConv2d, tileCo: number, vthreads: number): number => (x.bias ? vthreads * tileCo : 0)
 
 export interface VtaConv2dSchedule {
   readonly tileOh: number
@@ -58,7 +68,7 @@ export const outSize = (x: VtaConv2d): { oh: number; ow: number } => ({
 })
 
 /** The TE of the layer: placeholders data and kernel, the int32 conv, the requantized int8 out. */
-export const conv2dTE = (d: VtaDerived, x: VtaConv2d): { data: Placeholder; kernel: Placeholder; pad: ComputeTensor; conv: ComputeTensor; out: ComputeTensor } => {
+export const conv2dTE = (d: VtaDerived, x: VtaConv2d): { data: Placeholder; kernel: Placeholder; bias?: Placeholder; pad: ComputeTensor; conv: ComputeTensor; out: ComputeTensor } => {
   const { oh, ow } = outSize(x)
   const BI = d.blockIn
   const BO = d.blockOut
@@ -85,9 +95,12 @@ export const conv2dTE = (d: VtaDerived, x: VtaConv2d): { data: Placeholder; kern
       ),
       [rci, rkh, rkw, ric],
     ), "int32")
-  const out = compute("out", [x.co, oh, ow, B, BO], (co, y, xx, b, oc) =>
-    cast("int8", min(max(floordiv(at(conv, co, y, xx, b, oc), c(2 ** x.shift, "int32")), c(0, "int32")), c(127, "int32"))), "int8")
-  return { data, kernel, pad, conv, out }
+  const bias = x.bias ? placeholder("bias", [x.co, BO], "int32") : undefined
+  const out = compute("out", [x.co, oh, ow, B, BO], (co, y, xx, b, oc) => {
+    const sum = bias ? add(at(conv, co, y, xx, b, oc), at(bias, co, oc)) : at(conv, co, y, xx, b, oc)
+    return cast("int8", min(max(floordiv(sum, c(2 ** x.shift, "int32")), c(x.clipLo ?? 0, "int32")), c(127, "int32")))
+  }, "int8")
+  return { data, kernel, ...(bias ? { bias } : {}), pad, conv, out }
 }
 
 export interface VtaConv2dProgram {
@@ -122,8 +135,9 @@ export const lowerConv2d = (d: VtaDerived, x: VtaConv2d, s: VtaConv2dSchedule): 
   const gemmUops = s.tileCo * x.ci * x.kh * x.kw
   need(V * inpSlot <= d.inpDepth, `a tile's input window is ${inpSlot} entries; ${V} of them exceed the input buffer's ${d.inpDepth}`)
   need(V * wgtSlot <= d.wgtDepth, `a tile's weights are ${wgtSlot} entries; ${V} of them exceed the weight buffer's ${d.wgtDepth}`)
-  need(V * accSlot <= d.accDepth, `a tile's accumulators are ${accSlot} entries; ${V} of them exceed the accumulator buffer's ${d.accDepth}`)
-  need(V * (gemmUops + 1) <= d.uopDepth, `${V * (gemmUops + 1)} micro-ops exceed the micro-op buffer's ${d.uopDepth}`)
+  const biasRows = biasRowsOf(x, s.tileCo, V)
+  need(V * accSlot + biasRows <= d.accDepth, `a tile's accumulators are ${accSlot} entries; ${V} of them${biasRows ? ` and ${biasRows} bias rows` : ""} exceed the accumulator buffer's ${d.accDepth}`)
+  need(V * (gemmUops + (x.bias ? 2 : 1)) <= d.uopDepth, `${V * (gemmUops + (x.bias ? 2 : 1))} micro-ops exceed the micro-op buffer's ${d.uopDepth}`)
   need(s.tileOh * OW < 2 ** 14, "a tile's rows × columns exceed the 14-bit loop count")
 
   const ohTiles = Math.ceil(OH / s.tileOh)
@@ -140,12 +154,16 @@ export const lowerConv2d = (d: VtaDerived, x: VtaConv2d, s: VtaConv2dSchedule): 
   }
   const epilogueUop = uops.length
   for (let v = 0; v < V; v++) uops.push({ dst: v * accSlot, src: 0, wgt: 0 })
+  // the bias epilogue's micro-ops: dst the slot's accumulators, src its bias rows (after every slot)
+  const biasUop = uops.length
+  if (x.bias) for (let v = 0; v < V; v++) uops.push({ dst: v * accSlot, src: V * accSlot + v * s.tileCo, wgt: 0 })
 
   const layout = layoutDram(d, [
     { name: "uop", kind: "uop", elems: uops.length },
     { name: "data", kind: "inp", elems: x.ci * x.h * x.w },
     { name: "kernel", kind: "wgt", elems: x.co * x.ci * x.kh * x.kw },
     { name: "out", kind: "out", elems: x.co * OH * OW },
+    ...(x.bias ? [{ name: "bias", kind: "acc" as const, elems: x.co }] : []),
   ])
   const R = (n: string) => layout.regions.get(n)!
   const dram = new Uint8Array(layout.bytes)
@@ -182,7 +200,12 @@ export const lowerConv2d = (d: VtaDerived, x: VtaConv2d, s: VtaConv2dSchedule): 
         iterOut: th, iterIn: OW, dstFactorOut: OW, dstFactorIn: 1, srcFactorOut: x.stride * colsIn, srcFactorIn: x.stride, wgtFactorOut: 0, wgtFactorIn: 0,
       })
       const aluInsn = (aluOp: VtaAluInsn["aluOp"], imm: number, deps: VtaDeps): VtaAluInsn => ({ op: "ALU", deps, reset: false, ...rows, aluOp, useImm: true, imm })
-      insns.push(aluInsn("SHR", x.shift, noDeps), aluInsn("MAX", 0, noDeps), aluInsn("MIN", 127, { ...noDeps, pushNext: true }))
+      if (x.bias) {
+        // the tile's bias rows (compute's own LOAD: only compute reads them), added row by row
+        insns.push(mem("LOAD", "acc", V * accSlot + v * s.tileCo, R("bias").base + cot * s.tileCo, 1, s.tileCo, s.tileCo, noDeps))
+        insns.push({ op: "ALU", deps: noDeps, reset: false, ...rows, uopBgn: biasUop + v, uopEnd: biasUop + v + 1, srcFactorOut: 1, srcFactorIn: 0, aluOp: "ADD", useImm: false, imm: 0 })
+      }
+      insns.push(aluInsn("SHR", x.shift, noDeps), aluInsn("MAX", x.clipLo ?? 0, noDeps), aluInsn("MIN", 127, { ...noDeps, pushNext: true }))
       // store: each output channel block's rows
       for (let col = 0; col < s.tileCo; col++) {
         const co = cot * s.tileCo + col
@@ -195,7 +218,7 @@ export const lowerConv2d = (d: VtaDerived, x: VtaConv2d, s: VtaConv2dSchedule): 
 }
 
 /** The program's DRAM with the data and kernel (int8, in the packed layouts) in place. */
-export const withTensors = (p: VtaConv2dProgram, data: ArrayLike<number>, kernel: ArrayLike<number>): Uint8Array => {
+export const withTensors = (p: VtaConv2dProgram, data: ArrayLike<number>, kernel: ArrayLike<number>, bias?: ArrayLike<number>): Uint8Array => {
   const dram = p.dram.slice()
   const put = (name: string, values: ArrayLike<number>) => {
     const at0 = p.layout.regions.get(name)!.byteOffset
@@ -203,6 +226,11 @@ export const withTensors = (p: VtaConv2dProgram, data: ArrayLike<number>, kernel
   }
   put("data", data)
   put("kernel", kernel)
+  if (bias) {
+    const r = p.layout.regions.get("bias")!
+    const view = new DataView(dram.buffer, dram.byteOffset, dram.byteLength)
+    for (let i = 0; i < bias.length; i++) view.setInt32(r.byteOffset + 4 * i, bias[i], true)
+  }
   return dram
 }
 
@@ -223,11 +251,12 @@ export const defaultConv2dSchedule = (d: VtaDerived, x: VtaConv2d, vthreads: 1 |
   const V = vthreads
   const colsIn = x.w + 2 * x.pad
   const divisors = Array.from({ length: x.co }, (_, k) => x.co - k).filter((n) => x.co % n === 0)
-  const tileCo = divisors.find((n) => V * n * x.ci * x.kh * x.kw <= d.wgtDepth && V * (n * x.ci * x.kh * x.kw + 1) <= d.uopDepth && V * n * OW <= d.accDepth) ?? 1
+  const extraUops = x.bias ? 2 : 1
+  const tileCo = divisors.find((n) => V * n * x.ci * x.kh * x.kw <= d.wgtDepth && V * (n * x.ci * x.kh * x.kw + extraUops) <= d.uopDepth && V * n * OW + biasRowsOf(x, n, V) <= d.accDepth) ?? 1
   let tileOh = 1
   for (let r = OH; r >= 1; r--) {
     const rows = (r - 1) * x.stride + x.kh
-    if (V * x.ci * rows * colsIn <= d.inpDepth && V * tileCo * r * OW <= d.accDepth && r * OW < 2 ** 14) {
+    if (V * x.ci * rows * colsIn <= d.inpDepth && V * tileCo * r * OW + biasRowsOf(x, tileCo, V) <= d.accDepth && r * OW < 2 ** 14) {
       tileOh = r
       break
     }
