@@ -13,7 +13,7 @@ import type { Config, Template } from "../../src/lowering/templates/template.js"
 import type { Tensor } from "../../src/ast/graph/tensor.js"
 import type * as S from "../../src/ast/schedule/schedule.js"
 import { matmulRegisterTile, matmulTemplate } from "../../src/lowering/templates/matmul.js"
-import { convRegisterTile, divisors } from "../../src/lowering/templates/common.js"
+import { convRegisterTile, divisors, GCC_FOLDED_POSITIONS } from "../../src/lowering/templates/common.js"
 import { innerReductionTemplate, reductionTemplate } from "../../src/lowering/templates/reduction.js"
 import { RF_PARTS_BY_DEFAULT } from "../../src/lowering/templates/rfactor.js"
 import { at, compute, type ComputeTensor } from "../../src/ast/te/tensor.js"
@@ -479,10 +479,11 @@ describe("the conv register tile (convRegisterTile)", () => {
           expect(chosen).toBeDefined()
           // FMAs a cycle at the block's width; a step of the tile: its FMAs over them, its loads
           // (a broadcast per position, or an input vector per FMA when depthwise, and a weight
-          // vector per block) over as many load ports, and the FMA latency
+          // vector per block, or per FMA where gcc folds them) over as many load ports, and the FMA latency
           const rate = o.fmaUnits * (o.lanes / block)
           const need = rate * o.fmaLatency
-          const loads = (x: { c: number; r: number; b: number; acc: number }) => (o.depthwise ? x.acc : x.c * x.r) + x.b
+          // (gcc folds the weights of two or more blocks into every FMA across at most GCC_FOLDED_POSITIONS positions)
+          const loads = (x: { c: number; r: number; b: number; acc: number }) => (o.depthwise ? x.acc : x.c * x.r) + (!o.depthwise && x.b > 1 && x.c * x.r <= GCC_FOLDED_POSITIONS ? x.acc : x.b)
           const share = (x: { c: number; r: number; b: number; acc: number }) => x.acc / rate / Math.max(x.acc / rate, loads(x) / rate, o.fmaLatency)
           // one row where a one-row tile holds half the accumulators the pipes want
           const oneRow = legal.some((x) => x.r === 1 && Math.min(x.acc, need) >= need / 2)
@@ -513,6 +514,11 @@ describe("the conv register tile (convRegisterTile)", () => {
     expect(convRegisterTile(zen4, 16, { cols: divisors(196, 16), blocks: divisors(4, 8) })).toEqual({ cols: 7, rows: 1, blocks: 2 })
     expect(convRegisterTile(zen4, 16, { cols: divisors(16, 16), blocks: divisors(32, 8) })).toEqual({ cols: 8, rows: 1, blocks: 2 })
     expect(convRegisterTile(zen4, 8, { cols: [1, 7], rows: [1, 7], blocks: [1, 5], blockCap: 9 })).toEqual({ cols: 7, rows: 1, blocks: 1 })
+    // few positions of several blocks: gcc folds every weight load into its FMA — MobileNetV2's
+    // 144 -> 24 projection at 56×56 in blocks of 8 (3 blocks) and EfficientNet-B0's 1×1 conv to 80
+    // channels at 14×14 (5 blocks) keep one block across 14 columns, not 4 × 3 or 2 × 5
+    expect(convRegisterTile(zen4, 8, { cols: divisors(56, 32), rows: divisors(56, 8), blocks: [1, 3] })).toEqual({ cols: 14, rows: 1, blocks: 1 })
+    expect(convRegisterTile(zen4, 16, { cols: divisors(14, 32), rows: divisors(14, 8), blocks: [1, 5] })).toEqual({ cols: 14, rows: 1, blocks: 1 })
     // AVX2 (16 registers, two pipes of latency 4): one block, 8 columns
     const avx2 = { vectorLanes: 8, cores: 1, vectorRegisters: 16, fmaUnits: 2, fmaLatency: 4 }
     expect(convRegisterTile(avx2, 8, { cols: divisors(56, 32), rows: divisors(56, 8), blocks: divisors(8, 8) })).toEqual({ cols: 8, rows: 1, blocks: 1 })
