@@ -105,23 +105,56 @@ export const MAX_TILE_ACCUMULATORS = 32
 export const accumulatorCap = (vectorRegisters: number): number => Math.min(MAX_TILE_ACCUMULATORS, Math.floor(vectorRegisters / 2))
 
 /**
+ * The share of the FMA pipes' peak a register tile of `acc` accumulators sustains, each reduction
+ * step issuing `loads` loads (a broadcast or a vector load each): a step takes the longest of its
+ * FMAs over the pipes (`rate` FMAs a cycle at this width), its loads over as many load ports (a
+ * vector FMA takes at most one memory operand, and a core feeds each FMA pipe one a cycle: Zen 4
+ * one 512-bit FMA and one 512-bit load, two of each at 256 bits; Skylake-X and Zen 5 two and two
+ * at 512), and the FMA latency (each accumulator is updated once a step: acc ≥ rate × latency
+ * hides it).
+ */
+export const tileFmaShare = (acc: number, loads: number, rate: number, latency: number): number => {
+  const fma = acc / rate
+  return fma / Math.max(fma, loads / rate, latency)
+}
+
+/**
+ * Positions at most across which gcc folds a block's weight vector into every FMA (a vector load
+ * each) rather than loading it into a register once: on Zen 4, 4 × 4 and 4 × 3 tiles' weight
+ * loads were all folded (16 vector loads for 16 FMAs a step: the Winograd products at 56×56 ran
+ * 0.78 ms against 0.72 for 7 × 2), 7 × 2 and 8 × 2 tiles' loaded once. A property of the compiler
+ * the c target emits for, like the 16-register rule below, not of the CPU.
+ */
+export const GCC_FOLDED_POSITIONS = 4
+
+/**
+ * Loads a reduction step of a register tile issues: an input element per position (broadcast,
+ * once for all blocks) and a weight vector per block — a vector per FMA where gcc folds the
+ * weights of two or more blocks into the FMAs (positions ≤ GCC_FOLDED_POSITIONS); `depthwise`: an
+ * input vector per FMA and a weight vector per block.
+ */
+export const tileLoads = (positions: number, blocks: number, depthwise: boolean): number =>
+  depthwise ? positions * blocks + blocks : positions + (blocks > 1 && positions <= GCC_FOLDED_POSITIONS ? positions * blocks : blocks)
+
+/**
  * A register tile of vector accumulators (one per position and channel block, each `block`
  * lanes) sized from the target record, as the matmul rule sizes its tile:
- * - accumulators at least the FMA pipes × their latency at this width (a block narrower than the
- *   target's vectors issues at least as many FMAs a cycle: units × latency × lanes / block), where
- *   the candidates allow;
  * - at most half the vector registers: gcc keeps the other half for the operands of the unrolled
  *   kernel taps it hoists (AVX2's 16 registers: 8 accumulators ran at 82–84% of peak in a 3×3
  *   conv's tile, 14 spilled to 45–55%);
- * - one row of positions where one row holds at least half the accumulators the pipes want: a row
- *   more is another input row's stream, and a strided conv's rows share no input (ResNet-18's 3×3
- *   stride-2 conv to 28×28 on Zen 4: 4 columns × 4 rows 1.15 ms, 7 columns × 2 blocks 1.04); rows
- *   fill a narrow image's tile;
- * - then the fewest bytes loaded per FMA: a step of the reduction loads one weight vector per block
- *   (block × 4 bytes, for every position) and one input element per position (4 bytes, broadcast
- *   to every block) — `depthwise`: an input vector per FMA, nothing shared across blocks. Wide
- *   columns of few blocks win: ResNet-18's stem on Zen 4 ran 8 columns × 2 blocks in 2.22 ms,
- *   4 × 4 in 2.62; its Winograd products 7 × 2 in 0.69 ms, 4 × 4 in 0.97 (16 accumulators each);
+ * - the largest share of the FMA pipes' peak (`tileFmaShare`): the FMA pipes at this width (a
+ *   block narrower than the target's vectors issues units × lanes / block FMAs a cycle), their
+ *   latency, and a step's loads over as many load ports (`tileLoads`: a broadcast per position, a
+ *   weight vector per block, or per FMA where gcc folds them). One block alone broadcasts once
+ *   for every FMA, a load more than the FMAs each step: ResNet-18's Winograd products on Zen 4 (one 512-bit FMA and load a cycle) ran
+ *   16 tiles × 1 block at 7×7 in 2.23 ms, 8 × 2 in 1.51, 4 × 4 in 1.71 (caches swept);
+ * - one row of positions where one row holds at least half the accumulators the pipes want
+ *   (rate × latency): a row more is another input row's stream, and a strided
+ *   conv's rows share no input (ResNet-18's 3×3 stride-2 conv to 28×28 on Zen 4: 4 columns × 4
+ *   rows 1.15 ms, 7 columns × 2 blocks 1.04); rows fill a narrow image's tile;
+ * - then the fewest bytes loaded per FMA (a weight vector of block × 4 bytes per block, 4 bytes
+ *   per position): wide columns of few blocks win — ResNet-18's stem on Zen 4 ran 8 columns × 2
+ *   blocks in 2.22 ms, 4 × 4 in 2.62;
  * - with 16 registers or fewer, one block: gcc kept one block's weight vector in a register but
  *   folded the loads of two or more blocks into every FMA (AVX2 on Zen 3: one block of 8 columns
  *   at 82–84% of peak, two blocks at 65–70%);
@@ -133,20 +166,24 @@ export const convRegisterTile = (target: ScheduleTarget, block: number, choices:
   const lanes = Math.max(1, target.vectorLanes)
   const registers = target.vectorRegisters ?? 16
   const width = Math.max(1, Math.min(block, lanes))
-  const need = (target.fmaUnits ?? 2) * (target.fmaLatency ?? 4) * Math.max(1, Math.floor(lanes / width))
+  // FMAs a cycle at the block's width, and their latency
+  const rate = (target.fmaUnits ?? 2) * Math.max(1, Math.floor(lanes / width))
+  const latency = target.fmaLatency ?? 4
   const cap = accumulatorCap(registers)
   // (16 registers or fewer: one block — with two, gcc reloaded the weights in every FMA)
   const blocks = choices.blocks.filter((b) => b <= (choices.blockCap ?? Infinity) && (registers > 16 || b === 1))
   const tiles = (blocks.length ? blocks : [1])
     .flatMap((b) => (choices.rows ?? [1]).flatMap((r) => choices.cols.map((c) => ({ cols: c, rows: r, blocks: b, acc: c * r * b }))))
     .filter((t) => t.acc <= cap || t.acc === 1)
+    .map((t) => ({ ...t, share: tileFmaShare(t.acc, tileLoads(t.cols * t.rows, t.blocks, depthwise), rate, latency) }))
   // one row where one row holds at least half the accumulators the pipes want
+  const need = rate * latency
   const oneRow = tiles.filter((t) => t.rows === 1)
   const pool = oneRow.some((t) => Math.min(t.acc, need) >= need / 2) ? oneRow : tiles
   let best: { cols: number; rows: number; blocks: number; score: number[] } | undefined
   for (const t of pool) {
     const bytes = (4 * width) / (t.cols * t.rows) + (depthwise ? 4 * width : 4 / t.blocks)
-    const score = [Math.min(t.acc, need), -bytes, -t.rows, t.cols]
+    const score = [t.share, -bytes, -t.rows, t.cols]
     if (!best || lexGreater(score, best.score)) best = { ...t, score }
   }
   return best ? { cols: best.cols, rows: best.rows, blocks: best.blocks } : { cols: 1, rows: 1, blocks: 1 }
