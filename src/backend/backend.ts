@@ -4,7 +4,7 @@
 // folder per stage: its schedule templates (src/lowering), its TIR pipeline, its emitter
 // (src/emit/<kind>), its device (src/device/<kind>); docs/architecture.md has the checklist.
 import { Data, type Effect, type Layer } from "effect"
-import type { CompileError } from "../device/errors.js"
+import type { CompileError, UnsafeCacheError } from "../device/errors.js"
 import type { GpuLimitError } from "../emit/cuda/verify.js"
 import type { CpuAttrs, Target, TargetKind } from "../ast/target.js"
 import type { Device } from "../device/device.js"
@@ -60,7 +60,7 @@ export interface Codegen<K extends TargetKind> {
    * What a toolchain here says of the artifact, when one is here (nvcc: each function's registers
    * and spills), for `tessera compile`'s manifest; the edge calls it (it may spawn a compiler).
    */
-  readonly buildReport?: (artifact: Artifact, target: Target<K>) => Effect.Effect<BuildReport, CompileError | GpuLimitError>
+  readonly buildReport?: (artifact: Artifact, target: Target<K>) => Effect.Effect<BuildReport, CompileError | GpuLimitError | UnsafeCacheError>
 }
 
 export interface Backend<K extends TargetKind> {
