@@ -300,11 +300,10 @@ describe.each(CASES)("int64 on every target: $name", (c) => {
       if (backend.unavailable() !== undefined) continue
       const target = backend.target(cpuAttrs(), 1)
       const program = await Effect.runPromise(compileGraph(c.graph, target))
-      // c computes int64 in int64_t: every group compiled; js and wasm compute int64 on the reference kernels
+      // c (int64_t / uint64_t) and js (BigInt) compute int64 and uint64 exactly: every group compiled
       const fallback = program.kernels.filter((k) => k.kind === "fallback").map((k) => (k.kind === "fallback" ? k.reason : ""))
-      const u64 = [...c.graph.inputs, ...c.graph.outputs].some((v) => v.type.dtype === "uint64")
-      if (kind === "c" && !u64) expect(fallback).toEqual([])
-      // (js, wasm: int64 arithmetic and uint64 on the reference kernels, moves and casts compiled)
+      if (backend.codegen?.exactInt64 && backend.codegen.exactUint64) expect(fallback).toEqual([])
+      // (elsewhere int64 arithmetic and uint64 on the reference kernels, moves and casts compiled)
       else if (c.graph.nodes.some((n) => !INT64_EXACT_IN_DOUBLE.has(n.op) && n.outputs.some((o) => /int64/.test(program.graph.valueTypes.get(o)?.dtype ?? ""))) && program.graph.nodes.length === c.graph.nodes.length)
         expect(fallback.length).toBeGreaterThan(0)
       executors.set(kind, await Effect.runPromise(loadProgram(program, target)))

@@ -53,6 +53,9 @@ export const portableBackends = (devices: PortableDevices): { readonly interp: B
         kernels: kernelEntries(program),
       }),
       device: () => devices.js,
+      // int64 / uint64 as BigInts in BigInt64Arrays / BigUint64Arrays (src/emit/js/expr.ts)
+      exactInt64: true,
+      exactUint64: true,
       renderCandidates: emitJsModule,
     },
   }

@@ -6,7 +6,8 @@
 // - int64 / uint64 are held in a Float64Array of the values — and where some value is not a double
 //   (2^53 + 1, 2^63 - 1), a tensor carries its exact values beside it (Tensor.exact, see int64.ts);
 //   the interpreter computes them exactly (ops/exact-int64.ts). The c target stores int64 as
-//   int64_t (its device hands those buffers as BigInt64Arrays: the `cArray` column).
+//   int64_t and uint64 as uint64_t (its device hands those buffers as BigInt64Arrays /
+//   BigUint64Arrays: the `cArray` column); the js and wasm devices do the same (`bigArray`).
 // - bool is a Uint8Array of 0/1.
 
 export const DTYPES = [
@@ -55,7 +56,7 @@ export interface DTypeInfo {
   /** The typed array our storage uses (float16 / bfloat16 as rounded float32, int64 / uint64 as double). */
   readonly array: ArrayCtor
   /** The C type of the c target's buffers and the FFI's pointers (our storage's, but int64's: int64_t). */
-  readonly c: "float" | "double" | "int8_t" | "int16_t" | "int32_t" | "int64_t" | "uint8_t" | "uint16_t" | "uint32_t"
+  readonly c: "float" | "double" | "int8_t" | "int16_t" | "int32_t" | "int64_t" | "uint8_t" | "uint16_t" | "uint32_t" | "uint64_t"
   /** The wasm target's access to that storage. */
   readonly wasm: WasmStorage
 }
@@ -75,7 +76,7 @@ export const DTYPE_INFO: { readonly [D in DType]: DTypeInfo } = {
   uint8: { bytes: 1, onnx: 2, array: Uint8Array, c: "uint8_t", wasm: { vclass: "i32", load: "i32.load8_u", store: "i32.store8", align: 0 } },
   uint16: { bytes: 2, onnx: 4, array: Uint16Array, c: "uint16_t", wasm: { vclass: "i32", load: "i32.load16_u", store: "i32.store16", align: 1 } },
   uint32: { bytes: 4, onnx: 12, array: Uint32Array, c: "uint32_t", wasm: { vclass: "i32", load: "i32.load", store: "i32.store", align: 2 } },
-  uint64: { bytes: 8, onnx: 13, array: Float64Array, c: "double", wasm: F64 },
+  uint64: { bytes: 8, onnx: 13, array: Float64Array, c: "uint64_t", wasm: F64 },
   bool: { bytes: 1, onnx: 9, array: Uint8Array, c: "uint8_t", wasm: { vclass: "i32", load: "i32.load8_u", store: "i32.store8", align: 0 } },
 }
 
@@ -96,12 +97,20 @@ export const isSigned = (d: DType): boolean =>
 
 export const allocate = (dtype: DType, n: number): TypedArray => new DTYPE_INFO[dtype].array(n)
 
-/** A device buffer's host array: our storage, or (the c device's int64_t buffers) a BigInt64Array. */
-export type DeviceArray = TypedArray | BigInt64Array
+/** A device buffer's host array: our storage, or (int64_t / uint64_t buffers) a BigInt64Array / BigUint64Array. */
+export type DeviceArray = TypedArray | BigInt64Array | BigUint64Array
 
-/** The array the c device's buffers of `d` are: int64 as int64_t (a BigInt64Array, every value exact), the rest our storage. */
-export const cArray = (d: DType): { new (n: number): DeviceArray; new (buffer: ArrayBuffer, offset: number, length: number): DeviceArray; readonly name: string } =>
-  (d === "int64" ? BigInt64Array : DTYPE_INFO[d].array) as unknown as { new (n: number): DeviceArray; new (buffer: ArrayBuffer, offset: number, length: number): DeviceArray; readonly name: string }
+/** Whether a device array holds BigInts (an int64_t or uint64_t buffer). */
+export const isBigArray = (a: unknown): a is BigInt64Array | BigUint64Array => a instanceof BigInt64Array || a instanceof BigUint64Array
+
+type DeviceArrayCtor = { new (n: number): DeviceArray; new (buffer: ArrayBuffer, offset: number, length: number): DeviceArray; readonly name: string }
+
+/** The array a device's buffers of `d` are where 64-bit integers are exact (c, js, wasm): int64 a BigInt64Array, uint64 a BigUint64Array, the rest our storage. */
+export const bigArray = (d: DType): DeviceArrayCtor =>
+  (d === "int64" ? BigInt64Array : d === "uint64" ? BigUint64Array : DTYPE_INFO[d].array) as unknown as DeviceArrayCtor
+
+/** The array the c device's buffers of `d` are: int64 as int64_t, uint64 as uint64_t (every value exact), the rest our storage. */
+export const cArray = bigArray
 
 /** Copies `src` into fresh storage for `dtype`, converting each value as ONNX Cast does. */
 export const fromNumbers = (dtype: DType, src: ArrayLike<number>): TypedArray => {
