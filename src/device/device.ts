@@ -117,6 +117,17 @@ export interface DeviceShape {
 /** The device the artifacts of a stage are loaded on: provided by a target's Layer (src/backend). */
 export class Device extends Context.Service<Device, DeviceShape>()("tessera/device/Device") {}
 
+/** `data` into `into`, converted where one holds BigInts and the other numbers (int64 / uint64: exact values and doubles, wrapped to the buffer's type). */
+export const copyDeviceArray = (into: DeviceArray, data: DeviceArray): void => {
+  if (isBigArray(into) === isBigArray(data)) return void into.set(data as never)
+  if (isBigArray(into))
+    for (let i = 0; i < data.length; i++) {
+      const x = data[i] as number
+      into[i] = Number.isFinite(x) ? BigInt(Math.trunc(x)) : 0n
+    }
+  else for (let i = 0; i < data.length; i++) into[i] = Number(data[i])
+}
+
 /** The aligned host memory a host-memory device reserves blocks in (c: 64-byte aligned for its vector loads). */
 export type HostReserve = (bytes: readonly number[]) => { readonly buffer: ArrayBuffer; readonly offsets: readonly number[] }
 
@@ -157,16 +168,7 @@ export const hostModule = (
     if (!fn) throw new DeviceRunError({ kernel: name, reason: `is not in this ${kind} module` })
     fn(...(args as unknown as never[]))
   }
-  /** `data` into `into`, converted where one holds BigInts and the other numbers (int64: exact values and doubles). */
-  const copy = (into: DeviceArray, data: DeviceArray) => {
-    if (isBigArray(into) === isBigArray(data)) return void into.set(data as never)
-    if (isBigArray(into))
-      for (let i = 0; i < data.length; i++) {
-        const x = data[i] as number
-        into[i] = Number.isFinite(x) ? BigInt(Math.trunc(x)) : 0n
-      }
-    else for (let i = 0; i < data.length; i++) into[i] = Number(data[i])
-  }
+  const copy = copyDeviceArray
   return {
     kind,
     kernels: new Set(kernels.keys()),

@@ -41,9 +41,9 @@ type ArrayCtor = { new (n: number): TypedArray; new (src: ArrayLike<number>): Ty
 
 /** A wasm load / store of a storage element, its natural alignment (log2) and the class its value computes in. */
 export interface WasmStorage {
-  readonly vclass: "i32" | "f32" | "f64"
-  readonly load: "f32.load" | "f64.load" | "i32.load" | "i32.load16_s" | "i32.load16_u" | "i32.load8_s" | "i32.load8_u"
-  readonly store: "f32.store" | "f64.store" | "i32.store" | "i32.store16" | "i32.store8"
+  readonly vclass: "i32" | "i64" | "f32" | "f64"
+  readonly load: "f32.load" | "f64.load" | "i32.load" | "i64.load" | "i32.load16_s" | "i32.load16_u" | "i32.load8_s" | "i32.load8_u"
+  readonly store: "f32.store" | "f64.store" | "i32.store" | "i64.store" | "i32.store16" | "i32.store8"
   readonly align: number
 }
 
@@ -63,6 +63,8 @@ export interface DTypeInfo {
 
 const F32: WasmStorage = { vclass: "f32", load: "f32.load", store: "f32.store", align: 2 }
 const F64: WasmStorage = { vclass: "f64", load: "f64.load", store: "f64.store", align: 3 }
+/** int64 / uint64 in wasm memory: their exact 64 bits (the wasm device's BigInt64Array / BigUint64Array views). */
+const I64: WasmStorage = { vclass: "i64", load: "i64.load", store: "i64.store", align: 3 }
 
 export const DTYPE_INFO: { readonly [D in DType]: DTypeInfo } = {
   float32: { bytes: 4, onnx: 1, array: Float32Array, c: "float", wasm: F32 },
@@ -72,11 +74,11 @@ export const DTYPE_INFO: { readonly [D in DType]: DTypeInfo } = {
   int8: { bytes: 1, onnx: 3, array: Int8Array, c: "int8_t", wasm: { vclass: "i32", load: "i32.load8_s", store: "i32.store8", align: 0 } },
   int16: { bytes: 2, onnx: 5, array: Int16Array, c: "int16_t", wasm: { vclass: "i32", load: "i32.load16_s", store: "i32.store16", align: 1 } },
   int32: { bytes: 4, onnx: 6, array: Int32Array, c: "int32_t", wasm: { vclass: "i32", load: "i32.load", store: "i32.store", align: 2 } },
-  int64: { bytes: 8, onnx: 7, array: Float64Array, c: "int64_t", wasm: F64 },
+  int64: { bytes: 8, onnx: 7, array: Float64Array, c: "int64_t", wasm: I64 },
   uint8: { bytes: 1, onnx: 2, array: Uint8Array, c: "uint8_t", wasm: { vclass: "i32", load: "i32.load8_u", store: "i32.store8", align: 0 } },
   uint16: { bytes: 2, onnx: 4, array: Uint16Array, c: "uint16_t", wasm: { vclass: "i32", load: "i32.load16_u", store: "i32.store16", align: 1 } },
   uint32: { bytes: 4, onnx: 12, array: Uint32Array, c: "uint32_t", wasm: { vclass: "i32", load: "i32.load", store: "i32.store", align: 2 } },
-  uint64: { bytes: 8, onnx: 13, array: Float64Array, c: "uint64_t", wasm: F64 },
+  uint64: { bytes: 8, onnx: 13, array: Float64Array, c: "uint64_t", wasm: I64 },
   bool: { bytes: 1, onnx: 9, array: Uint8Array, c: "uint8_t", wasm: { vclass: "i32", load: "i32.load8_u", store: "i32.store8", align: 0 } },
 }
 
