@@ -39,10 +39,11 @@ const fnum = (x: number): string => {
 export const constC = (value: number, dtype: DType): string => {
   const cls = valueClass(dtype)
   if (cls === "u64") {
-    // (NaN as 0, as the conversion makes it; at or past the type's bounds, its bounds: Max / Min reductions start from them)
+    // (NaN as 0, as the conversion makes it; at or past 2^64, the type's bound, which Min reductions
+    // start from; a negative one wrapped, as Sub's rewrite to a + b · -1 needs: -1 is 2^64 - 1)
     const t = Number.isNaN(value) ? 0 : Math.trunc(value)
     if (t >= 2 ** 64) return "UINT64_MAX"
-    if (t <= 0) return "UINT64_C(0)"
+    if (t < 0) return `((uint64_t)${constC(t, "int64")})`
     return Number.isSafeInteger(t) ? `UINT64_C(${t})` : `((uint64_t)${fnum(t)})`
   }
   if (cls === "int") {

@@ -74,10 +74,10 @@ export const castJs = (dtype: DType, e: string): string => {
   }
 }
 
-/** A BigInt literal of `value` in int64 / uint64: truncated, NaN as 0, clamped to the type's bounds (Max / Min reductions start from them). */
+/** A BigInt literal of `value` in int64 / uint64: truncated, NaN as 0, at or past the type's bounds its bounds (Max / Min reductions start from them); a negative uint64 one wrapped (Sub's a + b · -1). */
 const bigLit = (value: number, d: "int64" | "uint64"): string => {
   const t = Number.isNaN(value) ? 0 : Math.trunc(value)
-  if (d === "uint64") return t >= 2 ** 64 ? "18446744073709551615n" : t <= 0 ? "0n" : `${BigInt(t)}n`
+  if (d === "uint64") return t >= 2 ** 64 ? "18446744073709551615n" : t < 0 ? `${BigInt.asUintN(64, BigInt(bigLit(t, "int64").slice(0, -1)))}n` : `${BigInt(t)}n`
   return t >= 2 ** 63 ? "9223372036854775807n" : t <= -(2 ** 63) ? "-9223372036854775808n" : `${BigInt(t)}n`
 }
 

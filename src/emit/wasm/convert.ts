@@ -16,11 +16,11 @@ const i64Imm = (value: number): number => (Number.isNaN(value) ? 0 : Math.trunc(
 export const emitConst = (fb: FnBuilder, value: number, vt: VT): void =>
   fb.op(constOp(vt), vt === "i32" ? value | 0 : vt === "i64" ? i64Imm(value) : vt === "f32" ? Math.fround(value) : value)
 
-/** A constant of `dtype` in its value class; a uint64 one past 2^63 as its bits read signed (2^64 and past: all ones, the type's bound). */
+/** A constant of `dtype` in its value class; a uint64 one past 2^63 as its bits read signed (2^64 and past: all ones, the type's bound; a negative one wrapped: the same bits). */
 export const emitConstOf = (fb: FnBuilder, value: number, dtype: DType): void => {
   if (dtype === "uint64") {
     const t = i64Imm(value)
-    return emitConst(fb, t <= 0 ? 0 : t >= 2 ** 64 ? -1 : t >= 2 ** 63 ? t - 2 ** 64 : t, "i64")
+    return emitConst(fb, t >= 2 ** 64 ? -1 : t >= 2 ** 63 ? t - 2 ** 64 : t, "i64")
   }
   emitConst(fb, value, VCLASS[dtype])
 }
