@@ -11,6 +11,7 @@ import { Effect } from "effect"
 import { cacheRoot } from "../cache-root.js"
 import { buildFolderPrefix, cacheBudget, cached, cubinReport, evict, privateDir, publish, removeStaleTemps, type CacheBudget } from "../c/cache-store.js"
 import { CompileError, UnsafeCacheError } from "../errors.js"
+import { runInGroup } from "../process-group.js"
 
 /** nvcc's path: $CUDA_HOME/bin/nvcc when it runs ($CUDA_HOME unset: the toolkit's default, /usr/local/cuda), else nvcc on PATH; undefined when neither runs. */
 export const findNvcc = (): string | undefined => {
@@ -100,19 +101,21 @@ export const buildCubin = (nvcc: string, source: string, arch: string, config: C
     const command = `${nvcc} ${args(out, cu).join(" ")}`
     const stderr = yield* Effect.gen(function* () {
       yield* Effect.try({ try: () => fs.writeFileSync(cu, source), catch: (e) => new CompileError({ command, reason: `cannot write the source: ${String(e)}`, stderr: "" }) })
-      const r = spawnSync(nvcc, args(out, cu), { encoding: "utf8", maxBuffer: 64 * 1024 * 1024 })
-      if (r.status !== 0) return yield* new CompileError({ command, reason: r.error ? r.error.message : `exit ${r.status}`, stderr: (r.stderr ?? "").slice(-4000) })
+      // (asynchronously, in a process group of its own: a stop request kills it whole, where a
+      // spawnSync held the thread until nvcc ended — tune --target cuda outlived its SIGTERM)
+      const r = yield* runInGroup(nvcc, args(out, cu))
+      if (r.spawnError !== undefined || r.code !== 0) return yield* new CompileError({ command, reason: r.spawnError ?? `exit ${r.code}`, stderr: r.stderr.slice(-4000) })
       yield* Effect.try({
         try: () => {
           const text = path.join(tmp, "ptxas.txt")
-          fs.writeFileSync(text, r.stderr ?? "")
+          fs.writeFileSync(text, r.stderr)
           // the report first: a cubin is used only with its report beside it
           publish(text, report)
           publish(out, cubin)
         },
         catch: (e) => new CompileError({ command, reason: `cannot move the cubin into the cache: ${String(e)}`, stderr: "" }),
       })
-      return r.stderr ?? ""
+      return r.stderr
     }).pipe(Effect.ensuring(Effect.sync(() => fs.rmSync(tmp, { recursive: true, force: true }))))
     yield* evict(dir, [dir], config.budget, [cubin])
     return { functions: parsePtxas(stderr), cached: false, cubin }
