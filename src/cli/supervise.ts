@@ -26,8 +26,8 @@ const EXIT_CODE: Readonly<Record<number, number>> = { [SIGINT]: 130, [SIGTERM]: 
 /** How long the work has to reach a check after a stop request before it is ended. */
 const GRACE_MS = 800
 
-/** How long an ended worker may take to stop before the process ends without waiting for it. */
-const HARD_EXIT_MS = 200
+/** How long an ended worker may take to stop (its heap torn down, on a loaded machine hundreds of ms) before the process ends without waiting for it. */
+const HARD_EXIT_MS = 600
 
 /** Ends this process now, without waiting for a worker stuck in a native call: the signal's default action (SIGKILL for a deadline). */
 const hardExit = (why: number): void => {
