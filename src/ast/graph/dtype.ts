@@ -53,9 +53,9 @@ export interface DTypeInfo {
   readonly bytes: number
   /** ONNX TensorProto.DataType. */
   readonly onnx: number
-  /** The typed array our storage uses (float16 / bfloat16 as rounded float32, int64 / uint64 as double). */
+  /** The typed array our storage uses (float16 / bfloat16 as rounded float32, int64 / uint64 as double; the devices of c, js and wasm hold them as BigInt arrays: `bigArray`). */
   readonly array: ArrayCtor
-  /** The C type of the c target's buffers and the FFI's pointers (our storage's, but int64's: int64_t). */
+  /** The C type of the c target's buffers and the FFI's pointers (our storage's, but int64's and uint64's: int64_t, uint64_t). */
   readonly c: "float" | "double" | "int8_t" | "int16_t" | "int32_t" | "int64_t" | "uint8_t" | "uint16_t" | "uint32_t" | "uint64_t"
   /** The wasm target's access to that storage. */
   readonly wasm: WasmStorage
