@@ -8,11 +8,12 @@
 // prints the line itself. A second signal ends it at once. Ending it: the worker is terminated and
 // the process exits once it has ended; a worker inside a native call (a driver call, a synchronous
 // child process) is not ended until that call returns — and process.exit waits for it — so if it
-// has not ended within HARD_EXIT_MS the process ends by the signal itself, its default action
-// (the shell sees the same 128 + signal), or by SIGKILL for a --deadline.
+// has not ended within HARD_EXIT_MS the process ends at once with the same exit code (libc's
+// _exit, which waits for no thread).
 import * as fs from "node:fs"
 import { isMainThread, parentPort, Worker, workerData } from "node:worker_threads"
 import type { Interrupt } from "../ast/graph/errors.js"
+import { exitNow } from "../device/exit-now.js"
 import { printable } from "./printable.js"
 
 /** Flag values: why the work is asked to stop. */
@@ -29,13 +30,9 @@ const GRACE_MS = 800
 /** How long an ended worker may take to stop (its heap torn down, on a loaded machine hundreds of ms) before the process ends without waiting for it. */
 const HARD_EXIT_MS = 600
 
-/** Ends this process now, without waiting for a worker stuck in a native call: the signal's default action (SIGKILL for a deadline). */
+/** Ends this process now with the stop's exit code, without waiting for a worker stuck in a native call (libc's _exit: src/device/exit-now.ts). */
 const hardExit = (why: number): void => {
-  const signal = why === SIGINT ? "SIGINT" : why === SIGTERM ? "SIGTERM" : "SIGKILL"
-  // no listener left: Node gives the signal back its default action (termination)
-  process.removeAllListeners("SIGINT")
-  process.removeAllListeners("SIGTERM")
-  process.kill(process.pid, signal)
+  exitNow(EXIT_CODE[why])
 }
 
 /** A duration: `30s`, `500ms`, `2m`, `1.5h`, or a plain number of seconds; undefined if it is not one. */
