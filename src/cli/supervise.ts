@@ -1,4 +1,4 @@
-// Stopping long work: `tessera run`, `compile`, `bench`, `tune` and `inspect` do their work on a worker thread while
+// Stopping long work: `tessera run`, `compile`, `bench`, `tune`, `inspect` and `quantize` do their work on a worker thread while
 // the main thread owns the signals and the clock. Synchronous work (a pass, a lowering, a run of
 // the interpreter) cannot see a signal handler run on its own thread, so the main thread answers
 // SIGINT / SIGTERM / the --deadline by setting a flag in shared memory; the stages read that flag,
@@ -98,7 +98,7 @@ export const writeStdioDirectly = (): void => {
 export const announceStarted = (): void => parentPort?.postMessage("started")
 
 /** Commands whose work runs under the supervisor. */
-export const SUPERVISED_COMMANDS: ReadonlySet<string> = new Set(["run", "compile", "bench", "tune", "inspect"])
+export const SUPERVISED_COMMANDS: ReadonlySet<string> = new Set(["run", "compile", "bench", "tune", "inspect", "quantize"])
 
 /**
  * The main thread of a supervised command: starts `script` as a worker with the same arguments,
