@@ -2,7 +2,7 @@
 // not), many random cases batched into one translation unit per gcc run (a graph of disjoint
 // components; a list of PrimFuncs), and calling a built kernel on named tensors.
 import { Effect } from "effect"
-import { allocate, type DeviceArray } from "../src/ast/graph/dtype.js"
+import { allocate, isBigArray, type DeviceArray } from "../src/ast/graph/dtype.js"
 import type { GraphCase } from "../src/ast/graph/arbitrary.js"
 import { makeGraph, type AttrValue, type Graph } from "../src/ast/graph/graph.js"
 import { exactValues, sizeOf, stridesOf, tensor, wideTensor, type Tensor } from "../src/ast/graph/tensor.js"
@@ -62,11 +62,11 @@ const offsets = (p: Buffer): number[] => {
 
 /** Calls a kernel on named tensors: inputs copied into fresh storage, everything else poisoned (0xff bytes) first; every param read back. */
 export const callKernel = (k: CKernel, f: PrimFunc, inputs: ReadonlyMap<string, Tensor>): Map<string, Tensor> => {
-  // (int64 params are int64_t: BigInt64Arrays of the tensors' exact values)
+  // (int64 / uint64 params are int64_t / uint64_t: BigInt64Arrays / BigUint64Arrays of the tensors' exact values)
   const arrays = f.params.map((p): DeviceArray => {
     const t = inputs.get(p.name)
-    if (p.dtype === "int64") {
-      const a = new BigInt64Array(storageElements(p))
+    if (p.dtype === "int64" || p.dtype === "uint64") {
+      const a = p.dtype === "uint64" ? new BigUint64Array(storageElements(p)) : new BigInt64Array(storageElements(p))
       if (t) {
         const v = exactValues(t)
         offsets(p).forEach((off, i) => (a[off] = v[i]))
@@ -83,10 +83,10 @@ export const callKernel = (k: CKernel, f: PrimFunc, inputs: ReadonlyMap<string, 
     f.params.map((p, j) => {
       const shape = p.view?.shape ?? p.shape
       const a = arrays[j]
-      if (a instanceof BigInt64Array) {
-        const big = new BigInt64Array(sizeOf(shape))
+      if (isBigArray(a)) {
+        const big = a instanceof BigUint64Array ? new BigUint64Array(sizeOf(shape)) : new BigInt64Array(sizeOf(shape))
         offsets(p).forEach((off, i) => (big[i] = a[off]))
-        return [p.name, wideTensor("int64", shape, big)] as const
+        return [p.name, wideTensor(a instanceof BigUint64Array ? "uint64" : "int64", shape, big)] as const
       }
       const data = allocate(p.dtype, sizeOf(shape))
       offsets(p).forEach((off, i) => (data[i] = a[off]))

@@ -21,6 +21,8 @@ import { paramsOf } from "../src/ast/tir/analysis.js"
 import { buildC, buildCUnits, compilerAvailable, defaultCBuildConfig, type CBuildConfig } from "../src/device/c/build.js"
 import { cached, evict, hashFile, intact } from "../src/device/c/cache-store.js"
 import { lockFile } from "../src/device/file-lock.js"
+import { cacheRoot } from "../src/device/cache-root.js"
+import { defaultCubinCache } from "../src/device/cuda/nvcc.js"
 import { loadC } from "../src/device/c/load.js"
 import { emitC } from "../src/emit/c/emit.js"
 import { assertAllClose } from "../laws/support.js"
@@ -141,6 +143,26 @@ describe("c device: a library that hashes right but will not load", () => {
 
 describe("c build cache: a folder of this user's alone", () => {
   const unsafe = async (dir: string) => Effect.runPromise(Effect.flip(buildCUnits(units(), configIn(dir))))
+
+  it("is the user's ($TESSERA_CACHE_DIR, else $XDG_CACHE_HOME/tessera, else ~/.cache/tessera), never a fixed shared path (it was os.tmpdir()/tessera-c)", () => {
+    const saved = { t: process.env.TESSERA_CACHE_DIR, x: process.env.XDG_CACHE_HOME }
+    const restore = (k: "TESSERA_CACHE_DIR" | "XDG_CACHE_HOME", v: string | undefined) => (v === undefined ? delete process.env[k] : (process.env[k] = v))
+    try {
+      delete process.env.TESSERA_CACHE_DIR
+      delete process.env.XDG_CACHE_HOME
+      expect(cacheRoot()).toBe(path.join(os.homedir(), ".cache", "tessera"))
+      process.env.XDG_CACHE_HOME = "/xdg"
+      expect(cacheRoot()).toBe(path.join("/xdg", "tessera"))
+      process.env.TESSERA_CACHE_DIR = "/mine"
+      expect(cacheRoot()).toBe("/mine")
+      // the c and cuda caches live in it
+      expect(defaultCBuildConfig().cacheDir).toBe(path.join("/mine", "c"))
+      expect(defaultCubinCache().cacheDir).toBe(path.join("/mine", "cuda"))
+    } finally {
+      restore("TESSERA_CACHE_DIR", saved.t)
+      restore("XDG_CACHE_HOME", saved.x)
+    }
+  })
 
   it("is made mode 0700", async () => {
     const dir = path.join(freshDir(), "new", "c")

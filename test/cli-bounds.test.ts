@@ -208,6 +208,27 @@ describe("external data that is not a regular file", () => {
     expect(err).toMatchObject({ _tag: "DecodeError" })
     expect((err as Error).message).toBe("cannot decode external data 'weights.bin': is a FIFO (named pipe), not a regular file; external data must be a regular file inside the model's folder")
   }, 2000)
+
+  it("a symbolic link that leads out of the model's folder is refused; one to a regular file inside it is read", () => {
+    const outside = fs.mkdtempSync(path.join(tmp, "outside-"))
+    fs.writeFileSync(path.join(outside, "secret.bin"), Buffer.from(new Float32Array([7, 8]).buffer))
+    const dir = fs.mkdtempSync(path.join(tmp, "links-"))
+    fs.symlinkSync(path.join(outside, "secret.bin"), path.join(dir, "weights.bin"))
+    const model = (location: string) =>
+      modelBytes({
+        inputs: [valueInfo("x", "float32", [2])],
+        outputs: [valueInfo("y", "float32", [4])],
+        initializers: [{ ...rawInitializer("w", [2n]), dataLocation: 1, externalData: [{ $typeName: "onnx.StringStringEntryProto", key: "location", value: location }] }],
+        nodes: [{ op: "Concat", inputs: ["x", "w"], outputs: ["y"], attrs: [] }],
+      })
+    fs.writeFileSync(path.join(dir, "m.onnx"), model("weights.bin"))
+    expect(() => readModelSync(path.join(dir, "m.onnx"))).toThrow(expect.objectContaining({ _tag: "DecodeError", message: expect.stringMatching(/links outside the model's folder/) }))
+    // a link inside the folder to a regular file inside it is followed at the check, and read
+    fs.writeFileSync(path.join(dir, "real.bin"), Buffer.from(new Float32Array([3, 4]).buffer))
+    fs.symlinkSync("real.bin", path.join(dir, "inside.bin"))
+    fs.writeFileSync(path.join(dir, "m2.onnx"), model("inside.bin"))
+    expect([...readModelSync(path.join(dir, "m2.onnx")).initializers.get("w")!.data]).toEqual([3, 4])
+  }, 2000)
 })
 
 describe("inspect's text output", () => {

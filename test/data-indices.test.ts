@@ -191,3 +191,43 @@ describe.each(CASES)("indices from data: $name", (c) => {
     expect(errors).toBeGreaterThan(0)
   })
 })
+
+describe("indices from data in ops that are never compiled (ScatterND, ScatterElements: their reference kernels)", () => {
+  const scatter = (op: "ScatterND" | "ScatterElements"): Graph =>
+    makeGraph({
+      opset: 13,
+      inputs: [io("x", "float32", [4, 3]), io("i", "int64", op === "ScatterND" ? [2, 1] : [2, 3]), io("u", "float32", [2, 3])],
+      outputs: [io("y", "float32", [4, 3])],
+      nodes: [node(op, ["x", "i", "u"], ["r"], op === "ScatterElements" ? { axis: attr.int(0) } : {}, "sc"), node("Relu", ["r"], ["y"])],
+    })
+  it.each(["ScatterND", "ScatterElements"] as const)("%s: an index out of range (4, -5, 2^32 + 1, 1e9) is the interpreter's typed error on every target, naming the node; one in range its answer", async (op) => {
+    const g = scatter(op)
+    const feedsWith = (bad: number) => {
+      const shape = op === "ScatterND" ? [2, 1] : [2, 3]
+      const n = shape.reduce((a, b) => a * b, 1)
+      return new Map([
+        ["x", f32([4, 3])],
+        ["i", tensor("int64", shape, Float64Array.from({ length: n }, (_, k) => (k === n - 1 ? bad : 0)))],
+        ["u", f32([2, 3])],
+      ])
+    }
+    for (const kind of TARGETS) {
+      const backend = backendOf(kind)
+      if (backend.unavailable() !== undefined) continue
+      const target = backend.target(cpuAttrs(), 1)
+      const exec = await Effect.runPromise(loadProgram(await Effect.runPromise(compileGraph(g, target)), target))
+      try {
+        for (const bad of [4, -5, 2 ** 32 + 1, 1e9]) {
+          const want = outcome(() => runGraph(g, feedsWith(bad))[0])
+          const got = outcome(() => exec.run(feedsWith(bad)).get("y")!)
+          expect("error" in want && want.error, `${kind} ${bad}`).toMatchObject({ tag: "NodeError", node: "sc" })
+          expect("error" in got && got.error, `${kind} ${bad}`).toMatchObject({ tag: "NodeError", node: "sc" })
+        }
+        const ok = feedsWith(3)
+        assertAllClose([exec.run(ok).get("y")!], [runGraph(g, ok)[0]], 1e-6, 1e-7)
+      } finally {
+        exec.module.close()
+      }
+    }
+  }, 60_000)
+})

@@ -13,8 +13,9 @@ import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
 import { arbScheduledCase, COMPUTE_FAMILIES } from "../src/ast/te/arbitrary.js"
 import { evaluateTE } from "../src/ast/te/evaluate.js"
-import { allocate, type DType } from "../src/ast/graph/dtype.js"
-import { fromArray, sizeOf, type Tensor } from "../src/ast/graph/tensor.js"
+import { allocate, type DType, type TypedArray } from "../src/ast/graph/dtype.js"
+import { allocateBig } from "../src/ast/graph/int64.js"
+import { exactValues, fromArray, sizeOf, wideTensor, type Tensor } from "../src/ast/graph/tensor.js"
 import { add, bin, c, call, cast, floordiv, floormod, lt, mapExpr, mul, read, select, v, type BinOp, type Expr, type Intrinsic } from "../src/ast/te/expr.js"
 import { mapStmt, type PrimFunc, type Stmt } from "../src/ast/tir/tir.js"
 import { evaluatePrimFunc } from "../src/ast/tir/evaluate.js"
@@ -33,12 +34,21 @@ const emitError = (reason: RegExp, kernel?: string) => expect.objectContaining({
 
 /** Runs a loaded kernel on named tensors: params in order, outputs allocated. */
 const callKernel = (fn: KernelFn, f: PrimFunc, inputs: ReadonlyMap<string, Tensor>): Map<string, Tensor> => {
+  // (int64 / uint64 as BigInt64Arrays / BigUint64Arrays of their exact values: the module's i64)
   const arrays = f.params.map((p) => {
     const shape = p.view?.shape ?? p.shape
-    return inputs.get(p.name)?.data.slice() ?? allocate(p.dtype, sizeOf(shape))
+    const t = inputs.get(p.name)
+    if (p.dtype === "int64" || p.dtype === "uint64") return t ? exactValues(t).slice() : allocateBig(p.dtype, sizeOf(shape))
+    return t?.data.slice() ?? allocate(p.dtype, sizeOf(shape))
   })
-  fn(...arrays)
-  return new Map(f.params.map((p, k) => [p.name, { dtype: p.dtype, shape: p.view?.shape ?? p.shape, data: arrays[k] }] as const))
+  fn(...(arrays as TypedArray[]))
+  return new Map(
+    f.params.map((p, k) => {
+      const shape = p.view?.shape ?? p.shape
+      const a = arrays[k]
+      return [p.name, a instanceof BigInt64Array || a instanceof BigUint64Array ? wideTensor(p.dtype as "int64" | "uint64", shape, a) : { dtype: p.dtype, shape, data: a }] as const
+    }),
+  )
 }
 
 const lowerCase = (schedule: Parameters<typeof lowerSync>[0]) => runTirSync(cpuTirPipeline(), lowerSync(schedule))

@@ -146,6 +146,18 @@ const CASES: Case[] = [
     want: [0n, 2n ** 63n + 6n, 2n ** 53n + 2n],
   },
   {
+    // BitwiseNot of uint64 compiles (as -x - 1, wrapping); Cast of a negative int64 to uint64 wraps
+    name: "uint64 BitwiseNot, and Cast int64 → uint64 of negative values",
+    graph: makeGraph({
+      opset: 18,
+      inputs: [io("x", "uint64", [3]), io("s", "int64", [3])],
+      outputs: [io("y", "uint64", [3]), io("z", "uint64", [3])],
+      nodes: [node("BitwiseNot", ["x"], ["y"]), node("Cast", ["s"], ["z"], { to: attr.int(13) })],
+    }),
+    feeds: new Map([["x", wideTensor("uint64", [3], BigUint64Array.from([2n ** 64n - 1n, 2n ** 53n + 1n, 0n]))], ["s", i64([3], [-1n, -(2n ** 63n), 2n ** 62n + 7n])]]),
+    want: [0n, 2n ** 64n - 2n ** 53n - 2n, 2n ** 64n - 1n],
+  },
+  {
     // (CumSum and ConstantOfShape computed in double: a value past 2^53 was refused with a typed error)
     name: "CumSum past 2^53 (wrapping past 2^63 - 1), exclusive and reverse too",
     graph: makeGraph({
@@ -300,11 +312,10 @@ describe.each(CASES)("int64 on every target: $name", (c) => {
       if (backend.unavailable() !== undefined) continue
       const target = backend.target(cpuAttrs(), 1)
       const program = await Effect.runPromise(compileGraph(c.graph, target))
-      // c computes int64 in int64_t: every group compiled; js and wasm compute int64 on the reference kernels
+      // c (int64_t / uint64_t) and js (BigInt) compute int64 and uint64 exactly: every group compiled
       const fallback = program.kernels.filter((k) => k.kind === "fallback").map((k) => (k.kind === "fallback" ? k.reason : ""))
-      const u64 = [...c.graph.inputs, ...c.graph.outputs].some((v) => v.type.dtype === "uint64")
-      if (kind === "c" && !u64) expect(fallback).toEqual([])
-      // (js, wasm: int64 arithmetic and uint64 on the reference kernels, moves and casts compiled)
+      if (backend.codegen?.exactInt64 && backend.codegen.exactUint64) expect(fallback).toEqual([])
+      // (elsewhere int64 arithmetic and uint64 on the reference kernels, moves and casts compiled)
       else if (c.graph.nodes.some((n) => !INT64_EXACT_IN_DOUBLE.has(n.op) && n.outputs.some((o) => /int64/.test(program.graph.valueTypes.get(o)?.dtype ?? ""))) && program.graph.nodes.length === c.graph.nodes.length)
         expect(fallback.length).toBeGreaterThan(0)
       executors.set(kind, await Effect.runPromise(loadProgram(program, target)))
@@ -324,5 +335,26 @@ describe.each(CASES)("int64 on every target: $name", (c) => {
       if (w.dtype === "int64" || w.dtype === "uint64") expect(bytes(g)).toEqual(bytes(w))
       else expect([...g.data]).toEqual([...w.data])
     })
+  })
+})
+
+describe("uint64 BitShift (its compute works in doubles: kept on the exact reference kernel)", () => {
+  it.each(TARGETS)("%s shifts 2^64 - 1 and 2^53 + 1 exactly", async (kind) => {
+    const backend = backendOf(kind)
+    if (backend.unavailable() !== undefined) return void console.warn(`${kind}: unavailable here, skipped`)
+    const g = makeGraph({
+      opset: 13,
+      inputs: [io("x", "uint64", [2]), io("n", "uint64", [2])],
+      outputs: [io("y", "uint64", [2])],
+      nodes: [node("BitShift", ["x", "n"], ["y"], { direction: attr.str("RIGHT") })],
+    })
+    const feeds = new Map([["x", wideTensor("uint64", [2], BigUint64Array.from([2n ** 64n - 1n, 2n ** 53n + 1n]))], ["n", wideTensor("uint64", [2], BigUint64Array.from([1n, 0n]))]])
+    const target = backend.target(cpuAttrs(), 1)
+    const exec = await Effect.runPromise(loadProgram(await Effect.runPromise(compileGraph(g, target)), target))
+    try {
+      expect(bytes(exec.run(feeds).get("y")!)).toEqual([String(2n ** 63n - 1n), String(2n ** 53n + 1n)])
+    } finally {
+      exec.module.close()
+    }
   })
 })

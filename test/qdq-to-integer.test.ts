@@ -149,6 +149,45 @@ describe("rewrite.QdqToInteger: Before / Expected", () => {
     }
   })
 
+  it("a residual Add → Relu / Clip → Q: QLinearAdd, its clamp an 8-bit Clip (none where the range holds it); a computed bound stays, reported", () => {
+    /** x → Q → DQ, twice (a, b) → Add → act → Q(0.05, zy) of `out`. */
+    const addCase = (out: "int8" | "uint8", zy: number, act: "Relu" | "Clip" | "ClipComputed") => {
+      const inits = new Map<string, Tensor>([
+        ["sa", f32(0.02)], ["za", fromArray(out, [], [out === "int8" ? 3 : 130])],
+        ["sb", f32(0.03)], ["zb", fromArray(out, [], [out === "int8" ? -7 : 120])],
+        ["sy", f32(0.05)], ["zy", fromArray(out, [], [zy])],
+        ["lo", f32(-0.2)], ["hi", f32(1.5)],
+      ])
+      const computed = act === "ClipComputed"
+      const nodes: Node[] = [
+        node("QuantizeLinear", ["x", "sa", "za"], ["aq"]), node("DequantizeLinear", ["aq", "sa", "za"], ["af"]),
+        node("QuantizeLinear", ["x", "sb", "zb"], ["bq"]), node("DequantizeLinear", ["bq", "sb", "zb"], ["bf"]),
+        node("Add", ["af", "bf"], ["s"], {}, "add"),
+        act === "Relu" ? node("Relu", ["s"], ["r"], {}, "relu") : node("Clip", ["s", "lo", computed ? "top" : "hi"], ["r"], {}, "clip"),
+        node("QuantizeLinear", ["r", "sy", "zy"], ["y"]),
+      ]
+      const inputs = [{ name: "x", type: { dtype: "float32" as const, shape: [1, 2, 2, 2] } }, ...(computed ? [{ name: "top", type: { dtype: "float32" as const, shape: [] } }] : [])]
+      return bindSync(makeGraph({ opset: 17, inputs, outputs: [{ name: "y", type: { dtype: out, shape: [1, 2, 2, 2] } }], initializers: inits, nodes }))
+    }
+    // int8, zero point -5: q(0) = -5, so the Relu is Clip(-5, 127) on the 8-bit output
+    const relu = qdqToIntegerWithReport(addCase("int8", -5, "Relu"))
+    expect(ops(relu.graph)).toEqual(["QuantizeLinear", "QuantizeLinear", "QLinearAdd", "Clip"])
+    const clip = relu.graph.nodes[3]
+    expect([relu.graph.initializers.get(clip.inputs[1])!.data[0], relu.graph.initializers.get(clip.inputs[2])!.data[0]]).toEqual([-5, 127])
+    expect(relu.report.find((d) => d.node === "add")?.detail).toBe("com.microsoft.QLinearAdd → Clip (Relu relu folded)")
+    expect(lsb(runGraph(relu.graph, xIn)[0], runGraph(addCase("int8", -5, "Relu"), xIn)[0])).toBeLessThanOrEqual(1)
+    // uint8 with zero point 0: q(0) is the type's bottom, so nothing is left of the Relu
+    expect(ops(qdqToIntegerWithReport(addCase("uint8", 0, "Relu")).graph)).toEqual(["QuantizeLinear", "QuantizeLinear", "QLinearAdd"])
+    // Clip(-0.2, 1.5) under scale 0.05, zero point 10: Clip(6, 40)
+    const c = qdqToIntegerWithReport(addCase("int8", 10, "Clip"))
+    const k = c.graph.nodes.find((n) => n.op === "Clip")!
+    expect([c.graph.initializers.get(k.inputs[1])!.data[0], c.graph.initializers.get(k.inputs[2])!.data[0]]).toEqual([6, 40])
+    // a computed bound: no clamp the output range can take; the Add stays float, and the report says why
+    const kept = qdqToIntegerWithReport(addCase("int8", 10, "ClipComputed"))
+    expect(ops(kept.graph)).toContain("Add")
+    expect(kept.report.find((d) => d.node === "add")).toMatchObject({ outcome: "kept", detail: expect.stringMatching(/Clip clip's bounds are not constants, so Clip clip cannot be folded into com\.microsoft\.QLinearAdd's output range/) })
+  })
+
   it("a contrib-op pattern with mixed 8-bit types, a per-axis or non-constant parameter stays DQ → op → Q, and the report says why", () => {
     const mixed = Array.from({ length: 40 }, (_, s) => qdqCase(200 + s, { kinds: ["add"], minLayers: 1, maxLayers: 1 })).find((x) => x.contrib[0] && !x.contrib[0].integer)!
     const r = qdqToIntegerWithReport(mixed.graph)

@@ -96,6 +96,22 @@ describe("quantize: a small CNN", () => {
     expect(r.outputs[0].sqnrDb).toBeGreaterThan(15)
   })
 
+  it("the report covers every quantized tensor: each QuantizeLinear after the input's is one layer's output", () => {
+    const g = decodeModelSync(result.bytes)
+    // (a layer with a folded ReLU is quantized at its own output, and reported under the ReLU's)
+    const producers = g.nodes.filter((n) => n.op === "QuantizeLinear" && n.inputs[0] !== "x").map((q) => g.nodes.find((n) => n.outputs.includes(q.inputs[0]))!.name)
+    expect(producers.length).toBe(result.report.layers.length)
+    expect(new Set(producers)).toEqual(new Set(result.report.layers.map((l) => l.node)))
+    for (const l of result.report.layers) {
+      expect(l.scale).toBeGreaterThan(0)
+      expect(l.clip.min).toBeLessThanOrEqual(0)
+      expect(l.clip.max).toBeGreaterThanOrEqual(0)
+      expect(Number.isFinite(l.sqnrDb) || l.sqnrDb === Infinity).toBe(true)
+      expect(Number.isFinite(l.relError)).toBe(true)
+      if (l.op === "Conv" || l.op === "Gemm") expect(l.weightScales?.count).toBeGreaterThan(0)
+    }
+  })
+
   it("is deterministic: the same inputs give the same bytes", () => {
     const again = quantizeModelSync(graph, feedsOf(8), opts())
     expect(Buffer.from(again.bytes).equals(Buffer.from(result.bytes))).toBe(true)
@@ -131,6 +147,23 @@ describe("quantize: typed errors", () => {
     if (e._tag !== "QuantizationUnsupportedError") return
     expect(e.nodes.map((n) => [n.node, n.op])).toEqual([["softsign", "Softsign"]])
     expect(e.message).toMatch(/--skip softsign/)
+  })
+
+  it("many such nodes: each is named in the error (the first eight with their reason), none left out", () => {
+    // twelve Softsigns, each reading the first conv's quantized output, summed by quantized Adds
+    const chain = smallCnn((x) => ({
+      nodes: [
+        ...Array.from({ length: 12 }, (_, k) => node("Softsign", [x], [`soft${k}`], {}, `softsign${k}`)),
+        ...Array.from({ length: 11 }, (_, k) => node("Add", [k === 0 ? "soft0" : `sum${k - 1}`, `soft${k + 1}`], [`sum${k}`], {}, `sum${k}`)),
+      ],
+      out: "sum10",
+    }))
+    const e = Effect.runSync(Effect.flip(quantizeModel(chain, feedsOf(1), opts())))
+    expect(e._tag).toBe("QuantizationUnsupportedError")
+    if (e._tag !== "QuantizationUnsupportedError") return
+    expect(e.nodes.map((n) => n.node)).toEqual(Array.from({ length: 12 }, (_, k) => `softsign${k}`))
+    for (let k = 0; k < 12; k++) expect(e.message).toContain(`'softsign${k}' (Softsign)`)
+    expect(e.message).toMatch(/and 4 more, for the same kind of reason: 'softsign8' \(Softsign\)/)
   })
 
   it("--skip on that node quantizes the rest", () => {

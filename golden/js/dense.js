@@ -7,6 +7,24 @@ const $erf = (x) => {
   const y = 1 - t * Math.exp(-x * x - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))));
   return x >= 0 ? y : -y;
 };
+const $f2i64 = (x) => (Number.isFinite(x) ? BigInt.asIntN(64, BigInt(Math.trunc(x))) : 0n);
+const $f2u64 = (x) => (Number.isFinite(x) ? BigInt.asUintN(64, BigInt(Math.trunc(x))) : 0n);
+const $bdiv = (a, b) => (b === 0n ? 0n : a / b);
+const $bfloordiv = (a, b) => { if (b === 0n) return 0n; const q = a / b; return a % b !== 0n && (a < 0n) !== (b < 0n) ? q - 1n : q; };
+const $bfloormod = (a, b) => { if (b === 0n) return 0n; const r = a % b; return r !== 0n && (r < 0n) !== (b < 0n) ? r + b : r; };
+const $bmin = (a, b) => (a < b ? a : b);
+const $bmax = (a, b) => (a > b ? a : b);
+const $babs = (a) => (a < 0n ? -a : a);
+const $b2f32 = (v) => {
+  const a = v < 0n ? -v : v;
+  if (a <= 9007199254740992n) return Math.fround(Number(v));
+  const shift = BigInt(a.toString(2).length - 24);
+  let q = a >> shift;
+  const rem = a - (q << shift), half = 1n << (shift - 1n);
+  if (rem > half || (rem === half && (q & 1n) === 1n)) q += 1n;
+  const r = Math.fround(Number(q) * 2 ** Number(shift));
+  return v < 0n ? -r : r;
+};
 
 // "dense": "A" float32[64x32], "B" float32[32x48], "dense" float32[64x48]
 export function dense(b0, b1, b2) {

@@ -3,8 +3,8 @@
 // per-channel weights; Relu / Clip before the Q or not), MatMul (2-D or batched, per-column B or
 // not), Gemm (transposed B or not, int32 bias or not), the 8-bit moves (MaxPool, Pad with the zero
 // point, Slice, Transpose, Concat, Flatten, Reshape, Relu/Clip with equal params) and the ops whose
-// integer form is a com.microsoft QLinear op (AveragePool, GlobalAveragePool, residual Add, Mul,
-// Sigmoid, LeakyRelu) — these with one 8-bit type throughout mostly, so they become integer, and
+// integer form is a com.microsoft QLinear op (AveragePool, GlobalAveragePool, residual Add, Mul —
+// these two with a Relu / Clip before their Q now and then —, Sigmoid, LeakyRelu) — these with one 8-bit type throughout mostly, so they become integer, and
 // with a mixed type now and then, so they stay float (onnxruntime's kernels take one type) — int8
 // or uint8 at random per tensor, random scales and zero points. The graph's output is the last 8-bit tensor itself, so results compare
 // in LSBs.
@@ -63,8 +63,12 @@ export interface QdqCase {
   readonly bound: number
   /** E of each requantized layer (its float reference's rounding, in output LSBs). */
   readonly roundingE: readonly number[]
-  /** Each contrib-kind layer's float output (in the QDQ graph) and whether the pass should make it integer. */
-  readonly contrib: readonly { readonly value: string; readonly integer: boolean }[]
+  /**
+   * Each contrib-kind layer's float output (in the QDQ graph), whether the pass should make it
+   * integer, and the Relu / Clip between it and its Q (a residual Add → Relu), whose output then
+   * should be gone: folded into the output range.
+   */
+  readonly contrib: readonly { readonly value: string; readonly integer: boolean; readonly act?: string }[]
 }
 
 const U = 2 ** -24
@@ -113,7 +117,7 @@ export const qdqCase = (seed: number, o: CaseOptions): QdqCase => {
   let cur = q("x", p)
   let bound = 0
   const roundingE: number[] = []
-  const contrib: { value: string; integer: boolean }[] = []
+  const contrib: { value: string; integer: boolean; act?: string }[] = []
   const layers: LayerKind[] = []
   // a quantized tensor of the same shape seen earlier, for residual adds
   const seen: { v: string; p: QP; shape: number[]; bound: number }[] = [{ v: cur, p, shape: [...shape], bound: 0 }]
@@ -340,10 +344,18 @@ export const qdqCase = (seed: number, o: CaseOptions): QdqCase => {
         spread = (bound * p.scale * L) / pout.scale
         E = 8 * U * ((xmax(p) * p.scale * L) / pout.scale + Math.abs(pout.zp))
       }
-      const integer = !contrib.some((c) => c.value === y) && pout.dtype === p.dtype
-      if (!integer && !contrib.some((c) => c.value === y)) contrib.push({ value: y, integer })
+      // Add / Mul → Relu / Clip → Q now and then: the clamp is monotone, so it does not widen the bound
+      const value = y
+      if (kind === "add" || kind === "mul") y = act(y, pout)
+      const folds = y !== value ? { act: y } : {}
+      const integer = !contrib.some((c) => c.value === value) && pout.dtype === p.dtype
+      if (!integer) {
+        const known = contrib.find((c) => c.value === value)
+        if (known) Object.assign(known, folds)
+        else contrib.push({ value, integer, ...folds })
+      }
       if (integer) {
-        contrib.push({ value: y, integer })
+        contrib.push({ value, integer, ...folds })
         roundingE.push(E)
         bound = Math.floor(spread + E) + 1
       } else bound = inputsExact ? 0 : Math.floor(spread) + 1

@@ -1,7 +1,8 @@
 // rewrite.QdqToInteger's law: on random QDQ graphs (laws/rewrite/qdq-cases.ts: Conv / MatMul / Gemm
 // with Relu / Clip folded, per-tensor and per-channel weights, int8 and uint8, int32 biases; the
 // 8-bit moves; Add / Mul / AveragePool / GlobalAveragePool / Sigmoid / LeakyRelu, which become
-// com.microsoft QLinear ops or, with mixed types, stay float) the rewritten graph, run by the evaluator, equals the ONNX
+// com.microsoft QLinear ops or, with mixed types, stay float; an Add / Mul → Relu / Clip → Q with
+// the clamp folded into the QLinearAdd / QLinearMul's output range) the rewritten graph, run by the evaluator, equals the ONNX
 // meaning — the evaluator on the QDQ graph — within the bound ONNX's rounding allows:
 //   - one requantized layer: at most 1 LSB (the float reference rounds its float32 dequantized
 //     values, products and sum before Q; the integer path sums exactly and rounds once; the two
@@ -88,7 +89,7 @@ describe("rewrite.QdqToInteger", () => {
     )
   })
 
-  it("Add, Mul, AveragePool, GlobalAveragePool, Sigmoid, LeakyRelu become com.microsoft QLinear ops within the bound; mixed types stay, reported", () => {
+  it("Add, Mul, AveragePool, GlobalAveragePool, Sigmoid, LeakyRelu become com.microsoft QLinear ops within the bound (a Relu / Clip after Add / Mul folded); mixed types stay, reported", () => {
     fc.assert(
       fc.property(fc.integer({ min: 0, max: 2 ** 30 }), (seed) => {
         const c = qdqCase(seed, { kinds: CONTRIB_KINDS, minLayers: 1, maxLayers: 4 })
@@ -97,7 +98,7 @@ describe("rewrite.QdqToInteger", () => {
         const r = run(c)
         expect(r.diff).toBeLessThanOrEqual(c.bound)
         expect(c.contrib.length).toBe(c.layers.length)
-        for (const { value, integer } of c.contrib) {
+        for (const { value, integer, act } of c.contrib) {
           const n = c.graph.nodes.find((m) => m.outputs[0] === value)
           expect(n).toBeDefined()
           const d = r.report.find((e) => e.node === n?.name)
@@ -105,8 +106,17 @@ describe("rewrite.QdqToInteger", () => {
           if (integer) {
             expect(d?.detail).toMatch(/^com\.microsoft\.QLinear/)
             expect(r.graph.nodes.some((m) => m.name === n?.name && m.op === n?.op)).toBe(false)
+            // a Relu / Clip before the Q: folded into the output range (an 8-bit Clip where needed), no float clamp left
+            if (act) {
+              const a = c.graph.nodes.find((m) => m.outputs[0] === act)!
+              expect(d?.detail).toContain(`(${a.op} ${a.name} folded)`)
+              expect(r.graph.nodes.some((m) => m.outputs.includes(act))).toBe(false)
+            }
           } else expect(d?.detail).toMatch(/takes one type/)
         }
+        expect(r.graph.nodes.filter((m) => (m.op === "Relu" || m.op === "Clip") && r.graph.valueTypes.get(m.inputs[0])?.dtype === "float32").length).toBe(
+          c.contrib.filter((x) => !x.integer && x.act).length,
+        )
         // the integer ones leave no float op and no DQ / Q around them: only the input's Q, and a
         // DQ → op → Q per kept layer
         const keptLayers = c.contrib.filter((x) => !x.integer).length

@@ -4,7 +4,7 @@
 // folder per stage: its schedule templates (src/lowering), its TIR pipeline, its emitter
 // (src/emit/<kind>), its device (src/device/<kind>); docs/architecture.md has the checklist.
 import { Data, type Effect, type Layer } from "effect"
-import type { CompileError } from "../device/errors.js"
+import type { CompileError, UnsafeCacheError } from "../device/errors.js"
 import type { GpuLimitError } from "../emit/cuda/verify.js"
 import type { CpuAttrs, Target, TargetKind } from "../ast/target.js"
 import type { Device } from "../device/device.js"
@@ -49,8 +49,10 @@ export interface Codegen<K extends TargetKind> {
   readonly emit: (program: Program, target: Target<K>, options: RunOptions) => Artifact
   /** The Device layer that builds, loads and runs this target's artifacts. */
   readonly device: (target: Target<K>, options: RunOptions) => Layer.Layer<Device>
-  /** Whether its code computes int64 in int64_t and its artifacts store it so (c, cuda): exact; else int64 arithmetic runs on the reference kernels. */
+  /** Whether its code computes int64 exactly (int64_t on c and cuda, i64 on wasm, BigInt on js) and its artifacts store it so; else int64 arithmetic runs on the reference kernels. */
   readonly exactInt64?: boolean
+  /** The same for uint64 (uint64_t on c, i64 on wasm, BigInt on js; not cuda, whose arena holds uint64 as doubles). */
+  readonly exactUint64?: boolean
   /**
    * Tuning candidates in the target's language, each under its name, for its device's `measure`
    * (which builds and times them in isolation); absent: the target is not tunable yet.
@@ -60,7 +62,7 @@ export interface Codegen<K extends TargetKind> {
    * What a toolchain here says of the artifact, when one is here (nvcc: each function's registers
    * and spills), for `tessera compile`'s manifest; the edge calls it (it may spawn a compiler).
    */
-  readonly buildReport?: (artifact: Artifact, target: Target<K>) => Effect.Effect<BuildReport, CompileError | GpuLimitError>
+  readonly buildReport?: (artifact: Artifact, target: Target<K>) => Effect.Effect<BuildReport, CompileError | GpuLimitError | UnsafeCacheError>
 }
 
 export interface Backend<K extends TargetKind> {

@@ -4,7 +4,7 @@
 import { Effect } from "effect"
 import { cudaArchOf, cudaAttrsForArch, type Target } from "../ast/target.js"
 import { cudaDeviceLayer, cudaGpuHere } from "../device/cuda/device.js"
-import type { CompileError } from "../device/errors.js"
+import type { CompileError, UnsafeCacheError } from "../device/errors.js"
 import { buildCubin, findNvcc } from "../device/cuda/nvcc.js"
 import { CUDA_KERNELS_FILE, emitCudaArtifact } from "../emit/cuda/artifact.js"
 import { GpuLimitError } from "../emit/cuda/verify.js"
@@ -29,7 +29,7 @@ interface LaunchEntry {
  * threads checked against the registers a block may hold (GpuLimitError); without nvcc, a note
  * that nothing was built.
  */
-const cudaBuildReport = (artifact: Artifact, target: Target<"cuda">): Effect.Effect<BuildReport, CompileError | GpuLimitError> =>
+const cudaBuildReport = (artifact: Artifact, target: Target<"cuda">): Effect.Effect<BuildReport, CompileError | GpuLimitError | UnsafeCacheError> =>
   Effect.gen(function* () {
     const arch = cudaArchOf(target.attrs)
     const nvcc = findNvcc()

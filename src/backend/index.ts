@@ -47,6 +47,7 @@ const c: Backend<"c"> = {
     },
     device: (_target, o) => cDeviceLayer(defaultCBuildConfig(), o.threads),
     exactInt64: true,
+    exactUint64: true,
     renderCandidates: (funcs) => emitC(funcs.map((f) => ({ ...f.func, name: f.name }))).source,
   },
 }

@@ -53,6 +53,9 @@ export const portableBackends = (devices: PortableDevices): { readonly interp: B
         kernels: kernelEntries(program),
       }),
       device: () => devices.js,
+      // int64 / uint64 as BigInts in BigInt64Arrays / BigUint64Arrays (src/emit/js/expr.ts)
+      exactInt64: true,
+      exactUint64: true,
       renderCandidates: emitJsModule,
     },
   }
@@ -81,6 +84,9 @@ export const portableBackends = (devices: PortableDevices): { readonly interp: B
         }
       },
       device: (_target, o) => devices.wasm({ threads: o.threads }),
+      // int64 / uint64 as i64 in memory and in the code (src/emit/wasm/convert.ts, binary.ts)
+      exactInt64: true,
+      exactUint64: true,
     },
   }
   return { interp, js, wasm }

@@ -16,6 +16,7 @@ import { TARGETS } from "./targets.js"
 import { zooCommand } from "./zoo.js"
 import { compileVtaCommand, inspectVta, parseVtaFlags, runVtaCommand } from "./vta.js"
 import { DEFAULT_SEEDED_INPUTS, QUANTIZE_FORMATS, quantizeCommand } from "./quantize.js"
+import { CALIBRATE_ON } from "./quantize-runner.js"
 import * as tty from "node:tty"
 import { tuneCommandLine } from "./tune.js"
 import { ZOO_NAMES, zooModel } from "../zoo/index.js"
@@ -213,11 +214,22 @@ const quantize = Command.make(
     shape,
     seed: seedFlag("the seeded calibration inputs"),
     format: Flag.Literals("format", QUANTIZE_FORMATS).pipe(Flag.withDefault("text" as const), Flag.withDescription("text (a table, then a JSON line), or json (one object with every layer)")),
+    calibrateOn: Flag.String("calibrate-on").pipe(
+      Flag.withDefault("auto"),
+      Flag.withDescription(`where the fp32 model runs to be observed: ${CALIBRATE_ON.join(", ")} (auto: wasm, which compiles in seconds; interp: the reference evaluator, the ONNX meaning exactly, slower)`),
+    ),
+    threads: Flag.Int("threads").pipe(Flag.withDefault(1), Flag.withDescription("cores the compiled model's parallel loops may use while calibrating (c)")),
+    deadline,
   },
   (c) =>
     Effect.gen(function* () {
+      yield* reported("quantize", c.model)(checkDeadline(c.deadline))
+      const interrupt = commandInterrupt()
       const text = yield* reported("quantize", c.model)(
         quantizeCommand({
+          ...(interrupt ? { interrupt } : {}),
+          calibrateOn: c.calibrateOn,
+          threads: c.threads,
           model: c.model,
           out: Option.getOrUndefined(c.out),
           calibrate: Option.getOrUndefined(c.calibrate),

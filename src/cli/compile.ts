@@ -40,9 +40,9 @@ export interface CompileOptions {
 
 const ALIGN = 64
 
-/** The stored array of a constant: our storage, but int64 as its exact values (int64_t, as the c target and ONNX hold it). */
+/** The stored array of a constant: our storage, but int64 / uint64 as their exact values (int64_t / uint64_t, as the c, js and wasm targets and ONNX hold them). */
 const storedOf = (t: Tensor): { readonly buffer: ArrayBufferLike; readonly byteOffset: number; readonly byteLength: number; readonly constructor: { readonly name: string } } =>
-  t.dtype === "int64" ? exactValues(t) : t.data
+  t.dtype === "int64" || t.dtype === "uint64" ? exactValues(t) : t.data
 
 /** The stored bytes of a constant (little-endian, as the typed array holds it). */
 const bytesOf = (t: Tensor): Uint8Array => {

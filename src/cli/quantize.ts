@@ -1,17 +1,22 @@
 // `tessera quantize MODEL.onnx --out MODEL.int8.onnx [--calibrate DIR | --calibrate-seeded N]
-// [--per-channel] [--method minmax|percentile|entropy] [--percentile P] [--skip NODE]…`:
-// calibrates on the .npy files of a folder or on seeded random inputs (a progress bar on a
-// terminal), writes the QDQ model (atomically) and prints the per-layer report: a table and a
-// one-line JSON summary, or with --format json one JSON object with every layer.
+// [--per-channel] [--method minmax|percentile|entropy] [--percentile P] [--skip NODE]…
+// [--calibrate-on auto|c|wasm|js|interp] [--deadline D]`: calibrates on the .npy files of a folder
+// or on seeded random inputs (a progress bar on a terminal), running the fp32 model compiled for a
+// target (quantize-runner.ts), writes the QDQ model (atomically: a temporary file renamed at the
+// end, so a stopped run leaves none) and prints the per-layer report: a table and a one-line JSON
+// summary, or with --format json one JSON object with every layer. It runs under the supervisor as
+// run and compile do: SIGINT, SIGTERM and --deadline stop it with one typed line.
 import cliProgress from "cli-progress"
 import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { checkInterrupt, type Interrupt } from "../ast/graph/errors.js"
 import type { Tensor } from "../ast/graph/tensor.js"
 import { ensureFolderSync, readModel, readNpySync, safeFileName, writeFileAtomic } from "../device/files.js"
 import { CALIBRATION_METHODS, DEFAULT_PERCENTILE, quantizeModel, QuantizeOptionError, type CalibrationMethod, type QuantizeProgress, type QuantizeReport } from "../rewrite/quantize/index.js"
 import { attempt, UsageError } from "./errors.js"
 import { parseDims, planInputs, randomTensor, splitAssignment } from "./inputs.js"
+import { calibrationTarget, quantizeRunner } from "./quantize-runner.js"
 
 export const QUANTIZE_FORMATS = ["text", "json"] as const
 /** Seeded calibration inputs when neither --calibrate nor --calibrate-seeded is given. */
@@ -32,6 +37,12 @@ export interface QuantizeCommandOptions {
   readonly format: (typeof QUANTIZE_FORMATS)[number]
   /** Draw a progress bar on stderr (a terminal). */
   readonly progress: boolean
+  /** Where the graphs run: auto (the first compiled target here), c, wasm, js or interp. */
+  readonly calibrateOn: string
+  /** Threads the compiled model's kernels run on (c). */
+  readonly threads: number
+  /** The supervisor's stop flag (SIGINT, SIGTERM, --deadline). */
+  readonly interrupt?: Interrupt
 }
 
 const isMethod = (m: string): m is CalibrationMethod => (CALIBRATION_METHODS as readonly string[]).includes(m)
@@ -94,6 +105,7 @@ export const quantizeCommand = Effect.fn("cli.quantize")(function* (o: QuantizeC
   const percentile = o.percentile ?? DEFAULT_PERCENTILE
   if (!(percentile > 50 && percentile <= 100)) return yield* new UsageError({ flag: "--percentile", reason: `${percentile} is not a percentile in (50, 100]` })
   const skip = o.skip.flatMap((s) => s.split(",")).map((s) => s.trim()).filter((s) => s !== "")
+  const on = yield* calibrationTarget(o.calibrateOn)
 
   const graph = yield* readModel(o.model)
   const calibration = yield* attempt(() => {
@@ -118,12 +130,23 @@ export const quantizeCommand = Effect.fn("cli.quantize")(function* (o: QuantizeC
     }
     bar.update(p.done)
   }
-  const result = yield* quantizeModel(graph, calibration, { method, percentile, perChannel: o.perChannel, skip, onProgress }).pipe(
+  const onCompile = (which: string) => {
+    if (!bar) return
+    if (phase) bar.stop()
+    phase = ""
+    process.stderr.write(`compiling the ${which === "qdq" ? "QDQ" : "fp32"} model for ${on}\n`)
+  }
+  const interrupt = o.interrupt ? { interrupt: o.interrupt } : {}
+  if (!(Number.isInteger(o.threads) && o.threads >= 1)) return yield* new UsageError({ flag: "--threads", reason: `${o.threads} is not a count of threads (1 or more)` })
+  const runner = quantizeRunner(on, o.threads, o.interrupt, onCompile)
+  const result = yield* quantizeModel(graph, calibration, { method, percentile, perChannel: o.perChannel, skip, onProgress, ...interrupt }, runner).pipe(
     Effect.ensuring(Effect.sync(() => bar?.stop())),
     Effect.catchTag("QuantizeOptionError", (e: QuantizeOptionError): Effect.Effect<never, QuantizeOptionError | UsageError> =>
       e.option === "skip" || e.option === "percentile" ? Effect.fail(new UsageError({ flag: `--${e.option}`, reason: e.reason })) : Effect.fail(e),
     ),
   )
+  // (a stop asked for now still leaves no file)
+  yield* attempt(() => checkInterrupt(o.interrupt, () => `writing ${out}`))
   yield* attempt(() => ensureFolderSync(path.dirname(path.resolve(out))))
   yield* writeFileAtomic(out, result.bytes)
   const r = result.report
@@ -135,6 +158,7 @@ export const quantizeCommand = Effect.fn("cli.quantize")(function* (o: QuantizeC
     ...(r.percentile !== undefined ? { percentile: r.percentile } : {}),
     perChannel: r.perChannel,
     calibration: o.calibrate !== undefined ? { folder: o.calibrate, inputs: r.calibrationInputs } : { seeded: r.calibrationInputs, seed: o.seed },
+    calibratedOn: on,
     activations: r.activationType,
     weights: r.weightType,
     layers: r.layers.length,

@@ -1,14 +1,19 @@
-// Stopping long work: `tessera run`, `compile`, `bench`, `tune` and `inspect` do their work on a worker thread while
+// Stopping long work: `tessera run`, `compile`, `bench`, `tune`, `inspect` and `quantize` do their work on a worker thread while
 // the main thread owns the signals and the clock. Synchronous work (a pass, a lowering, a run of
 // the interpreter) cannot see a signal handler run on its own thread, so the main thread answers
 // SIGINT / SIGTERM / the --deadline by setting a flag in shared memory; the stages read that flag,
 // handed to them as data (an Interrupt), at each pass, group, node and kernel boundary, and fail
 // with InterruptedError, which the command reports as its one line. Work that does not reach a
 // check within a second (a native kernel, a compiler run) is ended by the main thread, which then
-// prints the line itself. A second signal ends it at once.
+// prints the line itself. A second signal ends it at once. Ending it: the worker is terminated and
+// the process exits once it has ended; a worker inside a native call (a driver call, a synchronous
+// child process) is not ended until that call returns — and process.exit waits for it — so if it
+// has not ended within HARD_EXIT_MS the process ends at once with the same exit code (libc's
+// _exit, which waits for no thread).
 import * as fs from "node:fs"
 import { isMainThread, parentPort, Worker, workerData } from "node:worker_threads"
 import type { Interrupt } from "../ast/graph/errors.js"
+import { exitNow } from "../device/exit-now.js"
 import { printable } from "./printable.js"
 
 /** Flag values: why the work is asked to stop. */
@@ -21,6 +26,14 @@ const EXIT_CODE: Readonly<Record<number, number>> = { [SIGINT]: 130, [SIGTERM]: 
 
 /** How long the work has to reach a check after a stop request before it is ended. */
 const GRACE_MS = 800
+
+/** How long an ended worker may take to stop (its heap torn down, on a loaded machine hundreds of ms) before the process ends without waiting for it. */
+const HARD_EXIT_MS = 600
+
+/** Ends this process now with the stop's exit code, without waiting for a worker stuck in a native call (libc's _exit: src/device/exit-now.ts). */
+const hardExit = (why: number): void => {
+  exitNow(EXIT_CODE[why])
+}
 
 /** A duration: `30s`, `500ms`, `2m`, `1.5h`, or a plain number of seconds; undefined if it is not one. */
 export const parseDeadline = (text: string): number | undefined => {
@@ -85,7 +98,7 @@ export const writeStdioDirectly = (): void => {
 export const announceStarted = (): void => parentPort?.postMessage("started")
 
 /** Commands whose work runs under the supervisor. */
-export const SUPERVISED_COMMANDS: ReadonlySet<string> = new Set(["run", "compile", "bench", "tune", "inspect"])
+export const SUPERVISED_COMMANDS: ReadonlySet<string> = new Set(["run", "compile", "bench", "tune", "inspect", "quantize"])
 
 /**
  * The main thread of a supervised command: starts `script` as a worker with the same arguments,
@@ -101,12 +114,21 @@ export const supervise = (script: URL, argv: readonly string[]): void => {
   const worker = new Worker(script, { argv: [...argv], workerData: { supervised: true, flag: flag.buffer, reasons } satisfies WorkerInput })
   let stopping = 0
   let grace: NodeJS.Timeout | undefined
+  let ending = false
   const end = () => {
+    if (ending) return hardExit(stopping) // asked again while ending: now
+    ending = true
     // the work did not reach a check in time: say so here, and stop everything
     const model = argv[1] && !argv[1].startsWith("-") ? `${argv[1]}: ` : ""
     const what = started ? `the work did not stop at a check within ${GRACE_MS} ms and was ended` : "before the work started"
     fs.writeSync(2, printable(`tessera ${command}: ${model}interrupted (${reasons[stopping as 1 | 2 | 3]}): ${what}`) + "\n")
-    process.exit(EXIT_CODE[stopping])
+    const code = EXIT_CODE[stopping]
+    const why = stopping
+    const hard = setTimeout(() => hardExit(why), HARD_EXIT_MS)
+    void worker.terminate().then(() => {
+      clearTimeout(hard)
+      process.exit(code)
+    })
   }
   // until the worker has loaded the commands it checks nothing and has nothing to clean up
   let started = false

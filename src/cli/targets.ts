@@ -94,6 +94,8 @@ export interface PrepareOptions {
   readonly trace: boolean
   /** The supervisor's stop flag: checked at every pass, group, node and kernel boundary. */
   readonly interrupt?: Interrupt
+  /** Passes not to run, by name (`tessera quantize` measures its QDQ model's float meaning: no rewrite.QdqToInteger). */
+  readonly disabled?: ReadonlySet<string>
 }
 
 export interface Prepared {
@@ -113,11 +115,12 @@ export const compileFor = Effect.fn("cli.compileFor")(function* (graph: Graph, o
   if (missing) return yield* new TargetUnavailableError({ target: target.kind, reason: missing })
   const events: PassEvent[] = []
   const stop = o.interrupt ? { interrupt: o.interrupt } : {}
+  const config = { ...stop, ...(o.disabled ? { disabled: o.disabled } : {}) }
   const t0 = performance.now()
   let optimized = graph
   if (o.trace || !backend.codegen) {
     const bound = yield* bind(graph, o.shapes, { requireStatic: backend.codegen !== undefined, ...stop })
-    optimized = yield* backend.graphPasses(target).run(bound).pipe(withPassConfig({ optLevel: o.optLevel, instruments: o.trace ? [recorder(events)] : [], ...stop }))
+    optimized = yield* backend.graphPasses(target).run(bound).pipe(withPassConfig({ optLevel: o.optLevel, instruments: o.trace ? [recorder(events)] : [], ...config }))
   }
   if (!backend.codegen) return { graph: optimized, passes: events, compileMs: performance.now() - t0, program: undefined }
   // compileGraph runs the passes again on a traced graph: they are idempotent, and its own

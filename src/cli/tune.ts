@@ -114,9 +114,22 @@ export const makeTuner = Effect.fn("cli.makeTuner")(function* (name: TunerName, 
 const rethrowWrite = <A, E, R>(eff: Effect.Effect<A, E, R>): Effect.Effect<A, E | FileAccessError | InterruptedError, R> =>
   Effect.catchDefect(eff, (d) => (d instanceof FileAccessError || d instanceof InterruptedError ? Effect.fail(d) : Effect.die(d)))
 
-/** `measure` that first checks the stop flag (a stop request ends the loop before the next batch, as a defect `rethrowWrite` turns back). */
+/** The stop flag read every 50 ms, forever: a stop request is an InterruptedError defect. */
+const watchStop = (interrupt: Interrupt): Effect.Effect<never> =>
+  Effect.forever(Effect.andThen(Effect.sync(() => checkInterrupt(interrupt, () => "while measuring a batch of trials")), Effect.sleep("50 millis")))
+
+/**
+ * `measure` that first checks the stop flag and then races the batch against it: a stop request
+ * ends the loop before the next batch or, mid-batch, interrupts the measurement (its compiler's
+ * process group killed, its worker ended; the cuda measurer between two candidates) — as a defect
+ * `rethrowWrite` turns back. A measurement that held the thread until its batch ended (nvcc run by
+ * spawnSync) let tune --target cuda outlive its SIGTERM.
+ */
 const stoppable = <M extends (candidates: never) => Effect.Effect<unknown, unknown>>(interrupt: Interrupt | undefined, measure: M): M =>
-  (interrupt ? (candidates: never) => Effect.flatMap(Effect.sync(() => checkInterrupt(interrupt, () => "between two batches of trials")), () => measure(candidates)) : measure) as M
+  (interrupt
+    ? (candidates: never) =>
+        Effect.flatMap(Effect.sync(() => checkInterrupt(interrupt, () => "between two batches of trials")), () => Effect.raceFirst(measure(candidates), watchStop(interrupt)))
+    : measure) as M
 
 const fmt = (x: number, digits = 3) => (Number.isFinite(x) ? x.toFixed(digits) : "-")
 

@@ -6,7 +6,7 @@
 // that shares the host's memory (c, js) does all of that without a copy; one with a memory of its
 // own (wasm's linear memory, a GPU's) copies exactly the inputs in and the outputs out.
 import { Context, type Effect } from "effect"
-import { allocate, type DeviceArray, type DType, type TypedArray } from "../ast/graph/dtype.js"
+import { allocate, isBigArray, type DeviceArray, type DType, type TypedArray } from "../ast/graph/dtype.js"
 import type { TargetKind } from "../ast/target.js"
 import type { PrimFunc } from "../ast/tir/tir.js"
 import type { Artifact } from "../lowering/program.js"
@@ -82,8 +82,10 @@ export interface DeviceModule {
   readonly read: (buffer: DeviceBuffer) => DeviceArray
   /** Host data copied into a buffer (an int64's exact values or its doubles, converted to the buffer's storage). */
   readonly write: (buffer: DeviceBuffer, data: DeviceArray) => void
-  /** Whether its int64 buffers hold int64 (the c device: BigInt64Arrays): exact, so the executor hands it values past 2^53. */
+  /** Whether its int64 buffers hold int64 (BigInt64Arrays: c, js, wasm): exact, so the executor hands it values past 2^53. */
   readonly exactInt64?: boolean
+  /** Whether its uint64 buffers hold uint64 (BigUint64Arrays: c, js, wasm). */
+  readonly exactUint64?: boolean
   /** Runs a kernel on buffers of this module; throws DeviceRunError on a kernel it does not have or arguments that do not fit. */
   readonly run: (kernel: string, args: readonly DeviceBuffer[]) => void
   /** Median seconds a kernel takes on these buffers: `repeats` rounds, each at least `minMs` of back-to-back calls after one untimed call. */
@@ -116,6 +118,17 @@ export interface DeviceShape {
 
 /** The device the artifacts of a stage are loaded on: provided by a target's Layer (src/backend). */
 export class Device extends Context.Service<Device, DeviceShape>()("tessera/device/Device") {}
+
+/** `data` into `into`, converted where one holds BigInts and the other numbers (int64 / uint64: exact values and doubles, wrapped to the buffer's type). */
+export const copyDeviceArray = (into: DeviceArray, data: DeviceArray): void => {
+  if (isBigArray(into) === isBigArray(data)) return void into.set(data as never)
+  if (isBigArray(into))
+    for (let i = 0; i < data.length; i++) {
+      const x = data[i] as number
+      into[i] = Number.isFinite(x) ? BigInt(Math.trunc(x)) : 0n
+    }
+  else for (let i = 0; i < data.length; i++) into[i] = Number(data[i])
+}
 
 /** The aligned host memory a host-memory device reserves blocks in (c: 64-byte aligned for its vector loads). */
 export type HostReserve = (bytes: readonly number[]) => { readonly buffer: ArrayBuffer; readonly offsets: readonly number[] }
@@ -157,20 +170,12 @@ export const hostModule = (
     if (!fn) throw new DeviceRunError({ kernel: name, reason: `is not in this ${kind} module` })
     fn(...(args as unknown as never[]))
   }
-  /** `data` into `into`, converted where one holds BigInts and the other numbers (int64: exact values and doubles). */
-  const copy = (into: DeviceArray, data: DeviceArray) => {
-    if (into instanceof BigInt64Array === data instanceof BigInt64Array) return void into.set(data as never)
-    if (into instanceof BigInt64Array)
-      for (let i = 0; i < data.length; i++) {
-        const x = data[i] as number
-        into[i] = Number.isFinite(x) ? BigInt(Math.trunc(x)) : 0n
-      }
-    else for (let i = 0; i < data.length; i++) into[i] = Number(data[i])
-  }
+  const copy = copyDeviceArray
   return {
     kind,
     kernels: new Set(kernels.keys()),
     exactInt64: arrayOf("int64") === (BigInt64Array as unknown as ViewCtor),
+    exactUint64: arrayOf("uint64") === (BigUint64Array as unknown as ViewCtor),
     reserve: (bytes) => {
       const { buffer: memory, offsets } = reserve(bytes)
       return bytes.map((_, k) => ({ buffer: memory, offset: offsets[k] }) satisfies HostBlock as unknown as DeviceBlock)

@@ -6,7 +6,7 @@
 // kernels on the module's buffers, fallback groups through the reference kernels on the host (their
 // inputs read from the device, their outputs written back) — and reads the outputs back.
 import { Data } from "effect"
-import { allocate, storageBytes, type DeviceArray, type DType, type TypedArray } from "../ast/graph/dtype.js"
+import { allocate, isBigArray, storageBytes, type DeviceArray, type DType, type TypedArray } from "../ast/graph/dtype.js"
 import { checkInterrupt, type Interrupt } from "../ast/graph/errors.js"
 import { kernelError, newRunLimits, resolveNode, roundNarrow, subgraphRunner } from "../ast/graph/evaluate.js"
 import type { Graph } from "../ast/graph/graph.js"
@@ -52,12 +52,15 @@ interface Reserved {
   readonly shape: readonly number[]
 }
 
+/** Whether the module's buffers of `dtype` hold its exact values (int64_t / uint64_t: BigInt arrays). */
+const exactOn = (mod: DeviceModule, dtype: DType): boolean => (dtype === "int64" ? mod.exactInt64 === true : dtype === "uint64" ? mod.exactUint64 === true : false)
+
 /**
- * What a device is handed for a tensor: an int64's exact values where its int64 buffers hold them
- * (c), else our storage (a device of doubles gets the nearest doubles, and a kernel that would
- * read them runs on the reference kernels instead: see run).
+ * What a device is handed for a tensor: an int64's / uint64's exact values where its buffers of
+ * that dtype hold them (c, js, wasm), else our storage (a device of doubles gets the nearest
+ * doubles, and a kernel that would read them runs on the reference kernels instead: see run).
  */
-const deviceData = (t: Tensor, mod: DeviceModule): DeviceArray => (mod.exactInt64 && t.exact instanceof BigInt64Array ? t.exact : t.data)
+const deviceData = (t: Tensor, mod: DeviceModule): DeviceArray => (t.exact !== undefined && exactOn(mod, t.dtype) ? t.exact : t.data)
 
 export const createExecutor = (program: RunnableProgram, mod: DeviceModule): Executor => {
   const { graph, memory } = program
@@ -165,8 +168,8 @@ export const createExecutor = (program: RunnableProgram, mod: DeviceModule): Exe
       const r = reserved.get(v)
       if (!b || !r) throw new ExecutorError({ where, reason: `input '${v}' is not computed` })
       const data = mod.read(b)
-      // (an int64_t buffer: its values copied, exactly — the buffer is written again later)
-      const t: Tensor = data instanceof BigInt64Array ? wideTensor("int64", r.shape, data.slice()) : { dtype: r.dtype, shape: r.shape, data }
+      // (an int64_t / uint64_t buffer: its values copied, exactly — the buffer is written again later)
+      const t: Tensor = isBigArray(data) ? wideTensor(r.dtype === "uint64" ? "uint64" : "int64", r.shape, data.slice()) : { dtype: r.dtype, shape: r.shape, data }
       host.set(v, t)
       return t
     }
@@ -195,9 +198,9 @@ export const createExecutor = (program: RunnableProgram, mod: DeviceModule): Exe
     for (const k of program.kernels) {
       checkInterrupt(interrupt, () => `kernel ${k.name}`)
       if (k.kind === "compiled") {
-        // an int64 argument holding a value that is not a double, on a device whose int64 buffers
-        // are doubles (js, wasm), which would round it: the group runs exactly on the reference kernels instead
-        if (k.args.some((a) => { const e = host.get(a)?.exact; return e !== undefined && !(mod.exactInt64 && e instanceof BigInt64Array) })) {
+        // an int64 / uint64 argument holding a value that is not a double, on a device whose buffers
+        // of it are doubles (cuda's uint64), which would round it: the group runs exactly on the reference kernels instead
+        if (k.args.some((a) => { const t = host.get(a); return t?.exact !== undefined && !exactOn(mod, t.dtype) })) {
           runOnHost(groupNodes.get(k.name)!)
           for (const o of k.outputs) device.delete(o)
           continue

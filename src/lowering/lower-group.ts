@@ -88,8 +88,17 @@ const castOfFloat = (graph: Graph, n: Node): boolean => {
   return d === "float32" || d === "float64" || d === "float16" || d === "bfloat16"
 }
 
+/** Which 64-bit integer dtypes a target's code computes and stores exactly (int64_t / uint64_t, or their wasm i64 and js BigInt equivalents): its Codegen's `exactInt64` / `exactUint64`. */
+export interface Exact64 {
+  readonly int64: boolean
+  readonly uint64: boolean
+}
+
+/** No 64-bit integer dtype exact in compiled code: int64 / uint64 computed on the reference kernels. */
+export const NO_EXACT64: Exact64 = { int64: false, uint64: false }
+
 /** Builds the TE program of a group (throws NoComputeError when an op has no compute, IllFormedComputeError when one is built wrong). */
-export const buildGroupTE = (fused: FusedGraph, group: FusedGroup, exactInt64 = false): GroupTE => {
+export const buildGroupTE = (fused: FusedGraph, group: FusedGroup, exact: Exact64 = NO_EXACT64): GroupTE => {
   const { graph } = fused
   const nodes = group.nodes.map((n) => graph.nodes.find((m) => m.name === n)!)
   const typeOf = (v: string): ValueType => {
@@ -103,18 +112,25 @@ export const buildGroupTE = (fused: FusedGraph, group: FusedGroup, exactInt64 = 
     for (const o of n.outputs)
       if (o !== "" && (graph.valueTypes.get(o)?.dtype === "float16" || graph.valueTypes.get(o)?.dtype === "bfloat16"))
         throw new NoComputeError({ reason: `${n.op} computes in ${graph.valueTypes.get(o)!.dtype} (rounded after every op; not fused)` })
-  // int64 computes in int64_t on a target whose code does (`exactInt64`: c, cuda). Elsewhere (js, wasm)
-  // int64 is a double: exact for moves, selections, indices and casts of integers
+  // int64 / uint64 compute exactly on a target whose code does (`exact`: int64_t / uint64_t on c,
+  // i64 on wasm, BigInt on js; int64 on cuda). Where one is a double (uint64 on cuda, and any
+  // target without `exact`) it is exact for moves, selections, indices and casts of integers
   // (INT64_EXACT_IN_DOUBLE), not for arithmetic past 2^53 nor for a float's wrap past 2^63, so a
-  // group with int64 arithmetic or a Cast from a float (and any group computing uint64) keeps the
-  // reference kernels, which are exact (ops/exact-int64.ts). The executor runs a compiled group on
-  // the reference kernels instead should an argument hold a value that is not a double.
+  // group with int64 arithmetic or a Cast from a float keeps the reference kernels, which are exact
+  // (ops/exact-int64.ts); a uint64 one does whatever it computes, and a group reading uint64 too
+  // (its buffers are the target's storage: uint64_t in the c family, which cuda's arena is not).
+  // The executor runs a compiled group on the reference kernels instead should an argument hold a
+  // value that is not a double on a device without exact buffers of its dtype.
   for (const n of nodes)
     for (const o of n.outputs) {
       const d = o === "" ? undefined : graph.valueTypes.get(o)?.dtype
-      if (d === "uint64" || (d === "int64" && !exactInt64 && (!INT64_EXACT_IN_DOUBLE.has(n.op) || castOfFloat(graph, n))))
-        throw new NoComputeError({ reason: `${n.op} computes ${d} (exact beyond 2^53 only on the reference kernels${d === "int64" ? " and the c and cuda targets" : ""}; not compiled)` })
+      if ((d === "uint64" && !exact.uint64) || (d === "int64" && !exact.int64 && (!INT64_EXACT_IN_DOUBLE.has(n.op) || castOfFloat(graph, n))))
+        throw new NoComputeError({ reason: `${n.op} computes ${d} (exact beyond 2^53 only on the reference kernels and the targets whose code computes ${d}; not compiled)` })
     }
+  if (!exact.uint64)
+    for (const v of group.inputs)
+      if ((graph.valueTypes.get(v) ?? graph.initializers.get(v))?.dtype === "uint64")
+        throw new NoComputeError({ reason: `'${v}' is uint64, which this target's code does not hold exactly; not compiled` })
   for (const v of [...group.inputs, ...group.outputs]) {
     const t = graph.valueTypes.get(v) ?? graph.initializers.get(v)
     if (t && t.shape.some((d) => d === 0)) throw new NoComputeError({ reason: `'${v}' is empty (a zero-size dim): nothing to compile` })
@@ -227,12 +243,12 @@ export const lowerGroup = (
   memo?: Map<string, PrimFunc>,
   tir: TirPass<unknown> = cpuTirPipeline(),
   config?: Partial<PassConfigShape>,
-  exactInt64 = false,
+  exact: Exact64 = NO_EXACT64,
 ): GroupKernel => {
   const name = `k${group.id}`
   const nodes = group.nodes.map((n) => nodesByName(fused.graph).get(n)!)
   try {
-    const te = buildGroupTE(fused, group, exactInt64)
+    const te = buildGroupTE(fused, group, exact)
     return lowerGroupSchedule(te, group, schedule(te.outputs, baseSchedule(te.outputs), group), memo, tir, config)
   } catch (e) {
     if (isGroupFallbackError(e))
@@ -251,15 +267,15 @@ export const lowerGroups = (
   schedule?: ScheduleFn,
   tir: TirPass<unknown> = cpuTirPipeline(),
   config?: Partial<PassConfigShape>,
-  /** Whether the target computes int64 in int64 (its Codegen's `exactInt64`). */
-  exactInt64 = false,
+  /** Which of int64 / uint64 the target computes exactly (its Codegen's `exactInt64` / `exactUint64`). */
+  exact: Exact64 = NO_EXACT64,
 ): GroupKernel[] => {
   const memo = new Map<string, PrimFunc>()
   return fused.groups.map((g) => {
     // (a stop request is seen between groups: InterruptedError, thrown for the caller to fail with)
     const stop = interruptedAt(config?.interrupt, `lowering group ${g.id} (${g.ops.slice(0, 3).join("+")}${g.ops.length > 3 ? "+…" : ""})`)
     if (stop) throw stop
-    return lowerGroup(fused, g, schedule, memo, tir, config, exactInt64)
+    return lowerGroup(fused, g, schedule, memo, tir, config, exact)
   })
 }
 

@@ -179,11 +179,10 @@ export const castExpr = (x: Expr, to: DType): Expr => {
   if (to === "float32" || to === "float64") return cast(to, x)
   const fromFloat = isFloatDtype(x.dtype)
   if (to === "int64" || to === "uint64") {
-    const signedSrc = !(x.dtype === "uint8" || x.dtype === "uint16" || x.dtype === "uint32" || x.dtype === "uint64" || x.dtype === "bool")
-    if (to === "uint64" && signedSrc) return none(`Cast ${x.dtype} → uint64 (negative values wrap past 2^53)`)
-    // (from a float: truncated and wrapped past ±2^63, NaN/±Inf → 0, as the reference — the c
-    // target's int64_t cast does all of it; where int64 is a double, lowering keeps such a Cast on
-    // the reference kernels)
+    // (from a float: truncated and wrapped modulo 2^64, NaN/±Inf → 0; a negative integer wrapped
+    // into uint64 — as the reference; the targets' 64-bit casts do all of it (c's tessera_f2i,
+    // wasm's f2i64, js's $f2i64 / $f2u64); where the target holds one as a double, lowering keeps
+    // such a Cast on the reference kernels)
     return cast(to, x)
   }
   if (fromFloat) {
@@ -204,11 +203,10 @@ const cmp = (f: (a: Expr, b: Expr) => Expr): OpCompute => binary((a, b) => f(a, 
 
 const UNSIGNED_BITS: Partial<Record<DType, number>> = { uint8: 8, uint16: 16, uint32: 32, uint64: 64 }
 
-/** BitwiseNot as arithmetic: −x − 1 for signed types, (2^bits − 1) − x for unsigned ones. */
+/** BitwiseNot as arithmetic: −x − 1 for signed types and uint64 (which wraps: 2^64 − 1 − x), (2^bits − 1) − x for the narrower unsigned ones. */
 const bitwiseNot: OpCompute = (ctx) => {
   const d = inp(ctx, 0).dtype
-  if (d === "uint64") return none("BitwiseNot of uint64 (exact only with BigInt)")
-  const bits = UNSIGNED_BITS[d]
+  const bits = d === "uint64" ? undefined : UNSIGNED_BITS[d]
   return unary((x) => (bits ? sub(c(2 ** bits - 1, d), x) : sub(call("neg", x), c(1, d))))(ctx)
 }
 
@@ -222,6 +220,8 @@ const bitShift: OpCompute = (ctx) => {
   const bits = UNSIGNED_BITS[d]
   const left = (ctx.attrs.direction as string | undefined) !== "RIGHT"
   if (!bits) return none(`BitShift of ${d}`)
+  // (its arithmetic is in doubles: exact for uint64 values to 2^53 only, and uint64 groups now compile)
+  if (d === "uint64") return none("BitShift of uint64 (computed in doubles here; exact on the reference kernel)")
   return binary((x, y) => {
     const p = call("pow", cast("float64", c(2, d)), cast("float64", y))
     const xf = cast("float64", x)

@@ -8,7 +8,10 @@
 //                                              (a_scale·b_scale) per column): exact in the standard ops
 //   … → Relu / Clip → Q                      ⇒ folded into the output range: Clip on the 8-bit
 //                                              output at q(lo), q(hi) (q(relu(y)) = max(q(y), zp) by
-//                                              monotonicity), dropped where the type's range is inside
+//                                              monotonicity), dropped where the type's range is inside;
+//                                              after Conv / MatMul / Gemm and after the com.microsoft
+//                                              ops with two operands (a residual Add → Relu → Q: the
+//                                              QLinearAdd, then the clamp)
 //   DQ → MaxPool/Reshape/Flatten/Transpose/Squeeze/Unsqueeze/Concat/Slice/Pad/Relu/Clip → Q, all with
 //   the same scale and zero point            ⇒ the op on the 8-bit tensor (Pad fills the zero point)
 //   DQ(a), DQ(b) → Add / Mul → Q             ⇒ com.microsoft QLinearAdd / QLinearMul
@@ -61,6 +64,12 @@ const CONTRIB: Record<string, string> = {
 }
 
 const isContrib = (op: string): boolean => Object.hasOwn(CONTRIB, op)
+
+/**
+ * Ops a Relu / Clip before the Q folds into (its clamp on their 8-bit output): the integer ops, and
+ * the contrib ops whose QLinear form takes no activation of its own (a residual Add, a Mul).
+ */
+const CLAMPS_INTO = new Set([...INTEGER_OPS, "Add", "Mul"])
 
 type Found = { readonly decision: QdqDecision; readonly replacement?: Replacement }
 
@@ -291,7 +300,7 @@ const int8Op = (q: Node, y: QParams, p: Node, ctx: RuleCtx): Found => {
  * QLinear op: every operand a DequantizeLinear with per-tensor constant params of the output's
  * 8-bit type (onnxruntime's kernels take one type), the op's attributes in the contrib op's range.
  */
-const contribOp = (q: Node, y: QParams, p: Node, ctx: RuleCtx): Found => {
+const contribOp = (q: Node, y: QParams, p: Node, ctx: RuleCtx, act?: Node): Found => {
   const op = CONTRIB[p.op]
   const data = p.op === "Add" || p.op === "Mul" ? [0, 1] : [0]
   const params: { node: Node; params: QParams }[] = []
@@ -313,9 +322,14 @@ const contribOp = (q: Node, y: QParams, p: Node, ctx: RuleCtx): Found => {
     attrs = rest
   } else if (p.op === "LeakyRelu") attrs = p.attrs
   if ((p.op === "AveragePool" || p.op === "GlobalAveragePool") && (rankOf(ctx, p.inputs[0]) ?? 0) < 3) return kept(p, "its input has rank < 3")
+  // a Relu / Clip between the op and its Q: the clamp on the 8-bit output, exact by monotonicity of Q
+  const clamp = act ? clampOf(act, ctx, y) : ok(undefined)
+  if (!clamp.ok) return kept(p, `${clamp.reason}, so ${act!.op} ${act!.name} cannot be folded into com.microsoft.${op}'s output range`)
   const inputs = data.flatMap((k) => quantized(params[k], ["a", "b"][k])).concat(out)
-  const node = mk(ctx, p.name, op, inputs, [q.outputs[0]], attrs, MICROSOFT_DOMAIN)
-  return { decision: { node: p.name, op: p.op, outcome: "integer", detail: `${MICROSOFT_DOMAIN}.${op}` }, replacement: { nodes: [node], outputs: q.outputs, constants: consts.map } }
+  const result = clamp.value ? ctx.fresh(`${q.outputs[0]}_unclamped`) : q.outputs[0]
+  const nodes = [mk(ctx, p.name, op, inputs, [result], attrs, MICROSOFT_DOMAIN), ...clampNodes(ctx, p.name, consts, clamp.value, y, result, q.outputs[0])]
+  const detail = `${MICROSOFT_DOMAIN}.${op}${clamp.value ? " → Clip" : ""}${act ? ` (${act.op} ${act.name} folded)` : ""}`
+  return { decision: { node: p.name, op: p.op, outcome: "integer", detail }, replacement: { nodes, outputs: q.outputs, constants: consts.map } }
 }
 
 /** What to make of the QuantizeLinear `q` and the float op before it (undefined: no candidate). */
@@ -323,10 +337,12 @@ const qdqCase = (q: Node, ctx: RuleCtx): Found | undefined => {
   const p = ctx.producer(q.inputs[0])
   if (!p || p.domain !== "") return undefined
   const before = ctx.producer(p.inputs[0] ?? "")
-  const folded = (p.op === "Relu" || p.op === "Clip") && before && INTEGER_OPS.has(before.op) && before.domain === ""
+  const readsDq = (n: Node) => n.inputs.some((v) => ctx.producer(v)?.op === "DequantizeLinear")
+  // (a contrib op only where it reads a DequantizeLinear: a float Add → Relu → Q stays as it was)
+  const folded = (p.op === "Relu" || p.op === "Clip") && before && before.domain === "" && CLAMPS_INTO.has(before.op) && (INTEGER_OPS.has(before.op) || readsDq(before))
   const core = folded ? before : p
   const act = folded ? p : undefined
-  const fromDq = core.inputs.some((v) => ctx.producer(v)?.op === "DequantizeLinear")
+  const fromDq = readsDq(core)
   if (!INTEGER_OPS.has(core.op) && !INT8_OPS.has(core.op) && !isContrib(core.op)) return fromDq ? kept(core, `no integer form of ${core.op}`) : undefined
   if (isContrib(core.op) && !fromDq) return undefined
   const rank = rankOf(ctx, q.inputs[0])
@@ -336,7 +352,7 @@ const qdqCase = (q: Node, ctx: RuleCtx): Found | undefined => {
   if (!perTensor(y.value)) return kept(core, "the output is quantized per axis")
   if (!onlyReader(ctx, q.inputs[0], q)) return kept(core, `its float output ${q.inputs[0]} has readers besides ${q.name}`)
   if (act && !onlyReader(ctx, core.outputs[0], act)) return kept(core, `its float output ${core.outputs[0]} has readers besides ${act.name}`)
-  if (isContrib(core.op)) return contribOp(q, y.value, core, ctx)
+  if (isContrib(core.op)) return contribOp(q, y.value, core, ctx, act)
   if (!INTEGER_OPS.has(core.op)) return int8Op(q, y.value, core, ctx)
   const clamp = act ? clampOf(act, ctx, y.value) : ok(undefined)
   if (!clamp.ok) return kept(core, clamp.reason)

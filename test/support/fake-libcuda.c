@@ -22,7 +22,14 @@ CUresult cuDevicePrimaryCtxRelease_v2(int d) { return 0; }
 CUresult cuCtxSetCurrent(void* c) { return c == &ctx_token ? 0 : 201; }
 CUresult cuCtxSynchronize(void) { return 0; }
 static int module_token = 7;
-CUresult cuModuleLoadData(void** m, const void* image) { if (((const char*)image)[0] != 'T') return 218; *m = &module_token; return 0; }
+/* $TESSERA_FAKE_CUDA_LOAD_MS: a module load that takes that long (a driver call a thread cannot leave: test/tune-cuda-stop.test.ts) */
+CUresult cuModuleLoadData(void** m, const void* image) {
+  const char* slow = getenv("TESSERA_FAKE_CUDA_LOAD_MS");
+  if (slow) { struct timespec t = { atoi(slow) / 1000, (atoi(slow) % 1000) * 1000000L }; nanosleep(&t, 0); }
+  if (((const char*)image)[0] != 'T') return 218;
+  *m = &module_token;
+  return 0;
+}
 CUresult cuModuleUnload(void* m) { return m == &module_token ? 0 : 400; }
 static int fn_token = 9;
 CUresult cuModuleGetFunction(void** f, void* m, const char* name) { if (m != &module_token) return 400; if (strcmp(name, "axpb")) return 500; *f = &fn_token; return 0; }

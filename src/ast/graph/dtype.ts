@@ -6,7 +6,8 @@
 // - int64 / uint64 are held in a Float64Array of the values — and where some value is not a double
 //   (2^53 + 1, 2^63 - 1), a tensor carries its exact values beside it (Tensor.exact, see int64.ts);
 //   the interpreter computes them exactly (ops/exact-int64.ts). The c target stores int64 as
-//   int64_t (its device hands those buffers as BigInt64Arrays: the `cArray` column).
+//   int64_t and uint64 as uint64_t (its device hands those buffers as BigInt64Arrays /
+//   BigUint64Arrays: the `cArray` column); the js and wasm devices do the same (`bigArray`).
 // - bool is a Uint8Array of 0/1.
 
 export const DTYPES = [
@@ -40,9 +41,9 @@ type ArrayCtor = { new (n: number): TypedArray; new (src: ArrayLike<number>): Ty
 
 /** A wasm load / store of a storage element, its natural alignment (log2) and the class its value computes in. */
 export interface WasmStorage {
-  readonly vclass: "i32" | "f32" | "f64"
-  readonly load: "f32.load" | "f64.load" | "i32.load" | "i32.load16_s" | "i32.load16_u" | "i32.load8_s" | "i32.load8_u"
-  readonly store: "f32.store" | "f64.store" | "i32.store" | "i32.store16" | "i32.store8"
+  readonly vclass: "i32" | "i64" | "f32" | "f64"
+  readonly load: "f32.load" | "f64.load" | "i32.load" | "i64.load" | "i32.load16_s" | "i32.load16_u" | "i32.load8_s" | "i32.load8_u"
+  readonly store: "f32.store" | "f64.store" | "i32.store" | "i64.store" | "i32.store16" | "i32.store8"
   readonly align: number
 }
 
@@ -52,16 +53,18 @@ export interface DTypeInfo {
   readonly bytes: number
   /** ONNX TensorProto.DataType. */
   readonly onnx: number
-  /** The typed array our storage uses (float16 / bfloat16 as rounded float32, int64 / uint64 as double). */
+  /** The typed array our storage uses (float16 / bfloat16 as rounded float32, int64 / uint64 as double; the devices of c, js and wasm hold them as BigInt arrays: `bigArray`). */
   readonly array: ArrayCtor
-  /** The C type of the c target's buffers and the FFI's pointers (our storage's, but int64's: int64_t). */
-  readonly c: "float" | "double" | "int8_t" | "int16_t" | "int32_t" | "int64_t" | "uint8_t" | "uint16_t" | "uint32_t"
+  /** The C type of the c target's buffers and the FFI's pointers (our storage's, but int64's and uint64's: int64_t, uint64_t). */
+  readonly c: "float" | "double" | "int8_t" | "int16_t" | "int32_t" | "int64_t" | "uint8_t" | "uint16_t" | "uint32_t" | "uint64_t"
   /** The wasm target's access to that storage. */
   readonly wasm: WasmStorage
 }
 
 const F32: WasmStorage = { vclass: "f32", load: "f32.load", store: "f32.store", align: 2 }
 const F64: WasmStorage = { vclass: "f64", load: "f64.load", store: "f64.store", align: 3 }
+/** int64 / uint64 in wasm memory: their exact 64 bits (the wasm device's BigInt64Array / BigUint64Array views). */
+const I64: WasmStorage = { vclass: "i64", load: "i64.load", store: "i64.store", align: 3 }
 
 export const DTYPE_INFO: { readonly [D in DType]: DTypeInfo } = {
   float32: { bytes: 4, onnx: 1, array: Float32Array, c: "float", wasm: F32 },
@@ -71,11 +74,11 @@ export const DTYPE_INFO: { readonly [D in DType]: DTypeInfo } = {
   int8: { bytes: 1, onnx: 3, array: Int8Array, c: "int8_t", wasm: { vclass: "i32", load: "i32.load8_s", store: "i32.store8", align: 0 } },
   int16: { bytes: 2, onnx: 5, array: Int16Array, c: "int16_t", wasm: { vclass: "i32", load: "i32.load16_s", store: "i32.store16", align: 1 } },
   int32: { bytes: 4, onnx: 6, array: Int32Array, c: "int32_t", wasm: { vclass: "i32", load: "i32.load", store: "i32.store", align: 2 } },
-  int64: { bytes: 8, onnx: 7, array: Float64Array, c: "int64_t", wasm: F64 },
+  int64: { bytes: 8, onnx: 7, array: Float64Array, c: "int64_t", wasm: I64 },
   uint8: { bytes: 1, onnx: 2, array: Uint8Array, c: "uint8_t", wasm: { vclass: "i32", load: "i32.load8_u", store: "i32.store8", align: 0 } },
   uint16: { bytes: 2, onnx: 4, array: Uint16Array, c: "uint16_t", wasm: { vclass: "i32", load: "i32.load16_u", store: "i32.store16", align: 1 } },
   uint32: { bytes: 4, onnx: 12, array: Uint32Array, c: "uint32_t", wasm: { vclass: "i32", load: "i32.load", store: "i32.store", align: 2 } },
-  uint64: { bytes: 8, onnx: 13, array: Float64Array, c: "double", wasm: F64 },
+  uint64: { bytes: 8, onnx: 13, array: Float64Array, c: "uint64_t", wasm: I64 },
   bool: { bytes: 1, onnx: 9, array: Uint8Array, c: "uint8_t", wasm: { vclass: "i32", load: "i32.load8_u", store: "i32.store8", align: 0 } },
 }
 
@@ -96,12 +99,20 @@ export const isSigned = (d: DType): boolean =>
 
 export const allocate = (dtype: DType, n: number): TypedArray => new DTYPE_INFO[dtype].array(n)
 
-/** A device buffer's host array: our storage, or (the c device's int64_t buffers) a BigInt64Array. */
-export type DeviceArray = TypedArray | BigInt64Array
+/** A device buffer's host array: our storage, or (int64_t / uint64_t buffers) a BigInt64Array / BigUint64Array. */
+export type DeviceArray = TypedArray | BigInt64Array | BigUint64Array
 
-/** The array the c device's buffers of `d` are: int64 as int64_t (a BigInt64Array, every value exact), the rest our storage. */
-export const cArray = (d: DType): { new (n: number): DeviceArray; new (buffer: ArrayBuffer, offset: number, length: number): DeviceArray; readonly name: string } =>
-  (d === "int64" ? BigInt64Array : DTYPE_INFO[d].array) as unknown as { new (n: number): DeviceArray; new (buffer: ArrayBuffer, offset: number, length: number): DeviceArray; readonly name: string }
+/** Whether a device array holds BigInts (an int64_t or uint64_t buffer). */
+export const isBigArray = (a: unknown): a is BigInt64Array | BigUint64Array => a instanceof BigInt64Array || a instanceof BigUint64Array
+
+type DeviceArrayCtor = { new (n: number): DeviceArray; new (buffer: ArrayBuffer, offset: number, length: number): DeviceArray; readonly name: string }
+
+/** The array a device's buffers of `d` are where 64-bit integers are exact (c, js, wasm): int64 a BigInt64Array, uint64 a BigUint64Array, the rest our storage. */
+export const bigArray = (d: DType): DeviceArrayCtor =>
+  (d === "int64" ? BigInt64Array : d === "uint64" ? BigUint64Array : DTYPE_INFO[d].array) as unknown as DeviceArrayCtor
+
+/** The array the c device's buffers of `d` are: int64 as int64_t, uint64 as uint64_t (every value exact), the rest our storage. */
+export const cArray = bigArray
 
 /** Copies `src` into fresh storage for `dtype`, converting each value as ONNX Cast does. */
 export const fromNumbers = (dtype: DType, src: ArrayLike<number>): TypedArray => {

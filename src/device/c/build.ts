@@ -12,13 +12,14 @@
 // After every build the cache is kept under its size limit, least recently used first (cache-store.ts `evict`).
 // And the Makefile of the standalone artifact, which builds the same library with no Node (make -j).
 import { Effect } from "effect"
-import { spawn, spawnSync } from "node:child_process"
+import { spawnSync } from "node:child_process"
 import { createHash } from "node:crypto"
 import { mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { cacheRoot } from "../cache-root.js"
 import { CompileError } from "../errors.js"
+import { runInGroup as run } from "../process-group.js"
 import { buildFolderPrefix, cacheBudget, cached, evict, privateDir, publish, removeStaleTemps, tempTag, type CacheBudget } from "./cache-store.js"
 
 export interface CBuildConfig {
@@ -57,63 +58,6 @@ export const compilerAvailable = (cc = "gcc"): boolean => {
   const r = spawnSync(cc, ["--version"], { stdio: "ignore" })
   return r.status === 0
 }
-
-/** The process groups of the compilers running now: killed when this process exits. */
-const running = new Set<number>()
-let exitHook = false
-
-/** Kills a compiler's process group (the driver, cc1, as, ld), or the driver when the group is gone. */
-const killGroup = (pid: number | undefined, child: { kill: (s: NodeJS.Signals) => boolean }): void => {
-  try {
-    if (pid !== undefined) process.kill(-pid, "SIGKILL")
-  } catch {
-    child.kill("SIGKILL")
-  }
-}
-
-type RunResult = { code: number | null; stderr: string; spawnError?: string; timedOut?: boolean }
-
-/**
- * Runs a compiler in a process group of its own, killed whole (killing the driver alone leaves
- * cc1 compiling on) when it runs past `timeoutMs`, when the effect is interrupted, or when this
- * process exits.
- */
-const run = (cmd: string, args: readonly string[], timeoutMs?: number): Effect.Effect<RunResult> =>
-  Effect.callback<RunResult>((resume) => {
-    if (!exitHook) {
-      exitHook = true
-      process.once("exit", () => {
-        for (const pid of running) killGroup(pid, { kill: () => false })
-      })
-    }
-    const child = spawn(cmd, args, { stdio: ["ignore", "ignore", "pipe"], detached: true })
-    const pid = child.pid
-    if (pid !== undefined) running.add(pid)
-    let stderr = ""
-    let timedOut = false
-    let done = false
-    const timer = timeoutMs === undefined ? undefined : setTimeout(() => {
-      timedOut = true
-      killGroup(pid, child)
-    }, timeoutMs)
-    const finish = (r: RunResult) => {
-      if (done) return
-      done = true
-      clearTimeout(timer)
-      if (pid !== undefined) running.delete(pid)
-      resume(Effect.succeed(r))
-    }
-    child.stderr.on("data", (d: unknown) => (stderr += String(d)))
-    child.on("error", (e) => finish({ code: null, stderr, spawnError: e.message }))
-    child.on("close", (code) => finish({ code, stderr, ...(timedOut ? { timedOut } : {}) }))
-    return Effect.sync(() => {
-      if (done) return
-      done = true
-      clearTimeout(timer)
-      killGroup(pid, child)
-      if (pid !== undefined) running.delete(pid)
-    })
-  })
 
 const identities = new Map<string, string>()
 

@@ -1,4 +1,4 @@
-// The c build cache's files on disk, made safe against other users and against torn writes:
+// The build caches' files on disk (the c target's libraries and objects, the cuda target's cubins), made safe against other users and against torn writes:
 // - its folders are this user's alone (made mode 0700; one another user owns, or that others can
 //   write into, is refused with UnsafeCacheError: a library planted there would be loaded and run);
 // - an output (object, library) is written under a temporary name unique to this process, fsynced,
@@ -165,7 +165,7 @@ export const cacheBudget = (): CacheBudget => {
   return { maxBytes: (Number.isFinite(mb) && mb > 0 ? mb : 2048) * 1024 * 1024, graceMs: 60 * 60 * 1000 }
 }
 
-/** A cached output and the files that go with it (its hash; a library's source kept beside it). */
+/** A cached output and the files that go with it (companionsOf). */
 interface Entry {
   readonly file: string
   readonly companions: readonly string[]
@@ -173,8 +173,18 @@ interface Entry {
   readonly usedMs: number
 }
 
-/** A cached output's name: a 32-hex key and its extension (temporaries, hashes, locks and sources are not). */
-const ENTRY = /^([0-9a-f]{32})\.(so|o)$/
+/** A cached output's name: a 32-hex key and its extension (temporaries, hashes, locks, sources and reports are not). */
+const ENTRY = /^([0-9a-f]{32})\.(so|o|cubin)$/
+
+/** ptxas's report on a cached cubin (the cuda cache, ../cuda/nvcc.ts): published beside it, evicted with it. */
+export const cubinReport = (cubin: string): string => cubin.replace(/\.cubin$/, ".ptxas")
+
+/** The files that go with a cached output: its hash; a library's source; a cubin's report and its hash. */
+const companionsOf = (dir: string, key: string, ext: string, file: string): string[] => {
+  if (ext === "so") return [hashFile(file), path.join(dir, `${key}.c`)]
+  if (ext === "cubin") return [hashFile(file), cubinReport(file), hashFile(cubinReport(file))]
+  return [hashFile(file)]
+}
 
 const sizeOf = (file: string): number => {
   try {
@@ -203,7 +213,7 @@ const entriesOf = (dir: string): Entry[] => {
       continue
     }
     if (!st.isFile()) continue
-    const companions = [hashFile(file), ...(m[2] === "so" ? [path.join(dir, `${m[1]}.c`)] : [])]
+    const companions = companionsOf(dir, m[1], m[2], file)
     out.push({ file, companions, bytes: st.size + companions.reduce((a, f) => a + sizeOf(f), 0), usedMs: st.mtimeMs })
   }
   return out

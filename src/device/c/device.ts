@@ -28,8 +28,10 @@ const unitsOf = (a: Artifact): Effect.Effect<CUnits, LoadError> => {
 }
 
 /**
- * The c device; with `threads`, OpenMP's thread count is set before a library loads (OpenMP reads
- * it once, when a process first runs a parallel region).
+ * The c device; with `threads`, OpenMP's thread count: in the environment before a library loads
+ * (OpenMP reads it once, when a process first runs a parallel region; a worker thread's
+ * `process.env` is its own copy, so this reaches only a main thread), and through the library's
+ * OpenMP runtime for the thread that loads it and calls its kernels (loadC).
  */
 export const cDevice = (config: CBuildConfig = defaultCBuildConfig(), threads?: number): DeviceShape => ({
   kind: "c",
@@ -40,11 +42,11 @@ export const cDevice = (config: CBuildConfig = defaultCBuildConfig(), threads?: 
       const built = yield* buildCUnits(units, config)
       // a library that hashes right but will not load (damaged before it was hashed, a planted
       // file with a forged hash) is built once more; a second failure is the error
-      const mod = yield* loadC(built.library, artifact.kernels).pipe(
+      const mod = yield* loadC(built.library, artifact.kernels, threads).pipe(
         Effect.catchTag("LoadError", () =>
           Effect.sync(() => discard(built.library)).pipe(
             Effect.andThen(buildCUnits(units, config)),
-            Effect.flatMap((again) => loadC(again.library, artifact.kernels)),
+            Effect.flatMap((again) => loadC(again.library, artifact.kernels, threads)),
           ),
         ),
       )

@@ -35,11 +35,33 @@ const checkedKernel = (k: CKernelSignature, native: (...a: unknown[]) => unknown
   }
 }
 
-/** Loads a library built from the emitted kernels (same names and params, in any order). */
-export const loadC = (so: string, kernels: readonly CKernelSignature[]): Effect.Effect<CModule, LoadError> =>
+/**
+ * OpenMP's thread count for the parallel regions this OS thread starts from now on, set through the
+ * library's own OpenMP runtime (`omp_set_num_threads`, found through the library's dependencies).
+ * OMP_NUM_THREADS is not enough: OpenMP reads it from the process's environment when it first loads,
+ * and a Node worker thread (the CLI runs every command in one) has its own copy of `process.env`
+ * that never reaches the environment — `tessera bench --threads 1` ran its c kernels on every core.
+ * A library built without OpenMP has no such symbol: nothing to set.
+ */
+const setOpenMpThreads = (lib: ReturnType<typeof koffi.load>, threads: number): void => {
+  let set: ((n: number) => void) | undefined
+  try {
+    set = lib.func("void omp_set_num_threads(int)") as (n: number) => void
+  } catch {
+    return
+  }
+  set(Math.max(1, Math.floor(threads)))
+}
+
+/**
+ * Loads a library built from the emitted kernels (same names and params, in any order); with
+ * `threads`, its parallel loops run on that many threads when called from this thread.
+ */
+export const loadC = (so: string, kernels: readonly CKernelSignature[], threads?: number): Effect.Effect<CModule, LoadError> =>
   Effect.try({
     try: () => {
       const lib = koffi.load(so)
+      if (threads !== undefined) setOpenMpThreads(lib, threads)
       const out = new Map<string, CKernel>()
       for (const k of kernels) out.set(k.name, checkedKernel(k, lib.func(k.name, "void", k.params.map((p) => ffiType(p.dtype))) as (...a: unknown[]) => unknown))
       return { path: so, kernels: out }

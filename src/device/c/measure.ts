@@ -13,6 +13,7 @@ import { Effect, Fiber, Semaphore } from "effect"
 import { spawn } from "node:child_process"
 import { rmSync } from "node:fs"
 import { createRequire } from "node:module"
+import { isBigArray } from "../../ast/graph/dtype.js"
 import { sizeOf, type Tensor } from "../../ast/graph/tensor.js"
 import type { PrimFunc } from "../../ast/tir/tir.js"
 import { storageElements } from "../../ast/tir/analysis.js"
@@ -211,8 +212,8 @@ const runChild = (so: string, names: readonly string[], ref: ReferenceCase, opti
       if ("error" in m) return void results.set(m.name, { error: m.error })
       if ("out" in m) {
         // wrong answers are errors, never timings
-        // (int64 outputs come back as int64_t: compared as numbers)
-        const wrong = wrongAnswer(m.out.map((a: ArrayLike<number> | BigInt64Array) => (a instanceof BigInt64Array ? Float64Array.from(a, Number) : a)), ref, options)
+        // (int64 / uint64 outputs come back as int64_t / uint64_t: compared as numbers)
+        const wrong = wrongAnswer(m.out.map((a: ArrayLike<number> | BigInt64Array | BigUint64Array) => (isBigArray(a) ? Float64Array.from(a, Number) : a)), ref, options)
         if (wrong) results.set(m.name, { error: wrong })
         return
       }
@@ -225,7 +226,7 @@ const runChild = (so: string, names: readonly string[], ref: ReferenceCase, opti
       const tail = lastLine(stderr)
       finish(tail ? `${why}: ${tail}` : why)
     })
-    child.send({ so, names, nparams: ref.arrays.length, arrays: ref.arrays.map((a, j) => (ref.dtypes[j] === "int64" ? BigInt64Array.from(a, (x) => BigInt(x)) : a)), outputIdx: ref.outputIdx, repeats: options.repeats, minRepeatMs: options.minRepeatMs, flushBytes: options.flushBytes ?? 0, interleave: options.interleave === true })
+    child.send({ so, names, nparams: ref.arrays.length, arrays: ref.arrays.map((a, j) => (ref.dtypes[j] === "int64" ? BigInt64Array.from(a, (x) => BigInt(x)) : ref.dtypes[j] === "uint64" ? BigUint64Array.from(a, (x) => BigInt.asUintN(64, BigInt(x))) : a)), outputIdx: ref.outputIdx, repeats: options.repeats, minRepeatMs: options.minRepeatMs, flushBytes: options.flushBytes ?? 0, interleave: options.interleave === true })
     return Effect.sync(() => {
       finished = true
       clearTimeout(timer)

@@ -9,7 +9,7 @@ import * as fs from "node:fs"
 import { Effect, Layer } from "effect"
 import { cArray, storageBytes, type DeviceArray, type DType } from "../../ast/graph/dtype.js"
 import type { Artifact } from "../../lowering/program.js"
-import { Device, DeviceRunError, LoadError, type DeviceBlock, type DeviceBuffer, type DeviceModule, type DeviceShape, type TimeOptions } from "../device.js"
+import { copyDeviceArray, Device, DeviceRunError, LoadError, type DeviceBlock, type DeviceBuffer, type DeviceModule, type DeviceShape, type TimeOptions } from "../device.js"
 import { NoGpuError } from "../errors.js"
 import { CudaDriverError, medianEventSeconds, openCudaDriver, type CudaDriver, type Handle } from "./driver.js"
 import { buildCubin, findNvcc } from "./nvcc.js"
@@ -65,17 +65,12 @@ const loadCuda = (artifact: Artifact, driver: CudaDriver, cubin: Uint8Array): De
   const workspace = wsBytes > 0 ? malloc(wsBytes) : 0n
   const byKernel = new Map(launches.map((k) => [k.kernel, k] as const))
   const gpu = (b: DeviceBuffer) => b as unknown as GpuBuffer
-  const hostArray = (b: GpuBuffer): DeviceArray => new (cArray(b.dtype))(b.elements)
+  // (int64 as int64_t; uint64 still as a double, as the runner's arena holds it: cuda compiles no group that reads it)
+  const hostArray = (b: GpuBuffer): DeviceArray => (b.dtype === "uint64" ? new Float64Array(b.elements) : new (cArray(b.dtype))(b.elements))
   /** `data` as the buffer's storage (int64 as int64_t: exact values, or doubles truncated). */
   const staged = (b: GpuBuffer, data: DeviceArray): DeviceArray => {
     const into = hostArray(b)
-    if (into instanceof BigInt64Array === data instanceof BigInt64Array) into.set(data as never)
-    else if (into instanceof BigInt64Array)
-      for (let i = 0; i < data.length; i++) {
-        const x = data[i] as number
-        into[i] = Number.isFinite(x) ? BigInt(Math.trunc(x)) : 0n
-      }
-    else for (let i = 0; i < data.length; i++) into[i] = Number(data[i])
+    copyDeviceArray(into, data)
     return into
   }
   const driverCall = <A>(kernel: string, f: () => A): A => {

@@ -8,7 +8,7 @@
 // with the reason.
 import * as fs from "node:fs"
 import { Effect } from "effect"
-import { cArray, storageBytes, type DeviceArray, type DType } from "../../ast/graph/dtype.js"
+import { cArray, isBigArray, storageBytes, type DeviceArray, type DType } from "../../ast/graph/dtype.js"
 import type { MeasureRequest } from "../device.js"
 import { referenceCase, wrongAnswer, type Measured } from "../measure.js"
 import { medianEventSeconds, openCudaDriver, type CudaDriver, type Handle } from "./driver.js"
@@ -37,31 +37,26 @@ const ALIGN = 256
 const up = (n: number, a: number) => Math.ceil(n / a) * a
 
 export const measureCuda = (r: MeasureRequest): Effect.Effect<readonly Measured[]> =>
-  Effect.sync(() => {
+  Effect.gen(function* () {
     const fail = (reason: string): Measured[] => r.candidates.map((c) => ({ config: c.config, cost: undefined, error: reason }))
-    let driver: CudaDriver
-    try {
-      driver = openCudaDriver()
-    } catch (e) {
-      return fail(e instanceof Error ? e.message : String(e))
-    }
+    const opened = openDriver()
+    if (typeof opened === "string") return fail(opened)
+    const driver = opened
     const nvcc = findNvcc()
     if (!nvcc) return fail("nvcc was not found: it builds the candidates for this GPU")
     const named = r.candidates.map((c, k) => ({ name: `t${k}`, func: c.func }))
     const source = r.render(named)
     const plans = parseCandidateLaunches(source)
-    const built = Effect.runSync(Effect.result(buildCubin(nvcc, source, `sm_${driver.device.major}${driver.device.minor}`)))
+    // (nvcc is a child process this fiber waits on, not a spawnSync holding the thread: a stop
+    // request interrupts the wait and kills nvcc's process group)
+    const built = yield* Effect.result(buildCubin(nvcc, source, `sm_${driver.device.major}${driver.device.minor}`))
     if (built._tag === "Failure") return fail(`nvcc: ${built.failure.message.slice(0, 400)}`)
-    let module: Handle
-    try {
-      module = driver.loadModule(new Uint8Array(fs.readFileSync(built.success.cubin)))
-    } catch (e) {
-      return fail(e instanceof Error ? e.message : String(e))
-    }
+    const module = loadModule(driver, built.success.cubin)
+    if (typeof module === "string") return fail(module)
     const ref = referenceCase(r.candidates[0].func, r.source.outputs, r.source.reference)
     const o = r.options.measure
-    const out: Measured[] = []
-    for (const [k, c] of r.candidates.entries()) {
+    /** One candidate: launched once, checked against the reference, timed; its errors its own. */
+    const measureOne = (c: MeasureRequest["candidates"][number], k: number): Measured => {
       const plan = plans.get(named[k].name)
       const ptrs: bigint[] = []
       try {
@@ -81,7 +76,7 @@ export const measureCuda = (r: MeasureRequest): Effect.Effect<readonly Measured[
         })
         const stage = (i: number): DeviceArray => {
           const a = new (cArray(dtypes[i]))(ref.arrays[i].length)
-          if (a instanceof BigInt64Array) ref.arrays[i].forEach((x, j) => (a[j] = BigInt(Math.trunc(Number(x)))))
+          if (isBigArray(a)) ref.arrays[i].forEach((x, j) => (a[j] = BigInt(Math.trunc(Number(x)))))
           else a.set(ref.arrays[i] as never)
           return a
         }
@@ -96,13 +91,10 @@ export const measureCuda = (r: MeasureRequest): Effect.Effect<readonly Measured[
           return Array.from(a as ArrayLike<number | bigint>, Number)
         })
         const wrong = wrongAnswer(got, ref, o)
-        if (wrong) {
-          out.push({ config: c.config, cost: undefined, error: wrong })
-          continue
-        }
-        out.push({ config: c.config, cost: medianEventSeconds(driver, runOnce, o.repeats, o.minRepeatMs, 1 << 14) })
+        if (wrong) return { config: c.config, cost: undefined, error: wrong }
+        return { config: c.config, cost: medianEventSeconds(driver, runOnce, o.repeats, o.minRepeatMs, 1 << 14) }
       } catch (e) {
-        out.push({ config: c.config, cost: undefined, error: e instanceof Error ? e.message : String(e) })
+        return { config: c.config, cost: undefined, error: e instanceof Error ? e.message : String(e) }
       } finally {
         for (const p of ptrs) {
           try {
@@ -113,6 +105,25 @@ export const measureCuda = (r: MeasureRequest): Effect.Effect<readonly Measured[
         }
       }
     }
-    driver.unloadModule(module)
-    return out
+    // one candidate per step: an interruption (tune's stop request) lands between two, never
+    // waiting for the whole batch
+    return yield* Effect.forEach(r.candidates, (c, k) => Effect.sync(() => measureOne(c, k))).pipe(Effect.ensuring(Effect.sync(() => driver.unloadModule(module))))
   })
+
+/** The driver, or why it cannot be opened. */
+const openDriver = (): CudaDriver | string => {
+  try {
+    return openCudaDriver()
+  } catch (e) {
+    return e instanceof Error ? e.message : String(e)
+  }
+}
+
+/** The cubin loaded as a module, or why it would not load. */
+const loadModule = (driver: CudaDriver, cubin: string): Handle | string => {
+  try {
+    return driver.loadModule(new Uint8Array(fs.readFileSync(cubin)))
+  } catch (e) {
+    return e instanceof Error ? e.message : String(e)
+  }
+}

@@ -3,7 +3,8 @@
 // runs in Node and in a browser; measuring tuning candidates (worker_threads) is Node's, ./node.ts.
 import { Effect, Layer } from "effect"
 import { artifactText } from "../../lowering/program.js"
-import { Device, hostModule, LoadError, type DeviceShape } from "../device.js"
+import { bigArray } from "../../ast/graph/dtype.js"
+import { Device, hostModule, LoadError, plainReserve, type DeviceShape } from "../device.js"
 
 export type KernelFn = (...args: import("../../ast/graph/dtype.js").TypedArray[]) => void
 
@@ -26,7 +27,8 @@ export const jsDeviceCore: DeviceShape = {
       const name = artifact.manifest.module
       const source = typeof name === "string" ? artifactText(artifact, name) : undefined
       if (source === undefined) return yield* new LoadError({ target: "js", path: String(name ?? "(no module)"), reason: "the artifact has no module" })
-      return hostModule("js", yield* loadJsModule(source))
+      // (int64 / uint64 buffers as BigInt64Arrays / BigUint64Arrays: the emitted code computes them as BigInts)
+      return hostModule("js", yield* loadJsModule(source), plainReserve, bigArray)
     }),
 }
 

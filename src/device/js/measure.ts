@@ -3,7 +3,7 @@
 // medians of repeats, each repeat at least `minRepeatMs` long (noisy shared machines).
 import { Effect } from "effect"
 import { Worker } from "node:worker_threads"
-import type { TypedArray } from "../../ast/graph/dtype.js"
+import { isBigArray, type TypedArray } from "../../ast/graph/dtype.js"
 import type { Tensor } from "../../ast/graph/tensor.js"
 import type { PrimFunc } from "../../ast/tir/tir.js"
 import { defaultMeasureOptions, referenceCase, wrongAnswer, type Candidate, type Measured, type MeasureOptions } from "../measure.js"
@@ -54,7 +54,9 @@ export const measureJs = (
   Effect.callback<Measured[]>((resume) => {
     if (candidates.length === 0) return resume(Effect.succeed([]))
     const ref = referenceCase(candidates[0].func, outputs, reference)
-    const { arrays, outputIdx } = ref
+    const { outputIdx } = ref
+    // (int64 / uint64 params as BigInt64Arrays / BigUint64Arrays, as the js device hands them)
+    const arrays = ref.arrays.map((a, j) => (ref.dtypes[j] === "int64" ? BigInt64Array.from(a, (x) => BigInt(x)) : ref.dtypes[j] === "uint64" ? BigUint64Array.from(a, (x) => BigInt.asUintN(64, BigInt(x))) : a))
     const names = candidates.map((_, k) => `c${k}`)
     const source = render(candidates.map((c, k) => ({ name: names[k], func: c.func })))
     const results = new Map<string, Measured>()
@@ -72,7 +74,7 @@ export const measureJs = (
       )
     }
     const timer = setTimeout(() => finish(`timed out after ${options.timeoutMs} ms`), options.timeoutMs)
-    worker.on("message", (m: { name?: string; ms?: number; out?: TypedArray[]; error?: string; done?: boolean; fatal?: string }) => {
+    worker.on("message", (m: { name?: string; ms?: number; out?: (TypedArray | BigInt64Array | BigUint64Array)[]; error?: string; done?: boolean; fatal?: string }) => {
       if (m.fatal) return finish(`the module failed to load: ${m.fatal}`)
       if (m.done) return finish()
       const k = names.indexOf(m.name ?? "")
@@ -80,7 +82,7 @@ export const measureJs = (
       const config = candidates[k].config
       if (m.error) return void results.set(m.name!, { config, cost: undefined, error: m.error })
       // wrong answers are errors, never timings
-      const wrong = wrongAnswer(m.out!, ref, options)
+      const wrong = wrongAnswer(m.out!.map((a) => (isBigArray(a) ? Float64Array.from(a, Number) : a)), ref, options)
       if (wrong) return void results.set(m.name!, { config, cost: undefined, error: wrong })
       results.set(m.name!, { config, cost: (m.ms ?? 0) / 1000 })
     })

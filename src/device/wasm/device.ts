@@ -3,9 +3,9 @@
 // inputs are copied in and its outputs copied out, kernels are called by the buffers' addresses.
 // With threads (a module emitted with a shared memory, a thread host) workers share the parallel phases.
 import { Effect, Layer } from "effect"
-import { allocate, storageBytes, type DType, type TypedArray } from "../../ast/graph/dtype.js"
+import { bigArray, storageBytes, type DeviceArray, type DType } from "../../ast/graph/dtype.js"
 import type { Artifact, KernelEntry } from "../../lowering/program.js"
-import { Device, DeviceRunError, LoadError, timeRuns, type DeviceBlock, type DeviceBuffer, type DeviceModule, type DeviceShape } from "../device.js"
+import { copyDeviceArray, Device, DeviceRunError, LoadError, timeRuns, type DeviceBlock, type DeviceBuffer, type DeviceModule, type DeviceShape } from "../device.js"
 import { loadWasmModule, type ThreadHost, type WasmFrameLayout, type WasmKernels } from "./load.js"
 
 /** A place in the module's memory: its byte address, dtype and elements. */
@@ -15,7 +15,7 @@ interface WasmBuffer {
   readonly elements: number
 }
 
-type ArrayCtor = new (buffer: ArrayBufferLike, offset: number, length: number) => TypedArray
+type ArrayCtor = new (buffer: ArrayBufferLike, offset: number, length: number) => DeviceArray
 
 /** The frame layouts the loader needs, from the artifact's kernel entries. */
 export const frameLayouts = (kernels: readonly KernelEntry[]): WasmFrameLayout[] =>
@@ -28,7 +28,8 @@ export const frameLayouts = (kernels: readonly KernelEntry[]): WasmFrameLayout[]
 
 /** A loaded module as a DeviceModule: buffers by address in its memory. */
 export const wasmModule = (kernels: WasmKernels): DeviceModule => {
-  const view = (b: WasmBuffer): TypedArray => new (allocate(b.dtype, 0).constructor as unknown as ArrayCtor)(kernels.memory.buffer(), b.at, b.elements)
+  // (int64 / uint64 as BigInt64Array / BigUint64Array: the module computes them in i64, every value exact)
+  const view = (b: WasmBuffer): DeviceArray => new (bigArray(b.dtype) as unknown as ArrayCtor)(kernels.memory.buffer(), b.at, b.elements)
   const place = (b: DeviceBuffer) => b as unknown as WasmBuffer
   const buffer = (b: WasmBuffer) => b as unknown as DeviceBuffer
   const run = (name: string, args: readonly DeviceBuffer[]) => {
@@ -38,6 +39,8 @@ export const wasmModule = (kernels: WasmKernels): DeviceModule => {
   return {
     kind: "wasm",
     kernels: new Set(kernels.keys()),
+    exactInt64: true,
+    exactUint64: true,
     threads: kernels.threads,
     workerRanges: kernels.workerRanges,
     reserve: (bytes) => kernels.memory.reserve(bytes).map((at) => ({ at }) as unknown as DeviceBlock),
@@ -45,12 +48,12 @@ export const wasmModule = (kernels: WasmKernels): DeviceModule => {
     input: (reserved, data) => {
       const r = place(reserved)
       if (data.length !== r.elements || data.BYTES_PER_ELEMENT !== storageBytes(r.dtype)) throw new DeviceRunError({ kernel: "(input)", reason: `${data.length} elements of ${data.BYTES_PER_ELEMENT} bytes do not fit a ${r.dtype}[${r.elements}] buffer` })
-      view(r).set(data as ArrayLike<number>)
+      copyDeviceArray(view(r), data)
       return reserved
     },
     output: (reserved) => reserved,
     read: (b) => view(place(b)).slice(),
-    write: (b, data) => view(place(b)).set(data as ArrayLike<number>),
+    write: (b, data) => copyDeviceArray(view(place(b)), data),
     run,
     time: (name, args, options) => timeRuns(() => run(name, args), options),
     close: () => kernels.close(),

@@ -1,7 +1,7 @@
 // The c dialect of the C-family walker (../c-family): what the c target renders for each TIR
 // construct. Lowering to C:
 // - one `void name(T* restrict b0, …)` per PrimFunc, params in order, typed by their storage type
-//   (expr.ts: float16/bfloat16 as float, int64/uint64 as double, bool as uint8_t); params never
+//   (expr.ts: float16/bfloat16 as float, int64 / uint64 as int64_t / uint64_t, bool as uint8_t); params never
 //   stored to are `const`. `restrict` says params do not overlap: in-place kernels whose output
 //   shares an input's storage with a different index pattern need `restrict: false`;
 // - loops are `for (int64_t v = min; v < min + extent; ++v)`; parallel loops carry
@@ -109,7 +109,7 @@ const loop = (s: ForStmt, w: Walk): { open: string[]; close: string[] } => {
  * once. A sum's additions are reassociated (lanes of partial sums, as onnxruntime's are); max and
  * min are exact, and a NaN anywhere makes the result NaN (as the evaluator's Math.max / Math.min
  * do), kept in a flag beside the vector max. Float32 and float64 buffers only (integer classes and
- * int64 held as double stay as written); none inside another simd loop (OpenMP nests none).
+ * the 64-bit integers stay as written); none inside another simd loop (OpenMP nests none).
  */
 const reduceLoop = (s: ForStmt, r: ReduceLoop, w: Walk): string[] | undefined => {
   const b = w.buffer(r.store.buffer)

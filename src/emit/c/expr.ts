@@ -6,10 +6,9 @@
 // typed arrays) and a value class (the C type its expressions compute in):
 //   float32 / float16 / bfloat16 → float   (float16 / bfloat16 are stored as rounded floats)
 //   float64                      → double
-//   uint64                       → double   (stored as double, as the host's Float64Array: exact
-//                                            to 2^53; lowering compiles no group that computes it)
 //   int64                        → int64_t  (stored as int64_t: the c device hands int64 buffers
 //                                            as BigInt64Arrays, every value exact; wraps like C)
+//   uint64                       → uint64_t (stored as uint64_t: BigUint64Arrays; wraps like C)
 //   int8 … uint32, bool          → integers (loop variables and integer lets are int64_t, so index
 //                                            arithmetic never overflows; stores wrap like C, and
 //                                            the build passes -fwrapv so wrapping is defined)
@@ -23,13 +22,13 @@ import type { ExprRenderer } from "../c-family/expr.js"
 /** The C type a buffer of `d` holds (the same bytes as our typed-array storage: the dtype table's). */
 export const cStorage = (d: DType): string => DTYPE_INFO[d].c
 
-export type ValueClass = "f32" | "f64" | "int"
+export type ValueClass = "f32" | "f64" | "int" | "u64"
 
 export const valueClass = (d: DType): ValueClass =>
-  d === "float32" || d === "float16" || d === "bfloat16" ? "f32" : d === "float64" || d === "uint64" ? "f64" : "int"
+  d === "float32" || d === "float16" || d === "bfloat16" ? "f32" : d === "float64" ? "f64" : d === "uint64" ? "u64" : "int"
 
 /** The C type of a scalar (a let, a temporary) holding a value of `d`. */
-export const C_VALUE: { readonly [C in ValueClass]: string } = { f32: "float", f64: "double", int: "int64_t" }
+export const C_VALUE: { readonly [C in ValueClass]: string } = { f32: "float", f64: "double", int: "int64_t", u64: "uint64_t" }
 
 const fnum = (x: number): string => {
   const s = String(x)
@@ -39,6 +38,14 @@ const fnum = (x: number): string => {
 /** A C literal of `value` in the value class of `dtype`. */
 export const constC = (value: number, dtype: DType): string => {
   const cls = valueClass(dtype)
+  if (cls === "u64") {
+    // (NaN as 0, as the conversion makes it; at or past 2^64, the type's bound, which Min reductions
+    // start from; a negative one wrapped, as Sub's rewrite to a + b · -1 needs: -1 is 2^64 - 1)
+    const t = Number.isNaN(value) ? 0 : Math.trunc(value)
+    if (t >= 2 ** 64) return "UINT64_MAX"
+    if (t < 0) return `((uint64_t)${constC(t, "int64")})`
+    return Number.isSafeInteger(t) ? `UINT64_C(${t})` : `((uint64_t)${fnum(t)})`
+  }
   if (cls === "int") {
     const t = Math.trunc(value)
     if (t === -2147483648) return "(-2147483647 - 1)"
@@ -76,12 +83,12 @@ export const castC = (to: DType, from: DType, x: string): string => {
       return `((${x}) != 0)`
     case "int64":
       // truncated and wrapped modulo 2^64 (uint64 values past 2^63 come out negative, as BigInt.asIntN)
-      return src === "int" ? `((int64_t)(${x}))` : `tessera_f2i(${x})`
+      return src === "int" || src === "u64" ? `((int64_t)(${x}))` : `tessera_f2i(${x})`
     case "uint64":
-      if (from === "int64") return `((double)(uint64_t)(${x}))`
-      return src === "int" ? `((double)(${x}))` : from === "uint64" ? x : `tessera_f2l(${x})`
+      // the same, wrapped into [0, 2^64): -1 is 2^64 - 1, as BigInt.asUintN
+      return src === "int" ? `((uint64_t)(${x}))` : `((uint64_t)tessera_f2i(${x}))`
     default:
-      return src === "int" ? `((${cStorage(to)})(${x}))` : `((${cStorage(to)})tessera_f2i(${x}))`
+      return src === "int" || src === "u64" ? `((${cStorage(to)})(${x}))` : `((${cStorage(to)})tessera_f2i(${x}))`
   }
 }
 
@@ -106,7 +113,7 @@ export const clampRange = (e: Expr): readonly [number, number] | undefined => {
  */
 const clampedF2i = (e: Extract<Expr, { kind: "cast" }>, x: string): string | undefined => {
   const cls = valueClass(e.value.dtype)
-  if (cls === "int" || !NARROW_INT.has(e.dtype)) return undefined
+  if (cls === "int" || cls === "u64" || !NARROW_INT.has(e.dtype)) return undefined
   const r = clampRange(e.value)
   if (!r || !(r[0] > -2147483649 && r[1] < 2147483648)) return undefined
   const v = `tessera_f2i_in32${cls === "f32" ? "f" : ""}(${x})`
@@ -142,8 +149,8 @@ export const C_EXPR: ExprRenderer = {
       case "sigmoid":
         return cls === "f32" ? `(1.0f / (1.0f + tessera_expf(-(${a[0]}))))` : `(1.0 / (1.0 + exp(-(double)(${a[0]}))))`
       default: {
-        if (cls === "int") {
-          if (e.fn === "fabs") return `tessera_absi(${a[0]})`
+        if (cls === "int" || cls === "u64") {
+          if (e.fn === "fabs") return cls === "u64" ? a[0] : `tessera_absi(${a[0]})`
           if (e.fn === "floor" || e.fn === "ceil" || e.fn === "round") return a[0]
           return `${F64_FN[e.fn]}(${a.map((x) => `(double)(${x})`).join(", ")})`
         }
@@ -153,26 +160,28 @@ export const C_EXPR: ExprRenderer = {
   },
   bin: (e, a, b, scope) => {
     const cls = valueClass(e.a.dtype)
-    const wide = e.a.dtype === "uint64"
     const int64 = e.a.dtype === "int64"
     const nonNegative = () => intervalOf(e.a, scope.bounds).min >= 0
     switch (e.op) {
       case "div":
         // (an int64 divided by -1 goes through the helper: INT64_MIN / -1 traps)
         if (cls === "int") return positiveConst(e.b) || (e.b.kind === "const" && e.b.value !== 0 && !(int64 && e.b.value === -1)) ? `(${a} / ${b})` : `tessera_idiv(${a}, ${b})`
-        return wide ? `trunc(${a} / ${b})` : `(${a} / ${b})`
+        if (cls === "u64") return positiveConst(e.b) ? `(${a} / ${b})` : `tessera_udiv(${a}, ${b})`
+        return `(${a} / ${b})`
       case "floordiv":
         if (cls === "int") return positiveConst(e.b) && nonNegative() ? `(${a} / ${b})` : `tessera_floordiv(${a}, ${b})`
+        if (cls === "u64") return positiveConst(e.b) ? `(${a} / ${b})` : `tessera_udiv(${a}, ${b})`
         return cls === "f32" ? `floorf(${a} / ${b})` : `floor(${a} / ${b})`
       case "floormod":
         if (cls === "int") return positiveConst(e.b) && nonNegative() ? `(${a} % ${b})` : `tessera_floormod(${a}, ${b})`
+        if (cls === "u64") return positiveConst(e.b) ? `(${a} % ${b})` : `tessera_umod(${a}, ${b})`
         return cls === "f32" ? `tessera_floormodf(${a}, ${b})` : `tessera_floormodd(${a}, ${b})`
       case "min":
       case "max": {
-        const suffix = cls === "f32" ? "f" : cls === "f64" ? "d" : "i"
+        const suffix = cls === "f32" ? "f" : cls === "f64" ? "d" : cls === "u64" ? "u" : "i"
         // a float bound that is a constant (Relu's 0, Clip's bounds): the one-instruction form
         // (NaN still propagates; only a -0 against a 0 bound may keep its sign)
-        if (suffix !== "i") {
+        if (suffix === "f" || suffix === "d") {
           if (isNumberConst(e.b)) return `tessera_${e.op}c${suffix}(${a}, ${b})`
           if (isNumberConst(e.a)) return `tessera_${e.op}c${suffix}(${b}, ${a})`
         }

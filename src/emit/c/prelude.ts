@@ -94,6 +94,11 @@ static inline float tessera_erff(float x) {
 static inline int64_t tessera_mini(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t tessera_maxi(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline int64_t tessera_absi(int64_t a) { return a < 0 ? -a : a; }
+/* uint64: a zero divisor yields 0 where the evaluator would raise */
+static inline uint64_t tessera_udiv(uint64_t a, uint64_t b) { return b == 0 ? 0 : a / b; }
+static inline uint64_t tessera_umod(uint64_t a, uint64_t b) { return b == 0 ? 0 : a % b; }
+static inline uint64_t tessera_minu(uint64_t a, uint64_t b) { return a < b ? a : b; }
+static inline uint64_t tessera_maxu(uint64_t a, uint64_t b) { return a > b ? a : b; }
 
 /* float to integer: truncate toward zero, wrap modulo 2^64 (callers narrow, which wraps further);
    NaN and infinities give 0 */
@@ -110,8 +115,6 @@ static inline int64_t tessera_f2i(double x) {
    and a select, which gcc vectorizes (tessera_f2i's branches and libm calls it does not) */
 static inline int32_t tessera_f2i_in32(double x) { return (int32_t)(x == x ? x : 0.0); }
 static inline int32_t tessera_f2i_in32f(float x) { return (int32_t)(x == x ? x : 0.0f); }
-/* float to int64 / uint64 (held as double): truncate, non-finite gives 0 */
-static inline double tessera_f2l(double x) { return isfinite(x) ? trunc(x) : 0.0; }
 
 /* float16 / bfloat16 rounding (through float, round half to even), as dtype.ts does */
 static inline float tessera_f16(float x) {

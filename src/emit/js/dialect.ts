@@ -1,10 +1,10 @@
 // The js dialect of the C-family walker (../c-family): JS shares C's statement syntax (blocks,
 // `for`, `if`/`else`), so the js target is the same walker with this table. Every buffer is a typed
 // array indexed by one flat index (the TIR is flattened before emission: several indices are
-// summed as they come); loops of every kind run serially, their kind in a trailing comment;
+// summed as they come; int64 / uint64 buffers are BigInt64Arrays / BigUint64Arrays); loops of every kind run serially, their kind in a trailing comment;
 // allocations are fresh typed arrays of the buffer's elements; barriers are no-ops (one thread of
 // control); tensor intrinsics must be lowered first (lowering.LowerIntrinsics).
-import { DTYPE_INFO } from "../../ast/graph/dtype.js"
+import { bigArray } from "../../ast/graph/dtype.js"
 import type { CDialect } from "../c-family/dialect.js"
 import { commentSafe } from "../c-family/names.js"
 import { JS_EXPR, JS_PRELUDE } from "./expr.js"
@@ -26,7 +26,7 @@ export const JS_DIALECT: CDialect = {
   allocate: (s, w) => {
     const b = s.buffer
     const elements = b.shape.reduce((a, d) => a * d, 1)
-    return { open: [`{ const ${w.buf(b.name)} = new ${DTYPE_INFO[b.dtype].array.name}(${elements}); // ${commentSafe(b.name)} @${b.scope}`], close: ["}"] }
+    return { open: [`{ const ${w.buf(b.name)} = new ${bigArray(b.dtype).name}(${elements}); // ${commentSafe(b.name)} @${b.scope}`], close: ["}"] }
   },
   let: (s, w) => ({ open: [`{ const ${w.variable(s.var.name)} = ${w.expr(s.value)};`], close: ["}"] }),
   leaf: {

@@ -1,7 +1,9 @@
 // Binary operators of the `wasm` target: arithmetic and comparisons in the operands' value class,
 // `and` / `or` on bools, integer division that truncates, floordiv / floormod that floor (shifts
 // and masks for a power-of-two divisor, a fix-up for another positive constant, a helper function
-// otherwise), min / max that propagate NaN for floats and select for integers.
+// otherwise), min / max that propagate NaN for floats and select for integers. int64 / uint64 are
+// i64 (wrapping as C's int64_t / uint64_t); their division and remainder go through helpers, since
+// wasm traps on a zero divisor and on INT64_MIN / -1 (they give 0, and the wrapped quotient).
 import type { DType } from "../../ast/graph/dtype.js"
 import { isIntDtype, type BinOp, type Expr } from "../../ast/te/expr.js"
 import type { Op } from "./encoder.js"
@@ -19,7 +21,7 @@ export const isPow2 = (n: number): boolean => n > 0 && (n & (n - 1)) === 0
 const emitBinOp = (fb: FnBuilder, e: Expr & { kind: "bin" }, push: Push): void => {
   const dt = e.a.dtype
   const vt = VCLASS[dt]
-  const unsigned = dt === "uint32"
+  const unsigned = dt === "uint32" || dt === "uint64"
   const int = isIntDtype(dt)
   const a = () => push(e.a)
   const b = () => push(e.b, dt)
@@ -34,7 +36,7 @@ const emitBinOp = (fb: FnBuilder, e: Expr & { kind: "bin" }, push: Push): void =
   if (cmp) {
     a()
     b()
-    const sfx = vt !== "i32" || cmp === "eq" || cmp === "ne" ? "" : unsigned ? "_u" : "_s"
+    const sfx = (vt !== "i32" && vt !== "i64") || cmp === "eq" || cmp === "ne" ? "" : unsigned ? "_u" : "_s"
     fb.op(`${vt}.${cmp}${sfx}` as Op)
     return
   }
@@ -45,42 +47,48 @@ const emitBinOp = (fb: FnBuilder, e: Expr & { kind: "bin" }, push: Push): void =
     fb.op(`${vt}.${ar}` as Op)
     return
   }
+  if (vt === "i64" && (e.op === "div" || e.op === "floordiv" || e.op === "floormod")) {
+    a()
+    b()
+    fb.call(unsigned ? (e.op === "floormod" ? "rem_u64" : "div_u64") : e.op === "div" ? "div_i64" : e.op === "floordiv" ? "floordiv_i64" : "floormod_i64")
+    return
+  }
   switch (e.op) {
     case "div":
       a()
       b()
       if (vt === "i32") fb.op(unsigned ? "i32.div_u" : "i32.div_s")
-      else {
+      else if (vt !== "i64") {
         fb.op(`${vt}.div`)
         if (int) fb.op("f64.trunc")
       }
       return
     case "min":
     case "max": {
-      if (vt !== "i32") {
+      if (vt === "f32" || vt === "f64") {
         a()
         b()
         fb.op(`${vt}.${e.op}`)
         return
       }
       a()
-      const x = fb.stash("i32")
+      const x = fb.stash(vt)
       b()
-      const y = fb.stash("i32")
+      const y = fb.stash(vt)
       fb.op("local.get", x)
       fb.op("local.get", y)
       fb.op("local.get", x)
       fb.op("local.get", y)
-      fb.op(e.op === "min" ? (unsigned ? "i32.lt_u" : "i32.lt_s") : unsigned ? "i32.gt_u" : "i32.gt_s")
+      fb.op(`${vt}.${e.op === "min" ? "lt" : "gt"}_${unsigned ? "u" : "s"}`)
       fb.op("select")
-      fb.release("i32", x)
-      fb.release("i32", y)
+      fb.release(vt, x)
+      fb.release(vt, y)
       return
     }
     case "floordiv":
     case "floormod": {
       const div = e.op === "floordiv"
-      if (vt !== "i32" || unsigned) {
+      if (vt === "f32" || vt === "f64" || unsigned) {
         if (vt === "i32") {
           // unsigned: floor is truncation
           a()
@@ -88,7 +96,8 @@ const emitBinOp = (fb: FnBuilder, e: Expr & { kind: "bin" }, push: Push): void =
           fb.op(div ? "i32.div_u" : "i32.rem_u")
           return
         }
-        // floats (and int64 held as f64): floor(a / b), a - floor(a / b) * b
+        if (vt !== "f32" && vt !== "f64") return fb.fail(`${e.op} of ${dt} has no wasm lowering`)
+        // floats: floor(a / b), a - floor(a / b) * b
         a()
         const x = fb.stash(vt)
         b()

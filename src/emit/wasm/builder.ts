@@ -5,7 +5,7 @@ import { DTYPE_INFO, DTYPES, storageBytes, type DType } from "../../ast/graph/dt
 import { EmitError } from "../emit-error.js"
 import { ins, type Instr, type Op, type ValType } from "./encoder.js"
 
-export type VT = "i32" | "f32" | "f64"
+export type VT = "i32" | "i64" | "f32" | "f64"
 
 /** The value class of each dtype (from the one dtype table). */
 export const VCLASS: { readonly [D in DType]: VT } = Object.fromEntries(DTYPES.map((d) => [d, DTYPE_INFO[d].wasm.vclass])) as { readonly [D in DType]: VT }
@@ -20,7 +20,7 @@ export const MATH_IMPORTS = ["exp", "log", "tanh", "erf", "pow", "sigmoid", "sin
 export type MathImport = (typeof MATH_IMPORTS)[number]
 
 /** Helper functions defined in the module when used. */
-export const HELPERS = ["floordiv_i32", "floormod_i32"] as const
+export const HELPERS = ["floordiv_i32", "floormod_i32", "div_i64", "floordiv_i64", "floormod_i64", "div_u64", "rem_u64", "f2i64"] as const
 export type Helper = (typeof HELPERS)[number]
 
 export interface BufInfo {

@@ -25,7 +25,7 @@ export const emitCall = (fb: FnBuilder, e: Expr & { kind: "call" }, push: Push):
     fb.op("i32.eqz")
     return
   }
-  if (vt === "i32") {
+  if (vt === "i32" || vt === "i64") {
     switch (e.fn) {
       case "floor":
       case "ceil":
@@ -33,22 +33,23 @@ export const emitCall = (fb: FnBuilder, e: Expr & { kind: "call" }, push: Push):
         push(arg0, dt)
         return
       case "neg":
-        fb.op("i32.const", 0)
+        emitConst(fb, 0, vt)
         push(arg0, dt)
-        fb.op("i32.sub")
+        fb.op(`${vt}.sub`)
         return
       case "fabs": {
         push(arg0, dt)
-        const x = fb.stash("i32")
-        fb.op("i32.const", 0)
+        if (dt === "uint64") return
+        const x = fb.stash(vt)
+        emitConst(fb, 0, vt)
         fb.op("local.get", x)
-        fb.op("i32.sub")
+        fb.op(`${vt}.sub`)
         fb.op("local.get", x)
         fb.op("local.get", x)
-        fb.op("i32.const", 0)
-        fb.op("i32.lt_s")
+        emitConst(fb, 0, vt)
+        fb.op(`${vt}.lt_s`)
         fb.op("select")
-        fb.release("i32", x)
+        fb.release(vt, x)
         return
       }
       default:
@@ -58,7 +59,7 @@ export const emitCall = (fb: FnBuilder, e: Expr & { kind: "call" }, push: Push):
         return
     }
   }
-  const f = vt
+  const f: "f32" | "f64" = vt
   switch (e.fn) {
     case "rsqrt":
       emitConst(fb, 1, f)

@@ -28,7 +28,7 @@ import type { Buffer, PrimFunc } from "../../ast/tir/tir.js"
 import { seenOnEntry, storedBuffers } from "../../ast/tir/analysis.js"
 import { isIdentifier } from "../c-family/names.js"
 import { EmitError } from "../emit-error.js"
-import { encodeModule, type WasmFunc, type WasmImportFunc, type WasmModule } from "./encoder.js"
+import { encodeModule, type Op, type ValType, type WasmFunc, type WasmImportFunc, type WasmModule } from "./encoder.js"
 import { FnBuilder, HELPERS, MATH_IMPORTS, type BufInfo, type Helper } from "./builder.js"
 import { ARGS, FrameSize, KERNEL_TYPE, type WasmKernelLayout, type WasmParamLayout, type WasmPhase } from "./layout.js"
 import { emitPhases } from "./phases.js"
@@ -94,7 +94,7 @@ export const emitWasmFunction = (f: PrimFunc, exportName: string, uses: Set<stri
   }
 }
 
-const HELPER_FUNCS: { readonly [H in Helper]: () => WasmFunc } = {
+const HELPER_FUNCS: { readonly [H in Exclude<Helper, `${string}64`>]: () => WasmFunc } = {
   // q = a / b truncated; q - (a rem b != 0 && (a ^ b) < 0)
   floordiv_i32: () => {
     const fb = new FnBuilder(new Set())
@@ -114,6 +114,67 @@ const HELPER_FUNCS: { readonly [H in Helper]: () => WasmFunc } = {
     return { name: "$floormod_i32", exported: false, type: { params: ["i32", "i32"], results: ["i32"] }, locals: fb.locals.slice(1), code: fb.code }
   },
 }
+
+/** A helper of `params` → `result` (locals after the params), its code written by `body`. */
+const helperFunc = (name: Helper, params: readonly ValType[], result: ValType, locals: readonly ValType[], body: (fb: FnBuilder) => void): WasmFunc => {
+  const fb = new FnBuilder(new Set(), params.length)
+  for (const l of locals) fb.local(l)
+  body(fb)
+  return { name: `$${name}`, exported: false, type: { params, results: [result] }, locals: fb.locals, code: fb.code }
+}
+
+type Step = readonly [Op, number?] | "if" | "else" | "end"
+const steps = (fb: FnBuilder, list: readonly Step[]): void => {
+  for (const s of list) {
+    if (s === "if") fb.block("if", "i64")
+    else if (s === "else" || s === "end") fb.op(s)
+    else fb.op(s[0], s[1])
+  }
+}
+/** b == 0 → 0; b == -1 → -a (wrapped: INT64_MIN / -1 traps in wasm); else `then` */
+const byZeroOrMinusOne = (then: readonly Step[]): Step[] => [
+  ["local.get", 1], ["i64.eqz"], "if", ["i64.const", 0], "else",
+  ["local.get", 1], ["i64.const", -1], ["i64.eq"], "if", ["i64.const", 0], ["local.get", 0], ["i64.sub"], "else", ...then, "end", "end",
+]
+
+// int64 / uint64 division and conversion (wasm traps where C's helpers and the evaluator's wrap give a value: see binary.ts)
+const I64_HELPERS: { readonly [H in Extract<Helper, `${string}64`>]: () => WasmFunc } = {
+  div_i64: () => helperFunc("div_i64", ["i64", "i64"], "i64", [], (fb) => steps(fb, byZeroOrMinusOne([["local.get", 0], ["local.get", 1], ["i64.div_s"]]))),
+  // q - (a rem b != 0 && (a ^ b) < 0)
+  floordiv_i64: () =>
+    helperFunc("floordiv_i64", ["i64", "i64"], "i64", [], (fb) =>
+      steps(fb, byZeroOrMinusOne([
+        ["local.get", 0], ["local.get", 1], ["i64.div_s"],
+        ["local.get", 0], ["local.get", 1], ["i64.rem_s"], ["i64.const", 0], ["i64.ne"],
+        ["local.get", 0], ["local.get", 1], ["i64.xor"], ["i64.const", 0], ["i64.lt_s"], ["i32.and"], ["i64.extend_i32_u"], ["i64.sub"],
+      ])),
+    ),
+  // b == 0 or -1 → 0; else r + (r != 0 && (r ^ b) < 0 ? b : 0), r = a rem b
+  floormod_i64: () =>
+    helperFunc("floormod_i64", ["i64", "i64"], "i64", ["i64"], (fb) =>
+      steps(fb, [
+        ["local.get", 1], ["i64.eqz"], ["local.get", 1], ["i64.const", -1], ["i64.eq"], ["i32.or"], "if", ["i64.const", 0], "else",
+        ["local.get", 0], ["local.get", 1], ["i64.rem_s"], ["local.tee", 2],
+        ["local.get", 1], ["i64.const", 0],
+        ["local.get", 2], ["i64.const", 0], ["i64.ne"], ["local.get", 2], ["local.get", 1], ["i64.xor"], ["i64.const", 0], ["i64.lt_s"], ["i32.and"],
+        ["select"], ["i64.add"], "end",
+      ]),
+    ),
+  div_u64: () => helperFunc("div_u64", ["i64", "i64"], "i64", [], (fb) => steps(fb, [["local.get", 1], ["i64.eqz"], "if", ["i64.const", 0], "else", ["local.get", 0], ["local.get", 1], ["i64.div_u"], "end"])),
+  rem_u64: () => helperFunc("rem_u64", ["i64", "i64"], "i64", [], (fb) => steps(fb, [["local.get", 1], ["i64.eqz"], "if", ["i64.const", 0], "else", ["local.get", 0], ["local.get", 1], ["i64.rem_u"], "end"])),
+  // a float to int64: truncated; within ±2^63 directly, else wrapped modulo 2^64 in f64 (exact
+  // there: t is a multiple of 2^11) and read as unsigned; NaN and ±∞ give 0 (trunc_sat of NaN)
+  f2i64: () =>
+    helperFunc("f2i64", ["f64"], "i64", ["f64"], (fb) =>
+      steps(fb, [
+        ["local.get", 0], ["f64.abs"], ["f64.const", 2 ** 63], ["f64.lt"], "if", ["local.get", 0], ["i64.trunc_sat_f64_s"], "else",
+        ["local.get", 0], ["f64.trunc"], ["local.tee", 1], ["local.get", 1], ["f64.const", 2 ** -64], ["f64.mul"], ["f64.floor"], ["f64.const", 2 ** 64], ["f64.mul"], ["f64.sub"], ["i64.trunc_sat_f64_u"], "end",
+      ]),
+    ),
+}
+
+/** Every helper's definition (a new Helper fails to compile until it is here). */
+const HELPER_TABLE: { readonly [H in Helper]: () => WasmFunc } = { ...HELPER_FUNCS, ...I64_HELPERS }
 
 const fail = (reason: string): never => {
   throw new EmitError({ target: "wasm", reason })
@@ -135,7 +196,7 @@ export const emitWasmModule = (funcs: readonly { readonly name: string; readonly
     name: `$${m}`,
     type: { params: m === "pow" ? ["f64", "f64"] : ["f64"], results: ["f64"] },
   }))
-  const helpers = HELPERS.filter((h) => uses.has(h)).map((h) => HELPER_FUNCS[h]())
+  const helpers = HELPERS.filter((h) => uses.has(h)).map((h) => HELPER_TABLE[h]())
   const module: WasmModule = {
     memory: { module: "env", field: "memory", minPages: 1, ...(opts.sharedMemory ? { maxPages: 16384 } : {}), shared: opts.sharedMemory ?? false },
     imports,

@@ -14,6 +14,7 @@ type ImmKind =
   | "none"
   | "u32" // local / label index
   | "i32" // signed constant
+  | "i64" // signed 64-bit constant (an integer number; at or past ±2^63, the type's bound)
   | "f32"
   | "f64"
   | "mem" // memarg: align (log2), offset
@@ -45,6 +46,7 @@ export const OPS = {
   "local.set": { code: [0x21], imm: "u32" },
   "local.tee": { code: [0x22], imm: "u32" },
   "i32.load": { code: [0x28], imm: "mem" },
+  "i64.load": { code: [0x29], imm: "mem" },
   "f32.load": { code: [0x2a], imm: "mem" },
   "f64.load": { code: [0x2b], imm: "mem" },
   "i32.load8_s": { code: [0x2c], imm: "mem" },
@@ -52,11 +54,13 @@ export const OPS = {
   "i32.load16_s": { code: [0x2e], imm: "mem" },
   "i32.load16_u": { code: [0x2f], imm: "mem" },
   "i32.store": { code: [0x36], imm: "mem" },
+  "i64.store": { code: [0x37], imm: "mem" },
   "f32.store": { code: [0x38], imm: "mem" },
   "f64.store": { code: [0x39], imm: "mem" },
   "i32.store8": { code: [0x3a], imm: "mem" },
   "i32.store16": { code: [0x3b], imm: "mem" },
   "i32.const": { code: [0x41], imm: "i32" },
+  "i64.const": { code: [0x42], imm: "i64" },
   "f32.const": { code: [0x43], imm: "f32" },
   "f64.const": { code: [0x44], imm: "f64" },
   "i32.eqz": { code: [0x45], imm: "none" },
@@ -70,6 +74,17 @@ export const OPS = {
   "i32.le_u": { code: [0x4d], imm: "none" },
   "i32.ge_s": { code: [0x4e], imm: "none" },
   "i32.ge_u": { code: [0x4f], imm: "none" },
+  "i64.eqz": { code: [0x50], imm: "none" },
+  "i64.eq": { code: [0x51], imm: "none" },
+  "i64.ne": { code: [0x52], imm: "none" },
+  "i64.lt_s": { code: [0x53], imm: "none" },
+  "i64.lt_u": { code: [0x54], imm: "none" },
+  "i64.gt_s": { code: [0x55], imm: "none" },
+  "i64.gt_u": { code: [0x56], imm: "none" },
+  "i64.le_s": { code: [0x57], imm: "none" },
+  "i64.le_u": { code: [0x58], imm: "none" },
+  "i64.ge_s": { code: [0x59], imm: "none" },
+  "i64.ge_u": { code: [0x5a], imm: "none" },
   "f32.eq": { code: [0x5b], imm: "none" },
   "f32.ne": { code: [0x5c], imm: "none" },
   "f32.lt": { code: [0x5d], imm: "none" },
@@ -95,6 +110,16 @@ export const OPS = {
   "i32.shl": { code: [0x74], imm: "none" },
   "i32.shr_s": { code: [0x75], imm: "none" },
   "i32.shr_u": { code: [0x76], imm: "none" },
+  "i64.add": { code: [0x7c], imm: "none" },
+  "i64.sub": { code: [0x7d], imm: "none" },
+  "i64.mul": { code: [0x7e], imm: "none" },
+  "i64.div_s": { code: [0x7f], imm: "none" },
+  "i64.div_u": { code: [0x80], imm: "none" },
+  "i64.rem_s": { code: [0x81], imm: "none" },
+  "i64.rem_u": { code: [0x82], imm: "none" },
+  "i64.and": { code: [0x83], imm: "none" },
+  "i64.or": { code: [0x84], imm: "none" },
+  "i64.xor": { code: [0x85], imm: "none" },
   "f32.abs": { code: [0x8b], imm: "none" },
   "f32.neg": { code: [0x8c], imm: "none" },
   "f32.ceil": { code: [0x8d], imm: "none" },
@@ -123,9 +148,15 @@ export const OPS = {
   "f64.max": { code: [0xa5], imm: "none" },
   "f32.convert_i32_s": { code: [0xb2], imm: "none" },
   "f32.convert_i32_u": { code: [0xb3], imm: "none" },
+  "i64.extend_i32_s": { code: [0xac], imm: "none" },
+  "i64.extend_i32_u": { code: [0xad], imm: "none" },
+  "f32.convert_i64_s": { code: [0xb4], imm: "none" },
+  "f32.convert_i64_u": { code: [0xb5], imm: "none" },
   "f32.demote_f64": { code: [0xb6], imm: "none" },
   "f64.convert_i32_s": { code: [0xb7], imm: "none" },
   "f64.convert_i32_u": { code: [0xb8], imm: "none" },
+  "f64.convert_i64_s": { code: [0xb9], imm: "none" },
+  "f64.convert_i64_u": { code: [0xba], imm: "none" },
   "f64.promote_f32": { code: [0xbb], imm: "none" },
   "i32.extend8_s": { code: [0xc0], imm: "none" },
   "i32.extend16_s": { code: [0xc1], imm: "none" },
@@ -134,6 +165,7 @@ export const OPS = {
   "i32.trunc_sat_f64_s": { code: misc(2), imm: "none" },
   "i32.trunc_sat_f64_u": { code: misc(3), imm: "none" },
   "i64.trunc_sat_f64_s": { code: misc(6), imm: "none" },
+  "i64.trunc_sat_f64_u": { code: misc(7), imm: "none" },
   "i32.wrap_i64": { code: [0xa7], imm: "none" },
   "v128.load": { code: simd(0x00), imm: "mem" },
   "v128.load16_splat": { code: simd(0x08), imm: "mem" },
@@ -235,6 +267,22 @@ export function sleb(n: number): number[] {
   }
 }
 
+/** Signed LEB128 of an integer number as an i64 (at or past ±2^63: the type's bounds, which a double cannot hold). */
+export function sleb64(x: number): number[] {
+  if (!Number.isInteger(x)) throw new RangeError(`sleb64: ${x} is not an integer`)
+  let n = x >= 2 ** 63 ? 2n ** 63n - 1n : x <= -(2 ** 63) ? -(2n ** 63n) : BigInt(x)
+  const out: number[] = []
+  for (;;) {
+    const byte = Number(n & 0x7fn)
+    n >>= 7n
+    if ((n === 0n && (byte & 0x40) === 0) || (n === -1n && (byte & 0x40) !== 0)) {
+      out.push(byte)
+      return out
+    }
+    out.push(byte | 0x80)
+  }
+}
+
 const f32Bytes = (x: number): number[] => {
   const b = new Uint8Array(4)
   new DataView(b.buffer).setFloat32(0, x, true)
@@ -269,6 +317,9 @@ export const encodeInstrs = (code: readonly Instr[], callee: (sym: string) => nu
         break
       case "i32":
         out.push(...sleb(i.a!))
+        break
+      case "i64":
+        out.push(...sleb64(i.a!))
         break
       case "f32":
         out.push(...f32Bytes(i.a!))

@@ -1,7 +1,8 @@
 // Scalar expressions of the `wasm` target: TIR Expr → instructions leaving one value of the
-// dtype's value class (i32 for ints up to 32 bits and bool, f32 for float32/float16/bfloat16 —
-// stored as f32 like the JS storage —, f64 for float64 and int64/uint64, which our JS memory holds
-// as doubles), and the addresses of buffer elements. Semantics follow the evaluator: conversions
+// dtype's value class (i32 for ints up to 32 bits and bool, i64 for int64 / uint64 — stored as
+// their 64 bits, which the wasm device views as BigInt64Arrays / BigUint64Arrays —, f32 for
+// float32/float16/bfloat16 — stored as f32 like the JS storage —, f64 for float64), and the
+// addresses of buffer elements. Semantics follow the evaluator: conversions
 // as convert.ts, operators as binary.ts, math as call.ts; select is lazy (an if/else, since a
 // guarded arm may read out of bounds).
 import type { DType } from "../../ast/graph/dtype.js"
@@ -12,7 +13,7 @@ import { emitRegRead, LANE_DTYPE, type RegBuf } from "./registers.js"
 import { affineOf, baseKey, bestBase, termsNonNegative, type Base, type Term } from "./address.js"
 import { emitBin, isPow2, type Push } from "./binary.js"
 import { emitCall } from "./call.js"
-import { emitConst, emitConvert } from "./convert.js"
+import { emitConstOf, emitConvert } from "./convert.js"
 
 /** What an expression sees: its locals by variable name, buffers, loop-variable bounds, options. */
 export interface Scope {
@@ -167,7 +168,7 @@ const operands =
 export const emitExpr = (fb: FnBuilder, sc: Scope, e: Expr): void => {
   switch (e.kind) {
     case "const":
-      emitConst(fb, e.value, VCLASS[e.dtype])
+      emitConstOf(fb, e.value, e.dtype)
       return
     case "var": {
       const l = sc.vars.get(e.name)

@@ -8,7 +8,7 @@ import { c, collect, isIntDtype, mapExpr, substitute, type Expr } from "../../as
 import { simplify, type Interval } from "../../ast/te/simplify.js"
 import { mapStmt, type Stmt } from "../../ast/tir/tir.js"
 import { storedBuffers } from "../../ast/tir/analysis.js"
-import { emitLoopLatch, STORAGE, VCLASS, type FnBuilder } from "./builder.js"
+import { emitLoopLatch, STORAGE, VCLASS, type FnBuilder, type VT } from "./builder.js"
 import { emitAddress, emitExpr, emitExprAs, invalidate, type Scope } from "./expr.js"
 import { hoistBases } from "./hoist.js"
 import { BEGIN, END, FRAME, frameSlot, type FrameSize } from "./layout.js"
@@ -26,7 +26,7 @@ export interface StmtCtx extends Scope {
 }
 
 /** `sc` with variable `name` in local `local`, and its range (or none: an outer one's is shadowed). */
-export const withVar = (sc: StmtCtx, name: string, local: number, vt: "i32" | "f32" | "f64", bounds?: Interval): StmtCtx => {
+export const withVar = (sc: StmtCtx, name: string, local: number, vt: VT, bounds?: Interval): StmtCtx => {
   const b = new Map(sc.bounds)
   if (bounds) b.set(name, bounds)
   else b.delete(name)

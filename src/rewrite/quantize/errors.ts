@@ -16,8 +16,10 @@ export class QuantizationUnsupportedError extends Data.TaggedError("Quantization
   readonly nodes: readonly UnquantizableNode[]
 }> {
   override get message(): string {
+    // every node named (the first ones with their reason): one line still, and none left out
     const shown = this.nodes.slice(0, 8).map((n) => `'${n.node}' (${n.op}): ${n.reason}`)
-    const more = this.nodes.length > shown.length ? `; and ${this.nodes.length - shown.length} more` : ""
+    const rest = this.nodes.slice(shown.length).map((n) => `'${n.node}' (${n.op})`)
+    const more = rest.length ? `; and ${rest.length} more, for the same kind of reason: ${rest.join(", ")}` : ""
     return `${this.nodes.length} node(s) in the quantized region have no quantized meaning: ${shown.join("; ")}${more}`
   }
 }
