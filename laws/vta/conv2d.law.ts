@@ -1,6 +1,7 @@
 // The VTA conv2d lowering (src/lowering/vta/conv2d.ts) on random int8 layers — input and output
 // channel blocks, sizes, 1×1 / 3×3 kernels, stride 1 / 2, padding 0 / 1, requantize shift — and
-// random schedules (output rows and channel blocks per tile, one or two virtual threads):
+// random schedules (output rows and channel blocks per tile, input channel blocks per reduction
+// step, loop order, one to four virtual threads):
 // - the VTA program run on the simulator stores exactly what the TE says (evaluateTE), bit for bit;
 // - the same layer's TE, with its inner 1×BLOCK_IN · BLOCK_IN×BLOCK_OUT loop nest tensorized to
 //   VTA's GEMM intrinsic (src/ast/vta/intrinsic.ts), lowered and run by the TIR evaluator, gives
@@ -24,7 +25,7 @@ const d = deriveVta(defaultVtaConfig)
 
 const arbLayer = fc
   .record({
-    ci: fc.integer({ min: 1, max: 3 }),
+    ci: fc.integer({ min: 1, max: 4 }),
     co: fc.integer({ min: 1, max: 4 }),
     h: fc.integer({ min: 2, max: 7 }),
     w: fc.integer({ min: 2, max: 7 }),
@@ -38,8 +39,11 @@ const arbLayer = fc
   .chain((r) => {
     const x: VtaConv2d = { ci: r.ci, co: r.co, h: r.h, w: r.w, kh: r.k, kw: r.k, stride: r.stride, pad: r.pad, shift: r.shift }
     const { oh } = outSize(x)
-    const coDivs = Array.from({ length: r.co }, (_, k) => k + 1).filter((n) => r.co % n === 0)
-    return fc.record({ x: fc.constant(x), seed: fc.constant(r.seed), tileOh: fc.integer({ min: 1, max: oh }), tileCo: fc.constantFrom(...coDivs), vthreads: fc.constantFrom(1 as const, 2 as const) })
+    const divs = (n: number) => Array.from({ length: n }, (_, k) => k + 1).filter((m) => n % m === 0)
+    return fc.record({
+      x: fc.constant(x), seed: fc.constant(r.seed), tileOh: fc.integer({ min: 1, max: oh }), tileCo: fc.constantFrom(...divs(r.co)), tileCi: fc.constantFrom(...divs(r.ci)),
+      order: fc.constantFrom("co-oh" as const, "oh-co" as const), vthreads: fc.integer({ min: 1, max: 4 }),
+    })
   })
 
 const tensors = (x: VtaConv2d, seed: number) => {
@@ -51,10 +55,10 @@ const tensors = (x: VtaConv2d, seed: number) => {
 }
 
 describe("VTA conv2d", () => {
-  it("the simulator stores what the TE says, bit for bit, with one or two virtual threads", () => {
-    fc.assert(fc.property(arbLayer, ({ x, seed, tileOh, tileCo, vthreads }) => {
+  it("the simulator stores what the TE says, bit for bit, under any tiles, reduction split, loop order and 1–4 virtual threads", () => {
+    fc.assert(fc.property(arbLayer, ({ x, seed, tileOh, tileCo, tileCi, order, vthreads }) => {
       const { data, kernel, want } = tensors(x, seed)
-      const p = lowerConv2d(d, x, { tileOh, tileCo, vthreads })
+      const p = lowerConv2d(d, x, { tileOh, tileCo, tileCi, order, vthreads })
       const run = runVtaSync(d, p.insns, withTensors(p, data, kernel))
       expect(Array.from(readOut(d, x, p, run.dram))).toEqual(want)
       expect(Object.values(run.stats.tokensLeft)).toEqual([0, 0, 0, 0])
