@@ -6,7 +6,8 @@
 // - the same layer's TE, with its inner 1×BLOCK_IN · BLOCK_IN×BLOCK_OUT loop nest tensorized to
 //   VTA's GEMM intrinsic (src/ast/vta/intrinsic.ts), lowered and run by the TIR evaluator, gives
 //   the same bytes — the intrinsic's declaration is the GEMM core's meaning;
-// - one and two virtual threads give the same bytes.
+// - one and two virtual threads give the same bytes;
+// - the simulator's timing-only mode (the tuner's measure) gives the full run's statistics and timeline.
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { fromArray } from "../../src/ast/graph/tensor.js"
@@ -63,6 +64,17 @@ describe("VTA conv2d", () => {
       expect(Array.from(readOut(d, x, p, run.dram))).toEqual(want)
       expect(Object.values(run.stats.tokensLeft)).toEqual([0, 0, 0, 0])
     }), lawParams(30))
+  })
+
+  it("a timing-only run (no GEMM/ALU arithmetic) has the full run's statistics and timeline", () => {
+    fc.assert(fc.property(arbLayer, ({ x, seed, tileOh, tileCo, tileCi, order, vthreads }) => {
+      const { data, kernel } = tensors(x, seed)
+      const p = lowerConv2d(d, x, { tileOh, tileCo, tileCi, order, vthreads })
+      const full = runVtaSync(d, p.insns, withTensors(p, data, kernel))
+      const timing = runVtaSync(d, p.insns, p.dram, undefined, { functional: false })
+      expect(timing.stats).toEqual(full.stats)
+      expect(timing.timeline).toEqual(full.timeline)
+    }), lawParams(20))
   })
 
   it("tensorized to VTA's GEMM intrinsic, the TIR evaluator gives the TE's bytes", () => {

@@ -37,7 +37,7 @@ export const trialsToReach = (curve: readonly number[], target: number): number 
 }
 
 /** The vega-lite spec: a small panel per task, a line per tuner. */
-export const curvesSpec = (curves: readonly Curve[], title = "Best-so-far GFLOP/s vs trials"): TopLevelSpec => ({
+export const curvesSpec = (curves: readonly Curve[], title = "Best-so-far GFLOP/s vs trials", yTitle = "best GFLOP/s"): TopLevelSpec => ({
   $schema: "https://vega.github.io/schema/vega-lite/v6.json",
   title,
   data: { values: curves.flatMap((c) => c.best.map((g, k) => ({ task: c.label, tuner: c.tuner, trial: k + 1, gflops: g }))) },
@@ -50,7 +50,7 @@ export const curvesSpec = (curves: readonly Curve[], title = "Best-so-far GFLOP/
     mark: { type: "line", interpolate: "step-after", strokeWidth: 1.6 },
     encoding: {
       x: { field: "trial", type: "quantitative", title: "trials" },
-      y: { field: "gflops", type: "quantitative", title: "best GFLOP/s" },
+      y: { field: "gflops", type: "quantitative", title: yTitle },
       color: { field: "tuner", type: "nominal", scale: { domain: ["xgb", "ga", "random", "grid"].filter((t) => curves.some((c) => c.tuner === t)).concat([...new Set(curves.map((c) => c.tuner))].filter((t) => !["xgb", "ga", "random", "grid"].includes(t))) } },
     },
   },
@@ -58,9 +58,9 @@ export const curvesSpec = (curves: readonly Curve[], title = "Best-so-far GFLOP/
 })
 
 /** Renders the curves as an SVG document (vega's headless renderer). */
-export const renderCurvesSvg = async (curves: readonly Curve[], title?: string): Promise<string> => {
+export const renderCurvesSvg = async (curves: readonly Curve[], title?: string, yTitle?: string): Promise<string> => {
   const [vega, vl] = await Promise.all([import("vega"), import("vega-lite")])
-  const spec = vl.compile(curvesSpec(curves, title)).spec
+  const spec = vl.compile(curvesSpec(curves, title, yTitle)).spec
   const view = new vega.View(vega.parse(spec), { renderer: "none" })
   try {
     return await view.toSVG()

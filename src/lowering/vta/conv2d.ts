@@ -62,6 +62,13 @@ export interface VtaConv2dSchedule {
   readonly vthreads: number
 }
 
+/**
+ * The requantize epilogue's ALU instructions a tile (SHR, MAX 0, MIN 127), each one pass over the
+ * tile's accumulators. Three is the least for clip(acc >> s, 0, 127) with VTA's two-operand ALU:
+ * each of the three ops changes values the other two keep.
+ */
+export const EPILOGUE_ALU_PASSES = 3
+
 /** A schedule the accelerator cannot hold: a tile larger than its buffer, a loop longer than its field. */
 export class VtaScheduleError extends Data.TaggedError("VtaScheduleError")<{ readonly reason: string }> {
   override get message(): string {
