@@ -135,7 +135,7 @@ if (TUNE > 0) {
   console.log(`\nTuned (${TUNE} trials a tuner, batch ${BATCH}, seed ${SEED}; "util 1": the tuned tiles with one virtual thread):\n`)
   console.log(out.join("\n"))
   console.log(`\nxgb reaches random's best of ${TUNE} within 150 trials on ${xgbTrials.filter((t) => t <= 150).length} of ${xgbTrials.length} layers`)
-  const svg = await renderCurvesSvg(curves, `VTA conv2d tuning: best-so-far GEMM utilization vs trials (simulator cycles)`, "best utilization")
+  const svg = await renderCurvesSvg(curves, `VTA conv2d tuning: best-so-far GEMM utilization vs trials (simulator cycles)`, { yTitle: "best utilization", logTrials: true, inOrder: true })
   fs.writeFileSync(path.join(SVG_DIR, "vta-search-curves.svg"), svg)
   console.log(`wrote ${path.join(SVG_DIR, "vta-search-curves.svg")}`)
 }

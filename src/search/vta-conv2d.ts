@@ -89,6 +89,8 @@ export const staticModuleCycles = (d: VtaDerived, model: VtaCycleModel, insns: r
   let bytes = 0
   let firstLoad = 0
   let sawGemm = false
+  // the work after the last GEMM (the last tile's epilogue and stores): what no overlap hides
+  let drain = 0
   for (const i of insns) {
     let cycles = 0
     if (i.op === "LOAD" || i.op === "STORE") {
@@ -104,8 +106,10 @@ export const staticModuleCycles = (d: VtaDerived, model: VtaCycleModel, insns: r
     const m = moduleOf(i)
     busy[m] += cycles
     if (m === "load" && !sawGemm) firstLoad += cycles
+    if (i.op === "GEMM" && !i.reset) drain = 0
+    else if (m !== "load") drain += cycles
   }
-  return { ...busy, bytes, firstLoad }
+  return { ...busy, bytes, firstLoad, drain }
 }
 
 const lg = (v: number) => Math.log2(Math.max(v, 0) + 1)
@@ -113,15 +117,18 @@ const lg = (v: number) => Math.log2(Math.max(v, 0) + 1)
 /**
  * A candidate's features for the cost model: its knobs, and what its lowered stream says statically
  * — instructions, busy cycles of each module under the cycle model, their maximum and sum, the
- * loads before the first GEMM, DRAM bytes. A schedule that does not fit is a row of −1.
+ * loads before the first GEMM, the work after the last one, the longest module plus those two (a
+ * pipeline's time, if every overlap were perfect), DRAM bytes. A schedule that does not fit is a
+ * row of −1.
  */
 export const vtaConv2dFeatures = (d: VtaDerived, model: VtaCycleModel, x: VtaConv2d) => (c: Config): number[] => {
   const s = scheduleOfConfig(c)
   const knobs = [lg(s.tileOh), lg(s.tileCo), lg(s.tileCi ?? x.ci), s.order === "oh-co" ? 1 : 0, s.vthreads]
   const p = lowerOrReason(d, x, c)
-  if ("reason" in p) return [...knobs, ...Array.from({ length: 9 }, () => -1)]
+  if ("reason" in p) return [...knobs, ...Array.from({ length: 11 }, () => -1)]
   const m = staticModuleCycles(d, model, p.insns)
-  return [...knobs, 1, lg(p.insns.length), lg(m.load), lg(m.compute), lg(m.store), lg(Math.max(m.load, m.compute, m.store)), lg(m.load + m.compute + m.store), lg(m.firstLoad), lg(m.bytes)]
+  const longest = Math.max(m.load, m.compute, m.store)
+  return [...knobs, 1, lg(p.insns.length), lg(m.load), lg(m.compute), lg(m.store), lg(longest), lg(m.load + m.compute + m.store), lg(m.firstLoad), lg(m.drain), lg(longest + m.firstLoad + m.drain), lg(m.bytes)]
 }
 
 export interface VtaTuneResult {
