@@ -64,7 +64,7 @@ describe("VTA conv2d on a ResNet-like layer", () => {
   })
 
   /** The pops of a layer's latency-hiding program whose removal no cycle model of `models` catches. */
-  const uncaughtPops = (x: VtaConv2d, sched: { tileOh: number; tileCo: number }) => {
+  const uncaughtPops = (x: VtaConv2d, sched: { tileOh: number; tileCo: number; tileCi?: number }) => {
     const dx = seededInt8(103, x.ci * x.h * x.w * 16, -20, 20)
     const kx = seededInt8(104, x.co * x.ci * x.kh * x.kw * 256, -20, 20)
     const wx = Array.from(reference(x, dx, kx))
@@ -83,7 +83,9 @@ describe("VTA conv2d on a ResNet-like layer", () => {
     }
     expect(models.map((m) => outcome(p.insns, m))).toEqual(["same", "same", "same"])
     const pops = p.insns.flatMap((i, k) => (i.deps.popPrev || i.deps.popNext ? [k] : []))
-    expect(pops.length).toBe(4 * p.tiles - 4) // every tile: GEMM and store pop; from the third on, its first load and its reset too
+    const steps = p.insns.filter((i) => i.op === "GEMM" && !i.reset).length
+    // every step's GEMM pops, and from the third step on its first load; every tile's first store, and from the third tile on its reset
+    expect(pops.length).toBe(2 * steps - 2 + 2 * p.tiles - 2)
     return pops.filter((k) => {
       const insns = p.insns.map((i, j) => (j === k ? { ...i, deps: { ...i.deps, popPrev: false, popNext: false } } : i))
       return models.every((m) => outcome(insns, m) === "same")
@@ -100,6 +102,10 @@ describe("VTA conv2d on a ResNet-like layer", () => {
     expect(loadBound.every((i) => i.op === "GEMM" && i.reset && i.deps.popNext)).toBe(true)
     const storeBound = uncaughtPops({ ...layer, ci: 1 }, { tileOh: 2, tileCo: 4 })
     expect(storeBound.every((i) => i.op === "GEMM" && !i.reset && i.deps.popPrev)).toBe(true)
+    // Reduction steps of one input block (4 steps a tile, weights and inputs loaded per step, the
+    // step-to-step pops the new ones): load-bound again, every pop but the resets' is caught here.
+    const steps = uncaughtPops(layer, { tileOh: 7, tileCo: 2, tileCi: 1 })
+    expect(steps.every((i) => i.op === "GEMM" && i.reset && i.deps.popNext)).toBe(true)
   })
 
   it("the default schedule fits the buffers of two virtual threads", () => {
