@@ -47,7 +47,8 @@ export interface CurvesStyle {
 export const curvesSpec = (curves: readonly Curve[], title = "Best-so-far GFLOP/s vs trials", style: CurvesStyle = {}): TopLevelSpec => ({
   $schema: "https://vega.github.io/schema/vega-lite/v6.json",
   title,
-  data: { values: curves.flatMap((c) => c.best.map((g, k) => ({ task: c.label, tuner: c.tuner, trial: k + 1, gflops: g }))) },
+  // a step-after line: the trials where the best changes (and the last) draw the same picture
+  data: { values: curves.flatMap((c) => c.best.flatMap((g, k) => (k === 0 || k === c.best.length - 1 || g !== c.best[k - 1] ? [{ task: c.label, tuner: c.tuner, trial: k + 1, gflops: g }] : []))) },
   facet: { field: "task", type: "nominal", title: null, ...(style.inOrder ? { sort: [...new Set(curves.map((c) => c.label))] } : {}) },
   columns: Math.min(3, new Set(curves.map((c) => c.label)).size),
   resolve: { scale: { y: "independent", x: "independent" } },
