@@ -52,14 +52,28 @@ const compile = (m: Extract<Request, { type: "compile" }>, transfer: unknown[] =
   send(m, transfer)
 }
 
-$("compile").addEventListener("click", () => compile({ type: "compile", name: $("zoo").value, zoo: $("zoo").value }))
+// threads: the page's choice (1 unless the page is cross-origin isolated; ?threads=N picks it)
+const isolated = (globalThis as { crossOriginIsolated?: boolean }).crossOriginIsolated === true
+const cores = (globalThis as { navigator?: { hardwareConcurrency?: number } }).navigator?.hardwareConcurrency ?? 1
+for (const n of isolated ? [...new Set([1, 2, 4, cores])].sort((a, b) => a - b) : [1]) {
+  const o = doc.createElement("option")
+  o.value = String(n)
+  o.textContent = String(n)
+  $("threads").appendChild(o)
+}
+const asked = new URL((globalThis as unknown as { location: { href: string } }).location.href).searchParams.get("threads")
+$("threads").value = isolated && asked !== null ? asked : "1"
+$("isolated").textContent = isolated ? "cross-origin isolated: threads over SharedArrayBuffer" : "not cross-origin isolated: one thread"
+const threads = () => Number($("threads").value) || 1
+
+$("compile").addEventListener("click", () => compile({ type: "compile", name: $("zoo").value, zoo: $("zoo").value, threads: threads() }))
 $("run").addEventListener("click", () => {
   status("running…", "running")
   send({ type: "run", runs: 10, seed: 0 })
 })
 const takeFile = async (f: { name: string; arrayBuffer(): Promise<ArrayBuffer> }) => {
   const bytes = await f.arrayBuffer()
-  compile({ type: "compile", name: f.name, bytes }, [bytes])
+  compile({ type: "compile", name: f.name, bytes, threads: threads() }, [bytes])
 }
 $("file").addEventListener("change", () => {
   const f = $("file").files?.[0]
@@ -91,7 +105,7 @@ worker.onmessage = ({ data: m }) => {
       return
     }
     case "compiled":
-      status(`compiled ${m.name} in ${m.compileMs.toFixed(0)} ms (${m.kernels.length} kernels); inputs ${m.inputs}; outputs ${m.outputs}`, "compiled")
+      status(`compiled ${m.name} in ${m.compileMs.toFixed(0)} ms (${m.kernels.length} kernels, ${m.threads} thread${m.threads === 1 ? "" : "s"}); inputs ${m.inputs}; outputs ${m.outputs}`, "compiled")
       $("status").dataset.compileMs = String(m.compileMs)
       $("graph").innerHTML = m.svg
       $("kernels").innerHTML =
@@ -108,6 +122,9 @@ worker.onmessage = ({ data: m }) => {
         ["largest difference", m.maxDiff === null ? "—" : m.maxDiff.toExponential(2), "maxdiff"],
         ["top-5 agreement", m.top5 === null ? "—" : `${m.top5}/5`, "top5"],
         ["top-1 (ours, onnxruntime-web)", `${m.top1}, ${m.ortTop1 ?? "—"}`, "top1"],
+        ["threads (ours, onnxruntime-web)", `${m.threads}, ${m.ortThreads}`, "threads"],
+        ["parallel ranges our workers ran", String(m.workerRanges), "ranges"],
+        ["output digest (fnv1a of the bytes)", m.digest, "digest"],
       ]
       $("compare").innerHTML = `<tbody>${rows.map(([k, v, id]) => `<tr><th>${k}</th><td id="cmp-${id}">${v}</td></tr>`).join("")}</tbody>`
       status("ran", "ran")

@@ -2,7 +2,7 @@
 
 /** Page → worker. */
 export type Request =
-  | { readonly type: "compile"; readonly name: string; readonly zoo?: string; readonly bytes?: ArrayBuffer }
+  | { readonly type: "compile"; readonly name: string; readonly zoo?: string; readonly bytes?: ArrayBuffer; readonly threads?: number }
   | { readonly type: "run"; readonly runs: number; readonly seed: number }
 
 export interface KernelRow {
@@ -17,7 +17,7 @@ export interface KernelRow {
 /** Worker → page. */
 export type Reply =
   | { readonly type: "stage"; readonly text: string; readonly ms: number }
-  | { readonly type: "compiled"; readonly name: string; readonly compileMs: number; readonly stages: readonly { readonly stage: string; readonly ms: number }[]; readonly svg: string; readonly kernels: readonly KernelRow[]; readonly inputs: string; readonly outputs: string }
+  | { readonly type: "compiled"; readonly name: string; readonly compileMs: number; readonly stages: readonly { readonly stage: string; readonly ms: number }[]; readonly svg: string; readonly kernels: readonly KernelRow[]; readonly inputs: string; readonly outputs: string; readonly threads: number; readonly isolated: boolean }
   | {
       readonly type: "ran"
       readonly oursMs: number
@@ -28,5 +28,12 @@ export type Reply =
       readonly top5: number | null
       readonly top1: number
       readonly ortTop1: number | null
+      /** Threads the module ran on (the calling worker's included), and the parallel ranges its workers took in the timed runs. */
+      readonly threads: number
+      readonly workerRanges: number
+      /** onnxruntime-web's threads. */
+      readonly ortThreads: number
+      /** fnv1a of the first output's bytes: equal digests, equal outputs (bit for bit). */
+      readonly digest: string
     }
   | { readonly type: "error"; readonly message: string }

@@ -2,8 +2,11 @@
 // or a dropped .onnx for the wasm target with Tessera's browser entry, reporting each stage as it
 // starts (decode, graph passes, fusion, lowering of each group, emission) with the time since the
 // compile began; renders the fused graph (the same SVG as `tessera inspect --fused --format svg`);
-// times each kernel on its own; then runs the model beside onnxruntime-web (its wasm backend, one
-// thread, in this same worker) on the same seeded input. A failure is the CLI's one-line message.
+// times each kernel on its own; then runs the model beside onnxruntime-web (its wasm backend, in this
+// same worker) on the same seeded input. With threads > 1 (the page cross-origin isolated: the
+// server's COOP / COEP headers) the module is emitted with a shared memory and its parallel phases
+// run on this worker and threads − 1 Web Workers, and onnxruntime-web on as many threads; elsewhere
+// both run on one. A failure is the CLI's one-line message.
 import { Effect } from "effect"
 import { BACKENDS, compileModel, fusionSvg, loadArtifact, pipelineOf, rewrite, zooModel, type CompileStage } from "../src/browser.js"
 import { storageBytes } from "../src/ast/graph/dtype.js"
@@ -35,7 +38,18 @@ const settle = <A, E>(eff: Effect.Effect<A, E>): Promise<A> =>
 const pipeline = pipelineOf(BACKENDS)
 const target = BACKENDS.wasm.target(undefined as never, 1)
 
-let current: { name: string; bytes: Uint8Array; compiled: CompiledModel; executor: Executor } | undefined
+let current: { name: string; bytes: Uint8Array; compiled: CompiledModel; executor: Executor; threads: number } | undefined
+
+/** Whether this worker may share memory with workers of its own (its page is cross-origin isolated). */
+const isolated = () => (globalThis as { crossOriginIsolated?: boolean }).crossOriginIsolated === true
+
+/** fnv1a of a typed array's bytes (a digest of an output, to compare runs bit for bit). */
+const digestOf = (a: ArrayBufferView): string => {
+  const b = new Uint8Array(a.buffer, a.byteOffset, a.byteLength)
+  let h = 2166136261
+  for (let i = 0; i < b.length; i++) h = Math.imul(h ^ b[i], 16777619) >>> 0
+  return h.toString(16).padStart(8, "0")
+}
 
 const stageText = (s: CompileStage): string =>
   s.stage === "decode" ? `decode (${(s.bytes / 1e6).toFixed(2)} MB)`
@@ -49,7 +63,8 @@ const stageText = (s: CompileStage): string =>
 const kernelTimes = (artifact: Artifact): Map<string, number> => {
   const bytes = artifact.files.get("model.wasm")!
   const layouts = frameLayouts(artifact.kernels)
-  const mod = loadWasmModuleSync(bytes, layouts)
+  // (one thread: each kernel's own time; a module emitted for threads imports a shared memory)
+  const mod = loadWasmModuleSync(bytes, layouts, { shared: artifact.manifest.sharedMemory === true })
   const sizes = artifact.kernels.map((k) => k.params.map((p) => Math.ceil((p.elements * storageBytes(p.dtype)) / 16) * 16 + 16))
   const [base] = mod.memory.reserve([Math.max(16, ...sizes.map((s) => s.reduce((a, b) => a + b, 0)))])
   const out = new Map<string, number>()
@@ -71,12 +86,14 @@ const compile = async (r: Extract<Request, { type: "compile" }>) => {
     if (s.stage !== "pass" && s.stage !== "lowering") stages.push({ stage: s.stage, ms })
     post({ type: "stage", text: stageText(s), ms })
   }
-  const compiled = await settle(compileModel(pipeline, bytes, target, { onStage }))
+  // (threads only where this worker may share its memory: else the module is emitted for one)
+  const threads = isolated() ? Math.max(1, Math.floor(r.threads ?? 1)) : 1
+  const compiled = await settle(compileModel(pipeline, bytes, target, { onStage, threads }))
   const compileMs = performance.now() - t0
   const { program, artifact } = compiled
-  const executor = await settle(loadArtifact(program, artifact).pipe(Effect.provide(BACKENDS.wasm.codegen!.device(target, {}))))
+  const executor = await settle(loadArtifact(program, artifact).pipe(Effect.provide(BACKENDS.wasm.codegen!.device(target, { threads }))))
   current?.executor.module.close()
-  current = { name: r.name, bytes, compiled, executor }
+  current = { name: r.name, bytes, compiled, executor, threads: executor.module.threads ?? 1 }
   const svg = await Effect.runPromise(fusionSvg(program.fused))
   const times = kernelTimes(artifact)
   const g = program.graph
@@ -94,7 +111,7 @@ const compile = async (r: Extract<Request, { type: "compile" }>) => {
     }
   })
   const io = (vs: readonly { name: string; type: Parameters<typeof showType>[0] }[]) => vs.map((v) => `${v.name}: ${showType(v.type)}`).join(", ")
-  post({ type: "compiled", name: r.name, compileMs, stages, svg, kernels, inputs: io(g.inputs), outputs: io(g.outputs) })
+  post({ type: "compiled", name: r.name, compileMs, stages, svg, kernels, inputs: io(g.inputs), outputs: io(g.outputs), threads: current.threads, isolated: isolated() })
 }
 
 const topK = (xs: ArrayLike<number>, k: number): number[] =>
@@ -102,10 +119,17 @@ const topK = (xs: ArrayLike<number>, k: number): number[] =>
 
 type OrtWeb = Parameters<typeof runOrtWeb>[0]
 let ortModule: Promise<OrtWeb> | undefined
-/** onnxruntime-web from the server's copy of its dist (/ort/), set as loadOrtWeb sets it: wasm, one thread, no proxy. */
-const loadOrt = () =>
+let ortThreads = 1
+/**
+ * onnxruntime-web from the server's copy of its dist (/ort/), set as loadOrtWeb sets it: wasm, no
+ * proxy, on `threads` (its threaded build, ort-wasm-simd-threaded.wasm, starts its own workers where
+ * the page is cross-origin isolated). Its runtime reads the threads once, at its first session: a
+ * worker keeps the count of its first run (the page starts a fresh worker for another).
+ */
+const loadOrt = (threads: number) =>
   (ortModule ??= import(/* served by scripts/playground.ts */ "/ort/ort.wasm.min.mjs" as string).then((m: OrtWeb) => {
-    m.env.wasm.numThreads = 1
+    ortThreads = threads
+    m.env.wasm.numThreads = threads
     m.env.wasm.proxy = false
     m.env.wasm.wasmPaths = "/ort/"
     m.env.logLevel = "error"
@@ -114,29 +138,32 @@ const loadOrt = () =>
 
 const run = async (r: Extract<Request, { type: "run" }>) => {
   if (!current) throw new Error("compile a model first")
-  const { compiled, executor, bytes } = current
+  const { compiled, executor, bytes, threads } = current
   const g = compiled.program.graph
   const feeds = new Map<string, Tensor>(g.inputs.map((i, k) => [i.name, randomTensor(i.type.dtype, i.type.shape as number[], r.seed, k)] as const))
   const outName = g.outputs[0].name
   let ours = executor.run(feeds)
+  const ranges0 = executor.module.workerRanges?.() ?? 0
   const oursTimes: number[] = []
   for (let i = 0; i < r.runs; i++) {
     const t = performance.now()
     ours = executor.run(feeds)
     oursTimes.push(performance.now() - t)
   }
+  const workerRanges = (executor.module.workerRanges?.() ?? 0) - ranges0
   const mine = ours.get(outName)!.data as ArrayLike<number>
-  const ort = await loadOrt().catch((e: unknown) => `onnxruntime-web did not load: ${e instanceof Error ? e.message : String(e)}`)
+  const digest = digestOf(ours.get(outName)!.data as ArrayBufferView)
+  const ort = await loadOrt(threads).catch((e: unknown) => `onnxruntime-web did not load: ${e instanceof Error ? e.message : String(e)}`)
   const result = typeof ort === "string" ? ort : await Effect.runPromise(runOrtWeb(ort, bytes, feeds, { runs: r.runs }))
   const theirs = typeof result === "string" ? result : { ms: result.ms, data: result.outputs.get(outName)!.data }
   const oursMs = median(oursTimes)
   const top1 = topK(mine, 1)[0]
-  if (typeof theirs === "string") return post({ type: "ran", oursMs, ortMs: null, ortError: theirs, ratio: null, maxDiff: null, top5: null, top1, ortTop1: null })
+  if (typeof theirs === "string") return post({ type: "ran", oursMs, ortMs: null, ortError: theirs, ratio: null, maxDiff: null, top5: null, top1, ortTop1: null, threads, workerRanges, ortThreads, digest })
   let maxDiff = 0
   for (let i = 0; i < mine.length; i++) maxDiff = Math.max(maxDiff, Math.abs(Number(mine[i]) - Number(theirs.data[i])))
   const a = topK(mine, 5)
   const b = new Set(topK(theirs.data, 5))
-  post({ type: "ran", oursMs, ortMs: theirs.ms, ratio: oursMs / theirs.ms, maxDiff, top5: a.filter((i) => b.has(i)).length, top1, ortTop1: topK(theirs.data, 1)[0] })
+  post({ type: "ran", oursMs, ortMs: theirs.ms, ratio: oursMs / theirs.ms, maxDiff, top5: a.filter((i) => b.has(i)).length, top1, ortTop1: topK(theirs.data, 1)[0], threads, workerRanges, ortThreads, digest })
 }
 
 scope.onmessage = (e) => {

@@ -128,6 +128,7 @@ const CASES: { readonly [name: string]: () => Graph } = {
   "qlinearconv s8·s8 per-channel stride 2": () => qconv("qc2", { x: "int8", w: "int8", y: "int8", c: 12, m: 20, hw: 13, k: 3, stride: 2, pad: 1, perChannel: true, bias: true }, 12),
   "qlinearconv u8·u8 per-tensor w_zp": () => qconv("qc3", { x: "uint8", w: "uint8", y: "uint8", c: 6, m: 10, hw: 9, k: 3, perChannel: false, bias: false, wzp: 131 }, 13),
   "qlinearconv s8 depthwise": () => qconv("qc4", { x: "int8", w: "int8", y: "int8", c: 16, m: 16, hw: 10, k: 3, pad: 1, group: 16, perChannel: true, bias: true }, 14),
+  "qlinearconv u8·s8 grouped stride 2": () => qconv("qc6", { x: "uint8", w: "int8", y: "uint8", c: 12, m: 8, hw: 11, k: 3, stride: 2, pad: 1, group: 4, perChannel: true, bias: true }, 16),
   "qlinearconv u8·s8 1×1": () => qconv("qc5", { x: "uint8", w: "int8", y: "uint8", c: 32, m: 24, hw: 7, k: 1, perChannel: true, bias: true }, 15),
   "qlinearmatmul u8·s8 per-column": () => qmatmul("qm1", "uint8", "int8", "uint8", 9, 40, 24, true, 21),
   "qlinearmatmul s8·s8": () => qmatmul("qm2", "int8", "int8", "int8", 5, 33, 17, false, 22),

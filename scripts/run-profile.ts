@@ -1,10 +1,15 @@
-// npm run run-profile -- --model resnet50 [--threads 1]: where an end-to-end run's time goes on
-// the c target. Each compiled kernel timed inside the real sequence (the executor's own calls,
+// node dist/scripts/run-profile.js --model resnet50 [--threads 1] [--target c|wasm] [--file MODEL.onnx] [--cpu]:
+// where an end-to-end run's time goes on the c (default) or wasm target. Each compiled kernel timed inside the real sequence (the executor's own calls,
 // wrapped), then alone on the same buffers (warm: its weights in cache), then alone after a
 // cache flush (cold: weights and activations from DRAM); the executor's own time is the end-to-end
-// median less the kernels' sum. Speed is reported, never asserted.
+// median less the kernels' sum. `--file` profiles an ONNX file instead of the zoo's float network
+// (an int8 model of `tessera quantize`: its float input seeded alike). `--cpu` times the end-to-end
+// runs and the kernels in sequence by the process's CPU time (1 thread: the kernel's own time; on a
+// machine shared with other jobs, wall time counts theirs too). Speed is reported, never asserted.
 import { Effect } from "effect"
+import * as fs from "node:fs"
 import { allocate } from "../src/ast/graph/dtype.js"
+import { decodeModelSync } from "../src/ast/onnx/decode.js"
 import { prng } from "../src/ast/graph/arbitrary.js"
 import type { Tensor } from "../src/ast/graph/tensor.js"
 import { BACKENDS } from "../src/backend/index.js"
@@ -19,36 +24,45 @@ const args = process.argv.slice(2)
 const opt = (k: string, d: string) => (args.includes(k) ? args[args.indexOf(k) + 1] : d)
 const name = opt("--model", "resnet50")
 const threads = Number(opt("--threads", "1"))
+const kind = opt("--target", "c")
+if (kind !== "c" && kind !== "wasm") throw new Error(`--target ${kind}: the profile runs c or wasm`)
 const RUNS = Number(process.env.BENCH_RUNS ?? 10)
-if (!isZooName(name)) throw new Error(`unknown zoo model '${name}'`)
+const file = args.includes("--file") ? opt("--file", "") : undefined
+const cpuClock = args.includes("--cpu")
+const now = (): number => {
+  if (!cpuClock) return performance.now()
+  const u = process.cpuUsage()
+  return (u.user + u.system) / 1000
+}
+if (!file && !isZooName(name)) throw new Error(`unknown zoo model '${name}'`)
 process.env.OMP_NUM_THREADS = String(threads)
 
-const graph = zooGraph(name, 0)
+const graph = file ? decodeModelSync(new Uint8Array(fs.readFileSync(file))) : zooGraph(name, 0)
 const input = graph.inputs[0]
 const r = prng(1)
 const shape = input.type.shape as number[]
 const data = allocate("float32", shape.reduce((a, b) => a * b, 1))
 for (let i = 0; i < data.length; i++) data[i] = r.float(-1, 1)
 const feeds = new Map<string, Tensor>([[input.name, { dtype: "float32", shape, data }]])
-const target = BACKENDS.c.target(hostCpu(), threads)
+const target = BACKENDS[kind].target(hostCpu(), threads)
 const program = await Effect.runPromise(compileGraph(graph, target, { optLevel: 3 }))
 const exec = await Effect.runPromise(loadProgram(program, target, { threads }))
 const mod = exec.module
 const e2e: number[] = []
 exec.run(feeds)
 for (let i = 0; i < RUNS; i++) {
-  const t0 = performance.now()
+  const t0 = now()
   exec.run(feeds)
-  e2e.push(performance.now() - t0)
+  e2e.push(now() - t0)
 }
 // each kernel inside the sequence
 const inner = mod.run
 const seq = new Map<string, number[]>()
 const seen = new Map<string, readonly DeviceBuffer[]>()
 ;(mod as { run: typeof inner }).run = (k, a) => {
-  const t0 = performance.now()
+  const t0 = now()
   inner(k, a)
-  const t = performance.now() - t0
+  const t = now() - t0
   seq.set(k, [...(seq.get(k) ?? []), t])
   seen.set(k, a)
 }
@@ -79,4 +93,4 @@ for (const k of program.kernels) {
   lines.push(`${k.name}\t${grp.ops.join("+")}\tseq ${s.toFixed(3)}\twarm ${warm.toFixed(3)}\tcold ${cold.toFixed(3)}\t+${(s - warm).toFixed(3)}\t${(fl / s / 1e6).toFixed(1)} GF/s\tw ${(wbytes / 1e6).toFixed(2)} MB`)
 }
 console.log(lines.join("\n"))
-console.log(`${name}, c, ${threads} thread(s): end-to-end median ${median(e2e).toFixed(2)} ms; kernels in sequence ${sumSeq.toFixed(2)} ms, alone warm ${sumWarm.toFixed(2)} ms, alone cold ${sumCold.toFixed(2)} ms; constants ${(bytesW / 1e6).toFixed(1)} MB; executor outside kernels ${(median(e2e) - sumSeq).toFixed(2)} ms; kernels ${program.kernels.length}`)
+console.log(`${file ?? name}, ${kind}, ${threads} thread(s): end-to-end median ${median(e2e).toFixed(2)} ms; kernels in sequence ${sumSeq.toFixed(2)} ms, alone warm ${sumWarm.toFixed(2)} ms, alone cold ${sumCold.toFixed(2)} ms; constants ${(bytesW / 1e6).toFixed(1)} MB; executor outside kernels ${(median(e2e) - sumSeq).toFixed(2)} ms; kernels ${program.kernels.length}`)

@@ -19,8 +19,9 @@ import { lowerSync } from "../src/lowering/lower.js"
 import { baseSchedule } from "../src/lowering/lower-group.js"
 import { convWinogradNCHWc } from "../src/lowering/op-library-winograd.js"
 import { QUANT_INT } from "../src/lowering/op-library-quant-int.js"
+import { int8DepthwiseTemplate } from "../src/lowering/templates/int8-depthwise.js"
 import { int8DotTemplate } from "../src/lowering/templates/int8-dot.js"
-import { vnniDot16x4 } from "../src/ast/te/intrinsic.js"
+import { simd128Dot4x4, vnniDot16x4 } from "../src/ast/te/intrinsic.js"
 import { attr } from "../src/ast/graph/attrs.js"
 import { winogradTemplate } from "../src/lowering/templates/winograd.js"
 import { cpuTirPipeline } from "../src/lowering/tir/cpu-pipeline.js"
@@ -169,9 +170,11 @@ export const GOLDEN_CASES: readonly (() => GoldenCase)[] = [conv2dNchwc, depthwi
 /**
  * QLinearConv (u8 × s8, per-channel scales, 8 → 16 channels, 3×3, pad 1, 6×6) in the VNNI layout
  * under the int8 template at a fixed config (3 pixels × 1 block, unrolled), its dot kept as the
- * VNNI instruction: the c target's own (no js golden: js has no such intrinsic).
+ * target's instruction: the VNNI dot (the c target's own) or SIMD128's 4-lane i16 dot (the wasm
+ * target's). No js golden: js has neither.
  */
-const conv2dInt8Vnni = (): GoldenCase => {
+const conv2dInt8 = (dot: "vnni" | "simd128"): GoldenCase => {
+  const name = `conv2d_int8_${dot}`
   const rng = prng(8)
   const ints = (name: string, dtype: "uint8" | "int8" | "int32", shape: number[], lo: number, hi: number): [string, Tensor] => [
     name,
@@ -188,10 +191,10 @@ const conv2dInt8Vnni = (): GoldenCase => {
     ["y_zp", fromArray("uint8", [], [9])],
     ints("bias", "int32", [16], -2000, 2000),
   ]
-  const n = node("QLinearConv", feeds.map(([k]) => k), ["conv2d_int8_vnni"], { pads: attr.ints([1, 1, 1, 1]) })
+  const n = node("QLinearConv", feeds.map(([k]) => k), [name], { pads: attr.ints([1, 1, 1, 1]) })
   const made = QUANT_INT.QLinearConv({
     node: n,
-    name: (suffix) => (suffix ? `q_${suffix}` : "conv2d_int8_vnni"),
+    name: (suffix) => (suffix ? `q_${suffix}` : name),
     inputs: feeds.map(([k, t]) => placeholder(k, t.shape, t.dtype)),
     outputs: [{ dtype: "uint8", shape: [1, 16, 6, 6] }],
     attrs: { pads: [1, 1, 1, 1] },
@@ -199,12 +202,57 @@ const conv2dInt8Vnni = (): GoldenCase => {
     opset: 13,
   })
   const outputs = [made[made.length - 1]]
-  const schedule = int8DotTemplate.apply(outputs, baseSchedule(outputs), { tile_px: 3, tile_blocks: 1, unroll: true, dot: "vnni" })
-  return { name: "conv2d_int8_vnni", outputs, inputs: new Map(feeds), schedule, keep: new Set([vnniDot16x4.name]) }
+  const schedule = int8DotTemplate.apply(outputs, baseSchedule(outputs), { tile_px: 3, tile_blocks: 1, unroll: true, dot })
+  return { name, outputs, inputs: new Map(feeds), schedule, keep: new Set([(dot === "vnni" ? vnniDot16x4 : simd128Dot4x4).name]) }
 }
 
+const conv2dInt8Vnni = (): GoldenCase => conv2dInt8("vnni")
+
+/** Goldens of the wasm target alone (golden/wasm, test/emit-wasm.test.ts): the SIMD128 8-bit dot it renders itself. */
+export const WASM_GOLDEN_CASES: readonly (() => GoldenCase)[] = [() => conv2dInt8("simd128")]
+
 /** Goldens of the c target alone (intrinsics it renders itself). */
-export const C_GOLDEN_CASES: readonly (() => GoldenCase)[] = [conv2dInt8Vnni]
+
+/**
+ * A depthwise QLinearConv (int8, 16 channels, 3×3, stride 2, pad 1, 9×9 → 5×5, per-channel weight
+ * zero points and scales) in the int8 depthwise form under its template at a fixed config (the
+ * channel's 25 pixels as one tile, the taps unrolled, the sums at the requantizing epilogue's tile).
+ */
+const conv2dInt8Depthwise = (): GoldenCase => {
+  const rng = prng(9)
+  const ints = (name: string, dtype: "int8" | "int32", shape: number[], lo: number, hi: number): [string, Tensor] => [
+    name,
+    fromArray(dtype, shape, Array.from({ length: sizeOf(shape) }, () => rng.int(lo, hi))),
+  ]
+  const feeds: [string, Tensor][] = [
+    ints("x", "int8", [1, 16, 9, 9], -128, 127),
+    ["x_scale", fromArray("float32", [], [0.019])],
+    ["x_zp", fromArray("int8", [], [-7])],
+    ints("w", "int8", [16, 1, 3, 3], -128, 127),
+    ["w_scale", fromArray("float32", [16], Array.from({ length: 16 }, (_, k) => 0.004 + k / 3000))],
+    ints("w_zp", "int8", [16], -3, 3),
+    ["y_scale", fromArray("float32", [], [0.11])],
+    ["y_zp", fromArray("int8", [], [4])],
+    ints("bias", "int32", [16], -900, 900),
+  ]
+  const attrs = { group: attr.int(16), kernel_shape: attr.ints([3, 3]), strides: attr.ints([2, 2]), pads: attr.ints([1, 1, 1, 1]) }
+  const n = node("QLinearConv", feeds.map(([k]) => k), ["conv2d_int8_depthwise"], attrs)
+  const made = QUANT_INT.QLinearConv({
+    node: n,
+    name: (suffix) => (suffix ? `dw_${suffix}` : "conv2d_int8_depthwise"),
+    inputs: feeds.map(([k, t]) => placeholder(k, t.shape, t.dtype)),
+    outputs: [{ dtype: "int8", shape: [1, 16, 5, 5] }],
+    attrs: { group: 16, kernel_shape: [3, 3], strides: [2, 2], pads: [1, 1, 1, 1] },
+    constants: feeds.map(([k, t]) => (k === "w_zp" ? (t.data as ArrayLike<number>) : undefined)),
+    opset: 13,
+  })
+  const outputs = [made[made.length - 1]]
+  const schedule = int8DepthwiseTemplate.apply(outputs, baseSchedule(outputs), { tile_px: 25, unroll_kh: true, unroll_kw: true, at: "tile" })
+  return { name: "conv2d_int8_depthwise", outputs, inputs: new Map(feeds), schedule }
+}
+
+/** Goldens of the c target alone (intrinsics it renders itself; the int8 depthwise form, whose js / wasm goldens would only repeat its loops). */
+export const C_GOLDEN_CASES: readonly (() => GoldenCase)[] = [conv2dInt8Vnni, conv2dInt8Depthwise]
 
 /** The case lowered with the default CPU passes (keeping the intrinsics the case keeps), its function named after the case. */
 export const goldenFunc = (g: GoldenCase): PrimFunc => ({ ...runTirSync(cpuTirPipeline(g.keep ? { keepIntrinsics: g.keep } : {}), lowerSync(g.schedule)), name: g.name })

@@ -5,7 +5,8 @@
 // depths) serial (one virtual thread) and with two virtual threads, the same tiles; the roofline
 // picture (docs/vta-roofline.svg). With --tune N: each layer tuned by random, xgb and evo for N
 // trials (the simulator's cycles as the measure), the trials xgb and evo need to reach random's
-// best, the tuned schedules serial and hidden, and the curves (docs/vta-search-curves.svg).
+// best, the tuned schedules serial and hidden, and the curves (docs/vta-search-curves.svg). Then the
+// whole network on vta + c (scripts/vta-network.ts; --model FILE).
 // Deterministic: the simulator's cycle model, not this machine's clock.
 //
 //   npm run vta-report -- [--tune 1000] [--batch 16] [--seed 1] [--svg-dir docs]
@@ -22,6 +23,7 @@ import { renderCurvesSvg, trialsToReach, type Curve } from "../src/search/plot.j
 import { randomTuner, xgbTuner } from "../src/search/tuners.js"
 import { conv2dBound, measureVtaConv2d, memoMeasure, scheduleOfConfig, tuneVtaConv2d, vtaConv2dFeatures, vtaConv2dTask, vtaRoof } from "../src/search/vta-conv2d.js"
 import { renderRooflineSvg, type RooflinePoint } from "../src/search/vta-roofline.js"
+import { networkReport } from "./vta-network.js"
 
 const arg = (name: string, dflt: string) => {
   const i = process.argv.indexOf(`--${name}`)
@@ -139,3 +141,6 @@ if (TUNE > 0) {
   fs.writeFileSync(path.join(SVG_DIR, "vta-search-curves.svg"), svg)
   console.log(`wrote ${path.join(SVG_DIR, "vta-search-curves.svg")}`)
 }
+
+// The whole network on vta + c, the Amdahl picture (scripts/vta-network.ts)
+console.log((await networkReport()).join("\n"))

@@ -3,7 +3,8 @@
 // compiles the zoo's MLP in its worker, runs it beside onnxruntime-web and shows numbers that
 // agree; a corrupt file dropped on it shows the CLI's message and leaves the page working; a model
 // with an op Tessera lacks shows the CLI's exact line; the example app built with the esbuild
-// plugin shows the interpreter's top-1. Screenshots go to test-artifacts/ (git-ignored).
+// plugin shows the interpreter's top-1; served cross-origin isolated, MobileNetV2 runs on 2 threads
+// (ours and onnxruntime-web's) with outputs bit for bit the 1-thread run's. Screenshots go to test-artifacts/ (git-ignored).
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
@@ -29,6 +30,7 @@ const ARTIFACTS = path.resolve("test-artifacts")
 describe.skipIf(!hasChromium)(`in Chromium${hasChromium ? "" : ` (skipped: ${CHROMIUM} is not installed)`}`, () => {
   let browser: Browser
   let page: Page
+  let playgroundUrl = ""
   const closers: (() => Promise<void>)[] = []
   const dirs: string[] = []
   const tmp = () => {
@@ -48,6 +50,7 @@ describe.skipIf(!hasChromium)(`in Chromium${hasChromium ? "" : ` (skipped: ${CHR
     browser = b
     const server = await serveFolders(playgroundFolders(out))
     closers.push(server.close)
+    playgroundUrl = server.url
     page = await browser.newPage()
     await page.goto(server.url)
   }, 90_000)
@@ -84,6 +87,48 @@ describe.skipIf(!hasChromium)(`in Chromium${hasChromium ? "" : ` (skipped: ${CHR
     expect(ours).toBe(theirs)
     await page.screenshot({ path: path.join(ARTIFACTS, "playground-mlp.png"), fullPage: true })
   }, 60_000)
+
+  it("served cross-origin isolated, runs MobileNetV2's wasm module on 2 threads: outputs bit for bit the 1-thread run's", async () => {
+    type Doc = { document: { getElementById(id: string): { dataset: { state?: string } } } }
+    /** A fresh page (a fresh worker: onnxruntime-web's threads are fixed at its first session) compiling and running on `threads`. */
+    const runOn = async (threads: number) => {
+      const p = await browser.newPage()
+      try {
+        await p.goto(`${playgroundUrl}?threads=${threads}`)
+        expect(await p.evaluate(() => (globalThis as { crossOriginIsolated?: boolean }).crossOriginIsolated)).toBe(true)
+        const settle = (states: string[]) => p.waitForFunction((s) => s.includes((globalThis as unknown as Doc).document.getElementById("status").dataset.state ?? ""), states, { timeout: 120_000 })
+        expect(await p.inputValue("#threads")).toBe(String(threads))
+        await p.selectOption("#zoo", "mobilenetv2")
+        await p.click("#compile")
+        await settle(["compiled", "error"])
+        expect(await p.textContent("#error")).toBe("")
+        await p.click("#run")
+        await settle(["ran", "error"])
+        expect(await p.textContent("#error")).toBe("")
+        const cell = async (id: string) => (await p.textContent(`#cmp-${id}`)) ?? ""
+        const row = { threads: await cell("threads"), ranges: Number(await cell("ranges")), digest: await cell("digest"), maxDiff: Number(await cell("maxdiff")), top5: await cell("top5"), ours: Number(await cell("ours")), ort: Number(await cell("ort")) }
+        if (threads > 1) await p.screenshot({ path: path.join(ARTIFACTS, `playground-mobilenetv2-${threads}-threads.png`), fullPage: true })
+        return row
+      } finally {
+        await p.close()
+      }
+    }
+    const one = await runOn(1)
+    const two = await runOn(2)
+    // both sides on the threads asked for; our workers ran parallel ranges (none on one thread)
+    expect(one.threads).toBe("1, 1")
+    expect(two.threads).toBe("2, 2")
+    expect(one.ranges).toBe(0)
+    expect(two.ranges).toBeGreaterThan(0)
+    // the same outputs, bit for bit (a range computes what it computes on any thread), and onnxruntime-web's within tolerance
+    expect(two.digest).toMatch(/^[0-9a-f]{8}$/)
+    expect(two.digest).toBe(one.digest)
+    for (const r of [one, two]) {
+      expect(r.maxDiff).toBeLessThan(1e-3)
+      expect(r.top5).toBe("5/5")
+    }
+    console.log(`MobileNetV2 in Chromium, the machine shared: 1 thread ${one.ours} ms (onnxruntime-web ${one.ort}); 2 threads ${two.ours} ms (onnxruntime-web ${two.ort})`)
+  }, 300_000)
 
   /** Drops bytes on the drop zone as a file (a DataTransfer, as a person's drag does). */
   const drop = (name: string, bytes: Uint8Array) =>

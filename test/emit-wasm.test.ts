@@ -25,7 +25,7 @@ import { emitWasmModule } from "../src/emit/wasm/emit.js"
 import { printWasmModule } from "../src/emit/wasm/print.js"
 import { uleb, sleb } from "../src/emit/wasm/encoder.js"
 import { loadWasmModule, loadWasmModuleSync, validateWasm, type KernelFn } from "../src/device/wasm/load.js"
-import { GOLDEN_CASES, goldenFunc } from "../scripts/update-goldens.js"
+import { GOLDEN_CASES, goldenFunc, WASM_GOLDEN_CASES } from "../scripts/update-goldens.js"
 import { assertAllClose, lawParams } from "../laws/support.js"
 
 /** The emit layer's typed error from the wasm target, its reason matching `reason` (and its kernel, when given). */
@@ -345,7 +345,7 @@ describe("wasm scalar paths", () => {
 // Goldens
 
 const DIR = path.resolve(import.meta.dirname, "../golden/wasm")
-const GOLDEN_NAMES = new Set(["conv2d_nchwc", "depthwise_conv2d", "dense", "softmax"])
+const GOLDEN_NAMES = new Set(["conv2d_nchwc", "depthwise_conv2d", "dense", "softmax", "conv2d_int8_simd128"])
 
 const fnv1a = (bytes: Uint8Array): string => {
   let h = 0x811c9dc5
@@ -355,7 +355,8 @@ const fnv1a = (bytes: Uint8Array): string => {
 
 const renderGoldens = () =>
   new Map(
-    GOLDEN_CASES.map((mk) => mk())
+    [...GOLDEN_CASES, ...WASM_GOLDEN_CASES]
+      .map((mk) => mk())
       .filter((g) => GOLDEN_NAMES.has(g.name))
       .map((g) => {
         const em = emitWasmModule([{ name: g.name, func: goldenFunc(g) }])
@@ -387,7 +388,7 @@ describe("golden/wasm", () => {
     for (const [name, text] of files) expect(again.get(name)).toBe(text)
   })
   it("every golden case runs and equals the TE evaluator", () => {
-    for (const g of GOLDEN_CASES.map((mk) => mk())) {
+    for (const g of [...GOLDEN_CASES, ...WASM_GOLDEN_CASES].map((mk) => mk())) {
       const f = goldenFunc(g)
       const em = emitWasmModule([{ name: "k", func: f }])
       const outs = callKernel(loadWasmModuleSync(em.bytes, em.kernels).get("k")!, f, g.inputs)

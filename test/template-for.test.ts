@@ -51,6 +51,13 @@ const CASES: readonly { op: string; tag: ComputeTag; template: string; outputs: 
   { op: "GlobalAveragePool", tag: "global_pool", template: "reduction", outputs: () => opProgram("GlobalAveragePool", [placeholder("x", [1, 2, 4, 4])], [1, 2, 1, 1]) },
   // (u8 × s8 without zero points: the VNNI layout's product)
   { op: "MatMulInteger", tag: "int8_dot", template: "int8_dot", outputs: () => opProgram("MatMulInteger", [placeholder("a", [3, 8], "uint8"), placeholder("b", [8, 20], "int8")], [3, 20]) },
+  // (one group per input channel: the depthwise form)
+  {
+    op: "ConvInteger (depthwise)",
+    tag: "int8_depthwise",
+    template: "int8_depthwise",
+    outputs: () => opProgram("ConvInteger", [placeholder("x", [1, 4, 6, 6], "uint8"), placeholder("w", [4, 1, 3, 3], "int8")], [1, 4, 6, 6], { ...pads, group: 4, kernel_shape: [3, 3] }),
+  },
 ]
 
 /** `t` with its tag (and, recursively, its inputs' tags) removed. */

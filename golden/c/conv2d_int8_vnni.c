@@ -26,14 +26,14 @@ void conv2d_int8_vnni(const uint8_t* restrict b0, const uint8_t* restrict b1, co
             for (int64_t v0 = 0; v0 < 128; ++v0) {
               #pragma omp simd
               for (int64_t v1 = 0; v1 < 4; ++v1) {
-                b9[((((((v0 / 8) / 8) * 256) + (((v0 / 8) % 8) * 32)) + ((v0 % 8) * 4)) + v1)] = ((uint8_t)((((((v0 / 8) % 8) < 6) && ((v0 % 8) < 6)) ? ((int32_t)(b0[((((((v0 / 8) / 8) * 144) + (((v0 / 8) % 8) * 6)) + (v0 % 8)) + (v1 * 36))])) : ((int32_t)(b1[0])))));
+                b9[((v0 * 4) + v1)] = ((uint8_t)((((((v0 / 8) % 8) < 6) && ((v0 % 8) < 6)) ? ((int32_t)(b0[((((((v0 / 8) / 8) * 144) + (((v0 / 8) % 8) * 6)) + (v0 % 8)) + (v1 * 36))])) : ((int32_t)(b1[0])))));
               }
             }
             #pragma omp parallel for schedule(static)
             for (int64_t v2 = 0; v2 < 288; ++v2) {
               #pragma omp simd
               for (int64_t v3 = 0; v3 < 4; ++v3) {
-                b10[((((((((v2 / 16) / 3) / 3) * 576) + ((((v2 / 16) / 3) % 3) * 192)) + (((v2 / 16) % 3) * 64)) + ((v2 % 16) * 4)) + v3)] = ((int8_t)(((int32_t)(b2[((((((((v2 / 16) / 3) / 3) * 36) + ((((v2 / 16) / 3) % 3) * 3)) + ((v2 / 16) % 3)) + ((v2 % 16) * 72)) + (v3 * 9))]))));
+                b10[((v2 * 4) + v3)] = ((int8_t)(((int32_t)(b2[((((((((v2 / 16) / 3) / 3) * 36) + ((((v2 / 16) / 3) % 3) * 3)) + ((v2 / 16) % 3)) + ((v2 % 16) * 72)) + (v3 * 9))]))));
               }
             }
             #pragma omp parallel for schedule(static)
@@ -85,7 +85,7 @@ void conv2d_int8_vnni(const uint8_t* restrict b0, const uint8_t* restrict b1, co
             for (int64_t v19 = 0; v19 < 36; ++v19) {
               #pragma omp simd
               for (int64_t v20 = 0; v20 < 16; ++v20) {
-                b8[(((v20 * 36) + ((v19 / 6) * 6)) + (v19 % 6))] = ((uint8_t)tessera_f2i_in32(tessera_maxcd(tessera_mincd((nearbyint(((double)(((float)((((double)(((float)(((double)(((((((int32_t)(b1[0])) * b12[v20]) * (-1)) + b3[v20]) + b11[((v20 + ((v19 / 6) * 96)) + ((v19 % 6) * 16))]))))))) * ((double)(b13[v20])))))))) + ((double)(b7[0]))), 255.0), 0.0)));
+                b8[(v19 + (v20 * 36))] = ((uint8_t)tessera_f2i_in32f(tessera_maxcf(tessera_mincf((nearbyintf(((float)((((double)(((float)(((double)(((((((int32_t)(b1[0])) * b12[v20]) * (-1)) + b3[v20]) + b11[((v19 * 16) + v20)]))))))) * ((double)(b13[v20])))))) + ((float)(b7[0]))), 255.0f), 0.0f)));
               }
             }
           }

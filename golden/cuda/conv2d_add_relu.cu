@@ -20,7 +20,7 @@ extern "C" __global__ void __launch_bounds__(96) conv2d_add_relu(const float* __
             }
           }
         }
-        b3[((((((v1 + (v0 * 96)) / 6) / 6) * 36) + ((v1 + (v0 * 96)) % 6)) + ((((v1 + (v0 * 96)) / 6) % 6) * 6))] = tessera_maxcf((b4[0] + b2[(((v1 + (v0 * 96)) / 6) / 6)]), 0.0f);
+        b3[(v1 + (v0 * 96))] = tessera_maxcf((b4[0] + b2[(((v1 + (v0 * 96)) / 6) / 6)]), 0.0f);
       }
     }
   }

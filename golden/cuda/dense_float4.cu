@@ -18,12 +18,12 @@ extern "C" __global__ void __launch_bounds__(256) dense_float4(const float* __re
             for (int v3 = 0; v3 < 4; ++v3) {
               __syncthreads();
               { const int v4 = (int)threadIdx.x;
-                *reinterpret_cast<float4*>(&b4[((((v4 * 4) / 16) * 16) + ((v4 * 4) % 16))]) = *reinterpret_cast<const float4*>(&b0[((((v0 * 4096) + (((v4 * 4) / 16) * 64)) + ((v4 * 4) % 16)) + (v3 * 16))]); /* 4 lanes, aligned */
+                *reinterpret_cast<float4*>(&b4[(v4 * 4)]) = *reinterpret_cast<const float4*>(&b0[((((v0 * 4096) + (((v4 * 4) / 16) * 64)) + ((v4 * 4) % 16)) + (v3 * 16))]); /* 4 lanes, aligned */
               }
               __syncthreads();
               __syncthreads();
               { const int v5 = (int)threadIdx.x;
-                *reinterpret_cast<float4*>(&b3[((((v5 * 4) / 64) * 64) + ((v5 * 4) % 64))]) = *reinterpret_cast<const float4*>(&b1[(((((v5 * 4) / 64) * 64) + ((v5 * 4) % 64)) + (v3 * 1024))]); /* 4 lanes, aligned */
+                *reinterpret_cast<float4*>(&b3[(v5 * 4)]) = *reinterpret_cast<const float4*>(&b1[((v5 * 4) + (v3 * 1024))]); /* 4 lanes, aligned */
               }
               __syncthreads();
               for (int v6 = 0; v6 < 16; ++v6) {

@@ -13,6 +13,8 @@
 //   the ranges are disjoint, not when both are the same single value).
 // - intervalOf is exact on read-once expressions (each variable at most once) of +, -, ·, min,
 //   max, floordiv and div by constants: its bounds are the least and greatest values in the box.
+// - (a // d)·k·d + (a % d)·k is a·k (floor division by d > 0): folded in a linear form wherever both
+//   terms are there in that ratio, nested splits too, and only there.
 // - Idempotence: simplifying a simplified expression changes nothing.
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
@@ -155,6 +157,43 @@ describe("simplify: normal forms", () => {
         const small = add(v("z"), c(r0))
         expect(showExpr(simplify(bin("floordiv", small, c(d)), box))).toBe("0")
         expect(showExpr(simplify(bin("floormod", small, c(d)), box))).toBe(showExpr(simplify(small)))
+      }),
+      lawParams(300),
+    )
+  })
+
+  it("(a // d)·k·d + (a % d)·k folds to a·k (nested too: a fused loop's indices read back), beside other terms, and evaluates as before", () => {
+    // a = x·p + y·q + r0 (p ≠ 0; any signs: floor division and modulo make the identity exact everywhere),
+    // written as the flattening of its split (div, mod) or of a three-level split (div of div, mod of
+    // div, mod), scaled by k, plus z·t + k0
+    const arbCase = fc.tuple(
+      fc.integer({ min: 2, max: 7 }),
+      fc.integer({ min: 2, max: 4 }),
+      fc.integer({ min: -3, max: 3 }).filter((k) => k !== 0),
+      fc.integer({ min: -3, max: 3 }).filter((p) => p !== 0),
+      fc.integer({ min: -3, max: 3 }),
+      fc.integer({ min: -5, max: 5 }),
+      fc.integer({ min: -2, max: 2 }),
+      fc.integer({ min: -4, max: 4 }),
+      fc.boolean(),
+    )
+    fc.assert(
+      fc.property(arbCase, ([d, e, k, p, q, r0, t, k0, nested]) => {
+        const a = add(add(mul(v("x"), c(p)), mul(v("y"), c(q))), c(r0))
+        const div = (x: Expr, n: number) => bin("floordiv", x, c(n))
+        const mod = (x: Expr, n: number) => bin("floormod", x, c(n))
+        // one level: (a // d)·d + a % d; two: ((a // d) // e)·e·d + ((a // d) % e)·d + a % d
+        const flat = nested
+          ? add(add(mul(div(div(a, d), e), c(e * d)), mul(mod(div(a, d), e), c(d))), mod(a, d))
+          : add(mul(div(a, d), c(d)), mod(a, d))
+        const rest = add(mul(v("z"), c(t)), c(k0))
+        const whole = add(mul(flat, c(k)), rest)
+        expect(showExpr(simplify(whole)), showExpr(whole)).toBe(showExpr(simplify(add(mul(a, c(k)), rest))))
+        const box: Box = new Map([["x", { min: -3, max: 3 }], ["y", { min: -2, max: 2 }], ["z", { min: 0, max: 1 }]])
+        for (const pt of points(whole, box)) expect(valueAt(simplify(whole), pt) + 0).toBe(valueAt(whole, pt) + 0)
+        // coefficients that are not in the ratio d : 1 stay as they are (where no other rule divides a by d)
+        const off = add(mul(div(a, d), c(k * d + 1)), mul(mod(a, d), c(k)))
+        if (p % d !== 0) expect(showExpr(simplify(off))).toContain("floordiv")
       }),
       lawParams(300),
     )

@@ -2,101 +2,25 @@
 // (src/lowering/op-library-int8-blocked.ts): on random shapes, zero points, signedness, strides and
 // padding, over weights packed by a stage of the kernel or at compile time (QLinearConvPacked), every
 // configuration of its space (a conv's epilogue in the product's lane order where its channels are
-// whole blocks) — the VNNI dot kept as the intrinsic (the TIR evaluator
+// whole blocks) — the VNNI dot or SIMD128's 4-lane dot kept as the intrinsic (the TIR evaluator
 // runs it by its TE declaration) or left as loops — evaluates equal to the TE reference, exactly.
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
-import { attr, type AttrValue } from "../../src/ast/graph/attrs.js"
-import { resolveNode } from "../../src/ast/graph/evaluate.js"
-import { packInt8Conv } from "../../src/ast/graph/ops/int8-packed.js"
-import { TESSERA_DOMAIN } from "../../src/ast/graph/ops/index.js"
-import { node } from "../../src/ast/graph/graph.js"
-import { fromArray, type Tensor } from "../../src/ast/graph/tensor.js"
-import type { DType } from "../../src/ast/graph/dtype.js"
-import { vnniDot16x4 } from "../../src/ast/te/intrinsic.js"
+import { simd128Dot4x4, vnniDot16x4 } from "../../src/ast/te/intrinsic.js"
 import { evaluateTE } from "../../src/ast/te/evaluate.js"
-import { placeholder, type ComputeTensor } from "../../src/ast/te/tensor.js"
 import { printPrimFunc } from "../../src/ast/tir/tir.js"
 import { evaluatePrimFunc } from "../../src/ast/tir/evaluate.js"
 import { baseSchedule } from "../../src/lowering/lower-group.js"
 import { lowerSync } from "../../src/lowering/lower.js"
-import { OP_COMPUTES } from "../../src/lowering/op-library.js"
 import { templateFor } from "../../src/lowering/templates/template-for.js"
 import type { Config } from "../../src/lowering/templates/template.js"
 import { cpuTirPipeline } from "../../src/lowering/tir/cpu-pipeline.js"
 import { runTirSync } from "../../src/lowering/tir/tir-pass.js"
 import { lawParams } from "../support.js"
-
-interface Spec {
-  readonly op: "QLinearConv" | "QLinearConvPacked" | "ConvInteger" | "QLinearMatMul" | "MatMulInteger"
-  readonly x: DType
-  readonly w: DType
-  readonly dims: readonly number[]
-  readonly seed: number
-}
-
-const stream = (seed: number) => {
-  let s = (seed >>> 0) || 1
-  return (lo: number, hi: number) => {
-    s = (Math.imul(s, 1103515245) + 12345) >>> 0
-    return lo + ((s >>> 8) % (hi - lo + 1))
-  }
-}
-const range = (d: DType): [number, number] => (d === "int8" ? [-128, 127] : [0, 255])
-
-/** The op's TE (its compute from the op library) and random inputs: weight zero points the blocked form takes. */
-const build = (sp: Spec): { outputs: ComputeTensor[]; feeds: Map<string, Tensor> } => {
-  const r = stream(sp.seed)
-  const conv = sp.op.includes("Conv")
-  const [C, M, H, W, K, stride, pad, rows] = sp.dims
-  const xShape = conv ? [1, C, H, W] : [rows, C]
-  const wShape = conv ? [M, C, K, K] : [C, M]
-  const wzp = sp.w === "uint8" ? 128 : 0
-  const t = (name: string, dtype: DType, shape: number[], lo: number, hi: number): [string, Tensor] => [
-    name,
-    fromArray(dtype, shape, Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => r(lo, hi))),
-  ]
-  const f = (name: string, v: number): [string, Tensor] => [name, fromArray("float32", [], [Math.fround(v)])]
-  const vals: [string, Tensor][] = [t("x", sp.x, xShape, ...range(sp.x)), t("w", sp.w, wShape, ...range(sp.w)), t("xzp", sp.x, [], range(sp.x)[0] + 5, range(sp.x)[1] - 5), ["wzp", fromArray(sp.w, [], [wzp])]]
-  const q = sp.op.startsWith("QLinear")
-  const order = q
-    ? [vals[0], f("xs", 0.013 + r(0, 9) / 1000), vals[2], vals[1], ["ws", fromArray("float32", [M], Array.from({ length: M }, () => Math.fround(0.002 + r(0, 99) / 10000)))] as [string, Tensor], vals[3], f("ys", 0.05 + r(0, 20) / 100), t("yzp", sp.x, [], range(sp.x)[0] + 20, range(sp.x)[1] - 20), ...(conv ? [t("b", "int32", [M], -3000, 3000)] : [])]
-    : vals
-  // (QLinearConvPacked: the weights packed at compile time, their column sums in w_zero_point's place)
-  if (sp.op === "QLinearConvPacked") {
-    const { packed, colsum } = packInt8Conv(vals[1][1], wzp)
-    order[3] = ["wp", packed]
-    order[5] = ["cs", colsum]
-  }
-  const outDims = conv ? [1, M, Math.floor((H + 2 * pad - K) / stride) + 1, Math.floor((W + 2 * pad - K) / stride) + 1] : [rows, M]
-  const outType: DType = q ? sp.x : "int32"
-  const attrs: Record<string, AttrValue> = conv ? { kernel_shape: attr.ints([K, K]), strides: attr.ints([stride, stride]), pads: attr.ints([pad, pad, pad, pad]), ...(sp.op === "QLinearConvPacked" ? { m: attr.int(M) } : {}) } : {}
-  const n = { ...node(sp.op, order.map(([name]) => name), ["y"], attrs), domain: sp.op === "QLinearConvPacked" ? TESSERA_DOMAIN : "" }
-  const inputs = order.map(([name, v]) => placeholder(name, v.shape, v.dtype))
-  const made = OP_COMPUTES[sp.op]({
-    node: n,
-    attrs: resolveNode(n).attrs as Record<string, unknown>,
-    inputs,
-    outputs: [{ dtype: outType, shape: outDims }],
-    name: (suffix) => (suffix ? `y_${suffix}` : "y"),
-    constants: order.map(([name, v]) => (name === "wzp" ? (v.data as ArrayLike<number>) : undefined)),
-    opset: 19,
-  })
-  return { outputs: [made[made.length - 1]], feeds: new Map(order) }
-}
-
-const arbSpec: fc.Arbitrary<Spec> = fc.record({
-  op: fc.constantFrom("QLinearConv" as const, "QLinearConvPacked" as const, "ConvInteger" as const, "QLinearMatMul" as const, "MatMulInteger" as const),
-  x: fc.constantFrom<DType>("int8", "uint8"),
-  w: fc.constantFrom<DType>("int8", "uint8"),
-  // C, M, H, W, K, stride, pad, rows
-  // (M whole blocks of 16 often: a conv's epilogue then runs in the product's lane order)
-  dims: fc.tuple(fc.integer({ min: 1, max: 9 }), fc.oneof(fc.integer({ min: 1, max: 35 }), fc.constantFrom(16, 32)), fc.integer({ min: 3, max: 7 }), fc.integer({ min: 3, max: 9 }), fc.integer({ min: 1, max: 3 }), fc.integer({ min: 1, max: 2 }), fc.integer({ min: 0, max: 1 }), fc.integer({ min: 1, max: 6 })),
-  seed: fc.nat(),
-})
+import { arbSpec, build } from "./int8-cases.js"
 
 describe("int8 template (VNNI layout)", () => {
-  it("every configuration, the VNNI dot kept or left as loops, evaluates equal to the TE (exactly)", () => {
+  it("every configuration, the VNNI or SIMD128 dot kept or left as loops, evaluates equal to the TE (exactly)", () => {
     let laneOrder = 0
     fc.assert(
       fc.property(arbSpec, fc.array(fc.nat(), { minLength: 4, maxLength: 4 }), (sp, picks) => {
@@ -106,9 +30,10 @@ describe("int8 template (VNNI layout)", () => {
         expect(t.name).toBe("int8_dot")
         const knobs = t.space(outputs, base)
         const config: Config = Object.fromEntries(knobs.map((k, i) => [k.name, k.candidates[picks[i] % k.candidates.length]]))
-        const keep = new Set([vnniDot16x4.name])
+        const keep = new Set([vnniDot16x4.name, simd128Dot4x4.name])
         const f = runTirSync(cpuTirPipeline({ keepIntrinsics: keep }), lowerSync(t.apply(outputs, base, config)))
         expect(printPrimFunc(f).includes(vnniDot16x4.name)).toBe(config.dot === "vnni")
+        expect(printPrimFunc(f).includes(simd128Dot4x4.name)).toBe(config.dot === "simd128")
         const got = evaluatePrimFunc(f, feeds).get(outputs[0].name)!
         const want = evaluateTE(outputs, feeds)[0]
         expect(Array.from(got.data as ArrayLike<number>)).toEqual(Array.from(want.data as ArrayLike<number>))

@@ -13,7 +13,7 @@ import type { Config, Template } from "../../src/lowering/templates/template.js"
 import type { Tensor } from "../../src/ast/graph/tensor.js"
 import type * as S from "../../src/ast/schedule/schedule.js"
 import { matmulRegisterTile, matmulTemplate } from "../../src/lowering/templates/matmul.js"
-import { convRegisterTile, divisors } from "../../src/lowering/templates/common.js"
+import { convRegisterTile, divisors, mulAddRegisterTile } from "../../src/lowering/templates/common.js"
 import { innerReductionTemplate, reductionTemplate } from "../../src/lowering/templates/reduction.js"
 import { RF_PARTS_BY_DEFAULT } from "../../src/lowering/templates/rfactor.js"
 import { at, compute, type ComputeTensor } from "../../src/ast/te/tensor.js"
@@ -498,6 +498,90 @@ describe("the conv register tile (convRegisterTile)", () => {
     const zen4 = { vectorLanes: 16, cores: 1, vectorRegisters: 32, fmaUnits: 1, fmaLatency: 4 }
     expect(convRegisterTile(zen4, 16, { cols: divisors(112, 32), rows: divisors(112, 8), blocks: divisors(4, 8) })).toEqual({ cols: 16, rows: 1, blocks: 1 })
     expect(convRegisterTile(zen4, 8, { cols: [1, 7], rows: [1, 7], blocks: [1, 5], blockCap: 9 })).toEqual({ cols: 7, rows: 1, blocks: 1 })
+  })
+})
+
+describe("the conv register tile without a fused multiply-add (mulAddRegisterTile: WebAssembly SIMD128)", () => {
+  it("lies in the candidates, fits the accumulators, one weight vector per block, the broadcast and the product in the registers, keeps one row where one row holds half the accumulators the adds want, saturates them where a tile can, and loads the fewest operands per product among those", () => {
+    fc.assert(
+      fc.property(
+        fc.record({
+          lanes: fc.constantFrom(4, 8),
+          registers: fc.constantFrom(8, 16, 32),
+          fmaUnits: fc.integer({ min: 1, max: 2 }),
+          fmaLatency: fc.integer({ min: 3, max: 6 }),
+          ow: fc.integer({ min: 1, max: 120 }),
+          oh: fc.integer({ min: 1, max: 120 }),
+          ocb: fc.integer({ min: 1, max: 64 }),
+          blockCap: fc.integer({ min: 1, max: 9 }),
+        }),
+        (o) => {
+          const target = { vectorLanes: o.lanes, cores: 1, vectorRegisters: o.registers, fmaUnits: o.fmaUnits, fmaLatency: o.fmaLatency, fusedMultiplyAdd: false }
+          const choices = { cols: divisors(o.ow, 32), rows: divisors(o.oh, 8), blocks: divisors(o.ocb, 8), blockCap: o.blockCap }
+          const t = convRegisterTile(target, o.lanes, choices)
+          expect(t).toEqual(mulAddRegisterTile(target, o.lanes, choices))
+          expect(choices.cols).toContain(t.cols)
+          expect(choices.rows).toContain(t.rows)
+          expect(choices.blocks).toContain(t.blocks)
+          // every tile the rule allows, enumerated here: accumulators + a weight vector a block + the broadcast + the product
+          const legal = choices.blocks
+            .filter((b) => b <= o.blockCap)
+            .flatMap((b) => choices.rows.flatMap((r) => choices.cols.map((c) => ({ c, r, b, acc: c * r * b }))))
+            .filter((x) => x.acc + x.b + 2 <= o.registers || x.acc === 1)
+          const chosen = legal.find((x) => x.c === t.cols && x.r === t.rows && x.b === t.blocks)
+          expect(chosen).toBeDefined()
+          const need = o.fmaUnits * o.fmaLatency
+          const sat = (x: { acc: number }) => Math.min(x.acc, need)
+          const oneRow = legal.some((x) => x.r === 1 && sat(x) >= need / 2)
+          if (oneRow) expect(chosen!.r).toBe(1)
+          const allowed = oneRow ? legal.filter((x) => x.r === 1) : legal
+          const best = Math.max(...allowed.map(sat))
+          expect(sat(chosen!)).toBe(best)
+          const loads = (x: { c: number; r: number; b: number }) => (x.c * x.r + x.b) / (x.c * x.r * x.b)
+          expect(loads(chosen!)).toBeCloseTo(Math.min(...allowed.filter((x) => sat(x) === best).map(loads)), 10)
+        },
+      ),
+      lawParams(300),
+    )
+    // WebAssembly SIMD128's record (4 lanes, 16 registers, nominally 1 pipe × latency 4): MobileNetV2's
+    // 1×1 convs take 4 columns × 2 blocks at 112 and 56 columns (0.75 loads a product; 8 columns of one
+    // block 1.125), 2 columns × 4 blocks at 14; a depthwise conv keeps convRegisterTile's rule
+    const simd128 = { vectorLanes: 4, cores: 1, vectorRegisters: 16, fmaUnits: 1, fmaLatency: 4, fusedMultiplyAdd: false }
+    expect(convRegisterTile(simd128, 4, { cols: divisors(112, 32), rows: divisors(112, 8), blocks: divisors(24, 8), blockCap: 8 })).toEqual({ cols: 4, rows: 1, blocks: 2 })
+    expect(convRegisterTile(simd128, 4, { cols: divisors(14, 32), rows: divisors(14, 8), blocks: divisors(24, 8), blockCap: 8 })).toEqual({ cols: 2, rows: 1, blocks: 4 })
+    const { fusedMultiplyAdd: _, ...withFma } = simd128
+    expect(convRegisterTile(simd128, 4, { cols: divisors(112, 32), rows: divisors(112, 8), blocks: divisors(24, 8) }, true)).toEqual(convRegisterTile(withFma, 4, { cols: divisors(112, 32), rows: divisors(112, 8), blocks: divisors(24, 8) }, true))
+  })
+
+  it("the conv rule's defaults on such a target evaluate equal to the TE (random blocked convs, strides, pads, epilogues)", () => {
+    fc.assert(
+      fc.property(
+        fc.record({
+          ib: fc.constantFrom(1, 4),
+          ob: fc.constantFrom(4),
+          CB: fc.integer({ min: 1, max: 3 }),
+          OB: fc.integer({ min: 1, max: 4 }),
+          H: fc.integer({ min: 3, max: 9 }),
+          W: fc.integer({ min: 3, max: 9 }),
+          K: fc.constantFrom(1, 3),
+          stride: fc.integer({ min: 1, max: 2 }),
+          pad: fc.integer({ min: 0, max: 1 }),
+          epilogue: fc.boolean(),
+          seed: fc.nat(),
+        }),
+        (o) => {
+          fc.pre(o.W + 2 * o.pad >= o.K && o.H + 2 * o.pad >= o.K)
+          const cc = blockedConvCase(o.seed, o)
+          const base = baseSchedule(cc.outputs)
+          const t = templateFor(base)
+          const d = t.defaults(t.space(cc.outputs, base), { vectorLanes: 4, cores: 2, vectorRegisters: 16, fmaUnits: 1, fmaLatency: 4, fusedMultiplyAdd: false })
+          const f = runTirSync(cpuTirPipeline(), lowerSync(t.apply(cc.outputs, base, d)))
+          const outs = evaluatePrimFunc(f, cc.inputs)
+          assertAllClose(cc.outputs.map((x) => outs.get(x.name)!), evaluateTE(cc.outputs, cc.inputs), 1e-4, 1e-5)
+        },
+      ),
+      lawParams(40),
+    )
   })
 })
 

@@ -1,7 +1,7 @@
 // tensorize: a tensor intrinsic replaces a loop nest only where the nest computes exactly what the
 // intrinsic declares.
-// - Negative: a random intrinsic (a gemm micro-kernel of random shape and dtype, or VNNI's dot
-//   product) against random tiles of random computes — matmuls and their near misses (other
+// - Negative: a random intrinsic (a gemm micro-kernel of random shape and dtype, VNNI's dot
+//   product or SIMD128's 4-lane one) against random tiles of random computes — matmuls and their near misses (other
 //   dtypes, B transposed, operands swapped, a sum of sums, a max-reduction, a batch dim, reads at
 //   offsets, widened 8-bit products), and the compute families — is a ScheduleError, or a program
 //   that computes what the TE says (run by the intrinsic's declaration, and after LowerIntrinsics)
@@ -19,7 +19,7 @@ import * as S from "../../src/ast/schedule/schedule.js"
 import { buildCompute, COMPUTE_FAMILIES, type ComputeCase } from "../../src/ast/te/arbitrary.js"
 import { evaluateTE } from "../../src/ast/te/evaluate.js"
 import { add, c, cast, isIntDtype, mul, type Expr } from "../../src/ast/te/expr.js"
-import { gemmMicroKernel, vnniDot16x4, type TensorIntrinsic } from "../../src/ast/te/intrinsic.js"
+import { gemmMicroKernel, simd128Dot4x4, vnniDot16x4, type TensorIntrinsic } from "../../src/ast/te/intrinsic.js"
 import { at, compute, maxReduce, placeholder, reduceAxis, sum, type Placeholder } from "../../src/ast/te/tensor.js"
 import { evaluatePrimFunc } from "../../src/ast/tir/evaluate.js"
 import { mapStmt, type Buffer, type PrimFunc, type Stmt } from "../../src/ast/tir/tir.js"
@@ -97,9 +97,9 @@ interface TensorizeAttempt {
 const arbTensorizeAttempt = (): fc.Arbitrary<TensorizeAttempt> =>
   fc.integer({ min: 0, max: 0x7fffffff }).map((seed) => {
     const rng = prng(seed)
-    const intrin = rng.next() < 0.7 ? gemmMicroKernel(rng.int(1, 4), rng.int(1, 4), rng.int(1, 4), rng.pick(["float32", "float64"] as const)) : vnniDot16x4
-    const gemm = intrin !== vnniDot16x4
-    const [m, n, kk] = gemm ? intrinsicExtents(intrin) : [1, 16, 4]
+    const intrin = rng.next() < 0.7 ? gemmMicroKernel(rng.int(1, 4), rng.int(1, 4), rng.int(1, 4), rng.pick(["float32", "float64"] as const)) : rng.pick([vnniDot16x4, simd128Dot4x4])
+    const gemm = intrin !== vnniDot16x4 && intrin !== simd128Dot4x4
+    const [m, n, kk] = gemm ? intrinsicExtents(intrin) : [1, intrin.compute.shape[0], 4]
     const aligned = rng.next() < 0.7
     const dim = (d: number) => (aligned ? d * rng.int(1, 2) : rng.int(1, d + 3))
     let cc: ComputeCase
@@ -159,9 +159,9 @@ const PLACES = ["nest", "cacheWrite", "cacheRead"] as const
 const arbOffsetTile = (): fc.Arbitrary<{ cc: ComputeCase; schedule: S.Schedule; intrin: TensorIntrinsic; place: (typeof PLACES)[number] }> =>
   fc.tuple(fc.integer({ min: 0, max: 0x7fffffff }), fc.constantFrom(...PLACES)).map(([seed, place]) => {
     const rng = prng(seed)
-    const intrin = rng.next() < 0.8 ? gemmMicroKernel(rng.int(1, 4), rng.int(1, 4), rng.int(1, 4), rng.pick(["float32", "float64"] as const)) : vnniDot16x4
-    const gemm = intrin !== vnniDot16x4
-    const [m, n, kk] = gemm ? intrinsicExtents(intrin) : [1, 16, 4]
+    const intrin = rng.next() < 0.8 ? gemmMicroKernel(rng.int(1, 4), rng.int(1, 4), rng.int(1, 4), rng.pick(["float32", "float64"] as const)) : rng.pick([vnniDot16x4, simd128Dot4x4])
+    const gemm = intrin !== vnniDot16x4 && intrin !== simd128Dot4x4
+    const [m, n, kk] = gemm ? intrinsicExtents(intrin) : [1, intrin.compute.shape[0], 4]
     const reps = [rng.int(1, 3), rng.int(1, 3), rng.int(1, 3)]
     reps[rng.int(0, 2)] = rng.int(2, 3)
     const kind: Kind = gemm ? rng.pick(["matmul", "batched", "offset"] as const) : "widened"

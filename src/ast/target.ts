@@ -19,6 +19,14 @@ export const ISA_LANES: { readonly [I in Isa]: number } = { avx512: 16, avx2: 8,
 export const ISA_VECTOR_REGISTERS: { readonly [I in Isa]: number } = { avx512: 32, avx2: 16, sse: 16, neon: 32, simd128: 16, scalar: 16 }
 
 /**
+ * Whether the ISA has a fused multiply-add instruction that takes a broadcast operand from memory
+ * (AVX2 / AVX-512 `vfmadd231ps … {1toN}`, NEON's by-element `fmla`). Standard WebAssembly SIMD128
+ * has none: a multiply-add is `f32x4.mul` then `f32x4.add`, and a broadcast input is a load of its
+ * own (`v128.load32_splat`), so a register tile there counts instructions, not bytes (common.ts).
+ */
+export const ISA_FUSED_MULTIPLY_ADD: { readonly [I in Isa]: boolean } = { avx512: true, avx2: true, sse: true, neon: true, simd128: false, scalar: true }
+
+/**
  * FMA pipes and their latency in cycles, nominal per ISA (what the common implementations have:
  * two FMA pipes and 4 cycles since Skylake and Zen 2 at 256 bits; Zen 4 runs a 512-bit FMA
  * through both of its 256-bit pipes). Until the host is measured these are what a target says;

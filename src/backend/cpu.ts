@@ -1,7 +1,7 @@
 // What the CPU-like targets (c, wasm, js) share: the graph passes for a vector width (the blocked
 // NCHW{c}c layout and Winograd convolution when the target has vectors) and the schedule templates
 // at the target's defaults.
-import { ISA_VECTOR_REGISTERS, type Target } from "../ast/target.js"
+import { ISA_FUSED_MULTIPLY_ADD, ISA_VECTOR_REGISTERS, type Target } from "../ast/target.js"
 import { defaultSchedule } from "../lowering/templates/template-for.js"
 import { accumulatorCap } from "../lowering/templates/common.js"
 import type { ScheduleFn } from "../lowering/lower-group.js"
@@ -12,7 +12,7 @@ import { cpuTirPipeline } from "../lowering/tir/cpu-pipeline.js"
 import type { TirPass } from "../lowering/tir/tir-pass.js"
 import type { TunedLookup } from "./backend.js"
 import type { ScheduleTarget } from "../lowering/templates/template.js"
-import { vnniDot16x4 } from "../ast/te/intrinsic.js"
+import { simd128Dot4x4, vnniDot16x4 } from "../ast/te/intrinsic.js"
 
 /**
  * The default passes, then (with 2+ lanes) the blocked layout of that many lanes (and constant
@@ -40,12 +40,22 @@ export const scheduleTarget = (target: Target<"c" | "js" | "wasm">): ScheduleTar
   fmaUnits: target.attrs.fmaUnits,
   fmaLatency: target.attrs.fmaLatency,
   vectorRegisters: ISA_VECTOR_REGISTERS[target.attrs.isa],
-  ...(target.kind === "c" && target.attrs.vnni ? { int8Dot: "vnni" as const } : {}),
+  ...(int8DotOf(target) ? { int8Dot: int8DotOf(target) } : {}),
+  ...(ISA_FUSED_MULTIPLY_ADD[target.attrs.isa] ? {} : { fusedMultiplyAdd: false }),
 })
+
+/** The 8-bit dot the target's emitter renders: c's VNNI where its record has it, wasm's SIMD128 i16 dot; none on js. */
+const int8DotOf = (target: Target<"c" | "js" | "wasm">): "vnni" | "simd128" | undefined =>
+  target.kind === "c" && target.attrs.vnni ? "vnni" : target.kind === "wasm" && target.attrs.isa === "simd128" ? "simd128" : undefined
+
+const DOT_INTRINSIC = { vnni: vnniDot16x4, simd128: simd128Dot4x4 } as const
 
 /**
  * The CPU targets' TIR pipeline: vectorized loops up to the vectorize primitive's limit kept (the
- * emitters' vector code); on c with AVX-512 VNNI in its record, the VNNI dot stays one instruction.
+ * emitters' vector code); the 8-bit dot the emitter renders (c's VNNI where its record has it,
+ * wasm's SIMD128 dot) stays one intrinsic statement.
  */
-export const cpuTir = (target: Target<"c" | "js" | "wasm">): TirPass<unknown> =>
-  cpuTirPipeline({ maxVectorLanes: MAX_VECTORIZED, ...(target.kind === "c" && target.attrs.vnni ? { keepIntrinsics: new Set([vnniDot16x4.name]) } : {}) })
+export const cpuTir = (target: Target<"c" | "js" | "wasm">): TirPass<unknown> => {
+  const dot = int8DotOf(target)
+  return cpuTirPipeline({ maxVectorLanes: MAX_VECTORIZED, ...(dot ? { keepIntrinsics: new Set([DOT_INTRINSIC[dot].name]) } : {}) })
+}

@@ -14,6 +14,7 @@ import { COMPILE_TARGETS, compileCommand } from "./compile.js"
 import { BENCH_FORMATS, benchCommand, benchText } from "./bench.js"
 import { TARGETS } from "./targets.js"
 import { zooCommand } from "./zoo.js"
+import { compileVtaCommand, inspectVta, parseVtaFlags, runVtaCommand } from "./vta.js"
 import { DEFAULT_SEEDED_INPUTS, QUANTIZE_FORMATS, quantizeCommand } from "./quantize.js"
 import * as tty from "node:tty"
 import { tuneCommandLine } from "./tune.js"
@@ -56,7 +57,7 @@ const run = Command.make(
   "run",
   {
     model,
-    target: Flag.String("target").pipe(Flag.withDefault("interp"), Flag.withDescription(`where to run: ${TARGETS.join(", ")} (interp: the reference interpreter on the optimized graph)`)),
+    target: Flag.String("target").pipe(Flag.withDefault("interp"), Flag.withDescription(`where to run: ${TARGETS.join(", ")} (interp: the reference interpreter on the optimized graph), or vta (a quantized model's convolutions and residual adds on the simulated VTA accelerator, the rest on c)`)),
     optLevel,
     dumpIr: Flag.String("dump-ir").pipe(Flag.optional, Flag.withDescription("folder for the IR after each pass and each kernel's TIR (NN-pass-name.txt)")),
     report: Flag.Boolean("report").pipe(Flag.withDefault(false), Flag.withDescription("print the passes run, their time and node counts (stderr; also in the summary)")),
@@ -72,6 +73,11 @@ const run = Command.make(
   (c) =>
     Effect.gen(function* () {
       yield* reported("run", c.model)(checkDeadline(c.deadline))
+      if (c.target === "vta") {
+        const flags = yield* reported("run", c.model)(parseVtaFlags(c.input, c.shape))
+        yield* Console.log(JSON.stringify(yield* reported("run", c.model)(runVtaCommand({ model: c.model, ...flags, seed: c.seed, ...(Option.isSome(c.out) ? { out: c.out.value } : {}) }))))
+        return
+      }
       const interrupt = commandInterrupt()
       const summary = yield* reported("run", c.model)(runModel({
         ...(interrupt ? { interrupt } : {}),
@@ -96,12 +102,19 @@ const inspect = Command.make(
     model,
     format: Flag.Literals("format", INSPECT_FORMATS).pipe(Flag.withDefault("text" as const), Flag.withDescription("text, json (one object on the last line), dot or svg (Graphviz, rendered in process)")),
     fused: Flag.Boolean("fused").pipe(Flag.withDefault(false), Flag.withDescription("show the fused groups and the memory plan after the graph passes")),
+    target: Flag.String("target").pipe(Flag.optional, Flag.withDescription("vta: per offloaded layer its instructions, cycles, bytes and utilization with and without virtual threads, the CPU/VTA copies and the whole network's time")),
     shape,
     deadline,
   },
   (c) =>
     Effect.gen(function* () {
       yield* reported("inspect", c.model)(checkDeadline(c.deadline))
+      if (Option.isSome(c.target)) {
+        if (c.target.value !== "vta") return yield* reported("inspect", c.model)(Effect.fail(new UsageError({ flag: "--target", reason: `inspect knows only vta, not '${c.target.value}'` })))
+        const flags = yield* reported("inspect", c.model)(parseVtaFlags([], c.shape))
+        yield* Console.log(yield* reported("inspect", c.model)(inspectVta({ model: c.model, shapes: flags.shapes, seed: 0 })))
+        return
+      }
       const interrupt = commandInterrupt()
       yield* Console.log(yield* reported("inspect", c.model)(inspectModel({ model: c.model, format: c.format, shapes: c.shape, fused: c.fused, ...(interrupt ? { interrupt } : {}) })))
     }),
@@ -124,7 +137,7 @@ const compile = Command.make(
   "compile",
   {
     model,
-    target: Flag.String("target").pipe(Flag.withDefault("js"), Flag.withDescription(COMPILE_TARGETS.join(", "))),
+    target: Flag.String("target").pipe(Flag.withDefault("js"), Flag.withDescription(`${COMPILE_TARGETS.join(", ")}, vta (VTA instruction streams, micro-ops, packed weights, the c segments and a manifest)`)),
     out: Flag.String("out").pipe(Flag.withDescription("folder for the artifact (code, constants.bin, manifest.json)")),
     tuned: Flag.String("tuned").pipe(Flag.optional, Flag.withDescription("a tuning log from 'tessera tune': its best records are applied (report on stderr)")),
     threads: Flag.Int("threads").pipe(Flag.withDefault(1), Flag.withDescription("cores the parallel loops may use (c; tuning records are per thread count)")),
@@ -136,6 +149,11 @@ const compile = Command.make(
   (c) =>
     Effect.gen(function* () {
       yield* reported("compile", c.model)(checkDeadline(c.deadline))
+      if (c.target === "vta") {
+        const flags = yield* reported("compile", c.model)(parseVtaFlags([], c.shape))
+        yield* Console.log(JSON.stringify(yield* reported("compile", c.model)(compileVtaCommand({ model: c.model, out: c.out, shapes: flags.shapes }))))
+        return
+      }
       const interrupt = commandInterrupt()
       const summary = yield* reported("compile", c.model)(
         compileCommand({ ...(interrupt ? { interrupt } : {}), model: c.model, target: c.target, out: c.out, tuned: Option.getOrUndefined(c.tuned), threads: c.threads, cudaArch: Option.getOrUndefined(c.cudaArch), optLevel: c.optLevel, shapes: c.shape, log: stderrLine }),

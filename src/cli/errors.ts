@@ -101,6 +101,15 @@ const COMMAND_ERROR_TAGS: ReadonlySet<string> = new Set([
   "UnsafeCacheError",
   "QuantizationUnsupportedError",
   "QuantizeOptionError",
+  "VtaPartitionError",
+  "VtaScheduleError",
+  "VtaConfigError",
+  "VtaEncodeError",
+  "VtaDeadlockError",
+  "VtaRaceError",
+  "VtaSramAddressError",
+  "VtaDramAddressError",
+  "VtaIllegalInsnError",
 ])
 
 /** A typed failure of a command: an Error with one of the known tags. */

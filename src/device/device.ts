@@ -61,6 +61,8 @@ export interface DeviceModule {
   readonly kernels: ReadonlySet<string>
   /** Threads its kernels run on, where the device decides it (wasm: the workers started, the calling thread included). */
   readonly threads?: number
+  /** Parallel ranges the workers (not the calling thread) have run so far (wasm with threads; absent elsewhere). */
+  readonly workerRanges?: () => number
   /** Reserves one block per size in bytes, each 64-byte aligned, for as long as the module lives. */
   readonly reserve: (bytes: readonly number[]) => readonly DeviceBlock[]
   /** A typed buffer at the start of a block. */

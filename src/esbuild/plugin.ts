@@ -5,7 +5,9 @@
 // `run(feeds) → Promise<outputs>`, the input and output names, shapes and dtypes; typings are
 // written beside the model (`net.d.onnx.ts`, TypeScript's name for a `.onnx` import's types). The
 // same model and options give the same bytes; a model Tessera cannot take is an esbuild error on
-// the model's file, with the node and the op the compiler names.
+// the model's file, with the node and the op the compiler names; a tuning log that cannot be read is
+// an error on the log, and its lines that are not records (and records outside their template's
+// knobs) are warnings on it.
 import { readFileSync, writeFileSync, existsSync } from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
@@ -14,7 +16,7 @@ import type { Plugin, PluginBuild } from "esbuild"
 import { cpuAttrs, type Target } from "../ast/target.js"
 import { backendOf } from "../backend/index.js"
 import { compileGraph, emitArtifact } from "../pipeline.js"
-import { parseLog, recordsByWorkload } from "../search/records.js"
+import { parseLog, recordsByWorkload, type TuningRecord } from "../search/records.js"
 import { compileModel } from "../web/compile-model.js"
 import { packProgram } from "../web/packed-program.js"
 
@@ -52,6 +54,28 @@ const diagnostic = (file: string, e: unknown) => {
     notes: [{ text: `${tag}: 'tessera inspect ${path.basename(file)}' lists the model's operators` }],
     detail: e,
   }
+}
+
+/** A message on the tuning log (on a line of it where one is named). */
+const logMessage = (log: string, text: string, line?: number) => ({
+  text: `tessera: tuning log ${path.basename(log)}${line !== undefined ? `, line ${line}` : ""}: ${text}`,
+  location: { file: log, namespace: "file", ...(line !== undefined ? { line, column: 0 } : {}) },
+})
+
+/**
+ * The tuning log's records, and a warning for each line that is not one (parseLog's reasons: cut
+ * off, not a record, another version, implausible, a duplicate); a log that cannot be read is an
+ * error on it, never an exception out of the build.
+ */
+const readTuningLog = (file: string): { readonly records: readonly TuningRecord[]; readonly warnings: ReturnType<typeof logMessage>[] } | { readonly error: ReturnType<typeof logMessage> } => {
+  let text: string
+  try {
+    text = readFileSync(file, "utf8")
+  } catch (e) {
+    return { error: logMessage(file, `cannot be read (${e instanceof Error ? e.message : String(e)})`) }
+  }
+  const log = parseLog(text)
+  return { records: log.records, warnings: log.skipped.map((k) => logMessage(file, `${k.detail}, skipped`, k.line)) }
 }
 
 interface IoInfo {
@@ -121,11 +145,15 @@ export const tessera = (o: TesseraPluginOptions = {}): Plugin => ({
       const file = a.path
       const bytes = new Uint8Array(readFileSync(file))
       // (every record of the target, of which compileGraph applies the best that fits each template, as `tessera compile --tuned` does)
-      const tuned = o.tuningLog ? recordsByWorkload(parseLog(readFileSync(o.tuningLog, "utf8")).records, kind) : undefined
+      const log = o.tuningLog !== undefined ? readTuningLog(o.tuningLog) : undefined
+      if (log && "error" in log) return { errors: [log.error], watchFiles: [file, o.tuningLog!] }
+      const tuned = log ? recordsByWorkload(log.records, kind) : undefined
       const shapes = new Map(Object.entries(o.shapes ?? {}).map(([k, v]) => [k, [...v]] as const))
       const compiled = Effect.runSync(Effect.result(compileModel({ compileGraph, emitArtifact }, bytes, target, { optLevel: o.optLevel ?? 3, shapes, ...(tuned ? { tuned } : {}) })))
       if (compiled._tag === "Failure") return { errors: [diagnostic(file, compiled.failure)], watchFiles: [file] }
       const { program, artifact } = compiled.success
+      // a log's lines that are not records, and records outside their template's knobs: warnings on the log
+      const warnings = log ? [...log.warnings, ...program.tuning.skipped.map((x) => logMessage(o.tuningLog!, `group ${x.group}: ${x.reason}, not applied`))] : []
       const g = program.graph
       const io = (vs: readonly { name: string; type: { dtype: string; shape: readonly (number | string)[] } }[]): IoInfo[] =>
         vs.map((v) => { const t = g.valueTypes.get(v.name) ?? v.type; return { name: v.name, dtype: t.dtype, shape: t.shape } })
@@ -144,7 +172,7 @@ export const tessera = (o: TesseraPluginOptions = {}): Plugin => ({
         if (!existsSync(dts) || readFileSync(dts, "utf8") !== text) writeFileSync(dts, text)
       }
       const info = { kind: artifact.kind, manifest: artifact.manifest, kernels: artifact.kernels }
-      return { contents: moduleSource({ runtime, code, program: programName, node, artifact: info, inputs, outputs }), loader: "js", resolveDir: path.dirname(file), watchFiles: [file, ...(o.tuningLog ? [o.tuningLog] : [])] }
+      return { warnings, contents: moduleSource({ runtime, code, program: programName, node, artifact: info, inputs, outputs }), loader: "js", resolveDir: path.dirname(file), watchFiles: [file, ...(o.tuningLog ? [o.tuningLog] : [])] }
     })
   },
 })

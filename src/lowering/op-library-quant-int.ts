@@ -10,6 +10,7 @@ import { add, and, c, call, cast, div, floordiv, ge, gt, lt, max, min, mul, sele
 import { at, compute, maxReduce, minReduce, reduceAxis, sum, type ComputeTensor, type TeTensor } from "../ast/te/tensor.js"
 import { inp, none, num, shapeOf, type OpCompute, type OpComputeCtx } from "./op-library-common.js"
 import { blockedConv, blockedMatmul, packedConv } from "./op-library-int8-blocked.js"
+import { depthwiseConv, isGrouped } from "./op-library-int8-depthwise.js"
 
 const I32: DType = "int32"
 const F32: DType = "float32"
@@ -60,21 +61,32 @@ const multiplier = (ctx: OpComputeCtx, idx: readonly [number, number, number], a
  * onnxruntime's requantization of an int32 sum (MlasRequantizeOutput): float(acc) · multiplier in
  * float32 (float64 with float64 scales), round half to even, plus the zero point, saturated to the
  * 8-bit output type.
+ *
+ * With float32 scales the steps after the product run in float32 (the c target's vector loop then
+ * converts, rounds and clamps 16 lanes a vector, not 8 doubles): rounding a float32 value to an
+ * integer is exact in either type, and so is adding the zero point (|zp| ≤ 255) wherever the sum
+ * is below 2^24 in magnitude — beyond, float32 may round it, but it saturates to the same bound.
  */
 export const requantize = (acc: Expr, mult: Expr, zp: Expr | undefined, out: DType, wide: boolean): Expr => {
-  const scaled = wide ? mul(cast(W, acc), mult) : f32(mul(f32(cast(W, acc)), mult))
-  const q = add(call("round", scaled), zp ? cast(W, zp) : c(0, W))
   const [lo, hi] = out === "int8" ? [-128, 127] : [0, 255]
   // (q is never NaN: a finite sum times a finite multiplier; min / max evaluate the rounding once)
-  return cast(out, max(c(lo, W), min(c(hi, W), q)))
+  if (wide) {
+    const q = add(call("round", mul(cast(W, acc), mult)), zp ? cast(W, zp) : c(0, W))
+    return cast(out, max(c(lo, W), min(c(hi, W), q)))
+  }
+  const scaled = cast(F32, mul(f32(cast(W, acc)), mult))
+  const q = add(call("round", scaled), zp ? cast(F32, zp) : c(0, F32))
+  return cast(out, max(c(lo, F32), min(c(hi, F32), q)))
 }
 
 /**
  * The int32 convolution of zero-shifted 8-bit operands, any spatial rank, grouped: out[n, o, y…] =
  * Σ_{c, k…} (x[n, g·Cg + c, y·s − p + k·d] − x_zp) · (w[o, c, k…] − w_zp[o]); a padded tap
- * contributes 0 (it holds x's zero point), plus an int32 bias per output channel when given.
+ * contributes 0 (it holds x's zero point), plus an int32 bias per output channel when given. In
+ * the blocked forms where they apply (depthwise: op-library-int8-depthwise.ts; 2-D ungrouped:
+ * op-library-int8-blocked.ts), unless `plain` (the reference the laws hold them to).
  */
-const intConv = (ctx: OpComputeCtx, xi: number, wi: number, xzpi: number, wzpi: number, bias: TeTensor | undefined): ComputeTensor => {
+const intConv = (ctx: OpComputeCtx, xi: number, wi: number, xzpi: number, wzpi: number, bias: TeTensor | undefined, plain = false): ComputeTensor => {
   const x = need8(inp(ctx, xi), "x")
   const w = need8(inp(ctx, wi), "w")
   const sp = x.shape.length - 2
@@ -91,7 +103,14 @@ const intConv = (ctx: OpComputeCtx, xi: number, wi: number, xzpi: number, wzpi: 
   const win = windowOf(x.shape.slice(2), kernel, ctx.attrs as unknown as WindowAttrs)
   const out = shapeOf(ctx.outputs[0])
   const final = ctx.outputs[0].dtype === I32
-  const blocked = blockedConv(ctx, x, w, ctx.inputs[xzpi], wzpi)
+  if (!plain && isGrouped(ctx, x, w)) {
+    const dw = depthwiseConv(ctx, x, w, xzp, wzp)
+    return compute(final ? ctx.name() : ctx.name("sum"), out, (n, o, ...ys) => {
+      const s = dw.sumAt([n, o, ...ys])
+      return bias ? add(s, at(bias, o)) : s
+    }, I32)
+  }
+  const blocked = plain ? undefined : blockedConv(ctx, x, w, ctx.inputs[xzpi], wzpi)
   if (blocked)
     return compute(final ? ctx.name() : ctx.name("sum"), out, (n, o, ...ys) => {
       const s = blocked.sumAt([n, o, ...ys])
@@ -112,6 +131,7 @@ const intConv = (ctx: OpComputeCtx, xi: number, wi: number, xzpi: number, wzpi: 
 }
 
 const convInteger: OpCompute = (ctx) => [intConv(ctx, 0, 1, 2, 3, undefined)]
+const convIntegerPlain: OpCompute = (ctx) => [intConv(ctx, 0, 1, 2, 3, undefined, true)]
 
 /** QLinearConv's requantization of its int32 sums `acc` (bias added), M output channels. */
 const qlinearConvOver = (ctx: OpComputeCtx, M: number, acc: ComputeTensor): ComputeTensor[] => {
@@ -148,6 +168,13 @@ const qlinearConv: OpCompute = (ctx) => {
   qlinearChecks(ctx)
   return qlinearConvOver(ctx, inp(ctx, 3).shape[0], intConv(ctx, 0, 3, 2, 5, ctx.inputs[8]))
 }
+const qlinearConvPlain: OpCompute = (ctx) => {
+  qlinearChecks(ctx)
+  return qlinearConvOver(ctx, inp(ctx, 3).shape[0], intConv(ctx, 0, 3, 2, 5, ctx.inputs[8], true))
+}
+
+/** The integer convolutions' plain computes (one int32 reduction, no blocked form): the reference the blocked forms' laws compare with. */
+export const QUANT_INT_PLAIN: Record<"QLinearConv" | "ConvInteger", OpCompute> = { QLinearConv: qlinearConvPlain, ConvInteger: convIntegerPlain }
 
 /** QLinearConvPacked: the blocked product over the weights packed at compile time, then QLinearConv's requantization. */
 const qlinearConvPacked: OpCompute = (ctx) => {

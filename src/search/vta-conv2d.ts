@@ -6,17 +6,17 @@
 // The roofline of a layer lives here too (vta-roofline.ts draws it): the configuration's GEMM roof
 // (BATCH·BLOCK_IN·BLOCK_OUT multiply-adds, 2 ops each, per gemmII cycles), the bus's bytes per
 // cycle, the layer's arithmetic intensity (GEMM ops per byte it must move at the least: the input
-// pixels its windows touch, its weights, its output), and the ceiling its own epilogue puts on the
+// pixels its windows touch, its weights, its output, its bias), and the ceiling its own epilogue puts on the
 // compute module, which runs the GEMM, the accumulator reset and the ALU passes one after the
-// other: per output vector ci·kh·kw GEMM iterations, one reset iteration and EPILOGUE_ALU_PASSES
-// ALU iterations at aluII — a ceiling no latency hiding lifts.
+// other: per output vector ci·kh·kw GEMM iterations, one reset iteration and epilogueAluPasses
+// (3, 4 with a bias) ALU iterations at aluII — a ceiling no latency hiding lifts.
 import { Effect } from "effect"
 import type { VtaDerived } from "../ast/vta/config.js"
 import type { VtaInsn } from "../ast/vta/isa.js"
 import { dmaCycles, type VtaCycleModel } from "../device/vta/cycle-model.js"
 import { moduleOf, runVtaSync } from "../device/vta/simulator.js"
 import type { Config, Knob } from "../lowering/templates/template.js"
-import { EPILOGUE_ALU_PASSES, lowerConv2d, outSize, VtaScheduleError, type VtaConv2d, type VtaConv2dSchedule, type VtaLoopOrder } from "../lowering/vta/conv2d.js"
+import { epilogueAluPasses, lowerConv2d, outSize, VtaScheduleError, type VtaConv2d, type VtaConv2dSchedule, type VtaLoopOrder } from "../lowering/vta/conv2d.js"
 import { configHash, fnv1a } from "./task.js"
 import type { MeasureResult, Tuner } from "./tuners.js"
 
@@ -224,7 +224,7 @@ export const conv2dBound = (d: VtaDerived, model: VtaCycleModel, x: VtaConv2d): 
   const roof = vtaRoof(d, model)
   const ops = 2 * oh * ow * x.co * x.ci * x.kh * x.kw * d.batch * d.blockIn * d.blockOut
   const input = x.ci * touched(x.h, oh, x.kh, x.stride, x.pad) * touched(x.w, ow, x.kw, x.stride, x.pad) * d.inpElemBytes
-  const bytes = input + x.co * x.ci * x.kh * x.kw * d.wgtElemBytes + x.co * oh * ow * d.outElemBytes
+  const bytes = input + x.co * x.ci * x.kh * x.kw * d.wgtElemBytes + x.co * oh * ow * d.outElemBytes + (x.bias ? x.co * d.accElemBytes : 0)
   const intensity = ops / bytes
   const gemm = x.ci * x.kh * x.kw * model.gemmII
   return {
@@ -233,6 +233,6 @@ export const conv2dBound = (d: VtaDerived, model: VtaCycleModel, x: VtaConv2d): 
     intensity,
     bound: intensity * roof.bytesPerCycle >= roof.opsPerCycle ? "compute" : "memory",
     attainable: Math.min(roof.opsPerCycle, intensity * roof.bytesPerCycle),
-    epilogueCeiling: gemm / (gemm + model.gemmII + EPILOGUE_ALU_PASSES * model.aluII),
+    epilogueCeiling: gemm / (gemm + model.gemmII + epilogueAluPasses(x) * model.aluII),
   }
 }

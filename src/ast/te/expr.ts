@@ -137,6 +137,11 @@ export const COMPUTE_TAGS = [
    * sums of u8 activations × s8 packed weights, innermost reduce axis 4 (vpdpbusd's dot).
    */
   "int8_dot",
+  /**
+   * A depthwise 8-bit convolution's int32 sums [n, o, oh, ow] over the int16 phases of its padded,
+   * zero-shifted input (op-library-int8-depthwise.ts): reduce [kh, kw], the output row vectorized.
+   */
+  "int8_depthwise",
 ] as const
 
 export type ComputeTag = (typeof COMPUTE_TAGS)[number]

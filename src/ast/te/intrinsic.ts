@@ -12,8 +12,11 @@ export interface TensorIntrinsic {
   readonly inputs: readonly Placeholder[]
   /** "update": out = combine(out, compute) (a reduction step); "store": out = compute. */
   readonly mode: "store" | "update"
-  /** How targets emit it: a C function name and the header that defines it. */
-  readonly emit: { readonly c?: { readonly fn: string; readonly header: string } }
+  /**
+   * How targets emit it: a C function name and the header that defines it; for the wasm target,
+   * the instruction sequence its emitter renders (src/emit/wasm/dot.ts).
+   */
+  readonly emit: { readonly c?: { readonly fn: string; readonly header: string }; readonly wasm?: "dot_u8s8_4x4" }
 }
 
 /** A register-blocked fp32 micro-kernel: C[m×n] += A[m×k] · B[k×n]. */
@@ -74,9 +77,26 @@ export const vnniDot16x4: TensorIntrinsic = (() => {
   }
 })()
 
+/**
+ * The same u8 × s8 → s32 dot over 4 lanes, the shape SIMD128's `i32x4.dot_i16x8_s` (pairwise i16
+ * products summed into i32x4) serves: c[4] (int32) += Σ_{r<4} a[r] (uint8) · b[4×4] (int8). The
+ * wasm emitter widens a to i16 (a0 a1 a2 a3 twice, and its pairs swapped), b's 16 bytes, regrouped
+ * by depth pair, to two i16x8 vectors, and adds two dots: products of at most 255 · 128 in i16
+ * operands, two a lane, exact in int32 — the declaration's meaning bit for bit (src/emit/wasm/dot.ts).
+ */
+export const simd128Dot4x4: TensorIntrinsic = (() => {
+  const a = placeholder("a", [4], "uint8")
+  const b = placeholder("b", [4, 4], "int8")
+  const r = reduceAxis(4, "r")
+  const widen = (e: Expr) => cast("int32", e)
+  const out = compute("c", [4], (j) => sum(mul(widen(at(a, r.var)), widen(at(b, j, r.var))), [r]), "int32")
+  return { name: "simd128_dot_4x4", compute: out, inputs: [a, b], mode: "update", emit: { wasm: "dot_u8s8_4x4" } }
+})()
+
 /** Intrinsics by name (for replaying recorded tensorize steps). */
 export const lookupIntrinsic = (name: string): TensorIntrinsic | undefined => {
   if (name === vnniDot16x4.name) return vnniDot16x4
+  if (name === simd128Dot4x4.name) return simd128Dot4x4
   const m = /^gemm_(\d+)x(\d+)x(\d+)_(float32|float64)$/.exec(name)
   return m ? gemmMicroKernel(Number(m[1]), Number(m[2]), Number(m[3]), m[4] as DType) : undefined
 }

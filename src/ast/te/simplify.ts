@@ -44,7 +44,39 @@ export const linearTerms = (e: Expr, keyOf: (atom: Expr) => string = showExpr): 
   return out
 }
 
-const linearOf = (e: Expr): Linear | undefined => (isIntDtype(e.dtype) ? linearTerms(e) : undefined)
+/**
+ * (a // d)·k·d + (a % d)·k = a·k (floor division, d > 0: the identity that undoes a fused loop's
+ * split into its original indices), folded in a linear form until no such pair is left: a fused
+ * loop's index read back as one affine expression (a store along it contiguous), not a div / mod pair.
+ */
+const foldDivMod = (l: Linear): Linear => {
+  for (;;) {
+    let hit: [string, string, Expr, number] | undefined
+    for (const [key, t] of l.terms) {
+      const q = t.atom
+      if (t.coef === 0 || q.kind !== "bin" || q.op !== "floordiv" || q.b.kind !== "const" || q.b.value <= 0) continue
+      const modKey = showExpr(bin("floormod", q.a, q.b))
+      const m = l.terms.get(modKey)
+      if (m && m.coef !== 0 && m.coef * q.b.value === t.coef) {
+        hit = [key, modKey, q.a, m.coef]
+        break
+      }
+    }
+    if (!hit) return l
+    const [qk, mk, a, k] = hit
+    l.terms.delete(qk)
+    l.terms.delete(mk)
+    const inner = linearTerms(a)
+    l.k += k * inner.k
+    for (const [key, t] of inner.terms) {
+      const cur = l.terms.get(key)
+      if (cur) cur.coef += k * t.coef
+      else l.terms.set(key, { atom: t.atom, coef: k * t.coef })
+    }
+  }
+}
+
+const linearOf = (e: Expr): Linear | undefined => (isIntDtype(e.dtype) ? foldDivMod(linearTerms(e)) : undefined)
 
 const fromLinear = (l: Linear, dtype: Expr["dtype"]): Expr => {
   const terms = [...l.terms.entries()].filter(([, t]) => t.coef !== 0).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))

@@ -21,6 +21,8 @@ export interface VtaConfig {
   readonly logAccBuffSize: number
   /** log2 of the AXI bus width in bits (pkg_config.py's fpga_log_axi_bus_width): 6 = 64 bits. */
   readonly logBusWidth: number
+  /** The accelerator's clock in MHz (pkg_config.py's fpga_freq: 100 on the pynq and de10nano boards, VTA's default target). */
+  readonly clockMhz: number
 }
 
 /** config/vta_config.json, plus the 64-bit bus of VTA's simulator and Pynq targets. */
@@ -35,6 +37,7 @@ export const defaultVtaConfig: VtaConfig = {
   logWgtBuffSize: 18,
   logAccBuffSize: 17,
   logBusWidth: 6,
+  clockMhz: 100,
 }
 
 /** A configuration VTA cannot be built with: a derived depth below one, a field wider than its word. */
@@ -101,7 +104,8 @@ const need = (ok: boolean, reason: string): void => {
 
 /** Derives the sizes of hw_spec_const.h; a configuration that cannot exist is a VtaConfigError. */
 export const deriveVta = (config: VtaConfig): VtaDerived => {
-  for (const [k, v] of Object.entries(config)) need(Number.isInteger(v) && v >= 0 && v <= 30, `${k} = ${v} is not an integer in [0, 30]`)
+  need(Number.isFinite(config.clockMhz) && config.clockMhz > 0, `clockMhz = ${config.clockMhz} is not a positive clock`)
+  for (const [k, v] of Object.entries(config)) if (k !== "clockMhz") need(Number.isInteger(v) && v >= 0 && v <= 30, `${k} = ${v} is not an integer in [0, 30]`)
   need(config.logInpWidth === 3 && config.logWgtWidth === 3, "inputs and weights must be 8-bit (LOG_INP_WIDTH = LOG_WGT_WIDTH = 3): the simulator reads them as int8")
   need(config.logAccWidth === 5, "accumulators must be 32-bit (LOG_ACC_WIDTH = 5): the simulator computes in int32")
   need(config.logBusWidth >= 3, "the bus must be at least 8 bits wide")
@@ -157,7 +161,7 @@ export const deriveVta = (config: VtaConfig): VtaDerived => {
  * The configuration of a `VtaAttrs` target record (src/ast/target.ts), which keeps BLOCK_IN and
  * BLOCK_OUT apart: VTA's hw_spec.h has one BLOCK, so they must agree. The bus is not in that record.
  */
-export const vtaConfigOfAttrs = (a: VtaAttrs, logBusWidth = defaultVtaConfig.logBusWidth): VtaConfig => {
+export const vtaConfigOfAttrs = (a: VtaAttrs, logBusWidth = defaultVtaConfig.logBusWidth, clockMhz = defaultVtaConfig.clockMhz): VtaConfig => {
   need(a.logBlockIn === a.logBlockOut, `BLOCK_IN (2^${a.logBlockIn}) and BLOCK_OUT (2^${a.logBlockOut}) differ: VTA's ISA has one BLOCK`)
   return {
     logInpWidth: a.logInpWidth,
@@ -170,5 +174,6 @@ export const vtaConfigOfAttrs = (a: VtaAttrs, logBusWidth = defaultVtaConfig.log
     logWgtBuffSize: a.logWgtBuffSize,
     logAccBuffSize: a.logAccBuffSize,
     logBusWidth,
+    clockMhz,
   }
 }

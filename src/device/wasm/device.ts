@@ -39,6 +39,7 @@ export const wasmModule = (kernels: WasmKernels): DeviceModule => {
     kind: "wasm",
     kernels: new Set(kernels.keys()),
     threads: kernels.threads,
+    workerRanges: kernels.workerRanges,
     reserve: (bytes) => kernels.memory.reserve(bytes).map((at) => ({ at }) as unknown as DeviceBlock),
     view: (block, dtype, elements) => buffer({ at: (block as unknown as { at: number }).at, dtype, elements }),
     input: (reserved, data) => {

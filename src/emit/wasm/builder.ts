@@ -69,6 +69,10 @@ export class FnBuilder {
   op(op: Op, a?: number, b?: number): void {
     this.code.push(ins(op, a, b))
   }
+  /** i8x16.shuffle of the two v128 on the stack: byte k of the result is byte lanes[k] of their concatenation. */
+  shuffle(lanes: readonly number[]): void {
+    this.code.push({ op: "i8x16.shuffle", lanes })
+  }
   block(op: "block" | "loop" | "if", t?: ValType): void {
     this.code.push(t ? { op, t } : { op })
   }

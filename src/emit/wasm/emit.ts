@@ -23,7 +23,7 @@
 //
 // This file assembles the module; a kernel's layout is layout.ts, its phases phases.ts, its
 // statements stmt.ts (loop address hoisting hoist.ts, SIMD vector.ts, register tiles
-// registers.ts), its expressions expr.ts (convert.ts, binary.ts, call.ts), its bytes encoder.ts.
+// registers.ts, the 8-bit dot dot.ts), its expressions expr.ts (convert.ts, binary.ts, call.ts), its bytes encoder.ts.
 import type { Buffer, PrimFunc } from "../../ast/tir/tir.js"
 import { seenOnEntry, storedBuffers } from "../../ast/tir/analysis.js"
 import { isIdentifier } from "../c-family/names.js"
@@ -43,7 +43,7 @@ export const WASM_CAPABILITIES = {
   thread: "serial loop",
   vthread: "serial loop",
   barrier: "no-op outside thread loops; rejected inside",
-  intrinsic: "needs lowering.LowerIntrinsics",
+  intrinsic: "the 8-bit dot (simd128_dot_4x4) as i32x4.dot_i16x8_s (dot.ts); any other needs lowering.LowerIntrinsics",
   allocate: "a region of the call's frame (stack discipline)",
 } as const
 
@@ -52,6 +52,8 @@ export interface WasmEmitOptions {
   readonly boundsCheck?: boolean
   /** Import a shared memory (for a host that runs kernels from workers). Default false. */
   readonly sharedMemory?: boolean
+  /** Reuse a guarded vector read (a select) that recurs in a straight-line region (vector.ts). Default true; false for the law that compares. */
+  readonly reuseGuardedReads?: boolean
 }
 
 export interface WasmEmitted {
@@ -82,7 +84,7 @@ export const emitWasmFunction = (f: PrimFunc, exportName: string, uses: Set<stri
   })
   const frame = new FrameSize()
   const phases: WasmPhase[] = []
-  emitPhases(fb, { vars: new Map(), bufs, bounds: new Map(), boundsCheck: opts.boundsCheck ?? false, top: 0, inThread: false, addrCache: new Map(), vcache: new Map() }, f.body, frame, phases)
+  emitPhases(fb, { vars: new Map(), bufs, bounds: new Map(), boundsCheck: opts.boundsCheck ?? false, top: 0, inThread: false, addrCache: new Map(), vcache: new Map(), reuseGuardedReads: opts.reuseGuardedReads ?? true }, f.body, frame, phases)
   const notes = params.map((p, k) => `param ${k}: ${p.dtype}[${p.shape.join("x")}], ${p.length} elements${p.written ? ", written" : ""}${p.copyIn ? "" : ", not copied in"}`)
   notes.push(`frame: ${frame.max} bytes`)
   notes.push(`phases: ${phases.map((p) => `${p.parallel !== undefined ? `parallel ${p.parallel}` : "serial"} (${p.work} stores)`).join(", ")}`)

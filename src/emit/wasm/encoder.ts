@@ -21,6 +21,7 @@ type ImmKind =
   | "call" // a function by symbolic name, resolved at assembly
   | "lane" // one lane byte
   | "v128" // 16 bytes
+  | "shuffle" // 16 lane indices (i8x16.shuffle)
 
 const simd = (n: number): readonly number[] => [0xfd, ...uleb(n)]
 const misc = (n: number): readonly number[] => [0xfc, ...uleb(n)]
@@ -135,18 +136,30 @@ export const OPS = {
   "i64.trunc_sat_f64_s": { code: misc(6), imm: "none" },
   "i32.wrap_i64": { code: [0xa7], imm: "none" },
   "v128.load": { code: simd(0x00), imm: "mem" },
+  "v128.load16_splat": { code: simd(0x08), imm: "mem" },
   "v128.load32_splat": { code: simd(0x09), imm: "mem" },
   "v128.store": { code: simd(0x0b), imm: "mem" },
   "v128.const": { code: simd(0x0c), imm: "v128" },
+  "i8x16.shuffle": { code: simd(0x0d), imm: "shuffle" },
   "i32x4.splat": { code: simd(0x11), imm: "none" },
   "f32x4.splat": { code: simd(0x13), imm: "none" },
+  "f64x2.splat": { code: simd(0x14), imm: "none" },
   "i32x4.extract_lane": { code: simd(0x1b), imm: "lane" },
   "i32x4.replace_lane": { code: simd(0x1c), imm: "lane" },
   "f32x4.extract_lane": { code: simd(0x1f), imm: "lane" },
   "f32x4.replace_lane": { code: simd(0x20), imm: "lane" },
+  "f32x4.demote_f64x2_zero": { code: simd(0x5e), imm: "none" },
+  "f64x2.promote_low_f32x4": { code: simd(0x5f), imm: "none" },
   "f32x4.ceil": { code: simd(0x67), imm: "none" },
   "f32x4.floor": { code: simd(0x68), imm: "none" },
   "f32x4.nearest": { code: simd(0x6a), imm: "none" },
+  "f64x2.ceil": { code: simd(0x74), imm: "none" },
+  "f64x2.floor": { code: simd(0x75), imm: "none" },
+  "i16x8.extend_low_i8x16_s": { code: simd(0x87), imm: "none" },
+  "f64x2.nearest": { code: simd(0x94), imm: "none" },
+  "i16x8.extend_high_i8x16_s": { code: simd(0x88), imm: "none" },
+  "i16x8.extend_low_i8x16_u": { code: simd(0x89), imm: "none" },
+  "i16x8.extend_high_i8x16_u": { code: simd(0x8a), imm: "none" },
   "i32x4.abs": { code: simd(0xa0), imm: "none" },
   "i32x4.neg": { code: simd(0xa1), imm: "none" },
   "i32x4.add": { code: simd(0xae), imm: "none" },
@@ -154,6 +167,7 @@ export const OPS = {
   "i32x4.mul": { code: simd(0xb5), imm: "none" },
   "i32x4.min_s": { code: simd(0xb6), imm: "none" },
   "i32x4.max_s": { code: simd(0xb8), imm: "none" },
+  "i32x4.dot_i16x8_s": { code: simd(0xba), imm: "none" },
   "f32x4.abs": { code: simd(0xe0), imm: "none" },
   "f32x4.neg": { code: simd(0xe1), imm: "none" },
   "f32x4.sqrt": { code: simd(0xe3), imm: "none" },
@@ -163,17 +177,31 @@ export const OPS = {
   "f32x4.div": { code: simd(0xe7), imm: "none" },
   "f32x4.min": { code: simd(0xe8), imm: "none" },
   "f32x4.max": { code: simd(0xe9), imm: "none" },
+  "f64x2.abs": { code: simd(0xec), imm: "none" },
+  "f64x2.neg": { code: simd(0xed), imm: "none" },
+  "f64x2.sqrt": { code: simd(0xef), imm: "none" },
+  "f64x2.add": { code: simd(0xf0), imm: "none" },
+  "f64x2.sub": { code: simd(0xf1), imm: "none" },
+  "f64x2.mul": { code: simd(0xf2), imm: "none" },
+  "f64x2.div": { code: simd(0xf3), imm: "none" },
+  "f64x2.min": { code: simd(0xf4), imm: "none" },
+  "f64x2.max": { code: simd(0xf5), imm: "none" },
+  "i32x4.trunc_sat_f32x4_s": { code: simd(0xf8), imm: "none" },
+  "f32x4.convert_i32x4_s": { code: simd(0xfa), imm: "none" },
+  "i32x4.trunc_sat_f64x2_s_zero": { code: simd(0xfc), imm: "none" },
+  "f64x2.convert_low_i32x4_s": { code: simd(0xfe), imm: "none" },
 } as const satisfies Record<string, { readonly code: readonly number[]; readonly imm: ImmKind }>
 
 export type Op = keyof typeof OPS
 
-/** One instruction: `a`/`b` are numeric immediates (memarg: a = align log2, b = offset), `sym` a callee, `t` a block type. */
+/** One instruction: `a`/`b` are numeric immediates (memarg: a = align log2, b = offset), `sym` a callee, `t` a block type, `lanes` a shuffle's 16 lane indices. */
 export interface Instr {
   readonly op: Op
   readonly a?: number
   readonly b?: number
   readonly sym?: string
   readonly t?: ValType
+  readonly lanes?: readonly number[]
 }
 
 export const ins = (op: Op, a?: number, b?: number): Instr => (a === undefined ? { op } : b === undefined ? { op, a } : { op, a, b })
@@ -262,6 +290,10 @@ export const encodeInstrs = (code: readonly Instr[], callee: (sym: string) => nu
         break
       case "v128":
         out.push(...f32Bytes(i.a!), ...f32Bytes(i.a!), ...f32Bytes(i.a!), ...f32Bytes(i.a!))
+        break
+      case "shuffle":
+        if (!(i.lanes?.length === 16 && i.lanes.every((l) => Number.isInteger(l) && l >= 0 && l < 32))) throw new RangeError(`${i.op}: 16 lane indices in [0, 32) expected`)
+        out.push(...i.lanes)
         break
     }
   }

@@ -30,6 +30,8 @@ export interface Scope {
    * buffers they read: a store to one of those buffers drops them.
    */
   readonly vcache?: Map<string, { readonly local: number; readonly reads: ReadonlySet<string> }>
+  /** Whether a guarded vector read that recurs in the region reuses its local (vector.ts; absent: true). */
+  readonly reuseGuardedReads?: boolean
   /** Buffers promoted to v128 locals (registers.ts), by name. */
   readonly regs?: ReadonlyMap<string, RegBuf>
   /** Partial addresses hoisted out of the enclosing loops (address.ts). */

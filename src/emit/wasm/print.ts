@@ -20,6 +20,8 @@ const instrText = (i: Instr, fnIdx: ReadonlyMap<string, number>): string => {
     }
     case "call":
       return `call ${fnIdx.get(i.sym!)} ;; ${i.sym}`
+    case "shuffle":
+      return `${i.op} ${(i.lanes ?? []).join(" ")}`
     case "v128":
       return `${i.op} f32x4 ${num(i.a!)} ${num(i.a!)} ${num(i.a!)} ${num(i.a!)}`
     default:

@@ -55,7 +55,7 @@ const exprAccesses = (e: Expr, buf: string, out: Expr[]): void => {
   }
 }
 
-/** The index expressions of every access to `buf` in `s`, or undefined when `buf` is used otherwise (an intrinsic region). */
+/** The index expressions of every access to `buf` in `s` (the first of a run an intrinsic covers), or undefined when `buf` is used otherwise (another intrinsic's region). */
 const accesses = (s: Stmt, buf: string, out: Expr[] = []): Expr[] | undefined => {
   switch (s.kind) {
     case "store":
@@ -87,7 +87,14 @@ const accesses = (s: Stmt, buf: string, out: Expr[] = []): Expr[] | undefined =>
     case "shuffle":
       return s.buffer === buf ? undefined : (exprAccesses(s.value, buf, out), out)
     case "intrinsic":
-      return s.output.buffer === buf || s.inputs.some((r) => r.buffer === buf) ? undefined : out
+      if (s.inputs.some((r) => r.buffer === buf)) return undefined
+      if (s.output.buffer !== buf) return out
+      // the 8-bit dot's 4 sums (dot.ts): one contiguous run of the buffer, at its flat base
+      if (s.intrin.emit.wasm === "dot_u8s8_4x4" && s.output.base.length === 1 && s.output.strides?.[s.output.strides.length - 1] === 1) {
+        out.push(s.output.base[0])
+        return out
+      }
+      return undefined
   }
 }
 

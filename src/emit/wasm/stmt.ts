@@ -4,7 +4,7 @@
 // unrolled (registers.ts), a phase's parallel loop runs its chunk [$begin, $end); allocations take
 // a frame slot or v128 locals; each region (a loop body, an arm) has its own address and vector
 // caches, dropped where a store makes them stale.
-import { c, isIntDtype, mapExpr, substitute, type Expr } from "../../ast/te/expr.js"
+import { c, collect, isIntDtype, mapExpr, substitute, type Expr } from "../../ast/te/expr.js"
 import { simplify, type Interval } from "../../ast/te/simplify.js"
 import { mapStmt, type Stmt } from "../../ast/tir/tir.js"
 import { storedBuffers } from "../../ast/tir/analysis.js"
@@ -13,6 +13,8 @@ import { emitAddress, emitExpr, emitExprAs, invalidate, type Scope } from "./exp
 import { hoistBases } from "./hoist.js"
 import { BEGIN, END, FRAME, frameSlot, type FrameSize } from "./layout.js"
 import { emitVectorLoop, vectorPlan } from "./vector.js"
+import { emitDot4x4 } from "./dot.js"
+import { emitWideLoop, widePlan } from "./vector-wide.js"
 import { allocRegs, emitRegWrite, indexesRegs, LANE_DTYPE, promotable } from "./registers.js"
 
 export interface StmtCtx extends Scope {
@@ -47,6 +49,18 @@ const substituteStmt = (body: Stmt, name: string, value: number, bounds: Readonl
   return mapStmt(body, () => undefined, (e) => ints(substitute(e, env)))
 }
 
+/** Whether `s` reads or stores a buffer promoted to registers (vector-wide.ts addresses memory only). */
+const touchesRegs = (s: Stmt, sc: StmtCtx): boolean => {
+  if (!sc.regs || sc.regs.size === 0) return false
+  if (s.kind === "store" && sc.regs.has(s.buffer)) return true
+  let found = false
+  mapStmt(s, () => undefined, (e) => {
+    if (collect(e, (x) => x.kind === "read" && sc.regs!.has(x.source)).length) found = true
+    return e
+  })
+  return found
+}
+
 /** Emits `s`; allocations it makes extend `frame`. */
 export const emitStmt = (fb: FnBuilder, sc: StmtCtx, s: Stmt, frame: FrameSize): void => {
   switch (s.kind) {
@@ -70,6 +84,18 @@ export const emitStmt = (fb: FnBuilder, sc: StmtCtx, s: Stmt, frame: FrameSize):
           if (nvec === ext) return
           const tailMin: Expr = lo !== undefined ? { kind: "const", value: lo + nvec, dtype: "int32" } : { kind: "bin", op: "add", a: s.min, b: { kind: "const", value: nvec, dtype: "int32" }, dtype: "int32" }
           emitStmt(fb, sc, { ...s, forKind: "serial", min: tailMin, extent: { kind: "const", value: ext - nvec, dtype: "int32" } }, frame)
+          return
+        }
+      }
+      // a vectorized loop of mixed dtypes (a requantization) over memory buffers: vector-wide.ts
+      if (!chunked && !regIndexed && s.forKind === "vectorized" && lo !== undefined && ext !== undefined && ext >= 4 && !touchesRegs(s.body, sc)) {
+        const wide = widePlan(s.body, s.var.name)
+        // (a store that converts — its value's dtype not the buffer's — stays scalar)
+        if (wide && sc.bufs.get(wide.store.buffer)?.dtype === wide.store.value.dtype) {
+          const nvec = ext - (ext % 4)
+          emitWideLoop(fb, sc, wide, s.var.name, lo, nvec)
+          if (nvec === ext) return
+          emitStmt(fb, sc, { ...s, forKind: "serial", min: c(lo + nvec), extent: c(ext - nvec) }, frame)
           return
         }
       }
@@ -183,6 +209,7 @@ export const emitStmt = (fb: FnBuilder, sc: StmtCtx, s: Stmt, frame: FrameSize):
       if (sc.inThread) fb.fail("a barrier inside a thread loop needs threads: the wasm target runs thread loops serially")
       return
     case "intrinsic":
+      if (s.intrin.emit.wasm === "dot_u8s8_4x4") return emitDot4x4(fb, sc, s)
       fb.fail(`intrinsic ${s.intrin.name} reached the wasm emitter: run lowering.LowerIntrinsics first`)
       return
     case "shuffle":

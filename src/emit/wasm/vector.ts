@@ -49,19 +49,23 @@ export const vectorPlan = (body: Stmt, loopVar: string): { lane: Lane; stores: r
   return { lane, stores: stmts }
 }
 
-const readsOf = (e: Expr): Set<string> => new Set(collect(e, (x) => x.kind === "read").map((x) => (x.kind === "read" ? x.source : "")))
+export const readsOf = (e: Expr): Set<string> => new Set(collect(e, (x) => x.kind === "read").map((x) => (x.kind === "read" ? x.source : "")))
+
+/** A select whose value may be reused in its region: no read of a register buffer (its locals change as the tile is written) or of a buffer the loop stores. */
+const cacheableSelect = (e: Expr, sc: Scope, stored: ReadonlyMap<string, string>): boolean =>
+  collect(e, (x) => x.kind === "read" && (stored.has(x.source) || sc.regs?.has(x.source) === true)).length === 0
 
 const mentions = (e: Expr, name: string) => collect(e, (x) => x.kind === "var" && x.name === name).length > 0
 
 /** No loop variable, no read of a buffer the body stores. */
-const invariant = (e: Expr, loopVar: string, stored: ReadonlyMap<string, string>): boolean =>
+export const invariant = (e: Expr, loopVar: string, stored: ReadonlyMap<string, string>): boolean =>
   !mentions(e, loopVar) && collect(e, (x) => x.kind === "read" && stored.has(x.source)).length === 0
 
 /** `e(v + 1) - e(v) == 1` for every v: e = v + (terms without v). */
 const unitStride = (e: Expr, v: string): boolean => coef(e, v) === 1
 
 /** The coefficient of `v` in `e` when `e` is linear in it, else undefined. */
-const coef = (e: Expr, v: string): number | undefined => {
+export const coef = (e: Expr, v: string): number | undefined => {
   if (!mentions(e, v)) return 0
   switch (e.kind) {
     case "var":
@@ -158,6 +162,16 @@ export const emitVectorLoop = (
     }
     switch (e.kind) {
       case "select": {
+        // the same select again in the region (a bounds-guarded input an unrolled tile's taps share:
+        // a depthwise conv's column c, tap k and column c + 1, tap k − 1) is the local it was put in,
+        // as a load is: it reads no register buffer and nothing the loop stores, so its value stands
+        // until a store to what it reads (invalidate)
+        const key = s.vcache && s.reuseGuardedReads !== false && cacheableSelect(e, s, storeIdx) ? `select|${exprKey(at(e))}` : undefined
+        const known = key === undefined ? undefined : s.vcache!.get(key)
+        if (known) {
+          fb.op("local.get", known.local)
+          return
+        }
         emitExprAs(fb, s, e.cond, "bool")
         fb.block("if", "v128")
         // an arm may not run: it reads the region's caches but adds nothing to them
@@ -165,6 +179,11 @@ export const emitVectorLoop = (
         fb.op("else")
         value({ ...s, addrCache: s.addrCache && new Map(s.addrCache), vcache: s.vcache && new Map(s.vcache) }, e.f, at)
         fb.op("end")
+        if (key !== undefined) {
+          const l = fb.local("v128")
+          fb.op("local.tee", l)
+          s.vcache!.set(key, { local: l, reads: readsOf(e) })
+        }
         return
       }
       case "read": {

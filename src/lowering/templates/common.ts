@@ -128,6 +128,8 @@ export const accumulatorCap = (vectorRegisters: number): number => Math.min(MAX_
  * - then fewer rows, then wider columns.
  */
 export const convRegisterTile = (target: ScheduleTarget, block: number, choices: TileChoices, depthwise = false): { cols: number; rows: number; blocks: number } => {
+  // (a multiply-add of two instructions and a splat load: mulAddRegisterTile, below)
+  if (target.fusedMultiplyAdd === false && !depthwise) return mulAddRegisterTile(target, block, choices)
   const lanes = Math.max(1, target.vectorLanes)
   const registers = target.vectorRegisters ?? 16
   const width = Math.max(1, Math.min(block, lanes))
@@ -145,6 +147,42 @@ export const convRegisterTile = (target: ScheduleTarget, block: number, choices:
   for (const t of pool) {
     const bytes = (4 * width) / (t.cols * t.rows) + (depthwise ? 4 * width : 4 / t.blocks)
     const score = [Math.min(t.acc, need), -bytes, -t.rows, t.cols]
+    if (!best || lexGreater(score, best.score)) best = { ...t, score }
+  }
+  return best ? { cols: best.cols, rows: best.rows, blocks: best.blocks } : { cols: 1, rows: 1, blocks: 1 }
+}
+
+/**
+ * The register tile of a conv (not depthwise) on a target without a fused multiply-add
+ * (`fusedMultiplyAdd: false`: WebAssembly SIMD128). Each product there is three instructions of its
+ * own — the input element's broadcast load (`v128.load32_splat`, once per position and reduction
+ * step, shared by the blocks), `f32x4.mul`, `f32x4.add` — and a weight vector is loaded once per
+ * block and step into a local the engine keeps in a register (none of gcc's folding of loads into
+ * FMAs, which limits convRegisterTile to one block with 16 registers). So:
+ * - registers: the accumulators, one weight vector per block, the broadcast input and the product
+ *   before its add — at most the ISA's vector registers;
+ * - accumulators at least the adds' pipes × latency, where the candidates allow (the multiply is
+ *   off the accumulator's chain);
+ * - one row where one row holds half of those (as convRegisterTile);
+ * - then the fewest loads per product, (positions + blocks) / (positions × blocks): a tile of two
+ *   blocks and four columns loads 0.75 a product, eight columns of one block 1.125;
+ * - then fewer rows, wider columns.
+ */
+export const mulAddRegisterTile = (target: ScheduleTarget, block: number, choices: TileChoices): { cols: number; rows: number; blocks: number } => {
+  const lanes = Math.max(1, target.vectorLanes)
+  const registers = target.vectorRegisters ?? 16
+  const width = Math.max(1, Math.min(block, lanes))
+  const need = (target.fmaUnits ?? 2) * (target.fmaLatency ?? 4) * Math.max(1, Math.floor(lanes / width))
+  const blocks = choices.blocks.filter((b) => b <= (choices.blockCap ?? Infinity))
+  const tiles = (blocks.length ? blocks : [1])
+    .flatMap((b) => (choices.rows ?? [1]).flatMap((r) => choices.cols.map((c) => ({ cols: c, rows: r, blocks: b, acc: c * r * b }))))
+    .filter((t) => t.acc + t.blocks + 2 <= registers || t.acc === 1)
+  const oneRow = tiles.filter((t) => t.rows === 1)
+  const pool = oneRow.some((t) => Math.min(t.acc, need) >= need / 2) ? oneRow : tiles
+  let best: { cols: number; rows: number; blocks: number; score: number[] } | undefined
+  for (const t of pool) {
+    const positions = t.cols * t.rows
+    const score = [Math.min(t.acc, need), -(positions + t.blocks) / (positions * t.blocks), -t.rows, t.cols]
     if (!best || lexGreater(score, best.score)) best = { ...t, score }
   }
   return best ? { cols: best.cols, rows: best.rows, blocks: best.blocks } : { cols: 1, rows: 1, blocks: 1 }

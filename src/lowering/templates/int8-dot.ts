@@ -2,13 +2,17 @@
 // int8_dot: [..., pixels or rows, ..., 16 lanes] int32 sums, reduce [..., 4]) as a register tile of
 // `tile_blocks` × `tile_px` vectors of 16 int32 accumulators (one per output-channel block and
 // output pixel / row), computed in a local copy across the whole reduction, its inner [16 × 4] dot
-// tensorized onto the VNNI instruction (vnniDot16x4) or, with `dot: loops` (a target without it),
-// left as loops the vectorizer and gcc take. Knobs: the pixel tile, the channel blocks per tile,
-// whether the tile's loops are unrolled, and the dot; the defaults from the target record (the
-// accumulators its vector registers hold beside a broadcast and a weight vector, at least the
-// FMA pipes × latency where the axis allows).
+// tensorized onto the VNNI instruction (vnniDot16x4), or its lanes split in groups of 4 (outside
+// the tile's pixels, so a group's weights serve every pixel) and each [4 × 4] dot tensorized onto
+// SIMD128's i16 dot (simd128Dot4x4, the wasm target), or, with `dot: loops` (a target without
+// either), left as loops the vectorizer and gcc take; a target without the chosen instruction
+// lowers it to its loops. Knobs: the pixel tile, the channel blocks per tile, whether the tile's
+// loops are unrolled, and the dot; the defaults from the target record (the accumulators its
+// vector registers hold beside a broadcast and a weight vector — a block's 16 int32 sums are
+// 16 / lanes of its vectors —, at least the FMA pipes × latency where the axis allows).
 import * as S from "../../ast/schedule/schedule.js"
-import { vnniDot16x4 } from "../../ast/te/intrinsic.js"
+import { simd128Dot4x4, vnniDot16x4 } from "../../ast/te/intrinsic.js"
+import { DOT_LANES } from "../op-library-int8-blocked.js"
 import { accumulatorCap, anchorStage, dataLeaves, divisors, largest, parallelize, parallelOuter } from "./common.js"
 import type { Knob, Template } from "./template.js"
 
@@ -64,15 +68,17 @@ export const int8DotTemplate: Template = {
       { kind: "split", name: "tile_px", extent: px, candidates: divisors(px, MAX_TILE) },
       { kind: "split", name: "tile_blocks", extent: blocks, candidates: divisors(blocks, 4) },
       { kind: "choice", name: "unroll", candidates: [true, false] },
-      { kind: "choice", name: "dot", candidates: ["vnni", "loops"] },
+      { kind: "choice", name: "dot", candidates: ["vnni", "simd128", "loops"] },
     ] satisfies Knob[]
   },
   defaults: (knobs, target) => {
     const split = (name: string) => knobs.find((k) => k.name === name) as Knob & { kind: "split" }
     // accumulators: half the vector registers (the rest hold the broadcast activations gcc hoists
     // and the weight vectors; at 28 of 32, gcc spilled accumulators every dot)
-    const cap = accumulatorCap(target.vectorRegisters ?? 16)
-    const want = (target.fmaUnits ?? 2) * (target.fmaLatency ?? 4)
+    // (counted in blocks of 16 int32 sums: a block is 16 / lanes of the target's vectors)
+    const perBlock = Math.max(1, Math.ceil(DOT_LANES / target.vectorLanes))
+    const cap = Math.max(1, Math.floor(accumulatorCap(target.vectorRegisters ?? 16) / perBlock))
+    const want = Math.ceil(((target.fmaUnits ?? 2) * (target.fmaLatency ?? 4)) / perBlock)
     const px = split("tile_px")
     const tpx = largest(px.candidates, cap)
     // more channel blocks while their accumulators fit (each block's weight vector is shared by the
@@ -80,7 +86,7 @@ export const int8DotTemplate: Template = {
     const blocks = split("tile_blocks")
     const fit = blocks.candidates.filter((b) => b * tpx <= cap)
     const tb = largest(fit, Math.max(fit[fit.length - 1] ?? 1, Math.ceil(want / tpx)))
-    return { tile_px: tpx, tile_blocks: tb, unroll: true, dot: target.int8Dot === "vnni" ? "vnni" : "loops" }
+    return { tile_px: tpx, tile_blocks: tb, unroll: true, dot: target.int8Dot ?? "loops" }
   },
   apply: (_outputs, base, config) => {
     const anchor = anchorStage(base)!
@@ -111,9 +117,17 @@ export const int8DotTemplate: Template = {
     const tileAxes = [lpos.block, lpos.pixel]
     const rest = ldata.filter((a) => !tileAxes.includes(a) && a !== lpos.lane)
     s = S.reorder(s, local, [...rest, ...red.slice(0, -1), ...tileAxes, lpos.lane, red[red.length - 1]])
-    if (config.unroll) for (const a of tileAxes) if (s.stages.get(local)!.axes.get(a)!.extent > 1) s = S.unroll(s, local, a)
-    if (config.dot === "vnni") s = S.tensorize(s, local, lpos.lane, vnniDot16x4)
-    else s = S.unroll(S.vectorize(s, local, lpos.lane), local, red[red.length - 1])
+    if (config.dot === "simd128") {
+      // the lanes in groups of the dot's 4, the groups outside the pixels: [block, group, pixel, 4 lanes, 4 deep]
+      const g = S.split(s, local, lpos.lane, { factor: simd128Dot4x4.compute.shape[0] })
+      s = S.reorder(g.schedule, local, [lpos.block, g.outer, lpos.pixel, g.inner, red[red.length - 1]])
+      if (config.unroll) for (const a of [lpos.block, g.outer, lpos.pixel]) if (s.stages.get(local)!.axes.get(a)!.extent > 1) s = S.unroll(s, local, a)
+      s = S.tensorize(s, local, g.inner, simd128Dot4x4)
+    } else {
+      if (config.unroll) for (const a of tileAxes) if (s.stages.get(local)!.axes.get(a)!.extent > 1) s = S.unroll(s, local, a)
+      if (config.dot === "vnni") s = S.tensorize(s, local, lpos.lane, vnniDot16x4)
+      else s = S.unroll(S.vectorize(s, local, lpos.lane), local, red[red.length - 1])
+    }
     s = parallelOuter(s, anchor.name, outer.slice(0, -1).length ? outer.slice(0, -1) : outer)
     s = S.vectorize(s, anchor.name, lane)
     if (pos.block === 1) s = epiloguesInLaneOrder(s, anchor)

@@ -8,6 +8,7 @@ import type { ScheduleFn } from "../lower-group.js"
 import { anchorStage, innerReduction, tileStages } from "./common.js"
 import { convTemplate } from "./conv2d-nchwc.js"
 import { injectiveTemplate } from "./injective.js"
+import { int8DepthwiseTemplate } from "./int8-depthwise.js"
 import { int8DotTemplate } from "./int8-dot.js"
 import { matmulTemplate } from "./matmul.js"
 import { innerReductionTemplate, reductionTemplate } from "./reduction.js"
@@ -29,6 +30,7 @@ const TEMPLATE_OF_TAG: { readonly [T in ComputeTag]: Template } = {
   pool: reductionTemplate,
   global_pool: reductionTemplate,
   int8_dot: int8DotTemplate,
+  int8_depthwise: int8DepthwiseTemplate,
 }
 
 /**

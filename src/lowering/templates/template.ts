@@ -80,8 +80,13 @@ export interface ScheduleTarget {
   readonly fmaLatency?: number
   /** Vector registers of the ISA (absent: 16). */
   readonly vectorRegisters?: number
-  /** The 8-bit dot-product instruction the emitter renders (absent: none; int8 products are loops). */
-  readonly int8Dot?: "vnni"
+  /**
+   * Whether a multiply-add is one instruction that may take its broadcast operand from memory
+   * (absent: true); false for WebAssembly SIMD128 (a mul, an add and a splat load each).
+   */
+  readonly fusedMultiplyAdd?: boolean
+  /** The 8-bit dot-product instruction the emitter renders (AVX-512 VNNI's, SIMD128's i16 dot; absent: none, int8 products are loops). */
+  readonly int8Dot?: "vnni" | "simd128"
 }
 
 export interface Template {

@@ -1,4 +1,4 @@
-// An int8 conv2d with its requantize epilogue (>> shift, clip to [0, 127]), in VTA's packed layouts,
+// An int8 conv2d with its requantize epilogue (+ bias, >> shift, clip to [clipLo, 127]), in VTA's packed layouts,
 // as TE (the reference) and as a VTA program (what the schedule below means on the accelerator).
 //
 // Layouts (TVM's graph pack at batch 1, NCHW1n16c): data [CI][H][W][BATCH][BLOCK_IN], kernel
@@ -13,8 +13,9 @@
 // block: the zero rows and columns of the convolution's padding are the LOAD's pads) and its
 // weights; compute resets the tile's accumulators before its first step, runs ONE GEMM a step
 // whose micro-ops enumerate (co, ci, kh, kw) and whose two loop levels walk the output rows and
-// columns (folded into the GEMM's dst/src factors), and after the last step ALU SHR, MAX 0,
-// MIN 127; store writes each channel block's rows. With `vthreads` V every buffer has V slots
+// columns (folded into the GEMM's dst/src factors), and after the last step — with a bias, first
+// a LOAD of the tile's bias rows into the accumulator (after the V slots) and an ALU ADD of them —
+// ALU SHR, MAX clipLo (0), MIN 127; store writes each channel block's rows. With `vthreads` V every buffer has V slots
 // (V virtual threads): step j's input and weights go to slot j mod V and tile t's accumulators to
 // slot t mod V — except the buffer the outer loop walks when a tile is one step, which is
 // stationary: weights (co-oh) or inputs (oh-co) load once per outer index into slot index mod V
@@ -44,10 +45,23 @@ export interface VtaConv2d {
   readonly pad: number
   /** The requantize shift: out = clip(acc >> shift, 0, 127). */
   readonly shift: number
+  /**
+   * Optional epilogue of a graph's conv (issue 21's graph side, src/rewrite/vta-partition.ts): an
+   * int32 bias per output channel added before the shift (ALU ADD from bias rows loaded into the
+   * accumulator), and the clip's lower bound (0, the default, is ReLU; −128 is no ReLU).
+   */
+  readonly bias?: boolean
+  readonly clipLo?: number
 }
 
 /** The loop order of the output tiles: channel tiles outer (weights stationary) or row tiles outer (inputs stationary). */
 export type VtaLoopOrder = "co-oh" | "oh-co"
+
+/** The accumulator rows the bias takes beside `vthreads` tiles of `tileCo` channel blocks (none without bias). */
+const biasRowsOf = (x: VtaConv2d, tileCo: number, vthreads: number): number => (x.bias ? vthreads * tileCo : 0)
+
+/** The epilogue's micro-ops besides the GEMM kernels: one a slot for the reset and the immediate ALU passes, one more a slot for the bias ADD. */
+const epilogueUopsOf = (x: VtaConv2d, vthreads: number): number => vthreads * (x.bias ? 2 : 1)
 
 export interface VtaConv2dSchedule {
   /** Output rows per tile. */
@@ -69,6 +83,9 @@ export interface VtaConv2dSchedule {
  */
 export const EPILOGUE_ALU_PASSES = 3
 
+/** The layer's ALU passes a tile: the requantize's three, and the bias's ADD when it has one. */
+export const epilogueAluPasses = (x: VtaConv2d): number => EPILOGUE_ALU_PASSES + (x.bias ? 1 : 0)
+
 /** A schedule the accelerator cannot hold: a tile larger than its buffer, a loop longer than its field. */
 export class VtaScheduleError extends Data.TaggedError("VtaScheduleError")<{ readonly reason: string }> {
   override get message(): string {
@@ -82,7 +99,7 @@ export const outSize = (x: VtaConv2d): { oh: number; ow: number } => ({
 })
 
 /** The TE of the layer: placeholders data and kernel, the int32 conv, the requantized int8 out. */
-export const conv2dTE = (d: VtaDerived, x: VtaConv2d): { data: Placeholder; kernel: Placeholder; pad: ComputeTensor; conv: ComputeTensor; out: ComputeTensor } => {
+export const conv2dTE = (d: VtaDerived, x: VtaConv2d): { data: Placeholder; kernel: Placeholder; bias?: Placeholder; pad: ComputeTensor; conv: ComputeTensor; out: ComputeTensor } => {
   const { oh, ow } = outSize(x)
   const BI = d.blockIn
   const BO = d.blockOut
@@ -109,9 +126,12 @@ export const conv2dTE = (d: VtaDerived, x: VtaConv2d): { data: Placeholder; kern
       ),
       [rci, rkh, rkw, ric],
     ), "int32")
-  const out = compute("out", [x.co, oh, ow, B, BO], (co, y, xx, b, oc) =>
-    cast("int8", min(max(floordiv(at(conv, co, y, xx, b, oc), c(2 ** x.shift, "int32")), c(0, "int32")), c(127, "int32"))), "int8")
-  return { data, kernel, pad, conv, out }
+  const bias = x.bias ? placeholder("bias", [x.co, BO], "int32") : undefined
+  const out = compute("out", [x.co, oh, ow, B, BO], (co, y, xx, b, oc) => {
+    const sum = bias ? add(at(conv, co, y, xx, b, oc), at(bias, co, oc)) : at(conv, co, y, xx, b, oc)
+    return cast("int8", min(max(floordiv(sum, c(2 ** x.shift, "int32")), c(x.clipLo ?? 0, "int32")), c(127, "int32")))
+  }, "int8")
+  return { data, kernel, ...(bias ? { bias } : {}), pad, conv, out }
 }
 
 export interface VtaConv2dProgram {
@@ -190,7 +210,8 @@ export const lowerConv2d = (d: VtaDerived, x: VtaConv2d, s: VtaConv2dSchedule): 
   const gemmUops = wgtSlot
   need(V * inpSlot <= d.inpDepth, `a tile's input window is ${inpSlot} entries; ${V} of them exceed the input buffer's ${d.inpDepth}`)
   need(V * wgtSlot <= d.wgtDepth, `a tile's weights are ${wgtSlot} entries; ${V} of them exceed the weight buffer's ${d.wgtDepth}`)
-  need(V * accSlot <= d.accDepth, `a tile's accumulators are ${accSlot} entries; ${V} of them exceed the accumulator buffer's ${d.accDepth}`)
+  const biasRows = biasRowsOf(x, s.tileCo, V)
+  need(V * accSlot + biasRows <= d.accDepth, `a tile's accumulators are ${accSlot} entries; ${V} of them${biasRows ? ` and ${biasRows} bias rows` : ""} exceed the accumulator buffer's ${d.accDepth}`)
   need(s.tileOh * OW < 2 ** 14, "a tile's rows × columns exceed the 14-bit loop count")
 
   const ohTiles = Math.ceil(OH / s.tileOh)
@@ -203,7 +224,8 @@ export const lowerConv2d = (d: VtaDerived, x: VtaConv2d, s: VtaConv2dSchedule): 
   const kernels = new Map<string, number>()
   const kernelKey = (st: Step) => `${st.inpSlot},${st.wgtSlot},${st.t % V}`
   for (const st of steps) if (!kernels.has(kernelKey(st))) kernels.set(kernelKey(st), kernels.size * gemmUops)
-  need(kernels.size * gemmUops + V <= d.uopDepth, `${kernels.size * gemmUops + V} micro-ops exceed the micro-op buffer's ${d.uopDepth}`)
+  const uopCount = kernels.size * gemmUops + epilogueUopsOf(x, V)
+  need(uopCount <= d.uopDepth, `${uopCount} micro-ops exceed the micro-op buffer's ${d.uopDepth}`)
   const uops: VtaUop[] = []
   for (const key of kernels.keys()) {
     const [iS, wS, aS] = key.split(",").map(Number)
@@ -216,12 +238,16 @@ export const lowerConv2d = (d: VtaDerived, x: VtaConv2d, s: VtaConv2dSchedule): 
   }
   const epilogueUop = uops.length
   for (let v = 0; v < V; v++) uops.push({ dst: v * accSlot, src: 0, wgt: 0 })
+  // the bias epilogue's micro-ops: dst the slot's accumulators, src its bias rows (after every slot)
+  const biasUop = uops.length
+  if (x.bias) for (let v = 0; v < V; v++) uops.push({ dst: v * accSlot, src: V * accSlot + v * s.tileCo, wgt: 0 })
 
   const layout = layoutDram(d, [
     { name: "uop", kind: "uop", elems: uops.length },
     { name: "data", kind: "inp", elems: x.ci * x.h * x.w },
     { name: "kernel", kind: "wgt", elems: x.co * x.ci * x.kh * x.kw },
     { name: "out", kind: "out", elems: x.co * OH * OW },
+    ...(x.bias ? [{ name: "bias", kind: "acc" as const, elems: x.co }] : []),
   ])
   const R = (n: string) => layout.regions.get(n)!
   const dram = new Uint8Array(layout.bytes)
@@ -269,7 +295,13 @@ export const lowerConv2d = (d: VtaDerived, x: VtaConv2d, s: VtaConv2dSchedule): 
     if (!last) return
     const reuse = t + V < T
     const aluInsn = (aluOp: VtaAluInsn["aluOp"], imm: number, deps: VtaDeps): VtaAluInsn => ({ op: "ALU", deps, reset: false, ...rows, aluOp, useImm: true, imm })
-    insns.push(aluInsn("SHR", x.shift, noDeps), aluInsn("MAX", 0, noDeps), aluInsn("MIN", 127, { ...noDeps, pushNext: true }))
+    if (x.bias) {
+      // the tile's bias rows, once a tile after its last step (compute's own LOAD: only compute
+      // reads them; slot v's previous reader is tile t−V's ADD, earlier in the same module), added row by row
+      insns.push(mem("LOAD", "acc", V * accSlot + v * s.tileCo, R("bias").base + cot * s.tileCo, 1, s.tileCo, s.tileCo, noDeps))
+      insns.push({ op: "ALU", deps: noDeps, reset: false, ...rows, uopBgn: biasUop + v, uopEnd: biasUop + v + 1, srcFactorOut: 1, srcFactorIn: 0, aluOp: "ADD", useImm: false, imm: 0 })
+    }
+    insns.push(aluInsn("SHR", x.shift, noDeps), aluInsn("MAX", x.clipLo ?? 0, noDeps), aluInsn("MIN", 127, { ...noDeps, pushNext: true }))
     // store: each output channel block's rows
     for (let col = 0; col < s.tileCo; col++) {
       const co = cot * s.tileCo + col
@@ -281,7 +313,7 @@ export const lowerConv2d = (d: VtaDerived, x: VtaConv2d, s: VtaConv2dSchedule): 
 }
 
 /** The program's DRAM with the data and kernel (int8, in the packed layouts) in place. */
-export const withTensors = (p: VtaConv2dProgram, data: ArrayLike<number>, kernel: ArrayLike<number>): Uint8Array => {
+export const withTensors = (p: VtaConv2dProgram, data: ArrayLike<number>, kernel: ArrayLike<number>, bias?: ArrayLike<number>): Uint8Array => {
   const dram = p.dram.slice()
   const put = (name: string, values: ArrayLike<number>) => {
     const at0 = p.layout.regions.get(name)!.byteOffset
@@ -289,6 +321,11 @@ export const withTensors = (p: VtaConv2dProgram, data: ArrayLike<number>, kernel
   }
   put("data", data)
   put("kernel", kernel)
+  if (bias) {
+    const r = p.layout.regions.get("bias")!
+    const view = new DataView(dram.buffer, dram.byteOffset, dram.byteLength)
+    for (let i = 0; i < bias.length; i++) view.setInt32(r.byteOffset + 4 * i, bias[i], true)
+  }
   return dram
 }
 
@@ -307,7 +344,8 @@ export const readOut = (d: VtaDerived, x: VtaConv2d, p: VtaConv2dProgram, dram: 
  * micro-op per input entry a step, too little work to cover a step's DMA latency, so its tile is
  * one step of every input block. Then the most output rows whose input window and accumulators fit
  * a slot (so the deep layers' whole image is one row tile and their weights load once), then the
- * most output channel blocks whose weights and accumulators fit. A starting point for the tuner.
+ * most output channel blocks whose weights and accumulators fit (a bias takes one accumulator row
+ * and one micro-op a channel block and slot). A starting point for the tuner.
  */
 export const defaultConv2dSchedule = (d: VtaDerived, x: VtaConv2d, vthreads: number): VtaConv2dSchedule => {
   const { oh: OH, ow: OW } = outSize(x)
@@ -315,15 +353,17 @@ export const defaultConv2dSchedule = (d: VtaDerived, x: VtaConv2d, vthreads: num
   const colsIn = x.w + 2 * x.pad
   const tileCi = x.kh * x.kw === 1 ? x.ci : 1
   const accSlot = Math.floor(d.accDepth / V)
+  // with a bias each slot also holds its tile's bias rows, one per output channel block
+  const biasRow = x.bias ? 1 : 0
   let tileOh = 1
   for (let r = OH; r >= 1; r--) {
     const rows = (r - 1) * x.stride + x.kh
-    if (V * tileCi * rows * colsIn <= d.inpDepth && r * OW <= accSlot && r * OW < 2 ** 14) {
+    if (V * tileCi * rows * colsIn <= d.inpDepth && r * OW + biasRow <= accSlot && r * OW < 2 ** 14) {
       tileOh = r
       break
     }
   }
   const divisors = Array.from({ length: x.co }, (_, k) => x.co - k).filter((n) => x.co % n === 0)
-  const tileCo = divisors.find((n) => V * n * tileCi * x.kh * x.kw <= d.wgtDepth && n * tileOh * OW <= accSlot && V * V * n * tileCi * x.kh * x.kw + V <= d.uopDepth) ?? 1
+  const tileCo = divisors.find((n) => V * n * tileCi * x.kh * x.kw <= d.wgtDepth && n * (tileOh * OW + biasRow) <= accSlot && V * V * n * tileCi * x.kh * x.kw + epilogueUopsOf(x, V) <= d.uopDepth) ?? 1
   return { tileOh, tileCo, tileCi, order: "co-oh", vthreads }
 }

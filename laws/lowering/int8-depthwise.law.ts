@@ -1,0 +1,133 @@
+// The int8 depthwise template (src/lowering/templates/int8-depthwise.ts) over the depthwise and
+// grouped products (src/lowering/op-library-int8-depthwise.ts): on random shapes, groups (one input
+// channel a group or more), output channels a group (channel multipliers), kernels,
+// strides, dilations and padding, int8 and uint8 on both sides, zero points per tensor or per
+// channel (x's per input channel, w's per output channel) and per-channel scales, every
+// configuration of its space evaluates equal to the plain int32 compute (QUANT_INT_PLAIN: one
+// reduction over the zero-shifted 8-bit values, no blocked form), exactly — QLinearConv's requantized
+// bytes and ConvInteger's int32 sums.
+import * as fc from "fast-check"
+import { describe, expect, it } from "vitest"
+import { attr, type AttrValue } from "../../src/ast/graph/attrs.js"
+import { resolveNode } from "../../src/ast/graph/evaluate.js"
+import { node } from "../../src/ast/graph/graph.js"
+import { fromArray, type Tensor } from "../../src/ast/graph/tensor.js"
+import type { DType } from "../../src/ast/graph/dtype.js"
+import { evaluateTE } from "../../src/ast/te/evaluate.js"
+import { placeholder, type ComputeTensor } from "../../src/ast/te/tensor.js"
+import { evaluatePrimFunc } from "../../src/ast/tir/evaluate.js"
+import { baseSchedule } from "../../src/lowering/lower-group.js"
+import { lowerSync } from "../../src/lowering/lower.js"
+import type { OpCompute } from "../../src/lowering/op-library-common.js"
+import { OP_COMPUTES } from "../../src/lowering/op-library.js"
+import { QUANT_INT_PLAIN } from "../../src/lowering/op-library-quant-int.js"
+import { templateFor } from "../../src/lowering/templates/template-for.js"
+import type { Config } from "../../src/lowering/templates/template.js"
+import { cpuTirPipeline } from "../../src/lowering/tir/cpu-pipeline.js"
+import { runTirSync } from "../../src/lowering/tir/tir-pass.js"
+import { lawParams } from "../support.js"
+
+interface Spec {
+  readonly op: "QLinearConv" | "ConvInteger"
+  readonly x: DType
+  readonly w: DType
+  /** input channels a group (1: depthwise), groups, output channels a group, H, W, KH, KW, stride h, stride w, pad, dilation */
+  readonly dims: readonly number[]
+  readonly perChannel: boolean
+  readonly seed: number
+}
+
+const stream = (seed: number) => {
+  let s = (seed >>> 0) || 1
+  return (lo: number, hi: number) => {
+    s = (Math.imul(s, 1103515245) + 12345) >>> 0
+    return lo + ((s >>> 8) % (hi - lo + 1))
+  }
+}
+const range = (d: DType): [number, number] => (d === "int8" ? [-128, 127] : [0, 255])
+
+/** The op's TE from a compute (the op library's, or the plain one) and random inputs. */
+const build = (sp: Spec, computes: Record<string, OpCompute>): { outputs: ComputeTensor[]; feeds: Map<string, Tensor> } => {
+  const r = stream(sp.seed)
+  const [Cg, G, opg, H, W, KH, KW, sh, sw, pad, dil] = sp.dims
+  const C = Cg * G
+  const M = opg * G
+  const t = (name: string, dtype: DType, shape: number[], lo: number, hi: number): [string, Tensor] => [
+    name,
+    fromArray(dtype, shape, Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => r(lo, hi))),
+  ]
+  const f = (name: string, v: number): [string, Tensor] => [name, fromArray("float32", [], [Math.fround(v)])]
+  const [xlo, xhi] = range(sp.x)
+  const [wlo, whi] = range(sp.w)
+  const x = t("x", sp.x, [1, C, H, W], xlo, xhi)
+  const w = t("w", sp.w, [M, Cg, KH, KW], wlo, whi)
+  const xzp = t("xzp", sp.x, sp.perChannel && sp.op === "ConvInteger" ? [C] : [], xlo, xhi)
+  const wzp = t("wzp", sp.w, sp.perChannel ? [M] : [], wlo, whi)
+  const q = sp.op === "QLinearConv"
+  const order: [string, Tensor][] = q
+    ? [x, f("xs", 0.013 + r(0, 9) / 1000), xzp, w, ["ws", fromArray("float32", [M], Array.from({ length: M }, () => Math.fround(0.002 + r(0, 99) / 10000)))], wzp, f("ys", 0.05 + r(0, 20) / 100), t("yzp", sp.x, [], xlo + 20, xhi - 20), t("b", "int32", [M], -3000, 3000)]
+    : [x, w, xzp, wzp]
+  const span = (k: number) => (k - 1) * dil + 1
+  const outDims = [1, M, Math.floor((H + 2 * pad - span(KH)) / sh) + 1, Math.floor((W + 2 * pad - span(KW)) / sw) + 1]
+  const attrs: Record<string, AttrValue> = { group: attr.int(G), kernel_shape: attr.ints([KH, KW]), strides: attr.ints([sh, sw]), pads: attr.ints([pad, pad, pad, pad]), dilations: attr.ints([dil, dil]) }
+  const n = node(sp.op, order.map(([name]) => name), ["y"], attrs)
+  const inputs = order.map(([name, v]) => placeholder(name, v.shape, v.dtype))
+  const made = computes[sp.op]({
+    node: n,
+    attrs: resolveNode(n).attrs as Record<string, unknown>,
+    inputs,
+    outputs: [{ dtype: q ? sp.x : "int32", shape: outDims }],
+    name: (suffix) => (suffix ? `y_${suffix}` : "y"),
+    constants: order.map(([name, v]) => (name === "wzp" ? (v.data as ArrayLike<number>) : undefined)),
+    opset: 19,
+  })
+  return { outputs: [made[made.length - 1]], feeds: new Map(order) }
+}
+
+const arbSpec: fc.Arbitrary<Spec> = fc
+  .record({
+    op: fc.constantFrom("QLinearConv" as const, "ConvInteger" as const),
+    x: fc.constantFrom<DType>("int8", "uint8"),
+    w: fc.constantFrom<DType>("int8", "uint8"),
+    dims: fc.tuple(
+      fc.constantFrom(1, 1, 2, 3),
+      fc.integer({ min: 2, max: 5 }),
+      fc.integer({ min: 1, max: 2 }),
+      fc.integer({ min: 3, max: 9 }),
+      fc.integer({ min: 3, max: 11 }),
+      fc.integer({ min: 1, max: 3 }),
+      fc.integer({ min: 1, max: 3 }),
+      fc.integer({ min: 1, max: 3 }),
+      fc.integer({ min: 1, max: 2 }),
+      fc.integer({ min: 0, max: 2 }),
+      fc.integer({ min: 1, max: 2 }),
+    ),
+    perChannel: fc.boolean(),
+    seed: fc.nat(),
+  })
+  // (the window fits the padded input)
+  .filter((sp) => {
+    const [, , , H, W, KH, KW, , , pad, dil] = sp.dims
+    return H + 2 * pad >= (KH - 1) * dil + 1 && W + 2 * pad >= (KW - 1) * dil + 1
+  })
+
+describe("int8 depthwise / grouped template", () => {
+  it("every configuration evaluates equal to the plain int32 compute (exactly)", () => {
+    fc.assert(
+      fc.property(arbSpec, fc.array(fc.nat(), { minLength: 5, maxLength: 5 }), (sp, picks) => {
+        const { outputs, feeds } = build(sp, OP_COMPUTES)
+        const base = baseSchedule(outputs)
+        const t = templateFor(base)
+        expect(t.name).toBe("int8_depthwise")
+        const knobs = t.space(outputs, base)
+        const config: Config = Object.fromEntries(knobs.map((k, i) => [k.name, k.candidates[picks[i] % k.candidates.length]]))
+        const f = runTirSync(cpuTirPipeline({}), lowerSync(t.apply(outputs, base, config)))
+        const got = evaluatePrimFunc(f, feeds).get(outputs[0].name)!
+        const plain = build(sp, QUANT_INT_PLAIN)
+        const want = evaluateTE(plain.outputs, plain.feeds)[0]
+        expect(Array.from(got.data as ArrayLike<number>)).toEqual(Array.from(want.data as ArrayLike<number>))
+      }),
+      lawParams(40),
+    )
+  })
+})

@@ -1,0 +1,125 @@
+// issue 21's graph side end to end: a small shift-requantized int8 network (two residual blocks
+// and a strided 1×1 head; 20 channels, so the pack pads them) partitioned between VTA (the
+// simulator) and the c target, run by one executor, equals the c target running the same integer
+// graph, bit for bit; the artifact is deterministic; a node forced onto VTA that it cannot run is a
+// typed error naming it; and the command line's run / compile / inspect --target vta.
+import { spawnSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { Effect } from "effect"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { bindSync } from "../src/ast/graph/infer.js"
+import { scalar } from "../src/ast/graph/tensor.js"
+import { encodeOnnx } from "../src/ast/onnx/encode.js"
+import { loadVta, planVta, runOnC, vtaArtifactFiles } from "../src/cli/vta.js"
+import { partitionForVta, VtaPartitionError } from "../src/rewrite/vta-partition.js"
+import { vtaNet, vtaNetInput, type VtaNetSpec } from "../laws/vta/net-cases.js"
+
+const spec: VtaNetSpec = { c: 20, h: 6, w: 6, blocks: 2, out: 24, seed: 7 }
+const shapes = new Map([["input", [1, spec.c, spec.h, spec.w]]])
+const feeds = new Map([["input", vtaNetInput(spec)]])
+const OFFLOADED = ["b0.conv1_conv", "b0.conv2_conv", "b0.add_add", "b1.conv1_conv", "b1.conv2_conv", "b1.add_add", "head_conv"]
+
+describe("vta target, end to end", () => {
+  it("a 2-block quantized net on vta gives exactly the c target's outputs; every offloaded layer is listed", async () => {
+    const plan = planVta(vtaNet(spec), shapes)
+    expect(plan.partition.offloaded.map((l) => l.name)).toEqual(OFFLOADED)
+    expect(plan.partition.segments.map((s) => s.device)).toEqual(["c", "vta", "c"])
+    const model = await Effect.runPromise(loadVta(plan))
+    const got = model.run(feeds)
+    const want = await Effect.runPromise(runOnC(plan, feeds))
+    const g = Array.from(got.outputs.get("output")!.data as Float32Array)
+    const w = Array.from(want.get("output")!.data as Float32Array)
+    expect(g).toEqual(w)
+    // not a degenerate answer: the head's int8 outputs take many values
+    expect(new Set(w).size).toBeGreaterThan(20)
+    expect(got.layers.map((l) => l.name)).toEqual(OFFLOADED)
+    // the copies: the quantized input packed onto VTA (2 channel blocks × 6 × 6 rows of 16), the head's output unpacked
+    expect(got.copies).toEqual([
+      { value: "x0", direction: "c→vta", bytes: 2 * 6 * 6 * 16 },
+      { value: "y", direction: "vta→c", bytes: 2 * 3 * 3 * 16 },
+    ])
+    for (const l of got.layers) expect(l.stats.totalCycles).toBeGreaterThan(0)
+  }, 120_000)
+
+  it("compiles to the same bytes twice (streams, micro-ops, packed weights, c segments, manifest)", async () => {
+    const a = await Effect.runPromise(vtaArtifactFiles("net.onnx", planVta(vtaNet(spec), shapes)))
+    const b = await Effect.runPromise(vtaArtifactFiles("net.onnx", planVta(vtaNet(spec), shapes)))
+    expect([...a.keys()]).toEqual([...b.keys()])
+    for (const [k, v] of a) expect(Buffer.from(b.get(k)!).equals(Buffer.from(v))).toBe(true)
+    expect([...a.keys()].filter((k) => k.endsWith(".wgt.bin"))).toHaveLength(5)
+    const manifest = JSON.parse(new TextDecoder().decode(a.get("manifest.json")!))
+    expect(manifest.offloaded.map((l: { name: string }) => l.name)).toEqual(OFFLOADED)
+  }, 120_000)
+
+  it("a node forced onto VTA that it cannot run is a VtaPartitionError naming the node and what is missing", () => {
+    const net = vtaNet(spec)
+    // a requantize multiplier that is no power of two: VTA's shift cannot express it
+    const bad = { ...net, initializers: new Map([...net.initializers, ["head_shift", scalar("float64", 0.3)]]) }
+    const bound = bindSync(bad, shapes)
+    expect(partitionForVta(bound).offloaded.map((l) => l.name)).toEqual(OFFLOADED.slice(0, -1))
+    expect(partitionForVta(bound).kept).toEqual([{ node: "head_conv", op: "ConvInteger", reason: expect.stringContaining("is not 2^-k") }])
+    let caught: unknown
+    try {
+      partitionForVta(bound, { force: new Set(["head_conv"]) })
+    } catch (e) {
+      caught = e
+    }
+    expect(caught).toBeInstanceOf(VtaPartitionError)
+    expect(caught).toMatchObject({ node: "head_conv", op: "ConvInteger" })
+    expect((caught as Error).message).toMatch(/head_conv.*0\.3 is not 2\^-k/)
+    expect(() => partitionForVta(bound, { force: new Set(["quantize"]) })).toThrow(/'quantize' \(QuantizeLinear\)/)
+  })
+})
+
+describe("tessera … --target vta", () => {
+  const ROOT = path.resolve(import.meta.dirname, "..")
+  const BIN = path.join(ROOT, "bin", "tessera.js")
+  let tmp = ""
+  let model = ""
+  beforeAll(() => {
+    const b = spawnSync(process.execPath, ["scripts/build.mjs"], { cwd: ROOT, encoding: "utf8" })
+    if (b.status !== 0) throw new Error(`build failed: ${b.stderr}`)
+    tmp = fs.mkdtempSync(path.join(os.tmpdir(), "tessera-vta-"))
+    model = path.join(tmp, "net.onnx")
+    fs.writeFileSync(model, encodeOnnx(vtaNet(spec)))
+  })
+  afterAll(() => {
+    if (tmp) fs.rmSync(tmp, { recursive: true, force: true })
+  })
+  const tessera = (...args: string[]) => spawnSync(process.execPath, [BIN, ...args], { cwd: tmp, encoding: "utf8", timeout: 120_000 })
+
+  it("run prints the offloaded layers, the copies and the VTA / CPU split", () => {
+    const r = tessera("run", model, "--target", "vta")
+    expect(r.stderr).toBe("")
+    expect(r.status).toBe(0)
+    const s = JSON.parse(r.stdout.trim())
+    expect(s.target).toBe("vta")
+    expect(s.offloaded.map((l: { name: string }) => l.name)).toEqual(OFFLOADED)
+    expect(s.copies.map((c: { direction: string }) => c.direction)).toEqual(["c→vta", "vta→c"])
+    expect(s.vta.clockMhz).toBe(100)
+    expect(s.vta.share + s.cpu.share).toBeCloseTo(1, 3)
+  }, 120_000)
+
+  it("compile writes a deterministic folder; inspect prints per layer with and without virtual threads", () => {
+    for (const out of ["a", "b"]) {
+      const r = tessera("compile", model, "--target", "vta", "--out", out)
+      expect(r.stderr).toBe("")
+      expect(r.status).toBe(0)
+    }
+    const list = (dir: string): string[] => fs.readdirSync(dir, { recursive: true, encoding: "utf8" }).filter((f) => fs.statSync(path.join(dir, f)).isFile()).sort()
+    const files = list(path.join(tmp, "a"))
+    expect(files).toEqual(list(path.join(tmp, "b")))
+    expect(files).toContain("manifest.json")
+    expect(files.some((f) => f.endsWith(".insn.bin"))).toBe(true)
+    for (const f of files) expect(fs.readFileSync(path.join(tmp, "a", f)).equals(fs.readFileSync(path.join(tmp, "b", f)))).toBe(true)
+    const i = tessera("inspect", model, "--target", "vta")
+    expect(i.stderr).toBe("")
+    expect(i.status).toBe(0)
+    for (const name of OFFLOADED) expect(i.stdout).toContain(name)
+    expect(i.stdout).toMatch(/cycles 1vt/)
+    expect(i.stdout).toMatch(/c→vta {2}x0 {2}1152 bytes/)
+    expect(i.stdout).toMatch(/whole network: VTA \d+ cycles = [\d.]+ ms at 100 MHz/)
+  }, 120_000)
+})

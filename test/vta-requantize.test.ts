@@ -1,0 +1,60 @@
+// rewrite.VtaRequantize on a quantized model (the small seeded CNN of the quantize tests, QDQ with
+// per-channel weights and zero points −128): in the region TVM's graph_pack offloads (after the
+// first pool, up to the global pool) the QLinearConv and QLinearAdd become the shift-requantized
+// shapes, with one power-of-two activation scale and a power-of-two multiplier per conv; the rest
+// is untouched, with re-quantizing pairs at the edges; the result is partitioned onto VTA whole and
+// runs there exactly as on c; its numbers stay near the int8 graph's (a coarser quantization).
+import { Effect } from "effect"
+import { describe, expect, it } from "vitest"
+import { runGraph } from "../src/ast/graph/evaluate.js"
+import { bindSync } from "../src/ast/graph/infer.js"
+import { decodeModelSync } from "../src/ast/onnx/decode.js"
+import { randomTensor } from "../src/cli/inputs.js"
+import { loadVta, planVta, runOnC } from "../src/cli/vta.js"
+import { qdqToIntegerSync } from "../src/rewrite/qdq-to-integer.js"
+import { quantizeModelSync } from "../src/rewrite/quantize/index.js"
+import { offloadRegion, vtaRequantizeWithReport } from "../src/rewrite/vta-requantize.js"
+import { smallCnn } from "./support/quantize-models.js"
+
+const calib = Array.from({ length: 8 }, (_, k) => new Map([["x", randomTensor("float32", [1, 3, 8, 8], k)]]))
+const qdq = decodeModelSync(quantizeModelSync(smallCnn(), calib, { method: "minmax", perChannel: true }).bytes)
+const integer = qdqToIntegerSync(qdq)
+
+describe("rewrite.VtaRequantize", () => {
+  it("converts the region's QLinearConv and QLinearAdd to shift-requantized standard ops, and nothing else", () => {
+    const { start, end } = offloadRegion(integer)
+    expect(integer.nodes[start - 1].op).toBe("MaxPool")
+    expect(integer.nodes[end].op).toBe("QLinearGlobalAveragePool")
+    const { graph, report } = vtaRequantizeWithReport(integer)
+    expect(report.converted).toEqual(integer.nodes.slice(start, end).filter((n) => n.op === "QLinearConv" || n.op === "QLinearAdd").map((n) => n.name))
+    expect(report.converted).toHaveLength(2)
+    // one activation scale, a power of two over 128
+    expect(Number.isInteger(Math.log2(report.activationScale! * 128))).toBe(true)
+    const ops = graph.nodes.map((n) => n.op)
+    expect(ops.filter((o) => o === "QLinearConv")).toHaveLength(1) // the first conv stays as it was
+    expect(ops).not.toContain("QLinearAdd")
+    expect(ops).toContain("ConvInteger")
+    for (const n of graph.nodes.filter((m) => m.op === "Mul" && m.name.endsWith("_vta_scale"))) {
+      const f = Number(graph.initializers.get(n.inputs[1])!.data[0])
+      expect(Number.isInteger(Math.log2(f))).toBe(true)
+    }
+    // the nodes outside the region are the integer graph's own
+    const before = integer.nodes.slice(0, start).map((n) => n.name)
+    expect(graph.nodes.slice(0, start).map((n) => n.name)).toEqual(before)
+  })
+
+  it("is offloaded whole, runs on vta exactly as on c, and stays near the int8 graph's numbers", async () => {
+    const shapes = new Map([["x", [1, 3, 8, 8]]])
+    const plan = planVta(qdq, shapes)
+    expect(plan.partition.offloaded.map((l) => l.kind)).toEqual(["conv", "add"])
+    expect(plan.partition.segments.map((s) => s.device)).toEqual(["c", "vta", "c"])
+    const feeds = new Map([["x", randomTensor("float32", [1, 3, 8, 8], 99)]])
+    const got = (await Effect.runPromise(loadVta(plan))).run(feeds).outputs.get("y")!
+    const want = (await Effect.runPromise(runOnC(plan, feeds))).get("y")!
+    expect(Array.from(got.data as Float32Array)).toEqual(Array.from(want.data as Float32Array))
+    const int8 = runGraph(bindSync(integer, shapes), feeds)[0].data as Float32Array
+    const span = Math.max(...int8) - Math.min(...int8)
+    const worst = Math.max(...Array.from(int8, (v, i) => Math.abs(v - (got.data as Float32Array)[i])))
+    expect(worst).toBeLessThan(0.05 * span) // 0.8% of the span here
+  }, 120_000)
+})
