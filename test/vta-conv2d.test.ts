@@ -116,6 +116,19 @@ describe("VTA conv2d on a ResNet-like layer", () => {
     expect(() => lowerConv2d(d, { ...layer, ci: 16, co: 16 }, s)).not.toThrow()
   })
 
+  it("a bias's accumulator rows count in the capacity check and the default schedule", () => {
+    // 32×32 outputs: tiles of 32 rows × 2 channel blocks fill the 2048 accumulators exactly, so the
+    // bias's 2 rows no longer fit; the default picks 2 channel blocks without bias, 1 with
+    const x: VtaConv2d = { ...layer, h: 32, w: 32 }
+    const full = { tileOh: 32, tileCo: 2, tileCi: 1, vthreads: 1 }
+    expect(() => lowerConv2d(d, x, full)).not.toThrow()
+    expect(() => lowerConv2d(d, { ...x, bias: true }, full)).toThrow(/2 bias rows exceed the accumulator/)
+    expect(defaultConv2dSchedule(d, x, 1).tileCo).toBe(2)
+    const s = defaultConv2dSchedule(d, { ...x, bias: true }, 1)
+    expect(s).toEqual({ tileOh: 32, tileCo: 1, tileCi: 1, order: "co-oh", vthreads: 1 })
+    expect(() => lowerConv2d(d, { ...x, bias: true }, s)).not.toThrow()
+  })
+
   it("tiles larger than a buffer are a VtaScheduleError", () => {
     expect(() => lowerConv2d(d, { ...layer, ci: 32, h: 56, w: 56 }, { tileOh: 56, tileCo: 1, vthreads: 2 })).toThrow(VtaScheduleError)
     expect(() => lowerConv2d(d, layer, { tileOh: 1, tileCo: 3, vthreads: 1 })).toThrow(/does not divide/)
