@@ -2,8 +2,8 @@
 // (default /work/tune/int8/resnet18.int8.onnx, Tessera's quantized zoo ResNet-18; `--model FILE`
 // for another) re-quantized for VTA, partitioned, and run end to end — VTA layers on the simulator,
 // the rest compiled for c — and checked bit for bit against the c target running the same integer
-// graph. Printed: every offloaded layer with its cycles and utilization with one virtual thread
-// and as run, the CPU/VTA copies, and the Amdahl picture: the VTA's cycles at the configuration's
+// graph. Printed: every offloaded layer with its cycles and utilization with one and two virtual
+// threads and as run (1 to 4, the fewest cycles), the CPU/VTA copies, and the Amdahl picture: the VTA's cycles at the configuration's
 // clock plus the CPU's measured time for the rest (median of runs on this machine), each side's
 // share, beside the whole graph on the CPU alone.
 import * as fs from "node:fs"
@@ -59,9 +59,9 @@ export const networkReport = async (argv: readonly string[] = process.argv.slice
     `Re-quantized for VTA (rewrite.VtaRequantize): ${plan.requantize.converted.length} nodes, one activation scale ${plan.requantize.activationScale}. Segments: ${plan.partition.segments.map((s) => (s.device === "c" ? `c (${s.graph.nodes.length} nodes)` : `vta (${s.layers.length} layers)`)).join(" → ")}.`,
     `Outputs equal to the c target running the same integer graph, bit for bit: ${same ? "yes" : "NO"} (${outs.join(", ")}).`,
     "",
-    "| # | offloaded layer | kind | shape | cycles 1 vthread | util 1 | cycles 2 vthreads | util 2 | run with |",
-    "|---|---|---|---|---|---|---|---|---|",
-    ...reports.map((r, i) => `| ${i} | ${r.name} | ${r.kind} | ${r.shape} | ${r.serial.stats.totalCycles} | ${pct(r.serial.stats.utilization)} | ${r.latencyHiding?.stats.totalCycles ?? "-"} | ${r.latencyHiding ? pct(r.latencyHiding.stats.utilization) : "-"} | ${plan.programs.get(r.name)!.vthreads} |`),
+    "| # | offloaded layer | kind | shape | cycles 1 vthread | util 1 | cycles 2 vthreads | util 2 | run with (vthreads) | cycles as run | util as run |",
+    "|---|---|---|---|---|---|---|---|---|---|---|",
+    ...reports.map((r, i) => `| ${i} | ${r.name} | ${r.kind} | ${r.shape} | ${r.serial.stats.totalCycles} | ${pct(r.serial.stats.utilization)} | ${r.latencyHiding?.stats.totalCycles ?? "-"} | ${r.latencyHiding ? pct(r.latencyHiding.stats.utilization) : "-"} | ${plan.programs.get(r.name)!.vthreads} | ${r.best.stats.totalCycles} | ${pct(r.best.stats.utilization)} |`),
     "",
     `Copies: ${e.copies.map((c) => `${c.direction} ${c.value} (${c.bytes} B)`).join("; ")}.`,
     "",

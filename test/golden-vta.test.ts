@@ -1,5 +1,6 @@
 // Goldens of the vta target: disassembled instruction streams and micro-op kernels for fixed cases
-// with fixed schedules — a 3×3 conv, a 1×1 stride-2 conv, a tiled GEMM, each serial and with two
+// with fixed schedules — a 3×3 conv, the same split into reduction steps of one input block, a 1×1
+// stride-2 conv, a tiled GEMM, each serial and with two
 // virtual threads, and a residual add on the ALU. Any byte change fails; to accept a reviewed change:
 //   UPDATE_GOLDENS=1 npx vitest run test/golden-vta.test.ts
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
@@ -55,6 +56,10 @@ const CASES: readonly (readonly [string, () => string])[] = [
     }] as const,
     [`conv1x1-s2-vt${v}`, () => {
       const p = lowerConv2d(d, conv1, { tileOh: 2, tileCo: 1, vthreads: v })
+      return render(p.insns, p.dram, p.layout)
+    }] as const,
+    [`conv3x3-steps-vt${v}`, () => {
+      const p = lowerConv2d(d, conv3, { tileOh: 8, tileCo: 1, tileCi: 1, vthreads: v })
       return render(p.insns, p.dram, p.layout)
     }] as const,
     [`gemm-vt${v}`, () => {

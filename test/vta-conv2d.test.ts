@@ -10,7 +10,7 @@ import type { VtaInsn } from "../src/ast/vta/isa.js"
 import { VtaDeadlockError, VtaRaceError } from "../src/device/vta/errors.js"
 import { VTA_CYCLE_MODEL, type VtaCycleModel } from "../src/device/vta/cycle-model.js"
 import { runVtaSync } from "../src/device/vta/simulator.js"
-import { defaultConv2dSchedule, lowerConv2d, outSize, readOut, VtaScheduleError, withTensors, type VtaConv2d } from "../src/lowering/vta/conv2d.js"
+import { defaultConv2dSchedule, EPILOGUE_ALU_PASSES, lowerConv2d, outSize, readOut, VtaScheduleError, withTensors, type VtaConv2d } from "../src/lowering/vta/conv2d.js"
 import { seededInt8 } from "../laws/vta/programs.js"
 
 const d = deriveVta(defaultVtaConfig)
@@ -58,12 +58,13 @@ describe("VTA conv2d on a ResNet-like layer", () => {
     expect(hidden.p.tiles).toBe(serial.p.tiles)
     expect(hidden.r.stats.gemmOps).toBe(serial.r.stats.gemmOps)
     expect(hidden.r.stats.gemmOps).toBe((14 * 14 * 4 * 4 * 9 * 256) / 256)
+    expect(hidden.r.stats.aluOps).toBe(EPILOGUE_ALU_PASSES * 14 * 14 * 4) // the roofline's epilogue ceiling counts these
     expect(hidden.r.stats.totalCycles).toBeLessThan(serial.r.stats.totalCycles)
     expect(hidden.r.stats.utilization).toBeGreaterThan(serial.r.stats.utilization)
   })
 
   /** The pops of a layer's latency-hiding program whose removal no cycle model of `models` catches. */
-  const uncaughtPops = (x: VtaConv2d, sched: { tileOh: number; tileCo: number }) => {
+  const uncaughtPops = (x: VtaConv2d, sched: { tileOh: number; tileCo: number; tileCi?: number }) => {
     const dx = seededInt8(103, x.ci * x.h * x.w * 16, -20, 20)
     const kx = seededInt8(104, x.co * x.ci * x.kh * x.kw * 256, -20, 20)
     const wx = Array.from(reference(x, dx, kx))
@@ -82,7 +83,9 @@ describe("VTA conv2d on a ResNet-like layer", () => {
     }
     expect(models.map((m) => outcome(p.insns, m))).toEqual(["same", "same", "same"])
     const pops = p.insns.flatMap((i, k) => (i.deps.popPrev || i.deps.popNext ? [k] : []))
-    expect(pops.length).toBe(4 * p.tiles - 4) // every tile: GEMM and store pop; from the third on, its first load and its reset too
+    const steps = p.insns.filter((i) => i.op === "GEMM" && !i.reset).length
+    // every step's GEMM pops, and from the third step on its first load; every tile's first store, and from the third tile on its reset
+    expect(pops.length).toBe(2 * steps - 2 + 2 * p.tiles - 2)
     return pops.filter((k) => {
       const insns = p.insns.map((i, j) => (j === k ? { ...i, deps: { ...i.deps, popPrev: false, popNext: false } } : i))
       return models.every((m) => outcome(insns, m) === "same")
@@ -99,12 +102,31 @@ describe("VTA conv2d on a ResNet-like layer", () => {
     expect(loadBound.every((i) => i.op === "GEMM" && i.reset && i.deps.popNext)).toBe(true)
     const storeBound = uncaughtPops({ ...layer, ci: 1 }, { tileOh: 2, tileCo: 4 })
     expect(storeBound.every((i) => i.op === "GEMM" && !i.reset && i.deps.popPrev)).toBe(true)
+    // Reduction steps of one input block (4 steps a tile, weights and inputs loaded per step, the
+    // step-to-step pops the new ones): load-bound again, every pop but the resets' is caught here.
+    const steps = uncaughtPops(layer, { tileOh: 7, tileCo: 2, tileCi: 1 })
+    expect(steps.every((i) => i.op === "GEMM" && i.reset && i.deps.popNext)).toBe(true)
   })
 
   it("the default schedule fits the buffers of two virtual threads", () => {
+    // 3×3: steps of one input block; all 14 rows (2 · 16 · 16 input entries, 2 · 14 · 14 accumulators
+    // a channel block fit); then 4 channel blocks (5 · 196 ≤ 1024 accumulators a slot, 4 divides 16)
     const s = defaultConv2dSchedule(d, { ...layer, ci: 16, co: 16 }, 2)
-    expect(s).toEqual({ tileOh: 2, tileCo: 3 > 16 ? 0 : s.tileCo, vthreads: 2 })
+    expect(s).toEqual({ tileOh: 14, tileCo: 4, tileCi: 1, order: "co-oh", vthreads: 2 })
     expect(() => lowerConv2d(d, { ...layer, ci: 16, co: 16 }, s)).not.toThrow()
+  })
+
+  it("a bias's accumulator rows count in the capacity check and the default schedule", () => {
+    // 32×32 outputs: tiles of 32 rows × 2 channel blocks fill the 2048 accumulators exactly, so the
+    // bias's 2 rows no longer fit; the default picks 2 channel blocks without bias, 1 with
+    const x: VtaConv2d = { ...layer, h: 32, w: 32 }
+    const full = { tileOh: 32, tileCo: 2, tileCi: 1, vthreads: 1 }
+    expect(() => lowerConv2d(d, x, full)).not.toThrow()
+    expect(() => lowerConv2d(d, { ...x, bias: true }, full)).toThrow(/2 bias rows exceed the accumulator/)
+    expect(defaultConv2dSchedule(d, x, 1).tileCo).toBe(2)
+    const s = defaultConv2dSchedule(d, { ...x, bias: true }, 1)
+    expect(s).toEqual({ tileOh: 32, tileCo: 1, tileCi: 1, order: "co-oh", vthreads: 1 })
+    expect(() => lowerConv2d(d, { ...x, bias: true }, s)).not.toThrow()
   })
 
   it("tiles larger than a buffer are a VtaScheduleError", () => {

@@ -38,9 +38,9 @@ export interface VtaPlan {
   readonly graph: Graph
   readonly requantize: VtaRequantizeReport
   readonly partition: VtaPartition
-  /** Each offloaded layer's program as run (one or two virtual threads, the fewer cycles). */
+  /** Each offloaded layer's program as run (1 to 4 virtual threads, the fewest cycles). */
   readonly programs: ReadonlyMap<string, VtaLayerProgram>
-  /** Each layer's programs with one and two virtual threads (two when they fit) and their simulated statistics. */
+  /** Each layer's programs with 1 to 4 virtual threads (those that fit) and their simulated statistics. */
   readonly candidates: ReadonlyMap<string, readonly { readonly program: VtaLayerProgram; readonly stats: VtaStats }[]>
 }
 
@@ -202,8 +202,8 @@ export const runVtaCommand = Effect.fn("cli.vta.run")(function* (o: { readonly m
 
 const round = (x: number, digits: number) => Math.round(x * 10 ** digits) / 10 ** digits
 
-/** A program's cycles and statistics (the simulator's timing does not depend on the data: zero activations). */
-export const simulateLayer = (d: VtaDerived, p: VtaLayerProgram): VtaStats => runVtaSync(d, p.insns, p.dram.slice()).stats
+/** A program's cycles and statistics: the simulator's timing-only run (its timing does not depend on the data; a law checks it equals the full run's). */
+export const simulateLayer = (d: VtaDerived, p: VtaLayerProgram): VtaStats => runVtaSync(d, p.insns, p.dram.slice(), undefined, { functional: false }).stats
 
 export interface VtaLayerReport {
   readonly name: string

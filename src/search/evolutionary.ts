@@ -80,7 +80,7 @@ export const mutate = (knobs: readonly Knob[], c: Config, rng: Rng): Config => {
 const crossover = (knobs: readonly Knob[], x: Config, y: Config, rng: Rng): Config =>
   canonicalConfig(knobs, Object.fromEntries(knobs.map((k) => [k.name, (rng.next() < 0.5 ? x : y)[k.name]])))
 
-export const evoTuner = (task: Task, options: EvoTunerOptions): Tuner => {
+export const evoTuner = (task: Pick<Task, "knobs">, options: EvoTunerOptions): Tuner => {
   const rng = prng(options.seed ?? 1)
   const size = spaceSize(task.knobs)
   const seen = new Set<string>()

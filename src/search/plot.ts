@@ -36,12 +36,20 @@ export const trialsToReach = (curve: readonly number[], target: number): number 
   return k < 0 ? undefined : k + 1
 }
 
+/** How a plot differs from the GFLOP/s default: the y axis's title, trials on a log axis, y not from zero, panels in the curves' order. */
+export interface CurvesStyle {
+  readonly yTitle?: string
+  readonly logTrials?: boolean
+  readonly inOrder?: boolean
+}
+
 /** The vega-lite spec: a small panel per task, a line per tuner. */
-export const curvesSpec = (curves: readonly Curve[], title = "Best-so-far GFLOP/s vs trials"): TopLevelSpec => ({
+export const curvesSpec = (curves: readonly Curve[], title = "Best-so-far GFLOP/s vs trials", style: CurvesStyle = {}): TopLevelSpec => ({
   $schema: "https://vega.github.io/schema/vega-lite/v6.json",
   title,
-  data: { values: curves.flatMap((c) => c.best.map((g, k) => ({ task: c.label, tuner: c.tuner, trial: k + 1, gflops: g }))) },
-  facet: { field: "task", type: "nominal", title: null },
+  // a step-after line: the trials where the best changes (and the last) draw the same picture
+  data: { values: curves.flatMap((c) => c.best.flatMap((g, k) => (k === 0 || k === c.best.length - 1 || g !== c.best[k - 1] ? [{ task: c.label, tuner: c.tuner, trial: k + 1, gflops: g }] : []))) },
+  facet: { field: "task", type: "nominal", title: null, ...(style.inOrder ? { sort: [...new Set(curves.map((c) => c.label))] } : {}) },
   columns: Math.min(3, new Set(curves.map((c) => c.label)).size),
   resolve: { scale: { y: "independent", x: "independent" } },
   spec: {
@@ -49,8 +57,8 @@ export const curvesSpec = (curves: readonly Curve[], title = "Best-so-far GFLOP/
     height: 170,
     mark: { type: "line", interpolate: "step-after", strokeWidth: 1.6 },
     encoding: {
-      x: { field: "trial", type: "quantitative", title: "trials" },
-      y: { field: "gflops", type: "quantitative", title: "best GFLOP/s" },
+      x: { field: "trial", type: "quantitative", title: style.logTrials ? "trials (log)" : "trials", ...(style.logTrials ? { scale: { type: "log" } } : {}) },
+      y: { field: "gflops", type: "quantitative", title: style.yTitle ?? "best GFLOP/s", ...(style.logTrials ? { scale: { zero: false } } : {}) },
       color: { field: "tuner", type: "nominal", scale: { domain: ["xgb", "ga", "random", "grid"].filter((t) => curves.some((c) => c.tuner === t)).concat([...new Set(curves.map((c) => c.tuner))].filter((t) => !["xgb", "ga", "random", "grid"].includes(t))) } },
     },
   },
@@ -58,9 +66,9 @@ export const curvesSpec = (curves: readonly Curve[], title = "Best-so-far GFLOP/
 })
 
 /** Renders the curves as an SVG document (vega's headless renderer). */
-export const renderCurvesSvg = async (curves: readonly Curve[], title?: string): Promise<string> => {
+export const renderCurvesSvg = async (curves: readonly Curve[], title?: string, style?: CurvesStyle): Promise<string> => {
   const [vega, vl] = await Promise.all([import("vega"), import("vega-lite")])
-  const spec = vl.compile(curvesSpec(curves, title)).spec
+  const spec = vl.compile(curvesSpec(curves, title, style)).spec
   const view = new vega.View(vega.parse(spec), { renderer: "none" })
   try {
     return await view.toSVG()

@@ -30,7 +30,7 @@ const visitedSet = () => {
   return { has: (c: Config) => seen.has(configHash(c)), add: (c: Config) => seen.add(configHash(c)), size: () => seen.size }
 }
 
-export const randomTuner = (task: Task, seed = 1): Tuner => {
+export const randomTuner = (task: Pick<Task, "knobs">, seed = 1): Tuner => {
   const rng = prng(seed)
   const size = spaceSize(task.knobs)
   const seen = visitedSet()
@@ -52,7 +52,7 @@ export const randomTuner = (task: Task, seed = 1): Tuner => {
   }
 }
 
-export const gridTuner = (task: Task): Tuner => {
+export const gridTuner = (task: Pick<Task, "knobs">): Tuner => {
   const size = spaceSize(task.knobs)
   let i = 0
   return {
@@ -68,7 +68,7 @@ export const gridTuner = (task: Task): Tuner => {
   }
 }
 
-export const gaTuner = (task: Task, seed = 1, populationSize = 16, mutation = 0.15): Tuner => {
+export const gaTuner = (task: Pick<Task, "knobs">, seed = 1, populationSize = 16, mutation = 0.15): Tuner => {
   const rng = prng(seed)
   const size = spaceSize(task.knobs)
   const seen = visitedSet()
@@ -135,7 +135,7 @@ export const memoFeatures = (features: (c: Config) => readonly number[]): ((c: C
   }
 }
 
-export const xgbTuner = (task: Task, options: XgbTunerOptions): Tuner => {
+export const xgbTuner = (task: Pick<Task, "knobs">, options: XgbTunerOptions): Tuner => {
   const rng = prng(options.seed ?? 1)
   const size = spaceSize(task.knobs)
   const seen = visitedSet()

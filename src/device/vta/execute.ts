@@ -100,6 +100,8 @@ interface Ctx {
   readonly s: VtaState
   readonly index: number
   readonly insn: VtaInsn
+  /** False: the arithmetic of GEMM and ALU is skipped (timing only; indices, ranges and cycles are the same). */
+  readonly functional: boolean
 }
 
 const illegal = (c: Ctx, reason: string): never => {
@@ -125,19 +127,21 @@ const loadPadded = (c: Ctx, i: VtaMemInsn, buffer: "inp" | "wgt" | "acc", depth:
   for (let y = 0; y < i.ySize; y++) dramCheck(c, (i.dramBase + y * i.xStride) * elemBytes, i.xSize * elemBytes)
   const writes: (() => void)[] = []
   let e = i.sramBase
+  // timing only: the data moved never changes what any instruction costs or touches
+  if (!c.functional) e = Infinity
   const z = (): void => {
     writes.push(zero(e++))
   }
-  for (let k = 0; k < i.yPad0 * xTotal; k++) z()
-  for (let y = 0; y < i.ySize; y++) {
+  for (let k = 0; e !== Infinity && k < i.yPad0 * xTotal; k++) z()
+  for (let y = 0; e !== Infinity && y < i.ySize; y++) {
     for (let k = 0; k < i.xPad0; k++) z()
     for (let x = 0; x < i.xSize; x++) writes.push(write(e++, (i.dramBase + y * i.xStride + x) * elemBytes))
     for (let k = 0; k < i.xPad1; k++) z()
   }
-  for (let k = 0; k < i.yPad1 * xTotal; k++) z()
+  for (let k = 0; e !== Infinity && k < i.yPad1 * xTotal; k++) z()
   const bytes = i.ySize * i.xSize * elemBytes
   return {
-    ...none, cycles: dmaCycles(c.m, c.d.busBytes, bytes, entries - i.ySize * i.xSize), buffer, bytes, commit: commitAll(writes),
+    gemmOps: 0, gemmResetOps: 0, aluOps: 0, cycles: dmaCycles(c.m, c.d.busBytes, bytes, entries - i.ySize * i.xSize), buffer, bytes, commit: writes.length === 0 ? none.commit : commitAll(writes),
     reads: dramSpan(i, elemBytes), writes: entries > 0 ? [{ space: buffer, lo: i.sramBase, hi: i.sramBase + entries }] : [],
   }
 }
@@ -203,7 +207,7 @@ const execStore = (c: Ctx, i: VtaMemInsn): VtaEffect => {
   for (let y = 0; y < i.ySize; y++) dramCheck(c, (i.dramBase + y * i.xStride) * d.outElemBytes, i.xSize * d.outElemBytes)
   const writes: (() => void)[] = []
   let e = i.sramBase
-  for (let y = 0; y < i.ySize; y++) {
+  for (let y = 0; c.functional && y < i.ySize; y++) {
     for (let x = 0; x < i.xSize; x++, e++) {
       const b = (i.dramBase + y * i.xStride + x) * d.outElemBytes
       const row = Uint8Array.from(s.acc.subarray(e * lanes, (e + 1) * lanes), (v) => v & 0xff)
@@ -239,12 +243,48 @@ const checkUopRange = (c: Ctx, i: VtaGemmInsn | VtaAluInsn): void => {
   if (i.uopEnd > c.d.uopDepth) sramCheck(c, "uop", i.uopEnd - 1, c.d.uopDepth)
 }
 
+/**
+ * Timing only: the ranges a GEMM or ALU touches from its loops' corners (every index is a
+ * micro-op's plus non-negative multiples of the factors, so its least is at o = n = 0 and its
+ * greatest at the last o and n), or undefined when one may be out of range — then the loop runs
+ * and raises the error the full run raises.
+ */
+const cornerRanges = (c: Ctx, i: VtaGemmInsn | VtaAluInsn, fields: readonly ("dst" | "src" | "wgt")[]): Record<"dst" | "src" | "wgt", VtaRange[]> | undefined => {
+  const { d, s } = c
+  const out: Record<"dst" | "src" | "wgt", VtaRange[]> = { dst: [], src: [], wgt: [] }
+  if (i.uopEnd <= i.uopBgn || i.iterOut === 0 || i.iterIn === 0) return out
+  const o = i.iterOut - 1
+  const n = i.iterIn - 1
+  for (const f of fields) {
+    const [uops, fo, fi, depth, space] =
+      f === "dst" ? [s.uopDst, i.dstFactorOut, i.dstFactorIn, d.accDepth, "acc" as const]
+      : f === "src" ? [s.uopSrc, i.srcFactorOut, i.srcFactorIn, i.op === "GEMM" ? d.inpDepth : d.accDepth, i.op === "GEMM" ? ("inp" as const) : ("acc" as const)]
+      : [s.uopWgt, (i as VtaGemmInsn).wgtFactorOut, (i as VtaGemmInsn).wgtFactorIn, d.wgtDepth, "wgt" as const]
+    let lo = Infinity
+    let hi = -Infinity
+    for (let u = i.uopBgn; u < i.uopEnd; u++) {
+      if (uops[u] < lo) lo = uops[u]
+      if (uops[u] > hi) hi = uops[u]
+    }
+    hi += o * fo + n * fi
+    if (lo < 0 || hi >= depth) return undefined
+    out[f] = [{ space, lo, hi: hi + 1 }]
+  }
+  return out
+}
+
 const execGemm = (c: Ctx, i: VtaGemmInsn): VtaEffect => {
   const { d, s } = c
   checkUopRange(c, i)
   const B = d.batch
   const BI = d.blockIn
   const BO = d.blockOut
+  const iters = i.iterOut * i.iterIn * (i.uopEnd - i.uopBgn)
+  const uops: VtaRange[] = i.uopEnd > i.uopBgn ? [{ space: "uop", lo: i.uopBgn, hi: i.uopEnd }] : []
+  const fast = c.functional ? undefined : cornerRanges(c, i, i.reset ? ["dst"] : ["dst", "src", "wgt"])
+  if (fast) {
+    return { ...none, cycles: iters * c.m.gemmII, gemmOps: i.reset ? 0 : iters, gemmResetOps: i.reset ? iters : 0, reads: [...uops, ...fast.dst, ...fast.src, ...fast.wgt], writes: fast.dst }
+  }
   const ov = accOverlay(s, B * BO)
   const [accs, inps, wgts] = [span("acc"), span("inp"), span("wgt")]
   for (let o = 0; o < i.iterOut; o++) {
@@ -253,9 +293,9 @@ const execGemm = (c: Ctx, i: VtaGemmInsn): VtaEffect => {
         const dst = s.uopDst[u] + o * i.dstFactorOut + n * i.dstFactorIn
         sramCheck(c, "acc", dst, d.accDepth)
         accs.add(dst)
-        const acc = ov.row(dst)
+        const acc = c.functional ? ov.row(dst) : undefined
         if (i.reset) {
-          acc.fill(0)
+          acc?.fill(0)
           continue
         }
         const src = s.uopSrc[u] + o * i.srcFactorOut + n * i.srcFactorIn
@@ -264,6 +304,7 @@ const execGemm = (c: Ctx, i: VtaGemmInsn): VtaEffect => {
         sramCheck(c, "wgt", wgt, d.wgtDepth)
         inps.add(src)
         wgts.add(wgt)
+        if (acc === undefined) continue
         const i0 = src * B * BI
         const w0 = wgt * BO * BI
         for (let b = 0; b < B; b++) {
@@ -276,8 +317,6 @@ const execGemm = (c: Ctx, i: VtaGemmInsn): VtaEffect => {
       }
     }
   }
-  const iters = i.iterOut * i.iterIn * (i.uopEnd - i.uopBgn)
-  const uops: VtaRange[] = i.uopEnd > i.uopBgn ? [{ space: "uop", lo: i.uopBgn, hi: i.uopEnd }] : []
   return {
     ...none, cycles: iters * c.m.gemmII, gemmOps: i.reset ? 0 : iters, gemmResetOps: i.reset ? iters : 0, commit: ov.commit,
     reads: [...uops, ...accs.ranges(), ...inps.ranges(), ...wgts.ranges()], writes: accs.ranges(),
@@ -312,6 +351,10 @@ const execAlu = (c: Ctx, i: VtaAluInsn): VtaEffect => {
   checkUopRange(c, i)
   if (i.reset) illegal(c, "the ALU has no reset (VTA ignores reset_reg on ALU instructions)")
   const lanes = d.batch * d.blockOut
+  const iters = i.iterOut * i.iterIn * (i.uopEnd - i.uopBgn)
+  const uops: VtaRange[] = i.uopEnd > i.uopBgn ? [{ space: "uop", lo: i.uopBgn, hi: i.uopEnd }] : []
+  const fast = c.functional ? undefined : cornerRanges(c, i, i.useImm ? ["dst"] : ["dst", "src"])
+  if (fast) return { ...none, cycles: iters * c.m.aluII, aluOps: iters, reads: [...uops, ...fast.dst, ...fast.src], writes: fast.dst }
   const ov = accOverlay(s, lanes)
   const [dsts, srcs] = [span("acc"), span("acc")]
   for (let o = 0; o < i.iterOut; o++) {
@@ -320,6 +363,14 @@ const execAlu = (c: Ctx, i: VtaAluInsn): VtaEffect => {
         const dst = s.uopDst[u] + o * i.dstFactorOut + n * i.dstFactorIn
         sramCheck(c, "acc", dst, d.accDepth)
         dsts.add(dst)
+        if (!c.functional) {
+          if (!i.useImm) {
+            const src = s.uopSrc[u] + o * i.srcFactorOut + n * i.srcFactorIn
+            sramCheck(c, "acc", src, d.accDepth)
+            srcs.add(src)
+          }
+          continue
+        }
         if (i.useImm) {
           const acc = ov.row(dst)
           for (let k = 0; k < lanes; k++) acc[k] = aluLane(i.aluOp, acc[k], i.imm, d.shrArgBits, VTA_ISA.mulArgBits)
@@ -334,14 +385,12 @@ const execAlu = (c: Ctx, i: VtaAluInsn): VtaEffect => {
       }
     }
   }
-  const iters = i.iterOut * i.iterIn * (i.uopEnd - i.uopBgn)
-  const uops: VtaRange[] = i.uopEnd > i.uopBgn ? [{ space: "uop", lo: i.uopBgn, hi: i.uopEnd }] : []
   return { ...none, cycles: iters * c.m.aluII, aluOps: iters, commit: ov.commit, reads: [...uops, ...dsts.ranges(), ...srcs.ranges()], writes: dsts.ranges() }
 }
 
 /** Runs one instruction: reads the state now, says what it cost, and returns its writes as `commit`. */
-export const executeInsn = (d: VtaDerived, m: VtaCycleModel, s: VtaState, index: number, insn: VtaInsn): VtaEffect => {
-  const c: Ctx = { d, m, s, index, insn }
+export const executeInsn = (d: VtaDerived, m: VtaCycleModel, s: VtaState, index: number, insn: VtaInsn, functional = true): VtaEffect => {
+  const c: Ctx = { d, m, s, index, insn, functional }
   switch (insn.op) {
     case "LOAD":
       return execLoad(c, insn)

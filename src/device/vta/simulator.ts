@@ -90,8 +90,18 @@ const checkFlags = (index: number, insn: VtaInsn, module: VtaModule): void => {
   }
 }
 
+export interface VtaRunOptions {
+  /**
+   * False: GEMM and ALU skip their arithmetic (the accumulators keep whatever they held), for a
+   * tuner that needs only the cycles. Timing never depends on the data: the statistics, the
+   * timeline and every typed error are those of the full run (a law checks it); the DRAM is not.
+   */
+  readonly functional?: boolean
+}
+
 /** Runs a program on a DRAM image; a program VTA cannot run is a typed error, thrown. */
-export const runVtaSync = (d: VtaDerived, insns: readonly VtaInsn[], dram: Uint8Array, model: VtaCycleModel = VTA_CYCLE_MODEL): VtaRun => {
+export const runVtaSync = (d: VtaDerived, insns: readonly VtaInsn[], dram: Uint8Array, model: VtaCycleModel = VTA_CYCLE_MODEL, options: VtaRunOptions = {}): VtaRun => {
+  const functional = options.functional ?? true
   layoutOf(d) // the configuration must be encodable
   const s: VtaState = freshState(d, dram)
   const modules: ModuleState[] = VTA_MODULES.map((name) => ({ name, program: [], next: 0, clock: 0, busy: 0, stall: 0 }))
@@ -160,7 +170,7 @@ export const runVtaSync = (d: VtaDerived, insns: readonly VtaInsn[], dram: Uint8
     const insn = insns[k]
     for (const q of pops(m)!) heads[q]++
     applyUntil(start)
-    const eff = executeInsn(d, model, s, k, insn)
+    const eff = executeInsn(d, model, s, k, insn, functional)
     const end = start + eff.cycles
     for (const y of inFlight) {
       if (y.module === m.name) continue

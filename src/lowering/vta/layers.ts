@@ -12,7 +12,8 @@ import { blocksOf, packBias, packWeights } from "./pack.js"
 
 export interface VtaLayerProgram {
   readonly layer: VtaLayer
-  readonly vthreads: 1 | 2
+  /** Virtual threads, 1 to 4 (an add is always 1). */
+  readonly vthreads: number
   readonly insns: readonly VtaInsn[]
   readonly layout: DramLayout
   /** The DRAM image with micro-ops, packed weights and biases in place. */
@@ -43,7 +44,7 @@ export const convLayerOf = (d: VtaDerived, l: Extract<VtaLayer, { kind: "conv" }
 })
 
 /** The layer's program with `vthreads` virtual threads; a layer no schedule fits is a VtaScheduleError (thrown). */
-export const compileVtaLayer = (d: VtaDerived, l: VtaLayer, vthreads: 1 | 2): VtaLayerProgram => {
+export const compileVtaLayer = (d: VtaDerived, l: VtaLayer, vthreads: number): VtaLayerProgram => {
   if (l.kind === "add") {
     const p = lowerAdd(d, { entries: blocksOf(l.c, d.blockIn) * l.h * l.w, clipLo: l.clipLo })
     return {
@@ -68,7 +69,7 @@ export const compileVtaLayer = (d: VtaDerived, l: VtaLayer, vthreads: 1 | 2): Vt
   }
 }
 
-/** The partition's `fits` check: a schedule with one virtual thread must fit (two are tried first when compiling). */
+/** The partition's `fits` check: a schedule with one virtual thread must fit (more are tried when compiling). */
 export const vtaFits = (d: VtaDerived) => (l: VtaLayer): string | undefined => {
   try {
     compileVtaLayer(d, l, 1)
@@ -79,20 +80,30 @@ export const vtaFits = (d: VtaDerived) => (l: VtaLayer): string | undefined => {
   }
 }
 
+/** The virtual threads compileVtaLayerBest tries: conv2d.ts's 1 to 4. */
+export const VTA_LAYER_VTHREADS = [1, 2, 3, 4] as const
+
 /**
- * The layer's program with one or two virtual threads, whichever `cycles` (the simulator's
- * deterministic count) says is faster; one when no schedule for two fits. (Two halve every buffer:
- * with the default tiles, a deep layer's weights then no longer stay resident, and two can lose.)
+ * The layer's program with 1 to 4 virtual threads (each with conv2d.ts's default schedule for that
+ * many), whichever `cycles` (the simulator's deterministic count) says is fastest, the fewer threads
+ * on a tie; the ones no schedule fits are skipped, one must fit. (More threads split every buffer
+ * into more slots: smaller tiles, and a deep layer's weights may no longer stay resident, so more
+ * can lose.)
  */
 export const compileVtaLayerBest = (d: VtaDerived, l: VtaLayer, cycles: (p: VtaLayerProgram) => number): VtaLayerProgram => {
   const one = compileVtaLayer(d, l, 1)
   if (l.kind !== "conv") return one
-  let two: VtaLayerProgram
-  try {
-    two = compileVtaLayer(d, l, 2)
-  } catch (e) {
-    if (!(e instanceof VtaScheduleError)) throw e
-    return one
+  let best = { p: one, cycles: cycles(one) }
+  for (const v of VTA_LAYER_VTHREADS.slice(1)) {
+    let p: VtaLayerProgram
+    try {
+      p = compileVtaLayer(d, l, v)
+    } catch (e) {
+      if (!(e instanceof VtaScheduleError)) throw e
+      continue
+    }
+    const n = cycles(p)
+    if (n < best.cycles) best = { p, cycles: n }
   }
-  return cycles(two) < cycles(one) ? two : one
+  return best.p
 }
