@@ -20,14 +20,16 @@ export interface Spec {
   readonly seed: number
 }
 
-const stream = (seed: number) => {
+/** A seeded integer stream (an LCG): the int8 laws' inputs. */
+export const stream = (seed: number) => {
   let s = (seed >>> 0) || 1
   return (lo: number, hi: number) => {
     s = (Math.imul(s, 1103515245) + 12345) >>> 0
     return lo + ((s >>> 8) % (hi - lo + 1))
   }
 }
-const range = (d: DType): [number, number] => (d === "int8" ? [-128, 127] : [0, 255])
+/** The values of an 8-bit type. */
+export const range = (d: DType): [number, number] => (d === "int8" ? [-128, 127] : [0, 255])
 
 /** The op's TE (its compute from the op library) and random inputs: weight zero points the blocked form takes. */
 export const build = (sp: Spec): { outputs: ComputeTensor[]; feeds: Map<string, Tensor> } => {

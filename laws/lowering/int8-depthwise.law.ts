@@ -26,6 +26,7 @@ import type { Config } from "../../src/lowering/templates/template.js"
 import { cpuTirPipeline } from "../../src/lowering/tir/cpu-pipeline.js"
 import { runTirSync } from "../../src/lowering/tir/tir-pass.js"
 import { lawParams } from "../support.js"
+import { range, stream } from "./int8-cases.js"
 
 interface Spec {
   readonly op: "QLinearConv" | "ConvInteger"
@@ -37,14 +38,6 @@ interface Spec {
   readonly seed: number
 }
 
-const stream = (seed: number) => {
-  let s = (seed >>> 0) || 1
-  return (lo: number, hi: number) => {
-    s = (Math.imul(s, 1103515245) + 12345) >>> 0
-    return lo + ((s >>> 8) % (hi - lo + 1))
-  }
-}
-const range = (d: DType): [number, number] => (d === "int8" ? [-128, 127] : [0, 255])
 
 /** The op's TE from a compute (the op library's, or the plain one) and random inputs. */
 const build = (sp: Spec, computes: Record<string, OpCompute>): { outputs: ComputeTensor[]; feeds: Map<string, Tensor> } => {
