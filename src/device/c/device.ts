@@ -28,16 +28,14 @@ const unitsOf = (a: Artifact): Effect.Effect<CUnits, LoadError> => {
 }
 
 /**
- * The c device; with `threads`, OpenMP's thread count: in the environment before a library loads
- * (OpenMP reads it once, when a process first runs a parallel region; a worker thread's
- * `process.env` is its own copy, so this reaches only a main thread), and through the library's
- * OpenMP runtime for the thread that loads it and calls its kernels (loadC).
+ * The c device; with `threads`, OpenMP's thread count, set through the library's OpenMP runtime for
+ * the thread that loads it and calls its kernels (loadC) — not OMP_NUM_THREADS, which a worker
+ * thread's `process.env` never carries to the process's environment.
  */
 export const cDevice = (config: CBuildConfig = defaultCBuildConfig(), threads?: number): DeviceShape => ({
   kind: "c",
   load: (artifact) =>
     Effect.gen(function* () {
-      if (threads !== undefined) process.env.OMP_NUM_THREADS = String(Math.max(1, threads))
       const units = yield* unitsOf(artifact)
       const built = yield* buildCUnits(units, config)
       // a library that hashes right but will not load (damaged before it was hashed, a planted
