@@ -7,7 +7,7 @@
 import { defaultVtaConfig, deriveVta } from "../src/ast/vta/config.js"
 import { VTA_CYCLE_MODEL } from "../src/device/vta/cycle-model.js"
 import { runVtaSync } from "../src/device/vta/simulator.js"
-import { defaultConv2dSchedule, lowerConv2d, outSize, readOut, withTensors, type VtaConv2d } from "../src/lowering/vta/conv2d.js"
+import { defaultConv2dSchedule, lowerConv2dGenerator, outSize, readOut, withTensors, type VtaConv2d } from "../src/lowering/vta/conv2d.js"
 import { lowerConv2dTir } from "../src/lowering/vta/tir/pipeline.js"
 
 const CHECK = process.argv.includes("--check")
@@ -64,9 +64,9 @@ const pct = (u: number) => `${(100 * u).toFixed(1)}%`
 console.log("| layer | V | schedule (oh × co × ci) | generator cycles | util | passes cycles | util | passes / generator | insns gen / passes |" + (CHECK ? " bit-exact |" : ""))
 console.log("|---|---|---|---|---|---|---|---|---|" + (CHECK ? "---|" : ""))
 for (const [name, x] of layers) {
-  for (const V of [1, 2, 3, 4]) {
+  for (const V of (process.argv.includes("--v34") ? [3, 4] : [1, 2, 3, 4])) {
     const s = defaultConv2dSchedule(d, x, V)
-    const gen = lowerConv2d(d, x, s)
+    const gen = lowerConv2dGenerator(d, x, s)
     const tir = lowerConv2dTir(d, x, s)
     const g = runVtaSync(d, gen.insns, gen.dram, VTA_CYCLE_MODEL, { functional: false }).stats
     const t = runVtaSync(d, tir.insns, tir.dram, VTA_CYCLE_MODEL, { functional: false }).stats

@@ -1,7 +1,9 @@
 // Goldens of the vta target: disassembled instruction streams and micro-op kernels for fixed cases
 // with fixed schedules — a 3×3 conv, the same split into reduction steps of one input block, a 1×1
 // stride-2 conv, a tiled GEMM, each serial and with two
-// virtual threads, and a residual add on the ALU. Any byte change fails; to accept a reviewed change:
+// virtual threads, and a residual add on the ALU. The conv cases are the direct generator's
+// (lowerConv2d's "generator" path); tir-conv3x3-* are the 3×3 conv through the TIR passes (the
+// default path): the stream, and the TIR after each pass. Any byte change fails; to accept a reviewed change:
 //   UPDATE_GOLDENS=1 npx vitest run test/golden-vta.test.ts
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import * as path from "node:path"
@@ -11,6 +13,8 @@ import { disassemble, formatUop } from "../src/ast/vta/disasm.js"
 import { layoutDram, writeUops, type DramLayout } from "../src/ast/vta/dram-image.js"
 import { decodeUop, noDeps, type VtaInsn } from "../src/ast/vta/isa.js"
 import { lowerConv2d, type VtaConv2d } from "../src/lowering/vta/conv2d.js"
+import { printVStmt } from "../src/lowering/vta/tir/ir.js"
+import { conv2dTirStages } from "../src/lowering/vta/tir/pipeline.js"
 import { alu, buildTiledGemm, mem, seededInt8 } from "../laws/vta/programs.js"
 
 const DIR = path.resolve(import.meta.dirname, "../golden/vta")
@@ -51,16 +55,25 @@ const residualAdd = (): string => {
 const CASES: readonly (readonly [string, () => string])[] = [
   ...([1, 2] as const).flatMap((v) => [
     [`conv3x3-vt${v}`, () => {
-      const p = lowerConv2d(d, conv3, { tileOh: 4, tileCo: 1, vthreads: v })
+      const p = lowerConv2d(d, conv3, { tileOh: 4, tileCo: 1, vthreads: v }, "generator")
       return render(p.insns, p.dram, p.layout)
     }] as const,
     [`conv1x1-s2-vt${v}`, () => {
-      const p = lowerConv2d(d, conv1, { tileOh: 2, tileCo: 1, vthreads: v })
+      const p = lowerConv2d(d, conv1, { tileOh: 2, tileCo: 1, vthreads: v }, "generator")
       return render(p.insns, p.dram, p.layout)
     }] as const,
     [`conv3x3-steps-vt${v}`, () => {
-      const p = lowerConv2d(d, conv3, { tileOh: 8, tileCo: 1, tileCi: 1, vthreads: v })
+      const p = lowerConv2d(d, conv3, { tileOh: 8, tileCo: 1, tileCi: 1, vthreads: v }, "generator")
       return render(p.insns, p.dram, p.layout)
+    }] as const,
+    // the same 3×3 conv through the TIR passes (lowerConv2d's path): the stream, and the TIR after each pass
+    [`tir-conv3x3-vt${v}`, () => {
+      const p = lowerConv2d(d, conv3, { tileOh: 4, tileCo: 1, vthreads: v })
+      return render(p.insns, p.dram, p.layout)
+    }] as const,
+    [`tir-conv3x3-vt${v}-passes`, () => {
+      const st = conv2dTirStages(d, conv3, { tileOh: 4, tileCo: 1, vthreads: v })
+      return (["schedule", "dma", "alu", "folded", "vthreads"] as const).map((k) => `== ${k}\n${printVStmt(st[k].body)}\n`).join("")
     }] as const,
     [`gemm-vt${v}`, () => {
       const p = buildTiledGemm(d, { M: 4, K: 2, N: 3, shift: 6, depth: v, a: seededInt8(1, 4 * 2 * 16), w: seededInt8(2, 3 * 16 * 2 * 16) })

@@ -68,7 +68,8 @@ describe("VTA conv2d on a ResNet-like layer", () => {
     const dx = seededInt8(103, x.ci * x.h * x.w * 16, -20, 20)
     const kx = seededInt8(104, x.co * x.ci * x.kh * x.kw * 256, -20, 20)
     const wx = Array.from(reference(x, dx, kx))
-    const p = lowerConv2d(d, x, { ...sched, vthreads: 2 })
+    // the generator's token protocol (the pass pipeline's tokens: test/vta-tir.test.ts)
+    const p = lowerConv2d(d, x, { ...sched, vthreads: 2 }, "generator")
     // A token that this timing makes redundant (its producer long done) is needed under another.
     const models = [VTA_CYCLE_MODEL, { ...VTA_CYCLE_MODEL, dmaLatency: 5000 }, { ...VTA_CYCLE_MODEL, gemmII: 8, aluII: 8 }]
     const outcome = (insns: readonly VtaInsn[], model: VtaCycleModel): string => {

@@ -11,7 +11,7 @@ import type { Expr } from "../../../ast/te/expr.js"
 import type { VtaDerived } from "../../../ast/vta/config.js"
 import type { DramLayout } from "../../../ast/vta/dram-image.js"
 import { noDeps, type VtaInsn, type VtaUop } from "../../../ast/vta/isa.js"
-import { VtaScheduleError } from "../conv2d.js"
+import { VtaScheduleError } from "../conv2d-layer.js"
 import { VtaTirError, type Ref, type VFunc, type VStmt, type VtaScope } from "./ir.js"
 
 export interface Flattened {

@@ -13,9 +13,14 @@
 import type { VtaDerived } from "../../../ast/vta/config.js"
 import { elemBytesOf } from "../../../ast/vta/dram-image.js"
 import type { VtaDeps, VtaInsn, VtaUop } from "../../../ast/vta/isa.js"
-import { moduleOf } from "../../../device/vta/simulator.js"
-import type { VtaModule, VtaQueue } from "../../../device/vta/errors.js"
 import { VtaTirError } from "./ir.js"
+
+type VtaModule = "load" | "compute" | "store"
+type VtaQueue = "load→compute" | "compute→load" | "compute→store" | "store→compute"
+
+/** The module an instruction runs on, as VTA's fetch routes it (the simulator's moduleOf). */
+const moduleOf = (insn: VtaInsn): VtaModule =>
+  insn.op === "LOAD" && (insn.memType === "inp" || insn.memType === "wgt") ? "load" : insn.op === "STORE" ? "store" : "compute"
 
 interface Span {
   readonly space: string

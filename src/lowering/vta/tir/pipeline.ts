@@ -5,7 +5,7 @@
 import type { VtaDerived } from "../../../ast/vta/config.js"
 import { layoutDram, type DramLayout } from "../../../ast/vta/dram-image.js"
 import { encodeUops, noDeps, type VtaInsn, type VtaUop } from "../../../ast/vta/isa.js"
-import { outSize, type VtaConv2d, type VtaConv2dProgram, type VtaConv2dSchedule } from "../conv2d.js"
+import { outSize, type VtaConv2d, type VtaConv2dProgram, type VtaConv2dSchedule } from "../conv2d-layer.js"
 import { dropRedundantLoads } from "./drop-loads.js"
 import { flattenVFunc } from "./flatten.js"
 import { injectDma } from "./inject-dma.js"

@@ -18,8 +18,8 @@
 // stationary buffer of a one-step tile, which the threads share.
 import { add, and, c, eq, floordiv, floormod, ge, lt, max, min, mul, read, sub, substitute, v, type Expr } from "../../../ast/te/expr.js"
 import type { VtaDerived } from "../../../ast/vta/config.js"
-import { outSize, VtaScheduleError, type VtaConv2d, type VtaConv2dSchedule } from "../conv2d.js"
-import { mapDeep, vseq, type VFunc, type VStmt } from "./ir.js"
+import { outSize, VtaScheduleError, type VtaConv2d, type VtaConv2dSchedule } from "../conv2d-layer.js"
+import { mapDeep, vseq, type Ref, type VFunc, type VStmt } from "./ir.js"
 
 const need = (ok: boolean, reason: string): void => {
   if (!ok) throw new VtaScheduleError({ reason })
@@ -121,11 +121,15 @@ export const scheduleConv2dTir = (d: VtaDerived, x: VtaConv2d, s: VtaConv2dSched
   if (stationary !== "inp") perThread = alloc("inp_tile", "inp", inpElems, perThread)
   perThread = alloc("acc_tile", "acc", accElems, perThread)
   const threads = (outer: string, n: number): VStmt => loop(outer, n, { kind: "for", var: "vt", extent: c(V), vthread: true, body: perThread })
-  const body = stationary
-    ? loop("o", order === "co-oh" ? coTiles : ohTiles, stationary === "wgt"
-      ? alloc("wgt_tile", "wgt", wgtElems, vseq([subst(loadWgt, "k", 0), threads("io", Math.ceil(inner / V))]))
-      : alloc("inp_tile", "inp", inpElems, vseq([subst(loadInp, "k", 0), threads("io", Math.ceil(inner / V))])))
-    : threads("to", Math.ceil(T / V))
+  // the stationary buffer double-buffered when there are threads (TVM's double_buffer): outer
+  // index o uses slot o mod 2, so the next one loads while the threads finish this one
+  const sSlots = Math.min(V, 2)
+  const stationaryBody = (name: string, elems: number, load: VStmt): VStmt => {
+    const slot = (r: Ref): Ref => (r.buf === name ? { buf: name, idx: add(r.idx, mul(floormod(v("o"), c(sSlots)), c(elems))) } : r)
+    const inner_ = vseq([subst(load, "k", 0), threads("io", Math.ceil(inner / V))])
+    return alloc(name, stationary!, elems * sSlots, loop("o", order === "co-oh" ? coTiles : ohTiles, mapDeep(inner_, (e) => e, slot)))
+  }
+  const body = stationary === "wgt" ? stationaryBody("wgt_tile", wgtElems, loadWgt) : stationary === "inp" ? stationaryBody("inp_tile", inpElems, loadInp) : threads("to", Math.ceil(T / V))
   const tensors = new Map([
     ["data", x.ci * x.h * x.w],
     ["kernel", x.co * x.ci * x.kh * x.kw],

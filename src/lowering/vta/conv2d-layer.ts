@@ -1,0 +1,213 @@
+// An int8 conv2d with its requantize epilogue (+ bias, >> shift, clip to [clipLo, 127]), in VTA's
+// packed layouts: the layer, its schedule's knobs, its TE (the reference), the checks every
+// schedule must pass to fit the accelerator, the DRAM image's tensors, and the default schedule.
+// Its VTA program comes from the pass pipeline (src/lowering/vta/tir/) or the direct generator
+// (conv2d-generator.ts); conv2d.ts chooses.
+//
+// Layouts (TVM's graph pack at batch 1, NCHW1n16c): data [CI][H][W][BATCH][BLOCK_IN], kernel
+// [CO][CI][KH][KW][BLOCK_OUT][BLOCK_IN], out [CO][OH][OW][BATCH][BLOCK_OUT], CI and CO counted in
+// blocks; the BATCH axis is the GEMM intrinsic's row axis, as in TVM's packed conv2d. In
+// DRAM they are exactly VTA's input, weight and output elements, so packing is a byte copy.
+import { Data } from "effect"
+import type { VtaDerived } from "../../ast/vta/config.js"
+import type { DramLayout } from "../../ast/vta/dram-image.js"
+import type { VtaInsn } from "../../ast/vta/isa.js"
+import { and, c, cast, floordiv, ge, lt, max, min, mul, select, add, sub, type Expr } from "../../ast/te/expr.js"
+import { at, compute, placeholder, reduceAxis, sum, type ComputeTensor, type Placeholder } from "../../ast/te/tensor.js"
+
+export interface VtaConv2d {
+  /** Input and output channels, in blocks of BLOCK_IN / BLOCK_OUT. */
+  readonly ci: number
+  readonly co: number
+  readonly h: number
+  readonly w: number
+  readonly kh: number
+  readonly kw: number
+  readonly stride: number
+  readonly pad: number
+  /** The requantize shift: out = clip(acc >> shift, 0, 127). */
+  readonly shift: number
+  /**
+   * Optional epilogue of a graph's conv (issue 21's graph side, src/rewrite/vta-partition.ts): an
+   * int32 bias per output channel added before the shift (ALU ADD from bias rows loaded into the
+   * accumulator), and the clip's lower bound (0, the default, is ReLU; −128 is no ReLU).
+   */
+  readonly bias?: boolean
+  readonly clipLo?: number
+}
+
+/** The loop order of the output tiles: channel tiles outer (weights stationary) or row tiles outer (inputs stationary). */
+export type VtaLoopOrder = "co-oh" | "oh-co"
+
+/** The accumulator rows the bias takes beside `vthreads` tiles of `tileCo` channel blocks (none without bias). */
+export const biasRowsOf = (x: VtaConv2d, tileCo: number, vthreads: number): number => (x.bias ? vthreads * tileCo : 0)
+
+/** The epilogue's micro-ops besides the GEMM kernels: one a slot for the reset and the immediate ALU passes, one more a slot for the bias ADD. */
+export const epilogueUopsOf = (x: VtaConv2d, vthreads: number): number => vthreads * (x.bias ? 2 : 1)
+
+export interface VtaConv2dSchedule {
+  /** Output rows per tile. */
+  readonly tileOh: number
+  /** Output channel blocks per tile (a divisor of `co`). */
+  readonly tileCo: number
+  /** Input channel blocks per reduction step (a divisor of `ci`; absent: all of them, one step a tile). */
+  readonly tileCi?: number
+  /** Absent: "co-oh". */
+  readonly order?: VtaLoopOrder
+  /** Virtual threads: every buffer split into this many slots, used in turn (1 to 4). */
+  readonly vthreads: number
+}
+
+/**
+ * The requantize epilogue's ALU instructions a tile (SHR, MAX 0, MIN 127), each one pass over the
+ * tile's accumulators. Three is the least for clip(acc >> s, 0, 127) with VTA's two-operand ALU:
+ * each of the three ops changes values the other two keep.
+ */
+export const EPILOGUE_ALU_PASSES = 3
+
+/** The layer's ALU passes a tile: the requantize's three, and the bias's ADD when it has one. */
+export const epilogueAluPasses = (x: VtaConv2d): number => EPILOGUE_ALU_PASSES + (x.bias ? 1 : 0)
+
+/** A schedule the accelerator cannot hold: a tile larger than its buffer, a loop longer than its field. */
+export class VtaScheduleError extends Data.TaggedError("VtaScheduleError")<{ readonly reason: string }> {
+  override get message(): string {
+    return `VTA schedule: ${this.reason}`
+  }
+}
+
+export const outSize = (x: VtaConv2d): { oh: number; ow: number } => ({
+  oh: Math.floor((x.h + 2 * x.pad - x.kh) / x.stride) + 1,
+  ow: Math.floor((x.w + 2 * x.pad - x.kw) / x.stride) + 1,
+})
+
+/** The TE of the layer: placeholders data and kernel, the int32 conv, the requantized int8 out. */
+export const conv2dTE = (d: VtaDerived, x: VtaConv2d): { data: Placeholder; kernel: Placeholder; bias?: Placeholder; pad: ComputeTensor; conv: ComputeTensor; out: ComputeTensor } => {
+  const { oh, ow } = outSize(x)
+  const BI = d.blockIn
+  const BO = d.blockOut
+  const B = d.batch
+  const data = placeholder("data", [x.ci, x.h, x.w, B, BI], "int8")
+  const kernel = placeholder("kernel", [x.co, x.ci, x.kh, x.kw, BO, BI], "int8")
+  const H = x.h + 2 * x.pad
+  const W = x.w + 2 * x.pad
+  const inside = (e: Expr, n: number): Expr => and(ge(e, c(0)), lt(e, c(n)))
+  const pad = compute("pad", [x.ci, H, W, B, BI], (ci, y, xx, b, ic) => {
+    const yy = sub(y, c(x.pad))
+    const xs = sub(xx, c(x.pad))
+    return select(and(inside(yy, x.h), inside(xs, x.w)), at(data, ci, yy, xs, b, ic), c(0, "int8"))
+  }, "int8")
+  const rci = reduceAxis(x.ci, "rci")
+  const rkh = reduceAxis(x.kh, "rkh")
+  const rkw = reduceAxis(x.kw, "rkw")
+  const ric = reduceAxis(BI, "ric")
+  const conv = compute("conv", [x.co, oh, ow, B, BO], (co, y, xx, b, oc) =>
+    sum(
+      mul(
+        cast("int32", at(pad, rci.var, add(mul(y, c(x.stride)), rkh.var), add(mul(xx, c(x.stride)), rkw.var), b, ric.var)),
+        cast("int32", at(kernel, co, rci.var, rkh.var, rkw.var, oc, ric.var)),
+      ),
+      [rci, rkh, rkw, ric],
+    ), "int32")
+  const bias = x.bias ? placeholder("bias", [x.co, BO], "int32") : undefined
+  const out = compute("out", [x.co, oh, ow, B, BO], (co, y, xx, b, oc) => {
+    const sum = bias ? add(at(conv, co, y, xx, b, oc), at(bias, co, oc)) : at(conv, co, y, xx, b, oc)
+    return cast("int8", min(max(floordiv(sum, c(2 ** x.shift, "int32")), c(x.clipLo ?? 0, "int32")), c(127, "int32")))
+  }, "int8")
+  return { data, kernel, ...(bias ? { bias } : {}), pad, conv, out }
+}
+
+export interface VtaConv2dProgram {
+  readonly insns: VtaInsn[]
+  readonly layout: DramLayout
+  /** DRAM with the micro-ops in place; `withTensors` adds the data and kernel. */
+  readonly dram: Uint8Array
+  readonly tiles: number
+}
+
+const need = (ok: boolean, reason: string): void => {
+  if (!ok) throw new VtaScheduleError({ reason })
+}
+
+/**
+ * What every schedule of the layer must satisfy, whichever path lowers it (the tuner's space and
+ * the partition's fit test are these): BATCH 1, 1–4 virtual threads, tiles that divide, V slots of a
+ * tile's input window, weights and accumulators (and the bias rows) within the buffers, a tile's
+ * rows × columns within a loop field.
+ */
+export const checkConv2dSchedule = (d: VtaDerived, x: VtaConv2d, s: VtaConv2dSchedule): void => {
+  const { oh: OH, ow: OW } = outSize(x)
+  const V = s.vthreads
+  const tileCi = s.tileCi ?? x.ci
+  need(d.batch === 1, "the conv2d schedule is written for BATCH 1")
+  need(Number.isInteger(V) && V >= 1 && V <= 4, `vthreads ${V} is not in 1..4`)
+  need(x.co % s.tileCo === 0, `tileCo ${s.tileCo} does not divide ${x.co} output channel blocks`)
+  need(x.ci % tileCi === 0, `tileCi ${tileCi} does not divide ${x.ci} input channel blocks`)
+  need(s.tileOh >= 1 && s.tileOh <= OH, `tileOh ${s.tileOh} is not in [1, ${OH}]`)
+  need(x.pad <= 15, "padding above 15 does not fit a LOAD's 4-bit pad fields")
+  const colsIn = x.w + 2 * x.pad
+  const rowsMax = (s.tileOh - 1) * x.stride + x.kh
+  const inpSlot = tileCi * rowsMax * colsIn
+  const wgtSlot = s.tileCo * tileCi * x.kh * x.kw
+  const accSlot = s.tileCo * s.tileOh * OW
+  need(V * inpSlot <= d.inpDepth, `a tile's input window is ${inpSlot} entries; ${V} of them exceed the input buffer's ${d.inpDepth}`)
+  need(V * wgtSlot <= d.wgtDepth, `a tile's weights are ${wgtSlot} entries; ${V} of them exceed the weight buffer's ${d.wgtDepth}`)
+  const biasRows = biasRowsOf(x, s.tileCo, V)
+  need(V * accSlot + biasRows <= d.accDepth, `a tile's accumulators are ${accSlot} entries; ${V} of them${biasRows ? ` and ${biasRows} bias rows` : ""} exceed the accumulator buffer's ${d.accDepth}`)
+  need(s.tileOh * OW < 2 ** 14, "a tile's rows × columns exceed the 14-bit loop count")
+}
+
+/** The program's DRAM with the data and kernel (int8, in the packed layouts) in place. */
+export const withTensors = (p: VtaConv2dProgram, data: ArrayLike<number>, kernel: ArrayLike<number>, bias?: ArrayLike<number>): Uint8Array => {
+  const dram = p.dram.slice()
+  const put = (name: string, values: ArrayLike<number>) => {
+    const at0 = p.layout.regions.get(name)!.byteOffset
+    for (let i = 0; i < values.length; i++) dram[at0 + i] = values[i] & 0xff
+  }
+  put("data", data)
+  put("kernel", kernel)
+  if (bias) {
+    const r = p.layout.regions.get("bias")!
+    const view = new DataView(dram.buffer, dram.byteOffset, dram.byteLength)
+    for (let i = 0; i < bias.length; i++) view.setInt32(r.byteOffset + 4 * i, bias[i], true)
+  }
+  return dram
+}
+
+/** The int8 output [CO][OH][OW][BLOCK_OUT] read back from DRAM. */
+export const readOut = (d: VtaDerived, x: VtaConv2d, p: VtaConv2dProgram, dram: Uint8Array): Int8Array => {
+  const { oh, ow } = outSize(x)
+  const r = p.layout.regions.get("out")!
+  return new Int8Array(dram.buffer, dram.byteOffset + r.byteOffset, x.co * oh * ow * d.blockOut).slice()
+}
+
+/**
+ * A schedule from the configuration's buffer depths (never from this machine), `vthreads` slots of
+ * each buffer. The reduction is split into steps of one input channel block for a k×k kernel
+ * (k > 1) — each step's weights and input rows load while the step before it multiplies, and the
+ * input window is one block deep, so a tile can hold many rows; a 1×1 kernel does kh·kw = 1
+ * micro-op per input entry a step, too little work to cover a step's DMA latency, so its tile is
+ * one step of every input block. Then the most output rows whose input window and accumulators fit
+ * a slot (so the deep layers' whole image is one row tile and their weights load once), then the
+ * most output channel blocks whose weights and accumulators fit (a bias takes one accumulator row
+ * and one micro-op a channel block and slot). A starting point for the tuner.
+ */
+export const defaultConv2dSchedule = (d: VtaDerived, x: VtaConv2d, vthreads: number): VtaConv2dSchedule => {
+  const { oh: OH, ow: OW } = outSize(x)
+  const V = vthreads
+  const colsIn = x.w + 2 * x.pad
+  const tileCi = x.kh * x.kw === 1 ? x.ci : 1
+  const accSlot = Math.floor(d.accDepth / V)
+  // with a bias each slot also holds its tile's bias rows, one per output channel block
+  const biasRow = x.bias ? 1 : 0
+  let tileOh = 1
+  for (let r = OH; r >= 1; r--) {
+    const rows = (r - 1) * x.stride + x.kh
+    if (V * tileCi * rows * colsIn <= d.inpDepth && r * OW + biasRow <= accSlot && r * OW < 2 ** 14) {
+      tileOh = r
+      break
+    }
+  }
+  const divisors = Array.from({ length: x.co }, (_, k) => x.co - k).filter((n) => x.co % n === 0)
+  const tileCo = divisors.find((n) => V * n * tileCi * x.kh * x.kw <= d.wgtDepth && n * (tileOh * OW + biasRow) <= accSlot && V * V * n * tileCi * x.kh * x.kw + epilogueUopsOf(x, V) <= d.uopDepth) ?? 1
+  return { tileOh, tileCo, tileCi, order: "co-oh", vthreads }
+}
