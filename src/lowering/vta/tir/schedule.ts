@@ -94,7 +94,15 @@ export const scheduleConv2dTir = (d: VtaDerived, x: VtaConv2d, s: VtaConv2dSched
   const stepLoads = [...(stationary === "inp" ? [] : [loadInp]), ...(stationary === "wgt" ? [] : [loadWgt])]
   // the init right before the first step's GEMM, after its loads (so that a thread's init waits
   // for its slot's stores no earlier than its GEMM needs it); a one-step reduction is no loop
-  const reduction = nci === 1 ? vseq([...stepLoads.map((l) => subst(l, "k", 0)), reset, subst(conv, "k", 0)]) : loop("k", nci, vseq([...stepLoads, { kind: "if", cond: eq(k, c(0)), then: reset }, conv]))
+  // Several reduction steps and virtual threads: a thread's input and weight buffers are
+  // double-buffered over the steps (step k in slot k mod 2) where two slots a thread fit, so that
+  // its next step loads under its own GEMM as well as under the other threads' (with one thread
+  // the schedule stays serial: what "without virtual threads" measures)
+  const inpElems = tileCi * rowsMax * colsIn
+  const wgtElems = s.tileCo * tileCi * x.kh * x.kw
+  const steps2 = V > 1 && nci > 1 && 2 * V * inpElems <= d.inpDepth && 2 * V * wgtElems <= d.wgtDepth && 2 * V * wgtElems + 2 * V <= d.uopDepth ? 2 : 1
+  const stepSlot = (r: Ref): Ref => (steps2 === 2 && (r.buf === "inp_tile" || r.buf === "wgt_tile") ? { buf: r.buf, idx: add(r.idx, mul(floormod(k, c(2)), c(r.buf === "inp_tile" ? inpElems : wgtElems))) } : r)
+  const reduction = nci === 1 ? vseq([...stepLoads.map((l) => subst(l, "k", 0)), reset, subst(conv, "k", 0)]) : loop("k", nci, mapDeep(vseq([...stepLoads, { kind: "if", cond: eq(k, c(0)), then: reset }, conv]), (e) => e, stepSlot))
   const accRead = read("acc_tile", [accIdx], "int32")
   const summed = x.bias ? add(accRead, read("bias_tile", [co], "int32")) : accRead
   const epilogue = nest([["co", s.tileCo], ["oh", th], ["ow", OW]], {
@@ -113,12 +121,10 @@ export const scheduleConv2dTir = (d: VtaDerived, x: VtaConv2d, s: VtaConv2dSched
     ? inner % V === 0 ? tileBody : { kind: "if", cond: lt(innerIdx, c(inner)), then: tileBody }
     : T % V === 0 ? tileBody : { kind: "if", cond: lt(t, c(T)), then: tileBody }
   const alloc = (name: string, scope: "inp" | "wgt" | "acc", elems: number, body: VStmt): VStmt => ({ kind: "alloc", name, scope, elems, body })
-  const inpElems = tileCi * rowsMax * colsIn
-  const wgtElems = s.tileCo * tileCi * x.kh * x.kw
   let perThread: VStmt = guarded
   if (x.bias) perThread = alloc("bias_tile", "acc", s.tileCo, perThread)
-  if (stationary !== "wgt") perThread = alloc("wgt_tile", "wgt", wgtElems, perThread)
-  if (stationary !== "inp") perThread = alloc("inp_tile", "inp", inpElems, perThread)
+  if (stationary !== "wgt") perThread = alloc("wgt_tile", "wgt", wgtElems * steps2, perThread)
+  if (stationary !== "inp") perThread = alloc("inp_tile", "inp", inpElems * steps2, perThread)
   perThread = alloc("acc_tile", "acc", accElems, perThread)
   const threads = (outer: string, n: number): VStmt => loop(outer, n, { kind: "for", var: "vt", extent: c(V), vthread: true, body: perThread })
   // the stationary buffer double-buffered when there are threads (TVM's double_buffer): outer
