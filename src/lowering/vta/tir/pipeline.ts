@@ -24,13 +24,24 @@ export interface Conv2dTirStages {
   readonly vthreads: VFunc
 }
 
+/** The passes over VTA's TIR, in order, each named (as in traces and the laws) and kept in its stage. */
+export const VTA_TIR_PASSES = [
+  // copy loop nests between DRAM and a scope → 2-D LOAD / STORE with pads
+  { name: "vta.InjectDma", stage: "dma", run: injectDma },
+  // elementwise epilogue statements → in-place ALU ops, one pass each
+  { name: "vta.MatchAlu", stage: "alu", run: matchAlu },
+  // loop nests around a GEMM / ALU intrinsic → a micro-op kernel and its two loop levels
+  { name: "vta.FoldUops", stage: "folded", run: foldUops },
+  // vthread loops → the threads' statements interleaved, each its own slot of every buffer
+  { name: "vta.InjectVirtualThread", stage: "vthreads", run: injectVirtualThreads },
+] as const satisfies readonly { readonly name: string; readonly stage: keyof Conv2dTirStages; readonly run: (f: VFunc) => VFunc }[]
+
 export const conv2dTirStages = (d: VtaDerived, x: VtaConv2d, s: VtaConv2dSchedule): Conv2dTirStages => {
   const schedule = scheduleConv2dTir(d, x, s)
-  const dma = injectDma(schedule)
-  const alu = matchAlu(dma)
-  const folded = foldUops(alu)
-  const vthreads = injectVirtualThreads(folded)
-  return { schedule, dma, alu, folded, vthreads }
+  const stages: Record<string, VFunc> = { schedule }
+  let f = schedule
+  for (const pass of VTA_TIR_PASSES) stages[pass.stage] = f = pass.run(f)
+  return stages as unknown as Conv2dTirStages
 }
 
 /** The layer's DRAM image layout for `uops` micro-ops (the regions lowerConv2d's programs have). */
