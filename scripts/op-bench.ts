@@ -96,6 +96,33 @@ const CASES: { readonly [name: string]: () => Graph } = {
     const y = b.op("Relu", [conv(b, x, "conv", { cin: 256, cout: 256, k: 3, stride: 2, pad: 1, bias: true })], "y")
     return b.build("conv3x3-s2-256", [{ name: y, type: { dtype: "float32", shape: [1, 256, 14, 14] } }])
   },
+  // ResNet-50's stride-2 3×3 conv into stage 2 (layer2.0.conv2): 128 → 128 at 56×56 → 28×28
+  "conv3x3-s2-128": () => {
+    const b = new NetBuilder(0, 17)
+    const x = b.input("x", { dtype: "float32", shape: [1, 128, 56, 56] })
+    const y = b.op("Relu", [conv(b, x, "conv", { cin: 128, cout: 128, k: 3, stride: 2, pad: 1, bias: true })], "y")
+    return b.build("conv3x3-s2-128", [{ name: y, type: { dtype: "float32", shape: [1, 128, 28, 28] } }])
+  },
+  // ResNet-50's bottleneck 1×1 convs: the reduction of stage 4 (2048 → 512 at 7×7, ReLU) and the
+  // expansions with the residual Add and ReLU (64 → 256 at 56×56, 128 → 512 at 28×28)
+  "conv1x1-2048-512": () => {
+    const b = new NetBuilder(0, 17)
+    const x = b.input("x", { dtype: "float32", shape: [1, 2048, 7, 7] })
+    const y = b.op("Relu", [conv(b, x, "conv", { cin: 2048, cout: 512, k: 1, bias: true })], "y")
+    return b.build("conv1x1-2048-512", [{ name: y, type: { dtype: "float32", shape: [1, 512, 7, 7] } }])
+  },
+  ...Object.fromEntries(
+    ([[64, 56], [128, 28]] as const).map(([cin, hw]) => [
+      `conv1x1-add-${hw}`,
+      () => {
+        const b = new NetBuilder(0, 17)
+        const x = b.input("x", { dtype: "float32", shape: [1, cin, hw, hw] })
+        const r = b.input("r", { dtype: "float32", shape: [1, 4 * cin, hw, hw] })
+        const y = b.op("Relu", [b.op("Add", [conv(b, x, "conv", { cin, cout: 4 * cin, k: 1, bias: true }), r], "sum")], "y")
+        return b.build(`conv1x1-add-${hw}`, [{ name: y, type: { dtype: "float32", shape: [1, 4 * cin, hw, hw] } }])
+      },
+    ]),
+  ),
   "conv3x3-s2-512": () => {
     const b = new NetBuilder(0, 17)
     const x = b.input("x", { dtype: "float32", shape: [1, 512, 14, 14] })

@@ -59,7 +59,6 @@ const OUT = arg("out-dir", ".cache/search-curves")
 const TUNER_NAMES = arg("tuners", "evo,xgb,random").split(",") as ("evo" | "xgb" | "random")[]
 const C_TARGET = BACKENDS.c.target(hostCpu(), THREADS)
 const LANES = Math.max(1, C_TARGET.attrs.vectorLanes)
-const TARGET = { vectorLanes: LANES, cores: THREADS }
 const LOG = path.join(OUT, `search-c-${THREADS}t-${SPACE}.jsonl`)
 const log = (s: string) => process.stderr.write(`${s}\n`)
 const run = <A, E>(eff: Effect.Effect<A, E>) => Effect.runPromise(eff as Effect.Effect<A, never>)
@@ -159,7 +158,7 @@ const makeTuner = async (name: (typeof TUNER_NAMES)[number], r: TaskRunner): Pro
 const measureDefault = async (r: TaskRunner, full: TaskRunner): Promise<number | undefined> => {
   const prior = existing.find((x) => x.workload === r.task.workload && x.tuner === "default")
   if (prior) return prior.gflops
-  const config = full.task.template.defaults(full.task.knobs, TARGET)
+  const config = full.task.template.defaults(full.task.knobs, full.target)
   const [m] = await run(measurerFor(C_TARGET, full, measureOptions)!([{ config, func: full.lowerConfig(config) }]))
   await run(appendRecords(LOG, [{ v: RECORD_VERSION, task: r.task.id, workload: r.task.workload, target: "c", config, costs: m.cost === undefined ? [] : [m.cost], timestamp: new Date().toISOString(), tuner: "default", ...(m.cost ? { gflops: r.task.flops / m.cost / 1e9 } : {}) }]))
   return m.cost ? r.task.flops / m.cost / 1e9 : undefined

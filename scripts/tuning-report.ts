@@ -101,7 +101,7 @@ const tune = async (r: TaskRunner, tunerName: (typeof TUNERS)[number], trials: n
   // measured again side by side, in turns
   const confirmation = {
     top: DEFAULT_CONFIRM,
-    with: [r.task.template.defaults(r.task.knobs, TARGET)],
+    with: [r.task.template.defaults(r.task.knobs, r.target)],
     measure: measurerFor(C_TARGET, r, confirmMeasurerOptions(measureOptions, DEFAULT_CONFIRM))!,
   }
   return run(
@@ -119,7 +119,7 @@ const tune = async (r: TaskRunner, tunerName: (typeof TUNERS)[number], trials: n
 
 /** The default schedule, measured once (recorded as tuner "default"). */
 const measureDefault = async (r: TaskRunner): Promise<number | undefined> => {
-  const config = r.task.template.defaults(r.task.knobs, TARGET)
+  const config = r.task.template.defaults(r.task.knobs, r.target)
   // (a log from before a change of the defaults holds another config: the current one is measured)
   const prior = existing.find((rec) => rec.workload === r.task.workload && rec.tuner === "default" && configKey(rec.config) === configKey(config))
   if (prior) return prior.costs.length ? r.task.flops / Math.min(...prior.costs) / 1e9 : undefined

@@ -292,6 +292,7 @@ describe("transfer learning", () => {
       lowerConfig: (config: Record<string, string | number | boolean>) => runTirSync(cpuTirPipeline(), lowerSync(t.template.apply(t.outputs, t.base, config))),
       outputs: new Set<string>(),
       reference: () => new Map(),
+      target: { vectorLanes: 4, cores: 1 },
     })
     const [a, b] = [runner(task), runner(otherTask)]
     const rec = (t: typeof task, config: Record<string, string | number | boolean>, cost?: number): TuningRecord => ({

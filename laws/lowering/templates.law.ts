@@ -446,6 +446,70 @@ describe("the conv rule's reduction order (conv2d_NCHWc defaults)", () => {
   })
 })
 
+describe("the conv rule's weight tile (conv2d_NCHWc defaults)", () => {
+  // blocked convs of 1 to 3 input blocks, 1×1 or 3×3 kernels, 1 to 4 output blocks; records whose
+  // L2 holds from a fraction of one block's weights to all of them (absent: 256 KiB)
+  const arbCase = fc.record({
+    ib: fc.constantFrom(1, 4, 8),
+    ob: fc.constantFrom(4, 8),
+    CB: fc.integer({ min: 1, max: 3 }),
+    OB: fc.integer({ min: 1, max: 4 }),
+    H: fc.integer({ min: 3, max: 6 }),
+    W: fc.integer({ min: 3, max: 6 }),
+    K: fc.constantFrom(1, 3),
+    stride: fc.integer({ min: 1, max: 2 }),
+    pad: fc.integer({ min: 0, max: 1 }),
+    epilogue: fc.boolean(),
+    l2: fc.constantFrom(512, 1024, 2048, 4096, 8192, 16384, 1 << 20, undefined),
+    avx512: fc.boolean(),
+    seed: fc.nat(),
+  })
+
+  it("keeps a tile's output-channel weights within half the record's L2 (one block at least), takes 256 KiB where the record says none, and evaluates equal to the TE", () => {
+    fc.assert(
+      fc.property(arbCase, (o) => {
+        fc.pre(o.W + 2 * o.pad >= o.K && o.H + 2 * o.pad >= o.K)
+        const cc = blockedConvCase(o.seed, o)
+        const base = baseSchedule(cc.outputs)
+        const t = templateFor(base)
+        expect(t.name).toBe("conv2d_NCHWc")
+        const knobs = t.space(cc.outputs, base)
+        const record = o.avx512 ? { vectorLanes: 16, cores: 2, vectorRegisters: 32, fmaUnits: 1, fmaLatency: 4 } : { vectorLanes: 8, cores: 2, vectorRegisters: 16, fmaUnits: 2, fmaLatency: 4 }
+        const target = o.l2 === undefined ? record : { ...record, l2Bytes: o.l2 }
+        const d = t.defaults(knobs, target)
+        // a block's weights: every input channel and tap for the block's lanes, fp32
+        const blockBytes = o.CB * o.ib * o.K * o.K * o.ob * 4
+        const half = (o.l2 ?? 256 * 1024) / 2
+        expect(Number(d.tile_oc) === 1 || Number(d.tile_oc) * blockBytes <= half).toBe(true)
+        if (o.l2 === undefined) expect(d).toEqual(t.defaults(knobs, { ...record, l2Bytes: 256 * 1024 }))
+        const f = runTirSync(cpuTirPipeline(), lowerSync(t.apply(cc.outputs, base, d)))
+        const outs = evaluatePrimFunc(f, cc.inputs)
+        assertAllClose(cc.outputs.map((x) => outs.get(x.name)!), evaluateTE(cc.outputs, cc.inputs), 1e-4, 1e-5)
+      }),
+      lawParams(30),
+    )
+  })
+
+  it("a record whose L2 holds several blocks' weights lets the register tile take them: the tile of the unbounded cap where its blocks fit", () => {
+    fc.assert(
+      fc.property(arbCase, (o) => {
+        fc.pre(o.W + 2 * o.pad >= o.K && o.H + 2 * o.pad >= o.K)
+        const cc = blockedConvCase(o.seed, o)
+        const base = baseSchedule(cc.outputs)
+        const t = templateFor(base)
+        const knobs = t.space(cc.outputs, base)
+        const record = o.avx512 ? { vectorLanes: 16, cores: 2, vectorRegisters: 32, fmaUnits: 1, fmaLatency: 4 } : { vectorLanes: 8, cores: 2, vectorRegisters: 16, fmaUnits: 2, fmaLatency: 4 }
+        const blockBytes = o.CB * o.ib * o.K * o.K * o.ob * 4
+        const free = t.defaults(knobs, { ...record, l2Bytes: 2 ** 40 })
+        const d = t.defaults(knobs, { ...record, l2Bytes: o.l2 ?? 256 * 1024 })
+        // the cap binds only where the unbounded tile's weights pass half the L2
+        if (Number(free.tile_oc) * blockBytes <= (o.l2 ?? 256 * 1024) / 2) expect(d).toEqual(free)
+      }),
+      lawParams(60),
+    )
+  })
+})
+
 describe("the conv register tile (convRegisterTile)", () => {
   it("lies in the candidates, holds at most half the registers (one block with 16 or fewer), keeps one row where one row holds half the accumulators the FMA pipes want, takes the largest share of the FMA peak its loads and the FMA latency allow, and loads the fewest bytes per FMA among those", () => {
     fc.assert(

@@ -12,7 +12,7 @@ import type { PrimFunc } from "../ast/tir/tir.js"
 import type { ScheduleFn } from "../lowering/lower-group.js"
 import type { Artifact, Program } from "../lowering/program.js"
 import type { TirPass } from "../lowering/tir/tir-pass.js"
-import type { Config, Knob, Template } from "../lowering/templates/template.js"
+import type { Config, Knob, ScheduleTarget, Template } from "../lowering/templates/template.js"
 import type { ComputeTensor } from "../ast/te/tensor.js"
 import type { FusedGroup } from "../rewrite/fuse-ops.js"
 import type { GraphPass } from "../rewrite/pass.js"
@@ -43,6 +43,12 @@ export interface RunOptions {
 export interface Codegen<K extends TargetKind> {
   /** Each fused group's schedule: its template at the target's defaults, or the tuned config `tuned` finds. */
   readonly schedules: (target: Target<K>, tuned?: TunedLookup) => ScheduleFn
+  /**
+   * What `schedules` sizes the templates' defaults from (the CPU targets': lanes, cores, FMA pipes
+   * × latency, registers, the L2, the FMA and 8-bit dot instructions), so the tuner's tasks start
+   * from the config compile applies; absent: lanes and cores only (the GPU's rules read their own attrs).
+   */
+  readonly scheduleTarget?: (target: Target<K>) => ScheduleTarget
   /** Its TIR pass pipeline: named passes, verified between them and against what its emitter assumes. */
   readonly tir: (target: Target<K>) => TirPass<unknown>
   /** Program → Artifact: pure and deterministic (the same program and options, the same bytes). */

@@ -10,7 +10,7 @@ import { wasmDeviceLayer } from "../device/wasm/node.js"
 import { emitC } from "../emit/c/emit.js"
 import { compiledKernels, kernelsAlias, type Artifact } from "../lowering/program.js"
 import type { Backend, Backends } from "./backend.js"
-import { cpuGraphPasses, cpuSchedules, cpuTir } from "./cpu.js"
+import { cpuGraphPasses, cpuSchedules, cpuTir, scheduleTarget } from "./cpu.js"
 import { cuda } from "./cuda.js"
 import { kernelEntries, portableBackends, utf8 } from "./portable.js"
 
@@ -25,6 +25,7 @@ const c: Backend<"c"> = {
   graphPasses: cpuGraphPasses,
   codegen: {
     schedules: cpuSchedules,
+    scheduleTarget,
     tir: cpuTir,
     emit: (program): Artifact => {
       // restrict unless an in-place kernel passes one block as two params

@@ -11,7 +11,7 @@ import { emitWasmModule } from "../emit/wasm/emit.js"
 import { compiledKernels, type Artifact, type KernelEntry, type Program } from "../lowering/program.js"
 import { defaultPasses } from "../rewrite/index.js"
 import type { Backend } from "./backend.js"
-import { cpuGraphPasses, cpuSchedules, cpuTir } from "./cpu.js"
+import { cpuGraphPasses, cpuSchedules, cpuTir, scheduleTarget } from "./cpu.js"
 
 /** The devices the portable records run on. */
 export interface PortableDevices {
@@ -45,6 +45,7 @@ export const portableBackends = (devices: PortableDevices): { readonly interp: B
     graphPasses: cpuGraphPasses,
     codegen: {
       schedules: cpuSchedules,
+      scheduleTarget,
       tir: cpuTir,
       emit: (program): Artifact => ({
         kind: "js",
@@ -70,6 +71,7 @@ export const portableBackends = (devices: PortableDevices): { readonly interp: B
     graphPasses: cpuGraphPasses,
     codegen: {
       schedules: cpuSchedules,
+      scheduleTarget,
       tir: cpuTir,
       emit: (program, _target, o): Artifact => {
         // a shared memory when the parallel phases are to run on several threads (the caller asks

@@ -5,7 +5,7 @@
 // prints a final table on stdout. On c, candidates are built in a temporary folder of this run.
 // `tessera tune --report LOG --out curves.svg`: best-so-far GFLOP/s against trials, per task and
 // tuner, as an SVG.
-import type { Config, ScheduleTarget } from "../lowering/templates/template.js"
+import type { Config } from "../lowering/templates/template.js"
 import { Console, Effect, Option } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import cliProgress from "cli-progress"
@@ -30,10 +30,9 @@ import { transferRows, type TransferRows } from "../search/transfer.js"
 import { confirmMeasurerOptions, DEFAULT_CONFIRM, measurerFor, tuneSession, type TaskSession, type TuneResult } from "../search/tune.js"
 import { evoTuner } from "../search/evolutionary.js"
 import { scheduleTasks } from "../search/task-scheduler.js"
-import { lanesAndCores, withAttrs, type Target, type TargetKind } from "../ast/target.js"
+import { withAttrs, type Target, type TargetKind } from "../ast/target.js"
 import { BACKENDS, TUNABLE_KINDS } from "../backend/index.js"
 import { NoGpuError } from "../device/errors.js"
-import { scheduleTarget } from "../backend/cpu.js"
 import { UsageError } from "./errors.js"
 import { commandInterrupt } from "./supervise.js"
 import { checkInterrupt, InterruptedError, type Interrupt } from "../ast/graph/errors.js"
@@ -271,9 +270,6 @@ const tuneRunners = Effect.fn("cli.tuneRunners")(function* (
   buildDir: string,
 ) {
   const kind = compiledFor.kind
-  // (a CPU target's the one compileGraph sized its defaults from: its FMA pipes and registers too)
-  const cpu = compiledFor.kind === "c" || compiledFor.kind === "js" || compiledFor.kind === "wasm"
-  const target: ScheduleTarget = cpu ? scheduleTarget(compiledFor as Target<"c" | "js" | "wasm">) : { vectorLanes: Math.max(lanesAndCores(compiledFor).vectorLanes, 1), cores: lanesAndCores(compiledFor).cores }
   const rows: { runner: TaskRunner; result: TuneResult; resumed: number }[] = []
   // every record so far (the log's and this run's): xgb's model starts from the other tasks' ones
   const records: TuningRecord[] = [...logged]
@@ -285,7 +281,8 @@ const tuneRunners = Effect.fn("cli.tuneRunners")(function* (
       // (with its confirmation rounds, which are not trials)
       const done: TuningRecord[] = logged.filter((r) => r.workload === task.workload && r.target === kind)
       const transfer = o.tuner === "xgb" || o.tuner === "evo" ? transferRows(runner, runners, records, kind, featureCache) : undefined
-      const defaults = task.template.defaults(task.knobs, target)
+      // (the ScheduleTarget compileGraph sized its defaults from: runner.target, scheduleTargetOf)
+      const defaults = task.template.defaults(task.knobs, runner.target)
       const tuner = yield* makeTuner(o.tuner, runner, o.seed, transfer, [defaults])
       const measuring = {
         measure: o.measure,

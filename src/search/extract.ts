@@ -25,6 +25,23 @@ export interface TaskRunner {
   readonly outputs: ReadonlySet<string>
   /** Expected outputs (by param name) for inputs given by param name. */
   readonly reference: (inputs: ReadonlyMap<string, Tensor>) => ReadonlyMap<string, Tensor>
+  /**
+   * What compile sized the group's defaults from (scheduleTargetOf): `task.template.defaults(task.knobs,
+   * target)` is the config an untuned compile applies.
+   */
+  readonly target: ScheduleTarget
+}
+
+/**
+ * The ScheduleTarget a target's schedules size their defaults from: its backend's (a CPU's lanes,
+ * cores, FMA pipes × latency, registers, L2, FMA and 8-bit dot instructions: what compile uses),
+ * else its lanes and cores. With the kind, as tasks are keyed.
+ */
+export const scheduleTargetOf = (target: Target): ScheduleTarget & { readonly kind: string } => {
+  const codegen = (BACKENDS[target.kind] as Backend<TargetKind>).codegen
+  const own = codegen?.scheduleTarget?.(target)
+  const { vectorLanes, cores } = lanesAndCores(target)
+  return { ...(own ?? { vectorLanes: Math.max(vectorLanes, 1), cores }), kind: target.kind }
 }
 
 /** The group's nodes run through their reference kernels; placeholders read `inputs` (or constants). */
@@ -73,7 +90,7 @@ export const tasksOfProgram = (program: Program, target: Target): TaskRunner[] =
   // a target that compiles nothing (the interpreter) has no schedules to tune
   if (!codegen) return []
   const tir = codegen.tir(target)
-  const scheduleTarget: ScheduleTarget & { readonly kind: string } = { kind: target.kind, vectorLanes: Math.max(lanesAndCores(target).vectorLanes, 1), cores: lanesAndCores(target).cores }
+  const scheduleTarget = scheduleTargetOf(target)
   const { fused, graph } = program
   const byName = new Map(graph.nodes.map((n) => [n.name, n] as const))
   const built = new Map<number, { group: FusedGroup; te: GroupTE }>()
@@ -99,6 +116,7 @@ export const tasksOfProgram = (program: Program, target: Target): TaskRunner[] =
       lowerConfig: (config) => lowerGroupSchedule(te, group, task.template.apply(task.outputs, task.base, config), undefined, tir).func,
       outputs: new Set(te.outputs.map((o) => o.name)),
       reference: groupReference(program, group, te),
+      target: scheduleTarget,
     }
   })
 }

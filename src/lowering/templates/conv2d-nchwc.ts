@@ -4,7 +4,7 @@
 import * as S from "../../ast/schedule/schedule.js"
 import { c, collect, freeVars, substitute, type Read, type Reduce } from "../../ast/te/expr.js"
 import { anchorStage, candidatesOf, convRegisterTile, dataLeaves, divisors, largest, parallelize, parallelOuter, tileStages } from "./common.js"
-import type { Knob, Template } from "./template.js"
+import type { Knob, ScheduleTarget, Template } from "./template.js"
 
 /** The anchor's zero-padding producer (the conv's data_pad), inlined in the base schedule. */
 const padProducer = (s: S.Schedule, anchor: S.Stage): string | undefined =>
@@ -47,8 +47,15 @@ export const tapsShareInput = (kw: number, stride: number): boolean => kw / stri
 /** Where a conv tile's output channel loop goes: outermost (weights reused) or inside the image loops (inputs reused). */
 const OC_ORDERS = ["outer", "inner"] as const
 
-/** Bytes of weights a conv tile of output channel blocks may keep in L2 (half of a 256 KiB L2). */
-const WEIGHT_TILE_BYTES = 128 * 1024
+/** A core's L2 where the target record does not say (the portable CpuAttrs default). */
+const DEFAULT_L2_BYTES = 256 * 1024
+
+/**
+ * Bytes of weights a conv tile of output channel blocks may keep in L2 while it walks the image:
+ * half the target record's L2 (the other half holds the input rows and outputs the tile streams
+ * through) — 128 KiB of a 256 KiB L2, 512 KiB of Zen 4's 1 MiB.
+ */
+export const weightTileBytes = (target: ScheduleTarget): number => Math.floor((target.l2Bytes ?? DEFAULT_L2_BYTES) / 2)
 
 /** IC·KH·KW of a conv template's space: the reduction's extent (tile_ic's and the unroll knobs'). */
 const reduceVolume = (knobs: readonly Knob[]): number => {
@@ -71,6 +78,10 @@ const ocBlocks = (knobs: readonly Knob[]): number => {
 /** KH·KW of a conv template's space (its unroll knobs carry the kernel loops' extents). */
 const kernelTaps = (knobs: readonly Knob[]): number =>
   knobs.reduce((p, k) => (k.kind === "choice" && (k.name === "unroll_kh" || k.name === "unroll_kw") ? p * (k.extent ?? 1) : p), 1)
+
+/** Output channel blocks whose weights (IC·KH·KW × the block's lanes, fp32) fit weightTileBytes: at least one. */
+export const weightBlockCap = (knobs: readonly Knob[], lanes: number, target: ScheduleTarget): number =>
+  Math.max(1, Math.floor(weightTileBytes(target) / (reduceVolume(knobs) * blockLanes(knobs, lanes) * 4)))
 
 /**
  * Input-channel batches a conv's reduction may be split into outside its column tiles (`ic_batch`):
@@ -121,9 +132,9 @@ export const convTemplate: Template = {
     const has = (name: string) => knobs.some((k) => k.name === name)
     const cand = (name: string) => candidatesOf(knobs, name)
     // the weights one tile of output channel blocks reads, kept in L2 while the tile walks the
-    // image: at most WEIGHT_TILE_BYTES (else every output column streams them from L3 again:
-    // ResNet-18's 512-channel layers ran at a third of their speed with 8 blocks per tile)
-    const ocCap = Math.max(1, Math.floor(WEIGHT_TILE_BYTES / (reduceVolume(knobs) * blockLanes(knobs, lanes) * 4)))
+    // image: at most half the L2 (weightTileBytes; else every output column streams them from L3
+    // again: ResNet-18's 512-channel layers ran at a third of their speed with 8 blocks per tile)
+    const ocCap = weightBlockCap(knobs, lanes, target)
     // the register tile from the target record (common.ts): columns × rows × channel blocks of
     // the block's lanes (the output's last axis)
     const tile = convRegisterTile(target, blockLanes(knobs, lanes), { cols: cand("tile_ow"), rows: cand("tile_oh"), blocks: cand("tile_oc"), blockCap: ocCap }, !has("tile_ic"))
