@@ -11,7 +11,7 @@
 // its own) only lengthen the region. A serial loop's iterations are regions of their own (the
 // engine unrolls a short loop itself, with a branch between copies). MobileNetV2's depthwise
 // convs on wasm (8 columns, 3×3 taps, one straight-line region of 39 loads: ~190 stack accesses
-// to 72 products in V8's code) ran 3.94 → 3.20 ms with the kernel rows serial (Node 20, Zen 4,
+// to 72 products in V8's code) ran 3.99 → 3.24 ms with the kernel rows serial (Node 20, Zen 4,
 // CPU time alternated with the unrolled build: docs/scheduling.md).
 //
 // A reduction loop: its variable indexes no store. Loads compared: reads of buffers not allocated
