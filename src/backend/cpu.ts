@@ -58,5 +58,10 @@ const DOT_INTRINSIC = { vnni: vnniDot16x4, simd128: simd128Dot4x4 } as const
  */
 export const cpuTir = (target: Target<"c" | "js" | "wasm">): TirPass<unknown> => {
   const dot = int8DotOf(target)
-  return cpuTirPipeline({ maxVectorLanes: MAX_VECTORIZED, ...(dot ? { keepIntrinsics: new Set([DOT_INTRINSIC[dot].name]) } : {}) })
+  return cpuTirPipeline({
+    maxVectorLanes: MAX_VECTORIZED,
+    ...(dot ? { keepIntrinsics: new Set([DOT_INTRINSIC[dot].name]) } : {}),
+    // (V8 issues a straight-line region's loads ahead of its arithmetic: serialize-unshared-unrolls.ts)
+    ...(target.kind === "wasm" ? { unrollSharedOnly: true } : {}),
+  })
 }

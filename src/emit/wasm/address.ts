@@ -63,16 +63,16 @@ export const nonNegative = (e: Expr, bounds: ReadonlyMap<string, Interval>): boo
 }
 
 /** Whether an atom may be evaluated anywhere (no memory read, no division by a non-constant). */
-const pure = (e: Expr): boolean => {
+export const pureAtom = (e: Expr): boolean => {
   switch (e.kind) {
     case "const":
     case "var":
       return true
     case "bin":
       if ((e.op === "div" || e.op === "floordiv" || e.op === "floormod") && !(e.b.kind === "const" && e.b.value !== 0)) return false
-      return pure(e.a) && pure(e.b)
+      return pureAtom(e.a) && pureAtom(e.b)
     case "cast":
-      return pure(e.value)
+      return pureAtom(e.value)
     default:
       return false
   }
@@ -108,7 +108,7 @@ export const invariantParts = (
   for (const { start, index, size } of accesses) {
     const a = affineOf(index)
     if (!termsNonNegative(a, bounds)) continue
-    const inv = new Map([...a.terms].filter(([, t]) => pure(t.atom) && [...freeVars(t.atom)].every((v) => !bound.has(v))))
+    const inv = new Map([...a.terms].filter(([, t]) => pureAtom(t.atom) && [...freeVars(t.atom)].every((v) => !bound.has(v))))
     if (inv.size === 0 || inv.size === a.terms.size) continue
     const key = baseKey(start, size, inv)
     if (!out.has(key)) out.set(key, { start, size, terms: inv })

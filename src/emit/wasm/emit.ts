@@ -54,6 +54,8 @@ export interface WasmEmitOptions {
   readonly sharedMemory?: boolean
   /** Reuse a guarded vector read (a select) that recurs in a straight-line region (vector.ts). Default true; false for the law that compares. */
   readonly reuseGuardedReads?: boolean
+  /** Step an innermost loop's addresses by their strides instead of recomputing them (hoist.ts: stepBases). Default true; false for the law that compares. */
+  readonly stepAddresses?: boolean
 }
 
 export interface WasmEmitted {
@@ -84,7 +86,7 @@ export const emitWasmFunction = (f: PrimFunc, exportName: string, uses: Set<stri
   })
   const frame = new FrameSize()
   const phases: WasmPhase[] = []
-  emitPhases(fb, { vars: new Map(), bufs, bounds: new Map(), boundsCheck: opts.boundsCheck ?? false, top: 0, inThread: false, addrCache: new Map(), vcache: new Map(), reuseGuardedReads: opts.reuseGuardedReads ?? true }, f.body, frame, phases)
+  emitPhases(fb, { vars: new Map(), bufs, bounds: new Map(), boundsCheck: opts.boundsCheck ?? false, top: 0, inThread: false, addrCache: new Map(), vcache: new Map(), reuseGuardedReads: opts.reuseGuardedReads ?? true, stepAddresses: opts.stepAddresses ?? true }, f.body, frame, phases)
   const notes = params.map((p, k) => `param ${k}: ${p.dtype}[${p.shape.join("x")}], ${p.length} elements${p.written ? ", written" : ""}${p.copyIn ? "" : ", not copied in"}`)
   notes.push(`frame: ${frame.max} bytes`)
   notes.push(`phases: ${phases.map((p) => `${p.parallel !== undefined ? `parallel ${p.parallel}` : "serial"} (${p.work} stores)`).join(", ")}`)

@@ -33,6 +33,8 @@ export interface Scope {
   readonly vcache?: Map<string, { readonly local: number; readonly reads: ReadonlySet<string> }>
   /** Whether a guarded vector read that recurs in the region reuses its local (vector.ts; absent: true). */
   readonly reuseGuardedReads?: boolean
+  /** Whether innermost loops step their addresses (hoist.ts: stepBases; absent: true). */
+  readonly stepAddresses?: boolean
   /** Buffers promoted to v128 locals (registers.ts), by name. */
   readonly regs?: ReadonlyMap<string, RegBuf>
   /** Partial addresses hoisted out of the enclosing loops (address.ts). */

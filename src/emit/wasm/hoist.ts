@@ -1,10 +1,10 @@
 // Address hoisting of the `wasm` target's loops: before a loop, the partial addresses invariant in
 // it (address.ts finds them) are computed once into locals, each extending the best enclosing base;
 // accesses inside then add only the terms their base lacks.
-import { collect, type Expr } from "../../ast/te/expr.js"
+import { collect, freeVars, type Expr } from "../../ast/te/expr.js"
 import type { Stmt } from "../../ast/tir/tir.js"
 import { STORAGE, type FnBuilder } from "./builder.js"
-import { baseKey, bestBase, boundInside, invariantParts, type Base } from "./address.js"
+import { affineOf, baseKey, bestBase, boundInside, invariantParts, pureAtom, termsNonNegative, type Base } from "./address.js"
 import { emitScaledTerms, type Scope } from "./expr.js"
 import { FRAME } from "./layout.js"
 
@@ -76,3 +76,85 @@ export const hoistBases = <S extends Scope>(fb: FnBuilder, sc: S, loop: Stmt & {
   return added.length ? { ...sc, bases: [...(sc.bases ?? []), ...added] } : sc
 }
 
+
+/** A stepped base: a local advanced by `bytes` at each iteration's end. */
+export interface Step {
+  readonly local: number
+  readonly bytes: number
+}
+
+/** Stepped bases an innermost loop may carry (each an address register the engine keeps live across it). */
+export const MAX_STEPS_PER_LOOP = 4
+
+/** Whether `s` holds a loop the emitter renders as a loop of its own (vectorized ones are rendered inline). */
+const hasLoop = (s: Stmt): boolean => {
+  switch (s.kind) {
+    case "for":
+      return s.forKind !== "vectorized" || hasLoop(s.body)
+    case "seq":
+      return s.body.some(hasLoop)
+    case "if":
+      return hasLoop(s.then) || (s.else !== undefined && hasLoop(s.else))
+    case "allocate":
+    case "let":
+      return hasLoop(s.body)
+    default:
+      return false
+  }
+}
+
+/**
+ * Strength reduction of an innermost loop over `v` from the constant `lo` (after hoistBases): each
+ * address whose terms are a loop-invariant part plus v · c (c > 0, every term non-negative) gets a
+ * local holding that part's address at v = lo, advanced by c · size at each iteration's end; an
+ * access then adds nothing to it (its constant in the memarg offset), where it would shift or
+ * multiply v and add. Up to MAX_STEPS_PER_LOOP of them, in order of access.
+ */
+export const stepBases = <S extends Scope>(fb: FnBuilder, sc: S, loop: Stmt & { kind: "for" }, v: string, lo: number): { scope: S; steps: Step[] } => {
+  if (sc.boundsCheck || hasLoop(loop.body)) return { scope: sc, steps: [] }
+  const inside = boundInside(loop.body)
+  const ext = loop.extent.kind === "const" ? loop.extent.value : undefined
+  const bounds = new Map([...sc.bounds, ...inside.bounds, [v, { min: lo, max: ext === undefined ? Infinity : lo + ext - 1 }]])
+  const have = new Set((sc.bases ?? []).map((b) => baseKey(b.start, b.size, b.terms)))
+  const added: Base[] = []
+  const steps: Step[] = []
+  for (const { start, index, size } of memoryAccesses(sc, loop.body)) {
+    if (added.length >= MAX_STEPS_PER_LOOP) break
+    const a = affineOf(index)
+    const vKey = [...a.terms].find(([, t]) => t.atom.kind === "var" && t.atom.name === v)?.[0]
+    const tv = vKey === undefined ? undefined : a.terms.get(vKey)
+    if (!tv || tv.coef <= 0 || !termsNonNegative(a, bounds)) continue
+    // v's term and the terms invariant in the loop
+    const terms = new Map([...a.terms].filter(([k, t]) => k === vKey || (pureAtom(t.atom) && [...freeVars(t.atom)].every((x) => x !== v && !inside.vars.has(x)))))
+    const key = baseKey(start, size, terms)
+    if (have.has(key)) continue
+    have.add(key)
+    const rest = new Map([...terms].filter(([k]) => k !== vKey))
+    const parent = bestBase([...(sc.bases ?? []), ...added], { terms: rest, k: 0 }, size, start)
+    fb.op("local.get", parent?.local ?? start)
+    const missing = [...rest].filter(([k]) => !parent?.terms.has(k)).map(([, t]) => t)
+    if (missing.length) {
+      emitScaledTerms(fb, sc, missing, size)
+      fb.op("i32.add")
+    }
+    if (lo !== 0) {
+      fb.op("i32.const", lo * tv.coef * size)
+      fb.op("i32.add")
+    }
+    const local = fb.local("i32")
+    fb.op("local.set", local)
+    added.push({ local, start, size, terms })
+    steps.push({ local, bytes: tv.coef * size })
+  }
+  return added.length ? { scope: { ...sc, bases: [...(sc.bases ?? []), ...added] }, steps } : { scope: sc, steps }
+}
+
+/** Advances each stepped base by its bytes (before the loop's latch). */
+export const emitSteps = (fb: FnBuilder, steps: readonly Step[]): void => {
+  for (const s of steps) {
+    fb.op("local.get", s.local)
+    fb.op("i32.const", s.bytes)
+    fb.op("i32.add")
+    fb.op("local.set", s.local)
+  }
+}

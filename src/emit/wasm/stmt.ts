@@ -10,7 +10,7 @@ import { mapStmt, type Stmt } from "../../ast/tir/tir.js"
 import { storedBuffers } from "../../ast/tir/analysis.js"
 import { emitLoopLatch, STORAGE, VCLASS, type FnBuilder, type VT } from "./builder.js"
 import { emitAddress, emitExpr, emitExprAs, invalidate, type Scope } from "./expr.js"
-import { hoistBases } from "./hoist.js"
+import { emitSteps, hoistBases, stepBases } from "./hoist.js"
 import { BEGIN, END, FRAME, frameSlot, type FrameSize } from "./layout.js"
 import { emitVectorLoop, vectorPlan } from "./vector.js"
 import { emitDot4x4 } from "./dot.js"
@@ -105,7 +105,11 @@ export const emitStmt = (fb: FnBuilder, sc: StmtCtx, s: Stmt, frame: FrameSize):
         for (let k = lo; k < lo + ext; k++) emitStmt(fb, { ...sc, inThread }, substituteStmt(s.body, s.var.name, k, sc.bounds), frame)
         return
       }
-      const hoisted = hoistBases(fb, sc, s)
+      // partial addresses invariant in the loop, then (an innermost loop of constant start) those
+      // that step with it
+      const invariant = hoistBases(fb, sc, s)
+      const stepped = !chunked && lo !== undefined && sc.stepAddresses !== false ? stepBases(fb, invariant, s, s.var.name, lo) : { scope: invariant, steps: [] }
+      const hoisted = stepped.scope
       const v = fb.local("i32")
       const end = fb.local("i32")
       // the body is a region of its own: values cached before the loop stay readable, new ones stay inside
@@ -143,6 +147,7 @@ export const emitStmt = (fb: FnBuilder, sc: StmtCtx, s: Stmt, frame: FrameSize):
       }
       fb.block("loop")
       emitStmt(fb, inner, s.body, frame)
+      emitSteps(fb, stepped.steps)
       emitLoopLatch(fb, v, end, 1)
       if (guarded) fb.op("end")
       invalidate(sc, storedBuffers(s.body))

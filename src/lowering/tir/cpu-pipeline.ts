@@ -9,6 +9,7 @@ import { loopPartition } from "./loop-partition.js"
 import { lowerIntrinsicsExcept, type IntrinsicModeError } from "./lower-intrinsics.js"
 import { promoteAccumulators } from "./promote-accumulators.js"
 import { rewriteStorage } from "./rewrite-storage.js"
+import { serializeUnsharedUnrolls } from "./serialize-unshared-unrolls.js"
 import { simplifyTir } from "./simplify-tir.js"
 import { tirSequential, type TirPass } from "./tir-pass.js"
 import { unrollLoops } from "./unroll-loops.js"
@@ -21,6 +22,8 @@ export interface CpuTirOptions {
   readonly maxVectorLanes?: number
   /** Longest unrolled loop copied. */
   readonly maxUnroll?: number
+  /** Unrolled reduction loops whose copies share no load become serial first (the wasm target: serialize-unshared-unrolls.ts). */
+  readonly unrollSharedOnly?: boolean
   /** Intrinsics the emitter renders itself (the c target's VNNI dot): kept, not lowered to loops. */
   readonly keepIntrinsics?: ReadonlySet<string>
 }
@@ -42,6 +45,7 @@ export const cpuTirPipeline = (options: CpuTirOptions = {}): TirPass<IntrinsicMo
       promoteAccumulators, // a register tile's sums in a local array across its reduce loops
       loopPartition, // peel a guarded tail so the main loop body has no guard
       vectorizeLoops(lanes), // keep vectorized loops a vector unit can run; the rest serial
+      ...(options.unrollSharedOnly ? [serializeUnsharedUnrolls] : []), // (wasm) unrolled reductions whose copies share no load: serial
       unrollLoops(unroll), // unrolled loops of constant extent become their copies
       injectVirtualThread, // vthread copies interleaved statement by statement
       flattenStorage(options.aligns), // multi-dimensional buffers → flat buffers through strides
