@@ -12,7 +12,7 @@ import { cpuTirPipeline } from "../lowering/tir/cpu-pipeline.js"
 import type { TirPass } from "../lowering/tir/tir-pass.js"
 import type { TunedLookup } from "./backend.js"
 import type { ScheduleTarget } from "../lowering/templates/template.js"
-import { simd128Dot4x4, vnniDot16x4 } from "../ast/te/intrinsic.js"
+import { simd128Dot4x4, vnniDot16x4, vnniDotPx16x4 } from "../ast/te/intrinsic.js"
 
 /**
  * The default passes, then (with 2+ lanes) the blocked layout of that many lanes (and constant
@@ -23,9 +23,11 @@ import { simd128Dot4x4, vnniDot16x4 } from "../ast/te/intrinsic.js"
 export const cpuGraphPasses = (target: Target<"c" | "js" | "wasm">): GraphPass => {
   const lanes = target.attrs.vectorLanes
   const registerTiles = accumulatorCap(ISA_VECTOR_REGISTERS[target.attrs.isa])
-  // (the register file too: a constant weight is packed in panels of the matmul register tile's width)
+  // (the register file too: a constant weight is packed in panels of the matmul register tile's width;
+  // and the 8-bit dot: a 1×1 int8 conv's pixels-in-lanes form where the target's dot has it)
   const { fmaUnits, fmaLatency, vectorRegisters } = scheduleTarget(target)
-  const layout = { vectorLanes: lanes, fmaUnits, fmaLatency, vectorRegisters, ...(target.attrs.fmaUnitsByLanes ? { fmaUnitsByLanes: target.attrs.fmaUnitsByLanes } : {}) }
+  const { int8Dot } = scheduleTarget(target)
+  const layout = { vectorLanes: lanes, fmaUnits, fmaLatency, vectorRegisters, ...(int8Dot ? { int8Dot } : {}), ...(target.attrs.fmaUnitsByLanes ? { fmaUnitsByLanes: target.attrs.fmaUnitsByLanes } : {}) }
   return lanes > 1 ? sequential("rewrite.Target", [defaultPasses, alterLayout(layout), winogradConvFor({ registerTiles })]) : defaultPasses
 }
 
@@ -48,7 +50,7 @@ export const scheduleTarget = (target: Target<"c" | "js" | "wasm">): ScheduleTar
 const int8DotOf = (target: Target<"c" | "js" | "wasm">): "vnni" | "simd128" | undefined =>
   target.kind === "c" && target.attrs.vnni ? "vnni" : target.kind === "wasm" && target.attrs.isa === "simd128" ? "simd128" : undefined
 
-const DOT_INTRINSIC = { vnni: vnniDot16x4, simd128: simd128Dot4x4 } as const
+const DOT_INTRINSICS = { vnni: [vnniDot16x4, vnniDotPx16x4], simd128: [simd128Dot4x4] } as const
 
 /**
  * The CPU targets' TIR pipeline: vectorized loops up to the vectorize primitive's limit kept (the
@@ -57,5 +59,5 @@ const DOT_INTRINSIC = { vnni: vnniDot16x4, simd128: simd128Dot4x4 } as const
  */
 export const cpuTir = (target: Target<"c" | "js" | "wasm">): TirPass<unknown> => {
   const dot = int8DotOf(target)
-  return cpuTirPipeline({ maxVectorLanes: MAX_VECTORIZED, ...(dot ? { keepIntrinsics: new Set([DOT_INTRINSIC[dot].name]) } : {}) })
+  return cpuTirPipeline({ maxVectorLanes: MAX_VECTORIZED, ...(dot ? { keepIntrinsics: new Set(DOT_INTRINSICS[dot].map((d) => d.name)) } : {}) })
 }

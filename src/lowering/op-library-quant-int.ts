@@ -9,7 +9,7 @@ import { converter, type DType } from "../ast/graph/dtype.js"
 import { add, and, c, call, cast, div, floordiv, ge, gt, lt, max, min, mul, select, sub, type Expr } from "../ast/te/expr.js"
 import { at, compute, maxReduce, minReduce, reduceAxis, sum, type ComputeTensor, type TeTensor } from "../ast/te/tensor.js"
 import { inp, none, num, shapeOf, type OpCompute, type OpComputeCtx } from "./op-library-common.js"
-import { blockedConv, blockedMatmul, packedConv } from "./op-library-int8-blocked.js"
+import { blockedConv, blockedMatmul, packedConv, packedConvPixels } from "./op-library-int8-blocked.js"
 import { depthwiseConv, isGrouped } from "./op-library-int8-depthwise.js"
 
 const I32: DType = "int32"
@@ -185,7 +185,7 @@ const qlinearConvPacked: OpCompute = (ctx) => {
   const M = num(ctx.attrs.m, 0)
   const bias = ctx.inputs[8]
   if (bias && (bias.dtype !== I32 || bias.shape.length !== 1 || bias.shape[0] !== M)) return none(`bias of type ${bias.dtype}, shape [${bias.shape.join(", ")}] (int32, [${M}])`)
-  const blocked = packedConv(ctx, x, xzp, inp(ctx, 3), inp(ctx, 5))
+  const blocked = num(ctx.attrs.pixel_lanes, 0) === 1 ? packedConvPixels(ctx, x, xzp, inp(ctx, 3), inp(ctx, 5), M) : packedConv(ctx, x, xzp, inp(ctx, 3), inp(ctx, 5))
   const acc = compute(ctx.name("sum"), shapeOf(ctx.outputs[0]), (n, o, ...ys) => {
     const s = blocked.sumAt([n, o, ...ys])
     return bias ? add(s, at(bias, o)) : s

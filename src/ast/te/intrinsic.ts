@@ -78,6 +78,39 @@ export const vnniDot16x4: TensorIntrinsic = (() => {
 })()
 
 /**
+ * vpdpbusd with the operands' roles turned (pixels in the lanes, MLAS's and oneDNN's 1×1 / GEMM
+ * form): c[16] (int32) += Σ_{r<4} a[16×4] (uint8: 16 pixels' 4 channels) · b[4] (int8: one output
+ * channel's 4 weights, broadcast). The sums of one channel over 16 consecutive pixels, so the
+ * requantizing epilogue reads and writes them contiguously.
+ */
+export const vnniDotPx16x4: TensorIntrinsic = (() => {
+  const a = placeholder("a", [16, 4], "uint8")
+  const b = placeholder("b", [4], "int8")
+  const r = reduceAxis(4, "r")
+  const widen = (e: Expr) => cast("int32", e)
+  const out = compute("c", [16], (j) => sum(mul(widen(at(a, j, r.var)), widen(at(b, r.var))), [r]), "int32")
+  return {
+    name: "vnni_dot_px_16x4",
+    compute: out,
+    inputs: [a, b],
+    mode: "update",
+    emit: {
+      c: {
+        fn: "tessera_vnni_dot_px_16x4",
+        header: [
+          "#include <immintrin.h>",
+          "/* c[16] += a[16][4] (u8) . b[4] (s8): one vpdpbusd, b broadcast */",
+          "static inline __attribute__((always_inline)) void tessera_vnni_dot_px_16x4(int32_t* c, const uint8_t* a, const int8_t* b) {",
+          "  int32_t b4; memcpy(&b4, b, 4);",
+          "  _mm512_storeu_si512(c, _mm512_dpbusd_epi32(_mm512_loadu_si512(c), _mm512_loadu_si512(a), _mm512_set1_epi32(b4)));",
+          "}",
+        ].join("\n"),
+      },
+    },
+  }
+})()
+
+/**
  * The same u8 × s8 → s32 dot over 4 lanes, the shape SIMD128's `i32x4.dot_i16x8_s` (pairwise i16
  * products summed into i32x4) serves: c[4] (int32) += Σ_{r<4} a[r] (uint8) · b[4×4] (int8). The
  * wasm emitter widens a to i16 (a0 a1 a2 a3 twice, and its pairs swapped), b's 16 bytes, regrouped
@@ -96,6 +129,7 @@ export const simd128Dot4x4: TensorIntrinsic = (() => {
 /** Intrinsics by name (for replaying recorded tensorize steps). */
 export const lookupIntrinsic = (name: string): TensorIntrinsic | undefined => {
   if (name === vnniDot16x4.name) return vnniDot16x4
+  if (name === vnniDotPx16x4.name) return vnniDotPx16x4
   if (name === simd128Dot4x4.name) return simd128Dot4x4
   const m = /^gemm_(\d+)x(\d+)x(\d+)_(float32|float64)$/.exec(name)
   return m ? gemmMicroKernel(Number(m[1]), Number(m[2]), Number(m[3]), m[4] as DType) : undefined

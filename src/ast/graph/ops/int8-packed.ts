@@ -72,7 +72,9 @@ const plainWeight = (ctx: InferCtx<{ readonly m: number }>) => {
 export const int8PackedOps = {
   /** QLinearConv over weights packed for the VNNI dot (2-D, group 1), with their column sums. */
   QLinearConvPacked: defineOp({
-    attrs: attrs({ ...windowAttrs, group: A.int(1), m: A.int() }),
+    // (pixel_lanes: 1 where the layout rewrite chose the pixels-in-lanes product for a 1×1 conv —
+    // a choice of the compute's form, not of the meaning)
+    attrs: attrs({ ...windowAttrs, group: A.int(1), m: A.int(), pixel_lanes: A.int(0) }),
     inputs: arity.range(8, 9),
     outputs: arity.one,
     kind: "opaque",
