@@ -32,7 +32,7 @@ export const int8PackShift = (n: Node, type: (v: string) => ValueType | undefine
 
 /** What the int8 rule reads of the target record: the 8-bit dot its emitter renders. */
 export interface Int8LayoutTarget {
-  readonly int8Dot?: "vnni" | "simd128"
+  readonly int8Dot?: "vnni" | "avx2" | "simd128"
 }
 
 /**

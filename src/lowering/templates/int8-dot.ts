@@ -2,7 +2,8 @@
 // int8_dot: [..., pixels or rows, ..., 16 lanes] int32 sums, reduce [..., 4]) as a register tile of
 // `tile_blocks` × `tile_px` vectors of 16 int32 accumulators (one per output-channel block and
 // output pixel / row), computed in a local copy across the whole reduction, its inner [16 × 4] dot
-// tensorized onto the VNNI instruction (vnniDot16x4), or its lanes split in groups of 4 (outside
+// tensorized onto the VNNI instruction (vnniDot16x4) or its AVX2 form (avx2Dot16x4: vpmaddubsw /
+// vpmaddwd, exact), or its lanes split in groups of 4 (outside
 // the tile's pixels, so a group's weights serve every pixel) and each [4 × 4] dot tensorized onto
 // SIMD128's i16 dot (simd128Dot4x4, the wasm target), or, with `dot: loops` (a target without
 // either), left as loops the vectorizer and gcc take; a target without the chosen instruction
@@ -11,7 +12,7 @@
 // vector registers hold beside a broadcast and a weight vector — a block's 16 int32 sums are
 // 16 / lanes of its vectors —, at least the FMA pipes × latency where the axis allows).
 import * as S from "../../ast/schedule/schedule.js"
-import { simd128Dot4x4, vnniDot16x4, vnniDotPx16x4 } from "../../ast/te/intrinsic.js"
+import { avx2Dot16x4, simd128Dot4x4, vnniDot16x4, vnniDotPx16x4 } from "../../ast/te/intrinsic.js"
 import { DOT_LANES } from "../op-library-int8-blocked.js"
 import { accumulatorCap, anchorStage, dataLeaves, divisors, largest, parallelize, parallelOuter } from "./common.js"
 import type { Config, Knob, Template } from "./template.js"
@@ -68,7 +69,7 @@ export const int8DotTemplate: Template = {
       { kind: "split", name: "tile_px", extent: px, candidates: divisors(px, MAX_TILE) },
       { kind: "split", name: "tile_blocks", extent: blocks, candidates: divisors(blocks, 4) },
       { kind: "choice", name: "unroll", candidates: [true, false] },
-      { kind: "choice", name: "dot", candidates: ["vnni", "simd128", "loops"] },
+      { kind: "choice", name: "dot", candidates: ["vnni", "avx2", "simd128", "loops"] },
     ] satisfies Knob[]
   },
   defaults: (knobs, target) => {
@@ -125,7 +126,7 @@ export const int8DotTemplate: Template = {
       s = S.tensorize(s, local, g.inner, simd128Dot4x4)
     } else {
       if (config.unroll) for (const a of tileAxes) if (s.stages.get(local)!.axes.get(a)!.extent > 1) s = S.unroll(s, local, a)
-      if (config.dot === "vnni") s = S.tensorize(s, local, lpos.lane, vnniDot16x4)
+      if (config.dot === "vnni" || config.dot === "avx2") s = S.tensorize(s, local, lpos.lane, config.dot === "vnni" ? vnniDot16x4 : avx2Dot16x4)
       else s = S.unroll(S.vectorize(s, local, lpos.lane), local, red[red.length - 1])
     }
     s = parallelOuter(s, anchor.name, outer.slice(0, -1).length ? outer.slice(0, -1) : outer)
