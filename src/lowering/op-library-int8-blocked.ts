@@ -141,17 +141,31 @@ export const packedConvPixels = (ctx: OpComputeCtx, x: TeTensor, xzp: TeTensor |
   return { sumAt: ([n, o, oh, ow]) => sub(at(acc, n, o, add(mul(oh, c(OW)), ow)), mul(uzp, at(cs, o))) }
 }
 
-/** QLinearMatMul / MatMulInteger over a 2-D B, in the blocked form; undefined where it does not apply. */
+/** QLinearMatMul / MatMulInteger over a 2-D B, in the blocked form (B packed by a stage of the kernel); undefined where it does not apply. */
 export const blockedMatmul = (ctx: OpComputeCtx, a: TeTensor, b: TeTensor, azp: TeTensor | undefined, bzpi: number): BlockedProduct | undefined => {
   if (b.shape.length !== 2 || a.shape.length < 2) return undefined
   if (azp && azp.shape.reduce((x, y) => x * y, 1) !== 1) return undefined
   const shiftW = weightShift(ctx, b, bzpi)
   if (shiftW === undefined) return undefined
-  const lead = a.shape.slice(0, -1)
   const K = a.shape[a.shape.length - 1]
   const N = b.shape[1]
-  const Kb = ceilDiv(K, DOT_DEPTH)
-  const Nb = ceilDiv(N, DOT_LANES)
+  const wp = compute(ctx.name("wpack"), [ceilDiv(N, DOT_LANES), ceilDiv(K, DOT_DEPTH), DOT_LANES, DOT_DEPTH], (nb, kb, l, r) => {
+    const j = add(mul(nb, c(DOT_LANES)), l)
+    const k = add(mul(kb, c(DOT_DEPTH)), r)
+    return cast("int8", select(and(lt(j, c(N)), lt(k, c(K))), sub(i32(at(b, k, j)), c(shiftW)), c(0)))
+  }, "int8")
+  return packedMatmul(ctx, a, azp, wp, columnSums(ctx, wp))
+}
+
+/**
+ * The blocked product over a B packed [N/16, K/4, 16, 4] s8 `wp` and its column sums `cs`
+ * (MatMulIntegerPacked's / QLinearMatMulPacked's inputs, packed at compile time, or
+ * blockedMatmul's stages); A's zero point per tensor.
+ */
+export const packedMatmul = (ctx: OpComputeCtx, a: TeTensor, azp: TeTensor | undefined, wp: TeTensor, cs: TeTensor): BlockedProduct => {
+  const lead = a.shape.slice(0, -1)
+  const K = a.shape[a.shape.length - 1]
+  const [Nb, Kb] = wp.shape
   const uzp = activationZero(a, azp)
   const shiftX = a.dtype === "int8" ? 128 : 0
   // (a uint8 A whose rows are whole dots is read as it is)
@@ -163,11 +177,6 @@ export const blockedMatmul = (ctx: OpComputeCtx, a: TeTensor, b: TeTensor, azp: 
         const k = add(mul(kb, c(DOT_DEPTH)), r)
         return cast("uint8", select(lt(k, c(K)), add(i32(at(a, ...idx.slice(0, -2), k)), c(shiftX)), uzp))
       }, "uint8")
-  const wp = compute(ctx.name("wpack"), [Nb, Kb, DOT_LANES, DOT_DEPTH], (nb, kb, l, r) => {
-    const j = add(mul(nb, c(DOT_LANES)), l)
-    const k = add(mul(kb, c(DOT_DEPTH)), r)
-    return cast("int8", select(and(lt(j, c(N)), lt(k, c(K))), sub(i32(at(b, k, j)), c(shiftW)), c(0)))
-  }, "int8")
   const rk = reduceAxis(Kb, `${ctx.name()}.rkb`)
   const rr = reduceAxis(DOT_DEPTH, `${ctx.name()}.rr`)
   const acc = compute(ctx.name("dot"), [...lead, Nb, DOT_LANES], (...idx) => {
@@ -176,7 +185,6 @@ export const blockedMatmul = (ctx: OpComputeCtx, a: TeTensor, b: TeTensor, azp: 
     const av = u ? at(u, ...rows, rk.var, rr.var) : at(a, ...rows, add(mul(rk.var, c(DOT_DEPTH)), rr.var))
     return sum(mul(i32(av), i32(at(wp, nb, rk.var, l, rr.var))), [rk, rr])
   }, I32, "int8_dot")
-  const cs = columnSums(ctx, wp)
   return {
     sumAt: (idx) => {
       const j = idx[idx.length - 1]
