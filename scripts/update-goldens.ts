@@ -20,8 +20,10 @@ import { baseSchedule } from "../src/lowering/lower-group.js"
 import { convWinogradNCHWc } from "../src/lowering/op-library-winograd.js"
 import { QUANT_INT } from "../src/lowering/op-library-quant-int.js"
 import { int8DepthwiseTemplate } from "../src/lowering/templates/int8-depthwise.js"
-import { int8DotTemplate } from "../src/lowering/templates/int8-dot.js"
-import { simd128Dot4x4, vnniDot16x4 } from "../src/ast/te/intrinsic.js"
+import { int8DotPxTemplate, int8DotTemplate } from "../src/lowering/templates/int8-dot.js"
+import { avx2Dot16x4, simd128Dot4x4, vnniDot16x4, vnniDotPx16x4 } from "../src/ast/te/intrinsic.js"
+import { packInt8Conv } from "../src/ast/graph/ops/int8-packed.js"
+import { TESSERA_DOMAIN } from "../src/ast/graph/ops/index.js"
 import { attr } from "../src/ast/graph/attrs.js"
 import { winogradTemplate } from "../src/lowering/templates/winograd.js"
 import { cpuTirPipeline } from "../src/lowering/tir/cpu-pipeline.js"
@@ -173,7 +175,7 @@ export const GOLDEN_CASES: readonly (() => GoldenCase)[] = [conv2dNchwc, depthwi
  * target's instruction: the VNNI dot (the c target's own) or SIMD128's 4-lane i16 dot (the wasm
  * target's). No js golden: js has neither.
  */
-const conv2dInt8 = (dot: "vnni" | "simd128"): GoldenCase => {
+const conv2dInt8 = (dot: "vnni" | "avx2" | "simd128"): GoldenCase => {
   const name = `conv2d_int8_${dot}`
   const rng = prng(8)
   const ints = (name: string, dtype: "uint8" | "int8" | "int32", shape: number[], lo: number, hi: number): [string, Tensor] => [
@@ -203,10 +205,52 @@ const conv2dInt8 = (dot: "vnni" | "simd128"): GoldenCase => {
   })
   const outputs = [made[made.length - 1]]
   const schedule = int8DotTemplate.apply(outputs, baseSchedule(outputs), { tile_px: 3, tile_blocks: 1, unroll: true, dot })
-  return { name, outputs, inputs: new Map(feeds), schedule, keep: new Set([(dot === "vnni" ? vnniDot16x4 : simd128Dot4x4).name]) }
+  return { name, outputs, inputs: new Map(feeds), schedule, keep: new Set([(dot === "vnni" ? vnniDot16x4 : dot === "avx2" ? avx2Dot16x4 : simd128Dot4x4).name]) }
 }
 
 const conv2dInt8Vnni = (): GoldenCase => conv2dInt8("vnni")
+/** The same conv with the dot's AVX2 form (vpmaddubsw / vpmaddwd on the activation's 7 + 1 bits): what a c target without VNNI renders. */
+const conv2dInt8Avx2 = (): GoldenCase => conv2dInt8("avx2")
+
+/**
+ * A 1×1 QLinearConvPacked (int8, 8 → 12 channels, 4×8 = 32 output pixels, per-channel scales)
+ * with the output's pixels in the dot's lanes (pixel_lanes) under its template at a fixed config
+ * (4 channels × 2 pixel vectors, unrolled), the product computed at the requantization's tile.
+ */
+const conv2dInt8Pixels = (): GoldenCase => {
+  const name = "conv2d_int8_pixels"
+  const rng = prng(10)
+  const ints = (name: string, dtype: "int8" | "int32", shape: number[], lo: number, hi: number): [string, Tensor] => [
+    name,
+    fromArray(dtype, shape, Array.from({ length: sizeOf(shape) }, () => rng.int(lo, hi))),
+  ]
+  const w = ints("w", "int8", [12, 8, 1, 1], -128, 127)[1]
+  const { packed, colsum } = packInt8Conv(w, 0)
+  const feeds: [string, Tensor][] = [
+    ints("x", "int8", [1, 8, 4, 8], -128, 127),
+    ["x_scale", fromArray("float32", [], [0.023])],
+    ["x_zp", fromArray("int8", [], [-5])],
+    ["w_packed", packed],
+    ["w_scale", fromArray("float32", [12], Array.from({ length: 12 }, (_, k) => 0.003 + k / 5000))],
+    ["colsum", colsum],
+    ["y_scale", fromArray("float32", [], [0.13])],
+    ["y_zp", fromArray("int8", [], [2])],
+    ints("bias", "int32", [12], -2000, 2000),
+  ]
+  const n = { ...node("QLinearConvPacked", feeds.map(([k]) => k), [name], { kernel_shape: attr.ints([1, 1]), m: attr.int(12), pixel_lanes: attr.int(1) }), domain: TESSERA_DOMAIN }
+  const made = QUANT_INT.QLinearConvPacked({
+    node: n,
+    name: (suffix) => (suffix ? `q_${suffix}` : name),
+    inputs: feeds.map(([k, t]) => placeholder(k, t.shape, t.dtype)),
+    outputs: [{ dtype: "int8", shape: [1, 12, 4, 8] }],
+    attrs: { kernel_shape: [1, 1], m: 12, pixel_lanes: 1 },
+    constants: feeds.map(() => undefined),
+    opset: 13,
+  })
+  const outputs = [made[made.length - 1]]
+  const schedule = int8DotPxTemplate.apply(outputs, baseSchedule(outputs), { tile_o: 4, tile_pv: 2, unroll: true, dot: "vnni" })
+  return { name, outputs, inputs: new Map(feeds), schedule, keep: new Set([vnniDotPx16x4.name]) }
+}
 
 /** Goldens of the wasm target alone (golden/wasm, test/emit-wasm.test.ts): the SIMD128 8-bit dot it renders itself. */
 export const WASM_GOLDEN_CASES: readonly (() => GoldenCase)[] = [() => conv2dInt8("simd128")]
@@ -252,7 +296,7 @@ const conv2dInt8Depthwise = (): GoldenCase => {
 }
 
 /** Goldens of the c target alone (intrinsics it renders itself; the int8 depthwise form, whose js / wasm goldens would only repeat its loops). */
-export const C_GOLDEN_CASES: readonly (() => GoldenCase)[] = [conv2dInt8Vnni, conv2dInt8Depthwise]
+export const C_GOLDEN_CASES: readonly (() => GoldenCase)[] = [conv2dInt8Vnni, conv2dInt8Avx2, conv2dInt8Pixels, conv2dInt8Depthwise]
 
 /** The case lowered with the default CPU passes (keeping the intrinsics the case keeps), its function named after the case. */
 export const goldenFunc = (g: GoldenCase): PrimFunc => ({ ...runTirSync(cpuTirPipeline(g.keep ? { keepIntrinsics: g.keep } : {}), lowerSync(g.schedule)), name: g.name })

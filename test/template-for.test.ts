@@ -51,6 +51,26 @@ const CASES: readonly { op: string; tag: ComputeTag; template: string; outputs: 
   { op: "GlobalAveragePool", tag: "global_pool", template: "reduction", outputs: () => opProgram("GlobalAveragePool", [placeholder("x", [1, 2, 4, 4])], [1, 2, 1, 1]) },
   // (u8 × s8 without zero points: the VNNI layout's product)
   { op: "MatMulInteger", tag: "int8_dot", template: "int8_dot", outputs: () => opProgram("MatMulInteger", [placeholder("a", [3, 8], "uint8"), placeholder("b", [8, 20], "int8")], [3, 20]) },
+  // (a 1×1 packed conv whose layout rewrite chose the pixels in the lanes)
+  {
+    op: "QLinearConvPacked (pixel_lanes)",
+    tag: "int8_dot_px",
+    template: "int8_dot_px",
+    outputs: () => {
+      const f = (name: string, shape: number[] = []) => placeholder(name, shape, "float32")
+      const inputs = [placeholder("x", [1, 8, 4, 4], "int8"), f("xs"), placeholder("xzp", [], "int8"), placeholder("wp", [1, 2, 1, 1, 16, 4], "int8"), f("ws", [4]), placeholder("cs", [16], "int32"), f("ys"), placeholder("yzp", [], "int8")]
+      const made = OP_COMPUTES.QLinearConvPacked({
+        node: node("QLinearConvPacked", inputs.map((p) => p.name), ["y"]),
+        attrs: { ...pads, pads: [0, 0, 0, 0], kernel_shape: [1, 1], m: 4, pixel_lanes: 1 },
+        inputs,
+        outputs: [{ dtype: "int8", shape: [1, 4, 4, 4] }],
+        name: (suffix) => (suffix ? `t0_${suffix}` : "t0"),
+        constants: inputs.map(() => undefined),
+        opset: 18,
+      })
+      return [made[made.length - 1]]
+    },
+  },
   // (one group per input channel: the depthwise form)
   {
     op: "ConvInteger (depthwise)",

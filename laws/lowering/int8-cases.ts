@@ -13,7 +13,8 @@ import { placeholder, type ComputeTensor } from "../../src/ast/te/tensor.js"
 import { OP_COMPUTES } from "../../src/lowering/op-library.js"
 
 export interface Spec {
-  readonly op: "QLinearConv" | "QLinearConvPacked" | "ConvInteger" | "QLinearMatMul" | "MatMulInteger"
+  /** (QLinearConvPackedPx: QLinearConvPacked with pixel_lanes, its kernel 1×1) */
+  readonly op: "QLinearConv" | "QLinearConvPacked" | "QLinearConvPackedPx" | "ConvInteger" | "QLinearMatMul" | "MatMulInteger"
   readonly x: DType
   readonly w: DType
   readonly dims: readonly number[]
@@ -32,7 +33,9 @@ export const stream = (seed: number) => {
 export const range = (d: DType): [number, number] => (d === "int8" ? [-128, 127] : [0, 255])
 
 /** The op's TE (its compute from the op library) and random inputs: weight zero points the blocked form takes. */
-export const build = (sp: Spec): { outputs: ComputeTensor[]; feeds: Map<string, Tensor> } => {
+export const build = (spec: Spec): { outputs: ComputeTensor[]; feeds: Map<string, Tensor> } => {
+  const px = spec.op === "QLinearConvPackedPx"
+  const sp: Spec = px ? { ...spec, op: "QLinearConvPacked", dims: spec.dims.map((d, k) => (k === 4 ? 1 : d)) } : spec
   const r = stream(sp.seed)
   const conv = sp.op.includes("Conv")
   const [C, M, H, W, K, stride, pad, rows] = sp.dims
@@ -57,7 +60,7 @@ export const build = (sp: Spec): { outputs: ComputeTensor[]; feeds: Map<string, 
   }
   const outDims = conv ? [1, M, Math.floor((H + 2 * pad - K) / stride) + 1, Math.floor((W + 2 * pad - K) / stride) + 1] : [rows, M]
   const outType: DType = q ? sp.x : "int32"
-  const attrs: Record<string, AttrValue> = conv ? { kernel_shape: attr.ints([K, K]), strides: attr.ints([stride, stride]), pads: attr.ints([pad, pad, pad, pad]), ...(sp.op === "QLinearConvPacked" ? { m: attr.int(M) } : {}) } : {}
+  const attrs: Record<string, AttrValue> = conv ? { kernel_shape: attr.ints([K, K]), strides: attr.ints([stride, stride]), pads: attr.ints([pad, pad, pad, pad]), ...(sp.op === "QLinearConvPacked" ? { m: attr.int(M) } : {}), ...(px ? { pixel_lanes: attr.int(1) } : {}) } : {}
   const n = { ...node(sp.op, order.map(([name]) => name), ["y"], attrs), domain: sp.op === "QLinearConvPacked" ? TESSERA_DOMAIN : "" }
   const inputs = order.map(([name, v]) => placeholder(name, v.shape, v.dtype))
   const made = OP_COMPUTES[sp.op]({
@@ -81,3 +84,26 @@ export const arbSpec: fc.Arbitrary<Spec> = fc.record({
   dims: fc.tuple(fc.integer({ min: 1, max: 9 }), fc.oneof(fc.integer({ min: 1, max: 35 }), fc.constantFrom(16, 32)), fc.integer({ min: 3, max: 7 }), fc.integer({ min: 3, max: 9 }), fc.integer({ min: 1, max: 3 }), fc.integer({ min: 1, max: 2 }), fc.integer({ min: 0, max: 1 }), fc.integer({ min: 1, max: 6 })),
   seed: fc.nat(),
 })
+
+/** 1×1 convs in the pixels-in-lanes form (QLinearConvPacked's pixel_lanes): output pixels whole vectors of 16, strided, padded. */
+export const arbPxSpec: fc.Arbitrary<Spec> = fc
+  .record({
+    x: fc.constantFrom<DType>("int8", "uint8"),
+    w: fc.constantFrom<DType>("int8", "uint8"),
+    C: fc.integer({ min: 1, max: 13 }),
+    M: fc.integer({ min: 1, max: 40 }),
+    // the output's rows × columns: 16 · k pixels
+    out: fc.constantFrom([4, 4], [2, 8], [8, 4], [4, 12], [1, 16], [8, 8]),
+    stride: fc.integer({ min: 1, max: 2 }),
+    pad: fc.integer({ min: 0, max: 1 }),
+    seed: fc.nat(),
+  })
+  .map(({ x, w, C, M, out: [oh, ow], stride, pad, seed }) => ({
+    op: "QLinearConvPackedPx" as const,
+    x,
+    w,
+    // the input whose 1×1 conv at this stride and padding has that output
+    dims: [C, M, (oh - 1) * stride + 1 - 2 * pad, (ow - 1) * stride + 1 - 2 * pad, 1, stride, pad, 1],
+    seed,
+  }))
+  .filter((sp) => sp.dims[2] >= 1 && sp.dims[3] >= 1)

@@ -2,11 +2,11 @@
 // (src/lowering/op-library-int8-blocked.ts): on random shapes, zero points, signedness, strides and
 // padding, over weights packed by a stage of the kernel or at compile time (QLinearConvPacked), every
 // configuration of its space (a conv's epilogue in the product's lane order where its channels are
-// whole blocks) — the VNNI dot or SIMD128's 4-lane dot kept as the intrinsic (the TIR evaluator
+// whole blocks) — the VNNI dot, its AVX2 form or SIMD128's 4-lane dot kept as the intrinsic (the TIR evaluator
 // runs it by its TE declaration) or left as loops — evaluates equal to the TE reference, exactly.
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
-import { simd128Dot4x4, vnniDot16x4 } from "../../src/ast/te/intrinsic.js"
+import { avx2Dot16x4, simd128Dot4x4, vnniDot16x4 } from "../../src/ast/te/intrinsic.js"
 import { evaluateTE } from "../../src/ast/te/evaluate.js"
 import { printPrimFunc } from "../../src/ast/tir/tir.js"
 import { evaluatePrimFunc } from "../../src/ast/tir/evaluate.js"
@@ -20,7 +20,7 @@ import { lawParams } from "../support.js"
 import { arbSpec, build } from "./int8-cases.js"
 
 describe("int8 template (VNNI layout)", () => {
-  it("every configuration, the VNNI or SIMD128 dot kept or left as loops, evaluates equal to the TE (exactly)", () => {
+  it("every configuration, the VNNI, AVX2 or SIMD128 dot kept or left as loops, evaluates equal to the TE (exactly)", () => {
     let laneOrder = 0
     fc.assert(
       fc.property(arbSpec, fc.array(fc.nat(), { minLength: 4, maxLength: 4 }), (sp, picks) => {
@@ -30,10 +30,11 @@ describe("int8 template (VNNI layout)", () => {
         expect(t.name).toBe("int8_dot")
         const knobs = t.space(outputs, base)
         const config: Config = Object.fromEntries(knobs.map((k, i) => [k.name, k.candidates[picks[i] % k.candidates.length]]))
-        const keep = new Set([vnniDot16x4.name, simd128Dot4x4.name])
+        const keep = new Set([vnniDot16x4.name, avx2Dot16x4.name, simd128Dot4x4.name])
         const f = runTirSync(cpuTirPipeline({ keepIntrinsics: keep }), lowerSync(t.apply(outputs, base, config)))
         expect(printPrimFunc(f).includes(vnniDot16x4.name)).toBe(config.dot === "vnni")
         expect(printPrimFunc(f).includes(simd128Dot4x4.name)).toBe(config.dot === "simd128")
+        expect(printPrimFunc(f).includes(avx2Dot16x4.name)).toBe(config.dot === "avx2")
         const got = evaluatePrimFunc(f, feeds).get(outputs[0].name)!
         const want = evaluateTE(outputs, feeds)[0]
         expect(Array.from(got.data as ArrayLike<number>)).toEqual(Array.from(want.data as ArrayLike<number>))

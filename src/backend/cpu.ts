@@ -12,7 +12,7 @@ import { cpuTirPipeline } from "../lowering/tir/cpu-pipeline.js"
 import type { TirPass } from "../lowering/tir/tir-pass.js"
 import type { TunedLookup } from "./backend.js"
 import type { ScheduleTarget } from "../lowering/templates/template.js"
-import { simd128Dot4x4, vnniDot16x4 } from "../ast/te/intrinsic.js"
+import { avx2Dot16x4, simd128Dot4x4, vnniDot16x4, vnniDotPx16x4 } from "../ast/te/intrinsic.js"
 
 /**
  * The default passes, then (with 2+ lanes) the blocked layout of that many lanes (and constant
@@ -23,9 +23,11 @@ import { simd128Dot4x4, vnniDot16x4 } from "../ast/te/intrinsic.js"
 export const cpuGraphPasses = (target: Target<"c" | "js" | "wasm">): GraphPass => {
   const lanes = target.attrs.vectorLanes
   const registerTiles = accumulatorCap(ISA_VECTOR_REGISTERS[target.attrs.isa])
-  // (the register file too: a constant weight is packed in panels of the matmul register tile's width)
+  // (the register file too: a constant weight is packed in panels of the matmul register tile's width;
+  // and the 8-bit dot: a 1×1 int8 conv's pixels-in-lanes form where the target's dot has it)
   const { fmaUnits, fmaLatency, vectorRegisters } = scheduleTarget(target)
-  const layout = { vectorLanes: lanes, fmaUnits, fmaLatency, vectorRegisters, ...(target.attrs.fmaUnitsByLanes ? { fmaUnitsByLanes: target.attrs.fmaUnitsByLanes } : {}) }
+  const { int8Dot } = scheduleTarget(target)
+  const layout = { vectorLanes: lanes, fmaUnits, fmaLatency, vectorRegisters, ...(int8Dot ? { int8Dot } : {}), ...(target.attrs.fmaUnitsByLanes ? { fmaUnitsByLanes: target.attrs.fmaUnitsByLanes } : {}) }
   return lanes > 1 ? sequential("rewrite.Target", [defaultPasses, alterLayout(layout), winogradConvFor({ registerTiles })]) : defaultPasses
 }
 
@@ -45,11 +47,17 @@ export const scheduleTarget = (target: Target<"c" | "js" | "wasm">): ScheduleTar
   ...(ISA_FUSED_MULTIPLY_ADD[target.attrs.isa] ? {} : { fusedMultiplyAdd: false }),
 })
 
-/** The 8-bit dot the target's emitter renders: c's VNNI where its record has it, wasm's SIMD128 i16 dot; none on js. */
-const int8DotOf = (target: Target<"c" | "js" | "wasm">): "vnni" | "simd128" | undefined =>
-  target.kind === "c" && target.attrs.vnni ? "vnni" : target.kind === "wasm" && target.attrs.isa === "simd128" ? "simd128" : undefined
+/**
+ * The 8-bit dot the target's emitter renders: c's VNNI where its record has it, else its AVX2 form
+ * (vpmaddubsw / vpmaddwd) where the record's ISA has AVX2 (avx2, or avx512 without VNNI), wasm's
+ * SIMD128 i16 dot; none (the loops the C compiler or the engine takes) on js, c without AVX2.
+ */
+const int8DotOf = (target: Target<"c" | "js" | "wasm">): "vnni" | "avx2" | "simd128" | undefined => {
+  if (target.kind === "c") return target.attrs.vnni ? "vnni" : target.attrs.isa === "avx2" || target.attrs.isa === "avx512" ? "avx2" : undefined
+  return target.kind === "wasm" && target.attrs.isa === "simd128" ? "simd128" : undefined
+}
 
-const DOT_INTRINSIC = { vnni: vnniDot16x4, simd128: simd128Dot4x4 } as const
+const DOT_INTRINSICS = { vnni: [vnniDot16x4, vnniDotPx16x4], avx2: [avx2Dot16x4], simd128: [simd128Dot4x4] } as const
 
 /**
  * The CPU targets' TIR pipeline: vectorized loops up to the vectorize primitive's limit kept (the
@@ -60,7 +68,7 @@ export const cpuTir = (target: Target<"c" | "js" | "wasm">): TirPass<unknown> =>
   const dot = int8DotOf(target)
   return cpuTirPipeline({
     maxVectorLanes: MAX_VECTORIZED,
-    ...(dot ? { keepIntrinsics: new Set([DOT_INTRINSIC[dot].name]) } : {}),
+    ...(dot ? { keepIntrinsics: new Set(DOT_INTRINSICS[dot].map((d) => d.name)) } : {}),
     // (V8 issues a straight-line region's loads ahead of its arithmetic: serialize-unshared-unrolls.ts)
     ...(target.kind === "wasm" ? { unrollSharedOnly: true } : {}),
   })

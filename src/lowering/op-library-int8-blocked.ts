@@ -14,7 +14,7 @@ import { windowOf, type WindowAttrs } from "../ast/graph/ops/nn-common.js"
 import type { DType } from "../ast/graph/dtype.js"
 import { add, and, c, cast, floordiv, floormod, ge, lt, mul, select, sub, type Expr } from "../ast/te/expr.js"
 import { at, compute, reduceAxis, sum, type ComputeTensor, type TeTensor } from "../ast/te/tensor.js"
-import { num, shapeOf, type OpComputeCtx } from "./op-library-common.js"
+import { none, num, shapeOf, type OpComputeCtx } from "./op-library-common.js"
 
 const I32: DType = "int32"
 export const DOT_LANES = 16
@@ -106,17 +106,66 @@ export const packedConv = (ctx: OpComputeCtx, x: TeTensor, xzp: TeTensor | undef
   }
 }
 
-/** QLinearMatMul / MatMulInteger over a 2-D B, in the blocked form; undefined where it does not apply. */
+/**
+ * A 1×1 blocked convolution with the output's pixels in the dot's lanes (QLinearConvPacked's
+ * `pixel_lanes`, chosen by the layout rewrite where the output's pixels are whole vectors of 16:
+ * src/rewrite/pack-int8.ts's int8PixelLanes): the activations u8 [N, C/4, P, 4] (the P = OH·OW
+ * output pixels' input pixels, 4 channels interleaved), the same packed weights read 4 bytes (one
+ * channel's 4 weights) at a time, sums [N, M, P] (tag int8_dot_px: its template splits the pixels
+ * by the dot's 16 lanes) — so the requantizing epilogue reads a channel's sums and writes its bytes
+ * along the pixels, and can compute them at its own tile (the sums' index is its pixel index).
+ */
+export const packedConvPixels = (ctx: OpComputeCtx, x: TeTensor, xzp: TeTensor | undefined, wp: TeTensor, cs: TeTensor, M: number): BlockedProduct => {
+  const [N, C, H, W] = x.shape
+  const [, Cb, KH, KW] = wp.shape
+  const [, , OH, OW] = shapeOf(ctx.outputs[0])
+  const P = OH * OW
+  if (KH !== 1 || KW !== 1 || P % DOT_LANES !== 0) return none(`QLinearConvPacked with pixel_lanes over a ${KH}×${KW} kernel and ${P} output pixels (1×1, whole vectors of ${DOT_LANES} pixels)`)
+  const win = windowOf([H, W], [KH, KW], ctx.attrs as unknown as WindowAttrs)
+  const [sh, sw] = win.strides
+  const uzp = activationZero(x, xzp)
+  const shiftX = x.dtype === "int8" ? 128 : 0
+  const u = compute(ctx.name("u8"), [N, Cb, P, DOT_DEPTH], (n, cb, p, r) => {
+    const ch = add(mul(cb, c(DOT_DEPTH)), r)
+    const ih = sub(mul(floordiv(p, c(OW)), c(sh)), c(win.padBegin[0]))
+    const iw = sub(mul(floormod(p, c(OW)), c(sw)), c(win.padBegin[1]))
+    const inside = and(lt(ch, c(C)), and(and(ge(ih, c(0)), lt(ih, c(H))), and(ge(iw, c(0)), lt(iw, c(W)))))
+    return cast("uint8", select(inside, add(i32(at(x, n, ch, ih, iw)), c(shiftX)), uzp))
+  }, "uint8")
+  const rc = reduceAxis(Cb, `${ctx.name()}.rcb`)
+  const rr = reduceAxis(DOT_DEPTH, `${ctx.name()}.rr`)
+  const acc = compute(ctx.name("dot"), [N, M, P], (n, o, p) => {
+    const a = at(u, n, rc.var, p, rr.var)
+    return sum(mul(i32(a), i32(at(wp, floordiv(o, c(DOT_LANES)), rc.var, c(0), c(0), floormod(o, c(DOT_LANES)), rr.var))), [rc, rr])
+  }, I32, "int8_dot_px")
+  return { sumAt: ([n, o, oh, ow]) => sub(at(acc, n, o, add(mul(oh, c(OW)), ow)), mul(uzp, at(cs, o))) }
+}
+
+/** QLinearMatMul / MatMulInteger over a 2-D B, in the blocked form (B packed by a stage of the kernel); undefined where it does not apply. */
 export const blockedMatmul = (ctx: OpComputeCtx, a: TeTensor, b: TeTensor, azp: TeTensor | undefined, bzpi: number): BlockedProduct | undefined => {
   if (b.shape.length !== 2 || a.shape.length < 2) return undefined
   if (azp && azp.shape.reduce((x, y) => x * y, 1) !== 1) return undefined
   const shiftW = weightShift(ctx, b, bzpi)
   if (shiftW === undefined) return undefined
-  const lead = a.shape.slice(0, -1)
   const K = a.shape[a.shape.length - 1]
   const N = b.shape[1]
-  const Kb = ceilDiv(K, DOT_DEPTH)
-  const Nb = ceilDiv(N, DOT_LANES)
+  const wp = compute(ctx.name("wpack"), [ceilDiv(N, DOT_LANES), ceilDiv(K, DOT_DEPTH), DOT_LANES, DOT_DEPTH], (nb, kb, l, r) => {
+    const j = add(mul(nb, c(DOT_LANES)), l)
+    const k = add(mul(kb, c(DOT_DEPTH)), r)
+    return cast("int8", select(and(lt(j, c(N)), lt(k, c(K))), sub(i32(at(b, k, j)), c(shiftW)), c(0)))
+  }, "int8")
+  return packedMatmul(ctx, a, azp, wp, columnSums(ctx, wp))
+}
+
+/**
+ * The blocked product over a B packed [N/16, K/4, 16, 4] s8 `wp` and its column sums `cs`
+ * (MatMulIntegerPacked's / QLinearMatMulPacked's inputs, packed at compile time, or
+ * blockedMatmul's stages); A's zero point per tensor.
+ */
+export const packedMatmul = (ctx: OpComputeCtx, a: TeTensor, azp: TeTensor | undefined, wp: TeTensor, cs: TeTensor): BlockedProduct => {
+  const lead = a.shape.slice(0, -1)
+  const K = a.shape[a.shape.length - 1]
+  const [Nb, Kb] = wp.shape
   const uzp = activationZero(a, azp)
   const shiftX = a.dtype === "int8" ? 128 : 0
   // (a uint8 A whose rows are whole dots is read as it is)
@@ -128,11 +177,6 @@ export const blockedMatmul = (ctx: OpComputeCtx, a: TeTensor, b: TeTensor, azp: 
         const k = add(mul(kb, c(DOT_DEPTH)), r)
         return cast("uint8", select(lt(k, c(K)), add(i32(at(a, ...idx.slice(0, -2), k)), c(shiftX)), uzp))
       }, "uint8")
-  const wp = compute(ctx.name("wpack"), [Nb, Kb, DOT_LANES, DOT_DEPTH], (nb, kb, l, r) => {
-    const j = add(mul(nb, c(DOT_LANES)), l)
-    const k = add(mul(kb, c(DOT_DEPTH)), r)
-    return cast("int8", select(and(lt(j, c(N)), lt(k, c(K))), sub(i32(at(b, k, j)), c(shiftW)), c(0)))
-  }, "int8")
   const rk = reduceAxis(Kb, `${ctx.name()}.rkb`)
   const rr = reduceAxis(DOT_DEPTH, `${ctx.name()}.rr`)
   const acc = compute(ctx.name("dot"), [...lead, Nb, DOT_LANES], (...idx) => {
@@ -141,7 +185,6 @@ export const blockedMatmul = (ctx: OpComputeCtx, a: TeTensor, b: TeTensor, azp: 
     const av = u ? at(u, ...rows, rk.var, rr.var) : at(a, ...rows, add(mul(rk.var, c(DOT_DEPTH)), rr.var))
     return sum(mul(i32(av), i32(at(wp, nb, rk.var, l, rr.var))), [rk, rr])
   }, I32, "int8_dot")
-  const cs = columnSums(ctx, wp)
   return {
     sumAt: (idx) => {
       const j = idx[idx.length - 1]

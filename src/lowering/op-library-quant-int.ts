@@ -9,7 +9,7 @@ import { converter, type DType } from "../ast/graph/dtype.js"
 import { add, and, c, call, cast, div, floordiv, ge, gt, lt, max, min, mul, select, sub, type Expr } from "../ast/te/expr.js"
 import { at, compute, maxReduce, minReduce, reduceAxis, sum, type ComputeTensor, type TeTensor } from "../ast/te/tensor.js"
 import { inp, none, num, shapeOf, type OpCompute, type OpComputeCtx } from "./op-library-common.js"
-import { blockedConv, blockedMatmul, packedConv } from "./op-library-int8-blocked.js"
+import { blockedConv, blockedMatmul, packedConv, packedConvPixels, packedMatmul } from "./op-library-int8-blocked.js"
 import { depthwiseConv, isGrouped } from "./op-library-int8-depthwise.js"
 
 const I32: DType = "int32"
@@ -185,7 +185,7 @@ const qlinearConvPacked: OpCompute = (ctx) => {
   const M = num(ctx.attrs.m, 0)
   const bias = ctx.inputs[8]
   if (bias && (bias.dtype !== I32 || bias.shape.length !== 1 || bias.shape[0] !== M)) return none(`bias of type ${bias.dtype}, shape [${bias.shape.join(", ")}] (int32, [${M}])`)
-  const blocked = packedConv(ctx, x, xzp, inp(ctx, 3), inp(ctx, 5))
+  const blocked = num(ctx.attrs.pixel_lanes, 0) === 1 ? packedConvPixels(ctx, x, xzp, inp(ctx, 3), inp(ctx, 5), M) : packedConv(ctx, x, xzp, inp(ctx, 3), inp(ctx, 5))
   const acc = compute(ctx.name("sum"), shapeOf(ctx.outputs[0]), (n, o, ...ys) => {
     const s = blocked.sumAt([n, o, ...ys])
     return bias ? add(s, at(bias, o)) : s
@@ -219,23 +219,35 @@ const intMatmul = (ctx: OpComputeCtx, ai: number, bi: number, azpi: number, bzpi
   }, I32)
 }
 
-const matmulInteger: OpCompute = (ctx) => [intMatmul(ctx, 0, 1, 2, 3, true)]
+/** The blocked product over a B packed at compile time (MatMulIntegerPacked: B at 1, its column sums at 3; QLinearMatMulPacked: at 3 and 5), A's zero point at 2. */
+const intMatmulPacked = (ctx: OpComputeCtx, wpi: number, csi: number, final: boolean): ComputeTensor => {
+  const a = need8(inp(ctx, 0), "A")
+  if (a.shape.length < 2) return none(`${ctx.node.op} of a 1-D A`)
+  const azp = ctx.inputs[2]
+  if (azp && elems(azp) !== 1) return none(`${ctx.node.op} with a_zero_point not a scalar`)
+  const blocked = packedMatmul(ctx, a, azp, inp(ctx, wpi), inp(ctx, csi))
+  return compute(final ? ctx.name() : ctx.name("sum"), shapeOf(ctx.outputs[0]), (...idx) => blocked.sumAt(idx), I32)
+}
 
-const qlinearMatmul: OpCompute = (ctx) => {
+const matmulInteger: OpCompute = (ctx) => [intMatmul(ctx, 0, 1, 2, 3, true)]
+const matmulIntegerPacked: OpCompute = (ctx) => [intMatmulPacked(ctx, 1, 3, true)]
+
+const qlinearMatmul: OpCompute = (ctx) => qlinearMatmulOver(ctx, inp(ctx, 3).shape[inp(ctx, 3).shape.length - 1], intMatmul(ctx, 0, 3, 2, 5, false))
+const qlinearMatmulPacked: OpCompute = (ctx) => qlinearMatmulOver(ctx, num(ctx.attrs.n, 0), intMatmulPacked(ctx, 3, 5, false))
+
+/** QLinearMatMul's requantization of its int32 sums `acc`, N columns. */
+const qlinearMatmulOver = (ctx: OpComputeCtx, N: number, acc: ComputeTensor): ComputeTensor[] => {
   const a = inp(ctx, 0)
-  const b = inp(ctx, 3)
   const as = inp(ctx, 1)
   const bs = inp(ctx, 4)
   const ys = inp(ctx, 6)
   const out = ctx.outputs[0].dtype
-  if (!is8(out)) return none(`QLinearMatMul to ${out}`)
+  if (!is8(out)) return none(`${ctx.node.op} to ${out}`)
   const M = a.shape[a.shape.length - 2]
-  const N = b.shape[b.shape.length - 1]
   const asAt = param(as, M, "a_scale")!
   const bsAt = param(bs, N, "b_scale")!
   const ysAt = param(ys, 1, "y_scale")!
   const yzp = param(inp(ctx, 7), 1, "y_zero_point")!
-  const acc = intMatmul(ctx, 0, 3, 2, 5, false)
   // (per column where A's scale is per tensor: a stage of its own, computed once by a schedule)
   const mult = elems(as) === 1 ? compute(ctx.name("mult"), [N], (j) => multiplier(ctx, [1, 4, 6], [asAt(c(0)), bsAt(j), ysAt(c(0))]), W) : undefined
   return [
@@ -281,6 +293,8 @@ export const QUANT_INT: Record<string, OpCompute> = {
   QLinearConv: qlinearConv,
   QLinearConvPacked: qlinearConvPacked,
   MatMulInteger: matmulInteger,
+  MatMulIntegerPacked: matmulIntegerPacked,
   QLinearMatMul: qlinearMatmul,
+  QLinearMatMulPacked: qlinearMatmulPacked,
   DynamicQuantizeLinear: dynamicQuantizeLinear,
 }

@@ -19,7 +19,7 @@ import { sizeOf, tensor, type Tensor } from "../ast/graph/tensor.js"
 import type { RegisterFile } from "../ast/register-tile.js"
 import { eliminateDeadCodeSync } from "./eliminate-dead-code.js"
 import { denseToPacked } from "./pack-dense.js"
-import { int8ConvToPacked } from "./pack-int8.js"
+import { int8ConvToPackedFor, int8MatmulToPacked, type Int8LayoutTarget } from "./pack-int8.js"
 import { graphPass, type GraphPass } from "./pass.js"
 import { rewriteToFixedPoint, type Rule, type RuleCtx } from "./rules.js"
 
@@ -28,7 +28,7 @@ import { rewriteToFixedPoint, type Rule, type RuleCtx } from "./rules.js"
  * per width (the padded blocks), and the register file (a packed weight's panels: the matmul
  * register tile's columns, from lanes, FMA pipes × latency and registers).
  */
-export interface LayoutTarget extends RegisterFile {
+export interface LayoutTarget extends RegisterFile, Int8LayoutTarget {
   /** fp32 lanes of the widest vector unit (AVX-512: 16, AVX2: 8, SIMD128: 4). */
   readonly vectorLanes: number
   /** FMA pipes per vector width (fp32 lanes → pipes), as the target record measured them; absent: the same at every width. */
@@ -380,7 +380,7 @@ const concatThroughLayout = (target: LayoutTarget): Rule => ({
 export const alterLayoutSync = (graph: Graph, target: LayoutTarget): Graph => {
   const g = bindSync(graph)
   // convolutions first, then neighbours and cancellation to a fixed point
-  const converted = rewriteToFixedPoint(g, [convToBlocked(target, vectorWritten(g, target)), denseToPacked(target), int8ConvToPacked]).graph
+  const converted = rewriteToFixedPoint(g, [convToBlocked(target, vectorWritten(g, target)), denseToPacked(target), int8ConvToPackedFor(target), int8MatmulToPacked]).graph
   const moved = rewriteToFixedPoint(converted, [composeTransforms, unaryThroughLayout, binaryThroughLayout, poolThroughLayout, concatThroughLayout(target)]).graph
   return bindSync(eliminateDeadCodeSync(moved))
 }

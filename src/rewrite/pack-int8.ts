@@ -8,7 +8,7 @@ import { attr } from "../ast/graph/attrs.js"
 import { resolveNode } from "../ast/graph/evaluate.js"
 import type { Node } from "../ast/graph/graph.js"
 import type { ValueType } from "../ast/graph/op.js"
-import { packInt8Conv } from "../ast/graph/ops/int8-packed.js"
+import { INT8_LANES, packInt8Conv, packInt8Matmul } from "../ast/graph/ops/int8-packed.js"
 import { TESSERA_DOMAIN } from "../ast/graph/ops/index.js"
 import type { Tensor } from "../ast/graph/tensor.js"
 import type { Rule } from "./rules.js"
@@ -30,8 +30,25 @@ export const int8PackShift = (n: Node, type: (v: string) => ValueType | undefine
   return zp && Array.from(zp.data as ArrayLike<number>).every((z) => Number(z) === shift) ? shift : undefined
 }
 
-/** QLinearConv over constant weights → QLinearConvPacked over them packed for the VNNI dot, with their column sums. */
-export const int8ConvToPacked: Rule = {
+/** What the int8 rule reads of the target record: the 8-bit dot its emitter renders. */
+export interface Int8LayoutTarget {
+  readonly int8Dot?: "vnni" | "avx2" | "simd128"
+}
+
+/**
+ * Whether a packed conv computes with the output's pixels in the dot's 16 lanes (one channel's
+ * sums over 16 consecutive pixels: the requantizing epilogue reads and stores them contiguously,
+ * at the product's tile) instead of its channels (16 channels a pixel: the epilogue's byte stores
+ * a channel plane apart, OH·OW bytes): a 1×1 kernel (the product is then a GEMM over pixels:
+ * MLAS's and oneDNN's form) on a target whose dot has the lanes-from-memory form (VNNI: vpdpbusd
+ * with the activations as the vector operand and the weights broadcast), where the output's pixels
+ * are whole vectors of 16 (112², 56², 28²; not 14² or 7², which keep the channels in the lanes).
+ */
+export const int8PixelLanes = (kernel: readonly number[], outPixels: number, target: Int8LayoutTarget): boolean =>
+  target.int8Dot === "vnni" && kernel.every((k) => k === 1) && outPixels % INT8_LANES === 0
+
+/** QLinearConv over constant weights → QLinearConvPacked over them packed for the VNNI dot, with their column sums (and the pixels-in-lanes form where `int8PixelLanes` says). */
+export const int8ConvToPackedFor = (target: Int8LayoutTarget): Rule => ({
   name: "int8-conv-to-packed",
   apply: (n, ctx) => {
     const shift = int8PackShift(n, ctx.type, ctx.constant)
@@ -44,10 +61,65 @@ export const int8ConvToPacked: Rule = {
     const inputs = [...n.inputs]
     inputs[3] = wName
     inputs[5] = csName
+    const out = ctx.type(n.outputs[0])
+    const pixels = out && out.shape.length === 4 && out.shape.every((d) => typeof d === "number") ? (out.shape[2] as number) * (out.shape[3] as number) : 0
+    const px = pixels > 0 && int8PixelLanes(w.shape.slice(2), pixels, target)
     return {
-      nodes: [{ name: ctx.fresh(`${n.name}_packed`), op: "QLinearConvPacked", domain: TESSERA_DOMAIN, inputs, outputs: [y], attrs: { ...n.attrs, m: attr.int(w.shape[0]) } }],
+      nodes: [{ name: ctx.fresh(`${n.name}_packed`), op: "QLinearConvPacked", domain: TESSERA_DOMAIN, inputs, outputs: [y], attrs: { ...n.attrs, m: attr.int(w.shape[0]), ...(px ? { pixel_lanes: attr.int(1) } : {}) } }],
       outputs: [y],
       constants: new Map([[wName, packed], [csName, colsum]]),
+    }
+  },
+})
+
+/** The rule on a target without a dot of its own (channels in the lanes everywhere). */
+export const int8ConvToPacked: Rule = int8ConvToPackedFor({})
+
+/**
+ * The shift that makes a MatMulInteger's / QLinearMatMul's constant B s8 (0 for int8, 128 for
+ * uint8; its zero point absent — MatMulInteger, int8 — or every value that shift), where A's zero
+ * point is per tensor and B is 2-D; undefined where the rule does not apply.
+ */
+export const int8MatmulPackShift = (n: Node, type: (v: string) => ValueType | undefined, constant: (v: string) => Tensor | undefined): number | undefined => {
+  if (n.domain !== "" || (n.op !== "MatMulInteger" && n.op !== "QLinearMatMul")) return undefined
+  const [bi, bzpi] = n.op === "MatMulInteger" ? [1, 3] : [3, 5]
+  const a = type(n.inputs[0])
+  const b = n.inputs[bi] ? constant(n.inputs[bi]) : undefined
+  if (!a || a.shape.length < 2 || typeof a.shape[a.shape.length - 1] !== "number" || !b || b.shape.length !== 2) return undefined
+  const azp = n.inputs[2] ? type(n.inputs[2]) : undefined
+  if (azp && !azp.shape.every((d) => d === 1)) return undefined
+  const shift = b.dtype === "int8" ? 0 : b.dtype === "uint8" ? 128 : undefined
+  if (shift === undefined) return undefined
+  if (!n.inputs[bzpi]) return shift === 0 ? 0 : undefined
+  const zp = constant(n.inputs[bzpi])
+  return zp && Array.from(zp.data as ArrayLike<number>).every((z) => Number(z) === shift) ? shift : undefined
+}
+
+/**
+ * MatMulInteger / QLinearMatMul over a constant B → MatMulIntegerPacked / QLinearMatMulPacked over
+ * it packed for the dot [⌈N/16⌉, ⌈K/4⌉, 16, 4] with its column sums, computed here once instead of
+ * by a stage of the kernel on every run (a classifier's 1280 × 1000 B: 1.3 MB a run).
+ */
+export const int8MatmulToPacked: Rule = {
+  name: "int8-matmul-to-packed",
+  apply: (n, ctx) => {
+    const shift = int8MatmulPackShift(n, ctx.type, ctx.constant)
+    if (shift === undefined) return undefined
+    const q = n.op === "QLinearMatMul"
+    const [bi, bzpi] = q ? [3, 5] : [1, 3]
+    const b = ctx.constant(n.inputs[bi])!
+    const { packed, colsum } = packInt8Matmul(b, shift)
+    const bName = ctx.fresh(`${n.inputs[bi]}_vnni`)
+    const csName = ctx.fresh(`${n.inputs[bi]}_colsum`)
+    const y = ctx.fresh(`${n.outputs[0]}_packed`)
+    const inputs = [...n.inputs]
+    while (inputs.length <= bzpi) inputs.push("")
+    inputs[bi] = bName
+    inputs[bzpi] = csName
+    return {
+      nodes: [{ name: ctx.fresh(`${n.name}_packed`), op: q ? "QLinearMatMulPacked" : "MatMulIntegerPacked", domain: TESSERA_DOMAIN, inputs, outputs: [y], attrs: { n: attr.int(b.shape[1]) } }],
+      outputs: [y],
+      constants: new Map([[bName, packed], [csName, colsum]]),
     }
   },
 }

@@ -54,7 +54,9 @@ export const nodeFlops = (g: Graph, n: Node): number => {
     }
     case "MatMul":
     case "MatMulPacked":
-    case "MatMulInteger": {
+    case "MatMulInteger":
+    case "MatMulIntegerPacked":
+    case "QLinearMatMulPacked": {
       const a = type(n.inputs[0])
       if (!a) return 0
       return 2 * outN * (a.shape[a.shape.length - 1] as number)

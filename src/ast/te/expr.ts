@@ -138,6 +138,12 @@ export const COMPUTE_TAGS = [
    */
   "int8_dot",
   /**
+   * A 1×1 8-bit convolution's product with the output's pixels in the lanes
+   * (op-library-int8-blocked.ts's packedConvPixels): [n, o, pixels / 16, 16] int32 sums of u8
+   * activations [.., pixel, 4] × one channel's 4 s8 weights, reduce [C / 4, 4].
+   */
+  "int8_dot_px",
+  /**
    * A depthwise 8-bit convolution's int32 sums [n, o, oh, ow] over the int16 phases of its padded,
    * zero-shifted input (op-library-int8-depthwise.ts): reduce [kh, kw], the output row vectorized.
    */

@@ -78,6 +78,82 @@ export const vnniDot16x4: TensorIntrinsic = (() => {
 })()
 
 /**
+ * The VNNI dot's meaning (c[16] (int32) += Σ_{r<4} a[r] (uint8) · b[16×4] (int8)) on AVX2, which
+ * has no vpdpbusd: vpmaddubsw (u8 × s8 products summed in pairs into s16) then vpmaddwd by ones
+ * (the pairs summed into s32), two 8-lane halves. vpmaddubsw saturates its pair sums (255·127·2 =
+ * 64770 does not fit s16; MLAS's AVX2 u8s8 kernel takes that rounding, and onnxruntime's quantizer
+ * offers 7-bit weights, reduce_range, against it); here each activation byte is split into its
+ * low 7 bits and its top bit, a = lo + 128·hi: lo · b pair sums are at most 127·128·2 = 32512 and
+ * hi · b ones at most 256 in size, both exact in s16, and vpmaddwd by 1 and by 128 adds them into
+ * s32 exactly — the declaration's meaning bit for bit.
+ */
+export const avx2Dot16x4: TensorIntrinsic = (() => {
+  const a = placeholder("a", [4], "uint8")
+  const b = placeholder("b", [16, 4], "int8")
+  const r = reduceAxis(4, "r")
+  const widen = (e: Expr) => cast("int32", e)
+  const out = compute("c", [16], (j) => sum(mul(widen(at(a, r.var)), widen(at(b, j, r.var))), [r]), "int32")
+  return {
+    name: "avx2_dot_16x4",
+    compute: out,
+    inputs: [a, b],
+    mode: "update",
+    emit: {
+      c: {
+        fn: "tessera_avx2_dot_16x4",
+        header: [
+          "#include <immintrin.h>",
+          "/* c[16] += a[4] (u8) . b[16][4] (s8) on AVX2: a = lo7 + 128 hi1, vpmaddubsw exact on each part, vpmaddwd into s32 */",
+          "static inline __attribute__((always_inline)) void tessera_avx2_dot_16x4(int32_t* c, const uint8_t* a, const int8_t* b) {",
+          "  uint32_t a4; memcpy(&a4, a, 4);",
+          "  const __m256i lo = _mm256_set1_epi32((int32_t)(a4 & 0x7f7f7f7fu)), hi = _mm256_set1_epi32((int32_t)((a4 >> 7) & 0x01010101u));",
+          "  const __m256i one = _mm256_set1_epi16(1), k128 = _mm256_set1_epi16(128);",
+          "  for (int h = 0; h < 2; ++h) {",
+          "    const __m256i w = _mm256_loadu_si256((const __m256i*)(b + 32 * h));",
+          "    const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(lo, w), one), _mm256_madd_epi16(_mm256_maddubs_epi16(hi, w), k128));",
+          "    _mm256_storeu_si256((__m256i*)(c + 8 * h), _mm256_add_epi32(_mm256_loadu_si256((const __m256i*)(c + 8 * h)), s));",
+          "  }",
+          "}",
+        ].join("\n"),
+      },
+    },
+  }
+})()
+
+/**
+ * vpdpbusd with the operands' roles turned (pixels in the lanes, MLAS's and oneDNN's 1×1 / GEMM
+ * form): c[16] (int32) += Σ_{r<4} a[16×4] (uint8: 16 pixels' 4 channels) · b[4] (int8: one output
+ * channel's 4 weights, broadcast). The sums of one channel over 16 consecutive pixels, so the
+ * requantizing epilogue reads and writes them contiguously.
+ */
+export const vnniDotPx16x4: TensorIntrinsic = (() => {
+  const a = placeholder("a", [16, 4], "uint8")
+  const b = placeholder("b", [4], "int8")
+  const r = reduceAxis(4, "r")
+  const widen = (e: Expr) => cast("int32", e)
+  const out = compute("c", [16], (j) => sum(mul(widen(at(a, j, r.var)), widen(at(b, r.var))), [r]), "int32")
+  return {
+    name: "vnni_dot_px_16x4",
+    compute: out,
+    inputs: [a, b],
+    mode: "update",
+    emit: {
+      c: {
+        fn: "tessera_vnni_dot_px_16x4",
+        header: [
+          "#include <immintrin.h>",
+          "/* c[16] += a[16][4] (u8) . b[4] (s8): one vpdpbusd, b broadcast */",
+          "static inline __attribute__((always_inline)) void tessera_vnni_dot_px_16x4(int32_t* c, const uint8_t* a, const int8_t* b) {",
+          "  int32_t b4; memcpy(&b4, b, 4);",
+          "  _mm512_storeu_si512(c, _mm512_dpbusd_epi32(_mm512_loadu_si512(c), _mm512_loadu_si512(a), _mm512_set1_epi32(b4)));",
+          "}",
+        ].join("\n"),
+      },
+    },
+  }
+})()
+
+/**
  * The same u8 × s8 → s32 dot over 4 lanes, the shape SIMD128's `i32x4.dot_i16x8_s` (pairwise i16
  * products summed into i32x4) serves: c[4] (int32) += Σ_{r<4} a[r] (uint8) · b[4×4] (int8). The
  * wasm emitter widens a to i16 (a0 a1 a2 a3 twice, and its pairs swapped), b's 16 bytes, regrouped
@@ -96,6 +172,8 @@ export const simd128Dot4x4: TensorIntrinsic = (() => {
 /** Intrinsics by name (for replaying recorded tensorize steps). */
 export const lookupIntrinsic = (name: string): TensorIntrinsic | undefined => {
   if (name === vnniDot16x4.name) return vnniDot16x4
+  if (name === vnniDotPx16x4.name) return vnniDotPx16x4
+  if (name === avx2Dot16x4.name) return avx2Dot16x4
   if (name === simd128Dot4x4.name) return simd128Dot4x4
   const m = /^gemm_(\d+)x(\d+)x(\d+)_(float32|float64)$/.exec(name)
   return m ? gemmMicroKernel(Number(m[1]), Number(m[2]), Number(m[3]), m[4] as DType) : undefined

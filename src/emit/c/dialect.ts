@@ -143,8 +143,10 @@ const reduceLoop = (s: ForStmt, r: ReduceLoop, w: Walk): string[] | undefined =>
 const inThreadLoop = (w: Walk): boolean => w.loops.some((l) => l.forKind === "thread" && l.thread?.startsWith("threadIdx") === true)
 
 /**
- * The VNNI dot `tessera_vnni_dot_16x4(c, a, b)`: c int32[16], a uint8[4] and b int8[16×4], each one
- * contiguous run (unit inner strides, b's rows 4 apart).
+ * A VNNI dot: `tessera_vnni_dot_16x4(c, a, b)` (c int32[16], a uint8[4], b int8[16×4]) or
+ * `tessera_vnni_dot_px_16x4(c, a, b)` (a uint8[16×4], b int8[4]), or the first's AVX2 form
+ * `tessera_avx2_dot_16x4` (vpmaddubsw / vpmaddwd, exact), each operand one contiguous run
+ * (unit inner strides, a [16×4] operand's rows 4 apart), as the intrinsic's placeholders declare.
  */
 const vnniCall = (s: StmtOf<"intrinsic">, w: Walk, lower: string): string[] => {
   const def = s.intrin.emit.c!
@@ -158,7 +160,7 @@ const vnniCall = (s: StmtOf<"intrinsic">, w: Walk, lower: string): string[] => {
     return `&${w.buf(r.buffer)}[${r.strides ? w.expr(r.base[0]) : flatIndex(w, r.buffer, r.base)}]`
   }
   const out = operand(s.output, [16], "int32")
-  const [a, b] = [operand(s.inputs[0], [4], "uint8"), operand(s.inputs[1], [16, 4], "int8")]
+  const [a, b] = s.intrin.inputs.map((p, k) => operand(s.inputs[k], p.shape, p.dtype))
   w.define(def.fn, def.header)
   return [`${def.fn}(${out}, ${a}, ${b});`]
 }
@@ -167,7 +169,7 @@ const vnniCall = (s: StmtOf<"intrinsic">, w: Walk, lower: string): string[] => {
 const intrinsic = (s: StmtOf<"intrinsic">, w: Walk): string[] => {
   const def = s.intrin.emit.c
   const lower = `intrinsic ${commentSafe(s.intrin.name)} needs lowering.LowerIntrinsics before the c emitter`
-  if (def?.fn === "tessera_vnni_dot_16x4") return vnniCall(s, w, lower)
+  if (def?.fn === "tessera_vnni_dot_16x4" || def?.fn === "tessera_vnni_dot_px_16x4" || def?.fn === "tessera_avx2_dot_16x4") return vnniCall(s, w, lower)
   if (!def || !def.fn.startsWith("tessera_gemm_") || !isIdentifier(def.fn)) return w.fail(lower)
   const operand = (r: Region, shape: readonly number[]): { ptr: string; ld: number } => {
     const b = w.buffer(r.buffer)

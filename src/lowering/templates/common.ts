@@ -40,12 +40,13 @@ export const parallelOuter = (s0: S.Schedule, stage: string, axes: readonly stri
 
 /**
  * Parallel over the outermost data loop, and (with `vectorize`) the innermost vectorized where it is
- * data and no longer than the vectorize primitive takes: every root stage but `skip`.
+ * data and no longer than the vectorize primitive takes: every root stage but those in `skip`.
  */
-export const parallelize = (s0: S.Schedule, vectorize: boolean, skip?: string): S.Schedule => {
+export const parallelize = (s0: S.Schedule, vectorize: boolean, skip?: string | readonly string[]): S.Schedule => {
   let s = s0
+  const skipped = typeof skip === "string" ? [skip] : skip ?? []
   for (const name of s.order) {
-    if (name === skip) continue
+    if (skipped.includes(name)) continue
     const st = s.stages.get(name)!
     if (st.attach.kind !== "root") continue
     const data = dataLeaves(st)

@@ -2,7 +2,8 @@
 // int8_dot: [..., pixels or rows, ..., 16 lanes] int32 sums, reduce [..., 4]) as a register tile of
 // `tile_blocks` × `tile_px` vectors of 16 int32 accumulators (one per output-channel block and
 // output pixel / row), computed in a local copy across the whole reduction, its inner [16 × 4] dot
-// tensorized onto the VNNI instruction (vnniDot16x4), or its lanes split in groups of 4 (outside
+// tensorized onto the VNNI instruction (vnniDot16x4) or its AVX2 form (avx2Dot16x4: vpmaddubsw /
+// vpmaddwd, exact), or its lanes split in groups of 4 (outside
 // the tile's pixels, so a group's weights serve every pixel) and each [4 × 4] dot tensorized onto
 // SIMD128's i16 dot (simd128Dot4x4, the wasm target), or, with `dot: loops` (a target without
 // either), left as loops the vectorizer and gcc take; a target without the chosen instruction
@@ -11,10 +12,10 @@
 // vector registers hold beside a broadcast and a weight vector — a block's 16 int32 sums are
 // 16 / lanes of its vectors —, at least the FMA pipes × latency where the axis allows).
 import * as S from "../../ast/schedule/schedule.js"
-import { simd128Dot4x4, vnniDot16x4 } from "../../ast/te/intrinsic.js"
+import { avx2Dot16x4, simd128Dot4x4, vnniDot16x4, vnniDotPx16x4 } from "../../ast/te/intrinsic.js"
 import { DOT_LANES } from "../op-library-int8-blocked.js"
 import { accumulatorCap, anchorStage, dataLeaves, divisors, largest, parallelize, parallelOuter } from "./common.js"
-import type { Knob, Template } from "./template.js"
+import type { Config, Knob, Template } from "./template.js"
 
 /** Where the product's pixel axis (output columns of a conv, rows of a product) and channel-block axis are among its data axes. */
 const positions = (anchor: S.Stage): { readonly pixel: number; readonly block: number } => {
@@ -68,7 +69,7 @@ export const int8DotTemplate: Template = {
       { kind: "split", name: "tile_px", extent: px, candidates: divisors(px, MAX_TILE) },
       { kind: "split", name: "tile_blocks", extent: blocks, candidates: divisors(blocks, 4) },
       { kind: "choice", name: "unroll", candidates: [true, false] },
-      { kind: "choice", name: "dot", candidates: ["vnni", "simd128", "loops"] },
+      { kind: "choice", name: "dot", candidates: ["vnni", "avx2", "simd128", "loops"] },
     ] satisfies Knob[]
   },
   defaults: (knobs, target) => {
@@ -125,12 +126,136 @@ export const int8DotTemplate: Template = {
       s = S.tensorize(s, local, g.inner, simd128Dot4x4)
     } else {
       if (config.unroll) for (const a of tileAxes) if (s.stages.get(local)!.axes.get(a)!.extent > 1) s = S.unroll(s, local, a)
-      if (config.dot === "vnni") s = S.tensorize(s, local, lpos.lane, vnniDot16x4)
+      if (config.dot === "vnni" || config.dot === "avx2") s = S.tensorize(s, local, lpos.lane, config.dot === "vnni" ? vnniDot16x4 : avx2Dot16x4)
       else s = S.unroll(S.vectorize(s, local, lpos.lane), local, red[red.length - 1])
     }
     s = parallelOuter(s, anchor.name, outer.slice(0, -1).length ? outer.slice(0, -1) : outer)
     s = S.vectorize(s, anchor.name, lane)
     if (pos.block === 1) s = epiloguesInLaneOrder(s, anchor)
     return parallelize(s, true, anchor.name)
+  },
+}
+
+/**
+ * The pixels-in-lanes product's activations u8 [n, C/4, pixels, 4] (a copy of the NCHW input, 4
+ * channels interleaved): the pixels split by the widest vector loop that divides them, 4 channels
+ * unrolled inside, so the stores run along the pixels (the C compiler's interleaved stores) rather
+ * than 4 bytes at a time.
+ */
+const activationsAlongPixels = (s0: S.Schedule, anchor: S.Stage): { schedule: S.Schedule; done: string[] } => {
+  let s = s0
+  const done: string[] = []
+  for (const t of anchor.op.inputs) {
+    const st = s.stages.get(t.name)
+    if (!st || st.attach.kind !== "root" || t.dtype !== "uint8" || t.shape.length !== 4) continue
+    const [n, cb, p, r] = dataLeaves(st)
+    const sp = S.split(s, t.name, p, { factor: Math.max(...divisors(t.shape[2], S.MAX_VECTORIZED)) })
+    s = S.unroll(sp.schedule, t.name, r)
+    s = parallelOuter(s, t.name, [n, cb, sp.outer])
+    done.push(t.name)
+  }
+  return { schedule: s, done }
+}
+
+/**
+ * The register tile of the pixels-in-lanes product, at the stage `name` computed at its tile
+ * ([n, o, p] over tile_o channels and tile_pv · 16 pixels): the pixels split by the dot's 16
+ * lanes, the reduction outside the tile (the sums stay in registers), the 4-deep dot innermost,
+ * the tile's channels and pixel vectors unrolled, the [16 × 4] dot tensorized onto vnniDotPx16x4
+ * (the activations' 64 bytes loaded, the channel's 4 weights broadcast) or left as loops.
+ */
+const pxTile = (s0: S.Schedule, name: string, config: Config): S.Schedule => {
+  const st = s0.stages.get(name)!
+  const [n, o, p] = dataLeaves(st)
+  const red = st.leaf.filter((a) => st.axes.get(a)!.type === "reduce")
+  const sl = S.split(s0, name, p, { factor: DOT_LANES })
+  let s = S.reorder(sl.schedule, name, [n, ...red.slice(0, -1), o, sl.outer, sl.inner, red[red.length - 1]])
+  if (config.unroll) for (const a of [o, sl.outer]) if (s.stages.get(name)!.axes.get(a)!.extent > 1) s = S.unroll(s, name, a)
+  if (config.dot === "vnni") return S.tensorize(s, name, sl.inner, vnniDotPx16x4)
+  return S.unroll(S.vectorize(s, name, sl.inner), name, red[red.length - 1])
+}
+
+/** The pixels-in-lanes product's register tile: at most 4 pixel vectors (each a load beside the channels' broadcasts; 64 pixels, the widest vector loop of the epilogue). */
+const MAX_PX_VECTORS = 4
+
+/**
+ * The int8 template of a 1×1 conv with the output's pixels in the lanes (tag int8_dot_px: [n, o,
+ * pixels] int32 sums, reduce [C / 4, 4]): a register tile of `tile_o` channels × `tile_pv` vectors
+ * of 16 pixels (16 int32 accumulators each) across the whole reduction, the channels' 4 weights
+ * broadcast and each pixel vector's 64 bytes loaded once a reduction step (pxTile). Where one
+ * epilogue stage reads the sums (the requantization [n, o, oh, ow]), the tile is computed at that
+ * stage's tile — its output pixels fused into one loop, split by the tile's pixels (vectorized)
+ * outside the tile's channels — so the sums go from registers to the epilogue through a small
+ * local buffer instead of a round trip through memory (at 112×112 × 96 channels, 4.8 MB of int32);
+ * else the product is a root stage with its tile in a local copy. Pixel tiles are the parallel
+ * loop, outside the channel tiles (a pixel tile's activations, C bytes a pixel, stay in the L1
+ * across every channel tile). Defaults: as many pixel vectors as divide the pixels up to 4, the
+ * channels to fill the accumulator cap (half the vector registers).
+ */
+export const int8DotPxTemplate: Template = {
+  name: "int8_dot_px",
+  tunable: true,
+  space: (_outputs, base) => {
+    const st = anchorStage(base)!
+    const [, o, p] = dataLeaves(st)
+    const M = st.axes.get(o)!.extent
+    const PV = Math.floor(st.axes.get(p)!.extent / DOT_LANES)
+    return [
+      { kind: "split", name: "tile_o", extent: M, candidates: divisors(M, MAX_TILE) },
+      { kind: "split", name: "tile_pv", extent: PV, candidates: divisors(PV, MAX_PX_VECTORS) },
+      { kind: "choice", name: "unroll", candidates: [true, false] },
+      { kind: "choice", name: "dot", candidates: ["vnni", "loops"] },
+    ] satisfies Knob[]
+  },
+  defaults: (knobs, target) => {
+    const split = (name: string) => knobs.find((k) => k.name === name) as Knob & { kind: "split" }
+    const perBlock = Math.max(1, Math.ceil(DOT_LANES / target.vectorLanes))
+    const cap = Math.max(1, Math.floor(accumulatorCap(target.vectorRegisters ?? 16) / perBlock))
+    const pv = largest(split("tile_pv").candidates, Math.min(MAX_PX_VECTORS, cap))
+    const to = largest(split("tile_o").candidates, Math.max(1, Math.floor(cap / pv)))
+    return { tile_o: to, tile_pv: pv, unroll: true, dot: target.int8Dot === "vnni" ? "vnni" : "loops" }
+  },
+  apply: (_outputs, base, config) => {
+    const anchor = anchorStage(base)!
+    let s = base
+    for (const t of anchor.op.inputs) if (t.kind === "compute" && s.stages.get(t.name)?.attach.kind === "inline") s = S.computeRoot(s, t.name)
+    for (const name of s.order) {
+      const st = s.stages.get(name)!
+      if (st.attach.kind === "inline" && st.op.shape.length === 1) s = S.computeRoot(s, name)
+    }
+    const [N, M, P] = anchor.op.shape
+    const to = Number(config.tile_o)
+    const F = DOT_LANES * Number(config.tile_pv)
+    const readers = S.effectiveConsumers(s, anchor.name)
+    const out = readers.length === 1 ? s.stages.get(readers[0])! : undefined
+    const [on, om, oh, ow] = out?.op.shape ?? []
+    let skip: string[]
+    if (out && out.attach.kind === "root" && out.op.body.kind !== "reduce" && out.op.shape.length === 4 && on === N && om === M && oh * ow === P && dataLeaves(out).length === 4) {
+      // the tile computed at the epilogue's tile: [n, pixel tiles, channel tiles, channels, pixels]
+      const [n, o, y, x] = dataLeaves(out)
+      const f = S.fuse(s, out.name, y, x)
+      const sf = S.split(f.schedule, out.name, f.fused, { factor: F })
+      const so = S.split(sf.schedule, out.name, o, { factor: to })
+      s = S.reorder(so.schedule, out.name, [n, sf.outer, so.outer, so.inner, sf.inner])
+      s = S.computeAt(s, anchor.name, out.name, so.outer)
+      s = pxTile(s, anchor.name, config)
+      s = parallelOuter(s, out.name, [n, sf.outer])
+      s = S.vectorize(s, out.name, sf.inner)
+      skip = [out.name]
+    } else {
+      const w = S.cacheWrite(s, anchor.name, "local")
+      s = w.schedule
+      const [n, o, p] = dataLeaves(s.stages.get(anchor.name)!)
+      const so = S.split(s, anchor.name, o, { factor: to })
+      const sp = S.split(so.schedule, anchor.name, p, { factor: F })
+      s = S.reorder(sp.schedule, anchor.name, [n, sp.outer, so.outer, so.inner, sp.inner])
+      s = S.computeAt(s, w.stage, anchor.name, so.outer)
+      s = pxTile(s, w.stage, config)
+      s = parallelOuter(s, anchor.name, [n, sp.outer])
+      s = S.vectorize(s, anchor.name, sp.inner)
+      skip = [anchor.name]
+    }
+    const u = activationsAlongPixels(s, anchor)
+    return parallelize(u.schedule, true, [...skip, ...u.done])
   },
 }

@@ -9,7 +9,7 @@ import { anchorStage, innerReduction, tileStages } from "./common.js"
 import { convTemplate } from "./conv2d-nchwc.js"
 import { injectiveTemplate } from "./injective.js"
 import { int8DepthwiseTemplate } from "./int8-depthwise.js"
-import { int8DotTemplate } from "./int8-dot.js"
+import { int8DotPxTemplate, int8DotTemplate } from "./int8-dot.js"
 import { matmulTemplate } from "./matmul.js"
 import { innerReductionTemplate, reductionTemplate } from "./reduction.js"
 import { searchable } from "./sketch.js"
@@ -30,6 +30,7 @@ const TEMPLATE_OF_TAG: { readonly [T in ComputeTag]: Template } = {
   pool: reductionTemplate,
   global_pool: reductionTemplate,
   int8_dot: int8DotTemplate,
+  int8_dot_px: int8DotPxTemplate,
   int8_depthwise: int8DepthwiseTemplate,
 }
 

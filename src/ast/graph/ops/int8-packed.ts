@@ -11,6 +11,7 @@ import { check, defineOp, type AnyOpDef, type InferCtx, type KernelCtx } from ".
 import { tensor, type Tensor } from "../tensor.js"
 import { windowAttrs } from "./nn-common.js"
 import { convOps } from "./nn-conv.js"
+import { matmulOps } from "./nn-matmul.js"
 import { arity, inputType, req } from "./util.js"
 
 /** The VNNI dot: 16 int32 lanes (output channels), each the sum of 4 u8 × s8 products (input channels). */
@@ -53,7 +54,54 @@ export const unpackInt8Conv = (p: Tensor, m: number, c: number): Tensor => {
   return tensor("int8", [m, c, KH, KW], out)
 }
 
+/**
+ * A constant B [K, N] (int8 or uint8) minus `shift` (0 or 128) packed for the dot as a conv's
+ * weights are, B's columns as the output channels: [⌈N/16⌉, ⌈K/4⌉, 16, 4] (zeros past N and K),
+ * and its column sums (int32 [⌈N/16⌉·16]).
+ */
+export const packInt8Matmul = (b: Tensor, shift: number): { readonly packed: Tensor; readonly colsum: Tensor } => {
+  const [K, N] = b.shape
+  const Nb = ceilDiv(N, INT8_LANES)
+  const Kb = ceilDiv(K, INT8_DEPTH)
+  const out = new Int8Array(Nb * Kb * INT8_LANES * INT8_DEPTH)
+  const cs = new Int32Array(Nb * INT8_LANES)
+  for (let k = 0; k < K; k++)
+    for (let j = 0; j < N; j++) {
+      const v = Number(b.data[k * N + j]) - shift
+      out[((Math.floor(j / INT8_LANES) * Kb + Math.floor(k / INT8_DEPTH)) * INT8_LANES + (j % INT8_LANES)) * INT8_DEPTH + (k % INT8_DEPTH)] = v
+      cs[j] += v
+    }
+  return { packed: tensor("int8", [Nb, Kb, INT8_LANES, INT8_DEPTH], out), colsum: tensor("int32", [Nb * INT8_LANES], cs) }
+}
+
+/** The s8 B [k, n] of a packed [⌈n/16⌉, ⌈k/4⌉, 16, 4] (packInt8Matmul's inverse, past its shift). */
+export const unpackInt8Matmul = (p: Tensor, k: number, n: number): Tensor => {
+  const Kb = p.shape[1]
+  const out = new Int8Array(k * n)
+  for (let r = 0; r < k; r++)
+    for (let j = 0; j < n; j++)
+      out[r * n + j] = Number(p.data[((Math.floor(j / INT8_LANES) * Kb + Math.floor(r / INT8_DEPTH)) * INT8_LANES + (j % INT8_LANES)) * INT8_DEPTH + (r % INT8_DEPTH)])
+  return tensor("int8", [k, n], out)
+}
+
+/** A packed B's shape checked against A's last dim K and n: the plain B type it stands for (int8 [K, n]). */
+const plainB = (ctx: InferCtx<{ readonly n: number }>, bi: number) => {
+  const a = inputType(ctx, 0)
+  const p = inputType(ctx, bi)
+  const K = a.shape[a.shape.length - 1]
+  check(a.shape.length >= 2 && typeof K === "number", "input 0 must be [..., M, K] with K static")
+  check(p.dtype === "int8" && p.shape.length === 4 && p.shape.every((d) => typeof d === "number"), `input ${bi} must be static int8 packed B [N/16, K/4, 16, 4]`)
+  const [Nb, Kb, l, r] = p.shape as number[]
+  const n = ctx.attrs.n
+  check(l === INT8_LANES && r === INT8_DEPTH && Nb === ceilDiv(n, INT8_LANES) && Kb === ceilDiv(K as number, INT8_DEPTH), () =>
+    `packed B [${p.shape.join(", ")}] does not hold n = ${n} columns of ${K} rows`)
+  return { dtype: "int8" as const, shape: [K as number, n] }
+}
+
 const plainQLinearConv: AnyOpDef = convOps.QLinearConv
+const plainMatMulInteger: AnyOpDef = matmulOps.MatMulInteger
+const plainQLinearMatMul: AnyOpDef = matmulOps.QLinearMatMul
+const ZERO_S8 = tensor("int8", [], Int8Array.of(0))
 
 /** The packed weights' shape checked against x's channels and m: the plain weight type it stands for. */
 const plainWeight = (ctx: InferCtx<{ readonly m: number }>) => {
@@ -72,7 +120,9 @@ const plainWeight = (ctx: InferCtx<{ readonly m: number }>) => {
 export const int8PackedOps = {
   /** QLinearConv over weights packed for the VNNI dot (2-D, group 1), with their column sums. */
   QLinearConvPacked: defineOp({
-    attrs: attrs({ ...windowAttrs, group: A.int(1), m: A.int() }),
+    // (pixel_lanes: 1 where the layout rewrite chose the pixels-in-lanes product for a 1×1 conv —
+    // a choice of the compute's form, not of the meaning)
+    attrs: attrs({ ...windowAttrs, group: A.int(1), m: A.int(), pixel_lanes: A.int(0) }),
     inputs: arity.range(8, 9),
     outputs: arity.one,
     kind: "opaque",
@@ -89,6 +139,46 @@ export const int8PackedOps = {
       inputs[3] = unpackInt8Conv(req(ctx.inputs, 3, "w_packed"), ctx.attrs.m, x.shape[1])
       inputs[5] = undefined
       return plainQLinearConv.kernel({ ...ctx, inputs } as unknown as KernelCtx<unknown>)
+    },
+  }),
+  /**
+   * MatMulInteger over a constant B packed for the dot (rewrite.AlterLayout's int8 rule): inputs
+   * A, B packed, a_zero_point (per tensor, or absent), B's column sums; n: B's columns. Its
+   * meaning is MatMulInteger's over the unpacked s8 B (zero point 0), the original's exactly.
+   */
+  MatMulIntegerPacked: defineOp({
+    attrs: attrs({ n: A.int() }),
+    inputs: arity.range(4, 4),
+    outputs: arity.one,
+    kind: "opaque",
+    infer: (ctx) => {
+      const inputs = [ctx.inputs[0], plainB(ctx, 1), ctx.inputs[2]]
+      return plainMatMulInteger.infer({ ...ctx, inputs, values: [] } as unknown as InferCtx<unknown>)
+    },
+    kernel: (ctx) => {
+      const a = req(ctx.inputs, 0, "A")
+      const inputs = [a, unpackInt8Matmul(req(ctx.inputs, 1, "B_packed"), a.shape[a.shape.length - 1], ctx.attrs.n), ctx.inputs[2]]
+      return plainMatMulInteger.kernel({ ...ctx, inputs } as unknown as KernelCtx<unknown>)
+    },
+  }),
+  /** QLinearMatMul over a constant B packed for the dot: QLinearMatMul's inputs with B packed at 3 and its column sums in b_zero_point's place (5); n: B's columns. */
+  QLinearMatMulPacked: defineOp({
+    attrs: attrs({ n: A.int() }),
+    inputs: arity.range(8, 8),
+    outputs: arity.one,
+    kind: "opaque",
+    infer: (ctx) => {
+      const inputs = [...ctx.inputs]
+      inputs[3] = plainB(ctx, 3)
+      inputs[5] = { dtype: "int8", shape: [] }
+      return plainQLinearMatMul.infer({ ...ctx, inputs, values: [] } as unknown as InferCtx<unknown>)
+    },
+    kernel: (ctx) => {
+      const a = req(ctx.inputs, 0, "a")
+      const inputs = [...ctx.inputs]
+      inputs[3] = unpackInt8Matmul(req(ctx.inputs, 3, "b_packed"), a.shape[a.shape.length - 1], ctx.attrs.n)
+      inputs[5] = ZERO_S8
+      return plainQLinearMatMul.kernel({ ...ctx, inputs } as unknown as KernelCtx<unknown>)
     },
   }),
 } satisfies Record<string, AnyOpDef>

@@ -1,0 +1,78 @@
+// The pixels-in-lanes form of a 1×1 int8 conv (QLinearConvPacked's pixel_lanes: op-library-int8-
+// blocked.ts's packedConvPixels, and its template int8_dot_px in templates/int8-dot.ts): on random
+// channels, filters, images, strides and pads, int8 / uint8 activations and weights, random zero
+// points and per-channel scales, every configuration of the template's space — the VNNI dot (with
+// the pixels in its lanes) kept as the intrinsic (the TIR evaluator runs it by its TE declaration)
+// or left as loops — evaluates equal to the plain int32 compute (QUANT_INT_PLAIN's QLinearConv on
+// the unpacked weights), exactly; and the compute itself equals it (the TE evaluator).
+import * as fc from "fast-check"
+import { describe, expect, it } from "vitest"
+import { vnniDotPx16x4 } from "../../src/ast/te/intrinsic.js"
+import { evaluateTE } from "../../src/ast/te/evaluate.js"
+import { printPrimFunc } from "../../src/ast/tir/tir.js"
+import { evaluatePrimFunc } from "../../src/ast/tir/evaluate.js"
+import { baseSchedule } from "../../src/lowering/lower-group.js"
+import { lowerSync } from "../../src/lowering/lower.js"
+import { templateFor } from "../../src/lowering/templates/template-for.js"
+import type { Config } from "../../src/lowering/templates/template.js"
+import { cpuTirPipeline } from "../../src/lowering/tir/cpu-pipeline.js"
+import { runTirSync } from "../../src/lowering/tir/tir-pass.js"
+import { lawParams } from "../support.js"
+import { arbPxSpec, build } from "./int8-cases.js"
+import { int8PixelLanes } from "../../src/rewrite/pack-int8.js"
+
+const values = (t: { data: unknown }) => Array.from(t.data as ArrayLike<number>)
+
+describe("int8 template, pixels in the lanes (1×1 convs)", () => {
+  it("every configuration, the VNNI dot kept or left as loops, equals the plain int32 compute (exactly)", () => {
+    fc.assert(
+      fc.property(arbPxSpec, fc.array(fc.nat(), { minLength: 4, maxLength: 4 }), (sp, picks) => {
+        const { outputs, feeds } = build(sp)
+        // the reference: the plain QLinearConv over the unpacked weights (the same inputs otherwise)
+        const plain = build({ ...sp, op: "QLinearConv" })
+        const want = evaluateTE(plain.outputs, plain.feeds)[0]
+        expect(values(evaluateTE(outputs, feeds)[0])).toEqual(values(want))
+        const base = baseSchedule(outputs)
+        const t = templateFor(base)
+        expect(t.name).toBe("int8_dot_px")
+        const knobs = t.space(outputs, base)
+        const config: Config = Object.fromEntries(knobs.map((k, i) => [k.name, k.candidates[picks[i] % k.candidates.length]]))
+        const f = runTirSync(cpuTirPipeline({ keepIntrinsics: new Set([vnniDotPx16x4.name]) }), lowerSync(t.apply(outputs, base, config)))
+        expect(printPrimFunc(f).includes(vnniDotPx16x4.name)).toBe(config.dot === "vnni")
+        expect(values(evaluatePrimFunc(f, feeds).get(outputs[0].name)!)).toEqual(values(want))
+        // (the product's tile computed at the requantization's tile)
+        expect(printPrimFunc(f)).not.toMatch(/allocate y_dot:/)
+      }),
+      lawParams(12),
+    )
+  })
+
+  it("the product alone (no epilogue to compute it at: a root stage, its tile in a local copy) equals its TE", () => {
+    fc.assert(
+      fc.property(arbPxSpec, fc.array(fc.nat(), { minLength: 4, maxLength: 4 }), (sp, picks) => {
+        const { outputs, feeds } = build(sp)
+        const sums = baseSchedule(outputs).stages.get("y_dot")!.op
+        const base = baseSchedule([sums])
+        const t = templateFor(base)
+        expect(t.name).toBe("int8_dot_px")
+        const knobs = t.space([sums], base)
+        const config: Config = Object.fromEntries(knobs.map((k, i) => [k.name, k.candidates[picks[i] % k.candidates.length]]))
+        const f = runTirSync(cpuTirPipeline({ keepIntrinsics: new Set([vnniDotPx16x4.name]) }), lowerSync(t.apply([sums], base, config)))
+        expect(printPrimFunc(f).includes(vnniDotPx16x4.name)).toBe(config.dot === "vnni")
+        const feedsOf = new Map([...feeds].filter(([k]) => sums.inputs.some(function reads(t): boolean { return t.name === k || (t.kind === "compute" && t.inputs.some(reads)) })))
+        expect(values(evaluatePrimFunc(f, feedsOf).get(sums.name)!)).toEqual(values(evaluateTE([sums], feedsOf)[0]))
+      }),
+      lawParams(6),
+    )
+  })
+
+  it("the rule: 1×1 kernels on a target with VNNI, where the output's pixels are whole vectors of 16", () => {
+    expect(int8PixelLanes([1, 1], 112 * 112, { int8Dot: "vnni" })).toBe(true)
+    expect(int8PixelLanes([1, 1], 28 * 28, { int8Dot: "vnni" })).toBe(true)
+    expect(int8PixelLanes([1, 1], 14 * 14, { int8Dot: "vnni" })).toBe(false)
+    expect(int8PixelLanes([1, 1], 7 * 7, { int8Dot: "vnni" })).toBe(false)
+    expect(int8PixelLanes([3, 3], 56 * 56, { int8Dot: "vnni" })).toBe(false)
+    expect(int8PixelLanes([1, 1], 56 * 56, { int8Dot: "simd128" })).toBe(false)
+    expect(int8PixelLanes([1, 1], 56 * 56, {})).toBe(false)
+  })
+})
