@@ -7,7 +7,7 @@ import type { DramLayout } from "../../ast/vta/dram-image.js"
 import type { VtaInsn } from "../../ast/vta/isa.js"
 import type { VtaLayer } from "../../rewrite/vta-partition.js"
 import { lowerAdd } from "./add.js"
-import { defaultConv2dSchedule, lowerConv2d, VtaScheduleError, withTensors, type VtaConv2d } from "./conv2d.js"
+import { defaultConv2dSchedule, lowerConv2d, VtaScheduleError, withTensors, type VtaConv2d, type VtaConv2dSchedule } from "./conv2d.js"
 import { blocksOf, packBias, packWeights } from "./pack.js"
 
 export interface VtaLayerProgram {
@@ -54,9 +54,14 @@ export const compileVtaLayer = (d: VtaDerived, l: VtaLayer, vthreads: number): V
       schedule: `${p.chunks} chunks, serial`,
     }
   }
+  return compileVtaConv(d, l, defaultConv2dSchedule(d, convLayerOf(d, l), vthreads))
+}
+
+/** A conv layer's program under a given schedule (a tuned one: `tessera tune --target vta`); one that does not fit is a VtaScheduleError (thrown). */
+export const compileVtaConv = (d: VtaDerived, l: Extract<VtaLayer, { kind: "conv" }>, s: VtaConv2dSchedule): VtaLayerProgram => {
   const x = convLayerOf(d, l)
-  const s = defaultConv2dSchedule(d, x, vthreads)
   const p = lowerConv2d(d, x, s)
+  const vthreads = s.vthreads
   const weights = packWeights(d.blockOut, d.blockIn, l.m, l.c, l.kh, l.kw, l.weights.data as ArrayLike<number>)
   const bias = l.bias ? packBias(d.blockOut, l.m, l.bias) : undefined
   const dram = withTensors(p, new Int8Array(0), weights, bias)
@@ -64,7 +69,7 @@ export const compileVtaLayer = (d: VtaDerived, l: VtaLayer, vthreads: number): V
     layer: l, vthreads, insns: p.insns, layout: p.layout, dram,
     inputs: [{ value: l.input, region: "data" }],
     output: { value: l.output, region: "out", c: l.m, h: l.oh, w: l.ow },
-    schedule: `tiles ${s.tileOh} rows x ${s.tileCo} channel blocks, ${s.vthreads} virtual thread${s.vthreads > 1 ? "s" : ""}`,
+    schedule: `tiles ${s.tileOh} rows x ${s.tileCo} channel blocks${s.tileCi !== undefined && s.tileCi !== x.ci ? ` x ${s.tileCi} input blocks a step` : ""}${s.order === "oh-co" ? ", rows outer" : ""}, ${s.vthreads} virtual thread${s.vthreads > 1 ? "s" : ""}`,
     packedWeights: weights,
   }
 }
