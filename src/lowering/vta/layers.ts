@@ -1,6 +1,6 @@
 // A partitioned graph's VTA layers (rewrite/vta-partition.ts) as VTA programs: each conv through
 // conv2d.ts (its default schedule for the configuration, with the bias and clip epilogue), each
-// residual add through add.ts; the weights packed OIHW16o16i and the biases as accumulator rows at
+// residual add through add.ts (1 to 4 virtual threads too); the weights packed OIHW16o16i and the biases as accumulator rows at
 // compile time, in the program's DRAM image. The activations' regions are filled at run time.
 import type { VtaDerived } from "../../ast/vta/config.js"
 import type { DramLayout } from "../../ast/vta/dram-image.js"
@@ -12,7 +12,7 @@ import { blocksOf, packBias, packWeights } from "./pack.js"
 
 export interface VtaLayerProgram {
   readonly layer: VtaLayer
-  /** Virtual threads, 1 to 4 (an add is always 1). */
+  /** Virtual threads, 1 to 4. */
   readonly vthreads: number
   readonly insns: readonly VtaInsn[]
   readonly layout: DramLayout
@@ -46,12 +46,12 @@ export const convLayerOf = (d: VtaDerived, l: Extract<VtaLayer, { kind: "conv" }
 /** The layer's program with `vthreads` virtual threads; a layer no schedule fits is a VtaScheduleError (thrown). */
 export const compileVtaLayer = (d: VtaDerived, l: VtaLayer, vthreads: number): VtaLayerProgram => {
   if (l.kind === "add") {
-    const p = lowerAdd(d, { entries: blocksOf(l.c, d.blockIn) * l.h * l.w, clipLo: l.clipLo })
+    const p = lowerAdd(d, { entries: blocksOf(l.c, d.blockIn) * l.h * l.w, clipLo: l.clipLo, vthreads })
     return {
-      layer: l, vthreads: 1, insns: p.insns, layout: p.layout, dram: p.dram,
+      layer: l, vthreads, insns: p.insns, layout: p.layout, dram: p.dram,
       inputs: [{ value: l.inputs[0], region: "a" }, { value: l.inputs[1], region: "b" }],
       output: { value: l.output, region: "out", c: l.c, h: l.h, w: l.w },
-      schedule: `${p.chunks} chunks, serial`,
+      schedule: `${p.chunks} chunks of ${p.chunk} entries, ${vthreads > 1 ? `${vthreads} virtual threads` : "serial"}`,
     }
   }
   return compileVtaConv(d, l, defaultConv2dSchedule(d, convLayerOf(d, l), vthreads))
@@ -89,15 +89,14 @@ export const vtaFits = (d: VtaDerived) => (l: VtaLayer): string | undefined => {
 export const VTA_LAYER_VTHREADS = [1, 2, 3, 4] as const
 
 /**
- * The layer's program with 1 to 4 virtual threads (each with conv2d.ts's default schedule for that
- * many), whichever `cycles` (the simulator's deterministic count) says is fastest, the fewer threads
+ * The layer's program with 1 to 4 virtual threads (a conv with conv2d.ts's default schedule for
+ * that many, an add with add.ts's largest chunks for that many slots), whichever `cycles` (the simulator's deterministic count) says is fastest, the fewer threads
  * on a tie; the ones no schedule fits are skipped, one must fit. (More threads split every buffer
  * into more slots: smaller tiles, and a deep layer's weights may no longer stay resident, so more
  * can lose.)
  */
 export const compileVtaLayerBest = (d: VtaDerived, l: VtaLayer, cycles: (p: VtaLayerProgram) => number): VtaLayerProgram => {
   const one = compileVtaLayer(d, l, 1)
-  if (l.kind !== "conv") return one
   let best = { p: one, cycles: cycles(one) }
   for (const v of VTA_LAYER_VTHREADS.slice(1)) {
     let p: VtaLayerProgram
