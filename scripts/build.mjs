@@ -32,6 +32,7 @@ await build({
     "scripts/gpu-node-ref": "scripts/gpu-node-ref.ts",
     "scripts/nvcc-conformance": "scripts/nvcc-conformance.ts",
     "scripts/vta-report": "scripts/vta-report.ts",
+    "scripts/vta-accuracy": "scripts/vta-accuracy.ts",
     "scripts/qop-compare": "scripts/qop-compare.ts",
     "scripts/playground": "scripts/playground.ts",
     "scripts/browser-bench": "scripts/browser-bench.ts",

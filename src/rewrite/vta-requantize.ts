@@ -106,11 +106,13 @@ export interface Built {
 }
 
 /** A shift-requantized conv in standard ONNX ops (the shape rewrite.VtaPartition offloads), from int8 `x` to int8 `y`. */
-export const vtaConvNodes = (p: string, x: string, y: string, o: { readonly weights: Tensor; readonly bias?: Int32Array; readonly shift: number; readonly lo: number; readonly attrs: Node["attrs"] }): Built => {
+export const vtaConvNodes = (p: string, x: string, y: string, o: { readonly weights: Tensor; readonly bias?: Int32Array; readonly shift: number | readonly number[]; readonly lo: number; readonly attrs: Node["attrs"] }): Built => {
   const M = o.weights.shape[0]
+  const shift = o.shift
   const constants = new Map<string, Tensor>([
     [`${p}_weight`, o.weights],
-    [`${p}_shift`, scalar("float64", 2 ** -o.shift)],
+    // one shift (a scalar), or one per output channel ([1, M, 1, 1])
+    [`${p}_shift`, typeof shift === "number" ? scalar("float64", 2 ** -shift) : fromArray("float64", [1, M, 1, 1], shift.map((k) => 2 ** -k))],
     [`${p}_lo`, scalar("float64", o.lo)],
     [`${p}_hi`, scalar("float64", 127)],
   ])
@@ -143,8 +145,28 @@ export const vtaAddNodes = (p: string, a: string, b: string, y: string, lo: numb
   ],
 })
 
+/**
+ * How the weights' power-of-two scales are shared: one per tensor (TVM's VTA quantization, what
+ * VTA's one-immediate SHR a tile runs), one per block of output channels (`block`, VTA's BLOCK_OUT:
+ * an SHR per channel block), or one per output channel (an SHR whose shift amounts are
+ * accumulator rows, one lane a channel).
+ */
+export type VtaWeightScales = "tensor" | "block" | "channel"
+
+export interface VtaRequantizeOptions {
+  readonly weightScales?: VtaWeightScales
+  /** Output channels a block for "block" (default 16, VTA's default BLOCK_OUT). */
+  readonly block?: number
+}
+
+/** The output channels that share a weight scale: [start, end) ranges. */
+const scaleGroups = (M: number, o: VtaRequantizeOptions): [number, number][] => {
+  const size = o.weightScales === "channel" ? 1 : o.weightScales === "block" ? (o.block ?? 16) : M
+  return Array.from({ length: Math.ceil(M / size) }, (_, k) => [k * size, Math.min(M, (k + 1) * size)])
+}
+
 /** The graph re-quantized for VTA, and what was converted. */
-export const vtaRequantizeWithReport = (g: Graph): { readonly graph: Graph; readonly report: VtaRequantizeReport } => {
+export const vtaRequantizeWithReport = (g: Graph, options: VtaRequantizeOptions = {}): { readonly graph: Graph; readonly report: VtaRequantizeReport } => {
   const { start, end } = offloadRegion(g)
   const kept: { node: string; reason: string }[] = []
   const chosen = new Map<string, { params: Q[]; out: Q }>()
@@ -204,16 +226,22 @@ export const vtaRequantizeWithReport = (g: Graph): { readonly graph: Graph; read
       const [M, I, KH, KW] = w.shape
       const per = I * KH * KW
       const wsAt = (o: number) => Number(ws.data.length === 1 ? ws.data[0] : ws.data[o])
-      let wmax = 0
-      for (let i = 0; i < w.data.length; i++) wmax = Math.max(wmax, Math.abs(Number(w.data[i]) * wsAt(Math.floor(i / per))))
-      const e = wmax === 0 ? 0 : Math.ceil(Math.log2(wmax / 127))
+      // each group of output channels its power-of-two scale 2^e: the smallest that holds its largest |weight|
+      const eOf = new Int32Array(M)
+      for (const [from, to] of scaleGroups(M, options)) {
+        let wmax = 0
+        for (let i = from * per; i < to * per; i++) wmax = Math.max(wmax, Math.abs(Number(w.data[i]) * wsAt(Math.floor(i / per))))
+        eOf.fill(wmax === 0 ? 0 : Math.ceil(Math.log2(wmax / 127)), from, to)
+      }
       const w2 = new Int8Array(w.data.length)
-      for (let i = 0; i < w.data.length; i++) w2[i] = Math.max(-127, Math.min(127, rint((Number(w.data[i]) * wsAt(Math.floor(i / per))) / 2 ** e)))
+      for (let i = 0; i < w.data.length; i++) w2[i] = Math.max(-127, Math.min(127, rint((Number(w.data[i]) * wsAt(Math.floor(i / per))) / 2 ** eOf[Math.floor(i / per)])))
       const bq = n.inputs[8] ? g.initializers.get(n.inputs[8]) : undefined
       const b2 = new Int32Array(M)
-      for (let o = 0; o < M; o++) b2[o] = bq ? rint((Number(bq.data[o]) * c.params[0].scale * wsAt(o)) / (sa * 2 ** e)) : 0
+      for (let o = 0; o < M; o++) b2[o] = bq ? rint((Number(bq.data[o]) * c.params[0].scale * wsAt(o)) / (sa * 2 ** eOf[o])) : 0
       const attrs = Object.fromEntries(["kernel_shape", "pads", "strides", "dilations", "group", "auto_pad"].flatMap((k) => (n.attrs[k] ? [[k, n.attrs[k]!]] : [])))
-      const built = vtaConvNodes(`${n.name}_vta`, x, vta(y), { weights: fromArray("int8", w.shape, w2), bias: b2, shift: -e, lo, attrs })
+      const shifts = Array.from(eOf, (e) => -e)
+      const shift = shifts.every((k) => k === shifts[0]) ? shifts[0] : shifts
+      const built = vtaConvNodes(`${n.name}_vta`, x, vta(y), { weights: fromArray("int8", w.shape, w2), bias: b2, shift, lo, attrs })
       built.constants.forEach((t, k) => konst(k, t))
       nodes.push(...built.nodes)
     } else {
