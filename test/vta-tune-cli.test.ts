@@ -9,10 +9,16 @@ import { Effect, Exit } from "effect"
 import { afterAll, describe, expect, it } from "vitest"
 import { encodeOnnx } from "../src/ast/onnx/encode.js"
 import { parseLog } from "../src/search/records.js"
-import { scheduleOfConfig } from "../src/search/vta-conv2d.js"
+import { scheduleOfConfig, vtaConv2dKnobs, vtaConv2dWorkload, vtaDefaultConfigs, vtaLayerKnobs } from "../src/search/vta-conv2d.js"
+import { VTA_CYCLE_MODEL } from "../src/device/vta/cycle-model.js"
+import { fromArray } from "../src/ast/graph/tensor.js"
+import type { VtaConvLayer } from "../src/rewrite/vta-partition.js"
+import { fitsKnobs } from "../src/search/task.js"
+import { defaultVtaConfig, deriveVta } from "../src/ast/vta/config.js"
+import type { VtaConv2d } from "../src/lowering/vta/conv2d.js"
 import type { TuneCommandOptions } from "../src/cli/tune.js"
 import { tuneVtaCommand, vtaTuneTasks } from "../src/cli/vta-tune.js"
-import { loadVta, planVta, readVtaTuned, tunedTable } from "../src/cli/vta.js"
+import { loadVta, lowerVtaLayers, planVta, readVtaTuned, tunedTable } from "../src/cli/vta.js"
 import { vtaNet, vtaNetInput, type VtaNetSpec } from "../laws/vta/net-cases.js"
 
 const spec: VtaNetSpec = { c: 20, h: 6, w: 6, blocks: 2, out: 24, seed: 7 }
@@ -81,6 +87,23 @@ describe("tune --target vta", () => {
     expect(text).toMatch(/5 of 5 conv layers tuned/)
     expect(text).toMatch(/b0\.conv1_conv +\d+ +[\d.]+% +\d+ +[\d.]+% +[\d.]+x/)
   }, 60_000)
+
+  it("a default schedule is a point of the space the records are checked against, where its rows are no ⌈OH / n⌉ (ResNet-18's 128×28×28 3×3: 20 rows)", () => {
+    const d = deriveVta(defaultVtaConfig)
+    const x: VtaConv2d = { ci: 8, co: 8, h: 28, w: 28, kh: 3, kw: 3, stride: 1, pad: 1, shift: 8, bias: true }
+    const defaults = vtaDefaultConfigs(d, x)
+    expect(defaults.map((c) => c.vta_tile_oh)).toContain(20)
+    expect(defaults.every((c) => fitsKnobs(vtaLayerKnobs(d, x), c))).toBe(true)
+    expect(defaults.every((c) => fitsKnobs(vtaConv2dKnobs(x), c))).toBe(false)
+    // a record of that default is applied (not passed over as outside the space)
+    const layer: VtaConvLayer = {
+      kind: "conv", name: "conv", nodes: ["conv"], input: "x", output: "y", c: 128, h: 28, w: 28, m: 128, kh: 3, kw: 3, stride: 1, pad: 1, oh: 28, ow: 28, shift: 8, clipLo: 0,
+      weights: fromArray("int8", [128, 128, 3, 3], new Int8Array(128 * 128 * 9)), bias: new Int32Array(128),
+    }
+    const twenty = defaults.find((c) => c.vta_tile_oh === 20)!
+    const lowered = lowerVtaLayers(d, { segments: [], offloaded: [layer], kept: [], inputs: [], outputs: [] }, { tuned: new Map([[vtaConv2dWorkload(d, VTA_CYCLE_MODEL, x), [twenty]]]) })
+    expect(lowered.tuned.get("conv")?.program.schedule).toMatch(/^tiles 20 rows/)
+  })
 
   it("refuses the flags that mean nothing for a simulated, deterministic measure", async () => {
     const log = path.join(tmp, "refused.jsonl")

@@ -36,7 +36,7 @@ import { partitionForVta, type VtaLayer, type VtaPartition } from "../rewrite/vt
 import { vtaRequantizeWithReport, type VtaRequantizeReport } from "../rewrite/vta-requantize.js"
 import { isTrial, recordsByWorkload, type TuningRecord } from "../search/records.js"
 import { fitsKnobs } from "../search/task.js"
-import { scheduleOfConfig, vtaConv2dKnobs, vtaConv2dWorkload } from "../search/vta-conv2d.js"
+import { scheduleOfConfig, vtaConv2dWorkload, vtaLayerKnobs } from "../search/vta-conv2d.js"
 import { checkInterrupt, type Interrupt } from "../ast/graph/errors.js"
 import { printGraph } from "../ast/graph/graph.js"
 import { VTA_CYCLE_MODEL } from "../device/vta/cycle-model.js"
@@ -111,7 +111,8 @@ export const lowerVtaLayers = (d: VtaDerived, partition: VtaPartition, options: 
 
 /** The fastest of a layer's recorded configs that is a point of its space and lowers (a record from another version of the space is passed over), or undefined. */
 const tunedProgram = (d: VtaDerived, l: Extract<VtaLayer, { kind: "conv" }>, configs: readonly Config[]): VtaLayerProgram | undefined => {
-  const knobs = vtaConv2dKnobs(convLayerOf(d, l))
+  // the space `tune --target vta` searched: the default schedules' rows are points of it
+  const knobs = vtaLayerKnobs(d, convLayerOf(d, l))
   for (const c of configs) {
     if (!fitsKnobs(knobs, c)) continue
     try {

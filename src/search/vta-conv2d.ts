@@ -72,9 +72,11 @@ export const vtaConv2dWorkload = (d: VtaDerived, model: VtaCycleModel, x: VtaCon
 export const vtaConv2dTask = (d: VtaDerived, label: string, x: VtaConv2d, model: VtaCycleModel = VTA_CYCLE_MODEL, options: { readonly withDefaults?: boolean } = {}): VtaConv2dTask => {
   const { oh, ow } = outSize(x)
   const workload = vtaConv2dWorkload(d, model, x)
-  const extra = options.withDefaults ? vtaDefaultConfigs(d, x).map((c) => Number(c.vta_tile_oh)) : []
-  return { id: fnv1a(workload), workload, label, layer: x, knobs: vtaConv2dKnobs(x, extra), macs: oh * ow * x.co * x.ci * x.kh * x.kw * d.batch * d.blockIn * d.blockOut }
+  return { id: fnv1a(workload), workload, label, layer: x, knobs: options.withDefaults ? vtaLayerKnobs(d, x) : vtaConv2dKnobs(x), macs: oh * ow * x.co * x.ci * x.kh * x.kw * d.batch * d.blockIn * d.blockOut }
 }
+
+/** The space of a layer's task as the command line tunes it (and as `--tuned` checks a record against): with the default schedules' rows. */
+export const vtaLayerKnobs = (d: VtaDerived, x: VtaConv2d): Knob[] => vtaConv2dKnobs(x, vtaDefaultConfigs(d, x).map((c) => Number(c.vta_tile_oh)))
 
 /** The default schedules with 1 to 4 virtual threads as configs (those that fit the buffers): what a layer runs without a tuning log picks among them. */
 export const vtaDefaultConfigs = (d: VtaDerived, x: VtaConv2d): Config[] =>
