@@ -91,5 +91,21 @@ describe("rewrite.VtaRequantize", () => {
     expect(partitionForVta(bindSync(tensor, shapes)).kept).toEqual([])
     expect(p.kept.filter((k) => k.op === "ConvInteger").map((k) => k.reason)).toEqual([expect.stringContaining("is not 2^-k")])
   })
+
+  it("activation scales per value: each value's own power of two, an add of operands at other scales aligned by shifts, the numbers near the int8 graph's", () => {
+    const shapes = new Map([["x", [1, 3, 8, 8]]])
+    const { graph } = vtaRequantizeWithReport(integer, { activationScales: "value" })
+    const scales = [...graph.initializers].filter(([k]) => k.endsWith("_vta_scale") && !k.includes("_vta_scale_")).map(([, t]) => Number(t.data[0]))
+    expect(scales.length).toBeGreaterThan(1)
+    for (const sc of scales) expect(Number.isInteger(Math.log2(sc * 128))).toBe(true)
+    const feeds = new Map([["x", randomTensor("float32", [1, 3, 8, 8], 99)]])
+    const run = (g: typeof graph) => runGraph(bindSync(g, shapes), feeds)[0].data as Float32Array
+    // here the pooled input is finer (1/32) than the one global scale (1/16), the add aligns it to the conv's output
+    expect(graph.nodes.filter((n) => n.name.endsWith("_align_b")).length).toBe(1)
+    const int8 = run(integer)
+    const span = Math.max(...int8) - Math.min(...int8)
+    const got = run(graph)
+    expect(Math.max(...Array.from(int8, (v, i) => Math.abs(v - got[i])))).toBeLessThan(0.05 * span)
+  })
 })
 
