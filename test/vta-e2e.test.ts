@@ -171,6 +171,13 @@ describe("tessera … --target vta", () => {
     const bad = tessera("run", model, "--target", "vta", "--opt-level", "7")
     expect(bad.status).toBe(2)
     expect(bad.stderr).toMatch(/--opt-level: 7 is not an opt level/)
+    // what --target vta cannot honour is refused, never ignored
+    const fused = tessera("inspect", model, "--target", "vta", "--fused")
+    expect(fused.status).toBe(2)
+    expect(fused.stderr).toMatch(/--fused: --target vta shows the partition/)
+    const threads = tessera("compile", model, "--target", "vta", "--out", "t2", "--threads", "2")
+    expect(threads.status).toBe(2)
+    expect(threads.stderr).toMatch(/--threads: --target vta compiles its c segments for one thread/)
   }, 120_000)
 
   it("run and tune --target vta stop at their --deadline: one line, exit 124", () => {

@@ -107,5 +107,23 @@ describe("rewrite.VtaRequantize", () => {
     const got = run(graph)
     expect(Math.max(...Array.from(int8, (v, i) => Math.abs(v - got[i])))).toBeLessThan(0.05 * span)
   })
+
+  it("shifts round half up by default (2^(k−1) folded into each conv's bias, TVM's round_for_shift); 'floor' is the SHR alone; both offloaded whole and run on vta exactly as on c", async () => {
+    const biasOf = (g: ReturnType<typeof vtaRequantizeWithReport>["graph"]) => Array.from(g.initializers.get("conv2_qlinearconv_vta_bias")!.data as Int32Array)
+    const floor = vtaRequantizeWithReport(integer, { rounding: "floor" }).graph
+    const half = vtaRequantizeWithReport(integer).graph
+    expect(encodeOnnx(vtaRequantizeWithReport(integer, { rounding: "half-up" }).graph)).toEqual(encodeOnnx(half))
+    const k = -Math.log2(Number(floor.initializers.get("conv2_qlinearconv_vta_shift")!.data[0]))
+    expect(k).toBeGreaterThanOrEqual(1)
+    expect(biasOf(half)).toEqual(biasOf(floor).map((b) => b + 2 ** (k - 1)))
+    const shapes = new Map([["x", [1, 3, 8, 8]]])
+    const plan = planVta(qdq, shapes, { requantize: { rounding: "floor" } })
+    expect(plan.partition.offloaded.map((l) => l.kind)).toEqual(["conv", "add"])
+    const feeds = new Map([["x", randomTensor("float32", [1, 3, 8, 8], 99)]])
+    const got = (await Effect.runPromise(loadVta(plan))).run(feeds).outputs.get("y")!
+    const want = (await Effect.runPromise(runOnC(plan, feeds))).get("y")!
+    expect(Array.from(got.data as Float32Array)).toEqual(Array.from(want.data as Float32Array))
+    // the default's exactness: the test above
+  }, 120_000)
 })
 

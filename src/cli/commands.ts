@@ -130,6 +130,8 @@ const inspect = Command.make(
       const interrupt = commandInterrupt()
       if (Option.isSome(c.target)) {
         if (c.target.value !== "vta") return yield* reported("inspect", c.model)(Effect.fail(new UsageError({ flag: "--target", reason: `inspect knows only vta, not '${c.target.value}'` })))
+        if (c.fused) return yield* reported("inspect", c.model)(Effect.fail(new UsageError({ flag: "--fused", reason: "--target vta shows the partition and the VTA layers, not the c graph's fused groups (inspect the model without --target for those)" })))
+        if (c.format !== "text") return yield* reported("inspect", c.model)(Effect.fail(new UsageError({ flag: "--format", reason: `--target vta prints text only, not ${c.format}` })))
         const flags = yield* reported("inspect", c.model)(parseVtaFlags([], c.shape))
         yield* Console.log(
           yield* reported("inspect", c.model)(

@@ -33,7 +33,7 @@ import { compileGraph, emitArtifact, loadProgram } from "../pipeline.js"
 import { qdqToIntegerSync } from "../rewrite/qdq-to-integer.js"
 import { withPassConfig } from "../rewrite/index.js"
 import { partitionForVta, type VtaLayer, type VtaPartition } from "../rewrite/vta-partition.js"
-import { vtaRequantizeWithReport, type VtaRequantizeReport } from "../rewrite/vta-requantize.js"
+import { vtaRequantizeWithReport, type VtaRequantizeOptions, type VtaRequantizeReport } from "../rewrite/vta-requantize.js"
 import { isTrial, recordsByWorkload, type TuningRecord } from "../search/records.js"
 import { fitsKnobs } from "../search/task.js"
 import { scheduleOfConfig, vtaConv2dWorkload, vtaLayerKnobs } from "../search/vta-conv2d.js"
@@ -71,12 +71,14 @@ export interface VtaPlanOptions {
   readonly tuned?: ReadonlyMap<string, readonly Config[]>
   /** The supervisor's stop flag, checked before each layer is lowered. */
   readonly interrupt?: Interrupt
+  /** rewrite.VtaRequantize's options (default: TVM's scheme; what VTA offloads: one activation scale, one shift a conv). */
+  readonly requantize?: VtaRequantizeOptions
 }
 
 /** The graph side's front, pure: the integer graph (rewrite.QdqToInteger) and its VTA re-quantization (rewrite.VtaRequantize). */
-export const vtaFront = (graph: Graph) => {
+export const vtaFront = (graph: Graph, options: VtaRequantizeOptions = {}) => {
   const integer = qdqToIntegerSync(graph)
-  const { graph: requantized, report } = vtaRequantizeWithReport(integer)
+  const { graph: requantized, report } = vtaRequantizeWithReport(integer, options)
   return { integer, requantized, report }
 }
 
@@ -127,7 +129,7 @@ const tunedProgram = (d: VtaDerived, l: Extract<VtaLayer, { kind: "conv" }>, con
 /** The graph side (pure): integer graph, requantized, bound, partitioned, VTA layers lowered. */
 export const planVta = (graph: Graph, shapes: ReadonlyMap<string, readonly number[]>, options: VtaPlanOptions = {}): VtaPlan => {
   const d = options.d ?? deriveVta(defaultVtaConfig)
-  const { requantized, report } = vtaFront(graph)
+  const { requantized, report } = vtaFront(graph, options.requantize)
   const bound = bindSync(requantized, shapes, { requireStatic: true })
   const partition = partitionForVta(bound, { fits: vtaFits(d), ...(options.force ? { force: options.force } : {}) })
   return { d, graph: bound, requantize: report, partition, ...lowerVtaLayers(d, partition, options) }
@@ -157,7 +159,7 @@ export const planVtaTraced = (graph: Graph, shapes: ReadonlyMap<string, readonly
     return a
   }
   const integer = timed("rewrite.QdqToInteger", graph.nodes.length, () => qdqToIntegerSync(graph), (g) => ({ nodes: g.nodes.length, text: printGraph(g) }))
-  const rq = timed("rewrite.VtaRequantize", integer.nodes.length, () => vtaRequantizeWithReport(integer), (r) => ({ nodes: r.graph.nodes.length, text: printGraph(r.graph) }))
+  const rq = timed("rewrite.VtaRequantize", integer.nodes.length, () => vtaRequantizeWithReport(integer, options.requantize), (r) => ({ nodes: r.graph.nodes.length, text: printGraph(r.graph) }))
   const bound = bindSync(rq.graph, shapes, { requireStatic: true })
   const onSides = (p: VtaPartition) => p.segments.reduce((n, s) => n + (s.device === "c" ? s.graph.nodes.length : s.layers.length), 0)
   const partition = timed("rewrite.VtaPartition", bound.nodes.length, () => partitionForVta(bound, { fits: vtaFits(d), ...(options.force ? { force: options.force } : {}) }), (p) => ({ nodes: onSides(p), text: partitionText(p) }))
