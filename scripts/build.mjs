@@ -33,6 +33,7 @@ await build({
     "scripts/nvcc-conformance": "scripts/nvcc-conformance.ts",
     "scripts/vta-report": "scripts/vta-report.ts",
     "scripts/vta-tir-report": "scripts/vta-tir-report.ts",
+    "scripts/vta-accuracy": "scripts/vta-accuracy.ts",
     "scripts/qop-compare": "scripts/qop-compare.ts",
     "scripts/playground": "scripts/playground.ts",
     "scripts/browser-bench": "scripts/browser-bench.ts",

@@ -1,9 +1,10 @@
 // Goldens of the vta target: disassembled instruction streams and micro-op kernels for fixed cases
 // with fixed schedules — a 3×3 conv, the same split into reduction steps of one input block, a 1×1
 // stride-2 conv, a tiled GEMM, each serial and with two
-// virtual threads, and a residual add on the ALU. The conv cases are the direct generator's
-// (lowerConv2d's "generator" path); tir-conv3x3-* are the 3×3 conv through the TIR passes (the
-// default path): the stream, and the TIR after each pass. Any byte change fails; to accept a reviewed change:
+// virtual threads, a residual add on the ALU, and add.ts's residual add serial and with two
+// virtual threads. The conv cases are the direct generator's (lowerConv2d's "generator" path);
+// tir-conv3x3-* are the 3×3 conv through the TIR passes (the default path): the stream, and the
+// TIR after each pass. Any byte change fails; to accept a reviewed change:
 //   UPDATE_GOLDENS=1 npx vitest run test/golden-vta.test.ts
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import * as path from "node:path"
@@ -12,6 +13,7 @@ import { defaultVtaConfig, deriveVta } from "../src/ast/vta/config.js"
 import { disassemble, formatUop } from "../src/ast/vta/disasm.js"
 import { layoutDram, writeUops, type DramLayout } from "../src/ast/vta/dram-image.js"
 import { decodeUop, noDeps, type VtaInsn } from "../src/ast/vta/isa.js"
+import { lowerAdd } from "../src/lowering/vta/add.js"
 import { lowerConv2d, type VtaConv2d } from "../src/lowering/vta/conv2d.js"
 import { printVStmt } from "../src/lowering/vta/tir/ir.js"
 import { conv2dTirStages } from "../src/lowering/vta/tir/pipeline.js"
@@ -81,6 +83,11 @@ const CASES: readonly (readonly [string, () => string])[] = [
     }] as const,
   ]),
   ["residual-add", residualAdd],
+  // add.ts's lowering: 10 entries in chunks of 4 (3 chunks), serial and in two slots
+  ...([1, 2] as const).map((v) => [`add-vt${v}`, () => {
+    const p = lowerAdd(d, { entries: 10, clipLo: 0, vthreads: v }, 4)
+    return render(p.insns, p.dram, p.layout)
+  }] as const),
 ]
 
 describe("golden/vta", () => {

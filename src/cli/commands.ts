@@ -68,18 +68,34 @@ const run = Command.make(
     ),
     shape,
     out: Flag.String("out").pipe(Flag.optional, Flag.withDescription("folder for the outputs, written as DIR/NAME.npy")),
+    tuned: Flag.String("tuned").pipe(Flag.optional, Flag.withDescription("vta: a tuning log from 'tessera tune --target vta': its best schedules are applied (report on stderr)")),
     seed: seedFlag("the random inputs"),
     deadline,
   },
   (c) =>
     Effect.gen(function* () {
       yield* reported("run", c.model)(checkDeadline(c.deadline))
+      const interrupt = commandInterrupt()
       if (c.target === "vta") {
         const flags = yield* reported("run", c.model)(parseVtaFlags(c.input, c.shape))
-        yield* Console.log(JSON.stringify(yield* reported("run", c.model)(runVtaCommand({ model: c.model, ...flags, seed: c.seed, ...(Option.isSome(c.out) ? { out: c.out.value } : {}) }))))
+        const summary = yield* reported("run", c.model)(
+          runVtaCommand({
+            model: c.model,
+            ...flags,
+            seed: c.seed,
+            optLevel: c.optLevel,
+            report: c.report,
+            log: stderrLine,
+            ...(Option.isSome(c.out) ? { out: c.out.value } : {}),
+            ...(Option.isSome(c.dumpIr) ? { dumpIr: c.dumpIr.value } : {}),
+            ...(Option.isSome(c.tuned) ? { tuned: c.tuned.value } : {}),
+            ...(interrupt ? { interrupt } : {}),
+          }),
+        )
+        yield* Console.log(JSON.stringify(summary))
         return
       }
-      const interrupt = commandInterrupt()
+      if (Option.isSome(c.tuned)) return yield* reported("run", c.model)(Effect.fail(new UsageError({ flag: "--tuned", reason: "run applies tuning records only with --target vta (compile and bench apply them on the other targets)" })))
       const summary = yield* reported("run", c.model)(runModel({
         ...(interrupt ? { interrupt } : {}),
         model: c.model,
@@ -104,19 +120,27 @@ const inspect = Command.make(
     format: Flag.Literals("format", INSPECT_FORMATS).pipe(Flag.withDefault("text" as const), Flag.withDescription("text, json (one object on the last line), dot or svg (Graphviz, rendered in process)")),
     fused: Flag.Boolean("fused").pipe(Flag.withDefault(false), Flag.withDescription("show the fused groups and the memory plan after the graph passes")),
     target: Flag.String("target").pipe(Flag.optional, Flag.withDescription("vta: per offloaded layer its instructions, cycles, bytes and utilization with and without virtual threads, the CPU/VTA copies and the whole network's time")),
+    tuned: Flag.String("tuned").pipe(Flag.optional, Flag.withDescription("with --target vta: a log from 'tessera tune --target vta', applied; per conv layer the cycles and utilization tuned vs default")),
     shape,
     deadline,
   },
   (c) =>
     Effect.gen(function* () {
       yield* reported("inspect", c.model)(checkDeadline(c.deadline))
+      const interrupt = commandInterrupt()
       if (Option.isSome(c.target)) {
         if (c.target.value !== "vta") return yield* reported("inspect", c.model)(Effect.fail(new UsageError({ flag: "--target", reason: `inspect knows only vta, not '${c.target.value}'` })))
+        if (c.fused) return yield* reported("inspect", c.model)(Effect.fail(new UsageError({ flag: "--fused", reason: "--target vta shows the partition and the VTA layers, not the c graph's fused groups (inspect the model without --target for those)" })))
+        if (c.format !== "text") return yield* reported("inspect", c.model)(Effect.fail(new UsageError({ flag: "--format", reason: `--target vta prints text only, not ${c.format}` })))
         const flags = yield* reported("inspect", c.model)(parseVtaFlags([], c.shape))
-        yield* Console.log(yield* reported("inspect", c.model)(inspectVta({ model: c.model, shapes: flags.shapes, seed: 0 })))
+        yield* Console.log(
+          yield* reported("inspect", c.model)(
+            inspectVta({ model: c.model, shapes: flags.shapes, seed: 0, log: stderrLine, ...(Option.isSome(c.tuned) ? { tuned: c.tuned.value } : {}), ...(interrupt ? { interrupt } : {}) }),
+          ),
+        )
         return
       }
-      const interrupt = commandInterrupt()
+      if (Option.isSome(c.tuned)) return yield* reported("inspect", c.model)(Effect.fail(new UsageError({ flag: "--tuned", reason: "inspect applies tuning records only with --target vta" })))
       yield* Console.log(yield* reported("inspect", c.model)(inspectModel({ model: c.model, format: c.format, shapes: c.shape, fused: c.fused, ...(interrupt ? { interrupt } : {}) })))
     }),
 ).pipe(Command.withDescription("Show a model's inputs, outputs, operators, parameters and FLOPs"))
@@ -150,12 +174,17 @@ const compile = Command.make(
   (c) =>
     Effect.gen(function* () {
       yield* reported("compile", c.model)(checkDeadline(c.deadline))
+      const interrupt = commandInterrupt()
       if (c.target === "vta") {
         const flags = yield* reported("compile", c.model)(parseVtaFlags([], c.shape))
-        yield* Console.log(JSON.stringify(yield* reported("compile", c.model)(compileVtaCommand({ model: c.model, out: c.out, shapes: flags.shapes }))))
+        if (c.threads !== 1) return yield* reported("compile", c.model)(Effect.fail(new UsageError({ flag: "--threads", reason: "--target vta compiles its c segments for one thread (the executor runs them on one)" })))
+        if (Option.isSome(c.cudaArch)) return yield* reported("compile", c.model)(Effect.fail(new UsageError({ flag: "--cuda-arch", reason: "is for --target cuda, not vta" })))
+        const summary = yield* reported("compile", c.model)(
+          compileVtaCommand({ model: c.model, out: c.out, shapes: flags.shapes, optLevel: c.optLevel, log: stderrLine, ...(Option.isSome(c.tuned) ? { tuned: c.tuned.value } : {}), ...(interrupt ? { interrupt } : {}) }),
+        )
+        yield* Console.log(JSON.stringify(summary))
         return
       }
-      const interrupt = commandInterrupt()
       const summary = yield* reported("compile", c.model)(
         compileCommand({ ...(interrupt ? { interrupt } : {}), model: c.model, target: c.target, out: c.out, tuned: Option.getOrUndefined(c.tuned), threads: c.threads, cudaArch: Option.getOrUndefined(c.cudaArch), optLevel: c.optLevel, shapes: c.shape, log: stderrLine }),
       )

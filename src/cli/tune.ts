@@ -1,4 +1,4 @@
-// `tessera tune MODEL.onnx --target js|c --log LOG [--threads N]`: compiles the model as compile
+// `tessera tune MODEL.onnx --target js|c|vta --log LOG [--threads N]` (vta: vta-tune.ts): compiles the model as compile
 // and bench do for that target (same vector lanes and cores, so the records' workload keys are the
 // ones they look up), extracts its tuning tasks, tunes each (records appended and fsynced as they
 // come, so a killed tuner resumes from its log), draws a progress bar per task on stderr and
@@ -39,6 +39,7 @@ import { checkInterrupt, InterruptedError, type Interrupt } from "../ast/graph/e
 import { withPassConfig } from "../rewrite/index.js"
 import * as tty from "node:tty"
 import { TargetUnavailableError, targetMissing, targetSettings } from "./targets.js"
+import { tuneVtaCommand } from "./vta-tune.js"
 
 export const TUNERS = ["xgb", "evo", "ga", "random", "grid"] as const
 export type TunerName = (typeof TUNERS)[number]
@@ -161,8 +162,10 @@ export const tuneTable = (rows: readonly { readonly runner: TaskRunner; readonly
 const FLAG_MAX = { repeats: 1000, minRepeatMs: 60_000, timeoutMs: 86_400_000, batch: 4096, threads: 1024 } as const
 
 export const tuneCommand = Effect.fn("cli.tune")(function* (o: TuneCommandOptions) {
+  // VTA: the simulator's cycles as the measure, its convs' schedules as the tasks (vta-tune.ts)
+  if (o.target === "vta") return yield* tuneVtaCommand(o)
   if (!(TUNE_TARGETS as readonly string[]).includes(o.target))
-    return yield* new UsageError({ flag: "--target", reason: `cannot tune for target '${o.target}' yet (tunable: ${TUNE_TARGETS.join(", ")})` })
+    return yield* new UsageError({ flag: "--target", reason: `cannot tune for target '${o.target}' yet (tunable: ${[...TUNE_TARGETS, "vta"].join(", ")})` })
   const kind = o.target as TargetKind
   if (o.trials < 1) return yield* new UsageError({ flag: "--trials", reason: `must be at least 1, got ${o.trials}` })
   if (o.batch < 1) return yield* new UsageError({ flag: "--batch", reason: `must be at least 1, got ${o.batch}` })
@@ -404,7 +407,7 @@ export const tuneCommandLine = (
     "tune",
     {
       model: Argument.String("model").pipe(Argument.optional, Argument.withDescription("an ONNX model file (.onnx); not with --report")),
-      target: Flag.String("target").pipe(Flag.withDefault("js"), Flag.withDescription(`where candidates run: ${TUNE_TARGETS.join(", ")}`)),
+      target: Flag.String("target").pipe(Flag.withDefault("js"), Flag.withDescription(`where candidates run: ${TUNE_TARGETS.join(", ")}, or vta (a quantized model's offloaded convs, the simulator's cycles as the measure)`)),
       trials: Flag.Int("trials").pipe(Flag.withDefault(200), Flag.withDescription("trials per task (records already in the log count)")),
       log: Flag.String("log").pipe(Flag.optional, Flag.withDescription("the JSON-lines tuning log to append to (and resume from)")),
       tuner: Flag.Literals("tuner", TUNERS).pipe(Flag.withDefault("xgb" as const), Flag.withDescription("search strategy: xgb, evo (evolutionary, cost-model guided, on the generated spaces), ga, random or grid")),

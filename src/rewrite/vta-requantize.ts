@@ -11,7 +11,8 @@
 //     can represent at those nodes;
 //   - weights: per tensor, symmetric int8, a power-of-two scale 2^e (the smallest that holds the
 //     largest |weight|); the bias at scale act · 2^e;
-//   - so the requantize multiplier is exactly 2^−k, k = −e, and the requantize is a shift.
+//   - so the requantize multiplier is exactly 2^−k, k = −e, and the requantize is a shift, rounding
+//     half up as TVM's round_for_shift does: 2^(k−1) is added to the bias (`rounding`).
 // Written in standard ONNX ops, so the c target runs the same integer graph VTA runs:
 //   conv: ConvInteger → Add(bias) → Cast(double) → Mul(2^−k) → Floor → Clip(lo, 127) → Cast(int8)
 //         (⌊acc · 2^−k⌋ is VTA's arithmetic shift right; lo 0 where the int8 graph folded a ReLU
@@ -106,11 +107,13 @@ export interface Built {
 }
 
 /** A shift-requantized conv in standard ONNX ops (the shape rewrite.VtaPartition offloads), from int8 `x` to int8 `y`. */
-export const vtaConvNodes = (p: string, x: string, y: string, o: { readonly weights: Tensor; readonly bias?: Int32Array; readonly shift: number; readonly lo: number; readonly attrs: Node["attrs"] }): Built => {
+export const vtaConvNodes = (p: string, x: string, y: string, o: { readonly weights: Tensor; readonly bias?: Int32Array; readonly shift: number | readonly number[]; readonly lo: number; readonly attrs: Node["attrs"] }): Built => {
   const M = o.weights.shape[0]
+  const shift = o.shift
   const constants = new Map<string, Tensor>([
     [`${p}_weight`, o.weights],
-    [`${p}_shift`, scalar("float64", 2 ** -o.shift)],
+    // one shift (a scalar), or one per output channel ([1, M, 1, 1])
+    [`${p}_shift`, typeof shift === "number" ? scalar("float64", 2 ** -shift) : fromArray("float64", [1, M, 1, 1], shift.map((k) => 2 ** -k))],
     [`${p}_lo`, scalar("float64", o.lo)],
     [`${p}_hi`, scalar("float64", 127)],
   ])
@@ -143,8 +146,72 @@ export const vtaAddNodes = (p: string, a: string, b: string, y: string, lo: numb
   ],
 })
 
+/**
+ * How the weights' power-of-two scales are shared: one per tensor (TVM's VTA quantization, what
+ * VTA's one-immediate SHR a tile runs), one per block of output channels (`block`, VTA's BLOCK_OUT:
+ * an SHR per channel block), or one per output channel (an SHR whose shift amounts are
+ * accumulator rows, one lane a channel).
+ */
+export type VtaWeightScales = "tensor" | "block" | "channel"
+
+export interface VtaRequantizeOptions {
+  readonly weightScales?: VtaWeightScales
+  /**
+   * "global" (the default, TVM's): one power-of-two scale for every activation of the region.
+   * "value": each value its own, 2^⌈log2 m⌉ / 128 from its own int8 params — a conv's multiplier
+   * is still a power of two; a residual add of operands at different scales aligns them by shifts
+   * (a shape the partition does not offload: measured on c only, `npm run vta-accuracy`).
+   */
+  readonly activationScales?: "global" | "value"
+  /**
+   * How a conv's requantize shift rounds: "half-up", the default (⌊(acc + 2^(k−1)) / 2^k⌋, TVM's
+   * qconfig round_for_shift: the 2^(k−1) folded into the bias, so VTA runs it with the same
+   * instructions), or "floor" (VTA's SHR alone, ⌊acc / 2^k⌋: a −½ LSB bias at every conv, which
+   * moved ResNet-18's logits by 28% of their norm where half up moves them by 3%: docs/vta.md).
+   */
+  readonly rounding?: "floor" | "half-up"
+  /** Output channels a block for "block" (default 16, VTA's default BLOCK_OUT). */
+  readonly block?: number
+}
+
+/** The output channels that share a weight scale: [start, end) ranges. */
+const scaleGroups = (M: number, o: VtaRequantizeOptions): [number, number][] => {
+  const size = o.weightScales === "channel" ? 1 : o.weightScales === "block" ? (o.block ?? 16) : M
+  return Array.from({ length: Math.ceil(M / size) }, (_, k) => [k * size, Math.min(M, (k + 1) * size)])
+}
+
+/**
+ * A residual add of int8 operands at power-of-two scales sa, sb into int8 at sy, exactly as
+ * shifts would: both widened to int32 and shifted left onto the finer scale, added, then ⌊· / 2^k⌋
+ * onto sy, clipped to [lo, 127].
+ */
+const alignedAddNodes = (p: string, a: string, b: string, y: string, lo: number, [sa, sb, sy]: readonly [number, number, number]): Built => {
+  const fine = Math.min(sa, sb)
+  return {
+    constants: new Map([
+      [`${p}_align_a`, scalar("int32", Math.round(sa / fine))],
+      [`${p}_align_b`, scalar("int32", Math.round(sb / fine))],
+      [`${p}_shift`, scalar("float64", fine / sy)],
+      [`${p}_lo`, scalar("float64", lo)],
+      [`${p}_hi`, scalar("float64", 127)],
+    ]),
+    nodes: [
+      node("Cast", [a], [`${p}_a`], { to: { kind: "int", value: INT32 } }, `${p}_widen_a`),
+      node("Cast", [b], [`${p}_b`], { to: { kind: "int", value: INT32 } }, `${p}_widen_b`),
+      node("Mul", [`${p}_a`, `${p}_align_a`], [`${p}_a_aligned`], {}, `${p}_align_a`),
+      node("Mul", [`${p}_b`, `${p}_align_b`], [`${p}_b_aligned`], {}, `${p}_align_b`),
+      node("Add", [`${p}_a_aligned`, `${p}_b_aligned`], [`${p}_sum`], {}, `${p}_add`),
+      node("Cast", [`${p}_sum`], [`${p}_wide`], { to: { kind: "int", value: DOUBLE } }, `${p}_widen`),
+      node("Mul", [`${p}_wide`, `${p}_shift`], [`${p}_scaled`], {}, `${p}_scale`),
+      node("Floor", [`${p}_scaled`], [`${p}_floor`], {}, `${p}_shift_right`),
+      node("Clip", [`${p}_floor`, `${p}_lo`, `${p}_hi`], [`${p}_clip`], {}, `${p}_clip`),
+      node("Cast", [`${p}_clip`], [y], { to: { kind: "int", value: INT8 } }, `${p}_narrow`),
+    ],
+  }
+}
+
 /** The graph re-quantized for VTA, and what was converted. */
-export const vtaRequantizeWithReport = (g: Graph): { readonly graph: Graph; readonly report: VtaRequantizeReport } => {
+export const vtaRequantizeWithReport = (g: Graph, options: VtaRequantizeOptions = {}): { readonly graph: Graph; readonly report: VtaRequantizeReport } => {
   const { start, end } = offloadRegion(g)
   const kept: { node: string; reason: string }[] = []
   const chosen = new Map<string, { params: Q[]; out: Q }>()
@@ -173,8 +240,12 @@ export const vtaRequantizeWithReport = (g: Graph): { readonly graph: Graph; read
     inits.set(name, t)
     return name
   }
-  const saName = konst("vta_act_scale", scalar("float32", sa))
+  const saName0 = konst("vta_act_scale", scalar("float32", sa))
   const zpName = konst("vta_act_zero_point", scalar("int8", 0))
+  // each value's scale: the one global scale, or (activationScales "value") its own power of two
+  const perValue = options.activationScales === "value"
+  const saOf = (v: string): number => (perValue ? 2 ** Math.ceil(Math.log2(maxAbsOf(paramsOf.get(v)!))) / 128 : sa)
+  const saNameOf = (v: string): string => (perValue ? konst(`${v}_vta_scale`, scalar("float32", saOf(v))) : saName0)
   const nodes: Node[] = []
   const entered = new Set<string>()
   // a value entering the region: re-quantized from its int8 params to the global scale
@@ -185,7 +256,7 @@ export const vtaRequantizeWithReport = (g: Graph): { readonly graph: Graph; read
     const s = konst(`${v}_in_scale`, scalar("float32", q.scale))
     const z = konst(`${v}_in_zero_point`, scalar("int8", q.zp))
     nodes.push(node("DequantizeLinear", [v, s, z], [`${v}_vta_real`], {}, `${v}_vta_dequantize`))
-    nodes.push(node("QuantizeLinear", [`${v}_vta_real`, saName, zpName], [vta(v)], {}, `${v}_vta_quantize`))
+    nodes.push(node("QuantizeLinear", [`${v}_vta_real`, saNameOf(v), zpName], [vta(v)], {}, `${v}_vta_quantize`))
     return vta(v)
   }
   const readOutside = new Set<string>([...g.outputs.map((o) => o.name), ...g.nodes.filter((n) => !chosen.has(n.name)).flatMap((n) => n.inputs)])
@@ -204,16 +275,29 @@ export const vtaRequantizeWithReport = (g: Graph): { readonly graph: Graph; read
       const [M, I, KH, KW] = w.shape
       const per = I * KH * KW
       const wsAt = (o: number) => Number(ws.data.length === 1 ? ws.data[0] : ws.data[o])
-      let wmax = 0
-      for (let i = 0; i < w.data.length; i++) wmax = Math.max(wmax, Math.abs(Number(w.data[i]) * wsAt(Math.floor(i / per))))
-      const e = wmax === 0 ? 0 : Math.ceil(Math.log2(wmax / 127))
+      // each group of output channels its power-of-two scale 2^e: the smallest that holds its largest |weight|
+      const eOf = new Int32Array(M)
+      for (const [from, to] of scaleGroups(M, options)) {
+        let wmax = 0
+        for (let i = from * per; i < to * per; i++) wmax = Math.max(wmax, Math.abs(Number(w.data[i]) * wsAt(Math.floor(i / per))))
+        eOf.fill(wmax === 0 ? 0 : Math.ceil(Math.log2(wmax / 127)), from, to)
+      }
       const w2 = new Int8Array(w.data.length)
-      for (let i = 0; i < w.data.length; i++) w2[i] = Math.max(-127, Math.min(127, rint((Number(w.data[i]) * wsAt(Math.floor(i / per))) / 2 ** e)))
+      for (let i = 0; i < w.data.length; i++) w2[i] = Math.max(-127, Math.min(127, rint((Number(w.data[i]) * wsAt(Math.floor(i / per))) / 2 ** eOf[Math.floor(i / per)])))
       const bq = n.inputs[8] ? g.initializers.get(n.inputs[8]) : undefined
       const b2 = new Int32Array(M)
-      for (let o = 0; o < M; o++) b2[o] = bq ? rint((Number(bq.data[o]) * c.params[0].scale * wsAt(o)) / (sa * 2 ** e)) : 0
+      const sx = saOf(n.inputs[0])
+      for (let o = 0; o < M; o++) b2[o] = bq ? rint((Number(bq.data[o]) * c.params[0].scale * wsAt(o)) / (sx * 2 ** eOf[o])) : 0
       const attrs = Object.fromEntries(["kernel_shape", "pads", "strides", "dilations", "group", "auto_pad"].flatMap((k) => (n.attrs[k] ? [[k, n.attrs[k]!]] : [])))
-      const built = vtaConvNodes(`${n.name}_vta`, x, vta(y), { weights: fromArray("int8", w.shape, w2), bias: b2, shift: -e, lo, attrs })
+      // the multiplier sx · 2^e / sy = 2^−k (with one global scale, sx = sy and k = −e)
+      const shifts = Array.from(eOf, (e) => Math.round(Math.log2(saOf(y) / sx)) - e)
+      if ((options.rounding ?? "half-up") === "half-up") for (let o = 0; o < M; o++) if (shifts[o] >= 1) b2[o] += 2 ** (shifts[o] - 1)
+      const shift = shifts.every((k) => k === shifts[0]) ? shifts[0] : shifts
+      const built = vtaConvNodes(`${n.name}_vta`, x, vta(y), { weights: fromArray("int8", w.shape, w2), bias: b2, shift, lo, attrs })
+      built.constants.forEach((t, k) => konst(k, t))
+      nodes.push(...built.nodes)
+    } else if (perValue && (saOf(n.inputs[0]) !== saOf(y) || saOf(n.inputs[3]) !== saOf(y))) {
+      const built = alignedAddNodes(`${n.name}_vta`, enter(n.inputs[0]), enter(n.inputs[3]), vta(y), lo, [saOf(n.inputs[0]), saOf(n.inputs[3]), saOf(y)])
       built.constants.forEach((t, k) => konst(k, t))
       nodes.push(...built.nodes)
     } else {
@@ -226,7 +310,7 @@ export const vtaRequantizeWithReport = (g: Graph): { readonly graph: Graph; read
       const q = c.out
       const s = konst(`${y}_out_scale`, scalar("float32", q.scale))
       const z = konst(`${y}_out_zero_point`, scalar("int8", q.zp))
-      nodes.push(node("DequantizeLinear", [vta(y), saName, zpName], [`${y}_vta_out_real`], {}, `${y}_vta_out_dequantize`))
+      nodes.push(node("DequantizeLinear", [vta(y), saNameOf(y), zpName], [`${y}_vta_out_real`], {}, `${y}_vta_out_dequantize`))
       nodes.push(node("QuantizeLinear", [`${y}_vta_out_real`, s, z], [y], {}, `${y}_vta_out_quantize`))
     }
   }

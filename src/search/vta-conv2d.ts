@@ -13,15 +13,24 @@
 import { Effect } from "effect"
 import type { VtaDerived } from "../ast/vta/config.js"
 import type { VtaInsn } from "../ast/vta/isa.js"
-import { dmaCycles, type VtaCycleModel } from "../device/vta/cycle-model.js"
+import { dmaCycles, VTA_CYCLE_MODEL, type VtaCycleModel } from "../device/vta/cycle-model.js"
 import { moduleOf, runVtaSync } from "../device/vta/simulator.js"
 import type { Config, Knob } from "../lowering/templates/template.js"
-import { epilogueAluPasses, lowerConv2d, outSize, VtaScheduleError, type VtaConv2d, type VtaConv2dSchedule, type VtaLoopOrder } from "../lowering/vta/conv2d.js"
+import { defaultConv2dSchedule, epilogueAluPasses, lowerConv2d, outSize, VtaScheduleError, type VtaConv2d, type VtaConv2dSchedule, type VtaLoopOrder } from "../lowering/vta/conv2d.js"
 import { configHash, fnv1a } from "./task.js"
 import type { MeasureResult, Tuner } from "./tuners.js"
 
 export interface VtaConv2dTask {
+  /** fnv1a of `workload` (a tuning record's `task`). */
   readonly id: string
+  /**
+   * The tuning records' key: `vta-conv2d|vta:CONFIG:CYCLE-MODEL|SHAPE` — the configuration and
+   * cycle model the cycles were counted under, and what of the layer shapes its program's timing
+   * (channel blocks, image, kernel, stride, pad, a bias); the shift and the clip's bound do not
+   * (the same three ALU passes whatever their immediates), so layers that differ only there share
+   * a task and its records.
+   */
+  readonly workload: string
   readonly label: string
   readonly layer: VtaConv2d
   readonly knobs: readonly Knob[]
@@ -36,9 +45,9 @@ const divisors = (n: number): number[] => Array.from({ length: n }, (_, k) => k 
  * of row tiles), output and input channel blocks (divisors), the loop order, 1–4 virtual threads.
  * Candidates that do not fit the buffers stay in: the tuner learns they fail.
  */
-export const vtaConv2dKnobs = (x: VtaConv2d): Knob[] => {
+export const vtaConv2dKnobs = (x: VtaConv2d, extraRows: readonly number[] = []): Knob[] => {
   const { oh } = outSize(x)
-  const rows = [...new Set(Array.from({ length: oh }, (_, k) => Math.ceil(oh / (k + 1))))].sort((a, b) => a - b)
+  const rows = [...new Set([...Array.from({ length: oh }, (_, k) => Math.ceil(oh / (k + 1))), ...extraRows.filter((r) => Number.isInteger(r) && r >= 1 && r <= oh)])].sort((a, b) => a - b)
   return [
     { kind: "choice", name: "vta_tile_oh", candidates: rows },
     { kind: "choice", name: "vta_tile_co", candidates: divisors(x.co) },
@@ -48,11 +57,33 @@ export const vtaConv2dKnobs = (x: VtaConv2d): Knob[] => {
   ]
 }
 
-export const vtaConv2dTask = (d: VtaDerived, label: string, x: VtaConv2d): VtaConv2dTask => {
-  const { oh, ow } = outSize(x)
-  const key = `vta-conv2d|${JSON.stringify(x)}|block${d.blockIn}x${d.blockOut}`
-  return { id: fnv1a(key), label, layer: x, knobs: vtaConv2dKnobs(x), macs: oh * ow * x.co * x.ci * x.kh * x.kw * d.batch * d.blockIn * d.blockOut }
+/** The workload key of a layer under a configuration and cycle model (see `VtaConv2dTask.workload`). */
+export const vtaConv2dWorkload = (d: VtaDerived, model: VtaCycleModel, x: VtaConv2d): string => {
+  const shape = { ci: x.ci, co: x.co, h: x.h, w: x.w, kh: x.kh, kw: x.kw, stride: x.stride, pad: x.pad, bias: x.bias === true }
+  return `vta-conv2d|vta:${JSON.stringify(d.config)}:${JSON.stringify(model)}|${JSON.stringify(shape)}`
 }
+
+/**
+ * A layer's task. With `withDefaults` its space also holds the default schedules' row tiles
+ * (`defaultConv2dSchedule` with 1–4 virtual threads may pick rows that are no ⌈OH / n⌉): the
+ * command-line tuner measures the defaults first, so its best is never slower than what runs
+ * without a log.
+ */
+export const vtaConv2dTask = (d: VtaDerived, label: string, x: VtaConv2d, model: VtaCycleModel = VTA_CYCLE_MODEL, options: { readonly withDefaults?: boolean } = {}): VtaConv2dTask => {
+  const { oh, ow } = outSize(x)
+  const workload = vtaConv2dWorkload(d, model, x)
+  return { id: fnv1a(workload), workload, label, layer: x, knobs: options.withDefaults ? vtaLayerKnobs(d, x) : vtaConv2dKnobs(x), macs: oh * ow * x.co * x.ci * x.kh * x.kw * d.batch * d.blockIn * d.blockOut }
+}
+
+/** The space of a layer's task as the command line tunes it (and as `--tuned` checks a record against): with the default schedules' rows. */
+export const vtaLayerKnobs = (d: VtaDerived, x: VtaConv2d): Knob[] => vtaConv2dKnobs(x, vtaDefaultConfigs(d, x).map((c) => Number(c.vta_tile_oh)))
+
+/** The default schedules with 1 to 4 virtual threads as configs (those that fit the buffers): what a layer runs without a tuning log picks among them. */
+export const vtaDefaultConfigs = (d: VtaDerived, x: VtaConv2d): Config[] =>
+  [1, 2, 3, 4].flatMap((v) => {
+    const s = defaultConv2dSchedule(d, x, v)
+    return "reason" in lowerOrReason(d, x, configOfSchedule(s, x)) ? [] : [configOfSchedule(s, x)]
+  })
 
 export const scheduleOfConfig = (c: Config): VtaConv2dSchedule => ({
   tileOh: Number(c.vta_tile_oh),
@@ -132,41 +163,88 @@ export const vtaConv2dFeatures = (d: VtaDerived, model: VtaCycleModel, x: VtaCon
 }
 
 export interface VtaTuneResult {
-  /** Best GEMM ops per cycle after each trial (0 until a candidate runs). */
+  /** Best GEMM ops per cycle after each trial (0 until a candidate runs), resumed trials first. */
   readonly curve: readonly number[]
   readonly best?: { readonly config: Config; readonly cycles: number }
+  /** Trials, resumed ones included. */
   readonly trials: number
   readonly errors: number
 }
 
+/** A measured candidate: its cycles, or why it cannot run. */
+export interface VtaMeasured {
+  readonly config: Config
+  readonly cycles?: number
+  readonly error?: string
+}
+
+export interface VtaTuneOptions<E> {
+  readonly trials: number
+  readonly batch: number
+  /** Trials measured before (a resumed log): they count, the tuner learns them, and they are not proposed again. */
+  readonly done?: readonly VtaMeasured[]
+  /** Configs measured first, before the tuner proposes any (the default schedules; those already done are skipped). */
+  readonly first?: readonly Config[]
+  /** Stop after this many trials without a better one. */
+  readonly earlyStopping?: number
+  /** Each batch once measured (the CLI appends its records; a failure ends the session). */
+  readonly onBatch?: (measured: readonly VtaMeasured[], result: VtaTuneResult) => Effect.Effect<void, E>
+  /** Called before each candidate is measured (the CLI's stop flag: it throws to stop). */
+  readonly check?: () => void
+}
+
 /**
  * Tunes a task: the tuner proposes batches, each candidate is measured (by `measure`, memoized by
- * config — the simulator is deterministic), the tuner learns. Stops at `trials` or when the space
- * is exhausted.
+ * config — the simulator is deterministic), the tuner learns. Stops at `trials`, after
+ * `earlyStopping` trials without improvement, or when the space is exhausted.
  */
-export const tuneVtaConv2d = (
+export const tuneVtaConv2d = <E = never>(
   task: VtaConv2dTask,
   tuner: Tuner,
   measure: (c: Config) => { readonly cycles?: number; readonly error?: string },
-  options: { readonly trials: number; readonly batch: number },
+  options: VtaTuneOptions<E>,
 ) =>
   Effect.gen(function* () {
     const curve: number[] = []
     let best: { config: Config; cycles: number } | undefined
     let errors = 0
-    while (curve.length < options.trials && tuner.hasNext()) {
-      const configs = yield* tuner.next(Math.min(options.batch, options.trials - curve.length))
-      if (configs.length === 0) break
-      const results: MeasureResult[] = configs.map((config) => {
-        const m = measure(config)
-        if (m.cycles === undefined) errors++
-        else if (best === undefined || m.cycles < best.cycles) best = { config, cycles: m.cycles }
-        curve.push(best === undefined ? 0 : (2 * task.macs) / best.cycles)
-        return { config, cost: m.cycles }
-      })
-      yield* tuner.update(results)
+    let sinceBest = 0
+    const seen = new Set<string>()
+    const note = (m: VtaMeasured) => {
+      seen.add(configHash(m.config))
+      if (m.cycles === undefined) errors++
+      if (m.cycles !== undefined && (best === undefined || m.cycles < best.cycles)) {
+        best = { config: m.config, cycles: m.cycles }
+        sinceBest = 0
+      } else sinceBest++
+      curve.push(best === undefined ? 0 : (2 * task.macs) / best.cycles)
     }
-    return { curve, best, trials: curve.length, errors } satisfies VtaTuneResult
+    const result = (): VtaTuneResult => ({ curve: [...curve], ...(best ? { best } : {}), trials: curve.length, errors })
+    const done = options.done ?? []
+    for (const m of done) note(m)
+    sinceBest = 0
+    if (done.length) yield* tuner.update(done.map((m) => ({ config: m.config, cost: m.cycles })))
+    let first = (options.first ?? []).filter((c, k, all) => !seen.has(configHash(c)) && all.findIndex((o) => configHash(o) === configHash(c)) === k)
+    const stopEarly = () => options.earlyStopping !== undefined && sinceBest >= options.earlyStopping
+    while (first.length > 0 || (curve.length < options.trials && tuner.hasNext() && !stopEarly())) {
+      const configs = first.length > 0 ? first : (yield* tuner.next(Math.min(options.batch, options.trials - curve.length))).filter((c) => !seen.has(configHash(c)))
+      const proposed = first.length > 0
+      first = []
+      if (configs.length === 0) {
+        if (proposed || tuner.hasNext()) continue
+        break
+      }
+      const measured: VtaMeasured[] = configs.map((config) => {
+        options.check?.()
+        const m = measure(config)
+        const r = { config, ...(m.cycles !== undefined ? { cycles: m.cycles } : { error: m.error ?? "failed" }) }
+        note(r)
+        return r
+      })
+      yield* tuner.update(measured.map((m): MeasureResult => ({ config: m.config, cost: m.cycles })))
+      if (options.onBatch) yield* options.onBatch(measured, result())
+    }
+    return result()
   })
 
 /** `measure` memoized by config (one simulation per distinct candidate, shared by the tuners of a task). */

@@ -12,6 +12,7 @@ import type { Graph } from "../../ast/graph/graph.js"
 import type { Segment } from "../../rewrite/vta-partition.js"
 import { runVtaSync, type VtaStats } from "./simulator.js"
 import { VTA_CYCLE_MODEL, type VtaCycleModel } from "./cycle-model.js"
+import { checkInterrupt, type Interrupt } from "../../ast/graph/errors.js"
 
 export interface VtaCopy {
   readonly value: string
@@ -43,7 +44,8 @@ interface Packed {
 
 /**
  * Runs the partition: `programs` holds each VTA layer's program by layer name; `runCpu(k, graph,
- * feeds)` runs c segment k. A simulator error (deadlock, race, address) is thrown, typed.
+ * feeds)` runs c segment k. A simulator error (deadlock, race, address) is thrown, typed; a stop
+ * request (`interrupt`: SIGINT, SIGTERM, --deadline) is an InterruptedError before the next segment or layer.
  */
 export const runPartitioned = (
   d: VtaDerived,
@@ -53,6 +55,7 @@ export const runPartitioned = (
   runCpu: (k: number, graph: Graph, feeds: ReadonlyMap<string, Tensor>) => ReadonlyMap<string, Tensor>,
   feeds: ReadonlyMap<string, Tensor>,
   model: VtaCycleModel = VTA_CYCLE_MODEL,
+  interrupt?: Interrupt,
 ): VtaExecution => {
   const host = new Map<string, Tensor>(feeds)
   const dev = new Map<string, Packed>()
@@ -84,6 +87,7 @@ export const runPartitioned = (
     return out
   }
   segments.forEach((s, k) => {
+    checkInterrupt(interrupt, () => `segment ${k} (${s.device})`)
     if (s.device === "c") {
       const ins = new Map(s.graph.inputs.map((i) => [i.name, onHost(i.name)] as const))
       const t0 = performance.now()
@@ -93,6 +97,7 @@ export const runPartitioned = (
       return
     }
     for (const l of s.layers) {
+      checkInterrupt(interrupt, () => `VTA layer ${l.name}`)
       const p = programs.get(l.name)
       if (!p) throw new RangeError(`no VTA program for layer ${l.name}`)
       const dram = p.dram.slice()
