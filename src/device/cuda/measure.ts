@@ -3,9 +3,10 @@
 // each candidate's launches (function, grid, block) and workspace, built by nvcc into one cubin for
 // this GPU, loaded through the driver; each candidate run once on the workload's seeded inputs and
 // checked against the reference, then timed with events (the median of `repeats` rounds, each at
-// least minRepeatMs of back-to-back runs). A candidate that fails to build, launch or compute the
-// reference's answer is an error of its own, never a timing; a missing GPU fails every candidate
-// with the reason.
+// least minRepeatMs of back-to-back runs): between the two events only its launches, no copy, no
+// synchronization, no module load (test/cuda-measure-trace.test.ts reads the driver calls' order).
+// A candidate that fails to build, launch or compute the reference's answer is an error of its own,
+// never a timing; a missing GPU fails every candidate with the reason.
 import * as fs from "node:fs"
 import { Effect } from "effect"
 import { cArray, isBigArray, storageBytes, type DeviceArray, type DType } from "../../ast/graph/dtype.js"
@@ -82,7 +83,13 @@ export const measureCuda = (r: MeasureRequest): Effect.Effect<readonly Measured[
         }
         c.func.params.forEach((_, i) => driver.toDevice(ptrs[i], stage(i)))
         const args = [...ptrs.slice(0, c.func.params.length), ...wsPtrs]
-        const runOnce = () => plan.launches.forEach((l, j) => driver.launch(fns[j], l.grid, l.block, 0, args))
+        // its launches with their params marshalled once: the timed loop below is cuLaunchKernel
+        // calls and nothing else (the inputs resident, the module loaded once for the batch)
+        const launches = plan.launches.map((l, j) => driver.prepareLaunch(fns[j], l.grid, l.block, 0, args))
+        const runOnce = () => {
+          for (const l of launches) l()
+        }
+        // the check's run is the warm-up too
         runOnce()
         driver.synchronize()
         const got = ref.outputIdx.map((i) => {
