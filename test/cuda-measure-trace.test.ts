@@ -19,13 +19,15 @@ import { afterAll, describe, expect, it } from "vitest"
 import { attr } from "../src/ast/graph/attrs.js"
 import { makeGraph, node } from "../src/ast/graph/graph.js"
 import type { Tensor } from "../src/ast/graph/tensor.js"
-import { cudaAttrsForArch, type Target } from "../src/ast/target.js"
+import { cudaAttrsForArch, makeTarget, type Target } from "../src/ast/target.js"
 import type { PrimFunc } from "../src/ast/tir/tir.js"
 import { BACKENDS } from "../src/backend/index.js"
 import { randomTensor } from "../src/cli/inputs.js"
 import { compilerAvailable } from "../src/device/c/build.js"
 import { defaultMeasureOptions, type MeasurerOptions } from "../src/device/measure.js"
-import { compileGraph } from "../src/pipeline.js"
+import { compileGraph, loadProgram } from "../src/pipeline.js"
+import type { KernelCall } from "../src/device/device.js"
+import { createExecutor, ExecutorError } from "../src/device/executor.js"
 import { bestRecords, RECORD_VERSION, type TuningRecord } from "../src/search/records.js"
 import { tasksOfProgram } from "../src/search/extract.js"
 
@@ -104,6 +106,38 @@ describe.skipIf(!gcc)(`the cuda measure's timed region, against a stand-in libcu
     expect(names.filter((c) => c === "cuModuleUnload")).toHaveLength(1)
     expect(names.indexOf("cuModuleUnload")).toBeGreaterThan(names.lastIndexOf("cuEventRecord"))
   }, 60_000)
+
+  it("bench's kernel time: a run's kernels launched back to back between two events, no copy or synchronize among them", async () => {
+    // (after the test above: the stand-in, the nvcc script and the trace file are set)
+    const trace = process.env.TESSERA_FAKE_CUDA_TRACE!
+    fs.writeFileSync(trace, "")
+    const { cudaDevice } = await import("../src/device/cuda/device.js")
+    const n = 96
+    const artifact = {
+      kind: "cuda" as const,
+      files: new Map([["tessera_kernels.cu", new TextEncoder().encode("// the stand-in's axpb")]]),
+      manifest: { launches: [{ kernel: "k0", workspace: [], launches: [{ function: "axpb", grid: [3, 1, 1], block: [32, 1, 1], sharedBytes: 0 }] }, { kernel: "k1", workspace: [], launches: [{ function: "axpb", grid: [1, 1, 1], block: [32, 1, 1], sharedBytes: 0 }, { function: "axpb", grid: [2, 1, 1], block: [32, 1, 1], sharedBytes: 0 }] }] },
+      kernels: [],
+    }
+    const mod = await Effect.runPromise(cudaDevice.load(artifact))
+    const [ba, by] = mod.reserve([n * 4, n * 4])
+    const a = mod.input(mod.view(ba, "float32", n), Float32Array.from({ length: n }, (_, i) => i))
+    const y = mod.view(by, "float32", n)
+    mod.run("k0", [a, y])
+    expect(Array.from(mod.read(y) as Float32Array).slice(0, 3)).toEqual([1, 3, 5])
+    fs.writeFileSync(trace, "")
+    const s = mod.timeSequence!([{ kernel: "k0", args: [a, y] }, { kernel: "k1", args: [a, y] }], { repeats: 3, minMs: 1 })
+    expect(s).toBeGreaterThan(0)
+    const calls = fs.readFileSync(trace, "utf8").trim().split("\n")
+    const regions = timedRegions(calls)
+    expect(regions.length).toBeGreaterThanOrEqual(3)
+    // each pass: k0's one launch and k1's two, in order, and nothing else
+    for (const r of regions) {
+      expect(r.length % 3).toBe(0)
+      expect(r).toEqual(Array.from({ length: r.length }, (_, i) => `cuLaunchKernel ${[3, 1, 2][i % 3]}`))
+    }
+    mod.close()
+  }, 60_000)
 })
 
 describe("the cuda target's tuning tasks", () => {
@@ -135,5 +169,31 @@ describe("the cuda target's tuning tasks", () => {
     const tuned = await Effect.runPromise(compileGraph(g, target, { tuned: bestRecords([record], "cuda") }))
     expect(tuned.tuning.applied).toHaveLength(1)
     expect(tuned.tuning.skipped).toEqual([])
+  }, 60_000)
+})
+
+describe("the executor's timeKernels", () => {
+  it("hands the module's timeSequence the last run's compiled kernels, in order, on that run's buffers; none before a run, none where the module has no timeSequence", async () => {
+    const g = makeGraph({
+      opset: 13,
+      inputs: [{ name: "x", type: { dtype: "float32", shape: [1, 8] } }],
+      outputs: [{ name: "y", type: { dtype: "float32", shape: [1, 4] } }],
+      initializers: new Map([["w", randomTensor("float32", [8, 4], 1)]]),
+      nodes: [node("MatMul", ["x", "w"], ["m"]), node("Softmax", ["m"], ["y"])],
+    })
+    const target = makeTarget("js")
+    const program = await Effect.runPromise(compileGraph(g, target))
+    const plain = await Effect.runPromise(loadProgram(program, target))
+    expect(plain.timeKernels).toBeUndefined()
+    let seen: readonly KernelCall[] = []
+    const exec = createExecutor(program, { ...plain.module, timeSequence: (steps) => ((seen = steps), 0.25) })
+    expect(() => exec.timeKernels!()).toThrow(ExecutorError)
+    const feeds = new Map([["x", randomTensor("float32", [1, 8], 2)]])
+    exec.run(feeds)
+    expect(exec.timeKernels!()).toBe(0.25)
+    const compiled = program.kernels.filter((k) => k.kind === "compiled")
+    expect(compiled.length).toBeGreaterThan(0)
+    expect(seen.map((c) => c.kernel)).toEqual(compiled.map((k) => k.name))
+    expect(seen.map((c) => c.args.length)).toEqual(compiled.map((k) => k.args.length))
   }, 60_000)
 })
