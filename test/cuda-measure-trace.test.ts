@@ -55,7 +55,7 @@ const timedRegions = (calls: readonly string[]): string[][] => {
 }
 
 describe.skipIf(!gcc)(`the cuda measure's timed region, against a stand-in libcuda${gcc ? "" : " (skipped: no C compiler to build the stand-in)"}`, () => {
-  it("loads the module once, copies and checks outside the events, and times nothing but launches; a wrong candidate is an error, never timed", async () => {
+  it("builds each candidate alone (one past its nvcc limit an error of its own), loads its module, copies and checks outside the events, and times nothing but launches; a wrong candidate is an error, never timed", async () => {
     tmp = fs.mkdtempSync(path.join(os.tmpdir(), "tessera-cuda-trace-"))
     const so = path.join(tmp, "libcuda.so.1")
     const cc = spawnSync("gcc", ["-shared", "-fPIC", "-O1", "-o", so, path.join(ROOT, "test", "support", "fake-libcuda.c")], { encoding: "utf8" })
@@ -63,7 +63,8 @@ describe.skipIf(!gcc)(`the cuda measure's timed region, against a stand-in libcu
     // an nvcc that answers --version and writes a module the stand-in takes (its first byte 'T')
     fs.mkdirSync(path.join(tmp, "cuda", "bin"), { recursive: true })
     const nvcc = path.join(tmp, "cuda", "bin", "nvcc")
-    fs.writeFileSync(nvcc, `#!/bin/sh\nif [ "$1" = "--version" ]; then echo "fake nvcc"; exit 0; fi\nout=""; prev=""; for a in "$@"; do [ "$prev" = "-o" ] && out="$a"; prev="$a"; done\nprintf 'T' > "$out"\n`)
+    // (a source that says SLOW takes it 30 s: a candidate whose build runs past its limit)
+    fs.writeFileSync(nvcc, `#!/bin/sh\nif [ "$1" = "--version" ]; then echo "fake nvcc"; exit 0; fi\nout=""; prev=""; for a in "$@"; do [ "$prev" = "-o" ] && out="$a"; prev="$a"; done\nif grep -q SLOW "$prev"; then sleep 30; fi\nprintf 'T' > "$out"\n`)
     fs.chmodSync(nvcc, 0o755)
     const trace = path.join(tmp, "trace.txt")
     Object.assign(process.env, { TESSERA_LIBCUDA: so, CUDA_HOME: path.join(tmp, "cuda"), TESSERA_CACHE_DIR: path.join(tmp, "cache"), TESSERA_FAKE_CUDA_TRACE: trace })
@@ -74,11 +75,12 @@ describe.skipIf(!gcc)(`the cuda measure's timed region, against a stand-in libcu
     const buf = (name: string) => ({ name, dtype: "float32" as const, shape: [n], scope: "global" as const })
     const func: PrimFunc = { name: "axpb", params: [buf("a"), buf("y")], body: { kind: "seq", body: [] } }
     const reference = (inputs: ReadonlyMap<string, Tensor>) => new Map([["y", { dtype: "float32", shape: [n], data: Float32Array.from(inputs.get("a")!.data as Float32Array, (x) => x * 2 + 1) } as Tensor]])
-    // t0, t1 right; t2 launches too few blocks (its last 32 outputs stay 0): a wrong answer
-    const grids = [3, 3, 2]
+    // t0, t1 right; t2 launches too few blocks (its last 32 outputs stay 0): a wrong answer; t3's
+    // build runs past the limit (each candidate is a translation unit of its own)
+    const grids = [3, 3, 2, 3]
     const render = (funcs: readonly { readonly name: string }[]) =>
-      funcs.map((f, k) => `// tessera-launches ${JSON.stringify({ name: f.name, workspace: [], launches: [{ function: "axpb", grid: [grids[k], 1, 1], block: [32, 1, 1] }] })}`).join("\n")
-    const options = { measure: { ...defaultMeasureOptions, repeats: 3, minRepeatMs: 2 }, threads: 1 } as unknown as MeasurerOptions
+      funcs.map((f) => `// tessera-launches ${JSON.stringify({ name: f.name, workspace: [], launches: [{ function: "axpb", grid: [grids[Number(f.name.slice(1))], 1, 1], block: [32, 1, 1] }] })}${f.name === "t3" ? "\n// SLOW" : ""}`).join("\n")
+    const options = { measure: { ...defaultMeasureOptions, repeats: 3, minRepeatMs: 2, timeoutMs: 1500 }, threads: 1 } as unknown as MeasurerOptions
     const measured = await Effect.runPromise(
       measureCuda({ candidates: grids.map((_, k) => ({ config: { k }, func })), source: { outputs: new Set(["y"]), reference }, render, options }),
     )
@@ -86,10 +88,14 @@ describe.skipIf(!gcc)(`the cuda measure's timed region, against a stand-in libcu
     for (const m of measured.slice(0, 2)) expect(m.cost).toBeGreaterThan(0)
     expect(measured[2].cost).toBeUndefined()
     expect(measured[2].error).toMatch(/^wrong answer: element 64 /)
+    expect(measured[3].cost).toBeUndefined()
+    expect(measured[3].error).toMatch(/^nvcc: .*nvcc ran past 1500 ms and was killed/)
 
     const calls = fs.readFileSync(trace, "utf8").trim().split("\n")
     const names = calls.map((c) => c.split(" ")[0])
-    expect(names.filter((c) => c === "cuModuleLoadData")).toHaveLength(1)
+    // a module per built candidate (t3's never built), each loaded before its first event and unloaded after its last
+    expect(names.filter((c) => c === "cuModuleLoadData")).toHaveLength(3)
+    expect(names.filter((c) => c === "cuModuleUnload")).toHaveLength(3)
     expect(names.indexOf("cuModuleLoadData")).toBeLessThan(names.indexOf("cuEventRecord"))
     const regions = timedRegions(calls)
     // two candidates timed (t2 never), each in `repeats` rounds at least
@@ -102,9 +108,10 @@ describe.skipIf(!gcc)(`the cuda measure's timed region, against a stand-in libcu
     // each candidate's copies in, its check's launch, its synchronize and its copy out all come before its first event
     const firstEvent = names.indexOf("cuEventRecord")
     expect(names.slice(0, firstEvent)).toEqual(expect.arrayContaining(["cuMemcpyHtoD", "cuLaunchKernel", "cuCtxSynchronize", "cuMemcpyDtoH"]))
-    // and the module unloaded once, after the last timing
-    expect(names.filter((c) => c === "cuModuleUnload")).toHaveLength(1)
-    expect(names.indexOf("cuModuleUnload")).toBeGreaterThan(names.lastIndexOf("cuEventRecord"))
+    // no module loaded or unloaded between two events (the regions above hold launches alone), and t0's unloaded before t1's is loaded
+    const loads = names.flatMap((c, i) => (c === "cuModuleLoadData" ? [i] : []))
+    const unloads = names.flatMap((c, i) => (c === "cuModuleUnload" ? [i] : []))
+    expect(unloads[0]).toBeLessThan(loads[1])
   }, 60_000)
 
   it("bench's kernel time: a run's kernels launched back to back between two events, no copy or synchronize among them", async () => {
