@@ -68,7 +68,8 @@ export const measureCuda = (r: MeasureRequest): Effect.Effect<readonly Measured[
     /** One candidate: its module loaded, launched once, checked against the reference, timed, unloaded; its errors its own. */
     const measureOne = (c: MeasureRequest["candidates"][number], k: number): Measured => {
       const { plan, built } = builds[k]
-      if (built._tag === "Failure") return { config: c.config, cost: undefined, error: `nvcc: ${built.failure.message.slice(0, 400)}` }
+      // (the reason first: the command line alone fills the 400 characters)
+      if (built._tag === "Failure") return { config: c.config, cost: undefined, error: `nvcc: ${`${built.failure.reason}: ${built.failure.message}`.slice(0, 400)}` }
       const module = loadModule(driver, built.success.cubin)
       if (typeof module === "string") return { config: c.config, cost: undefined, error: module }
       const ptrs: bigint[] = []
