@@ -8,6 +8,8 @@
 //                     block's threads at each step of the reduction, barriers around the use
 //   softmax           rows: the row max and row sum at root (launches of their own, workspace buffers)
 //   conv2d_add_relu   relu(conv + bias): the conv computed at each thread's output pixel (a thread-local array)
+//   row_sum_shuffle, dense_float4, conv1x1_fetch_widths: the GPU rules' own schedules (warp shuffles;
+//                     float4 fetches; a float4 fetch beside a scalar one in one kernel)
 import * as S from "../src/ast/schedule/schedule.js"
 import { add, c, call, div, f32, max, mul, sub } from "../src/ast/te/expr.js"
 import { at, compute, maxReduce, placeholder, reduceAxis, sum } from "../src/ast/te/tensor.js"
@@ -109,7 +111,23 @@ const denseFloat4 = (): GoldenCase => {
   return { name: "dense_float4", outputs: [out], inputs: inputsFor(17, [A, B]), schedule: t.apply([out], base, t.defaults(knobs, { vectorLanes: 1, cores: 1 })) }
 }
 
-export const CUDA_GOLDEN_CASES: readonly (() => GoldenCase)[] = [conv2d, depthwise, dense, softmax, convAddRelu, rowSumShuffle, denseFloat4]
+/**
+ * A 1x1 convolution by the generated tiling rule at its defaults on one SM of sm_90, its fetch
+ * widths per buffer: the input's rows of 8 pixels fetched as float4 copies (proven aligned), the
+ * weights' rows of one element as coalesced scalars.
+ */
+const conv1x1PerBuffer = (): GoldenCase => {
+  const X = placeholder("X", [1, 16, 8, 8])
+  const W = placeholder("W", [8, 16, 1, 1])
+  const rc = reduceAxis(16, "rc")
+  const out = compute("conv", [1, 8, 8, 8], (n, o, y, x) => sum(mul(at(X, n, rc.var, y, x), at(W, o, rc.var, c(0), c(0))), [rc]), "float32", "conv2d_nchw")
+  const base = S.createSchedule([out])
+  const t = gpuTemplate(cudaAttrs("9.0", 1), base)
+  const knobs = t.space([out], base)
+  return { name: "conv1x1_fetch_widths", outputs: [out], inputs: inputsFor(18, [X, W]), schedule: t.apply([out], base, t.defaults(knobs, { vectorLanes: 1, cores: 1 })) }
+}
+
+export const CUDA_GOLDEN_CASES: readonly (() => GoldenCase)[] = [conv2d, depthwise, dense, softmax, convAddRelu, rowSumShuffle, denseFloat4, conv1x1PerBuffer]
 
 /** The GPU the goldens are emitted for: the default (sm_90). */
 export const GOLDEN_CUDA_ATTRS = cudaAttrsForArch()

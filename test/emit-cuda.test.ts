@@ -175,7 +175,7 @@ describe("cuda target: goldens", () => {
     const { source } = emitCuda(funcs, GOLDEN_CUDA_ATTRS)
     for (const arch of ["sm_80", "sm_90"]) {
       const { functions } = await Effect.runPromise(buildCubin(NVCC!, source, arch))
-      expect([...functions.keys()].sort()).toEqual(expect.arrayContaining(["conv2d", "dense", "softmax_0", "softmax_1", "softmax_2"]))
+      expect([...functions.keys()].sort()).toEqual(expect.arrayContaining(["conv2d", "dense", "softmax_0", "softmax_1", "softmax_2", "conv1x1_fetch_widths"]))
     }
   })
 })

@@ -10,6 +10,7 @@ import type { CpuAttrs, Target, TargetKind } from "../ast/target.js"
 import type { Device } from "../device/device.js"
 import type { PrimFunc } from "../ast/tir/tir.js"
 import type { ScheduleFn } from "../lowering/lower-group.js"
+import type * as S from "../ast/schedule/schedule.js"
 import type { Artifact, Program } from "../lowering/program.js"
 import type { TirPass } from "../lowering/tir/tir-pass.js"
 import type { Config, Knob, ScheduleTarget, Template } from "../lowering/templates/template.js"
@@ -64,6 +65,11 @@ export interface Codegen<K extends TargetKind> {
    * (which builds and times them in isolation); absent: the target is not tunable yet.
    */
   readonly renderCandidates?: (funcs: readonly { readonly name: string; readonly func: PrimFunc }[]) => string
+  /**
+   * The template a group is tuned with, where `schedules` does not use the CPU templates (cuda: its
+   * GPU rules), so `tune` searches the space `compile` applies, under the key its lookup uses.
+   */
+  readonly tuningTemplate?: (target: Target<K>, base: S.Schedule) => Template
   /**
    * What a toolchain here says of the artifact, when one is here (nvcc: each function's registers
    * and spills), for `tessera compile`'s manifest; the edge calls it (it may spawn a compiler).

@@ -13,7 +13,7 @@ import { LAUNCHES_PREFIX } from "../device/cuda/measure.js"
 import { storageElements } from "../ast/tir/analysis.js"
 import { storageBytes } from "../ast/graph/dtype.js"
 import { kernelsAlias, type Artifact } from "../lowering/program.js"
-import { cudaSchedules } from "../lowering/templates/gpu/index.js"
+import { cudaSchedules, gpuTemplate } from "../lowering/templates/gpu/index.js"
 import { cudaTirPipeline } from "../lowering/tir/cuda-pipeline.js"
 import { defaultPasses } from "../rewrite/index.js"
 import type { Backend, BuildReport } from "./backend.js"
@@ -66,6 +66,8 @@ export const cuda: Backend<"cuda"> = {
   graphPasses: () => defaultPasses,
   codegen: {
     schedules: (target, tuned) => cudaSchedules(target.attrs, tuned),
+    // tune searches the GPU rules' space (the one `schedules` applies), not the CPU templates'
+    tuningTemplate: (target, base) => gpuTemplate(target.attrs, base),
     tir: (target) => cudaTirPipeline(target.attrs),
     // its kernels share the c target's int64_t (cStorage), and the runner and constants.bin hold int64 as int64_t
     exactInt64: true,

@@ -10,7 +10,7 @@ import { alternateRuns, loadOrt, median, openOrtSession } from "../device/onnxru
 import { attempt, attemptAsync, UsageError } from "./errors.js"
 import { boundShapes } from "./compile.js"
 import { randomTensor } from "./inputs.js"
-import { parseOptLevel, parseTarget, prepare, readTuned, targetSettings, tuningLines } from "./targets.js"
+import { parseOptLevel, parseTarget, prepare, readTuned, targetSettings, tuningLines, type Prepared } from "./targets.js"
 
 export const BENCH_FORMATS = ["text", "json"] as const
 
@@ -44,6 +44,12 @@ export interface BenchResult {
   readonly max_abs_diff: number | null
   /** Why onnxruntime is missing from the comparison. */
   readonly onnxruntime_error?: string
+  /**
+   * Where the device times them apart (cuda): the median ms of the model's kernels alone, launched
+   * back to back between two events on the last run's buffers — without the copies in and out and
+   * the synchronize after every kernel that `median_ms` counts.
+   */
+  readonly kernel_ms?: number
 }
 
 const WARMUP = 2
@@ -88,6 +94,8 @@ export const benchCommand = Effect.fn("cli.bench")(function* (o: BenchOptions) {
     alternateRuns(() => void (outs = model.run(feeds)), typeof session === "string" ? undefined : session, o.runs),
   ).pipe(Effect.ensuring(typeof session === "string" ? Effect.void : Effect.promise(session.release)))
   const ours = median(timed.ours)
+  const timeKernels = (model as Prepared).kernelMs
+  const kernelMs = timeKernels ? yield* attempt(timeKernels) : undefined
   const theirs = typeof session === "string" ? session : { ms: median(timed.theirs), outputs: session.outputs() }
   const result: BenchResult = {
     model: o.model,
@@ -100,6 +108,7 @@ export const benchCommand = Effect.fn("cli.bench")(function* (o: BenchOptions) {
     compile_ms: round3(model.compileMs),
     max_abs_diff: typeof theirs === "string" ? null : maxAbsDiff(outs, theirs.outputs),
     ...(typeof theirs === "string" ? { onnxruntime_error: theirs } : {}),
+    ...(kernelMs !== undefined ? { kernel_ms: round3(kernelMs) } : {}),
   }
   return result
 })
@@ -115,6 +124,7 @@ export const benchText = (r: BenchResult): string => {
   ]
   const w = rows[0].map((_, k) => Math.max(...rows.map((row) => row[k].length)))
   const lines = [`bench ${r.model} (compiled in ${fmt(r.compile_ms, 0)} ms)`, ...rows.map((row) => row.map((c, k) => c.padEnd(w[k])).join("  ").trimEnd())]
+  if (r.kernel_ms !== undefined) lines.push(`tessera ${r.target} kernels alone: ${fmt(r.kernel_ms)} ms (launched back to back between two events: no copies, no synchronize after each kernel)`)
   if (r.onnxruntime_error) lines.push(r.onnxruntime_error)
   else lines.push(`ratio tessera / onnxruntime: ${fmt(r.ratio)}${r.ratio !== null ? (r.ratio < 1 ? " (Tessera faster)" : " (onnxruntime faster)") : ""}; max |diff| ${r.max_abs_diff === null ? "-" : r.max_abs_diff.toExponential(2)}`)
   return lines.join("\n")

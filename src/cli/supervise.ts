@@ -14,6 +14,7 @@ import * as fs from "node:fs"
 import { isMainThread, parentPort, Worker, workerData } from "node:worker_threads"
 import type { Interrupt } from "../ast/graph/errors.js"
 import { exitNow } from "../device/exit-now.js"
+import { killSharedGroups, shareRunningGroups } from "../device/shared-groups.js"
 import { printable } from "./printable.js"
 
 /** Flag values: why the work is asked to stop. */
@@ -56,7 +57,12 @@ interface WorkerInput {
   readonly supervised: true
   readonly flag: SharedArrayBuffer
   readonly reasons: Readonly<Record<number, string>>
+  /** The compiler process groups the worker runs now (src/device/process-group.ts): killed when the worker is ended. */
+  readonly groups: SharedArrayBuffer
 }
+
+/** Compilers a worker may run at once and still have listed for the supervisor (a tune's nvcc and gcc runs are a few). */
+const GROUP_SLOTS = 64
 
 const input = (): WorkerInput | undefined =>
   !isMainThread && typeof workerData === "object" && workerData !== null && (workerData as { supervised?: unknown }).supervised === true ? (workerData as WorkerInput) : undefined
@@ -95,7 +101,11 @@ export const writeStdioDirectly = (): void => {
 }
 
 /** In the worker, once the commands are loaded: from now on the work checks the flag. */
-export const announceStarted = (): void => parentPort?.postMessage("started")
+export const announceStarted = (): void => {
+  const w = input()
+  if (w) shareRunningGroups(new Int32Array(w.groups))
+  parentPort?.postMessage("started")
+}
 
 /** Commands whose work runs under the supervisor. */
 export const SUPERVISED_COMMANDS: ReadonlySet<string> = new Set(["run", "compile", "bench", "tune", "inspect", "quantize"])
@@ -108,14 +118,17 @@ export const SUPERVISED_COMMANDS: ReadonlySet<string> = new Set(["run", "compile
 export const supervise = (script: URL, argv: readonly string[]): void => {
   const command = argv[0]
   const flag = new Int32Array(new SharedArrayBuffer(4))
+  const groups = new Int32Array(new SharedArrayBuffer(4 * GROUP_SLOTS))
   const deadlineText = deadlineArg(argv)
   const deadlineMs = deadlineText !== undefined ? parseDeadline(deadlineText) : undefined
   const reasons = { [SIGINT]: "SIGINT", [SIGTERM]: "SIGTERM", [DEADLINE]: `the --deadline of ${deadlineText ?? ""} passed` }
-  const worker = new Worker(script, { argv: [...argv], workerData: { supervised: true, flag: flag.buffer, reasons } satisfies WorkerInput })
+  const worker = new Worker(script, { argv: [...argv], workerData: { supervised: true, flag: flag.buffer, reasons, groups: groups.buffer } satisfies WorkerInput })
   let stopping = 0
   let grace: NodeJS.Timeout | undefined
   let ending = false
   const end = () => {
+    // the worker's compilers first: its own exit hooks do not run when it is ended from here
+    killSharedGroups(groups)
     if (ending) return hardExit(stopping) // asked again while ending: now
     ending = true
     // the work did not reach a check in time: say so here, and stop everything
@@ -124,9 +137,13 @@ export const supervise = (script: URL, argv: readonly string[]): void => {
     fs.writeSync(2, printable(`tessera ${command}: ${model}interrupted (${reasons[stopping as 1 | 2 | 3]}): ${what}`) + "\n")
     const code = EXIT_CODE[stopping]
     const why = stopping
-    const hard = setTimeout(() => hardExit(why), HARD_EXIT_MS)
+    const hard = setTimeout(() => {
+      killSharedGroups(groups)
+      hardExit(why)
+    }, HARD_EXIT_MS)
     void worker.terminate().then(() => {
       clearTimeout(hard)
+      killSharedGroups(groups)
       process.exit(code)
     })
   }

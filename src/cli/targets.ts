@@ -105,6 +105,8 @@ export interface Prepared {
   readonly passes: readonly PassEvent[]
   readonly compileMs: number
   readonly run: (feeds: ReadonlyMap<string, Tensor>) => Map<string, Tensor>
+  /** Median ms the last run's compiled kernels take on the device alone (no copies, syncs or host kernels), where the device times that (cuda). */
+  readonly kernelMs?: () => number
 }
 
 /** Compiles a graph for the target (interp: the passes only). */
@@ -143,7 +145,14 @@ export const prepare = Effect.fn("cli.prepare")(function* (graph: Graph, o: Prep
   const program = c.program
   const t0 = performance.now()
   const exec = yield* loadProgram(program, o.settings.target, o.settings.threads !== undefined ? { threads: o.settings.threads } : {})
-  return { ...c, program, compileMs: c.compileMs + (performance.now() - t0), run: (feeds: ReadonlyMap<string, Tensor>) => exec.run(feeds, undefined, o.interrupt) } satisfies Prepared
+  const timeKernels = exec.timeKernels
+  return {
+    ...c,
+    program,
+    compileMs: c.compileMs + (performance.now() - t0),
+    run: (feeds: ReadonlyMap<string, Tensor>) => exec.run(feeds, undefined, o.interrupt),
+    ...(timeKernels ? { kernelMs: () => timeKernels() * 1000 } : {}),
+  } satisfies Prepared
 })
 
 /**

@@ -15,6 +15,12 @@ import type { Candidate, Measured, MeasurerOptions, ReferenceSource } from "./me
 
 export { CompileError, DeviceRunError, LoadError, UnsafeCacheError, type DeviceError } from "./errors.js"
 
+/** One kernel call of a run: the kernel and its buffers. */
+export interface KernelCall {
+  readonly kernel: string
+  readonly args: readonly DeviceBuffer[]
+}
+
 export interface TimeOptions {
   readonly repeats: number
   readonly minMs: number
@@ -90,6 +96,13 @@ export interface DeviceModule {
   readonly run: (kernel: string, args: readonly DeviceBuffer[]) => void
   /** Median seconds a kernel takes on these buffers: `repeats` rounds, each at least `minMs` of back-to-back calls after one untimed call. */
   readonly time: (kernel: string, args: readonly DeviceBuffer[], options?: TimeOptions) => number
+  /**
+   * Median seconds a sequence of kernel calls takes on the device with nothing between them (no
+   * copy, no synchronization, no host work but the launches): a GPU's kernel time apart from the
+   * copies and syncs a run does (cuda: launches between two events). Absent where a run is its
+   * kernels already (the host devices).
+   */
+  readonly timeSequence?: (steps: readonly KernelCall[], options?: TimeOptions) => number
   /** Ends what the module started (worker threads); its buffers are gone. */
   readonly close: () => void
 }

@@ -15,7 +15,7 @@ import { NodeError } from "../ast/graph/errors.js"
 import { runKernel } from "../ast/graph/ops/exact-int64.js"
 import { indexChecks, type IndexCheck } from "../lowering/index-checks.js"
 import type { RunnableProgram } from "../lowering/program.js"
-import type { DeviceBuffer, DeviceModule } from "./device.js"
+import type { DeviceBuffer, DeviceModule, KernelCall, TimeOptions } from "./device.js"
 
 export class ExecutorError extends Data.TaggedError("ExecutorError")<{ readonly where: string; readonly reason: string }> {
   override get message(): string {
@@ -43,6 +43,12 @@ export interface Executor {
   readonly plannedBytes: number
   /** The module the kernels run on. */
   readonly module: DeviceModule
+  /**
+   * Median seconds the last run's compiled kernels take on the device back to back, without its
+   * copies, syncs and host kernels (the module's `timeSequence`, on the buffers that run used);
+   * absent where the module has none. An ExecutorError before the first run.
+   */
+  readonly timeKernels?: (options?: TimeOptions) => number
 }
 
 /** A value's reserved buffer and its type (what the module's buffers do not tell the executor). */
@@ -121,8 +127,11 @@ export const createExecutor = (program: RunnableProgram, mod: DeviceModule): Exe
     program.kernels.map((k) => [k.name, k.kind === "fallback" ? k.nodes : (program.fused.groups.find((g) => g.id === k.group)?.nodes ?? []).map((name) => nodeByName.get(name)!)] as const),
   )
 
+  /** The compiled kernels' calls of the latest run (its buffers the reserved ones: valid while the module lives). */
+  let lastCalls: readonly KernelCall[] | undefined
   const run = (feeds: ReadonlyMap<string, Tensor>, into?: ReadonlyMap<string, TypedArray>, interrupt?: Interrupt): Map<string, Tensor> => {
     const limits = newRunLimits(interrupt)
+    const calls: KernelCall[] = []
     for (const [name, a] of into ?? []) {
       const r = reserved.get(name)
       if (!outputs.has(name) || !r) throw new ExecutorError({ where: `output array '${name}'`, reason: "is no output of the model with a static shape" })
@@ -215,12 +224,15 @@ export const createExecutor = (program: RunnableProgram, mod: DeviceModule): Exe
           }
         }
         mod.run(k.name, args)
+        calls.push({ kernel: k.name, args })
         // what it wrote is on the device now; a host copy read earlier is stale
         for (const o of k.outputs) host.delete(o)
         continue
       }
       runOnHost(k.nodes)
     }
+    // (a run that ended early leaves the previous one's calls)
+    lastCalls = calls
     return new Map(
       graph.outputs.map((o) => {
         const t = onHost(o.name, `output '${o.name}'`)
@@ -232,7 +244,14 @@ export const createExecutor = (program: RunnableProgram, mod: DeviceModule): Exe
       }),
     )
   }
-  return { run, plannedBytes: sizes.reduce((s, b) => s + b, 0), module: mod }
+  const timeSequence = mod.timeSequence
+  const timeKernels = timeSequence
+    ? (options?: TimeOptions) => {
+        if (!lastCalls) throw new ExecutorError({ where: "timeKernels", reason: "the model has not run yet: its kernels' buffers are a run's" })
+        return timeSequence(lastCalls, options)
+      }
+    : undefined
+  return { run, plannedBytes: sizes.reduce((s, b) => s + b, 0), module: mod, ...(timeKernels ? { timeKernels } : {}) }
 }
 
 export type { TypedArray }

@@ -1,9 +1,13 @@
 // A compiler (gcc for the c target, nvcc for cuda) run as a child process in a process group of
 // its own, asynchronously (the thread stays free to answer a stop request), and killed whole — the
 // driver alone would leave cc1 or ptxas running — when it runs past its time limit, when the effect
-// running it is interrupted, or when this process exits.
+// running it is interrupted, when this process exits, or (under the CLI's supervisor) when the
+// supervisor ends a worker that did not stop in time.
 import { Effect } from "effect"
 import { spawn } from "node:child_process"
+import { publish, unpublish } from "./shared-groups.js"
+
+export { killSharedGroups, shareRunningGroups } from "./shared-groups.js"
 
 /** The process groups of the compilers running now: killed when this process exits. */
 const running = new Set<number>()
@@ -35,7 +39,10 @@ export const runInGroup = (cmd: string, args: readonly string[], timeoutMs?: num
     }
     const child = spawn(cmd, args, { stdio: ["ignore", "ignore", "pipe"], detached: true })
     const pid = child.pid
-    if (pid !== undefined) running.add(pid)
+    if (pid !== undefined) {
+      running.add(pid)
+      publish(pid)
+    }
     let stderr = ""
     let timedOut = false
     let done = false
@@ -47,7 +54,10 @@ export const runInGroup = (cmd: string, args: readonly string[], timeoutMs?: num
       if (done) return
       done = true
       clearTimeout(timer)
-      if (pid !== undefined) running.delete(pid)
+      if (pid !== undefined) {
+        running.delete(pid)
+        unpublish(pid)
+      }
       resume(Effect.succeed(r))
     }
     child.stderr.on("data", (d: unknown) => (stderr += String(d)))
@@ -58,7 +68,10 @@ export const runInGroup = (cmd: string, args: readonly string[], timeoutMs?: num
       done = true
       clearTimeout(timer)
       killGroup(pid, child)
-      if (pid !== undefined) running.delete(pid)
+      if (pid !== undefined) {
+        running.delete(pid)
+        unpublish(pid)
+      }
     })
   })
 

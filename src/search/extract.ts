@@ -9,8 +9,8 @@ import type { Tensor } from "../ast/graph/tensor.js"
 import type { PrimFunc } from "../ast/tir/tir.js"
 import type { Program } from "../lowering/program.js"
 import { baseSchedule, buildGroupTE, lowerGroupSchedule, type GroupTE } from "../lowering/lower-group.js"
-import type { Config, ScheduleTarget } from "../lowering/templates/template.js"
-import { lanesAndCores, type Target, type TargetKind } from "../ast/target.js"
+import type { Config, ScheduleTarget, Template } from "../lowering/templates/template.js"
+import { keyOf, lanesAndCores, type Target, type TargetKind } from "../ast/target.js"
 import { BACKENDS, type Backend } from "../backend/index.js"
 import { NoComputeError } from "../lowering/op-library.js"
 import type { FusedGroup } from "../rewrite/fuse-ops.js"
@@ -109,7 +109,10 @@ export const tasksOfProgram = (program: Program, target: Target): TaskRunner[] =
     const flops = group.nodes.reduce((s, n) => s + nodeFlops(graph, byName.get(n)!), 0)
     groups.push({ group, outputs: te.outputs, base: baseSchedule(te.outputs), flops })
   }
-  return extractTasks(groups, scheduleTarget).map((task) => {
+  // (a target with its own tuning template files its tasks under keyOf, the key compileGraph's lookup uses)
+  const ownTemplate = codegen.tuningTemplate as ((t: Target, base: GroupProgram["base"]) => Template) | undefined
+  const space = ownTemplate ? { key: keyOf(target), templateOf: (base: GroupProgram["base"]) => ownTemplate(target, base) } : undefined
+  return extractTasks(groups, scheduleTarget, space).map((task) => {
     const { group, te } = built.get(task.groups[0])!
     return {
       task: { ...task, label: describe(program, group, task.label) },

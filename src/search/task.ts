@@ -57,12 +57,23 @@ export interface GroupProgram {
   readonly flops: number
 }
 
-/** Tasks from the compiled groups that have a reduction anchor (the ones schedules matter for). */
-export const extractTasks = (groups: readonly GroupProgram[], target: ScheduleTarget & { readonly kind: string }): Task[] => {
+/** How a target's tasks are keyed and templated, where not the CPU's (`targetKey`, `searchTemplateFor`). */
+export interface TaskSpace {
+  /** The key its records are filed under (the tuned lookup's `keyOf`: a GPU's is `cuda:sm_90`). */
+  readonly key: string
+  /** The template a group is tuned and compiled with (the cuda target's GPU rules). */
+  readonly templateOf: (base: S.Schedule) => Template
+}
+
+/**
+ * Tasks from the compiled groups that have a reduction anchor (the ones schedules matter for),
+ * each under the template and key the target compiles with (`space`; absent: the CPU templates').
+ */
+export const extractTasks = (groups: readonly GroupProgram[], target: ScheduleTarget & { readonly kind: string }, space?: TaskSpace): Task[] => {
   const byWorkload = new Map<string, Task>()
-  const tkey = targetKey(target)
+  const tkey = space?.key ?? targetKey(target)
   for (const g of groups) {
-    const template = searchTemplateFor(g.base)
+    const template = space ? space.templateOf(g.base) : searchTemplateFor(g.base)
     if (!template.tunable) continue
     const workload = workloadOf(g.outputs, template, tkey)
     const prev = byWorkload.get(workload)

@@ -7,7 +7,7 @@
 // reduction (few rows over a long axis, a batch-1 dense), auto-bind (elementwise chains).
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
-import { arbComputeCase, COMPUTE_FAMILIES, buildCompute, denseRowCase, longReductionCase, matmulCase, type ComputeCase } from "../../../src/ast/te/arbitrary.js"
+import { arbComputeCase, COMPUTE_FAMILIES, buildCompute, convCase, denseRowCase, longReductionCase, matmulCase, type ComputeCase } from "../../../src/ast/te/arbitrary.js"
 import { cudaAttrs, type CudaAttrs } from "../../../src/ast/target.js"
 import { evaluateTE } from "../../../src/ast/te/evaluate.js"
 import { evaluatePrimFunc } from "../../../src/ast/tir/evaluate.js"
@@ -16,7 +16,7 @@ import { baseSchedule } from "../../../src/lowering/lower-group.js"
 import { lowerSync } from "../../../src/lowering/lower.js"
 import { gpuLimits, gpuRules, gpuTemplate, verifyGpuFunc } from "../../../src/lowering/templates/gpu/index.js"
 import type { Config, Knob } from "../../../src/lowering/templates/template.js"
-import { hasReuse } from "../../../src/lowering/templates/gpu/multi-level-tiling.js"
+import { hasReuse, provenFetches } from "../../../src/lowering/templates/gpu/multi-level-tiling.js"
 import { anchorStage } from "../../../src/lowering/templates/common.js"
 import { assertAllClose, lawParams } from "../../support.js"
 import { runTirSync } from "../../../src/lowering/tir/tir-pass.js"
@@ -207,7 +207,8 @@ describe("GPU rules (cuda-sim)", () => {
       fc.property(arbCase, picks, fc.nat(), (cc, p, seed) => {
         fc.pre(hasReuse(anchorStage(baseSchedule(cc.outputs))!))
         const attrs = cudaAttrs("9.0", 1)
-        const { f: f0 } = lowerGpu(cc, attrs, (knobs) => ({ ...pickConfig(knobs, p), ...(knobs.some((k) => k.name === "mt_vec") ? { mt_vec: [1, 2, 4][seed % 3] } : {}) }))
+        // each shared input's fetch at a random width of its own
+        const { f: f0 } = lowerGpu(cc, attrs, (knobs) => ({ ...pickConfig(knobs, p), ...Object.fromEntries(knobs.filter((k) => /^mt_vec\d+$/.test(k.name)).map((k, j) => [k.name, [1, 2, 4][(seed + j * 7) % 3]])) }))
         const f = runTirSync(cudaTirPipeline(attrs), f0)
         assertSimulates(f, cc)
         vectors += checkVectorCopies(f, attrs, seed)
@@ -215,6 +216,42 @@ describe("GPU rules (cuda-sim)", () => {
       lawParams(60),
     )
     expect(vectors).toBeGreaterThan(0)
+  })
+
+  it("per-buffer fetch widths at the defaults: random matmuls, dense layers, convolutions (1x1 and 3x3, strided, padded) and depthwise ones, through the cuda pipeline, equal the TE; every fetch the defaults give a width above 1 is all proven vector copies (aligned, contiguous at sampled values), every other one scalar", () => {
+    const arbCase = fc.oneof(
+      fc.record({ seed: fc.nat(), batch: fc.integer({ min: 0, max: 1 }), m: fc.integer({ min: 1, max: 24 }), n: fc.integer({ min: 2, max: 32 }), k: fc.integer({ min: 1, max: 32 }), epilogue: fc.boolean() }).map((o) => matmulCase(o.seed, o)),
+      fc.tuple(fc.constantFrom("conv2d" as const, "depthwise" as const), fc.nat()).map(([f, seed]) => buildCompute(f, seed)),
+      fc.record({ seed: fc.nat(), c: fc.constantFrom(4, 8, 16), o: fc.constantFrom(4, 8), hw: fc.constantFrom(4, 6, 8, 12, 16), k: fc.constantFrom(1, 3), stride: fc.constantFrom(1, 2), pad: fc.boolean() }).map(convCase),
+    )
+    let wide = 0
+    fc.assert(
+      fc.property(arbCase, fc.constantFrom("8.0", "9.0"), fc.integer({ min: 1, max: 132 }), fc.nat(), (cc, capability, sms, seed) => {
+        fc.pre(hasReuse(anchorStage(baseSchedule(cc.outputs))!))
+        const attrs = cudaAttrs(capability, sms)
+        const { f: f0, config, rules } = lowerGpu(cc, attrs)
+        fc.pre(rules.includes("tile") && config.cuda_sketch !== "autotvm")
+        const f = runTirSync(cudaTirPipeline(attrs), f0)
+        assertSimulates(f, cc)
+        checkVectorCopies(f, attrs, seed)
+        const proven = provenFetches(f, attrs.maxVectorBytes)
+        // (mt_vec<k>: the anchor's k-th distinct input's fetch)
+        const inputs = [...new Set(anchorStage(baseSchedule(cc.outputs))!.op.inputs.map((t) => t.name))]
+        const widths = Object.entries(config).filter(([k]) => /^mt_vec\d+$/.test(k))
+        expect(widths.length).toBeGreaterThan(0)
+        for (const [k, w] of widths) {
+          const input = inputs[Number(k.slice("mt_vec".length))]
+          const buffer = [...proven.keys()].find((b) => b === `${input}.shared` || b.startsWith(`${input}.shared.`))
+          if (Number(w) > 1) {
+            wide++
+            expect(buffer, `${k} = ${w}: its fetch has vector copies`).toBeDefined()
+            expect(proven.get(buffer!), `${k} = ${w}: every copy of ${buffer} proven`).toBe(true)
+          } else expect(buffer, `${k} = 1: its fetch is scalar`).toBeUndefined()
+        }
+      }),
+      lawParams(20),
+    )
+    expect(wide).toBeGreaterThan(0)
   })
 
   it("vector-access proofs on random index expressions (sums, products by constants, floordiv and floormod by constants of a lane and loop variables): where laneSplit says base + k·e and residue says base ≡ r (mod m), every sampled value agrees", () => {

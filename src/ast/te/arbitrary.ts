@@ -104,6 +104,29 @@ export const denseRowCase = (seed: number, n: number, kk: number): ComputeCase =
 }
 
 /**
+ * An NCHW convolution of network-like sizes (channels and images multiples of 4: the rows a GPU
+ * fetch may move as float4), its inputs seeded: `c` → `o` channels on an `hw`² image, a `k`×`k`
+ * window (padded by k/2 when `pad`, the pad its own stage) at `stride`.
+ */
+export const convCase = (o: { readonly seed: number; readonly c: number; readonly o: number; readonly hw: number; readonly k: number; readonly stride: number; readonly pad?: boolean }): ComputeCase => {
+  const { feeds, ph } = seededInputs(prng(o.seed))
+  const pad = o.pad === false ? 0 : Math.floor(o.k / 2)
+  const X = ph("X", [1, o.c, o.hw, o.hw])
+  const Wt = ph("W", [o.o, o.c, o.k, o.k])
+  const OH = Math.floor((o.hw + 2 * pad - o.k) / o.stride) + 1
+  const padded = pad === 0 ? X : compute("pad", [1, o.c, o.hw + 2 * pad, o.hw + 2 * pad], (n, ch, y, x) => {
+    const iy = sub(y, c(pad))
+    const ix = sub(x, c(pad))
+    return select(inBounds([iy, ix], [o.hw, o.hw]), at(X, n, ch, iy, ix), f32(0))
+  })
+  const rc = reduceAxis(o.c, "rc")
+  const ry = reduceAxis(o.k, "ry")
+  const rx = reduceAxis(o.k, "rx")
+  const out = compute("conv", [1, o.o, OH, OH], (n, oc, y, x) => sum(mul(at(padded, n, rc.var, add(mul(y, c(o.stride)), ry.var), add(mul(x, c(o.stride)), rx.var)), at(Wt, oc, rc.var, ry.var, rx.var)), [rc, ry, rx]), "float32", "conv2d_nchw")
+  return { family: "conv2d", outputs: [out], inputs: feeds }
+}
+
+/**
  * A matrix product of the sizes a tiling rule meets (for laws about tiles wider than the families'
  * matmuls, and tiles that do not divide): `batch` leading dims (none when 0), m × k · k × n, and
  * with `epilogue` a bias and a ReLU after it.

@@ -82,7 +82,9 @@ export const laneSplit = (e: Expr, lane: string, n: number): { readonly base: Ex
     case "floormod": {
       if (b.kind !== "const" || b.value <= 0) return undefined
       const x = laneSplit(a, lane, n)
-      if (!x || x.k <= 0) return undefined
+      if (!x || x.k < 0) return undefined
+      // the same value at every lane (a floordiv of the lanes' block, say): so is its quotient or remainder
+      if (x.k === 0) return { base: bin(e.op, x.base, b), k: 0 }
       // the lanes stay within one block of d: d a multiple of k·n, the base a multiple of k·n
       const span = x.k * n
       if (b.value % span !== 0 || residue(x.base, span) !== 0) return undefined

@@ -80,11 +80,24 @@ const loadCuda = (artifact: Artifact, driver: CudaDriver, cubin: Uint8Array): De
       throw e instanceof CudaDriverError ? new DeviceRunError({ kernel, reason: e.message }) : e
     }
   }
-  const launch = (name: string, args: readonly DeviceBuffer[]) => {
+  /** A kernel's launches on these buffers, their params marshalled once: each call of one is a cuLaunchKernel. */
+  const prepared = (name: string, args: readonly DeviceBuffer[]): (() => void)[] => {
     const k = byKernel.get(name)
     if (!k) throw new DeviceRunError({ kernel: name, reason: "is not in this cuda module" })
     const ptrs = [...args.map((a) => gpu(a).ptr), ...(wsOffsets.get(name) ?? []).map((o) => workspace + BigInt(o))]
-    for (const l of k.launches) driver.launch(fns.get(l.function)!, l.grid, l.block, 0, ptrs)
+    return k.launches.map((l) => driver.prepareLaunch(fns.get(l.function)!, l.grid, l.block, 0, ptrs))
+  }
+  const launch = (name: string, args: readonly DeviceBuffer[]) => {
+    for (const l of prepared(name, args)) l()
+  }
+  /** Launches timed back to back between two events after one untimed pass: the median seconds per pass. */
+  const timeLaunches = (launches: readonly (() => void)[], options: TimeOptions) => {
+    const pass = () => {
+      for (const l of launches) l()
+    }
+    pass()
+    driver.synchronize()
+    return medianEventSeconds(driver, pass, options.repeats, options.minMs, 1 << 16)
   }
   const run = (name: string, args: readonly DeviceBuffer[]) =>
     driverCall(name, () => {
@@ -119,12 +132,10 @@ const loadCuda = (artifact: Artifact, driver: CudaDriver, cubin: Uint8Array): De
       driverCall("write", () => driver.toDevice(b.ptr, staged(b, data)))
     },
     run,
-    time: (name, args, options: TimeOptions = { repeats: 5, minMs: 20 }) =>
-      driverCall(name, () => {
-        // one untimed launch, then `repeats` rounds of back-to-back launches between two events, each at least minMs
-        run(name, args)
-        return medianEventSeconds(driver, () => launch(name, args), options.repeats, options.minMs, 1 << 16)
-      }),
+    // one untimed launch, then `repeats` rounds of back-to-back launches between two events, each at least minMs
+    time: (name, args, options: TimeOptions = { repeats: 5, minMs: 20 }) => driverCall(name, () => timeLaunches(prepared(name, args), options)),
+    // a run's kernels alone: their launches back to back, no copies, no synchronize between them
+    timeSequence: (steps, options: TimeOptions = { repeats: 5, minMs: 20 }) => driverCall(steps[0]?.kernel ?? "timeSequence", () => timeLaunches(steps.flatMap((s) => prepared(s.kernel, s.args)), options)),
     close: () => {
       for (const p of allocated.splice(0)) driver.free(p)
       driver.unloadModule(module)

@@ -31,6 +31,11 @@ export interface CudaDriver {
   readonly toHost: (dst: ArrayBufferView, src: bigint) => void
   /** One launch of `fn` on the default stream; `args` the device pointers of its params, in order. */
   readonly launch: (fn: Handle, grid: readonly number[], block: readonly number[], sharedBytes: number, args: readonly bigint[]) => void
+  /**
+   * The same launch with its kernelParams marshalled once: each call of what it gives is one
+   * cuLaunchKernel and nothing else (timed loops: no host work between two launches but the call).
+   */
+  readonly prepareLaunch: (fn: Handle, grid: readonly number[], block: readonly number[], sharedBytes: number, args: readonly bigint[]) => () => void
   readonly synchronize: () => void
   readonly eventCreate: () => Handle
   readonly eventRecord: (e: Handle) => void
@@ -116,6 +121,18 @@ export const openCudaDriver = (library = process.env.TESSERA_LIBCUDA ?? "libcuda
     check(call, run(o))
     return o[0]
   }
+  const prepare = (fn: Handle, grid: readonly number[], block: readonly number[], sharedBytes: number, args: readonly bigint[]) => {
+    // kernelParams: an array of pointers, each to one param's value (a device pointer); both arrays
+    // over 64 bytes, so off the V8 heap where nothing moves them, and held by the closure
+    const values = new BigUint64Array(Math.max(16, args.length))
+    args.forEach((a, k) => (values[k] = a))
+    const base = BigInt(koffi.address(values) as bigint | number)
+    const params = new BigUint64Array(Math.max(16, args.length))
+    args.forEach((_, k) => (params[k] = base + BigInt(8 * k)))
+    const [gx, gy, gz] = grid
+    const [bx, by, bz] = block
+    return () => check("cuLaunchKernel", cuLaunchKernel(fn, gx, gy, gz, bx, by, bz, sharedBytes, null, params, null))
+  }
   const driver: CudaDriver = {
     device: { name, major: attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR), minor: attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR), sms: attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT) },
     loadModule: (image) => out("cuModuleLoadData", (o) => cuModuleLoadData(o, image), null as Handle),
@@ -124,15 +141,8 @@ export const openCudaDriver = (library = process.env.TESSERA_LIBCUDA ?? "libcuda
     free: (ptr) => check("cuMemFree", cuMemFree(ptr)),
     toDevice: (dst, src) => check("cuMemcpyHtoD", cuMemcpyHtoD(dst, src, src.byteLength)),
     toHost: (dst, src) => check("cuMemcpyDtoH", cuMemcpyDtoH(dst, src, dst.byteLength)),
-    launch: (fn, grid, block, sharedBytes, args) => {
-      // kernelParams: an array of pointers, each to one param's value (a device pointer)
-      const values = new BigUint64Array(Math.max(16, args.length)) // (over 64 bytes: off the V8 heap, where nothing moves it)
-      args.forEach((a, k) => (values[k] = a))
-      const base = BigInt(koffi.address(values) as bigint | number)
-      const params = new BigUint64Array(Math.max(16, args.length))
-      args.forEach((_, k) => (params[k] = base + BigInt(8 * k)))
-      check("cuLaunchKernel", cuLaunchKernel(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], sharedBytes, null, params, null))
-    },
+    launch: (fn, grid, block, sharedBytes, args) => prepare(fn, grid, block, sharedBytes, args)(),
+    prepareLaunch: (fn, grid, block, sharedBytes, args) => prepare(fn, grid, block, sharedBytes, args),
     synchronize: () => check("cuCtxSynchronize", cuCtxSynchronize()),
     eventCreate: () => out("cuEventCreate", (o) => cuEventCreate(o, 0), null as Handle),
     eventRecord: (e) => check("cuEventRecord", cuEventRecord(e, null)),

@@ -1,18 +1,21 @@
 // Tuning candidates measured on the GPU (tessera tune --target cuda): the candidates' kernels,
-// rendered by the cuda backend into one translation unit whose `// tessera-launches {…}` lines say
-// each candidate's launches (function, grid, block) and workspace, built by nvcc into one cubin for
-// this GPU, loaded through the driver; each candidate run once on the workload's seeded inputs and
-// checked against the reference, then timed with events (the median of `repeats` rounds, each at
-// least minRepeatMs of back-to-back runs). A candidate that fails to build, launch or compute the
-// reference's answer is an error of its own, never a timing; a missing GPU fails every candidate
-// with the reason.
+// rendered by the cuda backend, each into a translation unit of its own whose `// tessera-launches
+// {…}` line says its launches (function, grid, block) and workspace, built by nvcc in parallel (each
+// run limited) into a cubin for this GPU, loaded through the driver; each candidate run once on the
+// workload's seeded inputs and checked against the reference, then timed with events (the median of `repeats` rounds, each at
+// least minRepeatMs of back-to-back runs): between the two events only its launches, no copy, no
+// synchronization, no module load — its module is loaded before and unloaded after
+// (test/cuda-measure-trace.test.ts reads the driver calls' order).
+// A candidate that fails to build, launch or compute the reference's answer is an error of its own,
+// never a timing; a missing GPU fails every candidate with the reason.
 import * as fs from "node:fs"
+import * as os from "node:os"
 import { Effect } from "effect"
 import { cArray, isBigArray, storageBytes, type DeviceArray, type DType } from "../../ast/graph/dtype.js"
 import type { MeasureRequest } from "../device.js"
 import { referenceCase, wrongAnswer, type Measured } from "../measure.js"
 import { medianEventSeconds, openCudaDriver, type CudaDriver, type Handle } from "./driver.js"
-import { buildCubin, findNvcc } from "./nvcc.js"
+import { buildCubin, defaultCubinCache, findNvcc } from "./nvcc.js"
 
 /** One candidate's launches as the render says them. */
 export interface CandidateLaunches {
@@ -45,19 +48,30 @@ export const measureCuda = (r: MeasureRequest): Effect.Effect<readonly Measured[
     const nvcc = findNvcc()
     if (!nvcc) return fail("nvcc was not found: it builds the candidates for this GPU")
     const named = r.candidates.map((c, k) => ({ name: `t${k}`, func: c.func }))
-    const source = r.render(named)
-    const plans = parseCandidateLaunches(source)
-    // (nvcc is a child process this fiber waits on, not a spawnSync holding the thread: a stop
-    // request interrupts the wait and kills nvcc's process group)
-    const built = yield* Effect.result(buildCubin(nvcc, source, `sm_${driver.device.major}${driver.device.minor}`))
-    if (built._tag === "Failure") return fail(`nvcc: ${built.failure.message.slice(0, 400)}`)
-    const module = loadModule(driver, built.success.cubin)
-    if (typeof module === "string") return fail(module)
+    // each candidate its own translation unit, built in parallel, each nvcc run limited: a config
+    // whose explicit unrolls give megabytes of CUDA (minutes of cicc) is an error of its own, not a
+    // batch that never builds (nvcc is a child process this fiber waits on: a stop request
+    // interrupts the waits and kills every nvcc's process group)
+    const arch = `sm_${driver.device.major}${driver.device.minor}`
+    const nvccMs = Math.min(r.options.measure.timeoutMs, NVCC_MS_PER_CANDIDATE)
+    const builds = yield* Effect.forEach(
+      named,
+      (n) =>
+        Effect.suspend(() => {
+          const source = r.render([n])
+          return Effect.result(buildCubin(nvcc, source, arch, defaultCubinCache(), nvccMs)).pipe(Effect.map((b) => ({ plan: parseCandidateLaunches(source).get(n.name), built: b })))
+        }),
+      { concurrency: Math.max(1, os.availableParallelism()) },
+    )
     const ref = referenceCase(r.candidates[0].func, r.source.outputs, r.source.reference)
     const o = r.options.measure
-    /** One candidate: launched once, checked against the reference, timed; its errors its own. */
+    /** One candidate: its module loaded, launched once, checked against the reference, timed, unloaded; its errors its own. */
     const measureOne = (c: MeasureRequest["candidates"][number], k: number): Measured => {
-      const plan = plans.get(named[k].name)
+      const { plan, built } = builds[k]
+      // (the reason first: the command line alone fills the 400 characters)
+      if (built._tag === "Failure") return { config: c.config, cost: undefined, error: `nvcc: ${`${built.failure.reason}: ${built.failure.message}`.slice(0, 400)}` }
+      const module = loadModule(driver, built.success.cubin)
+      if (typeof module === "string") return { config: c.config, cost: undefined, error: module }
       const ptrs: bigint[] = []
       try {
         if (!plan) throw new Error("the render gave no launches for it")
@@ -82,7 +96,13 @@ export const measureCuda = (r: MeasureRequest): Effect.Effect<readonly Measured[
         }
         c.func.params.forEach((_, i) => driver.toDevice(ptrs[i], stage(i)))
         const args = [...ptrs.slice(0, c.func.params.length), ...wsPtrs]
-        const runOnce = () => plan.launches.forEach((l, j) => driver.launch(fns[j], l.grid, l.block, 0, args))
+        // its launches with their params marshalled once: the timed loop below is cuLaunchKernel
+        // calls and nothing else (the inputs resident, the module loaded once for the batch)
+        const launches = plan.launches.map((l, j) => driver.prepareLaunch(fns[j], l.grid, l.block, 0, args))
+        const runOnce = () => {
+          for (const l of launches) l()
+        }
+        // the check's run is the warm-up too
         runOnce()
         driver.synchronize()
         const got = ref.outputIdx.map((i) => {
@@ -103,12 +123,20 @@ export const measureCuda = (r: MeasureRequest): Effect.Effect<readonly Measured[
             // (a failed launch may leave the context unusable: the next candidate reports it)
           }
         }
+        try {
+          driver.unloadModule(module)
+        } catch {
+          // (as above)
+        }
       }
     }
     // one candidate per step: an interruption (tune's stop request) lands between two, never
     // waiting for the whole batch
-    return yield* Effect.forEach(r.candidates, (c, k) => Effect.sync(() => measureOne(c, k))).pipe(Effect.ensuring(Effect.sync(() => driver.unloadModule(module))))
+    return yield* Effect.forEach(r.candidates, (c, k) => Effect.sync(() => measureOne(c, k)))
   })
+
+/** nvcc's time per candidate at most (as the c measurer's gcc: TVM's builder gives each candidate 10 s); less where --timeout-ms says less. */
+const NVCC_MS_PER_CANDIDATE = 15_000
 
 /** The driver, or why it cannot be opened. */
 const openDriver = (): CudaDriver | string => {

@@ -81,7 +81,7 @@ export interface BuiltCubin {
  * after every build the folder brought under its budget, least recently used first, the entry
  * just built and any used within the grace period kept (an evicted cubin's report goes with it).
  */
-export const buildCubin = (nvcc: string, source: string, arch: string, config: CubinCacheConfig = defaultCubinCache()): Effect.Effect<BuiltCubin, CompileError | UnsafeCacheError> =>
+export const buildCubin = (nvcc: string, source: string, arch: string, config: CubinCacheConfig = defaultCubinCache(), timeoutMs?: number): Effect.Effect<BuiltCubin, CompileError | UnsafeCacheError> =>
   Effect.gen(function* () {
     const version = spawnSync(nvcc, ["--version"], { encoding: "utf8" }).stdout ?? ""
     const key = createHash("sha256").update(`${version}\0${arch}\0${source}`).digest("hex").slice(0, 32)
@@ -103,7 +103,8 @@ export const buildCubin = (nvcc: string, source: string, arch: string, config: C
       yield* Effect.try({ try: () => fs.writeFileSync(cu, source), catch: (e) => new CompileError({ command, reason: `cannot write the source: ${String(e)}`, stderr: "" }) })
       // (asynchronously, in a process group of its own: a stop request kills it whole, where a
       // spawnSync held the thread until nvcc ended — tune --target cuda outlived its SIGTERM)
-      const r = yield* runInGroup(nvcc, args(out, cu))
+      const r = yield* runInGroup(nvcc, args(out, cu), timeoutMs)
+      if (r.timedOut) return yield* new CompileError({ command, reason: `nvcc ran past ${timeoutMs} ms and was killed`, stderr: r.stderr.slice(-4000) })
       if (r.spawnError !== undefined || r.code !== 0) return yield* new CompileError({ command, reason: r.spawnError ?? `exit ${r.code}`, stderr: r.stderr.slice(-4000) })
       yield* Effect.try({
         try: () => {

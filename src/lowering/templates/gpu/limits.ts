@@ -22,6 +22,10 @@ export interface GpuLimits {
    * the rest hold the operands, addresses and loop state).
    */
   readonly accumulators: number
+  /** fp32 elements of the widest access one thread makes (maxVectorBytes / 4: a float4). */
+  readonly vectorLanes: number
+  /** The record itself (the rules that check a schedule through the cuda TIR pipeline need it). */
+  readonly record: CudaAttrs
 }
 
 export const gpuLimits = (a: CudaAttrs): GpuLimits => ({
@@ -32,6 +36,8 @@ export const gpuLimits = (a: CudaAttrs): GpuLimits => ({
   sms: Math.max(1, a.multiprocessors),
   blockThreads: Math.max(a.warpSize, Math.floor(a.maxThreadsPerBlock / 4)),
   accumulators: Math.max(1, Math.floor(a.registersPerBlock / a.maxThreadsPerBlock / 4)),
+  vectorLanes: Math.max(1, Math.floor(a.maxVectorBytes / 4)),
+  record: a,
 })
 
 /** Thread counts a knob offers: the warp times powers of two up to the block limit. */

@@ -5,8 +5,9 @@
 // registers ("local": the anchor itself under an elementwise epilogue, else a cacheWrite copy), its
 // reduction in two levels, outer then inner, outside the tile; every input of the anchor copied
 // into shared memory at the outer reduction loop, fetched cooperatively (fused, split by the
-// block's threads, bound to threadIdx.x, each thread's share `vec` contiguous elements). Lowering
-// puts a barrier before and after each fetch.
+// block's threads, bound to threadIdx.x, each thread's share `vec` contiguous elements, `vec` per
+// input: a float4 where the emitter proves it, else coalesced scalars). Lowering puts a barrier
+// before and after each fetch.
 //
 // The TIR form:
 //   for[blockIdx.x] b:  for[vthread] v:  for[threadIdx.x] t:
@@ -21,7 +22,11 @@
 import * as S from "../../../ast/schedule/schedule.js"
 import { freeVars, collect, type Expr } from "../../../ast/te/expr.js"
 import { lowerSync } from "../../lower.js"
-import type { PrimFunc } from "../../../ast/tir/tir.js"
+import type { PrimFunc, Stmt } from "../../../ast/tir/tir.js"
+import type { DType } from "../../../ast/graph/dtype.js"
+import { vectorCopy } from "../../../ast/tir/vector-access.js"
+import { cudaTirPipeline } from "../../tir/cuda-pipeline.js"
+import { runTirSync } from "../../tir/tir-pass.js"
 import { anchorStage, dataLeaves, divisors } from "../common.js"
 import { UNROLL_STEPS } from "../sketch.js"
 import type { Config, Knob } from "../template.js"
@@ -108,9 +113,15 @@ export const tilingKnobs = (base: S.Schedule, anchor: string, l: GpuLimits): Kno
     ...data.map((e, i): Knob => ({ kind: "choice", name: `mt_s${i}`, extent: e, levels: 3, candidates: tileTriples(e, l) })),
     ...red.map((e, j): Knob => ({ kind: "choice", name: `mt_r${j}`, extent: e, candidates: divisors(e, 64) })),
     { kind: "choice", name: "mt_unroll", candidates: [...UNROLL_STEPS] },
-    { kind: "choice", name: "mt_vec", candidates: [1, 2, 4] },
+    ...sharedInputs(st).map((_, k): Knob => ({ kind: "choice", name: vecKnob(k), candidates: [1, 2, 4] })),
   ]
 }
+
+/** The anchor's distinct inputs, each cached in shared memory (prepare's order). */
+const sharedInputs = (st: S.Stage): string[] => [...new Set(st.op.inputs.map((t) => t.name))]
+
+/** The knob of the k-th shared input's fetch width (elements a thread copies as one vector). */
+export const vecKnob = (k: number): string => `mt_vec${k}`
 
 /** The tiled schedule of a config. */
 export const applyTiling = (base: S.Schedule, anchor: string, config: Config): S.Schedule => {
@@ -166,9 +177,9 @@ export const applyTiling = (base: S.Schedule, anchor: string, config: Config): S
     product *= ax.extent
     if (ax.extent > 1) s = S.unroll(s, rstage, a)
   }
-  // cooperative fetches at the outer reduction loop
-  const vec = Number(config.mt_vec ?? 1)
-  for (const sh of p.shared) {
+  // cooperative fetches at the outer reduction loop, each shared input at its own width
+  for (const [k, sh] of p.shared.entries()) {
+    const vec = Number(config[vecKnob(k)] ?? 1)
     s = S.computeAt(s, sh, rstage, ro[ro.length - 1])
     const leaf = s.stages.get(sh)!.leaf
     let cur = leaf[0]
@@ -222,7 +233,8 @@ export const tilingDefaults = (base: S.Schedule, anchor: string, knobs: readonly
     }
     acc = Math.floor(acc / i[k])
   }
-  const config: Record<string, string | number | boolean> = { mt_unroll: UNROLL_STEPS.find((x) => x >= l.accumulators) ?? UNROLL_STEPS[UNROLL_STEPS.length - 1], mt_vec: 1 }
+  const config: Record<string, string | number | boolean> = { mt_unroll: UNROLL_STEPS.find((x) => x >= l.accumulators) ?? UNROLL_STEPS[UNROLL_STEPS.length - 1] }
+  sharedInputs(st).forEach((_, k) => (config[vecKnob(k)] = 1))
   exts.forEach((_, k) => (config[`mt_s${k}`] = `1.${t[k]}.${i[k]}`))
   const red = knobs.filter((k) => k.name.startsWith("mt_r"))
   const first = red.length ? (red[0].candidates as number[]) : []
@@ -235,25 +247,89 @@ export const tilingDefaults = (base: S.Schedule, anchor: string, knobs: readonly
     const c = withFirst(f)
     const func = lowerSync(applyTiling(base, anchor, c))
     const v = verifyGpuFunc(func, l)
-    if (v.kernels.every((kk) => kk.sharedBytes <= l.sharedBytes / 2)) return { ...c, mt_vec: fetchWidth(func) }
+    if (v.kernels.every((kk) => kk.sharedBytes <= l.sharedBytes / 2)) return fetchWidths(base, anchor, c, func, l)
   }
   return withFirst(1)
 }
 
 /**
- * The widest fetch (4, 2 or 1 elements a thread) that divides the last dim of every shared tile: each thread's share a
- * whole vector of a row. (Not the innermost dim longer than 1: a 1x1 conv's weights [o, c, 1, 1] then split every fetch
- * of the func in chunks of 4 a thread, and the input's, whose alignment the emitter cannot prove, stayed scalar loads
- * 4 apart across a warp instead of coalesced ones: MobileNetV2 on an H200 0.91 ms against 0.57 ms.)
+ * Each shared input's fetch width: the widest vector (4, 2 elements, within the record's
+ * maxVectorBytes) that divides its shared tile's rows and whose copies the emitter proves aligned
+ * and contiguous (src/ast/tir/vector-access.ts, on the cuda TIR pipeline's output: every vectorized
+ * loop of the fetch one float4 / float2 load and store); else 1 — scalar loads, consecutive threads
+ * reading consecutive elements (coalesced). One width for the whole kernel (the last dim's of every
+ * tile, or the innermost dim longer than 1) split the fetches whose alignment could not be proven
+ * into chunks of 4 a thread: scalar loads 4 apart across a warp, MobileNetV2 on an H200 0.91 ms
+ * against 0.57 ms (docs/cuda.md). Per buffer, a conv's weights can go as float4 while its input's
+ * halo rows stay coalesced scalars.
  */
-const fetchWidth = (f: PrimFunc): number => {
-  const lasts: number[] = []
-  let b = f.body
+const fetchWidths = (base: S.Schedule, anchor: string, c: Config, f0: PrimFunc, l: GpuLimits): Config => {
+  // (a stage's buffer is named after it: `p0.shared` → `p0.shared.local`)
+  const ofStage = (stage: string) => (buffer: string) => buffer === stage || buffer.startsWith(`${stage}.`)
+  const stages = prepare(base, anchor).shared
+  const allocated: { name: string; row: number }[] = []
+  let b = f0.body
   while (b.kind === "allocate") {
-    if (b.buffer.scope === "shared") lasts.push(b.buffer.shape[b.buffer.shape.length - 1])
+    if (b.buffer.scope === "shared") allocated.push({ name: b.buffer.name, row: b.buffer.shape[b.buffer.shape.length - 1] })
     b = b.body
   }
-  return [4, 2].find((w) => lasts.every((d) => d % w === 0)) ?? 1
+  const shared = stages.map((st) => allocated.find((a) => ofStage(st)(a.name))?.name ?? st)
+  const rows = new Map(allocated.map((a) => [a.name, a.row] as const))
+  const halve = (w: number, row: number) => [w / 2, 1].find((x) => x === 1 || (Number.isInteger(x) && row % x === 0)) ?? 1
+  let widths = shared.map((name) => [4, 2].find((w) => w <= l.vectorLanes && (rows.get(name) ?? 1) % w === 0) ?? 1)
+  const withWidths = (ws: readonly number[]): Config => ({ ...c, ...Object.fromEntries(ws.map((w, k) => [vecKnob(k), w])) })
+  // (at most two narrowings: 4 → 2 → 1)
+  for (let round = 0; round < 3 && widths.some((w) => w > 1); round++) {
+    const f = runTirSync(cudaTirPipeline(l.record), lowerSync(applyTiling(base, anchor, withWidths(widths))))
+    const proven = provenFetches(f, l.record.maxVectorBytes)
+    if (widths.every((w, k) => w === 1 || proven.get(shared[k]) === true)) break
+    widths = widths.map((w, k) => (w === 1 || proven.get(shared[k]) === true ? w : halve(w, rows.get(shared[k]) ?? 1)))
+  }
+  return withWidths(widths)
+}
+
+/**
+ * Per buffer stored to by a vectorized loop (a fetch into shared memory): whether every such loop
+ * is one vector access the emitter proves (vectorCopy). A fetch whose vectorized loop the pipeline
+ * turned serial or whose guard stayed inside its lanes is not in the map, or false.
+ */
+export const provenFetches = (f: PrimFunc, maxVectorBytes: number): Map<string, boolean> => {
+  const dtypes = new Map<string, DType>(f.params.map((p) => [p.name, p.dtype]))
+  const visit = (st: Stmt): void => {
+    if (st.kind === "allocate") dtypes.set(st.buffer.name, st.buffer.dtype)
+    forEachChild(st, visit)
+  }
+  visit(f.body)
+  const out = new Map<string, boolean>()
+  const walk = (st: Stmt): void => {
+    if (st.kind === "for" && st.forKind === "vectorized") {
+      const copy = vectorCopy(st, (name) => dtypes.get(name), maxVectorBytes)
+      for (const dst of storedBuffers(st.body)) out.set(dst, copy !== undefined && copy.dst === dst && out.get(dst) !== false)
+      return
+    }
+    forEachChild(st, walk)
+  }
+  walk(f.body)
+  return out
+}
+
+const forEachChild = (s: Stmt, f: (child: Stmt) => void): void => {
+  if (s.kind === "for" || s.kind === "allocate" || s.kind === "let") f(s.body)
+  else if (s.kind === "seq") s.body.forEach(f)
+  else if (s.kind === "if") {
+    f(s.then)
+    if (s.else) f(s.else)
+  }
+}
+
+const storedBuffers = (st: Stmt): string[] => {
+  const out: string[] = []
+  const walk = (s: Stmt): void => {
+    if (s.kind === "store") out.push(s.buffer)
+    forEachChild(s, walk)
+  }
+  walk(st)
+  return out
 }
 
 /** The anchor the tiling rule takes in a group's base schedule, if any: a reduction with data reuse and enough outputs. */
