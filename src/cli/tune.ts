@@ -15,7 +15,6 @@ import * as path from "node:path"
 import { defaultCBuildConfig } from "../device/c/build.js"
 import { cacheSweepBytes } from "../device/host.js"
 import { readModel, writeFileAtomic, FileAccessError } from "../device/files.js"
-import type { MeasureOptions } from "../device/measure.js"
 import { appendRecords, logWarnings, readLog } from "./tuning-log.js"
 import { lockFile } from "../device/file-lock.js"
 import { compileGraph } from "../pipeline.js"
@@ -41,8 +40,8 @@ import * as tty from "node:tty"
 import { TargetUnavailableError, targetMissing, targetSettings } from "./targets.js"
 import { tuneVtaCommand } from "./vta-tune.js"
 
-export const TUNERS = ["xgb", "evo", "ga", "random", "grid"] as const
-export type TunerName = (typeof TUNERS)[number]
+export { TUNERS, type TunerName, type TuneCommandOptions } from "./tune-options.js"
+import { TUNERS, type TunerName, type TuneCommandOptions } from "./tune-options.js"
 
 /** c: candidates per gcc run (gcc's own start is ~0.1 s; a big unrolled candidate takes seconds). */
 const DEFAULT_CHUNK = 4
@@ -50,45 +49,6 @@ const DEFAULT_CHUNK = 4
 /** Targets the tuner can measure on (those whose backend has a measurer). */
 export const TUNE_TARGETS = TUNABLE_KINDS
 
-export interface TuneCommandOptions {
-  readonly model: string
-  readonly target: string
-  /** Trials per task, counting the ones already in the log. */
-  readonly trials: number
-  readonly log: string
-  readonly tuner: TunerName
-  /** Stop a task after this many trials without improvement. */
-  readonly earlyStopping?: number
-  /** Candidates the tuner proposes at a time (js: one worker; c: built in chunks, one child). */
-  readonly batch: number
-  /** c: candidates per gcc run; chunks build ahead while earlier ones are measured. */
-  readonly chunk?: number
-  /** c: gcc runs at once (default: the cores the measuring threads leave, at least 1). */
-  readonly buildJobs?: number
-  /** fp32 vector lanes; by default what compile and bench use for the target. */
-  readonly vectorLanes?: number
-  /** Threads the kernels run on (c: OpenMP; the records are per thread count, like compile's). */
-  readonly threads: number
-  readonly seed: number
-  /**
-   * Whole-model tuning under a time budget (seconds): trials go a round at a time to the task
-   * with the largest expected gain (task-scheduler.ts), `trials` per task at most, until the
-   * budget is spent; then each task's confirmation. Without it: each task's trials in turn.
-   */
-  readonly timeBudget?: number
-  /** Only these task ids (all when empty). */
-  readonly tasks: readonly string[]
-  readonly measure: MeasureOptions
-  /** Draw progress bars on stderr (only where stderr is a terminal). */
-  readonly progress: boolean
-  /** The supervisor's stop flag (SIGINT, SIGTERM, --deadline): checked by compile and before each batch. */
-  readonly interrupt?: Interrupt
-  /**
-   * After a task's trials, its this-many fastest configs and its default measured again side by
-   * side (c: in turns; `confirmMeasurerOptions`), the fastest of them the record applied; 0: none.
-   */
-  readonly confirm?: number
-}
 
 /** A fresh tuner of that kind for a task (xgb with its own XGBoost model, started from `transfer`'s rows). */
 export const makeTuner = Effect.fn("cli.makeTuner")(function* (name: TunerName, r: TaskRunner, seed: number, transfer?: TransferRows, seeds: readonly Config[] = []) {

@@ -25,7 +25,7 @@ import { gaTuner, gridTuner, randomTuner, xgbTuner, type Tuner } from "../search
 import { measureVtaConv2d, memoMeasure, tuneVtaConv2d, vtaConv2dFeatures, vtaConv2dTask, vtaDefaultConfigs, type VtaConv2dTask, type VtaMeasured, type VtaTuneResult } from "../search/vta-conv2d.js"
 import { attempt, UsageError } from "./errors.js"
 import { planInputs } from "./inputs.js"
-import type { TuneCommandOptions } from "./tune.js"
+import type { TuneCommandOptions } from "./tune-options.js"
 import { appendRecords, logWarnings, readLog } from "./tuning-log.js"
 import { DEFAULT_CONFIRM } from "../search/tune.js"
 import { planVta } from "./vta.js"
