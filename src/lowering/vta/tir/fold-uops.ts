@@ -7,7 +7,7 @@
 // in loop order. A loop whose step is not a constant is a VtaTirError.
 import { c, type Expr } from "../../../ast/te/expr.js"
 import { affineIn, bindVars, constOf, type Affine } from "./affine.js"
-import { perfectNest, vseq, VtaTirError, type Ref, type VFunc, type VStmt } from "./ir.js"
+import { mapChildren, perfectNest, VtaTirError, type Ref, type VFunc, type VStmt } from "./ir.js"
 
 const fail = (reason: string): never => {
   throw new VtaTirError({ pass: "fold-uops", reason })
@@ -72,17 +72,7 @@ export const foldUops = (f: VFunc): VFunc => {
       const { loops, leaf } = perfectNest(s)
       if (leaf.kind === "gemm" || leaf.kind === "alu") return fold(loops, leaf)
     }
-    switch (s.kind) {
-      case "for":
-      case "alloc":
-        return { ...s, body: rec(s.body) }
-      case "if":
-        return { ...s, then: rec(s.then) }
-      case "seq":
-        return vseq(s.body.map(rec))
-      default:
-        return s
-    }
+    return mapChildren(s, rec)
   }
   return { ...f, body: rec(f.body) }
 }

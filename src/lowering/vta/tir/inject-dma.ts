@@ -12,7 +12,7 @@
 // around the transfer. A copy that does not fit this shape is a VtaTirError naming what is wrong.
 import { add, c, max, min, sub, type Expr } from "../../../ast/te/expr.js"
 import { affineIn, bindVars, sameValue } from "./affine.js"
-import { isDramTensor, perfectNest, vseq, VtaTirError, type Ref, type VFunc, type VStmt } from "./ir.js"
+import { isDramTensor, mapChildren, perfectNest, VtaTirError, type Ref, type VFunc, type VStmt } from "./ir.js"
 
 const fail = (reason: string): never => {
   throw new VtaTirError({ pass: "inject-dma", reason })
@@ -129,17 +129,7 @@ export const injectDma = (f: VFunc): VFunc => {
       const { loops, leaf } = perfectNest(s)
       if (leaf.kind === "copy") return toDma(loops, leaf)
     }
-    switch (s.kind) {
-      case "for":
-      case "alloc":
-        return { ...s, body: rec(s.body) }
-      case "if":
-        return { ...s, then: rec(s.then) }
-      case "seq":
-        return vseq(s.body.map(rec))
-      default:
-        return s
-    }
+    return mapChildren(s, rec)
   }
   return { ...f, body: rec(f.body) }
 }

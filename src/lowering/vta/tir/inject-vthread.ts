@@ -12,7 +12,7 @@
 import { add, and, c, freeVars, mapExpr, read, substitute, type Expr } from "../../../ast/te/expr.js"
 import { simplify } from "../../../ast/te/simplify.js"
 import { constOf } from "./affine.js"
-import { mapDeep, vseq, VtaTirError, type Ref, type VFunc, type VStmt, type VtaScope } from "./ir.js"
+import { mapChildren, mapDeep, vseq, VtaTirError, type Ref, type VFunc, type VStmt, type VtaScope } from "./ir.js"
 
 interface Slot {
   readonly name: string
@@ -132,14 +132,8 @@ export const injectVirtualThreads = (f: VFunc): VFunc => {
         if (V === undefined || V < 1) throw new VtaTirError({ pass: "inject-vthread", reason: `the vthread loop ${s.var} has no constant extent` })
         return expand(s.var, V, rec(s.body))
       }
-      case "alloc":
-        return { ...s, body: rec(s.body) }
-      case "if":
-        return { ...s, then: rec(s.then) }
-      case "seq":
-        return vseq(s.body.map(rec))
       default:
-        return s
+        return mapChildren(s, rec)
     }
   }
   return { ...f, body: rec(f.body) }

@@ -84,6 +84,21 @@ export const vseq = (body: readonly VStmt[]): VStmt => {
   return flat.length === 1 ? flat[0] : { kind: "seq", body: flat }
 }
 
+/** `s` with `rec` applied to its child statements (loops, allocations, guards, sequences); leaves as they are: the passes' shared walk. */
+export const mapChildren = (s: VStmt, rec: (c: VStmt) => VStmt): VStmt => {
+  switch (s.kind) {
+    case "for":
+    case "alloc":
+      return { ...s, body: rec(s.body) }
+    case "if":
+      return { ...s, then: rec(s.then) }
+    case "seq":
+      return vseq(s.body.map(rec))
+    default:
+      return s
+  }
+}
+
 /** Rebuilds a statement bottom-up; `f` may replace any statement after its children are rebuilt. */
 export const mapVStmt = (s: VStmt, f: (s: VStmt) => VStmt | undefined): VStmt => {
   const rec = (x: VStmt): VStmt => {

@@ -10,7 +10,7 @@
 import { showExpr, type Expr } from "../../../ast/te/expr.js"
 import type { VtaAluOp } from "../../../ast/vta/isa.js"
 import { sameValue } from "./affine.js"
-import { perfectNest, vseq, VtaTirError, type Ref, type VFunc, type VStmt } from "./ir.js"
+import { mapChildren, perfectNest, vseq, VtaTirError, type Ref, type VFunc, type VStmt } from "./ir.js"
 
 type Op = { readonly op: VtaAluOp; readonly imm?: number; readonly src?: Ref }
 
@@ -57,17 +57,7 @@ export const matchAlu = (f: VFunc): VFunc => {
         return vseq(ops.map((o) => loops.reduceRight<VStmt>((body, l) => ({ kind: "for", var: l.var, extent: l.extent, body }), { kind: "alu", op: o.op, dst: leaf.dst, ...(o.imm !== undefined ? { imm: o.imm } : { src: o.src! }) })))
       }
     }
-    switch (s.kind) {
-      case "for":
-      case "alloc":
-        return { ...s, body: rec(s.body) }
-      case "if":
-        return { ...s, then: rec(s.then) }
-      case "seq":
-        return vseq(s.body.map(rec))
-      default:
-        return s
-    }
+    return mapChildren(s, rec)
   }
   return { ...f, body: rec(f.body) }
 }
