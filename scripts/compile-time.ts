@@ -27,7 +27,7 @@ import { defaultPassConfig, PassConfig, type PassInstrument } from "../src/rewri
 import { emitC } from "../src/emit/c/emit.js"
 import { makeTarget } from "../src/ast/target.js"
 import { cpuGraphPasses } from "../src/backend/cpu.js"
-import { artifactText, kernelsAlias, type Artifact } from "../src/lowering/program.js"
+import { aliasedKernels, artifactText, type Artifact } from "../src/lowering/program.js"
 import { compileGraph, emitArtifact } from "../src/pipeline.js"
 import { fuseOpsSync, planMemory } from "../src/rewrite/index.js"
 import type { PrimFunc } from "../src/ast/tir/tir.js"
@@ -157,7 +157,7 @@ for (const model of MODELS) {
     // by stages
     const { ms, funcs, perGroup, tirMs, graphMs } = byStages(model)
     const program2 = Effect.runSync(compileGraph(load(model)[0], C_TARGET, OPTIONS))
-    const [emitted, tEmit] = time(() => emitC(funcs, { restrict: !kernelsAlias(program2) }))
+    const [emitted, tEmit] = time(() => emitC(funcs, { aliased: aliasedKernels(program2) }))
     ms.set("emit C", tEmit)
     singleHash = sha(emitted.source)
     const staged = new Map<string, string>([["tessera_kernels.h", emitted.header], [emitted.prelude.file, emitted.prelude.source], ...emitted.units.map((u) => [u.file, u.source] as const)])

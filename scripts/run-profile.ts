@@ -5,7 +5,8 @@
 // median less the kernels' sum. `--file` profiles an ONNX file instead of the zoo's float network
 // (an int8 model of `tessera quantize`: its float input seeded alike). `--cpu` times the end-to-end
 // runs and the kernels in sequence by the process's CPU time (1 thread: the kernel's own time; on a
-// machine shared with other jobs, wall time counts theirs too). Speed is reported, never asserted.
+// machine shared with other jobs, wall time counts theirs too). `--tuned LOG` compiles with a
+// tuning log's best records, as `tessera bench --tuned` does. Speed is reported, never asserted.
 import { Effect } from "effect"
 import * as fs from "node:fs"
 import { allocate } from "../src/ast/graph/dtype.js"
@@ -19,6 +20,8 @@ import { median } from "../src/device/onnxruntime.js"
 import { compileGraph, loadProgram } from "../src/pipeline.js"
 import { nodeFlops } from "../src/rewrite/report.js"
 import { isZooName, zooGraph } from "../src/zoo/index.js"
+import { readLog } from "../src/cli/tuning-log.js"
+import { recordsByWorkload } from "../src/search/records.js"
 
 const args = process.argv.slice(2)
 const opt = (k: string, d: string) => (args.includes(k) ? args[args.indexOf(k) + 1] : d)
@@ -45,7 +48,10 @@ const data = allocate("float32", shape.reduce((a, b) => a * b, 1))
 for (let i = 0; i < data.length; i++) data[i] = r.float(-1, 1)
 const feeds = new Map<string, Tensor>([[input.name, { dtype: "float32", shape, data }]])
 const target = BACKENDS[kind].target(hostCpu(), threads)
-const program = await Effect.runPromise(compileGraph(graph, target, { optLevel: 3 }))
+const tunedLog = args.includes("--tuned") ? opt("--tuned", "") : undefined
+const tuned = tunedLog ? recordsByWorkload((await Effect.runPromise(readLog(tunedLog))).records, target.kind) : undefined
+const program = await Effect.runPromise(compileGraph(graph, target, { optLevel: 3, ...(tuned ? { tuned } : {}) }))
+if (program.tuning && tunedLog) console.log(`tuned: applied to groups ${program.tuning.applied.map((g) => `#${g}`).join(" ") || "none"}; skipped ${program.tuning.skipped.length}`)
 const exec = await Effect.runPromise(loadProgram(program, target, { threads }))
 const mod = exec.module
 const e2e: number[] = []

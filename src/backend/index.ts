@@ -8,7 +8,7 @@ import { cDeviceLayer, cUnavailable } from "../device/c/device.js"
 import { jsDeviceLayer } from "../device/js/node.js"
 import { wasmDeviceLayer } from "../device/wasm/node.js"
 import { emitC } from "../emit/c/emit.js"
-import { compiledKernels, kernelsAlias, type Artifact } from "../lowering/program.js"
+import { aliasedKernels, compiledKernels, type Artifact } from "../lowering/program.js"
 import type { Backend, Backends } from "./backend.js"
 import { cpuGraphPasses, cpuSchedules, cpuTir, scheduleTarget } from "./cpu.js"
 import { cuda } from "./cuda.js"
@@ -28,8 +28,8 @@ const c: Backend<"c"> = {
     scheduleTarget,
     tir: cpuTir,
     emit: (program): Artifact => {
-      // restrict unless an in-place kernel passes one block as two params
-      const emitted = emitC(compiledKernels(program).map((k) => k.func), { restrict: !kernelsAlias(program) })
+      // restrict, but for the in-place kernels that pass one block as two params
+      const emitted = emitC(compiledKernels(program).map((k) => k.func), { aliased: aliasedKernels(program) })
       const files = cArtifact(emitted)
       return {
         kind: "c",

@@ -20,6 +20,8 @@ import { C_PRELUDE_HEADER, C_RUNTIME } from "./prelude.js"
 export interface CEmitOptions {
   /** Params are declared `restrict` (they never overlap). Default true. */
   readonly restrict?: boolean
+  /** Functions whose params may overlap (in-place kernels): declared without `restrict` whatever `restrict` says. */
+  readonly aliased?: ReadonlySet<string>
   /** Allocations up to this many bytes live on the stack. Default 32 KiB. */
   readonly stackBytes?: number
   /** Fill every allocation with 0xff bytes (NaN / -1) so a read before write shows. Default false. */
@@ -117,12 +119,14 @@ const kernelUnit = (lib: string, members: readonly { readonly f: PrimFunc; reado
  */
 export const emitC = (funcs: readonly PrimFunc[], options: CEmitOptions = {}): CEmitted => {
   checkNames(funcs)
-  const dialect = cDialect({ restrict: options.restrict ?? true, stackBytes: options.stackBytes ?? 32 * 1024, poison: options.poison ?? false })
+  const dialectOf = (restrict: boolean) => cDialect({ restrict, stackBytes: options.stackBytes ?? 32 * 1024, poison: options.poison ?? false })
+  const dialect = dialectOf(options.restrict ?? true)
+  const overlapping = options.aliased && options.aliased.size > 0 ? dialectOf(false) : dialect
   const lib = options.libName ?? "tessera_kernels"
   if (!isIdentifier(lib)) fail(`library name ${commentSafe(lib)} is not a safe C identifier`)
   const rendered = funcs.map((f) => {
     const definitions = new Map<string, string>()
-    const text = renderFunction(dialect, f, f.name, definitions)
+    const text = renderFunction(options.aliased?.has(f.name) ? overlapping : dialect, f, f.name, definitions)
     return { f, text, definitions }
   })
   // the single unit's definitions: each once, in order of first use
