@@ -19,7 +19,7 @@ import { compilerAvailable } from "../src/device/c/build.js"
 import { hostTarget } from "../src/device/host.js"
 import { compileGraph, loadProgram } from "../src/pipeline.js"
 import { tasksOfProgram } from "../src/search/extract.js"
-import { bestRecords, isTrial, parseLog, type TuningRecord } from "../src/search/records.js"
+import { bestRecords, isTrial, parseLog, rankedRecords, type TuningRecord } from "../src/search/records.js"
 import { configKey } from "../src/search/task.js"
 
 const ROOT = path.resolve(import.meta.dirname, "..")
@@ -52,7 +52,7 @@ afterAll(() => {
 })
 
 const tessera = (...args: string[]) => spawnSync(process.execPath, [path.join(BUILD, "cli", "main.js"), ...args], { cwd: tmp, encoding: "utf8", timeout: 120_000 })
-const FAST = ["--repeats", "1", "--min-repeat-ms", "1", "--batch", "3", "--tuner", "random"]
+const FAST = ["--repeats", "1", "--min-repeat-ms", "1", "--batch", "3", "--tuner", "random", "--no-network-check"]
 const readRecords = () => parseLog(fs.readFileSync(path.join(tmp, "tune.jsonl"), "utf8"))
 
 describe("tessera tune", () => {
@@ -200,13 +200,33 @@ describe("tessera tune", () => {
     expect(r.stderr).toMatch(/\(weight 1\)/)
     const log = parseLog(fs.readFileSync(path.join(tmp, "budget.jsonl"), "utf8"))
     const byTask = new Map<string, number>()
-    for (const rec of log.records) {
+    const trials = log.records.filter((rec) => rec.tuner !== "network")
+    for (const rec of trials) {
       expect(rec.error).toBeUndefined()
       expect(rec.tuner).toBe("evo")
       byTask.set(rec.workload, (byTask.get(rec.workload) ?? 0) + 1)
     }
     expect([...byTask.values()]).toEqual([12, 12])
-    const generated = log.records.filter((x) => x.config.sketch === "generated")
+    // the network check (on by default): per workload whose best trial is not the default, a
+    // confirmation round of two records, that config and the default, each timed inside the model
+    // run; compile applies the faster of the two
+    expect(r.stderr).toMatch(/network check \(.* s, 7 runs each in turns\): \d+ tuned workloads timed inside the model/)
+    const network = log.records.filter((rec) => rec.tuner === "network")
+    const js = makeTarget("js", { vectorLanes: 4 })
+    const compiled = await Effect.runPromise(compileGraph(two, js))
+    const runners = tasksOfProgram(compiled, js)
+    const checked = runners.filter((x) => network.some((rec) => rec.workload === x.task.workload))
+    expect(network.length).toBe(2 * checked.length)
+    for (const x of checked) {
+      const pair = network.filter((rec) => rec.workload === x.task.workload)
+      expect(pair.map((rec) => rec.confirm)).toEqual([1, 1])
+      expect(pair.every((rec) => rec.costs.length === 1 && rec.costs[0] > 0)).toBe(true)
+      const def = x.task.template.defaults(x.task.knobs, x.target)
+      expect(pair.filter((rec) => configKey(rec.config) === configKey(def)).length).toBe(1)
+      const faster = [...pair].sort((a, b) => a.costs[0] - b.costs[0])[0]
+      expect(configKey(rankedRecords(log.records, "js").get(x.task.workload)![0].config)).toBe(configKey(faster.config))
+    }
+    const generated = trials.filter((x) => x.config.sketch === "generated")
     expect(generated.length).toBeGreaterThan(0)
     // a generated-space record applied where its workload recurs (both 3x3 groups), computing the same
     const tuned = new Map(generated.map((x) => [x.workload, x] as const))
@@ -240,7 +260,7 @@ describe("tessera tune does not trust its log (issue 19)", () => {
       { ...t1, task: "deadbeef" },
       t0,
     ])
-    const r = tessera("tune", "conv.onnx", "--log", "planted.jsonl", "--trials", "8", "--tuner", "evo", "--repeats", "1", "--min-repeat-ms", "1", "--batch", "2")
+    const r = tessera("tune", "conv.onnx", "--log", "planted.jsonl", "--trials", "8", "--tuner", "evo", "--repeats", "1", "--min-repeat-ms", "1", "--batch", "2", "--no-network-check")
     expect(r.stderr).not.toMatch(/factor must be|internal error/)
     expect(r.status).toBe(0)
     expect(r.stderr).toMatch(/planted\.jsonl: line 9: config [0-9a-f]{8} of task [0-9a-f]{8} is outside its knob space, skipped/)

@@ -44,4 +44,10 @@ export interface TuneCommandOptions {
    * side (c: in turns; `confirmMeasurerOptions`), the fastest of them the record applied; 0: none.
    */
   readonly confirm?: number
+  /**
+   * After the trials (c, wasm, js): run the model with its records and without, in turns, and
+   * append a confirmation round of each tuned workload's time in the network (network-check.ts).
+   * Default true.
+   */
+  readonly networkCheck?: boolean
 }

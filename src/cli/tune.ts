@@ -6,6 +6,8 @@
 // `tessera tune --report LOG --out curves.svg`: best-so-far GFLOP/s against trials, per task and
 // tuner, as an SVG.
 import type { Config } from "../lowering/templates/template.js"
+import type { Graph } from "../ast/graph/graph.js"
+import type { Program } from "../lowering/program.js"
 import { Console, Effect, Option } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import cliProgress from "cli-progress"
@@ -39,6 +41,7 @@ import { withPassConfig } from "../rewrite/index.js"
 import * as tty from "node:tty"
 import { TargetUnavailableError, targetMissing, targetSettings } from "./targets.js"
 import { tuneVtaCommand } from "./vta-tune.js"
+import { NETWORK_CHECK_KINDS, NETWORK_CHECK_RUNS, networkCheck } from "./network-check.js"
 
 export { TUNERS, type TunerName, type TuneCommandOptions } from "./tune-options.js"
 import { TUNERS, type TunerName, type TuneCommandOptions } from "./tune-options.js"
@@ -194,9 +197,32 @@ const tuneLocked = Effect.fn("cli.tuneLocked")(function* (o: TuneCommandOptions,
       },
       catch: (e) => new FileAccessError({ path: os.tmpdir(), operation: "write", reason: e instanceof Error ? e.message : String(e) }),
     }),
-    (buildDir) => tuneRunners(o, target, runners, log.records, buildDir),
+    (buildDir) =>
+      Effect.gen(function* () {
+        const rows = yield* tuneRunners(o, target, runners, log.records, buildDir)
+        if (o.networkCheck !== false && NETWORK_CHECK_KINDS.has(target.kind)) yield* checkInNetwork(o, graph, target, program, runners)
+        return tuneTable(rows)
+      }),
     (buildDir) => Effect.sync(() => fs.rmSync(buildDir, { recursive: true, force: true })),
   )
+})
+
+/**
+ * The log's records confirmed in the network (network-check.ts): a confirmation round per tuned
+ * workload appended, and a line per workload on stderr.
+ */
+const checkInNetwork = Effect.fn("cli.checkInNetwork")(function* (o: TuneCommandOptions, graph: Graph, target: Target, untuned: Program, runners: readonly TaskRunner[]) {
+  if (o.interrupt) checkInterrupt(o.interrupt, () => "before the network check")
+  const t0 = Date.now()
+  const log = yield* readLog(o.log)
+  const check = yield* networkCheck(graph, target, untuned, runners, log.records, { threads: o.threads, seed: o.seed, now: () => new Date().toISOString() })
+  if (check.records.length) yield* appendRecords(o.log, check.records)
+  const reverted = check.rows.filter((r) => r.tuned > r.default)
+  yield* Console.error(
+    `tessera tune: network check (${((Date.now() - t0) / 1000).toFixed(1)} s, ${NETWORK_CHECK_RUNS} runs each in turns): ${check.rows.length} tuned workloads timed inside the model; ${reverted.length} slower there than the default, which compile now applies instead`,
+  )
+  for (const r of check.rows)
+    yield* Console.error(`  ${r.task} ${r.label}: ${fmt(r.tuned * 1000)} ms tuned, ${fmt(r.default * 1000)} ms default in the network${r.tuned > r.default ? " → default" : ""}`)
 })
 
 /** Build folders are `tessera-tune-PID-XXXXXX` under the OS temp folder. */
@@ -304,7 +330,7 @@ const tuneRunners = Effect.fn("cli.tuneRunners")(function* (
       if (!o.progress) yield* Console.error(line(k, runner, results[k]))
       rows.push({ runner, result: results[k], resumed: sessions[k].resumed })
     }
-    return tuneTable(rows)
+    return rows
   }
   for (const [k, runner] of runners.entries()) {
     const { task } = runner
@@ -329,7 +355,7 @@ const tuneRunners = Effect.fn("cli.tuneRunners")(function* (
     if (!o.progress) yield* Console.error(line(k, runner, result))
     rows.push({ runner, result, resumed })
   }
-  return tuneTable(rows)
+  return rows
 })
 
 export interface TuneReportOptions {
@@ -387,6 +413,10 @@ export const tuneCommandLine = (
         Flag.withDefault(false),
         Flag.withDescription("c: time a candidate's calls back to back on warm caches (default: sweep L1 and L2 before each call, as a layer of a network finds them)"),
       ),
+      noNetworkCheck: Flag.Boolean("no-network-check").pipe(
+        Flag.withDefault(false),
+        Flag.withDescription("c, wasm, js: skip the end's network check (the model run with its records and without, in turns, each tuned kernel timed inside the run; a record slower there than the default is not applied)"),
+      ),
       confirm: Flag.Int("confirm").pipe(
         Flag.withDefault(DEFAULT_CONFIRM),
         Flag.withDescription("after a task's trials, measure its N fastest configs and the default again side by side and apply the fastest of them (0: the fastest trial)"),
@@ -441,6 +471,7 @@ export const tuneCommandLine = (
                   seed: c.seed,
                   tasks: c.task,
                   confirm: c.confirm,
+                  networkCheck: !c.noNetworkCheck,
                   // (passed as given: tuneCommand refuses what it cannot use, never clamps it)
                   measure: {
                     repeats: c.repeats,
