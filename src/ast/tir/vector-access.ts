@@ -102,6 +102,8 @@ export interface VectorCopy {
   readonly dstBase: Expr
   readonly src: string
   readonly srcBase: Expr
+  /** The source's elements: float32, or float16 widened to float32 on the way (`--precision fp16`: n·2 bytes read, n·4 written). */
+  readonly srcDtype: "float32" | "float16"
 }
 
 export const vectorCopy = (s: ForStmt, dtypeOf: (buffer: string) => DType | undefined, maxVectorBytes: number): VectorCopy | undefined => {
@@ -110,12 +112,13 @@ export const vectorCopy = (s: ForStmt, dtypeOf: (buffer: string) => DType | unde
   if ((n !== 2 && n !== 4) || n * 4 > maxVectorBytes) return undefined
   const st = s.body
   if (st.kind !== "store" || st.indices.length !== 1 || st.value.kind !== "read" || st.value.indices.length !== 1) return undefined
-  if (st.value.dtype !== "float32" || dtypeOf(st.buffer) !== "float32" || dtypeOf(st.value.source) !== "float32") return undefined
+  const srcDtype = dtypeOf(st.value.source)
+  if (st.value.dtype !== "float32" || dtypeOf(st.buffer) !== "float32" || (srcDtype !== "float32" && srcDtype !== "float16")) return undefined
   const lane = s.var.name
   const d = laneSplit(st.indices[0], lane, n)
   const r = laneSplit(st.value.indices[0], lane, n)
   if (!d || !r || d.k !== 1 || r.k !== 1 || residue(d.base, n) !== 0 || residue(r.base, n) !== 0) return undefined
-  return { lanes: n, dst: st.buffer, dstBase: simplify(d.base), src: st.value.source, srcBase: simplify(r.base) }
+  return { lanes: n, dst: st.buffer, dstBase: simplify(d.base), src: st.value.source, srcBase: simplify(r.base), srcDtype }
 }
 
 /** Whether a condition has the same value for every lane in [0, n): each comparison's operands laneSplit with no lane term. */
