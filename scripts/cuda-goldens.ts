@@ -165,5 +165,5 @@ export const cudaGoldenText = (g: CudaGoldenCase): string => {
 export const renderCudaGoldens = (): Map<string, string> =>
   new Map([...[...CUDA_GOLDEN_CASES, ...FP16_GOLDEN_CASES].map((mk) => mk()).map((g) => [`${g.name}.cu`, cudaGoldenText(g)] as const), ["tessera_cuda_prelude.cuh", `${CUDA_PRELUDE}`]])
 
-/** A case's whole translation unit (the prelude, half support where it has halves, its functions): what nvcc builds. */
-export const cudaGoldenSource = (g: CudaGoldenCase): string => emitCuda([cudaGoldenFunc(g)], GOLDEN_CUDA_ATTRS).source
+/** Cases as one translation unit (the prelude, half support where they have halves, their functions): what nvcc builds. */
+export const cudaGoldenSource = (gs: readonly CudaGoldenCase[]): string => emitCuda(gs.map(cudaGoldenFunc), GOLDEN_CUDA_ATTRS).source
