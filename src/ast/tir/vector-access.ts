@@ -10,7 +10,9 @@
 // modulo m where the variables' values do not matter (a product by a multiple of m, floormod by a
 // multiple of m, floordiv through the residue modulo d·m). What it cannot prove stays the scalar
 // `#pragma unroll` loop. The width n·4 bytes is what the static verifier checks against the target
-// record's maxVectorBytes (verify.ts) before anything is emitted. Pure.
+// record's maxVectorBytes (verify.ts) before anything is emitted. A source of halves (`--precision
+// fp16`) into float32 is the same proof: base a multiple of n elements is n·2-byte aligned, and the
+// emitter loads the n halves as one 4- or 8-byte access, widened. Pure.
 import type { DType } from "../graph/dtype.js"
 import { bin, c, freeVars, type Expr } from "../te/expr.js"
 import { simplify } from "../te/simplify.js"

@@ -15,6 +15,9 @@
 //   block's `__shared__` array (as the evaluator gives one buffer to the block's threads);
 // - barriers are `__syncthreads();` (verify.ts checks that they sit under block-uniform control);
 // - a loop reducing into one float element keeps the element in a register and stores it once;
+// - a float16 buffer (`--precision fp16`) is CUDA's `__half`: read as `__half2float(b[i])`, written
+//   as `__float2half_rn(x)` (round to nearest even, the TIR evaluator's float16 store); a proven
+//   vectorized copy of halves into float32 is one 4- or 8-byte load widened (tessera_load_half2/4);
 // - expressions are the c target's (../c/expr.ts), their `tessera_*` helpers the prelude's,
 //   compiled for the device.
 import { storageBytes, type DType } from "../../ast/graph/dtype.js"
@@ -33,7 +36,7 @@ export const CUDA_CAPABILITIES = {
   thread: "blockIdx / threadIdx index, guarded where narrower than the launch",
   vthread: "none left (lowering.InjectVirtualThread)",
   parallel: "serial loop in its thread",
-  vectorized: "one float2 / float4 access where proven an aligned contiguous copy (src/ast/tir/vector-access.ts), else a #pragma unroll loop",
+  vectorized: "one float2 / float4 access where proven an aligned contiguous copy (src/ast/tir/vector-access.ts; from halves: one __half2 or 8-byte load, widened), else a #pragma unroll loop",
   unrolled: "#pragma unroll loop",
   barrier: "__syncthreads()",
   shuffle: "__shfl_down_sync(mask, value, offset, width)",
