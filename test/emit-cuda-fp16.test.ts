@@ -2,8 +2,9 @@
 // (weights converted at compile time), every kernel computes and accumulates in float32, the
 // model's inputs and outputs stay float32. Checked without a GPU: the artifact built by g++ over
 // tessera_emulate.h (its __half converting as the device does) and run by its runner equals the
-// TIR evaluator running the same kernels with float16 stores rounded to nearest even (within one
-// half ulp: float32 sums in another order), and is within fp16's tolerance of the fp32 interpreter;
+// TIR evaluator running the same kernels with float16 stores rounded to nearest even (to float32's
+// 1e-5: sums in another order), and is within 5e-3 of the fp32 interpreter (softmax outputs);
+// broken on purpose: __float2half_rn truncating instead of rounding fails it (3.3e-5 apart);
 // the goldens `conv2d_fp16` and `dense_fp16` are what the emitter writes and nvcc builds them for
 // sm_80 and sm_90; what fp16 cannot hold is an EmitError naming the node and op.
 import { Effect } from "effect"
@@ -117,7 +118,7 @@ describe("cuda --precision fp16", () => {
     expect(new TextDecoder().decode(h.files.get("tessera_launcher.cu"))).toMatch(/\{"input", "float32", "<f4", "raw", 4,/)
   })
 
-  it.skipIf(!HAVE_GXX)("built by the host compiler with its kernels emulated, the fp16 runner equals the TIR evaluator with half stores (one half ulp), and the fp32 interpreter within fp16's tolerance", async () => {
+  it.skipIf(!HAVE_GXX)("built by the host compiler with its kernels emulated, the fp16 runner equals the TIR evaluator with half stores (to float32's 1e-5: the softmax output is float32), and the fp32 interpreter within 5e-3", async () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), "tessera-cuda-fp16-"))
     try {
       const g = tinyNet()

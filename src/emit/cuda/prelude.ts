@@ -17,6 +17,7 @@ export const CUDA_HALF_SUPPORT = `#ifdef __CUDACC__
 #include <cuda_fp16.h>
 #endif
 /* a fetch of 2 or 4 halves (aligned to their size: the fetch-width rule proves it) widened to floats */
+#ifdef __CUDACC__
 static __device__ __forceinline__ float2 tessera_load_half2(const __half* p) { return __half22float2(*reinterpret_cast<const __half2*>(p)); }
 static __device__ __forceinline__ float4 tessera_load_half4(const __half* p) {
   const uint2 u = *reinterpret_cast<const uint2*>(p);
@@ -24,4 +25,9 @@ static __device__ __forceinline__ float4 tessera_load_half4(const __half* p) {
   const float2 hi = __half22float2(*reinterpret_cast<const __half2*>(&u.y));
   return make_float4(lo.x, lo.y, hi.x, hi.y);
 }
+#else
+/* (tessera_emulate.h: the same values element by element, without the device's type punning) */
+static inline float2 tessera_load_half2(const __half* p) { float2 r = {__half2float(p[0]), __half2float(p[1])}; return r; }
+static inline float4 tessera_load_half4(const __half* p) { return make_float4(__half2float(p[0]), __half2float(p[1]), __half2float(p[2]), __half2float(p[3])); }
+#endif
 `
