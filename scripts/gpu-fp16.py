@@ -121,7 +121,7 @@ def main():
     print("|---|---:|---:|---:|---:|---|---|---:|---:|---|")
     for r in rows:
         ratio = r[2] / r[1] if isinstance(r[1], float) and r[1] > 0 else float("nan")
-        print("| " + " | ".join([r[0], fmt(r[1]), fmt(r[2]), fmt(ratio), fmt(r[3]), str(r[4]), str(r[5]), fmt(r[6]), fmt(r[7]), str(r[8])]) + " |")
+        print("| " + " | ".join([r[0], fmt(r[1]), fmt(r[2]), fmt(ratio), f"{r[3]:.2e}" if isinstance(r[3], float) else str(r[3]), str(r[4]), str(r[5]), fmt(r[6]), fmt(r[7]), str(r[8])]) + " |")
     print("wrote", os.path.join(root, "fp16.json"))
 
 
