@@ -159,6 +159,18 @@ describe("cuda --precision fp16", () => {
     }
   }, 300_000)
 
+  it("a model's own float16 input (at fp32 too) is a __half in the arena: 2 bytes, read raw from a '<f2' .npy, widened by the kernel that casts it", async () => {
+    const b = new NetBuilder(1, 13)
+    const x = b.input("input", { dtype: "float16", shape: [1, 8] })
+    b.op("Relu", [b.op("Cast", [x], "wide", { to: attr.int(1) })], "output")
+    const g = b.build("f16in", [{ name: "output", type: { dtype: "float32", shape: [1, 8] } }])
+    const { files } = await compiled(g, "fp32")
+    expect(new TextDecoder().decode(files.get("tessera_launcher.cu"))).toMatch(/\{"input", "float16", "<f2", "raw", 2,/)
+    const kernels = new TextDecoder().decode(files.get("tessera_kernels.cu"))
+    expect(kernels).toMatch(/const __half\* __restrict__ b0/)
+    expect(kernels).toContain("__half2float(b0[")
+  })
+
   it("a weight beyond float16's range is an EmitError naming the node and op that read it", async () => {
     const b = new NetBuilder(1, 13)
     const x = b.input("input", { dtype: "float32", shape: [1, 4] })
