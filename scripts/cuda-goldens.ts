@@ -10,6 +10,9 @@
 //   conv2d_add_relu   relu(conv + bias): the conv computed at each thread's output pixel (a thread-local array)
 //   row_sum_shuffle, dense_float4, conv1x1_fetch_widths: the GPU rules' own schedules (warp shuffles;
 //                     float4 fetches; a float4 fetch beside a scalar one in one kernel)
+//   conv2d_fp16, dense_fp16: conv2d and dense_float4 with every param a half (`--precision fp16`,
+//                     lowering.HalfStorage): the conv's sum in a float32 twin copied out by a launch
+//                     of its own, the dense's fetches as 8-byte loads of four halves into float32 tiles
 import * as S from "../src/ast/schedule/schedule.js"
 import { add, c, call, div, f32, max, mul, sub } from "../src/ast/te/expr.js"
 import { at, compute, maxReduce, placeholder, reduceAxis, sum } from "../src/ast/te/tensor.js"
@@ -21,6 +24,7 @@ import { CUDA_PRELUDE } from "../src/emit/cuda/prelude.js"
 import { lowerSync } from "../src/lowering/lower.js"
 import { cudaTirPipeline } from "../src/lowering/tir/cuda-pipeline.js"
 import { runTirSync } from "../src/lowering/tir/tir-pass.js"
+import { halfStorage } from "../src/lowering/tir/half-storage.js"
 import { convAddReluCompute, inputsFor, pad2d, type GoldenCase } from "./update-goldens.js"
 import { sharedTiledMatmul } from "../src/ast/te/arbitrary-schedule.js"
 import { crossThreadReduce } from "../src/lowering/templates/gpu/cross-thread-reduction.js"
@@ -132,11 +136,23 @@ export const CUDA_GOLDEN_CASES: readonly (() => GoldenCase)[] = [conv2d, depthwi
 /** The GPU the goldens are emitted for: the default (sm_90). */
 export const GOLDEN_CUDA_ATTRS = cudaAttrsForArch()
 
-/** A case lowered with the cuda TIR pipeline, its function named after the case. */
-export const cudaGoldenFunc = (g: GoldenCase): PrimFunc => ({ ...runTirSync(cudaTirPipeline(GOLDEN_CUDA_ATTRS), lowerSync(g.schedule)), name: g.name })
+/** A golden case of the cuda target: fp16 ones have every param stored as halves (lowering.HalfStorage). */
+export type CudaGoldenCase = GoldenCase & { readonly precision?: "fp16" }
+
+/** conv2d and dense_float4 with halves in memory (`--precision fp16`). */
+export const FP16_GOLDEN_CASES: readonly (() => CudaGoldenCase)[] = [
+  () => ({ ...conv2d(), name: "conv2d_fp16", precision: "fp16" }),
+  () => ({ ...denseFloat4(), name: "dense_fp16", precision: "fp16" }),
+]
+
+/** A case lowered with the cuda TIR pipeline, its function named after the case (fp16: its params halves). */
+export const cudaGoldenFunc = (g: CudaGoldenCase): PrimFunc => {
+  const f: PrimFunc = { ...runTirSync(cudaTirPipeline(GOLDEN_CUDA_ATTRS), lowerSync(g.schedule)), name: g.name }
+  return g.precision === "fp16" ? halfStorage(f, new Set(f.params.map((p) => p.name)), GOLDEN_CUDA_ATTRS) : f
+}
 
 /** A case's golden: its launches (grid, block, shared bytes) as a comment, then its `__global__` functions. */
-export const cudaGoldenText = (g: GoldenCase): string => {
+export const cudaGoldenText = (g: CudaGoldenCase): string => {
   const e = emitCuda([cudaGoldenFunc(g)], GOLDEN_CUDA_ATTRS)
   const launches = e.kernels.flatMap((k) => [
     ...k.workspace.map((b) => ` * workspace ${b.name}: ${b.dtype}[${b.shape.join("x")}]`),
@@ -147,4 +163,7 @@ export const cudaGoldenText = (g: GoldenCase): string => {
 
 /** Every golden file of golden/cuda by name: each case's, and the prelude. */
 export const renderCudaGoldens = (): Map<string, string> =>
-  new Map([...CUDA_GOLDEN_CASES.map((mk) => mk()).map((g) => [`${g.name}.cu`, cudaGoldenText(g)] as const), ["tessera_cuda_prelude.cuh", `${CUDA_PRELUDE}`]])
+  new Map([...[...CUDA_GOLDEN_CASES, ...FP16_GOLDEN_CASES].map((mk) => mk()).map((g) => [`${g.name}.cu`, cudaGoldenText(g)] as const), ["tessera_cuda_prelude.cuh", `${CUDA_PRELUDE}`]])
+
+/** Cases as one translation unit (the prelude, half support where they have halves, their functions): what nvcc builds. */
+export const cudaGoldenSource = (gs: readonly CudaGoldenCase[]): string => emitCuda(gs.map(cudaGoldenFunc), GOLDEN_CUDA_ATTRS).source

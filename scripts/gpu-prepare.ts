@@ -1,5 +1,5 @@
 // node dist/scripts/gpu-prepare.js [--out .gpu] [--models resnet18,mobilenetv2] [--cuda-arch sm_90] [--seed 0]
-//                                   [--variants K | K1,K2…] [--tuning-log LOG] [--ablation]
+//                                   [--variants K | K1,K2…] [--tuning-log LOG] [--ablation] [--fp16]
 //
 // The artifacts a GPU machine with the CUDA toolkit, python3 and no Node needs for
 // scripts/gpu-check.sh, in one folder: per zoo model (seeded weights, batch 1, fp32) its cuda
@@ -19,7 +19,8 @@
 // by side by --variants). --ablation: three more variants per model, the defaults emitted without
 // warp shuffles (no-shuffle: every cross-thread task's `_shuffle` knob 0), without float4 accesses
 // (no-float4: the record's maxVectorBytes 4) and without both (previous: the emitter before them),
-// so gpu-check --variants measures each against the default in one call.
+// so gpu-check --variants measures each against the default in one call. --fp16: each model also
+// compiled with --precision fp16 into <model>-fp16/ (scripts/gpu-fp16.sh measures it).
 import { Effect, Result } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -55,6 +56,8 @@ const seed = Number(flag("--seed", "0"))
 const variantCounts = flag("--variants", "0").split(",").map(Number)
 const tuningLog = args.includes("--tuning-log") ? flag("--tuning-log", "") : undefined
 const ablation = args.includes("--ablation")
+/** --fp16: beside each model's artifact, the same compiled with `--precision fp16` in <model>-fp16/ (its own halved weights; the model's inputs and references copied), for scripts/gpu-fp16.sh. */
+const fp16 = args.includes("--fp16")
 
 /** The defaults with every cross-thread reduction's partials summed serially (`_shuffle` 0). */
 const noShuffle: Choose = (knobs, defaults) => ({ ...defaults, ...Object.fromEntries(knobs.filter((k) => k.name.endsWith("_shuffle")).map((k) => [k.name, 0])) })
@@ -223,6 +226,16 @@ const main = Effect.gen(function* () {
       return { name: o.name, file: `${safe(o.name)}.npy`, reference: file, shape: r.shape }
     })
     const kernels = program.kernels.length
+    if (fp16) {
+      const h = yield* compileWith(name, graph, targetSettings("cuda", 1, { cudaArch: arch, precision: "fp16" }), undefined, seed, tuned)
+      const hdir = path.join(out, `${name}-fp16`)
+      fs.mkdirSync(hdir, { recursive: true })
+      for (const [file, bytes] of h.files)
+        if (file === "constants.bin") fs.writeFileSync(path.join(hdir, "constants.bin.gz"), zlib.gzipSync(bytes, { level: 6 }))
+        else fs.writeFileSync(path.join(hdir, file), bytes)
+      for (const sub of ["inputs", "reference"]) fs.cpSync(path.join(dir, sub), path.join(hdir, sub), { recursive: true })
+      console.log(`${name}: fp16 artifact (${(h.files.get("constants.bin")!.length / 2 ** 20).toFixed(1)} MiB of weights against ${(files.get("constants.bin")!.length / 2 ** 20).toFixed(1)}) in ${hdir}`)
+    }
     // the model's floating-point operations (a multiply-add is two), for the fraction of peak
     const bound = bindSync(graph, new Map())
     const flops = bound.nodes.reduce((s, n) => s + nodeFlops(bound, n), 0)
@@ -290,6 +303,7 @@ const main = Effect.gen(function* () {
       flops,
       ...(variants.length > 1 ? { variants: variants.map((v) => ({ name: v.name, dir: v.dir, kind: v.kind })), variants_file: variantsFile } : {}),
       ...(tuningLog !== undefined ? { tuning_log: path.basename(tuningLog) } : {}),
+      ...(fp16 ? { fp16: `${name}-fp16` } : {}),
     })
   }
   fs.writeFileSync(path.join(out, "models.json"), `${JSON.stringify({ seed, arch, models: entries }, null, 2)}\n`)

@@ -406,6 +406,28 @@ describe("tessera compile", () => {
     expect(notCuda.status).toBe(2)
     expect(notCuda.stderr).toMatch(/^tessera compile: --cuda-arch: is for --target cuda, not c/)
   })
+
+  it("--target cuda --precision fp16 writes __half kernels and halved weights (float32 inputs and outputs); another precision, or another target, is a usage error", () => {
+    const conv = write("conv.onnx", convModel())
+    const bare = (...args: string[]) =>
+      spawnSync(process.execPath, [BIN, ...args], { cwd: tmp, encoding: "utf8", env: { ...process.env, CUDA_HOME: path.join(tmp, "no-cuda"), PATH: path.dirname(process.execPath) } })
+    const h = path.join(tmp, "cudaH")
+    const r = bare("compile", conv, "--target", "cuda", "--precision", "fp16", "--out", h)
+    expect(r.status, r.stderr).toBe(0)
+    const m = JSON.parse(fs.readFileSync(path.join(h, "manifest.json"), "utf8"))
+    expect(m.files.precision).toBe("fp16")
+    expect(m.inputs.every((i: { dtype: string }) => i.dtype === "float32")).toBe(true)
+    expect(fs.readFileSync(path.join(h, "tessera_kernels.cu"), "utf8")).toMatch(/const __half\* __restrict__/)
+    // every float32 weight 2 bytes an element
+    const tensors = m.constants.tensors as { dtype: string; stored?: string; shape: number[]; bytes: number }[]
+    for (const t of tensors.filter((t) => t.dtype === "float32")) expect(t).toMatchObject({ stored: "float16", bytes: 2 * t.shape.reduce((a, b) => a * b, 1) })
+    const unknown = tessera("compile", conv, "--target", "cuda", "--precision", "fp8", "--out", h)
+    expect(unknown.status).toBe(2)
+    expect(unknown.stderr).toMatch(/^tessera compile: --precision: 'fp8' is not one Tessera knows \(fp32, fp16\)/)
+    const notCuda = tessera("compile", conv, "--target", "c", "--precision", "fp16", "--out", h)
+    expect(notCuda.status).toBe(2)
+    expect(notCuda.stderr).toMatch(/^tessera compile: --precision: is for --target cuda, not c/)
+  })
 })
 
 describe("tessera bench", () => {

@@ -165,7 +165,7 @@ describe("the cuda target's tuning tasks", () => {
     expect(runner.task.workload.split("|").slice(0, 2)).toEqual(["cuda", "cuda:sm_90"])
     // the default config's launch: many blocks of many threads (the CPU template's gave one of one)
     const config = runner.task.template.defaults(runner.task.knobs, { vectorLanes: 1, cores: 1 })
-    const source = BACKENDS.cuda.codegen!.renderCandidates!([{ name: "t0", func: runner.lowerConfig(config) }])
+    const source = BACKENDS.cuda.codegen!.renderCandidates!([{ name: "t0", func: runner.lowerConfig(config) }], target)
     const plan = JSON.parse(source.split("\n").find((l) => l.startsWith("// tessera-launches "))!.slice("// tessera-launches ".length)) as { launches: { grid: number[]; block: number[] }[] }
     const threads = plan.launches.map((l) => [...l.grid, ...l.block].reduce((a, b) => a * b, 1))
     expect(Math.min(...threads)).toBeGreaterThanOrEqual(32 * 14 * 14 / 4)

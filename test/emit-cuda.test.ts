@@ -393,7 +393,7 @@ describe("cuda target: a small network end to end", () => {
 
   it("tuning candidates render with their launches for the GPU measurer: each candidate's functions are in the source, its grid and block those the emitter verified", () => {
     const funcs = CUDA_GOLDEN_CASES.map((mk, k) => ({ name: `t${k}`, func: cudaGoldenFunc(mk()) }))
-    const source = BACKENDS.cuda.codegen!.renderCandidates!(funcs)
+    const source = BACKENDS.cuda.codegen!.renderCandidates!(funcs, { kind: "cuda", attrs: GOLDEN_CUDA_ATTRS })
     const plans = parseCandidateLaunches(source)
     expect([...plans.keys()]).toEqual(funcs.map((f) => f.name))
     const direct = emitCuda(funcs.map((f) => ({ ...f.func, name: f.name })), GOLDEN_CUDA_ATTRS)
@@ -403,5 +403,13 @@ describe("cuda target: a small network end to end", () => {
       for (const l of p.launches) expect(source).toContain(` ${l.function}(`)
       expect(p.workspace.length).toBe(k.workspace.length)
     }
+  })
+
+  it("tuning candidates are checked against the tuned target's record (--cuda-arch), not the default sm_90's", () => {
+    const funcs = CUDA_GOLDEN_CASES.map((mk, k) => ({ name: `t${k}`, func: cudaGoldenFunc(mk()) }))
+    const render = BACKENDS.cuda.codegen!.renderCandidates!
+    // sm_80 renders as sm_90 does; a record whose blocks hold 16 threads refuses the goldens' blocks of 64
+    expect(render(funcs, { kind: "cuda", attrs: cudaAttrsForArch("sm_80") })).toContain("// tessera-launches ")
+    expect(() => render(funcs, { kind: "cuda", attrs: { ...cudaAttrsForArch("sm_80"), maxThreadsPerBlock: 16 } })).toThrow(/maxThreadsPerBlock|threads/)
   })
 })

@@ -87,7 +87,21 @@ export interface CudaAttrs {
   readonly maxVectorBytes: number
   /** 32-bit registers one thread may hold (ptxas's ceiling; more spills to local memory). */
   readonly maxRegistersPerThread: number
+  /**
+   * How the artifact stores float32 tensors (`--precision`): absent or "fp32" as float; "fp16" as
+   * `__half` in the arena (constants, intermediates), the model's inputs and outputs float32 at its
+   * boundary, every kernel computing and accumulating in float32 (docs/cuda.md, "fp16").
+   */
+  readonly precision?: CudaPrecision
 }
+
+/** The cuda target's storage precisions. */
+export type CudaPrecision = "fp32" | "fp16"
+export const CUDA_PRECISIONS: readonly CudaPrecision[] = ["fp32", "fp16"]
+export const isCudaPrecision = (s: string): s is CudaPrecision => (CUDA_PRECISIONS as readonly string[]).includes(s)
+
+/** A record with its storage precision (fp32, the default, leaves the record as it was). */
+export const withPrecision = (a: CudaAttrs, precision: CudaPrecision | undefined): CudaAttrs => (precision === "fp16" ? { ...a, precision } : a)
 
 /**
  * A VTA accelerator's hardware configuration (vta_config.json / hw_spec.h), each a log2: data

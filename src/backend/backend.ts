@@ -6,7 +6,7 @@
 import { Data, type Effect, type Layer } from "effect"
 import type { CompileError, UnsafeCacheError } from "../device/errors.js"
 import type { GpuLimitError } from "../emit/cuda/verify.js"
-import type { CpuAttrs, Target, TargetKind } from "../ast/target.js"
+import type { CpuAttrs, CudaPrecision, Target, TargetKind } from "../ast/target.js"
 import type { Device } from "../device/device.js"
 import type { PrimFunc } from "../ast/tir/tir.js"
 import type { ScheduleFn } from "../lowering/lower-group.js"
@@ -21,6 +21,8 @@ import type { GraphPass } from "../rewrite/pass.js"
 /** What the command line may say of a target beyond the host (`--cuda-arch sm_80`). */
 export interface TargetOptions {
   readonly cudaArch?: string
+  /** The cuda target's storage precision (`--precision fp16`: tensors in the arena as `__half`); absent: fp32. */
+  readonly precision?: CudaPrecision
 }
 
 /** What a toolchain on this host adds to an artifact's manifest (nvcc's registers and spills per function), and lines for stderr. */
@@ -62,9 +64,10 @@ export interface Codegen<K extends TargetKind> {
   readonly exactUint64?: boolean
   /**
    * Tuning candidates in the target's language, each under its name, for its device's `measure`
-   * (which builds and times them in isolation); absent: the target is not tunable yet.
+   * (which builds and times them in isolation), for the target being tuned (cuda: its `--cuda-arch`,
+   * whose record the static checks read); absent: the target is not tunable yet.
    */
-  readonly renderCandidates?: (funcs: readonly { readonly name: string; readonly func: PrimFunc }[]) => string
+  readonly renderCandidates?: (funcs: readonly { readonly name: string; readonly func: PrimFunc }[], target: Target<K>) => string
   /**
    * The template a group is tuned with, where `schedules` does not use the CPU templates (cuda: its
    * GPU rules), so `tune` searches the space `compile` applies, under the key its lookup uses.

@@ -2,7 +2,7 @@
 // pipeline, the CUDA emitter and its standalone artifact, and nvcc's resource report for the
 // manifest. Its target is the GPU `--cuda-arch` names (default sm_90), not the host.
 import { Effect } from "effect"
-import { cudaArchOf, cudaAttrsForArch, type Target } from "../ast/target.js"
+import { cudaArchOf, cudaAttrsForArch, withPrecision, type Target } from "../ast/target.js"
 import { cudaDeviceLayer, cudaGpuHere } from "../device/cuda/device.js"
 import type { CompileError, UnsafeCacheError } from "../device/errors.js"
 import { buildCubin, findNvcc } from "../device/cuda/nvcc.js"
@@ -54,7 +54,7 @@ const cudaBuildReport = (artifact: Artifact, target: Target<"cuda">): Effect.Eff
 export const cuda: Backend<"cuda"> = {
   kind: "cuda",
   summary: "CUDA C kernels and a host launcher, built by nvcc into a standalone runner for an NVIDIA GPU (default sm_90)",
-  target: (_host, _threads, options) => ({ kind: "cuda", attrs: cudaAttrsForArch(options?.cudaArch) }),
+  target: (_host, _threads, options) => ({ kind: "cuda", attrs: withPrecision(cudaAttrsForArch(options?.cudaArch), options?.precision) }),
   // compile writes the sources without nvcc; run, bench and tune drive the GPU through the CUDA
   // driver where there is one (src/device/cuda), and fail with NoGpuError (exit 2) where not
   unavailable: () => undefined,
@@ -73,8 +73,9 @@ export const cuda: Backend<"cuda"> = {
     exactInt64: true,
     emit: (program, target) => emitCudaArtifact(program, target.attrs, { restrict: !kernelsAlias(program) }),
     // tuning candidates: their kernels and, per candidate, its launches for the device (src/device/cuda/measure.ts)
-    renderCandidates: (funcs) => {
-      const e = emitCuda(funcs.map((f) => ({ ...f.func, name: f.name })), cudaAttrsForArch())
+    // checked against the record of the GPU being tuned (`--cuda-arch`), not the default's
+    renderCandidates: (funcs, target) => {
+      const e = emitCuda(funcs.map((f) => ({ ...f.func, name: f.name })), target.attrs)
       const plans = e.kernels.map((k) => `${LAUNCHES_PREFIX}${JSON.stringify({ name: k.name, workspace: k.workspace.map((b) => storageElements(b) * storageBytes(b.dtype)), launches: k.launches.map((l) => ({ function: l.symbol, grid: l.grid, block: l.block })) })}`)
       return [e.source, ...plans, ""].join("\n")
     },

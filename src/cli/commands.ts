@@ -167,6 +167,7 @@ const compile = Command.make(
     tuned: Flag.String("tuned").pipe(Flag.optional, Flag.withDescription("a tuning log from 'tessera tune': its best records are applied (report on stderr)")),
     threads: Flag.Int("threads").pipe(Flag.withDefault(1), Flag.withDescription("cores the parallel loops may use (c; tuning records are per thread count)")),
     cudaArch: Flag.String("cuda-arch").pipe(Flag.optional, Flag.withDescription("the GPU architecture of --target cuda: sm_90 (H100, H200; the default), sm_80 (A100), …")),
+    precision: Flag.String("precision").pipe(Flag.optional, Flag.withDescription("the storage precision of --target cuda: fp32 (the default) or fp16 (__half tensors and weights in the arena, float32 arithmetic and accumulation, float32 inputs and outputs)")),
     optLevel,
     shape,
     deadline,
@@ -179,6 +180,7 @@ const compile = Command.make(
         const flags = yield* reported("compile", c.model)(parseVtaFlags([], c.shape))
         if (c.threads !== 1) return yield* reported("compile", c.model)(Effect.fail(new UsageError({ flag: "--threads", reason: "--target vta compiles its c segments for one thread (the executor runs them on one)" })))
         if (Option.isSome(c.cudaArch)) return yield* reported("compile", c.model)(Effect.fail(new UsageError({ flag: "--cuda-arch", reason: "is for --target cuda, not vta" })))
+        if (Option.isSome(c.precision)) return yield* reported("compile", c.model)(Effect.fail(new UsageError({ flag: "--precision", reason: "is for --target cuda, not vta" })))
         const summary = yield* reported("compile", c.model)(
           compileVtaCommand({ model: c.model, out: c.out, shapes: flags.shapes, optLevel: c.optLevel, log: stderrLine, ...(Option.isSome(c.tuned) ? { tuned: c.tuned.value } : {}), ...(interrupt ? { interrupt } : {}) }),
         )
@@ -186,7 +188,7 @@ const compile = Command.make(
         return
       }
       const summary = yield* reported("compile", c.model)(
-        compileCommand({ ...(interrupt ? { interrupt } : {}), model: c.model, target: c.target, out: c.out, tuned: Option.getOrUndefined(c.tuned), threads: c.threads, cudaArch: Option.getOrUndefined(c.cudaArch), optLevel: c.optLevel, shapes: c.shape, log: stderrLine }),
+        compileCommand({ ...(interrupt ? { interrupt } : {}), model: c.model, target: c.target, out: c.out, tuned: Option.getOrUndefined(c.tuned), threads: c.threads, cudaArch: Option.getOrUndefined(c.cudaArch), precision: Option.getOrUndefined(c.precision), optLevel: c.optLevel, shapes: c.shape, log: stderrLine }),
       )
       yield* Console.log(JSON.stringify(summary))
     }),

@@ -8,7 +8,7 @@ import { Effect } from "effect"
 import * as path from "node:path"
 import type { Graph } from "../ast/graph/graph.js"
 import { exactValues, type Tensor } from "../ast/graph/tensor.js"
-import { CUDA_ARCHS, isCudaArch, lanesAndCores, type TargetKind } from "../ast/target.js"
+import { CUDA_ARCHS, CUDA_PRECISIONS, isCudaArch, isCudaPrecision, lanesAndCores, type TargetKind } from "../ast/target.js"
 import { BACKENDS, type BuildReport } from "../backend/index.js"
 import type { CompileError } from "../device/errors.js"
 import type { GpuLimitError } from "../emit/cuda/verify.js"
@@ -31,6 +31,8 @@ export interface CompileOptions {
   readonly threads: number
   /** The GPU architecture of the cuda target (`sm_90`, `sm_80`); absent: its default. */
   readonly cudaArch?: string
+  /** The cuda target's storage precision (`fp32`, `fp16`); absent: fp32. */
+  readonly precision?: string
   readonly shapes: readonly string[]
   /** Where the tuning report and the log's warnings go (stderr). */
   readonly log: (line: string) => Effect.Effect<void>
@@ -73,7 +75,7 @@ const typeOf = (g: Graph, v: string) => {
 }
 
 /** manifest.json: everything a loader needs besides the code and the constants. */
-export const manifest = (model: string, settings: TargetSettings, optLevel: number, program: Program, files: object, constants: object[], tuning?: TuningReport): object => {
+export const manifest = (model: string, settings: TargetSettings, optLevel: number, program: Program, files: object, constants: readonly object[], tuning?: TuningReport): object => {
   const g = program.graph
   const inputs = new Set(g.inputs.map((i) => i.name))
   const outputs = new Set(g.outputs.map((o) => o.name))
@@ -108,7 +110,7 @@ export const manifest = (model: string, settings: TargetSettings, optLevel: numb
 
 /** The artifact's files (name → bytes), in a fixed order: the emitted code, the constants, the manifest. */
 export const artifactFiles = (model: string, settings: TargetSettings, optLevel: number, program: Program, artifact: Artifact, tuning?: TuningReport): Map<string, Uint8Array> => {
-  const { bin, index } = packConstants(program.graph)
+  const { bin, index } = artifact.constants ?? packConstants(program.graph)
   const out = new Map<string, Uint8Array>(artifact.files)
   out.set("constants.bin", bin)
   out.set("manifest.json", new TextEncoder().encode(`${JSON.stringify(manifest(model, settings, optLevel, program, artifact.manifest, index, tuning), null, 2)}\n`))
@@ -132,7 +134,9 @@ export const compileCommand = Effect.fn("cli.compile")(function* (o: CompileOpti
   if (o.threads < 1) return yield* new UsageError({ flag: "--threads", reason: `${o.threads} is not a thread count (1 or more)` })
   if (o.cudaArch !== undefined && kind !== "cuda") return yield* new UsageError({ flag: "--cuda-arch", reason: `is for --target cuda, not ${kind}` })
   if (o.cudaArch !== undefined && !isCudaArch(o.cudaArch)) return yield* new UsageError({ flag: "--cuda-arch", reason: `'${o.cudaArch}' is not one Tessera knows (${CUDA_ARCHS.join(", ")})` })
-  const settings = targetSettings(kind, o.threads, o.cudaArch !== undefined ? { cudaArch: o.cudaArch } : {})
+  if (o.precision !== undefined && kind !== "cuda") return yield* new UsageError({ flag: "--precision", reason: `is for --target cuda, not ${kind}` })
+  if (o.precision !== undefined && !isCudaPrecision(o.precision)) return yield* new UsageError({ flag: "--precision", reason: `'${o.precision}' is not one Tessera knows (${CUDA_PRECISIONS.join(", ")})` })
+  const settings = targetSettings(kind, o.threads, { ...(o.cudaArch !== undefined ? { cudaArch: o.cudaArch } : {}), ...(o.precision !== undefined && isCudaPrecision(o.precision) ? { precision: o.precision } : {}) })
   const graph = yield* readModel(o.model)
   const shapes = yield* boundShapes(graph, o.shapes)
   const tuned = o.tuned !== undefined ? yield* readTuned(o.tuned, settings) : undefined

@@ -12,9 +12,11 @@ export class EmitError extends Data.TaggedError("EmitError")<{
   readonly target: EmitTarget
   /** The kernel being emitted; absent for a problem of the module as a whole (its names, its options). */
   readonly kernel?: string
+  /** The graph node the problem is in, where there is one (cuda's `--precision fp16` refusals name it). */
+  readonly node?: { readonly name: string; readonly op: string }
   readonly reason: string
 }> {
   override get message(): string {
-    return `${this.target} emitter${this.kernel === undefined ? "" : `, kernel ${JSON.stringify(this.kernel)}`}: ${this.reason}`
+    return `${this.target} emitter${this.kernel === undefined ? "" : `, kernel ${JSON.stringify(this.kernel)}`}${this.node === undefined ? "" : `, node ${this.node.op} ${JSON.stringify(this.node.name)}`}: ${this.reason}`
   }
 }

@@ -64,6 +64,12 @@ export interface Artifact {
   readonly manifest: Readonly<Record<string, unknown>>
   /** Every kernel in the files, in the program's order. */
   readonly kernels: readonly KernelEntry[]
+  /**
+   * constants.bin and its index where the target packs its constants itself (cuda: float16 as
+   * 2-byte halves, and every float32 weight of a `--precision fp16` artifact); absent: the compile
+   * command's packing of the graph's initializers.
+   */
+  readonly constants?: { readonly bin: Uint8Array; readonly index: readonly object[] }
 }
 
 /** The text of an artifact's file (code is UTF-8). */

@@ -25,8 +25,9 @@ export type { Measure, Measured, MeasurerOptions }
  */
 export const measurerFor = (target: Target, source: ReferenceSource, o: MeasurerOptions): Measure | undefined => {
   const codegen = (BACKENDS[target.kind] as Backend<TargetKind>).codegen
-  const render = codegen?.renderCandidates
-  if (!codegen || !render) return undefined
+  const renderFor = codegen?.renderCandidates
+  if (!codegen || !renderFor) return undefined
+  const render = (funcs: Parameters<typeof renderFor>[0]): string => renderFor(funcs, target)
   const layer = codegen.device(target, { threads: o.threads })
   return (candidates) =>
     Effect.flatMap(Device, (device) =>

@@ -10,7 +10,9 @@
 // modulo m where the variables' values do not matter (a product by a multiple of m, floormod by a
 // multiple of m, floordiv through the residue modulo d·m). What it cannot prove stays the scalar
 // `#pragma unroll` loop. The width n·4 bytes is what the static verifier checks against the target
-// record's maxVectorBytes (verify.ts) before anything is emitted. Pure.
+// record's maxVectorBytes (verify.ts) before anything is emitted. A source of halves (`--precision
+// fp16`) into float32 is the same proof: base a multiple of n elements is n·2-byte aligned, and the
+// emitter loads the n halves as one 4- or 8-byte access, widened. Pure.
 import type { DType } from "../graph/dtype.js"
 import { bin, c, freeVars, type Expr } from "../te/expr.js"
 import { simplify } from "../te/simplify.js"
@@ -102,6 +104,8 @@ export interface VectorCopy {
   readonly dstBase: Expr
   readonly src: string
   readonly srcBase: Expr
+  /** The source's elements: float32, or float16 widened to float32 on the way (`--precision fp16`: n·2 bytes read, n·4 written). */
+  readonly srcDtype: "float32" | "float16"
 }
 
 export const vectorCopy = (s: ForStmt, dtypeOf: (buffer: string) => DType | undefined, maxVectorBytes: number): VectorCopy | undefined => {
@@ -110,12 +114,13 @@ export const vectorCopy = (s: ForStmt, dtypeOf: (buffer: string) => DType | unde
   if ((n !== 2 && n !== 4) || n * 4 > maxVectorBytes) return undefined
   const st = s.body
   if (st.kind !== "store" || st.indices.length !== 1 || st.value.kind !== "read" || st.value.indices.length !== 1) return undefined
-  if (st.value.dtype !== "float32" || dtypeOf(st.buffer) !== "float32" || dtypeOf(st.value.source) !== "float32") return undefined
+  const srcDtype = dtypeOf(st.value.source)
+  if (st.value.dtype !== "float32" || dtypeOf(st.buffer) !== "float32" || (srcDtype !== "float32" && srcDtype !== "float16")) return undefined
   const lane = s.var.name
   const d = laneSplit(st.indices[0], lane, n)
   const r = laneSplit(st.value.indices[0], lane, n)
   if (!d || !r || d.k !== 1 || r.k !== 1 || residue(d.base, n) !== 0 || residue(r.base, n) !== 0) return undefined
-  return { lanes: n, dst: st.buffer, dstBase: simplify(d.base), src: st.value.source, srcBase: simplify(r.base) }
+  return { lanes: n, dst: st.buffer, dstBase: simplify(d.base), src: st.value.source, srcBase: simplify(r.base), srcDtype }
 }
 
 /** Whether a condition has the same value for every lane in [0, n): each comparison's operands laneSplit with no lane term. */

@@ -152,6 +152,10 @@ export const cudaDevice: DeviceShape = {
         try: () => openCudaDriver(),
         catch: (e) => (e instanceof NoGpuError ? e : new LoadError({ target: "cuda", path: "libcuda.so.1", reason: e instanceof Error ? e.message : String(e) })),
       })
+      // this device copies float16 as our storage's 4-byte floats; an artifact of __half buffers (a
+      // graph's own float16, or --precision fp16) runs through its standalone runner, which holds halves
+      const halves = artifact.kernels.find((k) => k.params.some((p) => p.dtype === "float16"))
+      if (halves) return yield* new LoadError({ target: "cuda", path: "the artifact", reason: `kernel ${halves.name} has float16 (__half) buffers, which the Node device does not hold yet: build and run the artifact's standalone runner (make; ./model)` })
       const nvcc = findNvcc()
       if (!nvcc) return yield* new LoadError({ target: "cuda", path: "the kernels", reason: "nvcc was not found ($CUDA_HOME/bin, by default /usr/local/cuda/bin, or PATH): it builds the kernels for this GPU" })
       const source = artifact.files.get("tessera_kernels.cu")

@@ -9,6 +9,7 @@ import { emitCuda } from "./emit.js"
 import { launcherSource, MODEL_HEADER, planArena } from "./host.js"
 import { makefile, RUNNER_SOURCE } from "./runner.js"
 import { EMULATE_HEADER } from "./emulate.js"
+import { halfKernel, halfValues, packCudaConstants } from "./precision.js"
 
 export const CUDA_KERNELS_FILE = "tessera_kernels.cu"
 
@@ -19,12 +20,12 @@ export interface CudaArtifactOptions {
 
 export const emitCudaArtifact = (program: Program, attrs: CudaAttrs, options: CudaArtifactOptions): Artifact => {
   const compiled = compiledKernels(program)
-  const emitted = emitCuda(
-    compiled.map((k) => k.func),
-    attrs,
-    { restrict: options.restrict },
-  )
-  const plan = planArena(program, emitted)
+  // --precision fp16: the arena's float32 values as halves, each kernel's params to match (precision.ts)
+  const half = attrs.precision === "fp16" ? halfValues(program) : new Set<string>()
+  const funcs = compiled.map((k) => (half.size ? halfKernel(program, k, half, attrs) : k.func))
+  const emitted = emitCuda(funcs, attrs, { restrict: options.restrict })
+  const constants = packCudaConstants(program.graph, half)
+  const plan = planArena(program, emitted, half)
   const launcher = launcherSource(program, emitted, plan, CUDA_KERNELS_FILE)
   const utf8 = (s: string) => new TextEncoder().encode(s)
   const arch = cudaArchOf(attrs)
@@ -46,6 +47,7 @@ export const emitCudaArtifact = (program: Program, attrs: CudaAttrs, options: Cu
       makefile: "Makefile",
       program: "model",
       arch,
+      precision: attrs.precision ?? "fp32",
       arena: { bytes: plan.bytes, constantsBytes: plan.constantsBytes, workspaceOffset: plan.workspaceOffset, workspaceBytes: plan.workspaceBytes },
       launches: emitted.kernels.map((k) => ({
         kernel: k.name,
@@ -53,6 +55,7 @@ export const emitCudaArtifact = (program: Program, attrs: CudaAttrs, options: Cu
         launches: k.launches.map((l) => ({ function: l.symbol, grid: l.grid, block: l.block, sharedBytes: l.sharedBytes })),
       })),
     },
-    kernels: compiled.map((k) => ({ name: k.name, params: paramsOf(k.func) })),
+    kernels: compiled.map((k, i) => ({ name: k.name, params: paramsOf(funcs[i]) })),
+    constants: { bin: constants.bin, index: constants.index },
   }
 }

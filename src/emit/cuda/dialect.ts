@@ -15,9 +15,12 @@
 //   block's `__shared__` array (as the evaluator gives one buffer to the block's threads);
 // - barriers are `__syncthreads();` (verify.ts checks that they sit under block-uniform control);
 // - a loop reducing into one float element keeps the element in a register and stores it once;
+// - a float16 buffer (`--precision fp16`) is CUDA's `__half`: read as `__half2float(b[i])`, written
+//   as `__float2half_rn(x)` (round to nearest even, the TIR evaluator's float16 store); a proven
+//   vectorized copy of halves into float32 is one 4- or 8-byte load widened (tessera_load_half2/4);
 // - expressions are the c target's (../c/expr.ts), their `tessera_*` helpers the prelude's,
 //   compiled for the device.
-import { storageBytes } from "../../ast/graph/dtype.js"
+import { storageBytes, type DType } from "../../ast/graph/dtype.js"
 import { add, c, mul, type Expr } from "../../ast/te/expr.js"
 import { intervalOf } from "../../ast/te/simplify.js"
 import type { PrimFunc } from "../../ast/tir/tir.js"
@@ -33,7 +36,7 @@ export const CUDA_CAPABILITIES = {
   thread: "blockIdx / threadIdx index, guarded where narrower than the launch",
   vthread: "none left (lowering.InjectVirtualThread)",
   parallel: "serial loop in its thread",
-  vectorized: "one float2 / float4 access where proven an aligned contiguous copy (src/ast/tir/vector-access.ts), else a #pragma unroll loop",
+  vectorized: "one float2 / float4 access where proven an aligned contiguous copy (src/ast/tir/vector-access.ts; from halves: one __half2 or 8-byte load, widened), else a #pragma unroll loop",
   unrolled: "#pragma unroll loop",
   barrier: "__syncthreads()",
   shuffle: "__shfl_down_sync(mask, value, offset, width)",
@@ -54,9 +57,15 @@ export interface CudaDialectOptions {
 export const describeCuda = (f: PrimFunc, stored: ReadonlySet<string>): string =>
   `/* ${commentSafe(f.name)}: ${f.params.map((p) => `${commentSafe(p.name)} ${p.dtype}[${(p.view?.shape ?? p.shape).join("x")}]${stored.has(p.name) ? " out" : ""}`).join(", ")} */`
 
+/** The C type of a cuda buffer's elements: the c target's (cStorage), but float16 as CUDA's `__half` (2 bytes: `--precision fp16`'s arena). */
+export const cudaStorage = (d: DType): string => (d === "float16" ? "__half" : cStorage(d))
+
+/** Bytes of one element of a cuda buffer (float16: 2, a `__half`; else our storage's). */
+export const cudaBytes = (d: DType): number => (d === "float16" ? 2 : storageBytes(d))
+
 /** A launch's declaration (`name` its symbol), params under their generated names. */
 export const declareCuda = (name: string, threads: number, f: PrimFunc, params: readonly string[], stored: ReadonlySet<string>, restrict: boolean): string =>
-  `extern "C" __global__ void __launch_bounds__(${threads}) ${name}(${f.params.map((p, k) => `${stored.has(p.name) ? "" : "const "}${cStorage(p.dtype)}*${restrict ? " __restrict__" : ""} ${params[k]}`).join(", ")})`
+  `extern "C" __global__ void __launch_bounds__(${threads}) ${name}(${f.params.map((p, k) => `${stored.has(p.name) ? "" : "const "}${cudaStorage(p.dtype)}*${restrict ? " __restrict__" : ""} ${params[k]}`).join(", ")})`
 
 const flatIndex = (w: Walk, source: string, indices: readonly Expr[]): string => {
   const b = w.buffer(source)
@@ -66,6 +75,9 @@ const flatIndex = (w: Walk, source: string, indices: readonly Expr[]): string =>
   const st = b.strides ?? rowMajor(b.shape)
   return w.expr(indices.reduce<Expr>((acc, x, k) => add(acc, mul(x, c(st[k]))), c(0)))
 }
+
+/** A buffer element as an lvalue (`b[i]`). */
+const element = (source: string, indices: readonly Expr[], w: Walk): string => `${w.buf(source)}[${flatIndex(w, source, indices)}]`
 
 const inThreadLoop = (w: Walk): boolean => w.loops.some((l) => l.forKind === "thread" && l.thread?.startsWith("threadIdx") === true)
 
@@ -124,7 +136,9 @@ export const cudaDialect = (launch: Launch, options: CudaDialectOptions): CDiale
     const v = vectorCopy(s, (name) => w.buffer(name)?.dtype, options.maxVectorBytes)
     if (!v) return undefined
     const t = `float${v.lanes}`
-    return [`*reinterpret_cast<${t}*>(&${w.buf(v.dst)}[${w.expr(v.dstBase)}]) = *reinterpret_cast<const ${t}*>(&${w.buf(v.src)}[${w.expr(v.srcBase)}]); /* ${v.lanes} lanes, aligned */`]
+    // halves widened on the way (a fetch of a `--precision fp16` tensor into float32 shared memory): one __half2 or 8-byte load
+    const load = v.srcDtype === "float16" ? `tessera_load_half${v.lanes}(&${w.buf(v.src)}[${w.expr(v.srcBase)}])` : `*reinterpret_cast<const ${t}*>(&${w.buf(v.src)}[${w.expr(v.srcBase)}])`
+    return [`*reinterpret_cast<${t}*>(&${w.buf(v.dst)}[${w.expr(v.dstBase)}]) = ${load}; /* ${v.lanes} lanes, aligned */`]
   }
   return {
     target: "cuda",
@@ -132,15 +146,16 @@ export const cudaDialect = (launch: Launch, options: CudaDialectOptions): CDiale
     wholeLoop,
     signature: (f, name, params, stored) => [describeCuda(f, stored), `${declareCuda(name, threads, f, params, stored, options.restrict)} {`],
     expr: C_EXPR,
-    access: (source, indices, w) => `${w.buf(source)}[${flatIndex(w, source, indices)}]`,
+    // (a read: a half widens to float; stores write their element themselves)
+    access: (source, indices, w) => (w.buffer(source)?.dtype === "float16" ? `__half2float(${element(source, indices, w)})` : element(source, indices, w)),
     loop,
     reduceLoop,
     allocate: (s, w) => {
       const b = s.buffer
       const n = storageElements(b)
       const shared = threads > 1 && !inThreadLoop(w)
-      const note = `/* ${commentSafe(b.name)} ${b.dtype}[${b.shape.join("x")}] @${commentSafe(b.scope)}: ${n * storageBytes(b.dtype)} bytes ${shared ? "of the block" : "of the thread"} */`
-      return { open: ["{", `  ${shared ? "__shared__ __align__(16) " : "__align__(16) "}${cStorage(b.dtype)} ${w.buf(b.name)}[${n}]; ${note}`], close: ["}"] }
+      const note = `/* ${commentSafe(b.name)} ${b.dtype}[${b.shape.join("x")}] @${commentSafe(b.scope)}: ${n * cudaBytes(b.dtype)} bytes ${shared ? "of the block" : "of the thread"} */`
+      return { open: ["{", `  ${shared ? "__shared__ __align__(16) " : "__align__(16) "}${cudaStorage(b.dtype)} ${w.buf(b.name)}[${n}]; ${note}`], close: ["}"] }
     },
     let: (s, w) => {
       const cls = valueClass(s.var.dtype)
@@ -152,6 +167,8 @@ export const cudaDialect = (launch: Launch, options: CudaDialectOptions): CDiale
       store: (s, w) => {
         const b = w.buffer(s.buffer)
         if (!b) return w.fail(`store to the unknown buffer ${commentSafe(s.buffer)}`)
+        // a half is the float32 value rounded to nearest even (the TIR evaluator's float16 store)
+        if (b.dtype === "float16") return [`${element(s.buffer, s.indices, w)} = __float2half_rn(${castC("float32", s.value.dtype, w.expr(s.value))});`]
         return [`${w.access(s.buffer, s.indices)} = ${castC(b.dtype, s.value.dtype, w.expr(s.value))};`]
       },
       evaluate: (s, w) => [`(void)(${w.expr(s.value)});`],
@@ -159,6 +176,7 @@ export const cudaDialect = (launch: Launch, options: CudaDialectOptions): CDiale
       shuffle: (s, w) => {
         const b = w.buffer(s.buffer)
         if (!b) return w.fail(`shuffle into the unknown buffer ${commentSafe(s.buffer)}`)
+        if (b.dtype === "float16") return w.fail(`a warp shuffle into the float16 buffer ${commentSafe(s.buffer)}: partial sums stay float32`)
         return [`${w.access(s.buffer, s.indices)} = __shfl_down_sync(0x${(s.mask >>> 0).toString(16)}u, ${castC(b.dtype, s.value.dtype, w.expr(s.value))}, ${s.offset}, ${s.width});`]
       },
       intrinsic: (s, w) => w.fail(`intrinsic ${commentSafe(s.intrin.name)} needs lowering.LowerIntrinsics before the cuda emitter`),

@@ -5,14 +5,14 @@
 // inputs and outputs, and one workspace region that every kernel's workspace buffers reuse (the
 // kernels run one after another on one stream). Each value's place is an offset known here, so
 // the launcher is a list of `<<<grid, block>>>` calls with pointers into the arena. Pure.
-import { storageBytes, type DType } from "../../ast/graph/dtype.js"
+import type { DType } from "../../ast/graph/dtype.js"
 import type { Graph } from "../../ast/graph/graph.js"
 import { sizeOf } from "../../ast/graph/tensor.js"
 import { storageElements } from "../../ast/tir/analysis.js"
 import { indexChecks } from "../../lowering/index-checks.js"
 import type { Program } from "../../lowering/program.js"
 import { commentSafe } from "../c-family/names.js"
-import { cStorage } from "../c/expr.js"
+import { cudaBytes, cudaStorage } from "./dialect.js"
 import { EmitError } from "../emit-error.js"
 import type { CudaEmitted } from "./emit.js"
 
@@ -23,14 +23,14 @@ export const CONSTANTS_ALIGN = 64
 
 const up = (n: number, a: number) => Math.ceil(n / a) * a
 
-/** constants.bin's layout: each initializer's offset in graph order, each 64-byte aligned, and its total size. */
-export const constantsLayout = (graph: Graph): { readonly offsets: ReadonlyMap<string, number>; readonly bytes: number } => {
+/** constants.bin's layout: each initializer's offset in graph order, each 64-byte aligned, and its total size (a float16 one, or one in `half`, 2 bytes an element: packCudaConstants). */
+export const constantsLayout = (graph: Graph, half: ReadonlySet<string> = new Set()): { readonly offsets: ReadonlyMap<string, number>; readonly bytes: number } => {
   const offsets = new Map<string, number>()
   let off = 0
   for (const [name, t] of graph.initializers) {
     off = up(off, CONSTANTS_ALIGN)
     offsets.set(name, off)
-    off += t.data.byteLength
+    off += half.has(name) || t.dtype === "float16" ? t.data.length * 2 : t.data.byteLength
   }
   return { offsets, bytes: off }
 }
@@ -44,7 +44,7 @@ export interface TensorIo {
   readonly elements: number
   /** The .npy descr of the dtype ('<f4', '<i8', …). */
   readonly npy: string
-  /** How the arena holds it: as the file's bytes (int64 as int64_t too), or uint64 as doubles. */
+  /** How the arena holds it: as the file's bytes (int64 as int64_t, float16 as __half too), or uint64 as doubles. */
   readonly storage: "raw" | "u8-as-f8" | "unsupported"
 }
 
@@ -64,8 +64,8 @@ const NPY: { readonly [D in DType]: string } = {
   bool: "|b1",
 }
 
-// int64 is int64_t in the arena, as in constants.bin and the kernels (cStorage); uint64 is still held as a double
-const storageOf = (d: DType): TensorIo["storage"] => (d === "uint64" ? "u8-as-f8" : d === "float16" || d === "bfloat16" ? "unsupported" : "raw")
+// int64 is int64_t in the arena, as in constants.bin and the kernels (cStorage), float16 a __half (cudaStorage); uint64 is still held as a double
+const storageOf = (d: DType): TensorIo["storage"] => (d === "uint64" ? "u8-as-f8" : d === "bfloat16" ? "unsupported" : "raw")
 
 export interface ArenaPlan {
   readonly bytes: number
@@ -84,20 +84,21 @@ const staticShape = (g: Graph, v: string): number[] | undefined => {
 }
 const dtypeOf = (g: Graph, v: string): DType => (g.valueTypes.get(v) ?? g.inputs.find((i) => i.name === v)?.type ?? g.initializers.get(v))!.dtype
 
-/** The arena of a program whose kernels are `emitted` (throws EmitError for a value without a static shape). */
-export const planArena = (program: Program, emitted: CudaEmitted): ArenaPlan => {
+/** The arena of a program whose kernels are `emitted`, the values in `half` held as halves (throws EmitError for a value without a static shape). */
+export const planArena = (program: Program, emitted: CudaEmitted, half: ReadonlySet<string> = new Set()): ArenaPlan => {
   const { graph, memory } = program
   const fail = (reason: string): never => {
     throw new EmitError({ target: "cuda", reason })
   }
-  const constants = constantsLayout(graph)
+  const constants = constantsLayout(graph, half)
+  const bytesOf = (v: string): number => cudaBytes(half.has(v) ? "float16" : dtypeOf(graph, v))
   const offsets = new Map<string, number>(constants.offsets)
   let end = up(constants.bytes, ARENA_ALIGN)
   // storage blocks sized for the largest view any value takes of them (as the executor's)
   const blockBytes = new Array<number>(memory.storages.length).fill(0)
   for (const a of memory.values) {
     const shape = staticShape(graph, a.value) ?? fail(`value ${commentSafe(a.value)} has no static shape`)
-    blockBytes[a.storage] = Math.max(blockBytes[a.storage], sizeOf(shape) * storageBytes(dtypeOf(graph, a.value)))
+    blockBytes[a.storage] = Math.max(blockBytes[a.storage], sizeOf(shape) * bytesOf(a.value))
   }
   const blockAt = blockBytes.map((b) => {
     const at = end
@@ -111,7 +112,7 @@ export const planArena = (program: Program, emitted: CudaEmitted): ArenaPlan => 
     if (shape.length > 8) fail(`the model's value ${commentSafe(name)} has rank ${shape.length}; the runner reads and writes up to rank 8`)
     if (!offsets.has(name)) {
       offsets.set(name, end)
-      end = up(end + Math.max(1, sizeOf(shape) * storageBytes(dtype)), ARENA_ALIGN)
+      end = up(end + Math.max(1, sizeOf(shape) * cudaBytes(dtype)), ARENA_ALIGN)
     }
     return { name, dtype, shape, offset: offsets.get(name)!, elements: sizeOf(shape), npy: NPY[dtype], storage: storageOf(dtype) }
   }
@@ -121,7 +122,7 @@ export const planArena = (program: Program, emitted: CudaEmitted): ArenaPlan => 
   let workspaceBytes = 0
   for (const k of emitted.kernels) {
     let w = 0
-    for (const b of k.workspace) w = up(w + storageElements(b) * storageBytes(b.dtype), ARENA_ALIGN)
+    for (const b of k.workspace) w = up(w + storageElements(b) * cudaBytes(b.dtype), ARENA_ALIGN)
     workspaceBytes = Math.max(workspaceBytes, w)
   }
   return { bytes: workspaceOffset + workspaceBytes, constantsBytes: constants.bytes, offsets, workspaceOffset, workspaceBytes, inputs, outputs }
@@ -157,13 +158,13 @@ export const launcherSource = (program: Program, emitted: CudaEmitted, plan: Are
     const ek = byName.get(k.name) ?? fail("was not emitted", k.name)
     const args = k.args.map((value, j) => {
       const off = plan.offsets.get(value) ?? fail(`argument ${commentSafe(value)} has no place in the arena`, k.name)
-      return `(${cStorage(ek.params[j].dtype)}*)(arena + ${off})`
+      return `(${cudaStorage(ek.params[j].dtype)}*)(arena + ${off})`
     })
     let w = plan.workspaceOffset
     const ws = ek.workspace.map((b) => {
       const at = w
-      w = up(w + storageElements(b) * storageBytes(b.dtype), ARENA_ALIGN)
-      return `(${cStorage(b.dtype)}*)(arena + ${at})`
+      w = up(w + storageElements(b) * cudaBytes(b.dtype), ARENA_ALIGN)
+      return `(${cudaStorage(b.dtype)}*)(arena + ${at})`
     })
     calls.push(`  /* ${k.name}: group ${k.group} (${commentSafe((group?.ops ?? []).join("+"))}) */`)
     for (const l of ek.launches) {
@@ -173,7 +174,7 @@ export const launcherSource = (program: Program, emitted: CudaEmitted, plan: Are
   }
   const table = (name: string, ts: readonly TensorIo[]) => [
     `const tessera_tensor ${name}[] = {`,
-    ...ts.map((t) => `  {${cString(t.name)}, ${cString(t.dtype)}, ${cString(t.npy)}, ${cString(t.storage)}, ${storageBytes(t.dtype)}, ${t.offset}, ${t.elements}, ${t.shape.length}, {${[...t.shape, 0].join(", ")}}},`),
+    ...ts.map((t) => `  {${cString(t.name)}, ${cString(t.dtype)}, ${cString(t.npy)}, ${cString(t.storage)}, ${cudaBytes(t.dtype)}, ${t.offset}, ${t.elements}, ${t.shape.length}, {${[...t.shape, 0].join(", ")}}},`),
     ...(ts.length ? [] : ["  {0, 0, 0, 0, 0, 0, 0, 0, {0}},"]),
     "};",
     `const int ${name}_count = ${ts.length};`,
