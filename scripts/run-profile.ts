@@ -64,11 +64,14 @@ for (let i = 0; i < RUNS; i++) {
 // each kernel inside the sequence
 const inner = mod.run
 const seq = new Map<string, number[]>()
+const faults = new Map<string, number[]>()
 const seen = new Map<string, readonly DeviceBuffer[]>()
 ;(mod as { run: typeof inner }).run = (k, a) => {
+  const f0 = process.resourceUsage().minorPageFault
   const t0 = now()
   inner(k, a)
   const t = now() - t0
+  faults.set(k, [...(faults.get(k) ?? []), process.resourceUsage().minorPageFault - f0])
   seq.set(k, [...(seq.get(k) ?? []), t])
   seen.set(k, a)
 }
@@ -96,7 +99,7 @@ for (const k of program.kernels) {
   const wbytes = k.args.filter((v) => program.graph.initializers.has(v)).reduce((x, v) => x + program.graph.initializers.get(v)!.data.byteLength, 0)
   bytesW += wbytes
   sumSeq += s; sumWarm += warm; sumCold += cold
-  lines.push(`${k.name}\t${grp.ops.join("+")}\tseq ${s.toFixed(3)}\twarm ${warm.toFixed(3)}\tcold ${cold.toFixed(3)}\t+${(s - warm).toFixed(3)}\t${(fl / s / 1e6).toFixed(1)} GF/s\tw ${(wbytes / 1e6).toFixed(2)} MB`)
+  lines.push(`${k.name}\t${grp.ops.join("+")}\tseq ${s.toFixed(3)}\twarm ${warm.toFixed(3)}\tcold ${cold.toFixed(3)}\t+${(s - warm).toFixed(3)}\t${(fl / s / 1e6).toFixed(1)} GF/s\tw ${(wbytes / 1e6).toFixed(2)} MB\tpage faults ${median(faults.get(k.name)!)}`)
 }
 console.log(lines.join("\n"))
 console.log(`${file ?? name}, ${kind}, ${threads} thread(s): end-to-end median ${median(e2e).toFixed(2)} ms; kernels in sequence ${sumSeq.toFixed(2)} ms, alone warm ${sumWarm.toFixed(2)} ms, alone cold ${sumCold.toFixed(2)} ms; constants ${(bytesW / 1e6).toFixed(1)} MB; executor outside kernels ${(median(e2e) - sumSeq).toFixed(2)} ms; kernels ${program.kernels.length}`)

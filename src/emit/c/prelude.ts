@@ -170,18 +170,26 @@ const allocator = (linkage: string): string => `/* heap allocations for large bu
    size: a kernel's scratch buffers (a padded input, Winograd's transforms) are not unmapped and
    faulted in again on every call. A block's own size is kept in the 64 bytes before it: a kept
    block handed to a smaller request is kept again at its own size, not the request's (else the
-   larger requests of the next run find no block and fault fresh pages in) */
+   larger requests of the next run find no block and fault fresh pages in). A request takes the
+   smallest kept block that fits (else a kernel's smaller scratch, asked for first, takes the block
+   its larger one needs next, and that one faults fresh pages in on every run) */
 #define TESSERA_KEEP 8
 static _Thread_local void* tessera_kept[TESSERA_KEEP];
 ${linkage}void* tessera_alloc(size_t bytes) {
   size_t n = (bytes + 63) & ~(size_t)63;
+  int best = -1;
+  size_t bestHave = 0;
   for (int i = 0; i < TESSERA_KEEP; i++) {
     size_t have = tessera_kept[i] ? *(size_t*)((char*)tessera_kept[i] - 64) : 0;
-    if (have >= n && have / 2 <= n) {
-      void* p = tessera_kept[i];
-      tessera_kept[i] = 0;
-      return p;
+    if (have >= n && have / 2 <= n && (best < 0 || have < bestHave)) {
+      best = i;
+      bestHave = have;
     }
+  }
+  if (best >= 0) {
+    void* p = tessera_kept[best];
+    tessera_kept[best] = 0;
+    return p;
   }
   char* base = (char*)aligned_alloc(64, n + 64);
   if (!base) { fprintf(stderr, "tessera: out of memory allocating %zu bytes\\n", bytes); abort(); }
