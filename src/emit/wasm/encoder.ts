@@ -209,6 +209,8 @@ export const OPS = {
   "f32x4.div": { code: simd(0xe7), imm: "none" },
   "f32x4.min": { code: simd(0xe8), imm: "none" },
   "f32x4.max": { code: simd(0xe9), imm: "none" },
+  "f32x4.pmin": { code: simd(0xea), imm: "none" },
+  "f32x4.pmax": { code: simd(0xeb), imm: "none" },
   "f64x2.abs": { code: simd(0xec), imm: "none" },
   "f64x2.neg": { code: simd(0xed), imm: "none" },
   "f64x2.sqrt": { code: simd(0xef), imm: "none" },

@@ -10,6 +10,7 @@ import type { Stmt } from "../../ast/tir/tir.js"
 import type { Op } from "./encoder.js"
 import { emitLoopLatch, STORAGE, type FnBuilder } from "./builder.js"
 import { emitAddress, emitExpr, emitExprAs, invalidate, type Scope } from "./expr.js"
+import { pseudoMinMax, type PseudoMinMax } from "./min-max.js"
 import { emitRegVecRead, emitRegVecWrite, LANE_DTYPE, type RegLane as Lane } from "./registers.js"
 
 type VStore = Stmt & { kind: "store" }
@@ -94,6 +95,13 @@ const VBIN: { readonly [L in Lane]: Partial<Record<string, Op>> } = {
 const VCALL: { readonly [L in Lane]: Partial<Record<Intrinsic, Op>> } = {
   f32: { sqrt: "f32x4.sqrt", fabs: "f32x4.abs", neg: "f32x4.neg", floor: "f32x4.floor", ceil: "f32x4.ceil", round: "f32x4.nearest" },
   i32: { fabs: "i32x4.abs", neg: "i32x4.neg" },
+}
+
+/** `op(a, b)` with one operand a constant: the other operand, the constant and how to emit it. */
+const againstConstant = (op: "min" | "max", a: Expr, b: Expr): (PseudoMinMax & { x: Expr; c: Expr }) | undefined => {
+  const [x, k] = b.kind === "const" ? [a, b] : a.kind === "const" ? [b, a] : [undefined, undefined]
+  const p = k?.kind === "const" ? pseudoMinMax(op, k.value) : undefined
+  return p && x && k ? { ...p, x, c: k } : undefined
 }
 
 /**
@@ -208,11 +216,24 @@ export const emitVectorLoop = (
         }
         return
       }
-      case "bin":
+      case "bin": {
+        // a float min / max against a constant: the pseudo-op (./min-max.ts), the varying operand first
+        const pseudo = plan.lane === "f32" && (e.op === "min" || e.op === "max") ? againstConstant(e.op, e.a, e.b) : undefined
+        if (pseudo) {
+          value(s, pseudo.x, at)
+          value(s, pseudo.c, at)
+          fb.op(pseudo.op)
+          if (pseudo.addZero) {
+            value(s, pseudo.c, at)
+            fb.op("f32x4.add")
+          }
+          return
+        }
         value(s, e.a, at)
         value(s, e.b, at)
         fb.op(VBIN[plan.lane][e.op]!)
         return
+      }
       case "call":
         e.args.forEach((a) => value(s, a, at))
         fb.op(VCALL[plan.lane][e.fn as Intrinsic]!)
