@@ -10,7 +10,8 @@ import { arbGraphCase } from "../src/ast/graph/arbitrary.js"
 import { BACKENDS } from "../src/backend/index.js"
 import { hostCpu } from "../src/device/host.js"
 import { aliasedKernels, artifactText, compiledKernels, type Program } from "../src/lowering/program.js"
-import { compileGraph } from "../src/pipeline.js"
+import { compileGraph, emitArtifact } from "../src/pipeline.js"
+import { targetSettings } from "../src/cli/targets.js"
 import { lawParams } from "../laws/support.js"
 import { NetBuilder } from "../src/zoo/builder.js"
 import { convBnAct, reluAct, sigmoid, squeezeExcite } from "../src/zoo/layers.js"
@@ -68,5 +69,22 @@ describe("c: restrict per kernel", () => {
       }),
       lawParams(30),
     )
+  }, 60_000)
+
+  it("cuda: the same — the in-place gate multiply's launches drop __restrict__, every other kernel's keep it", async () => {
+    const cuda = targetSettings("cuda", 1, { cudaArch: "sm_90" }).target
+    const program = await Effect.runPromise(compileGraph(seBlock(), cuda))
+    const artifact = await Effect.runPromise(emitArtifact(program, cuda))
+    const source = [...artifact.files.keys()].filter((f) => f.endsWith(".cu")).map((f) => artifactText(artifact, f)!).join("\n")
+    const aliased = aliasedKernels(program)
+    expect(aliased.size).toBe(1)
+    // each launch's definition: `extern "C" __global__ void __launch_bounds__(N) <kernel>[_suffix](…) {`
+    const defs = source.split("\n").filter((l) => l.startsWith('extern "C" __global__'))
+    expect(defs.length).toBeGreaterThanOrEqual(compiledKernels(program).length)
+    for (const d of defs) {
+      const name = /__launch_bounds__\(\d+\) (\w+)\(/.exec(d)![1]
+      const kernel = compiledKernels(program).map((k) => k.func.name).find((k) => name === k || name.startsWith(`${k}_`))!
+      expect({ name, restrict: d.includes("__restrict__") }).toEqual({ name, restrict: !aliased.has(kernel) })
+    }
   }, 60_000)
 })

@@ -12,7 +12,7 @@ import { emitCuda } from "../emit/cuda/emit.js"
 import { LAUNCHES_PREFIX } from "../device/cuda/measure.js"
 import { storageElements } from "../ast/tir/analysis.js"
 import { storageBytes } from "../ast/graph/dtype.js"
-import { kernelsAlias, type Artifact } from "../lowering/program.js"
+import { aliasedKernels, type Artifact } from "../lowering/program.js"
 import { cudaSchedules, gpuTemplate } from "../lowering/templates/gpu/index.js"
 import { cudaTirPipeline } from "../lowering/tir/cuda-pipeline.js"
 import { defaultPasses } from "../rewrite/index.js"
@@ -71,7 +71,7 @@ export const cuda: Backend<"cuda"> = {
     tir: (target) => cudaTirPipeline(target.attrs),
     // its kernels share the c target's int64_t (cStorage), and the runner and constants.bin hold int64 as int64_t
     exactInt64: true,
-    emit: (program, target) => emitCudaArtifact(program, target.attrs, { restrict: !kernelsAlias(program) }),
+    emit: (program, target) => emitCudaArtifact(program, target.attrs, { aliased: aliasedKernels(program) }),
     // tuning candidates: their kernels and, per candidate, its launches for the device (src/device/cuda/measure.ts)
     // checked against the record of the GPU being tuned (`--cuda-arch`), not the default's
     renderCandidates: (funcs, target) => {

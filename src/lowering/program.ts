@@ -94,6 +94,3 @@ export const aliasedKernels = (program: Program): ReadonlySet<string> => {
   }
   return out
 }
-
-/** Does any compiled kernel pass one block as two params (aliasedKernels is not empty)? */
-export const kernelsAlias = (program: Program): boolean => aliasedKernels(program).size > 0

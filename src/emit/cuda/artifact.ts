@@ -14,8 +14,8 @@ import { halfKernel, halfValues, packCudaConstants } from "./precision.js"
 export const CUDA_KERNELS_FILE = "tessera_kernels.cu"
 
 export interface CudaArtifactOptions {
-  /** Params are declared `__restrict__` (no in-place kernel passes one block as two). */
-  readonly restrict: boolean
+  /** The in-place kernels (one block passed as two params): their params are not `__restrict__`; every other kernel's are. */
+  readonly aliased: ReadonlySet<string>
 }
 
 export const emitCudaArtifact = (program: Program, attrs: CudaAttrs, options: CudaArtifactOptions): Artifact => {
@@ -23,7 +23,7 @@ export const emitCudaArtifact = (program: Program, attrs: CudaAttrs, options: Cu
   // --precision fp16: the arena's float32 values as halves, each kernel's params to match (precision.ts)
   const half = attrs.precision === "fp16" ? halfValues(program) : new Set<string>()
   const funcs = compiled.map((k) => (half.size ? halfKernel(program, k, half, attrs) : k.func))
-  const emitted = emitCuda(funcs, attrs, { restrict: options.restrict })
+  const emitted = emitCuda(funcs, attrs, { aliased: options.aliased })
   const constants = packCudaConstants(program.graph, half)
   const plan = planArena(program, emitted, half)
   const launcher = launcherSource(program, emitted, plan, CUDA_KERNELS_FILE)

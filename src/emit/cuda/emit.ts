@@ -19,6 +19,8 @@ import { sharedBytes, verifyLaunch } from "./verify.js"
 export interface CudaEmitOptions {
   /** Params are declared `__restrict__` (they never overlap). Default true. */
   readonly restrict?: boolean
+  /** Functions whose params may overlap (in-place kernels): declared without `__restrict__` whatever `restrict` says. */
+  readonly aliased?: ReadonlySet<string>
 }
 
 /** One launch of a kernel, as the host launcher makes it. */
@@ -85,7 +87,7 @@ export const emitCuda = (funcs: readonly PrimFunc[], attrs: CudaAttrs, options: 
     const split = splitLaunches(f)
     const launches = split.launches.map((l): CudaLaunch => {
       verifyLaunch(l, attrs)
-      const text = renderFunction(cudaDialect(l, { restrict: options.restrict ?? true, index: fitsInt32(l.func.body) ? "int" : "int64_t", maxVectorBytes: attrs.maxVectorBytes }), l.func, l.name)
+      const text = renderFunction(cudaDialect(l, { restrict: (options.restrict ?? true) && !options.aliased?.has(f.name), index: fitsInt32(l.func.body) ? "int" : "int64_t", maxVectorBytes: attrs.maxVectorBytes }), l.func, l.name)
       const key = codeKey(l.name, text)
       let symbol = byCode.get(key)
       if (symbol === undefined) {
