@@ -130,6 +130,24 @@ describe("VTA conv2d on a ResNet-like layer", () => {
     expect(() => lowerConv2d(d, { ...x, bias: true }, s)).not.toThrow()
   })
 
+  it("a shift above 15 is several SHRs (one SHR's amount is a signed 5-bit operand: 16..31 would shift left), on both paths", () => {
+    const x: VtaConv2d = { ci: 4, co: 1, h: 6, w: 6, kh: 3, kw: 3, stride: 1, pad: 1, shift: 16 }
+    const big = seededInt8(103, x.ci * x.h * x.w * 16, -128, 127)
+    const wbig = seededInt8(104, x.co * x.ci * 9 * 256, -128, 127)
+    for (const shift of [15, 16, 20, 31]) {
+      const xs = { ...x, shift }
+      const ref = Array.from(reference(xs, big, wbig))
+      if (shift === 16) expect(ref.some((v) => v > 0 && v < 127)).toBe(true) // the sums reach past 2^16
+      for (const path of ["passes", "generator"] as const)
+        for (const vthreads of [1, 2]) {
+          const p = lowerConv2d(d, xs, { tileOh: 3, tileCo: 1, vthreads }, path)
+          const r = runVtaSync(d, p.insns, withTensors(p, big, wbig))
+          expect(Array.from(readOut(d, xs, p, r.dram)), `shift ${shift}, ${path}, ${vthreads} vthreads`).toEqual(ref)
+          expect(r.stats.aluOps).toBe(({ 15: 3, 16: 4, 20: 4, 31: 5 } as Record<number, number>)[shift] * 6 * 6) // SHR 15 | 15, 1 | 15, 5 | 15, 15, 1 — then MAX, MIN
+        }
+    }
+  })
+
   it("tiles larger than a buffer are a VtaScheduleError", () => {
     expect(() => lowerConv2d(d, { ...layer, ci: 32, h: 56, w: 56 }, { tileOh: 56, tileCo: 1, vthreads: 2 })).toThrow(VtaScheduleError)
     expect(() => lowerConv2d(d, layer, { tileOh: 1, tileCo: 3, vthreads: 1 })).toThrow(/does not divide/)

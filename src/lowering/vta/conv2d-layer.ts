@@ -71,14 +71,28 @@ export interface VtaConv2dSchedule {
 }
 
 /**
- * The requantize epilogue's ALU instructions a tile (SHR, MAX 0, MIN 127), each one pass over the
- * tile's accumulators. Three is the least for clip(acc >> s, 0, 127) with VTA's two-operand ALU:
- * each of the three ops changes values the other two keep.
+ * The requantize epilogue's ALU instructions a tile (SHR, MAX 0, MIN 127) for a shift of 1 to
+ * VTA_SHR_MAX, each one pass over the tile's accumulators. Three is the least for clip(acc >> s, 0,
+ * 127) with VTA's two-operand ALU: each of the three ops changes values the other two keep.
  */
 export const EPILOGUE_ALU_PASSES = 3
 
-/** The layer's ALU passes a tile: the requantize's three, and the bias's ADD when it has one. */
-export const epilogueAluPasses = (x: VtaConv2d): number => EPILOGUE_ALU_PASSES + (x.bias ? 1 : 0)
+/**
+ * The largest right shift one ALU SHR makes: its operand is read as a signed LOG_ACC_WIDTH-bit
+ * amount (VTA_SHR_ARG_BIT_WIDTH; accumulators are always 32-bit here, so 5 bits, −16..15) — an
+ * immediate of 16..31 would shift LEFT (src/device/vta/execute.ts, as the hardware's ap_int does).
+ */
+export const VTA_SHR_MAX = 15
+
+/** The SHR amounts that make a right shift by k: none for 0, k itself up to VTA_SHR_MAX, else steps of VTA_SHR_MAX and the rest (⌊⌊x/2^a⌋/2^b⌋ = ⌊x/2^(a+b)⌋). */
+export const shrStepsOf = (k: number): number[] => {
+  const steps: number[] = []
+  for (let r = k; r > 0; r -= VTA_SHR_MAX) steps.push(Math.min(r, VTA_SHR_MAX))
+  return steps
+}
+
+/** The layer's ALU passes a tile: its shift's SHRs (one for 1..15), MAX and MIN, and the bias's ADD when it has one. */
+export const epilogueAluPasses = (x: VtaConv2d): number => 2 + shrStepsOf(x.shift).length + (x.bias ? 1 : 0)
 
 /**
  * The least entries of an epilogue chunk, from the cycle model (the target's record, never this
