@@ -10,7 +10,7 @@ import type { VtaInsn } from "../src/ast/vta/isa.js"
 import { VtaDeadlockError, VtaRaceError } from "../src/device/vta/errors.js"
 import { VTA_CYCLE_MODEL, type VtaCycleModel } from "../src/device/vta/cycle-model.js"
 import { runVtaSync } from "../src/device/vta/simulator.js"
-import { defaultConv2dSchedule, EPILOGUE_ALU_PASSES, lowerConv2d, outSize, readOut, VtaScheduleError, withTensors, type VtaConv2d } from "../src/lowering/vta/conv2d.js"
+import { defaultConv2dSchedule, defaultEpilogueChunk, EPILOGUE_ALU_PASSES, epilogueChunkOf, lowerConv2d, outSize, readOut, VtaScheduleError, withTensors, type VtaConv2d } from "../src/lowering/vta/conv2d.js"
 import { seededInt8 } from "../laws/vta/programs.js"
 
 const d = deriveVta(defaultVtaConfig)
@@ -128,6 +128,44 @@ describe("VTA conv2d on a ResNet-like layer", () => {
     const s = defaultConv2dSchedule(d, { ...x, bias: true }, 1)
     expect(s).toEqual({ tileOh: 32, tileCo: 1, tileCi: 1, order: "co-oh", vthreads: 1 })
     expect(() => lowerConv2d(d, { ...x, bias: true }, s)).not.toThrow()
+  })
+
+  it("with two threads the epilogue runs in chunks of the least entries the cycle model gives: the same bytes, the drain one chunk's STORE, fewer cycles", () => {
+    expect(defaultEpilogueChunk(d, layer)).toBe(16) // 64 / (3·2 − 16/8)
+    const s = { tileOh: 7, tileCo: 2, vthreads: 2 }
+    expect(epilogueChunkOf(d, layer, s)).toEqual({ rows: 2 })
+    const runOf = (chunk?: number) => {
+      const p = lowerConv2d(d, layer, { ...s, ...(chunk === undefined ? {} : { epilogueChunk: chunk }) })
+      const r = runVtaSync(d, p.insns, withTensors(p, data, kernel))
+      const lastAlu = Math.max(...r.timeline.filter((_, i) => p.insns[i].op === "ALU").map((t) => t.end))
+      return { out: Array.from(readOut(d, layer, p, r.dram)), cycles: r.stats.totalCycles, drain: r.stats.totalCycles - lastAlu, aluOps: r.stats.aluOps }
+    }
+    const whole = runOf(0)
+    const chunked = runOf()
+    expect(whole.out).toEqual(want)
+    expect(chunked.out).toEqual(want)
+    expect(chunked.aluOps).toBe(whole.aluOps) // the same passes over the same rows
+    expect(whole.drain).toBe(2 * (64 + (7 * 14 * 16) / 8)) // after the last MIN: the last tile's two STOREs of 7 rows × 14
+    expect(chunked.drain).toBeLessThanOrEqual(2 * (64 + (2 * 14 * 16) / 8)) // the rest of one chunk's STORE of 2 rows and the last (shorter) chunk's
+    expect(chunked.cycles).toBeLessThan(whole.cycles)
+  })
+
+  it("a shift above 15 is several SHRs (one SHR's amount is a signed 5-bit operand: 16..31 would shift left), on both paths", () => {
+    const x: VtaConv2d = { ci: 4, co: 1, h: 6, w: 6, kh: 3, kw: 3, stride: 1, pad: 1, shift: 16 }
+    const big = seededInt8(103, x.ci * x.h * x.w * 16, -128, 127)
+    const wbig = seededInt8(104, x.co * x.ci * 9 * 256, -128, 127)
+    for (const shift of [15, 16, 20, 31]) {
+      const xs = { ...x, shift }
+      const ref = Array.from(reference(xs, big, wbig))
+      if (shift === 16) expect(ref.some((v) => v > 0 && v < 127)).toBe(true) // the sums reach past 2^16
+      for (const path of ["passes", "generator"] as const)
+        for (const vthreads of [1, 2]) {
+          const p = lowerConv2d(d, xs, { tileOh: 3, tileCo: 1, vthreads }, path)
+          const r = runVtaSync(d, p.insns, withTensors(p, big, wbig))
+          expect(Array.from(readOut(d, xs, p, r.dram)), `shift ${shift}, ${path}, ${vthreads} vthreads`).toEqual(ref)
+          expect(r.stats.aluOps).toBe(({ 15: 3, 16: 4, 20: 4, 31: 5 } as Record<number, number>)[shift] * 6 * 6) // SHR 15 | 15, 1 | 15, 5 | 15, 15, 1 — then MAX, MIN
+        }
+    }
   })
 
   it("tiles larger than a buffer are a VtaScheduleError", () => {

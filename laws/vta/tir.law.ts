@@ -1,6 +1,6 @@
 // VTA's TIR passes (src/lowering/vta/tir/) on random int8 conv2d layers — channel blocks, sizes,
 // 1×1 / 3×3 kernels, stride 1 / 2, padding 0 / 1, shift, bias, clip bound — and random schedules
-// (tile rows, channel blocks, reduction steps, loop order, 1–4 virtual threads):
+// (tile rows, channel blocks, reduction steps, loop order, 1–4 virtual threads, epilogue chunks):
 // - the schedule's TIR, run by the VTA TIR evaluator, stores what the TE says (evaluateTE);
 // - each pass — DMA injection, ALU matching, micro-op folding, virtual-thread expansion — gives a
 //   program the evaluator runs to the same output as its input;
@@ -37,7 +37,8 @@ const arbCaseOf = (maxC: number, maxHW: number) => fc
     k: fc.constantFrom(1, 3),
     stride: fc.constantFrom(1, 2),
     pad: fc.constantFrom(0, 1),
-    shift: fc.integer({ min: 0, max: 10 }),
+    // past 15 a shift takes several SHRs (one SHR's amount is a signed 5-bit operand)
+    shift: fc.oneof(fc.integer({ min: 0, max: 10 }), fc.integer({ min: 11, max: 31 })),
     bias: fc.boolean(),
     clipLo: fc.option(fc.integer({ min: -128, max: 0 }), { nil: undefined }),
     seed: fc.nat(),
@@ -50,7 +51,7 @@ const arbCaseOf = (maxC: number, maxHW: number) => fc
     return fc.record({
       x: fc.constant(x),
       seed: fc.constant(r.seed),
-      s: fc.record({ tileOh: fc.integer({ min: 1, max: oh }), tileCo: fc.constantFrom(...divs(r.co)), tileCi: fc.constantFrom(...divs(r.ci)), order: fc.constantFrom("co-oh" as const, "oh-co" as const), vthreads: fc.integer({ min: 1, max: 4 }) }),
+      s: fc.record({ tileOh: fc.integer({ min: 1, max: oh }), tileCo: fc.constantFrom(...divs(r.co)), tileCi: fc.constantFrom(...divs(r.ci)), order: fc.constantFrom("co-oh" as const, "oh-co" as const), vthreads: fc.integer({ min: 1, max: 4 }), epilogueChunk: fc.option(fc.integer({ min: 0, max: 40 }), { nil: undefined }) }),
     })
   })
 const arbCase = arbCaseOf(3, 6)

@@ -12,7 +12,7 @@
 // whose micro-ops enumerate (co, ci, kh, kw) and whose two loop levels walk the output rows and
 // columns (folded into the GEMM's dst/src factors), and after the last step — with a bias, first
 // a LOAD of the tile's bias rows into the accumulator (after the V slots) and an ALU ADD of them —
-// ALU SHR, MAX clipLo (0), MIN 127; store writes each channel block's rows. With `vthreads` V every buffer has V slots
+// ALU SHR (shrStepsOf: none for a shift of 0, several above 15), MAX clipLo (0), MIN 127; store writes each channel block's rows. With `vthreads` V every buffer has V slots
 // (V virtual threads): step j's input and weights go to slot j mod V and tile t's accumulators to
 // slot t mod V — except the buffer the outer loop walks when a tile is one step, which is
 // stationary: weights (co-oh) or inputs (oh-co) load once per outer index into slot index mod V
@@ -26,7 +26,7 @@
 import type { VtaDerived } from "../../ast/vta/config.js"
 import { layoutDram } from "../../ast/vta/dram-image.js"
 import { encodeUops, noDeps, type VtaAluInsn, type VtaDeps, type VtaInsn, type VtaMemInsn, type VtaUop } from "../../ast/vta/isa.js"
-import { checkConv2dSchedule, epilogueUopsOf, outSize, VtaScheduleError, type VtaConv2d, type VtaConv2dProgram, type VtaConv2dSchedule } from "./conv2d-layer.js"
+import { checkConv2dSchedule, epilogueUopsOf, shrStepsOf, outSize, VtaScheduleError, type VtaConv2d, type VtaConv2dProgram, type VtaConv2dSchedule } from "./conv2d-layer.js"
 
 const mem = (op: "LOAD" | "STORE", memType: VtaMemInsn["memType"], sramBase: number, dramBase: number, ySize: number, xSize: number, xStride: number, deps: VtaDeps, pads: Partial<Pick<VtaMemInsn, "yPad0" | "yPad1" | "xPad0" | "xPad1">> = {}): VtaMemInsn => ({
   op, deps, memType, sramBase, dramBase, ySize, xSize, xStride, yPad0: 0, yPad1: 0, xPad0: 0, xPad1: 0, ...pads,
@@ -177,7 +177,7 @@ export const lowerConv2dGenerator = (d: VtaDerived, x: VtaConv2d, s: VtaConv2dSc
       insns.push(mem("LOAD", "acc", V * accSlot + v * s.tileCo, R("bias").base + cot * s.tileCo, 1, s.tileCo, s.tileCo, noDeps))
       insns.push({ op: "ALU", deps: noDeps, reset: false, ...rows, uopBgn: biasUop + v, uopEnd: biasUop + v + 1, srcFactorOut: 1, srcFactorIn: 0, aluOp: "ADD", useImm: false, imm: 0 })
     }
-    insns.push(aluInsn("SHR", x.shift, noDeps), aluInsn("MAX", x.clipLo ?? 0, noDeps), aluInsn("MIN", 127, { ...noDeps, pushNext: true }))
+    insns.push(...shrStepsOf(x.shift).map((k) => aluInsn("SHR", k, noDeps)), aluInsn("MAX", x.clipLo ?? 0, noDeps), aluInsn("MIN", 127, { ...noDeps, pushNext: true }))
     // store: each output channel block's rows
     for (let col = 0; col < s.tileCo; col++) {
       const co = cot * s.tileCo + col

@@ -10,6 +10,7 @@
 // DRAM they are exactly VTA's input, weight and output elements, so packing is a byte copy.
 import { Data } from "effect"
 import type { VtaDerived } from "../../ast/vta/config.js"
+import { VTA_CYCLE_MODEL, type VtaCycleModel } from "../../ast/vta/cycle-model.js"
 import type { DramLayout } from "../../ast/vta/dram-image.js"
 import type { VtaInsn } from "../../ast/vta/isa.js"
 import { and, c, cast, floordiv, ge, lt, max, min, mul, select, add, sub, type Expr } from "../../ast/te/expr.js"
@@ -42,8 +43,11 @@ export type VtaLoopOrder = "co-oh" | "oh-co"
 /** The accumulator rows the bias takes beside `vthreads` tiles of `tileCo` channel blocks (none without bias). */
 export const biasRowsOf = (x: VtaConv2d, tileCo: number, vthreads: number): number => (x.bias ? vthreads * tileCo : 0)
 
-/** The epilogue's micro-ops besides the GEMM kernels: one a slot for the reset and the immediate ALU passes, one more a slot for the bias ADD. */
-export const epilogueUopsOf = (x: VtaConv2d, vthreads: number): number => vthreads * (x.bias ? 2 : 1)
+/**
+ * The epilogue's micro-ops besides the GEMM kernels: one a chunk and slot for the immediate ALU
+ * passes (the first chunk's is the reset's), one more a chunk and slot for the bias ADD.
+ */
+export const epilogueUopsOf = (x: VtaConv2d, vthreads: number, chunks = 1): number => vthreads * chunks * (x.bias ? 2 : 1)
 
 export interface VtaConv2dSchedule {
   /** Output rows per tile. */
@@ -56,17 +60,77 @@ export interface VtaConv2dSchedule {
   readonly order?: VtaLoopOrder
   /** Virtual threads: every buffer split into this many slots, used in turn (1 to 4). */
   readonly vthreads: number
+  /**
+   * The least accumulator entries of an epilogue chunk — a chunk's ALU passes, then its STORE, so
+   * that each chunk's STORE runs under the next chunk's passes and only the last chunk's is left
+   * after the tile's last ALU op (`epilogueChunkOf` gives the chunk's shape). 0: the whole tile's
+   * passes, then its stores. Absent: with virtual threads `defaultEpilogueChunk`, with one thread 0
+   * (the serial baseline stays serial). The direct generator ignores it (the whole tile).
+   */
+  readonly epilogueChunk?: number
 }
 
 /**
- * The requantize epilogue's ALU instructions a tile (SHR, MAX 0, MIN 127), each one pass over the
- * tile's accumulators. Three is the least for clip(acc >> s, 0, 127) with VTA's two-operand ALU:
- * each of the three ops changes values the other two keep.
+ * The requantize epilogue's ALU instructions a tile (SHR, MAX 0, MIN 127) for a shift of 1 to
+ * VTA_SHR_MAX, each one pass over the tile's accumulators. Three is the least for clip(acc >> s, 0,
+ * 127) with VTA's two-operand ALU: each of the three ops changes values the other two keep.
  */
 export const EPILOGUE_ALU_PASSES = 3
 
-/** The layer's ALU passes a tile: the requantize's three, and the bias's ADD when it has one. */
-export const epilogueAluPasses = (x: VtaConv2d): number => EPILOGUE_ALU_PASSES + (x.bias ? 1 : 0)
+/**
+ * The largest right shift one ALU SHR makes: its operand is read as a signed LOG_ACC_WIDTH-bit
+ * amount (VTA_SHR_ARG_BIT_WIDTH; accumulators are always 32-bit here, so 5 bits, −16..15) — an
+ * immediate of 16..31 would shift LEFT (src/device/vta/execute.ts, as the hardware's ap_int does).
+ */
+export const VTA_SHR_MAX = 15
+
+/** The SHR amounts that make a right shift by k: none for 0, k itself up to VTA_SHR_MAX, else steps of VTA_SHR_MAX and the rest (⌊⌊x/2^a⌋/2^b⌋ = ⌊x/2^(a+b)⌋). */
+export const shrStepsOf = (k: number): number[] => {
+  const steps: number[] = []
+  for (let r = k; r > 0; r -= VTA_SHR_MAX) steps.push(Math.min(r, VTA_SHR_MAX))
+  return steps
+}
+
+/** The layer's ALU passes a tile: its shift's SHRs (one for 1..15), MAX and MIN, and the bias's ADD when it has one. */
+export const epilogueAluPasses = (x: VtaConv2d): number => 2 + shrStepsOf(x.shift).length + (x.bias ? 1 : 0)
+
+/**
+ * The least entries of an epilogue chunk, from the cycle model (the target's record, never this
+ * machine): a chunk of E accumulator entries takes passes·aluII·E cycles of ALU and its STORE
+ * dmaLatency + E·outBytes/busBytes, so chunks of at least dmaLatency / (passes·aluII −
+ * outBytes/busBytes) entries keep the store module up with the ALU (smaller ones queue their
+ * latencies behind it). 0 (no chunks) where a STORE can never keep up. Default model and
+ * configuration: 64 / (3·2 − 16/8) = 16 entries.
+ */
+export const defaultEpilogueChunk = (d: VtaDerived, x: VtaConv2d, model: VtaCycleModel = VTA_CYCLE_MODEL): number => {
+  const perEntry = epilogueAluPasses(x) * model.aluII - d.outElemBytes / d.busBytes
+  return perEntry <= 0 ? 0 : Math.ceil(model.dmaLatency / perEntry)
+}
+
+/**
+ * The shape of the schedule's epilogue chunks, each one STORE of at least the least entries:
+ * `rows` output rows of one channel block (contiguous in DRAM) where a block's tile rows hold
+ * them; else, when the tile holds every output row (its blocks' rows contiguous in DRAM too),
+ * `blocks` channel blocks of all the tile's rows. undefined: the whole tile at once (no chunk
+ * size, one chunk would be the whole tile, or a chunk would be several STOREs, each too small to
+ * keep up with the ALU).
+ */
+export const epilogueChunkOf = (d: VtaDerived, x: VtaConv2d, s: VtaConv2dSchedule): { readonly rows: number } | { readonly blocks: number } | undefined => {
+  const E = s.epilogueChunk ?? (s.vthreads > 1 ? defaultEpilogueChunk(d, x) : 0)
+  if (E <= 0) return undefined
+  const { ow } = outSize(x)
+  const rows = Math.max(1, Math.ceil(E / ow))
+  if (rows <= s.tileOh) return s.tileCo === 1 && rows >= s.tileOh ? undefined : { rows }
+  if (s.tileOh < outSize(x).oh) return undefined
+  const blocks = Math.ceil(E / (s.tileOh * ow))
+  return blocks >= s.tileCo ? undefined : { blocks }
+}
+
+/** Epilogue chunks a full tile has (1 without chunks). */
+export const epilogueChunksOf = (d: VtaDerived, x: VtaConv2d, s: VtaConv2dSchedule): number => {
+  const k = epilogueChunkOf(d, x, s)
+  return k === undefined ? 1 : "rows" in k ? s.tileCo * Math.ceil(s.tileOh / k.rows) : Math.ceil(s.tileCo / k.blocks)
+}
 
 /** A schedule the accelerator cannot hold: a tile larger than its buffer, a loop longer than its field. */
 export class VtaScheduleError extends Data.TaggedError("VtaScheduleError")<{ readonly reason: string }> {
@@ -144,6 +208,7 @@ export const checkConv2dSchedule = (d: VtaDerived, x: VtaConv2d, s: VtaConv2dSch
   need(x.ci % tileCi === 0, `tileCi ${tileCi} does not divide ${x.ci} input channel blocks`)
   need(s.tileOh >= 1 && s.tileOh <= OH, `tileOh ${s.tileOh} is not in [1, ${OH}]`)
   need(x.pad <= 15, "padding above 15 does not fit a LOAD's 4-bit pad fields")
+  need(s.epilogueChunk === undefined || (Number.isInteger(s.epilogueChunk) && s.epilogueChunk >= 0), `epilogueChunk ${s.epilogueChunk} is not a whole number ≥ 0`)
   const colsIn = x.w + 2 * x.pad
   const rowsMax = (s.tileOh - 1) * x.stride + x.kh
   const inpSlot = tileCi * rowsMax * colsIn
@@ -208,6 +273,7 @@ export const defaultConv2dSchedule = (d: VtaDerived, x: VtaConv2d, vthreads: num
     }
   }
   const divisors = Array.from({ length: x.co }, (_, k) => x.co - k).filter((n) => x.co % n === 0)
-  const tileCo = divisors.find((n) => V * n * tileCi * x.kh * x.kw <= d.wgtDepth && n * (tileOh * OW + biasRow) <= accSlot && V * V * n * tileCi * x.kh * x.kw + epilogueUopsOf(x, V) <= d.uopDepth) ?? 1
+  const chunks = (n: number) => epilogueChunksOf(d, x, { tileOh, tileCo: n, tileCi, vthreads })
+  const tileCo = divisors.find((n) => V * n * tileCi * x.kh * x.kw <= d.wgtDepth && n * (tileOh * OW + biasRow) <= accSlot && V * V * n * tileCi * x.kh * x.kw + epilogueUopsOf(x, V, chunks(n)) <= d.uopDepth) ?? 1
   return { tileOh, tileCo, tileCi, order: "co-oh", vthreads }
 }

@@ -4,7 +4,8 @@
 // bounds-checked. The GEMM is the intrinsic's declaration (src/ast/vta/intrinsic.ts:
 // acc[b][o] += Σ_i int32(inp[b][i]) · int32(wgt[o][i]), wrapping), LOAD/STORE/ALU the simulator's
 // semantics (src/device/vta/execute.ts): pads zero, a STORE keeps an accumulator's low 8 bits, ALU
-// ADD wraps, SHR is arithmetic.
+// ADD wraps, SHR is arithmetic by
+// its operand's low LOG_ACC_WIDTH bits read as signed.
 import { evalExpr } from "../../../ast/te/eval-expr.js"
 import type { Expr } from "../../../ast/te/expr.js"
 import type { VtaDerived } from "../../../ast/vta/config.js"
@@ -19,7 +20,8 @@ interface Buf {
 
 const lanesOf = (d: VtaDerived, kind: VtaScope | "out"): number => (kind === "inp" ? d.batch * d.blockIn : kind === "wgt" ? d.blockOut * d.blockIn : d.batch * d.blockOut)
 
-export const aluApply = (op: VtaAluOp, a: number, b: number): number => {
+/** One lane of an ALU op, as the simulator's: SHR by the operand's low `shrArgBits` bits read as signed (negative: left), MUL by its low 8 bits read as signed. */
+export const aluApply = (op: VtaAluOp, a: number, b: number, shrArgBits: number): number => {
   switch (op) {
     case "MIN":
       return Math.min(a, b)
@@ -27,8 +29,10 @@ export const aluApply = (op: VtaAluOp, a: number, b: number): number => {
       return Math.max(a, b)
     case "ADD":
       return (a + b) | 0
-    case "SHR":
-      return b >= 0 ? a >> b : (a << -b) | 0
+    case "SHR": {
+      const sh = (b << (32 - shrArgBits)) >> (32 - shrArgBits)
+      return sh >= 0 ? a >> sh : (a << -sh) | 0
+    }
     case "MUL":
       return Math.imul(a, (b << 24) >> 24)
   }
@@ -149,7 +153,7 @@ export const evaluateVFunc = (d: VtaDerived, f: VFunc, inputs: ReadonlyMap<strin
       case "alu": {
         const o = at(s.dst)
         const src = s.imm === undefined ? at(s.src!) : undefined
-        for (let l = 0; l < o.b.lanes; l++) o.b.data[o.off + l] = aluApply(s.op, o.b.data[o.off + l], src ? src.b.data[src.off + l] : s.imm!)
+        for (let l = 0; l < o.b.lanes; l++) o.b.data[o.off + l] = aluApply(s.op, o.b.data[o.off + l], src ? src.b.data[src.off + l] : s.imm!, d.shrArgBits)
         return
       }
       case "gemmKernel":

@@ -4,11 +4,14 @@
 // down to a read of acc[i] itself, each layer one two-operand op whose other operand is an
 // immediate (16-bit signed) or another accumulator-scope element:
 //   min(e, k) → MIN k     max(e, k) → MAX k     e + k → ADD k     e + b[j] → ADD b[j]
-//   floordiv(e, 2^s) → SHR s (an arithmetic shift is a floor division by a power of two)
+//   floordiv(e, 2^s) → SHR s (an arithmetic shift is a floor division by a power of two); none for
+//   s = 0, and s > 15 as several SHRs of at most 15 (shrStepsOf: one SHR's amount is a signed 5-bit
+//   operand, 16..31 would shift left)
 // The loops are elementwise (no element reads another's result), so one pass per op over the nest
 // computes the same values. Anything else is a VtaTirError naming the expression.
 import { showExpr, type Expr } from "../../../ast/te/expr.js"
 import type { VtaAluOp } from "../../../ast/vta/isa.js"
+import { shrStepsOf } from "../conv2d-layer.js"
 import { sameValue } from "./affine.js"
 import { mapChildren, perfectNest, vseq, VtaTirError, type Ref, type VFunc, type VStmt } from "./ir.js"
 
@@ -33,7 +36,7 @@ const opsOf = (e: Expr, dst: Ref): Op[] => {
   if (e.kind === "bin") {
     if (e.op === "floordiv") {
       const k = e.b.kind === "const" ? Math.log2(e.b.value) : NaN
-      if (Number.isInteger(k) && k >= 0 && k < 32) return k === 0 ? opsOf(e.a, dst) : [...opsOf(e.a, dst), { op: "SHR", imm: k }]
+      if (Number.isInteger(k) && k >= 0 && k < 32) return [...opsOf(e.a, dst), ...shrStepsOf(k).map((imm): Op => ({ op: "SHR", imm }))]
       return fail(`${showExpr(e)}: a floor division by other than a power of two`)
     }
     if (e.op === "min" || e.op === "max" || e.op === "add") {

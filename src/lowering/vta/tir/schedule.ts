@@ -13,12 +13,13 @@
 //     element), the loops above it in the order oh, ow, co, ci, kh, kw;
 //   - the requantize epilogue (+ bias, floor-divide by 2^shift, clip to [clipLo, 127]) computed in
 //     the acc scope — one elementwise statement an element, the ALU marking is pass 2's matching —
-//     and the output written back (a copy into DRAM).
+//     and the output written back (a copy into DRAM) — with virtual threads in chunks of output
+//     rows or channel blocks, each chunk's epilogue then its copy (epilogueChunkOf).
 // Every scope allocation lives inside the vthread loop — each virtual thread its own — but the
 // stationary buffer of a one-step tile, which the threads share.
 import { add, and, c, eq, floordiv, floormod, ge, lt, max, min, mul, read, sub, substitute, v, type Expr } from "../../../ast/te/expr.js"
 import type { VtaDerived } from "../../../ast/vta/config.js"
-import { outSize, VtaScheduleError, type VtaConv2d, type VtaConv2dSchedule } from "../conv2d-layer.js"
+import { epilogueChunkOf, outSize, VtaScheduleError, type VtaConv2d, type VtaConv2dSchedule } from "../conv2d-layer.js"
 import { mapDeep, vseq, type Ref, type VFunc, type VStmt } from "./ir.js"
 
 const need = (ok: boolean, reason: string): void => {
@@ -105,18 +106,35 @@ export const scheduleConv2dTir = (d: VtaDerived, x: VtaConv2d, s: VtaConv2dSched
   const reduction = nci === 1 ? vseq([...stepLoads.map((l) => subst(l, "k", 0)), reset, subst(conv, "k", 0)]) : loop("k", nci, mapDeep(vseq([...stepLoads, { kind: "if", cond: eq(k, c(0)), then: reset }, conv]), (e) => e, stepSlot))
   const accRead = read("acc_tile", [accIdx], "int32")
   const summed = x.bias ? add(accRead, read("bias_tile", [co], "int32")) : accRead
-  const epilogue = nest([["co", s.tileCo], ["oh", th], ["ow", OW]], {
-    kind: "ew",
-    dst: { buf: "acc_tile", idx: accIdx },
-    value: min(max(floordiv(summed, c(2 ** x.shift)), c(x.clipLo ?? 0)), c(127)),
-  })
+  const ewLeaf: VStmt = { kind: "ew", dst: { buf: "acc_tile", idx: accIdx }, value: min(max(floordiv(summed, c(2 ** x.shift)), c(x.clipLo ?? 0)), c(127)) }
+  const epilogue = nest([["co", s.tileCo], ["oh", th], ["ow", OW]], ewLeaf)
   const loadBias = x.bias ? [nest([["co", s.tileCo]], { kind: "copy", dst: { buf: "bias_tile", idx: co }, src: { buf: "bias", idx: add(mul(cot, c(s.tileCo)), co) } })] : []
-  const store = nest([["co", s.tileCo], ["oh", th], ["ow", OW]], {
+  const storeLeaf: VStmt = {
     kind: "copy",
     dst: { buf: "out", idx: add(mul(add(mul(add(mul(cot, c(s.tileCo)), co), c(OH)), add(oh0, oh)), c(OW)), ow) },
     src: { buf: "acc_tile", idx: accIdx },
-  })
-  const tileBody = vseq([reduction, ...loadBias, epilogue, store])
+  }
+  const store = nest([["co", s.tileCo], ["oh", th], ["ow", OW]], storeLeaf)
+  // the epilogue in chunks (epilogueChunkOf) — R output rows of one channel block, or B channel
+  // blocks of all the tile's rows — each chunk's ALU passes then its STORE, so that a chunk's STORE
+  // runs under the next chunk's passes and only the last chunk's is left after the tile's last ALU
+  // op; a tile's last chunk may be smaller
+  const chunk = epilogueChunkOf(d, x, s)
+  const chunked = (k: NonNullable<typeof chunk>): VStmt => {
+    const g = v("g")
+    const at = (name: string, e: Expr) => (st: VStmt): VStmt => mapDeep(st, (x_) => substitute(x_, new Map([[name, e]])), (r) => r)
+    if ("rows" in k) {
+      const R = k.rows
+      const sub_ = at("oh", add(mul(g, c(R)), v("r")))
+      const part = (leaf: VStmt) => nest([["r", min(c(R), sub(th, mul(g, c(R))))], ["ow", OW]], sub_(leaf))
+      return nest([["co", s.tileCo], ["g", floordiv(add(th, c(R - 1)), c(R))]], vseq([part(ewLeaf), part(storeLeaf)]))
+    }
+    const B = k.blocks
+    const sub_ = at("co", add(mul(g, c(B)), v("b")))
+    const part = (leaf: VStmt) => nest([["b", min(c(B), sub(c(s.tileCo), mul(g, c(B))))], ["oh", th], ["ow", OW]], sub_(leaf))
+    return loop("g", Math.ceil(s.tileCo / B), vseq([part(ewLeaf), part(storeLeaf)]))
+  }
+  const tileBody = vseq([reduction, ...loadBias, ...(chunk ? [chunked(chunk)] : [epilogue, store])])
   const guarded: VStmt = stationary
     ? inner % V === 0 ? tileBody : { kind: "if", cond: lt(innerIdx, c(inner)), then: tileBody }
     : T % V === 0 ? tileBody : { kind: "if", cond: lt(t, c(T)), then: tileBody }
