@@ -101,3 +101,39 @@ describe("simplify", () => {
     )
   })
 })
+
+// Float expressions that may be NaN: the interval folds of min, max and the comparisons must not
+// fold away a NaN. Over float variables f and g taking NaN, ±Infinity, ±0 and a few finite values
+// (every pair), with constants from the same set, simplify(e) evaluates to what e does — NaN where
+// e is NaN. (Found by the wasm min / max law: max(x, +inf) had folded to +inf and
+// min(max(x, 0), 0) to 0, so a NaN input was lost on every target.)
+const SPECIAL = [Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY, 0, -0, 1.5, -2, 6]
+const FLOAT_OPS: BinOp[] = ["add", "sub", "mul", "min", "max", "min", "max"]
+const CMP_OPS: BinOp[] = ["lt", "le", "gt", "ge", "eq", "ne"]
+const arbFloat: fc.Arbitrary<Expr> = fc.letrec<{ e: Expr }>((tie) => ({
+  e: fc.oneof(
+    { depthSize: "small", withCrossShrink: true },
+    fc.constantFrom("f", "g").map((n) => v(n, "float32")),
+    fc.constantFrom(...SPECIAL).map((k) => c(k, "float32")),
+    fc.tuple(fc.constantFrom(...FLOAT_OPS), tie("e"), tie("e")).map(([op, a, b]) => bin(op, a, b)),
+    fc.tuple(fc.constantFrom(...CMP_OPS), tie("e"), tie("e"), tie("e"), tie("e")).map(([op, a, b, t, f]) => select(bin(op, a, b), t, f)),
+  ),
+})).e
+const sameFloat = (x: number, y: number) => x === y || (Number.isNaN(x) && Number.isNaN(y))
+
+describe("simplify on floats that may be NaN", () => {
+  it("simplify(e) is NaN exactly where e is, and equal to it elsewhere, for every value of f and g", () => {
+    fc.assert(
+      fc.property(arbFloat, (e) => {
+        const s = simplify(e)
+        for (const f of SPECIAL)
+          for (const g of SPECIAL) {
+            const p = new Map([["f", f], ["g", g]])
+            const [want, got] = [valueAt(e, p)!, valueAt(s, p)!]
+            if (!sameFloat(want, got)) throw new Error(`${showExpr(e)} at f=${f}, g=${g} is ${want}; simplified to ${showExpr(s)}, ${got}`)
+          }
+      }),
+      lawParams(1000),
+    )
+  })
+})

@@ -5,9 +5,8 @@
 // ±0, ±∞, NaN, the constants themselves and random values, lowered at the injective rule's defaults
 // (vectorized), emitted for wasm and run, equal the TIR evaluator on the lowered function bit for
 // bit (a NaN where it has a NaN, the sign of every zero); and the pseudo-ops are emitted (the law
-// sees the rule at work). The TIR's, not the TE's: simplify's intervals of a float ignore NaN, so it
-// folds max(x, +∞) to +∞ and min(max(x, 0), 0) to 0 before any emitter sees them (a NaN x's NaN
-// lost on every target; not this rule's).
+// sees the rule at work). (Against the TIR evaluator: this law found TE simplify folding
+// max(x, +∞) to +∞ with x NaN, and exprKey giving NaN and +∞ one key; both fixed.)
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { allocate } from "../../../src/ast/graph/dtype.js"

@@ -326,7 +326,15 @@ export const mapExpr = (e: Expr, f: (e: Expr) => Expr | undefined): Expr => {
  * it refers to the whole producer's definition, which JSON.stringify would copy into every key
  * (a Winograd transform's keys ran to megabytes).
  */
-export const exprKey = (e: Expr): string => JSON.stringify(e, (k, v: unknown) => (k === "tensor" ? undefined : v))
+export const exprKey = (e: Expr): string => JSON.stringify(e, keyReplacer)
+
+/**
+ * exprKey's JSON: a tensor's data left out, and the numbers JSON has no text for kept apart —
+ * JSON writes NaN, ±Infinity as null and -0 as 0, which made the constants NaN and +Infinity one
+ * key (the wasm emitter hoisted one splat for both: min(min(x, +inf), NaN) ran as min(x, +inf)).
+ */
+const keyReplacer = (k: string, v: unknown): unknown =>
+  k === "tensor" ? undefined : typeof v === "number" && (!Number.isFinite(v) || Object.is(v, -0)) ? `#${Object.is(v, -0) ? "-0" : String(v)}` : v
 
 /** Replaces variables by name. */
 export const substitute = (e: Expr, env: ReadonlyMap<string, Expr>): Expr =>

@@ -158,6 +158,34 @@ export const intervalOf = (e: Expr, bounds: Bounds): Interval => {
   }
 }
 
+/**
+ * Whether `e` can never be NaN: integers and bools, a constant that is not NaN, a cast of one,
+ * a select of two, a min or max of two (NaN in, NaN out), and +, -, · of two whose intervals are
+ * finite (inf - inf and 0 · inf are the other ways in). A float variable or tensor read may hold
+ * NaN, so is not. Interval folds of float min / max / comparisons need both sides NaN-free: with
+ * x NaN, max(x, +inf) is NaN (not +inf), min(max(x, 0), 0) is NaN (not 0), x >= -inf is false.
+ */
+const nanFree = (e: Expr, bounds: Bounds): boolean => {
+  if (isIntDtype(e.dtype) || e.dtype === "bool") return true
+  switch (e.kind) {
+    case "const":
+      return !Number.isNaN(e.value)
+    case "cast":
+      return nanFree(e.value, bounds)
+    case "select":
+      return nanFree(e.t, bounds) && nanFree(e.f, bounds)
+    case "bin": {
+      if (!nanFree(e.a, bounds) || !nanFree(e.b, bounds)) return false
+      if (e.op === "min" || e.op === "max") return true
+      if (e.op !== "add" && e.op !== "sub" && e.op !== "mul") return false
+      const [ia, ib] = [intervalOf(e.a, bounds), intervalOf(e.b, bounds)]
+      return [ia.min, ia.max, ib.min, ib.max].every(Number.isFinite)
+    }
+    default:
+      return false
+  }
+}
+
 /** A condition as a bool: x itself, or x != 0 (simplified in turn, so that simplify stays idempotent). */
 const truth = (x: Expr, bounds: Bounds): Expr => (x.dtype === "bool" ? x : simplifyNode(bin("ne", x, c(0, x.dtype)), bounds))
 
@@ -191,7 +219,7 @@ const simplifyNode = (e: Expr, bounds: Bounds): Expr => {
       }
     }
   }
-  if (op === "min" || op === "max" || op === "lt" || op === "le" || op === "gt" || op === "ge" || op === "eq" || op === "ne") {
+  if ((op === "min" || op === "max" || op === "lt" || op === "le" || op === "gt" || op === "ge" || op === "eq" || op === "ne") && nanFree(a, bounds) && nanFree(b, bounds)) {
     const ia = intervalOf(a, bounds)
     const ib = intervalOf(b, bounds)
     switch (op) {
