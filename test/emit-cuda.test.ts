@@ -58,6 +58,24 @@ const NVCC = findNvcc()
 const HAVE_GXX = spawnSync("g++", ["--version"], { stdio: "ignore" }).status === 0
 const SM90 = cudaAttrsForArch("sm_90")
 
+/** The names of the shared buffers a launch allocates. */
+const collectSharedNames = (s: Stmt): string[] => {
+  const out: string[] = []
+  const rec = (x: Stmt): void => {
+    if (x.kind === "allocate") {
+      if (x.buffer.scope === "shared") out.push(x.buffer.name)
+      rec(x.body)
+    } else if (x.kind === "seq") x.body.forEach(rec)
+    else if (x.kind === "for" || x.kind === "let") rec(x.body)
+    else if (x.kind === "if") {
+      rec(x.then)
+      if (x.else) rec(x.else)
+    }
+  }
+  rec(s)
+  return out
+}
+
 /** A small network with each kind of group a CNN has: conv + BN + relu, max pool, depthwise conv + clip, 1x1 conv + residual add, global pool, Gemm, softmax. */
 const tinyNet = (): Graph => {
   const b = new NetBuilder(7, 13)
@@ -286,6 +304,26 @@ describe("cuda target: a small network end to end", () => {
       expect(failure).toMatchObject({ _tag: "NoGpuError" })
       expect(String(failure.message)).toMatch(/^no CUDA GPU here: /)
     }
+  })
+
+  it("a softmax over 128 (BERT's attention): its max and sum reductions each keep their own shared partials (storage rewriting shares no shared buffer across launches); the launches compute the softmax", async () => {
+    const b = new NetBuilder(3, 13)
+    const x = b.input("input", { dtype: "float32", shape: [1, 2, 4, 128] })
+    b.op("Softmax", [x], "output", { axis: attr.int(-1) })
+    const g = b.build("softmax", [{ name: "output", type: { dtype: "float32", shape: [1, 2, 4, 128] } }])
+    const { program } = await compiled(g)
+    const [k] = program.kernels.filter((k) => k.kind === "compiled")
+    if (k.kind !== "compiled") throw new Error("no compiled kernel")
+    const split = splitLaunches(k.func)
+    const shared = split.launches.flatMap((l) => collectSharedNames(l.func.body))
+    expect(new Set(shared).size).toBe(shared.length)
+    const r = prng(5)
+    const input = tensor("float32", [1, 2, 4, 128], Float32Array.from({ length: 1024 }, () => r.float(-4, 4)))
+    const [want] = runGraph(g, new Map([["input", input]]))
+    const p0 = k.func.params[0].name
+    const out = k.func.params[k.func.params.length - 1].name
+    const got = evaluateLaunches(split, new Map([[p0, input]])).get(out)!
+    assertAllClose([got], [want], 1e-5, 1e-6)
   })
 
   it("a group with no GPU kernel is an EmitError naming its op", async () => {

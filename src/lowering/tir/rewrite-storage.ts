@@ -1,5 +1,6 @@
 // lowering.RewriteStorage: allocations of one dtype and scope, in sequence at the top of the
-// function, whose uses do not overlap share one buffer (sized for the largest). Runs on flat
+// function, whose uses do not overlap share one buffer (sized for the largest); `shared` ones
+// never (each top-level part may be a GPU launch of its own, and shared memory lasts one). Runs on flat
 // storage (after FlattenStorage); leaves any other function as it is. An intrinsic's regions are
 // uses like stores and reads.
 //
@@ -50,7 +51,9 @@ export const rewriteStorage = tirPass("lowering.RewriteStorage", 2, (f) => {
   const kept: { buffer: Buffer; last: number }[] = []
   for (const b of allocs) {
     const sp = span.get(b.name)!
-    const host = kept.find((k) => k.buffer.dtype === b.dtype && k.buffer.scope === b.scope && k.last < sp.first)
+    // (a shared buffer is never handed on: on a GPU each top-level part is a launch of its own, and
+    // shared memory lasts one launch — BERT's softmax on cuda had its sum reuse its max's partials)
+    const host = b.scope === "shared" ? undefined : kept.find((k) => k.buffer.dtype === b.dtype && k.buffer.scope === b.scope && k.last < sp.first)
     if (host && sp.first >= 0) {
       rename.set(b.name, host.buffer.name)
       host.buffer = { ...host.buffer, shape: [Math.max(host.buffer.shape[0], b.shape[0])] }
