@@ -14,7 +14,9 @@ import { tensor, type Tensor } from "../src/ast/graph/tensor.js"
 import { cpuAttrs, type TargetKind } from "../src/ast/target.js"
 import { backendOf } from "../src/backend/index.js"
 import type { Executor } from "../src/device/executor.js"
-import { compileGraph, loadProgram } from "../src/pipeline.js"
+import { compileGraph, emitArtifact, loadProgram } from "../src/pipeline.js"
+import { indexChecks } from "../src/lowering/index-checks.js"
+import { targetSettings } from "../src/cli/targets.js"
 import { assertAllClose, LAW_SEED } from "../laws/support.js"
 
 const TARGETS: TargetKind[] = ["js", "wasm", "c"]
@@ -230,4 +232,36 @@ describe("indices from data in ops that are never compiled (ScatterND, ScatterEl
       }
     }
   }, 60_000)
+})
+
+describe("a constant index (ViT's class-token Gather by 0)", () => {
+  const gatherBy = (k: number) =>
+    makeGraph({
+      opset: 13,
+      inputs: [io("x", "float32", [1, 5, 3])],
+      outputs: [io("y", "float32", [1, 3])],
+      initializers: new Map([["i", tensor("int64", [], Float64Array.from([k]))]]),
+      nodes: [node("Gather", ["x", "i"], ["y"], { axis: attr.int(1) })],
+    })
+  it("in range: checked once at compile time, nothing left for run time, and the cuda target takes it", async () => {
+    const g = gatherBy(-1)
+    expect(indexChecks(g, g.nodes[0])).toEqual([])
+    const cuda = targetSettings("cuda", 1, { cudaArch: "sm_90" }).target
+    const artifact = await Effect.runPromise(emitArtifact(await Effect.runPromise(compileGraph(g, cuda)), cuda))
+    expect([...artifact.files.keys()]).toContain("tessera_kernels.cu")
+  })
+  it("out of range: the check stays, and every target gives the interpreter's typed error naming the node", async () => {
+    const g = gatherBy(5)
+    expect(indexChecks(g, g.nodes[0]).map((c) => c.refuse(5, 0) !== undefined)).toEqual([true])
+    const feeds = new Map([["x", f32([1, 5, 3])]])
+    const want = outcome(() => runGraph(g, feeds)[0])
+    expect("error" in want && want.error.tag).toBe("NodeError")
+    for (const kind of TARGETS) {
+      const target = backendOf(kind).target(cpuAttrs(), 1)
+      const exec = await Effect.runPromise(loadProgram(await Effect.runPromise(compileGraph(g, target)), target))
+      const got = outcome(() => exec.run(feeds).get("y")!)
+      exec.module.close()
+      expect("error" in got && [got.error.tag, got.error.node], kind).toEqual("error" in want && [want.error.tag, want.error.node])
+    }
+  })
 })

@@ -42,7 +42,7 @@ import { splitLaunches } from "../src/emit/cuda/launch.js"
 import { CUDA_PRELUDE } from "../src/emit/cuda/prelude.js"
 import { EMULATE_HEADER } from "../src/emit/cuda/emulate.js"
 import { storageElements } from "../src/ast/tir/analysis.js"
-import { GpuLimitError, verifyLaunch } from "../src/emit/cuda/verify.js"
+import { GpuLimitError, sharedBytes, verifyLaunch } from "../src/emit/cuda/verify.js"
 import type { Program } from "../src/lowering/program.js"
 import { compileGraph, emitArtifact, loadProgram } from "../src/pipeline.js"
 import { packConstants } from "../src/cli/compile.js"
@@ -324,6 +324,15 @@ describe("cuda target: a small network end to end", () => {
     const out = k.func.params[k.func.params.length - 1].name
     const got = evaluateLaunches(split, new Map([[p0, input]])).get(out)!
     assertAllClose([got], [want], 1e-5, 1e-6)
+  })
+
+  it("a patch embedding (ViT's 16×16 conv at stride 16 over 224²): the tiling defaults fit the record's shared memory (a block of 14×14 outputs had read a 224×224 input tile, 200 KiB)", async () => {
+    const b = new NetBuilder(2, 13)
+    const x = b.input("input", { dtype: "float32", shape: [1, 3, 224, 224] })
+    conv(b, x, "output", { cin: 3, cout: 8, k: 16, stride: 16, bias: true })
+    const g = b.build("patch", [{ name: "output", type: { dtype: "float32", shape: [1, 8, 14, 14] } }])
+    const { program } = await compiled(g)
+    for (const k of program.kernels) if (k.kind === "compiled") for (const l of splitLaunches(k.func).launches) expect(sharedBytes(l)).toBeLessThanOrEqual(SM90.sharedMemoryPerBlock / 2)
   })
 
   it("a group with no GPU kernel is an EmitError naming its op", async () => {

@@ -204,7 +204,8 @@ const blocksOf = (exts: readonly number[], t: readonly number[], i: readonly num
  * (an output channel's tile reuses each input element across channels), up to the accumulators a
  * thread holds, while the grid still fills every SM (or has the blocks it could have); no
  * vthreads; the inner reduction factor the largest (≤ 16 a first axis, the whole of the others)
- * whose shared tiles fit half the block's shared memory; the tile's loops unrolled; fetches of the
+ * whose shared tiles fit half the block's shared memory — else the others one step, else also one
+ * output a thread, else fewer threads on the innermost axes; the tile's loops unrolled; fetches of the
  * widest vector (4, 2, 1) that divides every shared tile's rows.
  */
 export const tilingDefaults = (base: S.Schedule, anchor: string, knobs: readonly Knob[], l: GpuLimits): Config => {
@@ -238,18 +239,36 @@ export const tilingDefaults = (base: S.Schedule, anchor: string, knobs: readonly
   exts.forEach((_, k) => (config[`mt_s${k}`] = `1.${t[k]}.${i[k]}`))
   const red = knobs.filter((k) => k.name.startsWith("mt_r"))
   const first = red.length ? (red[0].candidates as number[]) : []
-  const withFirst = (f: number) => {
-    const c = { ...config }
-    red.forEach((k, j) => (c[k.name] = j === 0 ? f : (k.kind === "choice" ? k.extent : undefined) ?? 1))
+  const withFirst = (f: number, others: "whole" | "one", from: Config = config) => {
+    const c = { ...from }
+    red.forEach((k, j) => (c[k.name] = j === 0 ? f : others === "whole" ? ((k.kind === "choice" ? k.extent : undefined) ?? 1) : 1))
     return c
   }
-  for (const f of [...first].reverse().filter((x) => x <= 16)) {
-    const c = withFirst(f)
+  // one output a thread, with `tt` threads an axis
+  const single = (tt: readonly number[]): Config => ({ ...config, ...Object.fromEntries(exts.map((_, k) => [`mt_s${k}`, `1.${tt[k]}.1`])) })
+  const firsts = [...first].reverse().filter((x) => x <= 16)
+  // the first that fits: the other reduction axes whole, then one step each (a patch embedding's
+  // 16×16 window whole needs 200 KiB), then one output a thread, then fewer threads on the
+  // innermost axes, one divisor at a time (a block of 14×14 outputs at stride 16 reads a 224×224
+  // input tile, whatever the reduction's step)
+  const shrunk: number[][] = []
+  for (let tt = [...t]; ; ) {
+    const k = [...tt.keys()].reverse().find((j) => tt[j] > 1)
+    if (k === undefined) break
+    tt = tt.map((x, j) => (j === k ? (divisors(exts[j], x - 1).at(-1) ?? 1) : x))
+    shrunk.push(tt)
+  }
+  const tries = [
+    ...firsts.map((f) => withFirst(f, "whole")),
+    ...(red.length > 1 ? firsts.map((f) => withFirst(f, "one")) : []),
+    ...[t, ...shrunk].flatMap((tt) => firsts.map((f) => withFirst(f, "one", single(tt)))),
+  ]
+  for (const c of tries) {
     const func = lowerSync(applyTiling(base, anchor, c))
     const v = verifyGpuFunc(func, l)
     if (v.kernels.every((kk) => kk.sharedBytes <= l.sharedBytes / 2)) return fetchWidths(base, anchor, c, func, l)
   }
-  return withFirst(1)
+  return withFirst(1, "one", single(t))
 }
 
 /**
