@@ -27,28 +27,15 @@ import { splitLaunches } from "../src/emit/cuda/launch.js"
 import { halfKernel, halfValues } from "../src/emit/cuda/precision.js"
 import { compiledKernels, type Program } from "../src/lowering/program.js"
 import { compileGraph, emitArtifact } from "../src/pipeline.js"
-import { conv, linear, maxPool, NetBuilder, poolFlatten, relu } from "../src/zoo/builder.js"
+import { NetBuilder } from "../src/zoo/builder.js"
 import { scalar } from "../src/zoo/layers.js"
+import { tinyNet } from "./support/tiny-net.js"
 import { evaluateLaunches } from "../laws/support-cuda.js"
 import { cudaGoldenSource, cudaGoldenText, FP16_GOLDEN_CASES } from "../scripts/cuda-goldens.js"
 
 const NVCC = findNvcc()
 const HAVE_GXX = spawnSync("g++", ["--version"], { stdio: "ignore" }).status === 0
 
-/** conv + BN + relu, max pool, depthwise conv + clip, 1x1 conv + residual add, global pool, Gemm (the last float32 output of the net, then softmax's). */
-const tinyNet = (): Graph => {
-  const b = new NetBuilder(7, 13)
-  let x = b.input("input", { dtype: "float32", shape: [1, 3, 16, 16] })
-  x = relu(b, conv(b, x, "conv1", { cin: 3, cout: 8, k: 3, pad: 1, bias: true }), "relu1")
-  x = maxPool(b, x, "pool1", 2, 2, 0)
-  const dw = b.op("Clip", [conv(b, x, "dw", { cin: 8, cout: 8, k: 3, pad: 1, group: 8 }), scalar(b, "zero", 0), scalar(b, "six", 6)], "clip")
-  const pw = conv(b, dw, "pw", { cin: 8, cout: 8, k: 1 })
-  x = b.op("Add", [pw, x], "residual")
-  const f = poolFlatten(b, x, "gap")
-  const l = linear(b, f, "fc", 8, 10)
-  b.op("Softmax", [l], "output", { axis: attr.int(-1) })
-  return b.build("tiny", [{ name: "output", type: { dtype: "float32", shape: [1, 10] } }])
-}
 
 const compile = (g: Graph, precision: "fp16" | "fp32" = "fp16", arch = "sm_90") =>
   Effect.gen(function* () {

@@ -46,9 +46,9 @@ import { GpuLimitError, sharedBytes, verifyLaunch } from "../src/emit/cuda/verif
 import type { Program } from "../src/lowering/program.js"
 import { compileGraph, emitArtifact, loadProgram } from "../src/pipeline.js"
 import { packConstants } from "../src/cli/compile.js"
-import { conv, linear, maxPool, NetBuilder, poolFlatten, relu } from "../src/zoo/builder.js"
+import { conv, NetBuilder } from "../src/zoo/builder.js"
 import { zooGraph } from "../src/zoo/index.js"
-import { scalar } from "../src/zoo/layers.js"
+import { tinyNet } from "./support/tiny-net.js"
 import { assertAllClose } from "../laws/support.js"
 import { evaluateLaunches } from "../laws/support-cuda.js"
 import { CUDA_GOLDEN_CASES, cudaGoldenFunc, cudaGoldenText, GOLDEN_CUDA_ATTRS } from "../scripts/cuda-goldens.js"
@@ -76,20 +76,6 @@ const collectSharedNames = (s: Stmt): string[] => {
   return out
 }
 
-/** A small network with each kind of group a CNN has: conv + BN + relu, max pool, depthwise conv + clip, 1x1 conv + residual add, global pool, Gemm, softmax. */
-const tinyNet = (): Graph => {
-  const b = new NetBuilder(7, 13)
-  let x = b.input("input", { dtype: "float32", shape: [1, 3, 16, 16] })
-  x = relu(b, conv(b, x, "conv1", { cin: 3, cout: 8, k: 3, pad: 1, bias: true }), "relu1")
-  x = maxPool(b, x, "pool1", 2, 2, 0)
-  const dw = b.op("Clip", [conv(b, x, "dw", { cin: 8, cout: 8, k: 3, pad: 1, group: 8 }), scalar(b, "zero", 0), scalar(b, "six", 6)], "clip")
-  const pw = conv(b, dw, "pw", { cin: 8, cout: 8, k: 1 })
-  x = b.op("Add", [pw, x], "residual")
-  const f = poolFlatten(b, x, "gap")
-  const l = linear(b, f, "fc", 8, 10)
-  b.op("Softmax", [l], "output", { axis: attr.int(-1) })
-  return b.build("tiny", [{ name: "output", type: { dtype: "float32", shape: [1, 10] } }])
-}
 
 const compiled = (g: Graph, arch = "sm_90") =>
   Effect.runPromise(
