@@ -26,7 +26,7 @@ export interface VtaConv2d {
   readonly kw: number
   readonly stride: number
   readonly pad: number
-  /** The requantize shift: out = clip(acc >> shift, 0, 127). */
+  /** The requantize shift: out = clip((acc + bias) >> shift, lower, 127), lower below (0 or −128); 0–31, a shift over 15 emitted as SHRs of at most 15 each (the SHR reads its amount as signed 5 bits). */
   readonly shift: number
   /**
    * Optional epilogue of a graph's conv (issue 21's graph side, src/rewrite/vta-partition.ts): an
