@@ -15,6 +15,7 @@ import { BEGIN, END, FRAME, frameSlot, type FrameSize } from "./layout.js"
 import { emitVectorLoop, vectorPlan } from "./vector.js"
 import { emitDot4x4 } from "./dot.js"
 import { emitWideLoop, widePlan } from "./vector-wide.js"
+import { copyPlan, emitCopyLoop } from "./vector-copy.js"
 import { allocRegs, emitRegWrite, indexesRegs, LANE_DTYPE, promotable } from "./registers.js"
 
 export interface StmtCtx extends Scope {
@@ -94,6 +95,18 @@ export const emitStmt = (fb: FnBuilder, sc: StmtCtx, s: Stmt, frame: FrameSize):
         if (wide && sc.bufs.get(wide.store.buffer)?.dtype === wide.store.value.dtype) {
           const nvec = ext - (ext % 4)
           emitWideLoop(fb, sc, wide, s.var.name, lo, nvec)
+          if (nvec === ext) return
+          emitStmt(fb, sc, { ...s, forKind: "serial", min: c(lo + nvec), extent: c(ext - nvec) }, frame)
+          return
+        }
+      }
+      // a vectorized copy of other dtypes (an int8 conv's int16 padded input): vector-copy.ts
+      if (!chunked && !regIndexed && s.forKind === "vectorized" && lo !== undefined && ext !== undefined && !touchesRegs(s.body, sc)) {
+        const copy = copyPlan(s.body, s.var.name)
+        const dt = copy?.store.value.dtype
+        if (copy && ext >= copy.lanes && sc.bufs.get(copy.store.buffer)?.dtype === dt && sc.bufs.get((copy.store.value as { source: string }).source)?.dtype === dt) {
+          const nvec = ext - (ext % copy.lanes)
+          emitCopyLoop(fb, sc, copy, s.var.name, lo, nvec)
           if (nvec === ext) return
           emitStmt(fb, sc, { ...s, forKind: "serial", min: c(lo + nvec), extent: c(ext - nvec) }, frame)
           return
