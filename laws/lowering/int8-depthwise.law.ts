@@ -6,8 +6,9 @@
 // configuration of its space evaluates equal to the plain int32 compute (QUANT_INT_PLAIN: one
 // reduction over the zero-shifted 8-bit values, no blocked form), exactly — QLinearConv's requantized
 // bytes and ConvInteger's int32 sums. The same function emitted for wasm (SIMD128: its vector
-// loops, the int16 reads widened to int32 of the taps-outside order: src/emit/wasm/widen.ts) and
-// run gives the same values.
+// loops, the int16 reads widened to int32 of the taps-outside order: src/emit/wasm/widen.ts; the
+// requantizing epilogue reading the tile's sums from their v128 locals: vector-wide.ts) and run
+// gives the same values.
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { attr, type AttrValue } from "../../src/ast/graph/attrs.js"

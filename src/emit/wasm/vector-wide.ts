@@ -5,8 +5,9 @@
 // two f64x2 (lanes 0–1 and 2–3), so every lane computes what the scalar code computes, in the same
 // order and precision:
 // - reads of int32 / float32 unit-stride in the loop variable (v128.load), and of an 8- or 16-bit
-//   integer widened to int32 (one widening load: ./widen.ts); invariant subtrees splatted once
-//   before the steps;
+//   integer widened to int32 (one widening load: ./widen.ts), of a buffer promoted to registers
+//   at constant indices (its v128 locals: a tile's sums); invariant subtrees splatted once before
+//   the steps;
 // - + − × ÷ min max and round / floor / ceil / abs / neg / sqrt of the class (f64x2.min / max and
 //   nearest are the scalar f64 ops lane by lane);
 // - casts int32 → float32 / float64, float32 ↔ float64 (each the scalar conversion, exact or one
@@ -25,6 +26,7 @@ import type { Op } from "./encoder.js"
 import { emitAddress, emitExpr, invalidate, type Scope } from "./expr.js"
 import { coef, invariant } from "./vector.js"
 import { emitWidenedLoad, widenedRead } from "./widen.js"
+import { emitRegVecRead } from "./registers.js"
 
 type VStore = Stmt & { kind: "store" }
 type Cls = "i32" | "f32" | "f64"
@@ -189,6 +191,12 @@ export const emitWideLoop = (fb: FnBuilder, sc: Scope, plan: WidePlan, loopVar: 
     }
     switch (e.kind) {
       case "read": {
+        // a register buffer's 4 elements (stmt.ts admits one read at constant indices): its v128 local
+        const reg = block.regs?.get(e.source)
+        if (reg) {
+          emitRegVecRead(fb, reg, e.source, at(e.indices[0]))
+          return { cls: cls as "i32" | "f32" }
+        }
         const { offset } = emitAddress(fb, block, e.source, at(e.indices[0]), 4)
         fb.op("v128.load", STORAGE[e.dtype].align, offset)
         return { cls: cls as "i32" | "f32" }
