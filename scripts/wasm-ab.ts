@@ -1,12 +1,14 @@
-// node dist/scripts/wasm-ab.js --base /work/base-x/dist [--model mobilenetv2] [--rounds 9] [--runs 5]:
+// node dist/scripts/wasm-ab.js --base /work/base-x/dist [--model mobilenetv2 | --file MODEL.onnx] [--rounds 9] [--runs 5]:
 // an A/B of the wasm target on a machine shared with other jobs. This build's compile and another
-// build's (its `dist` folder: a checkout of the baseline, built) each compile the zoo model for wasm
+// build's (its `dist` folder: a checkout of the baseline, built) each compile the zoo model (or an
+// ONNX file: an int8 model of `tessera quantize`) for wasm
 // at one thread in this Node process, beside onnxruntime-web (wasm, 1 thread) on the same seeded
 // input; rounds alternate base, ours and onnxruntime-web, `--runs` runs each, timed by the process's
 // CPU time (one thread: what the run itself used, not what other jobs took). Per round each side's
 // median; printed: the medians over the rounds and each build's ratio to onnxruntime-web's median of
 // the same round (< 1: faster). Speed is reported, never asserted.
 import { Effect } from "effect"
+import { readFileSync } from "node:fs"
 import * as path from "node:path"
 import { pathToFileURL } from "node:url"
 import { allocate } from "../src/ast/graph/dtype.js"
@@ -42,7 +44,8 @@ const load = async (dist: string): Promise<Side> => {
   return (await Effect.runPromise(loadProgram(program, target, { threads: 1 }) as Effect.Effect<Side>))
 }
 
-const bytes = zooModel(model, 0)
+const file = args.includes("--file") ? opt("--file", "") : undefined
+const bytes = file ? new Uint8Array(readFileSync(file)) : zooModel(model, 0)
 const here = path.resolve(path.dirname(new URL(import.meta.url).pathname), "..") // this build's dist
 const ours = await load(here)
 const theirs = await load(base)
@@ -60,6 +63,7 @@ const ortFeeds = { [input.name]: new ort.Tensor("float32", ortTensorParts(feeds.
 
 // warm-up (V8 tiers a wasm function up after its first calls), and the outputs compared
 let maxDiff = 0
+let maxAB = 0
 for (let i = 0; i < 3; i++) {
   const a = ours.run(feeds)
   const b = theirs.run(feeds)
@@ -68,7 +72,10 @@ for (let i = 0; i < 3; i++) {
     const x = a.get(name)!.data as ArrayLike<number>
     const y = b.get(name)!.data as ArrayLike<number>
     const z = t.data as ArrayLike<number>
-    for (let j = 0; j < z.length; j++) maxDiff = Math.max(maxDiff, Math.abs(x[j] - z[j]), Math.abs(y[j] - z[j]))
+    for (let j = 0; j < z.length; j++) {
+      maxDiff = Math.max(maxDiff, Math.abs(x[j] - z[j]), Math.abs(y[j] - z[j]))
+      maxAB = Math.max(maxAB, Math.abs(x[j] - y[j]))
+    }
   }
 }
 const time = async (f: () => unknown): Promise<number> => {
@@ -90,6 +97,6 @@ for (let k = 0; k < rounds; k++) {
 }
 const m = (f: (x: (typeof rows)[number]) => number) => median(rows.map(f))
 console.log(
-  `${model}, wasm, 1 thread, ${rounds} rounds × ${runs} runs, CPU time: base ${m((x) => x.base).toFixed(2)} ms (${m((x) => x.base / x.ort).toFixed(3)} of onnxruntime-web), ours ${m((x) => x.ours).toFixed(2)} ms (${m((x) => x.ours / x.ort).toFixed(3)}), onnxruntime-web ${m((x) => x.ort).toFixed(2)} ms; largest |difference| from onnxruntime-web ${maxDiff.toExponential(2)}`,
+  `${file ?? model}, wasm, 1 thread, ${rounds} rounds × ${runs} runs, CPU time: base ${m((x) => x.base).toFixed(2)} ms (${m((x) => x.base / x.ort).toFixed(3)} of onnxruntime-web), ours ${m((x) => x.ours).toFixed(2)} ms (${m((x) => x.ours / x.ort).toFixed(3)}), onnxruntime-web ${m((x) => x.ort).toFixed(2)} ms; largest |difference| from onnxruntime-web ${maxDiff.toExponential(2)}, between the builds ${maxAB.toExponential(2)}`,
 )
 await session.release()

@@ -5,7 +5,10 @@
 // channel (x's per input channel, w's per output channel) and per-channel scales, every
 // configuration of its space evaluates equal to the plain int32 compute (QUANT_INT_PLAIN: one
 // reduction over the zero-shifted 8-bit values, no blocked form), exactly — QLinearConv's requantized
-// bytes and ConvInteger's int32 sums.
+// bytes and ConvInteger's int32 sums. The same function emitted for wasm (SIMD128: its vector
+// loops, the int16 reads widened to int32 of the taps-outside order: src/emit/wasm/widen.ts; the
+// requantizing epilogue reading the tile's sums from their v128 locals: vector-wide.ts) and run
+// gives the same values.
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { attr, type AttrValue } from "../../src/ast/graph/attrs.js"
@@ -16,6 +19,9 @@ import type { DType } from "../../src/ast/graph/dtype.js"
 import { evaluateTE } from "../../src/ast/te/evaluate.js"
 import { placeholder, type ComputeTensor } from "../../src/ast/te/tensor.js"
 import { evaluatePrimFunc } from "../../src/ast/tir/evaluate.js"
+import { allocate } from "../../src/ast/graph/dtype.js"
+import { loadWasmModuleSync } from "../../src/device/wasm/load.js"
+import { emitWasmModule } from "../../src/emit/wasm/emit.js"
 import { baseSchedule } from "../../src/lowering/lower-group.js"
 import { lowerSync } from "../../src/lowering/lower.js"
 import type { OpCompute } from "../../src/lowering/op-library-common.js"
@@ -119,6 +125,13 @@ describe("int8 depthwise / grouped template", () => {
         const plain = build(sp, QUANT_INT_PLAIN)
         const want = evaluateTE(plain.outputs, plain.feeds)[0]
         expect(Array.from(got.data as ArrayLike<number>)).toEqual(Array.from(want.data as ArrayLike<number>))
+        // wasm: the params in order, the output allocated
+        const em = emitWasmModule([{ name: "k", func: f }])
+        const fn = loadWasmModuleSync(em.bytes, em.kernels).get("k")!
+        const arrays = f.params.map((p) => feeds.get(p.name)?.data.slice() ?? allocate(p.dtype, (p.view?.shape ?? p.shape).reduce((a, b) => a * b, 1)))
+        fn(...arrays)
+        const wasm = arrays[f.params.findIndex((p) => p.name === outputs[0].name)]
+        expect(Array.from(wasm as ArrayLike<number>)).toEqual(Array.from(want.data as ArrayLike<number>))
       }),
       lawParams(40),
     )

@@ -45,6 +45,7 @@ export const scheduleTarget = (target: Target<"c" | "js" | "wasm">): ScheduleTar
   vectorRegisters: ISA_VECTOR_REGISTERS[target.attrs.isa],
   ...(int8DotOf(target) ? { int8Dot: int8DotOf(target) } : {}),
   ...(ISA_FUSED_MULTIPLY_ADD[target.attrs.isa] ? {} : { fusedMultiplyAdd: false }),
+  ...(target.kind === "c" ? {} : { outerLoopVectorizer: false }),
 })
 
 /**

@@ -12,9 +12,10 @@ import { emitLoopLatch, STORAGE, VCLASS, type FnBuilder, type VT } from "./build
 import { emitAddress, emitExpr, emitExprAs, invalidate, type Scope } from "./expr.js"
 import { emitSteps, hoistBases, stepBases } from "./hoist.js"
 import { BEGIN, END, FRAME, frameSlot, type FrameSize } from "./layout.js"
-import { emitVectorLoop, vectorPlan } from "./vector.js"
+import { coef, emitVectorLoop, vectorPlan } from "./vector.js"
 import { emitDot4x4 } from "./dot.js"
 import { emitWideLoop, widePlan } from "./vector-wide.js"
+import { copyPlan, emitCopyLoop } from "./vector-copy.js"
 import { allocRegs, emitRegWrite, indexesRegs, LANE_DTYPE, promotable } from "./registers.js"
 
 export interface StmtCtx extends Scope {
@@ -49,7 +50,21 @@ const substituteStmt = (body: Stmt, name: string, value: number, bounds: Readonl
   return mapStmt(body, () => undefined, (e) => ints(substitute(e, env)))
 }
 
-/** Whether `s` reads or stores a buffer promoted to registers (vector-wide.ts addresses memory only). */
+/**
+ * Whether `s` (a vectorized loop's body over `v` from the constant `lo`) stores no buffer promoted to
+ * registers and reads one only at an index constant in every iteration but for `v`, one step a lane
+ * (vector-wide.ts reads those as v128 locals: a conv tile's sums in its requantizing epilogue).
+ */
+const regReadsOnly = (s: Stmt, v: string, lo: number, sc: StmtCtx): boolean => {
+  if (!sc.regs || sc.regs.size === 0) return true
+  if (s.kind !== "store" || sc.regs.has(s.buffer)) return false
+  const env = new Map([[v, c(lo)]])
+  return collect(s.value, (x) => x.kind === "read" && sc.regs!.has(x.source)).every(
+    (x) => x.kind === "read" && x.indices.length === 1 && coef(x.indices[0], v) === 1 && simplify(substitute(x.indices[0], env), sc.bounds).kind === "const",
+  )
+}
+
+/** Whether `s` reads or stores a buffer promoted to registers (vector-copy.ts addresses memory only). */
 const touchesRegs = (s: Stmt, sc: StmtCtx): boolean => {
   if (!sc.regs || sc.regs.size === 0) return false
   if (s.kind === "store" && sc.regs.has(s.buffer)) return true
@@ -88,12 +103,24 @@ export const emitStmt = (fb: FnBuilder, sc: StmtCtx, s: Stmt, frame: FrameSize):
         }
       }
       // a vectorized loop of mixed dtypes (a requantization) over memory buffers: vector-wide.ts
-      if (!chunked && !regIndexed && s.forKind === "vectorized" && lo !== undefined && ext !== undefined && ext >= 4 && !touchesRegs(s.body, sc)) {
+      if (!chunked && s.forKind === "vectorized" && lo !== undefined && ext !== undefined && ext >= 4 && regReadsOnly(s.body, s.var.name, lo, sc)) {
         const wide = widePlan(s.body, s.var.name)
         // (a store that converts — its value's dtype not the buffer's — stays scalar)
         if (wide && sc.bufs.get(wide.store.buffer)?.dtype === wide.store.value.dtype) {
           const nvec = ext - (ext % 4)
           emitWideLoop(fb, sc, wide, s.var.name, lo, nvec)
+          if (nvec === ext) return
+          emitStmt(fb, sc, { ...s, forKind: "serial", min: c(lo + nvec), extent: c(ext - nvec) }, frame)
+          return
+        }
+      }
+      // a vectorized copy of other dtypes (an int8 conv's int16 padded input): vector-copy.ts
+      if (!chunked && !regIndexed && s.forKind === "vectorized" && lo !== undefined && ext !== undefined && !touchesRegs(s.body, sc)) {
+        const copy = copyPlan(s.body, s.var.name)
+        const dt = copy?.store.value.dtype
+        if (copy && ext >= copy.lanes && sc.bufs.get(copy.store.buffer)?.dtype === dt && sc.bufs.get((copy.store.value as { source: string }).source)?.dtype === dt) {
+          const nvec = ext - (ext % copy.lanes)
+          emitCopyLoop(fb, sc, copy, s.var.name, lo, nvec)
           if (nvec === ext) return
           emitStmt(fb, sc, { ...s, forKind: "serial", min: c(lo + nvec), extent: c(ext - nvec) }, frame)
           return

@@ -4,8 +4,10 @@
 // each subexpression in the vector class of its dtype: int32 as i32x4, float32 as f32x4, float64 as
 // two f64x2 (lanes 0–1 and 2–3), so every lane computes what the scalar code computes, in the same
 // order and precision:
-// - reads of int32 / float32 unit-stride in the loop variable (v128.load); invariant subtrees
-//   splatted once before the steps;
+// - reads of int32 / float32 unit-stride in the loop variable (v128.load), and of an 8- or 16-bit
+//   integer widened to int32 (one widening load: ./widen.ts), of a buffer promoted to registers
+//   at constant indices (its v128 locals: a tile's sums); invariant subtrees splatted once before
+//   the steps;
 // - + − × ÷ min max and round / floor / ceil / abs / neg / sqrt of the class (f64x2.min / max and
 //   nearest are the scalar f64 ops lane by lane);
 // - casts int32 → float32 / float64, float32 ↔ float64 (each the scalar conversion, exact or one
@@ -23,6 +25,8 @@ import { STORAGE, type FnBuilder } from "./builder.js"
 import type { Op } from "./encoder.js"
 import { emitAddress, emitExpr, invalidate, type Scope } from "./expr.js"
 import { coef, invariant } from "./vector.js"
+import { emitWidenedLoad, widenedRead } from "./widen.js"
+import { emitRegVecRead } from "./registers.js"
 
 type VStore = Stmt & { kind: "store" }
 type Cls = "i32" | "f32" | "f64"
@@ -79,8 +83,11 @@ export const widePlan = (body: Stmt, loopVar: string): WidePlan | undefined => {
         return BIN[cls][e.op] !== undefined && CLASS[e.a.dtype] === cls && CLASS[e.b.dtype] === cls && ok(e.a) && ok(e.b)
       case "call":
         return CALL[cls][e.fn] !== undefined && e.args.every((a) => CLASS[a.dtype] === cls && ok(a))
-      case "cast":
+      case "cast": {
+        const r = widenedRead(e, loopVar)
+        if (r) return r.source !== body.buffer
         return castOk(e.value, e.dtype) && ok(e.value)
+      }
       default:
         return false
     }
@@ -184,6 +191,12 @@ export const emitWideLoop = (fb: FnBuilder, sc: Scope, plan: WidePlan, loopVar: 
     }
     switch (e.kind) {
       case "read": {
+        // a register buffer's 4 elements (stmt.ts admits one read at constant indices): its v128 local
+        const reg = block.regs?.get(e.source)
+        if (reg) {
+          emitRegVecRead(fb, reg, e.source, at(e.indices[0]))
+          return { cls: cls as "i32" | "f32" }
+        }
         const { offset } = emitAddress(fb, block, e.source, at(e.indices[0]), 4)
         fb.op("v128.load", STORAGE[e.dtype].align, offset)
         return { cls: cls as "i32" | "f32" }
@@ -216,6 +229,11 @@ export const emitWideLoop = (fb: FnBuilder, sc: Scope, plan: WidePlan, loopVar: 
         )
       }
       case "cast": {
+        const r = widenedRead(e, loopVar)
+        if (r) {
+          emitWidenedLoad(fb, block, r, at(r.indices[0]))
+          return { cls: "i32" }
+        }
         const inner = e.value
         // float64 → float32 → float64 (a float32 rounding of a float64 value): each half rounded in place
         if (cls === "f64" && inner.kind === "cast" && inner.dtype === "float32" && inner.value.dtype === "float64" && !hoisted.has(exprKey(inner))) {

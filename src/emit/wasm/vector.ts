@@ -3,7 +3,9 @@
 // time; any other vectorized loop, and the remainder of an extent not a multiple of 4, runs as
 // scalar code. Lanes are independent only when every buffer the body stores is accessed through
 // one index expression (the store's), which the plan checks. A select whose condition is invariant
-// (a padding guard) is an if with a v128 result, its arms lazy. No relaxed-SIMD op is ever used.
+// (a padding guard) is an if with a v128 result, its arms lazy. An 8- or 16-bit integer read
+// widened to int32 (a quantized conv's int16 input times its weight, summed in int32) is one
+// widening load of its 4 lanes (./widen.ts). No relaxed-SIMD op is ever used.
 import { c, collect, exprKey, substitute, type Expr, type Intrinsic } from "../../ast/te/expr.js"
 import { simplify } from "../../ast/te/simplify.js"
 import type { Stmt } from "../../ast/tir/tir.js"
@@ -11,6 +13,7 @@ import type { Op } from "./encoder.js"
 import { emitLoopLatch, STORAGE, type FnBuilder } from "./builder.js"
 import { emitAddress, emitExpr, emitExprAs, invalidate, type Scope } from "./expr.js"
 import { pseudoMinMax, type PseudoMinMax } from "./min-max.js"
+import { emitWidenedLoad, widenedRead } from "./widen.js"
 import { emitRegVecRead, emitRegVecWrite, LANE_DTYPE, type RegLane as Lane } from "./registers.js"
 
 type VStore = Stmt & { kind: "store" }
@@ -42,6 +45,8 @@ export const vectorPlan = (body: Stmt, loopVar: string): { lane: Lane; stores: r
       case "select":
         // one condition for all lanes: the arms stay lazy (an if with a v128 result)
         return invariant(e.cond, loopVar, storeIdx) && ok(e.t) && ok(e.f)
+      case "cast":
+        return lane === "i32" && widenedRead(e, loopVar) !== undefined && !storeIdx.has(e.value.kind === "read" ? e.value.source : "")
       default:
         return false
     }
@@ -238,6 +243,13 @@ export const emitVectorLoop = (
         e.args.forEach((a) => value(s, a, at))
         fb.op(VCALL[plan.lane][e.fn as Intrinsic]!)
         return
+      case "cast": {
+        const r = widenedRead(e, loopVar)
+        if (!r) throw new Error(`vector cast ${e.value.dtype} → ${e.dtype} (the plan admits only a widened 8- or 16-bit read)`)
+        if (s.regs?.has(r.source)) return fb.fail(`a widened read of the register buffer '${r.source}'`)
+        emitWidenedLoad(fb, s, r, at(r.indices[0]))
+        return
+      }
       default:
         throw new Error(`vector value of kind ${e.kind} (the plan admits none)`)
     }

@@ -3,7 +3,10 @@
 // tile of `tile_px` output pixels of one channel — whole rows of its fused pixels where a row is at
 // most a vector loop long, else columns of a row — in the vector lanes, the sums held in a local
 // copy across the unrolled taps, computed at the tile of the epilogue (the requantization), which
-// stores the tile's bytes contiguously. Knobs: the tile, whether the kernel loops are unrolled.
+// stores the tile's bytes contiguously. Knobs: the tile, whether the kernel loops are unrolled,
+// and whether the taps run inside the tile's pixel loop (each pixel's sum across its taps: the C
+// compiler's outer-loop vectorizer takes the pixel loop) or outside it (a vector loop over the
+// pixels a tap: what an emitter that vectorizes only an innermost loop takes, js and wasm).
 import * as S from "../../ast/schedule/schedule.js"
 import type { Reduce } from "../../ast/te/expr.js"
 import { anchorStage, candidatesOf, dataLeaves, divisors, parallelize, parallelOuter } from "./common.js"
@@ -53,12 +56,16 @@ export const int8DepthwiseTemplate: Template = {
   tunable: true,
   space: (_outputs, base) => {
     const st = anchorStage(base)!
-    const [kh, kw] = (st.op.body as Reduce).axes.map((a) => a.dom.extent).slice(-2)
+    const axes = (st.op.body as Reduce).axes
+    const [kh, kw] = axes.map((a) => a.dom.extent).slice(-2)
+    // (a grouped conv's taps are outside the pixel loop already, with its channel loop)
+    const tapsKnob = epilogue(base, st) !== undefined && axes.length === 2
     return [
       { kind: "split", name: "tile_px", extent: st.op.shape[2], candidates: pixelTiles(st.op.shape[2]) },
       ...(kh > 1 ? [{ kind: "choice", name: "unroll_kh", candidates: [true, false], extent: kh } as const] : []),
       ...(kw > 1 ? [{ kind: "choice", name: "unroll_kw", candidates: [true, false], extent: kw } as const] : []),
       ...(epilogue(base, st) ? [{ kind: "choice", name: "at", candidates: ["tile", "channel"] } as const] : []),
+      ...(tapsKnob ? [{ kind: "choice", name: "taps", candidates: ["inside", "outside"], absent: "inside" } as const] : []),
     ] satisfies Knob[]
   },
   defaults: (knobs, target) => {
@@ -77,6 +84,10 @@ export const int8DepthwiseTemplate: Template = {
     // kernels of up to 3×3 unrolled (their weights broadcast once a channel)
     const taps = knobs.reduce((p, k) => (k.kind === "choice" && k.extent !== undefined ? p * k.extent : p), 1)
     for (const k of knobs) if (k.name === "unroll_kh" || k.name === "unroll_kw") cfg[k.name] = taps <= 9
+    // the taps inside the pixel loop where the C compiler vectorizes that loop around them; outside
+    // it where the emitter vectorizes only an innermost loop (inside, the pixel loop stays scalar:
+    // MobileNetV2 int8's depthwise convs on wasm ran their products one pixel at a time)
+    if (knobs.some((k) => k.name === "taps")) cfg.taps = target.outerLoopVectorizer === false ? "outside" : "inside"
     return cfg
   },
   apply: (_outputs, base, config) => {
@@ -122,7 +133,8 @@ export const int8DepthwiseTemplate: Template = {
     const [rkh, rkw] = red.slice(-2)
     const lsp = S.split(s, local, lp, { factor: tile })
     // (a grouped conv's channel loop outside the tile's vector loop, the taps inside it with it)
-    s = S.reorder(lsp.schedule, local, red.length > 2 ? [ln, lm, lsp.outer, ...red, lsp.inner] : [ln, lm, lsp.outer, lsp.inner, rkh, rkw])
+    const outside = red.length > 2 || config.taps === "outside"
+    s = S.reorder(lsp.schedule, local, outside ? [ln, lm, lsp.outer, ...red, lsp.inner] : [ln, lm, lsp.outer, lsp.inner, rkh, rkw])
     s = S.vectorize(s, local, lsp.inner)
     if (config.unroll_kh) s = S.unroll(s, local, rkh)
     if (config.unroll_kw) s = S.unroll(s, local, rkw)

@@ -85,6 +85,12 @@ export interface ScheduleTarget {
    * (absent: true); false for WebAssembly SIMD128 (a mul, an add and a splat load each).
    */
   readonly fusedMultiplyAdd?: boolean
+  /**
+   * Whether the compiler the emitted code goes through vectorizes a loop with loops inside it
+   * (absent: true, gcc's outer-loop vectorizer on the c target); false where the emitter's own
+   * vector code takes only an innermost loop of straight-line stores (js, wasm).
+   */
+  readonly outerLoopVectorizer?: boolean
   /** The 8-bit dot-product instruction the emitter renders (AVX-512 VNNI's, SIMD128's i16 dot; absent: none, int8 products are loops). */
   readonly int8Dot?: "vnni" | "avx2" | "simd128"
   /** Bytes of a core's L2 cache (the target record's, measured from sysfs on the host; absent: 256 KiB). */
