@@ -7,7 +7,7 @@
 //
 //   npm run search-curves -- [--mode list|measure] [--trials 1000] [--tasks a,b,...]
 //     [--tuners evo,xgb,random] [--space generated|union|template] [--threads 1] [--seed 1]
-//     [--batch 16] [--out-dir .cache/search-curves]
+//     [--batch 16] [--out-dir .cache/search-curves] [--epsilon E (the guided tuners' random share)]
 //
 // --mode list: the tasks, their space sizes, and (with --probe N, default 4) the seconds a trial
 //   takes, measured on N random configs of each: what `--trials` would cost.
@@ -279,7 +279,8 @@ const makeTuner = async (name: (typeof TUNER_NAMES)[number], r: TaskRunner): Pro
   if (name === "random") return randomTuner(r.task, SEED)
   const model = await run(makeXGBoostModel())
   const features = (c: import("../src/lowering/templates/template.js").Config) => featuresOf(r.lowerConfig(c), r.task.knobs, c)
-  return name === "xgb" ? xgbTuner(r.task, { seed: SEED, model, features }) : evoTuner(r.task, { seed: SEED, model, features })
+  const epsilon = arg("epsilon", "") === "" ? {} : { epsilon: Number(arg("epsilon", "")) }
+  return name === "xgb" ? xgbTuner(r.task, { seed: SEED, model, features, ...epsilon }) : evoTuner(r.task, { seed: SEED, model, features, ...epsilon })
 }
 
 /** The template's default, measured once (recorded as tuner "default"): a reference line. */
