@@ -7,12 +7,17 @@
 //
 //   npm run search-curves -- [--mode list|measure] [--trials 1000] [--tasks a,b,...]
 //     [--tuners evo,xgb,random] [--space generated|union|template] [--threads 1] [--seed 1]
-//     [--batch 16] [--out-dir .cache/search-curves]
+//     [--batch 16] [--out-dir .cache/search-curves] [--epsilon E (the guided tuners' random share)]
 //
 // --mode list: the tasks, their space sizes, and (with --probe N, default 4) the seconds a trial
 //   takes, measured on N random configs of each: what `--trials` would cost.
-// --mode measure: the curves. The log (out-dir/search-c-<threads>t.jsonl) is resumed: a rerun
-//   with a larger --trials continues each (task, tuner) curve where it stopped.
+// --mode measure: the curves. The logs (out-dir/search-c-<threads>t-<space>-<tuner>.jsonl, the
+//   defaults in search-c-<threads>t-<space>.jsonl) are resumed: a rerun with a larger --trials
+//   continues each (task, tuner) curve where it stopped.
+// --mode report: the curves and the summary from the logs alone (--trials xgb=250,random=1000: each
+//   tuner's first N), with --remeasure K each tuner's K fastest configs and the default timed again
+//   side by side (one library, their repeats in turns).
+// --mode model: the cost model on the logs' records: distinct feature rows, cross-validated rank.
 // --space generated (default) restricts a task to the generated space (sketch.ts); union is what
 //   `tessera tune` searches (the template's knobs and the generated ones); template the
 //   template's alone. The template's default schedule is measured once as a reference line.
@@ -48,9 +53,10 @@ type TaskRunner = import("../src/search/extract.js").TaskRunner
 type Tuner = import("../src/search/tuners.js").Tuner
 type Curve = import("../src/search/plot.js").Curve
 type Knob = import("../src/lowering/templates/template.js").Knob
+type Config = import("../src/lowering/templates/template.js").Config
 
 const MODE = arg("mode", "measure")
-const TRIALS = Number(arg("trials", "1000"))
+const TRIALS = MODE === "report" ? 0 : Number(arg("trials", "1000"))
 const SEED = Number(arg("seed", "1"))
 const BATCH = Number(arg("batch", "16"))
 const PROBE = Number(arg("probe", "4"))
@@ -59,7 +65,11 @@ const OUT = arg("out-dir", ".cache/search-curves")
 const TUNER_NAMES = arg("tuners", "evo,xgb,random").split(",") as ("evo" | "xgb" | "random")[]
 const C_TARGET = BACKENDS.c.target(hostCpu(), THREADS)
 const LANES = Math.max(1, C_TARGET.attrs.vectorLanes)
+// the defaults' log, and one log per tuner: a log's reader skips a config measured a second time
+// (records.ts, "duplicate": two tuners on one log), and here two tuners measure one config by right
 const LOG = path.join(OUT, `search-c-${THREADS}t-${SPACE}.jsonl`)
+const logOf = (tuner: string) => path.join(OUT, `search-c-${THREADS}t-${SPACE}-${tuner}.jsonl`)
+const readRecords = async (file: string) => (fs.existsSync(file) ? (await run(readLog(file))).records : [])
 const log = (s: string) => process.stderr.write(`${s}\n`)
 const run = <A, E>(eff: Effect.Effect<A, E>) => Effect.runPromise(eff as Effect.Effect<A, never>)
 
@@ -146,12 +156,131 @@ if (MODE === "list") {
   process.exit(0)
 }
 
-const existing = fs.existsSync(LOG) ? (await run(readLog(LOG))).records : []
+if (MODE === "model") {
+  // the cost model on the log's measured configs of each chosen task: are the feature rows of
+  // distinct configs distinct, and how well does the model rank configs it was not trained on
+  // (5 folds: Spearman's rho, and the best true throughput among its top 5 over the fold's best)
+  const logged = (await Promise.all(["evo", "xgb", "random"].map((t) => readRecords(logOf(t))))).flat()
+  const ranks = (v: readonly number[]) => {
+    const o = v.map((x, k) => [x, k] as const).sort((a, b) => a[0] - b[0])
+    const r = new Array<number>(v.length)
+    o.forEach(([, k], i) => (r[k] = i))
+    return r
+  }
+  const spearman = (a: readonly number[], b: readonly number[]) => {
+    const ra = ranks(a), rb = ranks(b)
+    const m = (ra.length - 1) / 2
+    let num = 0, da = 0, db = 0
+    for (let k = 0; k < ra.length; k++) { num += (ra[k] - m) * (rb[k] - m); da += (ra[k] - m) ** 2; db += (rb[k] - m) ** 2 }
+    return num / Math.sqrt(da * db)
+  }
+  for (const { name, runner } of chosen) {
+    const rs = logged.filter((r) => r.workload === runner.task.workload && r.tuner !== "default" && r.confirm === undefined && r.costs.length > 0)
+    if (rs.length < 20) { log(`${name}: ${rs.length} records in ${LOG}, too few`); continue }
+    const xs = rs.map((r) => featuresOf(runner.lowerConfig(r.config), runner.task.knobs, r.config))
+    const ys = rs.map((r) => runner.task.flops / Math.min(...r.costs) / 1e9)
+    const groups = new Map<string, number[]>()
+    xs.forEach((x, k) => groups.set(x.join(","), [...(groups.get(x.join(",")) ?? []), ys[k]]))
+    const spread = Math.max(...[...groups.values()].map((g) => Math.max(...g) / Math.min(...g)))
+    if (process.env.SHOW_COLLISIONS) {
+      const worst = [...groups.entries()].sort((a, b) => Math.max(...b[1]) / Math.min(...b[1]) - Math.max(...a[1]) / Math.min(...a[1]))[0]
+      xs.forEach((x, k) => { if (x.join(",") === worst[0]) log(`  ${ys[k].toFixed(1)} GFLOP/s ${JSON.stringify(Object.fromEntries(Object.entries(rs[k].config).filter(([n]) => n.startsWith("sk_"))))}`) })
+    }
+    const folds = 5
+    const rho: number[] = [], top: number[] = []
+    for (let f = 0; f < folds; f++) {
+      const train = rs.map((_, k) => k).filter((k) => k % folds !== f), test = rs.map((_, k) => k).filter((k) => k % folds === f)
+      const best = Math.max(...train.map((k) => ys[k]))
+      const model = await run(makeXGBoostModel())
+      await run(model.fit(train.map((k) => xs[k]), train.map((k) => ys[k] / best)))
+      const pred = await run(model.predict(test.map((k) => xs[k])))
+      rho.push(spearman(pred, test.map((k) => ys[k])))
+      const order = test.map((k, i) => [pred[i], ys[k]] as const).sort((a, b) => b[0] - a[0])
+      top.push(Math.max(...order.slice(0, 5).map((o) => o[1])) / Math.max(...test.map((k) => ys[k])))
+    }
+    const mean = (v: number[]) => v.reduce((a, b) => a + b, 0) / v.length
+    console.log(JSON.stringify({ task: name, records: rs.length, distinctConfigs: new Set(rs.map((r) => JSON.stringify(r.config))).size, distinctRows: groups.size, worstSpreadInARow: Number(spread.toFixed(2)), spearman: Number(mean(rho).toFixed(3)), top5OverBest: Number(mean(top).toFixed(3)) }))
+  }
+  process.exit(0)
+}
+
+if (MODE === "report") {
+  // the curves, the summary and the figures from the log alone (no trial measured): each tuner's
+  // first --trials records of a task (per tuner: --trials xgb=250,random=1000), then, with
+  // --remeasure K, its K fastest configs and the default measured again side by side (one library,
+  // their repeats in turns, 5× the trials' repeats): the best of 1,000 noisy timings is partly
+  // the luckiest, so the final bests are compared on these timings as well as on the raw ones
+  const cap = (t: string) => Number(new Map(arg("trials", "").split(",").map((x) => x.split("=") as [string, string])).get(t) ?? (Number(arg("trials", "")) || Infinity))
+  const REMEASURE = Number(arg("remeasure", "0"))
+  const logged = [...(await readRecords(LOG)), ...(await Promise.all(TUNER_NAMES.map((t) => readRecords(logOf(t))))).flat()]
+  const curves: Curve[] = []
+  const summary = []
+  const gf = (r: TaskRunner, cost: number | undefined) => (cost === undefined ? 0 : r.task.flops / cost / 1e9)
+  for (const { name, kind, runner } of chosen) {
+    const full = (await runnersOf(CATALOGUE[name].model)).find((x) => x.task.workload === runner.task.workload)!
+    const mine = logged.filter((x) => x.workload === runner.task.workload && x.confirm === undefined)
+    const def = mine.find((x) => x.tuner === "default")
+    const byTuner: Record<string, { config: Config; g: number; k: number }[]> = {}
+    const curveOf: Record<string, number[]> = {}
+    for (const t of TUNER_NAMES) {
+      const rs = mine.filter((x) => x.tuner === t).slice(0, cap(t))
+      byTuner[t] = rs.map((x, k) => ({ config: x.config, g: gf(runner, x.costs.length ? Math.min(...x.costs) : undefined), k }))
+      let best = 0
+      curveOf[t] = byTuner[t].map((x) => (best = Math.max(best, x.g)))
+      curves.push({ task: runner.task.id, label: `${name}: ${runner.task.label}`, tuner: t, best: curveOf[t] })
+    }
+    const randomBest = curveOf.random?.at(-1)
+    const row: Record<string, unknown> = {
+      task: name,
+      kind,
+      label: runner.task.label,
+      mflop: Number((runner.task.flops / 1e6).toFixed(1)),
+      defaultGflops: def?.gflops,
+      trials: Object.fromEntries(Object.entries(curveOf).map(([t, c]) => [t, c.length])),
+      best: Object.fromEntries(Object.entries(curveOf).map(([t, c]) => [t, Number((c.at(-1) ?? 0).toFixed(2))])),
+      bestAt200: Object.fromEntries(Object.entries(curveOf).map(([t, c]) => [t, Number((c.slice(0, 200).at(-1) ?? 0).toFixed(2))])),
+      trialsToRandomBest: randomBest === undefined ? {} : Object.fromEntries(Object.entries(curveOf).filter(([t]) => t !== "random").map(([t, c]) => [t, trialsToReach(c, randomBest) ?? null])),
+    }
+    if (REMEASURE > 0 && def) {
+      // each tuner's K fastest (xgb's among its first 200 trials: the claim is about them) and the default
+      const tops = Object.entries(byTuner).flatMap(([t, xs]) =>
+        [...(t === "random" ? xs : xs.slice(0, 200))].filter((x) => x.g > 0).sort((a, b) => b.g - a.g).slice(0, REMEASURE).map((x) => ({ ...x, t })),
+      )
+      const picks = [{ t: "default", config: def.config, g: def.gflops ?? 0, k: -1 }, ...tops]
+      const opts = { ...measureOptions, measure: { ...measureOptions.measure, repeats: 15, interleave: true }, chunk: picks.length, buildJobs: 1, overlap: false }
+      const measured = await run(measurerFor(C_TARGET, full, opts)!(picks.map((x) => ({ config: x.config, func: full.lowerConfig(x.config) }))))
+      const again = picks.map((x, i) => ({ ...x, again: gf(runner, measured[i].cost) }))
+      const bestAgain = (t: string) => again.filter((x) => x.t === t).reduce<(typeof again)[number] | undefined>((b, x) => (!b || x.again > b.again ? x : b), undefined)
+      const rnd = bestAgain("random")
+      row.remeasured = {
+        default: Number(again[0].again.toFixed(2)),
+        ...Object.fromEntries(TUNER_NAMES.map((t) => [t, bestAgain(t) ? { gflops: Number(bestAgain(t)!.again.toFixed(2)), raw: Number(bestAgain(t)!.g.toFixed(2)), trial: bestAgain(t)!.k + 1 } : null])),
+        // the first trial of a guided tuner whose config, timed again, is at least random's best timed again
+        trialsToRandomBest: Object.fromEntries(TUNER_NAMES.filter((t) => t !== "random").map((t) => {
+          const hits = again.filter((x) => x.t === t && rnd !== undefined && x.again >= rnd.again).map((x) => x.k + 1)
+          return [t, hits.length ? Math.min(...hits) : null]
+        })),
+        all: again.map((x) => ({ tuner: x.t, trial: x.k + 1, raw: Number(x.g.toFixed(2)), again: Number(x.again.toFixed(2)) })),
+      }
+    }
+    summary.push(row)
+    log(JSON.stringify(row))
+  }
+  fs.writeFileSync(path.join(OUT, `search-curves-c-${THREADS}t-${SPACE}.svg`), await renderCurvesSvg(curves, `Best-so-far GFLOP/s vs trials, ${SPACE} space (c, ${THREADS} thread${THREADS > 1 ? "s" : ""}, ${os.cpus()[0]?.model ?? "CPU"})`))
+  fs.rmSync(buildDir, { recursive: true, force: true })
+  const result = { cpu: os.cpus()[0]?.model, threads: THREADS, lanes: LANES, space: SPACE, seed: SEED, summary }
+  fs.writeFileSync(path.join(OUT, `search-curves-c-${THREADS}t-${SPACE}-report.json`), JSON.stringify(result, null, 1))
+  console.log(JSON.stringify(result, null, 1))
+  process.exit(0)
+}
+
+const existing = [...(await readRecords(LOG)), ...(await Promise.all(TUNER_NAMES.map((t) => readRecords(logOf(t))))).flat()]
 const makeTuner = async (name: (typeof TUNER_NAMES)[number], r: TaskRunner): Promise<Tuner> => {
   if (name === "random") return randomTuner(r.task, SEED)
   const model = await run(makeXGBoostModel())
   const features = (c: import("../src/lowering/templates/template.js").Config) => featuresOf(r.lowerConfig(c), r.task.knobs, c)
-  return name === "xgb" ? xgbTuner(r.task, { seed: SEED, model, features }) : evoTuner(r.task, { seed: SEED, model, features })
+  const epsilon = arg("epsilon", "") === "" ? {} : { epsilon: Number(arg("epsilon", "")) }
+  return name === "xgb" ? xgbTuner(r.task, { seed: SEED, model, features, ...epsilon }) : evoTuner(r.task, { seed: SEED, model, features, ...epsilon })
 }
 
 /** The template's default, measured once (recorded as tuner "default"): a reference line. */
@@ -183,7 +312,7 @@ for (const { name, kind, runner } of chosen) {
         target: "c",
         now: () => new Date().toISOString(),
         done,
-        onRecords: (rs) => Effect.orDie(appendRecords(LOG, rs)),
+        onRecords: (rs) => Effect.orDie(appendRecords(logOf(tname), rs)),
       }),
     )
     byTuner[tname] = [...res.curve]

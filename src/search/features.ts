@@ -3,7 +3,8 @@
 // the buffer accesses of its innermost store, strides on the innermost loop, touched elements and
 // reuse over the innermost loops; nest counts and allocation sizes; plus the knob values, each known
 // knob in a slot of its own (so rows of different templates and tasks line up, for transfer
-// learning), other knobs after them by position.
+// learning), the generated space's splits a slot per level and axis, other knobs after them by
+// position.
 import { collect, type Expr, type Var } from "../ast/te/expr.js"
 import { evalExpr } from "../ast/te/eval-expr.js"
 import type { PrimFunc, Stmt } from "../ast/tir/tir.js"
@@ -17,13 +18,27 @@ const KNOWN_KNOBS = [
   "tile_inner", "tile_second", "vectorize", "unroll_tile", "fuse_epilogue", "oc_order", "ic_batch",
   "tile_rows", "tile_cols", "cols_outer", "sketch", "sk_vectorize", "sk_unroll", "sk_parallel", "sk_compute_at",
 ] as const
+/**
+ * The generated space's split knobs (sketch.ts), a slot per level: `sk_s<i>` = "a.b" as lg a and
+ * lg b, `sk_r<j>` as lg of its factor. In the "others" slots by position they took the candidate's
+ * index and only the first three got a slot, so configs that differed in a later axis's tile or in
+ * a reduce factor (a 1×1 conv's `sk_r0` 2 against 8: 85 against 5.6 GFLOP/s) had one feature row.
+ */
+const K_SK_DATA = 6
+const K_SK_REDUCE = 4
 const K_OTHER = 3
 /** Stores described one by one (the most work first), accesses per store, features per access. */
 const K_STORES = 3
 const K_STORE_ACCESS = 4
 const PER_ACCESS = 5
 const PER_STORE = 7 + K_STORE_ACCESS * PER_ACCESS
-export const FEATURE_COUNT = K_LOOPS * 5 + K_ACCESS * 3 + 4 + KNOWN_KNOBS.length + K_OTHER + K_STORES * PER_STORE
+export const FEATURE_COUNT = K_LOOPS * 5 + K_ACCESS * 3 + 4 + KNOWN_KNOBS.length + 2 * K_SK_DATA + K_SK_REDUCE + K_OTHER + K_STORES * PER_STORE
+
+/** A split knob with a slot of its own (past the slots, it goes to the "others" by position). */
+const hasSketchSlot = (name: string): boolean => {
+  const m = /^sk_([sr])(\d+)$/.exec(name)
+  return m !== null && Number(m[2]) < (m[1] === "s" ? K_SK_DATA : K_SK_REDUCE)
+}
 
 interface Loop {
   readonly name: string
@@ -119,7 +134,16 @@ export const featuresOf = (f: PrimFunc, knobs: readonly Knob[] = [], config: Con
     return typeof v === "number" ? lg(v) : typeof v === "boolean" ? (v ? 1 : 0) : typeof v === "string" && knob ? (knob.candidates as readonly unknown[]).indexOf(v) : 0
   }
   for (const name of KNOWN_KNOBS) feats.push(value(knobs.find((k) => k.name === name)))
-  const others = knobs.filter((k) => !(KNOWN_KNOBS as readonly string[]).includes(k.name))
+  const knobAt = (name: string) => {
+    const knob = knobs.find((k) => k.name === name)
+    return knob ? knobValue(knob, config) : undefined
+  }
+  for (let i = 0; i < K_SK_DATA; i++) {
+    const [a, b] = String(knobAt(`sk_s${i}`) ?? "1.1").split(".").map(Number)
+    feats.push(lg(a || 1), lg(b || 1))
+  }
+  for (let j = 0; j < K_SK_REDUCE; j++) feats.push(lg(Number(knobAt(`sk_r${j}`) ?? 1)))
+  const others = knobs.filter((k) => !(KNOWN_KNOBS as readonly string[]).includes(k.name) && !hasSketchSlot(k.name))
   for (let k = 0; k < K_OTHER; k++) feats.push(value(others[k]))
   const ranked = stores.map((x, k) => ({ x, k, w: work(x) })).sort((a, b) => b.w - a.w || a.k - b.k)
   for (let k = 0; k < K_STORES; k++) feats.push(...storeFeatures(ranked[k]?.x))
