@@ -14,6 +14,7 @@ import { emitLoopLatch, STORAGE, type FnBuilder } from "./builder.js"
 import { emitAddress, emitExpr, emitExprAs, invalidate, type Scope } from "./expr.js"
 import { pseudoMinMax, type PseudoMinMax } from "./min-max.js"
 import { emitWidenedLoad, widenedRead } from "./widen.js"
+import { coef, mentions } from "./linear-index.js"
 import { emitRegVecRead, emitRegVecWrite, LANE_DTYPE, type RegLane as Lane } from "./registers.js"
 
 type VStore = Stmt & { kind: "store" }
@@ -61,7 +62,6 @@ export const readsOf = (e: Expr): Set<string> => new Set(collect(e, (x) => x.kin
 const cacheableSelect = (e: Expr, sc: Scope, stored: ReadonlyMap<string, string>): boolean =>
   collect(e, (x) => x.kind === "read" && (stored.has(x.source) || sc.regs?.has(x.source) === true)).length === 0
 
-const mentions = (e: Expr, name: string) => collect(e, (x) => x.kind === "var" && x.name === name).length > 0
 
 /** No loop variable, no read of a buffer the body stores. */
 export const invariant = (e: Expr, loopVar: string, stored: ReadonlyMap<string, string>): boolean =>
@@ -69,29 +69,6 @@ export const invariant = (e: Expr, loopVar: string, stored: ReadonlyMap<string, 
 
 /** `e(v + 1) - e(v) == 1` for every v: e = v + (terms without v). */
 const unitStride = (e: Expr, v: string): boolean => coef(e, v) === 1
-
-/** The coefficient of `v` in `e` when `e` is linear in it, else undefined. */
-export const coef = (e: Expr, v: string): number | undefined => {
-  if (!mentions(e, v)) return 0
-  switch (e.kind) {
-    case "var":
-      return 1
-    case "bin": {
-      const a = coef(e.a, v)
-      const b = coef(e.b, v)
-      if (a === undefined || b === undefined) return undefined
-      if (e.op === "add") return a + b
-      if (e.op === "sub") return a - b
-      if (e.op === "mul") {
-        if (e.a.kind === "const") return b * e.a.value
-        if (e.b.kind === "const") return a * e.b.value
-      }
-      return undefined
-    }
-    default:
-      return undefined
-  }
-}
 
 const VBIN: { readonly [L in Lane]: Partial<Record<string, Op>> } = {
   f32: { add: "f32x4.add", sub: "f32x4.sub", mul: "f32x4.mul", div: "f32x4.div", min: "f32x4.min", max: "f32x4.max" },
