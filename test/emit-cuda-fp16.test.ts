@@ -9,27 +9,25 @@
 // sm_80 and sm_90; what fp16 cannot hold is an EmitError naming the node and op.
 import { Effect } from "effect"
 import { spawnSync } from "node:child_process"
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { describe, expect, it } from "vitest"
-import { prng } from "../src/ast/graph/arbitrary.js"
 import { attr } from "../src/ast/graph/attrs.js"
 import { runGraph } from "../src/ast/graph/evaluate.js"
 import type { Graph } from "../src/ast/graph/graph.js"
-import { fromArray, type Tensor } from "../src/ast/graph/tensor.js"
+import type { Tensor } from "../src/ast/graph/tensor.js"
 import { roundF16 } from "../src/ast/graph/dtype.js"
 import { artifactFiles } from "../src/cli/compile.js"
 import { targetSettings } from "../src/cli/targets.js"
 import { buildCubin, findNvcc } from "../src/device/cuda/nvcc.js"
-import { parseNpy, serializeNpy } from "../src/device/npy.js"
 import { splitLaunches } from "../src/emit/cuda/launch.js"
 import { halfKernel, halfValues } from "../src/emit/cuda/precision.js"
 import { compiledKernels, type Program } from "../src/lowering/program.js"
 import { compileGraph, emitArtifact } from "../src/pipeline.js"
 import { NetBuilder } from "../src/zoo/builder.js"
 import { scalar } from "../src/zoo/layers.js"
-import { tinyNet } from "./support/tiny-net.js"
+import { runEmulated, tinyNet, writeAll } from "./support/cuda-tiny.js"
 import { evaluateLaunches } from "../laws/support-cuda.js"
 import { cudaGoldenSource, cudaGoldenText, FP16_GOLDEN_CASES } from "../scripts/cuda-goldens.js"
 
@@ -71,11 +69,6 @@ const evaluateHalfProgram = (program: Program, inputs: ReadonlyMap<string, Tenso
   return values
 }
 
-const writeAll = (dir: string, files: ReadonlyMap<string, Uint8Array>) => {
-  mkdirSync(dir, { recursive: true })
-  for (const [name, bytes] of files) writeFileSync(path.join(dir, name), bytes)
-}
-
 describe("cuda --precision fp16", () => {
   for (const mk of FP16_GOLDEN_CASES)
     it(`golden/cuda: the case ${mk().name} is what the emitter writes`, () => {
@@ -110,16 +103,10 @@ describe("cuda --precision fp16", () => {
     try {
       const g = tinyNet()
       const { files, program } = await compiled(g)
-      writeAll(dir, files)
-      const build = spawnSync("make", ["-C", dir, "emulate"], { encoding: "utf8" })
+      const { build, run, input, output } = runEmulated(dir, files, { runs: 1, warmup: 0 })
       expect(build.status, build.stderr).toBe(0)
-      const rng = prng(3)
-      const x: Tensor = fromArray("float32", [1, 3, 16, 16], Array.from({ length: 768 }, () => rng.float(-1, 1)))
-      writeFileSync(path.join(dir, "x.npy"), serializeNpy(x))
-      mkdirSync(path.join(dir, "out"))
-      const run = spawnSync(path.join(dir, "model-emulated"), ["--input", `input=${path.join(dir, "x.npy")}`, "--out", path.join(dir, "out"), "--runs", "1", "--warmup", "0"], { encoding: "utf8" })
-      expect(run.status, run.stderr).toBe(0)
-      const got = parseNpy(new Uint8Array(readFileSync(path.join(dir, "out", "output.npy"))))
+      expect(run!.status, run!.stderr).toBe(0)
+      const [x, got] = [input!, output!]
       expect(got.dtype).toBe("float32")
       const sim = evaluateHalfProgram(program, new Map([["input", x]])).get("output")!
       // softmax's output is float32 (the model's), computed from the Gemm's half-stored logits: the two agree to float32 rounding

@@ -48,7 +48,7 @@ import { compileGraph, emitArtifact, loadProgram } from "../src/pipeline.js"
 import { packConstants } from "../src/cli/compile.js"
 import { conv, NetBuilder } from "../src/zoo/builder.js"
 import { zooGraph } from "../src/zoo/index.js"
-import { tinyNet } from "./support/tiny-net.js"
+import { runEmulated, tinyNet, writeAll } from "./support/cuda-tiny.js"
 import { assertAllClose } from "../laws/support.js"
 import { evaluateLaunches } from "../laws/support-cuda.js"
 import { CUDA_GOLDEN_CASES, cudaGoldenFunc, cudaGoldenText, GOLDEN_CUDA_ATTRS } from "../scripts/cuda-goldens.js"
@@ -86,11 +86,6 @@ const compiled = (g: Graph, arch = "sm_90") =>
       return { settings, program: program as Program, artifact, files: artifactFiles("tiny.onnx", settings, 3, program, artifact) }
     }),
   )
-
-const writeAll = (dir: string, files: ReadonlyMap<string, Uint8Array>) => {
-  mkdirSync(dir, { recursive: true })
-  for (const [name, bytes] of files) writeFileSync(path.join(dir, name), bytes)
-}
 
 /**
  * Float32 kernels emitted for the cuda target, built by g++ over tessera_emulate.h with a generated
@@ -362,20 +357,12 @@ describe("cuda target: a small network end to end", () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), "tessera-cuda-emulate-"))
     try {
       const g = tinyNet()
-      const { files } = await compiled(g)
-      writeAll(dir, files)
-      const build = spawnSync("make", ["-C", dir, "emulate"], { encoding: "utf8" })
+      const { build, run, input: x, output: got } = runEmulated(dir, (await compiled(g)).files, { runs: 2, warmup: 1 })
       expect(build.status, build.stderr).toBe(0)
-      const rng = prng(3)
-      const x: Tensor = fromArray("float32", [1, 3, 16, 16], Array.from({ length: 768 }, () => rng.float(-1, 1)))
-      writeFileSync(path.join(dir, "x.npy"), serializeNpy(x))
-      mkdirSync(path.join(dir, "out"))
-      const run = spawnSync(path.join(dir, "model-emulated"), ["--input", `input=${path.join(dir, "x.npy")}`, "--out", path.join(dir, "out"), "--runs", "2", "--warmup", "1"], { encoding: "utf8" })
-      expect(run.status, run.stderr).toBe(0)
-      expect(JSON.parse(run.stdout.trim())).toMatchObject({ runs: 2, warmup: 1 })
-      const got = parseNpy(new Uint8Array(readFileSync(path.join(dir, "out", "output.npy"))))
-      const [want] = runGraph(g, new Map([["input", x]]))
-      assertAllClose([got], [want], 1e-4, 1e-6)
+      expect(run!.status, run!.stderr).toBe(0)
+      expect(JSON.parse(run!.stdout.trim())).toMatchObject({ runs: 2, warmup: 1 })
+      const [want] = runGraph(g, new Map([["input", x!]]))
+      assertAllClose([got!], [want], 1e-4, 1e-6)
       // the runner's own checks, before any device call: a missing input, a wrong shape
       const missing = spawnSync(path.join(dir, "model-emulated"), ["--runs", "1"], { encoding: "utf8" })
       expect(missing.status).toBe(2)
