@@ -1,5 +1,6 @@
 // node dist/scripts/gpu-prepare.js [--out .gpu] [--models resnet18,mobilenetv2] [--cuda-arch sm_90] [--seed 0]
 //                                   [--variants K | K1,K2…] [--tuning-log LOG] [--ablation] [--fp16]
+//                                   [--references DIR]
 //
 // The artifacts a GPU machine with the CUDA toolkit, python3 and no Node needs for
 // scripts/gpu-check.sh, in one folder: per zoo model (seeded weights, batch 1, fp32) its cuda
@@ -21,6 +22,11 @@
 // (no-float4: the record's maxVectorBytes 4) and without both (previous: the emitter before them),
 // so gpu-check --variants measures each against the default in one call. --fp16: each model also
 // compiled with --precision fp16 into <model>-fp16/ (scripts/gpu-fp16.sh measures it).
+// --references DIR: onnxruntime's outputs read from DIR/<model>/reference/ (a folder an earlier run
+// wrote, e.g. copied out of .gpu) instead of computed, so the script runs where onnxruntime-node is
+// not installed: on the GPU machine itself, with the Node bundle of scripts/gpu-node-bundle.mjs —
+// the artifacts are written there rather than carried (ResNet-18's weights alone are 43 MiB of the
+// 64 a call may carry). The same flags give the same bytes either way.
 import { Effect, Result } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -30,7 +36,7 @@ import { keyOf, type Target } from "../src/ast/target.js"
 import type { TunedLookup } from "../src/backend/index.js"
 import { artifactFiles } from "../src/cli/compile.js"
 import { targetSettings, type TargetSettings } from "../src/cli/targets.js"
-import { serializeNpy } from "../src/device/npy.js"
+import { parseNpy, serializeNpy } from "../src/device/npy.js"
 import { loadOrt, runOrt } from "../src/device/onnxruntime.js"
 import { baseSchedule } from "../src/lowering/lower-group.js"
 import { lowerSync } from "../src/lowering/lower.js"
@@ -58,6 +64,8 @@ const tuningLog = args.includes("--tuning-log") ? flag("--tuning-log", "") : und
 const ablation = args.includes("--ablation")
 /** --fp16: beside each model's artifact, the same compiled with `--precision fp16` in <model>-fp16/ (its own halved weights; the model's inputs and references copied), for scripts/gpu-fp16.sh. */
 const fp16 = args.includes("--fp16")
+/** --references DIR: each model's onnxruntime outputs from DIR/<model>/reference/<output>.npy, not computed. */
+const references = args.includes("--references") ? flag("--references", "") : undefined
 
 /** The defaults with every cross-thread reduction's partials summed serially (`_shuffle` 0). */
 const noShuffle: Choose = (knobs, defaults) => ({ ...defaults, ...Object.fromEntries(knobs.filter((k) => k.name.endsWith("_shuffle")).map((k) => [k.name, 0])) })
@@ -194,7 +202,7 @@ const variantOf = (c: Compiled, name: string, dir: string, kind: SweepVariant["k
 })
 
 const main = Effect.gen(function* () {
-  const ort = yield* loadOrt()
+  const ort = references === undefined ? yield* loadOrt() : undefined
   if (typeof ort === "string") return yield* Effect.die(new Error(ort))
   // (read before the folder is emptied: the log may lie in it)
   const tuned = tuningLog === undefined ? undefined : bestRecords(parseLog(fs.readFileSync(tuningLog, "utf8")).records, "cuda")
@@ -217,12 +225,12 @@ const main = Effect.gen(function* () {
       if (file === "constants.bin") fs.writeFileSync(path.join(dir, "constants.bin.gz"), zlib.gzipSync(bytes, { level: 6 }))
       else fs.writeFileSync(path.join(dir, file), bytes)
     const { feeds, inputs } = writeSeededInputs(graph, seed, dir, "inputs/")
-    const ref = yield* runOrt(ort, zooModel(name), feeds, { threads: 0, runs: 0 })
+    const ref = ort === undefined ? undefined : yield* runOrt(ort, zooModel(name), feeds, { threads: 0, runs: 0 })
     if (typeof ref === "string") return yield* Effect.die(new Error(ref))
     const outputs = graph.outputs.map((o) => {
-      const r = ref.outputs.get(o.name)!
       const file = `reference/${safe(o.name)}.npy`
-      fs.writeFileSync(path.join(dir, file), serializeNpy({ dtype: "float32", shape: r.shape, data: Float32Array.from(r.data) }))
+      const r = ref !== undefined ? ref.outputs.get(o.name)! : parseNpy(fs.readFileSync(path.join(references!, name, file)), `${references}/${name}/${file}`)
+      fs.writeFileSync(path.join(dir, file), serializeNpy({ dtype: "float32", shape: r.shape, data: Float32Array.from(r.data as ArrayLike<number>) }))
       return { name: o.name, file: `${safe(o.name)}.npy`, reference: file, shape: r.shape }
     })
     const kernels = program.kernels.length

@@ -10,12 +10,13 @@
 // never a timing; a missing GPU fails every candidate with the reason.
 import * as fs from "node:fs"
 import * as os from "node:os"
-import { Effect } from "effect"
+import { Effect, type Result } from "effect"
 import { cArray, isBigArray, storageBytes, type DeviceArray, type DType } from "../../ast/graph/dtype.js"
 import type { MeasureRequest } from "../device.js"
 import { referenceCase, wrongAnswer, type Measured } from "../measure.js"
 import { medianEventSeconds, openCudaDriver, type CudaDriver, type Handle } from "./driver.js"
-import { buildCubin, defaultCubinCache, findNvcc } from "./nvcc.js"
+import { buildCubin, defaultCubinCache, findNvcc, type BuiltCubin } from "./nvcc.js"
+import type { CompileError, UnsafeCacheError } from "../errors.js"
 
 /** One candidate's launches as the render says them. */
 export interface CandidateLaunches {
@@ -57,9 +58,16 @@ export const measureCuda = (r: MeasureRequest): Effect.Effect<readonly Measured[
     const builds = yield* Effect.forEach(
       named,
       (n) =>
-        Effect.suspend(() => {
-          const source = r.render([n])
-          return Effect.result(buildCubin(nvcc, source, arch, defaultCubinCache(), nvccMs)).pipe(Effect.map((b) => ({ plan: parseCandidateLaunches(source).get(n.name), built: b })))
+        Effect.suspend((): Effect.Effect<{ plan: CandidateLaunches | undefined; built: Result.Result<BuiltCubin, CompileError | UnsafeCacheError> | undefined; rejected: string | undefined }> => {
+          // a config past the GPU's limits (threads or shared memory per block: the emitter's
+          // GpuLimitError) is that candidate's error, as a failed build is — not the whole tune's
+          let source: string
+          try {
+            source = r.render([n])
+          } catch (e) {
+            return Effect.succeed({ plan: undefined, built: undefined, rejected: e instanceof Error ? e.message : String(e) })
+          }
+          return Effect.result(buildCubin(nvcc, source, arch, defaultCubinCache(), nvccMs)).pipe(Effect.map((b) => ({ plan: parseCandidateLaunches(source).get(n.name), built: b, rejected: undefined })))
         }),
       { concurrency: Math.max(1, os.availableParallelism()) },
     )
@@ -67,7 +75,8 @@ export const measureCuda = (r: MeasureRequest): Effect.Effect<readonly Measured[
     const o = r.options.measure
     /** One candidate: its module loaded, launched once, checked against the reference, timed, unloaded; its errors its own. */
     const measureOne = (c: MeasureRequest["candidates"][number], k: number): Measured => {
-      const { plan, built } = builds[k]
+      const { plan, built, rejected } = builds[k]
+      if (built === undefined) return { config: c.config, cost: undefined, error: `rejected: ${String(rejected).slice(0, 400)}` }
       // (the reason first: the command line alone fills the 400 characters)
       if (built._tag === "Failure") return { config: c.config, cost: undefined, error: `nvcc: ${`${built.failure.reason}: ${built.failure.message}`.slice(0, 400)}` }
       const module = loadModule(driver, built.success.cubin)

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Every GPU check of the cuda target in one call of the device tool (under 9 minutes), with what
+# travels under 64 MiB: the artifacts are written ON the GPU machine, not carried. Here:
+#
+#   npm run build && node dist/scripts/gpu-prepare.js --ablation --fp16 && node scripts/gpu-node-bundle.mjs
+#   bash scripts/gpu-session.sh --pack          # .gpu-carry/: node (xz), the bundle, onnxruntime's outputs
+#
+# then on the GPU machine (carry .gpu-carry):
+#
+#   bash scripts/gpu-session.sh [--deadline 540]
+#
+#   0. unpacks node, runs the bundled gpu-prepare with --references (the same bytes as here: the
+#      same flags, the same seed) into .gpu, and puts node and the bundle where the checks expect;
+#   1. scripts/gpu-node-check.sh: `run`, `bench` and a 60 s `tune --target cuda` through Node;
+#   2. scripts/gpu-fp16.sh: the fp32 and fp16 artifacts against onnxruntime and PyTorch;
+#   3. scripts/gpu-check.sh --variants: the default against no-shuffle / no-float4 / previous;
+# each within what is left of --deadline seconds. Logs and JSON go to $OUT (or .gpu/session).
+set -uo pipefail
+root="$(pwd)"
+carry="$root/.gpu-carry"
+if [ "${1:-}" = "--pack" ]; then
+  [ -f "$root/.gpu/tessera/gpu-prepare.js" ] || { echo "gpu-session: no .gpu/tessera/gpu-prepare.js (node scripts/gpu-node-bundle.mjs)" >&2; exit 1; }
+  rm -rf "$carry" && mkdir -p "$carry/refs"
+  xz -T0 -6 -c "$(command -v node)" >"$carry/node.xz"
+  cp -r "$root/.gpu/tessera" "$carry/tessera"
+  for m in $(python3 -c "import json; print(' '.join(e['model'] for e in json.load(open('$root/.gpu/models.json'))['models']))"); do
+    mkdir -p "$carry/refs/$m" && cp -r "$root/.gpu/$m/reference" "$carry/refs/$m/"
+  done
+  du -sh "$carry"
+  exit 0
+fi
+deadline=540
+[ "${1:-}" = "--deadline" ] && deadline="$2"
+start=$SECONDS
+left() { echo $((deadline - (SECONDS - start))); }
+out="${OUT:-$root/.gpu/session}"
+mkdir -p "$out"
+if [ -n "${CUDA_HOME:-}" ]; then export PATH="$CUDA_HOME/bin:$PATH"; fi
+if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then export PATH="/usr/local/cuda/bin:$PATH"; fi
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 2>&1 | head -1 | tee "$out/gpu.txt"
+echo "== 0. prepare (node, the bundled gpu-prepare) =="
+mkdir -p /tmp/node/bin && xz -dc "$carry/node.xz" >/tmp/node/bin/node && chmod +x /tmp/node/bin/node
+/tmp/node/bin/node "$carry/tessera/gpu-prepare.js" --out "$root/.gpu" --ablation --fp16 --references "$carry/refs" 2>&1 | tee "$out/prepare.log" | tail -2
+mkdir -p "$root/.gpu/node/bin" "$out" && cp /tmp/node/bin/node "$root/.gpu/node/bin/node" && cp -r "$carry/tessera" "$root/.gpu/tessera"
+echo "== 1. Node: run, bench, tune --target cuda (ResNet-18) [$(left) s left] =="
+timeout $(( $(left) < 220 ? $(left) : 220 )) bash "$root/scripts/gpu-node-check.sh" --trials 4 --budget 60s >"$out/node.log" 2>&1
+tail -1 "$out/node.log" | tee "$out/node.json"
+echo "== 2. fp16 and fp32 against onnxruntime and PyTorch [$(left) s left] =="
+t=$(( $(left) - 90 )); [ $t -gt 300 ] && t=300
+timeout $t bash "$root/scripts/gpu-fp16.sh" "$root/.gpu" --runs 100 >"$out/fp16.log" 2>&1
+echo "rc=$?" >>"$out/fp16.log"; tail -25 "$out/fp16.log"
+cp "$root/.gpu/fp16.json" "$out/" 2>/dev/null
+echo "== 3. fetch-width ablation [$(left) s left] =="
+t=$(( $(left) - 10 ))
+if [ $t -gt 60 ]; then
+  timeout $t bash "$root/scripts/gpu-check.sh" "$root/.gpu" --variants --sweep-runs 20 --sweep-budget $(( t - 40 )) >"$out/sweep.log" 2>&1
+  echo "rc=$?" >>"$out/sweep.log"; tail -20 "$out/sweep.log"
+  cp "$root/.gpu/sweep.json" "$out/" 2>/dev/null
+else
+  echo "skipped: $t s left"
+fi
+echo "done in $((SECONDS - start)) s"
