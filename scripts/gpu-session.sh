@@ -7,7 +7,7 @@
 #
 # then on the GPU machine (carry .gpu-carry):
 #
-#   bash scripts/gpu-session.sh [--deadline 540]
+#   bash scripts/gpu-session.sh [--deadline 540] [--tune R18_SECONDS,MNV2_SECONDS]
 #
 #   0. unpacks node, runs the bundled gpu-prepare with --references (the same bytes as here: the
 #      same flags, the same seed) into .gpu, and puts node and the bundle where the checks expect;
@@ -15,6 +15,11 @@
 #   2. scripts/gpu-fp16.sh: the fp32 and fp16 artifacts against onnxruntime and PyTorch;
 #   3. scripts/gpu-check.sh --variants: the default against no-shuffle / no-float4 / previous;
 # each within what is left of --deadline seconds. Logs and JSON go to $OUT (or .gpu/session).
+# --tune: instead of 1-3, `tessera tune --target cuda` (xgb) on ResNet-18 and MobileNetV2 for the
+# given seconds each, gpu-prepare --tuning-log on the log (each network compiled with the log's
+# best records, its default beside it as a variant), gpu-check --variants (tuned against default,
+# outputs against onnxruntime) and gpu-check (the tuned artifacts against PyTorch eager and
+# torch.compile).
 set -uo pipefail
 root="$(pwd)"
 carry="$root/.gpu-carry"
@@ -30,7 +35,14 @@ if [ "${1:-}" = "--pack" ]; then
   exit 0
 fi
 deadline=540
-[ "${1:-}" = "--deadline" ] && deadline="$2"
+tune=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --deadline) deadline="$2"; shift 2 ;;
+    --tune) tune="$2"; shift 2 ;;
+    *) echo "gpu-session: unknown flag $1" >&2; exit 2 ;;
+  esac
+done
 start=$SECONDS
 left() { echo $((deadline - (SECONDS - start))); }
 out="${OUT:-$root/.gpu/session}"
@@ -42,6 +54,27 @@ echo "== 0. prepare (node, the bundled gpu-prepare) =="
 mkdir -p /tmp/node/bin && xz -dc "$carry/node.xz" >/tmp/node/bin/node && chmod +x /tmp/node/bin/node
 /tmp/node/bin/node "$carry/tessera/gpu-prepare.js" --out "$root/.gpu" --ablation --fp16 --references "$carry/refs" 2>&1 | tee "$out/prepare.log" | tail -2
 mkdir -p "$root/.gpu/node/bin" "$out" && cp /tmp/node/bin/node "$root/.gpu/node/bin/node" && cp -r "$carry/tessera" "$root/.gpu/tessera"
+if [ -n "$tune" ]; then
+  node="$root/.gpu/node/bin/node"; cli="$root/.gpu/tessera/main.js"
+  export TESSERA_CACHE_DIR=/tmp/tessera-cache && mkdir -p "$TESSERA_CACHE_DIR" && chmod 700 "$TESSERA_CACHE_DIR"
+  i=0
+  for m in resnet18 mobilenetv2; do
+    i=$((i + 1)); secs=$(echo "$tune" | cut -d, -f$i)
+    "$node" "$cli" zoo $m --out /tmp/$m.onnx >/dev/null 2>&1
+    echo "== tune $m ${secs}s [$(left) s left] =="
+    timeout $((secs + 60)) "$node" "$cli" tune /tmp/$m.onnx --target cuda --trials 64 --batch 8 --time-budget ${secs}s --log "$out/tune.jsonl" --seed 1 --no-network-check >"$out/tune-$m.log" 2>&1
+    echo "tune rc=$?"; grep -c . "$out/tune.jsonl"; grep -v '^ *$' "$out/tune-$m.log" | tail -4
+  done
+  echo "== the tuned artifacts [$(left) s left] =="
+  /tmp/node/bin/node "$carry/tessera/gpu-prepare.js" --out "$root/.gpu-tuned" --tuning-log "$out/tune.jsonl" --references "$carry/refs" 2>&1 | tee "$out/prepare-tuned.log" | grep -v '^ *$' | tail -4
+  timeout $(( $(left) - 150 )) bash "$root/scripts/gpu-check.sh" "$root/.gpu-tuned" --variants --sweep-runs 20 --sweep-budget 60 >"$out/sweep-tuned.log" 2>&1
+  echo "rc=$?" >>"$out/sweep-tuned.log"; tail -8 "$out/sweep-tuned.log"; cp "$root/.gpu-tuned/sweep.json" "$out/sweep-tuned.json" 2>/dev/null
+  echo "== tuned against PyTorch [$(left) s left] =="
+  timeout $(( $(left) - 5 )) bash "$root/scripts/gpu-check.sh" "$root/.gpu-tuned" --runs 100 >"$out/check-tuned.log" 2>&1
+  echo "rc=$?" >>"$out/check-tuned.log"; tail -7 "$out/check-tuned.log"
+  echo "done in $((SECONDS - start)) s"
+  exit 0
+fi
 echo "== 1. Node: run, bench, tune --target cuda (ResNet-18) [$(left) s left] =="
 timeout $(( $(left) < 220 ? $(left) : 220 )) bash "$root/scripts/gpu-node-check.sh" --trials 4 --budget 60s >"$out/node.log" 2>&1
 tail -1 "$out/node.log" | tee "$out/node.json"
