@@ -2,13 +2,13 @@
 // expected end-to-end gain per trial (weight × time reduction); the caller's clock stops it.
 import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
-import { parseDuration } from "../src/cli/tune.js"
+import { budgetReserveMs, parseDuration } from "../src/cli/tune.js"
 import { expectedGain, nextTask, scheduleTasks } from "../src/search/task-scheduler.js"
 import type { TaskSession, TuneResult } from "../src/search/tune.js"
 import type { Task } from "../src/search/task.js"
 
 /** A session whose trials cost what `costAt(trial)` says (best-so-far kept), counting its runs. */
-const fakeSession = (id: string, costAt: (t: number) => number, size = Infinity) => {
+const fakeSession = (id: string, costAt: (t: number) => number, size = Infinity, finished: boolean[] = []) => {
   const costs: number[] = []
   const session: TaskSession<never> = {
     task: { id } as Task,
@@ -18,7 +18,7 @@ const fakeSession = (id: string, costAt: (t: number) => number, size = Infinity)
       }),
     open: () => costs.length < size,
     costs: () => costs,
-    finish: () => Effect.succeed({ task: { id } as Task, curve: [], trials: costs.length, errors: 0 } as TuneResult),
+    finish: (confirm = true) => Effect.sync(() => (finished.push(confirm), { task: { id } as Task, curve: [], trials: costs.length, errors: 0 } as TuneResult)),
   }
   return session
 }
@@ -70,6 +70,39 @@ describe("task scheduler", () => {
     const b = fakeSession("b", (t) => 2 / (t + 1), 3)
     const results = await Effect.runPromise(scheduleTasks([{ session: a, weight: 1 }, { session: b, weight: 1 }], { round: 4, maxTrials: 100, stop: () => false }))
     expect(results.map((r) => r.trials)).toEqual([5, 3])
+  })
+
+  it("confirms each tried task while confirmWhile says so; past it the rest finish unconfirmed, and onSkipped names them", async () => {
+    const confirmedBy: boolean[][] = [[], [], [], []]
+    const sessions = ["a", "b", "c", "untried"].map((id, k) => ({ session: fakeSession(id, () => 1e-3, Infinity, confirmedBy[k]), weight: 1 }))
+    let rounds = 0
+    let confirmations = 0
+    let skipped: readonly number[] = []
+    await Effect.runPromise(
+      scheduleTasks(sessions, {
+        round: 2,
+        maxTrials: 100,
+        // three rounds: the warm-up of a, b and c; "untried" never gets one
+        stop: () => rounds++ >= 3,
+        // the budget lasts one confirmation
+        confirmWhile: () => confirmations++ < 1,
+        onSkipped: (ks) => (skipped = ks),
+      }),
+    )
+    expect(sessions.map((s) => s.session.costs().length)).toEqual([2, 2, 2, 0])
+    expect(confirmedBy).toEqual([[true], [false], [false], [true]])
+    expect(skipped).toEqual([1, 2])
+  })
+
+  it("a whole-model tune keeps in hand the next round and a round per tried task for its confirmation", () => {
+    const rounds = new Map([
+      [0, [10_000, 20_000]],
+      [3, [30_000]],
+    ])
+    // the next round: the mean of all three (20 s); the confirmations: 15 s and 30 s
+    expect(budgetReserveMs(rounds, 3)).toBeCloseTo(20_000 + 15_000 + 30_000)
+    expect(budgetReserveMs(rounds, 0)).toBeCloseTo(20_000)
+    expect(budgetReserveMs(new Map(), 3)).toBe(0)
   })
 
   it("--time-budget takes seconds, minutes and hours", () => {

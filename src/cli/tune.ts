@@ -312,12 +312,26 @@ const tuneRunners = Effect.fn("cli.tuneRunners")(function* (
       const s = yield* sessionOf(runner, k)
       sessions.push({ session: s.session as TaskSession<unknown>, weight: runner.task.groups.length || 1, resumed: s.resumed })
     }
+    // the budget holds the confirmations too: a round starts only while it and the tried tasks'
+    // confirmations (each about a round of its task, as measured) still fit; past the budget the
+    // confirmations not yet run are skipped (the task's best trial stands, unconfirmed) — on an
+    // H100, where a round is nvcc building 8 candidates (~18 s), a 120 s budget ran 60 s over
+    const round = Math.max(o.batch, 8)
+    const roundMs = new Map<number, number[]>()
+    let lastRoundEnd = Date.now()
+    const confirms = o.confirm ?? DEFAULT_CONFIRM
     const results = yield* rethrowWrite(
       scheduleTasks(sessions, {
-        round: Math.max(o.batch, 8),
+        round,
         maxTrials: o.trials,
-        stop: () => Date.now() - start >= budgetMs,
+        stop: () => Date.now() - start + budgetReserveMs(roundMs, confirms) >= budgetMs,
+        confirmWhile: () => Date.now() - start < budgetMs,
+        onSkipped: (tasks) =>
+          process.stderr.write(`tessera tune: the time budget is spent: ${tasks.length} task${tasks.length > 1 ? "s" : ""} left unconfirmed (${tasks.map((k) => runners[k].task.id).join(", ")}: their best trial stands)\n`),
         onRound: (r) => {
+          const now = Date.now()
+          roundMs.set(r.task, [...(roundMs.get(r.task) ?? []), now - lastRoundEnd])
+          lastRoundEnd = now
           const runner = runners[r.task]
           const best = sessions[r.task].session.costs().at(-1) ?? Infinity
           process.stderr.write(
@@ -374,6 +388,19 @@ export const tuneReportCommand = Effect.fn("cli.tuneReport")(function* (o: TuneR
 })
 
 /** "90s", "10m", "1.5h" or plain seconds, in seconds; NaN when it is none of those or not positive. */
+/**
+ * The milliseconds a whole-model tune must keep in hand before it starts another round: that
+ * round (the mean round so far) and, with confirmations, each tried task's confirmation at its
+ * mean round's time (the top `confirm` configs and the default are measured with more repeats and
+ * one build at a time on c, in parallel builds on cuda: about a round of that task either way).
+ */
+export const budgetReserveMs = (roundMs: ReadonlyMap<number, readonly number[]>, confirm: number): number => {
+  const mean = (xs: readonly number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0)
+  const all = [...roundMs.values()].flat()
+  const confirmations = confirm > 0 ? [...roundMs.values()].reduce((ms, times) => ms + mean(times), 0) : 0
+  return mean(all) + confirmations
+}
+
 export const parseDuration = (text: string): number => {
   const m = /^\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*$/.exec(text)
   if (!m) return NaN
@@ -425,7 +452,7 @@ export const tuneCommandLine = (
       seed: Flag.Int("seed").pipe(Flag.withDefault(1), Flag.withDescription("seed of the search")),
       timeBudget: Flag.String("time-budget").pipe(
         Flag.optional,
-        Flag.withDescription("whole-model tuning for this long (90s, 10m, 1h): rounds of trials go to the task with the largest expected gain (--trials per task at most), then the confirmations"),
+        Flag.withDescription("whole-model tuning for this long (90s, 10m, 1h), confirmations included: rounds of trials go to the task with the largest expected gain (--trials per task at most) while they and the confirmations still fit; a confirmation the budget has no room for is skipped (its best trial stands)"),
       ),
       report: Flag.String("report").pipe(Flag.optional, Flag.withDescription("LOG: draw its tuning curves instead of tuning")),
       out: Flag.String("out").pipe(Flag.optional, Flag.withDescription("with --report: the SVG file to write")),

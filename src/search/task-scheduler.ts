@@ -18,6 +18,13 @@ export interface SchedulerOptions {
   /** Called before each round; true ends the tuning (the time budget). */
   readonly stop: () => boolean
   readonly onRound?: (r: { readonly task: number; readonly trials: number; readonly gain: number }) => void
+  /**
+   * Called before each tried task's confirmation; false: that task finishes with its trials' best,
+   * unconfirmed (the time budget is spent). Absent: every tried task is confirmed.
+   */
+  readonly confirmWhile?: () => boolean
+  /** Called with the tasks whose confirmation `confirmWhile` skipped, once, at the end. */
+  readonly onSkipped?: (tasks: readonly number[]) => void
 }
 
 export interface TaskState {
@@ -57,7 +64,7 @@ export const nextTask = (states: readonly (TaskState & { readonly open: boolean;
   return best
 }
 
-/** Runs rounds until `stop` or every task is done, then each tried task's confirmation; the results in task order. */
+/** Runs rounds until `stop` or every task is done, then each tried task's confirmation (while `confirmWhile`); the results in task order. */
 export const scheduleTasks = <E>(sessions: readonly { readonly session: TaskSession<E>; readonly weight: number }[], o: SchedulerOptions): Effect.Effect<TuneResult[], E | CostModelError> =>
   Effect.gen(function* () {
     // tasks whose last round measured nothing (a spent space, a tuner with nothing new)
@@ -73,5 +80,13 @@ export const scheduleTasks = <E>(sessions: readonly { readonly session: TaskSess
       if (sessions[k].session.costs().length === before) spent.add(k)
       else o.onRound?.({ task: k, trials: sessions[k].session.costs().length, gain })
     }
-    return yield* Effect.forEach(sessions, ({ session }) => session.finish())
+    const skipped: number[] = []
+    const results = yield* Effect.forEach(sessions, ({ session }, k) => {
+      const tried = session.costs().length > 0
+      const confirm = !tried || o.confirmWhile === undefined || o.confirmWhile()
+      if (!confirm) skipped.push(k)
+      return session.finish(confirm)
+    })
+    if (skipped.length) o.onSkipped?.(skipped)
+    return results
   })

@@ -121,7 +121,8 @@ export interface TaskSession<E> {
   readonly open: () => boolean
   /** Best-so-far seconds after each trial (Infinity before the first success). */
   readonly costs: () => readonly number[]
-  readonly finish: () => Effect.Effect<TuneResult>
+  /** The result, after the confirmation unless `confirm` is false (a spent time budget: the trials' best stands, unconfirmed). */
+  readonly finish: (confirm?: boolean) => Effect.Effect<TuneResult>
 }
 
 export const tuneSession = <E>(
@@ -191,9 +192,9 @@ export const tuneSession = <E>(
           if (options.earlyStopping && sinceBest >= options.earlyStopping) stopped = true
         }
       })
-    const finish = () =>
+    const finish = (confirm = true) =>
       Effect.gen(function* () {
-        const confirmed = options.confirm ? yield* confirmTask(task, lowerConfig, options, options.confirm, logged, trialRecords) : undefined
+        const confirmed = confirm && options.confirm ? yield* confirmTask(task, lowerConfig, options, options.confirm, logged, trialRecords) : undefined
         return { task, ...(best ? { best } : {}), curve, trials: curve.length, errors, ...(confirmed ? { confirmed } : {}) } satisfies TuneResult
       })
     return { task, run, open: () => !stopped && tuner.hasNext(), costs: () => costs, finish }
