@@ -198,8 +198,17 @@ export const constValue = (e: Expr): number | undefined => (e.kind === "const" ?
 const floorDiv = (a: number, b: number) => Math.floor(a / b)
 const floorMod = (a: number, b: number) => a - Math.floor(a / b) * b
 
-/** Applies a binary op to numbers with the dtype's semantics. */
+/**
+ * Applies a binary op to numbers with the dtype's semantics; an integer result is never −0 (which
+ * integers lack: `0 * -3` and `trunc(-1 / 3)` are −0 in doubles, and exprKey, which tells the
+ * floats −0 and 0 apart, would give one integer two keys).
+ */
 export const applyBin = (op: BinOp, x: number, y: number, dtype: DType): number => {
+  const r = applyBinRaw(op, x, y, dtype)
+  return r === 0 && isIntDtype(dtype) ? 0 : r
+}
+
+const applyBinRaw = (op: BinOp, x: number, y: number, dtype: DType): number => {
   const int = isIntDtype(dtype)
   switch (op) {
     case "add":

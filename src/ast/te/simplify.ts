@@ -91,6 +91,12 @@ const fromLinear = (l: Linear, dtype: Expr["dtype"]): Expr => {
 
 /** An interval containing every value of `e` under `bounds` (±Infinity when unknown). */
 export const intervalOf = (e: Expr, bounds: Bounds): Interval => {
+  const r = intervalOfRaw(e, bounds)
+  // (an integer bound is never −0, as applyBin's integer results are not)
+  return isIntDtype(e.dtype) && (Object.is(r.min, -0) || Object.is(r.max, -0)) ? { min: r.min === 0 ? 0 : r.min, max: r.max === 0 ? 0 : r.max } : r
+}
+
+const intervalOfRaw = (e: Expr, bounds: Bounds): Interval => {
   const U = { min: -Infinity, max: Infinity }
   switch (e.kind) {
     case "const":
