@@ -13,7 +13,7 @@ import type { Config, Template } from "../../src/lowering/templates/template.js"
 import type { Tensor } from "../../src/ast/graph/tensor.js"
 import type * as S from "../../src/ast/schedule/schedule.js"
 import { matmulRegisterTile, matmulTemplate } from "../../src/lowering/templates/matmul.js"
-import { convRegisterTile, divisors, GCC_FOLDED_POSITIONS, mulAddRegisterTile } from "../../src/lowering/templates/common.js"
+import { candidatesOf, convRegisterTile, divisors, GCC_FOLDED_POSITIONS, mulAddRegisterTile } from "../../src/lowering/templates/common.js"
 import { innerReductionTemplate, reductionTemplate } from "../../src/lowering/templates/reduction.js"
 import { RF_PARTS_BY_DEFAULT } from "../../src/lowering/templates/rfactor.js"
 import { at, compute, type ComputeTensor } from "../../src/ast/te/tensor.js"
@@ -507,6 +507,56 @@ describe("the conv rule's weight tile (conv2d_NCHWc defaults)", () => {
       }),
       lawParams(60),
     )
+  })
+
+  // records of 1 or 2 FMA pipes, latency 3 to 5, at 8 or 16 lanes: the accumulators the pipes want
+  // (pipes × lanes / block × latency) from 3 to 40
+  // and L2s of 1 to 9 blocks' weights (half of them: 0 to 4 blocks)
+  const arbPipes = fc.record({ units: fc.integer({ min: 1, max: 2 }), latency: fc.integer({ min: 3, max: 5 }), l2Blocks: fc.integer({ min: 1, max: 9 }) })
+  it("takes more blocks than half the L2 holds only where every tile within it leaves the FMA pipes short of accumulators: the fewest, their weights within the whole L2, with which a tile holds them; evaluates equal to the TE", () => {
+    let past = 0
+    fc.assert(
+      fc.property(arbCase, arbPipes, (o, p) => {
+        fc.pre(o.W + 2 * o.pad >= o.K && o.H + 2 * o.pad >= o.K)
+        const cc = blockedConvCase(o.seed, o)
+        const base = baseSchedule(cc.outputs)
+        const t = templateFor(base)
+        const knobs = t.space(cc.outputs, base)
+        const blockBytes = o.CB * o.ib * o.K * o.K * o.ob * 4
+        const l2 = p.l2Blocks * blockBytes
+        const target = { vectorLanes: o.avx512 ? 16 : 8, cores: 2, vectorRegisters: o.avx512 ? 32 : 16, fmaUnits: p.units, fmaLatency: p.latency, l2Bytes: l2 }
+        const d = t.defaults(knobs, target)
+        const cand = (n: string) => candidatesOf(knobs, n)
+        const choices = { cols: cand("tile_ow"), rows: cand("tile_oh"), blocks: cand("tile_oc") }
+        const wanted = p.units * Math.max(1, Math.floor(target.vectorLanes / o.ob)) * p.latency
+        const acc = (x: { cols: number; rows: number; blocks: number }) => x.cols * x.rows * x.blocks
+        // the tile of the blocks half the L2 holds (one at least), and of a cap of b blocks
+        const at = (b: number) => convRegisterTile(target, o.ob, { ...choices, blockCap: b })
+        const half = Math.max(1, Math.floor(l2 / 2 / blockBytes))
+        const toc = Number(d.tile_oc)
+        if (acc(at(half)) >= wanted || toc <= half) {
+          // within half the L2: the weight tile's rule as before
+          expect(toc === 1 || toc * blockBytes <= l2 / 2).toBe(true)
+        } else {
+          past++
+          // past half: within the whole L2, the tile holds what the pipes want, and no fewer blocks' cap gives such a tile
+          expect(toc * blockBytes).toBeLessThanOrEqual(l2)
+          expect(Number(d.tile_ow) * Number(d.tile_oh ?? 1) * toc).toBeGreaterThanOrEqual(wanted)
+          for (const b of choices.blocks.filter((b) => b > half && b < toc)) expect(acc(at(b))).toBeLessThan(wanted)
+        }
+        // where some cap past half the L2 and within the whole gives a tile that holds them, the default's does
+        const whole = Math.max(1, Math.floor(l2 / blockBytes))
+        if (acc(at(half)) < wanted && choices.blocks.some((b) => b > half && b <= whole && acc(at(b)) >= wanted)) {
+          expect(Number(d.tile_ow) * Number(d.tile_oh ?? 1) * toc).toBeGreaterThanOrEqual(wanted)
+        }
+        const f = runTirSync(cpuTirPipeline(), lowerSync(t.apply(cc.outputs, base, d)))
+        const outs = evaluatePrimFunc(f, cc.inputs)
+        assertAllClose(cc.outputs.map((x) => outs.get(x.name)!), evaluateTE(cc.outputs, cc.inputs), 1e-4, 1e-5)
+      }),
+      lawParams(60),
+    )
+    // (the rule fired on some of the cases: the law is not about the first branch alone)
+    expect(past).toBeGreaterThan(0)
   })
 })
 
