@@ -29,7 +29,7 @@ import { C_PRELUDE } from "../src/emit/c/prelude.js"
 import { CompileError, DeviceRunError, LoadError } from "../src/device/device.js"
 import { paramsOf } from "../src/ast/tir/analysis.js"
 import koffi from "koffi"
-import { hostCpu, hostTarget, parseCacheSize, parseCpuInfo } from "../src/device/host.js"
+import { hostCpu, hostTarget, parseCacheSize, parseCpuInfo, parseGetconfCaches } from "../src/device/host.js"
 import { emitC } from "../src/emit/c/emit.js"
 import { lowerSync } from "../src/lowering/lower.js"
 import { cpuTirPipeline } from "../src/lowering/tir/cpu-pipeline.js"
@@ -426,6 +426,23 @@ describe("c target: host", () => {
     expect(t.kind).toBe("c")
     expect(t.attrs.cores).toBeGreaterThanOrEqual(1)
     expect([1, 4, 8, 16]).toContain(t.attrs.vectorLanes)
+  })
+
+  it("reads cache sizes from getconf's CPUID values where sysfs lists none (a VM's kernel): L1 data, L2, the last level; empty or 0 is none", () => {
+    // (this Zen 5 VM's getconf -a, abridged)
+    const zen5 = [
+      "LEVEL1_ICACHE_SIZE                 32768",
+      "LEVEL1_ICACHE_ASSOC                ",
+      "LEVEL1_DCACHE_SIZE                 49152",
+      "LEVEL1_DCACHE_LINESIZE             64",
+      "LEVEL2_CACHE_SIZE                  1048576",
+      "LEVEL2_CACHE_ASSOC                 8",
+      "LEVEL3_CACHE_SIZE                  33554432",
+      "LEVEL4_CACHE_SIZE                  ",
+    ].join("\n")
+    expect(parseGetconfCaches(zen5)).toEqual({ l1Bytes: 49152, l2Bytes: 1048576, cacheBytes: 33554432 })
+    expect(parseGetconfCaches("LEVEL1_DCACHE_SIZE 32768\nLEVEL2_CACHE_SIZE 0\nLEVEL3_CACHE_SIZE\n")).toEqual({ l1Bytes: 32768, cacheBytes: 32768 })
+    expect(parseGetconfCaches("")).toEqual({})
   })
 })
 

@@ -13,7 +13,7 @@ import type { Config, Template } from "../../src/lowering/templates/template.js"
 import type { Tensor } from "../../src/ast/graph/tensor.js"
 import type * as S from "../../src/ast/schedule/schedule.js"
 import { matmulRegisterTile, matmulTemplate } from "../../src/lowering/templates/matmul.js"
-import { convRegisterTile, divisors, GCC_FOLDED_POSITIONS, mulAddRegisterTile } from "../../src/lowering/templates/common.js"
+import { candidatesOf, convRegisterTile, divisors, GCC_FOLDED_POSITIONS, mulAddRegisterTile } from "../../src/lowering/templates/common.js"
 import { innerReductionTemplate, reductionTemplate } from "../../src/lowering/templates/reduction.js"
 import { RF_PARTS_BY_DEFAULT } from "../../src/lowering/templates/rfactor.js"
 import { at, compute, type ComputeTensor } from "../../src/ast/te/tensor.js"
@@ -506,6 +506,71 @@ describe("the conv rule's weight tile (conv2d_NCHWc defaults)", () => {
         if (Number(free.tile_oc) * blockBytes <= (o.l2 ?? 256 * 1024) / 2) expect(d).toEqual(free)
       }),
       lawParams(60),
+    )
+  })
+
+  // records of 1 or 2 FMA pipes, latency 3 to 5, at 8 or 16 lanes: the accumulators the pipes want
+  // (pipes × lanes / block × latency) from 3 to 40
+  // and L2s of 1 to 9 blocks' weights (half of them: 0 to 4 blocks)
+  const arbPipes = fc.record({ units: fc.integer({ min: 1, max: 2 }), latency: fc.integer({ min: 3, max: 5 }), l2Blocks: fc.integer({ min: 1, max: 9 }) })
+  /** The conv rule's defaults on a record of these pipes and L2, checked; whether they took more blocks than half the L2 holds. */
+  const pastHalf = (o: typeof arbCase extends fc.Arbitrary<infer T> ? T : never, p: { units: number; latency: number; l2Blocks: number }) => {
+    const cc = blockedConvCase(o.seed, o)
+    const base = baseSchedule(cc.outputs)
+    const t = templateFor(base)
+    const knobs = t.space(cc.outputs, base)
+    const blockBytes = o.CB * o.ib * o.K * o.K * o.ob * 4
+    const l2 = p.l2Blocks * blockBytes
+    const target = { vectorLanes: o.avx512 ? 16 : 8, cores: 2, vectorRegisters: o.avx512 ? 32 : 16, fmaUnits: p.units, fmaLatency: p.latency, l2Bytes: l2 }
+    const d = t.defaults(knobs, target)
+    const choices = { cols: candidatesOf(knobs, "tile_ow"), rows: candidatesOf(knobs, "tile_oh"), blocks: candidatesOf(knobs, "tile_oc") }
+    const wanted = p.units * Math.max(1, Math.floor(target.vectorLanes / o.ob)) * p.latency
+    const acc = (x: { cols: number; rows: number; blocks: number }) => x.cols * x.rows * x.blocks
+    // the register tile under a cap of b blocks; the caps of half the L2 (one block at least) and of the whole
+    const at = (b: number) => convRegisterTile(target, o.ob, { ...choices, blockCap: b })
+    const half = Math.max(1, Math.floor(l2 / 2 / blockBytes))
+    const whole = Math.max(1, Math.floor(l2 / blockBytes))
+    const toc = Number(d.tile_oc)
+    const tile = Number(d.tile_ow) * Number(d.tile_oh ?? 1) * toc
+    const past = toc > half && acc(at(half)) < wanted
+    if (!past) {
+      // within half the L2: the weight tile's rule as before
+      expect(toc === 1 || toc * blockBytes <= l2 / 2).toBe(true)
+    } else {
+      // past half: within the whole L2, the tile holds what the pipes want, and no fewer blocks' cap gives such a tile
+      expect(toc * blockBytes).toBeLessThanOrEqual(l2)
+      expect(tile).toBeGreaterThanOrEqual(wanted)
+      for (const b of choices.blocks.filter((b) => b > half && b < toc)) expect(acc(at(b))).toBeLessThan(wanted)
+    }
+    // where some cap past half the L2 and within the whole gives a tile that holds them, the default's does
+    if (acc(at(half)) < wanted && choices.blocks.some((b) => b > half && b <= whole && acc(at(b)) >= wanted)) expect(tile).toBeGreaterThanOrEqual(wanted)
+    return { cc, base, t, d, past }
+  }
+
+  it("takes more blocks than half the L2 holds only where every tile within it leaves the FMA pipes short of accumulators: the fewest, their weights within the whole L2, with which a tile holds them", () => {
+    let past = 0
+    fc.assert(
+      fc.property(arbCase, arbPipes, (o, p) => {
+        // (one input channel is a depthwise conv to the rule, whose AVX-512 tile is its measured exception)
+        fc.pre(o.W + 2 * o.pad >= o.K && o.H + 2 * o.pad >= o.K && o.CB * o.ib > 1)
+        if (pastHalf(o, p).past) past++
+      }),
+      lawParams(400),
+    )
+    // (the rule fired on some of the cases: the law is not about the first branch alone)
+    expect(past).toBeGreaterThan(0)
+  })
+
+  it("its tiles past half the L2 evaluate equal to the TE", () => {
+    fc.assert(
+      fc.property(arbCase, arbPipes, (o, p) => {
+        fc.pre(o.W + 2 * o.pad >= o.K && o.H + 2 * o.pad >= o.K && o.CB * o.ib > 1)
+        const { cc, base, t, d } = pastHalf(o, p)
+        const f = runTirSync(cpuTirPipeline(), lowerSync(t.apply(cc.outputs, base, d)))
+        const outs = evaluatePrimFunc(f, cc.inputs)
+        assertAllClose(cc.outputs.map((x) => outs.get(x.name)!), evaluateTE(cc.outputs, cc.inputs), 1e-4, 1e-5)
+      }),
+      lawParams(30),
     )
   })
 })

@@ -1,7 +1,8 @@
 // The host, read at the edge: the CPU's vector ISA and FMA from /proc/cpuinfo, its caches from
-// /sys, its cores from the OS, its FMA pipes and latency measured (./fma.ts); portable defaults
+// /sys (else CPUID through getconf), its cores from the OS, its FMA pipes and latency measured (./fma.ts); portable defaults
 // where those are absent. Pure stages never call this; the CLI, the benchmarks and the devices do,
 // and hand the result on as a Target.
+import { spawnSync } from "node:child_process"
 import { readFileSync, readdirSync } from "node:fs"
 import * as os from "node:os"
 import { cpuAttrs, type CpuAttrs, type Isa, type Target } from "../ast/target.js"
@@ -31,8 +32,20 @@ const readOr = (path: string): string | undefined => {
   }
 }
 
+type Caches = Partial<Pick<CpuAttrs, "l1Bytes" | "l2Bytes" | "cacheBytes">>
+
+/** Data / unified cache bytes by level as the record's fields: L1, L2 and the last level. */
+const cachesOf = (byLevel: ReadonlyMap<number, number>): Caches => {
+  const levels = [...byLevel.keys()].sort((a, b) => a - b)
+  return {
+    ...(byLevel.has(1) ? { l1Bytes: byLevel.get(1)! } : {}),
+    ...(byLevel.has(2) ? { l2Bytes: byLevel.get(2)! } : {}),
+    ...(levels.length ? { cacheBytes: byLevel.get(levels[levels.length - 1])! } : {}),
+  }
+}
+
 /** Cache sizes of cpu0 from sysfs (data / unified caches by level). */
-const hostCaches = (): Partial<Pick<CpuAttrs, "l1Bytes" | "l2Bytes" | "cacheBytes">> => {
+const sysfsCaches = (): Caches => {
   const dir = "/sys/devices/system/cpu/cpu0/cache"
   let entries: string[]
   try {
@@ -48,12 +61,37 @@ const hostCaches = (): Partial<Pick<CpuAttrs, "l1Bytes" | "l2Bytes" | "cacheByte
     if (type === "Instruction" || !level || size === undefined) continue
     byLevel.set(level, size)
   }
-  const levels = [...byLevel.keys()].sort((a, b) => a - b)
-  return {
-    ...(byLevel.has(1) ? { l1Bytes: byLevel.get(1)! } : {}),
-    ...(byLevel.has(2) ? { l2Bytes: byLevel.get(2)! } : {}),
-    ...(levels.length ? { cacheBytes: byLevel.get(levels[levels.length - 1])! } : {}),
+  return cachesOf(byLevel)
+}
+
+/**
+ * Cache sizes from `getconf -a` (glibc's sysconf, which reads them off CPUID on x86): the data
+ * cache of level 1 (`LEVEL1_DCACHE_SIZE`), the unified ones of levels 2 to 4; a size of 0 or none
+ * is no cache.
+ */
+export const parseGetconfCaches = (text: string): Caches => {
+  const byLevel = new Map<number, number>()
+  for (const m of text.matchAll(/^LEVEL([1-4])_(DCACHE|CACHE)_SIZE[ \t]+(\d+)[ \t]*$/gm)) {
+    const level = Number(m[1])
+    const bytes = Number(m[3])
+    if ((level === 1) !== (m[2] === "DCACHE") || !(bytes > 0)) continue
+    byLevel.set(level, bytes)
   }
+  return cachesOf(byLevel)
+}
+
+/**
+ * The host's caches: sysfs's, else (a virtual machine whose kernel lists none: the Zen 5 these
+ * rules were measured on) what CPUID says through getconf. Without either the record keeps the
+ * portable 32 KiB / 256 KiB — a quarter of a Zen 4 or Zen 5 core's L2, which held the conv rule's
+ * weight tile to one channel block on layers where two fit.
+ */
+const hostCaches = (): Caches => {
+  const sysfs = sysfsCaches()
+  if (sysfs.l2Bytes !== undefined) return sysfs
+  const run = spawnSync("getconf", ["-a"], { encoding: "utf8", timeout: 5000 })
+  const fromCpuid = run.status === 0 ? parseGetconfCaches(run.stdout) : {}
+  return { ...sysfs, ...fromCpuid }
 }
 
 /** What identifies this CPU for the measurement cache: its model name and flags (first processor). */

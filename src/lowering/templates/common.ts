@@ -138,6 +138,19 @@ export const tileLoads = (positions: number, blocks: number, depthwise: boolean)
   depthwise ? positions * blocks + blocks : positions + (blocks > 1 && positions <= GCC_FOLDED_POSITIONS ? positions * blocks : blocks)
 
 /**
+ * FMAs a cycle at a block's width (the record's pipes; a block narrower than the target's vectors
+ * issues units × lanes / block a cycle) and the independent accumulators that keeps busy: that
+ * rate × the FMA latency (Zen 4's record at 16 lanes: 1 pipe × 4; Zen 5's: 2 × 4).
+ */
+export const fmaRate = (target: ScheduleTarget, block: number): { rate: number; latency: number; wanted: number } => {
+  const lanes = Math.max(1, target.vectorLanes)
+  const width = Math.max(1, Math.min(block, lanes))
+  const rate = (target.fmaUnits ?? 2) * Math.max(1, Math.floor(lanes / width))
+  const latency = target.fmaLatency ?? 4
+  return { rate, latency, wanted: rate * latency }
+}
+
+/**
  * A register tile of vector accumulators (one per position and channel block, each `block`
  * lanes) sized from the target record, as the matmul rule sizes its tile:
  * - at most half the vector registers: gcc keeps the other half for the operands of the unrolled
@@ -167,9 +180,8 @@ export const convRegisterTile = (target: ScheduleTarget, block: number, choices:
   const lanes = Math.max(1, target.vectorLanes)
   const registers = target.vectorRegisters ?? 16
   const width = Math.max(1, Math.min(block, lanes))
-  // FMAs a cycle at the block's width, and their latency
-  const rate = (target.fmaUnits ?? 2) * Math.max(1, Math.floor(lanes / width))
-  const latency = target.fmaLatency ?? 4
+  // FMAs a cycle at the block's width, their latency, and the accumulators they want
+  const { rate, latency, wanted: need } = fmaRate(target, block)
   const cap = accumulatorCap(registers)
   // (16 registers or fewer: one block — with two, gcc reloaded the weights in every FMA)
   const blocks = choices.blocks.filter((b) => b <= (choices.blockCap ?? Infinity) && (registers > 16 || b === 1))
@@ -178,7 +190,6 @@ export const convRegisterTile = (target: ScheduleTarget, block: number, choices:
     .filter((t) => t.acc <= cap || t.acc === 1)
     .map((t) => ({ ...t, share: tileFmaShare(t.acc, tileLoads(t.cols * t.rows, t.blocks, depthwise), rate, latency) }))
   // one row where one row holds at least half the accumulators the pipes want
-  const need = rate * latency
   const oneRow = tiles.filter((t) => t.rows === 1)
   const pool = oneRow.some((t) => Math.min(t.acc, need) >= need / 2) ? oneRow : tiles
   let best: { cols: number; rows: number; blocks: number; score: number[] } | undefined
@@ -209,8 +220,7 @@ export const convRegisterTile = (target: ScheduleTarget, block: number, choices:
 export const mulAddRegisterTile = (target: ScheduleTarget, block: number, choices: TileChoices): { cols: number; rows: number; blocks: number } => {
   const lanes = Math.max(1, target.vectorLanes)
   const registers = target.vectorRegisters ?? 16
-  const width = Math.max(1, Math.min(block, lanes))
-  const need = (target.fmaUnits ?? 2) * (target.fmaLatency ?? 4) * Math.max(1, Math.floor(lanes / width))
+  const need = fmaRate(target, block).wanted
   const blocks = choices.blocks.filter((b) => b <= (choices.blockCap ?? Infinity))
   const tiles = (blocks.length ? blocks : [1])
     .flatMap((b) => (choices.rows ?? [1]).flatMap((r) => choices.cols.map((c) => ({ cols: c, rows: r, blocks: b, acc: c * r * b }))))

@@ -3,7 +3,7 @@
 // with its reduction outside, defaults sized from the target's lanes and caches.
 import * as S from "../../ast/schedule/schedule.js"
 import { c, collect, freeVars, substitute, type Read, type Reduce } from "../../ast/te/expr.js"
-import { anchorStage, candidatesOf, convRegisterTile, dataLeaves, divisors, largest, parallelize, parallelOuter, tileStages } from "./common.js"
+import { anchorStage, candidatesOf, convRegisterTile, dataLeaves, divisors, fmaRate, largest, parallelize, parallelOuter, tileStages, type TileChoices } from "./common.js"
 import type { Knob, ScheduleTarget, Template } from "./template.js"
 
 /** The anchor's zero-padding producer (the conv's data_pad), inlined in the base schedule. */
@@ -79,9 +79,35 @@ const ocBlocks = (knobs: readonly Knob[]): number => {
 const kernelTaps = (knobs: readonly Knob[]): number =>
   knobs.reduce((p, k) => (k.kind === "choice" && (k.name === "unroll_kh" || k.name === "unroll_kw") ? p * (k.extent ?? 1) : p), 1)
 
-/** Output channel blocks whose weights (IC·KH·KW × the block's lanes, fp32) fit weightTileBytes: at least one. */
-export const weightBlockCap = (knobs: readonly Knob[], lanes: number, target: ScheduleTarget): number =>
-  Math.max(1, Math.floor(weightTileBytes(target) / (reduceVolume(knobs) * blockLanes(knobs, lanes) * 4)))
+/** Output channel blocks whose weights (IC·KH·KW × the block's lanes, fp32) fit `bytes` (weightTileBytes): at least one. */
+export const weightBlockCap = (knobs: readonly Knob[], lanes: number, target: ScheduleTarget, bytes = weightTileBytes(target)): number =>
+  Math.max(1, Math.floor(bytes / (reduceVolume(knobs) * blockLanes(knobs, lanes) * 4)))
+
+/**
+ * The conv's register tile (convRegisterTile) under the weight tile's cap: the blocks whose weights
+ * fit half the L2 (weightBlockCap); where every tile those allow holds fewer accumulators than the
+ * record's FMA pipes × latency want (`fmaRate`), the fewest more blocks, their weights within the
+ * whole L2, with which a tile holds them. A tile short of them leaves the pipes idle at every
+ * reduction step (7 accumulators where 8 are wanted: at most 7/8 of the peak, and a broadcast per
+ * FMA); a weight tile past half the L2 only shares it with the input rows. On Zen 5 (2 pipes × 4 at
+ * 16 lanes) ResNet-50's stride-2 3×3 conv to 7×7 (512 channels, 295 KB of weights a block) went
+ * from 7 columns × 1 block to 7 × 2 (2.75 → 2.24 ms in the sequence, CPU time, the core shared);
+ * on Zen 4 (1 pipe × 4) 7 accumulators are already enough, and its tile stays.
+ */
+export const cappedConvTile = (knobs: readonly Knob[], target: ScheduleTarget, choices: Omit<TileChoices, "blockCap">, depthwise: boolean): { cols: number; rows: number; blocks: number } => {
+  const lanes = Math.max(target.vectorLanes, 1)
+  const block = blockLanes(knobs, lanes)
+  const half = weightBlockCap(knobs, lanes, target)
+  const tile = convRegisterTile(target, block, { ...choices, blockCap: half }, depthwise)
+  const { wanted } = fmaRate(target, block)
+  if (tile.cols * tile.rows * tile.blocks >= wanted) return tile
+  const whole = weightBlockCap(knobs, lanes, target, target.l2Bytes ?? DEFAULT_L2_BYTES)
+  for (const cap of choices.blocks.filter((b) => b > half && b <= whole)) {
+    const t = convRegisterTile(target, block, { ...choices, blockCap: cap }, depthwise)
+    if (t.cols * t.rows * t.blocks >= wanted) return t
+  }
+  return tile
+}
 
 /**
  * Input-channel batches a conv's reduction may be split into outside its column tiles (`ic_batch`):
@@ -134,10 +160,10 @@ export const convTemplate: Template = {
     // the weights one tile of output channel blocks reads, kept in L2 while the tile walks the
     // image: at most half the L2 (weightTileBytes; else every output column streams them from L3
     // again: ResNet-18's 512-channel layers ran at a third of their speed with 8 blocks per tile)
-    const ocCap = weightBlockCap(knobs, lanes, target)
-    // the register tile from the target record (common.ts): columns × rows × channel blocks of
-    // the block's lanes (the output's last axis)
-    const tile = convRegisterTile(target, blockLanes(knobs, lanes), { cols: cand("tile_ow"), rows: cand("tile_oh"), blocks: cand("tile_oc"), blockCap: ocCap }, !has("tile_ic"))
+    // (cappedConvTile; more blocks, within the whole L2, where those leave the FMA pipes short of
+    // accumulators). The register tile from the target record (common.ts): columns × rows ×
+    // channel blocks of the block's lanes (the output's last axis)
+    const tile = cappedConvTile(knobs, target, { cols: cand("tile_ow"), rows: cand("tile_oh"), blocks: cand("tile_oc") }, !has("tile_ic"))
     let tw = tile.cols
     const toc = tile.blocks
     let th = tile.rows
