@@ -6,25 +6,25 @@ void conv2d_int8_depthwise(const int8_t* b0, const int8_t* b1, const int8_t* b2,
 /* "conv2d_int8_depthwise": "x" int8[1x16x9x9], "x_zp" int8[], "w" int8[16x1x3x3], "w_zp" int8[16], "bias" int32[16], "x_scale" float32[], "w_scale" float32[16], "y_scale" float32[], "y_zp" int8[], "conv2d_int8_depthwise" int8[1x16x5x5] out */
 void conv2d_int8_depthwise(const int8_t* restrict b0, const int8_t* restrict b1, const int8_t* restrict b2, const int8_t* restrict b3, const int32_t* restrict b4, const float* restrict b5, const float* restrict b6, const float* restrict b7, const int8_t* restrict b8, int8_t* restrict b9) {
   {
-    _Alignas(64) int16_t b10[2112]; /* "dw_dwpadded" int16[2112] @"global" */
+    _Alignas(64) int16_t b10[2304]; /* "dw_dwpadded" int16[2304] @"global" */
     {
-      _Alignas(64) int16_t b11[2880]; /* "dw_dwpad" int16[2880] @"global" */
+      _Alignas(64) int16_t b11[2304]; /* "dw_dwphase" int16[2304] @"global" */
       {
         _Alignas(64) float b12[16]; /* "dw_mult" float32[16] @"global" */
         #pragma omp parallel for schedule(static)
         for (int64_t v0 = 0; v0 < 192; ++v0) {
           #pragma omp simd
-          for (int64_t v1 = 0; v1 < 11; ++v1) {
-            b10[((v0 * 11) + v1)] = ((int16_t)(((((v0 % 12) >= 1) && ((v0 % 12) < 8)) ? ((((int32_t)(b0[((v1 + ((v0 / 12) * 81)) + ((v0 % 12) * 9))])) + (((int32_t)(b1[0])) * (-1))) * ((int32_t)((v1 < 9)))) : ((((v0 % 12) < 9) && (v1 < 9)) ? (((int32_t)(b0[((v1 + ((v0 / 12) * 81)) + ((v0 % 12) * 9))])) + (((int32_t)(b1[0])) * (-1))) : 0))));
+          for (int64_t v1 = 0; v1 < 12; ++v1) {
+            b10[((v0 * 12) + v1)] = ((int16_t)(((((v0 % 12) >= 1) && ((v0 % 12) < 8)) ? ((((int32_t)(b0[((v1 + ((v0 / 12) * 81)) + ((v0 % 12) * 9))])) + (((int32_t)(b1[0])) * (-1))) * ((int32_t)((v1 < 9)))) : ((((v0 % 12) < 9) && (v1 < 9)) ? (((int32_t)(b0[((v1 + ((v0 / 12) * 81)) + ((v0 % 12) * 9))])) + (((int32_t)(b1[0])) * (-1))) : 0))));
           }
         }
         #pragma omp parallel for schedule(static)
         for (int64_t v2 = 0; v2 < 32; ++v2) {
-          for (int64_t v3 = 0; v3 < 3; ++v3) {
+          for (int64_t v3 = 0; v3 < 2; ++v3) {
             for (int64_t v4 = 0; v4 < 6; ++v4) {
               #pragma omp simd
-              for (int64_t v5 = 0; v5 < 5; ++v5) {
-                b11[((((v2 * 90) + (v3 * 30)) + (v4 * 5)) + v5)] = b10[((((v3 + (v4 * 22)) + (v5 * 2)) + ((v2 / 2) * 132)) + ((v2 % 2) * 11))];
+              for (int64_t v5 = 0; v5 < 6; ++v5) {
+                b11[((((v2 * 72) + (v3 * 36)) + (v4 * 6)) + v5)] = b10[((((v3 + (v4 * 24)) + (v5 * 2)) + ((v2 / 2) * 144)) + ((v2 % 2) * 12))];
               }
             }
           }
@@ -43,22 +43,31 @@ void conv2d_int8_depthwise(const int8_t* restrict b0, const int8_t* restrict b1,
         #pragma omp parallel for schedule(static)
         for (int64_t v9 = 0; v9 < 16; ++v9) {
           {
-            _Alignas(64) int32_t b13[25]; /* "dw_dw.local" int32[25] @"local" */
-            for (int64_t v10 = 0; v10 < 25; ++v10) {
-              b13[v10] = 0;
-              b13[v10] = ((((int32_t)(b11[((v9 * 180) + v10)])) * ((int32_t)(b10[(v9 * 9)]))) + b13[v10]);
-              b13[v10] = ((((int32_t)(b11[(((v9 * 180) + v10) + 30)])) * ((int32_t)(b10[((v9 * 9) + 1)]))) + b13[v10]);
-              b13[v10] = ((((int32_t)(b11[(((v9 * 180) + v10) + 60)])) * ((int32_t)(b10[((v9 * 9) + 2)]))) + b13[v10]);
-              b13[v10] = ((((int32_t)(b11[(((v9 * 180) + v10) + 90)])) * ((int32_t)(b10[((v9 * 9) + 3)]))) + b13[v10]);
-              b13[v10] = ((((int32_t)(b11[(((v9 * 180) + v10) + 120)])) * ((int32_t)(b10[((v9 * 9) + 4)]))) + b13[v10]);
-              b13[v10] = ((((int32_t)(b11[(((v9 * 180) + v10) + 150)])) * ((int32_t)(b10[((v9 * 9) + 5)]))) + b13[v10]);
-              b13[v10] = ((((int32_t)(b11[(((v9 * 180) + v10) + 5)])) * ((int32_t)(b10[((v9 * 9) + 6)]))) + b13[v10]);
-              b13[v10] = ((((int32_t)(b11[(((v9 * 180) + v10) + 35)])) * ((int32_t)(b10[((v9 * 9) + 7)]))) + b13[v10]);
-              b13[v10] = ((((int32_t)(b11[(((v9 * 180) + v10) + 65)])) * ((int32_t)(b10[((v9 * 9) + 8)]))) + b13[v10]);
+            _Alignas(64) int32_t b13[25]; /* "dw_dwsum.local" int32[25] @"local" */
+            {
+              _Alignas(64) int32_t b14[29]; /* "dw_dw.local" int32[29] @"local" */
+              for (int64_t v10 = 0; v10 < 29; ++v10) {
+                b14[v10] = 0;
+                b14[v10] = ((((int32_t)(b11[((v9 * 144) + v10)])) * ((int32_t)(b10[(v9 * 9)]))) + b14[v10]);
+                b14[v10] = ((((int32_t)(b11[(((v9 * 144) + v10) + 36)])) * ((int32_t)(b10[((v9 * 9) + 1)]))) + b14[v10]);
+                b14[v10] = ((((int32_t)(b11[(((v9 * 144) + v10) + 1)])) * ((int32_t)(b10[((v9 * 9) + 2)]))) + b14[v10]);
+                b14[v10] = ((((int32_t)(b11[(((v9 * 144) + v10) + 72)])) * ((int32_t)(b10[((v9 * 9) + 3)]))) + b14[v10]);
+                b14[v10] = ((((int32_t)(b11[(((v9 * 144) + v10) + 108)])) * ((int32_t)(b10[((v9 * 9) + 4)]))) + b14[v10]);
+                b14[v10] = ((((int32_t)(b11[(((v9 * 144) + v10) + 73)])) * ((int32_t)(b10[((v9 * 9) + 5)]))) + b14[v10]);
+                b14[v10] = ((((int32_t)(b11[(((v9 * 144) + v10) + 6)])) * ((int32_t)(b10[((v9 * 9) + 6)]))) + b14[v10]);
+                b14[v10] = ((((int32_t)(b11[(((v9 * 144) + v10) + 42)])) * ((int32_t)(b10[((v9 * 9) + 7)]))) + b14[v10]);
+                b14[v10] = ((((int32_t)(b11[(((v9 * 144) + v10) + 7)])) * ((int32_t)(b10[((v9 * 9) + 8)]))) + b14[v10]);
+              }
+              for (int64_t v11 = 0; v11 < 5; ++v11) {
+                #pragma omp simd
+                for (int64_t v12 = 0; v12 < 5; ++v12) {
+                  b13[((v11 * 5) + v12)] = b14[((v11 * 6) + v12)];
+                }
+              }
             }
             #pragma omp simd
-            for (int64_t v11 = 0; v11 < 25; ++v11) {
-              b9[((v9 * 25) + v11)] = ((int8_t)tessera_f2i_in32f(tessera_maxcf(tessera_mincf((nearbyintf(((float)((((double)(((float)(((double)((b4[v9] + b13[v11]))))))) * ((double)(b12[v9])))))) + ((float)(b8[0]))), 127.0f), (-128.0f))));
+            for (int64_t v13 = 0; v13 < 25; ++v13) {
+              b9[((v9 * 25) + v13)] = ((int8_t)tessera_f2i_in32f(tessera_maxcf(tessera_mincf((nearbyintf(((float)((((double)(((float)(((double)((b4[v9] + b13[v13]))))))) * ((double)(b12[v9])))))) + ((float)(b8[0]))), 127.0f), (-128.0f))));
             }
           }
         }
