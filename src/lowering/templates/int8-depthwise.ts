@@ -87,7 +87,7 @@ export const int8DepthwiseTemplate: Template = {
     const all = tiles[tiles.length - 1]
     const whole = tiles.filter((t) => t % lanes === 0)
     const cfg: Record<string, string | number | boolean> = { tile_px: all < S.MAX_VECTORIZED || whole.length === 0 ? all : whole[whole.length - 1] }
-    // the padded input whole first (its phases too); a channel's at that channel is the tuner's to try
+    // the plane (padded input or its phases) whole first; a channel's at that channel is the tuner's to try
     if (knobs.some((k) => k.name === "plane")) cfg.plane = "root"
     // kernels of up to 3×3 unrolled (their weights broadcast once a channel)
     const taps = knobs.reduce((p, k) => (k.kind === "choice" && k.extent !== undefined ? p * k.extent : p), 1)
@@ -136,7 +136,10 @@ export const int8DepthwiseTemplate: Template = {
     const dense = S.consumersOf(s, local)[0]
     s = S.computeAt(s, dense, out, leaves[leaves.indexOf(sp.outer) - 1])
     s = vectorizeRows(s, dense)
-    s = S.computeAt(s, local, dense, s.stages.get(dense)!.leaf[1])
+    // (a grid of at most one vector loop, whole vectors: at root, all of it — at the channel its
+    // region would be the compaction's, cut at the last row's OW, and leave a scalar tail)
+    const atRoot = grid <= S.MAX_VECTORIZED
+    if (!atRoot) s = S.computeAt(s, local, dense, s.stages.get(dense)!.leaf[1])
     // the grid's pixels split by the tile, the taps inside each vector loop (its sums stay in
     // registers across them) or outside it (in L1)
     const ls = s.stages.get(local)!
@@ -150,16 +153,11 @@ export const int8DepthwiseTemplate: Template = {
     s = S.vectorize(s, local, lsp.inner)
     if (config.unroll_kh) s = S.unroll(s, local, rkh)
     if (config.unroll_kw) s = S.unroll(s, local, rkw)
-    // the plane before the sums, or a channel's at that channel; the phases' padded input before
-    // the phases, or at their channel
-    const channel = config.plane === "channel"
-    if (plane && channel) s = S.computeAt(s, plane, local, lm)
+    if (atRoot) s = parallelOuter(s, local, [ln, lm])
+    // the plane (the padded input, or its phases) before the sums, or a channel's at that channel
+    const sumLeaves = s.stages.get(local)!.leaf
+    if (plane && config.plane === "channel") s = S.computeAt(s, plane, local, sumLeaves[sumLeaves.indexOf(lsp.outer) - 1])
     if (plane) s = vectorizeRows(s, plane)
-    const padded = plane && s.stages.get(plane)!.op.shape.length === 6 ? s.stages.get(plane)!.op.inputs.find((t) => t.kind === "compute")?.name : undefined
-    if (padded) {
-      s = channel ? S.computeAt(s, padded, plane!, s.stages.get(plane!)!.leaf[1]) : S.computeRoot(s, padded)
-      s = vectorizeRows(s, padded)
-    }
-    return parallelize(s, true, out)
+    return parallelize(s, true, [out, local])
   },
 }
