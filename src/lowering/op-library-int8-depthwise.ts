@@ -77,7 +77,12 @@ export const depthwiseConv = (
   // each phase's columns: the output's and the largest tap's offset in phase columns; the grid's
   // pixels, (OH − 1)·Wq + OW, rounded up to whole vectors (GRID_LANES); each phase's rows: those
   // the last pixel's largest tap reads
-  const Wq = OW + Math.floor(((KW - 1) * dw) / sw)
+  // (a stride of 1: rounded up to whole vectors, GRID_LANES, where that adds at most an eighth —
+  // the padded rows then vectorize without a scalar tail: 114 → 128 int16 at 112², 58 → 64 at
+  // 56²; measured, those convs 0.43 → 0.33 and 0.46 → 0.37 ms, the stride-2 ones not faster)
+  const reach = OW + Math.floor(((KW - 1) * dw) / sw)
+  const rounded = Math.ceil(reach / GRID_LANES) * GRID_LANES
+  const Wq = sh === 1 && sw === 1 && rounded - reach <= reach / 8 ? rounded : reach
   const grid = Math.ceil(((OH - 1) * Wq + OW) / GRID_LANES) * GRID_LANES
   const Hq = Math.ceil((grid + Math.floor(((KH - 1) * dh) / sh) * Wq + (Wq - OW)) / Wq)
   // (the padded input's rows and columns: every phase's the grid reads, beyond the window padded too)
