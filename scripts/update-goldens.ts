@@ -291,7 +291,7 @@ const conv2dInt8Depthwise = (): GoldenCase => {
     opset: 13,
   })
   const outputs = [made[made.length - 1]]
-  const schedule = int8DepthwiseTemplate.apply(outputs, baseSchedule(outputs), { tile_px: 25, unroll_kh: true, unroll_kw: true, at: "tile" })
+  const schedule = int8DepthwiseTemplate.apply(outputs, baseSchedule(outputs), { tile_px: 25, unroll_kh: true, unroll_kw: true, plane: "root" })
   return { name: "conv2d_int8_depthwise", outputs, inputs: new Map(feeds), schedule }
 }
 

@@ -6,59 +6,64 @@ void conv2d_int8_depthwise(const int8_t* b0, const int8_t* b1, const int8_t* b2,
 /* "conv2d_int8_depthwise": "x" int8[1x16x9x9], "x_zp" int8[], "w" int8[16x1x3x3], "w_zp" int8[16], "bias" int32[16], "x_scale" float32[], "w_scale" float32[16], "y_scale" float32[], "y_zp" int8[], "conv2d_int8_depthwise" int8[1x16x5x5] out */
 void conv2d_int8_depthwise(const int8_t* restrict b0, const int8_t* restrict b1, const int8_t* restrict b2, const int8_t* restrict b3, const int32_t* restrict b4, const float* restrict b5, const float* restrict b6, const float* restrict b7, const int8_t* restrict b8, int8_t* restrict b9) {
   {
-    _Alignas(64) int16_t b10[2112]; /* "dw_dwpadded" int16[2112] @"global" */
+    _Alignas(64) int16_t b10[2688]; /* "dw_dwphase" int16[2688] @"global" */
     {
-      _Alignas(64) int16_t b11[2880]; /* "dw_dwpad" int16[2880] @"global" */
+      _Alignas(64) int16_t b11[144]; /* "dw_dwweight" int16[144] @"global" */
       {
-        _Alignas(64) float b12[16]; /* "dw_mult" float32[16] @"global" */
-        #pragma omp parallel for schedule(static)
-        for (int64_t v0 = 0; v0 < 192; ++v0) {
-          #pragma omp simd
-          for (int64_t v1 = 0; v1 < 11; ++v1) {
-            b10[((v0 * 11) + v1)] = ((int16_t)(((((v0 % 12) >= 1) && ((v0 % 12) < 8)) ? ((((int32_t)(b0[((v1 + ((v0 / 12) * 81)) + ((v0 % 12) * 9))])) + (((int32_t)(b1[0])) * (-1))) * ((int32_t)((v1 < 9)))) : ((((v0 % 12) < 9) && (v1 < 9)) ? (((int32_t)(b0[((v1 + ((v0 / 12) * 81)) + ((v0 % 12) * 9))])) + (((int32_t)(b1[0])) * (-1))) : 0))));
-          }
-        }
-        #pragma omp parallel for schedule(static)
-        for (int64_t v2 = 0; v2 < 32; ++v2) {
-          for (int64_t v3 = 0; v3 < 3; ++v3) {
-            for (int64_t v4 = 0; v4 < 6; ++v4) {
-              #pragma omp simd
-              for (int64_t v5 = 0; v5 < 5; ++v5) {
-                b11[((((v2 * 90) + (v3 * 30)) + (v4 * 5)) + v5)] = b10[((((v3 + (v4 * 22)) + (v5 * 2)) + ((v2 / 2) * 132)) + ((v2 % 2) * 11))];
+        _Alignas(64) int32_t b12[512]; /* "dw_dw" int32[512] @"global" */
+        {
+          _Alignas(64) float b13[16]; /* "dw_mult" float32[16] @"global" */
+          #pragma omp parallel for schedule(static)
+          for (int64_t v0 = 0; v0 < 32; ++v0) {
+            for (int64_t v1 = 0; v1 < 2; ++v1) {
+              for (int64_t v2 = 0; v2 < 7; ++v2) {
+                #pragma omp simd
+                for (int64_t v3 = 0; v3 < 6; ++v3) {
+                  b10[((((v0 * 84) + (v1 * 42)) + (v2 * 6)) + v3)] = ((int16_t)((((((v2 * 2) + (v0 % 2)) >= 1) && (((v2 * 2) + (v0 % 2)) < 8)) ? ((((int32_t)(b0[((((v1 + (v2 * 18)) + (v3 * 2)) + ((v0 / 2) * 81)) + ((v0 % 2) * 9))])) + (((int32_t)(b1[0])) * (-1))) * ((int32_t)(((v1 + (v3 * 2)) < 9)))) : (((((v2 * 2) + (v0 % 2)) < 9) && ((v1 + (v3 * 2)) < 9)) ? (((int32_t)(b0[((((v1 + (v2 * 18)) + (v3 * 2)) + ((v0 / 2) * 81)) + ((v0 % 2) * 9))])) + (((int32_t)(b1[0])) * (-1))) : 0))));
+                }
               }
             }
           }
-        }
-        #pragma omp parallel for schedule(static)
-        for (int64_t v6 = 0; v6 < 48; ++v6) {
-          #pragma omp simd
-          for (int64_t v7 = 0; v7 < 3; ++v7) {
-            b10[((v6 * 3) + v7)] = ((int16_t)((((int32_t)(b2[((v6 * 3) + v7)])) + (((int32_t)(b3[(v6 / 3)])) * (-1)))));
-          }
-        }
-        #pragma omp parallel for schedule(static)
-        for (int64_t v8 = 0; v8 < 16; ++v8) {
-          b12[v8] = ((float)(((double)(((float)((((double)(((float)((((double)(b5[0])) * ((double)(b6[v8]))))))) / ((double)(b7[0])))))))));
-        }
-        #pragma omp parallel for schedule(static)
-        for (int64_t v9 = 0; v9 < 16; ++v9) {
-          {
-            _Alignas(64) int32_t b13[25]; /* "dw_dw.local" int32[25] @"local" */
-            for (int64_t v10 = 0; v10 < 25; ++v10) {
-              b13[v10] = 0;
-              b13[v10] = ((((int32_t)(b11[((v9 * 180) + v10)])) * ((int32_t)(b10[(v9 * 9)]))) + b13[v10]);
-              b13[v10] = ((((int32_t)(b11[(((v9 * 180) + v10) + 30)])) * ((int32_t)(b10[((v9 * 9) + 1)]))) + b13[v10]);
-              b13[v10] = ((((int32_t)(b11[(((v9 * 180) + v10) + 60)])) * ((int32_t)(b10[((v9 * 9) + 2)]))) + b13[v10]);
-              b13[v10] = ((((int32_t)(b11[(((v9 * 180) + v10) + 90)])) * ((int32_t)(b10[((v9 * 9) + 3)]))) + b13[v10]);
-              b13[v10] = ((((int32_t)(b11[(((v9 * 180) + v10) + 120)])) * ((int32_t)(b10[((v9 * 9) + 4)]))) + b13[v10]);
-              b13[v10] = ((((int32_t)(b11[(((v9 * 180) + v10) + 150)])) * ((int32_t)(b10[((v9 * 9) + 5)]))) + b13[v10]);
-              b13[v10] = ((((int32_t)(b11[(((v9 * 180) + v10) + 5)])) * ((int32_t)(b10[((v9 * 9) + 6)]))) + b13[v10]);
-              b13[v10] = ((((int32_t)(b11[(((v9 * 180) + v10) + 35)])) * ((int32_t)(b10[((v9 * 9) + 7)]))) + b13[v10]);
-              b13[v10] = ((((int32_t)(b11[(((v9 * 180) + v10) + 65)])) * ((int32_t)(b10[((v9 * 9) + 8)]))) + b13[v10]);
-            }
+          #pragma omp parallel for schedule(static)
+          for (int64_t v4 = 0; v4 < 48; ++v4) {
             #pragma omp simd
-            for (int64_t v11 = 0; v11 < 25; ++v11) {
-              b9[((v9 * 25) + v11)] = ((int8_t)tessera_f2i_in32f(tessera_maxcf(tessera_mincf((nearbyintf(((float)((((double)(((float)(((double)((b4[v9] + b13[v11]))))))) * ((double)(b12[v9])))))) + ((float)(b8[0]))), 127.0f), (-128.0f))));
+            for (int64_t v5 = 0; v5 < 3; ++v5) {
+              b11[((v4 * 3) + v5)] = ((int16_t)((((int32_t)(b2[((v4 * 3) + v5)])) + (((int32_t)(b3[(v4 / 3)])) * (-1)))));
+            }
+          }
+          #pragma omp parallel for schedule(static)
+          for (int64_t v6 = 0; v6 < 16; ++v6) {
+            for (int64_t v7 = 0; v7 < 32; ++v7) {
+              b12[((v6 * 32) + v7)] = 0;
+              b12[((v6 * 32) + v7)] = ((((int32_t)(b10[((v6 * 168) + v7)])) * ((int32_t)(b11[(v6 * 9)]))) + b12[((v6 * 32) + v7)]);
+              b12[((v6 * 32) + v7)] = ((((int32_t)(b10[(((v6 * 168) + v7) + 42)])) * ((int32_t)(b11[((v6 * 9) + 1)]))) + b12[((v6 * 32) + v7)]);
+              b12[((v6 * 32) + v7)] = ((((int32_t)(b10[(((v6 * 168) + v7) + 1)])) * ((int32_t)(b11[((v6 * 9) + 2)]))) + b12[((v6 * 32) + v7)]);
+              b12[((v6 * 32) + v7)] = ((((int32_t)(b10[(((v6 * 168) + v7) + 84)])) * ((int32_t)(b11[((v6 * 9) + 3)]))) + b12[((v6 * 32) + v7)]);
+              b12[((v6 * 32) + v7)] = ((((int32_t)(b10[(((v6 * 168) + v7) + 126)])) * ((int32_t)(b11[((v6 * 9) + 4)]))) + b12[((v6 * 32) + v7)]);
+              b12[((v6 * 32) + v7)] = ((((int32_t)(b10[(((v6 * 168) + v7) + 85)])) * ((int32_t)(b11[((v6 * 9) + 5)]))) + b12[((v6 * 32) + v7)]);
+              b12[((v6 * 32) + v7)] = ((((int32_t)(b10[(((v6 * 168) + v7) + 6)])) * ((int32_t)(b11[((v6 * 9) + 6)]))) + b12[((v6 * 32) + v7)]);
+              b12[((v6 * 32) + v7)] = ((((int32_t)(b10[(((v6 * 168) + v7) + 48)])) * ((int32_t)(b11[((v6 * 9) + 7)]))) + b12[((v6 * 32) + v7)]);
+              b12[((v6 * 32) + v7)] = ((((int32_t)(b10[(((v6 * 168) + v7) + 7)])) * ((int32_t)(b11[((v6 * 9) + 8)]))) + b12[((v6 * 32) + v7)]);
+            }
+          }
+          #pragma omp parallel for schedule(static)
+          for (int64_t v8 = 0; v8 < 16; ++v8) {
+            b13[v8] = ((float)(((double)(((float)((((double)(((float)((((double)(b5[0])) * ((double)(b6[v8]))))))) / ((double)(b7[0])))))))));
+          }
+          #pragma omp parallel for schedule(static)
+          for (int64_t v9 = 0; v9 < 16; ++v9) {
+            {
+              _Alignas(64) int32_t b14[25]; /* "dw_dwsum.local" int32[25] @"local" */
+              for (int64_t v10 = 0; v10 < 5; ++v10) {
+                #pragma omp simd
+                for (int64_t v11 = 0; v11 < 5; ++v11) {
+                  b14[((v10 * 5) + v11)] = b12[(((v9 * 32) + (v10 * 6)) + v11)];
+                }
+              }
+              #pragma omp simd
+              for (int64_t v12 = 0; v12 < 25; ++v12) {
+                b9[((v9 * 25) + v12)] = ((int8_t)tessera_f2i_in32f(tessera_maxcf(tessera_mincf((nearbyintf(((float)((((double)(((float)(((double)((b4[v9] + b14[v12]))))))) * ((double)(b13[v9])))))) + ((float)(b8[0]))), 127.0f), (-128.0f))));
+              }
             }
           }
         }

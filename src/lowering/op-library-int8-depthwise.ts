@@ -4,17 +4,22 @@
 // activations, the output pixels in the vector lanes (channels in the lanes would need a transposed
 // copy in and out of every layer, the graph's other kernels reading and writing NCHW):
 // - the input widened to int16 minus its zero point (per tensor or per channel), padded with 0 (a
-//   padded tap holds x's zero point: it contributes nothing), then one copy of that per kernel column
-//   kw and row phase py of the stride: xs[n, c, py, kw, i, ow] = x'[i·sh + py − ph, ow·sw + kw·dw − pw],
-//   rows of the output's width. Tap (kh, kw) of output (oh, ow) reads xs[n, c, kh·dh mod sh, kw,
-//   oh + kh·dh div sh, ow]: as the output pixel oh·OW + ow steps by one, so does the read, across
-//   rows too — the template runs a channel's pixels as one axis, vectors of whole rows or several
-//   (rows of 14 or 7 are shorter than a vector);
+//   padded tap holds x's zero point: it contributes nothing); with a stride, its phases read from
+//   the input directly: xs[n, c, py, px, i, j] = x'[i·sh + py − ph, j·sw + px − pw], Hq × Wq each,
+//   Wq = OW + the taps' reach in phase columns ((KW − 1)·dw div sw) — one read of each input
+//   element (a stride of 1: the padded input itself is the one phase);
 // - the weights widened to int16 minus their zero point (per tensor or per output channel);
-// - sum[n, o, oh·OW + ow] = Σ_{c of o's group, kh, kw} x'·w' in int32, exactly the plain compute's sum (|x'|, |w'| ≤
-//   255), a channel's pixels one axis (its reads of xs, oh·OW + ow + the tap's row offset · OW, are
-//   affine in it: a tile of the pixels reads and is read contiguously).
-// The copies cost KW · sh reads of each input element, beside KH · KW products an output.
+// - the sums over a grid of the phases' width: sum[n, o, p], p = oh·Wq + ow, = Σ_{c of o's group, kh,
+//   kw} x'·w' in int32, exactly the plain compute's sum (|x'|, |w'| ≤ 255). Tap (kh, kw) reads its
+//   phase (kh·dh mod sh, kw·dw mod sw) at p + (kh·dh div sh)·Wq + (kw·dw div sw): affine in p, one
+//   run across rows, with no copy per tap (the columns ow ≥ OW of a row are computed and never
+//   read; the grid is whole vectors, the phases hold every row its taps read);
+// - the sums compacted to the output's pixels, dense[n, o, oh, ow] = sum[n, o, oh·Wq + ow] (rows of
+//   OW int32), which the epilogue reads as one run across rows (a read of the grid itself would
+//   be oh·Wq + ow over the fused pixels, not affine).
+// The grid costs (Wq − OW) / OW more products (3% at 56 wide, 29% at 7) where one copy per kernel
+// column and stride phase of the input (KW · sh reads of each input element) took a
+// third to a half of these convs' time.
 // The tagged product ("int8_depthwise") is what the int8 depthwise template tiles.
 import { windowOf, type WindowAttrs } from "../ast/graph/ops/nn-common.js"
 import type { DType } from "../ast/graph/dtype.js"
@@ -26,6 +31,13 @@ import { num, shapeOf, type OpComputeCtx } from "./op-library-common.js"
 const I32: DType = "int32"
 const I16: DType = "int16"
 const i32 = (e: Expr) => cast(I32, e)
+
+/**
+ * The sums' grid is whole vectors of this many int32 lanes (AVX-512's 16: whole vectors of AVX2's
+ * 8 and SIMD128's 4 too), so the product's vector loop has no scalar tail (a 7×7 output's grid of
+ * 61 pixels left 13 a channel scalar, 9 taps each).
+ */
+const GRID_LANES = 16
 
 /** An 8-bit value widened to int32 minus its zero point (when there is one). */
 const shifted = (v: Expr, zp: Expr | undefined): Expr => (zp ? sub(i32(v), i32(zp)) : i32(v))
@@ -62,15 +74,24 @@ export const depthwiseConv = (
   const [sh, sw] = win.strides
   const [dh, dw] = win.dilations
   const [ph, pw] = win.padBegin
-  // rows of each phase the taps read: the output rows and the largest tap's offset in phases
-  const Hs = OH + Math.floor(((KH - 1) * dh) / sh)
-  // (the padded input first, whole: its bounds tests make loads conditional, which the C compiler
-  // does not vectorize; the copies then read it unconditionally, vectorized)
-  // (rows: every phase's rows the copies hold, the last phase's beyond the window padded too)
-  const Hp = Math.max((OH - 1) * sh + (KH - 1) * dh + 1, Hs * sh)
-  const Wp = (OW - 1) * sw + (KW - 1) * dw + 1
+  // each phase's columns: the output's and the largest tap's offset in phase columns; the grid's
+  // pixels, (OH − 1)·Wq + OW, rounded up to whole vectors (GRID_LANES); each phase's rows: those
+  // the last pixel's largest tap reads
+  // (a stride of 1: rounded up to whole vectors, GRID_LANES, where that adds at most an eighth —
+  // the padded rows then vectorize without a scalar tail: 114 → 128 int16 at 112², 58 → 64 at
+  // 56²; measured, those convs 0.43 → 0.33 and 0.46 → 0.37 ms, the stride-2 ones not faster)
+  const reach = OW + Math.floor(((KW - 1) * dw) / sw)
+  const rounded = Math.ceil(reach / GRID_LANES) * GRID_LANES
+  const Wq = sh === 1 && sw === 1 && rounded - reach <= reach / 8 ? rounded : reach
+  const grid = Math.ceil(((OH - 1) * Wq + OW) / GRID_LANES) * GRID_LANES
+  const Hq = Math.ceil((grid + Math.floor(((KH - 1) * dh) / sh) * Wq + (Wq - OW)) / Wq)
+  // (the padded input's rows and columns: every phase's the grid reads, beyond the window padded too)
+  const Hp = Math.max((OH - 1) * sh + (KH - 1) * dh + 1, Hq * sh)
+  const Wp = Math.max((OW - 1) * sw + (KW - 1) * dw + 1, Wq * sw)
   const padEnd = Wp - 1 - pw - (W - 1)
-  const xp = compute(ctx.name("dwpadded"), [N, C, Hp, Wp], (n, ch, r, q) => {
+  // the padded input's element (r, q): its bounds tests make loads conditional, which the C
+  // compiler does not vectorize, except on the rows with a row above and below them (below)
+  const padded = (n: Expr, ch: Expr, r: Expr, q: Expr): Expr => {
     const ih = sub(r, c(ph))
     const iw = sub(q, c(pw))
     const colIn = and(ge(iw, c(0)), lt(iw, c(W)))
@@ -82,20 +103,35 @@ export const depthwiseConv = (
     const a = add(iw, c(W))
     const flat = shifted(at(x, n, ch, add(sub(ih, c(1)), floordiv(a, c(W))), floormod(a, c(W))), xzp?.(ch))
     return cast(I16, select(and(ge(ih, c(1)), lt(ih, c(H - 1))), mul(flat, cast(I32, colIn)), plain))
-  }, I16)
-  const xs = compute(ctx.name("dwpad"), [N, C, sh, KW, Hs, OW], (n, ch, py, kw, i, j) => at(xp, n, ch, add(mul(i, c(sh)), py), add(mul(j, c(sw)), mul(kw, c(dw)))), I16)
+  }
+  // the plane the taps read: the padded input (a stride of 1: one phase), or the stride's phases
+  // of it, each read from the input once (no padded copy in between)
+  const strided = sh > 1 || sw > 1
+  const plane = strided
+    ? compute(ctx.name("dwphase"), [N, C, sh, sw, Hq, Wq], (n, ch, py, px, i, j) => padded(n, ch, add(mul(i, c(sh)), py), add(mul(j, c(sw)), px)), I16)
+    : compute(ctx.name("dwpadded"), [N, C, Hp, Wp], (n, ch, r, q) => padded(n, ch, r, q), I16)
   const wq = compute(ctx.name("dwweight"), [M, Cg, KH, KW], (o, ci, kh, kw) => cast(I16, shifted(at(w, o, ci, kh, kw), wzp?.(o))), I16)
   const rc = Cg > 1 ? reduceAxis(Cg, `${ctx.name()}.rc`) : undefined
   const rh = reduceAxis(KH, `${ctx.name()}.rkh`)
   const rw = reduceAxis(KW, `${ctx.name()}.rkw`)
-  // a row tap's phase and its offset in that phase's rows (a stride of 1: one phase, the tap itself)
-  const t = dh === 1 ? rh.var : mul(rh.var, c(dh))
-  const [py, oy] = sh === 1 ? [c(0), t] : [floormod(t, c(sh)), floordiv(t, c(sh))]
-  const acc = compute(ctx.name("dw"), [N, M, OH * OW], (n, o, p) => {
+  // a tap's phase and its offset in that phase's rows / columns (a stride of 1: the tap itself)
+  const phase = (r: Expr, d: number, s: number): [Expr, Expr] => {
+    const t = d === 1 ? r : mul(r, c(d))
+    return s === 1 ? [c(0), t] : [floormod(t, c(s)), floordiv(t, c(s))]
+  }
+  const [py, oy] = phase(rh.var, dh, sh)
+  const [px, ox] = phase(rw.var, dw, sw)
+  // the grid: pixel p = oh·Wq + ow (ow < OW; the columns past it, and the pixels past the last
+  // row's OW, are computed and never read; the phases hold the rows their taps read)
+  const acc = compute(ctx.name("dw"), [N, M, grid], (n, o, p) => {
     const g = opg === 1 ? o : floordiv(o, c(opg))
     const ch = rc ? add(mul(g, c(Cg)), rc.var) : g
-    const a = at(xs, n, ch, py, rw.var, add(floordiv(p, c(OW)), oy), floormod(p, c(OW)))
+    const f = add(p, add(mul(oy, c(Wq)), ox))
+    const a = strided ? at(plane, n, ch, py, px, floordiv(f, c(Wq)), floormod(f, c(Wq))) : at(plane, n, ch, floordiv(f, c(Wq)), floormod(f, c(Wq)))
     return sum(mul(i32(a), i32(at(wq, o, rc ? rc.var : c(0), rh.var, rw.var))), rc ? [rc, rh, rw] : [rh, rw])
   }, I32, "int8_depthwise")
-  return { sumAt: ([n, o, oh, ow]) => at(acc, n, o, add(mul(oh, c(OW)), ow)) }
+  // the sums compacted to the output's pixels (a row's OW of the grid's Wq), what the epilogue reads
+  // as one run across rows
+  const dense = compute(ctx.name("dwsum"), [N, M, OH, OW], (n, o, oh, ow) => at(acc, n, o, add(mul(oh, c(Wq)), ow)), I32)
+  return { sumAt: ([n, o, oh, ow]) => at(dense, n, o, oh, ow) }
 }

@@ -144,8 +144,9 @@ export const COMPUTE_TAGS = [
    */
   "int8_dot_px",
   /**
-   * A depthwise 8-bit convolution's int32 sums [n, o, oh, ow] over the int16 phases of its padded,
-   * zero-shifted input (op-library-int8-depthwise.ts): reduce [kh, kw], the output row vectorized.
+   * A depthwise 8-bit convolution's int32 sums [n, o, p] over a grid of its phases' width (p = oh·Wq
+   * + ow) of the int16 phases of its padded, zero-shifted input (op-library-int8-depthwise.ts):
+   * reduce [kh, kw] (and a group's channels), the grid's pixels vectorized.
    */
   "int8_depthwise",
 ] as const

@@ -1,24 +1,29 @@
 // The int8 depthwise template: the int32 sums of a depthwise 8-bit conv (op-library-int8-depthwise.ts,
-// tag int8_depthwise: [n, o, oh, ow], reduce [kh, kw] over the int16 copies of the padded input) as a
-// tile of `tile_px` output pixels of one channel — whole rows of its fused pixels where a row is at
-// most a vector loop long, else columns of a row — in the vector lanes, the sums held in a local
-// copy across the unrolled taps, computed at the tile of the epilogue (the requantization), which
-// stores the tile's bytes contiguously. Knobs: the tile, whether the kernel loops are unrolled,
-// and whether the taps run inside the tile's pixel loop (each pixel's sum across its taps: the C
-// compiler's outer-loop vectorizer takes the pixel loop) or outside it (a vector loop over the
-// pixels a tap: what an emitter that vectorizes only an innermost loop takes, js and wasm).
+// tag int8_depthwise: [n, o, p] over a grid of the phases' width, reduce [kh, kw] over the int16
+// phases of the padded input) computed at the channel of the epilogue (the requantization), its
+// grid's pixels in the vector lanes (`tile_px` a vector loop), the sums held in registers across
+// the unrolled taps; then compacted to the output's pixels, which the epilogue reads a tile of
+// `tile_px` fused pixels at a time and stores contiguously. Knobs: the tile, whether the kernel
+// loops are unrolled, where the padded input (and its phases) is computed (whole first, or a
+// channel's at that channel), and whether the taps run inside the tile's pixel loop (each pixel's
+// sum across its taps: the C compiler's outer-loop vectorizer takes the pixel loop) or outside it
+// (a vector loop over the pixels a tap: what an emitter that vectorizes only an innermost loop
+// takes, js and wasm).
 import * as S from "../../ast/schedule/schedule.js"
 import type { Reduce } from "../../ast/te/expr.js"
 import { anchorStage, candidatesOf, dataLeaves, divisors, parallelize, parallelOuter } from "./common.js"
 import type { Knob, Template } from "./template.js"
 
-/** The padded, zero-shifted input the product reads (its 6-D operand). */
-const padOf = (anchor: S.Stage): string | undefined => anchor.op.inputs.find((t) => t.kind === "compute" && t.shape.length === 6)?.name
+/**
+ * The plane the product reads (its first compute input, by the compute's order of reads): the
+ * stride's phases of the padded input (6-D), or the padded input itself (4-D, a stride of 1).
+ */
+const planeOf = (anchor: S.Stage): string | undefined => anchor.op.inputs.find((t) => t.kind === "compute")?.name
 
 /**
  * The epilogue the tile is made of: the one stage that reads the sums (the requantization, or the
- * sums' copy), root, of shape [n, o, oh, ow] over the sums' [n, o, oh·ow]; undefined for any other
- * reader pattern.
+ * sums' copy), root, of shape [n, o, oh, ow] over the sums' grid [n, o, (oh − 1)·Wq + ow]; undefined
+ * for any other reader pattern.
  */
 const epilogue = (s: S.Schedule, anchor: S.Stage): string | undefined => {
   const readers = S.effectiveConsumers(s, anchor.name)
@@ -26,7 +31,7 @@ const epilogue = (s: S.Schedule, anchor: S.Stage): string | undefined => {
   const st = s.stages.get(readers[0])!
   const [n, o, oh, ow] = st.op.shape
   const [an, ao, ap] = anchor.op.shape
-  if (st.attach.kind !== "root" || st.op.body.kind === "reduce" || st.op.shape.length !== 4 || n !== an || o !== ao || oh * ow !== ap) return undefined
+  if (st.attach.kind !== "root" || st.op.body.kind === "reduce" || st.op.shape.length !== 4 || n !== an || o !== ao || ap < oh * ow) return undefined
   return readers[0]
 }
 
@@ -41,14 +46,18 @@ const pixelTiles = (pixels: number): number[] => {
   return [...new Set([...divisors(pixels, cap), ...fours])].sort((x, y) => x - y)
 }
 
-/** The padded input's rows vectorized, split where longer than a vector loop (at the largest divisor of a row that is). */
-const vectorizeRows = (s: S.Schedule, pad: string): S.Schedule => {
-  const st = s.stages.get(pad)!
-  const j = st.leaf[st.leaf.length - 1]
-  const ext = st.axes.get(j)!.extent
-  if (ext <= S.MAX_VECTORIZED) return S.vectorize(s, pad, j)
-  const sp = S.split(s, pad, j, { factor: Math.max(...divisors(ext, S.MAX_VECTORIZED)) })
-  return S.vectorize(sp.schedule, pad, sp.inner)
+/** The vector loops of a stage's innermost axis, split where longer than a vector loop (at the largest divisor that is). */
+const vectorizeInner = (s: S.Schedule, stage: string, j: string): S.Schedule => {
+  const ext = s.stages.get(stage)!.axes.get(j)!.extent
+  if (ext <= S.MAX_VECTORIZED) return S.vectorize(s, stage, j)
+  const sp = S.split(s, stage, j, { factor: Math.max(...divisors(ext, S.MAX_VECTORIZED)) })
+  return S.vectorize(sp.schedule, stage, sp.inner)
+}
+
+/** A stage's rows vectorized (its innermost axis). */
+const vectorizeRows = (s: S.Schedule, stage: string): S.Schedule => {
+  const st = s.stages.get(stage)!
+  return vectorizeInner(s, stage, st.leaf[st.leaf.length - 1])
 }
 
 export const int8DepthwiseTemplate: Template = {
@@ -58,13 +67,15 @@ export const int8DepthwiseTemplate: Template = {
     const st = anchorStage(base)!
     const axes = (st.op.body as Reduce).axes
     const [kh, kw] = axes.map((a) => a.dom.extent).slice(-2)
+    const out = epilogue(base, st)
     // (a grouped conv's taps are outside the pixel loop already, with its channel loop)
-    const tapsKnob = epilogue(base, st) !== undefined && axes.length === 2
+    const tapsKnob = out !== undefined && axes.length === 2
+    const [, , oh, ow] = out ? base.stages.get(out)!.op.shape : [0, 0, 1, st.op.shape[2]]
     return [
-      { kind: "split", name: "tile_px", extent: st.op.shape[2], candidates: pixelTiles(st.op.shape[2]) },
+      { kind: "split", name: "tile_px", extent: oh * ow, candidates: pixelTiles(oh * ow) },
       ...(kh > 1 ? [{ kind: "choice", name: "unroll_kh", candidates: [true, false], extent: kh } as const] : []),
       ...(kw > 1 ? [{ kind: "choice", name: "unroll_kw", candidates: [true, false], extent: kw } as const] : []),
-      ...(epilogue(base, st) ? [{ kind: "choice", name: "at", candidates: ["tile", "channel"] } as const] : []),
+      ...(out ? [{ kind: "choice", name: "plane", candidates: ["root", "channel"] } as const] : []),
       ...(tapsKnob ? [{ kind: "choice", name: "taps", candidates: ["inside", "outside"], absent: "inside" } as const] : []),
     ] satisfies Knob[]
   },
@@ -76,11 +87,8 @@ export const int8DepthwiseTemplate: Template = {
     const all = tiles[tiles.length - 1]
     const whole = tiles.filter((t) => t % lanes === 0)
     const cfg: Record<string, string | number | boolean> = { tile_px: all < S.MAX_VECTORIZED || whole.length === 0 ? all : whole[whole.length - 1] }
-    // the padded input whole first, the sums a tile at a time (in L1 across the taps); a channel
-    // at a time is the tuner's to try. Zen 4, 1 thread, each conv in a C loop timing CPU time, tile
-    // → channel: 112×112×32 0.70 → 0.59 ms, 56×56×144 0.96 → 1.29 (gcc leaves that epilogue's
-    // loop scalar: "control flow in loop"), 14×14×384 0.15 → 0.21
-    if (knobs.some((k) => k.name === "at")) cfg.at = "tile"
+    // the plane (padded input or its phases) whole first; a channel's at that channel is the tuner's to try
+    if (knobs.some((k) => k.name === "plane")) cfg.plane = "root"
     // kernels of up to 3×3 unrolled (their weights broadcast once a channel)
     const taps = knobs.reduce((p, k) => (k.kind === "choice" && k.extent !== undefined ? p * k.extent : p), 1)
     for (const k of knobs) if (k.name === "unroll_kh" || k.name === "unroll_kw") cfg[k.name] = taps <= 9
@@ -94,23 +102,27 @@ export const int8DepthwiseTemplate: Template = {
     const anchor = anchorStage(base)!
     let s = base
     // the weights and the epilogue's per-channel multipliers: computed once, before the tiles; the
-    // padded input too, or a channel's of it at that channel (below)
-    const pad = padOf(anchor)
+    // plane too, or a channel's of it at that channel (below)
+    const plane = planeOf(anchor)
     for (const t of anchor.op.inputs) if (t.kind === "compute" && s.stages.get(t.name)?.attach.kind === "inline") s = S.computeRoot(s, t.name)
     for (const name of s.order) {
       const st = s.stages.get(name)!
       if (st.attach.kind === "inline" && st.op.shape.length === 1) s = S.computeRoot(s, name)
     }
     const tile = Number(config.tile_px)
+    const local = anchor.name
+    // (the grid's pixels one vector loop where it takes them all, else split by the tile)
+    const grid = anchor.op.shape[2]
+    const gridTile = grid <= S.MAX_VECTORIZED ? grid : tile
     const out = epilogue(s, anchor)
     if (!out) {
-      // no epilogue to tile: the sums computed at root, a tile of pixels in the vector lanes
+      // no epilogue to tile: the sums computed at root, a tile of the grid's pixels in the vector lanes
       const [n, m, p] = dataLeaves(anchor)
       const red = anchor.leaf.filter((a) => anchor.axes.get(a)!.type === "reduce")
-      const sp = S.split(s, anchor.name, p, { factor: tile })
-      s = S.reorder(sp.schedule, anchor.name, [n, m, sp.outer, ...red, sp.inner])
-      s = S.vectorize(parallelOuter(s, anchor.name, [n, m]), anchor.name, sp.inner)
-      return parallelize(s, true, anchor.name)
+      const sp = S.split(s, local, p, { factor: gridTile })
+      s = S.reorder(sp.schedule, local, [n, m, sp.outer, ...red, sp.inner])
+      s = S.vectorize(parallelOuter(s, local, [n, m]), local, sp.inner)
+      return parallelize(s, true, local)
     }
     // the epilogue's tile: its pixels fused (the output's rows are contiguous), split by the tile
     const [n, m, oh, ow] = dataLeaves(s.stages.get(out)!)
@@ -118,34 +130,34 @@ export const int8DepthwiseTemplate: Template = {
     const sp = S.split(px.schedule, out, px.fused, { factor: tile })
     s = parallelOuter(sp.schedule, out, [n, m])
     s = S.vectorize(s, out, sp.inner)
-    // the sums computed at the tile (a buffer of the tile's) or at the channel (its pixels' sums in
-    // L2, its padded input computed there too, into L2, not the whole input's copies through L3
-    // first), their pixels split by the tile as the epilogue's are (at the tile, the loop over the
-    // tile's pixels as long as the tile, the outer one a single iteration there), the taps outside
-    // each tile's pixels (its sums stay in L1 across them)
-    const local = anchor.name
+    // at the channel: the sums' grid (in L1 / L2), then its compaction to the output's pixels (rows
+    // of the grid's rows, vectorized), which the epilogue's tiles read as one run
     const leaves = s.stages.get(out)!.leaf
-    const channel = config.at === "channel"
-    s = S.computeAt(s, local, out, channel ? leaves[leaves.indexOf(sp.outer) - 1] : sp.outer)
+    const dense = S.consumersOf(s, local)[0]
+    s = S.computeAt(s, dense, out, leaves[leaves.indexOf(sp.outer) - 1])
+    s = vectorizeRows(s, dense)
+    // (a grid of at most one vector loop, whole vectors: at root, all of it — at the channel its
+    // region would be the compaction's, cut at the last row's OW, and leave a scalar tail)
+    const atRoot = grid <= S.MAX_VECTORIZED
+    if (!atRoot) s = S.computeAt(s, local, dense, s.stages.get(dense)!.leaf[1])
+    // the grid's pixels split by the tile, the taps inside each vector loop (its sums stay in
+    // registers across them) or outside it (in L1)
     const ls = s.stages.get(local)!
     const [ln, lm, lp] = dataLeaves(ls)
     const red = ls.leaf.filter((a) => ls.axes.get(a)!.type === "reduce")
     const [rkh, rkw] = red.slice(-2)
-    const lsp = S.split(s, local, lp, { factor: tile })
+    const lsp = S.split(s, local, lp, { factor: gridTile })
     // (a grouped conv's channel loop outside the tile's vector loop, the taps inside it with it)
     const outside = red.length > 2 || config.taps === "outside"
     s = S.reorder(lsp.schedule, local, outside ? [ln, lm, lsp.outer, ...red, lsp.inner] : [ln, lm, lsp.outer, lsp.inner, rkh, rkw])
     s = S.vectorize(s, local, lsp.inner)
     if (config.unroll_kh) s = S.unroll(s, local, rkh)
     if (config.unroll_kw) s = S.unroll(s, local, rkw)
-    if (pad && channel) s = S.computeAt(s, pad, local, lm)
-    if (pad) s = vectorizeRows(s, pad)
-    // the padded input the copies read: at the copies' channel, or before them
-    const padded = pad ? s.stages.get(pad)!.op.inputs.find((t) => t.kind === "compute")?.name : undefined
-    if (pad && padded) {
-      const ps = s.stages.get(pad)!
-      s = channel ? S.computeAt(s, padded, pad, ps.leaf[1]) : S.computeRoot(s, padded)
-    }
-    return parallelize(s, true, out)
+    if (atRoot) s = parallelOuter(s, local, [ln, lm])
+    // the plane (the padded input, or its phases) before the sums, or a channel's at that channel
+    const sumLeaves = s.stages.get(local)!.leaf
+    if (plane && config.plane === "channel") s = S.computeAt(s, plane, local, sumLeaves[sumLeaves.indexOf(lsp.outer) - 1])
+    if (plane) s = vectorizeRows(s, plane)
+    return parallelize(s, true, [out, local])
   },
 }
