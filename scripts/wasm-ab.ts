@@ -6,7 +6,8 @@
 // input; rounds alternate base, ours and onnxruntime-web, `--runs` runs each, timed by the process's
 // CPU time (one thread: what the run itself used, not what other jobs took). Per round each side's
 // median; printed: the medians over the rounds and each build's ratio to onnxruntime-web's median of
-// the same round (< 1: faster). Speed is reported, never asserted.
+// the same round (< 1: faster). `--kernels`: each kernel's CPU time inside the sequence too, per
+// build (medians over every run), printed beside each other. Speed is reported, never asserted.
 import { Effect } from "effect"
 import { readFileSync } from "node:fs"
 import * as path from "node:path"
@@ -33,6 +34,7 @@ const cpuMs = () => {
 
 interface Side {
   readonly run: (feeds: ReadonlyMap<string, Tensor>) => Map<string, Tensor>
+  readonly module: { run: (kernel: string, args: unknown) => void }
 }
 /** A build's compile of the model for wasm at one thread, from its dist folder. */
 const load = async (dist: string): Promise<Side> => {
@@ -87,6 +89,21 @@ const time = async (f: () => unknown): Promise<number> => {
   }
   return median(ts)
 }
+// (--kernels: each module's kernels wrapped, their CPU time inside the sequence gathered per kernel)
+const perKernel = args.includes("--kernels")
+const kernelTimes = (side: Side): Map<string, number[]> => {
+  const times = new Map<string, number[]>()
+  if (!perKernel) return times
+  const inner = side.module.run.bind(side.module)
+  side.module.run = (k, a) => {
+    const t0 = cpuMs()
+    inner(k, a)
+    times.set(k, [...(times.get(k) ?? []), cpuMs() - t0])
+  }
+  return times
+}
+const oursK = kernelTimes(ours)
+const baseK = kernelTimes(theirs)
 const rows: { base: number; ours: number; ort: number }[] = []
 for (let k = 0; k < rounds; k++) {
   const b = await time(() => theirs.run(feeds))
@@ -99,4 +116,11 @@ const m = (f: (x: (typeof rows)[number]) => number) => median(rows.map(f))
 console.log(
   `${file ?? model}, wasm, 1 thread, ${rounds} rounds × ${runs} runs, CPU time: base ${m((x) => x.base).toFixed(2)} ms (${m((x) => x.base / x.ort).toFixed(3)} of onnxruntime-web), ours ${m((x) => x.ours).toFixed(2)} ms (${m((x) => x.ours / x.ort).toFixed(3)}), onnxruntime-web ${m((x) => x.ort).toFixed(2)} ms; largest |difference| from onnxruntime-web ${maxDiff.toExponential(2)}, between the builds ${maxAB.toExponential(2)}`,
 )
+if (perKernel) {
+  for (const [k, t] of baseK) {
+    const b = median(t)
+    const o = median(oursK.get(k) ?? [])
+    console.log(`${k}\tbase ${b.toFixed(3)}\tours ${o.toFixed(3)}\t${(o / b).toFixed(2)}`)
+  }
+}
 await session.release()

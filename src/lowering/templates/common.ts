@@ -92,6 +92,12 @@ export const largest = (xs: readonly number[], max: number): number => [...xs].r
 export interface TileChoices {
   /** Columns (output columns, Winograd tiles): candidates. */
   readonly cols: readonly number[]
+  /**
+   * The columns' extent, where a candidate may not divide it (a tail tile: the last tile of a row
+   * cut short). Absent: every candidate divides. Only mulAddRegisterTile counts a tail's cost;
+   * convRegisterTile keeps the divisors.
+   */
+  readonly colsExtent?: number
   /** Rows of positions (output rows): candidates (absent: one row). */
   readonly rows?: readonly number[]
   /** Output channel blocks: candidates, at most `blockCap` of them. */
@@ -177,6 +183,8 @@ export const fmaRate = (target: ScheduleTarget, block: number): { rate: number; 
 export const convRegisterTile = (target: ScheduleTarget, block: number, choices: TileChoices, depthwise = false): { cols: number; rows: number; blocks: number } => {
   // (a multiply-add of two instructions and a splat load: mulAddRegisterTile, below)
   if (target.fusedMultiplyAdd === false && !depthwise) return mulAddRegisterTile(target, block, choices)
+  const extent = choices.colsExtent
+  const cols = extent === undefined ? choices.cols : choices.cols.filter((c) => extent % c === 0)
   const lanes = Math.max(1, target.vectorLanes)
   const registers = target.vectorRegisters ?? 16
   const width = Math.max(1, Math.min(block, lanes))
@@ -186,7 +194,7 @@ export const convRegisterTile = (target: ScheduleTarget, block: number, choices:
   // (16 registers or fewer: one block — with two, gcc reloaded the weights in every FMA)
   const blocks = choices.blocks.filter((b) => b <= (choices.blockCap ?? Infinity) && (registers > 16 || b === 1))
   const tiles = (blocks.length ? blocks : [1])
-    .flatMap((b) => (choices.rows ?? [1]).flatMap((r) => choices.cols.map((c) => ({ cols: c, rows: r, blocks: b, acc: c * r * b }))))
+    .flatMap((b) => (choices.rows ?? [1]).flatMap((r) => cols.map((c) => ({ cols: c, rows: r, blocks: b, acc: c * r * b }))))
     .filter((t) => t.acc <= cap || t.acc === 1)
     .map((t) => ({ ...t, share: tileFmaShare(t.acc, tileLoads(t.cols * t.rows, t.blocks, depthwise), rate, latency) }))
   // one row where one row holds at least half the accumulators the pipes want
@@ -208,32 +216,67 @@ export const convRegisterTile = (target: ScheduleTarget, block: number, choices:
  * step, shared by the blocks), `f32x4.mul`, `f32x4.add` — and a weight vector is loaded once per
  * block and step into a local the engine keeps in a register (none of gcc's folding of loads into
  * FMAs, which limits convRegisterTile to one block with 16 registers). So:
- * - registers: the accumulators, one weight vector per block, the broadcast input and the product
- *   before its add — at most the ISA's vector registers;
+ * - registers: the accumulators, one weight vector per block, each position's broadcast input and
+ *   the product before its add — at most the ISA's vector registers less the engine's scratch
+ *   (`ENGINE_SCRATCH_REGISTERS`; `mulAddLiveRegisters`). A broadcast shared by several blocks
+ *   counts once a position: V8 issues a straight-line region's loads ahead of its arithmetic
+ *   (docs/scheduling.md), so those splats are live together. Counting one broadcast let 3
+ *   columns × 3 blocks and 6 × 2 through (16 live values): MobileNetV2's 1×1 convs ran at about
+ *   half their speed with them (Node 20, Zen 5, CPU time alternated);
  * - accumulators at least the adds' pipes × latency, where the candidates allow (the multiply is
  *   off the accumulator's chain);
  * - one row where one row holds half of those (as convRegisterTile);
  * - then the fewest loads per product, (positions + blocks) / (positions × blocks): a tile of two
- *   blocks and four columns loads 0.75 a product, eight columns of one block 1.125;
+ *   blocks and four columns loads 0.75 a product, eight columns of one block 1.125 — over a whole
+ *   row of tiles where a width does not divide the row (`colsExtent`): its last tile cut short
+ *   loads (rest × rows + blocks) for rest × rows × blocks products (`rowLoadsPerProduct`). A row
+ *   of 7 as one tile of 7 columns × 1 block loads 1.14 a product; as 4 + 3 columns × 2 blocks, 0.79;
  * - then fewer rows, wider columns.
  */
 export const mulAddRegisterTile = (target: ScheduleTarget, block: number, choices: TileChoices): { cols: number; rows: number; blocks: number } => {
   const lanes = Math.max(1, target.vectorLanes)
   const registers = target.vectorRegisters ?? 16
   const need = fmaRate(target, block).wanted
+  const extent = choices.colsExtent
   const blocks = choices.blocks.filter((b) => b <= (choices.blockCap ?? Infinity))
   const tiles = (blocks.length ? blocks : [1])
     .flatMap((b) => (choices.rows ?? [1]).flatMap((r) => choices.cols.map((c) => ({ cols: c, rows: r, blocks: b, acc: c * r * b }))))
-    .filter((t) => t.acc + t.blocks + 2 <= registers || t.acc === 1)
+    .filter((t) => mulAddLiveRegisters(t.cols * t.rows, t.blocks) <= registers - ENGINE_SCRATCH_REGISTERS || t.acc === 1)
   const oneRow = tiles.filter((t) => t.rows === 1)
   const pool = oneRow.some((t) => Math.min(t.acc, need) >= need / 2) ? oneRow : tiles
   let best: { cols: number; rows: number; blocks: number; score: number[] } | undefined
   for (const t of pool) {
-    const positions = t.cols * t.rows
-    const score = [Math.min(t.acc, need), -(positions + t.blocks) / (positions * t.blocks), -t.rows, t.cols]
+    const score = [Math.min(t.acc, need), -rowLoadsPerProduct(t.cols, t.rows, t.blocks, extent ?? t.cols), -t.rows, t.cols]
     if (!best || lexGreater(score, best.score)) best = { ...t, score }
   }
   return best ? { cols: best.cols, rows: best.rows, blocks: best.blocks } : { cols: 1, rows: 1, blocks: 1 }
+}
+
+/**
+ * Vector registers the engine keeps for itself on a target without FMA (WebAssembly: V8's
+ * optimizing tier holds xmm15 as scratch, so 15 of x64's 16 are allocated).
+ */
+export const ENGINE_SCRATCH_REGISTERS = 1
+
+/**
+ * Values a mul + add register tile keeps live in a reduction step: its accumulators, a weight
+ * vector a block, the product, and the broadcasts — each position's where it feeds several blocks
+ * (it lives until its last product), one where it feeds one block (each dies at its product: 7
+ * columns of one block, 16 live values counted the other way, ran ResNet-18's Winograd products at
+ * 28×28 ~15% faster than 1 column of 4 blocks).
+ */
+export const mulAddLiveRegisters = (positions: number, blocks: number): number => positions * blocks + (blocks > 1 ? positions : 1) + blocks + 1
+
+/**
+ * Loads a product of a row of `extent` columns tiled `cols` wide (`rows` × `blocks` a tile) issues
+ * on a target without FMA: a broadcast a position and a weight vector a block each step, the last
+ * tile cut short where `cols` does not divide the row.
+ */
+export const rowLoadsPerProduct = (cols: number, rows: number, blocks: number, extent: number): number => {
+  const whole = Math.floor(extent / cols)
+  const rest = extent - whole * cols
+  const loads = whole * (cols * rows + blocks) + (rest > 0 ? rest * rows + blocks : 0)
+  return loads / (extent * rows * blocks)
 }
 
 const lexGreater = (a: readonly number[], b: readonly number[]): boolean => {

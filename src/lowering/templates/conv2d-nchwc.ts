@@ -113,6 +113,16 @@ export const cappedConvTile = (knobs: readonly Knob[], target: ScheduleTarget, c
  * Input-channel batches a conv's reduction may be split into outside its column tiles (`ic_batch`):
  * divisors of the channels from 32 up to half of them, where a row holds more than one tile.
  */
+/**
+ * Widest tile of columns that leaves a tail (a width that does not divide the row: its last tile
+ * cut short, peeled off by LoopPartition): a register tile's columns on the narrowest vectors.
+ */
+const TAIL_TILE_COLUMNS = 8
+
+/** tile_ow's candidates: the row's divisors up to 32, and the widths up to TAIL_TILE_COLUMNS that leave a tail. */
+export const columnTiles = (ow: number): number[] =>
+  [...new Set([...divisors(ow, 32), ...Array.from({ length: Math.min(ow - 1, TAIL_TILE_COLUMNS) }, (_, k) => k + 1)])].sort((a, b) => a - b)
+
 const icBatches = (ic: number, ow: number): number[] => (ow < 4 ? [] : [32, 64, 96, 128, 192, 256].filter((b) => b < ic && ic % b === 0))
 
 /**
@@ -141,7 +151,7 @@ export const convTemplate: Template = {
     // channel split for one input channel (depthwise), no order for a 1×1 kernel, no unrolling of
     // a loop of one
     return [
-      { kind: "split", name: "tile_ow", extent: ow, candidates: divisors(ow, 32) },
+      { kind: "split", name: "tile_ow", extent: ow, candidates: columnTiles(ow) },
       { kind: "split", name: "tile_oh", extent: oh, candidates: divisors(oh, 8) },
       { kind: "split", name: "tile_oc", extent: ocb, candidates: divisors(ocb, 8), lanes: ob },
       ...(ic > 1 ? [{ kind: "split", name: "tile_ic", extent: ic, candidates: divisors(ic, 64) } as const] : []),
@@ -157,13 +167,17 @@ export const convTemplate: Template = {
     const lanes = Math.max(target.vectorLanes, 1)
     const has = (name: string) => knobs.some((k) => k.name === name)
     const cand = (name: string) => candidatesOf(knobs, name)
+    // (tile_ow's widths that divide the row: the rules below but the one without FMA count no tail)
+    const owKnob = knobs.find((k) => k.name === "tile_ow")
+    const ow = owKnob?.kind === "split" ? owKnob.extent : undefined
+    const wholeCols = cand("tile_ow").filter((c) => ow === undefined || ow % c === 0)
     // the weights one tile of output channel blocks reads, kept in L2 while the tile walks the
     // image: at most half the L2 (weightTileBytes; else every output column streams them from L3
     // again: ResNet-18's 512-channel layers ran at a third of their speed with 8 blocks per tile)
     // (cappedConvTile; more blocks, within the whole L2, where those leave the FMA pipes short of
     // accumulators). The register tile from the target record (common.ts): columns × rows ×
     // channel blocks of the block's lanes (the output's last axis)
-    const tile = cappedConvTile(knobs, target, { cols: cand("tile_ow"), rows: cand("tile_oh"), blocks: cand("tile_oc") }, !has("tile_ic"))
+    const tile = cappedConvTile(knobs, target, { cols: cand("tile_ow"), ...(ow === undefined ? {} : { colsExtent: ow }), rows: cand("tile_oh"), blocks: cand("tile_oc") }, !has("tile_ic"))
     let tw = tile.cols
     const toc = tile.blocks
     let th = tile.rows
@@ -173,8 +187,8 @@ export const convTemplate: Template = {
     // faster, its 56x56 ones -2 to +12%, ResNet-18's 1x1 stride-2 ones 2-3% (docs/tuning.md);
     // the tuner's rounds had picked it on most of those tasks. 8 columns x 2 rows spill.
     const pointwise = kernelTaps(knobs) === 1 && has("tile_ic")
-    if (lanes === 8 && pointwise && toc === 1 && cand("tile_oh").includes(2) && cand("tile_ow").some((c) => c >= 4 && c <= 7)) {
-      tw = largest(cand("tile_ow"), 7)
+    if (lanes === 8 && pointwise && toc === 1 && cand("tile_oh").includes(2) && wholeCols.some((c) => c >= 4 && c <= 7)) {
+      tw = largest(wholeCols, 7)
       th = 2
     }
     const depthwise = !has("tile_ic")
@@ -185,7 +199,7 @@ export const convTemplate: Template = {
     // blocks), most often at 2 x 7 (docs/tuning.md)
     const dwTall = lanes >= 16 && depthwise && kernelTaps(knobs) <= 9 && kernelTaps(knobs) > 1 && has("unroll_kw")
     if (dwTall) {
-      tw = largest(cand("tile_ow"), 2)
+      tw = largest(wholeCols, 2)
       th = largest(cand("tile_oh"), 7)
     }
     const cfg: Record<string, string | number | boolean> = { tile_ow: tw, tile_oh: th, tile_oc: dwTall ? 1 : toc }
@@ -249,14 +263,18 @@ export const convTemplate: Template = {
     const channels = lst.leaf.map((a) => lst.axes.get(a)!).find((ax) => ax.type === "reduce")?.extent ?? 0
     const batched = icBatch < channels
     const ocInner = config.oc_order === "inner" && !batched
+    // (a row's last tile cut short, tile_ow not dividing it: its tile loop stays serial and inside
+    // the parallel loop, so LoopPartition peels the short tile off — fused into the parallel loop,
+    // its guard would reach every tile; with channel tiles inside, the channel tiles go outside it)
+    const tail = s.stages.get(out)!.axes.get(ow)!.extent % tw !== 0
     s = S.reorder(
       spc.schedule,
       out,
-      ocInner ? [n, sph.outer, spw.outer, spc.outer, spc.inner, sph.inner, spw.inner, oi] : [n, spc.outer, sph.outer, spw.outer, spc.inner, sph.inner, spw.inner, oi],
+      ocInner ? [n, sph.outer, ...(tail ? [spc.outer, spw.outer] : [spw.outer, spc.outer]), spc.inner, sph.inner, spw.inner, oi] : [n, spc.outer, sph.outer, spw.outer, spc.inner, sph.inner, spw.inner, oi],
     )
     // (channel tiles inside: a small image's few tiles — 7 rows of a 7x7 image — are fused with
     // the channel tiles into the parallel loop, else two cores split 7 rows 4 : 3)
-    s = parallelOuter(s, out, ocInner ? [n, sph.outer, spw.outer, spc.outer] : batched ? [n, spc.outer] : [n, spc.outer, sph.outer])
+    s = parallelOuter(s, out, ocInner ? (tail ? [n, sph.outer, spc.outer] : [n, sph.outer, spw.outer, spc.outer]) : batched ? [n, spc.outer] : [n, spc.outer, sph.outer])
     if (vector) s = S.vectorize(s, out, oi)
     // (batched: at the channel tile, the loop just outside the rows; channel tiles inside: at the
     // channel tile, the loop just outside the channel blocks; either may be the parallel loop
