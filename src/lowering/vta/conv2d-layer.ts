@@ -266,7 +266,8 @@ export const estimateConv2dCycles = (d: VtaDerived, x: VtaConv2d, s: VtaConv2dSc
   const colsIn = x.w + 2 * x.pad
   const dma = (bytes: number, pads: number) => model.dmaLatency + Math.ceil(bytes / d.busBytes) + pads * model.padEntryCycles
   const inpStep = (th: number) => {
-    const rowsIn = (th - 1) * x.stride + x.kh
+    // a strided 1×1 kernel loads only the rows its windows touch (src/lowering/vta/tir/schedule.ts)
+    const rowsIn = x.kh === 1 && x.stride > 1 && x.pad === 0 ? th : (th - 1) * x.stride + x.kh
     const valid = Math.min(rowsIn, x.h)
     return tileCi * dma(valid * x.w * d.inpElemBytes, rowsIn * colsIn - valid * x.w)
   }
