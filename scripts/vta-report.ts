@@ -116,7 +116,7 @@ if (TUNE > 0) {
     const byTuner: Record<string, number[]> = {}
     let best: { config: Record<string, string | number | boolean>; cycles: number } | undefined
     for (const tname of ["random", "xgb", "evo"] as const) {
-      const tuner = tname === "random" ? randomTuner(task, SEED) : tname === "xgb" ? xgbTuner(task, { seed: SEED, model: await Effect.runPromise(makeXGBoostModel()), features }) : evoTuner(task, { seed: SEED, model: await Effect.runPromise(makeXGBoostModel()), features })
+      const tuner = tname === "random" ? randomTuner(task, SEED) : tname === "xgb" ? xgbTuner(task, { seed: SEED, model: await Effect.runPromise(makeXGBoostModel()), features, target: "rank" }) : evoTuner(task, { seed: SEED, model: await Effect.runPromise(makeXGBoostModel()), features })
       const r = await Effect.runPromise(tuneVtaConv2d(task, tuner, measure, { trials: TUNE, batch: BATCH }))
       byTuner[tname] = [...r.curve]
       curves.push({ task: task.id, label: name, tuner: tname, best: r.curve.map((v) => v / roof.opsPerCycle) })

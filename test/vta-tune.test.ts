@@ -11,7 +11,7 @@ import { runVtaSync } from "../src/device/vta/simulator.js"
 import { defaultConv2dSchedule, lowerConv2d, readOut, withTensors, type VtaConv2d } from "../src/lowering/vta/conv2d.js"
 import { makeXGBoostModel } from "../src/search/cost-model.js"
 import { configAt, spaceSize } from "../src/search/task.js"
-import { randomTuner, xgbTuner } from "../src/search/tuners.js"
+import { randomTuner, rankTargets, xgbTuner } from "../src/search/tuners.js"
 import { configOfSchedule, measureVtaConv2d, memoMeasure, scheduleOfConfig, tuneVtaConv2d, vtaConv2dFeatures, vtaConv2dTask } from "../src/search/vta-conv2d.js"
 import { seededInt8 } from "../laws/vta/programs.js"
 
@@ -21,6 +21,11 @@ const x: VtaConv2d = { ci: 2, co: 2, h: 8, w: 8, kh: 3, kw: 3, stride: 1, pad: 1
 const task = vtaConv2dTask(d, "small", x)
 
 describe("tuning VTA conv2d on the simulator's cycles", () => {
+  it("xgb's rank targets: the fastest 1, the slowest finite 0.5, ties equal, failures 0 (near-ties spread: 0.15% apart in cycles, a sixth of the range apart here)", () => {
+    const ys = rankTargets([496992, Infinity, 496300, 496270, 496300])
+    ;[0.5, 0, 5 / 6, 1, 5 / 6].forEach((y, k) => expect(ys[k]).toBeCloseTo(y, 12))
+  })
+
   it("the space: rows (distinct tile counts), channel-block divisors, loop order, 1–4 virtual threads", () => {
     expect(task.knobs.map((k) => [k.name, k.candidates])).toEqual([
       ["vta_tile_oh", [1, 2, 3, 4, 8]],
@@ -44,7 +49,7 @@ describe("tuning VTA conv2d on the simulator's cycles", () => {
       return measureVtaConv2d(d, m, x, c)
     })
     const random = await Effect.runPromise(tuneVtaConv2d(task, randomTuner(task, 3), measure, { trials: 1000, batch: 16 }))
-    const xgb = await Effect.runPromise(tuneVtaConv2d(task, xgbTuner(task, { seed: 3, model: await Effect.runPromise(makeXGBoostModel()), features: vtaConv2dFeatures(d, m, x) }), measure, { trials: 1000, batch: 16 }))
+    const xgb = await Effect.runPromise(tuneVtaConv2d(task, xgbTuner(task, { seed: 3, model: await Effect.runPromise(makeXGBoostModel()), features: vtaConv2dFeatures(d, m, x), target: "rank" }), measure, { trials: 1000, batch: 16 }))
     for (const r of [random, xgb]) {
       expect(r.trials).toBe(size)
       expect(r.best?.cycles).toBe(fastest)

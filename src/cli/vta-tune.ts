@@ -65,7 +65,7 @@ const vtaTuner = (name: TuneCommandOptions["tuner"], d: VtaDerived, t: VtaTuneTa
       case "ga":
         return gaTuner(t.task, seed)
       case "xgb":
-        return xgbTuner(t.task, { seed, model: yield* makeXGBoostModel(), features })
+        return xgbTuner(t.task, { seed, model: yield* makeXGBoostModel(), features, target: "rank" })
       case "evo":
         return evoTuner(t.task, { seed, model: yield* makeXGBoostModel(), features, seeds: [...t.defaults] })
     }

@@ -120,6 +120,24 @@ export interface XgbTunerOptions {
   readonly epsilon?: number
   readonly saChains?: number
   readonly saSteps?: number
+  /**
+   * What the model regresses: "ratio" (the default), best cost / cost; "rank", the measured
+   * configs' rank (`rankTargets`), which spreads near-ties apart — a flat top, where the ratio
+   * separates the best schedules by less than the model resolves (VTA's layers at their epilogue
+   * ceiling: C6's best three within 0.15%).
+   */
+  readonly target?: "ratio" | "rank"
+}
+
+/** Regression targets by rank: the fastest 1, the slowest finite 0.5, evenly between; failures 0. */
+export const rankTargets = (costs: readonly number[]): number[] => {
+  const finite = costs.filter((c) => Number.isFinite(c)).sort((x, y) => x - y)
+  const rank = new Map<number, number>()
+  finite.forEach((c, k) => {
+    if (!rank.has(c)) rank.set(c, k)
+  })
+  const n = Math.max(1, finite.length - 1)
+  return costs.map((c) => (Number.isFinite(c) ? 0.5 + 0.5 * (1 - rank.get(c)! / n) : 0))
 }
 
 /** A config's feature row, computed once per config (by its hash). */
@@ -217,7 +235,7 @@ export const xgbTuner = (task: Pick<Task, "knobs">, options: XgbTunerOptions): T
         measured.sort((a, b) => a.cost - b.cost)
         // regression on normalised throughput: best = 1, failures = 0
         const best = Math.min(...costs)
-        const ys = costs.map((c) => (Number.isFinite(c) ? best / c : 0))
+        const ys = options.target === "rank" ? rankTargets(costs) : costs.map((c) => (Number.isFinite(c) ? best / c : 0))
         const tx = options.transfer?.xs ?? []
         const ty = options.transfer?.ys ?? []
         yield* options.model.fit([...tx, ...xs], [...ty, ...ys])

@@ -246,34 +246,115 @@ export const readOut = (d: VtaDerived, x: VtaConv2d, p: VtaConv2dProgram, dram: 
 }
 
 /**
- * A schedule from the configuration's buffer depths (never from this machine), `vthreads` slots of
- * each buffer. The reduction is split into steps of one input channel block for a k×k kernel
- * (k > 1) — each step's weights and input rows load while the step before it multiplies, and the
- * input window is one block deep, so a tile can hold many rows; a 1×1 kernel does kh·kw = 1
- * micro-op per input entry a step, too little work to cover a step's DMA latency, so its tile is
- * one step of every input block. Then the most output rows whose input window and accumulators fit
- * a slot (so the deep layers' whole image is one row tile and their weights load once), then the
- * most output channel blocks whose weights and accumulators fit (a bias takes one accumulator row
- * and one micro-op a channel block and slot). A starting point for the tuner.
+ * A schedule's time as the cycle model prices it, statically (no simulation: what the default
+ * schedule of a 1×1 kernel is chosen by). Per tile: its GEMM work G (rows · columns · channel
+ * blocks · ci·kh·kw iterations), its epilogue E (a reset and the ALU passes per output vector) and
+ * its loads L (one LOAD an input block and one of the weights a reduction step, the weights once an
+ * output channel tile when a tile is one step: stationary; each a DMA of its bytes and zero-filled
+ * entries). The V virtual threads run their tiles' steps interleaved, then their epilogues one after
+ * the other, so a group of V tiles takes max(ΣG, ΣL − P) + ΣE, where P is what the load module can
+ * fetch ahead during the group before's epilogues — at most the step slots (V, or 2V
+ * double-buffered) and the epilogues' time — plus the first step's loads, never less than the load
+ * module's and the fetch's whole work; one thread runs its loads, GEMMs and epilogues one after the
+ * other. Order "co-oh".
+ */
+export const estimateConv2dCycles = (d: VtaDerived, x: VtaConv2d, s: VtaConv2dSchedule, model: VtaCycleModel = VTA_CYCLE_MODEL): number => {
+  const { oh: OH, ow: OW } = outSize(x)
+  const V = s.vthreads
+  const tileCi = s.tileCi ?? x.ci
+  const nci = x.ci / tileCi
+  const colsIn = x.w + 2 * x.pad
+  const dma = (bytes: number, pads: number) => model.dmaLatency + Math.ceil(bytes / d.busBytes) + pads * model.padEntryCycles
+  const inpStep = (th: number) => {
+    // a strided 1×1 kernel loads only the rows its windows touch (src/lowering/vta/tir/schedule.ts)
+    const rowsIn = x.kh === 1 && x.stride > 1 && x.pad === 0 ? th : (th - 1) * x.stride + x.kh
+    const valid = Math.min(rowsIn, x.h)
+    return tileCi * dma(valid * x.w * d.inpElemBytes, rowsIn * colsIn - valid * x.w)
+  }
+  const wgtStep = dma(s.tileCo * tileCi * x.kh * x.kw * d.wgtElemBytes, 0)
+  const stationary = nci === 1
+  const ohTiles = Math.ceil(OH / s.tileOh)
+  const coTiles = x.co / s.tileCo
+  const passes = epilogueAluPasses(x)
+  const rowsOf = (t: number) => Math.min(s.tileOh, OH - (t % ohTiles) * s.tileOh)
+  const tile = (t: number) => {
+    const th = rowsOf(t)
+    const G = th * OW * s.tileCo * x.ci * x.kh * x.kw * model.gemmII
+    const E = th * OW * s.tileCo * (model.gemmII + passes * model.aluII)
+    const L = nci * (inpStep(th) + (stationary ? 0 : wgtStep))
+    return { G, E, L, step: L / nci }
+  }
+  const T = ohTiles * coTiles
+  // the stationary weights, once an output channel tile (a step's weights are in its tile's L)
+  const wgtTotal = stationary ? coTiles * wgtStep : 0
+  let loadTotal = wgtTotal
+  let total = inpStep(rowsOf(0)) + wgtStep
+  let ahead = 0
+  for (let g = 0; g < T; g += V) {
+    const ts = Array.from({ length: Math.min(V, T - g) }, (_, k) => tile(g + k))
+    const G = ts.reduce((n, t) => n + t.G, 0)
+    const E = ts.reduce((n, t) => n + t.E, 0)
+    const L = ts.reduce((n, t) => n + t.L, 0)
+    loadTotal += L
+    total += V > 1 ? Math.max(G, L - ahead) + E : G + E + L
+    const slots = (nci > 1 && 2 * V * tileCi * ((s.tileOh - 1) * x.stride + x.kh) * colsIn <= d.inpDepth ? 2 : 1) * V
+    ahead = Math.min(slots * ts[0].step, E, L)
+  }
+  if (V === 1) return total + wgtTotal
+  const chunks = epilogueChunksOf(d, x, s)
+  const insns = T * nci * (tileCi + 2) + T * (1 + chunks * (passes + 1))
+  return Math.max(total, loadTotal, Math.ceil((16 * insns) / d.busBytes))
+}
+
+/**
+ * A schedule from the configuration's buffer depths and the cycle model (never from this machine),
+ * `vthreads` slots of each buffer. A k×k kernel (k > 1): the reduction split into steps of one
+ * input channel block — each step's weights and input rows load while the step before it
+ * multiplies, and the input window is one block deep, so a tile can hold many rows; then the most
+ * output rows whose input window and accumulators fit a slot (so the deep layers' whole image is
+ * one row tile and their weights load once), then the most output channel blocks whose weights and
+ * accumulators fit (a bias takes one accumulator row and one micro-op a channel block and slot). A
+ * 1×1 kernel does one GEMM iteration per input entry, so what its tiles reload (the input once an
+ * output channel tile, the weights once a row tile) and the first step's loads weigh against its
+ * work: of the schedules that fit, the one `estimateConv2dCycles` prices lowest (the fewest steps
+ * on a tie). A starting point for the tuner.
  */
 export const defaultConv2dSchedule = (d: VtaDerived, x: VtaConv2d, vthreads: number): VtaConv2dSchedule => {
   const { oh: OH, ow: OW } = outSize(x)
   const V = vthreads
   const colsIn = x.w + 2 * x.pad
-  const tileCi = x.kh * x.kw === 1 ? x.ci : 1
   const accSlot = Math.floor(d.accDepth / V)
   // with a bias each slot also holds its tile's bias rows, one per output channel block
   const biasRow = x.bias ? 1 : 0
+  const divisorsDown = (n: number) => Array.from({ length: n }, (_, k) => n - k).filter((m) => n % m === 0)
+  const rowsFit = (r: number, tileCi: number) => V * tileCi * ((r - 1) * x.stride + x.kh) * colsIn <= d.inpDepth && r * OW + biasRow <= accSlot && r * OW < 2 ** 14
+  const coFits = (n: number, tileOh: number, tileCi: number) => {
+    const chunks = epilogueChunksOf(d, x, { tileOh, tileCo: n, tileCi, vthreads })
+    return V * n * tileCi * x.kh * x.kw <= d.wgtDepth && n * (tileOh * OW + biasRow) <= accSlot && V * V * n * tileCi * x.kh * x.kw + epilogueUopsOf(x, V, chunks) <= d.uopDepth
+  }
+  if (x.kh * x.kw === 1) {
+    let best: { s: VtaConv2dSchedule; cycles: number; steps: number } | undefined
+    const rows = [...new Set(Array.from({ length: OH }, (_, k) => Math.ceil(OH / (k + 1))))]
+    for (const tileCi of divisorsDown(x.ci)) for (const tileOh of rows) {
+      if (!rowsFit(tileOh, tileCi)) continue
+      for (const tileCo of divisorsDown(x.co)) {
+        if (!coFits(tileCo, tileOh, tileCi)) continue
+        const s: VtaConv2dSchedule = { tileOh, tileCo, tileCi, order: "co-oh", vthreads }
+        const cycles = estimateConv2dCycles(d, x, s)
+        const steps = Math.ceil(OH / tileOh) * (x.co / tileCo) * (x.ci / tileCi)
+        if (!best || cycles < best.cycles || (cycles === best.cycles && steps < best.steps)) best = { s, cycles, steps }
+      }
+    }
+    if (best) return best.s
+  }
+  const tileCi = x.kh * x.kw === 1 ? x.ci : 1
   let tileOh = 1
   for (let r = OH; r >= 1; r--) {
-    const rows = (r - 1) * x.stride + x.kh
-    if (V * tileCi * rows * colsIn <= d.inpDepth && r * OW + biasRow <= accSlot && r * OW < 2 ** 14) {
+    if (rowsFit(r, tileCi)) {
       tileOh = r
       break
     }
   }
-  const divisors = Array.from({ length: x.co }, (_, k) => x.co - k).filter((n) => x.co % n === 0)
-  const chunks = (n: number) => epilogueChunksOf(d, x, { tileOh, tileCo: n, tileCi, vthreads })
-  const tileCo = divisors.find((n) => V * n * tileCi * x.kh * x.kw <= d.wgtDepth && n * (tileOh * OW + biasRow) <= accSlot && V * V * n * tileCi * x.kh * x.kw + epilogueUopsOf(x, V, chunks(n)) <= d.uopDepth) ?? 1
+  const tileCo = divisorsDown(x.co).find((n) => coFits(n, tileOh, tileCi)) ?? 1
   return { tileOh, tileCo, tileCi, order: "co-oh", vthreads }
 }

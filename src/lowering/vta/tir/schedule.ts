@@ -44,7 +44,12 @@ export const scheduleConv2dTir = (d: VtaDerived, x: VtaConv2d, s: VtaConv2dSched
   need(s.tileOh >= 1 && s.tileOh <= OH, `tileOh ${s.tileOh} is not in [1, ${OH}]`)
   const order = s.order ?? "co-oh"
   const colsIn = x.w + 2 * x.pad
-  const rowsMax = (s.tileOh - 1) * x.stride + x.kh
+  // a 1×1 kernel with a stride and no padding skips rows: its windows touch input rows oh·stride
+  // only, so only those are loaded (one 2-D LOAD an input block, its DRAM row step the stride's
+  // rows), one SRAM row an output row; other kernels load every row of the window (with padding
+  // the rows' guard would be ±stride·y, which no LOAD's pads express)
+  const skipRows = x.kh === 1 && x.stride > 1 && x.pad === 0
+  const rowsMax = skipRows ? s.tileOh : (s.tileOh - 1) * x.stride + x.kh
   const ohTiles = Math.ceil(OH / s.tileOh)
   const coTiles = x.co / s.tileCo
   const T = ohTiles * coTiles
@@ -64,14 +69,15 @@ export const scheduleConv2dTir = (d: VtaDerived, x: VtaConv2d, s: VtaConv2dSched
   const oh0 = mul(oht, c(s.tileOh))
   const th = min(c(s.tileOh), sub(c(OH), oh0))
   const y0 = sub(mul(oh0, c(x.stride)), c(x.pad))
-  const ty = add(mul(sub(th, c(1)), c(x.stride)), c(x.kh))
+  const ty = skipRows ? th : add(mul(sub(th, c(1)), c(x.stride)), c(x.kh))
   const [co, ci, kh, kw, oh, ow, k, y, xx] = ["co", "ci", "kh", "kw", "oh", "ow", "k", "y", "x"].map((n) => v(n))
   const accIdx = add(add(mul(co, c(s.tileOh * OW)), mul(oh, c(OW))), ow)
   const wgtIdx = add(mul(add(mul(add(mul(co, c(tileCi)), ci), c(x.kh)), kh), c(x.kw)), kw)
 
   const reset = nest([["co", s.tileCo], ["oh", th], ["ow", OW]], { kind: "gemm", reset: true, acc: { buf: "acc_tile", idx: accIdx } })
-  // the input window of step k: one channel block after another, rows y0 .. y0+ty, all padded columns
-  const yy = add(y0, y)
+  // the input window of step k: one channel block after another, rows y0 .. y0+ty (every stride-th
+  // one where rows are skipped), all padded columns
+  const yy = add(y0, skipRows ? mul(y, c(x.stride)) : y)
   const xs = sub(xx, c(x.pad))
   const valid = x.pad > 0 ? and(and(ge(yy, c(0)), lt(yy, c(x.h))), and(ge(xs, c(0)), lt(xs, c(x.w)))) : undefined
   const loadInp = nest([["ci", tileCi], ["y", ty], ["x", colsIn]], {
@@ -89,7 +95,7 @@ export const scheduleConv2dTir = (d: VtaDerived, x: VtaConv2d, s: VtaConv2dSched
     kind: "gemm",
     reset: false,
     acc: { buf: "acc_tile", idx: accIdx },
-    inp: { buf: "inp_tile", idx: add(add(mul(ci, c(rowsMax * colsIn)), mul(add(mul(oh, c(x.stride)), kh), c(colsIn))), add(mul(ow, c(x.stride)), kw)) },
+    inp: { buf: "inp_tile", idx: add(add(mul(ci, c(rowsMax * colsIn)), mul(skipRows ? add(oh, kh) : add(mul(oh, c(x.stride)), kh), c(colsIn))), add(mul(ow, c(x.stride)), kw)) },
     wgt: { buf: "wgt_tile", idx: wgtIdx },
   })
   const stepLoads = [...(stationary === "inp" ? [] : [loadInp]), ...(stationary === "wgt" ? [] : [loadWgt])]
