@@ -28,7 +28,7 @@ import type { OpCompute } from "../../src/lowering/op-library-common.js"
 import { OP_COMPUTES } from "../../src/lowering/op-library.js"
 import { QUANT_INT_PLAIN } from "../../src/lowering/op-library-quant-int.js"
 import { templateFor } from "../../src/lowering/templates/template-for.js"
-import type { Config } from "../../src/lowering/templates/template.js"
+import type { Config, ScheduleTarget } from "../../src/lowering/templates/template.js"
 import { cpuTirPipeline } from "../../src/lowering/tir/cpu-pipeline.js"
 import { runTirSync } from "../../src/lowering/tir/tir-pass.js"
 import { lawParams } from "../support.js"
@@ -113,7 +113,7 @@ const arbSpec: fc.Arbitrary<Spec> = fc
 describe("int8 depthwise / grouped template", () => {
   it("every configuration evaluates equal to the plain int32 compute (exactly)", () => {
     fc.assert(
-      fc.property(arbSpec, fc.array(fc.nat(), { minLength: 5, maxLength: 5 }), (sp, picks) => {
+      fc.property(arbSpec, fc.array(fc.nat(), { minLength: 6, maxLength: 6 }), (sp, picks) => {
         const { outputs, feeds } = build(sp, OP_COMPUTES)
         const base = baseSchedule(outputs)
         const t = templateFor(base)
@@ -135,5 +135,21 @@ describe("int8 depthwise / grouped template", () => {
       }),
       lawParams(40),
     )
+  })
+
+  it("a stride's phases copy the padded input computed at root where that fits half the L2, else read the input", () => {
+    const spaceOf = (dims: number[]) => {
+      const { outputs } = build({ op: "QLinearConv", x: "uint8", w: "int8", dims, perChannel: true, seed: 1 }, OP_COMPUTES)
+      const base = baseSchedule(outputs)
+      const t = templateFor(base)
+      return { t, knobs: t.space(outputs, base) }
+    }
+    // 8 channels of a 28² input, stride 2: a padded input of 8 · 32 · 30 int16 (15,360 bytes: the phases' 16 rows of 15 a stride apart)
+    const { t, knobs } = spaceOf([1, 8, 1, 28, 28, 3, 3, 2, 2, 1, 1])
+    const l2 = (l2Bytes: number): ScheduleTarget => ({ vectorLanes: 16, cores: 1, l2Bytes })
+    expect(t.defaults(knobs, l2(2 * 15_360)).padded).toBe("root")
+    expect(t.defaults(knobs, l2(2 * 15_360 - 2)).padded).toBe("inline")
+    // a stride of 1: the padded input is the plane itself, no knob
+    expect(spaceOf([1, 8, 1, 28, 28, 3, 3, 1, 1, 1, 1]).knobs.some((k) => k.name === "padded")).toBe(false)
   })
 })

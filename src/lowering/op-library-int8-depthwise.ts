@@ -5,7 +5,7 @@
 // copy in and out of every layer, the graph's other kernels reading and writing NCHW):
 // - the input widened to int16 minus its zero point (per tensor or per channel), padded with 0 (a
 //   padded tap holds x's zero point: it contributes nothing); with a stride, its phases read from
-//   the input directly: xs[n, c, py, px, i, j] = x'[i·sh + py − ph, j·sw + px − pw], Hq × Wq each,
+//   it (inlined: from the input directly, or a copy; the template's `padded` knob): xs[n, c, py, px, i, j] = x'[i·sh + py − ph, j·sw + px − pw], Hq × Wq each,
 //   Wq = OW + the taps' reach in phase columns ((KW − 1)·dw div sw) — one read of each input
 //   element (a stride of 1: the padded input itself is the one phase);
 // - the weights widened to int16 minus their zero point (per tensor or per output channel);
@@ -105,11 +105,14 @@ export const depthwiseConv = (
     return cast(I16, select(and(ge(ih, c(1)), lt(ih, c(H - 1))), mul(flat, cast(I32, colIn)), plain))
   }
   // the plane the taps read: the padded input (a stride of 1: one phase), or the stride's phases
-  // of it, each read from the input once (no padded copy in between)
+  // of it — the template inlines the padded input into them (each phase element read from the
+  // input once) or computes it first (its rows contiguous runs, which vectorize: the phases' rows,
+  // read from the input strided behind bounds tests, do not)
   const strided = sh > 1 || sw > 1
+  const pad = compute(ctx.name("dwpadded"), [N, C, Hp, Wp], (n, ch, r, q) => padded(n, ch, r, q), I16)
   const plane = strided
-    ? compute(ctx.name("dwphase"), [N, C, sh, sw, Hq, Wq], (n, ch, py, px, i, j) => padded(n, ch, add(mul(i, c(sh)), py), add(mul(j, c(sw)), px)), I16)
-    : compute(ctx.name("dwpadded"), [N, C, Hp, Wp], (n, ch, r, q) => padded(n, ch, r, q), I16)
+    ? compute(ctx.name("dwphase"), [N, C, sh, sw, Hq, Wq], (n, ch, py, px, i, j) => at(pad, n, ch, add(mul(i, c(sh)), py), add(mul(j, c(sw)), px)), I16)
+    : pad
   const wq = compute(ctx.name("dwweight"), [M, Cg, KH, KW], (o, ci, kh, kw) => cast(I16, shifted(at(w, o, ci, kh, kw), wzp?.(o))), I16)
   const rc = Cg > 1 ? reduceAxis(Cg, `${ctx.name()}.rc`) : undefined
   const rh = reduceAxis(KH, `${ctx.name()}.rkh`)

@@ -55,7 +55,9 @@ const DEFAULT_L2_BYTES = 256 * 1024
  * half the target record's L2 (the other half holds the input rows and outputs the tile streams
  * through) — 128 KiB of a 256 KiB L2, 512 KiB of Zen 4's 1 MiB.
  */
-export const weightTileBytes = (target: ScheduleTarget): number => Math.floor((target.l2Bytes ?? DEFAULT_L2_BYTES) / 2)
+/** Half the target's L2, in bytes (what a block reused across a loop may take of it). */
+export const halfL2 = (target: ScheduleTarget): number => Math.floor((target.l2Bytes ?? DEFAULT_L2_BYTES) / 2)
+export const weightTileBytes = halfL2
 
 /** IC·KH·KW of a conv template's space: the reduction's extent (tile_ic's and the unroll knobs'). */
 const reduceVolume = (knobs: readonly Knob[]): number => {
