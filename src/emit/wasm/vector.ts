@@ -33,12 +33,17 @@ export const vectorPlan = (body: Stmt, loopVar: string): { lane: Lane; stores: r
     if ((storeIdx.get(s.buffer) ?? key) !== key) return undefined
     storeIdx.set(s.buffer, key)
   }
+  // a buffer the body stores is read through the store's index only (keyed only where it is stored)
+  const sameIndexAsStore = (buffer: string, index: Expr): boolean => {
+    const stored = storeIdx.get(buffer)
+    return stored === undefined || stored === exprKey(index)
+  }
   const ok = (e: Expr): boolean => {
     if (invariant(e, loopVar, storeIdx)) return e.dtype === LANE_DTYPE[lane]
     if (e.dtype !== LANE_DTYPE[lane]) return false
     switch (e.kind) {
       case "read":
-        return e.indices.length === 1 && unitStride(e.indices[0], loopVar) && (storeIdx.get(e.source) ?? exprKey(e.indices[0])) === exprKey(e.indices[0])
+        return e.indices.length === 1 && unitStride(e.indices[0], loopVar) && sameIndexAsStore(e.source, e.indices[0])
       case "bin":
         return VBIN[lane][e.op] !== undefined && ok(e.a) && ok(e.b)
       case "call":
@@ -140,14 +145,14 @@ export const emitVectorLoop = (
   plan.stores.forEach((s) => hoist(s.value))
 
   const value = (s: Scope, e: Expr, at: (e: Expr) => Expr): void => {
-    const h = hoisted.get(exprKey(e))
-    if (h !== undefined) {
-      fb.op("local.get", h)
-      return
-    }
+    // only an invariant operand can have been hoisted (invariance follows the key: the variables and
+    // buffers an expression names), so a varying one is not keyed — its key, the JSON of its whole
+    // subtree, taken at every level of every unrolled step, was most of the wasm emitter's time
     if (invariant(e, loopVar, storeIdx)) {
-      // inside a select arm: splatted where it runs
-      splatHere(s, e)
+      const h = hoisted.get(exprKey(e))
+      if (h !== undefined) fb.op("local.get", h)
+      // else inside a select arm: splatted where it runs
+      else splatHere(s, e)
       return
     }
     switch (e.kind) {
