@@ -107,11 +107,24 @@ export const emitVectorLoop = (
 ): void => {
   const storeIdx = new Map(plan.stores.map((s) => [s.buffer, exprKey(s.indices[0])] as const))
   const splat: Op = plan.lane === "f32" ? "f32x4.splat" : "i32x4.splat"
+  // whether an operand (the plan's own subtrees, asked again at every unrolled step) is invariant, and its key
+  const invariance = new Map<Expr, boolean>()
+  const isInvariant = (e: Expr): boolean => {
+    let known = invariance.get(e)
+    if (known === undefined) invariance.set(e, (known = invariant(e, loopVar, storeIdx)))
+    return known
+  }
+  const keys = new Map<Expr, string>()
+  const keyOf = (e: Expr): string => {
+    let key = keys.get(e)
+    if (key === undefined) keys.set(e, (key = exprKey(e)))
+    return key
+  }
   // hoist invariant operands (maximal subtrees) into v128 locals, in order of first appearance
   const hoisted = new Map<string, number>()
   const hoist = (e: Expr): void => {
-    if (invariant(e, loopVar, storeIdx)) {
-      const key = exprKey(e)
+    if (isInvariant(e)) {
+      const key = keyOf(e)
       if (hoisted.has(key)) return
       // the region may have splatted it already (a sibling loop of an unrolled tile)
       const vkey = `splat|${key}`
@@ -148,8 +161,8 @@ export const emitVectorLoop = (
     // only an invariant operand can have been hoisted (invariance follows the key: the variables and
     // buffers an expression names), so a varying one is not keyed — its key, the JSON of its whole
     // subtree, taken at every level of every unrolled step, was most of the wasm emitter's time
-    if (invariant(e, loopVar, storeIdx)) {
-      const h = hoisted.get(exprKey(e))
+    if (isInvariant(e)) {
+      const h = hoisted.get(keyOf(e))
       if (h !== undefined) fb.op("local.get", h)
       // else inside a select arm: splatted where it runs
       else splatHere(s, e)
