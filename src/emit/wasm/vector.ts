@@ -33,12 +33,17 @@ export const vectorPlan = (body: Stmt, loopVar: string): { lane: Lane; stores: r
     if ((storeIdx.get(s.buffer) ?? key) !== key) return undefined
     storeIdx.set(s.buffer, key)
   }
+  // a buffer the body stores is read through the store's index only (keyed only where it is stored)
+  const sameIndexAsStore = (buffer: string, index: Expr): boolean => {
+    const stored = storeIdx.get(buffer)
+    return stored === undefined || stored === exprKey(index)
+  }
   const ok = (e: Expr): boolean => {
     if (invariant(e, loopVar, storeIdx)) return e.dtype === LANE_DTYPE[lane]
     if (e.dtype !== LANE_DTYPE[lane]) return false
     switch (e.kind) {
       case "read":
-        return e.indices.length === 1 && unitStride(e.indices[0], loopVar) && (storeIdx.get(e.source) ?? exprKey(e.indices[0])) === exprKey(e.indices[0])
+        return e.indices.length === 1 && unitStride(e.indices[0], loopVar) && sameIndexAsStore(e.source, e.indices[0])
       case "bin":
         return VBIN[lane][e.op] !== undefined && ok(e.a) && ok(e.b)
       case "call":
@@ -102,11 +107,24 @@ export const emitVectorLoop = (
 ): void => {
   const storeIdx = new Map(plan.stores.map((s) => [s.buffer, exprKey(s.indices[0])] as const))
   const splat: Op = plan.lane === "f32" ? "f32x4.splat" : "i32x4.splat"
+  // whether an operand (the plan's own subtrees, asked again at every unrolled step) is invariant, and its key
+  const invariance = new Map<Expr, boolean>()
+  const isInvariant = (e: Expr): boolean => {
+    let known = invariance.get(e)
+    if (known === undefined) invariance.set(e, (known = invariant(e, loopVar, storeIdx)))
+    return known
+  }
+  const keys = new Map<Expr, string>()
+  const keyOf = (e: Expr): string => {
+    let key = keys.get(e)
+    if (key === undefined) keys.set(e, (key = exprKey(e)))
+    return key
+  }
   // hoist invariant operands (maximal subtrees) into v128 locals, in order of first appearance
   const hoisted = new Map<string, number>()
   const hoist = (e: Expr): void => {
-    if (invariant(e, loopVar, storeIdx)) {
-      const key = exprKey(e)
+    if (isInvariant(e)) {
+      const key = keyOf(e)
       if (hoisted.has(key)) return
       // the region may have splatted it already (a sibling loop of an unrolled tile)
       const vkey = `splat|${key}`
@@ -140,14 +158,14 @@ export const emitVectorLoop = (
   plan.stores.forEach((s) => hoist(s.value))
 
   const value = (s: Scope, e: Expr, at: (e: Expr) => Expr): void => {
-    const h = hoisted.get(exprKey(e))
-    if (h !== undefined) {
-      fb.op("local.get", h)
-      return
-    }
-    if (invariant(e, loopVar, storeIdx)) {
-      // inside a select arm: splatted where it runs
-      splatHere(s, e)
+    // only an invariant operand can have been hoisted (invariance follows the key: the variables and
+    // buffers an expression names), so a varying one is not keyed — its key, the JSON of its whole
+    // subtree, taken at every level of every unrolled step, was most of the wasm emitter's time
+    if (isInvariant(e)) {
+      const h = hoisted.get(keyOf(e))
+      if (h !== undefined) fb.op("local.get", h)
+      // else inside a select arm: splatted where it runs
+      else splatHere(s, e)
       return
     }
     switch (e.kind) {
