@@ -51,13 +51,12 @@ const OC_ORDERS = ["outer", "inner"] as const
 const DEFAULT_L2_BYTES = 256 * 1024
 
 /**
- * Bytes of weights a conv tile of output channel blocks may keep in L2 while it walks the image:
- * half the target record's L2 (the other half holds the input rows and outputs the tile streams
- * through) — 128 KiB of a 256 KiB L2, 512 KiB of Zen 4's 1 MiB.
+ * Half the target record's L2, in bytes: what a block reused across a loop may keep there — the
+ * weights a conv tile of output channel blocks reads while it walks the image (the other half
+ * holds the input rows and outputs the tile streams through; 128 KiB of a 256 KiB L2, 512 KiB of
+ * Zen 4's 1 MiB), an int8 depthwise conv's padded input.
  */
-/** Half the target's L2, in bytes (what a block reused across a loop may take of it). */
 export const halfL2 = (target: ScheduleTarget): number => Math.floor((target.l2Bytes ?? DEFAULT_L2_BYTES) / 2)
-export const weightTileBytes = halfL2
 
 /** IC·KH·KW of a conv template's space: the reduction's extent (tile_ic's and the unroll knobs'). */
 const reduceVolume = (knobs: readonly Knob[]): number => {
@@ -81,8 +80,8 @@ const ocBlocks = (knobs: readonly Knob[]): number => {
 const kernelTaps = (knobs: readonly Knob[]): number =>
   knobs.reduce((p, k) => (k.kind === "choice" && (k.name === "unroll_kh" || k.name === "unroll_kw") ? p * (k.extent ?? 1) : p), 1)
 
-/** Output channel blocks whose weights (IC·KH·KW × the block's lanes, fp32) fit `bytes` (weightTileBytes): at least one. */
-export const weightBlockCap = (knobs: readonly Knob[], lanes: number, target: ScheduleTarget, bytes = weightTileBytes(target)): number =>
+/** Output channel blocks whose weights (IC·KH·KW × the block's lanes, fp32) fit `bytes` (halfL2): at least one. */
+export const weightBlockCap = (knobs: readonly Knob[], lanes: number, target: ScheduleTarget, bytes = halfL2(target)): number =>
   Math.max(1, Math.floor(bytes / (reduceVolume(knobs) * blockLanes(knobs, lanes) * 4)))
 
 /**
@@ -174,7 +173,7 @@ export const convTemplate: Template = {
     const ow = owKnob?.kind === "split" ? owKnob.extent : undefined
     const wholeCols = cand("tile_ow").filter((c) => ow === undefined || ow % c === 0)
     // the weights one tile of output channel blocks reads, kept in L2 while the tile walks the
-    // image: at most half the L2 (weightTileBytes; else every output column streams them from L3
+    // image: at most half the L2 (halfL2; else every output column streams them from L3
     // again: ResNet-18's 512-channel layers ran at a third of their speed with 8 blocks per tile)
     // (cappedConvTile; more blocks, within the whole L2, where those leave the FMA pipes short of
     // accumulators). The register tile from the target record (common.ts): columns × rows ×
