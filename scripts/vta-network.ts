@@ -15,10 +15,46 @@ import { readModelSync } from "../src/device/files.js"
 import { hostCpu } from "../src/device/host.js"
 import { BACKENDS } from "../src/backend/index.js"
 import { compileGraph, loadProgram } from "../src/pipeline.js"
+import type { VtaLayer } from "../src/rewrite/vta-partition.js"
 
 const median = (xs: readonly number[]): number => {
   const s = [...xs].sort((a, b) => a - b)
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2
+}
+
+/**
+ * The clip bounds the weights imply: per offloaded conv and output channel, the interval bound of
+ * its accumulator (Σ max(w·lo, w·hi) + bias, the input in its producer's clip range — [lo, 127]
+ * after a VTA layer, the int8 range after the CPU) shifted as the epilogue shifts. Where every
+ * channel of a layer shifts to ≤ 127 (≥ its clipLo), its MIN (MAX) pass would be redundant.
+ */
+const impliedClips = (layers: readonly VtaLayer[]) => {
+  const rangeOf = new Map<string, readonly [number, number]>()
+  let convs = 0, channels = 0, minImplied = 0, maxImplied = 0, widest = 0
+  for (const l of layers) {
+    if (l.kind === "conv") {
+      const [lo, hi] = rangeOf.get(l.input) ?? [-128, 127]
+      const K = l.c * l.kh * l.kw
+      const w = l.weights.data as ArrayLike<number>
+      for (let m = 0; m < l.m; m++) {
+        let up = l.bias?.[m] ?? 0
+        let down = up
+        for (let k = 0; k < K; k++) {
+          up += Math.max(w[m * K + k] * lo, w[m * K + k] * hi)
+          down += Math.min(w[m * K + k] * lo, w[m * K + k] * hi)
+        }
+        const u = Math.floor(up / 2 ** l.shift)
+        const dn = Math.floor(down / 2 ** l.shift)
+        if (u <= 127) minImplied++
+        if (dn >= l.clipLo) maxImplied++
+        widest = Math.max(widest, u, -dn)
+      }
+      convs++
+      channels += l.m
+    }
+    rangeOf.set(l.output, [l.clipLo, 127])
+  }
+  return { convs, channels, minImplied, maxImplied, widest }
 }
 
 export const networkReport = async (argv: readonly string[] = process.argv.slice(2)): Promise<string[]> => {
@@ -62,6 +98,8 @@ export const networkReport = async (argv: readonly string[] = process.argv.slice
     "| # | offloaded layer | kind | shape | cycles 1 vthread | util 1 | cycles 2 vthreads | util 2 | run with (vthreads) | cycles as run | util as run |",
     "|---|---|---|---|---|---|---|---|---|---|---|",
     ...reports.map((r, i) => `| ${i} | ${r.name} | ${r.kind} | ${r.shape} | ${r.serial.stats.totalCycles} | ${pct(r.serial.stats.utilization)} | ${r.latencyHiding?.stats.totalCycles ?? "-"} | ${r.latencyHiding ? pct(r.latencyHiding.stats.utilization) : "-"} | ${plan.programs.get(r.name)!.vthreads} | ${r.best.stats.totalCycles} | ${pct(r.best.stats.utilization)} |`),
+    "",
+    ((c) => `Clip bounds the weights imply (each channel's accumulator bounded over its input's clip range, then shifted): MIN 127 on ${c.minImplied}, MAX clipLo on ${c.maxImplied} of the ${c.channels} channels of ${c.convs} convs (shifted bounds up to ±${c.widest}) — ${c.minImplied + c.maxImplied === 0 ? "no ALU pass of the epilogue is redundant" : "some ALU passes are redundant"}.`)(impliedClips(plan.partition.segments.flatMap((g) => (g.device === "vta" ? g.layers : [])))),
     "",
     `Copies: ${e.copies.map((c) => `${c.direction} ${c.value} (${c.bytes} B)`).join("; ")}.`,
     "",
