@@ -1,3 +1,4 @@
+import { availableParallelism } from "node:os"
 import { defineConfig } from "vitest/config"
 
 export default defineConfig({
@@ -6,6 +7,9 @@ export default defineConfig({
     testTimeout: 120_000,
     hookTimeout: 120_000,
     pool: "forks",
+    // vitest leaves one core idle by default (cpus - 1): on CI's 2-core machine that ran the files one
+    // at a time. Most of the slow files wait on gcc or a child process, so every core runs a file.
+    maxWorkers: availableParallelism(),
     reporters: ["default"],
   },
 })
