@@ -175,11 +175,66 @@ const pxTile = (s0: S.Schedule, name: string, config: Config): S.Schedule => {
   return S.unroll(S.vectorize(s, name, sl.inner), name, red[red.length - 1])
 }
 
+/**
+ * Whether the one stage reading a K×K conv's grid sums (op-library-int8-blocked.ts's
+ * packedConvPixels: [n, o, p] over p = oh·Wq + ow) is the epilogue over the output's pixels,
+ * through the sums' compaction (inline, [n, o, oh, ow]): root, elementwise, of the output's shape,
+ * fewer pixels than the grid.
+ */
+const gridEpilogue = (s: S.Schedule, anchor: S.Stage, out: S.Stage): boolean => {
+  const [N, M, P] = anchor.op.shape
+  const [n, o, oh, ow] = out.op.shape
+  const direct = S.consumersOf(s, anchor.name)
+  const dense = direct.length === 1 ? s.stages.get(direct[0]) : undefined
+  return (
+    out.attach.kind === "root" && out.op.body.kind !== "reduce" && out.op.shape.length === 4 && n === N && o === M && oh * ow < P &&
+    dense !== undefined && dense.attach.kind === "inline" && dense.op.shape.join() === out.op.shape.join()
+  )
+}
+
+/**
+ * The grid form: the grid's sums at root, a channel tile (`tile_o` channels) at a time in the
+ * parallel loop, each its register tiles of `tile_o` × `tile_pv` vectors (the grid's pixels are
+ * whole tiles; the epilogue reads only [0, (OH − 1)·Wq + OW) of them, so a tile computed at the
+ * epilogue would be cut short); then the epilogue a channel tile at a time, its pixels fused (the
+ * output's rows are contiguous) in vector loops of a multiple of 16 where one divides them, the
+ * tile's sums compacted to the output's pixels before it (rows vectorized), so the epilogue reads
+ * and writes whole vectors along the pixels.
+ */
+const gridAtRoot = (s0: S.Schedule, anchor: S.Stage, out: S.Stage, config: Config): S.Schedule => {
+  const to = Number(config.tile_o)
+  const F = DOT_LANES * Number(config.tile_pv)
+  const dense = S.consumersOf(s0, anchor.name)[0]
+  const w = S.cacheWrite(s0, anchor.name, "local")
+  let s = w.schedule
+  const [an, ao, ap] = dataLeaves(s.stages.get(anchor.name)!)
+  const ao2 = S.split(s, anchor.name, ao, { factor: to })
+  const ap2 = S.split(ao2.schedule, anchor.name, ap, { factor: F })
+  s = S.reorder(ap2.schedule, anchor.name, [an, ao2.outer, ap2.outer, ao2.inner, ap2.inner])
+  s = S.computeAt(s, w.stage, anchor.name, ap2.outer)
+  s = pxTile(s, w.stage, config)
+  s = parallelOuter(S.vectorize(s, anchor.name, ap2.inner), anchor.name, [an, ao2.outer])
+  // the epilogue
+  const [n, o, oh, ow] = dataLeaves(out)
+  const pixels = out.op.shape[2] * out.op.shape[3]
+  const whole = divisors(pixels, S.MAX_VECTORIZED).filter((d) => d % DOT_LANES === 0)
+  const f = S.fuse(s, out.name, oh, ow)
+  const sv = S.split(f.schedule, out.name, f.fused, { factor: whole.length ? whole[whole.length - 1] : Math.max(...divisors(pixels, S.MAX_VECTORIZED)) })
+  const so = S.split(sv.schedule, out.name, o, { factor: to })
+  s = S.reorder(so.schedule, out.name, [n, so.outer, so.inner, sv.outer, sv.inner])
+  // (the parallel loop over the channel tiles, n and so.outer fused where n is short: the compaction at it)
+  s = parallelOuter(S.vectorize(s, out.name, sv.inner), out.name, [n, so.outer])
+  const leaves = s.stages.get(out.name)!.leaf
+  s = S.computeAt(s, dense, out.name, leaves[leaves.indexOf(so.inner) - 1])
+  const ds = s.stages.get(dense)!
+  return S.vectorize(s, dense, ds.leaf[ds.leaf.length - 1])
+}
+
 /** The pixels-in-lanes product's register tile: at most 4 pixel vectors (each a load beside the channels' broadcasts; 64 pixels, the widest vector loop of the epilogue). */
 const MAX_PX_VECTORS = 4
 
 /**
- * The int8 template of a 1×1 conv with the output's pixels in the lanes (tag int8_dot_px: [n, o,
+ * The int8 template of a conv with the output's pixels in the lanes (tag int8_dot_px: [n, o,
  * pixels] int32 sums, reduce [C / 4, 4]): a register tile of `tile_o` channels × `tile_pv` vectors
  * of 16 pixels (16 int32 accumulators each) across the whole reduction, the channels' 4 weights
  * broadcast and each pixel vector's 64 bytes loaded once a reduction step (pxTile). Where one
@@ -242,6 +297,9 @@ export const int8DotPxTemplate: Template = {
       s = parallelOuter(s, out.name, [n, sf.outer])
       s = S.vectorize(s, out.name, sf.inner)
       skip = [out.name]
+    } else if (out && gridEpilogue(s, anchor, out)) {
+      s = gridAtRoot(s, anchor, out, config)
+      skip = [out.name, anchor.name]
     } else {
       const w = S.cacheWrite(s, anchor.name, "local")
       s = w.schedule
