@@ -152,8 +152,9 @@ export const packedConvPixels = (ctx: OpComputeCtx, x: TeTensor, xzp: TeTensor |
   const grid = int8PixelGrid([OH, OW], [KH, KW], [dh, dw])
   const Wq = grid.width
   // the padded input's rows (every row a tap reads), then the grid's tail past them, never read into
-  // an output (its rows at or past OH + (KH − 1)·dh = H + the pads are past x: x's zero point)
-  const Q = grid.size + (KH - 1) * dh * Wq + (KW - 1) * dw
+  // an output (its rows at or past OH + (KH − 1)·dh = H + the pads are past x: x's zero point), in
+  // whole rows (the template copies the input a row at a time)
+  const Q = ceilDiv(grid.size + (KH - 1) * dh * Wq + (KW - 1) * dw, Wq) * Wq
   const u = compute(ctx.name("u8"), [N, Cb, Q, DOT_DEPTH], (n, cb, q, r) =>
     u8(n, cb, r, sub(floordiv(q, c(Wq)), c(win.padBegin[0])), sub(floormod(q, c(Wq)), c(win.padBegin[1]))), "uint8")
   const rh = reduceAxis(KH, `${ctx.name()}.rkh`)

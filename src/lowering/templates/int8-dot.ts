@@ -12,6 +12,7 @@
 // vector registers hold beside a broadcast and a weight vector — a block's 16 int32 sums are
 // 16 / lanes of its vectors —, at least the FMA pipes × latency where the axis allows).
 import * as S from "../../ast/schedule/schedule.js"
+import { collect, type ComputeTensor } from "../../ast/te/expr.js"
 import { avx2Dot16x4, simd128Dot4x4, vnniDot16x4, vnniDotPx16x4 } from "../../ast/te/intrinsic.js"
 import { DOT_LANES } from "../op-library-int8-blocked.js"
 import { accumulatorCap, anchorStage, dataLeaves, divisors, largest, parallelize, parallelOuter } from "./common.js"
@@ -136,6 +137,14 @@ export const int8DotTemplate: Template = {
   },
 }
 
+/** The row width of a flat [n, C/4, rows · width, 4] copy: the constant its pixel index is divided by, where it divides the pixels. */
+const rowWidth = (t: ComputeTensor): number | undefined => {
+  const q = t.axes[2].var.name
+  const widths = collect(t.body, (e) => e.kind === "bin" && e.op === "floordiv" && e.a.kind === "var" && e.a.name === q && e.b.kind === "const").map((e) => (e.kind === "bin" && e.b.kind === "const" ? e.b.value : 0))
+  const w = widths[0]
+  return w !== undefined && w > 1 && widths.every((x) => x === w) && t.shape[2] % w === 0 ? w : undefined
+}
+
 /**
  * The pixels-in-lanes product's activations u8 [n, C/4, pixels, 4] (a copy of the NCHW input, 4
  * channels interleaved): the pixels split by the widest vector loop that divides them, 4 channels
@@ -145,11 +154,15 @@ export const int8DotTemplate: Template = {
 const activationsAlongPixels = (s0: S.Schedule, anchor: S.Stage): { schedule: S.Schedule; done: string[] } => {
   let s = s0
   const done: string[] = []
+  // (a K×K conv's grid: the padded input in whole rows, split by its rows — then a pixel's row and
+  // column are the loops', not a division of the flat index)
+  const taps = anchor.op.body.kind === "reduce" && anchor.op.body.axes.length > 2
   for (const t of anchor.op.inputs) {
     const st = s.stages.get(t.name)
-    if (!st || st.attach.kind !== "root" || t.dtype !== "uint8" || t.shape.length !== 4) continue
+    if (!st || st.attach.kind !== "root" || t.kind !== "compute" || t.dtype !== "uint8" || t.shape.length !== 4) continue
     const [n, cb, p, r] = dataLeaves(st)
-    const sp = S.split(s, t.name, p, { factor: Math.max(...divisors(t.shape[2], S.MAX_VECTORIZED)) })
+    const row = taps ? rowWidth(t) : undefined
+    const sp = S.split(s, t.name, p, { factor: row ?? Math.max(...divisors(t.shape[2], S.MAX_VECTORIZED)) })
     s = S.unroll(sp.schedule, t.name, r)
     s = parallelOuter(s, t.name, [n, cb, sp.outer])
     done.push(t.name)
