@@ -189,6 +189,23 @@ const pxTile = (s0: S.Schedule, name: string, config: Config): S.Schedule => {
 }
 
 /**
+ * The pixels-in-lanes sums at root, in a local copy a register tile (`tile_o` channels × `tile_pv`
+ * vectors of pixels) at a time, the parallel loop over the pixel tiles (outside the channel tiles:
+ * a pixel tile's activations stay in the L1 across them) or over the channel tiles (each a run of
+ * the sums the epilogue then reads a channel tile at a time).
+ */
+const sumsAtRoot = (s0: S.Schedule, anchor: S.Stage, config: Config, outer: "pixels" | "channels"): S.Schedule => {
+  const w = S.cacheWrite(s0, anchor.name, "local")
+  const [n, o, p] = dataLeaves(w.schedule.stages.get(anchor.name)!)
+  const so = S.split(w.schedule, anchor.name, o, { factor: Number(config.tile_o) })
+  const sp = S.split(so.schedule, anchor.name, p, { factor: DOT_LANES * Number(config.tile_pv) })
+  const [first, second] = outer === "pixels" ? [sp.outer, so.outer] : [so.outer, sp.outer]
+  let s = S.reorder(sp.schedule, anchor.name, [n, first, second, so.inner, sp.inner])
+  s = pxTile(S.computeAt(s, w.stage, anchor.name, second), w.stage, config)
+  return S.vectorize(parallelOuter(s, anchor.name, [n, first]), anchor.name, sp.inner)
+}
+
+/**
  * Whether the one stage reading a K×K conv's grid sums (op-library-int8-blocked.ts's
  * packedConvPixels: [n, o, p] over p = oh·Wq + ow) is the epilogue over the output's pixels,
  * through the sums' compaction (inline, [n, o, oh, ow]): root, elementwise, of the output's shape,
@@ -216,17 +233,8 @@ const gridEpilogue = (s: S.Schedule, anchor: S.Stage, out: S.Stage): boolean => 
  */
 const gridAtRoot = (s0: S.Schedule, anchor: S.Stage, out: S.Stage, config: Config): S.Schedule => {
   const to = Number(config.tile_o)
-  const F = DOT_LANES * Number(config.tile_pv)
   const dense = S.consumersOf(s0, anchor.name)[0]
-  const w = S.cacheWrite(s0, anchor.name, "local")
-  let s = w.schedule
-  const [an, ao, ap] = dataLeaves(s.stages.get(anchor.name)!)
-  const ao2 = S.split(s, anchor.name, ao, { factor: to })
-  const ap2 = S.split(ao2.schedule, anchor.name, ap, { factor: F })
-  s = S.reorder(ap2.schedule, anchor.name, [an, ao2.outer, ap2.outer, ao2.inner, ap2.inner])
-  s = S.computeAt(s, w.stage, anchor.name, ap2.outer)
-  s = pxTile(s, w.stage, config)
-  s = parallelOuter(S.vectorize(s, anchor.name, ap2.inner), anchor.name, [an, ao2.outer])
+  let s = sumsAtRoot(s0, anchor, config, "channels")
   // the epilogue
   const [n, o, oh, ow] = dataLeaves(out)
   const pixels = out.op.shape[2] * out.op.shape[3]
@@ -314,16 +322,7 @@ export const int8DotPxTemplate: Template = {
       s = gridAtRoot(s, anchor, out, config)
       skip = [out.name, anchor.name]
     } else {
-      const w = S.cacheWrite(s, anchor.name, "local")
-      s = w.schedule
-      const [n, o, p] = dataLeaves(s.stages.get(anchor.name)!)
-      const so = S.split(s, anchor.name, o, { factor: to })
-      const sp = S.split(so.schedule, anchor.name, p, { factor: F })
-      s = S.reorder(sp.schedule, anchor.name, [n, sp.outer, so.outer, so.inner, sp.inner])
-      s = S.computeAt(s, w.stage, anchor.name, so.outer)
-      s = pxTile(s, w.stage, config)
-      s = parallelOuter(s, anchor.name, [n, sp.outer])
-      s = S.vectorize(s, anchor.name, sp.inner)
+      s = sumsAtRoot(s, anchor, config, "pixels")
       skip = [anchor.name]
     }
     const u = activationsAlongPixels(s, anchor)
