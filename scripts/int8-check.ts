@@ -129,6 +129,9 @@ const CASES: { readonly [name: string]: () => Graph } = {
   "qlinearconv u8·u8 per-tensor w_zp": () => qconv("qc3", { x: "uint8", w: "uint8", y: "uint8", c: 6, m: 10, hw: 9, k: 3, perChannel: false, bias: false, wzp: 131 }, 13),
   "qlinearconv s8 depthwise": () => qconv("qc4", { x: "int8", w: "int8", y: "int8", c: 16, m: 16, hw: 10, k: 3, pad: 1, group: 16, perChannel: true, bias: true }, 14),
   "qlinearconv u8·s8 grouped stride 2": () => qconv("qc6", { x: "uint8", w: "int8", y: "uint8", c: 12, m: 8, hw: 11, k: 3, stride: 2, pad: 1, group: 4, perChannel: true, bias: true }, 16),
+  // (rows of 16 or more output pixels at stride 1: the pixels-in-lanes grid form on c with VNNI)
+  "qlinearconv u8·s8 3×3 grid pad": () => qconv("qc7", { x: "uint8", w: "int8", y: "uint8", c: 12, m: 24, hw: 20, k: 3, pad: 1, perChannel: true, bias: true }, 17),
+  "qlinearconv s8·s8 3×3 grid": () => qconv("qc8", { x: "int8", w: "int8", y: "int8", c: 5, m: 16, hw: 18, k: 3, perChannel: true, bias: true }, 18),
   "qlinearconv u8·s8 1×1": () => qconv("qc5", { x: "uint8", w: "int8", y: "uint8", c: 32, m: 24, hw: 7, k: 1, perChannel: true, bias: true }, 15),
   "qlinearmatmul u8·s8 per-column": () => qmatmul("qm1", "uint8", "int8", "uint8", 9, 40, 24, true, 21),
   "qlinearmatmul s8·s8": () => qmatmul("qm2", "int8", "int8", "int8", 5, 33, 17, false, 22),

@@ -213,21 +213,20 @@ const conv2dInt8Vnni = (): GoldenCase => conv2dInt8("vnni")
 const conv2dInt8Avx2 = (): GoldenCase => conv2dInt8("avx2")
 
 /**
- * A 1×1 QLinearConvPacked (int8, 8 → 12 channels, 4×8 = 32 output pixels, per-channel scales)
- * with the output's pixels in the dot's lanes (pixel_lanes) under its template at a fixed config
- * (4 channels × 2 pixel vectors, unrolled), the product computed at the requantization's tile.
+ * A QLinearConvPacked (int8, 8 → 12 channels, per-channel scales) with the output's pixels in the
+ * dot's lanes (pixel_lanes) under its template at a fixed config: a `k`×`k` kernel over x
+ * [1, 8, h, w] padded by `pad`, the output [1, 12, oh, ow].
  */
-const conv2dInt8Pixels = (): GoldenCase => {
-  const name = "conv2d_int8_pixels"
+const int8PixelsCase = (name: string, k: number, pad: number, x: readonly [number, number], out: readonly [number, number], tilePv: number): GoldenCase => {
   const rng = prng(10)
   const ints = (name: string, dtype: "int8" | "int32", shape: number[], lo: number, hi: number): [string, Tensor] => [
     name,
     fromArray(dtype, shape, Array.from({ length: sizeOf(shape) }, () => rng.int(lo, hi))),
   ]
-  const w = ints("w", "int8", [12, 8, 1, 1], -128, 127)[1]
+  const w = ints("w", "int8", [12, 8, k, k], -128, 127)[1]
   const { packed, colsum } = packInt8Conv(w, 0)
   const feeds: [string, Tensor][] = [
-    ints("x", "int8", [1, 8, 4, 8], -128, 127),
+    ints("x", "int8", [1, 8, ...x], -128, 127),
     ["x_scale", fromArray("float32", [], [0.023])],
     ["x_zp", fromArray("int8", [], [-5])],
     ["w_packed", packed],
@@ -237,20 +236,30 @@ const conv2dInt8Pixels = (): GoldenCase => {
     ["y_zp", fromArray("int8", [], [2])],
     ints("bias", "int32", [12], -2000, 2000),
   ]
-  const n = { ...node("QLinearConvPacked", feeds.map(([k]) => k), [name], { kernel_shape: attr.ints([1, 1]), m: attr.int(12), pixel_lanes: attr.int(1) }), domain: TESSERA_DOMAIN }
+  const n = { ...node("QLinearConvPacked", feeds.map(([k]) => k), [name], { kernel_shape: attr.ints([k, k]), ...(pad ? { pads: attr.ints([pad, pad, pad, pad]) } : {}), m: attr.int(12), pixel_lanes: attr.int(1) }), domain: TESSERA_DOMAIN }
   const made = QUANT_INT.QLinearConvPacked({
     node: n,
     name: (suffix) => (suffix ? `q_${suffix}` : name),
     inputs: feeds.map(([k, t]) => placeholder(k, t.shape, t.dtype)),
-    outputs: [{ dtype: "int8", shape: [1, 12, 4, 8] }],
-    attrs: { kernel_shape: [1, 1], m: 12, pixel_lanes: 1 },
+    outputs: [{ dtype: "int8", shape: [1, 12, ...out] }],
+    attrs: { kernel_shape: [k, k], ...(pad ? { pads: [pad, pad, pad, pad] } : {}), m: 12, pixel_lanes: 1 },
     constants: feeds.map(() => undefined),
     opset: 13,
   })
   const outputs = [made[made.length - 1]]
-  const schedule = int8DotPxTemplate.apply(outputs, baseSchedule(outputs), { tile_o: 4, tile_pv: 2, unroll: true, dot: "vnni" })
+  const schedule = int8DotPxTemplate.apply(outputs, baseSchedule(outputs), { tile_o: 4, tile_pv: tilePv, unroll: true, dot: "vnni" })
   return { name, outputs, inputs: new Map(feeds), schedule, keep: new Set([vnniDotPx16x4.name]) }
 }
+
+/** A 1×1 conv, 4×8 = 32 output pixels, at 4 channels × 2 pixel vectors, unrolled: the product computed at the requantization's tile. */
+const conv2dInt8Pixels = (): GoldenCase => int8PixelsCase("conv2d_int8_pixels", 1, 0, [4, 8], [4, 8], 2)
+
+/**
+ * A 3×3 conv at stride 1, pad 1, 4×16 output pixels, over the padded rows' grid (18 wide: 70
+ * pixels, 80 as whole vectors) at 4 channels × 1 pixel vector: the sums at root, compacted a
+ * channel tile at a time before the requantization, which runs along the output's pixels.
+ */
+const conv2dInt8Grid = (): GoldenCase => int8PixelsCase("conv2d_int8_grid", 3, 1, [4, 16], [4, 16], 1)
 
 /** Goldens of the wasm target alone (golden/wasm, test/emit-wasm.test.ts): the SIMD128 8-bit dot it renders itself. */
 export const WASM_GOLDEN_CASES: readonly (() => GoldenCase)[] = [() => conv2dInt8("simd128")]
@@ -296,7 +305,7 @@ const conv2dInt8Depthwise = (): GoldenCase => {
 }
 
 /** Goldens of the c target alone (intrinsics it renders itself; the int8 depthwise form, whose js / wasm goldens would only repeat its loops). */
-export const C_GOLDEN_CASES: readonly (() => GoldenCase)[] = [conv2dInt8Vnni, conv2dInt8Avx2, conv2dInt8Pixels, conv2dInt8Depthwise]
+export const C_GOLDEN_CASES: readonly (() => GoldenCase)[] = [conv2dInt8Vnni, conv2dInt8Avx2, conv2dInt8Pixels, conv2dInt8Grid, conv2dInt8Depthwise]
 
 /** The case lowered with the default CPU passes (keeping the intrinsics the case keeps), its function named after the case. */
 export const goldenFunc = (g: GoldenCase): PrimFunc => ({ ...runTirSync(cpuTirPipeline(g.keep ? { keepIntrinsics: g.keep } : {}), lowerSync(g.schedule)), name: g.name })

@@ -13,12 +13,14 @@ import { placeholder, type ComputeTensor } from "../../src/ast/te/tensor.js"
 import { OP_COMPUTES } from "../../src/lowering/op-library.js"
 
 export interface Spec {
-  /** (QLinearConvPackedPx: QLinearConvPacked with pixel_lanes, its kernel 1×1) */
-  readonly op: "QLinearConv" | "QLinearConvPacked" | "QLinearConvPackedPx" | "ConvInteger" | "QLinearMatMul" | "MatMulInteger"
+  /** (QLinearConvPackedPx: QLinearConvPacked with pixel_lanes, its kernel 1×1; QLinearConvPackedGrid: with pixel_lanes, its kernel K×K at stride 1) */
+  readonly op: "QLinearConv" | "QLinearConvPacked" | "QLinearConvPackedPx" | "QLinearConvPackedGrid" | "ConvInteger" | "QLinearMatMul" | "MatMulInteger"
   readonly x: DType
   readonly w: DType
   readonly dims: readonly number[]
   readonly seed: number
+  /** a conv's dilation (1 where absent) */
+  readonly dilation?: number
 }
 
 /** A seeded integer stream (an LCG): the int8 laws' inputs. */
@@ -34,8 +36,8 @@ export const range = (d: DType): [number, number] => (d === "int8" ? [-128, 127]
 
 /** The op's TE (its compute from the op library) and random inputs: weight zero points the blocked form takes. */
 export const build = (spec: Spec): { outputs: ComputeTensor[]; feeds: Map<string, Tensor> } => {
-  const px = spec.op === "QLinearConvPackedPx"
-  const sp: Spec = px ? { ...spec, op: "QLinearConvPacked", dims: spec.dims.map((d, k) => (k === 4 ? 1 : d)) } : spec
+  const px = spec.op === "QLinearConvPackedPx" || spec.op === "QLinearConvPackedGrid"
+  const sp: Spec = px ? { ...spec, op: "QLinearConvPacked", dims: spec.op === "QLinearConvPackedPx" ? spec.dims.map((d, k) => (k === 4 ? 1 : d)) : spec.dims } : spec
   const r = stream(sp.seed)
   const conv = sp.op.includes("Conv")
   const [C, M, H, W, K, stride, pad, rows] = sp.dims
@@ -58,9 +60,11 @@ export const build = (spec: Spec): { outputs: ComputeTensor[]; feeds: Map<string
     order[3] = ["wp", packed]
     order[5] = ["cs", colsum]
   }
-  const outDims = conv ? [1, M, Math.floor((H + 2 * pad - K) / stride) + 1, Math.floor((W + 2 * pad - K) / stride) + 1] : [rows, M]
+  const dil = sp.dilation ?? 1
+  const reach = dil * (K - 1) + 1
+  const outDims = conv ? [1, M, Math.floor((H + 2 * pad - reach) / stride) + 1, Math.floor((W + 2 * pad - reach) / stride) + 1] : [rows, M]
   const outType: DType = q ? sp.x : "int32"
-  const attrs: Record<string, AttrValue> = conv ? { kernel_shape: attr.ints([K, K]), strides: attr.ints([stride, stride]), pads: attr.ints([pad, pad, pad, pad]), ...(sp.op === "QLinearConvPacked" ? { m: attr.int(M) } : {}), ...(px ? { pixel_lanes: attr.int(1) } : {}) } : {}
+  const attrs: Record<string, AttrValue> = conv ? { kernel_shape: attr.ints([K, K]), strides: attr.ints([stride, stride]), pads: attr.ints([pad, pad, pad, pad]), ...(dil !== 1 ? { dilations: attr.ints([dil, dil]) } : {}), ...(sp.op === "QLinearConvPacked" ? { m: attr.int(M) } : {}), ...(px ? { pixel_lanes: attr.int(1) } : {}) } : {}
   const n = { ...node(sp.op, order.map(([name]) => name), ["y"], attrs), domain: sp.op === "QLinearConvPacked" ? TESSERA_DOMAIN : "" }
   const inputs = order.map(([name, v]) => placeholder(name, v.shape, v.dtype))
   const made = OP_COMPUTES[sp.op]({
@@ -104,6 +108,31 @@ export const arbPxSpec: fc.Arbitrary<Spec> = fc
     w,
     // the input whose 1×1 conv at this stride and padding has that output
     dims: [C, M, (oh - 1) * stride + 1 - 2 * pad, (ow - 1) * stride + 1 - 2 * pad, 1, stride, pad, 1],
+    seed,
+  }))
+  .filter((sp) => sp.dims[2] >= 1 && sp.dims[3] >= 1)
+
+/** K×K convs at stride 1 in the pixels-in-lanes form over the padded rows' grid (QLinearConvPacked's pixel_lanes): kernels 2–3, dilations 1–2, padded or not, outputs from 1 to 20 columns. */
+export const arbGridSpec: fc.Arbitrary<Spec> = fc
+  .record({
+    x: fc.constantFrom<DType>("int8", "uint8"),
+    w: fc.constantFrom<DType>("int8", "uint8"),
+    C: fc.integer({ min: 1, max: 9 }),
+    M: fc.oneof(fc.integer({ min: 1, max: 20 }), fc.constant(16)),
+    K: fc.integer({ min: 2, max: 3 }),
+    dilation: fc.integer({ min: 1, max: 2 }),
+    oh: fc.integer({ min: 1, max: 5 }),
+    ow: fc.oneof(fc.integer({ min: 1, max: 20 }), fc.constant(16)),
+    pad: fc.integer({ min: 0, max: 1 }),
+    seed: fc.nat(),
+  })
+  .map(({ x, w, C, M, K, dilation, oh, ow, pad, seed }) => ({
+    op: "QLinearConvPackedGrid" as const,
+    x,
+    w,
+    // the input whose K×K conv at this dilation and padding has that output
+    dims: [C, M, oh + dilation * (K - 1) - 2 * pad, ow + dilation * (K - 1) - 2 * pad, K, 1, pad, 1],
+    dilation,
     seed,
   }))
   .filter((sp) => sp.dims[2] >= 1 && sp.dims[3] >= 1)

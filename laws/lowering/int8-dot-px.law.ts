@@ -1,10 +1,13 @@
-// The pixels-in-lanes form of a 1×1 int8 conv (QLinearConvPacked's pixel_lanes: op-library-int8-
-// blocked.ts's packedConvPixels, and its template int8_dot_px in templates/int8-dot.ts): on random
+// The pixels-in-lanes form of an int8 conv (QLinearConvPacked's pixel_lanes: op-library-int8-
+// blocked.ts's packedConvPixels, and its template int8_dot_px in templates/int8-dot.ts) — 1×1, and
+// K×K at stride 1 over the padded rows' grid (dilated or not): on random
 // channels, filters, images, strides and pads, int8 / uint8 activations and weights, random zero
 // points and per-channel scales, every configuration of the template's space — the VNNI dot (with
 // the pixels in its lanes) kept as the intrinsic (the TIR evaluator runs it by its TE declaration)
 // or left as loops — evaluates equal to the plain int32 compute (QUANT_INT_PLAIN's QLinearConv on
-// the unpacked weights), exactly; and the compute itself equals it (the TE evaluator).
+// the unpacked weights), exactly; and the compute itself equals it (the TE evaluator). With the
+// grid's tap offset read off the output's width instead of the grid's, or the grid form's epilogue
+// branch not taken, the K×K law fails (both tried).
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { vnniDotPx16x4 } from "../../src/ast/te/intrinsic.js"
@@ -18,30 +21,41 @@ import type { Config } from "../../src/lowering/templates/template.js"
 import { cpuTirPipeline } from "../../src/lowering/tir/cpu-pipeline.js"
 import { runTirSync } from "../../src/lowering/tir/tir-pass.js"
 import { lawParams } from "../support.js"
-import { arbPxSpec, build } from "./int8-cases.js"
+import { arbGridSpec, arbPxSpec, build, type Spec } from "./int8-cases.js"
 import { int8PixelLanes } from "../../src/rewrite/pack-int8.js"
+import { int8PixelGrid } from "../../src/ast/graph/ops/int8-packed.js"
 
 const values = (t: { data: unknown }) => Array.from(t.data as ArrayLike<number>)
+
+/**
+ * The case's compute equals the plain QLinearConv over the unpacked weights (the same inputs
+ * otherwise), and so does its TIR under the template's configuration `picks` chooses (the VNNI dot
+ * kept as the intrinsic, which the TIR evaluator runs by its TE declaration, or left as loops).
+ */
+const checkConfig = (sp: Spec, picks: readonly number[]) => {
+  const { outputs, feeds } = build(sp)
+  const plain = build({ ...sp, op: "QLinearConv" })
+  const want = evaluateTE(plain.outputs, plain.feeds)[0]
+  expect(values(evaluateTE(outputs, feeds)[0])).toEqual(values(want))
+  const base = baseSchedule(outputs)
+  const t = templateFor(base)
+  expect(t.name).toBe("int8_dot_px")
+  const knobs = t.space(outputs, base)
+  const config: Config = Object.fromEntries(knobs.map((k, i) => [k.name, k.candidates[picks[i] % k.candidates.length]]))
+  const f = runTirSync(cpuTirPipeline({ keepIntrinsics: new Set([vnniDotPx16x4.name]) }), lowerSync(t.apply(outputs, base, config)))
+  const printed = printPrimFunc(f)
+  expect(printed.includes(vnniDotPx16x4.name)).toBe(config.dot === "vnni")
+  expect(values(evaluatePrimFunc(f, feeds).get(outputs[0].name)!)).toEqual(values(want))
+  return { printed, base, outputs }
+}
 
 describe("int8 template, pixels in the lanes (1×1 convs)", () => {
   it("every configuration, the VNNI dot kept or left as loops, equals the plain int32 compute (exactly)", () => {
     fc.assert(
       fc.property(arbPxSpec, fc.array(fc.nat(), { minLength: 4, maxLength: 4 }), (sp, picks) => {
-        const { outputs, feeds } = build(sp)
-        // the reference: the plain QLinearConv over the unpacked weights (the same inputs otherwise)
-        const plain = build({ ...sp, op: "QLinearConv" })
-        const want = evaluateTE(plain.outputs, plain.feeds)[0]
-        expect(values(evaluateTE(outputs, feeds)[0])).toEqual(values(want))
-        const base = baseSchedule(outputs)
-        const t = templateFor(base)
-        expect(t.name).toBe("int8_dot_px")
-        const knobs = t.space(outputs, base)
-        const config: Config = Object.fromEntries(knobs.map((k, i) => [k.name, k.candidates[picks[i] % k.candidates.length]]))
-        const f = runTirSync(cpuTirPipeline({ keepIntrinsics: new Set([vnniDotPx16x4.name]) }), lowerSync(t.apply(outputs, base, config)))
-        expect(printPrimFunc(f).includes(vnniDotPx16x4.name)).toBe(config.dot === "vnni")
-        expect(values(evaluatePrimFunc(f, feeds).get(outputs[0].name)!)).toEqual(values(want))
+        const { printed } = checkConfig(sp, picks)
         // (the product's tile computed at the requantization's tile)
-        expect(printPrimFunc(f)).not.toMatch(/allocate y_dot:/)
+        expect(printed).not.toMatch(/allocate y_dot:/)
       }),
       lawParams(12),
     )
@@ -67,12 +81,45 @@ describe("int8 template, pixels in the lanes (1×1 convs)", () => {
   })
 
   it("the rule: 1×1 kernels on a target with VNNI, where the output's pixels are whole vectors of 16", () => {
-    expect(int8PixelLanes([1, 1], 112 * 112, { int8Dot: "vnni" })).toBe(true)
-    expect(int8PixelLanes([1, 1], 28 * 28, { int8Dot: "vnni" })).toBe(true)
-    expect(int8PixelLanes([1, 1], 14 * 14, { int8Dot: "vnni" })).toBe(false)
-    expect(int8PixelLanes([1, 1], 7 * 7, { int8Dot: "vnni" })).toBe(false)
-    expect(int8PixelLanes([3, 3], 56 * 56, { int8Dot: "vnni" })).toBe(false)
-    expect(int8PixelLanes([1, 1], 56 * 56, { int8Dot: "simd128" })).toBe(false)
-    expect(int8PixelLanes([1, 1], 56 * 56, {})).toBe(false)
+    const w = (k: number, out: [number, number], stride = 1) => ({ kernel: [k, k] as const, strides: [stride, stride] as const, dilations: [1, 1] as const, out })
+    expect(int8PixelLanes(w(1, [112, 112]), { int8Dot: "vnni" })).toBe(true)
+    expect(int8PixelLanes(w(1, [28, 28], 2), { int8Dot: "vnni" })).toBe(true)
+    expect(int8PixelLanes(w(1, [14, 14]), { int8Dot: "vnni" })).toBe(false)
+    expect(int8PixelLanes(w(1, [7, 7]), { int8Dot: "vnni" })).toBe(false)
+    expect(int8PixelLanes(w(1, [56, 56]), { int8Dot: "simd128" })).toBe(false)
+    expect(int8PixelLanes(w(1, [56, 56]), {})).toBe(false)
+  })
+
+  it("the rule: K×K kernels at stride 1 where the output's rows are a vector of the target and the grid adds at most an eighth", () => {
+    const w = (k: number, out: [number, number], stride = 1) => ({ kernel: [k, k] as const, strides: [stride, stride] as const, dilations: [1, 1] as const, out })
+    const avx512 = { int8Dot: "vnni" as const, vectorLanes: 16 }
+    expect(int8PixelLanes(w(3, [56, 56]), avx512)).toBe(true)
+    expect(int8PixelLanes(w(3, [28, 28]), avx512)).toBe(true)
+    expect(int8PixelLanes(w(3, [14, 14]), avx512)).toBe(false)
+    expect(int8PixelLanes(w(3, [7, 7]), avx512)).toBe(false)
+    expect(int8PixelLanes(w(3, [28, 28], 2), avx512)).toBe(false)
+    expect(int8PixelLanes(w(7, [20, 20]), avx512)).toBe(false)
+    expect(int8PixelLanes(w(2, [100, 12]), { int8Dot: "vnni", vectorLanes: 8 })).toBe(true)
+    expect(int8PixelLanes(w(2, [100, 12]), avx512)).toBe(false)
+    expect(int8PixelLanes(w(3, [56, 56]), { int8Dot: "avx2", vectorLanes: 8 })).toBe(false)
+    // the grid: rows of OW + 2, the last cut at OW, whole tiles of 4 (or 2) vectors where cheap
+    expect(int8PixelGrid([56, 56], [3, 3], [1, 1])).toEqual({ width: 58, size: 3264 })
+    expect(int8PixelGrid([28, 28], [3, 3], [1, 1])).toEqual({ width: 30, size: 864 })
+    expect(int8PixelGrid([7, 7], [3, 3], [2, 2])).toEqual({ width: 11, size: 80 })
+  })
+})
+
+describe("int8 template, pixels in the lanes (K×K convs at stride 1, over the padded rows' grid)", () => {
+  it("the compute, and every configuration with the VNNI dot kept or left as loops, equal the plain int32 compute (exactly)", () => {
+    fc.assert(
+      fc.property(arbGridSpec, fc.array(fc.nat(), { minLength: 4, maxLength: 4 }), (sp, picks) => {
+        const { printed, base, outputs } = checkConfig(sp, picks)
+        // (where the grid is wider than the output's pixels: the sums at root, compacted a channel tile at a time)
+        const [, , P] = base.stages.get("y_dot")!.op.shape
+        const [, , OH, OW] = outputs[0].shape
+        expect(/allocate y_dotsum/.test(printed)).toBe(P > OH * OW)
+      }),
+      lawParams(12),
+    )
   })
 })

@@ -11,6 +11,7 @@
 // int8 weights, 128 for uint8) and known at compile time, and x's zero point is per tensor; the
 // tagged product ("int8_dot") is what the int8 template tensorizes onto the VNNI dot.
 import { windowOf, type WindowAttrs } from "../ast/graph/ops/nn-common.js"
+import { int8PixelGrid } from "../ast/graph/ops/int8-packed.js"
 import type { DType } from "../ast/graph/dtype.js"
 import { add, and, c, cast, floordiv, floormod, ge, lt, mul, select, sub, type Expr } from "../ast/te/expr.js"
 import { at, compute, reduceAxis, sum, type ComputeTensor, type TeTensor } from "../ast/te/tensor.js"
@@ -107,38 +108,65 @@ export const packedConv = (ctx: OpComputeCtx, x: TeTensor, xzp: TeTensor | undef
 }
 
 /**
- * A 1×1 blocked convolution with the output's pixels in the dot's lanes (QLinearConvPacked's
- * `pixel_lanes`, chosen by the layout rewrite where the output's pixels are whole vectors of 16:
- * src/rewrite/pack-int8.ts's int8PixelLanes): the activations u8 [N, C/4, P, 4] (the P = OH·OW
- * output pixels' input pixels, 4 channels interleaved), the same packed weights read 4 bytes (one
- * channel's 4 weights) at a time, sums [N, M, P] (tag int8_dot_px: its template splits the pixels
- * by the dot's 16 lanes) — so the requantizing epilogue reads a channel's sums and writes its bytes
- * along the pixels, and can compute them at its own tile (the sums' index is its pixel index).
+ * A blocked convolution with the output's pixels in the dot's lanes (QLinearConvPacked's
+ * `pixel_lanes`, chosen by the layout rewrite: src/rewrite/pack-int8.ts's int8PixelLanes): the
+ * same packed weights read 4 bytes (one channel's 4 weights) at a time, sums [N, M, P] (tag
+ * int8_dot_px: its template splits P by the dot's 16 lanes) — so the requantizing epilogue reads a
+ * channel's sums and writes its bytes along the pixels.
+ * - 1×1 (any stride), the output's pixels whole vectors of 16: the activations u8 [N, C/4, P, 4]
+ *   (the P = OH·OW output pixels' input pixels, 4 channels interleaved); the sums' index is the
+ *   epilogue's fused pixel index, so it can compute them at its own tile.
+ * - K×K at stride 1: the activations are the padded input, u8 [N, C/4, Q, 4] (its rows Wq =
+ *   OW + (KW − 1)·dw wide, one run), and the sums are over int8PixelGrid's grid p = oh·Wq + ow, so
+ *   tap (kh, kw) reads p + kh·dh·Wq + kw·dw: 16 consecutive p are 64 contiguous bytes, the dot's
+ *   lanes loaded as they are. The grid's columns ow ≥ OW (and its tail) are computed and never read;
+ *   the sums are compacted to the output's pixels (rows of OW) for the epilogue.
  */
 export const packedConvPixels = (ctx: OpComputeCtx, x: TeTensor, xzp: TeTensor | undefined, wp: TeTensor, cs: TeTensor, M: number): BlockedProduct => {
   const [N, C, H, W] = x.shape
   const [, Cb, KH, KW] = wp.shape
   const [, , OH, OW] = shapeOf(ctx.outputs[0])
   const P = OH * OW
-  if (KH !== 1 || KW !== 1 || P % DOT_LANES !== 0) return none(`QLinearConvPacked with pixel_lanes over a ${KH}×${KW} kernel and ${P} output pixels (1×1, whole vectors of ${DOT_LANES} pixels)`)
   const win = windowOf([H, W], [KH, KW], ctx.attrs as unknown as WindowAttrs)
   const [sh, sw] = win.strides
+  const [dh, dw] = win.dilations
+  const taps = KH !== 1 || KW !== 1
+  if (taps ? sh !== 1 || sw !== 1 : P % DOT_LANES !== 0)
+    return none(`QLinearConvPacked with pixel_lanes over a ${KH}×${KW} kernel at strides ${sh}×${sw} and ${P} output pixels (1×1 with whole vectors of ${DOT_LANES} pixels, or stride 1)`)
   const uzp = activationZero(x, xzp)
   const shiftX = x.dtype === "int8" ? 128 : 0
-  const u = compute(ctx.name("u8"), [N, Cb, P, DOT_DEPTH], (n, cb, p, r) => {
+  const u8 = (n: Expr, cb: Expr, r: Expr, ih: Expr, iw: Expr) => {
     const ch = add(mul(cb, c(DOT_DEPTH)), r)
-    const ih = sub(mul(floordiv(p, c(OW)), c(sh)), c(win.padBegin[0]))
-    const iw = sub(mul(floormod(p, c(OW)), c(sw)), c(win.padBegin[1]))
     const inside = and(lt(ch, c(C)), and(and(ge(ih, c(0)), lt(ih, c(H))), and(ge(iw, c(0)), lt(iw, c(W)))))
     return cast("uint8", select(inside, add(i32(at(x, n, ch, ih, iw)), c(shiftX)), uzp))
-  }, "uint8")
+  }
   const rc = reduceAxis(Cb, `${ctx.name()}.rcb`)
   const rr = reduceAxis(DOT_DEPTH, `${ctx.name()}.rr`)
-  const acc = compute(ctx.name("dot"), [N, M, P], (n, o, p) => {
-    const a = at(u, n, rc.var, p, rr.var)
-    return sum(mul(i32(a), i32(at(wp, floordiv(o, c(DOT_LANES)), rc.var, c(0), c(0), floormod(o, c(DOT_LANES)), rr.var))), [rc, rr])
+  const weight = (o: Expr, kh: Expr, kw: Expr) => i32(at(wp, floordiv(o, c(DOT_LANES)), rc.var, kh, kw, floormod(o, c(DOT_LANES)), rr.var))
+  if (!taps) {
+    const u = compute(ctx.name("u8"), [N, Cb, P, DOT_DEPTH], (n, cb, p, r) =>
+      u8(n, cb, r, sub(mul(floordiv(p, c(OW)), c(sh)), c(win.padBegin[0])), sub(mul(floormod(p, c(OW)), c(sw)), c(win.padBegin[1]))), "uint8")
+    const acc = compute(ctx.name("dot"), [N, M, P], (n, o, p) => sum(mul(i32(at(u, n, rc.var, p, rr.var)), weight(o, c(0), c(0))), [rc, rr]), I32, "int8_dot_px")
+    return { sumAt: ([n, o, oh, ow]) => sub(at(acc, n, o, add(mul(oh, c(OW)), ow)), mul(uzp, at(cs, o))) }
+  }
+  const grid = int8PixelGrid([OH, OW], [KH, KW], [dh, dw])
+  const Wq = grid.width
+  // the padded input's rows (every row a tap reads), then the grid's tail past them, never read into
+  // an output (its rows at or past OH + (KH − 1)·dh = H + the pads are past x: x's zero point), in
+  // whole rows (the template copies the input a row at a time)
+  const Q = ceilDiv(grid.size + (KH - 1) * dh * Wq + (KW - 1) * dw, Wq) * Wq
+  const u = compute(ctx.name("u8"), [N, Cb, Q, DOT_DEPTH], (n, cb, q, r) =>
+    u8(n, cb, r, sub(floordiv(q, c(Wq)), c(win.padBegin[0])), sub(floormod(q, c(Wq)), c(win.padBegin[1]))), "uint8")
+  const rh = reduceAxis(KH, `${ctx.name()}.rkh`)
+  const rw = reduceAxis(KW, `${ctx.name()}.rkw`)
+  const acc = compute(ctx.name("dot"), [N, M, grid.size], (n, o, p) => {
+    const a = at(u, n, rc.var, add(p, add(mul(rh.var, c(dh * Wq)), mul(rw.var, c(dw)))), rr.var)
+    return sum(mul(i32(a), weight(o, rh.var, rw.var)), [rc, rh, rw, rr])
   }, I32, "int8_dot_px")
-  return { sumAt: ([n, o, oh, ow]) => sub(at(acc, n, o, add(mul(oh, c(OW)), ow)), mul(uzp, at(cs, o))) }
+  // the sums compacted to the output's pixels (a row's OW of the grid's Wq), what the epilogue reads
+  // as one run across rows (read on the grid, its rows of OW leave a scalar tail a row)
+  const dense = compute(ctx.name("dotsum"), [N, M, OH, OW], (n, o, oh, ow) => at(acc, n, o, add(mul(oh, c(Wq)), ow)), I32)
+  return { sumAt: ([n, o, oh, ow]) => sub(at(dense, n, o, oh, ow), mul(uzp, at(cs, o))) }
 }
 
 /** QLinearMatMul / MatMulInteger over a 2-D B, in the blocked form (B packed by a stage of the kernel); undefined where it does not apply. */

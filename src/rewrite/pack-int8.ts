@@ -8,7 +8,7 @@ import { attr } from "../ast/graph/attrs.js"
 import { resolveNode } from "../ast/graph/evaluate.js"
 import type { Node } from "../ast/graph/graph.js"
 import type { ValueType } from "../ast/graph/op.js"
-import { INT8_LANES, packInt8Conv, packInt8Matmul } from "../ast/graph/ops/int8-packed.js"
+import { INT8_LANES, int8PixelGrid, packInt8Conv, packInt8Matmul } from "../ast/graph/ops/int8-packed.js"
 import { TESSERA_DOMAIN } from "../ast/graph/ops/index.js"
 import type { Tensor } from "../ast/graph/tensor.js"
 import type { Rule } from "./rules.js"
@@ -30,22 +30,41 @@ export const int8PackShift = (n: Node, type: (v: string) => ValueType | undefine
   return zp && Array.from(zp.data as ArrayLike<number>).every((z) => Number(z) === shift) ? shift : undefined
 }
 
-/** What the int8 rule reads of the target record: the 8-bit dot its emitter renders. */
+/** What the int8 rule reads of the target record: the 8-bit dot its emitter renders, and its vectors' 32-bit lanes. */
 export interface Int8LayoutTarget {
   readonly int8Dot?: "vnni" | "avx2" | "simd128"
+  readonly vectorLanes?: number
+}
+
+/** A conv's window as the int8 rule reads it: kernel, strides and dilations (2-D), and its output's rows × columns. */
+export interface Int8ConvWindow {
+  readonly kernel: readonly [number, number]
+  readonly strides: readonly [number, number]
+  readonly dilations: readonly [number, number]
+  readonly out: readonly [number, number]
 }
 
 /**
  * Whether a packed conv computes with the output's pixels in the dot's 16 lanes (one channel's
- * sums over 16 consecutive pixels: the requantizing epilogue reads and stores them contiguously,
- * at the product's tile) instead of its channels (16 channels a pixel: the epilogue's byte stores
- * a channel plane apart, OH·OW bytes): a 1×1 kernel (the product is then a GEMM over pixels:
- * MLAS's and oneDNN's form) on a target whose dot has the lanes-from-memory form (VNNI: vpdpbusd
- * with the activations as the vector operand and the weights broadcast), where the output's pixels
- * are whole vectors of 16 (112², 56², 28²; not 14² or 7², which keep the channels in the lanes).
+ * sums over 16 consecutive pixels: the requantizing epilogue reads and stores them contiguously)
+ * instead of its channels (16 channels a pixel: the epilogue's byte stores a channel plane apart,
+ * OH·OW bytes, after a round trip of the sums in the transposing order), on a target whose dot has
+ * the lanes-from-memory form (VNNI: vpdpbusd with the activations as the vector operand and the
+ * weights broadcast):
+ * - a 1×1 kernel (the product is then a GEMM over pixels: MLAS's and oneDNN's form) where the
+ *   output's pixels are whole vectors of 16 (112², 56², 28²; not 14² or 7²);
+ * - a K×K kernel at stride 1 (its taps shifted runs of the padded rows: int8PixelGrid) where the
+ *   output's rows are at least a vector of the target (the epilogue's rows, OW sums and bytes: a
+ *   narrower row is a scalar loop) and the grid's extra columns add at most an eighth (56² and 28²
+ *   under 3×3 on AVX-512: 4% and 10%; not 14² or 7², which keep the channels in the lanes).
  */
-export const int8PixelLanes = (kernel: readonly number[], outPixels: number, target: Int8LayoutTarget): boolean =>
-  target.int8Dot === "vnni" && kernel.every((k) => k === 1) && outPixels % INT8_LANES === 0
+export const int8PixelLanes = (w: Int8ConvWindow, target: Int8LayoutTarget): boolean => {
+  if (target.int8Dot !== "vnni") return false
+  const [OH, OW] = w.out
+  if (w.kernel.every((k) => k === 1)) return (OH * OW) % INT8_LANES === 0
+  if (!w.strides.every((s) => s === 1) || OW < (target.vectorLanes ?? INT8_LANES)) return false
+  return (int8PixelGrid(w.out, w.kernel, w.dilations).size - OH * OW) * 8 <= OH * OW
+}
 
 /** QLinearConv over constant weights → QLinearConvPacked over them packed for the VNNI dot, with their column sums (and the pixels-in-lanes form where `int8PixelLanes` says). */
 export const int8ConvToPackedFor = (target: Int8LayoutTarget): Rule => ({
@@ -62,8 +81,10 @@ export const int8ConvToPackedFor = (target: Int8LayoutTarget): Rule => ({
     inputs[3] = wName
     inputs[5] = csName
     const out = ctx.type(n.outputs[0])
-    const pixels = out && out.shape.length === 4 && out.shape.every((d) => typeof d === "number") ? (out.shape[2] as number) * (out.shape[3] as number) : 0
-    const px = pixels > 0 && int8PixelLanes(w.shape.slice(2), pixels, target)
+    const a = resolveNode(n).attrs as { strides?: readonly number[]; dilations?: readonly number[] }
+    const known = out && out.shape.length === 4 && out.shape.every((d) => typeof d === "number")
+    const win = (d: readonly number[]) => [d[0] ?? 1, d[1] ?? 1] as const
+    const px = known && int8PixelLanes({ kernel: win(w.shape.slice(2)), strides: win(a.strides ?? []), dilations: win(a.dilations ?? []), out: win(out.shape.slice(2) as number[]) }, target)
     return {
       nodes: [{ name: ctx.fresh(`${n.name}_packed`), op: "QLinearConvPacked", domain: TESSERA_DOMAIN, inputs, outputs: [y], attrs: { ...n.attrs, m: attr.int(w.shape[0]), ...(px ? { pixel_lanes: attr.int(1) } : {}) } }],
       outputs: [y],

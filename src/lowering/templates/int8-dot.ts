@@ -12,6 +12,7 @@
 // vector registers hold beside a broadcast and a weight vector — a block's 16 int32 sums are
 // 16 / lanes of its vectors —, at least the FMA pipes × latency where the axis allows).
 import * as S from "../../ast/schedule/schedule.js"
+import { collect, type ComputeTensor } from "../../ast/te/expr.js"
 import { avx2Dot16x4, simd128Dot4x4, vnniDot16x4, vnniDotPx16x4 } from "../../ast/te/intrinsic.js"
 import { DOT_LANES } from "../op-library-int8-blocked.js"
 import { accumulatorCap, anchorStage, dataLeaves, divisors, largest, parallelize, parallelOuter } from "./common.js"
@@ -136,6 +137,14 @@ export const int8DotTemplate: Template = {
   },
 }
 
+/** The row width of a flat [n, C/4, rows · width, 4] copy: the constant its pixel index is divided by, where it divides the pixels. */
+const rowWidth = (t: ComputeTensor): number | undefined => {
+  const q = t.axes[2].var.name
+  const widths = collect(t.body, (e) => e.kind === "bin" && e.op === "floordiv" && e.a.kind === "var" && e.a.name === q && e.b.kind === "const").map((e) => (e.kind === "bin" && e.b.kind === "const" ? e.b.value : 0))
+  const w = widths[0]
+  return w !== undefined && w > 1 && widths.every((x) => x === w) && t.shape[2] % w === 0 ? w : undefined
+}
+
 /**
  * The pixels-in-lanes product's activations u8 [n, C/4, pixels, 4] (a copy of the NCHW input, 4
  * channels interleaved): the pixels split by the widest vector loop that divides them, 4 channels
@@ -145,11 +154,15 @@ export const int8DotTemplate: Template = {
 const activationsAlongPixels = (s0: S.Schedule, anchor: S.Stage): { schedule: S.Schedule; done: string[] } => {
   let s = s0
   const done: string[] = []
+  // (a K×K conv's grid: the padded input in whole rows, split by its rows — then a pixel's row and
+  // column are the loops', not a division of the flat index)
+  const taps = anchor.op.body.kind === "reduce" && anchor.op.body.axes.length > 2
   for (const t of anchor.op.inputs) {
     const st = s.stages.get(t.name)
-    if (!st || st.attach.kind !== "root" || t.dtype !== "uint8" || t.shape.length !== 4) continue
+    if (!st || st.attach.kind !== "root" || t.kind !== "compute" || t.dtype !== "uint8" || t.shape.length !== 4) continue
     const [n, cb, p, r] = dataLeaves(st)
-    const sp = S.split(s, t.name, p, { factor: Math.max(...divisors(t.shape[2], S.MAX_VECTORIZED)) })
+    const row = taps ? rowWidth(t) : undefined
+    const sp = S.split(s, t.name, p, { factor: row ?? Math.max(...divisors(t.shape[2], S.MAX_VECTORIZED)) })
     s = S.unroll(sp.schedule, t.name, r)
     s = parallelOuter(s, t.name, [n, cb, sp.outer])
     done.push(t.name)
@@ -175,11 +188,74 @@ const pxTile = (s0: S.Schedule, name: string, config: Config): S.Schedule => {
   return S.unroll(S.vectorize(s, name, sl.inner), name, red[red.length - 1])
 }
 
+/**
+ * The pixels-in-lanes sums at root, in a local copy a register tile (`tile_o` channels × `tile_pv`
+ * vectors of pixels) at a time, the parallel loop over the pixel tiles (outside the channel tiles:
+ * a pixel tile's activations stay in the L1 across them) or over the channel tiles (each a run of
+ * the sums the epilogue then reads a channel tile at a time).
+ */
+const sumsAtRoot = (s0: S.Schedule, anchor: S.Stage, config: Config, outer: "pixels" | "channels"): S.Schedule => {
+  const w = S.cacheWrite(s0, anchor.name, "local")
+  const [n, o, p] = dataLeaves(w.schedule.stages.get(anchor.name)!)
+  const so = S.split(w.schedule, anchor.name, o, { factor: Number(config.tile_o) })
+  const sp = S.split(so.schedule, anchor.name, p, { factor: DOT_LANES * Number(config.tile_pv) })
+  const [first, second] = outer === "pixels" ? [sp.outer, so.outer] : [so.outer, sp.outer]
+  let s = S.reorder(sp.schedule, anchor.name, [n, first, second, so.inner, sp.inner])
+  s = pxTile(S.computeAt(s, w.stage, anchor.name, second), w.stage, config)
+  return S.vectorize(parallelOuter(s, anchor.name, [n, first]), anchor.name, sp.inner)
+}
+
+/**
+ * Whether the one stage reading a K×K conv's grid sums (op-library-int8-blocked.ts's
+ * packedConvPixels: [n, o, p] over p = oh·Wq + ow) is the epilogue over the output's pixels,
+ * through the sums' compaction (inline, [n, o, oh, ow]): root, elementwise, of the output's shape,
+ * fewer pixels than the grid.
+ */
+const gridEpilogue = (s: S.Schedule, anchor: S.Stage, out: S.Stage): boolean => {
+  const [N, M, P] = anchor.op.shape
+  const [n, o, oh, ow] = out.op.shape
+  const direct = S.consumersOf(s, anchor.name)
+  const dense = direct.length === 1 ? s.stages.get(direct[0]) : undefined
+  return (
+    out.attach.kind === "root" && out.op.body.kind !== "reduce" && out.op.shape.length === 4 && n === N && o === M && oh * ow < P &&
+    dense !== undefined && dense.attach.kind === "inline" && dense.op.shape.join() === out.op.shape.join()
+  )
+}
+
+/**
+ * The grid form: the grid's sums at root, a channel tile (`tile_o` channels) at a time in the
+ * parallel loop, each its register tiles of `tile_o` × `tile_pv` vectors (the grid's pixels are
+ * whole tiles; the epilogue reads only [0, (OH − 1)·Wq + OW) of them, so a tile computed at the
+ * epilogue would be cut short); then the epilogue a channel tile at a time, its pixels fused (the
+ * output's rows are contiguous) in vector loops of a multiple of 16 where one divides them, the
+ * tile's sums compacted to the output's pixels before it (rows vectorized), so the epilogue reads
+ * and writes whole vectors along the pixels.
+ */
+const gridAtRoot = (s0: S.Schedule, anchor: S.Stage, out: S.Stage, config: Config): S.Schedule => {
+  const to = Number(config.tile_o)
+  const dense = S.consumersOf(s0, anchor.name)[0]
+  let s = sumsAtRoot(s0, anchor, config, "channels")
+  // the epilogue
+  const [n, o, oh, ow] = dataLeaves(out)
+  const pixels = out.op.shape[2] * out.op.shape[3]
+  const whole = divisors(pixels, S.MAX_VECTORIZED).filter((d) => d % DOT_LANES === 0)
+  const f = S.fuse(s, out.name, oh, ow)
+  const sv = S.split(f.schedule, out.name, f.fused, { factor: whole.length ? whole[whole.length - 1] : Math.max(...divisors(pixels, S.MAX_VECTORIZED)) })
+  const so = S.split(sv.schedule, out.name, o, { factor: to })
+  s = S.reorder(so.schedule, out.name, [n, so.outer, so.inner, sv.outer, sv.inner])
+  // (the parallel loop over the channel tiles, n and so.outer fused where n is short: the compaction at it)
+  s = parallelOuter(S.vectorize(s, out.name, sv.inner), out.name, [n, so.outer])
+  const leaves = s.stages.get(out.name)!.leaf
+  s = S.computeAt(s, dense, out.name, leaves[leaves.indexOf(so.inner) - 1])
+  const ds = s.stages.get(dense)!
+  return S.vectorize(s, dense, ds.leaf[ds.leaf.length - 1])
+}
+
 /** The pixels-in-lanes product's register tile: at most 4 pixel vectors (each a load beside the channels' broadcasts; 64 pixels, the widest vector loop of the epilogue). */
 const MAX_PX_VECTORS = 4
 
 /**
- * The int8 template of a 1×1 conv with the output's pixels in the lanes (tag int8_dot_px: [n, o,
+ * The int8 template of a conv with the output's pixels in the lanes (tag int8_dot_px: [n, o,
  * pixels] int32 sums, reduce [C / 4, 4]): a register tile of `tile_o` channels × `tile_pv` vectors
  * of 16 pixels (16 int32 accumulators each) across the whole reduction, the channels' 4 weights
  * broadcast and each pixel vector's 64 bytes loaded once a reduction step (pxTile). Where one
@@ -242,17 +318,11 @@ export const int8DotPxTemplate: Template = {
       s = parallelOuter(s, out.name, [n, sf.outer])
       s = S.vectorize(s, out.name, sf.inner)
       skip = [out.name]
+    } else if (out && gridEpilogue(s, anchor, out)) {
+      s = gridAtRoot(s, anchor, out, config)
+      skip = [out.name, anchor.name]
     } else {
-      const w = S.cacheWrite(s, anchor.name, "local")
-      s = w.schedule
-      const [n, o, p] = dataLeaves(s.stages.get(anchor.name)!)
-      const so = S.split(s, anchor.name, o, { factor: to })
-      const sp = S.split(so.schedule, anchor.name, p, { factor: F })
-      s = S.reorder(sp.schedule, anchor.name, [n, sp.outer, so.outer, so.inner, sp.inner])
-      s = S.computeAt(s, w.stage, anchor.name, so.outer)
-      s = pxTile(s, w.stage, config)
-      s = parallelOuter(s, anchor.name, [n, sp.outer])
-      s = S.vectorize(s, anchor.name, sp.inner)
+      s = sumsAtRoot(s, anchor, config, "pixels")
       skip = [anchor.name]
     }
     const u = activationsAlongPixels(s, anchor)

@@ -42,6 +42,28 @@ export const packInt8Conv = (w: Tensor, shift: number): { readonly packed: Tenso
   return { packed: tensor("int8", [Mb, Cb, KH, KW, INT8_LANES, INT8_DEPTH], out), colsum: tensor("int32", [Mb * INT8_LANES], cs) }
 }
 
+/** The widest pixel tile of the pixels-in-lanes product, in vectors of 16 (the grid is rounded up to whole tiles of it where that is cheap). */
+export const INT8_GRID_TILE = 4
+
+/**
+ * The grid a K×K stride-1 conv's pixels-in-lanes product computes its sums over (op-library-int8-
+ * blocked.ts's packedConvPixels): p = oh·width + ow over the padded input's width (OW + (KW − 1)·dw),
+ * so tap (kh, kw) reads the activations at p + kh·dh·width + kw·dw, one run across rows; the last
+ * row cut at OW, then rounded up to whole vectors of 16 — to whole tiles of 4 or 2 vectors where
+ * that adds at most a sixteenth (56² under 3×3: 3246 → 3264, 51 tiles of 4; 28²: 838 → 864). The
+ * columns ow ≥ OW are computed and never read.
+ */
+export const int8PixelGrid = (out: readonly [number, number], kernel: readonly [number, number], dilations: readonly [number, number]): { readonly width: number; readonly size: number } => {
+  const [OH, OW] = out
+  const width = OW + (kernel[1] - 1) * dilations[1]
+  const cut = (OH - 1) * width + OW
+  for (let k = INT8_GRID_TILE; k >= 1; k = Math.floor(k / 2)) {
+    const size = ceilDiv(cut, INT8_LANES * k) * INT8_LANES * k
+    if (k === 1 || (size - cut) * 16 <= cut) return { width, size }
+  }
+  return { width, size: ceilDiv(cut, INT8_LANES) * INT8_LANES }
+}
+
 /** The s8 weights [m, c, kh, kw] of a packed [⌈m/16⌉, ⌈c/4⌉, kh, kw, 16, 4] (packInt8Conv's inverse, past its shift). */
 export const unpackInt8Conv = (p: Tensor, m: number, c: number): Tensor => {
   const [, Cb, KH, KW] = p.shape
