@@ -14,7 +14,7 @@ import type { Tensor } from "../../src/ast/graph/tensor.js"
 import type * as S from "../../src/ast/schedule/schedule.js"
 import { matmulRegisterTile, matmulTemplate } from "../../src/lowering/templates/matmul.js"
 import { candidatesOf, convRegisterTile, divisors, GCC_FOLDED_POSITIONS, mulAddRegisterTile } from "../../src/lowering/templates/common.js"
-import { columnTiles } from "../../src/lowering/templates/conv2d-nchwc.js"
+import { columnTiles, inputStaysWeightsStream } from "../../src/lowering/templates/conv2d-nchwc.js"
 import { innerReductionTemplate, reductionTemplate } from "../../src/lowering/templates/reduction.js"
 import { RF_PARTS_BY_DEFAULT } from "../../src/lowering/templates/rfactor.js"
 import { at, compute, type ComputeTensor } from "../../src/ast/te/tensor.js"
@@ -448,6 +448,49 @@ describe("the conv rule's reduction order (conv2d_NCHWc defaults)", () => {
   })
 })
 
+describe("the conv rule's channel tile order (conv2d_NCHWc defaults, oc_order)", () => {
+  // 1×1 blocked convs, more input channels than output channels (projections) or fewer; records
+  // whose half L2 holds the input, the weights, both or neither
+  const arbCase = fc.record({
+    ib: fc.constantFrom(4, 8),
+    ob: fc.constantFrom(4, 8),
+    CB: fc.integer({ min: 1, max: 6 }),
+    OB: fc.integer({ min: 2, max: 4 }),
+    H: fc.integer({ min: 2, max: 5 }),
+    W: fc.integer({ min: 2, max: 5 }),
+    stride: fc.integer({ min: 1, max: 2 }),
+    l2: fc.constantFrom(256, 512, 1024, 2048, 4096, 1 << 20),
+    seed: fc.nat(),
+  })
+
+  it("puts a projection's channel tiles inside its image tiles, but outermost where its input fits half the L2 and its weights do not (each weight then read once, the input kept in L2); evaluates equal to the TE", () => {
+    let both = 0
+    fc.assert(
+      fc.property(arbCase, (o) => {
+        const cc = blockedConvCase(o.seed, { ...o, K: 1, pad: 0, epilogue: false })
+        const base = baseSchedule(cc.outputs)
+        const t = templateFor(base)
+        const knobs = t.space(cc.outputs, base)
+        const target = { vectorLanes: o.ob, cores: 2, vectorRegisters: 32, fmaUnits: 2, fmaLatency: 4, l2Bytes: o.l2 }
+        const d = t.defaults(knobs, target)
+        const [IC, OC] = [o.CB * o.ib, o.OB * o.ob]
+        const [OH, OW] = [Math.floor((o.H - 1) / o.stride) + 1, Math.floor((o.W - 1) / o.stride) + 1]
+        // the pixels a 1×1 conv reads (IC × OH × OW floats) and its weights (IC × OC floats)
+        const stays = IC * OH * OW * 4 <= o.l2 / 2 && IC * OC * 4 > o.l2 / 2
+        expect(inputStaysWeightsStream(knobs, o.ob, target)).toBe(stays)
+        const projection = IC > OC
+        if (projection && stays) both++
+        expect(d.oc_order).toBe(projection && !stays ? "inner" : "outer")
+        const f = runTirSync(cpuTirPipeline(), lowerSync(t.apply(cc.outputs, base, d)))
+        const outs = evaluatePrimFunc(f, cc.inputs)
+        assertAllClose(cc.outputs.map((x) => outs.get(x.name)!), evaluateTE(cc.outputs, cc.inputs), 1e-4, 1e-5)
+      }),
+      lawParams(40),
+    )
+    expect(both).toBeGreaterThan(0)
+  })
+})
+
 describe("the conv rule's weight tile (conv2d_NCHWc defaults)", () => {
   // blocked convs of 1 to 3 input blocks, 1×1 or 3×3 kernels, 1 to 4 output blocks; records whose
   // L2 holds from a fraction of one block's weights to all of them (absent: 256 KiB)
@@ -504,8 +547,9 @@ describe("the conv rule's weight tile (conv2d_NCHWc defaults)", () => {
         const blockBytes = o.CB * o.ib * o.K * o.K * o.ob * 4
         const free = t.defaults(knobs, { ...record, l2Bytes: 2 ** 40 })
         const d = t.defaults(knobs, { ...record, l2Bytes: o.l2 ?? 256 * 1024 })
-        // the cap binds only where the unbounded tile's weights pass half the L2
-        if (Number(free.tile_oc) * blockBytes <= (o.l2 ?? 256 * 1024) / 2) expect(d).toEqual(free)
+        // the cap binds only where the unbounded tile's weights pass half the L2 (the channel tile
+        // order reads the L2 too: its own law above)
+        if (Number(free.tile_oc) * blockBytes <= (o.l2 ?? 256 * 1024) / 2) expect({ ...d, oc_order: undefined }).toEqual({ ...free, oc_order: undefined })
       }),
       lawParams(60),
     )

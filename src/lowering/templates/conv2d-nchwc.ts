@@ -80,6 +80,23 @@ const ocBlocks = (knobs: readonly Knob[]): number => {
 const kernelTaps = (knobs: readonly Knob[]): number =>
   knobs.reduce((p, k) => (k.kind === "choice" && (k.name === "unroll_kh" || k.name === "unroll_kw") ? p * (k.extent ?? 1) : p), 1)
 
+/**
+ * Whether a 1×1 conv's input (IC × OH × OW floats: the pixels it reads, at any stride) fits half the
+ * record's L2 (halfL2) and its weights (IC × OC floats) do not. Its channel tiles inside the image
+ * tiles would then read every weight once per image tile (ResNet-50's 7×7 conv of 2048 → 512
+ * channels: 4 MiB of weights 7 times, 28 MiB from L3; at 2 threads 14 MiB a core), outermost once
+ * (4 MiB; 2 a core), the input (392 KiB) kept in L2 across the channel tiles.
+ */
+export const inputStaysWeightsStream = (knobs: readonly Knob[], lanes: number, target: ScheduleTarget): boolean => {
+  const extent = (name: string) => {
+    const k = knobs.find((x) => x.name === name)
+    return k?.kind === "split" ? k.extent : 1
+  }
+  const input = reduceVolume(knobs) * extent("tile_oh") * extent("tile_ow") * 4
+  const weights = reduceVolume(knobs) * ocBlocks(knobs) * blockLanes(knobs, lanes) * 4
+  return input <= halfL2(target) && weights > halfL2(target)
+}
+
 /** Output channel blocks whose weights (IC·KH·KW × the block's lanes, fp32) fit `bytes` (halfL2): at least one. */
 export const weightBlockCap = (knobs: readonly Knob[], lanes: number, target: ScheduleTarget, bytes = halfL2(target)): number =>
   Math.max(1, Math.floor(bytes / (reduceVolume(knobs) * blockLanes(knobs, lanes) * 4)))
@@ -223,8 +240,11 @@ export const convTemplate: Template = {
     // depthwise conv wrote it) is read once, not once per channel tile. In MobileNetV2 run whole
     // on this machine they went from 1.9x onnxruntime's time to parity (144 -> 24 at 56x56:
     // 0.62 -> 0.39 ms); expansions and ResNet-18's 3x3 convs ran slower in that order, so they
-    // keep their channel tiles outermost
-    if (has("oc_order")) cfg.oc_order = kernelTaps(knobs) === 1 && reduceVolume(knobs) > ocBlocks(knobs) * lanes ? "inner" : "outer"
+    // keep their channel tiles outermost. Not where the input stays in half the L2 while the
+    // weights do not (inputStaysWeightsStream): the input is then read from L2 by every channel
+    // tile anyway, and channel tiles inside stream all the weights again for every image tile
+    const projection = kernelTaps(knobs) === 1 && reduceVolume(knobs) > ocBlocks(knobs) * lanes
+    if (has("oc_order")) cfg.oc_order = projection && !inputStaysWeightsStream(knobs, lanes, target) ? "inner" : "outer"
     // the whole reduction inside the register tile; batches outside the image's tiles are the
     // tuner's to try (2-5% on the layers timed alone: docs/tuning.md)
     const batch = knobs.find((k) => k.name === "ic_batch")

@@ -6,6 +6,18 @@ import { anchorStage, candidatesOf, convRegisterTile, dataLeaves, divisors, para
 import type { Template } from "./template.js"
 
 /**
+ * How the threads divide a Winograd conv (`image_parts`). 1: the products by the 36 tile positions,
+ * the input transform by input tiles, the output and the padded copy by channel blocks — each stage
+ * reads what the other cores wrote (a position's products read every tile's V, an output block
+ * every position's M). k > 1: every stage by the same contiguous part of the image — the padded
+ * copy's rows, V's tiles, the products' groups of tiles split in k parts outermost, the output's
+ * tile rows — so with k cores a core reads the V and M it wrote itself (crossCoreReads), and the
+ * image rows an image partition of the previous kernel left in its L2; each core then reads all the
+ * transformed weights U, not its share of them. The tuner's to try; the defaults keep 1.
+ */
+const IMAGE_PARTS = [1, 2, 4, 8] as const
+
+/**
  * The Winograd convolution's schedule (ConvWinogradNCHWc): the padded input and the input
  * transform V computed at root, V's tile loops (6×6) unrolled so its selects fold to one short
  * sum per store, vectorized over the channel lanes; the 36 batched products M tiled like a GEMM:
@@ -23,6 +35,7 @@ export const winogradTemplate: Template = {
     return [
       { kind: "split", name: "tile_p", extent: P, candidates: divisors(P, 16) },
       { kind: "split", name: "tile_oc", extent: OCB, candidates: divisors(OCB, 8), lanes: ob },
+      { kind: "choice", name: "image_parts", candidates: [...IMAGE_PARTS], absent: 1 },
     ]
   },
   defaults: (knobs, target) => {
@@ -30,7 +43,9 @@ export const winogradTemplate: Template = {
     const oc = knobs.find((k) => k.name === "tile_oc")
     const block = oc?.kind === "split" && oc.lanes !== undefined ? oc.lanes : target.vectorLanes
     const tile = convRegisterTile(target, block, { cols: candidatesOf(knobs, "tile_p"), blocks: candidatesOf(knobs, "tile_oc") })
-    return { tile_p: tile.cols, tile_oc: tile.blocks }
+    // (image_parts: 1, the products by positions — the image partition, timed on ResNet-18's four
+    // 56×56 convs in a row on Zen 5, 2 threads, ran no faster: docs/backends.md)
+    return { tile_p: tile.cols, tile_oc: tile.blocks, image_parts: 1 }
   },
   apply: (outputs, base, config) => {
     const M = anchorStage(base)!
@@ -39,6 +54,8 @@ export const winogradTemplate: Template = {
     const T = V.inputs.find((t): t is ComputeTensor => t.kind === "compute")!
     const pad = T.inputs.find((t): t is ComputeTensor => t.kind === "compute")
     let s = base
+    const parts = Number(config.image_parts ?? 1)
+    const image = parts > 1
     const lanesOf = (stage: string) => {
       const st = s.stages.get(stage)!
       return st.axes.get(st.leaf[st.leaf.length - 1])!.extent
@@ -46,7 +63,9 @@ export const winogradTemplate: Template = {
     if (pad) {
       s = S.computeRoot(s, pad.name)
       const [pn, pc, py] = s.stages.get(pad.name)!.leaf
-      s = parallelOuter(s, pad.name, [pn, pc, py])
+      // (image: rows outside the channel blocks, the rows parallel)
+      if (image) s = S.reorder(s, pad.name, [pn, py, pc])
+      s = parallelOuter(s, pad.name, image ? [pn, py, pc] : [pn, pc, py])
       const leaf = s.stages.get(pad.name)!.leaf
       if (lanesOf(pad.name) > 1) s = S.vectorize(s, pad.name, leaf[leaf.length - 1])
     }
@@ -73,11 +92,16 @@ export const winogradTemplate: Template = {
     const spp = S.split(s, M.name, mp, { factor: tp })
     const spc = S.split(spp.schedule, M.name, mc, { factor: toc })
     s = S.reorder(spc.schedule, M.name, [me, mn, spc.outer, spp.outer, spc.inner, spp.inner, mi])
+    // (image: the groups of input tiles split in `parts` parts, outermost — the fused loop's static
+    // split then hands each of as many cores its part, every position's products of it)
+    const part = image ? S.split(s, M.name, spp.outer, { nparts: parts }) : undefined
+    if (part) s = S.reorder(part.schedule, M.name, [part.outer, me, mn, spc.outer, part.inner])
+    const tileLoop = part ? part.inner : spp.outer
     // (not fused as far as the tile loop: the products are computed at it)
-    s = parallelOuter(s, M.name, [me, mn, spc.outer])
+    s = parallelOuter(s, M.name, part ? [part.outer, me, mn, spc.outer] : [me, mn, spc.outer])
     const vector = lanesOf(M.name) > 1
     if (vector) s = S.vectorize(s, M.name, mi)
-    s = S.computeAt(s, w.stage, M.name, spp.outer)
+    s = S.computeAt(s, w.stage, M.name, tileLoop)
     const ls = s.stages.get(w.stage)!
     const [, , lp, lc, li] = dataLeaves(ls)
     const [lic] = ls.leaf.filter((a) => ls.axes.get(a)!.type === "reduce")
@@ -92,8 +116,8 @@ export const winogradTemplate: Template = {
     const m = M.op.shape[0] - 2
     const sph = S.split(s, out, oh, { factor: m })
     const spw = S.split(sph.schedule, out, ow, { factor: m })
-    s = S.reorder(spw.schedule, out, [on, oc, sph.outer, spw.outer, sph.inner, spw.inner, oi])
-    s = parallelOuter(s, out, [on, oc, sph.outer])
+    s = S.reorder(spw.schedule, out, image ? [on, sph.outer, oc, spw.outer, sph.inner, spw.inner, oi] : [on, oc, sph.outer, spw.outer, sph.inner, spw.inner, oi])
+    s = parallelOuter(s, out, image ? [on, sph.outer, oc] : [on, oc, sph.outer])
     s = S.unroll(S.unroll(s, out, sph.inner), out, spw.inner)
     if (lanesOf(out) > 1) s = S.vectorize(s, out, oi)
     return s
