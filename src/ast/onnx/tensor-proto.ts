@@ -52,10 +52,33 @@ export const checkExternalLocation = (location: string, where: string): string =
   return location
 }
 
+/** Whether this host lays numbers out little-endian, as raw_data holds them (a fact of the host, the same on every call). */
+const LITTLE_ENDIAN = new Uint8Array(Uint32Array.of(1).buffer)[0] === 1
+
+/** The dtypes whose array holds each element as raw_data does (same width, same encoding): their raw bytes are the array's. */
+const SAME_BYTES: ReadonlySet<DType> = new Set(["float32", "float64", "int8", "uint8", "int16", "uint16", "int32", "uint32"])
+
 const readRaw = (dtype: DType, code: number, bytes: Uint8Array, n: number, where: string): Tensor["data"] => {
   const width = BYTES[dtype]
   if (bytes.length !== n * width)
     throw new DecodeError({ where, reason: `raw data has ${bytes.length} bytes, ${n} ${dtype} elements need ${n * width}` })
+  void code
+  return LITTLE_ENDIAN && SAME_BYTES.has(dtype) ? copyRaw(dtype, bytes, n) : readRawByElement(dtype, bytes, n)
+}
+
+/**
+ * Raw bytes copied whole into `dtype`'s array (a little-endian host, a dtype of SAME_BYTES): what
+ * readRawByElement reads, a memcpy instead of a DataView call per element (that loop was ~5–8% of a
+ * cold ResNet-18 compile's profile in Node). A NaN keeps its payload bit for bit.
+ */
+export const copyRaw = (dtype: DType, bytes: Uint8Array, n: number): Tensor["data"] => {
+  const out = allocate(dtype, n)
+  new Uint8Array(out.buffer, out.byteOffset, out.byteLength).set(bytes)
+  return out
+}
+
+/** Raw little-endian bytes as `dtype`'s array, element by element (any host; not int64 / uint64, read by wideRaw). */
+export const readRawByElement = (dtype: DType, bytes: Uint8Array, n: number): Tensor["data"] => {
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength)
   const out = allocate(dtype, n)
   switch (dtype) {
@@ -94,7 +117,6 @@ const readRaw = (dtype: DType, code: number, bytes: Uint8Array, n: number, where
     case "uint64":
       throw new Error("unreachable: int64 / uint64 are read by wideRaw")
   }
-  void code
   return out
 }
 
@@ -166,8 +188,6 @@ export const decodeTensor = (tp: TensorProto, where: string, readExternal?: Exte
     return fromRaw(dtype, tp.dataType, tp.rawData, n, shape, where)
   return readTyped(dtype, tp, n, shape, where)
 }
-
-const LITTLE_ENDIAN = new Uint8Array(Uint32Array.of(1).buffer)[0] === 1
 
 /** Encodes a tensor as a TensorProto with raw_data (how exporters write weights). */
 export const encodeTensor = (t: Tensor, name: string): TensorProto => {

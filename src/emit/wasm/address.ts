@@ -105,6 +105,15 @@ export const bestBase = (bases: readonly Base[], a: Affine, size: number, start:
 
 export const baseKey = (start: number, size: number, terms: ReadonlyMap<string, Term>): string => `${start}|${size}|${[...terms].map(([k, t]) => `${t.coef}*${k}`).join("+")}`
 
+/** Each term's variables where its atom is pure (else undefined), by the form (immutable): asked of every access at every loop level. */
+const pureFreeVarsByForm = new WeakMap<Affine, readonly (readonly string[] | undefined)[]>()
+
+const pureFreeVars = (a: Affine): readonly (readonly string[] | undefined)[] => {
+  let known = pureFreeVarsByForm.get(a)
+  if (!known) pureFreeVarsByForm.set(a, (known = [...a.terms.values()].map((t) => (pureAtom(t.atom) ? [...freeVars(t.atom)] : undefined))))
+  return known
+}
+
 /**
  * The partial sums worth hoisting before a loop over `body`: for each memory access (start, index,
  * element size) whose terms are all non-negative, its terms free of the loop's variable and of every
@@ -119,7 +128,8 @@ export const invariantParts = (
   for (const { start, index, size } of accesses) {
     const a = affineOf(index)
     if (!termsNonNegative(a, bounds)) continue
-    const inv = new Map([...a.terms].filter(([, t]) => pureAtom(t.atom) && [...freeVars(t.atom)].every((v) => !bound.has(v))))
+    const free = pureFreeVars(a)
+    const inv = new Map([...a.terms].filter((_, k) => free[k] !== undefined && free[k].every((v) => !bound.has(v))))
     if (inv.size === 0 || inv.size === a.terms.size) continue
     const key = baseKey(start, size, inv)
     if (!out.has(key)) out.set(key, { start, size, terms: inv })

@@ -442,15 +442,21 @@ export const encodeModule = (m: WasmModule): Uint8Array => {
     ),
     ...section(3, vec(m.funcs.map((f) => uleb(typeIdx.get(typeKey(f.type))!)))),
     ...section(7, vec(m.funcs.filter((f) => f.exported).map((f) => [...name(f.name), 0x00, ...uleb(callee(f.name))]))),
-    ...section(
-      10,
-      vec(
-        m.funcs.map((f) => {
-          const body = [...vec(localRuns(f.locals)), ...encodeInstrs(f.code, callee), 0x0b]
-          return [...uleb(body.length), ...body]
-        }),
-      ),
-    ),
   ]
-  return Uint8Array.from(bytes)
+  // the code section, the module's bulk, is written into its bytes once: each body's pieces, then
+  // its length before it, then the section's (spread into array after array, every code byte was
+  // copied half a dozen times)
+  const bodies = m.funcs.map((f) => [vec(localRuns(f.locals)), encodeInstrs(f.code, callee), [0x0b]])
+  const bodyLengths = bodies.map((parts) => parts.reduce((n, p) => n + p.length, 0))
+  const pieces: (readonly number[])[] = [uleb(m.funcs.length)]
+  bodies.forEach((parts, k) => pieces.push(uleb(bodyLengths[k]), ...parts))
+  const codeLength = pieces.reduce((n, p) => n + p.length, 0)
+  pieces.unshift(bytes, [10], uleb(codeLength))
+  const out = new Uint8Array(pieces.reduce((n, p) => n + p.length, 0))
+  let at = 0
+  for (const p of pieces) {
+    out.set(p, at)
+    at += p.length
+  }
+  return out
 }

@@ -38,8 +38,9 @@ export const vectorPlan = (body: Stmt, loopVar: string): { lane: Lane; stores: r
     const stored = storeIdx.get(buffer)
     return stored === undefined || stored === exprKey(index)
   }
+  const isInvariant = invarianceOf(loopVar, storeIdx)
   const ok = (e: Expr): boolean => {
-    if (invariant(e, loopVar, storeIdx)) return e.dtype === LANE_DTYPE[lane]
+    if (isInvariant(e)) return e.dtype === LANE_DTYPE[lane]
     if (e.dtype !== LANE_DTYPE[lane]) return false
     switch (e.kind) {
       case "read":
@@ -50,7 +51,7 @@ export const vectorPlan = (body: Stmt, loopVar: string): { lane: Lane; stores: r
         return VCALL[lane][e.fn] !== undefined && e.args.every(ok)
       case "select":
         // one condition for all lanes: the arms stay lazy (an if with a v128 result)
-        return invariant(e.cond, loopVar, storeIdx) && ok(e.t) && ok(e.f)
+        return isInvariant(e.cond) && ok(e.t) && ok(e.f)
       case "cast":
         return lane === "i32" && widenedRead(e, loopVar) !== undefined && !storeIdx.has(e.value.kind === "read" ? e.value.source : "")
       default:
@@ -71,6 +72,44 @@ const cacheableSelect = (e: Expr, sc: Scope, stored: ReadonlyMap<string, string>
 /** No loop variable, no read of a buffer the body stores. */
 export const invariant = (e: Expr, loopVar: string, stored: ReadonlyMap<string, string>): boolean =>
   !mentions(e, loopVar) && collect(e, (x) => x.kind === "read" && stored.has(x.source)).length === 0
+
+/**
+ * `invariant` asked of an expression and then of its subtrees, as the planner and the emitter walk
+ * down: each node's answer from its own kind and its children's answers, remembered (a walk of the
+ * whole subtree at every level was quadratic in the depth, 4% of a cold ResNet-18 wasm compile).
+ */
+export const invarianceOf = (loopVar: string, stored: ReadonlyMap<string, string>): ((e: Expr) => boolean) => {
+  const known = new Map<Expr, boolean>()
+  const rec = (e: Expr): boolean => {
+    let k = known.get(e)
+    if (k === undefined) {
+      k = !(e.kind === "var" && e.name === loopVar) && !(e.kind === "read" && stored.has(e.source)) && childExprs(e).every(rec)
+      known.set(e, k)
+    }
+    return k
+  }
+  return rec
+}
+
+/** An expression's operands, as `collect` walks them. */
+const childExprs = (e: Expr): readonly Expr[] => {
+  switch (e.kind) {
+    case "bin":
+      return [e.a, e.b]
+    case "select":
+      return [e.cond, e.t, e.f]
+    case "cast":
+      return [e.value]
+    case "call":
+      return e.args
+    case "read":
+      return e.indices
+    case "reduce":
+      return e.where ? [e.source, e.where] : [e.source]
+    default:
+      return []
+  }
+}
 
 /** `e(v + 1) - e(v) == 1` for every v: e = v + (terms without v). */
 const unitStride = (e: Expr, v: string): boolean => coef(e, v) === 1
@@ -108,12 +147,7 @@ export const emitVectorLoop = (
   const storeIdx = new Map(plan.stores.map((s) => [s.buffer, exprKey(s.indices[0])] as const))
   const splat: Op = plan.lane === "f32" ? "f32x4.splat" : "i32x4.splat"
   // whether an operand (the plan's own subtrees, asked again at every unrolled step) is invariant, and its key
-  const invariance = new Map<Expr, boolean>()
-  const isInvariant = (e: Expr): boolean => {
-    let known = invariance.get(e)
-    if (known === undefined) invariance.set(e, (known = invariant(e, loopVar, storeIdx)))
-    return known
-  }
+  const isInvariant = invarianceOf(loopVar, storeIdx)
   const keys = new Map<Expr, string>()
   const keyOf = (e: Expr): string => {
     let key = keys.get(e)

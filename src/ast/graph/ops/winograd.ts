@@ -99,55 +99,47 @@ export const winogradKernel = (w: Tensor, m: 2 | 4 = WINOGRAD_M): Tensor => {
   const G = Float64Array.from(WINOGRAD[m].G.flat())
   const out = allocate(w.dtype, a * a * OB * I * ob)
   const src = w.data as ArrayLike<number>
-  const g = new Float64Array(9)
-  const gg = new Float64Array(a * 3)
-  // U[e, n, oo, ic, o] lies at ((e·a + n)·OB + oo)·I·ob + ic·ob + o: one (e, n) plane apart
-  const plane = OB * I * ob
-  // (output channel, input channel) pairs in U's order within a plane, a chunk at a time: each
-  // pair's a² values go to a small buffer, plane-major, then every plane takes the chunk's values
-  // in one contiguous run (writing a² planes a megabyte apart per pair thrashed the cache: 3×
-  // slower; so did a pair-major buffer read back with a stride). The buffer's planes lie a cache
-  // line more than a power of two apart, so that a pair's a² stores fall in different cache sets.
-  const CHUNK = 2048
-  const STRIDE = CHUNK + 16
-  const buf = new Float64Array(STRIDE * a * a)
-  let done = 0
-  let fill = 0
-  const flush = () => {
-    for (let en = 0; en < a * a; en++) {
-      const dst = en * plane + done
-      const from = en * STRIDE
-      for (let q = 0; q < fill; q++) out[dst + q] = buf[from + q]
-    }
-    done += fill
-    fill = 0
-  }
-  for (let oo = 0; oo < OB; oo++)
+  // Lane-wise over whole runs, each a plain loop (a per-pair 3×3 → a×a product wrote a² values a
+  // plane apart, through a buffer and a closure: ~25 ns a value before the JIT settled). A packed
+  // block (oo, ii) holds its 9 taps as 9 runs of L = ib·ob lanes (i, o), o innermost; U's plane
+  // (e, n) holds output block oo's lanes (ic, o) as one run of I·ob, block ii's L of them at ii·L.
+  // So G g is 3 runs of L a row, and (G g) Gᵀ, over one output block's rows at once, a run of I·ob.
+  const L = ib * ob
+  const run = I * ob
+  const plane = OB * run
+  // G g of one output block: [e, c] rows of `run` lanes
+  const gg = new Float64Array(a * 3 * run)
+  for (let oo = 0; oo < OB; oo++) {
     for (let ii = 0; ii < IB; ii++) {
-      const base = (oo * IB + ii) * 9 * ib * ob
-      for (let i = 0; i < ib; i++)
-        for (let o = 0; o < ob; o++) {
-          for (let k = 0; k < 9; k++) g[k] = src[base + (k * ib + i) * ob + o]
-          // G g (a×3), then (G g) Gᵀ (a×a)
-          for (let e = 0; e < a; e++) {
-            const g0 = G[e * 3]
-            const g1 = G[e * 3 + 1]
-            const g2 = G[e * 3 + 2]
-            gg[e * 3] = g0 * g[0] + g1 * g[3] + g2 * g[6]
-            gg[e * 3 + 1] = g0 * g[1] + g1 * g[4] + g2 * g[7]
-            gg[e * 3 + 2] = g0 * g[2] + g1 * g[5] + g2 * g[8]
-          }
-          let at = fill
-          for (let e = 0; e < a; e++) {
-            const h0 = gg[e * 3]
-            const h1 = gg[e * 3 + 1]
-            const h2 = gg[e * 3 + 2]
-            for (let n = 0; n < a; n++, at += STRIDE) buf[at] = h0 * G[n * 3] + h1 * G[n * 3 + 1] + h2 * G[n * 3 + 2]
-          }
-          if (++fill === CHUNK) flush()
+      const from = (oo * IB + ii) * 9 * L
+      for (let e = 0; e < a; e++) {
+        const g0 = G[e * 3]
+        const g1 = G[e * 3 + 1]
+        const g2 = G[e * 3 + 2]
+        // (G g)[e, c] = G[e, 0]·g[0, c] + G[e, 1]·g[1, c] + G[e, 2]·g[2, c], tap (r, c) the run r·3 + c
+        for (let c = 0; c < 3; c++) {
+          const r0 = from + c * L
+          const r1 = r0 + 3 * L
+          const r2 = r0 + 6 * L
+          const d = (e * 3 + c) * run + ii * L
+          for (let j = 0; j < L; j++) gg[d + j] = g0 * src[r0 + j] + g1 * src[r1 + j] + g2 * src[r2 + j]
         }
+      }
     }
-  flush()
+    // U[e, n] = (G g)[e, 0]·G[n, 0] + (G g)[e, 1]·G[n, 1] + (G g)[e, 2]·G[n, 2]
+    for (let e = 0; e < a; e++) {
+      const h0 = e * 3 * run
+      const h1 = h0 + run
+      const h2 = h1 + run
+      for (let n = 0; n < a; n++) {
+        const q0 = G[n * 3]
+        const q1 = G[n * 3 + 1]
+        const q2 = G[n * 3 + 2]
+        const dst = (e * a + n) * plane + oo * run
+        for (let j = 0; j < run; j++) out[dst + j] = gg[h0 + j] * q0 + gg[h1 + j] * q1 + gg[h2 + j] * q2
+      }
+    }
+  }
   return tensor(w.dtype, [a, a, OB, I, ob], out)
 }
 

@@ -1,0 +1,115 @@
+// The compile-time weight transforms, each written for speed over whole runs of lanes, against their
+// definitions written element by element: the blocked kernel layout (packKernel, OIHW →
+// OIHW[ib]i[ob]o, the channels past O and I zero), the Winograd kernel transform (winogradKernel,
+// U = G g Gᵀ per channel pair, F(2×2) and F(4×4)) and raw tensor bytes read whole (copyRaw against
+// the DataView read of each element). Equal bit for bit on random shapes (blocks that divide the
+// channels or not, 1×1 to 7×7 kernels) and random weights (signed zeros, tiny, huge and infinite
+// values among them): a compiled model's constants are their bytes.
+import * as fc from "fast-check"
+import { describe, expect, it } from "vitest"
+import { allocate, type DType } from "../../src/ast/graph/dtype.js"
+import { packKernel } from "../../src/ast/graph/ops/layout.js"
+import { WINOGRAD, winogradKernel } from "../../src/ast/graph/ops/winograd.js"
+import { tensor, type Tensor } from "../../src/ast/graph/tensor.js"
+import { copyRaw, readRawByElement } from "../../src/ast/onnx/tensor-proto.js"
+import { lawParams } from "../support.js"
+
+/** packKernel's definition: out[oo, ii, kh, kw, i, o] = w[oo·ob + o, ii·ib + i, kh, kw], 0 past O or I. */
+const packKernelByElement = (w: Tensor, ib: number, ob: number): Tensor => {
+  const [O, I, KH, KW] = w.shape
+  const [OB, IB] = [Math.ceil(O / ob), Math.ceil(I / ib)]
+  const out = allocate(w.dtype, OB * IB * KH * KW * ib * ob)
+  let k = 0
+  for (let oo = 0; oo < OB; oo++)
+    for (let ii = 0; ii < IB; ii++)
+      for (let kh = 0; kh < KH; kh++)
+        for (let kw = 0; kw < KW; kw++)
+          for (let i = 0; i < ib; i++)
+            for (let o = 0; o < ob; o++, k++) {
+              const [oc, ic] = [oo * ob + o, ii * ib + i]
+              out[k] = oc < O && ic < I ? w.data[((oc * I + ic) * KH + kh) * KW + kw] : 0
+            }
+  return tensor(w.dtype, [OB, IB, KH, KW, ib, ob], out)
+}
+
+/**
+ * winogradKernel's definition, one channel pair at a time: (G g)[e, c] = Σ_r G[e, r]·g[r, c], then
+ * U[e, n] = Σ_c (G g)[e, c]·G[n, c], in float64 and in that order of terms, U laid out
+ * [a, a, OB, I, ob] at ((e·a + n)·OB + oo)·I·ob + (ii·ib + i)·ob + o.
+ */
+const winogradKernelByPair = (w: Tensor, m: 2 | 4): Tensor => {
+  const [OB, IB, , , ib, ob] = w.shape
+  const a = m + 2
+  const G = WINOGRAD[m].G
+  const I = IB * ib
+  const out = allocate(w.dtype, a * a * OB * I * ob)
+  for (let oo = 0; oo < OB; oo++)
+    for (let ii = 0; ii < IB; ii++)
+      for (let i = 0; i < ib; i++)
+        for (let o = 0; o < ob; o++) {
+          const g = (r: number, c: number) => w.data[((((oo * IB + ii) * 3 + r) * 3 + c) * ib + i) * ob + o]
+          const gg = Array.from({ length: a }, (_, e) => [0, 1, 2].map((c) => G[e][0] * g(0, c) + G[e][1] * g(1, c) + G[e][2] * g(2, c)))
+          for (let e = 0; e < a; e++)
+            for (let n = 0; n < a; n++)
+              out[((e * a + n) * OB + oo) * I * ob + (ii * ib + i) * ob + o] = gg[e][0] * G[n][0] + gg[e][1] * G[n][1] + gg[e][2] * G[n][2]
+        }
+  return tensor(w.dtype, [a, a, OB, I, ob], out)
+}
+
+/** Weights of every kind a float32 may hold, beside ordinary ones. */
+const arbWeight = fc.oneof(
+  { weight: 8, arbitrary: fc.float({ min: -2, max: 2, noNaN: true }) },
+  { weight: 1, arbitrary: fc.constantFrom(0, -0, 1e-40, -3e38, 3e38, Infinity, -Infinity) },
+)
+
+const arbWeights = (n: number) => fc.array(arbWeight, { minLength: n, maxLength: n }).map((xs) => Float32Array.from(xs))
+
+/** Bitwise equality of two tensors' data (NaN payloads, signed zeros and all). */
+const sameBits = (got: Tensor, want: Tensor) => {
+  expect(got.dtype).toBe(want.dtype)
+  expect(got.shape).toEqual(want.shape)
+  const bytes = (t: Tensor) => new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength)
+  expect(Buffer.compare(bytes(got), bytes(want))).toBe(0)
+}
+
+describe("compile-time weight transforms equal their element-wise definitions, bit for bit", () => {
+  const arbPack = fc
+    .record({ O: fc.integer({ min: 1, max: 21 }), I: fc.integer({ min: 1, max: 19 }), k: fc.constantFrom(1, 3, 5, 7), kw: fc.constantFrom(1, 3), ib: fc.constantFrom(1, 2, 4, 8, 16), ob: fc.constantFrom(1, 3, 4, 8, 16) })
+    .chain((c) => arbWeights(c.O * c.I * c.k * c.kw).map((data) => ({ ...c, w: tensor("float32", [c.O, c.I, c.k, c.kw], data) })))
+
+  it("packKernel (OIHW → OIHW[ib]i[ob]o, padded lanes zero)", () => {
+    fc.assert(
+      fc.property(arbPack, ({ w, ib, ob }) => sameBits(packKernel(w, ib, ob), packKernelByElement(w, ib, ob))),
+      lawParams(60),
+    )
+  })
+
+  const arbWinograd = fc
+    .record({ OB: fc.integer({ min: 1, max: 4 }), IB: fc.integer({ min: 1, max: 4 }), ib: fc.constantFrom(1, 2, 4, 16), ob: fc.constantFrom(1, 4, 8, 16), m: fc.constantFrom<2 | 4>(2, 4) })
+    .chain((c) => arbWeights(c.OB * c.IB * 9 * c.ib * c.ob).map((data) => ({ ...c, w: tensor("float32", [c.OB, c.IB, 3, 3, c.ib, c.ob], data) })))
+
+  it("winogradKernel (U = G g Gᵀ per channel pair, F(2×2) and F(4×4))", () => {
+    fc.assert(
+      fc.property(arbWinograd, ({ w, m }) => sameBits(winogradKernel(w, m), winogradKernelByPair(w, m))),
+      lawParams(60),
+    )
+  })
+
+  const RAW: readonly DType[] = ["float32", "float64", "int8", "uint8", "int16", "uint16", "int32", "uint32"]
+  const WIDTH: Record<string, number> = { float32: 4, float64: 8, int8: 1, uint8: 1, int16: 2, uint16: 2, int32: 4, uint32: 4 }
+  const arbRaw = fc
+    .record({ dtype: fc.constantFrom(...RAW), n: fc.integer({ min: 0, max: 40 }), at: fc.integer({ min: 0, max: 7 }) })
+    .chain((c) => fc.uint8Array({ minLength: c.at + c.n * WIDTH[c.dtype], maxLength: c.at + c.n * WIDTH[c.dtype] }).map((buf) => ({ ...c, bytes: buf.subarray(c.at) })))
+
+  it("copyRaw reads what readRawByElement reads (any byte offset; NaNs compared as values)", () => {
+    fc.assert(
+      fc.property(arbRaw, ({ dtype, n, bytes }) => {
+        const got = copyRaw(dtype, bytes, n)
+        const want = readRawByElement(dtype, bytes, n)
+        expect(got.constructor).toBe(want.constructor)
+        expect(Array.from(got as ArrayLike<number>)).toEqual(Array.from(want as ArrayLike<number>))
+      }),
+      lawParams(200),
+    )
+  })
+})
