@@ -32,6 +32,7 @@ await build({
     "scripts/gpu-tune-apply": "scripts/gpu-tune-apply.ts",
     "scripts/gpu-node-ref": "scripts/gpu-node-ref.ts",
     "scripts/nvcc-conformance": "scripts/nvcc-conformance.ts",
+    "scripts/nvcc-round": "scripts/nvcc-round.ts",
     "scripts/vta-report": "scripts/vta-report.ts",
     "scripts/vta-tir-report": "scripts/vta-tir-report.ts",
     "scripts/vta-accuracy": "scripts/vta-accuracy.ts",

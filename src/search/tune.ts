@@ -176,6 +176,12 @@ export const tuneSession = <E>(
           const candidates: { config: Config; func: PrimFunc }[] = []
           const failed: Measured[] = []
           for (const config of configs) {
+            // (a config the template refuses from its schedule alone: a trial with that error, never built)
+            const refused = task.template.refuse?.(task.outputs, task.base, config)
+            if (refused !== undefined) {
+              failed.push({ config, cost: undefined, error: `rejected: ${refused}` })
+              continue
+            }
             try {
               candidates.push({ config, func: lowerConfig(config) })
             } catch (e) {

@@ -106,4 +106,10 @@ export interface Template {
   readonly defaults: (knobs: readonly Knob[], target: ScheduleTarget) => Config
   /** The schedule for a config (every config of the space is legal). */
   readonly apply: (outputs: readonly ComputeTensor[], base: S.Schedule, config: Config) => S.Schedule
+  /**
+   * Why a config of the space is refused before it is lowered or built (a limit the target's
+   * record sets that its schedule breaks, known from the schedule alone); undefined: it is not.
+   * The tuner records a refused config as a trial with that error, never builds it.
+   */
+  readonly refuse?: (outputs: readonly ComputeTensor[], base: S.Schedule, config: Config) => string | undefined
 }

@@ -21,6 +21,7 @@ import { autoBind, bindThreads, elementsOf } from "./auto-bind.js"
 import { crossThreadDefaults, crossThreadKnobs, crossThreadReduce, wantsCrossThread } from "./cross-thread-reduction.js"
 import { gpuLimits, threadCandidates, type GpuLimits } from "./limits.js"
 import { applyConv2dDirect, AUTOTVM, conv2dDirectKnobs, isConv2d } from "./conv2d-direct.js"
+import { vthreadsOf } from "./verify.js"
 
 const GENERATED = { knob: "cuda_sketch", value: "generated" } as const
 import { applyTiling, epilogueOf, hasReuse, tilingAnchor, tilingDefaults, tilingKnobs } from "./multi-level-tiling.js"
@@ -66,6 +67,12 @@ export const gpuTemplate = (attrs: CudaAttrs, group: S.Schedule): Template => {
       }),
     defaults: (knobs) => gpuDefaults(group, knobs, l),
     apply: (_outputs, base, config) => applyGpuRules(base, config, l),
+    // (TVM's VerifyGPUCode refuses the same before its builder runs: each virtual thread is a copy
+    // of the kernel's body in the source nvcc compiles)
+    refuse: (_outputs, base, config) => {
+      const v = vthreadsOf(applyGpuRules(base, config, l))
+      return v > l.maxVthreads ? `maxVthreads: ${v} virtual threads a thread, over the ${l.maxVthreads} of a quarter warp (each a copy of the kernel's body for nvcc)` : undefined
+    },
   }
 }
 
@@ -122,4 +129,4 @@ export const cudaSchedules =
   }
 
 export { gpuLimits, type GpuLimits } from "./limits.js"
-export { verifyGpuFunc, type GpuKernelStats, type GpuVerifyResult } from "./verify.js"
+export { verifyGpuFunc, vthreadsOf, type GpuKernelStats, type GpuVerifyResult } from "./verify.js"

@@ -24,6 +24,14 @@ export interface GpuLimits {
   readonly accumulators: number
   /** fp32 elements of the widest access one thread makes (maxVectorBytes / 4: a float4). */
   readonly vectorLanes: number
+  /**
+   * Virtual threads a kernel's thread runs at most (the product of its vthread loops): a warp's
+   * quarter, Ansor's `max_vthread_extent` (warp_size / 4) and MetaSchedule's VerifyGPUCode bound
+   * (8) on the fused vthread loop. lowering.InjectVirtualThread copies a thread's work once per
+   * virtual thread, so the source nvcc compiles grows with it: a ResNet-18 3x3 conv config of
+   * 1,792 virtual threads was 8.6 MB of CUDA, minutes of cicc (docs/cuda.md).
+   */
+  readonly maxVthreads: number
   /** The record itself (the rules that check a schedule through the cuda TIR pipeline need it). */
   readonly record: CudaAttrs
 }
@@ -37,6 +45,7 @@ export const gpuLimits = (a: CudaAttrs): GpuLimits => ({
   blockThreads: Math.max(a.warpSize, Math.floor(a.maxThreadsPerBlock / 4)),
   accumulators: Math.max(1, Math.floor(a.registersPerBlock / a.maxThreadsPerBlock / 4)),
   vectorLanes: Math.max(1, Math.floor(a.maxVectorBytes / 4)),
+  maxVthreads: Math.max(1, Math.floor(a.warpSize / 4)),
   record: a,
 })
 

@@ -10,6 +10,30 @@ import { collect, exprKey, type Expr } from "../../../ast/te/expr.js"
 import type { Buffer, PrimFunc, Stmt } from "../../../ast/tir/tir.js"
 import { sizeOf } from "../../../ast/graph/tensor.js"
 import type { GpuLimits } from "./limits.js"
+import type * as S from "../../../ast/schedule/schedule.js"
+
+/**
+ * The virtual threads a thread of the schedule's kernels runs, at most over its stages: the
+ * product of a stage's vthread-bound loops, times those of the stage it is attached into that
+ * enclose the attachment (lowering.InjectVirtualThread makes one copy of the body per virtual
+ * thread, so this is how many copies the emitted kernel holds).
+ */
+export const vthreadsOf = (s: S.Schedule): number => {
+  const memo = new Map<string, number>()
+  /** Virtual threads around a stage's body, down to leaf position `upTo` (exclusive; all: its length). */
+  const around = (name: string, upTo?: number): number => {
+    const st = s.stages.get(name)
+    if (!st) return 1
+    const own = st.leaf.slice(0, upTo ?? st.leaf.length).reduce((p, a) => p * (st.annotations.get(a)?.kind === "vthread" ? st.axes.get(a)!.extent : 1), 1)
+    return own * (st.attach.kind === "at" ? outside(st.attach.stage, st.attach.axis) : 1)
+  }
+  const outside = (name: string, axis: string): number => {
+    const key = `${name}\0${axis}`
+    if (!memo.has(key)) memo.set(key, around(name, (s.stages.get(name)?.leaf.indexOf(axis) ?? -1) + 1))
+    return memo.get(key)!
+  }
+  return Math.max(1, ...[...s.stages.keys()].map((n) => around(n)))
+}
 
 /** One kernel (a root loop nest): its launch and what it uses. */
 export interface GpuKernelStats {
