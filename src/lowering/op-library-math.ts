@@ -23,7 +23,7 @@ const signed = (s: Expr, v: Expr): Expr => select(lt(s, zero(s)), neg(v), v)
  * A stage kept in memory (computed at root, not inlined into its reader): a sum over one element.
  * Long formulas read it several times without copying their operand's expression.
  */
-const materialize = (name: string, shape: readonly number[], f: (...i: Expr[]) => Expr, dtype: DType): ComputeTensor => {
+export const materialize = (name: string, shape: readonly number[], f: (...i: Expr[]) => Expr, dtype: DType): ComputeTensor => {
   const r = reduceAxis(1, `${name}.one`)
   return compute(name, shape, (...i) => sum(add(f(...i), mul(cast(dtype, r.var), fl(dtype, 0))), [r]), dtype)
 }
