@@ -7,6 +7,8 @@ import type { Graph } from "../src/ast/graph/graph.js"
 import { fromArray, sizeOf, type Tensor } from "../src/ast/graph/tensor.js"
 import type { Schedule } from "../src/ast/schedule/schedule.js"
 import { evaluateTE } from "../src/ast/te/evaluate.js"
+import { freeVars, type Expr } from "../src/ast/te/expr.js"
+import type { Interval } from "../src/ast/te/simplify.js"
 import type { Placeholder, TeTensor } from "../src/ast/te/tensor.js"
 import { evaluatePrimFunc } from "../src/ast/tir/evaluate.js"
 import { lowerSync } from "../src/lowering/lower.js"
@@ -44,4 +46,14 @@ export const assertLowersToTE = (s: Schedule, inputs: ReadonlyMap<string, Tensor
   const want = evaluateTE(outputs, inputs)
   const got = evaluatePrimFunc(lowerSync(s), inputs)
   assertAllClose(outputs.map((o) => got.get(o.name)!), want, tol, tol)
+}
+
+/** Every assignment of the variables `e` uses, within the box. */
+export const boxPoints = (e: Expr, box: ReadonlyMap<string, Interval>): Map<string, number>[] => {
+  let out: Map<string, number>[] = [new Map()]
+  for (const n of [...freeVars(e)].sort()) {
+    const { min, max } = box.get(n)!
+    out = out.flatMap((p) => Array.from({ length: max - min + 1 }, (_, k) => new Map(p).set(n, min + k)))
+  }
+  return out
 }

@@ -9,10 +9,10 @@
 // (laws/ast/simplify-forms.law.ts: that it simplifies, and to one normal form.)
 import * as fc from "fast-check"
 import { describe, it } from "vitest"
-import { bin, c, collect, freeVars, select, showExpr, v, type BinOp, type Expr } from "../../src/ast/te/expr.js"
+import { bin, c, collect, select, showExpr, v, type BinOp, type Expr } from "../../src/ast/te/expr.js"
 import { evalExpr } from "../../src/ast/te/eval-expr.js"
 import { intervalOf, simplify, type Interval } from "../../src/ast/te/simplify.js"
-import { lawParams } from "../support.js"
+import { boxPoints, lawParams } from "../support.js"
 
 const VARS = ["x", "y", "z"]
 const DIVISION: BinOp[] = ["floordiv", "floormod", "div"]
@@ -38,15 +38,6 @@ const arbBox = fc.tuple(...VARS.map(() => fc.tuple(fc.integer({ min: -6, max: 4 
   (bs) => new Map<string, Interval>(VARS.map((n, k) => [n, { min: bs[k][0], max: bs[k][0] + bs[k][1] }])),
 )
 
-/** Every assignment of the variables `e` uses, within the box. */
-const points = (e: Expr, box: ReadonlyMap<string, Interval>): Map<string, number>[] => {
-  let out: Map<string, number>[] = [new Map()]
-  for (const n of [...freeVars(e)].sort()) {
-    const { min, max } = box.get(n)!
-    out = out.flatMap((p) => Array.from({ length: max - min + 1 }, (_, k) => new Map(p).set(n, min + k)))
-  }
-  return out
-}
 
 /** e's value at a point, or undefined where it divides by zero (bools as 0/1). */
 const valueAt = (e: Expr, env: ReadonlyMap<string, number>): number | undefined => {
@@ -63,7 +54,7 @@ describe("simplify", () => {
     fc.assert(
       fc.property(arbExpr, arbBox, (e, box) => {
         const s = simplify(e, box)
-        for (const p of points(e, box)) {
+        for (const p of boxPoints(e, box)) {
           const want = valueAt(e, p)
           if (want === undefined) continue
           const got = valueAt(s, p)
@@ -79,7 +70,7 @@ describe("simplify", () => {
       fc.property(arbExpr, arbBox, (e, box) => {
         for (const sub of collect(e, () => true)) {
           const iv = intervalOf(sub, box)
-          for (const p of points(sub, box)) {
+          for (const p of boxPoints(sub, box)) {
             const x = valueAt(sub, p)
             if (x !== undefined && !(iv.min <= x && x <= iv.max))
               throw new Error(`${showExpr(sub)} at ${[...p].map(([n, y]) => `${n}=${y}`).join(", ")} is ${x}, outside intervalOf = [${iv.min}, ${iv.max}]`)
