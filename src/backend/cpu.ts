@@ -1,6 +1,7 @@
 // What the CPU-like targets (c, wasm, js) share: the graph passes for a vector width (the blocked
 // NCHW{c}c layout and Winograd convolution when the target has vectors) and the schedule templates
 // at the target's defaults.
+import { parallelMinBytes } from "../lowering/tir/serial-small-kernels.js"
 import { ISA_FUSED_MULTIPLY_ADD, ISA_VECTOR_REGISTERS, type Target } from "../ast/target.js"
 import { defaultSchedule } from "../lowering/templates/template-for.js"
 import { accumulatorCap } from "../lowering/templates/common.js"
@@ -72,5 +73,7 @@ export const cpuTir = (target: Target<"c" | "js" | "wasm">): TirPass<unknown> =>
     ...(dot ? { keepIntrinsics: new Set(DOT_INTRINSICS[dot].map((d) => d.name)) } : {}),
     // (V8 issues a straight-line region's loads ahead of its arithmetic: serialize-unshared-unrolls.ts)
     ...(target.kind === "wasm" ? { unrollSharedOnly: true } : {}),
+    // (a kernel whose data a core's L1 takes per core: its parallel region costs more than it gives)
+    parallelMinBytes: parallelMinBytes(target.attrs.cores, target.attrs.l1Bytes),
   })
 }

@@ -9,6 +9,7 @@ import { loopPartition } from "./loop-partition.js"
 import { lowerIntrinsicsExcept, type IntrinsicModeError } from "./lower-intrinsics.js"
 import { promoteAccumulators } from "./promote-accumulators.js"
 import { rewriteStorage } from "./rewrite-storage.js"
+import { serialSmallKernels } from "./serial-small-kernels.js"
 import { serializeUnsharedUnrolls } from "./serialize-unshared-unrolls.js"
 import { simplifyTir } from "./simplify-tir.js"
 import { tirSequential, type TirPass } from "./tir-pass.js"
@@ -26,6 +27,8 @@ export interface CpuTirOptions {
   readonly unrollSharedOnly?: boolean
   /** Intrinsics the emitter renders itself (the c target's VNNI dot): kept, not lowered to loops. */
   readonly keepIntrinsics?: ReadonlySet<string>
+  /** Kernels whose params take fewer bytes run their parallel loops serially (serial-small-kernels.ts); absent: none. */
+  readonly parallelMinBytes?: number
 }
 
 /**
@@ -41,6 +44,7 @@ export const cpuTirPipeline = (options: CpuTirOptions = {}): TirPass<IntrinsicMo
   return tirSequential(
     "lowering.CpuPipeline",
     [
+      ...(options.parallelMinBytes ? [serialSmallKernels(options.parallelMinBytes)] : []), // kernels too small for a parallel region: serial
       simplifyTir, // fold index arithmetic under the loop bounds; drop proven guards
       promoteAccumulators, // a register tile's sums in a local array across its reduce loops
       loopPartition, // peel a guarded tail so the main loop body has no guard
