@@ -2,14 +2,13 @@
 // take fewer bytes than `minBytes` runs its parallel loops serially.
 //
 // Why: each parallel loop is a parallel region, started and joined on every call — a few µs even
-// when the other threads are spinning (2.3–3 µs an empty OpenMP region on the 2-core Zen 5 of
-// 2026-11-26, taken quiet at best), and a join waits for the slowest thread: one that another
-// process holds off its core holds the region. A kernel whose data a core's L1 could take once a
-// core streams its share in well under that, so its region costs more than the second thread
-// gives back: EfficientNet-B0's squeeze-excite 1×1 convs (a few KB of weights and a vector) ran
-// 5–11 µs on 1 thread and no faster on 2, 14 regions a run of them (docs/backends.md, seventh
-// session). The pipeline's caller sizes `minBytes` from the target record: cores × the L1's bytes
-// (a core's share of the data no larger than its L1).
+// when the other threads are spinning (2.3–3 µs an empty OpenMP region at best on the 2-core
+// Zen 5 of 2026-11-26), and a join waits for the slowest thread: one that other work holds off
+// its core holds the region. A core streams a share of the data its L1 holds in well under that,
+// so such a kernel's region costs more than the second thread gives back: EfficientNet-B0's
+// squeeze-excite 1×1 convs on one pixel (a few KB of weights) ran 3–5 µs on 1 thread and 4–7 on 2
+// (docs/backends.md, seventh session). The pipeline's caller sizes `minBytes` from the target
+// record: cores × the L1's bytes (each core's share of the data no larger than its L1).
 //
 // Meaning: a parallel loop's iterations are independent (what the parallel primitive requires), so
 // running them in order computes the same; only the loop kind changes.
