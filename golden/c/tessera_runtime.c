@@ -11,7 +11,7 @@
    its larger one needs next, and that one faults fresh pages in on every run). With every slot
    taken, a block freed larger than the smallest kept one takes its slot, and the smaller is
    released: what a run then faults in again is the smallest block, not a large one (MobileNetV2
-   int8's 441 KB scratch of a 14² conv faulted 90 pages in on every run, 1.5 ms, once the stem's
+   int8's 441 KB scratch of a 14x14 conv faulted 90 pages in on every run, 1.5 ms, once the stem's
    form added a ninth size) */
 #define TESSERA_KEEP 8
 static _Thread_local void* tessera_kept[TESSERA_KEEP];

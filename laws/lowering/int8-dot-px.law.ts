@@ -7,7 +7,8 @@
 // or left as loops — evaluates equal to the plain int32 compute (QUANT_INT_PLAIN's QLinearConv on
 // the unpacked weights), exactly; and the compute itself equals it (the TE evaluator). With the
 // grid's tap offset read off the output's width instead of the grid's, or the grid form's epilogue
-// branch not taken, the K×K law fails (both tried).
+// branch not taken, the K×K law fails (both tried); and with a stride phase's column read at
+// floordiv(phase, sh) instead of floormod(phase, sw) (tried: after 8 runs).
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { vnniDotPx16x4 } from "../../src/ast/te/intrinsic.js"
