@@ -8,7 +8,8 @@
 // the unpacked weights), exactly; and the compute itself equals it (the TE evaluator). With the
 // grid's tap offset read off the output's width instead of the grid's, or the grid form's epilogue
 // branch not taken, the K×K law fails (both tried); and with a stride phase's column read at
-// floordiv(phase, sh) instead of floormod(phase, sw) (tried: after 8 runs).
+// floordiv(phase, sh) instead of floormod(phase, sw) (tried: after 8 runs), or a strided 1×1's
+// rows read unstrided (tried).
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { vnniDotPx16x4 } from "../../src/ast/te/intrinsic.js"
