@@ -132,6 +132,9 @@ const CASES: { readonly [name: string]: () => Graph } = {
   // (rows of 16 or more output pixels at stride 1: the pixels-in-lanes grid form on c with VNNI)
   "qlinearconv u8·s8 3×3 grid pad": () => qconv("qc7", { x: "uint8", w: "int8", y: "uint8", c: 12, m: 24, hw: 20, k: 3, pad: 1, perChannel: true, bias: true }, 17),
   "qlinearconv s8·s8 3×3 grid": () => qconv("qc8", { x: "int8", w: "int8", y: "int8", c: 5, m: 16, hw: 18, k: 3, perChannel: true, bias: true }, 18),
+  // (strided, rows of 16 or more output pixels: the grid over the stride's phases — a 3×3 / 2 stem over 3 channels, a 7×7 / 2 one)
+  "qlinearconv u8·s8 3×3 / 2 grid": () => qconv("qc9", { x: "uint8", w: "int8", y: "uint8", c: 3, m: 20, hw: 35, k: 3, stride: 2, pad: 1, perChannel: true, bias: true }, 19),
+  "qlinearconv s8·s8 7×7 / 2 grid": () => qconv("qc10", { x: "int8", w: "int8", y: "int8", c: 5, m: 16, hw: 63, k: 7, stride: 2, pad: 3, perChannel: true, bias: true }, 20),
   "qlinearconv u8·s8 1×1": () => qconv("qc5", { x: "uint8", w: "int8", y: "uint8", c: 32, m: 24, hw: 7, k: 1, perChannel: true, bias: true }, 15),
   "qlinearmatmul u8·s8 per-column": () => qmatmul("qm1", "uint8", "int8", "uint8", 9, 40, 24, true, 21),
   "qlinearmatmul s8·s8": () => qmatmul("qm2", "int8", "int8", "int8", 5, 33, 17, false, 22),

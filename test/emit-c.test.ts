@@ -238,7 +238,8 @@ describe.skipIf(!HAVE_GCC)("c target: the scratch allocator (gcc)", () => {
   // request must be kept again at its own size, or the next run's larger requests find none and
   // fault fresh pages in (ResNet-50's Winograd chunks: 0.9 MB requests took the 1.8 MB blocks).
   /** Fresh allocations in the first run of `body` and in the five runs after it. */
-  const freshAllocs = (body: string): { first: number; later: number } => {
+  /** Fresh blocks (or, with `bytes`, their bytes) the allocator asks the C library for: on the first run of `body`, and on the 5 runs after it together. */
+  const freshAllocs = (body: string, bytes = false): { first: number; later: number } => {
     const dir = mkdtempSync(path.join(os.tmpdir(), "tessera-alloc-"))
     try {
       const main = `#include <math.h>
@@ -251,7 +252,7 @@ static void* counted_alloc(size_t align, size_t n);
 #define aligned_alloc counted_alloc
 ${C_PRELUDE}
 #undef aligned_alloc
-static void* counted_alloc(size_t align, size_t n) { fresh++; return aligned_alloc(align, n); }
+static void* counted_alloc(size_t align, size_t n) { fresh += ${bytes ? "(int)n" : "1"}; return aligned_alloc(align, n); }
 static void run(void) {
 ${body}
 }
@@ -292,6 +293,18 @@ int main(void) {
   char* b = tessera_alloc(inner); memset(b, 2, inner);
   tessera_free(b, inner); tessera_free(a, outer);`
     expect(freshAllocs(body)).toEqual({ first: 2, later: 0 })
+  }, 60_000)
+
+  it("with every slot taken, a larger block freed takes the smallest one's slot (the smallest is what faults again, not the largest)", () => {
+    // a large scratch around nine small ones of distinct sizes: one block more than the slots
+    const body = `  const size_t big = 1000000;
+  char* a = tessera_alloc(big); memset(a, 1, big);
+  for (int k = 0; k < 9; k++) { size_t n = 4096 * (k + 1); char* b = tessera_alloc(n); memset(b, 2, n); tessera_free(b, n); }
+  for (int k = 0; k < 9; k++) { size_t n = 4096 * (k + 1); char* b = tessera_alloc(n); tessera_free(b, n); }
+  tessera_free(a, big);`
+    const { later } = freshAllocs(body, true)
+    // (the runs after the first fault in the 4 KB block again, at most)
+    expect(later).toBeLessThanOrEqual(5 * (4096 + 64))
   }, 60_000)
 })
 

@@ -8,7 +8,11 @@
    block handed to a smaller request is kept again at its own size, not the request's (else the
    larger requests of the next run find no block and fault fresh pages in). A request takes the
    smallest kept block that fits (else a kernel's smaller scratch, asked for first, takes the block
-   its larger one needs next, and that one faults fresh pages in on every run) */
+   its larger one needs next, and that one faults fresh pages in on every run). With every slot
+   taken, a block freed larger than the smallest kept one takes its slot, and the smaller is
+   released: what a run then faults in again is the smallest block, not a large one (MobileNetV2
+   int8's 441 KB scratch of a 14x14 conv faulted 90 pages in on every run, 1.5 ms, once the stem's
+   form added a ninth size) */
 #define TESSERA_KEEP 8
 static _Thread_local void* tessera_kept[TESSERA_KEEP];
 void* tessera_alloc(size_t bytes) {
@@ -34,10 +38,18 @@ void* tessera_alloc(size_t bytes) {
 }
 void tessera_free(void* p, size_t bytes) {
   (void)bytes;
-  for (int i = 0; i < TESSERA_KEEP; i++)
+  int small = 0;
+  for (int i = 0; i < TESSERA_KEEP; i++) {
     if (!tessera_kept[i]) {
       tessera_kept[i] = p;
       return;
     }
+    if (*(size_t*)((char*)tessera_kept[i] - 64) < *(size_t*)((char*)tessera_kept[small] - 64)) small = i;
+  }
+  if (*(size_t*)((char*)tessera_kept[small] - 64) < *(size_t*)((char*)p - 64)) {
+    void* q = tessera_kept[small];
+    tessera_kept[small] = p;
+    p = q;
+  }
   free((char*)p - 64);
 }

@@ -13,7 +13,7 @@ import { placeholder, type ComputeTensor } from "../../src/ast/te/tensor.js"
 import { OP_COMPUTES } from "../../src/lowering/op-library.js"
 
 export interface Spec {
-  /** (QLinearConvPackedPx: QLinearConvPacked with pixel_lanes, its kernel 1×1; QLinearConvPackedGrid: with pixel_lanes, its kernel K×K at stride 1) */
+  /** (QLinearConvPackedPx: QLinearConvPacked with pixel_lanes, its kernel 1×1; QLinearConvPackedGrid: with pixel_lanes, its kernel K×K) */
   readonly op: "QLinearConv" | "QLinearConvPacked" | "QLinearConvPackedPx" | "QLinearConvPackedGrid" | "ConvInteger" | "QLinearMatMul" | "MatMulInteger"
   readonly x: DType
   readonly w: DType
@@ -112,26 +112,29 @@ export const arbPxSpec: fc.Arbitrary<Spec> = fc
   }))
   .filter((sp) => sp.dims[2] >= 1 && sp.dims[3] >= 1)
 
-/** K×K convs at stride 1 in the pixels-in-lanes form over the padded rows' grid (QLinearConvPacked's pixel_lanes): kernels 2–3, dilations 1–2, padded or not, outputs from 1 to 20 columns. */
+/** K×K convs in the pixels-in-lanes form over the padded rows' grid, or their stride phases' (QLinearConvPacked's pixel_lanes): kernels 1–3 (1×1 over pixels that are not whole vectors: the grid of the output's rows, one phase), strides 1–3, dilations 1–2, padded or not, outputs from 1 to 20 columns, inputs up to a stride − 1 past the last window. */
 export const arbGridSpec: fc.Arbitrary<Spec> = fc
   .record({
     x: fc.constantFrom<DType>("int8", "uint8"),
     w: fc.constantFrom<DType>("int8", "uint8"),
     C: fc.integer({ min: 1, max: 9 }),
     M: fc.oneof(fc.integer({ min: 1, max: 20 }), fc.constant(16)),
-    K: fc.integer({ min: 2, max: 3 }),
+    K: fc.integer({ min: 1, max: 3 }),
+    stride: fc.oneof(fc.constant(1), fc.integer({ min: 2, max: 3 })),
     dilation: fc.integer({ min: 1, max: 2 }),
     oh: fc.integer({ min: 1, max: 5 }),
     ow: fc.oneof(fc.integer({ min: 1, max: 20 }), fc.constant(16)),
     pad: fc.integer({ min: 0, max: 1 }),
+    extra: fc.nat(),
     seed: fc.nat(),
   })
-  .map(({ x, w, C, M, K, dilation, oh, ow, pad, seed }) => ({
+  .map(({ x, w, C, M, K, stride, dilation, oh, ow, pad, extra, seed }) => ({
     op: "QLinearConvPackedGrid" as const,
     x,
     w,
-    // the input whose K×K conv at this dilation and padding has that output
-    dims: [C, M, oh + dilation * (K - 1) - 2 * pad, ow + dilation * (K - 1) - 2 * pad, K, 1, pad, 1],
+    // the input whose K×K conv at this stride, dilation and padding has that output (and up to
+    // stride − 1 rows and columns more, which no window reaches)
+    dims: [C, M, (oh - 1) * stride + dilation * (K - 1) + 1 - 2 * pad + (extra % stride), (ow - 1) * stride + dilation * (K - 1) + 1 - 2 * pad + (Math.floor(extra / 3) % stride), K, stride, pad, 1],
     dilation,
     seed,
   }))

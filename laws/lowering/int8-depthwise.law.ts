@@ -152,4 +152,21 @@ describe("int8 depthwise / grouped template", () => {
     // a stride of 1: the padded input is the plane itself, no knob
     expect(spaceOf([1, 8, 1, 28, 28, 3, 3, 1, 1, 1, 1]).knobs.some((k) => k.name === "padded")).toBe(false)
   })
+
+  it("a channel of fewer pixels than whole vectors takes one vector a tile through the C compiler, all its pixels elsewhere", () => {
+    const tileOf = (dims: number[], target: ScheduleTarget) => {
+      const { outputs } = build({ op: "QLinearConv", x: "int8", w: "int8", dims, perChannel: true, seed: 1 }, OP_COMPUTES)
+      const base = baseSchedule(outputs)
+      const t = templateFor(base)
+      return t.defaults(t.space(outputs, base), target).tile_px
+    }
+    const c16: ScheduleTarget = { vectorLanes: 16, cores: 1 }
+    // 7² (49 pixels: gcc's loop of 49 leaves 17 scalar), 8² (64: whole vectors), 14² (196: the widest whole-vector tile), 3² (9: under a vector)
+    expect(tileOf([1, 4, 1, 7, 7, 3, 3, 1, 1, 1, 1], c16)).toBe(16)
+    expect(tileOf([1, 4, 1, 8, 8, 3, 3, 1, 1, 1, 1], c16)).toBe(64)
+    expect(tileOf([1, 4, 1, 14, 14, 3, 3, 1, 1, 1, 1], c16)).toBe(64)
+    expect(tileOf([1, 4, 1, 3, 3, 3, 3, 1, 1, 1, 1], c16)).toBe(9)
+    // (wasm: the emitter's own vector loop over all 49)
+    expect(tileOf([1, 4, 1, 7, 7, 3, 3, 1, 1, 1, 1], { vectorLanes: 4, cores: 1, outerLoopVectorizer: false })).toBe(49)
+  })
 })

@@ -1,13 +1,15 @@
 // The pixels-in-lanes form of an int8 conv (QLinearConvPacked's pixel_lanes: op-library-int8-
 // blocked.ts's packedConvPixels, and its template int8_dot_px in templates/int8-dot.ts) — 1×1, and
-// K×K at stride 1 over the padded rows' grid (dilated or not): on random
+// K×K over the padded rows' grid (strided: over its stride phases' rows; dilated or not): on random
 // channels, filters, images, strides and pads, int8 / uint8 activations and weights, random zero
 // points and per-channel scales, every configuration of the template's space — the VNNI dot (with
 // the pixels in its lanes) kept as the intrinsic (the TIR evaluator runs it by its TE declaration)
 // or left as loops — evaluates equal to the plain int32 compute (QUANT_INT_PLAIN's QLinearConv on
 // the unpacked weights), exactly; and the compute itself equals it (the TE evaluator). With the
 // grid's tap offset read off the output's width instead of the grid's, or the grid form's epilogue
-// branch not taken, the K×K law fails (both tried).
+// branch not taken, the K×K law fails (both tried); and with a stride phase's column read at
+// floordiv(phase, sh) instead of floormod(phase, sw) (tried: after 8 runs), or a strided 1×1's
+// rows read unstrided (tried).
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { vnniDotPx16x4 } from "../../src/ast/te/intrinsic.js"
@@ -90,14 +92,18 @@ describe("int8 template, pixels in the lanes (1×1 convs)", () => {
     expect(int8PixelLanes(w(1, [56, 56]), {})).toBe(false)
   })
 
-  it("the rule: K×K kernels at stride 1 where the output's rows are a vector of the target and the grid adds at most an eighth", () => {
+  it("the rule: K×K kernels (any stride) where the output's rows are a vector of the target and the grid adds at most an eighth", () => {
     const w = (k: number, out: [number, number], stride = 1) => ({ kernel: [k, k] as const, strides: [stride, stride] as const, dilations: [1, 1] as const, out })
     const avx512 = { int8Dot: "vnni" as const, vectorLanes: 16 }
     expect(int8PixelLanes(w(3, [56, 56]), avx512)).toBe(true)
     expect(int8PixelLanes(w(3, [28, 28]), avx512)).toBe(true)
     expect(int8PixelLanes(w(3, [14, 14]), avx512)).toBe(false)
     expect(int8PixelLanes(w(3, [7, 7]), avx512)).toBe(false)
-    expect(int8PixelLanes(w(3, [28, 28], 2), avx512)).toBe(false)
+    // strided: the grid over the stride phases' rows (3×3 / 2: OW + 1 wide; a 7×7 / 2 stem: OW + 3)
+    expect(int8PixelLanes(w(3, [112, 112], 2), avx512)).toBe(true)
+    expect(int8PixelLanes(w(7, [112, 112], 2), avx512)).toBe(true)
+    expect(int8PixelLanes(w(3, [28, 28], 2), avx512)).toBe(true)
+    expect(int8PixelLanes(w(3, [14, 14], 2), avx512)).toBe(false)
     expect(int8PixelLanes(w(7, [20, 20]), avx512)).toBe(false)
     expect(int8PixelLanes(w(2, [100, 12]), { int8Dot: "vnni", vectorLanes: 8 })).toBe(true)
     expect(int8PixelLanes(w(2, [100, 12]), avx512)).toBe(false)
@@ -106,10 +112,12 @@ describe("int8 template, pixels in the lanes (1×1 convs)", () => {
     expect(int8PixelGrid([56, 56], [3, 3], [1, 1])).toEqual({ width: 58, size: 3264 })
     expect(int8PixelGrid([28, 28], [3, 3], [1, 1])).toEqual({ width: 30, size: 864 })
     expect(int8PixelGrid([7, 7], [3, 3], [2, 2])).toEqual({ width: 11, size: 80 })
+    expect(int8PixelGrid([112, 112], [3, 3], [1, 1], [2, 2])).toEqual({ width: 113, size: 12672 })
+    expect(int8PixelGrid([112, 112], [7, 7], [1, 1], [2, 2])).toEqual({ width: 115, size: 12928 })
   })
 })
 
-describe("int8 template, pixels in the lanes (K×K convs at stride 1, over the padded rows' grid)", () => {
+describe("int8 template, pixels in the lanes (K×K convs over the padded rows' grid, or their stride phases')", () => {
   it("the compute, and every configuration with the VNNI dot kept or left as loops, equal the plain int32 compute (exactly)", () => {
     fc.assert(
       fc.property(arbGridSpec, fc.array(fc.nat(), { minLength: 4, maxLength: 4 }), (sp, picks) => {
@@ -121,5 +129,10 @@ describe("int8 template, pixels in the lanes (K×K convs at stride 1, over the p
       }),
       lawParams(12),
     )
+  })
+
+  it("a row wider than a vector loop (112 columns: a 3×3 / 2 stem's, its compaction split) equals the plain int32 compute", () => {
+    // (C, M, H, W, K, stride, pad; 2 × 112 outputs)
+    checkConfig({ op: "QLinearConvPackedGrid", x: "int8", w: "int8", dims: [3, 2, 4, 224, 3, 2, 1, 1], seed: 7 }, [0, 0, 0, 0])
   })
 })

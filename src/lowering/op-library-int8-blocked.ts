@@ -32,6 +32,12 @@ const weightShift = (ctx: OpComputeCtx, w: TeTensor, wzpi: number): number | und
   return zp && Array.from(zp).every((z) => Number(z) === shift) ? shift : undefined
 }
 
+/** A tap's stride phase and its offset in that phase's rows (or columns): (t·d mod s, t·d div s); at stride 1 the phase 0 and the tap's offset itself. */
+export const tapPhase = (t: Expr, d: number, s: number): [Expr, Expr] => {
+  const v = d === 1 ? t : mul(t, c(d))
+  return s === 1 ? [c(0), v] : [floormod(v, c(s)), floordiv(v, c(s))]
+}
+
 /** x's zero point plus the activation shift (128 for int8), as an int32 expression: u's zero point. */
 const activationZero = (x: TeTensor, zp: TeTensor | undefined): Expr => {
   const shift = x.dtype === "int8" ? 128 : 0
@@ -116,11 +122,15 @@ export const packedConv = (ctx: OpComputeCtx, x: TeTensor, xzp: TeTensor | undef
  * - 1×1 (any stride), the output's pixels whole vectors of 16: the activations u8 [N, C/4, P, 4]
  *   (the P = OH·OW output pixels' input pixels, 4 channels interleaved); the sums' index is the
  *   epilogue's fused pixel index, so it can compute them at its own tile.
- * - K×K at stride 1: the activations are the padded input, u8 [N, C/4, Q, 4] (its rows Wq =
- *   OW + (KW − 1)·dw wide, one run), and the sums are over int8PixelGrid's grid p = oh·Wq + ow, so
- *   tap (kh, kw) reads p + kh·dh·Wq + kw·dw: 16 consecutive p are 64 contiguous bytes, the dot's
- *   lanes loaded as they are. The grid's columns ow ≥ OW (and its tail) are computed and never read;
- *   the sums are compacted to the output's pixels (rows of OW) for the epilogue.
+ * - K×K: the activations are the padded input's stride phases one after another, u8 [N, C/4,
+ *   sh·sw·Q, 4] — phase (a, b) holds the padded input's rows a, a + sh, … and columns b, b + sw, …,
+ *   Hq rows of Wq = OW + (KW − 1)·dw div sw (at stride 1 one phase, the padded input itself) —, and
+ *   the sums are over int8PixelGrid's grid p = oh·Wq + ow, so tap (kh, kw) reads its phase
+ *   (kh·dh mod sh, kw·dw mod sw) at p + (kh·dh div sh)·Wq + (kw·dw div sw): 16 consecutive p are 64
+ *   contiguous bytes, the dot's lanes loaded as they are (one read of each input byte into the
+ *   phases, where a tap of a strided conv would read every sw-th pixel). The grid's columns ow ≥ OW
+ *   (and its tail) are computed and never read; the sums are compacted to the output's pixels (rows
+ *   of OW) for the epilogue.
  */
 export const packedConvPixels = (ctx: OpComputeCtx, x: TeTensor, xzp: TeTensor | undefined, wp: TeTensor, cs: TeTensor, M: number): BlockedProduct => {
   const [N, C, H, W] = x.shape
@@ -131,8 +141,6 @@ export const packedConvPixels = (ctx: OpComputeCtx, x: TeTensor, xzp: TeTensor |
   const [sh, sw] = win.strides
   const [dh, dw] = win.dilations
   const taps = KH !== 1 || KW !== 1
-  if (taps ? sh !== 1 || sw !== 1 : P % DOT_LANES !== 0)
-    return none(`QLinearConvPacked with pixel_lanes over a ${KH}×${KW} kernel at strides ${sh}×${sw} and ${P} output pixels (1×1 with whole vectors of ${DOT_LANES} pixels, or stride 1)`)
   const uzp = activationZero(x, xzp)
   const shiftX = x.dtype === "int8" ? 128 : 0
   const u8 = (n: Expr, cb: Expr, r: Expr, ih: Expr, iw: Expr) => {
@@ -143,24 +151,40 @@ export const packedConvPixels = (ctx: OpComputeCtx, x: TeTensor, xzp: TeTensor |
   const rc = reduceAxis(Cb, `${ctx.name()}.rcb`)
   const rr = reduceAxis(DOT_DEPTH, `${ctx.name()}.rr`)
   const weight = (o: Expr, kh: Expr, kw: Expr) => i32(at(wp, floordiv(o, c(DOT_LANES)), rc.var, kh, kw, floormod(o, c(DOT_LANES)), rr.var))
-  if (!taps) {
+  if (!taps && P % DOT_LANES === 0) {
     const u = compute(ctx.name("u8"), [N, Cb, P, DOT_DEPTH], (n, cb, p, r) =>
       u8(n, cb, r, sub(mul(floordiv(p, c(OW)), c(sh)), c(win.padBegin[0])), sub(mul(floormod(p, c(OW)), c(sw)), c(win.padBegin[1]))), "uint8")
     const acc = compute(ctx.name("dot"), [N, M, P], (n, o, p) => sum(mul(i32(at(u, n, rc.var, p, rr.var)), weight(o, c(0), c(0))), [rc, rr]), I32, "int8_dot_px")
     return { sumAt: ([n, o, oh, ow]) => sub(at(acc, n, o, add(mul(oh, c(OW)), ow)), mul(uzp, at(cs, o))) }
   }
-  const grid = int8PixelGrid([OH, OW], [KH, KW], [dh, dw])
+  const grid = int8PixelGrid([OH, OW], [KH, KW], [dh, dw], [sh, sw])
   const Wq = grid.width
-  // the padded input's rows (every row a tap reads), then the grid's tail past them, never read into
-  // an output (its rows at or past OH + (KH − 1)·dh = H + the pads are past x: x's zero point), in
-  // whole rows (the template copies the input a row at a time)
-  const Q = ceilDiv(grid.size + (KH - 1) * dh * Wq + (KW - 1) * dw, Wq) * Wq
-  const u = compute(ctx.name("u8"), [N, Cb, Q, DOT_DEPTH], (n, cb, q, r) =>
-    u8(n, cb, r, sub(floordiv(q, c(Wq)), c(win.padBegin[0])), sub(floormod(q, c(Wq)), c(win.padBegin[1]))), "uint8")
+  const [ph, pw] = win.padBegin
+  // each phase's rows: every row a tap reads, then the grid's tail past them, never read into an
+  // output (its rows past the input's: x's zero point), in whole rows (the template copies the
+  // input a row at a time)
+  const Hq = ceilDiv(grid.size + Math.floor(((KH - 1) * dh) / sh) * Wq + Math.floor(((KW - 1) * dw) / sw), Wq)
+  const Q = Hq * Wq
+  // the phases the taps read: a 1×1 kernel's only phase (0, 0)
+  const [rp, cp] = [KH === 1 ? 1 : sh, KW === 1 ? 1 : sw]
+  const strided = sh > 1 || sw > 1
+  const u = compute(ctx.name("u8"), [N, Cb, rp * cp * Q, DOT_DEPTH], (n, cb, q, r) => {
+    if (!strided) return u8(n, cb, r, sub(floordiv(q, c(Wq)), c(ph)), sub(floormod(q, c(Wq)), c(pw)))
+    // the phases' rows one after another: row i of phase (a, b) is the padded row i·sh + a, its column j the padded column j·sw + b
+    const row = floordiv(q, c(Wq))
+    if (rp * cp === 1) return u8(n, cb, r, sub(mul(row, c(sh)), c(ph)), sub(mul(floormod(q, c(Wq)), c(sw)), c(pw)))
+    const phase = floordiv(row, c(Hq))
+    const ih = add(mul(floormod(row, c(Hq)), c(sh)), floordiv(phase, c(cp)))
+    const iw = add(mul(floormod(q, c(Wq)), c(sw)), floormod(phase, c(cp)))
+    return u8(n, cb, r, sub(ih, c(ph)), sub(iw, c(pw)))
+  }, "uint8")
   const rh = reduceAxis(KH, `${ctx.name()}.rkh`)
   const rw = reduceAxis(KW, `${ctx.name()}.rkw`)
+  const [py, oy] = tapPhase(rh.var, dh, rp)
+  const [px, ox] = tapPhase(rw.var, dw, cp)
+  const offset = strided ? add(mul(add(mul(py, c(cp)), px), c(Q)), add(mul(oy, c(Wq)), ox)) : add(mul(rh.var, c(dh * Wq)), mul(rw.var, c(dw)))
   const acc = compute(ctx.name("dot"), [N, M, grid.size], (n, o, p) => {
-    const a = at(u, n, rc.var, add(p, add(mul(rh.var, c(dh * Wq)), mul(rw.var, c(dw)))), rr.var)
+    const a = at(u, n, rc.var, add(p, offset), rr.var)
     return sum(mul(i32(a), weight(o, rh.var, rw.var)), [rc, rh, rw, rr])
   }, I32, "int8_dot_px")
   // the sums compacted to the output's pixels (a row's OW of the grid's Wq), what the epilogue reads

@@ -25,7 +25,7 @@ import { windowOf, type WindowAttrs } from "../ast/graph/ops/nn-common.js"
 import type { DType } from "../ast/graph/dtype.js"
 import { add, and, c, cast, floordiv, floormod, ge, lt, mul, select, sub, type Expr } from "../ast/te/expr.js"
 import { at, compute, reduceAxis, sum, type TeTensor } from "../ast/te/tensor.js"
-import type { BlockedProduct } from "./op-library-int8-blocked.js"
+import { tapPhase, type BlockedProduct } from "./op-library-int8-blocked.js"
 import { num, shapeOf, type OpComputeCtx } from "./op-library-common.js"
 
 const I32: DType = "int32"
@@ -118,12 +118,8 @@ export const depthwiseConv = (
   const rh = reduceAxis(KH, `${ctx.name()}.rkh`)
   const rw = reduceAxis(KW, `${ctx.name()}.rkw`)
   // a tap's phase and its offset in that phase's rows / columns (a stride of 1: the tap itself)
-  const phase = (r: Expr, d: number, s: number): [Expr, Expr] => {
-    const t = d === 1 ? r : mul(r, c(d))
-    return s === 1 ? [c(0), t] : [floormod(t, c(s)), floordiv(t, c(s))]
-  }
-  const [py, oy] = phase(rh.var, dh, sh)
-  const [px, ox] = phase(rw.var, dw, sw)
+  const [py, oy] = tapPhase(rh.var, dh, sh)
+  const [px, ox] = tapPhase(rw.var, dw, sw)
   // the grid: pixel p = oh·Wq + ow (ow < OW; the columns past it, and the pixels past the last
   // row's OW, are computed and never read; the phases hold the rows their taps read)
   const acc = compute(ctx.name("dw"), [N, M, grid], (n, o, p) => {

@@ -53,17 +53,18 @@ export interface Int8ConvWindow {
  * weights broadcast):
  * - a 1×1 kernel (the product is then a GEMM over pixels: MLAS's and oneDNN's form) where the
  *   output's pixels are whole vectors of 16 (112², 56², 28²; not 14² or 7²);
- * - a K×K kernel at stride 1 (its taps shifted runs of the padded rows: int8PixelGrid) where the
- *   output's rows are at least a vector of the target (the epilogue's rows, OW sums and bytes: a
- *   narrower row is a scalar loop) and the grid's extra columns add at most an eighth (56² and 28²
- *   under 3×3 on AVX-512: 4% and 10%; not 14² or 7², which keep the channels in the lanes).
+ * - a K×K kernel (its taps shifted runs of the padded rows, or of their stride phases' rows:
+ *   int8PixelGrid) where the output's rows are at least a vector of the target (the epilogue's
+ *   rows, OW sums and bytes: a narrower row is a scalar loop) and the grid's extra columns add at
+ *   most an eighth (56² and 28² under 3×3 on AVX-512: 4% and 10%; a 3×3 / 2 stem at 112²: 1%; not
+ *   14² or 7², which keep the channels in the lanes).
  */
 export const int8PixelLanes = (w: Int8ConvWindow, target: Int8LayoutTarget): boolean => {
   if (target.int8Dot !== "vnni") return false
   const [OH, OW] = w.out
   if (w.kernel.every((k) => k === 1)) return (OH * OW) % INT8_LANES === 0
-  if (!w.strides.every((s) => s === 1) || OW < (target.vectorLanes ?? INT8_LANES)) return false
-  return (int8PixelGrid(w.out, w.kernel, w.dilations).size - OH * OW) * 8 <= OH * OW
+  if (OW < (target.vectorLanes ?? INT8_LANES)) return false
+  return (int8PixelGrid(w.out, w.kernel, w.dilations, w.strides).size - OH * OW) * 8 <= OH * OW
 }
 
 /** QLinearConv over constant weights → QLinearConvPacked over them packed for the VNNI dot, with their column sums (and the pixels-in-lanes form where `int8PixelLanes` says). */

@@ -97,7 +97,11 @@ export const int8DepthwiseTemplate: Template = {
     const lanes = Math.max(1, target.vectorLanes)
     const all = tiles[tiles.length - 1]
     const whole = tiles.filter((t) => t % lanes === 0)
-    const cfg: Record<string, string | number | boolean> = { tile_px: all < S.MAX_VECTORIZED || whole.length === 0 ? all : whole[whole.length - 1] }
+    // (a channel of fewer pixels than whole vectors, 7² = 49, through the C compiler: one vector a
+    // tile, the last cut short — gcc's vector loop of 49 steps 32 byte lanes and leaves 17 a
+    // channel to its scalar epilogue, vectorized epilogues being off in C_FLAGS; 16 steps it takes whole)
+    const ragged = all < S.MAX_VECTORIZED && all % lanes !== 0 && all > lanes && target.outerLoopVectorizer !== false && tiles.includes(lanes)
+    const cfg: Record<string, string | number | boolean> = { tile_px: ragged ? lanes : all < S.MAX_VECTORIZED || whole.length === 0 ? all : whole[whole.length - 1] }
     // the plane (padded input or its phases) whole first; a channel's at that channel is the tuner's to try
     if (knobs.some((k) => k.name === "plane")) cfg.plane = "root"
     // a stride's phases: copied from the padded input computed whole first where that copy fits

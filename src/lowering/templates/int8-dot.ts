@@ -247,8 +247,15 @@ const gridAtRoot = (s0: S.Schedule, anchor: S.Stage, out: S.Stage, config: Confi
   s = parallelOuter(S.vectorize(s, out.name, sv.inner), out.name, [n, so.outer])
   const leaves = s.stages.get(out.name)!.leaf
   s = S.computeAt(s, dense, out.name, leaves[leaves.indexOf(so.inner) - 1])
+  // (its rows vectorized: a row longer than a vector loop takes, 112 at a 112² output, split by the widest one that divides it)
   const ds = s.stages.get(dense)!
-  return S.vectorize(s, dense, ds.leaf[ds.leaf.length - 1])
+  const row = ds.leaf[ds.leaf.length - 1]
+  const width = ds.axes.get(row)!.extent
+  if (width <= S.MAX_VECTORIZED) return S.vectorize(s, dense, row)
+  const factor = Math.max(...divisors(width, S.MAX_VECTORIZED))
+  if (factor === 1) return s
+  const sr = S.split(s, dense, row, { factor })
+  return S.vectorize(sr.schedule, dense, sr.inner)
 }
 
 /** The pixels-in-lanes product's register tile: at most 4 pixel vectors (each a load beside the channels' broadcasts; 64 pixels, the widest vector loop of the epilogue). */

@@ -46,16 +46,22 @@ export const packInt8Conv = (w: Tensor, shift: number): { readonly packed: Tenso
 export const INT8_GRID_TILE = 4
 
 /**
- * The grid a K×K stride-1 conv's pixels-in-lanes product computes its sums over (op-library-int8-
- * blocked.ts's packedConvPixels): p = oh·width + ow over the padded input's width (OW + (KW − 1)·dw),
- * so tap (kh, kw) reads the activations at p + kh·dh·width + kw·dw, one run across rows; the last
- * row cut at OW, then rounded up to whole vectors of 16 — to whole tiles of 4 or 2 vectors where
- * that adds at most a sixteenth (56² under 3×3: 3246 → 3264, 51 tiles of 4; 28²: 838 → 864). The
- * columns ow ≥ OW are computed and never read.
+ * The grid a K×K conv's pixels-in-lanes product computes its sums over (op-library-int8-blocked.ts's
+ * packedConvPixels): p = oh·width + ow over the width of the padded input's stride phases (OW + the
+ * taps' reach in phase columns, (KW − 1)·dw div sw; at stride 1 the padded input itself), so tap
+ * (kh, kw) reads its phase (kh·dh mod sh, kw·dw mod sw) at p + (kh·dh div sh)·width + (kw·dw div
+ * sw), one run across rows; the last row cut at OW, then rounded up to whole vectors of 16 — to whole
+ * tiles of 4 or 2 vectors where that adds at most a sixteenth (56² under 3×3: 3246 → 3264, 51 tiles
+ * of 4; 28²: 838 → 864). The columns ow ≥ OW are computed and never read.
  */
-export const int8PixelGrid = (out: readonly [number, number], kernel: readonly [number, number], dilations: readonly [number, number]): { readonly width: number; readonly size: number } => {
+export const int8PixelGrid = (
+  out: readonly [number, number],
+  kernel: readonly [number, number],
+  dilations: readonly [number, number],
+  strides: readonly [number, number] = [1, 1],
+): { readonly width: number; readonly size: number } => {
   const [OH, OW] = out
-  const width = OW + (kernel[1] - 1) * dilations[1]
+  const width = OW + Math.floor(((kernel[1] - 1) * dilations[1]) / strides[1])
   const cut = (OH - 1) * width + OW
   for (let k = INT8_GRID_TILE; k >= 1; k = Math.floor(k / 2)) {
     const size = ceilDiv(cut, INT8_LANES * k) * INT8_LANES * k
