@@ -6,7 +6,7 @@
 // dist/.inputs-sha256), so a run of a file or two after no change starts at once.
 import { spawnSync } from "node:child_process"
 import { createHash } from "node:crypto"
-import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
+import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs"
 import * as path from "node:path"
 import type { TestProject } from "vitest/node"
 import { CLI, DIST, ROOT } from "./dist.js"
@@ -15,7 +15,10 @@ const STAMP = path.join(DIST, ".inputs-sha256")
 
 /** The files esbuild reads for dist/, in a fixed order: src/ and scripts/ whole, the package, lock and tsconfig files. */
 const inputs = (): string[] => {
-  const under = (dir: string): string[] => readdirSync(path.join(ROOT, dir), { recursive: true, withFileTypes: true }).filter((e) => e.isFile()).map((e) => path.join(e.parentPath, e.name))
+  const under = (dir: string): string[] =>
+    readdirSync(path.join(ROOT, dir), { recursive: true, encoding: "utf8" })
+      .map((f) => path.join(ROOT, dir, f))
+      .filter((f) => statSync(f).isFile())
   return [...under("src"), ...under("scripts"), ...["package.json", "package-lock.json", "tsconfig.json"].map((f) => path.join(ROOT, f))].sort()
 }
 
