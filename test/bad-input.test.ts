@@ -11,17 +11,12 @@ import { decodeModelSync } from "../src/ast/onnx/decode.js"
 import { readModelSync } from "../src/device/files.js"
 import { serializeNpy } from "../src/device/npy.js"
 import { initializer, intsAttr, modelBytes, rawInitializer, transposeModel, valueInfo } from "./cli-models.js"
+import { CLI } from "./support/dist.js"
 import { runFailure } from "./support/effect.js"
 
-const ROOT = path.resolve(import.meta.dirname, "..")
-const BUILD = path.join(ROOT, ".cache", "bad-input-cli")
-const CLI = path.join(BUILD, "cli", "main.js")
 let tmp = ""
 
 beforeAll(() => {
-  // its own build folder: test files run in parallel, and dist/ belongs to cli.test.ts
-  const b = spawnSync(process.execPath, ["scripts/build.mjs", "--outdir", BUILD], { cwd: ROOT, encoding: "utf8" })
-  if (b.status !== 0) throw new Error(`build failed: ${b.stderr}`)
   tmp = fs.mkdtempSync(path.join(os.tmpdir(), "tessera-bad-input-"))
 })
 afterAll(() => {

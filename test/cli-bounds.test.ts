@@ -12,16 +12,11 @@ import { tensor } from "../src/ast/graph/tensor.js"
 import { encodeOnnx } from "../src/ast/onnx/encode.js"
 import { readModelSync } from "../src/device/files.js"
 import { modelBytes, rawInitializer, valueInfo } from "./cli-models.js"
+import { CLI } from "./support/dist.js"
 
-const ROOT = path.resolve(import.meta.dirname, "..")
-const BUILD = path.join(ROOT, ".cache", "cli-bounds")
-const CLI = path.join(BUILD, "cli", "main.js")
 let tmp = ""
 
 beforeAll(() => {
-  // its own build folder: test files run in parallel, and dist/ belongs to cli.test.ts
-  const b = spawnSync(process.execPath, ["scripts/build.mjs", "--outdir", BUILD], { cwd: ROOT, encoding: "utf8" })
-  if (b.status !== 0) throw new Error(`build failed: ${b.stderr}`)
   tmp = fs.mkdtempSync(path.join(os.tmpdir(), "tessera-cli-bounds-"))
 })
 afterAll(() => {

@@ -1,5 +1,5 @@
 // The `tessera` command line, run as users run it: `node bin/tessera.js ...` after `npm run build`
-// (built once into dist/ here), on small models written to a temporary folder.
+// (built once into dist/ for the whole run: test/support/dist.ts), on small models written to a temporary folder.
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -13,14 +13,11 @@ import { parseNpy, serializeNpy } from "../src/device/npy.js"
 import { ZOO_NAMES, zooModel } from "../src/zoo/index.js"
 import { initializer, intsAttr, modelBytes, transposeModel, twoOutputModel, valueInfo } from "./cli-models.js"
 import { cudaGpuHere } from "../src/device/cuda/device.js"
+import { BIN } from "./support/dist.js"
 
-const ROOT = path.resolve(import.meta.dirname, "..")
-const BIN = path.join(ROOT, "bin", "tessera.js")
 let tmp = ""
 
 beforeAll(() => {
-  const b = spawnSync(process.execPath, ["scripts/build.mjs"], { cwd: ROOT, encoding: "utf8" })
-  if (b.status !== 0) throw new Error(`build failed: ${b.stderr}`)
   tmp = fs.mkdtempSync(path.join(os.tmpdir(), "tessera-cli-"))
 })
 afterAll(() => {

@@ -2,7 +2,7 @@
 // regression: every compiled target agrees with the interpreter or fails with a typed error.
 import { Effect } from "effect"
 import { spawnSync } from "node:child_process"
-import * as path from "node:path"
+import { existsSync } from "node:fs"
 import { describe, expect, it } from "vitest"
 import { attr } from "../src/ast/graph/attrs.js"
 import { runGraph } from "../src/ast/graph/evaluate.js"
@@ -11,6 +11,7 @@ import { fromArray, type Tensor } from "../src/ast/graph/tensor.js"
 import { targetSettings } from "../src/cli/targets.js"
 import { compilerAvailable } from "../src/device/c/build.js"
 import { compileGraph, loadProgram } from "../src/pipeline.js"
+import { ROOT, script } from "./support/dist.js"
 
 const TARGETS = ["js", "wasm", ...(compilerAvailable() ? (["c"] as const) : [])] as const
 
@@ -379,14 +380,12 @@ describe("fuzz regressions at 10,000 cases (npm run fuzz -- --cases 10000, seed 
 })
 
 describe("npm run fuzz", () => {
-  // (the script as `npm run fuzz` runs it: bundled into a folder of this test's own, cases in child
-  // processes with a deadline each; c on every 100th case where gcc is here)
-  const ROOT = path.resolve(import.meta.dirname, "..")
-  const BUILD = path.join(ROOT, ".cache", "test-fuzz-graphs")
+  // (the script as `npm run fuzz` runs it: bundled into dist/ once for the run (test/support/dist.ts),
+  // cases in child processes with a deadline each; c on every 100th case where gcc is here)
+  const FUZZ = script("fuzz")
   it("a few hundred seeded cases: no crash, hang, untyped error, wrong answer or target more lenient than the interpreter", () => {
-    const b = spawnSync(process.execPath, ["scripts/build.mjs", "--outdir", BUILD], { cwd: ROOT, encoding: "utf8" })
-    expect(b.status, b.stderr).toBe(0)
-    const r = spawnSync(process.execPath, [path.join(BUILD, "scripts", "fuzz.js"), "--cases", "240", "--seed", "7", "--jobs", "2", "--c-every", "100", "--json"], { cwd: ROOT, encoding: "utf8", timeout: 170_000 })
+    expect(existsSync(FUZZ), FUZZ).toBe(true)
+    const r = spawnSync(process.execPath, [FUZZ, "--cases", "240", "--seed", "7", "--jobs", "2", "--c-every", "100", "--json"], { cwd: ROOT, encoding: "utf8", timeout: 170_000 })
     const summary = JSON.parse(r.stdout.trim().split("\n").at(-1)!)
     expect(summary.findings).toEqual([])
     expect([summary.crashes, summary.hangs, summary.untyped, summary.wrong, summary.lenient]).toEqual([0, 0, 0, 0, 0])
@@ -400,11 +399,10 @@ describe("npm run fuzz", () => {
   // the 17 seeds of the wrong answers at 10,000 cases (seed 1), replayed on js, wasm and c: the
   // bugs among them fixed (tests above), the rest classed for the reason fuzz-judge.ts gives
   it("the seeds of the 10,000-case run's wrong answers: fixed, or classed as undefined casts, ill-conditioned or edge floats", () => {
-    const b = spawnSync(process.execPath, ["scripts/build.mjs", "--outdir", BUILD], { cwd: ROOT, encoding: "utf8" })
-    expect(b.status, b.stderr).toBe(0)
+    expect(existsSync(FUZZ), FUZZ).toBe(true)
     const seeds = [1002217, 1005444, 1005778, 1008878, 1004710, 1005599, 1002253, 1004499, 1004511, 1000887, 1006642, 1007012, 1003814, 1003818, 1005573, 1004957, 1002098]
     const targets = compilerAvailable() ? "js,wasm,c" : "js,wasm"
-    const r = spawnSync(process.execPath, [path.join(BUILD, "scripts", "fuzz.js"), "--seeds", seeds.join(","), "--targets", targets, "--c-every", "0", "--jobs", "2", "--json"], { cwd: ROOT, encoding: "utf8", timeout: 170_000 })
+    const r = spawnSync(process.execPath, [FUZZ, "--seeds", seeds.join(","), "--targets", targets, "--c-every", "0", "--jobs", "2", "--json"], { cwd: ROOT, encoding: "utf8", timeout: 170_000 })
     const summary = JSON.parse(r.stdout.trim().split("\n").at(-1)!)
     expect(summary.findings).toEqual([])
     expect(summary.cases).toBe(17)

@@ -19,18 +19,13 @@ import { serializeNpy } from "../src/device/npy.js"
 import { smallCnn } from "./support/quantize-models.js"
 import { HAVE_GCC, NO_GCC } from "../laws/support-c.js"
 import { fillNormal } from "../src/zoo/random.js"
+import { CLI } from "./support/dist.js"
 
-const ROOT = path.resolve(import.meta.dirname, "..")
-/** Inside the repository, so the bundle finds node_modules (ignored by git). */
-const BUILD = path.join(ROOT, ".cache", "quantize-cli")
 let tmp = ""
-let main = ""
+const main = CLI
 
 beforeAll(() => {
   tmp = fs.mkdtempSync(path.join(os.tmpdir(), "tessera-quantize-cli-"))
-  const b = spawnSync(process.execPath, ["scripts/build.mjs", "--outdir", BUILD], { cwd: ROOT, encoding: "utf8" })
-  if (b.status !== 0) throw new Error(`build failed: ${b.stderr}`)
-  main = path.join(BUILD, "cli", "main.js")
   fs.writeFileSync(path.join(tmp, "cnn.onnx"), encodeOnnx(smallCnn()))
   fs.writeFileSync(path.join(tmp, "soft.onnx"), encodeOnnx(smallCnn((x) => ({ nodes: [node("Softsign", [x], ["soft"], {}, "softsign")], out: "soft" }))))
   fs.writeFileSync(path.join(tmp, "exact.onnx"), encodeOnnx(exactModel()))

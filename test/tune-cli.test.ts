@@ -21,10 +21,8 @@ import { compileGraph, loadProgram } from "../src/pipeline.js"
 import { tasksOfProgram } from "../src/search/extract.js"
 import { bestRecords, isTrial, parseLog, rankedRecords, type TuningRecord } from "../src/search/records.js"
 import { configKey } from "../src/search/task.js"
+import { CLI } from "./support/dist.js"
 
-const ROOT = path.resolve(import.meta.dirname, "..")
-// a build folder of this test's own (dist/ is shared), inside the repository so packages resolve
-const BUILD = path.join(ROOT, ".cache", "test-tune-cli")
 let tmp = ""
 /** What compile and tune use for c here. */
 const LANES = hostTarget().attrs.vectorLanes
@@ -42,8 +40,6 @@ const graph = makeGraph({
 })
 
 beforeAll(() => {
-  const b = spawnSync(process.execPath, ["scripts/build.mjs", "--outdir", BUILD], { cwd: ROOT, encoding: "utf8" })
-  if (b.status !== 0) throw new Error(`build failed: ${b.stderr}`)
   tmp = fs.mkdtempSync(path.join(os.tmpdir(), "tessera-tune-"))
   fs.writeFileSync(path.join(tmp, "conv.onnx"), encodeOnnx(graph))
 }, 120_000)
@@ -51,7 +47,7 @@ afterAll(() => {
   if (tmp) fs.rmSync(tmp, { recursive: true, force: true })
 })
 
-const tessera = (...args: string[]) => spawnSync(process.execPath, [path.join(BUILD, "cli", "main.js"), ...args], { cwd: tmp, encoding: "utf8", timeout: 120_000 })
+const tessera = (...args: string[]) => spawnSync(process.execPath, [CLI, ...args], { cwd: tmp, encoding: "utf8", timeout: 120_000 })
 const FAST = ["--repeats", "1", "--min-repeat-ms", "1", "--batch", "3", "--tuner", "random", "--no-network-check"]
 const readRecords = () => parseLog(fs.readFileSync(path.join(tmp, "tune.jsonl"), "utf8"))
 
@@ -300,7 +296,7 @@ describe("tessera tune does not trust its log (issue 19)", () => {
   }, 120_000)
 
   it("two tuners on one log: the second refuses while the first runs (no trial written twice); the first's lock is gone when it ends", async () => {
-    const first = spawn(process.execPath, [path.join(BUILD, "cli", "main.js"), "tune", "conv.onnx", "--log", "shared.jsonl", "--trials", "30", ...FAST], { cwd: tmp, stdio: "ignore" })
+    const first = spawn(process.execPath, [CLI, "tune", "conv.onnx", "--log", "shared.jsonl", "--trials", "30", ...FAST], { cwd: tmp, stdio: "ignore" })
     const done = new Promise<number | null>((resolve) => first.on("exit", resolve))
     const lock = path.join(tmp, "shared.jsonl.lock")
     for (let k = 0; k < 300 && !fs.existsSync(lock); k++) await new Promise((res) => setTimeout(res, 50))

@@ -14,9 +14,8 @@ import { makeGraph, node } from "../src/ast/graph/graph.js"
 import { encodeOnnx } from "../src/ast/onnx/encode.js"
 import { randomTensor } from "../src/cli/inputs.js"
 import { compilerAvailable } from "../src/device/c/build.js"
+import { CLI, ROOT } from "./support/dist.js"
 
-const ROOT = path.resolve(import.meta.dirname, "..")
-const BUILD = path.join(ROOT, ".cache", "test-tune-cuda-stop")
 const HAVE_GCC = compilerAvailable()
 let tmp = ""
 
@@ -30,8 +29,6 @@ const graph = makeGraph({
 
 beforeAll(() => {
   if (!HAVE_GCC) return
-  const b = spawnSync(process.execPath, ["scripts/build.mjs", "--outdir", BUILD], { cwd: ROOT, encoding: "utf8" })
-  if (b.status !== 0) throw new Error(`build failed: ${b.stderr}`)
   tmp = fs.mkdtempSync(path.join(os.tmpdir(), "tessera-tune-cuda-stop-"))
   fs.writeFileSync(path.join(tmp, "mm.onnx"), encodeOnnx(graph))
   const cc = spawnSync("gcc", ["-shared", "-fPIC", "-O1", "-o", path.join(tmp, "libcuda.so"), path.join(ROOT, "test", "support", "fake-libcuda.c")], { encoding: "utf8" })
@@ -65,7 +62,7 @@ const alive = (pid: number): boolean => {
 
 /** Starts tune --target cuda, sends SIGTERM once `ready()` holds, and gives how long it took to exit after it, its code and stderr. */
 const tuneUntil = async (env: Record<string, string>, ready: () => boolean): Promise<{ ms: number; code: number | null; signal: string | null; stderr: string }> => {
-  const child = spawn(process.execPath, [path.join(BUILD, "cli", "main.js"), "tune", "mm.onnx", "--target", "cuda", "--log", `${env.NAME}.jsonl`, "--trials", "4", "--batch", "2", "--repeats", "1", "--min-repeat-ms", "1", "--tuner", "random"], {
+  const child = spawn(process.execPath, [CLI, "tune", "mm.onnx", "--target", "cuda", "--log", `${env.NAME}.jsonl`, "--trials", "4", "--batch", "2", "--repeats", "1", "--min-repeat-ms", "1", "--tuner", "random"], {
     cwd: tmp,
     env: { ...process.env, ...env },
     stdio: ["ignore", "ignore", "pipe"],

@@ -14,9 +14,8 @@ import { randomTensor } from "../src/cli/inputs.js"
 import { compilerAvailable } from "../src/device/c/build.js"
 import { isTrial, parseLog } from "../src/search/records.js"
 import { configKey } from "../src/search/task.js"
+import { CLI } from "./support/dist.js"
 
-const ROOT = path.resolve(import.meta.dirname, "..")
-const BUILD = path.join(ROOT, ".cache", "test-tune-kill")
 let tmp = ""
 
 const graph = makeGraph({
@@ -52,8 +51,6 @@ const childrenOf = (pid: number): number[] =>
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
 beforeAll(() => {
-  const b = spawnSync(process.execPath, ["scripts/build.mjs", "--outdir", BUILD], { cwd: ROOT, encoding: "utf8" })
-  if (b.status !== 0) throw new Error(`build failed: ${b.stderr}`)
   tmp = fs.mkdtempSync(path.join(os.tmpdir(), "tessera-tune-kill-"))
   fs.writeFileSync(path.join(tmp, "conv.onnx"), encodeOnnx(graph))
 }, 120_000)
@@ -63,7 +60,7 @@ afterAll(() => {
 
 describe.skipIf(!compilerAvailable() || process.platform !== "linux")("tessera tune killed with SIGKILL", () => {
   it("leaves a log whose every line decodes, and the same command resumes from it", async () => {
-    const tuner = spawn(process.execPath, [path.join(BUILD, "cli", "main.js"), ...ARGS], { cwd: tmp, stdio: ["ignore", "ignore", "pipe"] })
+    const tuner = spawn(process.execPath, [CLI, ...ARGS], { cwd: tmp, stdio: ["ignore", "ignore", "pipe"] })
     let stderr = ""
     tuner.stderr.on("data", (d: unknown) => (stderr += String(d)))
     const exited = new Promise<NodeJS.Signals | null>((resolve) => tuner.on("exit", (_, signal) => resolve(signal)))
@@ -90,7 +87,7 @@ describe.skipIf(!compilerAvailable() || process.platform !== "linux")("tessera t
     expect(childrenOf(tuner.pid!)).toEqual([])
 
     const before = lines()
-    const again = spawnSync(process.execPath, [path.join(BUILD, "cli", "main.js"), ...ARGS], { cwd: tmp, encoding: "utf8", timeout: 60_000 })
+    const again = spawnSync(process.execPath, [CLI, ...ARGS], { cwd: tmp, encoding: "utf8", timeout: 60_000 })
     expect(again.status, again.stderr).toBe(0)
     expect(again.stderr).toContain(`(${before.length} records already)`)
     const after = parseLog(fs.readFileSync(LOG(), "utf8"))

@@ -15,6 +15,7 @@ import { encodeOnnx } from "../src/ast/onnx/encode.js"
 import { loadVta, planVta, runOnC, vtaArtifactFiles } from "../src/cli/vta.js"
 import { partitionForVta, VtaPartitionError } from "../src/rewrite/vta-partition.js"
 import { vtaNet, vtaNetInput, type VtaNetSpec } from "../laws/vta/net-cases.js"
+import { BIN } from "./support/dist.js"
 
 const spec: VtaNetSpec = { c: 20, h: 6, w: 6, blocks: 2, out: 24, seed: 7 }
 const shapes = new Map([["input", [1, spec.c, spec.h, spec.w]]])
@@ -74,13 +75,9 @@ describe("vta target, end to end", () => {
 })
 
 describe("tessera … --target vta", () => {
-  const ROOT = path.resolve(import.meta.dirname, "..")
-  const BIN = path.join(ROOT, "bin", "tessera.js")
   let tmp = ""
   let model = ""
   beforeAll(() => {
-    const b = spawnSync(process.execPath, ["scripts/build.mjs"], { cwd: ROOT, encoding: "utf8" })
-    if (b.status !== 0) throw new Error(`build failed: ${b.stderr}`)
     tmp = fs.mkdtempSync(path.join(os.tmpdir(), "tessera-vta-"))
     model = path.join(tmp, "net.onnx")
     fs.writeFileSync(model, encodeOnnx(vtaNet(spec)))

@@ -1,5 +1,7 @@
-// simplify's memo (src/ast/te/simplify.ts) is keyed by content and must never hand one call
-// another's result where the two differ in anything simplify carries or reads:
+// simplify's memo (src/ast/te/simplify.ts: one per lowering, made by the stage that lowers and
+// passed to each of its calls) is keyed by content and must never hand one call another's result
+// where the two differ in anything simplify carries or reads. Each property passes one memo to
+// all its calls, as a lowering does:
 // - two TE reads of different tensors (same name, same indices) simplify each to a read of its own
 //   tensor — exprKey leaves `tensor` out, so a key built like it would give the second the first's;
 // - one expression under two boxes simplifies under each to what is right in that box, whichever
@@ -9,7 +11,7 @@ import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { bin, c, collect, showExpr, v, type BinOp, type Expr, type Read } from "../../src/ast/te/expr.js"
 import { evalExpr } from "../../src/ast/te/eval-expr.js"
-import { simplify, type Interval } from "../../src/ast/te/simplify.js"
+import { simplify, simplifyMemo, type Interval } from "../../src/ast/te/simplify.js"
 import { at, placeholder } from "../../src/ast/te/tensor.js"
 import { boxPoints, lawParams } from "../support.js"
 
@@ -41,8 +43,9 @@ describe("simplify's memo", () => {
       fc.property(arbExpr, arbExpr, (i, j) => {
         const A = placeholder("T", [8, 8])
         const B = placeholder("T", [4, 4])
+        const memo = simplifyMemo()
         for (const t of [A, B, A]) {
-          const s = simplify(bin("add", at(t, i, j), at(t, j, i)))
+          const s = simplify(bin("add", at(t, i, j), at(t, j, i)), new Map(), memo)
           const rs = reads(s)
           if (rs.length === 0 || rs.some((r) => r.tensor !== t)) throw new Error(`a read of ${t.shape} simplified to ${showExpr(s)}, reading another tensor`)
         }
@@ -54,8 +57,9 @@ describe("simplify's memo", () => {
   it("one expression under two boxes simplifies, under the second, to what holds in the second", () => {
     fc.assert(
       fc.property(arbExpr, arbBox, arbBox, (e, first, second) => {
-        simplify(e, first)
-        const s = simplify(e, second)
+        const memo = simplifyMemo()
+        simplify(e, first, memo)
+        const s = simplify(e, second, memo)
         for (const p of boxPoints(e, second)) {
           const want = Number(evalExpr(e, p, () => 0))
           const got = Number(evalExpr(s, p, () => 0))
@@ -68,8 +72,9 @@ describe("simplify's memo", () => {
 
   it("float constants 0 and -0 stay apart", () => {
     const x = v("x", "float32")
+    const memo = simplifyMemo()
     for (const k of [0, -0, 0]) {
-      const s = simplify(bin("max", x, c(k, "float32")))
+      const s = simplify(bin("max", x, c(k, "float32")), new Map(), memo)
       const ks = collect(s, (y) => y.kind === "const").map((y) => (y.kind === "const" ? y.value : NaN))
       expect(ks.some((y) => Object.is(y, k))).toBe(true)
     }

@@ -5,7 +5,7 @@
 // TIR passes (simplify, …).
 import { Data, Effect } from "effect"
 import { add, and, c, floordiv, floormod, ge, lt, mapExpr, mul, read, substitute, v, type Expr, type Var } from "../ast/te/expr.js"
-import { simplify, intervalOf, constDifference, type Bounds } from "../ast/te/simplify.js"
+import { simplify, simplifyMemo, intervalOf, constDifference, type Bounds } from "../ast/te/simplify.js"
 import type { ComputeTensor, TeTensor } from "../ast/te/tensor.js"
 import type { Schedule, Stage } from "../ast/schedule/schedule.js"
 import { alignedStrides } from "../ast/tir/analysis.js"
@@ -85,6 +85,9 @@ interface Target {
 }
 
 export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
+  // simplify's memo for this lowering: its stages' stores, guards and regions repeat index expressions
+  const memo = simplifyMemo()
+  const simp = (e: Expr, bounds: Bounds = new Map()): Expr => simplify(e, bounds, memo)
   const bodies = inlineBodies(s)
   const outputs = new Set(s.outputs.map((o) => o.name))
   const placeholders: TeTensor[] = []
@@ -123,7 +126,7 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
       if (x.kind !== "read") return undefined
       const r = regions.get(x.source)
       if (!r) return undefined
-      const idx = x.indices.map((i, k) => simplify(add(redirect(i), mul(r.start[k], c(-1)))))
+      const idx = x.indices.map((i, k) => simp(add(redirect(i), mul(r.start[k], c(-1)))))
       return read(localName.get(x.source)!, r.parity ? [r.parity, ...idx] : idx, x.dtype)
     })
 
@@ -147,12 +150,12 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
     const absIdx = region ? dataIdx.map((e, k) => add(e, region.start[k])) : dataIdx
     const env = new Map<string, Expr>(op.axes.map((a, k) => [a.var.name, absIdx[k]]))
     const withPrefix = (idx: Expr[]): Expr[] => (target.prefix ? [target.prefix, ...idx] : idx)
-    const storeIdx = withPrefix(absIdx.map((e, k) => simplify(add(e, mul(target.offset[k] ?? c(0), c(-1))))))
+    const storeIdx = withPrefix(absIdx.map((e, k) => simp(add(e, mul(target.offset[k] ?? c(0), c(-1))))))
     const regionGuards = region ? absIdx.flatMap((e, k) => [lt(e, c(op.shape[k])), ge(e, c(0))]) : []
     const extentOf = (a: string) => st.axes.get(a)!.extent
     const bounds = new Map(st.leaf.map((a) => [a, { min: 0, max: extentOf(a) - 1 }]))
     const guard = (stmt: Stmt, conds: Expr[]): Stmt => {
-      const cond = conds.map((x) => simplify(x, bounds)).filter((x) => !(x.kind === "const" && x.value === 1)).reduce<Expr | undefined>((a, b) => (a ? and(a, b) : b), undefined)
+      const cond = conds.map((x) => simp(x, bounds)).filter((x) => !(x.kind === "const" && x.value === 1)).reduce<Expr | undefined>((a, b) => (a ? and(a, b) : b), undefined)
       return cond ? { kind: "if", cond, then: stmt } : stmt
     }
     const tensorized = (): Stmt => {
@@ -163,7 +166,7 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
       if (typeof m === "string") throw new LowerError({ stage: st.name, reason: `tensorize: ${m}` })
       // (an intrinsic has no guards: it cannot compute the part of a region that lies in the tensor)
       if (region?.overhangs) throw new LowerError({ stage: st.name, reason: "tensorize: the region it is computed over runs past the tensor in some iteration of the loop it is attached at (split that loop by a factor that divides the tensor)" })
-      const shift = (e: Expr, k: number, start: readonly Expr[] | undefined) => simplify(add(e, mul(start?.[k] ?? c(0), c(-1))))
+      const shift = (e: Expr, k: number, start: readonly Expr[] | undefined) => simp(add(e, mul(start?.[k] ?? c(0), c(-1))))
       const absOut = m.output.map((e, k) => (region ? add(e, region.start[k]) : e))
       return {
         kind: "intrinsic",
@@ -198,7 +201,7 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
 
     if (body.kind !== "reduce") {
       const value = redirect(substitute(body, env))
-      const store: Stmt = { kind: "store", buffer: target.buffer, indices: storeIdx, value: simplify(value, bounds) }
+      const store: Stmt = { kind: "store", buffer: target.buffer, indices: storeIdx, value: simp(value, bounds) }
       return wrap(st.leaf, guard(store, [...guards, ...regionGuards]))
     }
     // reduction: init over the data axes, then the update
@@ -208,7 +211,7 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
     const x = redirect(substitute(body.source, redEnv))
     const combined = substitute(body.combiner.result, new Map([[body.combiner.lhs.name, acc as Expr], [body.combiner.rhs.name, x]]))
     const where = body.where ? [redirect(substitute(body.where, redEnv))] : []
-    const update: Stmt = guard({ kind: "store", buffer: target.buffer, indices: storeIdx, value: simplify(combined, bounds) }, [...guards, ...regionGuards, ...where])
+    const update: Stmt = guard({ kind: "store", buffer: target.buffer, indices: storeIdx, value: simp(combined, bounds) }, [...guards, ...regionGuards, ...where])
     const init = (indices: readonly Expr[]): Stmt => ({ kind: "store", buffer: target.buffer, indices, value: c(body.combiner.identity(op.dtype), op.dtype) })
     const isData = (a: string) => {
       // a leaf axis is data when every root axis it derives from is data
@@ -230,7 +233,7 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
     const initNest = op.axes.reduceRight<Stmt>(
       (accum, a, k) => ({ kind: "for", var: initVars[k], min: c(0), extent: c(region ? region.extent[k] : a.dom.extent), forKind: "serial", body: accum }),
       guard(
-        init(withPrefix(initVars.map((iv, k) => (region ? simplify(add(add(iv, region.start[k]), mul(target.offset[k] ?? c(0), c(-1)))) : iv)))),
+        init(withPrefix(initVars.map((iv, k) => (region ? simp(add(add(iv, region.start[k]), mul(target.offset[k] ?? c(0), c(-1)))) : iv)))),
         region ? initVars.flatMap((iv, k) => [lt(add(iv, region.start[k]), c(op.shape[k])), ge(add(iv, region.start[k]), c(0))]) : [],
       ),
     )
@@ -269,7 +272,7 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
     const reads: Expr[][] = []
     const scan = (e: Expr) =>
       mapExpr(e, (x) => {
-        if (x.kind === "read" && x.source === p.name) reads.push(x.indices.map((i) => simplify(substitute(i, values))))
+        if (x.kind === "read" && x.source === p.name) reads.push(x.indices.map((i) => simp(substitute(i, values))))
         return undefined
       })
     if (cbody.kind === "reduce") {
@@ -283,8 +286,8 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
       let lo = Infinity
       let hi = -Infinity
       for (const idx of reads) {
-        const base = simplify(substitute(idx[k], zeroInner))
-        const delta = intervalOf(simplify(add(idx[k], mul(base, c(-1)))), innerBounds)
+        const base = simp(substitute(idx[k], zeroInner))
+        const delta = intervalOf(simp(add(idx[k], mul(base, c(-1)))), innerBounds)
         base0 ??= base
         const d = constDifference(base, base0)
         if (d === undefined || !Number.isFinite(delta.min) || !Number.isFinite(delta.max)) {
@@ -295,7 +298,7 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
         hi = Math.max(hi, d + delta.max)
       }
       if (base0 && Number.isFinite(lo) && hi - lo + 1 <= dim) {
-        start.push(simplify(add(base0, c(lo))))
+        start.push(simp(add(base0, c(lo))))
         extent.push(hi - lo + 1)
       } else {
         start.push(c(0))

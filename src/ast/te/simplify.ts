@@ -273,47 +273,59 @@ const simplifyNode = (e: Expr, bounds: Bounds): Expr => {
   return e
 }
 
-/** simplify(e): equal in value to `e` wherever `bounds` hold. */
-export const simplify = (e: Expr, bounds: Bounds = new Map()): Expr => {
+/**
+ * simplify(e): equal in value to `e` wherever `bounds` hold. `memo`: the results of a lowering's
+ * earlier calls (simplifyMemo), which one pass over a function, one group's lowering or one
+ * kernel's emission makes and passes to each of its calls; without it, a memo of this call alone
+ * (the indices of a large body's reads repeat within it).
+ */
+export const simplify = (e: Expr, bounds: Bounds = new Map(), memo: SimplifyMemo = simplifyMemo()): Expr => {
   if (e.kind === "const" || e.kind === "var") return e
-  const key = memoKey(e, bounds)
-  const hit = key === undefined ? undefined : memo.get(key)
+  const key = memoKey(e, bounds, memo)
+  const hit = key === undefined ? undefined : memo.results.get(key)
   if (hit) return hit
   const rec = (x: Expr): Expr => {
     if (x.kind === "bin") return simplifyNode(bin(x.op, rec(x.a), rec(x.b)), bounds)
     // a read's indices through the memo: a large body reads one tensor at many points whose
     // indices repeat (a Winograd transform's sums of reads), each simplified once
-    if (x.kind === "read") return { ...x, indices: x.indices.map((i) => simplify(i, bounds)) }
+    if (x.kind === "read") return { ...x, indices: x.indices.map((i) => simplify(i, bounds, memo)) }
     return mapExpr(x, (y) => (y === x ? undefined : rec(y)))
   }
   const out = rec(e)
   if (key === undefined) return out
-  if (memo.size >= MEMO_CAP) memo.clear()
-  memo.set(key, out)
+  if (memo.results.size >= MEMO_CAP) memo.results.clear()
+  memo.results.set(key, out)
   return out
 }
 
 /**
- * simplify's memo (a lowering simplifies the same index expressions under the same bounds again
- * and again: ResNet-18's cold compile, 30,304 calls of 6,356 distinct pairs). Keyed by content,
- * so a result never depends on what was simplified before: the expression's whole structure, the
- * identity of every object simplify carries into its result without looking at (a TE read's
- * `tensor`, a reduction's combiner and axes), and the bounds of exactly the variables it holds —
- * the only bounds simplify reads. Cleared when full, so it stays bounded. Large expressions are
+ * simplify's memo for one lowering (a lowering simplifies the same index expressions under the
+ * same bounds again and again: ResNet-18's cold compile, 30,304 calls of 6,356 distinct pairs),
+ * made by the stage that lowers and dropped with it: no result outlives the compile it was
+ * computed in. Keyed by content, so a result never depends on what was simplified before: the
+ * expression's whole structure, the identity of every object simplify carries into its result
+ * without looking at (a TE read's `tensor`, a reduction's combiner and axes), and the bounds of
+ * exactly the variables it holds — the only bounds simplify reads (a caller may pass one memo with
+ * bounds that change between calls). Cleared when full, so it stays bounded. Large expressions are
  * left out: their keys cost as much as simplifying them and they hardly recur (ResNet-18: of 726
  * calls with keys over 500 characters, 34 repeats, against 14,545 repeats in all).
  */
-const memo = new Map<string, Expr>()
+export interface SimplifyMemo {
+  readonly results: Map<string, Expr>
+  /** A number per object, for keys that need an object's identity (only equality matters; kept for the memo's life, as the lowering's objects are). */
+  readonly ids: Map<object, number>
+}
+
+/** An empty memo, for one lowering's calls of simplify. */
+export const simplifyMemo = (): SimplifyMemo => ({ results: new Map(), ids: new Map() })
+
 const MEMO_CAP = 1 << 13
 /** The most nodes an expression the memo keeps may have. */
 const MEMO_NODES = 24
 
-/** A number per object, for keys that need an object's identity (a counter: only equality matters). */
-const ids = new WeakMap<object, number>()
-let nextId = 0
-const idOf = (o: object): number => {
-  let id = ids.get(o)
-  if (id === undefined) ids.set(o, (id = nextId++))
+const idOf = (memo: SimplifyMemo, o: object): number => {
+  let id = memo.ids.get(o)
+  if (id === undefined) memo.ids.set(o, (id = memo.ids.size))
   return id
 }
 
@@ -324,7 +336,7 @@ const num = (x: number): string => (Object.is(x, -0) ? "-0" : String(x))
  * The memo's key: `e` written out unambiguously (names length-prefixed, arities counted), then the
  * bounds of its variables; undefined past MEMO_NODES nodes.
  */
-const memoKey = (e: Expr, bounds: Bounds): string | undefined => {
+const memoKey = (e: Expr, bounds: Bounds, memo: SimplifyMemo): string | undefined => {
   const vars = new Set<string>()
   let nodes = 0
   const rec = (x: Expr): string => {
@@ -344,9 +356,9 @@ const memoKey = (e: Expr, bounds: Bounds): string | undefined => {
       case "call":
         return `f${x.fn} ${x.dtype} ${x.args.length}(${x.args.map(rec).join("")}`
       case "read":
-        return `r${x.dtype} ${x.source.length}:${x.source}@${x.tensor ? idOf(x.tensor) : "-"} ${x.indices.length}(${x.indices.map(rec).join("")}`
+        return `r${x.dtype} ${x.source.length}:${x.source}@${x.tensor ? idOf(memo, x.tensor) : "-"} ${x.indices.length}(${x.indices.map(rec).join("")}`
       case "reduce":
-        return `R${x.dtype} ${idOf(x.combiner)} ${idOf(x.axes)}(${rec(x.source)}${x.where ? `w${rec(x.where)}` : "-"}`
+        return `R${x.dtype} ${idOf(memo, x.combiner)} ${idOf(memo, x.axes)}(${rec(x.source)}${x.where ? `w${rec(x.where)}` : "-"}`
     }
   }
   let key = rec(e)

@@ -38,7 +38,7 @@ const denseBase = (fb: FnBuilder, sc: Scope, r: Region, shape: readonly number[]
   const inner = r.strides.slice(r.strides.length - shape.length)
   const dense = inner.length === shape.length && shape.every((_, k) => inner[k] === shape.slice(k + 1).reduce((a, x) => a * x, 1))
   if (!dense) return fb.fail(`the 8-bit dot's ${what} '${r.buffer}' is not one contiguous run (strides ${r.strides.join(", ")})`)
-  return simplify(r.base[0], sc.bounds)
+  return simplify(r.base[0], sc.bounds, sc.simplified)
 }
 
 /** The v128 locals cached in the region under `keys`, else those `make` fills (cached under the keys, reading `buf`). */

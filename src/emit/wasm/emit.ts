@@ -24,6 +24,7 @@
 // This file assembles the module; a kernel's layout is layout.ts, its phases phases.ts, its
 // statements stmt.ts (loop address hoisting hoist.ts, SIMD vector.ts, register tiles
 // registers.ts, the 8-bit dot dot.ts), its expressions expr.ts (convert.ts, binary.ts, call.ts), its bytes encoder.ts.
+import { simplifyMemo } from "../../ast/te/simplify.js"
 import type { Buffer, PrimFunc } from "../../ast/tir/tir.js"
 import { seenOnEntry, storedBuffers } from "../../ast/tir/analysis.js"
 import { isIdentifier } from "../c-family/names.js"
@@ -86,7 +87,7 @@ export const emitWasmFunction = (f: PrimFunc, exportName: string, uses: Set<stri
   })
   const frame = new FrameSize()
   const phases: WasmPhase[] = []
-  emitPhases(fb, { vars: new Map(), bufs, bounds: new Map(), boundsCheck: opts.boundsCheck ?? false, top: 0, inThread: false, addrCache: new Map(), vcache: new Map(), reuseGuardedReads: opts.reuseGuardedReads ?? true, stepAddresses: opts.stepAddresses ?? true }, f.body, frame, phases)
+  emitPhases(fb, { vars: new Map(), bufs, bounds: new Map(), simplified: simplifyMemo(), boundsCheck: opts.boundsCheck ?? false, top: 0, inThread: false, addrCache: new Map(), vcache: new Map(), reuseGuardedReads: opts.reuseGuardedReads ?? true, stepAddresses: opts.stepAddresses ?? true }, f.body, frame, phases)
   const notes = params.map((p, k) => `param ${k}: ${p.dtype}[${p.shape.join("x")}], ${p.length} elements${p.written ? ", written" : ""}${p.copyIn ? "" : ", not copied in"}`)
   notes.push(`frame: ${frame.max} bytes`)
   notes.push(`phases: ${phases.map((p) => `${p.parallel !== undefined ? `parallel ${p.parallel}` : "serial"} (${p.work} stores)`).join(", ")}`)

@@ -7,7 +7,7 @@
 // guarded arm may read out of bounds).
 import type { DType } from "../../ast/graph/dtype.js"
 import { exprKey, type Expr } from "../../ast/te/expr.js"
-import { intervalOf, simplify, type Interval } from "../../ast/te/simplify.js"
+import { intervalOf, simplify, type Interval, type SimplifyMemo } from "../../ast/te/simplify.js"
 import { STORAGE, VCLASS, type BufInfo, type FnBuilder, type VT } from "./builder.js"
 import { emitRegRead, LANE_DTYPE, type RegBuf } from "./registers.js"
 import { affineOf, baseKey, bestBase, termsNonNegative, type Base, type Term } from "./address.js"
@@ -20,6 +20,8 @@ export interface Scope {
   readonly vars: ReadonlyMap<string, { readonly local: number; readonly vt: VT }>
   readonly bufs: ReadonlyMap<string, BufInfo>
   readonly bounds: ReadonlyMap<string, Interval>
+  /** simplify's memo for this kernel's emission (its index expressions recur across loops and unrolled steps). */
+  readonly simplified: SimplifyMemo
   readonly boundsCheck: boolean
   /**
    * Addresses computed in this straight-line region (no select arms, no loop-variable change), by
@@ -183,7 +185,7 @@ export const emitExpr = (fb: FnBuilder, sc: Scope, e: Expr): void => {
       if (e.indices.length !== 1) fb.fail(`read of '${e.source}' with ${e.indices.length} indices: run lowering.FlattenStorage first`)
       const reg = sc.regs?.get(e.source)
       if (reg) {
-        emitRegRead(fb, reg, e.source, simplify(e.indices[0], sc.bounds))
+        emitRegRead(fb, reg, e.source, simplify(e.indices[0], sc.bounds, sc.simplified))
         emitConvert(fb, LANE_DTYPE[reg.lane], e.dtype)
         return
       }

@@ -45,9 +45,10 @@ export const freshRegion = (sc: Scope, loopStores?: ReadonlySet<string>): Pick<S
 })
 
 /** `body` with loop variable `name` replaced by the constant `value`; integer expressions simplified (float ones only substituted, so their arithmetic is unchanged). */
-const substituteStmt = (body: Stmt, name: string, value: number, bounds: ReadonlyMap<string, Interval>): Stmt => {
+const substituteStmt = (body: Stmt, name: string, value: number, sc: Scope): Stmt => {
   const env = new Map([[name, c(value)]])
-  const ints = (e: Expr): Expr => (isIntDtype(e.dtype) ? simplify(e, bounds) : mapExpr(e, (x) => (x.kind === "read" ? { ...x, indices: x.indices.map((i) => simplify(i, bounds)) } : undefined)))
+  const simp = (e: Expr) => simplify(e, sc.bounds, sc.simplified)
+  const ints = (e: Expr): Expr => (isIntDtype(e.dtype) ? simp(e) : mapExpr(e, (x) => (x.kind === "read" ? { ...x, indices: x.indices.map(simp) } : undefined)))
   return mapStmt(body, () => undefined, (e) => ints(substitute(e, env)))
 }
 
@@ -61,7 +62,7 @@ const regReadsOnly = (s: Stmt, v: string, lo: number, sc: StmtCtx): boolean => {
   if (s.kind !== "store" || sc.regs.has(s.buffer)) return false
   const env = new Map([[v, c(lo)]])
   return collect(s.value, (x) => x.kind === "read" && sc.regs!.has(x.source)).every(
-    (x) => x.kind === "read" && x.indices.length === 1 && coef(x.indices[0], v) === 1 && simplify(substitute(x.indices[0], env), sc.bounds).kind === "const",
+    (x) => x.kind === "read" && x.indices.length === 1 && coef(x.indices[0], v) === 1 && simplify(substitute(x.indices[0], env), sc.bounds, sc.simplified).kind === "const",
   )
 }
 
@@ -130,7 +131,7 @@ export const emitStmt = (fb: FnBuilder, sc: StmtCtx, s: Stmt, frame: FrameSize):
       if (regIndexed) {
         // the unroll rule of registers.ts: the variable indexes a promoted buffer
         if (lo === undefined || ext === undefined) fb.fail(`loop '${s.var.name}' indexes a register buffer but has non-constant bounds`)
-        for (let k = lo; k < lo + ext; k++) emitStmt(fb, { ...sc, inThread }, substituteStmt(s.body, s.var.name, k, sc.bounds), frame)
+        for (let k = lo; k < lo + ext; k++) emitStmt(fb, { ...sc, inThread }, substituteStmt(s.body, s.var.name, k, sc), frame)
         return
       }
       // partial addresses invariant in the loop, then (an innermost loop of constant start) those
@@ -188,7 +189,7 @@ export const emitStmt = (fb: FnBuilder, sc: StmtCtx, s: Stmt, frame: FrameSize):
       if (s.indices.length !== 1) fb.fail(`store to '${s.buffer}' with ${s.indices.length} indices: run lowering.FlattenStorage first`)
       const reg = sc.regs?.get(s.buffer)
       if (reg) {
-        emitRegWrite(fb, reg, s.buffer, simplify(s.indices[0], sc.bounds), () => emitExprAs(fb, sc, s.value, LANE_DTYPE[reg.lane]))
+        emitRegWrite(fb, reg, s.buffer, simplify(s.indices[0], sc.bounds, sc.simplified), () => emitExprAs(fb, sc, s.value, LANE_DTYPE[reg.lane]))
         return
       }
       // addresses shared with the region (select arms add none: emitExpr)

@@ -40,7 +40,7 @@ export const emitCopyLoop = (fb: FnBuilder, sc: Scope, plan: CopyPlan, loopVar: 
   const align = Math.min(4, STORAGE[src.dtype].align)
   for (let k = 0; k < count; k += plan.lanes) {
     const env = new Map([[loopVar, c(min + k)]])
-    const at = (x: (typeof st.indices)[number]) => simplify(substitute(x, env), sc.bounds)
+    const at = (x: (typeof st.indices)[number]) => simplify(substitute(x, env), sc.bounds, sc.simplified)
     const to = emitAddress(fb, block, st.buffer, at(st.indices[0]), plan.lanes)
     const from = emitAddress(fb, block, src.source, at(src.indices[0]), plan.lanes)
     fb.op("v128.load", align, from.offset)

@@ -276,7 +276,7 @@ export const emitWideLoop = (fb: FnBuilder, sc: Scope, plan: WidePlan, loopVar: 
   const stride = coef(st.indices[0], loopVar)!
   for (let k = 0; k < count; k += 4) {
     const env = new Map([[loopVar, c(min + k)]])
-    const at = (x: Expr) => simplify(substitute(x, env), sc.bounds)
+    const at = (x: Expr) => simplify(substitute(x, env), sc.bounds, sc.simplified)
     const idx = at(st.indices[0])
     if (!narrow && stride === 1) {
       const { offset } = emitAddress(fb, block, st.buffer, idx, 4)
@@ -292,7 +292,7 @@ export const emitWideLoop = (fb: FnBuilder, sc: Scope, plan: WidePlan, loopVar: 
       const s = STORAGE[st.value.dtype]
       for (let j = 0; j < 4; j++) {
         const e = new Map([[loopVar, c(min + k + j)]])
-        const { offset } = emitAddress(fb, block, st.buffer, simplify(substitute(st.indices[0], e), sc.bounds))
+        const { offset } = emitAddress(fb, block, st.buffer, simplify(substitute(st.indices[0], e), sc.bounds, sc.simplified))
         fb.op("local.get", t)
         fb.op(lanes.cls === "f32" ? "f32x4.extract_lane" : "i32x4.extract_lane", j)
         fb.op(s.store, s.align, offset)

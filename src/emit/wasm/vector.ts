@@ -301,7 +301,7 @@ export const emitVectorLoop = (
     const block: Scope = sc.addrCache ? sc : { ...sc, addrCache: new Map() }
     for (let k = 0; k < count; k += 4) {
       const env = new Map([[loopVar, c(min.value + k)]])
-      step(block, (e) => simplify(substitute(e, env), sc.bounds))
+      step(block, (e) => simplify(substitute(e, env), sc.bounds, sc.simplified))
     }
     return
   }

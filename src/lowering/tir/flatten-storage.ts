@@ -5,7 +5,7 @@
 //
 // Opt level 0: the c, js and wasm emitters address flat storage only.
 import { add, c, mapExpr, mul, type Expr } from "../../ast/te/expr.js"
-import { simplify } from "../../ast/te/simplify.js"
+import { simplify, simplifyMemo } from "../../ast/te/simplify.js"
 import { alignedStrides, storageElements } from "../../ast/tir/analysis.js"
 import { mapStmt, type Buffer } from "../../ast/tir/tir.js"
 import { tirPass, type TirPass } from "./tir-pass.js"
@@ -33,10 +33,11 @@ export const flattenStorage = (aligns: StorageAligns = new Map()): TirPass =>
       })
       // (every buffer accessed is a param or allocated around the access: registered above; an
       // access of one index is flat already and keeps it)
+      const memo = simplifyMemo()
       const flat = (name: string, idx: readonly Expr[]): readonly Expr[] => {
         if (idx.length === 1) return idx
         const st = strides.get(name)!
-        return [simplify(idx.reduce<Expr>((acc, e, k) => add(acc, mul(e, c(st[k]))), c(0)))]
+        return [simplify(idx.reduce<Expr>((acc, e, k) => add(acc, mul(e, c(st[k]))), c(0)), new Map(), memo)]
       }
       // (a read replaced is not descended into: its indices, which may read too, are mapped here)
       const g = (e: Expr): Expr => mapExpr(e, (x) => (x.kind === "read" && x.indices.length !== 1 ? { ...x, indices: flat(x.source, x.indices.map(g)) } : undefined))
