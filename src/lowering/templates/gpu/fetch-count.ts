@@ -1,7 +1,9 @@
 // How many elements a block stores into shared memory per reduction step (the cooperative fetches
 // of the tiled GPU schedules), counted by the TIR evaluator on the function as emitted (after the
-// cuda TIR pipeline): its blockIdx loops cut to their first block, a counter bumped after every
-// store into a shared buffer, run on zero inputs. A step is one iteration of the loops around the
+// cuda TIR pipeline): its blockIdx loops cut to their first block, every statement that neither
+// stores into a shared buffer nor holds a barrier left out (the compute: what a fetch stores and
+// where depends on loop variables alone), a counter bumped after every store into a shared
+// buffer, run on zero inputs. A step is one iteration of the loops around the
 // fetches' barriers (the outer reduction loops), counted on the function as lowered (before the
 // pipeline partitions or unrolls any of them).
 // TVM's schedules fetch a block's tiles once a step for all of its threads and virtual threads
@@ -42,7 +44,7 @@ export const sharedFetchesPerStep = (lowered: PrimFunc, emitted: PrimFunc): Fetc
   }
   collectShared(f.body)
   const bump: Stmt = { kind: "store", buffer: COUNTER, indices: [c(0)], value: add(read(COUNTER, [c(0)], "float32"), c(1, "float32")) }
-  const body = mapStmt(f.body, (s) => {
+  const body = mapStmt(fetchesOnly(f.body, shared) ?? seq([]), (s) => {
     if (s.kind === "store" && shared.has(s.buffer)) return seq([s, bump])
     if (s.kind === "for" && s.thread?.startsWith("blockIdx")) return { ...s, min: c(0), extent: c(1) }
     return undefined
@@ -53,6 +55,33 @@ export const sharedFetchesPerStep = (lowered: PrimFunc, emitted: PrimFunc): Fetc
   const steps = stepsOf(lowered.body, 1) ?? 0
   const sharedElements = [...shared.values()].reduce((n, b) => n + sizeOf(b.shape), 0)
   return { stores, steps, perStep: steps ? stores / steps : 0, sharedElements }
+}
+
+/** The statement with only its stores into shared buffers, its barriers and what encloses them (undefined: none). */
+const fetchesOnly = (s: Stmt, shared: ReadonlyMap<string, Buffer>): Stmt | undefined => {
+  switch (s.kind) {
+    case "store":
+      return shared.has(s.buffer) ? s : undefined
+    case "barrier":
+      return s
+    case "for":
+    case "let":
+    case "allocate": {
+      const body = fetchesOnly(s.body, shared)
+      return body && { ...s, body }
+    }
+    case "seq": {
+      const body = s.body.flatMap((b) => fetchesOnly(b, shared) ?? [])
+      return body.length ? seq(body) : undefined
+    }
+    case "if": {
+      const then = fetchesOnly(s.then, shared)
+      const otherwise = s.else && fetchesOnly(s.else, shared)
+      return then || otherwise ? { ...s, then: then ?? seq([]), ...(otherwise ? { else: otherwise } : {}) } : undefined
+    }
+    default:
+      return undefined
+  }
 }
 
 /** The product of the serial (not thread-bound) loop extents around the first barrier. */
