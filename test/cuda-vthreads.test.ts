@@ -1,20 +1,25 @@
-// Virtual threads on the cuda target: a config whose kernel thread runs more than a quarter warp of
+// Virtual threads on the cuda target, TVM's way (InjectVirtualThread, Chen et al. 2018 §4.3): a
+// block's shared tiles are fetched once a reduction step for every thread and virtual thread, and
+// each virtual thread is a section of the thread's register tile with its copy of the updates,
+// interleaved in the innermost loop. A config whose kernel thread runs more than a quarter warp of
 // them (Ansor's max_vthread_extent, MetaSchedule's VerifyGPUCode bound: GpuLimits.maxVthreads) is
 // refused from its schedule alone, and the tuner records it as a trial with that error without
-// lowering or building it — each virtual thread is a copy of the kernel's body in the source nvcc
-// compiles (a ResNet-18 3x3 conv config of 1,792 was 8.6 MB of CUDA: docs/cuda.md). The count is
-// the copies lowering.InjectVirtualThread makes.
+// lowering or building it (a ResNet-18 3x3 conv config of 1,792 was 8.6 MB of CUDA: docs/cuda.md);
+// the knobs bound each axis's vthreads so that no draw of either space runs past it.
 import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
 import { attr } from "../src/ast/graph/attrs.js"
 import { makeGraph, node } from "../src/ast/graph/graph.js"
 import { randomTensor } from "../src/cli/inputs.js"
-import type { Stmt } from "../src/ast/tir/tir.js"
+import { seq, type Stmt } from "../src/ast/tir/tir.js"
+import { lowerSync } from "../src/lowering/lower.js"
+import { sharedFetchesPerStep } from "../src/lowering/templates/gpu/fetch-count.js"
+import { vthreadCaps } from "../src/lowering/templates/gpu/limits.js"
 import { BACKENDS } from "../src/backend/index.js"
 import { compileGraph } from "../src/pipeline.js"
 import { tasksOfProgram } from "../src/search/extract.js"
 import { gpuLimits, vthreadsOf } from "../src/lowering/templates/gpu/index.js"
-import type { Config } from "../src/lowering/templates/template.js"
+import type { Config, Knob } from "../src/lowering/templates/template.js"
 import { tuneTask } from "../src/search/tune.js"
 import { randomTuner } from "../src/search/tuners.js"
 import type { Measured } from "../src/device/measure.js"
@@ -43,21 +48,29 @@ const autotvm = (tile_f: string, tile_y: string, tile_x: string): Config => ({
 })
 const schedule = (c: Config) => task.template.apply(task.outputs, task.base, c)
 
-/** The register tiles a lowered function allocates: one per copy of the kernel thread's body. */
-const localAllocations = (s: Stmt): number => {
+/** The register tiles a lowered function allocates: their count and elements. */
+const localAllocations = (s: Stmt): { count: number; elements: number } => {
   switch (s.kind) {
-    case "allocate":
-      return (s.buffer.scope === "local" ? 1 : 0) + localAllocations(s.body)
+    case "allocate": {
+      const inner = localAllocations(s.body)
+      return s.buffer.scope === "local" ? { count: inner.count + 1, elements: inner.elements + s.buffer.shape.reduce((a, b) => a * b, 1) } : inner
+    }
     case "for":
     case "let":
       return localAllocations(s.body)
     case "seq":
-      return s.body.reduce((n, b) => n + localAllocations(b), 0)
+      return s.body.map(localAllocations).reduce((a, b) => ({ count: a.count + b.count, elements: a.elements + b.elements }), { count: 0, elements: 0 })
     case "if":
-      return localAllocations(s.then) + (s.else ? localAllocations(s.else) : 0)
+      return localAllocations(s.else ? seq([s.then, s.else]) : s.then)
     default:
-      return 0
+      return { count: 0, elements: 0 }
   }
+}
+
+/** The same block tile with its vthreads folded into the inner factor ("v.t.i" → "1.t.v·i"). */
+const folded = (t: string): string => {
+  const [v, th, i] = t.split(".").map(Number)
+  return `1.${th}.${v * i}`
 }
 
 describe("cuda virtual threads", () => {
@@ -65,15 +78,37 @@ describe("cuda virtual threads", () => {
     expect(gpuLimits(target.attrs).maxVthreads).toBe(8)
   })
 
-  it("vthreadsOf counts the copies InjectVirtualThread makes of the kernel thread's body (AutoTVM's template: one vthread loop an axis)", () => {
+  it("vthreadsOf counts the sections InjectVirtualThread gives the thread's register tile, one allocation (AutoTVM's template: one vthread loop an axis); the shared tiles are fetched once a step, as many stores as the same block tile without vthreads", () => {
     for (const [f, y, x] of [["1.4.4", "1.8.1", "1.8.1"], ["2.4.2", "1.8.1", "1.8.1"], ["2.2.4", "2.4.1", "1.8.1"], ["2.2.4", "2.4.1", "2.4.1"], ["4.2.2", "4.2.1", "2.4.1"]]) {
       const c = autotvm(f, y, x)
       const want = [f, y, x].reduce((p, t) => p * Number(t.split(".")[0]), 1)
+      const tile = [f, y, x].reduce((p, t) => p * Number(t.split(".")[2]), 1)
       expect(vthreadsOf(schedule(c)), `${f} ${y} ${x}`).toBe(want)
-      expect(localAllocations(runner.lowerConfig(c).body), `${f} ${y} ${x}`).toBe(want)
+      const emitted = runner.lowerConfig(c)
+      expect(localAllocations(emitted.body), `${f} ${y} ${x}`).toEqual({ count: 1, elements: want * tile })
     }
+    // (the TIR evaluator's count, on one config: 8 vthreads against their fold)
+    const c = autotvm("2.2.4", "2.4.1", "2.4.1")
+    const flat = autotvm(...(["2.2.4", "2.4.1", "2.4.1"].map(folded) as [string, string, string]))
+    const fetches = sharedFetchesPerStep(lowerSync(schedule(c)), runner.lowerConfig(c))
+    expect(fetches.perStep).toBe(sharedFetchesPerStep(lowerSync(schedule(flat)), runner.lowerConfig(flat)).perStep)
+    expect(fetches.perStep).toBeLessThanOrEqual(fetches.sharedElements)
     // the generated sketch's defaults run one
     expect(vthreadsOf(schedule(task.template.defaults(task.knobs, runner.target)))).toBe(1)
+  })
+
+  it("the knobs bound each axis's vthreads so that every draw's product is within the bound (AutoTVM's template and the generated tiling)", () => {
+    const l = gpuLimits(target.attrs)
+    const vt = (k: Knob) => Math.max(...k.candidates.map((t) => Number(String(t).split(".")[0])))
+    const tiles = (names: RegExp) => task.knobs.filter((k) => names.test(k.name))
+    for (const ks of [tiles(/^tile_[fyx]$/), tiles(/^mt_s\d+$/)]) {
+      expect(ks.length).toBeGreaterThan(0)
+      expect(ks.reduce((p, k) => p * vt(k), 1)).toBeLessThanOrEqual(l.maxVthreads)
+      expect(ks.some((k) => vt(k) > 1)).toBe(true)
+    }
+    expect(vthreadCaps([16, 8, 8], 8)).toEqual([2, 2, 2])
+    expect(vthreadCaps([1, 16, 8, 1], 8)).toEqual([1, 4, 2, 1])
+    expect(vthreadCaps([64], 8)).toEqual([8])
   })
 
   it("a config past the bound is refused; one at it is not", () => {

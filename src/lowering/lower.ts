@@ -240,11 +240,11 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
     return seq([initNest, wrap(st.leaf, update)])
   }
 
-  /** The threadIdx-bound loops around stage `st`'s loops: its targets' (and theirs) up to the loops it is computed at. */
+  /** The threadIdx- and vthread-bound loops around stage `st`'s loops: its targets' (and theirs) up to the loops it is computed at. */
   const enclosingThreads = (st: Stage): { name: string; extent: number }[] => {
     if (st.attach.kind !== "at") return []
     const t = s.stages.get(st.attach.stage)!
-    const outer = t.leaf.slice(0, t.leaf.indexOf(st.attach.axis) + 1).filter((a) => t.annotations.get(a)?.thread?.startsWith("threadIdx"))
+    const outer = t.leaf.slice(0, t.leaf.indexOf(st.attach.axis) + 1).filter((a) => sharedAcross(t, a))
     return [...enclosingThreads(t), ...outer.map((a) => ({ name: a, extent: t.axes.get(a)!.extent }))]
   }
 
@@ -255,9 +255,11 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
    */
   const regionFor = (p: Stage, consumer: Stage, axis: string, consumerRegion?: Region): Region => {
     const pos = consumer.leaf.indexOf(axis)
-    // shared memory serves every thread of a block: thread indices are relaxed like inner loops
-    // (the consumer's own up to the attach loop, and those of the loops it is computed in)
-    const relaxed = p.scope === "shared" ? consumer.leaf.slice(0, pos + 1).filter((a) => consumer.annotations.get(a)?.thread?.startsWith("threadIdx")) : []
+    // shared memory serves every thread and virtual thread of a block: their indices are relaxed
+    // like inner loops (the consumer's own up to the attach loop, and those of the loops it is
+    // computed in) — TVM's bound inference relaxes a shared stage over threadIdx and vthread alike
+    // (both rank 1), so one fetch a step fills the tile of every vthread
+    const relaxed = p.scope === "shared" ? consumer.leaf.slice(0, pos + 1).filter((a) => sharedAcross(consumer, a)) : []
     const outerThreads = p.scope === "shared" ? enclosingThreads(s.stages.get(consumer.name)!) : []
     const innerAxes = [...relaxed, ...consumer.leaf.slice(pos + 1)]
     const { values } = rootValues(consumer)
@@ -335,6 +337,12 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
   for (const b of [...allocs, ...hoisted].reverse()) body = { kind: "allocate", buffer: b, body }
   const params = [...placeholders.map((t) => bufferOf(t)), ...s.outputs.map((t) => bufferOf(t))]
   return { name, params, body }
+}
+
+/** Whether a leaf axis is bound to threads a block's shared memory serves together: threadIdx or vthread. */
+const sharedAcross = (st: Stage, axis: string): boolean => {
+  const a = st.annotations.get(axis)
+  return !!a?.thread?.startsWith("threadIdx") || a?.kind === "vthread"
 }
 
 /** The stage with its root data axes given new extents (a computeAt region), splits and fuses re-derived. */

@@ -3,7 +3,8 @@
 // barriers and shared memory, computes what the TE says; its TIR has no store outside a thread
 // loop, no barrier under a condition and no shared buffer written and read by different statements
 // between two barriers; and the defaults from the attrs fit the record's limits. Per rule, on the
-// shapes it is for: multi-level tiling (matmul, batch matmul, conv2d, depthwise), cross-thread
+// shapes it is for: multi-level tiling (matmul, batch matmul, conv2d, depthwise; its virtual threads
+// fetching nothing of their own, counted by the TIR evaluator), cross-thread
 // reduction (few rows over a long axis, a batch-1 dense), auto-bind (elementwise chains).
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
@@ -17,6 +18,7 @@ import { lowerSync } from "../../../src/lowering/lower.js"
 import { gpuLimits, gpuRules, gpuTemplate, verifyGpuFunc } from "../../../src/lowering/templates/gpu/index.js"
 import type { Config, Knob } from "../../../src/lowering/templates/template.js"
 import { hasReuse, provenFetches } from "../../../src/lowering/templates/gpu/multi-level-tiling.js"
+import { sharedFetchesPerStep } from "../../../src/lowering/templates/gpu/fetch-count.js"
 import { anchorStage } from "../../../src/lowering/templates/common.js"
 import { assertAllClose, lawParams } from "../../support.js"
 import { runTirSync } from "../../../src/lowering/tir/tir-pass.js"
@@ -216,6 +218,41 @@ describe("GPU rules (cuda-sim)", () => {
       lawParams(60),
     )
     expect(vectors).toBeGreaterThan(0)
+  })
+
+  it("virtual threads fetch nothing of their own (TVM's InjectVirtualThread): random tiled matmuls, convolutions and depthwise ones, random configs of the generated tiling and of AutoTVM's template with vthreads, through the cuda pipeline, equal the TE; counted by the TIR evaluator, a block stores into shared memory a step no more elements than its shared tiles hold, and exactly as many as the same block tile with the vthreads folded into the inner factors", () => {
+    const arbCase = fc.oneof(
+      fc.record({ seed: fc.nat(), batch: fc.integer({ min: 0, max: 1 }), m: fc.integer({ min: 2, max: 16 }), n: fc.integer({ min: 2, max: 16 }), k: fc.integer({ min: 1, max: 12 }), epilogue: fc.boolean() }).map((o) => matmulCase(o.seed, o)),
+      fc.tuple(fc.constantFrom("conv2d" as const, "depthwise" as const), fc.nat()).map(([f, seed]) => buildCompute(f, seed)),
+    )
+    /** "v.t.i" → "1.t.v·i": the same block tile without vthreads. */
+    const fold = (t: unknown) => {
+      const [vv, th, i] = String(t).split(".").map(Number)
+      return `1.${th}.${vv * i}`
+    }
+    const tileKnob = /^(mt_s\d+|tile_[fyx])$/
+    let withVthreads = 0
+    let template = 0
+    fc.assert(
+      fc.property(arbCase, picks, fc.boolean(), (cc, p, autotvm) => {
+        fc.pre(hasReuse(anchorStage(baseSchedule(cc.outputs))!))
+        const attrs = cudaAttrs("9.0", 1)
+        const at = lowerGpu(cc, attrs, (knobs) => ({ ...pickConfig(knobs, p), ...(knobs.some((k) => k.name === "cuda_sketch") ? { cuda_sketch: autotvm ? "autotvm" : "generated" } : {}) }))
+        fc.pre(Object.entries(at.config).some(([k, t]) => tileKnob.test(k) && !String(t).startsWith("1.")))
+        const flat = lowerGpu(cc, attrs, () => Object.fromEntries(Object.entries(at.config).map(([k, t]) => [k, tileKnob.test(k) ? fold(t) : t])))
+        const emitted = runTirSync(cudaTirPipeline(attrs), at.f)
+        assertSimulates(emitted, cc)
+        const n = sharedFetchesPerStep(at.f, emitted)
+        expect(n.steps).toBeGreaterThan(0)
+        expect(n.perStep, "stores a step, against the shared tiles' elements").toBeLessThanOrEqual(n.sharedElements)
+        expect(n.perStep, "stores a step, against the same block tile without vthreads").toBe(sharedFetchesPerStep(flat.f, runTirSync(cudaTirPipeline(attrs), flat.f)).perStep)
+        withVthreads++
+        if (at.config.cuda_sketch === "autotvm") template++
+      }),
+      lawParams(30),
+    )
+    expect(withVthreads).toBeGreaterThan(0)
+    expect(template).toBeGreaterThan(0)
   })
 
   it("per-buffer fetch widths at the defaults: random matmuls, dense layers, convolutions (1x1 and 3x3, strided, padded) and depthwise ones, through the cuda pipeline, equal the TE; every fetch the defaults give a width above 1 is all proven vector copies (aligned, contiguous at sampled values), every other one scalar", () => {

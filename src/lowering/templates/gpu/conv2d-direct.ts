@@ -4,13 +4,16 @@
 // the input channels and kernel rows and columns in two; the output tile in registers at the
 // thread loop, the padded input and the weights fetched into shared memory at the last outer
 // reduction loop by the block's threads (the fused copy split over threadIdx.x, y and z by the
-// thread tile's sizes); `auto_unroll_max_step` and `unroll_explicit` as pragmas on the kernel's
+// thread tile's sizes: one fetch a step covers every vthread's outputs, and
+// lowering.InjectVirtualThread interleaves the vthreads' updates in the innermost loop, each its
+// section of the register tile; each axis's vthreads bounded by vthreadCaps, so that no draw runs
+// past the record's maxVthreads); `auto_unroll_max_step` and `unroll_explicit` as pragmas on the kernel's
 // outermost loop (unroll_explicit: the register tile's loops unrolled here, up to the step; else
 // left to the emitter's #pragma unroll).
 import * as S from "../../../ast/schedule/schedule.js"
 import { divisors } from "../common.js"
 import type { Config, Knob } from "../template.js"
-import type { GpuLimits } from "./limits.js"
+import { vthreadCaps, type GpuLimits } from "./limits.js"
 import { parseTriple, prepare, splitFourLevels } from "./multi-level-tiling.js"
 
 /** The knobs' condition: the template chosen over the generated tiling. */
@@ -22,10 +25,10 @@ export const AUTO_UNROLL_STEPS = [0, 512, 1500] as const
 /** Whether a stage is a 2-d convolution the template takes: four data axes (n, f, y, x), three reduce axes (rc, ry, rx). */
 export const isConv2d = (st: S.Stage): boolean => st.op.body.kind === "reduce" && st.op.axes.length === 4 && st.op.body.axes.length === 3
 
-/** Every "v.t.i" of an extent (the block part the rest), threads at most the block limit. */
-const splits4 = (extent: number, l: GpuLimits): string[] => {
+/** Every "v.t.i" of an extent (the block part the rest), threads at most the block limit, vthreads at most `vcap` (vthreadCaps: any draw's product within the record's maxVthreads). */
+const splits4 = (extent: number, l: GpuLimits, vcap: number): string[] => {
   const out: string[] = []
-  for (const i of divisors(extent, extent)) for (const t of divisors(extent / i, l.maxThreads)) for (const v of divisors(extent / i / t, extent)) out.push(`${v}.${t}.${i}`)
+  for (const i of divisors(extent, extent)) for (const t of divisors(extent / i, l.maxThreads)) for (const v of divisors(extent / i / t, vcap)) out.push(`${v}.${t}.${i}`)
   return out
 }
 
@@ -34,10 +37,11 @@ export const conv2dDirectKnobs = (base: S.Schedule, anchor: string, l: GpuLimits
   const [, f, y, x] = st.op.axes.map((a) => a.dom.extent)
   const red = st.op.body.kind === "reduce" ? st.op.body.axes.map((a) => a.dom.extent) : []
   const when = AUTOTVM
+  const [vf, vy, vx] = vthreadCaps([f, y, x], l.maxVthreads)
   return [
-    { kind: "choice", name: "tile_f", extent: f, levels: 3, candidates: splits4(f, l), when },
-    { kind: "choice", name: "tile_y", extent: y, levels: 3, candidates: splits4(y, l), when },
-    { kind: "choice", name: "tile_x", extent: x, levels: 3, candidates: splits4(x, l), when },
+    { kind: "choice", name: "tile_f", extent: f, levels: 3, candidates: splits4(f, l, vf), when },
+    { kind: "choice", name: "tile_y", extent: y, levels: 3, candidates: splits4(y, l, vy), when },
+    { kind: "choice", name: "tile_x", extent: x, levels: 3, candidates: splits4(x, l, vx), when },
     ...["tile_rc", "tile_ry", "tile_rx"].map((name, j): Knob => ({ kind: "choice", name, extent: red[j], candidates: divisors(red[j], red[j]), when })),
     { kind: "choice", name: "auto_unroll_max_step", candidates: [...AUTO_UNROLL_STEPS], when },
     { kind: "choice", name: "unroll_explicit", candidates: [0, 1], when },

@@ -67,11 +67,12 @@ export const gpuTemplate = (attrs: CudaAttrs, group: S.Schedule): Template => {
       }),
     defaults: (knobs) => gpuDefaults(group, knobs, l),
     apply: (_outputs, base, config) => applyGpuRules(base, config, l),
-    // (TVM's VerifyGPUCode refuses the same before its builder runs: each virtual thread is a copy
-    // of the kernel's body in the source nvcc compiles)
+    // (TVM's VerifyGPUCode refuses the same before its builder runs: each virtual thread is a
+    // section of the thread's register tile and a copy of its updates in the source nvcc compiles;
+    // the knobs' vthreadCaps keep every draw of the space within it)
     refuse: (_outputs, base, config) => {
       const v = vthreadsOf(applyGpuRules(base, config, l))
-      return v > l.maxVthreads ? `maxVthreads: ${v} virtual threads a thread, over the ${l.maxVthreads} of a quarter warp (each a copy of the kernel's body for nvcc)` : undefined
+      return v > l.maxVthreads ? `maxVthreads: ${v} virtual threads a thread, over the ${l.maxVthreads} of a quarter warp (each a register tile and a copy of its updates for nvcc)` : undefined
     },
   }
 }

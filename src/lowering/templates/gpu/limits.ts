@@ -28,8 +28,9 @@ export interface GpuLimits {
    * Virtual threads a kernel's thread runs at most (the product of its vthread loops): a warp's
    * quarter, Ansor's `max_vthread_extent` (warp_size / 4) and MetaSchedule's VerifyGPUCode bound
    * (8) on the fused vthread loop. lowering.InjectVirtualThread copies a thread's work once per
-   * virtual thread, so the source nvcc compiles grows with it: a ResNet-18 3x3 conv config of
-   * 1,792 virtual threads was 8.6 MB of CUDA, minutes of cicc (docs/cuda.md).
+   * virtual thread (its register tile and the updates of it), so registers and the source nvcc
+   * compiles grow with it: a ResNet-18 3x3 conv config of 1,792 virtual threads was 8.6 MB of
+   * CUDA, minutes of cicc (docs/cuda.md).
    */
   readonly maxVthreads: number
   /** The record itself (the rules that check a schedule through the cuda TIR pipeline need it). */
@@ -54,4 +55,18 @@ export const threadCandidates = (l: GpuLimits): number[] => {
   const out: number[] = []
   for (let t = l.warp; t <= l.maxThreads; t *= 2) out.push(t)
   return out
+}
+
+/**
+ * Each axis's bound on its vthread factor in a tiling's knobs, so that any draw's product stays
+ * within `maxVthreads`: the bound's factors of two dealt out one at a time over the axes longer
+ * than one, outermost first (three axes and 8: 2 each; two: 4 and 2; one: 8). Ansor bounds each
+ * split's vthread factor alone (`max_vthread_extent`), which let most of AutoTVM's template's
+ * random draws over three axes run past the product (docs/cuda.md).
+ */
+export const vthreadCaps = (extents: readonly number[], maxVthreads: number): number[] => {
+  const caps = extents.map(() => 1)
+  const axes = [...extents.keys()].filter((k) => extents[k] > 1)
+  for (let bits = Math.floor(Math.log2(Math.max(1, maxVthreads))), k = 0; bits > 0 && axes.length > 0; bits--, k++) caps[axes[k % axes.length]] *= 2
+  return caps
 }

@@ -18,7 +18,9 @@
 //       for ri (the inner reduction loops): for the tile (unrolled): C.local[…] = C.local[…] + X.shared[…] · W.shared[…]
 //     for the tile: out[…] = epilogue(C.local[…])
 // (the threadIdx.x loop of a fetch nested in the block's thread loop is that thread's own index;
-// the shared buffers are allocated once for the kernel.)
+// the shared buffers are allocated once for the kernel. A shared tile covers every thread and
+// vthread of the block — bound inference relaxes both — so lowering.InjectVirtualThread keeps the
+// fetch once a step and copies only the register tile's updates, interleaved: TVM's form.)
 import * as S from "../../../ast/schedule/schedule.js"
 import { freeVars, collect, type Expr } from "../../../ast/te/expr.js"
 import { lowerSync } from "../../lower.js"
@@ -30,7 +32,7 @@ import { runTirSync } from "../../tir/tir-pass.js"
 import { anchorStage, dataLeaves, divisors } from "../common.js"
 import { UNROLL_STEPS } from "../sketch.js"
 import type { Config, Knob } from "../template.js"
-import type { GpuLimits } from "./limits.js"
+import { vthreadCaps, type GpuLimits } from "./limits.js"
 import { verifyGpuFunc } from "./verify.js"
 
 /** Whether a reduction stage has data reuse: an input read free of some data axis longer than one (a weight shared by every position, a row by every column). */
@@ -70,11 +72,11 @@ export const epilogueOf = (s: S.Schedule, anchor: string): string | undefined =>
   return o.attach.kind === "root" && o.op.body.kind !== "reduce" && o.op.shape.join() === s.stages.get(anchor)!.op.shape.join() ? readers[0] : undefined
 }
 
-/** "v.t.i" triples of an extent: i divides it, t divides what is left, v divides what is left of that. */
-export const tileTriples = (extent: number, l: GpuLimits): string[] => {
+/** "v.t.i" triples of an extent: i divides it, t divides what is left, v (at most `vcap`: vthreadCaps) divides what is left of that. */
+export const tileTriples = (extent: number, l: GpuLimits, vcap: number): string[] => {
   const out: string[] = []
   for (const i of divisors(extent, l.accumulators))
-    for (const t of divisors(extent / i, l.maxThreads)) for (const v of divisors(extent / i / t, 8)) out.push(`${v}.${t}.${i}`)
+    for (const t of divisors(extent / i, l.maxThreads)) for (const v of divisors(extent / i / t, vcap)) out.push(`${v}.${t}.${i}`)
   return out
 }
 
@@ -109,8 +111,9 @@ export const tilingKnobs = (base: S.Schedule, anchor: string, l: GpuLimits): Kno
   const st = base.stages.get(anchor)!
   const data = st.op.axes.map((a) => a.dom.extent)
   const red = st.op.body.kind === "reduce" ? st.op.body.axes.map((a) => a.dom.extent) : []
+  const vcaps = vthreadCaps(data, l.maxVthreads)
   return [
-    ...data.map((e, i): Knob => ({ kind: "choice", name: `mt_s${i}`, extent: e, levels: 3, candidates: tileTriples(e, l) })),
+    ...data.map((e, i): Knob => ({ kind: "choice", name: `mt_s${i}`, extent: e, levels: 3, candidates: tileTriples(e, l, vcaps[i]) })),
     ...red.map((e, j): Knob => ({ kind: "choice", name: `mt_r${j}`, extent: e, candidates: divisors(e, 64) })),
     { kind: "choice", name: "mt_unroll", candidates: [...UNROLL_STEPS] },
     ...sharedInputs(st).map((_, k): Knob => ({ kind: "choice", name: vecKnob(k), candidates: [1, 2, 4] })),

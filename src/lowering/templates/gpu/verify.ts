@@ -15,8 +15,8 @@ import type * as S from "../../../ast/schedule/schedule.js"
 /**
  * The virtual threads a thread of the schedule's kernels runs, at most over its stages: the
  * product of a stage's vthread-bound loops, times those of the stage it is attached into that
- * enclose the attachment (lowering.InjectVirtualThread makes one copy of the body per virtual
- * thread, so this is how many copies the emitted kernel holds).
+ * enclose the attachment (lowering.InjectVirtualThread gives each virtual thread its section of
+ * the register tile and its copy of the updates, so this is how many the emitted kernel holds).
  */
 export const vthreadsOf = (s: S.Schedule): number => {
   const memo = new Map<string, number>()
@@ -86,39 +86,41 @@ export const verifyGpuFunc = (f: PrimFunc, limits: GpuLimits): GpuVerifyResult =
     const extents = new Map<string, number>()
     const usedShared = new Set<string>()
     let localWords = 0
-    // walk: thread extents, local words live at once, stores outside threads, barriers under conditions
-    const walk = (s: Stmt, inThread: boolean, underIf: boolean, local: number): void => {
+    // walk: thread extents, local words live at once (a buffer allocated inside vthread loops once
+    // per virtual thread: InjectVirtualThread gives each its section), stores outside threads,
+    // barriers under conditions
+    const walk = (s: Stmt, inThread: boolean, underIf: boolean, local: number, vt = 1): void => {
       for (const r of ownReads(s)) if (shared.has(r.source)) usedShared.add(r.source)
       switch (s.kind) {
         case "for": {
           const thread = s.thread && s.thread !== "vthread" ? s.thread : undefined
           if (thread && s.extent.kind === "const") extents.set(thread, Math.max(extents.get(thread) ?? 1, s.extent.value))
           else if (thread) problems.push(`kernel ${k}: loop ${s.var.name} bound to ${thread} has a non-constant extent`)
-          walk(s.body, inThread || !!thread?.startsWith("threadIdx"), underIf, local)
+          walk(s.body, inThread || !!thread?.startsWith("threadIdx"), underIf, local, s.forKind === "vthread" && s.extent.kind === "const" ? vt * s.extent.value : vt)
           return
         }
         case "seq":
-          for (const b of s.body) walk(b, inThread, underIf, local)
+          for (const b of s.body) walk(b, inThread, underIf, local, vt)
           return
         case "store":
           if (shared.has(s.buffer)) usedShared.add(s.buffer)
           if (!inThread) problems.push(`kernel ${k}: the store to ${s.buffer} runs outside every threadIdx loop (every thread of the block would run it)`)
           return
         case "if":
-          walk(s.then, inThread, true, local)
-          if (s.else) walk(s.else, inThread, true, local)
+          walk(s.then, inThread, true, local, vt)
+          if (s.else) walk(s.else, inThread, true, local, vt)
           return
         case "allocate": {
-          const words = s.buffer.scope === "local" ? Math.ceil(bytesOf(s.buffer) / 4) : 0
+          const words = s.buffer.scope === "local" ? Math.ceil(bytesOf(s.buffer) / 4) * vt : 0
           if (s.buffer.scope === "global") problems.push(`kernel ${k}: a global buffer ${s.buffer.name} is allocated inside the kernel`)
           // (a local buffer is a thread's registers: outside the thread loops every thread would hold its own copy of what the block shares)
           if (s.buffer.scope === "local" && !inThread) problems.push(`kernel ${k}: the local buffer ${s.buffer.name} is allocated outside every threadIdx loop`)
           localWords = Math.max(localWords, local + words)
-          walk(s.body, inThread, underIf, local + words)
+          walk(s.body, inThread, underIf, local + words, vt)
           return
         }
         case "let":
-          walk(s.body, inThread, underIf, local)
+          walk(s.body, inThread, underIf, local, vt)
           return
         case "barrier":
           if (underIf) problems.push(`kernel ${k}: a barrier under a condition (not block-uniform)`)
