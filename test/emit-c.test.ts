@@ -492,6 +492,12 @@ describe("c target: goldens", () => {
     })
   })
 
+  it("a kernel's unit parses no stdio.h or stdlib.h (only the runtime's allocator needs them: gcc's time on a small unit is mostly headers)", () => {
+    const e = emitC(GOLDEN_CASES.map((mk) => goldenFunc(mk())))
+    for (const u of e.units.filter((u) => u.kernels.length > 0)) expect(`${e.prelude.source}${u.source}`).not.toMatch(/#include <std(io|lib)\.h>/)
+    expect(e.units.find((u) => u.kernels.length === 0)!.source).toMatch(/#include <stdlib\.h>/)
+  })
+
   // (the VNNI dot builds where gcc's -march=native has it: a host with AVX-512 VNNI)
   it.skipIf(!HAVE_GCC || !hostCpu().vnni)("the int8 goldens (VNNI: vpdpbusd, both lane forms; AVX2: vpmaddubsw / vpmaddwd) compute what their TE says, exactly", async () => {
     const cases = C_GOLDEN_CASES.map((mk) => mk())

@@ -3,8 +3,6 @@
 #define TESSERA_PRELUDE_H
 #include <math.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* floor division and modulo; a zero divisor yields 0 where the evaluator would raise; by -1
