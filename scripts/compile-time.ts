@@ -21,12 +21,11 @@ import { bindSync } from "../src/ast/graph/infer.js"
 import { baseSchedule, buildGroupTE, isGroupFallbackError, type GroupTE } from "../src/lowering/lower-group.js"
 import { lowerSync } from "../src/lowering/lower.js"
 import { defaultSchedule } from "../src/lowering/templates/template-for.js"
-import { cpuTirPipeline } from "../src/lowering/tir/cpu-pipeline.js"
 import { runTirSync } from "../src/lowering/tir/tir-pass.js"
 import { defaultPassConfig, PassConfig, type PassInstrument } from "../src/rewrite/pass.js"
 import { emitC } from "../src/emit/c/emit.js"
 import { makeTarget } from "../src/ast/target.js"
-import { cpuGraphPasses } from "../src/backend/cpu.js"
+import { cpuGraphPasses, cpuTir } from "../src/backend/cpu.js"
 import { aliasedKernels, artifactText, type Artifact } from "../src/lowering/program.js"
 import { compileGraph, emitArtifact } from "../src/pipeline.js"
 import { fuseOpsSync, planMemory } from "../src/rewrite/index.js"
@@ -78,7 +77,8 @@ const childCpuSeconds = (): number => {
 const STAGES = ["decode", "bind", "graph passes", "fusion", "memory plan", "lower: TE", "lower: schedule", "lower: lowerSync", "lower: TIR passes", "emit C"] as const
 type StageName = (typeof STAGES)[number]
 
-const TIR = cpuTirPipeline()
+// the c backend's own TIR pipeline for this target (its options come from the target record)
+const TIR = cpuTir(C_TARGET)
 
 /** Times each pass that runs (those named in `skip`, pipelines, excluded) into `ms`, summed by name. */
 const passClock = (ms: Map<string, number>, skip: ReadonlySet<string>): PassInstrument => {
