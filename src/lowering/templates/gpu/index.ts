@@ -22,6 +22,7 @@ import { crossThreadDefaults, crossThreadKnobs, crossThreadReduce, wantsCrossThr
 import { gpuLimits, threadCandidates, type GpuLimits } from "./limits.js"
 import { applyConv2dDirect, AUTOTVM, conv2dDirectKnobs, isConv2d } from "./conv2d-direct.js"
 import { vthreadsOf } from "./verify.js"
+import { blockFootprint, footprintRefusal } from "./footprint.js"
 
 const GENERATED = { knob: "cuda_sketch", value: "generated" } as const
 import { applyTiling, epilogueOf, hasReuse, tilingAnchor, tilingDefaults, tilingKnobs } from "./multi-level-tiling.js"
@@ -70,7 +71,13 @@ export const gpuTemplate = (attrs: CudaAttrs, group: S.Schedule): Template => {
     // (TVM's VerifyGPUCode refuses the same before its builder runs: each virtual thread is a
     // section of the thread's register tile and a copy of its updates in the source nvcc compiles;
     // the knobs' vthreadCaps keep every draw of the space within it)
+    // and a block's threads and shared tiles past the record's per-block limits, from the knobs
+    // alone (footprint.ts: products over several knobs, which no one knob's candidates can bound)
     refuse: (_outputs, base, config) => {
+      for (const r of gpuRules(base, l)) {
+        const why = r.rule === "tile" ? footprintRefusal(blockFootprint(base, r.stage, config), l) : undefined
+        if (why !== undefined) return why
+      }
       const v = vthreadsOf(applyGpuRules(base, config, l))
       return v > l.maxVthreads ? `maxVthreads: ${v} virtual threads a thread, over the ${l.maxVthreads} of a quarter warp (each a register tile and a copy of its updates for nvcc)` : undefined
     },

@@ -51,7 +51,7 @@ export interface GpuVerifyResult {
   readonly problems: readonly string[]
 }
 
-const BYTES: Record<string, number> = { float64: 8, int64: 8, uint64: 8, float16: 2, bfloat16: 2, int16: 2, uint16: 2, int8: 1, uint8: 1, bool: 1 }
+export const BYTES: Record<string, number> = { float64: 8, int64: 8, uint64: 8, float16: 2, bfloat16: 2, int16: 2, uint16: 2, int8: 1, uint8: 1, bool: 1 }
 const bytesOf = (b: Buffer) => sizeOf(b.shape) * (BYTES[b.dtype] ?? 4)
 
 const reads = (e: Expr) => collect(e, (x) => x.kind === "read") as Extract<Expr, { kind: "read" }>[]
