@@ -199,6 +199,23 @@ const qlinearConvPacked: OpCompute = (ctx) => {
   return qlinearConvOver(ctx, M, acc, ctx.inputs[9])
 }
 
+/** QLinearConvGrouped: the grouped product over the weights widened at compile time (input 10), then QLinearConv's requantization with the multipliers folded (9) where given. */
+const qlinearConvGrouped: OpCompute = (ctx) => {
+  qlinearChecks(ctx)
+  const x = need8(inp(ctx, 0), "x")
+  const w16 = inp(ctx, 10)
+  if (!isGrouped(ctx, x, w16)) return none("QLinearConvGrouped that is not 2-D with whole channels a group")
+  const M = w16.shape[0]
+  const bias = ctx.inputs[8]
+  if (bias && (bias.dtype !== I32 || bias.shape.length !== 1 || bias.shape[0] !== M)) return none(`bias of type ${bias.dtype}, shape [${bias.shape.join(", ")}] (int32, [${M}])`)
+  const dw = depthwiseConv(ctx, x, w16, param(ctx.inputs[2], x.shape[1], "x_zero_point"), undefined)
+  const acc = compute(ctx.name("sum"), shapeOf(ctx.outputs[0]), (n, o, ...ys) => {
+    const s = dw.sumAt([n, o, ...ys])
+    return bias ? add(s, at(bias, o)) : s
+  }, I32)
+  return qlinearConvOver(ctx, M, acc, ctx.inputs[9])
+}
+
 /**
  * The int32 product of zero-shifted 8-bit matrices, batched and broadcast as MatMul: A's zero point
  * per tensor or per row (M values), B's per tensor or per column (N values).
@@ -298,6 +315,7 @@ export const QUANT_INT: Record<string, OpCompute> = {
   ConvInteger: convInteger,
   QLinearConv: qlinearConv,
   QLinearConvPacked: qlinearConvPacked,
+  QLinearConvGrouped: qlinearConvGrouped,
   MatMulInteger: matmulInteger,
   MatMulIntegerPacked: matmulIntegerPacked,
   QLinearMatMul: qlinearMatmul,

@@ -71,6 +71,17 @@ const checkMultiplier = (ctx: InferCtx<unknown>, k: number, scale: number, m: nu
   check(t.dtype === s.dtype && t.shape.length === 1 && t.shape[0] === m, () => `input ${k} (the multipliers) must be ${s.dtype} [${m}], not ${t.dtype} [${t.shape.join(", ")}]`)
 }
 
+/**
+ * A grouped conv's weights w [M, C/group, kh, kw] (int8 or uint8) minus their zero point (absent:
+ * 0; one, or one per output channel) widened to int16, as the depthwise compute reads them
+ * (op-library-int8-depthwise.ts: |w − w_zp| ≤ 255).
+ */
+export const widenInt8Weights = (w: Tensor, zp: Tensor | undefined): Tensor => {
+  const per = w.data.length / w.shape[0]
+  const z = (o: number) => (zp ? Number(zp.data[zp.data.length === 1 ? 0 : o]) : 0)
+  return tensor("int16", w.shape, Int16Array.from({ length: w.data.length }, (_, k) => Number(w.data[k]) - z(Math.floor(k / per))))
+}
+
 /** The widest pixel tile of the pixels-in-lanes product, in vectors of 16 (the grid is rounded up to whole tiles of it where that is cheap). */
 export const INT8_GRID_TILE = 4
 
@@ -198,6 +209,27 @@ export const int8PackedOps = {
       inputs[5] = undefined
       return plainQLinearConv.kernel({ ...ctx, inputs } as unknown as KernelCtx<unknown>)
     },
+  }),
+  /**
+   * A grouped (depthwise) QLinearConv over constant weights, as rewrite.AlterLayout's int8 rule
+   * leaves one: QLinearConv's inputs (0–8: its meaning, read from them alone), then the
+   * requantizing multipliers (9: requantMultipliers; "" where the scales are not constants) and the
+   * weights minus their zero point widened to int16 (10: widenInt8Weights), which the compute reads
+   * instead of computing them on every run.
+   */
+  QLinearConvGrouped: defineOp({
+    attrs: attrs({ ...windowAttrs, group: A.int(1) }),
+    inputs: arity.range(11, 11),
+    outputs: arity.one,
+    kind: "opaque",
+    infer: (ctx) => {
+      const w = inputType(ctx, 3)
+      const w16 = inputType(ctx, 10)
+      check(w16.dtype === "int16" && w16.shape.join(",") === w.shape.join(","), () => `input 10 (the widened weights) must be int16 [${w.shape.join(", ")}]`)
+      checkMultiplier(ctx as InferCtx<unknown>, 9, 4, w.shape[0] as number)
+      return plainQLinearConv.infer({ ...ctx, inputs: ctx.inputs.slice(0, 9), values: [] } as unknown as InferCtx<unknown>)
+    },
+    kernel: (ctx) => plainQLinearConv.kernel({ ...ctx, inputs: ctx.inputs.slice(0, 9) } as unknown as KernelCtx<unknown>),
   }),
   /**
    * MatMulInteger over a constant B packed for the dot (rewrite.AlterLayout's int8 rule): inputs
