@@ -1,4 +1,4 @@
-// The requantizing multipliers the int8 layout rewrite folds at compile time
+// The weight-only stages the int8 layout rewrite folds at compile time: the requantizing multipliers
 // (src/ast/graph/ops/int8-packed.ts's requantMultipliers, an input of QLinearConvPacked /
 // QLinearMatMulPacked) against the stage QLinearConv's / QLinearMatMul's compute evaluates on every
 // run without them (op-library-quant-int.ts's `mult`, evaluated from its TE): equal bit for bit on
@@ -7,13 +7,16 @@
 // of float16 or of differing types are not folded (the compute rounds those itself). And the rule
 // folds them exactly where the scales are constants of a type it folds (the compiled results of the
 // folded and the computed multipliers are held equal by pack-int8.law.ts and pack-int8-matmul.law.ts).
+// And a grouped conv's weights minus their zero point widened to int16 (widenInt8Weights,
+// QLinearConvGrouped's input 10) against the depthwise compute's `dwweight` stage, on int8 and
+// uint8 weights, zero points absent, per tensor or per output channel.
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { attr } from "../../src/ast/graph/attrs.js"
 import { resolveNode } from "../../src/ast/graph/evaluate.js"
 import { makeGraph, node } from "../../src/ast/graph/graph.js"
 import { bindSync } from "../../src/ast/graph/infer.js"
-import { requantMultipliers } from "../../src/ast/graph/ops/int8-packed.js"
+import { requantMultipliers, widenInt8Weights } from "../../src/ast/graph/ops/int8-packed.js"
 import { tensor, type Tensor } from "../../src/ast/graph/tensor.js"
 import { evaluateTE } from "../../src/ast/te/evaluate.js"
 import { placeholder, postOrder } from "../../src/ast/te/tensor.js"
@@ -114,6 +117,62 @@ describe("the requantizing multipliers folded at compile time (requantMultiplier
         if (constScales) expect(bits(after.initializers.get(packed.inputs[9])!)).toEqual(bits(requantMultipliers(init.get("xs")!, init.get("ws")!, init.get("ys")!, M)!))
       }),
       lawParams(20),
+    )
+  })
+})
+
+describe("a grouped conv's weights widened at compile time (widenInt8Weights)", () => {
+  it("equal the depthwise compute's dwweight stage, bit for bit", () => {
+    const arb = fc.record({
+      dtype: fc.constantFrom("int8" as const, "uint8" as const),
+      M: fc.integer({ min: 2, max: 12 }),
+      perGroup: fc.integer({ min: 1, max: 3 }),
+      K: fc.integer({ min: 1, max: 3 }),
+      zp: fc.constantFrom("absent" as const, "tensor" as const, "channel" as const),
+      seed: fc.integer({ min: 0, max: 1 << 30 }),
+    })
+    fc.assert(
+      fc.property(arb, ({ dtype, M, perGroup, K, zp, seed }) => {
+        // (M groups, perGroup input channels each: depthwise where perGroup is 1)
+        const C = M * perGroup
+        let r = seed
+        const next = (lo: number, hi: number) => ((r = (Math.imul(r, 1103515245) + 12345) >>> 0), lo + ((r >>> 8) % (hi - lo + 1)))
+        const [lo, hi] = dtype === "int8" ? [-128, 127] : [0, 255]
+        const arr = (n: number) => (dtype === "int8" ? Int8Array.from({ length: n }, () => next(lo, hi)) : Uint8Array.from({ length: n }, () => next(lo, hi)))
+        const w = tensor(dtype, [M, perGroup, K, K], arr(M * perGroup * K * K))
+        const wzp = zp === "absent" ? undefined : tensor(dtype, zp === "tensor" ? [] : [M], arr(zp === "tensor" ? 1 : M))
+        const feeds: [string, Tensor][] = [
+          ["x", tensor(dtype, [1, C, 4, 4], arr(C * 16))],
+          ["xs", scalar("float32", 0.02)],
+          ["xzp", tensor(dtype, [], arr(1))],
+          ["w", w],
+          ["ws", scalar("float32", 0.01)],
+          ...(wzp ? [["wzp", wzp] as [string, Tensor]] : []),
+          ["ys", scalar("float32", 0.3)],
+          ["yzp", tensor(dtype, [], arr(1))],
+        ]
+        const names = feeds.map(([k]) => k)
+        const inputs = wzp ? names : [...names.slice(0, 5), "", ...names.slice(5)]
+        const n = node("QLinearConv", inputs, ["y"], { kernel_shape: attr.ints([K, K]), group: attr.int(M) })
+        const byName = new Map(feeds)
+        const made = OP_COMPUTES.QLinearConv({
+          node: n,
+          attrs: resolveNode(n).attrs as Record<string, unknown>,
+          inputs: inputs.map((k) => (k ? placeholder(k, byName.get(k)!.shape, byName.get(k)!.dtype) : undefined)),
+          outputs: [{ dtype, shape: [1, M, 5 - K, 5 - K] }],
+          name: (suffix) => (suffix ? `y_${suffix}` : "y"),
+          constants: inputs.map((k) => (k ? (byName.get(k)!.data as ArrayLike<number>) : undefined)),
+          opset: 19,
+        })
+        const stage = postOrder(made).find((t) => t.name.startsWith("y_dwweight"))
+        if (!stage) throw new Error("the grouped compute has no dwweight stage")
+        const want = evaluateTE([stage], byName)[0]
+        const got = widenInt8Weights(w, wzp)
+        expect(got.dtype).toBe(want.dtype)
+        expect(got.shape).toEqual(want.shape)
+        expect(bits(got)).toEqual(bits(want))
+      }),
+      lawParams(200),
     )
   })
 })
