@@ -3,7 +3,8 @@
 // images, kernels, strides, pads and dilations, int8 or uint8 activations and weights, weight zero
 // points that make w − w_zp an s8 value (0 for int8, 128 for uint8, absent) or not, per-tensor or
 // per-channel weight scales, a bias or none, group 1 or 2. A conv is packed exactly when the
-// rule's statement says so; the rewritten graph evaluates exactly as the original (bit for bit: the
+// rule's statement says so, and a grouped one becomes QLinearConvGrouped (int8-grouped-to-packed:
+// its weights widened to int16, its multipliers folded); the rewritten graph evaluates exactly as the original (bit for bit: the
 // packed op's meaning is QLinearConv's over the same s8 values); and compiled (js, and c where gcc
 // is), the packed compute gives exactly what the unpacked compute gives (opt level 3 with the
 // layout pass against 2 without it).
@@ -26,6 +27,8 @@ interface Int8ConvCase {
   readonly inputs: ReadonlyMap<string, Tensor>
   /** Must the rule pack it (from its statement: group 1, w_zp absent or 0 for int8 weights, 128 for uint8)? */
   readonly packs: boolean
+  /** Is it grouped (then the int8-grouped-to-packed rule widens its weights at compile time: QLinearConvGrouped)? */
+  readonly grouped: boolean
 }
 
 const ints = (dtype: "int8" | "uint8", shape: number[], rng: ReturnType<typeof prng>): Tensor => {
@@ -78,20 +81,22 @@ const int8ConvCase = (seed: number): Int8ConvCase => {
     initializers: init,
     nodes: [node("QLinearConv", inputs, ["y"], attrs)],
   })
-  return { graph, inputs: new Map([["x", ints(xdt, [N, C, H, W], rng)]]), packs: group === 1 && wzpMode !== "other" }
+  return { graph, inputs: new Map([["x", ints(xdt, [N, C, H, W], rng)]]), packs: group === 1 && wzpMode !== "other", grouped: group !== 1 }
 }
 
 const arbCase = fc.integer({ min: 1, max: 1 << 30 }).map(int8ConvCase)
 const LAYOUT = { vectorLanes: 16, fmaUnits: 2, fmaLatency: 4, vectorRegisters: 32 }
 const packedCount = (g: Graph): number => g.nodes.filter((n) => n.op === "QLinearConvPacked").length
+const groupedCount = (g: Graph): number => g.nodes.filter((n) => n.op === "QLinearConvGrouped").length
 
 describe("the layout rewrite of an int8 conv's constant weights (int8-conv-to-packed)", () => {
   it("packs a conv exactly when its weights' zero point makes them s8 and it is ungrouped, and the graph evaluates as before, bit for bit", () => {
     const seen = { packed: 0, left: 0 }
     fc.assert(
-      fc.property(arbCase, ({ graph, inputs, packs }) => {
+      fc.property(arbCase, ({ graph, inputs, packs, grouped }) => {
         const after = alterLayoutSync(bindSync(graph), LAYOUT)
         expect(packedCount(after)).toBe(packs ? 1 : 0)
+        expect(groupedCount(after)).toBe(grouped ? 1 : 0)
         seen[packs ? "packed" : "left"]++
         const [got] = evalGraph(after, inputs)
         const [want] = evalGraph(graph, inputs)
@@ -106,8 +111,9 @@ describe("the layout rewrite of an int8 conv's constant weights (int8-conv-to-pa
 
   it("compiled (js), the packed compute equals the unpacked one bit for bit", async () => {
     let packed = 0
+    let seenGrouped = 0
     await fc.assert(
-      fc.asyncProperty(arbCase, async ({ graph, inputs, packs }) => {
+      fc.asyncProperty(arbCase, async ({ graph, inputs, packs, grouped }) => {
         const t = makeTarget("js", { isa: "avx512", vectorLanes: 16, fmaUnits: 2, fmaLatency: 4 })
         const run = async (optLevel: number) => {
           const program = await Effect.runPromise(compileGraph(graph, t, { optLevel }))
@@ -117,6 +123,8 @@ describe("the layout rewrite of an int8 conv's constant weights (int8-conv-to-pa
         const a = await run(3)
         const b = await run(2)
         expect(packedCount(a.program.graph)).toBe(packs ? 1 : 0)
+        expect(groupedCount(a.program.graph)).toBe(grouped ? 1 : 0)
+        if (grouped) seenGrouped++
         expect(a.program.kernels.every((k) => k.kind === "compiled")).toBe(true)
         if (packs) packed++
         expect(Array.from(a.out.data as ArrayLike<number>)).toEqual(Array.from(b.out.data as ArrayLike<number>))
@@ -124,6 +132,7 @@ describe("the layout rewrite of an int8 conv's constant weights (int8-conv-to-pa
       lawParams(30),
     )
     expect(packed).toBeGreaterThan(5)
+    expect(seenGrouped).toBeGreaterThan(0)
   }, 300_000)
 
   it.skipIf(!HAVE_GCC)(`compiled to C (one batch of cases, one gcc run a side), the packed compute equals the unpacked one bit for bit${NO_GCC}`, async () => {
@@ -141,6 +150,7 @@ describe("the layout rewrite of an int8 conv's constant weights (int8-conv-to-pa
     }
     const a = await run(3)
     expect(packedCount(a.program.graph)).toBe(cases.filter((c) => c.packs).length)
+    expect(groupedCount(a.program.graph)).toBe(cases.filter((c) => c.grouped).length)
     const b = await run(2)
     expect(packedCount(b.program.graph)).toBe(0)
     expect(a.out).toEqual(b.out)

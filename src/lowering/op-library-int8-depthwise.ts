@@ -8,7 +8,8 @@
 //   it (inlined: from the input directly, or a copy; the template's `padded` knob): xs[n, c, py, px, i, j] = x'[i·sh + py − ph, j·sw + px − pw], Hq × Wq each,
 //   Wq = OW + the taps' reach in phase columns ((KW − 1)·dw div sw) — one read of each input
 //   element (a stride of 1: the padded input itself is the one phase);
-// - the weights widened to int16 minus their zero point (per tensor or per output channel);
+// - the weights widened to int16 minus their zero point (per tensor or per output channel): at
+//   compile time where they are constants (QLinearConvGrouped's input 10), else a stage;
 // - the sums over a grid of the phases' width: sum[n, o, p], p = oh·Wq + ow, = Σ_{c of o's group, kh,
 //   kw} x'·w' in int32, exactly the plain compute's sum (|x'|, |w'| ≤ 255). Tap (kh, kw) reads its
 //   phase (kh·dh mod sh, kw·dw mod sw) at p + (kh·dh div sh)·Wq + (kw·dw div sw): affine in p, one
@@ -113,7 +114,8 @@ export const depthwiseConv = (
   const plane = strided
     ? compute(ctx.name("dwphase"), [N, C, sh, sw, Hq, Wq], (n, ch, py, px, i, j) => at(pad, n, ch, add(mul(i, c(sh)), py), add(mul(j, c(sw)), px)), I16)
     : pad
-  const wq = compute(ctx.name("dwweight"), [M, Cg, KH, KW], (o, ci, kh, kw) => cast(I16, shifted(at(w, o, ci, kh, kw), wzp?.(o))), I16)
+  // (int16 weights: widened at compile time, QLinearConvGrouped's, read as they are)
+  const wq = w.dtype === I16 && !wzp ? w : compute(ctx.name("dwweight"), [M, Cg, KH, KW], (o, ci, kh, kw) => cast(I16, shifted(at(w, o, ci, kh, kw), wzp?.(o))), I16)
   const rc = Cg > 1 ? reduceAxis(Cg, `${ctx.name()}.rc`) : undefined
   const rh = reduceAxis(KH, `${ctx.name()}.rkh`)
   const rw = reduceAxis(KW, `${ctx.name()}.rkw`)

@@ -133,8 +133,12 @@ const intConv = (ctx: OpComputeCtx, xi: number, wi: number, xzpi: number, wzpi: 
 const convInteger: OpCompute = (ctx) => [intConv(ctx, 0, 1, 2, 3, undefined)]
 const convIntegerPlain: OpCompute = (ctx) => [intConv(ctx, 0, 1, 2, 3, undefined, true)]
 
-/** QLinearConv's requantization of its int32 sums `acc` (bias added), M output channels. */
-const qlinearConvOver = (ctx: OpComputeCtx, M: number, acc: ComputeTensor): ComputeTensor[] => {
+/**
+ * QLinearConv's requantization of its int32 sums `acc` (bias added), M output channels; `folded`
+ * the multipliers where the layout rewrite computed them at compile time (QLinearConvPacked's
+ * input 9: requantMultipliers, equal to this compute's bit for bit).
+ */
+const qlinearConvOver = (ctx: OpComputeCtx, M: number, acc: ComputeTensor, folded?: TeTensor): ComputeTensor[] => {
   const xs = inp(ctx, 1)
   const ws = inp(ctx, 4)
   const ys = inp(ctx, 6)
@@ -147,10 +151,12 @@ const qlinearConvOver = (ctx: OpComputeCtx, M: number, acc: ComputeTensor): Comp
   // float32 where it is a float32 value — float32 or float16 scales — so the c target's product
   // of it and the float32 sum, rounded to float32, is one float32 multiply gcc narrows to)
   const wide = xs.dtype === W
-  const mult = compute(ctx.name("mult"), [M], (o) => {
-    const m = multiplier(ctx, [1, 4, 6], [xsAt(c(0)), wsAt(o), ysAt(c(0))])
-    return wide ? m : cast(F32, m)
-  }, wide ? W : F32)
+  const mult =
+    folded ??
+    compute(ctx.name("mult"), [M], (o) => {
+      const m = multiplier(ctx, [1, 4, 6], [xsAt(c(0)), wsAt(o), ysAt(c(0))])
+      return wide ? m : cast(F32, m)
+    }, wide ? W : F32)
   return [
     acc,
     compute(ctx.name(), acc.shape, (n, o, ...ys_) => requantize(at(acc, n, o, ...ys_), cast(W, at(mult, o)), yzp?.(c(0)), out, wide), out),
@@ -190,7 +196,24 @@ const qlinearConvPacked: OpCompute = (ctx) => {
     const s = blocked.sumAt([n, o, ...ys])
     return bias ? add(s, at(bias, o)) : s
   }, I32)
-  return qlinearConvOver(ctx, M, acc)
+  return qlinearConvOver(ctx, M, acc, ctx.inputs[9])
+}
+
+/** QLinearConvGrouped: the grouped product over the weights widened at compile time (input 10), then QLinearConv's requantization with the multipliers folded (9) where given. */
+const qlinearConvGrouped: OpCompute = (ctx) => {
+  qlinearChecks(ctx)
+  const x = need8(inp(ctx, 0), "x")
+  const w16 = inp(ctx, 10)
+  if (!isGrouped(ctx, x, w16)) return none("QLinearConvGrouped that is not 2-D with whole channels a group")
+  const M = w16.shape[0]
+  const bias = ctx.inputs[8]
+  if (bias && (bias.dtype !== I32 || bias.shape.length !== 1 || bias.shape[0] !== M)) return none(`bias of type ${bias.dtype}, shape [${bias.shape.join(", ")}] (int32, [${M}])`)
+  const dw = depthwiseConv(ctx, x, w16, param(ctx.inputs[2], x.shape[1], "x_zero_point"), undefined)
+  const acc = compute(ctx.name("sum"), shapeOf(ctx.outputs[0]), (n, o, ...ys) => {
+    const s = dw.sumAt([n, o, ...ys])
+    return bias ? add(s, at(bias, o)) : s
+  }, I32)
+  return qlinearConvOver(ctx, M, acc, ctx.inputs[9])
 }
 
 /**
@@ -233,10 +256,10 @@ const matmulInteger: OpCompute = (ctx) => [intMatmul(ctx, 0, 1, 2, 3, true)]
 const matmulIntegerPacked: OpCompute = (ctx) => [intMatmulPacked(ctx, 1, 3, true)]
 
 const qlinearMatmul: OpCompute = (ctx) => qlinearMatmulOver(ctx, inp(ctx, 3).shape[inp(ctx, 3).shape.length - 1], intMatmul(ctx, 0, 3, 2, 5, false))
-const qlinearMatmulPacked: OpCompute = (ctx) => qlinearMatmulOver(ctx, num(ctx.attrs.n, 0), intMatmulPacked(ctx, 3, 5, false))
+const qlinearMatmulPacked: OpCompute = (ctx) => qlinearMatmulOver(ctx, num(ctx.attrs.n, 0), intMatmulPacked(ctx, 3, 5, false), ctx.inputs[8])
 
-/** QLinearMatMul's requantization of its int32 sums `acc`, N columns. */
-const qlinearMatmulOver = (ctx: OpComputeCtx, N: number, acc: ComputeTensor): ComputeTensor[] => {
+/** QLinearMatMul's requantization of its int32 sums `acc`, N columns; `folded` the multipliers computed at compile time (QLinearMatMulPacked's input 8). */
+const qlinearMatmulOver = (ctx: OpComputeCtx, N: number, acc: ComputeTensor, folded?: TeTensor): ComputeTensor[] => {
   const a = inp(ctx, 0)
   const as = inp(ctx, 1)
   const bs = inp(ctx, 4)
@@ -249,12 +272,12 @@ const qlinearMatmulOver = (ctx: OpComputeCtx, N: number, acc: ComputeTensor): Co
   const ysAt = param(ys, 1, "y_scale")!
   const yzp = param(inp(ctx, 7), 1, "y_zero_point")!
   // (per column where A's scale is per tensor: a stage of its own, computed once by a schedule)
-  const mult = elems(as) === 1 ? compute(ctx.name("mult"), [N], (j) => multiplier(ctx, [1, 4, 6], [asAt(c(0)), bsAt(j), ysAt(c(0))]), W) : undefined
+  const mult = folded ?? (elems(as) === 1 ? compute(ctx.name("mult"), [N], (j) => multiplier(ctx, [1, 4, 6], [asAt(c(0)), bsAt(j), ysAt(c(0))]), W) : undefined)
   return [
     acc,
     compute(ctx.name(), acc.shape, (...idx) => {
       const [i, j] = idx.slice(-2)
-      return requantize(at(acc, ...idx), mult ? at(mult, j) : multiplier(ctx, [1, 4, 6], [asAt(i), bsAt(j), ysAt(c(0))]), yzp(c(0)), out, as.dtype === W)
+      return requantize(at(acc, ...idx), mult ? cast(W, at(mult, j)) : multiplier(ctx, [1, 4, 6], [asAt(i), bsAt(j), ysAt(c(0))]), yzp(c(0)), out, as.dtype === W)
     }, out),
   ]
 }
@@ -292,6 +315,7 @@ export const QUANT_INT: Record<string, OpCompute> = {
   ConvInteger: convInteger,
   QLinearConv: qlinearConv,
   QLinearConvPacked: qlinearConvPacked,
+  QLinearConvGrouped: qlinearConvGrouped,
   MatMulInteger: matmulInteger,
   MatMulIntegerPacked: matmulIntegerPacked,
   QLinearMatMul: qlinearMatmul,

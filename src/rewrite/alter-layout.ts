@@ -19,7 +19,7 @@ import { sizeOf, tensor, type Tensor } from "../ast/graph/tensor.js"
 import type { RegisterFile } from "../ast/register-tile.js"
 import { eliminateDeadCodeSync } from "./eliminate-dead-code.js"
 import { denseToPacked } from "./pack-dense.js"
-import { int8ConvToPackedFor, int8MatmulToPacked, type Int8LayoutTarget } from "./pack-int8.js"
+import { int8ConvToPackedFor, int8GroupedToPacked, int8MatmulToPacked, type Int8LayoutTarget } from "./pack-int8.js"
 import { graphPass, type GraphPass } from "./pass.js"
 import { rewriteToFixedPoint, type Rule, type RuleCtx } from "./rules.js"
 
@@ -380,7 +380,7 @@ const concatThroughLayout = (target: LayoutTarget): Rule => ({
 export const alterLayoutSync = (graph: Graph, target: LayoutTarget): Graph => {
   const g = bindSync(graph)
   // convolutions first, then neighbours and cancellation to a fixed point
-  const converted = rewriteToFixedPoint(g, [convToBlocked(target, vectorWritten(g, target)), denseToPacked(target), int8ConvToPackedFor(target), int8MatmulToPacked]).graph
+  const converted = rewriteToFixedPoint(g, [convToBlocked(target, vectorWritten(g, target)), denseToPacked(target), int8ConvToPackedFor(target), int8GroupedToPacked, int8MatmulToPacked]).graph
   const moved = rewriteToFixedPoint(converted, [composeTransforms, unaryThroughLayout, binaryThroughLayout, poolThroughLayout, concatThroughLayout(target)]).graph
   return bindSync(eliminateDeadCodeSync(moved))
 }

@@ -3,15 +3,28 @@
 // x's zero point per tensor, w's zero point the one that makes w − w_zp an s8 value: 0 for int8
 // weights, 128 for uint8, every channel alike) over constant weights becomes QLinearConvPacked, its
 // weights packed [⌈M/16⌉, ⌈C/4⌉, kh, kw, 16, 4] and their column sums computed here, once, instead
-// of by a stage of the kernel on every run (O(weights): ResNet-18's 11 M weights, twice).
+// of by a stage of the kernel on every run (O(weights): ResNet-18's 11 M weights, twice), and
+// where the scales are constants its requantizing multipliers (one per output channel: else a
+// stage, a parallel region, of every run — 53 of MobileNetV2's).
 import { attr } from "../ast/graph/attrs.js"
 import { resolveNode } from "../ast/graph/evaluate.js"
 import type { Node } from "../ast/graph/graph.js"
 import type { ValueType } from "../ast/graph/op.js"
-import { INT8_LANES, int8PixelGrid, packInt8Conv, packInt8Matmul } from "../ast/graph/ops/int8-packed.js"
+import { INT8_LANES, int8PixelGrid, packInt8Conv, packInt8Matmul, requantMultipliers, widenInt8Weights } from "../ast/graph/ops/int8-packed.js"
 import { TESSERA_DOMAIN } from "../ast/graph/ops/index.js"
 import type { Tensor } from "../ast/graph/tensor.js"
-import type { Rule } from "./rules.js"
+import type { Rule, RuleCtx } from "./rules.js"
+
+/**
+ * QLinearConv's / QLinearMatMul's multipliers x_scale·w_scale/y_scale per output channel (column)
+ * from constant scales (inputs 1, 4, 6), as a constant named after the node; none where a scale is
+ * not constant or requantMultipliers declines (the compute then computes them on every run).
+ */
+const foldedMultipliers = (n: Node, ctx: RuleCtx, m: number): { readonly name: string; readonly value: Tensor } | undefined => {
+  const [xs, ws, ys] = [1, 4, 6].map((k) => (n.inputs[k] ? ctx.constant(n.inputs[k]) : undefined))
+  const value = xs && ws && ys ? requantMultipliers(xs, ws, ys, m) : undefined
+  return value && { name: ctx.fresh(`${n.outputs[0]}_mult`), value }
+}
 
 /** The shift that makes a QLinearConv's constant weights s8 (0 or 128), where the rule applies; undefined where it does not. */
 export const int8PackShift = (n: Node, type: (v: string) => ValueType | undefined, constant: (v: string) => Tensor | undefined): number | undefined => {
@@ -81,6 +94,8 @@ export const int8ConvToPackedFor = (target: Int8LayoutTarget): Rule => ({
     const inputs = [...n.inputs]
     inputs[3] = wName
     inputs[5] = csName
+    const mult = foldedMultipliers(n, ctx, w.shape[0])
+    if (mult) inputs.splice(8, inputs.length - 8, n.inputs[8] ?? "", mult.name)
     const out = ctx.type(n.outputs[0])
     const a = resolveNode(n).attrs as { strides?: readonly number[]; dilations?: readonly number[] }
     const known = out && out.shape.length === 4 && out.shape.every((d) => typeof d === "number")
@@ -89,7 +104,7 @@ export const int8ConvToPackedFor = (target: Int8LayoutTarget): Rule => ({
     return {
       nodes: [{ name: ctx.fresh(`${n.name}_packed`), op: "QLinearConvPacked", domain: TESSERA_DOMAIN, inputs, outputs: [y], attrs: { ...n.attrs, m: attr.int(w.shape[0]), ...(px ? { pixel_lanes: attr.int(1) } : {}) } }],
       outputs: [y],
-      constants: new Map([[wName, packed], [csName, colsum]]),
+      constants: new Map([[wName, packed], [csName, colsum], ...(mult ? [[mult.name, mult.value] as const] : [])]),
     }
   },
 })
@@ -138,10 +153,42 @@ export const int8MatmulToPacked: Rule = {
     while (inputs.length <= bzpi) inputs.push("")
     inputs[bi] = bName
     inputs[bzpi] = csName
+    const mult = q ? foldedMultipliers(n, ctx, b.shape[1]) : undefined
+    if (mult) inputs.push(mult.name)
     return {
       nodes: [{ name: ctx.fresh(`${n.name}_packed`), op: q ? "QLinearMatMulPacked" : "MatMulIntegerPacked", domain: TESSERA_DOMAIN, inputs, outputs: [y], attrs: { n: attr.int(b.shape[1]) } }],
       outputs: [y],
-      constants: new Map([[bName, packed], [csName, colsum]]),
+      constants: new Map([[bName, packed], [csName, colsum], ...(mult ? [[mult.name, mult.value] as const] : [])]),
+    }
+  },
+}
+
+/**
+ * A grouped QLinearConv (2-D, whole channels a group: depthwise among them) over constant weights
+ * and a constant or absent weight zero point → QLinearConvGrouped, its weights minus their zero
+ * point widened to int16 and (constant scales) its multipliers computed here, once, instead of by
+ * two stages, two parallel regions, of every run (MobileNetV2's 17 depthwise convs: 34 of them).
+ */
+export const int8GroupedToPacked: Rule = {
+  name: "int8-grouped-to-packed",
+  apply: (n, ctx) => {
+    if (n.op !== "QLinearConv" || n.domain !== "") return undefined
+    const group = (resolveNode(n).attrs as { group: number }).group
+    const x = ctx.type(n.inputs[0])
+    const w = ctx.constant(n.inputs[3])
+    const zp = n.inputs[5] ? ctx.constant(n.inputs[5]) : undefined
+    if (group <= 1 || !x || !w || (n.inputs[5] && !zp) || x.shape.length !== 4 || w.shape.length !== 4) return undefined
+    const C = x.shape[1]
+    if (typeof C !== "number" || C % group !== 0 || w.shape[1] !== C / group || w.shape[0] % group !== 0) return undefined
+    if (zp && zp.data.length !== 1 && zp.data.length !== w.shape[0]) return undefined
+    const w16 = ctx.fresh(`${n.inputs[3]}_i16`)
+    const mult = foldedMultipliers(n, ctx, w.shape[0])
+    const y = ctx.fresh(`${n.outputs[0]}_grouped`)
+    const inputs = Array.from({ length: 9 }, (_, k) => n.inputs[k] ?? "")
+    return {
+      nodes: [{ name: ctx.fresh(`${n.name}_grouped`), op: "QLinearConvGrouped", domain: TESSERA_DOMAIN, inputs: [...inputs, mult?.name ?? "", w16], outputs: [y], attrs: n.attrs }],
+      outputs: [y],
+      constants: new Map([[w16, widenInt8Weights(w, zp)], ...(mult ? [[mult.name, mult.value] as const] : [])]),
     }
   },
 }

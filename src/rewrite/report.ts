@@ -22,7 +22,8 @@ export const nodeFlops = (g: Graph, n: Node): number => {
       const perOut = (w.shape.slice(1) as number[]).reduce((a, b) => a * b, 1)
       return 2 * outN * perOut
     }
-    case "QLinearConv": {
+    case "QLinearConv":
+    case "QLinearConvGrouped": {
       const w = type(n.inputs[3])
       if (!w) return 0
       return 2 * outN * (w.shape.slice(1) as number[]).reduce((a, b) => a * b, 1)

@@ -4,8 +4,11 @@
 // in [⌈M/16⌉, ⌈C/4⌉, kh, kw, 16, 4] (zeros past M and C), and their column sums Σw' per output
 // channel (int32, ⌈M/16⌉·16 of them), which the product subtracts times u's zero point. Inputs as
 // QLinearConv's, with the packed weights at 3 and the column sums in place of w's zero point (5):
-// x, x_scale, x_zero_point, w_packed, w_scale, colsum, y_scale, y_zero_point[, B]. Its meaning is
-// QLinearConv's over the unpacked s8 weights (zero point 0), which equals the original's exactly.
+// x, x_scale, x_zero_point, w_packed, w_scale, colsum, y_scale, y_zero_point[, B[, multiplier]]
+// — the last the requantizing multipliers x_scale·w_scale/y_scale per output channel where the
+// scales are constants (requantMultipliers, at compile time, the value the compute would compute on
+// every run). Its meaning is QLinearConv's over the unpacked s8 weights (zero point 0), which
+// equals the original's exactly (the multipliers are a cache of the scales, not read by it).
 import { A, attrs } from "../attrs.js"
 import { check, defineOp, type AnyOpDef, type InferCtx, type KernelCtx } from "../op.js"
 import { tensor, type Tensor } from "../tensor.js"
@@ -40,6 +43,43 @@ export const packInt8Conv = (w: Tensor, shift: number): { readonly packed: Tenso
         cs[o] += v
       }
   return { packed: tensor("int8", [Mb, Cb, KH, KW, INT8_LANES, INT8_DEPTH], out), colsum: tensor("int32", [Mb * INT8_LANES], cs) }
+}
+
+/**
+ * The requantizing multipliers x_scale·w_scale[o]/y_scale of `m` output channels (a b_scale's
+ * columns), each step rounded in the scales' type as QLinear*'s compute rounds it
+ * (op-library-quant-int.ts's multiplier: float32 — the product rounded, then the quotient —, or
+ * float64), computed once at compile time from constant scales: x's and y's scalars, w's a scalar
+ * or `m` values. Undefined where the compute would not fold them (scales of other or differing
+ * types, other shapes): it then computes them itself.
+ */
+export const requantMultipliers = (xs: Tensor, ws: Tensor, ys: Tensor, m: number): Tensor | undefined => {
+  const dt = xs.dtype
+  if ((dt !== "float32" && dt !== "float64") || ws.dtype !== dt || ys.dtype !== dt) return undefined
+  if (xs.data.length !== 1 || ys.data.length !== 1 || (ws.data.length !== 1 && (ws.shape.length !== 1 || ws.shape[0] !== m))) return undefined
+  const [x, y] = [Number(xs.data[0]), Number(ys.data[0])]
+  const at = (o: number) => Number(ws.data[ws.data.length === 1 ? 0 : o])
+  if (dt === "float64") return tensor("float64", [m], Float64Array.from({ length: m }, (_, o) => (x * at(o)) / y))
+  return tensor("float32", [m], Float32Array.from({ length: m }, (_, o) => Math.fround(Math.fround(x * at(o)) / y)))
+}
+
+/** A folded multiplier input's type checked: the scales' type, [m] (`k` its input index). */
+const checkMultiplier = (ctx: InferCtx<unknown>, k: number, scale: number, m: number): void => {
+  const t = ctx.inputs[k]
+  if (!t) return
+  const s = inputType(ctx, scale)
+  check(t.dtype === s.dtype && t.shape.length === 1 && t.shape[0] === m, () => `input ${k} (the multipliers) must be ${s.dtype} [${m}], not ${t.dtype} [${t.shape.join(", ")}]`)
+}
+
+/**
+ * A grouped conv's weights w [M, C/group, kh, kw] (int8 or uint8) minus their zero point (absent:
+ * 0; one, or one per output channel) widened to int16, as the depthwise compute reads them
+ * (op-library-int8-depthwise.ts: |w − w_zp| ≤ 255).
+ */
+export const widenInt8Weights = (w: Tensor, zp: Tensor | undefined): Tensor => {
+  const per = w.data.length / w.shape[0]
+  const z = (o: number) => (zp ? Number(zp.data[zp.data.length === 1 ? 0 : o]) : 0)
+  return tensor("int16", w.shape, Int16Array.from({ length: w.data.length }, (_, k) => Number(w.data[k]) - z(Math.floor(k / per))))
 }
 
 /** The widest pixel tile of the pixels-in-lanes product, in vectors of 16 (the grid is rounded up to whole tiles of it where that is cheap). */
@@ -151,23 +191,45 @@ export const int8PackedOps = {
     // (pixel_lanes: 1 where the layout rewrite chose the pixels-in-lanes product for a 1×1 conv —
     // a choice of the compute's form, not of the meaning)
     attrs: attrs({ ...windowAttrs, group: A.int(1), m: A.int(), pixel_lanes: A.int(0) }),
-    inputs: arity.range(8, 9),
+    inputs: arity.range(8, 10),
     outputs: arity.one,
     kind: "opaque",
     infer: (ctx) => {
       check(ctx.attrs.group === 1, "group must be 1")
-      const inputs = [...ctx.inputs]
+      checkMultiplier(ctx as InferCtx<unknown>, 9, 4, ctx.attrs.m)
+      const inputs = ctx.inputs.slice(0, 9)
       inputs[3] = plainWeight(ctx)
       inputs[5] = undefined
       return plainQLinearConv.infer({ ...ctx, inputs, values: [] } as unknown as InferCtx<unknown>)
     },
     kernel: (ctx) => {
       const x = req(ctx.inputs, 0, "x")
-      const inputs = [...ctx.inputs]
+      const inputs = ctx.inputs.slice(0, 9)
       inputs[3] = unpackInt8Conv(req(ctx.inputs, 3, "w_packed"), ctx.attrs.m, x.shape[1])
       inputs[5] = undefined
       return plainQLinearConv.kernel({ ...ctx, inputs } as unknown as KernelCtx<unknown>)
     },
+  }),
+  /**
+   * A grouped (depthwise) QLinearConv over constant weights, as rewrite.AlterLayout's int8 rule
+   * leaves one: QLinearConv's inputs (0–8: its meaning, read from them alone), then the
+   * requantizing multipliers (9: requantMultipliers; "" where the scales are not constants) and the
+   * weights minus their zero point widened to int16 (10: widenInt8Weights), which the compute reads
+   * instead of computing them on every run.
+   */
+  QLinearConvGrouped: defineOp({
+    attrs: attrs({ ...windowAttrs, group: A.int(1) }),
+    inputs: arity.range(11, 11),
+    outputs: arity.one,
+    kind: "opaque",
+    infer: (ctx) => {
+      const w = inputType(ctx, 3)
+      const w16 = inputType(ctx, 10)
+      check(w16.dtype === "int16" && w16.shape.join(",") === w.shape.join(","), () => `input 10 (the widened weights) must be int16 [${w.shape.join(", ")}]`)
+      checkMultiplier(ctx as InferCtx<unknown>, 9, 4, w.shape[0] as number)
+      return plainQLinearConv.infer({ ...ctx, inputs: ctx.inputs.slice(0, 9), values: [] } as unknown as InferCtx<unknown>)
+    },
+    kernel: (ctx) => plainQLinearConv.kernel({ ...ctx, inputs: ctx.inputs.slice(0, 9) } as unknown as KernelCtx<unknown>),
   }),
   /**
    * MatMulInteger over a constant B packed for the dot (rewrite.AlterLayout's int8 rule): inputs
@@ -189,21 +251,26 @@ export const int8PackedOps = {
       return plainMatMulInteger.kernel({ ...ctx, inputs } as unknown as KernelCtx<unknown>)
     },
   }),
-  /** QLinearMatMul over a constant B packed for the dot: QLinearMatMul's inputs with B packed at 3 and its column sums in b_zero_point's place (5); n: B's columns. */
+  /**
+   * QLinearMatMul over a constant B packed for the dot: QLinearMatMul's inputs with B packed at 3
+   * and its column sums in b_zero_point's place (5), and where the scales are constants the
+   * requantizing multipliers per column (8: requantMultipliers); n: B's columns.
+   */
   QLinearMatMulPacked: defineOp({
     attrs: attrs({ n: A.int() }),
-    inputs: arity.range(8, 8),
+    inputs: arity.range(8, 9),
     outputs: arity.one,
     kind: "opaque",
     infer: (ctx) => {
-      const inputs = [...ctx.inputs]
+      checkMultiplier(ctx as InferCtx<unknown>, 8, 4, ctx.attrs.n)
+      const inputs = ctx.inputs.slice(0, 8)
       inputs[3] = plainB(ctx, 3)
       inputs[5] = { dtype: "int8", shape: [] }
       return plainQLinearMatMul.infer({ ...ctx, inputs, values: [] } as unknown as InferCtx<unknown>)
     },
     kernel: (ctx) => {
       const a = req(ctx.inputs, 0, "a")
-      const inputs = [...ctx.inputs]
+      const inputs = ctx.inputs.slice(0, 8)
       inputs[3] = unpackInt8Matmul(req(ctx.inputs, 3, "b_packed"), a.shape[a.shape.length - 1], ctx.attrs.n)
       inputs[5] = ZERO_S8
       return plainQLinearMatMul.kernel({ ...ctx, inputs } as unknown as KernelCtx<unknown>)
