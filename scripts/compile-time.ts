@@ -5,8 +5,9 @@
 // the emitted C — the artifact's files, and the single unit the tuner builds — so a speed-up can be
 // checked to leave the output byte-identical. Goals: ResNet-18 < 2 s (issue 5); ResNet-50 ≤ 2 s.
 // With --gcc, the artifact's units are then built as the c device builds them, into a fresh cache
-// (cold: every object compiled, in parallel), then again after one kernel's unit changed (one
-// object compiled, one link): wall seconds, and the compilers' CPU seconds (user + sys).
+// (cold: every object compiled, in parallel; small units in batches), then again after one
+// kernel's unit changed (one object compiled, one link): wall seconds, and the compilers' CPU
+// seconds (user + sys).
 // Usage: node dist/scripts/compile-time.js [model | file.onnx ...] [--runs N] [--gcc]
 import { Effect } from "effect"
 import { createHash } from "node:crypto"
@@ -15,7 +16,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { performance } from "node:perf_hooks"
 import type { Graph } from "../src/ast/graph/graph.js"
-import { buildCUnits, defaultCBuildConfig, type CUnits } from "../src/device/c/build.js"
+import { buildCUnits, C_BATCH, defaultCBuildConfig, type CUnits } from "../src/device/c/build.js"
 import { readModelSync } from "../src/device/files.js"
 import { bindSync } from "../src/ast/graph/infer.js"
 import { baseSchedule, buildGroupTE, isGroupFallbackError, type GroupTE } from "../src/lowering/lower-group.js"
@@ -198,16 +199,17 @@ async function gccTimes(units: CUnits): Promise<void> {
     const cpu0 = childCpuSeconds()
     const t0 = performance.now()
     const built = await Effect.runPromise(Effect.orDie(buildCUnits(u, config)))
-    return { s: (performance.now() - t0) / 1000, cpu: childCpuSeconds() - cpu0, compiled: built.objects.filter((o) => o.compiled).length }
+    const compiled = built.objects.filter((o) => o.compiled)
+    return { s: (performance.now() - t0) / 1000, cpu: childCpuSeconds() - cpu0, units: compiled.length, objects: new Set(compiled.map((o) => o.object)).size }
   }
   try {
     const cold = await timed(units)
-    console.log(`gcc, cold cache (${config.jobs ?? os.availableParallelism()} jobs): ${cold.s.toFixed(2)} s wall, ${cold.cpu.toFixed(2)} CPU s (user + sys), ${cold.compiled} objects compiled`)
+    console.log(`gcc, cold cache (${config.jobs ?? os.availableParallelism()} jobs): ${cold.s.toFixed(2)} s wall, ${cold.cpu.toFixed(2)} CPU s (user + sys), ${cold.objects} objects compiled (${cold.units} units; small units in batches of up to ${(config.batch ?? C_BATCH).size})`)
     // one kernel's unit changed (a comment appended: a new hash, the same code), as after tuning it
     const largest = units.units.reduce((a, u) => (u.source.length > a.source.length ? u : a))
     const touched = { ...units, units: units.units.map((u) => (u === largest ? { ...u, source: `${u.source}/* changed */\n` } : u)) }
     const warm = await timed(touched)
-    console.log(`gcc, after ${largest.file} (the largest unit) changed: ${warm.s.toFixed(2)} s wall, ${warm.cpu.toFixed(2)} CPU s, ${warm.compiled} object compiled`)
+    console.log(`gcc, after ${largest.file} (the largest unit) changed: ${warm.s.toFixed(2)} s wall, ${warm.cpu.toFixed(2)} CPU s, ${warm.objects} object compiled (${warm.units} unit)`)
   } finally {
     rmSync(cacheDir, { recursive: true, force: true })
   }

@@ -3,6 +3,8 @@
 
 void conv2d_int8_avx2(const uint8_t* b0, const uint8_t* b1, const int8_t* b2, const int32_t* b3, const float* b4, const float* b5, const float* b6, const uint8_t* b7, uint8_t* b8);
 
+#ifndef TESSERA_HAVE_tessera_avx2_dot_16x4
+#define TESSERA_HAVE_tessera_avx2_dot_16x4
 #include <immintrin.h>
 /* c[16] += a[4] (u8) . b[16][4] (s8) on AVX2: a = lo7 + 128 hi1, vpmaddubsw exact on each part, vpmaddwd into s32 */
 static inline __attribute__((always_inline)) void tessera_avx2_dot_16x4(int32_t* c, const uint8_t* a, const int8_t* b) {
@@ -15,6 +17,7 @@ static inline __attribute__((always_inline)) void tessera_avx2_dot_16x4(int32_t*
     _mm256_storeu_si256((__m256i*)(c + 8 * h), _mm256_add_epi32(_mm256_loadu_si256((const __m256i*)(c + 8 * h)), s));
   }
 }
+#endif
 
 /* "conv2d_int8_avx2": "x" uint8[1x8x6x6], "x_zp" uint8[], "w" int8[16x8x3x3], "bias" int32[16], "x_scale" float32[], "w_scale" float32[16], "y_scale" float32[], "y_zp" uint8[], "conv2d_int8_avx2" uint8[1x16x6x6] out */
 void conv2d_int8_avx2(const uint8_t* restrict b0, const uint8_t* restrict b1, const int8_t* restrict b2, const int32_t* restrict b3, const float* restrict b4, const float* restrict b5, const float* restrict b6, const uint8_t* restrict b7, uint8_t* restrict b8) {

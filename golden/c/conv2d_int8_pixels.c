@@ -3,12 +3,15 @@
 
 void conv2d_int8_pixels(const int8_t* b0, const int8_t* b1, const int8_t* b2, const int32_t* b3, const int32_t* b4, const float* b5, const float* b6, const float* b7, const int8_t* b8, int8_t* b9);
 
+#ifndef TESSERA_HAVE_tessera_vnni_dot_px_16x4
+#define TESSERA_HAVE_tessera_vnni_dot_px_16x4
 #include <immintrin.h>
 /* c[16] += a[16][4] (u8) . b[4] (s8): one vpdpbusd, b broadcast */
 static inline __attribute__((always_inline)) void tessera_vnni_dot_px_16x4(int32_t* c, const uint8_t* a, const int8_t* b) {
   int32_t b4; memcpy(&b4, b, 4);
   _mm512_storeu_si512(c, _mm512_dpbusd_epi32(_mm512_loadu_si512(c), _mm512_loadu_si512(a), _mm512_set1_epi32(b4)));
 }
+#endif
 
 /* "conv2d_int8_pixels": "x" int8[1x8x4x8], "x_zp" int8[], "w_packed" int8[1x2x1x1x16x4], "colsum" int32[16], "bias" int32[12], "x_scale" float32[], "w_scale" float32[12], "y_scale" float32[], "y_zp" int8[], "conv2d_int8_pixels" int8[1x12x4x8] out */
 void conv2d_int8_pixels(const int8_t* restrict b0, const int8_t* restrict b1, const int8_t* restrict b2, const int32_t* restrict b3, const int32_t* restrict b4, const float* restrict b5, const float* restrict b6, const float* restrict b7, const int8_t* restrict b8, int8_t* restrict b9) {

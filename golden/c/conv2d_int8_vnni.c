@@ -3,12 +3,15 @@
 
 void conv2d_int8_vnni(const uint8_t* b0, const uint8_t* b1, const int8_t* b2, const int32_t* b3, const float* b4, const float* b5, const float* b6, const uint8_t* b7, uint8_t* b8);
 
+#ifndef TESSERA_HAVE_tessera_vnni_dot_16x4
+#define TESSERA_HAVE_tessera_vnni_dot_16x4
 #include <immintrin.h>
 /* c[16] += a[4] (u8) . b[16][4] (s8): one vpdpbusd */
 static inline __attribute__((always_inline)) void tessera_vnni_dot_16x4(int32_t* c, const uint8_t* a, const int8_t* b) {
   int32_t a4; memcpy(&a4, a, 4);
   _mm512_storeu_si512(c, _mm512_dpbusd_epi32(_mm512_loadu_si512(c), _mm512_set1_epi32(a4), _mm512_loadu_si512(b)));
 }
+#endif
 
 /* "conv2d_int8_vnni": "x" uint8[1x8x6x6], "x_zp" uint8[], "w" int8[16x8x3x3], "bias" int32[16], "x_scale" float32[], "w_scale" float32[16], "y_scale" float32[], "y_zp" uint8[], "conv2d_int8_vnni" uint8[1x16x6x6] out */
 void conv2d_int8_vnni(const uint8_t* restrict b0, const uint8_t* restrict b1, const int8_t* restrict b2, const int32_t* restrict b3, const float* restrict b4, const float* restrict b5, const float* restrict b6, const uint8_t* restrict b7, uint8_t* restrict b8) {

@@ -7,8 +7,11 @@
 //   compiler, flags, host CPU and source.
 // - An artifact's units (one per distinct kernel, a runtime, the prelude header they include):
 //   each compiled to an object in parallel, cached by the hash of its source, the prelude, the flags,
-//   the compiler's version and the host CPU; then one link, cached by its objects. A recompile after
-//   one kernel changed compiles that kernel's unit alone.
+//   the compiler's version and the host CPU; then one link, cached by its objects. Units under
+//   `batch.below` bytes are compiled `batch.size` to a gcc run (a file that includes them), their
+//   object cached by its members' keys: gcc's fixed cost per process (~0.1 s) is most of a small
+//   unit's time. A recompile after one kernel changed compiles that kernel's unit alone (a large
+//   unit), or the batch it is in (a small one).
 // After every build the cache is kept under its size limit, least recently used first (cache-store.ts `evict`).
 // And the Makefile of the standalone artifact, which builds the same library with no Node (make -j).
 import { Effect } from "effect"
@@ -31,6 +34,8 @@ export interface CBuildConfig {
   readonly timeoutMs?: number
   /** gcc runs at once when building an artifact's units (default: os.availableParallelism()). */
   readonly jobs?: number
+  /** Units whose source is under `below` bytes, compiled up to `size` to a gcc run (default C_BATCH; `size` 1: each alone). */
+  readonly batch?: { readonly below: number; readonly size: number }
   /** The cache's size limit and grace (default `cacheBudget()`: $TESSERA_CACHE_MAX_MB), kept after every build (cache-store.ts `evict`). */
   readonly budget?: CacheBudget
 }
@@ -46,6 +51,13 @@ const evictAfterBuild = (config: CBuildConfig, keep: readonly string[]) =>
  * region, dropping a lane of the epilogue (a padded ConvTranspose lost a tap: test/c-epilogue-miscompile.test.ts).
  */
 export const C_FLAGS = ["-O3", "-march=native", "-mprefer-vector-width=512", "-fopenmp", "-std=gnu11", "-fwrapv", "-fno-math-errno", "--param=vect-epilogues-nomask=0", "-fPIC", "-Wl,-z,nodelete"] as const
+
+/**
+ * Small units, batched: measured on DenseNet-121's 192 units (docs/backends.md, "where DenseNet-121's
+ * gcc time goes"), gcc costs ~0.1 s of CPU per process whatever it compiles, and the 125 units
+ * under 4 KB took half the CPU; 8 of them to a run took 5.1 s against 19.4 s one by one.
+ */
+export const C_BATCH = { below: 4096, size: 8 } as const
 
 /** gcc with C_FLAGS, its cache in the c folder of the cache root (read when called: $TESSERA_CACHE_DIR). */
 export const defaultCBuildConfig = (): CBuildConfig => ({ cc: "gcc", flags: C_FLAGS, cacheDir: path.join(cacheRoot(), "c") })
@@ -127,15 +139,45 @@ export interface CUnits {
   readonly units: readonly { readonly file: string; readonly source: string }[]
 }
 
-/** A built library, and each unit's object: its key and whether this build compiled it (else the cache had it). */
+/**
+ * A built library, and each unit: its key (objectKey), the key of the object it is compiled into
+ * (its own key, or its batch's), and whether this build compiled that object (else the cache had it).
+ */
 export interface CUnitsBuilt {
   readonly library: string
-  readonly objects: readonly { readonly file: string; readonly key: string; readonly compiled: boolean }[]
+  readonly objects: readonly { readonly file: string; readonly key: string; readonly object: string; readonly compiled: boolean }[]
 }
 
 /** The key of a unit's object: the tools, the prelude it includes, its source. */
 export const objectKey = (prelude: string, source: string, config: CBuildConfig): string =>
   createHash("sha256").update(toolKey(config.cc, compileFlags(config.flags))).update("\0").update(prelude).update("\0").update(source).digest("hex").slice(0, 32)
+
+/**
+ * The units in objects: a unit of `batch.below` bytes or more alone (its key its own), the smaller
+ * ones, in the units' order, cut `batch.size` at a time into batches (keyed by their
+ * members' keys; a batch of one is the unit alone). Same units, same objects.
+ */
+export const batchUnits = <U extends { readonly source: string; readonly key: string }>(
+  units: readonly U[],
+  batch: { readonly below: number; readonly size: number } = C_BATCH,
+): { readonly key: string; readonly members: readonly U[] }[] => {
+  const out: { key: string; members: U[] }[] = []
+  let open: U[] = []
+  const close = () => {
+    if (open.length === 1) out.push({ key: open[0].key, members: open })
+    else if (open.length > 1) out.push({ key: createHash("sha256").update("batch\0").update(open.map((u) => u.key).join(",")).digest("hex").slice(0, 32), members: open })
+    open = []
+  }
+  for (const u of units) {
+    if (Buffer.byteLength(u.source) >= batch.below) out.push({ key: u.key, members: [u] })
+    else {
+      open.push(u)
+      if (open.length >= Math.max(1, batch.size)) close()
+    }
+  }
+  close()
+  return out
+}
 
 /** Writes `text` to `file` with the error of a build step. */
 const writeFor = (command: string, what: string, f: () => void): Effect.Effect<void, CompileError> =>
@@ -155,23 +197,29 @@ const gcc = (config: CBuildConfig, args: readonly string[], cleanup: readonly st
   })
 
 /**
- * Builds an artifact's units into one shared library: each unit compiled to an object
- * (`config.jobs` gcc runs at once), each object cached under `<cacheDir>/obj` by objectKey, then
- * one link, cached under `<cacheDir>/lib` by the objects' keys. An unchanged unit is never
- * compiled again; an unchanged artifact is not even linked again. A cached object or library is
+ * Builds an artifact's units into one shared library: each large unit compiled to an object, the
+ * small ones in batches (batchUnits: `config.batch`), `config.jobs` gcc runs at once; each object
+ * cached under `<cacheDir>/obj` by its key (objectKey, or its batch's of its members'), then one
+ * link, cached under `<cacheDir>/lib` by the objects' keys. An unchanged unit is never compiled
+ * again (nor is a batch of unchanged units); an unchanged artifact is not even linked again. A cached object or library is
  * used only when its bytes hash to the hash stored beside it; else it is built again.
  */
 export const buildCUnits = Effect.fn("c.buildUnits")(function* (c: CUnits, config: CBuildConfig = defaultCBuildConfig()) {
   const objDir = path.join(config.cacheDir, "obj")
   const libDir = path.join(config.cacheDir, "lib")
   const keyed = c.units.map((u) => ({ ...u, key: objectKey(c.prelude.source, u.source, config) }))
-  const libKey = createHash("sha256").update(toolKey(config.cc, config.flags)).update("\0").update(keyed.map((u) => u.key).join(",")).digest("hex").slice(0, 32)
+  const batches = batchUnits(keyed, config.batch)
+  const libKey = createHash("sha256").update(toolKey(config.cc, config.flags)).update("\0").update(batches.map((b) => b.key).join(",")).digest("hex").slice(0, 32)
   const library = path.join(libDir, `${libKey}.so`)
   for (const d of [config.cacheDir, objDir, libDir]) yield* privateDir(d)
   // a whole library needs no objects: checked first (its objects may have been cleaned away)
   const haveLibrary = cached(library)
-  const todo = haveLibrary ? [] : keyed.filter((u) => !cached(path.join(objDir, `${u.key}.o`)))
-  const objects = keyed.map((u) => ({ file: u.file, key: u.key, compiled: todo.includes(u) }))
+  const todo = haveLibrary ? [] : batches.filter((b) => !cached(path.join(objDir, `${b.key}.o`)))
+  const batchOf = new Map(batches.flatMap((b) => b.members.map((u) => [u, b] as const)))
+  const objects = keyed.map((u) => {
+    const b = batchOf.get(u)!
+    return { file: u.file, key: u.key, object: b.key, compiled: todo.includes(b) }
+  })
   if (haveLibrary) return { library, objects } satisfies CUnitsBuilt
   for (const d of [config.cacheDir, objDir, libDir]) removeStaleTemps(d)
   // a folder of our own for the sources and the half-written outputs (named after the unit: gcc's messages name its file)
@@ -184,20 +232,24 @@ export const buildCUnits = Effect.fn("c.buildUnits")(function* (c: CUnits, confi
     catch: (e) => new CompileError({ command: `mkdir ${config.cacheDir}`, reason: `cannot make the build folder: ${String(e)}`, stderr: "" }),
   })
   const flags = compileFlags(config.flags)
-  const compile = (u: (typeof keyed)[number]) =>
+  // a batch through a file that includes its members (each member under its own name: gcc's messages name it)
+  const compile = (b: (typeof batches)[number], i: number) =>
     Effect.gen(function* () {
-      const src = path.join(tmp, u.file)
-      const obj = path.join(tmp, `${u.key}.o`)
+      const src = b.members.length === 1 ? path.join(tmp, b.members[0].file) : path.join(tmp, `tessera_batch_${i}.c`)
+      const obj = path.join(tmp, `${b.key}.o`)
       const command = [config.cc, ...flags, "-c", "-o", obj, src].join(" ")
-      yield* writeFor(command, "write the source", () => writeFileSync(src, u.source))
+      yield* writeFor(command, "write the source", () => {
+        for (const u of b.members) writeFileSync(path.join(tmp, u.file), u.source)
+        if (b.members.length > 1) writeFileSync(src, `${b.members.map((u) => `#include "${u.file}"`).join("\n")}\n`)
+      })
       yield* gcc(config, [...flags, "-c", "-o", obj, src], [obj])
-      yield* writeFor(command, "move the object into the cache", () => publish(obj, path.join(objDir, `${u.key}.o`)))
+      yield* writeFor(command, "move the object into the cache", () => publish(obj, path.join(objDir, `${b.key}.o`)))
     })
   const jobs = Math.max(1, config.jobs ?? os.availableParallelism())
   const linked = Effect.gen(function* () {
     yield* Effect.forEach(todo, compile, { concurrency: jobs, discard: true })
     const out = path.join(tmp, `${libKey}.so`)
-    const args = [...config.flags, "-shared", "-o", out, ...keyed.map((u) => path.join(objDir, `${u.key}.o`)), "-lm"]
+    const args = [...config.flags, "-shared", "-o", out, ...batches.map((b) => path.join(objDir, `${b.key}.o`)), "-lm"]
     yield* gcc(config, args, [out])
     yield* writeFor([config.cc, ...args].join(" "), "move the library into the cache", () => publish(out, library))
   })

@@ -95,6 +95,17 @@ const prototype = (f: PrimFunc): string => `${describeC(f, storedBuffers(f.body)
 const codeKey = (name: string, text: string, definitions: ReadonlyMap<string, string>): string =>
   [text.replace(/\/\*[\s\S]*?\*\//g, "").replace(` ${name}(`, " ("), ...definitions.values()].join("\0")
 
+/**
+ * A definition a kernel's unit carries (a `static inline` helper: the VNNI dot, a gemm micro-kernel),
+ * guarded by its name: the device's build compiles small units several to a gcc run, through a file
+ * that includes them (src/device/c/build.ts), where each helper must be defined once.
+ */
+const guarded = (fn: string, text: string): string => {
+  if (!isIdentifier(fn)) fail(`helper name ${commentSafe(fn)} is not a C identifier`)
+  const guard = `TESSERA_HAVE_${fn}`
+  return `#ifndef ${guard}\n#define ${guard}\n${text}\n#endif`
+}
+
 /** A kernel's unit: the prelude, its declaration as the header has it (checked against the definition), the definitions it calls, its code, and each kernel of the same code as an alias. */
 const kernelUnit = (lib: string, members: readonly { readonly f: PrimFunc; readonly text: string; readonly definitions: ReadonlyMap<string, string> }[]): CUnit => {
   const [first, ...same] = members
@@ -106,7 +117,7 @@ const kernelUnit = (lib: string, members: readonly { readonly f: PrimFunc; reado
     "",
     `${declaration(first.f)};`,
     "",
-    ...[...first.definitions.values()].map((h) => `${h}\n`),
+    ...[...first.definitions].map(([fn, h]) => `${guarded(fn, h)}\n`),
     `${first.text}\n`,
     ...same.map((m) => `${describeC(m.f, storedBuffers(m.f.body))}\n${declaration(m.f)} __attribute__((alias("${name}")));\n`),
   ].join("\n")
