@@ -13,6 +13,7 @@ import { compileGraph } from "../src/pipeline.js"
 import { tasksOfProgram } from "../src/search/extract.js"
 import { gpuLimits, gpuRules, verifyGpuFunc } from "../src/lowering/templates/gpu/index.js"
 import { blockFootprint, footprintRefusal } from "../src/lowering/templates/gpu/footprint.js"
+import { tuneTask, type Measured } from "../src/search/tune.js"
 import { randomTuner } from "../src/search/tuners.js"
 
 const target = BACKENDS.cuda.target(undefined as never, 1, {})
@@ -53,4 +54,30 @@ describe("cuda: a block's footprint from the knobs", () => {
       expect(refused).toBeLessThan(configs.length)
     })
   }
+})
+
+describe("cuda: a tuning run spends its trials on configs that can run", () => {
+  it("the tuner's draws skip the configs the template refuses: every trial is lowered and measured", async () => {
+    const runner = tasksOfProgram(Effect.runSync(compileGraph(conv(64, 128, 28, 2), target)), target).find((r) => r.task.label.startsWith("Conv 3x3"))!
+    const { task } = runner
+    const refuses = (c: Record<string, unknown>) => task.template.refuse?.(task.outputs, task.base, c as never) !== undefined
+    // the same seed's plain draws hold refused configs (so the run below is a check, not a given)
+    const plain = Effect.runSync(randomTuner(task, 3).next(24))
+    expect(plain.filter(refuses).length).toBeGreaterThan(0)
+    const measured: unknown[] = []
+    const records: { error?: string }[] = []
+    const result = await Effect.runPromise(
+      tuneTask(
+        task,
+        randomTuner(task, 3),
+        (c) => runner.lowerConfig(c),
+        (cands) => Effect.sync((): Measured[] => cands.map((c) => (measured.push(c.config), { config: c.config, cost: 1e-3 }))),
+        { trials: 24, batch: 8, target: "cuda", now: () => "t", onRecords: (rs) => Effect.sync(() => void records.push(...rs)) },
+      ),
+    )
+    expect(result.trials).toBe(24)
+    expect(measured.length).toBe(24)
+    expect(records.filter((r) => r.error !== undefined)).toEqual([])
+    expect(measured.filter((c) => refuses(c as Record<string, unknown>))).toEqual([])
+  })
 })

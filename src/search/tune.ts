@@ -125,14 +125,41 @@ export interface TaskSession<E> {
   readonly finish: (confirm?: boolean) => Effect.Effect<TuneResult>
 }
 
+/**
+ * `tuner` with the configs its task's template refuses from the schedule alone drawn past, never
+ * proposed (MetaSchedule's postprocessors: a rejected sample is redrawn). A refused config costs
+ * no lowering, no build and no trial, so the trial budget goes to configs that can run; the inner
+ * tuner has marked each one seen, so the space still runs out. Tasks whose template refuses
+ * nothing get `tuner` itself (every CPU template: their seeded sequences are unchanged).
+ */
+export const skipRefused = (task: Pick<Task, "template" | "outputs" | "base">, tuner: Tuner): Tuner => {
+  const refuse = task.template.refuse
+  if (refuse === undefined) return tuner
+  return {
+    ...tuner,
+    next: (n) =>
+      Effect.gen(function* () {
+        const out: Config[] = []
+        while (out.length < n && tuner.hasNext()) {
+          const drawn = yield* tuner.next(n - out.length)
+          // (a tuner may answer nothing this round though its space is not spent: the loop above it asks again)
+          if (drawn.length === 0) break
+          for (const c of drawn) if (refuse(task.outputs, task.base, c) === undefined) out.push(c)
+        }
+        return out
+      }),
+  }
+}
+
 export const tuneSession = <E>(
   task: Task,
-  tuner: Tuner,
+  tuner0: Tuner,
   lowerConfig: (config: Config) => PrimFunc,
   measure: (candidates: readonly { config: Config; func: PrimFunc }[]) => Effect.Effect<readonly Measured[], E>,
   options: TuneOptions,
 ): Effect.Effect<TaskSession<E>, CostModelError> =>
   Effect.gen(function* () {
+    const tuner = skipRefused(task, tuner0)
     const curve: number[] = []
     const costs: number[] = []
     let best: { config: Config; cost: number } | undefined
@@ -176,7 +203,8 @@ export const tuneSession = <E>(
           const candidates: { config: Config; func: PrimFunc }[] = []
           const failed: Measured[] = []
           for (const config of configs) {
-            // (a config the template refuses from its schedule alone: a trial with that error, never built)
+            // (a config the template refuses from its schedule alone — only a `first` one gets here,
+            // the tuner's draws skip them: a trial with that error, never built)
             const refused = task.template.refuse?.(task.outputs, task.base, config)
             if (refused !== undefined) {
               failed.push({ config, cost: undefined, error: `rejected: ${refused}` })
