@@ -5,12 +5,15 @@
 // parallel loops give, bit for bit, what the same kernel under OpenMP gives.
 import * as fc from "fast-check"
 import { Effect } from "effect"
-import { existsSync, readdirSync } from "node:fs"
+import { spawnSync } from "node:child_process"
+import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
 import { describe, expect, it } from "vitest"
 import { evaluateTE } from "../src/ast/te/evaluate.js"
 import { paramsOf } from "../src/ast/tir/analysis.js"
 import type { PrimFunc } from "../src/ast/tir/tir.js"
-import { buildC, compilerAvailable, C_FLAGS, C_POOL_FLAGS, defaultCBuildConfig } from "../src/device/c/build.js"
+import { buildC, cArtifact, compilerAvailable, C_FLAGS, C_POOL_FLAGS, defaultCBuildConfig, writeArtifact } from "../src/device/c/build.js"
 import { loadC, type CModule } from "../src/device/c/load.js"
 import type { CParallel } from "../src/emit/c/dialect.js"
 import { emitC } from "../src/emit/c/emit.js"
@@ -175,5 +178,26 @@ describe.skipIf(!HAVE_GCC)("c target: the thread pool", () => {
     const a = new Float32Array(30)
     mod.kernels.get("nested")!(a)
     expect([...a]).toEqual(Array.from({ length: 30 }, () => 1))
+  })
+
+  it.skipIf(spawnSync("make", ["--version"], { stdio: "ignore" }).status !== 0)("the standalone artifact on the pool builds with make (-fopenmp-simd -pthread, no libgomp) and runs on 2 threads", async () => {
+    const cases = GOLDEN_CASES.map((mk) => mk())
+    const funcs = cases.map(goldenFunc)
+    const dir = mkdtempSync(path.join(os.tmpdir(), "tessera-c-pool-artifact-"))
+    try {
+      const files = cArtifact(emitC(funcs, { parallel: "pool" }), "tessera_kernels", defaultCBuildConfig(C_POOL_FLAGS))
+      expect(files.get("Makefile")).toMatch(/-fopenmp-simd .*-pthread/)
+      expect(files.get("Makefile")).not.toMatch(/-fopenmp /)
+      await Effect.runPromise(writeArtifact(dir, files))
+      const r = spawnSync("make", ["-C", dir], { encoding: "utf8" })
+      expect(r.status, r.stderr).toBe(0)
+      const mod = await Effect.runPromise(loadC(path.join(dir, "libtessera_kernels.so"), funcs.map((f) => ({ name: f.name, params: paramsOf(f) })), 2))
+      cases.forEach((g, k) => {
+        const outs = callKernel(mod.kernels.get(g.name)!, funcs[k], g.inputs)
+        assertAllClose(g.outputs.map((o) => outs.get(o.name)!), evaluateTE(g.outputs, g.inputs), 1e-4, 1e-5)
+      })
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
   })
 })

@@ -21,7 +21,7 @@ static inline __attribute__((always_inline)) void tessera_avx2_dot_16x4(int32_t*
 
 /* "q_u8.i.q_u8.j.f.q_u8.k.f.q_u8.l.f": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
 struct tessera_par0_conv2d_int8_avx2 { uint8_t* b9; const uint8_t* b0; const uint8_t* b1; };
-static void tessera_par0_conv2d_int8_avx2_range(uint8_t* restrict b9, const uint8_t* restrict b0, const uint8_t* restrict b1, int64_t tessera_lo, int64_t tessera_hi) {
+static void tessera_range0_conv2d_int8_avx2(uint8_t* restrict b9, const uint8_t* restrict b0, const uint8_t* restrict b1, int64_t tessera_lo, int64_t tessera_hi) {
   for (int64_t v0 = tessera_lo; v0 < tessera_hi; ++v0) {
     #pragma omp simd
     for (int64_t v1 = 0; v1 < 4; ++v1) {
@@ -31,12 +31,12 @@ static void tessera_par0_conv2d_int8_avx2_range(uint8_t* restrict b9, const uint
 }
 static void tessera_par0_conv2d_int8_avx2(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
   const struct tessera_par0_conv2d_int8_avx2* tessera_a = (const struct tessera_par0_conv2d_int8_avx2*)tessera_args;
-  tessera_par0_conv2d_int8_avx2_range(tessera_a->b9, tessera_a->b0, tessera_a->b1, tessera_lo, tessera_hi);
+  tessera_range0_conv2d_int8_avx2(tessera_a->b9, tessera_a->b0, tessera_a->b1, tessera_lo, tessera_hi);
 }
 
 /* "q_wpack.i.q_wpack.j.f.q_wpack.k.f.q_wpack.l.f.q_wpack.m.f": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
 struct tessera_par1_conv2d_int8_avx2 { int8_t* b10; const int8_t* b2; };
-static void tessera_par1_conv2d_int8_avx2_range(int8_t* restrict b10, const int8_t* restrict b2, int64_t tessera_lo, int64_t tessera_hi) {
+static void tessera_range1_conv2d_int8_avx2(int8_t* restrict b10, const int8_t* restrict b2, int64_t tessera_lo, int64_t tessera_hi) {
   for (int64_t v2 = tessera_lo; v2 < tessera_hi; ++v2) {
     #pragma omp simd
     for (int64_t v3 = 0; v3 < 4; ++v3) {
@@ -46,12 +46,12 @@ static void tessera_par1_conv2d_int8_avx2_range(int8_t* restrict b10, const int8
 }
 static void tessera_par1_conv2d_int8_avx2(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
   const struct tessera_par1_conv2d_int8_avx2* tessera_a = (const struct tessera_par1_conv2d_int8_avx2*)tessera_args;
-  tessera_par1_conv2d_int8_avx2_range(tessera_a->b10, tessera_a->b2, tessera_lo, tessera_hi);
+  tessera_range1_conv2d_int8_avx2(tessera_a->b10, tessera_a->b2, tessera_lo, tessera_hi);
 }
 
 /* "q_dot.i.q_dot.j.o.f.q_dot.k.f": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
 struct tessera_par2_conv2d_int8_avx2 { const uint8_t* b9; const int8_t* b10; int32_t* b11; };
-static void tessera_par2_conv2d_int8_avx2_range(const uint8_t* restrict b9, const int8_t* restrict b10, int32_t* restrict b11, int64_t tessera_lo, int64_t tessera_hi) {
+static void tessera_range2_conv2d_int8_avx2(const uint8_t* restrict b9, const int8_t* restrict b10, int32_t* restrict b11, int64_t tessera_lo, int64_t tessera_hi) {
   for (int64_t v4 = tessera_lo; v4 < tessera_hi; ++v4) {
     for (int64_t v5 = 0; v5 < 2; ++v5) {
       {
@@ -82,12 +82,12 @@ static void tessera_par2_conv2d_int8_avx2_range(const uint8_t* restrict b9, cons
 }
 static void tessera_par2_conv2d_int8_avx2(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
   const struct tessera_par2_conv2d_int8_avx2* tessera_a = (const struct tessera_par2_conv2d_int8_avx2*)tessera_args;
-  tessera_par2_conv2d_int8_avx2_range(tessera_a->b9, tessera_a->b10, tessera_a->b11, tessera_lo, tessera_hi);
+  tessera_range2_conv2d_int8_avx2(tessera_a->b9, tessera_a->b10, tessera_a->b11, tessera_lo, tessera_hi);
 }
 
 /* "q_colsum.i": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
 struct tessera_par3_conv2d_int8_avx2 { int32_t* b12; const int8_t* b10; };
-static void tessera_par3_conv2d_int8_avx2_range(int32_t* restrict b12, const int8_t* restrict b10, int64_t tessera_lo, int64_t tessera_hi) {
+static void tessera_range3_conv2d_int8_avx2(int32_t* restrict b12, const int8_t* restrict b10, int64_t tessera_lo, int64_t tessera_hi) {
   for (int64_t v13 = tessera_lo; v13 < tessera_hi; ++v13) {
     b12[v13] = 0;
     for (int64_t v14 = 0; v14 < 2; ++v14) {
@@ -103,24 +103,24 @@ static void tessera_par3_conv2d_int8_avx2_range(int32_t* restrict b12, const int
 }
 static void tessera_par3_conv2d_int8_avx2(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
   const struct tessera_par3_conv2d_int8_avx2* tessera_a = (const struct tessera_par3_conv2d_int8_avx2*)tessera_args;
-  tessera_par3_conv2d_int8_avx2_range(tessera_a->b12, tessera_a->b10, tessera_lo, tessera_hi);
+  tessera_range3_conv2d_int8_avx2(tessera_a->b12, tessera_a->b10, tessera_lo, tessera_hi);
 }
 
 /* "q_mult.i": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
 struct tessera_par4_conv2d_int8_avx2 { float* b13; const float* b4; const float* b5; const float* b6; };
-static void tessera_par4_conv2d_int8_avx2_range(float* restrict b13, const float* restrict b4, const float* restrict b5, const float* restrict b6, int64_t tessera_lo, int64_t tessera_hi) {
+static void tessera_range4_conv2d_int8_avx2(float* restrict b13, const float* restrict b4, const float* restrict b5, const float* restrict b6, int64_t tessera_lo, int64_t tessera_hi) {
   for (int64_t v18 = tessera_lo; v18 < tessera_hi; ++v18) {
     b13[v18] = ((float)(((double)(((float)((((double)(((float)((((double)(b4[0])) * ((double)(b5[v18]))))))) / ((double)(b6[0])))))))));
   }
 }
 static void tessera_par4_conv2d_int8_avx2(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
   const struct tessera_par4_conv2d_int8_avx2* tessera_a = (const struct tessera_par4_conv2d_int8_avx2*)tessera_args;
-  tessera_par4_conv2d_int8_avx2_range(tessera_a->b13, tessera_a->b4, tessera_a->b5, tessera_a->b6, tessera_lo, tessera_hi);
+  tessera_range4_conv2d_int8_avx2(tessera_a->b13, tessera_a->b4, tessera_a->b5, tessera_a->b6, tessera_lo, tessera_hi);
 }
 
 /* "conv2d_int8_avx2.i.conv2d_int8_avx2.j.o.f.conv2d_int8_avx2.k.f.conv2d_int8_avx2.l.f": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
 struct tessera_par5_conv2d_int8_avx2 { uint8_t* b8; const uint8_t* b1; const int32_t* b12; const int32_t* b3; const int32_t* b11; const float* b13; const uint8_t* b7; };
-static void tessera_par5_conv2d_int8_avx2_range(uint8_t* restrict b8, const uint8_t* restrict b1, const int32_t* restrict b12, const int32_t* restrict b3, const int32_t* restrict b11, const float* restrict b13, const uint8_t* restrict b7, int64_t tessera_lo, int64_t tessera_hi) {
+static void tessera_range5_conv2d_int8_avx2(uint8_t* restrict b8, const uint8_t* restrict b1, const int32_t* restrict b12, const int32_t* restrict b3, const int32_t* restrict b11, const float* restrict b13, const uint8_t* restrict b7, int64_t tessera_lo, int64_t tessera_hi) {
   for (int64_t v19 = tessera_lo; v19 < tessera_hi; ++v19) {
     #pragma omp simd
     for (int64_t v20 = 0; v20 < 16; ++v20) {
@@ -130,7 +130,7 @@ static void tessera_par5_conv2d_int8_avx2_range(uint8_t* restrict b8, const uint
 }
 static void tessera_par5_conv2d_int8_avx2(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
   const struct tessera_par5_conv2d_int8_avx2* tessera_a = (const struct tessera_par5_conv2d_int8_avx2*)tessera_args;
-  tessera_par5_conv2d_int8_avx2_range(tessera_a->b8, tessera_a->b1, tessera_a->b12, tessera_a->b3, tessera_a->b11, tessera_a->b13, tessera_a->b7, tessera_lo, tessera_hi);
+  tessera_range5_conv2d_int8_avx2(tessera_a->b8, tessera_a->b1, tessera_a->b12, tessera_a->b3, tessera_a->b11, tessera_a->b13, tessera_a->b7, tessera_lo, tessera_hi);
 }
 
 /* "conv2d_int8_avx2": "x" uint8[1x8x6x6], "x_zp" uint8[], "w" int8[16x8x3x3], "bias" int32[16], "x_scale" float32[], "w_scale" float32[16], "y_scale" float32[], "y_zp" uint8[], "conv2d_int8_avx2" uint8[1x16x6x6] out */

@@ -5,7 +5,7 @@ void conv2d_int8_depthwise(const int8_t* b0, const int8_t* b1, const int8_t* b2,
 
 /* "dw_dwphase.i.dw_dwphase.j.f.dw_dwphase.k.f": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
 struct tessera_par0_conv2d_int8_depthwise { int16_t* b10; const int8_t* b0; const int8_t* b1; };
-static void tessera_par0_conv2d_int8_depthwise_range(int16_t* restrict b10, const int8_t* restrict b0, const int8_t* restrict b1, int64_t tessera_lo, int64_t tessera_hi) {
+static void tessera_range0_conv2d_int8_depthwise(int16_t* restrict b10, const int8_t* restrict b0, const int8_t* restrict b1, int64_t tessera_lo, int64_t tessera_hi) {
   for (int64_t v0 = tessera_lo; v0 < tessera_hi; ++v0) {
     for (int64_t v1 = 0; v1 < 2; ++v1) {
       for (int64_t v2 = 0; v2 < 7; ++v2) {
@@ -19,12 +19,12 @@ static void tessera_par0_conv2d_int8_depthwise_range(int16_t* restrict b10, cons
 }
 static void tessera_par0_conv2d_int8_depthwise(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
   const struct tessera_par0_conv2d_int8_depthwise* tessera_a = (const struct tessera_par0_conv2d_int8_depthwise*)tessera_args;
-  tessera_par0_conv2d_int8_depthwise_range(tessera_a->b10, tessera_a->b0, tessera_a->b1, tessera_lo, tessera_hi);
+  tessera_range0_conv2d_int8_depthwise(tessera_a->b10, tessera_a->b0, tessera_a->b1, tessera_lo, tessera_hi);
 }
 
 /* "dw_dwweight.i.dw_dwweight.j.f.dw_dwweight.k.f": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
 struct tessera_par1_conv2d_int8_depthwise { int16_t* b11; const int8_t* b2; const int8_t* b3; };
-static void tessera_par1_conv2d_int8_depthwise_range(int16_t* restrict b11, const int8_t* restrict b2, const int8_t* restrict b3, int64_t tessera_lo, int64_t tessera_hi) {
+static void tessera_range1_conv2d_int8_depthwise(int16_t* restrict b11, const int8_t* restrict b2, const int8_t* restrict b3, int64_t tessera_lo, int64_t tessera_hi) {
   for (int64_t v4 = tessera_lo; v4 < tessera_hi; ++v4) {
     #pragma omp simd
     for (int64_t v5 = 0; v5 < 3; ++v5) {
@@ -34,12 +34,12 @@ static void tessera_par1_conv2d_int8_depthwise_range(int16_t* restrict b11, cons
 }
 static void tessera_par1_conv2d_int8_depthwise(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
   const struct tessera_par1_conv2d_int8_depthwise* tessera_a = (const struct tessera_par1_conv2d_int8_depthwise*)tessera_args;
-  tessera_par1_conv2d_int8_depthwise_range(tessera_a->b11, tessera_a->b2, tessera_a->b3, tessera_lo, tessera_hi);
+  tessera_range1_conv2d_int8_depthwise(tessera_a->b11, tessera_a->b2, tessera_a->b3, tessera_lo, tessera_hi);
 }
 
 /* "dw_dw.i.dw_dw.j.f": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
 struct tessera_par2_conv2d_int8_depthwise { int32_t* b12; const int16_t* b10; const int16_t* b11; };
-static void tessera_par2_conv2d_int8_depthwise_range(int32_t* restrict b12, const int16_t* restrict b10, const int16_t* restrict b11, int64_t tessera_lo, int64_t tessera_hi) {
+static void tessera_range2_conv2d_int8_depthwise(int32_t* restrict b12, const int16_t* restrict b10, const int16_t* restrict b11, int64_t tessera_lo, int64_t tessera_hi) {
   for (int64_t v6 = tessera_lo; v6 < tessera_hi; ++v6) {
     for (int64_t v7 = 0; v7 < 32; ++v7) {
       b12[((v6 * 32) + v7)] = 0;
@@ -57,24 +57,24 @@ static void tessera_par2_conv2d_int8_depthwise_range(int32_t* restrict b12, cons
 }
 static void tessera_par2_conv2d_int8_depthwise(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
   const struct tessera_par2_conv2d_int8_depthwise* tessera_a = (const struct tessera_par2_conv2d_int8_depthwise*)tessera_args;
-  tessera_par2_conv2d_int8_depthwise_range(tessera_a->b12, tessera_a->b10, tessera_a->b11, tessera_lo, tessera_hi);
+  tessera_range2_conv2d_int8_depthwise(tessera_a->b12, tessera_a->b10, tessera_a->b11, tessera_lo, tessera_hi);
 }
 
 /* "dw_mult.i": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
 struct tessera_par3_conv2d_int8_depthwise { float* b13; const float* b5; const float* b6; const float* b7; };
-static void tessera_par3_conv2d_int8_depthwise_range(float* restrict b13, const float* restrict b5, const float* restrict b6, const float* restrict b7, int64_t tessera_lo, int64_t tessera_hi) {
+static void tessera_range3_conv2d_int8_depthwise(float* restrict b13, const float* restrict b5, const float* restrict b6, const float* restrict b7, int64_t tessera_lo, int64_t tessera_hi) {
   for (int64_t v8 = tessera_lo; v8 < tessera_hi; ++v8) {
     b13[v8] = ((float)(((double)(((float)((((double)(((float)((((double)(b5[0])) * ((double)(b6[v8]))))))) / ((double)(b7[0])))))))));
   }
 }
 static void tessera_par3_conv2d_int8_depthwise(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
   const struct tessera_par3_conv2d_int8_depthwise* tessera_a = (const struct tessera_par3_conv2d_int8_depthwise*)tessera_args;
-  tessera_par3_conv2d_int8_depthwise_range(tessera_a->b13, tessera_a->b5, tessera_a->b6, tessera_a->b7, tessera_lo, tessera_hi);
+  tessera_range3_conv2d_int8_depthwise(tessera_a->b13, tessera_a->b5, tessera_a->b6, tessera_a->b7, tessera_lo, tessera_hi);
 }
 
 /* "conv2d_int8_depthwise.i.conv2d_int8_depthwise.j.f": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
 struct tessera_par4_conv2d_int8_depthwise { const int32_t* b12; int8_t* b9; const int32_t* b4; const float* b13; const int8_t* b8; };
-static void tessera_par4_conv2d_int8_depthwise_range(const int32_t* restrict b12, int8_t* restrict b9, const int32_t* restrict b4, const float* restrict b13, const int8_t* restrict b8, int64_t tessera_lo, int64_t tessera_hi) {
+static void tessera_range4_conv2d_int8_depthwise(const int32_t* restrict b12, int8_t* restrict b9, const int32_t* restrict b4, const float* restrict b13, const int8_t* restrict b8, int64_t tessera_lo, int64_t tessera_hi) {
   for (int64_t v9 = tessera_lo; v9 < tessera_hi; ++v9) {
     {
       _Alignas(64) int32_t b14[25]; /* "dw_dwsum.local" int32[25] @"local" */
@@ -93,7 +93,7 @@ static void tessera_par4_conv2d_int8_depthwise_range(const int32_t* restrict b12
 }
 static void tessera_par4_conv2d_int8_depthwise(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
   const struct tessera_par4_conv2d_int8_depthwise* tessera_a = (const struct tessera_par4_conv2d_int8_depthwise*)tessera_args;
-  tessera_par4_conv2d_int8_depthwise_range(tessera_a->b12, tessera_a->b9, tessera_a->b4, tessera_a->b13, tessera_a->b8, tessera_lo, tessera_hi);
+  tessera_range4_conv2d_int8_depthwise(tessera_a->b12, tessera_a->b9, tessera_a->b4, tessera_a->b13, tessera_a->b8, tessera_lo, tessera_hi);
 }
 
 /* "conv2d_int8_depthwise": "x" int8[1x16x9x9], "x_zp" int8[], "w" int8[16x1x3x3], "w_zp" int8[16], "bias" int32[16], "x_scale" float32[], "w_scale" float32[16], "y_scale" float32[], "y_zp" int8[], "conv2d_int8_depthwise" int8[1x16x5x5] out */

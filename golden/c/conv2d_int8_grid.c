@@ -15,7 +15,7 @@ static inline __attribute__((always_inline)) void tessera_vnni_dot_px_16x4(int32
 
 /* "q_u8.i.q_u8.j.f.q_u8.k.o.f": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
 struct tessera_par0_conv2d_int8_grid { uint8_t* b10; const int8_t* b0; const int8_t* b1; };
-static void tessera_par0_conv2d_int8_grid_range(uint8_t* restrict b10, const int8_t* restrict b0, const int8_t* restrict b1, int64_t tessera_lo, int64_t tessera_hi) {
+static void tessera_range0_conv2d_int8_grid(uint8_t* restrict b10, const int8_t* restrict b0, const int8_t* restrict b1, int64_t tessera_lo, int64_t tessera_hi) {
   for (int64_t v0 = tessera_lo; v0 < tessera_hi; ++v0) {
     for (int64_t v1 = 0; v1 < 18; ++v1) {
       b10[((v0 * 72) + (v1 * 4))] = ((uint8_t)(((((v0 % 7) < 4) && (v1 < 16)) ? (((int32_t)(b0[((((v0 / 7) * 256) + ((v0 % 7) * 16)) + v1)])) + 128) : (((int32_t)(b1[0])) + 128))));
@@ -27,12 +27,12 @@ static void tessera_par0_conv2d_int8_grid_range(uint8_t* restrict b10, const int
 }
 static void tessera_par0_conv2d_int8_grid(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
   const struct tessera_par0_conv2d_int8_grid* tessera_a = (const struct tessera_par0_conv2d_int8_grid*)tessera_args;
-  tessera_par0_conv2d_int8_grid_range(tessera_a->b10, tessera_a->b0, tessera_a->b1, tessera_lo, tessera_hi);
+  tessera_range0_conv2d_int8_grid(tessera_a->b10, tessera_a->b0, tessera_a->b1, tessera_lo, tessera_hi);
 }
 
 /* "q_dot.i.q_dot.j.o.f": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
 struct tessera_par1_conv2d_int8_grid { const uint8_t* b10; const int8_t* b2; int32_t* b11; };
-static void tessera_par1_conv2d_int8_grid_range(const uint8_t* restrict b10, const int8_t* restrict b2, int32_t* restrict b11, int64_t tessera_lo, int64_t tessera_hi) {
+static void tessera_range1_conv2d_int8_grid(const uint8_t* restrict b10, const int8_t* restrict b2, int32_t* restrict b11, int64_t tessera_lo, int64_t tessera_hi) {
   for (int64_t v2 = tessera_lo; v2 < tessera_hi; ++v2) {
     for (int64_t v3 = 0; v3 < 5; ++v3) {
       {
@@ -64,24 +64,24 @@ static void tessera_par1_conv2d_int8_grid_range(const uint8_t* restrict b10, con
 }
 static void tessera_par1_conv2d_int8_grid(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
   const struct tessera_par1_conv2d_int8_grid* tessera_a = (const struct tessera_par1_conv2d_int8_grid*)tessera_args;
-  tessera_par1_conv2d_int8_grid_range(tessera_a->b10, tessera_a->b2, tessera_a->b11, tessera_lo, tessera_hi);
+  tessera_range1_conv2d_int8_grid(tessera_a->b10, tessera_a->b2, tessera_a->b11, tessera_lo, tessera_hi);
 }
 
 /* "q_mult.i": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
 struct tessera_par2_conv2d_int8_grid { float* b12; const float* b5; const float* b6; const float* b7; };
-static void tessera_par2_conv2d_int8_grid_range(float* restrict b12, const float* restrict b5, const float* restrict b6, const float* restrict b7, int64_t tessera_lo, int64_t tessera_hi) {
+static void tessera_range2_conv2d_int8_grid(float* restrict b12, const float* restrict b5, const float* restrict b6, const float* restrict b7, int64_t tessera_lo, int64_t tessera_hi) {
   for (int64_t v11 = tessera_lo; v11 < tessera_hi; ++v11) {
     b12[v11] = ((float)(((double)(((float)((((double)(((float)((((double)(b5[0])) * ((double)(b6[v11]))))))) / ((double)(b7[0])))))))));
   }
 }
 static void tessera_par2_conv2d_int8_grid(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
   const struct tessera_par2_conv2d_int8_grid* tessera_a = (const struct tessera_par2_conv2d_int8_grid*)tessera_args;
-  tessera_par2_conv2d_int8_grid_range(tessera_a->b12, tessera_a->b5, tessera_a->b6, tessera_a->b7, tessera_lo, tessera_hi);
+  tessera_range2_conv2d_int8_grid(tessera_a->b12, tessera_a->b5, tessera_a->b6, tessera_a->b7, tessera_lo, tessera_hi);
 }
 
 /* "conv2d_int8_grid.i.conv2d_int8_grid.j.o.f": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
 struct tessera_par3_conv2d_int8_grid { const int32_t* b11; int8_t* b9; const int8_t* b1; const int32_t* b3; const int32_t* b4; const float* b12; const int8_t* b8; };
-static void tessera_par3_conv2d_int8_grid_range(const int32_t* restrict b11, int8_t* restrict b9, const int8_t* restrict b1, const int32_t* restrict b3, const int32_t* restrict b4, const float* restrict b12, const int8_t* restrict b8, int64_t tessera_lo, int64_t tessera_hi) {
+static void tessera_range3_conv2d_int8_grid(const int32_t* restrict b11, int8_t* restrict b9, const int8_t* restrict b1, const int32_t* restrict b3, const int32_t* restrict b4, const float* restrict b12, const int8_t* restrict b8, int64_t tessera_lo, int64_t tessera_hi) {
   for (int64_t v12 = tessera_lo; v12 < tessera_hi; ++v12) {
     {
       _Alignas(64) int32_t b14[256]; /* "q_dotsum.local" int32[256] @"local" */
@@ -104,7 +104,7 @@ static void tessera_par3_conv2d_int8_grid_range(const int32_t* restrict b11, int
 }
 static void tessera_par3_conv2d_int8_grid(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
   const struct tessera_par3_conv2d_int8_grid* tessera_a = (const struct tessera_par3_conv2d_int8_grid*)tessera_args;
-  tessera_par3_conv2d_int8_grid_range(tessera_a->b11, tessera_a->b9, tessera_a->b1, tessera_a->b3, tessera_a->b4, tessera_a->b12, tessera_a->b8, tessera_lo, tessera_hi);
+  tessera_range3_conv2d_int8_grid(tessera_a->b11, tessera_a->b9, tessera_a->b1, tessera_a->b3, tessera_a->b4, tessera_a->b12, tessera_a->b8, tessera_lo, tessera_hi);
 }
 
 /* "conv2d_int8_grid": "x" int8[1x8x4x16], "x_zp" int8[], "w_packed" int8[1x2x3x3x16x4], "colsum" int32[16], "bias" int32[12], "x_scale" float32[], "w_scale" float32[12], "y_scale" float32[], "y_zp" int8[], "conv2d_int8_grid" int8[1x12x4x16] out */

@@ -5,7 +5,7 @@ void conv2d_nchwc(const float* b0, const float* b1, float* b2);
 
 /* "conv.j": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
 struct tessera_par0_conv2d_nchwc { float* b2; const float* b0; const float* b1; };
-static void tessera_par0_conv2d_nchwc_range(float* restrict b2, const float* restrict b0, const float* restrict b1, int64_t tessera_lo, int64_t tessera_hi) {
+static void tessera_range0_conv2d_nchwc(float* restrict b2, const float* restrict b0, const float* restrict b1, int64_t tessera_lo, int64_t tessera_hi) {
   for (int64_t v4 = tessera_lo; v4 < tessera_hi; ++v4) {
     for (int64_t v5 = 0; v5 < 8; ++v5) {
       for (int64_t v6 = 0; v6 < 2; ++v6) {
@@ -37,7 +37,7 @@ static void tessera_par0_conv2d_nchwc_range(float* restrict b2, const float* res
 }
 static void tessera_par0_conv2d_nchwc(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
   const struct tessera_par0_conv2d_nchwc* tessera_a = (const struct tessera_par0_conv2d_nchwc*)tessera_args;
-  tessera_par0_conv2d_nchwc_range(tessera_a->b2, tessera_a->b0, tessera_a->b1, tessera_lo, tessera_hi);
+  tessera_range0_conv2d_nchwc(tessera_a->b2, tessera_a->b0, tessera_a->b1, tessera_lo, tessera_hi);
 }
 
 /* "conv2d_nchwc": "X" float32[1x2x8x8x4], "W" float32[2x2x3x3x4x4], "conv" float32[1x2x8x8x4] out */

@@ -5,7 +5,7 @@ void conv2d_winograd(const float* b0, const float* b1, float* b2);
 
 /* "wino_wino_pad.i.wino_wino_pad.j.f.wino_wino_pad.k.f": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
 struct tessera_par0_conv2d_winograd { float* b3; const float* b0; };
-static void tessera_par0_conv2d_winograd_range(float* restrict b3, const float* restrict b0, int64_t tessera_lo, int64_t tessera_hi) {
+static void tessera_range0_conv2d_winograd(float* restrict b3, const float* restrict b0, int64_t tessera_lo, int64_t tessera_hi) {
   for (int64_t v0 = tessera_lo; v0 < tessera_hi; ++v0) {
     for (int64_t v1 = 0; v1 < 10; ++v1) {
       #pragma omp simd
@@ -17,12 +17,12 @@ static void tessera_par0_conv2d_winograd_range(float* restrict b3, const float* 
 }
 static void tessera_par0_conv2d_winograd(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
   const struct tessera_par0_conv2d_winograd* tessera_a = (const struct tessera_par0_conv2d_winograd*)tessera_args;
-  tessera_par0_conv2d_winograd_range(tessera_a->b3, tessera_a->b0, tessera_lo, tessera_hi);
+  tessera_range0_conv2d_winograd(tessera_a->b3, tessera_a->b0, tessera_lo, tessera_hi);
 }
 
 /* "wino_wino_V.k.wino_wino_V.l.f": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
 struct tessera_par1_conv2d_winograd { const float* b3; float* b4; };
-static void tessera_par1_conv2d_winograd_range(const float* restrict b3, float* restrict b4, int64_t tessera_lo, int64_t tessera_hi) {
+static void tessera_range1_conv2d_winograd(const float* restrict b3, float* restrict b4, int64_t tessera_lo, int64_t tessera_hi) {
   for (int64_t v3 = tessera_lo; v3 < tessera_hi; ++v3) {
     {
       _Alignas(64) float b5[288]; /* "wino_wino_T.local" float32[288] @"local" */
@@ -319,12 +319,12 @@ static void tessera_par1_conv2d_winograd_range(const float* restrict b3, float* 
 }
 static void tessera_par1_conv2d_winograd(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
   const struct tessera_par1_conv2d_winograd* tessera_a = (const struct tessera_par1_conv2d_winograd*)tessera_args;
-  tessera_par1_conv2d_winograd_range(tessera_a->b3, tessera_a->b4, tessera_lo, tessera_hi);
+  tessera_range1_conv2d_winograd(tessera_a->b3, tessera_a->b4, tessera_lo, tessera_hi);
 }
 
 /* "wino_wino_M.i.wino_wino_M.j.f": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
 struct tessera_par2_conv2d_winograd { const float* b4; const float* b1; float* b3; };
-static void tessera_par2_conv2d_winograd_range(const float* restrict b4, const float* restrict b1, float* restrict b3, int64_t tessera_lo, int64_t tessera_hi) {
+static void tessera_range2_conv2d_winograd(const float* restrict b4, const float* restrict b1, float* restrict b3, int64_t tessera_lo, int64_t tessera_hi) {
   for (int64_t v6 = tessera_lo; v6 < tessera_hi; ++v6) {
     for (int64_t v7 = 0; v7 < 2; ++v7) {
       for (int64_t v8 = 0; v8 < 2; ++v8) {
@@ -358,12 +358,12 @@ static void tessera_par2_conv2d_winograd_range(const float* restrict b4, const f
 }
 static void tessera_par2_conv2d_winograd(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
   const struct tessera_par2_conv2d_winograd* tessera_a = (const struct tessera_par2_conv2d_winograd*)tessera_args;
-  tessera_par2_conv2d_winograd_range(tessera_a->b4, tessera_a->b1, tessera_a->b3, tessera_lo, tessera_hi);
+  tessera_range2_conv2d_winograd(tessera_a->b4, tessera_a->b1, tessera_a->b3, tessera_lo, tessera_hi);
 }
 
 /* "conv2d_winograd.i.conv2d_winograd.j.f.conv2d_winograd.k.o.f": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
 struct tessera_par3_conv2d_winograd { float* b2; const float* b3; };
-static void tessera_par3_conv2d_winograd_range(float* restrict b2, const float* restrict b3, int64_t tessera_lo, int64_t tessera_hi) {
+static void tessera_range3_conv2d_winograd(float* restrict b2, const float* restrict b3, int64_t tessera_lo, int64_t tessera_hi) {
   for (int64_t v15 = tessera_lo; v15 < tessera_hi; ++v15) {
     for (int64_t v16 = 0; v16 < 2; ++v16) {
       #pragma omp simd
@@ -435,7 +435,7 @@ static void tessera_par3_conv2d_winograd_range(float* restrict b2, const float* 
 }
 static void tessera_par3_conv2d_winograd(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
   const struct tessera_par3_conv2d_winograd* tessera_a = (const struct tessera_par3_conv2d_winograd*)tessera_args;
-  tessera_par3_conv2d_winograd_range(tessera_a->b2, tessera_a->b3, tessera_lo, tessera_hi);
+  tessera_range3_conv2d_winograd(tessera_a->b2, tessera_a->b3, tessera_lo, tessera_hi);
 }
 
 /* "conv2d_winograd": "X" float32[1x2x8x8x8], "U" float32[6x6x2x16x8], "conv2d_winograd" float32[1x2x8x8x8] out */

@@ -5,7 +5,7 @@ void softmax(const float* b0, float* b1);
 
 /* "exp.i": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
 struct tessera_par0_softmax { const float* b0; float* b2; };
-static void tessera_par0_softmax_range(const float* restrict b0, float* restrict b2, int64_t tessera_lo, int64_t tessera_hi) {
+static void tessera_range0_softmax(const float* restrict b0, float* restrict b2, int64_t tessera_lo, int64_t tessera_hi) {
   for (int64_t v0 = tessera_lo; v0 < tessera_hi; ++v0) {
     {
       _Alignas(64) float b3[1]; /* "rowmax.local" float32[1] @"local" */
@@ -32,12 +32,12 @@ static void tessera_par0_softmax_range(const float* restrict b0, float* restrict
 }
 static void tessera_par0_softmax(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
   const struct tessera_par0_softmax* tessera_a = (const struct tessera_par0_softmax*)tessera_args;
-  tessera_par0_softmax_range(tessera_a->b0, tessera_a->b2, tessera_lo, tessera_hi);
+  tessera_range0_softmax(tessera_a->b0, tessera_a->b2, tessera_lo, tessera_hi);
 }
 
 /* "softmax.i": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
 struct tessera_par1_softmax { const float* b2; float* b1; };
-static void tessera_par1_softmax_range(const float* restrict b2, float* restrict b1, int64_t tessera_lo, int64_t tessera_hi) {
+static void tessera_range1_softmax(const float* restrict b2, float* restrict b1, int64_t tessera_lo, int64_t tessera_hi) {
   for (int64_t v7 = tessera_lo; v7 < tessera_hi; ++v7) {
     {
       _Alignas(64) float b4[1]; /* "rowsum.local" float32[1] @"local" */
@@ -61,7 +61,7 @@ static void tessera_par1_softmax_range(const float* restrict b2, float* restrict
 }
 static void tessera_par1_softmax(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
   const struct tessera_par1_softmax* tessera_a = (const struct tessera_par1_softmax*)tessera_args;
-  tessera_par1_softmax_range(tessera_a->b2, tessera_a->b1, tessera_lo, tessera_hi);
+  tessera_range1_softmax(tessera_a->b2, tessera_a->b1, tessera_lo, tessera_hi);
 }
 
 /* "softmax": "X" float32[4x32], "softmax" float32[4x32] out */
