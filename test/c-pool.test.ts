@@ -18,7 +18,7 @@ import { loadC, type CModule } from "../src/device/c/load.js"
 import type { CParallel } from "../src/emit/c/dialect.js"
 import { emitC } from "../src/emit/c/emit.js"
 import { cPool, C_POOL_FEATURES } from "../src/emit/c/pool.js"
-import { c, f32, v } from "../src/ast/te/expr.js"
+import { add, c, cast, f32, mul, v } from "../src/ast/te/expr.js"
 import { assertAllClose } from "../laws/support.js"
 import { callKernel } from "../laws/support-c.js"
 import { GOLDEN_CASES, goldenFunc } from "../scripts/update-goldens.js"
@@ -178,6 +178,37 @@ describe.skipIf(!HAVE_GCC)("c target: the thread pool", () => {
     const a = new Float32Array(30)
     mod.kernels.get("nested")!(a)
     expect([...a]).toEqual(Array.from({ length: 30 }, () => 1))
+  })
+
+  it("a parallel loop with a min under a serial loop and a let captures the outer variables: A[o, i] = 10·o + i for i in [1, 6)", async () => {
+    const o = v("o")
+    const s = v("s")
+    const i = v("i")
+    const f: PrimFunc = {
+      name: "captures",
+      params: [{ name: "A", dtype: "float32", shape: [3, 6], scope: "global" }],
+      body: {
+        kind: "for",
+        var: o,
+        min: c(0),
+        extent: c(3),
+        forKind: "serial",
+        body: {
+          kind: "let",
+          var: s,
+          value: mul(o, c(10)),
+          body: { kind: "for", var: i, min: c(1), extent: c(5), forKind: "parallel", body: { kind: "store", buffer: "A", indices: [o, i], value: cast("float32", add(s, i)) } },
+        },
+      },
+    }
+    const source = emitC([f], { parallel: "pool" }).source
+    expect(source).toMatch(/struct tessera_par0_captures \{ float\* b0; int64_t v\d+; int64_t v\d+; \};/)
+    for (const threads of [1, 2, 4]) {
+      const mod = await buildKernels([f], "pool", threads)
+      const a = new Float32Array(18).fill(-1)
+      mod.kernels.get("captures")!(a)
+      expect([...a]).toEqual([0, 1, 2].flatMap((r) => [-1, ...[1, 2, 3, 4, 5].map((x) => 10 * r + x)]))
+    }
   })
 
   it.skipIf(spawnSync("make", ["--version"], { stdio: "ignore" }).status !== 0)("the standalone artifact on the pool builds with make (-fopenmp-simd -pthread, no libgomp) and runs on 2 threads", async () => {

@@ -179,8 +179,9 @@ export const reduceLoopOf = (s: ForStmt): ReduceLoop | undefined => {
 const renderLeaf = <K extends LeafKind>(dialect: CDialect, kind: K, s: StmtOf<K>, walk: Walk): readonly string[] => dialect.leaf[kind](s, walk)
 
 /**
- * One function of `dialect` exported as `name`: its signature, its body indented by two spaces,
- * its closing brace. Definitions its statements ask for are added to `definitions` (the module's).
+ * One function of `dialect` exported as `name`: the functions its parallel loops were outlined into
+ * (where the dialect outlines them), then its signature, its body indented by two spaces, its
+ * closing brace. Definitions its statements ask for are added to `definitions` (the module's).
  * Throws EmitError (target: the dialect's, kernel: `name`) for what the dialect cannot render.
  */
 export const renderFunction = (dialect: CDialect, f: PrimFunc, name: string, definitions: Map<string, string> = new Map()): string => {

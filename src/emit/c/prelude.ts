@@ -2,7 +2,7 @@
 // `tessera_`) that expressions (expr.ts) call — division and modulo that floor, NaN-propagating
 // min / max, float → integer conversions that wrap, float16 / bfloat16 rounding as dtype.ts does —
 // and the heap blocks of large allocations (dialect.ts). A single translation unit holds them all
-// (C_PRELUDE); a split artifact includes them as a header (C_PRELUDE_HEADER) and defines the
+// (C_PRELUDE); a split artifact includes them as a header (cPreludeHeader) and defines the
 // allocator once, in its runtime unit (C_RUNTIME).
 
 /** What the allocator's definition needs besides the helpers' headers (aligned_alloc, fprintf, abort). */
