@@ -17,7 +17,7 @@ import { buildC, cArtifact, compilerAvailable, C_FLAGS, C_POOL_FLAGS, defaultCBu
 import { loadC, type CModule } from "../src/device/c/load.js"
 import type { CParallel } from "../src/emit/c/dialect.js"
 import { emitC } from "../src/emit/c/emit.js"
-import { cPool, C_POOL_FEATURES } from "../src/emit/c/pool.js"
+import { cPool } from "../src/emit/c/pool.js"
 import { add, c, cast, f32, mul, v } from "../src/ast/te/expr.js"
 import { assertAllClose } from "../laws/support.js"
 import { callKernel } from "../laws/support-c.js"
@@ -30,7 +30,8 @@ const HAVE_GCC = compilerAvailable()
  * itself in `counts`; `seen` is `counts` as it stands when tessera_parallel_for returns, and
  * `seen[extent]` how many iterations ran on a thread other than the caller.
  */
-const HARNESS = `${C_POOL_FEATURES}#include <stdint.h>
+const HARNESS = `#include <stdio.h>
+#include <stdint.h>
 #include <string.h>
 ${cPool("static ")}
 static pthread_t tessera_test_caller;

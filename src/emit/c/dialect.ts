@@ -28,7 +28,7 @@ import type { CDialect, ForStmt, OutlinedLoop, ReduceLoop, StmtOf, Walk } from "
 import { commentSafe, isIdentifier } from "../c-family/names.js"
 import { castC, cStorage, C_EXPR, C_VALUE, valueClass } from "./expr.js"
 import { C_PRELUDE } from "./prelude.js"
-import { cPool, C_POOL_FEATURES } from "./pool.js"
+import { cPool } from "./pool.js"
 
 /** What the c target does with each TIR construct (the dialect below implements exactly this). */
 export const C_CAPABILITIES = {
@@ -233,7 +233,7 @@ const outlineLoop = (restrict: boolean) => (o: OutlinedLoop, w: Walk): { definit
 /** The c dialect under `options`. */
 export const cDialect = (options: CDialectOptions): CDialect => ({
   target: "c",
-  prelude: options.parallel === "pool" ? `${C_POOL_FEATURES}${C_PRELUDE}${cPool("static ")}` : C_PRELUDE,
+  prelude: options.parallel === "pool" ? `${C_PRELUDE}${cPool("static ")}` : C_PRELUDE,
   signature: (f, name, params, stored) => [describeC(f, stored), `${declareC(name, f, params, stored, options.restrict)} {`],
   expr: C_EXPR,
   access,

@@ -11,9 +11,12 @@
 // - The caller returns when every *chunk* is done: it never waits for a worker that claimed none
 //   (libgomp's barrier waits until every thread of the team has arrived, even one that was
 //   descheduled with no work left: docs/backends.md, "Where the 2 threads go").
-// - Waiting (a worker for the next loop, the caller for chunks others run) spins up to
-//   TESSERA_SPIN_NS (a few microseconds; $TESSERA_SPIN_NS when the pool starts), then sleeps on a
-//   condition variable; the thread that would wake a sleeper signals it.
+// - Waiting spins, then sleeps on a condition variable; the thread that would wake a sleeper
+//   signals it. A worker spins TESSERA_SPIN_NS (20 µs; $TESSERA_SPIN_NS when the pool starts)
+//   after the last loop ended (the executor leaves 1–2 µs between kernels); the caller waits on
+//   the workers' last chunks TESSERA_CALLER_SPINS times as long before it sleeps (a sleeping
+//   caller lets the kernel move a descheduled worker onto its CPU). No sched_yield in the spins:
+//   on a loaded machine a yielding worker lost its turn for milliseconds (docs/backends.md).
 // - A loop inside a running chunk (nested), a loop called while another thread's loop has the pool,
 //   and any loop at one thread run serially on the calling thread. The workers start at the first
 //   loop with more than one thread and one iteration (one thread starts none).
@@ -26,28 +29,25 @@ typedef void (*tessera_task)(const void* args, int64_t lo, int64_t hi);
 __attribute__((visibility("hidden"))) void tessera_parallel_for(tessera_task fn, const void* args, int64_t extent);
 `
 
-/** The headers the pool needs; before any other include (sched_getaffinity is a GNU extension). */
-export const C_POOL_FEATURES = `#ifndef _GNU_SOURCE
-#define _GNU_SOURCE 1
-#endif
-`
-
 /**
  * The pool: `linkage` "static " in a single translation unit (its own pool, its own tasks' type),
  * "" in a split artifact's runtime unit (the prelude header declares the type and the runner).
  * The thread-count functions are exported either way (the loader looks them up by name).
  */
 export const cPool = (linkage: string): string => `#include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/syscall.h>
+#endif
 ${linkage === "" ? "" : "typedef void (*tessera_task)(const void* args, int64_t lo, int64_t hi);\n"}
 #define TESSERA_MAX_THREADS 256
 #define TESSERA_CHUNKS_PER_THREAD 4
 #define TESSERA_SPIN_NS 20000
+#define TESSERA_CALLER_SPINS 10
 /* a thread's home chunks: generation << 32 | next << 16 | end (chunks per loop stay under 2^16) */
 struct tessera_home { _Alignas(64) _Atomic uint64_t next; };
 static struct {
@@ -71,8 +71,14 @@ static _Thread_local int tessera_in_task;
 static int tessera_default_threads(void) {
   const char* e = getenv("OMP_NUM_THREADS");
   if (e && atoi(e) > 0) return atoi(e);
-  cpu_set_t s;
-  if (sched_getaffinity(0, sizeof s, &s) == 0 && CPU_COUNT(&s) > 0) return CPU_COUNT(&s);
+#if defined(__linux__) && defined(SYS_sched_getaffinity)
+  /* the CPUs this process may run on (the raw call: glibc's wrapper wants _GNU_SOURCE before any include) */
+  unsigned long mask[64];
+  const long bytes = syscall(SYS_sched_getaffinity, 0, sizeof mask, mask);
+  int cpus = 0;
+  for (long i = 0; i < bytes / (long)sizeof mask[0]; i++) cpus += __builtin_popcountl(mask[i]);
+  if (cpus > 0) return cpus;
+#endif
   long n = sysconf(_SC_NPROCESSORS_ONLN);
   return n > 0 ? (int)n : 1;
 }
@@ -132,10 +138,14 @@ static void* tessera_worker(void* arg) {
   const int t = (int)(intptr_t)arg;
   uint32_t seen = atomic_load(&tessera_pool.generation);
   for (;;) {
-    const long until = tessera_now_ns() + tessera_pool.spinNs;
+    long until = tessera_now_ns() + tessera_pool.spinNs;
     for (int i = 1; atomic_load_explicit(&tessera_pool.generation, memory_order_acquire) == seen && !atomic_load(&tessera_pool.stop); i++) {
       tessera_pause();
-      if ((i & 63) == 0 && tessera_now_ns() > until) {
+      if ((i & 63) != 0) continue;
+      const long now = tessera_now_ns();
+      /* while the caller still runs its last chunks the next loop is near: the spin counts from the loop's end */
+      if (atomic_load_explicit(&tessera_pool.done, memory_order_relaxed) < atomic_load_explicit(&tessera_pool.chunks, memory_order_relaxed)) until = now + tessera_pool.spinNs;
+      if (now > until) {
         pthread_mutex_lock(&tessera_pool.lock);
         atomic_fetch_add(&tessera_pool.sleepers, 1);
         while (atomic_load(&tessera_pool.generation) == seen && !atomic_load(&tessera_pool.stop)) pthread_cond_wait(&tessera_pool.wake, &tessera_pool.lock);
@@ -202,7 +212,8 @@ ${linkage}void tessera_parallel_for(tessera_task fn, const void* args, int64_t e
     pthread_mutex_unlock(&tessera_pool.lock);
   }
   tessera_work(0, n, g);
-  const long until = tessera_now_ns() + tessera_pool.spinNs;
+  /* a worker runs its last chunk: spin up to TESSERA_CALLER_SPINS spins' worth, then sleep */
+  const long until = tessera_now_ns() + TESSERA_CALLER_SPINS * tessera_pool.spinNs;
   for (int i = 1; atomic_load_explicit(&tessera_pool.done, memory_order_acquire) < chunks; i++) {
     tessera_pause();
     if ((i & 63) == 0 && tessera_now_ns() > until) {
