@@ -64,10 +64,12 @@ export const cBackend = (parallel: CParallel): Backend<"c"> => {
 }
 
 /**
- * What runs the c target's parallel loops: the thread pool; $TESSERA_C_PARALLEL=openmp selects
- * OpenMP (the A/B switch: `TESSERA_C_PARALLEL=openmp npm run bench`; docs/backends.md).
+ * What runs the c target's parallel loops: OpenMP until a quiet 2-thread A/B says the thread pool
+ * is at least as good (on the shared machine of 2026-11-26 it was 1–50× faster at 2 threads under
+ * contention and no slower at 1: docs/backends.md); $TESSERA_C_PARALLEL=pool selects the pool (the
+ * switch the A/B turns: `TESSERA_C_PARALLEL=pool npm run bench` against `npm run bench`).
  */
-export const C_PARALLEL: CParallel = process.env.TESSERA_C_PARALLEL === "openmp" ? "openmp" : "pool"
+export const C_PARALLEL: CParallel = process.env.TESSERA_C_PARALLEL === "pool" ? "pool" : "openmp"
 
 const c = cBackend(C_PARALLEL)
 
