@@ -12,6 +12,9 @@ import { buildC, compilerAvailable } from "../src/device/c/build.js"
 import { loadC, type CKernel, type CModule } from "../src/device/c/load.js"
 import { emitC } from "../src/emit/c/emit.js"
 
+/** The threads the laws' kernels run their parallel loops on. */
+export const LAW_THREADS = 3
+
 /** Whether gcc runs here; the C laws skip without it, saying so in their titles. */
 export const HAVE_GCC = compilerAvailable("gcc")
 export const NO_GCC = HAVE_GCC ? "" : " (skipped: no gcc on PATH)"
@@ -95,7 +98,12 @@ export const callKernel = (k: CKernel, f: PrimFunc, inputs: ReadonlyMap<string, 
   )
 }
 
-/** The functions emitted as one translation unit (allocations poisoned), built by gcc (cached by content) and loaded. */
+/**
+ * The functions emitted as one translation unit (allocations poisoned), built by gcc (cached by
+ * content) and loaded, their parallel loops on 3 threads of the thread pool (more than this
+ * machine's cores: chunks are claimed across threads, and a loop of fewer iterations than threads
+ * leaves some idle).
+ */
 export const buildFuncs = (funcs: readonly PrimFunc[]): Promise<CModule> =>
   Effect.runPromise(
     Effect.gen(function* () {
@@ -104,6 +112,7 @@ export const buildFuncs = (funcs: readonly PrimFunc[]): Promise<CModule> =>
       return yield* loadC(
         so,
         funcs.map((f) => ({ name: f.name, params: paramsOf(f) })),
+        LAW_THREADS,
       )
     }),
   )

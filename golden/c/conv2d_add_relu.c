@@ -3,10 +3,10 @@
 
 void conv2d_add_relu(const float* b0, const float* b1, const float* b2, float* b3);
 
-/* "conv2d_add_relu": "X" float32[1x4x6x6], "W" float32[8x4x3x3], "bias" float32[8], "relu" float32[1x8x6x6] out */
-void conv2d_add_relu(const float* restrict b0, const float* restrict b1, const float* restrict b2, float* restrict b3) {
-  #pragma omp parallel for schedule(static)
-  for (int64_t v0 = 0; v0 < 8; ++v0) {
+/* "relu.j": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
+struct tessera_par0_conv2d_add_relu { const float* b0; const float* b1; float* b3; const float* b2; };
+static void tessera_range0_conv2d_add_relu(const float* restrict b0, const float* restrict b1, float* restrict b3, const float* restrict b2, int64_t tessera_lo, int64_t tessera_hi) {
+  for (int64_t v0 = tessera_lo; v0 < tessera_hi; ++v0) {
     for (int64_t v1 = 0; v1 < 6; ++v1) {
       {
         _Alignas(64) float b4[6]; /* "conv.local" float32[6] @"local" */
@@ -31,5 +31,17 @@ void conv2d_add_relu(const float* restrict b0, const float* restrict b1, const f
         }
       }
     }
+  }
+}
+static void tessera_par0_conv2d_add_relu(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
+  const struct tessera_par0_conv2d_add_relu* tessera_a = (const struct tessera_par0_conv2d_add_relu*)tessera_args;
+  tessera_range0_conv2d_add_relu(tessera_a->b0, tessera_a->b1, tessera_a->b3, tessera_a->b2, tessera_lo, tessera_hi);
+}
+
+/* "conv2d_add_relu": "X" float32[1x4x6x6], "W" float32[8x4x3x3], "bias" float32[8], "relu" float32[1x8x6x6] out */
+void conv2d_add_relu(const float* restrict b0, const float* restrict b1, const float* restrict b2, float* restrict b3) {
+  {
+    const struct tessera_par0_conv2d_add_relu tessera_args = { b0, b1, b3, b2 };
+    tessera_parallel_for(tessera_par0_conv2d_add_relu, &tessera_args, 8);
   }
 }

@@ -3,6 +3,99 @@
 
 void conv2d_int8_depthwise(const int8_t* b0, const int8_t* b1, const int8_t* b2, const int8_t* b3, const int32_t* b4, const float* b5, const float* b6, const float* b7, const int8_t* b8, int8_t* b9);
 
+/* "dw_dwphase.i.dw_dwphase.j.f.dw_dwphase.k.f": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
+struct tessera_par0_conv2d_int8_depthwise { int16_t* b10; const int8_t* b0; const int8_t* b1; };
+static void tessera_range0_conv2d_int8_depthwise(int16_t* restrict b10, const int8_t* restrict b0, const int8_t* restrict b1, int64_t tessera_lo, int64_t tessera_hi) {
+  for (int64_t v0 = tessera_lo; v0 < tessera_hi; ++v0) {
+    for (int64_t v1 = 0; v1 < 2; ++v1) {
+      for (int64_t v2 = 0; v2 < 7; ++v2) {
+        #pragma omp simd
+        for (int64_t v3 = 0; v3 < 6; ++v3) {
+          b10[((((v0 * 84) + (v1 * 42)) + (v2 * 6)) + v3)] = ((int16_t)((((((v2 * 2) + (v0 % 2)) >= 1) && (((v2 * 2) + (v0 % 2)) < 8)) ? ((((int32_t)(b0[((((v1 + (v2 * 18)) + (v3 * 2)) + ((v0 / 2) * 81)) + ((v0 % 2) * 9))])) + (((int32_t)(b1[0])) * (-1))) * ((int32_t)(((v1 + (v3 * 2)) < 9)))) : (((((v2 * 2) + (v0 % 2)) < 9) && ((v1 + (v3 * 2)) < 9)) ? (((int32_t)(b0[((((v1 + (v2 * 18)) + (v3 * 2)) + ((v0 / 2) * 81)) + ((v0 % 2) * 9))])) + (((int32_t)(b1[0])) * (-1))) : 0))));
+        }
+      }
+    }
+  }
+}
+static void tessera_par0_conv2d_int8_depthwise(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
+  const struct tessera_par0_conv2d_int8_depthwise* tessera_a = (const struct tessera_par0_conv2d_int8_depthwise*)tessera_args;
+  tessera_range0_conv2d_int8_depthwise(tessera_a->b10, tessera_a->b0, tessera_a->b1, tessera_lo, tessera_hi);
+}
+
+/* "dw_dwweight.i.dw_dwweight.j.f.dw_dwweight.k.f": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
+struct tessera_par1_conv2d_int8_depthwise { int16_t* b11; const int8_t* b2; const int8_t* b3; };
+static void tessera_range1_conv2d_int8_depthwise(int16_t* restrict b11, const int8_t* restrict b2, const int8_t* restrict b3, int64_t tessera_lo, int64_t tessera_hi) {
+  for (int64_t v4 = tessera_lo; v4 < tessera_hi; ++v4) {
+    #pragma omp simd
+    for (int64_t v5 = 0; v5 < 3; ++v5) {
+      b11[((v4 * 3) + v5)] = ((int16_t)((((int32_t)(b2[((v4 * 3) + v5)])) + (((int32_t)(b3[(v4 / 3)])) * (-1)))));
+    }
+  }
+}
+static void tessera_par1_conv2d_int8_depthwise(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
+  const struct tessera_par1_conv2d_int8_depthwise* tessera_a = (const struct tessera_par1_conv2d_int8_depthwise*)tessera_args;
+  tessera_range1_conv2d_int8_depthwise(tessera_a->b11, tessera_a->b2, tessera_a->b3, tessera_lo, tessera_hi);
+}
+
+/* "dw_dw.i.dw_dw.j.f": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
+struct tessera_par2_conv2d_int8_depthwise { int32_t* b12; const int16_t* b10; const int16_t* b11; };
+static void tessera_range2_conv2d_int8_depthwise(int32_t* restrict b12, const int16_t* restrict b10, const int16_t* restrict b11, int64_t tessera_lo, int64_t tessera_hi) {
+  for (int64_t v6 = tessera_lo; v6 < tessera_hi; ++v6) {
+    for (int64_t v7 = 0; v7 < 32; ++v7) {
+      b12[((v6 * 32) + v7)] = 0;
+      b12[((v6 * 32) + v7)] = ((((int32_t)(b10[((v6 * 168) + v7)])) * ((int32_t)(b11[(v6 * 9)]))) + b12[((v6 * 32) + v7)]);
+      b12[((v6 * 32) + v7)] = ((((int32_t)(b10[(((v6 * 168) + v7) + 42)])) * ((int32_t)(b11[((v6 * 9) + 1)]))) + b12[((v6 * 32) + v7)]);
+      b12[((v6 * 32) + v7)] = ((((int32_t)(b10[(((v6 * 168) + v7) + 1)])) * ((int32_t)(b11[((v6 * 9) + 2)]))) + b12[((v6 * 32) + v7)]);
+      b12[((v6 * 32) + v7)] = ((((int32_t)(b10[(((v6 * 168) + v7) + 84)])) * ((int32_t)(b11[((v6 * 9) + 3)]))) + b12[((v6 * 32) + v7)]);
+      b12[((v6 * 32) + v7)] = ((((int32_t)(b10[(((v6 * 168) + v7) + 126)])) * ((int32_t)(b11[((v6 * 9) + 4)]))) + b12[((v6 * 32) + v7)]);
+      b12[((v6 * 32) + v7)] = ((((int32_t)(b10[(((v6 * 168) + v7) + 85)])) * ((int32_t)(b11[((v6 * 9) + 5)]))) + b12[((v6 * 32) + v7)]);
+      b12[((v6 * 32) + v7)] = ((((int32_t)(b10[(((v6 * 168) + v7) + 6)])) * ((int32_t)(b11[((v6 * 9) + 6)]))) + b12[((v6 * 32) + v7)]);
+      b12[((v6 * 32) + v7)] = ((((int32_t)(b10[(((v6 * 168) + v7) + 48)])) * ((int32_t)(b11[((v6 * 9) + 7)]))) + b12[((v6 * 32) + v7)]);
+      b12[((v6 * 32) + v7)] = ((((int32_t)(b10[(((v6 * 168) + v7) + 7)])) * ((int32_t)(b11[((v6 * 9) + 8)]))) + b12[((v6 * 32) + v7)]);
+    }
+  }
+}
+static void tessera_par2_conv2d_int8_depthwise(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
+  const struct tessera_par2_conv2d_int8_depthwise* tessera_a = (const struct tessera_par2_conv2d_int8_depthwise*)tessera_args;
+  tessera_range2_conv2d_int8_depthwise(tessera_a->b12, tessera_a->b10, tessera_a->b11, tessera_lo, tessera_hi);
+}
+
+/* "dw_mult.i": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
+struct tessera_par3_conv2d_int8_depthwise { float* b13; const float* b5; const float* b6; const float* b7; };
+static void tessera_range3_conv2d_int8_depthwise(float* restrict b13, const float* restrict b5, const float* restrict b6, const float* restrict b7, int64_t tessera_lo, int64_t tessera_hi) {
+  for (int64_t v8 = tessera_lo; v8 < tessera_hi; ++v8) {
+    b13[v8] = ((float)(((double)(((float)((((double)(((float)((((double)(b5[0])) * ((double)(b6[v8]))))))) / ((double)(b7[0])))))))));
+  }
+}
+static void tessera_par3_conv2d_int8_depthwise(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
+  const struct tessera_par3_conv2d_int8_depthwise* tessera_a = (const struct tessera_par3_conv2d_int8_depthwise*)tessera_args;
+  tessera_range3_conv2d_int8_depthwise(tessera_a->b13, tessera_a->b5, tessera_a->b6, tessera_a->b7, tessera_lo, tessera_hi);
+}
+
+/* "conv2d_int8_depthwise.i.conv2d_int8_depthwise.j.f": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
+struct tessera_par4_conv2d_int8_depthwise { const int32_t* b12; int8_t* b9; const int32_t* b4; const float* b13; const int8_t* b8; };
+static void tessera_range4_conv2d_int8_depthwise(const int32_t* restrict b12, int8_t* restrict b9, const int32_t* restrict b4, const float* restrict b13, const int8_t* restrict b8, int64_t tessera_lo, int64_t tessera_hi) {
+  for (int64_t v9 = tessera_lo; v9 < tessera_hi; ++v9) {
+    {
+      _Alignas(64) int32_t b14[25]; /* "dw_dwsum.local" int32[25] @"local" */
+      for (int64_t v10 = 0; v10 < 5; ++v10) {
+        #pragma omp simd
+        for (int64_t v11 = 0; v11 < 5; ++v11) {
+          b14[((v10 * 5) + v11)] = b12[(((v9 * 32) + (v10 * 6)) + v11)];
+        }
+      }
+      #pragma omp simd
+      for (int64_t v12 = 0; v12 < 25; ++v12) {
+        b9[((v9 * 25) + v12)] = ((int8_t)tessera_f2i_in32f(tessera_maxcf(tessera_mincf((nearbyintf(((float)((((double)(((float)(((double)((b4[v9] + b14[v12]))))))) * ((double)(b13[v9])))))) + ((float)(b8[0]))), 127.0f), (-128.0f))));
+      }
+    }
+  }
+}
+static void tessera_par4_conv2d_int8_depthwise(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
+  const struct tessera_par4_conv2d_int8_depthwise* tessera_a = (const struct tessera_par4_conv2d_int8_depthwise*)tessera_args;
+  tessera_range4_conv2d_int8_depthwise(tessera_a->b12, tessera_a->b9, tessera_a->b4, tessera_a->b13, tessera_a->b8, tessera_lo, tessera_hi);
+}
+
 /* "conv2d_int8_depthwise": "x" int8[1x16x9x9], "x_zp" int8[], "w" int8[16x1x3x3], "w_zp" int8[16], "bias" int32[16], "x_scale" float32[], "w_scale" float32[16], "y_scale" float32[], "y_zp" int8[], "conv2d_int8_depthwise" int8[1x16x5x5] out */
 void conv2d_int8_depthwise(const int8_t* restrict b0, const int8_t* restrict b1, const int8_t* restrict b2, const int8_t* restrict b3, const int32_t* restrict b4, const float* restrict b5, const float* restrict b6, const float* restrict b7, const int8_t* restrict b8, int8_t* restrict b9) {
   {
@@ -13,58 +106,25 @@ void conv2d_int8_depthwise(const int8_t* restrict b0, const int8_t* restrict b1,
         _Alignas(64) int32_t b12[512]; /* "dw_dw" int32[512] @"global" */
         {
           _Alignas(64) float b13[16]; /* "dw_mult" float32[16] @"global" */
-          #pragma omp parallel for schedule(static)
-          for (int64_t v0 = 0; v0 < 32; ++v0) {
-            for (int64_t v1 = 0; v1 < 2; ++v1) {
-              for (int64_t v2 = 0; v2 < 7; ++v2) {
-                #pragma omp simd
-                for (int64_t v3 = 0; v3 < 6; ++v3) {
-                  b10[((((v0 * 84) + (v1 * 42)) + (v2 * 6)) + v3)] = ((int16_t)((((((v2 * 2) + (v0 % 2)) >= 1) && (((v2 * 2) + (v0 % 2)) < 8)) ? ((((int32_t)(b0[((((v1 + (v2 * 18)) + (v3 * 2)) + ((v0 / 2) * 81)) + ((v0 % 2) * 9))])) + (((int32_t)(b1[0])) * (-1))) * ((int32_t)(((v1 + (v3 * 2)) < 9)))) : (((((v2 * 2) + (v0 % 2)) < 9) && ((v1 + (v3 * 2)) < 9)) ? (((int32_t)(b0[((((v1 + (v2 * 18)) + (v3 * 2)) + ((v0 / 2) * 81)) + ((v0 % 2) * 9))])) + (((int32_t)(b1[0])) * (-1))) : 0))));
-                }
-              }
-            }
+          {
+            const struct tessera_par0_conv2d_int8_depthwise tessera_args = { b10, b0, b1 };
+            tessera_parallel_for(tessera_par0_conv2d_int8_depthwise, &tessera_args, 32);
           }
-          #pragma omp parallel for schedule(static)
-          for (int64_t v4 = 0; v4 < 48; ++v4) {
-            #pragma omp simd
-            for (int64_t v5 = 0; v5 < 3; ++v5) {
-              b11[((v4 * 3) + v5)] = ((int16_t)((((int32_t)(b2[((v4 * 3) + v5)])) + (((int32_t)(b3[(v4 / 3)])) * (-1)))));
-            }
+          {
+            const struct tessera_par1_conv2d_int8_depthwise tessera_args = { b11, b2, b3 };
+            tessera_parallel_for(tessera_par1_conv2d_int8_depthwise, &tessera_args, 48);
           }
-          #pragma omp parallel for schedule(static)
-          for (int64_t v6 = 0; v6 < 16; ++v6) {
-            for (int64_t v7 = 0; v7 < 32; ++v7) {
-              b12[((v6 * 32) + v7)] = 0;
-              b12[((v6 * 32) + v7)] = ((((int32_t)(b10[((v6 * 168) + v7)])) * ((int32_t)(b11[(v6 * 9)]))) + b12[((v6 * 32) + v7)]);
-              b12[((v6 * 32) + v7)] = ((((int32_t)(b10[(((v6 * 168) + v7) + 42)])) * ((int32_t)(b11[((v6 * 9) + 1)]))) + b12[((v6 * 32) + v7)]);
-              b12[((v6 * 32) + v7)] = ((((int32_t)(b10[(((v6 * 168) + v7) + 1)])) * ((int32_t)(b11[((v6 * 9) + 2)]))) + b12[((v6 * 32) + v7)]);
-              b12[((v6 * 32) + v7)] = ((((int32_t)(b10[(((v6 * 168) + v7) + 84)])) * ((int32_t)(b11[((v6 * 9) + 3)]))) + b12[((v6 * 32) + v7)]);
-              b12[((v6 * 32) + v7)] = ((((int32_t)(b10[(((v6 * 168) + v7) + 126)])) * ((int32_t)(b11[((v6 * 9) + 4)]))) + b12[((v6 * 32) + v7)]);
-              b12[((v6 * 32) + v7)] = ((((int32_t)(b10[(((v6 * 168) + v7) + 85)])) * ((int32_t)(b11[((v6 * 9) + 5)]))) + b12[((v6 * 32) + v7)]);
-              b12[((v6 * 32) + v7)] = ((((int32_t)(b10[(((v6 * 168) + v7) + 6)])) * ((int32_t)(b11[((v6 * 9) + 6)]))) + b12[((v6 * 32) + v7)]);
-              b12[((v6 * 32) + v7)] = ((((int32_t)(b10[(((v6 * 168) + v7) + 48)])) * ((int32_t)(b11[((v6 * 9) + 7)]))) + b12[((v6 * 32) + v7)]);
-              b12[((v6 * 32) + v7)] = ((((int32_t)(b10[(((v6 * 168) + v7) + 7)])) * ((int32_t)(b11[((v6 * 9) + 8)]))) + b12[((v6 * 32) + v7)]);
-            }
+          {
+            const struct tessera_par2_conv2d_int8_depthwise tessera_args = { b12, b10, b11 };
+            tessera_parallel_for(tessera_par2_conv2d_int8_depthwise, &tessera_args, 16);
           }
-          #pragma omp parallel for schedule(static)
-          for (int64_t v8 = 0; v8 < 16; ++v8) {
-            b13[v8] = ((float)(((double)(((float)((((double)(((float)((((double)(b5[0])) * ((double)(b6[v8]))))))) / ((double)(b7[0])))))))));
+          {
+            const struct tessera_par3_conv2d_int8_depthwise tessera_args = { b13, b5, b6, b7 };
+            tessera_parallel_for(tessera_par3_conv2d_int8_depthwise, &tessera_args, 16);
           }
-          #pragma omp parallel for schedule(static)
-          for (int64_t v9 = 0; v9 < 16; ++v9) {
-            {
-              _Alignas(64) int32_t b14[25]; /* "dw_dwsum.local" int32[25] @"local" */
-              for (int64_t v10 = 0; v10 < 5; ++v10) {
-                #pragma omp simd
-                for (int64_t v11 = 0; v11 < 5; ++v11) {
-                  b14[((v10 * 5) + v11)] = b12[(((v9 * 32) + (v10 * 6)) + v11)];
-                }
-              }
-              #pragma omp simd
-              for (int64_t v12 = 0; v12 < 25; ++v12) {
-                b9[((v9 * 25) + v12)] = ((int8_t)tessera_f2i_in32f(tessera_maxcf(tessera_mincf((nearbyintf(((float)((((double)(((float)(((double)((b4[v9] + b14[v12]))))))) * ((double)(b13[v9])))))) + ((float)(b8[0]))), 127.0f), (-128.0f))));
-              }
-            }
+          {
+            const struct tessera_par4_conv2d_int8_depthwise tessera_args = { b12, b9, b4, b13, b8 };
+            tessera_parallel_for(tessera_par4_conv2d_int8_depthwise, &tessera_args, 16);
           }
         }
       }

@@ -13,6 +13,100 @@ static inline __attribute__((always_inline)) void tessera_vnni_dot_px_16x4(int32
 }
 #endif
 
+/* "q_u8.i.q_u8.j.f.q_u8.k.o.f": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
+struct tessera_par0_conv2d_int8_grid { uint8_t* b10; const int8_t* b0; const int8_t* b1; };
+static void tessera_range0_conv2d_int8_grid(uint8_t* restrict b10, const int8_t* restrict b0, const int8_t* restrict b1, int64_t tessera_lo, int64_t tessera_hi) {
+  for (int64_t v0 = tessera_lo; v0 < tessera_hi; ++v0) {
+    for (int64_t v1 = 0; v1 < 18; ++v1) {
+      b10[((v0 * 72) + (v1 * 4))] = ((uint8_t)(((((v0 % 7) < 4) && (v1 < 16)) ? (((int32_t)(b0[((((v0 / 7) * 256) + ((v0 % 7) * 16)) + v1)])) + 128) : (((int32_t)(b1[0])) + 128))));
+      b10[(((v0 * 72) + (v1 * 4)) + 1)] = ((uint8_t)(((((v0 % 7) < 4) && (v1 < 16)) ? (((int32_t)(b0[(((((v0 / 7) * 256) + ((v0 % 7) * 16)) + v1) + 64)])) + 128) : (((int32_t)(b1[0])) + 128))));
+      b10[(((v0 * 72) + (v1 * 4)) + 2)] = ((uint8_t)(((((v0 % 7) < 4) && (v1 < 16)) ? (((int32_t)(b0[(((((v0 / 7) * 256) + ((v0 % 7) * 16)) + v1) + 128)])) + 128) : (((int32_t)(b1[0])) + 128))));
+      b10[(((v0 * 72) + (v1 * 4)) + 3)] = ((uint8_t)(((((v0 % 7) < 4) && (v1 < 16)) ? (((int32_t)(b0[(((((v0 / 7) * 256) + ((v0 % 7) * 16)) + v1) + 192)])) + 128) : (((int32_t)(b1[0])) + 128))));
+    }
+  }
+}
+static void tessera_par0_conv2d_int8_grid(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
+  const struct tessera_par0_conv2d_int8_grid* tessera_a = (const struct tessera_par0_conv2d_int8_grid*)tessera_args;
+  tessera_range0_conv2d_int8_grid(tessera_a->b10, tessera_a->b0, tessera_a->b1, tessera_lo, tessera_hi);
+}
+
+/* "q_dot.i.q_dot.j.o.f": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
+struct tessera_par1_conv2d_int8_grid { const uint8_t* b10; const int8_t* b2; int32_t* b11; };
+static void tessera_range1_conv2d_int8_grid(const uint8_t* restrict b10, const int8_t* restrict b2, int32_t* restrict b11, int64_t tessera_lo, int64_t tessera_hi) {
+  for (int64_t v2 = tessera_lo; v2 < tessera_hi; ++v2) {
+    for (int64_t v3 = 0; v3 < 5; ++v3) {
+      {
+        _Alignas(64) int32_t b13[64]; /* "q_dot.local.local" int32[64] @"local" */
+        for (int64_t v4 = 0; v4 < 4; ++v4) {
+          for (int64_t v5 = 0; v5 < 16; ++v5) {
+            b13[((v4 * 16) + v5)] = 0;
+          }
+        }
+        for (int64_t v6 = 0; v6 < 2; ++v6) {
+          for (int64_t v7 = 0; v7 < 3; ++v7) {
+            for (int64_t v8 = 0; v8 < 3; ++v8) {
+              tessera_vnni_dot_px_16x4(&b13[0], &b10[((((v6 * 504) + (v7 * 72)) + (v8 * 4)) + (v3 * 64))], &b2[((((v6 * 576) + (v7 * 192)) + (v8 * 64)) + (v2 * 16))]);
+              tessera_vnni_dot_px_16x4(&b13[16], &b10[((((v6 * 504) + (v7 * 72)) + (v8 * 4)) + (v3 * 64))], &b2[(((((v6 * 576) + (v7 * 192)) + (v8 * 64)) + (v2 * 16)) + 4)]);
+              tessera_vnni_dot_px_16x4(&b13[32], &b10[((((v6 * 504) + (v7 * 72)) + (v8 * 4)) + (v3 * 64))], &b2[(((((v6 * 576) + (v7 * 192)) + (v8 * 64)) + (v2 * 16)) + 8)]);
+              tessera_vnni_dot_px_16x4(&b13[48], &b10[((((v6 * 504) + (v7 * 72)) + (v8 * 4)) + (v3 * 64))], &b2[(((((v6 * 576) + (v7 * 192)) + (v8 * 64)) + (v2 * 16)) + 12)]);
+            }
+          }
+        }
+        for (int64_t v9 = 0; v9 < 4; ++v9) {
+          #pragma omp simd
+          for (int64_t v10 = 0; v10 < 16; ++v10) {
+            b11[((((v2 * 320) + (v9 * 80)) + v10) + (v3 * 16))] = b13[((v9 * 16) + v10)];
+          }
+        }
+      }
+    }
+  }
+}
+static void tessera_par1_conv2d_int8_grid(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
+  const struct tessera_par1_conv2d_int8_grid* tessera_a = (const struct tessera_par1_conv2d_int8_grid*)tessera_args;
+  tessera_range1_conv2d_int8_grid(tessera_a->b10, tessera_a->b2, tessera_a->b11, tessera_lo, tessera_hi);
+}
+
+/* "q_mult.i": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
+struct tessera_par2_conv2d_int8_grid { float* b12; const float* b5; const float* b6; const float* b7; };
+static void tessera_range2_conv2d_int8_grid(float* restrict b12, const float* restrict b5, const float* restrict b6, const float* restrict b7, int64_t tessera_lo, int64_t tessera_hi) {
+  for (int64_t v11 = tessera_lo; v11 < tessera_hi; ++v11) {
+    b12[v11] = ((float)(((double)(((float)((((double)(((float)((((double)(b5[0])) * ((double)(b6[v11]))))))) / ((double)(b7[0])))))))));
+  }
+}
+static void tessera_par2_conv2d_int8_grid(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
+  const struct tessera_par2_conv2d_int8_grid* tessera_a = (const struct tessera_par2_conv2d_int8_grid*)tessera_args;
+  tessera_range2_conv2d_int8_grid(tessera_a->b12, tessera_a->b5, tessera_a->b6, tessera_a->b7, tessera_lo, tessera_hi);
+}
+
+/* "conv2d_int8_grid.i.conv2d_int8_grid.j.o.f": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
+struct tessera_par3_conv2d_int8_grid { const int32_t* b11; int8_t* b9; const int8_t* b1; const int32_t* b3; const int32_t* b4; const float* b12; const int8_t* b8; };
+static void tessera_range3_conv2d_int8_grid(const int32_t* restrict b11, int8_t* restrict b9, const int8_t* restrict b1, const int32_t* restrict b3, const int32_t* restrict b4, const float* restrict b12, const int8_t* restrict b8, int64_t tessera_lo, int64_t tessera_hi) {
+  for (int64_t v12 = tessera_lo; v12 < tessera_hi; ++v12) {
+    {
+      _Alignas(64) int32_t b14[256]; /* "q_dotsum.local" int32[256] @"local" */
+      for (int64_t v13 = 0; v13 < 4; ++v13) {
+        for (int64_t v14 = 0; v14 < 4; ++v14) {
+          #pragma omp simd
+          for (int64_t v15 = 0; v15 < 16; ++v15) {
+            b14[(((v13 * 64) + (v14 * 16)) + v15)] = b11[((((v12 * 320) + (v13 * 80)) + (v14 * 18)) + v15)];
+          }
+        }
+      }
+      for (int64_t v16 = 0; v16 < 4; ++v16) {
+        #pragma omp simd
+        for (int64_t v17 = 0; v17 < 64; ++v17) {
+          b9[(((v12 * 256) + (v16 * 64)) + v17)] = ((int8_t)tessera_f2i_in32f(tessera_maxcf(tessera_mincf((nearbyintf(((float)((((double)(((float)(((double)((((((((int32_t)(b1[0])) + 128) * b3[((v12 * 4) + v16)]) * (-1)) + b4[((v12 * 4) + v16)]) + b14[((v16 * 64) + v17)]))))))) * ((double)(b12[((v12 * 4) + v16)])))))) + ((float)(b8[0]))), 127.0f), (-128.0f))));
+        }
+      }
+    }
+  }
+}
+static void tessera_par3_conv2d_int8_grid(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
+  const struct tessera_par3_conv2d_int8_grid* tessera_a = (const struct tessera_par3_conv2d_int8_grid*)tessera_args;
+  tessera_range3_conv2d_int8_grid(tessera_a->b11, tessera_a->b9, tessera_a->b1, tessera_a->b3, tessera_a->b4, tessera_a->b12, tessera_a->b8, tessera_lo, tessera_hi);
+}
+
 /* "conv2d_int8_grid": "x" int8[1x8x4x16], "x_zp" int8[], "w_packed" int8[1x2x3x3x16x4], "colsum" int32[16], "bias" int32[12], "x_scale" float32[], "w_scale" float32[12], "y_scale" float32[], "y_zp" int8[], "conv2d_int8_grid" int8[1x12x4x16] out */
 void conv2d_int8_grid(const int8_t* restrict b0, const int8_t* restrict b1, const int8_t* restrict b2, const int32_t* restrict b3, const int32_t* restrict b4, const float* restrict b5, const float* restrict b6, const float* restrict b7, const int8_t* restrict b8, int8_t* restrict b9) {
   {
@@ -21,67 +115,21 @@ void conv2d_int8_grid(const int8_t* restrict b0, const int8_t* restrict b1, cons
       _Alignas(64) int32_t b11[960]; /* "q_dot" int32[960] @"global" */
       {
         _Alignas(64) float b12[12]; /* "q_mult" float32[12] @"global" */
-        #pragma omp parallel for schedule(static)
-        for (int64_t v0 = 0; v0 < 14; ++v0) {
-          for (int64_t v1 = 0; v1 < 18; ++v1) {
-            b10[((v0 * 72) + (v1 * 4))] = ((uint8_t)(((((v0 % 7) < 4) && (v1 < 16)) ? (((int32_t)(b0[((((v0 / 7) * 256) + ((v0 % 7) * 16)) + v1)])) + 128) : (((int32_t)(b1[0])) + 128))));
-            b10[(((v0 * 72) + (v1 * 4)) + 1)] = ((uint8_t)(((((v0 % 7) < 4) && (v1 < 16)) ? (((int32_t)(b0[(((((v0 / 7) * 256) + ((v0 % 7) * 16)) + v1) + 64)])) + 128) : (((int32_t)(b1[0])) + 128))));
-            b10[(((v0 * 72) + (v1 * 4)) + 2)] = ((uint8_t)(((((v0 % 7) < 4) && (v1 < 16)) ? (((int32_t)(b0[(((((v0 / 7) * 256) + ((v0 % 7) * 16)) + v1) + 128)])) + 128) : (((int32_t)(b1[0])) + 128))));
-            b10[(((v0 * 72) + (v1 * 4)) + 3)] = ((uint8_t)(((((v0 % 7) < 4) && (v1 < 16)) ? (((int32_t)(b0[(((((v0 / 7) * 256) + ((v0 % 7) * 16)) + v1) + 192)])) + 128) : (((int32_t)(b1[0])) + 128))));
-          }
+        {
+          const struct tessera_par0_conv2d_int8_grid tessera_args = { b10, b0, b1 };
+          tessera_parallel_for(tessera_par0_conv2d_int8_grid, &tessera_args, 14);
         }
-        #pragma omp parallel for schedule(static)
-        for (int64_t v2 = 0; v2 < 3; ++v2) {
-          for (int64_t v3 = 0; v3 < 5; ++v3) {
-            {
-              _Alignas(64) int32_t b13[64]; /* "q_dot.local.local" int32[64] @"local" */
-              for (int64_t v4 = 0; v4 < 4; ++v4) {
-                for (int64_t v5 = 0; v5 < 16; ++v5) {
-                  b13[((v4 * 16) + v5)] = 0;
-                }
-              }
-              for (int64_t v6 = 0; v6 < 2; ++v6) {
-                for (int64_t v7 = 0; v7 < 3; ++v7) {
-                  for (int64_t v8 = 0; v8 < 3; ++v8) {
-                    tessera_vnni_dot_px_16x4(&b13[0], &b10[((((v6 * 504) + (v7 * 72)) + (v8 * 4)) + (v3 * 64))], &b2[((((v6 * 576) + (v7 * 192)) + (v8 * 64)) + (v2 * 16))]);
-                    tessera_vnni_dot_px_16x4(&b13[16], &b10[((((v6 * 504) + (v7 * 72)) + (v8 * 4)) + (v3 * 64))], &b2[(((((v6 * 576) + (v7 * 192)) + (v8 * 64)) + (v2 * 16)) + 4)]);
-                    tessera_vnni_dot_px_16x4(&b13[32], &b10[((((v6 * 504) + (v7 * 72)) + (v8 * 4)) + (v3 * 64))], &b2[(((((v6 * 576) + (v7 * 192)) + (v8 * 64)) + (v2 * 16)) + 8)]);
-                    tessera_vnni_dot_px_16x4(&b13[48], &b10[((((v6 * 504) + (v7 * 72)) + (v8 * 4)) + (v3 * 64))], &b2[(((((v6 * 576) + (v7 * 192)) + (v8 * 64)) + (v2 * 16)) + 12)]);
-                  }
-                }
-              }
-              for (int64_t v9 = 0; v9 < 4; ++v9) {
-                #pragma omp simd
-                for (int64_t v10 = 0; v10 < 16; ++v10) {
-                  b11[((((v2 * 320) + (v9 * 80)) + v10) + (v3 * 16))] = b13[((v9 * 16) + v10)];
-                }
-              }
-            }
-          }
+        {
+          const struct tessera_par1_conv2d_int8_grid tessera_args = { b10, b2, b11 };
+          tessera_parallel_for(tessera_par1_conv2d_int8_grid, &tessera_args, 3);
         }
-        #pragma omp parallel for schedule(static)
-        for (int64_t v11 = 0; v11 < 12; ++v11) {
-          b12[v11] = ((float)(((double)(((float)((((double)(((float)((((double)(b5[0])) * ((double)(b6[v11]))))))) / ((double)(b7[0])))))))));
+        {
+          const struct tessera_par2_conv2d_int8_grid tessera_args = { b12, b5, b6, b7 };
+          tessera_parallel_for(tessera_par2_conv2d_int8_grid, &tessera_args, 12);
         }
-        #pragma omp parallel for schedule(static)
-        for (int64_t v12 = 0; v12 < 3; ++v12) {
-          {
-            _Alignas(64) int32_t b14[256]; /* "q_dotsum.local" int32[256] @"local" */
-            for (int64_t v13 = 0; v13 < 4; ++v13) {
-              for (int64_t v14 = 0; v14 < 4; ++v14) {
-                #pragma omp simd
-                for (int64_t v15 = 0; v15 < 16; ++v15) {
-                  b14[(((v13 * 64) + (v14 * 16)) + v15)] = b11[((((v12 * 320) + (v13 * 80)) + (v14 * 18)) + v15)];
-                }
-              }
-            }
-            for (int64_t v16 = 0; v16 < 4; ++v16) {
-              #pragma omp simd
-              for (int64_t v17 = 0; v17 < 64; ++v17) {
-                b9[(((v12 * 256) + (v16 * 64)) + v17)] = ((int8_t)tessera_f2i_in32f(tessera_maxcf(tessera_mincf((nearbyintf(((float)((((double)(((float)(((double)((((((((int32_t)(b1[0])) + 128) * b3[((v12 * 4) + v16)]) * (-1)) + b4[((v12 * 4) + v16)]) + b14[((v16 * 64) + v17)]))))))) * ((double)(b12[((v12 * 4) + v16)])))))) + ((float)(b8[0]))), 127.0f), (-128.0f))));
-              }
-            }
-          }
+        {
+          const struct tessera_par3_conv2d_int8_grid tessera_args = { b11, b9, b1, b3, b4, b12, b8 };
+          tessera_parallel_for(tessera_par3_conv2d_int8_grid, &tessera_args, 3);
         }
       }
     }

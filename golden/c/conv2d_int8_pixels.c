@@ -13,24 +13,48 @@ static inline __attribute__((always_inline)) void tessera_vnni_dot_px_16x4(int32
 }
 #endif
 
+/* "q_u8.i.q_u8.j.f.q_u8.k.o.f": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
+struct tessera_par0_conv2d_int8_pixels { uint8_t* b10; const int8_t* b0; };
+static void tessera_range0_conv2d_int8_pixels(uint8_t* restrict b10, const int8_t* restrict b0, int64_t tessera_lo, int64_t tessera_hi) {
+  for (int64_t v0 = tessera_lo; v0 < tessera_hi; ++v0) {
+    for (int64_t v1 = 0; v1 < 32; ++v1) {
+      b10[((v0 * 128) + (v1 * 4))] = ((uint8_t)((((int32_t)(b0[((v0 * 128) + v1)])) + 128)));
+      b10[(((v0 * 128) + (v1 * 4)) + 1)] = ((uint8_t)((((int32_t)(b0[(((v0 * 128) + v1) + 32)])) + 128)));
+      b10[(((v0 * 128) + (v1 * 4)) + 2)] = ((uint8_t)((((int32_t)(b0[(((v0 * 128) + v1) + 64)])) + 128)));
+      b10[(((v0 * 128) + (v1 * 4)) + 3)] = ((uint8_t)((((int32_t)(b0[(((v0 * 128) + v1) + 96)])) + 128)));
+    }
+  }
+}
+static void tessera_par0_conv2d_int8_pixels(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
+  const struct tessera_par0_conv2d_int8_pixels* tessera_a = (const struct tessera_par0_conv2d_int8_pixels*)tessera_args;
+  tessera_range0_conv2d_int8_pixels(tessera_a->b10, tessera_a->b0, tessera_lo, tessera_hi);
+}
+
+/* "q_mult.i": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
+struct tessera_par1_conv2d_int8_pixels { float* b11; const float* b5; const float* b6; const float* b7; };
+static void tessera_range1_conv2d_int8_pixels(float* restrict b11, const float* restrict b5, const float* restrict b6, const float* restrict b7, int64_t tessera_lo, int64_t tessera_hi) {
+  for (int64_t v2 = tessera_lo; v2 < tessera_hi; ++v2) {
+    b11[v2] = ((float)(((double)(((float)((((double)(((float)((((double)(b5[0])) * ((double)(b6[v2]))))))) / ((double)(b7[0])))))))));
+  }
+}
+static void tessera_par1_conv2d_int8_pixels(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
+  const struct tessera_par1_conv2d_int8_pixels* tessera_a = (const struct tessera_par1_conv2d_int8_pixels*)tessera_args;
+  tessera_range1_conv2d_int8_pixels(tessera_a->b11, tessera_a->b5, tessera_a->b6, tessera_a->b7, tessera_lo, tessera_hi);
+}
+
 /* "conv2d_int8_pixels": "x" int8[1x8x4x8], "x_zp" int8[], "w_packed" int8[1x2x1x1x16x4], "colsum" int32[16], "bias" int32[12], "x_scale" float32[], "w_scale" float32[12], "y_scale" float32[], "y_zp" int8[], "conv2d_int8_pixels" int8[1x12x4x8] out */
 void conv2d_int8_pixels(const int8_t* restrict b0, const int8_t* restrict b1, const int8_t* restrict b2, const int32_t* restrict b3, const int32_t* restrict b4, const float* restrict b5, const float* restrict b6, const float* restrict b7, const int8_t* restrict b8, int8_t* restrict b9) {
   {
     _Alignas(64) uint8_t b10[256]; /* "q_u8" uint8[256] @"global" */
     {
       _Alignas(64) float b11[12]; /* "q_mult" float32[12] @"global" */
-      #pragma omp parallel for schedule(static)
-      for (int64_t v0 = 0; v0 < 2; ++v0) {
-        for (int64_t v1 = 0; v1 < 32; ++v1) {
-          b10[((v0 * 128) + (v1 * 4))] = ((uint8_t)((((int32_t)(b0[((v0 * 128) + v1)])) + 128)));
-          b10[(((v0 * 128) + (v1 * 4)) + 1)] = ((uint8_t)((((int32_t)(b0[(((v0 * 128) + v1) + 32)])) + 128)));
-          b10[(((v0 * 128) + (v1 * 4)) + 2)] = ((uint8_t)((((int32_t)(b0[(((v0 * 128) + v1) + 64)])) + 128)));
-          b10[(((v0 * 128) + (v1 * 4)) + 3)] = ((uint8_t)((((int32_t)(b0[(((v0 * 128) + v1) + 96)])) + 128)));
-        }
+      {
+        const struct tessera_par0_conv2d_int8_pixels tessera_args = { b10, b0 };
+        tessera_parallel_for(tessera_par0_conv2d_int8_pixels, &tessera_args, 2);
       }
-      #pragma omp parallel for schedule(static)
-      for (int64_t v2 = 0; v2 < 12; ++v2) {
-        b11[v2] = ((float)(((double)(((float)((((double)(((float)((((double)(b5[0])) * ((double)(b6[v2]))))))) / ((double)(b7[0])))))))));
+      {
+        const struct tessera_par1_conv2d_int8_pixels tessera_args = { b11, b5, b6, b7 };
+        tessera_parallel_for(tessera_par1_conv2d_int8_pixels, &tessera_args, 12);
       }
       for (int64_t v3 = 0; v3 < 3; ++v3) {
         {

@@ -13,6 +13,120 @@ static inline __attribute__((always_inline)) void tessera_vnni_dot_16x4(int32_t*
 }
 #endif
 
+/* "q_u8.i.q_u8.j.f.q_u8.k.f.q_u8.l.f": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
+struct tessera_par0_conv2d_int8_vnni { uint8_t* b9; const uint8_t* b0; const uint8_t* b1; };
+static void tessera_range0_conv2d_int8_vnni(uint8_t* restrict b9, const uint8_t* restrict b0, const uint8_t* restrict b1, int64_t tessera_lo, int64_t tessera_hi) {
+  for (int64_t v0 = tessera_lo; v0 < tessera_hi; ++v0) {
+    #pragma omp simd
+    for (int64_t v1 = 0; v1 < 4; ++v1) {
+      b9[((v0 * 4) + v1)] = ((uint8_t)((((((v0 / 8) % 8) < 6) && ((v0 % 8) < 6)) ? ((int32_t)(b0[((((((v0 / 8) / 8) * 144) + (((v0 / 8) % 8) * 6)) + (v0 % 8)) + (v1 * 36))])) : ((int32_t)(b1[0])))));
+    }
+  }
+}
+static void tessera_par0_conv2d_int8_vnni(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
+  const struct tessera_par0_conv2d_int8_vnni* tessera_a = (const struct tessera_par0_conv2d_int8_vnni*)tessera_args;
+  tessera_range0_conv2d_int8_vnni(tessera_a->b9, tessera_a->b0, tessera_a->b1, tessera_lo, tessera_hi);
+}
+
+/* "q_wpack.i.q_wpack.j.f.q_wpack.k.f.q_wpack.l.f.q_wpack.m.f": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
+struct tessera_par1_conv2d_int8_vnni { int8_t* b10; const int8_t* b2; };
+static void tessera_range1_conv2d_int8_vnni(int8_t* restrict b10, const int8_t* restrict b2, int64_t tessera_lo, int64_t tessera_hi) {
+  for (int64_t v2 = tessera_lo; v2 < tessera_hi; ++v2) {
+    #pragma omp simd
+    for (int64_t v3 = 0; v3 < 4; ++v3) {
+      b10[((v2 * 4) + v3)] = ((int8_t)(((int32_t)(b2[((((((((v2 / 16) / 3) / 3) * 36) + ((((v2 / 16) / 3) % 3) * 3)) + ((v2 / 16) % 3)) + ((v2 % 16) * 72)) + (v3 * 9))]))));
+    }
+  }
+}
+static void tessera_par1_conv2d_int8_vnni(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
+  const struct tessera_par1_conv2d_int8_vnni* tessera_a = (const struct tessera_par1_conv2d_int8_vnni*)tessera_args;
+  tessera_range1_conv2d_int8_vnni(tessera_a->b10, tessera_a->b2, tessera_lo, tessera_hi);
+}
+
+/* "q_dot.i.q_dot.j.o.f.q_dot.k.f": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
+struct tessera_par2_conv2d_int8_vnni { const uint8_t* b9; const int8_t* b10; int32_t* b11; };
+static void tessera_range2_conv2d_int8_vnni(const uint8_t* restrict b9, const int8_t* restrict b10, int32_t* restrict b11, int64_t tessera_lo, int64_t tessera_hi) {
+  for (int64_t v4 = tessera_lo; v4 < tessera_hi; ++v4) {
+    for (int64_t v5 = 0; v5 < 2; ++v5) {
+      {
+        _Alignas(64) int32_t b14[48]; /* "q_dot.local.local" int32[48] @"local" */
+        for (int64_t v6 = 0; v6 < 3; ++v6) {
+          for (int64_t v7 = 0; v7 < 16; ++v7) {
+            b14[((v6 * 16) + v7)] = 0;
+          }
+        }
+        for (int64_t v8 = 0; v8 < 2; ++v8) {
+          for (int64_t v9 = 0; v9 < 3; ++v9) {
+            for (int64_t v10 = 0; v10 < 3; ++v10) {
+              tessera_vnni_dot_16x4(&b14[0], &b9[(((((v8 * 256) + (v9 * 32)) + (v10 * 4)) + (v4 * 32)) + (v5 * 12))], &b10[(((v8 * 576) + (v9 * 192)) + (v10 * 64))]);
+              tessera_vnni_dot_16x4(&b14[16], &b9[((((((v8 * 256) + (v9 * 32)) + (v10 * 4)) + (v4 * 32)) + (v5 * 12)) + 4)], &b10[(((v8 * 576) + (v9 * 192)) + (v10 * 64))]);
+              tessera_vnni_dot_16x4(&b14[32], &b9[((((((v8 * 256) + (v9 * 32)) + (v10 * 4)) + (v4 * 32)) + (v5 * 12)) + 8)], &b10[(((v8 * 576) + (v9 * 192)) + (v10 * 64))]);
+            }
+          }
+        }
+        for (int64_t v11 = 0; v11 < 3; ++v11) {
+          #pragma omp simd
+          for (int64_t v12 = 0; v12 < 16; ++v12) {
+            b11[((((v4 * 96) + (v11 * 16)) + (v5 * 48)) + v12)] = b14[((v11 * 16) + v12)];
+          }
+        }
+      }
+    }
+  }
+}
+static void tessera_par2_conv2d_int8_vnni(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
+  const struct tessera_par2_conv2d_int8_vnni* tessera_a = (const struct tessera_par2_conv2d_int8_vnni*)tessera_args;
+  tessera_range2_conv2d_int8_vnni(tessera_a->b9, tessera_a->b10, tessera_a->b11, tessera_lo, tessera_hi);
+}
+
+/* "q_colsum.i": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
+struct tessera_par3_conv2d_int8_vnni { int32_t* b12; const int8_t* b10; };
+static void tessera_range3_conv2d_int8_vnni(int32_t* restrict b12, const int8_t* restrict b10, int64_t tessera_lo, int64_t tessera_hi) {
+  for (int64_t v13 = tessera_lo; v13 < tessera_hi; ++v13) {
+    b12[v13] = 0;
+    for (int64_t v14 = 0; v14 < 2; ++v14) {
+      for (int64_t v15 = 0; v15 < 3; ++v15) {
+        for (int64_t v16 = 0; v16 < 3; ++v16) {
+          for (int64_t v17 = 0; v17 < 4; ++v17) {
+            b12[v13] = (((int32_t)(b10[(((((v14 * 576) + (v15 * 192)) + (v16 * 64)) + v17) + (v13 * 4))])) + b12[v13]);
+          }
+        }
+      }
+    }
+  }
+}
+static void tessera_par3_conv2d_int8_vnni(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
+  const struct tessera_par3_conv2d_int8_vnni* tessera_a = (const struct tessera_par3_conv2d_int8_vnni*)tessera_args;
+  tessera_range3_conv2d_int8_vnni(tessera_a->b12, tessera_a->b10, tessera_lo, tessera_hi);
+}
+
+/* "q_mult.i": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
+struct tessera_par4_conv2d_int8_vnni { float* b13; const float* b4; const float* b5; const float* b6; };
+static void tessera_range4_conv2d_int8_vnni(float* restrict b13, const float* restrict b4, const float* restrict b5, const float* restrict b6, int64_t tessera_lo, int64_t tessera_hi) {
+  for (int64_t v18 = tessera_lo; v18 < tessera_hi; ++v18) {
+    b13[v18] = ((float)(((double)(((float)((((double)(((float)((((double)(b4[0])) * ((double)(b5[v18]))))))) / ((double)(b6[0])))))))));
+  }
+}
+static void tessera_par4_conv2d_int8_vnni(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
+  const struct tessera_par4_conv2d_int8_vnni* tessera_a = (const struct tessera_par4_conv2d_int8_vnni*)tessera_args;
+  tessera_range4_conv2d_int8_vnni(tessera_a->b13, tessera_a->b4, tessera_a->b5, tessera_a->b6, tessera_lo, tessera_hi);
+}
+
+/* "conv2d_int8_vnni.i.conv2d_int8_vnni.j.o.f.conv2d_int8_vnni.k.f.conv2d_int8_vnni.l.f": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
+struct tessera_par5_conv2d_int8_vnni { uint8_t* b8; const uint8_t* b1; const int32_t* b12; const int32_t* b3; const int32_t* b11; const float* b13; const uint8_t* b7; };
+static void tessera_range5_conv2d_int8_vnni(uint8_t* restrict b8, const uint8_t* restrict b1, const int32_t* restrict b12, const int32_t* restrict b3, const int32_t* restrict b11, const float* restrict b13, const uint8_t* restrict b7, int64_t tessera_lo, int64_t tessera_hi) {
+  for (int64_t v19 = tessera_lo; v19 < tessera_hi; ++v19) {
+    #pragma omp simd
+    for (int64_t v20 = 0; v20 < 16; ++v20) {
+      b8[(v19 + (v20 * 36))] = ((uint8_t)tessera_f2i_in32f(tessera_maxcf(tessera_mincf((nearbyintf(((float)((((double)(((float)(((double)(((((((int32_t)(b1[0])) * b12[v20]) * (-1)) + b3[v20]) + b11[((v19 * 16) + v20)]))))))) * ((double)(b13[v20])))))) + ((float)(b7[0]))), 255.0f), 0.0f)));
+    }
+  }
+}
+static void tessera_par5_conv2d_int8_vnni(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
+  const struct tessera_par5_conv2d_int8_vnni* tessera_a = (const struct tessera_par5_conv2d_int8_vnni*)tessera_args;
+  tessera_range5_conv2d_int8_vnni(tessera_a->b8, tessera_a->b1, tessera_a->b12, tessera_a->b3, tessera_a->b11, tessera_a->b13, tessera_a->b7, tessera_lo, tessera_hi);
+}
+
 /* "conv2d_int8_vnni": "x" uint8[1x8x6x6], "x_zp" uint8[], "w" int8[16x8x3x3], "bias" int32[16], "x_scale" float32[], "w_scale" float32[16], "y_scale" float32[], "y_zp" uint8[], "conv2d_int8_vnni" uint8[1x16x6x6] out */
 void conv2d_int8_vnni(const uint8_t* restrict b0, const uint8_t* restrict b1, const int8_t* restrict b2, const int32_t* restrict b3, const float* restrict b4, const float* restrict b5, const float* restrict b6, const uint8_t* restrict b7, uint8_t* restrict b8) {
   {
@@ -25,71 +139,29 @@ void conv2d_int8_vnni(const uint8_t* restrict b0, const uint8_t* restrict b1, co
           _Alignas(64) int32_t b12[16]; /* "q_colsum" int32[16] @"global" */
           {
             _Alignas(64) float b13[16]; /* "q_mult" float32[16] @"global" */
-            #pragma omp parallel for schedule(static)
-            for (int64_t v0 = 0; v0 < 128; ++v0) {
-              #pragma omp simd
-              for (int64_t v1 = 0; v1 < 4; ++v1) {
-                b9[((v0 * 4) + v1)] = ((uint8_t)((((((v0 / 8) % 8) < 6) && ((v0 % 8) < 6)) ? ((int32_t)(b0[((((((v0 / 8) / 8) * 144) + (((v0 / 8) % 8) * 6)) + (v0 % 8)) + (v1 * 36))])) : ((int32_t)(b1[0])))));
-              }
+            {
+              const struct tessera_par0_conv2d_int8_vnni tessera_args = { b9, b0, b1 };
+              tessera_parallel_for(tessera_par0_conv2d_int8_vnni, &tessera_args, 128);
             }
-            #pragma omp parallel for schedule(static)
-            for (int64_t v2 = 0; v2 < 288; ++v2) {
-              #pragma omp simd
-              for (int64_t v3 = 0; v3 < 4; ++v3) {
-                b10[((v2 * 4) + v3)] = ((int8_t)(((int32_t)(b2[((((((((v2 / 16) / 3) / 3) * 36) + ((((v2 / 16) / 3) % 3) * 3)) + ((v2 / 16) % 3)) + ((v2 % 16) * 72)) + (v3 * 9))]))));
-              }
+            {
+              const struct tessera_par1_conv2d_int8_vnni tessera_args = { b10, b2 };
+              tessera_parallel_for(tessera_par1_conv2d_int8_vnni, &tessera_args, 288);
             }
-            #pragma omp parallel for schedule(static)
-            for (int64_t v4 = 0; v4 < 6; ++v4) {
-              for (int64_t v5 = 0; v5 < 2; ++v5) {
-                {
-                  _Alignas(64) int32_t b14[48]; /* "q_dot.local.local" int32[48] @"local" */
-                  for (int64_t v6 = 0; v6 < 3; ++v6) {
-                    for (int64_t v7 = 0; v7 < 16; ++v7) {
-                      b14[((v6 * 16) + v7)] = 0;
-                    }
-                  }
-                  for (int64_t v8 = 0; v8 < 2; ++v8) {
-                    for (int64_t v9 = 0; v9 < 3; ++v9) {
-                      for (int64_t v10 = 0; v10 < 3; ++v10) {
-                        tessera_vnni_dot_16x4(&b14[0], &b9[(((((v8 * 256) + (v9 * 32)) + (v10 * 4)) + (v4 * 32)) + (v5 * 12))], &b10[(((v8 * 576) + (v9 * 192)) + (v10 * 64))]);
-                        tessera_vnni_dot_16x4(&b14[16], &b9[((((((v8 * 256) + (v9 * 32)) + (v10 * 4)) + (v4 * 32)) + (v5 * 12)) + 4)], &b10[(((v8 * 576) + (v9 * 192)) + (v10 * 64))]);
-                        tessera_vnni_dot_16x4(&b14[32], &b9[((((((v8 * 256) + (v9 * 32)) + (v10 * 4)) + (v4 * 32)) + (v5 * 12)) + 8)], &b10[(((v8 * 576) + (v9 * 192)) + (v10 * 64))]);
-                      }
-                    }
-                  }
-                  for (int64_t v11 = 0; v11 < 3; ++v11) {
-                    #pragma omp simd
-                    for (int64_t v12 = 0; v12 < 16; ++v12) {
-                      b11[((((v4 * 96) + (v11 * 16)) + (v5 * 48)) + v12)] = b14[((v11 * 16) + v12)];
-                    }
-                  }
-                }
-              }
+            {
+              const struct tessera_par2_conv2d_int8_vnni tessera_args = { b9, b10, b11 };
+              tessera_parallel_for(tessera_par2_conv2d_int8_vnni, &tessera_args, 6);
             }
-            #pragma omp parallel for schedule(static)
-            for (int64_t v13 = 0; v13 < 16; ++v13) {
-              b12[v13] = 0;
-              for (int64_t v14 = 0; v14 < 2; ++v14) {
-                for (int64_t v15 = 0; v15 < 3; ++v15) {
-                  for (int64_t v16 = 0; v16 < 3; ++v16) {
-                    for (int64_t v17 = 0; v17 < 4; ++v17) {
-                      b12[v13] = (((int32_t)(b10[(((((v14 * 576) + (v15 * 192)) + (v16 * 64)) + v17) + (v13 * 4))])) + b12[v13]);
-                    }
-                  }
-                }
-              }
+            {
+              const struct tessera_par3_conv2d_int8_vnni tessera_args = { b12, b10 };
+              tessera_parallel_for(tessera_par3_conv2d_int8_vnni, &tessera_args, 16);
             }
-            #pragma omp parallel for schedule(static)
-            for (int64_t v18 = 0; v18 < 16; ++v18) {
-              b13[v18] = ((float)(((double)(((float)((((double)(((float)((((double)(b4[0])) * ((double)(b5[v18]))))))) / ((double)(b6[0])))))))));
+            {
+              const struct tessera_par4_conv2d_int8_vnni tessera_args = { b13, b4, b5, b6 };
+              tessera_parallel_for(tessera_par4_conv2d_int8_vnni, &tessera_args, 16);
             }
-            #pragma omp parallel for schedule(static)
-            for (int64_t v19 = 0; v19 < 36; ++v19) {
-              #pragma omp simd
-              for (int64_t v20 = 0; v20 < 16; ++v20) {
-                b8[(v19 + (v20 * 36))] = ((uint8_t)tessera_f2i_in32f(tessera_maxcf(tessera_mincf((nearbyintf(((float)((((double)(((float)(((double)(((((((int32_t)(b1[0])) * b12[v20]) * (-1)) + b3[v20]) + b11[((v19 * 16) + v20)]))))))) * ((double)(b13[v20])))))) + ((float)(b7[0]))), 255.0f), 0.0f)));
-              }
+            {
+              const struct tessera_par5_conv2d_int8_vnni tessera_args = { b8, b1, b12, b3, b11, b13, b7 };
+              tessera_parallel_for(tessera_par5_conv2d_int8_vnni, &tessera_args, 36);
             }
           }
         }

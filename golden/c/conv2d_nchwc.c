@@ -3,19 +3,10 @@
 
 void conv2d_nchwc(const float* b0, const float* b1, float* b2);
 
-/* "conv2d_nchwc": "X" float32[1x2x8x8x4], "W" float32[2x2x3x3x4x4], "conv" float32[1x2x8x8x4] out */
-void conv2d_nchwc(const float* restrict b0, const float* restrict b1, float* restrict b2) {
-  for (int64_t v0 = 0; v0 < 2; ++v0) {
-    for (int64_t v1 = 0; v1 < 8; ++v1) {
-      for (int64_t v2 = 0; v2 < 8; ++v2) {
-        for (int64_t v3 = 0; v3 < 4; ++v3) {
-          b2[((((v0 * 256) + (v1 * 32)) + (v2 * 4)) + v3)] = 0.0f;
-        }
-      }
-    }
-  }
-  #pragma omp parallel for schedule(static)
-  for (int64_t v4 = 0; v4 < 2; ++v4) {
+/* "conv.j": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
+struct tessera_par0_conv2d_nchwc { float* b2; const float* b0; const float* b1; };
+static void tessera_range0_conv2d_nchwc(float* restrict b2, const float* restrict b0, const float* restrict b1, int64_t tessera_lo, int64_t tessera_hi) {
+  for (int64_t v4 = tessera_lo; v4 < tessera_hi; ++v4) {
     for (int64_t v5 = 0; v5 < 8; ++v5) {
       for (int64_t v6 = 0; v6 < 2; ++v6) {
         for (int64_t v7 = 0; v7 < 8; ++v7) {
@@ -42,5 +33,26 @@ void conv2d_nchwc(const float* restrict b0, const float* restrict b1, float* res
         }
       }
     }
+  }
+}
+static void tessera_par0_conv2d_nchwc(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
+  const struct tessera_par0_conv2d_nchwc* tessera_a = (const struct tessera_par0_conv2d_nchwc*)tessera_args;
+  tessera_range0_conv2d_nchwc(tessera_a->b2, tessera_a->b0, tessera_a->b1, tessera_lo, tessera_hi);
+}
+
+/* "conv2d_nchwc": "X" float32[1x2x8x8x4], "W" float32[2x2x3x3x4x4], "conv" float32[1x2x8x8x4] out */
+void conv2d_nchwc(const float* restrict b0, const float* restrict b1, float* restrict b2) {
+  for (int64_t v0 = 0; v0 < 2; ++v0) {
+    for (int64_t v1 = 0; v1 < 8; ++v1) {
+      for (int64_t v2 = 0; v2 < 8; ++v2) {
+        for (int64_t v3 = 0; v3 < 4; ++v3) {
+          b2[((((v0 * 256) + (v1 * 32)) + (v2 * 4)) + v3)] = 0.0f;
+        }
+      }
+    }
+  }
+  {
+    const struct tessera_par0_conv2d_nchwc tessera_args = { b2, b0, b1 };
+    tessera_parallel_for(tessera_par0_conv2d_nchwc, &tessera_args, 2);
   }
 }

@@ -3,15 +3,10 @@
 
 void dense(const float* b0, const float* b1, float* b2);
 
-/* "dense": "A" float32[64x32], "B" float32[32x48], "dense" float32[64x48] out */
-void dense(const float* restrict b0, const float* restrict b1, float* restrict b2) {
-  for (int64_t v0 = 0; v0 < 64; ++v0) {
-    for (int64_t v1 = 0; v1 < 48; ++v1) {
-      b2[((v0 * 48) + v1)] = 0.0f;
-    }
-  }
-  #pragma omp parallel for schedule(static)
-  for (int64_t v2 = 0; v2 < 8; ++v2) {
+/* "dense.i.o": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
+struct tessera_par0_dense { float* b2; const float* b0; const float* b1; };
+static void tessera_range0_dense(float* restrict b2, const float* restrict b0, const float* restrict b1, int64_t tessera_lo, int64_t tessera_hi) {
+  for (int64_t v2 = tessera_lo; v2 < tessera_hi; ++v2) {
     for (int64_t v3 = 0; v3 < 3; ++v3) {
       for (int64_t v4 = 0; v4 < 32; ++v4) {
         for (int64_t v5 = 0; v5 < 8; ++v5) {
@@ -22,5 +17,22 @@ void dense(const float* restrict b0, const float* restrict b1, float* restrict b
         }
       }
     }
+  }
+}
+static void tessera_par0_dense(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
+  const struct tessera_par0_dense* tessera_a = (const struct tessera_par0_dense*)tessera_args;
+  tessera_range0_dense(tessera_a->b2, tessera_a->b0, tessera_a->b1, tessera_lo, tessera_hi);
+}
+
+/* "dense": "A" float32[64x32], "B" float32[32x48], "dense" float32[64x48] out */
+void dense(const float* restrict b0, const float* restrict b1, float* restrict b2) {
+  for (int64_t v0 = 0; v0 < 64; ++v0) {
+    for (int64_t v1 = 0; v1 < 48; ++v1) {
+      b2[((v0 * 48) + v1)] = 0.0f;
+    }
+  }
+  {
+    const struct tessera_par0_dense tessera_args = { b2, b0, b1 };
+    tessera_parallel_for(tessera_par0_dense, &tessera_args, 8);
   }
 }

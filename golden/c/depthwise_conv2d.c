@@ -3,17 +3,10 @@
 
 void depthwise_conv2d(const float* b0, const float* b1, float* b2);
 
-/* "depthwise_conv2d": "X" float32[1x8x10x10], "W" float32[8x1x3x3], "dwconv" float32[1x8x10x10] out */
-void depthwise_conv2d(const float* restrict b0, const float* restrict b1, float* restrict b2) {
-  for (int64_t v0 = 0; v0 < 8; ++v0) {
-    for (int64_t v1 = 0; v1 < 10; ++v1) {
-      for (int64_t v2 = 0; v2 < 10; ++v2) {
-        b2[(((v0 * 100) + (v1 * 10)) + v2)] = 0.0f;
-      }
-    }
-  }
-  #pragma omp parallel for schedule(static)
-  for (int64_t v3 = 0; v3 < 8; ++v3) {
+/* "dwconv.j": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
+struct tessera_par0_depthwise_conv2d { float* b2; const float* b0; const float* b1; };
+static void tessera_range0_depthwise_conv2d(float* restrict b2, const float* restrict b0, const float* restrict b1, int64_t tessera_lo, int64_t tessera_hi) {
+  for (int64_t v3 = tessera_lo; v3 < tessera_hi; ++v3) {
     for (int64_t v4 = 0; v4 < 10; ++v4) {
       for (int64_t v5 = 0; v5 < 3; ++v5) {
         for (int64_t v6 = 0; v6 < 3; ++v6) {
@@ -24,5 +17,24 @@ void depthwise_conv2d(const float* restrict b0, const float* restrict b1, float*
         }
       }
     }
+  }
+}
+static void tessera_par0_depthwise_conv2d(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
+  const struct tessera_par0_depthwise_conv2d* tessera_a = (const struct tessera_par0_depthwise_conv2d*)tessera_args;
+  tessera_range0_depthwise_conv2d(tessera_a->b2, tessera_a->b0, tessera_a->b1, tessera_lo, tessera_hi);
+}
+
+/* "depthwise_conv2d": "X" float32[1x8x10x10], "W" float32[8x1x3x3], "dwconv" float32[1x8x10x10] out */
+void depthwise_conv2d(const float* restrict b0, const float* restrict b1, float* restrict b2) {
+  for (int64_t v0 = 0; v0 < 8; ++v0) {
+    for (int64_t v1 = 0; v1 < 10; ++v1) {
+      for (int64_t v2 = 0; v2 < 10; ++v2) {
+        b2[(((v0 * 100) + (v1 * 10)) + v2)] = 0.0f;
+      }
+    }
+  }
+  {
+    const struct tessera_par0_depthwise_conv2d tessera_args = { b2, b0, b1 };
+    tessera_parallel_for(tessera_par0_depthwise_conv2d, &tessera_args, 8);
   }
 }

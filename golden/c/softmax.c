@@ -3,54 +3,78 @@
 
 void softmax(const float* b0, float* b1);
 
+/* "exp.i": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
+struct tessera_par0_softmax { const float* b0; float* b2; };
+static void tessera_range0_softmax(const float* restrict b0, float* restrict b2, int64_t tessera_lo, int64_t tessera_hi) {
+  for (int64_t v0 = tessera_lo; v0 < tessera_hi; ++v0) {
+    {
+      _Alignas(64) float b3[1]; /* "rowmax.local" float32[1] @"local" */
+      b3[0] = (-INFINITY);
+      {
+        float v1 = b3[0];
+        int v3 = v1 != v1;
+        #pragma omp simd reduction(max:v1) reduction(|:v3)
+        for (int64_t v2 = 0; v2 < 32; ++v2) {
+          const float v4 = b0[((v0 * 32) + v2)];
+          v1 = v4 > v1 ? v4 : v1;
+          v3 |= v4 != v4;
+        }
+        b3[0] = v3 ? (float)NAN : v1;
+      }
+      for (int64_t v5 = 0; v5 < 2; ++v5) {
+        #pragma omp simd
+        for (int64_t v6 = 0; v6 < 16; ++v6) {
+          b2[(((v0 * 32) + v6) + (v5 * 16))] = tessera_expf((b0[(((v0 * 32) + v6) + (v5 * 16))] - b3[0]));
+        }
+      }
+    }
+  }
+}
+static void tessera_par0_softmax(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
+  const struct tessera_par0_softmax* tessera_a = (const struct tessera_par0_softmax*)tessera_args;
+  tessera_range0_softmax(tessera_a->b0, tessera_a->b2, tessera_lo, tessera_hi);
+}
+
+/* "softmax.i": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
+struct tessera_par1_softmax { const float* b2; float* b1; };
+static void tessera_range1_softmax(const float* restrict b2, float* restrict b1, int64_t tessera_lo, int64_t tessera_hi) {
+  for (int64_t v7 = tessera_lo; v7 < tessera_hi; ++v7) {
+    {
+      _Alignas(64) float b4[1]; /* "rowsum.local" float32[1] @"local" */
+      b4[0] = 0.0f;
+      {
+        float v8 = b4[0];
+        #pragma omp simd reduction(+:v8)
+        for (int64_t v9 = 0; v9 < 32; ++v9) {
+          v8 = v8 + b2[(v9 + (v7 * 32))];
+        }
+        b4[0] = v8;
+      }
+      for (int64_t v10 = 0; v10 < 2; ++v10) {
+        #pragma omp simd
+        for (int64_t v11 = 0; v11 < 16; ++v11) {
+          b1[(((v7 * 32) + v11) + (v10 * 16))] = (b2[(((v7 * 32) + v11) + (v10 * 16))] / b4[0]);
+        }
+      }
+    }
+  }
+}
+static void tessera_par1_softmax(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
+  const struct tessera_par1_softmax* tessera_a = (const struct tessera_par1_softmax*)tessera_args;
+  tessera_range1_softmax(tessera_a->b2, tessera_a->b1, tessera_lo, tessera_hi);
+}
+
 /* "softmax": "X" float32[4x32], "softmax" float32[4x32] out */
 void softmax(const float* restrict b0, float* restrict b1) {
   {
     _Alignas(64) float b2[128]; /* "exp" float32[128] @"global" */
-    #pragma omp parallel for schedule(static)
-    for (int64_t v0 = 0; v0 < 4; ++v0) {
-      {
-        _Alignas(64) float b3[1]; /* "rowmax.local" float32[1] @"local" */
-        b3[0] = (-INFINITY);
-        {
-          float v1 = b3[0];
-          int v3 = v1 != v1;
-          #pragma omp simd reduction(max:v1) reduction(|:v3)
-          for (int64_t v2 = 0; v2 < 32; ++v2) {
-            const float v4 = b0[((v0 * 32) + v2)];
-            v1 = v4 > v1 ? v4 : v1;
-            v3 |= v4 != v4;
-          }
-          b3[0] = v3 ? (float)NAN : v1;
-        }
-        for (int64_t v5 = 0; v5 < 2; ++v5) {
-          #pragma omp simd
-          for (int64_t v6 = 0; v6 < 16; ++v6) {
-            b2[(((v0 * 32) + v6) + (v5 * 16))] = tessera_expf((b0[(((v0 * 32) + v6) + (v5 * 16))] - b3[0]));
-          }
-        }
-      }
+    {
+      const struct tessera_par0_softmax tessera_args = { b0, b2 };
+      tessera_parallel_for(tessera_par0_softmax, &tessera_args, 4);
     }
-    #pragma omp parallel for schedule(static)
-    for (int64_t v7 = 0; v7 < 4; ++v7) {
-      {
-        _Alignas(64) float b4[1]; /* "rowsum.local" float32[1] @"local" */
-        b4[0] = 0.0f;
-        {
-          float v8 = b4[0];
-          #pragma omp simd reduction(+:v8)
-          for (int64_t v9 = 0; v9 < 32; ++v9) {
-            v8 = v8 + b2[(v9 + (v7 * 32))];
-          }
-          b4[0] = v8;
-        }
-        for (int64_t v10 = 0; v10 < 2; ++v10) {
-          #pragma omp simd
-          for (int64_t v11 = 0; v11 < 16; ++v11) {
-            b1[(((v7 * 32) + v11) + (v10 * 16))] = (b2[(((v7 * 32) + v11) + (v10 * 16))] / b4[0]);
-          }
-        }
-      }
+    {
+      const struct tessera_par1_softmax tessera_args = { b2, b1 };
+      tessera_parallel_for(tessera_par1_softmax, &tessera_args, 4);
     }
   }
 }

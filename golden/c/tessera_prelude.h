@@ -154,4 +154,8 @@ static inline float tessera_bf16(float x) {
 /* heap allocations for large buffers (defined in tessera_runtime.c) */
 __attribute__((visibility("hidden"))) void* tessera_alloc(size_t bytes);
 __attribute__((visibility("hidden"))) void tessera_free(void* p, size_t bytes);
+
+/* parallel loops: the body outlined into a task over iterations [lo, hi) (defined in tessera_runtime.c) */
+typedef void (*tessera_task)(const void* args, int64_t lo, int64_t hi);
+__attribute__((visibility("hidden"))) void tessera_parallel_for(tessera_task fn, const void* args, int64_t extent);
 #endif

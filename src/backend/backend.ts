@@ -37,8 +37,9 @@ export type TunedLookup = (group: FusedGroup, template: Template, knobs: readonl
 /** How a target's artifacts are emitted and run here (per run of the CLI or a benchmark, not per target). */
 export interface RunOptions {
   /**
-   * Threads the device runs kernels on (c: OpenMP's thread count; wasm: workers sharing the
-   * memory; js: 1). Absent: the device's own default (c: OpenMP's, every core; wasm: one).
+   * Threads the device runs kernels on (c: its thread pool's, or OpenMP's; wasm: workers sharing
+   * the memory; js: 1). Absent: the device's own default (c: $OMP_NUM_THREADS, else every core
+   * this process may run on; wasm: one).
    */
   readonly threads?: number
 }

@@ -3,10 +3,11 @@
 // target is a folder per stage and one entry below (docs/architecture.md). The portable records
 // (interp, js, wasm: ./portable.ts) get Node's devices here, a page's in src/browser.ts.
 import type { TargetKind } from "../ast/target.js"
-import { cArtifact, defaultCBuildConfig } from "../device/c/build.js"
+import { cArtifact, C_FLAGS, C_POOL_FLAGS, defaultCBuildConfig } from "../device/c/build.js"
 import { cDeviceLayer, cUnavailable } from "../device/c/device.js"
 import { jsDeviceLayer } from "../device/js/node.js"
 import { wasmDeviceLayer } from "../device/wasm/node.js"
+import type { CParallel } from "../emit/c/dialect.js"
 import { emitC } from "../emit/c/emit.js"
 import { aliasedKernels, compiledKernels, type Artifact } from "../lowering/program.js"
 import type { Backend, Backends } from "./backend.js"
@@ -16,42 +17,61 @@ import { kernelEntries, portableBackends, utf8 } from "./portable.js"
 
 const { interp, js, wasm } = portableBackends({ js: jsDeviceLayer, wasm: wasmDeviceLayer })
 
-const c: Backend<"c"> = {
-  kind: "c",
-  summary: "C11 with OpenMP built by gcc into a shared library, called through an FFI",
-  target: (host, threads) => ({ kind: "c", attrs: { ...host, cores: Math.max(1, threads) } }),
-  unavailable: cUnavailable,
-  parallel: true,
-  graphPasses: cpuGraphPasses,
-  codegen: {
-    schedules: cpuSchedules,
-    scheduleTarget,
-    tir: cpuTir,
-    emit: (program): Artifact => {
-      // restrict, but for the in-place kernels that pass one block as two params
-      const emitted = emitC(compiledKernels(program).map((k) => k.func), { aliased: aliasedKernels(program) })
-      const files = cArtifact(emitted)
-      return {
-        kind: "c",
-        files: new Map([...files].map(([name, text]) => [name, utf8(text)] as const)),
-        // the units in build order, each with the kernels it defines (the first's code, the others aliases of it)
-        manifest: {
-          header: "tessera_kernels.h",
-          prelude: emitted.prelude.file,
-          units: emitted.units.map((u) => ({ file: u.file, kernels: u.kernels })),
-          makefile: "Makefile",
-          library: "libtessera_kernels.so",
-          constants: "constants.bin",
-        },
-        kernels: kernelEntries(program),
-      }
+/**
+ * The c record whose parallel loops run on `parallel`: Tessera's thread pool (the loop's body
+ * outlined, chunks claimed by whichever thread is free, the caller returning when every chunk is
+ * done: src/emit/c/pool.ts; built with -fopenmp-simd -pthread) or OpenMP (`#pragma omp parallel
+ * for`, built with -fopenmp).
+ */
+export const cBackend = (parallel: CParallel): Backend<"c"> => {
+  const build = () => defaultCBuildConfig(parallel === "pool" ? C_POOL_FLAGS : C_FLAGS)
+  return {
+    kind: "c",
+    summary: `C11 (parallel loops on ${parallel === "pool" ? "Tessera's thread pool" : "OpenMP"}) built by gcc into a shared library, called through an FFI`,
+    target: (host, threads) => ({ kind: "c", attrs: { ...host, cores: Math.max(1, threads) } }),
+    unavailable: cUnavailable,
+    parallel: true,
+    graphPasses: cpuGraphPasses,
+    codegen: {
+      schedules: cpuSchedules,
+      scheduleTarget,
+      tir: cpuTir,
+      emit: (program): Artifact => {
+        // restrict, but for the in-place kernels that pass one block as two params
+        const emitted = emitC(compiledKernels(program).map((k) => k.func), { aliased: aliasedKernels(program), parallel })
+        const files = cArtifact(emitted, "tessera_kernels", build())
+        return {
+          kind: "c",
+          files: new Map([...files].map(([name, text]) => [name, utf8(text)] as const)),
+          // the units in build order, each with the kernels it defines (the first's code, the others aliases of it)
+          manifest: {
+            header: "tessera_kernels.h",
+            prelude: emitted.prelude.file,
+            units: emitted.units.map((u) => ({ file: u.file, kernels: u.kernels })),
+            makefile: "Makefile",
+            library: "libtessera_kernels.so",
+            constants: "constants.bin",
+          },
+          kernels: kernelEntries(program),
+        }
+      },
+      device: (_target, o) => cDeviceLayer(build(), o.threads),
+      exactInt64: true,
+      exactUint64: true,
+      renderCandidates: (funcs) => emitC(funcs.map((f) => ({ ...f.func, name: f.name })), { parallel }).source,
     },
-    device: (_target, o) => cDeviceLayer(defaultCBuildConfig(), o.threads),
-    exactInt64: true,
-    exactUint64: true,
-    renderCandidates: (funcs) => emitC(funcs.map((f) => ({ ...f.func, name: f.name }))).source,
-  },
+  }
 }
+
+/**
+ * What runs the c target's parallel loops: OpenMP until a quiet 2-thread A/B says the thread pool
+ * is at least as good (on the shared machine of 2026-11-26 it was 1–50× faster at 2 threads under
+ * contention and no slower at 1: docs/backends.md); $TESSERA_C_PARALLEL=pool selects the pool (the
+ * switch the A/B turns: `TESSERA_C_PARALLEL=pool npm run bench` against `npm run bench`).
+ */
+export const C_PARALLEL: CParallel = process.env.TESSERA_C_PARALLEL === "pool" ? "pool" : "openmp"
+
+const c = cBackend(C_PARALLEL)
 
 export const BACKENDS: Backends = { interp, js, wasm, c, cuda }
 

@@ -1,4 +1,5 @@
-// The c device's build: emitted C into a shared library (gcc -O3 -march=native -fopenmp) under
+// The c device's build: emitted C into a shared library (gcc -O3 -march=native, -fopenmp or, for
+// kernels on Tessera's thread pool, -fopenmp-simd -pthread: the backend record's flags) under
 // `cacheDir` (by default the c folder of ~/.cache/tessera, $TESSERA_CACHE_DIR), a folder of this
 // user's alone; everything written to a temporary name, fsynced, its hash stored, then renamed;
 // a cached file used only when it hashes right (./cache-store.ts): concurrent builders never see
@@ -59,8 +60,14 @@ export const C_FLAGS = ["-O3", "-march=native", "-mprefer-vector-width=512", "-f
  */
 export const C_BATCH = { below: 4096, size: 8 } as const
 
-/** gcc with C_FLAGS, its cache in the c folder of the cache root (read when called: $TESSERA_CACHE_DIR). */
-export const defaultCBuildConfig = (): CBuildConfig => ({ cc: "gcc", flags: C_FLAGS, cacheDir: path.join(cacheRoot(), "c") })
+/**
+ * C_FLAGS for kernels whose parallel loops run on Tessera's thread pool (the emitter's tessera_parallel_for):
+ * OpenMP's simd pragmas only (-fopenmp-simd: no libgomp), POSIX threads.
+ */
+export const C_POOL_FLAGS = [...C_FLAGS.map((f) => (f === "-fopenmp" ? "-fopenmp-simd" : f)), "-pthread"] as const
+
+/** gcc with `flags` (default C_FLAGS), its cache in the c folder of the cache root (read when called: $TESSERA_CACHE_DIR). */
+export const defaultCBuildConfig = (flags: readonly string[] = C_FLAGS): CBuildConfig => ({ cc: "gcc", flags, cacheDir: path.join(cacheRoot(), "c") })
 
 /** The flags that compile a unit to an object (the linker's, -Wl,…, left for the link). */
 export const compileFlags = (flags: readonly string[]): string[] => flags.filter((f) => !f.startsWith("-Wl,"))

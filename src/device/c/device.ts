@@ -28,9 +28,10 @@ const unitsOf = (a: Artifact): Effect.Effect<CUnits, LoadError> => {
 }
 
 /**
- * The c device; with `threads`, OpenMP's thread count, set through the library's OpenMP runtime for
- * the thread that loads it and calls its kernels (loadC) — not OMP_NUM_THREADS, which a worker
- * thread's `process.env` never carries to the process's environment.
+ * The c device; with `threads`, the thread count of the library's parallel loops, set through its
+ * thread pool (or, for a library on OpenMP, its OpenMP runtime, for the thread that loads it and
+ * calls its kernels: loadC) — not OMP_NUM_THREADS, which a worker thread's `process.env` never
+ * carries to the process's environment.
  */
 export const cDevice = (config: CBuildConfig = defaultCBuildConfig(), threads?: number): DeviceShape => ({
   kind: "c",

@@ -36,21 +36,25 @@ const checkedKernel = (k: CKernelSignature, native: (...a: unknown[]) => unknown
 }
 
 /**
- * OpenMP's thread count for the parallel regions this OS thread starts from now on, set through the
- * library's own OpenMP runtime (`omp_set_num_threads`, found through the library's dependencies).
+ * The thread count of the library's parallel loops: its thread pool's (`tessera_set_num_threads`,
+ * every loop from now on, whichever thread calls), and OpenMP's for the parallel regions this OS
+ * thread starts from now on, set through the library's own OpenMP runtime (`omp_set_num_threads`,
+ * found through the library's dependencies).
  * OMP_NUM_THREADS is not enough: OpenMP reads it from the process's environment when it first loads,
  * and a Node worker thread (the CLI runs every command in one) has its own copy of `process.env`
  * that never reaches the environment — `tessera bench --threads 1` ran its c kernels on every core.
- * A library built without OpenMP has no such symbol: nothing to set.
+ * A library without a pool or without OpenMP has no such symbol: nothing to set there.
  */
-const setOpenMpThreads = (lib: ReturnType<typeof koffi.load>, threads: number): void => {
-  let set: ((n: number) => void) | undefined
-  try {
-    set = lib.func("void omp_set_num_threads(int)") as (n: number) => void
-  } catch {
-    return
+const setThreads = (lib: ReturnType<typeof koffi.load>, threads: number): void => {
+  for (const setter of ["int tessera_set_num_threads(int)", "void omp_set_num_threads(int)"]) {
+    let set: ((n: number) => void) | undefined
+    try {
+      set = lib.func(setter) as (n: number) => void
+    } catch {
+      continue
+    }
+    set(Math.max(1, Math.floor(threads)))
   }
-  set(Math.max(1, Math.floor(threads)))
 }
 
 /**
@@ -61,7 +65,7 @@ export const loadC = (so: string, kernels: readonly CKernelSignature[], threads?
   Effect.try({
     try: () => {
       const lib = koffi.load(so)
-      if (threads !== undefined) setOpenMpThreads(lib, threads)
+      if (threads !== undefined) setThreads(lib, threads)
       const out = new Map<string, CKernel>()
       for (const k of kernels) out.set(k.name, checkedKernel(k, lib.func(k.name, "void", k.params.map((p) => ffiType(p.dtype))) as (...a: unknown[]) => unknown))
       return { path: so, kernels: out }

@@ -2,7 +2,7 @@
 // (render.ts) owns the structure every such target shares — recursion over TIR, `if`/`else`,
 // sequences, indentation, generated names, the buffers and variable ranges in scope, the enclosing
 // loops, the definitions a module must include, the errors — and asks the dialect for the rest.
-import type { Expr } from "../../ast/te/expr.js"
+import type { Expr, Var } from "../../ast/te/expr.js"
 import type { Interval } from "../../ast/te/simplify.js"
 import type { Buffer, PrimFunc, Stmt } from "../../ast/tir/tir.js"
 import type { EmitTarget } from "../emit-error.js"
@@ -92,6 +92,26 @@ export interface ReduceLoop {
   readonly term: Expr
 }
 
+/**
+ * A parallel loop whose body the walker outlined into a function of its own (a thread pool's task):
+ * the loop, its kernel's name and its index among the kernel's outlined loops (a dialect names its
+ * functions after both: unique in a unit of many kernels), the buffers and variables of the enclosing scopes its body reads or
+ * writes (in order of first use; each buffer with whether the body stores to it), its variable's,
+ * min's and extent's text inside the function, and the body's lines, indented as a loop's body
+ * directly inside a function's (four spaces).
+ */
+export interface OutlinedLoop {
+  readonly loop: ForStmt
+  readonly kernel: string
+  readonly index: number
+  readonly buffers: readonly { readonly buffer: Buffer; readonly stored: boolean }[]
+  readonly vars: readonly Var[]
+  readonly variable: string
+  readonly min: string
+  readonly extent: string
+  readonly body: readonly string[]
+}
+
 export interface CDialect {
   readonly target: EmitTarget
   readonly prelude: string
@@ -114,4 +134,11 @@ export interface CDialect {
    * as one float4 / float2 access). Absent: no loop is.
    */
   readonly wholeLoop?: (s: ForStmt, walk: Walk) => readonly string[] | undefined
+  /**
+   * A parallel loop (not inside another parallel or a vectorized loop) outlined: the definitions of
+   * its function(s), placed before the kernel, and the lines that run it in place of the loop
+   * (relative to its indentation; `walk` is the scope around the loop). Absent: parallel loops are
+   * rendered by `loop` (c under OpenMP: `#pragma omp parallel for`).
+   */
+  readonly outline?: (o: OutlinedLoop, walk: Walk) => { readonly definition: readonly string[]; readonly call: readonly string[] }
 }

@@ -5,7 +5,7 @@ import { intervalOf, type Interval } from "../../ast/te/simplify.js"
 import type { Buffer, PrimFunc, Stmt } from "../../ast/tir/tir.js"
 import { storedBuffers } from "../../ast/tir/analysis.js"
 import { EmitError } from "../emit-error.js"
-import { collect, exprKey, freeVars, read } from "../../ast/te/expr.js"
+import { collect, exprKey, freeVars, read, type Var } from "../../ast/te/expr.js"
 import type { Block, CDialect, ForStmt, LeafKind, ReduceLoop, StmtOf, Walk } from "./dialect.js"
 import { renderExpr } from "./expr.js"
 import { Names } from "./names.js"
@@ -19,6 +19,10 @@ interface Kernel {
   /** The module's definitions, by key, in order of first use (shared by its kernels). */
   readonly definitions: Map<string, string>
   readonly out: string[]
+  /** The functions its parallel loops were outlined into (the dialect's `outline`), in order. */
+  readonly outlined: string[][]
+  /** While an outlined body renders: the program names of the variables and buffers it uses, in order of first use. */
+  readonly used?: { readonly vars: Set<string>; readonly bufs: Set<string> }
 }
 
 /** What changes from scope to scope. */
@@ -26,12 +30,20 @@ interface Scope {
   readonly buffers: ReadonlyMap<string, Buffer>
   readonly bounds: ReadonlyMap<string, Interval>
   readonly loops: readonly ForStmt[]
+  /** The variables in scope (loops' and lets'), by name. */
+  readonly vars: ReadonlyMap<string, Var>
 }
 
 const walkAt = (k: Kernel, sc: Scope): Walk => {
   const walk: Walk = {
-    variable: (name) => k.vars.get(name),
-    buf: (name) => k.bufs.get(name),
+    variable: (name) => {
+      k.used?.vars.add(name)
+      return k.vars.get(name)
+    },
+    buf: (name) => {
+      k.used?.bufs.add(name)
+      return k.bufs.get(name)
+    },
     access: (source, indices) => k.dialect.access(source, indices, walk),
     expr: (e) => renderExpr(k.dialect.expr, e, walk),
     bounds: sc.bounds,
@@ -89,7 +101,8 @@ const renderStmt = (k: Kernel, s: Stmt, ind: string, sc: Scope): void => {
         for (const line of whole) k.out.push(`${ind}${line}`)
         return
       }
-      const inner: Scope = { ...bounded(sc, s.var.name, loopRange(s, sc)), loops: [...sc.loops, s] }
+      const inner: Scope = { ...bounded(sc, s.var.name, loopRange(s, sc)), loops: [...sc.loops, s], vars: new Map(sc.vars).set(s.var.name, s.var) }
+      if (s.forKind === "parallel" && k.dialect.outline && !sc.loops.some((l) => l.forKind === "parallel" || l.forKind === "vectorized")) return outline(k, s, ind, sc, inner)
       const red = k.dialect.reduceLoop ? reduceLoopOf(s) : undefined
       const lines = red && k.dialect.reduceLoop?.(s, red, walkAt(k, inner))
       if (lines) {
@@ -104,11 +117,49 @@ const renderStmt = (k: Kernel, s: Stmt, ind: string, sc: Scope): void => {
     }
     case "let": {
       const b = k.dialect.let(s, walk)
-      return block(k, b, ind, s.body, bounded(sc, s.var.name, b.bound))
+      return block(k, b, ind, s.body, { ...bounded(sc, s.var.name, b.bound), vars: new Map(sc.vars).set(s.var.name, s.var) })
     }
     default:
       for (const line of renderLeaf(k.dialect, s.kind, s, walk)) k.out.push(`${ind}${line}`)
   }
+}
+
+/**
+ * A parallel loop outlined (the dialect's `outline`): its variable named, its min and extent and its
+ * body rendered as they would be in place (the same generated names), recording what of the
+ * enclosing scopes they use, which the function captures; its function kept for the kernel's text.
+ */
+const outline = (k: Kernel, s: ForStmt, ind: string, sc: Scope, inner: Scope): void => {
+  const used = { vars: new Set<string>(), bufs: new Set<string>() }
+  const body: Kernel = { ...k, out: [], used }
+  const inside = walkAt(body, inner)
+  const variable = inside.variable(s.var.name)
+  const min = inside.expr(s.min)
+  const extent = inside.expr(s.extent)
+  renderStmt(body, s.body, "    ", inner)
+  const stored = storedBuffers(s.body)
+  const { definition, call } = k.dialect.outline!(
+    {
+      loop: s,
+      kernel: k.name,
+      index: k.outlined.length,
+      buffers: [...used.bufs].flatMap((n) => {
+        const b = sc.buffers.get(n)
+        return b ? [{ buffer: b, stored: stored.has(n) }] : []
+      }),
+      vars: [...used.vars].flatMap((n) => {
+        const x = sc.vars.get(n)
+        return x ? [x] : []
+      }),
+      variable,
+      min,
+      extent,
+      body: body.out,
+    },
+    walkAt(k, sc),
+  )
+  k.outlined.push([...definition])
+  for (const line of call) k.out.push(`${ind}${line}`)
 }
 
 /** `s` as a reduction into one element (ReduceLoop), when it is one: a serial loop around one such store. */
@@ -128,15 +179,16 @@ export const reduceLoopOf = (s: ForStmt): ReduceLoop | undefined => {
 const renderLeaf = <K extends LeafKind>(dialect: CDialect, kind: K, s: StmtOf<K>, walk: Walk): readonly string[] => dialect.leaf[kind](s, walk)
 
 /**
- * One function of `dialect` exported as `name`: its signature, its body indented by two spaces,
- * its closing brace. Definitions its statements ask for are added to `definitions` (the module's).
+ * One function of `dialect` exported as `name`: the functions its parallel loops were outlined into
+ * (where the dialect outlines them), then its signature, its body indented by two spaces, its
+ * closing brace. Definitions its statements ask for are added to `definitions` (the module's).
  * Throws EmitError (target: the dialect's, kernel: `name`) for what the dialect cannot render.
  */
 export const renderFunction = (dialect: CDialect, f: PrimFunc, name: string, definitions: Map<string, string> = new Map()): string => {
-  const k: Kernel = { dialect, name, vars: new Names("v"), bufs: new Names("b"), definitions, out: [] }
+  const k: Kernel = { dialect, name, vars: new Names("v"), bufs: new Names("b"), definitions, out: [], outlined: [] }
   const params = f.params.map((p) => k.bufs.get(p.name))
   k.out.push(...dialect.signature(f, name, params, storedBuffers(f.body)))
-  renderStmt(k, f.body, "  ", { buffers: new Map(f.params.map((p) => [p.name, p] as const)), bounds: new Map(), loops: [] })
+  renderStmt(k, f.body, "  ", { buffers: new Map(f.params.map((p) => [p.name, p] as const)), bounds: new Map(), loops: [], vars: new Map() })
   k.out.push("}")
-  return k.out.join("\n")
+  return [...k.outlined.map((d) => `${d.join("\n")}\n`), k.out.join("\n")].join("\n")
 }

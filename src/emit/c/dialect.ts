@@ -4,10 +4,13 @@
 //   (expr.ts: float16/bfloat16 as float, int64 / uint64 as int64_t / uint64_t, bool as uint8_t); params never
 //   stored to are `const`. `restrict` says params do not overlap: in-place kernels whose output
 //   shares an input's storage with a different index pattern need `restrict: false`;
-// - loops are `for (int64_t v = min; v < min + extent; ++v)`; parallel loops carry
-//   `#pragma omp parallel for` (OpenMP; nested ones run serially in their thread), vectorized
-//   loops `#pragma omp simd`, unrolled loops `#pragma GCC unroll n`; thread / vthread loops run
-//   serially (a CPU has no thread binding);
+// - loops are `for (int64_t v = min; v < min + extent; ++v)`; vectorized loops carry
+//   `#pragma omp simd`, unrolled loops `#pragma GCC unroll n`; thread / vthread loops run serially
+//   (a CPU has no thread binding); a parallel loop, under `parallel: "pool"`, has its body outlined
+//   into a static task over a range of its iterations (the buffers and variables it uses passed in
+//   a struct, then as `restrict` params of a second function that runs the range) and is run by
+//   Tessera's thread pool, `tessera_parallel_for(task, &args, extent)` (pool.ts); under "openmp" it
+//   carries `#pragma omp parallel for schedule(static)`; nested ones run serially either way;
 // - allocations are aligned stack arrays up to `stackBytes`, aligned heap blocks above (freed at
 //   the end of their statement); their contents start undefined (the evaluator's are zero: no
 //   lowered program reads before writing; `poison` fills them with 0xff bytes to check that);
@@ -21,14 +24,15 @@ import { add, c, mul, type Expr } from "../../ast/te/expr.js"
 import { intervalOf } from "../../ast/te/simplify.js"
 import type { PrimFunc, Region } from "../../ast/tir/tir.js"
 import { rowMajor, storageElements } from "../../ast/tir/analysis.js"
-import type { CDialect, ForStmt, ReduceLoop, StmtOf, Walk } from "../c-family/dialect.js"
+import type { CDialect, ForStmt, OutlinedLoop, ReduceLoop, StmtOf, Walk } from "../c-family/dialect.js"
 import { commentSafe, isIdentifier } from "../c-family/names.js"
 import { castC, cStorage, C_EXPR, C_VALUE, valueClass } from "./expr.js"
 import { C_PRELUDE } from "./prelude.js"
+import { cPool } from "./pool.js"
 
 /** What the c target does with each TIR construct (the dialect below implements exactly this). */
 export const C_CAPABILITIES = {
-  parallel: "OpenMP parallel for (nested ones serial)",
+  parallel: "Tessera's thread pool, the body outlined (or OpenMP parallel for); nested ones serial",
   vectorized: "omp simd",
   unrolled: "GCC unroll",
   thread: "serial loop",
@@ -45,7 +49,12 @@ export interface CDialectOptions {
   readonly stackBytes: number
   /** Fill every allocation with 0xff bytes (NaN / -1) so a read before write shows. */
   readonly poison: boolean
+  /** What runs parallel loops: Tessera's thread pool (pool.ts) or OpenMP (`#pragma omp parallel for`). */
+  readonly parallel: CParallel
 }
+
+/** What runs the c target's parallel loops: the backend record's choice (src/backend/index.ts). */
+export type CParallel = "pool" | "openmp"
 
 /** The comment before a kernel: its name and params' tensors, outputs marked. */
 export const describeC = (f: PrimFunc, stored: ReadonlySet<string>): string =>
@@ -69,7 +78,7 @@ const access = (source: string, indices: readonly Expr[], w: Walk): string => `$
 
 const KNOWN_PRAGMAS = new Set(["auto_unroll_max_step"])
 
-const loop = (s: ForStmt, w: Walk): { open: string[]; close: string[] } => {
+const loopOf = (parallel: CParallel) => (s: ForStmt, w: Walk): { open: string[]; close: string[] } => {
   const v = w.variable(s.var.name)
   const min = w.expr(s.min)
   const ext = w.expr(s.extent)
@@ -83,7 +92,8 @@ const loop = (s: ForStmt, w: Walk): { open: string[]; close: string[] } => {
   const inSimd = w.loops.some((l) => l.forKind === "vectorized")
   switch (s.forKind) {
     case "parallel":
-      open.push(inSimd ? `/* parallel (inside a simd loop: serial) */` : `#pragma omp parallel for schedule(static)`)
+      // (under the pool, a parallel loop reaching here is inside another: the walker outlines the outer ones)
+      open.push(inSimd ? `/* parallel (inside a simd loop: serial) */` : parallel === "pool" ? `/* parallel (inside a parallel loop: serial) */` : `#pragma omp parallel for schedule(static)`)
       break
     case "vectorized":
       if (!inSimd) open.push(`#pragma omp simd`)
@@ -118,7 +128,7 @@ const reduceLoop = (s: ForStmt, r: ReduceLoop, w: Walk): string[] | undefined =>
   const type = C_VALUE[valueClass(b.dtype)]
   const acc = w.variable(`${s.var.name}#acc`)
   const target = w.access(r.store.buffer, r.store.indices)
-  const header = loop({ ...s, forKind: "serial", pragmas: (s.pragmas ?? []).filter(([k]) => k !== "auto_unroll_max_step") }, w).open.map((l) => `  ${l}`)
+  const header = loopOf("openmp")({ ...s, forKind: "serial", pragmas: (s.pragmas ?? []).filter(([k]) => k !== "auto_unroll_max_step") }, w).open.map((l) => `  ${l}`)
   if (r.op === "add")
     return ["{", `  ${type} ${acc} = ${target};`, `  #pragma omp simd reduction(+:${acc})`, ...header, `    ${acc} = ${acc} + ${w.expr(r.term)};`, "  }", `  ${target} = ${acc};`, "}"]
   const nan = w.variable(`${s.var.name}#nan`)
@@ -186,15 +196,50 @@ const intrinsic = (s: StmtOf<"intrinsic">, w: Walk): string[] => {
   return [`${def.fn}(${[out, ...ins].map((o) => `${o.ptr}, ${o.ld}`).join(", ")});`]
 }
 
+/**
+ * A parallel loop outlined for the pool: a struct of what the body uses, a function running
+ * iterations [lo, hi) with them as params (`restrict` as the kernel's: so gcc vectorizes the body as
+ * it would in place), the task that unpacks the struct into it, and the call in place of the loop.
+ */
+const outlineLoop = (restrict: boolean) => (o: OutlinedLoop, w: Walk): { definition: string[]; call: string[] } => {
+  const r = restrict ? " restrict" : ""
+  // (names no kernel can have: emit.ts's codeKey takes the kernel's name out of them)
+  const task = `tessera_par${o.index}_${o.kernel}`
+  const range = `tessera_range${o.index}_${o.kernel}`
+  const fields = [
+    ...o.buffers.map(({ buffer: b, stored }) => ({ name: w.buf(b.name), type: `${stored ? "" : "const "}${cStorage(b.dtype)}*`, qual: r })),
+    ...o.vars.map((x) => ({ name: w.variable(x.name), type: `${C_VALUE[valueClass(x.dtype)]}`, qual: "" })),
+  ]
+  const lo = o.min === "0" ? "tessera_lo" : `${o.min} + tessera_lo`
+  const hi = o.min === "0" ? "tessera_hi" : `${o.min} + tessera_hi`
+  const params = [...fields.map((f) => `${f.type}${f.qual} ${f.name}`), "int64_t tessera_lo", "int64_t tessera_hi"]
+  const definition = [
+    `/* ${commentSafe(o.loop.var.name)}: a parallel loop's body, run by the thread pool over iterations [lo, hi) */`,
+    `struct ${task} { ${fields.map((f) => `${f.type} ${f.name}; `).join("")}};`,
+    `static void ${range}(${params.join(", ")}) {`,
+    `  for (int64_t ${o.variable} = ${lo}; ${o.variable} < ${hi}; ++${o.variable}) {`,
+    ...o.body,
+    "  }",
+    "}",
+    `static void ${task}(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {`,
+    `  const struct ${task}* tessera_a = (const struct ${task}*)tessera_args;`,
+    `  ${range}(${[...fields.map((f) => `tessera_a->${f.name}`), "tessera_lo", "tessera_hi"].join(", ")});`,
+    "}",
+  ]
+  const call = ["{", `  const struct ${task} tessera_args = { ${fields.map((f) => f.name).join(", ")} };`, `  tessera_parallel_for(${task}, &tessera_args, ${w.expr(o.loop.extent)});`, "}"]
+  return { definition, call }
+}
+
 /** The c dialect under `options`. */
 export const cDialect = (options: CDialectOptions): CDialect => ({
   target: "c",
-  prelude: C_PRELUDE,
+  prelude: options.parallel === "pool" ? `${C_PRELUDE}${cPool("static ")}` : C_PRELUDE,
   signature: (f, name, params, stored) => [describeC(f, stored), `${declareC(name, f, params, stored, options.restrict)} {`],
   expr: C_EXPR,
   access,
-  loop,
+  loop: loopOf(options.parallel),
   reduceLoop,
+  ...(options.parallel === "pool" ? { outline: outlineLoop(options.restrict) } : {}),
   allocate: (s, w) => {
     const b = s.buffer
     const id = w.buf(b.name)

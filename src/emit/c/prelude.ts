@@ -2,7 +2,7 @@
 // `tessera_`) that expressions (expr.ts) call — division and modulo that floor, NaN-propagating
 // min / max, float → integer conversions that wrap, float16 / bfloat16 rounding as dtype.ts does —
 // and the heap blocks of large allocations (dialect.ts). A single translation unit holds them all
-// (C_PRELUDE); a split artifact includes them as a header (C_PRELUDE_HEADER) and defines the
+// (C_PRELUDE); a split artifact includes them as a header (cPreludeHeader) and defines the
 // allocator once, in its runtime unit (C_RUNTIME).
 
 /** What the allocator's definition needs besides the helpers' headers (aligned_alloc, fprintf, abort). */
@@ -240,19 +240,22 @@ export const C_PRELUDE = `${C_HELPERS}${allocator("static inline ")}`
 
 /**
  * The prelude of a split artifact, as a header every unit includes: the helpers, and the allocator
- * declared (hidden: not exported from the library); its definition is C_RUNTIME's.
+ * declared (hidden: not exported from the library); its definition is C_RUNTIME's; then
+ * `declarations` (the thread pool's, pool.ts, where the kernels run on it).
  */
-export const C_PRELUDE_HEADER = [
-  "#ifndef TESSERA_PRELUDE_H",
-  "#define TESSERA_PRELUDE_H",
-  C_KERNEL_HELPERS.trimEnd(),
-  "",
-  "/* heap allocations for large buffers (defined in tessera_runtime.c) */",
-  '__attribute__((visibility("hidden"))) void* tessera_alloc(size_t bytes);',
-  '__attribute__((visibility("hidden"))) void tessera_free(void* p, size_t bytes);',
-  "#endif",
-  "",
-].join("\n")
+export const cPreludeHeader = (declarations = ""): string =>
+  [
+    "#ifndef TESSERA_PRELUDE_H",
+    "#define TESSERA_PRELUDE_H",
+    C_KERNEL_HELPERS.trimEnd(),
+    "",
+    "/* heap allocations for large buffers (defined in tessera_runtime.c) */",
+    '__attribute__((visibility("hidden"))) void* tessera_alloc(size_t bytes);',
+    '__attribute__((visibility("hidden"))) void tessera_free(void* p, size_t bytes);',
+    ...(declarations ? [declarations.trimEnd()] : []),
+    "#endif",
+    "",
+  ].join("\n")
 
 /** The runtime unit's definitions (after `#include "tessera_prelude.h"`): the allocator. */
 export const C_RUNTIME = `${ALLOCATOR_INCLUDES}${allocator("")}`
