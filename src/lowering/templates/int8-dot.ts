@@ -158,6 +158,16 @@ const rowWidth = (t: ComputeTensor): number | undefined => {
 /** Whether the product sums over taps besides the channels (a K×K conv's grid), not only over [C / 4, 4] (a 1×1 conv). */
 const hasTaps = (anchor: S.Stage): boolean => anchor.op.body.kind === "reduce" && anchor.op.body.axes.length > 2
 
+/**
+ * Whether the activations copy can take the product's pixel tiles: a 1×1 conv whose copy reads the
+ * input's pixels as one flat run (the input's planes as many pixels as the output's: unstrided,
+ * unpadded). Otherwise it reads rows, and a tile of 16 pixels that is not whole rows divides every
+ * pixel's index (ResNet-18's 28² 1×1 / 2 conv: its copy 1.26× slower, one thread).
+ */
+const pixelTiled = (anchor: S.Stage): boolean =>
+  !hasTaps(anchor) &&
+  anchor.op.inputs.every((t) => t.kind !== "compute" || t.dtype !== "uint8" || t.shape.length !== 4 || t.inputs.some((x) => x.shape.length === 4 && x.shape[2] * x.shape[3] === t.shape[2]))
+
 const activationsAlongPixels = (s0: S.Schedule, anchor: S.Stage, tile?: number): { schedule: S.Schedule; done: string[] } => {
   let s = s0
   const done: string[] = []
@@ -298,7 +308,7 @@ export const int8DotPxTemplate: Template = {
       { kind: "choice", name: "unroll", candidates: [true, false] },
       { kind: "choice", name: "dot", candidates: ["vnni", "loops"] },
       // (a 1×1 conv's activations copy: its parallel loop over the product's pixel tiles, or over the channels)
-      ...(hasTaps(st) ? [] : [{ kind: "choice", name: "activations", candidates: ["pixel_tiles", "channels"] } satisfies Knob]),
+      ...(pixelTiled(st) ? [{ kind: "choice", name: "activations", candidates: ["pixel_tiles", "channels"] } satisfies Knob] : []),
     ] satisfies Knob[]
   },
   defaults: (knobs, target) => {
@@ -344,8 +354,8 @@ export const int8DotPxTemplate: Template = {
       s = sumsAtRoot(s, anchor, config, "pixels")
       skip = [anchor.name]
     }
-    // (the grid form's parallel loop is over channel tiles; a configuration without the knob, a tuning record's of before it: over the channels)
-    const u = activationsAlongPixels(s, anchor, config.activations === "pixel_tiles" && !hasTaps(anchor) ? F : undefined)
+    // (the grid form's parallel loop is over channel tiles; a configuration without the knob, a tuning record's of before it, over the channels)
+    const u = activationsAlongPixels(s, anchor, config.activations === "pixel_tiles" && pixelTiled(anchor) ? F : undefined)
     return parallelize(u.schedule, true, [...skip, ...u.done])
   },
 }
