@@ -9,7 +9,9 @@
 // grid's tap offset read off the output's width instead of the grid's, or the grid form's epilogue
 // branch not taken, the K×K law fails (both tried); and with a stride phase's column read at
 // floordiv(phase, sh) instead of floormod(phase, sw) (tried: after 8 runs), or a strided 1×1's
-// rows read unstrided (tried).
+// rows read unstrided (tried). A 1×1 conv's activations copy with `activations: pixel_tiles` is
+// parallel over the product's pixel tiles (the same loop count, its index a tile's bytes apart):
+// that law fails with the copy's loops left over the channels (tried).
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { vnniDotPx16x4 } from "../../src/ast/te/intrinsic.js"
@@ -54,7 +56,7 @@ const checkConfig = (sp: Spec, picks: readonly number[]) => {
 describe("int8 template, pixels in the lanes (1×1 convs)", () => {
   it("every configuration, the VNNI dot kept or left as loops, equals the plain int32 compute (exactly)", () => {
     fc.assert(
-      fc.property(arbPxSpec, fc.array(fc.nat(), { minLength: 4, maxLength: 4 }), (sp, picks) => {
+      fc.property(arbPxSpec, fc.array(fc.nat(), { minLength: 5, maxLength: 5 }), (sp, picks) => {
         const { printed } = checkConfig(sp, picks)
         // (the product's tile computed at the requantization's tile)
         expect(printed).not.toMatch(/allocate y_dot:/)
@@ -65,7 +67,7 @@ describe("int8 template, pixels in the lanes (1×1 convs)", () => {
 
   it("the product alone (no epilogue to compute it at: a root stage, its tile in a local copy) equals its TE", () => {
     fc.assert(
-      fc.property(arbPxSpec, fc.array(fc.nat(), { minLength: 4, maxLength: 4 }), (sp, picks) => {
+      fc.property(arbPxSpec, fc.array(fc.nat(), { minLength: 5, maxLength: 5 }), (sp, picks) => {
         const { outputs, feeds } = build(sp)
         const sums = baseSchedule(outputs).stages.get("y_dot")!.op
         const base = baseSchedule([sums])
@@ -79,6 +81,35 @@ describe("int8 template, pixels in the lanes (1×1 convs)", () => {
         expect(values(evaluatePrimFunc(f, feedsOf).get(sums.name)!)).toEqual(values(evaluateTE([sums], feedsOf)[0]))
       }),
       lawParams(6),
+    )
+  })
+
+  it("activations by pixel tiles: the copy's parallel loop is the product's, over the same tiles of pixels (each thread copies what its dots read)", () => {
+    fc.assert(
+      fc.property(arbPxSpec, fc.nat(), fc.nat(), fc.constantFrom("pixel_tiles", "channels"), (sp, po, ppv, activations) => {
+        const { outputs } = build(sp)
+        const base = baseSchedule(outputs)
+        const t = templateFor(base)
+        const knobs = t.space(outputs, base)
+        // (the knob where the copy reads the pixels as one flat run: unstrided, unpadded; a strided copy reads rows)
+        const [, , , , , stride, pad] = sp.dims
+        const flat = stride === 1 && pad === 0
+        if (flat) expect(knobs.map((k) => k.name)).toContain("activations")
+        if (!knobs.some((k) => k.name === "activations")) return
+        const pick = (name: string, k: number) => { const c = knobs.find((x) => x.name === name)!.candidates; return c[k % c.length] }
+        const config: Config = { tile_o: pick("tile_o", po), tile_pv: pick("tile_pv", ppv), unroll: true, dot: "vnni", activations }
+        const printed = printPrimFunc(runTirSync(cpuTirPipeline({ keepIntrinsics: new Set([vnniDotPx16x4.name]) }), lowerSync(t.apply(outputs, base, config))))
+        const [, , P] = base.stages.get("y_dot")!.op.shape
+        const F = 16 * Number(config.tile_pv)
+        const copy = /for\[parallel\] (y_u8\S*) in \[0, \+(\d+)\)/.exec(printed)
+        const product = /for\[parallel\] y\.\S* in \[0, \+(\d+)\)/.exec(printed)
+        if (activations === "channels" || P / F < 2) return
+        // (one parallel loop each, of the tiles' count; the copy's index steps a tile's 4 · F bytes)
+        expect(copy?.[2]).toBe(String(P / F))
+        expect(product?.[1]).toBe(String(P / F))
+        expect(printed).toContain(`(${copy![1]} * ${4 * F})`)
+      }),
+      lawParams(12),
     )
   })
 
