@@ -3,7 +3,7 @@
 // constant changed is inferred again.
 import { describe, expect, it } from "vitest"
 import { makeGraph, node, type Graph } from "../src/ast/graph/graph.js"
-import { bindMemo, bindSync } from "../src/ast/graph/infer.js"
+import { bindMemo, bindSync, propagatedOutputs } from "../src/ast/graph/infer.js"
 import { fromArray } from "../src/ast/graph/tensor.js"
 import { zooGraph } from "../src/zoo/index.js"
 import { rewriteToFixedPoint } from "../src/rewrite/rules.js"
@@ -55,6 +55,17 @@ describe("bindSync's memo (BindMemo)", () => {
     const rebound = bindSync(changed, undefined, { memo })
     expect(rebound.valueTypes.get("z")).toEqual({ dtype: "float32", shape: [1, 4] })
     expect(typesOf(rebound)).toEqual(typesOf(bindSync(changed)))
+  })
+
+  it("propagatedOutputs hands out the constants a bind computed for a node only for the same input tensors (FoldConstants reuses them)", () => {
+    const memo = bindMemo()
+    const g = graphWith([2, 2])
+    bindSync(g, undefined, { memo })
+    const [shape, zero] = [g.initializers.get("shape")!, g.initializers.get("zero")!]
+    expect(Array.from(propagatedOutputs(memo, add, [shape, zero])![0].data)).toEqual([2, 2])
+    // equal values in another tensor: not the inputs the bind saw
+    expect(propagatedOutputs(memo, add, [fromArray("int64", [2], [4, 1]), zero])).toBeUndefined()
+    expect(propagatedOutputs(memo, relu, [undefined])).toBeUndefined()
   })
 
   it("a fixed point over ResNet-18 binds to the types a bind without the memo gives", () => {

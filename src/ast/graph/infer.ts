@@ -108,6 +108,19 @@ export type BindMemo = Map<Node, NodeInference>
 
 export const bindMemo = (): BindMemo => new Map()
 
+/**
+ * The constants a bind through `memo` computed for node `n` (its reference kernel, narrow floats
+ * rounded) from exactly these inputs (the same tensors), one per output; undefined where it computed
+ * none, or where an output is omitted. What running the kernel on them again gives.
+ */
+export const propagatedOutputs = (memo: BindMemo, n: Node, inputs: readonly (Tensor | undefined)[]): Tensor[] | undefined => {
+  const known = memo.get(n)
+  if (!known || known.values.length === 0 || n.outputs.some((o) => o === "") || !inputs.every((t, k) => t === known.inValues[k])) return undefined
+  const byName = new Map(known.values)
+  const outs = n.outputs.map((o) => byName.get(o))
+  return outs.every((t) => t !== undefined) ? (outs as Tensor[]) : undefined
+}
+
 const sameType = (a: ValueType | undefined, b: ValueType | undefined): boolean =>
   a === b || (a !== undefined && b !== undefined && a.dtype === b.dtype && a.shape.length === b.shape.length && a.shape.every((d, k) => d === b.shape[k]))
 
