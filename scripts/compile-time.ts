@@ -1,6 +1,6 @@
 // npm run compile-time — how long Tessera takes to compile the zoo's ResNet-18 and MobileNetV2 (or
 // other zoo names, or .onnx files) for the c target (opt level 3, 16 vector lanes, 1 core): medians
-// of a few runs per stage (decode for a file, bind, graph passes, fusion, memory plan, lowering split
+// of a few runs per stage (decode for a file or a zoo network's build, bind, graph passes, fusion, memory plan, lowering split
 // into TE / schedule / lower / TIR passes, C emission), the slowest groups' lowering, and hashes of
 // the emitted C — the artifact's files, and the single unit the tuner builds — so a speed-up can be
 // checked to leave the output byte-identical. Goals: ResNet-18 < 2 s (issue 5); ResNet-50 ≤ 2 s.
@@ -52,8 +52,8 @@ const time = <A>(f: () => A): [A, number] => {
   return [a, performance.now() - t0]
 }
 
-/** A zoo network by name, or an ONNX file decoded (the time it took: the decode stage). */
-const load = (model: string): [Graph, number] => (model.endsWith(".onnx") ? time(() => readModelSync(model)) : [zooGraph(model, 0), 0])
+/** A zoo network by name (built: its seeded weights drawn), or an ONNX file decoded; the time it took (the first stage). */
+const load = (model: string): [Graph, number] => time(() => (model.endsWith(".onnx") ? readModelSync(model) : zooGraph(model, 0)))
 
 /** The emitted code's files (every file of the artifact) as one hash. */
 const filesHash = (files: ReadonlyMap<string, string | Uint8Array>) => {
@@ -75,7 +75,7 @@ const childCpuSeconds = (): number => {
   return (Number(fields[13]) + Number(fields[14])) / 100
 }
 
-const STAGES = ["decode", "bind", "graph passes", "fusion", "memory plan", "lower: TE", "lower: schedule", "lower: lowerSync", "lower: TIR passes", "emit C"] as const
+const STAGES = ["decode (file) / build (zoo)", "bind", "graph passes", "fusion", "memory plan", "lower: TE", "lower: schedule", "lower: lowerSync", "lower: TIR passes", "emit C"] as const
 type StageName = (typeof STAGES)[number]
 
 // the c backend's own TIR pipeline for this target (its options come from the target record)
@@ -98,7 +98,7 @@ const byStages = (model: string) => {
   const ms = new Map<StageName, number>(STAGES.map((s) => [s, 0]))
   const add = (s: StageName, t: number) => ms.set(s, ms.get(s)! + t)
   const [graph, tDecode] = load(model)
-  add("decode", tDecode)
+  add("decode (file) / build (zoo)", tDecode)
   const [bound, tBind] = time(() => bindSync(graph, new Map(), { requireStatic: true }))
   add("bind", tBind)
   const passes = cpuGraphPasses(C_TARGET)
@@ -138,6 +138,9 @@ const byStages = (model: string) => {
 for (const model of MODELS) {
   const stageRuns = new Map<StageName, number[]>(STAGES.map((s) => [s, []]))
   const totals: number[] = []
+  // the same runs' CPU time (this process, user + sys) and first touches of memory (minor page faults)
+  const cpuTotals: number[] = []
+  const faultTotals: number[] = []
   const groupRuns = new Map<number, { ops: string; ms: number[] }>()
   // a pass that runs twice (Simplify) sums both runs
   const tirRuns = new Map<string, number[]>()
@@ -147,12 +150,17 @@ for (const model of MODELS) {
   let kernels = 0
   let artifact: Artifact | undefined
   for (let r = 0; r < RUNS; r++) {
-    // end to end, exactly the pipeline's entry points (a file's decode included)
+    // end to end, exactly the pipeline's entry points (a file's decode, a zoo network's build included)
     const t0 = performance.now()
+    const cpu0 = process.cpuUsage()
+    const faults0 = process.resourceUsage().minorPageFault
     const [graph] = load(model)
     const program = Effect.runSync(compileGraph(graph, C_TARGET, OPTIONS))
     artifact = Effect.runSync(emitArtifact(program, C_TARGET))
     totals.push(performance.now() - t0)
+    const cpu = process.cpuUsage(cpu0)
+    cpuTotals.push((cpu.user + cpu.system) / 1000)
+    faultTotals.push(process.resourceUsage().minorPageFault - faults0)
     hash = filesHash(artifact.files)
     kernels = program.kernels.filter((k) => k.kind === "compiled").length
     // by stages
@@ -183,6 +191,8 @@ for (const model of MODELS) {
   console.log(`| sum of stages | ${sum.toFixed(1)} |`)
   console.log(`| **compileGraph + emit C** | **${median(totals).toFixed(1)}** |`)
   console.log(`| compileGraph + emit C, first run (cold JIT) | ${totals[0].toFixed(1)} |`)
+  console.log(`| compileGraph + emit C, CPU ms (user + sys), first run / median | ${cpuTotals[0].toFixed(1)} / ${median(cpuTotals).toFixed(1)} |`)
+  console.log(`| minor page faults (memory touched first), first run / median | ${faultTotals[0]} / ${median(faultTotals)} |`)
   console.log(`graph passes over 10 ms: ${[...graphRuns].filter(([, ts]) => median(ts) > 10).map(([p, ts]) => `${p} ${median(ts).toFixed(1)}`).join(", ")} ms`)
   console.log(`TIR passes: ${[...tirRuns].map(([p, ts]) => `${p} ${median(ts).toFixed(1)}`).join(", ")} ms`)
   const slow = [...groupRuns].map(([group, e]) => ({ group, ops: e.ops, ms: median(e.ms) })).sort((a, b) => b.ms - a.ms).slice(0, 5)

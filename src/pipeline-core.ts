@@ -111,7 +111,7 @@ export const pipelineOf = (table: BackendTable) => {
     const tuning: TuningReport = { applied: [], untuned: [], skipped: [] }
     const schedule = codegen.schedules(target, options.lookup ?? (options.tuned ? tunedLookup(target, options.tuned, tuning) : undefined))
     // the TIR passes under the same config: its opt level, disabled passes and instruments
-    const kernels = yield* tryTyped(() => lowerGroups(planned, schedule, codegen.tir(target), config, { int64: codegen.exactInt64 === true, uint64: codegen.exactUint64 === true }), (e): e is InterruptedError => e instanceof InterruptedError)
+    const kernels = yield* tryTyped(() => lowerGroups(planned, codegen.tir(target), schedule, config, { int64: codegen.exactInt64 === true, uint64: codegen.exactUint64 === true }), (e): e is InterruptedError => e instanceof InterruptedError)
     return { graph: planned.graph, fused: { graph: planned.graph, groups: planned.groups }, memory: planned.memory, kernels, tuning } satisfies Program & { tuning: TuningReport }
   })
 

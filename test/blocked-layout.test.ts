@@ -191,7 +191,7 @@ describe("blocked layout", () => {
     expect(new Set(compiled.map((k) => key({ ...k.func, name: "" }))).size).toBeLessThan(compiled.length)
     for (const k of compiled) {
       // (through the c backend's own TIR pipeline, as compileGraph lowers: SerialSmallKernels' threshold comes from the target)
-      const alone = lowerGroup(program.fused, program.fused.groups[k.group], defaultSchedule(target), undefined, cpuTir(c8))
+      const alone = lowerGroup(program.fused, program.fused.groups[k.group], cpuTir(c8), defaultSchedule(target))
       expect(alone.kind === "compiled" && key(alone.func), k.name).toBe(key(k.func))
     }
   }, 60_000)

@@ -7,6 +7,8 @@ import * as S from "../src/ast/schedule/schedule.js"
 import { v } from "../src/ast/te/expr.js"
 import { at, compute, IllFormedComputeError, placeholder, reduceAxis, sum } from "../src/ast/te/tensor.js"
 import { lowerGroup, type ScheduleFn } from "../src/lowering/lower-group.js"
+import { cpuTir } from "../src/backend/cpu.js"
+import { makeTarget } from "../src/ast/target.js"
 import { none, NoComputeError } from "../src/lowering/op-library-common.js"
 import { singletonGroups } from "../src/rewrite/fuse-ops.js"
 
@@ -21,6 +23,9 @@ const relu = (dtype: "float32" | "float16" = "float32") => {
   const fused = singletonGroups(graph)
   return { fused, group: fused.groups[0] }
 }
+
+/** The c backend's TIR pipeline (the one compilation lowers a c group through). */
+const TIR = cpuTir(makeTarget("c"))
 
 /** A schedule that throws `e` (what a template or a TE builder inside it may throw). */
 const throwing =
@@ -58,26 +63,26 @@ describe("the TE builders' typed error", () => {
 describe("lowerGroup's fallbacks", () => {
   it("lowers a group it has a compute for", () => {
     const { fused, group } = relu()
-    expect(lowerGroup(fused, group).kind).toBe("compiled")
+    expect(lowerGroup(fused, group, TIR).kind).toBe("compiled")
   })
 
   it("no compute (a float16 group is not fused): a fallback with the reason", () => {
     const { fused, group } = relu("float16")
-    expect(lowerGroup(fused, group)).toMatchObject({ kind: "fallback", reason: "Relu: Relu computes in float16 (rounded after every op; not fused)" })
+    expect(lowerGroup(fused, group, TIR)).toMatchObject({ kind: "fallback", reason: "Relu: Relu computes in float16 (rounded after every op; not fused)" })
   })
 
   it("an illegal schedule or an ill-formed compute: a fallback with the reason", () => {
     const { fused, group } = relu()
     const illegal = new S.ScheduleError({ primitive: "vectorize", stage: "t0", axis: "t0.i", reason: "extent 99 is too long to vectorize (split it first)" })
-    expect(lowerGroup(fused, group, throwing(illegal))).toMatchObject({ kind: "fallback", reason: `Relu: ${illegal.message}` })
+    expect(lowerGroup(fused, group, TIR, throwing(illegal))).toMatchObject({ kind: "fallback", reason: `Relu: ${illegal.message}` })
     const illFormed = new IllFormedComputeError({ tensor: "p0", reason: "has rank 2, read with 3 indices" })
-    expect(lowerGroup(fused, group, throwing(illFormed))).toMatchObject({ kind: "fallback", reason: "Relu: ill-formed compute: 'p0' has rank 2, read with 3 indices" })
-    expect(lowerGroup(fused, group, throwing(new NoComputeError({ reason: "declined" })))).toMatchObject({ kind: "fallback", reason: "Relu: declined" })
+    expect(lowerGroup(fused, group, TIR, throwing(illFormed))).toMatchObject({ kind: "fallback", reason: "Relu: ill-formed compute: 'p0' has rank 2, read with 3 indices" })
+    expect(lowerGroup(fused, group, TIR, throwing(new NoComputeError({ reason: "declined" })))).toMatchObject({ kind: "fallback", reason: "Relu: declined" })
   })
 
   it("anything else is a bug: it propagates (a RangeError no longer means 'unsupported')", () => {
     const { fused, group } = relu()
-    expect(() => lowerGroup(fused, group, throwing(new RangeError("Maximum call stack size exceeded")))).toThrow(RangeError)
-    expect(() => lowerGroup(fused, group, throwing(new TypeError("x is undefined")))).toThrow(TypeError)
+    expect(() => lowerGroup(fused, group, TIR, throwing(new RangeError("Maximum call stack size exceeded")))).toThrow(RangeError)
+    expect(() => lowerGroup(fused, group, TIR, throwing(new TypeError("x is undefined")))).toThrow(TypeError)
   })
 })

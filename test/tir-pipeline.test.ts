@@ -139,17 +139,17 @@ describe("lowerGroups", () => {
 
   it("runs the TIR pipeline under the config it is given (the caller's, inside compilation)", () => {
     const { names, instrument } = recorder()
-    const kernels = lowerGroups(graph(), undefined, cpuTirPipeline(), { optLevel: 0, instruments: [instrument] })
+    const kernels = lowerGroups(graph(), cpuTirPipeline(), undefined, { optLevel: 0, instruments: [instrument] })
     expect(kernels.every((k) => k.kind === "compiled")).toBe(true)
     expect(names.length).toBeGreaterThan(0)
     expect(names).not.toContain("lowering.Simplify")
     expect(new Set(names)).toEqual(new Set(["lowering.VectorizeLoops", "lowering.UnrollLoops", "lowering.InjectVirtualThread", "lowering.FlattenStorage", "lowering.LowerIntrinsics"]))
   })
 
-  it("by default runs the CPU pipeline at opt level 3", () => {
+  it("with no config runs the pipeline it is given at opt level 3", () => {
     const fused = graph()
     const printed = (ks: ReturnType<typeof lowerGroups>) => ks.map((k) => (k.kind === "compiled" ? printPrimFunc(k.func) : k.reason)).join("\n")
-    expect(printed(lowerGroups(fused))).toBe(printed(lowerGroups(fused, undefined, cpuTirPipeline(), { optLevel: 3 })))
+    expect(printed(lowerGroups(fused, cpuTirPipeline()))).toBe(printed(lowerGroups(fused, cpuTirPipeline(), undefined, { optLevel: 3 })))
   })
 })
 

@@ -1,7 +1,8 @@
 // A fused group → one PrimFunc: each node's TE compute chained, the elementwise/injective stages
 // inlined into their consumers, reductions (the anchor: conv, matmul, pooling) computed at root,
-// the target's default schedule applied, then the target's TIR pipeline (the CPU targets' unless
-// given) under the caller's PassConfig. Groups with an op that has no compute run through the
+// the target's default schedule applied, then the target's TIR pipeline (its backend's, which every
+// caller names: a default here once lowered through options other than compilation's) under the
+// caller's PassConfig. Groups with an op that has no compute run through the
 // named fallback: their nodes' reference kernels.
 import type { Graph, Node } from "../ast/graph/graph.js"
 import type { ValueType } from "../ast/graph/op.js"
@@ -16,7 +17,6 @@ import { attrsOf, computeFor, MULTI_OUTPUT, NoComputeError } from "./op-library.
 import { INT64_EXACT_IN_DOUBLE } from "../ast/graph/ops/exact-int64.js"
 import { indexInputOf } from "./index-checks.js"
 import { interruptedAt, type PassConfigShape } from "../rewrite/pass.js"
-import { cpuTirPipeline } from "./tir/cpu-pipeline.js"
 import { runTirSync, type TirPass } from "./tir/tir-pass.js"
 
 export interface CompiledKernel {
@@ -198,15 +198,15 @@ const loweringKey = (te: GroupTE, s: S.Schedule): string => {
 }
 
 /**
- * The group's PrimFunc for a schedule of its TE program, with the TIR pipeline run under `config`
- * (over the default PassConfig). A memo is for one pipeline and config.
+ * The group's PrimFunc for a schedule of its TE program, with the TIR pipeline `tir` (the target
+ * backend's) run under `config` (over the default PassConfig). A memo is for one pipeline and config.
  */
 export const lowerGroupSchedule = (
   te: GroupTE,
   group: FusedGroup,
   s: S.Schedule,
+  tir: TirPass<unknown>,
   memo?: Map<string, PrimFunc>,
-  tir: TirPass<unknown> = cpuTirPipeline(),
   config?: Partial<PassConfigShape>,
 ): CompiledKernel => {
   const name = `k${group.id}`
@@ -236,12 +236,13 @@ const nodesByName = (g: Graph): ReadonlyMap<string, Graph["nodes"][number]> => {
   return m
 }
 
+/** A group's kernel through the TIR pipeline `tir` (its target backend's: `Codegen.tir(target)`). */
 export const lowerGroup = (
   fused: FusedGraph,
   group: FusedGroup,
+  tir: TirPass<unknown>,
   schedule: ScheduleFn = defaultCpuSchedule,
   memo?: Map<string, PrimFunc>,
-  tir: TirPass<unknown> = cpuTirPipeline(),
   config?: Partial<PassConfigShape>,
   exact: Exact64 = NO_EXACT64,
 ): GroupKernel => {
@@ -249,7 +250,7 @@ export const lowerGroup = (
   const nodes = group.nodes.map((n) => nodesByName(fused.graph).get(n)!)
   try {
     const te = buildGroupTE(fused, group, exact)
-    return lowerGroupSchedule(te, group, schedule(te.outputs, baseSchedule(te.outputs), group), memo, tir, config)
+    return lowerGroupSchedule(te, group, schedule(te.outputs, baseSchedule(te.outputs), group), tir, memo, config)
   } catch (e) {
     if (isGroupFallbackError(e))
       return { kind: "fallback", group: group.id, name, nodes, reason: `${nodes.map((n) => n.op).join("+")}: ${e.message}` }
@@ -264,8 +265,8 @@ export const lowerGroup = (
  */
 export const lowerGroups = (
   fused: FusedGraph,
+  tir: TirPass<unknown>,
   schedule?: ScheduleFn,
-  tir: TirPass<unknown> = cpuTirPipeline(),
   config?: Partial<PassConfigShape>,
   /** Which of int64 / uint64 the target computes exactly (its Codegen's `exactInt64` / `exactUint64`). */
   exact: Exact64 = NO_EXACT64,
@@ -275,7 +276,7 @@ export const lowerGroups = (
     // (a stop request is seen between groups: InterruptedError, thrown for the caller to fail with)
     const stop = interruptedAt(config?.interrupt, `lowering group ${g.id} (${g.ops.slice(0, 3).join("+")}${g.ops.length > 3 ? "+…" : ""})`)
     if (stop) throw stop
-    return lowerGroup(fused, g, schedule, memo, tir, config, exact)
+    return lowerGroup(fused, g, tir, schedule, memo, config, exact)
   })
 }
 

@@ -11,7 +11,7 @@
 import { attr } from "../ast/graph/attrs.js"
 import { resolveNode } from "../ast/graph/evaluate.js"
 import type { Graph, Node } from "../ast/graph/graph.js"
-import { bindSync } from "../ast/graph/infer.js"
+import { bindMemo, bindSync } from "../ast/graph/infer.js"
 import { blockOf, packKernel, packNCHWc } from "../ast/graph/ops/layout.js"
 import { TESSERA_DOMAIN } from "../ast/graph/ops/index.js"
 import { allocate } from "../ast/graph/dtype.js"
@@ -378,11 +378,13 @@ const concatThroughLayout = (target: LayoutTarget): Rule => ({
 })
 
 export const alterLayoutSync = (graph: Graph, target: LayoutTarget): Graph => {
-  const g = bindSync(graph)
+  // (one memo for the pass's binds: each binds the last one's graph, or a few nodes changed)
+  const memo = bindMemo()
+  const g = bindSync(graph, undefined, { memo })
   // convolutions first, then neighbours and cancellation to a fixed point
-  const converted = rewriteToFixedPoint(g, [convToBlocked(target, vectorWritten(g, target)), denseToPacked(target), int8ConvToPackedFor(target), int8GroupedToPacked, int8MatmulToPacked]).graph
-  const moved = rewriteToFixedPoint(converted, [composeTransforms, unaryThroughLayout, binaryThroughLayout, poolThroughLayout, concatThroughLayout(target)]).graph
-  return bindSync(eliminateDeadCodeSync(moved))
+  const converted = rewriteToFixedPoint(g, [convToBlocked(target, vectorWritten(g, target)), denseToPacked(target), int8ConvToPackedFor(target), int8GroupedToPacked, int8MatmulToPacked], undefined, memo).graph
+  const moved = rewriteToFixedPoint(converted, [composeTransforms, unaryThroughLayout, binaryThroughLayout, poolThroughLayout, concatThroughLayout(target)], undefined, memo).graph
+  return bindSync(eliminateDeadCodeSync(moved), undefined, { memo })
 }
 
 /** The pass for a CPU target with `vectorLanes` fp32 lanes. */

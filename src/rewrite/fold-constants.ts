@@ -4,7 +4,7 @@
 // keeps huge constants (ConstantOfShape of a large shape) from being materialized needlessly.
 import { resolveNode, roundNarrow, subgraphFreeNames } from "../ast/graph/evaluate.js"
 import type { Graph, Node } from "../ast/graph/graph.js"
-import { bindSync } from "../ast/graph/infer.js"
+import { bindMemo, bindSync, propagatedOutputs } from "../ast/graph/infer.js"
 import { runKernel } from "../ast/graph/ops/exact-int64.js"
 import { sizeOf, type Tensor } from "../ast/graph/tensor.js"
 import { graphPass } from "./pass.js"
@@ -19,7 +19,10 @@ export const defaultFoldOptions: FoldOptions = { maxElements: 1 << 20 }
 const hasSubgraph = (n: Node) => Object.values(n.attrs).some((a) => a.kind === "graph" || a.kind === "graphs")
 
 export const foldConstantsSync = (graph: Graph, options: FoldOptions = defaultFoldOptions): Graph => {
-  const g = bindSync(graph)
+  // (the bind evaluates the small constants already — DenseNet-121's light model's 836
+  // ConstantOfShape weights — and its memo hands them to the fold and to the bind at the end)
+  const memo = bindMemo()
+  const g = bindSync(graph, undefined, { memo })
   const outputs = new Set(g.outputs.map((o) => o.name))
   // the values known so far (what later nodes fold with), and the initializers of the result: a
   // folded graph output is known under its own name but stored under a fresh one (see foldInto)
@@ -54,7 +57,7 @@ export const foldConstantsSync = (graph: Graph, options: FoldOptions = defaultFo
       continue
     }
     // (int64 exact: the interpreter's kernel choice, see ops/exact-int64.ts)
-    const out = runKernel(n.op, def, { node: n.name, attrs, opset: g.opset, inputs: ins, outputs: n.outputs.length, runSubgraph: () => [] }, n.domain)
+    const out = propagatedOutputs(memo, n, ins) ?? runKernel(n.op, def, { node: n.name, attrs, opset: g.opset, inputs: ins, outputs: n.outputs.length, runSubgraph: () => [] }, n.domain)
     foldInto(n, out)
   }
   function foldInto(n: Node, out: readonly Tensor[]) {
@@ -79,7 +82,7 @@ export const foldConstantsSync = (graph: Graph, options: FoldOptions = defaultFo
   }
   for (const o of outputs) live.add(o)
   const initializers = new Map([...constants].filter(([k]) => live.has(k)))
-  return bindSync({ ...g, nodes, initializers })
+  return bindSync({ ...g, nodes, initializers }, undefined, { memo })
 }
 
 export const foldConstants = graphPass("rewrite.FoldConstants", 1, (g) => foldConstantsSync(g))

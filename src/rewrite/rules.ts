@@ -3,7 +3,7 @@
 // are arrays and compose by concatenation. `rewriteToFixedPoint` sweeps the graph, re-infers types
 // after each sweep, and stops when nothing fires (Saturated) or at its limit (IterationLimit).
 import type { Graph, Node } from "../ast/graph/graph.js"
-import { bindSync } from "../ast/graph/infer.js"
+import { bindMemo, bindSync, type BindMemo } from "../ast/graph/infer.js"
 import { subgraphFreeNames } from "../ast/graph/evaluate.js"
 import type { ValueType } from "../ast/graph/op.js"
 import type { Tensor } from "../ast/graph/tensor.js"
@@ -139,15 +139,19 @@ const sweep = (g: Graph, rules: RuleSet, fresh: (b: string) => string, fired: Ma
   return { ...g, nodes, initializers: constants }
 }
 
-/** Applies `rules` until nothing fires or `maxIterations` sweeps have run. */
-export const rewriteToFixedPoint = (graph: Graph, rules: RuleSet, maxIterations = 16): RewriteReport => {
+/**
+ * Applies `rules` until nothing fires or `maxIterations` sweeps have run. The graph is bound before
+ * the first sweep and after each, through `memo` (a node a sweep kept is not inferred again): the
+ * caller's where it binds the same graph before or after (one pass's binds), else this call's.
+ */
+export const rewriteToFixedPoint = (graph: Graph, rules: RuleSet, maxIterations = 16, memo: BindMemo = bindMemo()): RewriteReport => {
   const fired = new Map<string, number>()
   const fresh = freshNames(graph)
-  let g = bindSync(graph)
+  let g = bindSync(graph, undefined, { memo })
   for (let it = 1; it <= maxIterations; it++) {
     const next = sweep(g, rules, fresh, fired)
     if (!next) return { graph: g, stop: "Saturated", iterations: it, fired }
-    g = bindSync(next)
+    g = bindSync(next, undefined, { memo })
   }
   return { graph: g, stop: "IterationLimit", iterations: maxIterations, fired }
 }

@@ -7,7 +7,7 @@
 import { attr } from "../ast/graph/attrs.js"
 import { resolveNode } from "../ast/graph/evaluate.js"
 import type { Graph } from "../ast/graph/graph.js"
-import { bindSync } from "../ast/graph/infer.js"
+import { bindMemo, bindSync } from "../ast/graph/infer.js"
 import { TESSERA_DOMAIN } from "../ast/graph/ops/index.js"
 import { windowOf, type AutoPad } from "../ast/graph/ops/nn-common.js"
 import { WINOGRAD_M, winogradKernel } from "../ast/graph/ops/winograd.js"
@@ -99,9 +99,11 @@ export const winogradRulesFor = (target: WinogradTarget): RuleSet => [convToWino
 export const winogradRules: RuleSet = winogradRulesFor({})
 
 export const winogradConvSync = (graph: Graph, target: WinogradTarget = {}): Graph => {
-  const g = bindSync(graph)
-  const rewritten = rewriteToFixedPoint(g, winogradRulesFor(target)).graph
-  return bindSync(eliminateDeadCodeSync(rewritten))
+  // (one memo for the pass's binds: each binds the last one's graph, or a few nodes changed)
+  const memo = bindMemo()
+  const g = bindSync(graph, undefined, { memo })
+  const rewritten = rewriteToFixedPoint(g, winogradRulesFor(target), undefined, memo).graph
+  return bindSync(eliminateDeadCodeSync(rewritten), undefined, { memo })
 }
 
 /** The pass for a target (after alterLayout, which makes the blocked convolutions it reads). */

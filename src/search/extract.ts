@@ -116,7 +116,7 @@ export const tasksOfProgram = (program: Program, target: Target): TaskRunner[] =
     const { group, te } = built.get(task.groups[0])!
     return {
       task: { ...task, label: describe(program, group, task.label) },
-      lowerConfig: (config) => lowerGroupSchedule(te, group, task.template.apply(task.outputs, task.base, config), undefined, tir).func,
+      lowerConfig: (config) => lowerGroupSchedule(te, group, task.template.apply(task.outputs, task.base, config), tir).func,
       outputs: new Set(te.outputs.map((o) => o.name)),
       reference: groupReference(program, group, te),
       target: scheduleTarget,

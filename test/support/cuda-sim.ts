@@ -50,12 +50,12 @@ export const compileCudaSim = (graph: Graph, shapes: ReadonlyMap<string, readonl
   const bound = Effect.runSync(bind(graph, shapes as never, { requireStatic: true }))
   const planned = Effect.runSync(graphPipeline().run(bound))
   const l = gpuLimits(attrs)
-  for (const k of lowerGroups(planned, cudaSchedules(attrs), tirPass("lowering.None", 0, (f) => f))) {
+  for (const k of lowerGroups(planned, tirPass("lowering.None", 0, (f) => f), cudaSchedules(attrs))) {
     if (k.kind !== "compiled") continue
     const v = verifyGpuFunc(k.func, l)
     if (v.problems.length) throw new GpuVerifyError(`${k.name}: ${v.problems.join("; ")}`)
   }
-  const kernels = lowerGroups(planned, cudaSchedules(attrs), cudaTirPipeline(attrs))
+  const kernels = lowerGroups(planned, cudaTirPipeline(attrs), cudaSchedules(attrs))
   const program: Program = { graph: planned.graph, fused: { graph: planned.graph, groups: planned.groups }, memory: planned.memory, kernels }
   cudaSimSource(program, attrs)
   return program

@@ -83,14 +83,56 @@ const checkSize = (g: Graph): void => {
 }
 
 /**
+ * What one node's inference read and set: its input types and constants, the opset, and the types
+ * and constants it set, in order — for the next bind of a graph that kept the node (the same
+ * object) with the same inputs.
+ */
+interface NodeInference {
+  readonly opset: number
+  readonly inTypes: readonly (ValueType | undefined)[]
+  readonly inValues: readonly (Tensor | undefined)[]
+  readonly types: readonly (readonly [string, ValueType])[]
+  readonly values: readonly (readonly [string, Tensor])[]
+}
+
+/**
+ * A memo for the binds of one rewrite to a fixed point (rules.ts makes one per call and drops it):
+ * a sweep changes a few nodes and keeps the other node objects, each of which a bind re-inferred
+ * (AlterLayout's sixteen sweeps over DenseNet-121's thousand nodes, each bind evaluating its small
+ * constants again). A kept node whose input types are equal (dtype and dims) and whose input
+ * constants are the same tensors gets what it got last time, which is what inferring it again
+ * gives: a type relation and a kernel read only the node, its inputs and the opset. Nodes with
+ * subgraphs, whose inference reads the enclosing scope, are always inferred.
+ */
+export type BindMemo = Map<Node, NodeInference>
+
+export const bindMemo = (): BindMemo => new Map()
+
+/**
+ * The constants a bind through `memo` computed for node `n` (its reference kernel, narrow floats
+ * rounded) from exactly these inputs (the same tensors), one per output; undefined where it computed
+ * none, or where an output is omitted. What running the kernel on them again gives.
+ */
+export const propagatedOutputs = (memo: BindMemo, n: Node, inputs: readonly (Tensor | undefined)[]): Tensor[] | undefined => {
+  const known = memo.get(n)
+  if (!known || known.values.length === 0 || n.outputs.some((o) => o === "") || !inputs.every((t, k) => t === known.inValues[k])) return undefined
+  const byName = new Map(known.values)
+  const outs = n.outputs.map((o) => byName.get(o))
+  return outs.every((t) => t !== undefined) ? (outs as Tensor[]) : undefined
+}
+
+const sameType = (a: ValueType | undefined, b: ValueType | undefined): boolean =>
+  a === b || (a !== undefined && b !== undefined && a.dtype === b.dtype && a.shape.length === b.shape.length && a.shape.every((d, k) => d === b.shape[k]))
+
+/**
  * Binds the graph inputs' symbolic dims from `shapes` (whole input shapes by input name), then
  * infers every value's type. With `requireStatic`, an input dim left unbound is an InputError
- * naming the input and the dim.
+ * naming the input and the dim. `memo`: one fixed point's (see BindMemo).
  */
 export const bindSync = (
   graph: Graph,
   shapes: ReadonlyMap<string, readonly number[]> = new Map(),
-  options: { readonly requireStatic?: boolean; readonly interrupt?: Interrupt } = {},
+  options: { readonly requireStatic?: boolean; readonly interrupt?: Interrupt; readonly memo?: BindMemo } = {},
 ): Graph => {
   const symbols = new Map<string, number>()
   const inputs: ValueInfo[] = graph.inputs.map((i) => {
@@ -133,7 +175,7 @@ export const bindSync = (
     values.set(k, t)
   }
   checkSize(graph)
-  inferNodes(graph, types, values, newInferMemo(options.interrupt))
+  inferNodes(graph, types, values, newInferMemo(options.interrupt), 0, options.memo)
   const outputs = graph.outputs.map((o) => ({ name: o.name, type: types.get(o.name) ?? o.type }))
   const valueTypes = new Map(graph.valueTypes)
   for (const [k, t] of types) valueTypes.set(k, t)
@@ -144,10 +186,31 @@ export const bindSync = (
  * Infers the types of a graph's nodes in order, into `types` (which holds the inputs',
  * initializers' and enclosing scopes' types) and propagates small constants into `values`.
  */
-export const inferNodes = (graph: Graph, types: Map<string, ValueType>, values: Map<string, Tensor>, memo: InferMemo = newInferMemo(), depth = 0): void => {
+export const inferNodes = (graph: Graph, types: Map<string, ValueType>, values: Map<string, Tensor>, memo: InferMemo = newInferMemo(), depth = 0, nodes?: BindMemo): void => {
   if (depth > LIMITS.subgraphDepth) throw new GraphError({ where: graph.name, reason: `subgraphs are nested more than ${LIMITS.subgraphDepth} deep (Tessera's limit)` })
   for (const n of graph.nodes) {
     checkInterrupt(memo.interrupt, () => `inferring node '${n.name}' (${n.op})`)
+    const known = nodes?.get(n)
+    if (
+      known &&
+      known.opset === graph.opset &&
+      n.inputs.every((name, k) => (name === "" ? known.inTypes[k] === undefined : sameType(types.get(name) ?? graph.valueTypes.get(name), known.inTypes[k]) && values.get(name) === known.inValues[k]))
+    ) {
+      for (const [o, t] of known.types) types.set(o, t)
+      for (const [o, v] of known.values) values.set(o, v)
+      continue
+    }
+    // what this node sets, for the memo
+    const setTypes: [string, ValueType][] = []
+    const setValues: [string, Tensor][] = []
+    const setType = (o: string, t: ValueType) => {
+      types.set(o, t)
+      setTypes.push([o, t])
+    }
+    const setValue = (o: string, v: Tensor) => {
+      values.set(o, v)
+      setValues.push([o, v])
+    }
     try {
       const { def, attrs } = resolveNode(n)
       const inTypes = n.inputs.map((name) => {
@@ -157,6 +220,8 @@ export const inferNodes = (graph: Graph, types: Map<string, ValueType>, values: 
         return t
       })
       const inValues = n.inputs.map((name) => (name === "" ? undefined : values.get(name)))
+      const hasGraph = Object.values(n.attrs).some((a) => a.kind === "graph" || a.kind === "graphs")
+      if (nodes && !hasGraph) nodes.set(n, { opset: graph.opset, inTypes, inValues, types: setTypes, values: setValues })
       const outTypes = def.infer({
         node: n.name,
         attrs,
@@ -171,19 +236,18 @@ export const inferNodes = (graph: Graph, types: Map<string, ValueType>, values: 
         const t = outTypes[j]
         if (!t) throw new NodeError({ node: n.name, op: n.op, reason: `type relation gave no type for output ${j}` })
         checkElements(n, j, t)
-        types.set(o, t)
+        setType(o, t)
       })
       // Shape and Size of a statically shaped value are known without its data
       if ((n.op === "Shape" || n.op === "Size") && n.inputs[0] !== "" && !inValues[0] && inTypes[0] && isStatic(inTypes[0])) {
         const shapeOnly: Tensor = { dtype: inTypes[0].dtype, shape: inTypes[0].shape as number[], data: new Float32Array(0) }
         const [out] = def.kernel({ node: n.name, attrs, opset: graph.opset, inputs: [shapeOnly], outputs: 1, runSubgraph: () => [] })
-        values.set(n.outputs[0], out)
-        types.set(n.outputs[0], typeOf(out))
+        setValue(n.outputs[0], out)
+        setType(n.outputs[0], typeOf(out))
         continue
       }
       // constant propagation: all inputs known, no subgraphs, small outputs
       const allConst = n.inputs.every((name, k) => name === "" || inValues[k] !== undefined)
-      const hasGraph = Object.values(n.attrs).some((a) => a.kind === "graph" || a.kind === "graphs")
       const small = outTypes.every((t) => isStatic(t) && sizeOf(t.shape as number[]) <= MAX_PROPAGATED_ELEMENTS)
       if (allConst && !hasGraph && small) {
         const outs = runKernel(
@@ -202,12 +266,14 @@ export const inferNodes = (graph: Graph, types: Map<string, ValueType>, values: 
         outs.forEach(roundNarrow)
         n.outputs.forEach((o, j) => {
           if (o !== "" && outs[j]) {
-            values.set(o, outs[j])
-            types.set(o, typeOf(outs[j]))
+            setValue(o, outs[j])
+            setType(o, typeOf(outs[j]))
           }
         })
       }
     } catch (e) {
+      // (a node whose inference failed is not remembered)
+      nodes?.delete(n)
       throw toTyped(n, e)
     }
   }

@@ -178,17 +178,49 @@ export const reduceLoopOf = (s: ForStmt): ReduceLoop | undefined => {
 
 const renderLeaf = <K extends LeafKind>(dialect: CDialect, kind: K, s: StmtOf<K>, walk: Walk): readonly string[] => dialect.leaf[kind](s, walk)
 
+/** What renderFunction writes after a function's signature, and what the signature is made of. */
+interface RenderedBody {
+  readonly dialect: CDialect
+  readonly params: PrimFunc["params"]
+  readonly paramNames: readonly string[]
+  readonly stored: ReturnType<typeof storedBuffers>
+  /** The body's lines and the closing brace. */
+  readonly text: string
+  /** The definitions the body asked for, in order of asking (each key's first text). */
+  readonly definitions: ReadonlyMap<string, string>
+  /** The functions its parallel loops were outlined into (the dialect's `outline`), each one text. */
+  readonly outlined: readonly string[]
+}
+
+/**
+ * Bodies rendered in one emission, by body: kernels that share a lowered function (lowering gives
+ * groups of the same TE program and schedule one body under their own names — ResNet-50's 58
+ * kernels are 29 bodies) render it once. Made by the emitter for one call and dropped with it.
+ */
+export type RenderMemo = Map<PrimFunc["body"], RenderedBody[]>
+
 /**
  * One function of `dialect` exported as `name`: the functions its parallel loops were outlined into
  * (where the dialect outlines them), then its signature, its body indented by two spaces, its
  * closing brace. Definitions its statements ask for are added to `definitions` (the module's).
  * Throws EmitError (target: the dialect's, kernel: `name`) for what the dialect cannot render.
+ * With a memo, a body already rendered in the same dialect with the same params is not walked
+ * again: the text is the same, since nothing of the body's rendering reads the name but an error.
  */
-export const renderFunction = (dialect: CDialect, f: PrimFunc, name: string, definitions: Map<string, string> = new Map()): string => {
+export const renderFunction = (dialect: CDialect, f: PrimFunc, name: string, definitions: Map<string, string> = new Map(), memo?: RenderMemo): string => {
+  const known = memo?.get(f.body)?.find((r) => r.dialect === dialect && r.params === f.params)
+  const body = known ?? renderBody(dialect, f, name)
+  // (a body with outlined parallel loops names its functions after the kernel: its text is this name's only)
+  if (memo && !known && body.outlined.length === 0) memo.set(f.body, [...(memo.get(f.body) ?? []), body])
+  for (const [key, text] of body.definitions) if (!definitions.has(key)) definitions.set(key, text)
+  return [...body.outlined.map((d) => `${d}\n`), [...dialect.signature(f, name, body.paramNames, body.stored), body.text].join("\n")].join("\n")
+}
+
+const renderBody = (dialect: CDialect, f: PrimFunc, name: string): RenderedBody => {
+  const definitions = new Map<string, string>()
   const k: Kernel = { dialect, name, vars: new Names("v"), bufs: new Names("b"), definitions, out: [], outlined: [] }
-  const params = f.params.map((p) => k.bufs.get(p.name))
-  k.out.push(...dialect.signature(f, name, params, storedBuffers(f.body)))
+  const paramNames = f.params.map((p) => k.bufs.get(p.name))
   renderStmt(k, f.body, "  ", { buffers: new Map(f.params.map((p) => [p.name, p] as const)), bounds: new Map(), loops: [], vars: new Map() })
   k.out.push("}")
-  return [...k.outlined.map((d) => `${d.join("\n")}\n`), k.out.join("\n")].join("\n")
+  return { dialect, params: f.params, paramNames, stored: storedBuffers(f.body), text: k.out.join("\n"), definitions, outlined: k.outlined.map((d) => d.join("\n")) }
 }

@@ -11,7 +11,7 @@
 // prelude, the intrinsic definitions the kernels call, the kernels — and the header.
 import { storedBuffers } from "../../ast/tir/analysis.js"
 import type { PrimFunc } from "../../ast/tir/tir.js"
-import { renderFunction } from "../c-family/render.js"
+import { renderFunction, type RenderMemo } from "../c-family/render.js"
 import { commentSafe, isIdentifier, Names } from "../c-family/names.js"
 import { EmitError } from "../emit-error.js"
 import { cDialect, declareC, describeC, type CParallel } from "./dialect.js"
@@ -146,9 +146,11 @@ export const emitC = (funcs: readonly PrimFunc[], options: CEmitOptions = {}): C
   const overlapping = options.aliased && options.aliased.size > 0 ? dialectOf(false) : dialect
   const lib = options.libName ?? "tessera_kernels"
   if (!isIdentifier(lib)) fail(`library name ${commentSafe(lib)} is not a safe C identifier`)
+  // (kernels that share a lowered function render its body once)
+  const memo: RenderMemo = new Map()
   const rendered = funcs.map((f) => {
     const definitions = new Map<string, string>()
-    const text = renderFunction(options.aliased?.has(f.name) ? overlapping : dialect, f, f.name, definitions)
+    const text = renderFunction(options.aliased?.has(f.name) ? overlapping : dialect, f, f.name, definitions, memo)
     return { f, text, definitions }
   })
   // the single unit's definitions: each once, in order of first use
