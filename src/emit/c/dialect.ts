@@ -100,6 +100,8 @@ const loop = (s: ForStmt, w: Walk): { open: string[]; close: string[] } => {
       break
   }
   open.push(`for (int64_t ${v} = ${min}; ${v} < ${end}; ++${v}) {`)
+  // (cache hints at the top of the body: read, keep in all levels)
+  for (const p of s.prefetch ?? []) open.push(`  __builtin_prefetch(&${access(p.buffer, [p.index], w)}, 0, 3);`)
   return { open, close: ["}"] }
 }
 
