@@ -3,7 +3,8 @@
 // each reading its slab of a weight buffer in passes over rows, the reduction, blocks and lanes, as
 // the conv and Winograd templates lower — every prefetched index lies inside the buffer, and the
 // lines an iteration prefetches cover every line the next iteration reads. A slab read once per
-// iteration, a buffer within the threshold, and a slab whose pair exceeds the L2 get no hint.
+// iteration, a buffer within the threshold, a slab whose pair exceeds the L2, and reads outside a
+// vector loop get no hint.
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { add, c, mul, read, v, type Expr } from "../../../src/ast/te/expr.js"
@@ -27,7 +28,7 @@ interface TileCase {
 }
 
 /** out[p, r, b, l] = Σ_i x[r, i] · w[p·S + b·(ic·lanes) + i·lanes + l], p parallel: a channel tile's slab S = blocks × ic × lanes, read once per row. */
-const tileKernel = (k: TileCase): PrimFunc => {
+const tileKernel = (k: TileCase, laneKind: ForStmt["forKind"] = "vectorized"): PrimFunc => {
   const S = k.blocks * k.ic * k.lanes
   const w: Buffer = { name: "w", dtype: "float32", shape: [k.tiles * S], scope: "global" }
   const x: Buffer = { name: "x", dtype: "float32", shape: [k.rows * k.ic], scope: "global" }
@@ -39,7 +40,7 @@ const tileKernel = (k: TileCase): PrimFunc => {
     const wIndex = add(add(add(mul(p, c(S)), c(b * k.ic * k.lanes)), mul(i, c(k.lanes))), l)
     return { kind: "store", buffer: "out", indices: [at], value: add(read("out", [at], "float32"), mul(read("x", [add(mul(r, c(k.ic)), i)], "float32"), read("w", [wIndex], "float32"))) }
   })
-  const lanes = stores.map((st) => loopOf("l", k.lanes, st, "vectorized"))
+  const lanes = stores.map((st) => loopOf("l", k.lanes, st, laneKind))
   const body = loopOf("p", k.tiles, loopOf("r", k.rows, loopOf("i", k.ic, lanes.length === 1 ? lanes[0] : { kind: "seq", body: lanes })), "parallel")
   return { name: "tiles", params: [x, w, out], body }
 }
@@ -99,13 +100,16 @@ describe("lowering.PrefetchNextTile: its hints", () => {
     )
   })
 
-  it("no hint where the buffer is within the threshold, the slab is read once a tile, or two slabs exceed the L2", () => {
+  it("no hint where the buffer is within the threshold, two slabs exceed the L2, the reads are in no vector loop, or the slab is read once a tile", () => {
     fc.assert(
       fc.property(arbTiles, (k) => {
         const f = tileKernel(k)
         const wBytes = k.tiles * slabBytes(k)
         expect(prefetchNextTiles(f, wBytes, 1 << 30)).toBe(f)
         expect(prefetchNextTiles(f, 0, 2 * slabBytes(k) - 1)).toBe(f)
+        // (reads outside a vector loop: a scalar loop, not a register tile's step)
+        const scalar = tileKernel(k, "serial")
+        expect(prefetchNextTiles(scalar, 0, 1 << 30)).toBe(scalar)
         const once = tileKernel({ ...k, rows: 1 })
         expect(prefetchLoops(prefetchNextTiles(once, 0, 1 << 30).body)).toHaveLength(0)
       }),

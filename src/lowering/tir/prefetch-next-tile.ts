@@ -15,8 +15,10 @@
 // target record's L2: a buffer that size is not in L2 when the kernel starts), whose every read in
 // the loop's body has a constant coefficient S of the parallel variable and a rest within [0, S)
 // over the body's loop bounds, with S's slab and the next one together within `maxSlabBytes` (the
-// L2 too: the current slab stays cached while the next one comes in), and read at least MIN_REUSE
-// times an iteration (a slab read once is what the hardware prefetcher streams well by itself).
+// L2 too: the current slab stays cached while the next one comes in), read at least MIN_REUSE
+// times an iteration (a slab read once is what the hardware prefetcher streams well by itself), and
+// read in the vector loops of a register tile's step (the loop that issues the hints is the
+// step's serial loop around them).
 //
 // Meaning: a prefetch reads nothing into the program and writes nothing; the evaluators skip it.
 // Its index is kept within the buffer (the next slab of the last iteration is its own), which the
@@ -142,6 +144,9 @@ const planFor = (par: ForStmt, buffer: Buffer, sites: readonly Site[], maxSlabBy
   if (!loop || paths.some((path) => path[path.length - 1] !== loop)) return undefined
   const path = paths[0]
   if (path.some((l) => !constantLoop(l))) return undefined
+  // (a step of a vector register tile: every read in a vectorized loop inside `loop` — not a scalar
+  // loop the emitter turns into a vector reduction of its own, a LayerNorm's row sum)
+  if (sites.some((site) => !site.loops.slice(site.loops.indexOf(loop) + 1).some((l) => l.forKind === "vectorized"))) return undefined
   // the step t of N (the serial loops down to `loop` linearized, outermost first)
   let t: Expr = c(0, par.var.dtype)
   let steps = 1
