@@ -26,7 +26,8 @@
 import { BYTES } from "../../ast/graph/dtype.js"
 import { storedBuffers } from "../../ast/tir/analysis.js"
 import { mapStmt, type Buffer, type Prefetch, type PrimFunc, type Stmt } from "../../ast/tir/tir.js"
-import { add, c, collect, div, freeVars, min, mul, substitute, type Expr, type Read, type Var } from "../../ast/te/expr.js"
+import { add, c, collect, div, min, mul, substitute, type Expr, type Read, type Var } from "../../ast/te/expr.js"
+import { coef } from "../../ast/te/linear-index.js"
 import { tirPass, type TirPass } from "./tir-pass.js"
 
 type ForStmt = Extract<Stmt, { kind: "for" }>
@@ -39,23 +40,6 @@ export const MIN_REUSE = 2
 
 /** Prefetches a step issues at most (more lines than that per step: the slab is too large for its steps). */
 const MAX_PER_STEP = 4
-
-/** The coefficient of `p` in `e` where `e` is linear in it with a constant one (0 where `p` is absent). */
-export const linearCoefficient = (e: Expr, p: string): number | undefined => {
-  if (!freeVars(e).has(p)) return 0
-  if (e.kind === "var") return 1
-  if (e.kind !== "bin") return undefined
-  const a = linearCoefficient(e.a, p)
-  const b = linearCoefficient(e.b, p)
-  if (a === undefined || b === undefined) return undefined
-  if (e.op === "add") return a + b
-  if (e.op === "sub") return a - b
-  if (e.op === "mul") {
-    if (e.a.kind === "const" && b !== undefined) return e.a.value * b
-    if (e.b.kind === "const" && a !== undefined) return e.b.value * a
-  }
-  return undefined
-}
 
 /** [lo, hi] of an integer expression over variables in `ranges` (inclusive); undefined beyond + − × and constants. */
 export const exprBounds = (e: Expr, ranges: ReadonlyMap<string, readonly [number, number]>): readonly [number, number] | undefined => {
@@ -122,7 +106,7 @@ const planFor = (par: ForStmt, buffer: Buffer, sites: readonly Site[], maxSlabBy
   const p = par.var.name
   const range = constantLoop(par)
   if (!range || range.extent < 2) return undefined
-  const coefficients = new Set(sites.map((s) => linearCoefficient(s.index, p)))
+  const coefficients = new Set(sites.map((s) => coef(s.index, p)))
   if (coefficients.size !== 1) return undefined
   const S = [...coefficients][0]
   if (S === undefined || S <= 0 || 2 * S * BYTES[buffer.dtype] > maxSlabBytes) return undefined
