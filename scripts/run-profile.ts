@@ -4,9 +4,11 @@
 // cache flush (cold: weights and activations from DRAM); the executor's own time is the end-to-end
 // median less the kernels' sum. `--file` profiles an ONNX file instead of the zoo's float network
 // (an int8 model of `tessera quantize`: its float input seeded alike). `--cpu` times the end-to-end
-// runs and the kernels in sequence by the process's CPU time (1 thread: the kernel's own time; on a
+// runs and the kernels in sequence (each kernel's median and min) by the process's CPU time (1 thread: the kernel's own time; on a
 // machine shared with other jobs, wall time counts theirs too). `--tuned LOG` compiles with a
-// tuning log's best records, as `tessera bench --tuned` does. Speed is reported, never asserted.
+// tuning log's best records, as `tessera bench --tuned` does. `--configs` adds each kernel's task:
+// the anchor and its output shape, the template and the config it compiled with (the template's
+// defaults, or the tuned record's). Speed is reported, never asserted.
 import { Effect } from "effect"
 import * as fs from "node:fs"
 import { allocate } from "../src/ast/graph/dtype.js"
@@ -22,6 +24,8 @@ import { nodeFlops } from "../src/rewrite/report.js"
 import { isZooName, zooGraph } from "../src/zoo/index.js"
 import { readLog } from "../src/cli/tuning-log.js"
 import { recordsByWorkload } from "../src/search/records.js"
+import { tasksOfProgram } from "../src/search/extract.js"
+import { configKey } from "../src/search/task.js"
 
 const args = process.argv.slice(2)
 const opt = (k: string, d: string) => (args.includes(k) ? args[args.indexOf(k) + 1] : d)
@@ -81,6 +85,14 @@ const flush = new Float32Array(64 << 20 >> 2)
 const byName = new Map(program.graph.nodes.map((n) => [n.name, n]))
 let sumSeq = 0, sumWarm = 0, sumCold = 0, bytesW = 0
 const lines: string[] = []
+// each kernel's task and config (--configs): the tuned record's where one applied, else the defaults
+const configs = new Map<number, string>()
+if (args.includes("--configs"))
+  for (const r of tasksOfProgram(program, target)) {
+    const applied = program.tuning?.applied.some((g) => r.task.groups.includes(g))
+    const cfg = applied ? "tuned" : configKey(r.task.template.defaults(r.task.knobs, r.target))
+    for (const g of r.task.groups) configs.set(g, `${r.task.label}\t${r.task.template.name}\t${cfg}`)
+  }
 for (const k of program.kernels) {
   if (k.kind !== "compiled") continue
   const a = seen.get(k.name)!
@@ -99,7 +111,7 @@ for (const k of program.kernels) {
   const wbytes = k.args.filter((v) => program.graph.initializers.has(v)).reduce((x, v) => x + program.graph.initializers.get(v)!.data.byteLength, 0)
   bytesW += wbytes
   sumSeq += s; sumWarm += warm; sumCold += cold
-  lines.push(`${k.name}\t${grp.ops.join("+")}\tseq ${s.toFixed(3)}\twarm ${warm.toFixed(3)}\tcold ${cold.toFixed(3)}\t+${(s - warm).toFixed(3)}\t${(fl / s / 1e6).toFixed(1)} GF/s\tw ${(wbytes / 1e6).toFixed(2)} MB\tpage faults ${median(faults.get(k.name)!)}`)
+  lines.push(`${k.name}\t${grp.ops.join("+")}\tseq ${s.toFixed(3)}\tmin ${Math.min(...seq.get(k.name)!).toFixed(3)}\twarm ${warm.toFixed(3)}\tcold ${cold.toFixed(3)}\t+${(s - warm).toFixed(3)}\t${(fl / s / 1e6).toFixed(1)} GF/s\tw ${(wbytes / 1e6).toFixed(2)} MB\tpage faults ${median(faults.get(k.name)!)}${configs.has(k.group) ? `\t${configs.get(k.group)}` : ""}`)
 }
 console.log(lines.join("\n"))
 console.log(`${file ?? name}, ${kind}, ${threads} thread(s): end-to-end median ${median(e2e).toFixed(2)} ms; kernels in sequence ${sumSeq.toFixed(2)} ms, alone warm ${sumWarm.toFixed(2)} ms, alone cold ${sumCold.toFixed(2)} ms; constants ${(bytesW / 1e6).toFixed(1)} MB; executor outside kernels ${(median(e2e) - sumSeq).toFixed(2)} ms; kernels ${program.kernels.length}`)

@@ -19,7 +19,22 @@ export interface Buffer {
 export type ForKind = "serial" | "parallel" | "vectorized" | "unrolled" | "thread" | "vthread"
 
 export type Stmt =
-  | { readonly kind: "for"; readonly var: Var; readonly min: Expr; readonly extent: Expr; readonly forKind: ForKind; readonly thread?: ThreadTag; readonly body: Stmt; readonly pragmas?: readonly (readonly [string, string])[] }
+  | {
+      readonly kind: "for"
+      readonly var: Var
+      readonly min: Expr
+      readonly extent: Expr
+      readonly forKind: ForKind
+      readonly thread?: ThreadTag
+      readonly body: Stmt
+      readonly pragmas?: readonly (readonly [string, string])[]
+      /**
+       * Cache hints issued at the start of every iteration (lowering.PrefetchNextTile): each asks for
+       * the line holding buffer[index] (a flat index) ahead of its use. No effect on any value: the
+       * evaluators skip them; an emitter without prefetches drops them.
+       */
+      readonly prefetch?: readonly Prefetch[]
+    }
   | { readonly kind: "seq"; readonly body: readonly Stmt[] }
   | { readonly kind: "store"; readonly buffer: string; readonly indices: readonly Expr[]; readonly value: Expr }
   | { readonly kind: "if"; readonly cond: Expr; readonly then: Stmt; readonly else?: Stmt }
@@ -36,6 +51,12 @@ export type Stmt =
   | { readonly kind: "shuffle"; readonly buffer: string; readonly indices: readonly Expr[]; readonly value: Expr; readonly offset: number; readonly width: number; readonly mask: number }
   /** A tensor intrinsic applied to buffer regions starting at `base` (one index per dim). */
   | { readonly kind: "intrinsic"; readonly intrin: TensorIntrinsic; readonly output: Region; readonly inputs: readonly Region[] }
+
+/** A cache hint: the line holding `buffer[index]` (flat) fetched ahead of its use. */
+export interface Prefetch {
+  readonly buffer: string
+  readonly index: Expr
+}
 
 export interface Region {
   readonly buffer: string
@@ -63,7 +84,8 @@ export const printStmt = (s: Stmt, indent = "  "): string => {
     case "for": {
       const kind = s.forKind === "serial" ? "for" : s.forKind === "thread" || s.forKind === "vthread" ? `for[${s.thread}]` : `for[${s.forKind}]`
       const pr = s.pragmas?.length ? ` pragma(${s.pragmas.map(([k, v]) => `${k}=${v}`).join(", ")})` : ""
-      return `${indent}${kind} ${s.var.name} in [${showExpr(s.min)}, +${showExpr(s.extent)})${pr}:\n${printStmt(s.body, indent + "  ")}`
+      const pf = s.prefetch?.length ? ` prefetch(${s.prefetch.map((p) => `${p.buffer}[${showExpr(p.index)}]`).join(", ")})` : ""
+      return `${indent}${kind} ${s.var.name} in [${showExpr(s.min)}, +${showExpr(s.extent)})${pr}${pf}:\n${printStmt(s.body, indent + "  ")}`
     }
     case "seq":
       return s.body.map((b) => printStmt(b, indent)).join("\n")
@@ -115,7 +137,9 @@ export const mapStmt = (s: Stmt, f: (s: Stmt) => Stmt | undefined, g: (e: Expr) 
         const min = g(x.min)
         const extent = g(x.extent)
         const body = rec(x.body)
-        y = min === x.min && extent === x.extent && body === x.body ? x : { ...x, min, extent, body }
+        const prefetch = x.prefetch?.map((p) => ({ buffer: p.buffer, index: g(p.index) }))
+        const samePrefetch = !x.prefetch || x.prefetch.every((p, i) => p.index === prefetch![i].index)
+        y = min === x.min && extent === x.extent && body === x.body && samePrefetch ? x : { ...x, min, extent, body, ...(prefetch && !samePrefetch ? { prefetch } : {}) }
         break
       }
       case "seq": {

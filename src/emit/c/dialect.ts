@@ -110,6 +110,8 @@ const loopOf = (parallel: CParallel) => (s: ForStmt, w: Walk): { open: string[];
       break
   }
   open.push(`for (int64_t ${v} = ${min}; ${v} < ${end}; ++${v}) {`)
+  // (cache hints at the top of the body: read, keep in all levels)
+  for (const p of s.prefetch ?? []) open.push(`  __builtin_prefetch(&${access(p.buffer, [p.index], w)}, 0, 3);`)
   return { open, close: ["}"] }
 }
 

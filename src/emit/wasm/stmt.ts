@@ -13,7 +13,7 @@ import { emitAddress, emitExpr, emitExprAs, invalidate, type Scope } from "./exp
 import { emitSteps, hoistBases, stepBases } from "./hoist.js"
 import { BEGIN, END, FRAME, frameSlot, type FrameSize } from "./layout.js"
 import { emitVectorLoop, vectorPlan } from "./vector.js"
-import { coef } from "./linear-index.js"
+import { coef } from "../../ast/te/linear-index.js"
 import { emitDot4x4 } from "./dot.js"
 import { emitWideLoop, widePlan } from "./vector-wide.js"
 import { copyPlan, emitCopyLoop } from "./vector-copy.js"

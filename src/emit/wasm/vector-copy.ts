@@ -9,7 +9,7 @@ import { simplify } from "../../ast/te/simplify.js"
 import type { Stmt } from "../../ast/tir/tir.js"
 import { STORAGE, type FnBuilder } from "./builder.js"
 import { emitAddress, invalidate, type Scope } from "./expr.js"
-import { coef } from "./linear-index.js"
+import { coef } from "../../ast/te/linear-index.js"
 
 type VStore = Stmt & { kind: "store" }
 

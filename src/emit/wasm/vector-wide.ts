@@ -25,7 +25,7 @@ import { STORAGE, type FnBuilder } from "./builder.js"
 import type { Op } from "./encoder.js"
 import { emitAddress, emitExpr, invalidate, type Scope } from "./expr.js"
 import { invariant } from "./vector.js"
-import { coef } from "./linear-index.js"
+import { coef } from "../../ast/te/linear-index.js"
 import { emitWidenedLoad, widenedRead } from "./widen.js"
 import { emitRegVecRead } from "./registers.js"
 

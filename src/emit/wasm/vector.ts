@@ -14,7 +14,7 @@ import { emitLoopLatch, STORAGE, type FnBuilder } from "./builder.js"
 import { emitAddress, emitExpr, emitExprAs, invalidate, type Scope } from "./expr.js"
 import { pseudoMinMax, type PseudoMinMax } from "./min-max.js"
 import { emitWidenedLoad, widenedRead } from "./widen.js"
-import { coef, mentions } from "./linear-index.js"
+import { coef, mentions } from "../../ast/te/linear-index.js"
 import { emitRegVecRead, emitRegVecWrite, LANE_DTYPE, type RegLane as Lane } from "./registers.js"
 
 type VStore = Stmt & { kind: "store" }

@@ -11,7 +11,7 @@ import type { Expr } from "../../ast/te/expr.js"
 import { STORAGE, type FnBuilder } from "./builder.js"
 import type { Op } from "./encoder.js"
 import { emitAddress, type Scope } from "./expr.js"
-import { coef } from "./linear-index.js"
+import { coef } from "../../ast/te/linear-index.js"
 
 /** The load, then the extensions that make its low 4 lanes int32 lanes. */
 const WIDEN: Partial<Record<DType, { readonly load: Op; readonly extend: readonly Op[] }>> = {

@@ -7,6 +7,7 @@ import { flattenStorage, type StorageAligns } from "./flatten-storage.js"
 import { injectVirtualThread } from "./inject-virtual-thread.js"
 import { loopPartition } from "./loop-partition.js"
 import { lowerIntrinsicsExcept, type IntrinsicModeError } from "./lower-intrinsics.js"
+import { prefetchNextTile } from "./prefetch-next-tile.js"
 import { promoteAccumulators } from "./promote-accumulators.js"
 import { rewriteStorage } from "./rewrite-storage.js"
 import { serialSmallKernels } from "./serial-small-kernels.js"
@@ -29,6 +30,8 @@ export interface CpuTirOptions {
   readonly keepIntrinsics?: ReadonlySet<string>
   /** Kernels whose params take fewer bytes run their parallel loops serially (serial-small-kernels.ts); absent: none. */
   readonly parallelMinBytes?: number
+  /** Read-only params over this many bytes get their parallel loops' next slabs prefetched (prefetch-next-tile.ts; the c target: its record's L2); absent: none. */
+  readonly prefetchBytes?: number
 }
 
 /**
@@ -56,6 +59,7 @@ export const cpuTirPipeline = (options: CpuTirOptions = {}): TirPass<IntrinsicMo
       rewriteStorage, // allocations whose lifetimes do not overlap share one buffer
       simplifyTir, // fold the flat indices
       lowerIntrinsicsExcept(keep), // intrinsic calls become their declared loop nests (but those the emitter renders)
+      ...(options.prefetchBytes ? [prefetchNextTile(options.prefetchBytes)] : []), // (c) a streamed slab's successor fetched through its steps
     ],
     // lowering gives thread loops constant bounds (split factors); every pass keeps them
     { assumes: { threadExtentsKnown: true }, provides: cpuEmitterAssumes(lanes, unroll, keep.size === 0) },

@@ -1,6 +1,7 @@
 // How an index moves with a loop variable: the coefficient of the variable in an expression linear
-// in it (the wasm vector plans', the widened reads' and the copies' unit-stride test).
-import { collect, type Expr } from "../../ast/te/expr.js"
+// in it (the wasm vector plans', the widened reads' and the copies' unit-stride test; the slab a
+// parallel iteration reads, lowering.PrefetchNextTile).
+import { collect, type Expr } from "./expr.js"
 
 /** Does `e` mention the variable `name`? */
 export const mentions = (e: Expr, name: string): boolean => collect(e, (x) => x.kind === "var" && x.name === name).length > 0
