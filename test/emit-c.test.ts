@@ -179,12 +179,13 @@ describe.skipIf(!HAVE_GCC)("c target: reductions into one element, vectorized (g
   })
 
   /** The worst error in ulps of the prelude's `fn` against libm's double `ref` at every `step`th float (by bit pattern, either sign) of [lo, hi), and `checks` (C expressions, each 1 when it holds). */
-  const preludeAccuracy = (fn: string, ref: string, lo: string, hi: string, step: number, checks: readonly string[]): { ulps: number; checks: string[] } => {
+  const preludeAccuracy = (fn: string, ref: string, lo: string, hi: string, step: number, checks: readonly string[], refSource = ""): { ulps: number; checks: string[] } => {
     const dir = mkdtempSync(path.join(os.tmpdir(), "tessera-libm-"))
     try {
       const { source } = emitC([reduceFunc("add", "float32", 1)])
       const prelude = source.slice(0, source.indexOf("static inline int64_t tessera_mini"))
       const main = `${prelude}
+${refSource}
 int main(void) {
   double worst = 0;
   for (uint32_t bits = 0; bits < 0x7f800000u; bits += ${step}) {
@@ -218,6 +219,20 @@ int main(void) {
   it("tessera_expf is within 1.01 ulp of exp at every 997th float of the range, inf above it, 0 far below it, NaN as NaN", () => {
     const r = preludeAccuracy("tessera_expf", "exp", "-103.9f", "88.72f", 997, ["isinf(tessera_expf(88.8f)) && tessera_expf(88.8f) > 0", "tessera_expf(-104.5f) == 0.0f", "isnan(tessera_expf(NAN))", "tessera_expf(0.0f) == 1.0f"])
     expect(r.ulps).toBeLessThanOrEqual(1.01)
+    expect(r.checks).toEqual(["1", "1", "1", "1"])
+  }, 60_000)
+
+  it("tessera_sigmoidf is within 2.1 ulp (as 1 / (1 + tessera_expf(-x)) was) of 1 / (1 + exp(-x)) at every 997th float down to -88.3, 1 at +inf, tiny at -inf, NaN as NaN", () => {
+    const r = preludeAccuracy(
+      "tessera_sigmoidf",
+      "logistic",
+      "-88.3f",
+      "3.0e38f",
+      997,
+      ["tessera_sigmoidf(INFINITY) == 1.0f", "tessera_sigmoidf(-INFINITY) >= 0.0f && tessera_sigmoidf(-INFINITY) < 5e-39f", "isnan(tessera_sigmoidf(NAN))", "tessera_sigmoidf(0.0f) == 0.5f"],
+      "static double logistic(double x) { return 1.0 / (1.0 + exp(-x)); }",
+    )
+    expect(r.ulps).toBeLessThanOrEqual(2.1)
     expect(r.checks).toEqual(["1", "1", "1", "1"])
   }, 60_000)
 

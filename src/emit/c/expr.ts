@@ -147,7 +147,7 @@ export const C_EXPR: ExprRenderer = {
       case "rsqrt":
         return cls === "f32" ? `(1.0f / sqrtf(${a[0]}))` : `(1.0 / sqrt(${cls === "int" ? `(double)(${a[0]})` : a[0]}))`
       case "sigmoid":
-        return cls === "f32" ? `(1.0f / (1.0f + tessera_expf(-(${a[0]}))))` : `(1.0 / (1.0 + exp(-(double)(${a[0]}))))`
+        return cls === "f32" ? `tessera_sigmoidf(${a[0]})` : `(1.0 / (1.0 + exp(-(double)(${a[0]}))))`
       default: {
         if (cls === "int" || cls === "u64") {
           if (e.fn === "fabs") return cls === "u64" ? a[0] : `tessera_absi(${a[0]})`
