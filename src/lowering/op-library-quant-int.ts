@@ -216,8 +216,7 @@ const qlinearConvGrouped: OpCompute = (ctx) => {
     const s = dw.sumAt([n, o, ...ys])
     return bias ? add(s, at(bias, o)) : s
   }, I32)
-  // (the channels in the dot's lanes: the requantization's int32 values a stage of their own, its template computes them a vector of channels at a time)
-  return qlinearConvOver(ctx, M, acc, ctx.inputs[9], num(ctx.attrs.pixel_lanes, 0) !== 1)
+  return qlinearConvOver(ctx, M, acc, ctx.inputs[9])
 }
 
 /**
