@@ -2,7 +2,8 @@
 // (src/lowering/op-library-int8-blocked.ts): on random shapes, zero points, signedness, strides and
 // padding, over weights packed by a stage of the kernel or at compile time (QLinearConvPacked), every
 // configuration of its space (a conv's epilogue in the product's lane order where its channels are
-// whole blocks) — the VNNI dot, its AVX2 form or SIMD128's 4-lane dot kept as the intrinsic (the TIR evaluator
+// whole blocks, QLinearConvPacked's requantized int32 values then computed at its pixel, a vector of
+// channels) — the VNNI dot, its AVX2 form or SIMD128's 4-lane dot kept as the intrinsic (the TIR evaluator
 // runs it by its TE declaration) or left as loops — evaluates equal to the TE reference, exactly.
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
@@ -22,6 +23,7 @@ import { arbSpec, build } from "./int8-cases.js"
 describe("int8 template (VNNI layout)", () => {
   it("every configuration, the VNNI, AVX2 or SIMD128 dot kept or left as loops, evaluates equal to the TE (exactly)", () => {
     let laneOrder = 0
+    let narrowed = 0
     fc.assert(
       fc.property(arbSpec, fc.array(fc.nat(), { minLength: 4, maxLength: 4 }), (sp, picks) => {
         const { outputs, feeds } = build(sp)
@@ -31,7 +33,8 @@ describe("int8 template (VNNI layout)", () => {
         const knobs = t.space(outputs, base)
         const config: Config = Object.fromEntries(knobs.map((k, i) => [k.name, k.candidates[picks[i] % k.candidates.length]]))
         const keep = new Set([vnniDot16x4.name, avx2Dot16x4.name, simd128Dot4x4.name])
-        const f = runTirSync(cpuTirPipeline({ keepIntrinsics: keep }), lowerSync(t.apply(outputs, base, config)))
+        const applied = t.apply(outputs, base, config)
+        const f = runTirSync(cpuTirPipeline({ keepIntrinsics: keep }), lowerSync(applied))
         expect(printPrimFunc(f).includes(vnniDot16x4.name)).toBe(config.dot === "vnni")
         expect(printPrimFunc(f).includes(simd128Dot4x4.name)).toBe(config.dot === "simd128")
         expect(printPrimFunc(f).includes(avx2Dot16x4.name)).toBe(config.dot === "avx2")
@@ -39,10 +42,20 @@ describe("int8 template (VNNI layout)", () => {
         const want = evaluateTE(outputs, feeds)[0]
         expect(Array.from(got.data as ArrayLike<number>)).toEqual(Array.from(want.data as ArrayLike<number>))
         if (sp.op.includes("Conv") && sp.dims[1] % 16 === 0) laneOrder++
+        // (QLinearConvPacked's requantized int32 values, the stage its output narrows: computed at
+        // the epilogue's pixel, a vector of channels, where the epilogue is in lane order — never inline)
+        const out = applied.stages.get(outputs[0].name)!
+        const wide = out.op.inputs.find((x) => x.kind === "compute" && x.dtype === "int32" && x.shape.join() === out.op.shape.join())
+        if (sp.op === "QLinearConvPacked" && wide && out.op.shape[1] % 16 === 0) {
+          expect(applied.stages.get(wide.name)!.attach.kind).not.toBe("inline")
+          expect(applied.stages.get(wide.name)!.attach.kind).not.toBe("root")
+          narrowed++
+        }
       }),
       lawParams(40),
     )
     // (the cases reach conv epilogues in lane order)
     expect(laneOrder).toBeGreaterThan(3)
+    expect(narrowed).toBeGreaterThan(0)
   })
 })

@@ -67,16 +67,16 @@ const multiplier = (ctx: OpComputeCtx, idx: readonly [number, number, number], a
  * integer is exact in either type, and so is adding the zero point (|zp| ≤ 255) wherever the sum
  * is below 2^24 in magnitude — beyond, float32 may round it, but it saturates to the same bound.
  */
-export const requantize = (acc: Expr, mult: Expr, zp: Expr | undefined, out: DType, wide: boolean): Expr => {
+export const requantize = (acc: Expr, mult: Expr, zp: Expr | undefined, out: DType, wide: boolean, as: DType = out): Expr => {
   const [lo, hi] = out === "int8" ? [-128, 127] : [0, 255]
   // (q is never NaN: a finite sum times a finite multiplier; min / max evaluate the rounding once)
   if (wide) {
     const q = add(call("round", mul(cast(W, acc), mult)), zp ? cast(W, zp) : c(0, W))
-    return cast(out, max(c(lo, W), min(c(hi, W), q)))
+    return cast(as, max(c(lo, W), min(c(hi, W), q)))
   }
   const scaled = cast(F32, mul(f32(cast(W, acc)), mult))
   const q = add(call("round", scaled), zp ? cast(F32, zp) : c(0, F32))
-  return cast(out, max(c(lo, F32), min(c(hi, F32), q)))
+  return cast(as, max(c(lo, F32), min(c(hi, F32), q)))
 }
 
 /**
@@ -138,7 +138,7 @@ const convIntegerPlain: OpCompute = (ctx) => [intConv(ctx, 0, 1, 2, 3, undefined
  * the multipliers where the layout rewrite computed them at compile time (QLinearConvPacked's
  * input 9: requantMultipliers, equal to this compute's bit for bit).
  */
-const qlinearConvOver = (ctx: OpComputeCtx, M: number, acc: ComputeTensor, folded?: TeTensor): ComputeTensor[] => {
+const qlinearConvOver = (ctx: OpComputeCtx, M: number, acc: ComputeTensor, folded?: TeTensor, narrowed = false): ComputeTensor[] => {
   const xs = inp(ctx, 1)
   const ws = inp(ctx, 4)
   const ys = inp(ctx, 6)
@@ -157,10 +157,12 @@ const qlinearConvOver = (ctx: OpComputeCtx, M: number, acc: ComputeTensor, folde
       const m = multiplier(ctx, [1, 4, 6], [xsAt(c(0)), wsAt(o), ysAt(c(0))])
       return wide ? m : cast(F32, m)
     }, wide ? W : F32)
-  return [
-    acc,
-    compute(ctx.name(), acc.shape, (n, o, ...ys_) => requantize(at(acc, n, o, ...ys_), cast(W, at(mult, o)), yzp?.(c(0)), out, wide), out),
-  ]
+  if (!narrowed) return [acc, compute(ctx.name(), acc.shape, (n, o, ...ys_) => requantize(at(acc, n, o, ...ys_), cast(W, at(mult, o)), yzp?.(c(0)), out, wide), out)]
+  // (the saturated value in int32, then its narrowing: a stage of int32 values a schedule can
+  // compute in whole vectors of 16 int32 lanes where a loop storing 8-bit values would take the
+  // 8-bit type's vector width — at 16 lanes, 16 bytes: gcc's xmm vectors for every int32 and float step)
+  const q = compute(ctx.name("q"), acc.shape, (n, o, ...ys_) => requantize(at(acc, n, o, ...ys_), cast(W, at(mult, o)), yzp?.(c(0)), out, wide, I32), I32)
+  return [acc, q, compute(ctx.name(), acc.shape, (n, o, ...ys_) => cast(out, at(q, n, o, ...ys_)), out)]
 }
 
 /** The checks QLinearConv's compute makes before it computes: an 8-bit output, x and y scales scalars. */
@@ -196,7 +198,8 @@ const qlinearConvPacked: OpCompute = (ctx) => {
     const s = blocked.sumAt([n, o, ...ys])
     return bias ? add(s, at(bias, o)) : s
   }, I32)
-  return qlinearConvOver(ctx, M, acc, ctx.inputs[9])
+  // (the channels in the dot's lanes: the requantization's int32 values a stage of their own, its template computes them a vector of channels at a time)
+  return qlinearConvOver(ctx, M, acc, ctx.inputs[9], num(ctx.attrs.pixel_lanes, 0) !== 1)
 }
 
 /** QLinearConvGrouped: the grouped product over the weights widened at compile time (input 10), then QLinearConv's requantization with the multipliers folded (9) where given. */

@@ -39,9 +39,10 @@ const axesAt = (st: S.Stage, at: { readonly pixel: number; readonly block: numbe
  * stores go 16 channels apart instead, one byte each). Channels that are not whole blocks keep the
  * plain order.
  */
-const epiloguesInLaneOrder = (s0: S.Schedule, anchor: S.Stage): S.Schedule => {
+const epiloguesInLaneOrder = (s0: S.Schedule, anchor: S.Stage): { schedule: S.Schedule; done: string[] } => {
   const [N, blocks, OH, OW, lanes] = anchor.op.shape
   let s = s0
+  const done: string[] = []
   for (const name of s.order) {
     const st = s.stages.get(name)!
     if (name === anchor.name || st.attach.kind !== "root" || st.leaf.length !== 4) continue
@@ -51,8 +52,22 @@ const epiloguesInLaneOrder = (s0: S.Schedule, anchor: S.Stage): S.Schedule => {
     if (data.length !== 4) continue
     const sp = S.split(s, name, data[1], { factor: lanes })
     s = S.reorder(sp.schedule, name, [data[0], sp.outer, data[2], data[3], sp.inner])
+    // (its int32 values narrowed by it — the requantization's saturated values, op-library-quant-int.ts —
+    // computed at its pixel, a vector of its channels: a loop that stores the 8-bit values takes
+    // the 8-bit type's vectors, 16 lanes in 16 bytes, for every int32, float and double step)
+    const body = st.op.body
+    const narrowed = body.kind === "cast" && body.value.kind === "read" ? body.value.source : undefined
+    const wide = st.op.inputs.find((t) => t.name === narrowed && t.kind === "compute" && t.dtype === "int32" && t.shape.join() === st.op.shape.join() && s.stages.get(t.name)?.attach.kind === "inline")
+    if (wide) {
+      s = S.computeAt(s, wide.name, name, data[3])
+      const wl = S.split(s, wide.name, dataLeaves(s.stages.get(wide.name)!)[1], { factor: lanes })
+      s = S.vectorize(wl.schedule, wide.name, wl.inner)
+      // (its parallel loop outside the pixel it is computed at)
+      s = S.vectorize(parallelOuter(s, name, [data[0], sp.outer, data[2]]), name, sp.inner)
+      done.push(name)
+    }
   }
-  return s
+  return { schedule: s, done }
 }
 
 /** The widest pixel tile: the CPU pipeline unrolls loops up to 16 copies (a longer tile would keep its accumulators in memory). */
@@ -132,8 +147,8 @@ export const int8DotTemplate: Template = {
     }
     s = parallelOuter(s, anchor.name, outer.slice(0, -1).length ? outer.slice(0, -1) : outer)
     s = S.vectorize(s, anchor.name, lane)
-    if (pos.block === 1) s = epiloguesInLaneOrder(s, anchor)
-    return parallelize(s, true, anchor.name)
+    const ordered = pos.block === 1 ? epiloguesInLaneOrder(s, anchor) : { schedule: s, done: [] }
+    return parallelize(ordered.schedule, true, [anchor.name, ...ordered.done])
   },
 }
 
