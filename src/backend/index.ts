@@ -64,12 +64,12 @@ export const cBackend = (parallel: CParallel): Backend<"c"> => {
 }
 
 /**
- * What runs the c target's parallel loops: OpenMP until a quiet 2-thread A/B says the thread pool
- * is at least as good (on the shared machine of 2026-11-26 it was 1–50× faster at 2 threads under
- * contention and no slower at 1: docs/backends.md); $TESSERA_C_PARALLEL=pool selects the pool (the
- * switch the A/B turns: `TESSERA_C_PARALLEL=pool npm run bench` against `npm run bench`).
+ * What runs the c target's parallel loops: Tessera's thread pool (src/emit/c/pool.ts). Quiet on an
+ * AMD EPYC Zen 5 (2026-11-27, `scripts/parallel-ab.ts`, both in one process, alternated) it was
+ * 1.04–1.16× faster than OpenMP at 2 threads on six zoo networks and 1.02–1.05× at 1; on a shared
+ * machine 1–50× at 2 threads (docs/backends.md). OpenMP stays a record away: `cBackend("openmp")`.
  */
-export const C_PARALLEL: CParallel = process.env.TESSERA_C_PARALLEL === "pool" ? "pool" : "openmp"
+export const C_PARALLEL: CParallel = "pool"
 
 const c = cBackend(C_PARALLEL)
 
