@@ -200,7 +200,7 @@ const bench = Command.make(
     model,
     target: Flag.String("target").pipe(Flag.withDefault("js"), Flag.withDescription(TARGETS.join(", "))),
     tuned: Flag.String("tuned").pipe(Flag.optional, Flag.withDescription("a tuning log from 'tessera tune' (report on stderr)")),
-    threads: Flag.Int("threads").pipe(Flag.withDefault(1), Flag.withDescription("threads on both sides (c: OpenMP; onnxruntime: intraOpNumThreads)")),
+    threads: Flag.Int("threads").pipe(Flag.withDefault(1), Flag.withDescription("threads on both sides (c: its thread pool; onnxruntime: intraOpNumThreads)")),
     runs: Flag.Int("runs").pipe(Flag.withDefault(10), Flag.withDescription("timed runs per side after the warm-up (median reported)")),
     format: Flag.Literals("format", BENCH_FORMATS).pipe(Flag.withDefault("text" as const), Flag.withDescription("text, or json (one object on the last line)")),
     optLevel,

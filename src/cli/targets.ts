@@ -39,7 +39,7 @@ export const parseOptLevel = (n: number): Effect.Effect<number, UsageError> =>
  */
 export interface TargetSettings {
   readonly target: Target
-  /** Threads the loaded kernels run on; absent: the device's default (c: OpenMP's own). */
+  /** Threads the loaded kernels run on; absent: the device's default (c: the pool's own — OMP_NUM_THREADS, else the CPUs the process may use). */
   readonly threads?: number
 }
 

@@ -23,7 +23,7 @@ export interface TuneCommandOptions {
   readonly buildJobs?: number
   /** fp32 vector lanes; by default what compile and bench use for the target. */
   readonly vectorLanes?: number
-  /** Threads the kernels run on (c: OpenMP; the records are per thread count, like compile's). */
+  /** Threads the kernels run on (c: the thread pool's; the records are per thread count, like compile's). */
   readonly threads: number
   readonly seed: number
   /**

@@ -432,7 +432,7 @@ export const tuneCommandLine = (
         Flag.optional,
         Flag.withDescription("fp32 vector lanes (the NCHWc block; 0 keeps NCHW); default: what compile uses for the target (records are keyed by it)"),
       ),
-      threads: Flag.Int("threads").pipe(Flag.withDefault(1), Flag.withDescription("c: OpenMP threads the candidates run on and the schedules plan for (records are per thread count)")),
+      threads: Flag.Int("threads").pipe(Flag.withDefault(1), Flag.withDescription("c: threads the candidates run on and the schedules plan for (records are per thread count)")),
       task: Flag.String("task").pipe(Flag.atLeast(0), Flag.withDescription("tune only this task id (repeatable; ids are in the final table)")),
       repeats: Flag.Int("repeats").pipe(Flag.withDefault(3), Flag.withDescription("timed repeats per candidate (the median counts)")),
       minRepeatMs: Flag.Int("min-repeat-ms").pipe(Flag.withDefault(20), Flag.withDescription("each repeat runs the kernel for at least this long")),
