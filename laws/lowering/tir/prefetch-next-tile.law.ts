@@ -4,14 +4,15 @@
 // the conv and Winograd templates lower — every prefetched index lies inside the buffer, and the
 // lines an iteration prefetches cover every line the next iteration reads. A slab read once per
 // iteration, a buffer within the threshold, a slab whose pair exceeds the L2, and reads outside a
-// vector loop get no hint. The same where G row tiles are fused with each channel tile into the
+// vector loop get no hint; the hints come from the outermost loop that asks for at most
+// MAX_PER_STEP lines a step. The same where G row tiles are fused with each channel tile into the
 // parallel loop (index S·⌊p / G⌋ + rest): a group's G iterations together cover the next group's slab.
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { add, c, floordiv, floormod, mul, read, v, type Expr } from "../../../src/ast/te/expr.js"
 import { evalExpr } from "../../../src/ast/te/eval-expr.js"
 import type { Buffer, PrimFunc, Stmt } from "../../../src/ast/tir/tir.js"
-import { CACHE_LINE_BYTES, prefetchNextTile, prefetchNextTiles } from "../../../src/lowering/tir/prefetch-next-tile.js"
+import { CACHE_LINE_BYTES, MAX_PER_STEP, prefetchNextTile, prefetchNextTiles } from "../../../src/lowering/tir/prefetch-next-tile.js"
 import { lawParams } from "../../support.js"
 import { passLaws } from "./support.js"
 
@@ -86,6 +87,18 @@ const prefetchedByTile = (f: PrimFunc, k: TileCase, group = 1): Map<number, numb
   return byTile
 }
 
+/**
+ * The hints sit in the outermost serial loop whose steps ask for at most MAX_PER_STEP lines each:
+ * in the row loop where a group's rows leave that few lines a row, else in the channel loop.
+ */
+const expectHintLoop = (f: PrimFunc, k: TileCase, group = 1): void => {
+  // (the slab's lines, one more where it does not start on a line)
+  const S = k.blocks * k.ic * k.lanes
+  const lineElems = CACHE_LINE_BYTES / 4
+  const lines = Math.ceil(S / lineElems) + (S % lineElems === 0 ? 0 : 1)
+  expect(prefetchLoops(f.body)[0].var.name).toBe(group * k.rows * MAX_PER_STEP >= lines ? "r" : "i")
+}
+
 /** Every prefetched index lies inside w, and a tile's prefetches cover every line of the next tile's slab. */
 const expectNextSlabsCovered = (byTile: ReadonlyMap<number, readonly number[]>, k: TileCase): void => {
   const S = k.blocks * k.ic * k.lanes
@@ -101,21 +114,23 @@ const expectNextSlabsCovered = (byTile: ReadonlyMap<number, readonly number[]>, 
 
 describe("lowering.PrefetchNextTile: its hints", () => {
   const slabBytes = (k: TileCase) => k.blocks * k.ic * k.lanes * 4
-  it("every prefetched index is inside the buffer, and a tile's prefetches cover every line the next tile reads", () => {
+  it("every prefetched index is inside the buffer, a tile's prefetches cover every line the next tile reads, issued by the outermost loop that asks for at most MAX_PER_STEP lines a step", () => {
     fc.assert(
       fc.property(arbTiles, (k) => {
         const out = prefetchNextTiles(tileKernel(k), 0, 1 << 30)
         expectNextSlabsCovered(prefetchedByTile(out, k), k)
+        expectHintLoop(out, k)
       }),
       lawParams(60),
     )
   })
 
-  it("row tiles fused with the channel tiles (a slab per G iterations): a group's prefetches cover every line the next group reads", () => {
+  it("row tiles fused with the channel tiles (a slab per G iterations): a group's prefetches cover every line the next group reads, from the same loop", () => {
     fc.assert(
       fc.property(arbTiles, fc.integer({ min: 2, max: 7 }), (k, group) => {
         const out = prefetchNextTiles(tileKernel(k, "vectorized", group), 0, 1 << 30)
         expectNextSlabsCovered(prefetchedByTile(out, k, group), k)
+        expectHintLoop(out, k, group)
       }),
       lawParams(60),
     )

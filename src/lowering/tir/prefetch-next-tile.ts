@@ -1,8 +1,10 @@
 // lowering.PrefetchNextTile (the c target): where each iteration of a parallel loop reads a slab of
 // its own from a large read-only param — a conv's weights for a tile of output channels, Winograd's
-// transformed kernel U for a tile position and channel tile: index S·p + rest, 0 ≤ rest < S — the
-// innermost serial loop around those reads gets a prefetch of the next iteration's slab, its lines
-// spread evenly over the iteration's steps (the step t of N fetches line ⌊t·lines / N⌋).
+// transformed kernel U for a tile position and channel tile: index S·p + rest, 0 ≤ rest < S — a
+// serial loop around those reads gets a prefetch of the next iteration's slab, its lines spread
+// evenly over the iteration's steps (the step t of N fetches line ⌊t·lines / N⌋). The loop: the
+// outermost serial one down to the register tile's step whose N steps leave at most MAX_PER_STEP
+// lines a step — further in, each line would be asked for several times.
 //
 // A group of G iterations may share a slab: a channel tile fused with the G row tiles of its image
 // into the parallel loop (a 7×7 layer's 16 channel tiles × 7 rows; the conv template fuses them so
@@ -23,8 +25,8 @@
 // over the body's loop bounds, with S's slab and the next one together within `maxSlabBytes` (the
 // L2 too: the current slab stays cached while the next one comes in), read at least MIN_REUSE
 // times an iteration (a slab read once is what the hardware prefetcher streams well by itself), and
-// read in the vector loops of a register tile's step (the loop that issues the hints is the
-// step's serial loop around them).
+// read in the vector loops of a register tile's step (the step's serial loop around them, or one
+// outside it, issues the hints).
 //
 // Meaning: a prefetch reads nothing into the program and writes nothing; the evaluators skip it.
 // Its index is kept within the buffer (the next slab of the last iteration is its own), which the
@@ -45,8 +47,8 @@ export const CACHE_LINE_BYTES = 64
 /** Times an iteration reads its slab (elements read over the slab's size) from which the next slab is prefetched. */
 export const MIN_REUSE = 2
 
-/** Prefetches a step issues at most (more lines than that per step: the slab is too large for its steps). */
-const MAX_PER_STEP = 4
+/** Prefetches a step issues at most (more lines than that per step of the innermost loop: the slab is too large for its steps). */
+export const MAX_PER_STEP = 4
 
 /** [lo, hi] of an integer expression over variables in `ranges` (inclusive); undefined beyond + − × and constants. */
 export const exprBounds = (e: Expr, ranges: ReadonlyMap<string, readonly [number, number]>): readonly [number, number] | undefined => {
@@ -164,26 +166,31 @@ const planFor = (par: ForStmt, buffer: Buffer, sites: readonly Site[], maxSlabBy
   // (a step of a vector register tile: every read in a vectorized loop inside `loop` — not a scalar
   // loop the emitter turns into a vector reduction of its own, a LayerNorm's row sum)
   if (sites.some((site) => !site.loops.slice(site.loops.indexOf(loop) + 1).some((l) => l.forKind === "vectorized"))) return undefined
-  // the group's step t of G·N: the iteration's place in its group, then the serial loops down to
-  // `loop` linearized, outermost first
-  const i = par.var as Var
-  let t: Expr = G === 1 ? c(0, i.dtype) : floormod(i, c(G, i.dtype))
-  let steps = G
-  for (const l of path) {
-    const r = constantLoop(l)!
-    t = add(mul(t, c(r.extent, i.dtype)), l.min.kind === "const" && l.min.value === 0 ? l.var : add(l.var, c(-r.min, i.dtype)))
-    steps *= r.extent
-  }
   // the slab read at least twice a group (a slab read once streams well as it is: the hardware
   // prefetcher follows it, and a prefetch more a step only splits the bandwidth — a DensePack's
   // panels, one weight vector a step, ran 1.2–1.7× slower with them)
+  const extents = path.map((l) => constantLoop(l)!.extent)
   const readsPerStep = sites.reduce((n, site) => n + site.loops.slice(site.loops.indexOf(loop) + 1).reduce((m, l) => m * constantLoop(l)!.extent, 1), 0)
-  if (steps * readsPerStep < MIN_REUSE * S) return undefined
+  if (G * extents.reduce((a, b) => a * b, 1) * readsPerStep < MIN_REUSE * S) return undefined
   const lineElems = Math.max(1, Math.floor(CACHE_LINE_BYTES / BYTES[buffer.dtype]))
   // (a slab that does not start on a line: one more, its last element's)
   const lines = Math.ceil(S / lineElems) + (S % lineElems === 0 ? 0 : 1)
+  // the loop that issues the hints: the outermost serial loop down to `loop` whose steps leave at
+  // most MAX_PER_STEP lines a step (a loop further in asks for each line several times: ViT-B/16's
+  // patch embedding, 14 steps a line at `loop`, ran 1.3× slower with a hint every step)
+  const stepsTo = (k: number) => G * extents.slice(0, k + 1).reduce((a, b) => a * b, 1)
+  const at = path.findIndex((_, k) => stepsTo(k) * MAX_PER_STEP >= lines)
+  if (at < 0) return undefined
+  const steps = stepsTo(at)
   const perStep = Math.ceil(lines / steps)
-  if (perStep > MAX_PER_STEP) return undefined
+  // the group's step t of its G·N: the iteration's place in its group, then the serial loops down
+  // to the hinting one linearized, outermost first
+  const i = par.var as Var
+  let t: Expr = G === 1 ? c(0, i.dtype) : floormod(i, c(G, i.dtype))
+  for (const l of path.slice(0, at + 1)) {
+    const r = constantLoop(l)!
+    t = add(mul(t, c(r.extent, i.dtype)), l.min.kind === "const" && l.min.value === 0 ? l.var : add(l.var, c(-r.min, i.dtype)))
+  }
   const groupOf: Expr = G === 1 ? i : floordiv(i, c(G, i.dtype))
   const next = mul(min(add(groupOf, c(1, i.dtype)), c(last, i.dtype)), c(S, i.dtype))
   const prefetch = Array.from({ length: perStep }, (_, j) => {
@@ -191,7 +198,7 @@ const planFor = (par: ForStmt, buffer: Buffer, sites: readonly Site[], maxSlabBy
     const line = div(mul(add(mul(t, c(perStep, i.dtype)), c(j, i.dtype)), c(lines, i.dtype)), c(steps * perStep, i.dtype))
     return { buffer: buffer.name, index: add(next, min(mul(line, c(lineElems, i.dtype)), c(S - 1, i.dtype))) }
   })
-  return { loop, prefetch }
+  return { loop: path[at], prefetch }
 }
 
 /** `f` with its parallel loops' next slabs prefetched (see the header); `f` itself where none qualifies. */
