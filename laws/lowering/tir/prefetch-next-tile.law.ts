@@ -4,13 +4,15 @@
 // the conv and Winograd templates lower — every prefetched index lies inside the buffer, and the
 // lines an iteration prefetches cover every line the next iteration reads. A slab read once per
 // iteration, a buffer within the threshold, a slab whose pair exceeds the L2, and reads outside a
-// vector loop get no hint.
+// vector loop get no hint; the hints come from the outermost loop that asks for at most
+// MAX_PER_STEP lines a step. The same where G row tiles are fused with each channel tile into the
+// parallel loop (index S·⌊p / G⌋ + rest): a group's G iterations together cover the next group's slab.
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
-import { add, c, mul, read, v, type Expr } from "../../../src/ast/te/expr.js"
+import { add, c, floordiv, floormod, mul, read, v, type Expr } from "../../../src/ast/te/expr.js"
 import { evalExpr } from "../../../src/ast/te/eval-expr.js"
 import type { Buffer, PrimFunc, Stmt } from "../../../src/ast/tir/tir.js"
-import { CACHE_LINE_BYTES, prefetchNextTile, prefetchNextTiles } from "../../../src/lowering/tir/prefetch-next-tile.js"
+import { CACHE_LINE_BYTES, MAX_PER_STEP, prefetchNextTile, prefetchNextTiles } from "../../../src/lowering/tir/prefetch-next-tile.js"
 import { lawParams } from "../../support.js"
 import { passLaws } from "./support.js"
 
@@ -27,21 +29,27 @@ interface TileCase {
   readonly lanes: number
 }
 
-/** out[p, r, b, l] = Σ_i x[r, i] · w[p·S + b·(ic·lanes) + i·lanes + l], p parallel: a channel tile's slab S = blocks × ic × lanes, read once per row. */
-const tileKernel = (k: TileCase, laneKind: ForStmt["forKind"] = "vectorized"): PrimFunc => {
+/**
+ * out[p, r, b, l] = Σ_i x[r, i] · w[p·S + b·(ic·lanes) + i·lanes + l], p parallel: a channel tile's
+ * slab S = blocks × ic × lanes, read once per row. With `group` G > 1 the parallel loop runs tiles × G
+ * iterations, G row tiles of each channel tile (a channel tile fused with the image's rows): the
+ * iteration p reads rows (p mod G)·rows + r and the slab of tile ⌊p / G⌋.
+ */
+const tileKernel = (k: TileCase, laneKind: ForStmt["forKind"] = "vectorized", group = 1): PrimFunc => {
   const S = k.blocks * k.ic * k.lanes
   const w: Buffer = { name: "w", dtype: "float32", shape: [k.tiles * S], scope: "global" }
-  const x: Buffer = { name: "x", dtype: "float32", shape: [k.rows * k.ic], scope: "global" }
-  const out: Buffer = { name: "out", dtype: "float32", shape: [k.tiles * k.rows * k.blocks * k.lanes], scope: "global" }
+  const x: Buffer = { name: "x", dtype: "float32", shape: [group * k.rows * k.ic], scope: "global" }
+  const out: Buffer = { name: "out", dtype: "float32", shape: [k.tiles * group * k.rows * k.blocks * k.lanes], scope: "global" }
   const [p, r, i, l] = ["p", "r", "i", "l"].map((n) => v(n))
+  const [tile, row]: Expr[] = group === 1 ? [p, r] : [floordiv(p, c(group)), add(mul(floormod(p, c(group)), c(k.rows)), r)]
   // (the blocks unrolled, as UnrollLoops leaves a register tile's channel blocks: one store each)
   const stores: Stmt[] = Array.from({ length: k.blocks }, (_, b) => {
     const at: Expr = add(mul(add(mul(add(mul(p, c(k.rows)), r), c(k.blocks)), c(b)), c(k.lanes)), l)
-    const wIndex = add(add(add(mul(p, c(S)), c(b * k.ic * k.lanes)), mul(i, c(k.lanes))), l)
-    return { kind: "store", buffer: "out", indices: [at], value: add(read("out", [at], "float32"), mul(read("x", [add(mul(r, c(k.ic)), i)], "float32"), read("w", [wIndex], "float32"))) }
+    const wIndex = add(add(add(mul(tile, c(S)), c(b * k.ic * k.lanes)), mul(i, c(k.lanes))), l)
+    return { kind: "store", buffer: "out", indices: [at], value: add(read("out", [at], "float32"), mul(read("x", [add(mul(row, c(k.ic)), i)], "float32"), read("w", [wIndex], "float32"))) }
   })
   const lanes = stores.map((st) => loopOf("l", k.lanes, st, laneKind))
-  const body = loopOf("p", k.tiles, loopOf("r", k.rows, loopOf("i", k.ic, lanes.length === 1 ? lanes[0] : { kind: "seq", body: lanes })), "parallel")
+  const body = loopOf("p", k.tiles * group, loopOf("r", k.rows, loopOf("i", k.ic, lanes.length === 1 ? lanes[0] : { kind: "seq", body: lanes })), "parallel")
   return { name: "tiles", params: [x, w, out], body }
 }
 
@@ -61,46 +69,74 @@ const prefetchLoops = (s: Stmt, out: ForStmt[] = []): ForStmt[] => {
   return out
 }
 
-/** The indices of w each tile prefetches, by tile: the tile loop and the serial loops down to the hinted one, enumerated. */
-const prefetchedByTile = (f: PrimFunc, k: TileCase): Map<number, number[]> => {
+/** The indices of w each tile (each group of `group` iterations) prefetches, by tile: the parallel loop and the serial loops down to the hinted one, enumerated. */
+const prefetchedByTile = (f: PrimFunc, k: TileCase, group = 1): Map<number, number[]> => {
   const hinted = prefetchLoops(f.body)
   expect(hinted.length).toBe(1)
   const byTile = new Map<number, number[]>()
   const noRead = () => {
     throw new Error("a prefetch index reads a buffer")
   }
-  for (let p = 0; p < k.tiles; p++)
+  for (let p = 0; p < k.tiles * group; p++)
     for (let r = 0; r < k.rows; r++)
       for (let i = 0; i < k.ic; i++) {
         const env = new Map([["p", p], ["r", r], ["i", i]])
-        for (const h of hinted[0].prefetch!) byTile.set(p, [...(byTile.get(p) ?? []), evalExpr(h.index, env, noRead)])
+        const tile = Math.floor(p / group)
+        for (const h of hinted[0].prefetch!) byTile.set(tile, [...(byTile.get(tile) ?? []), evalExpr(h.index, env, noRead)])
       }
   return byTile
 }
 
+/**
+ * The hints sit in the outermost serial loop whose steps ask for at most MAX_PER_STEP lines each:
+ * in the row loop where a group's rows leave that few lines a row, else in the channel loop.
+ */
+const expectHintLoop = (f: PrimFunc, k: TileCase, group = 1): void => {
+  // (the slab's lines, one more where it does not start on a line)
+  const S = k.blocks * k.ic * k.lanes
+  const lineElems = CACHE_LINE_BYTES / 4
+  const lines = Math.ceil(S / lineElems) + (S % lineElems === 0 ? 0 : 1)
+  expect(prefetchLoops(f.body)[0].var.name).toBe(group * k.rows * MAX_PER_STEP >= lines ? "r" : "i")
+}
+
+/** Every prefetched index lies inside w, and a tile's prefetches cover every line of the next tile's slab. */
+const expectNextSlabsCovered = (byTile: ReadonlyMap<number, readonly number[]>, k: TileCase): void => {
+  const S = k.blocks * k.ic * k.lanes
+  const lineElems = CACHE_LINE_BYTES / 4
+  for (const [p, indices] of byTile) {
+    for (const x of indices) expect(x >= 0 && x < k.tiles * S).toBe(true)
+    if (p === k.tiles - 1) continue
+    const lines = new Set(indices.map((x) => Math.floor(x / lineElems)))
+    // every element of the next slab lies on a prefetched line
+    for (let e = (p + 1) * S; e < (p + 2) * S; e++) expect(lines.has(Math.floor(e / lineElems))).toBe(true)
+  }
+}
+
 describe("lowering.PrefetchNextTile: its hints", () => {
   const slabBytes = (k: TileCase) => k.blocks * k.ic * k.lanes * 4
-  it("every prefetched index is inside the buffer, and a tile's prefetches cover every line the next tile reads", () => {
+  it("every prefetched index is inside the buffer, a tile's prefetches cover every line the next tile reads, issued by the outermost loop that asks for at most MAX_PER_STEP lines a step", () => {
     fc.assert(
       fc.property(arbTiles, (k) => {
-        const f = tileKernel(k)
-        const out = prefetchNextTiles(f, 0, 1 << 30)
-        const S = k.blocks * k.ic * k.lanes
-        const lineElems = CACHE_LINE_BYTES / 4
-        const byTile = prefetchedByTile(out, k)
-        for (const [p, indices] of byTile) {
-          for (const x of indices) expect(x >= 0 && x < k.tiles * S).toBe(true)
-          if (p === k.tiles - 1) continue
-          const lines = new Set(indices.map((x) => Math.floor(x / lineElems)))
-          // every element of the next slab lies on a prefetched line
-          for (let e = (p + 1) * S; e < (p + 2) * S; e++) expect(lines.has(Math.floor(e / lineElems))).toBe(true)
-        }
+        const out = prefetchNextTiles(tileKernel(k), 0, 1 << 30)
+        expectNextSlabsCovered(prefetchedByTile(out, k), k)
+        expectHintLoop(out, k)
       }),
       lawParams(60),
     )
   })
 
-  it("no hint where the buffer is within the threshold, two slabs exceed the L2, the reads are in no vector loop, or the slab is read once a tile", () => {
+  it("row tiles fused with the channel tiles (a slab per G iterations): a group's prefetches cover every line the next group reads, from the same loop", () => {
+    fc.assert(
+      fc.property(arbTiles, fc.integer({ min: 2, max: 7 }), (k, group) => {
+        const out = prefetchNextTiles(tileKernel(k, "vectorized", group), 0, 1 << 30)
+        expectNextSlabsCovered(prefetchedByTile(out, k, group), k)
+        expectHintLoop(out, k, group)
+      }),
+      lawParams(60),
+    )
+  })
+
+  it("no hint where the buffer is within the threshold, two slabs exceed the L2, the reads are in no vector loop, the slab is read once a tile, or the groups do not divide the loop", () => {
     fc.assert(
       fc.property(arbTiles, (k) => {
         const f = tileKernel(k)
@@ -112,6 +148,10 @@ describe("lowering.PrefetchNextTile: its hints", () => {
         expect(prefetchNextTiles(scalar, 0, 1 << 30)).toBe(scalar)
         const once = tileKernel({ ...k, rows: 1 })
         expect(prefetchLoops(prefetchNextTiles(once, 0, 1 << 30).body)).toHaveLength(0)
+        // (a group that does not divide the parallel loop: its last group would be short)
+        const grouped = tileKernel(k, "vectorized", 3)
+        const ragged: PrimFunc = { ...grouped, body: { ...(grouped.body as ForStmt), extent: c(k.tiles * 3 - 1) } }
+        expect(prefetchNextTiles(ragged, 0, 1 << 30)).toBe(ragged)
       }),
       lawParams(40),
     )

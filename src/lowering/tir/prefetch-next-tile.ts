@@ -1,8 +1,16 @@
 // lowering.PrefetchNextTile (the c target): where each iteration of a parallel loop reads a slab of
 // its own from a large read-only param — a conv's weights for a tile of output channels, Winograd's
-// transformed kernel U for a tile position and channel tile: index S·p + rest, 0 ≤ rest < S — the
-// innermost serial loop around those reads gets a prefetch of the next iteration's slab, its lines
-// spread evenly over the iteration's steps (the step t of N fetches line ⌊t·lines / N⌋).
+// transformed kernel U for a tile position and channel tile: index S·p + rest, 0 ≤ rest < S — a
+// serial loop around those reads gets a prefetch of the next iteration's slab, its lines spread
+// evenly over the iteration's steps (the step t of N fetches line ⌊t·lines / N⌋). The loop: the
+// outermost serial one down to the register tile's step whose N steps leave at most MAX_PER_STEP
+// lines a step — further in, each line would be asked for several times.
+//
+// A group of G iterations may share a slab: a channel tile fused with the G row tiles of its image
+// into the parallel loop (a 7×7 layer's 16 channel tiles × 7 rows; the conv template fuses them so
+// two cores split 112 iterations, not 16), index S·⌊p / G⌋ + rest, rest depending on p only through
+// p mod G. Then the group's G iterations together prefetch the next group's slab, the step t of
+// iteration p mod G being the group's step (p mod G)·N + t of G·N.
 //
 // Why: a slab larger than the caches a core keeps it in between calls comes from memory, and the
 // hardware prefetcher fetches it only as the iteration first reads it: the first pass over it runs
@@ -17,8 +25,8 @@
 // over the body's loop bounds, with S's slab and the next one together within `maxSlabBytes` (the
 // L2 too: the current slab stays cached while the next one comes in), read at least MIN_REUSE
 // times an iteration (a slab read once is what the hardware prefetcher streams well by itself), and
-// read in the vector loops of a register tile's step (the loop that issues the hints is the
-// step's serial loop around them).
+// read in the vector loops of a register tile's step (the step's serial loop around them, or one
+// outside it, issues the hints).
 //
 // Meaning: a prefetch reads nothing into the program and writes nothing; the evaluators skip it.
 // Its index is kept within the buffer (the next slab of the last iteration is its own), which the
@@ -26,7 +34,8 @@
 import { BYTES } from "../../ast/graph/dtype.js"
 import { storedBuffers } from "../../ast/tir/analysis.js"
 import { mapStmt, type Buffer, type Prefetch, type PrimFunc, type Stmt } from "../../ast/tir/tir.js"
-import { add, c, collect, div, min, mul, substitute, type Expr, type Read, type Var } from "../../ast/te/expr.js"
+import { add, c, collect, div, floordiv, floormod, mapExpr, min, mul, substitute, v, type Expr, type Read, type Var } from "../../ast/te/expr.js"
+import { mentions } from "../../ast/te/linear-index.js"
 import { coef } from "../../ast/te/linear-index.js"
 import { tirPass, type TirPass } from "./tir-pass.js"
 
@@ -38,8 +47,8 @@ export const CACHE_LINE_BYTES = 64
 /** Times an iteration reads its slab (elements read over the slab's size) from which the next slab is prefetched. */
 export const MIN_REUSE = 2
 
-/** Prefetches a step issues at most (more lines than that per step: the slab is too large for its steps). */
-const MAX_PER_STEP = 4
+/** Prefetches a step issues at most (more lines than that per step of the innermost loop: the slab is too large for its steps). */
+export const MAX_PER_STEP = 4
 
 /** [lo, hi] of an integer expression over variables in `ranges` (inclusive); undefined beyond + − × and constants. */
 export const exprBounds = (e: Expr, ranges: ReadonlyMap<string, readonly [number, number]>): readonly [number, number] | undefined => {
@@ -101,24 +110,50 @@ const readSites = (s: Stmt, buffers: ReadonlySet<string>, loops: readonly ForStm
   }
 }
 
+/**
+ * How the parallel loop's iterations share slabs: G iterations a slab (G = 1: each its own), and
+ * every read's index with ⌊p / G⌋ as the variable `group` and p mod G as `within`; undefined where p
+ * appears otherwise, or in quotients by more than one G.
+ */
+const groupsOf = (par: ForStmt, sites: readonly Site[]): { G: number; indices: Expr[]; group: Var; within: Var } | undefined => {
+  const p = par.var.name
+  const isP = (e: Expr) => e.kind === "var" && e.name === p
+  const quotient = (e: Expr) => e.kind === "bin" && (e.op === "floordiv" || e.op === "div") && isP(e.a) && e.b.kind === "const"
+  const remainder = (e: Expr) => e.kind === "bin" && e.op === "floormod" && isP(e.a) && e.b.kind === "const"
+  const Gs = new Set(sites.flatMap((site) => collect(site.index, (x) => quotient(x) || remainder(x)).map((x) => ((x as { b: Expr }).b as { value: number }).value)))
+  const group = v(`${p}.group`, par.var.dtype)
+  const within = v(`${p}.within`, par.var.dtype)
+  if (Gs.size === 0) return { G: 1, indices: sites.map((site) => substitute(site.index, new Map([[p, group]]))), group, within }
+  const range = constantLoop(par)
+  const G = [...Gs][0]
+  if (Gs.size > 1 || G < 2 || !range || range.min !== 0 || range.extent % G !== 0) return undefined
+  const indices = sites.map((site) => mapExpr(site.index, (x) => (quotient(x) ? group : remainder(x) ? within : undefined)))
+  return indices.some((e) => mentions(e, p)) ? undefined : { G, indices, group, within }
+}
+
 /** The prefetch plan for one buffer's sites in a parallel loop: the serial loop that issues it and its hints. */
 const planFor = (par: ForStmt, buffer: Buffer, sites: readonly Site[], maxSlabBytes: number): { loop: ForStmt; prefetch: Prefetch[] } | undefined => {
-  const p = par.var.name
   const range = constantLoop(par)
-  if (!range || range.extent < 2) return undefined
-  const coefficients = new Set(sites.map((s) => coef(s.index, p)))
+  if (!range) return undefined
+  const grouping = groupsOf(par, sites)
+  if (!grouping) return undefined
+  const { G, indices, group, within } = grouping
+  // the groups' first and last (G = 1: the iterations')
+  const [first, last] = G === 1 ? [range.min, range.min + range.extent - 1] : [0, range.extent / G - 1]
+  if (last <= first) return undefined
+  const coefficients = new Set(indices.map((index) => coef(index, group.name)))
   if (coefficients.size !== 1) return undefined
   const S = [...coefficients][0]
   if (S === undefined || S <= 0 || 2 * S * BYTES[buffer.dtype] > maxSlabBytes) return undefined
-  // each read's rest within [0, S) over the loop bounds inside the parallel loop
-  for (const site of sites) {
-    const ranges = new Map<string, readonly [number, number]>()
+  // each read's rest within [0, S) over the loop bounds inside the parallel loop (and the group's iterations)
+  for (const [k, site] of sites.entries()) {
+    const ranges = new Map<string, readonly [number, number]>([[within.name, [0, G - 1]]])
     for (const l of site.loops) {
       const r = constantLoop(l)
       if (!r) return undefined
       ranges.set(l.var.name, [r.min, r.min + r.extent - 1])
     }
-    const b = exprBounds(substitute(site.index, new Map([[p, c(0, par.var.dtype)]])), ranges)
+    const b = exprBounds(substitute(indices[k], new Map([[group.name, c(0, par.var.dtype)]])), ranges)
     if (!b || b[0] < 0 || b[1] >= S) return undefined
   }
   // the innermost serial loop around every read (the same one for all), and the serial loops down to it
@@ -131,33 +166,39 @@ const planFor = (par: ForStmt, buffer: Buffer, sites: readonly Site[], maxSlabBy
   // (a step of a vector register tile: every read in a vectorized loop inside `loop` — not a scalar
   // loop the emitter turns into a vector reduction of its own, a LayerNorm's row sum)
   if (sites.some((site) => !site.loops.slice(site.loops.indexOf(loop) + 1).some((l) => l.forKind === "vectorized"))) return undefined
-  // the step t of N (the serial loops down to `loop` linearized, outermost first)
-  let t: Expr = c(0, par.var.dtype)
-  let steps = 1
-  for (const l of path) {
-    const r = constantLoop(l)!
-    t = add(mul(t, c(r.extent, par.var.dtype)), l.min.kind === "const" && l.min.value === 0 ? l.var : add(l.var, c(-r.min, par.var.dtype)))
-    steps *= r.extent
-  }
-  // the slab read at least twice an iteration (a slab read once streams well as it is: the
-  // hardware prefetcher follows it, and a prefetch more a step only splits the bandwidth — a
-  // DensePack's panels, one weight vector a step, ran 1.2–1.7× slower with them)
+  // the slab read at least twice a group (a slab read once streams well as it is: the hardware
+  // prefetcher follows it, and a prefetch more a step only splits the bandwidth — a DensePack's
+  // panels, one weight vector a step, ran 1.2–1.7× slower with them)
+  const extents = path.map((l) => constantLoop(l)!.extent)
   const readsPerStep = sites.reduce((n, site) => n + site.loops.slice(site.loops.indexOf(loop) + 1).reduce((m, l) => m * constantLoop(l)!.extent, 1), 0)
-  if (steps * readsPerStep < MIN_REUSE * S) return undefined
+  if (G * extents.reduce((a, b) => a * b, 1) * readsPerStep < MIN_REUSE * S) return undefined
   const lineElems = Math.max(1, Math.floor(CACHE_LINE_BYTES / BYTES[buffer.dtype]))
   // (a slab that does not start on a line: one more, its last element's)
   const lines = Math.ceil(S / lineElems) + (S % lineElems === 0 ? 0 : 1)
+  // the loop that issues the hints: the outermost serial loop down to `loop` whose steps leave at
+  // most MAX_PER_STEP lines a step (a loop further in asks for each line several times: ViT-B/16's
+  // patch embedding, 14 steps a line at `loop`, ran 1.3× slower with a hint every step)
+  const stepsTo = (k: number) => G * extents.slice(0, k + 1).reduce((a, b) => a * b, 1)
+  const at = path.findIndex((_, k) => stepsTo(k) * MAX_PER_STEP >= lines)
+  if (at < 0) return undefined
+  const steps = stepsTo(at)
   const perStep = Math.ceil(lines / steps)
-  if (perStep > MAX_PER_STEP) return undefined
+  // the group's step t of its G·N: the iteration's place in its group, then the serial loops down
+  // to the hinting one linearized, outermost first
   const i = par.var as Var
-  const last = range.min + range.extent - 1
-  const next = mul(min(add(i, c(1, i.dtype)), c(last, i.dtype)), c(S, i.dtype))
+  let t: Expr = G === 1 ? c(0, i.dtype) : floormod(i, c(G, i.dtype))
+  for (const l of path.slice(0, at + 1)) {
+    const r = constantLoop(l)!
+    t = add(mul(t, c(r.extent, i.dtype)), l.min.kind === "const" && l.min.value === 0 ? l.var : add(l.var, c(-r.min, i.dtype)))
+  }
+  const groupOf: Expr = G === 1 ? i : floordiv(i, c(G, i.dtype))
+  const next = mul(min(add(groupOf, c(1, i.dtype)), c(last, i.dtype)), c(S, i.dtype))
   const prefetch = Array.from({ length: perStep }, (_, j) => {
     // line ⌊(t·perStep + j) · lines / (steps · perStep)⌋ of the next slab
     const line = div(mul(add(mul(t, c(perStep, i.dtype)), c(j, i.dtype)), c(lines, i.dtype)), c(steps * perStep, i.dtype))
     return { buffer: buffer.name, index: add(next, min(mul(line, c(lineElems, i.dtype)), c(S - 1, i.dtype))) }
   })
-  return { loop, prefetch }
+  return { loop: path[at], prefetch }
 }
 
 /** `f` with its parallel loops' next slabs prefetched (see the header); `f` itself where none qualifies. */
