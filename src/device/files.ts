@@ -95,9 +95,12 @@ export const externalReader = (folder: string) => (location: string, offset: num
   }
 }
 
-/** Decodes the ONNX model at `file`, reading external data relative to its folder. */
+/**
+ * Decodes the ONNX model at `file`, reading external data relative to its folder. The bytes read
+ * are the decode's alone, so the tensors are views onto them (DecodeOptions.adoptBytes), not copies.
+ */
 export const readModelSync = (file: string): Graph =>
-  decodeModelSync(readBytesSync(file), { readExternal: externalReader(path.dirname(path.resolve(file))) })
+  decodeModelSync(readBytesSync(file), { readExternal: externalReader(path.dirname(path.resolve(file))), adoptBytes: true })
 
 /** Reads a .npy file as a Tensor (NpyError names the file). */
 export const readNpySync = (file: string): Tensor => parseNpy(readBytesSync(file), `'${file}'`)

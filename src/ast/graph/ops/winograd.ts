@@ -9,6 +9,7 @@
 // ob], bias?) → NCHW[ob]c.
 import { A, attrs } from "../attrs.js"
 import { allocate } from "../dtype.js"
+import { kernelSource, packBlockInto, pendingRecipe } from "../deferred.js"
 import { check, defineOp, fail, type AnyOpDef } from "../op.js"
 import { tensor, type Tensor } from "../tensor.js"
 import { req } from "./util.js"
@@ -98,7 +99,12 @@ export const winogradKernel = (w: Tensor, m: 2 | 4 = WINOGRAD_M): Tensor => {
   const a = m + 2
   const G = Float64Array.from(WINOGRAD[m].G.flat())
   const out = allocate(w.dtype, a * a * OB * I * ob)
-  const src = w.data as ArrayLike<number>
+  // a pending pack (deferred.ts) is read through, a block at a time into `block` (its dtype's
+  // array, so each value rounds as the packed array stores it): the packed kernel is never written
+  const pack = pendingRecipe(w)
+  const through = pack?.kind === "packed-kernel" && pack.ib === ib && pack.ob === ob ? { ...kernelSource(pack.source), shape: pack.source.shape } : undefined
+  const block = allocate(w.dtype, through ? 9 * ib * ob : 0)
+  const src = through ? block : w.data
   // Lane-wise over whole runs, each a plain loop (a per-pair 3×3 → a×a product wrote a² values a
   // plane apart, through a buffer and a closure: ~25 ns a value before the JIT settled). A packed
   // block (oo, ii) holds its 9 taps as 9 runs of L = ib·ob lanes (i, o), o innermost; U's plane
@@ -113,7 +119,8 @@ export const winogradKernel = (w: Tensor, m: 2 | 4 = WINOGRAD_M): Tensor => {
   const gg = new Float64Array(a * 3 * L)
   for (let oo = 0; oo < OB; oo++)
     for (let ii = 0; ii < IB; ii++) {
-      const from = (oo * IB + ii) * 9 * L
+      if (through) packBlockInto(through.src, through.scale, through.shape, ib, ob, oo, ii, block, 0)
+      const from = through ? 0 : (oo * IB + ii) * 9 * L
       for (let e = 0; e < a; e++) {
         const g0 = G[e * 3]
         const g1 = G[e * 3 + 1]
