@@ -10,66 +10,74 @@
 // gets the values) computes once and keeps the array; its recipe is not enumerable, so a copy made
 // with another shape never carries it. Every value equals what the materialized chain stores,
 // bit for bit: each recipe rounds once, at the store into the dtype's array, as the chain did
-// (a scaled row's product rounded into float32, then copied by the pack).
+// (a scaled row's product rounded into float32, then copied by the pack). The artifact's constants
+// are written straight from the recipes (writeInto), so a weight nothing reads during compilation
+// is computed once, into constants.bin.
 import { allocate, type DType, type TypedArray } from "./dtype.js"
 import { sizeOf, type Tensor } from "./tensor.js"
 
-/** How a deferred tensor's values come from another tensor's. */
+/** How a deferred tensor's values come from another tensor's (what a transform may read through). */
 export type Recipe =
   /** row o (of the source's first axis) times scale[o], rounded to the dtype */
   | { readonly kind: "scaled-rows"; readonly source: Tensor; readonly scale: Float64Array }
   /** an OIHW kernel packed OIHW[ib]i[ob]o ([⌈O/ob⌉, ⌈I/ib⌉, KH, KW, ib, ob], the padding zero) */
   | { readonly kind: "packed-kernel"; readonly source: Tensor; readonly ib: number; readonly ob: number }
+  /** the Winograd kernel transform U = G g Gᵀ of a packed 3×3 kernel */
+  | { readonly kind: "winograd"; readonly source: Tensor; readonly m: number }
+
+/** How a deferred tensor computes: all of it into an array of its dtype, or one element (unrounded; elementOf rounds it). */
+export interface Compute {
+  readonly fill: (out: TypedArray) => void
+  readonly element: (j: number) => number
+}
 
 const RECIPE = Symbol("deferred.recipe")
-const COMPUTED = Symbol("deferred.computed")
+const PENDING = Symbol("deferred.pending")
 
 interface Deferred extends Tensor {
   readonly [RECIPE]: Recipe
-  readonly [COMPUTED]: () => boolean
+  /** its computation while `data` has not been read; afterwards undefined */
+  readonly [PENDING]: () => Compute | undefined
 }
 
-/** A tensor whose data `compute` makes on first read (once); `recipe` says how, for a transform that reads through it. */
-export const deferred = (dtype: DType, shape: readonly number[], recipe: Recipe, compute: () => TypedArray): Tensor => {
+/** A tensor whose data is computed on first read (once, by `compute.fill`); `recipe` says how, for a transform that reads through it. */
+export const deferred = (dtype: DType, shape: readonly number[], recipe: Recipe, compute: Compute): Tensor => {
   let data: TypedArray | undefined
   const t: Tensor = {
     dtype,
     shape: [...shape],
     get data(): TypedArray {
       if (data === undefined) {
-        data = compute()
-        if (data.length !== sizeOf(shape)) throw new Error(`deferred tensor: ${data.length} elements for shape [${shape.join(", ")}]`)
+        const out = allocate(dtype, sizeOf(shape))
+        compute.fill(out)
+        data = out
       }
       return data
     },
   }
   Object.defineProperty(t, RECIPE, { value: recipe })
-  Object.defineProperty(t, COMPUTED, { value: () => data !== undefined })
+  Object.defineProperty(t, PENDING, { value: () => (data === undefined ? compute : undefined) })
   return t
 }
 
+const pending = (t: Tensor): Compute | undefined => (t as Partial<Deferred>)[PENDING]?.()
+
 /** A deferred tensor's recipe while its data has not been computed (after that, reading `data` costs nothing more); else undefined. */
-export const pendingRecipe = (t: Tensor): Recipe | undefined => {
-  const d = t as Partial<Deferred>
-  return d[RECIPE] !== undefined && !d[COMPUTED]!() ? d[RECIPE] : undefined
+export const pendingRecipe = (t: Tensor): Recipe | undefined => (pending(t) ? (t as Deferred)[RECIPE] : undefined)
+
+/** One element of each dtype's array: a value rounded as that array stores it. */
+const ROUND = new Map<DType, TypedArray>()
+const rounded = (dtype: DType, v: number): number => {
+  const one = ROUND.get(dtype) ?? allocate(dtype, 1)
+  ROUND.set(dtype, one)
+  one[0] = v
+  return one[0]
 }
 
-/** Element j of a tensor's values, unrounded where a recipe computes it (the store into a dtype's array rounds it as the chain did). */
-const elementAt = (t: Tensor, j: number): number => {
-  const r = pendingRecipe(t)
-  if (!r) return t.data[j]
-  if (r.kind === "scaled-rows") return elementAt(r.source, j) * r.scale[Math.floor(j / (sizeOf(r.source.shape) / r.source.shape[0]))]
-  const [O, I, KH, KW] = r.source.shape
-  const [IB, ib, ob] = [Math.ceil(I / r.ib), r.ib, r.ob]
-  // j = ((((oo·IB + ii)·KH + kh)·KW + kw)·ib + i)·ob + o
-  const o = j % ob
-  const i = Math.floor(j / ob) % ib
-  const kw = Math.floor(j / (ob * ib)) % KW
-  const kh = Math.floor(j / (ob * ib * KW)) % KH
-  const ii = Math.floor(j / (ob * ib * KW * KH)) % IB
-  const oo = Math.floor(j / (ob * ib * KW * KH * IB))
-  const [oc, ic] = [oo * ob + o, ii * ib + i]
-  return oc < O && ic < I ? elementAt(r.source, ((oc * I + ic) * KH + kh) * KW + kw) : 0
+/** Element j of a tensor's values as its array stores it, without computing a deferred tensor whole. */
+export const elementOf = (t: Tensor, j: number): number => {
+  const c = pending(t)
+  return c ? rounded(t.dtype, c.element(j)) : t.data[j]
 }
 
 /**
@@ -78,9 +86,17 @@ const elementAt = (t: Tensor, j: number): number => {
  * shape a chunk at a time, and unequal weights differ in the first.
  */
 export const readInto = (t: Tensor, start: number, out: TypedArray): TypedArray => {
-  if (!pendingRecipe(t)) out.set(t.data.subarray(start, start + out.length) as never)
-  else for (let k = 0; k < out.length; k++) out[k] = elementAt(t, start + k)
+  const c = pending(t)
+  if (!c) out.set(t.data.subarray(start, start + out.length) as never)
+  else for (let k = 0; k < out.length; k++) out[k] = c.element(start + k)
   return out
+}
+
+/** All of a tensor's values stored into `out` (an array of its dtype and size): a deferred one computed straight into it, never kept (the artifact's constants are written this way, once). */
+export const writeInto = (t: Tensor, out: TypedArray): void => {
+  const c = pending(t)
+  if (c) c.fill(out)
+  else out.set(t.data as never)
 }
 
 /**
@@ -94,8 +110,13 @@ export const scaleRows = <T extends TypedArray>(w: TypedArray, s: Float64Array, 
 }
 
 /** `w` (any shape; its first axis the rows) with row o scaled by s[o], deferred: computed when read, or read through by packKernel. */
-export const scaledRows = (w: Tensor, s: Float64Array): Tensor =>
-  deferred(w.dtype, w.shape, { kind: "scaled-rows", source: w, scale: s }, () => scaleRows(w.data, s, sizeOf(w.shape) / w.shape[0], allocate(w.dtype, sizeOf(w.shape))))
+export const scaledRows = (w: Tensor, s: Float64Array): Tensor => {
+  const per = sizeOf(w.shape) / w.shape[0]
+  return deferred(w.dtype, w.shape, { kind: "scaled-rows", source: w, scale: s }, {
+    fill: (out) => void scaleRows(w.data, s, per, out),
+    element: (j) => elementOf(w, j) * s[Math.floor(j / per)],
+  })
+}
 
 /**
  * Block (oo, ii) of an OIHW kernel packed OIHW[ib]i[ob]o — its KH·KW·ib·ob values, (kh, kw, i, o)

@@ -6,7 +6,7 @@
 // and a matrix product of many rows over one (MatMulPacked: the panels its register tile's width).
 import { A, attr, attrs, type AttrValue } from "../attrs.js"
 import { allocate } from "../dtype.js"
-import { deferred, kernelSource, packBlockInto } from "../deferred.js"
+import { deferred, elementOf, kernelSource, packBlockInto } from "../deferred.js"
 import { check, defineOp, fail, type AnyOpDef, type Dim } from "../op.js"
 import { tensor, type Tensor } from "../tensor.js"
 import { convOps } from "./nn-conv.js"
@@ -73,13 +73,19 @@ export const unpackNCHWc = (t: Tensor, channels?: number): Tensor => {
 export const packKernel = (w: Tensor, ib: number, ob: number): Tensor => {
   const [O, I, KH, KW] = w.shape
   const [OB, IB] = [Math.ceil(O / ob), Math.ceil(I / ib)]
-  const shape = [OB, IB, KH, KW, ib, ob]
-  return deferred(w.dtype, shape, { kind: "packed-kernel", source: w, ib, ob }, () => {
-    const out = allocate(w.dtype, OB * IB * KH * KW * ib * ob)
-    const { src, scale } = kernelSource(w)
-    const block = KH * KW * ib * ob
-    for (let oo = 0; oo < OB; oo++) for (let ii = 0; ii < IB; ii++) packBlockInto(src, scale, w.shape, ib, ob, oo, ii, out, (oo * IB + ii) * block)
-    return out
+  const block = KH * KW * ib * ob
+  return deferred(w.dtype, [OB, IB, KH, KW, ib, ob], { kind: "packed-kernel", source: w, ib, ob }, {
+    fill: (out) => {
+      const { src, scale } = kernelSource(w)
+      for (let oo = 0; oo < OB; oo++) for (let ii = 0; ii < IB; ii++) packBlockInto(src, scale, w.shape, ib, ob, oo, ii, out, (oo * IB + ii) * block)
+    },
+    // j = ((((oo·IB + ii)·KH + kh)·KW + kw)·ib + i)·ob + o
+    element: (j) => {
+      const [o, i, kw, kh] = [j % ob, Math.floor(j / ob) % ib, Math.floor(j / (ob * ib)) % KW, Math.floor(j / (ob * ib * KW)) % KH]
+      const [ii, oo] = [Math.floor(j / (ob * ib * KW * KH)) % IB, Math.floor(j / (ob * ib * KW * KH * IB))]
+      const [oc, ic] = [oo * ob + o, ii * ib + i]
+      return oc < O && ic < I ? elementOf(w, ((oc * I + ic) * KH + kh) * KW + kw) : 0
+    },
   })
 }
 

@@ -8,8 +8,8 @@
 // 144), and the output transform Aᵀ M A. Op: ConvWinogradNCHWc(x NCHW[ib]c, U [6, 6, O/ob, I,
 // ob], bias?) → NCHW[ob]c.
 import { A, attrs } from "../attrs.js"
-import { allocate } from "../dtype.js"
-import { kernelSource, packBlockInto, pendingRecipe } from "../deferred.js"
+import { allocate, type TypedArray } from "../dtype.js"
+import { deferred, elementOf, kernelSource, packBlockInto, pendingRecipe } from "../deferred.js"
 import { check, defineOp, fail, type AnyOpDef } from "../op.js"
 import { tensor, type Tensor } from "../tensor.js"
 import { req } from "./util.js"
@@ -90,7 +90,8 @@ export const WINOGRAD_AT = WINOGRAD[4].AT
 /**
  * U = G g Gᵀ for every (output, input) channel pair of a packed kernel OIHW[ib]i[ob]o
  * ([O/ob, I/ib, 3, 3, ib, ob]), laid out [6, 6, O/ob, I, ob] (the output lane innermost, as the
- * blocked conv's weights). Computed in float64, stored in the kernel's dtype.
+ * blocked conv's weights). Computed in float64, stored in the kernel's dtype. Deferred
+ * (deferred.ts): computed when first read, or by the artifact straight into its constants.
  */
 export const winogradKernel = (w: Tensor, m: 2 | 4 = WINOGRAD_M): Tensor => {
   const [OB, IB, KH, KW, ib, ob] = w.shape
@@ -98,7 +99,20 @@ export const winogradKernel = (w: Tensor, m: 2 | 4 = WINOGRAD_M): Tensor => {
   const I = IB * ib
   const a = m + 2
   const G = Float64Array.from(WINOGRAD[m].G.flat())
-  const out = allocate(w.dtype, a * a * OB * I * ob)
+  // U[e, n, oo, ic, o] of one element, the kernel's sums in the kernel's order
+  const element = (j: number): number => {
+    const [o, ic, oo, n, e] = [j % ob, Math.floor(j / ob) % I, Math.floor(j / (ob * I)) % OB, Math.floor(j / (ob * I * OB)) % a, Math.floor(j / (ob * I * OB * a))]
+    const g = (r: number, c: number) => elementOf(w, ((((oo * IB + Math.floor(ic / ib)) * 3 + r) * 3 + c) * ib + (ic % ib)) * ob + o)
+    const gg = [0, 1, 2].map((c) => G[e * 3] * g(0, c) + G[e * 3 + 1] * g(1, c) + G[e * 3 + 2] * g(2, c))
+    return gg[0] * G[n * 3] + gg[1] * G[n * 3 + 1] + gg[2] * G[n * 3 + 2]
+  }
+  return deferred(w.dtype, [a, a, OB, I, ob], { kind: "winograd", source: w, m }, { fill: (out) => winogradInto(w, a, G, out), element })
+}
+
+/** winogradKernel's values into `out`. */
+const winogradInto = (w: Tensor, a: number, G: Float64Array, out: TypedArray): void => {
+  const [OB, IB, , , ib, ob] = w.shape
+  const I = IB * ib
   // a pending pack (deferred.ts) is read through, a block at a time into `block` (its dtype's
   // array, so each value rounds as the packed array stores it): the packed kernel is never written
   const pack = pendingRecipe(w)
@@ -148,7 +162,6 @@ export const winogradKernel = (w: Tensor, m: 2 | 4 = WINOGRAD_M): Tensor => {
         }
       }
     }
-  return tensor(w.dtype, [a, a, OB, I, ob], out)
 }
 
 const winogradAttrs = attrs({
