@@ -20,7 +20,7 @@ import { LIMITS, showCount } from "../graph/limits.js"
 import type { Dim, ValueType } from "../graph/op.js"
 import { wideTensor, type Tensor } from "../graph/tensor.js"
 import { DecodeError, UnsupportedModelError } from "./errors.js"
-import { alignRawData, decodeTensor, type ExternalReader } from "./tensor-proto.js"
+import { alignRawData, decodeTensor, type ByteMove, type ExternalReader } from "./tensor-proto.js"
 
 /** Default-domain opsets Tessera decodes. */
 export const MIN_OPSET = 1
@@ -36,6 +36,8 @@ export interface DecodeOptions {
    * are changed, and the graph's tensors alias them. For a buffer read from a file just for this.
    */
   readonly adoptBytes?: boolean
+  /** How adopted bytes are moved to their alignment (by default copyWithin): the file reader reads them from the file again, cheaper where a page's first write is dear (alignRawData). */
+  readonly moveBytes?: ByteMove
 }
 
 export type OnnxDecodeError = DecodeError | UnsupportedModelError | UnsupportedOpError | NodeError
@@ -227,15 +229,15 @@ const checkTopological = (g: Graph): void => {
 }
 
 /** Every TensorProto of a graph (initializers, attribute tensors, subgraphs' too) moved to its alignment (alignRawData); a subgraph past the depth limit is left to decodeGraph to refuse. */
-const alignGraph = (g: GraphProto, depth: number): void => {
+const alignGraph = (g: GraphProto, depth: number, move?: ByteMove): void => {
   if (depth > LIMITS.subgraphDepth) return
-  for (const t of g.initializer) alignRawData(t)
+  for (const t of g.initializer) alignRawData(t, move)
   for (const n of g.node)
     for (const a of n.attribute) {
-      if (a.t) alignRawData(a.t)
-      for (const t of a.tensors) alignRawData(t)
-      if (a.g) alignGraph(a.g, depth + 1)
-      for (const s of a.graphs) alignGraph(s, depth + 1)
+      if (a.t) alignRawData(a.t, move)
+      for (const t of a.tensors) alignRawData(t, move)
+      if (a.g) alignGraph(a.g, depth + 1, move)
+      for (const s of a.graphs) alignGraph(s, depth + 1, move)
     }
 }
 
@@ -269,7 +271,7 @@ export const decodeModelSync = (bytes: Uint8Array, options: DecodeOptions = {}):
     if (o.domain === MICROSOFT_DOMAIN && o.version !== 1n)
       throw new UnsupportedModelError({ where: "model", feature: `${MICROSOFT_DOMAIN} opset ${o.version} (Tessera knows version 1, the only one onnxruntime defines)` })
   const views = options.adoptBytes === true
-  if (views) alignGraph(model.graph, 0)
+  if (views) alignGraph(model.graph, 0, options.moveBytes)
   const g = decodeGraph(model.graph, { opset, readExternal: options.readExternal, views, depth: 0, count: { nodes: 0 } }, "graph")
   checkTopological(g)
   return g
