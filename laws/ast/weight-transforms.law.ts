@@ -10,11 +10,16 @@
 // same chain computed step by step, each step stored: the same bits; likewise any stretch of a
 // deferred tensor read on its own (readInto, what EliminateCommonSubexpr compares). And a model's
 // bytes decoded as the file reader does (adoptBytes: each tensor's raw data moved over its field's
-// header to its alignment, then viewed) against a copy decoded the ordinary way: the same tensors,
+// header to its alignment, in memory or read again from the file, then viewed) against a copy
+// decoded the ordinary way: the same tensors,
 // bit for bit; every tensor of 128 bytes or more of a 1-, 2- or 4-byte type a view; and a model cut
 // short anywhere a typed error or a graph, never a read past its end.
 import * as fc from "fast-check"
-import { describe, expect, it } from "vitest"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { describe, expect, it, onTestFinished } from "vitest"
+import { readModelSync } from "../../src/device/files.js"
 import { allocate, type DType } from "../../src/ast/graph/dtype.js"
 import { packKernel } from "../../src/ast/graph/ops/layout.js"
 import { WINOGRAD, winogradKernel } from "../../src/ast/graph/ops/winograd.js"
@@ -194,6 +199,8 @@ describe("compile-time weight transforms equal their element-wise definitions, b
     })
 
   it("a model's adopted bytes decode, viewed in place, to what a copy decodes (and cut short: a typed error or a graph)", () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), "tessera-adopt-"))
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }))
     fc.assert(
       fc.property(arbModel, fc.integer({ min: 0, max: 1 << 20 }), (g, cut) => {
         const bytes = encodeOnnx(g)
@@ -206,6 +213,11 @@ describe("compile-time weight transforms equal their element-wise definitions, b
           expect(Buffer.compare(Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength), Buffer.from(g.initializers.get(name)!.data.buffer))).toBe(0)
           if (t.data.byteLength >= 128 && t.dtype !== "float64") expect(u.data.buffer).toBe(adopted.buffer)
         }
+        // the file reader's way: the model written to a file, moved by reading it again
+        const file = path.join(dir, "m.onnx")
+        writeFileSync(file, bytes)
+        const read = readModelSync(file)
+        for (const [name, t] of want.initializers) sameBits(read.initializers.get(name)!, t)
         const short = bytes.slice(0, cut % bytes.length)
         try {
           decodeModelSync(short, { adoptBytes: true })
