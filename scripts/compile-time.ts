@@ -4,6 +4,9 @@
 // into TE / schedule / lower / TIR passes, C emission), the slowest groups' lowering, and hashes of
 // the emitted C — the artifact's files, and the single unit the tuner builds — so a speed-up can be
 // checked to leave the output byte-identical. Goals: ResNet-18 < 2 s (issue 5); ResNet-50 ≤ 2 s.
+// Then constants.bin as `tessera compile` writes it, timed on its own: the weights still deferred
+// (src/ast/graph/deferred.ts: a BatchNorm fold, a pack, a Winograd transform) are computed there,
+// straight into it, so decode → emitted source no longer holds their cost.
 // With --gcc, the artifact's units are then built as the c device builds them, into a fresh cache
 // (cold: every object compiled, in parallel; small units in batches), then again after one
 // kernel's unit changed (one object compiled, one link): wall seconds, and the compilers' CPU
