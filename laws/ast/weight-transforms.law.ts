@@ -13,7 +13,8 @@
 // header to its alignment, in memory or read again from the file, then viewed) against a copy
 // decoded the ordinary way: the same tensors,
 // bit for bit; every tensor of 128 bytes or more of a 1-, 2- or 4-byte type a view; and a model cut
-// short anywhere a typed error or a graph, never a read past its end.
+// short anywhere a typed error or a graph, never a read past its end; and raw data written before
+// its tensor's name (another encoder's order) moved no further than its own header.
 import * as fc from "fast-check"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import * as os from "node:os"
@@ -28,6 +29,9 @@ import { copyRaw, readRawByElement } from "../../src/ast/onnx/tensor-proto.js"
 import { readInto, scaledRows, writeInto } from "../../src/ast/graph/deferred.js"
 import { decodeModelSync } from "../../src/ast/onnx/decode.js"
 import { encodeOnnx } from "../../src/ast/onnx/encode.js"
+import { encodeTensor } from "../../src/ast/onnx/tensor-proto.js"
+import { create, toBinary } from "@bufbuild/protobuf"
+import { TensorProtoSchema } from "onnx-buf"
 import { DecodeError, UnsupportedModelError } from "../../src/ast/onnx/errors.js"
 import type { Graph } from "../../src/ast/graph/graph.js"
 import { lawParams } from "../support.js"
@@ -226,6 +230,51 @@ describe("compile-time weight transforms equal their element-wise definitions, b
         }
       }),
       lawParams(150),
+    )
+  })
+
+  /** A varint's bytes. */
+  const varint = (n: number): number[] => {
+    const out: number[] = []
+    for (; n >= 128; n = Math.floor(n / 128)) out.push((n % 128) | 128)
+    return [...out, n]
+  }
+  /** A length-delimited field (number < 16). */
+  const field = (num: number, body: Uint8Array): Uint8Array => Uint8Array.from([(num << 3) | 2, ...varint(body.length), ...body])
+
+  it("raw data written before a tensor's name (another encoder's field order) is moved no further than its own header: the tensor before it keeps its bytes", () => {
+    // bytes of 1-byte tensors never move, so an 8-byte one right behind them is where a move past its header would show
+    const arbTensors = fc.array(
+      fc
+        .record({ dtype: fc.constantFrom<DType>("uint8", "float64"), n: fc.integer({ min: 1, max: 14 }), pad: fc.integer({ min: 0, max: 7 }) })
+        .chain((c) => fc.uint8Array({ minLength: c.n * WIDTH[c.dtype], maxLength: c.n * WIDTH[c.dtype] }).map((raw) => ({ ...c, raw }))),
+      { minLength: 2, maxLength: 6 },
+    )
+    fc.assert(
+      fc.property(arbTensors, (ts) => {
+        // a graph whose output is its input; its initializers appended as a second `graph` field (protobuf merges them)
+        const g: Graph = { name: "g", opset: 17, inputs: [{ name: "x", type: { dtype: "float32", shape: [1] } }], outputs: [{ name: "x", type: { dtype: "float32", shape: [1] } }], initializers: new Map(), nodes: [], valueTypes: new Map() }
+        const inits = ts.map(({ dtype, n, raw: bytesOf, pad }, k) => {
+          const data = allocate(dtype, n)
+          new Uint8Array(data.buffer).set(bytesOf)
+          const tp = encodeTensor(tensor(dtype, [n], data), `t${"_".repeat(pad)}${k}`)
+          const raw = toBinary(TensorProtoSchema, create(TensorProtoSchema, { rawData: tp.rawData }))
+          const rest = toBinary(TensorProtoSchema, create(TensorProtoSchema, { name: tp.name, dims: tp.dims, dataType: tp.dataType }))
+          // raw_data last in every other tensor (as Tessera writes it), first in the next: its bytes right behind the other's
+          return field(5, Uint8Array.from(k % 2 ? [...raw, ...rest] : [...rest, ...raw]))
+        })
+        const extra = field(7, Uint8Array.from(inits.flatMap((b) => [...b])))
+        const bytes = Uint8Array.from([...encodeOnnx(g), ...extra])
+        const want = decodeModelSync(bytes.slice())
+        const got = decodeModelSync(bytes.slice(), { adoptBytes: true })
+        ts.forEach(({ raw }, k) => {
+          const name = [...want.initializers.keys()][k]
+          const w = want.initializers.get(name)!.data
+          expect(Buffer.compare(Buffer.from(w.buffer, w.byteOffset, w.byteLength), Buffer.from(raw))).toBe(0)
+          sameBits(got.initializers.get(name)!, want.initializers.get(name)!)
+        })
+      }),
+      lawParams(200),
     )
   })
 })
