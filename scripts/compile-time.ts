@@ -4,6 +4,9 @@
 // into TE / schedule / lower / TIR passes, C emission), the slowest groups' lowering, and hashes of
 // the emitted C — the artifact's files, and the single unit the tuner builds — so a speed-up can be
 // checked to leave the output byte-identical. Goals: ResNet-18 < 2 s (issue 5); ResNet-50 ≤ 2 s.
+// Then constants.bin as `tessera compile` writes it, timed on its own: the weights still deferred
+// (src/ast/graph/deferred.ts: a BatchNorm fold, a pack, a Winograd transform) are computed there,
+// straight into it, so decode → emitted source no longer holds their cost.
 // With --gcc, the artifact's units are then built as the c device builds them, into a fresh cache
 // (cold: every object compiled, in parallel; small units in batches), then again after one
 // kernel's unit changed (one object compiled, one link): wall seconds, and the compilers' CPU
@@ -29,6 +32,7 @@ import { makeTarget } from "../src/ast/target.js"
 import { cpuGraphPasses, cpuTir } from "../src/backend/cpu.js"
 import { aliasedKernels, artifactText, type Artifact } from "../src/lowering/program.js"
 import { compileGraph, emitArtifact } from "../src/pipeline.js"
+import { packConstants } from "../src/cli/compile.js"
 import { fuseOpsSync, planMemory } from "../src/rewrite/index.js"
 import type { PrimFunc } from "../src/ast/tir/tir.js"
 import { zooGraph } from "../src/zoo/index.js"
@@ -141,6 +145,9 @@ for (const model of MODELS) {
   // the same runs' CPU time (this process, user + sys) and first touches of memory (minor page faults)
   const cpuTotals: number[] = []
   const faultTotals: number[] = []
+  const constantsMs: number[] = []
+  const cpuWithConstants: number[] = []
+  const faultsWithConstants: number[] = []
   const groupRuns = new Map<number, { ops: string; ms: number[] }>()
   // a pass that runs twice (Simplify) sums both runs
   const tirRuns = new Map<string, number[]>()
@@ -161,6 +168,14 @@ for (const model of MODELS) {
     const cpu = process.cpuUsage(cpu0)
     cpuTotals.push((cpu.user + cpu.system) / 1000)
     faultTotals.push(process.resourceUsage().minorPageFault - faults0)
+    // the artifact's constants.bin, as `tessera compile` writes it: the weights still deferred
+    // (deferred.ts) are computed here, straight into it
+    const t1 = performance.now()
+    packConstants(program.graph)
+    constantsMs.push(performance.now() - t1)
+    const cpuAll = process.cpuUsage(cpu0)
+    cpuWithConstants.push((cpuAll.user + cpuAll.system) / 1000)
+    faultsWithConstants.push(process.resourceUsage().minorPageFault - faults0)
     hash = filesHash(artifact.files)
     kernels = program.kernels.filter((k) => k.kind === "compiled").length
     // by stages
@@ -193,6 +208,8 @@ for (const model of MODELS) {
   console.log(`| compileGraph + emit C, first run (cold JIT) | ${totals[0].toFixed(1)} |`)
   console.log(`| compileGraph + emit C, CPU ms (user + sys), first run / median | ${cpuTotals[0].toFixed(1)} / ${median(cpuTotals).toFixed(1)} |`)
   console.log(`| minor page faults (memory touched first), first run / median | ${faultTotals[0]} / ${median(faultTotals)} |`)
+  console.log(`| constants.bin after it (deferred weights computed into it), ms, first run / median | ${constantsMs[0].toFixed(1)} / ${median(constantsMs).toFixed(1)} |`)
+  console.log(`| compileGraph + emit C + constants.bin, CPU ms, first run / median; minor page faults, median | ${cpuWithConstants[0].toFixed(1)} / ${median(cpuWithConstants).toFixed(1)}; ${median(faultsWithConstants)} |`)
   console.log(`graph passes over 10 ms: ${[...graphRuns].filter(([, ts]) => median(ts) > 10).map(([p, ts]) => `${p} ${median(ts).toFixed(1)}`).join(", ")} ms`)
   console.log(`TIR passes: ${[...tirRuns].map(([p, ts]) => `${p} ${median(ts).toFixed(1)}`).join(", ")} ms`)
   const slow = [...groupRuns].map(([group, e]) => ({ group, ops: e.ops, ms: median(e.ms) })).sort((a, b) => b.ms - a.ms).slice(0, 5)

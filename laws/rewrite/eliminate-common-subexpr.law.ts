@@ -9,6 +9,7 @@ import { describe, expect, it } from "vitest"
 import { arbModelGraphCase } from "../../src/ast/graph/arbitrary-models.js"
 import type { Graph } from "../../src/ast/graph/graph.js"
 import type { Tensor } from "../../src/ast/graph/tensor.js"
+import { pendingRecipe, scaledRows } from "../../src/ast/graph/deferred.js"
 import { eliminateCommonSubexpr, eliminateCommonSubexprSync, withPassConfig } from "../../src/rewrite/index.js"
 import { assertAllClose, evalGraph, lawParams } from "../support.js"
 import { arbDuplicateCase, readsOf } from "./cases.js"
@@ -128,6 +129,21 @@ describe("rewrite.EliminateCommonSubexpr: merges only what is equal, everything 
       lawParams(120),
     )
     expect(merged).toBeGreaterThan(100)
+  })
+
+  it("merges deferred weights (a pending BatchNorm fold, compared a chunk at a time) exactly as their computed copies, without computing them", () => {
+    fc.assert(
+      fc.property(duplicates, ({ graph }) => {
+        // each float initializer as a deferred twin: its rows scaled by 1 (the same values, not yet computed)
+        const twins = new Map([...graph.initializers].map(([k, t]) => [k, (t.dtype === "float32" || t.dtype === "float64") && t.shape.length > 0 && t.shape[0] > 0 ? scaledRows(t, new Float64Array(t.shape[0]).fill(1)) : t] as const))
+        const deferredGraph = { ...graph, initializers: twins }
+        const [plain, viaTwins] = [eliminateCommonSubexprSync(graph), eliminateCommonSubexprSync(deferredGraph)]
+        expect([...viaTwins.initializers.keys()]).toEqual([...plain.initializers.keys()])
+        expect(viaTwins.nodes.map((n) => [n.name, n.inputs])).toEqual(plain.nodes.map((n) => [n.name, n.inputs]))
+        for (const t of viaTwins.initializers.values()) if (t !== graph.initializers.get([...twins].find(([, u]) => u === t)?.[0] ?? "")) expect(pendingRecipe(t)).toBeDefined()
+      }),
+      lawParams(80),
+    )
   })
 
   it("gives back its input itself when nothing merges: a second run is the identity", () => {

@@ -7,7 +7,9 @@ import type { Interrupt } from "../ast/graph/errors.js"
 import { Effect } from "effect"
 import * as path from "node:path"
 import type { Graph } from "../ast/graph/graph.js"
-import { exactValues, type Tensor } from "../ast/graph/tensor.js"
+import { exactValues, sizeOf, type Tensor } from "../ast/graph/tensor.js"
+import { pendingRecipe, writeInto } from "../ast/graph/deferred.js"
+import { DTYPE_INFO } from "../ast/graph/dtype.js"
 import { CUDA_ARCHS, CUDA_PRECISIONS, isCudaArch, isCudaPrecision, lanesAndCores, type TargetKind } from "../ast/target.js"
 import { BACKENDS, type BuildReport } from "../backend/index.js"
 import type { CompileError } from "../device/errors.js"
@@ -52,19 +54,25 @@ const bytesOf = (t: Tensor): Uint8Array => {
   return new Uint8Array(a.buffer, a.byteOffset, a.byteLength)
 }
 
+/** A constant's stored bytes, known from its dtype and shape (a deferred weight is not computed to learn it). */
+const byteLengthOf = (t: Tensor): number => sizeOf(t.shape) * DTYPE_INFO[t.dtype].array.BYTES_PER_ELEMENT
+
 /** The constants as one binary and their index (name, dtype, storage, shape, offset, bytes). */
 export const packConstants = (graph: Graph): { bin: Uint8Array; index: object[] } => {
   const index: object[] = []
   let size = 0
   const entries = [...graph.initializers]
-  for (const [, t] of entries) size = Math.ceil(size / ALIGN) * ALIGN + t.data.byteLength
+  for (const [, t] of entries) size = Math.ceil(size / ALIGN) * ALIGN + byteLengthOf(t)
   const bin = new Uint8Array(size)
   let off = 0
   for (const [name, t] of entries) {
     off = Math.ceil(off / ALIGN) * ALIGN
-    bin.set(bytesOf(t), off)
-    index.push({ name, dtype: t.dtype, storage: storedOf(t).constructor.name, shape: t.shape, offset: off, bytes: t.data.byteLength })
-    off += t.data.byteLength
+    // a deferred weight (deferred.ts: a float one) computed straight into the file's bytes, written once
+    const deferredOne = pendingRecipe(t) !== undefined
+    if (deferredOne) writeInto(t, new DTYPE_INFO[t.dtype].array(bin.buffer, off, sizeOf(t.shape)))
+    else bin.set(bytesOf(t), off)
+    index.push({ name, dtype: t.dtype, storage: deferredOne ? DTYPE_INFO[t.dtype].array.name : storedOf(t).constructor.name, shape: t.shape, offset: off, bytes: byteLengthOf(t) })
+    off += byteLengthOf(t)
   }
   return { bin, index }
 }

@@ -9,6 +9,7 @@ import type { ValueType } from "../ast/graph/op.js"
 import type { FusedGraph, FusedGroup } from "../rewrite/fuse-ops.js"
 import * as S from "../ast/schedule/schedule.js"
 import type { ComputeTensor, TeTensor } from "../ast/te/tensor.js"
+import type { Tensor as Constant } from "../ast/graph/tensor.js"
 import { IllFormedComputeError, placeholder } from "../ast/te/tensor.js"
 import { exprKey } from "../ast/te/expr.js"
 import type { PrimFunc } from "../ast/tir/tir.js"
@@ -97,6 +98,20 @@ export interface Exact64 {
 /** No 64-bit integer dtype exact in compiled code: int64 / uint64 computed on the reference kernels. */
 export const NO_EXACT64: Exact64 = { int64: false, uint64: false }
 
+
+/**
+ * A node's constant inputs' data, each read only when its op's compute asks for it (a few small
+ * ones: scales, bounds, zero points): a weight still deferred (deferred.ts) stays so, and the
+ * artifact writes it once, into its constants.
+ */
+const constantsOf = (inputs: readonly string[], initializers: ReadonlyMap<string, Constant>): readonly (ArrayLike<number> | undefined)[] => {
+  const out: (ArrayLike<number> | undefined)[] = []
+  inputs.forEach((v, k) => {
+    const t = initializers.get(v)
+    Object.defineProperty(out, k, { enumerable: true, get: () => t?.data })
+  })
+  return out
+}
 /** Builds the TE program of a group (throws NoComputeError when an op has no compute, IllFormedComputeError when one is built wrong). */
 export const buildGroupTE = (fused: FusedGraph, group: FusedGroup, exact: Exact64 = NO_EXACT64): GroupTE => {
   const { graph } = fused
@@ -165,7 +180,7 @@ export const buildGroupTE = (fused: FusedGraph, group: FusedGroup, exact: Exact6
       inputs: n.inputs.map((i) => (i === "" ? undefined : tensors.get(i))),
       outputs: outs.map((t) => ({ dtype: t.dtype, shape: staticShape(t, `output of ${n.op}`) })),
       name: (suffix) => (suffix ? `${base}_${suffix}${sub++}` : base),
-      constants: n.inputs.map((i) => graph.initializers.get(i)?.data),
+      constants: constantsOf(n.inputs, graph.initializers),
       opset: graph.opset,
     })
     if (multi) n.outputs.forEach((o, k) => tensors.set(o, made[k]))

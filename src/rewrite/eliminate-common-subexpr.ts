@@ -4,7 +4,9 @@
 // shape: no hash, so no collision can merge two that differ.
 import { subgraphFreeNames } from "../ast/graph/evaluate.js"
 import type { Graph, Node } from "../ast/graph/graph.js"
-import type { Tensor } from "../ast/graph/tensor.js"
+import { sizeOf, type Tensor } from "../ast/graph/tensor.js"
+import { allocate } from "../ast/graph/dtype.js"
+import { pendingRecipe, readInto } from "../ast/graph/deferred.js"
 import { graphPass } from "./pass.js"
 
 /** The stored bytes: an int64's exact values where it has them (its doubles may round two apart to one). */
@@ -15,8 +17,22 @@ const bytesOf = (t: Tensor) => {
 
 /** Same stored bytes, for tensors of one bucket (one dtype and shape): unequal weights differ early. */
 const sameBytes = (a: Tensor, b: Tensor): boolean => {
+  if (pendingRecipe(a) || pendingRecipe(b)) return sameChunks(a, b)
   const y = bytesOf(b)
   return bytesOf(a).every((x, i) => x === y[i])
+}
+
+/** Elements compared a chunk at a time (their stored bytes), so a deferred weight (a pending BatchNorm fold) is not computed whole to find that it differs. */
+const CHUNK = 1024
+const sameChunks = (a: Tensor, b: Tensor): boolean => {
+  const n = sizeOf(a.shape)
+  for (let start = 0; start < n; start += CHUNK) {
+    const len = Math.min(CHUNK, n - start)
+    const [x, y] = [readInto(a, start, allocate(a.dtype, len)), readInto(b, start, allocate(b.dtype, len))]
+    const [bx, by] = [new Uint8Array(x.buffer, x.byteOffset, x.byteLength), new Uint8Array(y.buffer, y.byteOffset, y.byteLength)]
+    if (!bx.every((v, i) => v === by[i])) return false
+  }
+  return true
 }
 
 /** A tensor's bucket: its dtype and shape (the bytes are compared within a bucket). */

@@ -37,7 +37,7 @@ export type TypedArray =
   | Uint16Array
   | Uint32Array
 
-type ArrayCtor = { new (n: number): TypedArray; new (src: ArrayLike<number>): TypedArray; readonly BYTES_PER_ELEMENT: number; readonly name: string }
+type ArrayCtor = { new (n: number): TypedArray; new (src: ArrayLike<number>): TypedArray; new (buffer: ArrayBufferLike, byteOffset: number, length: number): TypedArray; readonly BYTES_PER_ELEMENT: number; readonly name: string }
 
 /** A wasm load / store of a storage element, its natural alignment (log2) and the class its value computes in. */
 export interface WasmStorage {

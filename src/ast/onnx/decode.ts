@@ -20,7 +20,7 @@ import { LIMITS, showCount } from "../graph/limits.js"
 import type { Dim, ValueType } from "../graph/op.js"
 import { wideTensor, type Tensor } from "../graph/tensor.js"
 import { DecodeError, UnsupportedModelError } from "./errors.js"
-import { decodeTensor, type ExternalReader } from "./tensor-proto.js"
+import { alignRawData, decodeTensor, type ByteMove, type ExternalReader } from "./tensor-proto.js"
 
 /** Default-domain opsets Tessera decodes. */
 export const MIN_OPSET = 1
@@ -29,6 +29,15 @@ export const MAX_OPSET = 28
 export interface DecodeOptions {
   /** Reads external data files relative to the model's folder (given by the CLI / device layer). */
   readonly readExternal?: ExternalReader
+  /**
+   * The bytes (and what readExternal returns) belong to the decode: nobody reads or writes them
+   * afterwards. Then the tensors' raw data become views onto them, not copies, after each is moved
+   * by a few bytes over its own field's header to its element's alignment (alignRawData): the bytes
+   * are changed, and the graph's tensors alias them. For a buffer read from a file just for this.
+   */
+  readonly adoptBytes?: boolean
+  /** How adopted bytes are moved to their alignment (by default copyWithin): the file reader reads them from the file again, cheaper where a page's first write is dear (alignRawData). */
+  readonly moveBytes?: ByteMove
 }
 
 export type OnnxDecodeError = DecodeError | UnsupportedModelError | UnsupportedOpError | NodeError
@@ -38,6 +47,8 @@ const utf8 = new TextDecoder("utf-8", { fatal: false })
 interface Ctx {
   readonly opset: number
   readonly readExternal?: ExternalReader
+  /** Raw data as views onto the adopted bytes where aligned (DecodeOptions.adoptBytes). */
+  readonly views: boolean
   /** How many graphs enclose the one being decoded (0 for the model's graph). */
   readonly depth: number
   /** Nodes decoded so far, subgraphs included (shared by the whole model). */
@@ -90,7 +101,7 @@ const decodeAttr = (a: AttributeProto, where: string, ctx: Ctx): AttrValue => {
       return { kind: "string", value: utf8.decode(a.s) }
     case 4:
       if (!a.t) throw new DecodeError({ where: w, reason: "TENSOR attribute without a tensor" })
-      return { kind: "tensor", value: decodeTensor(a.t, w, ctx.readExternal) }
+      return { kind: "tensor", value: decodeTensor(a.t, w, ctx.readExternal, ctx.views) }
     case 5:
       if (!a.g) throw new DecodeError({ where: w, reason: "GRAPH attribute without a graph" })
       return { kind: "graph", value: decodeGraph(a.g, inner(ctx), w) }
@@ -101,7 +112,7 @@ const decodeAttr = (a: AttributeProto, where: string, ctx: Ctx): AttrValue => {
     case 8:
       return { kind: "strings", value: a.strings.map((s) => utf8.decode(s)) }
     case 9:
-      return { kind: "tensors", value: a.tensors.map((t, k) => decodeTensor(t, `${w}[${k}]`, ctx.readExternal)) }
+      return { kind: "tensors", value: a.tensors.map((t, k) => decodeTensor(t, `${w}[${k}]`, ctx.readExternal, ctx.views)) }
     case 10:
       return { kind: "graphs", value: a.graphs.map((g, k) => decodeGraph(g, inner(ctx), `${w}[${k}]`)) }
     case 11:
@@ -115,7 +126,7 @@ const decodeAttr = (a: AttributeProto, where: string, ctx: Ctx): AttrValue => {
       if (a.ints.length) return { kind: "ints", value: a.ints.map(Number) }
       if (a.floats.length) return { kind: "floats", value: [...a.floats] }
       if (a.strings.length) return { kind: "strings", value: a.strings.map((s) => utf8.decode(s)) }
-      if (a.t) return { kind: "tensor", value: decodeTensor(a.t, w, ctx.readExternal) }
+      if (a.t) return { kind: "tensor", value: decodeTensor(a.t, w, ctx.readExternal, ctx.views) }
       if (a.g) return { kind: "graph", value: decodeGraph(a.g, inner(ctx), w) }
       if (a.s.length) return { kind: "string", value: utf8.decode(a.s) }
       if (a.f !== 0) return { kind: "float", value: a.f }
@@ -167,7 +178,7 @@ const decodeGraph = (g: GraphProto, ctx: Ctx, where: string): Graph => {
   const initializers = new Map<string, Tensor>()
   for (const t of g.initializer) {
     if (t.name === "") throw new DecodeError({ where, reason: "an initializer has no name" })
-    initializers.set(t.name, decodeTensor(t, `${where} initializer '${t.name}'`, ctx.readExternal))
+    initializers.set(t.name, decodeTensor(t, `${where} initializer '${t.name}'`, ctx.readExternal, ctx.views))
   }
   const sub = where !== "graph"
   const inputs = g.input.filter((i) => !initializers.has(i.name)).map((i) => decodeValueInfo(i, `${where} input`, sub))
@@ -217,6 +228,19 @@ const checkTopological = (g: Graph): void => {
     if (!defined.has(o.name)) throw new DecodeError({ where: `graph output '${o.name}'`, reason: "is not produced by any node" })
 }
 
+/** Every TensorProto of a graph (initializers, attribute tensors, subgraphs' too) moved to its alignment (alignRawData); a subgraph past the depth limit is left to decodeGraph to refuse. */
+const alignGraph = (g: GraphProto, depth: number, move?: ByteMove): void => {
+  if (depth > LIMITS.subgraphDepth) return
+  for (const t of g.initializer) alignRawData(t, move)
+  for (const n of g.node)
+    for (const a of n.attribute) {
+      if (a.t) alignRawData(a.t, move)
+      for (const t of a.tensors) alignRawData(t, move)
+      if (a.g) alignGraph(a.g, depth + 1, move)
+      for (const s of a.graphs) alignGraph(s, depth + 1, move)
+    }
+}
+
 /** Decodes ModelProto bytes into a Graph (plain function; throws the typed errors). */
 export const decodeModelSync = (bytes: Uint8Array, options: DecodeOptions = {}): Graph => {
   if (bytes.length === 0) throw new DecodeError({ where: "model", reason: "the file is empty" })
@@ -246,7 +270,9 @@ export const decodeModelSync = (bytes: Uint8Array, options: DecodeOptions = {}):
   for (const o of model.opsetImport)
     if (o.domain === MICROSOFT_DOMAIN && o.version !== 1n)
       throw new UnsupportedModelError({ where: "model", feature: `${MICROSOFT_DOMAIN} opset ${o.version} (Tessera knows version 1, the only one onnxruntime defines)` })
-  const g = decodeGraph(model.graph, { opset, readExternal: options.readExternal, depth: 0, count: { nodes: 0 } }, "graph")
+  const views = options.adoptBytes === true
+  if (views) alignGraph(model.graph, 0, options.moveBytes)
+  const g = decodeGraph(model.graph, { opset, readExternal: options.readExternal, views, depth: 0, count: { nodes: 0 } }, "graph")
   checkTopological(g)
   return g
 }

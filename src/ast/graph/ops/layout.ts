@@ -6,6 +6,7 @@
 // and a matrix product of many rows over one (MatMulPacked: the panels its register tile's width).
 import { A, attr, attrs, type AttrValue } from "../attrs.js"
 import { allocate } from "../dtype.js"
+import { deferred, elementOf, kernelSource, packBlockInto } from "../deferred.js"
 import { check, defineOp, fail, type AnyOpDef, type Dim } from "../op.js"
 import { tensor, type Tensor } from "../tensor.js"
 import { convOps } from "./nn-conv.js"
@@ -65,26 +66,27 @@ export const unpackNCHWc = (t: Tensor, channels?: number): Tensor => {
 
 /**
  * OIHW → OIHW[ib]i[ob]o: [⌈O/ob⌉, ⌈I/ib⌉, KH, KW, ib, ob], the filters and input channels past O
- * and I zero (a padded output channel computes 0; a padded input channel adds nothing).
+ * and I zero (a padded output channel computes 0; a padded input channel adds nothing). Deferred
+ * (deferred.ts): computed when first read, or read through block by block by the Winograd
+ * transform; a pending BatchNorm fold of `w` is read through in turn, so the chain writes one array.
  */
 export const packKernel = (w: Tensor, ib: number, ob: number): Tensor => {
   const [O, I, KH, KW] = w.shape
   const [OB, IB] = [Math.ceil(O / ob), Math.ceil(I / ib)]
-  const out = allocate(w.dtype, OB * IB * KH * KW * ib * ob)
-  const src = w.data
-  // strides of o, i, kh in the OIHW source (kw's is 1)
-  const sO = I * KH * KW
-  const sI = KH * KW
-  let k = 0
-  for (let oo = 0; oo < OB; oo++)
-    for (let ii = 0; ii < IB; ii++)
-      for (let kh = 0; kh < KH; kh++)
-        for (let kw = 0; kw < KW; kw++) {
-          const base = oo * ob * sO + ii * ib * sI + kh * KW + kw
-          for (let i = 0; i < ib; i++)
-            for (let o = 0, at = base + i * sI; o < ob; o++, at += sO, k++) if (oo * ob + o < O && ii * ib + i < I) out[k] = src[at]
-        }
-  return tensor(w.dtype, [OB, IB, KH, KW, ib, ob], out)
+  const block = KH * KW * ib * ob
+  return deferred(w.dtype, [OB, IB, KH, KW, ib, ob], { kind: "packed-kernel", source: w, ib, ob }, {
+    fill: (out) => {
+      const { src, scale } = kernelSource(w)
+      for (let oo = 0; oo < OB; oo++) for (let ii = 0; ii < IB; ii++) packBlockInto(src, scale, w.shape, ib, ob, oo, ii, out, (oo * IB + ii) * block)
+    },
+    // j = ((((oo·IB + ii)·KH + kh)·KW + kw)·ib + i)·ob + o
+    element: (j) => {
+      const [o, i, kw, kh] = [j % ob, Math.floor(j / ob) % ib, Math.floor(j / (ob * ib)) % KW, Math.floor(j / (ob * ib * KW)) % KH]
+      const [ii, oo] = [Math.floor(j / (ob * ib * KW * KH)) % IB, Math.floor(j / (ob * ib * KW * KH * IB))]
+      const [oc, ic] = [oo * ob + o, ii * ib + i]
+      return oc < O && ic < I ? elementOf(w, ((oc * I + ic) * KH + kh) * KW + kw) : 0
+    },
+  })
 }
 
 export const unpackKernel = (w: Tensor): Tensor => {

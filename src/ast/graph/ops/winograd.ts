@@ -8,7 +8,8 @@
 // 144), and the output transform Aᵀ M A. Op: ConvWinogradNCHWc(x NCHW[ib]c, U [6, 6, O/ob, I,
 // ob], bias?) → NCHW[ob]c.
 import { A, attrs } from "../attrs.js"
-import { allocate } from "../dtype.js"
+import { allocate, type TypedArray } from "../dtype.js"
+import { deferred, elementOf, kernelSource, packBlockInto, pendingRecipe } from "../deferred.js"
 import { check, defineOp, fail, type AnyOpDef } from "../op.js"
 import { tensor, type Tensor } from "../tensor.js"
 import { req } from "./util.js"
@@ -89,7 +90,8 @@ export const WINOGRAD_AT = WINOGRAD[4].AT
 /**
  * U = G g Gᵀ for every (output, input) channel pair of a packed kernel OIHW[ib]i[ob]o
  * ([O/ob, I/ib, 3, 3, ib, ob]), laid out [6, 6, O/ob, I, ob] (the output lane innermost, as the
- * blocked conv's weights). Computed in float64, stored in the kernel's dtype.
+ * blocked conv's weights). Computed in float64, stored in the kernel's dtype. Deferred
+ * (deferred.ts): computed when first read, or by the artifact straight into its constants.
  */
 export const winogradKernel = (w: Tensor, m: 2 | 4 = WINOGRAD_M): Tensor => {
   const [OB, IB, KH, KW, ib, ob] = w.shape
@@ -97,8 +99,26 @@ export const winogradKernel = (w: Tensor, m: 2 | 4 = WINOGRAD_M): Tensor => {
   const I = IB * ib
   const a = m + 2
   const G = Float64Array.from(WINOGRAD[m].G.flat())
-  const out = allocate(w.dtype, a * a * OB * I * ob)
-  const src = w.data as ArrayLike<number>
+  // U[e, n, oo, ic, o] of one element, the kernel's sums in the kernel's order
+  const element = (j: number): number => {
+    const [o, ic, oo, n, e] = [j % ob, Math.floor(j / ob) % I, Math.floor(j / (ob * I)) % OB, Math.floor(j / (ob * I * OB)) % a, Math.floor(j / (ob * I * OB * a))]
+    const g = (r: number, c: number) => elementOf(w, ((((oo * IB + Math.floor(ic / ib)) * 3 + r) * 3 + c) * ib + (ic % ib)) * ob + o)
+    const gg = [0, 1, 2].map((c) => G[e * 3] * g(0, c) + G[e * 3 + 1] * g(1, c) + G[e * 3 + 2] * g(2, c))
+    return gg[0] * G[n * 3] + gg[1] * G[n * 3 + 1] + gg[2] * G[n * 3 + 2]
+  }
+  return deferred(w.dtype, [a, a, OB, I, ob], { kind: "winograd", source: w, m }, { fill: (out) => winogradInto(w, a, G, out), element })
+}
+
+/** winogradKernel's values into `out`. */
+const winogradInto = (w: Tensor, a: number, G: Float64Array, out: TypedArray): void => {
+  const [OB, IB, , , ib, ob] = w.shape
+  const I = IB * ib
+  // a pending pack (deferred.ts) is read through, a block at a time into `block` (its dtype's
+  // array, so each value rounds as the packed array stores it): the packed kernel is never written
+  const pack = pendingRecipe(w)
+  const through = pack?.kind === "packed-kernel" && pack.ib === ib && pack.ob === ob ? { ...kernelSource(pack.source), shape: pack.source.shape } : undefined
+  const block = allocate(w.dtype, through ? 9 * ib * ob : 0)
+  const src = through ? block : w.data
   // Lane-wise over whole runs, each a plain loop (a per-pair 3×3 → a×a product wrote a² values a
   // plane apart, through a buffer and a closure: ~25 ns a value before the JIT settled). A packed
   // block (oo, ii) holds its 9 taps as 9 runs of L = ib·ob lanes (i, o), o innermost; U's plane
@@ -113,7 +133,8 @@ export const winogradKernel = (w: Tensor, m: 2 | 4 = WINOGRAD_M): Tensor => {
   const gg = new Float64Array(a * 3 * L)
   for (let oo = 0; oo < OB; oo++)
     for (let ii = 0; ii < IB; ii++) {
-      const from = (oo * IB + ii) * 9 * L
+      if (through) packBlockInto(through.src, through.scale, through.shape, ib, ob, oo, ii, block, 0)
+      const from = through ? 0 : (oo * IB + ii) * 9 * L
       for (let e = 0; e < a; e++) {
         const g0 = G[e * 3]
         const g1 = G[e * 3 + 1]
@@ -141,7 +162,6 @@ export const winogradKernel = (w: Tensor, m: 2 | 4 = WINOGRAD_M): Tensor => {
         }
       }
     }
-  return tensor(w.dtype, [a, a, OB, I, ob], out)
 }
 
 const winogradAttrs = attrs({

@@ -1,0 +1,157 @@
+// Deferred constants: a weight a graph pass derives from another (SimplifyInference's BatchNorm fold
+// scales a conv's rows, AlterLayout packs the kernel OIHW[ib]i[ob]o) whose `data` is computed when
+// first read, and whose recipe the next transform may read through instead. On ResNet-50 the folded
+// OIHW weights are read only by the pack, and the packed 3×3 ones only by the Winograd transform:
+// each a fresh 85–90 MB array, and on a VM where the first touch of a page costs ~15 µs (2026-11-26,
+// eighth session) each cost about 0.4 s of a 3 s compile. Read through, the chain writes one array
+// (TVM folds its layout transforms into the constants after AlterOpLayout the same way).
+//
+// A deferred tensor is a Tensor like any other: `data` (an own, enumerable getter, so a spread copy
+// gets the values) computes once and keeps the array; its recipe is not enumerable, so a copy made
+// with another shape never carries it. Every value equals what the materialized chain stores,
+// bit for bit: each recipe rounds once, at the store into the dtype's array, as the chain did
+// (a scaled row's product rounded into float32, then copied by the pack). The artifact's constants
+// are written straight from the recipes (writeInto), so a weight nothing reads during compilation
+// is computed once, into constants.bin.
+import { allocate, type DType, type TypedArray } from "./dtype.js"
+import { sizeOf, type Tensor } from "./tensor.js"
+
+/** How a deferred tensor's values come from another tensor's (what a transform may read through). */
+export type Recipe =
+  /** row o (of the source's first axis) times scale[o], rounded to the dtype */
+  | { readonly kind: "scaled-rows"; readonly source: Tensor; readonly scale: Float64Array }
+  /** an OIHW kernel packed OIHW[ib]i[ob]o ([⌈O/ob⌉, ⌈I/ib⌉, KH, KW, ib, ob], the padding zero) */
+  | { readonly kind: "packed-kernel"; readonly source: Tensor; readonly ib: number; readonly ob: number }
+  /** the Winograd kernel transform U = G g Gᵀ of a packed 3×3 kernel */
+  | { readonly kind: "winograd"; readonly source: Tensor; readonly m: number }
+
+/** How a deferred tensor computes: all of it into an array of its dtype, or one element (unrounded; elementOf rounds it). */
+export interface Compute {
+  readonly fill: (out: TypedArray) => void
+  readonly element: (j: number) => number
+}
+
+const RECIPE = Symbol("deferred.recipe")
+const PENDING = Symbol("deferred.pending")
+
+interface Deferred extends Tensor {
+  readonly [RECIPE]: Recipe
+  /** its computation while `data` has not been read; afterwards undefined */
+  readonly [PENDING]: () => Compute | undefined
+}
+
+/** A tensor whose data is computed on first read (once, by `compute.fill`); `recipe` says how, for a transform that reads through it. */
+export const deferred = (dtype: DType, shape: readonly number[], recipe: Recipe, compute: Compute): Tensor => {
+  let data: TypedArray | undefined
+  const t: Tensor = {
+    dtype,
+    shape: [...shape],
+    get data(): TypedArray {
+      if (data === undefined) {
+        const out = allocate(dtype, sizeOf(shape))
+        compute.fill(out)
+        data = out
+      }
+      return data
+    },
+  }
+  Object.defineProperty(t, RECIPE, { value: recipe })
+  Object.defineProperty(t, PENDING, { value: () => (data === undefined ? compute : undefined) })
+  return t
+}
+
+const pending = (t: Tensor): Compute | undefined => (t as Partial<Deferred>)[PENDING]?.()
+
+/** A deferred tensor's recipe while its data has not been computed (after that, reading `data` costs nothing more); else undefined. */
+export const pendingRecipe = (t: Tensor): Recipe | undefined => (pending(t) ? (t as Deferred)[RECIPE] : undefined)
+
+/** One element of each dtype's array: a value rounded as that array stores it. */
+const ROUND = new Map<DType, TypedArray>()
+const rounded = (dtype: DType, v: number): number => {
+  const one = ROUND.get(dtype) ?? allocate(dtype, 1)
+  ROUND.set(dtype, one)
+  one[0] = v
+  return one[0]
+}
+
+/** Element j of a tensor's values as its array stores it, without computing a deferred tensor whole. */
+export const elementOf = (t: Tensor, j: number): number => {
+  const c = pending(t)
+  return c ? rounded(t.dtype, c.element(j)) : t.data[j]
+}
+
+/**
+ * Elements [start, start + out.length) of a tensor's values, stored into `out` (an array of its
+ * dtype), without computing a deferred tensor whole: EliminateCommonSubexpr compares weights of one
+ * shape a chunk at a time, and unequal weights differ in the first.
+ */
+export const readInto = (t: Tensor, start: number, out: TypedArray): TypedArray => {
+  const c = pending(t)
+  if (!c) out.set(t.data.subarray(start, start + out.length) as never)
+  else for (let k = 0; k < out.length; k++) out[k] = c.element(start + k)
+  return out
+}
+
+/** All of a tensor's values stored into `out` (an array of its dtype and size): a deferred one computed straight into it, never kept (the artifact's constants are written this way, once). */
+export const writeInto = (t: Tensor, out: TypedArray): void => {
+  const c = pending(t)
+  if (c) c.fill(out)
+  else out.set(t.data as never)
+}
+
+/**
+ * `out` holding `w` with row o (`per` elements) scaled by s[o], rounded to `out`'s type. One pass,
+ * in a function of its own: inside a rule's closure the loop was optimized on the stack with the
+ * whole rule around it (a typed array's map with a callback costs ~10× a plain loop).
+ */
+export const scaleRows = <T extends TypedArray>(w: TypedArray, s: Float64Array, per: number, out: T): T => {
+  for (let o = 0, j = 0; o < s.length; o++) for (let end = j + per, so = s[o]; j < end; j++) out[j] = w[j] * so
+  return out
+}
+
+/** `w` (any shape; its first axis the rows) with row o scaled by s[o], deferred: computed when read, or read through by packKernel. */
+export const scaledRows = (w: Tensor, s: Float64Array): Tensor => {
+  const per = sizeOf(w.shape) / w.shape[0]
+  return deferred(w.dtype, w.shape, { kind: "scaled-rows", source: w, scale: s }, {
+    fill: (out) => void scaleRows(w.data, s, per, out),
+    element: (j) => elementOf(w, j) * s[Math.floor(j / per)],
+  })
+}
+
+/**
+ * Block (oo, ii) of an OIHW kernel packed OIHW[ib]i[ob]o — its KH·KW·ib·ob values, (kh, kw, i, o)
+ * with o innermost — into `out` from `at`; filters and input channels past O and I zero. The values
+ * read from `src` (the OIHW data), each row o times `scale[o]` where a scale is given (a pending
+ * BatchNorm fold, read through), rounded into `out`'s type.
+ */
+export const packBlockInto = (
+  src: TypedArray,
+  scale: Float64Array | undefined,
+  shape: readonly number[],
+  ib: number,
+  ob: number,
+  oo: number,
+  ii: number,
+  out: TypedArray,
+  at: number,
+): void => {
+  const [O, I, KH, KW] = shape
+  // strides of o, i, kh in the OIHW source (kw's is 1)
+  const sO = I * KH * KW
+  const sI = KH * KW
+  let k = at
+  for (let kh = 0; kh < KH; kh++)
+    for (let kw = 0; kw < KW; kw++) {
+      const base = oo * ob * sO + ii * ib * sI + kh * KW + kw
+      for (let i = 0; i < ib; i++)
+        for (let o = 0, from = base + i * sI; o < ob; o++, from += sO, k++)
+          if (oo * ob + o < O && ii * ib + i < I) out[k] = scale === undefined ? src[from] : src[from] * scale[oo * ob + o]
+          else out[k] = 0
+    }
+}
+
+/** The OIHW data and row scale packBlockInto reads for a kernel: a pending BatchNorm fold's source and scale, read through; else its data. */
+export const kernelSource = (w: Tensor): { readonly src: TypedArray; readonly scale?: Float64Array } => {
+  const r = pendingRecipe(w)
+  return r?.kind === "scaled-rows" && r.source.shape.length === w.shape.length ? { src: r.source.data, scale: r.scale } : { src: w.data }
+}
