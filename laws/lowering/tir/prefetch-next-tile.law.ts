@@ -1,13 +1,14 @@
 // lowering.PrefetchNextTile (the c target's TIR pipeline): the laws of every TIR pass (a prefetch
 // changes no value), and its hints: on generated tile loops — a parallel loop over channel tiles,
 // each reading its slab of a weight buffer in passes over rows, the reduction, blocks and lanes, as
-// the conv and Winograd templates lower — every prefetched index lies inside the buffer, and the
-// lines an iteration prefetches cover every line the next iteration reads. A slab read once per
-// iteration, a buffer within the threshold, a slab whose pair exceeds the L2, and reads outside a
-// vector loop get no hint.
+// the conv and Winograd templates lower, or a parallel loop fused from the tiles and their rows
+// (iteration p reads slab ⌊p / rows⌋, a 1×1 conv's channel tiles over a 7×7 image) — every
+// prefetched index lies inside the buffer, and the lines a tile's iterations prefetch cover every
+// line the next tile reads. A slab read once per tile, a buffer within the threshold, a slab whose
+// pair exceeds the L2, and reads outside a vector loop get no hint.
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
-import { add, c, mul, read, v, type Expr } from "../../../src/ast/te/expr.js"
+import { add, c, floordiv, floormod, mul, read, v, type Expr } from "../../../src/ast/te/expr.js"
 import { evalExpr } from "../../../src/ast/te/eval-expr.js"
 import type { Buffer, PrimFunc, Stmt } from "../../../src/ast/tir/tir.js"
 import { CACHE_LINE_BYTES, prefetchNextTile, prefetchNextTiles } from "../../../src/lowering/tir/prefetch-next-tile.js"
@@ -27,13 +28,20 @@ interface TileCase {
   readonly lanes: number
 }
 
-/** out[p, r, b, l] = Σ_i x[r, i] · w[p·S + b·(ic·lanes) + i·lanes + l], p parallel: a channel tile's slab S = blocks × ic × lanes, read once per row. */
-const tileKernel = (k: TileCase, laneKind: ForStmt["forKind"] = "vectorized"): PrimFunc => {
+/**
+ * out[p, r, b, l] = Σ_i x[r, i] · w[p·S + b·(ic·lanes) + i·lanes + l], p parallel: a channel tile's
+ * slab S = blocks × ic × lanes, read once per row. `fused`: one parallel loop over tiles × rows,
+ * the tile ⌊p / rows⌋ and the row p mod rows (the conv template's channel tiles fused with a small
+ * image's rows).
+ */
+const tileKernel = (k: TileCase, laneKind: ForStmt["forKind"] = "vectorized", fused = false): PrimFunc => {
   const S = k.blocks * k.ic * k.lanes
   const w: Buffer = { name: "w", dtype: "float32", shape: [k.tiles * S], scope: "global" }
   const x: Buffer = { name: "x", dtype: "float32", shape: [k.rows * k.ic], scope: "global" }
   const out: Buffer = { name: "out", dtype: "float32", shape: [k.tiles * k.rows * k.blocks * k.lanes], scope: "global" }
-  const [p, r, i, l] = ["p", "r", "i", "l"].map((n) => v(n))
+  const [i, l] = ["i", "l"].map((n) => v(n))
+  const p = fused ? floordiv(v("p"), c(k.rows)) : v("p")
+  const r = fused ? floormod(v("p"), c(k.rows)) : v("r")
   // (the blocks unrolled, as UnrollLoops leaves a register tile's channel blocks: one store each)
   const stores: Stmt[] = Array.from({ length: k.blocks }, (_, b) => {
     const at: Expr = add(mul(add(mul(add(mul(p, c(k.rows)), r), c(k.blocks)), c(b)), c(k.lanes)), l)
@@ -41,7 +49,8 @@ const tileKernel = (k: TileCase, laneKind: ForStmt["forKind"] = "vectorized"): P
     return { kind: "store", buffer: "out", indices: [at], value: add(read("out", [at], "float32"), mul(read("x", [add(mul(r, c(k.ic)), i)], "float32"), read("w", [wIndex], "float32"))) }
   })
   const lanes = stores.map((st) => loopOf("l", k.lanes, st, laneKind))
-  const body = loopOf("p", k.tiles, loopOf("r", k.rows, loopOf("i", k.ic, lanes.length === 1 ? lanes[0] : { kind: "seq", body: lanes })), "parallel")
+  const step = loopOf("i", k.ic, lanes.length === 1 ? lanes[0] : { kind: "seq", body: lanes })
+  const body = fused ? loopOf("p", k.tiles * k.rows, step, "parallel") : loopOf("p", k.tiles, loopOf("r", k.rows, step), "parallel")
   return { name: "tiles", params: [x, w, out], body }
 }
 
@@ -61,33 +70,33 @@ const prefetchLoops = (s: Stmt, out: ForStmt[] = []): ForStmt[] => {
   return out
 }
 
-/** The indices of w each tile prefetches, by tile: the tile loop and the serial loops down to the hinted one, enumerated. */
-const prefetchedByTile = (f: PrimFunc, k: TileCase): Map<number, number[]> => {
+/** The indices of w each tile prefetches, by tile: the tile loop (fused: the tile's iterations) and the serial loops down to the hinted one, enumerated. */
+const prefetchedByTile = (f: PrimFunc, k: TileCase, fused = false): Map<number, number[]> => {
   const hinted = prefetchLoops(f.body)
   expect(hinted.length).toBe(1)
   const byTile = new Map<number, number[]>()
   const noRead = () => {
     throw new Error("a prefetch index reads a buffer")
   }
-  for (let p = 0; p < k.tiles; p++)
+  for (let t = 0; t < k.tiles; t++)
     for (let r = 0; r < k.rows; r++)
       for (let i = 0; i < k.ic; i++) {
-        const env = new Map([["p", p], ["r", r], ["i", i]])
-        for (const h of hinted[0].prefetch!) byTile.set(p, [...(byTile.get(p) ?? []), evalExpr(h.index, env, noRead)])
+        const env = new Map(fused ? [["p", t * k.rows + r], ["i", i]] : [["p", t], ["r", r], ["i", i]])
+        for (const h of hinted[0].prefetch!) byTile.set(t, [...(byTile.get(t) ?? []), evalExpr(h.index, env, noRead)])
       }
   return byTile
 }
 
 describe("lowering.PrefetchNextTile: its hints", () => {
   const slabBytes = (k: TileCase) => k.blocks * k.ic * k.lanes * 4
-  it("every prefetched index is inside the buffer, and a tile's prefetches cover every line the next tile reads", () => {
+  it("every prefetched index is inside the buffer, and a tile's prefetches cover every line the next tile reads (the tiles a loop, or fused with their rows)", () => {
     fc.assert(
-      fc.property(arbTiles, (k) => {
-        const f = tileKernel(k)
+      fc.property(arbTiles, fc.boolean(), (k, fused) => {
+        const f = tileKernel(k, "vectorized", fused)
         const out = prefetchNextTiles(f, 0, 1 << 30)
         const S = k.blocks * k.ic * k.lanes
         const lineElems = CACHE_LINE_BYTES / 4
-        const byTile = prefetchedByTile(out, k)
+        const byTile = prefetchedByTile(out, k, fused)
         for (const [p, indices] of byTile) {
           for (const x of indices) expect(x >= 0 && x < k.tiles * S).toBe(true)
           if (p === k.tiles - 1) continue
@@ -112,6 +121,12 @@ describe("lowering.PrefetchNextTile: its hints", () => {
         expect(prefetchNextTiles(scalar, 0, 1 << 30)).toBe(scalar)
         const once = tileKernel({ ...k, rows: 1 })
         expect(prefetchLoops(prefetchNextTiles(once, 0, 1 << 30).body)).toHaveLength(0)
+        // (fused with its rows: the threshold and the L2 alike; one slab in all has no next one)
+        const fused = tileKernel(k, "vectorized", true)
+        expect(prefetchNextTiles(fused, wBytes, 1 << 30)).toBe(fused)
+        expect(prefetchNextTiles(fused, 0, 2 * slabBytes(k) - 1)).toBe(fused)
+        const single = tileKernel({ ...k, tiles: 1 }, "vectorized", true)
+        expect(prefetchNextTiles(single, 0, 1 << 30)).toBe(single)
       }),
       lawParams(40),
     )

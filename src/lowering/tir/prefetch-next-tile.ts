@@ -12,13 +12,16 @@
 // fetched through the current one's steps (a C harness, weights flushed, Zen 5; docs/backends.md).
 //
 // Which: a param the kernel never writes, of more bytes than `minBytes` (the caller passes the
-// target record's L2: a buffer that size is not in L2 when the kernel starts), whose every read in
-// the loop's body has a constant coefficient S of the parallel variable and a rest within [0, S)
-// over the body's loop bounds, with S's slab and the next one together within `maxSlabBytes` (the
-// L2 too: the current slab stays cached while the next one comes in), read at least MIN_REUSE
-// times an iteration (a slab read once is what the hardware prefetcher streams well by itself), and
-// read in the vector loops of a register tile's step (the loop that issues the hints is the
-// step's serial loop around them).
+// target record's L1: a buffer past it is not in L1 when the kernel starts, and in a network's run
+// not in L2 either — the kernels between two runs of one read more than the L2), whose every read
+// in the loop's body is S·q + rest, q the parallel variable or its quotient ⌊p / R⌋ (a parallel
+// loop fused from the slab's loop and R iterations inside it: a 1×1 conv's channel tiles and the 7
+// rows of a 7×7 image — the R iterations of a slab then fetch the next one between them, iteration
+// p the (p mod R)-th part), with a rest within [0, S) over the body's loop bounds, with S's slab
+// and the next one together within `maxSlabBytes` (the L2: the current slab stays cached while the
+// next one comes in), read at least MIN_REUSE times by the iterations that share it (a slab read
+// once is what the hardware prefetcher streams well by itself), and read in the vector loops of a
+// register tile's step (the loop that issues the hints is the step's serial loop around them).
 //
 // Meaning: a prefetch reads nothing into the program and writes nothing; the evaluators skip it.
 // Its index is kept within the buffer (the next slab of the last iteration is its own), which the
@@ -26,8 +29,8 @@
 import { BYTES } from "../../ast/graph/dtype.js"
 import { storedBuffers } from "../../ast/tir/analysis.js"
 import { mapStmt, type Buffer, type Prefetch, type PrimFunc, type Stmt } from "../../ast/tir/tir.js"
-import { add, c, collect, div, min, mul, substitute, type Expr, type Read, type Var } from "../../ast/te/expr.js"
-import { coef } from "../../ast/te/linear-index.js"
+import { add, c, collect, div, floordiv, floormod, mapExpr, min, mul, substitute, v, type Expr, type Read, type Var } from "../../ast/te/expr.js"
+import { coef, mentions } from "../../ast/te/linear-index.js"
 import { tirPass, type TirPass } from "./tir-pass.js"
 
 type ForStmt = Extract<Stmt, { kind: "for" }>
@@ -101,24 +104,48 @@ const readSites = (s: Stmt, buffers: ReadonlySet<string>, loops: readonly ForStm
   }
 }
 
+/** A quotient ⌊p / R⌋ of the parallel variable `p` (R > 1, a constant): its R. */
+const quotientOf = (x: Expr, p: string): number | undefined =>
+  x.kind === "bin" && (x.op === "floordiv" || x.op === "div") && x.a.kind === "var" && x.a.name === p && x.b.kind === "const" && Number.isInteger(x.b.value) && x.b.value > 1 ? x.b.value : undefined
+
+/**
+ * The slab a read's index takes in an iteration of the parallel loop `p` (≥ 0): S·q + rest, q = p
+ * (R = 1) or q = ⌊p / R⌋, `rest` the index with q at 0; undefined where the index is not of that
+ * form (p elsewhere in it: its remainder p mod R, a halo's offset).
+ */
+export const slabIndex = (index: Expr, p: Var): { readonly R: number; readonly S: number; readonly rest: Expr } | undefined => {
+  const direct = coef(index, p.name)
+  if (direct !== undefined) return { R: 1, S: direct, rest: substitute(index, new Map([[p.name, c(0, p.dtype)]])) }
+  const Rs = new Set(collect(index, (x) => quotientOf(x, p.name) !== undefined).map((x) => quotientOf(x, p.name)!))
+  if (Rs.size !== 1) return undefined
+  const R = [...Rs][0]
+  // (⌊p / R⌋ named by a variable no loop binds: a name with a slash)
+  const q = v(`${p.name}/${R}`, p.dtype)
+  const replaced = mapExpr(index, (x) => (quotientOf(x, p.name) === R ? q : undefined))
+  const S = mentions(replaced, p.name) ? undefined : coef(replaced, q.name)
+  return S === undefined ? undefined : { R, S, rest: substitute(replaced, new Map([[q.name, c(0, p.dtype)]])) }
+}
+
 /** The prefetch plan for one buffer's sites in a parallel loop: the serial loop that issues it and its hints. */
 const planFor = (par: ForStmt, buffer: Buffer, sites: readonly Site[], maxSlabBytes: number): { loop: ForStmt; prefetch: Prefetch[] } | undefined => {
   const p = par.var.name
   const range = constantLoop(par)
   if (!range || range.extent < 2) return undefined
-  const coefficients = new Set(sites.map((s) => coef(s.index, p)))
-  if (coefficients.size !== 1) return undefined
-  const S = [...coefficients][0]
-  if (S === undefined || S <= 0 || 2 * S * BYTES[buffer.dtype] > maxSlabBytes) return undefined
+  const slabs = sites.map((s) => slabIndex(s.index, par.var))
+  const keys = new Set(slabs.map((x) => (x ? `${x.R}:${x.S}` : "none")))
+  if (keys.size !== 1 || !slabs[0]) return undefined
+  const { R, S } = slabs[0]
+  // (a quotient's slabs start at a multiple of R: each slab's R iterations fetch the next one whole)
+  if (S <= 0 || 2 * S * BYTES[buffer.dtype] > maxSlabBytes || range.min % R !== 0 || (R > 1 && range.extent <= R)) return undefined
   // each read's rest within [0, S) over the loop bounds inside the parallel loop
-  for (const site of sites) {
+  for (const [k, site] of sites.entries()) {
     const ranges = new Map<string, readonly [number, number]>()
     for (const l of site.loops) {
       const r = constantLoop(l)
       if (!r) return undefined
       ranges.set(l.var.name, [r.min, r.min + r.extent - 1])
     }
-    const b = exprBounds(substitute(site.index, new Map([[p, c(0, par.var.dtype)]])), ranges)
+    const b = exprBounds(slabs[k]!.rest, ranges)
     if (!b || b[0] < 0 || b[1] >= S) return undefined
   }
   // the innermost serial loop around every read (the same one for all), and the serial loops down to it
@@ -143,18 +170,23 @@ const planFor = (par: ForStmt, buffer: Buffer, sites: readonly Site[], maxSlabBy
   // hardware prefetcher follows it, and a prefetch more a step only splits the bandwidth — a
   // DensePack's panels, one weight vector a step, ran 1.2–1.7× slower with them)
   const readsPerStep = sites.reduce((n, site) => n + site.loops.slice(site.loops.indexOf(loop) + 1).reduce((m, l) => m * constantLoop(l)!.extent, 1), 0)
-  if (steps * readsPerStep < MIN_REUSE * S) return undefined
+  if (R * steps * readsPerStep < MIN_REUSE * S) return undefined
   const lineElems = Math.max(1, Math.floor(CACHE_LINE_BYTES / BYTES[buffer.dtype]))
   // (a slab that does not start on a line: one more, its last element's)
   const lines = Math.ceil(S / lineElems) + (S % lineElems === 0 ? 0 : 1)
-  const perStep = Math.ceil(lines / steps)
+  // the slab's R iterations' steps in turn: iteration p's step t is step (p mod R)·steps + t of R·steps
+  // (R = 1: t of steps — floormod by 1 folds to 0, floordiv by 1 to p)
+  const slabSteps = R * steps
+  const perStep = Math.ceil(lines / slabSteps)
   if (perStep > MAX_PER_STEP) return undefined
   const i = par.var as Var
   const last = range.min + range.extent - 1
-  const next = mul(min(add(i, c(1, i.dtype)), c(last, i.dtype)), c(S, i.dtype))
+  const slab = floordiv(i, c(R, i.dtype))
+  const step = add(mul(floormod(i, c(R, i.dtype)), c(steps, i.dtype)), t)
+  const next = mul(min(add(slab, c(1, i.dtype)), c(Math.floor(last / R), i.dtype)), c(S, i.dtype))
   const prefetch = Array.from({ length: perStep }, (_, j) => {
-    // line ⌊(t·perStep + j) · lines / (steps · perStep)⌋ of the next slab
-    const line = div(mul(add(mul(t, c(perStep, i.dtype)), c(j, i.dtype)), c(lines, i.dtype)), c(steps * perStep, i.dtype))
+    // line ⌊(step·perStep + j) · lines / (slabSteps · perStep)⌋ of the next slab
+    const line = div(mul(add(mul(step, c(perStep, i.dtype)), c(j, i.dtype)), c(lines, i.dtype)), c(slabSteps * perStep, i.dtype))
     return { buffer: buffer.name, index: add(next, min(mul(line, c(lineElems, i.dtype)), c(S - 1, i.dtype))) }
   })
   return { loop, prefetch }
@@ -184,6 +216,6 @@ export const prefetchNextTiles = (f: PrimFunc, minBytes: number, maxSlabBytes: n
   return body === f.body ? f : { ...f, body }
 }
 
-/** The pass: buffers over `minBytes` streamed, slabs of up to half `maxSlabBytes` (the caller: the target record's L2 for both). */
+/** The pass: buffers over `minBytes` streamed (the caller: the target record's L1), slabs of up to half `maxSlabBytes` (its L2). */
 export const prefetchNextTile = (minBytes: number, maxSlabBytes: number = minBytes): TirPass =>
   tirPass("lowering.PrefetchNextTile", 2, (f) => prefetchNextTiles(f, minBytes, maxSlabBytes))
