@@ -75,7 +75,8 @@ export const cpuTir = (target: Target<"c" | "js" | "wasm">): TirPass<unknown> =>
     ...(target.kind === "wasm" ? { unrollSharedOnly: true } : {}),
     // (a kernel whose data a core's L1 takes per core: its parallel region costs more than it gives)
     parallelMinBytes: parallelMinBytes(target.attrs.cores, target.attrs.l1Bytes),
-    // (c: a param larger than the record's L2 comes from memory; its parallel loops' next slabs prefetched)
-    ...(target.kind === "c" ? { prefetchBytes: target.attrs.l2Bytes } : {}),
+    // (c: a param larger than the record's L1 is not cached when a network runs its kernel — the
+    // kernels before it read more than the L2; its parallel loops' next slabs prefetched)
+    ...(target.kind === "c" ? { prefetch: { minBytes: target.attrs.l1Bytes, maxSlabBytes: target.attrs.l2Bytes } } : {}),
   })
 }

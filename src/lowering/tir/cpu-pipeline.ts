@@ -30,8 +30,8 @@ export interface CpuTirOptions {
   readonly keepIntrinsics?: ReadonlySet<string>
   /** Kernels whose params take fewer bytes run their parallel loops serially (serial-small-kernels.ts); absent: none. */
   readonly parallelMinBytes?: number
-  /** Read-only params over this many bytes get their parallel loops' next slabs prefetched (prefetch-next-tile.ts; the c target: its record's L2); absent: none. */
-  readonly prefetchBytes?: number
+  /** Read-only params over `minBytes` get their parallel loops' next slabs of up to half `maxSlabBytes` prefetched (prefetch-next-tile.ts; the c target: its record's L1 and L2); absent: none. */
+  readonly prefetch?: { readonly minBytes: number; readonly maxSlabBytes: number }
 }
 
 /**
@@ -59,7 +59,7 @@ export const cpuTirPipeline = (options: CpuTirOptions = {}): TirPass<IntrinsicMo
       rewriteStorage, // allocations whose lifetimes do not overlap share one buffer
       simplifyTir, // fold the flat indices
       lowerIntrinsicsExcept(keep), // intrinsic calls become their declared loop nests (but those the emitter renders)
-      ...(options.prefetchBytes ? [prefetchNextTile(options.prefetchBytes)] : []), // (c) a streamed slab's successor fetched through its steps
+      ...(options.prefetch ? [prefetchNextTile(options.prefetch.minBytes, options.prefetch.maxSlabBytes)] : []), // (c) a streamed slab's successor fetched through its steps
     ],
     // lowering gives thread loops constant bounds (split factors); every pass keeps them
     { assumes: { threadExtentsKnown: true }, provides: cpuEmitterAssumes(lanes, unroll, keep.size === 0) },
