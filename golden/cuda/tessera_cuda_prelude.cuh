@@ -27,7 +27,9 @@ static __device__ __forceinline__ float tessera_minf(float a, float b) { return 
 static __device__ __forceinline__ float tessera_maxf(float a, float b) { return (a > b || a != a) ? a : b; }
 static __device__ __forceinline__ double tessera_mind(double a, double b) { return (a < b || a != a) ? a : b; }
 static __device__ __forceinline__ double tessera_maxd(double a, double b) { return (a > b || a != a) ? a : b; }
-/* against a constant bound c (not NaN): one vminps / vmaxps; a NaN a comes out as itself */
+/* against a constant bound c (not NaN): one vminps / vmaxps in scalar code (vectorized, gcc 12 makes a compare
+   and a masked move: the c emitter's 16-lane clamped stores call _mm512_max_ps / _mm512_min_ps, vector-store.ts);
+   a NaN a comes out as itself */
 static __device__ __forceinline__ float tessera_mincf(float a, float c) { return c < a ? c : a; }
 static __device__ __forceinline__ float tessera_maxcf(float a, float c) { return c > a ? c : a; }
 static __device__ __forceinline__ double tessera_mincd(double a, double c) { return c < a ? c : a; }
