@@ -113,12 +113,15 @@ const arbSpec: fc.Arbitrary<Spec> = fc
 describe("int8 depthwise / grouped template", () => {
   it("every configuration evaluates equal to the plain int32 compute (exactly)", () => {
     fc.assert(
-      fc.property(arbSpec, fc.array(fc.nat(), { minLength: 6, maxLength: 6 }), (sp, picks) => {
+      fc.property(arbSpec, fc.array(fc.nat(), { minLength: 7, maxLength: 7 }), (sp, picks) => {
         const { outputs, feeds } = build(sp, OP_COMPUTES)
         const base = baseSchedule(outputs)
         const t = templateFor(base)
         expect(t.name).toBe("int8_depthwise")
         const knobs = t.space(outputs, base)
+        expect(knobs.length).toBeLessThanOrEqual(picks.length)
+        // (QLinearConv's requantized values: fused into the narrowing, or an int32 stage of their own)
+        expect(knobs.some((k) => k.name === "epilogue")).toBe(sp.op === "QLinearConv")
         const config: Config = Object.fromEntries(knobs.map((k, i) => [k.name, k.candidates[picks[i] % k.candidates.length]]))
         const f = runTirSync(cpuTirPipeline({}), lowerSync(t.apply(outputs, base, config)))
         const got = evaluatePrimFunc(f, feeds).get(outputs[0].name)!

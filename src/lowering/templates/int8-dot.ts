@@ -15,7 +15,7 @@ import * as S from "../../ast/schedule/schedule.js"
 import { collect, type ComputeTensor } from "../../ast/te/expr.js"
 import { avx2Dot16x4, simd128Dot4x4, vnniDot16x4, vnniDotPx16x4 } from "../../ast/te/intrinsic.js"
 import { DOT_LANES } from "../op-library-int8-blocked.js"
-import { accumulatorCap, anchorStage, dataLeaves, divisors, largest, parallelize, parallelOuter } from "./common.js"
+import { accumulatorCap, anchorStage, dataLeaves, divisors, largest, narrowedStage, parallelize, parallelOuter } from "./common.js"
 import type { Config, Knob, Template } from "./template.js"
 
 /** Where the product's pixel axis (output columns of a conv, rows of a product) and channel-block axis are among its data axes. */
@@ -52,16 +52,12 @@ const epiloguesInLaneOrder = (s0: S.Schedule, anchor: S.Stage): { schedule: S.Sc
     if (data.length !== 4) continue
     const sp = S.split(s, name, data[1], { factor: lanes })
     s = S.reorder(sp.schedule, name, [data[0], sp.outer, data[2], data[3], sp.inner])
-    // (its int32 values narrowed by it — the requantization's saturated values, op-library-quant-int.ts —
-    // computed at its pixel, a vector of its channels: a loop that stores the 8-bit values takes
-    // the 8-bit type's vectors, 16 lanes in 16 bytes, for every int32, float and double step)
-    const body = st.op.body
-    const narrowed = body.kind === "cast" && body.value.kind === "read" ? body.value.source : undefined
-    const wide = st.op.inputs.find((t) => t.name === narrowed && t.kind === "compute" && t.dtype === "int32" && t.shape.join() === st.op.shape.join() && s.stages.get(t.name)?.attach.kind === "inline")
+    // (its int32 values narrowed by it computed at its pixel, a vector of its channels: common.ts narrowedStage)
+    const wide = narrowedStage(s, name)
     if (wide) {
-      s = S.computeAt(s, wide.name, name, data[3])
-      const wl = S.split(s, wide.name, dataLeaves(s.stages.get(wide.name)!)[1], { factor: lanes })
-      s = S.vectorize(wl.schedule, wide.name, wl.inner)
+      s = S.computeAt(s, wide, name, data[3])
+      const wl = S.split(s, wide, dataLeaves(s.stages.get(wide)!)[1], { factor: lanes })
+      s = S.vectorize(wl.schedule, wide, wl.inner)
       // (its parallel loop outside the pixel it is computed at)
       s = S.vectorize(parallelOuter(s, name, [data[0], sp.outer, data[2]]), name, sp.inner)
       done.push(name)
