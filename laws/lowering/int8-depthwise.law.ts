@@ -172,4 +172,15 @@ describe("int8 depthwise / grouped template", () => {
     // (wasm: the emitter's own vector loop over all 49)
     expect(tileOf([1, 4, 1, 7, 7, 3, 3, 1, 1, 1, 1], { vectorLanes: 4, cores: 1, outerLoopVectorizer: false })).toBe(49)
   })
+
+  it("through the C compiler: the plane a channel's at that channel, the requantized values an int32 stage; whole first and fused elsewhere", () => {
+    const { outputs } = build({ op: "QLinearConv", x: "uint8", w: "int8", dims: [1, 8, 1, 14, 14, 3, 3, 1, 1, 1, 1], perChannel: true, seed: 1 }, OP_COMPUTES)
+    const base = baseSchedule(outputs)
+    const t = templateFor(base)
+    const knobs = t.space(outputs, base)
+    const c16 = t.defaults(knobs, { vectorLanes: 16, cores: 1 })
+    const wasm = t.defaults(knobs, { vectorLanes: 4, cores: 1, outerLoopVectorizer: false })
+    expect([c16.plane, c16.epilogue]).toEqual(["channel", "int32"])
+    expect([wasm.plane, wasm.epilogue]).toEqual(["root", "fused"])
+  })
 })
