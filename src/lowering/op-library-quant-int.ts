@@ -201,8 +201,10 @@ const qlinearConvPacked: OpCompute = (ctx) => {
     const s = blocked.sumAt([n, o, ...ys])
     return bias ? add(s, at(bias, o)) : s
   }, I32)
-  // (the channels in the dot's lanes: the requantization's int32 values a stage of their own, its template computes them a vector of channels at a time)
-  return qlinearConvOver(ctx, M, acc, ctx.inputs[9], num(ctx.attrs.pixel_lanes, 0) !== 1)
+  // (the requantization's int32 values a stage of their own: with the channels in the dot's lanes
+  // its template computes them a vector of channels at a time; with the pixels, at root where the
+  // pixel tile is short — else inline, the code as without the stage)
+  return qlinearConvOver(ctx, M, acc, ctx.inputs[9], true)
 }
 
 /** QLinearConvGrouped: the grouped product over the weights widened at compile time (input 10), then QLinearConv's requantization with the multipliers folded (9) where given. */

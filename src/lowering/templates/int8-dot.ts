@@ -342,6 +342,15 @@ export const int8DotPxTemplate: Template = {
     const [N, M, P] = anchor.op.shape
     const to = Number(config.tile_o)
     const F = DOT_LANES * Number(config.tile_pv)
+    // (a tile of fewer pixels than a vector loop's widest, 16 where 16 · 4 does not divide them —
+    // 28² is 49 vectors: the requantized values an int32 stage at root, the tile computed at it,
+    // then narrowed in a loop of its own; computed in the loop that stores the 8-bit values, they
+    // took gcc's 16-byte vectors for every int32 and float step, common.ts narrowedStage)
+    // (the tile at the epilogue's, not the grid form's: the epilogue's pixels are the product's)
+    const first = S.effectiveConsumers(s, anchor.name)
+    const epiPixels = first.length === 1 ? s.stages.get(first[0])!.op.shape.slice(2).reduce((a, b) => a * b, 1) : 0
+    const wide = F < S.MAX_VECTORIZED && epiPixels === P ? narrowedStage(s, first[0]) : undefined
+    if (wide) s = S.computeRoot(s, wide)
     const readers = S.effectiveConsumers(s, anchor.name)
     const out = readers.length === 1 ? s.stages.get(readers[0])! : undefined
     const [on, om, oh, ow] = out?.op.shape ?? []
