@@ -2,7 +2,9 @@
 // `omp simd` loop inside a parallel region when it vectorized the loop's epilogue: one lane of the
 // epilogue lost its term. Found by laws/pipeline-c.law.ts (TESSERA_LAW_SEED=3): a ConvTranspose
 // with a top pad of 1 over one input row, compiled for c at 8 or 16 vector lanes, dropped a tap
-// of output column 5. The c build now passes --param=vect-epilogues-nomask=0 (src/device/c/build.ts).
+// of output column 5. The OpenMP build (C_FLAGS, -fopenmp) passes --param=vect-epilogues-nomask=0
+// (src/device/c/build.ts); the thread pool's (C_POOL_FLAGS, -fopenmp-simd, no parallel region for gcc
+// to outline) keeps vectorized epilogues, and this kernel is right there without the guard.
 // Both the kernel as Tessera emitted it and the whole program are checked; skipped without gcc.
 import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
@@ -11,7 +13,7 @@ import { runGraph } from "../src/ast/graph/evaluate.js"
 import { makeGraph, node } from "../src/ast/graph/graph.js"
 import { tensor } from "../src/ast/graph/tensor.js"
 import { makeTarget } from "../src/ast/target.js"
-import { buildC, compilerAvailable } from "../src/device/c/build.js"
+import { buildC, compilerAvailable, C_POOL_FLAGS, defaultCBuildConfig } from "../src/device/c/build.js"
 import { loadC } from "../src/device/c/load.js"
 import { compileGraph, loadProgram } from "../src/pipeline.js"
 
@@ -49,11 +51,20 @@ void convt(const float* restrict b0, const float* restrict b1, float* restrict b
 `
 
 describe("c target: gcc's vectorized epilogue of a guarded load", () => {
-  it.skipIf(!HAVE_GCC)(`the emitted kernel, built with the c target's flags, keeps every lane${HAVE_GCC ? "" : " (skipped: no gcc on PATH)"}`, async () => {
-    const mod = await Effect.runPromise(Effect.flatMap(buildC(KERNEL), (so) => loadC(so, [{ name: "convt", params: [{ dtype: "float32", elements: 12 }, { dtype: "float32", elements: 4 }, { dtype: "float32", elements: 14 }] }])))
+  const runKernel = async (flags?: readonly string[]) => {
+    const mod = await Effect.runPromise(Effect.flatMap(buildC(KERNEL, flags ? defaultCBuildConfig(flags) : undefined), (so) => loadC(so, [{ name: "convt", params: [{ dtype: "float32", elements: 12 }, { dtype: "float32", elements: 4 }, { dtype: "float32", elements: 14 }] }])))
     const out = new Float32Array(14)
     mod.kernels.get("convt")!(Float32Array.from(X), Float32Array.from(W), out)
-    expect([...out]).toEqual(WANT)
+    return [...out]
+  }
+
+  it.skipIf(!HAVE_GCC)(`the emitted kernel, built with the OpenMP build's flags (C_FLAGS), keeps every lane${HAVE_GCC ? "" : " (skipped: no gcc on PATH)"}`, async () => {
+    expect(await runKernel()).toEqual(WANT)
+  })
+
+  it.skipIf(!HAVE_GCC)(`the emitted kernel, built with the thread pool's flags (C_POOL_FLAGS: vectorized epilogues on), keeps every lane${HAVE_GCC ? "" : " (skipped: no gcc on PATH)"}`, async () => {
+    expect(C_POOL_FLAGS).not.toContain("--param=vect-epilogues-nomask=0")
+    expect(await runKernel(C_POOL_FLAGS)).toEqual(WANT)
   })
 
   it.skipIf(!HAVE_GCC)(`a ConvTranspose with a top pad over one row equals the evaluator at vector lanes 0, 8 and 16${HAVE_GCC ? "" : " (skipped: no gcc on PATH)"}`, async () => {

@@ -42,6 +42,21 @@ static void tessera_par1_conv2d_int8_pixels(const void* tessera_args, int64_t te
   tessera_range1_conv2d_int8_pixels(tessera_a->b11, tessera_a->b5, tessera_a->b6, tessera_a->b7, tessera_lo, tessera_hi);
 }
 
+/* "conv2d_int8_pixels.i.conv2d_int8_pixels.j.f.conv2d_int8_pixels.k.f": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
+struct tessera_par2_conv2d_int8_pixels { int8_t* b9; const int32_t* b12; };
+static void tessera_range2_conv2d_int8_pixels(int8_t* restrict b9, const int32_t* restrict b12, int64_t tessera_lo, int64_t tessera_hi) {
+  for (int64_t v9 = tessera_lo; v9 < tessera_hi; ++v9) {
+    #pragma omp simd
+    for (int64_t v10 = 0; v10 < 8; ++v10) {
+      b9[((v9 * 8) + v10)] = ((int8_t)(b12[((v9 * 8) + v10)]));
+    }
+  }
+}
+static void tessera_par2_conv2d_int8_pixels(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
+  const struct tessera_par2_conv2d_int8_pixels* tessera_a = (const struct tessera_par2_conv2d_int8_pixels*)tessera_args;
+  tessera_range2_conv2d_int8_pixels(tessera_a->b9, tessera_a->b12, tessera_lo, tessera_hi);
+}
+
 /* "conv2d_int8_pixels": "x" int8[1x8x4x8], "x_zp" int8[], "w_packed" int8[1x2x1x1x16x4], "colsum" int32[16], "bias" int32[12], "x_scale" float32[], "w_scale" float32[12], "y_scale" float32[], "y_zp" int8[], "conv2d_int8_pixels" int8[1x12x4x8] out */
 void conv2d_int8_pixels(const int8_t* restrict b0, const int8_t* restrict b1, const int8_t* restrict b2, const int32_t* restrict b3, const int32_t* restrict b4, const float* restrict b5, const float* restrict b6, const float* restrict b7, const int8_t* restrict b8, int8_t* restrict b9) {
   {
@@ -49,37 +64,44 @@ void conv2d_int8_pixels(const int8_t* restrict b0, const int8_t* restrict b1, co
     {
       _Alignas(64) float b11[12]; /* "q_mult" float32[12] @"global" */
       {
-        const struct tessera_par0_conv2d_int8_pixels tessera_args = { b10, b0 };
-        tessera_parallel_for(tessera_par0_conv2d_int8_pixels, &tessera_args, 2);
-      }
-      {
-        const struct tessera_par1_conv2d_int8_pixels tessera_args = { b11, b5, b6, b7 };
-        tessera_parallel_for(tessera_par1_conv2d_int8_pixels, &tessera_args, 12);
-      }
-      for (int64_t v3 = 0; v3 < 3; ++v3) {
+        _Alignas(64) int32_t b12[384]; /* "q_q" int32[384] @"global" */
         {
-          _Alignas(64) int32_t b12[128]; /* "q_dot.local" int32[128] @"local" */
-          for (int64_t v4 = 0; v4 < 4; ++v4) {
-            for (int64_t v5 = 0; v5 < 32; ++v5) {
-              b12[((v4 * 32) + v5)] = 0;
+          const struct tessera_par0_conv2d_int8_pixels tessera_args = { b10, b0 };
+          tessera_parallel_for(tessera_par0_conv2d_int8_pixels, &tessera_args, 2);
+        }
+        {
+          const struct tessera_par1_conv2d_int8_pixels tessera_args = { b11, b5, b6, b7 };
+          tessera_parallel_for(tessera_par1_conv2d_int8_pixels, &tessera_args, 12);
+        }
+        for (int64_t v3 = 0; v3 < 3; ++v3) {
+          {
+            _Alignas(64) int32_t b13[128]; /* "q_dot.local" int32[128] @"local" */
+            for (int64_t v4 = 0; v4 < 4; ++v4) {
+              for (int64_t v5 = 0; v5 < 32; ++v5) {
+                b13[((v4 * 32) + v5)] = 0;
+              }
+            }
+            for (int64_t v6 = 0; v6 < 2; ++v6) {
+              tessera_vnni_dot_px_16x4(&b13[0], &b10[(v6 * 128)], &b2[((v6 * 64) + (v3 * 16))]);
+              tessera_vnni_dot_px_16x4(&b13[16], &b10[((v6 * 128) + 64)], &b2[((v6 * 64) + (v3 * 16))]);
+              tessera_vnni_dot_px_16x4(&b13[32], &b10[(v6 * 128)], &b2[(((v6 * 64) + (v3 * 16)) + 4)]);
+              tessera_vnni_dot_px_16x4(&b13[48], &b10[((v6 * 128) + 64)], &b2[(((v6 * 64) + (v3 * 16)) + 4)]);
+              tessera_vnni_dot_px_16x4(&b13[64], &b10[(v6 * 128)], &b2[(((v6 * 64) + (v3 * 16)) + 8)]);
+              tessera_vnni_dot_px_16x4(&b13[80], &b10[((v6 * 128) + 64)], &b2[(((v6 * 64) + (v3 * 16)) + 8)]);
+              tessera_vnni_dot_px_16x4(&b13[96], &b10[(v6 * 128)], &b2[(((v6 * 64) + (v3 * 16)) + 12)]);
+              tessera_vnni_dot_px_16x4(&b13[112], &b10[((v6 * 128) + 64)], &b2[(((v6 * 64) + (v3 * 16)) + 12)]);
+            }
+            for (int64_t v7 = 0; v7 < 4; ++v7) {
+              #pragma omp simd
+              for (int64_t v8 = 0; v8 < 32; ++v8) {
+                b12[(((v7 * 32) + (v3 * 128)) + v8)] = tessera_f2i_in32f(tessera_maxcf(tessera_mincf((nearbyintf(((float)((((double)(((float)((((((((int32_t)(b1[0])) + 128) * b3[(v7 + (v3 * 4))]) * (-1)) + b4[(v7 + (v3 * 4))]) + b13[((v7 * 32) + v8)]))))) * ((double)(b11[(v7 + (v3 * 4))])))))) + ((float)(b8[0]))), 127.0f), (-128.0f)));
+              }
             }
           }
-          for (int64_t v6 = 0; v6 < 2; ++v6) {
-            tessera_vnni_dot_px_16x4(&b12[0], &b10[(v6 * 128)], &b2[((v3 * 16) + (v6 * 64))]);
-            tessera_vnni_dot_px_16x4(&b12[16], &b10[((v6 * 128) + 64)], &b2[((v3 * 16) + (v6 * 64))]);
-            tessera_vnni_dot_px_16x4(&b12[32], &b10[(v6 * 128)], &b2[(((v3 * 16) + (v6 * 64)) + 4)]);
-            tessera_vnni_dot_px_16x4(&b12[48], &b10[((v6 * 128) + 64)], &b2[(((v3 * 16) + (v6 * 64)) + 4)]);
-            tessera_vnni_dot_px_16x4(&b12[64], &b10[(v6 * 128)], &b2[(((v3 * 16) + (v6 * 64)) + 8)]);
-            tessera_vnni_dot_px_16x4(&b12[80], &b10[((v6 * 128) + 64)], &b2[(((v3 * 16) + (v6 * 64)) + 8)]);
-            tessera_vnni_dot_px_16x4(&b12[96], &b10[(v6 * 128)], &b2[(((v3 * 16) + (v6 * 64)) + 12)]);
-            tessera_vnni_dot_px_16x4(&b12[112], &b10[((v6 * 128) + 64)], &b2[(((v3 * 16) + (v6 * 64)) + 12)]);
-          }
-          for (int64_t v7 = 0; v7 < 4; ++v7) {
-            #pragma omp simd
-            for (int64_t v8 = 0; v8 < 32; ++v8) {
-              b9[(((v7 * 32) + (v3 * 128)) + v8)] = ((int8_t)tessera_f2i_in32f(tessera_maxcf(tessera_mincf((nearbyintf(((float)((((double)(((float)(((double)((((((((int32_t)(b1[0])) + 128) * b3[(v7 + (v3 * 4))]) * (-1)) + b4[(v7 + (v3 * 4))]) + b12[((v7 * 32) + v8)]))))))) * ((double)(b11[(v7 + (v3 * 4))])))))) + ((float)(b8[0]))), 127.0f), (-128.0f))));
-            }
-          }
+        }
+        {
+          const struct tessera_par2_conv2d_int8_pixels tessera_args = { b9, b12 };
+          tessera_parallel_for(tessera_par2_conv2d_int8_pixels, &tessera_args, 48);
         }
       }
     }

@@ -113,12 +113,15 @@ const arbSpec: fc.Arbitrary<Spec> = fc
 describe("int8 depthwise / grouped template", () => {
   it("every configuration evaluates equal to the plain int32 compute (exactly)", () => {
     fc.assert(
-      fc.property(arbSpec, fc.array(fc.nat(), { minLength: 6, maxLength: 6 }), (sp, picks) => {
+      fc.property(arbSpec, fc.array(fc.nat(), { minLength: 7, maxLength: 7 }), (sp, picks) => {
         const { outputs, feeds } = build(sp, OP_COMPUTES)
         const base = baseSchedule(outputs)
         const t = templateFor(base)
         expect(t.name).toBe("int8_depthwise")
         const knobs = t.space(outputs, base)
+        expect(knobs.length).toBeLessThanOrEqual(picks.length)
+        // (QLinearConv's requantized values: fused into the narrowing, or an int32 stage of their own)
+        expect(knobs.some((k) => k.name === "epilogue")).toBe(sp.op === "QLinearConv")
         const config: Config = Object.fromEntries(knobs.map((k, i) => [k.name, k.candidates[picks[i] % k.candidates.length]]))
         const f = runTirSync(cpuTirPipeline({}), lowerSync(t.apply(outputs, base, config)))
         const got = evaluatePrimFunc(f, feeds).get(outputs[0].name)!
@@ -168,5 +171,16 @@ describe("int8 depthwise / grouped template", () => {
     expect(tileOf([1, 4, 1, 3, 3, 3, 3, 1, 1, 1, 1], c16)).toBe(9)
     // (wasm: the emitter's own vector loop over all 49)
     expect(tileOf([1, 4, 1, 7, 7, 3, 3, 1, 1, 1, 1], { vectorLanes: 4, cores: 1, outerLoopVectorizer: false })).toBe(49)
+  })
+
+  it("through the C compiler: the plane a channel's at that channel, the requantized values an int32 stage; whole first and fused elsewhere", () => {
+    const { outputs } = build({ op: "QLinearConv", x: "uint8", w: "int8", dims: [1, 8, 1, 14, 14, 3, 3, 1, 1, 1, 1], perChannel: true, seed: 1 }, OP_COMPUTES)
+    const base = baseSchedule(outputs)
+    const t = templateFor(base)
+    const knobs = t.space(outputs, base)
+    const c16 = t.defaults(knobs, { vectorLanes: 16, cores: 1 })
+    const wasm = t.defaults(knobs, { vectorLanes: 4, cores: 1, outerLoopVectorizer: false })
+    expect([c16.plane, c16.epilogue]).toEqual(["channel", "int32"])
+    expect([wasm.plane, wasm.epilogue]).toEqual(["root", "fused"])
   })
 })

@@ -102,7 +102,8 @@ describe("int8 template, pixels in the lanes (1×1 convs)", () => {
         const [, , P] = base.stages.get("y_dot")!.op.shape
         const F = 16 * Number(config.tile_pv)
         const copy = /for\[parallel\] (y_u8\S*) in \[0, \+(\d+)\)/.exec(printed)
-        const product = /for\[parallel\] y\.\S* in \[0, \+(\d+)\)/.exec(printed)
+        // (the product's tiles at the epilogue's: the requantization's, or its int32 stage's where a tile is short of a vector loop)
+        const product = /for\[parallel\] y(?:_q)?\.\S* in \[0, \+(\d+)\)/.exec(printed)
         if (activations === "channels" || P / F < 2) return
         // (one parallel loop each, of the tiles' count; the copy's index steps a tile's 4 · F bytes)
         expect(copy?.[2]).toBe(String(P / F))

@@ -74,7 +74,9 @@ export const requantize = (acc: Expr, mult: Expr, zp: Expr | undefined, out: DTy
     const q = add(call("round", mul(cast(W, acc), mult)), zp ? cast(W, zp) : c(0, W))
     return cast(as, max(c(lo, W), min(c(hi, W), q)))
   }
-  const scaled = cast(F32, mul(f32(cast(W, acc)), mult))
+  // (the int32 sum rounded to float32 once, directly: through float64 first is the same value — float64
+  // holds every int32 — but the c target then converted 8 doubles a vector and narrowed them)
+  const scaled = cast(F32, mul(cast(W, cast(F32, acc)), mult))
   const q = add(call("round", scaled), zp ? cast(F32, zp) : c(0, F32))
   return cast(as, max(c(lo, F32), min(c(hi, F32), q)))
 }
@@ -174,7 +176,8 @@ const qlinearChecks = (ctx: OpComputeCtx): void => {
 
 const qlinearConv: OpCompute = (ctx) => {
   qlinearChecks(ctx)
-  return qlinearConvOver(ctx, inp(ctx, 3).shape[0], intConv(ctx, 0, 3, 2, 5, ctx.inputs[8]))
+  // (a grouped conv's requantized values an int32 stage, as QLinearConvGrouped's: the same template tiles both)
+  return qlinearConvOver(ctx, inp(ctx, 3).shape[0], intConv(ctx, 0, 3, 2, 5, ctx.inputs[8]), undefined, isGrouped(ctx, inp(ctx, 0), inp(ctx, 3)))
 }
 const qlinearConvPlain: OpCompute = (ctx) => {
   qlinearChecks(ctx)
@@ -198,8 +201,10 @@ const qlinearConvPacked: OpCompute = (ctx) => {
     const s = blocked.sumAt([n, o, ...ys])
     return bias ? add(s, at(bias, o)) : s
   }, I32)
-  // (the channels in the dot's lanes: the requantization's int32 values a stage of their own, its template computes them a vector of channels at a time)
-  return qlinearConvOver(ctx, M, acc, ctx.inputs[9], num(ctx.attrs.pixel_lanes, 0) !== 1)
+  // (the requantization's int32 values a stage of their own: with the channels in the dot's lanes
+  // its template computes them a vector of channels at a time; with the pixels, at root where the
+  // pixel tile is short — else inline, the code as without the stage)
+  return qlinearConvOver(ctx, M, acc, ctx.inputs[9], true)
 }
 
 /** QLinearConvGrouped: the grouped product over the weights widened at compile time (input 10), then QLinearConv's requantization with the multipliers folded (9) where given. */
@@ -216,7 +221,8 @@ const qlinearConvGrouped: OpCompute = (ctx) => {
     const s = dw.sumAt([n, o, ...ys])
     return bias ? add(s, at(bias, o)) : s
   }, I32)
-  return qlinearConvOver(ctx, M, acc, ctx.inputs[9])
+  // (the requantization's int32 values a stage of their own: the depthwise template computes them in whole int32 vectors where the C compiler vectorizes)
+  return qlinearConvOver(ctx, M, acc, ctx.inputs[9], true)
 }
 
 /**

@@ -45,13 +45,16 @@ export interface CBuildConfig {
 const evictAfterBuild = (config: CBuildConfig, keep: readonly string[]) =>
   evict(config.cacheDir, [config.cacheDir, path.join(config.cacheDir, "obj"), path.join(config.cacheDir, "lib")], config.budget ?? cacheBudget(), keep)
 
+/** The guard against gcc 12.2's epilogue miscompile (C_FLAGS): needed where `omp parallel` regions are compiled (-fopenmp). */
+const NO_VECTOR_EPILOGUES = "--param=vect-epilogues-nomask=0"
+
 /**
  * -fwrapv: integer arithmetic wraps (stores wrap like the evaluator); -fno-math-errno: libm calls
  * vectorize; --param=vect-epilogues-nomask=0: no vectorized epilogue loops, which gcc 12.2
  * miscompiles (x86-64, AVX2 and AVX-512) for a guarded load in an `omp simd` loop in a parallel
  * region, dropping a lane of the epilogue (a padded ConvTranspose lost a tap: test/c-epilogue-miscompile.test.ts).
  */
-export const C_FLAGS = ["-O3", "-march=native", "-mprefer-vector-width=512", "-fopenmp", "-std=gnu11", "-fwrapv", "-fno-math-errno", "--param=vect-epilogues-nomask=0", "-fPIC", "-Wl,-z,nodelete"] as const
+export const C_FLAGS = ["-O3", "-march=native", "-mprefer-vector-width=512", "-fopenmp", "-std=gnu11", "-fwrapv", "-fno-math-errno", NO_VECTOR_EPILOGUES, "-fPIC", "-Wl,-z,nodelete"] as const
 
 /**
  * Small units, batched: measured on DenseNet-121's 192 units (docs/backends.md, "where DenseNet-121's
@@ -62,9 +65,14 @@ export const C_BATCH = { below: 4096, size: 8 } as const
 
 /**
  * C_FLAGS for kernels whose parallel loops run on Tessera's thread pool (the emitter's tessera_parallel_for):
- * OpenMP's simd pragmas only (-fopenmp-simd: no libgomp), POSIX threads.
+ * OpenMP's simd pragmas only (-fopenmp-simd: no libgomp), POSIX threads, and vectorized epilogue
+ * loops on. gcc 12.2's miscompile needs the parallel region -fopenmp outlines: the kernel of
+ * test/c-epilogue-miscompile.test.ts built with -fopenmp-simd keeps every lane, and so does its
+ * graph through the pool. Without vectorized epilogues every vector loop's tail ran scalar: the
+ * int8 depthwise convs' rows of 57 int16 (3 × 16 lanes and 9 scalar) took the 112² → 56² one 0.62
+ * ms against 0.24 (docs/backends.md, 2026-11-27).
  */
-export const C_POOL_FLAGS = [...C_FLAGS.map((f) => (f === "-fopenmp" ? "-fopenmp-simd" : f)), "-pthread"] as const
+export const C_POOL_FLAGS = [...C_FLAGS.flatMap((f) => (f === "-fopenmp" ? ["-fopenmp-simd"] : f === NO_VECTOR_EPILOGUES ? [] : [f])), "-pthread"] as const
 
 /** gcc with `flags` (default C_FLAGS), its cache in the c folder of the cache root (read when called: $TESSERA_CACHE_DIR). */
 export const defaultCBuildConfig = (flags: readonly string[] = C_FLAGS): CBuildConfig => ({ cc: "gcc", flags, cacheDir: path.join(cacheRoot(), "c") })

@@ -20,6 +20,20 @@ export const anchorStage = (s: S.Schedule): S.Stage | undefined => {
 export const dataLeaves = (st: S.Stage) => st.leaf.filter((a) => st.axes.get(a)!.type === "data")
 
 /**
+ * The int32 stage a stage narrows (its body a cast of a read of it: the requantization's saturated
+ * values, op-library-quant-int.ts), inline and of the same shape — the stage a schedule computes in
+ * whole vectors of int32 lanes at the narrowing's loop: a loop that stores 8-bit values takes the
+ * 8-bit type's vectors, at 16 lanes 16 bytes, for every int32 and float step (gcc).
+ */
+export const narrowedStage = (s: S.Schedule, stage: string): string | undefined => {
+  const st = s.stages.get(stage)!
+  const body = st.op.body
+  const source = body.kind === "cast" && body.value.kind === "read" ? body.value.source : undefined
+  const wide = st.op.inputs.find((t) => t.name === source && t.kind === "compute" && t.dtype === "int32" && t.shape.join() === st.op.shape.join() && s.stages.get(t.name)?.attach.kind === "inline")
+  return wide?.name
+}
+
+/**
  * Parallel over the leading loops `axes` (adjacent, outermost first): they are fused until the loop
  * has at least `minExtent` iterations, so batch 1 does not leave cores idle and a static split over
  * a few cores stays balanced (9 channel blocks on 2 cores would leave one idle a ninth of the time).

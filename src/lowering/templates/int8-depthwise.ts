@@ -11,7 +11,7 @@
 // takes, js and wasm).
 import * as S from "../../ast/schedule/schedule.js"
 import type { Reduce } from "../../ast/te/expr.js"
-import { anchorStage, candidatesOf, dataLeaves, divisors, parallelize, parallelOuter } from "./common.js"
+import { anchorStage, candidatesOf, dataLeaves, divisors, narrowedStage, parallelize, parallelOuter } from "./common.js"
 import { halfL2 } from "./conv2d-nchwc.js"
 import type { Knob, Template } from "./template.js"
 
@@ -88,6 +88,8 @@ export const int8DepthwiseTemplate: Template = {
       ...(out ? [{ kind: "choice", name: "plane", candidates: ["root", "channel"] } as const] : []),
       ...(padded ? [{ kind: "choice", name: "padded", candidates: ["inline", "root"], extent: paddedBytes, absent: "inline" } as const] : []),
       ...(tapsKnob ? [{ kind: "choice", name: "taps", candidates: ["inside", "outside"], absent: "inside" } as const] : []),
+      // (the requantized values: in the narrowing's loop, or an int32 stage of their own at the channel)
+      ...(out && narrowedStage(base, out) ? [{ kind: "choice", name: "epilogue", candidates: ["fused", "int32"], absent: "fused" } as const] : []),
     ] satisfies Knob[]
   },
   defaults: (knobs, target) => {
@@ -99,11 +101,15 @@ export const int8DepthwiseTemplate: Template = {
     const whole = tiles.filter((t) => t % lanes === 0)
     // (a channel of fewer pixels than whole vectors, 7² = 49, through the C compiler: one vector a
     // tile, the last cut short — gcc's vector loop of 49 steps 32 byte lanes and leaves 17 a
-    // channel to its scalar epilogue, vectorized epilogues being off in C_FLAGS; 16 steps it takes whole)
+    // channel to its scalar epilogue where vectorized epilogues are off, C_FLAGS's OpenMP build; 16
+    // steps it takes whole. With them, the pool's build: 16 and 49 equal, MobileNetV2's 7² convs 0.068 ms)
     const ragged = all < S.MAX_VECTORIZED && all % lanes !== 0 && all > lanes && target.outerLoopVectorizer !== false && tiles.includes(lanes)
     const cfg: Record<string, string | number | boolean> = { tile_px: ragged ? lanes : all < S.MAX_VECTORIZED || whole.length === 0 ? all : whole[whole.length - 1] }
-    // the plane (padded input or its phases) whole first; a channel's at that channel is the tuner's to try
-    if (knobs.some((k) => k.name === "plane")) cfg.plane = "root"
+    // the plane (padded input or its phases) a channel's at that channel where the C compiler
+    // vectorizes: the product reads it from L1 right after its copy, and the kernel runs one parallel
+    // loop less (MobileNetV2 int8's 56² conv 0.25 → 0.20 ms, its 10 kinds of depthwise conv 1.22 → 1.04
+    // alone, 1 thread, 2026-11-27, the vectorized epilogue loops of C_POOL_FLAGS on); whole first elsewhere
+    if (knobs.some((k) => k.name === "plane")) cfg.plane = target.outerLoopVectorizer === false ? "root" : "channel"
     // a stride's phases: copied from the padded input computed whole first where that copy fits
     // half the L2 (its rows are contiguous runs, which vectorize; the phases' rows read the input
     // strided, behind bounds tests, and ran scalar: MobileNetV2 int8's 28² → 14² conv, 192
@@ -118,6 +124,9 @@ export const int8DepthwiseTemplate: Template = {
     // it where the emitter vectorizes only an innermost loop (inside, the pixel loop stays scalar:
     // MobileNetV2 int8's depthwise convs on wasm ran their products one pixel at a time)
     if (knobs.some((k) => k.name === "taps")) cfg.taps = target.outerLoopVectorizer === false ? "outside" : "inside"
+    // the requantized values an int32 stage where the C compiler picks the loop's vector width by
+    // its narrowest type (the 8-bit store); an emitter that vectorizes by the lanes keeps them fused
+    if (knobs.some((k) => k.name === "epilogue")) cfg.epilogue = target.outerLoopVectorizer === false ? "fused" : "int32"
     return cfg
   },
   apply: (_outputs, base, config) => {
@@ -155,8 +164,19 @@ export const int8DepthwiseTemplate: Template = {
     // at the channel: the sums' grid (in L1 / L2), then its compaction to the output's pixels (rows
     // of the grid's rows, vectorized), which the epilogue's tiles read as one run
     const leaves = s.stages.get(out)!.leaf
+    const channel = leaves[leaves.indexOf(sp.outer) - 1]
     const dense = S.consumersOf(s, local)[0]
-    s = S.computeAt(s, dense, out, leaves[leaves.indexOf(sp.outer) - 1])
+    // the requantized values in int32 at the channel, in the epilogue's tiles, where the epilogue
+    // narrows them (common.ts narrowedStage; `epilogue` "int32": a 7² channel's tiles of 16 pixels
+    // stored int8 ran every int32 and float step 4 lanes a vector), the compaction at their channel
+    const wide = config.epilogue === "int32" ? narrowedStage(s, out) : undefined
+    if (wide) {
+      s = S.computeAt(s, wide, out, channel)
+      const [, wo, wh, ww] = dataLeaves(s.stages.get(wide)!)
+      const wf = S.fuse(s, wide, wh, ww)
+      const ws = S.split(wf.schedule, wide, wf.fused, { factor: tile })
+      s = S.computeAt(S.vectorize(ws.schedule, wide, ws.inner), dense, wide, wo)
+    } else s = S.computeAt(s, dense, out, channel)
     s = vectorizeRows(s, dense)
     // (a grid of at most one vector loop, whole vectors: at root, all of it — at the channel its
     // region would be the compaction's, cut at the last row's OW, and leave a scalar tail)

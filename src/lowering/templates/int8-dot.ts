@@ -15,7 +15,7 @@ import * as S from "../../ast/schedule/schedule.js"
 import { collect, type ComputeTensor } from "../../ast/te/expr.js"
 import { avx2Dot16x4, simd128Dot4x4, vnniDot16x4, vnniDotPx16x4 } from "../../ast/te/intrinsic.js"
 import { DOT_LANES } from "../op-library-int8-blocked.js"
-import { accumulatorCap, anchorStage, dataLeaves, divisors, largest, parallelize, parallelOuter } from "./common.js"
+import { accumulatorCap, anchorStage, dataLeaves, divisors, largest, narrowedStage, parallelize, parallelOuter } from "./common.js"
 import type { Config, Knob, Template } from "./template.js"
 
 /** Where the product's pixel axis (output columns of a conv, rows of a product) and channel-block axis are among its data axes. */
@@ -52,16 +52,12 @@ const epiloguesInLaneOrder = (s0: S.Schedule, anchor: S.Stage): { schedule: S.Sc
     if (data.length !== 4) continue
     const sp = S.split(s, name, data[1], { factor: lanes })
     s = S.reorder(sp.schedule, name, [data[0], sp.outer, data[2], data[3], sp.inner])
-    // (its int32 values narrowed by it — the requantization's saturated values, op-library-quant-int.ts —
-    // computed at its pixel, a vector of its channels: a loop that stores the 8-bit values takes
-    // the 8-bit type's vectors, 16 lanes in 16 bytes, for every int32, float and double step)
-    const body = st.op.body
-    const narrowed = body.kind === "cast" && body.value.kind === "read" ? body.value.source : undefined
-    const wide = st.op.inputs.find((t) => t.name === narrowed && t.kind === "compute" && t.dtype === "int32" && t.shape.join() === st.op.shape.join() && s.stages.get(t.name)?.attach.kind === "inline")
+    // (its int32 values narrowed by it computed at its pixel, a vector of its channels: common.ts narrowedStage)
+    const wide = narrowedStage(s, name)
     if (wide) {
-      s = S.computeAt(s, wide.name, name, data[3])
-      const wl = S.split(s, wide.name, dataLeaves(s.stages.get(wide.name)!)[1], { factor: lanes })
-      s = S.vectorize(wl.schedule, wide.name, wl.inner)
+      s = S.computeAt(s, wide, name, data[3])
+      const wl = S.split(s, wide, dataLeaves(s.stages.get(wide)!)[1], { factor: lanes })
+      s = S.vectorize(wl.schedule, wide, wl.inner)
       // (its parallel loop outside the pixel it is computed at)
       s = S.vectorize(parallelOuter(s, name, [data[0], sp.outer, data[2]]), name, sp.inner)
       done.push(name)
@@ -346,6 +342,15 @@ export const int8DotPxTemplate: Template = {
     const [N, M, P] = anchor.op.shape
     const to = Number(config.tile_o)
     const F = DOT_LANES * Number(config.tile_pv)
+    // (a tile of fewer pixels than a vector loop's widest, 16 where 16 · 4 does not divide them —
+    // 28² is 49 vectors: the requantized values an int32 stage at root, the tile computed at it,
+    // then narrowed in a loop of its own; computed in the loop that stores the 8-bit values, they
+    // took gcc's 16-byte vectors for every int32 and float step, common.ts narrowedStage)
+    // (the tile at the epilogue's, not the grid form's: the epilogue's pixels are the product's)
+    const first = S.effectiveConsumers(s, anchor.name)
+    const epiPixels = first.length === 1 ? s.stages.get(first[0])!.op.shape.slice(2).reduce((a, b) => a * b, 1) : 0
+    const wide = F < S.MAX_VECTORIZED && epiPixels === P ? narrowedStage(s, first[0]) : undefined
+    if (wide) s = S.computeRoot(s, wide)
     const readers = S.effectiveConsumers(s, anchor.name)
     const out = readers.length === 1 ? s.stages.get(readers[0])! : undefined
     const [on, om, oh, ow] = out?.op.shape ?? []
