@@ -34,8 +34,8 @@ const THREADS = Number(arg("threads", "1"))
 process.env.OMP_NUM_THREADS = String(THREADS)
 
 const { cacheSweepBytes, hostCpu } = await import("../src/device/host.js")
-const { defaultCBuildConfig } = await import("../src/device/c/build.js")
-const { BACKENDS } = await import("../src/backend/index.js")
+const { cMeasureFlags, defaultCBuildConfig } = await import("../src/device/c/build.js")
+const { BACKENDS, C_BUILD_FLAGS } = await import("../src/backend/index.js")
 const { appendRecords, readLog } = await import("../src/cli/tuning-log.js")
 const { compileGraph } = await import("../src/pipeline.js")
 const { makeXGBoostModel } = await import("../src/search/cost-model.js")
@@ -97,7 +97,7 @@ const measureOptions = {
   threads: THREADS,
   chunk: 4,
   buildJobs: Math.max(1, os.availableParallelism() - THREADS),
-  build: { ...defaultCBuildConfig(), cacheDir: buildDir },
+  build: { ...defaultCBuildConfig(cMeasureFlags(C_BUILD_FLAGS)), cacheDir: buildDir },
   overlap: THREADS < os.availableParallelism(),
 }
 

@@ -28,8 +28,8 @@ const THREADS = Number(arg("threads", "1"))
 process.env.OMP_NUM_THREADS = String(THREADS)
 
 const { cacheSweepBytes, hostCpu } = await import("../src/device/host.js")
-const { defaultCBuildConfig } = await import("../src/device/c/build.js")
-const { BACKENDS } = await import("../src/backend/index.js")
+const { cMeasureFlags, defaultCBuildConfig } = await import("../src/device/c/build.js")
+const { BACKENDS, C_BUILD_FLAGS } = await import("../src/backend/index.js")
 const { loadOrt, median, openOrtSession, settle } = await import("../src/device/onnxruntime.js")
 const { appendRecords, readLog } = await import("../src/cli/tuning-log.js")
 const { encodeOnnx } = await import("../src/ast/onnx/encode.js")
@@ -75,7 +75,7 @@ const measureOptions = {
   threads: THREADS,
   chunk: 4,
   buildJobs: Math.max(1, os.availableParallelism() - THREADS),
-  build: { ...defaultCBuildConfig(), cacheDir: buildDir },
+  build: { ...defaultCBuildConfig(cMeasureFlags(C_BUILD_FLAGS)), cacheDir: buildDir },
   // the measuring threads take every core: gcc waits until a batch is measured
   overlap: THREADS < os.availableParallelism(),
 }

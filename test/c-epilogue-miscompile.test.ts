@@ -13,7 +13,9 @@ import { runGraph } from "../src/ast/graph/evaluate.js"
 import { makeGraph, node } from "../src/ast/graph/graph.js"
 import { tensor } from "../src/ast/graph/tensor.js"
 import { makeTarget } from "../src/ast/target.js"
-import { buildC, compilerAvailable, C_POOL_FLAGS, defaultCBuildConfig } from "../src/device/c/build.js"
+import { BACKENDS, C_BUILD_FLAGS } from "../src/backend/index.js"
+import { buildC, cMeasureFlags, compilerAvailable, C_POOL_FLAGS, defaultCBuildConfig } from "../src/device/c/build.js"
+import { compiledKernels } from "../src/lowering/program.js"
 import { loadC } from "../src/device/c/load.js"
 import { compileGraph, loadProgram } from "../src/pipeline.js"
 
@@ -65,6 +67,34 @@ describe("c target: gcc's vectorized epilogue of a guarded load", () => {
   it.skipIf(!HAVE_GCC)(`the emitted kernel, built with the thread pool's flags (C_POOL_FLAGS: vectorized epilogues on), keeps every lane${HAVE_GCC ? "" : " (skipped: no gcc on PATH)"}`, async () => {
     expect(C_POOL_FLAGS).not.toContain("--param=vect-epilogues-nomask=0")
     expect(await runKernel(C_POOL_FLAGS)).toEqual(WANT)
+  })
+
+  it.skipIf(!HAVE_GCC)(`a tuner's candidate builds with the network library's flags (libgomp for the sweep only) and keeps every lane${HAVE_GCC ? "" : " (skipped: no gcc on PATH)"}`, async () => {
+    // the flags: the library's, but -fopenmp where it has -fopenmp-simd (the measuring sweep's omp parallel)
+    expect(cMeasureFlags(C_BUILD_FLAGS).filter((f, i) => f !== C_BUILD_FLAGS[i])).toEqual(C_BUILD_FLAGS.includes("-fopenmp-simd") ? ["-fopenmp"] : [])
+    const graph = makeGraph({
+      name: "convtranspose_pad_top",
+      opset: 18,
+      inputs: [{ name: "x", type: { dtype: "float32", shape: [2, 1, 1, 6] } }],
+      outputs: [{ name: "y", type: { dtype: "float32", shape: [2, 1, 1, 7] } }],
+      initializers: new Map([["w", tensor("float32", [1, 1, 2, 2], Float32Array.from(W))]]),
+      nodes: [node("ConvTranspose", ["x", "w"], ["y"], { pads: attr.ints([1, 0, 0, 0]) })],
+    })
+    for (const lanes of [8, 16]) {
+      const target = makeTarget("c", { vectorLanes: lanes })
+      const program = await Effect.runPromise(compileGraph(graph, target))
+      const [kernel] = compiledKernels(program)
+      const func = kernel.func
+      // rendered as the tuner renders a candidate (the c record's parallel loops), built as it builds one
+      const source = BACKENDS.c.codegen!.renderCandidates!([{ name: "cand0", func }], target)
+      const sizes = func.params.map((b) => ({ dtype: b.dtype, elements: b.shape.reduce((m, d) => m * d, 1) }))
+      const mod = await Effect.runPromise(Effect.flatMap(buildC(source, defaultCBuildConfig(cMeasureFlags(C_BUILD_FLAGS))), (so) => loadC(so, [{ name: "cand0", params: sizes }], 1)))
+      const args = sizes.map((p) => new Float32Array(p.elements))
+      args[0].set(X)
+      args[1].set(W)
+      mod.kernels.get("cand0")!(...args)
+      expect({ lanes, y: [...args[args.length - 1]] }).toEqual({ lanes, y: WANT })
+    }
   })
 
   it.skipIf(!HAVE_GCC)(`a ConvTranspose with a top pad over one row equals the evaluator at vector lanes 0, 8 and 16${HAVE_GCC ? "" : " (skipped: no gcc on PATH)"}`, async () => {

@@ -23,8 +23,11 @@ const { interp, js, wasm } = portableBackends({ js: jsDeviceLayer, wasm: wasmDev
  * done: src/emit/c/pool.ts; built with -fopenmp-simd -pthread) or OpenMP (`#pragma omp parallel
  * for`, built with -fopenmp).
  */
+/** The flags a c record's libraries build with: the pool's or OpenMP's (src/device/c/build.ts). */
+export const cBuildFlags = (parallel: CParallel): readonly string[] => (parallel === "pool" ? C_POOL_FLAGS : C_FLAGS)
+
 export const cBackend = (parallel: CParallel): Backend<"c"> => {
-  const build = () => defaultCBuildConfig(parallel === "pool" ? C_POOL_FLAGS : C_FLAGS)
+  const build = () => defaultCBuildConfig(cBuildFlags(parallel))
   return {
     kind: "c",
     summary: `C11 (parallel loops on ${parallel === "pool" ? "Tessera's thread pool" : "OpenMP"}) built by gcc into a shared library, called through an FFI`,
@@ -72,6 +75,9 @@ export const cBackend = (parallel: CParallel): Backend<"c"> => {
 export const C_PARALLEL: CParallel = "pool"
 
 const c = cBackend(C_PARALLEL)
+
+/** The flags the c record's libraries build with (a tuner's candidates build with them too: cMeasureFlags). */
+export const C_BUILD_FLAGS = cBuildFlags(C_PARALLEL)
 
 export const BACKENDS: Backends = { interp, js, wasm, c, cuda }
 

@@ -14,7 +14,7 @@ import cliProgress from "cli-progress"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { defaultCBuildConfig } from "../device/c/build.js"
+import { cMeasureFlags, defaultCBuildConfig } from "../device/c/build.js"
 import { cacheSweepBytes } from "../device/host.js"
 import { readModel, writeFileAtomic, FileAccessError } from "../device/files.js"
 import { appendRecords, logWarnings, readLog } from "./tuning-log.js"
@@ -32,7 +32,7 @@ import { confirmMeasurerOptions, DEFAULT_CONFIRM, measurerFor, tuneSession, type
 import { evoTuner } from "../search/evolutionary.js"
 import { scheduleTasks } from "../search/task-scheduler.js"
 import { withAttrs, type Target, type TargetKind } from "../ast/target.js"
-import { BACKENDS, TUNABLE_KINDS } from "../backend/index.js"
+import { BACKENDS, C_BUILD_FLAGS, TUNABLE_KINDS } from "../backend/index.js"
 import { NoGpuError } from "../device/errors.js"
 import { UsageError } from "./errors.js"
 import { commandInterrupt } from "./supervise.js"
@@ -278,7 +278,8 @@ const tuneRunners = Effect.fn("cli.tuneRunners")(function* (
         threads: o.threads,
         chunk: o.chunk ?? DEFAULT_CHUNK,
         buildJobs: o.buildJobs ?? Math.max(1, os.availableParallelism() - o.threads),
-        build: { ...defaultCBuildConfig(), cacheDir: buildDir },
+        // (the c library's flags: a candidate timed as the network runs it)
+        build: { ...defaultCBuildConfig(cMeasureFlags(C_BUILD_FLAGS)), cacheDir: buildDir },
         // the measuring threads take every core: gcc waits until a batch is measured
         overlap: o.threads < os.availableParallelism(),
       }

@@ -74,6 +74,15 @@ export const C_BATCH = { below: 4096, size: 8 } as const
  */
 export const C_POOL_FLAGS = [...C_FLAGS.flatMap((f) => (f === "-fopenmp" ? ["-fopenmp-simd"] : f === NO_VECTOR_EPILOGUES ? [] : [f])), "-pthread"] as const
 
+/**
+ * The flags a tuner's candidates build with, given the flags of the library a network's kernels
+ * build with: the same (its vectorized epilogues or not, so a candidate is timed as the network
+ * will run it), but libgomp linked where the library has only OpenMP's simd pragmas — the
+ * measuring child's cache sweep (measure.ts, SWEEP_C) is an `omp parallel` region. The pool's
+ * candidates have no parallel region of their own for gcc to outline (the miscompile's condition).
+ */
+export const cMeasureFlags = (flags: readonly string[]): readonly string[] => flags.map((f) => (f === "-fopenmp-simd" ? "-fopenmp" : f))
+
 /** gcc with `flags` (default C_FLAGS), its cache in the c folder of the cache root (read when called: $TESSERA_CACHE_DIR). */
 export const defaultCBuildConfig = (flags: readonly string[] = C_FLAGS): CBuildConfig => ({ cc: "gcc", flags, cacheDir: path.join(cacheRoot(), "c") })
 
