@@ -52,6 +52,16 @@ void convt(const float* restrict b0, const float* restrict b1, float* restrict b
 }
 `
 
+/** The one-node graph whose kernel that is: a ConvTranspose with a top pad of 1 over one input row. */
+const CONVT_GRAPH = makeGraph({
+  name: "convtranspose_pad_top",
+  opset: 18,
+  inputs: [{ name: "x", type: { dtype: "float32", shape: [2, 1, 1, 6] } }],
+  outputs: [{ name: "y", type: { dtype: "float32", shape: [2, 1, 1, 7] } }],
+  initializers: new Map([["w", tensor("float32", [1, 1, 2, 2], Float32Array.from(W))]]),
+  nodes: [node("ConvTranspose", ["x", "w"], ["y"], { pads: attr.ints([1, 0, 0, 0]) })],
+})
+
 describe("c target: gcc's vectorized epilogue of a guarded load", () => {
   const runKernel = async (flags?: readonly string[]) => {
     const mod = await Effect.runPromise(Effect.flatMap(buildC(KERNEL, flags ? defaultCBuildConfig(flags) : undefined), (so) => loadC(so, [{ name: "convt", params: [{ dtype: "float32", elements: 12 }, { dtype: "float32", elements: 4 }, { dtype: "float32", elements: 14 }] }])))
@@ -72,14 +82,7 @@ describe("c target: gcc's vectorized epilogue of a guarded load", () => {
   it.skipIf(!HAVE_GCC)(`a tuner's candidate builds with the network library's flags (libgomp for the sweep only) and keeps every lane${HAVE_GCC ? "" : " (skipped: no gcc on PATH)"}`, async () => {
     // the flags: the library's, but -fopenmp where it has -fopenmp-simd (the measuring sweep's omp parallel)
     expect(cMeasureFlags(C_BUILD_FLAGS).filter((f, i) => f !== C_BUILD_FLAGS[i])).toEqual(C_BUILD_FLAGS.includes("-fopenmp-simd") ? ["-fopenmp"] : [])
-    const graph = makeGraph({
-      name: "convtranspose_pad_top",
-      opset: 18,
-      inputs: [{ name: "x", type: { dtype: "float32", shape: [2, 1, 1, 6] } }],
-      outputs: [{ name: "y", type: { dtype: "float32", shape: [2, 1, 1, 7] } }],
-      initializers: new Map([["w", tensor("float32", [1, 1, 2, 2], Float32Array.from(W))]]),
-      nodes: [node("ConvTranspose", ["x", "w"], ["y"], { pads: attr.ints([1, 0, 0, 0]) })],
-    })
+    const graph = CONVT_GRAPH
     for (const lanes of [8, 16]) {
       const target = makeTarget("c", { vectorLanes: lanes })
       const program = await Effect.runPromise(compileGraph(graph, target))
@@ -98,14 +101,7 @@ describe("c target: gcc's vectorized epilogue of a guarded load", () => {
   })
 
   it.skipIf(!HAVE_GCC)(`a ConvTranspose with a top pad over one row equals the evaluator at vector lanes 0, 8 and 16${HAVE_GCC ? "" : " (skipped: no gcc on PATH)"}`, async () => {
-    const graph = makeGraph({
-      name: "convtranspose_pad_top",
-      opset: 18,
-      inputs: [{ name: "x", type: { dtype: "float32", shape: [2, 1, 1, 6] } }],
-      outputs: [{ name: "y", type: { dtype: "float32", shape: [2, 1, 1, 7] } }],
-      initializers: new Map([["w", tensor("float32", [1, 1, 2, 2], Float32Array.from(W))]]),
-      nodes: [node("ConvTranspose", ["x", "w"], ["y"], { pads: attr.ints([1, 0, 0, 0]) })],
-    })
+    const graph = CONVT_GRAPH
     const inputs = new Map([["x", tensor("float32", [2, 1, 1, 6], Float32Array.from(X))]])
     expect([...runGraph(graph, inputs)[0].data]).toEqual(WANT)
     for (const lanes of [0, 8, 16]) {
