@@ -20,7 +20,7 @@ import { CALIBRATE_ON } from "./quantize-runner.js"
 import * as tty from "node:tty"
 import { tuneCommandLine } from "./tune.js"
 import { ZOO_NAMES, zooModel } from "../zoo/index.js"
-import { announceStarted, commandInterrupt, isSupervisedWorker, parseDeadline, writeStdioDirectly } from "./supervise.js"
+import { announceFinished, announceStarted, commandInterrupt, isSupervisedWorker, parseDeadline, writeStdioDirectly } from "./supervise.js"
 
 const VERSION = "0.1.0"
 
@@ -348,6 +348,8 @@ const main = Command.run(tessera, { version: VERSION }).pipe(
   Effect.provide(Layer.merge(NodeServices.layer, presenter)),
   Effect.exit,
   Effect.flatMap(report),
+  // (supervised: the work is over and reported; the main thread starts no grace period now)
+  Effect.tap(() => Effect.sync(announceFinished)),
 )
 
 if (isSupervisedWorker()) {

@@ -100,6 +100,15 @@ export const writeStdioDirectly = (): void => {
   }
 }
 
+/**
+ * In the worker, once the command has its exit code and has printed what it reports (a stop's
+ * InterruptedError line included): the work is over, so no grace period may end it and print a
+ * second line while the thread tears down (on a loaded machine that can take longer than GRACE_MS).
+ */
+export const announceFinished = (): void => {
+  if (input()) parentPort?.postMessage("finished")
+}
+
 /** In the worker, once the commands are loaded: from now on the work checks the flag. */
 export const announceStarted = (): void => {
   const w = input()
@@ -149,15 +158,23 @@ export const supervise = (script: URL, argv: readonly string[]): void => {
   }
   // until the worker has loaded the commands it checks nothing and has nothing to clean up
   let started = false
+  // once the work has reported (announceFinished) only the thread's teardown is left: no grace period
+  let finished = false
   worker.on("message", (m) => {
+    if (m === "finished") {
+      finished = true
+      clearTimeout(grace)
+      return
+    }
     if (m !== "started") return
     started = true
-    if (stopping) grace = setTimeout(end, GRACE_MS)
+    if (stopping && !finished) grace = setTimeout(end, GRACE_MS)
   })
   const stop = (why: number) => {
     if (stopping) return end() // a second request: now
     stopping = why
     Atomics.store(flag, 0, why)
+    if (finished) return // reported already: the worker is exiting with its own code
     if (started) grace = setTimeout(end, GRACE_MS)
     else end()
   }
