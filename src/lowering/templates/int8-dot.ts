@@ -331,6 +331,7 @@ export const int8DotPxTemplate: Template = {
     const [, o, p] = dataLeaves(st)
     const M = st.axes.get(o)!.extent
     const PV = Math.floor(st.axes.get(p)!.extent / DOT_LANES)
+    const grid = gridNarrowed(base, st)
     return [
       { kind: "split", name: "tile_o", extent: M, candidates: divisors(M, MAX_TILE) },
       { kind: "split", name: "tile_pv", extent: PV, candidates: divisors(PV, MAX_PX_VECTORS) },
@@ -339,7 +340,7 @@ export const int8DotPxTemplate: Template = {
       // (a 1×1 conv's activations copy: its parallel loop over the product's pixel tiles, or over the channels)
       ...(pixelTiled(st) ? [{ kind: "choice", name: "activations", candidates: ["pixel_tiles", "channels"] } satisfies Knob] : []),
       // (a grid's epilogue: the requantization in the loop that stores the 8-bit values, or an int32 stage narrowed after it)
-      ...(gridNarrowed(base, st) ? [{ kind: "choice", name: "epilogue", candidates: ["fused", "int32"], extent: gridNarrowed(base, st)!.pixels, absent: "fused" } satisfies Knob] : []),
+      ...(grid ? [{ kind: "choice", name: "epilogue", candidates: ["fused", "int32"], extent: grid.pixels, absent: "fused" } satisfies Knob] : []),
     ] satisfies Knob[]
   },
   defaults: (knobs, target) => {
