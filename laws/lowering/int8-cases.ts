@@ -11,6 +11,7 @@ import { fromArray, type Tensor } from "../../src/ast/graph/tensor.js"
 import type { DType } from "../../src/ast/graph/dtype.js"
 import { placeholder, type ComputeTensor } from "../../src/ast/te/tensor.js"
 import { OP_COMPUTES } from "../../src/lowering/op-library.js"
+import type { OpCompute } from "../../src/lowering/op-library-common.js"
 
 export interface Spec {
   /** (QLinearConvPackedPx: QLinearConvPacked with pixel_lanes, its kernel 1×1; QLinearConvPackedGrid: with pixel_lanes, its kernel K×K) */
@@ -35,7 +36,7 @@ export const stream = (seed: number) => {
 export const range = (d: DType): [number, number] => (d === "int8" ? [-128, 127] : [0, 255])
 
 /** The op's TE (its compute from the op library) and random inputs: weight zero points the blocked form takes. */
-export const build = (spec: Spec): { outputs: ComputeTensor[]; feeds: Map<string, Tensor> } => {
+export const build = (spec: Spec, table: Partial<Record<string, OpCompute>> = OP_COMPUTES): { outputs: ComputeTensor[]; feeds: Map<string, Tensor> } => {
   const px = spec.op === "QLinearConvPackedPx" || spec.op === "QLinearConvPackedGrid"
   const sp: Spec = px ? { ...spec, op: "QLinearConvPacked", dims: spec.op === "QLinearConvPackedPx" ? spec.dims.map((d, k) => (k === 4 ? 1 : d)) : spec.dims } : spec
   const r = stream(sp.seed)
@@ -67,7 +68,7 @@ export const build = (spec: Spec): { outputs: ComputeTensor[]; feeds: Map<string
   const attrs: Record<string, AttrValue> = conv ? { kernel_shape: attr.ints([K, K]), strides: attr.ints([stride, stride]), pads: attr.ints([pad, pad, pad, pad]), ...(dil !== 1 ? { dilations: attr.ints([dil, dil]) } : {}), ...(sp.op === "QLinearConvPacked" ? { m: attr.int(M) } : {}), ...(px ? { pixel_lanes: attr.int(1) } : {}) } : {}
   const n = { ...node(sp.op, order.map(([name]) => name), ["y"], attrs), domain: sp.op === "QLinearConvPacked" ? TESSERA_DOMAIN : "" }
   const inputs = order.map(([name, v]) => placeholder(name, v.shape, v.dtype))
-  const made = OP_COMPUTES[sp.op]({
+  const made = (table[sp.op] ?? OP_COMPUTES[sp.op])({
     node: n,
     attrs: resolveNode(n).attrs as Record<string, unknown>,
     inputs,

@@ -11,7 +11,8 @@
 // floordiv(phase, sh) instead of floormod(phase, sw) (tried: after 8 runs), or a strided 1×1's
 // rows read unstrided (tried). A 1×1 conv's activations copy with `activations: pixel_tiles` is
 // parallel over the product's pixel tiles (the same loop count, its index a tile's bytes apart):
-// that law fails with the copy's loops left over the channels (tried).
+// that law fails with the copy's loops left over the channels (tried). A grid's `epilogue: int32`
+// makes the requantized values a root int32 stage (fails with its computeRoot dropped: tried).
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { vnniDotPx16x4 } from "../../src/ast/te/intrinsic.js"
@@ -21,7 +22,7 @@ import { evaluatePrimFunc } from "../../src/ast/tir/evaluate.js"
 import { baseSchedule } from "../../src/lowering/lower-group.js"
 import { lowerSync } from "../../src/lowering/lower.js"
 import { templateFor } from "../../src/lowering/templates/template-for.js"
-import type { Config } from "../../src/lowering/templates/template.js"
+import type { Config, ScheduleTarget } from "../../src/lowering/templates/template.js"
 import { cpuTirPipeline } from "../../src/lowering/tir/cpu-pipeline.js"
 import { runTirSync } from "../../src/lowering/tir/tir-pass.js"
 import { lawParams } from "../support.js"
@@ -50,7 +51,7 @@ const checkConfig = (sp: Spec, picks: readonly number[]) => {
   const printed = printPrimFunc(f)
   expect(printed.includes(vnniDotPx16x4.name)).toBe(config.dot === "vnni")
   expect(values(evaluatePrimFunc(f, feeds).get(outputs[0].name)!)).toEqual(values(want))
-  return { printed, base, outputs }
+  return { printed, base, outputs, config }
 }
 
 describe("int8 template, pixels in the lanes (1×1 convs)", () => {
@@ -152,15 +153,32 @@ describe("int8 template, pixels in the lanes (1×1 convs)", () => {
 describe("int8 template, pixels in the lanes (K×K convs over the padded rows' grid, or their stride phases')", () => {
   it("the compute, and every configuration with the VNNI dot kept or left as loops, equal the plain int32 compute (exactly)", () => {
     fc.assert(
-      fc.property(arbGridSpec, fc.array(fc.nat(), { minLength: 4, maxLength: 4 }), (sp, picks) => {
-        const { printed, base, outputs } = checkConfig(sp, picks)
+      fc.property(arbGridSpec, fc.array(fc.nat(), { minLength: 5, maxLength: 5 }), (sp, picks) => {
+        const { printed, base, outputs, config } = checkConfig(sp, picks)
         // (where the grid is wider than the output's pixels: the sums at root, compacted a channel tile at a time)
         const [, , P] = base.stages.get("y_dot")!.op.shape
         const [, , OH, OW] = outputs[0].shape
         expect(/allocate y_dotsum/.test(printed)).toBe(P > OH * OW)
+        // (the epilogue knob where the grid is wider; with "int32" the requantized values a root int32 buffer, narrowed after; fused, none)
+        expect(config.epilogue !== undefined).toBe(P > OH * OW)
+        if (P > OH * OW) expect(/\n {2}allocate y_q: int32/.test(printed)).toBe(config.epilogue === "int32")
       }),
       lawParams(12),
     )
+  })
+
+  it("the epilogue's default: an int32 stage where its vector loop over a channel's pixels is shorter than the widest (28²: 16 of 784), fused where it is the widest (56²: 64), and fused where the emitter vectorizes only innermost loops", () => {
+    // (C, M, H, W, K, stride, pad; a 3×3 conv over 28² and 56², padded: 784 and 3136 output pixels)
+    const defaults = (hw: number, target: ScheduleTarget) => {
+      const { outputs } = build({ op: "QLinearConvPackedGrid", x: "int8", w: "int8", dims: [4, 16, hw, hw, 3, 1, 1, 1], seed: 3 })
+      const base = baseSchedule(outputs)
+      const t = templateFor(base)
+      return t.defaults(t.space(outputs, base), target).epilogue
+    }
+    const avx512: ScheduleTarget = { vectorLanes: 16, cores: 1, int8Dot: "vnni" }
+    expect(defaults(28, avx512)).toBe("int32")
+    expect(defaults(56, avx512)).toBe("fused")
+    expect(defaults(28, { ...avx512, outerLoopVectorizer: false })).toBe("fused")
   })
 
   it("a row wider than a vector loop (112 columns: a 3×3 / 2 stem's, its compaction split) equals the plain int32 compute", () => {

@@ -4,7 +4,9 @@
 // configuration of its space (a conv's epilogue in the product's lane order where its channels are
 // whole blocks, QLinearConvPacked's requantized int32 values then computed at its pixel, a vector of
 // channels) — the VNNI dot, its AVX2 form or SIMD128's 4-lane dot kept as the intrinsic (the TIR evaluator
-// runs it by its TE declaration) or left as loops — evaluates equal to the TE reference, exactly.
+// runs it by its TE declaration) or left as loops — evaluates equal to the TE reference, exactly;
+// and the blocked compute itself equals the plain int32 one (QUANT_INT_PLAIN): it fails with a
+// strided 1×1 kernel's copy read unstrided (tried).
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { avx2Dot16x4, simd128Dot4x4, vnniDot16x4 } from "../../src/ast/te/intrinsic.js"
@@ -19,8 +21,25 @@ import { cpuTirPipeline } from "../../src/lowering/tir/cpu-pipeline.js"
 import { runTirSync } from "../../src/lowering/tir/tir-pass.js"
 import { lawParams } from "../support.js"
 import { arbSpec, build } from "./int8-cases.js"
+import { QUANT_INT_PLAIN } from "../../src/lowering/op-library-quant-int.js"
 
 describe("int8 template (VNNI layout)", () => {
+  it("the blocked conv compute (QLinearConv, QLinearConvPacked, ConvInteger; strided 1×1 kernels copying only the pixels they read) equals the plain int32 compute, exactly", () => {
+    let strided1x1 = 0
+    fc.assert(
+      fc.property(arbSpec.filter((sp) => sp.op.includes("Conv")), (sp) => {
+        const { outputs, feeds } = build(sp)
+        // (the plain compute on the unpacked weights: QLinearConvPacked's meaning is QLinearConv's)
+        const plain = build({ ...sp, op: sp.op === "QLinearConvPacked" ? "QLinearConv" : sp.op }, QUANT_INT_PLAIN)
+        const want = evaluateTE(plain.outputs, plain.feeds)[0]
+        expect(Array.from(evaluateTE(outputs, feeds)[0].data as ArrayLike<number>)).toEqual(Array.from(want.data as ArrayLike<number>))
+        if (sp.dims[4] === 1 && sp.dims[5] > 1) strided1x1++
+      }),
+      lawParams(40),
+    )
+    expect(strided1x1).toBeGreaterThan(0)
+  })
+
   it("every configuration, the VNNI, AVX2 or SIMD128 dot kept or left as loops, evaluates equal to the TE (exactly)", () => {
     let laneOrder = 0
     let narrowed = 0

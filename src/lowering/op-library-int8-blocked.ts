@@ -89,14 +89,18 @@ export const packedConv = (ctx: OpComputeCtx, x: TeTensor, xzp: TeTensor | undef
   const [sh, sw] = win.strides
   const [dh, dw] = win.dilations
   const Mb = wp.shape[0]
-  const Hp = (OH - 1) * sh + (KH - 1) * dh + 1
-  const Wp = (OW - 1) * sw + (KW - 1) * dw + 1
+  // (a strided 1×1 kernel reads only every stride-th pixel: the copy holds those, the output's
+  // pixels, and the product reads it unstrided — ResNet-18's 1×1 / 2 downsamples copied the whole
+  // input, (2·OH − 1)² pixels for OH²)
+  const [ys, xs] = KH === 1 && KW === 1 ? [sh, sw] : [1, 1]
+  const Hp = ys > 1 ? OH : (OH - 1) * sh + (KH - 1) * dh + 1
+  const Wp = xs > 1 ? OW : (OW - 1) * sw + (KW - 1) * dw + 1
   const uzp = activationZero(x, xzp)
   const shiftX = x.dtype === "int8" ? 128 : 0
   const u = compute(ctx.name("u8"), [N, Cb, Hp, Wp, DOT_DEPTH], (n, cb, h, q, r) => {
     const ch = add(mul(cb, c(DOT_DEPTH)), r)
-    const ih = sub(h, c(win.padBegin[0]))
-    const iw = sub(q, c(win.padBegin[1]))
+    const ih = sub(ys > 1 ? mul(h, c(ys)) : h, c(win.padBegin[0]))
+    const iw = sub(xs > 1 ? mul(q, c(xs)) : q, c(win.padBegin[1]))
     const inside = and(and(lt(ch, c(C)), and(ge(ih, c(0)), lt(ih, c(H)))), and(ge(iw, c(0)), lt(iw, c(W))))
     return cast("uint8", select(inside, add(i32(at(x, n, ch, ih, iw)), c(shiftX)), uzp))
   }, "uint8")
@@ -105,7 +109,7 @@ export const packedConv = (ctx: OpComputeCtx, x: TeTensor, xzp: TeTensor | undef
   const rw = reduceAxis(KW, `${ctx.name()}.rkw`)
   const rr = reduceAxis(DOT_DEPTH, `${ctx.name()}.rr`)
   const acc = compute(ctx.name("dot"), [N, Mb, OH, OW, DOT_LANES], (n, mb, oh, ow, l) => {
-    const a = at(u, n, rc.var, add(mul(oh, c(sh)), mul(rh.var, c(dh))), add(mul(ow, c(sw)), mul(rw.var, c(dw))), rr.var)
+    const a = at(u, n, rc.var, add(mul(oh, c(sh / ys)), mul(rh.var, c(dh))), add(mul(ow, c(sw / xs)), mul(rw.var, c(dw))), rr.var)
     return sum(mul(i32(a), i32(at(wp, mb, rc.var, rh.var, rw.var, l, rr.var))), [rc, rh, rw, rr])
   }, I32, "int8_dot")
   return {

@@ -267,10 +267,8 @@ const gridAtRoot = (s0: S.Schedule, anchor: S.Stage, out: S.Stage, config: Confi
   let s = sumsAtRoot(s0, anchor, config, "channels")
   // the epilogue
   const [n, o, oh, ow] = dataLeaves(out)
-  const pixels = out.op.shape[2] * out.op.shape[3]
-  const whole = divisors(pixels, S.MAX_VECTORIZED).filter((d) => d % DOT_LANES === 0)
   const f = S.fuse(s, out.name, oh, ow)
-  const sv = S.split(f.schedule, out.name, f.fused, { factor: whole.length ? whole[whole.length - 1] : Math.max(...divisors(pixels, S.MAX_VECTORIZED)) })
+  const sv = S.split(f.schedule, out.name, f.fused, { factor: gridVectorLoop(out.op.shape[2] * out.op.shape[3]) })
   const so = S.split(sv.schedule, out.name, o, { factor: to })
   s = S.reorder(so.schedule, out.name, [n, so.outer, so.inner, sv.outer, sv.inner])
   // (the parallel loop over the channel tiles, n and so.outer fused where n is short: the compaction at it)
@@ -286,6 +284,26 @@ const gridAtRoot = (s0: S.Schedule, anchor: S.Stage, out: S.Stage, config: Confi
   if (factor === 1) return s
   const sr = S.split(s, dense, row, { factor })
   return S.vectorize(sr.schedule, dense, sr.inner)
+}
+
+/** The grid form's epilogue vector loop over a channel's OH·OW output pixels: the widest multiple of 16 that divides them (up to a vector loop's widest), else the widest divisor. */
+const gridVectorLoop = (pixels: number): number => {
+  const whole = divisors(pixels, S.MAX_VECTORIZED).filter((d) => d % DOT_LANES === 0)
+  return whole.length ? whole[whole.length - 1] : Math.max(...divisors(pixels, S.MAX_VECTORIZED))
+}
+
+/**
+ * A grid form's requantized int32 stage (common.ts narrowedStage) and its epilogue's pixels, where
+ * the one epilogue reading the sums reads fewer pixels than the grid (a K×K conv's grid, through its
+ * compaction) and narrows an int32 stage to 8 bits.
+ */
+const gridNarrowed = (s: S.Schedule, anchor: S.Stage): { readonly wide: string; readonly pixels: number } | undefined => {
+  const readers = S.effectiveConsumers(s, anchor.name)
+  const out = readers.length === 1 ? s.stages.get(readers[0])! : undefined
+  if (!out || out.op.shape.length !== 4) return undefined
+  const pixels = out.op.shape[2] * out.op.shape[3]
+  const wide = pixels < anchor.op.shape[2] ? narrowedStage(s, out.name) : undefined
+  return wide ? { wide, pixels } : undefined
 }
 
 /** The pixels-in-lanes product's register tile: at most 4 pixel vectors (each a load beside the channels' broadcasts; 64 pixels, the widest vector loop of the epilogue). */
@@ -313,6 +331,7 @@ export const int8DotPxTemplate: Template = {
     const [, o, p] = dataLeaves(st)
     const M = st.axes.get(o)!.extent
     const PV = Math.floor(st.axes.get(p)!.extent / DOT_LANES)
+    const grid = gridNarrowed(base, st)
     return [
       { kind: "split", name: "tile_o", extent: M, candidates: divisors(M, MAX_TILE) },
       { kind: "split", name: "tile_pv", extent: PV, candidates: divisors(PV, MAX_PX_VECTORS) },
@@ -320,6 +339,8 @@ export const int8DotPxTemplate: Template = {
       { kind: "choice", name: "dot", candidates: ["vnni", "loops"] },
       // (a 1×1 conv's activations copy: its parallel loop over the product's pixel tiles, or over the channels)
       ...(pixelTiled(st) ? [{ kind: "choice", name: "activations", candidates: ["pixel_tiles", "channels"] } satisfies Knob] : []),
+      // (a grid's epilogue: the requantization in the loop that stores the 8-bit values, or an int32 stage narrowed after it)
+      ...(grid ? [{ kind: "choice", name: "epilogue", candidates: ["fused", "int32"], extent: grid.pixels, absent: "fused" } satisfies Knob] : []),
     ] satisfies Knob[]
   },
   defaults: (knobs, target) => {
@@ -328,7 +349,13 @@ export const int8DotPxTemplate: Template = {
     const cap = Math.max(1, Math.floor(accumulatorCap(target.vectorRegisters ?? 16) / perBlock))
     const pv = largest(split("tile_pv").candidates, Math.min(MAX_PX_VECTORS, cap))
     const to = largest(split("tile_o").candidates, Math.max(1, Math.floor(cap / pv)))
-    const config: Config = { tile_o: to, tile_pv: pv, unroll: true, dot: target.int8Dot === "vnni" ? "vnni" : "loops" }
+    const base: Config = { tile_o: to, tile_pv: pv, unroll: true, dot: target.int8Dot === "vnni" ? "vnni" : "loops" }
+    // (a grid epilogue whose vector loop is shorter than the widest, 16 at 28²'s 784 pixels: stored
+    // int8 in that loop, every int32 and float step took gcc's 16-byte vectors; the int32 stage's
+    // loop is whole vectors of int32. Where the C compiler does not vectorize outer loops (js,
+    // wasm), nothing to gain from the extra pass)
+    const epilogue = knobs.find((k) => k.name === "epilogue")
+    const config: Config = epilogue ? { ...base, epilogue: target.outerLoopVectorizer !== false && gridVectorLoop(epilogue.extent ?? 0) < S.MAX_VECTORIZED ? "int32" : "fused" } : base
     return knobs.some((k) => k.name === "activations") ? { ...config, activations: "pixel_tiles" } : config
   },
   apply: (_outputs, base, config) => {
@@ -351,6 +378,9 @@ export const int8DotPxTemplate: Template = {
     const epiPixels = first.length === 1 ? s.stages.get(first[0])!.op.shape.slice(2).reduce((a, b) => a * b, 1) : 0
     const wide = F < S.MAX_VECTORIZED && epiPixels === P ? narrowedStage(s, first[0]) : undefined
     if (wide) s = S.computeRoot(s, wide)
+    // (a grid's epilogue as an int32 stage: it is then the stage that reads the compacted sums, the 8-bit narrowing a root loop of its own)
+    const gridWide = config.epilogue === "int32" ? gridNarrowed(s, anchor) : undefined
+    if (gridWide) s = S.computeRoot(s, gridWide.wide)
     const readers = S.effectiveConsumers(s, anchor.name)
     const out = readers.length === 1 ? s.stages.get(readers[0])! : undefined
     const [on, om, oh, ow] = out?.op.shape ?? []
