@@ -8,7 +8,8 @@
 // build it — SimplifyInference's BatchNorm fold (scaledRows), AlterLayout's pack, the Winograd
 // transform — deferred and read through (deferred.ts: one array written, not three) against the
 // same chain computed step by step, each step stored: the same bits; likewise any stretch of a
-// deferred tensor read on its own (readInto, what EliminateCommonSubexpr compares). And a model's
+// deferred tensor read on its own (readInto, what EliminateCommonSubexpr compares), and the
+// tensor written a few units at a time (writeRangeInto, how constants.bin is written). And a model's
 // bytes decoded as the file reader does (adoptBytes: each tensor's raw data moved over its field's
 // header to its alignment, in memory or read again from the file, then viewed) against a copy
 // decoded the ordinary way: the same tensors,
@@ -26,7 +27,7 @@ import { packKernel } from "../../src/ast/graph/ops/layout.js"
 import { WINOGRAD, winogradKernel } from "../../src/ast/graph/ops/winograd.js"
 import { tensor, type Tensor } from "../../src/ast/graph/tensor.js"
 import { copyRaw, readRawByElement } from "../../src/ast/onnx/tensor-proto.js"
-import { readInto, scaledRows, writeInto } from "../../src/ast/graph/deferred.js"
+import { rangeUnit, readInto, scaledRows, writeInto, writeRangeInto } from "../../src/ast/graph/deferred.js"
 import { decodeModelSync } from "../../src/ast/onnx/decode.js"
 import { encodeOnnx } from "../../src/ast/onnx/encode.js"
 import { encodeTensor } from "../../src/ast/onnx/tensor-proto.js"
@@ -126,7 +127,7 @@ describe("compile-time weight transforms equal their element-wise definitions, b
   })
 
   const arbChain = fc
-    .record({ O: fc.integer({ min: 1, max: 21 }), I: fc.integer({ min: 1, max: 19 }), k: fc.constantFrom(1, 3), kw: fc.constantFrom(1, 3, 5), ib: fc.constantFrom(1, 2, 4, 8, 16), ob: fc.constantFrom(1, 3, 4, 8, 16), m: fc.constantFrom<2 | 4>(2, 4) })
+    .record({ O: fc.integer({ min: 1, max: 21 }), I: fc.integer({ min: 1, max: 19 }), k: fc.constantFrom(1, 3), kw: fc.constantFrom(1, 3, 5), ib: fc.constantFrom(1, 2, 4, 8, 16), ob: fc.constantFrom(1, 3, 4, 8, 16), m: fc.constantFrom<2 | 4>(2, 4), units: fc.integer({ min: 1, max: 3 }) })
     .chain((c) =>
       fc
         .tuple(arbWeights(c.O * c.I * c.k * c.kw), fc.array(fc.double({ min: -4, max: 4, noNaN: true }), { minLength: c.O, maxLength: c.O }))
@@ -135,7 +136,7 @@ describe("compile-time weight transforms equal their element-wise definitions, b
 
   it("the deferred chain (fold, pack, Winograd) read through equals the chain stored step by step", () => {
     fc.assert(
-      fc.property(arbChain, ({ w, s, ib, ob, k, kw, m }) => {
+      fc.property(arbChain, ({ w, s, ib, ob, k, kw, m, units }) => {
         const folded = scaleRowsByElement(w, s)
         const packed = packKernelByElement(folded, ib, ob)
         // each deferred tensor fresh: read through by the next step, never computed whole
@@ -155,6 +156,15 @@ describe("compile-time weight transforms equal their element-wise definitions, b
           const [start, len] = [Math.floor(n / 3), Math.min(n - Math.floor(n / 3), 700)]
           const got = tensor("float32", [len], readInto(t, start, allocate("float32", len)))
           sameBits(got, tensor("float32", [len], want.data.slice(start, start + len)))
+          // a few units at a time, each into an array of its own (constants.bin's pieces)
+          const pieces = allocate("float32", n)
+          for (let at = 0, count = 0; at < n; at += count) {
+            count = Math.min(n - at, rangeUnit(t) * units)
+            const piece = allocate("float32", count)
+            writeRangeInto(t, at, piece)
+            pieces.set(piece, at)
+          }
+          sameBits(tensor("float32", want.shape, pieces), want)
           const whole = allocate("float32", n)
           writeInto(t, whole)
           sameBits(tensor("float32", want.shape, whole), want)

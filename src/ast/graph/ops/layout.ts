@@ -75,10 +75,12 @@ export const packKernel = (w: Tensor, ib: number, ob: number): Tensor => {
   const [OB, IB] = [Math.ceil(O / ob), Math.ceil(I / ib)]
   const block = KH * KW * ib * ob
   return deferred(w.dtype, [OB, IB, KH, KW, ib, ob], { kind: "packed-kernel", source: w, ib, ob }, {
-    fill: (out) => {
+    // blocks (oo, ii) start / block onwards, each `block` values
+    fillRange: (start, out) => {
       const { src, scale } = kernelSource(w)
-      for (let oo = 0; oo < OB; oo++) for (let ii = 0; ii < IB; ii++) packBlockInto(src, scale, w.shape, ib, ob, oo, ii, out, (oo * IB + ii) * block)
+      for (let b = start / block, at = 0; at < out.length; b++, at += block) packBlockInto(src, scale, w.shape, ib, ob, Math.floor(b / IB), b % IB, out, at)
     },
+    unit: block,
     // j = ((((oo·IB + ii)·KH + kh)·KW + kw)·ib + i)·ob + o
     element: (j) => {
       const [o, i, kw, kh] = [j % ob, Math.floor(j / ob) % ib, Math.floor(j / (ob * ib)) % KW, Math.floor(j / (ob * ib * KW)) % KH]
