@@ -202,8 +202,15 @@ const scaledMaybeTransposed = (t: Tensor, transpose: boolean, alpha: number): Te
   const [r, c] = t.shape
   const src = t.data as ArrayLike<number>
   const out = allocate(t.dtype, r * c)
-  // transposed: out[i, j] = t[j, i] · alpha (out is c × r), at k = i·r + j
-  if (transpose) for (let i = 0, k = 0; i < c; i++) for (let j = 0; j < r; j++, k++) out[k] = src[j * c + i] * alpha
+  // transposed: out[i, j] = t[j, i] · alpha (out is c × r), at i·r + j; in tiles of T × T, so that
+  // the reads down a column of t stay in cache (one at a time, each was a miss: ~0.1 s of the
+  // 2048 × 1000 classifier's 2 M values, 2026-11-27, Zen 5)
+  const T = 32
+  if (transpose)
+    for (let i0 = 0; i0 < c; i0 += T)
+      for (let j0 = 0; j0 < r; j0 += T)
+        for (let i = i0, iEnd = Math.min(c, i0 + T); i < iEnd; i++)
+          for (let j = j0, jEnd = Math.min(r, j0 + T); j < jEnd; j++) out[i * r + j] = src[j * c + i] * alpha
   else for (let k = 0; k < r * c; k++) out[k] = src[k] * alpha
   return tensor(t.dtype, transpose ? [c, r] : [r, c], out)
 }

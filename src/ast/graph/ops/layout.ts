@@ -116,8 +116,11 @@ export const packDense = (w: Tensor, b: number): Tensor => {
   const [K, N] = w.shape
   const P = Math.ceil(N / b)
   const out = allocate(w.dtype, P * K * b)
-  for (let k = 0; k < K; k++)
-    for (let n = 0; n < N; n++) out[(Math.floor(n / b) * K + k) * b + (n % b)] = w.data[k * N + n]
+  const src = w.data
+  // in the panels' order, each panel's row a run of up to b columns (the padding left zero)
+  for (let p = 0, at = 0; p < P; p++)
+    for (let k = 0, n0 = p * b, width = Math.min(b, N - n0); k < K; k++, at += b)
+      for (let j = 0, from = k * N + n0; j < width; j++) out[at + j] = src[from + j]
   return tensor(w.dtype, [P, K, b], out)
 }
 
