@@ -31,32 +31,20 @@ const arbExpr: fc.Arbitrary<Expr> = fc.letrec<{ e: Expr }>((tie) => ({
 })).e
 
 /** mapExpr as it was: every node rebuilt through its constructor (bin, select, cast fold), whether it changed or not. */
-const rebuild = (e: Expr, f: (e: Expr) => Expr | undefined): Expr => {
-  const rec = (x: Expr): Expr => {
-    const pre = f(x)
-    if (pre) return pre
-    switch (x.kind) {
-      case "const":
-      case "var":
-        return x
-      case "bin":
-        return bin(x.op, rec(x.a), rec(x.b))
-      case "select": {
-        const cond = rec(x.cond)
-        if (cond.kind === "const") return rec(cond.value ? x.t : x.f)
-        return select(cond, rec(x.t), rec(x.f))
-      }
-      case "cast":
-        return cast(x.dtype, rec(x.value))
-      case "call":
-        return { ...x, args: x.args.map(rec) }
-      case "read":
-        return { ...x, indices: x.indices.map(rec) }
-      case "reduce":
-        return { ...x, source: rec(x.source), ...(x.where ? { where: rec(x.where) } : {}) }
-    }
+const rebuild = (x: Expr, f: (e: Expr) => Expr | undefined): Expr => {
+  const r = (y: Expr) => rebuild(y, f)
+  const replaced = f(x)
+  if (replaced) return replaced
+  if (x.kind === "bin") return bin(x.op, r(x.a), r(x.b))
+  if (x.kind === "cast") return cast(x.dtype, r(x.value))
+  if (x.kind === "call") return { ...x, args: x.args.map(r) }
+  if (x.kind === "read") return { ...x, indices: x.indices.map(r) }
+  if (x.kind === "select") {
+    const cond = r(x.cond)
+    return cond.kind === "const" ? r(cond.value ? x.t : x.f) : select(cond, r(x.t), r(x.f))
   }
-  return rec(e)
+  if (x.kind === "reduce") return { ...x, source: r(x.source), ...(x.where ? { where: r(x.where) } : {}) }
+  return x
 }
 
 /** Every sub-expression object of `e`. */
