@@ -24,6 +24,10 @@ export type Recipe =
   | { readonly kind: "packed-kernel"; readonly source: Tensor; readonly ib: number; readonly ob: number }
   /** the Winograd kernel transform U = G g Gᵀ of a packed 3×3 kernel */
   | { readonly kind: "winograd"; readonly source: Tensor; readonly m: number }
+  /** a 2-D Gemm weight [r, c] times alpha, transposed ([c, r]) or not, rounded to the dtype */
+  | { readonly kind: "scaled-matrix"; readonly source: Tensor; readonly alpha: number; readonly transpose: boolean }
+  /** a dense weight [K, N] in column panels [⌈N/b⌉, K, b] (the padding zero) */
+  | { readonly kind: "dense-panels"; readonly source: Tensor; readonly b: number }
 
 /**
  * How a deferred tensor computes: a stretch of whole units into an array of its dtype (all of it
@@ -185,4 +189,29 @@ export const packBlockInto = (
 export const kernelSource = (w: Tensor): { readonly src: TypedArray; readonly scale?: Float64Array } => {
   const r = pendingRecipe(w)
   return r?.kind === "scaled-rows" && r.source.shape.length === w.shape.length ? { src: r.source.data, scale: r.scale } : { src: w.data }
+}
+
+/**
+ * A 2-D weight [r, c] times alpha, transposed to [c, r] or not (Gemm's B folded to its canonical
+ * form), deferred: computed when read, or read through by packDense. Rows of the result are its
+ * units; transposed, they are computed in tiles of 32 × 32 (reads down a column of the source,
+ * one at a time, were a cache miss each: ResNet-50's 2048 × 1000 classifier).
+ */
+export const scaledMatrix = (w: Tensor, alpha: number, transpose: boolean): Tensor => {
+  const [r, c] = w.shape
+  const T = 32
+  return deferred(w.dtype, transpose ? [c, r] : [r, c], { kind: "scaled-matrix", source: w, alpha, transpose }, {
+    // transposed: out[i, j] = w[j, i] · alpha at (i - i0)·r + j, rows i from start / r
+    fillRange: (start, out) => {
+      const src = w.data
+      if (!transpose) for (let k = 0; k < out.length; k++) out[k] = src[start + k] * alpha
+      else
+        for (let i0 = start / r, iEnd = i0 + out.length / r, ib = i0; ib < iEnd; ib += T)
+          for (let jb = 0; jb < r; jb += T)
+            for (let i = ib, iStop = Math.min(iEnd, ib + T); i < iStop; i++)
+              for (let j = jb, jStop = Math.min(r, jb + T); j < jStop; j++) out[(i - i0) * r + j] = src[j * c + i] * alpha
+    },
+    unit: transpose ? r : 1,
+    element: (k) => elementOf(w, transpose ? (k % r) * c + Math.floor(k / r) : k) * alpha,
+  })
 }

@@ -6,7 +6,7 @@
 // and a matrix product of many rows over one (MatMulPacked: the panels its register tile's width).
 import { A, attr, attrs, type AttrValue } from "../attrs.js"
 import { allocate } from "../dtype.js"
-import { deferred, elementOf, kernelSource, packBlockInto } from "../deferred.js"
+import { deferred, elementOf, kernelSource, packBlockInto, pendingRecipe } from "../deferred.js"
 import { check, defineOp, fail, type AnyOpDef, type Dim } from "../op.js"
 import { tensor, type Tensor } from "../tensor.js"
 import { convOps } from "./nn-conv.js"
@@ -109,19 +109,35 @@ export const unpackKernel = (w: Tensor): Tensor => {
 /**
  * A dense weight [K, N] → column panels [ceil(N/b), K, b]: panel p holds columns p·b … p·b+b-1 of
  * every row in order (the last panel zero-padded), so a tile of panels reads the weights as a few
- * sequential streams instead of a short stretch of every row.
+ * sequential streams instead of a short stretch of every row. Deferred (deferred.ts): computed when
+ * read, or by the artifact straight into its constants, a panel at a time; a pending Gemm fold of
+ * `w` (scaledMatrix: alpha, a transpose) is read through, so the chain writes one array.
  */
 export const packDense = (w: Tensor, b: number): Tensor => {
   check(w.shape.length === 2 && b >= 1, `a dense weight must be 2-D, got [${w.shape.join(", ")}]`)
   const [K, N] = w.shape
   const P = Math.ceil(N / b)
-  const out = allocate(w.dtype, P * K * b)
-  const src = w.data
-  // in the panels' order, each panel's row a run of up to b columns (the padding left zero)
-  for (let p = 0, at = 0; p < P; p++)
-    for (let k = 0, n0 = p * b, width = Math.min(b, N - n0); k < K; k++, at += b)
-      for (let j = 0, from = k * N + n0; j < width; j++) out[at + j] = src[from + j]
-  return tensor(w.dtype, [P, K, b], out)
+  return deferred(w.dtype, [P, K, b], { kind: "dense-panels", source: w, b }, {
+    // panels start / (K·b) onwards, each row a run of up to b columns (the padding zero)
+    fillRange: (start, out) => {
+      const fold = pendingRecipe(w)
+      const through = fold?.kind === "scaled-matrix" ? fold : undefined
+      const src = through ? through.source.data : w.data
+      out.fill(0)
+      for (let p = start / (K * b), at = 0; at < out.length; p++, at += K * b) {
+        const [n0, width] = [p * b, Math.min(b, N - p * b)]
+        if (!through) for (let k = 0; k < K; k++) for (let j = 0, from = k * N + n0; j < width; j++) out[at + k * b + j] = src[from + j]
+        // column n of the folded weight: row n of a transposed source (contiguous in k), else column n
+        else if (through.transpose) for (let j = 0; j < width; j++) for (let k = 0, from = (n0 + j) * K; k < K; k++) out[at + k * b + j] = src[from + k] * through.alpha
+        else for (let k = 0; k < K; k++) for (let j = 0, from = k * N + n0; j < width; j++) out[at + k * b + j] = src[from + j] * through.alpha
+      }
+    },
+    unit: K * b,
+    element: (q) => {
+      const [j, k, p] = [q % b, Math.floor(q / b) % K, Math.floor(q / (b * K))]
+      return p * b + j < N ? elementOf(w, k * N + p * b + j) : 0
+    },
+  })
 }
 
 /** Whether n columns fill P panels of b: all but the last whole, the last at least one column. */
