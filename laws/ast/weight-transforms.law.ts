@@ -8,7 +8,8 @@
 // build it — SimplifyInference's BatchNorm fold (scaledRows), AlterLayout's pack, the Winograd
 // transform — deferred and read through (deferred.ts: one array written, not three) against the
 // same chain computed step by step, each step stored: the same bits; likewise any stretch of a
-// deferred tensor read on its own (readInto, what EliminateCommonSubexpr compares). And a model's
+// deferred tensor read on its own (readInto, what EliminateCommonSubexpr compares), and the
+// tensor written a few units at a time (writeRangeInto, how constants.bin is written). And a model's
 // bytes decoded as the file reader does (adoptBytes: each tensor's raw data moved over its field's
 // header to its alignment, in memory or read again from the file, then viewed) against a copy
 // decoded the ordinary way: the same tensors,
@@ -22,11 +23,11 @@ import * as path from "node:path"
 import { describe, expect, it, onTestFinished } from "vitest"
 import { readModelSync } from "../../src/device/files.js"
 import { allocate, type DType } from "../../src/ast/graph/dtype.js"
-import { packKernel } from "../../src/ast/graph/ops/layout.js"
+import { packDense, packKernel } from "../../src/ast/graph/ops/layout.js"
 import { WINOGRAD, winogradKernel } from "../../src/ast/graph/ops/winograd.js"
 import { tensor, type Tensor } from "../../src/ast/graph/tensor.js"
 import { copyRaw, readRawByElement } from "../../src/ast/onnx/tensor-proto.js"
-import { readInto, scaledRows, writeInto } from "../../src/ast/graph/deferred.js"
+import { rangeUnit, readInto, scaledMatrix, scaledRows, writeInto, writeRangeInto } from "../../src/ast/graph/deferred.js"
 import { decodeModelSync } from "../../src/ast/onnx/decode.js"
 import { encodeOnnx } from "../../src/ast/onnx/encode.js"
 import { encodeTensor } from "../../src/ast/onnx/tensor-proto.js"
@@ -125,8 +126,27 @@ describe("compile-time weight transforms equal their element-wise definitions, b
     )
   })
 
+  /** The checks of a deferred tensor against its stored values: a stretch read alone, pieces of a few units, written whole, computed. */
+  const sameDeferred = (t: Tensor, want: Tensor, units: number) => {
+    const n = want.data.length
+    const [start, len] = [Math.floor(n / 3), Math.min(n - Math.floor(n / 3), 700)]
+    sameBits(tensor("float32", [len], readInto(t, start, allocate("float32", len))), tensor("float32", [len], want.data.slice(start, start + len)))
+    const pieces = allocate("float32", n)
+    for (let at = 0, count = 0; at < n; at += count) {
+      count = Math.min(n - at, rangeUnit(t) * units)
+      const piece = allocate("float32", count)
+      writeRangeInto(t, at, piece)
+      pieces.set(piece, at)
+    }
+    sameBits(tensor("float32", want.shape, pieces), want)
+    const whole = allocate("float32", n)
+    writeInto(t, whole)
+    sameBits(tensor("float32", want.shape, whole), want)
+    sameBits(t, want)
+  }
+
   const arbChain = fc
-    .record({ O: fc.integer({ min: 1, max: 21 }), I: fc.integer({ min: 1, max: 19 }), k: fc.constantFrom(1, 3), kw: fc.constantFrom(1, 3, 5), ib: fc.constantFrom(1, 2, 4, 8, 16), ob: fc.constantFrom(1, 3, 4, 8, 16), m: fc.constantFrom<2 | 4>(2, 4) })
+    .record({ O: fc.integer({ min: 1, max: 21 }), I: fc.integer({ min: 1, max: 19 }), k: fc.constantFrom(1, 3), kw: fc.constantFrom(1, 3, 5), ib: fc.constantFrom(1, 2, 4, 8, 16), ob: fc.constantFrom(1, 3, 4, 8, 16), m: fc.constantFrom<2 | 4>(2, 4), units: fc.integer({ min: 1, max: 3 }) })
     .chain((c) =>
       fc
         .tuple(arbWeights(c.O * c.I * c.k * c.kw), fc.array(fc.double({ min: -4, max: 4, noNaN: true }), { minLength: c.O, maxLength: c.O }))
@@ -135,7 +155,7 @@ describe("compile-time weight transforms equal their element-wise definitions, b
 
   it("the deferred chain (fold, pack, Winograd) read through equals the chain stored step by step", () => {
     fc.assert(
-      fc.property(arbChain, ({ w, s, ib, ob, k, kw, m }) => {
+      fc.property(arbChain, ({ w, s, ib, ob, k, kw, m, units }) => {
         const folded = scaleRowsByElement(w, s)
         const packed = packKernelByElement(folded, ib, ob)
         // each deferred tensor fresh: read through by the next step, never computed whole
@@ -149,17 +169,41 @@ describe("compile-time weight transforms equal their element-wise definitions, b
           [() => packKernel(scaledRows(w, s), ib, ob), packed],
           ...(wino ? [[() => winogradKernel(packKernel(scaledRows(w, s), ib, ob), m), wino] as [() => Tensor, Tensor]] : []),
         ]
-        for (const [make, want] of chain) {
-          const t = make()
-          const n = want.data.length
-          const [start, len] = [Math.floor(n / 3), Math.min(n - Math.floor(n / 3), 700)]
-          const got = tensor("float32", [len], readInto(t, start, allocate("float32", len)))
-          sameBits(got, tensor("float32", [len], want.data.slice(start, start + len)))
-          const whole = allocate("float32", n)
-          writeInto(t, whole)
-          sameBits(tensor("float32", want.shape, whole), want)
-          sameBits(t, want)
-        }
+        for (const [make, want] of chain) sameDeferred(make(), want, units)
+      }),
+      lawParams(60),
+    )
+  })
+
+  /** packDense's definition: out[p, k, j] = w[k, p·b + j], 0 past N. */
+  const packDenseByElement = (w: Tensor, b: number): Tensor => {
+    const [K, N] = w.shape
+    const P = Math.ceil(N / b)
+    const out = allocate(w.dtype, P * K * b)
+    for (let p = 0; p < P; p++) for (let k = 0; k < K; k++) for (let j = 0; j < b; j++) out[(p * K + k) * b + j] = p * b + j < N ? w.data[k * N + p * b + j] : 0
+    return tensor(w.dtype, [P, K, b], out)
+  }
+
+  /** Gemm's fold of B: alpha · B, transposed or not, each element rounded into the dtype's array. */
+  const scaledMatrixByElement = (w: Tensor, alpha: number, transpose: boolean): Tensor => {
+    const [r, c] = w.shape
+    const out = allocate(w.dtype, r * c)
+    for (let i = 0; i < r; i++) for (let j = 0; j < c; j++) out[transpose ? j * r + i : i * c + j] = w.data[i * c + j] * alpha
+    return tensor(w.dtype, transpose ? [c, r] : [r, c], out)
+  }
+
+  const arbDense = fc
+    .record({ r: fc.integer({ min: 1, max: 70 }), c: fc.integer({ min: 1, max: 45 }), b: fc.constantFrom(1, 4, 8, 16, 48), transpose: fc.boolean(), alpha: fc.constantFrom(1, 0.5, -1.7, 3e-3), units: fc.integer({ min: 1, max: 3 }) })
+    .chain((d) => arbWeights(d.r * d.c).map((data) => ({ ...d, w: tensor("float32", [d.r, d.c], data) })))
+
+  it("the dense chain (Gemm's fold of B, the column panels) read through equals the chain stored step by step; each alone too", () => {
+    fc.assert(
+      fc.property(arbDense, ({ w, b, transpose, alpha, units }) => {
+        const folded = scaledMatrixByElement(w, alpha, transpose)
+        const packed = packDenseByElement(folded, b)
+        sameDeferred(scaledMatrix(w, alpha, transpose), folded, units)
+        sameDeferred(packDense(scaledMatrix(w, alpha, transpose), b), packed, units)
+        sameDeferred(packDense(folded, b), packed, units)
       }),
       lawParams(60),
     )

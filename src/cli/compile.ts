@@ -7,14 +7,12 @@ import type { Interrupt } from "../ast/graph/errors.js"
 import { Effect } from "effect"
 import * as path from "node:path"
 import type { Graph } from "../ast/graph/graph.js"
-import { exactValues, sizeOf, type Tensor } from "../ast/graph/tensor.js"
-import { pendingRecipe, writeInto } from "../ast/graph/deferred.js"
-import { DTYPE_INFO } from "../ast/graph/dtype.js"
 import { CUDA_ARCHS, CUDA_PRECISIONS, isCudaArch, isCudaPrecision, lanesAndCores, type TargetKind } from "../ast/target.js"
 import { BACKENDS, type BuildReport } from "../backend/index.js"
 import type { CompileError } from "../device/errors.js"
 import type { GpuLimitError } from "../emit/cuda/verify.js"
-import { ensureFolderSync, readModel, writeFilesAtomicSync } from "../device/files.js"
+import { ensureFolderSync, readModel, wholeBytes, writeFilesAtomicSync, type FileBytes } from "../device/files.js"
+import { ALIGN, constantsBin } from "./constants-bin.js"
 import type { Artifact, Program } from "../lowering/program.js"
 import { emitArtifact, type TuningReport } from "../pipeline.js"
 import { attempt, UsageError } from "./errors.js"
@@ -42,39 +40,10 @@ export interface CompileOptions {
   readonly interrupt?: Interrupt
 }
 
-const ALIGN = 64
-
-/** The stored array of a constant: our storage, but int64 / uint64 as their exact values (int64_t / uint64_t, as the c, js and wasm targets and ONNX hold them). */
-const storedOf = (t: Tensor): { readonly buffer: ArrayBufferLike; readonly byteOffset: number; readonly byteLength: number; readonly constructor: { readonly name: string } } =>
-  t.dtype === "int64" || t.dtype === "uint64" ? exactValues(t) : t.data
-
-/** The stored bytes of a constant (little-endian, as the typed array holds it). */
-const bytesOf = (t: Tensor): Uint8Array => {
-  const a = storedOf(t)
-  return new Uint8Array(a.buffer, a.byteOffset, a.byteLength)
-}
-
-/** A constant's stored bytes, known from its dtype and shape (a deferred weight is not computed to learn it). */
-const byteLengthOf = (t: Tensor): number => sizeOf(t.shape) * DTYPE_INFO[t.dtype].array.BYTES_PER_ELEMENT
-
-/** The constants as one binary and their index (name, dtype, storage, shape, offset, bytes). */
+/** The constants as one binary and their index (name, dtype, storage, shape, offset, bytes); `tessera compile` writes the binary piece by piece (constantsBin). */
 export const packConstants = (graph: Graph): { bin: Uint8Array; index: object[] } => {
-  const index: object[] = []
-  let size = 0
-  const entries = [...graph.initializers]
-  for (const [, t] of entries) size = Math.ceil(size / ALIGN) * ALIGN + byteLengthOf(t)
-  const bin = new Uint8Array(size)
-  let off = 0
-  for (const [name, t] of entries) {
-    off = Math.ceil(off / ALIGN) * ALIGN
-    // a deferred weight (deferred.ts: a float one) computed straight into the file's bytes, written once
-    const deferredOne = pendingRecipe(t) !== undefined
-    if (deferredOne) writeInto(t, new DTYPE_INFO[t.dtype].array(bin.buffer, off, sizeOf(t.shape)))
-    else bin.set(bytesOf(t), off)
-    index.push({ name, dtype: t.dtype, storage: deferredOne ? DTYPE_INFO[t.dtype].array.name : storedOf(t).constructor.name, shape: t.shape, offset: off, bytes: byteLengthOf(t) })
-    off += byteLengthOf(t)
-  }
-  return { bin, index }
+  const { bytes, index } = constantsBin(graph)
+  return { bin: wholeBytes(bytes), index }
 }
 
 const typeOf = (g: Graph, v: string) => {
@@ -116,14 +85,18 @@ export const manifest = (model: string, settings: TargetSettings, optLevel: numb
   }
 }
 
-/** The artifact's files (name → bytes), in a fixed order: the emitted code, the constants, the manifest. */
-export const artifactFiles = (model: string, settings: TargetSettings, optLevel: number, program: Program, artifact: Artifact, tuning?: TuningReport): Map<string, Uint8Array> => {
-  const { bin, index } = artifact.constants ?? packConstants(program.graph)
-  const out = new Map<string, Uint8Array>(artifact.files)
-  out.set("constants.bin", bin)
+/** The artifact's files (name → bytes), in a fixed order: the emitted code, the constants (made piece by piece as they are written, unless the emitter packed its own), the manifest. */
+export const artifactParts = (model: string, settings: TargetSettings, optLevel: number, program: Program, artifact: Artifact, tuning?: TuningReport): Map<string, FileBytes> => {
+  const { bytes, index } = artifact.constants ? { bytes: artifact.constants.bin, index: artifact.constants.index } : constantsBin(program.graph)
+  const out = new Map<string, FileBytes>(artifact.files)
+  out.set("constants.bin", bytes)
   out.set("manifest.json", new TextEncoder().encode(`${JSON.stringify(manifest(model, settings, optLevel, program, artifact.manifest, index, tuning), null, 2)}\n`))
   return out
 }
+
+/** The artifact's files (name → bytes), each whole. */
+export const artifactFiles = (model: string, settings: TargetSettings, optLevel: number, program: Program, artifact: Artifact, tuning?: TuningReport): Map<string, Uint8Array> =>
+  new Map([...artifactParts(model, settings, optLevel, program, artifact, tuning)].map(([name, bytes]) => [name, wholeBytes(bytes)] as const))
 
 /** `--shape NAME=DIMS` flags as a map; the model's inputs bound from them (static shapes). */
 export const boundShapes = (graph: Graph, specs: readonly string[]) =>
@@ -158,7 +131,7 @@ export const compileCommand = Effect.fn("cli.compile")(function* (o: CompileOpti
   const built = report ? yield* (report as (a: Artifact, t: typeof settings.target) => Effect.Effect<BuildReport, CompileError | GpuLimitError>)(artifact, settings.target) : undefined
   for (const line of built?.notes ?? []) yield* o.log(`tessera compile: ${line}`)
   const withBuild: Artifact = built ? { ...artifact, manifest: { ...artifact.manifest, build: built.manifest } } : artifact
-  const files = artifactFiles(o.model, settings, optLevel, program, withBuild, tuned ? program.tuning : undefined)
+  const files = artifactParts(o.model, settings, optLevel, program, withBuild, tuned ? program.tuning : undefined)
   yield* attempt(() => {
     ensureFolderSync(o.out)
     writeFilesAtomicSync([...files].map(([name, bytes]) => ({ path: path.join(o.out, name), bytes })))
@@ -169,7 +142,7 @@ export const compileCommand = Effect.fn("cli.compile")(function* (o: CompileOpti
     target: kind,
     out: o.out,
     files: [...files.keys()],
-    bytes: [...files.values()].reduce((s, b) => s + b.length, 0),
+    bytes: [...files.values()].reduce((s, b) => s + b.byteLength, 0),
     kernels: { compiled: compiledKernels, fallback: program.kernels.length - compiledKernels },
     ...(tuned ? { tuning: program.tuning } : {}),
   }

@@ -129,11 +129,41 @@ const tempNameFor = (file: string): string =>
   path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.${Date.now().toString(36)}${(tmpCounter++).toString(36)}.tmp`)
 
 /**
+ * A file's bytes made piece by piece, in order, each piece handed to `sink` and read before the next
+ * is made (a view of a buffer reused), so they never sit whole in memory: the artifact's
+ * constants.bin (src/cli/constants-bin.ts).
+ */
+export interface StreamedBytes {
+  readonly byteLength: number
+  readonly write: (sink: (piece: Uint8Array) => void) => void
+}
+
+/** A file's bytes: whole, or made piece by piece. */
+export type FileBytes = Uint8Array | StreamedBytes
+
+/** A file's bytes whole (streamed ones gathered into one array). */
+export const wholeBytes = (bytes: FileBytes): Uint8Array => {
+  if (bytes instanceof Uint8Array) return bytes
+  const out = new Uint8Array(bytes.byteLength)
+  let at = 0
+  bytes.write((piece) => {
+    out.set(piece, at)
+    at += piece.length
+  })
+  return out
+}
+
+/** Writes all of `bytes` to an open file. */
+const writeAllSync = (fd: number, bytes: Uint8Array): void => {
+  for (let off = 0; off < bytes.length; ) off += fs.writeSync(fd, bytes, off, bytes.length - off)
+}
+
+/**
  * Writes several files all-or-nothing as far as the file system allows: every file goes to a
  * temporary name next to its target first; only when all are written are they renamed into
  * place. On failure the temporary files are removed and nothing appears under a target name.
  */
-export const writeFilesAtomicSync = (files: readonly { readonly path: string; readonly bytes: Uint8Array }[]): void => {
+export const writeFilesAtomicSync = (files: readonly { readonly path: string; readonly bytes: FileBytes }[]): void => {
   const temps: { tmp: string; path: string }[] = []
   try {
     for (const f of files) {
@@ -141,8 +171,9 @@ export const writeFilesAtomicSync = (files: readonly { readonly path: string; re
       temps.push({ tmp, path: f.path })
       const fd = fs.openSync(tmp, "wx")
       try {
-        let off = 0
-        while (off < f.bytes.length) off += fs.writeSync(fd, f.bytes, off, f.bytes.length - off)
+        const bytes = f.bytes
+        if (bytes instanceof Uint8Array) writeAllSync(fd, bytes)
+        else bytes.write((piece) => writeAllSync(fd, piece))
         fs.fsyncSync(fd)
       } finally {
         fs.closeSync(fd)

@@ -24,10 +24,21 @@ export type Recipe =
   | { readonly kind: "packed-kernel"; readonly source: Tensor; readonly ib: number; readonly ob: number }
   /** the Winograd kernel transform U = G g Gᵀ of a packed 3×3 kernel */
   | { readonly kind: "winograd"; readonly source: Tensor; readonly m: number }
+  /** a 2-D Gemm weight [r, c] times alpha, transposed ([c, r]) or not, rounded to the dtype */
+  | { readonly kind: "scaled-matrix"; readonly source: Tensor; readonly alpha: number; readonly transpose: boolean }
+  /** a dense weight [K, N] in column panels [⌈N/b⌉, K, b] (the padding zero) */
+  | { readonly kind: "dense-panels"; readonly source: Tensor; readonly b: number }
 
-/** How a deferred tensor computes: all of it into an array of its dtype, or one element (unrounded; elementOf rounds it). */
+/**
+ * How a deferred tensor computes: a stretch of whole units into an array of its dtype (all of it
+ * when read; a few units at a time when the artifact's constants are written through a small
+ * buffer reused, writeRangeInto), or one element (unrounded; elementOf rounds it).
+ */
 export interface Compute {
-  readonly fill: (out: TypedArray) => void
+  /** Elements [start, start + out.length) into `out`; start and out.length multiples of `unit`. */
+  readonly fillRange: (start: number, out: TypedArray) => void
+  /** The run of elements fillRange computes as one (a packed block; a Winograd row of planes). */
+  readonly unit: number
   readonly element: (j: number) => number
 }
 
@@ -40,7 +51,7 @@ interface Deferred extends Tensor {
   readonly [PENDING]: () => Compute | undefined
 }
 
-/** A tensor whose data is computed on first read (once, by `compute.fill`); `recipe` says how, for a transform that reads through it. */
+/** A tensor whose data is computed on first read (once, by `compute.fillRange`); `recipe` says how, for a transform that reads through it. */
 export const deferred = (dtype: DType, shape: readonly number[], recipe: Recipe, compute: Compute): Tensor => {
   let data: TypedArray | undefined
   const t: Tensor = {
@@ -49,7 +60,7 @@ export const deferred = (dtype: DType, shape: readonly number[], recipe: Recipe,
     get data(): TypedArray {
       if (data === undefined) {
         const out = allocate(dtype, sizeOf(shape))
-        compute.fill(out)
+        compute.fillRange(0, out)
         data = out
       }
       return data
@@ -92,20 +103,34 @@ export const readInto = (t: Tensor, start: number, out: TypedArray): TypedArray 
   return out
 }
 
-/** All of a tensor's values stored into `out` (an array of its dtype and size): a deferred one computed straight into it, never kept (the artifact's constants are written this way, once). */
-export const writeInto = (t: Tensor, out: TypedArray): void => {
+/** All of a tensor's values stored into `out` (an array of its dtype and size): a deferred one computed straight into it, never kept. */
+export const writeInto = (t: Tensor, out: TypedArray): void => writeRangeInto(t, 0, out)
+
+/** The run of elements writeRangeInto computes as one: a pending tensor's unit; 1 for any other. */
+export const rangeUnit = (t: Tensor): number => pending(t)?.unit ?? 1
+
+/**
+ * Elements [start, start + out.length) of a tensor's values stored into `out` (an array of its
+ * dtype), start and out.length multiples of rangeUnit(t): a deferred one computed straight into it,
+ * never kept. The artifact's constants are written this way, a few units at a time through one
+ * small buffer, so their bytes never sit in fresh memory (on a VM where a first touch of a page
+ * costs ~15 µs, ResNet-50's 159 MB cost 0.6 s in page faults written whole).
+ */
+export const writeRangeInto = (t: Tensor, start: number, out: TypedArray): void => {
   const c = pending(t)
-  if (c) c.fill(out)
-  else out.set(t.data as never)
+  if (c) c.fillRange(start, out)
+  else out.set(t.data.subarray(start, start + out.length) as never)
 }
 
 /**
- * `out` holding `w` with row o (`per` elements) scaled by s[o], rounded to `out`'s type. One pass,
- * in a function of its own: inside a rule's closure the loop was optimized on the stack with the
- * whole rule around it (a typed array's map with a callback costs ~10× a plain loop).
+ * `out` holding elements [start, start + out.length) of `w` with row o (`per` elements) scaled by
+ * s[o], rounded to `out`'s type. One pass, in a function of its own: inside a rule's closure the
+ * loop was optimized on the stack with the whole rule around it (a typed array's map with a
+ * callback costs ~10× a plain loop).
  */
-export const scaleRows = <T extends TypedArray>(w: TypedArray, s: Float64Array, per: number, out: T): T => {
-  for (let o = 0, j = 0; o < s.length; o++) for (let end = j + per, so = s[o]; j < end; j++) out[j] = w[j] * so
+export const scaleRows = <T extends TypedArray>(w: TypedArray, s: Float64Array, per: number, start: number, out: T): T => {
+  const end = start + out.length
+  for (let o = Math.floor(start / per), j = start; j < end; o++) for (let stop = Math.min(end, (o + 1) * per), so = s[o]; j < stop; j++) out[j - start] = w[j] * so
   return out
 }
 
@@ -113,7 +138,8 @@ export const scaleRows = <T extends TypedArray>(w: TypedArray, s: Float64Array, 
 export const scaledRows = (w: Tensor, s: Float64Array): Tensor => {
   const per = sizeOf(w.shape) / w.shape[0]
   return deferred(w.dtype, w.shape, { kind: "scaled-rows", source: w, scale: s }, {
-    fill: (out) => void scaleRows(w.data, s, per, out),
+    fillRange: (start, out) => void scaleRows(w.data, s, per, start, out),
+    unit: 1,
     element: (j) => elementOf(w, j) * s[Math.floor(j / per)],
   })
 }
@@ -136,22 +162,56 @@ export const packBlockInto = (
   at: number,
 ): void => {
   const [O, I, KH, KW] = shape
-  // strides of o, i, kh in the OIHW source (kw's is 1)
-  const sO = I * KH * KW
-  const sI = KH * KW
-  let k = at
-  for (let kh = 0; kh < KH; kh++)
-    for (let kw = 0; kw < KW; kw++) {
-      const base = oo * ob * sO + ii * ib * sI + kh * KW + kw
-      for (let i = 0; i < ib; i++)
-        for (let o = 0, from = base + i * sI; o < ob; o++, from += sO, k++)
-          if (oo * ob + o < O && ii * ib + i < I) out[k] = scale === undefined ? src[from] : src[from] * scale[oo * ob + o]
-          else out[k] = 0
+  const taps = KH * KW
+  const L = ib * ob
+  // the filters and input channels of the block inside the kernel; past them the block is zero
+  const oEnd = Math.min(ob, O - oo * ob)
+  const iEnd = Math.min(ib, I - ii * ib)
+  if (oEnd < ob || iEnd < ib) out.fill(0, at, at + taps * L)
+  // In the source's order: filter o's taps of input channels ii·ib… are one contiguous run of
+  // ib·KH·KW values, each stored into the block (kh, kw, i, o) at (kh·KW + kw)·L + i·ob + o. Read o
+  // innermost (a stride of I·KH·KW values), ResNet-50's weights cost ~0.45 s of cache misses.
+  for (let o = 0; o < oEnd; o++) {
+    const oc = oo * ob + o
+    const row = (oc * I + ii * ib) * taps
+    if (scale === undefined) {
+      if (taps === 1) for (let i = 0, k = at + o; i < iEnd; i++, k += ob) out[k] = src[row + i]
+      else for (let i = 0; i < iEnd; i++) for (let t = 0, k = at + i * ob + o, from = row + i * taps; t < taps; t++, k += L) out[k] = src[from + t]
+    } else {
+      const so = scale[oc]
+      if (taps === 1) for (let i = 0, k = at + o; i < iEnd; i++, k += ob) out[k] = src[row + i] * so
+      else for (let i = 0; i < iEnd; i++) for (let t = 0, k = at + i * ob + o, from = row + i * taps; t < taps; t++, k += L) out[k] = src[from + t] * so
     }
+  }
 }
 
 /** The OIHW data and row scale packBlockInto reads for a kernel: a pending BatchNorm fold's source and scale, read through; else its data. */
 export const kernelSource = (w: Tensor): { readonly src: TypedArray; readonly scale?: Float64Array } => {
   const r = pendingRecipe(w)
   return r?.kind === "scaled-rows" && r.source.shape.length === w.shape.length ? { src: r.source.data, scale: r.scale } : { src: w.data }
+}
+
+/**
+ * A 2-D weight [r, c] times alpha, transposed to [c, r] or not (Gemm's B folded to its canonical
+ * form), deferred: computed when read, or read through by packDense. Rows of the result are its
+ * units; transposed, they are computed in tiles of 32 × 32 (reads down a column of the source,
+ * one at a time, were a cache miss each: ResNet-50's 2048 × 1000 classifier).
+ */
+export const scaledMatrix = (w: Tensor, alpha: number, transpose: boolean): Tensor => {
+  const [r, c] = w.shape
+  const T = 32
+  return deferred(w.dtype, transpose ? [c, r] : [r, c], { kind: "scaled-matrix", source: w, alpha, transpose }, {
+    // transposed: out[i, j] = w[j, i] · alpha at (i - i0)·r + j, rows i from start / r
+    fillRange: (start, out) => {
+      const src = w.data
+      if (!transpose) for (let k = 0; k < out.length; k++) out[k] = src[start + k] * alpha
+      else
+        for (let i0 = start / r, iEnd = i0 + out.length / r, ib = i0; ib < iEnd; ib += T)
+          for (let jb = 0; jb < r; jb += T)
+            for (let i = ib, iStop = Math.min(iEnd, ib + T); i < iStop; i++)
+              for (let j = jb, jStop = Math.min(r, jb + T); j < jStop; j++) out[(i - i0) * r + j] = src[j * c + i] * alpha
+    },
+    unit: transpose ? r : 1,
+    element: (k) => elementOf(w, transpose ? (k % r) * c + Math.floor(k / r) : k) * alpha,
+  })
 }

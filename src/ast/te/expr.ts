@@ -250,11 +250,13 @@ const applyBinRaw = (op: BinOp, x: number, y: number, dtype: DType): number => {
 const isCmp = (op: BinOp): boolean => op === "eq" || op === "ne" || op === "lt" || op === "le" || op === "gt" || op === "ge" || op === "and" || op === "or"
 
 /** Builds a binary node, folding constants and the trivial identities (x+0, x*1, x*0 for ints). */
-export const bin = (op: BinOp, a: Expr, b: Expr): Expr => {
-  const dtype = isCmp(op) ? BOOL : a.dtype
+export const bin = (op: BinOp, a: Expr, b: Expr): Expr => binFolded(op, a, b) ?? { kind: "bin", op, a, b, dtype: isCmp(op) ? BOOL : a.dtype }
+
+/** What `bin` folds op(a, b) to (a constant, or one side); undefined where it builds a node. */
+const binFolded = (op: BinOp, a: Expr, b: Expr): Expr | undefined => {
   if (isConst(a) && isConst(b)) {
-    if ((op === "div" || op === "floordiv" || op === "floormod") && b.value === 0 && isIntDtype(a.dtype)) return { kind: "bin", op, a, b, dtype }
-    return c(applyBin(op, a.value, b.value, a.dtype), dtype)
+    if ((op === "div" || op === "floordiv" || op === "floormod") && b.value === 0 && isIntDtype(a.dtype)) return undefined
+    return c(applyBin(op, a.value, b.value, a.dtype), isCmp(op) ? BOOL : a.dtype)
   }
   const int = isIntDtype(a.dtype)
   if (op === "add" && isConst(b) && b.value === 0) return a
@@ -265,7 +267,7 @@ export const bin = (op: BinOp, a: Expr, b: Expr): Expr => {
   if (op === "mul" && int && ((isConst(a) && a.value === 0) || (isConst(b) && b.value === 0))) return c(0, a.dtype)
   if ((op === "floordiv" || op === "div") && isConst(b) && b.value === 1) return a
   if (op === "floormod" && isConst(b) && b.value === 1 && int) return c(0, a.dtype)
-  return { kind: "bin", op, a, b, dtype }
+  return undefined
 }
 
 export const add = (a: Expr, b: Expr) => bin("add", a, b)
@@ -300,7 +302,17 @@ export const read = (source: string, indices: readonly Expr[], dtype: DType): Re
 // ---------------------------------------------------------------------------------------------
 // Traversals
 
-/** Rebuilds `e` bottom-up, giving each rebuilt node to `f` (which may replace it). */
+/** Whether two lists hold the same objects. */
+const sameItems = <A>(xs: readonly A[], ys: readonly A[]): boolean => xs.every((x, i) => x === ys[i])
+
+/**
+ * Rebuilds `e` bottom-up, giving each node to `f` (which may replace it) before its children are
+ * mapped; a node is rebuilt through its smart constructor (bin, select, cast: folding what they
+ * fold). A node whose children come back unchanged, and which its constructor would build as it
+ * is, is kept (not copied): a pass that changes a few indices of a large body (FlattenStorage,
+ * Simplify over Winograd kernels) no longer copies the rest, and mapStmt keeps the statements
+ * around what is kept. Equal either way: the copy was the same structure.
+ */
 export const mapExpr = (e: Expr, f: (e: Expr) => Expr | undefined): Expr => {
   const rec = (x: Expr): Expr => {
     const pre = f(x)
@@ -309,23 +321,39 @@ export const mapExpr = (e: Expr, f: (e: Expr) => Expr | undefined): Expr => {
       case "const":
       case "var":
         return x
-      case "bin":
-        return bin(x.op, rec(x.a), rec(x.b))
+      case "bin": {
+        const a = rec(x.a)
+        const b = rec(x.b)
+        const folded = binFolded(x.op, a, b)
+        if (folded) return folded
+        const dtype = isCmp(x.op) ? BOOL : a.dtype
+        return a === x.a && b === x.b && dtype === x.dtype ? x : { kind: "bin", op: x.op, a, b, dtype }
+      }
       case "select": {
         // a condition that maps to a constant picks its arm before the other is mapped: a chain of
         // selects over an unrolled loop's index (Winograd's transforms) costs one arm per copy
         const cond = rec(x.cond)
         if (isConst(cond)) return rec(cond.value ? x.t : x.f)
-        return select(cond, rec(x.t), rec(x.f))
+        const [t, f] = [rec(x.t), rec(x.f)]
+        return cond === x.cond && t === x.t && f === x.f && x.dtype === t.dtype ? x : select(cond, t, f)
       }
-      case "cast":
-        return cast(x.dtype, rec(x.value))
-      case "call":
-        return { ...x, args: x.args.map(rec) }
-      case "read":
-        return { ...x, indices: x.indices.map(rec) }
-      case "reduce":
-        return { ...x, source: rec(x.source), ...(x.where ? { where: rec(x.where) } : {}) }
+      case "cast": {
+        const value = rec(x.value)
+        return value === x.value && value.dtype !== x.dtype && !isConst(value) ? x : cast(x.dtype, value)
+      }
+      case "call": {
+        const args = x.args.map(rec)
+        return sameItems(args, x.args) ? x : { ...x, args }
+      }
+      case "read": {
+        const indices = x.indices.map(rec)
+        return sameItems(indices, x.indices) ? x : { ...x, indices }
+      }
+      case "reduce": {
+        const source = rec(x.source)
+        const where = x.where ? rec(x.where) : undefined
+        return source === x.source && where === x.where ? x : { ...x, source, ...(where ? { where } : {}) }
+      }
     }
   }
   return rec(e)

@@ -6,7 +6,7 @@
 // and a matrix product of many rows over one (MatMulPacked: the panels its register tile's width).
 import { A, attr, attrs, type AttrValue } from "../attrs.js"
 import { allocate } from "../dtype.js"
-import { deferred, elementOf, kernelSource, packBlockInto } from "../deferred.js"
+import { deferred, elementOf, kernelSource, packBlockInto, pendingRecipe } from "../deferred.js"
 import { check, defineOp, fail, type AnyOpDef, type Dim } from "../op.js"
 import { tensor, type Tensor } from "../tensor.js"
 import { convOps } from "./nn-conv.js"
@@ -75,10 +75,12 @@ export const packKernel = (w: Tensor, ib: number, ob: number): Tensor => {
   const [OB, IB] = [Math.ceil(O / ob), Math.ceil(I / ib)]
   const block = KH * KW * ib * ob
   return deferred(w.dtype, [OB, IB, KH, KW, ib, ob], { kind: "packed-kernel", source: w, ib, ob }, {
-    fill: (out) => {
+    // blocks (oo, ii) start / block onwards, each `block` values
+    fillRange: (start, out) => {
       const { src, scale } = kernelSource(w)
-      for (let oo = 0; oo < OB; oo++) for (let ii = 0; ii < IB; ii++) packBlockInto(src, scale, w.shape, ib, ob, oo, ii, out, (oo * IB + ii) * block)
+      for (let b = start / block, at = 0; at < out.length; b++, at += block) packBlockInto(src, scale, w.shape, ib, ob, Math.floor(b / IB), b % IB, out, at)
     },
+    unit: block,
     // j = ((((oo·IB + ii)·KH + kh)·KW + kw)·ib + i)·ob + o
     element: (j) => {
       const [o, i, kw, kh] = [j % ob, Math.floor(j / ob) % ib, Math.floor(j / (ob * ib)) % KW, Math.floor(j / (ob * ib * KW)) % KH]
@@ -107,16 +109,35 @@ export const unpackKernel = (w: Tensor): Tensor => {
 /**
  * A dense weight [K, N] → column panels [ceil(N/b), K, b]: panel p holds columns p·b … p·b+b-1 of
  * every row in order (the last panel zero-padded), so a tile of panels reads the weights as a few
- * sequential streams instead of a short stretch of every row.
+ * sequential streams instead of a short stretch of every row. Deferred (deferred.ts): computed when
+ * read, or by the artifact straight into its constants, a panel at a time; a pending Gemm fold of
+ * `w` (scaledMatrix: alpha, a transpose) is read through, so the chain writes one array.
  */
 export const packDense = (w: Tensor, b: number): Tensor => {
   check(w.shape.length === 2 && b >= 1, `a dense weight must be 2-D, got [${w.shape.join(", ")}]`)
   const [K, N] = w.shape
   const P = Math.ceil(N / b)
-  const out = allocate(w.dtype, P * K * b)
-  for (let k = 0; k < K; k++)
-    for (let n = 0; n < N; n++) out[(Math.floor(n / b) * K + k) * b + (n % b)] = w.data[k * N + n]
-  return tensor(w.dtype, [P, K, b], out)
+  return deferred(w.dtype, [P, K, b], { kind: "dense-panels", source: w, b }, {
+    // panels start / (K·b) onwards, each row a run of up to b columns (the padding zero)
+    fillRange: (start, out) => {
+      const fold = pendingRecipe(w)
+      const through = fold?.kind === "scaled-matrix" ? fold : undefined
+      const src = through ? through.source.data : w.data
+      out.fill(0)
+      for (let p = start / (K * b), at = 0; at < out.length; p++, at += K * b) {
+        const [n0, width] = [p * b, Math.min(b, N - p * b)]
+        if (!through) for (let k = 0; k < K; k++) for (let j = 0, from = k * N + n0; j < width; j++) out[at + k * b + j] = src[from + j]
+        // column n of the folded weight: row n of a transposed source (contiguous in k), else column n
+        else if (through.transpose) for (let j = 0; j < width; j++) for (let k = 0, from = (n0 + j) * K; k < K; k++) out[at + k * b + j] = src[from + k] * through.alpha
+        else for (let k = 0; k < K; k++) for (let j = 0, from = k * N + n0; j < width; j++) out[at + k * b + j] = src[from + j] * through.alpha
+      }
+    },
+    unit: K * b,
+    element: (q) => {
+      const [j, k, p] = [q % b, Math.floor(q / b) % K, Math.floor(q / (b * K))]
+      return p * b + j < N ? elementOf(w, k * N + p * b + j) : 0
+    },
+  })
 }
 
 /** Whether n columns fill P panels of b: all but the last whole, the last at least one column. */

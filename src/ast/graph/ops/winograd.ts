@@ -106,11 +106,13 @@ export const winogradKernel = (w: Tensor, m: 2 | 4 = WINOGRAD_M): Tensor => {
     const gg = [0, 1, 2].map((c) => G[e * 3] * g(0, c) + G[e * 3 + 1] * g(1, c) + G[e * 3 + 2] * g(2, c))
     return gg[0] * G[n * 3] + gg[1] * G[n * 3 + 1] + gg[2] * G[n * 3 + 2]
   }
-  return deferred(w.dtype, [a, a, OB, I, ob], { kind: "winograd", source: w, m }, { fill: (out) => winogradInto(w, a, G, out), element })
+  // a unit: one row e of planes (e, 0…a-1), all of whose values one G g row gives
+  const unit = a * OB * I * ob
+  return deferred(w.dtype, [a, a, OB, I, ob], { kind: "winograd", source: w, m }, { fillRange: (start, out) => winogradInto(w, a, G, start / unit, out), unit, element })
 }
 
-/** winogradKernel's values into `out`. */
-const winogradInto = (w: Tensor, a: number, G: Float64Array, out: TypedArray): void => {
+/** winogradKernel's values of rows e0… (out.length / (a·plane) of them: planes (e, 0…a-1), e from e0) into `out`. */
+const winogradInto = (w: Tensor, a: number, G: Float64Array, e0: number, out: TypedArray): void => {
   const [OB, IB, , , ib, ob] = w.shape
   const I = IB * ib
   // a pending pack (deferred.ts) is read through, a block at a time into `block` (its dtype's
@@ -129,13 +131,14 @@ const winogradInto = (w: Tensor, a: number, G: Float64Array, out: TypedArray): v
   const L = ib * ob
   const run = I * ob
   const plane = OB * run
+  const e1 = e0 + out.length / (a * plane)
   // G g of one block (oo, ii): [e, c] rows of L lanes
   const gg = new Float64Array(a * 3 * L)
   for (let oo = 0; oo < OB; oo++)
     for (let ii = 0; ii < IB; ii++) {
       if (through) packBlockInto(through.src, through.scale, through.shape, ib, ob, oo, ii, block, 0)
       const from = through ? 0 : (oo * IB + ii) * 9 * L
-      for (let e = 0; e < a; e++) {
+      for (let e = e0; e < e1; e++) {
         const g0 = G[e * 3]
         const g1 = G[e * 3 + 1]
         const g2 = G[e * 3 + 2]
@@ -149,7 +152,7 @@ const winogradInto = (w: Tensor, a: number, G: Float64Array, out: TypedArray): v
         }
       }
       // U[e, n] = (G g)[e, 0]·G[n, 0] + (G g)[e, 1]·G[n, 1] + (G g)[e, 2]·G[n, 2], the block's L lanes
-      for (let e = 0; e < a; e++) {
+      for (let e = e0; e < e1; e++) {
         const h0 = e * 3 * L
         const h1 = h0 + L
         const h2 = h1 + L
@@ -157,7 +160,7 @@ const winogradInto = (w: Tensor, a: number, G: Float64Array, out: TypedArray): v
           const q0 = G[n * 3]
           const q1 = G[n * 3 + 1]
           const q2 = G[n * 3 + 2]
-          const dst = (e * a + n) * plane + oo * run + ii * L
+          const dst = ((e - e0) * a + n) * plane + oo * run + ii * L
           for (let j = 0; j < L; j++) out[dst + j] = gg[h0 + j] * q0 + gg[h1 + j] * q1 + gg[h2 + j] * q2
         }
       }
