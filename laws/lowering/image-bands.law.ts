@@ -1,4 +1,4 @@
-// The band rule (conv2d_NCHWc's oc_order "rows", winograd_NCHWc's and the blocked pools' `bands`):
+// The band rule (conv2d_NCHWc's oc_order "rows", winograd_NCHWc's `bands`):
 // on more than one core, a conv whose weights fit half the record's L2 splits its parallel loop by
 // rows of the image — every channel tile of a band on one core, its padded copy split by rows too —
 // so through a chain of such kernels a core reads back the band it wrote (counted by
@@ -10,13 +10,9 @@ import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { blockedConvCase } from "../../src/ast/te/arbitrary.js"
 import { evaluateTE } from "../../src/ast/te/evaluate.js"
-import { at, compute, maxReduce, placeholder, reduceAxis, type ComputeTensor } from "../../src/ast/te/tensor.js"
-import { add } from "../../src/ast/te/expr.js"
 import { crossCoreReads, type Writers } from "../../src/ast/tir/cross-core-reads.js"
 import { evaluatePrimFunc } from "../../src/ast/tir/evaluate.js"
 import type { PrimFunc } from "../../src/ast/tir/tir.js"
-import type { Tensor } from "../../src/ast/graph/tensor.js"
-import { prng } from "../../src/ast/graph/arbitrary.js"
 import { baseSchedule } from "../../src/lowering/lower-group.js"
 import { lowerSync } from "../../src/lowering/lower.js"
 import { imageBands } from "../../src/lowering/templates/conv2d-nchwc.js"
@@ -64,7 +60,7 @@ const arbChain = fc.record({
   seed: fc.nat(),
 })
 
-describe("the band rule (conv2d_NCHWc oc_order rows, winograd_NCHWc and blocked pools' bands)", () => {
+describe("the band rule (conv2d_NCHWc oc_order rows, winograd_NCHWc bands)", () => {
   it("takes bands on more than one core where the conv's channel tiles would go outermost and its weights, a row's input and the row fit the L2; on one core, or past the L2, the order it had", () => {
     fc.assert(
       fc.property(arbChain, fc.constantFrom(1, 2, 4), fc.constantFrom(512, 2048, 4096, 8192, 1 << 20), (o, cores, l2) => {
@@ -128,41 +124,4 @@ describe("the band rule (conv2d_NCHWc oc_order rows, winograd_NCHWc and blocked 
       lawParams(20),
     )
   }, 120_000)
-
-  it("a blocked max pool takes bands on more than one core, splits its rows then, and evaluates equal to the TE either way", () => {
-    fc.assert(
-      fc.property(fc.integer({ min: 1, max: 3 }), fc.integer({ min: 3, max: 9 }), fc.constantFrom(1, 2), fc.nat(), (CB, H, cores, seed) => {
-        const rng = prng(seed)
-        const X = placeholder("X", [1, CB, H, H, 4])
-        const [ry, rx] = [reduceAxis(2, "ry"), reduceAxis(2, "rx")]
-        const pool: ComputeTensor = compute("pool", [1, CB, H - 1, H - 1, 4], (n, cb, y, x, i) => maxReduce(at(X, n, cb, add(y, ry.var), add(x, rx.var), i), [ry, rx]), "float32", "pool")
-        const inputs = new Map<string, Tensor>([["X", { dtype: "float32", shape: [1, CB, H, H, 4], data: Float32Array.from({ length: CB * H * H * 4 }, () => rng.float(-1, 1)) }]])
-        const base = baseSchedule([pool])
-        const t = templateFor(base)
-        const knobs = t.space([pool], base)
-        expect(knobs.some((k) => k.name === "bands")).toBe(true)
-        const d = t.defaults(knobs, record(cores, 1 << 20))
-        expect(d.bands).toBe(cores > 1)
-        for (const bands of [false, true]) {
-          const f = runTirSync(cpuTirPipeline(), lowerSync(t.apply([pool], base, { ...d, bands })))
-          // (who wrote each output row, over its channel blocks: on 2 cores, in bands one core a row
-          // but the row the split falls in; by channel blocks, both cores every row where CB is even)
-          const writers = crossCoreReads(f, 2).writers.get(f.params[f.params.length - 1].name)!
-          const OH = H - 1
-          const byRow = new Map<number, Set<number>>()
-          for (const [idx, w] of writers) {
-            const at5 = idx.split(",").map(Number)
-            const y = at5.length === 5 ? at5[2] : Math.floor(at5[0] / (OH * 4)) % OH
-            byRow.set(y, (byRow.get(y) ?? new Set()).add(w))
-          }
-          const shared = [...byRow.values()].filter((ws) => ws.size > 1).length
-          if (bands) expect(shared).toBeLessThanOrEqual(1)
-          else if (CB % 2 === 0) expect(shared).toBe(OH)
-          const outs = evaluatePrimFunc(f, inputs)
-          assertAllClose([outs.get(pool.name)!], evaluateTE([pool], inputs), 1e-6, 1e-7)
-        }
-      }),
-      lawParams(12),
-    )
-  })
 })

@@ -6,17 +6,6 @@ import { anchorStage, dataLeaves, divisors, parallelize, parallelOuter, tileStag
 import { applyRfactor, rfactorDefaults, rfactorKnobs } from "./rfactor.js"
 import type { Config, Template } from "./template.js"
 
-/**
- * A pooling window over a blocked image (NCHW[x]c: rank 5, its rows the third axis): the one
- * reduction whose parallel loop may split its rows (`bands`) instead of its channel blocks, so a
- * core reads the band of the image its part of the conv before it wrote (conv2d-nchwc.ts, imageBands).
- */
-const blockedPool = (st: S.Stage): boolean => st.op.tag === "pool" && st.op.shape.length === 5 && dataLeaves(st).length === 5
-
-/** A blocked pool's leading data loops [n, channel blocks, rows, …] in bands (`bands`): the rows before the channel blocks, so the parallel loop splits the rows. */
-const inBands = (axes: readonly string[], config: Config): string[] =>
-  config.bands === true && axes.length >= 3 ? [axes[0], axes[2], axes[1], ...axes.slice(3)] : [...axes]
-
 /** The widest column tile of a one-row reduction (2 KB of float32 accumulators). */
 const ONE_ROW_MAX_TILE = 512
 
@@ -44,7 +33,6 @@ export const reductionTemplate: Template = {
       { kind: "choice", name: "fuse_epilogue", candidates: [true, false] },
       // one output row (a matrix-vector product): the rfactor rule's knobs, for few outputs
       ...(second === 1 ? rfactorKnobs(st) : []),
-      ...(blockedPool(st) ? [{ kind: "choice", name: "bands", candidates: [false, true], absent: false } as const] : []),
     ]
   },
   defaults: (knobs, target) => {
@@ -71,8 +59,6 @@ export const reductionTemplate: Template = {
       }
       else cfg[k.name] = k.name === "vectorize" ? target.vectorLanes > 1 : k.name === "fuse_epilogue" || k.name === "unroll_tile"
     }
-    // (a blocked pool on more than one core: in bands, as the convs beside it)
-    if (knobs.some((k) => k.name === "bands")) cfg.bands = target.cores > 1
     // (a vector of outputs along the last axis: the emitter does not vectorize the reduce loop)
     return { ...cfg, ...rfactorDefaults(knobs, target, false) }
   },
@@ -101,7 +87,6 @@ export const reductionTemplate: Template = {
       outerData = [...data.slice(0, -2), sp2.outer, sp.outer]
       innerTile = [sp2.inner, sp.inner]
     }
-    outerData = inBands(outerData, config)
     s = S.reorder(s, st.name, [...outerData, ...red, ...innerTile])
     s = parallelOuter(s, st.name, outerData)
     if (config.vectorize && ti > 1 && ti <= S.MAX_VECTORIZED) s = S.vectorize(s, st.name, sp.inner)
@@ -128,10 +113,9 @@ const fusedEpilogue = (base: S.Schedule, anchor: S.Stage, config: Config): S.Sch
   const t2 = Number(config.tile_second ?? 1)
   const sp = S.split(s, out, data[data.length - 1], { factor: ti })
   const sp2 = S.split(sp.schedule, out, data[data.length - 2], { factor: t2 })
-  const lead = inBands(data.slice(0, -2), config)
-  s = S.reorder(sp2.schedule, out, [...lead, sp2.outer, sp.outer, sp2.inner, sp.inner])
+  s = S.reorder(sp2.schedule, out, [...data.slice(0, -2), sp2.outer, sp.outer, sp2.inner, sp.inner])
   // batch-1 dense layers (one output row): the column tiles are the parallel loop
-  const outerAxes = [...lead, sp2.outer]
+  const outerAxes = [...data.slice(0, -2), sp2.outer]
   const extentOf = (a: string) => s.stages.get(out)!.axes.get(a)!.extent
   s = outerAxes.every((a) => extentOf(a) === 1) && extentOf(sp.outer) > 1 ? S.parallel(s, out, sp.outer) : parallelOuter(s, out, outerAxes)
   if (config.vectorize && ti > 1 && ti <= S.MAX_VECTORIZED) s = S.vectorize(s, out, sp.inner)
