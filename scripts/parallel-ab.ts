@@ -7,14 +7,12 @@
 // and side, the median wall time and the median CPU time of the process per run (the pool's idle
 // workers sleep; OpenMP's spin). Speed is reported, never asserted.
 import { Effect } from "effect"
-import { allocate } from "../src/ast/graph/dtype.js"
-import { prng } from "../src/ast/graph/arbitrary.js"
-import type { Tensor } from "../src/ast/graph/tensor.js"
 import { BACKENDS, cBackend } from "../src/backend/index.js"
 import { hostCpu } from "../src/device/host.js"
 import { median } from "../src/device/onnxruntime.js"
 import { pipelineOf } from "../src/pipeline-core.js"
 import { isZooName, zooGraph } from "../src/zoo/index.js"
+import { seededFirstInput } from "./seeded-inputs.js"
 
 const args = process.argv.slice(2)
 const opt = (k: string, d: string) => (args.includes(k) ? args[args.indexOf(k) + 1] : d)
@@ -32,12 +30,7 @@ const pause = (ms: number) => new Promise((r) => setTimeout(r, ms))
 for (const name of models) {
   if (!isZooName(name)) throw new Error(`unknown zoo model '${name}'`)
   const graph = zooGraph(name, 0)
-  const input = graph.inputs[0]
-  const shape = input.type.shape as number[]
-  const data = allocate("float32", shape.reduce((a, b) => a * b, 1))
-  const r = prng(1)
-  for (let i = 0; i < data.length; i++) data[i] = r.float(-1, 1)
-  const feeds = new Map<string, Tensor>([[input.name, { dtype: "float32", shape, data }]])
+  const feeds = seededFirstInput(graph)
   const target = BACKENDS.c.target(hostCpu(), threads)
   const loaded = await Promise.all(
     (["pool", "openmp"] as const).map(async (side) => {

@@ -3,7 +3,7 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { prng } from "../src/ast/graph/arbitrary.js"
-import { fromNumbers } from "../src/ast/graph/dtype.js"
+import { allocate, fromNumbers } from "../src/ast/graph/dtype.js"
 import type { Graph } from "../src/ast/graph/graph.js"
 import type { Tensor } from "../src/ast/graph/tensor.js"
 import { serializeNpy } from "../src/device/npy.js"
@@ -24,4 +24,14 @@ export const writeSeededInputs = (graph: Graph, seed: number, dir: string, prefi
     return { name: i.name, file, shape, dtype: i.type.dtype }
   })
   return { feeds, inputs }
+}
+
+/** A zoo network's float input (its first), seeded in [-1, 1) by prng(seed): what the A/B scripts feed both sides. */
+export const seededFirstInput = (graph: Graph, seed = 1): Map<string, Tensor> => {
+  const input = graph.inputs[0]
+  const shape = input.type.shape as number[]
+  const data = allocate("float32", shape.reduce((a, b) => a * b, 1))
+  const r = prng(seed)
+  for (let i = 0; i < data.length; i++) data[i] = r.float(-1, 1)
+  return new Map<string, Tensor>([[input.name, { dtype: "float32", shape, data }]])
 }

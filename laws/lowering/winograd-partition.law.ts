@@ -71,13 +71,16 @@ describe("the Winograd rule's partition over the cores (image_parts)", () => {
     expect([0, 1].map((i) => staticOwner(i, 2, 4))).toEqual([0, 1])
   })
 
-  it("in as many parts as cores (2 or 4), where its groups of input tiles split evenly over them, a core reads only the V and M elements it wrote and of the padded copy's another core wrote only the halo rows its tiles share (under 2% of the reads); by positions, the defaults, a third or more come from another core", async () => {
+  it("in as many parts as cores (2 or 4), where its groups of input tiles split evenly over them, a core reads only the V and M elements it wrote and of the padded copy's another core wrote only the halo rows its tiles share (under 2% of the reads); by positions, the defaults, a third or more come from another core; in bands (the defaults on more than one core) a core writes whole rows of the output", async () => {
     // 16 input tiles of 4×4 at 16×16, 36 at 24×24, 64 at 32×32
     for (const [H, cores] of [[16, 2], [24, 2], [32, 4]] as const) {
       const lanes = 4
       const g = await winogradGroup(16, 16, H, lanes, H * cores)
       const defaults = winogradTemplate.defaults(g.knobs, record(cores, lanes))
       expect(defaults.image_parts).toBe(1)
+      // (bands on more than one core: the padded copy and the output by rows; one core as it was)
+      expect(defaults.bands).toBe(true)
+      expect(winogradTemplate.defaults(g.knobs, record(1, lanes)).bands).toBe(false)
       const tiles = g.knobs.find((k) => k.name === "tile_p")!
       expect(tiles.kind === "split" && (tiles.extent / Number(defaults.tile_p)) % cores === 0, `${H}×${H}: tile groups split evenly`).toBe(true)
       const image = intermediateReads(g.lowered({ ...defaults, image_parts: cores }), cores)
@@ -85,14 +88,28 @@ describe("the Winograd rule's partition over the cores (image_parts)", () => {
       expect(image.remote / image.reads, `${H}×${H} on ${cores} cores: reads of another core's elements`).toBeLessThan(0.02)
       const positions = intermediateReads(g.lowered(defaults), cores)
       expect(positions.remote / positions.reads).toBeGreaterThan(0.3)
+      // (in bands a core writes whole rows of the output, but the row its split falls in; by channel blocks both cores write every row)
+      const rowsShared = (f: PrimFunc): number => {
+        const out = f.params[f.params.length - 1]
+        const [, , OH, OW, ob] = out.view?.shape ?? out.shape
+        const byRow = new Map<number, Set<number>>()
+        for (const [idx, w] of crossCoreReads(f, cores).writers.get(out.name)!) {
+          const at = idx.split(",").map(Number)
+          const y = at.length === 5 ? at[2] : Math.floor(at[0] / (OW * ob)) % OH
+          byRow.set(y, (byRow.get(y) ?? new Set()).add(w))
+        }
+        return [...byRow.values()].filter((ws) => ws.size > 1).length
+      }
+      expect(rowsShared(g.lowered(defaults))).toBeLessThanOrEqual(cores - 1)
+      expect(rowsShared(g.lowered({ ...defaults, bands: false }))).toBe(H)
     }
   }, 120_000)
 
-  it("every partition, parts that do not divide the tile groups too, evaluates equal to the TE", async () => {
+  it("every partition, parts that do not divide the tile groups too, and the bands (copy and output by rows), evaluates equal to the TE", async () => {
     await fc.assert(
-      fc.asyncProperty(fc.constantFrom(14, 18), fc.constantFrom(1, 2, 4, 8), fc.nat(1000), async (H, parts, seed) => {
+      fc.asyncProperty(fc.constantFrom(14, 18), fc.constantFrom(1, 2, 4, 8), fc.boolean(), fc.nat(1000), async (H, parts, bands, seed) => {
         const g = await winogradGroup(16, 16, H, 4, seed)
-        const config = { ...winogradTemplate.defaults(g.knobs, record(1, 4)), image_parts: parts }
+        const config = { ...winogradTemplate.defaults(g.knobs, record(1, 4)), image_parts: parts, bands }
         const outs = evaluatePrimFunc(g.lowered(config), g.feeds)
         assertAllClose(g.te.outputs.map((o) => outs.get(o.name)!), evaluateTE(g.te.outputs, g.feeds), 1e-4, 1e-4)
       }),

@@ -10,11 +10,16 @@
 import { evalExpr } from "../te/eval-expr.js"
 import type { PrimFunc, Stmt } from "./tir.js"
 
+/** Which thread stored each element of a buffer (its indices joined by commas); -1 outside every parallel loop. */
+export type Writers = ReadonlyMap<string, ReadonlyMap<string, number>>
+
 export interface CrossCoreReads {
   /** Reads of elements a parallel loop stored (by any thread), per buffer. */
   readonly reads: ReadonlyMap<string, number>
   /** Those of them stored by another thread than the reader, per buffer. */
   readonly remote: ReadonlyMap<string, number>
+  /** Who stored each element of every buffer but the local ones: a kernel's outputs, for the next kernel's `given`. */
+  readonly writers: Writers
 }
 
 /** The thread OpenMP's static schedule gives iteration `i` of `extent` over `cores` threads. */
@@ -28,10 +33,12 @@ export const staticOwner = (i: number, extent: number, cores: number): number =>
 /**
  * Runs `f`'s loop nest over `cores` threads as the c target splits it and counts the reads of
  * elements a parallel loop stored in global memory (params and global intermediates; a thread's
- * local buffers are its own), and of those the reads of another thread's elements.
+ * local buffers are its own), and of those the reads of another thread's elements. `given`: who
+ * stored the elements of some params before the call (the writers of the kernel that produced
+ * them, renamed to this kernel's params), so a chain of kernels is counted across their seams.
  */
-export const crossCoreReads = (f: PrimFunc, cores: number): CrossCoreReads => {
-  const writer = new Map<string, Map<string, number>>()
+export const crossCoreReads = (f: PrimFunc, cores: number, given: Writers = new Map()): CrossCoreReads => {
+  const writer = new Map<string, Map<string, number>>([...given].map(([b, m]) => [b, new Map(m)] as const))
   const reads = new Map<string, number>()
   const remote = new Map<string, number>()
   const env = new Map<string, number>()
@@ -95,5 +102,5 @@ export const crossCoreReads = (f: PrimFunc, cores: number): CrossCoreReads => {
     }
   }
   exec(f.body)
-  return { reads, remote }
+  return { reads, remote, writers: writer }
 }

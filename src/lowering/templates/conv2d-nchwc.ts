@@ -44,8 +44,13 @@ export const inputStride = (st: S.Stage): number => {
  */
 export const tapsShareInput = (kw: number, stride: number): boolean => kw / stride >= 2
 
-/** Where a conv tile's output channel loop goes: outermost (weights reused) or inside the image loops (inputs reused). */
-const OC_ORDERS = ["outer", "inner"] as const
+/**
+ * Where a conv tile's output channel loop goes: outermost (weights reused), inside the image loops
+ * (inputs reused), or `rows`: between the row tiles and the column tiles, the rows outermost — the
+ * parallel loop then hands each core a contiguous band of the image, every channel tile of it
+ * (imageBands).
+ */
+const OC_ORDERS = ["outer", "inner", "rows"] as const
 
 /** A core's L2 where the target record does not say (the portable CpuAttrs default). */
 const DEFAULT_L2_BYTES = 256 * 1024
@@ -95,6 +100,27 @@ export const inputStaysWeightsStream = (knobs: readonly Knob[], lanes: number, t
   const input = reduceVolume(knobs) * extent("tile_oh") * extent("tile_ow") * 4
   const weights = reduceVolume(knobs) * ocBlocks(knobs) * blockLanes(knobs, lanes) * 4
   return input <= halfL2(target) && weights > halfL2(target)
+}
+
+/**
+ * Whether a conv with its channel tiles outermost walks the image in bands instead (`oc_order`
+ * "rows"): on more than one core, where all its weights (IC·KH·KW × OC floats), the input a row of
+ * outputs reads (IC·KH·KW × OW) and that row (OC × OW) fit the record's L2 — what a core walking its
+ * band reads again at every row tile, each channel tile's weights in turn. With the
+ * channel tiles outermost the parallel loop gives each core half the output channels of the whole
+ * image, and the next kernel — split by rows (a projection's channel tiles inside its rows, a
+ * padded copy, the Winograd input transform's tiles) or by other channels — reads half its input
+ * from the other core's cache: on the 2-core Zen 5 of 2026-11-27 a 1.6 MB tensor the other core
+ * wrote read in 44 µs, one this core wrote in 16 (docs/backends.md). In bands, a 1×1 conv reads
+ * only the rows its own core wrote, a 3×3 conv the halo rows beside them. One core: no split, the
+ * order as it was.
+ */
+export const imageBands = (knobs: readonly Knob[], lanes: number, target: ScheduleTarget): boolean => {
+  const ow = knobs.find((k) => k.name === "tile_ow")
+  const cols = ow?.kind === "split" ? ow.extent : 1
+  const oc = ocBlocks(knobs) * blockLanes(knobs, lanes)
+  const bytes = (reduceVolume(knobs) * oc + reduceVolume(knobs) * cols + oc * cols) * 4
+  return target.cores > 1 && bytes <= (target.l2Bytes ?? DEFAULT_L2_BYTES)
 }
 
 /** Output channel blocks whose weights (IC·KH·KW × the block's lanes, fp32) fit `bytes` (halfL2): at least one. */
@@ -152,8 +178,9 @@ const icBatches = (ic: number, ow: number): number[] => (ow < 4 ? [] : [32, 64, 
  * ic outer, ic inner; ic_only: ic outer, ic inner, kh, kw); `unroll_kh` / `unroll_kw` unroll the
  * kernel loops. With `pad_root` the zero padding is computed into a buffer of its own first, so
  * the inner loops read without bounds tests. `oc_order` puts the channel tiles outermost (a tile's
- * weights stay cached while it walks the image) or inside the image tiles (a tile of input pixels
- * stays cached while every channel tile reads it; the parallel loop is then over rows).
+ * weights stay cached while it walks the image), inside the image tiles (a tile of input pixels
+ * stays cached while every channel tile reads it; the parallel loop is then over rows), or inside
+ * the row tiles only (`rows`: each core a band of the image, the padded copy split by rows too).
  * `ic_batch` below the input channels splits the reduction outside the image's tiles: the
  * channel tile's sums for the whole image stay in a local buffer across the batches (see apply).
  */
@@ -245,6 +272,7 @@ export const convTemplate: Template = {
     // tile anyway, and channel tiles inside stream all the weights again for every image tile
     const projection = kernelTaps(knobs) === 1 && reduceVolume(knobs) > ocBlocks(knobs) * lanes
     if (has("oc_order")) cfg.oc_order = projection && !inputStaysWeightsStream(knobs, lanes, target) ? "inner" : "outer"
+    if (has("oc_order") && cfg.oc_order === "outer" && imageBands(knobs, lanes, target)) cfg.oc_order = "rows"
     // the whole reduction inside the register tile; batches outside the image's tiles are the
     // tuner's to try (2-5% on the layers timed alone: docs/tuning.md)
     const batch = knobs.find((k) => k.name === "ic_batch")
@@ -256,6 +284,11 @@ export const convTemplate: Template = {
     let s = base
     const pad = padProducer(s, anchor)
     if (pad && config.pad_root) s = S.computeRoot(s, pad)
+    // (in bands: the padded copy's rows outside its channel blocks, so its parallel loop splits the rows too)
+    if (pad && config.pad_root && config.oc_order === "rows") {
+      const [pn, pc, py, ...rest] = s.stages.get(pad)!.leaf
+      s = S.reorder(s, pad, [pn, py, pc, ...rest])
+    }
     // the tile's output: the epilogue, or a local copy of the anchor when it is the output
     // (templateFor chose this template only where tileStages fits)
     const tiled = tileStages(s, anchor)!
@@ -288,14 +321,16 @@ export const convTemplate: Template = {
     // the parallel loop, so LoopPartition peels the short tile off — fused into the parallel loop,
     // its guard would reach every tile; with channel tiles inside, the channel tiles go outside it)
     const tail = s.stages.get(out)!.axes.get(ow)!.extent % tw !== 0
+    // (in bands: the row tiles outermost, the channel tiles inside them, each walking the row's columns)
+    const bands = config.oc_order === "rows" && !batched
     s = S.reorder(
       spc.schedule,
       out,
-      ocInner ? [n, sph.outer, ...(tail ? [spc.outer, spw.outer] : [spw.outer, spc.outer]), spc.inner, sph.inner, spw.inner, oi] : [n, spc.outer, sph.outer, spw.outer, spc.inner, sph.inner, spw.inner, oi],
+      ocInner ? [n, sph.outer, ...(tail ? [spc.outer, spw.outer] : [spw.outer, spc.outer]), spc.inner, sph.inner, spw.inner, oi] : bands ? [n, sph.outer, spc.outer, spw.outer, spc.inner, sph.inner, spw.inner, oi] : [n, spc.outer, sph.outer, spw.outer, spc.inner, sph.inner, spw.inner, oi],
     )
     // (channel tiles inside: a small image's few tiles — 7 rows of a 7x7 image — are fused with
     // the channel tiles into the parallel loop, else two cores split 7 rows 4 : 3)
-    s = parallelOuter(s, out, ocInner ? (tail ? [n, sph.outer, spc.outer] : [n, sph.outer, spw.outer, spc.outer]) : batched ? [n, spc.outer] : [n, spc.outer, sph.outer])
+    s = parallelOuter(s, out, ocInner ? (tail ? [n, sph.outer, spc.outer] : [n, sph.outer, spw.outer, spc.outer]) : batched ? [n, spc.outer] : bands ? [n, sph.outer, spc.outer] : [n, spc.outer, sph.outer])
     if (vector) s = S.vectorize(s, out, oi)
     // (batched: at the channel tile, the loop just outside the rows; channel tiles inside: at the
     // channel tile, the loop just outside the channel blocks; either may be the parallel loop

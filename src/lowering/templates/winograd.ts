@@ -18,6 +18,15 @@ import type { Template } from "./template.js"
 const IMAGE_PARTS = [1, 2, 4, 8] as const
 
 /**
+ * `bands` (with image_parts 1): the padded copy and the output split by rows, not channel blocks —
+ * the products still by positions, each core its share of U. The copy then reads the band of the
+ * input its core's part of the previous kernel wrote (a conv in bands: conv2d-nchwc.ts, imageBands)
+ * and V's tiles read the rows their core copied; the output leaves its core a band of the image for
+ * the next kernel. The defaults take it on more than one core.
+ */
+const BANDS = [false, true] as const
+
+/**
  * The Winograd convolution's schedule (ConvWinogradNCHWc): the padded input and the input
  * transform V computed at root, V's tile loops (6×6) unrolled so its selects fold to one short
  * sum per store, vectorized over the channel lanes; the 36 batched products M tiled like a GEMM:
@@ -36,6 +45,7 @@ export const winogradTemplate: Template = {
       { kind: "split", name: "tile_p", extent: P, candidates: divisors(P, 16) },
       { kind: "split", name: "tile_oc", extent: OCB, candidates: divisors(OCB, 8), lanes: ob },
       { kind: "choice", name: "image_parts", candidates: [...IMAGE_PARTS], absent: 1 },
+      { kind: "choice", name: "bands", candidates: [...BANDS], absent: false },
     ]
   },
   defaults: (knobs, target) => {
@@ -45,7 +55,8 @@ export const winogradTemplate: Template = {
     const tile = convRegisterTile(target, block, { cols: candidatesOf(knobs, "tile_p"), blocks: candidatesOf(knobs, "tile_oc") })
     // (image_parts: 1, the products by positions — the image partition, timed on ResNet-18's four
     // 56×56 convs in a row on Zen 5, 2 threads, ran no faster: docs/backends.md)
-    return { tile_p: tile.cols, tile_oc: tile.blocks, image_parts: 1 }
+    // (bands on more than one core: the copy and the output split by rows, as the convs beside it)
+    return { tile_p: tile.cols, tile_oc: tile.blocks, image_parts: 1, bands: target.cores > 1 }
   },
   apply: (outputs, base, config) => {
     const M = anchorStage(base)!
@@ -56,6 +67,8 @@ export const winogradTemplate: Template = {
     let s = base
     const parts = Number(config.image_parts ?? 1)
     const image = parts > 1
+    // (the padded copy and the output by rows: every part of the image, or bands)
+    const rows = image || config.bands === true
     const lanesOf = (stage: string) => {
       const st = s.stages.get(stage)!
       return st.axes.get(st.leaf[st.leaf.length - 1])!.extent
@@ -63,9 +76,9 @@ export const winogradTemplate: Template = {
     if (pad) {
       s = S.computeRoot(s, pad.name)
       const [pn, pc, py] = s.stages.get(pad.name)!.leaf
-      // (image: rows outside the channel blocks, the rows parallel)
-      if (image) s = S.reorder(s, pad.name, [pn, py, pc])
-      s = parallelOuter(s, pad.name, image ? [pn, py, pc] : [pn, pc, py])
+      // (by rows: rows outside the channel blocks, the rows parallel)
+      if (rows) s = S.reorder(s, pad.name, [pn, py, pc])
+      s = parallelOuter(s, pad.name, rows ? [pn, py, pc] : [pn, pc, py])
       const leaf = s.stages.get(pad.name)!.leaf
       if (lanesOf(pad.name) > 1) s = S.vectorize(s, pad.name, leaf[leaf.length - 1])
     }
@@ -116,8 +129,8 @@ export const winogradTemplate: Template = {
     const m = M.op.shape[0] - 2
     const sph = S.split(s, out, oh, { factor: m })
     const spw = S.split(sph.schedule, out, ow, { factor: m })
-    s = S.reorder(spw.schedule, out, image ? [on, sph.outer, oc, spw.outer, sph.inner, spw.inner, oi] : [on, oc, sph.outer, spw.outer, sph.inner, spw.inner, oi])
-    s = parallelOuter(s, out, image ? [on, sph.outer, oc] : [on, oc, sph.outer])
+    s = S.reorder(spw.schedule, out, rows ? [on, sph.outer, oc, spw.outer, sph.inner, spw.inner, oi] : [on, oc, sph.outer, spw.outer, sph.inner, spw.inner, oi])
+    s = parallelOuter(s, out, rows ? [on, sph.outer, oc] : [on, oc, sph.outer])
     s = S.unroll(S.unroll(s, out, sph.inner), out, spw.inner)
     if (lanesOf(out) > 1) s = S.vectorize(s, out, oi)
     return s
