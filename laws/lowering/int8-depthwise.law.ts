@@ -20,6 +20,9 @@ import { evaluateTE } from "../../src/ast/te/evaluate.js"
 import { placeholder, type ComputeTensor } from "../../src/ast/te/tensor.js"
 import { evaluatePrimFunc } from "../../src/ast/tir/evaluate.js"
 import { allocate } from "../../src/ast/graph/dtype.js"
+import { depthwiseWindowGrid, packDepthwiseTaps, widenInt8Weights } from "../../src/ast/graph/ops/int8-packed.js"
+import { vnniDotWindows } from "../../src/ast/te/intrinsic.js"
+import { TESSERA_DOMAIN } from "../../src/ast/graph/ops/index.js"
 import { loadWasmModuleSync } from "../../src/device/wasm/load.js"
 import { emitWasmModule } from "../../src/emit/wasm/emit.js"
 import { baseSchedule } from "../../src/lowering/lower-group.js"
@@ -182,5 +185,62 @@ describe("int8 depthwise / grouped template", () => {
     const wasm = t.defaults(knobs, { vectorLanes: 4, cores: 1, outerLoopVectorizer: false })
     expect([c16.plane, c16.epilogue]).toEqual(["channel", "int32"])
     expect([wasm.plane, wasm.epilogue]).toEqual(["root", "fused"])
+  })
+})
+
+/**
+ * The window form (QLinearConvGrouped with its taps' s8 weights and their sums, 11 and 12: the
+ * layout rewrite's choice on a VNNI target, op-library-int8-depthwise.ts's depthwiseWindow): on
+ * random depthwise convs that depthwiseWindowGrid takes (stride 1; kernels up to 3 × 4, dilations
+ * 1–2, padding, int8 / uint8 activations, int8 weights, zero points per tensor, per-channel scales),
+ * every configuration of the template — the window tensorized onto vnniDotWindow (evaluated by its
+ * declaration) or as loops — equals the plain int32 compute's requantized bytes exactly.
+ */
+describe("int8 depthwise template, the window form", () => {
+  const arbWindow = fc
+    .record({
+      x: fc.constantFrom<DType>("int8", "uint8"),
+      dims: fc.tuple(fc.integer({ min: 2, max: 3 }), fc.integer({ min: 1, max: 3 }), fc.integer({ min: 1, max: 4 }), fc.integer({ min: 2, max: 7 }), fc.integer({ min: 5, max: 24 }), fc.integer({ min: 0, max: 2 }), fc.integer({ min: 1, max: 2 })),
+      seed: fc.nat(),
+    })
+    .map(({ x, dims: [C, KH, KW, OH, OW, pad, dil], seed }) => ({ x, C, KH, KW, OH, OW, pad, dil, seed, H: OH + (KH - 1) * dil - 2 * pad, W: OW + (KW - 1) * dil - 2 * pad }))
+    .filter((s) => s.H >= 1 && s.W >= 1 && depthwiseWindowGrid([s.OH, s.OW], [s.KH, s.KW], [s.dil, s.dil], [1, 1]) !== undefined)
+
+  it("every configuration evaluates equal to the plain int32 compute (exactly)", () => {
+    fc.assert(
+      fc.property(arbWindow, fc.array(fc.nat(), { minLength: 7, maxLength: 7 }), (s, picks) => {
+        const r = stream(s.seed)
+        const [xlo, xhi] = range(s.x)
+        const t = (name: string, dtype: DType, shape: number[], lo: number, hi: number): [string, Tensor] => [name, fromArray(dtype, shape, Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => r(lo, hi)))]
+        const f = (name: string, v: number): [string, Tensor] => [name, fromArray("float32", [], [Math.fround(v)])]
+        const w = t("w", "int8", [s.C, 1, s.KH, s.KW], -128, 127)
+        const order: [string, Tensor][] = [t("x", s.x, [1, s.C, s.H, s.W], xlo, xhi), f("xs", 0.013 + r(0, 9) / 1000), t("xzp", s.x, [], xlo, xhi), w,
+          ["ws", fromArray("float32", [s.C], Array.from({ length: s.C }, () => Math.fround(0.002 + r(0, 99) / 10000)))], t("wzp", "int8", [], 0, 0), f("ys", 0.05 + r(0, 20) / 100), t("yzp", s.x, [], xlo + 20, xhi - 20), t("b", "int32", [s.C], -3000, 3000)]
+        const w16 = widenInt8Weights(w[1], undefined)
+        const packed = packDepthwiseTaps(w16)!
+        const extra: [string, Tensor][] = [["w16", w16], ["taps", packed.taps], ["tapsum", packed.tapsum]]
+        const attrs: Record<string, AttrValue> = { group: attr.int(s.C), kernel_shape: attr.ints([s.KH, s.KW]), strides: attr.ints([1, 1]), pads: attr.ints([s.pad, s.pad, s.pad, s.pad]), dilations: attr.ints([s.dil, s.dil]) }
+        const make = (op: string, named: [string, Tensor][], computes: Record<string, OpCompute>) => {
+          const n = node(op, named.map(([name]) => name), ["y"], attrs, "y", op === "QLinearConv" ? "" : TESSERA_DOMAIN)
+          const inputs = named.map(([name, v]) => (name === "" ? undefined : placeholder(name, v.shape, v.dtype)))
+          const made = computes[op]({ node: n, attrs: resolveNode(n).attrs as Record<string, unknown>, inputs, outputs: [{ dtype: s.x, shape: [1, s.C, s.OH, s.OW] }], name: (suffix) => (suffix ? `y_${suffix}` : "y"), constants: named.map(() => undefined), opset: 19 })
+          return made[made.length - 1]
+        }
+        const none: [string, Tensor] = ["", fromArray("int32", [], [0])]
+        const out = make("QLinearConvGrouped", [...order, none, ...extra], OP_COMPUTES)
+        const base = baseSchedule([out])
+        const tpl = templateFor(base)
+        const knobs = tpl.space([out], base)
+        expect(knobs.some((k) => k.name === "dot")).toBe(true)
+        const config: Config = Object.fromEntries(knobs.map((k, i) => [k.name, k.candidates[picks[i] % k.candidates.length]]))
+        const fn = runTirSync(cpuTirPipeline({ keepIntrinsics: new Set(vnniDotWindows.map((d) => d.name)) }), lowerSync(tpl.apply([out], base, config)))
+        const feeds = new Map([...order, ...extra])
+        const got = evaluatePrimFunc(fn, feeds).get(out.name)!
+        const plain = make("QLinearConv", order, QUANT_INT_PLAIN)
+        const want = evaluateTE([plain], new Map(order))[0]
+        expect(Array.from(got.data as ArrayLike<number>)).toEqual(Array.from(want.data as ArrayLike<number>))
+      }),
+      lawParams(30),
+    )
   })
 })

@@ -16,6 +16,7 @@ import { prng } from "../../src/ast/graph/arbitrary-builder.js"
 import { makeGraph, node, type Graph } from "../../src/ast/graph/graph.js"
 import { tensor, type Tensor } from "../../src/ast/graph/tensor.js"
 import { makeTarget } from "../../src/ast/target.js"
+import { hostCpu } from "../../src/device/host.js"
 import { compileGraph, loadProgram } from "../../src/pipeline.js"
 import { alterLayoutSync } from "../../src/rewrite/alter-layout.js"
 import { bindSync } from "../../src/ast/graph/infer.js"
@@ -153,6 +154,42 @@ describe("the layout rewrite of an int8 conv's constant weights (int8-conv-to-pa
     expect(groupedCount(a.program.graph)).toBe(cases.filter((c) => c.grouped).length)
     const b = await run(2)
     expect(packedCount(b.program.graph)).toBe(0)
+    expect(a.out).toEqual(b.out)
+  }, 600_000)
+
+  it.skipIf(!HAVE_GCC || !hostCpu().vnni)(`a depthwise conv on a VNNI target takes the window form (int8-grouped-to-packed with the taps' weights), compiled to C equal to the int16 form bit for bit${NO_GCC}`, async () => {
+    // 56² under 3×3, pad 1 (depthwiseWindowGrid: rows of 72), and 28² (no grid: the int16 form), int8 and uint8 activations
+    const rng = prng(11)
+    const cases = [["int8", 56], ["uint8", 56], ["int8", 28]].map(([xdt, H], k) => {
+      const C = 8
+      const dt = xdt as "int8" | "uint8"
+      const init = new Map<string, Tensor>([
+        ["xs", tensor("float32", [], Float32Array.of(0.02))], ["xzp", ints(dt, [], rng)], ["w", ints("int8", [C, 1, 3, 3], rng)],
+        ["ws", tensor("float32", [C], Float32Array.from({ length: C }, () => Math.fround(rng.float(0.002, 0.02))))], ["ys", tensor("float32", [], Float32Array.of(0.05))], ["yzp", ints(dt, [], rng)],
+      ])
+      const graph = makeGraph({
+        opset: 13,
+        inputs: [{ name: "x", type: { dtype: dt, shape: [1, C, H as number, H as number] } }],
+        outputs: [{ name: "y", type: { dtype: dt, shape: [] } }],
+        initializers: init,
+        nodes: [node("QLinearConv", ["x", "xs", "xzp", "w", "ws", "", "ys", "yzp"], ["y"], { pads: attr.ints([1, 1, 1, 1]), group: attr.int(C) })],
+      })
+      return { graph, inputs: new Map([["x", ints(dt, [1, C, H as number, H as number], prng(100 + k))]]), packs: false, grouped: true }
+    })
+    const { graph, inputs } = mergeGraphs(cases)
+    const run = async (vnni: boolean) => {
+      const target = makeTarget("c", { vectorLanes: 16, isa: "avx512", fmaUnits: 2, fmaLatency: 4, vnni })
+      const program = await Effect.runPromise(compileGraph(graph, target))
+      const exec = await Effect.runPromise(loadProgram(program, target))
+      const got = exec.run(inputs)
+      const out = graph.outputs.map((o) => Array.from(got.get(o.name)!.data as ArrayLike<number>))
+      exec.module.close()
+      return { windows: program.graph.nodes.filter((n) => n.op === "QLinearConvGrouped" && n.inputs.length > 11).length, out }
+    }
+    const a = await run(true)
+    expect(a.windows).toBe(2)
+    const b = await run(false)
+    expect(b.windows).toBe(0)
     expect(a.out).toEqual(b.out)
   }, 600_000)
 })

@@ -130,12 +130,13 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
       return read(localName.get(x.source)!, r.parity ? [r.parity, ...idx] : idx, x.dtype)
     })
 
-  const lowerStage = (st: Stage, target: Target, region?: Region): Stmt => {
+  // (`outer`: the loops this stage is computed inside — a region's start reads their variables)
+  const lowerStage = (st: Stage, target: Target, region?: Region, outer: Bounds = new Map()): Stmt => {
+    const loops: Bounds = new Map([...outer, ...st.leaf.map((a) => [a, { min: 0, max: st.axes.get(a)!.extent - 1 }] as const)])
     // regions of the stages attached inside this one, before any read is redirected to them
     for (const p of attached.get(st.name) ?? [])
       if (p.attach.kind === "at") {
         const r = regionFor(p, st, p.attach.axis, region)
-        const loops: Bounds = new Map(st.leaf.map((a) => [a, { min: 0, max: st.axes.get(a)!.extent - 1 }]))
         const overhangs = r.start.some((e, k) => {
           const at = intervalOf(e, loops)
           return at.min < 0 || at.max + r.extent[k] > p.op.shape[k]
@@ -186,7 +187,7 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
         const kids = (attached.get(st.name) ?? []).filter((p) => p.attach.kind === "at" && p.attach.axis === a)
         // attached producers: allocated around their computation and the rest of this loop body
         const withKids = kids.reduceRight<Stmt>((inner, p) => {
-          const { buffer, stmt } = lowerAttached(p)
+          const { buffer, stmt } = lowerAttached(p, loops)
           if (buffer.scope === "shared") {
             // a cooperative fetch: every thread waits until the tile is complete, and until every
             // thread is done with the previous tile before it is overwritten
@@ -311,14 +312,14 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
   }
 
   /** A producer attached in `consumer`'s loop: allocated there, computed over its region. */
-  const lowerAttached = (p: Stage): { buffer: Buffer; stmt: Stmt } => {
+  const lowerAttached = (p: Stage, outer: Bounds): { buffer: Buffer; stmt: Stmt } => {
     const region = regions.get(p.name)!
     // double buffering: two copies, alternating with the attach loop, so the fill of the next
     // tile does not overwrite the one being read (the latency-hiding form of the TVM paper)
     const shape = region.parity ? [2, ...region.extent] : region.extent
     const local: Buffer = { name: localName.get(p.name)!, dtype: p.op.dtype, shape, scope: p.scope === "global" ? "local" : p.scope }
     const target = { buffer: local.name, offset: region.start, ...(region.parity ? { prefix: region.parity } : {}) }
-    return { buffer: local, stmt: lowerStage(withExtents(p, region.extent), target, region) }
+    return { buffer: local, stmt: lowerStage(withExtents(p, region.extent), target, region, outer) }
   }
   /** Shared-memory buffers live for the whole kernel (one per block), not per thread. */
   const hoisted: Buffer[] = []

@@ -24,10 +24,11 @@
 // The tagged product ("int8_depthwise") is what the int8 depthwise template tiles.
 import { windowOf, type WindowAttrs } from "../ast/graph/ops/nn-common.js"
 import type { DType } from "../ast/graph/dtype.js"
-import { add, and, c, cast, floordiv, floormod, ge, lt, mul, select, sub, type Expr } from "../ast/te/expr.js"
+import { add, and, c, cast, floordiv, floormod, ge, gt, lt, mul, select, sub, type Expr } from "../ast/te/expr.js"
 import { at, compute, reduceAxis, sum, type TeTensor } from "../ast/te/tensor.js"
 import { tapPhase, type BlockedProduct } from "./op-library-int8-blocked.js"
-import { num, shapeOf, type OpComputeCtx } from "./op-library-common.js"
+import { none, num, shapeOf, type OpComputeCtx } from "./op-library-common.js"
+import { depthwiseWindowGrid } from "../ast/graph/ops/int8-packed.js"
 
 const I32: DType = "int32"
 const I16: DType = "int16"
@@ -54,6 +55,14 @@ export const isGrouped = (ctx: OpComputeCtx, x: TeTensor, w: TeTensor): boolean 
   return group > 1 && C % group === 0 && w.shape[1] === C / group && w.shape[0] % group === 0
 }
 
+/** A grouped conv's window: the output channels a group, the output's rows and columns, strides, dilations and leading pads. */
+const windowParts = (ctx: OpComputeCtx, x: TeTensor, M: number, KH: number, KW: number) => {
+  const win = windowOf([x.shape[2], x.shape[3]], [KH, KW], ctx.attrs as unknown as WindowAttrs)
+  const [, , OH, OW] = shapeOf(ctx.outputs[0])
+  const [[sh, sw], [dh, dw], [ph, pw]] = [win.strides, win.dilations, win.padBegin]
+  return { opg: M / num(ctx.attrs.group, 1), OH, OW, sh, sw, dh, dw, ph, pw }
+}
+
 /**
  * The depthwise product: sum[n, o, oh, ow] from an int32 compute over the int16 phases of the padded
  * input and the int16 weights (see above). `xzp` / `wzp` read x's zero point at an input channel
@@ -69,12 +78,7 @@ export const depthwiseConv = (
   const [N, C, H, W] = x.shape
   const [M, Cg, KH, KW] = w.shape
   // output channel o reads its group's input channels: (o div the outputs a group) · Cg + c
-  const opg = M / num(ctx.attrs.group, 1)
-  const win = windowOf([H, W], [KH, KW], ctx.attrs as unknown as WindowAttrs)
-  const [, , OH, OW] = shapeOf(ctx.outputs[0])
-  const [sh, sw] = win.strides
-  const [dh, dw] = win.dilations
-  const [ph, pw] = win.padBegin
+  const { opg, OH, OW, sh, sw, dh, dw, ph, pw } = windowParts(ctx, x, M, KH, KW)
   // each phase's columns: the output's and the largest tap's offset in phase columns; the grid's
   // pixels, (OH − 1)·Wq + OW, rounded up to whole vectors (GRID_LANES); each phase's rows: those
   // the last pixel's largest tap reads
@@ -135,4 +139,70 @@ export const depthwiseConv = (
   // as one run across rows
   const dense = compute(ctx.name("dwsum"), [N, M, OH, OW], (n, o, oh, ow) => at(acc, n, o, add(mul(oh, c(Wq)), ow)), I32)
   return { sumAt: ([n, o, oh, ow]) => at(dense, n, o, oh, ow) }
+}
+
+/**
+ * The depthwise product on the VNNI dot over a sliding window (QLinearConvGrouped with its taps' s8
+ * weights, 11, and their sums, 12: the layout rewrite's choice, pack-int8.ts's int8DepthwiseWindow),
+ * the output's pixels in the dot's 16 lanes and a kernel row's taps in its 4-deep operand — one
+ * vpdpbusd a kernel row and 16 pixels (vnniDotWindow), where the int16 form takes a widened load, a
+ * vpmulld and a vpaddd a tap:
+ * - the plane: the padded input in u8 (x + 128 for int8, as it is for uint8; the padding u's zero
+ *   point x_zp + 128, whose products the correction takes off: a padded tap contributes nothing),
+ *   its rows `sw`·Wq bytes (Wq: depthwiseWindowGrid's width), in sh row phases where the kernel has
+ *   more than one row (phase py: the padded rows py, py + sh, …), [n, c, phases, Q] (rows flat);
+ * - sum[n, o, p] over the grid p = oh·Wq + ow (ow < Wq, the last row cut at OW) = Σ_{kh, r}
+ *   plane[n, c, py(kh), oy(kh)·sw·Wq + p·sw + r·dw] · w[o, kh, r] (taps past kw: weight 0), which
+ *   is affine in p: 16 consecutive p read one run of the row (the window the instruction gathers);
+ * - compacted to the output's pixels, minus u_zp · Σw[o].
+ * `xzp` reads x's zero point at an input channel (per tensor or per channel).
+ */
+export const depthwiseWindow = (
+  ctx: OpComputeCtx,
+  x: TeTensor,
+  KW: number,
+  taps: TeTensor,
+  tapsum: TeTensor,
+  xzp: ((ch: Expr) => Expr) | undefined,
+): BlockedProduct => {
+  const [N, C, H, W] = x.shape
+  const [M, KH, depth] = taps.shape
+  const { opg, OH, OW, sh, sw, dh, dw, ph, pw } = windowParts(ctx, x, M, KH, KW)
+  const grid = depthwiseWindowGrid([OH, OW], [KH, KW], [dh, dw], [sh, sw]) ?? none(`a depthwise conv's window form for a ${KH}×${KW} kernel, strides ${sh}, ${sw} at ${OH}×${OW} (depthwiseWindowGrid has no grid)`)
+  const Wq = grid.width
+  const Wp = Wq * sw
+  // (the row phases the taps read: a kernel of one row, its only one; each phase's rows: the last
+  // window's, (size − 1)·sw + 3·dw, past the largest tap's row offset)
+  const rp = KH === 1 ? 1 : sh
+  const Hq = Math.floor(((KH - 1) * dh) / rp) + Math.ceil(((grid.size - 1) * sw + (depth - 1) * dw + 1) / Wp)
+  const Q = Hq * Wp
+  const padEnd = Wp - 1 - pw - (W - 1)
+  const shift = x.dtype === "int8" ? 128 : 0
+  const uzp = (ch: Expr): Expr => (xzp ? add(i32(xzp(ch)), c(shift)) : c(shift))
+  const u8 = (n: Expr, ch: Expr, ih: Expr, iw: Expr): Expr => add(i32(at(x, n, ch, ih, iw)), c(shift))
+  // (whether a padded column holds an input column: a row of bytes the rows' selects read — a
+  // comparison of the column's index a lane was 8 int64 compares and their masks packed a vector)
+  const cols = compute(ctx.name("dwcols"), [Wp], (q) => cast("uint8", and(ge(q, c(pw)), lt(q, c(pw + W)))), "uint8")
+  const plane = compute(ctx.name("dwu8"), [N, C, rp, Q], (n, ch, py, g) => {
+    const ih = sub(add(mul(floordiv(g, c(Wp)), c(sh)), py), c(ph))
+    const q = floormod(g, c(Wp))
+    const iw = sub(q, c(pw))
+    const colIn = gt(i32(at(cols, q)), c(0))
+    const plain = select(and(and(ge(ih, c(0)), lt(ih, c(H))), colIn), u8(n, ch, ih, iw), uzp(ch))
+    if (pw > W || padEnd > W || H < 3) return cast("uint8", plain)
+    // (as the int16 form's: a row with a row above and below read through the channel's pixels as one run)
+    const a = add(iw, c(W))
+    const flat = u8(n, ch, add(sub(ih, c(1)), floordiv(a, c(W))), floormod(a, c(W)))
+    return cast("uint8", select(and(ge(ih, c(1)), lt(ih, c(H - 1))), select(colIn, flat, uzp(ch)), plain))
+  }, "uint8")
+  const rh = reduceAxis(KH, `${ctx.name()}.rkh`)
+  const rr = reduceAxis(depth, `${ctx.name()}.rr`)
+  const [py, oy] = tapPhase(rh.var, dh, rp)
+  const chOf = (o: Expr): Expr => (opg === 1 ? o : floordiv(o, c(opg)))
+  const acc = compute(ctx.name("dw"), [N, M, grid.size], (n, o, p) => {
+    const f = add(add(mul(oy, c(Wp)), mul(p, c(sw))), mul(rr.var, c(dw)))
+    return sum(mul(i32(at(plane, n, chOf(o), py, f)), i32(at(taps, o, rh.var, rr.var))), [rh, rr])
+  }, I32, "int8_depthwise")
+  const dense = compute(ctx.name("dwsum"), [N, M, OH, OW], (n, o, oh, ow) => at(acc, n, o, add(mul(oh, c(Wq)), ow)), I32)
+  return { sumAt: ([n, o, oh, ow]) => sub(at(dense, n, o, oh, ow), mul(uzp(chOf(o)), at(tapsum, o))) }
 }

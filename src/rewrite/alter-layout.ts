@@ -19,7 +19,7 @@ import { sizeOf, tensor, type Tensor } from "../ast/graph/tensor.js"
 import type { RegisterFile } from "../ast/register-tile.js"
 import { eliminateDeadCodeSync } from "./eliminate-dead-code.js"
 import { denseToPacked } from "./pack-dense.js"
-import { int8ConvToPackedFor, int8GroupedToPacked, int8MatmulToPacked, type Int8LayoutTarget } from "./pack-int8.js"
+import { int8ConvToPackedFor, int8GroupedToPackedFor, int8MatmulToPacked, type Int8LayoutTarget } from "./pack-int8.js"
 import { graphPass, type GraphPass } from "./pass.js"
 import { rewriteToFixedPoint, type Rule, type RuleCtx } from "./rules.js"
 
@@ -382,7 +382,7 @@ export const alterLayoutSync = (graph: Graph, target: LayoutTarget): Graph => {
   const memo = bindMemo()
   const g = bindSync(graph, undefined, { memo })
   // convolutions first, then neighbours and cancellation to a fixed point
-  const converted = rewriteToFixedPoint(g, [convToBlocked(target, vectorWritten(g, target)), denseToPacked(target), int8ConvToPackedFor(target), int8GroupedToPacked, int8MatmulToPacked], undefined, memo).graph
+  const converted = rewriteToFixedPoint(g, [convToBlocked(target, vectorWritten(g, target)), denseToPacked(target), int8ConvToPackedFor(target), int8GroupedToPackedFor(target), int8MatmulToPacked], undefined, memo).graph
   const moved = rewriteToFixedPoint(converted, [composeTransforms, unaryThroughLayout, binaryThroughLayout, poolThroughLayout, concatThroughLayout(target)], undefined, memo).graph
   return bindSync(eliminateDeadCodeSync(moved), undefined, { memo })
 }

@@ -10,7 +10,7 @@ import { attr } from "../ast/graph/attrs.js"
 import { resolveNode } from "../ast/graph/evaluate.js"
 import type { Node } from "../ast/graph/graph.js"
 import type { ValueType } from "../ast/graph/op.js"
-import { INT8_LANES, int8PixelGrid, packInt8Conv, packInt8Matmul, requantMultipliers, widenInt8Weights } from "../ast/graph/ops/int8-packed.js"
+import { depthwiseWindowGrid, INT8_LANES, int8PixelGrid, packDepthwiseTaps, packInt8Conv, packInt8Matmul, requantMultipliers, widenInt8Weights } from "../ast/graph/ops/int8-packed.js"
 import { TESSERA_DOMAIN } from "../ast/graph/ops/index.js"
 import type { Tensor } from "../ast/graph/tensor.js"
 import type { Rule, RuleCtx } from "./rules.js"
@@ -164,12 +164,23 @@ export const int8MatmulToPacked: Rule = {
 }
 
 /**
+ * Whether a depthwise conv (one input channel a group) computes on the VNNI dot over a sliding
+ * window (op-library-int8-depthwise.ts's depthwiseWindow: one vpdpbusd a kernel row and 16 pixels,
+ * where the int16 form takes a widened load, a vpmulld and a vpaddd a tap): where the target's dot
+ * is VNNI and depthwiseWindowGrid has a grid for its window (packDepthwiseTaps then says whether
+ * the weights are s8).
+ */
+export const int8DepthwiseWindow = (w: Int8ConvWindow, target: Int8LayoutTarget): boolean =>
+  target.int8Dot === "vnni" && depthwiseWindowGrid(w.out, w.kernel, w.dilations, w.strides) !== undefined
+
+/**
  * A grouped QLinearConv (2-D, whole channels a group: depthwise among them) over constant weights
  * and a constant or absent weight zero point → QLinearConvGrouped, its weights minus their zero
  * point widened to int16 and (constant scales) its multipliers computed here, once, instead of by
- * two stages, two parallel regions, of every run (MobileNetV2's 17 depthwise convs: 34 of them).
+ * two stages, two parallel regions, of every run (MobileNetV2's 17 depthwise convs: 34 of them);
+ * where int8DepthwiseWindow says, the taps' s8 weights and their sums too (the VNNI form).
  */
-export const int8GroupedToPacked: Rule = {
+export const int8GroupedToPackedFor = (target: Int8LayoutTarget): Rule => ({
   name: "int8-grouped-to-packed",
   apply: (n, ctx) => {
     if (n.op !== "QLinearConv" || n.domain !== "") return undefined
@@ -182,13 +193,23 @@ export const int8GroupedToPacked: Rule = {
     if (typeof C !== "number" || C % group !== 0 || w.shape[1] !== C / group || w.shape[0] % group !== 0) return undefined
     if (zp && zp.data.length !== 1 && zp.data.length !== w.shape[0]) return undefined
     const w16 = ctx.fresh(`${n.inputs[3]}_i16`)
+    const widened = widenInt8Weights(w, zp)
     const mult = foldedMultipliers(n, ctx, w.shape[0])
+    const out = ctx.type(n.outputs[0])
+    const at = resolveNode(n).attrs as { strides?: readonly number[]; dilations?: readonly number[] }
+    const win = (d: readonly number[]) => [d[0] ?? 1, d[1] ?? 1] as const
+    const known = out && out.shape.length === 4 && out.shape.every((d) => typeof d === "number")
+    const packed = known && int8DepthwiseWindow({ kernel: win(w.shape.slice(2)), strides: win(at.strides ?? []), dilations: win(at.dilations ?? []), out: win(out.shape.slice(2) as number[]) }, target) ? packDepthwiseTaps(widened) : undefined
+    const dot = packed ? [[ctx.fresh(`${n.inputs[3]}_taps`), packed.taps], [ctx.fresh(`${n.inputs[3]}_tapsum`), packed.tapsum]] as const : []
     const y = ctx.fresh(`${n.outputs[0]}_grouped`)
     const inputs = Array.from({ length: 9 }, (_, k) => n.inputs[k] ?? "")
     return {
-      nodes: [{ name: ctx.fresh(`${n.name}_grouped`), op: "QLinearConvGrouped", domain: TESSERA_DOMAIN, inputs: [...inputs, mult?.name ?? "", w16], outputs: [y], attrs: n.attrs }],
+      nodes: [{ name: ctx.fresh(`${n.name}_grouped`), op: "QLinearConvGrouped", domain: TESSERA_DOMAIN, inputs: [...inputs, mult?.name ?? "", w16, ...dot.map(([name]) => name)], outputs: [y], attrs: n.attrs }],
       outputs: [y],
-      constants: new Map([[w16, widenInt8Weights(w, zp)], ...(mult ? [[mult.name, mult.value] as const] : [])]),
+      constants: new Map([[w16, widened], ...(mult ? [[mult.name, mult.value] as const] : []), ...dot]),
     }
   },
-}
+})
+
+/** The rule on a target without a dot of its own (the int16 form everywhere). */
+export const int8GroupedToPacked: Rule = int8GroupedToPackedFor({})

@@ -2,7 +2,7 @@
 // computes (its meaning, used by the TIR evaluator) plus the lowering rule emitters use. A stage
 // whose inner loop nest matches the declaration can be tensorized to one call.
 import type { DType } from "../graph/dtype.js"
-import { cast, mul, type Expr } from "./expr.js"
+import { add, c, cast, mul, type Expr } from "./expr.js"
 import { at, compute, placeholder, reduceAxis, sum, type ComputeTensor, type Placeholder } from "./tensor.js"
 
 export interface TensorIntrinsic {
@@ -19,6 +19,15 @@ export interface TensorIntrinsic {
   readonly emit: { readonly c?: { readonly fn: string; readonly header: string }; readonly wasm?: "dot_u8s8_4x4" }
 }
 
+/** An update-mode intrinsic the c target emits as a call of `fn`, defined by the header's lines. */
+const cUpdate = (name: string, compute: ComputeTensor, inputs: readonly Placeholder[], fn: string, header: readonly string[]): TensorIntrinsic => ({
+  name,
+  compute,
+  inputs,
+  mode: "update",
+  emit: { c: { fn, header: header.join("\n") } },
+})
+
 /** A register-blocked fp32 micro-kernel: C[m×n] += A[m×k] · B[k×n]. */
 export const gemmMicroKernel = (m: number, n: number, k: number, dtype: DType = "float32"): TensorIntrinsic => {
   const a = placeholder("a", [m, k], dtype)
@@ -26,27 +35,16 @@ export const gemmMicroKernel = (m: number, n: number, k: number, dtype: DType = 
   const r = reduceAxis(k, "kk")
   const out = compute("c", [m, n], (x, y) => sum(mul(at(a, x, r.var), at(b, r.var, y)), [r]), dtype)
   const fn = `tessera_gemm_${m}x${n}x${k}_${dtype}`
-  return {
-    name: `gemm_${m}x${n}x${k}_${dtype}`,
-    compute: out,
-    inputs: [a, b],
-    mode: "update",
-    emit: {
-      c: {
-        fn,
-        header: [
-          `static inline void ${fn}(float* c, int ldc, const float* a, int lda, const float* b, int ldb) {`,
-          `  for (int x = 0; x < ${m}; ++x)`,
-          `    for (int y = 0; y < ${n}; ++y) {`,
-          `      float acc = c[x * ldc + y];`,
-          `      for (int z = 0; z < ${k}; ++z) acc += a[x * lda + z] * b[z * ldb + y];`,
-          `      c[x * ldc + y] = acc;`,
-          `    }`,
-          `}`,
-        ].join("\n"),
-      },
-    },
-  }
+  return cUpdate(`gemm_${m}x${n}x${k}_${dtype}`, out, [a, b], fn, [
+    `static inline void ${fn}(float* c, int ldc, const float* a, int lda, const float* b, int ldb) {`,
+    `  for (int x = 0; x < ${m}; ++x)`,
+    `    for (int y = 0; y < ${n}; ++y) {`,
+    `      float acc = c[x * ldc + y];`,
+    `      for (int z = 0; z < ${k}; ++z) acc += a[x * lda + z] * b[z * ldb + y];`,
+    `      c[x * ldc + y] = acc;`,
+    `    }`,
+    `}`,
+  ])
 }
 
 /** AVX-512 VNNI's vpdpbusd shape: c[16] (int32) += Σ_{r<4} a[r] (uint8) · b[16×4] (int8). */
@@ -154,6 +152,42 @@ export const vnniDotPx16x4: TensorIntrinsic = (() => {
 })()
 
 /**
+ * vpdpbusd over a sliding window (a depthwise conv's kernel row: pixels in the lanes, the row's taps
+ * in the dot's depth): c[16] (int32) += Σ_{r<4} a[j·s + r·d] (uint8) · b[r] (int8) for lane j, a a
+ * run of 15·s + 3·d + 1 bytes (the stride s and dilation d of the row: 3·(s + d) < 16). The lanes'
+ * 4 bytes are gathered in registers, AVX-512F / BW only: the run loaded (masked to its bytes),
+ * vpermd gives 128-bit lane k the 16 bytes from 4·k·s, vpshufb picks each lane's 4 pixels' windows
+ * in it (the same pattern in every lane); then one vpdpbusd with b's 4 bytes broadcast.
+ */
+export const vnniDotWindow = (s: number, d: number): TensorIntrinsic => {
+  const len = 15 * s + 3 * d + 1
+  const a = placeholder("a", [len], "uint8")
+  const b = placeholder("b", [4], "int8")
+  const r = reduceAxis(4, "r")
+  const widen = (e: Expr) => cast("int32", e)
+  const out = compute("c", [16], (j) => sum(mul(widen(at(a, add(mul(j, c(s)), mul(r.var, c(d))))), widen(at(b, r.var))), [r]), "int32")
+  const fn = `tessera_vnni_dot_win_16x4_s${s}_d${d}`
+  // (_mm512_set_epi32 / _epi8 list their elements from the highest down)
+  const dwords = Array.from({ length: 16 }, (_, e) => Math.floor(e / 4) * s + (e % 4)).reverse()
+  const bytes = Array.from({ length: 16 }, (_, e) => Math.floor(e / 4) * s + (e % 4) * d)
+  const lanes = [...bytes, ...bytes, ...bytes, ...bytes].reverse()
+  const mask = len >= 64 ? "~0ULL" : `0x${(2n ** BigInt(len) - 1n).toString(16)}ULL`
+  return cUpdate(`vnni_dot_win_16x4_s${s}_d${d}`, out, [a, b], fn, [
+    "#include <immintrin.h>",
+    `/* c[16] += sum_r a[j*${s} + r*${d}] (u8) . b[r] (s8): the windows gathered by vpermd and vpshufb, one vpdpbusd */`,
+    `static inline __attribute__((always_inline)) void ${fn}(int32_t* c, const uint8_t* a, const int8_t* b) {`,
+    "  int32_t b4; memcpy(&b4, b, 4);",
+    `  const __m512i run = _mm512_maskz_loadu_epi8(${mask}, a);`,
+    `  const __m512i v = _mm512_shuffle_epi8(_mm512_permutexvar_epi32(_mm512_set_epi32(${dwords.join(", ")}), run), _mm512_set_epi8(${lanes.join(", ")}));`,
+    "  _mm512_storeu_si512(c, _mm512_dpbusd_epi32(_mm512_loadu_si512(c), v, _mm512_set1_epi32(b4)));",
+    "}",
+  ])
+}
+
+/** The windows the gather takes: every stride and dilation with 3·(s + d) < 16. */
+export const vnniDotWindows: readonly TensorIntrinsic[] = [1, 2, 3, 4].flatMap((s) => [1, 2, 3, 4].filter((d) => 3 * (s + d) < 16).map((d) => vnniDotWindow(s, d)))
+
+/**
  * The same u8 × s8 → s32 dot over 4 lanes, the shape SIMD128's `i32x4.dot_i16x8_s` (pairwise i16
  * products summed into i32x4) serves: c[4] (int32) += Σ_{r<4} a[r] (uint8) · b[4×4] (int8). The
  * wasm emitter widens a to i16 (a0 a1 a2 a3 twice, and its pairs swapped), b's 16 bytes, regrouped
@@ -175,6 +209,8 @@ export const lookupIntrinsic = (name: string): TensorIntrinsic | undefined => {
   if (name === vnniDotPx16x4.name) return vnniDotPx16x4
   if (name === avx2Dot16x4.name) return avx2Dot16x4
   if (name === simd128Dot4x4.name) return simd128Dot4x4
+  const win = /^vnni_dot_win_16x4_s(\d+)_d(\d+)$/.exec(name)
+  if (win) return vnniDotWindow(Number(win[1]), Number(win[2]))
   const m = /^gemm_(\d+)x(\d+)x(\d+)_(float32|float64)$/.exec(name)
   return m ? gemmMicroKernel(Number(m[1]), Number(m[2]), Number(m[3]), m[4] as DType) : undefined
 }

@@ -8,9 +8,13 @@
 // channel's at that channel), and whether the taps run inside the tile's pixel loop (each pixel's
 // sum across its taps: the C compiler's outer-loop vectorizer takes the pixel loop) or outside it
 // (a vector loop over the pixels a tap: what an emitter that vectorizes only an innermost loop
-// takes, js and wasm).
+// takes, js and wasm). The window form (QLinearConvGrouped with its taps' s8 weights: a VNNI
+// target's) computes a kernel row of 16 pixels a vpdpbusd (`dot`; dotProduct below).
 import * as S from "../../ast/schedule/schedule.js"
-import type { Reduce } from "../../ast/te/expr.js"
+import { c, collect, sub, substitute, type Reduce } from "../../ast/te/expr.js"
+import { vnniDotWindow } from "../../ast/te/intrinsic.js"
+import { simplify } from "../../ast/te/simplify.js"
+import { DOT_LANES } from "../op-library-int8-blocked.js"
 import { anchorStage, candidatesOf, dataLeaves, divisors, narrowedStage, parallelize, parallelOuter } from "./common.js"
 import { halfL2 } from "./conv2d-nchwc.js"
 import type { Knob, Template } from "./template.js"
@@ -61,10 +65,82 @@ const vectorizeRows = (s: S.Schedule, stage: string): S.Schedule => {
   return vectorizeInner(s, stage, st.leaf[st.leaf.length - 1])
 }
 
+/**
+ * Whether the product is the VNNI window form (op-library-int8-depthwise.ts's depthwiseWindow): its
+ * plane the u8 padded rows [n, c, phases, rows · width], a kernel row's taps in the dot's depth.
+ */
+const isDotForm = (s: S.Schedule, anchor: S.Stage): boolean => {
+  const plane = planeOf(anchor)
+  return plane !== undefined && s.stages.get(plane)?.op.dtype === "uint8"
+}
+
+/** The window form's pixel tile: the most whole vectors of 16, up to 4 (64, a vector loop), that divide the product's pixels (themselves whole vectors). */
+const dotTile = (pixels: number): number => Math.max(...[1, 2, 3, 4].filter((k) => pixels % (k * DOT_LANES) === 0)) * DOT_LANES
+
+/** The window form's stride and dilation along a row: how far the plane read moves with the pixel and with the tap (the reduction's last axis). */
+const windowSteps = (anchor: S.Stage): [number, number] => {
+  const body = anchor.op.body as Reduce
+  const plane = planeOf(anchor)
+  const reads = collect(body.source, (e) => e.kind === "read" && e.source === plane)
+  const idx = reads[0]?.kind === "read" ? reads[0].indices[reads[0].indices.length - 1] : c(0)
+  const vars = [anchor.op.axes[2].var.name, ...body.axes.map((a) => a.var.name)]
+  const at = (on: string) => simplify(substitute(idx, new Map(vars.map((v) => [v, c(v === on ? 1 : 0)]))))
+  const step = (on: string) => {
+    const d = simplify(sub(at(on), at("")))
+    return d.kind === "const" ? d.value : 0
+  }
+  return [step(vars[0]), step(vars[vars.length - 1])]
+}
+
+/**
+ * The window form's plane a channel at a time: split into its rows (the width of its row of column
+ * flags), each vectorized, the flags computed at the channel too (not a parallel loop of their own).
+ */
+const dotPlane = (s0: S.Schedule, plane: string): S.Schedule => {
+  const st = s0.stages.get(plane)!
+  const cols = st.op.inputs.find((t) => t.kind === "compute" && t.shape.length === 1)
+  const leaves = dataLeaves(st)
+  const [ch, f] = [leaves[1], leaves[leaves.length - 1]]
+  if (!cols) return vectorizeRows(s0, plane)
+  const sp = S.split(s0, plane, f, { factor: cols.shape[0] })
+  let s = vectorizeInner(sp.schedule, plane, sp.inner)
+  // (the plane whole first, `plane`: root: the flags too — its parallel loop fuses the channels)
+  if (st.attach.kind !== "root" && s.stages.get(cols.name)?.attach.kind !== "inline") s = S.computeAt(s, cols.name, plane, ch)
+  return s
+}
+
 /** The padded input a stride's phases read (inline in the base schedule); undefined for a stride of 1. */
 const paddedOf = (s: S.Schedule, plane: string | undefined): string | undefined => {
   const t = plane ? s.stages.get(plane)?.op.inputs.find((i) => i.kind === "compute") : undefined
   return t && s.stages.get(t.name)?.attach.kind === "inline" ? t.name : undefined
+}
+
+/**
+ * The window form's product at the compaction's channel (its pixels exactly the ones the compaction
+ * reads: whole vectors): split into tiles of whole vectors (dotTile), each tile's vectors unrolled
+ * inside the kernel rows (their sums in registers across them), the [16 × 4] window innermost,
+ * tensorized onto vnniDotWindow (`dot`: vnni) or vectorized over the 16 pixels with the 4 taps
+ * unrolled; the plane a channel's at the product's channel (`plane`: channel) or whole first.
+ */
+const dotProduct = (s0: S.Schedule, anchor: S.Stage, out: string, plane: string | undefined, config: Record<string, unknown>, atRoot: boolean): S.Schedule => {
+  const local = anchor.name
+  const [stride, dilation] = windowSteps(anchor)
+  const ls = s0.stages.get(local)!
+  const [ln, lm, lp] = dataLeaves(ls)
+  const [rkh, rr] = ls.leaf.filter((a) => ls.axes.get(a)!.type === "reduce")
+  const so = S.split(s0, local, lp, { factor: dotTile(ls.axes.get(lp)!.extent) })
+  const sv = S.split(so.schedule, local, so.inner, { factor: DOT_LANES })
+  let s = S.reorder(sv.schedule, local, [ln, lm, so.outer, rkh, sv.outer, sv.inner, rr])
+  if (s.stages.get(local)!.axes.get(sv.outer)!.extent > 1) s = S.unroll(s, local, sv.outer)
+  if (config.unroll_kh && s.stages.get(local)!.axes.get(rkh)!.extent > 1) s = S.unroll(s, local, rkh)
+  s = config.dot === "vnni" ? S.tensorize(s, local, sv.inner, vnniDotWindow(stride, dilation)) : S.unroll(S.vectorize(s, local, sv.inner), local, rr)
+  if (atRoot) s = parallelOuter(s, local, [ln, lm])
+  if (plane) {
+    const leaves = s.stages.get(local)!.leaf
+    if (config.plane === "channel") s = S.computeAt(s, plane, local, leaves[leaves.indexOf(so.outer) - 1])
+    s = dotPlane(s, plane)
+  }
+  return parallelize(s, true, [out, local])
 }
 
 export const int8DepthwiseTemplate: Template = {
@@ -75,16 +151,20 @@ export const int8DepthwiseTemplate: Template = {
     const axes = (st.op.body as Reduce).axes
     const [kh, kw] = axes.map((a) => a.dom.extent).slice(-2)
     const out = epilogue(base, st)
+    // (the window form: a kernel row's taps in the dot's depth, no kernel column to unroll)
+    const dot = isDotForm(base, st)
     // (a grouped conv's taps are outside the pixel loop already, with its channel loop)
-    const tapsKnob = out !== undefined && axes.length === 2
+    const tapsKnob = out !== undefined && axes.length === 2 && !dot
     const [, , oh, ow] = out ? base.stages.get(out)!.op.shape : [0, 0, 1, st.op.shape[2]]
     // (the padded input's int16 bytes, all channels: what its copy at root holds in the cache)
-    const padded = paddedOf(base, planeOf(st))
+    const padded = dot ? undefined : paddedOf(base, planeOf(st))
     const paddedBytes = padded ? 2 * base.stages.get(padded)!.op.shape.reduce((p, d) => p * d, 1) : 0
     return [
       { kind: "split", name: "tile_px", extent: oh * ow, candidates: pixelTiles(oh * ow) },
       ...(kh > 1 ? [{ kind: "choice", name: "unroll_kh", candidates: [true, false], extent: kh } as const] : []),
-      ...(kw > 1 ? [{ kind: "choice", name: "unroll_kw", candidates: [true, false], extent: kw } as const] : []),
+      ...(kw > 1 && !dot ? [{ kind: "choice", name: "unroll_kw", candidates: [true, false], extent: kw } as const] : []),
+      // (the window form's [16 × 4] window: tensorized onto vnniDotWindow, or loops)
+      ...(dot ? [{ kind: "choice", name: "dot", candidates: ["vnni", "loops"] } as const] : []),
       ...(out ? [{ kind: "choice", name: "plane", candidates: ["root", "channel"] } as const] : []),
       ...(padded ? [{ kind: "choice", name: "padded", candidates: ["inline", "root"], extent: paddedBytes, absent: "inline" } as const] : []),
       ...(tapsKnob ? [{ kind: "choice", name: "taps", candidates: ["inside", "outside"], absent: "inside" } as const] : []),
@@ -127,6 +207,8 @@ export const int8DepthwiseTemplate: Template = {
     // the requantized values an int32 stage where the C compiler picks the loop's vector width by
     // its narrowest type (the 8-bit store); an emitter that vectorizes by the lanes keeps them fused
     if (knobs.some((k) => k.name === "epilogue")) cfg.epilogue = target.outerLoopVectorizer === false ? "fused" : "int32"
+    // the window form's dot where the target's is VNNI (the layout rewrite chooses the form there only)
+    if (knobs.some((k) => k.name === "dot")) cfg.dot = target.int8Dot === "vnni" ? "vnni" : "loops"
     return cfg
   },
   apply: (_outputs, base, config) => {
@@ -179,9 +261,12 @@ export const int8DepthwiseTemplate: Template = {
     } else s = S.computeAt(s, dense, out, channel)
     s = vectorizeRows(s, dense)
     // (a grid of at most one vector loop, whole vectors: at root, all of it — at the channel its
-    // region would be the compaction's, cut at the last row's OW, and leave a scalar tail)
+    // region would be the compaction's, cut at the last row's OW, and leave a scalar tail; the
+    // window form's region is whole vectors, depthwiseWindowGrid's)
+    const dot = isDotForm(s, anchor)
     const atRoot = grid <= S.MAX_VECTORIZED
     if (!atRoot) s = S.computeAt(s, local, dense, s.stages.get(dense)!.leaf[1])
+    if (dot) return dotProduct(s, anchor, out, plane, config, atRoot)
     // the grid's pixels split by the tile, the taps inside each vector loop (its sums stay in
     // registers across them) or outside it (in L1)
     const ls = s.stages.get(local)!

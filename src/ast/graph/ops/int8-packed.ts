@@ -82,6 +82,56 @@ export const widenInt8Weights = (w: Tensor, zp: Tensor | undefined): Tensor => {
   return tensor("int16", w.shape, Int16Array.from({ length: w.data.length }, (_, k) => Number(w.data[k]) - z(Math.floor(k / per))))
 }
 
+/**
+ * A depthwise conv's widened weights w16 [M, 1, kh, kw] (widenInt8Weights) as the VNNI dot's 4-deep
+ * operand with a kernel row's taps in its depth (op-library-int8-depthwise.ts's depthwiseWindow):
+ * s8 [M, kh, 4], taps past kw 0, and their sums per filter (int32 [M], what the product subtracts
+ * times u's zero point). Undefined where that form does not hold them: more than one input channel
+ * a group, a row of more than 4 taps, or a weight outside s8 (a zero point that is not the
+ * weights' shift).
+ */
+export const packDepthwiseTaps = (w16: Tensor): { readonly taps: Tensor; readonly tapsum: Tensor } | undefined => {
+  const [M, Cg, KH, KW] = w16.shape
+  if (w16.shape.length !== 4 || Cg !== 1 || KW > INT8_DEPTH) return undefined
+  const taps = new Int8Array(M * KH * INT8_DEPTH)
+  const sums = new Int32Array(M)
+  for (let o = 0; o < M; o++)
+    for (let kh = 0; kh < KH; kh++)
+      for (let kw = 0; kw < KW; kw++) {
+        const v = Number(w16.data[(o * KH + kh) * KW + kw])
+        if (v < -128 || v > 127) return undefined
+        taps[(o * KH + kh) * INT8_DEPTH + kw] = v
+        sums[o] += v
+      }
+  return { taps: tensor("int8", [M, KH, INT8_DEPTH], taps), tapsum: tensor("int32", [M], sums) }
+}
+
+/**
+ * The grid of a depthwise conv's VNNI form (op-library-int8-depthwise.ts's depthwiseWindow): p =
+ * oh·width + ow over rows of `width` output columns (at least the padded row a row of output reads,
+ * ⌈((OW − 1)·sw + (KW − 1)·dw + 1) / sw⌉, so the taps of 16 consecutive p are one run of the padded
+ * row), the least width within 16 of that for which the pixels the output reads, (OH − 1)·width +
+ * OW, are whole vectors of 16 — the product then computed a channel at a time over exactly them —
+ * where it adds at most a third of OW (112² and 56² under 3×3: 128 and 72; not 28², 14² or 7²);
+ * undefined otherwise, or where the window gather does not take the row (a row of more than 4
+ * taps; 3·(sw + dw) ≥ 16).
+ */
+export const depthwiseWindowGrid = (
+  out: readonly [number, number],
+  kernel: readonly [number, number],
+  dilations: readonly [number, number],
+  strides: readonly [number, number],
+): { readonly width: number; readonly size: number } | undefined => {
+  const [OH, OW] = out
+  const [sw, dw, KW] = [strides[1], dilations[1], kernel[1]]
+  // (strided: the phase rows' copy ran scalar — gcc left its edge rows' guarded loads unvectorized,
+  // the 112² → 56² conv 0.19 → 0.7 ms — until that copy has a form it vectorizes)
+  if (KW > INT8_DEPTH || 3 * (sw + dw) >= 16 || strides[0] !== 1 || sw !== 1) return undefined
+  const least = Math.ceil(((OW - 1) * sw + (KW - 1) * dw + 1) / sw)
+  for (let w = least; w < least + 16; w++) if (((OH - 1) * w + OW) % INT8_LANES === 0 && (w - OW) * 3 <= OW) return { width: w, size: (OH - 1) * w + OW }
+  return undefined
+}
+
 /** The widest pixel tile of the pixels-in-lanes product, in vectors of 16 (the grid is rounded up to whole tiles of it where that is cheap). */
 export const INT8_GRID_TILE = 4
 
@@ -215,11 +265,14 @@ export const int8PackedOps = {
    * leaves one: QLinearConv's inputs (0–8: its meaning, read from them alone), then the
    * requantizing multipliers (9: requantMultipliers; "" where the scales are not constants) and the
    * weights minus their zero point widened to int16 (10: widenInt8Weights), which the compute reads
-   * instead of computing them on every run.
+   * instead of computing them on every run; where the layout rewrite chose the VNNI form of a
+   * depthwise conv, the weights with a kernel row's taps in the dot's depth (11: s8 [M, kh, 4],
+   * packDepthwiseTaps) and their sums (12: int32 [M]) — a choice of the compute's form, not of the
+   * meaning.
    */
   QLinearConvGrouped: defineOp({
     attrs: attrs({ ...windowAttrs, group: A.int(1) }),
-    inputs: arity.range(11, 11),
+    inputs: arity.range(11, 13),
     outputs: arity.one,
     kind: "opaque",
     infer: (ctx) => {
@@ -227,6 +280,11 @@ export const int8PackedOps = {
       const w16 = inputType(ctx, 10)
       check(w16.dtype === "int16" && w16.shape.join(",") === w.shape.join(","), () => `input 10 (the widened weights) must be int16 [${w.shape.join(", ")}]`)
       checkMultiplier(ctx as InferCtx<unknown>, 9, 4, w.shape[0] as number)
+      if (ctx.inputs[11] || ctx.inputs[12]) {
+        const [taps, sums] = [inputType(ctx, 11), inputType(ctx, 12)]
+        check(taps.dtype === "int8" && taps.shape.join(",") === [w.shape[0], w.shape[2], INT8_DEPTH].join(",") && sums.dtype === "int32" && sums.shape.join(",") === String(w.shape[0]), () =>
+          `inputs 11 and 12 (the taps' weights and sums) must be int8 [${w.shape[0]}, ${w.shape[2]}, ${INT8_DEPTH}] and int32 [${w.shape[0]}]`)
+      }
       return plainQLinearConv.infer({ ...ctx, inputs: ctx.inputs.slice(0, 9), values: [] } as unknown as InferCtx<unknown>)
     },
     kernel: (ctx) => plainQLinearConv.kernel({ ...ctx, inputs: ctx.inputs.slice(0, 9) } as unknown as KernelCtx<unknown>),
