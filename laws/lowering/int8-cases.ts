@@ -4,7 +4,7 @@
 import * as fc from "fast-check"
 import { attr, type AttrValue } from "../../src/ast/graph/attrs.js"
 import { resolveNode } from "../../src/ast/graph/evaluate.js"
-import { packInt8Conv } from "../../src/ast/graph/ops/int8-packed.js"
+import { packInt8Conv, packInt8ConvTaps } from "../../src/ast/graph/ops/int8-packed.js"
 import { TESSERA_DOMAIN } from "../../src/ast/graph/ops/index.js"
 import { node } from "../../src/ast/graph/graph.js"
 import { fromArray, type Tensor } from "../../src/ast/graph/tensor.js"
@@ -14,8 +14,8 @@ import { OP_COMPUTES } from "../../src/lowering/op-library.js"
 import type { OpCompute } from "../../src/lowering/op-library-common.js"
 
 export interface Spec {
-  /** (QLinearConvPackedPx: QLinearConvPacked with pixel_lanes, its kernel 1×1; QLinearConvPackedGrid: with pixel_lanes, its kernel K×K) */
-  readonly op: "QLinearConv" | "QLinearConvPacked" | "QLinearConvPackedPx" | "QLinearConvPackedGrid" | "ConvInteger" | "QLinearMatMul" | "MatMulInteger"
+  /** (QLinearConvPackedPx: QLinearConvPacked with pixel_lanes, its kernel 1×1; QLinearConvPackedGrid: with pixel_lanes, its kernel K×K; QLinearConvPackedTaps: the grid with the dot's 4 bytes along the kernel's width, dot_kw) */
+  readonly op: "QLinearConv" | "QLinearConvPacked" | "QLinearConvPackedPx" | "QLinearConvPackedGrid" | "QLinearConvPackedTaps" | "ConvInteger" | "QLinearMatMul" | "MatMulInteger"
   readonly x: DType
   readonly w: DType
   readonly dims: readonly number[]
@@ -37,7 +37,8 @@ export const range = (d: DType): [number, number] => (d === "int8" ? [-128, 127]
 
 /** The op's TE (its compute from the op library) and random inputs: weight zero points the blocked form takes. */
 export const build = (spec: Spec, table: Partial<Record<string, OpCompute>> = OP_COMPUTES): { outputs: ComputeTensor[]; feeds: Map<string, Tensor> } => {
-  const px = spec.op === "QLinearConvPackedPx" || spec.op === "QLinearConvPackedGrid"
+  const taps = spec.op === "QLinearConvPackedTaps"
+  const px = spec.op === "QLinearConvPackedPx" || spec.op === "QLinearConvPackedGrid" || taps
   const sp: Spec = px ? { ...spec, op: "QLinearConvPacked", dims: spec.op === "QLinearConvPackedPx" ? spec.dims.map((d, k) => (k === 4 ? 1 : d)) : spec.dims } : spec
   const r = stream(sp.seed)
   const conv = sp.op.includes("Conv")
@@ -57,7 +58,7 @@ export const build = (spec: Spec, table: Partial<Record<string, OpCompute>> = OP
     : vals
   // (QLinearConvPacked: the weights packed at compile time, their column sums in w_zero_point's place)
   if (sp.op === "QLinearConvPacked") {
-    const { packed, colsum } = packInt8Conv(vals[1][1], wzp)
+    const { packed, colsum } = (taps ? packInt8ConvTaps : packInt8Conv)(vals[1][1], wzp)
     order[3] = ["wp", packed]
     order[5] = ["cs", colsum]
   }
@@ -65,7 +66,7 @@ export const build = (spec: Spec, table: Partial<Record<string, OpCompute>> = OP
   const reach = dil * (K - 1) + 1
   const outDims = conv ? [1, M, Math.floor((H + 2 * pad - reach) / stride) + 1, Math.floor((W + 2 * pad - reach) / stride) + 1] : [rows, M]
   const outType: DType = q ? sp.x : "int32"
-  const attrs: Record<string, AttrValue> = conv ? { kernel_shape: attr.ints([K, K]), strides: attr.ints([stride, stride]), pads: attr.ints([pad, pad, pad, pad]), ...(dil !== 1 ? { dilations: attr.ints([dil, dil]) } : {}), ...(sp.op === "QLinearConvPacked" ? { m: attr.int(M) } : {}), ...(px ? { pixel_lanes: attr.int(1) } : {}) } : {}
+  const attrs: Record<string, AttrValue> = conv ? { kernel_shape: attr.ints([K, K]), strides: attr.ints([stride, stride]), pads: attr.ints([pad, pad, pad, pad]), ...(dil !== 1 ? { dilations: attr.ints([dil, dil]) } : {}), ...(sp.op === "QLinearConvPacked" ? { m: attr.int(M) } : {}), ...(px ? { pixel_lanes: attr.int(1) } : {}), ...(taps ? { dot_kw: attr.int(K) } : {}) } : {}
   const n = { ...node(sp.op, order.map(([name]) => name), ["y"], attrs), domain: sp.op === "QLinearConvPacked" ? TESSERA_DOMAIN : "" }
   const inputs = order.map(([name, v]) => placeholder(name, v.shape, v.dtype))
   const made = (table[sp.op] ?? OP_COMPUTES[sp.op])({
@@ -136,6 +137,33 @@ export const arbGridSpec: fc.Arbitrary<Spec> = fc
     // the input whose K×K conv at this stride, dilation and padding has that output (and up to
     // stride − 1 rows and columns more, which no window reaches)
     dims: [C, M, (oh - 1) * stride + dilation * (K - 1) + 1 - 2 * pad + (extra % stride), (ow - 1) * stride + dilation * (K - 1) + 1 - 2 * pad + (Math.floor(extra / 3) % stride), K, stride, pad, 1],
+    dilation,
+    seed,
+  }))
+  .filter((sp) => sp.dims[2] >= 1 && sp.dims[3] >= 1)
+
+/** K×K convs in the pixels-in-lanes form with the dot's 4 bytes along the kernel's width (QLinearConvPacked's dot_kw): few channels, kernels 2–7 (one or two groups of 4 taps, the last cut short), strides 1, 2 and 4 and dilations 1–2 where the stride divides 4 · dilation, padded or not. */
+export const arbTapsSpec: fc.Arbitrary<Spec> = fc
+  .record({
+    x: fc.constantFrom<DType>("int8", "uint8"),
+    w: fc.constantFrom<DType>("int8", "uint8"),
+    C: fc.integer({ min: 1, max: 4 }),
+    M: fc.oneof(fc.integer({ min: 1, max: 20 }), fc.constant(16)),
+    K: fc.integer({ min: 2, max: 7 }),
+    stride: fc.constantFrom(1, 2, 4),
+    dilation: fc.integer({ min: 1, max: 2 }),
+    oh: fc.integer({ min: 1, max: 4 }),
+    ow: fc.oneof(fc.integer({ min: 1, max: 18 }), fc.constant(16)),
+    pad: fc.integer({ min: 0, max: 3 }),
+    extra: fc.nat(),
+    seed: fc.nat(),
+  })
+  .filter(({ stride, dilation }) => (4 * dilation) % stride === 0)
+  .map(({ x, w, C, M, K, stride, dilation, oh, ow, pad, extra, seed }) => ({
+    op: "QLinearConvPackedTaps" as const,
+    x,
+    w,
+    dims: [C, M, (oh - 1) * stride + dilation * (K - 1) + 1 - 2 * pad + (extra % stride), (ow - 1) * stride + dilation * (K - 1) + 1 - 2 * pad + (Math.floor(extra / 5) % stride), K, stride, pad, 1],
     dilation,
     seed,
   }))

@@ -26,9 +26,10 @@ import type { Config, ScheduleTarget } from "../../src/lowering/templates/templa
 import { cpuTirPipeline } from "../../src/lowering/tir/cpu-pipeline.js"
 import { runTirSync } from "../../src/lowering/tir/tir-pass.js"
 import { lawParams } from "../support.js"
-import { arbGridSpec, arbPxSpec, build, type Spec } from "./int8-cases.js"
+import { arbGridSpec, arbPxSpec, arbTapsSpec, build, stream, type Spec } from "./int8-cases.js"
 import { int8PixelLanes } from "../../src/rewrite/pack-int8.js"
-import { int8PixelGrid } from "../../src/ast/graph/ops/int8-packed.js"
+import { int8DotAlongWidth, int8PixelGrid, packInt8Conv, packInt8ConvTaps, unpackInt8Conv } from "../../src/ast/graph/ops/int8-packed.js"
+import { fromArray } from "../../src/ast/graph/tensor.js"
 
 const values = (t: { data: unknown }) => Array.from(t.data as ArrayLike<number>)
 
@@ -184,5 +185,49 @@ describe("int8 template, pixels in the lanes (K×K convs over the padded rows' g
   it("a row wider than a vector loop (112 columns: a 3×3 / 2 stem's, its compaction split) equals the plain int32 compute", () => {
     // (C, M, H, W, K, stride, pad; 2 × 112 outputs)
     checkConfig({ op: "QLinearConvPackedGrid", x: "int8", w: "int8", dims: [3, 2, 4, 224, 3, 2, 1, 1], seed: 7 }, [0, 0, 0, 0])
+  })
+})
+
+describe("int8 template, pixels in the lanes, the dot's 4 bytes along the kernel's width (few-channel convs: dot_kw)", () => {
+  it("the compute, and every configuration with the VNNI dot kept or left as loops, equal the plain int32 compute (exactly)", () => {
+    fc.assert(
+      fc.property(arbTapsSpec, fc.array(fc.nat(), { minLength: 5, maxLength: 5 }), (sp, picks) => {
+        const { printed } = checkConfig(sp, picks)
+        // (the product sums over the channels, the kernel's rows and its groups of 4 taps: a loop where there are two)
+        if (sp.dims[4] > 4) expect(printed).toMatch(/y\.rkg/)
+      }),
+      lawParams(12),
+    )
+  })
+
+  it("a 7×7 / 2 stem over 3 channels at 112 columns (two groups of 4 taps, the second cut at 3) equals the plain int32 compute", () => {
+    // (C, M, H, W, K, stride, pad; 2 × 112 outputs)
+    checkConfig({ op: "QLinearConvPackedTaps", x: "int8", w: "int8", dims: [3, 16, 3, 224, 7, 2, 3, 1], seed: 5 }, [0, 0, 0, 0])
+  })
+
+  it("the packing: unpacked it is the weights minus their shift, its column sums the channel packing's", () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 20 }), fc.integer({ min: 1, max: 5 }), fc.integer({ min: 1, max: 3 }), fc.integer({ min: 1, max: 9 }), fc.boolean(), fc.nat(), (m, ch, kh, kw, u8, seed) => {
+        const r = stream(seed)
+        const shift = u8 ? 128 : 0
+        const w = fromArray(u8 ? "uint8" : "int8", [m, ch, kh, kw], Array.from({ length: m * ch * kh * kw }, () => r(shift - 128, shift + 127)))
+        const taps = packInt8ConvTaps(w, shift)
+        expect(taps.packed.shape).toEqual([Math.ceil(m / 16), ch, kh, Math.ceil(kw / 4), 16, 4])
+        expect(Array.from(unpackInt8Conv(taps.packed, m, ch, kw).data as Int8Array)).toEqual(Array.from(w.data as ArrayLike<number>, (v) => Number(v) - shift))
+        expect(Array.from(taps.colsum.data as Int32Array)).toEqual(Array.from(packInt8Conv(w, shift).colsum.data as Int32Array))
+      }),
+      lawParams(30),
+    )
+  })
+
+  it("the rule: along the width where that takes fewer dots a pixel and the stride divides 4 taps' reach", () => {
+    // (a 7×7 / 2 stem over 3 channels: 42 dots against 49; 3×3 over 3: 9 against 9; 4 channels: none wasted)
+    expect(int8DotAlongWidth(3, [7, 7], 1, 2)).toBe(true)
+    expect(int8DotAlongWidth(1, [3, 3], 1, 1)).toBe(true)
+    expect(int8DotAlongWidth(3, [3, 3], 1, 2)).toBe(false)
+    expect(int8DotAlongWidth(4, [7, 7], 1, 2)).toBe(false)
+    expect(int8DotAlongWidth(8, [7, 7], 1, 1)).toBe(false)
+    expect(int8DotAlongWidth(3, [7, 7], 1, 3)).toBe(false)
+    expect(int8DotAlongWidth(3, [1, 1], 1, 1)).toBe(false)
   })
 })

@@ -161,6 +161,8 @@ export const packedConvPixels = (ctx: OpComputeCtx, x: TeTensor, xzp: TeTensor |
     const acc = compute(ctx.name("dot"), [N, M, P], (n, o, p) => sum(mul(i32(at(u, n, rc.var, p, rr.var)), weight(o, c(0), c(0))), [rc, rr]), I32, "int8_dot_px")
     return { sumAt: ([n, o, oh, ow]) => sub(at(acc, n, o, add(mul(oh, c(OW)), ow)), mul(uzp, at(cs, o))) }
   }
+  const kw = num(ctx.attrs.dot_kw, 0)
+  if (kw > 0) return pixelsAlongWidth(ctx, x, wp, cs, M, kw, uzp, shiftX)
   const grid = int8PixelGrid([OH, OW], [KH, KW], [dh, dw], [sh, sw])
   const Wq = grid.width
   const [ph, pw] = win.padBegin
@@ -193,6 +195,51 @@ export const packedConvPixels = (ctx: OpComputeCtx, x: TeTensor, xzp: TeTensor |
   }, I32, "int8_dot_px")
   // the sums compacted to the output's pixels (a row's OW of the grid's Wq), what the epilogue reads
   // as one run across rows (read on the grid, its rows of OW leave a scalar tail a row)
+  const dense = compute(ctx.name("dotsum"), [N, M, OH, OW], (n, o, oh, ow) => at(acc, n, o, add(mul(oh, c(Wq)), ow)), I32)
+  return { sumAt: ([n, o, oh, ow]) => sub(at(dense, n, o, oh, ow), mul(uzp, at(cs, o))) }
+}
+
+/**
+ * packedConvPixels with the dot's 4 bytes along the kernel's width (QLinearConvPacked's `dot_kw`,
+ * the weights packInt8ConvTaps's [M/16, C, kh, G = ⌈kw/4⌉, 16, 4]): the activations u8 [N, C,
+ * rp·Q, 4] hold, for each channel and row phase, column j's 4 taps — byte r the padded input's
+ * column j·sw + r·dw —, so a group of 4 taps is one column and group g of output column ow reads
+ * column ow + g·(4·dw / sw) (the rule takes the form only where sw divides 4·dw): the grid is
+ * int8PixelGrid's for a kernel of G columns at that dilation and stride 1 (in rows, the conv's own
+ * stride phases as before). Taps past kw have zero weights: their bytes (any u8) add nothing.
+ */
+const pixelsAlongWidth = (ctx: OpComputeCtx, x: TeTensor, wp: TeTensor, cs: TeTensor, M: number, KW: number, uzp: Expr, shiftX: number): BlockedProduct => {
+  const [N, C, H, W] = x.shape
+  const [, , KH, G] = wp.shape
+  const [, , OH, OW] = shapeOf(ctx.outputs[0])
+  const win = windowOf([H, W], [KH, KW], ctx.attrs as unknown as WindowAttrs)
+  const [sh, sw] = win.strides
+  const [dh, dw] = win.dilations
+  const [ph, pw] = win.padBegin
+  const step = (DOT_DEPTH * dw) / sw
+  const grid = int8PixelGrid([OH, OW], [KH, G], [dh, step], [sh, 1])
+  const Wq = grid.width
+  const Hq = ceilDiv(grid.size + Math.floor(((KH - 1) * dh) / sh) * Wq + (G - 1) * step, Wq)
+  const Q = Hq * Wq
+  const rp = KH === 1 ? 1 : sh
+  const u = compute(ctx.name("u8"), [N, C, rp * Q, DOT_DEPTH], (n, ch, q, r) => {
+    // row i of phase a is the padded row i·sh + a
+    const row = floordiv(q, c(Wq))
+    const ih = sub(rp === 1 ? mul(row, c(sh)) : add(mul(floormod(row, c(Hq)), c(sh)), floordiv(row, c(Hq))), c(ph))
+    const iw = sub(add(mul(floormod(q, c(Wq)), c(sw)), mul(r, c(dw))), c(pw))
+    const inside = and(and(ge(ih, c(0)), lt(ih, c(H))), and(ge(iw, c(0)), lt(iw, c(W))))
+    return cast("uint8", select(inside, add(i32(at(x, n, ch, ih, iw)), c(shiftX)), uzp))
+  }, "uint8")
+  const rc = reduceAxis(C, `${ctx.name()}.rc`)
+  const rh = reduceAxis(KH, `${ctx.name()}.rkh`)
+  const rg = reduceAxis(G, `${ctx.name()}.rkg`)
+  const rr = reduceAxis(DOT_DEPTH, `${ctx.name()}.rr`)
+  const [py, oy] = tapPhase(rh.var, dh, rp)
+  const offset = add(mul(add(mul(py, c(Hq)), oy), c(Wq)), mul(rg.var, c(step)))
+  const acc = compute(ctx.name("dot"), [N, M, grid.size], (n, o, p) => {
+    const a = at(u, n, rc.var, add(p, offset), rr.var)
+    return sum(mul(i32(a), i32(at(wp, floordiv(o, c(DOT_LANES)), rc.var, rh.var, rg.var, floormod(o, c(DOT_LANES)), rr.var))), [rc, rh, rg, rr])
+  }, I32, "int8_dot_px")
   const dense = compute(ctx.name("dotsum"), [N, M, OH, OW], (n, o, oh, ow) => at(acc, n, o, add(mul(oh, c(Wq)), ow)), I32)
   return { sumAt: ([n, o, oh, ow]) => sub(at(dense, n, o, oh, ow), mul(uzp, at(cs, o))) }
 }

@@ -10,7 +10,7 @@ import { attr } from "../ast/graph/attrs.js"
 import { resolveNode } from "../ast/graph/evaluate.js"
 import type { Node } from "../ast/graph/graph.js"
 import type { ValueType } from "../ast/graph/op.js"
-import { depthwiseWindowGrid, INT8_LANES, int8PixelGrid, packDepthwiseTaps, packInt8Conv, packInt8Matmul, requantMultipliers, widenInt8Weights } from "../ast/graph/ops/int8-packed.js"
+import { depthwiseWindowGrid, INT8_LANES, int8DotAlongWidth, int8PixelGrid, packDepthwiseTaps, packInt8Conv, packInt8ConvTaps, packInt8Matmul, requantMultipliers, widenInt8Weights } from "../ast/graph/ops/int8-packed.js"
 import { TESSERA_DOMAIN } from "../ast/graph/ops/index.js"
 import type { Tensor } from "../ast/graph/tensor.js"
 import type { Rule, RuleCtx } from "./rules.js"
@@ -87,7 +87,15 @@ export const int8ConvToPackedFor = (target: Int8LayoutTarget): Rule => ({
     const shift = int8PackShift(n, ctx.type, ctx.constant)
     if (shift === undefined) return undefined
     const w = ctx.constant(n.inputs[3])!
-    const { packed, colsum } = packInt8Conv(w, shift)
+    const out = ctx.type(n.outputs[0])
+    const a = resolveNode(n).attrs as { strides?: readonly number[]; dilations?: readonly number[] }
+    const known = out && out.shape.length === 4 && out.shape.every((d) => typeof d === "number")
+    const win = (d: readonly number[]) => [d[0] ?? 1, d[1] ?? 1] as const
+    const [kernel, strides, dilations] = [win(w.shape.slice(2)), win(a.strides ?? []), win(a.dilations ?? [])]
+    const px = known && int8PixelLanes({ kernel, strides, dilations, out: win(out.shape.slice(2) as number[]) }, target)
+    // (a pixels-in-lanes conv of few channels: the dot's 4 bytes along the kernel's width where that takes fewer dots)
+    const taps = px && int8DotAlongWidth(w.shape[1], kernel, dilations[1], strides[1])
+    const { packed, colsum } = taps ? packInt8ConvTaps(w, shift) : packInt8Conv(w, shift)
     const wName = ctx.fresh(`${n.inputs[3]}_vnni`)
     const csName = ctx.fresh(`${n.inputs[3]}_colsum`)
     const y = ctx.fresh(`${n.outputs[0]}_packed`)
@@ -96,13 +104,9 @@ export const int8ConvToPackedFor = (target: Int8LayoutTarget): Rule => ({
     inputs[5] = csName
     const mult = foldedMultipliers(n, ctx, w.shape[0])
     if (mult) inputs.splice(8, inputs.length - 8, n.inputs[8] ?? "", mult.name)
-    const out = ctx.type(n.outputs[0])
-    const a = resolveNode(n).attrs as { strides?: readonly number[]; dilations?: readonly number[] }
-    const known = out && out.shape.length === 4 && out.shape.every((d) => typeof d === "number")
-    const win = (d: readonly number[]) => [d[0] ?? 1, d[1] ?? 1] as const
-    const px = known && int8PixelLanes({ kernel: win(w.shape.slice(2)), strides: win(a.strides ?? []), dilations: win(a.dilations ?? []), out: win(out.shape.slice(2) as number[]) }, target)
+    const form = { ...(px ? { pixel_lanes: attr.int(1) } : {}), ...(taps ? { dot_kw: attr.int(kernel[1]) } : {}) }
     return {
-      nodes: [{ name: ctx.fresh(`${n.name}_packed`), op: "QLinearConvPacked", domain: TESSERA_DOMAIN, inputs, outputs: [y], attrs: { ...n.attrs, m: attr.int(w.shape[0]), ...(px ? { pixel_lanes: attr.int(1) } : {}) } }],
+      nodes: [{ name: ctx.fresh(`${n.name}_packed`), op: "QLinearConvPacked", domain: TESSERA_DOMAIN, inputs, outputs: [y], attrs: { ...n.attrs, m: attr.int(w.shape[0]), ...form } }],
       outputs: [y],
       constants: new Map([[wName, packed], [csName, colsum], ...(mult ? [[mult.name, mult.value] as const] : [])]),
     }

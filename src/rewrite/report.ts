@@ -33,7 +33,9 @@ export const nodeFlops = (g: Graph, n: Node): number => {
       const x = type(n.inputs[0])
       const w = type(n.inputs[3])
       if (!x || !w) return 0
-      return 2 * outN * (x.shape[1] as number) * (w.shape[2] as number) * (w.shape[3] as number)
+      // (and the kernel's width where the packed weights' 4th dim is its groups of 4 taps: dot_kw)
+      const kw = n.attrs.dot_kw?.kind === "int" ? Number(n.attrs.dot_kw.value) : 0
+      return 2 * outN * (x.shape[1] as number) * (w.shape[2] as number) * (kw > 0 ? kw : (w.shape[3] as number))
     }
     case "ConvWinogradNCHWc": {
       // the direct convolution's count (what the op computes; GFLOP/s stay comparable)

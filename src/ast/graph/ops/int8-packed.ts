@@ -46,6 +46,46 @@ export const packInt8Conv = (w: Tensor, shift: number): { readonly packed: Tenso
 }
 
 /**
+ * w [M, C, kh, kw] minus `shift` packed with the dot's 4 bytes along the kernel's width instead of
+ * its channels (QLinearConvPacked's `dot_kw`): [⌈M/16⌉, C, kh, ⌈kw/4⌉, 16, 4], byte r of group g
+ * tap 4·g + r (zeros past kw and M), and the column sums — for a conv of few channels, where the
+ * channels' 4 bytes would carry zeros (3 channels: a fourth of every dot). Its column sums equal
+ * packInt8Conv's (the same weights, other zeros).
+ */
+export const packInt8ConvTaps = (w: Tensor, shift: number): { readonly packed: Tensor; readonly colsum: Tensor } => {
+  const [M, C, KH, KW] = w.shape
+  const Mb = ceilDiv(M, INT8_LANES)
+  const G = ceilDiv(KW, INT8_DEPTH)
+  const out = new Int8Array(Mb * C * KH * G * INT8_LANES * INT8_DEPTH)
+  const cs = new Int32Array(Mb * INT8_LANES)
+  for (let o = 0; o < M; o++)
+    for (let ch = 0; ch < C; ch++)
+      for (let kh = 0; kh < KH; kh++)
+        for (let kw = 0; kw < KW; kw++) {
+          const v = Number(w.data[((o * C + ch) * KH + kh) * KW + kw]) - shift
+          out[tapsIndex(o, ch, kh, kw, C, KH, G)] = v
+          cs[o] += v
+        }
+  return { packed: tensor("int8", [Mb, C, KH, G, INT8_LANES, INT8_DEPTH], out), colsum: tensor("int32", [Mb * INT8_LANES], cs) }
+}
+
+/** Where weight (o, ch, kh, kw) lies in packInt8ConvTaps's layout [⌈M/16⌉, C, kh, G, 16, 4]. */
+const tapsIndex = (o: number, ch: number, kh: number, kw: number, C: number, KH: number, G: number): number =>
+  (((((Math.floor(o / INT8_LANES) * C + ch) * KH + kh) * G + Math.floor(kw / INT8_DEPTH)) * INT8_LANES + (o % INT8_LANES)) * INT8_DEPTH) + (kw % INT8_DEPTH)
+
+/**
+ * Whether a pixels-in-lanes conv (int8PixelLanes) takes its dot's 4 bytes along the kernel's width
+ * (packInt8ConvTaps) rather than its channels: where that takes fewer dots a pixel — C·kh·⌈kw/4⌉
+ * against ⌈C/4⌉·kh·kw, a 7×7 stem over 3 channels 42 against 49, a 3×3 one 9 against 9: not
+ * taken — and a group's 4 taps are whole columns of the width-strided copy the product reads (4·dw
+ * a multiple of sw: the next group's taps then start 4·dw / sw columns on).
+ */
+export const int8DotAlongWidth = (channels: number, kernel: readonly [number, number], dilation: number, stride: number): boolean => {
+  const [KH, KW] = kernel
+  return KW > 1 && (INT8_DEPTH * dilation) % stride === 0 && channels * KH * ceilDiv(KW, INT8_DEPTH) < ceilDiv(channels, INT8_DEPTH) * KH * KW
+}
+
+/**
  * The requantizing multipliers x_scale·w_scale[o]/y_scale of `m` output channels (a b_scale's
  * columns), each step rounded in the scales' type as QLinear*'s compute rounds it
  * (op-library-quant-int.ts's multiplier: float32 — the product rounded, then the quotient —, or
@@ -160,9 +200,17 @@ export const int8PixelGrid = (
   return { width, size: ceilDiv(cut, INT8_LANES) * INT8_LANES }
 }
 
-/** The s8 weights [m, c, kh, kw] of a packed [⌈m/16⌉, ⌈c/4⌉, kh, kw, 16, 4] (packInt8Conv's inverse, past its shift). */
-export const unpackInt8Conv = (p: Tensor, m: number, c: number): Tensor => {
+/** The s8 weights [m, c, kh, kw] of a packed [⌈m/16⌉, ⌈c/4⌉, kh, kw, 16, 4] (packInt8Conv's inverse, past its shift), or with `kw` of packInt8ConvTaps's [⌈m/16⌉, c, kh, ⌈kw/4⌉, 16, 4]. */
+export const unpackInt8Conv = (p: Tensor, m: number, c: number, kw = 0): Tensor => {
   const [, Cb, KH, KW] = p.shape
+  if (kw > 0) {
+    const out = new Int8Array(m * c * KH * kw)
+    for (let o = 0; o < m; o++)
+      for (let ch = 0; ch < c; ch++)
+        for (let kh = 0; kh < KH; kh++)
+          for (let t = 0; t < kw; t++) out[((o * c + ch) * KH + kh) * kw + t] = Number(p.data[tapsIndex(o, ch, kh, t, c, KH, KW)])
+    return tensor("int8", [m, c, KH, kw], out)
+  }
   const K = KH * KW
   const out = new Int8Array(m * c * K)
   for (let o = 0; o < m; o++)
@@ -222,17 +270,18 @@ const plainQLinearMatMul: AnyOpDef = matmulOps.QLinearMatMul
 const ZERO_S8 = tensor("int8", [], Int8Array.of(0))
 
 /** The packed weights' shape checked against x's channels and m: the plain weight type it stands for. */
-const plainWeight = (ctx: InferCtx<{ readonly m: number }>) => {
+const plainWeight = (ctx: InferCtx<{ readonly m: number; readonly dot_kw: number }>) => {
   const x = inputType(ctx, 0)
   const p = inputType(ctx, 3)
   check(p.dtype === "int8" && p.shape.length === 6 && p.shape.every((d) => typeof d === "number"), "input 3 must be static int8 packed weights [M/16, C/4, kh, kw, 16, 4]")
   const [Mb, Cb, KH, KW, l, r] = p.shape as number[]
   const C = x.shape[1]
   const m = ctx.attrs.m
+  const kw = ctx.attrs.dot_kw
   check(x.shape.length === 4 && typeof C === "number", "input 0 must be [N, C, H, W] with C static")
-  check(l === INT8_LANES && r === INT8_DEPTH && Mb === ceilDiv(m, INT8_LANES) && Cb === ceilDiv(C as number, INT8_DEPTH), () =>
-    `packed weights [${p.shape.join(", ")}] do not hold m = ${m} filters of ${C} channels`)
-  return { dtype: "int8" as const, shape: [m, C as number, KH, KW] }
+  check(l === INT8_LANES && r === INT8_DEPTH && Mb === ceilDiv(m, INT8_LANES) && (kw > 0 ? Cb === C && KW === ceilDiv(kw, INT8_DEPTH) : Cb === ceilDiv(C as number, INT8_DEPTH)), () =>
+    `packed weights [${p.shape.join(", ")}] do not hold m = ${m} filters of ${C} channels${kw > 0 ? ` and ${kw} taps a row` : ""}`)
+  return { dtype: "int8" as const, shape: [m, C as number, KH, kw > 0 ? kw : KW] }
 }
 
 export const int8PackedOps = {
@@ -240,7 +289,9 @@ export const int8PackedOps = {
   QLinearConvPacked: defineOp({
     // (pixel_lanes: 1 where the layout rewrite chose the pixels-in-lanes product for a 1×1 conv —
     // a choice of the compute's form, not of the meaning)
-    attrs: attrs({ ...windowAttrs, group: A.int(1), m: A.int(), pixel_lanes: A.int(0) }),
+    // (dot_kw: the kernel's width where the layout rewrite packed the dot's 4 bytes along it,
+    // packInt8ConvTaps — with pixel_lanes; 0: along the channels)
+    attrs: attrs({ ...windowAttrs, group: A.int(1), m: A.int(), pixel_lanes: A.int(0), dot_kw: A.int(0) }),
     inputs: arity.range(8, 10),
     outputs: arity.one,
     kind: "opaque",
@@ -255,7 +306,7 @@ export const int8PackedOps = {
     kernel: (ctx) => {
       const x = req(ctx.inputs, 0, "x")
       const inputs = ctx.inputs.slice(0, 9)
-      inputs[3] = unpackInt8Conv(req(ctx.inputs, 3, "w_packed"), ctx.attrs.m, x.shape[1])
+      inputs[3] = unpackInt8Conv(req(ctx.inputs, 3, "w_packed"), ctx.attrs.m, x.shape[1], ctx.attrs.dot_kw)
       inputs[5] = undefined
       return plainQLinearConv.kernel({ ...ctx, inputs } as unknown as KernelCtx<unknown>)
     },
