@@ -157,6 +157,44 @@ describe("the layout rewrite of an int8 conv's constant weights (int8-conv-to-pa
     expect(a.out).toEqual(b.out)
   }, 600_000)
 
+  it.skipIf(!HAVE_GCC || !hostCpu().vnni)(`a few-channel conv on a VNNI target takes the dot along the kernel's width where that takes fewer dots (dot_kw), compiled to C equal to the channels-in-lanes form bit for bit${NO_GCC}`, async () => {
+    // a 7×7 / 2 stem over 3 channels (42 dots a pixel against 49: taken), int8 and uint8; a 3×3 / 2 one (9 against 9: not)
+    const rng = prng(13)
+    const cases = [["int8", 7], ["uint8", 7], ["int8", 3]].map(([xdt, K], k) => {
+      const [C, M, H] = [3, 16, 64]
+      const dt = xdt as "int8" | "uint8"
+      const kk = K as number
+      const init = new Map<string, Tensor>([
+        ["xs", tensor("float32", [], Float32Array.of(0.02))], ["xzp", ints(dt, [], rng)], ["w", ints("int8", [M, C, kk, kk], rng)],
+        ["ws", tensor("float32", [M], Float32Array.from({ length: M }, () => Math.fround(rng.float(0.002, 0.02))))], ["ys", tensor("float32", [], Float32Array.of(0.05))], ["yzp", ints(dt, [], rng)],
+      ])
+      const p = (kk - 1) / 2
+      const graph = makeGraph({
+        opset: 13,
+        inputs: [{ name: "x", type: { dtype: dt, shape: [1, C, H, H] } }],
+        outputs: [{ name: "y", type: { dtype: dt, shape: [] } }],
+        initializers: init,
+        nodes: [node("QLinearConv", ["x", "xs", "xzp", "w", "ws", "", "ys", "yzp"], ["y"], { pads: attr.ints([p, p, p, p]), strides: attr.ints([2, 2]) })],
+      })
+      return { graph, inputs: new Map([["x", ints(dt, [1, C, H, H], prng(200 + k))]]), packs: true, grouped: false }
+    })
+    const { graph, inputs } = mergeGraphs(cases)
+    const run = async (vnni: boolean) => {
+      const target = makeTarget("c", { vectorLanes: 16, isa: "avx512", fmaUnits: 2, fmaLatency: 4, vnni })
+      const program = await Effect.runPromise(compileGraph(graph, target))
+      const exec = await Effect.runPromise(loadProgram(program, target))
+      const got = exec.run(inputs)
+      const out = graph.outputs.map((o) => Array.from(got.get(o.name)!.data as ArrayLike<number>))
+      exec.module.close()
+      return { taps: program.graph.nodes.filter((n) => n.op === "QLinearConvPacked" && n.attrs.dot_kw !== undefined).length, out }
+    }
+    const a = await run(true)
+    expect(a.taps).toBe(2)
+    const b = await run(false)
+    expect(b.taps).toBe(0)
+    expect(a.out).toEqual(b.out)
+  }, 600_000)
+
   it.skipIf(!HAVE_GCC || !hostCpu().vnni)(`a depthwise conv on a VNNI target takes the window form (int8-grouped-to-packed with the taps' weights), compiled to C equal to the int16 form bit for bit${NO_GCC}`, async () => {
     // 56² under 3×3, pad 1 (depthwiseWindowGrid: rows of 72), and 28² (no grid: the int16 form), int8 and uint8 activations
     const rng = prng(11)
