@@ -114,6 +114,16 @@ export const arbPxSpec: fc.Arbitrary<Spec> = fc
   }))
   .filter((sp) => sp.dims[2] >= 1 && sp.dims[3] >= 1)
 
+/**
+ * A K×K conv's dims (C, M, H, W, K, stride, pad, 1): the input whose conv at this stride, dilation
+ * and padding has an oh × ow output, and up to stride − 1 rows and columns more (from `extra`), which
+ * no window reaches.
+ */
+const gridDims = (C: number, M: number, K: number, stride: number, dilation: number, oh: number, ow: number, pad: number, extra: number): number[] => {
+  const reach = dilation * (K - 1) + 1 - 2 * pad
+  return [C, M, (oh - 1) * stride + reach + (extra % stride), (ow - 1) * stride + reach + (Math.floor(extra / 3) % stride), K, stride, pad, 1]
+}
+
 /** K×K convs in the pixels-in-lanes form over the padded rows' grid, or their stride phases' (QLinearConvPacked's pixel_lanes): kernels 1–3 (1×1 over pixels that are not whole vectors: the grid of the output's rows, one phase), strides 1–3, dilations 1–2, padded or not, outputs from 1 to 20 columns, inputs up to a stride − 1 past the last window. */
 export const arbGridSpec: fc.Arbitrary<Spec> = fc
   .record({
@@ -134,9 +144,7 @@ export const arbGridSpec: fc.Arbitrary<Spec> = fc
     op: "QLinearConvPackedGrid" as const,
     x,
     w,
-    // the input whose K×K conv at this stride, dilation and padding has that output (and up to
-    // stride − 1 rows and columns more, which no window reaches)
-    dims: [C, M, (oh - 1) * stride + dilation * (K - 1) + 1 - 2 * pad + (extra % stride), (ow - 1) * stride + dilation * (K - 1) + 1 - 2 * pad + (Math.floor(extra / 3) % stride), K, stride, pad, 1],
+    dims: gridDims(C, M, K, stride, dilation, oh, ow, pad, extra),
     dilation,
     seed,
   }))
@@ -163,7 +171,7 @@ export const arbTapsSpec: fc.Arbitrary<Spec> = fc
     op: "QLinearConvPackedTaps" as const,
     x,
     w,
-    dims: [C, M, (oh - 1) * stride + dilation * (K - 1) + 1 - 2 * pad + (extra % stride), (ow - 1) * stride + dilation * (K - 1) + 1 - 2 * pad + (Math.floor(extra / 5) % stride), K, stride, pad, 1],
+    dims: gridDims(C, M, K, stride, dilation, oh, ow, pad, extra),
     dilation,
     seed,
   }))

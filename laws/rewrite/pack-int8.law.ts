@@ -23,6 +23,17 @@ import { bindSync } from "../../src/ast/graph/infer.js"
 import { evalGraph, lawParams } from "../support.js"
 import { HAVE_GCC, mergeGraphs, NO_GCC } from "../support-c.js"
 
+/** The graph compiled to C for an AVX-512 target with or without VNNI, run on the inputs: its compiled graph and outputs. */
+const compiledOnC = async (graph: Graph, inputs: ReadonlyMap<string, Tensor>, vnni: boolean) => {
+  const target = makeTarget("c", { vectorLanes: 16, isa: "avx512", fmaUnits: 2, fmaLatency: 4, vnni })
+  const program = await Effect.runPromise(compileGraph(graph, target))
+  const exec = await Effect.runPromise(loadProgram(program, target))
+  const got = exec.run(inputs)
+  const out = graph.outputs.map((o) => Array.from(got.get(o.name)!.data as ArrayLike<number>))
+  exec.module.close()
+  return { graph: program.graph, out }
+}
+
 interface Int8ConvCase {
   readonly graph: Graph
   readonly inputs: ReadonlyMap<string, Tensor>
@@ -179,19 +190,11 @@ describe("the layout rewrite of an int8 conv's constant weights (int8-conv-to-pa
       return { graph, inputs: new Map([["x", ints(dt, [1, C, H, H], prng(200 + k))]]), packs: true, grouped: false }
     })
     const { graph, inputs } = mergeGraphs(cases)
-    const run = async (vnni: boolean) => {
-      const target = makeTarget("c", { vectorLanes: 16, isa: "avx512", fmaUnits: 2, fmaLatency: 4, vnni })
-      const program = await Effect.runPromise(compileGraph(graph, target))
-      const exec = await Effect.runPromise(loadProgram(program, target))
-      const got = exec.run(inputs)
-      const out = graph.outputs.map((o) => Array.from(got.get(o.name)!.data as ArrayLike<number>))
-      exec.module.close()
-      return { taps: program.graph.nodes.filter((n) => n.op === "QLinearConvPacked" && n.attrs.dot_kw !== undefined).length, out }
-    }
-    const a = await run(true)
-    expect(a.taps).toBe(2)
-    const b = await run(false)
-    expect(b.taps).toBe(0)
+    const taps = (g: Graph) => g.nodes.filter((n) => n.op === "QLinearConvPacked" && n.attrs.dot_kw !== undefined).length
+    const a = await compiledOnC(graph, inputs, true)
+    expect(taps(a.graph)).toBe(2)
+    const b = await compiledOnC(graph, inputs, false)
+    expect(taps(b.graph)).toBe(0)
     expect(a.out).toEqual(b.out)
   }, 600_000)
 
@@ -216,13 +219,8 @@ describe("the layout rewrite of an int8 conv's constant weights (int8-conv-to-pa
     })
     const { graph, inputs } = mergeGraphs(cases)
     const run = async (vnni: boolean) => {
-      const target = makeTarget("c", { vectorLanes: 16, isa: "avx512", fmaUnits: 2, fmaLatency: 4, vnni })
-      const program = await Effect.runPromise(compileGraph(graph, target))
-      const exec = await Effect.runPromise(loadProgram(program, target))
-      const got = exec.run(inputs)
-      const out = graph.outputs.map((o) => Array.from(got.get(o.name)!.data as ArrayLike<number>))
-      exec.module.close()
-      return { windows: program.graph.nodes.filter((n) => n.op === "QLinearConvGrouped" && n.inputs.length > 11).length, out }
+      const { graph: g, out } = await compiledOnC(graph, inputs, vnni)
+      return { windows: g.nodes.filter((n) => n.op === "QLinearConvGrouped" && n.inputs.length > 11).length, out }
     }
     const a = await run(true)
     expect(a.windows).toBe(2)
