@@ -171,7 +171,7 @@ const intervalOfRaw = (e: Expr, bounds: Bounds): Interval => {
  * NaN, so is not. Interval folds of float min / max / comparisons need both sides NaN-free: with
  * x NaN, max(x, +inf) is NaN (not +inf), min(max(x, 0), 0) is NaN (not 0), x >= -inf is false.
  */
-const nanFree = (e: Expr, bounds: Bounds): boolean => {
+export const nanFree = (e: Expr, bounds: Bounds): boolean => {
   if (isIntDtype(e.dtype) || e.dtype === "bool") return true
   switch (e.kind) {
     case "const":
