@@ -119,18 +119,18 @@ static void tessera_par4_conv2d_int8_avx2(const void* tessera_args, int64_t tess
 }
 
 /* "conv2d_int8_avx2.i.conv2d_int8_avx2.j.o.f.conv2d_int8_avx2.k.f.conv2d_int8_avx2.l.f": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
-struct tessera_par5_conv2d_int8_avx2 { uint8_t* b8; const uint8_t* b7; const uint8_t* b1; const int32_t* b12; const int32_t* b3; const int32_t* b11; const float* b13; };
-static void tessera_range5_conv2d_int8_avx2(uint8_t* restrict b8, const uint8_t* restrict b7, const uint8_t* restrict b1, const int32_t* restrict b12, const int32_t* restrict b3, const int32_t* restrict b11, const float* restrict b13, int64_t tessera_lo, int64_t tessera_hi) {
+struct tessera_par5_conv2d_int8_avx2 { uint8_t* b8; const uint8_t* b1; const int32_t* b12; const int32_t* b3; const int32_t* b11; const float* b13; const uint8_t* b7; };
+static void tessera_range5_conv2d_int8_avx2(uint8_t* restrict b8, const uint8_t* restrict b1, const int32_t* restrict b12, const int32_t* restrict b3, const int32_t* restrict b11, const float* restrict b13, const uint8_t* restrict b7, int64_t tessera_lo, int64_t tessera_hi) {
   for (int64_t v19 = tessera_lo; v19 < tessera_hi; ++v19) {
     #pragma omp simd
     for (int64_t v20 = 0; v20 < 16; ++v20) {
-      b8[(v19 + (v20 * 36))] = ((uint8_t)tessera_f2i_in32f((nearbyintf(tessera_maxcf(tessera_mincf(((float)((((double)(((float)(((((((int32_t)(b1[0])) * b12[v20]) * (-1)) + b3[v20]) + b11[((v19 * 16) + v20)]))))) * ((double)(b13[v20]))))), ((float)(((((int32_t)(b7[0])) * (-1)) + 255)))), ((float)((((int32_t)(b7[0])) * (-1)))))) + ((float)(b7[0])))));
+      b8[(v19 + (v20 * 36))] = ((uint8_t)tessera_f2i_in32f(nearbyintf(tessera_maxcf(tessera_mincf(((float)((((double)(((float)(((((((int32_t)(b1[0])) * b12[v20]) * (-1)) + b3[v20]) + b11[((v19 * 16) + v20)]))))) * ((double)(b13[v20]))))), (255.0f - ((float)(b7[0])))), (0.0f - ((float)(b7[0]))))) + ((float)(b7[0]))));
     }
   }
 }
 static void tessera_par5_conv2d_int8_avx2(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
   const struct tessera_par5_conv2d_int8_avx2* tessera_a = (const struct tessera_par5_conv2d_int8_avx2*)tessera_args;
-  tessera_range5_conv2d_int8_avx2(tessera_a->b8, tessera_a->b7, tessera_a->b1, tessera_a->b12, tessera_a->b3, tessera_a->b11, tessera_a->b13, tessera_lo, tessera_hi);
+  tessera_range5_conv2d_int8_avx2(tessera_a->b8, tessera_a->b1, tessera_a->b12, tessera_a->b3, tessera_a->b11, tessera_a->b13, tessera_a->b7, tessera_lo, tessera_hi);
 }
 
 /* "conv2d_int8_avx2": "x" uint8[1x8x6x6], "x_zp" uint8[], "w" int8[16x8x3x3], "bias" int32[16], "x_scale" float32[], "w_scale" float32[16], "y_scale" float32[], "y_zp" uint8[], "conv2d_int8_avx2" uint8[1x16x6x6] out */
@@ -166,7 +166,7 @@ void conv2d_int8_avx2(const uint8_t* restrict b0, const uint8_t* restrict b1, co
               tessera_parallel_for(tessera_par4_conv2d_int8_avx2, &tessera_args, 16);
             }
             {
-              const struct tessera_par5_conv2d_int8_avx2 tessera_args = { b8, b7, b1, b12, b3, b11, b13 };
+              const struct tessera_par5_conv2d_int8_avx2 tessera_args = { b8, b1, b12, b3, b11, b13, b7 };
               tessera_parallel_for(tessera_par5_conv2d_int8_avx2, &tessera_args, 36);
             }
           }

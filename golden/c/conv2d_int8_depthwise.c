@@ -73,8 +73,8 @@ static void tessera_par3_conv2d_int8_depthwise(const void* tessera_args, int64_t
 }
 
 /* "conv2d_int8_depthwise.i.conv2d_int8_depthwise.j.f": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
-struct tessera_par4_conv2d_int8_depthwise { const int32_t* b12; int8_t* b9; const int8_t* b8; const int32_t* b4; const float* b13; };
-static void tessera_range4_conv2d_int8_depthwise(const int32_t* restrict b12, int8_t* restrict b9, const int8_t* restrict b8, const int32_t* restrict b4, const float* restrict b13, int64_t tessera_lo, int64_t tessera_hi) {
+struct tessera_par4_conv2d_int8_depthwise { const int32_t* b12; int8_t* b9; const int32_t* b4; const float* b13; const int8_t* b8; };
+static void tessera_range4_conv2d_int8_depthwise(const int32_t* restrict b12, int8_t* restrict b9, const int32_t* restrict b4, const float* restrict b13, const int8_t* restrict b8, int64_t tessera_lo, int64_t tessera_hi) {
   for (int64_t v9 = tessera_lo; v9 < tessera_hi; ++v9) {
     {
       _Alignas(64) int32_t b14[25]; /* "dw_dwsum.local" int32[25] @"local" */
@@ -86,14 +86,14 @@ static void tessera_range4_conv2d_int8_depthwise(const int32_t* restrict b12, in
       }
       #pragma omp simd
       for (int64_t v12 = 0; v12 < 25; ++v12) {
-        b9[((v9 * 25) + v12)] = ((int8_t)(tessera_f2i_in32f((nearbyintf(tessera_maxcf(tessera_mincf(((float)((((double)(((float)((b4[v9] + b14[v12]))))) * ((double)(b13[v9]))))), ((float)(((((int32_t)(b8[0])) * (-1)) + 127)))), ((float)(((((int32_t)(b8[0])) * (-1)) - 128))))) + ((float)(b8[0]))))));
+        b9[((v9 * 25) + v12)] = ((int8_t)(tessera_f2i_in32f(nearbyintf(tessera_maxcf(tessera_mincf(((float)((((double)(((float)((b4[v9] + b14[v12]))))) * ((double)(b13[v9]))))), (127.0f - ((float)(b8[0])))), ((-128.0f) - ((float)(b8[0]))))) + ((float)(b8[0])))));
       }
     }
   }
 }
 static void tessera_par4_conv2d_int8_depthwise(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
   const struct tessera_par4_conv2d_int8_depthwise* tessera_a = (const struct tessera_par4_conv2d_int8_depthwise*)tessera_args;
-  tessera_range4_conv2d_int8_depthwise(tessera_a->b12, tessera_a->b9, tessera_a->b8, tessera_a->b4, tessera_a->b13, tessera_lo, tessera_hi);
+  tessera_range4_conv2d_int8_depthwise(tessera_a->b12, tessera_a->b9, tessera_a->b4, tessera_a->b13, tessera_a->b8, tessera_lo, tessera_hi);
 }
 
 /* "conv2d_int8_depthwise": "x" int8[1x16x9x9], "x_zp" int8[], "w" int8[16x1x3x3], "w_zp" int8[16], "bias" int32[16], "x_scale" float32[], "w_scale" float32[16], "y_scale" float32[], "y_zp" int8[], "conv2d_int8_depthwise" int8[1x16x5x5] out */
@@ -123,7 +123,7 @@ void conv2d_int8_depthwise(const int8_t* restrict b0, const int8_t* restrict b1,
             tessera_parallel_for(tessera_par3_conv2d_int8_depthwise, &tessera_args, 16);
           }
           {
-            const struct tessera_par4_conv2d_int8_depthwise tessera_args = { b12, b9, b8, b4, b13 };
+            const struct tessera_par4_conv2d_int8_depthwise tessera_args = { b12, b9, b4, b13, b8 };
             tessera_parallel_for(tessera_par4_conv2d_int8_depthwise, &tessera_args, 16);
           }
         }

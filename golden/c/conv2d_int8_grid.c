@@ -80,8 +80,8 @@ static void tessera_par2_conv2d_int8_grid(const void* tessera_args, int64_t tess
 }
 
 /* "conv2d_int8_grid.i.conv2d_int8_grid.j.o.f": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
-struct tessera_par3_conv2d_int8_grid { const int32_t* b11; int8_t* b9; const int8_t* b8; const int8_t* b1; const int32_t* b3; const int32_t* b4; const float* b12; };
-static void tessera_range3_conv2d_int8_grid(const int32_t* restrict b11, int8_t* restrict b9, const int8_t* restrict b8, const int8_t* restrict b1, const int32_t* restrict b3, const int32_t* restrict b4, const float* restrict b12, int64_t tessera_lo, int64_t tessera_hi) {
+struct tessera_par3_conv2d_int8_grid { const int32_t* b11; int8_t* b9; const int8_t* b1; const int32_t* b3; const int32_t* b4; const float* b12; const int8_t* b8; };
+static void tessera_range3_conv2d_int8_grid(const int32_t* restrict b11, int8_t* restrict b9, const int8_t* restrict b1, const int32_t* restrict b3, const int32_t* restrict b4, const float* restrict b12, const int8_t* restrict b8, int64_t tessera_lo, int64_t tessera_hi) {
   for (int64_t v12 = tessera_lo; v12 < tessera_hi; ++v12) {
     {
       _Alignas(64) int32_t b14[256]; /* "q_dotsum.local" int32[256] @"local" */
@@ -96,7 +96,7 @@ static void tessera_range3_conv2d_int8_grid(const int32_t* restrict b11, int8_t*
       for (int64_t v16 = 0; v16 < 4; ++v16) {
         #pragma omp simd
         for (int64_t v17 = 0; v17 < 64; ++v17) {
-          b9[(((v12 * 256) + (v16 * 64)) + v17)] = ((int8_t)(tessera_f2i_in32f((nearbyintf(tessera_maxcf(tessera_mincf(((float)((((double)(((float)((((((((int32_t)(b1[0])) + 128) * b3[((v12 * 4) + v16)]) * (-1)) + b4[((v12 * 4) + v16)]) + b14[((v16 * 64) + v17)]))))) * ((double)(b12[((v12 * 4) + v16)]))))), ((float)(((((int32_t)(b8[0])) * (-1)) + 127)))), ((float)(((((int32_t)(b8[0])) * (-1)) - 128))))) + ((float)(b8[0]))))));
+          b9[(((v12 * 256) + (v16 * 64)) + v17)] = ((int8_t)(tessera_f2i_in32f(nearbyintf(tessera_maxcf(tessera_mincf(((float)((((double)(((float)((((((((int32_t)(b1[0])) + 128) * b3[((v12 * 4) + v16)]) * (-1)) + b4[((v12 * 4) + v16)]) + b14[((v16 * 64) + v17)]))))) * ((double)(b12[((v12 * 4) + v16)]))))), (127.0f - ((float)(b8[0])))), ((-128.0f) - ((float)(b8[0]))))) + ((float)(b8[0])))));
         }
       }
     }
@@ -104,7 +104,7 @@ static void tessera_range3_conv2d_int8_grid(const int32_t* restrict b11, int8_t*
 }
 static void tessera_par3_conv2d_int8_grid(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
   const struct tessera_par3_conv2d_int8_grid* tessera_a = (const struct tessera_par3_conv2d_int8_grid*)tessera_args;
-  tessera_range3_conv2d_int8_grid(tessera_a->b11, tessera_a->b9, tessera_a->b8, tessera_a->b1, tessera_a->b3, tessera_a->b4, tessera_a->b12, tessera_lo, tessera_hi);
+  tessera_range3_conv2d_int8_grid(tessera_a->b11, tessera_a->b9, tessera_a->b1, tessera_a->b3, tessera_a->b4, tessera_a->b12, tessera_a->b8, tessera_lo, tessera_hi);
 }
 
 /* "conv2d_int8_grid": "x" int8[1x8x4x16], "x_zp" int8[], "w_packed" int8[1x2x3x3x16x4], "colsum" int32[16], "bias" int32[12], "x_scale" float32[], "w_scale" float32[12], "y_scale" float32[], "y_zp" int8[], "conv2d_int8_grid" int8[1x12x4x16] out */
@@ -128,7 +128,7 @@ void conv2d_int8_grid(const int8_t* restrict b0, const int8_t* restrict b1, cons
           tessera_parallel_for(tessera_par2_conv2d_int8_grid, &tessera_args, 12);
         }
         {
-          const struct tessera_par3_conv2d_int8_grid tessera_args = { b11, b9, b8, b1, b3, b4, b12 };
+          const struct tessera_par3_conv2d_int8_grid tessera_args = { b11, b9, b1, b3, b4, b12, b8 };
           tessera_parallel_for(tessera_par3_conv2d_int8_grid, &tessera_args, 3);
         }
       }

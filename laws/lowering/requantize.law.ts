@@ -1,13 +1,13 @@
-// The requantizing epilogue of the int8 ops (op-library-quant-int.ts's `requantize`, float32 scales):
-// it clamps float32(acc) · multiplier to [lo − zp, hi − zp] before rounding, then adds the zero
-// point, where the order it replaced (b46dc14) rounded, added zp and clamped to [lo, hi]. On edge
+// The requantizing epilogue of the int8 ops (op-library-quant-int.ts's `requantize`, float32 scales:
+// int(clamp(round(float32(acc) · m) + zp, lo, hi))) and the c target's rendering of it (src/emit/c/expr.ts
+// requantizeF2i: clamped to [lo − zp, hi − zp] before the rounding, then + zp, MLAS's order). On edge
 // cases — exact ties at .5 (multipliers 2^-k and 1.5 with accumulators on the half), saturation on
 // both sides, negative sums, sums past 2^24 (float32 rounds them) and int32's ends, large
 // multipliers (1000, 3e38: the product overflows to ±Infinity), a zero, subnormal and infinite
-// multiplier (0 · Infinity is NaN, which gives 0), zero points at the type's ends — the TE evaluator
-// and the c target (the loop vectorized by 16: gcc's zmm form of it) give exactly the replaced
-// order's values, to int8 / uint8 and to the int32 stage the narrowed forms store. It fails with the
-// bounds left at [lo, hi] (the zero point not taken off: tried).
+// multiplier (0 · Infinity is NaN, which gives 0), zero points at the type's ends — the TE evaluator,
+// the c target (the loop vectorized by 16: gcc's zmm form) and the wasm target give exactly the
+// round-then-clamp order's values, to int8 / uint8 and to the int32 stage the narrowed forms store.
+// The c case fails with the upper bound left at hi (the zero point not taken off: tried).
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import type { DType } from "../../src/ast/graph/dtype.js"
@@ -104,7 +104,7 @@ const lowered = (out: ComputeTensor, name: string): PrimFunc => {
 
 const want = (cs: Case): number[] => Array.from({ length: N }, (_, i) => replaced(cs.accs[i % cs.accs.length], cs.m, cs.zp, cs.out))
 
-describe("requantize: clamped before the rounding", () => {
+describe("requantize: the c target clamps before the rounding, every target equals round-then-clamp", () => {
   it("the TE evaluator gives the replaced order's values (round, + zp, clamp) on ties, saturation, overflowing and NaN products", () => {
     let ties = 0
     let nan = 0

@@ -77,14 +77,8 @@ export const requantize = (acc: Expr, mult: Expr, zp: Expr | undefined, out: DTy
   // (the int32 sum rounded to float32 once, directly: through float64 first is the same value — float64
   // holds every int32 — but the c target then converted 8 doubles a vector and narrowed them)
   const scaled = cast(F32, mul(cast(W, cast(F32, acc)), mult))
-  // Clamped before the rounding, to [lo − zp, hi − zp] (MLAS's order), then rounded, plus zp: the same
-  // value as round, plus zp, clamped to [lo, hi]: rounding is monotone and keeps the integer bounds, and
-  // round(x) + zp in float32 is exact or already past a bound (monotone), so it clamps alike; a NaN
-  // goes through both to 0. gcc then makes vminps, vmaxps, vrndscaleps, vaddps and one NaN-masked
-  // conversion of it, where the clamp after the sum fused with the conversion's NaN test into seven
-  // mask operations and a blend (laws/lowering/requantize.law.ts holds the two orders equal).
-  const bound = (b: number): Expr => (zp ? cast(F32, sub(c(b, I32), cast(I32, zp))) : c(b, F32))
-  return cast(as, add(call("round", max(bound(lo), min(bound(hi), scaled))), zp ? cast(F32, zp) : c(0, F32)))
+  const q = add(call("round", scaled), zp ? cast(F32, zp) : c(0, F32))
+  return cast(as, max(c(lo, F32), min(c(hi, F32), q)))
 }
 
 /**

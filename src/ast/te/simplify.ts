@@ -2,7 +2,6 @@
 // atoms ordered by name), constant folding, floor div/mod of linear forms by constants under
 // known bounds, min/max and comparisons decided by interval analysis.
 import { add, bin, c, isIntDtype, mapExpr, mul, showExpr, type Expr } from "./expr.js"
-import type { DType } from "../graph/dtype.js"
 
 export interface Interval {
   readonly min: number
@@ -165,79 +164,6 @@ const intervalOfRaw = (e: Expr, bounds: Bounds): Interval => {
   }
 }
 
-/** The values of the integer dtypes of at most 32 bits (a float bound's, a zero point's: their reads and casts). */
-const INT_RANGE: Partial<Record<DType, readonly [number, number]>> = {
-  bool: [0, 1], int8: [-128, 127], uint8: [0, 255], int16: [-32768, 32767], uint16: [0, 65535], int32: [-2147483648, 2147483647], uint32: [0, 4294967295],
-}
-const ANY: readonly [number, number] = [-Infinity, Infinity]
-const FLOAT_ROUNDING: ReadonlySet<string> = new Set(["round", "floor", "ceil"])
-
-/**
- * An interval holding every value of `e` but NaN (which min / max, the roundings and sums let
- * through): number constants; integers of up to 32 bits (their dtype's values, or an add / sub of
- * two that stays in them: wider would wrap); casts of a value to a float type (rounded outward,
- * monotone) or to an integer type that holds it; min / max, add / sub / mul (each result rounded to
- * its type, monotone), and round / floor / ceil of bounded operands. ±Infinity where unknown.
- */
-const rangeOf = (e: Expr): readonly [number, number] => {
-  const own = INT_RANGE[e.dtype] ?? ANY
-  const isFloat = e.dtype === "float32" || e.dtype === "float64"
-  const fit = (r: readonly [number, number]): readonly [number, number] => {
-    if (INT_RANGE[e.dtype]) return r[0] >= own[0] && r[1] <= own[1] ? r : own
-    if (!isFloat) return ANY
-    // (float32: a value between two bounds rounds between their float32 roundings)
-    return e.dtype === "float32" ? [Math.fround(r[0]), Math.fround(r[1])] : r
-  }
-  switch (e.kind) {
-    case "const":
-      return !Number.isNaN(e.value) ? [e.value, e.value] : own
-    case "cast":
-      // (a float converted to an integer truncates and wraps: its dtype's values only)
-      return isFloat || (INT_RANGE[e.dtype] && INT_RANGE[e.value.dtype]) ? fit(rangeOf(e.value)) : own
-    case "call":
-      if (!FLOAT_ROUNDING.has(e.fn) || !isFloat) return own
-      {
-        const [lo, hi] = rangeOf(e.args[0])
-        const f = e.fn === "round" ? Math.round : e.fn === "floor" ? Math.floor : Math.ceil
-        // (Math.round rounds ties up, nearbyint to even: the outer integers bound both)
-        return e.fn === "round" ? [Math.floor(lo), Math.ceil(hi)] : [f(lo), f(hi)]
-      }
-    case "bin": {
-      if (!isFloat && !INT_RANGE[e.dtype]) return own
-      const [a, b] = [rangeOf(e.a), rangeOf(e.b)]
-      switch (e.op) {
-        case "min":
-          return fit([Math.min(a[0], b[0]), Math.min(a[1], b[1])])
-        case "max":
-          return fit([Math.max(a[0], b[0]), Math.max(a[1], b[1])])
-        case "add":
-          return fit([a[0] + b[0], a[1] + b[1]])
-        case "sub":
-          return fit([a[0] - b[1], a[1] - b[0]])
-        case "mul": {
-          // (0 · ±Infinity counts as 0: an unbounded factor times 0 is 0 or NaN)
-          const p = [a[0] * b[0], a[0] * b[1], a[1] * b[0], a[1] * b[1]].map((x) => (Number.isNaN(x) ? 0 : x))
-          return fit([Math.min(...p), Math.max(...p)])
-        }
-        default:
-          return own
-      }
-    }
-    default:
-      return own
-  }
-}
-
-/**
- * The range [lo, hi] a float expression is clamped to (NaN aside, which min / max let through): by
- * min / max against number constants or against bounds that are themselves bounded (a constant
- * minus an 8-bit zero point, as a float), through sums and roundings; undefined where it is unbounded.
- */
-export const clampRange = (e: Expr): readonly [number, number] | undefined => {
-  const r = rangeOf(e)
-  return Number.isFinite(r[0]) && Number.isFinite(r[1]) ? r : undefined
-}
-
 /**
  * Whether `e` can never be NaN: integers and bools, a constant that is not NaN, a cast of one,
  * a select of two, a min or max of two (NaN in, NaN out), and +, -, · of two whose intervals are
@@ -245,7 +171,7 @@ export const clampRange = (e: Expr): readonly [number, number] | undefined => {
  * NaN, so is not. Interval folds of float min / max / comparisons need both sides NaN-free: with
  * x NaN, max(x, +inf) is NaN (not +inf), min(max(x, 0), 0) is NaN (not 0), x >= -inf is false.
  */
-export const nanFree = (e: Expr, bounds: Bounds): boolean => {
+const nanFree = (e: Expr, bounds: Bounds): boolean => {
   if (isIntDtype(e.dtype) || e.dtype === "bool") return true
   switch (e.kind) {
     case "const":

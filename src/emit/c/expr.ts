@@ -16,7 +16,7 @@
 // the evaluator computes in double and rounds at stores: results agree to float32 rounding.
 import { DTYPE_INFO, type DType } from "../../ast/graph/dtype.js"
 import type { BinOp, Expr, Intrinsic } from "../../ast/te/expr.js"
-import { clampRange, intervalOf, nanFree } from "../../ast/te/simplify.js"
+import { intervalOf } from "../../ast/te/simplify.js"
 import type { ExprRenderer } from "../c-family/expr.js"
 
 /** The C type a buffer of `d` holds (the same bytes as our typed-array storage: the dtype table's). */
@@ -96,6 +96,18 @@ export const castC = (to: DType, from: DType, x: string): string => {
 const NARROW_INT: ReadonlySet<DType> = new Set<DType>(["int8", "uint8", "int16", "uint16", "int32", "uint32"])
 
 /**
+ * The range [lo, hi] a float expression is clamped to by min / max against number constants (NaN
+ * aside, which they let through), or undefined where it is not clamped on both sides.
+ */
+export const clampRange = (e: Expr): readonly [number, number] | undefined => {
+  if (e.kind !== "bin" || (e.op !== "min" && e.op !== "max")) return undefined
+  const [k, other] = isNumberConst(e.b) ? [e.b, e.a] : isNumberConst(e.a) ? [e.a, e.b] : [undefined, undefined]
+  if (!k || k.kind !== "const" || !other) return undefined
+  const inner = clampRange(other) ?? [-Infinity, Infinity]
+  return e.op === "min" ? [Math.min(inner[0], k.value), Math.min(inner[1], k.value)] : [Math.max(inner[0], k.value), Math.max(inner[1], k.value)]
+}
+
+/**
  * A float → integer cast whose operand is clamped within int32's range (or NaN): the vectorizable
  * conversion (truncation, NaN → 0, then the narrowing wrap), equal to tessera_f2i's; undefined otherwise.
  */
@@ -105,6 +117,35 @@ const clampedF2i = (e: Extract<Expr, { kind: "cast" }>, x: string): string | und
   const r = clampRange(e.value)
   if (!r || !(r[0] > -2147483649 && r[1] < 2147483648)) return undefined
   const v = `tessera_f2i_in32${cls === "f32" ? "f" : ""}(${x})`
+  return e.dtype === "int32" ? v : `((${cStorage(e.dtype)})${v})`
+}
+
+/** The 8- and 16-bit integer dtypes: a zero point's, whose float value minus an integer bound is exact in float32. */
+const ZP_DTYPES: ReadonlySet<DType> = new Set<DType>(["int8", "uint8", "int16", "uint16"])
+
+/**
+ * The requantizing epilogue's conversion (op-library-quant-int.ts's requantize): int(max(lo, min(hi,
+ * round(x) + z))), lo ≤ hi integer constants, z an 8- or 16-bit zero point as a float32, rendered as
+ * int(round(max(lo − z, min(hi − z, x))) + z) — MLAS's order, the same value: rounding is monotone and
+ * keeps the integer bounds, round(x) + z is exact inside [lo, hi] and monotone outside it, and a NaN
+ * x gives 0 both ways. gcc vectorizes this as vminps, vmaxps, vrndscaleps, vaddps and one NaN-masked
+ * conversion; the clamp after the sum it fused with the conversion's NaN test into seven mask
+ * operations and a blend (laws/lowering/requantize.law.ts). undefined where `e` is not that form.
+ */
+const requantizeF2i = (e: Extract<Expr, { kind: "cast" }>, render: (x: Expr) => string): string | undefined => {
+  if (!NARROW_INT.has(e.dtype) || e.value.dtype !== "float32") return undefined
+  const outer = e.value
+  if (outer.kind !== "bin" || outer.op !== "max" || outer.a.kind !== "const") return undefined
+  const inner = outer.b
+  if (inner.kind !== "bin" || inner.op !== "min" || inner.a.kind !== "const") return undefined
+  const [lo, hi] = [outer.a.value, inner.a.value]
+  if (!Number.isInteger(lo) || !Number.isInteger(hi) || lo > hi || Math.abs(lo) > 65536 || Math.abs(hi) > 65536) return undefined
+  const q = inner.b
+  if (q.kind !== "bin" || q.op !== "add" || q.a.kind !== "call" || q.a.fn !== "round") return undefined
+  const z = q.b
+  if (z.kind !== "cast" || !ZP_DTYPES.has(z.value.dtype)) return undefined
+  const [x, zs] = [render(q.a.args[0]), render(z)]
+  const v = `tessera_f2i_in32f(nearbyintf(tessera_maxcf(tessera_mincf(${x}, (${constC(hi, "float32")} - ${zs})), (${constC(lo, "float32")} - ${zs}))) + ${zs})`
   return e.dtype === "int32" ? v : `((${cStorage(e.dtype)})${v})`
 }
 
@@ -124,7 +165,7 @@ const isNumberConst = (e: Expr): boolean => e.kind === "const" && typeof e.value
 /** The c target's expressions, each in its value class (see the file header); the scope's bounds make division cheaper where operands are ≥ 0. */
 export const C_EXPR: ExprRenderer = {
   const: (e) => constC(e.value, e.dtype),
-  cast: (e, value) => clampedF2i(e, value) ?? castC(e.dtype, e.value.dtype, value),
+  cast: (e, value, render) => requantizeF2i(e, render) ?? clampedF2i(e, value) ?? castC(e.dtype, e.value.dtype, value),
   call: (e, a) => {
     const cls = valueClass(e.args[0].dtype)
     switch (e.fn) {
@@ -169,10 +210,9 @@ export const C_EXPR: ExprRenderer = {
         const suffix = cls === "f32" ? "f" : cls === "f64" ? "d" : cls === "u64" ? "u" : "i"
         // a float bound that is a constant (Relu's 0, Clip's bounds): the one-instruction form
         // (NaN still propagates; only a -0 against a 0 bound may keep its sign)
-        // or any bound that is never NaN (a constant minus a zero point, as a float: the requantizing clamp)
         if (suffix === "f" || suffix === "d") {
-          if (isNumberConst(e.b) || nanFree(e.b, scope.bounds)) return `tessera_${e.op}c${suffix}(${a}, ${b})`
-          if (isNumberConst(e.a) || nanFree(e.a, scope.bounds)) return `tessera_${e.op}c${suffix}(${b}, ${a})`
+          if (isNumberConst(e.b)) return `tessera_${e.op}c${suffix}(${a}, ${b})`
+          if (isNumberConst(e.a)) return `tessera_${e.op}c${suffix}(${b}, ${a})`
         }
         return `tessera_${e.op}${suffix}(${a}, ${b})`
       }

@@ -12,14 +12,14 @@
 //   nearest are the scalar f64 ops lane by lane);
 // - casts int32 → float32 / float64, float32 ↔ float64 (each the scalar conversion, exact or one
 //   rounding alike; a float64 rounded to float32 and back stays in its two halves, and int32 →
-//   float64 → float32 is one rounding, int32 → float32), and float → integer only where the value is clamped inside int32's
-//   range (by constants or by bounded bounds: simplify.ts clampRange; i32x4.trunc_sat: there it truncates as the scalar i64 truncation and wrap do; NaN → 0 in both);
+//   float64 → float32 is one rounding, int32 → float32), and float → integer only where the value is clamped by constants inside int32's
+//   range (i32x4.trunc_sat: there it truncates as the scalar i64 truncation and wrap do; NaN → 0 in both);
 // - the store: v128.store where it is unit-stride and 4 bytes, else lane by lane (extract, the
 //   dtype's scalar store: an 8- or 16-bit store keeps the low bits, as the scalar cast's wrap does).
 // Anything else (selects, other reads, other casts) is not planned: the loop stays scalar.
 import type { DType } from "../../ast/graph/dtype.js"
 import { c, exprKey, substitute, type Expr } from "../../ast/te/expr.js"
-import { clampRange, simplify } from "../../ast/te/simplify.js"
+import { simplify } from "../../ast/te/simplify.js"
 import type { Stmt } from "../../ast/tir/tir.js"
 import { STORAGE, type FnBuilder } from "./builder.js"
 import type { Op } from "./encoder.js"
@@ -48,10 +48,19 @@ const CALL: { readonly [C in Cls]: Partial<Record<string, Op>> } = {
 }
 const SPLAT: { readonly [C in Cls]: Op } = { i32: "i32x4.splat", f32: "f32x4.splat", f64: "f64x2.splat" }
 
-/** Whether every value of `e` but NaN is inside int32's range (clamped: simplify.ts's clampRange, the c target's test too). */
+/** A range that holds every value of `e` (or NaN), from constants and min / max of them. */
+const rangeOf = (e: Expr): [number, number] => {
+  if (e.kind === "const") return [e.value, e.value]
+  if (e.kind === "bin" && (e.op === "min" || e.op === "max")) {
+    const [a, b] = [rangeOf(e.a), rangeOf(e.b)]
+    const f = e.op === "min" ? Math.min : Math.max
+    return [f(a[0], b[0]), f(a[1], b[1])]
+  }
+  return [-Infinity, Infinity]
+}
 const inInt32 = (e: Expr): boolean => {
-  const r = clampRange(e)
-  return r !== undefined && r[0] >= -(2 ** 31) && r[1] <= 2 ** 31 - 1
+  const [lo, hi] = rangeOf(e)
+  return lo >= -(2 ** 31) && hi <= 2 ** 31 - 1
 }
 
 export interface WidePlan {
