@@ -86,7 +86,7 @@ static void tessera_range4_conv2d_int8_depthwise(const int32_t* restrict b12, in
       }
       #pragma omp simd
       for (int64_t v12 = 0; v12 < 25; ++v12) {
-        b9[((v9 * 25) + v12)] = ((int8_t)(tessera_f2i_in32f(tessera_maxcf(tessera_mincf((nearbyintf(((float)((((double)(((float)((b4[v9] + b14[v12]))))) * ((double)(b13[v9])))))) + ((float)(b8[0]))), 127.0f), (-128.0f)))));
+        b9[((v9 * 25) + v12)] = ((int8_t)(tessera_f2i_in32f(nearbyintf(tessera_maxcf(tessera_mincf(((float)((((double)(((float)((b4[v9] + b14[v12]))))) * ((double)(b13[v9]))))), (127.0f - ((float)(b8[0])))), ((-128.0f) - ((float)(b8[0]))))) + ((float)(b8[0])))));
       }
     }
   }

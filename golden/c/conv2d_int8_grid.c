@@ -96,7 +96,7 @@ static void tessera_range3_conv2d_int8_grid(const int32_t* restrict b11, int8_t*
       for (int64_t v16 = 0; v16 < 4; ++v16) {
         #pragma omp simd
         for (int64_t v17 = 0; v17 < 64; ++v17) {
-          b9[(((v12 * 256) + (v16 * 64)) + v17)] = ((int8_t)(tessera_f2i_in32f(tessera_maxcf(tessera_mincf((nearbyintf(((float)((((double)(((float)((((((((int32_t)(b1[0])) + 128) * b3[((v12 * 4) + v16)]) * (-1)) + b4[((v12 * 4) + v16)]) + b14[((v16 * 64) + v17)]))))) * ((double)(b12[((v12 * 4) + v16)])))))) + ((float)(b8[0]))), 127.0f), (-128.0f)))));
+          b9[(((v12 * 256) + (v16 * 64)) + v17)] = ((int8_t)(tessera_f2i_in32f(nearbyintf(tessera_maxcf(tessera_mincf(((float)((((double)(((float)((((((((int32_t)(b1[0])) + 128) * b3[((v12 * 4) + v16)]) * (-1)) + b4[((v12 * 4) + v16)]) + b14[((v16 * 64) + v17)]))))) * ((double)(b12[((v12 * 4) + v16)]))))), (127.0f - ((float)(b8[0])))), ((-128.0f) - ((float)(b8[0]))))) + ((float)(b8[0])))));
         }
       }
     }

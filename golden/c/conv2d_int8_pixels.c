@@ -94,7 +94,7 @@ void conv2d_int8_pixels(const int8_t* restrict b0, const int8_t* restrict b1, co
             for (int64_t v7 = 0; v7 < 4; ++v7) {
               #pragma omp simd
               for (int64_t v8 = 0; v8 < 32; ++v8) {
-                b12[(((v7 * 32) + (v3 * 128)) + v8)] = tessera_f2i_in32f(tessera_maxcf(tessera_mincf((nearbyintf(((float)((((double)(((float)((((((((int32_t)(b1[0])) + 128) * b3[(v7 + (v3 * 4))]) * (-1)) + b4[(v7 + (v3 * 4))]) + b13[((v7 * 32) + v8)]))))) * ((double)(b11[(v7 + (v3 * 4))])))))) + ((float)(b8[0]))), 127.0f), (-128.0f)));
+                b12[(((v7 * 32) + (v3 * 128)) + v8)] = tessera_f2i_in32f(nearbyintf(tessera_maxcf(tessera_mincf(((float)((((double)(((float)((((((((int32_t)(b1[0])) + 128) * b3[(v7 + (v3 * 4))]) * (-1)) + b4[(v7 + (v3 * 4))]) + b13[((v7 * 32) + v8)]))))) * ((double)(b11[(v7 + (v3 * 4))]))))), (127.0f - ((float)(b8[0])))), ((-128.0f) - ((float)(b8[0]))))) + ((float)(b8[0])));
               }
             }
           }

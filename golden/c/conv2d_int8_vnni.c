@@ -118,7 +118,7 @@ static void tessera_range5_conv2d_int8_vnni(uint8_t* restrict b8, const uint8_t*
   for (int64_t v19 = tessera_lo; v19 < tessera_hi; ++v19) {
     #pragma omp simd
     for (int64_t v20 = 0; v20 < 16; ++v20) {
-      b8[(v19 + (v20 * 36))] = ((uint8_t)tessera_f2i_in32f(tessera_maxcf(tessera_mincf((nearbyintf(((float)((((double)(((float)(((((((int32_t)(b1[0])) * b12[v20]) * (-1)) + b3[v20]) + b11[((v19 * 16) + v20)]))))) * ((double)(b13[v20])))))) + ((float)(b7[0]))), 255.0f), 0.0f)));
+      b8[(v19 + (v20 * 36))] = ((uint8_t)tessera_f2i_in32f(nearbyintf(tessera_maxcf(tessera_mincf(((float)((((double)(((float)(((((((int32_t)(b1[0])) * b12[v20]) * (-1)) + b3[v20]) + b11[((v19 * 16) + v20)]))))) * ((double)(b13[v20]))))), (255.0f - ((float)(b7[0])))), (0.0f - ((float)(b7[0]))))) + ((float)(b7[0]))));
     }
   }
 }

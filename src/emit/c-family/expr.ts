@@ -22,7 +22,8 @@ export interface ExprScope {
 /** A dialect's text for the expression kinds that differ between targets, given their operands' text. */
 export interface ExprRenderer {
   readonly const: (e: ExprOf<"const">) => string
-  readonly cast: (e: ExprOf<"cast">, value: string) => string
+  /** `render` renders any operand of `e` (a rule that reads through its operand: the c target's requantizing clamp). */
+  readonly cast: (e: ExprOf<"cast">, value: string, render: (x: Expr) => string) => string
   readonly call: (e: ExprOf<"call">, args: readonly string[], scope: ExprScope) => string
   readonly bin: (e: ExprOf<"bin">, a: string, b: string, scope: ExprScope) => string
 }
@@ -40,7 +41,7 @@ export const renderExpr = (rules: ExprRenderer, e: Expr, scope: ExprScope): stri
     case "select":
       return `(${r(e.cond)} ? ${r(e.t)} : ${r(e.f)})`
     case "cast":
-      return rules.cast(e, r(e.value))
+      return rules.cast(e, r(e.value), r)
     case "call":
       return rules.call(e, e.args.map(r), scope)
     case "bin": {

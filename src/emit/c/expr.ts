@@ -120,6 +120,35 @@ const clampedF2i = (e: Extract<Expr, { kind: "cast" }>, x: string): string | und
   return e.dtype === "int32" ? v : `((${cStorage(e.dtype)})${v})`
 }
 
+/** The 8- and 16-bit integer dtypes: a zero point's, whose float value minus an integer bound is exact in float32. */
+const ZP_DTYPES: ReadonlySet<DType> = new Set<DType>(["int8", "uint8", "int16", "uint16"])
+
+/**
+ * The requantizing epilogue's conversion (op-library-quant-int.ts's requantize): int(max(lo, min(hi,
+ * round(x) + z))), lo ≤ hi integer constants, z an 8- or 16-bit zero point as a float32, rendered as
+ * int(round(max(lo − z, min(hi − z, x))) + z) — MLAS's order, the same value: rounding is monotone and
+ * keeps the integer bounds, round(x) + z is exact inside [lo, hi] and monotone outside it, and a NaN
+ * x gives 0 both ways. gcc vectorizes this as vminps, vmaxps, vrndscaleps, vaddps and one NaN-masked
+ * conversion; the clamp after the sum it fused with the conversion's NaN test into seven mask
+ * operations and a blend (laws/lowering/requantize.law.ts). undefined where `e` is not that form.
+ */
+const requantizeF2i = (e: Extract<Expr, { kind: "cast" }>, render: (x: Expr) => string): string | undefined => {
+  if (!NARROW_INT.has(e.dtype) || e.value.dtype !== "float32") return undefined
+  const outer = e.value
+  if (outer.kind !== "bin" || outer.op !== "max" || outer.a.kind !== "const") return undefined
+  const inner = outer.b
+  if (inner.kind !== "bin" || inner.op !== "min" || inner.a.kind !== "const") return undefined
+  const [lo, hi] = [outer.a.value, inner.a.value]
+  if (!Number.isInteger(lo) || !Number.isInteger(hi) || lo > hi || Math.abs(lo) > 65536 || Math.abs(hi) > 65536) return undefined
+  const q = inner.b
+  if (q.kind !== "bin" || q.op !== "add" || q.a.kind !== "call" || q.a.fn !== "round") return undefined
+  const z = q.b
+  if (z.kind !== "cast" || !ZP_DTYPES.has(z.value.dtype)) return undefined
+  const [x, zs] = [render(q.a.args[0]), render(z)]
+  const v = `tessera_f2i_in32f(nearbyintf(tessera_maxcf(tessera_mincf(${x}, (${constC(hi, "float32")} - ${zs})), (${constC(lo, "float32")} - ${zs}))) + ${zs})`
+  return e.dtype === "int32" ? v : `((${cStorage(e.dtype)})${v})`
+}
+
 const CMP: Partial<Record<BinOp, string>> = { add: "+", sub: "-", mul: "*", eq: "==", ne: "!=", lt: "<", le: "<=", gt: ">", ge: ">=", and: "&&", or: "||" }
 
 /** Intrinsics that are one call (libm's, or the prelude's where libm's does not vectorize: exp, erf), the rest rendered inline below; a new Intrinsic fails to compile until it is placed. */
@@ -136,7 +165,7 @@ const isNumberConst = (e: Expr): boolean => e.kind === "const" && typeof e.value
 /** The c target's expressions, each in its value class (see the file header); the scope's bounds make division cheaper where operands are ≥ 0. */
 export const C_EXPR: ExprRenderer = {
   const: (e) => constC(e.value, e.dtype),
-  cast: (e, value) => clampedF2i(e, value) ?? castC(e.dtype, e.value.dtype, value),
+  cast: (e, value, render) => requantizeF2i(e, render) ?? clampedF2i(e, value) ?? castC(e.dtype, e.value.dtype, value),
   call: (e, a) => {
     const cls = valueClass(e.args[0].dtype)
     switch (e.fn) {
