@@ -143,7 +143,8 @@ export const supervise = (script: URL, argv: readonly string[]): void => {
     // the work did not reach a check in time: say so here, and stop everything
     const model = argv[1] && !argv[1].startsWith("-") ? `${argv[1]}: ` : ""
     const what = started ? `the work did not stop at a check within ${GRACE_MS} ms and was ended` : "before the work started"
-    fs.writeSync(2, printable(`tessera ${command}: ${model}interrupted (${reasons[stopping as 1 | 2 | 3]}): ${what}`) + "\n")
+    // (a worker that has reported printed its one line: its teardown is ended without a second)
+    if (!finished) fs.writeSync(2, printable(`tessera ${command}: ${model}interrupted (${reasons[stopping as 1 | 2 | 3]}): ${what}`) + "\n")
     const code = EXIT_CODE[stopping]
     const why = stopping
     const hard = setTimeout(() => {
@@ -158,12 +159,15 @@ export const supervise = (script: URL, argv: readonly string[]): void => {
   }
   // until the worker has loaded the commands it checks nothing and has nothing to clean up
   let started = false
-  // once the work has reported (announceFinished) only the thread's teardown is left: no grace period
+  // once the work has reported (announceFinished) only the thread's teardown is left: a stop then
+  // ends it after the grace without a line of its own (the work printed the one line)
   let finished = false
   worker.on("message", (m) => {
     if (m === "finished") {
       finished = true
       clearTimeout(grace)
+      // stopping: the teardown gets one grace period from now, then is ended quietly
+      if (stopping) grace = setTimeout(end, GRACE_MS)
       return
     }
     if (m !== "started") return
@@ -174,7 +178,11 @@ export const supervise = (script: URL, argv: readonly string[]): void => {
     if (stopping) return end() // a second request: now
     stopping = why
     Atomics.store(flag, 0, why)
-    if (finished) return // reported already: the worker is exiting with its own code
+    if (finished) {
+      // reported already: the worker is exiting with its own code, within a grace period (ended quietly after it)
+      grace = setTimeout(end, GRACE_MS)
+      return
+    }
     if (started) grace = setTimeout(end, GRACE_MS)
     else end()
   }
