@@ -17,8 +17,8 @@ const out = i >= 0 ? process.argv[i + 1] : ".gpu/tessera"
 fs.rmSync(out, { recursive: true, force: true })
 fs.mkdirSync(path.join(out, "node_modules", "@koromix"), { recursive: true })
 await build({
-  // (gpu-prepare too: with --references it writes the cuda artifacts on the GPU machine)
-  entryPoints: { main: "src/cli/main.ts", commands: "src/cli/commands.ts", "gpu-prepare": "scripts/gpu-prepare.ts" },
+  // (gpu-prepare too: with --references it writes the cuda artifacts on the GPU machine; gpu-tune-apply to turn a sweep into a tuning log there)
+  entryPoints: { main: "src/cli/main.ts", commands: "src/cli/commands.ts", "gpu-prepare": "scripts/gpu-prepare.ts", "gpu-tune-apply": "scripts/gpu-tune-apply.ts" },
   outdir: out,
   bundle: true,
   platform: "node",

@@ -44,12 +44,19 @@ const ms = (x: number | undefined) => (x === undefined ? "-" : x.toFixed(4))
 for (const vf of variants) {
   const mine = choices.filter((c) => c.model === vf.model)
   console.log(`\n### ${vf.model}: per task (ms, the sum of its launches' medians; GFLOP/s)\n`)
-  console.log("| task | groups | generated default | AutoTVM default | best found | best / default | variant | measured |")
-  console.log("| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: |")
+  console.log("| task | groups | generated default | AutoTVM default | best found | best / default | variant | measured | best generated | best AutoTVM |")
+  console.log("| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |")
   for (const c of [...mine].sort((a, b) => (b.defaultMs ?? 0) - (a.defaultMs ?? 0))) {
     const conv = c.label.startsWith("Conv")
     const at = conv ? `${ms(c.autotvmMs)} (${gflops(c.flops, c.autotvmMs)})` : "-"
-    console.log(`| ${c.task} ${c.label} | ${vf.tasks[c.task].groups.length} | ${ms(c.defaultMs)} (${gflops(c.flops, c.defaultMs)}) | ${at} | ${ms(c.bestMs)} (${gflops(c.flops, c.bestMs)}) | ${c.defaultMs ? (c.bestMs / c.defaultMs).toFixed(2) : "-"} | ${c.bestVariant} | ${c.measured} |`)
+    console.log(`| ${c.task} ${c.label} | ${vf.tasks[c.task].groups.length} | ${ms(c.defaultMs)} (${gflops(c.flops, c.defaultMs)}) | ${at} | ${ms(c.bestMs)} (${gflops(c.flops, c.bestMs)}) | ${c.defaultMs ? (c.bestMs / c.defaultMs).toFixed(2) : "-"} | ${c.bestVariant} | ${c.measured} | ${c.bestBySketch ? ms(c.bestBySketch.generated) : "-"} | ${c.bestBySketch ? ms(c.bestBySketch.autotvm) : "-"} |`)
+  }
+  // the issue's baseline: on the tasks with both sketches, the generated space's best against AutoTVM's template's best
+  const both = mine.flatMap((c) => (c.bestBySketch?.generated !== undefined ? [{ c, g: c.bestBySketch.generated, a: c.bestBySketch.autotvm }] : []))
+  if (both.length) {
+    const wins = both.filter((b) => b.g <= b.a).length
+    const tot = (f: (b: (typeof both)[number]) => number) => both.reduce((s, b) => s + f(b), 0)
+    console.log(`\n${vf.model}: on ${both.length} tasks with both sketches measured, the generated space's best matches or beats AutoTVM's template's best on ${wins} (their sums ${tot((b) => b.g).toFixed(3)} against ${tot((b) => b.a).toFixed(3)} ms; per task generated / AutoTVM: ${both.map((b) => (b.g / b.a).toFixed(2)).join(" ")})`)
   }
   const sum = (f: (c: (typeof mine)[number]) => number | undefined) => mine.reduce((s, c) => s + (f(c) ?? NaN), 0)
   console.log(`\n${vf.model}: the tasks' launches sum to ${sum((c) => c.defaultMs).toFixed(3)} ms at the defaults, ${sum((c) => c.bestMs).toFixed(3)} ms at the best found (launches timed alone)`)

@@ -72,6 +72,11 @@ describe("gpu-tune-apply's choice", () => {
     expect(conv.defaultMs).toBeCloseTo(0.6, 12)
     expect(conv.autotvmMs).toBeCloseTo(0.55, 12)
     expect(conv.measured).toBe(3)
+    // the baseline comparison: the fastest correct config of each sketch (r2 is a generated draw; r1's faster one is wrong)
+    expect(conv.bestBySketch?.generated).toBeCloseTo(0.4, 12)
+    expect(conv.bestBySketch?.autotvm).toBeCloseTo(0.55, 12)
+    // a task with no AutoTVM sketch has no comparison
+    expect(choices.find((c) => c.task === "835c918f")!.bestBySketch).toBeUndefined()
     // a tie (default and autotvm both 0.05): the earlier variant
     const pool = choices.find((c) => c.task === "835c918f")!
     expect(pool.bestVariant).toBe("default")

@@ -72,7 +72,12 @@ export interface TaskChoice {
   readonly config: Config
   /** Correct variants measured for this task. */
   readonly measured: number
+  /** The fastest measured config of each sketch of a conv task's space (the generated multi-level tiling, AutoTVM's template): the baseline comparison. */
+  readonly bestBySketch?: { readonly generated?: number; readonly autotvm: number }
 }
+
+/** Which sketch of the cuda space a config is in (a config without the knob: the generated one). */
+export const sketchOf = (config: Config | undefined): "generated" | "autotvm" => (config?.cuda_sketch === "autotvm" ? "autotvm" : "generated")
 
 /** A variant's time per task: the sum of the medians of the launches of the task's kernels (undefined for a task with no launch measured). */
 export const taskTimes = (v: SweepVariant, run: SweepRun): Map<string, number> => {
@@ -104,7 +109,12 @@ export const chooseConfigs = (variants: readonly VariantsFile[], sweep: SweepFil
       const of = (kind: SweepVariant["kind"]) => measured.find((m) => m.v.kind === kind)?.ms
       const defaultMs = of("default")
       const autotvmMs = of("autotvm")
-      out.push({ model: vf.model, task: id, label: task.label, workload: task.workload, flops: task.flops, ...(defaultMs !== undefined ? { defaultMs } : {}), ...(autotvmMs !== undefined ? { autotvmMs } : {}), bestMs: best.ms, bestVariant: best.v.name, config: best.v.configs[id], measured: measured.length })
+      // (only for tasks whose space has both sketches: a conv task where AutoTVM's template was measured)
+      const fastest = (sketch: "generated" | "autotvm") => measured.filter((m) => sketchOf(m.v.configs[id]) === sketch).reduce<number | undefined>((a, m) => (a === undefined || m.ms < a ? m.ms : a), undefined)
+      const generated = fastest("generated")
+      const autotvm = fastest("autotvm")
+      const bySketch = autotvm !== undefined ? { bestBySketch: { autotvm, ...(generated !== undefined ? { generated } : {}) } } : {}
+      out.push({ model: vf.model, task: id, label: task.label, workload: task.workload, flops: task.flops, ...(defaultMs !== undefined ? { defaultMs } : {}), ...(autotvmMs !== undefined ? { autotvmMs } : {}), bestMs: best.ms, bestVariant: best.v.name, config: best.v.configs[id], measured: measured.length, ...bySketch })
     }
   }
   return out
