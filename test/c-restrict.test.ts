@@ -78,11 +78,11 @@ describe("c: restrict per kernel", () => {
     const source = [...artifact.files.keys()].filter((f) => f.endsWith(".cu")).map((f) => artifactText(artifact, f)!).join("\n")
     const aliased = aliasedKernels(program)
     expect(aliased.size).toBe(1)
-    // each launch's definition: `extern "C" __global__ void __launch_bounds__(N) <kernel>[_suffix](…) {`
+    // each launch's definition: `extern "C" __global__ void [__launch_bounds__(N)] <kernel>[_suffix](…) {`
     const defs = source.split("\n").filter((l) => l.startsWith('extern "C" __global__'))
     expect(defs.length).toBeGreaterThanOrEqual(compiledKernels(program).length)
     for (const d of defs) {
-      const name = /__launch_bounds__\(\d+\) (\w+)\(/.exec(d)![1]
+      const name = /__global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(/.exec(d)![1]
       const kernel = compiledKernels(program).map((k) => k.func.name).find((k) => name === k || name.startsWith(`${k}_`))!
       expect({ name, restrict: d.includes("__restrict__") }).toEqual({ name, restrict: !aliased.has(kernel) })
     }

@@ -35,6 +35,7 @@ import { buildCubin, findNvcc, parsePtxas } from "../src/device/cuda/nvcc.js"
 import { parseNpy, serializeNpy } from "../src/device/npy.js"
 import { constantsLayout } from "../src/emit/cuda/host.js"
 import { emitCuda } from "../src/emit/cuda/emit.js"
+import { needsLaunchBounds } from "../src/emit/cuda/dialect.js"
 import { BACKENDS } from "../src/backend/index.js"
 import { parseCandidateLaunches } from "../src/device/cuda/measure.js"
 import { cudaGpuHere } from "../src/device/cuda/device.js"
@@ -257,6 +258,17 @@ describe("cuda target: static checks (VerifyGPUCode)", () => {
   it("an unknown --cuda-arch is a TargetError", () => {
     expect(() => cudaAttrsForArch("sm_99")).toThrow(TargetError)
     expect(cudaAttrsForArch("sm_80")).toMatchObject({ computeCapability: { major: 8, minor: 0 }, multiprocessors: 108, sharedMemoryPerBlockOptin: 163 * 1024 })
+  })
+  it("__launch_bounds__ only where a block could need more registers than it may hold (ptxas's 255 a thread, 8 at a time, a warp at a time)", () => {
+    // 256 threads × 256 registers = 64 Ki, sm_90's registers a block: no bound needed up to there
+    for (const t of [32, 96, 196, 224, 245, 256]) expect(needsLaunchBounds(t, SM90)).toBe(false)
+    for (const t of [257, 288, 512, 1024]) expect(needsLaunchBounds(t, SM90)).toBe(true)
+    // a record whose threads have fewer registers: bounded from where a block could exceed them
+    expect(needsLaunchBounds(512, { ...SM90, maxRegistersPerThread: 128 })).toBe(false)
+    expect(needsLaunchBounds(513, { ...SM90, maxRegistersPerThread: 128 })).toBe(true)
+    const text = (threads: number) => emitCuda([func(loop("threadIdx.x", threads, store(`ithreadIdx.x${threads}`)))], SM90).source
+    expect(text(196)).toMatch(/extern "C" __global__ void k0\(/)
+    expect(text(512)).toMatch(/extern "C" __global__ void __launch_bounds__\(512\) k0\(/)
   })
   it("ptxas's report is read per function", () => {
     const r = parsePtxas(

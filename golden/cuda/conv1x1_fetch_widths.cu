@@ -3,7 +3,7 @@
  */
 
 /* "conv1x1_fetch_widths": "X" float32[1x16x8x8], "W" float32[8x16x1x1], "conv" float32[1x8x8x8] out */
-extern "C" __global__ void __launch_bounds__(256) conv1x1_fetch_widths(const float* __restrict__ b0, const float* __restrict__ b1, float* __restrict__ b2) {
+extern "C" __global__ void conv1x1_fetch_widths(const float* __restrict__ b0, const float* __restrict__ b1, float* __restrict__ b2) {
   { const int v0 = (int)blockIdx.x;
     {
       __shared__ __align__(16) float b3[128]; /* "W.shared.local" float32[128] @"shared": 512 bytes of the block */

@@ -3,7 +3,7 @@
  */
 
 /* "conv2d": "X" float32[1x4x8x8], "W" float32[8x4x3x3], "conv" float32[1x8x8x8] out */
-extern "C" __global__ void __launch_bounds__(64) conv2d(const float* __restrict__ b0, const float* __restrict__ b1, float* __restrict__ b2) {
+extern "C" __global__ void conv2d(const float* __restrict__ b0, const float* __restrict__ b1, float* __restrict__ b2) {
   { const int v0 = (int)blockIdx.x;
     { const int v1 = (int)threadIdx.x;
       b2[(v1 + (v0 * 64))] = 0.0f;

@@ -3,7 +3,7 @@
  */
 
 /* "conv2d_add_relu": "X" float32[1x4x6x6], "W" float32[8x4x3x3], "bias" float32[8], "relu" float32[1x8x6x6] out */
-extern "C" __global__ void __launch_bounds__(96) conv2d_add_relu(const float* __restrict__ b0, const float* __restrict__ b1, const float* __restrict__ b2, float* __restrict__ b3) {
+extern "C" __global__ void conv2d_add_relu(const float* __restrict__ b0, const float* __restrict__ b1, const float* __restrict__ b2, float* __restrict__ b3) {
   { const int v0 = (int)blockIdx.x;
     { const int v1 = (int)threadIdx.x;
       {

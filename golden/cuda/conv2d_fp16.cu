@@ -5,7 +5,7 @@
  */
 
 /* "conv2d_fp16_0": "X" float16[1x4x8x8], "W" float16[8x4x3x3], "conv" float16[1x8x8x8], "conv.f32acc" float32[512] out */
-extern "C" __global__ void __launch_bounds__(64) conv2d_fp16_0(const __half* __restrict__ b0, const __half* __restrict__ b1, const __half* __restrict__ b2, float* __restrict__ b3) {
+extern "C" __global__ void conv2d_fp16_0(const __half* __restrict__ b0, const __half* __restrict__ b1, const __half* __restrict__ b2, float* __restrict__ b3) {
   { const int v0 = (int)blockIdx.x;
     { const int v1 = (int)threadIdx.x;
       b3[(v1 + (v0 * 64))] = 0.0f;
@@ -25,7 +25,7 @@ extern "C" __global__ void __launch_bounds__(64) conv2d_fp16_0(const __half* __r
 }
 
 /* "conv2d_fp16_1": "X" float16[1x4x8x8], "W" float16[8x4x3x3], "conv" float16[1x8x8x8] out, "conv.f32acc" float32[512] */
-extern "C" __global__ void __launch_bounds__(32) conv2d_fp16_1(const __half* __restrict__ b0, const __half* __restrict__ b1, __half* __restrict__ b2, const float* __restrict__ b3) {
+extern "C" __global__ void conv2d_fp16_1(const __half* __restrict__ b0, const __half* __restrict__ b1, __half* __restrict__ b2, const float* __restrict__ b3) {
   { const int v0 = (int)blockIdx.x;
     { const int v1 = (int)threadIdx.x;
       b2[((v0 * 32) + v1)] = __float2half_rn(b3[((v0 * 32) + v1)]);

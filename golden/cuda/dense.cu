@@ -3,7 +3,7 @@
  */
 
 /* "dense": "A" float32[64x32], "B" float32[32x48], "C" float32[64x48] out */
-extern "C" __global__ void __launch_bounds__(64) dense(const float* __restrict__ b0, const float* __restrict__ b1, float* __restrict__ b2) {
+extern "C" __global__ void dense(const float* __restrict__ b0, const float* __restrict__ b1, float* __restrict__ b2) {
   { const int v0 = (int)blockIdx.y;
     { const int v1 = (int)blockIdx.x;
       {

@@ -3,7 +3,7 @@
  */
 
 /* "dense_fp16": "A" float16[64x64], "B" float16[64x64], "C" float16[64x64] out */
-extern "C" __global__ void __launch_bounds__(256) dense_fp16(const __half* __restrict__ b0, const __half* __restrict__ b1, __half* __restrict__ b2) {
+extern "C" __global__ void dense_fp16(const __half* __restrict__ b0, const __half* __restrict__ b1, __half* __restrict__ b2) {
   { const int v0 = (int)blockIdx.x;
     {
       __shared__ __align__(16) float b3[1024]; /* "B.shared.local" float32[1024] @"shared": 4096 bytes of the block */

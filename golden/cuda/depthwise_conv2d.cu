@@ -3,7 +3,7 @@
  */
 
 /* "depthwise_conv2d": "X" float32[1x8x10x10], "W" float32[8x1x3x3], "dwconv" float32[1x8x10x10] out */
-extern "C" __global__ void __launch_bounds__(100) depthwise_conv2d(const float* __restrict__ b0, const float* __restrict__ b1, float* __restrict__ b2) {
+extern "C" __global__ void depthwise_conv2d(const float* __restrict__ b0, const float* __restrict__ b1, float* __restrict__ b2) {
   { const int v0 = (int)blockIdx.x;
     { const int v1 = (int)threadIdx.x;
       b2[((v0 * 100) + v1)] = 0.0f;

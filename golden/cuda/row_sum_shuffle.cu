@@ -3,7 +3,7 @@
  */
 
 /* "row_sum_shuffle": "X" float32[6x300], "rowsum" float32[6] out */
-extern "C" __global__ void __launch_bounds__(128) row_sum_shuffle(const float* __restrict__ b0, float* __restrict__ b1) {
+extern "C" __global__ void row_sum_shuffle(const float* __restrict__ b0, float* __restrict__ b1) {
   { const int v0 = (int)blockIdx.x;
     {
       __shared__ __align__(16) float b2[256]; /* "rowsum.rf.local" float32[256] @"shared": 1024 bytes of the block */

@@ -7,7 +7,7 @@
  */
 
 /* "softmax_0": "X" float32[4x32], "softmax" float32[4x32], "rowmax" float32[4] out, "rowsum" float32[4] */
-extern "C" __global__ void __launch_bounds__(32) softmax_0(const float* __restrict__ b0, const float* __restrict__ b1, float* __restrict__ b2, const float* __restrict__ b3) {
+extern "C" __global__ void softmax_0(const float* __restrict__ b0, const float* __restrict__ b1, float* __restrict__ b2, const float* __restrict__ b3) {
   { const int v0 = (int)blockIdx.x;
     { const int v1 = (int)threadIdx.x;
       if (((v1 + (v0 * 32)) < 4)) {
@@ -23,7 +23,7 @@ extern "C" __global__ void __launch_bounds__(32) softmax_0(const float* __restri
 }
 
 /* "softmax_1": "X" float32[4x32], "softmax" float32[4x32], "rowmax" float32[4], "rowsum" float32[4] out */
-extern "C" __global__ void __launch_bounds__(32) softmax_1(const float* __restrict__ b0, const float* __restrict__ b1, const float* __restrict__ b2, float* __restrict__ b3) {
+extern "C" __global__ void softmax_1(const float* __restrict__ b0, const float* __restrict__ b1, const float* __restrict__ b2, float* __restrict__ b3) {
   { const int v0 = (int)blockIdx.x;
     { const int v1 = (int)threadIdx.x;
       if (((v1 + (v0 * 32)) < 4)) {
@@ -39,7 +39,7 @@ extern "C" __global__ void __launch_bounds__(32) softmax_1(const float* __restri
 }
 
 /* "softmax_2": "X" float32[4x32], "softmax" float32[4x32] out, "rowmax" float32[4], "rowsum" float32[4] */
-extern "C" __global__ void __launch_bounds__(32) softmax_2(const float* __restrict__ b0, float* __restrict__ b1, const float* __restrict__ b2, const float* __restrict__ b3) {
+extern "C" __global__ void softmax_2(const float* __restrict__ b0, float* __restrict__ b1, const float* __restrict__ b2, const float* __restrict__ b3) {
   { const int v0 = (int)blockIdx.x;
     { const int v1 = (int)threadIdx.x;
       b1[(v1 + (v0 * 32))] = (tessera_expf((b0[(v1 + (v0 * 32))] - b2[v0])) / b3[v0]);

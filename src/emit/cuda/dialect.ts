@@ -1,7 +1,8 @@
 // The cuda dialect of the C-family walker (../c-family): what the cuda target renders for each TIR
 // construct of one launch (launch.ts). Lowering to CUDA C:
-// - one `extern "C" __global__ void __launch_bounds__(threads) name(const T* __restrict__ b0, …)`
-//   per launch, params typed by their storage type as the c target's (../c/expr.ts), never-stored
+// - one `extern "C" __global__ void [__launch_bounds__(threads)] name(const T* __restrict__ b0, …)`
+//   per launch (the bound only where a block could otherwise need more registers than it may hold:
+//   needsLaunchBounds), params typed by their storage type as the c target's (../c/expr.ts), never-stored
 //   params `const`, `__restrict__` unless an in-place kernel passes one block as two params;
 // - loop variables and integer lets are `int` where every integer the launch computes fits 32 bits
 //   (index-width.ts), else `int64_t` as the c target's;
@@ -29,6 +30,7 @@ import type { Block, CDialect, ForStmt, ReduceLoop, Walk } from "../c-family/dia
 import { commentSafe } from "../c-family/names.js"
 import { castC, cStorage, C_EXPR, C_VALUE, valueClass } from "../c/expr.js"
 import type { Launch } from "./launch.js"
+import type { CudaAttrs } from "../../ast/target.js"
 import { vectorCopy } from "../../ast/tir/vector-access.js"
 
 /** What the cuda target does with each TIR construct (the dialect below implements exactly this). */
@@ -51,7 +53,21 @@ export interface CudaDialectOptions {
   readonly index: "int" | "int64_t"
   /** The widest vector access (bytes; the target record's maxVectorBytes): vectorized copies proven aligned and contiguous become float2 / float4 accesses up to it; 4 or less: none. */
   readonly maxVectorBytes: number
+  /** The declaration carries `__launch_bounds__(threads)` (needsLaunchBounds). */
+  readonly launchBounds: boolean
 }
+
+/**
+ * Whether a launch of `threads` a block needs `__launch_bounds__`: only where ptxas's ceiling of
+ * registers a thread (allocated a warp at a time, 8 registers a thread at a time) could make the
+ * block need more than the registers a block may hold — a launch ptxas must then fit. Below that
+ * the bound only invites ptxas to trade registers for occupancy: on an H100 it held kernels of 3,
+ * 5 and 7 warps (96, 160, 196, 224 threads) to 32 registers and spilled 12–16 bytes a thread, where
+ * unbounded they took 39–56 and spilled nothing (ResNet-18 0.985 → 0.946 ms, MobileNetV2 0.454 →
+ * 0.427; docs/cuda.md, "Launch bounds").
+ */
+export const needsLaunchBounds = (threads: number, a: Pick<CudaAttrs, "warpSize" | "maxRegistersPerThread" | "registersPerBlock">): boolean =>
+  Math.ceil(threads / a.warpSize) * a.warpSize * Math.ceil(a.maxRegistersPerThread / 8) * 8 > a.registersPerBlock
 
 /** The comment before a kernel: its name and params' tensors, outputs marked. */
 export const describeCuda = (f: PrimFunc, stored: ReadonlySet<string>): string =>
@@ -64,8 +80,8 @@ export const cudaStorage = (d: DType): string => (d === "float16" ? "__half" : c
 export const cudaBytes = (d: DType): number => (d === "float16" ? 2 : storageBytes(d))
 
 /** A launch's declaration (`name` its symbol), params under their generated names. */
-export const declareCuda = (name: string, threads: number, f: PrimFunc, params: readonly string[], stored: ReadonlySet<string>, restrict: boolean): string =>
-  `extern "C" __global__ void __launch_bounds__(${threads}) ${name}(${f.params.map((p, k) => `${stored.has(p.name) ? "" : "const "}${cudaStorage(p.dtype)}*${restrict ? " __restrict__" : ""} ${params[k]}`).join(", ")})`
+export const declareCuda = (name: string, threads: number, f: PrimFunc, params: readonly string[], stored: ReadonlySet<string>, restrict: boolean, launchBounds = true): string =>
+  `extern "C" __global__ void ${launchBounds ? `__launch_bounds__(${threads}) ` : ""}${name}(${f.params.map((p, k) => `${stored.has(p.name) ? "" : "const "}${cudaStorage(p.dtype)}*${restrict ? " __restrict__" : ""} ${params[k]}`).join(", ")})`
 
 const flatIndex = (w: Walk, source: string, indices: readonly Expr[]): string => {
   const b = w.buffer(source)
@@ -144,7 +160,7 @@ export const cudaDialect = (launch: Launch, options: CudaDialectOptions): CDiale
     target: "cuda",
     prelude: "",
     wholeLoop,
-    signature: (f, name, params, stored) => [describeCuda(f, stored), `${declareCuda(name, threads, f, params, stored, options.restrict)} {`],
+    signature: (f, name, params, stored) => [describeCuda(f, stored), `${declareCuda(name, threads, f, params, stored, options.restrict, options.launchBounds)} {`],
     expr: C_EXPR,
     // (a read: a half widens to float; stores write their element themselves)
     access: (source, indices, w) => (w.buffer(source)?.dtype === "float16" ? `__half2float(${element(source, indices, w)})` : element(source, indices, w)),

@@ -10,7 +10,7 @@ import { renderFunction } from "../c-family/render.js"
 import { commentSafe } from "../c-family/names.js"
 import { EmitError } from "../emit-error.js"
 import { isSafeCName } from "../c/emit.js"
-import { cudaDialect } from "./dialect.js"
+import { cudaDialect, needsLaunchBounds } from "./dialect.js"
 import { fitsInt32 } from "./index-width.js"
 import { splitLaunches, type Dim3 } from "./launch.js"
 import { CUDA_HALF_SUPPORT, CUDA_PRELUDE } from "./prelude.js"
@@ -87,7 +87,7 @@ export const emitCuda = (funcs: readonly PrimFunc[], attrs: CudaAttrs, options: 
     const split = splitLaunches(f)
     const launches = split.launches.map((l): CudaLaunch => {
       verifyLaunch(l, attrs)
-      const text = renderFunction(cudaDialect(l, { restrict: (options.restrict ?? true) && !options.aliased?.has(f.name), index: fitsInt32(l.func.body) ? "int" : "int64_t", maxVectorBytes: attrs.maxVectorBytes }), l.func, l.name)
+      const text = renderFunction(cudaDialect(l, { restrict: (options.restrict ?? true) && !options.aliased?.has(f.name), index: fitsInt32(l.func.body) ? "int" : "int64_t", maxVectorBytes: attrs.maxVectorBytes, launchBounds: needsLaunchBounds(l.block[0] * l.block[1] * l.block[2], attrs) }), l.func, l.name)
       const key = codeKey(l.name, text)
       let symbol = byCode.get(key)
       if (symbol === undefined) {
