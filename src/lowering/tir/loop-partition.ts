@@ -47,18 +47,20 @@ const safePrefix = (cond: Expr, loopVar: string, inner: Bounds, outer: Bounds): 
   }
   if (cond.op !== "lt" || cond.b.kind !== "const") return undefined
   // e = a·v + rest, with a > 0: holds for v < (n - max(rest)) / a
-  const e = cond.a
+  const lin = increasing(cond.a, loopVar, inner, outer)
+  if (lin === undefined || !Number.isFinite(lin.rest.max)) return undefined
+  return Math.ceil((cond.b.value - lin.rest.max) / lin.coef)
+}
+
+/** e as a·v + rest with a > 0 a constant (e(v) − e(0) is a·v) and rest's bounds; undefined where it is not. */
+const increasing = (e: Expr, loopVar: string, inner: Bounds, outer: Bounds): { coef: number; rest: Interval } | undefined => {
   const at0 = simplify(substitute(e, new Map([[loopVar, c(0)]])))
   const at1 = simplify(substitute(e, new Map([[loopVar, c(1)]])))
   const coef = simplify(add(at1, mul(at0, c(-1))))
   if (coef.kind !== "const" || coef.value <= 0) return undefined
-  // linear in v only if e(v) - e(0) == coef·v
   const diff = simplify(add(e, mul(at0, c(-1))))
-  const lin = simplify(mul(v(loopVar), coef))
-  if (exprKey(diff) !== exprKey(lin)) return undefined
-  const rest = intervalOf(at0, new Map([...outer, ...inner]))
-  if (!Number.isFinite(rest.max)) return undefined
-  return Math.ceil((cond.b.value - rest.max) / coef.value)
+  if (exprKey(diff) !== exprKey(simplify(mul(v(loopVar), coef)))) return undefined
+  return { coef: coef.value, rest: intervalOf(at0, new Map([...outer, ...inner])) }
 }
 
 const hinted = (s: Stmt & { kind: "for" }): boolean => (s.pragmas ?? []).some(([k]) => k === LOOP_PARTITION_HINT)
@@ -96,17 +98,11 @@ const changePoints = (cond: Expr, loopVar: string, inner: Bounds, outer: Bounds,
   if (op === undefined || e === undefined || n === undefined) return
   // each comparison as the boundary b where e >= b starts to hold: e < n and e >= n at n, e <= n and e > n at n + 1
   const b = op === "lt" || op === "ge" ? n : n + 1
-  const at0 = simplify(substitute(e, new Map([[loopVar, c(0)]])))
-  const at1 = simplify(substitute(e, new Map([[loopVar, c(1)]])))
-  const coef = simplify(add(at1, mul(at0, c(-1))))
-  if (coef.kind !== "const" || coef.value <= 0) return
-  const diff = simplify(add(e, mul(at0, c(-1))))
-  if (exprKey(diff) !== exprKey(simplify(mul(v(loopVar), coef)))) return
-  const rest = intervalOf(at0, new Map([...outer, ...inner]))
-  if (!Number.isFinite(rest.max) || !Number.isFinite(rest.min)) return
+  const lin = increasing(e, loopVar, inner, outer)
+  if (lin === undefined || !Number.isFinite(lin.rest.max) || !Number.isFinite(lin.rest.min)) return
   // e >= b for every rest from v >= (b - rest.min) / a; for none below (b - rest.max) / a
-  out.add(Math.ceil((b - rest.max) / coef.value))
-  out.add(Math.ceil((b - rest.min) / coef.value))
+  out.add(Math.ceil((b - lin.rest.max) / lin.coef))
+  out.add(Math.ceil((b - lin.rest.min) / lin.coef))
 }
 
 const partitionStmt = (s: Stmt, outer: Map<string, Interval>): Stmt => {
