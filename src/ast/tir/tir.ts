@@ -72,6 +72,9 @@ export interface PrimFunc {
   readonly body: Stmt
 }
 
+/** The pragma that asks lowering.LoopPartition to cut a loop on its body's select conditions too (TVM's name); no emitter prints it. */
+export const LOOP_PARTITION_HINT = "loop_partition_hint"
+
 export const seq = (body: readonly Stmt[]): Stmt => {
   const flat = body.flatMap((s) => (s.kind === "seq" ? s.body : [s]))
   return flat.length === 1 ? flat[0] : { kind: "seq", body: flat }

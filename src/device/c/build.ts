@@ -53,8 +53,12 @@ const NO_VECTOR_EPILOGUES = "--param=vect-epilogues-nomask=0"
  * vectorize; --param=vect-epilogues-nomask=0: no vectorized epilogue loops, which gcc 12.2
  * miscompiles (x86-64, AVX2 and AVX-512) for a guarded load in an `omp simd` loop in a parallel
  * region, dropping a lane of the epilogue (a padded ConvTranspose lost a tap: test/c-epilogue-miscompile.test.ts).
+ * -fno-tree-loop-distribute-patterns: gcc (on at -O3) made the int8 kernels' tile zero-inits and the
+ * sums' compaction rows calls to memset / memmove of 224–1024 bytes; inline they are vector stores
+ * (ResNet-18 int8's stem 0.71 → 0.62 ms, its 56² convs 0.44 → 0.39; fp32 ResNet-18 neutral:
+ * docs/backends.md, 2026-11-27 eleventh session).
  */
-export const C_FLAGS = ["-O3", "-march=native", "-mprefer-vector-width=512", "-fopenmp", "-std=gnu11", "-fwrapv", "-fno-math-errno", NO_VECTOR_EPILOGUES, "-fPIC", "-Wl,-z,nodelete"] as const
+export const C_FLAGS = ["-O3", "-march=native", "-mprefer-vector-width=512", "-fopenmp", "-std=gnu11", "-fwrapv", "-fno-math-errno", "-fno-tree-loop-distribute-patterns", NO_VECTOR_EPILOGUES, "-fPIC", "-Wl,-z,nodelete"] as const
 
 /**
  * Small units, batched: measured on DenseNet-121's 192 units (docs/backends.md, "where DenseNet-121's

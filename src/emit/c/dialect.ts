@@ -22,7 +22,7 @@
 import { storageBytes } from "../../ast/graph/dtype.js"
 import { add, c, mul, type Expr } from "../../ast/te/expr.js"
 import { intervalOf } from "../../ast/te/simplify.js"
-import type { PrimFunc, Region } from "../../ast/tir/tir.js"
+import { LOOP_PARTITION_HINT, type PrimFunc, type Region } from "../../ast/tir/tir.js"
 import { rowMajor, storageElements } from "../../ast/tir/analysis.js"
 import type { CDialect, ForStmt, OutlinedLoop, ReduceLoop, StmtOf, Walk } from "../c-family/dialect.js"
 import { commentSafe, isIdentifier } from "../c-family/names.js"
@@ -77,7 +77,7 @@ const flatIndex = (w: Walk, source: string, indices: readonly Expr[]): string =>
 
 const access = (source: string, indices: readonly Expr[], w: Walk): string => `${w.buf(source)}[${flatIndex(w, source, indices)}]`
 
-const KNOWN_PRAGMAS = new Set(["auto_unroll_max_step"])
+const KNOWN_PRAGMAS = new Set(["auto_unroll_max_step", LOOP_PARTITION_HINT])
 
 const loopOf = (parallel: CParallel) => (s: ForStmt, w: Walk): { open: string[]; close: string[] } => {
   const v = w.variable(s.var.name)

@@ -15,6 +15,7 @@ import * as S from "../../ast/schedule/schedule.js"
 import { collect, type ComputeTensor } from "../../ast/te/expr.js"
 import { avx2Dot16x4, simd128Dot4x4, vnniDot16x4, vnniDotPx16x4 } from "../../ast/te/intrinsic.js"
 import { DOT_LANES } from "../op-library-int8-blocked.js"
+import { LOOP_PARTITION_HINT } from "../../ast/tir/tir.js"
 import { accumulatorCap, anchorStage, dataLeaves, divisors, largest, narrowedStage, parallelize, parallelOuter } from "./common.js"
 import type { Config, Knob, Template } from "./template.js"
 
@@ -193,6 +194,8 @@ const activationsAlongPixels = (s0: S.Schedule, anchor: S.Stage, tile?: number):
     const byTile = !taps && tile !== undefined && t.shape[2] % tile === 0
     const sp = S.split(s, t.name, p, { factor: byTile ? tile : row ?? Math.max(...divisors(t.shape[2], S.MAX_VECTORIZED)) })
     s = S.unroll(sp.schedule, t.name, r)
+    // a padded row: its columns cut where the padding's bounds change (LoopPartition), so the interior copies without a select
+    if (row !== undefined) s = S.pragma(s, t.name, sp.inner, LOOP_PARTITION_HINT, "1")
     if (byTile) s = parallelOuter(S.reorder(s, t.name, [n, sp.outer, cb, sp.inner, r]), t.name, [n, sp.outer])
     else s = parallelOuter(s, t.name, [n, cb, sp.outer])
     done.push(t.name)
