@@ -14,7 +14,7 @@ import type { Tensor } from "../../src/ast/graph/tensor.js"
 import type * as S from "../../src/ast/schedule/schedule.js"
 import { matmulRegisterTile, matmulTemplate } from "../../src/lowering/templates/matmul.js"
 import { candidatesOf, convRegisterTile, divisors, GCC_FOLDED_POSITIONS, mulAddRegisterTile } from "../../src/lowering/templates/common.js"
-import { columnTiles, imageBands, inputStaysWeightsStream } from "../../src/lowering/templates/conv2d-nchwc.js"
+import { columnTiles, imageBands, inputStaysWeightsStream, projectionOrder } from "../../src/lowering/templates/conv2d-nchwc.js"
 import { innerReductionTemplate, reductionTemplate } from "../../src/lowering/templates/reduction.js"
 import { RF_PARTS_BY_DEFAULT } from "../../src/lowering/templates/rfactor.js"
 import { at, compute, type ComputeTensor } from "../../src/ast/te/tensor.js"
@@ -463,8 +463,9 @@ describe("the conv rule's channel tile order (conv2d_NCHWc defaults, oc_order)",
     seed: fc.nat(),
   })
 
-  it("puts a projection's channel tiles inside its image tiles, but outermost where its input fits half the L2 and its weights do not (each weight then read once, the input kept in L2); evaluates equal to the TE", () => {
+  it("puts a projection's channel tiles inside its image tiles where its weights fit half the L2, outermost where only its input does (each weight then read once, the input kept in L2), inside its row tiles where neither does and a row's input does (the weights streamed once a row, not once an image tile); evaluates equal to the TE", () => {
     let both = 0
+    let rows = 0
     fc.assert(
       fc.property(arbCase, (o) => {
         const cc = blockedConvCase(o.seed, { ...o, K: 1, pad: 0, epilogue: false })
@@ -480,8 +481,13 @@ describe("the conv rule's channel tile order (conv2d_NCHWc defaults, oc_order)",
         expect(inputStaysWeightsStream(knobs, o.ob, target)).toBe(stays)
         const projection = IC > OC
         if (projection && stays) both++
+        // neither the weights nor the input within half the L2: a row's input (IC × OW floats) decides
+        const [weightsFit, rowFits] = [IC * OC * 4 <= o.l2 / 2, IC * OW * 4 <= o.l2 / 2]
+        const neither = projection && !weightsFit && !stays
+        if (neither && rowFits) rows++
+        expect(projectionOrder(knobs, o.ob, target)).toBe(weightsFit ? "inner" : stays ? "outer" : rowFits ? "rows" : "inner")
         // (channel tiles outermost on 2 cores where the weights, a row's input and the row fit the L2: in bands, the band rule's law)
-        expect(d.oc_order).toBe(projection && !stays ? "inner" : imageBands(knobs, o.ob, target) ? "rows" : "outer")
+        expect(d.oc_order).toBe(neither ? (rowFits ? "rows" : "inner") : projection && !stays ? "inner" : imageBands(knobs, o.ob, target) ? "rows" : "outer")
         const f = runTirSync(cpuTirPipeline(), lowerSync(t.apply(cc.outputs, base, d)))
         const outs = evaluatePrimFunc(f, cc.inputs)
         assertAllClose(cc.outputs.map((x) => outs.get(x.name)!), evaluateTE(cc.outputs, cc.inputs), 1e-4, 1e-5)
@@ -489,6 +495,7 @@ describe("the conv rule's channel tile order (conv2d_NCHWc defaults, oc_order)",
       lawParams(40),
     )
     expect(both).toBeGreaterThan(0)
+    expect(rows).toBeGreaterThan(0)
   })
 })
 

@@ -103,6 +103,29 @@ export const inputStaysWeightsStream = (knobs: readonly Knob[], lanes: number, t
 }
 
 /**
+ * Where a projection's channel tiles go (a 1×1 conv with more input than output channels; the
+ * defaults' oc_order): inside the image tiles where its weights fit half the record's L2 (halfL2:
+ * the input, the larger tensor, read once, the weights kept in L2); outermost where they do not and
+ * the input does (inputStaysWeightsStream); where neither fits, inside the row tiles (`rows`)
+ * where one output row's input (IC × OW floats, at any stride) fits half the L2 — inside the image
+ * tiles every weight streams from L3 again for every image tile, inside the row tiles once a row,
+ * the row's input kept in cache while each channel tile reads it. ResNet-50's 14×14 convs of 1024
+ * → 256 channels (1 MiB of weights, 784 KiB of input; Zen 5, 1 MiB L2, tiles of 7 columns): the
+ * weights streamed 14 times instead of 28; in the sequence, CPU time, 0.92–0.95 of their time
+ * (docs/scheduling.md); outermost, the input read 8 times, 1.05–1.27.
+ */
+export const projectionOrder = (knobs: readonly Knob[], lanes: number, target: ScheduleTarget): "inner" | "outer" | "rows" => {
+  const extent = (name: string) => {
+    const k = knobs.find((x) => x.name === name)
+    return k?.kind === "split" ? k.extent : 1
+  }
+  const fits = (floats: number) => floats * 4 <= halfL2(target)
+  if (fits(reduceVolume(knobs) * ocBlocks(knobs) * blockLanes(knobs, lanes))) return "inner"
+  if (inputStaysWeightsStream(knobs, lanes, target)) return "outer"
+  return fits(reduceVolume(knobs) * extent("tile_ow")) ? "rows" : "inner"
+}
+
+/**
  * Whether a conv with its channel tiles outermost walks the image in bands instead (`oc_order`
  * "rows"): on more than one core, where all its weights (IC·KH·KW × OC floats), the input a row of
  * outputs reads (IC·KH·KW × OW) and that row (OC × OW) fit the record's L2 — what a core walking its
@@ -269,9 +292,10 @@ export const convTemplate: Template = {
     // 0.62 -> 0.39 ms); expansions and ResNet-18's 3x3 convs ran slower in that order, so they
     // keep their channel tiles outermost. Not where the input stays in half the L2 while the
     // weights do not (inputStaysWeightsStream): the input is then read from L2 by every channel
-    // tile anyway, and channel tiles inside stream all the weights again for every image tile
+    // tile anyway, and channel tiles inside stream all the weights again for every image tile;
+    // where neither fits, inside the row tiles (projectionOrder)
     const projection = kernelTaps(knobs) === 1 && reduceVolume(knobs) > ocBlocks(knobs) * lanes
-    if (has("oc_order")) cfg.oc_order = projection && !inputStaysWeightsStream(knobs, lanes, target) ? "inner" : "outer"
+    if (has("oc_order")) cfg.oc_order = projection ? projectionOrder(knobs, lanes, target) : "outer"
     if (has("oc_order") && cfg.oc_order === "outer" && imageBands(knobs, lanes, target)) cfg.oc_order = "rows"
     // the whole reduction inside the register tile; batches outside the image's tiles are the
     // tuner's to try (2-5% on the layers timed alone: docs/tuning.md)
