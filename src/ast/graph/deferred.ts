@@ -28,7 +28,7 @@ export type Recipe =
   | { readonly kind: "scaled-matrix"; readonly source: Tensor; readonly alpha: number; readonly transpose: boolean }
   /** a dense weight [K, N] in column panels [⌈N/b⌉, K, b] (the padding zero) */
   | { readonly kind: "dense-panels"; readonly source: Tensor; readonly b: number }
-  /** the bytes of a model's file, read when asked (stored.ts): any range of elements, or all of them held in a buffer lent meanwhile */
+  /** the bytes of a model's file, read when asked (`stored`): any range of elements, or all of them in a buffer lent meanwhile (lendingSources) */
   | { readonly kind: "stored" }
 
 /**
