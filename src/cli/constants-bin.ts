@@ -7,7 +7,7 @@
 // of a page (2026-11-27, tenth session, Zen 5 VM: ~14 µs each, 0.55 s); through the buffer, ~1.6 k.
 // The bytes are the same either way (test/constants-bin.test.ts writes them through buffers of
 // several sizes).
-import { rangeUnit, pendingRecipe, writeRangeInto } from "../ast/graph/deferred.js"
+import { lendingSources, pendingRecipe, rangeUnit, sourceBytes, writeRangeInto } from "../ast/graph/deferred.js"
 import { DTYPE_INFO } from "../ast/graph/dtype.js"
 import type { Graph } from "../ast/graph/graph.js"
 import { exactValues, sizeOf, type Tensor } from "../ast/graph/tensor.js"
@@ -45,8 +45,13 @@ export const constantsBin = (graph: Graph, pieceBytes: number = PIECE_BYTES): { 
   }
   // a deferred weight computes whole units at a time: the buffer holds at least one
   const capacity = entries.reduce((c, e) => (e.deferred ? Math.max(c, rangeUnit(e.t) * DTYPE_INFO[e.t.dtype].array.BYTES_PER_ELEMENT) : c), pieceBytes)
+  // a deferred weight's sources still in the model's file (stored) are read whole into one scratch
+  // buffer reused, each once, while it is computed (lendingSources); a stored weight written as it is
+  // is read straight into the buffer, a piece at a time
+  const lent = entries.reduce((n, e) => (e.deferred && pendingRecipe(e.t)?.kind !== "stored" ? Math.max(n, sourceBytes(e.t)) : n), 0)
   const write = (sink: (piece: Uint8Array) => void): void => {
     const buffer = new Uint8Array(capacity)
+    const scratch = new ArrayBuffer(lent)
     let used = 0
     const flush = () => {
       if (used > 0) sink(buffer.subarray(0, used))
@@ -70,17 +75,21 @@ export const constantsBin = (graph: Graph, pieceBytes: number = PIECE_BYTES): { 
         // first where that part does not start at a multiple of the element's size)
         const { array } = DTYPE_INFO[t.dtype]
         const [width, unit, n] = [array.BYTES_PER_ELEMENT, rangeUnit(t), sizeOf(t.shape)]
-        for (let start = 0; start < n; ) {
-          if (used % width !== 0) flush()
-          const count = Math.min(n - start, Math.floor((capacity - used) / width / unit) * unit)
-          if (count === 0) {
-            flush()
-            continue
+        const fill = () => {
+          for (let start = 0; start < n; ) {
+            if (used % width !== 0) flush()
+            const count = Math.min(n - start, Math.floor((capacity - used) / width / unit) * unit)
+            if (count === 0) {
+              flush()
+              continue
+            }
+            writeRangeInto(t, start, new array(buffer.buffer, used, count))
+            used += count * width
+            start += count
           }
-          writeRangeInto(t, start, new array(buffer.buffer, used, count))
-          used += count * width
-          start += count
         }
+        if (pendingRecipe(t)?.kind === "stored") fill()
+        else lendingSources(t, scratch, fill)
       } else put(bytesOf(t))
       off = aligned + byteLengthOf(t)
     }

@@ -9,6 +9,8 @@ import type { Tensor } from "../ast/graph/tensor.js"
 import { decodeModelSync, type OnnxDecodeError } from "../ast/onnx/decode.js"
 import { DecodeError } from "../ast/onnx/errors.js"
 import { checkExternalLocation, type ByteMove } from "../ast/onnx/tensor-proto.js"
+import type { ByteSource } from "../ast/graph/deferred.js"
+import { readModelBytes, UNREAD_BYTES, type ModelBytes } from "./model-bytes.js"
 import { NpyError, parseNpy, serializeNpy } from "./npy.js"
 
 /** A file that cannot be read or written (missing, a folder, no permission, disk full...). */
@@ -49,6 +51,18 @@ export const readBytesSync = (file: string): Uint8Array => {
   } catch (e) {
     throw accessError(file, "read", e)
   }
+}
+
+/** A model's bytes (readBytesSync's checks and errors), its large initializers' raw data left in the file where it is a regular one (readModelBytes). */
+const modelBytesSync = (file: string, unreadBytes: number): ModelBytes => {
+  try {
+    const st = fs.statSync(file)
+    if (st.isDirectory()) throw Object.assign(new Error("is a folder"), { code: "EISDIR" })
+    if (st.isFile()) return readModelBytes(path.resolve(file), unreadBytes)
+  } catch (e) {
+    throw accessError(file, "read", e)
+  }
+  return { bytes: readBytesSync(file), unread: new Map(), readAt: () => {} }
 }
 
 /** What a non-regular file is, in words. */
@@ -101,10 +115,23 @@ export const externalReader = (folder: string) => (location: string, offset: num
  * a tensor moved to its alignment is read from the file again into its new place (a kernel copy:
  * ~20 ms for ResNet-50's 100 MB, where moving them in memory cost ~200 ms on this VM, whose first
  * write from user space to a page is dear even after read() filled it). A read that comes back short
- * (the file changed meanwhile) is a FileAccessError.
+ * (the file changed meanwhile) is a FileAccessError. The raw data of initializers of `unreadBytes`
+ * or more is left in the file (model-bytes.ts) and read when asked, a range at a time (stored
+ * tensors): a FileAccessError then if the file changed since.
  */
-export const readModelSync = (file: string): Graph => {
-  const bytes = readBytesSync(file)
+export const readModelSync = (file: string, unreadBytes: number = UNREAD_BYTES): Graph => {
+  const { bytes, unread: left, readAt } = modelBytesSync(file, unreadBytes)
+  // raw data left in the file (model-bytes.ts): a stored tensor reads it when asked, a FileAccessError if it cannot
+  const unread = (raw: Uint8Array): ByteSource | undefined =>
+    raw.buffer === bytes.buffer && left.get(raw.byteOffset) === raw.length
+      ? (at, out) => {
+          try {
+            readAt(raw.byteOffset + at, out)
+          } catch (e) {
+            throw accessError(file, "read", e)
+          }
+        }
+      : undefined
   let fd: number | undefined
   const moveBytes: ByteMove = (buffer, to, from, length) => {
     try {
@@ -115,7 +142,7 @@ export const readModelSync = (file: string): Graph => {
     }
   }
   try {
-    return decodeModelSync(bytes, { readExternal: externalReader(path.dirname(path.resolve(file))), adoptBytes: true, moveBytes })
+    return decodeModelSync(bytes, { readExternal: externalReader(path.dirname(path.resolve(file))), adoptBytes: true, moveBytes, unread })
   } finally {
     if (fd !== undefined) fs.closeSync(fd)
   }

@@ -13,7 +13,7 @@
 // (a scaled row's product rounded into float32, then copied by the pack). The artifact's constants
 // are written straight from the recipes (writeInto), so a weight nothing reads during compilation
 // is computed once, into constants.bin.
-import { allocate, type DType, type TypedArray } from "./dtype.js"
+import { allocate, DTYPE_INFO, type DType, type TypedArray } from "./dtype.js"
 import { sizeOf, type Tensor } from "./tensor.js"
 
 /** How a deferred tensor's values come from another tensor's (what a transform may read through). */
@@ -28,6 +28,8 @@ export type Recipe =
   | { readonly kind: "scaled-matrix"; readonly source: Tensor; readonly alpha: number; readonly transpose: boolean }
   /** a dense weight [K, N] in column panels [⌈N/b⌉, K, b] (the padding zero) */
   | { readonly kind: "dense-panels"; readonly source: Tensor; readonly b: number }
+  /** the bytes of a model's file, read when asked (`stored`): any range of elements, or all of them in a buffer lent meanwhile (lendingSources) */
+  | { readonly kind: "stored" }
 
 /**
  * How a deferred tensor computes: a stretch of whole units into an array of its dtype (all of it
@@ -44,11 +46,17 @@ export interface Compute {
 
 const RECIPE = Symbol("deferred.recipe")
 const PENDING = Symbol("deferred.pending")
+const LEND = Symbol("deferred.lend")
 
 interface Deferred extends Tensor {
   readonly [RECIPE]: Recipe
   /** its computation while `data` has not been read; afterwards undefined */
   readonly [PENDING]: () => Compute | undefined
+}
+
+/** A stored tensor (`stored`): its values may be lent an array for a while (lendingSources). */
+interface Lendable extends Deferred {
+  readonly [LEND]: (values: TypedArray | undefined) => void
 }
 
 /** A tensor whose data is computed on first read (once, by `compute.fillRange`); `recipe` says how, for a transform that reads through it. */
@@ -72,6 +80,83 @@ export const deferred = (dtype: DType, shape: readonly number[], recipe: Recipe,
 }
 
 const pending = (t: Tensor): Compute | undefined => (t as Partial<Deferred>)[PENDING]?.()
+
+/** Reads a stored tensor's bytes from `byteOffset` on into `out` (all of out.length), from wherever they are kept (a model's file: the reader src/device gives). */
+export type ByteSource = (byteOffset: number, out: Uint8Array) => void
+
+/**
+ * A tensor whose values are bytes kept elsewhere (a weight's raw data left in the model's file:
+ * src/device/model-bytes.ts), read when asked: `data` reads them all once and keeps them; a range
+ * (readInto, writeRangeInto) is read straight into the caller's array, so constants.bin copies an
+ * unchanged weight through its reused buffer, and a weight is never held in fresh memory. The
+ * bytes are the dtype's array's own (little-endian, as raw_data): a NaN keeps its payload.
+ * While lendingSources holds it, `data` is an array lent to it (values read in), and it is not pending.
+ */
+export const stored = (dtype: DType, shape: readonly number[], read: ByteSource): Tensor => {
+  const width = DTYPE_INFO[dtype].array.BYTES_PER_ELEMENT
+  let data: TypedArray | undefined
+  let lent: TypedArray | undefined
+  const fillRange = (start: number, out: TypedArray): void => read(start * width, new Uint8Array(out.buffer, out.byteOffset, out.byteLength))
+  const compute: Compute = {
+    fillRange,
+    unit: 1,
+    element: (j) => {
+      const one = allocate(dtype, 1)
+      fillRange(j, one)
+      return one[0]
+    },
+  }
+  const t: Tensor = {
+    dtype,
+    shape: [...shape],
+    get data(): TypedArray {
+      if (lent !== undefined) return lent
+      if (data === undefined) {
+        const out = allocate(dtype, sizeOf(shape))
+        fillRange(0, out)
+        data = out
+      }
+      return data
+    },
+  }
+  Object.defineProperty(t, RECIPE, { value: { kind: "stored" } satisfies Recipe })
+  Object.defineProperty(t, PENDING, { value: () => (data === undefined && lent === undefined ? compute : undefined) })
+  Object.defineProperty(t, LEND, { value: (values: TypedArray | undefined) => void (lent = values) })
+  return t
+}
+
+/** The pending stored tensors a pending tensor's recipes read, down its chain (a stored one itself included). */
+export const storedSources = (t: Tensor): Tensor[] => {
+  const r = pendingRecipe(t)
+  return r === undefined ? [] : r.kind === "stored" ? [t] : storedSources(r.source)
+}
+
+/** The bytes lendingSources needs to hold every stored source of `t` at once. */
+export const sourceBytes = (t: Tensor): number => storedSources(t).reduce((n, s) => n + sizeOf(s.shape) * DTYPE_INFO[s.dtype].array.BYTES_PER_ELEMENT, 0)
+
+/**
+ * Runs `f` with every stored source of `t` (storedSources) read whole into `scratch` (at least
+ * sourceBytes(t) of it, reused call after call), so a deferred weight computed unit by unit reads
+ * its source from memory already touched, each source read once; afterwards they are pending again
+ * and the scratch is the caller's. The values are the same, so nothing computed differs.
+ */
+export const lendingSources = <A>(t: Tensor, scratch: ArrayBuffer, f: () => A): A => {
+  const sources = storedSources(t) as Lendable[]
+  try {
+    let at = 0
+    for (const s of sources) {
+      const { array } = DTYPE_INFO[s.dtype]
+      at = Math.ceil(at / array.BYTES_PER_ELEMENT) * array.BYTES_PER_ELEMENT
+      const values = new array(scratch, at, sizeOf(s.shape)) as TypedArray
+      pending(s)!.fillRange(0, values)
+      s[LEND](values)
+      at += values.byteLength
+    }
+    return f()
+  } finally {
+    for (const s of sources) s[LEND](undefined)
+  }
+}
 
 /** A deferred tensor's recipe while its data has not been computed (after that, reading `data` costs nothing more); else undefined. */
 export const pendingRecipe = (t: Tensor): Recipe | undefined => (pending(t) ? (t as Deferred)[RECIPE] : undefined)
@@ -99,6 +184,7 @@ export const elementOf = (t: Tensor, j: number): number => {
 export const readInto = (t: Tensor, start: number, out: TypedArray): TypedArray => {
   const c = pending(t)
   if (!c) out.set(t.data.subarray(start, start + out.length) as never)
+  else if (c.unit === 1) c.fillRange(start, out)
   else for (let k = 0; k < out.length; k++) out[k] = c.element(start + k)
   return out
 }
@@ -124,13 +210,14 @@ export const writeRangeInto = (t: Tensor, start: number, out: TypedArray): void 
 
 /**
  * `out` holding elements [start, start + out.length) of `w` with row o (`per` elements) scaled by
- * s[o], rounded to `out`'s type. One pass, in a function of its own: inside a rule's closure the
+ * s[o], rounded to `out`'s type; `w` holds elements from `wStart` on (`out` itself may be `w`, those
+ * elements read into it: each is read before it is written). One pass, in a function of its own: inside a rule's closure the
  * loop was optimized on the stack with the whole rule around it (a typed array's map with a
  * callback costs ~10× a plain loop).
  */
-export const scaleRows = <T extends TypedArray>(w: TypedArray, s: Float64Array, per: number, start: number, out: T): T => {
+export const scaleRows = <T extends TypedArray>(w: TypedArray, s: Float64Array, per: number, start: number, out: T, wStart = 0): T => {
   const end = start + out.length
-  for (let o = Math.floor(start / per), j = start; j < end; o++) for (let stop = Math.min(end, (o + 1) * per), so = s[o]; j < stop; j++) out[j - start] = w[j] * so
+  for (let o = Math.floor(start / per), j = start; j < end; o++) for (let stop = Math.min(end, (o + 1) * per), so = s[o]; j < stop; j++) out[j - start] = w[j - wStart] * so
   return out
 }
 
@@ -138,7 +225,8 @@ export const scaleRows = <T extends TypedArray>(w: TypedArray, s: Float64Array, 
 export const scaledRows = (w: Tensor, s: Float64Array): Tensor => {
   const per = sizeOf(w.shape) / w.shape[0]
   return deferred(w.dtype, w.shape, { kind: "scaled-rows", source: w, scale: s }, {
-    fillRange: (start, out) => void scaleRows(w.data, s, per, start, out),
+    // a pending source (a weight still in the model's file) read by the range, not whole
+    fillRange: (start, out) => void (pending(w) ? scaleRows(readInto(w, start, out), s, per, start, out, start) : scaleRows(w.data, s, per, start, out)),
     unit: 1,
     element: (j) => elementOf(w, j) * s[Math.floor(j / per)],
   })
@@ -203,8 +291,9 @@ export const scaledMatrix = (w: Tensor, alpha: number, transpose: boolean): Tens
   return deferred(w.dtype, transpose ? [c, r] : [r, c], { kind: "scaled-matrix", source: w, alpha, transpose }, {
     // transposed: out[i, j] = w[j, i] · alpha at (i - i0)·r + j, rows i from start / r
     fillRange: (start, out) => {
-      const src = w.data
-      if (!transpose) for (let k = 0; k < out.length; k++) out[k] = src[start + k] * alpha
+      // not transposed, a pending source (a weight still in the model's file) is read by the range
+      const [src, from] = !transpose && pending(w) ? [readInto(w, start, out), 0] : [w.data, start]
+      if (!transpose) for (let k = 0; k < out.length; k++) out[k] = src[from + k] * alpha
       else
         for (let i0 = start / r, iEnd = i0 + out.length / r, ib = i0; ib < iEnd; ib += T)
           for (let jb = 0; jb < r; jb += T)

@@ -20,7 +20,7 @@ import { LIMITS, showCount } from "../graph/limits.js"
 import type { Dim, ValueType } from "../graph/op.js"
 import { wideTensor, type Tensor } from "../graph/tensor.js"
 import { DecodeError, UnsupportedModelError } from "./errors.js"
-import { alignRawData, decodeTensor, type ByteMove, type ExternalReader } from "./tensor-proto.js"
+import { alignRawData, decodeTensor, type ByteMove, type ExternalReader, type UnreadRaw } from "./tensor-proto.js"
 
 /** Default-domain opsets Tessera decodes. */
 export const MIN_OPSET = 1
@@ -38,6 +38,13 @@ export interface DecodeOptions {
   readonly adoptBytes?: boolean
   /** How adopted bytes are moved to their alignment (by default copyWithin): the file reader reads them from the file again, cheaper where a page's first write is dear (alignRawData). */
   readonly moveBytes?: ByteMove
+  /**
+   * Raw data the reader left out of `bytes` (zero there; src/device/model-bytes.ts: a large
+   * initializer's, kept in the file): how to read it, for a raw_data field's view onto `bytes`,
+   * or undefined for one that is there. Such a weight becomes a stored tensor (deferred.ts), read
+   * when asked; one of a dtype whose array does not hold raw_data's bytes is read into place.
+   */
+  readonly unread?: UnreadRaw
 }
 
 export type OnnxDecodeError = DecodeError | UnsupportedModelError | UnsupportedOpError | NodeError
@@ -49,6 +56,7 @@ interface Ctx {
   readonly readExternal?: ExternalReader
   /** Raw data as views onto the adopted bytes where aligned (DecodeOptions.adoptBytes). */
   readonly views: boolean
+  readonly unread?: UnreadRaw
   /** How many graphs enclose the one being decoded (0 for the model's graph). */
   readonly depth: number
   /** Nodes decoded so far, subgraphs included (shared by the whole model). */
@@ -178,7 +186,7 @@ const decodeGraph = (g: GraphProto, ctx: Ctx, where: string): Graph => {
   const initializers = new Map<string, Tensor>()
   for (const t of g.initializer) {
     if (t.name === "") throw new DecodeError({ where, reason: "an initializer has no name" })
-    initializers.set(t.name, decodeTensor(t, `${where} initializer '${t.name}'`, ctx.readExternal, ctx.views))
+    initializers.set(t.name, decodeTensor(t, `${where} initializer '${t.name}'`, ctx.readExternal, ctx.views, ctx.unread))
   }
   const sub = where !== "graph"
   const inputs = g.input.filter((i) => !initializers.has(i.name)).map((i) => decodeValueInfo(i, `${where} input`, sub))
@@ -229,9 +237,10 @@ const checkTopological = (g: Graph): void => {
 }
 
 /** Every TensorProto of a graph (initializers, attribute tensors, subgraphs' too) moved to its alignment (alignRawData); a subgraph past the depth limit is left to decodeGraph to refuse. */
-const alignGraph = (g: GraphProto, depth: number, move?: ByteMove): void => {
+const alignGraph = (g: GraphProto, depth: number, move?: ByteMove, unread?: UnreadRaw): void => {
   if (depth > LIMITS.subgraphDepth) return
-  for (const t of g.initializer) alignRawData(t, move)
+  // raw data left in the file is read into an array of its own, aligned: not moved
+  for (const t of g.initializer) if (unread?.(t.rawData) === undefined) alignRawData(t, move)
   for (const n of g.node)
     for (const a of n.attribute) {
       if (a.t) alignRawData(a.t, move)
@@ -271,8 +280,8 @@ export const decodeModelSync = (bytes: Uint8Array, options: DecodeOptions = {}):
     if (o.domain === MICROSOFT_DOMAIN && o.version !== 1n)
       throw new UnsupportedModelError({ where: "model", feature: `${MICROSOFT_DOMAIN} opset ${o.version} (Tessera knows version 1, the only one onnxruntime defines)` })
   const views = options.adoptBytes === true
-  if (views) alignGraph(model.graph, 0, options.moveBytes)
-  const g = decodeGraph(model.graph, { opset, readExternal: options.readExternal, views, depth: 0, count: { nodes: 0 } }, "graph")
+  if (views) alignGraph(model.graph, 0, options.moveBytes, options.unread)
+  const g = decodeGraph(model.graph, { opset, readExternal: options.readExternal, views, unread: options.unread, depth: 0, count: { nodes: 0 } }, "graph")
   checkTopological(g)
   return g
 }

@@ -17,6 +17,7 @@ import {
   ONNX_DTYPE_NAME,
   type DType,
 } from "../graph/dtype.js"
+import { stored, type ByteSource } from "../graph/deferred.js"
 import { allocateBig, isWide, wrapWide } from "../graph/int64.js"
 import { LIMITS } from "../graph/limits.js"
 import { exactValues, wideTensor, type Tensor } from "../graph/tensor.js"
@@ -24,6 +25,9 @@ import { DecodeError, UnsupportedModelError } from "./errors.js"
 
 /** Reads `length` bytes (or to the end) at `offset` of an external data file named by `location`. */
 export type ExternalReader = (location: string, offset: number, length: number | undefined) => Uint8Array
+
+/** Raw data a reader left out of the model's bytes (DecodeOptions.unread): how to read it, for a raw_data view; undefined for raw data that is there. */
+export type UnreadRaw = (raw: Uint8Array) => ByteSource | undefined
 
 /** The largest tensor we agree to materialise (elements). */
 export const MAX_ELEMENTS = LIMITS.tensorElements
@@ -207,9 +211,10 @@ const readTyped = (dtype: DType, tp: TensorProto, n: number, shape: number[], wh
 /**
  * Decodes one TensorProto. `where` names it in errors. With `views`, raw data that starts at a
  * multiple of its element's width becomes a view onto its bytes (the model's, or what
- * `readExternal` returned), not a copy: only for bytes that belong to the decode.
+ * `readExternal` returned), not a copy: only for bytes that belong to the decode. Raw data the
+ * reader left out (`unread`) becomes a stored tensor, or is read into place first.
  */
-export const decodeTensor = (tp: TensorProto, where: string, readExternal?: ExternalReader, views = false): Tensor => {
+export const decodeTensor = (tp: TensorProto, where: string, readExternal?: ExternalReader, views = false, unread?: UnreadRaw): Tensor => {
   const dtype = ONNX_DTYPE[tp.dataType]
   if (!dtype) {
     const name = ONNX_DTYPE_NAME[tp.dataType]
@@ -232,6 +237,12 @@ export const decodeTensor = (tp: TensorProto, where: string, readExternal?: Exte
       throw new DecodeError({ where, reason: "external data offset/length are not valid non-negative integers" })
     const bytes = readExternal(location, offset, length ?? n * BYTES[dtype])
     return fromRaw(dtype, tp.dataType, bytes, n, shape, where, views)
+  }
+  const source = tp.rawData.length > 0 ? unread?.(tp.rawData) : undefined
+  if (source !== undefined) {
+    // left in the file: a stored tensor (read when asked) where raw_data's bytes are its array's
+    if (LITTLE_ENDIAN && SAME_BYTES.has(dtype) && tp.rawData.length === n * BYTES[dtype]) return stored(dtype, shape, source)
+    source(0, tp.rawData)
   }
   if (tp.rawData.length > 0 || (n === 0 && tp.floatData.length + tp.int32Data.length + tp.int64Data.length + tp.doubleData.length + tp.uint64Data.length === 0))
     return fromRaw(dtype, tp.dataType, tp.rawData, n, shape, where, views)
