@@ -18,7 +18,7 @@ import type { DType } from "../../src/ast/graph/dtype.js"
 import { fromArray, type Tensor } from "../../src/ast/graph/tensor.js"
 import { evaluateTE } from "../../src/ast/te/evaluate.js"
 import { add, c, call, cast, div, max, min } from "../../src/ast/te/expr.js"
-import { at, compute, placeholder, type ComputeTensor } from "../../src/ast/te/tensor.js"
+import { at, compute, placeholder, type ComputeTensor, type Placeholder } from "../../src/ast/te/tensor.js"
 import * as S from "../../src/ast/schedule/schedule.js"
 import { createSchedule } from "../../src/ast/schedule/schedule-core.js"
 import type { PrimFunc } from "../../src/ast/tir/tir.js"
@@ -91,14 +91,16 @@ const build = (cs: Case, k: number): { out: ComputeTensor; feeds: Map<string, Te
   const zp = placeholder(`zp${k}`, [1], cs.out)
   const as: DType = cs.wide ? "int32" : cs.out
   const out = compute(`q${k}`, [N], (i) => requantize(at(acc, i), cast("float64", at(m, c(0))), at(zp, c(0)), cs.out, false, as), as)
-  const accs = Array.from({ length: N }, (_, i) => cs.accs[i % cs.accs.length])
-  const feeds = new Map<string, Tensor>([
-    [acc.name, fromArray("int32", [N], accs)],
-    [m.name, fromArray("float32", [1], [cs.m])],
-    [zp.name, fromArray(cs.out, [1], [cs.zp])],
-  ])
-  return { out, feeds }
+  return { out, feeds: epilogueFeeds([acc, cs.accs], [m, cs.m], [zp, cs.zp]) }
 }
+
+/** The feeds of an epilogue over N values (`xs` repeated), a scale [1] and a zero point [1]. */
+const epilogueFeeds = (...[[x, xs], [s, sv], [zp, zv]]: [[Placeholder, readonly number[]], [Placeholder, number], [Placeholder, number]]): Map<string, Tensor> =>
+  new Map<string, Tensor>([
+    [x.name, fromArray(x.dtype, [N], Array.from({ length: N }, (_, i) => xs[i % xs.length]))],
+    [s.name, fromArray(s.dtype, [1], [sv])],
+    [zp.name, fromArray(zp.dtype, [1], [zv])],
+  ])
 
 /** The epilogue lowered with its loop split by 16 and the inner loop vectorized. */
 const lowered = (out: ComputeTensor, name: string): PrimFunc => {
@@ -150,13 +152,7 @@ const buildQuantize = (cs: QCase, k: number): { out: ComputeTensor; feeds: Map<s
     const q0 = call("round", cast("float64", cast("float32", div(cast("float64", at(x, i)), cast("float64", at(s, c(0)))))))
     return cast(cs.out, max(c(lo, "float64"), min(c(hi, "float64"), add(q0, cast("float64", at(zp, c(0)))))))
   }, cs.out)
-  const xs = Array.from({ length: N }, (_, i) => cs.xs[i % cs.xs.length])
-  const feeds = new Map<string, Tensor>([
-    [x.name, fromArray("float32", [N], xs)],
-    [s.name, fromArray("float32", [1], [cs.s])],
-    [zp.name, fromArray(cs.out, [1], [cs.zp])],
-  ])
-  return { out, feeds }
+  return { out, feeds: epilogueFeeds([x, cs.xs], [s, cs.s], [zp, cs.zp]) }
 }
 
 describe("requantize: the c target clamps before the rounding, every target equals round-then-clamp", () => {
