@@ -154,9 +154,14 @@ export const createExecutor = (program: RunnableProgram, mod: DeviceModule): Exe
   // (its 67 kernels' ~530 arguments).
   const noHostGroups = program.kernels.every((k) => k.kind === "compiled") && exactOn(mod, "int64") && exactOn(mod, "uint64")
   const fixedOf = new Map<string, readonly (DeviceBuffer | undefined)[]>()
-  for (const k of program.kernels)
-    if (k.kind === "compiled" && noHostGroups)
-      fixedOf.set(k.name, k.args.map((v) => constantBuffers.get(v) ?? (inputs.has(v) || outputs.has(v) ? undefined : reserved.get(v)?.buffer)))
+  // (and its outputs among them, set on the device after it runs as onDevice would have bound them)
+  const fixedOutputsOf = new Map<string, readonly (readonly [string, DeviceBuffer])[]>()
+  for (const k of program.kernels) {
+    if (k.kind !== "compiled" || !noHostGroups) continue
+    const fixed = k.args.map((v) => constantBuffers.get(v) ?? (inputs.has(v) || outputs.has(v) ? undefined : reserved.get(v)?.buffer))
+    fixedOf.set(k.name, fixed)
+    fixedOutputsOf.set(k.name, k.args.flatMap((v, j) => (fixed[j] && k.outputs.includes(v) ? [[v, fixed[j]] as const] : [])))
+  }
 
   /** The compiled kernels' calls of the latest run (its buffers the reserved ones: valid while the module lives). */
   let lastCalls: readonly KernelCall[] | undefined
@@ -260,8 +265,7 @@ export const createExecutor = (program: RunnableProgram, mod: DeviceModule): Exe
         calls.push({ kernel: k.name, args })
         // what it wrote is on the device now; a host copy read earlier is stale
         for (const o of k.outputs) host.delete(o)
-        // (a fixed output on the device as onDevice would have bound it, for what reads it back)
-        if (fixed) k.args.forEach((v, j) => fixed[j] && k.outputs.includes(v) && device.set(v, fixed[j]))
+        for (const [v, b] of fixedOutputsOf.get(k.name) ?? []) device.set(v, b)
         continue
       }
       runOnHost(k.nodes)
