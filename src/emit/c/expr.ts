@@ -125,7 +125,9 @@ const ZP_DTYPES: ReadonlySet<DType> = new Set<DType>(["int8", "uint8", "int16", 
 
 /**
  * The requantizing epilogue's conversion (op-library-quant-int.ts's requantize): int(max(lo, min(hi,
- * round(x) + z))), lo ≤ hi integer constants, z an 8- or 16-bit zero point as a float32, rendered as
+ * round(x) + z))), lo ≤ hi integer constants, z an 8- or 16-bit zero point as a float32 (or all of it
+ * in float64: QuantizeLinear's, op-library-quant.ts — round(x) + z then exact up to 2^53, and past it
+ * still beyond the bounds), rendered as
  * int(round(max(lo − z, min(hi − z, x))) + z) — MLAS's order, the same value: rounding is monotone and
  * keeps the integer bounds, round(x) + z is exact inside [lo, hi] and monotone outside it, and a NaN
  * x gives 0 both ways. gcc vectorizes this as vminps, vmaxps, vrndscaleps, vaddps and one NaN-masked
@@ -133,7 +135,8 @@ const ZP_DTYPES: ReadonlySet<DType> = new Set<DType>(["int8", "uint8", "int16", 
  * operations and a blend (laws/lowering/requantize.law.ts). undefined where `e` is not that form.
  */
 const requantizeF2i = (e: Extract<Expr, { kind: "cast" }>, render: (x: Expr) => string): string | undefined => {
-  if (!NARROW_INT.has(e.dtype) || e.value.dtype !== "float32") return undefined
+  const fdt = e.value.dtype
+  if (!NARROW_INT.has(e.dtype) || (fdt !== "float32" && fdt !== "float64")) return undefined
   const outer = e.value
   if (outer.kind !== "bin" || outer.op !== "max" || outer.a.kind !== "const") return undefined
   const inner = outer.b
@@ -145,7 +148,8 @@ const requantizeF2i = (e: Extract<Expr, { kind: "cast" }>, render: (x: Expr) => 
   const z = q.b
   if (z.kind !== "cast" || !ZP_DTYPES.has(z.value.dtype)) return undefined
   const [x, zs] = [render(q.a.args[0]), render(z)]
-  const v = `tessera_f2i_in32f(nearbyintf(tessera_maxcf(tessera_mincf(${x}, (${constC(hi, "float32")} - ${zs})), (${constC(lo, "float32")} - ${zs}))) + ${zs})`
+  const f = fdt === "float32" ? "f" : ""
+  const v = `tessera_f2i_in32${f}(nearbyint${f}(tessera_maxc${f || "d"}(tessera_minc${f || "d"}(${x}, (${constC(hi, fdt)} - ${zs})), (${constC(lo, fdt)} - ${zs}))) + ${zs})`
   return e.dtype === "int32" ? v : `((${cStorage(e.dtype)})${v})`
 }
 
