@@ -270,6 +270,17 @@ const binFolded = (op: BinOp, a: Expr, b: Expr): Expr | undefined => {
   return undefined
 }
 
+/**
+ * bin(x.op, a, b) for a node `x` whose children were mapped to a and b: `x` itself where bin
+ * would build a node equal to it (both children and the dtype unchanged), as mapExpr keeps it.
+ */
+export const rebin = (x: Extract<Expr, { kind: "bin" }>, a: Expr, b: Expr): Expr => {
+  const folded = binFolded(x.op, a, b)
+  if (folded) return folded
+  const dtype = isCmp(x.op) ? BOOL : a.dtype
+  return a === x.a && b === x.b && dtype === x.dtype ? x : { kind: "bin", op: x.op, a, b, dtype }
+}
+
 export const add = (a: Expr, b: Expr) => bin("add", a, b)
 export const sub = (a: Expr, b: Expr) => bin("sub", a, b)
 export const mul = (a: Expr, b: Expr) => bin("mul", a, b)
@@ -303,7 +314,7 @@ export const read = (source: string, indices: readonly Expr[], dtype: DType): Re
 // Traversals
 
 /** Whether two lists hold the same objects. */
-const sameItems = <A>(xs: readonly A[], ys: readonly A[]): boolean => xs.every((x, i) => x === ys[i])
+export const sameItems = <A>(xs: readonly A[], ys: readonly A[]): boolean => xs.every((x, i) => x === ys[i])
 
 /**
  * Rebuilds `e` bottom-up, giving each node to `f` (which may replace it) before its children are
@@ -322,12 +333,7 @@ export const mapExpr = (e: Expr, f: (e: Expr) => Expr | undefined): Expr => {
       case "var":
         return x
       case "bin": {
-        const a = rec(x.a)
-        const b = rec(x.b)
-        const folded = binFolded(x.op, a, b)
-        if (folded) return folded
-        const dtype = isCmp(x.op) ? BOOL : a.dtype
-        return a === x.a && b === x.b && dtype === x.dtype ? x : { kind: "bin", op: x.op, a, b, dtype }
+        return rebin(x, rec(x.a), rec(x.b))
       }
       case "select": {
         // a condition that maps to a constant picks its arm before the other is mapped: a chain of

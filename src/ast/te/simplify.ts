@@ -1,7 +1,7 @@
 // The arithmetic simplifier for index expressions: canonical linear forms (Σ coef·atom + const,
 // atoms ordered by name), constant folding, floor div/mod of linear forms by constants under
 // known bounds, min/max and comparisons decided by interval analysis.
-import { add, bin, c, isIntDtype, mapExpr, mul, showExpr, type Expr } from "./expr.js"
+import { add, bin, c, isIntDtype, mapExpr, mul, rebin, sameItems, showExpr, type Expr } from "./expr.js"
 
 export interface Interval {
   readonly min: number
@@ -285,10 +285,15 @@ export const simplify = (e: Expr, bounds: Bounds = new Map(), memo: SimplifyMemo
   const hit = key === undefined ? undefined : memo.results.get(key)
   if (hit) return hit
   const rec = (x: Expr): Expr => {
-    if (x.kind === "bin") return simplifyNode(bin(x.op, rec(x.a), rec(x.b)), bounds)
+    // (a node whose children come back as they were is kept, not copied: a float body of
+    // thousands of nodes that nothing simplifies — Winograd's sums of reads — stays one object)
+    if (x.kind === "bin") return simplifyNode(rebin(x, rec(x.a), rec(x.b)), bounds)
     // a read's indices through the memo: a large body reads one tensor at many points whose
     // indices repeat (a Winograd transform's sums of reads), each simplified once
-    if (x.kind === "read") return { ...x, indices: x.indices.map((i) => simplify(i, bounds, memo)) }
+    if (x.kind === "read") {
+      const indices = x.indices.map((i) => simplify(i, bounds, memo))
+      return sameItems(indices, x.indices) ? x : { ...x, indices }
+    }
     return mapExpr(x, (y) => (y === x ? undefined : rec(y)))
   }
   const out = rec(e)
