@@ -380,6 +380,45 @@ export const exprKey = (e: Expr): string => JSON.stringify(e, keyReplacer)
 const keyReplacer = (k: string, v: unknown): unknown =>
   k === "tensor" ? undefined : typeof v === "number" && (!Number.isFinite(v) || Object.is(v, -0)) ? `#${Object.is(v, -0) ? "-0" : String(v)}` : v
 
+/**
+ * Whether exprKey(a) === exprKey(b), found without writing either: the same JSON data — own keys
+ * in the same order, `tensor` and the values JSON leaves out (undefined, functions) skipped,
+ * numbers equal as exprKey keeps them apart (Object.is: NaN one value, -0 not 0). Where the two
+ * could differ it is the stricter (a number never equals exprKey's text for it, an undefined in an
+ * array never a null). A walk that stops at the first difference and allocates nothing.
+ */
+export const sameExprKey = (a: Expr, b: Expr): boolean => sameKeyData(a, b)
+
+const skipped = (o: object, k: string): boolean => {
+  if (k === "tensor") return true
+  const x = (o as Record<string, unknown>)[k]
+  return x === undefined || typeof x === "function" || typeof x === "symbol"
+}
+
+const sameKeyData = (a: unknown, b: unknown): boolean => {
+  // (numbers first: -0 === 0)
+  if (typeof a === "number") return typeof b === "number" && Object.is(a, b)
+  if (a === b) return true
+  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false
+  if (Array.isArray(a) || Array.isArray(b)) {
+    if (!Array.isArray(a) || !Array.isArray(b) || a.length !== b.length) return false
+    for (let i = 0; i < a.length; i++) if (!sameKeyData(a[i], b[i])) return false
+    return true
+  }
+  const ka = Object.keys(a)
+  const kb = Object.keys(b)
+  let i = 0
+  let j = 0
+  for (;;) {
+    while (i < ka.length && skipped(a, ka[i])) i++
+    while (j < kb.length && skipped(b, kb[j])) j++
+    if (i === ka.length || j === kb.length) return i === ka.length && j === kb.length
+    if (ka[i] !== kb[j] || !sameKeyData((a as Record<string, unknown>)[ka[i]], (b as Record<string, unknown>)[kb[j]])) return false
+    i++
+    j++
+  }
+}
+
 /** Replaces variables by name. */
 export const substitute = (e: Expr, env: ReadonlyMap<string, Expr>): Expr =>
   env.size === 0 ? e : mapExpr(e, (x) => (x.kind === "var" ? env.get(x.name) : undefined))
