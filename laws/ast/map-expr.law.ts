@@ -9,6 +9,7 @@
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { bin, c, call, cast, exprKey, mapExpr, read, select, v, type BinOp, type Expr } from "../../src/ast/te/expr.js"
+import { simplify, simplifyMemo, type Interval } from "../../src/ast/te/simplify.js"
 import { lawParams } from "../support.js"
 
 const VARS = ["x", "y", "z"]
@@ -84,5 +85,21 @@ describe("mapExpr keeps the nodes it does not change", () => {
     expect(mapExpr(e, () => undefined)).toBe(e)
     // and a literal its constructor would fold is folded (x + 0 → x), not kept
     expect(mapExpr(raw("add", v("x"), c(0)), () => undefined)).toEqual(v("x"))
+  })
+
+  // simplify keeps a node whose children come back unchanged the same way (rebin): its result is
+  // the one it gives for the expression rebuilt node by node through the constructors (where it
+  // keeps nothing, as it kept nothing before), float sums included (which it never rewrites)
+  it("simplify gives for an expression what it gives for its rebuild through the constructors", () => {
+    const asFloat = (e: Expr): Expr => (e.dtype === "float32" ? e : cast("float32", e))
+    const arbBounds = fc.array(fc.tuple(fc.constantFrom(...VARS), fc.integer({ min: -2, max: 2 }), fc.integer({ min: 0, max: 3 })), { maxLength: 3 })
+    fc.assert(
+      fc.property(arbExpr, arbExpr, fc.boolean(), arbBounds, (e, g, float, bs) => {
+        const x = float ? raw("add", asFloat(e), raw("mul", asFloat(g), c(1, "float32"))) : e
+        const bounds = new Map<string, Interval>(bs.map(([n, lo, w]) => [n, { min: lo, max: lo + w }]))
+        expect(exprKey(simplify(x, bounds, simplifyMemo()))).toBe(exprKey(simplify(rebuild(x, () => undefined), bounds, simplifyMemo())))
+      }),
+      lawParams(400),
+    )
   })
 })

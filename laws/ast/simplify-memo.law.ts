@@ -6,10 +6,12 @@
 //   tensor — exprKey leaves `tensor` out, so a key built like it would give the second the first's;
 // - one expression under two boxes simplifies under each to what is right in that box, whichever
 //   came first (a key without the bounds of its variables would give the second box the first's);
-// - float constants 0 and -0 stay apart (String(-0) is "0").
+// - float constants 0 and -0 stay apart (String(-0) is "0");
+// - calls repeating a few objects under changing boxes (the memo writes an object's key once, its
+//   bounds apart) give what a memo of each call alone gives.
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
-import { bin, c, collect, showExpr, v, type BinOp, type Expr, type Read } from "../../src/ast/te/expr.js"
+import { bin, c, collect, exprKey, showExpr, v, type BinOp, type Expr, type Read } from "../../src/ast/te/expr.js"
 import { evalExpr } from "../../src/ast/te/eval-expr.js"
 import { simplify, simplifyMemo, type Interval } from "../../src/ast/te/simplify.js"
 import { at, placeholder } from "../../src/ast/te/tensor.js"
@@ -67,6 +69,23 @@ describe("simplify's memo", () => {
         }
       }),
       lawParams(1000),
+    )
+  })
+
+  // the memo writes each object's key once (its bounds apart): calls on a few objects, each object
+  // again and again under changing boxes, give through one memo what each gives through its own
+  it("calls repeating a few objects under changing boxes give through one memo what each gives alone", () => {
+    fc.assert(
+      fc.property(fc.array(arbExpr, { minLength: 1, maxLength: 3 }), fc.array(fc.tuple(fc.nat(2), arbBox), { minLength: 1, maxLength: 8 }), (pool, calls) => {
+        const memo = simplifyMemo()
+        for (const [k, box] of calls) {
+          const e = pool[k % pool.length]
+          const shared = simplify(e, box, memo)
+          const alone = simplify(e, box, simplifyMemo())
+          if (exprKey(shared) !== exprKey(alone)) throw new Error(`${showExpr(e)}: through the shared memo ${showExpr(shared)}, alone ${showExpr(alone)}`)
+        }
+      }),
+      lawParams(500),
     )
   })
 

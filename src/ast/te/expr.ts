@@ -270,6 +270,17 @@ const binFolded = (op: BinOp, a: Expr, b: Expr): Expr | undefined => {
   return undefined
 }
 
+/**
+ * bin(x.op, a, b) for a node `x` whose children were mapped to a and b: `x` itself where bin
+ * would build a node equal to it (both children and the dtype unchanged), as mapExpr keeps it.
+ */
+export const rebin = (x: Extract<Expr, { kind: "bin" }>, a: Expr, b: Expr): Expr => {
+  const folded = binFolded(x.op, a, b)
+  if (folded) return folded
+  const dtype = isCmp(x.op) ? BOOL : a.dtype
+  return a === x.a && b === x.b && dtype === x.dtype ? x : { kind: "bin", op: x.op, a, b, dtype }
+}
+
 export const add = (a: Expr, b: Expr) => bin("add", a, b)
 export const sub = (a: Expr, b: Expr) => bin("sub", a, b)
 export const mul = (a: Expr, b: Expr) => bin("mul", a, b)
@@ -303,7 +314,7 @@ export const read = (source: string, indices: readonly Expr[], dtype: DType): Re
 // Traversals
 
 /** Whether two lists hold the same objects. */
-const sameItems = <A>(xs: readonly A[], ys: readonly A[]): boolean => xs.every((x, i) => x === ys[i])
+export const sameItems = <A>(xs: readonly A[], ys: readonly A[]): boolean => xs.every((x, i) => x === ys[i])
 
 /**
  * Rebuilds `e` bottom-up, giving each node to `f` (which may replace it) before its children are
@@ -322,12 +333,7 @@ export const mapExpr = (e: Expr, f: (e: Expr) => Expr | undefined): Expr => {
       case "var":
         return x
       case "bin": {
-        const a = rec(x.a)
-        const b = rec(x.b)
-        const folded = binFolded(x.op, a, b)
-        if (folded) return folded
-        const dtype = isCmp(x.op) ? BOOL : a.dtype
-        return a === x.a && b === x.b && dtype === x.dtype ? x : { kind: "bin", op: x.op, a, b, dtype }
+        return rebin(x, rec(x.a), rec(x.b))
       }
       case "select": {
         // a condition that maps to a constant picks its arm before the other is mapped: a chain of
@@ -373,6 +379,45 @@ export const exprKey = (e: Expr): string => JSON.stringify(e, keyReplacer)
  */
 const keyReplacer = (k: string, v: unknown): unknown =>
   k === "tensor" ? undefined : typeof v === "number" && (!Number.isFinite(v) || Object.is(v, -0)) ? `#${Object.is(v, -0) ? "-0" : String(v)}` : v
+
+/**
+ * Whether exprKey(a) === exprKey(b), found without writing either: the same JSON data — own keys
+ * in the same order, `tensor` and the values JSON leaves out (undefined, functions) skipped,
+ * numbers equal as exprKey keeps them apart (Object.is: NaN one value, -0 not 0). Where the two
+ * could differ it is the stricter (a number never equals exprKey's text for it, an undefined in an
+ * array never a null). A walk that stops at the first difference and allocates nothing.
+ */
+export const sameExprKey = (a: Expr, b: Expr): boolean => sameKeyData(a, b)
+
+const skipped = (o: object, k: string): boolean => {
+  if (k === "tensor") return true
+  const x = (o as Record<string, unknown>)[k]
+  return x === undefined || typeof x === "function" || typeof x === "symbol"
+}
+
+const sameKeyData = (a: unknown, b: unknown): boolean => {
+  // (numbers first: -0 === 0)
+  if (typeof a === "number") return typeof b === "number" && Object.is(a, b)
+  if (a === b) return true
+  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false
+  if (Array.isArray(a) || Array.isArray(b)) {
+    if (!Array.isArray(a) || !Array.isArray(b) || a.length !== b.length) return false
+    for (let i = 0; i < a.length; i++) if (!sameKeyData(a[i], b[i])) return false
+    return true
+  }
+  const ka = Object.keys(a)
+  const kb = Object.keys(b)
+  let i = 0
+  let j = 0
+  for (;;) {
+    while (i < ka.length && skipped(a, ka[i])) i++
+    while (j < kb.length && skipped(b, kb[j])) j++
+    if (i === ka.length || j === kb.length) return i === ka.length && j === kb.length
+    if (ka[i] !== kb[j] || !sameKeyData((a as Record<string, unknown>)[ka[i]], (b as Record<string, unknown>)[kb[j]])) return false
+    i++
+    j++
+  }
+}
 
 /** Replaces variables by name. */
 export const substitute = (e: Expr, env: ReadonlyMap<string, Expr>): Expr =>

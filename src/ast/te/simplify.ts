@@ -1,7 +1,7 @@
 // The arithmetic simplifier for index expressions: canonical linear forms (Σ coef·atom + const,
 // atoms ordered by name), constant folding, floor div/mod of linear forms by constants under
 // known bounds, min/max and comparisons decided by interval analysis.
-import { add, bin, c, isIntDtype, mapExpr, mul, showExpr, type Expr } from "./expr.js"
+import { add, bin, c, isIntDtype, mapExpr, mul, rebin, sameItems, showExpr, type Expr } from "./expr.js"
 
 export interface Interval {
   readonly min: number
@@ -285,10 +285,15 @@ export const simplify = (e: Expr, bounds: Bounds = new Map(), memo: SimplifyMemo
   const hit = key === undefined ? undefined : memo.results.get(key)
   if (hit) return hit
   const rec = (x: Expr): Expr => {
-    if (x.kind === "bin") return simplifyNode(bin(x.op, rec(x.a), rec(x.b)), bounds)
+    // (a node whose children come back as they were is kept, not copied: a float body of
+    // thousands of nodes that nothing simplifies — Winograd's sums of reads — stays one object)
+    if (x.kind === "bin") return simplifyNode(rebin(x, rec(x.a), rec(x.b)), bounds)
     // a read's indices through the memo: a large body reads one tensor at many points whose
     // indices repeat (a Winograd transform's sums of reads), each simplified once
-    if (x.kind === "read") return { ...x, indices: x.indices.map((i) => simplify(i, bounds, memo)) }
+    if (x.kind === "read") {
+      const indices = x.indices.map((i) => simplify(i, bounds, memo))
+      return sameItems(indices, x.indices) ? x : { ...x, indices }
+    }
     return mapExpr(x, (y) => (y === x ? undefined : rec(y)))
   }
   const out = rec(e)
@@ -314,10 +319,23 @@ export interface SimplifyMemo {
   readonly results: Map<string, Expr>
   /** A number per object, for keys that need an object's identity (only equality matters; kept for the memo's life, as the lowering's objects are). */
   readonly ids: Map<object, number>
+  /**
+   * The part of each expression object's key that its bounds do not change (null: too large to
+   * keep), written once per object: a pass simplifies the same index object again and again
+   * (ResNet-50: half of ~52k calls a compile are an object seen before), and an expression is
+   * never changed in place, so its text stays its text. The key is the same string either way.
+   */
+  readonly shapes: WeakMap<Expr, MemoShape | null>
+}
+
+interface MemoShape {
+  readonly text: string
+  /** Its variables, in the order the key writes their bounds. */
+  readonly vars: readonly string[]
 }
 
 /** An empty memo, for one lowering's calls of simplify. */
-export const simplifyMemo = (): SimplifyMemo => ({ results: new Map(), ids: new Map() })
+export const simplifyMemo = (): SimplifyMemo => ({ results: new Map(), ids: new Map(), shapes: new WeakMap() })
 
 const MEMO_CAP = 1 << 13
 /** The most nodes an expression the memo keeps may have. */
@@ -334,9 +352,23 @@ const num = (x: number): string => (Object.is(x, -0) ? "-0" : String(x))
 
 /**
  * The memo's key: `e` written out unambiguously (names length-prefixed, arities counted), then the
- * bounds of its variables; undefined past MEMO_NODES nodes.
+ * bounds of its variables; undefined past MEMO_NODES nodes. The first part is the object's own
+ * (`memo.shapes`), written the first time the memo sees the object.
  */
 const memoKey = (e: Expr, bounds: Bounds, memo: SimplifyMemo): string | undefined => {
+  let shape = memo.shapes.get(e)
+  if (shape === undefined) memo.shapes.set(e, (shape = memoShape(e, memo)))
+  if (shape === null) return undefined
+  let key = shape.text
+  for (const n of shape.vars) {
+    const b = bounds.get(n)
+    key += b ? `|${num(b.min)},${num(b.max)}` : "|?"
+  }
+  return key
+}
+
+/** `e` written out for memoKey, with the variables it holds; null past MEMO_NODES nodes. */
+const memoShape = (e: Expr, memo: SimplifyMemo): MemoShape | null => {
   const vars = new Set<string>()
   let nodes = 0
   const rec = (x: Expr): string => {
@@ -361,13 +393,8 @@ const memoKey = (e: Expr, bounds: Bounds, memo: SimplifyMemo): string | undefine
         return `R${x.dtype} ${idOf(memo, x.combiner)} ${idOf(memo, x.axes)}(${rec(x.source)}${x.where ? `w${rec(x.where)}` : "-"}`
     }
   }
-  let key = rec(e)
-  if (nodes > MEMO_NODES) return undefined
-  for (const n of vars) {
-    const b = bounds.get(n)
-    key += b ? `|${num(b.min)},${num(b.max)}` : "|?"
-  }
-  return key
+  const text = rec(e)
+  return nodes > MEMO_NODES ? null : { text, vars: [...vars] }
 }
 
 /** The difference a - b as a constant, when the linear forms say it is one. */
