@@ -8,6 +8,7 @@
 // caller's.
 import type { Config } from "../lowering/templates/template.js"
 import { bestRecords, RECORD_VERSION, type TuningRecord } from "./records.js"
+import { AUTOTVM } from "../lowering/templates/gpu/conv2d-direct.js"
 
 /** A task of a model's variants: its workload key (the tuning log's), label, GFLOP count's flops and groups. */
 export interface SweepTask {
@@ -77,7 +78,7 @@ export interface TaskChoice {
 }
 
 /** Which sketch of the cuda space a config is in (a config without the knob: the generated one). */
-export const sketchOf = (config: Config | undefined): "generated" | "autotvm" => (config?.cuda_sketch === "autotvm" ? "autotvm" : "generated")
+export const sketchOf = (config: Config | undefined): "generated" | "autotvm" => (config?.[AUTOTVM.knob] === AUTOTVM.value ? "autotvm" : "generated")
 
 /** A variant's time per task: the sum of the medians of the launches of the task's kernels (undefined for a task with no launch measured). */
 export const taskTimes = (v: SweepVariant, run: SweepRun): Map<string, number> => {

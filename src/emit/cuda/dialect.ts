@@ -80,7 +80,7 @@ export const cudaStorage = (d: DType): string => (d === "float16" ? "__half" : c
 export const cudaBytes = (d: DType): number => (d === "float16" ? 2 : storageBytes(d))
 
 /** A launch's declaration (`name` its symbol), params under their generated names. */
-export const declareCuda = (name: string, threads: number, f: PrimFunc, params: readonly string[], stored: ReadonlySet<string>, restrict: boolean, launchBounds = true): string =>
+export const declareCuda = (name: string, threads: number, f: PrimFunc, params: readonly string[], stored: ReadonlySet<string>, restrict: boolean, launchBounds: boolean): string =>
   `extern "C" __global__ void ${launchBounds ? `__launch_bounds__(${threads}) ` : ""}${name}(${f.params.map((p, k) => `${stored.has(p.name) ? "" : "const "}${cudaStorage(p.dtype)}*${restrict ? " __restrict__" : ""} ${params[k]}`).join(", ")})`
 
 const flatIndex = (w: Walk, source: string, indices: readonly Expr[]): string => {
