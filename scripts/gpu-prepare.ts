@@ -12,8 +12,10 @@
 // default artifact, K variants <model>-v<j>/ of its sources only (gzipped; they share the model's
 // constants.bin through the runner's --weights), each compiled with every task (workload) at one
 // config of its `cuda` space: v0 AutoTVM's template at its defaults on every conv2d task (the
-// rest at their defaults), v1… seeded random valid configs (a config the static GPU verifier
-// rejects is drawn again). <model>-variants.json maps each variant's kernels to their task and
+// rest at their defaults), v1 and v2 (K ≥ 3) the defaults and AutoTVM's template with every
+// tiled kernel's `launch_bounds` knob at 1 (bounded, autotvm-bounded: the bound ptxas otherwise
+// gets only where a block needs it), v3… seeded random valid configs (a config the static GPU
+// verifier rejects is drawn again). <model>-variants.json maps each variant's kernels to their task and
 // config; scripts/gpu-check.sh DIR --variants measures them into DIR/sweep.json, and
 // gpu-tune-apply turns that into a tuning log. --tuning-log LOG: each model's artifact compiled
 // with the log's fastest record per workload, and the default as its one variant (measured side
@@ -40,7 +42,7 @@ import { parseNpy, serializeNpy } from "../src/device/npy.js"
 import { loadOrt, runOrt } from "../src/device/onnxruntime.js"
 import { baseSchedule } from "../src/lowering/lower-group.js"
 import { lowerSync } from "../src/lowering/lower.js"
-import { autotvmConfig, gpuLimits, verifyGpuFunc } from "../src/lowering/templates/gpu/index.js"
+import { autotvmConfig, gpuLimits, LAUNCH_BOUNDS_KNOB, verifyGpuFunc } from "../src/lowering/templates/gpu/index.js"
 import type { Config, Knob } from "../src/lowering/templates/template.js"
 import { compileGraph, emitArtifact } from "../src/pipeline.js"
 import type { SweepTask, SweepVariant, VariantsFile } from "../src/search/gpu-sweep.js"
@@ -193,6 +195,19 @@ const randomConfig: Choose = (knobs, defaults, valid, rng) => {
 /** AutoTVM's template at its defaults on a conv2d task, the defaults elsewhere. */
 const autotvmChoice: Choose = (knobs, defaults) => autotvmConfig(knobs, defaults) ?? defaults
 
+/** `choose`'s config with every tiled kernel's `launch_bounds` at 1 (a task without the knob as it was). */
+const bounded =
+  (choose: Choose): Choose =>
+  (knobs, defaults, valid, rng) => {
+    const c = choose(knobs, defaults, valid, rng) ?? defaults
+    return knobs.some((k) => k.name === LAUNCH_BOUNDS_KNOB.name) ? { ...c, [LAUNCH_BOUNDS_KNOB.name]: 1 } : c
+  }
+const firstVariants = [
+  { kind: "autotvm" as const, choose: autotvmChoice },
+  { kind: "bounded" as const, choose: bounded((_, defaults) => defaults) },
+  { kind: "autotvm-bounded" as const, choose: bounded(autotvmChoice) },
+]
+
 const variantOf = (c: Compiled, name: string, dir: string, kind: SweepVariant["kind"]): SweepVariant => ({
   name,
   dir,
@@ -253,7 +268,7 @@ const main = Effect.gen(function* () {
     const plan: { kind: SweepVariant["kind"]; choose: Choose | undefined; settings?: TargetSettings }[] = [
       ...(tuned
         ? [{ kind: "default" as const, choose: undefined }]
-        : Array.from({ length: count }, (_, j) => (j === 0 ? { kind: "autotvm" as const, choose: autotvmChoice } : { kind: "random" as const, choose: randomConfig }))),
+        : Array.from({ length: count }, (_, j) => firstVariants[j] ?? { kind: "random" as const, choose: randomConfig })),
       ...(ablation
         ? [
             { kind: "no-shuffle" as const, choose: noShuffle },

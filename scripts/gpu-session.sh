@@ -17,7 +17,8 @@
 # each within what is left of --deadline seconds. Logs and JSON go to $OUT (or .gpu/session).
 # --sweep (after `node dist/scripts/gpu-prepare.js --out DIR --variants K1,K2 --seed S` here and
 # `--pack DIR`): instead of 1-3, the baseline sweep in one call (what took the H200 two): the
-# variants of DIR (v0 AutoTVM's template at its defaults, the rest seeded random configs of each
+# variants of DIR (v0 AutoTVM's template at its defaults, v1 / v2 the defaults / AutoTVM's with every
+# tiled kernel's launch_bounds knob at 1, the rest seeded random configs of each
 # task's whole cuda space, both sketches), gpu-check --variants (per launch), gpu-tune-apply
 # (per task the fastest correct config; the generated space's best against AutoTVM's template's),
 # the artifacts compiled with that log measured against the defaults, onnxruntime and PyTorch, and

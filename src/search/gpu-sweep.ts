@@ -23,12 +23,13 @@ export interface SweepVariant {
   readonly name: string
   readonly dir: string
   /**
-   * default: the generated defaults; autotvm: AutoTVM's template at its defaults on conv2d tasks (the rest at default); random: seeded; tuned: a tuning log's.
+   * default: the generated defaults; autotvm: AutoTVM's template at its defaults on conv2d tasks (the rest at default); bounded,
+   * autotvm-bounded: the two with every tiled kernel's `launch_bounds` knob at 1; random: seeded; tuned: a tuning log's.
    * The ablations (gpu-prepare --ablation), the defaults emitted another way — not configs, so never a task's best: no-shuffle: the
    * cross-thread reductions' partials summed serially (their `_shuffle` knob 0); no-float4: no vector accesses (a record of 4-byte
    * vectors); previous: both, as the emitter was before warp shuffles and float4.
    */
-  readonly kind: "default" | "autotvm" | "random" | "tuned" | "no-shuffle" | "no-float4" | "previous"
+  readonly kind: "default" | "autotvm" | "bounded" | "autotvm-bounded" | "random" | "tuned" | "no-shuffle" | "no-float4" | "previous"
   readonly configs: Readonly<Record<string, Config>>
   /** Kernel name (the first word of a launch's name in profile.json) → its group and task id. */
   readonly kernels: Readonly<Record<string, { readonly group: number; readonly task: string }>>

@@ -72,6 +72,23 @@ export interface PrimFunc {
   readonly body: Stmt
 }
 
+/** Whether `pred` holds of `s` or of a statement inside it (loops, allocations, lets, sequences, both branches of an if). */
+export const someStmt = (s: Stmt, pred: (s: Stmt) => boolean): boolean => {
+  if (pred(s)) return true
+  switch (s.kind) {
+    case "for":
+    case "allocate":
+    case "let":
+      return someStmt(s.body, pred)
+    case "seq":
+      return s.body.some((b) => someStmt(b, pred))
+    case "if":
+      return someStmt(s.then, pred) || (s.else !== undefined && someStmt(s.else, pred))
+    default:
+      return false
+  }
+}
+
 /** The pragma that asks lowering.LoopPartition to cut a loop on its body's select conditions too (TVM's name); no emitter prints it. */
 export const LOOP_PARTITION_HINT = "loop_partition_hint"
 

@@ -2,7 +2,8 @@
 // construct of one launch (launch.ts). Lowering to CUDA C:
 // - one `extern "C" __global__ void [__launch_bounds__(threads)] name(const T* __restrict__ b0, …)`
 //   per launch (the bound only where a block could otherwise need more registers than it may hold:
-//   needsLaunchBounds), params typed by their storage type as the c target's (../c/expr.ts), never-stored
+//   needsLaunchBounds, or where the schedule asks for it: a loop's `launch_bounds = 1` pragma, the GPU
+//   rules' `launch_bounds` knob), params typed by their storage type as the c target's (../c/expr.ts), never-stored
 //   params `const`, `__restrict__` unless an in-place kernel passes one block as two params;
 // - loop variables and integer lets are `int` where every integer the launch computes fits 32 bits
 //   (index-width.ts), else `int64_t` as the c target's;
@@ -24,13 +25,14 @@
 import { storageBytes, type DType } from "../../ast/graph/dtype.js"
 import { add, c, mul, type Expr } from "../../ast/te/expr.js"
 import { intervalOf } from "../../ast/te/simplify.js"
-import type { PrimFunc } from "../../ast/tir/tir.js"
+import { someStmt, type PrimFunc, type Stmt } from "../../ast/tir/tir.js"
 import { rowMajor, storageElements } from "../../ast/tir/analysis.js"
 import type { Block, CDialect, ForStmt, ReduceLoop, Walk } from "../c-family/dialect.js"
 import { commentSafe } from "../c-family/names.js"
 import { castC, cStorage, C_EXPR, C_VALUE, valueClass } from "../c/expr.js"
 import type { Launch } from "./launch.js"
 import type { CudaAttrs } from "../../ast/target.js"
+import { LAUNCH_BOUNDS_PRAGMA } from "../../lowering/templates/gpu/index.js"
 import { vectorCopy } from "../../ast/tir/vector-access.js"
 
 /** What the cuda target does with each TIR construct (the dialect below implements exactly this). */
@@ -68,6 +70,10 @@ export interface CudaDialectOptions {
  */
 export const needsLaunchBounds = (threads: number, a: Pick<CudaAttrs, "warpSize" | "maxRegistersPerThread" | "registersPerBlock">): boolean =>
   Math.ceil(threads / a.warpSize) * a.warpSize * Math.ceil(a.maxRegistersPerThread / 8) * 8 > a.registersPerBlock
+
+/** Whether some loop of a launch's body carries `launch_bounds = 1` (the schedule's choice of a bound). */
+export const askedLaunchBounds = (body: Stmt): boolean =>
+  someStmt(body, (s) => s.kind === "for" && (s.pragmas ?? []).some(([k, v]) => k === LAUNCH_BOUNDS_PRAGMA && v === "1"))
 
 /** The comment before a kernel: its name and params' tensors, outputs marked. */
 export const describeCuda = (f: PrimFunc, stored: ReadonlySet<string>): string =>
@@ -109,7 +115,7 @@ export const cudaDialect = (launch: Launch, options: CudaDialectOptions): CDiale
   }
   const loop = (s: ForStmt, w: Walk): Block => {
     const open: string[] = []
-    for (const [k, val] of s.pragmas ?? []) if (k !== "auto_unroll_max_step") open.push(`/* pragma ${commentSafe(k)} = ${commentSafe(val)} */`)
+    for (const [k, val] of s.pragmas ?? []) if (k !== "auto_unroll_max_step" && k !== LAUNCH_BOUNDS_PRAGMA) open.push(`/* pragma ${commentSafe(k)} = ${commentSafe(val)} */`)
     switch (s.forKind) {
       case "thread": {
         const tag = s.thread ?? ""

@@ -5,12 +5,12 @@
 // Pure and deterministic: same funcs and options, same bytes; identifiers are generated, names
 // from programs appear only in escaped comments.
 import type { CudaAttrs } from "../../ast/target.js"
-import type { Buffer, PrimFunc, Stmt } from "../../ast/tir/tir.js"
+import { someStmt, type Buffer, type PrimFunc, type Stmt } from "../../ast/tir/tir.js"
 import { renderFunction } from "../c-family/render.js"
 import { commentSafe } from "../c-family/names.js"
 import { EmitError } from "../emit-error.js"
 import { isSafeCName } from "../c/emit.js"
-import { cudaDialect, needsLaunchBounds } from "./dialect.js"
+import { askedLaunchBounds, cudaDialect, needsLaunchBounds } from "./dialect.js"
 import { fitsInt32 } from "./index-width.js"
 import { splitLaunches, type Dim3 } from "./launch.js"
 import { CUDA_HALF_SUPPORT, CUDA_PRELUDE } from "./prelude.js"
@@ -52,23 +52,7 @@ export interface CudaEmitted {
 }
 
 /** Whether a statement holds a barrier or a warp shuffle (its threads meet: the emulator runs them as a team). */
-const hasBarrier = (s: Stmt): boolean => {
-  switch (s.kind) {
-    case "barrier":
-    case "shuffle":
-      return true
-    case "for":
-    case "allocate":
-    case "let":
-      return hasBarrier(s.body)
-    case "seq":
-      return s.body.some(hasBarrier)
-    case "if":
-      return hasBarrier(s.then) || (s.else !== undefined && hasBarrier(s.else))
-    default:
-      return false
-  }
-}
+const hasBarrier = (s: Stmt): boolean => someStmt(s, (x) => x.kind === "barrier" || x.kind === "shuffle")
 
 /** The text that decides a function's code: without comments, its own name taken out. */
 const codeKey = (name: string, text: string): string => text.replace(/\/\*[\s\S]*?\*\//g, "").replace(` ${name}(`, " (")
@@ -87,7 +71,7 @@ export const emitCuda = (funcs: readonly PrimFunc[], attrs: CudaAttrs, options: 
     const split = splitLaunches(f)
     const launches = split.launches.map((l): CudaLaunch => {
       verifyLaunch(l, attrs)
-      const text = renderFunction(cudaDialect(l, { restrict: (options.restrict ?? true) && !options.aliased?.has(f.name), index: fitsInt32(l.func.body) ? "int" : "int64_t", maxVectorBytes: attrs.maxVectorBytes, launchBounds: needsLaunchBounds(l.block[0] * l.block[1] * l.block[2], attrs) }), l.func, l.name)
+      const text = renderFunction(cudaDialect(l, { restrict: (options.restrict ?? true) && !options.aliased?.has(f.name), index: fitsInt32(l.func.body) ? "int" : "int64_t", maxVectorBytes: attrs.maxVectorBytes, launchBounds: needsLaunchBounds(l.block[0] * l.block[1] * l.block[2], attrs) || askedLaunchBounds(l.func.body) }), l.func, l.name)
       const key = codeKey(l.name, text)
       let symbol = byCode.get(key)
       if (symbol === undefined) {

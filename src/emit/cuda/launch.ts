@@ -9,7 +9,7 @@
 // each thread dimension the launch has, which the evaluator reads the same way). Pure.
 import { c, collect, v } from "../../ast/te/expr.js"
 import type { ThreadTag } from "../../ast/schedule/stage.js"
-import { mapStmt, seq, type Buffer, type PrimFunc, type Stmt } from "../../ast/tir/tir.js"
+import { mapStmt, seq, someStmt, type Buffer, type PrimFunc, type Stmt } from "../../ast/tir/tir.js"
 import { EmitError } from "../emit-error.js"
 
 export type Dim3 = readonly [number, number, number]
@@ -38,23 +38,6 @@ const THREAD_TAGS = ["threadIdx.x", "threadIdx.y", "threadIdx.z"] as const
 export const isBlockLoop = (s: Stmt): boolean => s.kind === "for" && s.forKind === "thread" && (s.thread?.startsWith("blockIdx") ?? false)
 export const isThreadLoop = (s: Stmt): boolean => s.kind === "for" && s.forKind === "thread" && (s.thread?.startsWith("threadIdx") ?? false)
 
-/** Every statement of `s` (itself included) satisfying `p`. */
-const some = (s: Stmt, p: (x: Stmt) => boolean): boolean => {
-  if (p(s)) return true
-  switch (s.kind) {
-    case "for":
-    case "allocate":
-    case "let":
-      return some(s.body, p)
-    case "seq":
-      return s.body.some((b) => some(b, p))
-    case "if":
-      return some(s.then, p) || (s.else !== undefined && some(s.else, p))
-    default:
-      return false
-  }
-}
-
 /** Whether `s` reads or writes buffer `name`. */
 const uses = (s: Stmt, name: string): boolean => {
   let used = false
@@ -75,7 +58,7 @@ const uses = (s: Stmt, name: string): boolean => {
 /** The largest constant extent of the loops bound to each tag in `s` (1 where none is). */
 const dims = (s: Stmt, tags: readonly ThreadTag[], fail: (why: string) => never): [number, number, number] => {
   const out: [number, number, number] = [1, 1, 1]
-  some(s, (x) => {
+  someStmt(s, (x) => {
     if (x.kind !== "for" || x.forKind !== "thread" || !x.thread) return false
     const k = tags.indexOf(x.thread)
     if (k < 0) return false
@@ -93,7 +76,7 @@ const dims = (s: Stmt, tags: readonly ThreadTag[], fail: (why: string) => never)
 const oneThread = (s: Stmt, block: Dim3, bound: ReadonlySet<string>, fresh: () => string): Stmt => {
   const unbound = THREAD_TAGS.filter((t) => block[DIM[t.slice(-1) as "x"]] > 1 && !bound.has(t))
   if (unbound.length === 0) return s
-  if (!some(s, isThreadLoop)) {
+  if (!someStmt(s, isThreadLoop)) {
     if (s.kind === "barrier") return s
     const wrapped = unbound.reduce<Stmt>((body, tag) => ({ kind: "for", var: v(fresh()), min: c(0), extent: c(1), forKind: "thread", thread: tag, body }), s)
     return seq([{ kind: "barrier" }, wrapped, { kind: "barrier" }])
@@ -148,8 +131,8 @@ export const splitLaunches = (f: PrimFunc): KernelLaunches => {
     // the grid: the blockIdx loops around the launch's statement, none below it
     let inner = r
     while (isBlockLoop(inner)) inner = (inner as Extract<Stmt, { kind: "for" }>).body
-    if (some(inner, isBlockLoop)) fail(`a blockIdx loop below another statement of its launch (launch ${i}): blocks are the outermost loops`)
-    if (some(r, (x) => x.kind === "for" && x.forKind === "vthread")) fail(`a vthread loop reached emission (launch ${i}): lowering.InjectVirtualThread runs first`)
+    if (someStmt(inner, isBlockLoop)) fail(`a blockIdx loop below another statement of its launch (launch ${i}): blocks are the outermost loops`)
+    if (someStmt(r, (x) => x.kind === "for" && x.forKind === "vthread")) fail(`a vthread loop reached emission (launch ${i}): lowering.InjectVirtualThread runs first`)
     const grid = dims(r, BLOCK_TAGS, fail)
     const block = dims(r, THREAD_TAGS, fail)
     const inBlock = (s: Stmt): Stmt => sharedOf[i].reduceRight<Stmt>((body, buffer) => ({ kind: "allocate", buffer, body }), oneThread(s, block, new Set(), () => `tessera_one${counter++}`))

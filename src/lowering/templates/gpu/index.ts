@@ -14,7 +14,7 @@
 import type { CudaAttrs } from "../../../ast/target.js"
 import type { ComputeTensor } from "../../../ast/te/tensor.js"
 import type { FusedGroup } from "../../../rewrite/fuse-ops.js"
-import type * as S from "../../../ast/schedule/schedule.js"
+import * as S from "../../../ast/schedule/schedule.js"
 import type { ScheduleFn } from "../../lower-group.js"
 import type { Config, Knob, Template } from "../template.js"
 import { autoBind, bindThreads, elementsOf } from "./auto-bind.js"
@@ -26,6 +26,18 @@ import { blockFootprint, footprintRefusal } from "./footprint.js"
 
 const GENERATED = { knob: "cuda_sketch", value: "generated" } as const
 import { applyTiling, epilogueOf, hasReuse, tilingAnchor, tilingDefaults, tilingKnobs } from "./multi-level-tiling.js"
+
+/**
+ * The tiled kernel's `__launch_bounds__`, either sketch: 0 where the emitter's rule wants one
+ * (needsLaunchBounds: only where a block could need more registers than it may hold), 1 always
+ * (the block's threads): ptxas then fits the kernel to the block, which on an H100 spilled some
+ * kernels of 3, 5 or 7 warps and sped others (the stem, 0.0661 → 0.0648 ms; docs/cuda.md,
+ * "Launch bounds") — a choice per kernel, measured, not a rule.
+ */
+export const LAUNCH_BOUNDS_KNOB: Knob = { kind: "choice", name: "launch_bounds", candidates: [0, 1], absent: 0 }
+
+/** The pragma the knob puts on the kernel's outermost loop (the cuda emitter's askedLaunchBounds reads it). */
+export const LAUNCH_BOUNDS_PRAGMA = "launch_bounds"
 
 /** The rule each root stage of a group takes (the tiled anchor's epilogue and cache stages go with it). */
 export type GpuRule = { readonly rule: "tile"; readonly stage: string } | { readonly rule: "cross-thread"; readonly stage: string; readonly prefix: string } | { readonly rule: "bind"; readonly stage: string; readonly prefix: string }
@@ -59,9 +71,9 @@ export const gpuTemplate = (attrs: CudaAttrs, group: S.Schedule): Template => {
       gpuRules(base, l).flatMap((r): Knob[] => {
         if (r.rule === "tile") {
           const own = tilingKnobs(base, r.stage, l)
-          if (!isConv2d(base.stages.get(r.stage)!)) return own
+          if (!isConv2d(base.stages.get(r.stage)!)) return [...own, LAUNCH_BOUNDS_KNOB]
           // a conv2d: AutoTVM's template beside the generated tiling, a `cuda_sketch` knob choosing
-          return [{ kind: "choice", name: "cuda_sketch", candidates: ["generated", "autotvm"], absent: "generated" }, ...own.map((k) => ({ ...k, when: GENERATED })), ...conv2dDirectKnobs(base, r.stage, l)]
+          return [{ kind: "choice", name: "cuda_sketch", candidates: ["generated", "autotvm"], absent: "generated" }, ...own.map((k) => ({ ...k, when: GENERATED })), ...conv2dDirectKnobs(base, r.stage, l), LAUNCH_BOUNDS_KNOB]
         }
         if (r.rule === "cross-thread") return crossThreadKnobs(r.prefix, base.stages.get(r.stage)!, l)
         return [{ kind: "choice", name: `${r.prefix}_threads`, candidates: threadCandidates(l), extent: elementsOf(base.stages.get(r.stage)!) }]
@@ -90,7 +102,7 @@ export const gpuDefaults = (base: S.Schedule, knobs: readonly Knob[], l: GpuLimi
     if (r.rule === "tile") {
       // (the template's knobs, inactive, at their first candidates: one config, one schedule)
       const inactive = Object.fromEntries(knobs.filter((k) => k.when === AUTOTVM || k.when?.value === "autotvm").map((k) => [k.name, k.candidates[0]]))
-      return { ...c, ...inactive, ...(knobs.some((k) => k.name === "cuda_sketch") ? { cuda_sketch: "generated" } : {}), ...tilingDefaults(base, r.stage, knobs, l) }
+      return { ...c, ...inactive, ...(knobs.some((k) => k.name === "cuda_sketch") ? { cuda_sketch: "generated" } : {}), ...tilingDefaults(base, r.stage, knobs, l), launch_bounds: 0 }
     }
     if (r.rule === "cross-thread") return { ...c, ...crossThreadDefaults(r.prefix, knobs, l) }
     return { ...c, [`${r.prefix}_threads`]: bindThreads(elementsOf(base.stages.get(r.stage)!), l) }
@@ -100,7 +112,15 @@ export const gpuDefaults = (base: S.Schedule, knobs: readonly Knob[], l: GpuLimi
 export const applyGpuRules = (base: S.Schedule, config: Config, l: GpuLimits): S.Schedule => {
   const rules = gpuRules(base, l)
   let s = base
-  for (const r of rules) if (r.rule === "tile") s = config.cuda_sketch === "autotvm" ? applyConv2dDirect(s, r.stage, config) : applyTiling(s, r.stage, config)
+  for (const r of rules) {
+    if (r.rule !== "tile") continue
+    s = config.cuda_sketch === "autotvm" ? applyConv2dDirect(s, r.stage, config) : applyTiling(s, r.stage, config)
+    // (the pragma on the kernel's outermost loop: the stage its tiles are made of, at root)
+    if (Number(config.launch_bounds ?? 0) === 1) {
+      const out = epilogueOf(base, r.stage) ?? r.stage
+      s = S.pragma(s, out, s.stages.get(out)!.leaf[0], LAUNCH_BOUNDS_PRAGMA, "1")
+    }
+  }
   for (const r of rules) {
     if (r.rule === "cross-thread") s = crossThreadReduce(s, r.stage, Number(config[`${r.prefix}_threads`] ?? l.warp), Number(config[`${r.prefix}_rows`] ?? 1), Number(config[`${r.prefix}_shuffle`] ?? 1) === 1)
     if (r.rule === "bind") s = autoBind(s, r.stage, Number(config[`${r.prefix}_threads`] ?? l.warp))
