@@ -48,6 +48,14 @@ interface Spec {
 }
 
 
+/** Seeded random named tensors: `t` integers in [lo, hi], `f` a float32 scalar; `r` the stream itself. */
+const makers = (seed: number) => {
+  const r = stream(seed)
+  const t = (name: string, dtype: DType, shape: number[], lo: number, hi: number): [string, Tensor] => [name, fromArray(dtype, shape, Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => r(lo, hi)))]
+  const f = (name: string, v: number): [string, Tensor] => [name, fromArray("float32", [], [Math.fround(v)])]
+  return { r, t, f }
+}
+
 /** The op's TE from a compute (the op library's, or the plain one) and random inputs. */
 const build = (sp: Spec, computes: Record<string, OpCompute>): { outputs: ComputeTensor[]; feeds: Map<string, Tensor> } => {
   const r = stream(sp.seed)
@@ -209,10 +217,8 @@ describe("int8 depthwise template, the window form", () => {
   it("every configuration evaluates equal to the plain int32 compute (exactly)", () => {
     fc.assert(
       fc.property(arbWindow, fc.array(fc.nat(), { minLength: 7, maxLength: 7 }), (s, picks) => {
-        const r = stream(s.seed)
+        const { r, t, f } = makers(s.seed)
         const [xlo, xhi] = range(s.x)
-        const t = (name: string, dtype: DType, shape: number[], lo: number, hi: number): [string, Tensor] => [name, fromArray(dtype, shape, Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => r(lo, hi)))]
-        const f = (name: string, v: number): [string, Tensor] => [name, fromArray("float32", [], [Math.fround(v)])]
         const w = t("w", "int8", [s.C, 1, s.KH, s.KW], -128, 127)
         const order: [string, Tensor][] = [t("x", s.x, [1, s.C, s.H, s.W], xlo, xhi), f("xs", 0.013 + r(0, 9) / 1000), t("xzp", s.x, [], xlo, xhi), w,
           ["ws", fromArray("float32", [s.C], Array.from({ length: s.C }, () => Math.fround(0.002 + r(0, 99) / 10000)))], t("wzp", "int8", [], 0, 0), f("ys", 0.05 + r(0, 20) / 100), t("yzp", s.x, [], xlo + 20, xhi - 20), t("b", "int32", [s.C], -3000, 3000)]
@@ -269,10 +275,8 @@ describe("int8 depthwise template, the channels-in-lanes form", () => {
   it("every configuration evaluates equal to the plain int32 compute (exactly), on wasm too", () => {
     fc.assert(
       fc.property(arbChannels, fc.array(fc.nat(), { minLength: 7, maxLength: 7 }), (s, picks) => {
-        const r = stream(s.seed)
+        const { r, t, f } = makers(s.seed)
         const [xlo, xhi] = range(s.x)
-        const t = (name: string, dtype: DType, shape: number[], lo: number, hi: number): [string, Tensor] => [name, fromArray(dtype, shape, Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => r(lo, hi)))]
-        const f = (name: string, v: number): [string, Tensor] => [name, fromArray("float32", [], [Math.fround(v)])]
         const OH = Math.floor((s.H + 2 * s.pad - (s.KH - 1) * s.dil - 1) / s.sh) + 1
         const OW = Math.floor((s.W + 2 * s.pad - (s.KW - 1) * s.dil - 1) / s.sw) + 1
         const w = t("w", "int8", [s.C, 1, s.KH, s.KW], -128, 127)

@@ -101,6 +101,23 @@ const LAYOUT = { vectorLanes: 16, fmaUnits: 2, fmaLatency: 4, vectorRegisters: 3
 const packedCount = (g: Graph): number => g.nodes.filter((n) => n.op === "QLinearConvPacked").length
 const groupedCount = (g: Graph): number => g.nodes.filter((n) => n.op === "QLinearConvGrouped").length
 
+/** The graph rewritten evaluates as the original, bit for bit (dtype, shape and values of its first output). */
+const expectEvaluatesAsBefore = (after: Graph, graph: Graph, inputs: ReadonlyMap<string, Tensor>): void => {
+  const [got] = evalGraph(after, inputs)
+  const [want] = evalGraph(graph, inputs)
+  expect(got.dtype).toBe(want.dtype)
+  expect(got.shape).toEqual(want.shape)
+  expect(Array.from(got.data as ArrayLike<number>)).toEqual(Array.from(want.data as ArrayLike<number>))
+}
+
+/** The graph compiled for a js target of `lanes` lanes at an opt level and run: its program and first output. */
+const compiledJs = async (graph: Graph, inputs: ReadonlyMap<string, Tensor>, lanes: number, optLevel: number) => {
+  const t = makeTarget("js", { isa: "avx512", vectorLanes: lanes, fmaUnits: 2, fmaLatency: 4 })
+  const program = await Effect.runPromise(compileGraph(graph, t, { optLevel }))
+  const exec = await Effect.runPromise(loadProgram(program, makeTarget("js")))
+  return { program, out: [...exec.run(inputs).values()][0] }
+}
+
 describe("the layout rewrite of an int8 conv's constant weights (int8-conv-to-packed)", () => {
   it("packs a conv exactly when its weights' zero point makes them s8 and it is ungrouped, and the graph evaluates as before, bit for bit", () => {
     const seen = { packed: 0, left: 0 }
@@ -110,11 +127,7 @@ describe("the layout rewrite of an int8 conv's constant weights (int8-conv-to-pa
         expect(packedCount(after)).toBe(packs ? 1 : 0)
         expect(groupedCount(after)).toBe(grouped ? 1 : 0)
         seen[packs ? "packed" : "left"]++
-        const [got] = evalGraph(after, inputs)
-        const [want] = evalGraph(graph, inputs)
-        expect(got.dtype).toBe(want.dtype)
-        expect(got.shape).toEqual(want.shape)
-        expect(Array.from(got.data as ArrayLike<number>)).toEqual(Array.from(want.data as ArrayLike<number>))
+        expectEvaluatesAsBefore(after, graph, inputs)
       }),
       lawParams(150),
     )
@@ -126,14 +139,8 @@ describe("the layout rewrite of an int8 conv's constant weights (int8-conv-to-pa
     let seenGrouped = 0
     await fc.assert(
       fc.asyncProperty(arbCase, async ({ graph, inputs, packs, grouped }) => {
-        const t = makeTarget("js", { isa: "avx512", vectorLanes: 16, fmaUnits: 2, fmaLatency: 4 })
-        const run = async (optLevel: number) => {
-          const program = await Effect.runPromise(compileGraph(graph, t, { optLevel }))
-          const exec = await Effect.runPromise(loadProgram(program, makeTarget("js")))
-          return { program, out: [...exec.run(inputs).values()][0] }
-        }
-        const a = await run(3)
-        const b = await run(2)
+        const a = await compiledJs(graph, inputs, 16, 3)
+        const b = await compiledJs(graph, inputs, 16, 2)
         expect(packedCount(a.program.graph)).toBe(packs ? 1 : 0)
         expect(groupedCount(a.program.graph)).toBe(grouped ? 1 : 0)
         if (grouped) seenGrouped++
@@ -274,9 +281,7 @@ describe("the layout rewrite of a depthwise int8 conv: the channels in the lanes
         const after = alterLayoutSync(bindSync(graph), { ...LAYOUT, vectorLanes: lanes })
         expect(lanesOf(after)).toEqual([expected])
         seen[expected > 0 ? "taken" : "left"]++
-        const [got] = evalGraph(after, inputs)
-        const [want] = evalGraph(graph, inputs)
-        expect(Array.from(got.data as ArrayLike<number>)).toEqual(Array.from(want.data as ArrayLike<number>))
+        expectEvaluatesAsBefore(after, graph, inputs)
       }),
       lawParams(150),
     )
@@ -287,14 +292,8 @@ describe("the layout rewrite of a depthwise int8 conv: the channels in the lanes
     let taken = 0
     await fc.assert(
       fc.asyncProperty(fc.integer({ min: 1, max: 1 << 30 }).map(depthwiseCase), async ({ graph, inputs, lanes, expected }) => {
-        const t = makeTarget("js", { isa: "avx512", vectorLanes: lanes, fmaUnits: 2, fmaLatency: 4 })
-        const run = async (optLevel: number) => {
-          const program = await Effect.runPromise(compileGraph(graph, t, { optLevel }))
-          const exec = await Effect.runPromise(loadProgram(program, makeTarget("js")))
-          return { program, out: [...exec.run(inputs).values()][0] }
-        }
-        const a = await run(3)
-        const b = await run(2)
+        const a = await compiledJs(graph, inputs, lanes, 3)
+        const b = await compiledJs(graph, inputs, lanes, 2)
         expect(lanesOf(a.program.graph)).toEqual([expected])
         expect(a.program.kernels.every((k) => k.kind === "compiled")).toBe(true)
         if (expected > 0) taken++
