@@ -19,6 +19,7 @@ import type { DType } from "../../src/ast/graph/dtype.js"
 import { evaluateTE } from "../../src/ast/te/evaluate.js"
 import { placeholder, type ComputeTensor } from "../../src/ast/te/tensor.js"
 import { evaluatePrimFunc } from "../../src/ast/tir/evaluate.js"
+import { mapStmt } from "../../src/ast/tir/tir.js"
 import { allocate } from "../../src/ast/graph/dtype.js"
 import { depthwiseWindowGrid, packDepthwiseTaps, widenInt8Weights } from "../../src/ast/graph/ops/int8-packed.js"
 import { vnniDotWindows } from "../../src/ast/te/intrinsic.js"
@@ -301,6 +302,13 @@ describe("int8 depthwise template, the channels-in-lanes form", () => {
         expect(knobs.some((k) => k.name === "plane")).toBe(false)
         const config: Config = Object.fromEntries(knobs.map((k, i) => [k.name, k.candidates[picks[i] % k.candidates.length]]))
         const fn = runTirSync(cpuTirPipeline({}), lowerSync(tpl.apply([out], base, config)))
+        // (bound inference: a block's sums hold that block alone — its read at (L·b + l) // L is block b)
+        const sums: number[] = []
+        mapStmt(fn.body, (st) => {
+          if (st.kind === "allocate" && st.buffer.name === "y_dw.local") sums.push(st.buffer.shape.reduce((a, b) => a * b, 1))
+          return undefined
+        })
+        expect(sums).toEqual([OH * OW * s.L])
         const feeds = new Map([...order.filter(([name]) => name !== ""), ["w16", w16] as [string, Tensor]])
         const got = evaluatePrimFunc(fn, feeds).get(out.name)!
         const plain = make("QLinearConv", order, QUANT_INT_PLAIN)
