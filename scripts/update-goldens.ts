@@ -8,6 +8,7 @@ import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 
 import * as path from "node:path"
 import { pathToFileURL } from "node:url"
 import { prng } from "../src/ast/graph/arbitrary.js"
+import { resolveNode } from "../src/ast/graph/evaluate.js"
 import { node } from "../src/ast/graph/graph.js"
 import { fromArray, sizeOf, type Tensor } from "../src/ast/graph/tensor.js"
 import * as S from "../src/ast/schedule/schedule.js"
@@ -22,7 +23,7 @@ import { QUANT_INT } from "../src/lowering/op-library-quant-int.js"
 import { int8DepthwiseTemplate } from "../src/lowering/templates/int8-depthwise.js"
 import { int8DotPxTemplate, int8DotTemplate } from "../src/lowering/templates/int8-dot.js"
 import { avx2Dot16x4, simd128Dot4x4, vnniDot16x4, vnniDotPx16x4 } from "../src/ast/te/intrinsic.js"
-import { packInt8Conv } from "../src/ast/graph/ops/int8-packed.js"
+import { packInt8Conv, widenInt8Weights } from "../src/ast/graph/ops/int8-packed.js"
 import { TESSERA_DOMAIN } from "../src/ast/graph/ops/index.js"
 import { attr } from "../src/ast/graph/attrs.js"
 import { winogradTemplate } from "../src/lowering/templates/winograd.js"
@@ -267,45 +268,63 @@ export const WASM_GOLDEN_CASES: readonly (() => GoldenCase)[] = [() => conv2dInt
 /** Goldens of the c target alone (intrinsics it renders itself). */
 
 /**
- * A depthwise QLinearConv (int8, 16 channels, 3×3, stride 2, pad 1, 9×9 → 5×5, per-channel weight
- * zero points and scales) in the int8 depthwise form under its template at a fixed config (the
- * channel's 25 pixels as one tile, the taps unrolled, the sums at the requantizing epilogue's tile).
+ * A depthwise QLinearConv over 16 int8 channels (3×3, per-channel weight zero points and scales, a
+ * bias) of an H × H input at a stride, pad 1, its compute the op library's `op` (QLinearConv; or
+ * QLinearConvGrouped, its weights widened at compile time, with `attrs` such as channel_lanes)
+ * under the int8 depthwise template at a fixed config.
  */
-const conv2dInt8Depthwise = (): GoldenCase => {
+const int8DepthwiseCase = (name: string, op: "QLinearConv" | "QLinearConvGrouped", H: number, stride: number, extra: Record<string, ReturnType<typeof attr.int>>, config: Record<string, string | number | boolean>): GoldenCase => {
   const rng = prng(9)
   const ints = (name: string, dtype: "int8" | "int32", shape: number[], lo: number, hi: number): [string, Tensor] => [
     name,
     fromArray(dtype, shape, Array.from({ length: sizeOf(shape) }, () => rng.int(lo, hi))),
   ]
+  const w = ints("w", "int8", [16, 1, 3, 3], -128, 127)
+  const wzp = ints("w_zp", "int8", [16], -3, 3)
   const feeds: [string, Tensor][] = [
-    ints("x", "int8", [1, 16, 9, 9], -128, 127),
+    ints("x", "int8", [1, 16, H, H], -128, 127),
     ["x_scale", fromArray("float32", [], [0.019])],
     ["x_zp", fromArray("int8", [], [-7])],
-    ints("w", "int8", [16, 1, 3, 3], -128, 127),
+    w,
     ["w_scale", fromArray("float32", [16], Array.from({ length: 16 }, (_, k) => 0.004 + k / 3000))],
-    ints("w_zp", "int8", [16], -3, 3),
+    wzp,
     ["y_scale", fromArray("float32", [], [0.11])],
     ["y_zp", fromArray("int8", [], [4])],
     ints("bias", "int32", [16], -900, 900),
+    ...(op === "QLinearConvGrouped" ? [["", fromArray("int32", [], [0])], ["w16", widenInt8Weights(w[1], wzp[1])]] as [string, Tensor][] : []),
   ]
-  const attrs = { group: attr.int(16), kernel_shape: attr.ints([3, 3]), strides: attr.ints([2, 2]), pads: attr.ints([1, 1, 1, 1]) }
-  const n = node("QLinearConv", feeds.map(([k]) => k), ["conv2d_int8_depthwise"], attrs)
-  const made = QUANT_INT.QLinearConv({
+  const OH = Math.floor((H + 2 - 3) / stride) + 1
+  const attrs = { group: attr.int(16), kernel_shape: attr.ints([3, 3]), strides: attr.ints([stride, stride]), pads: attr.ints([1, 1, 1, 1]), ...extra }
+  const n = node(op, feeds.map(([k]) => k), [name], attrs, name, op === "QLinearConv" ? "" : TESSERA_DOMAIN)
+  const made = QUANT_INT[op]({
     node: n,
-    name: (suffix) => (suffix ? `dw_${suffix}` : "conv2d_int8_depthwise"),
-    inputs: feeds.map(([k, t]) => placeholder(k, t.shape, t.dtype)),
-    outputs: [{ dtype: "int8", shape: [1, 16, 5, 5] }],
-    attrs: { group: 16, kernel_shape: [3, 3], strides: [2, 2], pads: [1, 1, 1, 1] },
+    name: (suffix) => (suffix ? `dw_${suffix}` : name),
+    inputs: feeds.map(([k, t]) => (k === "" ? undefined : placeholder(k, t.shape, t.dtype))),
+    outputs: [{ dtype: "int8", shape: [1, 16, OH, OH] }],
+    // (the attributes resolved as the lowering sees them: auto_pad NOTSET, so the pads count — the
+    // int16 case's golden before 2026-11-27 passed them raw and had none)
+    attrs: resolveNode(n).attrs as Record<string, unknown>,
     constants: feeds.map(([k, t]) => (k === "w_zp" ? (t.data as ArrayLike<number>) : undefined)),
     opset: 13,
   })
   const outputs = [made[made.length - 1]]
-  const schedule = int8DepthwiseTemplate.apply(outputs, baseSchedule(outputs), { tile_px: 25, unroll_kh: true, unroll_kw: true, plane: "root" })
-  return { name: "conv2d_int8_depthwise", outputs, inputs: new Map(feeds), schedule }
+  const schedule = int8DepthwiseTemplate.apply(outputs, baseSchedule(outputs), config)
+  return { name, outputs, inputs: new Map(feeds.filter(([k]) => k !== "")), schedule }
 }
 
+/** The int16 form: 9×9 → 5×5 at stride 2 (the channel's 25 pixels as one tile, the taps unrolled, the sums at the requantizing epilogue's tile). */
+const conv2dInt8Depthwise = (): GoldenCase => int8DepthwiseCase("conv2d_int8_depthwise", "QLinearConv", 9, 2, {}, { tile_px: 25, unroll_kh: true, unroll_kw: true, plane: "root" })
+
+/**
+ * The channels-in-lanes form (channel_lanes 16: a 7×7 output, rows under half a vector): a block of
+ * 16 channels at a time — its plane and weights, its sums (the channels the vector loop, the taps
+ * unrolled inside), its requantized int32 values, then the narrowing a channel's row at a time.
+ */
+const conv2dInt8DepthwiseLanes = (): GoldenCase =>
+  int8DepthwiseCase("conv2d_int8_depthwise_lanes", "QLinearConvGrouped", 7, 1, { channel_lanes: attr.int(16) }, { tile_px: 16, unroll_kh: true, unroll_kw: true, taps: "inside", epilogue: "int32" })
+
 /** Goldens of the c target alone (intrinsics it renders itself; the int8 depthwise form, whose js / wasm goldens would only repeat its loops). */
-export const C_GOLDEN_CASES: readonly (() => GoldenCase)[] = [conv2dInt8Vnni, conv2dInt8Avx2, conv2dInt8Pixels, conv2dInt8Grid, conv2dInt8Depthwise]
+export const C_GOLDEN_CASES: readonly (() => GoldenCase)[] = [conv2dInt8Vnni, conv2dInt8Avx2, conv2dInt8Pixels, conv2dInt8Grid, conv2dInt8Depthwise, conv2dInt8DepthwiseLanes]
 
 /** The case lowered with the default CPU passes (keeping the intrinsics the case keeps), its function named after the case. */
 export const goldenFunc = (g: GoldenCase): PrimFunc => ({ ...runTirSync(cpuTirPipeline(g.keep ? { keepIntrinsics: g.keep } : {}), lowerSync(g.schedule)), name: g.name })

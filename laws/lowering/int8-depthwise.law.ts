@@ -19,6 +19,7 @@ import type { DType } from "../../src/ast/graph/dtype.js"
 import { evaluateTE } from "../../src/ast/te/evaluate.js"
 import { placeholder, type ComputeTensor } from "../../src/ast/te/tensor.js"
 import { evaluatePrimFunc } from "../../src/ast/tir/evaluate.js"
+import { mapStmt } from "../../src/ast/tir/tir.js"
 import { allocate } from "../../src/ast/graph/dtype.js"
 import { depthwiseWindowGrid, packDepthwiseTaps, widenInt8Weights } from "../../src/ast/graph/ops/int8-packed.js"
 import { vnniDotWindows } from "../../src/ast/te/intrinsic.js"
@@ -47,6 +48,14 @@ interface Spec {
   readonly seed: number
 }
 
+
+/** Seeded random named tensors: `t` integers in [lo, hi], `f` a float32 scalar; `r` the stream itself. */
+const makers = (seed: number) => {
+  const r = stream(seed)
+  const t = (name: string, dtype: DType, shape: number[], lo: number, hi: number): [string, Tensor] => [name, fromArray(dtype, shape, Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => r(lo, hi)))]
+  const f = (name: string, v: number): [string, Tensor] => [name, fromArray("float32", [], [Math.fround(v)])]
+  return { r, t, f }
+}
 
 /** The op's TE from a compute (the op library's, or the plain one) and random inputs. */
 const build = (sp: Spec, computes: Record<string, OpCompute>): { outputs: ComputeTensor[]; feeds: Map<string, Tensor> } => {
@@ -209,10 +218,8 @@ describe("int8 depthwise template, the window form", () => {
   it("every configuration evaluates equal to the plain int32 compute (exactly)", () => {
     fc.assert(
       fc.property(arbWindow, fc.array(fc.nat(), { minLength: 7, maxLength: 7 }), (s, picks) => {
-        const r = stream(s.seed)
+        const { r, t, f } = makers(s.seed)
         const [xlo, xhi] = range(s.x)
-        const t = (name: string, dtype: DType, shape: number[], lo: number, hi: number): [string, Tensor] => [name, fromArray(dtype, shape, Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => r(lo, hi)))]
-        const f = (name: string, v: number): [string, Tensor] => [name, fromArray("float32", [], [Math.fround(v)])]
         const w = t("w", "int8", [s.C, 1, s.KH, s.KW], -128, 127)
         const order: [string, Tensor][] = [t("x", s.x, [1, s.C, s.H, s.W], xlo, xhi), f("xs", 0.013 + r(0, 9) / 1000), t("xzp", s.x, [], xlo, xhi), w,
           ["ws", fromArray("float32", [s.C], Array.from({ length: s.C }, () => Math.fround(0.002 + r(0, 99) / 10000)))], t("wzp", "int8", [], 0, 0), f("ys", 0.05 + r(0, 20) / 100), t("yzp", s.x, [], xlo + 20, xhi - 20), t("b", "int32", [s.C], -3000, 3000)]
@@ -241,6 +248,80 @@ describe("int8 depthwise template, the window form", () => {
         expect(Array.from(got.data as ArrayLike<number>)).toEqual(Array.from(want.data as ArrayLike<number>))
       }),
       lawParams(30),
+    )
+  })
+})
+
+/**
+ * The channels-in-lanes form (QLinearConvGrouped with `channel_lanes` L: the layout rewrite's choice
+ * where a channel's output rows are at most half the target's vector, op-library-int8-depthwise.ts's
+ * depthwiseChannels): on random depthwise convs (blocks of L = 4, 8 or 16 channels, kernels up to
+ * 3 × 3, strides and dilations 1–2, padding 0–2, int8 / uint8 activations, x's zero point per tensor
+ * or per channel, int8 weights with a zero point, per-channel scales, a bias or none), every
+ * configuration of the template equals the plain int32 compute's requantized bytes exactly, evaluated
+ * and emitted for wasm.
+ */
+describe("int8 depthwise template, the channels-in-lanes form", () => {
+  const arbChannels = fc
+    .record({
+      x: fc.constantFrom<DType>("int8", "uint8"),
+      dims: fc.tuple(fc.constantFrom(4, 8, 16), fc.integer({ min: 1, max: 3 }), fc.integer({ min: 1, max: 3 }), fc.integer({ min: 1, max: 3 }), fc.integer({ min: 1, max: 8 }), fc.integer({ min: 1, max: 8 }), fc.integer({ min: 1, max: 2 }), fc.integer({ min: 1, max: 2 }), fc.integer({ min: 0, max: 2 }), fc.integer({ min: 1, max: 2 })),
+      perChannel: fc.boolean(),
+      bias: fc.boolean(),
+      seed: fc.nat(),
+    })
+    .map(({ x, dims: [L, blocks, KH, KW, H, W, sh, sw, pad, dil], perChannel, bias, seed }) => ({ x, L, C: L * blocks, KH, KW, H, W, sh, sw, pad, dil, perChannel, bias, seed }))
+    .filter((s) => s.H + 2 * s.pad >= (s.KH - 1) * s.dil + 1 && s.W + 2 * s.pad >= (s.KW - 1) * s.dil + 1)
+
+  it("every configuration evaluates equal to the plain int32 compute (exactly), on wasm too", () => {
+    fc.assert(
+      fc.property(arbChannels, fc.array(fc.nat(), { minLength: 7, maxLength: 7 }), (s, picks) => {
+        const { r, t, f } = makers(s.seed)
+        const [xlo, xhi] = range(s.x)
+        const OH = Math.floor((s.H + 2 * s.pad - (s.KH - 1) * s.dil - 1) / s.sh) + 1
+        const OW = Math.floor((s.W + 2 * s.pad - (s.KW - 1) * s.dil - 1) / s.sw) + 1
+        const w = t("w", "int8", [s.C, 1, s.KH, s.KW], -128, 127)
+        const wzp = t("wzp", "int8", [], -5, 5)
+        const order: [string, Tensor][] = [t("x", s.x, [1, s.C, s.H, s.W], xlo, xhi), f("xs", 0.013 + r(0, 9) / 1000), t("xzp", s.x, s.perChannel ? [s.C] : [], xlo, xhi), w,
+          ["ws", fromArray("float32", [s.C], Array.from({ length: s.C }, () => Math.fround(0.002 + r(0, 99) / 10000)))], wzp, f("ys", 0.02 + r(0, 20) / 100), t("yzp", s.x, [], xlo + 20, xhi - 20),
+          s.bias ? t("b", "int32", [s.C], -3000, 3000) : ["", fromArray("int32", [], [0])]]
+        const w16 = widenInt8Weights(w[1], wzp[1])
+        const attrs: Record<string, AttrValue> = { group: attr.int(s.C), kernel_shape: attr.ints([s.KH, s.KW]), strides: attr.ints([s.sh, s.sw]), pads: attr.ints([s.pad, s.pad, s.pad, s.pad]), dilations: attr.ints([s.dil, s.dil]) }
+        const make = (op: string, named: [string, Tensor][], computes: Record<string, OpCompute>, extra: Record<string, AttrValue> = {}) => {
+          const n = node(op, named.map(([name]) => name), ["y"], { ...attrs, ...extra }, "y", op === "QLinearConv" ? "" : TESSERA_DOMAIN)
+          const inputs = named.map(([name, v]) => (name === "" ? undefined : placeholder(name, v.shape, v.dtype)))
+          const made = computes[op]({ node: n, attrs: resolveNode(n).attrs as Record<string, unknown>, inputs, outputs: [{ dtype: s.x, shape: [1, s.C, OH, OW] }], name: (suffix) => (suffix ? `y_${suffix}` : "y"), constants: named.map(() => undefined), opset: 19 })
+          return made[made.length - 1]
+        }
+        const none: [string, Tensor] = ["", fromArray("int32", [], [0])]
+        const out = make("QLinearConvGrouped", [...order, none, ["w16", w16]], OP_COMPUTES, { channel_lanes: attr.int(s.L) })
+        const base = baseSchedule([out])
+        const tpl = templateFor(base)
+        expect(tpl.name).toBe("int8_depthwise")
+        const knobs = tpl.space([out], base)
+        expect(knobs.some((k) => k.name === "plane")).toBe(false)
+        const config: Config = Object.fromEntries(knobs.map((k, i) => [k.name, k.candidates[picks[i] % k.candidates.length]]))
+        const fn = runTirSync(cpuTirPipeline({}), lowerSync(tpl.apply([out], base, config)))
+        // (bound inference: a block's sums hold that block alone — its read at (L·b + l) // L is block b)
+        const sums: number[] = []
+        mapStmt(fn.body, (st) => {
+          if (st.kind === "allocate" && st.buffer.name === "y_dw.local") sums.push(st.buffer.shape.reduce((a, b) => a * b, 1))
+          return undefined
+        })
+        expect(sums).toEqual([OH * OW * s.L])
+        const feeds = new Map([...order.filter(([name]) => name !== ""), ["w16", w16] as [string, Tensor]])
+        const got = evaluatePrimFunc(fn, feeds).get(out.name)!
+        const plain = make("QLinearConv", order, QUANT_INT_PLAIN)
+        const want = evaluateTE([plain], new Map(order.filter(([name]) => name !== "")))[0]
+        expect(Array.from(got.data as ArrayLike<number>)).toEqual(Array.from(want.data as ArrayLike<number>))
+        const em = emitWasmModule([{ name: "k", func: fn }])
+        const wasmFn = loadWasmModuleSync(em.bytes, em.kernels).get("k")!
+        const arrays = fn.params.map((p) => feeds.get(p.name)?.data.slice() ?? allocate(p.dtype, (p.view?.shape ?? p.shape).reduce((a, b) => a * b, 1)))
+        wasmFn(...arrays)
+        const wasm = arrays[fn.params.findIndex((p) => p.name === out.name)]
+        expect(Array.from(wasm as ArrayLike<number>)).toEqual(Array.from(want.data as ArrayLike<number>))
+      }),
+      lawParams(40),
     )
   })
 })

@@ -101,6 +101,23 @@ const LAYOUT = { vectorLanes: 16, fmaUnits: 2, fmaLatency: 4, vectorRegisters: 3
 const packedCount = (g: Graph): number => g.nodes.filter((n) => n.op === "QLinearConvPacked").length
 const groupedCount = (g: Graph): number => g.nodes.filter((n) => n.op === "QLinearConvGrouped").length
 
+/** The graph rewritten evaluates as the original, bit for bit (dtype, shape and values of its first output). */
+const expectEvaluatesAsBefore = (after: Graph, graph: Graph, inputs: ReadonlyMap<string, Tensor>): void => {
+  const [got] = evalGraph(after, inputs)
+  const [want] = evalGraph(graph, inputs)
+  expect(got.dtype).toBe(want.dtype)
+  expect(got.shape).toEqual(want.shape)
+  expect(Array.from(got.data as ArrayLike<number>)).toEqual(Array.from(want.data as ArrayLike<number>))
+}
+
+/** The graph compiled for a js target of `lanes` lanes at an opt level and run: its program and first output. */
+const compiledJs = async (graph: Graph, inputs: ReadonlyMap<string, Tensor>, lanes: number, optLevel: number) => {
+  const t = makeTarget("js", { isa: "avx512", vectorLanes: lanes, fmaUnits: 2, fmaLatency: 4 })
+  const program = await Effect.runPromise(compileGraph(graph, t, { optLevel }))
+  const exec = await Effect.runPromise(loadProgram(program, makeTarget("js")))
+  return { program, out: [...exec.run(inputs).values()][0] }
+}
+
 describe("the layout rewrite of an int8 conv's constant weights (int8-conv-to-packed)", () => {
   it("packs a conv exactly when its weights' zero point makes them s8 and it is ungrouped, and the graph evaluates as before, bit for bit", () => {
     const seen = { packed: 0, left: 0 }
@@ -110,11 +127,7 @@ describe("the layout rewrite of an int8 conv's constant weights (int8-conv-to-pa
         expect(packedCount(after)).toBe(packs ? 1 : 0)
         expect(groupedCount(after)).toBe(grouped ? 1 : 0)
         seen[packs ? "packed" : "left"]++
-        const [got] = evalGraph(after, inputs)
-        const [want] = evalGraph(graph, inputs)
-        expect(got.dtype).toBe(want.dtype)
-        expect(got.shape).toEqual(want.shape)
-        expect(Array.from(got.data as ArrayLike<number>)).toEqual(Array.from(want.data as ArrayLike<number>))
+        expectEvaluatesAsBefore(after, graph, inputs)
       }),
       lawParams(150),
     )
@@ -126,14 +139,8 @@ describe("the layout rewrite of an int8 conv's constant weights (int8-conv-to-pa
     let seenGrouped = 0
     await fc.assert(
       fc.asyncProperty(arbCase, async ({ graph, inputs, packs, grouped }) => {
-        const t = makeTarget("js", { isa: "avx512", vectorLanes: 16, fmaUnits: 2, fmaLatency: 4 })
-        const run = async (optLevel: number) => {
-          const program = await Effect.runPromise(compileGraph(graph, t, { optLevel }))
-          const exec = await Effect.runPromise(loadProgram(program, makeTarget("js")))
-          return { program, out: [...exec.run(inputs).values()][0] }
-        }
-        const a = await run(3)
-        const b = await run(2)
+        const a = await compiledJs(graph, inputs, 16, 3)
+        const b = await compiledJs(graph, inputs, 16, 2)
         expect(packedCount(a.program.graph)).toBe(packs ? 1 : 0)
         expect(groupedCount(a.program.graph)).toBe(grouped ? 1 : 0)
         if (grouped) seenGrouped++
@@ -228,4 +235,72 @@ describe("the layout rewrite of an int8 conv's constant weights (int8-conv-to-pa
     expect(b.windows).toBe(0)
     expect(a.out).toEqual(b.out)
   }, 600_000)
+})
+
+/**
+ * The channels-in-lanes form of a depthwise conv (int8-grouped-to-packed's `channel_lanes`,
+ * int8DepthwiseChannels): on random depthwise and grouped convs, targets of 4, 8 or 16 lanes, the
+ * rule sets channel_lanes to the lanes exactly when the conv is depthwise (one input and one output
+ * channel a group), its channels whole blocks of the lanes and its output rows at most half a vector;
+ * the rewritten graph evaluates as before, and compiled (js, the target's lanes) equals the int16
+ * form's bytes (opt level 3 against 2, which has no layout rewrite).
+ */
+describe("the layout rewrite of a depthwise int8 conv: the channels in the lanes", () => {
+  const depthwiseCase = (seed: number) => {
+    const rng = prng(seed)
+    const lanes = rng.pick([4, 8, 16])
+    const xdt = rng.pick(["int8", "uint8"] as const)
+    const C = rng.pick([lanes, 2 * lanes, lanes + 2, 6])
+    const multiplier = rng.next() < 0.2 ? 2 : 1
+    const k = rng.pick([1, 3])
+    const stride = rng.int(1, 2)
+    const H = rng.int(k, 12)
+    const W = rng.int(k, 20)
+    const pad = k === 3 ? rng.int(0, 1) : 0
+    const OW = Math.floor((W + 2 * pad - k) / stride) + 1
+    const init = new Map<string, Tensor>([
+      ["xs", tensor("float32", [], Float32Array.of(0.02))], ["xzp", ints(xdt, [], rng)], ["w", ints("int8", [C * multiplier, 1, k, k], rng)],
+      ["ws", tensor("float32", [C * multiplier], Float32Array.from({ length: C * multiplier }, () => Math.fround(rng.float(0.002, 0.02))))], ["ys", tensor("float32", [], Float32Array.of(0.05))], ["yzp", ints(xdt, [], rng)],
+    ])
+    const graph = makeGraph({
+      opset: 13,
+      inputs: [{ name: "x", type: { dtype: xdt, shape: [1, C, H, W] } }],
+      outputs: [{ name: "y", type: { dtype: xdt, shape: [] } }],
+      initializers: init,
+      nodes: [node("QLinearConv", ["x", "xs", "xzp", "w", "ws", "", "ys", "yzp"], ["y"], { strides: attr.ints([stride, stride]), pads: attr.ints([pad, pad, pad, pad]), group: attr.int(C) })],
+    })
+    const expected = multiplier === 1 && C % lanes === 0 && 2 * OW <= lanes ? lanes : 0
+    return { graph, inputs: new Map([["x", ints(xdt, [1, C, H, W], rng)]]), lanes, expected }
+  }
+  const lanesOf = (g: Graph): number[] => g.nodes.filter((n) => n.op === "QLinearConvGrouped").map((n) => (n.attrs.channel_lanes?.kind === "int" ? Number(n.attrs.channel_lanes.value) : 0))
+
+  it("sets channel_lanes exactly when the statement says, the graph evaluating as before, bit for bit", () => {
+    const seen = { taken: 0, left: 0 }
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 1 << 30 }).map(depthwiseCase), ({ graph, inputs, lanes, expected }) => {
+        const after = alterLayoutSync(bindSync(graph), { ...LAYOUT, vectorLanes: lanes })
+        expect(lanesOf(after)).toEqual([expected])
+        seen[expected > 0 ? "taken" : "left"]++
+        expectEvaluatesAsBefore(after, graph, inputs)
+      }),
+      lawParams(150),
+    )
+    expect(Math.min(seen.taken, seen.left)).toBeGreaterThan(10)
+  })
+
+  it("compiled (js), the channels-in-lanes form equals the int16 form bit for bit", async () => {
+    let taken = 0
+    await fc.assert(
+      fc.asyncProperty(fc.integer({ min: 1, max: 1 << 30 }).map(depthwiseCase), async ({ graph, inputs, lanes, expected }) => {
+        const a = await compiledJs(graph, inputs, lanes, 3)
+        const b = await compiledJs(graph, inputs, lanes, 2)
+        expect(lanesOf(a.program.graph)).toEqual([expected])
+        expect(a.program.kernels.every((k) => k.kind === "compiled")).toBe(true)
+        if (expected > 0) taken++
+        expect(Array.from(a.out.data as ArrayLike<number>)).toEqual(Array.from(b.out.data as ArrayLike<number>))
+      }),
+      lawParams(30),
+    )
+    expect(taken).toBeGreaterThan(3)
+  }, 300_000)
 })

@@ -290,7 +290,13 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
       let hi = -Infinity
       for (const idx of reads) {
         const base = simp(substitute(idx[k], zeroInner))
-        const delta = intervalOf(simp(add(idx[k], mul(base, c(-1)))), innerBounds)
+        // (where the difference spans more than one index as it simplifies alone, also simplified
+        // under the inner loops' bounds, and the two intervals intersected: a read at (16·b + i) // 16,
+        // i < 16, is b's block alone — floordiv splits there, the interval of the unsplit form is ±b's range)
+        const diff = add(idx[k], mul(base, c(-1)))
+        const loose = intervalOf(simp(diff), innerBounds)
+        const tight = loose.min === loose.max ? loose : intervalOf(simp(diff, innerBounds), innerBounds)
+        const delta = { min: Math.max(loose.min, tight.min), max: Math.min(loose.max, tight.max) }
         base0 ??= base
         const d = constDifference(base, base0)
         if (d === undefined || !Number.isFinite(delta.min) || !Number.isFinite(delta.max)) {

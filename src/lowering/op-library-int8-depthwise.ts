@@ -206,3 +206,49 @@ export const depthwiseWindow = (
   const dense = compute(ctx.name("dwsum"), [N, M, OH, OW], (n, o, oh, ow) => at(acc, n, o, add(mul(oh, c(Wq)), ow)), I32)
   return { sumAt: ([n, o, oh, ow]) => sub(at(dense, n, o, oh, ow), mul(uzp(chOf(o)), at(tapsum, o))) }
 }
+
+/**
+ * The depthwise product with blocks of L channels in the vector lanes (QLinearConvGrouped with
+ * `channel_lanes` L: the layout rewrite's choice where a channel's output rows are narrower than
+ * the target's vector, pack-int8.ts's int8DepthwiseChannels) — the small planes (14², 7²), where a
+ * channel's pixels in the lanes leave most of a vector a row and the padded plane of a channel
+ * (9 × 9 int16 at 7²) is too small to vectorize:
+ * - the plane: the padded input widened to int16 minus x's zero point (0 in the padding: a padded
+ *   tap contributes nothing), its block's L channels innermost, [n, C / L, Hp, Wp, L] — the one
+ *   transposing copy, from the graph's NCHW;
+ * - sum[n, b, oh, ow, l] = Σ_{kh, kw} plane[n, b, oh·sh + kh·dh, ow·sw + kw·dw, l] · w'[b·L + l, kh, kw]
+ *   in int32: each tap a vector of L channels (a stride or dilation moves only the pixel read, no
+ *   phases), exactly the plain compute's sum (|x'|, |w'| ≤ 255);
+ * - read back at [n, o, oh, ow] = sum[n, o div L, oh, ow, o mod L] by the requantizing epilogue.
+ * One input channel a group, one output channel each (C = M = group), C a multiple of L.
+ */
+export const depthwiseChannels = (
+  ctx: OpComputeCtx,
+  x: TeTensor,
+  w: TeTensor,
+  xzp: ((ch: Expr) => Expr) | undefined,
+  L: number,
+): BlockedProduct => {
+  const [N, C, H, W] = x.shape
+  const [M, Cg, KH, KW] = w.shape
+  if (Cg !== 1 || M !== C || C % L !== 0 || w.dtype !== I16) return none(`a depthwise conv's channels-in-lanes form for ${M} output channels of ${C} × ${Cg} (one a channel, a multiple of ${L}, int16 weights)`)
+  const { OH, OW, sh, sw, dh, dw, ph, pw } = windowParts(ctx, x, M, KH, KW)
+  const Hp = (OH - 1) * sh + (KH - 1) * dh + 1
+  const Wp = (OW - 1) * sw + (KW - 1) * dw + 1
+  const plane = compute(ctx.name("dwlanes"), [N, C / L, Hp, Wp, L], (n, b, r, q, l) => {
+    const ch = add(mul(b, c(L)), l)
+    const ih = sub(r, c(ph))
+    const iw = sub(q, c(pw))
+    const inside = and(and(ge(ih, c(0)), lt(ih, c(H))), and(ge(iw, c(0)), lt(iw, c(W))))
+    return cast(I16, select(inside, shifted(at(x, n, ch, ih, iw), xzp?.(ch)), c(0, I32)))
+  }, I16)
+  // (the weights a block's taps a vector of L channels each: [C / L, KH, KW, L])
+  const wl = compute(ctx.name("dwwlanes"), [C / L, KH, KW, L], (b, kh, kw, l) => at(w, add(mul(b, c(L)), l), c(0), kh, kw), I16)
+  const rh = reduceAxis(KH, `${ctx.name()}.rkh`)
+  const rw = reduceAxis(KW, `${ctx.name()}.rkw`)
+  const acc = compute(ctx.name("dw"), [N, C / L, OH, OW, L], (n, b, oh, ow, l) => {
+    const a = at(plane, n, b, add(mul(oh, c(sh)), mul(rh.var, c(dh))), add(mul(ow, c(sw)), mul(rw.var, c(dw))), l)
+    return sum(mul(i32(a), i32(at(wl, b, rh.var, rw.var, l))), [rh, rw])
+  }, I32, "int8_depthwise")
+  return { sumAt: ([n, o, oh, ow]) => at(acc, n, floordiv(o, c(L)), oh, ow, floormod(o, c(L))) }
+}

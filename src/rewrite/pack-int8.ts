@@ -178,6 +178,21 @@ export const int8DepthwiseWindow = (w: Int8ConvWindow, target: Int8LayoutTarget)
   target.int8Dot === "vnni" && depthwiseWindowGrid(w.out, w.kernel, w.dilations, w.strides) !== undefined
 
 /**
+ * The channel block of a depthwise conv's channels-in-lanes form (op-library-int8-depthwise.ts's
+ * depthwiseChannels), or 0 for none: the target's vector lanes L where a channel's output rows are
+ * at most half a vector (2·OW ≤ L: a row in the pixel lanes leaves most of a vector empty and the
+ * padded plane's rows are too short to vectorize — MobileNetV2's 7² convs on AVX-512; at 14², rows
+ * of 14 in 16 lanes, the pixel form was faster: 0.033 against 0.061 ms, the transposes in and out
+ * costing more than the lanes gained), the conv has one input and one output channel a group, and
+ * the channels are whole blocks of L; not where the VNNI window form takes the conv (int8DepthwiseWindow).
+ */
+export const int8DepthwiseChannels = (w: Int8ConvWindow, channels: { readonly in: number; readonly out: number; readonly group: number }, target: Int8LayoutTarget): number => {
+  const lanes = target.vectorLanes ?? 0
+  const depthwise = channels.group === channels.in && channels.out === channels.in
+  return lanes > 1 && depthwise && channels.in % lanes === 0 && 2 * w.out[1] <= lanes && !int8DepthwiseWindow(w, target) ? lanes : 0
+}
+
+/**
  * A grouped QLinearConv (2-D, whole channels a group: depthwise among them) over constant weights
  * and a constant or absent weight zero point → QLinearConvGrouped, its weights minus their zero
  * point widened to int16 and (constant scales) its multipliers computed here, once, instead of by
@@ -203,12 +218,14 @@ export const int8GroupedToPackedFor = (target: Int8LayoutTarget): Rule => ({
     const at = resolveNode(n).attrs as { strides?: readonly number[]; dilations?: readonly number[] }
     const win = (d: readonly number[]) => [d[0] ?? 1, d[1] ?? 1] as const
     const known = out && out.shape.length === 4 && out.shape.every((d) => typeof d === "number")
-    const packed = known && int8DepthwiseWindow({ kernel: win(w.shape.slice(2)), strides: win(at.strides ?? []), dilations: win(at.dilations ?? []), out: win(out.shape.slice(2) as number[]) }, target) ? packDepthwiseTaps(widened) : undefined
+    const window = known ? { kernel: win(w.shape.slice(2)), strides: win(at.strides ?? []), dilations: win(at.dilations ?? []), out: win(out.shape.slice(2) as number[]) } : undefined
+    const packed = window && int8DepthwiseWindow(window, target) ? packDepthwiseTaps(widened) : undefined
+    const lanes = window && !packed ? int8DepthwiseChannels(window, { in: C, out: w.shape[0], group }, target) : 0
     const dot = packed ? [[ctx.fresh(`${n.inputs[3]}_taps`), packed.taps], [ctx.fresh(`${n.inputs[3]}_tapsum`), packed.tapsum]] as const : []
     const y = ctx.fresh(`${n.outputs[0]}_grouped`)
     const inputs = Array.from({ length: 9 }, (_, k) => n.inputs[k] ?? "")
     return {
-      nodes: [{ name: ctx.fresh(`${n.name}_grouped`), op: "QLinearConvGrouped", domain: TESSERA_DOMAIN, inputs: [...inputs, mult?.name ?? "", w16, ...dot.map(([name]) => name)], outputs: [y], attrs: n.attrs }],
+      nodes: [{ name: ctx.fresh(`${n.name}_grouped`), op: "QLinearConvGrouped", domain: TESSERA_DOMAIN, inputs: [...inputs, mult?.name ?? "", w16, ...dot.map(([name]) => name)], outputs: [y], attrs: lanes > 0 ? { ...n.attrs, channel_lanes: attr.int(lanes) } : n.attrs }],
       outputs: [y],
       constants: new Map([[w16, widened], ...(mult ? [[mult.name, mult.value] as const] : []), ...dot]),
     }

@@ -17,6 +17,7 @@ import { simplify } from "../../ast/te/simplify.js"
 import { DOT_LANES } from "../op-library-int8-blocked.js"
 import { anchorStage, candidatesOf, dataLeaves, divisors, narrowedStage, parallelize, parallelOuter } from "./common.js"
 import { halfL2 } from "./conv2d-nchwc.js"
+import { channelsProduct, isChannelsForm } from "./int8-depthwise-channels.js"
 import type { Knob, Template } from "./template.js"
 
 /**
@@ -36,8 +37,13 @@ const epilogue = (s: S.Schedule, anchor: S.Stage): string | undefined => {
   const st = s.stages.get(readers[0])!
   const [n, o, oh, ow] = st.op.shape
   const [an, ao, ap] = anchor.op.shape
-  if (st.attach.kind !== "root" || st.op.body.kind === "reduce" || st.op.shape.length !== 4 || n !== an || o !== ao || ap < oh * ow) return undefined
-  return readers[0]
+  if (st.attach.kind !== "root" || st.op.body.kind === "reduce" || st.op.shape.length !== 4 || n !== an) return undefined
+  // (the channels-in-lanes form's sums: [n, o / L, oh, ow, L])
+  if (isChannelsForm(anchor)) {
+    const [, b, sh, sw, l] = anchor.op.shape
+    return b * l === o && sh === oh && sw === ow ? readers[0] : undefined
+  }
+  return o !== ao || ap < oh * ow ? undefined : readers[0]
 }
 
 /**
@@ -165,7 +171,8 @@ export const int8DepthwiseTemplate: Template = {
       ...(kw > 1 && !dot ? [{ kind: "choice", name: "unroll_kw", candidates: [true, false], extent: kw } as const] : []),
       // (the window form's [16 × 4] window: tensorized onto vnniDotWindow, or loops)
       ...(dot ? [{ kind: "choice", name: "dot", candidates: ["vnni", "loops"] } as const] : []),
-      ...(out ? [{ kind: "choice", name: "plane", candidates: ["root", "channel"] } as const] : []),
+      // (the channels-in-lanes form's plane: a block's at that block)
+      ...(out && !isChannelsForm(st) ? [{ kind: "choice", name: "plane", candidates: ["root", "channel"] } as const] : []),
       ...(padded ? [{ kind: "choice", name: "padded", candidates: ["inline", "root"], extent: paddedBytes, absent: "inline" } as const] : []),
       ...(tapsKnob ? [{ kind: "choice", name: "taps", candidates: ["inside", "outside"], absent: "inside" } as const] : []),
       // (the requantized values: in the narrowing's loop, or an int32 stage of their own at the channel)
@@ -224,6 +231,11 @@ export const int8DepthwiseTemplate: Template = {
     }
     const tile = Number(config.tile_px)
     const local = anchor.name
+    if (isChannelsForm(anchor)) {
+      const out = epilogue(s, anchor)
+      // (no one reader to tile: the sums at root, the lanes vectorized)
+      return out ? channelsProduct(s, anchor, out, config) : parallelize(S.vectorize(parallelOuter(s, local, dataLeaves(anchor).slice(0, 2)), local, dataLeaves(anchor)[4]), true, local)
+    }
     // (the grid's pixels one vector loop where it takes them all, else split by the tile)
     const grid = anchor.op.shape[2]
     const gridTile = grid <= S.MAX_VECTORIZED ? grid : tile

@@ -319,10 +319,12 @@ export const int8PackedOps = {
    * instead of computing them on every run; where the layout rewrite chose the VNNI form of a
    * depthwise conv, the weights with a kernel row's taps in the dot's depth (11: s8 [M, kh, 4],
    * packDepthwiseTaps) and their sums (12: int32 [M]) — a choice of the compute's form, not of the
-   * meaning.
+   * meaning. `channel_lanes` L > 0: the layout rewrite chose the form with blocks of L channels in
+   * the vector lanes (a depthwise conv whose output rows are narrower than the target's vector:
+   * pack-int8.ts's int8DepthwiseChannels) — a choice of the form too.
    */
   QLinearConvGrouped: defineOp({
-    attrs: attrs({ ...windowAttrs, group: A.int(1) }),
+    attrs: attrs({ ...windowAttrs, group: A.int(1), channel_lanes: A.int(0) }),
     inputs: arity.range(11, 13),
     outputs: arity.one,
     kind: "opaque",

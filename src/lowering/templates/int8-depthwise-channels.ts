@@ -1,0 +1,65 @@
+// The int8 depthwise template's schedule of the channels-in-lanes form (op-library-int8-depthwise.ts's
+// depthwiseChannels: sums [n, C / L, oh, ow, L] over the padded int16 plane [n, C / L, Hp, Wp, L]):
+// the epilogue (the requantization, NCHW bytes) a block of L channels at a time, a channel's pixels
+// a tile (`tile_px`) in its vector loop; at the block, first the block's plane (its L channels the
+// vector), then its sums (the L channels the vector, the taps unrolled inside it: each sum in a
+// register across them, or outside it), read back by the channel's epilogue tiles.
+import * as S from "../../ast/schedule/schedule.js"
+import { dataLeaves, narrowedStage, parallelize, parallelOuter } from "./common.js"
+
+/** Whether the product is the channels-in-lanes form: its sums [n, blocks, oh, ow, lanes]. */
+export const isChannelsForm = (anchor: S.Stage): boolean => anchor.op.shape.length === 5
+
+/** A stage's innermost loop vectorized where a vector loop takes it. */
+const vectorizeLast = (s: S.Schedule, stage: string): S.Schedule => {
+  const st = s.stages.get(stage)!
+  const last = st.leaf[st.leaf.length - 1]
+  return st.axes.get(last)!.extent <= S.MAX_VECTORIZED ? S.vectorize(s, stage, last) : s
+}
+
+/**
+ * The schedule (knobs as the int16 form's: `tile_px`, `unroll_kh` / `unroll_kw`, `taps`,
+ * `epilogue`): `out` [n, o, oh, ow] split into blocks of the sums' L channels, parallel over the
+ * blocks, a channel's pixels fused and tiled (the tile the vector loop); the requantized int32
+ * values at the channel (`epilogue`: int32); the sums and the plane at the block.
+ */
+export const channelsProduct = (s0: S.Schedule, anchor: S.Stage, out: string, config: Record<string, unknown>): S.Schedule => {
+  const L = anchor.op.shape[4]
+  const tile = Number(config.tile_px)
+  const [n, m, oh, ow] = dataLeaves(s0.stages.get(out)!)
+  const blocks = S.split(s0, out, m, { factor: L })
+  const px = S.fuse(blocks.schedule, out, oh, ow)
+  const sp = S.split(px.schedule, out, px.fused, { factor: tile })
+  let s = parallelOuter(sp.schedule, out, [n, blocks.outer])
+  const leaves = s.stages.get(out)!.leaf
+  const block = leaves[leaves.indexOf(blocks.inner) - 1]
+  // the requantized values in int32 at the block (`epilogue`: int32), in the epilogue's tiles
+  const wide = config.epilogue === "int32" ? narrowedStage(s, out) : undefined
+  // (fused: the requantization in the narrowing's loop, the block's channels its vector loop — the
+  // sums read contiguously, the bytes stored a channel's plane apart)
+  s = wide ? S.vectorize(s, out, sp.inner) : S.vectorize(S.reorder(s, out, [...leaves.slice(0, leaves.indexOf(blocks.inner)), sp.outer, sp.inner, blocks.inner]), out, blocks.inner)
+  let reader: [string, string] = [out, block]
+  if (wide) {
+    // (the block's L channels its vector loop: the sums read contiguously, each channel's values
+    // stored to its own row, which the narrowing reads a channel at a time)
+    s = S.computeAt(s, wide, out, block)
+    const [wn, wo, wh, ww] = dataLeaves(s.stages.get(wide)!)
+    const wl = S.split(s, wide, wo, { factor: L })
+    s = S.vectorize(S.reorder(wl.schedule, wide, [wn, wl.outer, wh, ww, wl.inner]), wide, wl.inner)
+    reader = [wide, wn]
+  }
+  // the block's sums (at their one reader's block): the L channels the vector loop, the taps
+  // inside it (unrolled: each sum in a register across them) or outside it
+  const local = anchor.name
+  s = S.computeAt(s, local, reader[0], reader[1])
+  const ls = s.stages.get(local)!
+  const [ln, lb, lh, lw, ll] = dataLeaves(ls)
+  const [rkh, rkw] = ls.leaf.filter((a) => ls.axes.get(a)!.type === "reduce")
+  s = S.reorder(s, local, config.taps === "outside" ? [ln, lb, lh, lw, rkh, rkw, ll] : [ln, lb, lh, lw, ll, rkh, rkw])
+  s = S.vectorize(s, local, ll)
+  if (config.unroll_kh) s = S.unroll(s, local, rkh)
+  if (config.unroll_kw) s = S.unroll(s, local, rkw)
+  // the block's plane and weights before its sums, the L channels their vector loop
+  for (const t of anchor.op.inputs) if (t.kind === "compute") s = vectorizeLast(S.computeAt(s, t.name, local, lb), t.name)
+  return parallelize(s, true, [out, local])
+}
