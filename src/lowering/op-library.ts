@@ -346,20 +346,26 @@ const convNCHWc: OpCompute = (ctx) => {
   const ry = reduceAxis(KH, `${ctx.name()}.ry`)
   const rx = reduceAxis(KW, `${ctx.name()}.rx`)
   // the zero-padded input as a stage of its own (TVM's data_pad): inlined by default, a schedule may
-  // compute it at root so the reduction's inner loops read without bounds tests
-  const HP = (out[2] - 1) * strides[0] + (KH - 1) * dil[0] + 1
-  const WP = (out[3] - 1) * strides[1] + (KW - 1) * dil[1] + 1
-  const padded = pt === 0 && pl === 0 && HP <= H && WP <= W
+  // compute it at root so the reduction's inner loops read without bounds tests. Along a kernel
+  // of one tap at a stride (a 1×1 / 2 downsample) it holds only the pixels the conv reads, and the
+  // conv reads it at stride 1: computed at root, a dense copy of a quarter of the input that every
+  // channel tile reads again (as the int8 blocked conv's copy of its activations)
+  const [ys, xs] = [KH === 1 ? strides[0] : 1, KW === 1 ? strides[1] : 1]
+  const HP = ys > 1 ? out[2] : (out[2] - 1) * strides[0] + (KH - 1) * dil[0] + 1
+  const WP = xs > 1 ? out[3] : (out[3] - 1) * strides[1] + (KW - 1) * dil[1] + 1
+  const bounded = pt !== 0 || pl !== 0 || (HP - 1) * ys + 1 > H || (WP - 1) * xs + 1 > W
+  const padded = !bounded && ys === 1 && xs === 1
     ? x
     : compute(ctx.name("pad"), [x.shape[0], CB, HP, WP, ib], (n, cb, y, xx, ci) => {
-        const iy = sub(y, c(pt))
-        const ix = sub(xx, c(pl))
+        const iy = sub(ys > 1 ? mul(y, c(ys)) : y, c(pt))
+        const ix = sub(xs > 1 ? mul(xx, c(xs)) : xx, c(pl))
+        if (!bounded) return at(x, n, cb, iy, ix, ci)
         const inside = and(and(ge(iy, c(0)), lt(iy, c(H))), and(ge(ix, c(0)), lt(ix, c(W))))
         return select(inside, at(x, n, cb, iy, ix, ci), fl(dtype, 0))
       }, x.dtype)
   const conv = compute(ctx.name(bias ? "conv" : undefined), out, (n, oc, y, xx, oi) => {
-    const iy = add(mul(y, c(strides[0])), mul(ry.var, c(dil[0])))
-    const ix = add(mul(xx, c(strides[1])), mul(rx.var, c(dil[1])))
+    const iy = add(mul(y, c(strides[0] / ys)), mul(ry.var, c(dil[0])))
+    const ix = add(mul(xx, c(strides[1] / xs)), mul(rx.var, c(dil[1])))
     if (depthwise) {
       // channel oc·ob + oi reads its own input channel (in_block == out_block)
       return sum(mul(at(padded, n, oc, iy, ix, oi), at(w, oc, c(0), ry.var, rx.var, c(0), oi)), [ic, ry, rx])

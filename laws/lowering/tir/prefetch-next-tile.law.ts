@@ -9,10 +9,10 @@
 // parallel loop (index S·⌊p / G⌋ + rest): a group's G iterations together cover the next group's slab.
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
-import { add, c, floordiv, floormod, mul, read, v, type Expr } from "../../../src/ast/te/expr.js"
+import { add, c, floordiv, floormod, mapExpr, mul, read, v, type Expr } from "../../../src/ast/te/expr.js"
 import { evalExpr } from "../../../src/ast/te/eval-expr.js"
 import type { Buffer, PrimFunc, Stmt } from "../../../src/ast/tir/tir.js"
-import { CACHE_LINE_BYTES, MAX_PER_STEP, prefetchNextTile, prefetchNextTiles } from "../../../src/lowering/tir/prefetch-next-tile.js"
+import { CACHE_LINE_BYTES, MAX_PER_STEP, MIN_REUSE, prefetchNextTile, prefetchNextTiles } from "../../../src/lowering/tir/prefetch-next-tile.js"
 import { lawParams } from "../../support.js"
 import { passLaws } from "./support.js"
 
@@ -154,6 +154,118 @@ describe("lowering.PrefetchNextTile: its hints", () => {
         expect(prefetchNextTiles(ragged, 0, 1 << 30)).toBe(ragged)
       }),
       lawParams(40),
+    )
+  })
+})
+
+interface PlaneCase {
+  readonly rows: number
+  readonly tiles: number
+  readonly cols: number
+  readonly blocks: number
+  readonly channelTiles: number
+  readonly planes: number
+}
+
+const LINE = CACHE_LINE_BYTES / 4
+
+/**
+ * A projection's register tile over its input's planes, as the conv template lowers a 1×1 conv
+ * with its channel tiles inside the image tiles: p parallel (rows), t serial (column tiles), o
+ * serial (channel tiles: no move of x), i serial (input channel blocks, a plane apart), j serial
+ * (a block's lanes: within a line), the columns and blocks unrolled, l vectorized (x broadcast):
+ * out[…] += x[i·P + p·R + t·T + col·LINE + j] · w[…].
+ */
+const planeKernel = (k: PlaneCase): PrimFunc => {
+  const T = k.cols * LINE
+  const R = k.tiles * T
+  const P = k.rows * R
+  // (x with room past its planes: past the L1 and L2 the law's records give, w within them)
+  const wElems = k.channelTiles * k.blocks * k.planes * LINE * 4
+  const x: Buffer = { name: "x", dtype: "float32", shape: [k.planes * P + (1 << 16)], scope: "global" }
+  const w: Buffer = { name: "w", dtype: "float32", shape: [wElems], scope: "global" }
+  const out: Buffer = { name: "out", dtype: "float32", shape: [k.rows * k.tiles * k.channelTiles * k.blocks * k.cols * 4], scope: "global" }
+  const [p, t, o, i, j, l] = ["p", "t", "o", "i", "j", "l"].map((n) => v(n))
+  const stores: Stmt[] = []
+  for (let b = 0; b < k.blocks; b++)
+    for (let col = 0; col < k.cols; col++) {
+      const at: Expr = add(mul(add(mul(add(mul(add(mul(p, c(k.tiles)), t), c(k.channelTiles)), o), c(k.blocks * k.cols)), c(b * k.cols + col)), c(4)), l)
+      const xi: Expr = add(add(add(add(mul(i, c(P)), mul(p, c(R))), mul(t, c(T))), c(col * LINE)), j)
+      const wi: Expr = add(mul(add(mul(add(mul(add(mul(o, c(k.blocks)), c(b)), c(k.planes)), i), c(LINE)), j), c(4)), l)
+      stores.push(loopOf("l", 4, { kind: "store", buffer: "out", indices: [at], value: add(read("out", [at], "float32"), mul(read("x", [xi], "float32"), read("w", [wi], "float32"))) }, "vectorized"))
+    }
+  const body = loopOf("p", k.rows, loopOf("t", k.tiles, loopOf("o", k.channelTiles, loopOf("i", k.planes, loopOf("j", LINE, { kind: "seq", body: stores })))), "parallel")
+  return { name: "planes", params: [x, w, out], body }
+}
+
+/** An L1 whose half holds two column tiles' lines of x (cols × planes lines each), exactly. */
+const l1Holding = (k: PlaneCase): number => 4 * k.cols * k.planes * CACHE_LINE_BYTES
+
+const arbPlanes: fc.Arbitrary<PlaneCase> = fc.record({
+  rows: fc.integer({ min: 1, max: 3 }),
+  tiles: fc.integer({ min: 2, max: 4 }),
+  cols: fc.integer({ min: 1, max: 8 }),
+  blocks: fc.integer({ min: 1, max: 2 }),
+  channelTiles: fc.integer({ min: 1, max: 3 }),
+  planes: fc.integer({ min: 2, max: 6 }),
+})
+
+describe("lowering.PrefetchNextTile: the next tile of a buffer read in tiles over its planes", () => {
+  it("hints at the plane loop the lines the next column tile reads, inside the buffer, where each line is read at least MIN_REUSE times a tile and two tiles' lines fit half the L1; none where once, or with an L1 a byte smaller", () => {
+    fc.assert(
+      fc.property(arbPlanes, (k) => {
+        const f = planeKernel(k)
+        // (an L2 of w's size: only x streams from beyond it; an L1 whose half holds two column tiles' lines of x)
+        const [l1, l2] = [l1Holding(k), f.params[1].shape[0] * 4]
+        const g = prefetchNextTiles(f, l1, l2)
+        expect(prefetchLoops(prefetchNextTiles(f, l1 - 1, l2).body)).toHaveLength(0)
+        const reused = k.blocks * k.channelTiles >= MIN_REUSE
+        const hinted = prefetchLoops(g.body)
+        if (!reused) {
+          expect(hinted).toHaveLength(0)
+          return
+        }
+        expect(hinted.map((h) => h.var.name)).toEqual(["i"])
+        const size = f.params[0].shape[0]
+        const noRead = () => {
+          throw new Error("a prefetch index reads a buffer")
+        }
+        for (let p = 0; p < k.rows; p++)
+          for (let t = 0; t < k.tiles; t++) {
+            const lines = new Set<number>()
+            for (let o = 0; o < k.channelTiles; o++)
+              for (let i = 0; i < k.planes; i++)
+                for (const h of hinted[0].prefetch!) {
+                  const e = evalExpr(h.index, new Map([["p", p], ["t", t], ["o", o], ["i", i]]), noRead)
+                  expect(e >= 0 && e < size).toBe(true)
+                  lines.add(Math.floor(e / LINE))
+                }
+            if (t === k.tiles - 1) continue
+            // every line the next column tile reads
+            for (let i = 0; i < k.planes; i++)
+              for (let col = 0; col < k.cols; col++) {
+                const e = i * k.rows * k.tiles * k.cols * LINE + p * k.tiles * k.cols * LINE + (t + 1) * k.cols * LINE + col * LINE
+                expect(lines.has(Math.floor(e / LINE))).toBe(true)
+              }
+          }
+      }),
+      lawParams(60),
+    )
+  })
+
+  it("no hint where the reads inside the plane loop do not start on a line, or the buffer is within the L2", () => {
+    fc.assert(
+      fc.property(arbPlanes, (k) => {
+        const f = planeKernel({ ...k, blocks: 2 })
+        expect(prefetchLoops(prefetchNextTiles(f, l1Holding(k), f.params[0].shape[0] * 4).body)).toHaveLength(0)
+        // (the reads shifted by one element off their lines)
+        const shift = (s: Stmt): Stmt =>
+          s.kind === "for" ? { ...s, body: shift(s.body) } : s.kind === "seq" ? { ...s, body: s.body.map(shift) } : s.kind === "store" ? { ...s, value: mapExpr(s.value, (e) => (e.kind === "read" && e.source === "x" ? read("x", [add(e.indices[0], c(1))], "float32") : undefined)) } : s
+        const off: PrimFunc = { ...f, params: [{ ...f.params[0], shape: [f.params[0].shape[0] + 1] }, ...f.params.slice(1)], body: shift(f.body) }
+        expect(prefetchLoops(prefetchNextTiles(f, l1Holding(k), f.params[1].shape[0] * 4).body)).toHaveLength(1)
+        expect(prefetchLoops(prefetchNextTiles(off, l1Holding(k), off.params[1].shape[0] * 4).body)).toHaveLength(0)
+      }),
+      lawParams(30),
     )
   })
 })

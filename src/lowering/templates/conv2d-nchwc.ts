@@ -6,12 +6,16 @@ import { c, collect, freeVars, substitute, type Read, type Reduce } from "../../
 import { anchorStage, candidatesOf, convRegisterTile, dataLeaves, divisors, fmaRate, largest, parallelize, parallelOuter, tileStages, type TileChoices } from "./common.js"
 import type { Knob, ScheduleTarget, Template } from "./template.js"
 
-/** The anchor's zero-padding producer (the conv's data_pad), inlined in the base schedule. */
+/**
+ * The anchor's input copy, inlined in the base schedule: its zero-padding producer (the conv's
+ * data_pad, a select), or the pixels a 1×1 kernel at a stride reads (a read of every stride-th
+ * pixel: the op library's convNCHWc).
+ */
 const padProducer = (s: S.Schedule, anchor: S.Stage): string | undefined =>
   anchor.op.inputs.find((t) => {
     if (t.kind !== "compute") return false
     const st = s.stages.get(t.name)
-    return st !== undefined && st.attach.kind === "inline" && t.body.kind === "select" && S.consumersOf(s, t.name).length === 1
+    return st !== undefined && st.attach.kind === "inline" && (t.body.kind === "select" || t.body.kind === "read") && S.consumersOf(s, t.name).length === 1
   })?.name
 
 const REDUCE_ORDERS = ["ic_kernel", "kernel_ic", "ic_only"] as const

@@ -201,6 +201,70 @@ const planFor = (par: ForStmt, buffer: Buffer, sites: readonly Site[], maxSlabBy
   return { loop: path[at], prefetch }
 }
 
+/**
+ * The prefetch plan for a buffer no slab plan takes, read in tiles along a serial loop inside the
+ * parallel one (a projection's column tiles over its input's channel planes): at each step of the
+ * loop `H` the reads' lines of the next step of the tile loop `X`. `H` is the innermost serial loop
+ * around every read that moves some read by a line or more, the loops inside it each within a line
+ * (a block's lanes, the vector loop); `X` the innermost serial loop outside `H` that moves every
+ * read by the same C ≠ 0 (loops between them that do not move the reads, channel tiles, repeat the
+ * hints). A hint is a read's index at X + 1, the loops inside `H` at their first step, kept within
+ * the buffer (the last tile's next is the next parallel iteration's first, or none). Only for a
+ * buffer past the L2 (`l2Bytes`: it streams from beyond it), where the reads inside `H` start on a
+ * line (every other coefficient and the constant multiples of a line), each line of a step of `X`
+ * is read at least MIN_REUSE times a line's elements, that step's lines and the next step's fit half
+ * the L1 (`l1Bytes`: the current tile's lines, read again by every channel tile, stay while the
+ * next come in, beside the weights streaming through), and `H` hints at most one line per line of
+ * reads of its step. Why: the input streams from beyond the L2 in as many streams as the tile
+ * reads planes (16 at ResNet-50's 56² projections), which the hardware prefetcher does not run
+ * ahead of (docs/scheduling.md, twelfth session).
+ */
+const planNextTile = (buffer: Buffer, sites: readonly Site[], l1Bytes: number, l2Bytes: number): { loop: ForStmt; prefetch: Prefetch[] } | undefined => {
+  if (buffer.shape.reduce((a, d) => a * d, 1) * BYTES[buffer.dtype] <= l2Bytes) return undefined
+  const lineElems = Math.max(1, Math.floor(CACHE_LINE_BYTES / BYTES[buffer.dtype]))
+  const common = sites[0].loops.filter((l, k) => sites.every((site) => site.loops[k] === l))
+  if (common.some((l) => !constantLoop(l)) || sites.some((site) => site.loops.some((l) => !constantLoop(l)))) return undefined
+  const extent = (l: ForStmt) => constantLoop(l)!.extent
+  const within = (site: Site, l: ForStmt) => {
+    const k = coef(site.index, l.var.name)
+    return k !== undefined && Math.abs(k) * (extent(l) - 1) < lineElems
+  }
+  const serial = common.filter((l) => l.forKind === "serial")
+  const h = [...serial].reverse().find((l) => sites.some((site) => !within(site, l)))
+  if (!h) return undefined
+  const inner = (site: Site) => site.loops.slice(site.loops.indexOf(h) + 1)
+  if (sites.some((site) => inner(site).some((l) => !within(site, l)))) return undefined
+  const x = [...serial.slice(0, serial.indexOf(h))].reverse().find((l) => sites.every((site) => coef(site.index, l.var.name) !== 0))
+  if (!x || extent(x) < 2) return undefined
+  const steps = new Set(sites.map((site) => coef(site.index, x.var.name)))
+  if (steps.size !== 1 || [...steps][0] === undefined) return undefined
+  // each read's index with the loops inside H at their first step: on a line's start
+  const starts = sites.map((site) => substitute(site.index, new Map(inner(site).map((l) => [l.var.name, l.min] as const))))
+  const aligned = (e: Expr) => {
+    const vars = [...collect(e, (y) => y.kind === "var")].map((y) => (y as Var).name)
+    const cs = vars.map((n) => coef(e, n))
+    const at0 = exprBounds(substitute(e, new Map(vars.map((n) => [n, c(0)] as const))), new Map())
+    return at0 !== undefined && at0[0] % lineElems === 0 && cs.every((k) => k !== undefined && k % lineElems === 0)
+  }
+  if (!starts.every(aligned)) return undefined
+  const i = x.var as Var
+  const next = (e: Expr) => substitute(e, new Map([[i.name, add(i, c(1, i.dtype))]]))
+  const size = buffer.shape.reduce((a, d) => a * d, 1)
+  const keys = new Map<string, Prefetch>()
+  for (const e of starts) keys.set(JSON.stringify(e), { buffer: buffer.name, index: min(next(e), c(size - 1, i.dtype)) })
+  const hints = [...keys.values()]
+  // reads a step of X and of H, against the lines they touch
+  const between = common.slice(common.indexOf(x) + 1, common.indexOf(h) + 1)
+  // (a vector loop that does not move a read broadcasts it: one load)
+  const readsInside = (site: Site, from: ForStmt) =>
+    site.loops.slice(site.loops.indexOf(from) + 1).reduce((m, l) => (l.forKind === "vectorized" && coef(site.index, l.var.name) === 0 ? m : m * extent(l)), 1)
+  const readsX = sites.reduce((n, site) => n + readsInside(site, x), 0)
+  const linesX = hints.length * between.filter((l) => sites.some((site) => coef(site.index, l.var.name) !== 0)).reduce((m, l) => m * extent(l), 1)
+  if (readsX < MIN_REUSE * linesX * lineElems || 2 * linesX * CACHE_LINE_BYTES > l1Bytes / 2) return undefined
+  if (hints.length * lineElems > sites.reduce((n, site) => n + readsInside(site, h), 0)) return undefined
+  return { loop: h, prefetch: hints }
+}
+
 /** `f` with its parallel loops' next slabs prefetched (see the header); `f` itself where none qualifies. */
 export const prefetchNextTiles = (f: PrimFunc, minBytes: number, maxSlabBytes: number): PrimFunc => {
   const written = storedBuffers(f.body)
@@ -212,11 +276,10 @@ export const prefetchNextTiles = (f: PrimFunc, minBytes: number, maxSlabBytes: n
     const sites = new Map<string, Site[]>()
     readSites(s.body, names, [], sites)
     // the largest buffer with a plan (one stream per parallel loop)
-    const plans = large
-      .filter((b) => sites.has(b.name))
-      .sort((a, b) => b.shape.reduce((x, d) => x * d, 1) * BYTES[b.dtype] - a.shape.reduce((x, d) => x * d, 1) * BYTES[a.dtype])
-      .map((b) => planFor(s, b, sites.get(b.name)!, maxSlabBytes))
-      .filter((x) => x !== undefined)
+    const bySize = large.filter((b) => sites.has(b.name)).sort((a, b) => b.shape.reduce((x, d) => x * d, 1) * BYTES[b.dtype] - a.shape.reduce((x, d) => x * d, 1) * BYTES[a.dtype])
+    const slabs = bySize.map((b) => planFor(s, b, sites.get(b.name)!, maxSlabBytes)).filter((x) => x !== undefined)
+    // (else the next tile of a buffer read in tiles along a serial loop)
+    const plans = slabs.length ? slabs : bySize.map((b) => planNextTile(b, sites.get(b.name)!, minBytes, maxSlabBytes)).filter((x) => x !== undefined)
     if (plans.length === 0) return undefined
     const { loop, prefetch } = plans[0]
     const inner = mapStmt(s.body, (x) => (x === loop ? { ...loop, prefetch: [...(loop.prefetch ?? []), ...prefetch] } : undefined))
@@ -225,6 +288,10 @@ export const prefetchNextTiles = (f: PrimFunc, minBytes: number, maxSlabBytes: n
   return body === f.body ? f : { ...f, body }
 }
 
-/** The pass: buffers over `minBytes` streamed, slabs of up to half `maxSlabBytes` (the caller: the target record's L2 for both). */
+/**
+ * The pass: buffers over `minBytes` streamed, slabs of up to half `maxSlabBytes`; a buffer's next
+ * tile where it exceeds `maxSlabBytes` and two tiles' lines fit half of `minBytes` (the caller: the
+ * target record's L1 and L2).
+ */
 export const prefetchNextTile = (minBytes: number, maxSlabBytes: number = minBytes): TirPass =>
   tirPass("lowering.PrefetchNextTile", 2, (f) => prefetchNextTiles(f, minBytes, maxSlabBytes))
