@@ -156,7 +156,7 @@ export const int8DotTemplate: Template = {
  * copy): the column loop marked for lowering.LoopPartition, which cuts it where the padding's
  * column bounds change, so the interior copies its 4 channels without the column test (only the
  * row's, invariant in the loop), and the 4 channels unrolled inside. Its select per byte left gcc
- * a 4-lane loop (ResNet-18 int8's 14² 3×3 / 2 conv in a C harness: 0.19 → 0.17–0.18 ms, Zen 5).
+ * a 4-lane loop (ResNet-18 int8's 14² 3×3 / 2 conv in a C harness: 0.185 → 0.168 ms, Zen 5).
  * A 1×1 conv's copy (no taps, no column padding) is left as it was.
  */
 const paddedColumnsCut = (s0: S.Schedule, anchor: S.Stage): { schedule: S.Schedule; done: string[] } => {
