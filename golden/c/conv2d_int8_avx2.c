@@ -19,13 +19,21 @@ static inline __attribute__((always_inline)) void tessera_avx2_dot_16x4(int32_t*
 }
 #endif
 
-/* "q_u8.i.q_u8.j.f.q_u8.k.f.q_u8.l.f": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
+/* "q_u8.i.q_u8.j.f.q_u8.k.f": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
 struct tessera_par0_conv2d_int8_avx2 { uint8_t* b9; const uint8_t* b0; const uint8_t* b1; };
 static void tessera_range0_conv2d_int8_avx2(uint8_t* restrict b9, const uint8_t* restrict b0, const uint8_t* restrict b1, int64_t tessera_lo, int64_t tessera_hi) {
   for (int64_t v0 = tessera_lo; v0 < tessera_hi; ++v0) {
-    #pragma omp simd
-    for (int64_t v1 = 0; v1 < 4; ++v1) {
-      b9[((v0 * 4) + v1)] = ((uint8_t)((((((v0 / 8) % 8) < 6) && ((v0 % 8) < 6)) ? ((int32_t)(b0[((((((v0 / 8) / 8) * 144) + (((v0 / 8) % 8) * 6)) + (v0 % 8)) + (v1 * 36))])) : ((int32_t)(b1[0])))));
+    for (int64_t v1 = 0; v1 < 6; ++v1) {
+      b9[((v0 * 32) + (v1 * 4))] = ((uint8_t)((((v0 % 8) < 6) ? ((int32_t)(b0[((((v0 / 8) * 144) + ((v0 % 8) * 6)) + v1)])) : ((int32_t)(b1[0])))));
+      b9[(((v0 * 32) + (v1 * 4)) + 1)] = ((uint8_t)((((v0 % 8) < 6) ? ((int32_t)(b0[(((((v0 / 8) * 144) + ((v0 % 8) * 6)) + v1) + 36)])) : ((int32_t)(b1[0])))));
+      b9[(((v0 * 32) + (v1 * 4)) + 2)] = ((uint8_t)((((v0 % 8) < 6) ? ((int32_t)(b0[(((((v0 / 8) * 144) + ((v0 % 8) * 6)) + v1) + 72)])) : ((int32_t)(b1[0])))));
+      b9[(((v0 * 32) + (v1 * 4)) + 3)] = ((uint8_t)((((v0 % 8) < 6) ? ((int32_t)(b0[(((((v0 / 8) * 144) + ((v0 % 8) * 6)) + v1) + 108)])) : ((int32_t)(b1[0])))));
+    }
+    for (int64_t v1 = 6; v1 < 8; ++v1) {
+      b9[((v0 * 32) + (v1 * 4))] = ((uint8_t)(((int32_t)(b1[0]))));
+      b9[(((v0 * 32) + (v1 * 4)) + 1)] = ((uint8_t)(((int32_t)(b1[0]))));
+      b9[(((v0 * 32) + (v1 * 4)) + 2)] = ((uint8_t)(((int32_t)(b1[0]))));
+      b9[(((v0 * 32) + (v1 * 4)) + 3)] = ((uint8_t)(((int32_t)(b1[0]))));
     }
   }
 }
@@ -147,7 +155,7 @@ void conv2d_int8_avx2(const uint8_t* restrict b0, const uint8_t* restrict b1, co
             _Alignas(64) float b13[16]; /* "q_mult" float32[16] @"global" */
             {
               const struct tessera_par0_conv2d_int8_avx2 tessera_args = { b9, b0, b1 };
-              tessera_parallel_for(tessera_par0_conv2d_int8_avx2, &tessera_args, 128);
+              tessera_parallel_for(tessera_par0_conv2d_int8_avx2, &tessera_args, 16);
             }
             {
               const struct tessera_par1_conv2d_int8_avx2 tessera_args = { b10, b2 };

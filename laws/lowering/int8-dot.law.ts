@@ -6,12 +6,15 @@
 // channels) — the VNNI dot, its AVX2 form or SIMD128's 4-lane dot kept as the intrinsic (the TIR evaluator
 // runs it by its TE declaration) or left as loops — evaluates equal to the TE reference, exactly;
 // and the blocked compute itself equals the plain int32 one (QUANT_INT_PLAIN): it fails with a
-// strided 1×1 kernel's copy read unstrided (tried).
+// strided 1×1 kernel's copy read unstrided (tried). A K×K conv's padded copy is cut on its
+// columns (the `loop_partition_hint` the template marks it with): no store of it tests its column.
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { avx2Dot16x4, simd128Dot4x4, vnniDot16x4 } from "../../src/ast/te/intrinsic.js"
 import { evaluateTE } from "../../src/ast/te/evaluate.js"
-import { printPrimFunc } from "../../src/ast/tir/tir.js"
+import { mapStmt, printPrimFunc, type PrimFunc, type Stmt } from "../../src/ast/tir/tir.js"
+import { collect } from "../../src/ast/te/expr.js"
+import { coef } from "../../src/ast/te/linear-index.js"
 import { evaluatePrimFunc } from "../../src/ast/tir/evaluate.js"
 import { baseSchedule } from "../../src/lowering/lower-group.js"
 import { lowerSync } from "../../src/lowering/lower.js"
@@ -22,6 +25,39 @@ import { runTirSync } from "../../src/lowering/tir/tir-pass.js"
 import { lawParams } from "../support.js"
 import { arbSpec, build } from "./int8-cases.js"
 import { QUANT_INT_PLAIN } from "../../src/lowering/op-library-quant-int.js"
+
+/**
+ * The stores of the padded copy `buffer` ([n, C/4, rows, columns, 4], flat): how many there are and
+ * how many of them hold a comparison of their column — the loop variable whose coefficient in the
+ * flat index is the 4 channels (its row's is 4 × columns, a channel's 1).
+ */
+const columnTests = (f: PrimFunc, buffer: string): { stores: number; tested: number } => {
+  let stores = 0
+  let tested = 0
+  const loops: string[] = []
+  const rec = (st: Stmt): void => {
+    if (st.kind === "for") {
+      loops.push(st.var.name)
+      rec(st.body)
+      loops.pop()
+      return
+    }
+    if (st.kind === "store" && st.buffer === buffer) {
+      stores++
+      const cols = loops.filter((v) => coef(st.indices[st.indices.length - 1], v) === 4)
+      const cmps = collect(st.value, (e) => e.kind === "bin" && ["lt", "le", "gt", "ge"].includes(e.op))
+      if (cmps.some((e) => cols.some((v) => collect(e, (x) => x.kind === "var" && x.name === v).length > 0))) tested++
+      return
+    }
+    mapStmt(st, (x) => {
+      if (x === st) return undefined
+      rec(x)
+      return x
+    })
+  }
+  rec(f.body)
+  return { stores, tested }
+}
 
 describe("int8 template (VNNI layout)", () => {
   it("the blocked conv compute (QLinearConv, QLinearConvPacked, ConvInteger; strided 1×1 kernels copying only the pixels they read) equals the plain int32 compute, exactly", () => {
@@ -43,6 +79,7 @@ describe("int8 template (VNNI layout)", () => {
   it("every configuration, the VNNI, AVX2 or SIMD128 dot kept or left as loops, evaluates equal to the TE (exactly)", () => {
     let laneOrder = 0
     let narrowed = 0
+    let padded = 0
     fc.assert(
       fc.property(arbSpec, fc.array(fc.nat(), { minLength: 4, maxLength: 4 }), (sp, picks) => {
         const { outputs, feeds } = build(sp)
@@ -61,6 +98,14 @@ describe("int8 template (VNNI layout)", () => {
         const want = evaluateTE(outputs, feeds)[0]
         expect(Array.from(got.data as ArrayLike<number>)).toEqual(Array.from(want.data as ArrayLike<number>))
         if (sp.op.includes("Conv") && sp.dims[1] % 16 === 0) laneOrder++
+        // (a K×K conv's padded copy: its column tests cut away by LoopPartition at the template's hint)
+        const copy = [...applied.stages.values()].find((st) => st.op.dtype === "uint8" && st.op.shape.length === 5 && st.attach.kind === "root")
+        if (copy && sp.op.includes("Conv") && sp.dims[4] > 1 && sp.dims[6] > 0) {
+          const { stores, tested } = columnTests(f, copy.op.name)
+          expect(stores).toBeGreaterThan(0)
+          expect(tested).toBe(0)
+          padded++
+        }
         // (QLinearConvPacked's requantized int32 values, the stage its output narrows: computed at
         // the epilogue's pixel, a vector of channels, where the epilogue is in lane order — never inline)
         const out = applied.stages.get(outputs[0].name)!
@@ -76,5 +121,6 @@ describe("int8 template (VNNI layout)", () => {
     // (the cases reach conv epilogues in lane order)
     expect(laneOrder).toBeGreaterThan(3)
     expect(narrowed).toBeGreaterThan(0)
+    expect(padded).toBeGreaterThan(0)
   })
 })

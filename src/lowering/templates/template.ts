@@ -22,6 +22,12 @@ export type Knob =
       readonly candidates: readonly number[]
       /** Lanes of each unit split, where a unit is a vector (a channel block's; absent: 1). */
       readonly lanes?: number
+      /**
+       * Elements of the split axis that one float32 lane's 4 bytes hold, where its type is a narrower
+       * integer whose vector operations the compiler runs on that many more lanes (an 8-bit one: 4,
+       * a 16-bit one: 2; absent: 1). The defaults size a split in vector lanes times this.
+       */
+      readonly perLane?: number
       readonly when?: KnobCondition
     }
   | {
