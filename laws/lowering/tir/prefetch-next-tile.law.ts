@@ -7,6 +7,8 @@
 // vector loop get no hint; the hints come from the outermost loop that asks for at most
 // MAX_PER_STEP lines a step. The same where G row tiles are fused with each channel tile into the
 // parallel loop (index S·⌊p / G⌋ + rest): a group's G iterations together cover the next group's slab.
+// And where a tail row outside the row loop reads the same slab (a matmul's last row tile, peeled),
+// the row loop issues the hints.
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { add, c, floordiv, floormod, mul, read, v, type Expr } from "../../../src/ast/te/expr.js"
@@ -35,21 +37,28 @@ interface TileCase {
  * iterations, G row tiles of each channel tile (a channel tile fused with the image's rows): the
  * iteration p reads rows (p mod G)·rows + r and the slab of tile ⌊p / G⌋.
  */
-const tileKernel = (k: TileCase, laneKind: ForStmt["forKind"] = "vectorized", group = 1): PrimFunc => {
+const tileKernel = (k: TileCase, laneKind: ForStmt["forKind"] = "vectorized", group = 1, tail = false): PrimFunc => {
   const S = k.blocks * k.ic * k.lanes
+  // (with `tail`, each iteration one row more, outside the row loop: the last row tile LoopPartition peels off a matmul's rows)
+  const rowsAll = k.rows + (tail ? 1 : 0)
   const w: Buffer = { name: "w", dtype: "float32", shape: [k.tiles * S], scope: "global" }
-  const x: Buffer = { name: "x", dtype: "float32", shape: [group * k.rows * k.ic], scope: "global" }
-  const out: Buffer = { name: "out", dtype: "float32", shape: [k.tiles * group * k.rows * k.blocks * k.lanes], scope: "global" }
-  const [p, r, i, l] = ["p", "r", "i", "l"].map((n) => v(n))
-  const [tile, row]: Expr[] = group === 1 ? [p, r] : [floordiv(p, c(group)), add(mul(floormod(p, c(group)), c(k.rows)), r)]
-  // (the blocks unrolled, as UnrollLoops leaves a register tile's channel blocks: one store each)
-  const stores: Stmt[] = Array.from({ length: k.blocks }, (_, b) => {
-    const at: Expr = add(mul(add(mul(add(mul(p, c(k.rows)), r), c(k.blocks)), c(b)), c(k.lanes)), l)
-    const wIndex = add(add(add(mul(tile, c(S)), c(b * k.ic * k.lanes)), mul(i, c(k.lanes))), l)
-    return { kind: "store", buffer: "out", indices: [at], value: add(read("out", [at], "float32"), mul(read("x", [add(mul(row, c(k.ic)), i)], "float32"), read("w", [wIndex], "float32"))) }
-  })
-  const lanes = stores.map((st) => loopOf("l", k.lanes, st, laneKind))
-  const body = loopOf("p", k.tiles * group, loopOf("r", k.rows, loopOf("i", k.ic, lanes.length === 1 ? lanes[0] : { kind: "seq", body: lanes })), "parallel")
+  const x: Buffer = { name: "x", dtype: "float32", shape: [group * rowsAll * k.ic], scope: "global" }
+  const out: Buffer = { name: "out", dtype: "float32", shape: [k.tiles * group * rowsAll * k.blocks * k.lanes], scope: "global" }
+  const [p, i, l] = ["p", "i", "l"].map((n) => v(n))
+  const rowLoop = (r: Expr, iName: string): Stmt => {
+    const ii = iName === "i" ? i : v(iName)
+    const [tile, row]: Expr[] = group === 1 ? [p, r] : [floordiv(p, c(group)), add(mul(floormod(p, c(group)), c(rowsAll)), r)]
+    // (the blocks unrolled, as UnrollLoops leaves a register tile's channel blocks: one store each)
+    const stores: Stmt[] = Array.from({ length: k.blocks }, (_, b) => {
+      const at: Expr = add(mul(add(mul(add(mul(p, c(rowsAll)), r), c(k.blocks)), c(b)), c(k.lanes)), l)
+      const wIndex = add(add(add(mul(tile, c(S)), c(b * k.ic * k.lanes)), mul(ii, c(k.lanes))), l)
+      return { kind: "store", buffer: "out", indices: [at], value: add(read("out", [at], "float32"), mul(read("x", [add(mul(row, c(k.ic)), ii)], "float32"), read("w", [wIndex], "float32"))) }
+    })
+    const lanes = stores.map((st) => loopOf("l", k.lanes, st, laneKind))
+    return loopOf(iName, k.ic, lanes.length === 1 ? lanes[0] : { kind: "seq", body: lanes })
+  }
+  const rows = loopOf("r", k.rows, rowLoop(v("r"), "i"))
+  const body = loopOf("p", k.tiles * group, tail ? { kind: "seq", body: [rows, rowLoop(c(k.rows), "tail_i")] } : rows, "parallel")
   return { name: "tiles", params: [x, w, out], body }
 }
 
@@ -131,6 +140,17 @@ describe("lowering.PrefetchNextTile: its hints", () => {
         const out = prefetchNextTiles(tileKernel(k, "vectorized", group), 0, 1 << 30)
         expectNextSlabsCovered(prefetchedByTile(out, k, group), k)
         expectHintLoop(out, k, group)
+      }),
+      lawParams(60),
+    )
+  })
+
+  it("a tail row beside the row loop (the row tile LoopPartition peels off) reads the same slab: the row loop, where most reads are, issues the hints, and they cover the next tile's slab", () => {
+    fc.assert(
+      fc.property(arbTiles, (k) => {
+        const out = prefetchNextTiles(tileKernel(k, "vectorized", 1, true), 0, 1 << 30)
+        expectNextSlabsCovered(prefetchedByTile(out, k), k)
+        expectHintLoop(out, k)
       }),
       lawParams(60),
     )
