@@ -37,7 +37,7 @@ interface TileCase {
  * iterations, G row tiles of each channel tile (a channel tile fused with the image's rows): the
  * iteration p reads rows (p mod G)·rows + r and the slab of tile ⌊p / G⌋.
  */
-const tileKernel = (k: TileCase, laneKind: ForStmt["forKind"] = "vectorized", group = 1, tail = false): PrimFunc => {
+const tileKernel = (k: TileCase, laneKind: ForStmt["forKind"] = "vectorized", group = 1, tail: "beside" | "inside" | undefined = undefined): PrimFunc => {
   const S = k.blocks * k.ic * k.lanes
   // (with `tail`, each iteration one row more, outside the row loop: the last row tile LoopPartition peels off a matmul's rows)
   const rowsAll = k.rows + (tail ? 1 : 0)
@@ -57,8 +57,9 @@ const tileKernel = (k: TileCase, laneKind: ForStmt["forKind"] = "vectorized", gr
     const lanes = stores.map((st) => loopOf("l", k.lanes, st, laneKind))
     return loopOf(iName, k.ic, lanes.length === 1 ? lanes[0] : { kind: "seq", body: lanes })
   }
-  const rows = loopOf("r", k.rows, rowLoop(v("r"), "i"))
-  const body = loopOf("p", k.tiles * group, tail ? { kind: "seq", body: [rows, rowLoop(c(k.rows), "tail_i")] } : rows, "parallel")
+  // ("inside": the extra row's loop a sibling of the channel loop inside the row loop, both sharing it — a conv's window positions)
+  const rows = loopOf("r", k.rows, tail === "inside" ? { kind: "seq", body: [rowLoop(v("r"), "i"), rowLoop(c(k.rows), "tail_i")] } : rowLoop(v("r"), "i"))
+  const body = loopOf("p", k.tiles * group, tail === "beside" ? { kind: "seq", body: [rows, rowLoop(c(k.rows), "tail_i")] } : rows, "parallel")
   return { name: "tiles", params: [x, w, out], body }
 }
 
@@ -148,7 +149,7 @@ describe("lowering.PrefetchNextTile: its hints", () => {
   it("a tail row beside the row loop (the row tile LoopPartition peels off) reads the same slab: the row loop, where most reads are, issues the hints, and they cover the next tile's slab", () => {
     fc.assert(
       fc.property(arbTiles, (k) => {
-        const out = prefetchNextTiles(tileKernel(k, "vectorized", 1, true), 0, 1 << 30)
+        const out = prefetchNextTiles(tileKernel(k, "vectorized", 1, "beside"), 0, 1 << 30)
         expectNextSlabsCovered(prefetchedByTile(out, k), k)
         expectHintLoop(out, k)
       }),
@@ -156,7 +157,7 @@ describe("lowering.PrefetchNextTile: its hints", () => {
     )
   })
 
-  it("no hint where the buffer is within the threshold, two slabs exceed the L2, the reads are in no vector loop, the slab is read once a tile, or the groups do not divide the loop", () => {
+  it("no hint where the buffer is within the threshold, two slabs exceed the L2, the reads are in no vector loop, the slab is read once a tile, the reads' loops share a serial loop but not the innermost, or the groups do not divide the loop", () => {
     fc.assert(
       fc.property(arbTiles, (k) => {
         const f = tileKernel(k)
@@ -168,6 +169,9 @@ describe("lowering.PrefetchNextTile: its hints", () => {
         expect(prefetchNextTiles(scalar, 0, 1 << 30)).toBe(scalar)
         const once = tileKernel({ ...k, rows: 1 })
         expect(prefetchLoops(prefetchNextTiles(once, 0, 1 << 30).body)).toHaveLength(0)
+        // (reads in sibling serial loops that share a serial loop around them)
+        const shared = tileKernel(k, "vectorized", 1, "inside")
+        expect(prefetchNextTiles(shared, 0, 1 << 30)).toBe(shared)
         // (a group that does not divide the parallel loop: its last group would be short)
         const grouped = tileKernel(k, "vectorized", 3)
         const ragged: PrimFunc = { ...grouped, body: { ...(grouped.body as ForStmt), extent: c(k.tiles * 3 - 1) } }

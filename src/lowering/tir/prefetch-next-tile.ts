@@ -157,8 +157,10 @@ const planFor = (par: ForStmt, buffer: Buffer, sites: readonly Site[], maxSlabBy
     if (!b || b[0] < 0 || b[1] >= S) return undefined
   }
   // the innermost serial loop around the reads, and the serial loops down to it: where the reads sit
-  // in several (a matmul's row tiles and, beside them, the tail tile LoopPartition peeled off), the
-  // one most of them run in issues the hints — the others read the same slab (checked above)
+  // in several loop nests side by side in the parallel loop's body (a matmul's row tiles and, beside
+  // them, the tail tile LoopPartition peeled off), the one most of them run in issues the hints —
+  // the others read the same slab (checked above). Not where they share a serial loop (a conv's
+  // window positions unrolled into sibling loops inside its channel loop: left as it was measured)
   const serialPath = (site: Site) => site.loops.filter((l) => l.forKind === "serial")
   const innermost = (site: Site) => serialPath(site).at(-1)
   if (sites.some((site) => !innermost(site) || serialPath(site).some((l) => !constantLoop(l)))) return undefined
@@ -169,6 +171,7 @@ const planFor = (par: ForStmt, buffer: Buffer, sites: readonly Site[], maxSlabBy
   const issuing = sites.filter((site) => innermost(site) === loop)
   const path = serialPath(issuing[0])
   if (issuing.some((site) => serialPath(site).some((l, k) => l !== path[k]))) return undefined
+  if (sites.some((site) => innermost(site) !== loop && site.loops.some((l) => path.includes(l)))) return undefined
   // (a step of a vector register tile: every read in a vectorized loop inside `loop` — not a scalar
   // loop the emitter turns into a vector reduction of its own, a LayerNorm's row sum)
   if (sites.some((site) => !site.loops.slice(site.loops.indexOf(innermost(site)!) + 1).some((l) => l.forKind === "vectorized"))) return undefined
