@@ -7,7 +7,10 @@
 // (the executor's `into`: a fresh 1.9 MB output a run cost the softmax 0.8 ms of page faults), and
 // also, in the last column, into fresh arrays each run; onnxruntime's allocate their own.
 //
-//   npm run op-bench -- [--threads 1] [--runs 21] [--only linear,softmax]
+// `--cpu` times both sides by the process's CPU time instead of the wall clock (1 thread: each
+// side's own time; on a core shared with other jobs, wall time counts theirs too).
+//
+//   npm run op-bench -- [--threads 1] [--runs 21] [--only linear,softmax] [--cpu]
 import { Effect } from "effect"
 import { attr } from "../src/ast/graph/attrs.js"
 import type { Graph } from "../src/ast/graph/graph.js"
@@ -31,6 +34,27 @@ const THREADS = Number(arg("threads", "1"))
 process.env.OMP_NUM_THREADS = String(THREADS)
 const RUNS = Number(arg("runs", "21"))
 const ONLY = arg("only", "").split(",").filter((s) => s.length > 0)
+const CPU = process.argv.includes("--cpu")
+
+/** Milliseconds of this process's CPU time that f takes. */
+const cpuMs = async (f: () => unknown): Promise<number> => {
+  const u = process.cpuUsage()
+  await f()
+  const d = process.cpuUsage(u)
+  return (d.user + d.system) / 1000
+}
+/** Both sides alternating, each run timed by CPU time (blocks of 5, as alternateRuns). */
+const alternateCpu = async (ours: () => void, session: { time: () => Promise<number> }, runs: number) => {
+  const mine: number[] = []
+  const theirs: number[] = []
+  ours()
+  await session.time()
+  while (mine.length < runs) {
+    for (let i = 0; i < 5; i++) mine.push(await cpuMs(ours))
+    for (let i = 0; i < 5; i++) theirs.push(await cpuMs(() => session.time()))
+  }
+  return { ours: mine, theirs }
+}
 
 /** A transformer's linear layer: x [1, rows, k] · W [k, n] + b, W and b seeded constants. */
 const linear = (name: string, rows: number, k: number, n: number): Graph => {
@@ -167,7 +191,7 @@ const ort = await run(loadOrt())
 if (typeof ort === "string") throw new Error(ort)
 const target = BACKENDS.c.target(cpu, THREADS)
 console.log(
-  `CPU: ${cpu.isa}, ${cpu.vectorLanes} lanes, FMA ${cpu.fmaUnits} pipe(s) × latency ${cpu.fmaLatency}; peak fp32 one core (measured): ${peak ? `${peak.toFixed(0)} GFLOP/s` : "unknown"}; ${THREADS} thread(s), ${RUNS} runs, medians`,
+  `CPU: ${cpu.isa}, ${cpu.vectorLanes} lanes, FMA ${cpu.fmaUnits} pipe(s) × latency ${cpu.fmaLatency}; peak fp32 one core (measured): ${peak ? `${peak.toFixed(0)} GFLOP/s` : "unknown"}; ${THREADS} thread(s), ${RUNS} runs, medians${CPU ? " of CPU time" : ""}`,
 )
 console.log("| op | tessera c ms | onnxruntime-node ms | c / ort | c GFLOP/s | % of peak | c ms, fresh outputs |")
 console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
@@ -182,7 +206,7 @@ for (const [name, make] of Object.entries(CASES)) {
   if (typeof session === "string") throw new Error(session)
   const into = new Map(program.graph.outputs.map((o) => [o.name, allocate(o.type.dtype, sizeOf(o.type.shape as number[]))] as const))
   exec.run(feeds, into)
-  const timed = await alternateRuns(() => void exec.run(feeds, into), session, RUNS)
+  const timed = CPU ? await alternateCpu(() => void exec.run(feeds, into), session, RUNS) : await alternateRuns(() => void exec.run(feeds, into), session, RUNS)
   const fresh = await alternateRuns(() => void exec.run(feeds), undefined, RUNS)
   await session.release()
   exec.module.close()

@@ -76,6 +76,34 @@ describe("injective template: trailing axes fused to whole vectors", () => {
     )
   })
 
+  it("an innermost axis of whole vectors longer than one vector loop (64) is split into a vectorized loop of whole vectors that divides it, and computes what the TE says", () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 3 }),
+        fc.constantFrom(72, 80, 96, 128, 192, 768),
+        fc.constantFrom(2, 4, 8, 16),
+        fc.constantFrom<Second>({ kind: "same" }, { kind: "broadcast", k: 1, last: false }),
+        fc.nat(),
+        (rows, last, width, second, seed) => {
+          fc.pre(last % width === 0)
+          const cc = elementwiseCase([rows, last], second)
+          const s = injectiveTemplate.apply([cc.out], baseSchedule([cc.out]), { vectorize: true, whole_vectors: width })
+          const st = s.stages.get("y")!
+          const inner = st.leaf[st.leaf.length - 1]
+          const extent = st.axes.get(inner)!.extent
+          expect(st.annotations.get(inner)?.kind).toBe("vectorized")
+          expect(extent).toBeLessThanOrEqual(64)
+          expect(extent % width).toBe(0)
+          expect(last % extent).toBe(0)
+          const inputs = smallIntInputs(seed, cc.inputs)
+          const got = evaluatePrimFunc(runTirSync(cpuTirPipeline(), lowerSync(s)), inputs)
+          assertAllClose([got.get("y")!], evaluateTE([cc.out], inputs), 0, 0)
+        },
+      ),
+      lawParams(40),
+    )
+  })
+
   it("the innermost loop is whole vectors exactly where a run of trailing axes the reads allow makes it so", () => {
     fc.assert(
       fc.property(arbCase, fc.constantFrom(2, 4, 8, 16), (cc, width) => {

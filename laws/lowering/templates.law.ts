@@ -135,7 +135,7 @@ describe("schedule templates", () => {
     )
   })
 
-  it("the matmul register tile fits the registers, keeps the FMA pipes busy where any tile can, and loads the fewest operands per FMA among those", () => {
+  it("the matmul register tile fits the registers, keeps the FMA pipes busy where any tile can, and loads the fewest operands per FMA among those; with a depth and an L2, its panel of B within half the L2 where a width allows", () => {
     fc.assert(
       fc.property(
         fc.integer({ min: 1, max: 300 }),
@@ -144,12 +144,19 @@ describe("schedule templates", () => {
         fc.constantFrom(16, 32),
         fc.integer({ min: 1, max: 2 }),
         fc.integer({ min: 3, max: 6 }),
-        (rows, cols, lanes, registers, fmaUnits, fmaLatency) => {
-          const target = { vectorLanes: lanes, cores: 1, vectorRegisters: registers, fmaUnits, fmaLatency }
-          const t = matmulRegisterTile(target, rows, cols)
+        fc.option(fc.integer({ min: 1, max: 8192 })),
+        fc.option(fc.constantFrom(256 * 1024, 512 * 1024, 1024 * 1024, 2048 * 1024)),
+        (rows, cols, lanes, registers, fmaUnits, fmaLatency, depth, l2) => {
+          const target = { vectorLanes: lanes, cores: 1, vectorRegisters: registers, fmaUnits, fmaLatency, ...(l2 !== null ? { l2Bytes: l2 } : {}) }
+          const t = matmulRegisterTile(target, rows, cols, undefined, depth ?? undefined)
           // every tile the rules allow, enumerated here: columns whole vectors (≤ 4, ≤ 64) covering
-          // the axis with ≤ 12.5% extra, else the widest divisor within a vector; rows ≤ 8 with ≤ 5% extra
-          const fullWidths = Array.from({ length: 64 }, (_, k) => k + 1).filter((w) => w % lanes === 0 && w <= 4 * lanes && w <= cols && Math.ceil(cols / w) * w <= 1.125 * cols)
+          // the axis with ≤ 12.5% extra, else the widest divisor within a vector; rows ≤ 8 with ≤ 5% extra;
+          // with a depth and an L2, the whole-vector widths whose fp32 panel (depth × width) is at most
+          // half the L2, or where none is, the narrowest
+          const wholeWidths = Array.from({ length: 64 }, (_, k) => k + 1).filter((w) => w % lanes === 0 && w <= 4 * lanes && w <= cols && Math.ceil(cols / w) * w <= 1.125 * cols)
+          const fitting = depth !== null && l2 !== null ? wholeWidths.filter((w) => depth * w * 4 <= l2 / 2) : wholeWidths
+          const fullWidths = fitting.length ? fitting : wholeWidths.slice(0, 1)
+          if (depth !== null && l2 !== null && fitting.length) expect(depth * t.cols * 4).toBeLessThanOrEqual(l2 / 2)
           const widths = fullWidths.length ? fullWidths : [Math.max(...Array.from({ length: lanes }, (_, k) => k + 1).filter((w) => cols % w === 0))]
           const legal = widths.flatMap((w) =>
             Array.from({ length: Math.min(8, rows) }, (_, k) => k + 1)
@@ -179,6 +186,11 @@ describe("schedule templates", () => {
     expect(matmulRegisterTile({ vectorLanes: 8, cores: 1, vectorRegisters: 16, fmaUnits: 2, fmaLatency: 4 }, 128, 768)).toEqual({ rows: 4, cols: 24 })
     // attention scores, 197 × 197: whole vectors and a tail, not columns of one
     expect(matmulRegisterTile({ vectorLanes: 16, cores: 1, vectorRegisters: 32, fmaUnits: 1, fmaLatency: 4 }, 197, 197).cols).toBe(16)
+    // the Zen 5 (two 512-bit pipes, 1 MiB L2): a transformer's MLP up-projection (depth 768) in panels
+    // of 64, its down-projection (depth 3072: 768 KiB at 64) in panels of 32
+    const zen5 = { vectorLanes: 16, cores: 1, vectorRegisters: 32, fmaUnits: 2, fmaLatency: 4, l2Bytes: 1 << 20 }
+    expect(matmulRegisterTile(zen5, 128, 3072, undefined, 768).cols).toBe(64)
+    expect(matmulRegisterTile(zen5, 128, 768, undefined, 3072).cols).toBe(32)
   })
 })
 
@@ -238,8 +250,12 @@ describe("the matmul rule", () => {
         const kindOf = (st: typeof out, a: string) => st.annotations.get(a)?.kind ?? "serial"
         const vec = !!config.vectorize && tc > 1
         expect(kindOf(out, cols.inner)).toBe(vec ? "vectorized" : "serial")
-        expect(kindOf(local, ldata[ldata.length - 1])).toBe(vec && local.axes.get(ldata[ldata.length - 1])!.extent <= 64 ? "vectorized" : "serial")
-        expect(kindOf(local, ldata[ldata.length - 2])).toBe(tr > 1 ? "unrolled" : "serial")
+        // (the product's columns vectorized whole, or, past the vectorizer's 64, split at the tile's width first)
+        const lastCol = ldata[ldata.length - 1]
+        const colSplit = local.relations.find((r) => r.kind === "split" && r.inner === lastCol) as { factor: number } | undefined
+        if (colSplit) expect(colSplit.factor).toBe(tc)
+        expect(kindOf(local, lastCol)).toBe(vec ? "vectorized" : "serial")
+        expect(kindOf(local, ldata[ldata.length - (colSplit ? 3 : 2)])).toBe(tr > 1 ? "unrolled" : "serial")
         // parallel: the first loop, when the loops outside the tile the product is computed at have
         // more than one iteration; a tile loop that does not divide its axis stays out of it when a
         // batch axis can be parallel instead

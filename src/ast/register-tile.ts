@@ -14,7 +14,12 @@ export interface RegisterFile {
   readonly fmaLatency?: number
   /** Vector registers of the ISA (absent: 16). */
   readonly vectorRegisters?: number
+  /** Bytes of a core's L2 (absent: a panel of any depth is taken to fit). */
+  readonly l2Bytes?: number
 }
+
+/** Bytes of an element of a packed panel (fp32). */
+const PANEL_ELEMENT_BYTES = 4
 
 /** Rows of a register tile at most (an unrolled loop of broadcasts). */
 export const MAX_TILE_ROWS = 8
@@ -51,14 +56,20 @@ const largestDivisor = (n: number, max: number): number => {
  * Accumulators: rows × vectors, at least pipes × latency where the registers allow, at most the
  * registers less one per column vector (the B row) and one for the broadcast A element; among
  * those the fewest loads per FMA ((rows + vectors) / (rows × vectors)), then the least extra
- * work, then the wider columns.
+ * work, then the wider columns. With the reduction's `depth` and the target's L2: only the widths
+ * whose panel of B (depth × width fp32) fills at most half the L2, where one does — every row tile
+ * passes over the panel, which then stays in L2 with the next one fetched beside it
+ * (lowering.PrefetchNextTile's condition); a wider one is evicted by the rows of A streaming through
+ * (BERT-base's and ViT-B/16's MLP down-projection, depth 3072: panels of 64 are 768 KiB).
  */
-export const matmulRegisterTile = <T extends RegisterFile>(target: T, rows: number, cols: number, width?: number): { readonly rows: number; readonly cols: number } => {
+export const matmulRegisterTile = <T extends RegisterFile>(target: T, rows: number, cols: number, width?: number, depth?: number): { readonly rows: number; readonly cols: number } => {
   const lanes = Math.max(1, target.vectorLanes)
   const registers = target.vectorRegisters ?? 16
   const need = (target.fmaUnits ?? 2) * (target.fmaLatency ?? 4)
   const colWaste = (w: number) => (Math.ceil(cols / w) * w - cols) / cols
-  const full = Array.from({ length: MAX_VECTORS }, (_, k) => (k + 1) * lanes).filter((w) => w <= Math.min(MAX_VECTORIZED, cols) && colWaste(w) <= MAX_COL_WASTE)
+  const whole = Array.from({ length: MAX_VECTORS }, (_, k) => (k + 1) * lanes).filter((w) => w <= Math.min(MAX_VECTORIZED, cols) && colWaste(w) <= MAX_COL_WASTE)
+  const inL2 = whole.filter((w) => depth === undefined || target.l2Bytes === undefined || 2 * depth * w * PANEL_ELEMENT_BYTES <= target.l2Bytes)
+  const full = inL2.length ? inL2 : whole.slice(0, 1)
   const widths = width !== undefined ? [width] : full.length ? full : [largestDivisor(cols, lanes)]
   let best: { rows: number; cols: number; score: number[] } | undefined
   for (const w of widths) {

@@ -28,7 +28,7 @@ export const cpuGraphPasses = (target: Target<"c" | "js" | "wasm">): GraphPass =
   // and the 8-bit dot: a 1×1 int8 conv's pixels-in-lanes form where the target's dot has it)
   const { fmaUnits, fmaLatency, vectorRegisters } = scheduleTarget(target)
   const { int8Dot } = scheduleTarget(target)
-  const layout = { vectorLanes: lanes, fmaUnits, fmaLatency, vectorRegisters, ...(int8Dot ? { int8Dot } : {}), ...(target.attrs.fmaUnitsByLanes ? { fmaUnitsByLanes: target.attrs.fmaUnitsByLanes } : {}) }
+  const layout = { vectorLanes: lanes, fmaUnits, fmaLatency, vectorRegisters, l2Bytes: target.attrs.l2Bytes, ...(int8Dot ? { int8Dot } : {}), ...(target.attrs.fmaUnitsByLanes ? { fmaUnitsByLanes: target.attrs.fmaUnitsByLanes } : {}) }
   return lanes > 1 ? sequential("rewrite.Target", [defaultPasses, alterLayout(layout), winogradConvFor({ registerTiles })]) : defaultPasses
 }
 

@@ -7,7 +7,8 @@
 //   reduction rule's wide column tiles stream them once);
 // - more rows (MatMul, batched too, and Gemm): MatMulPacked, panels of the matmul register tile's
 //   width for those rows and columns — from the target record's lanes, FMA pipes × latency and
-//   registers (src/ast/register-tile.ts), the tile the matmul rule then computes over each panel.
+//   registers (src/ast/register-tile.ts), the tile the matmul rule then computes over each panel;
+//   a panel (K × w) at most half the L2 where a width allows it.
 // A product of two computed operands (attention's) is left as it is.
 import { attr } from "../ast/graph/attrs.js"
 import { resolveNode } from "../ast/graph/evaluate.js"
@@ -48,7 +49,7 @@ export const packingOf = (
   if (x.shape.length === 2 && M <= DENSE_PACK_MAX_ROWS) return N >= 2 * target.vectorLanes ? { kind: "dense" } : undefined
   // (a batch of unknown size has no compute; one row a batch is the reduction rule's)
   if (!x.shape.every((d) => typeof d === "number") || M < 2) return undefined
-  const panel = matmulRegisterTile(target, M, N).cols
+  const panel = matmulRegisterTile(target, M, N, undefined, w.shape[0]).cols
   return panel % target.vectorLanes === 0 && N > panel ? { kind: "packed", panel } : undefined
 }
 

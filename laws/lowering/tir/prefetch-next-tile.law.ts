@@ -7,6 +7,8 @@
 // vector loop get no hint; the hints come from the outermost loop that asks for at most
 // MAX_PER_STEP lines a step. The same where G row tiles are fused with each channel tile into the
 // parallel loop (index S·⌊p / G⌋ + rest): a group's G iterations together cover the next group's slab.
+// And where a tail row outside the row loop reads the same slab (a matmul's last row tile, peeled),
+// the row loop issues the hints.
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { add, c, floordiv, floormod, mapExpr, mul, read, v, type Expr } from "../../../src/ast/te/expr.js"
@@ -35,21 +37,29 @@ interface TileCase {
  * iterations, G row tiles of each channel tile (a channel tile fused with the image's rows): the
  * iteration p reads rows (p mod G)·rows + r and the slab of tile ⌊p / G⌋.
  */
-const tileKernel = (k: TileCase, laneKind: ForStmt["forKind"] = "vectorized", group = 1): PrimFunc => {
+const tileKernel = (k: TileCase, laneKind: ForStmt["forKind"] = "vectorized", group = 1, tail: "beside" | "inside" | undefined = undefined): PrimFunc => {
   const S = k.blocks * k.ic * k.lanes
+  // (with `tail`, each iteration one row more, outside the row loop: the last row tile LoopPartition peels off a matmul's rows)
+  const rowsAll = k.rows + (tail ? 1 : 0)
   const w: Buffer = { name: "w", dtype: "float32", shape: [k.tiles * S], scope: "global" }
-  const x: Buffer = { name: "x", dtype: "float32", shape: [group * k.rows * k.ic], scope: "global" }
-  const out: Buffer = { name: "out", dtype: "float32", shape: [k.tiles * group * k.rows * k.blocks * k.lanes], scope: "global" }
-  const [p, r, i, l] = ["p", "r", "i", "l"].map((n) => v(n))
-  const [tile, row]: Expr[] = group === 1 ? [p, r] : [floordiv(p, c(group)), add(mul(floormod(p, c(group)), c(k.rows)), r)]
-  // (the blocks unrolled, as UnrollLoops leaves a register tile's channel blocks: one store each)
-  const stores: Stmt[] = Array.from({ length: k.blocks }, (_, b) => {
-    const at: Expr = add(mul(add(mul(add(mul(p, c(k.rows)), r), c(k.blocks)), c(b)), c(k.lanes)), l)
-    const wIndex = add(add(add(mul(tile, c(S)), c(b * k.ic * k.lanes)), mul(i, c(k.lanes))), l)
-    return { kind: "store", buffer: "out", indices: [at], value: add(read("out", [at], "float32"), mul(read("x", [add(mul(row, c(k.ic)), i)], "float32"), read("w", [wIndex], "float32"))) }
-  })
-  const lanes = stores.map((st) => loopOf("l", k.lanes, st, laneKind))
-  const body = loopOf("p", k.tiles * group, loopOf("r", k.rows, loopOf("i", k.ic, lanes.length === 1 ? lanes[0] : { kind: "seq", body: lanes })), "parallel")
+  const x: Buffer = { name: "x", dtype: "float32", shape: [group * rowsAll * k.ic], scope: "global" }
+  const out: Buffer = { name: "out", dtype: "float32", shape: [k.tiles * group * rowsAll * k.blocks * k.lanes], scope: "global" }
+  const [p, i, l] = ["p", "i", "l"].map((n) => v(n))
+  const rowLoop = (r: Expr, iName: string): Stmt => {
+    const ii = iName === "i" ? i : v(iName)
+    const [tile, row]: Expr[] = group === 1 ? [p, r] : [floordiv(p, c(group)), add(mul(floormod(p, c(group)), c(rowsAll)), r)]
+    // (the blocks unrolled, as UnrollLoops leaves a register tile's channel blocks: one store each)
+    const stores: Stmt[] = Array.from({ length: k.blocks }, (_, b) => {
+      const at: Expr = add(mul(add(mul(add(mul(p, c(rowsAll)), r), c(k.blocks)), c(b)), c(k.lanes)), l)
+      const wIndex = add(add(add(mul(tile, c(S)), c(b * k.ic * k.lanes)), mul(ii, c(k.lanes))), l)
+      return { kind: "store", buffer: "out", indices: [at], value: add(read("out", [at], "float32"), mul(read("x", [add(mul(row, c(k.ic)), ii)], "float32"), read("w", [wIndex], "float32"))) }
+    })
+    const lanes = stores.map((st) => loopOf("l", k.lanes, st, laneKind))
+    return loopOf(iName, k.ic, lanes.length === 1 ? lanes[0] : { kind: "seq", body: lanes })
+  }
+  // ("inside": the extra row's loop a sibling of the channel loop inside the row loop, both sharing it — a conv's window positions)
+  const rows = loopOf("r", k.rows, tail === "inside" ? { kind: "seq", body: [rowLoop(v("r"), "i"), rowLoop(c(k.rows), "tail_i")] } : rowLoop(v("r"), "i"))
+  const body = loopOf("p", k.tiles * group, tail === "beside" ? { kind: "seq", body: [rows, rowLoop(c(k.rows), "tail_i")] } : rows, "parallel")
   return { name: "tiles", params: [x, w, out], body }
 }
 
@@ -136,7 +146,18 @@ describe("lowering.PrefetchNextTile: its hints", () => {
     )
   })
 
-  it("no hint where the buffer is within the threshold, two slabs exceed the L2, the reads are in no vector loop, the slab is read once a tile, or the groups do not divide the loop", () => {
+  it("a tail row beside the row loop (the row tile LoopPartition peels off) reads the same slab: the row loop, where most reads are, issues the hints, and they cover the next tile's slab", () => {
+    fc.assert(
+      fc.property(arbTiles, (k) => {
+        const out = prefetchNextTiles(tileKernel(k, "vectorized", 1, "beside"), 0, 1 << 30)
+        expectNextSlabsCovered(prefetchedByTile(out, k), k)
+        expectHintLoop(out, k)
+      }),
+      lawParams(60),
+    )
+  })
+
+  it("no hint where the buffer is within the threshold, two slabs exceed the L2, the reads are in no vector loop, the slab is read once a tile, the reads' loops share a serial loop but not the innermost, or the groups do not divide the loop", () => {
     fc.assert(
       fc.property(arbTiles, (k) => {
         const f = tileKernel(k)
@@ -148,6 +169,9 @@ describe("lowering.PrefetchNextTile: its hints", () => {
         expect(prefetchNextTiles(scalar, 0, 1 << 30)).toBe(scalar)
         const once = tileKernel({ ...k, rows: 1 })
         expect(prefetchLoops(prefetchNextTiles(once, 0, 1 << 30).body)).toHaveLength(0)
+        // (reads in sibling serial loops that share a serial loop around them)
+        const shared = tileKernel(k, "vectorized", 1, "inside")
+        expect(prefetchNextTiles(shared, 0, 1 << 30)).toBe(shared)
         // (a group that does not divide the parallel loop: its last group would be short)
         const grouped = tileKernel(k, "vectorized", 3)
         const ragged: PrimFunc = { ...grouped, body: { ...(grouped.body as ForStmt), extent: c(k.tiles * 3 - 1) } }

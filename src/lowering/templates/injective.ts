@@ -46,7 +46,12 @@ const fuseToWholeVectors = (s0: S.Schedule, name: string, width: number): S.Sche
   const data = dataLeaves(st)
   if (st.attach.kind !== "root" || data.length < 2 || data.length !== st.leaf.length || data.some((a, k) => a !== st.root[k].name)) return s0
   const extents = data.map((a) => st.axes.get(a)!.extent)
-  if (extents[extents.length - 1] % width === 0) return s0
+  const innermost = extents[extents.length - 1]
+  // (whole vectors past one vector loop: split by the largest multiple of `width` that divides it
+  // and fits one, so the inner loop is vectorized — a transposed attention context merged back to
+  // [rows, heads × 64], innermost 768, ran its flat index's quotients and remainders element by element)
+  if (innermost % width === 0 && innermost > S.MAX_VECTORIZED) return S.split(s0, name, data[data.length - 1], { factor: Math.max(...divisors(innermost, S.MAX_VECTORIZED).filter((d) => d % width === 0)) }).schedule
+  if (innermost % width === 0) return s0
   const most = elementwiseTrailing(s0, st.op, data.length)
   // the fewest trailing axes whose product is a whole vector loop (the most whole vectors one takes),
   // else the fewest whose product is whole vectors

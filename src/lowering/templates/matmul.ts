@@ -105,9 +105,14 @@ export const matmulTemplate: Template = {
     const red = ls.leaf.filter((a) => ls.axes.get(a)!.type === "reduce")
     const ldata = dataLeaves(ls)
     s = S.reorder(s, local, [...red, ...ldata])
-    // (the primitive checks the axis's whole extent, though the tile covers tile_cols of it; past
-    // its limit gcc vectorizes the loop by itself)
-    if (config.vectorize && tc > 1 && ls.axes.get(ldata[ldata.length - 1])!.extent <= S.MAX_VECTORIZED) s = S.vectorize(s, local, ldata[ldata.length - 1])
+    // (the primitive checks the axis's whole extent, though the tile covers tile_cols of it: an axis
+    // past its limit is split at the tile's width first, its outer part one iteration at the tile)
+    const lastCol = ldata[ldata.length - 1]
+    if (config.vectorize && tc > 1 && ls.axes.get(lastCol)!.extent <= S.MAX_VECTORIZED) s = S.vectorize(s, local, lastCol)
+    else if (config.vectorize && tc > 1 && tc <= S.MAX_VECTORIZED) {
+      const cs = S.split(s, local, lastCol, { factor: tc })
+      s = S.vectorize(cs.schedule, local, cs.inner)
+    }
     if (tr > 1) s = S.unroll(s, local, ldata[ldata.length - 2])
     return parallelize(s, !!config.vectorize, out)
   },

@@ -156,21 +156,30 @@ const planFor = (par: ForStmt, buffer: Buffer, sites: readonly Site[], maxSlabBy
     const b = exprBounds(substitute(indices[k], new Map([[group.name, c(0, par.var.dtype)]])), ranges)
     if (!b || b[0] < 0 || b[1] >= S) return undefined
   }
-  // the innermost serial loop around every read (the same one for all), and the serial loops down to it
+  // the innermost serial loop around the reads, and the serial loops down to it: where the reads sit
+  // in several loop nests side by side in the parallel loop's body (a matmul's row tiles and, beside
+  // them, the tail tile LoopPartition peeled off), the one most of them run in issues the hints —
+  // the others read the same slab (checked above). Not where they share a serial loop (a conv's
+  // window positions unrolled into sibling loops inside its channel loop: left as it was measured)
   const serialPath = (site: Site) => site.loops.filter((l) => l.forKind === "serial")
-  const paths = sites.map(serialPath)
-  const loop = paths[0][paths[0].length - 1]
-  if (!loop || paths.some((path) => path[path.length - 1] !== loop)) return undefined
-  const path = paths[0]
-  if (path.some((l) => !constantLoop(l))) return undefined
+  const innermost = (site: Site) => serialPath(site).at(-1)
+  if (sites.some((site) => !innermost(site) || serialPath(site).some((l) => !constantLoop(l)))) return undefined
+  const readsOf = (site: Site) => site.loops.reduce((m, l) => m * constantLoop(l)!.extent, 1)
+  const loops = [...new Set(sites.map(innermost))]
+  const total = (l: ForStmt | undefined) => sites.reduce((n, site) => n + (innermost(site) === l ? readsOf(site) : 0), 0)
+  const loop = loops.reduce((a, b) => (total(b) > total(a) ? b : a))!
+  const issuing = sites.filter((site) => innermost(site) === loop)
+  const path = serialPath(issuing[0])
+  if (issuing.some((site) => serialPath(site).some((l, k) => l !== path[k]))) return undefined
+  if (sites.some((site) => innermost(site) !== loop && site.loops.some((l) => path.includes(l)))) return undefined
   // (a step of a vector register tile: every read in a vectorized loop inside `loop` — not a scalar
   // loop the emitter turns into a vector reduction of its own, a LayerNorm's row sum)
-  if (sites.some((site) => !site.loops.slice(site.loops.indexOf(loop) + 1).some((l) => l.forKind === "vectorized"))) return undefined
+  if (sites.some((site) => !site.loops.slice(site.loops.indexOf(innermost(site)!) + 1).some((l) => l.forKind === "vectorized"))) return undefined
   // the slab read at least twice a group (a slab read once streams well as it is: the hardware
   // prefetcher follows it, and a prefetch more a step only splits the bandwidth — a DensePack's
   // panels, one weight vector a step, ran 1.2–1.7× slower with them)
   const extents = path.map((l) => constantLoop(l)!.extent)
-  const readsPerStep = sites.reduce((n, site) => n + site.loops.slice(site.loops.indexOf(loop) + 1).reduce((m, l) => m * constantLoop(l)!.extent, 1), 0)
+  const readsPerStep = issuing.reduce((n, site) => n + site.loops.slice(site.loops.indexOf(loop) + 1).reduce((m, l) => m * constantLoop(l)!.extent, 1), 0)
   if (G * extents.reduce((a, b) => a * b, 1) * readsPerStep < MIN_REUSE * S) return undefined
   const lineElems = Math.max(1, Math.floor(CACHE_LINE_BYTES / BYTES[buffer.dtype]))
   // (a slab that does not start on a line: one more, its last element's)
