@@ -2,40 +2,27 @@
 // sketch, at 1, is declared `__launch_bounds__(its block's threads)` whatever the emitter's own rule
 // (needsLaunchBounds) says; at 0 it is as that rule decides; a config from before the knob (without
 // it) is the config at 0 — one schedule, one hash.
-import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
 import { cudaAttrs } from "../src/ast/target.js"
-import { baseSchedule, buildGroupTE } from "../src/lowering/lower-group.js"
 import { lowerSync } from "../src/lowering/lower.js"
 import { cudaTirPipeline } from "../src/lowering/tir/cuda-pipeline.js"
 import { runTirSync } from "../src/lowering/tir/tir-pass.js"
-import { autotvmConfig, gpuTemplate } from "../src/lowering/templates/gpu/index.js"
 import { completeConfig, type Config } from "../src/lowering/templates/template.js"
 import { emitCuda } from "../src/emit/cuda/emit.js"
 import { askedLaunchBounds, needsLaunchBounds } from "../src/emit/cuda/dialect.js"
-import { defaultPasses, fuseOpsSync } from "../src/rewrite/index.js"
 import { indexOfConfig } from "../src/search/task.js"
-import { zooGraph } from "../src/zoo/index.js"
+import { resnet18ConvSpaces } from "./support/cuda-conv-spaces.js"
 
 const attrs = cudaAttrs("9.0", 132)
 
 describe("the launch_bounds knob", () => {
   it("at 1 bounds every tiled conv kernel of ResNet-18 at its block, either sketch; at 0 the emitter's rule decides; absent is 0", () => {
-    const fused = fuseOpsSync(Effect.runSync(defaultPasses.run(zooGraph("resnet18", 0))))
-    let convs = 0
-    for (const group of fused.groups) {
-      const te = buildGroupTE(fused, group)
-      const base = baseSchedule(te.outputs)
-      const t = gpuTemplate(attrs, base)
-      const knobs = t.space(te.outputs, base)
-      const defaults = t.defaults(knobs, { vectorLanes: 1, cores: 1 })
-      const autotvm = autotvmConfig(knobs, defaults)
-      if (!autotvm) continue
-      convs++
+    const spaces = resnet18ConvSpaces(attrs)
+    for (const { outputs, base, template: t, knobs, defaults, autotvm } of spaces) {
       expect(defaults.launch_bounds).toBe(0)
       for (const c of [defaults, autotvm]) {
         const emitted = (config: Config) => {
-          const f = runTirSync(cudaTirPipeline(attrs), lowerSync(t.apply(te.outputs, base, config)))
+          const f = runTirSync(cudaTirPipeline(attrs), lowerSync(t.apply(outputs, base, config)))
           return { f, e: emitCuda([{ ...f, name: "k0" }], attrs) }
         }
         const off = emitted({ ...c, launch_bounds: 0 })
@@ -57,6 +44,6 @@ describe("the launch_bounds knob", () => {
         expect(indexOfConfig(knobs, { ...c, launch_bounds: 1 })).toBeDefined()
       }
     }
-    expect(convs).toBeGreaterThanOrEqual(11)
+    expect(spaces.length).toBeGreaterThanOrEqual(11)
   }, 120_000)
 })

@@ -3,17 +3,14 @@
 // wrong and failed variants never chosen; the tuning log it writes parses back and its fastest
 // record per workload is the choice, so `compile --tuned` applies it. And AutoTVM's template at its
 // defaults (the sweep's v0) is a config of every ResNet-18 conv group's `cuda` space that verifies.
-import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
 import { cudaAttrs, keyOf, type Target } from "../src/ast/target.js"
-import { baseSchedule, buildGroupTE } from "../src/lowering/lower-group.js"
 import { lowerSync } from "../src/lowering/lower.js"
-import { autotvmConfig, gpuLimits, gpuTemplate, verifyGpuFunc } from "../src/lowering/templates/gpu/index.js"
-import { defaultPasses, fuseOpsSync } from "../src/rewrite/index.js"
+import { gpuLimits, verifyGpuFunc } from "../src/lowering/templates/gpu/index.js"
 import { chooseConfigs, recordsAgree, sweepRecords, taskTimes, type SweepFile, type VariantsFile } from "../src/search/gpu-sweep.js"
 import { bestRecords, parseLog, serializeRecord } from "../src/search/records.js"
 import { indexOfConfig, workloadOf } from "../src/search/task.js"
-import { zooGraph } from "../src/zoo/index.js"
+import { resnet18ConvSpaces } from "./support/cuda-conv-spaces.js"
 
 // task ids are their workloads' fnv1a hashes, as a log reader checks
 const tasks = {
@@ -113,19 +110,11 @@ describe("AutoTVM's template at its defaults (the sweep's v0)", () => {
     const attrs = cudaAttrs("9.0", 132)
     const target: Target = { kind: "cuda", attrs }
     const l = gpuLimits(attrs)
-    const fused = fuseOpsSync(Effect.runSync(defaultPasses.run(zooGraph("resnet18", 0))))
-    let convs = 0
-    for (const group of fused.groups) {
-      const te = buildGroupTE(fused, group)
-      const base = baseSchedule(te.outputs)
-      const t = gpuTemplate(attrs, base)
-      const knobs = t.space(te.outputs, base)
-      const c = autotvmConfig(knobs, t.defaults(knobs, { vectorLanes: 1, cores: 1 }))
-      if (!c) continue
-      convs++
-      expect(indexOfConfig(knobs, c), `group ${group.id} ${workloadOf(te.outputs, t, keyOf(target)).slice(0, 40)}`).toBeDefined()
-      expect(verifyGpuFunc(lowerSync(t.apply(te.outputs, base, c)), l).problems).toEqual([])
+    const spaces = resnet18ConvSpaces(attrs)
+    for (const { group, outputs, base, template: t, knobs, autotvm: c } of spaces) {
+      expect(indexOfConfig(knobs, c), `group ${group.id} ${workloadOf(outputs, t, keyOf(target)).slice(0, 40)}`).toBeDefined()
+      expect(verifyGpuFunc(lowerSync(t.apply(outputs, base, c)), l).problems).toEqual([])
     }
-    expect(convs).toBeGreaterThanOrEqual(11)
+    expect(spaces.length).toBeGreaterThanOrEqual(11)
   })
 })
