@@ -9,11 +9,15 @@
 // parallel loop (index S·⌊p / G⌋ + rest): a group's G iterations together cover the next group's slab.
 // And where a tail row outside the row loop reads the same slab (a matmul's last row tile, peeled),
 // the row loop issues the hints.
+// And where the weights are a tensor intrinsic's operand (the VNNI dot, 64 bytes a call, the c
+// target's int8 convs with their channels in the lanes): the same cover, none where a group is one
+// iteration (its slab read once) or the operand is not one contiguous run.
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { add, c, floordiv, floormod, mapExpr, mul, read, v, type Expr } from "../../../src/ast/te/expr.js"
 import { evalExpr } from "../../../src/ast/te/eval-expr.js"
 import type { Buffer, PrimFunc, Stmt } from "../../../src/ast/tir/tir.js"
+import { vnniDot16x4 } from "../../../src/ast/te/intrinsic.js"
 import { CACHE_LINE_BYTES, MAX_PER_STEP, MIN_REUSE, prefetchNextTile, prefetchNextTiles } from "../../../src/lowering/tir/prefetch-next-tile.js"
 import { lawParams } from "../../support.js"
 import { passLaws } from "./support.js"
@@ -290,6 +294,81 @@ describe("lowering.PrefetchNextTile: the next tile of a buffer read in tiles ove
         expect(prefetchLoops(prefetchNextTiles(off, l1Holding(k), off.params[1].shape[0] * 4).body)).toHaveLength(0)
       }),
       lawParams(30),
+    )
+  })
+})
+
+interface DotCase {
+  readonly tiles: number
+  readonly group: number
+  readonly ic: number
+  readonly taps: number
+  readonly blocks: number
+}
+
+/**
+ * The channels-in-lanes int8 conv's dot as the c pipeline leaves it: p parallel over tiles × G
+ * (a channel tile's G row tiles), i serial (input channel quads), t serial (taps), per output block
+ * b one VNNI dot acc[16·b..] += x[(p mod G)·ic·4 + i·4 .. +4] · w[⌊p / G⌋·S + b·ic·taps·64 +
+ * i·taps·64 + t·64 .. +64] (a [16×4] operand, strides 4 and 1; `flat`: w's region given one stride,
+ * not the operand's two).
+ */
+const dotKernel = (k: DotCase, flat = false): PrimFunc => {
+  const S = k.blocks * k.ic * k.taps * 64
+  const x: Buffer = { name: "x", dtype: "uint8", shape: [k.group * k.ic * 4], scope: "global" }
+  const w: Buffer = { name: "w", dtype: "int8", shape: [k.tiles * S], scope: "global" }
+  const acc: Buffer = { name: "acc", dtype: "int32", shape: [k.blocks * 16], scope: "global" }
+  const [p, i, t] = ["p", "i", "t"].map((n) => v(n))
+  const tile = floordiv(p, c(k.group))
+  const calls: Stmt[] = Array.from({ length: k.blocks }, (_, b) => ({
+    kind: "intrinsic",
+    intrin: vnniDot16x4,
+    output: { buffer: "acc", base: [c(b * 16)], strides: [1] },
+    inputs: [
+      { buffer: "x", base: [add(mul(floormod(p, c(k.group)), c(k.ic * 4)), mul(i, c(4)))], strides: [1] },
+      { buffer: "w", base: [add(add(add(mul(tile, c(S)), c(b * k.ic * k.taps * 64)), mul(i, c(k.taps * 64))), mul(t, c(64)))], strides: flat ? [1] : [k.ic * k.taps * 64, k.taps * 64, 4, 1] },
+    ],
+  }))
+  const body = loopOf("p", k.tiles * k.group, loopOf("i", k.ic, loopOf("t", k.taps, calls.length === 1 ? calls[0] : { kind: "seq", body: calls })), "parallel")
+  return { name: "dots", params: [x, w, acc], body }
+}
+
+const arbDots: fc.Arbitrary<DotCase> = fc.record({
+  tiles: fc.integer({ min: 2, max: 5 }),
+  group: fc.integer({ min: 2, max: 7 }),
+  ic: fc.integer({ min: 1, max: 12 }),
+  taps: fc.constantFrom(1, 9),
+  blocks: fc.integer({ min: 1, max: 2 }),
+})
+
+describe("lowering.PrefetchNextTile: weights a tensor intrinsic reads (the VNNI dot)", () => {
+  it("a group's prefetches lie inside w and cover every line of the next group's slab, the 64 bytes of each dot included; none where a group is one iteration or the operand is not one run", () => {
+    fc.assert(
+      fc.property(arbDots, (k) => {
+        const S = k.blocks * k.ic * k.taps * 64
+        const out = prefetchNextTiles(dotKernel(k), 0, 1 << 30)
+        const hinted = prefetchLoops(out.body)
+        expect(hinted).toHaveLength(1)
+        const noRead = () => {
+          throw new Error("a prefetch index reads a buffer")
+        }
+        const byGroup = new Map<number, Set<number>>()
+        for (let p = 0; p < k.tiles * k.group; p++)
+          for (let i = 0; i < k.ic; i++)
+            for (let t = 0; t < k.taps; t++)
+              for (const h of hinted[0].prefetch!) {
+                const e = evalExpr(h.index, new Map([["p", p], ["i", i], ["t", t]]), noRead)
+                expect(e >= 0 && e < k.tiles * S).toBe(true)
+                const g = Math.floor(p / k.group)
+                byGroup.set(g, (byGroup.get(g) ?? new Set()).add(Math.floor(e / 64)))
+              }
+        for (let g = 0; g + 1 < k.tiles; g++) for (let e = (g + 1) * S; e < (g + 2) * S; e += 64) expect(byGroup.get(g)!.has(Math.floor(e / 64))).toBe(true)
+        const single = dotKernel({ ...k, group: 1 })
+        expect(prefetchLoops(prefetchNextTiles(single, 0, 1 << 30).body)).toHaveLength(0)
+        const flat = dotKernel(k, true)
+        expect(prefetchNextTiles(flat, 0, 1 << 30)).toBe(flat)
+      }),
+      lawParams(60),
     )
   })
 })

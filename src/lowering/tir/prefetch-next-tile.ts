@@ -26,7 +26,11 @@
 // L2 too: the current slab stays cached while the next one comes in), read at least MIN_REUSE
 // times an iteration (a slab read once is what the hardware prefetcher streams well by itself), and
 // read in the vector loops of a register tile's step (the step's serial loop around them, or one
-// outside it, issues the hints).
+// outside it, issues the hints) — or as a tensor intrinsic's operand, one contiguous run from its
+// flat base (the VNNI dot the c emitter calls: 64 bytes of weights a call, a step by itself; its
+// reads count its operand's elements). The int8 convs with their channels in the lanes read their
+// weights so, a channel tile's slab shared by the G row tiles fused with it: ResNet-18's 14² and 7²
+// convs (0.3–2.4 MB of weights) ran 0.25 ms a run faster with the next slab fetched (docs/backends.md).
 //
 // Meaning: a prefetch reads nothing into the program and writes nothing; the evaluators skip it.
 // Its index is kept within the buffer (the next slab of the last iteration is its own), which the
@@ -68,6 +72,12 @@ export const exprBounds = (e: Expr, ranges: ReadonlyMap<string, readonly [number
 interface Site {
   readonly index: Expr
   readonly loops: readonly ForStmt[]
+  /** Elements the read takes from `index` on, contiguous (1: a scalar read; an intrinsic's operand: its placeholder's size). */
+  readonly span: number
+  /** A tensor intrinsic's operand: a vector step by itself (the VNNI dot the c emitter calls). */
+  readonly intrinsic: boolean
+  /** Read in a form whose elements the pass does not follow (an intrinsic's operand not one contiguous run): no plan for its buffer. */
+  readonly opaque: boolean
 }
 
 const constantLoop = (l: ForStmt): { min: number; extent: number } | undefined =>
@@ -79,7 +89,7 @@ const readSites = (s: Stmt, buffers: ReadonlySet<string>, loops: readonly ForStm
     for (const e of es)
       for (const r of collect(e, (x) => x.kind === "read" && buffers.has((x as Read).source)) as Read[]) {
         if (r.indices.length !== 1) continue
-        out.set(r.source, [...(out.get(r.source) ?? []), { index: r.indices[0], loops }])
+        out.set(r.source, [...(out.get(r.source) ?? []), { index: r.indices[0], loops, span: 1, intrinsic: false, opaque: false }])
       }
   }
   switch (s.kind) {
@@ -104,8 +114,17 @@ const readSites = (s: Stmt, buffers: ReadonlySet<string>, loops: readonly ForStm
       return exprs([s.value])
     case "shuffle":
       return exprs([...s.indices, s.value])
-    case "barrier":
     case "intrinsic":
+      // (an operand one contiguous run from its flat base — the VNNI dot's, as the c emitter requires)
+      return s.inputs.forEach((r, k) => {
+        if (!buffers.has(r.buffer)) return
+        const shape = s.intrin.inputs[k]?.shape ?? []
+        const inner = r.strides?.slice(r.strides.length - shape.length) ?? []
+        const dense = r.base.length === 1 && inner.length === shape.length && shape.every((_, d) => inner[d] === shape.slice(d + 1).reduce((a, x) => a * x, 1))
+        const span = shape.reduce((a, x) => a * x, 1)
+        out.set(r.buffer, [...(out.get(r.buffer) ?? []), { index: r.base[0] ?? c(0), loops, span, intrinsic: true, opaque: !dense }])
+      })
+    case "barrier":
       return
   }
 }
@@ -134,7 +153,7 @@ const groupsOf = (par: ForStmt, sites: readonly Site[]): { G: number; indices: E
 /** The prefetch plan for one buffer's sites in a parallel loop: the serial loop that issues it and its hints. */
 const planFor = (par: ForStmt, buffer: Buffer, sites: readonly Site[], maxSlabBytes: number): { loop: ForStmt; prefetch: Prefetch[] } | undefined => {
   const range = constantLoop(par)
-  if (!range) return undefined
+  if (!range || sites.some((site) => site.opaque)) return undefined
   const grouping = groupsOf(par, sites)
   if (!grouping) return undefined
   const { G, indices, group, within } = grouping
@@ -154,7 +173,7 @@ const planFor = (par: ForStmt, buffer: Buffer, sites: readonly Site[], maxSlabBy
       ranges.set(l.var.name, [r.min, r.min + r.extent - 1])
     }
     const b = exprBounds(substitute(indices[k], new Map([[group.name, c(0, par.var.dtype)]])), ranges)
-    if (!b || b[0] < 0 || b[1] >= S) return undefined
+    if (!b || b[0] < 0 || b[1] + site.span - 1 >= S) return undefined
   }
   // the innermost serial loop around the reads, and the serial loops down to it: where the reads sit
   // in several loop nests side by side in the parallel loop's body (a matmul's row tiles and, beside
@@ -164,7 +183,7 @@ const planFor = (par: ForStmt, buffer: Buffer, sites: readonly Site[], maxSlabBy
   const serialPath = (site: Site) => site.loops.filter((l) => l.forKind === "serial")
   const innermost = (site: Site) => serialPath(site).at(-1)
   if (sites.some((site) => !innermost(site) || serialPath(site).some((l) => !constantLoop(l)))) return undefined
-  const readsOf = (site: Site) => site.loops.reduce((m, l) => m * constantLoop(l)!.extent, 1)
+  const readsOf = (site: Site) => site.span * site.loops.reduce((m, l) => m * constantLoop(l)!.extent, 1)
   const loops = [...new Set(sites.map(innermost))]
   const total = (l: ForStmt | undefined) => sites.reduce((n, site) => n + (innermost(site) === l ? readsOf(site) : 0), 0)
   const loop = loops.reduce((a, b) => (total(b) > total(a) ? b : a))!
@@ -174,12 +193,13 @@ const planFor = (par: ForStmt, buffer: Buffer, sites: readonly Site[], maxSlabBy
   if (sites.some((site) => innermost(site) !== loop && site.loops.some((l) => path.includes(l)))) return undefined
   // (a step of a vector register tile: every read in a vectorized loop inside `loop` — not a scalar
   // loop the emitter turns into a vector reduction of its own, a LayerNorm's row sum)
-  if (sites.some((site) => !site.loops.slice(site.loops.indexOf(innermost(site)!) + 1).some((l) => l.forKind === "vectorized"))) return undefined
+  // (or a tensor intrinsic, a vector step by itself: the VNNI dot)
+  if (sites.some((site) => !site.intrinsic && !site.loops.slice(site.loops.indexOf(innermost(site)!) + 1).some((l) => l.forKind === "vectorized"))) return undefined
   // the slab read at least twice a group (a slab read once streams well as it is: the hardware
   // prefetcher follows it, and a prefetch more a step only splits the bandwidth — a DensePack's
   // panels, one weight vector a step, ran 1.2–1.7× slower with them)
   const extents = path.map((l) => constantLoop(l)!.extent)
-  const readsPerStep = issuing.reduce((n, site) => n + site.loops.slice(site.loops.indexOf(loop) + 1).reduce((m, l) => m * constantLoop(l)!.extent, 1), 0)
+  const readsPerStep = issuing.reduce((n, site) => n + site.span * site.loops.slice(site.loops.indexOf(loop) + 1).reduce((m, l) => m * constantLoop(l)!.extent, 1), 0)
   if (G * extents.reduce((a, b) => a * b, 1) * readsPerStep < MIN_REUSE * S) return undefined
   const lineElems = Math.max(1, Math.floor(CACHE_LINE_BYTES / BYTES[buffer.dtype]))
   // (a slab that does not start on a line: one more, its last element's)
@@ -229,7 +249,7 @@ const planFor = (par: ForStmt, buffer: Buffer, sites: readonly Site[], maxSlabBy
  * ahead of (docs/scheduling.md, twelfth session).
  */
 const planNextTile = (buffer: Buffer, sites: readonly Site[], l1Bytes: number, l2Bytes: number): { loop: ForStmt; prefetch: Prefetch[] } | undefined => {
-  if (buffer.shape.reduce((a, d) => a * d, 1) * BYTES[buffer.dtype] <= l2Bytes) return undefined
+  if (buffer.shape.reduce((a, d) => a * d, 1) * BYTES[buffer.dtype] <= l2Bytes || sites.some((site) => site.intrinsic)) return undefined
   const lineElems = Math.max(1, Math.floor(CACHE_LINE_BYTES / BYTES[buffer.dtype]))
   const common = sites[0].loops.filter((l, k) => sites.every((site) => site.loops[k] === l))
   if (common.some((l) => !constantLoop(l)) || sites.some((site) => site.loops.some((l) => !constantLoop(l)))) return undefined
