@@ -286,7 +286,8 @@ export const int8DepthwiseTemplate: Template = {
     s = vectorizeRows(s, dense)
     // (a grid of at most one vector loop, whole vectors: at root, all of it — at the channel its
     // region would be the compaction's, cut at the last row's OW, and leave a scalar tail; the
-    // window form's region is whole vectors, depthwiseWindowGrid's)
+    // window form's region is whole vectors, depthwiseWindowGrid's — except where that grid was
+    // rounded up to whole vectors (14²), whose product is then at root)
     const dot = isDotForm(s, anchor)
     const atRoot = grid <= S.MAX_VECTORIZED || (dot && compactedPixels(s.stages.get(dense)!, local) % DOT_LANES !== 0)
     if (!atRoot) s = S.computeAt(s, local, dense, s.stages.get(dense)!.leaf[1])
