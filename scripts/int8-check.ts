@@ -131,6 +131,7 @@ const CASES: { readonly [name: string]: () => Graph } = {
   // (output rows at most half a vector, whole blocks of 16 channels: the channels-in-lanes form on c with AVX-512)
   "qlinearconv s8 depthwise 7² channels in lanes": () => qconv("qc11", { x: "int8", w: "int8", y: "int8", c: 32, m: 32, hw: 7, k: 3, pad: 1, group: 32, perChannel: true, bias: true }, 24),
   "qlinearconv u8 depthwise 14² / 2 channels in lanes": () => qconv("qc12", { x: "uint8", w: "int8", y: "uint8", c: 16, m: 16, hw: 14, k: 3, stride: 2, pad: 1, group: 16, perChannel: true, bias: true }, 25),
+  "qlinearconv u8 depthwise 14² window, grid rounded to whole vectors": () => qconv("qc13", { x: "uint8", w: "int8", y: "uint8", c: 16, m: 16, hw: 14, k: 3, pad: 1, group: 16, perChannel: true, bias: true }, 26),
   "qlinearconv u8·s8 grouped stride 2": () => qconv("qc6", { x: "uint8", w: "int8", y: "uint8", c: 12, m: 8, hw: 11, k: 3, stride: 2, pad: 1, group: 4, perChannel: true, bias: true }, 16),
   // (rows of 16 or more output pixels at stride 1: the pixels-in-lanes grid form on c with VNNI)
   "qlinearconv u8·s8 3×3 grid pad": () => qconv("qc7", { x: "uint8", w: "int8", y: "uint8", c: 12, m: 24, hw: 20, k: 3, pad: 1, perChannel: true, bias: true }, 17),

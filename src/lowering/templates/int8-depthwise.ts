@@ -83,6 +83,18 @@ const isDotForm = (s: S.Schedule, anchor: S.Stage): boolean => {
 /** The window form's pixel tile: the most whole vectors of 16, up to 4 (64, a vector loop), that divide the product's pixels (themselves whole vectors). */
 const dotTile = (pixels: number): number => Math.max(...[1, 2, 3, 4].filter((k) => pixels % (k * DOT_LANES) === 0)) * DOT_LANES
 
+/**
+ * The pixels of the grid `local` the compaction `dense` reads (its last pixel's index, plus one):
+ * the window form's product at the compaction's channel covers exactly them, so where they are not
+ * whole vectors (depthwiseWindowGrid's rounded grid, 14²: 222 of 224) the product is at root.
+ */
+const compactedPixels = (dense: S.Stage, local: string): number => {
+  const reads = collect(dense.op.body, (e) => e.kind === "read" && e.source === local)
+  const idx = reads[0]?.kind === "read" ? reads[0].indices[reads[0].indices.length - 1] : c(0)
+  const last = simplify(substitute(idx, new Map(dense.op.axes.map((a) => [a.var.name, c(a.dom.min + a.dom.extent - 1)]))))
+  return last.kind === "const" ? last.value + 1 : 0
+}
+
 /** The window form's stride and dilation along a row: how far the plane read moves with the pixel and with the tap (the reduction's last axis). */
 const windowSteps = (anchor: S.Stage): [number, number] => {
   const body = anchor.op.body as Reduce
@@ -274,9 +286,10 @@ export const int8DepthwiseTemplate: Template = {
     s = vectorizeRows(s, dense)
     // (a grid of at most one vector loop, whole vectors: at root, all of it — at the channel its
     // region would be the compaction's, cut at the last row's OW, and leave a scalar tail; the
-    // window form's region is whole vectors, depthwiseWindowGrid's)
+    // window form's region is whole vectors, depthwiseWindowGrid's — except where that grid was
+    // rounded up to whole vectors (14²), whose product is then at root)
     const dot = isDotForm(s, anchor)
-    const atRoot = grid <= S.MAX_VECTORIZED
+    const atRoot = grid <= S.MAX_VECTORIZED || (dot && compactedPixels(s.stages.get(dense)!, local) % DOT_LANES !== 0)
     if (!atRoot) s = S.computeAt(s, local, dense, s.stages.get(dense)!.leaf[1])
     if (dot) return dotProduct(s, anchor, out, plane, config, atRoot)
     // the grid's pixels split by the tile, the taps inside each vector loop (its sums stay in

@@ -146,6 +146,9 @@ export const packDepthwiseTaps = (w16: Tensor): { readonly taps: Tensor; readonl
   return { taps: tensor("int8", [M, KH, INT8_DEPTH], taps), tapsum: tensor("int32", [M], sums) }
 }
 
+/** The most pixels a depthwise conv's VNNI window grid rounded up to whole vectors may have (depthwiseWindowGrid): 4 vector loops of 64. */
+export const DOT_ROOT_GRID = 4 * 4 * INT8_LANES
+
 /**
  * The grid of a depthwise conv's VNNI form (op-library-int8-depthwise.ts's depthwiseWindow): p =
  * oh·width + ow over rows of `width` output columns (at least the padded row a row of output reads,
@@ -153,8 +156,9 @@ export const packDepthwiseTaps = (w16: Tensor): { readonly taps: Tensor; readonl
  * row), the least width within 16 of that for which the pixels the output reads, (OH − 1)·width +
  * OW, are whole vectors of 16 — the product then computed a channel at a time over exactly them —
  * where it adds at most a third of OW (112² and 56² under 3×3: 128 and 72; not 28², 14² or 7²);
- * undefined otherwise, or where the window gather does not take the row (a row of more than 4
- * taps; 3·(sw + dw) ≥ 16).
+ * else, for rows wider than half a vector and at most DOT_ROOT_GRID pixels, the least width with
+ * the pixels rounded up to whole vectors (14²: 224, the product at root); undefined otherwise, or
+ * where the window gather does not take the row (a row of more than 4 taps; 3·(sw + dw) ≥ 16).
  */
 export const depthwiseWindowGrid = (
   out: readonly [number, number],
@@ -169,7 +173,12 @@ export const depthwiseWindowGrid = (
   if (KW > INT8_DEPTH || 3 * (sw + dw) >= 16 || strides[0] !== 1 || sw !== 1) return undefined
   const least = Math.ceil(((OW - 1) * sw + (KW - 1) * dw + 1) / sw)
   for (let w = least; w < least + 16; w++) if (((OH - 1) * w + OW) % INT8_LANES === 0 && (w - OW) * 3 <= OW) return { width: w, size: (OH - 1) * w + OW }
-  return undefined
+  // (else a small plane, 14² under 3×3: the least width, the pixels rounded up to whole vectors,
+  // 222 → 224; the product then at root, its region at a channel being the compaction's cut —
+  // not rows of at most half a vector, the channels-in-lanes form's (7²: 0.038 against 0.045 ms),
+  // nor a grid past 4 vector loops of 64 (28²'s 848 at root: 0.045 → 0.049 ms))
+  const size = ceilDiv((OH - 1) * least + OW, INT8_LANES) * INT8_LANES
+  return 2 * OW > INT8_LANES && size <= DOT_ROOT_GRID && (size - OH * OW) * 3 <= OH * OW ? { width: least, size } : undefined
 }
 
 /** The widest pixel tile of the pixels-in-lanes product, in vectors of 16 (the grid is rounded up to whole tiles of it where that is cheap). */
