@@ -61,8 +61,12 @@ const slowLoop = (): Graph => {
 const oneLongKernel = (): Graph =>
   makeGraph({ name: "mm", opset: 13, inputs: [{ name: "x", type: f32([3000, 3000]) }], outputs: [{ name: "y", type: f32([3000, 3000]) }], nodes: [node("MatMul", ["x", "x"], ["y"])] })
 
-/** Runs the CLI; with `signal`, sends it `afterMs` after the start. Resolves with its exit and how long it took to stop after the signal. */
-const cli = (args: readonly string[], signal?: { readonly name: NodeJS.Signals; readonly afterMs: number }) =>
+/**
+ * Runs the CLI; with `signal`, sends it `afterMs` after the start — with `afterRecord`, not before
+ * that file (in tmp) holds a whole line: the trials are running. Resolves with its exit and how
+ * long it took to stop after the signal.
+ */
+const cli = (args: readonly string[], signal?: { readonly name: NodeJS.Signals; readonly afterMs: number; readonly afterRecord?: string }) =>
   new Promise<{ code: number | null; stdout: string; stderr: string; stopMs: number }>((resolve) => {
     const p = spawn(process.execPath, [CLI, ...args], { cwd: tmp })
     let stdout = ""
@@ -70,11 +74,14 @@ const cli = (args: readonly string[], signal?: { readonly name: NodeJS.Signals; 
     p.stdout.on("data", (d) => (stdout += d))
     p.stderr.on("data", (d) => (stderr += d))
     let sentAt = 0
-    if (signal)
-      setTimeout(() => {
-        sentAt = performance.now()
-        p.kill(signal.name)
-      }, signal.afterMs)
+    const recorded = () => signal?.afterRecord === undefined || (fs.existsSync(path.join(tmp, signal.afterRecord)) && fs.readFileSync(path.join(tmp, signal.afterRecord), "utf8").includes("\n"))
+    const send = () => {
+      if (p.exitCode !== null) return
+      if (!recorded()) return void setTimeout(send, 25)
+      sentAt = performance.now()
+      p.kill(signal!.name)
+    }
+    if (signal) setTimeout(send, signal.afterMs)
     p.on("close", (code) => resolve({ code, stdout, stderr, stopMs: sentAt ? performance.now() - sentAt : 0 }))
   })
 
@@ -155,7 +162,8 @@ describe("bench, tune and inspect run under the same supervision (worker, --dead
   it("tune: SIGINT stops the trials within a second (exit 130) with a typed line; the log stays whole and the next tune resumes from it", async () => {
     const model = write("tune-conv.onnx", conv())
     const args = ["tune", model, "--log", "stop.jsonl", "--repeats", "1", "--min-repeat-ms", "1", "--tuner", "random"]
-    const r = await cli([...args, "--trials", "500"], { name: "SIGINT", afterMs: 5000 })
+    // (sent once a trial is logged: under load the model's compile can outlast a fixed 5 s)
+    const r = await cli([...args, "--trials", "500"], { name: "SIGINT", afterMs: 5000, afterRecord: "stop.jsonl" })
     expect(lastLine(r.stderr)).toMatch(/^tessera tune: .*interrupted \(SIGINT\)/)
     expect(r.code).toBe(130)
     expect(r.stopMs).toBeLessThan(1000 + 500)
