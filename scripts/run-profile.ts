@@ -98,6 +98,17 @@ for (let i = 0; i < Math.min(RUNS, 3); i++) exec.run(feeds)
 const flush = new Float32Array(64 << 20 >> 2)
 // the tuner's state: each call after every line of twice the L2 was written (tessera tune's flushBytes)
 const sweep = new Float32Array(cacheSweepBytes() >> 2)
+/** A kernel's median wall time alone over `calls` calls, each after every cache line of `junk` was written. */
+const alone = (kernel: string, a: readonly DeviceBuffer[], junk: Float32Array, calls: number): number => {
+  const ts: number[] = []
+  for (let i = 0; i < calls; i++) {
+    for (let j = 0; j < junk.length; j += 16) junk[j] += 1
+    const t0 = performance.now()
+    inner(kernel, a)
+    ts.push(performance.now() - t0)
+  }
+  return median(ts)
+}
 const byName = new Map(program.graph.nodes.map((n) => [n.name, n]))
 let sumSeq = 0, sumWarm = 0, sumCold = 0, sumSwept = 0, bytesW = 0
 const lines: string[] = []
@@ -113,22 +124,8 @@ for (const k of program.kernels) {
   if (k.kind !== "compiled") continue
   const a = seen.get(k.name)!
   const warm = mod.time(k.name, a, { repeats: 5, minMs: 0 }) * 1000
-  const colds: number[] = []
-  for (let i = 0; i < 5; i++) {
-    for (let j = 0; j < flush.length; j += 16) flush[j] += 1
-    const t0 = performance.now()
-    inner(k.name, a)
-    colds.push(performance.now() - t0)
-  }
-  const cold = median(colds)
-  const swepts: number[] = []
-  for (let i = 0; i < 7; i++) {
-    for (let j = 0; j < sweep.length; j += 16) sweep[j] += 1
-    const t0 = performance.now()
-    inner(k.name, a)
-    swepts.push(performance.now() - t0)
-  }
-  const swept = median(swepts)
+  const cold = alone(k.name, a, flush, 5)
+  const swept = alone(k.name, a, sweep, 7)
   const s = median(seq.get(k.name)!)
   const grp = program.fused.groups[k.group]
   const fl = grp.nodes.reduce((x, n) => x + nodeFlops(program.graph, byName.get(n)!), 0)
