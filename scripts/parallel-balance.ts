@@ -9,8 +9,6 @@
 // compiled for one core is timed too (what the bench's 1-thread column runs). Speed is reported,
 // never asserted; the counts depend on nothing but the compiled program.
 import { Effect } from "effect"
-import { allocate } from "../src/ast/graph/dtype.js"
-import { prng } from "../src/ast/graph/arbitrary.js"
 import type { Tensor } from "../src/ast/graph/tensor.js"
 import { parallelBalance, spanRatio, type ParallelBalance } from "../src/ast/tir/parallel-balance.js"
 import { BACKENDS } from "../src/backend/index.js"
@@ -19,6 +17,7 @@ import { median } from "../src/device/onnxruntime.js"
 import { compileGraph, loadProgram } from "../src/pipeline.js"
 import type { Program } from "../src/lowering/program.js"
 import { isZooName, ZOO_NAMES, zooGraph, type ZooName } from "../src/zoo/index.js"
+import { seededFirstInput } from "./seeded-inputs.js"
 
 const args = process.argv.slice(2)
 const opt = (k: string, d: string) => (args.includes(k) ? args[args.indexOf(k) + 1] : d)
@@ -62,13 +61,7 @@ const fmt = (x: number, d = 2) => x.toFixed(d)
 const summary: string[] = []
 for (const name of models) {
   const program = await compileFor(name, threads)
-  const graph = program.graph
-  const input = graph.inputs[0]
-  const r = prng(1)
-  const shape = input.type.shape as number[]
-  const data = allocate("float32", shape.reduce((a, b) => a * b, 1))
-  for (let i = 0; i < data.length; i++) data[i] = r.float(-1, 1)
-  const feeds = new Map<string, Tensor>([[input.name, { dtype: "float32", shape, data }]])
+  const feeds = seededFirstInput(program.graph)
   const kernels = program.kernels.flatMap((k) => (k.kind === "compiled" ? [k] : []))
   const balance = new Map<string, ParallelBalance>(kernels.map((k) => [k.name, parallelBalance(k.func, threads)] as const))
   const times = cpu ? await kernelTimes(program, feeds, threads) : undefined
