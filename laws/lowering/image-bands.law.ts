@@ -24,7 +24,7 @@ import { assertAllClose, lawParams } from "../support.js"
 
 const record = (cores: number, l2Bytes: number): ScheduleTarget => ({ vectorLanes: 4, cores, fmaUnits: 2, fmaLatency: 4, vectorRegisters: 32, l2Bytes })
 
-interface Shape { readonly CB: number; readonly OB: number; readonly H: number; readonly W: number; readonly K: number }
+interface Shape { readonly CB: number; readonly OB: number; readonly H: number; readonly W: number; readonly K: number; readonly groups?: number }
 
 /** A blocked conv (4 lanes in and out) of `o`, its template's space, defaults on `target`, and its kernel lowered at a config. */
 const convKernel = (seed: number, o: Shape, target: ScheduleTarget) => {
@@ -61,21 +61,39 @@ const arbChain = fc.record({
 })
 
 describe("the band rule (conv2d_NCHWc oc_order rows, winograd_NCHWc bands)", () => {
-  it("takes bands on more than one core where the conv's channel tiles would go outermost and its weights, a row's input and the row fit the L2; on one core, or past the L2, the order it had", () => {
+  it("takes bands on more than one core where the conv's channel tiles would go outermost, its weights, a row's input and the row fit the L2, every channel tile reads the whole input and the input is at least the weights; on one core, past the L2, grouped, or weights over the input, the order it had", () => {
+    let bands = 0
+    let heavier = 0
+    let grouped = 0
     fc.assert(
-      fc.property(arbChain, fc.constantFrom(1, 2, 4), fc.constantFrom(512, 2048, 4096, 8192, 1 << 20), (o, cores, l2) => {
+      fc.property(arbChain, fc.constantFrom(1, 2, 4), fc.constantFrom(512, 2048, 4096, 8192, 1 << 20), fc.constantFrom(1, 1, 2), (o0, cores, l2, g) => {
+        // (grouped: the groups divide both block counts)
+        const groups = o0.CB % g === 0 && o0.OB % g === 0 ? g : 1
+        const o = { ...o0, groups }
         const k = convKernel(o.seed, o, record(cores, l2))
         const one = convKernel(o.seed, o, record(1, l2))
-        // (IC·KH·KW × OC weights, IC·KH·KW × OW inputs under a row of outputs, OC × OW outputs; 4 lanes a block, fp32)
-        const [taps, oc] = [o.CB * 4 * o.K * o.K, o.OB * 4]
+        // (IC·KH·KW × OC weights, IC·KH·KW × OW inputs under a row of outputs, OC × OW outputs; 4 lanes a block, fp32;
+        // IC the channels an output reads: a group's)
+        const [taps, oc] = [(o.CB / groups) * 4 * o.K * o.K, o.OB * 4]
         const fits = (taps * oc + taps * o.W + oc * o.W) * 4 <= l2
-        expect(imageBands(k.knobs, 4, record(cores, l2))).toBe(cores > 1 && fits)
+        // (the padded input a tile reads, every channel of it; a 3×3 kernel pads by 1)
+        const pad = o.K === 3 ? 1 : 0
+        const input = o.CB * 4 * (o.H + 2 * pad) * (o.W + 2 * pad)
+        const readsLess = groups === 1 && input >= taps * oc
+        const expected = cores > 1 && fits && readsLess
+        if (cores > 1 && fits && !readsLess) (groups > 1 ? grouped++ : heavier++)
+        if (expected) bands++
+        expect(imageBands(k.knobs, 4, record(cores, l2))).toBe(expected)
         if (one.defaults.oc_order !== "outer") expect(k.defaults.oc_order).toBe(one.defaults.oc_order)
-        else expect(k.defaults.oc_order).toBe(cores > 1 && fits ? "rows" : "outer")
+        else expect(k.defaults.oc_order).toBe(expected ? "rows" : "outer")
         expect({ ...k.defaults, oc_order: undefined }).toEqual({ ...one.defaults, oc_order: undefined })
       }),
-      lawParams(30),
+      lawParams(60),
     )
+    // (each side of the rule met)
+    expect(bands).toBeGreaterThan(0)
+    expect(heavier).toBeGreaterThan(0)
+    expect(grouped).toBeGreaterThan(0)
   })
 
   it("a chain of two convs in bands: the second reads at most the halo and one split row of the first's output from the other core, under a third; with the channel tiles outermost, about half", () => {

@@ -21,6 +21,22 @@ const padProducer = (s: S.Schedule, anchor: S.Stage): string | undefined =>
 const REDUCE_ORDERS = ["ic_kernel", "kernel_ic", "ic_only"] as const
 
 /**
+ * A blocked conv's input as its image tiles read it (its anchor stage): the elements of the tensor
+ * its data read (rank 5, NCHW[x]c) reads — the padded copy where there is one — and whether its
+ * reduction runs over every channel of it (a dense conv: each channel tile reads the whole input;
+ * a grouped or depthwise conv's tiles read their own groups'). Undefined where there is no such read.
+ */
+export const convInput = (st: S.Stage): { readonly floats: number; readonly dense: boolean } | undefined => {
+  const body = st.op.body
+  if (body.kind !== "reduce") return undefined
+  const read = collect(body.source, (x) => x.kind === "read" && x.indices.length === 5)[0] as Read | undefined
+  const shape = read?.tensor?.shape
+  if (!shape || shape.length !== 5) return undefined
+  const channels = shape[1] * shape[4]
+  return { floats: shape.reduce((a, b) => a * b, 1), dense: (body.axes[0]?.dom.extent ?? 0) === channels }
+}
+
+/**
  * Input columns between adjacent output columns of a blocked conv (its anchor stage): the step of
  * the data read's column index (rank 5, NCHW[x]c; the kernel is rank 6) as the output column
  * steps by one, every other variable held — the stride. 1 where there is no such read or the step
@@ -140,14 +156,35 @@ export const projectionOrder = (knobs: readonly Knob[], lanes: number, target: S
  * from the other core's cache: on the 2-core Zen 5 of 2026-11-27 a 1.6 MB tensor the other core
  * wrote read in 44 µs, one this core wrote in 16 (docs/backends.md). In bands, a 1×1 conv reads
  * only the rows its own core wrote, a 3×3 conv the halo rows beside them. One core: no split, the
- * order as it was.
+ * order as it was. Nor where the channel tiles outermost read less than bands do (bandsReadLess).
  */
 export const imageBands = (knobs: readonly Knob[], lanes: number, target: ScheduleTarget): boolean => {
   const ow = knobs.find((k) => k.name === "tile_ow")
   const cols = ow?.kind === "split" ? ow.extent : 1
   const oc = ocBlocks(knobs) * blockLanes(knobs, lanes)
   const bytes = (reduceVolume(knobs) * oc + reduceVolume(knobs) * cols + oc * cols) * 4
-  return target.cores > 1 && bytes <= (target.l2Bytes ?? DEFAULT_L2_BYTES)
+  return target.cores > 1 && bytes <= (target.l2Bytes ?? DEFAULT_L2_BYTES) && bandsReadLess(knobs, lanes)
+}
+
+/**
+ * Whether bands read less than the channel tiles outermost do: the two orders trade one re-read for
+ * another — in bands every row tile reads all the weights again (a channel tile's own, outermost,
+ * stay cached while it walks the image), outermost every channel tile reads the input again (in
+ * bands a row's input stays cached while every channel tile reads it). So bands only where each
+ * channel tile reads the whole input (a dense conv: a grouped or depthwise conv's tiles read their
+ * own channels, once either way, and bands only add the weights' re-reads) and the input is at
+ * least the weights (IC·KH·KW × OC floats). Measured on the 2-core Zen 5 (CPU time, one thread,
+ * the 2-core program against the 1-core one in one process, alternated; docs/scheduling.md): the
+ * 7×7 and 14×14 expansions of MobileNetV2, EfficientNet-B0 and RegNet (weights 0.3–0.9 MB, inputs
+ * 31–163 KB) ran 1.15–1.43× slower in bands, their grouped and depthwise convs 1.13–1.32×;
+ * ResNet-50's 3×3/2 conv to 28² (590 KB of weights, a 1.6 MB input) 0.87×. A space without the
+ * oc_order knob's `input` (none read): the L2 bound alone, as before.
+ */
+export const bandsReadLess = (knobs: readonly Knob[], lanes: number): boolean => {
+  const order = knobs.find((k) => k.name === "oc_order")
+  const input = order?.kind === "choice" ? order.input : undefined
+  if (input === undefined) return true
+  return input.dense && input.floats >= reduceVolume(knobs) * ocBlocks(knobs) * blockLanes(knobs, lanes)
 }
 
 /** Output channel blocks whose weights (IC·KH·KW × the block's lanes, fp32) fit `bytes` (halfL2): at least one. */
@@ -219,6 +256,7 @@ export const convTemplate: Template = {
     const [, ocb, oh, ow, ob] = st.op.shape
     const [ic, kh, kw] = (st.op.body as Reduce).axes.map((a) => a.dom.extent)
     const stride = inputStride(st)
+    const input = convInput(st)
     // knobs that cannot change the loops are left out (a tuner would spend trials on them): no
     // channel split for one input channel (depthwise), no order for a 1×1 kernel, no unrolling of
     // a loop of one
@@ -231,7 +269,7 @@ export const convTemplate: Template = {
       ...(kh > 1 ? [{ kind: "choice", name: "unroll_kh", candidates: [false, true], extent: kh } as const] : []),
       ...(kw > 1 ? [{ kind: "choice", name: "unroll_kw", candidates: [false, true], extent: kw } as const] : []),
       ...(padProducer(base, st) ? [{ kind: "choice", name: "pad_root", candidates: [true, false] } as const] : []),
-      ...(ocb > 1 ? [{ kind: "choice", name: "oc_order", candidates: [...OC_ORDERS], absent: "outer" } as const] : []),
+      ...(ocb > 1 ? [{ kind: "choice", name: "oc_order", candidates: [...OC_ORDERS], absent: "outer", ...(input ? { input } : {}) } as const] : []),
       ...(icBatches(ic, ow).length ? [{ kind: "choice", name: "ic_batch", candidates: [ic, ...icBatches(ic, ow)], absent: ic } as const] : []),
     ]
   },

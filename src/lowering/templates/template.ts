@@ -49,6 +49,13 @@ export type Knob =
        */
       readonly inputStride?: number
       /**
+       * A convolution's `oc_order`: the floats of the input its image tiles read (the padded copy's,
+       * where it has one) and whether every output channel reads all of it (`dense`; a grouped or
+       * depthwise conv's channel tiles read only their own groups' channels). Not searched; what the
+       * band rule (conv2d-nchwc.ts, imageBands) weighs against the weights.
+       */
+      readonly input?: { readonly floats: number; readonly dense: boolean }
+      /**
        * What a config without this knob means: for a knob added to a template later, the value
        * that gives the schedule its records were tuned with (so older tuning logs still apply).
        */
