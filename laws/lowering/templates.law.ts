@@ -14,7 +14,7 @@ import type { Tensor } from "../../src/ast/graph/tensor.js"
 import type * as S from "../../src/ast/schedule/schedule.js"
 import { matmulRegisterTile, matmulTemplate } from "../../src/lowering/templates/matmul.js"
 import { candidatesOf, convRegisterTile, divisors, GCC_FOLDED_POSITIONS, mulAddRegisterTile } from "../../src/lowering/templates/common.js"
-import { columnTiles, imageBands, inputStaysWeightsStream, projectionOrder } from "../../src/lowering/templates/conv2d-nchwc.js"
+import { columnTiles, imageBands, inputStaysWeightsStream, projectionBatch, projectionOrder } from "../../src/lowering/templates/conv2d-nchwc.js"
 import { innerReductionTemplate, reductionTemplate } from "../../src/lowering/templates/reduction.js"
 import { RF_PARTS_BY_DEFAULT } from "../../src/lowering/templates/rfactor.js"
 import { at, compute, type ComputeTensor } from "../../src/ast/te/tensor.js"
@@ -110,9 +110,9 @@ describe("schedule templates", () => {
           return undefined
         })
         void knobs
-        // (a tile of the whole image for one channel block is its buffer: nothing to promote; a
-        // tile of columns that leaves a tail keeps its guarded sums in the batch's buffer)
-        const whole = Number(config.tile_ow) * Number(config.tile_oh) >= 16 && Number(config.tile_oc) === 1
+        // (a tile of the whole image — its channel blocks inside it — is its buffer: nothing to
+        // promote; a tile of columns that leaves a tail keeps its guarded sums in the batch's buffer)
+        const whole = Number(config.tile_ow) * Number(config.tile_oh) >= 16
         if (4 % Number(config.tile_ow) === 0) expect(promoted).toBe(!whole)
         const outs = evaluatePrimFunc(f, cc.inputs)
         assertAllClose(cc.outputs.map((o) => outs.get(o.name)!), evaluateTE(cc.outputs, cc.inputs), 1e-4, 1e-5)
@@ -512,6 +512,66 @@ describe("the conv rule's channel tile order (conv2d_NCHWc defaults, oc_order)",
     )
     expect(both).toBeGreaterThan(0)
     expect(rows).toBeGreaterThan(0)
+  })
+})
+
+describe("the conv rule's input-channel batches for a projection past the L2 (conv2d_NCHWc defaults, ic_batch)", () => {
+  // 1×1 blocked convs of 64–256 input channels (the batch knob's candidates divide them), records
+  // whose half L1 and half L2 hold a batch's weights and input or not
+  const arbCase = fc.record({
+    lanes: fc.constantFrom(8, 16),
+    IC: fc.constantFrom(64, 128, 192, 256),
+    OB: fc.integer({ min: 1, max: 4 }),
+    H: fc.integer({ min: 4, max: 6 }),
+    W: fc.integer({ min: 4, max: 6 }),
+    l1: fc.constantFrom(1024, 4096, 8192, 16384, 32768, 49152),
+    l2: fc.constantFrom(4096, 16384, 65536, 262144, 1 << 20),
+    seed: fc.nat(),
+  })
+
+  it("runs a projection whose weights and input both exceed half the L2 in the largest batch whose channel tile's weights fit half the L1 and whose input fits half the L2, the channel tiles outermost; the batch's register tile keeps the tile's channel blocks; evaluates equal to the TE", () => {
+    let batched = 0
+    let l1Bound = 0
+    fc.assert(
+      fc.property(arbCase, (o) => {
+        const cc = blockedConvCase(o.seed, { ib: o.lanes, ob: o.lanes, CB: o.IC / o.lanes, OB: o.OB, H: o.H, W: o.W, K: 1, stride: 1, pad: 0, epilogue: false })
+        const base = baseSchedule(cc.outputs)
+        const t = templateFor(base)
+        const knobs = t.space(cc.outputs, base)
+        const target = { vectorLanes: o.lanes, cores: 1, vectorRegisters: 32, fmaUnits: 2, fmaLatency: 4, l1Bytes: o.l1, l2Bytes: o.l2 }
+        const d = t.defaults(knobs, target)
+        const OC = o.OB * o.lanes
+        const candidates = (knobs.find((k) => k.name === "ic_batch")?.candidates ?? []).map(Number)
+        // the weights (IC × OC floats) and the input (IC × H × W) both past half the L2
+        const past = o.IC > OC && o.IC * OC * 4 > o.l2 / 2 && o.IC * o.H * o.W * 4 > o.l2 / 2
+        const blocks = Number(d.tile_oc)
+        const inL2 = candidates.filter((b) => b < o.IC && b * o.H * o.W * 4 <= o.l2 / 2)
+        const fits = inL2.filter((b) => b * blocks * o.lanes * 4 <= o.l1 / 2)
+        const want = past && fits.length ? Math.max(...fits) : undefined
+        expect(projectionBatch(knobs, o.lanes, target, blocks)).toBe(fits.length ? Math.max(...fits) : undefined)
+        expect(Number(d.ic_batch ?? o.IC)).toBe(want ?? o.IC)
+        if (want !== undefined) {
+          batched++
+          if (Math.max(...inL2) > want) l1Bound++
+          expect(d.oc_order).toBe("outer")
+        }
+        const f = runTirSync(cpuTirPipeline(), lowerSync(t.apply(cc.outputs, base, d)))
+        // batched, the tile's sums promoted: every channel block of the tile in it (tile_oc ×
+        // tile_oh × tile_ow × lanes), where the tile is not the whole image
+        const tiles: number[] = []
+        mapStmt(f.body, (x) => {
+          if (x.kind === "allocate" && /\.tile\d+$/.test(x.buffer.name)) tiles.push(x.buffer.shape.reduce((a: number, b) => a * Number(b), 1))
+          return undefined
+        })
+        const [tw, th] = [Number(d.tile_ow), Number(d.tile_oh ?? 1)]
+        if (want !== undefined && tw * th < o.H * o.W && o.W % tw === 0) expect(tiles).toContain(blocks * th * tw * o.lanes)
+        const outs = evaluatePrimFunc(f, cc.inputs)
+        assertAllClose(cc.outputs.map((x) => outs.get(x.name)!), evaluateTE(cc.outputs, cc.inputs), 1e-4, 1e-5)
+      }),
+      lawParams(24),
+    )
+    expect(batched).toBeGreaterThan(0)
+    expect(l1Bound).toBeGreaterThan(0)
   })
 })
 

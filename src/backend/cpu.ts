@@ -36,10 +36,11 @@ export const cpuGraphPasses = (target: Target<"c" | "js" | "wasm">): GraphPass =
 export const cpuSchedules = (target: Target<"c" | "js" | "wasm">, tuned?: TunedLookup): ScheduleFn =>
   defaultSchedule(scheduleTarget(target), tuned)
 
-/** What the CPU templates size their tiles from: lanes, cores, FMA pipes × latency, vector registers, the L2's bytes. */
+/** What the CPU templates size their tiles from: lanes, cores, FMA pipes × latency, vector registers, the L1's and L2's bytes. */
 export const scheduleTarget = (target: Target<"c" | "js" | "wasm">): ScheduleTarget => ({
   vectorLanes: Math.max(target.attrs.vectorLanes, 1),
   cores: target.attrs.cores,
+  l1Bytes: target.attrs.l1Bytes,
   l2Bytes: target.attrs.l2Bytes,
   fmaUnits: target.attrs.fmaUnits,
   fmaLatency: target.attrs.fmaLatency,

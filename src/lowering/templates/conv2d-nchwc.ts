@@ -145,6 +145,39 @@ export const projectionOrder = (knobs: readonly Knob[], lanes: number, target: S
   return fits(reduceVolume(knobs) * extent("tile_ow")) ? "rows" : "inner"
 }
 
+/** A core's L1 data cache where the target record does not say (the portable CpuAttrs default). */
+const DEFAULT_L1_BYTES = 32 * 1024
+
+/** Half the target record's L1 data cache, in bytes: what a batch of weights read by every tile of the image may keep there (the other half: the input lines a tile reads). */
+export const halfL1 = (target: ScheduleTarget): number => Math.floor((target.l1Bytes ?? DEFAULT_L1_BYTES) / 2)
+
+/**
+ * The input-channel batch (`ic_batch`) of a projection whose weights and input both exceed half
+ * the record's L2, or undefined where no batch fits: the largest candidate below the input
+ * channels whose weights for a channel tile of `blocks` blocks (batch × blocks × the block's lanes
+ * floats) fit half the L1 and whose input (batch × OH × OW floats) half the L2. Each channel tile
+ * then walks the image once a batch with that batch's weights in L1 and the batch's input in L2 —
+ * every weight read from memory once, in order, the input from L2 once a channel tile (onnxruntime's
+ * NCHWc order: filter sets × batches of 128 channels) — where `rows` (projectionOrder) streams all
+ * the weights from beyond the L2 again for every row of the image. ResNet-50's 14×14 convs of 1024
+ * → 256 and 1024 → 512 channels (Zen 5: 48 KiB L1, 1 MiB L2; batches of 128, 16 KiB of weights a
+ * channel tile of 2 blocks): 0.83–0.89 of their time in the sequence against `rows`, CPU time;
+ * batches of 256 (32 KiB, past half the L1) 0.86–0.94 (docs/scheduling.md).
+ */
+export const projectionBatch = (knobs: readonly Knob[], lanes: number, target: ScheduleTarget, blocks: number): number | undefined => {
+  const extent = (name: string) => {
+    const k = knobs.find((x) => x.name === name)
+    return k?.kind === "split" ? k.extent : 1
+  }
+  const batch = knobs.find((k) => k.name === "ic_batch")
+  if (batch?.kind !== "choice") return undefined
+  const channels = reduceVolume(knobs)
+  const fits = batch.candidates
+    .map(Number)
+    .filter((b) => b < channels && b * blocks * blockLanes(knobs, lanes) * 4 <= halfL1(target) && b * extent("tile_oh") * extent("tile_ow") * 4 <= halfL2(target))
+  return fits.length ? Math.max(...fits) : undefined
+}
+
 /**
  * Whether a conv with its channel tiles outermost walks the image in bands instead (`oc_order`
  * "rows"): on more than one core, where all its weights (IC·KH·KW × OC floats), the input a row of
@@ -340,9 +373,17 @@ export const convTemplate: Template = {
     if (has("oc_order")) cfg.oc_order = projection ? projectionOrder(knobs, lanes, target) : "outer"
     if (has("oc_order") && cfg.oc_order === "outer" && imageBands(knobs, lanes, target)) cfg.oc_order = "rows"
     // the whole reduction inside the register tile; batches outside the image's tiles are the
-    // tuner's to try (2-5% on the layers timed alone: docs/tuning.md)
+    // tuner's to try (2-5% on the layers timed alone: docs/tuning.md), but for the projections below
     const batch = knobs.find((k) => k.name === "ic_batch")
     if (batch?.kind === "choice") cfg.ic_batch = batch.candidates[0]
+    // a projection whose weights and input both exceed half the L2: the input channels in batches
+    // whose channel tile's weights fit half the L1 (projectionBatch), the channel tiles outermost
+    const weightsFit = reduceVolume(knobs) * ocBlocks(knobs) * blockLanes(knobs, lanes) * 4 <= halfL2(target)
+    const inBatches = projection && !weightsFit && !inputStaysWeightsStream(knobs, lanes, target) ? projectionBatch(knobs, lanes, target, toc) : undefined
+    if (inBatches !== undefined) {
+      cfg.ic_batch = inBatches
+      cfg.oc_order = "outer"
+    }
     return cfg
   },
   apply: (_outputs, base, config) => {
@@ -375,9 +416,10 @@ export const convTemplate: Template = {
     // ic_batch below the channels: the accumulators of the whole image for the tile's channel
     // blocks (tile_oc of them: a filter set) stay in a local buffer while the input channels run
     // in batches outside the image's tiles, as onnxruntime's NCHWc kernels accumulate across
-    // batches of 128. A batch's filters (ic_batch x 8 lanes per block) are then read from L1 by
-    // every tile of the image; the register tile is one channel block x tile_oh x tile_ow, its
-    // sums kept in registers within a batch by PromoteAccumulators. Channel tiles outermost.
+    // batches of 128. A batch's filters (ic_batch x the lanes of tile_oc blocks) are then read
+    // from L1 by every tile of the image; the register tile is tile_oc channel blocks x tile_oh x
+    // tile_ow (the blocks inside the image's tiles, as unbatched), its sums kept in registers
+    // within a batch by PromoteAccumulators. Channel tiles outermost.
     const icBatch = Number(config.ic_batch ?? Infinity)
     const lst = s.stages.get(local)!
     const channels = lst.leaf.map((a) => lst.axes.get(a)!).find((ax) => ax.type === "reduce")?.extent ?? 0
@@ -412,7 +454,8 @@ export const convTemplate: Template = {
     let low = low0
     let loh = loh0
     if (batched) {
-      // the image: its tiles inside the batches, each batch's channels inside a tile
+      // the image: its tiles inside the batches, each batch's channels inside a tile, the tile's
+      // channel blocks inside those (one broadcast of an input element feeds every block's FMA)
       const spr = S.split(s, local, loh0, { factor: th })
       const spl = S.split(spr.schedule, local, low0, { factor: tw })
       const spb = S.split(spl.schedule, local, ric, { factor: icBatch })
@@ -425,7 +468,7 @@ export const convTemplate: Template = {
       const chans = spt ? [spt.outer, spt.inner] : [spb.inner]
       const inner = config.reduce_order === "ic_only" ? [...chans, rky, rkx] : [rky, rkx, ...chans]
       loh = spr.inner
-      s = S.reorder(s, local, [ln, spb.outer, loc, spr.outer, spl.outer, ...inner.filter((a) => a !== undefined), loh, low, loi])
+      s = S.reorder(s, local, [ln, spb.outer, spr.outer, spl.outer, ...inner.filter((a) => a !== undefined), loc, loh, low, loi])
     } else {
       const spi = S.split(s, local, ric, { factor: Number(config.tile_ic ?? 1) })
       s = spi.schedule
@@ -442,7 +485,7 @@ export const convTemplate: Template = {
     const MAX_UNROLLED = 32
     if (tw > 1 && tw <= MAX_UNROLLED) s = S.unroll(s, local, low)
     if (th > 1 && tw * th <= MAX_UNROLLED) s = S.unroll(s, local, loh)
-    if (toc > 1 && tw * th * toc <= MAX_UNROLLED && !batched) s = S.unroll(s, local, loc)
+    if (toc > 1 && tw * th * toc <= MAX_UNROLLED) s = S.unroll(s, local, loc)
     if (config.unroll_kh) s = S.unroll(s, local, rky)
     if (config.unroll_kw) s = S.unroll(s, local, rkx)
     return parallelize(s, vector, out)

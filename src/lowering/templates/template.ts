@@ -106,6 +106,8 @@ export interface ScheduleTarget {
   readonly outerLoopVectorizer?: boolean
   /** The 8-bit dot-product instruction the emitter renders (AVX-512 VNNI's, SIMD128's i16 dot; absent: none, int8 products are loops). */
   readonly int8Dot?: "vnni" | "avx2" | "simd128"
+  /** Bytes of a core's L1 data cache (the target record's, measured from sysfs on the host; absent: 32 KiB). */
+  readonly l1Bytes?: number
   /** Bytes of a core's L2 cache (the target record's, measured from sysfs on the host; absent: 256 KiB). */
   readonly l2Bytes?: number
 }
