@@ -33,12 +33,15 @@ export const narrowedStage = (s: S.Schedule, stage: string): string | undefined 
   return wide?.name
 }
 
+/** Iterations a parallel loop gathers by default (parallelOuter fuses the loops it is given until it has as many). */
+export const PARALLEL_MIN_EXTENT = 32
+
 /**
  * Parallel over the leading loops `axes` (adjacent, outermost first): they are fused until the loop
  * has at least `minExtent` iterations, so batch 1 does not leave cores idle and a static split over
  * a few cores stays balanced (9 channel blocks on 2 cores would leave one idle a ninth of the time).
  */
-export const parallelOuter = (s0: S.Schedule, stage: string, axes: readonly string[], minExtent = 32): S.Schedule => {
+export const parallelOuter = (s0: S.Schedule, stage: string, axes: readonly string[], minExtent = PARALLEL_MIN_EXTENT): S.Schedule => {
   if (axes.length === 0) return s0
   let s = s0
   let cur = axes[0]
