@@ -158,8 +158,8 @@ const CMP: Partial<Record<BinOp, string>> = { add: "+", sub: "-", mul: "*", eq: 
 /** Intrinsics that are one call (libm's, or the prelude's where libm's does not vectorize: exp, erf), the rest rendered inline below; a new Intrinsic fails to compile until it is placed. */
 type LibmFn = Exclude<Intrinsic, "neg" | "not" | "rsqrt" | "sigmoid">
 /** round is half to even: nearbyint in the default rounding mode. */
-const F32_FN: { readonly [K in LibmFn]: string } = { exp: "tessera_expf", log: "logf", sqrt: "sqrtf", tanh: "tanhf", erf: "tessera_erff", floor: "floorf", ceil: "ceilf", round: "nearbyintf", sin: "sinf", cos: "cosf", fabs: "fabsf", pow: "powf" }
-const F64_FN: { readonly [K in LibmFn]: string } = { exp: "exp", log: "log", sqrt: "sqrt", tanh: "tanh", erf: "erf", floor: "floor", ceil: "ceil", round: "nearbyint", sin: "sin", cos: "cos", fabs: "fabs", pow: "pow" }
+const F32_FN: { readonly [K in LibmFn]: string } = { exp: "tessera_expf", log: "logf", sqrt: "sqrtf", tanh: "tanhf", erf: "tessera_erff", floor: "floorf", ceil: "ceilf", round: "nearbyintf", sin: "sinf", cos: "cosf", fabs: "fabsf", pow: "powf", fma: "fmaf" }
+const F64_FN: { readonly [K in LibmFn]: string } = { exp: "exp", log: "log", sqrt: "sqrt", tanh: "tanh", erf: "erf", floor: "floor", ceil: "ceil", round: "nearbyint", sin: "sin", cos: "cos", fabs: "fabs", pow: "pow", fma: "fma" }
 
 const positiveConst = (e: Expr): boolean => e.kind === "const" && e.value > 0 && Number.isInteger(e.value)
 
