@@ -32,30 +32,20 @@ const quantize: OpCompute = (ctx) => {
   const zp = ctx.inputs[2]
   const out = ctx.outputs[0].dtype
   const [lo, hi] = RANGE[out] ?? none(`QuantizeLinear to ${out}`)
-  const to = promoted(x.dtype, s.dtype, num(ctx.attrs.precision, 0))
-  const round = (e: Expr): Expr => (to === "float32" ? cast(W, cast("float32", e)) : e)
   const rank = x.shape.length
-  // a float32 quotient: the steps after it in float32 — its rounding to an integer is exact, and so
-  // is adding a zero point below 2^24 (beyond, float32 may round the sum, which saturates to the same
-  // bound); the c target then divides in float32 too (its narrowedFloatOp), 16 lanes a vector, not 8
-  if (to === "float32") {
-    const F = "float32"
-    return [
-      compute(ctx.name(), shapeOf(ctx.outputs[0]), (...i) => {
-        const q0 = call("round", cast(F, div(cast(W, at(x, ...i)), cast(W, paramAt(ctx, s, rank, i)))))
-        const q = zp ? add(q0, cast(F, paramAt(ctx, zp, rank, i))) : q0
-        return cast(out, max(c(lo, F), min(c(hi, F), q)))
-      }, out),
-    ]
-  }
+  // the quotient in float64 rounded to the promoted type, then the steps after it in that type: for
+  // float32 its rounding to an integer is exact, and so is adding a zero point below 2^24 (beyond,
+  // float32 may round the sum, which saturates to the same bound); the c target then divides in
+  // float32 too (its narrowedFloatOp), 16 lanes a vector, not 8
+  const F = promoted(x.dtype, s.dtype, num(ctx.attrs.precision, 0))
   return [
     compute(ctx.name(), shapeOf(ctx.outputs[0]), (...i) => {
-      const q0 = call("round", round(div(cast(W, at(x, ...i)), cast(W, paramAt(ctx, s, rank, i)))))
-      const q = zp ? add(q0, cast(W, paramAt(ctx, zp, rank, i))) : q0
+      const q0 = call("round", cast(F, div(cast(W, at(x, ...i)), cast(W, paramAt(ctx, s, rank, i)))))
+      const q = zp ? add(q0, cast(F, paramAt(ctx, zp, rank, i))) : q0
       // saturated by max / min against the bounds (NaN passes through both and stores as 0): a clamp
       // the c emitter converts without tessera_f2i, which gcc vectorizes (and the rounding is
       // written once, where nested selects repeat it)
-      return cast(out, max(c(lo, W), min(c(hi, W), q)))
+      return cast(out, max(c(lo, F), min(c(hi, F), q)))
     }, out),
   ]
 }
