@@ -118,7 +118,7 @@ static void tessera_par3_conv2d_int8_avx2(const void* tessera_args, int64_t tess
 struct tessera_par4_conv2d_int8_avx2 { float* b13; const float* b4; const float* b5; const float* b6; };
 static void tessera_range4_conv2d_int8_avx2(float* restrict b13, const float* restrict b4, const float* restrict b5, const float* restrict b6, int64_t tessera_lo, int64_t tessera_hi) {
   for (int64_t v18 = tessera_lo; v18 < tessera_hi; ++v18) {
-    b13[v18] = ((float)(((double)(((float)((((double)(((float)((((double)(b4[0])) * ((double)(b5[v18]))))))) / ((double)(b6[0])))))))));
+    b13[v18] = ((float)(((double)(((((b4[0]) * (b5[v18]))) / (b6[0]))))));
   }
 }
 static void tessera_par4_conv2d_int8_avx2(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
@@ -132,7 +132,7 @@ static void tessera_range5_conv2d_int8_avx2(uint8_t* restrict b8, const uint8_t*
   for (int64_t v19 = tessera_lo; v19 < tessera_hi; ++v19) {
     #pragma omp simd
     for (int64_t v20 = 0; v20 < 16; ++v20) {
-      b8[(v19 + (v20 * 36))] = ((uint8_t)tessera_f2i_in32f(nearbyintf(tessera_maxcf(tessera_mincf(((float)((((double)(((float)(((((((int32_t)(b1[0])) * b12[v20]) * (-1)) + b3[v20]) + b11[((v19 * 16) + v20)]))))) * ((double)(b13[v20]))))), (255.0f - ((float)(b7[0])))), (0.0f - ((float)(b7[0]))))) + ((float)(b7[0]))));
+      b8[(v19 + (v20 * 36))] = ((uint8_t)tessera_f2i_in32f(nearbyintf(tessera_maxcf(tessera_mincf(((((float)(((((((int32_t)(b1[0])) * b12[v20]) * (-1)) + b3[v20]) + b11[((v19 * 16) + v20)])))) * (b13[v20])), (255.0f - ((float)(b7[0])))), (0.0f - ((float)(b7[0]))))) + ((float)(b7[0]))));
     }
   }
 }

@@ -64,7 +64,7 @@ static void tessera_par2_conv2d_int8_depthwise(const void* tessera_args, int64_t
 struct tessera_par3_conv2d_int8_depthwise { float* b13; const float* b5; const float* b6; const float* b7; };
 static void tessera_range3_conv2d_int8_depthwise(float* restrict b13, const float* restrict b5, const float* restrict b6, const float* restrict b7, int64_t tessera_lo, int64_t tessera_hi) {
   for (int64_t v8 = tessera_lo; v8 < tessera_hi; ++v8) {
-    b13[v8] = ((float)(((double)(((float)((((double)(((float)((((double)(b5[0])) * ((double)(b6[v8]))))))) / ((double)(b7[0])))))))));
+    b13[v8] = ((float)(((double)(((((b5[0]) * (b6[v8]))) / (b7[0]))))));
   }
 }
 static void tessera_par3_conv2d_int8_depthwise(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
@@ -86,7 +86,7 @@ static void tessera_range4_conv2d_int8_depthwise(const int32_t* restrict b12, in
       }
       #pragma omp simd
       for (int64_t v12 = 0; v12 < 25; ++v12) {
-        b9[((v9 * 25) + v12)] = ((int8_t)(tessera_f2i_in32f(nearbyintf(tessera_maxcf(tessera_mincf(((float)((((double)(((float)((b4[v9] + b14[v12]))))) * ((double)(b13[v9]))))), (127.0f - ((float)(b8[0])))), ((-128.0f) - ((float)(b8[0]))))) + ((float)(b8[0])))));
+        b9[((v9 * 25) + v12)] = ((int8_t)(tessera_f2i_in32f(nearbyintf(tessera_maxcf(tessera_mincf(((((float)((b4[v9] + b14[v12])))) * (b13[v9])), (127.0f - ((float)(b8[0])))), ((-128.0f) - ((float)(b8[0]))))) + ((float)(b8[0])))));
       }
     }
   }

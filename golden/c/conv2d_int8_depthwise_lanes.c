@@ -7,7 +7,7 @@ void conv2d_int8_depthwise_lanes(const int8_t* b0, const int8_t* b1, const int16
 struct tessera_par0_conv2d_int8_depthwise_lanes { float* b9; const float* b4; const float* b5; const float* b6; };
 static void tessera_range0_conv2d_int8_depthwise_lanes(float* restrict b9, const float* restrict b4, const float* restrict b5, const float* restrict b6, int64_t tessera_lo, int64_t tessera_hi) {
   for (int64_t v0 = tessera_lo; v0 < tessera_hi; ++v0) {
-    b9[v0] = ((float)(((double)(((float)((((double)(((float)((((double)(b4[0])) * ((double)(b5[v0]))))))) / ((double)(b6[0])))))))));
+    b9[v0] = ((float)(((double)(((((b4[0]) * (b5[v0]))) / (b6[0]))))));
   }
 }
 static void tessera_par0_conv2d_int8_depthwise_lanes(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
@@ -69,7 +69,7 @@ void conv2d_int8_depthwise_lanes(const int8_t* restrict b0, const int8_t* restri
           for (int64_t v11 = 0; v11 < 7; ++v11) {
             #pragma omp simd
             for (int64_t v12 = 0; v12 < 16; ++v12) {
-              b10[(((v12 * 49) + (v10 * 7)) + v11)] = tessera_f2i_in32f(nearbyintf(tessera_maxcf(tessera_mincf(((float)((((double)(((float)((b3[v12] + b11[((v12 + (v10 * 112)) + (v11 * 16))]))))) * ((double)(b9[v12]))))), (127.0f - ((float)(b7[0])))), ((-128.0f) - ((float)(b7[0]))))) + ((float)(b7[0])));
+              b10[(((v12 * 49) + (v10 * 7)) + v11)] = tessera_f2i_in32f(nearbyintf(tessera_maxcf(tessera_mincf(((((float)((b3[v12] + b11[((v12 + (v10 * 112)) + (v11 * 16))])))) * (b9[v12])), (127.0f - ((float)(b7[0])))), ((-128.0f) - ((float)(b7[0]))))) + ((float)(b7[0])));
             }
           }
         }

@@ -77,7 +77,7 @@ static void tessera_par1_conv2d_int8_grid(const void* tessera_args, int64_t tess
 struct tessera_par2_conv2d_int8_grid { float* b12; const float* b5; const float* b6; const float* b7; };
 static void tessera_range2_conv2d_int8_grid(float* restrict b12, const float* restrict b5, const float* restrict b6, const float* restrict b7, int64_t tessera_lo, int64_t tessera_hi) {
   for (int64_t v11 = tessera_lo; v11 < tessera_hi; ++v11) {
-    b12[v11] = ((float)(((double)(((float)((((double)(((float)((((double)(b5[0])) * ((double)(b6[v11]))))))) / ((double)(b7[0])))))))));
+    b12[v11] = ((float)(((double)(((((b5[0]) * (b6[v11]))) / (b7[0]))))));
   }
 }
 static void tessera_par2_conv2d_int8_grid(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
@@ -102,7 +102,7 @@ static void tessera_range3_conv2d_int8_grid(const int32_t* restrict b11, int8_t*
       for (int64_t v16 = 0; v16 < 4; ++v16) {
         #pragma omp simd
         for (int64_t v17 = 0; v17 < 64; ++v17) {
-          b9[(((v12 * 256) + (v16 * 64)) + v17)] = ((int8_t)(tessera_f2i_in32f(nearbyintf(tessera_maxcf(tessera_mincf(((float)((((double)(((float)((((((((int32_t)(b1[0])) + 128) * b3[((v12 * 4) + v16)]) * (-1)) + b4[((v12 * 4) + v16)]) + b14[((v16 * 64) + v17)]))))) * ((double)(b12[((v12 * 4) + v16)]))))), (127.0f - ((float)(b8[0])))), ((-128.0f) - ((float)(b8[0]))))) + ((float)(b8[0])))));
+          b9[(((v12 * 256) + (v16 * 64)) + v17)] = ((int8_t)(tessera_f2i_in32f(nearbyintf(tessera_maxcf(tessera_mincf(((((float)((((((((int32_t)(b1[0])) + 128) * b3[((v12 * 4) + v16)]) * (-1)) + b4[((v12 * 4) + v16)]) + b14[((v16 * 64) + v17)])))) * (b12[((v12 * 4) + v16)])), (127.0f - ((float)(b8[0])))), ((-128.0f) - ((float)(b8[0]))))) + ((float)(b8[0])))));
         }
       }
     }

@@ -34,7 +34,7 @@ static void tessera_par0_conv2d_int8_pixels(const void* tessera_args, int64_t te
 struct tessera_par1_conv2d_int8_pixels { float* b11; const float* b5; const float* b6; const float* b7; };
 static void tessera_range1_conv2d_int8_pixels(float* restrict b11, const float* restrict b5, const float* restrict b6, const float* restrict b7, int64_t tessera_lo, int64_t tessera_hi) {
   for (int64_t v2 = tessera_lo; v2 < tessera_hi; ++v2) {
-    b11[v2] = ((float)(((double)(((float)((((double)(((float)((((double)(b5[0])) * ((double)(b6[v2]))))))) / ((double)(b7[0])))))))));
+    b11[v2] = ((float)(((double)(((((b5[0]) * (b6[v2]))) / (b7[0]))))));
   }
 }
 static void tessera_par1_conv2d_int8_pixels(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
@@ -94,7 +94,7 @@ void conv2d_int8_pixels(const int8_t* restrict b0, const int8_t* restrict b1, co
             for (int64_t v7 = 0; v7 < 4; ++v7) {
               #pragma omp simd
               for (int64_t v8 = 0; v8 < 32; ++v8) {
-                b12[(((v7 * 32) + (v3 * 128)) + v8)] = tessera_f2i_in32f(nearbyintf(tessera_maxcf(tessera_mincf(((float)((((double)(((float)((((((((int32_t)(b1[0])) + 128) * b3[(v7 + (v3 * 4))]) * (-1)) + b4[(v7 + (v3 * 4))]) + b13[((v7 * 32) + v8)]))))) * ((double)(b11[(v7 + (v3 * 4))]))))), (127.0f - ((float)(b8[0])))), ((-128.0f) - ((float)(b8[0]))))) + ((float)(b8[0])));
+                b12[(((v7 * 32) + (v3 * 128)) + v8)] = tessera_f2i_in32f(nearbyintf(tessera_maxcf(tessera_mincf(((((float)((((((((int32_t)(b1[0])) + 128) * b3[(v7 + (v3 * 4))]) * (-1)) + b4[(v7 + (v3 * 4))]) + b13[((v7 * 32) + v8)])))) * (b11[(v7 + (v3 * 4))])), (127.0f - ((float)(b8[0])))), ((-128.0f) - ((float)(b8[0]))))) + ((float)(b8[0])));
               }
             }
           }

@@ -14,6 +14,10 @@ import { fromArray, scalar, sizeOf, type Tensor } from "../../src/ast/graph/tens
 import { makeTarget } from "../../src/ast/target.js"
 import { compileGraph, loadProgram } from "../../src/pipeline.js"
 import { lawParams } from "../support.js"
+import { collect } from "../../src/ast/te/expr.js"
+import { evaluateTE } from "../../src/ast/te/evaluate.js"
+import { placeholder } from "../../src/ast/te/tensor.js"
+import { CONTRIB_QUANT } from "../../src/lowering/op-library-quant-contrib.js"
 
 type Q8 = "int8" | "uint8"
 const OPS = ["QLinearAdd", "QLinearMul", "QLinearSigmoid", "QLinearLeakyRelu", "QLinearAveragePool", "QLinearGlobalAveragePool", "QLinearConcat", "QLinearSoftmax", "QLinearWhere"] as const
@@ -117,4 +121,61 @@ describe("com.microsoft quantized computes", () => {
     }
     expect(compiled).toBeGreaterThan(30)
   }, 300_000)
+})
+
+/** QLinearAdd's compute over every pair of 8-bit operands (a along rows, b along columns), by the TE evaluator, and the reference kernel's values. */
+const addTable = (dtype: Q8, sa: number, za: number, sb: number, zb: number, sc: number, zc: number) => {
+  // (both whole [256, 256] tensors: a broadcast operand would take the scalar-per-span forms)
+  const a = fromArray(dtype, [256, 256], Array.from({ length: 65536 }, (_, k) => lo(dtype) + (k >> 8)))
+  const b = fromArray(dtype, [256, 256], Array.from({ length: 65536 }, (_, k) => lo(dtype) + (k & 255)))
+  const consts: [string, Tensor][] = [["A", a], ["as", scalar("float32", sa)], ["az", scalar(dtype, za)], ["B", b], ["bs", scalar("float32", sb)], ["bz", scalar(dtype, zb)], ["cs", scalar("float32", sc)], ["cz", scalar(dtype, zc)]]
+  const n = node("QLinearAdd", consts.map(([k]) => k), ["y"], {}, "y", MICROSOFT_DOMAIN)
+  const inputs = consts.map(([k, t]) => placeholder(k, t.shape, t.dtype))
+  const made = CONTRIB_QUANT.QLinearAdd({
+    node: n,
+    attrs: {},
+    inputs,
+    outputs: [{ dtype, shape: [256, 256] }],
+    name: (suffix) => (suffix ? `y_${suffix}` : "y"),
+    constants: consts.map(([k, t]) => (k === "A" || k === "B" ? undefined : (t.data as ArrayLike<number>))),
+    opset: 13,
+  })
+  const y = made[made.length - 1]
+  const feeds = new Map(consts)
+  const graph = makeGraph({ opset: 13, inputs: [], outputs: [{ name: "y", type: { dtype, shape: [256, 256] } }], initializers: feeds, nodes: [n] })
+  return {
+    got: [...evaluateTE([y], feeds)[0].data],
+    want: [...runGraph(graph, new Map())[0].data],
+    fused: collect(y.body, (e) => e.kind === "call" && e.fn === "fma").length > 0,
+  }
+}
+
+describe("QLinearAdd's fused float32 form (qlinearAddFusable)", () => {
+  // every pair of operands: the TE evaluator rounds the "fma" intrinsic once (exactly), the
+  // reference kernel computes in float64 and rounds after; they agree where the check lets the
+  // compute fuse, which it does for scales as a network's
+  it("equals the reference kernel on every operand pair, fused where a network's scales are", () => {
+    const arb = fc.record({
+      dtype: fc.constantFrom<Q8>("int8", "uint8"),
+      s: fc.tuple(...[0, 1, 2].map(() => fc.float({ min: Math.fround(0.002), max: Math.fround(0.3), noNaN: true }))),
+      z: fc.tuple(fc.nat(255), fc.nat(255), fc.nat(255)),
+    })
+    fc.assert(
+      fc.property(arb, ({ dtype, s: [sa, sb, sc], z: [za, zb, zc] }) => {
+        const r = addTable(dtype, sa, lo(dtype) + za, sb, lo(dtype) + zb, sc, lo(dtype) + zc)
+        expect(r.fused).toBe(true)
+        expect(r.got).toEqual(r.want)
+      }),
+      lawParams(6),
+    )
+  }, 120_000)
+
+  it("keeps the float64 form where a sum is not exact in float64 (a fused rounding would differ)", () => {
+    // a·ra = 3 · 6990507·2^-23 = 2.5 + 2^-23, a float32 midpoint between 2.5 and 2.5 + 2^-22; b·rb = 2^-60 above it:
+    // rounded once that is 2.5 + 2^-22 (→ 3), through float64 the midpoint itself, to even 2.5 (→ 2)
+    const r = addTable("int8", 6990507 * 2 ** -23, 0, 2 ** -60, 0, 1, 0)
+    expect(r.want[(128 + 3) * 256 + 128 + 1]).toBe(2)
+    expect(r.got).toEqual(r.want)
+    expect(r.fused).toBe(false)
+  })
 })

@@ -4,12 +4,14 @@
 // float32 exactly as the reference kernels do, and the kernels do integer work plus one or two
 // float32 steps. Float steps run in float64 rounded to float32 after each operation (a cast pair
 // every emitter keeps), so js (which computes in doubles), wasm and c give the same bits, and no
-// compiler contracts a product and a sum into an FMA across the rounding.
+// compiler contracts a product and a sum into an FMA across the rounding — except QLinearAdd's
+// multiply-adds where its constants show the float64 form exact (qlinearAddFusable): there the
+// "fma" intrinsic, one float32 rounding, which c emits as fmaf (16 lanes a vector, not 8 doubles).
 import type { DType } from "../ast/graph/dtype.js"
 import { globalAvgScale, qlinearAddFixed, spanScalars } from "../ast/graph/ops/contrib-quant.js"
 import { softmaxConstants, softmaxPlan } from "../ast/graph/ops/contrib-quant-softmax.js"
 import { toChannelsFirst, toChannelsLast } from "../ast/graph/ops/contrib-quant-common.js"
-import { add, c, call, cast, div, ge, gt, lt, max, min, mul, select, sub, type Expr } from "../ast/te/expr.js"
+import { add, c, call, cast, div, fma32, ge, gt, lt, max, min, mul, select, sub, type Expr } from "../ast/te/expr.js"
 import { at, compute, maxReduce, reduceAxis, sum, type ComputeTensor, type TeTensor } from "../ast/te/tensor.js"
 import { poolNd } from "./op-library-conv.js"
 import { bread, inp, none, num, shapeOf, type OpCompute, type OpComputeCtx } from "./op-library-common.js"
@@ -80,21 +82,56 @@ const binary = (add2: boolean): OpCompute => (ctx) => {
   const r = Math.fround(Math.fround(sa * sb) / sc)
   const span = spanScalars(a.shape, b.shape, out)
   const fixed = qlinearAddFixed(ra, za, rb, zb, zc, span.aScalar)
-  /** x·y + z rounded once to float32. */
-  const fma32 = (x: Expr, y: number, z: Expr) => r32(add(mul(x, f64(y)), z))
+  // (both operands' products fused in float32 where the float64 form is provably the same value)
+  const fused = add2 && !span.aScalar && !span.bScalar && qlinearAddFusable(ra, rb, fixed, dtype)
+  /** x·y + z rounded once to float32: in float64, rounded after (exact: the sums stay below 2^53 units). */
+  const fma64 = (x: Expr, y: number, z: Expr) => r32(add(mul(x, f64(y)), z))
   return [
     compute(ctx.name(), out, (...i) => {
+      if (fused) {
+        const [x, y] = [cast(F32, bread(a, i)), cast(F32, bread(b, i))]
+        return store(fma32(x, c(ra, F32), fma32(y, c(rb, F32), c(fixed, F32))), 0, dtype)
+      }
       const x = wide(bread(a, i))
       const y = wide(bread(b, i))
       if (!add2) return store(r32(mul(mul(sub(x, f64(za)), sub(y, f64(zb))), f64(r))), zc, dtype)
       const v = span.aScalar
-        ? fma32(y, rb, r32(add(f64(fixed), r32(mul(x, f64(ra))))))
+        ? fma64(y, rb, r32(add(f64(fixed), r32(mul(x, f64(ra))))))
         : span.bScalar
-          ? fma32(x, ra, r32(add(f64(fixed), r32(mul(y, f64(rb))))))
-          : fma32(x, ra, fma32(y, rb, f64(fixed)))
+          ? fma64(x, ra, r32(add(f64(fixed), r32(mul(y, f64(rb))))))
+          : fma64(x, ra, fma64(y, rb, f64(fixed)))
       return store(v, 0, dtype)
     }, dtype),
   ]
+}
+
+/** The largest power of two that divides a finite `k` (0 for 0): every multiple of `k` by an integer is a multiple of it. */
+const granule = (k: number): number => {
+  if (k === 0) return 0
+  let g = 2 ** Math.floor(Math.log2(Math.abs(k)))
+  while (k % g !== 0) g /= 2
+  return g
+}
+
+/**
+ * Whether QLinearAdd's two-operand form a·ra + (b·rb + fixed) (8-bit a, b; float32 ra, rb, fixed),
+ * each sum rounded once to float32, computes the same float32 value in float64 — each exact sum
+ * rounded to float64, then to float32, the reference kernel's form and the one js and wasm emit —
+ * as fused (the "fma" intrinsic: c's fmaf, one rounding). It does when each exact sum is a float64:
+ * every term is a multiple of the smallest granule g of ra, rb and fixed (the product of an integer
+ * and a float32 is a multiple of the float32's granule, and a float32 rounding of a multiple of g is
+ * one), so a sum of magnitude at most B is k·g with |k| ≤ B / g, a float64 below 2^53.
+ */
+export const qlinearAddFusable = (ra: number, rb: number, fixed: number, dtype: DType): boolean => {
+  const [lo, hi] = RANGE[dtype] ?? none(`an 8-bit output of type ${dtype}`)
+  const big = Math.max(-lo, hi)
+  const inner = granule(fixed) === 0 ? granule(rb) : Math.min(granule(rb), granule(fixed))
+  const innerMax = big * Math.abs(rb) + Math.abs(fixed)
+  const outer = Math.min(granule(ra), inner)
+  // (the inner sum's float32 rounding may round its magnitude up: at most one part in 2^23)
+  const outerMax = big * Math.abs(ra) + innerMax * (1 + 2 ** -22)
+  const exact = (max: number, g: number) => g > 0 && Number.isFinite(max) && max / g < 2 ** 52
+  return exact(innerMax, inner) && exact(outerMax, outer)
 }
 
 /** An elementwise op through dequantize → g (float32) → quantize; `g` maps a float64 expr to one rounded to float32. */

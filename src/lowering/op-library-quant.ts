@@ -19,12 +19,11 @@ const paramAt = (ctx: OpComputeCtx, t: TeTensor, xRank: number, i: readonly Expr
   return at(t, ...i.map((e, k) => (k === axis ? floordiv(e, c(block)) : e)))
 }
 
-/** Rounding to the float type numpy computes `x / s` in (float16 / bfloat16 keep their kernels). */
-const promotedRound = (x: DType, s: DType, precision: number): ((e: Expr) => Expr) => {
-  const p: DType | undefined = precision === 1 ? "float32" : precision === 11 ? "float64" : precision !== 0 ? none(`QuantizeLinear precision ${precision}`) : undefined
-  const to = p ?? (x === "float64" || s === "float64" || !x.startsWith("float") ? "float64" : "float32")
+/** The float type numpy computes `x / s` in (float16 / bfloat16 keep their kernels). */
+const promoted = (x: DType, s: DType, precision: number): "float32" | "float64" => {
+  const p = precision === 1 ? "float32" : precision === 11 ? "float64" : precision !== 0 ? none(`QuantizeLinear precision ${precision}`) : undefined
   if ([x, s].some((d) => d === "float16" || d === "bfloat16") && !p) return none("QuantizeLinear in float16 / bfloat16")
-  return (e) => (to === "float32" ? cast(W, cast("float32", e)) : e)
+  return p ?? (x === "float64" || s === "float64" || !x.startsWith("float") ? "float64" : "float32")
 }
 
 const quantize: OpCompute = (ctx) => {
@@ -33,16 +32,20 @@ const quantize: OpCompute = (ctx) => {
   const zp = ctx.inputs[2]
   const out = ctx.outputs[0].dtype
   const [lo, hi] = RANGE[out] ?? none(`QuantizeLinear to ${out}`)
-  const round = promotedRound(x.dtype, s.dtype, num(ctx.attrs.precision, 0))
   const rank = x.shape.length
+  // the quotient in float64 rounded to the promoted type, then the steps after it in that type: for
+  // float32 its rounding to an integer is exact, and so is adding a zero point below 2^24 (beyond,
+  // float32 may round the sum, which saturates to the same bound); the c target then divides in
+  // float32 too (its narrowedFloatOp), 16 lanes a vector, not 8
+  const F = promoted(x.dtype, s.dtype, num(ctx.attrs.precision, 0))
   return [
     compute(ctx.name(), shapeOf(ctx.outputs[0]), (...i) => {
-      const q0 = call("round", round(div(cast(W, at(x, ...i)), cast(W, paramAt(ctx, s, rank, i)))))
-      const q = zp ? add(q0, cast(W, paramAt(ctx, zp, rank, i))) : q0
+      const q0 = call("round", cast(F, div(cast(W, at(x, ...i)), cast(W, paramAt(ctx, s, rank, i)))))
+      const q = zp ? add(q0, cast(F, paramAt(ctx, zp, rank, i))) : q0
       // saturated by max / min against the bounds (NaN passes through both and stores as 0): a clamp
       // the c emitter converts without tessera_f2i, which gcc vectorizes (and the rounding is
       // written once, where nested selects repeat it)
-      return cast(out, max(c(lo, W), min(c(hi, W), q)))
+      return cast(out, max(c(lo, F), min(c(hi, F), q)))
     }, out),
   ]
 }

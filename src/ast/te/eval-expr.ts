@@ -19,6 +19,28 @@ export const erf = (x: number): number => {
   return x >= 0 ? y : -y
 }
 
+/**
+ * x·y + z rounded once to float32, for float32 values x, y, z: x·y is exact in float64, the sum
+ * rounded to float64 with its error (TwoSum) is exact, and the one float32 rounding that the
+ * float64 one can get wrong — the sum landing on a float32 midpoint it is not — is taken to the
+ * neighbour on the error's side.
+ */
+export const fmaFloat32 = (x: number, y: number, z: number): number => {
+  const p = x * y
+  const s = p + z
+  const bb = s - p
+  const err = p - (s - bb) + (z - bb)
+  const r = Math.fround(s)
+  if (err === 0 || r === s || !Number.isFinite(s)) return r
+  // s a midpoint of r and its other neighbour exactly when that neighbour (2s − r) is a float32
+  // (an overflow to ±Infinity counted as ±2^128, where float32's next power of two would be)
+  const rr = Number.isFinite(r) ? r : Math.sign(r) * 2 ** 128
+  const other = 2 * s - rr
+  if (Math.fround(other) !== other) return r
+  const pick = err > 0 ? Math.max(rr, other) : Math.min(rr, other)
+  return pick === rr ? r : pick
+}
+
 const INTRINSICS: { readonly [K in Intrinsic]: (...a: number[]) => number } = {
   exp: Math.exp,
   log: Math.log,
@@ -27,6 +49,7 @@ const INTRINSICS: { readonly [K in Intrinsic]: (...a: number[]) => number } = {
   tanh: Math.tanh,
   erf,
   pow: Math.pow,
+  fma: fmaFloat32,
   sigmoid: (x) => 1 / (1 + Math.exp(-x)),
   fabs: Math.abs,
   floor: Math.floor,

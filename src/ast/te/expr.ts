@@ -29,6 +29,13 @@ export type Intrinsic =
   | "tanh"
   | "erf"
   | "pow"
+  /**
+   * x·y + z rounded once to the operands' type, float32 only (`fma32` builds it): c and cuda emit
+   * fmaf; js and wasm compute x·y + z in float64 and round it to float32, which is the fused result
+   * wherever x·y + z is exact in float64 — x·y of two float32 values always is (48 bits); a use must
+   * show the sum is too (QLinearAdd's, op-library-quant-contrib.ts, checks it from its constants).
+   */
+  | "fma"
   | "sigmoid"
   | "fabs"
   | "floor"
@@ -307,6 +314,12 @@ export const cast = (dtype: DType, value: Expr): Expr => {
   return { kind: "cast", value, dtype }
 }
 export const call = (fn: Intrinsic, ...args: Expr[]): Expr => ({ kind: "call", fn, args, dtype: fn === "not" ? BOOL : args[0].dtype })
+
+/** x·y + z rounded once to float32 (the "fma" intrinsic; see its note for the targets without one). */
+export const fma32 = (x: Expr, y: Expr, z: Expr): Expr => {
+  if (x.dtype !== "float32" || y.dtype !== "float32" || z.dtype !== "float32") throw new TypeError(`fma32 of ${x.dtype}, ${y.dtype}, ${z.dtype} (float32 only)`)
+  return call("fma", x, y, z)
+}
 
 export const read = (source: string, indices: readonly Expr[], dtype: DType): Read => ({ kind: "read", source, indices, dtype })
 

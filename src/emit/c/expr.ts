@@ -92,6 +92,23 @@ export const castC = (to: DType, from: DType, x: string): string => {
   }
 }
 
+const F32_OP: Partial<Record<BinOp, string>> = { add: "+", sub: "-", mul: "*", div: "/" }
+
+/**
+ * A float64 sum, difference, product or quotient of two float32 values rounded to float32: the
+ * float32 operation itself (float64 has at least 2·24 + 2 bits, so rounding its result again gives
+ * the float32 one — Figueroa's double-rounding bound), which vectorizes 16 lanes a vector, not 8.
+ * An operand is a float32 value widened, or a float64 constant that is a float32.
+ */
+const narrowedFloatOp = (e: Extract<Expr, { kind: "cast" }>, render: (x: Expr) => string): string | undefined => {
+  const v = e.value
+  if (e.dtype !== "float32" || v.kind !== "bin" || v.dtype !== "float64" || !F32_OP[v.op]) return undefined
+  const narrow = (x: Expr): string | undefined =>
+    x.kind === "cast" && x.value.dtype === "float32" ? render(x.value) : x.kind === "const" && Math.fround(x.value) === x.value ? constC(x.value, "float32") : undefined
+  const [a, b] = [narrow(v.a), narrow(v.b)]
+  return a !== undefined && b !== undefined ? `((${a}) ${F32_OP[v.op]} (${b}))` : undefined
+}
+
 /** Integer types every value of int32's range converts to by wrapping as tessera_f2i's int64 would. */
 const NARROW_INT: ReadonlySet<DType> = new Set<DType>(["int8", "uint8", "int16", "uint16", "int32", "uint32"])
 
@@ -158,8 +175,8 @@ const CMP: Partial<Record<BinOp, string>> = { add: "+", sub: "-", mul: "*", eq: 
 /** Intrinsics that are one call (libm's, or the prelude's where libm's does not vectorize: exp, erf), the rest rendered inline below; a new Intrinsic fails to compile until it is placed. */
 type LibmFn = Exclude<Intrinsic, "neg" | "not" | "rsqrt" | "sigmoid">
 /** round is half to even: nearbyint in the default rounding mode. */
-const F32_FN: { readonly [K in LibmFn]: string } = { exp: "tessera_expf", log: "logf", sqrt: "sqrtf", tanh: "tanhf", erf: "tessera_erff", floor: "floorf", ceil: "ceilf", round: "nearbyintf", sin: "sinf", cos: "cosf", fabs: "fabsf", pow: "powf" }
-const F64_FN: { readonly [K in LibmFn]: string } = { exp: "exp", log: "log", sqrt: "sqrt", tanh: "tanh", erf: "erf", floor: "floor", ceil: "ceil", round: "nearbyint", sin: "sin", cos: "cos", fabs: "fabs", pow: "pow" }
+const F32_FN: { readonly [K in LibmFn]: string } = { exp: "tessera_expf", log: "logf", sqrt: "sqrtf", tanh: "tanhf", erf: "tessera_erff", floor: "floorf", ceil: "ceilf", round: "nearbyintf", sin: "sinf", cos: "cosf", fabs: "fabsf", pow: "powf", fma: "fmaf" }
+const F64_FN: { readonly [K in LibmFn]: string } = { exp: "exp", log: "log", sqrt: "sqrt", tanh: "tanh", erf: "erf", floor: "floor", ceil: "ceil", round: "nearbyint", sin: "sin", cos: "cos", fabs: "fabs", pow: "pow", fma: "fma" }
 
 const positiveConst = (e: Expr): boolean => e.kind === "const" && e.value > 0 && Number.isInteger(e.value)
 
@@ -169,7 +186,7 @@ const isNumberConst = (e: Expr): boolean => e.kind === "const" && typeof e.value
 /** The c target's expressions, each in its value class (see the file header); the scope's bounds make division cheaper where operands are ≥ 0. */
 export const C_EXPR: ExprRenderer = {
   const: (e) => constC(e.value, e.dtype),
-  cast: (e, value, render) => requantizeF2i(e, render) ?? clampedF2i(e, value) ?? castC(e.dtype, e.value.dtype, value),
+  cast: (e, value, render) => requantizeF2i(e, render) ?? clampedF2i(e, value) ?? narrowedFloatOp(e, render) ?? castC(e.dtype, e.value.dtype, value),
   call: (e, a) => {
     const cls = valueClass(e.args[0].dtype)
     switch (e.fn) {

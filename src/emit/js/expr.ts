@@ -175,6 +175,9 @@ export const JS_EXPR: ExprRenderer = {
         return `Math.${e.fn}(${a[0]})`
       case "pow":
         return `Math.pow(${a[0]}, ${a[1]})`
+      case "fma":
+        // (in float64, rounded once: the fused result where the sum is exact in float64, as the intrinsic's uses show)
+        return `Math.fround((${a[0]}) * (${a[1]}) + (${a[2]}))`
       case "rsqrt":
         return `(1 / Math.sqrt(${a[0]}))`
       case "sigmoid":

@@ -20,6 +20,16 @@ export const emitCall = (fb: FnBuilder, e: Expr & { kind: "call" }, push: Push):
     emitConvert(fb, "float64", dt)
     return
   }
+  if (e.fn === "fma") {
+    // (x·y + z in f64, rounded once to f32: the fused result where the sum is exact in f64, as the intrinsic's uses show)
+    for (const [k, a] of e.args.entries()) {
+      push(a, "float64")
+      if (k === 1) fb.op("f64.mul")
+      if (k === 2) fb.op("f64.add")
+    }
+    emitConvert(fb, "float64", dt)
+    return
+  }
   if (e.fn === "not") {
     push(arg0, "bool")
     fb.op("i32.eqz")
