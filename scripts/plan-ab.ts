@@ -11,6 +11,7 @@ import { hostCpu } from "../src/device/host.js"
 import { median } from "../src/device/onnxruntime.js"
 import { compileGraph, loadProgram } from "../src/pipeline.js"
 import { isZooName, zooGraph } from "../src/zoo/index.js"
+import { alternatedRuns } from "./alternated-runs.js"
 import { seededFirstInput } from "./seeded-inputs.js"
 
 const args = process.argv.slice(2)
@@ -19,10 +20,6 @@ const models = opt("--models", "mobilenetv2,resnet18,bert-base").split(",")
 const threads = Number(opt("--threads", "1"))
 const rounds = Number(opt("--rounds", "8"))
 const runs = Number(opt("--runs", "10"))
-const cpuMs = () => {
-  const u = process.cpuUsage()
-  return (u.user + u.system) / 1000
-}
 const bytesOf = (d: ArrayLike<unknown> & { buffer: ArrayBufferLike; byteOffset: number; byteLength: number }) => Buffer.from(d.buffer, d.byteOffset, d.byteLength)
 
 for (const name of models) {
@@ -39,19 +36,7 @@ for (const name of models) {
   ] as const
   const outs = sides.map(([, e]) => e.run(feeds))
   const same = [...outs[0]].every(([k, t]) => bytesOf(t.data).equals(bytesOf(outs[1].get(k)!.data)))
-  const wall: Record<string, number[]> = { plan: [], "per-kernel": [] }
-  const cpu: Record<string, number[]> = { plan: [], "per-kernel": [] }
-  for (let round = 0; round < rounds; round++)
-    for (const [side, exec] of round % 2 ? [...sides].reverse() : sides) {
-      exec.run(feeds)
-      for (let i = 0; i < runs; i++) {
-        const c0 = cpuMs()
-        const t0 = performance.now()
-        exec.run(feeds)
-        wall[side].push(performance.now() - t0)
-        cpu[side].push(cpuMs() - c0)
-      }
-    }
+  const { wall, cpu } = await alternatedRuns(sides.map(([side, e]) => ({ side, run: () => void e.run(feeds) })), rounds, runs)
   const kernels = program.kernels.filter((k) => k.kind === "compiled").length
   const line = (s: string) => `${s} wall ${median(wall[s]).toFixed(3)} ms, cpu ${median(cpu[s]).toFixed(3)} ms`
   console.log(`${name} (${kernels} kernels, ${threads} thread(s), ${rounds}×${runs} runs a side): outputs ${same ? "byte-identical" : "DIFFER"}; ${line("plan")}; ${line("per-kernel")}; plan/per-kernel wall ${(median(wall.plan) / median(wall["per-kernel"])).toFixed(3)}, cpu ${(median(cpu.plan) / median(cpu["per-kernel"])).toFixed(3)}`)
