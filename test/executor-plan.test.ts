@@ -9,8 +9,7 @@ import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
 import { prng } from "../src/ast/graph/arbitrary.js"
 import { attr } from "../src/ast/graph/attrs.js"
-import type { Graph } from "../src/ast/graph/graph.js"
-import { makeGraph, node } from "../src/ast/graph/graph.js"
+import { makeGraph, node, type Graph } from "../src/ast/graph/graph.js"
 import { tensor, type Tensor } from "../src/ast/graph/tensor.js"
 import { cpuAttrs } from "../src/ast/target.js"
 import { BACKENDS, cBackend } from "../src/backend/index.js"
@@ -22,26 +21,14 @@ import { compiledKernels, type Program } from "../src/lowering/program.js"
 import { pipelineOf } from "../src/pipeline-core.js"
 import { compileGraph, loadProgram } from "../src/pipeline.js"
 import { zooGraph } from "../src/zoo/index.js"
+import { kernelChain } from "./support/kernel-chain.js"
 
 const HAVE_GCC = BACKENDS.c.unavailable() === undefined
 const rng = prng(20261127)
 const rand = (shape: number[]) => tensor("float32", shape, Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rng.float(-1, 1)))
 const bytes = (t: Tensor) => Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength)
 
-// x → Softmax → Transpose → Add(w) → Softmax → MatMul(x) → y, the input read by two kernels
-const chain = makeGraph({
-  opset: 13,
-  inputs: [{ name: "x", type: { dtype: "float32", shape: [6, 6] } }],
-  outputs: [{ name: "y", type: { dtype: "float32", shape: [6, 6] } }],
-  initializers: new Map([["w", rand([6, 6])]]),
-  nodes: [
-    node("Softmax", ["x"], ["s"], { axis: attr.int(1) }),
-    node("Transpose", ["s"], ["t"], { perm: attr.ints([1, 0]) }),
-    node("Add", ["t", "w"], ["a"]),
-    node("Softmax", ["a"], ["b"], { axis: attr.int(0) }),
-    node("MatMul", ["b", "x"], ["y"]),
-  ],
-})
+const chain = kernelChain(rand)
 
 /** The module with its plan counted: how many plans were made and how many runs went through one. */
 const counted = (mod: DeviceModule) => {
