@@ -21,7 +21,10 @@ import { compiledKernels, type Program } from "../src/lowering/program.js"
 import { pipelineOf } from "../src/pipeline-core.js"
 import { compileGraph, loadProgram } from "../src/pipeline.js"
 import { zooGraph } from "../src/zoo/index.js"
+import { existsSync, readFileSync } from "node:fs"
+import { decodeModelSync } from "../src/ast/onnx/decode.js"
 import { kernelChain } from "./support/kernel-chain.js"
+import { listCases, ONNX_TESTS, readTensorFile } from "./support/onnx-cases.js"
 
 const HAVE_GCC = BACKENDS.c.unavailable() === undefined
 const rng = prng(20261127)
@@ -164,6 +167,57 @@ describe.skipIf(!HAVE_GCC)("the c executor's plan", () => {
       },
       pipeline,
     )
+  }, 600_000)
+})
+
+// ONNX conformance cases (float, int64 and double outputs; most compiled whole on c), run both ways
+const CASES = [
+  "test_conv_with_strides_padding",
+  "test_gemm_all_attributes",
+  "test_softmax_axis_1",
+  "test_sigmoid",
+  "test_matmul_3d",
+  "test_maxpool_2d_pads",
+  "test_averagepool_2d_default",
+  "test_add_bcast",
+  "test_transpose_all_permutations_0",
+  "test_reduce_mean_keepdims_example",
+  "test_instancenorm_example",
+  "test_batchnorm_example",
+  "test_lrn",
+  "test_gelu_default_1",
+  "test_cast_FLOAT_to_DOUBLE",
+  "test_argmax_keepdims_example",
+  "test_where_long_example",
+]
+const onnxCases = existsSync(ONNX_TESTS) ? listCases().filter((c) => c.suite === "node" && CASES.includes(c.name)) : []
+describe.skipIf(!HAVE_GCC || onnxCases.length === 0)("the c executor's plan on ONNX conformance cases", () => {
+  it("gives the per-kernel path's outputs byte for byte on each case the plan runs", async () => {
+    const target = BACKENDS.c.target(hostCpu(), 1)
+    let planned = 0
+    for (const c of onnxCases) {
+      const graph = decodeModelSync(readFileSync(c.model))
+      const feeds = new Map<string, Tensor>()
+      c.dataSets[0].inputs.forEach((file, j) => {
+        const { name, tensor: t } = readTensorFile(file)
+        feeds.set((graph.inputs.find((i) => i.name === name) ?? graph.inputs[j]).name, t)
+      })
+      const program = await Effect.runPromise(compileGraph(graph, target, { shapes: new Map([...feeds].map(([n, t]) => [n, t.shape] as const)) }))
+      const loaded = await Effect.runPromise(loadProgram(program, target))
+      try {
+        const whole = program.kernels.every((k) => k.kind === "compiled")
+        // (a program with no compiled kernel has no plan unit)
+        const { seen, mod } = loaded.module.plan ? counted(loaded.module) : { seen: { plans: 0, runs: 0 }, mod: loaded.module }
+        const got = createExecutor(program, mod).run(feeds)
+        sameOutputs(got, createExecutor(program, loaded.module, { plan: false }).run(feeds))
+        // (a case with a host group runs per kernel)
+        expect(seen, c.name).toEqual(whole ? { plans: 1, runs: 1 } : { plans: 0, runs: 0 })
+        planned += seen.runs
+      } finally {
+        loaded.module.close()
+      }
+    }
+    expect(planned).toBeGreaterThanOrEqual(10)
   }, 600_000)
 })
 
