@@ -12,6 +12,7 @@ import { hostCpu } from "../src/device/host.js"
 import { median } from "../src/device/onnxruntime.js"
 import { pipelineOf } from "../src/pipeline-core.js"
 import { isZooName, zooGraph } from "../src/zoo/index.js"
+import { alternatedRuns } from "./alternated-runs.js"
 import { seededFirstInput } from "./seeded-inputs.js"
 
 const args = process.argv.slice(2)
@@ -21,11 +22,6 @@ const threads = Number(opt("--threads", "2"))
 const rounds = Number(opt("--rounds", "8"))
 const runs = Number(opt("--runs", "10"))
 const sides = { pool: pipelineOf({ ...BACKENDS, c: cBackend("pool") }), openmp: pipelineOf({ ...BACKENDS, c: cBackend("openmp") }) }
-const cpuMs = () => {
-  const u = process.cpuUsage()
-  return (u.user + u.system) / 1000
-}
-const pause = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
 for (const name of models) {
   if (!isZooName(name)) throw new Error(`unknown zoo model '${name}'`)
@@ -45,20 +41,7 @@ for (const name of models) {
     const u = outs[1].get(k)!
     for (let i = 0; i < t.data.length; i++) diff = Math.max(diff, Math.abs(Number(t.data[i]) - Number(u.data[i])))
   }
-  const wall: Record<string, number[]> = { pool: [], openmp: [] }
-  const cpu: Record<string, number[]> = { pool: [], openmp: [] }
-  for (let round = 0; round < rounds; round++)
-    for (const { side, exec } of round % 2 ? [...loaded].reverse() : loaded) {
-      await pause(100)
-      exec.run(feeds)
-      for (let i = 0; i < runs; i++) {
-        const c0 = cpuMs()
-        const t0 = performance.now()
-        exec.run(feeds)
-        wall[side].push(performance.now() - t0)
-        cpu[side].push(cpuMs() - c0)
-      }
-    }
+  const { wall, cpu } = await alternatedRuns(loaded.map((l) => ({ side: l.side, run: () => void l.exec.run(feeds) })), rounds, runs, 100)
   const row = (side: string) => `${side} wall ${median(wall[side]).toFixed(2)} ms cpu ${median(cpu[side]).toFixed(2)} ms`
   console.log(`${name} ${threads}T (${rounds} blocks of ${runs}, alternated; max |pool - openmp| ${diff.toExponential(1)}): ${row("pool")}; ${row("openmp")}; openmp/pool wall ${(median(wall.openmp) / median(wall.pool)).toFixed(2)}x`)
   for (const l of loaded) l.exec.module.close()

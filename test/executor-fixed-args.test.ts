@@ -6,32 +6,18 @@
 import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
 import { prng } from "../src/ast/graph/arbitrary.js"
-import { attr } from "../src/ast/graph/attrs.js"
 import { runGraph } from "../src/ast/graph/evaluate.js"
-import { makeGraph, node } from "../src/ast/graph/graph.js"
 import { tensor } from "../src/ast/graph/tensor.js"
 import { cpuAttrs } from "../src/ast/target.js"
 import { backendOf } from "../src/backend/index.js"
 import { compileGraph, loadProgram } from "../src/pipeline.js"
 import { assertAllClose } from "../laws/support.js"
+import { kernelChain } from "./support/kernel-chain.js"
 
 const rng = prng(20261127)
 const rand = (shape: number[]) => tensor("float32", shape, Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rng.float(-1, 1)))
 
-// x → Softmax → Transpose → Add(w) → MatMul(x') → y, and the input x read again by the last kernel
-const graph = makeGraph({
-  opset: 13,
-  inputs: [{ name: "x", type: { dtype: "float32", shape: [6, 6] } }],
-  outputs: [{ name: "y", type: { dtype: "float32", shape: [6, 6] } }],
-  initializers: new Map([["w", rand([6, 6])]]),
-  nodes: [
-    node("Softmax", ["x"], ["s"], { axis: attr.int(1) }),
-    node("Transpose", ["s"], ["t"], { perm: attr.ints([1, 0]) }),
-    node("Add", ["t", "w"], ["a"]),
-    node("Softmax", ["a"], ["b"], { axis: attr.int(0) }),
-    node("MatMul", ["b", "x"], ["y"]),
-  ],
-})
+const graph = kernelChain(rand)
 
 describe.each(["js", "c"] as const)("the executor's fixed arguments on %s", (kind) => {
   const backend = backendOf(kind)

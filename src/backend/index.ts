@@ -40,8 +40,9 @@ export const cBackend = (parallel: CParallel): Backend<"c"> => {
       scheduleTarget,
       tir: cpuTir,
       emit: (program): Artifact => {
-        // restrict, but for the in-place kernels that pass one block as two params
-        const emitted = emitC(compiledKernels(program).map((k) => k.func), { aliased: aliasedKernels(program), parallel })
+        // restrict, but for the in-place kernels that pass one block as two params; with the plan
+        // unit (a run in one native call: the executor's, where every group is compiled)
+        const emitted = emitC(compiledKernels(program).map((k) => k.func), { aliased: aliasedKernels(program), parallel, plan: true })
         const files = cArtifact(emitted, "tessera_kernels", build())
         return {
           kind: "c",

@@ -103,6 +103,13 @@ export interface DeviceModule {
    * kernels already (the host devices).
    */
   readonly timeSequence?: (steps: readonly KernelCall[], options?: TimeOptions) => number
+  /**
+   * The module's kernels as one call a run (c, where its library has a plan: no host code between
+   * the kernels): `calls` are every kernel once, in the artifact's order, on buffers this module
+   * reserved (their memory fixed for its lifetime); the runner makes those calls. Throws
+   * DeviceRunError where the calls do not fit. Absent where the device has none.
+   */
+  readonly plan?: (calls: readonly KernelCall[]) => () => void
   /** Ends what the module started (worker threads); its buffers are gone. */
   readonly close: () => void
 }
@@ -175,6 +182,8 @@ export const hostModule = (
   kernels: ReadonlyMap<string, (...args: never[]) => void>,
   reserve: HostReserve = plainReserve,
   arrayOf: (d: DType) => ViewCtor = (d) => allocate(d, 0).constructor as unknown as ViewCtor,
+  // (c's plan runner, on the arrays themselves)
+  plan?: (calls: readonly { readonly kernel: string; readonly args: readonly DeviceArray[] }[]) => () => void,
 ): DeviceModule => {
   const array = (b: DeviceBuffer) => b as unknown as DeviceArray
   const buffer = (a: DeviceArray) => a as unknown as DeviceBuffer
@@ -208,6 +217,7 @@ export const hostModule = (
     write: (b, data) => copy(array(b), data),
     run,
     time: (name, args, options) => timeRuns(() => run(name, args), options),
+    ...(plan ? { plan: (calls: readonly KernelCall[]) => plan(calls.map((c) => ({ kernel: c.kernel, args: c.args.map(array) }))) } : {}),
     close: () => {},
   }
 }

@@ -86,7 +86,15 @@ export const overlay = <V>(base: ReadonlyMap<string, V>): Overlay<V> => {
   }
 }
 
-export const createExecutor = (program: RunnableProgram, mod: DeviceModule): Executor => {
+export interface ExecutorOptions {
+  /**
+   * Run the kernels through the module's plan (one native call a run) where it has one and the
+   * program allows it (see createExecutor). Default true; false: one module call a kernel always.
+   */
+  readonly plan?: boolean
+}
+
+export const createExecutor = (program: RunnableProgram, mod: DeviceModule, options: ExecutorOptions = {}): Executor => {
   const { graph, memory } = program
   for (const k of program.kernels)
     if (k.kind === "compiled" && !mod.kernels.has(k.name)) throw new ExecutorError({ where: `kernel ${k.name}`, reason: "is not loaded" })
@@ -163,8 +171,54 @@ export const createExecutor = (program: RunnableProgram, mod: DeviceModule): Exe
     fixedOutputsOf.set(k.name, k.args.flatMap((v, j) => (fixed[j] && k.outputs.includes(v) ? [[v, fixed[j]] as const] : [])))
   }
 
+  // The plan: every kernel in one call of the module a run (c: one native call instead of one FFI
+  // call a kernel, each boundary 2–4 µs with real kernels: docs/tuning.md). Where every group is
+  // compiled, no kernel reads by a data-given index (those are checked on the host before the
+  // kernel), and every argument has a reserved buffer: the kernels run on the reserved buffers
+  // alone, the feeds copied into theirs before and the outputs read out of theirs after. Only
+  // while the module's `run` is the one it was made with: a caller that wraps `module.run` in place
+  // to time each kernel (the tuner's network check, run-profile) gets every call through it.
+  const planArgs = program.kernels.flatMap((k) => (k.kind === "compiled" ? [{ kernel: k.name, args: k.args.map((v) => constantBuffers.get(v) ?? reserved.get(v)?.buffer) }] : []))
+  const planCalls =
+    options.plan !== false && mod.plan && noHostGroups && checksOf.size === 0 && planArgs.every((c) => c.args.every((b) => b !== undefined)) ? (planArgs as KernelCall[]) : undefined
+  const runPlan = planCalls && mod.plan ? mod.plan(planCalls) : undefined
+  const moduleRun = mod.run
+
   /** The compiled kernels' calls of the latest run (its buffers the reserved ones: valid while the module lives). */
   let lastCalls: readonly KernelCall[] | undefined
+
+  /** A run through the plan: the feeds into their reserved buffers, the one call, the outputs copied out of theirs. */
+  const runThroughPlan = (run: () => void, feeds: ReadonlyMap<string, Tensor>, into: ReadonlyMap<string, TypedArray> | undefined, interrupt: Interrupt | undefined): Map<string, Tensor> => {
+    checkInterrupt(interrupt, () => "the plan's kernels")
+    for (const i of graph.inputs) {
+      const t = feeds.get(i.name)
+      if (!t) throw new ExecutorError({ where: `input '${i.name}'`, reason: "is missing" })
+      const r = reserved.get(i.name)
+      // (an input no kernel reads, of no static shape: nothing to copy)
+      if (!r) continue
+      if (t.data.length !== sizeOf(r.shape)) throw new ExecutorError({ where: `value '${i.name}'`, reason: `has ${t.data.length} elements, its type says ${sizeOf(r.shape)}` })
+      mod.write(r.buffer, deviceData(t, mod))
+    }
+    run()
+    lastCalls = planCalls
+    return new Map(
+      graph.outputs.map((o) => {
+        // (an output that is an input or a constant: the host's tensor, as a per-kernel run gives it)
+        const r = reserved.get(o.name)!
+        const h = feeds.get(o.name) ?? constants.get(o.name)
+        const data = h ? undefined : mod.read(r.buffer)
+        // (an int64_t / uint64_t buffer: its values copied, exactly, as onHost does)
+        const t: Tensor = h ?? (isBigArray(data!) ? wideTensor(r.dtype === "uint64" ? "uint64" : "int64", r.shape, data.slice()) : { dtype: r.dtype, shape: r.shape, data: data as TypedArray })
+        const a = into?.get(o.name)
+        if (a) {
+          a.set(t.data as never)
+          return [o.name, { ...t, data: a }] as const
+        }
+        // (the reserved buffer is written again by the next run: copied out)
+        return [o.name, h || isBigArray(data!) ? t : { ...t, data: t.data.slice() }] as const
+      }),
+    )
+  }
   const run = (feeds: ReadonlyMap<string, Tensor>, into?: ReadonlyMap<string, TypedArray>, interrupt?: Interrupt): Map<string, Tensor> => {
     const limits = newRunLimits(interrupt)
     const calls: KernelCall[] = []
@@ -173,6 +227,7 @@ export const createExecutor = (program: RunnableProgram, mod: DeviceModule): Exe
       if (!outputs.has(name) || !r) throw new ExecutorError({ where: `output array '${name}'`, reason: "is no output of the model with a static shape" })
       if (a.length !== sizeOf(r.shape) || a.constructor !== allocate(r.dtype, 0).constructor) throw new ExecutorError({ where: `output array '${name}'`, reason: `is a ${a.constructor.name}[${a.length}], the output is ${r.dtype}[${sizeOf(r.shape)}]` })
     }
+    if (runPlan && mod.run === moduleRun) return runThroughPlan(runPlan, feeds, into, interrupt)
     // values on the host (feeds, constants, fallback results, what was read back) and on the device:
     // this run's over the constants' (not copied per run: 0.05 ms a run for MobileNetV2 int8's 332)
     const host = overlay(constants)

@@ -88,7 +88,7 @@ export const listCases = (root = ONNX_TESTS): OnnxCase[] => {
   return cases
 }
 
-const readTensorFile = (file: string): { name: string; tensor: Tensor } => {
+export const readTensorFile = (file: string): { name: string; tensor: Tensor } => {
   const tp = fromBinary(TensorProtoSchema, fs.readFileSync(file))
   return { name: tp.name, tensor: decodeTensor(tp, path.basename(file)) }
 }

@@ -49,7 +49,7 @@ export const cDevice = (config: CBuildConfig = defaultCBuildConfig(), threads?: 
           ),
         ),
       )
-      return hostModule("c", mod.kernels, alignedReserve, cArray)
+      return hostModule("c", mod.kernels, alignedReserve, cArray, mod.plan)
     }),
   // gcc in chunks, each candidate timed in a child process with its own OpenMP thread count
   measure: (r) => {

@@ -15,23 +15,79 @@ const ffiType = (d: DType): string => `${DTYPE_INFO[d].c} *`
 /** A loaded kernel: checks its arguments, then calls the C function. */
 export type CKernel = (...args: DeviceArray[]) => void
 
+/** One kernel call of a plan: the kernel and its arrays. */
+export interface CPlanCall {
+  readonly kernel: string
+  readonly args: readonly DeviceArray[]
+}
+
 export interface CModule {
   readonly path: string
   readonly kernels: ReadonlyMap<string, CKernel>
+  /**
+   * Every kernel called once, in the artifact's order, on arrays fixed now, as one native call a
+   * run (the library's plan unit: src/emit/c/emit.ts); absent where the library has none. The
+   * arrays must be ones whose memory never moves and lives as long as the runner (the reserved
+   * blocks': alignedReserve's ArrayBuffer). Throws DeviceRunError where the calls do not fit.
+   */
+  readonly plan?: (calls: readonly CPlanCall[]) => () => void
 }
 
 /** What loading needs of a kernel: its name and its params' dtypes and sizes. */
 export type CKernelSignature = Pick<KernelEntry, "name"> & { readonly params: readonly Pick<KernelEntry["params"][number], "dtype" | "elements">[] }
 
+/** Throws DeviceRunError where `args` do not fit kernel `k`'s params (count, typed-array type, length). */
+const checkArgs = (k: CKernelSignature, ctors: readonly ReturnType<typeof cArray>[], args: readonly DeviceArray[]): void => {
+  if (args.length !== k.params.length) throw new DeviceRunError({ kernel: k.name, reason: `takes ${k.params.length} arrays, given ${args.length}` })
+  args.forEach((a, j) => {
+    const ctor = ctors[j]
+    if (a.constructor !== ctor) throw new DeviceRunError({ kernel: k.name, reason: `param ${j} (${k.params[j].dtype}) needs a ${ctor.name}, given a ${a.constructor.name}` })
+    if (a.length < k.params[j].elements) throw new DeviceRunError({ kernel: k.name, reason: `param ${j} needs ${k.params[j].elements} elements, given ${a.length}` })
+  })
+}
+
 const checkedKernel = (k: CKernelSignature, native: (...a: unknown[]) => unknown): CKernel => {
   const ctors = k.params.map((p) => cArray(p.dtype))
   return (...args) => {
-    if (args.length !== k.params.length) throw new DeviceRunError({ kernel: k.name, reason: `takes ${k.params.length} arrays, given ${args.length}` })
-    args.forEach((a, j) => {
-      if (a.constructor !== ctors[j]) throw new DeviceRunError({ kernel: k.name, reason: `param ${j} (${k.params[j].dtype}) needs a ${ctors[j].name}, given a ${a.constructor.name}` })
-      if (a.length < k.params[j].elements) throw new DeviceRunError({ kernel: k.name, reason: `param ${j} needs ${k.params[j].elements} elements, given ${a.length}` })
-    })
+    checkArgs(k, ctors, args)
     native(...args)
+  }
+}
+
+/** A symbol of the library as a function, or undefined where the library lacks it. */
+const optionalFunc = (lib: ReturnType<typeof koffi.load>, prototype: string): ((...a: unknown[]) => unknown) | undefined => {
+  try {
+    return lib.func(prototype) as (...a: unknown[]) => unknown
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * The library's plan runner, where it has one: its table checked against the kernels it was loaded
+ * with (count and arguments: a library whose plan does not match them is a LoadError). A plan fixes
+ * each call's arrays once, checked as a kernel call checks them, their addresses in one table of
+ * pointers; a run is `tessera_plan_run(table, 0, kernels)`.
+ */
+const planOf = (lib: ReturnType<typeof koffi.load>, so: string, kernels: readonly CKernelSignature[]): CModule["plan"] => {
+  const run = optionalFunc(lib, "void tessera_plan_run(void *, int, int)")
+  const size = optionalFunc(lib, "int tessera_plan_size(void)")
+  const count = optionalFunc(lib, "int tessera_plan_args(void)")
+  if (!run || !size || !count) return undefined
+  const args = kernels.reduce((n, k) => n + k.params.length, 0)
+  if (size() !== kernels.length || count() !== args)
+    throw new LoadError({ target: "c", path: so, reason: `its plan has ${String(size())} kernels and ${String(count())} arguments, the artifact ${kernels.length} and ${args}` })
+  return (calls) => {
+    if (calls.length !== kernels.length) throw new DeviceRunError({ kernel: "(plan)", reason: `the library's plan runs ${kernels.length} kernels, given ${calls.length} calls` })
+    const table = new BigUint64Array(Math.max(1, args))
+    let at = 0
+    calls.forEach((c, i) => {
+      if (c.kernel !== kernels[i].name) throw new DeviceRunError({ kernel: c.kernel, reason: `is call ${i} of the plan, where the library's plan calls ${kernels[i].name}` })
+      checkArgs(kernels[i], kernels[i].params.map((p) => cArray(p.dtype)), c.args)
+      for (const a of c.args) table[at++] = BigInt(koffi.address(a))
+    })
+    // (the calls hold the arrays, so their memory lives as long as the runner)
+    return () => void run(table, 0, calls.length)
   }
 }
 
@@ -68,7 +124,8 @@ export const loadC = (so: string, kernels: readonly CKernelSignature[], threads?
       if (threads !== undefined) setThreads(lib, threads)
       const out = new Map<string, CKernel>()
       for (const k of kernels) out.set(k.name, checkedKernel(k, lib.func(k.name, "void", k.params.map((p) => ffiType(p.dtype))) as (...a: unknown[]) => unknown))
-      return { path: so, kernels: out }
+      const plan = planOf(lib, so, kernels)
+      return { path: so, kernels: out, ...(plan ? { plan } : {}) }
     },
     catch: (e) => new LoadError({ target: "c", path: so, reason: e instanceof Error ? e.message : String(e) }),
   })
