@@ -294,7 +294,9 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
     for (const sib of siblings) {
       const own = rootValues(sib.stage).values
       sib.stage.op.axes.forEach((a, k) => own.set(a.var.name, add(own.get(a.var.name)!, sib.region.start[k])))
-      const inner: Bounds = new Map([...innerBounds, ...sib.stage.leaf.map((a) => [a, { min: 0, max: sib.stage.axes.get(a)!.extent - 1 }] as const)])
+      // (its loops span its region, not its tensor: the extents it is lowered with)
+      const sized = withExtents(sib.stage, sib.region.extent)
+      const inner: Bounds = new Map([...innerBounds, ...sized.leaf.map((a) => [a, { min: 0, max: sized.axes.get(a)!.extent - 1 }] as const)])
       scan(bodies.get(sib.stage.name)!, own, inner, new Map([...zeroInner, ...sib.stage.leaf.map((a) => [a, c(0)] as const)]))
     }
     const start: Expr[] = []
