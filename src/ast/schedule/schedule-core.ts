@@ -165,7 +165,7 @@ export const attachmentProblem = (s: Schedule): string | undefined => {
  */
 export const consumersProblem = (s: Schedule, stage: string, target: string, axis: string): string | undefined => {
   const readers = effectiveConsumers(s, stage)
-  if (!readers.includes(target)) return `which would not read it (consumers: ${readers.join(", ") || "none"})`
+  if (!readers.includes(target)) return `which does not read it (consumers: ${readers.join(", ") || "none"})`
   const apart = readers.filter((r) => {
     const a = s.stages.get(r)!.attach
     return r !== target && !(a.kind === "at" && a.stage === target && a.axis === axis)
