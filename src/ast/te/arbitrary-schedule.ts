@@ -7,7 +7,7 @@
 //      the extent) or by nparts, tile, fuse, reorder, parallel, vectorize, unroll, pragma; and a
 //      data axis of a stage that others can attach to bound to a vthread (often the outer half of
 //      a split);
-//   4. attachment, consumers first: computeAt into the one consumer, at its vthread axis or an axis
+//   4. attachment, consumers first: computeAt into the one consumer (or the one whose loop holds the others), at its vthread axis or an axis
 //      inside it where there is one, else at any leaf; computeRoot undoing some;
 //   5. the attached stages' storage and loops: doubleBuffer, setScope, storageAlign, annotations.
 // Illegal candidates are skipped (a ScheduleError), never recorded.
