@@ -242,7 +242,7 @@ describe("attachments hold after every step", () => {
         expectRefused(() => S.computeInline(s, "Q"), "computeInline", "Q", /no loops of its own/)
         // attachments nest: Q (with P inside its loop) computed at R's loop keeps the meaning
         assertLowersToTE(S.computeAt(s, "Q", "R", atRow ? "R.j" : "R.i"), smallIntInputs(n * 7 + m, [A]))
-        expectRefused(() => S.cacheRead(s, "P", "shared", []), "cacheRead", "P", /one consumer/)
+        expectRefused(() => S.cacheRead(s, "P", "shared", []), "cacheRead", "P", /would not hold its other consumers/)
       }),
       lawParams(10),
     )

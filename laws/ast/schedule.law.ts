@@ -2,8 +2,8 @@
 // or a random legal one from randomSchedule, with stages attached, inlined, split, cached), a random
 // request of any primitive — mostly well-formed, often not: unknown stages and axes, axes that are
 // no longer leaves or belong to another stage, factors 0, -1 or 1.5, axes not adjacent or of
-// another kind, stages that are outputs, reductions, scheduled or not attached, consumers that are
-// not the one consumer, attachments the request would break. Against an oracle written here from
+// another kind, stages that are outputs, reductions, scheduled or not attached, consumers that do
+// not hold the others at their loop, attachments the request would break. Against an oracle written here from
 // the primitives' documented rules:
 // - a request the rules refuse is a ScheduleError naming its primitive and stage (and the axis,
 //   where it says one), with a reason; one they allow is applied;
@@ -12,7 +12,7 @@
 //   the stage as the primitive says: split / fuse / reorder / tile's leaf order, names and extents,
 //   the relation recorded, the annotation, pragma, attachment, scope, alignment or double buffer;
 // - every attachment still holds afterwards (the target has loops: at root or itself attached; the axis is a leaf of the
-//   target, the target is the one consumer through inlined stages);
+//   target, the target a consumer through inlined stages, every other consumer computed at that loop);
 // - the schedule still lowers to what the TE computes.
 import { Effect, Result } from "effect"
 import * as fc from "fast-check"
@@ -52,6 +52,13 @@ const consumersThroughInline = (s: S.Schedule, name: string, attach: ReadonlyMap
   return out
 }
 
+/** The target reads the stage, and every other consumer is computed at the same loop of it (several consumers: their union). */
+const consumersAt = (cons: ReadonlySet<string>, target: string, axis: string, attach: ReadonlyMap<string, S.Attach>): boolean =>
+  cons.has(target) && [...cons].every((c) => {
+    const a = attach.get(c)
+    return c === target || (a?.kind === "at" && a.stage === target && a.axis === axis)
+  })
+
 /** The first broken attachment under `attach` and `leaf` (per stage), or undefined. */
 const brokenAttachment = (s: S.Schedule, attach: ReadonlyMap<string, S.Attach>, leaf: ReadonlyMap<string, readonly string[]>): string | undefined => {
   for (const [name, a] of attach) {
@@ -60,7 +67,7 @@ const brokenAttachment = (s: S.Schedule, attach: ReadonlyMap<string, S.Attach>, 
     if (!t || t.kind === "inline") return `${name} is at ${a.stage}, which has no loops`
     if (!leaf.get(a.stage)!.includes(a.axis)) return `${name} is at ${a.stage}.${a.axis}, not a leaf axis`
     const cons = consumersThroughInline(s, name, attach)
-    if (cons.size !== 1 || !cons.has(a.stage)) return `${name} is at ${a.stage}, not its one consumer`
+    if (!consumersAt(cons, a.stage, a.axis, attach)) return `${name} is at ${a.stage}, not a consumer whose loop holds the others`
   }
   return undefined
 }
@@ -124,7 +131,7 @@ const allowed = (s: S.Schedule, step: Step): { rules: boolean; attachments: bool
     case "computeAt": {
       const t = s.stages.get(step.target)
       const cons = st ? consumersThroughInline(s, st.name, attach) : new Set<string>()
-      rules = st !== undefined && t !== undefined && cons.size === 1 && cons.has(t.name) && !isOutput(s, st.name) && isLeaf(t, step.axis) && t.attach.kind !== "inline"
+      rules = st !== undefined && t !== undefined && consumersAt(cons, t.name, step.axis, attach) && !isOutput(s, st.name) && isLeaf(t, step.axis) && t.attach.kind !== "inline"
       if (st) attach.set(st.name, { kind: "at", stage: step.target, axis: step.axis })
       break
     }

@@ -63,6 +63,7 @@ const features = (s: S.Schedule): Set<string> => {
   for (const st of s.stages.values()) {
     for (const r of st.relations) if (r.kind === "split" && st.axes.get(r.parent)!.extent % r.factor !== 0) out.add("a split that does not divide")
     if (st.attach.kind !== "at") continue
+    if (S.effectiveConsumers(s, st.name).length > 1) out.add("a stage computed at a loop of several consumers")
     const target = s.stages.get(st.attach.stage)!
     const vt = target.leaf.findIndex((a) => target.annotations.get(a)?.kind === "vthread")
     if (vt >= 0 && target.leaf.indexOf(st.attach.axis) === vt) out.add("a stage attached at a vthread axis")
@@ -90,6 +91,7 @@ describe("lower: random legal schedules", () => {
       "a stage attached inside a vthread loop",
       "a shared stage attached in a vthread loop",
       "an attached stage split by a factor that does not divide",
+      "a stage computed at a loop of several consumers",
     ]
     expect(wanted.filter((w) => !seen.has(w))).toEqual([])
   })
@@ -122,6 +124,35 @@ describe("lower: reduce axes that do not start at 0", () => {
           a = half === "outer" ? sp.outer : sp.inner
         }
         check(cc, S.rfactor(s, "C", a).schedule)
+      }),
+      lawParams(40),
+    )
+  })
+})
+
+describe("computeAt with several consumers", () => {
+  it("a softmax's exps computed once at the output's row or column tile (read by the row's sum, computed there too, and by the division) == TE: the region is the union of the consumers'", () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: 0x7fffffff }), fc.integer({ min: 1, max: 4 }), fc.boolean(), fc.boolean(), (seed, factor, splitRow, atTile) => {
+        const cc = buildCompute("softmax", seed)
+        let s = S.createSchedule(cc.outputs)
+        // the output's columns split (the division reads its tile of the row, the sum the whole row)
+        const sp = S.split(s, "softmax", "softmax.j", { factor })
+        s = sp.schedule
+        let row = "softmax.i"
+        if (splitRow) {
+          const r = S.split(s, "softmax", row, { factor: 2 })
+          s = r.schedule
+          row = r.inner
+        }
+        // at the column tile: the division reads `factor` exps, the sum (computed again each tile) the row
+        if (atTile) row = sp.outer
+        s = S.computeAt(s, "rowsum", "softmax", row)
+        s = S.computeAt(s, "exp", "softmax", row)
+        s = S.computeAt(s, "rowmax", "exp", "exp.i")
+        check(cc, s)
+        // the several consumers are each computed at that loop: the sum at the root is refused
+        expect(() => S.computeAt(S.computeAt(S.createSchedule(cc.outputs), "exp", "softmax", "softmax.i"), "rowsum", "softmax", "softmax.i")).toThrow(S.ScheduleError)
       }),
       lawParams(40),
     )

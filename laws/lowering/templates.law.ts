@@ -3,21 +3,22 @@
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { arbComputeCase, blockedConvCase, COMPUTE_FAMILIES, denseRowCase, longReductionCase, matmulCase, matmulPackedCase } from "../../src/ast/te/arbitrary.js"
-import { add, collect, exprKey, f32, mul } from "../../src/ast/te/expr.js"
+import { add, call, collect, div, exprKey, f32, mul, sub } from "../../src/ast/te/expr.js"
+import { prng } from "../../src/ast/graph/arbitrary.js"
 import { mapStmt } from "../../src/ast/tir/tir.js"
 import { evaluateTE } from "../../src/ast/te/evaluate.js"
 import { evaluatePrimFunc } from "../../src/ast/tir/evaluate.js"
 import { baseSchedule } from "../../src/lowering/lower-group.js"
 import { lowerSync } from "../../src/lowering/lower.js"
 import type { Config, Template } from "../../src/lowering/templates/template.js"
-import type { Tensor } from "../../src/ast/graph/tensor.js"
+import { fromArray, type Tensor } from "../../src/ast/graph/tensor.js"
 import type * as S from "../../src/ast/schedule/schedule.js"
 import { matmulRegisterTile, matmulTemplate } from "../../src/lowering/templates/matmul.js"
 import { candidatesOf, convRegisterTile, divisors, GCC_FOLDED_POSITIONS, mulAddRegisterTile } from "../../src/lowering/templates/common.js"
 import { columnTiles, imageBands, inputStaysWeightsStream, projectionBatch, projectionOrder } from "../../src/lowering/templates/conv2d-nchwc.js"
 import { innerReductionTemplate, reductionTemplate } from "../../src/lowering/templates/reduction.js"
 import { RF_PARTS_BY_DEFAULT } from "../../src/lowering/templates/rfactor.js"
-import { at, compute, type ComputeTensor } from "../../src/ast/te/tensor.js"
+import { at, compute, maxReduce, placeholder, reduceAxis, sum, type ComputeTensor } from "../../src/ast/te/tensor.js"
 import { templateFor } from "../../src/lowering/templates/template-for.js"
 import { cpuTirPipeline } from "../../src/lowering/tir/cpu-pipeline.js"
 import { runTirSync } from "../../src/lowering/tir/tir-pass.js"
@@ -67,6 +68,36 @@ describe("schedule templates", () => {
         assertAllClose(cc.outputs.map((o) => outs.get(o.name)!), evaluateTE(cc.outputs, cc.inputs), 1e-4, 1e-5)
       }),
       lawParams(80),
+    )
+  })
+
+  it("a softmax over its last axis: the exp computed once an element (a row-local buffer read by the sum and the division, every stage at the output's row) and equal to the TE", () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 3 }), fc.integer({ min: 1, max: 4 }), fc.integer({ min: 1, max: 40 }), fc.integer(), (a, b, n, seed) => {
+        const rng = prng(seed)
+        const X = placeholder("X", [a, b, n])
+        const k1 = reduceAxis(n, "k1")
+        const k2 = reduceAxis(n, "k2")
+        const mx = compute("rowmax", [a, b], (i, j) => maxReduce(at(X, i, j, k1.var), [k1]))
+        const ex = compute("exp", [a, b, n], (i, j, k) => call("exp", sub(at(X, i, j, k), at(mx, i, j))))
+        const sm = compute("rowsum", [a, b], (i, j) => sum(at(ex, i, j, k2.var), [k2]))
+        const out = compute("softmax", [a, b, n], (i, j, k) => div(at(ex, i, j, k), at(sm, i, j)))
+        const inputs = new Map([["X", fromArray("float32", [a, b, n], Array.from({ length: a * b * n }, () => rng.float(-4, 4)))]])
+        const base = baseSchedule([out])
+        const t = templateFor(base)
+        expect(t).toBe(innerReductionTemplate)
+        const s = t.apply([out], base, { rf_inner: 1, rf_parts: 1 })
+        const f = runTirSync(cpuTirPipeline(), lowerSync(s))
+        let exps = 0
+        mapStmt(f.body, () => undefined, (e) => {
+          exps += collect(e, (x) => x.kind === "call" && x.fn === "exp").length
+          return e
+        })
+        expect(exps).toBe(1)
+        const outs = evaluatePrimFunc(f, inputs)
+        assertAllClose([outs.get("softmax")!], evaluateTE([out], inputs), 1e-5, 1e-6)
+      }),
+      lawParams(40),
     )
   })
 

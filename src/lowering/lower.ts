@@ -7,7 +7,7 @@ import { Data, Effect } from "effect"
 import { add, and, c, floordiv, floormod, ge, lt, mapExpr, mul, read, substitute, v, type Expr, type Var } from "../ast/te/expr.js"
 import { simplify, simplifyMemo, intervalOf, constDifference, type Bounds } from "../ast/te/simplify.js"
 import type { ComputeTensor, TeTensor } from "../ast/te/tensor.js"
-import type { Schedule, Stage } from "../ast/schedule/schedule.js"
+import { effectiveConsumers, type Schedule, type Stage } from "../ast/schedule/schedule.js"
 import { alignedStrides } from "../ast/tir/analysis.js"
 import { matchIntrinsicRegions } from "../ast/schedule/tensorize-match.js"
 import { seq, type Buffer, type ForKind, type PrimFunc, type Stmt } from "../ast/tir/tir.js"
@@ -134,9 +134,12 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
   const lowerStage = (st: Stage, target: Target, region?: Region, outer: Bounds = new Map()): Stmt => {
     const loops: Bounds = new Map([...outer, ...st.leaf.map((a) => [a, { min: 0, max: st.axes.get(a)!.extent - 1 }] as const)])
     // regions of the stages attached inside this one, before any read is redirected to them
-    for (const p of attached.get(st.name) ?? [])
+    // (consumers first: a stage read by a sibling computed at the same loop covers that sibling's region too)
+    for (const p of [...(attached.get(st.name) ?? [])].reverse())
       if (p.attach.kind === "at") {
-        const r = regionFor(p, st, p.attach.axis, region)
+        const at = p.attach.axis
+        const siblings = effectiveConsumers(s, p.name).filter((c) => c !== st.name).map((c) => ({ stage: s.stages.get(c)!, region: regions.get(c)! }))
+        const r = regionFor(p, st, at, region, siblings)
         const overhangs = r.start.some((e, k) => {
           const at = intervalOf(e, loops)
           return at.min < 0 || at.max + r.extent[k] > p.op.shape[k]
@@ -252,9 +255,10 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
   /**
    * The region of `p` one iteration of `consumer`'s loop `axis` reads (bound inference); where the
    * consumer is itself computed over a region (nested attachments), its root vars are offset by
-   * that region's start, in terms of the loops around it.
+   * that region's start, in terms of the loops around it. `siblings`: the other consumers, computed
+   * at the same loop over their regions — the union of what they and the consumer read (TVM's).
    */
-  const regionFor = (p: Stage, consumer: Stage, axis: string, consumerRegion?: Region): Region => {
+  const regionFor = (p: Stage, consumer: Stage, axis: string, consumerRegion: Region | undefined, siblings: readonly { stage: Stage; region: Region }[] = []): Region => {
     const pos = consumer.leaf.indexOf(axis)
     // shared memory serves every thread and virtual thread of a block: their indices are relaxed
     // like inner loops (the consumer's own up to the attach loop, and those of the loops it is
@@ -272,24 +276,37 @@ export const lowerSync = (s: Schedule, name = "main"): PrimFunc => {
     ])
     innerAxes.push(...outerThreads.map((t) => t.name))
     const zeroInner = new Map<string, Expr>(innerAxes.map((a) => [a, c(0)]))
-    const reads: Expr[][] = []
-    const scan = (e: Expr) =>
-      mapExpr(e, (x) => {
-        if (x.kind === "read" && x.source === p.name) reads.push(x.indices.map((i) => simp(substitute(i, values))))
-        return undefined
-      })
-    if (cbody.kind === "reduce") {
-      scan(cbody.source)
-      if (cbody.where) scan(cbody.where)
-    } else scan(cbody)
+    // each read's indices, with the bounds of the loops inside the attach point it runs in
+    const reads: { idx: Expr[]; inner: Bounds; zero: Map<string, Expr> }[] = []
+    const scan = (body: Expr, vals: Map<string, Expr>, inner: Bounds, zero: Map<string, Expr>) => {
+      const visit = (e: Expr) =>
+        mapExpr(e, (x) => {
+          if (x.kind === "read" && x.source === p.name) reads.push({ idx: x.indices.map((i) => simp(substitute(i, vals))), inner, zero })
+          return undefined
+        })
+      if (body.kind === "reduce") {
+        visit(body.source)
+        if (body.where) visit(body.where)
+      } else visit(body)
+    }
+    scan(cbody, values, innerBounds, zeroInner)
+    // a sibling runs all of its loops inside the attach point, over its region
+    for (const sib of siblings) {
+      const own = rootValues(sib.stage).values
+      sib.stage.op.axes.forEach((a, k) => own.set(a.var.name, add(own.get(a.var.name)!, sib.region.start[k])))
+      // (its loops span its region, not its tensor: the extents it is lowered with)
+      const sized = withExtents(sib.stage, sib.region.extent)
+      const inner: Bounds = new Map([...innerBounds, ...sized.leaf.map((a) => [a, { min: 0, max: sized.axes.get(a)!.extent - 1 }] as const)])
+      scan(bodies.get(sib.stage.name)!, own, inner, new Map([...zeroInner, ...sib.stage.leaf.map((a) => [a, c(0)] as const)]))
+    }
     const start: Expr[] = []
     const extent: number[] = []
     p.op.shape.forEach((dim, k) => {
       let base0: Expr | undefined
       let lo = Infinity
       let hi = -Infinity
-      for (const idx of reads) {
-        const base = simp(substitute(idx[k], zeroInner))
+      for (const { idx, inner: innerBounds, zero } of reads) {
+        const base = simp(substitute(idx[k], zero))
         // (where the difference spans more than one index as it simplifies alone, also simplified
         // under the inner loops' bounds, and the two intervals intersected: a read at (16·b + i) // 16,
         // i < 16, is b's block alone — floordiv splits there, the interval of the unsplit form is ±b's range)

@@ -140,8 +140,10 @@ export const effectiveConsumers = (s: Schedule, stage: string): string[] => {
  * the target to have loops of its own (at root, or itself computed at a stage: attachments nest,
  * as a GPU schedule's shared-memory tile is computed at its register tile's reduction, which is
  * computed at the output's thread loop), `axis` to be one of its leaf axes, and the target to be
- * its one consumer (through inlined stages). The first attachment that no longer holds, or
- * undefined.
+ * one of its consumers (through inlined stages), every other consumer computed at the same loop of
+ * the target (TVM's several consumers: the stage is computed there for the union of their regions —
+ * a softmax's exps, read by the row's sum and by its division). The first attachment that no
+ * longer holds, or undefined.
  */
 export const attachmentProblem = (s: Schedule): string | undefined => {
   for (const [name, st] of s.stages) {
@@ -150,10 +152,25 @@ export const attachmentProblem = (s: Schedule): string | undefined => {
     const t = s.stages.get(target)
     if (!t || t.attach.kind === "inline") return `'${name}' is computed at '${target}', which would have no loops of its own`
     if (!t.leaf.includes(axis)) return `'${name}' is computed at '${target}' axis '${axis}', which would not be a leaf axis`
-    const readers = effectiveConsumers(s, name)
-    if (readers.length !== 1 || readers[0] !== target) return `'${name}' is computed at '${target}', which would not be its one consumer (consumers: ${readers.join(", ") || "none"})`
+    const problem = consumersProblem(s, name, target, axis)
+    if (problem) return `'${name}' is computed at '${target}', ${problem}`
   }
   return undefined
+}
+
+/**
+ * Why `stage` cannot be computed at (target, axis) for its consumers, or undefined: the target must
+ * read it, and every other consumer must be computed at that same loop of the target (its sibling,
+ * computed after it in the loop's body: the stage's region there is the union of theirs).
+ */
+export const consumersProblem = (s: Schedule, stage: string, target: string, axis: string): string | undefined => {
+  const readers = effectiveConsumers(s, stage)
+  if (!readers.includes(target)) return `which does not read it (consumers: ${readers.join(", ") || "none"})`
+  const apart = readers.filter((r) => {
+    const a = s.stages.get(r)!.attach
+    return r !== target && !(a.kind === "at" && a.stage === target && a.axis === axis)
+  })
+  return apart.length ? `whose loop '${axis}' would not hold its other consumers ${apart.map((r) => `'${r}'`).join(", ")} (each must be computed at that loop too)` : undefined
 }
 
 /** `s` when every attachment still holds; otherwise the ScheduleError of the step that broke one. */

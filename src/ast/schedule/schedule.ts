@@ -8,7 +8,7 @@ import { lookupIntrinsic, type TensorIntrinsic } from "../te/intrinsic.js"
 import type { Annotation, MemoryScope, Stage, ThreadTag } from "./stage.js"
 import { matchIntrinsic } from "./tensorize-match.js"
 import { cacheRead, cacheWrite, rfactor } from "./dataflow.js"
-import { checkAttachments, createSchedule, effectiveConsumers, freshAxis, isOutput, leafAxis, ScheduleError, stageOf, update, type Schedule, type Step } from "./schedule-core.js"
+import { checkAttachments, consumersProblem, createSchedule, freshAxis, isOutput, leafAxis, ScheduleError, stageOf, update, type Schedule, type Step } from "./schedule-core.js"
 
 // The schedule's data and the dataflow primitives live beside this file; exported from here as before.
 export { consumersOf, createSchedule, effectiveConsumers, ScheduleError, type Schedule, type Step } from "./schedule-core.js"
@@ -117,15 +117,16 @@ export const computeRoot = (s: Schedule, stage: string): Schedule => {
 
 
 
-/** computeAt(target, axis): the stage is computed inside target's loop `axis`, for the region that iteration needs. */
+/**
+ * computeAt(target, axis): the stage is computed inside target's loop `axis`, for the region that
+ * iteration needs — with several consumers (the others computed at that loop first), the union of
+ * their regions.
+ */
 export const computeAt = (s: Schedule, stage: string, target: string, axis: string): Schedule => {
   const st = stageOf(s, "computeAt", stage)
   const tgt = stageOf(s, "computeAt", target)
-  const readers = effectiveConsumers(s, stage)
-  if (!readers.includes(target))
-    throw new ScheduleError({ primitive: "computeAt", stage, axis, reason: `'${target}' does not read '${stage}' (consumers: ${readers.join(", ") || "none"})` })
-  if (readers.length > 1)
-    throw new ScheduleError({ primitive: "computeAt", stage, axis, reason: "the stage has several consumers; computeAt needs exactly one" })
+  const problem = consumersProblem(s, stage, target, axis)
+  if (problem) throw new ScheduleError({ primitive: "computeAt", stage, axis, reason: `the target '${target}', ${problem}` })
   if (isOutput(s, stage)) throw new ScheduleError({ primitive: "computeAt", stage, reason: "an output stage cannot be attached" })
   leafAxis(tgt, "computeAt", axis)
   if (tgt.attach.kind === "inline") throw new ScheduleError({ primitive: "computeAt", stage, axis, reason: `the target '${target}' is inlined (it has no loops)` })

@@ -7,7 +7,7 @@
 //      the extent) or by nparts, tile, fuse, reorder, parallel, vectorize, unroll, pragma; and a
 //      data axis of a stage that others can attach to bound to a vthread (often the outer half of
 //      a split);
-//   4. attachment, consumers first: computeAt into the one consumer, at its vthread axis or an axis
+//   4. attachment, consumers first: computeAt into the one consumer (or the one whose loop holds the others), at its vthread axis or an axis
 //      inside it where there is one, else at any leaf; computeRoot undoing some;
 //   5. the attached stages' storage and loops: doubleBuffer, setScope, storageAlign, annotations.
 // Illegal candidates are skipped (a ScheduleError), never recorded.
@@ -168,11 +168,27 @@ const rootLoops = (rng: Rng, d: Draft, maxSteps: number): void => {
   }
 }
 
+/** The loop of one reader that every other reader is computed at, if there is one. */
+const siblingLoop = (d: Draft, readers: readonly string[]): { stage: string; axis: string } | undefined => {
+  for (const target of readers) {
+    const others = readers.filter((r) => r !== target).map((r) => d.stage(r).attach)
+    const first = others[0]
+    if (first.kind === "at" && first.stage === target && others.every((a) => a.kind === "at" && a.stage === target && a.axis === first.axis)) return { stage: target, axis: first.axis }
+  }
+  return undefined
+}
+
 /** 4. computeAt, consumers first (so a stage may be attached into one that is attached itself: nested attachments). */
 const attachments = (rng: Rng, d: Draft): void => {
   for (const name of [...d.live()].reverse()) {
     if (d.isOutput(name)) continue
     const readers = S.effectiveConsumers(d.s, name)
+    // several consumers, all but one computed at one loop of that one: computed there too (their union)
+    const shared = readers.length > 1 ? siblingLoop(d, readers) : undefined
+    if (shared) {
+      if (rng.next() < 0.75) d.try((s) => S.computeAt(s, name, shared.stage, shared.axis))
+      continue
+    }
     if (readers.length !== 1 || rng.next() >= 0.75) continue
     const target = readers[0]
     const leaf = d.stage(target).leaf

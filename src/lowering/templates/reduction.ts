@@ -3,6 +3,7 @@
 // tile; with an elementwise epilogue, the anchor computed at the epilogue's tile.
 import { BYTES, isInteger, type DType } from "../../ast/graph/dtype.js"
 import * as S from "../../ast/schedule/schedule.js"
+import { collect } from "../../ast/te/expr.js"
 import { anchorStage, dataLeaves, divisors, parallelize, parallelOuter, tileStages } from "./common.js"
 import { applyRfactor, rfactorDefaults, rfactorKnobs } from "./rfactor.js"
 import type { Config, ScheduleTarget, Template } from "./template.js"
@@ -169,6 +170,43 @@ export const innerReductionTemplate: Template = {
   defaults: (knobs, target) => rfactorDefaults(knobs, target, true),
   apply: (_outputs, base, config) => {
     const st = anchorStage(base)
-    return (st && applyRfactor(base, st.name, config, true, true)) ?? parallelize(base, true)
+    return (st && applyRfactor(base, st.name, config, true, true)) ?? rowLocal(base) ?? parallelize(base, true)
   },
+}
+
+/**
+ * A row's statistics and the values both they and the output read, computed at the output's row
+ * (TVM's x86 softmax schedule): an inlined stage that calls a function (a softmax's exp) and is
+ * read by several stages — computed once into a row-local buffer instead of once a reader — and
+ * every stage at root computed at the output's row loop, the union of its readers' rows there
+ * (computeAt with several consumers); a stage its one reader computes there, at that reader's row.
+ * ViT-B/16's softmax over [12, 197, 197], AVX-512: the exp once instead of twice, the same bits.
+ * Undefined where the group has no such stage, or a stage cannot be computed at the row.
+ */
+const rowLocal = (base: S.Schedule): S.Schedule | undefined => {
+  if (base.outputs.length !== 1) return undefined
+  const out = base.outputs[0].name
+  const shared = base.order.filter((n) => {
+    const st = base.stages.get(n)!
+    return st.attach.kind === "inline" && st.op.body.kind !== "reduce" && collect(st.op.body, (e) => e.kind === "call").length > 0 && S.effectiveConsumers(base, n).length > 1
+  })
+  if (!shared.length) return undefined
+  try {
+    let s = shared.reduce((acc, n) => S.computeRoot(acc, n), base)
+    s = parallelize(s, true, s.order.filter((n) => n !== out))
+    const leaf = s.stages.get(out)!.leaf
+    if (leaf.length < 2) return undefined
+    const row = leaf[leaf.length - 2]
+    for (const n of [...s.order].reverse()) {
+      const st = s.stages.get(n)!
+      if (n === out || st.attach.kind !== "root") continue
+      const readers = S.effectiveConsumers(s, n)
+      const host = readers.length === 1 && readers[0] !== out ? s.stages.get(readers[0])! : undefined
+      s = host && host.attach.kind === "at" ? S.computeAt(s, n, host.name, host.leaf[Math.max(host.leaf.length - 2, 0)]) : S.computeAt(s, n, out, row)
+    }
+    return s
+  } catch (e) {
+    if (e instanceof S.ScheduleError) return undefined
+    throw e
+  }
 }
