@@ -1,17 +1,25 @@
 // npm run conformance — every case in ../shared/onnx-tests through decode + the reference
-// evaluator; writes docs/conformance.md and docs/conformance.json.
-//   --suite S       only suite S (node, pytorch-converted, pytorch-operator, simple, light)
-//   --filter RE     only cases whose name matches RE
-//   --no-write      print, do not write docs/
-//   --show STATUS   list cases with that status (fail, unsupported, pass)
-//   --targets js    also run every case that passes on the evaluator through the compiler for
-//                   these targets (comma-separated), and report them per target; cuda-sim: the
-//                   cuda target's GPU schedules, verified and run by the TIR evaluator (no GPU)
+// evaluator; writes docs/conformance.md and docs/conformance.json. Options: the usage below
+// (`npm run conformance -- --help`).
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { listCases, runCase, runCaseOnTarget, SUITES, type CaseResult } from "../test/support/onnx-cases.js"
+import { helpRequested } from "./usage.js"
 
 const args = process.argv.slice(2)
+helpRequested(
+  args,
+  `npm run conformance -- [--suite S] [--filter RE] [--no-write] [--show STATUS] [--targets js,c,wasm,cuda-sim]
+  every case in ../shared/onnx-tests through decode + the reference evaluator; writes docs/conformance.md
+  and docs/conformance.json (not with --suite, --filter or --no-write)
+  --suite S       only suite S (node, pytorch-converted, pytorch-operator, simple, light)
+  --filter RE     only cases whose name matches RE
+  --no-write      print, do not write docs/
+  --show STATUS   list cases with that status (fail, unsupported, pass)
+  --targets T,…   also run every case that passes on the evaluator through the compiler for these
+                  targets, reported per target (cuda-sim: the cuda target's GPU schedules, run by the
+                  TIR evaluator)`,
+)
 const opt = (k: string) => {
   const i = args.indexOf(k)
   return i >= 0 ? args[i + 1] : undefined

@@ -31,8 +31,15 @@ import { readLog } from "../src/cli/tuning-log.js"
 import { recordsByWorkload } from "../src/search/records.js"
 import { tasksOfProgram } from "../src/search/extract.js"
 import { configKey } from "../src/search/task.js"
+import { helpRequested } from "./usage.js"
 
 const args = process.argv.slice(2)
+helpRequested(
+  args,
+  `node dist/scripts/run-profile.js [--model NAME | --file MODEL.onnx] [--threads N] [--target c|wasm] [--cpu] [--tuned LOG] [--configs]
+  where an end-to-end run's time goes, kernel by kernel (in sequence, alone warm, alone cold, swept),
+  and the executor's share; the zoo's resnet50 by default (the header of scripts/run-profile.ts says more)`,
+)
 const opt = (k: string, d: string) => (args.includes(k) ? args[args.indexOf(k) + 1] : d)
 const name = opt("--model", "resnet50")
 const threads = Number(opt("--threads", "1"))
