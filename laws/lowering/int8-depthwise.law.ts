@@ -31,6 +31,7 @@ import { lowerSync } from "../../src/lowering/lower.js"
 import type { OpCompute } from "../../src/lowering/op-library-common.js"
 import { OP_COMPUTES } from "../../src/lowering/op-library.js"
 import { QUANT_INT_PLAIN } from "../../src/lowering/op-library-quant-int.js"
+import { anchorStage } from "../../src/lowering/templates/common.js"
 import { templateFor } from "../../src/lowering/templates/template-for.js"
 import type { Config, ScheduleTarget } from "../../src/lowering/templates/template.js"
 import { cpuTirPipeline } from "../../src/lowering/tir/cpu-pipeline.js"
@@ -209,11 +210,24 @@ describe("int8 depthwise template, the window form", () => {
   const arbWindow = fc
     .record({
       x: fc.constantFrom<DType>("int8", "uint8"),
-      dims: fc.tuple(fc.integer({ min: 2, max: 3 }), fc.integer({ min: 1, max: 3 }), fc.integer({ min: 1, max: 4 }), fc.integer({ min: 2, max: 7 }), fc.integer({ min: 5, max: 24 }), fc.integer({ min: 0, max: 2 }), fc.integer({ min: 1, max: 2 })),
+      dims: fc.tuple(fc.integer({ min: 2, max: 3 }), fc.integer({ min: 1, max: 3 }), fc.integer({ min: 1, max: 4 }), fc.integer({ min: 2, max: 7 }), fc.integer({ min: 5, max: 40 }), fc.integer({ min: 0, max: 2 }), fc.integer({ min: 1, max: 2 })),
       seed: fc.nat(),
     })
     .map(({ x, dims: [C, KH, KW, OH, OW, pad, dil], seed }) => ({ x, C, KH, KW, OH, OW, pad, dil, seed, H: OH + (KH - 1) * dil - 2 * pad, W: OW + (KW - 1) * dil - 2 * pad }))
     .filter((s) => s.H >= 1 && s.W >= 1 && depthwiseWindowGrid([s.OH, s.OW], [s.KH, s.KW], [s.dil, s.dil], [1, 1]) !== undefined)
+
+  it("rows of whole vectors where the output's rows are at least a vector and the rounding adds at most a third; else the grid", () => {
+    // 112², 56², 28² under 3×3 (MobileNetV2's stride-1 convs): rows of 128, 64, 32
+    expect(depthwiseWindowGrid([112, 112], [3, 3], [1, 1], [1, 1])).toEqual({ width: 128, size: 112 * 128, rows: true })
+    expect(depthwiseWindowGrid([56, 56], [3, 3], [1, 1], [1, 1])).toEqual({ width: 64, size: 56 * 64, rows: true })
+    expect(depthwiseWindowGrid([28, 28], [3, 3], [1, 1], [1, 1])).toEqual({ width: 32, size: 28 * 32, rows: true })
+    // 14² and 10² (rows narrower than a vector): the grid rounded up to whole vectors, as before;
+    // 20² (rows of 32 add more than a third, the grid past DOT_ROOT_GRID): no window form
+    expect(depthwiseWindowGrid([14, 14], [3, 3], [1, 1], [1, 1])).toEqual({ width: 16, size: 224, rows: false })
+    expect(depthwiseWindowGrid([10, 10], [3, 3], [1, 1], [1, 1])).toEqual({ width: 12, size: 128, rows: false })
+    expect(depthwiseWindowGrid([20, 20], [3, 3], [1, 1], [1, 1])).toBeUndefined()
+    expect(depthwiseWindowGrid([16, 16], [1, 1], [1, 1], [1, 1])).toEqual({ width: 16, size: 256, rows: true })
+  })
 
   it("every configuration evaluates equal to the plain int32 compute (exactly)", () => {
     fc.assert(
@@ -239,6 +253,9 @@ describe("int8 depthwise template, the window form", () => {
         const tpl = templateFor(base)
         const knobs = tpl.space([out], base)
         expect(knobs.some((k) => k.name === "dot")).toBe(true)
+        // (the product is the rows form, [n, o, oh, width / 16, 16], exactly where the grid says rows)
+        const grid = depthwiseWindowGrid([s.OH, s.OW], [s.KH, s.KW], [s.dil, s.dil], [1, 1])!
+        expect(anchorStage(base)!.op.shape).toEqual(grid.rows ? [1, s.C, s.OH, grid.width / 16, 16] : [1, s.C, grid.size])
         const config: Config = Object.fromEntries(knobs.map((k, i) => [k.name, k.candidates[picks[i] % k.candidates.length]]))
         const fn = runTirSync(cpuTirPipeline({ keepIntrinsics: new Set(vnniDotWindows.map((d) => d.name)) }), lowerSync(tpl.apply([out], base, config)))
         const feeds = new Map([...order, ...extra])

@@ -153,9 +153,12 @@ export const DOT_ROOT_GRID = 4 * 4 * INT8_LANES
  * The grid of a depthwise conv's VNNI form (op-library-int8-depthwise.ts's depthwiseWindow): p =
  * oh·width + ow over rows of `width` output columns (at least the padded row a row of output reads,
  * ⌈((OW − 1)·sw + (KW − 1)·dw + 1) / sw⌉, so the taps of 16 consecutive p are one run of the padded
- * row), the least width within 16 of that for which the pixels the output reads, (OH − 1)·width +
- * OW, are whole vectors of 16 — the product then computed a channel at a time over exactly them —
- * where it adds at most a third of OW (112² and 56² under 3×3: 128 and 72; not 28², 14² or 7²);
+ * row). `rows`: where the output's rows are at least a vector of 16 and the least multiple of 16
+ * that holds the padded row adds at most a third of OW (112², 56², 28² under 3×3: 128, 64, 32), that
+ * width, the sums [oh, width / 16, 16] read by the epilogue where they are (size OH · width); else
+ * the least width within 16 for which the pixels the output reads, (OH − 1)·width + OW, are whole
+ * vectors of 16 — the product then computed a channel at a time over exactly them, and compacted —
+ * where it adds at most a third of OW;
  * else, for rows wider than half a vector and at most DOT_ROOT_GRID pixels, the least width with
  * the pixels rounded up to whole vectors (14²: 224, the product at root); undefined otherwise, or
  * where the window gather does not take the row (a row of more than 4 taps; 3·(sw + dw) ≥ 16).
@@ -165,20 +168,26 @@ export const depthwiseWindowGrid = (
   kernel: readonly [number, number],
   dilations: readonly [number, number],
   strides: readonly [number, number],
-): { readonly width: number; readonly size: number } | undefined => {
+): { readonly width: number; readonly size: number; readonly rows: boolean } | undefined => {
   const [OH, OW] = out
   const [sw, dw, KW] = [strides[1], dilations[1], kernel[1]]
   // (strided: the phase rows' copy ran scalar — gcc left its edge rows' guarded loads unvectorized,
   // the 112² → 56² conv 0.19 → 0.7 ms — until that copy has a form it vectorizes)
   if (KW > INT8_DEPTH || 3 * (sw + dw) >= 16 || strides[0] !== 1 || sw !== 1) return undefined
   const least = Math.ceil(((OW - 1) * sw + (KW - 1) * dw + 1) / sw)
-  for (let w = least; w < least + 16; w++) if (((OH - 1) * w + OW) % INT8_LANES === 0 && (w - OW) * 3 <= OW) return { width: w, size: (OH - 1) * w + OW }
+  // rows of whole vectors (the output's rows at least a vector, the width the least multiple of 16
+  // that holds the padded row, adding at most a third of OW: 112², 56², 28² under 3×3 — 128, 64,
+  // 32): the sums [oh, width / 16, 16] a row at a time, read by the epilogue where they are, no
+  // compaction and no grid of the whole channel
+  const wide = ceilDiv(least, INT8_LANES) * INT8_LANES
+  if (OW >= INT8_LANES && (wide - OW) * 3 <= OW) return { width: wide, size: OH * wide, rows: true }
+  for (let w = least; w < least + 16; w++) if (((OH - 1) * w + OW) % INT8_LANES === 0 && (w - OW) * 3 <= OW) return { width: w, size: (OH - 1) * w + OW, rows: false }
   // (else a small plane, 14² under 3×3: the least width, the pixels rounded up to whole vectors,
   // 222 → 224; the product then at root, its region at a channel being the compaction's cut —
   // not rows of at most half a vector, the channels-in-lanes form's (7²: 0.038 against 0.045 ms),
   // nor a grid past 4 vector loops of 64 (28²'s 848 at root: 0.045 → 0.049 ms))
   const size = ceilDiv((OH - 1) * least + OW, INT8_LANES) * INT8_LANES
-  return 2 * OW > INT8_LANES && size <= DOT_ROOT_GRID && (size - OH * OW) * 3 <= OH * OW ? { width: least, size } : undefined
+  return 2 * OW > INT8_LANES && size <= DOT_ROOT_GRID && (size - OH * OW) * 3 <= OH * OW ? { width: least, size, rows: false } : undefined
 }
 
 /** The widest pixel tile of the pixels-in-lanes product, in vectors of 16 (the grid is rounded up to whole tiles of it where that is cheap). */
