@@ -171,16 +171,17 @@ export const depthwiseWindowGrid = (
 ): { readonly width: number; readonly size: number; readonly rows: boolean } | undefined => {
   const [OH, OW] = out
   const [sw, dw, KW] = [strides[1], dilations[1], kernel[1]]
-  // (strided: the phase rows' copy ran scalar — gcc left its edge rows' guarded loads unvectorized,
-  // the 112² → 56² conv 0.19 → 0.7 ms — until that copy has a form it vectorizes)
-  if (KW > INT8_DEPTH || 3 * (sw + dw) >= 16 || strides[0] !== 1 || sw !== 1) return undefined
+  if (KW > INT8_DEPTH || 3 * (sw + dw) >= 16) return undefined
   const least = Math.ceil(((OW - 1) * sw + (KW - 1) * dw + 1) / sw)
   // rows of whole vectors (the output's rows at least a vector, the width the least multiple of 16
   // that holds the padded row, adding at most a third of OW: 112², 56², 28² under 3×3 — 128, 64,
-  // 32): the sums [oh, width / 16, 16] a row at a time, read by the epilogue where they are, no
-  // compaction and no grid of the whole channel
+  // 32; strided too, the plane's rows sw·width bytes in sh row phases: 112² → 56² and 56² → 28²,
+  // 64 and 32): the sums [oh, width / 16, 16] read by the epilogue where they are, no compaction
   const wide = ceilDiv(least, INT8_LANES) * INT8_LANES
   if (OW >= INT8_LANES && (wide - OW) * 3 <= OW) return { width: wide, size: OH * wide, rows: true }
+  // (the grid: strided, the phase rows' copy ran scalar — gcc left its edge rows' guarded loads
+  // unvectorized, the 112² → 56² conv 0.19 → 0.7 ms)
+  if (strides[0] !== 1 || sw !== 1) return undefined
   for (let w = least; w < least + 16; w++) if (((OH - 1) * w + OW) % INT8_LANES === 0 && (w - OW) * 3 <= OW) return { width: w, size: (OH - 1) * w + OW, rows: false }
   // (else a small plane, 14² under 3×3: the least width, the pixels rounded up to whole vectors,
   // 222 → 224; the product then at root, its region at a channel being the compaction's cut —
