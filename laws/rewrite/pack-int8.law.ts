@@ -206,11 +206,11 @@ describe("the layout rewrite of an int8 conv's constant weights (int8-conv-to-pa
   }, 600_000)
 
   it.skipIf(!HAVE_GCC || !hostCpu().vnni)(`a depthwise conv on a VNNI target takes the window form (int8-grouped-to-packed with the taps' weights), compiled to C equal to the int16 form bit for bit${NO_GCC}`, async () => {
-    // 56² and 28² under 3×3, pad 1 (depthwiseWindowGrid: rows of whole vectors, 64 and 32), 14² (rows
-    // of 16, its 222 pixels rounded up to 224: the product at root) and 20² (no grid: the int16
-    // form), int8 and uint8 activations
+    // 56² under 3×3, pad 1 (depthwiseWindowGrid: rows of whole vectors, 64), 14² (rows of 16, its
+    // 222 pixels rounded up to 224: the product at root) and 28² (no grid: the int16 form), int8 and
+    // uint8 activations
     const rng = prng(11)
-    const cases = [["int8", 56], ["uint8", 56], ["int8", 28], ["uint8", 14], ["uint8", 20]].map(([xdt, H], k) => {
+    const cases = [["int8", 56], ["uint8", 56], ["int8", 28], ["uint8", 14]].map(([xdt, H], k) => {
       const C = 8
       const dt = xdt as "int8" | "uint8"
       const init = new Map<string, Tensor>([
@@ -232,7 +232,7 @@ describe("the layout rewrite of an int8 conv's constant weights (int8-conv-to-pa
       return { windows: g.nodes.filter((n) => n.op === "QLinearConvGrouped" && n.inputs.length > 11).length, out }
     }
     const a = await run(true)
-    expect(a.windows).toBe(4)
+    expect(a.windows).toBe(3)
     const b = await run(false)
     expect(b.windows).toBe(0)
     expect(a.out).toEqual(b.out)
