@@ -31,6 +31,7 @@ import { lowerSync } from "../../src/lowering/lower.js"
 import type { OpCompute } from "../../src/lowering/op-library-common.js"
 import { OP_COMPUTES } from "../../src/lowering/op-library.js"
 import { QUANT_INT_PLAIN } from "../../src/lowering/op-library-quant-int.js"
+import { anchorStage } from "../../src/lowering/templates/common.js"
 import { templateFor } from "../../src/lowering/templates/template-for.js"
 import type { Config, ScheduleTarget } from "../../src/lowering/templates/template.js"
 import { cpuTirPipeline } from "../../src/lowering/tir/cpu-pipeline.js"
@@ -209,11 +210,30 @@ describe("int8 depthwise template, the window form", () => {
   const arbWindow = fc
     .record({
       x: fc.constantFrom<DType>("int8", "uint8"),
-      dims: fc.tuple(fc.integer({ min: 2, max: 3 }), fc.integer({ min: 1, max: 3 }), fc.integer({ min: 1, max: 4 }), fc.integer({ min: 2, max: 7 }), fc.integer({ min: 5, max: 24 }), fc.integer({ min: 0, max: 2 }), fc.integer({ min: 1, max: 2 })),
+      dims: fc.tuple(fc.integer({ min: 2, max: 3 }), fc.integer({ min: 1, max: 3 }), fc.integer({ min: 1, max: 4 }), fc.integer({ min: 2, max: 7 }), fc.integer({ min: 5, max: 40 }), fc.integer({ min: 0, max: 2 }), fc.integer({ min: 1, max: 2 }), fc.integer({ min: 1, max: 2 }), fc.integer({ min: 0, max: 1 })),
       seed: fc.nat(),
     })
-    .map(({ x, dims: [C, KH, KW, OH, OW, pad, dil], seed }) => ({ x, C, KH, KW, OH, OW, pad, dil, seed, H: OH + (KH - 1) * dil - 2 * pad, W: OW + (KW - 1) * dil - 2 * pad }))
-    .filter((s) => s.H >= 1 && s.W >= 1 && depthwiseWindowGrid([s.OH, s.OW], [s.KH, s.KW], [s.dil, s.dil], [1, 1]) !== undefined)
+    .map(({ x, dims: [C, KH, KW, OH, OW, pad, dil, st, extra], seed }) => ({ x, C, KH, KW, OH, OW, pad, dil, st, seed, H: (OH - 1) * st + (KH - 1) * dil + 1 - 2 * pad + extra * (st - 1), W: (OW - 1) * st + (KW - 1) * dil + 1 - 2 * pad + extra * (st - 1) }))
+    .filter((s) => s.H >= 1 && s.W >= 1 && depthwiseWindowGrid([s.OH, s.OW], [s.KH, s.KW], [s.dil, s.dil], [s.st, s.st]) !== undefined)
+
+  it("rows of whole vectors where the output's rows are at least a vector and the rounding adds at most a third; else the grid", () => {
+    // 112², 56² under 3×3 (MobileNetV2's stride-1 convs): rows of 128, 64; 28² (a row's tail of 12 of
+    // 28 past whole vectors, more than a quarter): no window form (the int16 grid)
+    expect(depthwiseWindowGrid([112, 112], [3, 3], [1, 1], [1, 1])).toEqual({ width: 128, size: 112 * 128, rows: true })
+    expect(depthwiseWindowGrid([56, 56], [3, 3], [1, 1], [1, 1])).toEqual({ width: 64, size: 56 * 64, rows: true })
+    expect(depthwiseWindowGrid([28, 28], [3, 3], [1, 1], [1, 1])).toBeUndefined()
+    // 14² and 10² (rows narrower than a vector): the grid rounded up to whole vectors, as before;
+    // 20² (rows of 32 add more than a third, the grid past DOT_ROOT_GRID): no window form
+    expect(depthwiseWindowGrid([14, 14], [3, 3], [1, 1], [1, 1])).toEqual({ width: 16, size: 224, rows: false })
+    expect(depthwiseWindowGrid([10, 10], [3, 3], [1, 1], [1, 1])).toEqual({ width: 12, size: 128, rows: false })
+    expect(depthwiseWindowGrid([20, 20], [3, 3], [1, 1], [1, 1])).toBeUndefined()
+    expect(depthwiseWindowGrid([16, 16], [1, 1], [1, 1], [1, 1])).toEqual({ width: 16, size: 256, rows: true })
+    // strided (MobileNetV2's 56² → 28²): rows of 32 (the plane's rows 64 bytes, in 2 row phases);
+    // 112² → 56² (plane rows of 128, two vector loops) and 28² → 14² (rows narrower than a vector): no window form
+    expect(depthwiseWindowGrid([56, 56], [3, 3], [1, 1], [2, 2])).toBeUndefined()
+    expect(depthwiseWindowGrid([28, 28], [3, 3], [1, 1], [2, 2])).toEqual({ width: 32, size: 28 * 32, rows: true })
+    expect(depthwiseWindowGrid([14, 14], [3, 3], [1, 1], [2, 2])).toBeUndefined()
+  })
 
   it("every configuration evaluates equal to the plain int32 compute (exactly)", () => {
     fc.assert(
@@ -226,7 +246,7 @@ describe("int8 depthwise template, the window form", () => {
         const w16 = widenInt8Weights(w[1], undefined)
         const packed = packDepthwiseTaps(w16)!
         const extra: [string, Tensor][] = [["w16", w16], ["taps", packed.taps], ["tapsum", packed.tapsum]]
-        const attrs: Record<string, AttrValue> = { group: attr.int(s.C), kernel_shape: attr.ints([s.KH, s.KW]), strides: attr.ints([1, 1]), pads: attr.ints([s.pad, s.pad, s.pad, s.pad]), dilations: attr.ints([s.dil, s.dil]) }
+        const attrs: Record<string, AttrValue> = { group: attr.int(s.C), kernel_shape: attr.ints([s.KH, s.KW]), strides: attr.ints([s.st, s.st]), pads: attr.ints([s.pad, s.pad, s.pad, s.pad]), dilations: attr.ints([s.dil, s.dil]) }
         const make = (op: string, named: [string, Tensor][], computes: Record<string, OpCompute>) => {
           const n = node(op, named.map(([name]) => name), ["y"], attrs, "y", op === "QLinearConv" ? "" : TESSERA_DOMAIN)
           const inputs = named.map(([name, v]) => (name === "" ? undefined : placeholder(name, v.shape, v.dtype)))
@@ -239,6 +259,9 @@ describe("int8 depthwise template, the window form", () => {
         const tpl = templateFor(base)
         const knobs = tpl.space([out], base)
         expect(knobs.some((k) => k.name === "dot")).toBe(true)
+        // (the product is the rows form, [n, o, oh, width / 16, 16], exactly where the grid says rows)
+        const grid = depthwiseWindowGrid([s.OH, s.OW], [s.KH, s.KW], [s.dil, s.dil], [s.st, s.st])!
+        expect(anchorStage(base)!.op.shape).toEqual(grid.rows ? [1, s.C, s.OH, grid.width / 16, 16] : [1, s.C, grid.size])
         const config: Config = Object.fromEntries(knobs.map((k, i) => [k.name, k.candidates[picks[i] % k.candidates.length]]))
         const fn = runTirSync(cpuTirPipeline({ keepIntrinsics: new Set(vnniDotWindows.map((d) => d.name)) }), lowerSync(tpl.apply([out], base, config)))
         const feeds = new Map([...order, ...extra])

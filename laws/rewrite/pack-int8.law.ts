@@ -206,8 +206,9 @@ describe("the layout rewrite of an int8 conv's constant weights (int8-conv-to-pa
   }, 600_000)
 
   it.skipIf(!HAVE_GCC || !hostCpu().vnni)(`a depthwise conv on a VNNI target takes the window form (int8-grouped-to-packed with the taps' weights), compiled to C equal to the int16 form bit for bit${NO_GCC}`, async () => {
-    // 56² under 3×3, pad 1 (depthwiseWindowGrid: rows of 72), 14² (rows of 16, its 222 pixels rounded
-    // up to 224: the product at root) and 28² (no grid: the int16 form), int8 and uint8 activations
+    // 56² under 3×3, pad 1 (depthwiseWindowGrid: rows of whole vectors, 64), 14² (rows of 16, its
+    // 222 pixels rounded up to 224: the product at root) and 28² (no grid: the int16 form), int8 and
+    // uint8 activations
     const rng = prng(11)
     const cases = [["int8", 56], ["uint8", 56], ["int8", 28], ["uint8", 14]].map(([xdt, H], k) => {
       const C = 8

@@ -154,7 +154,9 @@ export const depthwiseConv = (
  * - sum[n, o, p] over the grid p = oh·Wq + ow (ow < Wq, the last row cut at OW) = Σ_{kh, r}
  *   plane[n, c, py(kh), oy(kh)·sw·Wq + p·sw + r·dw] · w[o, kh, r] (taps past kw: weight 0), which
  *   is affine in p: 16 consecutive p read one run of the row (the window the instruction gathers);
- * - compacted to the output's pixels, minus u_zp · Σw[o].
+ * - compacted to the output's pixels, minus u_zp · Σw[o];
+ * or, where the grid is `rows` (the width whole vectors of 16: 112², 56², 28²), sum[n, o, oh, v, l]
+ * at p = oh·Wq + 16·v + l, read by the epilogue at [oh, ow div 16, ow mod 16] — no compaction.
  * `xzp` reads x's zero point at an input channel (per tensor or per channel).
  */
 export const depthwiseWindow = (
@@ -199,10 +201,17 @@ export const depthwiseWindow = (
   const rr = reduceAxis(depth, `${ctx.name()}.rr`)
   const [py, oy] = tapPhase(rh.var, dh, rp)
   const chOf = (o: Expr): Expr => (opg === 1 ? o : floordiv(o, c(opg)))
-  const acc = compute(ctx.name("dw"), [N, M, grid.size], (n, o, p) => {
+  const product = (n: Expr, o: Expr, p: Expr): Expr => {
     const f = add(add(mul(oy, c(Wp)), mul(p, c(sw))), mul(rr.var, c(dw)))
     return sum(mul(i32(at(plane, n, chOf(o), py, f)), i32(at(taps, o, rh.var, rr.var))), [rh, rr])
-  }, I32, "int8_depthwise")
+  }
+  if (grid.rows) {
+    // rows of whole vectors: sum[n, o, oh, v, l] at p = oh·Wq + 16·v + l, read where it is (no compaction)
+    const V = Wq / GRID_LANES
+    const rows = compute(ctx.name("dw"), [N, M, OH, V, GRID_LANES], (n, o, oh, v, l) => product(n, o, add(add(mul(oh, c(Wq)), mul(v, c(GRID_LANES))), l)), I32, "int8_depthwise")
+    return { sumAt: ([n, o, oh, ow]) => sub(at(rows, n, o, oh, floordiv(ow, c(GRID_LANES)), floormod(ow, c(GRID_LANES))), mul(uzp(chOf(o)), at(tapsum, o))) }
+  }
+  const acc = compute(ctx.name("dw"), [N, M, grid.size], (n, o, p) => product(n, o, p), I32, "int8_depthwise")
   const dense = compute(ctx.name("dwsum"), [N, M, OH, OW], (n, o, oh, ow) => at(acc, n, o, add(mul(oh, c(Wq)), ow)), I32)
   return { sumAt: ([n, o, oh, ow]) => sub(at(dense, n, o, oh, ow), mul(uzp(chOf(o)), at(tapsum, o))) }
 }

@@ -7,8 +7,9 @@
 import * as S from "../../ast/schedule/schedule.js"
 import { dataLeaves, narrowedStage, parallelize, parallelOuter } from "./common.js"
 
-/** Whether the product is the channels-in-lanes form: its sums [n, blocks, oh, ow, lanes]. */
-export const isChannelsForm = (anchor: S.Stage): boolean => anchor.op.shape.length === 5
+/** Whether the product is the channels-in-lanes form: its sums [n, blocks, oh, ow, lanes] over an int16 plane (the window form's rows read a u8 one). */
+export const isChannelsForm = (anchor: S.Stage): boolean =>
+  anchor.op.shape.length === 5 && anchor.op.inputs.find((t) => t.kind === "compute")?.dtype !== "uint8"
 
 /** A stage's innermost loop vectorized where a vector loop takes it. */
 const vectorizeLast = (s: S.Schedule, stage: string): S.Schedule => {

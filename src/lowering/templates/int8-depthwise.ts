@@ -11,20 +11,15 @@
 // takes, js and wasm). The window form (QLinearConvGrouped with its taps' s8 weights: a VNNI
 // target's) computes a kernel row of 16 pixels a vpdpbusd (`dot`; dotProduct below).
 import * as S from "../../ast/schedule/schedule.js"
-import { c, collect, sub, substitute, type Reduce } from "../../ast/te/expr.js"
+import { c, collect, substitute, type Reduce } from "../../ast/te/expr.js"
 import { vnniDotWindow } from "../../ast/te/intrinsic.js"
 import { simplify } from "../../ast/te/simplify.js"
 import { DOT_LANES } from "../op-library-int8-blocked.js"
 import { anchorStage, candidatesOf, dataLeaves, divisors, narrowedStage, parallelize, parallelOuter } from "./common.js"
 import { halfL2 } from "./conv2d-nchwc.js"
 import { channelsProduct, isChannelsForm } from "./int8-depthwise-channels.js"
+import { dotPlane, isRowsForm, planeOf, rowsKnobs, rowsProduct, vectorizeInner, vectorizeRows, windowSteps } from "./int8-depthwise-window.js"
 import type { Knob, Template } from "./template.js"
-
-/**
- * The plane the product reads (its first compute input, by the compute's order of reads): the
- * stride's phases of the padded input (6-D), or the padded input itself (4-D, a stride of 1).
- */
-const planeOf = (anchor: S.Stage): string | undefined => anchor.op.inputs.find((t) => t.kind === "compute")?.name
 
 /**
  * The epilogue the tile is made of: the one stage that reads the sums (the requantization, or the
@@ -38,6 +33,8 @@ const epilogue = (s: S.Schedule, anchor: S.Stage): string | undefined => {
   const [n, o, oh, ow] = st.op.shape
   const [an, ao, ap] = anchor.op.shape
   if (st.attach.kind !== "root" || st.op.body.kind === "reduce" || st.op.shape.length !== 4 || n !== an) return undefined
+  // (the window form's rows: [n, o, oh, width / 16, 16])
+  if (isRowsForm(anchor)) return anchor.op.shape[1] === o && anchor.op.shape[2] === oh ? readers[0] : undefined
   // (the channels-in-lanes form's sums: [n, o / L, oh, ow, L])
   if (isChannelsForm(anchor)) {
     const [, b, sh, sw, l] = anchor.op.shape
@@ -55,20 +52,6 @@ const pixelTiles = (pixels: number): number[] => {
   const cap = Math.min(pixels, S.MAX_VECTORIZED)
   const fours = Array.from({ length: Math.floor(cap / 4) }, (_, k) => 4 * (k + 1))
   return [...new Set([...divisors(pixels, cap), ...fours])].sort((x, y) => x - y)
-}
-
-/** The vector loops of a stage's innermost axis, split where longer than a vector loop (at the largest divisor that is). */
-const vectorizeInner = (s: S.Schedule, stage: string, j: string): S.Schedule => {
-  const ext = s.stages.get(stage)!.axes.get(j)!.extent
-  if (ext <= S.MAX_VECTORIZED) return S.vectorize(s, stage, j)
-  const sp = S.split(s, stage, j, { factor: Math.max(...divisors(ext, S.MAX_VECTORIZED)) })
-  return S.vectorize(sp.schedule, stage, sp.inner)
-}
-
-/** A stage's rows vectorized (its innermost axis). */
-const vectorizeRows = (s: S.Schedule, stage: string): S.Schedule => {
-  const st = s.stages.get(stage)!
-  return vectorizeInner(s, stage, st.leaf[st.leaf.length - 1])
 }
 
 /**
@@ -93,38 +76,6 @@ const compactedPixels = (dense: S.Stage, local: string): number => {
   const idx = reads[0]?.kind === "read" ? reads[0].indices[reads[0].indices.length - 1] : c(0)
   const last = simplify(substitute(idx, new Map(dense.op.axes.map((a) => [a.var.name, c(a.dom.min + a.dom.extent - 1)]))))
   return last.kind === "const" ? last.value + 1 : 0
-}
-
-/** The window form's stride and dilation along a row: how far the plane read moves with the pixel and with the tap (the reduction's last axis). */
-const windowSteps = (anchor: S.Stage): [number, number] => {
-  const body = anchor.op.body as Reduce
-  const plane = planeOf(anchor)
-  const reads = collect(body.source, (e) => e.kind === "read" && e.source === plane)
-  const idx = reads[0]?.kind === "read" ? reads[0].indices[reads[0].indices.length - 1] : c(0)
-  const vars = [anchor.op.axes[2].var.name, ...body.axes.map((a) => a.var.name)]
-  const at = (on: string) => simplify(substitute(idx, new Map(vars.map((v) => [v, c(v === on ? 1 : 0)]))))
-  const step = (on: string) => {
-    const d = simplify(sub(at(on), at("")))
-    return d.kind === "const" ? d.value : 0
-  }
-  return [step(vars[0]), step(vars[vars.length - 1])]
-}
-
-/**
- * The window form's plane a channel at a time: split into its rows (the width of its row of column
- * flags), each vectorized, the flags computed at the channel too (not a parallel loop of their own).
- */
-const dotPlane = (s0: S.Schedule, plane: string): S.Schedule => {
-  const st = s0.stages.get(plane)!
-  const cols = st.op.inputs.find((t) => t.kind === "compute" && t.shape.length === 1)
-  const leaves = dataLeaves(st)
-  const [ch, f] = [leaves[1], leaves[leaves.length - 1]]
-  if (!cols) return vectorizeRows(s0, plane)
-  const sp = S.split(s0, plane, f, { factor: cols.shape[0] })
-  let s = vectorizeInner(sp.schedule, plane, sp.inner)
-  // (the plane whole first, `plane`: root: the flags too — its parallel loop fuses the channels)
-  if (st.attach.kind !== "root" && s.stages.get(cols.name)?.attach.kind !== "inline") s = S.computeAt(s, cols.name, plane, ch)
-  return s
 }
 
 /** The padded input a stride's phases read (inline in the base schedule); undefined for a stride of 1. */
@@ -173,6 +124,8 @@ export const int8DepthwiseTemplate: Template = {
     const dot = isDotForm(base, st)
     // (a grouped conv's taps are outside the pixel loop already, with its channel loop)
     const tapsKnob = out !== undefined && axes.length === 2 && !dot
+    // (the window form's rows: its own tile, a few output rows)
+    if (isRowsForm(st)) return rowsKnobs(kh, out !== undefined && narrowedStage(base, out) !== undefined)
     const [, , oh, ow] = out ? base.stages.get(out)!.op.shape : [0, 0, 1, st.op.shape[2]]
     // (the padded input's int16 bytes, all channels: what its copy at root holds in the cache)
     const padded = dot ? undefined : paddedOf(base, planeOf(st))
@@ -194,6 +147,14 @@ export const int8DepthwiseTemplate: Template = {
   defaults: (knobs, target) => {
     // all of a channel's pixels where the vector loop takes them, else the most whole vectors it
     // takes (their sums in registers across the taps)
+    if (!knobs.some((k) => k.name === "tile_px")) {
+      // the window form's rows (no tile): the plane a channel's, the requantized values an int32
+      // stage, the dot and the kernel rows unrolled, as the grid form's (below)
+      const rows: Record<string, string | number | boolean> = { plane: target.outerLoopVectorizer === false ? "root" : "channel", dot: target.int8Dot === "vnni" ? "vnni" : "loops" }
+      if (knobs.some((k) => k.name === "unroll_kh")) rows.unroll_kh = true
+      if (knobs.some((k) => k.name === "epilogue")) rows.epilogue = target.outerLoopVectorizer === false ? "fused" : "int32"
+      return rows
+    }
     const tiles = candidatesOf(knobs, "tile_px")
     const lanes = Math.max(1, target.vectorLanes)
     const all = tiles[tiles.length - 1]
@@ -243,6 +204,17 @@ export const int8DepthwiseTemplate: Template = {
     }
     const tile = Number(config.tile_px)
     const local = anchor.name
+    if (isRowsForm(anchor)) {
+      const out = epilogue(s, anchor)
+      if (out) return rowsProduct(s, anchor, out, config)
+      // (no one reader to tile: the sums at root, a row's vectors each a window of 16 pixels)
+      const [ln, lm, lh, lv, ll] = dataLeaves(anchor)
+      const [rkh, rr] = anchor.leaf.filter((a) => anchor.axes.get(a)!.type === "reduce")
+      const [stride, dilation] = windowSteps(anchor)
+      s = S.reorder(parallelOuter(s, local, [ln, lm, lh]), local, [ln, lm, lh, rkh, lv, ll, rr])
+      s = config.dot === "vnni" ? S.tensorize(s, local, ll, vnniDotWindow(stride, dilation)) : S.unroll(S.vectorize(s, local, ll), local, rr)
+      return parallelize(s, true, local)
+    }
     if (isChannelsForm(anchor)) {
       const out = epilogue(s, anchor)
       // (no one reader to tile: the sums at root, the lanes vectorized)

@@ -146,6 +146,9 @@ export const packDepthwiseTaps = (w16: Tensor): { readonly taps: Tensor; readonl
   return { taps: tensor("int8", [M, KH, INT8_DEPTH], taps), tapsum: tensor("int32", [M], sums) }
 }
 
+/** The bytes of a vector loop (the schedule's MAX_VECTORIZED lanes): a strided rows form's plane row at most this (depthwiseWindowGrid). */
+const ROW_LOOP = 4 * INT8_LANES
+
 /** The most pixels a depthwise conv's VNNI window grid rounded up to whole vectors may have (depthwiseWindowGrid): 4 vector loops of 64. */
 export const DOT_ROOT_GRID = 4 * 4 * INT8_LANES
 
@@ -153,9 +156,13 @@ export const DOT_ROOT_GRID = 4 * 4 * INT8_LANES
  * The grid of a depthwise conv's VNNI form (op-library-int8-depthwise.ts's depthwiseWindow): p =
  * oh·width + ow over rows of `width` output columns (at least the padded row a row of output reads,
  * ⌈((OW − 1)·sw + (KW − 1)·dw + 1) / sw⌉, so the taps of 16 consecutive p are one run of the padded
- * row), the least width within 16 of that for which the pixels the output reads, (OH − 1)·width +
- * OW, are whole vectors of 16 — the product then computed a channel at a time over exactly them —
- * where it adds at most a third of OW (112² and 56² under 3×3: 128 and 72; not 28², 14² or 7²);
+ * row). `rows`: where the output's rows are at least a vector of 16, the least multiple of 16
+ * that holds the padded row adds at most a third of OW, and (stride 1) the rows' tail past whole
+ * vectors is at most a quarter of OW or (strided) a plane row is one vector loop (112² and 56² under
+ * 3×3: 128 and 64; 56² → 28²: 32), that width, the sums [oh, width / 16, 16] read by the epilogue where they are (size OH · width); else
+ * the least width within 16 for which the pixels the output reads, (OH − 1)·width + OW, are whole
+ * vectors of 16 — the product then computed a channel at a time over exactly them, and compacted —
+ * where it adds at most a third of OW;
  * else, for rows wider than half a vector and at most DOT_ROOT_GRID pixels, the least width with
  * the pixels rounded up to whole vectors (14²: 224, the product at root); undefined otherwise, or
  * where the window gather does not take the row (a row of more than 4 taps; 3·(sw + dw) ≥ 16).
@@ -165,20 +172,32 @@ export const depthwiseWindowGrid = (
   kernel: readonly [number, number],
   dilations: readonly [number, number],
   strides: readonly [number, number],
-): { readonly width: number; readonly size: number } | undefined => {
+): { readonly width: number; readonly size: number; readonly rows: boolean } | undefined => {
   const [OH, OW] = out
   const [sw, dw, KW] = [strides[1], dilations[1], kernel[1]]
-  // (strided: the phase rows' copy ran scalar — gcc left its edge rows' guarded loads unvectorized,
-  // the 112² → 56² conv 0.19 → 0.7 ms — until that copy has a form it vectorizes)
-  if (KW > INT8_DEPTH || 3 * (sw + dw) >= 16 || strides[0] !== 1 || sw !== 1) return undefined
+  if (KW > INT8_DEPTH || 3 * (sw + dw) >= 16) return undefined
   const least = Math.ceil(((OW - 1) * sw + (KW - 1) * dw + 1) / sw)
-  for (let w = least; w < least + 16; w++) if (((OH - 1) * w + OW) % INT8_LANES === 0 && (w - OW) * 3 <= OW) return { width: w, size: (OH - 1) * w + OW }
+  // rows of whole vectors (the output's rows at least a vector, the width the least multiple of 16
+  // that holds the padded row, adding at most a third of OW): the sums [oh, width / 16, 16] read by
+  // the epilogue where they are, a row's columns its vector loop, no compaction. At stride 1 where
+  // that loop's tail (OW mod 16) is at most a quarter of the row (112², 56² under 3×3: rows of 128,
+  // 64; at 28², 12 of 28 left to the narrower vectors, the int16 grid's fused pixels were faster:
+  // 0.053 against 0.069 ms); strided (the plane's rows sw·width bytes in sh row phases) where a
+  // plane row is one vector loop, ROW_LOOP bytes (56² → 28²: rows of 32, 0.093 → 0.060 ms against
+  // the int16 phases; 112² → 56², rows of 2 · 64 split in two loops with a guarded tail: 0.19 → 0.58)
+  const wide = ceilDiv(least, INT8_LANES) * INT8_LANES
+  const rowsFit = strides[0] === 1 && sw === 1 ? (OW % INT8_LANES) * 4 <= OW : sw * wide <= ROW_LOOP
+  if (OW >= INT8_LANES && (wide - OW) * 3 <= OW && rowsFit) return { width: wide, size: OH * wide, rows: true }
+  // (the grid: strided, the phase rows' copy ran scalar — gcc left its edge rows' guarded loads
+  // unvectorized, the 112² → 56² conv 0.19 → 0.7 ms)
+  if (strides[0] !== 1 || sw !== 1) return undefined
+  for (let w = least; w < least + 16; w++) if (((OH - 1) * w + OW) % INT8_LANES === 0 && (w - OW) * 3 <= OW) return { width: w, size: (OH - 1) * w + OW, rows: false }
   // (else a small plane, 14² under 3×3: the least width, the pixels rounded up to whole vectors,
   // 222 → 224; the product then at root, its region at a channel being the compaction's cut —
   // not rows of at most half a vector, the channels-in-lanes form's (7²: 0.038 against 0.045 ms),
   // nor a grid past 4 vector loops of 64 (28²'s 848 at root: 0.045 → 0.049 ms))
   const size = ceilDiv((OH - 1) * least + OW, INT8_LANES) * INT8_LANES
-  return 2 * OW > INT8_LANES && size <= DOT_ROOT_GRID && (size - OH * OW) * 3 <= OH * OW ? { width: least, size } : undefined
+  return 2 * OW > INT8_LANES && size <= DOT_ROOT_GRID && (size - OH * OW) * 3 <= OH * OW ? { width: least, size, rows: false } : undefined
 }
 
 /** The widest pixel tile of the pixels-in-lanes product, in vectors of 16 (the grid is rounded up to whole tiles of it where that is cheap). */
