@@ -43,6 +43,7 @@ await build({
     "scripts/optimizer-report": "scripts/optimizer-report.ts",
     "scripts/bench": "scripts/bench.ts",
     "scripts/cores-ab": "scripts/cores-ab.ts",
+    "scripts/threads-ab": "scripts/threads-ab.ts",
     "scripts/parallel-balance": "scripts/parallel-balance.ts",
     "scripts/build-ab": "scripts/build-ab.ts",
     "scripts/int8-accuracy": "scripts/int8-accuracy.ts",
