@@ -45,8 +45,8 @@ export interface TargetSettings {
 
 /** The settings for a kind on this host: `threads` given on the command line, or the device's default. */
 export const targetSettings = (kind: TargetKind, threads?: number, options: TargetOptions = {}): TargetSettings => ({
-  // (the c pool's regions measured only for c, the one target whose rules read them)
-  target: BACKENDS[kind].target(kind === "c" ? hostRecord() : hostCpu(), Math.max(1, threads ?? 1), options),
+  // (the c pool's regions measured only for c on more than one core: the one target whose rules read them)
+  target: BACKENDS[kind].target(kind === "c" && (threads ?? 1) > 1 ? hostRecord() : hostCpu(), Math.max(1, threads ?? 1), options),
   ...(threads !== undefined ? { threads: Math.max(1, threads) } : {}),
 })
 
