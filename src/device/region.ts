@@ -14,9 +14,12 @@
 //   each: where the pool starts to win (interpolated between the sizes around it) is the break-even,
 //   one core's time there and its params' bytes over that time the streaming rate.
 // - `peak`: one core's fp32 FLOP rate (12 independent vector FMA chains at the ISA's width).
-// The record keeps the least of the sittings' medians per figure (a busy machine slows some
-// sittings); a measurement on a loaded machine can still come out slow: delete the cache file, or
-// set TESSERA_CACHE_DIR elsewhere, to measure again.
+// A sitting counts only where the worker took part in most regions (MIN_JOINED): where other
+// processes hold the cores, the caller runs the regions alone and a late worker holds the join, and
+// what is timed is the load. The record keeps the least of the valid sittings' medians per figure;
+// with no valid sitting nothing is recorded or cached (the c target keeps the bytes rule, and the
+// next process measures again). Delete the cache file, or set TESSERA_CACHE_DIR elsewhere, to
+// measure again.
 import { execFileSync } from "node:child_process"
 import { createHash } from "node:crypto"
 import * as fs from "node:fs"
@@ -25,6 +28,15 @@ import * as path from "node:path"
 import type { ParallelRegionRecord, RegionMeasure } from "../ast/target.js"
 import { C_POOL_FLAGS, compileFlags, compilerAvailable } from "./c/build.js"
 import { cacheRoot } from "./cache-root.js"
+
+/**
+ * Regions (of the 301 at the executor's gap) the worker must take part in for a sitting to count.
+ * On a machine whose cores other processes hold, the worker gets a core now and then: the caller
+ * runs the regions alone, and one the worker joins late waits for it (on the shared 2-core Zen 5 of
+ * 2026-11-27, load 10–12: it joined 0–50 of 301, a joined region cost 30–45 µs). Such a sitting
+ * times the load, not the machine; with none left, nothing is recorded (the bytes rule holds).
+ */
+export const MIN_JOINED = 151
 
 /** The caller's own work between timed regions (ns): the executor's gap between kernels. */
 export const REGION_GAP_NS = 2000
@@ -46,30 +58,55 @@ export interface ThreadTimings {
 
 const least = (m: Map<number, number>, k: number, x: number) => m.set(k, Math.min(m.get(k) ?? Infinity, x))
 
-/** The program's lines (`peak F`, `region N GAP NS`, `empty N GAP NS`, `stream N BYTES SERIAL PARALLEL`) → timings; undefined when malformed. */
+/**
+ * The program's lines → timings; undefined when malformed. Each sitting begins with `peak F`; then
+ * per thread count `region N GAP NS JOINED` (the region's added time, a median over the JOINED runs
+ * of REPS where the worker took part), `empty N GAP NS REPS` and `stream N BYTES SERIAL PARALLEL
+ * JOINED` (medians over every run). A sitting counts for a thread count only where its worker
+ * joined at least MIN_JOINED of the regions at the executor's gap: else other processes held the
+ * cores, and what it timed was the load, not the machine.
+ */
 export const parseRegionOutput = (text: string): RegionTimings | undefined => {
   let peak = 0
-  const per = new Map<number, { region: Map<number, number>; empty: Map<number, number>; serial: Map<number, number>; parallel: Map<number, number> }>()
+  type Sitting = { region: Map<number, number>; empty: Map<number, number>; serial: Map<number, number>; parallel: Map<number, number>; joined: number }
+  const sittings: Map<number, Sitting>[] = []
   const of = (n: number) => {
-    if (!per.has(n)) per.set(n, { region: new Map(), empty: new Map(), serial: new Map(), parallel: new Map() })
-    return per.get(n)!
+    if (sittings.length === 0) sittings.push(new Map())
+    const now = sittings[sittings.length - 1]
+    if (!now.has(n)) now.set(n, { region: new Map(), empty: new Map(), serial: new Map(), parallel: new Map(), joined: 0 })
+    return now.get(n)!
   }
   for (const line of text.split("\n")) {
     const f = line.trim().split(/\s+/)
     const x = f.slice(1).map(Number)
     if (x.some((v) => !Number.isFinite(v))) return undefined
-    if (f[0] === "peak" && x.length === 1 && x[0] > 0) peak = Math.max(peak, x[0])
-    else if ((f[0] === "region" || f[0] === "empty") && x.length === 3 && x[0] >= 2) least(of(x[0])[f[0]], x[1], x[2])
-    else if (f[0] === "stream" && x.length === 4 && x[0] >= 2 && x[1] > 0 && x[2] > 0 && x[3] > 0) {
-      least(of(x[0]).serial, x[1], x[2])
-      least(of(x[0]).parallel, x[1], x[3])
+    if (f[0] === "peak" && x.length === 1 && x[0] > 0) {
+      peak = Math.max(peak, x[0])
+      sittings.push(new Map())
+    } else if (f[0] === "region" && x.length === 4 && x[0] >= 2) {
+      const t = of(x[0])
+      if (x[3] > 0) t.region.set(x[1], x[2])
+      if (x[1] === REGION_GAP_NS) t.joined = x[3]
+    } else if (f[0] === "empty" && x.length === 4 && x[0] >= 2) of(x[0]).empty.set(x[1], x[2])
+    else if (f[0] === "stream" && x.length === 5 && x[0] >= 2 && x[1] > 0 && x[2] > 0 && x[3] > 0) {
+      of(x[0]).serial.set(x[1], x[2])
+      of(x[0]).parallel.set(x[1], x[3])
     }
   }
-  if (!(peak > 0) || per.size === 0) return undefined
+  if (!(peak > 0)) return undefined
   const byThreads = new Map<number, ThreadTimings>()
-  for (const [n, t] of per) {
-    const stream = [...t.serial.keys()].filter((b) => t.parallel.has(b)).sort((a, b) => a - b).map((bytes) => ({ bytes, serialNs: t.serial.get(bytes)!, parallelNs: t.parallel.get(bytes)! }))
-    byThreads.set(n, { regionNs: t.region, emptyNs: t.empty, stream })
+  const counts = new Set(sittings.flatMap((m) => [...m.keys()]))
+  for (const n of counts) {
+    const valid = sittings.flatMap((m) => (m.has(n) && m.get(n)!.joined >= MIN_JOINED ? [m.get(n)!] : []))
+    if (valid.length === 0) continue
+    const leastOf = (pick: (t: Sitting) => Map<number, number>) => {
+      const out = new Map<number, number>()
+      for (const t of valid) for (const [k, v] of pick(t)) least(out, k, v)
+      return out
+    }
+    const [serial, parallel] = [leastOf((t) => t.serial), leastOf((t) => t.parallel)]
+    const stream = [...serial.keys()].filter((b) => parallel.has(b)).sort((a, b) => a - b).map((bytes) => ({ bytes, serialNs: serial.get(bytes)!, parallelNs: parallel.get(bytes)! }))
+    byThreads.set(n, { regionNs: leastOf((t) => t.region), emptyNs: leastOf((t) => t.empty), stream })
   }
   return { flopsPerNs: peak, byThreads }
 }
@@ -129,13 +166,18 @@ static void region_spin(double ns) { const double t0 = region_now(); while (regi
 static int region_cmp(const void* a, const void* b) { const double x = *(const double*)a, y = *(const double*)b; return x < y ? -1 : x > y; }
 static double region_median(double* v, int n) { qsort(v, n, sizeof *v, region_cmp); return v[n / 2]; }
 static volatile float region_sink;
+/* chunks a worker (not the calling thread) ran: a run counts only where the worker took part */
+static pthread_t region_caller;
+static _Atomic long region_joined;
+static inline void joined(void) { if (!pthread_equal(pthread_self(), region_caller)) atomic_fetch_add_explicit(&region_joined, 1, memory_order_relaxed); }
 
 /* 1 µs of work an iteration */
-static void work_task(const void* p, int64_t lo, int64_t hi) { (void)p; region_spin(1000.0 * (double)(hi - lo)); }
+static void work_task(const void* p, int64_t lo, int64_t hi) { (void)p; joined(); region_spin(1000.0 * (double)(hi - lo)); }
 static void empty_task(const void* p, int64_t lo, int64_t hi) { (void)p; (void)lo; (void)hi; }
 typedef struct { const float* x; float* y; int64_t per; } stream_args;
 static void stream_task(const void* p, int64_t lo, int64_t hi) {
   const stream_args* a = (const stream_args*)p;
+  joined();
   const float* restrict x = a->x;
   float* restrict y = a->y;
   for (int64_t i = lo * a->per; i < hi * a->per; i++) y[i] = y[i] * 0.5f + x[i];
@@ -145,23 +187,27 @@ static void produce(float* x, int64_t n) { for (int64_t i = 0; i < n; i++) x[i] 
 
 static void regions(int n, double gap) {
   double t[REPS], e[REPS];
+  int joins = 0;
   const int64_t extent = 4 * (int64_t)n;
   for (int r = 0; r < REPS; r++) {
     region_spin(gap);
+    const long before = region_joined;
     double t0 = region_now();
     tessera_parallel_for(work_task, 0, extent);
-    t[r] = region_now() - t0 - 1000.0 * (double)extent / n;
+    const double took = region_now() - t0 - 1000.0 * (double)extent / n;
+    if (region_joined != before) t[joins++] = took;
     region_spin(gap);
     t0 = region_now();
     tessera_parallel_for(empty_task, 0, extent);
     e[r] = region_now() - t0;
   }
-  printf("region %d %.0f %.1f\\n", n, gap, region_median(t, REPS));
-  printf("empty %d %.0f %.1f\\n", n, gap, region_median(e, REPS));
+  printf("region %d %.0f %.1f %d\\n", n, gap, joins ? region_median(t, joins) : 0.0, joins);
+  printf("empty %d %.0f %.1f %d\\n", n, gap, region_median(e, REPS), REPS);
 }
 
 static void stream(int n, float* x, float* y, int64_t per) {
   double s[REPS], p[REPS];
+  int joins = 0;
   const stream_args a = { x, y, per };
   const int64_t len = EXTENT * per;
   for (int r = 0; r < REPS; r++) {
@@ -171,13 +217,15 @@ static void stream(int n, float* x, float* y, int64_t per) {
     s[r] = region_now() - t0;
     region_spin(${REGION_GAP_NS});
     produce(x, len);
+    const long before = region_joined;
     t0 = region_now();
     tessera_parallel_for(stream_task, &a, EXTENT);
     p[r] = region_now() - t0;
+    joins += region_joined != before;
     region_spin(${REGION_GAP_NS});
   }
   region_sink += y[len - 1];
-  printf("stream %d %lld %.1f %.1f\\n", n, (long long)(2 * len * (int64_t)sizeof(float)), region_median(s, REPS), region_median(p, REPS));
+  printf("stream %d %lld %.1f %.1f %d\\n", n, (long long)(2 * len * (int64_t)sizeof(float)), region_median(s, REPS), region_median(p, REPS), joins);
 }
 
 /* peak fp32 FLOP / ns of one core: 12 independent FMA chains */
@@ -204,6 +252,7 @@ static double peak(void) {
 }
 
 int main(void) {
+  region_caller = pthread_self();
   static const int threads[] = { ${threads.join(", ")} };
   const int64_t most = EXTENT * 16 * 512;
   float* x = aligned_alloc(64, most * sizeof(float));
