@@ -3,13 +3,14 @@
 // pool's lead crosses zero, the per-CPU cache (read back, refused for another CPU, out of range or
 // torn), the thread counts measured, the target record refusing impossible figures, and a real
 // measurement here with the c target's pool (where gcc is).
+import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterEach, beforeEach, describe, expect, it } from "vitest"
 import { cpuAttrs, regionAt, type ParallelRegionRecord } from "../src/ast/target.js"
 import { compilerAvailable } from "../src/device/c/build.js"
-import { hostRegion, measureRegion, MIN_JOINED, parseRegionOutput, parseRegionRecord, regionMeasure, regionRecord, regionThreadCounts, REGION_GAP_NS } from "../src/device/region.js"
+import { hostRegion, measureRegion, MIN_JOINED, REFUSED_RETRY_MS, parseRegionOutput, parseRegionRecord, regionMeasure, regionRecord, regionThreadCounts, REGION_GAP_NS } from "../src/device/region.js"
 import { cPool } from "../src/emit/c/pool.js"
 
 const gap = REGION_GAP_NS
@@ -126,6 +127,26 @@ describe("the per-CPU cache of the region record", () => {
     expect(parseRegionRecord("{ torn", "X")).toBeUndefined()
   })
 
+  it("a refusal within the hour stands (nothing measured); an older one does not", () => {
+    const pool = cPool("static ")
+    const now = 10 * REFUSED_RETRY_MS
+    // the refusal's file is the record's name with .refused: found by measuring once where gcc is, else planted by name
+    fs.mkdirSync(path.join(dir, "cpu"), { recursive: true })
+    const plant = (at: number) => {
+      for (const f of fs.readdirSync(path.join(dir, "cpu"))) fs.rmSync(path.join(dir, "cpu", f))
+      fs.writeFileSync(path.join(dir, "cpu", refusedName), `${at}\n`)
+    }
+    const refusedName = (() => {
+      const key = createHash("sha256").update(`other cpu\n2\n4\n${pool}`).digest("hex").slice(0, 24)
+      return `region-${key}.refused`
+    })()
+    plant(now - REFUSED_RETRY_MS / 2)
+    const t0 = Date.now()
+    expect(hostRegion("other cpu", pool, [2], 4, now)).toBeUndefined()
+    expect(Date.now() - t0).toBeLessThan(500)
+    expect(fs.readdirSync(path.join(dir, "cpu"))).toEqual([refusedName])
+  })
+
   it("one core: nothing to measure", () => {
     expect(hostRegion("this cpu", cPool("static "), [], 16)).toBeUndefined()
   })
@@ -136,9 +157,11 @@ describe("the per-CPU cache of the region record", () => {
     const timings = measureRegion(pool, [2], 4)
     expect(timings?.flopsPerNs).toBeGreaterThan(0.1)
     const first = hostRegion("this cpu", pool, [2], 4)
-    // (a machine whose cores other processes hold gives no record: nothing cached, the bytes rule holds)
+    // (a machine whose cores other processes hold gives no record: its refusal cached, the bytes rule holds)
     if (first === undefined) {
-      expect(fs.existsSync(path.join(dir, "cpu")) ? fs.readdirSync(path.join(dir, "cpu")) : []).toEqual([])
+      const files = fs.readdirSync(path.join(dir, "cpu"))
+      expect(files.filter((f) => f.endsWith(".json"))).toEqual([])
+      expect(files.filter((f) => f.endsWith(".refused"))).toHaveLength(1)
       return
     }
     const two = first!.byThreads["2"]

@@ -314,32 +314,52 @@ export const parseRegionRecord = (text: string, cpu: string): ParallelRegionReco
   }
 }
 
+/** How long a refused measurement (no valid sitting: a loaded machine) stands before the next process measures again (ms). */
+export const REFUSED_RETRY_MS = 60 * 60 * 1000
+
+const writeAtomically = (dir: string, file: string, text: string): void => {
+  try {
+    fs.mkdirSync(dir, { recursive: true, mode: 0o700 })
+    const tmp = `${file}.${process.pid}.tmp`
+    fs.writeFileSync(tmp, text, { mode: 0o600 })
+    fs.renameSync(tmp, file)
+  } catch {
+    // an unwritable cache: measured again next time
+  }
+}
+
 /**
  * The pool's regions on this CPU (`cpu`: its model name and flags): the cached record for it and
  * this pool's text, or a measurement, written to the cache for next time (a temporary file, then a
- * rename). Undefined where nothing can be measured (no gcc, one core).
+ * rename). Undefined where nothing can be measured (no gcc, one core), or where the measurement
+ * was refused (no valid sitting) within REFUSED_RETRY_MS of `nowMs`: the refusal is cached beside
+ * the record (its time), so the processes of a loaded hour do not each pay for a measurement.
  */
-export const hostRegion = (cpu: string, poolSource: string, threads: readonly number[], lanes: number): ParallelRegionRecord | undefined => {
+export const hostRegion = (cpu: string, poolSource: string, threads: readonly number[], lanes: number, nowMs: number = Date.now()): ParallelRegionRecord | undefined => {
   if (threads.length === 0) return undefined
   const key = createHash("sha256").update(`${cpu}\n${threads.join(",")}\n${lanes}\n${poolSource}`).digest("hex").slice(0, 24)
   const dir = path.join(cacheRoot(), "cpu")
   const file = path.join(dir, `region-${key}.json`)
+  const refused = path.join(dir, `region-${key}.refused`)
   try {
     const cached = parseRegionRecord(fs.readFileSync(file, "utf8"), cpu)
     if (cached) return cached
   } catch {
     // not cached yet
   }
+  try {
+    const at = Number(fs.readFileSync(refused, "utf8").trim())
+    if (Number.isFinite(at) && at <= nowMs && nowMs - at < REFUSED_RETRY_MS) return undefined
+  } catch {
+    // not refused lately
+  }
   const timings = measureRegion(poolSource, threads, lanes)
   const record = timings && regionRecord(timings)
-  if (!record) return undefined
-  try {
-    fs.mkdirSync(dir, { recursive: true, mode: 0o700 })
-    const tmp = `${file}.${process.pid}.tmp`
-    fs.writeFileSync(tmp, JSON.stringify({ version: 1, cpu, record } satisfies CachedRegion, null, 2) + "\n", { mode: 0o600 })
-    fs.renameSync(tmp, file)
-  } catch {
-    // an unwritable cache: measured again next time
+  if (!record) {
+    if (compilerAvailable()) writeAtomically(dir, refused, `${nowMs}\n`)
+    return undefined
   }
+  writeAtomically(dir, file, JSON.stringify({ version: 1, cpu, record } satisfies CachedRegion, null, 2) + "\n")
+  fs.rmSync(refused, { force: true })
   return record
 }
