@@ -12,7 +12,9 @@
 // rows read unstrided (tried). A 1×1 conv's activations copy with `activations: pixel_tiles` is
 // parallel over the product's pixel tiles (the same loop count, its index a tile's bytes apart):
 // that law fails with the copy's loops left over the channels (tried). A grid's `epilogue: int32`
-// makes the requantized values a root int32 stage (fails with its computeRoot dropped: tried).
+// makes the requantized values a root int32 stage (fails with its computeRoot dropped: tried). A
+// grid's `sums: channel_tile` computes the sums at the epilogue's channel tile, a local buffer
+// inside its loop, never a root one (fails with the knob's value ignored: tried).
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { vnniDotPx16x4 } from "../../src/ast/te/intrinsic.js"
@@ -154,15 +156,18 @@ describe("int8 template, pixels in the lanes (1×1 convs)", () => {
 describe("int8 template, pixels in the lanes (K×K convs over the padded rows' grid, or their stride phases')", () => {
   it("the compute, and every configuration with the VNNI dot kept or left as loops, equal the plain int32 compute (exactly)", () => {
     fc.assert(
-      fc.property(arbGridSpec, fc.array(fc.nat(), { minLength: 5, maxLength: 5 }), (sp, picks) => {
+      fc.property(arbGridSpec, fc.array(fc.nat(), { minLength: 6, maxLength: 6 }), (sp, picks) => {
         const { printed, base, outputs, config } = checkConfig(sp, picks)
-        // (where the grid is wider than the output's pixels: the sums at root, compacted a channel tile at a time)
+        // (where the grid is wider than the output's pixels: the sums compacted a channel tile at a time)
         const [, , P] = base.stages.get("y_dot")!.op.shape
         const [, , OH, OW] = outputs[0].shape
         expect(/allocate y_dotsum/.test(printed)).toBe(P > OH * OW)
         // (the epilogue knob where the grid is wider; with "int32" the requantized values a root int32 buffer, narrowed after; fused, none)
         expect(config.epilogue !== undefined).toBe(P > OH * OW)
         if (P > OH * OW) expect(/\n {2}allocate y_q: int32/.test(printed)).toBe(config.epilogue === "int32")
+        // (the sums knob likewise: at root the kernel's own buffer of them; at the epilogue's channel tile a local one of the tile's)
+        expect(config.sums !== undefined).toBe(P > OH * OW)
+        if (P > OH * OW) expect(/\n {2}allocate y_dot: int32/.test(printed)).toBe(config.sums === "root")
       }),
       lawParams(12),
     )
@@ -182,6 +187,34 @@ describe("int8 template, pixels in the lanes (K×K convs over the padded rows' g
     expect(defaults(28, { ...avx512, outerLoopVectorizer: false })).toBe("fused")
   })
 
+  it("the sums' default: at the epilogue's channel tile where the whole grid's exceed the L2 and a tile's fit half of it, else at root", () => {
+    // (a 3×3 conv, 16 channels over 28²: a grid of 28 × 30 columns, 864 pixels with its tail — 55,296 bytes of sums, 3,456 a channel)
+    const config = (target: ScheduleTarget) => {
+      const { outputs } = build({ op: "QLinearConvPackedGrid", x: "int8", w: "int8", dims: [4, 16, 28, 28, 3, 1, 1, 1], seed: 3 })
+      const base = baseSchedule(outputs)
+      const t = templateFor(base)
+      const knobs = t.space(outputs, base)
+      expect(knobs.find((k) => k.name === "sums")?.extent).toBe(16 * 864 * 4)
+      return t.defaults(knobs, target)
+    }
+    const avx512: ScheduleTarget = { vectorLanes: 16, cores: 1, int8Dot: "vnni" }
+    const tiled = config({ ...avx512, l2Bytes: 32 * 1024 })
+    expect(tiled.sums).toBe("channel_tile")
+    expect(Number(tiled.tile_o) * 3456).toBeLessThanOrEqual(16 * 1024)
+    expect(config({ ...avx512, l2Bytes: 64 * 1024 }).sums).toBe("root")
+    expect(config({ ...avx512, l2Bytes: 1024 * 1024 }).sums).toBe("root")
+    // (a tile's sums past half the L2: at root, whatever the whole's)
+    expect(config({ ...avx512, l2Bytes: 4 * 1024 }).sums).toBe("root")
+  })
+
+  it("a stem-like grid whose sums exceed the L2, computed at the epilogue's channel tile (its last pixel tile past the region the compaction reads), equals the plain int32 compute", () => {
+    // (C, M, H, W, K, stride, pad; 16 × 14² outputs, a grid of 14 × 16 columns and its tail)
+    const { printed, config } = checkConfig({ op: "QLinearConvPackedGrid", x: "int8", w: "int8", dims: [4, 16, 14, 14, 3, 1, 1, 1], seed: 11 }, [0, 0, 0, 0, 0, 1])
+    expect(config.sums).toBe("channel_tile")
+    expect(printed).not.toMatch(/\n {2}allocate y_dot: /)
+    expect(printed).toMatch(/\n {4}allocate y_dot\.local\d*: int32\[\d+\] @local/)
+  })
+
   it("a row wider than a vector loop (112 columns: a 3×3 / 2 stem's, its compaction split) equals the plain int32 compute", () => {
     // (C, M, H, W, K, stride, pad; 2 × 112 outputs)
     checkConfig({ op: "QLinearConvPackedGrid", x: "int8", w: "int8", dims: [3, 2, 4, 224, 3, 2, 1, 1], seed: 7 }, [0, 0, 0, 0])
@@ -191,7 +224,7 @@ describe("int8 template, pixels in the lanes (K×K convs over the padded rows' g
 describe("int8 template, pixels in the lanes, the dot's 4 bytes along the kernel's width (few-channel convs: dot_kw)", () => {
   it("the compute, and every configuration with the VNNI dot kept or left as loops, equal the plain int32 compute (exactly)", () => {
     fc.assert(
-      fc.property(arbTapsSpec, fc.array(fc.nat(), { minLength: 5, maxLength: 5 }), (sp, picks) => {
+      fc.property(arbTapsSpec, fc.array(fc.nat(), { minLength: 6, maxLength: 6 }), (sp, picks) => {
         const { printed } = checkConfig(sp, picks)
         // (the product sums over the channels, the kernel's rows and its groups of 4 taps: a loop where there are two)
         if (sp.dims[4] > 4) expect(printed).toMatch(/y\.rkg/)
