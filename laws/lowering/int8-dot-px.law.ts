@@ -11,7 +11,9 @@
 // floordiv(phase, sh) instead of floormod(phase, sw) (tried: after 8 runs), or a strided 1×1's
 // rows read unstrided (tried). A 1×1 conv's activations copy with `activations: pixel_tiles` is
 // parallel over the product's pixel tiles (the same loop count, its index a tile's bytes apart):
-// that law fails with the copy's loops left over the channels (tried). A grid's `epilogue: int32`
+// that law fails with the copy's loops left over the channels (tried); one that reads rows (strided
+// or padded) is split by the output's row, no division of its pixel loop's index (fails with it split
+// by the widest vector loop that divides the pixels, its former split: tried). A grid's `epilogue: int32`
 // makes the requantized values a root int32 stage (fails with its computeRoot dropped: tried). A
 // grid's `sums: channel_tile` computes the sums at the epilogue's channel tile, a local buffer
 // inside its loop, never a root one (fails with the knob's value ignored: tried).
@@ -113,6 +115,21 @@ describe("int8 template, pixels in the lanes (1×1 convs)", () => {
         expect(copy?.[2]).toBe(String(P / F))
         expect(product?.[1]).toBe(String(P / F))
         expect(printed).toContain(`(${copy![1]} * ${4 * F})`)
+      }),
+      lawParams(12),
+    )
+  })
+
+  it("a copy that reads the input's rows (strided or padded 1×1 convs): split by the output's row, so its pixel's row and column are its loops, not a division of the flat index", () => {
+    fc.assert(
+      fc.property(arbPxSpec.filter((sp) => sp.dims[5] > 1 || sp.dims[6] > 0), fc.array(fc.nat(), { minLength: 6, maxLength: 6 }), (sp, picks) => {
+        const { printed } = checkConfig(sp, picks)
+        // (the copy's pixel loop: the split's inner one, over an output row's columns)
+        const inner = /\n\s*for (y_u8\.\S+\.i) in \[\d+, \+\d+\):/.exec(printed)
+        expect(inner).not.toBeNull()
+        const stores = printed.split("\n").filter((l) => /^\s*y_u8\[/.test(l))
+        expect(stores.length).toBeGreaterThan(0)
+        for (const line of stores) expect(line).not.toMatch(new RegExp(`floor(?:div|mod)\\([^,]*${inner![1].replace(/\./g, "\\.")}\\b`))
       }),
       lawParams(12),
     )

@@ -211,14 +211,16 @@ const activationsAlongPixels = (s0: S.Schedule, anchor: S.Stage, tile?: number):
   let s = s0
   const done: string[] = []
   // (a K×K conv's grid: the padded input in whole rows, split by its rows — then a pixel's row and
-  // column are the loops', not a division of the flat index)
+  // column are the loops', not a division of the flat index; so is a 1×1 conv's copy that reads
+  // rows, strided or padded, not by pixel tiles: split by 56 over 28-pixel rows, ResNet-18 int8's
+  // 1×1 / 2 copy divided every index and gcc left it scalar, by its rows it takes 16-byte vectors)
   const taps = hasTaps(anchor)
   for (const t of anchor.op.inputs) {
     const st = s.stages.get(t.name)
     if (!st || st.attach.kind !== "root" || t.kind !== "compute" || t.dtype !== "uint8" || t.shape.length !== 4) continue
     const [n, cb, p, r] = dataLeaves(st)
-    const row = taps ? rowWidth(t) : undefined
     const byTile = !taps && tile !== undefined && t.shape[2] % tile === 0
+    const row = byTile ? undefined : rowWidth(t)
     const sp = S.split(s, t.name, p, { factor: byTile ? tile : row ?? Math.max(...divisors(t.shape[2], S.MAX_VECTORIZED)) })
     s = S.unroll(sp.schedule, t.name, r)
     // a padded row: its columns cut where the padding's bounds change (LoopPartition), so the interior copies without a select
