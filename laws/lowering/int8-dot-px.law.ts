@@ -204,24 +204,28 @@ describe("int8 template, pixels in the lanes (K×K convs over the padded rows' g
     expect(defaults(28, { ...avx512, outerLoopVectorizer: false })).toBe("fused")
   })
 
-  it("the sums' default: at the epilogue's channel tile where the whole grid's exceed the L2 and a tile's fit half of it, else at root", () => {
-    // (a 3×3 conv, 16 channels over 28²: a grid of 28 × 30 columns, 864 pixels with its tail — 55,296 bytes of sums, 3,456 a channel)
-    const config = (target: ScheduleTarget) => {
-      const { outputs } = build({ op: "QLinearConvPackedGrid", x: "int8", w: "int8", dims: [4, 16, 28, 28, 3, 1, 1, 1], seed: 3 })
+  it("the sums' default: at the epilogue's channel tile where the whole grid's exceed half the L2, a tile's fit that half and the epilogue is fused; else at root", () => {
+    // (a 3×3 conv, 16 channels over 16² (fused epilogue: 64 divides 256 pixels) or 28² (an int32 stage: 16 of 784))
+    const config = (hw: number, l2: (bytes: number) => number) => {
+      const { outputs } = build({ op: "QLinearConvPackedGrid", x: "int8", w: "int8", dims: [4, 16, hw, hw, 3, 1, 1, 1], seed: 3 })
       const base = baseSchedule(outputs)
       const t = templateFor(base)
       const knobs = t.space(outputs, base)
-      expect(knobs.find((k) => k.name === "sums")?.extent).toBe(16 * 864 * 4)
-      return t.defaults(knobs, target)
+      const bytes = knobs.find((k) => k.name === "sums")!.extent!
+      expect(bytes).toBe(16 * base.stages.get("y_dot")!.op.shape[2] * 4)
+      return { bytes, config: t.defaults(knobs, { vectorLanes: 16, cores: 1, int8Dot: "vnni", l2Bytes: l2(bytes) }) }
     }
-    const avx512: ScheduleTarget = { vectorLanes: 16, cores: 1, int8Dot: "vnni" }
-    const tiled = config({ ...avx512, l2Bytes: 32 * 1024 })
-    expect(tiled.sums).toBe("channel_tile")
-    expect(Number(tiled.tile_o) * 3456).toBeLessThanOrEqual(16 * 1024)
-    expect(config({ ...avx512, l2Bytes: 64 * 1024 }).sums).toBe("root")
-    expect(config({ ...avx512, l2Bytes: 1024 * 1024 }).sums).toBe("root")
-    // (a tile's sums past half the L2: at root, whatever the whole's)
-    expect(config({ ...avx512, l2Bytes: 4 * 1024 }).sums).toBe("root")
+    const tiled = config(16, (b) => b)
+    expect(tiled.config.epilogue).toBe("fused")
+    expect(tiled.config.sums).toBe("channel_tile")
+    expect((tiled.bytes / 16) * Number(tiled.config.tile_o)).toBeLessThanOrEqual(tiled.bytes / 2)
+    // (the whole within half the L2; a tile's past it)
+    expect(config(16, (b) => 2 * b).config.sums).toBe("root")
+    expect(config(16, (b) => b / 16).config.sums).toBe("root")
+    // (an int32 epilogue stage: at root)
+    const wide = config(28, (b) => b).config
+    expect(wide.epilogue).toBe("int32")
+    expect(wide.sums).toBe("root")
   })
 
   it("a stem-like grid whose sums exceed the L2, computed at the epilogue's channel tile (its last pixel tile past the region the compaction reads), equals the plain int32 compute", () => {
