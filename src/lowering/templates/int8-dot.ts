@@ -220,7 +220,8 @@ const activationsAlongPixels = (s0: S.Schedule, anchor: S.Stage, tile?: number):
     if (!st || st.attach.kind !== "root" || t.kind !== "compute" || t.dtype !== "uint8" || t.shape.length !== 4) continue
     const [n, cb, p, r] = dataLeaves(st)
     const byTile = !taps && tile !== undefined && t.shape[2] % tile === 0
-    const row = byTile ? undefined : rowWidth(t)
+    // (a flat copy, unstrided and unpadded, reads one run of pixels: no rows to split it by)
+    const row = byTile || (!taps && pixelTiled(anchor)) ? undefined : rowWidth(t)
     const sp = S.split(s, t.name, p, { factor: byTile ? tile : row ?? Math.max(...divisors(t.shape[2], S.MAX_VECTORIZED)) })
     s = S.unroll(sp.schedule, t.name, r)
     // a padded row: its columns cut where the padding's bounds change (LoopPartition), so the interior copies without a select
