@@ -1,6 +1,6 @@
-// node dist/scripts/build-ab.js --base DIR [--model resnet50] [--threads 1] [--rounds 15] [--runs 5] [--wall] [--all]:
+// node dist/scripts/build-ab.js --base DIR [--model resnet50 | --file MODEL.onnx] [--threads 1] [--rounds 15] [--runs 5] [--wall] [--all]:
 // this build's schedules against another build's (DIR: a worktree with its own `npm run build`,
-// whose dist/index.js compiles the same zoo network through its own pipeline), A/B in one
+// whose dist/index.js compiles the same zoo network — or the ONNX file, decoded here — through its own pipeline), A/B in one
 // process: both programs loaded, their outputs compared, then `rounds` blocks of `runs` end-to-end
 // runs each, the sides alternating block by block (this shared machine's slow spells fall on
 // both). Each kernel timed inside the sequence by the process's CPU time (1 thread: the kernel's
@@ -8,8 +8,10 @@
 // whose medians move more than 4% (`--all`: every kernel), each side's medians and the ratio, then the kernels'
 // sums and the end-to-end medians. Speed is reported, never asserted.
 import { Effect } from "effect"
+import * as fs from "node:fs"
 import * as path from "node:path"
 import { pathToFileURL } from "node:url"
+import { decodeModelSync } from "../src/ast/onnx/decode.js"
 import { BACKENDS, hostRecord } from "../src/backend/index.js"
 import { median } from "../src/device/onnxruntime.js"
 import { compileGraph, loadProgram } from "../src/pipeline.js"
@@ -24,12 +26,13 @@ const name = opt("--model", "resnet50")
 const threads = Number(opt("--threads", "1"))
 const rounds = Number(opt("--rounds", "15"))
 const runs = Number(opt("--runs", "5"))
-if (!isZooName(name)) throw new Error(`unknown zoo model '${name}'`)
+const file = args.includes("--file") ? opt("--file", "") : undefined
+if (!file && !isZooName(name)) throw new Error(`unknown zoo model '${name}'`)
 process.env.OMP_NUM_THREADS = String(threads)
 
 type Lib = { compileGraph: typeof compileGraph; loadProgram: typeof loadProgram; BACKENDS: typeof BACKENDS }
 const other = (await import(pathToFileURL(path.resolve(base, "dist/index.js")).href)) as Lib
-const graph = zooGraph(name, 0)
+const graph = file ? decodeModelSync(new Uint8Array(fs.readFileSync(file))) : zooGraph(name, 0)
 const feeds = seededFirstInput(graph)
 // (`--wall`: wall time, for more than one thread, whose CPU time counts the pool's spinning too)
 const wall = args.includes("--wall")
@@ -72,7 +75,7 @@ for (let r = 0; r < rounds; r++)
       s.exec.run(feeds)
       s.e2e.push(cpuMs() - t0)
     }
-console.log(`${name}, ${threads} thread(s), ${rounds} rounds of ${runs} runs a side, ${wall ? "wall" : "CPU"} time; outputs differ by at most ${maxDiff.toExponential(2)}`)
+console.log(`${file ?? name}, ${threads} thread(s), ${rounds} rounds of ${runs} runs a side, ${wall ? "wall" : "CPU"} time; outputs differ by at most ${maxDiff.toExponential(2)}`)
 console.log("| kernel | base ms | this ms | this / base |")
 console.log("| --- | ---: | ---: | ---: |")
 let [sa, sb] = [0, 0]

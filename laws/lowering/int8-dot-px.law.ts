@@ -11,8 +11,12 @@
 // floordiv(phase, sh) instead of floormod(phase, sw) (tried: after 8 runs), or a strided 1×1's
 // rows read unstrided (tried). A 1×1 conv's activations copy with `activations: pixel_tiles` is
 // parallel over the product's pixel tiles (the same loop count, its index a tile's bytes apart):
-// that law fails with the copy's loops left over the channels (tried). A grid's `epilogue: int32`
-// makes the requantized values a root int32 stage (fails with its computeRoot dropped: tried).
+// that law fails with the copy's loops left over the channels (tried); one that reads rows (strided
+// or padded) is split by the output's row, no division of its pixel loop's index (fails with it split
+// by the widest vector loop that divides the pixels, its former split: tried). A grid's `epilogue: int32`
+// makes the requantized values a root int32 stage (fails with its computeRoot dropped: tried). A
+// grid's `sums: channel_tile` computes the sums at the epilogue's channel tile, a local buffer
+// inside its loop, never a root one (fails with the knob's value ignored: tried).
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { vnniDotPx16x4 } from "../../src/ast/te/intrinsic.js"
@@ -116,6 +120,21 @@ describe("int8 template, pixels in the lanes (1×1 convs)", () => {
     )
   })
 
+  it("a copy that reads the input's rows (strided or padded 1×1 convs): split by the output's row, so its pixel's row and column are its loops, not a division of the flat index", () => {
+    fc.assert(
+      fc.property(arbPxSpec.filter((sp) => sp.dims[5] > 1 || sp.dims[6] > 0), fc.array(fc.nat(), { minLength: 6, maxLength: 6 }), (sp, picks) => {
+        const { printed } = checkConfig(sp, picks)
+        // (the copy's pixel loop: the split's inner one, over an output row's columns)
+        const inner = /\n\s*for (y_u8\.\S+\.i) in \[\d+, \+\d+\):/.exec(printed)
+        expect(inner).not.toBeNull()
+        const stores = printed.split("\n").filter((l) => /^\s*y_u8\[/.test(l))
+        expect(stores.length).toBeGreaterThan(0)
+        for (const line of stores) expect(line).not.toMatch(new RegExp(`floor(?:div|mod)\\([^,]*${inner![1].replace(/\./g, "\\.")}\\b`))
+      }),
+      lawParams(12),
+    )
+  })
+
   it("the rule: 1×1 kernels on a target with VNNI, where the output's pixels are whole vectors of 16", () => {
     const w = (k: number, out: [number, number], stride = 1) => ({ kernel: [k, k] as const, strides: [stride, stride] as const, dilations: [1, 1] as const, out })
     expect(int8PixelLanes(w(1, [112, 112]), { int8Dot: "vnni" })).toBe(true)
@@ -154,15 +173,18 @@ describe("int8 template, pixels in the lanes (1×1 convs)", () => {
 describe("int8 template, pixels in the lanes (K×K convs over the padded rows' grid, or their stride phases')", () => {
   it("the compute, and every configuration with the VNNI dot kept or left as loops, equal the plain int32 compute (exactly)", () => {
     fc.assert(
-      fc.property(arbGridSpec, fc.array(fc.nat(), { minLength: 5, maxLength: 5 }), (sp, picks) => {
+      fc.property(arbGridSpec, fc.array(fc.nat(), { minLength: 6, maxLength: 6 }), (sp, picks) => {
         const { printed, base, outputs, config } = checkConfig(sp, picks)
-        // (where the grid is wider than the output's pixels: the sums at root, compacted a channel tile at a time)
+        // (where the grid is wider than the output's pixels: the sums compacted a channel tile at a time)
         const [, , P] = base.stages.get("y_dot")!.op.shape
         const [, , OH, OW] = outputs[0].shape
         expect(/allocate y_dotsum/.test(printed)).toBe(P > OH * OW)
         // (the epilogue knob where the grid is wider; with "int32" the requantized values a root int32 buffer, narrowed after; fused, none)
         expect(config.epilogue !== undefined).toBe(P > OH * OW)
         if (P > OH * OW) expect(/\n {2}allocate y_q: int32/.test(printed)).toBe(config.epilogue === "int32")
+        // (the sums knob likewise: at root the kernel's own buffer of them; at the epilogue's channel tile a local one of the tile's)
+        expect(config.sums !== undefined).toBe(P > OH * OW)
+        if (P > OH * OW) expect(/\n {2}allocate y_dot: int32/.test(printed)).toBe(config.sums === "root")
       }),
       lawParams(12),
     )
@@ -182,6 +204,38 @@ describe("int8 template, pixels in the lanes (K×K convs over the padded rows' g
     expect(defaults(28, { ...avx512, outerLoopVectorizer: false })).toBe("fused")
   })
 
+  it("the sums' default: at the epilogue's channel tile where the whole grid's exceed half the L2, a tile's fit that half and the epilogue is fused; else at root", () => {
+    // (a 3×3 conv, 16 channels over 16² (fused epilogue: 64 divides 256 pixels) or 28² (an int32 stage: 16 of 784))
+    const config = (hw: number, l2: (bytes: number) => number) => {
+      const { outputs } = build({ op: "QLinearConvPackedGrid", x: "int8", w: "int8", dims: [4, 16, hw, hw, 3, 1, 1, 1], seed: 3 })
+      const base = baseSchedule(outputs)
+      const t = templateFor(base)
+      const knobs = t.space(outputs, base)
+      const bytes = knobs.find((k) => k.name === "sums")!.extent!
+      expect(bytes).toBe(16 * base.stages.get("y_dot")!.op.shape[2] * 4)
+      return { bytes, config: t.defaults(knobs, { vectorLanes: 16, cores: 1, int8Dot: "vnni", l2Bytes: l2(bytes) }) }
+    }
+    const tiled = config(16, (b) => b)
+    expect(tiled.config.epilogue).toBe("fused")
+    expect(tiled.config.sums).toBe("channel_tile")
+    expect((tiled.bytes / 16) * Number(tiled.config.tile_o)).toBeLessThanOrEqual(tiled.bytes / 2)
+    // (the whole within half the L2; a tile's past it)
+    expect(config(16, (b) => 2 * b).config.sums).toBe("root")
+    expect(config(16, (b) => b / 16).config.sums).toBe("root")
+    // (an int32 epilogue stage: at root)
+    const wide = config(28, (b) => b).config
+    expect(wide.epilogue).toBe("int32")
+    expect(wide.sums).toBe("root")
+  })
+
+  it("a stem-like grid whose sums exceed the L2, computed at the epilogue's channel tile (its last pixel tile past the region the compaction reads), equals the plain int32 compute", () => {
+    // (C, M, H, W, K, stride, pad; 16 × 14² outputs, a grid of 14 × 16 columns and its tail)
+    const { printed, config } = checkConfig({ op: "QLinearConvPackedGrid", x: "int8", w: "int8", dims: [4, 16, 14, 14, 3, 1, 1, 1], seed: 11 }, [0, 0, 0, 0, 0, 1])
+    expect(config.sums).toBe("channel_tile")
+    expect(printed).not.toMatch(/\n {2}allocate y_dot: /)
+    expect(printed).toMatch(/\n {4}allocate y_dot\.local\d*: int32\[\d+\] @local/)
+  })
+
   it("a row wider than a vector loop (112 columns: a 3×3 / 2 stem's, its compaction split) equals the plain int32 compute", () => {
     // (C, M, H, W, K, stride, pad; 2 × 112 outputs)
     checkConfig({ op: "QLinearConvPackedGrid", x: "int8", w: "int8", dims: [3, 2, 4, 224, 3, 2, 1, 1], seed: 7 }, [0, 0, 0, 0])
@@ -191,7 +245,7 @@ describe("int8 template, pixels in the lanes (K×K convs over the padded rows' g
 describe("int8 template, pixels in the lanes, the dot's 4 bytes along the kernel's width (few-channel convs: dot_kw)", () => {
   it("the compute, and every configuration with the VNNI dot kept or left as loops, equal the plain int32 compute (exactly)", () => {
     fc.assert(
-      fc.property(arbTapsSpec, fc.array(fc.nat(), { minLength: 5, maxLength: 5 }), (sp, picks) => {
+      fc.property(arbTapsSpec, fc.array(fc.nat(), { minLength: 6, maxLength: 6 }), (sp, picks) => {
         const { printed } = checkConfig(sp, picks)
         // (the product sums over the channels, the kernel's rows and its groups of 4 taps: a loop where there are two)
         if (sp.dims[4] > 4) expect(printed).toMatch(/y\.rkg/)

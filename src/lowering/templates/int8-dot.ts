@@ -17,7 +17,8 @@ import { avx2Dot16x4, simd128Dot4x4, vnniDot16x4, vnniDotPx16x4 } from "../../as
 import { DOT_LANES } from "../op-library-int8-blocked.js"
 import { LOOP_PARTITION_HINT } from "../../ast/tir/tir.js"
 import { accumulatorCap, anchorStage, dataLeaves, divisors, largest, narrowedStage, parallelize, parallelOuter } from "./common.js"
-import type { Config, Knob, Template } from "./template.js"
+import { halfL2 } from "./conv2d-nchwc.js"
+import type { Config, Knob, ScheduleTarget, Template } from "./template.js"
 
 /** Where the product's pixel axis (output columns of a conv, rows of a product) and channel-block axis are among its data axes. */
 const positions = (anchor: S.Stage): { readonly pixel: number; readonly block: number } => {
@@ -210,14 +211,17 @@ const activationsAlongPixels = (s0: S.Schedule, anchor: S.Stage, tile?: number):
   let s = s0
   const done: string[] = []
   // (a K×K conv's grid: the padded input in whole rows, split by its rows — then a pixel's row and
-  // column are the loops', not a division of the flat index)
+  // column are the loops', not a division of the flat index; so is a 1×1 conv's copy that reads
+  // rows, strided or padded, not by pixel tiles: split by 56 over 28-pixel rows, ResNet-18 int8's
+  // 1×1 / 2 copy divided every index and gcc left it scalar, by its rows it takes 16-byte vectors)
   const taps = hasTaps(anchor)
   for (const t of anchor.op.inputs) {
     const st = s.stages.get(t.name)
     if (!st || st.attach.kind !== "root" || t.kind !== "compute" || t.dtype !== "uint8" || t.shape.length !== 4) continue
     const [n, cb, p, r] = dataLeaves(st)
-    const row = taps ? rowWidth(t) : undefined
     const byTile = !taps && tile !== undefined && t.shape[2] % tile === 0
+    // (a flat copy, unstrided and unpadded, reads one run of pixels: no rows to split it by)
+    const row = byTile || (!taps && pixelTiled(anchor)) ? undefined : rowWidth(t)
     const sp = S.split(s, t.name, p, { factor: byTile ? tile : row ?? Math.max(...divisors(t.shape[2], S.MAX_VECTORIZED)) })
     s = S.unroll(sp.schedule, t.name, r)
     // a padded row: its columns cut where the padding's bounds change (LoopPartition), so the interior copies without a select
@@ -293,7 +297,8 @@ const gridEpilogue = (s: S.Schedule, anchor: S.Stage, out: S.Stage): boolean => 
 const gridAtRoot = (s0: S.Schedule, anchor: S.Stage, out: S.Stage, config: Config): S.Schedule => {
   const to = Number(config.tile_o)
   const dense = S.consumersOf(s0, anchor.name)[0]
-  let s = sumsAtRoot(s0, anchor, config, "channels")
+  const atTile = config.sums === "channel_tile"
+  let s = atTile ? s0 : sumsAtRoot(s0, anchor, config, "channels")
   // the epilogue
   const [n, o, oh, ow] = dataLeaves(out)
   const f = S.fuse(s, out.name, oh, ow)
@@ -303,7 +308,10 @@ const gridAtRoot = (s0: S.Schedule, anchor: S.Stage, out: S.Stage, config: Confi
   // (the parallel loop over the channel tiles, n and so.outer fused where n is short: the compaction at it)
   s = parallelOuter(S.vectorize(s, out.name, sv.inner), out.name, [n, so.outer])
   const leaves = s.stages.get(out.name)!.leaf
-  s = S.computeAt(s, dense, out.name, leaves[leaves.indexOf(so.inner) - 1])
+  const tileLoop = leaves[leaves.indexOf(so.inner) - 1]
+  s = S.computeAt(s, dense, out.name, tileLoop)
+  // (the sums computed at the compaction's outermost loop, its batch: the compaction is what reads them)
+  if (atTile) s = sumsAtTile(s, anchor, dense, s.stages.get(dense)!.leaf[0], config)
   // (its rows vectorized: a row longer than a vector loop takes, 112 at a 112² output, split by the widest one that divides it)
   const ds = s.stages.get(dense)!
   const row = ds.leaf[ds.leaf.length - 1]
@@ -313,6 +321,24 @@ const gridAtRoot = (s0: S.Schedule, anchor: S.Stage, out: S.Stage, config: Confi
   if (factor === 1) return s
   const sr = S.split(s, dense, row, { factor })
   return S.vectorize(sr.schedule, dense, sr.inner)
+}
+
+/**
+ * The grid's sums computed at the epilogue's channel tile (`sums: channel_tile`): the tile's
+ * `tile_o` channels over the whole grid, each register tile (`tile_o` × `tile_pv` vectors) in a local
+ * copy, just before the compaction and the epilogue read them — a channel tile's sums (tile_o · P
+ * int32) stay in the L2 between the dot and the epilogue, where the whole grid's sums at root
+ * (ResNet-18 int8's stem: 64 × 12,800 int32, 3.3 MB) went out to the L3 and back. The region the
+ * compaction reads is the grid's first (OH − 1)·Wq + OW pixels; the pixel tiles that run past it
+ * are computed whole (the grid holds them) and stored up to it.
+ */
+const sumsAtTile = (s0: S.Schedule, anchor: S.Stage, reader: string, at: string, config: Config): S.Schedule => {
+  const w = S.cacheWrite(s0, anchor.name, "local")
+  const [n, o, p] = dataLeaves(w.schedule.stages.get(anchor.name)!)
+  const sp = S.split(w.schedule, anchor.name, p, { factor: DOT_LANES * Number(config.tile_pv) })
+  let s = S.reorder(sp.schedule, anchor.name, [n, sp.outer, o, sp.inner])
+  s = pxTile(S.computeAt(s, w.stage, anchor.name, sp.outer), w.stage, config)
+  return S.vectorize(S.computeAt(s, anchor.name, reader, at), anchor.name, sp.inner)
 }
 
 /** The grid form's epilogue vector loop over a channel's OH·OW output pixels: the widest multiple of 16 that divides them (up to a vector loop's widest), else the widest divisor. */
@@ -333,6 +359,24 @@ const gridNarrowed = (s: S.Schedule, anchor: S.Stage): { readonly wide: string; 
   const pixels = out.op.shape[2] * out.op.shape[3]
   const wide = pixels < anchor.op.shape[2] ? narrowedStage(s, out.name) : undefined
   return wide ? { wide, pixels } : undefined
+}
+
+/** The bytes of a grid form's sums (the product's whole [n, o, p] int32), where its one epilogue reads them through the compaction (gridEpilogue); undefined elsewhere. */
+const gridSumsBytes = (s: S.Schedule, anchor: S.Stage): number | undefined => {
+  const readers = S.effectiveConsumers(s, anchor.name)
+  const out = readers.length === 1 ? s.stages.get(readers[0])! : undefined
+  return out && gridEpilogue(s, anchor, out) ? anchor.op.shape.reduce((a, b) => a * b, 4) : undefined
+}
+
+/**
+ * Whether a grid's sums can be computed at the epilogue's channel tile: where the whole grid's
+ * (`bytes`) exceed half the target's L2 (what a block reused across a loop may keep there: beside
+ * them the padded input the dot reads and the output the epilogue writes) and a tile's (`tileO`
+ * of the `channels`) fit that half.
+ */
+export const sumsAtChannelTile = (bytes: number, channels: number, tileO: number, target: ScheduleTarget): boolean => {
+  const half = halfL2(target)
+  return bytes > half && (bytes / channels) * tileO <= half
 }
 
 /** The pixels-in-lanes product's register tile: at most 4 pixel vectors (each a load beside the channels' broadcasts; 64 pixels, the widest vector loop of the epilogue). */
@@ -361,6 +405,7 @@ export const int8DotPxTemplate: Template = {
     const M = st.axes.get(o)!.extent
     const PV = Math.floor(st.axes.get(p)!.extent / DOT_LANES)
     const grid = gridNarrowed(base, st)
+    const sums = gridSumsBytes(base, st)
     return [
       { kind: "split", name: "tile_o", extent: M, candidates: divisors(M, MAX_TILE) },
       { kind: "split", name: "tile_pv", extent: PV, candidates: divisors(PV, MAX_PX_VECTORS) },
@@ -370,6 +415,8 @@ export const int8DotPxTemplate: Template = {
       ...(pixelTiled(st) ? [{ kind: "choice", name: "activations", candidates: ["pixel_tiles", "channels"] } satisfies Knob] : []),
       // (a grid's epilogue: the requantization in the loop that stores the 8-bit values, or an int32 stage narrowed after it)
       ...(grid ? [{ kind: "choice", name: "epilogue", candidates: ["fused", "int32"], extent: grid.pixels, absent: "fused" } satisfies Knob] : []),
+      // (a grid's sums: at root, or computed at the epilogue's channel tile; its extent the bytes of the whole grid's sums)
+      ...(sums ? [{ kind: "choice", name: "sums", candidates: ["root", "channel_tile"], extent: sums, absent: "root" } satisfies Knob] : []),
     ] satisfies Knob[]
   },
   defaults: (knobs, target) => {
@@ -384,7 +431,12 @@ export const int8DotPxTemplate: Template = {
     // loop is whole vectors of int32. Where the C compiler does not vectorize outer loops (js,
     // wasm), nothing to gain from the extra pass)
     const epilogue = knobs.find((k) => k.name === "epilogue")
-    const config: Config = epilogue ? { ...base, epilogue: target.outerLoopVectorizer !== false && gridVectorLoop(epilogue.extent ?? 0) < S.MAX_VECTORIZED ? "int32" : "fused" } : base
+    const withEpilogue: Config = epilogue ? { ...base, epilogue: target.outerLoopVectorizer !== false && gridVectorLoop(epilogue.extent ?? 0) < S.MAX_VECTORIZED ? "int32" : "fused" } : base
+    // (a grid's sums past half the L2 are evicted between the dot and the epilogue: computed a
+    // channel tile at a time where a tile's fit half the L2 and the epilogue is fused — with the
+    // int32 stage, ResNet-18 int8's three 28² convs read 15–18% slower that way, Zen 5)
+    const sums = knobs.find((k) => k.name === "sums")
+    const config: Config = sums ? { ...withEpilogue, sums: withEpilogue.epilogue !== "int32" && sumsAtChannelTile(sums.extent ?? 0, split("tile_o").extent, to, target) ? "channel_tile" : "root" } : withEpilogue
     return knobs.some((k) => k.name === "activations") ? { ...config, activations: "pixel_tiles" } : config
   },
   apply: (_outputs, base, config) => {
