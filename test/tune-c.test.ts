@@ -14,7 +14,8 @@ import { add, c, mul, read, v } from "../src/ast/te/expr.js"
 import type { Tensor } from "../src/ast/graph/tensor.js"
 import type { PrimFunc, Stmt } from "../src/ast/tir/tir.js"
 import { buildC, compilerAvailable, defaultCBuildConfig } from "../src/device/c/build.js"
-import { measureC, SWEEP_C, SWEEP_FN, type CMeasureOptions, type RenderC } from "../src/device/c/measure.js"
+import { C_BATCH } from "../src/device/c/build.js"
+import { chunkBySize, measureC, SWEEP_C, SWEEP_FN, type CMeasureOptions, type RenderC } from "../src/device/c/measure.js"
 import { appendRecords, readLog } from "../src/cli/tuning-log.js"
 import { emitC } from "../src/emit/c/emit.js"
 import type { Config } from "../src/lowering/templates/template.js"
@@ -121,9 +122,45 @@ describe.skipIf(!compilerAvailable())("c measurer (gcc, child process)", () => {
     }
     const cands = [0, 1, 2, 3, 4, 5].map(fine)
     const measured = await Effect.runPromise(measureC(cands, outputs, reference, spy, options({ minRepeatMs: 1, chunk: 2, overlap: false })))
-    expect(order).toEqual(["render cand0,cand1", "render cand2,cand3", "render cand4,cand5"])
+    // (the single-candidate and empty renders before the chunks' ones size the candidates)
+    expect(order.filter((o) => o.includes(","))).toEqual(["render cand0,cand1", "render cand2,cand3", "render cand4,cand5"])
     for (const m of measured) expect(m.cost).toBeGreaterThan(0)
   }, 60_000)
+
+  it("a candidate whose own code is C_BATCH.below bytes or more builds alone; the small ones share gcc runs, in order", async () => {
+    // a big candidate: the good schedule, rendered with a comment of C_BATCH.below bytes after it
+    const big = (k: number) => ({ config: { big: k }, func: { ...good } })
+    const cands = [fine(0), big(1), fine(1), fine(2), big(2), fine(3), fine(4)]
+    const bigFuncs = new Set<PrimFunc>()
+    const built: string[][] = []
+    const spy: RenderC = (funcs) => {
+      const source = render(funcs)
+      const pad = funcs.filter((f) => bigFuncs.has(f)).map(() => `/* ${"x".repeat(C_BATCH.below)} */`)
+      return [source, ...pad].join("\n")
+    }
+    // the measurer renames the functions: a big one is known by its body object
+    const marked: RenderC = (funcs) => {
+      for (const f of funcs) if (f.body === good.body) bigFuncs.add(f)
+      if (funcs.length > 1) built.push(funcs.map((f) => f.name))
+      return spy(funcs)
+    }
+    const measured = await Effect.runPromise(measureC(cands, outputs, reference, marked, options({ chunk: 2, overlap: false })))
+    for (const m of measured) expect(m.cost).toBeGreaterThan(0)
+    expect(measured.map((m) => m.config)).toEqual(cands.map((x) => x.config))
+    // the shared runs hold small candidates only, two at a time in order; the big ones (cand1, cand4) are in none
+    expect(built).toEqual([["cand0", "cand2"], ["cand3", "cand5"]])
+  }, 60_000)
+
+  it("chunkBySize: every candidate once, in order; the small ones `size` to a chunk, each large one alone", () => {
+    const sizes = [10, 5000, 20, 30, 9000, 40, 50, 60]
+    const chunks = chunkBySize(sizes, (b) => b, 2, 4096)
+    expect(chunks).toEqual([[5000], [10, 20], [9000], [30, 40], [50, 60]])
+    expect(chunks.flat().sort((a, b) => a - b)).toEqual([...sizes].sort((a, b) => a - b))
+    // nothing large: the old chunks, `size` at a time
+    expect(chunkBySize([1, 2, 3, 4, 5], (b) => b, 2, 4096)).toEqual([[1, 2], [3, 4], [5]])
+    // everything large: each alone
+    expect(chunkBySize([5000, 6000], (b) => b, 4, 4096)).toEqual([[5000], [6000]])
+  })
 
   it("interleaved, every candidate is checked first, then their repeats are taken in turns; a crash mid-round is its own", async () => {
     // each kernel appends its name to a file on every call, then runs the good schedule; cand1

@@ -17,7 +17,7 @@ import { isBigArray } from "../../ast/graph/dtype.js"
 import { sizeOf, type Tensor } from "../../ast/graph/tensor.js"
 import type { PrimFunc } from "../../ast/tir/tir.js"
 import { storageElements } from "../../ast/tir/analysis.js"
-import { buildC, defaultCBuildConfig, type CBuildConfig } from "./build.js"
+import { buildC, C_BATCH, defaultCBuildConfig, type CBuildConfig } from "./build.js"
 import { discard } from "./cache-store.js"
 import { defaultMeasureOptions, referenceCase, wrongAnswer, type Candidate, type Measured, type MeasureOptions, type ReferenceCase } from "../measure.js"
 
@@ -293,6 +293,67 @@ const buildChunk = (funcs: readonly PrimFunc[], render: RenderC, config: CBuildC
   )
 }
 
+/**
+ * The chunks (gcc runs) a batch builds in: candidates whose own code is under `below` bytes share a
+ * run, `size` at a time in their order; a larger one builds alone — build.ts's rule for an
+ * artifact's units (batchUnits). Sharing a run saves gcc's fixed cost (~0.1 s a process), nothing
+ * beside a candidate gcc takes seconds over, while a run killed at its time limit loses every
+ * member's build: ResNet-18's 56² Winograd candidates (100–550 KB of C each), built 4 to a run,
+ * lost the run's whole 45–60 s whenever one of them ran past gcc's limit, then built again one by
+ * one (docs/tuning.md, 2026-11-27 fourteenth session).
+ */
+export const chunkBySize = <F>(funcs: readonly F[], ownBytes: (f: F) => number, size: number, below: number = C_BATCH.below): F[][] => {
+  const out: F[][] = []
+  let open: F[] = []
+  for (const f of funcs) {
+    if (ownBytes(f) >= below) out.push([f])
+    else {
+      open.push(f)
+      if (open.length >= Math.max(1, size)) {
+        out.push(open)
+        open = []
+      }
+    }
+  }
+  if (open.length) out.push(open)
+  return out
+}
+
+/**
+ * `render` remembering each single function's source (a candidate that builds alone is rendered
+ * once, for its size and its build), and a function's own bytes: its source alone less the source
+ * of no function (the prelude every run compiles). A renderer that refuses no function: all bytes count.
+ */
+const sizedRender = (render: RenderC): { readonly render: RenderC; readonly ownBytes: (f: PrimFunc) => number } => {
+  const alone = new Map<PrimFunc, string>()
+  const one = (f: PrimFunc): string => {
+    let s = alone.get(f)
+    if (s === undefined) alone.set(f, (s = render([f])))
+    return s
+  }
+  let empty: number | undefined
+  const prelude = (): number => {
+    if (empty === undefined) {
+      try {
+        empty = Buffer.byteLength(render([]))
+      } catch {
+        empty = 0
+      }
+    }
+    return empty
+  }
+  return {
+    render: (fs) => (fs.length === 1 ? one(fs[0]) : render(fs)),
+    ownBytes: (f) => {
+      try {
+        return Buffer.byteLength(one(f)) - prelude()
+      } catch {
+        return Infinity // (it fails to render: alone, so the failure is its own)
+      }
+    },
+  }
+}
+
 const removeLibrary = (so: string) =>
   Effect.sync(() => {
     discard(so) // and its stored hash
@@ -325,12 +386,12 @@ export const measureC = (
         results.set(name, { error: `params differ from the workload's (${c.func.params.map((p) => `${p.name}[${sizeOf(p.view?.shape ?? p.shape)}]`).join(", ")})` })
       else funcs.push({ ...c.func, name })
     })
-    const size = Math.max(1, options.chunk)
-    const chunks = Array.from({ length: Math.ceil(funcs.length / size) }, (_, i) => funcs.slice(i * size, (i + 1) * size))
+    const sized = sizedRender((options.flushBytes ?? 0) > 0 ? (fs) => `${render(fs)}\n${SWEEP_C}` : render)
+    const rendered = sized.render
+    const chunks = chunkBySize(funcs, sized.ownBytes, options.chunk)
     // every chunk builds in order, `buildJobs` at a time, while the ones built are measured in order
     const jobs = yield* Semaphore.make(Math.max(1, options.buildJobs))
     const builds: Fiber.Fiber<Built[]>[] = []
-    const rendered: RenderC = (options.flushBytes ?? 0) > 0 ? (fs) => `${render(fs)}\n${SWEEP_C}` : render
     for (const ch of chunks) builds.push(yield* Effect.forkChild(Semaphore.withPermit(jobs)(buildChunk(ch, rendered, options.build))))
     // without overlap every chunk is built before the first is measured
     if (options.overlap === false) for (const build of builds) yield* Fiber.await(build)
