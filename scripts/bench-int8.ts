@@ -10,7 +10,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import type { Tensor } from "../src/ast/graph/tensor.js"
 import { decodeModelSync } from "../src/ast/onnx/decode.js"
-import { BACKENDS, hostRecord } from "../src/backend/index.js"
+import { BACKENDS } from "../src/backend/index.js"
 import { hostCpu } from "../src/device/host.js"
 import { loadOrt, median, openOrtSession, settle } from "../src/device/onnxruntime.js"
 import { peakGflops } from "../src/device/peak.js"
@@ -56,7 +56,7 @@ const measureChild = async (threads: number, models: readonly string[], dir: str
       const int8Graph = decodeModelSync(bytes)
       const fp32Graph = zooGraph(name, 0)
       const feeds = zooInputs(name, 1, MEASURE_SEED)[0]
-      const target = BACKENDS.c.target(hostRecord(), threads)
+      const target = BACKENDS.c.target(hostCpu(), threads)
       const int8 = await Effect.runPromise(loadProgram(await Effect.runPromise(compileGraph(int8Graph, target, { optLevel: 3 })), target, { threads }))
       const fp32 = await Effect.runPromise(loadProgram(await Effect.runPromise(compileGraph(fp32Graph, target, { optLevel: 3 })), target, { threads }))
       const session = typeof ort === "string" ? undefined : await Effect.runPromise(openOrtSession(ort, bytes, feeds, threads))

@@ -15,7 +15,7 @@ import { allocate } from "../src/ast/graph/dtype.js"
 import { prng } from "../src/ast/graph/arbitrary.js"
 import type { Tensor } from "../src/ast/graph/tensor.js"
 import { paramsOf } from "../src/ast/tir/analysis.js"
-import { BACKENDS, hostRecord } from "../src/backend/index.js"
+import { BACKENDS } from "../src/backend/index.js"
 import type { DeviceModule } from "../src/device/device.js"
 import { peakGflops } from "../src/device/peak.js"
 import { hostCpu } from "../src/device/host.js"
@@ -136,7 +136,7 @@ const measure = async (threads: number): Promise<Measured> => {
     // one network that fails to build or run is reported on its row; the others still run
     try {
       if (BACKENDS.c.unavailable() === undefined) {
-        const target = BACKENDS.c.target(hostRecord(), threads)
+        const target = BACKENDS.c.target(hostCpu(), threads)
         const program = await Effect.runPromise(compileGraph(graph, target, { optLevel: 3 }))
         // (the network's own count: a compiled conv whose channels are padded to whole blocks computes more)
         const bound = bindSync(graph)

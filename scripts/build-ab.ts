@@ -12,7 +12,8 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { pathToFileURL } from "node:url"
 import { decodeModelSync } from "../src/ast/onnx/decode.js"
-import { BACKENDS, hostRecord } from "../src/backend/index.js"
+import { BACKENDS } from "../src/backend/index.js"
+import { hostCpu } from "../src/device/host.js"
 import { median } from "../src/device/onnxruntime.js"
 import { compileGraph, loadProgram } from "../src/pipeline.js"
 import { isZooName, zooGraph } from "../src/zoo/index.js"
@@ -43,7 +44,7 @@ const cpuMs = () => {
 }
 
 const side = async (lib: Lib) => {
-  const target = lib.BACKENDS.c.target(hostRecord(), threads)
+  const target = lib.BACKENDS.c.target(hostCpu(), threads)
   const program = await Effect.runPromise(lib.compileGraph(graph, target, { optLevel: 3 }))
   const exec = await Effect.runPromise(lib.loadProgram(program, target, { threads }))
   const inner = exec.module.run

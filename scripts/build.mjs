@@ -58,7 +58,6 @@ await build({
     "scripts/wasm-kernel-text": "scripts/wasm-kernel-text.ts",
     "scripts/wasm-ab": "scripts/wasm-ab.ts",
     "scripts/parallel-ab": "scripts/parallel-ab.ts",
-    "scripts/ort-settle-ab": "scripts/ort-settle-ab.ts",
     "scripts/plan-ab": "scripts/plan-ab.ts",
     "scripts/gpu-schedule-report": "scripts/gpu-schedule-report.ts",
     "scripts/gpu-prepare": "scripts/gpu-prepare.ts",

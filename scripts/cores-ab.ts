@@ -11,7 +11,8 @@
 // by the process's CPU time (at one thread, the kernel's own time on a shared core). Speed is
 // reported, never asserted.
 import { Effect } from "effect"
-import { BACKENDS, hostRecord } from "../src/backend/index.js"
+import { BACKENDS } from "../src/backend/index.js"
+import { hostCpu } from "../src/device/host.js"
 import { median } from "../src/device/onnxruntime.js"
 import { compileGraph, loadProgram } from "../src/pipeline.js"
 import { isZooName, zooGraph } from "../src/zoo/index.js"
@@ -36,11 +37,11 @@ process.env.OMP_NUM_THREADS = String(threads)
 
 const graph = zooGraph(name, 0)
 const feeds = seededFirstInput(graph)
-const runTarget = BACKENDS.c.target(hostRecord(), threads)
+const runTarget = BACKENDS.c.target(hostCpu(), threads)
 
 const sides = await Promise.all(
   [aCores, bCores].map(async (cores, i) => {
-    const program = await Effect.runPromise(compileGraph(graph, BACKENDS.c.target(hostRecord(), cores), { optLevel: 3 }))
+    const program = await Effect.runPromise(compileGraph(graph, BACKENDS.c.target(hostCpu(), cores), { optLevel: 3 }))
     const exec = await Effect.runPromise(loadProgram(program, runTarget, { threads }))
     // each kernel timed inside the sequence (the executor's own calls, wrapped)
     const seq = new Map<string, number[]>()

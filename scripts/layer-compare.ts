@@ -27,7 +27,8 @@ const ROUNDS = Number(arg("rounds", "21"))
 const TUNED = arg("tuned", "")
 
 const { createExecutor } = await import("../src/device/executor.js")
-const { BACKENDS, hostRecord } = await import("../src/backend/index.js")
+const { hostCpu } = await import("../src/device/host.js")
+const { BACKENDS } = await import("../src/backend/index.js")
 const { loadOrt, median, settle } = await import("../src/device/onnxruntime.js")
 const { readLog } = await import("../src/cli/tuning-log.js")
 const { randomTensor } = await import("../src/cli/inputs.js")
@@ -42,7 +43,7 @@ const run = <A, E>(eff: Effect.Effect<A, E>) => Effect.runPromise(eff as Effect.
 
 const graph = zooGraph(MODEL, 0)
 const tuned = TUNED ? bestRecords((await run(readLog(TUNED))).records, "c") : undefined
-const target = BACKENDS.c.target(hostRecord(), THREADS)
+const target = BACKENDS.c.target(hostCpu(), THREADS)
 const program = await run(compileGraph(graph, target, { optLevel: 3, ...(tuned ? { tuned } : {}) }))
 const loaded = await run(loadProgram(program, target, { threads: THREADS }))
 // each kernel call timed where the executor makes it (per kernel: the plan would run them in one call)

@@ -7,7 +7,8 @@
 // and side, the median wall time and the median CPU time of the process per run (the pool's idle
 // workers sleep; OpenMP's spin). Speed is reported, never asserted.
 import { Effect } from "effect"
-import { BACKENDS, cBackend, hostRecord } from "../src/backend/index.js"
+import { BACKENDS, cBackend } from "../src/backend/index.js"
+import { hostCpu } from "../src/device/host.js"
 import { median } from "../src/device/onnxruntime.js"
 import { pipelineOf } from "../src/pipeline-core.js"
 import { isZooName, zooGraph } from "../src/zoo/index.js"
@@ -26,7 +27,7 @@ for (const name of models) {
   if (!isZooName(name)) throw new Error(`unknown zoo model '${name}'`)
   const graph = zooGraph(name, 0)
   const feeds = seededFirstInput(graph)
-  const target = BACKENDS.c.target(hostRecord(), threads)
+  const target = BACKENDS.c.target(hostCpu(), threads)
   const loaded = await Promise.all(
     (["pool", "openmp"] as const).map(async (side) => {
       const p = sides[side]

@@ -11,7 +11,8 @@
 import { Effect } from "effect"
 import type { Tensor } from "../src/ast/graph/tensor.js"
 import { parallelBalance, spanRatio, type ParallelBalance } from "../src/ast/tir/parallel-balance.js"
-import { BACKENDS, hostRecord } from "../src/backend/index.js"
+import { BACKENDS } from "../src/backend/index.js"
+import { hostCpu } from "../src/device/host.js"
 import { median } from "../src/device/onnxruntime.js"
 import { compileGraph, loadProgram } from "../src/pipeline.js"
 import type { Program } from "../src/lowering/program.js"
@@ -37,7 +38,7 @@ const cpuMs = (): number => {
 /** Each compiled kernel's CPU time (ms, median over the runs) in the network's sequence on one thread. */
 const kernelTimes = async (program: Program, feeds: ReadonlyMap<string, Tensor>, cores: number): Promise<Map<string, number>> => {
   process.env.OMP_NUM_THREADS = "1"
-  const target = BACKENDS.c.target(hostRecord(), cores)
+  const target = BACKENDS.c.target(hostCpu(), cores)
   const exec = await Effect.runPromise(loadProgram(program, target, { threads: 1 }))
   const mod = exec.module
   const inner = mod.run
@@ -54,7 +55,7 @@ const kernelTimes = async (program: Program, feeds: ReadonlyMap<string, Tensor>,
   return new Map([...seq].map(([k, xs]) => [k, median(xs)] as const))
 }
 
-const compileFor = (name: ZooName, cores: number) => Effect.runPromise(compileGraph(zooGraph(name, 0), BACKENDS.c.target(hostRecord(), cores), { optLevel: 3 }))
+const compileFor = (name: ZooName, cores: number) => Effect.runPromise(compileGraph(zooGraph(name, 0), BACKENDS.c.target(hostCpu(), cores), { optLevel: 3 }))
 
 const fmt = (x: number, d = 2) => x.toFixed(d)
 const summary: string[] = []

@@ -5,8 +5,9 @@
 // byte, then `rounds` blocks of `runs` end-to-end runs, the sides alternating block by block.
 // Prints, per network and side, the median wall and CPU time per run. Speed is reported, never asserted.
 import { Effect } from "effect"
-import { BACKENDS, hostRecord } from "../src/backend/index.js"
+import { BACKENDS } from "../src/backend/index.js"
 import { createExecutor } from "../src/device/executor.js"
+import { hostCpu } from "../src/device/host.js"
 import { median } from "../src/device/onnxruntime.js"
 import { compileGraph, loadProgram } from "../src/pipeline.js"
 import { isZooName, zooGraph } from "../src/zoo/index.js"
@@ -25,7 +26,7 @@ for (const name of models) {
   if (!isZooName(name)) throw new Error(`unknown zoo model '${name}'`)
   const graph = zooGraph(name, 0)
   const feeds = seededFirstInput(graph)
-  const target = BACKENDS.c.target(hostRecord(), threads)
+  const target = BACKENDS.c.target(hostCpu(), threads)
   const program = await Effect.runPromise(compileGraph(graph, target, { optLevel: 3 }))
   const plan = await Effect.runPromise(loadProgram(program, target, { threads }))
   const perKernel = createExecutor(program, plan.module, { plan: false })

@@ -20,9 +20,9 @@ import { allocate } from "../src/ast/graph/dtype.js"
 import { decodeModelSync } from "../src/ast/onnx/decode.js"
 import { prng } from "../src/ast/graph/arbitrary.js"
 import type { Tensor } from "../src/ast/graph/tensor.js"
-import { BACKENDS, hostRecord } from "../src/backend/index.js"
+import { BACKENDS } from "../src/backend/index.js"
 import type { DeviceBuffer } from "../src/device/device.js"
-import { cacheSweepBytes } from "../src/device/host.js"
+import { cacheSweepBytes, hostCpu } from "../src/device/host.js"
 import { median } from "../src/device/onnxruntime.js"
 import { compileGraph, loadProgram } from "../src/pipeline.js"
 import { nodeFlops } from "../src/rewrite/report.js"
@@ -63,7 +63,7 @@ const shape = input.type.shape as number[]
 const data = allocate("float32", shape.reduce((a, b) => a * b, 1))
 for (let i = 0; i < data.length; i++) data[i] = r.float(-1, 1)
 const feeds = new Map<string, Tensor>([[input.name, { dtype: "float32", shape, data }]])
-const target = BACKENDS[kind].target(hostRecord(), threads)
+const target = BACKENDS[kind].target(hostCpu(), threads)
 const tunedLog = args.includes("--tuned") ? opt("--tuned", "") : undefined
 const tuned = tunedLog ? recordsByWorkload((await Effect.runPromise(readLog(tunedLog))).records, target.kind) : undefined
 const program = await Effect.runPromise(compileGraph(graph, target, { optLevel: 3, ...(tuned ? { tuned } : {}) }))

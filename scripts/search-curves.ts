@@ -33,9 +33,9 @@ const arg = (name: string, d: string) => {
 const THREADS = Number(arg("threads", "1"))
 process.env.OMP_NUM_THREADS = String(THREADS)
 
-const { cacheSweepBytes } = await import("../src/device/host.js")
+const { cacheSweepBytes, hostCpu } = await import("../src/device/host.js")
 const { cMeasureFlags, defaultCBuildConfig } = await import("../src/device/c/build.js")
-const { BACKENDS, C_BUILD_FLAGS, hostRecord } = await import("../src/backend/index.js")
+const { BACKENDS, C_BUILD_FLAGS } = await import("../src/backend/index.js")
 const { appendRecords, readLog } = await import("../src/cli/tuning-log.js")
 const { compileGraph } = await import("../src/pipeline.js")
 const { makeXGBoostModel } = await import("../src/search/cost-model.js")
@@ -63,7 +63,7 @@ const PROBE = Number(arg("probe", "4"))
 const SPACE = arg("space", "generated")
 const OUT = arg("out-dir", ".cache/search-curves")
 const TUNER_NAMES = arg("tuners", "evo,xgb,random").split(",") as ("evo" | "xgb" | "random")[]
-const C_TARGET = BACKENDS.c.target(hostRecord(), THREADS)
+const C_TARGET = BACKENDS.c.target(hostCpu(), THREADS)
 const LANES = Math.max(1, C_TARGET.attrs.vectorLanes)
 // the defaults' log, and one log per tuner: a log's reader skips a config measured a second time
 // (records.ts, "duplicate": two tuners on one log), and here two tuners measure one config by right

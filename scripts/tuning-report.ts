@@ -27,9 +27,9 @@ const THREADS = Number(arg("threads", "1"))
 // before any OpenMP library is loaded: libgomp reads it once
 process.env.OMP_NUM_THREADS = String(THREADS)
 
-const { cacheSweepBytes } = await import("../src/device/host.js")
+const { cacheSweepBytes, hostCpu } = await import("../src/device/host.js")
 const { cMeasureFlags, defaultCBuildConfig } = await import("../src/device/c/build.js")
-const { BACKENDS, C_BUILD_FLAGS, hostRecord } = await import("../src/backend/index.js")
+const { BACKENDS, C_BUILD_FLAGS } = await import("../src/backend/index.js")
 const { loadOrt, median, openOrtSession, settle } = await import("../src/device/onnxruntime.js")
 const { appendRecords, readLog } = await import("../src/cli/tuning-log.js")
 const { encodeOnnx } = await import("../src/ast/onnx/encode.js")
@@ -60,7 +60,7 @@ const LOG = arg("log", path.join(OUT, `tuning-c-${THREADS}t.jsonl`))
 const SKIP_COMPARE = process.argv.includes("--skip-compare")
 const SKIP_E2E = process.argv.includes("--skip-e2e")
 // the host's vector width, as `tessera compile` uses (AVX-512 16, AVX2 8)
-const C_TARGET = BACKENDS.c.target(hostRecord(), THREADS)
+const C_TARGET = BACKENDS.c.target(hostCpu(), THREADS)
 const TARGET = { kind: "c", vectorLanes: Math.max(1, C_TARGET.attrs.vectorLanes), cores: THREADS } as const
 const TUNERS = ["xgb", "ga", "random"] as const
 const BATCH = 16

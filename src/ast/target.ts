@@ -60,32 +60,6 @@ export interface CpuAttrs {
   readonly fmaUnitsByLanes?: Readonly<Record<string, number>>
   /** AVX-512 VNNI (int8 dot products). */
   readonly vnni: boolean
-  /** The c target's parallel regions on its thread pool, measured on the host (src/device/region.ts); absent where nothing was measured. */
-  readonly parallelRegion?: ParallelRegionRecord
-}
-
-/** A parallel region on the c target's pool at one thread count, measured. */
-export interface RegionMeasure {
-  /** Starting and joining an empty region, the workers spinning (ns, a median). */
-  readonly regionNs: number
-  /** One core's time (ns) of the streaming loop at which the region starts to pay (its input just written by the calling core). */
-  readonly breakEvenNs: number
-  /** That loop's params' bytes over its one-core time there (bytes / ns). */
-  readonly streamBytesPerNs: number
-}
-
-/** The pool's regions by thread count (those measured: 2 up to the host's cores), and one core's peak fp32 rate. */
-export interface ParallelRegionRecord {
-  /** Peak fp32 FLOP / ns of one core (independent vector FMAs at the record's width). */
-  readonly flopsPerNs: number
-  readonly byThreads: Readonly<Record<string, RegionMeasure>>
-}
-
-/** The measured region for `threads` threads: at the largest thread count measured not above it (none below 2), with that count. */
-export const regionAt = (record: ParallelRegionRecord | undefined, threads: number): (RegionMeasure & { readonly threads: number }) | undefined => {
-  if (!record || threads < 2) return undefined
-  const counts = Object.keys(record.byThreads).map(Number).filter((n) => n >= 2 && n <= threads).sort((a, b) => b - a)
-  return counts.length ? { ...record.byThreads[String(counts[0])], threads: counts[0] } : undefined
 }
 
 /**
@@ -202,14 +176,6 @@ export const cpuAttrsProblem = (a: CpuAttrs): string | undefined => {
   if (!(Number.isInteger(a.vectorLanes) && a.vectorLanes >= 0 && (a.vectorLanes & (a.vectorLanes - 1)) === 0)) return `vectorLanes ${a.vectorLanes} is not 0 or a power of two`
   for (const k of ["cores", "l1Bytes", "l2Bytes", "cacheBytes", "fmaUnits", "fmaLatency"] as const) if (!positiveInt(a[k])) return `${k} ${a[k]} is not a positive integer`
   for (const [l, u] of Object.entries(a.fmaUnitsByLanes ?? {})) if (!positiveInt(Number(l)) || !positiveInt(u)) return `fmaUnitsByLanes ${l}: ${u} is not lanes → a positive pipe count`
-  const region = a.parallelRegion
-  if (region) {
-    const positive = (x: number) => Number.isFinite(x) && x > 0
-    if (!positive(region.flopsPerNs)) return `parallelRegion.flopsPerNs ${region.flopsPerNs} is not a positive number`
-    for (const [n, m] of Object.entries(region.byThreads))
-      if (!(positiveInt(Number(n)) && Number(n) >= 2) || !positive(m.regionNs) || !positive(m.breakEvenNs) || !positive(m.streamBytesPerNs))
-        return `parallelRegion.byThreads ${n} is not a thread count ≥ 2 → positive times and rate`
-  }
   return undefined
 }
 

@@ -1,8 +1,8 @@
 // What the CPU-like targets (c, wasm, js) share: the graph passes for a vector width (the blocked
 // NCHW{c}c layout and Winograd convolution when the target has vectors) and the schedule templates
 // at the target's defaults.
-import { parallelMinBytes, type SerialRule } from "../lowering/tir/serial-small-kernels.js"
-import { ISA_FUSED_MULTIPLY_ADD, ISA_VECTOR_REGISTERS, regionAt, type Target } from "../ast/target.js"
+import { parallelMinBytes } from "../lowering/tir/serial-small-kernels.js"
+import { ISA_FUSED_MULTIPLY_ADD, ISA_VECTOR_REGISTERS, type Target } from "../ast/target.js"
 import { defaultSchedule } from "../lowering/templates/template-for.js"
 import { accumulatorCap } from "../lowering/templates/common.js"
 import type { ScheduleFn } from "../lowering/lower-group.js"
@@ -74,26 +74,10 @@ export const cpuTir = (target: Target<"c" | "js" | "wasm">): TirPass<unknown> =>
     ...(dot ? { keepIntrinsics: new Set(DOT_INTRINSICS[dot].map((d) => d.name)) } : {}),
     // (V8 issues a straight-line region's loads ahead of its arithmetic: serialize-unshared-unrolls.ts)
     ...(target.kind === "wasm" ? { unrollSharedOnly: true } : {}),
-    // (a kernel whose split saves less than its parallel regions cost: serial)
-    serialRule: serialRule(target),
+    // (a kernel whose data a core's L1 takes per core: its parallel region costs more than it gives)
+    parallelMinBytes: parallelMinBytes(target.attrs.cores, target.attrs.l1Bytes),
     // (c: a param larger than the record's L1 is not cached when a network runs its kernel — the
     // kernels before it read more than the L2; its parallel loops' next slabs prefetched)
     ...(target.kind === "c" ? { prefetch: { minBytes: target.attrs.l1Bytes, maxSlabBytes: target.attrs.l2Bytes } } : {}),
   })
-}
-
-/**
- * When a kernel is too small for its parallel regions (serial-small-kernels.ts): on c, where the
- * record measured its pool at these cores (src/device/region.ts), the time rule over the measured
- * region, break-even and core speed (the margin: the break-even's saving over the empty region's
- * cost); else (js, wasm, one core, nothing measured) the bytes rule, cores × the L1's bytes.
- */
-export const serialRule = (target: Target<"c" | "js" | "wasm">): SerialRule => {
-  const { cores, l1Bytes, parallelRegion } = target.attrs
-  const m = target.kind === "c" ? regionAt(parallelRegion, cores) : undefined
-  if (!m || !parallelRegion) return { kind: "bytes", minBytes: parallelMinBytes(cores, l1Bytes) }
-  return {
-    kind: "time",
-    cost: { cores, regionNs: m.regionNs, margin: (m.breakEvenNs * (1 - 1 / m.threads)) / m.regionNs, streamBytesPerNs: m.streamBytesPerNs, flopsPerNs: parallelRegion.flopsPerNs },
-  }
 }

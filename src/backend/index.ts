@@ -9,9 +9,6 @@ import { jsDeviceLayer } from "../device/js/node.js"
 import { wasmDeviceLayer } from "../device/wasm/node.js"
 import type { CParallel } from "../emit/c/dialect.js"
 import { emitC } from "../emit/c/emit.js"
-import { cPool } from "../emit/c/pool.js"
-import { hostCpuWithRegions } from "../device/host.js"
-import type { CpuAttrs } from "../ast/target.js"
 import { aliasedKernels, compiledKernels, type Artifact } from "../lowering/program.js"
 import type { Backend, Backends } from "./backend.js"
 import { cpuGraphPasses, cpuSchedules, cpuTir, scheduleTarget } from "./cpu.js"
@@ -84,13 +81,6 @@ const c = cBackend(C_PARALLEL)
 export const C_BUILD_FLAGS = cBuildFlags(C_PARALLEL)
 
 export const BACKENDS: Backends = { interp, js, wasm, c, cuda }
-
-/**
- * The host's target record for the CPU targets: hostCpu's (ISA, cores, caches, FMA pipes) with the
- * c pool's parallel regions measured on it (src/device/region.ts, cached per CPU model and pool
- * text), which the c target's SerialSmallKernels decides from (src/backend/cpu.ts `serialRule`).
- */
-export const hostRecord = (): CpuAttrs => hostCpuWithRegions(cPool("static "))
 
 /** The record of a kind. */
 export const backendOf = <K extends TargetKind>(kind: K): Backend<K> => BACKENDS[kind] as Backend<K>

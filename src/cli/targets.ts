@@ -9,7 +9,7 @@ import type { Graph } from "../ast/graph/graph.js"
 import { bind } from "../ast/graph/infer.js"
 import type { Tensor } from "../ast/graph/tensor.js"
 import { isTargetKind, keyOf, TARGET_KINDS, type Target, type TargetKind } from "../ast/target.js"
-import { BACKENDS, hostRecord, TargetUnavailableError, type TargetOptions } from "../backend/index.js"
+import { BACKENDS, TargetUnavailableError, type TargetOptions } from "../backend/index.js"
 import { hostCpu } from "../device/host.js"
 import type { Program } from "../lowering/program.js"
 import { logWarnings, readLog } from "./tuning-log.js"
@@ -45,8 +45,7 @@ export interface TargetSettings {
 
 /** The settings for a kind on this host: `threads` given on the command line, or the device's default. */
 export const targetSettings = (kind: TargetKind, threads?: number, options: TargetOptions = {}): TargetSettings => ({
-  // (the c pool's regions measured only for c on more than one core: the one target whose rules read them)
-  target: BACKENDS[kind].target(kind === "c" && (threads ?? 1) > 1 ? hostRecord() : hostCpu(), Math.max(1, threads ?? 1), options),
+  target: BACKENDS[kind].target(hostCpu(), Math.max(1, threads ?? 1), options),
   ...(threads !== undefined ? { threads: Math.max(1, threads) } : {}),
 })
 

@@ -7,7 +7,6 @@ import { readFileSync, readdirSync } from "node:fs"
 import * as os from "node:os"
 import { cpuAttrs, type CpuAttrs, type Isa, type Target } from "../ast/target.js"
 import { hostFma } from "./fma.js"
-import { hostRegion, regionThreadCounts } from "./region.js"
 
 /** The CPU features a /proc/cpuinfo text declares (the first processor's flags line). */
 export const parseCpuInfo = (text: string): Pick<CpuAttrs, "isa" | "fma" | "vnni"> => {
@@ -118,25 +117,6 @@ export const hostCpu = (): CpuAttrs => {
   const byLanes = record ? Object.fromEntries(Object.entries(record.byLanes).map(([l, f]) => [l, f.units])) : undefined
   host = measured ? cpuAttrs({ ...nominal, fmaUnits: measured.units, fmaLatency: measured.latency, fmaUnitsByLanes: byLanes }) : nominal
   return host
-}
-
-const withRegions = new Map<string, CpuAttrs>()
-
-/**
- * The CPU we run on (hostCpu) with the c target's parallel regions measured on it: `poolSource`,
- * the pool's C text with static linkage (src/emit/c/pool.ts, handed in: a device never imports an
- * emitter), timed at 2, 4, … up to every core (./region.ts), once per CPU model and pool text. The
- * record as hostCpu gives it where nothing can be measured (no gcc, one core).
- */
-export const hostCpuWithRegions = (poolSource: string): CpuAttrs => {
-  const hit = withRegions.get(poolSource)
-  if (hit) return hit
-  const cpu = hostCpu()
-  const info = readOr("/proc/cpuinfo")
-  const region = info ? hostRegion(cpuIdentity(info), poolSource, regionThreadCounts(cpu.cores), Math.max(1, cpu.vectorLanes)) : undefined
-  const out = region ? cpuAttrs({ ...cpu, parallelRegion: region }) : cpu
-  withRegions.set(poolSource, out)
-  return out
 }
 
 /** The host CPU as a c target. */

@@ -10,7 +10,7 @@ import { lowerIntrinsicsExcept, type IntrinsicModeError } from "./lower-intrinsi
 import { prefetchNextTile } from "./prefetch-next-tile.js"
 import { promoteAccumulators } from "./promote-accumulators.js"
 import { rewriteStorage } from "./rewrite-storage.js"
-import { serialSmallKernels, type SerialRule } from "./serial-small-kernels.js"
+import { serialSmallKernels } from "./serial-small-kernels.js"
 import { serializeUnsharedUnrolls } from "./serialize-unshared-unrolls.js"
 import { simplifyTir } from "./simplify-tir.js"
 import { tirSequential, type TirPass } from "./tir-pass.js"
@@ -28,10 +28,8 @@ export interface CpuTirOptions {
   readonly unrollSharedOnly?: boolean
   /** Intrinsics the emitter renders itself (the c target's VNNI dot): kept, not lowered to loops. */
   readonly keepIntrinsics?: ReadonlySet<string>
-  /** Kernels whose params take fewer bytes run their parallel loops serially (serial-small-kernels.ts, the bytes rule); absent: none. */
+  /** Kernels whose params take fewer bytes run their parallel loops serially (serial-small-kernels.ts); absent: none. */
   readonly parallelMinBytes?: number
-  /** Which kernels run their parallel loops serially (serial-small-kernels.ts): the time or the bytes rule; over `parallelMinBytes`. */
-  readonly serialRule?: SerialRule
   /** Read-only params over `minBytes` get their parallel loops' next slabs of up to half `maxSlabBytes` prefetched (prefetch-next-tile.ts; the c target: its record's L1 and L2); absent: none. */
   readonly prefetch?: { readonly minBytes: number; readonly maxSlabBytes: number }
 }
@@ -49,7 +47,7 @@ export const cpuTirPipeline = (options: CpuTirOptions = {}): TirPass<IntrinsicMo
   return tirSequential(
     "lowering.CpuPipeline",
     [
-      ...(options.serialRule ? [serialSmallKernels(options.serialRule)] : options.parallelMinBytes ? [serialSmallKernels(options.parallelMinBytes)] : []), // kernels too small for their parallel regions: serial
+      ...(options.parallelMinBytes ? [serialSmallKernels(options.parallelMinBytes)] : []), // kernels too small for a parallel region: serial
       simplifyTir, // fold index arithmetic under the loop bounds; drop proven guards
       promoteAccumulators, // a register tile's sums in a local array across its reduce loops
       loopPartition, // peel a guarded tail so the main loop body has no guard
