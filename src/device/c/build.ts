@@ -185,27 +185,37 @@ export const objectKey = (prelude: string, source: string, config: CBuildConfig)
  * ones, in the units' order, cut `batch.size` at a time into batches (keyed by their
  * members' keys; a batch of one is the unit alone). Same units, same objects.
  */
+/**
+ * Items in their order, grouped for gcc runs: those whose `bytes` are under `batch.below` share a
+ * group, `batch.size` at a time; a larger one is a group alone (batchUnits's rule, and the tuner's
+ * chunks: measure.ts chunkBySize).
+ */
+export const groupBySize = <U>(items: readonly U[], bytes: (u: U) => number, batch: { readonly below: number; readonly size: number } = C_BATCH): U[][] => {
+  const out: U[][] = []
+  let open: U[] = []
+  for (const u of items) {
+    if (bytes(u) >= batch.below) out.push([u])
+    else {
+      open.push(u)
+      if (open.length >= Math.max(1, batch.size)) {
+        out.push(open)
+        open = []
+      }
+    }
+  }
+  if (open.length) out.push(open)
+  return out
+}
+
 export const batchUnits = <U extends { readonly source: string; readonly key: string }>(
   units: readonly U[],
   batch: { readonly below: number; readonly size: number } = C_BATCH,
-): { readonly key: string; readonly members: readonly U[] }[] => {
-  const out: { key: string; members: U[] }[] = []
-  let open: U[] = []
-  const close = () => {
-    if (open.length === 1) out.push({ key: open[0].key, members: open })
-    else if (open.length > 1) out.push({ key: createHash("sha256").update("batch\0").update(open.map((u) => u.key).join(",")).digest("hex").slice(0, 32), members: open })
-    open = []
-  }
-  for (const u of units) {
-    if (Buffer.byteLength(u.source) >= batch.below) out.push({ key: u.key, members: [u] })
-    else {
-      open.push(u)
-      if (open.length >= Math.max(1, batch.size)) close()
-    }
-  }
-  close()
-  return out
-}
+): { readonly key: string; readonly members: readonly U[] }[] =>
+  groupBySize(units, (u) => Buffer.byteLength(u.source), batch).map((members) =>
+    members.length === 1
+      ? { key: members[0].key, members }
+      : { key: createHash("sha256").update("batch\0").update(members.map((u) => u.key).join(",")).digest("hex").slice(0, 32), members },
+  )
 
 /** Writes `text` to `file` with the error of a build step. */
 const writeFor = (command: string, what: string, f: () => void): Effect.Effect<void, CompileError> =>

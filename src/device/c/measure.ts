@@ -17,7 +17,7 @@ import { isBigArray } from "../../ast/graph/dtype.js"
 import { sizeOf, type Tensor } from "../../ast/graph/tensor.js"
 import type { PrimFunc } from "../../ast/tir/tir.js"
 import { storageElements } from "../../ast/tir/analysis.js"
-import { buildC, C_BATCH, defaultCBuildConfig, type CBuildConfig } from "./build.js"
+import { buildC, C_BATCH, defaultCBuildConfig, groupBySize, type CBuildConfig } from "./build.js"
 import { discard } from "./cache-store.js"
 import { defaultMeasureOptions, referenceCase, wrongAnswer, type Candidate, type Measured, type MeasureOptions, type ReferenceCase } from "../measure.js"
 
@@ -302,22 +302,8 @@ const buildChunk = (funcs: readonly PrimFunc[], render: RenderC, config: CBuildC
  * lost the run's whole 45–60 s whenever one of them ran past gcc's limit, then built again one by
  * one (docs/tuning.md, 2026-11-27 fourteenth session).
  */
-export const chunkBySize = <F>(funcs: readonly F[], ownBytes: (f: F) => number, size: number, below: number = C_BATCH.below): F[][] => {
-  const out: F[][] = []
-  let open: F[] = []
-  for (const f of funcs) {
-    if (ownBytes(f) >= below) out.push([f])
-    else {
-      open.push(f)
-      if (open.length >= Math.max(1, size)) {
-        out.push(open)
-        open = []
-      }
-    }
-  }
-  if (open.length) out.push(open)
-  return out
-}
+export const chunkBySize = <F>(funcs: readonly F[], ownBytes: (f: F) => number, size: number, below: number = C_BATCH.below): F[][] =>
+  groupBySize(funcs, ownBytes, { below, size })
 
 /**
  * `render` remembering each single function's source (a candidate that builds alone is rendered
