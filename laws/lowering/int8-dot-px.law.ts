@@ -190,7 +190,7 @@ describe("int8 template, pixels in the lanes (K×K convs over the padded rows' g
     )
   })
 
-  it("the epilogue's default: an int32 stage where its vector loop over a channel's pixels is shorter than the widest (28²: 16 of 784), fused where it is the widest (56²: 64), and fused where the emitter vectorizes only innermost loops", () => {
+  it("the epilogue's default: an int32 stage where its vector loop over a channel's pixels is shorter than the widest (28²: 16 of 784), fused where it is the widest (56²: 64), and fused where the emitter vectorizes only innermost loops or renders requantizing stores itself", () => {
     // (C, M, H, W, K, stride, pad; a 3×3 conv over 28² and 56², padded: 784 and 3136 output pixels)
     const defaults = (hw: number, target: ScheduleTarget) => {
       const { outputs } = build({ op: "QLinearConvPackedGrid", x: "int8", w: "int8", dims: [4, 16, hw, hw, 3, 1, 1, 1], seed: 3 })
@@ -202,6 +202,8 @@ describe("int8 template, pixels in the lanes (K×K convs over the padded rows' g
     expect(defaults(28, avx512)).toBe("int32")
     expect(defaults(56, avx512)).toBe("fused")
     expect(defaults(28, { ...avx512, outerLoopVectorizer: false })).toBe("fused")
+    // (c rendering the requantizing store in whole 16-lane vectors whatever the stored type, requantize-store.ts: fused)
+    expect(defaults(28, { ...avx512, requantizeStores: true })).toBe("fused")
   })
 
   it("the sums' default: at the epilogue's channel tile where the whole grid's exceed half the L2, a tile's fit that half and the epilogue is fused; else at root", () => {

@@ -16,7 +16,7 @@ import { collect, type ComputeTensor } from "../../ast/te/expr.js"
 import { avx2Dot16x4, simd128Dot4x4, vnniDot16x4, vnniDotPx16x4 } from "../../ast/te/intrinsic.js"
 import { DOT_LANES } from "../op-library-int8-blocked.js"
 import { LOOP_PARTITION_HINT } from "../../ast/tir/tir.js"
-import { accumulatorCap, anchorStage, dataLeaves, divisors, largest, narrowedStage, parallelize, parallelOuter } from "./common.js"
+import { accumulatorCap, anchorStage, dataLeaves, divisors, fusedEpilogue, largest, narrowedStage, parallelize, parallelOuter } from "./common.js"
 import { halfL2 } from "./conv2d-nchwc.js"
 import type { Config, Knob, ScheduleTarget, Template } from "./template.js"
 
@@ -429,9 +429,10 @@ export const int8DotPxTemplate: Template = {
     // (a grid epilogue whose vector loop is shorter than the widest, 16 at 28²'s 784 pixels: stored
     // int8 in that loop, every int32 and float step took gcc's 16-byte vectors; the int32 stage's
     // loop is whole vectors of int32. Where the C compiler does not vectorize outer loops (js,
-    // wasm), nothing to gain from the extra pass)
+    // wasm), nothing to gain from the extra pass; nor where the c emitter renders the requantizing
+    // store in whole vectors itself, common.ts fusedEpilogue)
     const epilogue = knobs.find((k) => k.name === "epilogue")
-    const withEpilogue: Config = epilogue ? { ...base, epilogue: target.outerLoopVectorizer !== false && gridVectorLoop(epilogue.extent ?? 0) < S.MAX_VECTORIZED ? "int32" : "fused" } : base
+    const withEpilogue: Config = epilogue ? { ...base, epilogue: !fusedEpilogue(target) && gridVectorLoop(epilogue.extent ?? 0) < S.MAX_VECTORIZED ? "int32" : "fused" } : base
     // (a grid's sums past half the L2 are evicted between the dot and the epilogue: computed a
     // channel tile at a time where a tile's fit half the L2 and the epilogue is fused — with the
     // int32 stage, ResNet-18 int8's three 28² convs read 15–18% slower that way, Zen 5)
