@@ -3,6 +3,24 @@
 
 void conv2d_int8_depthwise(const int8_t* b0, const int8_t* b1, const int8_t* b2, const int8_t* b3, const int32_t* b4, const float* b5, const float* b6, const float* b7, const int8_t* b8, int8_t* b9);
 
+#ifndef TESSERA_HAVE_tessera_requant16
+#define TESSERA_HAVE_tessera_requant16
+/* requantizing stores (requantize-store.ts): int(max(lo, min(hi, round(x) + z))) 16 lanes at a time,
+   x's NaN lanes 0, round half to even; the value kept to 8 / 16 bits by truncation */
+#if defined(__AVX512F__)
+#include <immintrin.h>
+static inline __attribute__((always_inline)) __m512i tessera_requant16(__m512 x, float lo, float hi, int32_t z) {
+  __mmask16 k = _mm512_cmp_ps_mask(x, x, _CMP_ORD_Q);
+  __m512 v = _mm512_max_ps(_mm512_set1_ps(lo), _mm512_min_ps(_mm512_set1_ps(hi), x));
+  __m512i r = _mm512_maskz_cvt_roundps_epi32(k, v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  return _mm512_maskz_add_epi32(k, r, _mm512_set1_epi32(z));
+}
+static inline __attribute__((always_inline)) __m512 tessera_loadf16m(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+static inline __attribute__((always_inline)) __m512i tessera_loadi16m(const int32_t* p, __mmask16 m) { return _mm512_maskz_loadu_epi32(m, p); }
+#endif
+
+#endif
+
 /* "dw_dwphase.i.dw_dwphase.j.f.dw_dwphase.k.f": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
 struct tessera_par0_conv2d_int8_depthwise { int16_t* b10; const int8_t* b0; const int8_t* b1; };
 static void tessera_range0_conv2d_int8_depthwise(int16_t* restrict b10, const int8_t* restrict b0, const int8_t* restrict b1, int64_t tessera_lo, int64_t tessera_hi) {
@@ -73,8 +91,8 @@ static void tessera_par3_conv2d_int8_depthwise(const void* tessera_args, int64_t
 }
 
 /* "conv2d_int8_depthwise.i.conv2d_int8_depthwise.j.f": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
-struct tessera_par4_conv2d_int8_depthwise { const int32_t* b12; int8_t* b9; const int32_t* b4; const float* b13; const int8_t* b8; };
-static void tessera_range4_conv2d_int8_depthwise(const int32_t* restrict b12, int8_t* restrict b9, const int32_t* restrict b4, const float* restrict b13, const int8_t* restrict b8, int64_t tessera_lo, int64_t tessera_hi) {
+struct tessera_par4_conv2d_int8_depthwise { const int32_t* b12; const int8_t* b8; const int32_t* b4; const float* b13; int8_t* b9; };
+static void tessera_range4_conv2d_int8_depthwise(const int32_t* restrict b12, const int8_t* restrict b8, const int32_t* restrict b4, const float* restrict b13, int8_t* restrict b9, int64_t tessera_lo, int64_t tessera_hi) {
   for (int64_t v9 = tessera_lo; v9 < tessera_hi; ++v9) {
     {
       _Alignas(64) int32_t b14[25]; /* "dw_dwsum.local" int32[25] @"local" */
@@ -84,16 +102,23 @@ static void tessera_range4_conv2d_int8_depthwise(const int32_t* restrict b12, in
           b14[((v10 * 5) + v11)] = b12[(((v9 * 32) + (v10 * 6)) + v11)];
         }
       }
+      #if defined(__AVX512F__)
+      for (int64_t v12 = 0; v12 < 16; v12 += 16) { /* 16 lanes a statement */
+        _mm_storeu_si128((__m128i*)(&b9[((v9 * 25) + v12)]), _mm512_cvtepi32_epi8(tessera_requant16(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_set1_epi32(b4[v9]), _mm512_loadu_si512((const void*)(&b14[v12])))), _mm512_set1_ps(b13[v9])), ((-128.0f) - ((float)(b8[0]))), (127.0f - ((float)(b8[0]))), ((int32_t)(b8[0])))));
+      }
+      _mm_storeu_si128((__m128i*)(&b9[((v9 * 25) + 9)]), _mm512_cvtepi32_epi8(tessera_requant16(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_set1_epi32(b4[v9]), _mm512_loadu_si512((const void*)(&b14[9])))), _mm512_set1_ps(b13[v9])), ((-128.0f) - ((float)(b8[0]))), (127.0f - ((float)(b8[0]))), ((int32_t)(b8[0])))));
+      #else
       #pragma omp simd
       for (int64_t v12 = 0; v12 < 25; ++v12) {
         b9[((v9 * 25) + v12)] = ((int8_t)(tessera_f2i_in32f(nearbyintf(tessera_maxcf(tessera_mincf(((((float)((b4[v9] + b14[v12])))) * (b13[v9])), (127.0f - ((float)(b8[0])))), ((-128.0f) - ((float)(b8[0]))))) + ((float)(b8[0])))));
       }
+      #endif
     }
   }
 }
 static void tessera_par4_conv2d_int8_depthwise(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
   const struct tessera_par4_conv2d_int8_depthwise* tessera_a = (const struct tessera_par4_conv2d_int8_depthwise*)tessera_args;
-  tessera_range4_conv2d_int8_depthwise(tessera_a->b12, tessera_a->b9, tessera_a->b4, tessera_a->b13, tessera_a->b8, tessera_lo, tessera_hi);
+  tessera_range4_conv2d_int8_depthwise(tessera_a->b12, tessera_a->b8, tessera_a->b4, tessera_a->b13, tessera_a->b9, tessera_lo, tessera_hi);
 }
 
 /* "conv2d_int8_depthwise": "x" int8[1x16x9x9], "x_zp" int8[], "w" int8[16x1x3x3], "w_zp" int8[16], "bias" int32[16], "x_scale" float32[], "w_scale" float32[16], "y_scale" float32[], "y_zp" int8[], "conv2d_int8_depthwise" int8[1x16x5x5] out */
@@ -123,7 +148,7 @@ void conv2d_int8_depthwise(const int8_t* restrict b0, const int8_t* restrict b1,
             tessera_parallel_for(tessera_par3_conv2d_int8_depthwise, &tessera_args, 16);
           }
           {
-            const struct tessera_par4_conv2d_int8_depthwise tessera_args = { b12, b9, b4, b13, b8 };
+            const struct tessera_par4_conv2d_int8_depthwise tessera_args = { b12, b8, b4, b13, b9 };
             tessera_parallel_for(tessera_par4_conv2d_int8_depthwise, &tessera_args, 16);
           }
         }

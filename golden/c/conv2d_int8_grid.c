@@ -13,6 +13,24 @@ static inline __attribute__((always_inline)) void tessera_vnni_dot_px_16x4(int32
 }
 #endif
 
+#ifndef TESSERA_HAVE_tessera_requant16
+#define TESSERA_HAVE_tessera_requant16
+/* requantizing stores (requantize-store.ts): int(max(lo, min(hi, round(x) + z))) 16 lanes at a time,
+   x's NaN lanes 0, round half to even; the value kept to 8 / 16 bits by truncation */
+#if defined(__AVX512F__)
+#include <immintrin.h>
+static inline __attribute__((always_inline)) __m512i tessera_requant16(__m512 x, float lo, float hi, int32_t z) {
+  __mmask16 k = _mm512_cmp_ps_mask(x, x, _CMP_ORD_Q);
+  __m512 v = _mm512_max_ps(_mm512_set1_ps(lo), _mm512_min_ps(_mm512_set1_ps(hi), x));
+  __m512i r = _mm512_maskz_cvt_roundps_epi32(k, v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  return _mm512_maskz_add_epi32(k, r, _mm512_set1_epi32(z));
+}
+static inline __attribute__((always_inline)) __m512 tessera_loadf16m(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+static inline __attribute__((always_inline)) __m512i tessera_loadi16m(const int32_t* p, __mmask16 m) { return _mm512_maskz_loadu_epi32(m, p); }
+#endif
+
+#endif
+
 /* "q_u8.i.q_u8.j.f.q_u8.k.o.f": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
 struct tessera_par0_conv2d_int8_grid { uint8_t* b10; const int8_t* b0; const int8_t* b1; };
 static void tessera_range0_conv2d_int8_grid(uint8_t* restrict b10, const int8_t* restrict b0, const int8_t* restrict b1, int64_t tessera_lo, int64_t tessera_hi) {
@@ -86,8 +104,8 @@ static void tessera_par2_conv2d_int8_grid(const void* tessera_args, int64_t tess
 }
 
 /* "conv2d_int8_grid.i.conv2d_int8_grid.j.o.f": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
-struct tessera_par3_conv2d_int8_grid { const int32_t* b11; int8_t* b9; const int8_t* b1; const int32_t* b3; const int32_t* b4; const float* b12; const int8_t* b8; };
-static void tessera_range3_conv2d_int8_grid(const int32_t* restrict b11, int8_t* restrict b9, const int8_t* restrict b1, const int32_t* restrict b3, const int32_t* restrict b4, const float* restrict b12, const int8_t* restrict b8, int64_t tessera_lo, int64_t tessera_hi) {
+struct tessera_par3_conv2d_int8_grid { const int32_t* b11; const int8_t* b8; const int8_t* b1; const int32_t* b3; const int32_t* b4; const float* b12; int8_t* b9; };
+static void tessera_range3_conv2d_int8_grid(const int32_t* restrict b11, const int8_t* restrict b8, const int8_t* restrict b1, const int32_t* restrict b3, const int32_t* restrict b4, const float* restrict b12, int8_t* restrict b9, int64_t tessera_lo, int64_t tessera_hi) {
   for (int64_t v12 = tessera_lo; v12 < tessera_hi; ++v12) {
     {
       _Alignas(64) int32_t b14[256]; /* "q_dotsum.local" int32[256] @"local" */
@@ -100,17 +118,23 @@ static void tessera_range3_conv2d_int8_grid(const int32_t* restrict b11, int8_t*
         }
       }
       for (int64_t v16 = 0; v16 < 4; ++v16) {
+        #if defined(__AVX512F__)
+        for (int64_t v17 = 0; v17 < 64; v17 += 16) { /* 16 lanes a statement */
+          _mm_storeu_si128((__m128i*)(&b9[(((v12 * 256) + (v16 * 64)) + v17)]), _mm512_cvtepi32_epi8(tessera_requant16(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_set1_epi32(((((((int32_t)(b1[0])) + 128) * b3[((v12 * 4) + v16)]) * (-1)) + b4[((v12 * 4) + v16)])), _mm512_loadu_si512((const void*)(&b14[((v16 * 64) + v17)])))), _mm512_set1_ps(b12[((v12 * 4) + v16)])), ((-128.0f) - ((float)(b8[0]))), (127.0f - ((float)(b8[0]))), ((int32_t)(b8[0])))));
+        }
+        #else
         #pragma omp simd
         for (int64_t v17 = 0; v17 < 64; ++v17) {
           b9[(((v12 * 256) + (v16 * 64)) + v17)] = ((int8_t)(tessera_f2i_in32f(nearbyintf(tessera_maxcf(tessera_mincf(((((float)((((((((int32_t)(b1[0])) + 128) * b3[((v12 * 4) + v16)]) * (-1)) + b4[((v12 * 4) + v16)]) + b14[((v16 * 64) + v17)])))) * (b12[((v12 * 4) + v16)])), (127.0f - ((float)(b8[0])))), ((-128.0f) - ((float)(b8[0]))))) + ((float)(b8[0])))));
         }
+        #endif
       }
     }
   }
 }
 static void tessera_par3_conv2d_int8_grid(const void* tessera_args, int64_t tessera_lo, int64_t tessera_hi) {
   const struct tessera_par3_conv2d_int8_grid* tessera_a = (const struct tessera_par3_conv2d_int8_grid*)tessera_args;
-  tessera_range3_conv2d_int8_grid(tessera_a->b11, tessera_a->b9, tessera_a->b1, tessera_a->b3, tessera_a->b4, tessera_a->b12, tessera_a->b8, tessera_lo, tessera_hi);
+  tessera_range3_conv2d_int8_grid(tessera_a->b11, tessera_a->b8, tessera_a->b1, tessera_a->b3, tessera_a->b4, tessera_a->b12, tessera_a->b9, tessera_lo, tessera_hi);
 }
 
 /* "conv2d_int8_grid": "x" int8[1x8x4x16], "x_zp" int8[], "w_packed" int8[1x2x3x3x16x4], "colsum" int32[16], "bias" int32[12], "x_scale" float32[], "w_scale" float32[12], "y_scale" float32[], "y_zp" int8[], "conv2d_int8_grid" int8[1x12x4x16] out */
@@ -134,7 +158,7 @@ void conv2d_int8_grid(const int8_t* restrict b0, const int8_t* restrict b1, cons
           tessera_parallel_for(tessera_par2_conv2d_int8_grid, &tessera_args, 12);
         }
         {
-          const struct tessera_par3_conv2d_int8_grid tessera_args = { b11, b9, b1, b3, b4, b12, b8 };
+          const struct tessera_par3_conv2d_int8_grid tessera_args = { b11, b8, b1, b3, b4, b12, b9 };
           tessera_parallel_for(tessera_par3_conv2d_int8_grid, &tessera_args, 3);
         }
       }

@@ -13,6 +13,24 @@ static inline __attribute__((always_inline)) void tessera_vnni_dot_px_16x4(int32
 }
 #endif
 
+#ifndef TESSERA_HAVE_tessera_requant16
+#define TESSERA_HAVE_tessera_requant16
+/* requantizing stores (requantize-store.ts): int(max(lo, min(hi, round(x) + z))) 16 lanes at a time,
+   x's NaN lanes 0, round half to even; the value kept to 8 / 16 bits by truncation */
+#if defined(__AVX512F__)
+#include <immintrin.h>
+static inline __attribute__((always_inline)) __m512i tessera_requant16(__m512 x, float lo, float hi, int32_t z) {
+  __mmask16 k = _mm512_cmp_ps_mask(x, x, _CMP_ORD_Q);
+  __m512 v = _mm512_max_ps(_mm512_set1_ps(lo), _mm512_min_ps(_mm512_set1_ps(hi), x));
+  __m512i r = _mm512_maskz_cvt_roundps_epi32(k, v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  return _mm512_maskz_add_epi32(k, r, _mm512_set1_epi32(z));
+}
+static inline __attribute__((always_inline)) __m512 tessera_loadf16m(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+static inline __attribute__((always_inline)) __m512i tessera_loadi16m(const int32_t* p, __mmask16 m) { return _mm512_maskz_loadu_epi32(m, p); }
+#endif
+
+#endif
+
 /* "q_u8.i.q_u8.j.f.q_u8.k.o.f": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
 struct tessera_par0_conv2d_int8_pixels { uint8_t* b10; const int8_t* b0; };
 static void tessera_range0_conv2d_int8_pixels(uint8_t* restrict b10, const int8_t* restrict b0, int64_t tessera_lo, int64_t tessera_hi) {
@@ -92,10 +110,16 @@ void conv2d_int8_pixels(const int8_t* restrict b0, const int8_t* restrict b1, co
               tessera_vnni_dot_px_16x4(&b13[112], &b10[((v6 * 128) + 64)], &b2[(((v6 * 64) + (v3 * 16)) + 12)]);
             }
             for (int64_t v7 = 0; v7 < 4; ++v7) {
+              #if defined(__AVX512F__)
+              for (int64_t v8 = 0; v8 < 32; v8 += 16) { /* 16 lanes a statement */
+                _mm512_storeu_si512((void*)(&b12[(((v7 * 32) + (v3 * 128)) + v8)]), tessera_requant16(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_set1_epi32(((((((int32_t)(b1[0])) + 128) * b3[(v7 + (v3 * 4))]) * (-1)) + b4[(v7 + (v3 * 4))])), _mm512_loadu_si512((const void*)(&b13[((v7 * 32) + v8)])))), _mm512_set1_ps(b11[(v7 + (v3 * 4))])), ((-128.0f) - ((float)(b8[0]))), (127.0f - ((float)(b8[0]))), ((int32_t)(b8[0]))));
+              }
+              #else
               #pragma omp simd
               for (int64_t v8 = 0; v8 < 32; ++v8) {
                 b12[(((v7 * 32) + (v3 * 128)) + v8)] = tessera_f2i_in32f(nearbyintf(tessera_maxcf(tessera_mincf(((((float)((((((((int32_t)(b1[0])) + 128) * b3[(v7 + (v3 * 4))]) * (-1)) + b4[(v7 + (v3 * 4))]) + b13[((v7 * 32) + v8)])))) * (b11[(v7 + (v3 * 4))])), (127.0f - ((float)(b8[0])))), ((-128.0f) - ((float)(b8[0]))))) + ((float)(b8[0])));
               }
+              #endif
             }
           }
         }

@@ -186,7 +186,7 @@ describe("int8 depthwise / grouped template", () => {
     expect(tileOf([1, 4, 1, 7, 7, 3, 3, 1, 1, 1, 1], { vectorLanes: 4, cores: 1, outerLoopVectorizer: false })).toBe(49)
   })
 
-  it("through the C compiler: the plane a channel's at that channel, the requantized values an int32 stage; whole first and fused elsewhere", () => {
+  it("through the C compiler: the plane a channel's at that channel, the requantized values an int32 stage (fused where c renders requantizing stores itself); whole first and fused elsewhere", () => {
     const { outputs } = build({ op: "QLinearConv", x: "uint8", w: "int8", dims: [1, 8, 1, 14, 14, 3, 3, 1, 1, 1, 1], perChannel: true, seed: 1 }, OP_COMPUTES)
     const base = baseSchedule(outputs)
     const t = templateFor(base)
@@ -195,6 +195,9 @@ describe("int8 depthwise / grouped template", () => {
     const wasm = t.defaults(knobs, { vectorLanes: 4, cores: 1, outerLoopVectorizer: false })
     expect([c16.plane, c16.epilogue]).toEqual(["channel", "int32"])
     expect([wasm.plane, wasm.epilogue]).toEqual(["root", "fused"])
+    // (c rendering the requantizing store in whole vectors itself, requantize-store.ts: fused, a plane's 196 bytes a channel)
+    expect(knobs.find((k) => k.name === "epilogue")?.extent).toBe(196)
+    expect(t.defaults(knobs, { vectorLanes: 16, cores: 1, requantizeStores: true }).epilogue).toBe("fused")
   })
 })
 
@@ -323,6 +326,12 @@ describe("int8 depthwise template, the channels-in-lanes form", () => {
         expect(tpl.name).toBe("int8_depthwise")
         const knobs = tpl.space([out], base)
         expect(knobs.some((k) => k.name === "plane")).toBe(false)
+        // (its epilogue stores a byte a plane: the int32 stage kept even where c renders requantizing stores itself)
+        const epi = knobs.find((k) => k.name === "epilogue")
+        if (epi) {
+          expect(epi.extent).toBe(1)
+          expect(tpl.defaults(knobs, { vectorLanes: 16, cores: 1, requantizeStores: true }).epilogue).toBe("int32")
+        }
         const config: Config = Object.fromEntries(knobs.map((k, i) => [k.name, k.candidates[picks[i] % k.candidates.length]]))
         const fn = runTirSync(cpuTirPipeline({}), lowerSync(tpl.apply([out], base, config)))
         // (bound inference: a block's sums hold that block alone — its read at (L·b + l) // L is block b)

@@ -62,10 +62,12 @@ const checkConfig = (sp: Spec, picks: readonly number[]) => {
 describe("int8 template, pixels in the lanes (1×1 convs)", () => {
   it("every configuration, the VNNI dot kept or left as loops, equals the plain int32 compute (exactly)", () => {
     fc.assert(
-      fc.property(arbPxSpec, fc.array(fc.nat(), { minLength: 5, maxLength: 5 }), (sp, picks) => {
-        const { printed } = checkConfig(sp, picks)
+      fc.property(arbPxSpec, fc.array(fc.nat(), { minLength: 6, maxLength: 6 }), (sp, picks) => {
+        const { printed, config } = checkConfig(sp, picks)
         // (the product's tile computed at the requantization's tile)
         expect(printed).not.toMatch(/allocate y_dot:/)
+        // (the epilogue knob: with "int32" and a pixel tile under a vector loop's widest the requantized values a root int32 buffer, narrowed after; else none)
+        if (config.epilogue !== undefined) expect(/\n {2}allocate y_q: int32/.test(printed)).toBe(config.epilogue === "int32" && 16 * Number(config.tile_pv) < 64)
       }),
       lawParams(12),
     )
@@ -179,9 +181,10 @@ describe("int8 template, pixels in the lanes (K×K convs over the padded rows' g
         const [, , P] = base.stages.get("y_dot")!.op.shape
         const [, , OH, OW] = outputs[0].shape
         expect(/allocate y_dotsum/.test(printed)).toBe(P > OH * OW)
-        // (the epilogue knob where the grid is wider; with "int32" the requantized values a root int32 buffer, narrowed after; fused, none)
-        expect(config.epilogue !== undefined).toBe(P > OH * OW)
-        if (P > OH * OW) expect(/\n {2}allocate y_q: int32/.test(printed)).toBe(config.epilogue === "int32")
+        // (the epilogue knob where the grid is wider; with "int32" the requantized values a root int32 buffer, narrowed after; fused, none —
+        // where it is not, the pixels-in-lanes epilogue's knob: the root int32 buffer with "int32" and a pixel tile under a vector loop's widest)
+        if (P > OH * OW) expect(config.epilogue).toBeDefined()
+        if (config.epilogue !== undefined) expect(/\n {2}allocate y_q: int32/.test(printed)).toBe(config.epilogue === "int32" && (P > OH * OW || 16 * Number(config.tile_pv) < 64))
         // (the sums knob likewise: at root the kernel's own buffer of them; at the epilogue's channel tile a local one of the tile's)
         expect(config.sums !== undefined).toBe(P > OH * OW)
         if (P > OH * OW) expect(/\n {2}allocate y_dot: int32/.test(printed)).toBe(config.sums === "root")
@@ -190,7 +193,7 @@ describe("int8 template, pixels in the lanes (K×K convs over the padded rows' g
     )
   })
 
-  it("the epilogue's default: an int32 stage where its vector loop over a channel's pixels is shorter than the widest (28²: 16 of 784), fused where it is the widest (56²: 64), and fused where the emitter vectorizes only innermost loops", () => {
+  it("the epilogue's default: an int32 stage where its vector loop over a channel's pixels is shorter than the widest (28²: 16 of 784), fused where it is the widest (56²: 64), and fused where the emitter vectorizes only innermost loops or renders requantizing stores itself", () => {
     // (C, M, H, W, K, stride, pad; a 3×3 conv over 28² and 56², padded: 784 and 3136 output pixels)
     const defaults = (hw: number, target: ScheduleTarget) => {
       const { outputs } = build({ op: "QLinearConvPackedGrid", x: "int8", w: "int8", dims: [4, 16, hw, hw, 3, 1, 1, 1], seed: 3 })
@@ -202,6 +205,26 @@ describe("int8 template, pixels in the lanes (K×K convs over the padded rows' g
     expect(defaults(28, avx512)).toBe("int32")
     expect(defaults(56, avx512)).toBe("fused")
     expect(defaults(28, { ...avx512, outerLoopVectorizer: false })).toBe("fused")
+    // (c rendering the requantizing store in whole 16-lane vectors whatever the stored type, requantize-store.ts: fused)
+    expect(defaults(28, { ...avx512, requantizeStores: true })).toBe("fused")
+  })
+
+  it("the pixels-in-lanes epilogue's default: the int32 stage (the knob's absent value), fused where c renders requantizing stores itself", () => {
+    // (C, M, H, W, K = 1: a 1×1 conv over 28², 784 pixels, 49 vectors: a pixel tile of 16)
+    const { outputs } = build({ op: "QLinearConvPackedPx", x: "int8", w: "int8", dims: [16, 16, 28, 28, 1, 1, 0, 1], seed: 5 })
+    const base = baseSchedule(outputs)
+    const t = templateFor(base)
+    expect(t.name).toBe("int8_dot_px")
+    const knobs = t.space(outputs, base)
+    const knob = knobs.find((k) => k.name === "epilogue")
+    expect(knob && knob.kind === "choice" ? [knob.absent, knob.extent] : undefined).toEqual(["int32", undefined])
+    const avx512: ScheduleTarget = { vectorLanes: 16, cores: 1, int8Dot: "vnni" }
+    const fused = t.defaults(knobs, { ...avx512, requantizeStores: true })
+    expect(fused.epilogue).toBe("fused")
+    expect(t.defaults(knobs, avx512).epilogue).toBe("int32")
+    expect(t.defaults(knobs, { vectorLanes: 4, cores: 1, outerLoopVectorizer: false }).epilogue).toBe("int32")
+    const printed = printPrimFunc(runTirSync(cpuTirPipeline({}), lowerSync(t.apply(outputs, base, fused))))
+    expect(printed).not.toMatch(/\n {2}allocate y_q: int32/)
   })
 
   it("the sums' default: at the epilogue's channel tile where the whole grid's exceed half the L2, a tile's fit that half and the epilogue is fused; else at root", () => {

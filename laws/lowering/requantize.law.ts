@@ -15,16 +15,24 @@
 // Since the thirteenth session the steps after the quotient run in float32 and c divides in float32
 // (its narrowedFloatOp, checked below on every operation it narrows, and not on int32 operands:
 // narrowing those too fails it, tried).
+// Since the fifteenth session c renders a vectorized loop of 16 lanes or more storing that conversion
+// as AVX-512 statements (src/emit/c/requantize-store.ts: clamp, an ordered-compare mask, a masked
+// rounding convert, the zero point as an int32, a narrowing store): on loops of 16–64 lanes (whole
+// vectors, the last vector again where the extent is not whole vectors, a masked last vector where
+// the value reads the stored buffer), to int8 / uint8, to the int32 stage, and an int32 narrowed by a
+// cast, over the same edge cases, it gives the round-then-clamp values; the emitted C is checked to
+// take that form.
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import type { DType } from "../../src/ast/graph/dtype.js"
 import { fromArray, type Tensor } from "../../src/ast/graph/tensor.js"
 import { evaluateTE } from "../../src/ast/te/evaluate.js"
-import { add, c, call, cast, div, max, min, mul, sub } from "../../src/ast/te/expr.js"
+import { add, c, call, cast, div, mapExpr, max, min, mul, read, sub } from "../../src/ast/te/expr.js"
 import { at, compute, placeholder, type ComputeTensor, type Placeholder } from "../../src/ast/te/tensor.js"
 import * as S from "../../src/ast/schedule/schedule.js"
 import { createSchedule } from "../../src/ast/schedule/schedule-core.js"
-import type { PrimFunc } from "../../src/ast/tir/tir.js"
+import { mapStmt, type PrimFunc } from "../../src/ast/tir/tir.js"
+import { emitC } from "../../src/emit/c/emit.js"
 import { lowerSync } from "../../src/lowering/lower.js"
 import { requantize } from "../../src/lowering/op-library-quant-int.js"
 import { cpuTirPipeline } from "../../src/lowering/tir/cpu-pipeline.js"
@@ -242,5 +250,65 @@ describe("the c target's float32 form of a float64 operation of float32 values (
       const got = callKernel(mod.kernels.get(`z${k}`)!, funcs[k], feeds).get(out.name)!
       expect(Array.from(got.data as ArrayLike<number>), `case z${k}: op ${cases[k].op}, int ${cases[k].int}`).toEqual(Array.from(evaluateTE([out], feeds)[0].data as ArrayLike<number>))
     })
+  })
+})
+
+type StoreCase = Case & { readonly len: number; readonly form: "direct" | "stage" | "narrowed" | "in-place" }
+
+/**
+ * The epilogue over acc [len], vectorized whole: stored `direct`ly to the 8-bit type, to the int32
+ * stage, as an int32 `narrowed` by a cast to the 8-bit type (a fused conv's output over its stage),
+ * or `in-place`: the int32 stage reading its own element (the value reads the stored buffer, so the
+ * last vector is masked).
+ */
+const buildStore = (cs: StoreCase, k: number): { out: ComputeTensor; func: PrimFunc; feeds: Map<string, Tensor> } => {
+  const acc = placeholder(`acc${k}`, [cs.len], "int32")
+  const m = placeholder(`m${k}`, [1], "float32")
+  const zp = placeholder(`zp${k}`, [1], cs.out)
+  const wideStage = cs.form === "stage" || cs.form === "in-place"
+  const rq = (i: ReturnType<typeof c>) => requantize(at(acc, i), cast("float64", at(m, c(0))), at(zp, c(0)), cs.out, false, cs.form === "direct" ? cs.out : "int32")
+  const out = compute(`q${k}`, [cs.len], (i) => (cs.form === "narrowed" ? cast(cs.out, rq(i)) : rq(i)), wideStage ? "int32" : cs.out)
+  const sch = S.vectorize(createSchedule([out]), out.name, out.axes[0].var.name)
+  const f0: PrimFunc = { ...runTirSync(cpuTirPipeline(), lowerSync(sch)), name: `s${k}` }
+  // (in place: the value reads the stored buffer where it read acc, which is then unused)
+  const func: PrimFunc =
+    cs.form === "in-place"
+      ? { ...f0, body: mapStmt(f0.body, () => undefined, (e) => mapExpr(e, (x) => (x.kind === "read" && x.source === acc.name ? read(out.name, x.indices, "int32") : undefined))) }
+      : f0
+  const values = Array.from({ length: cs.len }, (_, i) => cs.accs[i % cs.accs.length])
+  const feeds = new Map<string, Tensor>([
+    [acc.name, fromArray("int32", [cs.len], values)],
+    [m.name, fromArray("float32", [1], [cs.m])],
+    [zp.name, fromArray(cs.out, [1], [cs.zp])],
+    ...(cs.form === "in-place" ? ([[out.name, fromArray("int32", [cs.len], values)]] as const) : []),
+  ])
+  return { out, func, feeds }
+}
+
+describe("the c target's requantizing stores (src/emit/c/requantize-store.ts)", () => {
+  it.skipIf(!HAVE_GCC)(`AVX-512 statements of 16 lanes over loops of 16–64, to int8 / uint8 / the int32 stage, give the round-then-clamp values (one gcc run)${NO_GCC}`, async () => {
+    const arb = fc
+      .record({ cs: arbCase, len: fc.constantFrom(16, 28, 40, 48, 56, 64), form: fc.constantFrom<StoreCase["form"]>("direct", "stage", "narrowed", "in-place") })
+      .map(({ cs, len, form }): StoreCase => ({ ...cs, len, form }))
+    const cases = fc.sample(arb, { seed: 13, numRuns: 80 })
+    const built = cases.map((cs, k) => buildStore(cs, k))
+    const funcs = built.map((b) => b.func)
+    // (every case takes the form: one statement call per 16 lanes and the last vector's, masked only in place)
+    const { source } = emitC(funcs, { poison: true })
+    for (const [k, cs] of cases.entries()) {
+      const body = source.slice(source.lastIndexOf(`void s${k}(`))
+      const text = body.slice(0, body.indexOf("#else"))
+      expect(text, `case s${k} (${cs.form}, ${cs.len} lanes) is not rendered as requantizing stores`).toContain("tessera_requant16(")
+      expect(text.includes("_mm512_mask_"), `case s${k}: masked last vector`).toBe(cs.form === "in-place" && cs.len % 16 !== 0)
+    }
+    const mod = await buildFuncs(funcs)
+    built.forEach(({ out, func, feeds }, k) => {
+      const cs = cases[k]
+      const got = callKernel(mod.kernels.get(func.name)!, func, feeds).get(out.name)!
+      const expected = Array.from({ length: cs.len }, (_, i) => replaced(cs.accs[i % cs.accs.length], cs.m, cs.zp, cs.out))
+      expect(Array.from(got.data as ArrayLike<number>), `case s${k}: ${JSON.stringify({ ...cs, accs: undefined })}`).toEqual(expected)
+    })
+    expect(new Set(cases.map((cs) => cs.form)).size).toBe(4)
+    expect(cases.some((cs) => cs.accs.some((a) => Number.isNaN(Math.fround(a) * cs.m)))).toBe(true)
   })
 })

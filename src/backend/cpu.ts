@@ -48,6 +48,8 @@ export const scheduleTarget = (target: Target<"c" | "js" | "wasm">): ScheduleTar
   ...(int8DotOf(target) ? { int8Dot: int8DotOf(target) } : {}),
   ...(ISA_FUSED_MULTIPLY_ADD[target.attrs.isa] ? {} : { fusedMultiplyAdd: false }),
   ...(target.kind === "c" ? {} : { outerLoopVectorizer: false }),
+  // (the c emitter's requantizing stores take AVX-512: -march=native on a host whose record says avx512)
+  ...(target.kind === "c" && target.attrs.isa === "avx512" ? { requantizeStores: true } : {}),
 })
 
 /**

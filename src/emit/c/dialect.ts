@@ -29,6 +29,7 @@ import { commentSafe, isIdentifier } from "../c-family/names.js"
 import { castC, cStorage, C_EXPR, C_VALUE, valueClass } from "./expr.js"
 import { C_PRELUDE } from "./prelude.js"
 import { cPool } from "./pool.js"
+import { requantizeStoreLoop } from "./requantize-store.js"
 import { vectorStoreLoop } from "./vector-store.js"
 
 /** What the c target does with each TIR construct (the dialect below implements exactly this). */
@@ -243,8 +244,9 @@ export const cDialect = (options: CDialectOptions): CDialect => ({
   access,
   loop: loopOf(options.parallel),
   reduceLoop,
-  // (a vectorized loop of 16 float lanes storing a clamped value: one vector statement, vminps / vmaxps)
-  wholeLoop: vectorStoreLoop,
+  // (a vectorized loop of 16 float lanes storing a clamped value: one vector statement, vminps / vmaxps;
+  // one of 16 lanes or more storing a requantized integer: AVX-512 statements of 16 lanes)
+  wholeLoop: (s, w) => requantizeStoreLoop(s, w) ?? vectorStoreLoop(s, w),
   ...(options.parallel === "pool" ? { outline: outlineLoop(options.restrict) } : {}),
   allocate: (s, w) => {
     const b = s.buffer

@@ -25,6 +25,14 @@ export const dataLeaves = (st: S.Stage) => st.leaf.filter((a) => st.axes.get(a)!
  * whole vectors of int32 lanes at the narrowing's loop: a loop that stores 8-bit values takes the
  * 8-bit type's vectors, at 16 lanes 16 bytes, for every int32 and float step (gcc).
  */
+/**
+ * Whether an int8 epilogue stores its 8-bit values from the loop that requantizes them (no int32
+ * stage narrowed after it): where the emitter vectorizes by the lanes (js, wasm), or renders the
+ * requantizing store in whole 16-lane vectors itself (c with AVX-512: requantize-store.ts). Else
+ * gcc would take the 8-bit store's 16-byte vectors for every int32 and float step.
+ */
+export const fusedEpilogue = (target: ScheduleTarget): boolean => target.outerLoopVectorizer === false || target.requantizeStores === true
+
 export const narrowedStage = (s: S.Schedule, stage: string): string | undefined => {
   const st = s.stages.get(stage)!
   const body = st.op.body

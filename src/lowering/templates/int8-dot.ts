@@ -16,7 +16,7 @@ import { collect, type ComputeTensor } from "../../ast/te/expr.js"
 import { avx2Dot16x4, simd128Dot4x4, vnniDot16x4, vnniDotPx16x4 } from "../../ast/te/intrinsic.js"
 import { DOT_LANES } from "../op-library-int8-blocked.js"
 import { LOOP_PARTITION_HINT } from "../../ast/tir/tir.js"
-import { accumulatorCap, anchorStage, dataLeaves, divisors, largest, narrowedStage, parallelize, parallelOuter } from "./common.js"
+import { accumulatorCap, anchorStage, dataLeaves, divisors, fusedEpilogue, largest, narrowedStage, parallelize, parallelOuter } from "./common.js"
 import { halfL2 } from "./conv2d-nchwc.js"
 import type { Config, Knob, ScheduleTarget, Template } from "./template.js"
 
@@ -379,6 +379,18 @@ export const sumsAtChannelTile = (bytes: number, channels: number, tileO: number
   return bytes > half && (bytes / channels) * tileO <= half
 }
 
+/**
+ * The pixels-in-lanes form's requantized int32 stage (common.ts narrowedStage), where the one
+ * epilogue reading the sums reads all of its pixels (not a grid's compaction): a root stage narrowed
+ * after it when the pixel tile is shorter than a vector loop's widest (`epilogue` int32, the knob's
+ * absent value: the schedule before the knob), or fused into the 8-bit store.
+ */
+const pixelsNarrowed = (s: S.Schedule, anchor: S.Stage): string | undefined => {
+  const first = S.effectiveConsumers(s, anchor.name)
+  const epiPixels = first.length === 1 ? s.stages.get(first[0])!.op.shape.slice(2).reduce((a, b) => a * b, 1) : 0
+  return epiPixels === anchor.op.shape[2] ? narrowedStage(s, first[0]) : undefined
+}
+
 /** The pixels-in-lanes product's register tile: at most 4 pixel vectors (each a load beside the channels' broadcasts; 64 pixels, the widest vector loop of the epilogue). */
 const MAX_PX_VECTORS = 4
 
@@ -415,6 +427,8 @@ export const int8DotPxTemplate: Template = {
       ...(pixelTiled(st) ? [{ kind: "choice", name: "activations", candidates: ["pixel_tiles", "channels"] } satisfies Knob] : []),
       // (a grid's epilogue: the requantization in the loop that stores the 8-bit values, or an int32 stage narrowed after it)
       ...(grid ? [{ kind: "choice", name: "epilogue", candidates: ["fused", "int32"], extent: grid.pixels, absent: "fused" } satisfies Knob] : []),
+      // (the epilogue over all the product's pixels: an int32 stage narrowed after it where the pixel tile is under a vector loop's widest, or fused)
+      ...(!grid && pixelsNarrowed(base, st) ? [{ kind: "choice", name: "epilogue", candidates: ["int32", "fused"], absent: "int32" } satisfies Knob] : []),
       // (a grid's sums: at root, or computed at the epilogue's channel tile; its extent the bytes of the whole grid's sums)
       ...(sums ? [{ kind: "choice", name: "sums", candidates: ["root", "channel_tile"], extent: sums, absent: "root" } satisfies Knob] : []),
     ] satisfies Knob[]
@@ -429,9 +443,13 @@ export const int8DotPxTemplate: Template = {
     // (a grid epilogue whose vector loop is shorter than the widest, 16 at 28²'s 784 pixels: stored
     // int8 in that loop, every int32 and float step took gcc's 16-byte vectors; the int32 stage's
     // loop is whole vectors of int32. Where the C compiler does not vectorize outer loops (js,
-    // wasm), nothing to gain from the extra pass)
+    // wasm), nothing to gain from the extra pass; nor where the c emitter renders the requantizing
+    // store in whole vectors itself, common.ts fusedEpilogue)
+    // The pixels-in-lanes epilogue (no grid: the knob without an extent) likewise fused only where c
+    // renders the requantizing store itself; js and wasm keep the int32 stage they had before the knob
     const epilogue = knobs.find((k) => k.name === "epilogue")
-    const withEpilogue: Config = epilogue ? { ...base, epilogue: target.outerLoopVectorizer !== false && gridVectorLoop(epilogue.extent ?? 0) < S.MAX_VECTORIZED ? "int32" : "fused" } : base
+    const gridEpilogueDefault = (e: Knob) => (!fusedEpilogue(target) && gridVectorLoop(e.extent ?? 0) < S.MAX_VECTORIZED ? "int32" : "fused")
+    const withEpilogue: Config = epilogue ? { ...base, epilogue: epilogue.extent === undefined ? (target.requantizeStores === true ? "fused" : "int32") : gridEpilogueDefault(epilogue) } : base
     // (a grid's sums past half the L2 are evicted between the dot and the epilogue: computed a
     // channel tile at a time where a tile's fit half the L2 and the epilogue is fused — with the
     // int32 stage, ResNet-18 int8's three 28² convs read 15–18% slower that way, Zen 5)
@@ -455,9 +473,7 @@ export const int8DotPxTemplate: Template = {
     // then narrowed in a loop of its own; computed in the loop that stores the 8-bit values, they
     // took gcc's 16-byte vectors for every int32 and float step, common.ts narrowedStage)
     // (the tile at the epilogue's, not the grid form's: the epilogue's pixels are the product's)
-    const first = S.effectiveConsumers(s, anchor.name)
-    const epiPixels = first.length === 1 ? s.stages.get(first[0])!.op.shape.slice(2).reduce((a, b) => a * b, 1) : 0
-    const wide = F < S.MAX_VECTORIZED && epiPixels === P ? narrowedStage(s, first[0]) : undefined
+    const wide = F < S.MAX_VECTORIZED && config.epilogue !== "fused" ? pixelsNarrowed(s, anchor) : undefined
     if (wide) s = S.computeRoot(s, wide)
     // (a grid's epilogue as an int32 stage: it is then the stage that reads the compacted sums, the 8-bit narrowing a root loop of its own)
     const gridWide = config.epilogue === "int32" ? gridNarrowed(s, anchor) : undefined

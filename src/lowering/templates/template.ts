@@ -104,6 +104,13 @@ export interface ScheduleTarget {
    * vector code takes only an innermost loop of straight-line stores (js, wasm).
    */
   readonly outerLoopVectorizer?: boolean
+  /**
+   * Whether the emitter renders a vectorized loop storing a requantized value in whole 16-lane
+   * vectors whatever the stored type (the c target with AVX-512: src/emit/c/requantize-store.ts);
+   * absent: false — the compiler picks the loop's vector width by its narrowest type (gcc: the
+   * 8-bit store's 16 bytes), so int8 epilogues keep an int32 stage.
+   */
+  readonly requantizeStores?: boolean
   /** The 8-bit dot-product instruction the emitter renders (AVX-512 VNNI's, SIMD128's i16 dot; absent: none, int8 products are loops). */
   readonly int8Dot?: "vnni" | "avx2" | "simd128"
   /** Bytes of a core's L1 data cache (the target record's, measured from sysfs on the host; absent: 32 KiB). */
