@@ -237,6 +237,37 @@ describe("the layout rewrite of an int8 conv's constant weights (int8-conv-to-pa
     expect(b.windows).toBe(0)
     expect(a.out).toEqual(b.out)
   }, 600_000)
+  it.skipIf(!HAVE_GCC || !hostCpu().vnni)(`a 7² depthwise conv on a VNNI target takes the channels-in-lanes dot (channel_lanes 16 with the taps' weights), compiled to C equal to the int16 form bit for bit${NO_GCC}`, async () => {
+    // 7² under 3×3 (int8, 32 channels), 14² → 7² at stride 2 (uint8, 16 channels), 9 × 7 under 1×3
+    // with a pad of 1 (int8, 16, 9 × 7): rows of at most half a vector, whole blocks of 16 — the dot's
+    // vpermd / vpshufb transposition of 4 pixels' channel bytes run for real
+    const rng = prng(13)
+    const cases = ([["int8", 32, 7, 7, 3, 1], ["uint8", 16, 14, 14, 3, 2], ["int8", 16, 9, 7, 1, 1]] as const).map(([dt, C, H, W, kh, stride], k) => {
+      const init = new Map<string, Tensor>([
+        ["xs", tensor("float32", [], Float32Array.of(0.02))], ["xzp", ints(dt, [], rng)], ["w", ints("int8", [C, 1, kh, 3], rng)],
+        ["ws", tensor("float32", [C], Float32Array.from({ length: C }, () => Math.fround(rng.float(0.002, 0.02))))], ["ys", tensor("float32", [], Float32Array.of(0.05))], ["yzp", ints(dt, [], rng)],
+      ])
+      const graph = makeGraph({
+        opset: 13,
+        inputs: [{ name: "x", type: { dtype: dt, shape: [1, C, H, W] } }],
+        outputs: [{ name: "y", type: { dtype: dt, shape: [] } }],
+        initializers: init,
+        nodes: [node("QLinearConv", ["x", "xs", "xzp", "w", "ws", "", "ys", "yzp"], ["y"], { strides: attr.ints([stride, stride]), pads: attr.ints([kh === 3 ? 1 : 0, 1, kh === 3 ? 1 : 0, 1]), group: attr.int(C) })],
+      })
+      return { graph, inputs: new Map([["x", ints(dt, [1, C, H, W], prng(200 + k))]]), packs: false, grouped: true }
+    })
+    const { graph, inputs } = mergeGraphs(cases)
+    const run = async (vnni: boolean) => {
+      const { graph: g, out } = await compiledOnC(graph, inputs, vnni)
+      const grouped = g.nodes.filter((n) => n.op === "QLinearConvGrouped")
+      return { dots: grouped.filter((n) => n.inputs.length > 11 && n.attrs.channel_lanes?.kind === "int" && Number(n.attrs.channel_lanes.value) === 16).length, out }
+    }
+    const a = await run(true)
+    expect(a.dots).toBe(3)
+    const b = await run(false)
+    expect(b.dots).toBe(0)
+    expect(a.out).toEqual(b.out)
+  }, 600_000)
 })
 
 /**

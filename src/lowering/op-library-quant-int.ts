@@ -10,7 +10,7 @@ import { add, and, c, call, cast, div, floordiv, ge, gt, lt, max, min, mul, sele
 import { at, compute, maxReduce, minReduce, reduceAxis, sum, type ComputeTensor, type TeTensor } from "../ast/te/tensor.js"
 import { inp, none, num, shapeOf, type OpCompute, type OpComputeCtx } from "./op-library-common.js"
 import { blockedConv, blockedMatmul, packedConv, packedConvPixels, packedMatmul } from "./op-library-int8-blocked.js"
-import { depthwiseChannels, depthwiseConv, depthwiseWindow, isGrouped } from "./op-library-int8-depthwise.js"
+import { depthwiseChannels, depthwiseChannelsDot, depthwiseConv, depthwiseWindow, isGrouped } from "./op-library-int8-depthwise.js"
 
 const I32: DType = "int32"
 const F32: DType = "float32"
@@ -221,7 +221,9 @@ const qlinearConvGrouped: OpCompute = (ctx) => {
   const [taps, tapsum] = [ctx.inputs[11], ctx.inputs[12]]
   // (the channels-in-lanes form where it chose blocks of channel_lanes channels)
   const lanes = num(ctx.attrs.channel_lanes, 0)
-  const dw = taps && tapsum ? depthwiseWindow(ctx, x, w16.shape[3], taps, tapsum, xzp) : lanes > 0 ? depthwiseChannels(ctx, x, w16, xzp, lanes) : depthwiseConv(ctx, x, w16, xzp, undefined)
+  const dw = taps && tapsum
+    ? lanes > 0 ? depthwiseChannelsDot(ctx, x, w16.shape[3], taps, tapsum, xzp, lanes) : depthwiseWindow(ctx, x, w16.shape[3], taps, tapsum, xzp)
+    : lanes > 0 ? depthwiseChannels(ctx, x, w16, xzp, lanes) : depthwiseConv(ctx, x, w16, xzp, undefined)
   const acc = compute(ctx.name("sum"), shapeOf(ctx.outputs[0]), (n, o, ...ys) => {
     const s = dw.sumAt([n, o, ...ys])
     return bias ? add(s, at(bias, o)) : s

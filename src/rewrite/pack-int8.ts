@@ -10,7 +10,7 @@ import { attr } from "../ast/graph/attrs.js"
 import { resolveNode } from "../ast/graph/evaluate.js"
 import type { Node } from "../ast/graph/graph.js"
 import type { ValueType } from "../ast/graph/op.js"
-import { depthwiseWindowGrid, INT8_LANES, int8DotAlongWidth, int8PixelGrid, packDepthwiseTaps, packInt8Conv, packInt8ConvTaps, packInt8Matmul, requantMultipliers, widenInt8Weights } from "../ast/graph/ops/int8-packed.js"
+import { depthwiseWindowGrid, INT8_DEPTH, INT8_LANES, int8DotAlongWidth, int8PixelGrid, packDepthwiseTaps, packInt8Conv, packInt8ConvTaps, packInt8Matmul, requantMultipliers, widenInt8Weights } from "../ast/graph/ops/int8-packed.js"
 import { TESSERA_DOMAIN } from "../ast/graph/ops/index.js"
 import type { Tensor } from "../ast/graph/tensor.js"
 import type { Rule, RuleCtx } from "./rules.js"
@@ -193,6 +193,17 @@ export const int8DepthwiseChannels = (w: Int8ConvWindow, channels: { readonly in
 }
 
 /**
+ * Whether a depthwise conv's channels-in-lanes form (int8DepthwiseChannels' `lanes`) computes on the
+ * VNNI dot (op-library-int8-depthwise.ts's depthwiseChannelsDot: a block of 16 channels in the dot's
+ * lanes, a kernel row's taps in its depth, one vpdpbusd a kernel row where the int16 form takes a
+ * widened load, a multiply and an add a tap): where the target's dot is VNNI, the block is the
+ * dot's 16 lanes, a kernel row has at most the dot's 4 taps and no dilation (its operand one run of
+ * 4 pixels' 16 channels); packDepthwiseTaps then says whether the weights are s8.
+ */
+export const int8DepthwiseChannelsDot = (w: Int8ConvWindow, lanes: number, target: Int8LayoutTarget): boolean =>
+  target.int8Dot === "vnni" && lanes === INT8_LANES && w.kernel[1] <= INT8_DEPTH && w.dilations[1] === 1
+
+/**
  * A grouped QLinearConv (2-D, whole channels a group: depthwise among them) over constant weights
  * and a constant or absent weight zero point → QLinearConvGrouped, its weights minus their zero
  * point widened to int16 and (constant scales) its multipliers computed here, once, instead of by
@@ -219,8 +230,10 @@ export const int8GroupedToPackedFor = (target: Int8LayoutTarget): Rule => ({
     const win = (d: readonly number[]) => [d[0] ?? 1, d[1] ?? 1] as const
     const known = out && out.shape.length === 4 && out.shape.every((d) => typeof d === "number")
     const window = known ? { kernel: win(w.shape.slice(2)), strides: win(at.strides ?? []), dilations: win(at.dilations ?? []), out: win(out.shape.slice(2) as number[]) } : undefined
-    const packed = window && int8DepthwiseWindow(window, target) ? packDepthwiseTaps(widened) : undefined
-    const lanes = window && !packed ? int8DepthwiseChannels(window, { in: C, out: w.shape[0], group }, target) : 0
+    // (the channels-in-lanes form where int8DepthwiseChannels says — 0 where the window form takes
+    // the conv — and on the VNNI dot where int8DepthwiseChannelsDot says: its taps packed too)
+    const lanes = window ? int8DepthwiseChannels(window, { in: C, out: w.shape[0], group }, target) : 0
+    const packed = window && (int8DepthwiseWindow(window, target) || int8DepthwiseChannelsDot(window, lanes, target)) ? packDepthwiseTaps(widened) : undefined
     const dot = packed ? [[ctx.fresh(`${n.inputs[3]}_taps`), packed.taps], [ctx.fresh(`${n.inputs[3]}_tapsum`), packed.tapsum]] as const : []
     const y = ctx.fresh(`${n.outputs[0]}_grouped`)
     const inputs = Array.from({ length: 9 }, (_, k) => n.inputs[k] ?? "")

@@ -5,11 +5,15 @@
 // vector), then its sums (the L channels the vector, the taps unrolled inside it: each sum in a
 // register across them, or outside it), read back by the channel's epilogue tiles.
 import * as S from "../../ast/schedule/schedule.js"
+import { vnniDotChannels16x4 } from "../../ast/te/intrinsic.js"
 import { dataLeaves, narrowedStage, parallelize, parallelOuter } from "./common.js"
 
-/** Whether the product is the channels-in-lanes form: its sums [n, blocks, oh, ow, lanes] over an int16 plane (the window form's rows read a u8 one). */
+/**
+ * Whether the product is the channels-in-lanes form: its sums [n, blocks, oh, ow, lanes] over a plane
+ * [n, blocks, Hp, Wp, lanes] (int16, or u8 on the VNNI dot; the window form's rows read a 4-D u8 one).
+ */
 export const isChannelsForm = (anchor: S.Stage): boolean =>
-  anchor.op.shape.length === 5 && anchor.op.inputs.find((t) => t.kind === "compute")?.dtype !== "uint8"
+  anchor.op.shape.length === 5 && anchor.op.inputs.find((t) => t.kind === "compute")?.shape.length === 5
 
 /** A stage's innermost loop vectorized where a vector loop takes it. */
 const vectorizeLast = (s: S.Schedule, stage: string): S.Schedule => {
@@ -56,10 +60,17 @@ export const channelsProduct = (s0: S.Schedule, anchor: S.Stage, out: string, co
   const ls = s.stages.get(local)!
   const [ln, lb, lh, lw, ll] = dataLeaves(ls)
   const [rkh, rkw] = ls.leaf.filter((a) => ls.axes.get(a)!.type === "reduce")
-  s = S.reorder(s, local, config.taps === "outside" ? [ln, lb, lh, lw, rkh, rkw, ll] : [ln, lb, lh, lw, ll, rkh, rkw])
-  s = S.vectorize(s, local, ll)
+  if (config.dot !== undefined) {
+    // (the VNNI dot's: a kernel row's 4 taps of the L channels one vpdpbusd, `dot`: vnni; or the L
+    // channels the vector loop, the 4 taps unrolled inside it)
+    s = S.reorder(s, local, [ln, lb, lh, lw, rkh, ll, rkw])
+    s = config.dot === "vnni" ? S.tensorize(s, local, ll, vnniDotChannels16x4) : S.unroll(S.vectorize(s, local, ll), local, rkw)
+  } else {
+    s = S.reorder(s, local, config.taps === "outside" ? [ln, lb, lh, lw, rkh, rkw, ll] : [ln, lb, lh, lw, ll, rkh, rkw])
+    s = S.vectorize(s, local, ll)
+    if (config.unroll_kw) s = S.unroll(s, local, rkw)
+  }
   if (config.unroll_kh) s = S.unroll(s, local, rkh)
-  if (config.unroll_kw) s = S.unroll(s, local, rkw)
   // the block's plane and weights before its sums, the L channels their vector loop
   for (const t of anchor.op.inputs) if (t.kind === "compute") s = vectorizeLast(S.computeAt(s, t.name, local, lb), t.name)
   return parallelize(s, true, [out, local])
