@@ -183,13 +183,18 @@ export const int8DepthwiseWindow = (w: Int8ConvWindow, target: Int8LayoutTarget)
  * at most half a vector (2·OW ≤ L: a row in the pixel lanes leaves most of a vector empty and the
  * padded plane's rows are too short to vectorize — MobileNetV2's 7² convs on AVX-512; at 14², rows
  * of 14 in 16 lanes, the pixel form was faster: 0.033 against 0.061 ms, the transposes in and out
- * costing more than the lanes gained), the conv has one input and one output channel a group, and
- * the channels are whole blocks of L; not where the VNNI window form takes the conv (int8DepthwiseWindow).
+ * costing more than the lanes gained), or at most a vector (OW ≤ L) where the form computes on the
+ * VNNI dot (int8DepthwiseChannelsDot: a kernel row 3 instructions where the int16 form took ~6 a
+ * tap, the values out through interleaved loads — MobileNetV2's 28² → 14² conv 0.060 → 0.036 ms
+ * against the int16 phases), the conv has one input and one output channel a group, and the
+ * channels are whole blocks of L; not where the VNNI window form takes the conv (int8DepthwiseWindow:
+ * its pixels stay in the lanes, no transposes — the 14² stride-1 convs 0.028 against 0.034 ms on the dot).
  */
 export const int8DepthwiseChannels = (w: Int8ConvWindow, channels: { readonly in: number; readonly out: number; readonly group: number }, target: Int8LayoutTarget): number => {
   const lanes = target.vectorLanes ?? 0
   const depthwise = channels.group === channels.in && channels.out === channels.in
-  return lanes > 1 && depthwise && channels.in % lanes === 0 && 2 * w.out[1] <= lanes && !int8DepthwiseWindow(w, target) ? lanes : 0
+  const rows = 2 * w.out[1] <= lanes || (w.out[1] <= lanes && int8DepthwiseChannelsDot(w, lanes, target))
+  return lanes > 1 && depthwise && channels.in % lanes === 0 && rows && !int8DepthwiseWindow(w, target) ? lanes : 0
 }
 
 /**

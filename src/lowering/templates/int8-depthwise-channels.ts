@@ -42,16 +42,27 @@ export const channelsProduct = (s0: S.Schedule, anchor: S.Stage, out: string, co
   const wide = config.epilogue === "int32" ? narrowedStage(s, out) : undefined
   // (fused: the requantization in the narrowing's loop, the block's channels its vector loop — the
   // sums read contiguously, the bytes stored a channel's plane apart)
-  s = wide ? S.vectorize(s, out, sp.inner) : S.vectorize(S.reorder(s, out, [...leaves.slice(0, leaves.indexOf(blocks.inner)), sp.outer, sp.inner, blocks.inner]), out, blocks.inner)
+  const blocked = wide !== undefined && s.stages.get(wide)!.op.shape.length === 5
+  const pixelsOuter = [...leaves.slice(0, leaves.indexOf(blocks.inner)), sp.outer, sp.inner, blocks.inner]
+  // (the int32 values in blocks, [n, C / L, oh, ow, L]: the narrowing's tile of pixels its vector
+  // loop, the block's L channels unrolled inside it — each channel's bytes stored contiguously, the
+  // values read L apart, which the C compiler loads as one interleaved group of L and takes apart
+  // with permutes; a channel's pixels the vector loop over the channel-major values read them
+  // strided, and the channels over pixel-major values stored them a plane apart)
+  s = blocked ? S.unroll(S.vectorize(S.reorder(s, out, pixelsOuter), out, sp.inner), out, blocks.inner) : wide ? S.vectorize(s, out, sp.inner) : S.vectorize(S.reorder(s, out, pixelsOuter), out, blocks.inner)
   let reader: [string, string] = [out, block]
   if (wide) {
     // (the block's L channels its vector loop: the sums read contiguously, each channel's values
-    // stored to its own row, which the narrowing reads a channel at a time)
+    // stored to its own row (channel-major) or its pixel's (blocked), which the narrowing reads)
     s = S.computeAt(s, wide, out, block)
-    const [wn, wo, wh, ww] = dataLeaves(s.stages.get(wide)!)
-    const wl = S.split(s, wide, wo, { factor: L })
-    s = S.vectorize(S.reorder(wl.schedule, wide, [wn, wl.outer, wh, ww, wl.inner]), wide, wl.inner)
-    reader = [wide, wn]
+    const wl = dataLeaves(s.stages.get(wide)!)
+    if (blocked) s = S.vectorize(s, wide, wl[4])
+    else {
+      const [wn, wo, wh, ww] = wl
+      const split = S.split(s, wide, wo, { factor: L })
+      s = S.vectorize(S.reorder(split.schedule, wide, [wn, split.outer, wh, ww, split.inner]), wide, split.inner)
+    }
+    reader = [wide, wl[0]]
   }
   // the block's sums (at their one reader's block): the L channels the vector loop, the taps
   // inside it (unrolled: each sum in a register across them) or outside it
