@@ -277,8 +277,8 @@ describe("the layout rewrite of an int8 conv's constant weights (int8-conv-to-pa
  * int8DepthwiseChannels): on random depthwise and grouped convs, targets of 4, 8 or 16 lanes, the
  * rule sets channel_lanes to the lanes exactly when the conv is depthwise (one input and one output
  * channel a group), its channels whole blocks of the lanes and its output rows at most half a vector
- * (on a VNNI target at 16 lanes, at most a vector: the form on the dot, its taps packed too), not
- * where the window form takes it;
+ * and not where the window form takes it (on a VNNI target at 16 lanes, at most a vector: the form
+ * on the dot, its taps packed too, before the window form);
  * the rewritten graph evaluates as before, and compiled (js, the target's lanes) equals the int16
  * form's bytes (opt level 3 against 2, which has no layout rewrite).
  */
@@ -307,12 +307,13 @@ describe("the layout rewrite of a depthwise int8 conv: the channels in the lanes
       nodes: [node("QLinearConv", ["x", "xs", "xzp", "w", "ws", "", "ys", "yzp"], ["y"], { strides: attr.ints([stride, stride]), pads: attr.ints([pad, pad, pad, pad]), group: attr.int(C) })],
     })
     // (on a VNNI target, rows of up to a vector where the conv computes on the channels-in-lanes dot —
-    // 16 lanes, a row of at most 4 taps, no dilation — and the window form does not take it)
+    // 16 lanes, a row of at most 4 taps, no dilation — the window form or not; else rows of at most
+    // half a vector where the window form does not take it)
     const OH = Math.floor((H + 2 * pad - k) / stride) + 1
     const vnni = rng.next() < 0.5
     const window = vnni && depthwiseWindowGrid([OH, OW], [k, k], [1, 1], [stride, stride]) !== undefined
-    const rows = 2 * OW <= lanes || (vnni && lanes === 16 && OW <= lanes)
-    const expected = multiplier === 1 && C % lanes === 0 && rows && !window ? lanes : 0
+    const rows = (2 * OW <= lanes && !window) || (vnni && lanes === 16 && OW <= lanes)
+    const expected = multiplier === 1 && C % lanes === 0 && rows ? lanes : 0
     // (a target without the dot: js)
     const plain = multiplier === 1 && C % lanes === 0 && 2 * OW <= lanes ? lanes : 0
     return { graph, inputs: new Map([["x", ints(xdt, [1, C, H, W], rng)]]), lanes, expected, plain, vnni }

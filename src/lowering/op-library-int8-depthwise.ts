@@ -295,12 +295,16 @@ export const depthwiseChannelsDot = (
   const Wp = (OW - 1) * sw + depth
   const shift = x.dtype === "int8" ? 128 : 0
   const uzp = (ch: Expr): Expr => (xzp ? add(i32(xzp(ch)), c(shift)) : c(shift))
+  // (the transposing copy dense and unpadded, [n, C / 16, H, W, 16], which the template computes with
+  // the pixels its vector loop and the 16 channels unrolled — a store the C compiler interleaves with
+  // permutes — then the padded plane from it, 16 channels a vector: a copy that gathered the padded
+  // plane's bytes 16 channels apart, behind its bounds tests, ran scalar)
+  const dense = compute(ctx.name("dwu8dense"), [N, C / L, H, W, L], (n, b, h, w, l) => cast("uint8", add(i32(at(x, n, add(mul(b, c(L)), l), h, w)), c(shift))), "uint8")
   const plane = compute(ctx.name("dwu8lanes"), [N, C / L, Hp, Wp, L], (n, b, r, q, l) => {
-    const ch = add(mul(b, c(L)), l)
     const ih = sub(r, c(ph))
     const iw = sub(q, c(pw))
     const inside = and(and(ge(ih, c(0)), lt(ih, c(H))), and(ge(iw, c(0)), lt(iw, c(W))))
-    return cast("uint8", select(inside, add(i32(at(x, n, ch, ih, iw)), c(shift)), uzp(ch)))
+    return cast("uint8", select(inside, i32(at(dense, n, b, ih, iw, l)), uzp(add(mul(b, c(L)), l))))
   }, "uint8")
   // (a block's taps: channel l's row kh the 4 bytes at [b, kh, l])
   const wl = compute(ctx.name("dwtapslanes"), [C / L, KH, L, depth], (b, kh, l, r) => at(taps, add(mul(b, c(L)), l), kh, r), "int8")

@@ -179,22 +179,25 @@ export const int8DepthwiseWindow = (w: Int8ConvWindow, target: Int8LayoutTarget)
 
 /**
  * The channel block of a depthwise conv's channels-in-lanes form (op-library-int8-depthwise.ts's
- * depthwiseChannels), or 0 for none: the target's vector lanes L where a channel's output rows are
- * at most half a vector (2·OW ≤ L: a row in the pixel lanes leaves most of a vector empty and the
- * padded plane's rows are too short to vectorize — MobileNetV2's 7² convs on AVX-512; at 14², rows
- * of 14 in 16 lanes, the pixel form was faster: 0.033 against 0.061 ms, the transposes in and out
- * costing more than the lanes gained), or at most a vector (OW ≤ L) where the form computes on the
- * VNNI dot (int8DepthwiseChannelsDot: a kernel row 3 instructions where the int16 form took ~6 a
- * tap, the values out through interleaved loads — MobileNetV2's 28² → 14² conv 0.060 → 0.036 ms
- * against the int16 phases), the conv has one input and one output channel a group, and the
- * channels are whole blocks of L; not where the VNNI window form takes the conv (int8DepthwiseWindow:
- * its pixels stay in the lanes, no transposes — the 14² stride-1 convs 0.028 against 0.034 ms on the dot).
+ * depthwiseChannels / depthwiseChannelsDot), or 0 for none: the target's vector lanes L where the conv
+ * has one input and one output channel a group, its channels are whole blocks of L, and
+ * - on the VNNI dot (int8DepthwiseChannelsDot, `s8`: its weights fit the dot's s8 operand), a
+ *   channel's output rows are at most a vector (OW ≤ L: a plane too small for the pixel lanes — a
+ *   row of 14 or 7 leaves lanes of every vector empty, the window form's grid pads its rows): one
+ *   vpdpbusd a kernel row of 16 channels, the transposes in and out through the C compiler's
+ *   interleaved stores and loads (MobileNetV2's 14² and 7² convs, the strided 28² → 14² and 14² → 7²
+ *   ones, 1.2–2.6× faster alone; at 28², rows of 2 vectors, a tie with the int16 grid, at 56² slower);
+ * - else, where a channel's output rows are at most half a vector (2·OW ≤ L: the padded plane's rows
+ *   are too short to vectorize — the 7² convs; at 14², rows of 14 in 16 lanes, the pixel form was
+ *   faster: 0.033 against 0.061 ms, the int16 transposes in and out costing more than the lanes
+ *   gained), not where the VNNI window form takes the conv (int8DepthwiseWindow).
  */
-export const int8DepthwiseChannels = (w: Int8ConvWindow, channels: { readonly in: number; readonly out: number; readonly group: number }, target: Int8LayoutTarget): number => {
+export const int8DepthwiseChannels = (w: Int8ConvWindow, channels: { readonly in: number; readonly out: number; readonly group: number }, target: Int8LayoutTarget, s8 = true): number => {
   const lanes = target.vectorLanes ?? 0
   const depthwise = channels.group === channels.in && channels.out === channels.in
-  const rows = 2 * w.out[1] <= lanes || (w.out[1] <= lanes && int8DepthwiseChannelsDot(w, lanes, target))
-  return lanes > 1 && depthwise && channels.in % lanes === 0 && rows && !int8DepthwiseWindow(w, target) ? lanes : 0
+  const dot = s8 && w.out[1] <= lanes && int8DepthwiseChannelsDot(w, lanes, target)
+  const int16 = 2 * w.out[1] <= lanes && !int8DepthwiseWindow(w, target)
+  return lanes > 1 && depthwise && channels.in % lanes === 0 && (dot || int16) ? lanes : 0
 }
 
 /**
@@ -235,10 +238,12 @@ export const int8GroupedToPackedFor = (target: Int8LayoutTarget): Rule => ({
     const win = (d: readonly number[]) => [d[0] ?? 1, d[1] ?? 1] as const
     const known = out && out.shape.length === 4 && out.shape.every((d) => typeof d === "number")
     const window = known ? { kernel: win(w.shape.slice(2)), strides: win(at.strides ?? []), dilations: win(at.dilations ?? []), out: win(out.shape.slice(2) as number[]) } : undefined
-    // (the channels-in-lanes form where int8DepthwiseChannels says — 0 where the window form takes
-    // the conv — and on the VNNI dot where int8DepthwiseChannelsDot says: its taps packed too)
-    const lanes = window ? int8DepthwiseChannels(window, { in: C, out: w.shape[0], group }, target) : 0
-    const packed = window && (int8DepthwiseWindow(window, target) || int8DepthwiseChannelsDot(window, lanes, target)) ? packDepthwiseTaps(widened) : undefined
+    // (the channels-in-lanes form where int8DepthwiseChannels says, on the VNNI dot where
+    // int8DepthwiseChannelsDot says and the weights fit its s8 operand: its taps packed too; else the
+    // window form's taps where int8DepthwiseWindow says)
+    const taps = window && target.int8Dot === "vnni" ? packDepthwiseTaps(widened) : undefined
+    const lanes = window ? int8DepthwiseChannels(window, { in: C, out: w.shape[0], group }, target, taps !== undefined) : 0
+    const packed = window && (lanes > 0 ? int8DepthwiseChannelsDot(window, lanes, target) : int8DepthwiseWindow(window, target)) ? taps : undefined
     const dot = packed ? [[ctx.fresh(`${n.inputs[3]}_taps`), packed.taps], [ctx.fresh(`${n.inputs[3]}_tapsum`), packed.tapsum]] as const : []
     const y = ctx.fresh(`${n.outputs[0]}_grouped`)
     const inputs = Array.from({ length: 9 }, (_, k) => n.inputs[k] ?? "")

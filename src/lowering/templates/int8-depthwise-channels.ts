@@ -7,6 +7,7 @@
 import * as S from "../../ast/schedule/schedule.js"
 import { vnniDotChannels16x4 } from "../../ast/te/intrinsic.js"
 import { dataLeaves, narrowedStage, parallelize, parallelOuter } from "./common.js"
+import { vectorizeInner } from "./int8-depthwise-window.js"
 
 /**
  * Whether the product is the channels-in-lanes form: its sums [n, blocks, oh, ow, lanes] over a plane
@@ -84,5 +85,16 @@ export const channelsProduct = (s0: S.Schedule, anchor: S.Stage, out: string, co
   if (config.unroll_kh) s = S.unroll(s, local, rkh)
   // the block's plane and weights before its sums, the L channels their vector loop
   for (const t of anchor.op.inputs) if (t.kind === "compute") s = vectorizeLast(S.computeAt(s, t.name, local, lb), t.name)
+  // (the VNNI dot's plane from a dense transposing copy, [n, blocks, H, W, L]: at the plane's block, its
+  // pixels fused into the vector loop and the L channels unrolled inside — the C compiler's
+  // interleaved store; with the channels the vector loop each lane's byte is a load of its own)
+  const plane = anchor.op.inputs.find((t) => t.kind === "compute")
+  const dense = plane?.kind === "compute" ? plane.inputs.find((t) => t.kind === "compute" && t.shape.length === 5) : undefined
+  if (dense && s.stages.get(dense.name)?.attach.kind === "inline") {
+    s = S.computeAt(s, dense.name, plane!.name, dataLeaves(s.stages.get(plane!.name)!)[1])
+    const [, , dh, dw, dl] = dataLeaves(s.stages.get(dense.name)!)
+    const px = S.fuse(s, dense.name, dh, dw)
+    s = S.unroll(vectorizeInner(px.schedule, dense.name, px.fused), dense.name, dl)
+  }
   return parallelize(s, true, [out, local])
 }
