@@ -22,7 +22,7 @@ import { evaluatePrimFunc } from "../../src/ast/tir/evaluate.js"
 import { mapStmt } from "../../src/ast/tir/tir.js"
 import { allocate } from "../../src/ast/graph/dtype.js"
 import { depthwiseWindowGrid, packDepthwiseTaps, widenInt8Weights } from "../../src/ast/graph/ops/int8-packed.js"
-import { vnniDotWindows } from "../../src/ast/te/intrinsic.js"
+import { vnniDotChannels16x4, vnniDotWindows } from "../../src/ast/te/intrinsic.js"
 import { TESSERA_DOMAIN } from "../../src/ast/graph/ops/index.js"
 import { loadWasmModuleSync } from "../../src/device/wasm/load.js"
 import { emitWasmModule } from "../../src/emit/wasm/emit.js"
@@ -352,6 +352,73 @@ describe("int8 depthwise template, the channels-in-lanes form", () => {
         wasmFn(...arrays)
         const wasm = arrays[fn.params.findIndex((p) => p.name === out.name)]
         expect(Array.from(wasm as ArrayLike<number>)).toEqual(Array.from(want.data as ArrayLike<number>))
+      }),
+      lawParams(40),
+    )
+  })
+})
+
+/**
+ * The channels-in-lanes form on the VNNI dot (QLinearConvGrouped with `channel_lanes` 16 and its
+ * taps' s8 weights: pack-int8.ts's int8DepthwiseChannelsDot, op-library-int8-depthwise.ts's
+ * depthwiseChannelsDot): on random depthwise convs (1–2 blocks of 16 channels, kernels of 1–3 rows
+ * and 1–4 taps a row, strides 1–2 each way, dilation 1–2 between rows and 1 along them, padding
+ * 0–2, int8 / uint8 activations, x's zero point per tensor or per channel, weights with a zero
+ * point, per-channel scales, a bias or none), the product is [1, C / 16, OH, OW, 16] over a u8 plane
+ * [1, C / 16, Hp, Wp, 16] and every configuration (the dot tensorized onto vnniDotChannels16x4 and
+ * evaluated by its declaration, or loops) equals the plain int32 compute's requantized bytes exactly.
+ */
+describe("int8 depthwise template, the channels-in-lanes form on the VNNI dot", () => {
+  const arbDot = fc
+    .record({
+      x: fc.constantFrom<DType>("int8", "uint8"),
+      dims: fc.tuple(fc.integer({ min: 1, max: 2 }), fc.integer({ min: 1, max: 3 }), fc.integer({ min: 1, max: 4 }), fc.integer({ min: 1, max: 9 }), fc.integer({ min: 1, max: 9 }), fc.integer({ min: 1, max: 2 }), fc.integer({ min: 1, max: 2 }), fc.integer({ min: 0, max: 2 }), fc.integer({ min: 1, max: 2 })),
+      perChannel: fc.boolean(),
+      bias: fc.boolean(),
+      seed: fc.nat(),
+    })
+    .map(({ x, dims: [blocks, KH, KW, H, W, sh, sw, pad, dh], perChannel, bias, seed }) => ({ x, C: 16 * blocks, KH, KW, H, W, sh, sw, pad, dh, perChannel, bias, seed }))
+    .filter((s) => s.H + 2 * s.pad >= (s.KH - 1) * s.dh + 1 && s.W + 2 * s.pad >= s.KW)
+
+  it("every configuration evaluates equal to the plain int32 compute (exactly)", () => {
+    fc.assert(
+      fc.property(arbDot, fc.array(fc.nat(), { minLength: 7, maxLength: 7 }), (s, picks) => {
+        const { r, t, f } = makers(s.seed)
+        const [xlo, xhi] = range(s.x)
+        const OH = Math.floor((s.H + 2 * s.pad - (s.KH - 1) * s.dh - 1) / s.sh) + 1
+        const OW = Math.floor((s.W + 2 * s.pad - s.KW) / s.sw) + 1
+        // (weights and zero point inside s8 once shifted: the taps' operand holds them)
+        const w = t("w", "int8", [s.C, 1, s.KH, s.KW], -120, 120)
+        const wzp = t("wzp", "int8", [], -5, 5)
+        const order: [string, Tensor][] = [t("x", s.x, [1, s.C, s.H, s.W], xlo, xhi), f("xs", 0.013 + r(0, 9) / 1000), t("xzp", s.x, s.perChannel ? [s.C] : [], xlo, xhi), w,
+          ["ws", fromArray("float32", [s.C], Array.from({ length: s.C }, () => Math.fround(0.002 + r(0, 99) / 10000)))], wzp, f("ys", 0.02 + r(0, 20) / 100), t("yzp", s.x, [], xlo + 20, xhi - 20),
+          s.bias ? t("b", "int32", [s.C], -3000, 3000) : ["", fromArray("int32", [], [0])]]
+        const w16 = widenInt8Weights(w[1], wzp[1])
+        const packed = packDepthwiseTaps(w16)!
+        const extra: [string, Tensor][] = [["w16", w16], ["taps", packed.taps], ["tapsum", packed.tapsum]]
+        const attrs: Record<string, AttrValue> = { group: attr.int(s.C), kernel_shape: attr.ints([s.KH, s.KW]), strides: attr.ints([s.sh, s.sw]), pads: attr.ints([s.pad, s.pad, s.pad, s.pad]), dilations: attr.ints([s.dh, 1]) }
+        const make = (op: string, named: [string, Tensor][], computes: Record<string, OpCompute>, more: Record<string, AttrValue> = {}) => {
+          const n = node(op, named.map(([name]) => name), ["y"], { ...attrs, ...more }, "y", op === "QLinearConv" ? "" : TESSERA_DOMAIN)
+          const inputs = named.map(([name, v]) => (name === "" ? undefined : placeholder(name, v.shape, v.dtype)))
+          const made = computes[op]({ node: n, attrs: resolveNode(n).attrs as Record<string, unknown>, inputs, outputs: [{ dtype: s.x, shape: [1, s.C, OH, OW] }], name: (suffix) => (suffix ? `y_${suffix}` : "y"), constants: named.map(() => undefined), opset: 19 })
+          return made[made.length - 1]
+        }
+        const none: [string, Tensor] = ["", fromArray("int32", [], [0])]
+        const out = make("QLinearConvGrouped", [...order, none, ...extra], OP_COMPUTES, { channel_lanes: attr.int(16) })
+        const base = baseSchedule([out])
+        const anchor = anchorStage(base)!
+        expect(anchor.op.shape).toEqual([1, s.C / 16, OH, OW, 16])
+        expect(anchor.op.inputs.find((x) => x.kind === "compute")?.shape).toEqual([1, s.C / 16, (OH - 1) * s.sh + (s.KH - 1) * s.dh + 1, (OW - 1) * s.sw + 4, 16])
+        const tpl = templateFor(base)
+        const knobs = tpl.space([out], base)
+        expect(knobs.some((k) => k.name === "dot")).toBe(true)
+        const config: Config = Object.fromEntries(knobs.map((k, i) => [k.name, k.candidates[picks[i] % k.candidates.length]]))
+        const fn = runTirSync(cpuTirPipeline({ keepIntrinsics: new Set([vnniDotChannels16x4.name]) }), lowerSync(tpl.apply([out], base, config)))
+        const feeds = new Map([...order.filter(([name]) => name !== ""), ...extra])
+        const got = evaluatePrimFunc(fn, feeds).get(out.name)!
+        const plain = make("QLinearConv", order, QUANT_INT_PLAIN)
+        const want = evaluateTE([plain], new Map(order.filter(([name]) => name !== "")))[0]
+        expect(Array.from(got.data as ArrayLike<number>)).toEqual(Array.from(want.data as ArrayLike<number>))
       }),
       lawParams(40),
     )

@@ -16,6 +16,7 @@ import { prng } from "../../src/ast/graph/arbitrary-builder.js"
 import { makeGraph, node, type Graph } from "../../src/ast/graph/graph.js"
 import { tensor, type Tensor } from "../../src/ast/graph/tensor.js"
 import { makeTarget } from "../../src/ast/target.js"
+import { depthwiseWindowGrid } from "../../src/ast/graph/ops/int8-packed.js"
 import { hostCpu } from "../../src/device/host.js"
 import { compileGraph, loadProgram } from "../../src/pipeline.js"
 import { alterLayoutSync } from "../../src/rewrite/alter-layout.js"
@@ -237,13 +238,47 @@ describe("the layout rewrite of an int8 conv's constant weights (int8-conv-to-pa
     expect(b.windows).toBe(0)
     expect(a.out).toEqual(b.out)
   }, 600_000)
+  it.skipIf(!HAVE_GCC || !hostCpu().vnni)(`a small-plane depthwise conv on a VNNI target takes the channels-in-lanes dot (channel_lanes 16 with the taps' weights), compiled to C equal to the int16 form bit for bit${NO_GCC}`, async () => {
+    // 7² under 3×3 (int8, 32 channels), 14² → 7² at stride 2 (uint8, 16 channels), 9 × 7 under 1×3
+    // with a pad of 1 (int8, 16, 9 × 7), and 28² → 14² at stride 2 (int8, 16: rows of a vector, which
+    // the window form does not take): rows of at most a vector, whole blocks of 16 — the dot's
+    // vpermd / vpshufb transposition of 4 pixels' channel bytes run for real
+    const rng = prng(13)
+    const cases = ([["int8", 32, 7, 7, 3, 1], ["uint8", 16, 14, 14, 3, 2], ["int8", 16, 9, 7, 1, 1], ["int8", 16, 28, 28, 3, 2]] as const).map(([dt, C, H, W, kh, stride], k) => {
+      const init = new Map<string, Tensor>([
+        ["xs", tensor("float32", [], Float32Array.of(0.02))], ["xzp", ints(dt, [], rng)], ["w", ints("int8", [C, 1, kh, 3], rng)],
+        ["ws", tensor("float32", [C], Float32Array.from({ length: C }, () => Math.fround(rng.float(0.002, 0.02))))], ["ys", tensor("float32", [], Float32Array.of(0.05))], ["yzp", ints(dt, [], rng)],
+      ])
+      const graph = makeGraph({
+        opset: 13,
+        inputs: [{ name: "x", type: { dtype: dt, shape: [1, C, H, W] } }],
+        outputs: [{ name: "y", type: { dtype: dt, shape: [] } }],
+        initializers: init,
+        nodes: [node("QLinearConv", ["x", "xs", "xzp", "w", "ws", "", "ys", "yzp"], ["y"], { strides: attr.ints([stride, stride]), pads: attr.ints([kh === 3 ? 1 : 0, 1, kh === 3 ? 1 : 0, 1]), group: attr.int(C) })],
+      })
+      return { graph, inputs: new Map([["x", ints(dt, [1, C, H, W], prng(200 + k))]]), packs: false, grouped: true }
+    })
+    const { graph, inputs } = mergeGraphs(cases)
+    const run = async (vnni: boolean) => {
+      const { graph: g, out } = await compiledOnC(graph, inputs, vnni)
+      const grouped = g.nodes.filter((n) => n.op === "QLinearConvGrouped")
+      return { dots: grouped.filter((n) => n.inputs.length > 11 && n.attrs.channel_lanes?.kind === "int" && Number(n.attrs.channel_lanes.value) === 16).length, out }
+    }
+    const a = await run(true)
+    expect(a.dots).toBe(4)
+    const b = await run(false)
+    expect(b.dots).toBe(0)
+    expect(a.out).toEqual(b.out)
+  }, 600_000)
 })
 
 /**
  * The channels-in-lanes form of a depthwise conv (int8-grouped-to-packed's `channel_lanes`,
  * int8DepthwiseChannels): on random depthwise and grouped convs, targets of 4, 8 or 16 lanes, the
  * rule sets channel_lanes to the lanes exactly when the conv is depthwise (one input and one output
- * channel a group), its channels whole blocks of the lanes and its output rows at most half a vector;
+ * channel a group), its channels whole blocks of the lanes and its output rows at most half a vector
+ * and not where the window form takes it (on a VNNI target at 16 lanes, at most a vector: the form
+ * on the dot, its taps packed too, before the window form);
  * the rewritten graph evaluates as before, and compiled (js, the target's lanes) equals the int16
  * form's bytes (opt level 3 against 2, which has no layout rewrite).
  */
@@ -271,17 +306,29 @@ describe("the layout rewrite of a depthwise int8 conv: the channels in the lanes
       initializers: init,
       nodes: [node("QLinearConv", ["x", "xs", "xzp", "w", "ws", "", "ys", "yzp"], ["y"], { strides: attr.ints([stride, stride]), pads: attr.ints([pad, pad, pad, pad]), group: attr.int(C) })],
     })
-    const expected = multiplier === 1 && C % lanes === 0 && 2 * OW <= lanes ? lanes : 0
-    return { graph, inputs: new Map([["x", ints(xdt, [1, C, H, W], rng)]]), lanes, expected }
+    // (on a VNNI target, rows of up to a vector where the conv computes on the channels-in-lanes dot —
+    // 16 lanes, a row of at most 4 taps, no dilation — the window form or not; else rows of at most
+    // half a vector where the window form does not take it)
+    const OH = Math.floor((H + 2 * pad - k) / stride) + 1
+    const vnni = rng.next() < 0.5
+    const window = vnni && depthwiseWindowGrid([OH, OW], [k, k], [1, 1], [stride, stride]) !== undefined
+    const rows = (2 * OW <= lanes && !window) || (vnni && lanes === 16 && OW <= lanes)
+    const expected = multiplier === 1 && C % lanes === 0 && rows ? lanes : 0
+    // (a target without the dot: js)
+    const plain = multiplier === 1 && C % lanes === 0 && 2 * OW <= lanes ? lanes : 0
+    return { graph, inputs: new Map([["x", ints(xdt, [1, C, H, W], rng)]]), lanes, expected, plain, vnni }
   }
   const lanesOf = (g: Graph): number[] => g.nodes.filter((n) => n.op === "QLinearConvGrouped").map((n) => (n.attrs.channel_lanes?.kind === "int" ? Number(n.attrs.channel_lanes.value) : 0))
 
   it("sets channel_lanes exactly when the statement says, the graph evaluating as before, bit for bit", () => {
     const seen = { taken: 0, left: 0 }
     fc.assert(
-      fc.property(fc.integer({ min: 1, max: 1 << 30 }).map(depthwiseCase), ({ graph, inputs, lanes, expected }) => {
-        const after = alterLayoutSync(bindSync(graph), { ...LAYOUT, vectorLanes: lanes })
+      fc.property(fc.integer({ min: 1, max: 1 << 30 }).map(depthwiseCase), ({ graph, inputs, lanes, expected, vnni }) => {
+        const after = alterLayoutSync(bindSync(graph), { ...LAYOUT, vectorLanes: lanes, ...(vnni ? { int8Dot: "vnni" as const } : {}) })
         expect(lanesOf(after)).toEqual([expected])
+        // (the VNNI dot's taps packed beside channel_lanes exactly where the form is on the dot)
+        const dots = after.nodes.filter((n) => n.op === "QLinearConvGrouped" && n.inputs.length > 11 && n.attrs.channel_lanes !== undefined).length
+        expect(dots).toBe(vnni && expected === 16 ? 1 : 0)
         seen[expected > 0 ? "taken" : "left"]++
         expectEvaluatesAsBefore(after, graph, inputs)
       }),
@@ -293,7 +340,7 @@ describe("the layout rewrite of a depthwise int8 conv: the channels in the lanes
   it("compiled (js), the channels-in-lanes form equals the int16 form bit for bit", async () => {
     let taken = 0
     await fc.assert(
-      fc.asyncProperty(fc.integer({ min: 1, max: 1 << 30 }).map(depthwiseCase), async ({ graph, inputs, lanes, expected }) => {
+      fc.asyncProperty(fc.integer({ min: 1, max: 1 << 30 }).map(depthwiseCase), async ({ graph, inputs, lanes, plain: expected }) => {
         const a = await compiledJs(graph, inputs, lanes, 3)
         const b = await compiledJs(graph, inputs, lanes, 2)
         expect(lanesOf(a.program.graph)).toEqual([expected])

@@ -13,7 +13,7 @@ import { cpuTirPipeline } from "../lowering/tir/cpu-pipeline.js"
 import type { TirPass } from "../lowering/tir/tir-pass.js"
 import type { TunedLookup } from "./backend.js"
 import type { ScheduleTarget } from "../lowering/templates/template.js"
-import { avx2Dot16x4, simd128Dot4x4, vnniDot16x4, vnniDotPx16x4, vnniDotWindows } from "../ast/te/intrinsic.js"
+import { avx2Dot16x4, simd128Dot4x4, vnniDot16x4, vnniDotChannels16x4, vnniDotPx16x4, vnniDotWindows } from "../ast/te/intrinsic.js"
 
 /**
  * The default passes, then (with 2+ lanes) the blocked layout of that many lanes (and constant
@@ -62,7 +62,7 @@ const int8DotOf = (target: Target<"c" | "js" | "wasm">): "vnni" | "avx2" | "simd
   return target.kind === "wasm" && target.attrs.isa === "simd128" ? "simd128" : undefined
 }
 
-const DOT_INTRINSICS = { vnni: [vnniDot16x4, vnniDotPx16x4, ...vnniDotWindows], avx2: [avx2Dot16x4], simd128: [simd128Dot4x4] } as const
+const DOT_INTRINSICS = { vnni: [vnniDot16x4, vnniDotPx16x4, vnniDotChannels16x4, ...vnniDotWindows], avx2: [avx2Dot16x4], simd128: [simd128Dot4x4] } as const
 
 /**
  * The CPU targets' TIR pipeline: vectorized loops up to the vectorize primitive's limit kept (the

@@ -261,3 +261,58 @@ export const depthwiseChannels = (
   }, I32, "int8_depthwise")
   return { sumAt: ([n, o, oh, ow]) => at(acc, n, floordiv(o, c(L)), oh, ow, floormod(o, c(L))) }
 }
+
+/**
+ * The channels-in-lanes form on the VNNI dot (QLinearConvGrouped with `channel_lanes` 16 and its
+ * taps' s8 weights, 11, and their sums, 12: the layout rewrite's choice, pack-int8.ts's
+ * int8DepthwiseChannelsDot) — MLAS's depthwise form, a block of 16 channels in the dot's lanes and
+ * a kernel row's taps in its 4-deep operand, one vpdpbusd (vnniDotChannels16x4) a kernel row, 16
+ * channels and a pixel, where the int16 form takes a widened load, a multiply and an add a tap:
+ * - the plane: the padded input in u8 (x + 128 for int8, as it is for uint8; the padding u's zero
+ *   point x_zp + 128, whose products the correction takes off), its block's 16 channels innermost,
+ *   [n, C / 16, Hp, Wp, 16], Wp reaching the 4th tap of the last window (its weight 0) — the one
+ *   transposing copy, from the graph's NCHW;
+ * - the taps a block's [C / 16, KH, 16, 4] (channel l's 4 taps of row kh: one 64-byte operand);
+ * - sum[n, b, oh, ow, l] = Σ_{kh, r<4} plane[n, b, oh·sh + kh·dh, ow·sw + r, l] · taps[b·16 + l, kh, r],
+ *   read back at [n, o, oh, ow] = sum[n, o div 16, oh, ow, o mod 16] − u_zp · Σw[o].
+ * One input channel a group, one output channel each (C = M = group), C a multiple of 16, a kernel
+ * row of at most 4 taps, no dilation along the row (the operand is one run of 4 pixels).
+ */
+export const depthwiseChannelsDot = (
+  ctx: OpComputeCtx,
+  x: TeTensor,
+  KW: number,
+  taps: TeTensor,
+  tapsum: TeTensor,
+  xzp: ((ch: Expr) => Expr) | undefined,
+  L: number,
+): BlockedProduct => {
+  const [N, C, H, W] = x.shape
+  const [M, KH, depth] = taps.shape
+  const { OH, OW, sh, sw, dh, dw, ph, pw } = windowParts(ctx, x, M, KH, KW)
+  if (M !== C || C % L !== 0 || L !== GRID_LANES || dw !== 1 || KW > depth) return none(`a depthwise conv's channels-in-lanes dot for ${M} output channels of ${C} (one a channel, a multiple of ${GRID_LANES}), a row of ${KW} taps at dilation ${dw} (at most ${depth}, 1)`)
+  const Hp = (OH - 1) * sh + (KH - 1) * dh + 1
+  const Wp = (OW - 1) * sw + depth
+  const shift = x.dtype === "int8" ? 128 : 0
+  const uzp = (ch: Expr): Expr => (xzp ? add(i32(xzp(ch)), c(shift)) : c(shift))
+  // (the transposing copy dense and unpadded, [n, C / 16, H, W, 16], which the template computes with
+  // the pixels its vector loop and the 16 channels unrolled — a store the C compiler interleaves with
+  // permutes — then the padded plane from it, 16 channels a vector: a copy that gathered the padded
+  // plane's bytes 16 channels apart, behind its bounds tests, ran scalar)
+  const dense = compute(ctx.name("dwu8dense"), [N, C / L, H, W, L], (n, b, h, w, l) => cast("uint8", add(i32(at(x, n, add(mul(b, c(L)), l), h, w)), c(shift))), "uint8")
+  const plane = compute(ctx.name("dwu8lanes"), [N, C / L, Hp, Wp, L], (n, b, r, q, l) => {
+    const ih = sub(r, c(ph))
+    const iw = sub(q, c(pw))
+    const inside = and(and(ge(ih, c(0)), lt(ih, c(H))), and(ge(iw, c(0)), lt(iw, c(W))))
+    return cast("uint8", select(inside, i32(at(dense, n, b, ih, iw, l)), uzp(add(mul(b, c(L)), l))))
+  }, "uint8")
+  // (a block's taps: channel l's row kh the 4 bytes at [b, kh, l])
+  const wl = compute(ctx.name("dwtapslanes"), [C / L, KH, L, depth], (b, kh, l, r) => at(taps, add(mul(b, c(L)), l), kh, r), "int8")
+  const rh = reduceAxis(KH, `${ctx.name()}.rkh`)
+  const rr = reduceAxis(depth, `${ctx.name()}.rr`)
+  const acc = compute(ctx.name("dw"), [N, C / L, OH, OW, L], (n, b, oh, ow, l) => {
+    const a = at(plane, n, b, add(mul(oh, c(sh)), mul(rh.var, c(dh))), add(mul(ow, c(sw)), rr.var), l)
+    return sum(mul(i32(a), i32(at(wl, b, rh.var, l, rr.var))), [rh, rr])
+  }, I32, "int8_depthwise")
+  return { sumAt: ([n, o, oh, ow]) => sub(at(acc, n, floordiv(o, c(L)), oh, ow, floormod(o, c(L))), mul(uzp(o), at(tapsum, o))) }
+}

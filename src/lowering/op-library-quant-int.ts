@@ -6,11 +6,11 @@
 // type, as ONNX's reference computes it), rounded half to even, plus y's zero point, saturated.
 import { windowOf, type WindowAttrs } from "../ast/graph/ops/nn-common.js"
 import { converter, type DType } from "../ast/graph/dtype.js"
-import { add, and, c, call, cast, div, floordiv, ge, gt, lt, max, min, mul, select, sub, type Expr } from "../ast/te/expr.js"
+import { add, and, c, call, cast, div, floordiv, floormod, ge, gt, lt, max, min, mul, select, sub, type Expr } from "../ast/te/expr.js"
 import { at, compute, maxReduce, minReduce, reduceAxis, sum, type ComputeTensor, type TeTensor } from "../ast/te/tensor.js"
 import { inp, none, num, shapeOf, type OpCompute, type OpComputeCtx } from "./op-library-common.js"
 import { blockedConv, blockedMatmul, packedConv, packedConvPixels, packedMatmul } from "./op-library-int8-blocked.js"
-import { depthwiseChannels, depthwiseConv, depthwiseWindow, isGrouped } from "./op-library-int8-depthwise.js"
+import { depthwiseChannels, depthwiseChannelsDot, depthwiseConv, depthwiseWindow, isGrouped } from "./op-library-int8-depthwise.js"
 
 const I32: DType = "int32"
 const F32: DType = "float32"
@@ -140,7 +140,7 @@ const convIntegerPlain: OpCompute = (ctx) => [intConv(ctx, 0, 1, 2, 3, undefined
  * the multipliers where the layout rewrite computed them at compile time (QLinearConvPacked's
  * input 9: requantMultipliers, equal to this compute's bit for bit).
  */
-const qlinearConvOver = (ctx: OpComputeCtx, M: number, acc: ComputeTensor, folded?: TeTensor, narrowed = false): ComputeTensor[] => {
+const qlinearConvOver = (ctx: OpComputeCtx, M: number, acc: ComputeTensor, folded?: TeTensor, narrowed = false, lanes = 0): ComputeTensor[] => {
   const xs = inp(ctx, 1)
   const ws = inp(ctx, 4)
   const ys = inp(ctx, 6)
@@ -163,7 +163,16 @@ const qlinearConvOver = (ctx: OpComputeCtx, M: number, acc: ComputeTensor, folde
   // (the saturated value in int32, then its narrowing: a stage of int32 values a schedule can
   // compute in whole vectors of 16 int32 lanes where a loop storing 8-bit values would take the
   // 8-bit type's vector width — at 16 lanes, 16 bytes: gcc's xmm vectors for every int32 and float step)
-  const q = compute(ctx.name("q"), acc.shape, (n, o, ...ys_) => requantize(at(acc, n, o, ...ys_), cast(W, at(mult, o)), yzp?.(c(0)), out, wide, I32), I32)
+  const value = (n: Expr, o: Expr, ys_: Expr[]): Expr => requantize(at(acc, n, o, ...ys_), cast(W, at(mult, o)), yzp?.(c(0)), out, wide, I32)
+  if (lanes > 0) {
+    // (`lanes` L: the int32 values in blocks of L channels innermost, [n, M / L, ..., L] — the
+    // channels-in-lanes sums' order, which the requantization reads and writes a vector of channels at
+    // a time; the narrowing reads a block's channels at each pixel)
+    const [N, , ...rest] = acc.shape
+    const q = compute(ctx.name("q"), [N, M / lanes, ...rest, lanes], (n, b, ...ys_) => value(n, add(mul(b, c(lanes)), ys_[ys_.length - 1]), ys_.slice(0, -1)), I32)
+    return [acc, q, compute(ctx.name(), acc.shape, (n, o, ...ys_) => cast(out, at(q, n, floordiv(o, c(lanes)), ...ys_, floormod(o, c(lanes)))), out)]
+  }
+  const q = compute(ctx.name("q"), acc.shape, (n, o, ...ys_) => value(n, o, ys_), I32)
   return [acc, q, compute(ctx.name(), acc.shape, (n, o, ...ys_) => cast(out, at(q, n, o, ...ys_)), out)]
 }
 
@@ -221,13 +230,16 @@ const qlinearConvGrouped: OpCompute = (ctx) => {
   const [taps, tapsum] = [ctx.inputs[11], ctx.inputs[12]]
   // (the channels-in-lanes form where it chose blocks of channel_lanes channels)
   const lanes = num(ctx.attrs.channel_lanes, 0)
-  const dw = taps && tapsum ? depthwiseWindow(ctx, x, w16.shape[3], taps, tapsum, xzp) : lanes > 0 ? depthwiseChannels(ctx, x, w16, xzp, lanes) : depthwiseConv(ctx, x, w16, xzp, undefined)
+  const dw = taps && tapsum
+    ? lanes > 0 ? depthwiseChannelsDot(ctx, x, w16.shape[3], taps, tapsum, xzp, lanes) : depthwiseWindow(ctx, x, w16.shape[3], taps, tapsum, xzp)
+    : lanes > 0 ? depthwiseChannels(ctx, x, w16, xzp, lanes) : depthwiseConv(ctx, x, w16, xzp, undefined)
   const acc = compute(ctx.name("sum"), shapeOf(ctx.outputs[0]), (n, o, ...ys) => {
     const s = dw.sumAt([n, o, ...ys])
     return bias ? add(s, at(bias, o)) : s
   }, I32)
-  // (the requantization's int32 values a stage of their own: the depthwise template computes them in whole int32 vectors where the C compiler vectorizes)
-  return qlinearConvOver(ctx, M, acc, ctx.inputs[9], true)
+  // (the requantization's int32 values a stage of their own: the depthwise template computes them in
+  // whole int32 vectors where the C compiler vectorizes — the channels-in-lanes forms' in their blocks)
+  return qlinearConvOver(ctx, M, acc, ctx.inputs[9], true, lanes)
 }
 
 /**

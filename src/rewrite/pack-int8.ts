@@ -10,7 +10,7 @@ import { attr } from "../ast/graph/attrs.js"
 import { resolveNode } from "../ast/graph/evaluate.js"
 import type { Node } from "../ast/graph/graph.js"
 import type { ValueType } from "../ast/graph/op.js"
-import { depthwiseWindowGrid, INT8_LANES, int8DotAlongWidth, int8PixelGrid, packDepthwiseTaps, packInt8Conv, packInt8ConvTaps, packInt8Matmul, requantMultipliers, widenInt8Weights } from "../ast/graph/ops/int8-packed.js"
+import { depthwiseWindowGrid, INT8_DEPTH, INT8_LANES, int8DotAlongWidth, int8PixelGrid, packDepthwiseTaps, packInt8Conv, packInt8ConvTaps, packInt8Matmul, requantMultipliers, widenInt8Weights } from "../ast/graph/ops/int8-packed.js"
 import { TESSERA_DOMAIN } from "../ast/graph/ops/index.js"
 import type { Tensor } from "../ast/graph/tensor.js"
 import type { Rule, RuleCtx } from "./rules.js"
@@ -179,18 +179,37 @@ export const int8DepthwiseWindow = (w: Int8ConvWindow, target: Int8LayoutTarget)
 
 /**
  * The channel block of a depthwise conv's channels-in-lanes form (op-library-int8-depthwise.ts's
- * depthwiseChannels), or 0 for none: the target's vector lanes L where a channel's output rows are
- * at most half a vector (2·OW ≤ L: a row in the pixel lanes leaves most of a vector empty and the
- * padded plane's rows are too short to vectorize — MobileNetV2's 7² convs on AVX-512; at 14², rows
- * of 14 in 16 lanes, the pixel form was faster: 0.033 against 0.061 ms, the transposes in and out
- * costing more than the lanes gained), the conv has one input and one output channel a group, and
- * the channels are whole blocks of L; not where the VNNI window form takes the conv (int8DepthwiseWindow).
+ * depthwiseChannels / depthwiseChannelsDot), or 0 for none: the target's vector lanes L where the conv
+ * has one input and one output channel a group, its channels are whole blocks of L, and
+ * - on the VNNI dot (int8DepthwiseChannelsDot, `s8`: its weights fit the dot's s8 operand), a
+ *   channel's output rows are at most a vector (OW ≤ L: a plane too small for the pixel lanes — a
+ *   row of 14 or 7 leaves lanes of every vector empty, the window form's grid pads its rows): one
+ *   vpdpbusd a kernel row of 16 channels, the transposes in and out through the C compiler's
+ *   interleaved stores and loads (MobileNetV2's 14² and 7² convs, the strided 28² → 14² and 14² → 7²
+ *   ones, 1.2–2.6× faster alone; at 28², rows of 2 vectors, a tie with the int16 grid, at 56² slower);
+ * - else, where a channel's output rows are at most half a vector (2·OW ≤ L: the padded plane's rows
+ *   are too short to vectorize — the 7² convs; at 14², rows of 14 in 16 lanes, the pixel form was
+ *   faster: 0.033 against 0.061 ms, the int16 transposes in and out costing more than the lanes
+ *   gained), not where the VNNI window form takes the conv (int8DepthwiseWindow).
  */
-export const int8DepthwiseChannels = (w: Int8ConvWindow, channels: { readonly in: number; readonly out: number; readonly group: number }, target: Int8LayoutTarget): number => {
+export const int8DepthwiseChannels = (w: Int8ConvWindow, channels: { readonly in: number; readonly out: number; readonly group: number }, target: Int8LayoutTarget, s8 = true): number => {
   const lanes = target.vectorLanes ?? 0
   const depthwise = channels.group === channels.in && channels.out === channels.in
-  return lanes > 1 && depthwise && channels.in % lanes === 0 && 2 * w.out[1] <= lanes && !int8DepthwiseWindow(w, target) ? lanes : 0
+  const dot = s8 && w.out[1] <= lanes && int8DepthwiseChannelsDot(w, lanes, target)
+  const int16 = 2 * w.out[1] <= lanes && !int8DepthwiseWindow(w, target)
+  return lanes > 1 && depthwise && channels.in % lanes === 0 && (dot || int16) ? lanes : 0
 }
+
+/**
+ * Whether a depthwise conv's channels-in-lanes form (int8DepthwiseChannels' `lanes`) computes on the
+ * VNNI dot (op-library-int8-depthwise.ts's depthwiseChannelsDot: a block of 16 channels in the dot's
+ * lanes, a kernel row's taps in its depth, one vpdpbusd a kernel row where the int16 form takes a
+ * widened load, a multiply and an add a tap): where the target's dot is VNNI, the block is the
+ * dot's 16 lanes, a kernel row has at most the dot's 4 taps and no dilation (its operand one run of
+ * 4 pixels' 16 channels); packDepthwiseTaps then says whether the weights are s8.
+ */
+export const int8DepthwiseChannelsDot = (w: Int8ConvWindow, lanes: number, target: Int8LayoutTarget): boolean =>
+  target.int8Dot === "vnni" && lanes === INT8_LANES && w.kernel[1] <= INT8_DEPTH && w.dilations[1] === 1
 
 /**
  * A grouped QLinearConv (2-D, whole channels a group: depthwise among them) over constant weights
@@ -219,8 +238,12 @@ export const int8GroupedToPackedFor = (target: Int8LayoutTarget): Rule => ({
     const win = (d: readonly number[]) => [d[0] ?? 1, d[1] ?? 1] as const
     const known = out && out.shape.length === 4 && out.shape.every((d) => typeof d === "number")
     const window = known ? { kernel: win(w.shape.slice(2)), strides: win(at.strides ?? []), dilations: win(at.dilations ?? []), out: win(out.shape.slice(2) as number[]) } : undefined
-    const packed = window && int8DepthwiseWindow(window, target) ? packDepthwiseTaps(widened) : undefined
-    const lanes = window && !packed ? int8DepthwiseChannels(window, { in: C, out: w.shape[0], group }, target) : 0
+    // (the channels-in-lanes form where int8DepthwiseChannels says, on the VNNI dot where
+    // int8DepthwiseChannelsDot says and the weights fit its s8 operand: its taps packed too; else the
+    // window form's taps where int8DepthwiseWindow says)
+    const taps = window && target.int8Dot === "vnni" ? packDepthwiseTaps(widened) : undefined
+    const lanes = window ? int8DepthwiseChannels(window, { in: C, out: w.shape[0], group }, target, taps !== undefined) : 0
+    const packed = window && (lanes > 0 ? int8DepthwiseChannelsDot(window, lanes, target) : int8DepthwiseWindow(window, target)) ? taps : undefined
     const dot = packed ? [[ctx.fresh(`${n.inputs[3]}_taps`), packed.taps], [ctx.fresh(`${n.inputs[3]}_tapsum`), packed.tapsum]] as const : []
     const y = ctx.fresh(`${n.outputs[0]}_grouped`)
     const inputs = Array.from({ length: 9 }, (_, k) => n.inputs[k] ?? "")

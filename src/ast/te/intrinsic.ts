@@ -184,6 +184,36 @@ export const vnniDotWindow = (s: number, d: number): TensorIntrinsic => {
   ])
 }
 
+/**
+ * vpdpbusd with the channels in the lanes (a depthwise conv's small planes, MLAS's depthwise form):
+ * c[16] (int32) += Σ_{r<4} a[r][l] (uint8: 4 pixels of a kernel row, each 16 channels' bytes) ·
+ * b[l][r] (int8: channel l's 4 taps of that row) for lane l — one 64-byte run of a plane whose
+ * 16 channels are innermost. The lanes' 4 bytes (channel l at 4 pixels) are gathered in registers,
+ * AVX-512F / BW only: vpermd gives 128-bit lane m the dwords of channels 4m..4m+3 of each pixel,
+ * vpshufb transposes each lane's 4 × 4 bytes; then one vpdpbusd with b's 64 bytes as they are.
+ */
+export const vnniDotChannels16x4: TensorIntrinsic = (() => {
+  const a = placeholder("a", [4, 16], "uint8")
+  const b = placeholder("b", [16, 4], "int8")
+  const r = reduceAxis(4, "r")
+  const widen = (e: Expr) => cast("int32", e)
+  const out = compute("c", [16], (l) => sum(mul(widen(at(a, r.var, l)), widen(at(b, l, r.var))), [r]), "int32")
+  const fn = "tessera_vnni_dot_ch_16x4"
+  // (dword j of the result: dword (j mod 4)·4 + j div 4 of the run — and the same 4 × 4 in bytes
+  // inside each 128-bit lane; _mm512_set_epi32 / _epi8 list their elements from the highest down)
+  const quad = Array.from({ length: 16 }, (_, j) => (j % 4) * 4 + Math.floor(j / 4))
+  const dwords = [...quad].reverse()
+  const bytes = [...quad, ...quad, ...quad, ...quad].reverse()
+  return cUpdate("vnni_dot_ch_16x4", out, [a, b], fn, [
+    "#include <immintrin.h>",
+    "/* c[16] += sum_r a[r][l] (u8) . b[l][r] (s8): the 4 pixels' channel bytes transposed by vpermd and vpshufb, one vpdpbusd */",
+    `static inline __attribute__((always_inline)) void ${fn}(int32_t* c, const uint8_t* a, const int8_t* b) {`,
+    `  const __m512i v = _mm512_shuffle_epi8(_mm512_permutexvar_epi32(_mm512_set_epi32(${dwords.join(", ")}), _mm512_loadu_si512(a)), _mm512_set_epi8(${bytes.join(", ")}));`,
+    "  _mm512_storeu_si512(c, _mm512_dpbusd_epi32(_mm512_loadu_si512(c), v, _mm512_loadu_si512(b)));",
+    "}",
+  ])
+})()
+
 /** The windows the gather takes: every stride and dilation with 3·(s + d) < 16. */
 export const vnniDotWindows: readonly TensorIntrinsic[] = [1, 2, 3, 4].flatMap((s) => [1, 2, 3, 4].filter((d) => 3 * (s + d) < 16).map((d) => vnniDotWindow(s, d)))
 
@@ -207,6 +237,7 @@ export const simd128Dot4x4: TensorIntrinsic = (() => {
 export const lookupIntrinsic = (name: string): TensorIntrinsic | undefined => {
   if (name === vnniDot16x4.name) return vnniDot16x4
   if (name === vnniDotPx16x4.name) return vnniDotPx16x4
+  if (name === vnniDotChannels16x4.name) return vnniDotChannels16x4
   if (name === avx2Dot16x4.name) return avx2Dot16x4
   if (name === simd128Dot4x4.name) return simd128Dot4x4
   const win = /^vnni_dot_win_16x4_s(\d+)_d(\d+)$/.exec(name)

@@ -158,7 +158,8 @@ const inThreadLoop = (w: Walk): boolean => w.loops.some((l) => l.forKind === "th
 
 /**
  * A VNNI dot: `tessera_vnni_dot_16x4(c, a, b)` (c int32[16], a uint8[4], b int8[16×4]) or
- * `tessera_vnni_dot_px_16x4(c, a, b)` (a uint8[16×4], b int8[4]), `tessera_vnni_dot_win_16x4_s*_d*(c, a, b)`
+ * `tessera_vnni_dot_px_16x4(c, a, b)` (a uint8[16×4], b int8[4]), `tessera_vnni_dot_ch_16x4(c, a, b)`
+ * (a uint8[4×16], b int8[16×4]), `tessera_vnni_dot_win_16x4_s*_d*(c, a, b)`
  * (a uint8[15·s + 3·d + 1], b int8[4]), or the first's AVX2 form
  * `tessera_avx2_dot_16x4` (vpmaddubsw / vpmaddwd, exact), each operand one contiguous run
  * (unit inner strides, a [16×4] operand's rows 4 apart), as the intrinsic's placeholders declare.
@@ -184,7 +185,7 @@ const vnniCall = (s: StmtOf<"intrinsic">, w: Walk, lower: string): string[] => {
 const intrinsic = (s: StmtOf<"intrinsic">, w: Walk): string[] => {
   const def = s.intrin.emit.c
   const lower = `intrinsic ${commentSafe(s.intrin.name)} needs lowering.LowerIntrinsics before the c emitter`
-  if (def?.fn === "tessera_vnni_dot_16x4" || def?.fn === "tessera_vnni_dot_px_16x4" || def?.fn === "tessera_avx2_dot_16x4" || /^tessera_vnni_dot_win_16x4_s\d+_d\d+$/.test(def?.fn ?? "")) return vnniCall(s, w, lower)
+  if (def?.fn === "tessera_vnni_dot_16x4" || def?.fn === "tessera_vnni_dot_px_16x4" || def?.fn === "tessera_vnni_dot_ch_16x4" || def?.fn === "tessera_avx2_dot_16x4" || /^tessera_vnni_dot_win_16x4_s\d+_d\d+$/.test(def?.fn ?? "")) return vnniCall(s, w, lower)
   if (!def || !def.fn.startsWith("tessera_gemm_") || !isIdentifier(def.fn)) return w.fail(lower)
   const operand = (r: Region, shape: readonly number[]): { ptr: string; ld: number } => {
     const b = w.buffer(r.buffer)

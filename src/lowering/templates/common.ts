@@ -37,7 +37,9 @@ export const narrowedStage = (s: S.Schedule, stage: string): string | undefined 
   const st = s.stages.get(stage)!
   const body = st.op.body
   const source = body.kind === "cast" && body.value.kind === "read" ? body.value.source : undefined
-  const wide = st.op.inputs.find((t) => t.name === source && t.kind === "compute" && t.dtype === "int32" && t.shape.join() === st.op.shape.join() && s.stages.get(t.name)?.attach.kind === "inline")
+  // (the values in the narrowing's shape, or in blocks of channels as many: the channels-in-lanes depthwise forms')
+  const size = (shape: readonly number[]) => shape.reduce((a, b) => a * b, 1)
+  const wide = st.op.inputs.find((t) => t.name === source && t.kind === "compute" && t.dtype === "int32" && size(t.shape) === size(st.op.shape) && s.stages.get(t.name)?.attach.kind === "inline")
   return wide?.name
 }
 

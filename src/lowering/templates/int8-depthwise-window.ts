@@ -20,9 +20,11 @@ import type { Knob } from "./template.js"
  */
 export const planeOf = (anchor: S.Stage): string | undefined => anchor.op.inputs.find((t) => t.kind === "compute")?.name
 
-/** Whether the product is the window form's rows: sums [n, o, oh, width / 16, 16] over a u8 plane. */
-export const isRowsForm = (anchor: S.Stage): boolean =>
-  anchor.op.shape.length === 5 && anchor.op.inputs.find((t) => t.kind === "compute")?.dtype === "uint8"
+/** Whether the product is the window form's rows: sums [n, o, oh, width / 16, 16] over a u8 plane of rows [n, c, phases, Q] (the channels-in-lanes dot's plane is 5-D). */
+export const isRowsForm = (anchor: S.Stage): boolean => {
+  const plane = anchor.op.inputs.find((t) => t.kind === "compute")
+  return anchor.op.shape.length === 5 && plane?.dtype === "uint8" && plane.shape.length === 4
+}
 
 /** The vector loops of a stage's axis `j`, split where longer than a vector loop (at the largest divisor that is). */
 export const vectorizeInner = (s: S.Schedule, stage: string, j: string): S.Schedule => {
