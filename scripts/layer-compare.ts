@@ -6,11 +6,18 @@
 //
 //   npm run layer-compare -- [--model mobilenetv2] [--threads 1] [--rounds 21] [--tuned LOG]
 //
-// Prints one line per kernel (ours ms, onnxruntime ms, ratio, each side's GFLOP/s, the node it was
-// paired with), then the sums, the end-to-end medians and the roof: the direct (not depthwise, not
+// Prints one line per kernel (ours ms, our CPU ms, onnxruntime ms, ratio, each side's GFLOP/s, the
+// node it was paired with), then the sums, the end-to-end medians and the roof: the direct (not depthwise, not
 // Winograd) convolutions' FLOPs at this CPU's measured FMA peak, with every other kernel and the
 // time outside the kernels as measured — how fast the network could run with those convolutions
 // perfect. The thread count is fixed for the run (OpenMP reads it once).
+//
+// Ours are wall medians (as onnxruntime's profiler gives its nodes'), with each kernel's CPU-time
+// median beside them (the process's: at 1 thread the kernel's own). On a machine shared with other
+// jobs the scheduler's time slice can expire at about the same point of every run, so one kernel's
+// wall median carries the other jobs' milliseconds: ResNet-50 at load ~11 read k27 5.16 ms wall
+// (1.33 CPU) in one run and k14 5.91 (1.66 CPU) in the next. A kernel whose wall median exceeds its
+// CPU median by a quarter is marked `*`: read its CPU time.
 import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -48,14 +55,17 @@ const program = await run(compileGraph(graph, target, { optLevel: 3, ...(tuned ?
 const loaded = await run(loadProgram(program, target, { threads: THREADS }))
 // each kernel call timed where the executor makes it (per kernel: the plan would run them in one call)
 const times = new Map<string, number[]>()
+const cpuTimes = new Map<string, number[]>()
 const exec = createExecutor(program, {
   ...loaded.module,
   run: (name, args) => {
     const t0 = performance.now()
+    const c0 = process.cpuUsage()
     loaded.module.run(name, args)
-    const list = times.get(name) ?? []
-    list.push(performance.now() - t0)
-    times.set(name, list)
+    const wall = performance.now() - t0
+    const cpu = process.cpuUsage(c0)
+    times.set(name, [...(times.get(name) ?? []), wall])
+    cpuTimes.set(name, [...(cpuTimes.get(name) ?? []), (cpu.user + cpu.system) / 1000])
   },
 }, { plan: false })
 const input = graph.inputs[0]
@@ -79,6 +89,7 @@ for (let i = 0; i < WARMUP; i++) {
   await session.run(ortFeeds)
 }
 times.clear()
+cpuTimes.clear()
 const ours: number[] = []
 const theirs: number[] = []
 // each side's run after a pause and an untimed run (settle: the other side's threads stop spinning)
@@ -125,22 +136,25 @@ const ourLayers = program.kernels
   .filter((k) => k.kind === "compiled" && !program.fused.groups[k.group].ops.every((op) => op === "LayoutTransform" || op === "Flatten"))
   .map((k) => {
     const g = program.fused.groups[k.group]
-    return { name: k.name, ops: g.ops.join("+"), ms: median(times.get(k.name) ?? [0]), flops: groupFlops(g), direct: directConv(g) }
+    return { name: k.name, ops: g.ops.join("+"), ms: median(times.get(k.name) ?? [0]), cpu: median(cpuTimes.get(k.name) ?? [0]), flops: groupFlops(g), direct: directConv(g) }
   })
 
 console.log(`${MODEL}, ${THREADS} thread(s), ${ROUNDS} alternating rounds${TUNED ? `, tuned by ${TUNED}` : ""}`)
-console.log("| kernel | ops | ours ms | onnxruntime ms | ours / ort | ours GFLOP/s | ort GFLOP/s | onnxruntime node |")
-console.log("| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |")
+console.log("| kernel | ops | ours ms | ours CPU ms | onnxruntime ms | ours / ort | ours GFLOP/s | ort GFLOP/s | onnxruntime node |")
+console.log("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
 const n = Math.max(ourLayers.length, theirLayers.length)
 for (let i = 0; i < n; i++) {
   const a = ourLayers[i]
   const b = theirLayers[i]
   const gf = (ms: number | undefined) => (a && ms ? (a.flops / ms / 1e6).toFixed(1) : "-")
-  console.log(`| ${a?.name ?? "-"} | ${a?.ops ?? "-"} | ${a ? a.ms.toFixed(3) : "-"} | ${b ? b.ms.toFixed(3) : "-"} | ${a && b ? (a.ms / b.ms).toFixed(2) : "-"} | ${gf(a?.ms)} | ${gf(b?.ms)} | ${b ? `${b.name} (${b.op})` : "-"} |`)
+  const descheduled = a && a.ms > 1.25 * a.cpu ? "*" : ""
+  console.log(`| ${a?.name ?? "-"} | ${a?.ops ?? "-"} | ${a ? `${a.ms.toFixed(3)}${descheduled}` : "-"} | ${a ? a.cpu.toFixed(3) : "-"} | ${b ? b.ms.toFixed(3) : "-"} | ${a && b ? (a.ms / b.ms).toFixed(2) : "-"} | ${gf(a?.ms)} | ${gf(b?.ms)} | ${b ? `${b.name} (${b.op})` : "-"} |`)
 }
+const marked = ourLayers.filter((l) => l.ms > 1.25 * l.cpu)
+if (marked.length) console.log(`* wall median over 1.25× the CPU-time median (the machine's other jobs ran in it in most rounds): ${marked.map((l) => l.name).join(", ")}; ${THREADS > 1 ? "CPU time is every thread's" : "read their CPU time"}`)
 if (ourLayers.length !== theirLayers.length) console.log(`(the pairing is by position: ${ourLayers.length} kernels against ${theirLayers.length} nodes, so the rows past the first difference do not match)`)
 const sum = (xs: readonly { ms: number }[]) => xs.reduce((s, l) => s + l.ms, 0)
-console.log(`sum of kernels: ours ${sum(ourLayers).toFixed(2)} ms, onnxruntime ${sum(theirLayers).toFixed(2)} ms`)
+console.log(`sum of kernels: ours ${sum(ourLayers).toFixed(2)} ms (CPU ${ourLayers.reduce((t, l) => t + l.cpu, 0).toFixed(2)}), onnxruntime ${sum(theirLayers).toFixed(2)} ms`)
 console.log(`end to end (medians): ours ${median(ours).toFixed(2)} ms, onnxruntime ${median(theirs).toFixed(2)} ms (profiling on), ratio ${(median(ours) / median(theirs)).toFixed(3)}`)
 const peak = peakGflops(Math.max(1, target.attrs.vectorLanes))
 if (peak) {
