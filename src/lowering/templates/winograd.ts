@@ -27,13 +27,14 @@ const IMAGE_PARTS = [1, 2, 4, 8] as const
 const BANDS = [false, true] as const
 
 /**
- * `at_tiles`: the input transform V and the products M computed per group of input tiles inside
- * the output's loop (the group `tile_p` tiles of one tile row where that divides the row, else the
- * row), the output transform of the group right after its products: V and M are then a block of
- * the group's tiles (all 36 positions, every channel), written and read by one core while still
- * in its caches, never a whole-image buffer another core wrote. The products then run by groups
- * of tiles, each core streaming all of the transformed weights U (the positions are no longer
- * split), so it pays where U stays in the core's L2 between groups. The padded copy stays at root.
+ * `at_tiles`: the input transform V and the products M computed per row of input tiles inside
+ * the output's loop, the output transform of the row right after its products: V and M are then a
+ * block of the row's tiles (all 36 positions, every channel), written and read by one core while
+ * still in its caches, never a whole-image buffer another core wrote. The products then run by rows
+ * of tiles, each core streaming all of the transformed weights U once a row (the positions are no
+ * longer split), so it pays where U stays in the core's L2 between rows and each U vector serves
+ * many tiles (the defaults: a row × one channel block; docs/scheduling.md, fifteenth session). The
+ * padded copy stays at root.
  */
 const AT_TILES = [false, true] as const
 
@@ -168,9 +169,9 @@ export const winogradTemplate: Template = {
 }
 
 /**
- * at_tiles: the output's loops [n, tile row, group of tiles, channel block, tile, 4×4, lanes], the
- * first three parallel; at the group, V (its T inside it, as at root) and then M (its register tile
- * as at root), each for the group's tiles only.
+ * at_tiles: the output's loops [n, tile row, (the row in one group), channel block, tile, 4×4,
+ * lanes], the first two parallel; at the row M, its products M.local at M's position row e, V at
+ * M.local's e (T inside it, as at root), each for the row's tiles only.
  */
 const applyAtTiles = (
   s0: S.Schedule,
@@ -186,8 +187,8 @@ const applyAtTiles = (
   const m = M.op.shape[0] - 2
   const [, , , OW] = s.stages.get(out)!.op.shape
   const nW = Math.ceil(OW / m)
-  // the group: a row of tiles (groups of tile_p tiles, a seventh of a 56² image's row: the same
-  // loss at one thread; more tiles a group read U from L2 fewer times)
+  // the group: a row of tiles (groups of tile_p tiles — 7 of a 56² image's 14 — lost as much at
+  // one thread: docs/scheduling.md; the more tiles a group, the fewer times U comes from L2)
   const group = nW
   const [on, oc, oh, ow, oi] = s.stages.get(out)!.leaf
   const sph = S.split(s, out, oh, { factor: m })
