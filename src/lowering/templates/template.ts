@@ -56,13 +56,6 @@ export type Knob =
        */
       readonly input?: { readonly floats: number; readonly dense: boolean }
       /**
-       * The Winograd template's `at_tiles`: the input tiles of a row (the group it computes V, the
-       * products and the output transform for) and the floats one core keeps in its L2 across
-       * the groups in that form — the transformed weights U, a row's V of one position row, its M,
-       * the padded rows it reads. Not searched; what the defaults weigh against the L2.
-       */
-      readonly tileRow?: { readonly tiles: number; readonly floats: number }
-      /**
        * What a config without this knob means: for a knob added to a template later, the value
        * that gives the schedule its records were tuned with (so older tuning logs still apply).
        */

@@ -33,7 +33,7 @@ const BANDS = [false, true] as const
  * still in its caches, never a whole-image buffer another core wrote. The products then run by rows
  * of tiles, each core streaming all of the transformed weights U once a row (the positions are no
  * longer split), so it pays where U stays in the core's L2 between rows and each U vector serves
- * many tiles (the defaults: a row × one channel block; docs/scheduling.md, fifteenth session). The
+ * many tiles (a row × one channel block, the tuner's to pick; docs/scheduling.md, fifteenth session). The
  * padded copy stays at root.
  */
 const AT_TILES = [false, true] as const
@@ -50,25 +50,15 @@ const AT_TILES = [false, true] as const
 export const winogradTemplate: Template = {
   name: "winograd_NCHWc",
   tunable: true,
-  space: (outputs, base) => {
+  space: (_outputs, base) => {
     const M = anchorStage(base)!
-    const [alpha, , P, OCB, ob] = M.op.shape
-    const [V, U] = M.op.inputs
-    const [, , , CB, ib] = V.shape
-    const IC = U.shape[3]
-    const T = V.kind === "compute" ? V.inputs.find((t): t is ComputeTensor => t.kind === "compute") : undefined
-    const pad = T?.inputs.find((t): t is ComputeTensor => t.kind === "compute")
-    const OW = outputs[outputs.length - 1].shape[3]
-    const tiles = Math.ceil(OW / (alpha - 2))
-    // (a row's padded input: α rows of the copy, or of the input where there is none)
-    const padRow = pad ? pad.shape[3] : OW + 2
-    const floats = alpha * alpha * OCB * IC * ob + alpha * tiles * CB * ib + alpha * alpha * tiles * OCB * ob + alpha * padRow * CB * ib
+    const [, , P, OCB, ob] = M.op.shape
     return [
       { kind: "split", name: "tile_p", extent: P, candidates: divisors(P, 16) },
       { kind: "split", name: "tile_oc", extent: OCB, candidates: divisors(OCB, 8), lanes: ob },
       { kind: "choice", name: "image_parts", candidates: [...IMAGE_PARTS], absent: 1 },
       { kind: "choice", name: "bands", candidates: [...BANDS], absent: false },
-      { kind: "choice", name: "at_tiles", candidates: [...AT_TILES], absent: false, when: { knob: "image_parts", value: 1 }, tileRow: { tiles, floats } },
+      { kind: "choice", name: "at_tiles", candidates: [...AT_TILES], absent: false, when: { knob: "image_parts", value: 1 } },
     ]
   },
   defaults: (knobs, target) => {
@@ -79,12 +69,9 @@ export const winogradTemplate: Template = {
     // (image_parts: 1, the products by positions — the image partition, timed on ResNet-18's four
     // 56×56 convs in a row on Zen 5, 2 threads, ran no faster: docs/backends.md)
     // (bands on more than one core: the copy and the output split by rows, as the convs beside it)
-    // (at_tiles on more than one core, where what a core keeps across the rows fits its L2 and a row of
-    // tiles fits the registers as accumulators: the products then a row × one channel block, each
-    // weight vector U loaded once for the row's tiles — measured on ResNet-50's 56×56 convs on Zen 5)
-    const row = knobs.find((k) => k.name === "at_tiles")
-    const fits = row?.kind === "choice" && row.tileRow !== undefined && target.cores > 1 && 4 * row.tileRow.floats <= (target.l2Bytes ?? 256 * 1024) && row.tileRow.tiles + 2 <= (target.vectorRegisters ?? 16) && candidatesOf(knobs, "tile_p").includes(row.tileRow.tiles)
-    if (fits) return { tile_p: row.tileRow!.tiles, tile_oc: 1, image_parts: 1, bands: true, at_tiles: true }
+    // (at_tiles off: on ResNet-50's 56×56 convs, 2 cores of Zen 5, with a row × one channel block it
+    // won 1–3% of the network in sittings where the shared caches were contested and lost ~2% where
+    // they were not, and the kernels lost 1.2× at one thread with the tiles above: docs/scheduling.md)
     return { tile_p: tile.cols, tile_oc: tile.blocks, image_parts: 1, bands: target.cores > 1, at_tiles: false }
   },
   apply: (outputs, base, config) => {
