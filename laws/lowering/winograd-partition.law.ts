@@ -77,6 +77,7 @@ describe("the Winograd rule's partition over the cores (image_parts)", () => {
       const lanes = 4
       const g = await winogradGroup(16, 16, H, lanes, H * cores)
       const defaults = winogradTemplate.defaults(g.knobs, record(cores, lanes))
+      expect(defaults.at_tiles).toBe(false)
       expect(defaults.image_parts).toBe(1)
       // (bands on more than one core: the padded copy and the output by rows; one core as it was)
       expect(defaults.bands).toBe(true)
@@ -115,5 +116,39 @@ describe("the Winograd rule's partition over the cores (image_parts)", () => {
       }),
       lawParams(6),
     )
+  }, 120_000)
+
+  it("at_tiles — V, the products and the output transform per row of input tiles, inside the output's loop — evaluates equal to the TE (and bit-equal to the form at root) at every register tile, with and without bands", async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.constantFrom(14, 18, 7), fc.nat(100), fc.boolean(), fc.nat(1000), async (H, pick, bands, seed) => {
+        const g = await winogradGroup(16, 32, H, 4, seed)
+        const tileP = g.knobs.find((k) => k.name === "tile_p")!.candidates
+        const tileOc = g.knobs.find((k) => k.name === "tile_oc")!.candidates
+        const config = { ...winogradTemplate.defaults(g.knobs, record(2, 4)), tile_p: tileP[pick % tileP.length], tile_oc: tileOc[(pick >> 3) % tileOc.length], bands, at_tiles: true }
+        const outs = evaluatePrimFunc(g.lowered(config), g.feeds)
+        assertAllClose(g.te.outputs.map((o) => outs.get(o.name)!), evaluateTE(g.te.outputs, g.feeds), 1e-4, 1e-4)
+        // (the same sums in the same order as the form at root: equal to it bit for bit)
+        const root = evaluatePrimFunc(g.lowered({ ...config, at_tiles: false }), g.feeds)
+        for (const o of g.te.outputs) expect(Array.from(outs.get(o.name)!.data as Float32Array)).toEqual(Array.from(root.get(o.name)!.data as Float32Array))
+      }),
+      lawParams(10),
+    )
+  }, 120_000)
+
+  it("at_tiles: V and M are each core's own scratch (no whole-image buffer another core wrote); with bands only the padded copy's halo rows cross cores, where by positions a third or more of the intermediates' reads do", async () => {
+    for (const [C, H] of [[16, 14], [32, 18]] as const) {
+      const g = await winogradGroup(C, C, H, 4, 7)
+      const defaults = winogradTemplate.defaults(g.knobs, record(2, 4))
+      expect(defaults.at_tiles).toBe(false)
+      const f = g.lowered({ ...defaults, at_tiles: true })
+      const r = crossCoreReads(f, 2)
+      const counted = [...r.reads.keys()].filter((b) => !f.params.some((p) => p.name === b))
+      expect(counted.some((b) => /wino_(V|M)/.test(b))).toBe(false)
+      const fused = intermediateReads(f, 2)
+      const root = intermediateReads(g.lowered(defaults), 2)
+      expect(root.remote).toBeGreaterThanOrEqual(root.reads / 3)
+      expect(fused.remote).toBeLessThanOrEqual(fused.reads * 0.2)
+      expect(fused.remote * 10).toBeLessThan(root.remote)
+    }
   }, 120_000)
 })

@@ -27,6 +27,18 @@ const IMAGE_PARTS = [1, 2, 4, 8] as const
 const BANDS = [false, true] as const
 
 /**
+ * `at_tiles`: the input transform V and the products M computed per row of input tiles inside
+ * the output's loop, the output transform of the row right after its products: V and M are then a
+ * block of the row's tiles (all 36 positions, every channel), written and read by one core while
+ * still in its caches, never a whole-image buffer another core wrote. The products then run by rows
+ * of tiles, each core streaming all of the transformed weights U once a row (the positions are no
+ * longer split), so it pays where U stays in the core's L2 between rows and each U vector serves
+ * many tiles (a row × one channel block, the tuner's to pick; docs/scheduling.md, fifteenth session). The
+ * padded copy stays at root.
+ */
+const AT_TILES = [false, true] as const
+
+/**
  * The Winograd convolution's schedule (ConvWinogradNCHWc): the padded input and the input
  * transform V computed at root, V's tile loops (6×6) unrolled so its selects fold to one short
  * sum per store, vectorized over the channel lanes; the 36 batched products M tiled like a GEMM:
@@ -46,6 +58,7 @@ export const winogradTemplate: Template = {
       { kind: "split", name: "tile_oc", extent: OCB, candidates: divisors(OCB, 8), lanes: ob },
       { kind: "choice", name: "image_parts", candidates: [...IMAGE_PARTS], absent: 1 },
       { kind: "choice", name: "bands", candidates: [...BANDS], absent: false },
+      { kind: "choice", name: "at_tiles", candidates: [...AT_TILES], absent: false, when: { knob: "image_parts", value: 1 } },
     ]
   },
   defaults: (knobs, target) => {
@@ -56,7 +69,10 @@ export const winogradTemplate: Template = {
     // (image_parts: 1, the products by positions — the image partition, timed on ResNet-18's four
     // 56×56 convs in a row on Zen 5, 2 threads, ran no faster: docs/backends.md)
     // (bands on more than one core: the copy and the output split by rows, as the convs beside it)
-    return { tile_p: tile.cols, tile_oc: tile.blocks, image_parts: 1, bands: target.cores > 1 }
+    // (at_tiles off: on ResNet-50's 56×56 convs, 2 cores of Zen 5, with a row × one channel block it
+    // won 1–3% of the network in sittings where the shared caches were contested and lost ~2% where
+    // they were not, and the kernels lost 1.2× at one thread with the tiles above: docs/scheduling.md)
+    return { tile_p: tile.cols, tile_oc: tile.blocks, image_parts: 1, bands: target.cores > 1, at_tiles: false }
   },
   apply: (outputs, base, config) => {
     const M = anchorStage(base)!
@@ -73,6 +89,7 @@ export const winogradTemplate: Template = {
       const st = s.stages.get(stage)!
       return st.axes.get(st.leaf[st.leaf.length - 1])!.extent
     }
+    const fused = config.at_tiles === true && !image
     if (pad) {
       s = S.computeRoot(s, pad.name)
       const [pn, pc, py] = s.stages.get(pad.name)!.leaf
@@ -82,6 +99,7 @@ export const winogradTemplate: Template = {
       const leaf = s.stages.get(pad.name)!.leaf
       if (lanesOf(pad.name) > 1) s = S.vectorize(s, pad.name, leaf[leaf.length - 1])
     }
+    if (fused) return applyAtTiles(s, outputs[outputs.length - 1].name, M, V, T, Number(config.tile_p), Number(config.tile_oc), lanesOf)
     // V: [p, cb] parallel, the 6×6 transform unrolled, the lanes vectorized
     s = S.computeRoot(s, V.name)
     const [ve, vn, vp, vc, vi] = s.stages.get(V.name)!.leaf
@@ -135,4 +153,71 @@ export const winogradTemplate: Template = {
     if (lanesOf(out) > 1) s = S.vectorize(s, out, oi)
     return s
   },
+}
+
+/**
+ * at_tiles: the output's loops [n, tile row, (the row in one group), channel block, tile, 4×4,
+ * lanes], the first two parallel; at the row M, its products M.local at M's position row e, V at
+ * M.local's e (T inside it, as at root), each for the row's tiles only.
+ */
+const applyAtTiles = (
+  s0: S.Schedule,
+  out: string,
+  M: NonNullable<ReturnType<typeof anchorStage>>,
+  V: ComputeTensor,
+  T: ComputeTensor,
+  tp: number,
+  toc: number,
+  lanesOf: (stage: string) => number,
+): S.Schedule => {
+  let s = s0
+  const m = M.op.shape[0] - 2
+  const [, , , OW] = s.stages.get(out)!.op.shape
+  const nW = Math.ceil(OW / m)
+  // the group: a row of tiles (groups of tile_p tiles — 7 of a 56² image's 14 — lost as much at
+  // one thread: docs/scheduling.md; the more tiles a group, the fewer times U comes from L2)
+  const group = nW
+  const [on, oc, oh, ow, oi] = s.stages.get(out)!.leaf
+  const sph = S.split(s, out, oh, { factor: m })
+  const spw = S.split(sph.schedule, out, ow, { factor: m })
+  const spg = S.split(spw.schedule, out, spw.outer, { factor: group })
+  s = S.reorder(spg.schedule, out, [on, sph.outer, spg.outer, oc, spg.inner, sph.inner, spw.inner, oi])
+  s = S.unroll(S.unroll(s, out, sph.inner), out, spw.inner)
+  if (lanesOf(out) > 1) s = S.vectorize(s, out, oi)
+  // (parallel over the groups, fused with the rows and images: V and M attach inside the fused loop)
+  const before = s.stages.get(out)!.leaf
+  s = parallelOuter(s, out, [on, sph.outer, spg.outer], Number.POSITIVE_INFINITY)
+  const at = s.stages.get(out)!.leaf.find((a) => !before.includes(a)) ?? spg.outer
+  // M at the group; its products M.local at M's position row e, summed in a local block of the
+  // group's tiles × channel blocks (tile_p × tile_oc of them inside the reduction, unrolled: the
+  // compiler keeps them in registers), V at M.local's e — V[e, 0..α) of the group's tiles, T its
+  // row e: the transform's arithmetic as at root — and e unrolled so the selects fold
+  const w = S.cacheWrite(s, M.name, "local")
+  s = w.schedule
+  const [me, , , , mi] = s.stages.get(M.name)!.leaf
+  const vector = lanesOf(M.name) > 1
+  if (vector) s = S.vectorize(s, M.name, mi)
+  s = S.computeAt(s, M.name, out, at)
+  s = S.computeAt(s, w.stage, M.name, me)
+  s = S.unroll(s, M.name, me)
+  const ls = s.stages.get(w.stage)!
+  const [le, ln, lp, lc, li] = dataLeaves(ls)
+  const [lic] = ls.leaf.filter((a) => ls.axes.get(a)!.type === "reduce")
+  const spp = S.split(s, w.stage, lp, { factor: tp })
+  const spc = S.split(spp.schedule, w.stage, lc, { factor: toc })
+  s = S.reorder(spc.schedule, w.stage, [le, ln, spc.outer, spp.outer, lic, spc.inner, spp.inner, li])
+  if (vector) s = S.vectorize(s, w.stage, li)
+  if (tp > 1 && tp <= 16) s = S.unroll(s, w.stage, spp.inner)
+  if (toc > 1 && tp * toc <= 32) s = S.unroll(s, w.stage, spc.inner)
+  s = S.computeAt(s, V.name, w.stage, le)
+  const [ve, vn, vp, vc, vi] = s.stages.get(V.name)!.leaf
+  s = S.reorder(s, V.name, [vp, vc, ve, vn, vi])
+  s = S.unroll(S.unroll(s, V.name, ve), V.name, vn)
+  if (lanesOf(V.name) > 1) s = S.vectorize(s, V.name, vi)
+  s = S.computeAt(s, T.name, V.name, vc)
+  s = S.setScope(s, T.name, "local")
+  const [te, ts, , , ti] = s.stages.get(T.name)!.leaf
+  s = S.unroll(S.unroll(s, T.name, te), T.name, ts)
+  if (lanesOf(T.name) > 1) s = S.vectorize(s, T.name, ti)
+  return s
 }
