@@ -73,6 +73,7 @@ await build({
     "scripts/qop-compare": "scripts/qop-compare.ts",
     "scripts/playground": "scripts/playground.ts",
     "scripts/browser-bench": "scripts/browser-bench.ts",
+    "scripts/search-time": "scripts/search-time.ts",
   },
   outdir,
   bundle: true,

@@ -7,6 +7,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import koffi from "koffi"
+import { performance } from "node:perf_hooks"
 import { afterAll, describe, expect, it } from "vitest"
 import { buildCompute } from "../src/ast/te/arbitrary.js"
 import { evaluateTE } from "../src/ast/te/evaluate.js"
@@ -83,6 +84,22 @@ describe.skipIf(!compilerAvailable())("c measurer (gcc, child process)", () => {
     expect(Date.now() - t0).toBeLessThan(30_000)
     // the built libraries are deleted once measured
     expect(fs.readdirSync(path.join(tmp, "build")).filter((f) => f.endsWith(".so"))).toEqual([])
+  }, 60_000)
+
+  it("tells each candidate's share of its gcc run and of its library's runs (spent), inside the call's time", async () => {
+    const told = new Map<number, { build: number; run: number }>()
+    const cands = [fine(0), fine(1), fine(2), fault("broken", brokenBody)]
+    const t0 = performance.now()
+    await Effect.runPromise(measureC(cands, outputs, reference, render, options({ chunk: 2, buildJobs: 1, minRepeatMs: 5, spent: (k, ms) => void told.set(k, ms) })))
+    const wall = performance.now() - t0
+    expect([...told.keys()].sort()).toEqual([0, 1, 2, 3])
+    // every candidate built (the broken one alone, after its chunk failed); only the ones built ran
+    for (const k of [0, 1, 2, 3]) expect(told.get(k)!.build).toBeGreaterThan(0)
+    for (const k of [0, 1, 2]) expect(told.get(k)!.run).toBeGreaterThan(5)
+    expect(told.get(3)!.run).toBe(0)
+    // (one build job: builds and runs are shares of disjoint spans of the call; overlapped, at most twice it)
+    const sum = [...told.values()].reduce((a, t) => a + t.build + t.run, 0)
+    expect(sum).toBeLessThanOrEqual(2 * wall)
   }, 60_000)
 
   it("with flushBytes each call is timed alone after a sweep of the caches: the sweep is not in the cost", async () => {

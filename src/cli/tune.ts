@@ -21,14 +21,16 @@ import { appendRecords, logWarnings, readLog } from "./tuning-log.js"
 import { lockFile } from "../device/file-lock.js"
 import { compileGraph } from "../pipeline.js"
 import { makeXGBoostModel } from "../search/cost-model.js"
-import { tasksOfProgram, type TaskRunner } from "../search/extract.js"
+import { lowerRecent, tasksOfProgram, type TaskRunner } from "../search/extract.js"
 import { featuresOf } from "../search/features.js"
 import { curvesOfLog, renderCurvesSvg } from "../search/plot.js"
 import { isTrial, withoutRecordsOutside, type TuningRecord } from "../search/records.js"
-import { fitsKnobs, spaceSize } from "../search/task.js"
+import { configKey, fitsKnobs, spaceSize } from "../search/task.js"
+import { budgetReserveMs, confirmationMs, trialCostLog } from "./tune-budget.js"
 import { gaTuner, gridTuner, randomTuner, xgbTuner, type Tuner } from "../search/tuners.js"
 import { transferRows, type TransferRows } from "../search/transfer.js"
-import { confirmMeasurerOptions, DEFAULT_CONFIRM, measurerFor, tuneSession, type TaskSession, type TuneResult } from "../search/tune.js"
+import { confirmMeasurerOptions, confirmRepeats, DEFAULT_CONFIRM, measurerFor, tuneSession, type Measure, type TaskSession, type TuneResult } from "../search/tune.js"
+import type { CandidateSpent } from "../device/measure.js"
 import { evoTuner } from "../search/evolutionary.js"
 import { scheduleTasks } from "../search/task-scheduler.js"
 import { withAttrs, type Target, type TargetKind } from "../ast/target.js"
@@ -45,6 +47,9 @@ import { NETWORK_CHECK_KINDS, NETWORK_CHECK_RUNS, networkCheck } from "./network
 
 export { TUNERS, type TunerName, type TuneCommandOptions } from "./tune-options.js"
 import { TUNERS, type TunerName, type TuneCommandOptions } from "./tune-options.js"
+
+/** Batches of lowered functions a task keeps (lowerRecent): a round's candidates, lowered for their build, then featurized when the tuner learns them. */
+const LOWERED_KEPT = 2
 
 /** c: candidates per gcc run (gcc's own start is ~0.1 s; a big unrolled candidate takes seconds). */
 const DEFAULT_CHUNK = 4
@@ -264,14 +269,32 @@ const tuneRunners = Effect.fn("cli.tuneRunners")(function* (
   const records: TuningRecord[] = [...logged]
   const featureCache = new Map<string, readonly number[]>()
   const start = Date.now()
-  const sessionOf = (runner: TaskRunner, k: number, onProgress?: (trials: number, best: number) => void) =>
+  // per task: what its trials' lowering and measuring took (the budget's reserve for its
+  // confirmation, and the rounds' lines), and what its confirmation took
+  const costLogs = new Map<number, ReturnType<typeof trialCostLog>>()
+  const confirmMs = new Map<number, number>()
+  const sessionOf = (runner0: TaskRunner, k: number, onProgress?: (trials: number, best: number) => void) =>
     Effect.gen(function* () {
-      const { task } = runner
+      const { task } = runner0
+      // (the ScheduleTarget compileGraph sized its defaults from: runner.target, scheduleTargetOf)
+      const defaults = task.template.defaults(task.knobs, runner0.target)
+      const confirms = o.confirm ?? DEFAULT_CONFIRM
+      const costs = trialCostLog(configKey(defaults), confirms)
+      costLogs.set(k, costs)
+      // one lowering per config for the tuner's features and the session's build (lowerRecent),
+      // each timed: a confirmation's share of the budget is estimated from them
+      const timedLower = (config: Config) => {
+        const t0 = performance.now()
+        try {
+          return runner0.lowerConfig(config)
+        } finally {
+          costs.lowered(performance.now() - t0)
+        }
+      }
+      const runner: TaskRunner = { ...runner0, lowerConfig: lowerRecent(timedLower, LOWERED_KEPT * Math.max(o.batch, 8)) }
       // (with its confirmation rounds, which are not trials)
       const done: TuningRecord[] = logged.filter((r) => r.workload === task.workload && r.target === kind)
       const transfer = o.tuner === "xgb" || o.tuner === "evo" ? transferRows(runner, runners, records, kind, featureCache) : undefined
-      // (the ScheduleTarget compileGraph sized its defaults from: runner.target, scheduleTargetOf)
-      const defaults = task.template.defaults(task.knobs, runner.target)
       const tuner = yield* makeTuner(o.tuner, runner, o.seed, transfer, [defaults])
       const measuring = {
         measure: o.measure,
@@ -283,9 +306,19 @@ const tuneRunners = Effect.fn("cli.tuneRunners")(function* (
         // the measuring threads take every core: gcc waits until a batch is measured
         overlap: o.threads < os.availableParallelism(),
       }
-      const measure = stoppable(o.interrupt, measurerFor(compiledFor, runner, measuring)!)
-      const confirms = o.confirm ?? DEFAULT_CONFIRM
-      const confirm = confirms > 0 ? { top: confirms, measure: stoppable(o.interrupt, measurerFor(compiledFor, runner, confirmMeasurerOptions(measuring, confirms))!) } : undefined
+      // each trial call timed, with what the device says each candidate's build and runs took
+      let spent = new Map<number, CandidateSpent>()
+      const trialMeasure = stoppable(o.interrupt, measurerFor(compiledFor, runner, { ...measuring, spent: (j, ms) => void spent.set(j, ms) })!)
+      const measure: Measure = (candidates) =>
+        Effect.suspend(() => {
+          const t0 = performance.now()
+          spent = new Map()
+          return Effect.tap(trialMeasure(candidates), (results) => Effect.sync(() => costs.measured(performance.now() - t0, results, spent)))
+        })
+      const confirm =
+        confirms > 0
+          ? { top: confirms, measure: stoppable(o.interrupt, measurerFor(compiledFor, runner, confirmMeasurerOptions(measuring, confirms))!) }
+          : undefined
       const session = yield* tuneSession(task, tuner, runner.lowerConfig, measure, {
         trials: o.trials,
         batch: o.batch,
@@ -311,38 +344,64 @@ const tuneRunners = Effect.fn("cli.tuneRunners")(function* (
     const sessions: { session: TaskSession<unknown>; weight: number; resumed: number }[] = []
     for (const [k, runner] of runners.entries()) {
       const s = yield* sessionOf(runner, k)
-      sessions.push({ session: s.session as TaskSession<unknown>, weight: runner.task.groups.length || 1, resumed: s.resumed })
+      const session = s.session as TaskSession<unknown>
+      // (its confirmation timed: stderr's last lines set it beside what the budget kept for it)
+      const finish = (confirm?: boolean) =>
+        Effect.suspend(() => {
+          const t0 = performance.now()
+          return Effect.tap(session.finish(confirm), (r) => Effect.sync(() => r.confirmed && confirmMs.set(k, performance.now() - t0)))
+        })
+      sessions.push({ session: { ...session, finish }, weight: runner.task.groups.length || 1, resumed: s.resumed })
     }
     // the budget holds the confirmations too: a round starts only while it and the tried tasks'
-    // confirmations (each about a round of its task, as measured) still fit; past the budget the
-    // confirmations not yet run are skipped (the task's best trial stands, unconfirmed) — on an
-    // H100, where a round is nvcc building 8 candidates (~18 s), a 120 s budget ran 60 s over
+    // confirmations (each bounded by `confirmationMs` from its trials' measured lowering and
+    // measuring) still fit; past the budget the confirmations not yet run are skipped (the task's
+    // best trial stands, unconfirmed) — on an H100, where a round is nvcc building 8 candidates
+    // (~18 s), a 120 s budget ran 60 s over
     const round = Math.max(o.batch, 8)
     const roundMs = new Map<number, number[]>()
     let lastRoundEnd = Date.now()
+    const trialCosts = () => new Map([...costLogs].map(([k, log]) => [k, log.costs()] as const))
+    // lowering and measuring ms of every task so far, at the last round's end
+    const spent = () => [...trialCosts().values()].reduce((a, c) => ({ lowerMs: a.lowerMs + c.lowerMs, measureMs: a.measureMs + c.measureMs }), { lowerMs: 0, measureMs: 0 })
+    let spentBefore = spent()
     const confirms = o.confirm ?? DEFAULT_CONFIRM
+    const confirmOpts = { top: confirms, repeatsRatio: confirmRepeats(o.measure.repeats) / o.measure.repeats }
+    // each tried task's confirmation as reserved after its last round, against what it took (stderr)
+    const reserved = new Map<number, number>()
+    const s = (ms: number) => `${(ms / 1000).toFixed(1)} s`
     const results = yield* rethrowWrite(
       scheduleTasks(sessions, {
         round,
         maxTrials: o.trials,
-        stop: () => Date.now() - start + budgetReserveMs(roundMs, confirms) >= budgetMs,
+        stop: () => Date.now() - start + budgetReserveMs(roundMs, new Map([...trialCosts()].filter(([k]) => roundMs.has(k))), confirmOpts) >= budgetMs,
         confirmWhile: () => Date.now() - start < budgetMs,
         onSkipped: (tasks) =>
           process.stderr.write(`tessera tune: the time budget is spent: ${tasks.length} task${tasks.length > 1 ? "s" : ""} left unconfirmed (${tasks.map((k) => runners[k].task.id).join(", ")}: their best trial stands)\n`),
         onRound: (r) => {
           const now = Date.now()
-          roundMs.set(r.task, [...(roundMs.get(r.task) ?? []), now - lastRoundEnd])
+          const took = now - lastRoundEnd
+          roundMs.set(r.task, [...(roundMs.get(r.task) ?? []), took])
           lastRoundEnd = now
+          // the round's time: lowering configs (the tuner's, for their features, and the
+          // candidates'), measuring candidates (render, build, check, time), and the rest of the
+          // search (features, the model's fits and predictions, the annealing, the records)
+          const total = spent()
+          const lowerMs = total.lowerMs - spentBefore.lowerMs
+          const measureMs = total.measureMs - spentBefore.measureMs
+          spentBefore = total
+          reserved.set(r.task, confirmationMs(costLogs.get(r.task)!.costs(), confirmOpts.top, confirmOpts.repeatsRatio))
           const runner = runners[r.task]
           const best = sessions[r.task].session.costs().at(-1) ?? Infinity
           process.stderr.write(
-            `tessera tune: ${((Date.now() - start) / 1000).toFixed(0)}s/${o.timeBudget}s ${runner.task.id} ${runner.task.label} (weight ${sessions[r.task].weight}): ${r.trials} trials, best ${Number.isFinite(best) ? fmt(runner.task.flops / best / 1e9) : "-"} GFLOP/s\n`,
+            `tessera tune: ${((Date.now() - start) / 1000).toFixed(0)}s/${o.timeBudget}s ${runner.task.id} ${runner.task.label} (weight ${sessions[r.task].weight}): ${r.trials} trials, best ${Number.isFinite(best) ? fmt(runner.task.flops / best / 1e9) : "-"} GFLOP/s; round ${s(took)}: lowering ${s(lowerMs)}, build and measure ${s(measureMs)}, the rest of the search ${s(took - lowerMs - measureMs)}\n`,
           )
         },
       }),
     )
     for (const [k, runner] of runners.entries()) {
-      if (!o.progress) yield* Console.error(line(k, runner, results[k]))
+      const took = confirmMs.get(k)
+      if (!o.progress) yield* Console.error(`${line(k, runner, results[k])}${took !== undefined ? `; confirmation ${s(took)} (${s(reserved.get(k) ?? 0)} kept for it)` : ""}`)
       rows.push({ runner, result: results[k], resumed: sessions[k].resumed })
     }
     return rows
@@ -389,19 +448,6 @@ export const tuneReportCommand = Effect.fn("cli.tuneReport")(function* (o: TuneR
 })
 
 /** "90s", "10m", "1.5h" or plain seconds, in seconds; NaN when it is none of those or not positive. */
-/**
- * The milliseconds a whole-model tune must keep in hand before it starts another round: that
- * round (the mean round so far) and, with confirmations, each tried task's confirmation at its
- * mean round's time (the top `confirm` configs and the default are measured with more repeats and
- * one build at a time on c, in parallel builds on cuda: about a round of that task either way).
- */
-export const budgetReserveMs = (roundMs: ReadonlyMap<number, readonly number[]>, confirm: number): number => {
-  const mean = (xs: readonly number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0)
-  const all = [...roundMs.values()].flat()
-  const confirmations = confirm > 0 ? [...roundMs.values()].reduce((ms, times) => ms + mean(times), 0) : 0
-  return mean(all) + confirmations
-}
-
 export const parseDuration = (text: string): number => {
   const m = /^\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*$/.exec(text)
   if (!m) return NaN

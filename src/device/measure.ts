@@ -136,4 +136,16 @@ export interface MeasurerOptions {
   readonly build: CBuildConfig
   /** c: whether gcc builds while candidates are measured (false when the measuring takes every core). */
   readonly overlap?: boolean
+  /** c: told, per candidate of a call (by position), what measuring it took (CandidateSpent). */
+  readonly spent?: (candidate: number, ms: CandidateSpent) => void
+}
+
+/**
+ * What one candidate's measuring took, wall ms: its share of the gcc run that built it (the run's
+ * time over its members), and its share of its library's checked and timed runs. What a
+ * confirmation of that config will cost again (tessera tune's budget reserves it).
+ */
+export interface CandidateSpent {
+  readonly build: number
+  readonly run: number
 }

@@ -15,7 +15,7 @@ import { BACKENDS, type Backend } from "../backend/index.js"
 import { NoComputeError } from "../lowering/op-library.js"
 import type { FusedGroup } from "../rewrite/fuse-ops.js"
 import { nodeFlops } from "../rewrite/report.js"
-import { extractTasks, type GroupProgram, type Task } from "./task.js"
+import { configKey, extractTasks, type GroupProgram, type Task } from "./task.js"
 
 export interface TaskRunner {
   readonly task: Task
@@ -122,4 +122,32 @@ export const tasksOfProgram = (program: Program, target: Target): TaskRunner[] =
       target: scheduleTarget,
     }
   })
+}
+
+/**
+ * `lower` keeping the functions of the last `kept` configs it lowered (by their canonical JSON; a
+ * config that fails to lower is not kept: it throws again). A tune lowers a config it measures
+ * twice — the session for its build, then the tuner for its feature row when it learns the result
+ * (the warm-up round's configs and xgb's ε-random ones were never featurized before) — and a
+ * ResNet-18 Winograd config costs 0.1–25 s of CPU to lower (an `sk_unroll: 512` sketch). Lowering
+ * is a pure function of the config, so the kept function is the one lowering again would give:
+ * the same candidates, the same feature rows. Kept per task runner, for one tune: a lowered
+ * function can hold megabytes of TIR, so `kept` stays a few batches.
+ */
+export const lowerRecent = <F>(lower: (config: Config) => F, kept: number): ((config: Config) => F) => {
+  const recent = new Map<string, F>()
+  return (config) => {
+    const key = configKey(config)
+    const hit = recent.get(key)
+    if (hit !== undefined) {
+      // (most recently used last)
+      recent.delete(key)
+      recent.set(key, hit)
+      return hit
+    }
+    const f = lower(config)
+    recent.set(key, f)
+    if (recent.size > kept) recent.delete(recent.keys().next().value!)
+    return f
+  }
 }

@@ -79,13 +79,16 @@ export const DEFAULT_CONFIRM = 3
 /** Repeats per config in a confirmation, at the least (3 times the trials' repeats when more). */
 const CONFIRM_REPEATS = 9
 
+/** A confirmation's repeats per config, from the trials' repeats. */
+export const confirmRepeats = (repeats: number): number => Math.max(CONFIRM_REPEATS, 3 * repeats)
+
 /**
  * How a confirmation of `top` configs and the default is measured, from the trials' options: the
  * configs in one library, built before any is timed, their repeats in turns, CONFIRM_REPEATS each.
  */
 export const confirmMeasurerOptions = (o: MeasurerOptions, top: number): MeasurerOptions => ({
   ...o,
-  measure: { ...o.measure, repeats: Math.max(CONFIRM_REPEATS, 3 * o.measure.repeats), interleave: true },
+  measure: { ...o.measure, repeats: confirmRepeats(o.measure.repeats), interleave: true },
   chunk: top + 1,
   buildJobs: 1,
   overlap: false,

@@ -61,6 +61,7 @@ export const cDevice = (config: CBuildConfig = defaultCBuildConfig(), threads?: 
       buildJobs: o.buildJobs,
       build: o.build,
       ...(o.overlap === undefined ? {} : { overlap: o.overlap }),
+      ...(o.spent ? { spent: o.spent } : {}),
     })
   },
 })

@@ -19,7 +19,7 @@ import type { PrimFunc } from "../../ast/tir/tir.js"
 import { storageElements } from "../../ast/tir/analysis.js"
 import { buildC, C_BATCH, defaultCBuildConfig, groupBySize, type CBuildConfig } from "./build.js"
 import { discard } from "./cache-store.js"
-import { defaultMeasureOptions, referenceCase, wrongAnswer, type Candidate, type Measured, type MeasureOptions, type ReferenceCase } from "../measure.js"
+import { defaultMeasureOptions, referenceCase, wrongAnswer, type Candidate, type CandidateSpent, type Measured, type MeasureOptions, type ReferenceCase } from "../measure.js"
 
 export interface CMeasureOptions extends MeasureOptions {
   /** OpenMP threads of the measuring process (the schedules' `cores` should say the same). */
@@ -36,6 +36,8 @@ export interface CMeasureOptions extends MeasureOptions {
    * 2 cores the tuned records ran 13-16% slower end to end than the defaults).
    */
   readonly overlap?: boolean
+  /** Told what each candidate's build and runs took (wall ms, its share of its gcc run and of its library's runs), by position. */
+  readonly spent?: (candidate: number, ms: CandidateSpent) => void
 }
 
 /** `timeoutMs` is per candidate here (js: per batch). */
@@ -378,7 +380,28 @@ export const measureC = (
     // every chunk builds in order, `buildJobs` at a time, while the ones built are measured in order
     const jobs = yield* Semaphore.make(Math.max(1, options.buildJobs))
     const builds: Fiber.Fiber<Built[]>[] = []
-    for (const ch of chunks) builds.push(yield* Effect.forkChild(Semaphore.withPermit(jobs)(buildChunk(ch, rendered, options.build))))
+    // (each candidate's share of its gcc run and of its library's runs, for `spent`)
+    const buildMs = new Map<string, number>()
+    const runMs = new Map<string, number>()
+    const timed = <A>(eff: Effect.Effect<A>, names: readonly string[], into: Map<string, number>): Effect.Effect<A> =>
+      options.spent
+        ? Effect.suspend(() => {
+            const t0 = performance.now()
+            return Effect.tap(eff, () => Effect.sync(() => names.forEach((n) => into.set(n, (performance.now() - t0) / names.length))))
+          })
+        : eff
+    for (const ch of chunks)
+      builds.push(
+        yield* Effect.forkChild(
+          Semaphore.withPermit(jobs)(
+            timed(
+              buildChunk(ch, rendered, options.build),
+              ch.map((f) => f.name),
+              buildMs,
+            ),
+          ),
+        ),
+      )
     // without overlap every chunk is built before the first is measured
     if (options.overlap === false) for (const build of builds) yield* Fiber.await(build)
     for (const build of builds) {
@@ -388,10 +411,11 @@ export const measureC = (
           results.set(b.name, { error: b.error })
           continue
         }
-        const measured = yield* measureLibrary(b.so, b.names, ref, options).pipe(Effect.ensuring(removeLibrary(b.so)))
+        const measured = yield* timed(measureLibrary(b.so, b.names, ref, options), b.names, runMs).pipe(Effect.ensuring(removeLibrary(b.so)))
         for (const [n, r] of measured) results.set(n, r)
       }
     }
+    if (options.spent) for (const k of candidates.keys()) options.spent(k, { build: buildMs.get(`cand${k}`) ?? 0, run: runMs.get(`cand${k}`) ?? 0 })
     return candidates.map((c, k): Measured => {
       const r = results.get(`cand${k}`)
       return r?.cost !== undefined ? { config: c.config, cost: r.cost } : { config: c.config, cost: undefined, error: r?.error ?? "not measured" }
