@@ -3,6 +3,24 @@
 
 void conv2d_int8_depthwise_lanes(const int8_t* b0, const int8_t* b1, const int16_t* b2, const int32_t* b3, const float* b4, const float* b5, const float* b6, const int8_t* b7, int8_t* b8);
 
+#ifndef TESSERA_HAVE_tessera_requant16
+#define TESSERA_HAVE_tessera_requant16
+/* requantizing stores (requantize-store.ts): int(max(lo, min(hi, round(x) + z))) 16 lanes at a time,
+   x's NaN lanes 0, round half to even; the value kept to 8 / 16 bits by truncation */
+#if defined(__AVX512F__)
+#include <immintrin.h>
+static inline __attribute__((always_inline)) __m512i tessera_requant16(__m512 x, float lo, float hi, int32_t z) {
+  __mmask16 k = _mm512_cmp_ps_mask(x, x, _CMP_ORD_Q);
+  __m512 v = _mm512_max_ps(_mm512_set1_ps(lo), _mm512_min_ps(_mm512_set1_ps(hi), x));
+  __m512i r = _mm512_maskz_cvt_roundps_epi32(k, v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  return _mm512_maskz_add_epi32(k, r, _mm512_set1_epi32(z));
+}
+static inline __attribute__((always_inline)) __m512 tessera_loadf16m(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+static inline __attribute__((always_inline)) __m512i tessera_loadi16m(const int32_t* p, __mmask16 m) { return _mm512_maskz_loadu_epi32(m, p); }
+#endif
+
+#endif
+
 /* "dw_mult.i": a parallel loop's body, run by the thread pool over iterations [lo, hi) */
 struct tessera_par0_conv2d_int8_depthwise_lanes { float* b9; const float* b4; const float* b5; const float* b6; };
 static void tessera_range0_conv2d_int8_depthwise_lanes(float* restrict b9, const float* restrict b4, const float* restrict b5, const float* restrict b6, int64_t tessera_lo, int64_t tessera_hi) {
@@ -67,10 +85,16 @@ void conv2d_int8_depthwise_lanes(const int8_t* restrict b0, const int8_t* restri
         }
         for (int64_t v10 = 0; v10 < 7; ++v10) {
           for (int64_t v11 = 0; v11 < 7; ++v11) {
+            #if defined(__AVX512F__)
+            for (int64_t v12 = 0; v12 < 16; v12 += 16) { /* 16 lanes a statement */
+              _mm512_storeu_si512((void*)(&b10[(((v10 * 112) + (v11 * 16)) + v12)]), tessera_requant16(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_loadu_si512((const void*)(&b3[v12])), _mm512_loadu_si512((const void*)(&b11[(((v10 * 112) + (v11 * 16)) + v12)])))), _mm512_loadu_ps(&b9[v12])), ((-128.0f) - ((float)(b7[0]))), (127.0f - ((float)(b7[0]))), ((int32_t)(b7[0]))));
+            }
+            #else
             #pragma omp simd
             for (int64_t v12 = 0; v12 < 16; ++v12) {
               b10[(((v10 * 112) + (v11 * 16)) + v12)] = tessera_f2i_in32f(nearbyintf(tessera_maxcf(tessera_mincf(((((float)((b3[v12] + b11[(((v10 * 112) + (v11 * 16)) + v12)])))) * (b9[v12])), (127.0f - ((float)(b7[0])))), ((-128.0f) - ((float)(b7[0]))))) + ((float)(b7[0])));
             }
+            #endif
           }
         }
       }
