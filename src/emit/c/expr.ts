@@ -140,6 +140,31 @@ const clampedF2i = (e: Extract<Expr, { kind: "cast" }>, x: string): string | und
 /** The 8- and 16-bit integer dtypes: a zero point's, whose float value minus an integer bound is exact in float32. */
 const ZP_DTYPES: ReadonlySet<DType> = new Set<DType>(["int8", "uint8", "int16", "uint16"])
 
+/** A requantizing conversion's parts: int(max(lo, min(hi, round(x) + z))), lo ≤ hi integer constants within ±65536, z an 8- or 16-bit zero point cast to the float type. */
+export interface RequantizeForm {
+  readonly lo: number
+  readonly hi: number
+  /** The float value rounded. */
+  readonly x: Expr
+  /** The zero point converted to the float type. */
+  readonly z: Extract<Expr, { kind: "cast" }>
+}
+
+/** The parts of `e` as a requantizing conversion (whatever its types: each renderer checks its own), or undefined where it is not one. */
+export const requantizeForm = (e: Extract<Expr, { kind: "cast" }>): RequantizeForm | undefined => {
+  const outer = e.value
+  if (outer.kind !== "bin" || outer.op !== "max" || outer.a.kind !== "const") return undefined
+  const inner = outer.b
+  if (inner.kind !== "bin" || inner.op !== "min" || inner.a.kind !== "const") return undefined
+  const [lo, hi] = [outer.a.value, inner.a.value]
+  if (!Number.isInteger(lo) || !Number.isInteger(hi) || lo > hi || Math.abs(lo) > 65536 || Math.abs(hi) > 65536) return undefined
+  const q = inner.b
+  if (q.kind !== "bin" || q.op !== "add" || q.a.kind !== "call" || q.a.fn !== "round") return undefined
+  const z = q.b
+  if (z.kind !== "cast" || !ZP_DTYPES.has(z.value.dtype)) return undefined
+  return { lo, hi, x: q.a.args[0], z }
+}
+
 /**
  * The requantizing epilogue's conversion (op-library-quant-int.ts's requantize): int(max(lo, min(hi,
  * round(x) + z))), lo ≤ hi integer constants, z an 8- or 16-bit zero point as a float32 (or all of it
@@ -154,17 +179,10 @@ const ZP_DTYPES: ReadonlySet<DType> = new Set<DType>(["int8", "uint8", "int16", 
 const requantizeF2i = (e: Extract<Expr, { kind: "cast" }>, render: (x: Expr) => string): string | undefined => {
   const fdt = e.value.dtype
   if (!NARROW_INT.has(e.dtype) || (fdt !== "float32" && fdt !== "float64")) return undefined
-  const outer = e.value
-  if (outer.kind !== "bin" || outer.op !== "max" || outer.a.kind !== "const") return undefined
-  const inner = outer.b
-  if (inner.kind !== "bin" || inner.op !== "min" || inner.a.kind !== "const") return undefined
-  const [lo, hi] = [outer.a.value, inner.a.value]
-  if (!Number.isInteger(lo) || !Number.isInteger(hi) || lo > hi || Math.abs(lo) > 65536 || Math.abs(hi) > 65536) return undefined
-  const q = inner.b
-  if (q.kind !== "bin" || q.op !== "add" || q.a.kind !== "call" || q.a.fn !== "round") return undefined
-  const z = q.b
-  if (z.kind !== "cast" || !ZP_DTYPES.has(z.value.dtype)) return undefined
-  const [x, zs] = [render(q.a.args[0]), render(z)]
+  const parts = requantizeForm(e)
+  if (!parts) return undefined
+  const { lo, hi } = parts
+  const [x, zs] = [render(parts.x), render(parts.z)]
   const f = fdt === "float32" ? "f" : ""
   const v = `tessera_f2i_in32${f}(nearbyint${f}(tessera_maxc${f || "d"}(tessera_minc${f || "d"}(${x}, (${constC(hi, fdt)} - ${zs})), (${constC(lo, fdt)} - ${zs}))) + ${zs})`
   return e.dtype === "int32" ? v : `((${cStorage(e.dtype)})${v})`

@@ -37,7 +37,7 @@ import type { Expr, Read } from "../../ast/te/expr.js"
 import { c, collect, exprKey, substitute } from "../../ast/te/expr.js"
 import { coef, mentions } from "../../ast/te/linear-index.js"
 import type { ForStmt, Walk } from "../c-family/dialect.js"
-import { castC, constC } from "./expr.js"
+import { castC, constC, requantizeForm, type RequantizeForm } from "./expr.js"
 
 /** Lanes of one statement (64 bytes of int32 / float32: an AVX-512 register). */
 export const REQUANTIZE_LANES = 16
@@ -67,32 +67,13 @@ const STORES: Readonly<Partial<Record<DType, { readonly ptr: string; readonly al
   uint16: { ptr: "uint16_t", all: (p, v) => `_mm256_storeu_si256((__m256i*)(${p}), _mm512_cvtepi32_epi16(${v}))`, masked: (p, m, v) => `_mm512_mask_cvtepi32_storeu_epi16((void*)(${p}), ${m}, ${v})` },
 }
 
-/** The 8- and 16-bit zero point types (expr.ts requantizeF2i's). */
-const ZP_DTYPES: ReadonlySet<DType> = new Set<DType>(["int8", "uint8", "int16", "uint16"])
-
-/** The parts of a requantizing conversion: int(max(lo, min(hi, round(x) + z))), or undefined where `e` is not one (float32 only). */
-export interface Requantize {
-  readonly lo: number
-  readonly hi: number
-  /** The float32 value rounded. */
-  readonly x: Expr
-  /** The zero point: the 8- or 16-bit value converted to float32. */
-  readonly z: Extract<Expr, { kind: "cast" }>
-}
+/** The parts of a requantizing conversion (expr.ts's requantizeForm), or undefined where `e` is not one or not all float32. */
+export type Requantize = RequantizeForm
 
 export const requantizeParts = (e: Expr): Requantize | undefined => {
   if (e.kind !== "cast" || !STORES[e.dtype] || e.value.dtype !== "float32") return undefined
-  const outer = e.value
-  if (outer.kind !== "bin" || outer.op !== "max" || outer.a.kind !== "const") return undefined
-  const inner = outer.b
-  if (inner.kind !== "bin" || inner.op !== "min" || inner.a.kind !== "const") return undefined
-  const [lo, hi] = [outer.a.value, inner.a.value]
-  if (!Number.isInteger(lo) || !Number.isInteger(hi) || lo > hi || Math.abs(lo) > 65536 || Math.abs(hi) > 65536) return undefined
-  const q = inner.b
-  if (q.kind !== "bin" || q.op !== "add" || q.a.kind !== "call" || q.a.fn !== "round" || q.a.dtype !== "float32") return undefined
-  const z = q.b
-  if (z.kind !== "cast" || z.dtype !== "float32" || !ZP_DTYPES.has(z.value.dtype)) return undefined
-  return { lo, hi, x: q.a.args[0], z }
+  const parts = requantizeForm(e)
+  return parts && parts.x.dtype === "float32" && parts.z.dtype === "float32" ? parts : undefined
 }
 
 /** How a vector read is addressed: every lane (`&buf[i]`), or the first lanes of mask `m`. */
