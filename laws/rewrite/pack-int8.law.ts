@@ -176,6 +176,60 @@ describe("the layout rewrite of an int8 conv's constant weights (int8-conv-to-pa
     expect(a.out).toEqual(b.out)
   }, 600_000)
 
+  it("on a VNNI target of 16 lanes, sets channel_lanes 16 exactly where int8EpilogueLanes says (the channels in the dot's lanes, M whole blocks), never elsewhere; the graph evaluating as before, bit for bit", () => {
+    const seen = { taken: 0, left: 0 }
+    const lanesOf = (g: Graph): number[] => g.nodes.filter((n) => n.op === "QLinearConvPacked").map((n) => (n.attrs.channel_lanes?.kind === "int" ? Number(n.attrs.channel_lanes.value) : 0))
+    fc.assert(
+      fc.property(arbCase, fc.constantFrom(4, 8, 16), ({ graph, inputs, packs }, lanes) => {
+        const after = alterLayoutSync(bindSync(graph), { ...LAYOUT, vectorLanes: lanes, int8Dot: "vnni" })
+        const pk = after.nodes.filter((n) => n.op === "QLinearConvPacked")
+        expect(pk.length).toBe(packs ? 1 : 0)
+        const expected = pk.map((n) => {
+          const m = n.attrs.m?.kind === "int" ? Number(n.attrs.m.value) : -1
+          return lanes === 16 && n.attrs.pixel_lanes === undefined && m % 16 === 0 ? 16 : 0
+        })
+        expect(lanesOf(after)).toEqual(expected)
+        // (no dot of its own: never)
+        expect(lanesOf(alterLayoutSync(bindSync(graph), { ...LAYOUT, vectorLanes: lanes })).every((l) => l === 0)).toBe(true)
+        for (const l of expected) seen[l > 0 ? "taken" : "left"]++
+        expectEvaluatesAsBefore(after, graph, inputs)
+      }),
+      lawParams(300),
+    )
+    // (M whole blocks of 16 are a few of the random cases: the C case below has more)
+    expect(seen.taken).toBeGreaterThan(0)
+    expect(seen.left).toBeGreaterThan(20)
+  })
+
+  it.skipIf(!HAVE_GCC || !hostCpu().vnni)(`channels-in-lanes convs on a VNNI target narrow their requantized values from blocks of 16 (channel_lanes), compiled to C equal to the form without them bit for bit${NO_GCC}`, async () => {
+    // 1×1 convs at 14² (196 pixels: tiles of 64, a tail of 4) and 7² (49: tiles of 16, a tail of 1), a 3×3 pad 1 at 7², int8 and uint8
+    const rng = prng(29)
+    const cases = [["int8", 1, 14, 32], ["uint8", 1, 7, 48], ["int8", 3, 7, 16]].map(([xdt, K, H, M], k) => {
+      const dt = xdt as "int8" | "uint8"
+      const [kk, hh, mm, C] = [K as number, H as number, M as number, 24]
+      const init = new Map<string, Tensor>([
+        ["xs", tensor("float32", [], Float32Array.of(0.02))], ["xzp", ints(dt, [], rng)], ["w", ints("int8", [mm, C, kk, kk], rng)],
+        ["ws", tensor("float32", [mm], Float32Array.from({ length: mm }, () => Math.fround(rng.float(0.002, 0.02))))], ["ys", tensor("float32", [], Float32Array.of(0.1))], ["yzp", ints(dt, [], rng)],
+      ])
+      const p = (kk - 1) / 2
+      const graph = makeGraph({
+        opset: 13,
+        inputs: [{ name: "x", type: { dtype: dt, shape: [1, C, hh, hh] } }],
+        outputs: [{ name: "y", type: { dtype: dt, shape: [] } }],
+        initializers: init,
+        nodes: [node("QLinearConv", ["x", "xs", "xzp", "w", "ws", "", "ys", "yzp"], ["y"], { pads: attr.ints([p, p, p, p]) })],
+      })
+      return { graph, inputs: new Map([["x", ints(dt, [1, C, hh, hh], prng(300 + k))]]), packs: true, grouped: false }
+    })
+    const { graph, inputs } = mergeGraphs(cases)
+    const blocked = (g: Graph) => g.nodes.filter((n) => n.op === "QLinearConvPacked" && n.attrs.channel_lanes !== undefined).length
+    const a = await compiledOnC(graph, inputs, true)
+    expect(blocked(a.graph)).toBe(3)
+    const b = await compiledOnC(graph, inputs, false)
+    expect(blocked(b.graph)).toBe(0)
+    expect(a.out).toEqual(b.out)
+  }, 600_000)
+
   it.skipIf(!HAVE_GCC || !hostCpu().vnni)(`a few-channel conv on a VNNI target takes the dot along the kernel's width where that takes fewer dots (dot_kw), compiled to C equal to the channels-in-lanes form bit for bit${NO_GCC}`, async () => {
     // a 7×7 / 2 stem over 3 channels (42 dots a pixel against 49: taken), int8 and uint8; a 3×3 / 2 one (9 against 9: not)
     const rng = prng(13)
