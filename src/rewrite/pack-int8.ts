@@ -201,6 +201,10 @@ export const int8DepthwiseWindow = (w: Int8ConvWindow, target: Int8LayoutTarget)
  *   vpdpbusd a kernel row of 16 channels, the transposes in and out through the C compiler's
  *   interleaved stores and loads (MobileNetV2's 14² and 7² convs, the strided 28² → 14² and 14² → 7²
  *   ones, 1.2–2.6× faster alone; at 28², rows of 2 vectors, a tie with the int16 grid, at 56² slower);
+ *   and a strided conv the window form does not take (its alternative the int16 form over the
+ *   stride's phases: MobileNetV2's 112² → 56², 96 channels, 0.29 → 0.24 ms in the network; the
+ *   stride-1 convs of wider rows stay on the window rows or the int16 grid, which won there: 56² 1.7×,
+ *   28² 1.3–1.5×, 56² → 28² on the window's phase rows 2.1× faster than this form, 2026-11-28);
  * - else, where a channel's output rows are at most half a vector (2·OW ≤ L: the padded plane's rows
  *   are too short to vectorize — the 7² convs; at 14², rows of 14 in 16 lanes, the pixel form was
  *   faster: 0.033 against 0.061 ms, the int16 transposes in and out costing more than the lanes
@@ -209,7 +213,8 @@ export const int8DepthwiseWindow = (w: Int8ConvWindow, target: Int8LayoutTarget)
 export const int8DepthwiseChannels = (w: Int8ConvWindow, channels: { readonly in: number; readonly out: number; readonly group: number }, target: Int8LayoutTarget, s8 = true): number => {
   const lanes = target.vectorLanes ?? 0
   const depthwise = channels.group === channels.in && channels.out === channels.in
-  const dot = s8 && w.out[1] <= lanes && int8DepthwiseChannelsDot(w, lanes, target)
+  const strided = w.strides[0] > 1 || w.strides[1] > 1
+  const dot = s8 && (w.out[1] <= lanes || (strided && !int8DepthwiseWindow(w, target))) && int8DepthwiseChannelsDot(w, lanes, target)
   const int16 = 2 * w.out[1] <= lanes && !int8DepthwiseWindow(w, target)
   return lanes > 1 && depthwise && channels.in % lanes === 0 && (dot || int16) ? lanes : 0
 }
