@@ -15,7 +15,8 @@ import type { OpCompute } from "../../src/lowering/op-library-common.js"
 
 export interface Spec {
   /** (QLinearConvPackedPx: QLinearConvPacked with pixel_lanes, its kernel 1×1; QLinearConvPackedGrid: with pixel_lanes, its kernel K×K; QLinearConvPackedTaps: the grid with the dot's 4 bytes along the kernel's width, dot_kw) */
-  readonly op: "QLinearConv" | "QLinearConvPacked" | "QLinearConvPackedPx" | "QLinearConvPackedGrid" | "QLinearConvPackedTaps" | "ConvInteger" | "QLinearMatMul" | "MatMulInteger"
+  /** (QLinearConvPackedLanes: QLinearConvPacked with channel_lanes 16, its requantized values in blocks of 16 channels) */
+  readonly op: "QLinearConv" | "QLinearConvPacked" | "QLinearConvPackedLanes" | "QLinearConvPackedPx" | "QLinearConvPackedGrid" | "QLinearConvPackedTaps" | "ConvInteger" | "QLinearMatMul" | "MatMulInteger"
   readonly x: DType
   readonly w: DType
   readonly dims: readonly number[]
@@ -39,7 +40,8 @@ export const range = (d: DType): [number, number] => (d === "int8" ? [-128, 127]
 export const build = (spec: Spec, table: Partial<Record<string, OpCompute>> = OP_COMPUTES): { outputs: ComputeTensor[]; feeds: Map<string, Tensor> } => {
   const taps = spec.op === "QLinearConvPackedTaps"
   const px = spec.op === "QLinearConvPackedPx" || spec.op === "QLinearConvPackedGrid" || taps
-  const sp: Spec = px ? { ...spec, op: "QLinearConvPacked", dims: spec.op === "QLinearConvPackedPx" ? spec.dims.map((d, k) => (k === 4 ? 1 : d)) : spec.dims } : spec
+  const lanes = spec.op === "QLinearConvPackedLanes"
+  const sp: Spec = px ? { ...spec, op: "QLinearConvPacked", dims: spec.op === "QLinearConvPackedPx" ? spec.dims.map((d, k) => (k === 4 ? 1 : d)) : spec.dims } : lanes ? { ...spec, op: "QLinearConvPacked" } : spec
   const r = stream(sp.seed)
   const conv = sp.op.includes("Conv")
   const [C, M, H, W, K, stride, pad, rows] = sp.dims
@@ -66,7 +68,7 @@ export const build = (spec: Spec, table: Partial<Record<string, OpCompute>> = OP
   const reach = dil * (K - 1) + 1
   const outDims = conv ? [1, M, Math.floor((H + 2 * pad - reach) / stride) + 1, Math.floor((W + 2 * pad - reach) / stride) + 1] : [rows, M]
   const outType: DType = q ? sp.x : "int32"
-  const attrs: Record<string, AttrValue> = conv ? { kernel_shape: attr.ints([K, K]), strides: attr.ints([stride, stride]), pads: attr.ints([pad, pad, pad, pad]), ...(dil !== 1 ? { dilations: attr.ints([dil, dil]) } : {}), ...(sp.op === "QLinearConvPacked" ? { m: attr.int(M) } : {}), ...(px ? { pixel_lanes: attr.int(1) } : {}), ...(taps ? { dot_kw: attr.int(K) } : {}) } : {}
+  const attrs: Record<string, AttrValue> = conv ? { kernel_shape: attr.ints([K, K]), strides: attr.ints([stride, stride]), pads: attr.ints([pad, pad, pad, pad]), ...(dil !== 1 ? { dilations: attr.ints([dil, dil]) } : {}), ...(sp.op === "QLinearConvPacked" ? { m: attr.int(M) } : {}), ...(px ? { pixel_lanes: attr.int(1) } : {}), ...(taps ? { dot_kw: attr.int(K) } : {}), ...(lanes ? { channel_lanes: attr.int(16) } : {}) } : {}
   const n = { ...node(sp.op, order.map(([name]) => name), ["y"], attrs), domain: sp.op === "QLinearConvPacked" ? TESSERA_DOMAIN : "" }
   const inputs = order.map(([name, v]) => placeholder(name, v.shape, v.dtype))
   const made = (table[sp.op] ?? OP_COMPUTES[sp.op])({
@@ -90,6 +92,11 @@ export const arbSpec: fc.Arbitrary<Spec> = fc.record({
   dims: fc.tuple(fc.integer({ min: 1, max: 9 }), fc.oneof(fc.integer({ min: 1, max: 35 }), fc.constantFrom(16, 32)), fc.integer({ min: 3, max: 7 }), fc.integer({ min: 3, max: 9 }), fc.integer({ min: 1, max: 3 }), fc.integer({ min: 1, max: 2 }), fc.integer({ min: 0, max: 1 }), fc.integer({ min: 1, max: 6 })),
   seed: fc.nat(),
 })
+
+/** Convs with the channels in the dot's lanes and their requantized values in blocks of 16 (QLinearConvPacked's channel_lanes): M whole blocks, kernels 1–3, strided, padded. */
+export const arbLanesSpec: fc.Arbitrary<Spec> = fc
+  .tuple(arbSpec, fc.constantFrom(16, 32))
+  .map(([sp, M]) => ({ ...sp, op: "QLinearConvPackedLanes" as const, dims: sp.dims.map((d, k) => (k === 1 ? M : d)) }))
 
 /** 1×1 convs in the pixels-in-lanes form (QLinearConvPacked's pixel_lanes): output pixels whole vectors of 16, strided, padded. */
 export const arbPxSpec: fc.Arbitrary<Spec> = fc

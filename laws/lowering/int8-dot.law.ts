@@ -23,7 +23,7 @@ import type { Config } from "../../src/lowering/templates/template.js"
 import { cpuTirPipeline } from "../../src/lowering/tir/cpu-pipeline.js"
 import { runTirSync } from "../../src/lowering/tir/tir-pass.js"
 import { lawParams } from "../support.js"
-import { arbSpec, build } from "./int8-cases.js"
+import { arbLanesSpec, arbSpec, build } from "./int8-cases.js"
 import { QUANT_INT_PLAIN } from "../../src/lowering/op-library-quant-int.js"
 
 /**
@@ -122,5 +122,34 @@ describe("int8 template (VNNI layout)", () => {
     expect(laneOrder).toBeGreaterThan(3)
     expect(narrowed).toBeGreaterThan(0)
     expect(padded).toBeGreaterThan(0)
+  })
+
+  it("the channels-in-lanes conv's requantized values in blocks of 16 (channel_lanes): every configuration equals the plain int32 compute, exactly; the blocks computed at the epilogue's block, its narrowing a tile of a channel's pixels with the block's 16 channels unrolled inside", () => {
+    fc.assert(
+      fc.property(arbLanesSpec, fc.array(fc.nat(), { minLength: 5, maxLength: 5 }), (sp, picks) => {
+        const { outputs, feeds } = build(sp)
+        const plain = build({ ...sp, op: "QLinearConv" }, QUANT_INT_PLAIN)
+        const want = Array.from(evaluateTE(plain.outputs, plain.feeds)[0].data as ArrayLike<number>)
+        const base = baseSchedule(outputs)
+        const t = templateFor(base)
+        const knobs = t.space(outputs, base)
+        const [, , oh, ow] = outputs[0].shape
+        expect(knobs.find((k) => k.name === "epilogue_px")?.extent).toBe(oh * ow)
+        const config: Config = Object.fromEntries(knobs.map((k, i) => [k.name, k.candidates[picks[i] % k.candidates.length]]))
+        const applied = t.apply(outputs, base, config)
+        // (the blocked int32 values [n, M / 16, oh, ow, 16] at the output's block, 16 channels their vector; the output's channels unrolled innermost)
+        const out = applied.stages.get(outputs[0].name)!
+        const wide = out.op.inputs.find((x) => x.kind === "compute" && x.dtype === "int32" && x.shape.length === 5)!
+        expect(wide.shape).toEqual([1, sp.dims[1] / 16, oh, ow, 16])
+        expect(applied.stages.get(wide.name)!.attach.kind).toBe("at")
+        const [tile, lane] = out.leaf.slice(-2)
+        expect([out.axes.get(lane)!.extent, out.annotations.get(lane), out.annotations.get(tile)]).toEqual([16, { kind: "unrolled" }, { kind: "vectorized" }])
+        expect(out.axes.get(tile)!.extent).toBe(Math.min(Number(config.epilogue_px), oh * ow))
+        const f = runTirSync(cpuTirPipeline({ keepIntrinsics: new Set([vnniDot16x4.name, avx2Dot16x4.name, simd128Dot4x4.name]) }), lowerSync(applied))
+        const got = evaluatePrimFunc(f, feeds).get(outputs[0].name)!
+        expect(Array.from(got.data as ArrayLike<number>)).toEqual(want)
+      }),
+      lawParams(30),
+    )
   })
 })

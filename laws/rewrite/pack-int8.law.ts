@@ -20,6 +20,7 @@ import { depthwiseWindowGrid } from "../../src/ast/graph/ops/int8-packed.js"
 import { hostCpu } from "../../src/device/host.js"
 import { compileGraph, loadProgram } from "../../src/pipeline.js"
 import { alterLayoutSync } from "../../src/rewrite/alter-layout.js"
+import { int8DepthwiseChannels } from "../../src/rewrite/pack-int8.js"
 import { bindSync } from "../../src/ast/graph/infer.js"
 import { evalGraph, lawParams } from "../support.js"
 import { HAVE_GCC, mergeGraphs, NO_GCC } from "../support-c.js"
@@ -176,6 +177,60 @@ describe("the layout rewrite of an int8 conv's constant weights (int8-conv-to-pa
     expect(a.out).toEqual(b.out)
   }, 600_000)
 
+  it("on a VNNI target of 16 lanes, sets channel_lanes 16 exactly where int8EpilogueLanes says (the channels in the dot's lanes, M whole blocks), never elsewhere; the graph evaluating as before, bit for bit", () => {
+    const seen = { taken: 0, left: 0 }
+    const lanesOf = (g: Graph): number[] => g.nodes.filter((n) => n.op === "QLinearConvPacked").map((n) => (n.attrs.channel_lanes?.kind === "int" ? Number(n.attrs.channel_lanes.value) : 0))
+    fc.assert(
+      fc.property(arbCase, fc.constantFrom(4, 8, 16), ({ graph, inputs, packs }, lanes) => {
+        const after = alterLayoutSync(bindSync(graph), { ...LAYOUT, vectorLanes: lanes, int8Dot: "vnni" })
+        const pk = after.nodes.filter((n) => n.op === "QLinearConvPacked")
+        expect(pk.length).toBe(packs ? 1 : 0)
+        const expected = pk.map((n) => {
+          const m = n.attrs.m?.kind === "int" ? Number(n.attrs.m.value) : -1
+          return lanes === 16 && n.attrs.pixel_lanes === undefined && m % 16 === 0 ? 16 : 0
+        })
+        expect(lanesOf(after)).toEqual(expected)
+        // (no dot of its own: never)
+        expect(lanesOf(alterLayoutSync(bindSync(graph), { ...LAYOUT, vectorLanes: lanes })).every((l) => l === 0)).toBe(true)
+        for (const l of expected) seen[l > 0 ? "taken" : "left"]++
+        expectEvaluatesAsBefore(after, graph, inputs)
+      }),
+      lawParams(300),
+    )
+    // (M whole blocks of 16 are a few of the random cases: the C case below has more)
+    expect(seen.taken).toBeGreaterThan(0)
+    expect(seen.left).toBeGreaterThan(20)
+  })
+
+  it.skipIf(!HAVE_GCC || !hostCpu().vnni)(`channels-in-lanes convs on a VNNI target narrow their requantized values from blocks of 16 (channel_lanes), compiled to C equal to the form without them bit for bit${NO_GCC}`, async () => {
+    // 1×1 convs at 14² (196 pixels: tiles of 64, a tail of 4) and 7² (49: tiles of 16, a tail of 1), a 3×3 pad 1 at 7², int8 and uint8
+    const rng = prng(29)
+    const cases = [["int8", 1, 14, 32], ["uint8", 1, 7, 48], ["int8", 3, 7, 16]].map(([xdt, K, H, M], k) => {
+      const dt = xdt as "int8" | "uint8"
+      const [kk, hh, mm, C] = [K as number, H as number, M as number, 24]
+      const init = new Map<string, Tensor>([
+        ["xs", tensor("float32", [], Float32Array.of(0.02))], ["xzp", ints(dt, [], rng)], ["w", ints("int8", [mm, C, kk, kk], rng)],
+        ["ws", tensor("float32", [mm], Float32Array.from({ length: mm }, () => Math.fround(rng.float(0.002, 0.02))))], ["ys", tensor("float32", [], Float32Array.of(0.1))], ["yzp", ints(dt, [], rng)],
+      ])
+      const p = (kk - 1) / 2
+      const graph = makeGraph({
+        opset: 13,
+        inputs: [{ name: "x", type: { dtype: dt, shape: [1, C, hh, hh] } }],
+        outputs: [{ name: "y", type: { dtype: dt, shape: [] } }],
+        initializers: init,
+        nodes: [node("QLinearConv", ["x", "xs", "xzp", "w", "ws", "", "ys", "yzp"], ["y"], { pads: attr.ints([p, p, p, p]) })],
+      })
+      return { graph, inputs: new Map([["x", ints(dt, [1, C, hh, hh], prng(300 + k))]]), packs: true, grouped: false }
+    })
+    const { graph, inputs } = mergeGraphs(cases)
+    const blocked = (g: Graph) => g.nodes.filter((n) => n.op === "QLinearConvPacked" && n.attrs.channel_lanes !== undefined).length
+    const a = await compiledOnC(graph, inputs, true)
+    expect(blocked(a.graph)).toBe(3)
+    const b = await compiledOnC(graph, inputs, false)
+    expect(blocked(b.graph)).toBe(0)
+    expect(a.out).toEqual(b.out)
+  }, 600_000)
+
   it.skipIf(!HAVE_GCC || !hostCpu().vnni)(`a few-channel conv on a VNNI target takes the dot along the kernel's width where that takes fewer dots (dot_kw), compiled to C equal to the channels-in-lanes form bit for bit${NO_GCC}`, async () => {
     // a 7×7 / 2 stem over 3 channels (42 dots a pixel against 49: taken), int8 and uint8; a 3×3 / 2 one (9 against 9: not)
     const rng = prng(13)
@@ -244,7 +299,8 @@ describe("the layout rewrite of an int8 conv's constant weights (int8-conv-to-pa
     // the window form does not take): rows of at most a vector, whole blocks of 16 — the dot's
     // vpermd / vpshufb transposition of 4 pixels' channel bytes run for real
     const rng = prng(13)
-    const cases = ([["int8", 32, 7, 7, 3, 1], ["uint8", 16, 14, 14, 3, 2], ["int8", 16, 9, 7, 1, 1], ["int8", 16, 28, 28, 3, 2]] as const).map(([dt, C, H, W, kh, stride], k) => {
+    // (and 16 × 80 → 8 × 40 at stride 2, int8, 16: rows wider than a vector, which no window form takes)
+    const cases = ([["int8", 32, 7, 7, 3, 1], ["uint8", 16, 14, 14, 3, 2], ["int8", 16, 9, 7, 1, 1], ["int8", 16, 28, 28, 3, 2], ["int8", 16, 16, 80, 3, 2]] as const).map(([dt, C, H, W, kh, stride], k) => {
       const init = new Map<string, Tensor>([
         ["xs", tensor("float32", [], Float32Array.of(0.02))], ["xzp", ints(dt, [], rng)], ["w", ints("int8", [C, 1, kh, 3], rng)],
         ["ws", tensor("float32", [C], Float32Array.from({ length: C }, () => Math.fround(rng.float(0.002, 0.02))))], ["ys", tensor("float32", [], Float32Array.of(0.05))], ["yzp", ints(dt, [], rng)],
@@ -265,7 +321,7 @@ describe("the layout rewrite of an int8 conv's constant weights (int8-conv-to-pa
       return { dots: grouped.filter((n) => n.inputs.length > 11 && n.attrs.channel_lanes?.kind === "int" && Number(n.attrs.channel_lanes.value) === 16).length, out }
     }
     const a = await run(true)
-    expect(a.dots).toBe(4)
+    expect(a.dots).toBe(5)
     const b = await run(false)
     expect(b.dots).toBe(0)
     expect(a.out).toEqual(b.out)
@@ -292,7 +348,8 @@ describe("the layout rewrite of a depthwise int8 conv: the channels in the lanes
     const k = rng.pick([1, 3])
     const stride = rng.int(1, 2)
     const H = rng.int(k, 12)
-    const W = rng.int(k, 20)
+    // (up to 40 wide: at stride 2 rows wider than a vector of 16, which only the strided clause takes)
+    const W = rng.next() < 0.8 ? rng.int(k, 20) : rng.int(21, 40)
     const pad = k === 3 ? rng.int(0, 1) : 0
     const OW = Math.floor((W + 2 * pad - k) / stride) + 1
     const init = new Map<string, Tensor>([
@@ -312,29 +369,39 @@ describe("the layout rewrite of a depthwise int8 conv: the channels in the lanes
     const OH = Math.floor((H + 2 * pad - k) / stride) + 1
     const vnni = rng.next() < 0.5
     const window = vnni && depthwiseWindowGrid([OH, OW], [k, k], [1, 1], [stride, stride]) !== undefined
-    const rows = (2 * OW <= lanes && !window) || (vnni && lanes === 16 && OW <= lanes)
+    const rows = (2 * OW <= lanes && !window) || (vnni && lanes === 16 && (OW <= lanes || (stride > 1 && !window)))
     const expected = multiplier === 1 && C % lanes === 0 && rows ? lanes : 0
     // (a target without the dot: js)
     const plain = multiplier === 1 && C % lanes === 0 && 2 * OW <= lanes ? lanes : 0
-    return { graph, inputs: new Map([["x", ints(xdt, [1, C, H, W], rng)]]), lanes, expected, plain, vnni }
+    return { graph, inputs: new Map([["x", ints(xdt, [1, C, H, W], rng)]]), lanes, expected, plain, vnni, wide: OW > lanes }
   }
   const lanesOf = (g: Graph): number[] => g.nodes.filter((n) => n.op === "QLinearConvGrouped").map((n) => (n.attrs.channel_lanes?.kind === "int" ? Number(n.attrs.channel_lanes.value) : 0))
 
   it("sets channel_lanes exactly when the statement says, the graph evaluating as before, bit for bit", () => {
-    const seen = { taken: 0, left: 0 }
+    const seen = { taken: 0, left: 0, wide: 0 }
     fc.assert(
-      fc.property(fc.integer({ min: 1, max: 1 << 30 }).map(depthwiseCase), ({ graph, inputs, lanes, expected, vnni }) => {
+      fc.property(fc.integer({ min: 1, max: 1 << 30 }).map(depthwiseCase), ({ graph, inputs, lanes, expected, vnni, wide }) => {
         const after = alterLayoutSync(bindSync(graph), { ...LAYOUT, vectorLanes: lanes, ...(vnni ? { int8Dot: "vnni" as const } : {}) })
         expect(lanesOf(after)).toEqual([expected])
         // (the VNNI dot's taps packed beside channel_lanes exactly where the form is on the dot)
         const dots = after.nodes.filter((n) => n.op === "QLinearConvGrouped" && n.inputs.length > 11 && n.attrs.channel_lanes !== undefined).length
         expect(dots).toBe(vnni && expected === 16 ? 1 : 0)
         seen[expected > 0 ? "taken" : "left"]++
+        if (wide && expected > 0) seen.wide++
         expectEvaluatesAsBefore(after, graph, inputs)
       }),
       lawParams(150),
     )
     expect(Math.min(seen.taken, seen.left)).toBeGreaterThan(10)
+    // (rows wider than a vector taken: strided, no window form)
+    expect(seen.wide).toBeGreaterThan(0)
+  })
+
+  it("on the VNNI dot: rows of at most a vector, and strided convs no window form takes (MobileNetV2's 112² → 56²); not the strided ones the window's phase rows take, nor wider stride-1 rows", () => {
+    const vnni = { ...LAYOUT, int8Dot: "vnni" as const }
+    const at = (out: [number, number], stride: number) => int8DepthwiseChannels({ kernel: [3, 3], strides: [stride, stride], dilations: [1, 1], out }, { in: 96, out: 96, group: 96 }, vnni)
+    expect([at([56, 56], 2), at([8, 40], 2), at([14, 14], 2), at([7, 7], 1)]).toEqual([16, 16, 16, 16])
+    expect([at([28, 28], 2), at([4, 24], 2), at([56, 56], 1), at([28, 28], 1)]).toEqual([0, 0, 0, 0])
   })
 
   it("compiled (js), the channels-in-lanes form equals the int16 form bit for bit", async () => {

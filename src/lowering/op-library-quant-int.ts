@@ -211,9 +211,10 @@ const qlinearConvPacked: OpCompute = (ctx) => {
     return bias ? add(s, at(bias, o)) : s
   }, I32)
   // (the requantization's int32 values a stage of their own: with the channels in the dot's lanes
-  // its template computes them a vector of channels at a time; with the pixels, at root where the
+  // its template computes them a vector of channels at a time — in blocks of channel_lanes channels
+  // where the layout rewrite chose them, int8EpilogueLanes; with the pixels, at root where the
   // pixel tile is short — else inline, the code as without the stage)
-  return qlinearConvOver(ctx, M, acc, ctx.inputs[9], true)
+  return qlinearConvOver(ctx, M, acc, ctx.inputs[9], true, num(ctx.attrs.pixel_lanes, 0) === 1 ? 0 : num(ctx.attrs.channel_lanes, 0))
 }
 
 /** QLinearConvGrouped: the grouped product over the weights widened at compile time (input 10), then QLinearConv's requantization with the multipliers folded (9) where given. */

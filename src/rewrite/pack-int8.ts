@@ -80,6 +80,19 @@ export const int8PixelLanes = (w: Int8ConvWindow, target: Int8LayoutTarget): boo
   return (int8PixelGrid(w.out, w.kernel, w.dilations, w.strides).size - OH * OW) * 8 <= OH * OW
 }
 
+/**
+ * The channel block of a channels-in-lanes packed conv's requantized values (QLinearConvPacked's
+ * `channel_lanes`), or 0 for none: the dot's 16 lanes where the target's dot is VNNI with vectors of
+ * 16 (AVX-512: the C compiler's interleaved loads of 16 int32 values take the block apart with
+ * permutes) and the output channels are whole blocks, not the pixels-in-lanes form. The sums' blocks
+ * [n, M / 16, oh, ow, 16] are then requantized 16 channels a vector into an int32 block of the same
+ * order, and narrowed with a channel's pixels the vector loop, the block's 16 channels unrolled:
+ * each channel's bytes stored contiguously, where the NCHW order's requantization stored one byte
+ * a channel plane apart, 16 a pixel (MobileNetV2 int8's 64 → 384 14² conv alone, 0.048 → 0.029 ms).
+ */
+export const int8EpilogueLanes = (target: Int8LayoutTarget, m: number, pixelLanes: boolean): number =>
+  target.int8Dot === "vnni" && target.vectorLanes === INT8_LANES && !pixelLanes && m % INT8_LANES === 0 ? INT8_LANES : 0
+
 /** QLinearConv over constant weights → QLinearConvPacked over them packed for the VNNI dot, with their column sums (and the pixels-in-lanes form where `int8PixelLanes` says). */
 export const int8ConvToPackedFor = (target: Int8LayoutTarget): Rule => ({
   name: "int8-conv-to-packed",
@@ -104,7 +117,8 @@ export const int8ConvToPackedFor = (target: Int8LayoutTarget): Rule => ({
     inputs[5] = csName
     const mult = foldedMultipliers(n, ctx, w.shape[0])
     if (mult) inputs.splice(8, inputs.length - 8, n.inputs[8] ?? "", mult.name)
-    const form = { ...(px ? { pixel_lanes: attr.int(1) } : {}), ...(taps ? { dot_kw: attr.int(kernel[1]) } : {}) }
+    const lanes = int8EpilogueLanes(target, w.shape[0], px === true)
+    const form = { ...(px ? { pixel_lanes: attr.int(1) } : {}), ...(taps ? { dot_kw: attr.int(kernel[1]) } : {}), ...(lanes > 0 ? { channel_lanes: attr.int(lanes) } : {}) }
     return {
       nodes: [{ name: ctx.fresh(`${n.name}_packed`), op: "QLinearConvPacked", domain: TESSERA_DOMAIN, inputs, outputs: [y], attrs: { ...n.attrs, m: attr.int(w.shape[0]), ...form } }],
       outputs: [y],
@@ -187,6 +201,10 @@ export const int8DepthwiseWindow = (w: Int8ConvWindow, target: Int8LayoutTarget)
  *   vpdpbusd a kernel row of 16 channels, the transposes in and out through the C compiler's
  *   interleaved stores and loads (MobileNetV2's 14² and 7² convs, the strided 28² → 14² and 14² → 7²
  *   ones, 1.2–2.6× faster alone; at 28², rows of 2 vectors, a tie with the int16 grid, at 56² slower);
+ *   and a strided conv the window form does not take (its alternative the int16 form over the
+ *   stride's phases: MobileNetV2's 112² → 56², 96 channels, 0.29 → 0.24 ms in the network; the
+ *   stride-1 convs of wider rows stay on the window rows or the int16 grid, which won there: 56² 1.7×,
+ *   28² 1.3–1.5×, 56² → 28² on the window's phase rows 2.1× faster than this form, 2026-11-28);
  * - else, where a channel's output rows are at most half a vector (2·OW ≤ L: the padded plane's rows
  *   are too short to vectorize — the 7² convs; at 14², rows of 14 in 16 lanes, the pixel form was
  *   faster: 0.033 against 0.061 ms, the int16 transposes in and out costing more than the lanes
@@ -195,7 +213,8 @@ export const int8DepthwiseWindow = (w: Int8ConvWindow, target: Int8LayoutTarget)
 export const int8DepthwiseChannels = (w: Int8ConvWindow, channels: { readonly in: number; readonly out: number; readonly group: number }, target: Int8LayoutTarget, s8 = true): number => {
   const lanes = target.vectorLanes ?? 0
   const depthwise = channels.group === channels.in && channels.out === channels.in
-  const dot = s8 && w.out[1] <= lanes && int8DepthwiseChannelsDot(w, lanes, target)
+  const strided = w.strides[0] > 1 || w.strides[1] > 1
+  const dot = s8 && (w.out[1] <= lanes || (strided && !int8DepthwiseWindow(w, target))) && int8DepthwiseChannelsDot(w, lanes, target)
   const int16 = 2 * w.out[1] <= lanes && !int8DepthwiseWindow(w, target)
   return lanes > 1 && depthwise && channels.in % lanes === 0 && (dot || int16) ? lanes : 0
 }

@@ -328,3 +328,30 @@ export const innerReduction = (st: S.Stage): boolean => {
     return last.kind === "var" && red.has(last.name)
   })
 }
+
+/**
+ * The tiles of a channel's pixels (the vector loop, at most MAX_VECTORIZED long): the divisors of
+ * the pixels and the multiples of 4 (the narrowest vector's lanes) that fit, the last tile of those
+ * cut short (a guarded tail loop partitioning peels off).
+ */
+export const pixelTiles = (pixels: number): number[] => {
+  const cap = Math.min(pixels, S.MAX_VECTORIZED)
+  const fours = Array.from({ length: Math.floor(cap / 4) }, (_, k) => 4 * (k + 1))
+  return [...new Set([...divisors(pixels, cap), ...fours])].sort((x, y) => x - y)
+}
+
+/**
+ * A channel's pixel tile by default (of pixelTiles' candidates): all of its pixels where the vector
+ * loop takes them, else the most whole vectors it takes.
+ */
+export const pixelTileDefault = (tiles: readonly number[], target: ScheduleTarget): number => {
+  const lanes = Math.max(1, target.vectorLanes)
+  const all = tiles[tiles.length - 1]
+  const whole = tiles.filter((t) => t % lanes === 0)
+  // (a channel of fewer pixels than whole vectors, 7² = 49, through the C compiler: one vector a
+  // tile, the last cut short — gcc's vector loop of 49 steps 32 byte lanes and leaves 17 a
+  // channel to its scalar epilogue where vectorized epilogues are off, C_FLAGS's OpenMP build; 16
+  // steps it takes whole. With them, the pool's build: 16 and 49 equal, MobileNetV2's 7² convs 0.068 ms)
+  const ragged = all < S.MAX_VECTORIZED && all % lanes !== 0 && all > lanes && target.outerLoopVectorizer !== false && tiles.includes(lanes)
+  return ragged ? lanes : all < S.MAX_VECTORIZED || whole.length === 0 ? all : whole[whole.length - 1]
+}

@@ -15,7 +15,7 @@ import { c, collect, substitute, type Reduce } from "../../ast/te/expr.js"
 import { vnniDotWindow } from "../../ast/te/intrinsic.js"
 import { simplify } from "../../ast/te/simplify.js"
 import { DOT_LANES } from "../op-library-int8-blocked.js"
-import { anchorStage, candidatesOf, dataLeaves, divisors, fusedEpilogue, narrowedStage, parallelize, parallelOuter } from "./common.js"
+import { anchorStage, candidatesOf, dataLeaves, divisors, fusedEpilogue, narrowedStage, parallelize, parallelOuter, pixelTileDefault, pixelTiles } from "./common.js"
 import { halfL2 } from "./conv2d-nchwc.js"
 import { channelsProduct, isChannelsForm } from "./int8-depthwise-channels.js"
 import { dotPlane, isRowsForm, planeOf, rowsKnobs, rowsProduct, vectorizeInner, vectorizeRows, windowSteps } from "./int8-depthwise-window.js"
@@ -41,17 +41,6 @@ const epilogue = (s: S.Schedule, anchor: S.Stage): string | undefined => {
     return b * l === o && sh === oh && sw === ow ? readers[0] : undefined
   }
   return o !== ao || ap < oh * ow ? undefined : readers[0]
-}
-
-/**
- * The tiles of a channel's pixels (the vector loop, at most MAX_VECTORIZED long): the divisors of
- * the pixels and the multiples of 4 (the narrowest vector's lanes) that fit, the last tile of those
- * cut short (a guarded tail loop partitioning peels off).
- */
-const pixelTiles = (pixels: number): number[] => {
-  const cap = Math.min(pixels, S.MAX_VECTORIZED)
-  const fours = Array.from({ length: Math.floor(cap / 4) }, (_, k) => 4 * (k + 1))
-  return [...new Set([...divisors(pixels, cap), ...fours])].sort((x, y) => x - y)
 }
 
 /**
@@ -157,16 +146,7 @@ export const int8DepthwiseTemplate: Template = {
       if (knobs.some((k) => k.name === "epilogue")) rows.epilogue = fusedEpilogue(target) ? "fused" : "int32"
       return rows
     }
-    const tiles = candidatesOf(knobs, "tile_px")
-    const lanes = Math.max(1, target.vectorLanes)
-    const all = tiles[tiles.length - 1]
-    const whole = tiles.filter((t) => t % lanes === 0)
-    // (a channel of fewer pixels than whole vectors, 7² = 49, through the C compiler: one vector a
-    // tile, the last cut short — gcc's vector loop of 49 steps 32 byte lanes and leaves 17 a
-    // channel to its scalar epilogue where vectorized epilogues are off, C_FLAGS's OpenMP build; 16
-    // steps it takes whole. With them, the pool's build: 16 and 49 equal, MobileNetV2's 7² convs 0.068 ms)
-    const ragged = all < S.MAX_VECTORIZED && all % lanes !== 0 && all > lanes && target.outerLoopVectorizer !== false && tiles.includes(lanes)
-    const cfg: Record<string, string | number | boolean> = { tile_px: ragged ? lanes : all < S.MAX_VECTORIZED || whole.length === 0 ? all : whole[whole.length - 1] }
+    const cfg: Record<string, string | number | boolean> = { tile_px: pixelTileDefault(candidatesOf(knobs, "tile_px"), target) }
     // the plane (padded input or its phases) a channel's at that channel where the C compiler
     // vectorizes: the product reads it from L1 right after its copy, and the kernel runs one parallel
     // loop less (MobileNetV2 int8's 56² conv 0.25 → 0.20 ms, its 10 kinds of depthwise conv 1.22 → 1.04

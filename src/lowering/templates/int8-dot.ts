@@ -16,7 +16,7 @@ import { collect, type ComputeTensor } from "../../ast/te/expr.js"
 import { avx2Dot16x4, simd128Dot4x4, vnniDot16x4, vnniDotPx16x4 } from "../../ast/te/intrinsic.js"
 import { DOT_LANES } from "../op-library-int8-blocked.js"
 import { LOOP_PARTITION_HINT } from "../../ast/tir/tir.js"
-import { accumulatorCap, anchorStage, dataLeaves, divisors, fusedEpilogue, largest, narrowedStage, parallelize, parallelOuter } from "./common.js"
+import { accumulatorCap, anchorStage, candidatesOf, dataLeaves, divisors, fusedEpilogue, largest, narrowedStage, parallelize, parallelOuter, pixelTileDefault, pixelTiles } from "./common.js"
 import { halfL2 } from "./conv2d-nchwc.js"
 import type { Config, Knob, ScheduleTarget, Template } from "./template.js"
 
@@ -41,7 +41,7 @@ const axesAt = (st: S.Stage, at: { readonly pixel: number; readonly block: numbe
  * stores go 16 channels apart instead, one byte each). Channels that are not whole blocks keep the
  * plain order.
  */
-const epiloguesInLaneOrder = (s0: S.Schedule, anchor: S.Stage): { schedule: S.Schedule; done: string[] } => {
+const epiloguesInLaneOrder = (s0: S.Schedule, anchor: S.Stage, config: Config): { schedule: S.Schedule; done: string[] } => {
   const [N, blocks, OH, OW, lanes] = anchor.op.shape
   let s = s0
   const done: string[] = []
@@ -52,6 +52,12 @@ const epiloguesInLaneOrder = (s0: S.Schedule, anchor: S.Stage): { schedule: S.Sc
     if (n !== N || oh !== OH || ow !== OW || o !== blocks * lanes) continue
     const data = dataLeaves(st)
     if (data.length !== 4) continue
+    const blocked = narrowedStage(s, name)
+    if (blocked && s.stages.get(blocked)!.op.shape.length === 5) {
+      s = blockedNarrowing(s, name, blocked, lanes, Number(config.epilogue_px ?? S.MAX_VECTORIZED))
+      done.push(name)
+      continue
+    }
     const sp = S.split(s, name, data[1], { factor: lanes })
     s = S.reorder(sp.schedule, name, [data[0], sp.outer, data[2], data[3], sp.inner])
     // (its int32 values narrowed by it computed at its pixel, a vector of its channels: common.ts narrowedStage)
@@ -68,6 +74,40 @@ const epiloguesInLaneOrder = (s0: S.Schedule, anchor: S.Stage): { schedule: S.Sc
   return { schedule: s, done }
 }
 
+/**
+ * The epilogue over requantized values in blocks (QLinearConvPacked's `channel_lanes`: [n, o / L, oh,
+ * ow, L] int32): parallel over the blocks of L channels, at each block its int32 values (L channels
+ * a vector: the sums read and the values stored contiguously), then the narrowing with a channel's
+ * pixels fused and tiled by `tile` (the vector loop) and the block's L channels unrolled inside it —
+ * each channel's bytes stored contiguously, the values read L apart, which the C compiler loads as
+ * one interleaved group of L and takes apart with permutes (the depthwise channels form's epilogue,
+ * int8-depthwise-channels.ts).
+ */
+const blockedNarrowing = (s0: S.Schedule, out: string, wide: string, lanes: number, tile: number): S.Schedule => {
+  const [n, o, oh, ow] = dataLeaves(s0.stages.get(out)!)
+  const sb = S.split(s0, out, o, { factor: lanes })
+  const px = S.fuse(sb.schedule, out, oh, ow)
+  const sp = S.split(px.schedule, out, px.fused, { factor: tile })
+  let s = S.reorder(sp.schedule, out, [n, sb.outer, sp.outer, sp.inner, sb.inner])
+  s = parallelOuter(s, out, [n, sb.outer])
+  const leaves = s.stages.get(out)!.leaf
+  const block = leaves[leaves.indexOf(sp.outer) - 1]
+  s = S.unroll(S.vectorize(s, out, sp.inner), out, sb.inner)
+  s = S.computeAt(s, wide, out, block)
+  return S.vectorize(s, wide, dataLeaves(s.stages.get(wide)!)[4])
+}
+
+/** The epilogue's blocked int32 values (blockedNarrowing) where the conv's output stage narrows them: that output's pixels (oh · ow), else undefined. */
+const blockedPixels = (s: S.Schedule, anchor: S.Stage): number | undefined => {
+  if (positions(anchor).block !== 1) return undefined
+  for (const name of s.order) {
+    const st = s.stages.get(name)!
+    const wide = st.attach.kind === "root" && st.op.shape.length === 4 ? narrowedStage(s, name) : undefined
+    if (wide && s.stages.get(wide)!.op.shape.length === 5) return st.op.shape[2] * st.op.shape[3]
+  }
+  return undefined
+}
+
 /** The widest pixel tile: the CPU pipeline unrolls loops up to 16 copies (a longer tile would keep its accumulators in memory). */
 const MAX_TILE = 16
 
@@ -79,11 +119,14 @@ export const int8DotTemplate: Template = {
     const { pixel, block } = axesAt(st, positions(st))
     const px = st.axes.get(pixel)!.extent
     const blocks = st.axes.get(block)!.extent
+    // (the blocked epilogue's tile of a channel's pixels, where the output narrows blocked int32 values)
+    const epx = blockedPixels(base, st)
     return [
       { kind: "split", name: "tile_px", extent: px, candidates: divisors(px, MAX_TILE) },
       { kind: "split", name: "tile_blocks", extent: blocks, candidates: divisors(blocks, 4) },
       { kind: "choice", name: "unroll", candidates: [true, false] },
       { kind: "choice", name: "dot", candidates: ["vnni", "avx2", "simd128", "loops"] },
+      ...(epx !== undefined ? [{ kind: "split", name: "epilogue_px", extent: epx, candidates: pixelTiles(epx) } as const] : []),
     ] satisfies Knob[]
   },
   defaults: (knobs, target) => {
@@ -101,7 +144,8 @@ export const int8DotTemplate: Template = {
     const blocks = split("tile_blocks")
     const fit = blocks.candidates.filter((b) => b * tpx <= cap)
     const tb = largest(fit, Math.max(fit[fit.length - 1] ?? 1, Math.ceil(want / tpx)))
-    return { tile_px: tpx, tile_blocks: tb, unroll: true, dot: target.int8Dot ?? "loops" }
+    const epx: Record<string, number> = knobs.some((k) => k.name === "epilogue_px") ? { epilogue_px: pixelTileDefault(candidatesOf(knobs, "epilogue_px"), target) } : {}
+    return { tile_px: tpx, tile_blocks: tb, unroll: true, dot: target.int8Dot ?? "loops", ...epx }
   },
   apply: (_outputs, base, config) => {
     const anchor = anchorStage(base)!
@@ -147,7 +191,7 @@ export const int8DotTemplate: Template = {
     }
     s = parallelOuter(s, anchor.name, outer.slice(0, -1).length ? outer.slice(0, -1) : outer)
     s = S.vectorize(s, anchor.name, lane)
-    const ordered = pos.block === 1 ? epiloguesInLaneOrder(s, anchor) : { schedule: s, done: [] }
+    const ordered = pos.block === 1 ? epiloguesInLaneOrder(s, anchor, config) : { schedule: s, done: [] }
     return parallelize(ordered.schedule, true, [anchor.name, ...ordered.done, ...cut.done])
   },
 }

@@ -319,12 +319,16 @@ export const int8PackedOps = {
     // a choice of the compute's form, not of the meaning)
     // (dot_kw: the kernel's width where the layout rewrite packed the dot's 4 bytes along it,
     // packInt8ConvTaps — with pixel_lanes; 0: along the channels)
-    attrs: attrs({ ...windowAttrs, group: A.int(1), m: A.int(), pixel_lanes: A.int(0), dot_kw: A.int(0) }),
+    // (channel_lanes L > 0: the channels-in-lanes product's requantized values in blocks of L
+    // channels, [n, M / L, oh, ow, L], before their narrowing to NCHW — int8EpilogueLanes)
+    attrs: attrs({ ...windowAttrs, group: A.int(1), m: A.int(), pixel_lanes: A.int(0), dot_kw: A.int(0), channel_lanes: A.int(0) }),
     inputs: arity.range(8, 10),
     outputs: arity.one,
     kind: "opaque",
     infer: (ctx) => {
       check(ctx.attrs.group === 1, "group must be 1")
+      const L = ctx.attrs.channel_lanes
+      check(L === 0 || (L > 0 && ctx.attrs.m % L === 0 && ctx.attrs.pixel_lanes === 0), () => `channel_lanes ${L} must be 0, or divide m = ${ctx.attrs.m} without pixel_lanes`)
       checkMultiplier(ctx as InferCtx<unknown>, 9, 4, ctx.attrs.m)
       const inputs = ctx.inputs.slice(0, 9)
       inputs[3] = plainWeight(ctx)
