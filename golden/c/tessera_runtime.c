@@ -68,8 +68,8 @@ void tessera_free(void* p, size_t bytes) {
 
 #define TESSERA_MAX_THREADS 256
 #define TESSERA_CHUNKS_PER_THREAD 4
-#define TESSERA_SPIN_NS 20000
-#define TESSERA_CALLER_SPINS 10
+#define TESSERA_SPIN_NS 1000000
+#define TESSERA_CALLER_SPIN_NS 200000
 /* a thread's home chunks: generation << 32 | next << 16 | end (chunks per loop stay under 2^16) */
 struct tessera_home { _Alignas(64) _Atomic uint64_t next; };
 static struct {
@@ -83,6 +83,7 @@ static struct {
   _Atomic int64_t extent, chunks;
   _Alignas(64) _Atomic int64_t done;
   _Alignas(64) _Atomic int sleepers, callerWaiting;
+  _Atomic long naps; /* times a worker went to sleep (the spin law reads it) */
   atomic_flag busy;
   pthread_mutex_t lock;
   pthread_cond_t wake, finished;
@@ -170,7 +171,10 @@ static void* tessera_worker(void* arg) {
       if (now > until) {
         pthread_mutex_lock(&tessera_pool.lock);
         atomic_fetch_add(&tessera_pool.sleepers, 1);
-        while (atomic_load(&tessera_pool.generation) == seen && !atomic_load(&tessera_pool.stop)) pthread_cond_wait(&tessera_pool.wake, &tessera_pool.lock);
+        while (atomic_load(&tessera_pool.generation) == seen && !atomic_load(&tessera_pool.stop)) {
+          atomic_fetch_add_explicit(&tessera_pool.naps, 1, memory_order_relaxed);
+          pthread_cond_wait(&tessera_pool.wake, &tessera_pool.lock);
+        }
         atomic_fetch_sub(&tessera_pool.sleepers, 1);
         pthread_mutex_unlock(&tessera_pool.lock);
       }
@@ -234,8 +238,8 @@ void tessera_parallel_for(tessera_task fn, const void* args, int64_t extent) {
     pthread_mutex_unlock(&tessera_pool.lock);
   }
   tessera_work(0, n, g);
-  /* a worker runs its last chunk: spin up to TESSERA_CALLER_SPINS spins' worth, then sleep */
-  const long until = tessera_now_ns() + TESSERA_CALLER_SPINS * tessera_pool.spinNs;
+  /* a worker runs its last chunk: spin up to TESSERA_CALLER_SPIN_NS, then sleep */
+  const long until = tessera_now_ns() + TESSERA_CALLER_SPIN_NS;
   for (int i = 1; atomic_load_explicit(&tessera_pool.done, memory_order_acquire) < chunks; i++) {
     tessera_pause();
     if ((i & 63) == 0 && tessera_now_ns() > until) {

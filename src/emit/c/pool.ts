@@ -12,16 +12,28 @@
 //   (libgomp's barrier waits until every thread of the team has arrived, even one that was
 //   descheduled with no work left: docs/backends.md, "Where the 2 threads go").
 // - Waiting spins, then sleeps on a condition variable; the thread that would wake a sleeper
-//   signals it. A worker spins TESSERA_SPIN_NS (20 µs; $TESSERA_SPIN_NS when the pool starts)
-//   after the last loop ended (the executor leaves 1–2 µs between kernels); the caller waits on
-//   the workers' last chunks TESSERA_CALLER_SPINS times as long before it sleeps (a sleeping
-//   caller lets the kernel move a descheduled worker onto its CPU). No sched_yield in the spins:
-//   on a loaded machine a yielding worker lost its turn for milliseconds (docs/backends.md).
+//   signals it. A worker spins TESSERA_SPIN_NS (1 ms; $TESSERA_SPIN_NS when the pool starts) after
+//   the last loop ended: long enough to span the executor's gap between one run's last loop and the
+//   next run's first (the outputs copied out, the next inputs in: 0.15–0.3 ms for ResNet-50), not
+//   only the 1–2 µs it leaves between kernels. A sleeping worker costs the next run its first
+//   region: the caller's wake (a futex call, 40–55 µs on the KVM guest of 2026-11-28) and the worker's late
+//   start — 45–125 µs a ResNet-50 run at 2 threads, measured (docs/scheduling.md, the sixteenth
+//   session). The caller waits on the workers' last chunks TESSERA_CALLER_SPIN_NS (200 µs) before
+//   it sleeps (a sleeping caller lets the kernel move a descheduled worker onto its CPU). No
+//   sched_yield in the spins: on a loaded machine a yielding worker lost its turn for milliseconds
+//   (docs/backends.md).
 // - A loop inside a running chunk (nested), a loop called while another thread's loop has the pool,
 //   and any loop at one thread run serially on the calling thread. The workers start at the first
 //   loop with more than one thread and one iteration (one thread starts none).
 // - The thread count: `tessera_set_num_threads(n)` (the device's loader calls it), else
 //   OMP_NUM_THREADS (as the OpenMP build reads it), else the CPUs this process may run on.
+
+/**
+ * How long a worker spins after the last parallel loop ended before it sleeps (TESSERA_SPIN_NS, ns):
+ * the executor's gap between one run's last loop and the next run's first, with room (the header
+ * says why; laws/emit/c-pool-spin.law.ts checks a worker does not sleep within half of it).
+ */
+export const POOL_SPIN_NS = 1_000_000
 
 /** The declarations a kernel's unit needs (its tasks' type and the loop runner), as the prelude header has them. */
 export const C_POOL_DECLARATIONS = `/* parallel loops: the body outlined into a task over iterations [lo, hi) (defined in tessera_runtime.c) */
@@ -46,8 +58,8 @@ export const cPool = (linkage: string): string => `#include <pthread.h>
 ${linkage === "" ? "" : "typedef void (*tessera_task)(const void* args, int64_t lo, int64_t hi);\n"}
 #define TESSERA_MAX_THREADS 256
 #define TESSERA_CHUNKS_PER_THREAD 4
-#define TESSERA_SPIN_NS 20000
-#define TESSERA_CALLER_SPINS 10
+#define TESSERA_SPIN_NS ${POOL_SPIN_NS}
+#define TESSERA_CALLER_SPIN_NS 200000
 /* a thread's home chunks: generation << 32 | next << 16 | end (chunks per loop stay under 2^16) */
 struct tessera_home { _Alignas(64) _Atomic uint64_t next; };
 static struct {
@@ -61,6 +73,7 @@ static struct {
   _Atomic int64_t extent, chunks;
   _Alignas(64) _Atomic int64_t done;
   _Alignas(64) _Atomic int sleepers, callerWaiting;
+  _Atomic long naps; /* times a worker went to sleep (the spin law reads it) */
   atomic_flag busy;
   pthread_mutex_t lock;
   pthread_cond_t wake, finished;
@@ -148,7 +161,10 @@ static void* tessera_worker(void* arg) {
       if (now > until) {
         pthread_mutex_lock(&tessera_pool.lock);
         atomic_fetch_add(&tessera_pool.sleepers, 1);
-        while (atomic_load(&tessera_pool.generation) == seen && !atomic_load(&tessera_pool.stop)) pthread_cond_wait(&tessera_pool.wake, &tessera_pool.lock);
+        while (atomic_load(&tessera_pool.generation) == seen && !atomic_load(&tessera_pool.stop)) {
+          atomic_fetch_add_explicit(&tessera_pool.naps, 1, memory_order_relaxed);
+          pthread_cond_wait(&tessera_pool.wake, &tessera_pool.lock);
+        }
         atomic_fetch_sub(&tessera_pool.sleepers, 1);
         pthread_mutex_unlock(&tessera_pool.lock);
       }
@@ -212,8 +228,8 @@ ${linkage}void tessera_parallel_for(tessera_task fn, const void* args, int64_t e
     pthread_mutex_unlock(&tessera_pool.lock);
   }
   tessera_work(0, n, g);
-  /* a worker runs its last chunk: spin up to TESSERA_CALLER_SPINS spins' worth, then sleep */
-  const long until = tessera_now_ns() + TESSERA_CALLER_SPINS * tessera_pool.spinNs;
+  /* a worker runs its last chunk: spin up to TESSERA_CALLER_SPIN_NS, then sleep */
+  const long until = tessera_now_ns() + TESSERA_CALLER_SPIN_NS;
   for (int i = 1; atomic_load_explicit(&tessera_pool.done, memory_order_acquire) < chunks; i++) {
     tessera_pause();
     if ((i & 63) == 0 && tessera_now_ns() > until) {
