@@ -490,8 +490,7 @@ export const int8DotPxTemplate: Template = {
     // the requantizing store in 16-lane statements — a row of 28 or 56 pixels then two or four of
     // them, the last over its last 16 pixels; elsewhere a row not whole vectors is a scalar tail —
     // and the epilogue is fused: an int32 stage keeps the compaction)
-    const compaction = knobs.some((k) => k.name === "compaction") ? { compaction: target.requantizeStores === true && config.epilogue !== "int32" ? "none" : "tile" } : {}
-    const withCompaction: Config = { ...config, ...compaction }
+    const withCompaction: Config = knobs.some((k) => k.name === "compaction") ? { ...config, compaction: target.requantizeStores === true && config.epilogue !== "int32" ? "none" : "tile" } : config
     return knobs.some((k) => k.name === "activations") ? { ...withCompaction, activations: "pixel_tiles" } : withCompaction
   },
   apply: (_outputs, base, config) => {
