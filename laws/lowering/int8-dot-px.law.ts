@@ -16,7 +16,10 @@
 // by the widest vector loop that divides the pixels, its former split: tried). A grid's `epilogue: int32`
 // makes the requantized values a root int32 stage (fails with its computeRoot dropped: tried). A
 // grid's `sums: channel_tile` computes the sums at the epilogue's channel tile, a local buffer
-// inside its loop, never a root one (fails with the knob's value ignored: tried).
+// inside its loop, never a root one (fails with the knob's value ignored: tried). A grid's
+// `compaction: none` reads the grid's sums in the epilogue's rows, no compacted buffer (the knob and
+// its default: fails with the knob's value ignored, the compaction always taken — tried: "expected
+// true to be false" on a 2×2 dilated grid, and "not to match /allocate y_dotsum/").
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { vnniDotPx16x4 } from "../../src/ast/te/intrinsic.js"
@@ -175,12 +178,14 @@ describe("int8 template, pixels in the lanes (1×1 convs)", () => {
 describe("int8 template, pixels in the lanes (K×K convs over the padded rows' grid, or their stride phases')", () => {
   it("the compute, and every configuration with the VNNI dot kept or left as loops, equal the plain int32 compute (exactly)", () => {
     fc.assert(
-      fc.property(arbGridSpec, fc.array(fc.nat(), { minLength: 6, maxLength: 6 }), (sp, picks) => {
+      fc.property(arbGridSpec, fc.array(fc.nat(), { minLength: 7, maxLength: 7 }), (sp, picks) => {
         const { printed, base, outputs, config } = checkConfig(sp, picks)
-        // (where the grid is wider than the output's pixels: the sums compacted a channel tile at a time)
+        // (where the grid is wider than the output's pixels: the sums compacted a channel tile at a time,
+        // or with `compaction: none` read by the epilogue's rows from the grid, no compacted buffer)
         const [, , P] = base.stages.get("y_dot")!.op.shape
         const [, , OH, OW] = outputs[0].shape
-        expect(/allocate y_dotsum/.test(printed)).toBe(P > OH * OW)
+        expect(config.compaction !== undefined).toBe(P > OH * OW)
+        expect(/allocate y_dotsum/.test(printed)).toBe(P > OH * OW && config.compaction !== "none")
         // (the epilogue knob where the grid is wider; with "int32" the requantized values a root int32 buffer, narrowed after; fused, none —
         // where it is not, the pixels-in-lanes epilogue's knob: the root int32 buffer with "int32" and a pixel tile under a vector loop's widest)
         if (P > OH * OW) expect(config.epilogue).toBeDefined()
@@ -262,6 +267,35 @@ describe("int8 template, pixels in the lanes (K×K convs over the padded rows' g
   it("a row wider than a vector loop (112 columns: a 3×3 / 2 stem's, its compaction split) equals the plain int32 compute", () => {
     // (C, M, H, W, K, stride, pad; 2 × 112 outputs)
     checkConfig({ op: "QLinearConvPackedGrid", x: "int8", w: "int8", dims: [3, 2, 4, 224, 3, 2, 1, 1], seed: 7 }, [0, 0, 0, 0])
+  })
+
+  it("the epilogue by rows (`compaction: none`): a row wider than a vector loop (112 columns) and a stem-like grid's sums at the channel tile, each without the compacted buffer, equal the plain int32 compute", () => {
+    // (knobs: tile_o, tile_pv, unroll, dot, epilogue, sums, compaction)
+    const wide = checkConfig({ op: "QLinearConvPackedGrid", x: "int8", w: "int8", dims: [3, 2, 4, 224, 3, 2, 1, 1], seed: 7 }, [0, 0, 0, 0, 0, 0, 1])
+    expect(wide.config.compaction).toBe("none")
+    expect(wide.printed).not.toMatch(/allocate y_dotsum/)
+    const tiled = checkConfig({ op: "QLinearConvPackedGrid", x: "int8", w: "int8", dims: [4, 16, 14, 14, 3, 1, 1, 1], seed: 11 }, [0, 0, 0, 0, 0, 1, 1])
+    expect([tiled.config.sums, tiled.config.compaction]).toEqual(["channel_tile", "none"])
+    expect(tiled.printed).not.toMatch(/allocate y_dotsum|\n {2}allocate y_dot: /)
+  })
+
+  it("the compaction's default: none (the epilogue by rows) where c renders requantizing stores and the epilogue is fused; the compaction (the knob's absent value) elsewhere", () => {
+    const knobsOf = (hw: number) => {
+      const { outputs } = build({ op: "QLinearConvPackedGrid", x: "int8", w: "int8", dims: [4, 16, hw, hw, 3, 1, 1, 1], seed: 3 })
+      const base = baseSchedule(outputs)
+      const t = templateFor(base)
+      return { t, knobs: t.space(outputs, base) }
+    }
+    const { t, knobs } = knobsOf(28)
+    const knob = knobs.find((k) => k.name === "compaction")
+    expect(knob && knob.kind === "choice" ? knob.absent : undefined).toBe("tile")
+    const avx512: ScheduleTarget = { vectorLanes: 16, cores: 1, int8Dot: "vnni" }
+    expect(t.defaults(knobs, { ...avx512, requantizeStores: true }).compaction).toBe("none")
+    // (an int32 epilogue stage keeps the compaction; so do js / wasm, which vectorize innermost loops only)
+    expect(t.defaults(knobs, avx512)).toMatchObject({ epilogue: "int32", compaction: "tile" })
+    expect(t.defaults(knobs, { vectorLanes: 4, cores: 1, outerLoopVectorizer: false }).compaction).toBe("tile")
+    const w56 = knobsOf(56)
+    expect(w56.t.defaults(w56.knobs, avx512)).toMatchObject({ epilogue: "fused", compaction: "tile" })
   })
 })
 

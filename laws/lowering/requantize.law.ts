@@ -22,12 +22,17 @@
 // the value reads the stored buffer), to int8 / uint8, to the int32 stage, and an int32 narrowed by a
 // cast, over the same edge cases, it gives the round-then-clamp values; the emitted C is checked to
 // take that form.
+// Since the sixteenth session (2026-11-28) also the contrib ops' store (QLinearAdd's two fmaf over
+// 8-bit operands, rounded, + z, clamped after: the bounds second): the statements equal the TE
+// evaluator (whose fma is exact) over NaN / Infinity products, saturation and zero points; it fails
+// with z dropped from that form (tried: "case t1: … expected [ +0, 255, 132, … ] to deeply equal
+// [ +0, 184, 54, … ]").
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import type { DType } from "../../src/ast/graph/dtype.js"
 import { fromArray, type Tensor } from "../../src/ast/graph/tensor.js"
 import { evaluateTE } from "../../src/ast/te/evaluate.js"
-import { add, c, call, cast, div, mapExpr, max, min, mul, read, sub } from "../../src/ast/te/expr.js"
+import { add, c, call, cast, div, fma32, mapExpr, max, min, mul, read, sub } from "../../src/ast/te/expr.js"
 import { at, compute, placeholder, type ComputeTensor, type Placeholder } from "../../src/ast/te/tensor.js"
 import * as S from "../../src/ast/schedule/schedule.js"
 import { createSchedule } from "../../src/ast/schedule/schedule-core.js"
@@ -310,5 +315,76 @@ describe("the c target's requantizing stores (src/emit/c/requantize-store.ts)", 
     })
     expect(new Set(cases.map((cs) => cs.form)).size).toBe(4)
     expect(cases.some((cs) => cs.accs.some((a) => Number.isNaN(Math.fround(a) * cs.m)))).toBe(true)
+  })
+})
+
+/**
+ * The contrib ops' saturating store over two 8-bit operands (op-library-quant-contrib.ts: QLinearAdd's
+ * a·ra + (b·rb + fixed), two fmaf, rounded, + z, then clamped — the bounds second): random ra, rb,
+ * fixed among specials (0, 1e-45, 3e38, ±Infinity: 0 · Infinity is NaN, which gives 0), random 8-bit
+ * operands with both ends of the type, z 0 (the sum folded away) or any integer in the type's range.
+ */
+type ContribCase = { readonly len: number; readonly x: "int8" | "uint8"; readonly out: "int8" | "uint8"; readonly ra: number; readonly rb: number; readonly fixed: number; readonly z: number; readonly a: readonly number[]; readonly b: readonly number[] }
+
+const SPECIAL_R = [0, 1e-45, 0.5, 1, 3e38, Infinity, -Infinity, 0.0078125, 1.0267876386642456]
+
+const arbContrib: fc.Arbitrary<ContribCase> = fc
+  .record({
+    len: fc.constantFrom(16, 28, 40, 56, 64),
+    x: fc.constantFrom<"int8" | "uint8">("int8", "uint8"),
+    out: fc.constantFrom<"int8" | "uint8">("int8", "uint8"),
+    ra: fc.oneof(fc.constantFrom(...SPECIAL_R), fc.float({ min: -4, max: 4, noNaN: true })),
+    rb: fc.oneof(fc.constantFrom(...SPECIAL_R), fc.float({ min: -4, max: 4, noNaN: true })),
+    fixed: fc.oneof(fc.constantFrom(0, 0.5, -0.5, 127.5, 14.638076782226562, 3e38), fc.float({ min: -300, max: 300, noNaN: true })),
+    z: fc.oneof(fc.constant(0), fc.integer({ min: -128, max: 255 })),
+    bytes: fc.array(fc.nat(255), { minLength: 128, maxLength: 128 }),
+  })
+  .map(({ len, x, out, ra, rb, fixed, z, bytes }) => {
+    const v = (n: number) => (x === "int8" ? n - 128 : n)
+    const ends = x === "int8" ? [-128, 127, 0, -1] : [0, 255, 128, 1]
+    const a = [...ends, ...bytes.slice(0, 64).map(v)].slice(0, len)
+    const b = [...ends.reverse(), ...bytes.slice(64).map(v)].slice(0, len)
+    return { len, x, out, ra: Math.fround(ra), rb: Math.fround(rb), fixed: Math.fround(fixed), z, a, b }
+  })
+
+const buildContrib = (cs: ContribCase, k: number): { out: ComputeTensor; func: PrimFunc; feeds: Map<string, Tensor> } => {
+  const a = placeholder(`a${k}`, [cs.len], cs.x)
+  const b = placeholder(`b${k}`, [cs.len], cs.x)
+  const [lo, hi] = cs.out === "int8" ? [-128, 127] : [0, 255]
+  const F = "float32"
+  const out = compute(`t${k}`, [cs.len], (i) => {
+    const v = fma32(cast(F, at(a, i)), c(cs.ra, F), fma32(cast(F, at(b, i)), c(cs.rb, F), c(cs.fixed, F)))
+    return cast(cs.out, min(max(add(call("round", v), c(cs.z, F)), c(lo, F)), c(hi, F)))
+  }, cs.out)
+  const sch = S.vectorize(createSchedule([out]), out.name, out.axes[0].var.name)
+  const func: PrimFunc = { ...runTirSync(cpuTirPipeline(), lowerSync(sch)), name: `t${k}` }
+  const feeds = new Map<string, Tensor>([
+    [a.name, fromArray(cs.x, [cs.len], cs.a)],
+    [b.name, fromArray(cs.x, [cs.len], cs.b)],
+  ])
+  return { out, func, feeds }
+}
+
+describe("the c target's requantizing stores of the contrib ops' form (clamped after the rounding, fmaf, 8-bit operands)", () => {
+  it.skipIf(!HAVE_GCC)(`AVX-512 statements over loops of 16–64 give the TE evaluator's values (one gcc run)${NO_GCC}`, async () => {
+    const cases = fc.sample(arbContrib, { seed: 29, numRuns: 60 })
+    const built = cases.map((cs, k) => buildContrib(cs, k))
+    const funcs = built.map((x) => x.func)
+    const { source } = emitC(funcs, { poison: true })
+    for (const [k, cs] of cases.entries()) {
+      const body = source.slice(source.lastIndexOf(`void t${k}(`))
+      const text = body.slice(0, body.indexOf("#else"))
+      expect(text, `case t${k} (${cs.len} lanes) is not rendered as requantizing stores`).toContain("tessera_requant16(_mm512_fmadd_ps(")
+      expect(text).toContain(cs.x === "int8" ? "_mm512_cvtepi8_epi32(" : "_mm512_cvtepu8_epi32(")
+    }
+    const mod = await buildFuncs(funcs)
+    built.forEach(({ out, func, feeds }, k) => {
+      const got = callKernel(mod.kernels.get(func.name)!, func, feeds).get(out.name)!
+      const want = evaluateTE([out], feeds)[0]
+      expect(Array.from(got.data as ArrayLike<number>), `case t${k}: ${JSON.stringify(cases[k])}`).toEqual(Array.from(want.data as ArrayLike<number>))
+    })
+    // (the cases reach NaN products, saturation on both sides and a zero point)
+    expect(cases.some((cs) => !Number.isFinite(cs.ra) || !Number.isFinite(cs.rb))).toBe(true)
+    expect(cases.some((cs) => cs.z !== 0)).toBe(true)
   })
 })

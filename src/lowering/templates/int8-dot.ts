@@ -343,6 +343,7 @@ const gridAtRoot = (s0: S.Schedule, anchor: S.Stage, out: S.Stage, config: Confi
   const dense = S.consumersOf(s0, anchor.name)[0]
   const atTile = config.sums === "channel_tile"
   let s = atTile ? s0 : sumsAtRoot(s0, anchor, config, "channels")
+  if (config.compaction === "none") return gridByRows(s, anchor, out, config)
   // the epilogue
   const [n, o, oh, ow] = dataLeaves(out)
   const f = S.fuse(s, out.name, oh, ow)
@@ -365,6 +366,34 @@ const gridAtRoot = (s0: S.Schedule, anchor: S.Stage, out: S.Stage, config: Confi
   if (factor === 1) return s
   const sr = S.split(s, dense, row, { factor })
   return S.vectorize(sr.schedule, dense, sr.inner)
+}
+
+/**
+ * The grid form's epilogue reading the grid's sums itself (`compaction: none`): a channel tile at a
+ * time in the parallel loop, then the output's rows, each row's pixels the vector loop (a row wider
+ * than a vector loop takes, 112 at the stem, split by the widest multiple of 16 that divides it, else
+ * the widest divisor) — the compaction stays inline, so a row reads the grid's row [oh·Wq, oh·Wq +
+ * OW) contiguously and there is no pass copying the tile's sums (ResNet-18 int8's stem: 3.2 MB of
+ * int32 read and written a run, 28²: rows of 28 int32 copied with gcc's scalar tails). A row of OW
+ * pixels that is not whole vectors stores its last vector over its last 16 pixels again (c's
+ * requantizing stores, requantize-store.ts), so it suits where the c emitter renders those.
+ */
+const gridByRows = (s0: S.Schedule, anchor: S.Stage, out: S.Stage, config: Config): S.Schedule => {
+  const [n, o, oh, ow] = dataLeaves(out)
+  const so = S.split(s0, out.name, o, { factor: Number(config.tile_o) })
+  let s = S.reorder(so.schedule, out.name, [n, so.outer, so.inner, oh, ow])
+  const width = out.op.shape[3]
+  let lanes = ow
+  if (width > S.MAX_VECTORIZED) {
+    const sr = S.split(s, out.name, ow, { factor: gridVectorLoop(width) })
+    s = sr.schedule
+    lanes = sr.inner
+  }
+  s = parallelOuter(S.vectorize(s, out.name, lanes), out.name, [n, so.outer])
+  if (config.sums !== "channel_tile") return s
+  const leaves = s.stages.get(out.name)!.leaf
+  // (the sums computed at the channel tile: the loop just outside its channels)
+  return sumsAtTile(s, anchor, out.name, leaves[leaves.indexOf(so.inner) - 1], config)
 }
 
 /**
@@ -475,6 +504,8 @@ export const int8DotPxTemplate: Template = {
       ...(!grid && pixelsNarrowed(base, st) ? [{ kind: "choice", name: "epilogue", candidates: ["int32", "fused"], absent: "int32" } satisfies Knob] : []),
       // (a grid's sums: at root, or computed at the epilogue's channel tile; its extent the bytes of the whole grid's sums)
       ...(sums ? [{ kind: "choice", name: "sums", candidates: ["root", "channel_tile"], extent: sums, absent: "root" } satisfies Knob] : []),
+      // (a grid's sums compacted to the output's pixels at the epilogue's channel tile, or read by the epilogue's rows from the grid itself: gridByRows)
+      ...(sums ? [{ kind: "choice", name: "compaction", candidates: ["tile", "none"], absent: "tile" } satisfies Knob] : []),
     ] satisfies Knob[]
   },
   defaults: (knobs, target) => {
@@ -499,7 +530,12 @@ export const int8DotPxTemplate: Template = {
     // int32 stage, ResNet-18 int8's three 28² convs read 15–18% slower that way, Zen 5)
     const sums = knobs.find((k) => k.name === "sums")
     const config: Config = sums ? { ...withEpilogue, sums: withEpilogue.epilogue !== "int32" && sumsAtChannelTile(sums.extent ?? 0, split("tile_o").extent, to, target) ? "channel_tile" : "root" } : withEpilogue
-    return knobs.some((k) => k.name === "activations") ? { ...config, activations: "pixel_tiles" } : config
+    // (a grid's epilogue by rows, reading the grid without the compaction, where the c emitter renders
+    // the requantizing store in 16-lane statements — a row of 28 or 56 pixels then two or four of
+    // them, the last over its last 16 pixels; elsewhere a row not whole vectors is a scalar tail —
+    // and the epilogue is fused: an int32 stage keeps the compaction)
+    const withCompaction: Config = knobs.some((k) => k.name === "compaction") ? { ...config, compaction: target.requantizeStores === true && config.epilogue !== "int32" ? "none" : "tile" } : config
+    return knobs.some((k) => k.name === "activations") ? { ...withCompaction, activations: "pixel_tiles" } : withCompaction
   },
   apply: (_outputs, base, config) => {
     const anchor = anchorStage(base)!
