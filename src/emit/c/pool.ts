@@ -4,7 +4,9 @@
 // of a split artifact (one pool per loaded library) and for a single translation unit (static).
 //
 // - The calling thread takes part. The iterations are cut into chunks of a static size (up to
-//   TESSERA_CHUNKS_PER_THREAD per thread), each thread's home chunks a contiguous run, as OpenMP's
+//   TESSERA_CHUNKS_PER_THREAD per thread; `tessera_parallel_for_chunks` takes fewer where the loop
+//   asks — one for a short region's, lowering.ParallelChunks —, as each chunk's claim and count
+//   move cache lines between the cores), each thread's home chunks a contiguous run, as OpenMP's
 //   schedule(static) would give it; a thread takes its home chunks first, then any chunk nobody has
 //   claimed, from the other homes. Claims are a compare-and-swap on a home's counter, which carries
 //   the loop's generation: a worker that wakes after its loop is over claims nothing.
