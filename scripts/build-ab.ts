@@ -1,4 +1,4 @@
-// node dist/scripts/build-ab.js --base DIR [--model resnet50 | --file MODEL.onnx] [--threads 1] [--rounds 15] [--runs 5] [--wall] [--all]:
+// node dist/scripts/build-ab.js --base DIR [--model resnet50 | --file MODEL.onnx] [--threads 1] [--rounds 15] [--runs 5] [--wall] [--fifo] [--all]:
 // this build's schedules against another build's (DIR: a worktree with its own `npm run build`,
 // whose dist/index.js compiles the same zoo network — or the ONNX file, decoded here — through its own pipeline), A/B in one
 // process: both programs loaded, their outputs compared, then `rounds` blocks of `runs` end-to-end
@@ -8,6 +8,7 @@
 // whose medians move more than 4% (`--all`: every kernel), each side's medians and the ratio, then the kernels'
 // sums and the end-to-end medians. Speed is reported, never asserted.
 import { Effect } from "effect"
+import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { pathToFileURL } from "node:url"
@@ -69,13 +70,22 @@ for (const [k, t] of outA) {
 }
 A.times.clear()
 B.times.clear()
-for (let r = 0; r < rounds; r++)
-  for (const s of r % 2 === 0 ? [A, B] : [B, A])
-    for (let i = 0; i < runs; i++) {
-      const t0 = cpuMs()
-      s.exec.run(feeds)
-      s.e2e.push(cpuMs() - t0)
-    }
+// (`--fifo`: the timed rounds at SCHED_FIFO, every thread of the process, as threads-ab --fifo: on a shared machine the
+// other jobs then do not take a core from a 2-thread run; back to SCHED_OTHER after)
+const fifo = args.includes("--fifo")
+const chrt = (policy: string[]) => spawnSync("chrt", ["-a", ...policy, "-p", ...(policy[0] === "-f" ? ["10"] : ["0"]), String(process.pid)], { encoding: "utf8" })
+if (fifo && chrt(["-f"]).status !== 0) throw new Error("--fifo: chrt could not raise this process to SCHED_FIFO (it needs the privilege)")
+try {
+  for (let r = 0; r < rounds; r++)
+    for (const s of r % 2 === 0 ? [A, B] : [B, A])
+      for (let i = 0; i < runs; i++) {
+        const t0 = cpuMs()
+        s.exec.run(feeds)
+        s.e2e.push(cpuMs() - t0)
+      }
+} finally {
+  if (fifo) chrt(["-o"])
+}
 console.log(`${file ?? name}, ${threads} thread(s), ${rounds} rounds of ${runs} runs a side, ${wall ? "wall" : "CPU"} time; outputs differ by at most ${maxDiff.toExponential(2)}`)
 console.log("| kernel | base ms | this ms | this / base |")
 console.log("| --- | ---: | ---: | ---: |")

@@ -1,4 +1,4 @@
-// node dist/scripts/threads-ab.js [--model resnet50] [--threads 2] [--base DIR] [--rounds 10] [--fifo]:
+// node dist/scripts/threads-ab.js [--model resnet50 | --file MODEL.onnx] [--threads 2] [--base DIR] [--rounds 10] [--fifo]:
 // whole runs through the plan (one native call a run, as `npm run bench` times them), A/B in one
 // process, in the bench's regime: blocks of 5 timed runs, each after a 50 ms pause and one untimed
 // run (src/device/onnxruntime.ts, alternateRuns), the sides alternating block by block. A: the
@@ -16,8 +16,10 @@
 // on a machine whose other jobs time wall clocks. Speed is reported, never asserted.
 import { Effect } from "effect"
 import { spawnSync } from "node:child_process"
+import * as fs from "node:fs"
 import * as path from "node:path"
 import { pathToFileURL } from "node:url"
+import { decodeModelSync } from "../src/ast/onnx/decode.js"
 import { BACKENDS } from "../src/backend/index.js"
 import { hostCpu } from "../src/device/host.js"
 import { median, settle } from "../src/device/onnxruntime.js"
@@ -29,7 +31,7 @@ import { helpRequested } from "./usage.js"
 const args = process.argv.slice(2)
 helpRequested(
   args,
-  `node dist/scripts/threads-ab.js [--model NAME] [--threads N] [--base DIR] [--rounds R] [--fifo]
+  `node dist/scripts/threads-ab.js [--model NAME | --file MODEL.onnx] [--threads N] [--base DIR] [--rounds R] [--fifo]
   whole runs through the plan in the bench's regime, A/B in one process: the 1-core program on 1 thread
   (or --base DIR's program on N threads) against this build's on N threads (the header of scripts/threads-ab.ts says more)`,
 )
@@ -40,12 +42,13 @@ const rounds = Number(opt("--rounds", "10"))
 const base = args.includes("--base") ? opt("--base", "") : undefined
 const fifo = args.includes("--fifo")
 const RUNS = 5
-if (!isZooName(name)) throw new Error(`unknown zoo model '${name}'`)
+const file = args.includes("--file") ? opt("--file", "") : undefined
+if (!file && !isZooName(name)) throw new Error(`unknown zoo model '${name}'`)
 
 type Lib = { compileGraph: typeof compileGraph; loadProgram: typeof loadProgram; BACKENDS: typeof BACKENDS }
 const own: Lib = { compileGraph, loadProgram, BACKENDS }
 const other = base ? ((await import(pathToFileURL(path.resolve(base, "dist/index.js")).href)) as Lib) : own
-const graph = zooGraph(name, 0)
+const graph = file ? decodeModelSync(new Uint8Array(fs.readFileSync(file))) : zooGraph(name, 0)
 const feeds = seededFirstInput(graph)
 
 /** A side: `lib`'s program compiled for `cores` and loaded on `n` threads (each module its own pool). */
@@ -83,6 +86,6 @@ const f = (x: number) => x.toFixed(2)
 for (const s of sides) console.log(`${s.label}: ${s.times.length} runs, min ${f(Math.min(...s.times))} p10 ${f(q(s.times, 0.1))} median ${f(median(s.times))} p90 ${f(q(s.times, 0.9))} ms`)
 const [A, B] = sides.map((s) => s.times)
 console.log(
-  `${name}${fifo ? " (SCHED_FIFO)" : ""}: B / A median ${(median(B) / median(A)).toFixed(3)}, p10 ${(q(B, 0.1) / q(A, 0.1)).toFixed(3)}, min ${(Math.min(...B) / Math.min(...A)).toFixed(3)}; max |A - B| ${diff.toExponential(1)}`,
+  `${file ?? name}${fifo ? " (SCHED_FIFO)" : ""}: B / A median ${(median(B) / median(A)).toFixed(3)}, p10 ${(q(B, 0.1) / q(A, 0.1)).toFixed(3)}, min ${(Math.min(...B) / Math.min(...A)).toFixed(3)}; max |A - B| ${diff.toExponential(1)}`,
 )
 for (const s of sides) s.exec.module.close()

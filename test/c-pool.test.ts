@@ -49,7 +49,8 @@ void loop(const float* e, int32_t* counts, int32_t* seen) {
   const int64_t extent = (int64_t)e[0];
   tessera_test_ns = (long)e[1];
   tessera_test_caller = pthread_self();
-  tessera_parallel_for(tessera_test_mark, counts, extent);
+  if (e[2] > 0) tessera_parallel_for_chunks(tessera_test_mark, counts, extent, (int)e[2]);
+  else tessera_parallel_for(tessera_test_mark, counts, extent);
   for (int64_t i = 0; i < extent; i++) seen[i] = __atomic_load_n(&counts[i], __ATOMIC_RELAXED);
   seen[extent] = __atomic_load_n(&counts[4096], __ATOMIC_RELAXED);
 }
@@ -65,7 +66,7 @@ const harness = (threads: number) =>
       {
         name: "loop",
         params: [
-          { dtype: "float32", elements: 2 },
+          { dtype: "float32", elements: 3 },
           { dtype: "int32", elements: 4097 },
           { dtype: "int32", elements: 4097 },
         ],
@@ -75,10 +76,10 @@ const harness = (threads: number) =>
   )
 
 /** Runs the harness's loop: what each iteration's count was at return, and how many ran on workers. */
-const runLoop = (mod: CModule, extent: number, ns: number): { counts: number[]; onWorkers: number } => {
+const runLoop = (mod: CModule, extent: number, ns: number, perThread = 0): { counts: number[]; onWorkers: number } => {
   const counts = new Int32Array(4097)
   const seen = new Int32Array(4097).fill(-1)
-  mod.kernels.get("loop")!(Float32Array.of(extent, ns), counts, seen)
+  mod.kernels.get("loop")!(Float32Array.of(extent, ns, perThread), counts, seen)
   return { counts: [...seen.slice(0, extent)], onWorkers: seen[extent] }
 }
 
@@ -104,6 +105,21 @@ describe.skipIf(!HAVE_GCC)("c target: the thread pool", () => {
       }),
       { seed: 18, numRuns: 60 },
     )
+  })
+
+  it("tessera_parallel_for_chunks: every iteration runs exactly once at 1–4 chunks a thread (random extents 0–300 of 20 µs each, 1–5 threads), and a worker takes part at one chunk a thread", async () => {
+    const mods = new Map<number, CModule>()
+    for (const t of [1, 2, 3, 4, 5]) mods.set(t, await harness(t))
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: 300 }), fc.integer({ min: 1, max: 5 }), fc.integer({ min: 1, max: 4 }), (extent, threads, perThread) => {
+        const { counts } = runLoop(mods.get(threads)!, extent, 20000, perThread)
+        expect(counts).toEqual(Array.from({ length: extent }, () => 1))
+      }),
+      { seed: 28, numRuns: 40 },
+    )
+    let onWorkers = 0
+    for (let i = 0; i < 20 && onWorkers === 0; i++) onWorkers = runLoop(mods.get(2)!, 64, 50000, 1).onWorkers
+    expect(onWorkers).toBeGreaterThan(0)
   })
 
   it("more chunks than threads (37 iterations on 2: 8 chunks) and fewer iterations than threads (3 on 5) each run once", async () => {

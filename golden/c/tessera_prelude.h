@@ -189,4 +189,6 @@ __attribute__((visibility("hidden"))) void tessera_free(void* p, size_t bytes);
 /* parallel loops: the body outlined into a task over iterations [lo, hi) (defined in tessera_runtime.c) */
 typedef void (*tessera_task)(const void* args, int64_t lo, int64_t hi);
 __attribute__((visibility("hidden"))) void tessera_parallel_for(tessera_task fn, const void* args, int64_t extent);
+/* the same with `per_thread` chunks a thread (a short region's: one, each thread's home share whole) */
+__attribute__((visibility("hidden"))) void tessera_parallel_for_chunks(tessera_task fn, const void* args, int64_t extent, int per_thread);
 #endif

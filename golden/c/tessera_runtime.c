@@ -205,7 +205,7 @@ int tessera_set_num_threads(int n) {
 }
 int tessera_get_num_threads(void) { return tessera_threads_now(); }
 
-void tessera_parallel_for(tessera_task fn, const void* args, int64_t extent) {
+void tessera_parallel_for_chunks(tessera_task fn, const void* args, int64_t extent, int per_thread) {
   if (extent <= 0) return;
   const int n = tessera_threads_now();
   if (n == 1 || extent == 1 || tessera_in_task || atomic_flag_test_and_set(&tessera_pool.busy)) {
@@ -222,7 +222,8 @@ void tessera_parallel_for(tessera_task fn, const void* args, int64_t extent) {
       }
     tessera_pool.started = n;
   }
-  const int64_t chunks = extent < (int64_t)n * TESSERA_CHUNKS_PER_THREAD ? extent : (int64_t)n * TESSERA_CHUNKS_PER_THREAD;
+  const int64_t most = (int64_t)n * (per_thread < 1 ? 1 : per_thread > TESSERA_CHUNKS_PER_THREAD ? TESSERA_CHUNKS_PER_THREAD : per_thread);
+  const int64_t chunks = extent < most ? extent : most;
   const uint32_t g = atomic_load(&tessera_pool.generation) + 1;
   atomic_store_explicit(&tessera_pool.fn, fn, memory_order_relaxed);
   atomic_store_explicit(&tessera_pool.args, args, memory_order_relaxed);
@@ -252,3 +253,4 @@ void tessera_parallel_for(tessera_task fn, const void* args, int64_t extent) {
   }
   atomic_flag_clear(&tessera_pool.busy);
 }
+void tessera_parallel_for(tessera_task fn, const void* args, int64_t extent) { tessera_parallel_for_chunks(fn, args, extent, TESSERA_CHUNKS_PER_THREAD); }

@@ -1,7 +1,7 @@
 // What the CPU-like targets (c, wasm, js) share: the graph passes for a vector width (the blocked
 // NCHW{c}c layout and Winograd convolution when the target has vectors) and the schedule templates
 // at the target's defaults.
-import { parallelMinBytes } from "../lowering/tir/serial-small-kernels.js"
+import { oneChunkMaxBytes, parallelMinBytes } from "../lowering/tir/serial-small-kernels.js"
 import { ISA_FUSED_MULTIPLY_ADD, ISA_VECTOR_REGISTERS, type Target } from "../ast/target.js"
 import { defaultSchedule } from "../lowering/templates/template-for.js"
 import { accumulatorCap } from "../lowering/templates/common.js"
@@ -78,6 +78,8 @@ export const cpuTir = (target: Target<"c" | "js" | "wasm">): TirPass<unknown> =>
     ...(target.kind === "wasm" ? { unrollSharedOnly: true } : {}),
     // (a kernel whose data a core's L1 takes per core: its parallel region costs more than it gives)
     parallelMinBytes: parallelMinBytes(target.attrs.cores, target.attrs.l1Bytes),
+    // (c: a kernel whose data the cores' L2s hold runs short regions: one chunk a thread, its claims' cache-line transfers fewer)
+    ...(target.kind === "c" ? { oneChunkMaxBytes: oneChunkMaxBytes(target.attrs.cores, target.attrs.l2Bytes) } : {}),
     // (c: a param larger than the record's L1 is not cached when a network runs its kernel — the
     // kernels before it read more than the L2; its parallel loops' next slabs prefetched)
     ...(target.kind === "c" ? { prefetch: { minBytes: target.attrs.l1Bytes, maxSlabBytes: target.attrs.l2Bytes } } : {}),

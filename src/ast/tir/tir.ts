@@ -92,6 +92,12 @@ export const someStmt = (s: Stmt, pred: (s: Stmt) => boolean): boolean => {
 /** The pragma that asks lowering.LoopPartition to cut a loop on its body's select conditions too (TVM's name); no emitter prints it. */
 export const LOOP_PARTITION_HINT = "loop_partition_hint"
 
+/**
+ * The pragma on a parallel loop giving the chunks a thread its region is cut into (lowering.ParallelChunks;
+ * the c pool's `tessera_parallel_for_chunks`); absent: the pool's own count. No effect on any value.
+ */
+export const PARALLEL_CHUNKS = "parallel_chunks"
+
 export const seq = (body: readonly Stmt[]): Stmt => {
   const flat = body.flatMap((s) => (s.kind === "seq" ? s.body : [s]))
   return flat.length === 1 ? flat[0] : { kind: "seq", body: flat }

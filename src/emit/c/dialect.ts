@@ -22,7 +22,7 @@
 import { storageBytes } from "../../ast/graph/dtype.js"
 import { add, c, mul, type Expr } from "../../ast/te/expr.js"
 import { intervalOf } from "../../ast/te/simplify.js"
-import { LOOP_PARTITION_HINT, type PrimFunc, type Region } from "../../ast/tir/tir.js"
+import { LOOP_PARTITION_HINT, PARALLEL_CHUNKS, type PrimFunc, type Region } from "../../ast/tir/tir.js"
 import { rowMajor, storageElements } from "../../ast/tir/analysis.js"
 import type { CDialect, ForStmt, OutlinedLoop, ReduceLoop, StmtOf, Walk } from "../c-family/dialect.js"
 import { commentSafe, isIdentifier } from "../c-family/names.js"
@@ -78,7 +78,7 @@ const flatIndex = (w: Walk, source: string, indices: readonly Expr[]): string =>
 
 const access = (source: string, indices: readonly Expr[], w: Walk): string => `${w.buf(source)}[${flatIndex(w, source, indices)}]`
 
-const KNOWN_PRAGMAS = new Set(["auto_unroll_max_step", LOOP_PARTITION_HINT])
+const KNOWN_PRAGMAS = new Set(["auto_unroll_max_step", LOOP_PARTITION_HINT, PARALLEL_CHUNKS])
 
 const loopOf = (parallel: CParallel) => (s: ForStmt, w: Walk): { open: string[]; close: string[] } => {
   const v = w.variable(s.var.name)
@@ -232,7 +232,10 @@ const outlineLoop = (restrict: boolean) => (o: OutlinedLoop, w: Walk): { definit
     `  ${range}(${[...fields.map((f) => `tessera_a->${f.name}`), "tessera_lo", "tessera_hi"].join(", ")});`,
     "}",
   ]
-  const call = ["{", `  const struct ${task} tessera_args = { ${fields.map((f) => f.name).join(", ")} };`, `  tessera_parallel_for(${task}, &tessera_args, ${w.expr(o.loop.extent)});`, "}"]
+  // (a short region's loop: its chunks a thread from the pragma, lowering.ParallelChunks; else the pool's)
+  const chunks = (o.loop.pragmas ?? []).find(([k]) => k === PARALLEL_CHUNKS)?.[1]
+  const run = chunks === undefined ? `tessera_parallel_for(${task}, &tessera_args, ${w.expr(o.loop.extent)});` : `tessera_parallel_for_chunks(${task}, &tessera_args, ${w.expr(o.loop.extent)}, ${Number(chunks)});`
+  const call = ["{", `  const struct ${task} tessera_args = { ${fields.map((f) => f.name).join(", ")} };`, `  ${run}`, "}"]
   return { definition, call }
 }
 

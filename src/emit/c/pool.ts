@@ -4,7 +4,9 @@
 // of a split artifact (one pool per loaded library) and for a single translation unit (static).
 //
 // - The calling thread takes part. The iterations are cut into chunks of a static size (up to
-//   TESSERA_CHUNKS_PER_THREAD per thread), each thread's home chunks a contiguous run, as OpenMP's
+//   TESSERA_CHUNKS_PER_THREAD per thread; `tessera_parallel_for_chunks` takes fewer where the loop
+//   asks — one for a short region's, lowering.ParallelChunks —, as each chunk's claim and count
+//   move cache lines between the cores), each thread's home chunks a contiguous run, as OpenMP's
 //   schedule(static) would give it; a thread takes its home chunks first, then any chunk nobody has
 //   claimed, from the other homes. Claims are a compare-and-swap on a home's counter, which carries
 //   the loop's generation: a worker that wakes after its loop is over claims nothing.
@@ -39,6 +41,8 @@ export const POOL_SPIN_NS = 1_000_000
 export const C_POOL_DECLARATIONS = `/* parallel loops: the body outlined into a task over iterations [lo, hi) (defined in tessera_runtime.c) */
 typedef void (*tessera_task)(const void* args, int64_t lo, int64_t hi);
 __attribute__((visibility("hidden"))) void tessera_parallel_for(tessera_task fn, const void* args, int64_t extent);
+/* the same with \`per_thread\` chunks a thread (a short region's: one, each thread's home share whole) */
+__attribute__((visibility("hidden"))) void tessera_parallel_for_chunks(tessera_task fn, const void* args, int64_t extent, int per_thread);
 `
 
 /**
@@ -195,7 +199,7 @@ int tessera_set_num_threads(int n) {
 }
 int tessera_get_num_threads(void) { return tessera_threads_now(); }
 
-${linkage}void tessera_parallel_for(tessera_task fn, const void* args, int64_t extent) {
+${linkage}void tessera_parallel_for_chunks(tessera_task fn, const void* args, int64_t extent, int per_thread) {
   if (extent <= 0) return;
   const int n = tessera_threads_now();
   if (n == 1 || extent == 1 || tessera_in_task || atomic_flag_test_and_set(&tessera_pool.busy)) {
@@ -212,7 +216,8 @@ ${linkage}void tessera_parallel_for(tessera_task fn, const void* args, int64_t e
       }
     tessera_pool.started = n;
   }
-  const int64_t chunks = extent < (int64_t)n * TESSERA_CHUNKS_PER_THREAD ? extent : (int64_t)n * TESSERA_CHUNKS_PER_THREAD;
+  const int64_t most = (int64_t)n * (per_thread < 1 ? 1 : per_thread > TESSERA_CHUNKS_PER_THREAD ? TESSERA_CHUNKS_PER_THREAD : per_thread);
+  const int64_t chunks = extent < most ? extent : most;
   const uint32_t g = atomic_load(&tessera_pool.generation) + 1;
   atomic_store_explicit(&tessera_pool.fn, fn, memory_order_relaxed);
   atomic_store_explicit(&tessera_pool.args, args, memory_order_relaxed);
@@ -242,4 +247,5 @@ ${linkage}void tessera_parallel_for(tessera_task fn, const void* args, int64_t e
   }
   atomic_flag_clear(&tessera_pool.busy);
 }
+${linkage}void tessera_parallel_for(tessera_task fn, const void* args, int64_t extent) { tessera_parallel_for_chunks(fn, args, extent, TESSERA_CHUNKS_PER_THREAD); }
 `

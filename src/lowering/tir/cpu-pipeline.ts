@@ -10,7 +10,7 @@ import { lowerIntrinsicsExcept, type IntrinsicModeError } from "./lower-intrinsi
 import { prefetchNextTile } from "./prefetch-next-tile.js"
 import { promoteAccumulators } from "./promote-accumulators.js"
 import { rewriteStorage } from "./rewrite-storage.js"
-import { serialSmallKernels } from "./serial-small-kernels.js"
+import { parallelChunks, serialSmallKernels } from "./serial-small-kernels.js"
 import { serializeUnsharedUnrolls } from "./serialize-unshared-unrolls.js"
 import { simplifyTir } from "./simplify-tir.js"
 import { tirSequential, type TirPass } from "./tir-pass.js"
@@ -30,6 +30,8 @@ export interface CpuTirOptions {
   readonly keepIntrinsics?: ReadonlySet<string>
   /** Kernels whose params take fewer bytes run their parallel loops serially (serial-small-kernels.ts); absent: none. */
   readonly parallelMinBytes?: number
+  /** Kernels whose params take fewer bytes run each parallel loop in one chunk a thread (lowering.ParallelChunks, serial-small-kernels.ts; the c pool); absent: none. */
+  readonly oneChunkMaxBytes?: number
   /** Read-only params over `minBytes` get their parallel loops' next slabs of up to half `maxSlabBytes` prefetched (prefetch-next-tile.ts; the c target: its record's L1 and L2); absent: none. */
   readonly prefetch?: { readonly minBytes: number; readonly maxSlabBytes: number }
 }
@@ -48,6 +50,7 @@ export const cpuTirPipeline = (options: CpuTirOptions = {}): TirPass<IntrinsicMo
     "lowering.CpuPipeline",
     [
       ...(options.parallelMinBytes ? [serialSmallKernels(options.parallelMinBytes)] : []), // kernels too small for a parallel region: serial
+      ...(options.oneChunkMaxBytes ? [parallelChunks(options.oneChunkMaxBytes)] : []), // (c) kernels of short regions: one chunk a thread
       simplifyTir, // fold index arithmetic under the loop bounds; drop proven guards
       promoteAccumulators, // a register tile's sums in a local array across its reduce loops
       loopPartition, // peel a guarded tail so the main loop body has no guard
