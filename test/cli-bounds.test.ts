@@ -62,13 +62,13 @@ const oneLongKernel = (): Graph =>
   makeGraph({ name: "mm", opset: 13, inputs: [{ name: "x", type: f32([3000, 3000]) }], outputs: [{ name: "y", type: f32([3000, 3000]) }], nodes: [node("MatMul", ["x", "x"], ["y"])] })
 
 /**
- * Runs the CLI; with `signal`, sends it `afterMs` after the start — with `afterRecord`, not before
- * that file (in tmp) holds a whole line: the trials are running. Resolves with its exit and how
- * long it took to stop after the signal.
+ * Runs the CLI (with `env` over this process's environment); with `signal`, sends it `afterMs` after
+ * the start — with `afterRecord`, not before that file (in tmp) holds a whole line: the trials are
+ * running. Resolves with its exit and how long it took to stop after the signal.
  */
-const cli = (args: readonly string[], signal?: { readonly name: NodeJS.Signals; readonly afterMs: number; readonly afterRecord?: string }) =>
+const cli = (args: readonly string[], signal?: { readonly name: NodeJS.Signals; readonly afterMs: number; readonly afterRecord?: string }, env?: NodeJS.ProcessEnv) =>
   new Promise<{ code: number | null; stdout: string; stderr: string; stopMs: number }>((resolve) => {
-    const p = spawn(process.execPath, [CLI, ...args], { cwd: tmp })
+    const p = spawn(process.execPath, [CLI, ...args], { cwd: tmp, ...(env ? { env: { ...process.env, ...env } } : {}) })
     let stdout = ""
     let stderr = ""
     p.stdout.on("data", (d) => (stdout += d))
@@ -174,6 +174,46 @@ describe("bench, tune and inspect run under the same supervision (worker, --dead
     expect(next.code, next.stderr).toBe(0)
     expect(fs.existsSync(path.join(tmp, "stop.jsonl.lock"))).toBe(false)
   }, 90_000)
+
+  // (a gcc on PATH that is the real one, except for a library (-shared: a candidate's build), which
+  // it "compiles" by starting a child that sleeps and waiting for it, as the driver waits for cc1)
+  const realGcc = spawnSync("sh", ["-c", "command -v gcc"], { encoding: "utf8" }).stdout.trim()
+  it.skipIf(realGcc === "")("tune --target c: SIGINT during a candidate's gcc run stops within a second (exit 130), the compiler's process group killed", async () => {
+    const bin = fs.mkdtempSync(path.join(tmp, "fake-cc-"))
+    const pidFile = path.join(bin, "cc1.pid")
+    fs.writeFileSync(
+      path.join(bin, "gcc"),
+      `#!/bin/sh\ncase "$*" in *-shared*) ;; *) exec ${realGcc} "$@";; esac\nsleep 60 &\necho $! > ${pidFile}\nwait\n`,
+      { mode: 0o755 },
+    )
+    const model = write("tune-conv-c.onnx", conv())
+    const r = await cli(
+      ["tune", model, "--target", "c", "--log", "c-stop.jsonl", "--trials", "50", "--repeats", "1", "--min-repeat-ms", "1", "--tuner", "random"],
+      // (sent once the fake compiler's child has written its pid: a build is running)
+      { name: "SIGINT", afterMs: 500, afterRecord: path.relative(tmp, pidFile) },
+      { PATH: `${bin}${path.delimiter}${process.env.PATH ?? ""}` },
+    )
+    expect(lastLine(r.stderr)).toMatch(/^tessera tune: .*interrupted \(SIGINT\)/)
+    expect(r.code).toBe(130)
+    expect(r.stopMs).toBeLessThan(1000 + 500)
+    const cc1 = Number(fs.readFileSync(pidFile, "utf8"))
+    // (a zombie waiting for its reaper is gone too)
+    const alive = () => {
+      try {
+        process.kill(cc1, 0)
+      } catch {
+        return false
+      }
+      const stat = fs.existsSync(`/proc/${cc1}/stat`) ? fs.readFileSync(`/proc/${cc1}/stat`, "utf8") : ""
+      return !/^\d+ \(.*\) Z/.test(stat)
+    }
+    // (killed with its group; a moment for the kernel to reap it)
+    for (let k = 0; k < 20 && alive(); k++) await new Promise((res) => setTimeout(res, 25))
+    expect(alive()).toBe(false)
+    // nothing was measured, so nothing was recorded: no trial stands for the stopped build
+    const log = path.join(tmp, "c-stop.jsonl")
+    expect(fs.existsSync(log) ? fs.readFileSync(log, "utf8") : "").toBe("")
+  }, 60_000)
 
   it("tune and inspect: --deadline checked (a usage error when not a duration), and honoured", async () => {
     const model = write("tune-conv2.onnx", conv())

@@ -349,7 +349,7 @@ const main = Command.run(tessera, { version: VERSION }).pipe(
   Effect.exit,
   Effect.flatMap(report),
   // (supervised: the work is over and reported; the main thread starts no grace period now)
-  Effect.tap(() => Effect.sync(announceFinished)),
+  Effect.tap((code) => Effect.sync(() => announceFinished(code))),
 )
 
 if (isSupervisedWorker()) {

@@ -9,6 +9,7 @@
 // default, each with its time in the network. Compile applies the faster of the last round
 // (rankedRecords), so a record that slows the network is not applied, and one that speeds it is.
 import { Effect } from "effect"
+import { checkInterrupt, type Interrupt } from "../ast/graph/errors.js"
 import type { Graph } from "../ast/graph/graph.js"
 import type { Tensor } from "../ast/graph/tensor.js"
 import type { Target } from "../ast/target.js"
@@ -63,10 +64,12 @@ const wallClock: KernelTimer = (_which, _kernel, call) => {
  * after one warm-up run each: per program, each kernel's time per run (the calls of a kernel in
  * one run added).
  */
-const kernelTimesInTurns = (programs: readonly (Timed & { readonly which: "tuned" | "default" })[], runs: number, timer: KernelTimer): Map<string, number[]>[] => {
+const kernelTimesInTurns = (programs: readonly (Timed & { readonly which: "tuned" | "default" })[], runs: number, timer: KernelTimer, interrupt?: Interrupt): Map<string, number[]>[] => {
   const times = programs.map(() => new Map<string, number[]>())
   const current = new Map<string, number>()
   const once = (p: Timed & { readonly which: "tuned" | "default" }, into?: Map<string, number[]>) => {
+    // (a stop request is seen before each run: a network's run is a second or more of synchronous work)
+    checkInterrupt(interrupt, () => "the network check's runs")
     current.clear()
     const inner = p.module.run
     p.module.run = (k, a) => current.set(k, (current.get(k) ?? 0) + timer(p.which, k, () => inner(k, a)))
@@ -93,7 +96,7 @@ export const networkCheck = Effect.fn("cli.networkCheck")(function* (
   untuned: Program,
   runners: readonly TaskRunner[],
   records: readonly TuningRecord[],
-  options: { readonly threads: number; readonly seed: number; readonly runs?: number; readonly now: () => string; readonly timer?: KernelTimer },
+  options: { readonly threads: number; readonly seed: number; readonly runs?: number; readonly now: () => string; readonly timer?: KernelTimer; readonly interrupt?: Interrupt },
 ) {
   const kind = target.kind
   const tuned = recordsByWorkload(records, kind)
@@ -114,6 +117,7 @@ export const networkCheck = Effect.fn("cli.networkCheck")(function* (
         ([[a, "tuned"], [b, "default"]] as const).map(([e, which]) => ({ which, run: () => void e.run(feeds), module: e.module as unknown as Timed["module"] })),
         options.runs ?? NETWORK_CHECK_RUNS,
         options.timer ?? wallClock,
+        options.interrupt,
       ),
     ),
     Effect.sync(() => {

@@ -5,7 +5,9 @@
 // handed to them as data (an Interrupt), at each pass, group, node and kernel boundary, and fail
 // with InterruptedError, which the command reports as its one line. Work that does not reach a
 // check within a second (a native kernel, a compiler run) is ended by the main thread, which then
-// prints the line itself. A second signal ends it at once. Ending it: the worker is terminated and
+// prints the line itself. A second signal ends it at once. Once the work has reported (its line
+// printed, its finalizers run: announceFinished), a stop ends the process at once, without waiting
+// for the worker thread's teardown. Ending it: the worker is terminated and
 // the process exits once it has ended; a worker inside a native call (a driver call, a synchronous
 // child process) is not ended until that call returns — and process.exit waits for it — so if it
 // has not ended within HARD_EXIT_MS the process ends at once with the same exit code (libc's
@@ -102,11 +104,13 @@ export const writeStdioDirectly = (): void => {
 
 /**
  * In the worker, once the command has its exit code and has printed what it reports (a stop's
- * InterruptedError line included): the work is over, so no grace period may end it and print a
- * second line while the thread tears down (on a loaded machine that can take longer than GRACE_MS).
+ * InterruptedError line included) and its finalizers have run (the log's lock released, its build
+ * folder removed): the work is over, so no grace period may end it and print a second line, and a
+ * stop does not wait for the thread's teardown (on a loaded machine 0.4 s, and over a second with
+ * a measuring worker of its own still starting). `code`: the command's exit code, when known.
  */
-export const announceFinished = (): void => {
-  if (input()) parentPort?.postMessage("finished")
+export const announceFinished = (code?: number): void => {
+  if (input()) parentPort?.postMessage({ finished: true, code })
 }
 
 /** In the worker, once the commands are loaded: from now on the work checks the flag. */
@@ -160,14 +164,23 @@ export const supervise = (script: URL, argv: readonly string[]): void => {
   // until the worker has loaded the commands it checks nothing and has nothing to clean up
   let started = false
   // once the work has reported (announceFinished) only the thread's teardown is left: a stop then
-  // ends it after the grace without a line of its own (the work printed the one line)
+  // ends the process at once, without a line of its own (the work printed the one line)
   let finished = false
-  worker.on("message", (m) => {
-    if (m === "finished") {
+  // the exit code the worker reported with its announcement (undefined: not said)
+  let finishedCode: number | undefined
+  // stopping, once the work has reported: its one line is printed and its finalizers have run, so
+  // the process ends now — the thread's teardown is not waited for (process.exit would join it)
+  const endReported = () => {
+    killSharedGroups(groups)
+    exitNow(finishedCode === 0 ? 0 : EXIT_CODE[stopping])
+  }
+  worker.on("message", (m: unknown) => {
+    if (typeof m === "object" && m !== null && (m as { finished?: unknown }).finished === true) {
       finished = true
+      const code = (m as { code?: unknown }).code
+      finishedCode = typeof code === "number" ? code : undefined
       clearTimeout(grace)
-      // stopping: the teardown gets one grace period from now, then is ended quietly
-      if (stopping) grace = setTimeout(end, GRACE_MS)
+      if (stopping) endReported()
       return
     }
     if (m !== "started") return
@@ -178,11 +191,8 @@ export const supervise = (script: URL, argv: readonly string[]): void => {
     if (stopping) return end() // a second request: now
     stopping = why
     Atomics.store(flag, 0, why)
-    if (finished) {
-      // reported already: the worker is exiting with its own code, within a grace period (ended quietly after it)
-      grace = setTimeout(end, GRACE_MS)
-      return
-    }
+    // reported already: only the worker's teardown is left
+    if (finished) return endReported()
     if (started) grace = setTimeout(end, GRACE_MS)
     else end()
   }

@@ -84,7 +84,7 @@ const rethrowWrite = <A, E, R>(eff: Effect.Effect<A, E, R>): Effect.Effect<A, E 
 
 /** The stop flag read every 50 ms, forever: a stop request is an InterruptedError defect. */
 const watchStop = (interrupt: Interrupt): Effect.Effect<never> =>
-  Effect.forever(Effect.andThen(Effect.sync(() => checkInterrupt(interrupt, () => "while measuring a batch of trials")), Effect.sleep("50 millis")))
+  Effect.forever(Effect.andThen(Effect.sync(() => checkInterrupt(interrupt, () => "the measuring of a batch of trials")), Effect.sleep("50 millis")))
 
 /**
  * `measure` that first checks the stop flag and then races the batch against it: a stop request
@@ -96,7 +96,7 @@ const watchStop = (interrupt: Interrupt): Effect.Effect<never> =>
 const stoppable = <M extends (candidates: never) => Effect.Effect<unknown, unknown>>(interrupt: Interrupt | undefined, measure: M): M =>
   (interrupt
     ? (candidates: never) =>
-        Effect.flatMap(Effect.sync(() => checkInterrupt(interrupt, () => "between two batches of trials")), () => Effect.raceFirst(measure(candidates), watchStop(interrupt)))
+        Effect.flatMap(Effect.sync(() => checkInterrupt(interrupt, () => "the start of a batch of trials")), () => Effect.raceFirst(measure(candidates), watchStop(interrupt)))
     : measure) as M
 
 const fmt = (x: number, digits = 3) => (Number.isFinite(x) ? x.toFixed(digits) : "-")
@@ -177,7 +177,7 @@ const tuneLocked = Effect.fn("cli.tuneLocked")(function* (o: TuneCommandOptions,
   const settings = targetSettings(kind, o.threads)
   const target: Target = o.vectorLanes !== undefined && settings.target.kind !== "cuda" ? withAttrs(settings.target, { vectorLanes: o.vectorLanes }) : settings.target
   const program = yield* compileGraph(graph, target).pipe(withPassConfig(o.interrupt ? { interrupt: o.interrupt } : {}))
-  const all = tasksOfProgram(program, target)
+  const all = tasksOfProgram(program, target, o.interrupt)
   const unknown = o.tasks.filter((id) => !all.some((r) => r.task.id === id))
   if (unknown.length) return yield* new UsageError({ flag: "--task", reason: `no task ${unknown.join(", ")} in this model (its tasks: ${all.map((r) => r.task.id).join(", ")})` })
   const runners = o.tasks.length ? all.filter((r) => o.tasks.includes(r.task.id)) : all
@@ -220,7 +220,11 @@ const checkInNetwork = Effect.fn("cli.checkInNetwork")(function* (o: TuneCommand
   if (o.interrupt) checkInterrupt(o.interrupt, () => "before the network check")
   const t0 = Date.now()
   const log = yield* readLog(o.log)
-  const check = yield* networkCheck(graph, target, untuned, runners, log.records, { threads: o.threads, seed: o.seed, now: () => new Date().toISOString() })
+  // (a stop request is seen between the compile's passes, before each run, and while the libraries build)
+  const checking = networkCheck(graph, target, untuned, runners, log.records, { threads: o.threads, seed: o.seed, now: () => new Date().toISOString(), ...(o.interrupt ? { interrupt: o.interrupt } : {}) }).pipe(
+    withPassConfig(o.interrupt ? { interrupt: o.interrupt } : {}),
+  )
+  const check = yield* rethrowWrite(o.interrupt ? Effect.raceFirst(checking, watchStop(o.interrupt)) : checking)
   if (check.records.length) yield* appendRecords(o.log, check.records)
   const reverted = check.rows.filter((r) => r.tuned > r.default)
   yield* Console.error(

@@ -16,6 +16,8 @@ import { NoComputeError } from "../lowering/op-library.js"
 import type { FusedGroup } from "../rewrite/fuse-ops.js"
 import { nodeFlops } from "../rewrite/report.js"
 import { configKey, extractTasks, type GroupProgram, type Task } from "./task.js"
+import type { Interrupt } from "../ast/graph/errors.js"
+import { interruptedAt } from "../rewrite/pass.js"
 
 export interface TaskRunner {
   readonly task: Task
@@ -83,9 +85,13 @@ const describe = (program: Program, group: FusedGroup, fallback: string): string
 
 /**
  * The tuning tasks of a program compiled for `target` (the same vector lanes and cores that
- * compileGraph was given, so the workload keys match the ones it looks records up by).
+ * compileGraph was given, so the workload keys match the ones it looks records up by). With
+ * `interrupt`, each lowering of a config checks the stop flag before it starts and between its
+ * TIR passes, and throws InterruptedError once it is set: a config costs up to seconds of
+ * synchronous CPU to lower (a tuner's batch of them many times that), which a stop request must
+ * not wait for.
  */
-export const tasksOfProgram = (program: Program, target: Target): TaskRunner[] => {
+export const tasksOfProgram = (program: Program, target: Target, interrupt?: Interrupt): TaskRunner[] => {
   const codegen = (BACKENDS[target.kind] as Backend<TargetKind>).codegen
   // a target that compiles nothing (the interpreter) has no schedules to tune
   if (!codegen) return []
@@ -116,7 +122,11 @@ export const tasksOfProgram = (program: Program, target: Target): TaskRunner[] =
     const { group, te } = built.get(task.groups[0])!
     return {
       task: { ...task, label: describe(program, group, task.label) },
-      lowerConfig: (config) => lowerGroupSchedule(te, group, task.template.apply(task.outputs, task.base, config), tir).func,
+      lowerConfig: (config) => {
+        const stop = interruptedAt(interrupt, `lowering a config of task ${task.id}`)
+        if (stop) throw stop
+        return lowerGroupSchedule(te, group, task.template.apply(task.outputs, task.base, config), tir, undefined, interrupt ? { interrupt } : undefined).func
+      },
       outputs: new Set(te.outputs.map((o) => o.name)),
       reference: groupReference(program, group, te),
       target: scheduleTarget,

@@ -3,6 +3,7 @@
 // featurized like the new task's candidates (features.ts puts every known knob in a slot of its
 // own, so rows of different tasks line up), its throughput normalized by its own task's best — so
 // the model knows from the first batch what makes a schedule fast on this machine.
+import { InterruptedError } from "../ast/graph/errors.js"
 import type { TaskRunner } from "./extract.js"
 import { featuresOf } from "./features.js"
 import { isTrial, type TuningRecord } from "./records.js"
@@ -53,7 +54,8 @@ export const transferRows = (
       if (!f) {
         try {
           f = featuresOf(r.lowerConfig(rec.config), r.task.knobs, rec.config)
-        } catch {
+        } catch (e) {
+          if (e instanceof InterruptedError) throw e // a stop request, not a record that no longer fits
           continue // a record whose knobs no longer fit its template
         }
         cache.set(key, f)

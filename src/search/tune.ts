@@ -4,6 +4,7 @@
 // improvement. `measurerFor` takes how candidates are measured on the tuning target from its
 // backend record (js: worker threads; c: gcc and a child process).
 import { Effect } from "effect"
+import { InterruptedError } from "../ast/graph/errors.js"
 import type { PrimFunc } from "../ast/tir/tir.js"
 import type { Target, TargetKind } from "../ast/target.js"
 import { BACKENDS, type Backend } from "../backend/index.js"
@@ -216,6 +217,8 @@ export const tuneSession = <E>(
             try {
               candidates.push({ config, func: lowerConfig(config) })
             } catch (e) {
+              // a stop request is no trial: it ends the run (the batch's configs unrecorded)
+              if (e instanceof InterruptedError) throw e
               failed.push({ config, cost: undefined, error: `build failed: ${e instanceof Error ? e.message : String(e)}` })
             }
           }
@@ -304,8 +307,9 @@ const confirmTask = (
     for (const config of picked) {
       try {
         candidates.push({ config, func: lowerConfig(config) })
-      } catch {
-        // a config that lowered for its trial lowers again; one that no longer does is left out
+      } catch (e) {
+        // a config that lowered for its trial lowers again; one that no longer does is left out (a stop request ends the confirmation)
+        if (e instanceof InterruptedError) throw e
       }
     }
     const measured = yield* confirm.measure(candidates)
