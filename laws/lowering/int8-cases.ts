@@ -106,7 +106,8 @@ export const arbPxSpec: fc.Arbitrary<Spec> = fc
     C: fc.integer({ min: 1, max: 13 }),
     M: fc.integer({ min: 1, max: 40 }),
     // the output's rows × columns: 16 · k pixels
-    out: fc.constantFrom([4, 4], [2, 8], [8, 4], [4, 12], [1, 16], [8, 8]),
+    // ([7, 16]: 7 vectors, a tile past a vector loop's widest — the default's where 28²'s 49 vectors are, pxTileDefault)
+    out: fc.constantFrom([4, 4], [2, 8], [8, 4], [4, 12], [1, 16], [8, 8], [7, 16]),
     stride: fc.integer({ min: 1, max: 2 }),
     pad: fc.integer({ min: 0, max: 1 }),
     seed: fc.nat(),

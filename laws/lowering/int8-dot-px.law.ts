@@ -19,7 +19,11 @@
 // inside its loop, never a root one (fails with the knob's value ignored: tried). A grid's
 // `compaction: none` reads the grid's sums in the epilogue's rows, no compacted buffer (the knob and
 // its default: fails with the knob's value ignored, the compaction always taken — tried: "expected
-// true to be false" on a 2×2 dilated grid, and "not to match /allocate y_dotsum/").
+// true to be false" on a 2×2 dilated grid, and "not to match /allocate y_dotsum/"). A 1×1 conv's tile of
+// more than 4 pixel vectors (7 × 16 = 112 pixels: arbPxSpec's [7, 16] output) has its epilogue's
+// pixels in vector loops of whole vectors that divide it (fails with the 112-pixel loop vectorized
+// whole — tried: "ScheduleError: vectorize on stage 'y' axis 'y.k.y.l.f.i': extent 112 is too long
+// to vectorize (split it first)", counterexample dims [1,1,7,16,1,1,0,1]).
 import * as fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { vnniDotPx16x4 } from "../../src/ast/te/intrinsic.js"
@@ -74,6 +78,23 @@ describe("int8 template, pixels in the lanes (1×1 convs)", () => {
       }),
       lawParams(12),
     )
+  })
+
+  it("a 1×1 conv's knob offers pixel tiles past 4 vectors (28²'s 49: 1 and 7), the default staying at most 4 (1 × 16 there); a grid's at most 4", () => {
+    const space = (sp: Spec) => {
+      const { outputs } = build(sp)
+      const base = baseSchedule(outputs)
+      const t = templateFor(base)
+      const knobs = t.space(outputs, base)
+      return { pv: knobs.find((k) => k.name === "tile_pv")!.candidates, config: t.defaults(knobs, { vectorLanes: 16, cores: 1, int8Dot: "vnni", vectorRegisters: 32, requantizeStores: true }) }
+    }
+    // (ResNet-18's 28² 1×1 / 2 conv, scaled down in channels: 56² in, 784 pixels out)
+    const px = space({ op: "QLinearConvPackedPx", x: "int8", w: "int8", dims: [8, 32, 55, 55, 1, 2, 0, 1], seed: 1 })
+    expect(px.pv).toEqual([1, 7])
+    expect(px.config).toMatchObject({ tile_pv: 1, tile_o: 16 })
+    // (a 3×3 grid at 28²: its 3 × 3 taps over 30-wide rows, pixel tiles up to 4 vectors)
+    const grid = space({ op: "QLinearConvPackedGrid", x: "int8", w: "int8", dims: [4, 16, 28, 28, 3, 1, 1, 1], seed: 3 })
+    expect(Math.max(...grid.pv.map(Number))).toBeLessThanOrEqual(4)
   })
 
   it("the product alone (no epilogue to compute it at: a root stage, its tile in a local copy) equals its TE", () => {

@@ -464,8 +464,16 @@ const pixelsNarrowed = (s: S.Schedule, anchor: S.Stage): string | undefined => {
   return epiPixels === anchor.op.shape[2] ? narrowedStage(s, first[0]) : undefined
 }
 
-/** The pixels-in-lanes product's register tile: at most 4 pixel vectors (each a load beside the channels' broadcasts; 64 pixels, the widest vector loop of the epilogue). */
+/** The pixels-in-lanes product's default register tile: at most 4 pixel vectors (each a load beside the channels' broadcasts; 64 pixels, the widest vector loop of the epilogue). */
 const MAX_PX_VECTORS = 4
+/**
+ * Pixel vectors the knob offers at most where no grid is involved (a 1×1 conv): a tile past 4 —
+ * 7 of 28²'s 49 vectors, 7 × 2 issuing 9 loads a 14 dots where 1 × 16 issues 17 a 16 — is the
+ * tuner's to try, its epilogue's pixels in vector loops of whole vectors that divide them. Not the
+ * default: measured neither faster on ResNet-18's 28² 1×1 / 2 conv nor on MobileNetV2's long
+ * reductions (docs/backends.md, 2026-11-28, sixteenth session).
+ */
+const MAX_PX_VECTORS_SPACE = 16
 
 /**
  * The int8 template of a conv with the output's pixels in the lanes (tag int8_dot_px: [n, o,
@@ -493,7 +501,7 @@ export const int8DotPxTemplate: Template = {
     const sums = gridSumsBytes(base, st)
     return [
       { kind: "split", name: "tile_o", extent: M, candidates: divisors(M, MAX_TILE) },
-      { kind: "split", name: "tile_pv", extent: PV, candidates: divisors(PV, MAX_PX_VECTORS) },
+      { kind: "split", name: "tile_pv", extent: PV, candidates: divisors(PV, grid || sums ? MAX_PX_VECTORS : MAX_PX_VECTORS_SPACE) },
       { kind: "choice", name: "unroll", candidates: [true, false] },
       { kind: "choice", name: "dot", candidates: ["vnni", "loops"] },
       // (a 1×1 conv's activations copy: its parallel loop over the product's pixel tiles, or over the channels)
@@ -572,7 +580,14 @@ export const int8DotPxTemplate: Template = {
       s = S.computeAt(s, anchor.name, out.name, so.outer)
       s = pxTile(s, anchor.name, config)
       s = parallelOuter(s, out.name, [n, sf.outer])
-      s = S.vectorize(s, out.name, sf.inner)
+      // (a tile past a vector loop's widest — 7 vectors, 112 pixels — its pixels in vector loops of
+      // whole vectors of 16 that divide it)
+      const pv = Number(config.tile_pv)
+      const vl = DOT_LANES * largest(divisors(pv, Math.floor(S.MAX_VECTORIZED / DOT_LANES)), S.MAX_VECTORIZED / DOT_LANES)
+      if (F > S.MAX_VECTORIZED) {
+        const sv = S.split(s, out.name, sf.inner, { factor: vl })
+        s = S.vectorize(sv.schedule, out.name, sv.inner)
+      } else s = S.vectorize(s, out.name, sf.inner)
       skip = [out.name]
     } else if (out && gridEpilogue(s, anchor, out)) {
       s = gridAtRoot(s, anchor, out, config)
