@@ -11,6 +11,7 @@ import { makeGraph, node, type Graph } from "../src/ast/graph/graph.js"
 import { tensor } from "../src/ast/graph/tensor.js"
 import { encodeOnnx } from "../src/ast/onnx/encode.js"
 import { readModelSync } from "../src/device/files.js"
+import { serializeNpy } from "../src/device/npy.js"
 import { modelBytes, rawInitializer, valueInfo } from "./cli-models.js"
 import { CLI } from "./support/dist.js"
 
@@ -62,11 +63,52 @@ const oneLongKernel = (): Graph =>
   makeGraph({ name: "mm", opset: 13, inputs: [{ name: "x", type: f32([3000, 3000]) }], outputs: [{ name: "y", type: f32([3000, 3000]) }], nodes: [node("MatMul", ["x", "x"], ["y"])] })
 
 /**
+ * A FIFO that stands for an input's .npy file, `bytes` (as `--input x=<(cat x.npy)` hands one over):
+ * `fed()` writes them, as much as the pipe takes at each call, once the CLI has opened it to read
+ * (before that, opening the other end fails with ENXIO), and says whether all are written — a sign
+ * that the command's work is running (it reads its inputs after its model), so its signal handlers,
+ * installed before the work starts, are in place.
+ */
+const inputFifo = (name: string, bytes: Uint8Array): { readonly file: string; readonly fed: () => boolean } => {
+  const file = path.join(tmp, name)
+  expect(spawnSync("mkfifo", [file]).status, "mkfifo is needed for this test").toBe(0)
+  let fd: number | undefined
+  let at = 0
+  return {
+    file,
+    fed: () => {
+      if (at === bytes.length) return true
+      if (fd === undefined) {
+        try {
+          fd = fs.openSync(file, fs.constants.O_WRONLY | fs.constants.O_NONBLOCK)
+        } catch (e) {
+          if ((e as NodeJS.ErrnoException).code === "ENXIO") return false // no reader yet
+          throw e
+        }
+      }
+      try {
+        while (at < bytes.length) at += fs.writeSync(fd, bytes, at, bytes.length - at)
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== "EAGAIN") throw e // (the pipe is full: more at the next call)
+        return false
+      }
+      fs.closeSync(fd)
+      return true
+    },
+  }
+}
+
+/**
  * Runs the CLI (with `env` over this process's environment); with `signal`, sends it `afterMs` after
  * the start — with `afterRecord`, not before that file (in tmp) holds a whole line: the trials are
- * running. Resolves with its exit and how long it took to stop after the signal.
+ * running; with `afterReady`, not before it returns true (polled every 25 ms). Resolves with its exit
+ * and how long it took to stop after the signal.
  */
-const cli = (args: readonly string[], signal?: { readonly name: NodeJS.Signals; readonly afterMs: number; readonly afterRecord?: string }, env?: NodeJS.ProcessEnv) =>
+const cli = (
+  args: readonly string[],
+  signal?: { readonly name: NodeJS.Signals; readonly afterMs: number; readonly afterRecord?: string; readonly afterReady?: () => boolean },
+  env?: NodeJS.ProcessEnv,
+) =>
   new Promise<{ code: number | null; stdout: string; stderr: string; stopMs: number }>((resolve) => {
     const p = spawn(process.execPath, [CLI, ...args], { cwd: tmp, ...(env ? { env: { ...process.env, ...env } } : {}) })
     let stdout = ""
@@ -77,7 +119,7 @@ const cli = (args: readonly string[], signal?: { readonly name: NodeJS.Signals; 
     const recorded = () => signal?.afterRecord === undefined || (fs.existsSync(path.join(tmp, signal.afterRecord)) && fs.readFileSync(path.join(tmp, signal.afterRecord), "utf8").includes("\n"))
     const send = () => {
       if (p.exitCode !== null) return
-      if (!recorded()) return void setTimeout(send, 25)
+      if (!recorded() || (signal?.afterReady !== undefined && !signal.afterReady())) return void setTimeout(send, 25)
       sentAt = performance.now()
       p.kill(signal!.name)
     }
@@ -116,7 +158,12 @@ describe("the first SIGINT / SIGTERM stops long work within a second, with one t
     ["SIGTERM", 143],
   ] as const)
     it(`${sig} while the interpreter runs a long Loop`, async () => {
-      const r = await cli(["run", write(`slow-${sig}.onnx`, slowLoop())], { name: sig, afterMs: 1500 })
+      // (not before the CLI has read its input — its handlers are in place by then: signalled before
+      // that, as a fixed delay did on a machine slow to start a process, the default action ended it silently)
+      const x = inputFifo(`x-${sig}.npy`, serializeNpy(tensor("float32", [256, 256], new Float32Array(256 * 256).fill(0.5))))
+      const feeding = setInterval(() => x.fed() && clearInterval(feeding), 10) // (fed as it is read)
+      const r = await cli(["run", write(`slow-${sig}.onnx`, slowLoop()), "--input", `x=${x.file}`], { name: sig, afterMs: 1500, afterReady: x.fed })
+      clearInterval(feeding)
       expect(oneLine(r.stderr)).toMatch(new RegExp(`^tessera run: .*interrupted \\(${sig}\\): (stopped at |before the work started$)`))
       expect(r.code).toBe(code)
       expect(r.stopMs).toBeLessThan(1000 + 500) // (a second, and a margin for a machine shared with other work)
@@ -178,6 +225,16 @@ describe("bench, tune and inspect run under the same supervision (worker, --dead
   // (a gcc on PATH that is the real one, except for a library (-shared: a candidate's build), which
   // it "compiles" by starting a child that sleeps and waiting for it, as the driver waits for cc1)
   const realGcc = spawnSync("sh", ["-c", "command -v gcc"], { encoding: "utf8" }).stdout.trim()
+  /** Is the process running? (A zombie waiting for its reaper is gone too: PID 1 in these containers does not reap.) */
+  const alive = (pid: number): boolean => {
+    try {
+      process.kill(pid, 0)
+    } catch {
+      return false
+    }
+    const stat = fs.existsSync(`/proc/${pid}/stat`) ? fs.readFileSync(`/proc/${pid}/stat`, "utf8") : ""
+    return !/^\d+ \(.*\) Z/.test(stat)
+  }
   it.skipIf(realGcc === "")("tune --target c: SIGINT during a candidate's gcc run stops within a second (exit 130), the compiler's process group killed", async () => {
     const bin = fs.mkdtempSync(path.join(tmp, "fake-cc-"))
     const pidFile = path.join(bin, "cc1.pid")
@@ -197,22 +254,41 @@ describe("bench, tune and inspect run under the same supervision (worker, --dead
     expect(r.code).toBe(130)
     expect(r.stopMs).toBeLessThan(1000 + 500)
     const cc1 = Number(fs.readFileSync(pidFile, "utf8"))
-    // (a zombie waiting for its reaper is gone too)
-    const alive = () => {
-      try {
-        process.kill(cc1, 0)
-      } catch {
-        return false
-      }
-      const stat = fs.existsSync(`/proc/${cc1}/stat`) ? fs.readFileSync(`/proc/${cc1}/stat`, "utf8") : ""
-      return !/^\d+ \(.*\) Z/.test(stat)
-    }
     // (killed with its group; a moment for the kernel to reap it)
-    for (let k = 0; k < 20 && alive(); k++) await new Promise((res) => setTimeout(res, 25))
-    expect(alive()).toBe(false)
+    for (let k = 0; k < 20 && alive(cc1); k++) await new Promise((res) => setTimeout(res, 25))
+    expect(alive(cc1)).toBe(false)
     // nothing was measured, so nothing was recorded: no trial stands for the stopped build
     const log = path.join(tmp, "c-stop.jsonl")
     expect(fs.existsSync(log) ? fs.readFileSync(log, "utf8") : "").toBe("")
+  }, 60_000)
+
+  // (the host's FMA probe, run once per CPU on a fresh cache folder: a gcc on PATH that is the real
+  // one, except for the probe's compile (-ffp-contract=fast), which it stalls in a sleeping child)
+  it.skipIf(realGcc === "")("run: SIGINT during the host's gcc probe (a fresh cache) stops at a check within a second (exit 130), the probe's process group killed, nothing cached", async () => {
+    const bin = fs.mkdtempSync(path.join(tmp, "fake-probe-cc-"))
+    const cache = fs.mkdtempSync(path.join(tmp, "fresh-cache-"))
+    const pidFile = path.join(bin, "probe.pid")
+    fs.writeFileSync(
+      path.join(bin, "gcc"),
+      `#!/bin/sh\ncase "$*" in *-ffp-contract=fast*) ;; *) exec ${realGcc} "$@";; esac\nsleep 60 &\necho $! > ${pidFile}\nwait\n`,
+      { mode: 0o755 },
+    )
+    const r = await cli(
+      ["run", write("probe-conv.onnx", conv()), "--target", "interp"],
+      // (sent once the fake compiler's child has written its pid: the probe is running)
+      { name: "SIGINT", afterMs: 0, afterRecord: path.relative(tmp, pidFile) },
+      { PATH: `${bin}${path.delimiter}${process.env.PATH ?? ""}`, TESSERA_CACHE_DIR: cache },
+    )
+    // (stopped at the work's next check, not ended after the grace period: the probe saw the flag)
+    expect(oneLine(r.stderr)).toMatch(/^tessera run: .*interrupted \(SIGINT\): stopped at /)
+    expect(r.code).toBe(130)
+    expect(r.stopMs).toBeLessThan(1000 + 500)
+    const child = Number(fs.readFileSync(pidFile, "utf8"))
+    for (let k = 0; k < 20 && alive(child); k++) await new Promise((res) => setTimeout(res, 25))
+    expect(alive(child)).toBe(false)
+    // a stopped probe measured nothing: nothing cached for the next run to trust
+    const cpu = path.join(cache, "cpu")
+    expect(fs.existsSync(cpu) ? fs.readdirSync(cpu) : []).toEqual([])
   }, 60_000)
 
   it("tune and inspect: --deadline checked (a usage error when not a duration), and honoured", async () => {

@@ -16,7 +16,7 @@ import * as fs from "node:fs"
 import { isMainThread, parentPort, Worker, workerData } from "node:worker_threads"
 import type { Interrupt } from "../ast/graph/errors.js"
 import { exitNow } from "../device/exit-now.js"
-import { killSharedGroups, shareRunningGroups } from "../device/shared-groups.js"
+import { killSharedGroups, shareRunningGroups, shareStopFlag } from "../device/shared-groups.js"
 import { printable } from "./printable.js"
 
 /** Flag values: why the work is asked to stop. */
@@ -116,7 +116,10 @@ export const announceFinished = (code?: number): void => {
 /** In the worker, once the commands are loaded: from now on the work checks the flag. */
 export const announceStarted = (): void => {
   const w = input()
-  if (w) shareRunningGroups(new Int32Array(w.groups))
+  if (w) {
+    shareRunningGroups(new Int32Array(w.groups))
+    shareStopFlag(new Int32Array(w.flag))
+  }
   parentPort?.postMessage("started")
 }
 

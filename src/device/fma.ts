@@ -9,13 +9,13 @@
 // rounded. Each figure is the minimum of many short runs, so a busy machine slows some runs but
 // not the minimum (mostly: a measurement on a loaded machine can come out low; delete the cache
 // file, or set TESSERA_CACHE_DIR elsewhere, to measure again).
-import { execFileSync } from "node:child_process"
 import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { compilerAvailable } from "./c/build.js"
 import { cacheRoot } from "./cache-root.js"
+import { runProbeSync } from "./process-group.js"
 
 /** FMA pipes and latency (cycles) at one vector width. */
 export interface FmaShape {
@@ -124,7 +124,11 @@ ${calls}
 `
 }
 
-/** Times the program here: undefined where gcc is missing or the run fails. */
+/**
+ * Times the program here: undefined where gcc is missing or the run fails — or is stopped (the
+ * supervisor's stop flag: gcc and the program run as probes, killed with their groups, so a stop
+ * during a first run on a fresh cache ends at once; nothing is cached).
+ */
 export const measureFma = (lanesList: readonly number[]): FmaTimings | undefined => {
   if (!compilerAvailable()) return undefined
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "tessera-fma-"))
@@ -132,8 +136,9 @@ export const measureFma = (lanesList: readonly number[]): FmaTimings | undefined
     const src = path.join(dir, "fma.c")
     fs.writeFileSync(src, fmaProgram(lanesList))
     // -O2 without fast-math: the FMA chains stay as written (contracted into fused multiply-adds)
-    execFileSync("gcc", ["-O2", "-march=native", "-ffp-contract=fast", "-o", path.join(dir, "fma"), src], { stdio: "ignore" })
-    return parseFmaOutput(execFileSync(path.join(dir, "fma"), { timeout: 60_000 }).toString())
+    if (runProbeSync("gcc", ["-O2", "-march=native", "-ffp-contract=fast", "-o", path.join(dir, "fma"), src]).code !== 0) return undefined
+    const run = runProbeSync(path.join(dir, "fma"), [], 60_000)
+    return run.code === 0 ? parseFmaOutput(run.stdout) : undefined
   } catch {
     return undefined
   } finally {

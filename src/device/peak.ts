@@ -1,11 +1,11 @@
 // This CPU's peak fp32 FLOP rate on one core, measured: the roof that `npm run bench` and
 // `npm run layer-compare` state their GFLOP/s against (a kernel's share of it says how much a
 // better schedule could still gain).
-import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { compilerAvailable } from "./c/build.js"
+import { runProbeSync } from "./process-group.js"
 
 /**
  * Peak single-core fp32 FLOP/s: independent vector FMAs in registers, at this CPU's vector width
@@ -38,8 +38,14 @@ int main(void) {
 `,
   )
   try {
-    execFileSync("gcc", ["-O3", "-march=native", "-o", path.join(dir, "peak"), src])
-    const out = execFileSync(path.join(dir, "peak")).toString().trim().split(" ")
+    // (probes: their own process groups, killed on a stop — ./process-group.ts runProbeSync)
+    const probe = (cmd: string, args: readonly string[]) => {
+      const r = runProbeSync(cmd, args)
+      if (r.code !== 0) throw new Error(`${[cmd, ...args].join(" ")}: ${r.stopped ? "stopped" : `exit code ${r.code}`}`)
+      return r.stdout
+    }
+    probe("gcc", ["-O3", "-march=native", "-o", path.join(dir, "peak"), src])
+    const out = probe(path.join(dir, "peak"), []).trim().split(" ")
     return Number(out[0])
   } finally {
     fs.rmSync(dir, { recursive: true, force: true })

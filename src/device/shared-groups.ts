@@ -7,6 +7,17 @@
 /** Slots of shared memory, each a running group's pid or 0 (unset: this thread lists nothing). */
 let shared: Int32Array | undefined
 
+/** The supervisor's stop flag (nonzero: stop), when this thread runs a supervised command's work. */
+let stopFlag: Int32Array | undefined
+
+/** From now on `stopRequested` reads `flag` (the supervisor's, shared with its main thread). */
+export const shareStopFlag = (flag: Int32Array): void => {
+  stopFlag = flag
+}
+
+/** Has the supervisor asked this thread's work to stop? (A synchronous wait on a child polls it: process-group.ts runProbeSync.) */
+export const stopRequested = (): boolean => stopFlag !== undefined && Atomics.load(stopFlag, 0) !== 0
+
 /** Lists this thread's compiler groups in `slots` (shared memory the supervisor reads) from now on. */
 export const shareRunningGroups = (slots: Int32Array): void => {
   shared = slots

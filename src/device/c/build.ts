@@ -23,7 +23,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { cacheRoot } from "../cache-root.js"
 import { CompileError } from "../errors.js"
-import { runInGroup as run } from "../process-group.js"
+import { runInGroup as run, runProbeSync } from "../process-group.js"
 import { buildFolderPrefix, cacheBudget, cached, evict, privateDir, publish, removeStaleTemps, tempTag, type CacheBudget } from "./cache-store.js"
 
 export interface CBuildConfig {
@@ -101,13 +101,22 @@ export const compilerAvailable = (cc = "gcc"): boolean => {
 
 const identities = new Map<string, string>()
 
-/** The compiler's version and target (`cc --version`, `cc -dumpmachine`), asked once per process: a new compiler misses the cache. */
+/**
+ * The compiler's version and target (`cc --version`, `cc -dumpmachine`), asked once per process: a
+ * new compiler misses the cache. Asked as probes (../process-group.ts runProbeSync: a group of
+ * their own, killed on a stop); a stopped answer is not kept (the work stops at its next check).
+ */
 export const compilerIdentity = (cc: string): string => {
   let id = identities.get(cc)
   if (id === undefined) {
-    const ask = (args: string[]) => spawnSync(cc, args, { encoding: "utf8" }).stdout ?? ""
+    let stopped = false
+    const ask = (args: string[]) => {
+      const r = runProbeSync(cc, args)
+      stopped ||= r.stopped === true
+      return r.stdout
+    }
     id = `${ask(["--version"]).split("\n")[0]}\n${ask(["-dumpmachine"]).trim()}`
-    identities.set(cc, id)
+    if (!stopped) identities.set(cc, id)
   }
   return id
 }
