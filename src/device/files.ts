@@ -53,16 +53,20 @@ export const readBytesSync = (file: string): Uint8Array => {
   }
 }
 
-/** A model's bytes (readBytesSync's checks and errors), its large initializers' raw data left in the file where it is a regular one (readModelBytes). */
-const modelBytesSync = (file: string, unreadBytes: number): ModelBytes => {
+/**
+ * A model's bytes (readBytesSync's checks and errors), its large initializers' raw data left in the
+ * file where it is a regular one (readModelBytes); `regular` false for a pipe or a device (`tessera run
+ * <(cat m.onnx)`), read once and whole: it can be neither reopened nor read at an offset.
+ */
+const modelBytesSync = (file: string, unreadBytes: number): ModelBytes & { readonly regular: boolean } => {
   try {
     const st = fs.statSync(file)
     if (st.isDirectory()) throw Object.assign(new Error("is a folder"), { code: "EISDIR" })
-    if (st.isFile()) return readModelBytes(path.resolve(file), unreadBytes)
+    if (st.isFile()) return { ...readModelBytes(path.resolve(file), unreadBytes), regular: true }
   } catch (e) {
     throw accessError(file, "read", e)
   }
-  return { bytes: readBytesSync(file), unread: new Map(), readAt: () => {} }
+  return { bytes: readBytesSync(file), unread: new Map(), readAt: () => {}, regular: false }
 }
 
 /** What a non-regular file is, in words. */
@@ -120,7 +124,7 @@ export const externalReader = (folder: string) => (location: string, offset: num
  * tensors): a FileAccessError then if the file changed since.
  */
 export const readModelSync = (file: string, unreadBytes: number = UNREAD_BYTES): Graph => {
-  const { bytes, unread: left, readAt } = modelBytesSync(file, unreadBytes)
+  const { bytes, unread: left, readAt, regular } = modelBytesSync(file, unreadBytes)
   // raw data left in the file (model-bytes.ts): a stored tensor reads it when asked, a FileAccessError if it cannot
   const unread = (raw: Uint8Array): ByteSource | undefined =>
     raw.buffer === bytes.buffer && left.get(raw.byteOffset) === raw.length
@@ -142,7 +146,8 @@ export const readModelSync = (file: string, unreadBytes: number = UNREAD_BYTES):
     }
   }
   try {
-    return decodeModelSync(bytes, { readExternal: externalReader(path.dirname(path.resolve(file))), adoptBytes: true, moveBytes, unread })
+    // (a pipe's bytes are all in memory and it cannot be read again: its tensors move there, the decoder's own copyWithin)
+    return decodeModelSync(bytes, { readExternal: externalReader(path.dirname(path.resolve(file))), adoptBytes: true, ...(regular ? { moveBytes } : {}), unread })
   } finally {
     if (fd !== undefined) fs.closeSync(fd)
   }
