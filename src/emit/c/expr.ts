@@ -150,6 +150,9 @@ export interface RequantizeForm {
   readonly z: Extract<Expr, { kind: "cast" }>
 }
 
+/** Whether lo ≤ hi are the clamp bounds a requantizing conversion renders: integers within ±65536 (an 8- or 16-bit range with room). */
+export const requantizeBounds = (lo: number, hi: number): boolean => Number.isInteger(lo) && Number.isInteger(hi) && lo <= hi && Math.abs(lo) <= 65536 && Math.abs(hi) <= 65536
+
 /** The parts of `e` as a requantizing conversion (whatever its types: each renderer checks its own), or undefined where it is not one. */
 export const requantizeForm = (e: Extract<Expr, { kind: "cast" }>): RequantizeForm | undefined => {
   const outer = e.value
@@ -157,7 +160,7 @@ export const requantizeForm = (e: Extract<Expr, { kind: "cast" }>): RequantizeFo
   const inner = outer.b
   if (inner.kind !== "bin" || inner.op !== "min" || inner.a.kind !== "const") return undefined
   const [lo, hi] = [outer.a.value, inner.a.value]
-  if (!Number.isInteger(lo) || !Number.isInteger(hi) || lo > hi || Math.abs(lo) > 65536 || Math.abs(hi) > 65536) return undefined
+  if (!requantizeBounds(lo, hi)) return undefined
   const q = inner.b
   if (q.kind !== "bin" || q.op !== "add" || q.a.kind !== "call" || q.a.fn !== "round") return undefined
   const z = q.b

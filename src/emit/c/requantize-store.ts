@@ -42,7 +42,7 @@ import type { Expr, Read } from "../../ast/te/expr.js"
 import { c, collect, exprKey, substitute } from "../../ast/te/expr.js"
 import { coef, mentions } from "../../ast/te/linear-index.js"
 import type { ForStmt, Walk } from "../c-family/dialect.js"
-import { castC, constC, requantizeForm, type RequantizeForm } from "./expr.js"
+import { castC, constC, requantizeBounds, requantizeForm, type RequantizeForm } from "./expr.js"
 
 /** Lanes of one statement (64 bytes of int32 / float32: an AVX-512 register). */
 export const REQUANTIZE_LANES = 16
@@ -94,7 +94,7 @@ const clampedAfterRounding = (e: Extract<Expr, { kind: "cast" }>): Requantize | 
   const inner = outer.a
   if (inner.kind !== "bin" || inner.op !== "max" || inner.b.kind !== "const") return undefined
   const [lo, hi] = [inner.b.value, outer.b.value]
-  if (!Number.isInteger(lo) || !Number.isInteger(hi) || lo > hi || Math.abs(lo) > 65536 || Math.abs(hi) > 65536) return undefined
+  if (!requantizeBounds(lo, hi)) return undefined
   const q = inner.a
   const rounded = q.kind === "call" && q.fn === "round" ? { x: q.args[0], z: 0 } : q.kind === "bin" && q.op === "add" && q.a.kind === "call" && q.a.fn === "round" && q.b.kind === "const" ? { x: q.a.args[0], z: q.b.value } : undefined
   if (!rounded || !Number.isInteger(rounded.z) || Math.abs(rounded.z) > 65535) return undefined
